@@ -1,0 +1,93 @@
+import type { DType } from './dtype.js';
+import type { Ops } from './ops.js';
+
+/** A device a backend can place tensors on. */
+export interface DeviceInfo {
+  readonly backend: string;
+  readonly index: number;
+  readonly name: string;
+  /** Total memory in bytes (host memory for the CPU backend). */
+  readonly totalMemory: number;
+  /** Streaming multiprocessors, or CPU cores. */
+  readonly multiprocessors: number;
+  /** Last-level cache size in bytes (the L2 on a GPU); used to size cache flushes. */
+  readonly l2CacheBytes: number;
+  /** e.g. '9.0' for an H200; absent on the CPU. */
+  readonly computeCapability?: string;
+  readonly extra?: Readonly<Record<string, string | number | boolean>>;
+}
+
+export interface BackendAvailability {
+  readonly available: boolean;
+  /** Why not, in words a user can act on (which libraries were tried where). */
+  readonly reason?: string;
+  readonly details?: Readonly<Record<string, string | number | boolean>>;
+}
+
+export type KernelLanguage = 'typescript' | 'cuda' | 'triton';
+
+export interface BackendCapabilities {
+  readonly graphs: boolean;
+  readonly collectives: boolean;
+  readonly kernelLanguages: readonly KernelLanguage[];
+}
+
+/**
+ * Memory owned by a backend. Tensors are views over a storage; the storage is
+ * reference-counted so views can be disposed independently of their base.
+ */
+export interface Storage {
+  readonly backend: Backend;
+  readonly device: number;
+  readonly byteLength: number;
+  /** Host bytes for host-resident backends (CPU); undefined for device memory. */
+  readonly hostBytes?: Uint8Array;
+  /** Device address for device-resident backends; a plain number (addresses fit in 2^53). */
+  readonly devicePtr?: number;
+  retain(): void;
+  /** Returns memory to the backend when the count reaches zero. */
+  release(): void;
+  readonly released: boolean;
+}
+
+/** Times work on the backend's current stream (device events on a GPU, a monotonic clock on the CPU). */
+export interface Timer {
+  start(): void;
+  stop(): void;
+  /** Milliseconds between start and stop; synchronises as needed. */
+  elapsedMs(): number;
+}
+
+export interface AllocateOptions {
+  /** Fill the new memory with a byte pattern (0xff makes every float NaN), so unwritten outputs are caught. */
+  readonly poison?: number;
+}
+
+export interface Backend {
+  readonly name: string;
+  availability(): BackendAvailability;
+  devices(): readonly DeviceInfo[];
+  readonly capabilities: BackendCapabilities;
+  /** The op surface modules call. */
+  readonly ops: Ops;
+  allocate(byteLength: number, device: number, options?: AllocateOptions): Storage;
+  /** Copy host bytes into a storage at a byte offset. */
+  write(dst: Storage, byteOffset: number, src: Uint8Array): void;
+  /** Copy bytes out of a storage to the host. */
+  read(src: Storage, byteOffset: number, byteLength: number): Uint8Array;
+  /** Device-to-device byte copy within this backend. */
+  copyBytes(dst: Storage, dstOffset: number, src: Storage, srcOffset: number, byteLength: number): void;
+  synchronize(device?: number): void;
+  createTimer(device?: number): Timer;
+  /** Versions of the driver and libraries, recorded with every result. */
+  versions(): Readonly<Record<string, string>>;
+}
+
+/** What a kernel language helper produces: something a module can launch on a backend. */
+export interface Kernel {
+  readonly language: KernelLanguage;
+  readonly entry: string;
+  readonly source: string;
+}
+
+export type { DType };

@@ -1,0 +1,64 @@
+import type { DType } from './dtype.js';
+import type { Tensor } from './tensor.js';
+
+/**
+ * The op surface modules call. Every backend implements all of it; ops return new
+ * tensors on the inputs' backend unless their name ends in an underscore (in place).
+ * Inputs may be non-contiguous; outputs are contiguous.
+ * Accumulation is at least float32 (the CPU reference accumulates in float64).
+ */
+export interface Ops {
+  // --- elementwise and data movement -------------------------------------------------------
+  /** dst[i] = value for every element of the (possibly strided) view. */
+  fill(dst: Tensor, value: number): void;
+  /** Strided copy with dtype conversion; shapes must match. */
+  copy(dst: Tensor, src: Tensor): void;
+  /** a + b with broadcasting of size-1 dims; result in a's dtype. */
+  add(a: Tensor, b: Tensor): Tensor;
+  /** a * b with broadcasting of size-1 dims; result in a's dtype. */
+  mul(a: Tensor, b: Tensor): Tensor;
+  /** Batched matrix product: a [..., M, K] x b [..., K, N] -> [..., M, N] (batch dims broadcast). */
+  matmul(a: Tensor, b: Tensor, options?: { outDType?: DType }): Tensor;
+
+  // --- L1 decoder-LLM spine -----------------------------------------------------------------
+  /** y = x / sqrt(mean(x^2) + eps) * weight over the last dim. */
+  rmsNorm(x: Tensor, weight: Tensor, eps: number): Tensor;
+  /** residual' = x + residual; y = rmsNorm(residual'); returns [y, residual'] (vLLM fused_add_rms_norm). */
+  fusedAddRmsNorm(x: Tensor, residual: Tensor, weight: Tensor, eps: number): [Tensor, Tensor];
+  /** x [..., 2d] -> silu(x[..., :d]) * x[..., d:]. */
+  siluAndMul(x: Tensor): Tensor;
+  /** x [..., 2d] -> gelu(x[..., :d]) * x[..., d:], exact erf or tanh approximation. */
+  geluAndMul(x: Tensor, approximate: 'none' | 'tanh'): Tensor;
+  /**
+   * Rotary embedding as vLLM's RotaryEmbedding.forward_native: positions [T] (int), query [T, nq*head],
+   * key [T, nk*head] or null, cosSinCache [maxPos, rotaryDim] (cos | sin halves). Returns new [query, key].
+   */
+  rotaryEmbedding(positions: Tensor, query: Tensor, key: Tensor | null, cosSinCache: Tensor, headSize: number, isNeoxStyle: boolean): [Tensor, Tensor | null];
+  /** weight [V, H] gathered at ids [...] -> [..., H]. */
+  embedding(ids: Tensor, weight: Tensor): Tensor;
+  /** y = x W^T + b: x [..., K], weight [N, K], bias [N] or null -> [..., N]. */
+  linear(x: Tensor, weight: Tensor, bias: Tensor | null): Tensor;
+  /** Softmax over one dim, accumulated in float32 or wider; result in x's dtype. */
+  softmax(x: Tensor, dim: number): Tensor;
+  /**
+   * Paged KV-cache write (vLLM reshape_and_cache_flash): key/value [T, nKv, head] into
+   * kCache/vCache [numBlocks, blockSize, nKv, head] at slotMapping [T] (slot = block * blockSize + offset; -1 skips).
+   */
+  storeKvcache_(key: Tensor, value: Tensor, kCache: Tensor, vCache: Tensor, slotMapping: Tensor): void;
+  /**
+   * Decode attention over a paged cache: query [B, nQ, head]; caches as above; blockTables [B, maxBlocks] (i32);
+   * seqLens [B] (i32). GQA when nQ > nKv. slidingWindow 0 = none. Returns [B, nQ, head].
+   */
+  pagedDecodeAttention(query: Tensor, kCache: Tensor, vCache: Tensor, blockTables: Tensor, seqLens: Tensor, scale: number, slidingWindow: number): Tensor;
+  /**
+   * Variable-length prefill attention (flash_attn_varlen_func): q [Tq, nQ, head], k/v [Tk, nKv, head],
+   * cuSeqlensQ/K [B+1] (i32). Causal masks align the ends of q and k (bottom-right). Returns [Tq, nQ, head].
+   */
+  varlenPrefillAttention(q: Tensor, k: Tensor, v: Tensor, cuSeqlensQ: Tensor, cuSeqlensK: Tensor, scale: number, causal: boolean, slidingWindow: number): Tensor;
+  /**
+   * Sample one token per row of logits [B, V] (f32). temperature [B] (0 = greedy), topK [B] (i32, <=0 = off),
+   * topP [B] (f32, 1 = off), seeds [B] (i64). Noise comes from counterUniform(seed, row, col), so every
+   * implementation draws the same tokens. Returns ids [B] (i64).
+   */
+  sample(logits: Tensor, temperature: Tensor, topK: Tensor, topP: Tensor, seeds: Tensor): Tensor;
+}

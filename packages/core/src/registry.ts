@@ -1,0 +1,71 @@
+import { withContext, type ExecutionContext } from './context.js';
+import type { Module, ModuleClass } from './module.js';
+import type { TaskDefinition } from './task.js';
+
+/**
+ * Task id -> module class. A child registry overrides some classes and falls back to its
+ * parent for the rest: a candidate set is a child of the baseline registry, so every module
+ * built from it uses the candidate wherever the baseline would have been used.
+ */
+export class ModuleRegistry {
+  private readonly classes = new Map<string, ModuleClass>();
+  private readonly tasks = new Map<string, TaskDefinition>();
+
+  constructor(readonly parent?: ModuleRegistry, readonly label = parent ? 'child' : 'baseline') {}
+
+  /** Register a task with its baseline class (root registries). */
+  registerTask(task: TaskDefinition): void {
+    if (this.tasks.has(task.id)) throw new Error(`task '${task.id}' registered twice`);
+    this.tasks.set(task.id, task);
+    this.classes.set(task.id, task.baseline);
+  }
+
+  /** Override one task's class in this registry. */
+  override(taskId: string, cls: ModuleClass): void {
+    if (!this.task(taskId)) throw new Error(`cannot override unknown task '${taskId}'`);
+    this.classes.set(taskId, cls);
+  }
+
+  child(label = 'child'): ModuleRegistry {
+    return new ModuleRegistry(this, label);
+  }
+
+  task(taskId: string): TaskDefinition | undefined {
+    return this.tasks.get(taskId) ?? this.parent?.task(taskId);
+  }
+
+  allTasks(): TaskDefinition[] {
+    const seen = new Map<string, TaskDefinition>();
+    for (let r: ModuleRegistry | undefined = this; r; r = r.parent) for (const [k, t] of r.tasks) if (!seen.has(k)) seen.set(k, t);
+    return [...seen.values()].sort((a, b) => a.level - b.level || a.id.localeCompare(b.id));
+  }
+
+  resolve(taskId: string): ModuleClass {
+    const cls = this.classes.get(taskId) ?? this.parent?.resolve(taskId);
+    if (!cls) throw new Error(`unknown task '${taskId}'`);
+    return cls;
+  }
+
+  /** Task ids overridden in this registry (not its parents). */
+  overrides(): string[] {
+    return [...this.classes.keys()].filter((k) => !this.tasks.has(k));
+  }
+
+  isOverridden(taskId: string): boolean {
+    return this.classes.has(taskId) && !this.tasks.has(taskId);
+  }
+
+  /**
+   * Construct a module. Called by modules on their current context, which already names
+   * this registry; `createIn` sets up the context from outside.
+   */
+  create<M extends Module = Module>(taskId: string, ...args: unknown[]): M {
+    const Cls = this.resolve(taskId);
+    return new Cls(...args) as M;
+  }
+
+  /** Construct a module with ctx (whose registry should be this one) as the current context. */
+  createIn<M extends Module = Module>(ctx: ExecutionContext, taskId: string, ...args: unknown[]): M {
+    return withContext(ctx, () => this.create<M>(taskId, ...args));
+  }
+}

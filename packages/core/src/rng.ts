@@ -1,0 +1,119 @@
+/**
+ * Deterministic randomness.
+ * - `Rng`: a seeded stream (xoshiro128**) for generating inputs and weights.
+ * - `counterUniform`: a stateless hash of (seed, row, col), the noise source for sampling,
+ *   simple enough that every backend (TypeScript, CUDA, Triton) reproduces it bit for bit.
+ */
+
+/** murmur3's 32-bit finaliser. */
+export function fmix32(h: number): number {
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+/**
+ * Uniform in (0, 1) from (seed, row, col): 24 random bits, so it is exact in float32.
+ * CUDA: `h = fmix32(col + 0x9e3779b9u); h = fmix32(row ^ h); h = fmix32(seed_hi ^ h); h = fmix32(seed_lo ^ h);
+ * u = ((h >> 8) + 0.5f) * (1.0f / 16777216.0f)` with seed split into 32-bit halves.
+ */
+export function counterUniform(seed: number, row: number, col: number): number {
+  const seedLo = seed >>> 0;
+  const seedHi = Math.floor(seed / 4294967296) >>> 0;
+  let h = fmix32((col + 0x9e3779b9) >>> 0);
+  h = fmix32((row ^ h) >>> 0);
+  h = fmix32((seedHi ^ h) >>> 0);
+  h = fmix32((seedLo ^ h) >>> 0);
+  return ((h >>> 8) + 0.5) / 16777216;
+}
+
+export class Rng {
+  private s0: number;
+  private s1: number;
+  private s2: number;
+  private s3: number;
+  private spare: number | undefined;
+
+  constructor(seed: number) {
+    // splitmix32 to spread the seed over the state
+    let x = seed >>> 0;
+    const next = () => {
+      x = (x + 0x9e3779b9) >>> 0;
+      return fmix32(x);
+    };
+    this.s0 = next();
+    this.s1 = next();
+    this.s2 = next();
+    this.s3 = next();
+    if ((this.s0 | this.s1 | this.s2 | this.s3) === 0) this.s0 = 1;
+  }
+
+  /** 32 random bits. */
+  nextU32(): number {
+    const result = Math.imul(rotl(Math.imul(this.s1, 5), 7), 9) >>> 0;
+    const t = this.s1 << 9;
+    this.s2 ^= this.s0;
+    this.s3 ^= this.s1;
+    this.s1 ^= this.s2;
+    this.s0 ^= this.s3;
+    this.s2 ^= t;
+    this.s3 = rotl(this.s3, 11);
+    return result;
+  }
+
+  /** Uniform in [0, 1) with 53 bits. */
+  uniform(): number {
+    const hi = this.nextU32() >>> 5;
+    const lo = this.nextU32() >>> 6;
+    return (hi * 67108864 + lo) / 9007199254740992;
+  }
+
+  /** Integer in [lo, hi). */
+  int(lo: number, hi: number): number {
+    return lo + Math.floor(this.uniform() * (hi - lo));
+  }
+
+  /** Standard normal (Box-Muller). */
+  normal(): number {
+    if (this.spare !== undefined) {
+      const s = this.spare;
+      this.spare = undefined;
+      return s;
+    }
+    let u = 0;
+    while (u === 0) u = this.uniform();
+    const v = this.uniform();
+    const r = Math.sqrt(-2 * Math.log(u));
+    this.spare = r * Math.sin(2 * Math.PI * v);
+    return r * Math.cos(2 * Math.PI * v);
+  }
+
+  fillNormal(n: number, scale = 1): Float64Array {
+    const a = new Float64Array(n);
+    for (let i = 0; i < n; i++) a[i] = this.normal() * scale;
+    return a;
+  }
+
+  fillUniform(n: number, lo: number, hi: number): Float64Array {
+    const a = new Float64Array(n);
+    for (let i = 0; i < n; i++) a[i] = lo + (hi - lo) * this.uniform();
+    return a;
+  }
+
+  /** Fisher-Yates shuffle of [0, n). */
+  permutation(n: number): number[] {
+    const p = [...Array(n).keys()];
+    for (let i = n - 1; i > 0; i--) {
+      const j = this.int(0, i + 1);
+      [p[i], p[j]] = [p[j]!, p[i]!];
+    }
+    return p;
+  }
+}
+
+function rotl(x: number, k: number): number {
+  return ((x << k) | (x >>> (32 - k))) >>> 0;
+}

@@ -1,0 +1,65 @@
+/** Shape and stride arithmetic shared by tensors and backends. */
+export type Shape = readonly number[];
+
+export function numel(shape: Shape): number {
+  let n = 1;
+  for (const d of shape) n *= d;
+  return n;
+}
+
+export function contiguousStrides(shape: Shape): number[] {
+  const strides = new Array<number>(shape.length);
+  let s = 1;
+  for (let i = shape.length - 1; i >= 0; i--) {
+    strides[i] = s;
+    s *= shape[i]!;
+  }
+  return strides;
+}
+
+export function normalizeDim(dim: number, rank: number): number {
+  const d = dim < 0 ? dim + rank : dim;
+  if (!Number.isInteger(d) || d < 0 || d >= rank) throw new RangeError(`dimension ${dim} out of range for rank ${rank}`);
+  return d;
+}
+
+export function shapesEqual(a: Shape, b: Shape): boolean {
+  return a.length === b.length && a.every((v, i) => v === b[i]);
+}
+
+export function formatShape(shape: Shape): string {
+  return `[${shape.join(', ')}]`;
+}
+
+/**
+ * Visit every element of a strided layout in row-major order, calling fn with the
+ * element offset (in elements, including `offset`) and the linear index.
+ */
+export function forEachOffset(shape: Shape, strides: readonly number[], offset: number, fn: (elemOffset: number, linear: number) => void): void {
+  const rank = shape.length;
+  const total = numel(shape);
+  if (total === 0) return;
+  if (rank === 0) {
+    fn(offset, 0);
+    return;
+  }
+  const idx = new Array<number>(rank).fill(0);
+  let off = offset;
+  const last = rank - 1;
+  const lastDim = shape[last]!;
+  const lastStride = strides[last]!;
+  for (let linear = 0; linear < total; ) {
+    for (let j = 0; j < lastDim; j++, linear++) fn(off + j * lastStride, linear);
+    // carry into the outer dimensions
+    let d = last - 1;
+    while (d >= 0) {
+      idx[d]!++;
+      off += strides[d]!;
+      if (idx[d]! < shape[d]!) break;
+      off -= strides[d]! * shape[d]!;
+      idx[d] = 0;
+      d--;
+    }
+    if (d < 0) break;
+  }
+}

@@ -1,0 +1,77 @@
+import { Rng } from './rng.js';
+
+/** Timing statistics: order statistics and a bootstrap confidence interval of a speedup. */
+export function quantile(xs: readonly number[], q: number): number {
+  if (xs.length === 0) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  const pos = (s.length - 1) * q;
+  const lo = Math.floor(pos);
+  const hi = Math.ceil(pos);
+  return s[lo]! + (s[hi]! - s[lo]!) * (pos - lo);
+}
+
+export const median = (xs: readonly number[]): number => quantile(xs, 0.5);
+
+export interface TimingSummary {
+  readonly n: number;
+  readonly medianMs: number;
+  readonly p10Ms: number;
+  readonly p90Ms: number;
+  readonly minMs: number;
+  readonly meanMs: number;
+}
+
+export function summarize(timesMs: readonly number[]): TimingSummary {
+  const n = timesMs.length;
+  return {
+    n,
+    medianMs: median(timesMs),
+    p10Ms: quantile(timesMs, 0.1),
+    p90Ms: quantile(timesMs, 0.9),
+    minMs: n ? Math.min(...timesMs) : NaN,
+    meanMs: n ? timesMs.reduce((a, b) => a + b, 0) / n : NaN,
+  };
+}
+
+export interface SpeedupEstimate {
+  /** median(baseline) / median(candidate). */
+  readonly speedup: number;
+  readonly ciLow: number;
+  readonly ciHigh: number;
+  readonly confidence: number;
+}
+
+/**
+ * Percentile bootstrap of median(baseline) / median(candidate): resample each side with
+ * replacement, seeded, so the interval is reproducible.
+ */
+export function bootstrapSpeedup(baselineMs: readonly number[], candidateMs: readonly number[], options: { resamples?: number; confidence?: number; seed?: number } = {}): SpeedupEstimate {
+  const resamples = options.resamples ?? 2000;
+  const confidence = options.confidence ?? 0.95;
+  const speedup = median(baselineMs) / median(candidateMs);
+  if (baselineMs.length === 0 || candidateMs.length === 0) return { speedup: NaN, ciLow: NaN, ciHigh: NaN, confidence };
+  const rng = new Rng(options.seed ?? 12345);
+  const ratios = new Float64Array(resamples);
+  const b = new Float64Array(baselineMs.length);
+  const c = new Float64Array(candidateMs.length);
+  for (let r = 0; r < resamples; r++) {
+    for (let i = 0; i < b.length; i++) b[i] = baselineMs[rng.int(0, baselineMs.length)]!;
+    for (let i = 0; i < c.length; i++) c[i] = candidateMs[rng.int(0, candidateMs.length)]!;
+    ratios[r] = sortedMedian(b) / sortedMedian(c);
+  }
+  ratios.sort();
+  const alpha = (1 - confidence) / 2;
+  return { speedup, ciLow: quantile(Array.from(ratios), alpha), ciHigh: quantile(Array.from(ratios), 1 - alpha), confidence };
+}
+
+function sortedMedian(a: Float64Array): number {
+  a.sort();
+  const m = (a.length - 1) / 2;
+  return (a[Math.floor(m)]! + a[Math.ceil(m)]!) / 2;
+}
+
+/** Geometric mean of positive numbers (NaN for an empty list). */
+export function geomean(xs: readonly number[]): number {
+  if (xs.length === 0) return NaN;
+  return Math.exp(xs.reduce((a, x) => a + Math.log(x), 0) / xs.length);
+}

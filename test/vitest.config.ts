@@ -1,0 +1,5 @@
+import { defineConfig } from 'vitest/config';
+import { sharedResolve, sharedTest } from '../vitest.shared.js';
+
+// End-to-end tests run the built CLI as a user would; they are slower, so one fork at a time.
+export default defineConfig({ ...sharedResolve, test: { ...sharedTest, name: 'e2e', testTimeout: 180_000, fileParallelism: false } });

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Compile every .cu in the repo for sm_90a so a kernel that does not compile never lands.
+# Kernels are also compiled at run time by NVRTC; this is the same source through nvcc.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+NVCC=${NVCC:-nvcc}
+if ! command -v "$NVCC" >/dev/null; then
+  echo "compile-cu: nvcc not found (set NVCC or put the CUDA toolkit's bin on PATH)" >&2
+  exit 1
+fi
+mapfile -t files < <(git ls-files '*.cu'; git ls-files --others --exclude-standard '*.cu')
+if [ ${#files[@]} -eq 0 ]; then echo "compile-cu: no .cu files"; exit 0; fi
+out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
+fail=0
+for f in "${files[@]}"; do
+  if "$NVCC" -std=c++17 -arch=sm_90a -c "$f" -o "$out/$(basename "$f").o" ${NVCC_FLAGS:-}; then
+    echo "compile-cu: ok   $f"
+  else
+    echo "compile-cu: FAIL $f" >&2; fail=1
+  fi
+done
+exit $fail
