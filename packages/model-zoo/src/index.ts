@@ -1,1 +1,23 @@
-export {};
+import { ModuleRegistry, TASK_PROVIDER, definePlugin, type TaskProvider } from '@fastkernels/core';
+import { denseMoeLlmProvider } from './families/dense-moe-llm/index.js';
+
+export * from './families/dense-moe-llm/index.js';
+export * from './common/inputs.js';
+
+/** Every family this package provides. */
+export const taskProviders: readonly TaskProvider[] = [denseMoeLlmProvider];
+
+/** A root registry holding every task's baseline. */
+export function baselineRegistry(providers: readonly TaskProvider[] = taskProviders): ModuleRegistry {
+  const r = new ModuleRegistry();
+  for (const p of providers) for (const t of p.tasks()) r.registerTask(t);
+  return r;
+}
+
+export const modelZooPlugin = definePlugin({
+  name: 'model-zoo',
+  version: '0.1.0',
+  register: (c) => {
+    for (const p of taskProviders) c.register(TASK_PROVIDER, { useValue: p });
+  },
+});

@@ -1,0 +1,32 @@
+import type { TaskDefinition, TaskProvider } from '@fastkernels/core';
+import { FAMILY } from './family.js';
+import { embeddingTask } from './L1/embedding.js';
+import { geluAndMulTask } from './L1/gelu_and_mul.js';
+import { linearTask } from './L1/linear.js';
+import { pagedDecodeAttentionTask } from './L1/paged_decode_attention.js';
+import { rmsNormTask } from './L1/rms_norm.js';
+import { rotaryEmbTask } from './L1/rotary_emb.js';
+import { samplerTask } from './L1/sampler.js';
+import { siluAndMulTask } from './L1/silu_and_mul.js';
+import { softmaxTask } from './L1/softmax.js';
+import { storeKvcacheTask } from './L1/store_kvcache.js';
+import { varlenPrefillAttentionTask } from './L1/varlen_prefill_attention.js';
+
+export { FAMILY as DENSE_MOE_LLM };
+
+/** The decoder-LLM spine (Llama, Qwen2, Mistral ...), lowest level first. */
+export const denseMoeLlmTasks: readonly TaskDefinition[] = [
+  embeddingTask,
+  geluAndMulTask,
+  linearTask,
+  pagedDecodeAttentionTask,
+  rmsNormTask,
+  rotaryEmbTask,
+  samplerTask,
+  siluAndMulTask,
+  softmaxTask,
+  storeKvcacheTask,
+  varlenPrefillAttentionTask,
+];
+
+export const denseMoeLlmProvider: TaskProvider = { family: FAMILY, tasks: () => denseMoeLlmTasks };
