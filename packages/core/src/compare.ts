@@ -1,6 +1,6 @@
 import type { DType } from './dtype.js';
 import { formatShape, shapesEqual } from './shape.js';
-import type { Status } from './status.js';
+import { worstStatus, type Status } from './status.js';
 import type { HostArray, Tolerance } from './task.js';
 import type { Tensor } from './tensor.js';
 
@@ -81,7 +81,7 @@ export function compareTensors(actual: Tensor | HostArray, expected: Tensor | Ho
   return { status: 'PASSED', ...stats };
 }
 
-/** Compare lists of outputs: counts must match; the worst tensor decides. */
+/** Compare lists of outputs: counts must match; the worst tensor (by status severity) decides. */
 export function compareOutputs(actual: readonly (Tensor | HostArray)[], expected: readonly (Tensor | HostArray)[], tolFor: (dtype: DType | undefined) => Tolerance): Comparison {
   if (actual.length !== expected.length) {
     return { status: 'INCORRECT_SHAPE', maxAbsError: Infinity, maxRelError: Infinity, matchedRatio: 0, detail: `${actual.length} outputs, expected ${expected.length}` };
@@ -90,12 +90,15 @@ export function compareOutputs(actual: readonly (Tensor | HostArray)[], expected
   for (let i = 0; i < expected.length; i++) {
     const e = expected[i]!;
     const c = compareTensors(actual[i]!, e, tolFor('dtype' in e ? e.dtype : undefined));
+    // The most severe status wins (a shape error beats a numerical one, whatever the order); its detail goes with it.
+    const status = worstStatus([worst.status, c.status]);
+    const cDetail = c.detail ? `output ${i}: ${c.detail}` : undefined;
     const merged: Comparison = {
-      status: worst.status === 'PASSED' ? c.status : worst.status,
+      status,
       maxAbsError: Math.max(worst.maxAbsError, c.maxAbsError),
       maxRelError: Math.max(worst.maxRelError, c.maxRelError),
       matchedRatio: Math.min(worst.matchedRatio, c.matchedRatio),
-      detail: worst.detail ?? (c.detail ? `output ${i}: ${c.detail}` : undefined),
+      detail: status !== worst.status ? cDetail : (worst.detail ?? cDetail),
     };
     worst = merged;
   }

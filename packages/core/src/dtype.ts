@@ -50,7 +50,7 @@ export function parseDType(name: string): DType {
     int16: 'i16', int8: 'i8', uint8: 'u8', F64: 'f64', F32: 'f32', F16: 'f16', BF16: 'bf16', F8_E4M3: 'fp8e4m3',
     F8_E5M2: 'fp8e5m2', I64: 'i64', I32: 'i32', I16: 'i16', I8: 'i8', U8: 'u8', BOOL: 'bool',
   };
-  const d = alias[n];
+  const d = Object.hasOwn(alias, n) ? alias[n] : undefined;
   if (!d) throw new RangeError(`unknown dtype '${name}' (known: ${DTYPES.join(', ')})`);
   return d;
 }

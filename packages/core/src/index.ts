@@ -15,3 +15,4 @@ export * from './stats.js';
 export * from './rng.js';
 export * from './errors.js';
 export * from './host.js';
+export * from './harness/index.js';

@@ -64,11 +64,14 @@ export abstract class Module {
     if (options.strict && (missing.length || unexpected.length)) {
       throw new Error(`loadStateDict: missing [${missing.join(', ')}], unexpected [${unexpected.join(', ')}]`);
     }
+    // Check every shape before copying anything, so a bad state dict leaves the module unchanged.
     for (const [k, dst] of own) {
       const src = state.get(k);
-      if (!src) continue;
-      if (!shapesEqual(src.shape, dst.shape)) throw new Error(`loadStateDict: '${k}' has shape ${formatShape(src.shape)}, expected ${formatShape(dst.shape)}`);
-      dst.copy_(src);
+      if (src && !shapesEqual(src.shape, dst.shape)) throw new Error(`loadStateDict: '${k}' has shape ${formatShape(src.shape)}, expected ${formatShape(dst.shape)}`);
+    }
+    for (const [k, dst] of own) {
+      const src = state.get(k);
+      if (src) dst.copy_(src);
     }
     return { missing, unexpected };
   }

@@ -57,8 +57,16 @@ export interface Ops {
   varlenPrefillAttention(q: Tensor, k: Tensor, v: Tensor, cuSeqlensQ: Tensor, cuSeqlensK: Tensor, scale: number, causal: boolean, slidingWindow: number): Tensor;
   /**
    * Sample one token per row of logits [B, V] (f32). temperature [B] (0 = greedy), topK [B] (i32, <=0 = off),
-   * topP [B] (f32, 1 = off), seeds [B] (i64). Noise comes from counterUniform(seed, row, col), so every
-   * implementation draws the same tokens. Returns ids [B] (i64).
+   * topP [B] (f32, 1 = off), seeds [B] (i64). Returns ids [B] (i64). Every backend runs these exact steps,
+   * so all draw the same tokens (float32 implementations may differ only at exact near-ties). Per row b:
+   *  1. T == 0: argmax of the logits (NaN ignored; ties -> lowest index). Done.
+   *  2. s_i = logits[b, i] / T.
+   *  3. top-k, 0 < k < V: keep i iff s_i >= the k-th largest s (ties at the threshold all kept).
+   *  4. top-p, p < 1: q = softmax(s) over the kept set; order kept tokens by q descending (ties: lower index
+   *     first); keep the shortest prefix whose running sum reaches >= p (at least one token).
+   *  5. pi = softmax(s) over the final kept set, max-subtracted.
+   *  6. Exponential race: E_i = -ln(counterUniform(seed, b, i)); return argmax over kept i of pi_i / E_i
+   *     (ties -> lowest index). A row whose kept logits are all -inf or NaN falls back to step 1.
    */
   sample(logits: Tensor, temperature: Tensor, topK: Tensor, topP: Tensor, seeds: Tensor): Tensor;
 }

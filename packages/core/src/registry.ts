@@ -1,4 +1,4 @@
-import { withContext, type ExecutionContext } from './context.js';
+import { currentContext, hasContext, withContext, type ExecutionContext } from './context.js';
 import type { Module, ModuleClass } from './module.js';
 import type { TaskDefinition } from './task.js';
 
@@ -57,10 +57,16 @@ export class ModuleRegistry {
 
   /**
    * Construct a module. Called by modules on their current context, which already names
-   * this registry; `createIn` sets up the context from outside.
+   * this registry; `createIn` sets up the context from outside. When the current context names
+   * another registry, the module is built with this one swapped in, so its own children resolve
+   * here too (late binding holds whichever registry the construction starts from).
    */
   create<M extends Module = Module>(taskId: string, ...args: unknown[]): M {
     const Cls = this.resolve(taskId);
+    if (hasContext()) {
+      const ctx = currentContext();
+      if (ctx.registry !== this) return withContext({ ...ctx, registry: this }, () => new Cls(...args) as M);
+    }
     return new Cls(...args) as M;
   }
 

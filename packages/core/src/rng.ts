@@ -16,9 +16,11 @@ export function fmix32(h: number): number {
 }
 
 /**
- * Uniform in (0, 1) from (seed, row, col): 24 random bits, so it is exact in float32.
+ * Uniform in (0, 1) from (seed, row, col): 23 random bits plus a half step, (2k + 1) / 2^24 with k < 2^23,
+ * so every value has at most 24 significant bits and is exact in float32 (min 2^-24, max 1 - 2^-24).
+ * (24 random bits plus a half would need 25 bits: float32 arithmetic would round half the values.)
  * CUDA: `h = fmix32(col + 0x9e3779b9u); h = fmix32(row ^ h); h = fmix32(seed_hi ^ h); h = fmix32(seed_lo ^ h);
- * u = ((h >> 8) + 0.5f) * (1.0f / 16777216.0f)` with seed split into 32-bit halves.
+ * u = ((h >> 9) + 0.5f) * (1.0f / 8388608.0f)` with seed split into 32-bit halves (two's complement for negatives).
  */
 export function counterUniform(seed: number, row: number, col: number): number {
   const seedLo = seed >>> 0;
@@ -27,7 +29,7 @@ export function counterUniform(seed: number, row: number, col: number): number {
   h = fmix32((row ^ h) >>> 0);
   h = fmix32((seedHi ^ h) >>> 0);
   h = fmix32((seedLo ^ h) >>> 0);
-  return ((h >>> 8) + 0.5) / 16777216;
+  return ((h >>> 9) + 0.5) / 8388608;
 }
 
 export class Rng {

@@ -85,6 +85,7 @@ export class Tensor {
   }
 
   isContiguous(): boolean {
+    if (this.numel === 0) return true; // nothing to lay out (PyTorch agrees)
     let expected = 1;
     for (let i = this.rank - 1; i >= 0; i--) {
       if (this.shape[i] === 1) continue;
@@ -201,6 +202,7 @@ export class Tensor {
 
   /** A contiguous tensor with the same values: a new view of this storage when already contiguous. */
   contiguous(): Tensor {
+    this.assertLive();
     if (this.isContiguous()) return this.derive(this.shape, contiguousStrides(this.shape), this.offset);
     const out = Tensor.empty(this.backend, this.shape, this.dtype, { device: this.device });
     this.backend.ops.copy(out, this);
@@ -209,6 +211,7 @@ export class Tensor {
 
   /** A new contiguous tensor with a copy of the values. */
   clone(): Tensor {
+    this.assertLive();
     const out = Tensor.empty(this.backend, this.shape, this.dtype, { device: this.device });
     this.backend.ops.copy(out, this);
     return out;
@@ -223,6 +226,7 @@ export class Tensor {
   /** Copy values from `src` (same shape, any dtype, same backend; converts dtype). */
   copy_(src: Tensor): this {
     this.assertLive();
+    src.assertLive();
     if (!shapesEqual(this.shape, src.shape)) throw new RangeError(`copy_: shape ${formatShape(src.shape)} into ${formatShape(this.shape)}`);
     if (src.backend === this.backend) {
       this.backend.ops.copy(this, src);
@@ -239,6 +243,7 @@ export class Tensor {
   /** A contiguous copy on another backend or device. */
   to(backend: Backend, device?: number): Tensor;
   to(target: DType | Backend, device = 0): Tensor {
+    this.assertLive();
     if (typeof target === 'string') {
       const out = Tensor.empty(this.backend, this.shape, target, { device: this.device });
       this.backend.ops.copy(out, this);
@@ -313,6 +318,9 @@ function flatShape(arg: number[] | [Shape] | [readonly number[]]): number[] {
 
 function resolveShape(shape: number[], total: number): number[] {
   const free = shape.indexOf(-1);
+  if (shape.some((d, i) => !Number.isInteger(d) || (d < 0 && !(d === -1 && i === free)))) {
+    throw new RangeError(`invalid shape ${formatShape(shape)}: sizes are non-negative integers, with at most one -1`);
+  }
   if (free >= 0) {
     const known = shape.reduce((a, d, i) => (i === free ? a : a * d), 1);
     if (known === 0 || total % known !== 0) throw new RangeError(`cannot infer -1 in ${formatShape(shape)} for ${total} elements`);

@@ -1,0 +1,32 @@
+import type { Backend, Ops } from '@fastkernels/core';
+import { geluAndMul, siluAndMul } from './activation.js';
+import { pagedDecodeAttention, varlenPrefillAttention } from './attention.js';
+import { add, copy, fill, mul } from './elementwise.js';
+import { storeKvcache_ } from './kvcache.js';
+import { embedding, linear, matmul } from './linear.js';
+import { fusedAddRmsNorm, rmsNorm, softmax } from './norm.js';
+import { rotaryEmbedding } from './rotary.js';
+import { sample } from './sampler.js';
+
+/** The Ops surface of the cpu backend; new outputs are allocated on `backend` (device 0). */
+export function createCpuOps(backend: Backend): Ops {
+  return Object.freeze({
+    fill,
+    copy,
+    add: (a, b) => add(backend, a, b),
+    mul: (a, b) => mul(backend, a, b),
+    matmul: (a, b, options) => matmul(backend, a, b, options),
+    rmsNorm: (x, weight, eps) => rmsNorm(backend, x, weight, eps),
+    fusedAddRmsNorm: (x, residual, weight, eps) => fusedAddRmsNorm(backend, x, residual, weight, eps),
+    siluAndMul: (x) => siluAndMul(backend, x),
+    geluAndMul: (x, approximate) => geluAndMul(backend, x, approximate),
+    rotaryEmbedding: (positions, query, key, cache, headSize, neox) => rotaryEmbedding(backend, positions, query, key, cache, headSize, neox),
+    embedding: (ids, weight) => embedding(backend, ids, weight),
+    linear: (x, weight, bias) => linear(backend, x, weight, bias),
+    softmax: (x, dim) => softmax(backend, x, dim),
+    storeKvcache_,
+    pagedDecodeAttention: (q, k, v, tables, lens, scale, window) => pagedDecodeAttention(backend, q, k, v, tables, lens, scale, window),
+    varlenPrefillAttention: (q, k, v, cuQ, cuK, scale, causal, window) => varlenPrefillAttention(backend, q, k, v, cuQ, cuK, scale, causal, window),
+    sample: (logits, temperature, topK, topP, seeds) => sample(backend, logits, temperature, topK, topP, seeds),
+  } satisfies Ops);
+}

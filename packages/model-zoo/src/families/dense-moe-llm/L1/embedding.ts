@@ -1,0 +1,84 @@
+import { DTYPE_INFO, Module, defineTask, hostArray, type HostArray, type Tensor } from '@fastkernels/core';
+import { bytesOf, fromInts, initNormal } from '../../../common/inputs.js';
+import { FAMILY } from '../family.js';
+
+/**
+ * vLLM's VocabParallelEmbedding on one GPU (tp_size 1): a row gather of weight [V, H] at token ids.
+ * vLLM pads V to a multiple of 64 (padding_size); Llama-3's 128256 is already one, and the padded rows
+ * are never read, so the parameter here is the unpadded [numEmbeddings, embeddingDim].
+ */
+export class VocabParallelEmbedding extends Module {
+  readonly weight: Tensor;
+  constructor(
+    readonly numEmbeddings: number,
+    readonly embeddingDim: number,
+  ) {
+    super();
+    this.weight = this.parameter('weight', [numEmbeddings, embeddingDim]);
+  }
+
+  forward(inputIds: Tensor): Tensor {
+    return this.ctx.backend.ops.embedding(inputIds, this.weight);
+  }
+}
+
+/** Golden gather: ids [...] (integers in [0, V)) of weight [V, H] -> [..., H]. */
+export function embeddingReference(ids: HostArray, weight: HostArray): HostArray {
+  const [v, h] = weight.shape as [number, number];
+  const out = hostArray([...ids.shape, h]);
+  for (let t = 0; t < ids.data.length; t++) {
+    const id = ids.data[t]!;
+    if (!Number.isInteger(id) || id < 0 || id >= v) throw new RangeError(`embedding: id ${id} at ${t} outside [0, ${v})`);
+    for (let j = 0; j < h; j++) out.data[t * h + j] = weight.data[id * h + j]!;
+  }
+  return out;
+}
+
+export const embeddingTask = defineTask(
+  {
+    id: 'L1/embedding',
+    level: 1,
+    className: 'VocabParallelEmbedding',
+    family: [FAMILY],
+    architectures: ['llama', 'qwen2', 'mistral', 'mixtral', 'deepseek', 'glm', 'gemma4', 'gpt_oss', 'qwen3_next', 'jamba', 'kimi_linear', 'llama_eagle3', 'bitnet', 'llada'],
+    mirrors: 'vllm.model_executor.layers.vocab_parallel_embedding.VocabParallelEmbedding',
+    description: 'Token embedding: gather rows of the [vocab, hidden] table at the token ids (single GPU, no padding rows).',
+    init: [
+      { name: 'numEmbeddings', type: 'int', doc: 'vocabulary size V' },
+      { name: 'embeddingDim', type: 'int', doc: 'hidden size H' },
+    ],
+    inputs: [{ name: 'inputIds', dtype: 'i64', shape: ['T'], doc: 'token ids in [0, V)' }],
+    outputs: [{ name: 'y', dtype: 'act', shape: ['T', 'H'] }],
+    cases: {
+      ci: [
+        { name: 'small', dtype: 'f32', dims: { T: 9, V: 100, H: 64 }, init: [100, 64] },
+        { name: 'small-bf16', dtype: 'bf16', dims: { T: 13, V: 257, H: 96 }, init: [257, 96] },
+        { name: 'repeated-ids', dtype: 'f32', dims: { T: 16, V: 5, H: 32 }, init: [5, 32] },
+      ],
+      production: [
+        { name: 'llama3-8b-decode', dtype: 'bf16', dims: { T: 32, V: 128256, H: 4096 }, init: [128256, 4096] },
+        { name: 'llama3-8b-prefill', dtype: 'bf16', dims: { T: 4096, V: 128256, H: 4096 }, init: [128256, 4096] },
+        { name: 'llama3-8b-prefill-chunk', dtype: 'bf16', dims: { T: 512, V: 128256, H: 4096 }, init: [128256, 4096] },
+      ],
+    },
+  },
+  {
+    baseline: VocabParallelEmbedding,
+    makeInputs: (c, ctx, rng) => {
+      const { T, V } = c.dims as { T: number; V: number };
+      const ids = Array.from({ length: T }, () => rng.int(0, V));
+      // Always touch the first and last rows (bounds of the table).
+      if (T > 0) ids[0] = V - 1;
+      if (T > 1) ids[T - 1] = 0;
+      return [fromInts(ctx, ids, [T], 'i64')];
+    },
+    initParameters: (m, _c, rng) => initNormal(m, rng, 1),
+    reference: ([ids], params) => [embeddingReference(ids!, params.get('weight')!)],
+    work: (c) => {
+      const { T, H } = c.dims as { T: number; H: number };
+      const it = DTYPE_INFO[c.dtype].itemsize;
+      // read ids (i64) and T table rows, write [T, H]; no arithmetic.
+      return { bytes: bytesOf([T], 8) + 2 * bytesOf([T, H], it), flops: 0 };
+    },
+  },
+);

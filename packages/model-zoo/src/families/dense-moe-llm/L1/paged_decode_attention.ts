@@ -1,0 +1,217 @@
+import { DTYPE_INFO, Module, defineTask, hostArray, type HostArray, type TaskCase, type Tensor } from '@fastkernels/core';
+import { bytesOf, fromInts, randn } from '../../../common/inputs.js';
+import { FAMILY } from '../family.js';
+import { KV_BLOCK_SIZE } from './store_kvcache.js';
+
+/**
+ * The decode path of vLLM's FLASH_ATTN backend (FlashAttentionImpl.forward with q_len 1:
+ * flash_attn_varlen_func(..., block_table=..., seqused_k=...)): one query token per sequence
+ * attends to that sequence's keys in a paged cache. GQA when numHeads > numKvHeads; a sliding
+ * window of w keeps the last w keys (the query's own position included).
+ */
+export class FlashAttnDecode extends Module {
+  constructor(
+    readonly numHeads: number,
+    readonly headSize: number,
+    readonly scale: number,
+    readonly numKvHeads: number,
+    readonly slidingWindow = 0,
+  ) {
+    super();
+    if (numHeads % numKvHeads !== 0) throw new RangeError(`FlashAttnDecode: numHeads ${numHeads} is not a multiple of numKvHeads ${numKvHeads}`);
+  }
+
+  forward(query: Tensor, kCache: Tensor, vCache: Tensor, blockTables: Tensor, seqLens: Tensor): Tensor {
+    return this.ctx.backend.ops.pagedDecodeAttention(query, kCache, vCache, blockTables, seqLens, this.scale, this.slidingWindow);
+  }
+}
+
+/**
+ * Golden paged decode attention on host arrays. Independent formulation: first gather each
+ * sequence's keys and values out of the paged cache into dense [L, nKv, D] arrays, then run plain
+ * dense softmax attention of the single query over the (windowed) keys.
+ */
+export function pagedDecodeAttentionReference(
+  query: HostArray,
+  kCache: HostArray,
+  vCache: HostArray,
+  blockTables: HostArray,
+  seqLens: HostArray,
+  scale: number,
+  slidingWindow = 0,
+): HostArray {
+  const [B, nQ, D] = query.shape as [number, number, number];
+  const [numBlocks, blockSize, nKv] = kCache.shape as [number, number, number, number];
+  const maxBlocks = blockTables.shape[1]!;
+  const group = nQ / nKv;
+  const out = hostArray([B, nQ, D]);
+  for (let b = 0; b < B; b++) {
+    const L = seqLens.data[b]!;
+    if (L > maxBlocks * blockSize) throw new RangeError(`pagedDecodeAttentionReference: seq ${b} has ${L} tokens, its table holds ${maxBlocks * blockSize}`);
+    // 1. gather the sequence's K/V into dense arrays
+    const K = new Float64Array(L * nKv * D);
+    const V = new Float64Array(L * nKv * D);
+    for (let j = 0; j < L; j++) {
+      const block = blockTables.data[b * maxBlocks + Math.floor(j / blockSize)]!;
+      if (block < 0 || block >= numBlocks) throw new RangeError(`pagedDecodeAttentionReference: seq ${b} token ${j} maps to block ${block}`);
+      const src = (block * blockSize + (j % blockSize)) * nKv * D;
+      K.set(kCache.data.subarray(src, src + nKv * D), j * nKv * D);
+      V.set(vCache.data.subarray(src, src + nKv * D), j * nKv * D);
+    }
+    // 2. dense attention of the query (at position L - 1) over keys [start, L)
+    const start = slidingWindow > 0 ? Math.max(0, L - slidingWindow) : 0;
+    for (let h = 0; h < nQ; h++) {
+      const kvh = Math.floor(h / group);
+      const q = (b * nQ + h) * D;
+      const scores = new Float64Array(L - start);
+      let max = -Infinity;
+      for (let j = start; j < L; j++) {
+        let s = 0;
+        for (let d = 0; d < D; d++) s += query.data[q + d]! * K[(j * nKv + kvh) * D + d]!;
+        s *= scale;
+        scores[j - start] = s;
+        if (s > max) max = s;
+      }
+      let sum = 0;
+      for (let i = 0; i < scores.length; i++) {
+        scores[i] = Math.exp(scores[i]! - max);
+        sum += scores[i]!;
+      }
+      for (let j = start; j < L; j++) {
+        const w = scores[j - start]! / sum;
+        for (let d = 0; d < D; d++) out.data[q + d]! += w * V[(j * nKv + kvh) * D + d]!;
+      }
+    }
+  }
+  return out;
+}
+
+/**
+ * Sequence lengths of one call: (1, S) always, the other pairs (L, S + 1 - L) with L uniform in [1, S],
+ * an odd one out of S; shuffled. Random, yet the total is fixed, so `work` is exact.
+ */
+export function decodeSeqLens(B: number, S: number, rng: { int(lo: number, hi: number): number; permutation(n: number): number[] }): number[] {
+  const lens: number[] = [];
+  for (let p = 0; p < Math.floor(B / 2); p++) {
+    const L = p === 0 ? 1 : rng.int(1, S + 1);
+    lens.push(L, S + 1 - L);
+  }
+  if (B % 2) lens.push(S);
+  const perm = rng.permutation(B);
+  return perm.map((i) => lens[i]!);
+}
+
+/** Upper bound on the cache blocks one call's sequences need (sizes NB). */
+export function decodeBlocksBound(B: number, S: number): number {
+  const total = Math.floor(B / 2) * (S + 1) + (B % 2) * S;
+  return Math.ceil(total / KV_BLOCK_SIZE) + B;
+}
+
+/** Dims of a decode case: max blocks per sequence MB = ceil(S / 16), NB = enough blocks + `spare` unused. */
+function decodeDims(B: number, NQ: number, NKV: number, D: number, S: number, spare: number): Record<string, number> {
+  return { B, NQ, NKV, D, S, MB: Math.ceil(S / KV_BLOCK_SIZE), NB: decodeBlocksBound(B, S) + spare };
+}
+
+/** Keys the query of a length-L sequence attends to. */
+const keysSeen = (L: number, window: number) => (window > 0 ? Math.min(L, window) : L);
+
+/** Expected keys attended over one call (exact without a window, where every pair sums to S + 1). */
+function expectedKeys(B: number, S: number, window: number): number {
+  let total = 0;
+  if (B >= 2) total += keysSeen(1, window) + keysSeen(S, window);
+  if (B % 2) total += keysSeen(S, window);
+  const randomPairs = Math.max(0, Math.floor(B / 2) - 1);
+  if (randomPairs > 0) {
+    let pair = 0;
+    for (let L = 1; L <= S; L++) pair += keysSeen(L, window) + keysSeen(S + 1 - L, window);
+    total += (randomPairs * pair) / S;
+  }
+  return total;
+}
+
+const SCALE_128 = 1 / Math.sqrt(128);
+
+function caseWindow(c: TaskCase): number {
+  return (c.init[4] as number | undefined) ?? 0;
+}
+
+export const pagedDecodeAttentionTask = defineTask(
+  {
+    id: 'L1/paged_decode_attention',
+    level: 1,
+    className: 'FlashAttnDecode',
+    family: [FAMILY],
+    architectures: [
+      'llama', 'qwen2', 'mistral', 'mixtral', 'llama_eagle3', 'gpt_oss', 'gemma4', 'bitnet', 'jamba', 'qwen3_next',
+      'qwen2_vl', 'qwen2_5_omni', 'qwen3_vl', 'whisper', 'cosyvoice3', 'hunyuan_video',
+    ],
+    mirrors: 'vllm.v1.attention.backends.flash_attn.FlashAttentionImpl',
+    description:
+      'Decode attention over a paged KV cache (block size 16): one query token per sequence, keys/values found through its block table, seq_lens giving the context; GQA and optional sliding window.',
+    init: [
+      { name: 'numHeads', type: 'int' },
+      { name: 'headSize', type: 'int' },
+      { name: 'scale', type: 'float' },
+      { name: 'numKvHeads', type: 'int' },
+      { name: 'slidingWindow', type: 'int', optional: true, default: 0, doc: 'keep the last w keys; 0 = no window' },
+    ],
+    inputs: [
+      { name: 'query', dtype: 'act', shape: ['B', 'NQ', 'D'] },
+      { name: 'kCache', dtype: 'act', shape: ['NB', KV_BLOCK_SIZE, 'NKV', 'D'] },
+      { name: 'vCache', dtype: 'act', shape: ['NB', KV_BLOCK_SIZE, 'NKV', 'D'] },
+      { name: 'blockTables', dtype: 'i32', shape: ['B', 'MB'], doc: 'block ids of each sequence; entries past its length are 0' },
+      { name: 'seqLens', dtype: 'i32', shape: ['B'], doc: 'tokens in the cache per sequence, the query\'s own included (1..S)' },
+    ],
+    outputs: [{ name: 'out', dtype: 'act', shape: ['B', 'NQ', 'D'] }],
+    cases: {
+      ci: [
+        { name: 'gqa-f32', dtype: 'f32', dims: decodeDims(4, 4, 2, 32, 40, 3), init: [4, 32, 1 / Math.sqrt(32), 2] },
+        { name: 'mha-odd-batch-bf16', dtype: 'bf16', dims: decodeDims(3, 2, 2, 64, 50, 2), init: [2, 64, 1 / Math.sqrt(64), 2] },
+        { name: 'mqa-sliding-window-f32', dtype: 'f32', dims: decodeDims(6, 4, 1, 16, 70, 1), init: [4, 16, 0.3, 1, 24] },
+        { name: 'single-seq-gqa-bf16', dtype: 'bf16', dims: decodeDims(1, 8, 2, 32, 33, 0), init: [8, 32, 1 / Math.sqrt(32), 2] },
+      ],
+      production: [
+        { name: 'llama3-8b-decode-b1-8k', dtype: 'bf16', dims: decodeDims(1, 32, 8, 128, 8192, 0), init: [32, 128, SCALE_128, 8] },
+        { name: 'llama3-8b-decode-b32-4k', dtype: 'bf16', dims: decodeDims(32, 32, 8, 128, 4096, 0), init: [32, 128, SCALE_128, 8] },
+        { name: 'llama3-8b-decode-b64-2k', dtype: 'bf16', dims: decodeDims(64, 32, 8, 128, 2048, 0), init: [32, 128, SCALE_128, 8] },
+      ],
+    },
+  },
+  {
+    baseline: FlashAttnDecode,
+    makeInputs: (c, ctx, rng) => {
+      const { B, NQ, NKV, D, S, MB, NB } = c.dims as Record<'B' | 'NQ' | 'NKV' | 'D' | 'S' | 'MB' | 'NB', number>;
+      const lens = decodeSeqLens(B, S, rng);
+      // Each sequence gets distinct blocks in a shuffled order, so neighbours in a table are not neighbours in memory.
+      const pool = rng.permutation(NB);
+      const table = new Array<number>(B * MB).fill(0);
+      let next = 0;
+      lens.forEach((L, b) => {
+        const need = Math.ceil(L / KV_BLOCK_SIZE);
+        if (need > MB || next + need > NB) throw new RangeError(`paged_decode_attention: case '${c.name}' has too few blocks (MB ${MB}, NB ${NB})`);
+        for (let i = 0; i < need; i++) table[b * MB + i] = pool[next++]!;
+      });
+      const cacheShape = [NB, KV_BLOCK_SIZE, NKV, D];
+      return [
+        randn(ctx, rng, [B, NQ, D], c.dtype),
+        randn(ctx, rng, cacheShape, c.dtype),
+        randn(ctx, rng, cacheShape, c.dtype),
+        fromInts(ctx, table, [B, MB], 'i32'),
+        fromInts(ctx, lens, [B], 'i32'),
+      ];
+    },
+    reference: ([query, kCache, vCache, blockTables, seqLens], _p, c) =>
+      [pagedDecodeAttentionReference(query!, kCache!, vCache!, blockTables!, seqLens!, c.init[2] as number, caseWindow(c))],
+    work: (c) => {
+      const { B, NQ, NKV, D, S, MB } = c.dims as Record<'B' | 'NQ' | 'NKV' | 'D' | 'S' | 'MB', number>;
+      const it = DTYPE_INFO[c.dtype].itemsize;
+      const keys = expectedKeys(B, S, caseWindow(c));
+      return {
+        // query in, output out, each attended key and value head once, the block tables and lengths
+        bytes: 2 * bytesOf([B, NQ, D], it) + 2 * keys * NKV * D * it + bytesOf([B, MB], 4) + bytesOf([B], 4),
+        // per (query head, key): q.k (2D) and p*v (2D)
+        flops: 4 * NQ * D * keys,
+      };
+    },
+  },
+);
