@@ -1,0 +1,118 @@
+import { describe, expect, it } from 'vitest';
+import { CachingAllocator, roundSize, type RawDeviceMemory } from './allocator.js';
+
+function fakeRaw(limit = Infinity) {
+  let next = 0x10000;
+  let used = 0;
+  const live = new Map<number, number>();
+  const raw: RawDeviceMemory & { live: Map<number, number>; syncs: number } = {
+    live,
+    syncs: 0,
+    alloc(bytes) {
+      if (used + bytes > limit) return null;
+      const p = next;
+      next += Math.ceil(bytes / 512) * 512 + 512;
+      used += bytes;
+      live.set(p, bytes);
+      return p;
+    },
+    free(p) {
+      used -= live.get(p)!;
+      live.delete(p);
+    },
+    synchronize() {
+      raw.syncs++;
+    },
+  };
+  return raw;
+}
+
+describe('caching allocator', () => {
+  it('rounds to 512 B up to 1 MiB, then 8 classes per power of two on a 2 MiB granule', () => {
+    expect([0, 1, 512, 513, 1 << 20].map(roundSize)).toEqual([512, 512, 512, 1024, 1 << 20]);
+    expect(roundSize((1 << 20) + 1)).toBe(2 << 20);
+    expect(roundSize(100 << 20)).toBe(104 << 20); // step 8 MiB at 64..128 MiB
+    expect(roundSize(1 << 30)).toBe(1 << 30);
+    expect(roundSize((1 << 30) + 1)).toBe((1 << 30) + (128 << 20));
+  });
+
+  it('reuses freed blocks of the same class on the same stream; stats return to baseline', () => {
+    const raw = fakeRaw();
+    const a = new CachingAllocator(raw);
+    const base = a.stats();
+    const blocks = Array.from({ length: 100 }, (_, i) => a.allocate(900 + (i % 100), 1));
+    expect(a.stats().allocated).toBe(100 * 1024);
+    blocks.forEach((b) => a.release(b));
+    expect(a.stats().allocated).toBe(base.allocated);
+    const again = Array.from({ length: 100 }, (_, i) => a.allocate(900 + (i % 100), 1));
+    const s = a.stats();
+    expect(s.cacheHits).toBe(100);
+    expect(s.numDeviceAllocs).toBe(100);
+    expect(s.numAllocs).toBe(200);
+    expect(s.peak).toBe(100 * 1024);
+    again.forEach((b) => a.release(b));
+    a.emptyCache();
+    expect(raw.live.size).toBe(0);
+    expect(a.stats()).toMatchObject({ allocated: 0, reserved: 0, cachedBlocks: 0, cachedBytes: 0 });
+  });
+
+  it('does not hand a block freed on one stream to another stream', () => {
+    const a = new CachingAllocator(fakeRaw());
+    const b = a.allocate(4096, 1);
+    a.release(b);
+    const c = a.allocate(4096, 2);
+    expect(c.ptr).not.toBe(b.ptr);
+    expect(a.allocate(4096, 1).ptr).toBe(b.ptr);
+  });
+
+  it('holds cross-stream blocks until the next synchronize', () => {
+    const a = new CachingAllocator(fakeRaw());
+    const b = a.allocate(4096, 1);
+    a.recordStream(b, 2);
+    a.release(b);
+    expect(a.allocate(4096, 1).ptr).not.toBe(b.ptr);
+    a.onSynchronize();
+    expect(a.allocate(4096, 1).ptr).toBe(b.ptr);
+  });
+
+  it('on out-of-memory, empties the cache and retries; then fails with the statistics', () => {
+    const raw = fakeRaw(4 << 20);
+    const a = new CachingAllocator(raw);
+    a.release(a.allocate(2 << 20, 1));
+    const b = a.allocate(3 << 20, 1); // a 4 MiB class: needs the cached 2 MiB back
+    expect(raw.syncs).toBe(1);
+    expect(() => a.allocate(2 << 20, 1)).toThrow(/CUDA out of memory: cannot allocate 2\.0 MiB \(allocated 4\.0 MiB/);
+    a.release(b);
+  });
+
+  it('refuses a double free', () => {
+    const a = new CachingAllocator(fakeRaw());
+    const b = a.allocate(10, 0);
+    a.release(b);
+    expect(() => a.release(b)).toThrow(/double free/);
+  });
+
+  it('during capture allocates from the graph pool only, and errors clearly without one', () => {
+    const raw = fakeRaw();
+    const a = new CachingAllocator(raw);
+    a.beginCapture(null);
+    expect(() => a.allocate(16, 1)).toThrow(/during CUDA graph capture, outside a graph pool/);
+    a.endCapture();
+    const pool = a.createGraphPool(1 << 20);
+    a.beginCapture(pool);
+    const x = a.allocate(100, 1);
+    const y = a.allocate(100, 1);
+    expect(x.ptr).toBe(pool.base);
+    expect(y.ptr).toBe(pool.base + 256);
+    expect(() => a.allocate(2 << 20, 1)).toThrow(/graph pool exhausted/);
+    a.release(x);
+    a.endCapture();
+    // a re-capture lays allocations out at the same addresses
+    a.beginCapture(pool);
+    expect(a.allocate(100, 1).ptr).toBe(pool.base);
+    a.endCapture();
+    pool.destroy();
+    expect(raw.live.size).toBe(0);
+    expect(a.stats().reserved).toBe(0);
+  });
+});

