@@ -7,6 +7,16 @@ import { DEFAULT_WORKSPACE_BYTES, fillLtParams, LT_PARAM_COUNT, matrixLayout, ty
 import { CudaKernel } from './kernel.js';
 import { KERNEL_SOURCES } from './kernel-sources.generated.js';
 import { captureHooks, type CudaRuntime } from './runtime.js';
+import * as activation from './spine/activation.js';
+import * as attention from './spine/attention.js';
+import { SpineContext } from './spine/context.js';
+import * as embedding from './spine/embedding.js';
+import * as kvcache from './spine/kvcache.js';
+import * as linear from './spine/linear.js';
+import * as norm from './spine/norm.js';
+import * as rotary from './spine/rotary.js';
+import * as sampler from './spine/sampler.js';
+import * as softmax from './spine/softmax.js';
 import { broadcastShapes, broadcastStrides, coalesce, encodeStrided, STRIDED_STRUCT_BYTES } from './strided.js';
 
 /** The C++ type of each dtype in kernels/elementwise.cu. */
@@ -237,43 +247,49 @@ export class CudaOps implements Ops {
     return k;
   }
 
-  // ------------------------------------------------------------------ the next issue
+  // ------------------------------------------------------------------ the L1 decoder spine (src/spine/)
 
-  rmsNorm(): never {
-    return notYet('rmsNorm');
+  /** What spine kernels need from the backend: the runtime, the generic ops (copy, gemm) and a kernel cache. */
+  get spine(): SpineContext {
+    return (this.spineCtx ??= new SpineContext(this.runtime, this));
   }
-  fusedAddRmsNorm(): never {
-    return notYet('fusedAddRmsNorm');
+  private spineCtx: SpineContext | undefined;
+
+  rmsNorm(x: Tensor, weight: Tensor, eps: number): Tensor {
+    return norm.rmsNorm(this.spine, x, weight, eps);
   }
-  siluAndMul(): never {
-    return notYet('siluAndMul');
+  fusedAddRmsNorm(x: Tensor, residual: Tensor, weight: Tensor, eps: number): [Tensor, Tensor] {
+    return norm.fusedAddRmsNorm(this.spine, x, residual, weight, eps);
   }
-  geluAndMul(): never {
-    return notYet('geluAndMul');
+  siluAndMul(x: Tensor): Tensor {
+    return activation.siluAndMul(this.spine, x);
   }
-  rotaryEmbedding(): never {
-    return notYet('rotaryEmbedding');
+  geluAndMul(x: Tensor, approximate: 'none' | 'tanh'): Tensor {
+    return activation.geluAndMul(this.spine, x, approximate);
   }
-  embedding(): never {
-    return notYet('embedding');
+  rotaryEmbedding(positions: Tensor, query: Tensor, key: Tensor | null, cosSinCache: Tensor, headSize: number, isNeoxStyle: boolean): [Tensor, Tensor | null] {
+    return rotary.rotaryEmbedding(this.spine, positions, query, key, cosSinCache, headSize, isNeoxStyle);
   }
-  linear(): never {
-    return notYet('linear');
+  embedding(ids: Tensor, weight: Tensor): Tensor {
+    return embedding.embedding(this.spine, ids, weight);
   }
-  softmax(): never {
-    return notYet('softmax');
+  linear(x: Tensor, weight: Tensor, bias: Tensor | null): Tensor {
+    return linear.linear(this.spine, x, weight, bias);
   }
-  storeKvcache_(): never {
-    return notYet('storeKvcache_');
+  softmax(x: Tensor, dim: number): Tensor {
+    return softmax.softmax(this.spine, x, dim);
   }
-  pagedDecodeAttention(): never {
-    return notYet('pagedDecodeAttention');
+  storeKvcache_(key: Tensor, value: Tensor, kCache: Tensor, vCache: Tensor, slotMapping: Tensor): void {
+    kvcache.storeKvcache(this.spine, key, value, kCache, vCache, slotMapping);
   }
-  varlenPrefillAttention(): never {
-    return notYet('varlenPrefillAttention');
+  pagedDecodeAttention(query: Tensor, kCache: Tensor, vCache: Tensor, blockTables: Tensor, seqLens: Tensor, scale: number, slidingWindow: number): Tensor {
+    return attention.pagedDecodeAttention(this.spine, query, kCache, vCache, blockTables, seqLens, scale, slidingWindow);
   }
-  sample(): never {
-    return notYet('sample');
+  varlenPrefillAttention(q: Tensor, k: Tensor, v: Tensor, cuSeqlensQ: Tensor, cuSeqlensK: Tensor, scale: number, causal: boolean, slidingWindow: number): Tensor {
+    return attention.varlenPrefillAttention(this.spine, q, k, v, cuSeqlensQ, cuSeqlensK, scale, causal, slidingWindow);
+  }
+  sample(logits: Tensor, temperature: Tensor, topK: Tensor, topP: Tensor, seeds: Tensor): Tensor {
+    return sampler.sample(this.spine, logits, temperature, topK, topP, seeds);
   }
 }
 
@@ -284,10 +300,6 @@ const ELEMENTWISE_SIGNATURES: Readonly<Record<string, readonly import('./args.js
   fk_add: ['ptr', 'ptr', 'ptr', STRUCT],
   fk_mul: ['ptr', 'ptr', 'ptr', STRUCT],
 };
-
-function notYet(op: string): never {
-  throw new Error(`${op} is not yet implemented on the CUDA backend`);
-}
 
 function track(list: Tensor[], t: Tensor): Tensor {
   list.push(t);
