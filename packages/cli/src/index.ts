@@ -1,1 +1,5 @@
-export {};
+export { main, buildApp, EXIT_OK, EXIT_INTERNAL, EXIT_USAGE } from './app.js';
+export { EsbuildCandidateLoader, listCandidateFiles } from './candidates/loader.js';
+export { installSdk, SDK_GLOBAL } from './candidates/sdk.js';
+export { stubSource } from './commands/stubs.js';
+export { runBench } from './commands/bench.js';

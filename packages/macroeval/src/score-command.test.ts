@@ -41,7 +41,7 @@ describe('fastkernels score', () => {
     expect(back.generated_at).toBe('2026-11-30T00:00:00.000Z');
     expect(back.universe).toMatchObject({ n_models: 11, n_families: 8 });
     expect(back.environment.macroeval_config.tau).toBe(0.9);
-    expect(back.environment.gpu).toBe('NVIDIA H200');
+    expect(back.environment.gpu).toBe('synthetic demo data (not a measurement)');
   });
 
   it('merges agents and modes into entries, e2e entries first by Score', () => {

@@ -89,6 +89,12 @@ export interface BenchTaskOptions {
   readonly rounds?: number;
   /** Untimed calls per side before timing (default 3). */
   readonly warmup?: number;
+  /**
+   * Keep warming up (both sides, interleaved) until this many milliseconds have passed, as Triton's
+   * do_bench does: JIT-compiled backends (the CPU backend runs on V8) need many calls at small shapes
+   * before their code is optimised. Capped at 100 x warmup + 1000 calls. Default 0.
+   */
+  readonly warmupMs?: number;
   /** Timed calls per side (default 50). */
   readonly iters?: number;
   /** Base seed: parameters use `seed`, round r's inputs use `seed + r` (default 200). */
@@ -210,7 +216,9 @@ async function benchCase(opts: BenchTaskOptions, c: TaskCase, caseIndex: number,
     const inputs = onSide('baseline', 'makeInputs', () => withContext(baseCtx, () => task.makeInputs(c, baseCtx, timeRng)));
     try {
       progress('warmup', 0, warmup);
-      for (let i = 0; i < warmup; i++) {
+      const warmupMs = Math.max(0, opts.warmupMs ?? 0);
+      const t0 = performance.now();
+      for (let i = 0; i < warmup || (performance.now() - t0 < warmupMs && i < 100 * warmup + 1000); i++) {
         timedCall('candidate', candCtx, cand, inputs, backend, device);
         timedCall('baseline', baseCtx, b, inputs, backend, device);
       }

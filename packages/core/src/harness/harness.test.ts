@@ -294,7 +294,7 @@ describe('summarizeResults and the report schema', () => {
     const report = {
       version: 1, createdAt: new Date().toISOString(), complete: true, candidates: 'x', backend: 'test-host',
       device: { index: 0, name: 'host', totalMemory: 0, multiprocessors: 1 }, versions: {},
-      options: { rounds: 3, iters: 10, warmup: 1, seed: 200, shapes: 'ci' }, results, summary: summarizeResults(results),
+      options: { rounds: 3, iters: 10, warmup: 1, warmupMs: 0, seed: 200, shapes: 'ci' }, results, summary: summarizeResults(results),
     };
     expect(BenchReportSchema.safeParse(JSON.parse(JSON.stringify(report))).success).toBe(true);
     expect(BenchReportSchema.safeParse({ ...report, results: [{ ...results[0], status: 'GREAT' }] }).success).toBe(false);

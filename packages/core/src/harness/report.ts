@@ -88,6 +88,7 @@ export const BenchReportSchema = z.object({
     rounds: z.number().int().positive(),
     iters: z.number().int().nonnegative(),
     warmup: z.number().int().nonnegative(),
+    warmupMs: z.number().nonnegative().optional(),
     seed: z.number().int(),
     shapes: z.string(),
   }),

@@ -1,0 +1,79 @@
+import { UserError } from '@fastkernels/core';
+import yargs from 'yargs';
+import { InterruptedError, benchCommand } from './commands/bench.js';
+import { doctorCommand } from './commands/doctor.js';
+import { infoCommand } from './commands/info.js';
+import { leaderboardCommand } from './commands/leaderboard.js';
+import { listCommand } from './commands/list.js';
+import { scoreCommand } from './commands/score.js';
+import { stubsCommand } from './commands/stubs.js';
+import { processIo, type Io } from './io.js';
+import { cliVersion } from './version.js';
+
+/** Exit codes: 0 the command completed (a bench run with failing candidates included), 1 an internal error, 2 bad input. */
+export const EXIT_OK = 0;
+export const EXIT_INTERNAL = 1;
+export const EXIT_USAGE = 2;
+export const EXIT_INTERRUPTED = 130;
+
+/** A parse or validation error from yargs (unknown flag, missing option, bad choice). */
+class UsageError extends Error {}
+
+export function buildApp(argv: readonly string[], io: Io = processIo) {
+  return yargs([...argv])
+    .scriptName('fastkernels')
+    .usage('$0 <command> [options]\n\nEvaluate GPU-kernel candidates against production-module baselines: list the tasks, write candidate\nskeletons, then check and time a candidate set.')
+    .command(listCommand(io))
+    .command(infoCommand(io))
+    .command(stubsCommand(io))
+    .command(benchCommand(io))
+    .command(doctorCommand(io))
+    .command(scoreCommand(io))
+    .command(leaderboardCommand(io))
+    .option('verbose', { type: 'boolean', default: false, global: true, describe: 'print stack traces with errors' })
+    .demandCommand(1, 'pick a command: list, info, stubs, bench or doctor')
+    .strict()
+    .recommendCommands()
+    .example('$0 list', 'the tasks and the modules they mirror')
+    .example('$0 info L1/rms_norm', "one task's interface, shapes and tolerance")
+    .example('$0 stubs --out my-kernels --level 1', 'candidate skeletons to fill in')
+    .example('$0 bench --candidates examples/candidates/cpu-demo', 'check and time a candidate set')
+    .example('$0 doctor', 'which backends work here')
+    .epilog('Exit codes: 0 done (candidate failures are results, not errors), 1 internal error, 2 bad input (a flag, a file, a candidate),\n130 interrupted (Ctrl-C; a bench --json report keeps the results so far).\nTabular commands take --json. Run `$0 <command> --help` for its options and examples.')
+    .version(cliVersion())
+    .alias('h', 'help')
+    .help()
+    .wrap(Math.min(110, process.stdout.columns || 100))
+    .exitProcess(false)
+    .fail((msg, err) => {
+      if (err) throw err;
+      throw new UsageError(msg);
+    });
+}
+
+/** Run the CLI; returns the exit code (never calls process.exit, so buffered output is flushed). */
+export async function main(argv: readonly string[], io: Io = processIo): Promise<number> {
+  const verbose = argv.includes('--verbose');
+  try {
+    await buildApp(argv, io).parseAsync();
+    return EXIT_OK;
+  } catch (e) {
+    if (e instanceof UserError) {
+      io.err(`fastkernels: error: ${e.describe()}\n`);
+      if (verbose && e.stack) io.err(`${e.stack}\n`);
+      return EXIT_USAGE;
+    }
+    if (e instanceof InterruptedError) {
+      io.err(`fastkernels: ${e.message}\n`);
+      return EXIT_INTERRUPTED;
+    }
+    if (e instanceof UsageError || (e instanceof Error && e.name === 'YError')) {
+      io.err(`fastkernels: error: ${e.message}\nfix: run \`fastkernels --help\` (or \`fastkernels <command> --help\`) for the options\n`);
+      return EXIT_USAGE;
+    }
+    const message = e instanceof Error ? e.message : String(e);
+    io.err(`fastkernels: internal error: ${message}\n`);
+    io.err(verbose && e instanceof Error && e.stack ? `${e.stack}\n` : 'run again with --verbose for the stack trace, and report it\n');
+    return EXIT_INTERNAL;
+  }
+}

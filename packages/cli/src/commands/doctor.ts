@@ -1,0 +1,75 @@
+import type { Argv } from 'yargs';
+import { KNOWN_BACKENDS, environment, safeAvailability } from '../env.js';
+import type { Io } from '../io.js';
+import { renderTable } from '../output/table.js';
+import { cliVersion } from '../version.js';
+
+interface BackendReport {
+  name: string;
+  registered: boolean;
+  available: boolean;
+  reason?: string;
+  devices: { index: number; name: string; totalMemory: number; multiprocessors: number; computeCapability?: string }[];
+  versions: Record<string, string>;
+}
+
+const SHORT = 60;
+
+/** The reason up to its first parenthesis, capped, for the table cell. */
+function shortReason(reason: string): string {
+  if (reason.length <= SHORT) return reason;
+  const head = reason.split(' (')[0]!;
+  return (head.length <= SHORT ? head : head.slice(0, SHORT - 1) + '…') + ' (details below)';
+}
+
+export function doctorCommand(io: Io) {
+  return {
+    command: 'doctor',
+    describe: 'Which backends are available here, and why not',
+    builder: (y: Argv) =>
+      y.option('json', { type: 'boolean', describe: 'print the report as JSON' }).example('$0 doctor', 'check this machine').example('$0 doctor --json', 'the same, machine-readable'),
+    handler: (argv: { json?: boolean }) => {
+      const env = environment();
+      const reports: BackendReport[] = [];
+      for (const b of env.backends) {
+        const a = safeAvailability(b);
+        let devices: BackendReport['devices'] = [];
+        let versions: Record<string, string> = {};
+        if (a.available) {
+          try {
+            devices = b.devices().map((d) => ({ index: d.index, name: d.name, totalMemory: d.totalMemory, multiprocessors: d.multiprocessors, ...(d.computeCapability ? { computeCapability: d.computeCapability } : {}) }));
+            versions = { ...b.versions() };
+          } catch (e) {
+            reports.push({ name: b.name, registered: true, available: false, reason: `devices() failed: ${e instanceof Error ? e.message : String(e)}`, devices: [], versions: {} });
+            continue;
+          }
+        }
+        reports.push({ name: b.name, registered: true, available: a.available, ...(a.reason ? { reason: a.reason } : {}), devices, versions });
+      }
+      for (const [name, what] of Object.entries(KNOWN_BACKENDS)) {
+        if (!reports.some((r) => r.name === name)) {
+          reports.push({ name, registered: false, available: false, reason: `not part of this build: its plugin (${what}) is not loaded yet`, devices: [], versions: {} });
+        }
+      }
+      const auto = reports.find((r) => r.name === 'cuda' && r.available) ?? reports.find((r) => r.available);
+      if (argv.json) {
+        io.out(JSON.stringify({ cli: cliVersion(), node: process.version, platform: `${process.platform}-${process.arch}`, auto: auto?.name ?? null, backends: reports }, null, 2) + '\n');
+        return;
+      }
+      io.out(`fastkernels ${cliVersion()} on node ${process.version} (${process.platform}-${process.arch})\n\n`);
+      io.out(renderTable(
+        [{ header: 'backend' }, { header: 'status' }, { header: 'devices / reason' }],
+        reports.map((r) => [
+          r.name,
+          r.available ? 'available' : 'unavailable',
+          r.available ? r.devices.map((d) => `${d.index}: ${d.name}${d.computeCapability ? ` (sm ${d.computeCapability})` : ''}`).join('; ') : shortReason(r.reason ?? ''),
+        ]),
+      ));
+      // Long reasons (every library location tried) read better as paragraphs under the table.
+      for (const r of reports.filter((x) => !x.available && (x.reason ?? '').length > SHORT)) io.out(`\n${r.name}: ${r.reason}\n`);
+      io.out('\n');
+      for (const r of reports.filter((x) => Object.keys(x.versions).length)) io.out(`${r.name} versions: ${Object.entries(r.versions).map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
+      io.out(`\n--backend auto picks: ${auto?.name ?? 'nothing (no backend available)'}\n`);
+    },
+  };
+}

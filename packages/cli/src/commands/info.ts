@@ -1,0 +1,76 @@
+import { DEFAULT_TOLERANCE, formatConstructor, toleranceFor, type InitParam, type TaskDefinition, type TensorSpec } from '@fastkernels/core';
+import type { Argv } from 'yargs';
+import { environment, findTask } from '../env.js';
+import type { Io } from '../io.js';
+import { renderTable } from '../output/table.js';
+
+const fmtShape = (s: TensorSpec) => `[${s.shape.join(', ')}]`;
+const fmtInit = (p: InitParam) => `${p.name}${p.optional ? '?' : ''}: ${p.type === 'enum' && p.choices ? p.choices.map((c) => JSON.stringify(c)).join(' | ') : p.type}${p.default !== undefined ? ` = ${JSON.stringify(p.default)}` : ''}`;
+const fmtTensor = (s: TensorSpec) => `${s.name}${s.optional ? '?' : ''}: ${s.dtype}${fmtShape(s)}`;
+
+export function signature(task: TaskDefinition): { constructor: string; forward: string } {
+  return {
+    constructor: `${task.className}(${task.init.map(fmtInit).join(', ')})`,
+    forward: `forward(${task.inputs.map(fmtTensor).join(', ')}) -> ${task.outputs.length === 1 ? fmtTensor(task.outputs[0]!) : `[${task.outputs.map(fmtTensor).join(', ')}]`}`,
+  };
+}
+
+export function infoCommand(io: Io) {
+  return {
+    command: 'info <task>',
+    describe: "Show one task's interface: constructor and forward signature, mirrored module, shapes, tolerance, imports",
+    builder: (y: Argv) =>
+      y
+        .positional('task', { type: 'string', describe: 'task id (L1/rms_norm) or its stem (rms_norm)' })
+        .option('json', { type: 'boolean', describe: 'print the task metadata as JSON' })
+        .example('$0 info L1/rms_norm', 'what a candidate for RMSNorm must look like')
+        .example('$0 info silu_and_mul --json', 'the same as JSON'),
+    handler: (argv: { task?: string; json?: boolean }) => {
+      const task = findTask(environment(), String(argv.task ?? ''), '<task>');
+      const sig = signature(task);
+      const dtypes = [...new Set([...task.cases.ci, ...task.cases.production].map((c) => c.dtype))];
+      const tolerance = Object.fromEntries(dtypes.map((d) => [d, toleranceFor(task, d)]));
+      if (argv.json) {
+        const { baseline: _b, makeInputs: _m, initParameters: _i, collectOutputs: _c, reference: _r, work: _w, ...meta } = task;
+        io.out(JSON.stringify({ ...meta, signature: sig, effectiveTolerance: tolerance }, null, 2) + '\n');
+        return;
+      }
+      const lines = [
+        `${task.id}  (level ${task.level}, class ${task.className})`,
+        `  ${task.description}`,
+        '',
+        `mirrors:       ${task.mirrors}`,
+        `family:        ${task.family.join(', ')}`,
+        `architectures: ${task.architectures.join(', ')}`,
+        `imports:       ${task.imports.length ? task.imports.join(', ') : '(none: a leaf kernel)'}`,
+        '',
+        'constructor:',
+        `  ${sig.constructor}`,
+        ...task.init.filter((p) => p.doc).map((p) => `    ${p.name}: ${p.doc}`),
+        'forward:',
+        `  ${sig.forward}`,
+        ...[...task.inputs, ...task.outputs].filter((s) => s.doc).map((s) => `    ${s.name}: ${s.doc}`),
+        '  (act = the case\'s activation dtype; letters are the case dims)',
+        '',
+        'tolerance (atol, rtol; a tensor passes when >= 99% of its elements are within):',
+        ...dtypes.map((d) => `  ${d.padEnd(8)} atol=${tolerance[d]!.atol}, rtol=${tolerance[d]!.rtol}${task.tolerance[d] ? ` (task override; default ${DEFAULT_TOLERANCE[d].atol}, ${DEFAULT_TOLERANCE[d].rtol})` : ''}`),
+        '',
+      ];
+      io.out(lines.join('\n') + '\n');
+      for (const kind of ['ci', 'production'] as const) {
+        io.out(`${kind} cases:\n`);
+        io.out(renderTable(
+          [{ header: 'case' }, { header: 'dtype' }, { header: 'dims' }, { header: 'init' }, { header: 'options' }],
+          task.cases[kind].map((c) => [
+            c.name, c.dtype,
+            Object.entries(c.dims).map(([k, v]) => `${k}=${v}`).join(' '),
+            JSON.stringify(c.init),
+            Object.keys(c.options).length ? JSON.stringify(c.options) : '',
+          ]),
+          '  ',
+        ));
+      }
+      io.out(`\nA candidate: export class ${task.className} extends Module with ${formatConstructor(task)} and the forward above, in L${task.level}/${task.stem}.ts (\`fastkernels stubs --out DIR --task ${task.id}\` writes one).\n`);
+    },
+  };
+}

@@ -1,0 +1,40 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+export const BIN = join(ROOT, 'packages/cli/dist/bin.js');
+export const DEMO = 'examples/candidates/cpu-demo';
+
+export interface RunResult {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** Run the built CLI as a user would: `node packages/cli/dist/bin.js ...` from the repo root, no colours. */
+export function cli(args: readonly string[], options: { cwd?: string; env?: Record<string, string> } = {}): RunResult {
+  if (!existsSync(BIN)) throw new Error(`${BIN} is missing: build first (npx nx run-many -t build --output-style=static)`);
+  const r = spawnSync(process.execPath, [BIN, ...args], {
+    cwd: options.cwd ?? ROOT,
+    encoding: 'utf8',
+    env: { ...process.env, FORCE_COLOR: '0', NO_COLOR: '1', ...options.env },
+    timeout: 120_000,
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** A fresh temp folder with the given files (paths relative to it). */
+export function tempSet(files: Readonly<Record<string, string>> = {}): string {
+  const dir = mkdtempSync(join(tmpdir(), 'fk-e2e-'));
+  for (const [rel, text] of Object.entries(files)) {
+    mkdirSync(dirname(join(dir, rel)), { recursive: true });
+    writeFileSync(join(dir, rel), text);
+  }
+  return dir;
+}
+
+/** A stack trace line, as Node prints them. */
+export const STACK = /^\s+at .+[(:]\d+|node:internal/m;
