@@ -2,7 +2,9 @@ import { UserError } from '@fastkernels/core';
 import yargs from 'yargs';
 import { InterruptedError, benchCommand } from './commands/bench.js';
 import { doctorCommand } from './commands/doctor.js';
+import { generateCommand } from './commands/generate.js';
 import { infoCommand } from './commands/info.js';
+import { initWeightsCommand } from './commands/init-weights.js';
 import { leaderboardCommand } from './commands/leaderboard.js';
 import { listCommand } from './commands/list.js';
 import { scoreCommand } from './commands/score.js';
@@ -28,6 +30,8 @@ export function buildApp(argv: readonly string[], io: Io = processIo) {
     .command(stubsCommand(io))
     .command(benchCommand(io))
     .command(doctorCommand(io))
+    .command(generateCommand(io))
+    .command(initWeightsCommand(io))
     .command(scoreCommand(io))
     .command(leaderboardCommand(io))
     .option('verbose', { type: 'boolean', default: false, global: true, describe: 'print stack traces with errors' })

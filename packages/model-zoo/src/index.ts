@@ -3,6 +3,16 @@ import { denseMoeLlmProvider } from './families/dense-moe-llm/index.js';
 
 export * from './families/dense-moe-llm/index.js';
 export * from './common/inputs.js';
+export * from './engine/forward-context.js';
+export * from './engine/sequence.js';
+export * from './engine/block-manager.js';
+export * from './engine/kv-cache.js';
+export * from './engine/model-runner.js';
+export * from './engine/generate.js';
+export * from './engine/load-model.js';
+export * from './engine/prompts.js';
+export * from './weights/safetensors.js';
+export * from './weights/llama-weights.js';
 
 /** Every family this package provides. */
 export const taskProviders: readonly TaskProvider[] = [denseMoeLlmProvider];

@@ -11,8 +11,20 @@ import { siluAndMulTask } from './L1/silu_and_mul.js';
 import { softmaxTask } from './L1/softmax.js';
 import { storeKvcacheTask } from './L1/store_kvcache.js';
 import { varlenPrefillAttentionTask } from './L1/varlen_prefill_attention.js';
+import { attentionTask } from './L2/attention.js';
+import { llamaMlpTask } from './L2/llama_mlp.js';
+import { parallelEmbeddingTask } from './L2/parallel_embedding.js';
+import { llamaDecoderTask } from './L3/llama_decoder.js';
+import { llamaTask } from './L4/llama.js';
 
 export { FAMILY as DENSE_MOE_LLM };
+export * from './config.js';
+export { LlamaAttention, attentionTask } from './L2/attention.js';
+export { LlamaMLP, llamaMlpTask } from './L2/llama_mlp.js';
+export { ParallelLMHead, parallelEmbeddingTask } from './L2/parallel_embedding.js';
+export { LlamaDecoderLayer, llamaDecoderTask } from './L3/llama_decoder.js';
+export { LlamaForCausalLM, LlamaModel, llamaTask } from './L4/llama.js';
+export { KV_BLOCK_SIZE } from './L1/store_kvcache.js';
 
 /** The decoder-LLM spine (Llama, Qwen2, Mistral ...), lowest level first. */
 export const denseMoeLlmTasks: readonly TaskDefinition[] = [
@@ -27,6 +39,11 @@ export const denseMoeLlmTasks: readonly TaskDefinition[] = [
   softmaxTask,
   storeKvcacheTask,
   varlenPrefillAttentionTask,
+  attentionTask,
+  llamaMlpTask,
+  parallelEmbeddingTask,
+  llamaDecoderTask,
+  llamaTask,
 ];
 
 export const denseMoeLlmProvider: TaskProvider = { family: FAMILY, tasks: () => denseMoeLlmTasks };

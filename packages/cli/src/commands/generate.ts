@@ -1,0 +1,128 @@
+import { UserError, type DType } from '@fastkernels/core';
+import { checkPromptVocabulary, generate, loadLlamaModel, readPromptFile, writeSafetensors, type GenerateResult, type SourcedPrompt } from '@fastkernels/model-zoo';
+import type { Argv } from 'yargs';
+import { environment, selectBackend } from '../env.js';
+import { intFlag } from '../flags.js';
+import type { Io } from '../io.js';
+
+export interface GenerateArgs {
+  model: string;
+  promptIds?: string;
+  promptFile?: string;
+  maxTokens: number;
+  temperature: number;
+  topK: number;
+  topP: number;
+  seed: number;
+  backend: string;
+  dtype?: string;
+  json?: boolean;
+  logitsOut?: string;
+}
+
+function parsePromptIds(s: string): SourcedPrompt[] {
+  const parts = s.split(',').map((x) => x.trim()).filter(Boolean);
+  const ids = parts.map(Number);
+  if (!ids.length || ids.some((n) => !Number.isInteger(n) || n < 0)) {
+    throw new UserError(`expected comma-separated non-negative integers, got '${s}'`, { field: '--prompt-ids', fix: '--prompt-ids 1,2,3' });
+  }
+  return [{ promptIds: ids, where: '--prompt-ids' }];
+}
+
+const DTYPES: Record<string, DType> = { bf16: 'bf16', f16: 'f16', f32: 'f32' };
+
+export async function runGenerate(argv: GenerateArgs, io: Io): Promise<void> {
+  const prompts = argv.promptFile ? readPromptFile(argv.promptFile) : parsePromptIds(String(argv.promptIds ?? ''));
+  const maxTokens = intFlag('max-tokens', argv.maxTokens, 1, 1 << 20);
+  const topK = intFlag('top-k', argv.topK, -1, 1 << 30);
+  const seed = intFlag('seed', argv.seed, 0, Number.MAX_SAFE_INTEGER);
+  if (!(argv.temperature >= 0)) throw new UserError(`must be >= 0, got ${argv.temperature}`, { field: '--temperature' });
+  if (!(argv.topP > 0 && argv.topP <= 1)) throw new UserError(`must be in (0, 1], got ${argv.topP}`, { field: '--top-p' });
+
+  const env = environment();
+  const backend = selectBackend(env, argv.backend);
+  const loaded = loadLlamaModel(argv.model, { backend, registry: env.registry, ...(argv.dtype ? { dtype: DTYPES[argv.dtype]! } : {}) });
+  const { config } = loaded;
+  // Vocabulary check here, where the file and line are known.
+  checkPromptVocabulary(prompts, config.vocabSize, `${argv.model}/config.json`);
+  if (!argv.json) io.err(`model ${argv.model}: ${config.modelType}, ${config.numHiddenLayers} layers, hidden ${config.hiddenSize}, ${loaded.weights === 'random' ? 'random weights (seed 0: no safetensors in the folder)' : 'weights loaded'}, ${loaded.ctx.dtype} on ${backend.name}\n`);
+
+  let result: GenerateResult;
+  try {
+    result = generate(loaded.model, loaded.ctx, config, prompts, {
+      maxTokens, temperature: argv.temperature, topK, topP: argv.topP, seed, collectLogits: Boolean(argv.logitsOut),
+    });
+  } finally {
+    loaded.model.dispose();
+  }
+
+  if (argv.logitsOut) {
+    const V = config.vocabSize;
+    writeSafetensors(
+      argv.logitsOut,
+      result.outputs.map((o, i) => ({
+        name: `logits.${i}`,
+        dtype: 'f32' as const,
+        shape: [o.logits!.length, V],
+        bytes: () => {
+          const all = new Float32Array(o.logits!.length * V);
+          o.logits!.forEach((row, s) => all.set(row, s * V));
+          return new Uint8Array(all.buffer);
+        },
+      })),
+      { format: 'pt', model: argv.model, note: 'logits.<i>[step, vocab]: float32 logits that produced generated token <step> of prompt <i>' },
+    );
+  }
+
+  const generated = result.outputs.reduce((a, o) => a + o.tokenIds.length, 0);
+  const decodeTokens = generated - result.outputs.length;
+  const timing = {
+    prefill_ms: round(result.prefillMs),
+    decode_ms: round(result.decodeMs),
+    steps: result.steps,
+    decode_tokens_per_s: result.decodeMs > 0 ? round((decodeTokens / result.decodeMs) * 1000) : null,
+  };
+  if (argv.json) {
+    io.out(JSON.stringify({
+      model: argv.model, model_type: config.modelType, backend: backend.name, dtype: loaded.ctx.dtype, weights: loaded.weights,
+      sampling: { max_tokens: maxTokens, temperature: argv.temperature, top_k: topK, top_p: argv.topP, seed },
+      outputs: result.outputs.map((o) => ({ prompt_ids: o.promptIds, token_ids: o.tokenIds })),
+      timing,
+      ...(argv.logitsOut ? { logits_out: argv.logitsOut } : {}),
+    }, null, 2) + '\n');
+    return;
+  }
+  result.outputs.forEach((o, i) => io.out(`${i}: ${o.tokenIds.join(',')}\n`));
+  io.err(`${generated} tokens in ${result.steps} steps: prefill ${timing.prefill_ms} ms, decode ${timing.decode_ms} ms${timing.decode_tokens_per_s !== null ? ` (${timing.decode_tokens_per_s} tok/s)` : ''}${argv.logitsOut ? `; logits written to ${argv.logitsOut}` : ''}\n`);
+}
+
+const round = (x: number) => Math.round(x * 100) / 100;
+
+export function generateCommand(io: Io) {
+  return {
+    command: 'generate',
+    describe: 'Generate tokens with a Llama-family model (HF config.json + safetensors: llama, qwen2, mistral) on the paged engine',
+    builder: (y: Argv) =>
+      y
+        .option('model', { type: 'string', demandOption: true, describe: 'model folder: config.json and *.safetensors (config.json alone: seeded random weights)' })
+        .option('prompt-ids', { type: 'string', describe: 'one prompt as comma-separated token ids' })
+        .option('prompt-file', { type: 'string', describe: 'JSONL, one {"prompt_ids": [...], "max_tokens"?: N} per line' })
+        .option('max-tokens', { type: 'number', default: 16, describe: 'tokens to generate per prompt (a line\'s max_tokens overrides)' })
+        .option('temperature', { type: 'number', default: 0, describe: '0 = greedy' })
+        .option('top-k', { type: 'number', default: 0, describe: '<= 0 = off' })
+        .option('top-p', { type: 'number', default: 1, describe: '1 = off' })
+        .option('seed', { type: 'number', default: 0, describe: 'seed of the sampling draws' })
+        .option('backend', { type: 'string', choices: ['auto', 'cpu', 'cuda'], default: 'auto', describe: 'auto = cuda when available, else cpu' })
+        .option('dtype', { type: 'string', choices: Object.keys(DTYPES), describe: "model dtype [default: the config's torch_dtype, else bf16]" })
+        .option('json', { type: 'boolean', describe: 'print the outputs and timing as JSON' })
+        .option('logits-out', { type: 'string', describe: 'also write the float32 logits of every generated token to FILE.safetensors (logits.<prompt>[step, vocab])' })
+        .conflicts('prompt-ids', 'prompt-file')
+        .check((a) => {
+          if (a['prompt-ids'] === undefined && a['prompt-file'] === undefined) throw new Error('give --prompt-ids or --prompt-file');
+          return true;
+        })
+        .example('$0 generate --model ./tiny --prompt-ids 1,2,3 --max-tokens 8', 'greedy continuation of one prompt')
+        .example('$0 generate --model ./llama3-8b --prompt-file prompts.jsonl --temperature 0.7 --top-p 0.9 --seed 1 --json', 'sampled, several prompts, JSON out'),
+    handler: (argv: GenerateArgs) => runGenerate(argv, io),
+  };
+}

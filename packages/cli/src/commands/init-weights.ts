@@ -1,0 +1,46 @@
+import { existsSync, statSync } from 'node:fs';
+import { UserError, type DType } from '@fastkernels/core';
+import { loadLlamaConfig, writeRandomLlamaCheckpoint } from '@fastkernels/model-zoo';
+import type { Argv } from 'yargs';
+import { intFlag } from '../flags.js';
+import type { Io } from '../io.js';
+
+export interface InitWeightsArgs {
+  config: string;
+  out: string;
+  seed: number;
+  dtype: string;
+  json?: boolean;
+}
+
+const DTYPES: Record<string, DType> = { bf16: 'bf16', f16: 'f16', f32: 'f32' };
+
+export function runInitWeights(argv: InitWeightsArgs, io: Io): void {
+  const seed = intFlag('seed', argv.seed, 0, 2 ** 32 - 1);
+  const dtype = DTYPES[argv.dtype];
+  if (!dtype) throw new UserError(`unknown dtype '${argv.dtype}'`, { field: '--dtype', fix: 'use bf16, f16 or f32' });
+  if (existsSync(argv.out) && !statSync(argv.out).isDirectory()) throw new UserError(`${argv.out} exists and is not a folder`, { field: '--out' });
+  const { config, raw } = loadLlamaConfig(argv.config);
+  const r = writeRandomLlamaCheckpoint(argv.out, raw, config, { seed, dtype, configPath: argv.config });
+  if (argv.json) {
+    io.out(JSON.stringify({ out: argv.out, files: r.files, tensors: r.tensors, bytes: r.bytes, seed, dtype, model_type: config.modelType }, null, 2) + '\n');
+    return;
+  }
+  io.out(`wrote ${r.tensors} tensors (${(r.bytes / 2 ** 20).toFixed(2)} MiB, ${dtype}, seed ${seed}) in HF naming:\n${r.files.map((f) => `  ${f}`).join('\n')}\n`);
+}
+
+export function initWeightsCommand(io: Io) {
+  return {
+    command: 'init-weights',
+    describe: 'Write a seeded random checkpoint for an HF config.json (llama, qwen2, mistral): config.json + model.safetensors, loadable by transformers',
+    builder: (y: Argv) =>
+      y
+        .option('config', { type: 'string', demandOption: true, describe: 'an HF config.json' })
+        .option('out', { type: 'string', demandOption: true, describe: 'output folder (created)' })
+        .option('seed', { type: 'number', default: 0, describe: 'seed of the weights (generate on a folder with config.json alone uses 0)' })
+        .option('dtype', { type: 'string', choices: Object.keys(DTYPES), default: 'bf16', describe: 'dtype of the written tensors' })
+        .option('json', { type: 'boolean', describe: 'print what was written as JSON' })
+        .example('$0 init-weights --config tiny/config.json --out /tmp/tiny --seed 1', 'a random tiny model to run generate on'),
+    handler: (argv: InitWeightsArgs) => runInitWeights(argv, io),
+  };
+}

@@ -1,0 +1,90 @@
+import type { Tensor } from '@fastkernels/core';
+
+/**
+ * vLLM's forward context (vllm.forward_context: set_forward_context / get_forward_context; nano-vllm's
+ * utils/context.py): the per-step attention metadata and the KV caches, set by the model runner around
+ * model.forward so module signatures stay vLLM's (LlamaAttention.forward(positions, hiddenStates)).
+ *
+ * Token layout of a step (a mixed batch is allowed): the prefill tokens come first, sequence by sequence,
+ * then one token per decoding sequence.
+ *   tokens [0, numPrefillTokens)                  prefills: q/k/v of the whole new chunk; attention over it (varlen)
+ *   tokens [numPrefillTokens, numPrefillTokens + numDecodes)  decodes: one query per sequence; attention over the paged cache
+ * Every token's key and value are written to the cache at slotMapping[t] before attention runs.
+ * Prefills start at position 0 (no cached context): chunked prefill and prefix caching read cached keys
+ * through a block table and come with the scheduler issue.
+ */
+export interface AttentionMetadata {
+  readonly numPrefills: number;
+  readonly numPrefillTokens: number;
+  readonly numDecodes: number;
+  /** [T] i64: cache slot (block * blockSize + offset) of every token; -1 skips the write (padding). */
+  readonly slotMapping: Tensor;
+  /** [numPrefills + 1] i32 prefix sums of the prefill lengths (null without prefills). */
+  readonly cuSeqlensQ: Tensor | null;
+  /** [numPrefills + 1] i32, equal to cuSeqlensQ while prefills have no cached context. */
+  readonly cuSeqlensK: Tensor | null;
+  readonly maxSeqlenQ: number;
+  readonly maxSeqlenK: number;
+  /** [numDecodes, maxBlocks] i32 block ids per decoding sequence (entries past its length are 0); null without decodes. */
+  readonly blockTables: Tensor | null;
+  /** [numDecodes] i32 tokens in the cache per decoding sequence, the new one included; null without decodes. */
+  readonly seqLens: Tensor | null;
+}
+
+/** One layer's paged cache: [numBlocks, blockSize, numKvHeads, headDim] each. */
+export interface LayerKvCache {
+  readonly kCache: Tensor;
+  readonly vCache: Tensor;
+}
+
+export interface ForwardContext {
+  readonly attnMetadata: AttentionMetadata;
+  /** By layer index (vLLM binds kv_cache[layer] to each Attention layer; here attention looks it up by its layerIdx). */
+  readonly kvCaches: readonly LayerKvCache[];
+}
+
+let current: ForwardContext | null = null;
+
+/** Run fn with ctx as the forward context (what the model runner does around model.forward). */
+export function withForwardContext<T>(ctx: ForwardContext, fn: () => T): T {
+  const prev = current;
+  current = ctx;
+  try {
+    return fn();
+  } finally {
+    current = prev;
+  }
+}
+
+/**
+ * Set the forward context until the next call (returns the previous one). For the task harness, whose
+ * makeInputs prepares a step and whose forward calls come later without a wrapper; the runner uses withForwardContext.
+ */
+export function setForwardContext(ctx: ForwardContext | null): ForwardContext | null {
+  const prev = current;
+  current = ctx;
+  return prev;
+}
+
+export function getForwardContext(): ForwardContext {
+  if (!current) {
+    throw new Error('no forward context: attention layers run inside withForwardContext() (the model runner sets it; task inputs set it in makeInputs)');
+  }
+  return current;
+}
+
+export function hasForwardContext(): boolean {
+  return current !== null;
+}
+
+/** The cache of one layer, with a clear error when the context lacks it. */
+export function layerKvCache(ctx: ForwardContext, layerIdx: number): LayerKvCache {
+  const c = ctx.kvCaches[layerIdx];
+  if (!c) throw new Error(`forward context has KV caches for ${ctx.kvCaches.length} layers, none for layer ${layerIdx}`);
+  return c;
+}
+
+/** Release the context's metadata tensors (the caches belong to whoever allocated them). */
+export function disposeAttentionMetadata(m: AttentionMetadata): void {
+  for (const t of [m.slotMapping, m.cuSeqlensQ, m.cuSeqlensK, m.blockTables, m.seqLens]) t?.dispose();
+}

@@ -1,0 +1,45 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { UserError, type Backend, type DType, type ExecutionContext, type ModuleRegistry } from '@fastkernels/core';
+import { loadLlamaConfig, type LlamaConfig } from '../families/dense-moe-llm/config.js';
+import type { LlamaForCausalLM } from '../families/dense-moe-llm/L4/llama.js';
+import { Checkpoint } from '../weights/safetensors.js';
+import { initLlamaWeightsRandom, loadLlamaWeights } from '../weights/llama-weights.js';
+
+export interface LoadModelOptions {
+  readonly backend: Backend;
+  /** Resolves L4/llama and everything under it (the baselines, or a candidate set). */
+  readonly registry: ModuleRegistry;
+  readonly device?: number;
+  /** Model dtype; defaults to the config's, else bf16. */
+  readonly dtype?: DType;
+  /** Seed of the random weights when the folder has none (default 0, as init-weights). */
+  readonly initSeed?: number;
+}
+
+export interface LoadedModel {
+  readonly model: LlamaForCausalLM;
+  readonly config: LlamaConfig;
+  readonly ctx: ExecutionContext;
+  readonly weights: 'checkpoint' | 'random';
+  readonly dir: string;
+}
+
+/** Build a Llama-family model from a folder (config.json + safetensors, or config.json alone: seeded random weights). */
+export function loadLlamaModel(dir: string, opts: LoadModelOptions): LoadedModel {
+  const configPath = join(dir, 'config.json');
+  if (!existsSync(configPath)) throw new UserError(`no config.json in ${dir}`, { field: '--model', fix: 'pass a folder with an HF config.json (and safetensors weights)' });
+  const { config } = loadLlamaConfig(configPath);
+  const dtype = opts.dtype ?? config.dtype ?? 'bf16';
+  const ctx: ExecutionContext = { backend: opts.backend, device: opts.device ?? 0, dtype, registry: opts.registry };
+  const model = opts.registry.createIn<LlamaForCausalLM>(ctx, 'L4/llama', config);
+  try {
+    const hasWeights = Checkpoint.exists(dir);
+    if (hasWeights) loadLlamaWeights(model, config, dir);
+    else initLlamaWeightsRandom(model, config, opts.initSeed ?? 0);
+    return { model, config, ctx, weights: hasWeights ? 'checkpoint' : 'random', dir };
+  } catch (e) {
+    model.dispose();
+    throw e;
+  }
+}

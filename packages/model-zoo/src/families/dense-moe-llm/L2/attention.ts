@@ -1,0 +1,270 @@
+import { DTYPE_INFO, Module, Tensor, defineTask, hostArray, type Rng, type TaskCase } from '@fastkernels/core';
+import { bytesOf, fromInts, randn } from '../../../common/inputs.js';
+import { getForwardContext, layerKvCache } from '../../../engine/forward-context.js';
+import { LLAMA3_8B, type LlamaRopeScaling } from '../config.js';
+import { FAMILY } from '../family.js';
+import type { Linear } from '../L1/linear.js';
+import type { FlashAttnDecode } from '../L1/paged_decode_attention.js';
+import { LLAMA31_ROPE_SCALING, computeInvFreqF32, type RotaryEmbedding } from '../L1/rotary_emb.js';
+import type { StoreKVCache } from '../L1/store_kvcache.js';
+import type { FlashAttnVarlen } from '../L1/varlen_prefill_attention.js';
+import { denseAttentionLayer, type AttnGeometry } from '../reference.js';
+import { buildTaskStep, stepAttentionPairs, stepCachedTokens, stepSpec, stepTokens, taskStepFor } from '../task-batch.js';
+
+/**
+ * vLLM's LlamaAttention (vllm/model_executor/models/llama.py) at tp_size 1: a merged QKV projection
+ * (QKVParallelLinear: rows q | k | v), rotary embedding of q and k, the paged KV-cache write, attention
+ * (varlen prefill for the prefill tokens, paged decode for the decode tokens, as vLLM's FLASH_ATTN backend
+ * splits a mixed batch), then o_proj. The step's metadata and this layer's cache come from the forward
+ * context (getForwardContext), so forward keeps vLLM's signature (positions, hiddenStates).
+ *
+ * Constructor: vLLM's (hidden_size, num_heads, num_kv_heads, rope_theta, rope_scaling,
+ * max_position_embeddings, bias, bias_o_proj) in order, then head_dim (vLLM reads it from the config;
+ * 0 = hiddenSize / numHeads), the layer's sliding window (vLLM: per_layer_sliding_window; 0 = none) and
+ * the layer index (vLLM derives it from `prefix`) that selects this layer's KV cache.
+ * ropeScaling: llama3 goes to L1/rotary_emb as is; linear (LinearScalingRotaryEmbedding) builds the cache over
+ * maxPositionEmbeddings * factor positions and rewrites it with positions divided by factor (L1/rotary_emb has
+ * no linear mode of its own).
+ */
+export class LlamaAttention extends Module {
+  readonly headDim: number;
+  readonly qSize: number;
+  readonly kvSize: number;
+  readonly scaling: number;
+  private readonly qkvProj: Linear;
+  private readonly oProj: Linear;
+  private readonly rotaryEmb: RotaryEmbedding;
+  private readonly kvStore: StoreKVCache;
+  private readonly attnPrefill: FlashAttnVarlen;
+  private readonly attnDecode: FlashAttnDecode;
+
+  constructor(
+    readonly hiddenSize: number,
+    readonly numHeads: number,
+    readonly numKvHeads: number,
+    readonly ropeTheta = 10000,
+    readonly ropeScaling: LlamaRopeScaling | null = null,
+    readonly maxPositionEmbeddings = 8192,
+    readonly bias = false,
+    readonly biasOProj = false,
+    headDim = 0,
+    readonly slidingWindow = 0,
+    readonly layerIdx = 0,
+  ) {
+    super();
+    if (numHeads % numKvHeads !== 0) throw new RangeError(`LlamaAttention: numHeads ${numHeads} is not a multiple of numKvHeads ${numKvHeads}`);
+    this.headDim = headDim || hiddenSize / numHeads;
+    if (!Number.isInteger(this.headDim)) throw new RangeError(`LlamaAttention: hiddenSize ${hiddenSize} is not a multiple of numHeads ${numHeads}`);
+    const D = this.headDim;
+    this.qSize = numHeads * D;
+    this.kvSize = numKvHeads * D;
+    this.scaling = 1 / Math.sqrt(D);
+    this.qkvProj = this.createModule('qkv_proj', 'L1/linear', hiddenSize, this.qSize + 2 * this.kvSize, bias);
+    this.oProj = this.createModule('o_proj', 'L1/linear', this.qSize, hiddenSize, biasOProj);
+    const linear = ropeScaling?.ropeType === 'linear' ? ropeScaling.factor : 0;
+    const cachePositions = linear ? Math.ceil(maxPositionEmbeddings * linear) : maxPositionEmbeddings;
+    this.rotaryEmb = this.createModule('rotary_emb', 'L1/rotary_emb', D, D, cachePositions, ropeTheta, true, this.ctx.dtype, ropeScaling?.ropeType === 'llama3' ? ropeScaling : null);
+    if (linear) this.applyLinearScaling(cachePositions, linear);
+    this.kvStore = this.createModule('kv_store', 'L1/store_kvcache');
+    this.attnPrefill = this.createModule('attn_prefill', 'L1/varlen_prefill_attention', numHeads, D, this.scaling, numKvHeads, true, slidingWindow);
+    this.attnDecode = this.createModule('attn_decode', 'L1/paged_decode_attention', numHeads, D, this.scaling, numKvHeads, slidingWindow);
+  }
+
+  /** vLLM's LinearScalingRotaryEmbedding cache: t = arange(maxPos * factor) / factor, freqs = t * inv_freq (float32). */
+  private applyLinearScaling(positions: number, factor: number): void {
+    const D = this.headDim;
+    const inv = computeInvFreqF32(D, this.ropeTheta, null);
+    const half = D / 2;
+    const cache = new Float32Array(positions * D);
+    for (let t = 0; t < positions; t++) {
+      const pos = Math.fround(t / factor);
+      for (let i = 0; i < half; i++) {
+        const f = Math.fround(pos * inv[i]!);
+        cache[t * D + i] = Math.cos(f);
+        cache[t * D + half + i] = Math.sin(f);
+      }
+    }
+    const param = this.rotaryEmb.namedParameters().find(([k]) => k === 'cos_sin_cache')?.[1];
+    if (!param) throw new Error('LlamaAttention: linear rope scaling needs the rotary module\'s cos_sin_cache parameter');
+    const src = Tensor.fromArray(this.ctx.backend, cache, [positions, D], 'f32', { device: this.ctx.device });
+    param.copy_(src);
+    src.dispose();
+  }
+
+  forward(positions: Tensor, hiddenStates: Tensor): Tensor {
+    const fc = getForwardContext();
+    const md = fc.attnMetadata;
+    const { kCache, vCache } = layerKvCache(fc, this.layerIdx);
+    const T = hiddenStates.shape[0]!;
+    const Tp = md.numPrefillTokens;
+    const Td = md.numDecodes;
+    if (T !== Tp + Td) throw new RangeError(`LlamaAttention: ${T} tokens, the forward context describes ${Tp} prefill + ${Td} decode tokens`);
+    const nq = this.numHeads;
+    const nk = this.numKvHeads;
+    const D = this.headDim;
+
+    const qkv = this.qkvProj.forward(hiddenStates); // [T, q | k | v]
+    const qIn = qkv.narrow(1, 0, this.qSize);
+    const kIn = qkv.narrow(1, this.qSize, this.kvSize);
+    const qkv3 = qkv.view(T, nq + 2 * nk, D);
+    const v = qkv3.narrow(1, nq + nk, nk); // [T, nk, D] (strided view)
+    const [q, kRot] = this.rotaryEmb.forward(positions, qIn, kIn);
+    const k = kRot!.view(T, nk, D);
+    this.kvStore.forward(k, v, kCache, vCache, md.slotMapping);
+
+    const q3 = q.view(T, nq, D);
+    let attn: Tensor;
+    if (Td === 0) {
+      attn = this.attnPrefill.forward(q3, k, v, md.cuSeqlensQ!, md.cuSeqlensK!);
+    } else if (Tp === 0) {
+      attn = this.attnDecode.forward(q3, kCache, vCache, md.blockTables!, md.seqLens!);
+    } else {
+      attn = Tensor.empty(this.ctx.backend, [T, nq, D], hiddenStates.dtype, { device: this.ctx.device });
+      const parts: [number, number, () => Tensor][] = [
+        [0, Tp, () => this.attnPrefill.forward(q3.narrow(0, 0, Tp), k.narrow(0, 0, Tp), v.narrow(0, 0, Tp), md.cuSeqlensQ!, md.cuSeqlensK!)],
+        [Tp, Td, () => this.attnDecode.forward(q3.narrow(0, Tp, Td), kCache, vCache, md.blockTables!, md.seqLens!)],
+      ];
+      for (const [start, len, run] of parts) {
+        const o = run();
+        const dst = attn.narrow(0, start, len);
+        dst.copy_(o);
+        dst.dispose();
+        o.dispose();
+      }
+    }
+    const flat = attn.view(T, nq * D);
+    const out = this.oProj.forward(flat);
+    for (const t of [qkv, qIn, kIn, qkv3, v, q, kRot!, k, q3, attn, flat]) t.dispose();
+    return out;
+  }
+}
+
+/** Init args of a case: [hidden, nq, nk, theta, scaling, maxPos, bias, biasO, headDim, window, layerIdx]. */
+interface AttnInit {
+  hidden: number;
+  nq: number;
+  nk: number;
+  D: number;
+  theta: number;
+  scaling: LlamaRopeScaling | null;
+  maxPos: number;
+  bias: boolean;
+  biasO: boolean;
+  window: number;
+}
+
+function attnInit(c: Pick<TaskCase, 'init'>): AttnInit {
+  const [hidden, nq, nk, theta = 10000, scaling = null, maxPos = 8192, bias = false, biasO = false, headDim = 0, window = 0] = c.init as [number, number, number, number?, LlamaRopeScaling?, number?, boolean?, boolean?, number?, number?];
+  return { hidden, nq, nk, D: headDim || hidden / nq, theta, scaling: scaling ?? null, maxPos, bias, biasO, window };
+}
+
+export function attnGeometryOf(a: AttnInit): AttnGeometry {
+  return { hiddenSize: a.hidden, numHeads: a.nq, numKvHeads: a.nk, headDim: a.D, ropeTheta: a.theta, ropeScaling: a.scaling, slidingWindow: a.window };
+}
+
+/** Weights ~ N(0, 1/K) so activations stay O(1); biases ~ N(0, 0.25). The rotary cache is kept as built. */
+export function initProjections(m: Module, rng: Rng): void {
+  for (const [name, p] of m.namedParameters()) {
+    if (name.endsWith('cos_sin_cache')) continue;
+    const isWeight = name.endsWith('weight') && p.shape.length === 2;
+    const isNorm = name.endsWith('layernorm.weight') || name.endsWith('norm.weight');
+    let v: Float64Array;
+    if (isWeight) v = rng.fillNormal(p.numel, 1 / Math.sqrt(p.shape[1]!));
+    else if (isNorm) v = rng.fillNormal(p.numel, 0.1).map((x) => x + 1);
+    else v = rng.fillNormal(p.numel, 0.5);
+    const t = Tensor.fromArray(p.backend, v, p.shape, p.dtype, { device: p.device });
+    p.copy_(t);
+    t.dispose();
+  }
+}
+
+function attnCase(name: string, dtype: 'f32' | 'bf16', init: unknown[], prefillLens: number[], decodeCtxLens: number[]) {
+  const T = prefillLens.reduce((a, b) => a + b, 0) + decodeCtxLens.length;
+  return { name, dtype, dims: { T, H: init[0] as number }, init, options: { prefillLens, decodeCtxLens } };
+}
+
+const L8 = LLAMA3_8B;
+const llama8bInit = [L8.hiddenSize, L8.numAttentionHeads, L8.numKeyValueHeads, L8.ropeTheta, null, L8.maxPositionEmbeddings, false, false, L8.headDim, 0, 0];
+/** B decode contexts spread evenly up to S. */
+const decodeCtx = (B: number, S: number) => Array.from({ length: B }, (_, i) => Math.max(1, Math.floor(((i + 1) * S) / B)));
+
+export const attentionTask = defineTask(
+  {
+    id: 'L2/attention',
+    level: 2,
+    className: 'LlamaAttention',
+    family: [FAMILY],
+    architectures: ['llama', 'qwen2', 'mistral'],
+    mirrors: 'vllm.model_executor.models.llama.LlamaAttention',
+    description:
+      'Llama self-attention over a paged KV cache: merged QKV projection (+bias for qwen2), neox RoPE (llama3/linear scaling), cache write, varlen prefill and paged decode attention (GQA, sliding window) in one mixed batch, o_proj. Step metadata and the cache come from the forward context.',
+    init: [
+      { name: 'hiddenSize', type: 'int' },
+      { name: 'numHeads', type: 'int' },
+      { name: 'numKvHeads', type: 'int' },
+      { name: 'ropeTheta', type: 'float', optional: true, default: 10000 },
+      { name: 'ropeScaling', type: 'object', optional: true, default: null, doc: "{ropeType: 'llama3', factor, lowFreqFactor, highFreqFactor, originalMaxPositionEmbeddings} | {ropeType: 'linear', factor}" },
+      { name: 'maxPositionEmbeddings', type: 'int', optional: true, default: 8192 },
+      { name: 'bias', type: 'bool', optional: true, default: false, doc: 'bias on q/k/v (qwen2)' },
+      { name: 'biasOProj', type: 'bool', optional: true, default: false },
+      { name: 'headDim', type: 'int', optional: true, default: 0, doc: '0 = hiddenSize / numHeads' },
+      { name: 'slidingWindow', type: 'int', optional: true, default: 0, doc: '0 = full attention' },
+      { name: 'layerIdx', type: 'int', optional: true, default: 0, doc: 'which KV cache of the forward context' },
+    ],
+    inputs: [
+      { name: 'positions', dtype: 'i64', shape: ['T'] },
+      { name: 'hiddenStates', dtype: 'act', shape: ['T', 'H'], doc: 'prefill tokens first, then one token per decoding sequence (forward context)' },
+    ],
+    outputs: [{ name: 'out', dtype: 'act', shape: ['T', 'H'] }],
+    tolerance: { bf16: { atol: 2e-2, rtol: 2e-2 } },
+    imports: ['L1/linear', 'L1/rotary_emb', 'L1/store_kvcache', 'L1/varlen_prefill_attention', 'L1/paged_decode_attention'],
+    cases: {
+      ci: [
+        attnCase('mixed-gqa-f32', 'f32', [64, 4, 2, 10000, null, 256], [5, 3], [20, 6]),
+        attnCase('mixed-qwen2-bias-bf16', 'bf16', [64, 4, 2, 1000000, null, 256, true, false], [7], [17, 1, 33]),
+        attnCase('mistral-window8-f32', 'f32', [64, 4, 2, 10000, null, 256, false, false, 0, 8], [12, 4], [20, 9]),
+        attnCase('llama3-scaled-head32-decode-f32', 'f32', [64, 4, 1, 500000, LLAMA31_ROPE_SCALING, 2048, true, true, 32], [], [40, 3, 16]),
+        attnCase('linear-scaled-prefill-f32', 'f32', [64, 4, 2, 10000, { ropeType: 'linear', factor: 2 }, 128], [9, 2], []),
+      ],
+      production: [
+        attnCase('llama3-8b-decode-b32', 'bf16', llama8bInit, [], decodeCtx(32, 2048)),
+        attnCase('llama3-8b-prefill-4096', 'bf16', llama8bInit, [4096], []),
+        attnCase('llama3-8b-mixed-512+b16', 'bf16', llama8bInit, [512], decodeCtx(16, 1024)),
+        attnCase('llama3.1-8b-decode-b32', 'bf16', [...llama8bInit.slice(0, 4), LLAMA31_ROPE_SCALING, 131072, ...llama8bInit.slice(6)], [], decodeCtx(32, 4096)),
+      ],
+    },
+  },
+  {
+    baseline: LlamaAttention,
+    makeInputs: (c, ctx, rng) => {
+      const a = attnInit(c);
+      const step = buildTaskStep(c, ctx, rng, { numLayers: 1, numKvHeads: a.nk, headDim: a.D });
+      return [fromInts(ctx, step.positions, [step.positions.length], 'i64'), randn(ctx, rng, [step.positions.length, a.hidden], c.dtype)];
+    },
+    initParameters: (m, _c, rng) => initProjections(m, rng),
+    reference: ([positions, hidden], params, c) => {
+      const step = taskStepFor(c);
+      const a = attnInit(c);
+      const out = denseAttentionLayer(hidden!.data, positions!.data, params, '', attnGeometryOf(a), step.seqs, 0);
+      return [hostArray(hidden!.shape, out)];
+    },
+    work: (c) => attentionWork(c),
+  },
+);
+
+/** Bytes and FLOPs of one LlamaAttention call for a case. */
+export function attentionWork(c: TaskCase): { bytes: number; flops: number } {
+  const a = attnInit(c);
+  const spec = stepSpec(c);
+  const T = stepTokens(spec);
+  const it = DTYPE_INFO[c.dtype].itemsize;
+  const qkvN = (a.nq + 2 * a.nk) * a.D;
+  const weights = bytesOf([qkvN, a.hidden], it) + bytesOf([a.hidden, a.nq * a.D], it);
+  const pairs = stepAttentionPairs(spec, a.window);
+  const cached = stepCachedTokens(spec);
+  return {
+    // weights, hidden in/out, qkv out and back, the cache write, cached keys/values read by decodes
+    bytes: weights + 2 * bytesOf([T, a.hidden], it) + 2 * bytesOf([T, qkvN], it) + 2 * bytesOf([T, a.nk * a.D], it) + 2 * cached * a.nk * a.D * it,
+    flops: 2 * T * a.hidden * qkvN + 2 * T * a.nq * a.D * a.hidden + 4 * a.nq * a.D * pairs + 3 * T * (a.nq + a.nk) * a.D,
+  };
+}
