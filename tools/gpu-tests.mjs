@@ -4,7 +4,7 @@
 // bundled node and ends with `gpu-tests: N passed, N failed`.
 // Usage: node tools/gpu-tests.mjs [outDir=dist/gpu-host]
 import { build } from 'esbuild';
-import { chmodSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -32,6 +32,12 @@ export async function bundleGpuTests(outDir = join(root, 'dist', 'gpu-host')) {
     .sort();
   const cudaIndex = join(root, 'packages', 'backend-cuda', 'src', 'index.ts');
   const written = [];
+  // One build over every test file with code splitting: the shared code (core, backends, model-zoo) lands once in
+  // gpu-tests/chunks/ instead of in every test bundle, which keeps the carried bundle small.
+  // Entries live inside the repo so package imports resolve through its node_modules.
+  mkdirSync(join(root, 'dist'), { recursive: true });
+  const entryDir = mkdtempSync(join(root, 'dist', 'gpu-test-entries-'));
+  const entryPoints = {};
   for (const f of files) {
     const pkg = relative(join(root, 'packages'), f).split('/')[0];
     const name = `${pkg}--${basename(f, '.gpu.test.ts')}`;
@@ -44,20 +50,31 @@ export async function bundleGpuTests(outDir = join(root, 'dist', 'gpu-host')) {
       `import ${JSON.stringify(f)};`,
       `if (!process.env.FK_GPU_TEST_CHILD) { const c = await run(${JSON.stringify(rel)}); process.exitCode = c.failed ? 1 : 0; }`,
     ].join('\n');
+    const entry = join(entryDir, `${name}.entry.ts`);
+    writeFileSync(entry, contents);
+    entryPoints[name] = entry;
+    written.push(`${name}.mjs`);
+  }
+  try {
     await build({
-      stdin: { contents, resolveDir: dirname(f), sourcefile: `${name}.entry.ts`, loader: 'ts' },
+      entryPoints,
       bundle: true,
+      splitting: true,
       platform: 'node',
       format: 'esm',
       target: 'node20',
-      outfile: join(testsDir, `${name}.mjs`),
+      outdir: testsDir,
+      outExtension: { '.js': '.mjs' },
+      chunkNames: 'chunks/[name]-[hash]',
       alias: { vitest: join(root, 'tools', 'vitest-shim.ts') },
       conditions: ['@fastkernels/source'],
       banner: { js: BANNER },
       logLevel: 'warning',
-      sourcemap: 'inline',
+      sourcemap: 'linked',
+      sourcesContent: false,
     });
-    written.push(`${name}.mjs`);
+  } finally {
+    rmSync(entryDir, { recursive: true, force: true });
   }
   const runner = join(outDir, 'run-gpu-tests');
   writeFileSync(runner, RUNNER);

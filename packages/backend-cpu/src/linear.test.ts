@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { Tensor } from '@fastkernels/core';
 import { cpu, expectClose, randn, Rng, tensor, values } from './test-helpers.js';
 
 const ops = cpu.ops;
@@ -61,6 +62,17 @@ describe('linear', () => {
     const w = tensor([1, 2, 3, 4, 5, 6], [2, 3]);
     expect(() => ops.linear(tensor([1, 2], [1, 2]), w, null)).toThrow(/last dim/);
     expect(() => ops.linear(tensor([1, 2, 3], [1, 3]), w, tensor([1, 2, 3], [3]))).toThrow(/bias/);
+  });
+});
+
+describe('linear with K = 0', () => {
+  it('gives the bias (or zeros) for every row of a rank-3 input', () => {
+    const x = Tensor.empty(cpu, [2, 3, 0], 'f32');
+    const w = Tensor.empty(cpu, [4, 0], 'f32');
+    expect(ops.linear(x, w, null).toNested()).toEqual([[[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]], [[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]]]);
+    const y = ops.linear(x, w, tensor([1, 2, 3, 4], [4]));
+    expect(y.shape).toEqual([2, 3, 4]);
+    expect(values(y).slice(0, 4)).toEqual([1, 2, 3, 4]);
   });
 });
 

@@ -37,7 +37,8 @@ export function linear(backend: Backend, x: Tensor, weight: Tensor, bias: Tensor
   if (x.rank < 1 || x.shape[x.rank - 1] !== K) throw new RangeError(`linear: x ${formatShape(x.shape)} has last dim != K = ${K} of weight ${formatShape(weight.shape)}`);
   if (bias && (bias.rank !== 1 || bias.shape[0] !== N)) throw new RangeError(`linear: bias ${formatShape(bias.shape)} must be [${N}]`);
   const X = gather(x, 'linear x');
-  const rows = K === 0 ? x.numel : X.length / K;
+  // Rows from the leading dims, not X.length / K: with K = 0 there are rows but no values.
+  const rows = x.shape.slice(0, -1).reduce((a, d) => a * d, 1);
   const bv = bias ? gather(bias, 'linear bias') : undefined;
   const W = new StridedView(weight, 'linear weight');
   const [ws0, ws1] = W.strides as [number, number];

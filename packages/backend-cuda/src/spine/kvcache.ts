@@ -1,7 +1,59 @@
+/**
+ * Paged KV-cache write on the CUDA backend (kernels/kvcache.cu), vLLM reshape_and_cache_flash, in place:
+ * key/value [T, nKv, head] into kCache/vCache [numBlocks, blockSize, nKv, head] at slotMapping [T]
+ * (slot = block * blockSize + offset; negative = padding, skipped). The block size comes from the cache shape.
+ * Strided key/value (e.g. slices of a fused QKV output) and strided caches are addressed in place as long as
+ * the head dim is contiguous. Slots past the cache are skipped and, with index checks on (common.ts), throw.
+ */
+import { Tensor, formatShape, shapesEqual } from '@fastkernels/core';
 import type { SpineContext } from './context.js';
-import { notYet } from './context.js';
+import { asDType, checkIndexFlag, contiguousOf, disposeAll, floatCType, indexCType, indexFlag, itemsizeOf, ptr, roundUp, spineKernel, vecWidth } from './common.js';
 
-export function storeKvcache(_ctx: SpineContext, ..._args: unknown[]): never {
-  return notYet('storeKvcache');
+export function storeKvcache(ctx: SpineContext, key: Tensor, value: Tensor, kCache: Tensor, vCache: Tensor, slotMapping: Tensor): void {
+  const op = 'storeKvcache_';
+  if (key.rank !== 3 || value.rank !== 3) throw new RangeError(`${op}: key ${formatShape(key.shape)} and value ${formatShape(value.shape)} must be [T, nKv, head]`);
+  if (kCache.rank !== 4 || vCache.rank !== 4) throw new RangeError(`${op}: caches must be [numBlocks, blockSize, nKv, head]`);
+  const [T, nKv, head] = key.shape as [number, number, number];
+  const [numBlocks, blockSize] = kCache.shape as [number, number];
+  if (!shapesEqual(value.shape, key.shape)) throw new RangeError(`${op}: value ${formatShape(value.shape)} does not match key ${formatShape(key.shape)}`);
+  if (!shapesEqual(kCache.shape, vCache.shape)) throw new RangeError(`${op}: vCache ${formatShape(vCache.shape)} does not match kCache ${formatShape(kCache.shape)}`);
+  if (kCache.shape[2] !== nKv || kCache.shape[3] !== head) throw new RangeError(`${op}: cache ${formatShape(kCache.shape)} does not hold [${nKv}, ${head}] per slot`);
+  if (slotMapping.numel !== T) throw new RangeError(`${op}: slotMapping has ${slotMapping.numel} entries for ${T} tokens`);
+  if (kCache.dtype !== vCache.dtype) throw new TypeError(`${op}: kCache ${kCache.dtype} and vCache ${vCache.dtype} differ`);
+  const C = floatCType(kCache, op, 'kCache');
+  const S = indexCType(slotMapping, op, 'slotMapping');
+  if (T === 0 || nKv === 0 || head === 0) return;
+  const temps: Tensor[] = [];
+  try {
+    const headContig = (t: Tensor, d: number) => t.shape[d] === 1 || t.strides[d] === 1;
+    const src = (t: Tensor) => {
+      const c = t.dtype === kCache.dtype ? t : asDType(t, kCache.dtype, temps);
+      return headContig(c, 2) ? c : contiguousOf(c, temps);
+    };
+    const k = src(key);
+    const v = src(value);
+    // A cache whose head dim is strided is written through a contiguous copy, then copied back.
+    const kc = headContig(kCache, 3) ? kCache : contiguousOf(kCache, temps);
+    const vc = headContig(vCache, 3) ? vCache : contiguousOf(vCache, temps);
+    const slots = contiguousOf(slotMapping, temps);
+    const ks = k.strides as number[];
+    const vs = v.strides as number[];
+    const kcs = kc.strides as number[];
+    const vcs = vc.strides as number[];
+    const vec = vecWidth(itemsizeOf(kCache.dtype), [head, ks[0]!, ks[1]!, vs[0]!, vs[1]!, kcs[0]!, kcs[1]!, kcs[2]!, vcs[0]!, vcs[1]!, vcs[2]!], [ptr(k), ptr(v), ptr(kc), ptr(vc)]);
+    const work = (2 * nKv * head) / vec;
+    const threads = Math.min(256, Math.max(32, roundUp(work, 32)));
+    const flag = indexFlag(ctx, kc);
+    const kern = spineKernel(ctx, 'kvcache.cu', 'fk_store_kvcache', { FK_T: C, FK_VEC: vec, FK_SLOT: S });
+    kern.launch(Math.min(T, 2 ** 31 - 1), threads, 0, [
+      k, v, kc, vc, slots, T, nKv, head,
+      ks[0]!, ks[1]!, vs[0]!, vs[1]!, kcs[0]!, kcs[1]!, kcs[2]!, vcs[0]!, vcs[1]!, vcs[2]!,
+      blockSize, numBlocks * blockSize, flag,
+    ]);
+    if (kc !== kCache) ctx.ops.copy(kCache, kc);
+    if (vc !== vCache) ctx.ops.copy(vCache, vc);
+    checkIndexFlag(ctx, flag, () => `${op}: a slot is out of range for ${numBlocks} blocks of ${blockSize}`);
+  } finally {
+    disposeAll(temps);
+  }
 }
-

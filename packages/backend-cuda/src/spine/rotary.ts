@@ -1,7 +1,99 @@
+/**
+ * Rotary embedding on the CUDA backend (kernels/rotary.cu), vLLM forward_native semantics, out of place:
+ * positions [T] (i32/i64, any shape flattened), query/key holding T tokens of heads x headSize (any shape;
+ * the result keeps it), cosSinCache [maxPos, rotaryDim] read in its own dtype. Neox or GPT-J pairing,
+ * partial rotary (the tail of each head is copied). Query and key go in one launch.
+ * Out-of-range positions write zeros and, with index checks on (see common.ts), throw a RangeError.
+ */
+import { Tensor, formatShape } from '@fastkernels/core';
 import type { SpineContext } from './context.js';
-import { notYet } from './context.js';
+import { checkIndexFlag, contiguousOf, disposeAll, floatCType, indexCType, indexFlag, itemsizeOf, ptr, roundUp, spineKernel, vecWidth } from './common.js';
 
-export function rotaryEmbedding(_ctx: SpineContext, ..._args: unknown[]): never {
-  return notYet('rotaryEmbedding');
+export function rotaryEmbedding(
+  ctx: SpineContext,
+  positions: Tensor,
+  query: Tensor,
+  key: Tensor | null,
+  cosSinCache: Tensor,
+  headSize: number,
+  isNeoxStyle: boolean,
+): [Tensor, Tensor | null] {
+  const op = 'rotaryEmbedding';
+  if (cosSinCache.rank !== 2) throw new RangeError(`${op}: cosSinCache ${formatShape(cosSinCache.shape)} must be [maxPos, rotaryDim]`);
+  const [maxPos, rot] = cosSinCache.shape as [number, number];
+  if (!Number.isInteger(headSize) || headSize <= 0) throw new RangeError(`${op}: invalid headSize ${headSize}`);
+  if (rot % 2 !== 0 || rot > headSize) throw new RangeError(`${op}: rotaryDim ${rot} must be even and <= headSize ${headSize}`);
+  const C = floatCType(cosSinCache, op, 'cosSinCache');
+  const P = indexCType(positions, op, 'positions');
+  const T = positions.numel;
+  const Tq = floatCType(query, op, 'query');
+  if (key && key.dtype !== query.dtype) throw new TypeError(`${op}: key dtype ${key.dtype} differs from query dtype ${query.dtype}`);
+  const headsOf = (x: Tensor, name: string) => {
+    const per = T === 0 ? 0 : x.numel / T;
+    if (x.rank < 1 || (T === 0 && x.numel !== 0) || !Number.isInteger(per) || per % headSize !== 0) {
+      throw new RangeError(`${op}: ${name} ${formatShape(x.shape)} does not hold ${T} tokens of heads * ${headSize} (one per position)`);
+    }
+    return per / headSize;
+  };
+  const nq = headsOf(query, 'query');
+  const nk = key ? headsOf(key, 'key') : 0;
+  const qOut = Tensor.empty(query.backend, query.shape, query.dtype, { device: query.device });
+  const kOut = key ? Tensor.empty(key.backend, key.shape, key.dtype, { device: key.device }) : null;
+  if (T === 0 || (nq === 0 && nk === 0)) return [qOut, kOut];
+  const temps: Tensor[] = [];
+  try {
+    const pos = contiguousOf(positions, temps);
+    const cache = contiguousOf(cosSinCache, temps);
+    const q = tokenRows(query, T, temps);
+    const k = key ? tokenRows(key, T, temps) : null;
+    const half = rot / 2;
+    const it = itemsizeOf(query.dtype);
+    let vec = 1;
+    if (isNeoxStyle) {
+      const ptrs = [ptr(q.t), ptr(qOut)];
+      const counts = [half, headSize, q.stride];
+      if (k && kOut) {
+        ptrs.push(ptr(k.t), ptr(kOut));
+        counts.push(k.stride);
+      }
+      vec = vecWidth(it, counts, ptrs);
+    }
+    const heads = Math.max(nq, nk);
+    const work = heads * Math.max(isNeoxStyle ? half / vec : half, headSize - rot);
+    const threads = Math.min(256, Math.max(32, roundUp(work, 32)));
+    const flag = indexFlag(ctx, qOut);
+    const kern = spineKernel(ctx, 'rotary.cu', 'fk_rotary', { FK_T: Tq, FK_C: C, FK_POS: P, FK_NEOX: isNeoxStyle ? 1 : 0, FK_VEC: vec });
+    kern.launch([Math.min(T, 2 ** 31 - 1), k ? 2 : 1], threads, 0, [
+      qOut, q.t, q.stride, nq,
+      kOut ? ptr(kOut) : 0, k ? ptr(k.t) : 0, k ? k.stride : 0, nk,
+      pos, cache, T, maxPos, headSize, rot, flag,
+    ]);
+    checkIndexFlag(ctx, flag, () => `${op}: a position is out of range for a cache of ${maxPos} positions`);
+    return [qOut, kOut];
+  } finally {
+    disposeAll(temps);
+  }
 }
 
+/** x as T token rows: in place when every dim after the first is contiguous and the first is T; else a copy. */
+function tokenRows(x: Tensor, T: number, temps: Tensor[]): { t: Tensor; stride: number } {
+  const per = x.numel / T;
+  if (T === 1) {
+    if (innerContiguous(x, 0)) return { t: x, stride: per };
+  } else if (x.rank >= 2 && x.shape[0] === T && innerContiguous(x, 1)) {
+    return { t: x, stride: x.strides[0]! };
+  }
+  const c = contiguousOf(x, temps);
+  return { t: c, stride: per };
+}
+
+/** Whether dims [from, rank) are laid out contiguously (size-1 dims ignored). */
+function innerContiguous(x: Tensor, from: number): boolean {
+  let expected = 1;
+  for (let i = x.rank - 1; i >= from; i--) {
+    if (x.shape[i] === 1) continue;
+    if (x.strides[i] !== expected) return false;
+    expected *= x.shape[i]!;
+  }
+  return true;
+}

@@ -1,0 +1,61 @@
+// FastKernels gated activations (vLLM silu_and_mul, gelu_and_mul, gelu_tanh_and_mul), out of place:
+// x [rows, 2d] (rows at stride xs, last dim contiguous) -> out [rows, d] = act(x[:, :d]) * x[:, d:],
+// computed in fp32 and rounded once. 16-byte accesses (FK_VEC elements) when the host found every row aligned.
+// -DFK_T=<type> -DFK_VEC=<n> -DFK_ACT=0 (silu) | 1 (gelu, exact erf) | 2 (gelu, tanh approximation).
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#ifndef FK_T
+#define FK_T __nv_bfloat16
+#endif
+#ifndef FK_VEC
+#define FK_VEC 8
+#endif
+
+// ---- float conversions (fp32 math inside every kernel)
+__device__ __forceinline__ float fk_f(float x) { return x; }
+__device__ __forceinline__ float fk_f(__half x) { return __half2float(x); }
+__device__ __forceinline__ float fk_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ void fk_set(float& d, float x) { d = x; }
+__device__ __forceinline__ void fk_set(__half& d, float x) { d = __float2half_rn(x); }
+__device__ __forceinline__ void fk_set(__nv_bfloat16& d, float x) { d = __float2bfloat16_rn(x); }
+
+// N elements of T loaded/stored as one access (16 bytes when N * sizeof(T) == 16; the host picks N so that
+// every pointer and row stride is aligned to the vector size, else N = 1).
+template <class T, int N>
+struct alignas(sizeof(T) * N) FkVec {
+  T v[N];
+};
+#ifndef FK_ACT
+#define FK_ACT 0
+#endif
+
+__device__ __forceinline__ float fk_act(float g) {
+#if FK_ACT == 0
+  return g / (1.f + __expf(-g));
+#elif FK_ACT == 1
+  return 0.5f * g * (1.f + erff(g * 0.70710678118654752440f));
+#else
+  const float k0 = 0.79788456080286535588f;  // sqrt(2/pi)
+  return 0.5f * g * (1.f + tanhf(k0 * (g + 0.044715f * g * g * g)));
+#endif
+}
+
+// grid.x covers the d / FK_VEC vectors of a row, grid.y strides over rows.
+extern "C" __global__ void fk_act_and_mul(FK_T* __restrict__ out, const FK_T* __restrict__ x, int rows, int d, long long xs) {
+  typedef FkVec<FK_T, FK_VEC> V;
+  const int nv = d / FK_VEC;
+  for (int row = blockIdx.y; row < rows; row += gridDim.y) {
+    const V* g = reinterpret_cast<const V*>(x + row * xs);
+    const V* u = reinterpret_cast<const V*>(x + row * xs + d);
+    V* o = reinterpret_cast<V*>(out + (long long)row * d);
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < nv; j += gridDim.x * blockDim.x) {
+      const V gv = g[j];
+      const V uv = u[j];
+      V r;
+#pragma unroll
+      for (int e = 0; e < FK_VEC; ++e) fk_set(r.v[e], fk_act(fk_f(gv.v[e])) * fk_f(uv.v[e]));
+      o[j] = r;
+    }
+  }
+}

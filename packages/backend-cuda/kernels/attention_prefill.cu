@@ -1,0 +1,446 @@
+// FastKernels variable-length prefill attention (flash_attn_varlen_func semantics).
+//
+// fk_varlen_prefill (bf16 / fp16, head dim 64 or 128): FlashAttention-2 style. Grid (nQ, tiles): one CTA per
+// (query head, tile of BM = 16 * FK_WARPS query rows of one sequence); each warp owns 16 rows. The CTA finds
+// its (sequence, tile) from cu_seqlens_q on the device (a warp-parallel prefix sum; no host sync, so the op
+// is graph-capturable); the grid's tile count is an upper bound (ceil(Tq / BM) + B) and spare CTAs exit.
+// Tiles of a sequence run last-first (the causal tiles with most keys start first). K/V tiles of BN = 64 keys
+// stream through shared memory with cp.async (16-byte, zero-filled past the end), double-buffered; Q, K and V
+// are read with ldmatrix (V transposed) from an XOR-swizzled layout (conflict-free), S = QK^T and O += PV
+// run on mma.sync.m16n8k16 with fp32 accumulation; the online softmax is in the log2 domain in registers
+// (P is re-packed from the S accumulators into A fragments without shared memory). Masking (bottom-right
+// causal, left sliding window, the sequence end) is applied only on tiles that need it. Rows that see no
+// key are written as zeros.
+//
+// fk_varlen_prefill_simple (fp32, or any head dim up to 256): one warp per (query row, head); lanes split the
+// head dim; keys one group of FK_UNROLL at a time with warp reductions. Correct for every case, not fast.
+//
+// NVRTC specialisation: -DFK_T=<element> -DFK_D=<head dim> -DFK_WARPS=<warps>; defaults compile standalone.
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#ifndef FK_T
+#define FK_T __nv_bfloat16
+#endif
+#ifndef FK_D
+#define FK_D 128
+#endif
+#ifndef FK_WARPS
+#define FK_WARPS 4
+#endif
+#ifndef FK_UNROLL
+#define FK_UNROLL 4
+#endif
+
+namespace fkpre {
+
+typedef FK_T T;
+typedef unsigned int u32;
+constexpr int D = FK_D;
+constexpr int NW = FK_WARPS;
+constexpr int NT = NW * 32;
+constexpr int BM = 16 * NW;  // query rows per CTA
+constexpr int BN = 64;       // keys per tile
+constexpr int CPR = D / 8;   // 16-byte chunks per row
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+__device__ __forceinline__ float to_f(float x) { return x; }
+__device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ void st(float* p, float x) { *p = x; }
+__device__ __forceinline__ void st(__half* p, float x) { *p = __float2half_rn(x); }
+__device__ __forceinline__ void st(__nv_bfloat16* p, float x) { *p = __float2bfloat16_rn(x); }
+
+// Two floats as a packed pair (low half = first), and the matching tensor-core instruction.
+template <typename X> struct Mma;
+template <> struct Mma<__nv_bfloat16> {
+  static __device__ __forceinline__ u32 pack(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<u32*>(&v);
+  }
+  static __device__ __forceinline__ void mma(float c[4], const u32 a[4], u32 b0, u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+template <> struct Mma<__half> {
+  static __device__ __forceinline__ u32 pack(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<u32*>(&v);
+  }
+  static __device__ __forceinline__ void mma(float c[4], const u32 a[4], u32 b0, u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+// fp32 specialisation only so the file compiles with FK_T=float (the host never launches the mma kernel for it).
+template <> struct Mma<float> {
+  static __device__ __forceinline__ u32 pack(float, float) { return 0u; }
+  static __device__ __forceinline__ void mma(float*, const u32*, u32, u32) {}
+};
+
+__device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void ldsm_x4(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+// 16-byte global -> shared copy; src_bytes 0 writes zeros (rows past the end of a sequence).
+__device__ __forceinline__ void cp_async16(u32 dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// Element offset of 16-byte chunk ch of row r in a swizzled [rows][D] tile.
+__device__ __forceinline__ int swz(int r, int ch) { return r * D + ((ch ^ (r & 7)) << 3); }
+
+// Rows [row0, row0 + rows) of a [T, heads, D] tensor (head fixed) into a swizzled tile; rows >= n are zeros.
+template <int ROWS>
+__device__ __forceinline__ void load_tile(T* tile, const T* base, long long row_stride, int row0, int n, int tid) {
+#pragma unroll
+  for (int c = tid; c < ROWS * CPR; c += NT) {
+    const int r = c / CPR;
+    const int ch = c % CPR;
+    const bool ok = row0 + r < n;
+    const T* src = ok ? base + (long long)(row0 + r) * row_stride + ch * 8 : base;
+    cp_async16(smem_u32(tile + swz(r, ch)), src, ok ? 16 : 0);
+  }
+}
+
+// Which (sequence, tile) linear tile index y is, from cu_seqlens_q (every warp computes the same answer).
+// On a miss, `tile` is the total number of tiles.
+__device__ __forceinline__ bool find_tile(const int* __restrict__ cu_q, int num_seqs, int y, int lane, int& seq, int& tile) {
+  int before = 0;
+  for (int base = 0; base < num_seqs; base += 32) {
+    const int s = base + lane;
+    int nt = 0;
+    if (s < num_seqs) nt = (max(0, cu_q[s + 1] - cu_q[s]) + BM - 1) / BM;
+    int inc = nt;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int v = __shfl_up_sync(0xffffffffu, inc, o);
+      if (lane >= o) inc += v;
+    }
+    const int excl = inc - nt;
+    const unsigned hit = __ballot_sync(0xffffffffu, nt > 0 && y >= before + excl && y < before + inc);
+    if (hit) {
+      const int src = __ffs(hit) - 1;
+      seq = base + src;
+      const int ntile = __shfl_sync(0xffffffffu, nt, src);
+      tile = ntile - 1 - (y - before - __shfl_sync(0xffffffffu, excl, src));  // last tile first
+      return true;
+    }
+    before += __shfl_sync(0xffffffffu, inc, 31);
+  }
+  tile = before;
+  return false;
+}
+
+}  // namespace fkpre
+
+using namespace fkpre;
+
+extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_varlen_prefill(
+    FK_T* __restrict__ out,  // [Tq, nQ, D] contiguous
+    const FK_T* __restrict__ q, long long q_sr, long long q_sh,
+    const FK_T* __restrict__ k, long long k_sr, long long k_sh,
+    const FK_T* __restrict__ v, long long v_sr, long long v_sh,
+    const int* __restrict__ cu_q, const int* __restrict__ cu_k, int num_seqs, int total_q, int n_q_heads, int group, int causal,
+    int window, float scale_log2) {
+#if (FK_D % 32 == 0) && (FK_D <= 256)  // the mma path (the host launches it for head dim 64 and 128 only)
+  extern __shared__ __align__(128) unsigned char fk_smem[];
+  T* sQ = reinterpret_cast<T*>(fk_smem);
+  T* sK = sQ + BM * D;  // 2 stages
+  T* sV = sK + 2 * BN * D;
+
+  const int h = blockIdx.x;
+  const int tid = threadIdx.x;
+  const int warp = tid >> 5;
+  const int lane = tid & 31;
+  int seq, tile;
+  if (!find_tile(cu_q, num_seqs, blockIdx.y, lane, seq, tile)) {
+    // A spare CTA (the grid is an upper bound): spare number e zeroes rows [e * BM, e * BM + BM) of those no
+    // sequence covers, [0, cu_q[0]) and [cu_q[B], Tq) (there are always enough spare CTAs for them).
+    const int c0 = min(max(cu_q[0], 0), total_q);
+    const int cb = min(max(cu_q[num_seqs], c0), total_q);
+    const int uncovered = c0 + (total_q - cb);
+    const int e = blockIdx.y - tile;
+    for (int idx = tid; idx < BM * (D / 2); idx += NT) {
+      const int u = e * BM + idx / (D / 2);
+      if (u >= uncovered) break;
+      const int r = u < c0 ? u : cb + (u - c0);
+      *reinterpret_cast<u32*>(out + ((long long)r * n_q_heads + h) * D + 2 * (idx % (D / 2))) = 0u;
+    }
+    return;
+  }
+
+  const int q0 = cu_q[seq];
+  const int lq = cu_q[seq + 1] - q0;
+  const int k0 = cu_k[seq];
+  const int lk = max(0, cu_k[seq + 1] - k0);
+  const int kvh = h / group;
+  const int off = lk - lq;  // query i sits at key position i + off
+  const int m0 = tile * BM;
+  const int m_last = min(m0 + BM, lq) - 1;
+  auto hi_of = [&](int i) { return causal ? min(i + off, lk - 1) : lk - 1; };
+  auto lo_of = [&](int i) { return window > 0 ? max(0, i + off - window + 1) : 0; };
+  const int kbeg = lo_of(m0);
+  const int kend = hi_of(m_last);
+  const int n_start = kend >= kbeg ? (kbeg / BN) * BN : 0;
+  const int n_tiles = kend >= kbeg ? (kend - n_start) / BN + 1 : 0;
+  // Tiles entirely inside every row's window need no mask.
+  const int hi_first = hi_of(m0);
+  const int lo_last = lo_of(m_last);
+
+  const T* qh = q + (long long)q0 * q_sr + (long long)h * q_sh;
+  const T* kh = k + (long long)k0 * k_sr + (long long)kvh * k_sh;
+  const T* vh = v + (long long)k0 * v_sr + (long long)kvh * v_sh;
+
+  load_tile<BM>(sQ, qh, q_sr, m0, lq, tid);
+  if (n_tiles > 0) {
+    load_tile<BN>(sK, kh, k_sr, n_start, lk, tid);
+    load_tile<BN>(sV, vh, v_sr, n_start, lk, tid);
+  }
+  cp_async_commit();
+
+  const int g = lane >> 2;  // row within the 8-row half of the fragment
+  const int t4 = lane & 3;  // column pair
+  const int rA = warp * 16 + g;  // tile rows owned by this thread: rA and rA + 8
+  const int iA = m0 + rA;        // sequence-local query index
+  const int iB = iA + 8;
+  const int hiA = hi_of(iA), hiB = hi_of(iB), loA = lo_of(iA), loB = lo_of(iB);
+
+  u32 qa[D / 16][4];
+  float o[D / 8][4];
+#pragma unroll
+  for (int j = 0; j < D / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  float mA = neg_inf(), mB = neg_inf(), lA = 0.f, lB = 0.f;
+
+  for (int it = 0; it < n_tiles; it++) {
+    const int stage = it & 1;
+    const int n = n_start + it * BN;
+    if (it + 1 < n_tiles) {
+      load_tile<BN>(sK + (stage ^ 1) * BN * D, kh, k_sr, n + BN, lk, tid);
+      load_tile<BN>(sV + (stage ^ 1) * BN * D, vh, v_sr, n + BN, lk, tid);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+
+    if (it == 0) {
+#pragma unroll
+      for (int kc = 0; kc < D / 16; kc++) {
+        const int r = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+        ldsm_x4(smem_u32(sQ + swz(r, 2 * kc + (lane >> 4))), qa[kc][0], qa[kc][1], qa[kc][2], qa[kc][3]);
+      }
+    }
+
+    // S = Q K^T for 16 rows x 64 keys per warp.
+    const T* sKs = sK + stage * BN * D;
+    float s[BN / 8][4];
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 32; kk++) {
+#pragma unroll
+      for (int j = 0; j < BN / 8; j++) {
+        u32 b0, b1, b2, b3;
+        ldsm_x4(smem_u32(sKs + swz(8 * j + (lane & 7), 4 * kk + (lane >> 3))), b0, b1, b2, b3);
+        Mma<T>::mma(s[j], qa[2 * kk], b0, b1);
+        Mma<T>::mma(s[j], qa[2 * kk + 1], b2, b3);
+      }
+    }
+
+    // Scale, mask, online softmax (log2 domain).
+    const bool full = lo_last <= n && hi_first >= n + BN - 1;
+    float mxA = mA, mxB = mB;
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++) {
+#pragma unroll
+      for (int c = 0; c < 4; c++) {
+        float x = s[j][c] * scale_log2;
+        if (!full) {
+          const int key = n + 8 * j + 2 * t4 + (c & 1);
+          const bool ok = c < 2 ? (key >= loA && key <= hiA) : (key >= loB && key <= hiB);
+          if (!ok) x = neg_inf();
+        }
+        s[j][c] = x;
+      }
+      mxA = fmaxf(mxA, fmaxf(s[j][0], s[j][1]));
+      mxB = fmaxf(mxB, fmaxf(s[j][2], s[j][3]));
+    }
+    mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 1));
+    mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 2));
+    mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 1));
+    mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 2));
+    const float bA = mxA == neg_inf() ? 0.f : mxA;
+    const float bB = mxB == neg_inf() ? 0.f : mxB;
+    const float alphaA = exp2f(mA - bA);
+    const float alphaB = exp2f(mB - bB);
+    mA = mxA;
+    mB = mxB;
+    float sumA = 0.f, sumB = 0.f;
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++) {
+      s[j][0] = exp2f(s[j][0] - bA);
+      s[j][1] = exp2f(s[j][1] - bA);
+      s[j][2] = exp2f(s[j][2] - bB);
+      s[j][3] = exp2f(s[j][3] - bB);
+      sumA += s[j][0] + s[j][1];
+      sumB += s[j][2] + s[j][3];
+    }
+    lA = lA * alphaA + sumA;  // per-thread partial; the quad is summed at the end
+    lB = lB * alphaB + sumB;
+#pragma unroll
+    for (int j = 0; j < D / 8; j++) {
+      o[j][0] *= alphaA;
+      o[j][1] *= alphaA;
+      o[j][2] *= alphaB;
+      o[j][3] *= alphaB;
+    }
+
+    // O += P V: P re-packed from the S accumulators as A fragments.
+    const T* sVs = sV + stage * BN * D;
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++) {
+      u32 pa[4];
+      pa[0] = Mma<T>::pack(s[2 * kk][0], s[2 * kk][1]);
+      pa[1] = Mma<T>::pack(s[2 * kk][2], s[2 * kk][3]);
+      pa[2] = Mma<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      pa[3] = Mma<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+      for (int dp = 0; dp < D / 16; dp++) {
+        u32 b0, b1, b2, b3;
+        ldsm_x4_t(smem_u32(sVs + swz(16 * kk + (lane & 7) + ((lane >> 3) & 1) * 8, 2 * dp + (lane >> 4))), b0, b1, b2, b3);
+        Mma<T>::mma(o[2 * dp], pa, b0, b1);
+        Mma<T>::mma(o[2 * dp + 1], pa, b2, b3);
+      }
+    }
+    __syncthreads();  // the stage is refilled by the next iteration's copies
+  }
+  cp_async_wait<0>();
+
+  lA += __shfl_xor_sync(0xffffffffu, lA, 1);
+  lA += __shfl_xor_sync(0xffffffffu, lA, 2);
+  lB += __shfl_xor_sync(0xffffffffu, lB, 1);
+  lB += __shfl_xor_sync(0xffffffffu, lB, 2);
+  const float invA = lA > 0.f ? 1.f / lA : 0.f;
+  const float invB = lB > 0.f ? 1.f / lB : 0.f;
+  const long long orow = (long long)n_q_heads * D;
+  T* outA = out + (long long)(q0 + iA) * orow + (long long)h * D + 2 * t4;
+  T* outB = outA + 8 * orow;
+#pragma unroll
+  for (int j = 0; j < D / 8; j++) {
+    if (iA < lq) *reinterpret_cast<u32*>(outA + 8 * j) = Mma<T>::pack(o[j][0] * invA, o[j][1] * invA);
+    if (iB < lq) *reinterpret_cast<u32*>(outB + 8 * j) = Mma<T>::pack(o[j][2] * invB, o[j][3] * invB);
+  }
+#endif
+}
+
+// The simple path: grid (ceil(total_q / FK_WARPS), nQ), FK_WARPS warps, one warp per (query row, head).
+// Rows outside every sequence are written as zeros.
+extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_varlen_prefill_simple(
+    FK_T* __restrict__ out,  // [Tq, nQ, D] contiguous
+    const FK_T* __restrict__ q, long long q_sr, long long q_sh,
+    const FK_T* __restrict__ k, long long k_sr, long long k_sh,
+    const FK_T* __restrict__ v, long long v_sr, long long v_sh,
+    const int* __restrict__ cu_q, const int* __restrict__ cu_k, int num_seqs, int total_q, int n_q_heads, int group, int causal,
+    int window, float scale_log2) {
+  constexpr int NPL = (D + 31) / 32;  // dims per lane: lane + 32 * i
+  constexpr int U = FK_UNROLL;
+  const int lane = threadIdx.x & 31;
+  const int r = blockIdx.x * NW + (threadIdx.x >> 5);
+  const int h = blockIdx.y;
+  if (r >= total_q) return;
+  T* orow = out + ((long long)r * n_q_heads + h) * D;
+  // Last sequence s with cu_q[s] <= r (s == num_seqs: past the last sequence).
+  int lo_s = 0, hi_s = num_seqs;
+  if (num_seqs <= 0 || r < cu_q[0]) lo_s = num_seqs;
+  else {
+    while (lo_s < hi_s) {
+      const int mid = (lo_s + hi_s + 1) >> 1;
+      if (cu_q[mid] <= r) lo_s = mid;
+      else hi_s = mid - 1;
+    }
+  }
+  const int seq = lo_s;
+  if (seq >= num_seqs) {
+#pragma unroll
+    for (int i = 0; i < NPL; i++)
+      if (lane + 32 * i < D) st(orow + lane + 32 * i, 0.f);
+    return;
+  }
+  const int q0 = cu_q[seq];
+  const int lq = cu_q[seq + 1] - q0;
+  const int k0 = cu_k[seq];
+  const int lk = max(0, cu_k[seq + 1] - k0);
+  const int i = r - q0;
+  const int pos = i + lk - lq;
+  const int hi = causal ? min(pos, lk - 1) : lk - 1;
+  const int lo = window > 0 ? max(0, pos - window + 1) : 0;
+  const int kvh = h / group;
+
+  float qf[NPL], acc[NPL];
+  const T* qp = q + (long long)r * q_sr + (long long)h * q_sh;
+#pragma unroll
+  for (int e = 0; e < NPL; e++) {
+    const int d = lane + 32 * e;
+    qf[e] = d < D ? to_f(qp[d]) * scale_log2 : 0.f;
+    acc[e] = 0.f;
+  }
+  float m = neg_inf(), l = 0.f;
+  const T* kb = k + (long long)k0 * k_sr + (long long)kvh * k_sh;
+  const T* vb = v + (long long)k0 * v_sr + (long long)kvh * v_sh;
+  for (int j0 = lo; j0 <= hi; j0 += U) {
+    float sc[U], vv[U][NPL];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int j = j0 + u;
+      const bool ok = j <= hi;
+      float d = 0.f;
+#pragma unroll
+      for (int e = 0; e < NPL; e++) {
+        const int dd = lane + 32 * e;
+        const bool in = ok && dd < D;
+        d = fmaf(qf[e], in ? to_f(kb[(long long)j * k_sr + dd]) : 0.f, d);
+        vv[u][e] = in ? to_f(vb[(long long)j * v_sr + dd]) : 0.f;
+      }
+      sc[u] = d;
+    }
+#pragma unroll
+    for (int o2 = 16; o2 >= 1; o2 >>= 1)
+#pragma unroll
+      for (int u = 0; u < U; u++) sc[u] += __shfl_xor_sync(0xffffffffu, sc[u], o2);
+    float mx = m;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      if (j0 + u > hi) sc[u] = neg_inf();
+      mx = fmaxf(mx, sc[u]);
+    }
+    const float alpha = exp2f(m - mx);  // mx is finite: key j0 is visible
+    m = mx;
+    float p[U], ps = 0.f;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      p[u] = exp2f(sc[u] - mx);
+      ps += p[u];
+    }
+    l = l * alpha + ps;
+#pragma unroll
+    for (int e = 0; e < NPL; e++) {
+      float a = acc[e] * alpha;
+#pragma unroll
+      for (int u = 0; u < U; u++) a = fmaf(p[u], vv[u][e], a);
+      acc[e] = a;
+    }
+  }
+  const float inv = l > 0.f ? 1.f / l : 0.f;
+#pragma unroll
+  for (int e = 0; e < NPL; e++)
+    if (lane + 32 * e < D) st(orow + lane + 32 * e, acc[e] * inv);
+}

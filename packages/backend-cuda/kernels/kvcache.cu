@@ -1,0 +1,55 @@
+// FastKernels paged KV-cache write (vLLM reshape_and_cache_flash), in place.
+//
+// key/value [T, nKv, head] (token and head strides given, head dim contiguous) go to kCache/vCache
+// [numBlocks, blockSize, nKv, head] (block, offset and head strides given, head dim contiguous) at
+// slot = slots[t] (block = slot / blockSize, offset = slot % blockSize). slot < 0 is padding and skipped;
+// slot >= capacity is skipped and sets *flag (when flag is not null). One block per token, 16-byte accesses.
+// -DFK_T=<type> -DFK_VEC=<n> -DFK_SLOT=<int | long long>.
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#ifndef FK_T
+#define FK_T __nv_bfloat16
+#endif
+#ifndef FK_VEC
+#define FK_VEC 8
+#endif
+#ifndef FK_SLOT
+#define FK_SLOT long long
+#endif
+
+template <class T, int N>
+struct alignas(sizeof(T) * N) FkVec {
+  T v[N];
+};
+
+extern "C" __global__ void fk_store_kvcache(const FK_T* __restrict__ key, const FK_T* __restrict__ value, FK_T* __restrict__ kc,
+                                            FK_T* __restrict__ vc, const FK_SLOT* __restrict__ slots, int T, int nKv, int head,
+                                            long long kts, long long khs, long long vts, long long vhs,
+                                            long long kcb, long long kco, long long kch, long long vcb, long long vco, long long vch,
+                                            int blockSize, long long capacity, int* flag) {
+  typedef FkVec<FK_T, FK_VEC> V;
+  const int nv = head / FK_VEC;
+  const int per = nKv * nv;
+  for (int t = blockIdx.x; t < T; t += gridDim.x) {
+    const long long slot = (long long)slots[t];
+    if (slot < 0) continue;
+    if (slot >= capacity) {
+      if (flag && threadIdx.x == 0) atomicExch(flag, 1);
+      continue;
+    }
+    const long long blk = slot / blockSize;
+    const long long off = slot - blk * blockSize;
+    const long long kbase = blk * kcb + off * kco;
+    const long long vbase = blk * vcb + off * vco;
+    for (int j = threadIdx.x; j < 2 * per; j += blockDim.x) {
+      const bool isV = j >= per;
+      const int jj = isV ? j - per : j;
+      const int h = jj / nv;
+      const int c = (jj - h * nv) * FK_VEC;
+      const FK_T* src = isV ? value + t * vts + h * vhs + c : key + t * kts + h * khs + c;
+      FK_T* dst = isV ? vc + vbase + h * vch + c : kc + kbase + h * kch + c;
+      *reinterpret_cast<V*>(dst) = *reinterpret_cast<const V*>(src);
+    }
+  }
+}

@@ -1,0 +1,134 @@
+// FastKernels RMSNorm (vLLM rms_norm / fused_add_rms_norm), out of place.
+//
+// One block per row; each thread keeps up to FK_NPT vectors of its row in registers (one read of x, one write
+// of y), fp32 sum of squares reduced across the block. Fused form: s = x + residual is rounded to the
+// activation dtype and stored (the new residual), and the norm reads that rounded value, as vLLM's kernel
+// and the CPU reference do; y = s * rsqrt(mean(s^2) + eps) * w is rounded once at the store.
+// Specialised with -DFK_T=<act type> -DFK_W=<weight type> -DFK_VEC=<elements per access>.
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#ifndef FK_T
+#define FK_T __nv_bfloat16
+#endif
+#ifndef FK_VEC
+#define FK_VEC 8
+#endif
+
+// ---- float conversions (fp32 math inside every kernel)
+__device__ __forceinline__ float fk_f(float x) { return x; }
+__device__ __forceinline__ float fk_f(__half x) { return __half2float(x); }
+__device__ __forceinline__ float fk_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ void fk_set(float& d, float x) { d = x; }
+__device__ __forceinline__ void fk_set(__half& d, float x) { d = __float2half_rn(x); }
+__device__ __forceinline__ void fk_set(__nv_bfloat16& d, float x) { d = __float2bfloat16_rn(x); }
+
+// N elements of T loaded/stored as one access (16 bytes when N * sizeof(T) == 16; the host picks N so that
+// every pointer and row stride is aligned to the vector size, else N = 1).
+template <class T, int N>
+struct alignas(sizeof(T) * N) FkVec {
+  T v[N];
+};
+#ifndef FK_W
+#define FK_W FK_T
+#endif
+#define FK_NPT 4
+
+__device__ __forceinline__ float fk_block_sum(float v, float* red) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = (blockDim.x + 31) >> 5;
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < nw ? red[lane] : 0.f;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// y [rows, H] (contiguous); x rows at stride xs; residual (nullptr = plain norm) at stride rs; res_out [rows, H].
+extern "C" __global__ void __launch_bounds__(512) fk_rms_norm(FK_T* __restrict__ y, FK_T* __restrict__ res_out, const FK_T* __restrict__ x,
+                                       const FK_T* __restrict__ res_in, const FK_W* __restrict__ w, int rows, int H,
+                                       long long xs, long long rs, float eps) {
+  typedef FkVec<FK_T, FK_VEC> V;
+  typedef FkVec<FK_W, FK_VEC> WV;
+  __shared__ float red[32];
+  const int row = blockIdx.x;
+  if (row >= rows) return;
+  const int nv = H / FK_VEC;
+  const V* xr = reinterpret_cast<const V*>(x + row * xs);
+  const V* rr = res_in ? reinterpret_cast<const V*>(res_in + row * rs) : nullptr;
+  V* ro = res_out ? reinterpret_cast<V*>(res_out + (long long)row * H) : nullptr;
+  V* yr = reinterpret_cast<V*>(y + (long long)row * H);
+  const WV* wv = reinterpret_cast<const WV*>(w);
+
+  float cache[FK_NPT][FK_VEC];
+  float ss = 0.f;
+  // Loads first (several in flight), then the arithmetic.
+  V a[FK_NPT], b[FK_NPT];
+#pragma unroll
+  for (int k = 0; k < FK_NPT; ++k) {
+    const int j = threadIdx.x + k * blockDim.x;
+    if (j < nv) {
+      a[k] = xr[j];
+      if (rr) b[k] = rr[j];
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < FK_NPT; ++k) {
+    const int j = threadIdx.x + k * blockDim.x;
+    if (j < nv) {
+      if (rr) {
+        V s;
+#pragma unroll
+        for (int e = 0; e < FK_VEC; ++e) fk_set(s.v[e], fk_f(a[k].v[e]) + fk_f(b[k].v[e]));
+        ro[j] = s;
+        a[k] = s;
+      }
+#pragma unroll
+      for (int e = 0; e < FK_VEC; ++e) {
+        const float f = fk_f(a[k].v[e]);
+        cache[k][e] = f;
+        ss += f * f;
+      }
+    }
+  }
+  // Rows longer than FK_NPT * blockDim vectors: the rest is read twice (the second time from L1/L2).
+  for (int j = threadIdx.x + FK_NPT * blockDim.x; j < nv; j += blockDim.x) {
+    V av = xr[j];
+    if (rr) {
+      const V bv = rr[j];
+      V s;
+#pragma unroll
+      for (int e = 0; e < FK_VEC; ++e) fk_set(s.v[e], fk_f(av.v[e]) + fk_f(bv.v[e]));
+      ro[j] = s;
+      av = s;
+    }
+#pragma unroll
+    for (int e = 0; e < FK_VEC; ++e) {
+      const float f = fk_f(av.v[e]);
+      ss += f * f;
+    }
+  }
+  ss = fk_block_sum(ss, red);
+  const float inv = rsqrtf(ss / (float)H + eps);
+#pragma unroll
+  for (int k = 0; k < FK_NPT; ++k) {
+    const int j = threadIdx.x + k * blockDim.x;
+    if (j < nv) {
+      const WV wk = wv[j];
+      V o;
+#pragma unroll
+      for (int e = 0; e < FK_VEC; ++e) fk_set(o.v[e], cache[k][e] * inv * fk_f(wk.v[e]));
+      yr[j] = o;
+    }
+  }
+  for (int j = threadIdx.x + FK_NPT * blockDim.x; j < nv; j += blockDim.x) {
+    const V av = rr ? ro[j] : xr[j];  // the fused form re-reads the rounded sum this thread stored
+    const WV wk = wv[j];
+    V o;
+#pragma unroll
+    for (int e = 0; e < FK_VEC; ++e) fk_set(o.v[e], fk_f(av.v[e]) * inv * fk_f(wk.v[e]));
+    yr[j] = o;
+  }
+}

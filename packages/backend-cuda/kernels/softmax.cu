@@ -1,0 +1,127 @@
+// FastKernels softmax over the last (contiguous) dim, fp32 accumulation, result in the input dtype.
+//
+// One block per row. Each thread keeps up to FK_NPT vectors of the row in registers and folds them into an
+// online (max, sum of exp) pair; the pairs are merged across the block; the output is exp(x - max) / sum,
+// rounded once. Rows longer than FK_NPT * blockDim vectors are read a second time (from L2).
+// A row of -inf gives NaN (0/0), like the float64 reference. -DFK_T=<type> -DFK_VEC=<n>.
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#ifndef FK_T
+#define FK_T __nv_bfloat16
+#endif
+#ifndef FK_VEC
+#define FK_VEC 8
+#endif
+
+// ---- float conversions (fp32 math inside every kernel)
+__device__ __forceinline__ float fk_f(float x) { return x; }
+__device__ __forceinline__ float fk_f(__half x) { return __half2float(x); }
+__device__ __forceinline__ float fk_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ void fk_set(float& d, float x) { d = x; }
+__device__ __forceinline__ void fk_set(__half& d, float x) { d = __float2half_rn(x); }
+__device__ __forceinline__ void fk_set(__nv_bfloat16& d, float x) { d = __float2bfloat16_rn(x); }
+
+// N elements of T loaded/stored as one access (16 bytes when N * sizeof(T) == 16; the host picks N so that
+// every pointer and row stride is aligned to the vector size, else N = 1).
+template <class T, int N>
+struct alignas(sizeof(T) * N) FkVec {
+  T v[N];
+};
+#define FK_NPT 4
+#define FK_NEG_INF (-__int_as_float(0x7f800000))
+
+// Merge (m2, s2) into (m, s): s = s e^(m - M) + s2 e^(m2 - M), M = max(m, m2); -inf maxima contribute nothing.
+__device__ __forceinline__ void fk_merge(float& m, float& s, float m2, float s2) {
+  const float M = fmaxf(m, m2);
+  if (M == FK_NEG_INF) return;
+  s = (m == FK_NEG_INF ? 0.f : s * __expf(m - M)) + (m2 == FK_NEG_INF ? 0.f : s2 * __expf(m2 - M));
+  m = M;
+}
+
+template <class VT>
+__device__ __forceinline__ void fk_fold(float& m, float& s, const float (&v)[FK_VEC]) {
+  float vm = v[0];
+#pragma unroll
+  for (int e = 1; e < FK_VEC; ++e) vm = fmaxf(vm, v[e]);
+  const float M = fmaxf(m, vm);
+  if (M == FK_NEG_INF) return;
+  float acc = m == FK_NEG_INF ? 0.f : s * __expf(m - M);
+#pragma unroll
+  for (int e = 0; e < FK_VEC; ++e) acc += __expf(v[e] - M);
+  s = acc;
+  m = M;
+}
+
+extern "C" __global__ void __launch_bounds__(1024) fk_softmax(FK_T* __restrict__ y, const FK_T* __restrict__ x, int rows, int D, long long xs) {
+  typedef FkVec<FK_T, FK_VEC> V;
+  __shared__ float rm[32], rsum[32];
+  const int row = blockIdx.x;
+  if (row >= rows) return;
+  const int nv = D / FK_VEC;
+  const V* xr = reinterpret_cast<const V*>(x + row * xs);
+  V* yr = reinterpret_cast<V*>(y + (long long)row * D);
+  float cache[FK_NPT][FK_VEC];
+  V a[FK_NPT];
+#pragma unroll
+  for (int k = 0; k < FK_NPT; ++k) {
+    const int j = threadIdx.x + k * blockDim.x;
+    if (j < nv) a[k] = xr[j];
+  }
+  float m = FK_NEG_INF, s = 0.f;
+#pragma unroll
+  for (int k = 0; k < FK_NPT; ++k) {
+    const int j = threadIdx.x + k * blockDim.x;
+    if (j < nv) {
+#pragma unroll
+      for (int e = 0; e < FK_VEC; ++e) cache[k][e] = fk_f(a[k].v[e]);
+      fk_fold<V>(m, s, cache[k]);
+    }
+  }
+  for (int j = threadIdx.x + FK_NPT * blockDim.x; j < nv; j += blockDim.x) {
+    const V av = xr[j];
+    float f[FK_VEC];
+#pragma unroll
+    for (int e = 0; e < FK_VEC; ++e) f[e] = fk_f(av.v[e]);
+    fk_fold<V>(m, s, f);
+  }
+  // NaN anywhere in the row makes the whole row NaN (as Math.max does in the reference).
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
+    const float s2 = __shfl_xor_sync(0xffffffffu, s, o);
+    fk_merge(m, s, m2, s2);
+  }
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = (blockDim.x + 31) >> 5;
+  if (lane == 0) {
+    rm[warp] = m;
+    rsum[warp] = s;
+  }
+  __syncthreads();
+  m = lane < nw ? rm[lane] : FK_NEG_INF;
+  s = lane < nw ? rsum[lane] : 0.f;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
+    const float s2 = __shfl_xor_sync(0xffffffffu, s, o);
+    fk_merge(m, s, m2, s2);
+  }
+  const float inv = 1.f / s;
+#pragma unroll
+  for (int k = 0; k < FK_NPT; ++k) {
+    const int j = threadIdx.x + k * blockDim.x;
+    if (j < nv) {
+      V r;
+#pragma unroll
+      for (int e = 0; e < FK_VEC; ++e) fk_set(r.v[e], __expf(cache[k][e] - m) * inv);
+      yr[j] = r;
+    }
+  }
+  for (int j = threadIdx.x + FK_NPT * blockDim.x; j < nv; j += blockDim.x) {
+    const V av = xr[j];
+    V r;
+#pragma unroll
+    for (int e = 0; e < FK_VEC; ++e) fk_set(r.v[e], __expf(fk_f(av.v[e]) - m) * inv);
+    yr[j] = r;
+  }
+}

@@ -1,0 +1,176 @@
+import { Tensor, type Backend, type Storage } from '@fastkernels/core';
+import { describe, expect, it } from 'vitest';
+import { layoutArgs, parseSignature, writeArgs } from '../args.js';
+import type { CudaKernelSpec } from '../kernel.js';
+import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
+import { ATTENTION_TUNING, lanesPerRow, largestDivisorAtMost, planDecode, planPrefill, vectorBytes } from './attention-plan.js';
+import { pagedDecodeAttention, varlenPrefillAttention } from './attention.js';
+import type { SpineContext } from './context.js';
+
+describe('attention launch plans', () => {
+  it('helpers', () => {
+    expect(largestDivisorAtMost(4, 4)).toBe(4);
+    expect(largestDivisorAtMost(8, 4)).toBe(4);
+    expect(largestDivisorAtMost(6, 4)).toBe(3);
+    expect(largestDivisorAtMost(7, 4)).toBe(1);
+    expect([1, 2, 3, 5, 8, 9, 16, 17, 32, 64].map(lanesPerRow)).toEqual([1, 2, 4, 8, 8, 16, 16, 32, 32, 32]);
+    expect(vectorBytes(2, [256, 4096, 1024])).toBe(16);
+    expect(vectorBytes(2, [160, 4096, 8])).toBe(8);
+    expect(vectorBytes(2, [2, 16])).toBe(2);
+    expect(vectorBytes(4, [64, 12])).toBe(4);
+  });
+
+  const llama = { qHeads: 32, kvHeads: 8, headDim: 128, itemsize: 2, vecBytes: 16, blockSize: 16, slidingWindow: 0, multiprocessors: 132 };
+
+  it('decode, Llama-3-8B at batch 64 x 2048: 4 heads per CTA, 16 lanes per row, a few splits', () => {
+    const p = planDecode({ ...llama, batch: 64, maxBlocks: 128 });
+    expect(p.headsPerCta).toBe(4);
+    expect(p.lanesPerRow).toBe(16);
+    expect(p.rows).toBe(8);
+    expect(p.unroll).toBe(4);
+    expect(p.tokensPerIter).toBe(32);
+    expect(p.chunk % p.tokensPerIter).toBe(0);
+    expect(p.splits * p.chunk).toBeGreaterThanOrEqual(2048);
+    expect((p.splits - 1) * p.chunk).toBeLessThan(2048);
+    expect(p.grid).toEqual([p.splits, 8, 64]);
+  });
+
+  it('decode, batch 1 x 8k context splits the sequence finely; a window bounds the splits', () => {
+    const p = planDecode({ ...llama, batch: 1, maxBlocks: 512 });
+    expect(p.splits).toBeGreaterThanOrEqual(16);
+    expect(p.chunk).toBeGreaterThanOrEqual(ATTENTION_TUNING.decodeMinSplitTokens);
+    const w = planDecode({ ...llama, batch: 1, maxBlocks: 512, slidingWindow: 100 });
+    expect(w.splits).toBe(1);
+    expect(w.chunk).toBeGreaterThanOrEqual(100);
+  });
+
+  it('decode: empty tables, fp32 and odd head dims give consistent plans', () => {
+    expect(planDecode({ ...llama, batch: 3, maxBlocks: 0 }).splits).toBe(1);
+    const f = planDecode({ ...llama, itemsize: 4, headDim: 256, batch: 2, maxBlocks: 4, qHeads: 8, kvHeads: 1 });
+    expect(f.lanesPerRow).toBe(32);
+    expect(f.headsPerCta).toBe(4);
+    expect(f.unroll).toBe(4);
+    const odd = planDecode({ ...llama, headDim: 80, batch: 2, maxBlocks: 4 });
+    expect(odd.lanesPerRow).toBe(16);
+  });
+
+  it('prefill: the mma path for bf16/f16 at 64/128, the simple path otherwise', () => {
+    const p = planPrefill({ totalQ: 4096, qHeads: 32, headDim: 128, dtype: 'bf16', numSeqs: 1 });
+    expect(p.mma).toBe(true);
+    expect(p.grid).toEqual([32, 65, 1]);
+    expect(p.sharedBytes).toBe((64 * 128 + 4 * 64 * 128) * 2);
+    expect(planPrefill({ totalQ: 10, qHeads: 4, headDim: 64, dtype: 'f32', numSeqs: 2 }).mma).toBe(false);
+    expect(planPrefill({ totalQ: 10, qHeads: 4, headDim: 96, dtype: 'bf16', numSeqs: 2 }).mma).toBe(false);
+  });
+});
+
+// ------------------------------------------------------------------------ the op path with a fake device
+
+interface Launch {
+  entry: string;
+  options: readonly string[];
+  grid: unknown;
+  block: unknown;
+  shared: number;
+  args: readonly unknown[];
+}
+
+function fakeDevice(): { backend: Backend; ctx: SpineContext; launches: Launch[] } {
+  let next = 1 << 20;
+  const launches: Launch[] = [];
+  const backend = {
+    name: 'fake',
+    allocate(bytes: number, device: number): Storage {
+      const devicePtr = next;
+      next += Math.ceil(Math.max(bytes, 1) / 256) * 256;
+      let refs = 1;
+      return { backend, device, byteLength: bytes, devicePtr, retain: () => void refs++, release: () => void refs--, get released() { return refs <= 0; } };
+    },
+    ops: {
+      copy: () => undefined,
+      fill: () => undefined,
+    },
+  } as unknown as Backend;
+  const ctx = {
+    multiprocessors: 132,
+    kernel(spec: CudaKernelSpec) {
+      const sig = parseSignature(spec.source, spec.entry);
+      const layout = layoutArgs(sig);
+      return {
+        launch(grid: unknown, block: unknown, shared: number, args: readonly unknown[]) {
+          expect(args.length).toBe(sig.length);
+          const buf = new ArrayBuffer(layout.size + 8);
+          writeArgs(new DataView(buf), new Uint8Array(buf), layout, args as never);
+          launches.push({ entry: spec.entry, options: spec.options ?? [], grid, block, shared, args });
+        },
+      };
+    },
+  } as unknown as SpineContext;
+  return { backend, ctx, launches };
+}
+
+describe('attention ops on a fake device (argument packing, grids, specialisations)', () => {
+  it('paged decode: one launch without a split, main + combine with splits', () => {
+    const { backend, ctx, launches } = fakeDevice();
+    const q = Tensor.empty(backend, [64, 32, 128], 'bf16');
+    const kc = Tensor.empty(backend, [9000, 16, 8, 128], 'bf16');
+    const vc = Tensor.empty(backend, [9000, 16, 8, 128], 'bf16');
+    const bt = Tensor.empty(backend, [64, 128], 'i32');
+    const lens = Tensor.empty(backend, [64], 'i32');
+    const out = pagedDecodeAttention(ctx, q, kc, vc, bt, lens, 0.088, 0);
+    expect([...out.shape]).toEqual([64, 32, 128]);
+    const main = launches.find((l) => l.entry === 'fk_paged_decode')!;
+    expect(main.options).toContain('-DFK_HG=4');
+    expect(main.options).toContain('-DFK_VB=16');
+    expect(main.options).toContain('-DFK_BS=16');
+    const splits = (main.grid as number[])[0]!;
+    expect(launches.length).toBe(splits > 1 ? 2 : 1);
+    if (splits > 1) expect(launches[1]!.entry).toBe('fk_paged_decode_combine');
+
+    launches.length = 0;
+    const q1 = Tensor.empty(backend, [1, 32, 128], 'bf16');
+    pagedDecodeAttention(ctx, q1, kc, vc, Tensor.empty(backend, [1, 512], 'i32'), Tensor.empty(backend, [1], 'i32'), 0.088, 0);
+    expect(launches.map((l) => l.entry)).toEqual(['fk_paged_decode', 'fk_paged_decode_combine']);
+  });
+
+  it('paged decode: a strided query view (a slice of fused qkv) is read in place', () => {
+    const { backend, ctx, launches } = fakeDevice();
+    const qkv = Tensor.empty(backend, [4, 48, 64], 'f16'); // 32 q heads + 8 k + 8 v
+    const q = qkv.narrow(1, 0, 32);
+    const kc = Tensor.empty(backend, [10, 16, 8, 64], 'f16');
+    pagedDecodeAttention(ctx, q, kc, kc, Tensor.empty(backend, [4, 3], 'i32'), Tensor.empty(backend, [4], 'i32'), 0.125, 0);
+    const main = launches[0]!;
+    expect(main.args[4]).toBe(48 * 64); // q batch stride
+    expect(main.args[5]).toBe(64); // q head stride
+  });
+
+  it('varlen prefill: mma path grid and shared memory; simple path for f32', () => {
+    const { backend, ctx, launches } = fakeDevice();
+    const q = Tensor.empty(backend, [4096, 32, 128], 'bf16');
+    const k = Tensor.empty(backend, [4096, 8, 128], 'bf16');
+    const cu = Tensor.empty(backend, [2], 'i32');
+    varlenPrefillAttention(ctx, q, k, k, cu, cu, 0.088, true, 0);
+    expect(launches[0]!.entry).toBe('fk_varlen_prefill');
+    expect(launches[0]!.grid).toEqual([32, 65, 1]);
+    expect(launches[0]!.shared).toBe(81920);
+    launches.length = 0;
+    const qf = Tensor.empty(backend, [10, 4, 16], 'f32');
+    const kf = Tensor.empty(backend, [12, 2, 16], 'f32');
+    varlenPrefillAttention(ctx, qf, kf, kf, Tensor.empty(backend, [3], 'i32'), Tensor.empty(backend, [3], 'i32'), 0.25, false, 8);
+    expect(launches[0]!.entry).toBe('fk_varlen_prefill_simple');
+    expect(launches[0]!.grid).toEqual([3, 4, 1]);
+  });
+
+  it('rejects bad shapes and dtypes with clear messages', () => {
+    const { backend, ctx } = fakeDevice();
+    const q = Tensor.empty(backend, [2, 6, 64], 'bf16');
+    const kc = Tensor.empty(backend, [4, 16, 4, 64], 'bf16');
+    expect(() => pagedDecodeAttention(ctx, q, kc, kc, Tensor.empty(backend, [2, 2], 'i32'), Tensor.empty(backend, [2], 'i32'), 1, 0)).toThrow('not a multiple');
+    const k8 = Tensor.empty(backend, [4, 16, 2, 64], 'f32');
+    expect(() => pagedDecodeAttention(ctx, q, k8, k8, Tensor.empty(backend, [2, 2], 'i32'), Tensor.empty(backend, [2], 'i32'), 1, 0)).toThrow('dtype');
+    const cu2 = Tensor.empty(backend, [2], 'i32');
+    const cu3 = Tensor.empty(backend, [3], 'i32');
+    const k = Tensor.empty(backend, [5, 2, 64], 'bf16');
+    expect(() => varlenPrefillAttention(ctx, Tensor.empty(backend, [5, 4, 64], 'bf16'), k, k, cu2, cu3, 1, true, 0)).toThrow('B + 1');
+  });
+});

@@ -1,0 +1,43 @@
+import { Tensor, type DType } from '@fastkernels/core';
+import { describe, it } from 'vitest';
+import { G, checkTaskOnCuda, cpu, expectClose, gpu, poison, randCpu, task, taskCases, toGpu, tolOf, variant } from '../../test/spine-helpers.js';
+
+describe('softmax vs the float64 CPU backend', () => {
+  for (const dtype of ['bf16', 'f16', 'f32'] as DType[]) {
+    // 128256: rows longer than the register cache (re-read path); 257 / 6: odd; 4096: attention scores
+    for (const [B, V, scale] of [[3, 128256, 3], [5, 257, 3], [33, 6, 1], [16, 4096, 8], [2, 32768, 2]] as const) {
+      it(`${dtype} [${B}, ${V}] last dim`, G, () => {
+        const x = randCpu([B, V], dtype, B + V, scale);
+        poison(B * V);
+        expectClose(gpu().ops.softmax(toGpu(x), -1), cpu().ops.softmax(x, -1), tolOf(dtype), 'softmax');
+      });
+    }
+  }
+
+  it('other dims, non-contiguous inputs, -inf (masked) entries', G, () => {
+    const x = randCpu([4, 5, 6], 'f32', 1, 2);
+    const gx = toGpu(x);
+    for (const d of [0, 1, 2, -2]) expectClose(gpu().ops.softmax(gx, d), cpu().ops.softmax(x, d), tolOf('f32'), `dim ${d}`);
+    const xt = randCpu([40, 30], 'bf16', 2, 2);
+    expectClose(gpu().ops.softmax(toGpu(xt).transpose(0, 1), 1), cpu().ops.softmax(xt.transpose(0, 1), 1), tolOf('bf16'), 'transposed');
+    const wide = randCpu([6, 300], 'f16', 3);
+    expectClose(gpu().ops.softmax(toGpu(wide).narrow(1, 8, 256), -1), cpu().ops.softmax(wide.narrow(1, 8, 256), -1), tolOf('f16'), 'row-strided');
+    // causal-mask style: row r has -inf after column r
+    const n = 70;
+    const v = new Float64Array(n * n);
+    for (let r = 0; r < n; r++) for (let c = 0; c < n; c++) v[r * n + c] = c > r ? -Infinity : Math.sin(r * 13 + c);
+    const m = Tensor.fromArray(cpu(), v, [n, n], 'f32');
+    expectClose(gpu().ops.softmax(toGpu(m), -1), cpu().ops.softmax(m, -1), tolOf('f32'), 'masked');
+  });
+});
+
+describe('L1/softmax task on CUDA vs its float64 reference', () => {
+  const t = task('L1/softmax');
+  const b = t.cases.ci[0]!;
+  const extra = [
+    variant(b, 'vocab-bf16', { dtype: 'bf16', dims: { B: 4, V: 128256 } }),
+    variant(b, 'scores-f16', { dtype: 'f16', dims: { B: 64, V: 4096 }, options: { scale: 8 } }),
+    variant(b, 'dim0-bf16', { dtype: 'bf16', dims: { B: 300, V: 7 }, init: [0] }),
+  ];
+  for (const { c, seed } of taskCases(t, extra)) it(`${c.name} (${c.dtype}) seed ${seed}`, G, () => checkTaskOnCuda(t, c, seed));
+});

@@ -1,0 +1,162 @@
+/**
+ * Helpers for the spine GPU tests (src/spine/*.gpu.test.ts): inputs built on the float64 CPU backend and copied
+ * to CUDA, comparisons with design §4's tolerances (core's DEFAULT_TOLERANCE / the task's), output poisoning,
+ * and running a model-zoo L1 task's baseline module on CUDA against the task's float64 reference.
+ * Outside src/ so tsc's build of the package does not see the CPU backend or model-zoo (devDependencies).
+ */
+import { CpuBackend } from '@fastkernels/backend-cpu';
+import {
+  DEFAULT_TOLERANCE,
+  ModuleRegistry,
+  Rng,
+  Tensor,
+  compareTensors,
+  toHostArray,
+  toleranceFor,
+  withContext,
+  type Backend,
+  type DType,
+  type ExecutionContext,
+  type HostArray,
+  type Module,
+  type TaskCase,
+  type TaskDefinition,
+  type Tolerance,
+} from '@fastkernels/core';
+import { denseMoeLlmTasks, initNormal } from '@fastkernels/model-zoo';
+import { gpu } from '../src/gpu-test-util.js';
+
+export const G = { tags: ['gpu'] };
+export { gpu };
+
+let cpuBackend: Backend | undefined;
+export function cpu(): Backend {
+  return (cpuBackend ??= new CpuBackend());
+}
+
+export function task(id: string): TaskDefinition {
+  const t = denseMoeLlmTasks.find((x) => x.id === id);
+  if (!t) throw new Error(`no task ${id}`);
+  return t;
+}
+
+/** N(0, scale^2) values on the CPU backend, rounded to dtype. */
+export function randCpu(shape: readonly number[], dtype: DType, seed: number, scale = 1): Tensor {
+  const n = shape.reduce((a, b) => a * b, 1);
+  return Tensor.fromArray(cpu(), new Rng(seed).fillNormal(n, scale), shape, dtype);
+}
+
+export function intsCpu(values: readonly number[], shape: readonly number[], dtype: DType = 'i64'): Tensor {
+  return Tensor.fromArray(cpu(), values, shape, dtype);
+}
+
+/** The same values on the GPU (a contiguous copy). */
+export function toGpu(t: Tensor): Tensor {
+  return t.to(gpu());
+}
+
+/**
+ * Fill freed blocks of the caching allocator with NaN, so an output allocated next (same size class) that a kernel
+ * fails to write shows up as NaN instead of stale data that might match.
+ */
+export function poison(...elementCounts: number[]): void {
+  for (const n of elementCounts) {
+    const t = Tensor.empty(gpu(), [Math.max(1, Math.ceil(n))], 'f32');
+    t.fill_(NaN);
+    gpu().runtime.synchronize();
+    t.dispose();
+  }
+}
+
+/**
+ * actual vs expected with (atol, rtol): the comparator must say PASSED (>= 99% within tolerance, no NaN/Inf, not all
+ * zero) and, stricter than the harness, no element may be off by more than 8x the tolerance. Throws with details.
+ */
+export function expectClose(actual: Tensor, expected: Tensor | HostArray, tol: Tolerance, label: string): void {
+  const c = compareTensors(actual, expected, tol);
+  if (c.status !== 'PASSED') throw new Error(`${label}: ${c.status} ${c.detail ?? ''} (maxAbs ${c.maxAbsError}, matched ${c.matchedRatio})`);
+  const a = actual.toFloat64Array();
+  const e = 'data' in expected ? expected.data : expected.toFloat64Array();
+  let worst = 0;
+  let at = -1;
+  for (let i = 0; i < a.length; i++) {
+    if (a[i] === e[i] || Object.is(a[i], e[i]) || (Number.isNaN(a[i]!) && Number.isNaN(e[i]!))) continue;
+    const r = Math.abs(a[i]! - e[i]!) / (tol.atol + tol.rtol * Math.abs(e[i]!));
+    if (!(r <= worst)) {
+      worst = Number.isNaN(r) ? Infinity : r;
+      at = i;
+    }
+  }
+  if (worst > 8) throw new Error(`${label}: element ${at} is ${a[at]} vs ${e[at]} (${worst.toFixed(1)}x the tolerance)`);
+}
+
+export function tolOf(dtype: DType): Tolerance {
+  return DEFAULT_TOLERANCE[dtype];
+}
+
+/** Exact equality of two integer tensors (token ids), with the first difference in the message. */
+export function expectSameInts(actual: Tensor, expected: Tensor, label: string): void {
+  const a = actual.toFloat64Array();
+  const e = expected.toFloat64Array();
+  if (a.length !== e.length) throw new Error(`${label}: ${a.length} values vs ${e.length}`);
+  const diffs: string[] = [];
+  for (let i = 0; i < a.length; i++) if (a[i] !== e[i]) diffs.push(`[${i}] ${a[i]} vs ${e[i]}`);
+  if (diffs.length) throw new Error(`${label}: ${diffs.length} of ${a.length} differ: ${diffs.slice(0, 8).join(', ')}`);
+}
+
+/** A variant of a task case with other dims / init / options. */
+export function variant(base: TaskCase, name: string, patch: { dims?: Record<string, number>; init?: unknown[]; options?: Record<string, unknown>; dtype?: DType }): TaskCase {
+  return {
+    ...base,
+    name,
+    dtype: patch.dtype ?? base.dtype,
+    dims: { ...base.dims, ...(patch.dims ?? {}) },
+    init: patch.init ?? base.init,
+    options: { ...base.options, ...(patch.options ?? {}) },
+  } as TaskCase;
+}
+
+/**
+ * Run a task's baseline module on CUDA (registry -> module -> initParameters -> makeInputs on a CUDA context ->
+ * forward -> collectOutputs) and compare every output with the task's float64 reference on host arrays.
+ */
+export function checkTaskOnCuda(t: TaskDefinition, c: TaskCase, seed: number): void {
+  const registry = new ModuleRegistry();
+  registry.registerTask(t);
+  const ctx: ExecutionContext = { backend: gpu(), device: 0, dtype: c.dtype, registry };
+  const module = registry.createIn<Module>(ctx, t.id, ...c.init);
+  const rng = new Rng(seed);
+  if (t.initParameters) t.initParameters(module, c, rng);
+  else initNormal(module, rng, 1);
+  const inputs = withContext(ctx, () => t.makeInputs(c, ctx, rng));
+  const hostInputs = inputs.map((x) => (x ? toHostArray(x) : null));
+  const params = new Map(module.namedParameters().map(([k, p]) => [k, toHostArray(p)] as const));
+  for (const x of inputs) if (x) poison(x.numel * 2);
+  const result = withContext(ctx, () => (module as unknown as { forward(...a: unknown[]): unknown }).forward(...inputs));
+  const outputs = t.collectOutputs
+    ? t.collectOutputs(inputs, result)
+    : (Array.isArray(result) ? (result as (Tensor | null)[]) : [result as Tensor]).filter((x): x is Tensor => x !== null && x !== undefined);
+  const expected = t.reference(hostInputs, params, c);
+  if (outputs.length !== expected.length) throw new Error(`${t.id} ${c.name}: ${outputs.length} outputs, expected ${expected.length}`);
+  outputs.forEach((o, i) => {
+    if (o.dtype === 'i64' || o.dtype === 'i32') {
+      const a = o.toFloat64Array();
+      const e = expected[i]!.data;
+      const bad: string[] = [];
+      for (let j = 0; j < a.length; j++) if (a[j] !== e[j]) bad.push(`[${j}] ${a[j]} vs ${e[j]}`);
+      if (bad.length) throw new Error(`${t.id} ${c.name} seed ${seed} output ${i}: ${bad.length} differ: ${bad.slice(0, 8).join(', ')}`);
+    } else {
+      expectClose(o, expected[i]!, toleranceFor(t, o.dtype), `${t.id} ${c.name} (${c.dtype}) seed ${seed} output ${i}`);
+    }
+  });
+  module.dispose();
+  for (const x of [...outputs, ...inputs]) x?.dispose();
+}
+
+/** Every CI case of the task with 2 seeds, then the extra cases with 1 seed. */
+export function taskCases(t: TaskDefinition, extra: readonly TaskCase[]): { c: TaskCase; seed: number }[] {
+  const out: { c: TaskCase; seed: number }[] = [];
+  for (const c of t.cases.ci) for (const seed of [11, 12]) out.push({ c, seed });
+  for (const c of extra) out.push({ c, seed: 13 });
+  return out;
+}
