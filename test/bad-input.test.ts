@@ -122,7 +122,7 @@ describe('bad folders, task ids and flags', () => {
     expectBadInput(['list', '--level', '7'], /--level: must be an integer from 1 to 4, got 7/);
     expectBadInput(['bench', '--candidates', DEMO, '--backend', 'tpu'], /Invalid values:[\s\S]*backend/);
     expectBadInput(['bench', '--candidates', DEMO, '--backend', 'cuda'], /--backend: backend 'cuda' is not/, /--backend cpu|doctor/);
-    expectBadInput(['bench'], /Missing required argument: candidates/);
+    expectBadInput(['bench'], /missing --candidates|Missing required argument: candidates/);
     expectBadInput(['list', '--bogus'], /Unknown argument: bogus/);
   });
 
@@ -150,7 +150,8 @@ export class VocabParallelEmbedding extends Module {
     this.weight = this.parameter('weight', [numEmbeddings, embeddingDim]);
   }
   forward(ids: Tensor): Tensor {
-    if (!sent) { sent = true; process.kill(process.pid, 'SIGINT'); }
+    // candidates run in a worker process: signal the CLI (its parent), as Ctrl-C in the terminal would
+    if (!sent) { sent = true; process.kill(process.ppid, 'SIGINT'); }
     return this.ctx.backend.ops.embedding(ids, this.weight);
   }
 }

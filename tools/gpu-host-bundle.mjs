@@ -8,6 +8,8 @@
 //   run-node               runs any bundled script with that node (e.g. `run-node bench-runtime.mjs`)
 //   bench-runtime.mjs, bench-kernels.mjs, bench/  the runtime and L1 kernel benchmarks, their PyTorch twins,
 //                          bench/h200-runtime.sh and bench/h200-kernels.sh
+//   bench-e2e-llama.mjs, bench/{parity.py,h200-parity.sh,e2e_llama.py,h200-e2e-llama.sh}  issue 6: Llama parity
+//                          against HF transformers and the Llama-3-8B end-to-end benchmark
 //   gpu-tests/, run-gpu-tests  the GPU tests (tools/gpu-tests.mjs)
 //   MANIFEST.json          commit, build time, versions, file sizes
 // Usage: npm run gpu-host [-- --no-build] [-- --allow-missing-cli]
@@ -67,12 +69,39 @@ mkdirSync(join(out, 'kernels'));
 const kdir = join(root, 'packages', 'backend-cuda', 'kernels');
 for (const f of readdirSync(kdir).filter((f) => f.endsWith('.cu'))) copyFileSync(join(kdir, f), join(out, 'kernels', f));
 
+// 3b. the esbuild binary: the CLI transpiles candidate files with esbuild's JS API (bundled above), which
+// runs this native binary; the run script points ESBUILD_BINARY_PATH at it.
+const esbuildBin = join(root, 'node_modules', '@esbuild', 'linux-x64', 'bin', 'esbuild');
+if (existsSync(esbuildBin)) {
+  copyFileSync(esbuildBin, join(out, 'esbuild'));
+  chmodSync(join(out, 'esbuild'), 0o755);
+} else {
+  say('WARNING: @esbuild/linux-x64 is missing: candidates cannot be loaded on the GPU host');
+}
+
 // 4. bench
 await build({ ...esb, entryPoints: [join(root, 'bench', 'runtime.mjs')], outfile: join(out, 'bench-runtime.mjs') });
 await build({ ...esb, entryPoints: [join(root, 'bench', 'kernels.mjs')], outfile: join(out, 'bench-kernels.mjs') });
 mkdirSync(join(out, 'bench'));
 for (const f of ['runtime_torch.py', 'h200-runtime.sh', 'kernels_torch.py', 'h200-kernels.sh']) copyFileSync(join(root, 'bench', f), join(out, 'bench', f));
 for (const f of ['h200-runtime.sh', 'h200-kernels.sh']) chmodSync(join(out, 'bench', f), 0o755);
+// issue 6: Llama parity against HF (bench/parity.py + h200-parity.sh, driving the CLI) and the 8B end-to-end
+// benchmark (bench-e2e-llama.mjs, bench/e2e_llama.py, h200-e2e-llama.sh)
+await build({ ...esb, entryPoints: [join(root, 'bench', 'e2e_llama.mjs')], outfile: join(out, 'bench-e2e-llama.mjs') });
+for (const f of ['parity.py', 'h200-parity.sh', 'e2e_llama.py', 'h200-e2e-llama.sh']) copyFileSync(join(root, 'bench', f), join(out, 'bench', f));
+for (const f of ['h200-parity.sh', 'h200-e2e-llama.sh']) chmodSync(join(out, 'bench', f), 0o755);
+// issue 7: the production path (LLMEngine with CUDA-graph decode): bench-serve-llama.mjs + bench/h200-serve.sh
+await build({ ...esb, entryPoints: [join(root, 'bench', 'serve_llama.mjs')], outfile: join(out, 'bench-serve-llama.mjs') });
+copyFileSync(join(root, 'bench', 'h200-serve.sh'), join(out, 'bench', 'h200-serve.sh'));
+chmodSync(join(out, 'bench', 'h200-serve.sh'), 0o755);
+
+// 4b. backend-nccl (issue 10): its addon beside the CUDA one (native.ts looks there), and the 2-GPU all-reduce bench
+const ncclAddon = join(root, 'packages', 'backend-nccl', 'build', 'Release', 'fastkernels_nccl.node');
+if (existsSync(ncclAddon)) copyFileSync(ncclAddon, join(out, 'fastkernels_nccl.node'));
+else say('WARNING: fastkernels_nccl.node is missing (npm run build:native -w @fastkernels/backend-nccl): no NCCL on the GPU host');
+await build({ ...esb, entryPoints: [join(root, 'bench', 'allreduce.mjs')], outfile: join(out, 'bench-allreduce.mjs') });
+for (const f of ['allreduce_torch.py', 'h200x2-allreduce.sh']) copyFileSync(join(root, 'bench', f), join(out, 'bench', f));
+chmodSync(join(out, 'bench', 'h200x2-allreduce.sh'), 0o755);
 
 // 5. GPU tests
 const tests = await bundleGpuTests(out);
@@ -121,6 +150,7 @@ if [ ! -x "$node_bin" ]; then
 fi
 if [ "\${1:-}" = "--print-node" ]; then echo "$node_bin"; exit 0; fi
 if [ ! -f "$here/fastkernels.mjs" ]; then echo "run: $here/fastkernels.mjs is missing (the bundle was built without the CLI)" >&2; exit 1; fi
+if [ -x "$here/esbuild" ] && [ -z "\${ESBUILD_BINARY_PATH:-}" ]; then export ESBUILD_BINARY_PATH="$here/esbuild"; fi
 exec "$node_bin" --enable-source-maps "$here/fastkernels.mjs" "$@"
 `;
 const RUN_NODE = `#!/usr/bin/env bash
@@ -157,4 +187,4 @@ const walk = (d) => {
 walk(out);
 writeFileSync(join(out, 'MANIFEST.json'), JSON.stringify({ commit, builtAt: new Date().toISOString(), node: nodeVersion, files }, null, 2));
 say(`wrote ${relative(root, out)}/ (${Object.keys(files).length} files, ${(Object.values(files).reduce((a, b) => a + b, 0) / 1e6).toFixed(1)} MB)`);
-say(`on the GPU host: ${relative(root, out)}/run --help ; ${relative(root, out)}/run-gpu-tests ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-runtime.sh ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-kernels.sh`);
+say(`on the GPU host: ${relative(root, out)}/run --help ; ${relative(root, out)}/run-gpu-tests ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-runtime.sh ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-kernels.sh ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-parity.sh ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-e2e-llama.sh ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-serve.sh`);

@@ -10,6 +10,15 @@
 // with one split the CTA writes the normalised output, else fp32 partials (acc, max, sum) that
 // fk_paged_decode_combine merges.
 //
+// fk_paged_decode_mma (bf16/f16, head dim 64/128, 16-byte aligned caches): grid (splits, nQ / FK_MHG, B),
+// FK_MWARPS warps. The FK_MHG (<= 16) query heads of one kv head are the 16 rows of an mma.sync m16n8k16 A
+// operand (rows past FK_MHG are zero and never written). The split's keys are cut in tiles of 16 tokens; warp w
+// takes tiles w, w + W, ... and streams them through its own FK_STAGES-deep cp.async ring (K and V of a tile:
+// 16 rows of one kv head, each row found through the block table, stored XOR-swizzled for ldmatrix), so
+// FK_STAGES - 1 tiles per warp stay in flight while it computes S = Q K^T, the online softmax (log2 domain) and
+// O += P V on the tensor cores. Only warp-level sync in the loop; the warps merge through shared memory at
+// the end. A sequence whose keys fit one split writes its output directly (the combine kernel skips it).
+//
 // Specialised by NVRTC with -DFK_T=<element> -DFK_D=<head dim> -DFK_VB=<vector bytes> -DFK_HG=<heads per CTA>
 // -DFK_UNROLL=<tokens per row in flight> -DFK_BS=<cache block size> -DFK_WARPS=<warps>; the defaults below
 // make the file compile standalone with `nvcc -std=c++17 -arch=sm_90a -c`.
@@ -36,6 +45,19 @@
 #endif
 #ifndef FK_WARPS
 #define FK_WARPS 4
+#endif
+#ifndef FK_MHG
+#define FK_MHG 4
+#endif
+#ifndef FK_MWARPS
+#define FK_MWARPS 4
+#endif
+#ifndef FK_STAGES
+#define FK_STAGES 3
+#endif
+// 0: every kernel of the file (standalone compile); 1: fk_paged_decode + combine; 2: fk_paged_decode_mma + combine.
+#ifndef FK_DEC_PATH
+#define FK_DEC_PATH 0
 #endif
 
 namespace fkdec {
@@ -92,6 +114,7 @@ __device__ __forceinline__ RawT zero_raw() {
 
 using namespace fkdec;
 
+#if FK_DEC_PATH != 2
 extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_paged_decode(
     FK_T* __restrict__ out,             // [B, nQ, D] contiguous (written when num_splits == 1)
     float* __restrict__ part_acc,       // [B, nQ, num_splits, D] (num_splits > 1)
@@ -300,17 +323,20 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_paged_decode(
     }
   }
 }
+#endif  // FK_DEC_PATH != 2
 
 // Merges the splits of fk_paged_decode: grid (nQ, B), any block size. Only the splits that hold keys
-// (ceil(windowed length / chunk)) are read; a sequence with no keys gets zeros.
+// (ceil(windowed length / chunk)) are read; a sequence with no keys gets zeros. With skip_single, a sequence
+// whose keys fit one split (or none) is left alone: the main kernel wrote its output (fk_paged_decode_mma).
 extern "C" __global__ void fk_paged_decode_combine(FK_T* __restrict__ out, const float* __restrict__ part_acc, const float* __restrict__ part_ml,
                                                    const int* __restrict__ seq_lens, int max_tokens, int n_q_heads, int head_dim, int window, int chunk,
-                                                   int num_splits) {
+                                                   int num_splits, int skip_single) {
   const int h = blockIdx.x;
   const int b = blockIdx.y;
   const int L = min(seq_lens[b], max_tokens);
   const int lo = window > 0 ? max(0, L - window) : 0;
   const int n = min(num_splits, max(0, (L - lo + chunk - 1) / chunk));
+  if (skip_single && n <= 1) return;
   const long long bh = (long long)b * n_q_heads + h;
   const float* ml = part_ml + bh * num_splits * 2;
   float M = neg_inf();
@@ -325,3 +351,312 @@ extern "C" __global__ void fk_paged_decode_combine(FK_T* __restrict__ out, const
     st(out + bh * head_dim + d, a * inv);
   }
 }
+
+// ------------------------------------------------------------------------------------- tensor-core decode
+
+#if FK_DEC_PATH != 1
+namespace fkdm {
+
+typedef unsigned int u32;
+constexpr int BN = 16;            // keys per tile
+constexpr int CPR = D / 8;        // 16-byte chunks per head row (2-byte elements)
+constexpr int TILE = BN * D;      // elements of one K (or V) tile
+constexpr int MW = FK_MWARPS;
+constexpr int NS = FK_STAGES;
+constexpr int MHG = FK_MHG;
+static_assert(MHG >= 1 && MHG <= 16, "the heads of a CTA are the 16 rows of one mma tile");
+static_assert(NS >= 2, "at least two stages");
+
+template <typename X> struct Mma;
+template <> struct Mma<__nv_bfloat16> {
+  static __device__ __forceinline__ u32 pack(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<u32*>(&v);
+  }
+  static __device__ __forceinline__ void mma(float c[4], const u32 a[4], u32 b0, u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+template <> struct Mma<__half> {
+  static __device__ __forceinline__ u32 pack(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<u32*>(&v);
+  }
+  static __device__ __forceinline__ void mma(float c[4], const u32 a[4], u32 b0, u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+// fp32: only so the file compiles with FK_T=float (the host never launches the mma kernel for it).
+template <> struct Mma<float> {
+  static __device__ __forceinline__ u32 pack(float, float) { return 0u; }
+  static __device__ __forceinline__ void mma(float*, const u32*, u32, u32) {}
+};
+
+__device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void ldsm_x4(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+// 16-byte global -> shared copy; src_bytes 0 writes zeros.
+__device__ __forceinline__ void cp_async16(u32 dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+// Element offset of 16-byte chunk ch of row r in a swizzled [rows][D] tile.
+__device__ __forceinline__ int swz(int r, int ch) { return r * D + ((ch ^ (r & 7)) << 3); }
+// Two elements as one packed register (first in the low half).
+__device__ __forceinline__ u32 pack_raw(const T* p) {
+  const unsigned short* u = reinterpret_cast<const unsigned short*>(p);
+  return (u32)u[0] | ((u32)u[1] << 16);
+}
+
+}  // namespace fkdm
+
+extern "C" __global__ void __launch_bounds__(FK_MWARPS * 32) fk_paged_decode_mma(
+    FK_T* __restrict__ out,             // [B, nQ, D] contiguous
+    float* __restrict__ part_acc,       // [B, nQ, num_splits, D] (sequences spread over > 1 split)
+    float* __restrict__ part_ml,        // [B, nQ, num_splits, 2]: max (log2 domain), sum
+    const FK_T* __restrict__ q, long long q_sb, long long q_sh,
+    const FK_T* __restrict__ kc, long long k_sblk, long long k_stok, long long k_sh,
+    const FK_T* __restrict__ vc, long long v_sblk, long long v_stok, long long v_sh,
+    const int* __restrict__ block_tables, long long bt_stride, int max_blocks,
+    const int* __restrict__ seq_lens, int n_q_heads, int group, int window, float scale_log2, int chunk, int num_splits) {
+#if (FK_D == 64) || (FK_D == 128)  // the host launches it for these only (the swizzle needs D / 8 >= 8)
+  using namespace fkdm;
+  extern __shared__ __align__(128) unsigned char fk_smem[];
+  __shared__ float sm_m[MW][MHG];
+  __shared__ float sm_l[MW][MHG];
+  const int split = blockIdx.x;
+  const int h0 = blockIdx.y * MHG;
+  const int b = blockIdx.z;
+  const int kvh = h0 / group;
+  const int tid = threadIdx.x;
+  const int warp = tid >> 5;
+  const int lane = tid & 31;
+
+  const int L = min(seq_lens[b], max_blocks * FK_BS);
+  const int lo = window > 0 ? max(0, L - window) : 0;
+  const int s_begin = lo + split * chunk;
+  const int s_end = min(L, s_begin + chunk);
+  const int nsp = (L - lo + chunk - 1) / chunk;  // splits that hold keys (0 when none)
+  const bool direct = num_splits == 1 || nsp <= 1;
+  if (s_begin >= s_end) {
+    if (split == 0 && direct) {
+      for (int i = tid; i < MHG * D; i += MW * 32) st(out + ((long long)b * n_q_heads + h0 + i / D) * D + i % D, 0.f);
+    }
+    return;
+  }
+
+  const int g = lane >> 2;   // fragment row (head) g and g + 8
+  const int t4 = lane & 3;   // fragment column pair
+  // Q as A fragments (rows >= MHG are zero).
+  u32 qa[D / 16][4];
+  {
+    const T* qA = q + (long long)b * q_sb + (long long)(h0 + g) * q_sh;
+    const T* qB = qA + 8 * q_sh;
+    const bool okA = g < MHG, okB = g + 8 < MHG;
+#pragma unroll
+    for (int kc2 = 0; kc2 < D / 16; kc2++) {
+      qa[kc2][0] = okA ? pack_raw(qA + 16 * kc2 + 2 * t4) : 0u;
+      qa[kc2][1] = okB ? pack_raw(qB + 16 * kc2 + 2 * t4) : 0u;
+      qa[kc2][2] = okA ? pack_raw(qA + 16 * kc2 + 8 + 2 * t4) : 0u;
+      qa[kc2][3] = okB ? pack_raw(qB + 16 * kc2 + 8 + 2 * t4) : 0u;
+    }
+  }
+
+  const int n_tiles = (s_end - s_begin + BN - 1) / BN;
+  const int my_n = warp < n_tiles ? (n_tiles - 1 - warp) / MW + 1 : 0;  // tiles warp, warp + MW, ...
+  T* ring = reinterpret_cast<T*>(fk_smem) + warp * NS * 2 * TILE;
+  const int* bt = block_tables + (long long)b * bt_stride;
+  const long long k_head = (long long)kvh * k_sh;
+  const long long v_head = (long long)kvh * v_sh;
+
+  // Page of row (lane & 15) of the warp's j-th tile (0 past the end).
+  auto page_of = [&](int j) -> int {
+    const int t = s_begin + (warp + j * MW) * BN + (lane & 15);
+    return j < my_n && t < s_end ? __ldg(bt + t / FK_BS) : 0;
+  };
+  // cp.async of the warp's j-th tile (K and V) into ring slot `slot`; pg from page_of(j).
+  auto issue = [&](int j, int slot, int pg) {
+    const int t0 = s_begin + (warp + j * MW) * BN;
+    T* sk = ring + slot * 2 * TILE;
+    T* sv = sk + TILE;
+#pragma unroll
+    for (int c = lane; c < BN * CPR; c += 32) {
+      const int r = c / CPR;
+      const int ch = c % CPR;
+      const int page = __shfl_sync(0xffffffffu, pg, r);
+      const int t = t0 + r;
+      const bool ok = t < s_end;
+      const long long row = (long long)page * k_sblk + (long long)(t % FK_BS) * k_stok;
+      const long long rowv = (long long)page * v_sblk + (long long)(t % FK_BS) * v_stok;
+      cp_async16(smem_u32(sk + swz(r, ch)), ok ? kc + row + k_head + ch * 8 : kc, ok ? 16 : 0);
+      cp_async16(smem_u32(sv + swz(r, ch)), ok ? vc + rowv + v_head + ch * 8 : vc, ok ? 16 : 0);
+    }
+  };
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int j = 0; j < D / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  float mA = neg_inf(), mB = neg_inf(), lA = 0.f, lB = 0.f;
+
+  // Prologue: page ids of the first NS tiles (independent loads), then tiles 0 .. NS-2 in flight.
+  int pgs[NS];
+#pragma unroll
+  for (int s = 0; s < NS; s++) pgs[s] = page_of(s);
+#pragma unroll
+  for (int s = 0; s < NS - 1; s++) {
+    if (s < my_n) issue(s, s, pgs[s]);
+    cp_async_commit();
+  }
+  int pg_next = pgs[NS - 1];
+
+  for (int j = 0; j < my_n; j++) {
+    const int jn = j + NS - 1;
+    if (jn < my_n) issue(jn, jn % NS, pg_next);
+    cp_async_commit();
+    pg_next = page_of(jn + 1);  // lands while this tile is computed
+    cp_async_wait<NS - 1>();    // tile j (group j) has landed for this thread
+    __syncwarp();               // ... and for every lane of the warp
+
+    const T* sKs = ring + (j % NS) * 2 * TILE;
+    const T* sVs = sKs + TILE;
+    const int n0 = s_begin + (warp + j * MW) * BN;
+
+    // S = Q K^T: 16 head rows x 16 keys.
+    float s[2][4];
+#pragma unroll
+    for (int jj = 0; jj < 2; jj++) s[jj][0] = s[jj][1] = s[jj][2] = s[jj][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 32; kk++) {
+#pragma unroll
+      for (int jj = 0; jj < 2; jj++) {
+        u32 b0, b1, b2, b3;
+        ldsm_x4(smem_u32(sKs + swz(8 * jj + (lane & 7), 4 * kk + (lane >> 3))), b0, b1, b2, b3);
+        Mma<T>::mma(s[jj], qa[2 * kk], b0, b1);
+        Mma<T>::mma(s[jj], qa[2 * kk + 1], b2, b3);
+      }
+    }
+
+    // Scale, mask the keys past the split's end, online softmax (log2 domain).
+    const bool full = n0 + BN <= s_end;
+    float mxA = mA, mxB = mB;
+#pragma unroll
+    for (int jj = 0; jj < 2; jj++) {
+#pragma unroll
+      for (int c = 0; c < 4; c++) {
+        float x = s[jj][c] * scale_log2;
+        if (!full && n0 + 8 * jj + 2 * t4 + (c & 1) >= s_end) x = neg_inf();
+        s[jj][c] = x;
+      }
+      mxA = fmaxf(mxA, fmaxf(s[jj][0], s[jj][1]));
+      mxB = fmaxf(mxB, fmaxf(s[jj][2], s[jj][3]));
+    }
+    mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 1));
+    mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 2));
+    mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 1));
+    mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 2));
+    const float bA = mxA == neg_inf() ? 0.f : mxA;
+    const float bB = mxB == neg_inf() ? 0.f : mxB;
+    const float alphaA = exp2f(mA - bA);
+    const float alphaB = exp2f(mB - bB);
+    mA = mxA;
+    mB = mxB;
+#pragma unroll
+    for (int jj = 0; jj < 2; jj++) {
+      s[jj][0] = exp2f(s[jj][0] - bA);
+      s[jj][1] = exp2f(s[jj][1] - bA);
+      s[jj][2] = exp2f(s[jj][2] - bB);
+      s[jj][3] = exp2f(s[jj][3] - bB);
+    }
+    lA = lA * alphaA + (s[0][0] + s[0][1]) + (s[1][0] + s[1][1]);  // per-thread partial; the quad sums at the end
+    lB = lB * alphaB + (s[0][2] + s[0][3]) + (s[1][2] + s[1][3]);
+
+    // O = O * alpha + P V (P re-packed from the S accumulators as one A fragment).
+    u32 pa[4];
+    pa[0] = Mma<T>::pack(s[0][0], s[0][1]);
+    pa[1] = Mma<T>::pack(s[0][2], s[0][3]);
+    pa[2] = Mma<T>::pack(s[1][0], s[1][1]);
+    pa[3] = Mma<T>::pack(s[1][2], s[1][3]);
+#pragma unroll
+    for (int dp = 0; dp < D / 16; dp++) {
+      u32 b0, b1, b2, b3;
+      ldsm_x4_t(smem_u32(sVs + swz((lane & 7) + ((lane >> 3) & 1) * 8, 2 * dp + (lane >> 4))), b0, b1, b2, b3);
+      o[2 * dp][0] *= alphaA;
+      o[2 * dp][1] *= alphaA;
+      o[2 * dp][2] *= alphaB;
+      o[2 * dp][3] *= alphaB;
+      o[2 * dp + 1][0] *= alphaA;
+      o[2 * dp + 1][1] *= alphaA;
+      o[2 * dp + 1][2] *= alphaB;
+      o[2 * dp + 1][3] *= alphaB;
+      Mma<T>::mma(o[2 * dp], pa, b0, b1);
+      Mma<T>::mma(o[2 * dp + 1], pa, b2, b3);
+    }
+    __syncwarp();  // this slot is refilled by the next iteration's copies
+  }
+  cp_async_wait<0>();
+
+  lA += __shfl_xor_sync(0xffffffffu, lA, 1);
+  lA += __shfl_xor_sync(0xffffffffu, lA, 2);
+  lB += __shfl_xor_sync(0xffffffffu, lB, 1);
+  lB += __shfl_xor_sync(0xffffffffu, lB, 2);
+
+  // Merge the warps through shared memory (the rings are free once every warp is past its loop).
+  __syncthreads();
+  float* so = reinterpret_cast<float*>(fk_smem);  // [MW][MHG][D]
+  if (g < MHG) {
+    float* r = so + (warp * MHG + g) * D + 2 * t4;
+#pragma unroll
+    for (int j = 0; j < D / 8; j++) *reinterpret_cast<float2*>(r + 8 * j) = make_float2(o[j][0], o[j][1]);
+    if (t4 == 0) {
+      sm_m[warp][g] = mA;
+      sm_l[warp][g] = lA;
+    }
+  }
+  if (g + 8 < MHG) {
+    float* r = so + (warp * MHG + g + 8) * D + 2 * t4;
+#pragma unroll
+    for (int j = 0; j < D / 8; j++) *reinterpret_cast<float2*>(r + 8 * j) = make_float2(o[j][2], o[j][3]);
+    if (t4 == 0) {
+      sm_m[warp][g + 8] = mB;
+      sm_l[warp][g + 8] = lB;
+    }
+  }
+  __syncthreads();
+  for (int idx = tid; idx < MHG * D; idx += MW * 32) {
+    const int hh = idx / D;
+    const int d = idx % D;
+    float M = neg_inf();
+#pragma unroll
+    for (int w = 0; w < MW; w++) M = fmaxf(M, sm_m[w][hh]);
+    const float mb = M == neg_inf() ? 0.f : M;
+    float sum = 0.f, a = 0.f;
+#pragma unroll
+    for (int w = 0; w < MW; w++) {
+      const float wt = exp2f(sm_m[w][hh] - mb);
+      sum = fmaf(wt, sm_l[w][hh], sum);
+      a = fmaf(wt, so[(w * MHG + hh) * D + d], a);
+    }
+    const long long bh = (long long)b * n_q_heads + h0 + hh;
+    if (direct) {
+      st(out + bh * D + d, sum > 0.f ? a / sum : 0.f);
+    } else {
+      const long long ps = bh * num_splits + split;
+      part_acc[ps * D + d] = a;
+      if (d == 0) {
+        part_ml[ps * 2] = M;
+        part_ml[ps * 2 + 1] = sum;
+      }
+    }
+  }
+#endif
+}
+#endif  // FK_DEC_PATH != 1

@@ -15,7 +15,8 @@
 // fk_varlen_prefill_simple (fp32, or any head dim up to 256): one warp per (query row, head); lanes split the
 // head dim; keys one group of FK_UNROLL at a time with warp reductions. Correct for every case, not fast.
 //
-// NVRTC specialisation: -DFK_T=<element> -DFK_D=<head dim> -DFK_WARPS=<warps>; defaults compile standalone.
+// NVRTC specialisation: -DFK_T=<element> -DFK_D=<head dim> -DFK_WARPS=<warps> -DFK_SKIP_RESCALE=<0|1>; defaults
+// compile standalone.
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
@@ -30,6 +31,10 @@
 #endif
 #ifndef FK_UNROLL
 #define FK_UNROLL 4
+#endif
+// 1: skip the O rescale of a key tile when no row max of the warp moved (exact; ATTENTION_TUNING.prefillSkipRescale).
+#ifndef FK_SKIP_RESCALE
+#define FK_SKIP_RESCALE 1
 #endif
 
 namespace fkpre {
@@ -296,12 +301,19 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_varlen_prefill(
     }
     lA = lA * alphaA + sumA;  // per-thread partial; the quad is summed at the end
     lB = lB * alphaB + sumB;
+    // O *= alpha. With FK_SKIP_RESCALE the multiply is skipped when no row max of the warp moved (every alpha
+    // is exactly 1: exp2f(0)), a warp-uniform branch; the result is bit-identical either way.
+#if FK_SKIP_RESCALE
+    if (!__all_sync(0xffffffffu, alphaA == 1.f && alphaB == 1.f))
+#endif
+    {
 #pragma unroll
-    for (int j = 0; j < D / 8; j++) {
-      o[j][0] *= alphaA;
-      o[j][1] *= alphaA;
-      o[j][2] *= alphaB;
-      o[j][3] *= alphaB;
+      for (int j = 0; j < D / 8; j++) {
+        o[j][0] *= alphaA;
+        o[j][1] *= alphaA;
+        o[j][2] *= alphaB;
+        o[j][3] *= alphaB;
+      }
     }
 
     // O += P V: P re-packed from the S accumulators as A fragments.

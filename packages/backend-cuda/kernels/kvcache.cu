@@ -3,7 +3,8 @@
 // key/value [T, nKv, head] (token and head strides given, head dim contiguous) go to kCache/vCache
 // [numBlocks, blockSize, nKv, head] (block, offset and head strides given, head dim contiguous) at
 // slot = slots[t] (block = slot / blockSize, offset = slot % blockSize). slot < 0 is padding and skipped;
-// slot >= capacity is skipped and sets *flag (when flag is not null). One block per token, 16-byte accesses.
+// slot >= capacity is skipped and sets *flag (when flag is not null). FK_TPB tokens per block (all their loads
+// issued before the stores), 16-byte accesses.
 // -DFK_T=<type> -DFK_VEC=<n> -DFK_SLOT=<int | long long>.
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -16,6 +17,9 @@
 #endif
 #ifndef FK_SLOT
 #define FK_SLOT long long
+#endif
+#ifndef FK_TPB
+#define FK_TPB 4  // tokens per block iteration (kvcache.ts TOKENS_PER_BLOCK)
 #endif
 
 template <class T, int N>
@@ -31,25 +35,48 @@ extern "C" __global__ void fk_store_kvcache(const FK_T* __restrict__ key, const 
   typedef FkVec<FK_T, FK_VEC> V;
   const int nv = head / FK_VEC;
   const int per = nKv * nv;
-  for (int t = blockIdx.x; t < T; t += gridDim.x) {
-    const long long slot = (long long)slots[t];
-    if (slot < 0) continue;
-    if (slot >= capacity) {
-      if (flag && threadIdx.x == 0) atomicExch(flag, 1);
-      continue;
+  // FK_TPB tokens per block: every thread issues its vector loads for all of them before the first store
+  // (FK_TPB * 16 bytes in flight per thread instead of 16).
+  for (long long t0 = (long long)blockIdx.x * FK_TPB; t0 < T; t0 += (long long)gridDim.x * FK_TPB) {
+    long long dk[FK_TPB], dv[FK_TPB];  // destination offsets (element units) of the token's slot; -1: skip
+#pragma unroll
+    for (int u = 0; u < FK_TPB; ++u) {
+      const long long t = t0 + u;
+      dk[u] = -1;
+      dv[u] = -1;
+      if (t < T) {
+        const long long slot = (long long)slots[t];
+        if (slot >= capacity) {
+          if (flag && threadIdx.x == 0) atomicExch(flag, 1);
+        } else if (slot >= 0) {
+          const long long blk = slot / blockSize;
+          const long long off = slot - blk * blockSize;
+          dk[u] = blk * kcb + off * kco;
+          dv[u] = blk * vcb + off * vco;
+        }
+      }
     }
-    const long long blk = slot / blockSize;
-    const long long off = slot - blk * blockSize;
-    const long long kbase = blk * kcb + off * kco;
-    const long long vbase = blk * vcb + off * vco;
     for (int j = threadIdx.x; j < 2 * per; j += blockDim.x) {
       const bool isV = j >= per;
       const int jj = isV ? j - per : j;
       const int h = jj / nv;
       const int c = (jj - h * nv) * FK_VEC;
-      const FK_T* src = isV ? value + t * vts + h * vhs + c : key + t * kts + h * khs + c;
-      FK_T* dst = isV ? vc + vbase + h * vch + c : kc + kbase + h * kch + c;
-      *reinterpret_cast<V*>(dst) = *reinterpret_cast<const V*>(src);
+      V v[FK_TPB];
+#pragma unroll
+      for (int u = 0; u < FK_TPB; ++u) {
+        const long long t = t0 + u;
+        if (dk[u] >= 0) {
+          const FK_T* src = isV ? value + t * vts + h * vhs + c : key + t * kts + h * khs + c;
+          v[u] = *reinterpret_cast<const V*>(src);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < FK_TPB; ++u) {
+        if (dk[u] >= 0) {
+          FK_T* dst = isV ? vc + dv[u] + h * vch + c : kc + dk[u] + h * kch + c;
+          *reinterpret_cast<V*>(dst) = v[u];
+        }
+      }
     }
   }
 }

@@ -62,9 +62,9 @@ extern "C" __global__ void __launch_bounds__(512) fk_rms_norm(FK_T* __restrict__
   V* yr = reinterpret_cast<V*>(y + (long long)row * H);
   const WV* wv = reinterpret_cast<const WV*>(w);
 
-  float cache[FK_NPT][FK_VEC];
   float ss = 0.f;
-  // Loads first (several in flight), then the arithmetic.
+  // Loads first (several in flight), then the arithmetic. The row stays in registers in its own dtype (for the
+  // fused form: the rounded sum, exactly what is stored and normalised), 4 registers per 16-byte vector.
   V a[FK_NPT], b[FK_NPT];
 #pragma unroll
   for (int k = 0; k < FK_NPT; ++k) {
@@ -88,7 +88,6 @@ extern "C" __global__ void __launch_bounds__(512) fk_rms_norm(FK_T* __restrict__
 #pragma unroll
       for (int e = 0; e < FK_VEC; ++e) {
         const float f = fk_f(a[k].v[e]);
-        cache[k][e] = f;
         ss += f * f;
       }
     }
@@ -119,7 +118,7 @@ extern "C" __global__ void __launch_bounds__(512) fk_rms_norm(FK_T* __restrict__
       const WV wk = wv[j];
       V o;
 #pragma unroll
-      for (int e = 0; e < FK_VEC; ++e) fk_set(o.v[e], cache[k][e] * inv * fk_f(wk.v[e]));
+      for (int e = 0; e < FK_VEC; ++e) fk_set(o.v[e], fk_f(a[k].v[e]) * inv * fk_f(wk.v[e]));
       yr[j] = o;
     }
   }

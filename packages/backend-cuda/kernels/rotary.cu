@@ -4,7 +4,8 @@
 // `rot` dims are rotated by cos_sin_cache[pos] (cos | sin halves, read in the cache's own dtype), the rest is
 // copied through. Neox style pairs (i, i + rot/2), GPT-J style (2i, 2i + 1). fp32 math, rounded once.
 // A position outside [0, maxPos) writes a zero row and sets *flag (when flag is not null): never reads outside.
-// -DFK_T=<act type> -DFK_C=<cache type> -DFK_POS=<int | long long> -DFK_NEOX=0|1 -DFK_VEC=<n> (neox vector width).
+// -DFK_T=<act type> -DFK_C=<cache type> -DFK_POS=<int | long long> -DFK_NEOX=0|1 -DFK_VEC=<n> (neox vector width)
+// -DFK_CVEC=0|1 (neox: cos/sin loaded as FK_VEC-element vectors).
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
@@ -38,6 +39,9 @@ struct alignas(sizeof(T) * N) FkVec {
 #ifndef FK_NEOX
 #define FK_NEOX 1
 #endif
+#ifndef FK_CVEC
+#define FK_CVEC 0  // 1: the cache rows are read FK_VEC elements at a time (host checks the alignment)
+#endif
 
 // in: [T, heads * headSize] rows at token stride s (elements, last dims contiguous); out: contiguous.
 extern "C" __global__ void fk_rotary(FK_T* __restrict__ qo, const FK_T* __restrict__ qi, long long qs, int nq,
@@ -70,10 +74,22 @@ extern "C" __global__ void fk_rotary(FK_T* __restrict__ qo, const FK_T* __restri
       const V a = *reinterpret_cast<const V*>(xr + h * headSize + i);
       const V b = *reinterpret_cast<const V*>(xr + h * headSize + half + i);
       V ra, rb;
+#if FK_CVEC
+      // cos / sin as vectors too (two loads instead of 2 * FK_VEC scalar ones; the rows are L1/L2 hits after
+      // the first head of the token)
+      typedef FkVec<FK_C, FK_VEC> CV;
+      const CV cv = *reinterpret_cast<const CV*>(cr + i);
+      const CV sv = *reinterpret_cast<const CV*>(cr + half + i);
+#endif
 #pragma unroll
       for (int e = 0; e < FK_VEC; ++e) {
+#if FK_CVEC
+        const float c = fk_f(cv.v[e]);
+        const float sn = fk_f(sv.v[e]);
+#else
         const float c = fk_f(cr[i + e]);
         const float sn = fk_f(cr[half + i + e]);
+#endif
         const float x1 = fk_f(a.v[e]);
         const float x2 = fk_f(b.v[e]);
         fk_set(ra.v[e], x1 * c - x2 * sn);

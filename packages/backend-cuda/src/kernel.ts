@@ -29,7 +29,12 @@ export class CudaKernel implements Kernel {
   private func: number | undefined;
   private mod: CompiledModule | undefined;
   private rt: CudaRuntime | undefined;
-  private sharedSet = 48 * 1024;
+  /**
+   * Dynamic shared memory the function is enabled for. The default 48 KiB allowance counts static shared
+   * memory too, so 48 KiB of dynamic memory plus any static memory already needs the attribute: start at 0
+   * and set it on the first launch that asks for dynamic memory.
+   */
+  private sharedSet = 0;
 
   constructor(readonly spec: CudaKernelSpec) {
     this.entry = spec.entry;
@@ -69,8 +74,9 @@ export class CudaKernel implements Kernel {
   }
 
   /**
-   * Launch on the current stream (or `stream`). Dynamic shared memory above 48 KiB is enabled for the
-   * function automatically (cuFuncSetAttribute MAX_DYNAMIC_SHARED_SIZE_BYTES) up to the device's opt-in limit.
+   * Launch on the current stream (or `stream`). Dynamic shared memory is enabled for the function
+   * automatically (cuFuncSetAttribute MAX_DYNAMIC_SHARED_SIZE_BYTES, once per new maximum) up to the
+   * device's opt-in limit.
    */
   launch(grid: Dim3, block: Dim3, sharedBytes: number, args: readonly ArgValue[], stream?: number): void {
     const f = this.func ?? this.handle;

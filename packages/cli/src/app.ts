@@ -1,15 +1,21 @@
 import { UserError } from '@fastkernels/core';
 import yargs from 'yargs';
 import { InterruptedError, benchCommand } from './commands/bench.js';
+import { captureCommand } from './commands/capture.js';
 import { doctorCommand } from './commands/doctor.js';
+import { e2eCommand } from './commands/e2e.js';
 import { generateCommand } from './commands/generate.js';
 import { infoCommand } from './commands/info.js';
 import { initWeightsCommand } from './commands/init-weights.js';
+import { LaunchExitError, launchCommand } from './commands/launch.js';
 import { leaderboardCommand } from './commands/leaderboard.js';
 import { listCommand } from './commands/list.js';
+import { mergeCommand } from './commands/merge.js';
 import { scoreCommand } from './commands/score.js';
+import { serveCommand } from './commands/serve.js';
 import { stubsCommand } from './commands/stubs.js';
 import { processIo, type Io } from './io.js';
+import { runWorker } from './bench/worker.js';
 import { cliVersion } from './version.js';
 
 /** Exit codes: 0 the command completed (a bench run with failing candidates included), 1 an internal error, 2 bad input. */
@@ -29,13 +35,18 @@ export function buildApp(argv: readonly string[], io: Io = processIo) {
     .command(infoCommand(io))
     .command(stubsCommand(io))
     .command(benchCommand(io))
+    .command(mergeCommand(io))
     .command(doctorCommand(io))
     .command(generateCommand(io))
     .command(initWeightsCommand(io))
+    .command(e2eCommand(io))
+    .command(captureCommand(io))
+    .command(serveCommand(io))
+    .command(launchCommand(io))
     .command(scoreCommand(io))
     .command(leaderboardCommand(io))
     .option('verbose', { type: 'boolean', default: false, global: true, describe: 'print stack traces with errors' })
-    .demandCommand(1, 'pick a command: list, info, stubs, bench or doctor')
+    .demandCommand(1, 'pick a command: list, info, stubs, bench, merge or doctor')
     .strict()
     .recommendCommands()
     .example('$0 list', 'the tasks and the modules they mirror')
@@ -58,6 +69,8 @@ export function buildApp(argv: readonly string[], io: Io = processIo) {
 /** Run the CLI; returns the exit code (never calls process.exit, so buffered output is flushed). */
 export async function main(argv: readonly string[], io: Io = processIo): Promise<number> {
   const verbose = argv.includes('--verbose');
+  // The hidden bench worker (forked by `bench` from this very entry point); not a yargs command.
+  if (argv[0] === '__worker') return runWorker();
   try {
     await buildApp(argv, io).parseAsync();
     return EXIT_OK;
@@ -66,6 +79,11 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
       io.err(`fastkernels: error: ${e.describe()}\n`);
       if (verbose && e.stack) io.err(`${e.stack}\n`);
       return EXIT_USAGE;
+    }
+    if (e instanceof LaunchExitError) {
+      // A rank failed: the launcher already named it; exit with the code it chose.
+      io.err(`fastkernels: ${e.message}\n`);
+      return e.exitCode;
     }
     if (e instanceof InterruptedError) {
       io.err(`fastkernels: ${e.message}\n`);

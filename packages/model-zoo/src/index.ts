@@ -9,6 +9,7 @@ export * from './engine/block-manager.js';
 export * from './engine/kv-cache.js';
 export * from './engine/model-runner.js';
 export * from './engine/generate.js';
+export * from './engine/prompt-logits.js';
 export * from './engine/load-model.js';
 export * from './engine/prompts.js';
 export * from './weights/safetensors.js';
@@ -31,3 +32,12 @@ export const modelZooPlugin = definePlugin({
     for (const p of taskProviders) c.register(TASK_PROVIDER, { useValue: p });
   },
 });
+export * from './engine/scheduler.js';
+export * from './engine/device-io.js';
+export * from './engine/runner.js';
+export * from './engine/memory.js';
+export * from './engine/engine.js';
+export * from './engine/workloads.js';
+export * from './engine/instrument.js';
+export * from './engine/e2e.js';
+export * from './engine/capture.js';

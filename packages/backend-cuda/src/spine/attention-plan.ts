@@ -17,8 +17,25 @@ export const ATTENTION_TUNING = {
   decodeMinSplitTokens: 256,
   /** Force a split size in tokens (0: automatic). */
   decodeSplitTokens: 0,
-  /** Warps per prefill CTA on the mma path (16 query rows each). */
-  prefillWarps: 4,
+  /**
+   * Use the tensor-core decode kernel (fk_paged_decode_mma: per-warp cp.async rings of 16-token K/V tiles) where
+   * it applies (bf16/f16, head dim 64 or 128, 16-byte aligned caches); false: the register-streaming kernel.
+   */
+  decodeMma: true,
+  /** Warps per CTA of the mma decode kernel (each streams its own tiles). */
+  decodeMmaWarps: 4,
+  /** cp.async ring depth per warp in 16-token tiles (0: as many as decodeMmaSmemBytes allows, 2..8). */
+  decodeMmaStages: 0,
+  /** Shared memory one mma decode CTA may take for its rings (96 KB: two CTAs per SM). */
+  decodeMmaSmemBytes: 96 * 1024,
+  /** Mma decode CTAs (non-empty or not) aimed for per SM when choosing the split size. */
+  decodeMmaCtasPerSm: 32,
+  /** Fewest keys per split of the mma decode kernel. */
+  decodeMmaMinSplitTokens: 128,
+  /** Warps per prefill CTA on the mma path (16 query rows each; 8 measured 3-7% faster than 4 on the H200). */
+  prefillWarps: 8,
+  /** Skip the O rescale of a key tile when no row max of the warp moved (bit-identical; head dim 128; false: always rescale). */
+  prefillSkipRescale: true,
   /** Use the tensor-core prefill kernel where it applies (bf16/f16, head dim 64 or 128). */
   prefillMma: true,
 };
@@ -35,9 +52,21 @@ export interface DecodePlanInput {
   readonly maxBlocks: number;
   readonly slidingWindow: number;
   readonly multiprocessors: number;
+  /** Dtype of q and the caches (the mma kernel takes bf16/f16); absent: not eligible. */
+  readonly dtype?: string;
+  /** Largest vector (bytes) the caches' addresses and strides allow (cp.async needs 16); absent: vecBytes. */
+  readonly cacheVecBytes?: number;
 }
 
+/** Keys per tile of the mma decode kernel (kernels/attention_decode.cu fkdm::BN). */
+export const DECODE_MMA_TILE = 16;
+
 export interface DecodePlan {
+  /** The tensor-core kernel (fk_paged_decode_mma); the fields below up to tokensPerIter describe the other one. */
+  readonly mma: boolean;
+  /** Mma kernel: cp.async stages per warp and dynamic shared bytes per CTA (0 for the other kernel). */
+  readonly stages: number;
+  readonly sharedBytes: number;
   readonly vecBytes: number;
   readonly headsPerCta: number;
   readonly unroll: number;
@@ -69,6 +98,9 @@ export function lanesPerRow(vectors: number): number {
 
 export function planDecode(p: DecodePlanInput, tuning = ATTENTION_TUNING): DecodePlan {
   const group = p.qHeads / p.kvHeads;
+  const mmaOk =
+    tuning.decodeMma && (p.dtype === 'bf16' || p.dtype === 'f16') && p.itemsize === 2 && (p.headDim === 64 || p.headDim === 128) && (p.cacheVecBytes ?? p.vecBytes) === 16;
+  if (mmaOk) return planDecodeMma(p, group, tuning);
   const headsPerCta = largestDivisorAtMost(group, Math.max(1, tuning.decodeMaxHeadsPerCta));
   const vec = p.vecBytes / p.itemsize;
   const vectors = p.headDim / vec;
@@ -93,7 +125,36 @@ export function planDecode(p: DecodePlanInput, tuning = ATTENTION_TUNING): Decod
   }
   const splits = Math.max(1, ceilDiv(maxCtx, chunk));
   return {
-    vecBytes: p.vecBytes, headsPerCta, unroll, warps, lanesPerRow: lpr, rows, tokensPerIter, chunk, splits,
+    mma: false, stages: 0, sharedBytes: 0, vecBytes: p.vecBytes, headsPerCta, unroll, warps, lanesPerRow: lpr, rows, tokensPerIter, chunk, splits,
+    grid: [splits, headGroups, p.batch],
+  };
+}
+
+function planDecodeMma(p: DecodePlanInput, group: number, tuning: typeof ATTENTION_TUNING): DecodePlan {
+  const headsPerCta = largestDivisorAtMost(group, 16); // the 16 rows of one mma tile
+  const warps = Math.max(1, Math.min(8, Math.floor(tuning.decodeMmaWarps)));
+  const stageBytes = 2 * DECODE_MMA_TILE * p.headDim * p.itemsize; // K and V of one tile
+  const stages =
+    tuning.decodeMmaStages > 0
+      ? Math.max(2, Math.min(8, Math.floor(tuning.decodeMmaStages)))
+      : Math.max(2, Math.min(8, Math.floor(tuning.decodeMmaSmemBytes / (warps * stageBytes))));
+  const sharedBytes = warps * stages * stageBytes;
+  const unit = DECODE_MMA_TILE * warps; // one tile per warp
+  const headGroups = p.qHeads / headsPerCta;
+  let maxCtx = p.maxBlocks * p.blockSize;
+  if (p.slidingWindow > 0) maxCtx = Math.min(maxCtx, p.slidingWindow);
+  let chunk: number;
+  if (tuning.decodeSplitTokens > 0) {
+    chunk = ceilDiv(tuning.decodeSplitTokens, unit) * unit;
+  } else {
+    const base = Math.max(1, p.batch * headGroups);
+    const target = Math.max(1, p.multiprocessors * tuning.decodeMmaCtasPerSm);
+    const least = ceilDiv(Math.max(1, tuning.decodeMmaMinSplitTokens), unit) * unit;
+    chunk = Math.max(least, ceilDiv(ceilDiv(Math.max(1, maxCtx) * base, target), unit) * unit);
+  }
+  const splits = Math.max(1, ceilDiv(maxCtx, chunk));
+  return {
+    mma: true, stages, sharedBytes, vecBytes: 16, headsPerCta, unroll: 1, warps, lanesPerRow: 0, rows: 0, tokensPerIter: unit, chunk, splits,
     grid: [splits, headGroups, p.batch],
   };
 }
@@ -109,6 +170,8 @@ export function vectorBytes(itemsize: number, byteQuantities: readonly number[])
 
 export interface PrefillPlan {
   readonly mma: boolean;
+  /** Mma kernel: skip the O rescale when no row max moved (-DFK_SKIP_RESCALE). */
+  readonly skipRescale: boolean;
   readonly warps: number;
   readonly rowsPerCta: number;
   readonly grid: readonly [number, number, number];
@@ -128,8 +191,9 @@ export function planPrefill(p: { totalQ: number; qHeads: number; headDim: number
     // or zero the rows no sequence covers.
     const tiles = ceilDiv(p.totalQ, bm) + p.numSeqs;
     const sharedBytes = (bm * p.headDim + 4 * PREFILL_BN * p.headDim) * 2;
-    return { mma, warps, rowsPerCta: bm, grid: [p.qHeads, tiles, 1], block: warps * 32, sharedBytes };
+    // (at head dim 64 ptxas drops to 128 registers and spills with the skip branch: D 128 only)
+    return { mma, skipRescale: tuning.prefillSkipRescale && p.headDim === 128, warps, rowsPerCta: bm, grid: [p.qHeads, tiles, 1], block: warps * 32, sharedBytes };
   }
   const warps = 4;
-  return { mma, warps, rowsPerCta: warps, grid: [ceilDiv(p.totalQ, warps), p.qHeads, 1], block: warps * 32, sharedBytes: 0 };
+  return { mma, skipRescale: false, warps, rowsPerCta: warps, grid: [ceilDiv(p.totalQ, warps), p.qHeads, 1], block: warps * 32, sharedBytes: 0 };
 }

@@ -78,6 +78,12 @@ function checkDecode(c: DecodeCase, seed = 7, label = ''): void {
     ['no split', { decodeSplitTokens: 1 << 20 }],
     ['split 64', { decodeSplitTokens: 64 }],
     ['auto', {}],
+    // the register-streaming kernel (the only one for f32 / odd head dims; decodeMma off elsewhere)
+    ['register kernel, auto', { decodeMma: false }],
+    ['register kernel, split 64', { decodeMma: false, decodeSplitTokens: 64 }],
+    // the mma kernel with other ring shapes (no-ops where it does not apply)
+    ['mma 2 warps 5 stages, split 32', { decodeMmaWarps: 2, decodeMmaStages: 5, decodeSplitTokens: 32 }],
+    ['mma 3 warps 2 stages, split 100', { decodeMmaWarps: 3, decodeMmaStages: 2, decodeSplitTokens: 100 }],
   ] as const) {
     poison(n, n * 4);
     const out = withTuning(tuning, () => gpu().ops.pagedDecodeAttention(...gpuIn, scale, window));
@@ -212,7 +218,12 @@ function checkPrefill(c: PrefillCase, seed = 5): void {
   const n = expected.numel;
   const half = c.dtype !== 'f32' && (c.D === 64 || c.D === 128);
   const paths: [string, Partial<typeof ATTENTION_TUNING>][] = half
-    ? [['mma 4 warps', {}], ['mma 8 warps', { prefillWarps: 8 }], ['simple', { prefillMma: false }]]
+    ? [
+        ['mma 4 warps', { prefillWarps: 4 }],
+        ['mma 8 warps', { prefillWarps: 8 }],
+        ['mma 8 warps, always rescale', { prefillWarps: 8, prefillSkipRescale: false }],
+        ['simple', { prefillMma: false }],
+      ]
     : [['simple', {}]];
   for (const [name, tuning] of paths) {
     poison(n, n * 4);
@@ -347,9 +358,19 @@ describe('attention speed at the issue targets (printed, not asserted; bench/ ow
     const ctx = { backend: b, device: 0, dtype: cd.dtype, registry: new ModuleRegistry() };
     const inD = td.makeInputs(cd, ctx, new Rng(1)) as Tensor[];
     const scale = 1 / Math.sqrt(128);
-    const decMs = timeMs(() => b.ops.pagedDecodeAttention(inD[0]!, inD[1]!, inD[2]!, inD[3]!, inD[4]!, scale, 0).dispose(), 30);
     const wd = td.work(cd);
-    lines.push(`attention-speed: decode b64x2k ${(decMs * 1e3).toFixed(1)} us = ${(wd.bytes / decMs / 1e6).toFixed(0)} GB/s (${((wd.bytes / decMs / 1e6 / copyGBs) * 100).toFixed(0)}% of copy)`);
+    for (const [label, tuning] of [
+      ['', {}],
+      [' [register kernel]', { decodeMma: false }],
+      [' [mma chunk 512]', { decodeMmaCtasPerSm: 16 }],
+      [' [mma chunk 128]', { decodeMmaCtasPerSm: 64 }],
+      [' [mma 2 warps 4 stages]', { decodeMmaWarps: 2, decodeMmaStages: 4 }],
+      [' [mma 4 warps 4 stages]', { decodeMmaStages: 4 }],
+      [' [mma 8 warps 2 stages]', { decodeMmaWarps: 8, decodeMmaStages: 2 }],
+    ] as const) {
+      const decMs = withTuning(tuning, () => timeMs(() => b.ops.pagedDecodeAttention(inD[0]!, inD[1]!, inD[2]!, inD[3]!, inD[4]!, scale, 0).dispose(), 30));
+      lines.push(`attention-speed: decode b64x2k${label} ${(decMs * 1e3).toFixed(1)} us = ${(wd.bytes / decMs / 1e6).toFixed(0)} GB/s (${((wd.bytes / decMs / 1e6 / copyGBs) * 100).toFixed(0)}% of copy)`);
+    }
     for (const t of inD) t?.dispose();
 
     // prefill
@@ -357,7 +378,11 @@ describe('attention speed at the issue targets (printed, not asserted; bench/ ow
     for (const name of ['llama3-8b-prefill-4096x1', 'llama3-8b-prefill-1024x4', 'llama3-8b-chunked-prefill-2048x2']) {
       const cp = tp.cases.production.find((c) => c.name === name)!;
       const inP = tp.makeInputs(cp, { ...ctx, dtype: cp.dtype }, new Rng(2)) as Tensor[];
-      for (const [label, tuning] of [['4 warps', { prefillWarps: 4 }], ['8 warps', { prefillWarps: 8 }]] as const) {
+      for (const [label, tuning] of [
+        ['4 warps', { prefillWarps: 4 }],
+        ['8 warps', { prefillWarps: 8 }],
+        ['8 warps always rescale', { prefillWarps: 8, prefillSkipRescale: false }],
+      ] as const) {
         const ms = withTuning(tuning, () => timeMs(() => b.ops.varlenPrefillAttention(inP[0]!, inP[1]!, inP[2]!, inP[3]!, inP[4]!, scale, true, 0).dispose(), 20));
         const wp = tp.work(cp);
         lines.push(`attention-speed: prefill ${name} [${label}] ${(ms * 1e3).toFixed(1)} us = ${(wp.flops / ms / 1e9).toFixed(0)} TFLOP/s`);

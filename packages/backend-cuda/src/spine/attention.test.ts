@@ -54,11 +54,43 @@ describe('attention launch plans', () => {
     expect(odd.lanesPerRow).toBe(16);
   });
 
+  it('decode, the mma kernel: eligibility, heads per CTA up to 16, stages from the shared budget, split sizes', () => {
+    const m = planDecode({ ...llama, batch: 64, maxBlocks: 128, dtype: 'bf16' });
+    expect(m.mma).toBe(true);
+    expect(m.headsPerCta).toBe(4);
+    expect(m.warps).toBe(ATTENTION_TUNING.decodeMmaWarps);
+    expect(m.stages).toBe(3);
+    expect(m.sharedBytes).toBe(4 * 3 * 2 * 16 * 128 * 2);
+    expect(m.chunk).toBe(256);
+    expect(m.splits).toBe(8);
+    expect(m.grid).toEqual([8, 8, 64]);
+    const d64 = planDecode({ ...llama, headDim: 64, batch: 64, maxBlocks: 128, dtype: 'f16' });
+    expect(d64.stages).toBe(6);
+    expect(planDecode({ ...llama, qHeads: 64, kvHeads: 1, batch: 2, maxBlocks: 8, dtype: 'bf16' }).headsPerCta).toBe(16);
+    expect(planDecode({ ...llama, qHeads: 12, kvHeads: 2, batch: 2, maxBlocks: 8, dtype: 'bf16' }).headsPerCta).toBe(6);
+    const one = planDecode({ ...llama, batch: 1, maxBlocks: 512, dtype: 'bf16' });
+    expect(one.chunk).toBe(128);
+    expect(one.splits).toBe(64);
+    // not eligible: f32, odd head dims, caches not 16-byte aligned, or switched off
+    expect(planDecode({ ...llama, itemsize: 4, batch: 2, maxBlocks: 4, dtype: 'f32' }).mma).toBe(false);
+    expect(planDecode({ ...llama, headDim: 96, batch: 2, maxBlocks: 4, dtype: 'bf16' }).mma).toBe(false);
+    expect(planDecode({ ...llama, batch: 2, maxBlocks: 4, dtype: 'bf16', cacheVecBytes: 8 }).mma).toBe(false);
+    expect(planDecode({ ...llama, batch: 2, maxBlocks: 4, dtype: 'bf16', vecBytes: 2, cacheVecBytes: 16 }).mma).toBe(true);
+    expect(planDecode({ ...llama, batch: 2, maxBlocks: 4, dtype: 'bf16' }, { ...ATTENTION_TUNING, decodeMma: false }).mma).toBe(false);
+    // a forced split rounds up to one tile per warp
+    expect(planDecode({ ...llama, batch: 2, maxBlocks: 40, dtype: 'bf16' }, { ...ATTENTION_TUNING, decodeSplitTokens: 65 }).chunk).toBe(128);
+  });
+
   it('prefill: the mma path for bf16/f16 at 64/128, the simple path otherwise', () => {
-    const p = planPrefill({ totalQ: 4096, qHeads: 32, headDim: 128, dtype: 'bf16', numSeqs: 1 });
+    const p = planPrefill({ totalQ: 4096, qHeads: 32, headDim: 128, dtype: 'bf16', numSeqs: 1 }, { ...ATTENTION_TUNING, prefillWarps: 4 });
     expect(p.mma).toBe(true);
     expect(p.grid).toEqual([32, 65, 1]);
     expect(p.sharedBytes).toBe((64 * 128 + 4 * 64 * 128) * 2);
+    const p8 = planPrefill({ totalQ: 4096, qHeads: 32, headDim: 128, dtype: 'bf16', numSeqs: 1 });
+    expect(p8.warps).toBe(ATTENTION_TUNING.prefillWarps);
+    expect(p8.skipRescale).toBe(true);
+    expect(planPrefill({ totalQ: 8, qHeads: 1, headDim: 128, dtype: 'f16', numSeqs: 1 }, { ...ATTENTION_TUNING, prefillSkipRescale: false }).skipRescale).toBe(false);
+    expect(planPrefill({ totalQ: 8, qHeads: 1, headDim: 64, dtype: 'f16', numSeqs: 1 }).skipRescale).toBe(false);
     expect(planPrefill({ totalQ: 10, qHeads: 4, headDim: 64, dtype: 'f32', numSeqs: 2 }).mma).toBe(false);
     expect(planPrefill({ totalQ: 10, qHeads: 4, headDim: 96, dtype: 'bf16', numSeqs: 2 }).mma).toBe(false);
   });
@@ -110,7 +142,46 @@ function fakeDevice(): { backend: Backend; ctx: SpineContext; launches: Launch[]
 }
 
 describe('attention ops on a fake device (argument packing, grids, specialisations)', () => {
-  it('paged decode: one launch without a split, main + combine with splits', () => {
+  it('paged decode (register-streaming kernel, decodeMma off): one launch without a split, main + combine with splits', () => {
+    const saved = ATTENTION_TUNING.decodeMma;
+    ATTENTION_TUNING.decodeMma = false;
+    try {
+      oldKernelLaunches();
+    } finally {
+      ATTENTION_TUNING.decodeMma = saved;
+    }
+  });
+
+  it('paged decode, bf16 Llama-3-8B at batch 64: the mma kernel, its shared memory, combine skipping single splits', () => {
+    const { backend, ctx, launches } = fakeDevice();
+    const q = Tensor.empty(backend, [64, 32, 128], 'bf16');
+    const kc = Tensor.empty(backend, [9000, 16, 8, 128], 'bf16');
+    const bt = Tensor.empty(backend, [64, 128], 'i32');
+    const lens = Tensor.empty(backend, [64], 'i32');
+    pagedDecodeAttention(ctx, q, kc, kc, bt, lens, 0.088, 0);
+    expect(launches.map((l) => l.entry)).toEqual(['fk_paged_decode_mma', 'fk_paged_decode_combine']);
+    const main = launches[0]!;
+    expect(main.options).toContain('-DFK_MHG=4');
+    expect(main.options).toContain('-DFK_DEC_PATH=2');
+    expect(main.options).toContain('-DFK_STAGES=3');
+    expect(main.shared).toBe(4 * 3 * 8192);
+    expect(main.grid).toEqual([8, 8, 64]);
+    expect(main.args.at(-2)).toBe(256); // chunk
+    expect(launches[1]!.args.at(-1)).toBe(1); // skip_single
+    // f32 and odd head dims keep the register-streaming kernel
+    launches.length = 0;
+    const qf = Tensor.empty(backend, [2, 8, 128], 'f32');
+    const kf = Tensor.empty(backend, [10, 16, 2, 128], 'f32');
+    pagedDecodeAttention(ctx, qf, kf, kf, Tensor.empty(backend, [2, 4], 'i32'), Tensor.empty(backend, [2], 'i32'), 0.088, 0);
+    expect(launches[0]!.entry).toBe('fk_paged_decode');
+    launches.length = 0;
+    const q80 = Tensor.empty(backend, [2, 8, 80], 'bf16');
+    const k80 = Tensor.empty(backend, [10, 16, 2, 80], 'bf16');
+    pagedDecodeAttention(ctx, q80, k80, k80, Tensor.empty(backend, [2, 4], 'i32'), Tensor.empty(backend, [2], 'i32'), 0.1, 0);
+    expect(launches[0]!.entry).toBe('fk_paged_decode');
+  });
+
+  function oldKernelLaunches(): void {
     const { backend, ctx, launches } = fakeDevice();
     const q = Tensor.empty(backend, [64, 32, 128], 'bf16');
     const kc = Tensor.empty(backend, [9000, 16, 8, 128], 'bf16');
@@ -131,7 +202,8 @@ describe('attention ops on a fake device (argument packing, grids, specialisatio
     const q1 = Tensor.empty(backend, [1, 32, 128], 'bf16');
     pagedDecodeAttention(ctx, q1, kc, vc, Tensor.empty(backend, [1, 512], 'i32'), Tensor.empty(backend, [1], 'i32'), 0.088, 0);
     expect(launches.map((l) => l.entry)).toEqual(['fk_paged_decode', 'fk_paged_decode_combine']);
-  });
+    expect(launches[1]!.args.at(-1)).toBe(0); // skip_single off: the combine writes every output
+  }
 
   it('paged decode: a strided query view (a slice of fused qkv) is read in place', () => {
     const { backend, ctx, launches } = fakeDevice();
@@ -151,8 +223,10 @@ describe('attention ops on a fake device (argument packing, grids, specialisatio
     const cu = Tensor.empty(backend, [2], 'i32');
     varlenPrefillAttention(ctx, q, k, k, cu, cu, 0.088, true, 0);
     expect(launches[0]!.entry).toBe('fk_varlen_prefill');
-    expect(launches[0]!.grid).toEqual([32, 65, 1]);
-    expect(launches[0]!.shared).toBe(81920);
+    expect(launches[0]!.options).toContain('-DFK_SKIP_RESCALE=1');
+    const bm = 16 * ATTENTION_TUNING.prefillWarps;
+    expect(launches[0]!.grid).toEqual([32, Math.ceil(4096 / bm) + 1, 1]);
+    expect(launches[0]!.shared).toBe((bm * 128 + 4 * 64 * 128) * 2);
     launches.length = 0;
     const qf = Tensor.empty(backend, [10, 4, 16], 'f32');
     const kf = Tensor.empty(backend, [12, 2, 16], 'f32');

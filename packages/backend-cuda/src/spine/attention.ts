@@ -3,6 +3,9 @@
  *
  * - pagedDecodeAttention: split-K flash decoding over the paged cache; a CTA per (split, group of query heads
  *   sharing a kv head, sequence), fp32 partials merged by a combine kernel when there is more than one split.
+ *   bf16/f16 at head dim 64/128 take the tensor-core kernel (per-warp cp.async rings of 16-token tiles; a
+ *   sequence that fits one split is written directly); the rest (or ATTENTION_TUNING.decodeMma = false) the
+ *   register-streaming kernel.
  *   The split size is chosen from the block table's capacity (seq_lens stay on the device: no host sync, so
  *   decode is graph-capturable; splits past a sequence's length exit at once).
  * - varlenPrefillAttention: FlashAttention-2 style mma.sync kernel for bf16/f16 at head dim 64/128; a simple
@@ -105,12 +108,19 @@ export function pagedDecodeAttention(
     const [vsb, vst, vsh] = outerStrides(vc) as [number, number, number];
     const vb = vectorBytes(it, [D * it, ptr(q), ptr(kc), ptr(vc), ...[qsb, qsh, ksb, kst, ksh, vsb, vst, vsh].map((s) => s * it)]);
     const maxBlocks = bt.shape[1]!;
+    const cacheVb = vectorBytes(it, [D * it, ptr(kc), ptr(vc), ...[ksb, kst, ksh, vsb, vst, vsh].map((s) => s * it)]);
     const plan = planDecode({
       batch: B, qHeads: nQ, kvHeads: nKv, headDim: D, itemsize: it, vecBytes: vb, blockSize, maxBlocks,
-      slidingWindow: Math.max(0, slidingWindow), multiprocessors: ctx.multiprocessors,
+      slidingWindow: Math.max(0, slidingWindow), multiprocessors: ctx.multiprocessors, dtype: query.dtype, cacheVecBytes: cacheVb,
     });
-    const opts = [`-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_VB=${plan.vecBytes}`, `-DFK_HG=${plan.headsPerCta}`, `-DFK_UNROLL=${plan.unroll}`, `-DFK_BS=${blockSize}`, `-DFK_WARPS=${plan.warps}`];
-    const main = decodeKernel(ctx, 'fk_paged_decode', opts);
+    const main = plan.mma
+      ? decodeKernel(ctx, 'fk_paged_decode_mma', [
+          `-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_MHG=${plan.headsPerCta}`, `-DFK_MWARPS=${plan.warps}`, `-DFK_STAGES=${plan.stages}`, `-DFK_BS=${blockSize}`, '-DFK_DEC_PATH=2',
+        ])
+      : decodeKernel(ctx, 'fk_paged_decode', [
+          `-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_VB=${plan.vecBytes}`, `-DFK_HG=${plan.headsPerCta}`, `-DFK_UNROLL=${plan.unroll}`, `-DFK_BS=${blockSize}`, `-DFK_WARPS=${plan.warps}`,
+          '-DFK_DEC_PATH=1',
+        ]);
     let partAcc: Tensor | undefined;
     let partMl: Tensor | undefined;
     if (plan.splits > 1) {
@@ -120,7 +130,7 @@ export function pagedDecodeAttention(
     }
     const scaleLog2 = scale * LOG2E;
     const window = Math.max(0, slidingWindow);
-    main.launch(plan.grid, plan.warps * 32, 0, [
+    main.launch(plan.grid, plan.warps * 32, plan.sharedBytes, [
       ptr(out), partAcc ? ptr(partAcc) : 0, partMl ? ptr(partMl) : 0,
       ptr(q), qsb, qsh,
       ptr(kc), ksb, kst, ksh,
@@ -132,7 +142,7 @@ export function pagedDecodeAttention(
       // Only FK_T matters to the combine kernel; the other macros keep one compiled module per (T).
       const combine = decodeKernel(ctx, 'fk_paged_decode_combine', [`-DFK_T=${T}`]);
       combine.launch([nQ, B, 1], Math.min(256, Math.ceil(D / 32) * 32), 0, [
-        ptr(out), ptr(partAcc!), ptr(partMl!), ptr(lens), maxBlocks * blockSize, nQ, D, window, plan.chunk, plan.splits,
+        ptr(out), ptr(partAcc!), ptr(partMl!), ptr(lens), maxBlocks * blockSize, nQ, D, window, plan.chunk, plan.splits, plan.mma ? 1 : 0,
       ]);
     }
   } finally {
@@ -196,7 +206,7 @@ export function varlenPrefillAttention(
     const scaleLog2 = scale * LOG2E;
     const source = KERNEL_SOURCES['attention_prefill.cu']!;
     if (plan.mma) {
-      const kernel = ctx.kernel({ source, entry: 'fk_varlen_prefill', name: 'attention_prefill.cu', options: [`-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_WARPS=${plan.warps}`] });
+      const kernel = ctx.kernel({ source, entry: 'fk_varlen_prefill', name: 'attention_prefill.cu', options: [`-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_WARPS=${plan.warps}`, `-DFK_SKIP_RESCALE=${plan.skipRescale ? 1 : 0}`] });
       kernel.launch(plan.grid, plan.block, plan.sharedBytes, [
         ptr(out), ptr(q), qsr, qsh, ptr(k), ksr, ksh, ptr(v), vsr, vsh,
         ptr(cuQ), ptr(cuK), numSeqs, Tq, nQ, group, causal ? 1 : 0, window, scaleLog2,

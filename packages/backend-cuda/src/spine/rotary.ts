@@ -58,11 +58,14 @@ export function rotaryEmbedding(
       }
       vec = vecWidth(it, counts, ptrs);
     }
+    // cos / sin rows as vectors of vec elements of the cache's dtype: rows start at p * rot (a multiple of vec,
+    // as half is), so only the base address needs the alignment
+    const cvec = isNeoxStyle && vec > 1 && ptr(cache) % (vec * itemsizeOf(cosSinCache.dtype)) === 0 ? 1 : 0;
     const heads = Math.max(nq, nk);
     const work = heads * Math.max(isNeoxStyle ? half / vec : half, headSize - rot);
     const threads = Math.min(256, Math.max(32, roundUp(work, 32)));
     const flag = indexFlag(ctx, qOut);
-    const kern = spineKernel(ctx, 'rotary.cu', 'fk_rotary', { FK_T: Tq, FK_C: C, FK_POS: P, FK_NEOX: isNeoxStyle ? 1 : 0, FK_VEC: vec });
+    const kern = spineKernel(ctx, 'rotary.cu', 'fk_rotary', { FK_T: Tq, FK_C: C, FK_POS: P, FK_NEOX: isNeoxStyle ? 1 : 0, FK_VEC: vec, FK_CVEC: cvec });
     kern.launch([Math.min(T, 2 ** 31 - 1), k ? 2 : 1], threads, 0, [
       qOut, q.t, q.stride, nq,
       kOut ? ptr(kOut) : 0, k ? ptr(k.t) : 0, k ? k.stride : 0, nk,

@@ -4,8 +4,10 @@ import { G, checkTaskOnCuda, cpu, expectClose, gpu, poison, randCpu, task, taskC
 
 describe('softmax vs the float64 CPU backend', () => {
   for (const dtype of ['bf16', 'f16', 'f32'] as DType[]) {
-    // 128256: rows longer than the register cache (re-read path); 257 / 6: odd; 4096: attention scores
-    for (const [B, V, scale] of [[3, 128256, 3], [5, 257, 3], [33, 6, 1], [16, 4096, 8], [2, 32768, 2]] as const) {
+    // 128256 / 32768: long rows (one 8-CTA cluster per row); 40001: odd long row (scalar loads, each CTA's slice
+    // longer than its register cache: the re-read path); 16392: just over the cluster threshold in bf16/f16 (an
+    // uneven last slice); 257 / 6: odd; 4096: attention scores
+    for (const [B, V, scale] of [[3, 128256, 3], [5, 257, 3], [33, 6, 1], [16, 4096, 8], [2, 32768, 2], [3, 40001, 3], [2, 16392, 2]] as const) {
       it(`${dtype} [${B}, ${V}] last dim`, G, () => {
         const x = randCpu([B, V], dtype, B + V, scale);
         poison(B * V);

@@ -174,7 +174,7 @@ async function importCandidate(file: CandidateFile, sdk: Sdk, outFile: string): 
     const parse = !/^cannot import|Could not resolve/.test(first.text);
     throw new UserError(`${parse ? 'does not parse' : 'cannot be bundled'}: ${loc}${first.text}${more}`, {
       file: file.relPath,
-      fix: parse ? 'fix the syntax error at that line (the file is TypeScript or JavaScript, ES2022)' : 'import only relative files, npm packages and @fastkernels/core, backend-cpu, model-zoo',
+      fix: parse ? 'fix the syntax error at that line (the file is TypeScript or JavaScript, ES2022)' : 'import only relative files, npm packages and @fastkernels/core, backend-cpu, backend-cuda, backend-triton, backend-nccl, model-zoo',
     });
   }
   writeFileSync(outFile, code);

@@ -1,4 +1,7 @@
 import * as backendCpu from '@fastkernels/backend-cpu';
+import * as backendCuda from '@fastkernels/backend-cuda';
+import * as backendNccl from '@fastkernels/backend-nccl';
+import * as backendTriton from '@fastkernels/backend-triton';
 import * as core from '@fastkernels/core';
 import * as modelZoo from '@fastkernels/model-zoo';
 
@@ -16,6 +19,9 @@ export function installSdk(extra: Sdk = {}): Sdk {
   const sdk: Sdk = {
     '@fastkernels/core': core,
     '@fastkernels/backend-cpu': backendCpu,
+    '@fastkernels/backend-cuda': backendCuda,
+    '@fastkernels/backend-triton': backendTriton,
+    '@fastkernels/backend-nccl': backendNccl,
     '@fastkernels/model-zoo': modelZoo,
     ...extra,
   };

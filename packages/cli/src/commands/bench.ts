@@ -1,22 +1,35 @@
-import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import {
   BENCH_REPORT_VERSION,
   BenchReportSchema,
+  DEFAULT_MAX_SHAPES,
   MIN_ROUNDS,
+  RESULTS_FORMAT,
+  RESULTS_VERSION,
   UserError,
-  benchTask,
   errorMessage,
+  shardTasks,
   summarizeResults,
   type Backend,
+  type BenchConfig,
   type BenchReport,
   type CaseResult,
   type CandidateFile,
+  type MachineProfile,
+  type PreflightFailure,
+  type RunEnvironment,
+  type Shard,
   type TaskCase,
   type TaskDefinition,
 } from '@fastkernels/core';
 import type { Argv } from 'yargs';
-import { EsbuildCandidateLoader, listCandidateFiles } from '../candidates/loader.js';
+import { listCandidateFiles } from '../candidates/loader.js';
+import { capturedCasesFor, loadCaptures, type LoadedCaptures } from '../bench/captures.js';
+import { WorkerProc, type ReadyInfo } from '../bench/pool.js';
+import { ResultsFile } from '../bench/results-file.js';
+import { loadRow } from '../bench/worker.js';
 import { environment, findTask, selectBackend } from '../env.js';
 import { intFlag, levelFlag, listFlag } from '../flags.js';
 import type { Io } from '../io.js';
@@ -25,7 +38,8 @@ import { formatError, formatMs, formatPercent, formatSpeedup, renderTable } from
 import { cliVersion } from '../version.js';
 
 export interface BenchArgs {
-  candidates: string;
+  candidates?: string;
+  selfTest?: boolean;
   task?: string[];
   level?: number;
   backend: string;
@@ -38,6 +52,18 @@ export interface BenchArgs {
   json?: string;
   progress?: boolean;
   keepGoing?: boolean;
+  gpus?: string;
+  taskTimeout: string | number;
+  stallTimeout: string | number;
+  results?: string;
+  resume?: boolean;
+  captures?: string;
+  maxShapes: number;
+  shard?: string;
+  flushBytes?: number;
+  inputSets: number;
+  hiddenShape: boolean;
+  verbose?: boolean;
 }
 
 /** Ctrl-C during a run: the report keeps what was done; exit code 130. */
@@ -45,15 +71,22 @@ export class InterruptedError extends Error {
   override readonly name = 'InterruptedError';
 }
 
+type ReportBase = Omit<BenchReport, 'results' | 'summary' | 'complete' | 'error' | 'machine'>;
+
 /** Writes the JSON report atomically (temp file + rename), validated by BenchReportSchema first. */
 class ReportWriter {
-  constructor(readonly path: string, private readonly base: Omit<BenchReport, 'results' | 'summary' | 'complete' | 'error'>) {}
+  machine: RunEnvironment[] = [];
+  constructor(readonly path: string, private readonly base: ReportBase) {}
 
-  write(results: readonly CaseResult[], complete: boolean, error?: string): void {
-    const report = { ...this.base, complete, ...(error ? { error } : {}), results, summary: summarizeResults(results) };
+  private report(results: readonly CaseResult[], complete: boolean, error?: string): BenchReport {
+    const report = { ...this.base, complete, ...(error ? { error } : {}), ...(this.machine.length ? { machine: this.machine } : {}), results, summary: summarizeResults(results) };
     const parsed = BenchReportSchema.safeParse(JSON.parse(JSON.stringify(report)));
     if (!parsed.success) throw new Error(`internal: the bench report does not match its schema: ${parsed.error.issues[0]?.path.join('.')}: ${parsed.error.issues[0]?.message}`);
-    const text = JSON.stringify(parsed.data, null, 2) + '\n';
+    return parsed.data;
+  }
+
+  write(results: readonly CaseResult[], complete: boolean, error?: string): void {
+    const text = JSON.stringify(this.report(results, complete, error), null, 2) + '\n';
     if (this.path === '-') return;
     try {
       mkdirSync(dirname(resolve(this.path)), { recursive: true });
@@ -66,7 +99,7 @@ class ReportWriter {
   }
 
   text(results: readonly CaseResult[], complete: boolean): string {
-    return JSON.stringify(BenchReportSchema.parse(JSON.parse(JSON.stringify({ ...this.base, complete, results, summary: summarizeResults(results) }))), null, 2) + '\n';
+    return JSON.stringify(this.report(results, complete), null, 2) + '\n';
   }
 }
 
@@ -76,12 +109,50 @@ function casesFor(task: TaskDefinition, shapes: string): readonly TaskCase[] {
   return task.cases.ci;
 }
 
-function loadFailureRows(task: TaskDefinition | undefined, file: CandidateFile, message: string): CaseResult[] {
-  return [{
-    task: file.taskId, level: file.level, case: 'load', dtype: task?.cases.ci[0]?.dtype ?? 'f32', status: 'RUNTIME_ERROR',
-    maxAbsError: null, maxRelError: null, matchedRatio: null, baselineMs: null, candidateMs: null, speedup: null, ciLow: null, ciHigh: null,
-    rounds: 0, iters: 0, detail: `failed to load: ${message}`,
-  }];
+/** Seconds, or a number with s/m/h ('20m'); a UserError naming the flag otherwise. */
+export function durationFlag(name: string, value: unknown): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/.exec(String(value));
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const;
+  const ms = m ? Number(m[1]) * unit[(m[2] ?? 's') as keyof typeof unit] : NaN;
+  if (!Number.isFinite(ms) || ms <= 0 || ms > 7 * 86_400_000) {
+    throw new UserError(`must be a positive duration (seconds, or with s/m/h), got ${JSON.stringify(value)}`, { field: `--${name}`, fix: `pass e.g. --${name} 600 or --${name} 20m` });
+  }
+  return Math.round(ms);
+}
+
+export function shardFlag(value: unknown): Shard {
+  if (value === undefined) return { index: 0, count: 1 };
+  const m = /^(\d+)\/(\d+)$/.exec(String(value).trim());
+  if (!m) throw new UserError(`must look like i/n (e.g. 0/4), got ${JSON.stringify(value)}`, { field: '--shard', fix: 'pass --shard INDEX/COUNT with 0 <= INDEX < COUNT (e.g. --shard $SLURM_ARRAY_TASK_ID/4)' });
+  const index = Number(m[1]);
+  const count = Number(m[2]);
+  if (count < 1 || index >= count) {
+    throw new UserError(`${index}/${count} is out of range: the index runs from 0 to ${Math.max(0, count - 1)}`, { field: '--shard', fix: `pass --shard i/${Math.max(1, count)} with 0 <= i < ${Math.max(1, count)} (Slurm: $SLURM_ARRAY_TASK_ID with --array=0-${Math.max(0, count - 1)})` });
+  }
+  return { index, count };
+}
+
+function gpusFlag(value: string | undefined, backend: Backend): number[] {
+  const devices = backend.devices().map((d) => d.index);
+  if (value === undefined) return [devices[0] ?? 0];
+  const list = listFlag(value);
+  const out: number[] = [];
+  for (const v of list) {
+    if (!/^\d+$/.test(v)) throw new UserError(`'${v}' is not a device index`, { field: '--gpus', fix: `pass indices from ${devices.join(', ') || 'none'} (e.g. --gpus 0,1)` });
+    const n = Number(v);
+    if (!devices.includes(n)) {
+      throw new UserError(`device ${n} does not exist: the ${backend.name} backend has ${devices.length ? `device${devices.length > 1 ? 's' : ''} ${devices.join(', ')}` : 'no devices'}`, { field: '--gpus', fix: `pass indices from ${devices.join(', ') || '(none)'}${backend.name === 'cpu' ? ' (the CPU backend has one worker: device 0)' : ''}` });
+    }
+    if (!out.includes(n)) out.push(n);
+  }
+  if (!out.length) throw new UserError('names no device', { field: '--gpus', fix: 'pass e.g. --gpus 0,1' });
+  return out;
+}
+
+function digestFiles(files: readonly CandidateFile[]): string {
+  const h = createHash('sha256');
+  for (const f of files) h.update(f.taskId).update('\0').update(readFileSync(f.path)).update('\0');
+  return h.digest('hex');
 }
 
 export async function runBench(argv: BenchArgs, io: Io): Promise<void> {
@@ -91,88 +162,216 @@ export async function runBench(argv: BenchArgs, io: Io): Promise<void> {
   const warmup = intFlag('warmup', argv.warmup, 0, 10_000);
   const warmupMs = intFlag('warmup-ms', argv.warmupMs, 0, 600_000);
   const seed = intFlag('seed', argv.seed, 0, 2 ** 31 - 1);
+  const maxShapes = intFlag('max-shapes', argv.maxShapes, 1, 1000);
+  const inputSets = intFlag('input-sets', argv.inputSets, 1, 64);
+  const flushBytes = argv.flushBytes === undefined ? null : intFlag('flush-bytes', argv.flushBytes, 0, 2 ** 40);
+  const taskMs = durationFlag('task-timeout', argv.taskTimeout);
+  const stallMs = durationFlag('stall-timeout', argv.stallTimeout);
+  const shard = shardFlag(argv.shard);
   const level = levelFlag(argv.level);
+  if (argv.selfTest && argv.candidates) throw new UserError('--self-test benches the baselines against themselves; it takes no --candidates', { field: '--self-test', fix: 'drop --candidates, or drop --self-test' });
+  if (!argv.selfTest && !argv.candidates) throw new UserError('missing --candidates', { field: '--candidates', fix: 'pass --candidates DIR (a folder of L<level>/<task>.ts files), or --self-test' });
+  if (argv.resume && !argv.results) throw new UserError('--resume needs --results FILE.jsonl', { field: '--resume', fix: 'pass the results file of the run to continue' });
   const env = environment();
   const wanted = listFlag(argv.task).map((t) => findTask(env, t, '--task'));
   const backend: Backend = selectBackend(env, argv.backend);
+  const gpus = gpusFlag(argv.gpus, backend);
   const shapes = argv.shapes ?? (backend.name === 'cpu' ? 'ci' : 'production');
   const jsonOut = argv.json === undefined ? undefined : argv.json === '' ? '-' : argv.json;
+  const captures: LoadedCaptures | undefined = argv.captures ? loadCaptures(argv.captures) : undefined;
+  const setName = argv.selfTest ? 'self-test' : argv.candidates!;
 
-  // ---- the candidate set ---------------------------------------------------------------------------
-  const files = listCandidateFiles(argv.candidates);
-  const selected = (f: CandidateFile) => (level === undefined || f.level === level) && (wanted.length === 0 || wanted.some((t) => t.id === f.taskId));
-  for (const t of wanted) {
-    if (!files.some((f) => f.taskId === t.id)) {
-      throw new UserError(`has no candidate for ${t.id} (it holds ${files.map((f) => f.taskId).join(', ') || 'none'})`, {
-        file: argv.candidates, field: '--task', fix: `add ${argv.candidates}/L${t.level}/${t.stem}.ts, or drop --task`,
+  // ---- the tasks (the parent never imports candidate code) ----------------------------------------
+  let files: CandidateFile[] = [];
+  let tasks: TaskDefinition[];
+  const selected = (id: string, lvl: number) => (level === undefined || lvl === level) && (wanted.length === 0 || wanted.some((t) => t.id === id));
+  if (argv.selfTest) {
+    tasks = env.tasks.filter((t) => selected(t.id, t.level));
+    if (!tasks.length) throw new UserError('no task matches --task/--level', { field: '--level', fix: 'run `fastkernels list`' });
+  } else {
+    const all = listCandidateFiles(argv.candidates!);
+    for (const t of wanted) {
+      if (!all.some((f) => f.taskId === t.id)) {
+        throw new UserError(`has no candidate for ${t.id} (it holds ${all.map((f) => f.taskId).join(', ') || 'none'})`, {
+          file: argv.candidates, field: '--task', fix: `add ${argv.candidates}/L${t.level}/${t.stem}.ts, or drop --task`,
+        });
+      }
+    }
+    files = all.filter((f) => selected(f.taskId, f.level));
+    if (!files.length) {
+      throw new UserError(all.length ? 'holds no candidate for the selected tasks/level' : 'holds no candidate files', {
+        file: argv.candidates, field: '--candidates',
+        fix: 'put candidates at L<level>/<task stem>.ts (e.g. L1/rms_norm.ts); `fastkernels stubs --out DIR` writes skeletons',
       });
     }
+    tasks = files.map((f) => env.taskMap.get(f.taskId) ?? ({ id: f.taskId, level: f.level, stem: f.stem, cases: { ci: [], production: [] } } as unknown as TaskDefinition));
   }
-  if (!files.some(selected)) {
-    throw new UserError(files.length ? 'holds no candidate for the selected tasks/level' : 'holds no candidate files', {
-      file: argv.candidates, field: '--candidates',
-      fix: 'put candidates at L<level>/<task stem>.ts (e.g. L1/rms_norm.ts); `fastkernels stubs --out DIR` writes skeletons',
-    });
-  }
-  const progress = new Progress({ force: argv.progress });
-  progress.update(`loading candidates from ${argv.candidates} ...`);
-  const set = await new EsbuildCandidateLoader({ filter: selected }).load(argv.candidates, env.taskMap);
-  progress.clear();
-  if (set.failures.length && !argv.keepGoing) {
-    const first = set.failures[0]!.error;
-    if (set.failures.length === 1) throw first;
-    throw new UserError(`${set.failures.length} candidate files failed to load:\n${set.failures.map((f) => `  ${f.error.describe().replace(/\n/g, '\n    ')}`).join('\n')}`, {
-      fix: 'fix the files above, or pass --keep-going to bench the others (failures become RUNTIME_ERROR rows)',
-    });
+  const allIds = tasks.map((t) => t.id).sort();
+  const mine = shardTasks(tasks, shard);
+
+  // ---- cases per task (captured shapes replace nothing: they are added to the --shapes cases) ------
+  const casesOf = new Map<string, (TaskCase & { values?: Record<string, { file: string; tensor: string }> })[]>();
+  for (const t of mine) {
+    if (!env.taskMap.has(t.id)) continue;
+    const base = casesFor(t, shapes).map((c) => ({ ...c }));
+    const cap = captures ? capturedCasesFor(t, captures, maxShapes) : [];
+    casesOf.set(t.id, [...base, ...cap.map(({ source: _s, ...c }) => c as TaskCase & { values?: Record<string, { file: string; tensor: string }> })]);
   }
 
-  const candidateRegistry = env.registry.child(`candidates:${argv.candidates}`);
-  for (const c of set.candidates) candidateRegistry.override(c.task.id, c.cls);
-
-  // ---- the report --------------------------------------------------------------------------------
-  const device = backend.devices()[0];
+  // ---- the results file and the report ----------------------------------------------------------------
+  const config: BenchConfig = {
+    candidates: setName, candidatesDigest: argv.selfTest ? 'self-test' : digestFiles(files), backend: backend.name,
+    rounds, iters, warmup, warmupMs, seed, shapes, capturesDigest: captures?.digest ?? null, maxShapes, flushBytes, tasks: allIds, shard,
+  };
+  const opened = argv.results
+    ? ResultsFile.open(argv.results, { kind: 'header', format: RESULTS_FORMAT, version: RESULTS_VERSION, cli: cliVersion(), createdAt: new Date().toISOString(), config }, Boolean(argv.resume))
+    : undefined;
+  const device = backend.devices().find((d) => d.index === gpus[0]);
   const writer = jsonOut
     ? new ReportWriter(jsonOut, {
         version: BENCH_REPORT_VERSION,
         createdAt: new Date().toISOString(),
-        candidates: argv.candidates,
+        candidates: setName,
         backend: backend.name,
         device: {
           index: device?.index ?? 0, name: device?.name ?? backend.name, totalMemory: device?.totalMemory ?? 0, multiprocessors: device?.multiprocessors ?? 0,
           ...(device?.computeCapability ? { computeCapability: device.computeCapability } : {}),
         },
         versions: { fastkernels: cliVersion(), node: process.version, ...backend.versions() },
-        options: { rounds, iters, warmup, warmupMs, seed, shapes },
+        options: {
+          rounds, iters, warmup, warmupMs, seed, shapes, maxShapes, flushBytes, shard, gpus,
+          ...(argv.captures ? { captures: argv.captures } : {}), ...(argv.selfTest ? { selfTest: true } : {}),
+        },
       })
     : undefined;
   const results: CaseResult[] = [];
-  for (const f of set.failures) results.push(...loadFailureRows(env.taskMap.get(f.file.taskId), f.file, f.error.message));
-  writer?.write(results, false); // fails early (exit 2) when the path is not writable
+  const done = new Set<string>();
+  for (const l of opened?.done ?? []) {
+    if (!mine.some((t) => t.id === l.task)) continue;
+    results.push(...l.results);
+    done.add(l.task);
+    if (l.env && writer && !writer.machine.some((m) => JSON.stringify(m) === JSON.stringify(l.env))) writer.machine.push(l.env);
+  }
+  const record = (task: string, rs: CaseResult[], runEnv?: RunEnvironment) => {
+    results.push(...rs);
+    done.add(task);
+    opened?.file.append({ kind: 'task', task, finishedAt: new Date().toISOString(), ...(runEnv ? { env: runEnv } : {}), results: rs });
+    if (runEnv && writer && !writer.machine.some((m) => JSON.stringify(m) === JSON.stringify(runEnv))) writer.machine.push(runEnv);
+    writer?.write(results, false);
+  };
+  try {
+    writer?.write(results, false); // fails early (exit 2) when the path is not writable
+  } catch (e) {
+    opened?.file.close();
+    throw e;
+  }
 
-  // ---- bench, task by task; the report is rewritten after each task --------------------------------
+  // ---- workers -----------------------------------------------------------------------------------------
+  const progress = new Progress({ force: argv.progress });
+  const todo = mine.filter((t) => !done.has(t.id)).sort((a, b) => a.level - b.level || a.id.localeCompare(b.id));
+  const options = { rounds, iters, warmup, warmupMs, seed, flushBytes, inputSets, hiddenShape: argv.hiddenShape };
+  const live = new Set<WorkerProc>();
+  const killAll = () => {
+    for (const w of live) w.kill();
+  };
+  process.once('exit', killAll);
+  let profile: MachineProfile | undefined;
+  const spawn = async (gpu: number, preflight: readonly string[]): Promise<{ w: WorkerProc; ready: ReadyInfo }> => {
+    const w = new WorkerProc({ backend: backend.name, physicalDevice: gpu, candidates: argv.selfTest ? null : resolve(argv.candidates!), options, verbose: Boolean(argv.verbose), ...(argv.verbose ? { onLog: (l: string) => io.err(`${l}\n`) } : {}) });
+    live.add(w);
+    try {
+      const ready = await w.start(preflight, profile, Math.max(stallMs, 120_000));
+      profile ??= ready.profile;
+      return { w, ready };
+    } catch (e) {
+      live.delete(w);
+      const usage = (e as { usage?: boolean }).usage;
+      if (usage) throw new UserError(errorMessage(e), { field: '--backend', fix: 'run `fastkernels doctor`' });
+      throw e;
+    }
+  };
+
   let interrupted = false;
   const onSigint = () => {
     interrupted = true;
   };
   process.once('SIGINT', onSigint);
+  let benched = 0;
   try {
-    const todo = set.candidates.map((c) => c.task).sort((a, b) => a.level - b.level || a.id.localeCompare(b.id));
-    for (const [i, task] of todo.entries()) {
-      if (interrupted) throw new InterruptedError(`interrupted after ${i} of ${todo.length} tasks${writer && jsonOut !== '-' ? `; the results so far are in ${jsonOut}` : ''}`);
-      const cases = casesFor(task, shapes);
-      const rs = await benchTask({
-        task, baseline: env.registry, candidate: candidateRegistry, backend, device: device?.index ?? 0,
-        cases, rounds, warmup, warmupMs, iters, seed, correctnessOnly: iters === 0,
-        onProgress: (p) => progress.update(
-          `[${i + 1}/${todo.length}] ${p.task} ${p.case} (${p.caseIndex + 1}/${p.caseCount}): ${p.phase}${p.total > 1 ? ` ${p.done}/${p.total}` : ''}`,
+    // The first worker preflights every candidate still to run: files that fail to load stop the run
+    // with exit 2 (or become RUNTIME_ERROR rows with --keep-going); tampering at import is REWARD_HACK.
+    let first: { w: WorkerProc; ready: ReadyInfo } | undefined;
+    if (todo.length) {
+      progress.update(`starting the bench worker${argv.selfTest ? '' : ` and loading candidates from ${argv.candidates}`} ...`);
+      let failures: readonly PreflightFailure[];
+      try {
+        first = await spawn(gpus[0]!, argv.selfTest ? [] : todo.map((t) => t.id));
+        failures = first.ready.failures;
+      } catch (e) {
+        const f = (e as { failures?: PreflightFailure[] }).failures;
+        if (!f) throw e;
+        failures = f;
+      }
+      progress.clear();
+      const loadErrors = failures.filter((f) => !f.hack);
+      if (loadErrors.length && !argv.keepGoing) {
+        const describe = (f: PreflightFailure) => `${f.file}: ${f.message}${f.fix ? `\nfix: ${f.fix}` : ''}`;
+        if (loadErrors.length === 1) {
+          const f = loadErrors[0]!;
+          throw new UserError(f.message, { file: f.file, ...(f.fix ? { fix: f.fix } : {}) });
+        }
+        throw new UserError(`${loadErrors.length} candidate files failed to load:\n${loadErrors.map((f) => `  ${describe(f).replace(/\n/g, '\n    ')}`).join('\n')}`, {
+          fix: 'fix the files above, or pass --keep-going to bench the others (failures become RUNTIME_ERROR rows)',
+        });
+      }
+      for (const f of failures) {
+        const t = env.taskMap.get(f.taskId);
+        const cs = casesOf.get(f.taskId) ?? [];
+        const rows = f.hack && cs.length
+          ? cs.map((c) => loadRow({ id: f.taskId, level: t?.level ?? 1 }, c.name, c.dtype, 'REWARD_HACK', f.message))
+          : [loadRow({ id: f.taskId, level: t?.level ?? Number(f.taskId[1]) }, 'load', t?.cases.ci[0]?.dtype ?? 'f32', f.hack ? 'REWARD_HACK' : 'RUNTIME_ERROR', f.hack ? f.message : `failed to load: ${f.message}`)];
+        record(f.taskId, rows, first?.ready.env);
+      }
+      if (first && (first.ready.dirty || failures.some((f) => f.hack))) {
+        first.w.kill();
+        live.delete(first.w);
+        first = undefined;
+      }
+    }
+    const queue = todo.filter((t) => !done.has(t.id));
+    const total = todo.length;
+    const slot = async (gpu: number, initial: { w: WorkerProc; ready: ReadyInfo } | undefined) => {
+      let cur = initial;
+      for (;;) {
+        if (interrupted) return;
+        const task = queue.shift();
+        if (!task) break;
+        if (!cur) cur = await spawn(gpu, []);
+        const n = total - queue.length;
+        const outcome = await cur.w.runTask(task, casesOf.get(task.id) ?? [], { taskMs, stallMs }, (p) => progress.update(
+          `[${n}/${total}]${gpus.length > 1 ? ` gpu ${gpu}` : ''} ${p.task} ${p.case} (${p.caseIndex + 1}/${p.caseCount}): ${p.phase}${p.total > 1 ? ` ${p.done}/${p.total}` : ''}`,
           `${p.task}/${p.case}/${p.phase}`,
-        ),
-      });
-      results.push(...rs);
-      writer?.write(results, false);
+        ));
+        record(task.id, outcome.results, cur.ready.env);
+        benched++;
+        if (outcome.recycle) {
+          cur.w.kill();
+          live.delete(cur.w);
+          cur = undefined;
+        }
+      }
+      if (cur) {
+        await cur.w.stop();
+        live.delete(cur.w);
+      }
+    };
+    await Promise.all(gpus.map((g, i) => slot(g, i === 0 ? first : undefined)));
+    if (interrupted) {
+      throw new InterruptedError(`interrupted after ${benched} of ${total} tasks${opened ? `; the results so far are in ${argv.results} (continue with --resume)` : writer && jsonOut !== '-' ? `; the results so far are in ${jsonOut}` : ''}`);
     }
   } catch (e) {
     progress.clear();
+    killAll();
     if (writer) {
       try {
         writer.write(results, false, errorMessage(e));
@@ -183,6 +382,8 @@ export async function runBench(argv: BenchArgs, io: Io): Promise<void> {
     throw e;
   } finally {
     process.removeListener('SIGINT', onSigint);
+    process.removeListener('exit', killAll);
+    opened?.file.close();
   }
   progress.clear();
   writer?.write(results, true);
@@ -191,7 +392,8 @@ export async function runBench(argv: BenchArgs, io: Io): Promise<void> {
     io.out(writer!.text(results, true));
     return;
   }
-  printResults(io, results, backend, argv.candidates, shapes);
+  printResults(io, results, backend, setName, shapes);
+  if (opened) io.out(`\nresults: ${argv.results}\n`);
   if (writer) io.out(`\nreport: ${jsonOut}\n`);
 }
 
@@ -228,23 +430,37 @@ export function benchCommand(io: Io) {
     describe: 'Check and time a candidate set against the baselines, task by task',
     builder: (y: Argv) =>
       y
-        .option('candidates', { type: 'string', demandOption: true, describe: 'candidate folder: L<level>/<task stem>.ts|.js files' })
+        .option('candidates', { type: 'string', describe: 'candidate folder: L<level>/<task stem>.ts|.js files' })
+        .option('self-test', { type: 'boolean', default: false, describe: 'bench every baseline against itself (every check must pass, speedup CI around 1)' })
         .option('task', { type: 'string', array: true, describe: 'only these tasks (ids or stems; repeat or comma-separate)' })
         .option('level', { type: 'number', describe: 'only candidates of this level (1-4)' })
         .option('backend', { type: 'string', choices: ['auto', 'cpu', 'cuda'], default: 'auto', describe: 'auto = cuda when available, else cpu' })
+        .option('gpus', { type: 'string', describe: 'device indices, one worker process each (e.g. 0,1) [default: the first device]' })
         .option('shapes', { type: 'string', choices: ['ci', 'production', 'all'], describe: "cases to run [default: ci on cpu, production elsewhere]" })
+        .option('captures', { type: 'string', describe: 'folder of capture indexes (*.json + safetensors): their shapes (and values) are added as cases' })
+        .option('max-shapes', { type: 'number', default: DEFAULT_MAX_SHAPES, describe: 'captured cases per task: smallest, largest, median, then most frequent' })
         .option('rounds', { type: 'number', default: 3, describe: `correctness rounds with fresh inputs (${MIN_ROUNDS}-1000)` })
         .option('iters', { type: 'number', default: 50, describe: 'timed calls per side (0 = correctness only)' })
         .option('warmup', { type: 'number', default: 5, describe: 'untimed calls per side before timing' })
         .option('warmup-ms', { type: 'number', default: 100, describe: 'keep warming up until this many ms have passed (JIT-compiled code needs it)' })
         .option('seed', { type: 'number', default: 200, describe: 'parameters use SEED, round r inputs SEED + r' })
+        .option('flush-bytes', { type: 'number', describe: 'L2 flush written before every timed call [default: 2 x the L2 size; 1 MiB max on the CPU]' })
+        .option('input-sets', { type: 'number', default: 3, describe: 'distinct input sets rotated through the timed calls' })
+        .option('hidden-shape', { type: 'boolean', default: true, describe: 'also check each case at a perturbed token/batch size the set does not list' })
+        .option('task-timeout', { type: 'string', default: '20m', describe: 'wall-clock limit per task (seconds, or 90s/20m/1h): the worker is killed, the task is TIMEOUT' })
+        .option('stall-timeout', { type: 'string', default: '10m', describe: 'kill the worker when it reports no progress for this long (TIMEOUT)' })
+        .option('results', { type: 'string', describe: 'append each finished task to FILE.jsonl (flushed), so a killed run can --resume' })
+        .option('resume', { type: 'boolean', default: false, describe: 'continue --results FILE: skip the tasks already in it (same configuration required)' })
+        .option('shard', { type: 'string', describe: 'run shard i of n (0-based) of the tasks, e.g. --shard 0/4; combine with `fastkernels merge`' })
         .option('json', { type: 'string', describe: 'also write the JSON report to FILE (rewritten after every task); bare --json prints it to stdout instead of the table' })
         .option('progress', { type: 'boolean', describe: 'show progress on stderr even when it is not a terminal' })
         .option('keep-going', { type: 'boolean', default: false, describe: 'a candidate file that fails to load becomes a RUNTIME_ERROR row instead of stopping with exit 2' })
         .example('$0 bench --candidates examples/candidates/cpu-demo', 'the demo set on the CPU: PASSED, INCORRECT_NUMERICAL and RUNTIME_ERROR rows')
         .example('$0 bench --candidates my-kernels --task rms_norm --iters 200', 'one task, more timed calls')
-        .example('$0 bench --candidates my-kernels --json out/report.json', 'the table, plus the JSON report in a file')
-        .epilog('Statuses: PASSED, INCORRECT_NUMERICAL, INCORRECT_SHAPE, INCORRECT_DTYPE, RUNTIME_ERROR, SKIPPED (the baseline failed). Only correct cases are timed.\nExit code 0 when the run completed, whatever the statuses (failures are results); 2 for bad input.'),
+        .example('$0 bench --candidates my-kernels --gpus 0,1 --results out/run.jsonl', 'two GPU workers; results appended as they finish (add --resume after a crash)')
+        .example('$0 bench --candidates my-kernels --shard 1/4 --results out/shard1.jsonl', 'the second of four shards (then `fastkernels merge out/shard*.jsonl`)')
+        .example('$0 bench --self-test --level 1', 'every L1 baseline against itself: all PASSED, speedup CI around 1')
+        .epilog('Statuses: PASSED, INCORRECT_NUMERICAL, INCORRECT_SHAPE, INCORRECT_DTYPE, RUNTIME_ERROR, TIMEOUT, REWARD_HACK, SKIPPED (the baseline failed).\nCandidates run only in worker processes (one per GPU), watched by a watchdog; only correct cases are timed.\nExit code 0 when the run completed, whatever the statuses (failures are results); 2 for bad input.'),
     handler: (argv: BenchArgs) => runBench(argv, io),
   };
 }

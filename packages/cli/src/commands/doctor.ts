@@ -1,3 +1,5 @@
+import { probeNccl } from '@fastkernels/backend-nccl';
+import { tritonAvailability } from '@fastkernels/backend-triton';
 import type { Argv } from 'yargs';
 import { KNOWN_BACKENDS, environment, safeAvailability } from '../env.js';
 import type { Io } from '../io.js';
@@ -14,6 +16,33 @@ interface BackendReport {
 }
 
 const SHORT = 60;
+
+interface ToolchainReport {
+  name: string;
+  available: boolean;
+  detail: string;
+}
+
+/** Triton (through the host's Python) and NCCL: neither is a backend, both serve the CUDA backend. */
+function probeToolchains(): ToolchainReport[] {
+  const safe = (name: string, f: () => ToolchainReport): ToolchainReport => {
+    try {
+      return f();
+    } catch (e) {
+      return { name, available: false, detail: `probe failed: ${e instanceof Error ? e.message : String(e)}` };
+    }
+  };
+  return [
+    safe('triton', () => {
+      const t = tritonAvailability();
+      return { name: 'triton', available: t.available, detail: t.available ? `triton ${t.tritonVersion ?? '?'} in ${t.python ?? '?'}` : (t.reason ?? 'unknown reason') };
+    }),
+    safe('nccl', () => {
+      const n = probeNccl();
+      return { name: 'nccl', available: n.available, detail: n.available ? `${n.version ?? '?'} from ${n.library ?? '?'}` : (n.reason ?? 'unknown reason') };
+    }),
+  ];
+}
 
 /** The reason up to its first parenthesis, capped, for the table cell. */
 function shortReason(reason: string): string {
@@ -52,8 +81,9 @@ export function doctorCommand(io: Io) {
         }
       }
       const auto = reports.find((r) => r.name === 'cuda' && r.available) ?? reports.find((r) => r.available);
+      const toolchains = probeToolchains();
       if (argv.json) {
-        io.out(JSON.stringify({ cli: cliVersion(), node: process.version, platform: `${process.platform}-${process.arch}`, auto: auto?.name ?? null, backends: reports }, null, 2) + '\n');
+        io.out(JSON.stringify({ cli: cliVersion(), node: process.version, platform: `${process.platform}-${process.arch}`, auto: auto?.name ?? null, backends: reports, toolchains }, null, 2) + '\n');
         return;
       }
       io.out(`fastkernels ${cliVersion()} on node ${process.version} (${process.platform}-${process.arch})\n\n`);
@@ -69,6 +99,8 @@ export function doctorCommand(io: Io) {
       for (const r of reports.filter((x) => !x.available && (x.reason ?? '').length > SHORT)) io.out(`\n${r.name}: ${r.reason}\n`);
       io.out('\n');
       for (const r of reports.filter((x) => Object.keys(x.versions).length)) io.out(`${r.name} versions: ${Object.entries(r.versions).map(([k, v]) => `${k} ${v}`).join(', ')}\n`);
+      io.out('\nkernel toolchains and collectives (used on the CUDA backend):\n');
+      for (const t of toolchains) io.out(`  ${t.name.padEnd(7)} ${t.available ? `available (${t.detail})` : `unavailable: ${t.detail}`}\n`);
       io.out(`\n--backend auto picks: ${auto?.name ?? 'nothing (no backend available)'}\n`);
     },
   };

@@ -1,5 +1,5 @@
 import { UserError, type DType } from '@fastkernels/core';
-import { checkPromptVocabulary, generate, loadLlamaModel, readPromptFile, writeSafetensors, type GenerateResult, type SourcedPrompt } from '@fastkernels/model-zoo';
+import { checkPromptVocabulary, generate, loadLlamaModel, promptLogits, readPromptFile, writeSafetensors, type GenerateResult, type SourcedPrompt } from '@fastkernels/model-zoo';
 import type { Argv } from 'yargs';
 import { environment, selectBackend } from '../env.js';
 import { intFlag } from '../flags.js';
@@ -18,6 +18,9 @@ export interface GenerateArgs {
   dtype?: string;
   json?: boolean;
   logitsOut?: string;
+  promptLogits?: boolean;
+  randomInit?: string;
+  initSeed: number;
 }
 
 function parsePromptIds(s: string): SourcedPrompt[] {
@@ -39,16 +42,32 @@ export async function runGenerate(argv: GenerateArgs, io: Io): Promise<void> {
   if (!(argv.temperature >= 0)) throw new UserError(`must be >= 0, got ${argv.temperature}`, { field: '--temperature' });
   if (!(argv.topP > 0 && argv.topP <= 1)) throw new UserError(`must be in (0, 1], got ${argv.topP}`, { field: '--top-p' });
 
+  if (argv.promptLogits && !argv.logitsOut) throw new UserError('--prompt-logits needs --logits-out FILE.safetensors', { field: '--prompt-logits' });
+  if (argv.randomInit !== undefined && argv.randomInit !== 'host' && argv.randomInit !== 'device') throw new UserError(`expected host or device, got '${argv.randomInit}'`, { field: '--random-init' });
+  const initSeed = intFlag('init-seed', argv.initSeed, 0, 2 ** 32 - 1);
+
   const env = environment();
   const backend = selectBackend(env, argv.backend);
-  const loaded = loadLlamaModel(argv.model, { backend, registry: env.registry, ...(argv.dtype ? { dtype: DTYPES[argv.dtype]! } : {}) });
+  const loaded = loadLlamaModel(argv.model, {
+    backend, registry: env.registry, initSeed,
+    ...(argv.dtype ? { dtype: DTYPES[argv.dtype]! } : {}),
+    ...(argv.randomInit ? { randomInit: argv.randomInit as 'host' | 'device' } : {}),
+  });
   const { config } = loaded;
   // Vocabulary check here, where the file and line are known.
   checkPromptVocabulary(prompts, config.vocabSize, `${argv.model}/config.json`);
-  if (!argv.json) io.err(`model ${argv.model}: ${config.modelType}, ${config.numHiddenLayers} layers, hidden ${config.hiddenSize}, ${loaded.weights === 'random' ? 'random weights (seed 0: no safetensors in the folder)' : 'weights loaded'}, ${loaded.ctx.dtype} on ${backend.name}\n`);
+  if (!argv.json) io.err(`model ${argv.model}: ${config.modelType}, ${config.numHiddenLayers} layers, hidden ${config.hiddenSize}, ${WEIGHTS_NOTE[loaded.weights](initSeed)}, ${loaded.ctx.dtype} on ${backend.name}\n`);
 
   let result: GenerateResult;
+  let prompt: Float32Array[] = [];
+  let promptMs = 0;
   try {
+    if (argv.promptLogits) {
+      // Before generate: the same prefill path, in a cache of its own (generate's first step is unaffected).
+      const t0 = performance.now();
+      prompt = prompts.map((p) => promptLogits(loaded.model, loaded.ctx, config, p.promptIds));
+      promptMs = performance.now() - t0;
+    }
     result = generate(loaded.model, loaded.ctx, config, prompts, {
       maxTokens, temperature: argv.temperature, topK, topP: argv.topP, seed, collectLogits: Boolean(argv.logitsOut),
     });
@@ -60,24 +79,36 @@ export async function runGenerate(argv: GenerateArgs, io: Io): Promise<void> {
     const V = config.vocabSize;
     writeSafetensors(
       argv.logitsOut,
-      result.outputs.map((o, i) => ({
-        name: `logits.${i}`,
-        dtype: 'f32' as const,
-        shape: [o.logits!.length, V],
-        bytes: () => {
-          const all = new Float32Array(o.logits!.length * V);
-          o.logits!.forEach((row, s) => all.set(row, s * V));
-          return new Uint8Array(all.buffer);
-        },
-      })),
-      { format: 'pt', model: argv.model, note: 'logits.<i>[step, vocab]: float32 logits that produced generated token <step> of prompt <i>' },
+      [
+        ...result.outputs.map((o, i) => ({
+          name: `logits.${i}`,
+          dtype: 'f32' as const,
+          shape: [o.logits!.length, V],
+          bytes: () => {
+            const all = new Float32Array(o.logits!.length * V);
+            o.logits!.forEach((row, s) => all.set(row, s * V));
+            return new Uint8Array(all.buffer);
+          },
+        })),
+        ...prompt.map((l, i) => ({ name: `prompt_logits.${i}`, dtype: 'f32' as const, shape: [l.length / V, V], bytes: () => new Uint8Array(l.buffer, l.byteOffset, l.byteLength) })),
+      ],
+      {
+        format: 'pt', model: argv.model,
+        note: `logits.<i>[step, vocab]: float32 logits that produced generated token <step> of prompt <i>${prompt.length ? '; prompt_logits.<i>[pos, vocab]: float32 logits at every prompt position (row pos predicts token pos + 1), from a prefill of the prompt alone' : ''}`,
+      },
     );
   }
 
   const generated = result.outputs.reduce((a, o) => a + o.tokenIds.length, 0);
   const decodeTokens = generated - result.outputs.length;
+  const promptTokens = result.outputs.reduce((a, o) => a + o.promptIds.length, 0);
   const timing = {
+    weights_ms: round(loaded.weightsMs),
+    ...(argv.promptLogits ? { prompt_logits_ms: round(promptMs) } : {}),
     prefill_ms: round(result.prefillMs),
+    prefill_tokens: promptTokens,
+    // the first step: prefill of every prompt + the first token's sampling and read-back
+    prefill_tokens_per_s: result.prefillMs > 0 ? round((promptTokens / result.prefillMs) * 1000) : null,
     decode_ms: round(result.decodeMs),
     steps: result.steps,
     decode_tokens_per_s: result.decodeMs > 0 ? round((decodeTokens / result.decodeMs) * 1000) : null,
@@ -85,6 +116,7 @@ export async function runGenerate(argv: GenerateArgs, io: Io): Promise<void> {
   if (argv.json) {
     io.out(JSON.stringify({
       model: argv.model, model_type: config.modelType, backend: backend.name, dtype: loaded.ctx.dtype, weights: loaded.weights,
+      ...(loaded.weights !== 'checkpoint' ? { init_seed: initSeed } : {}),
       sampling: { max_tokens: maxTokens, temperature: argv.temperature, top_k: topK, top_p: argv.topP, seed },
       outputs: result.outputs.map((o) => ({ prompt_ids: o.promptIds, token_ids: o.tokenIds })),
       timing,
@@ -97,6 +129,12 @@ export async function runGenerate(argv: GenerateArgs, io: Io): Promise<void> {
 }
 
 const round = (x: number) => Math.round(x * 100) / 100;
+
+const WEIGHTS_NOTE: Record<'checkpoint' | 'random' | 'random-device', (seed: number) => string> = {
+  checkpoint: () => 'weights loaded',
+  random: (seed) => `random weights (host, seed ${seed}: init-weights' values)`,
+  'random-device': (seed) => `random weights (device pools, seed ${seed})`,
+};
 
 export function generateCommand(io: Io) {
   return {
@@ -116,12 +154,16 @@ export function generateCommand(io: Io) {
         .option('dtype', { type: 'string', choices: Object.keys(DTYPES), describe: "model dtype [default: the config's torch_dtype, else bf16]" })
         .option('json', { type: 'boolean', describe: 'print the outputs and timing as JSON' })
         .option('logits-out', { type: 'string', describe: 'also write the float32 logits of every generated token to FILE.safetensors (logits.<prompt>[step, vocab])' })
+        .option('prompt-logits', { type: 'boolean', describe: 'with --logits-out: also write the logits of every prompt position (prompt_logits.<prompt>[pos, vocab], from a prefill of the prompt alone)' })
+        .option('random-init', { type: 'string', choices: ['host', 'device'], describe: "random weights even if the folder has safetensors: host = init-weights' values for --init-seed; device = seeded pools tiled on the device (fast, for big models; other values)" })
+        .option('init-seed', { type: 'number', default: 0, describe: 'seed of random weights (no safetensors, or --random-init)' })
         .conflicts('prompt-ids', 'prompt-file')
         .check((a) => {
           if (a['prompt-ids'] === undefined && a['prompt-file'] === undefined) throw new Error('give --prompt-ids or --prompt-file');
           return true;
         })
         .example('$0 generate --model ./tiny --prompt-ids 1,2,3 --max-tokens 8', 'greedy continuation of one prompt')
+        .example('$0 generate --model ./llama3-8b-config-only --random-init device --prompt-ids 1,2,3 --max-tokens 64 --json', 'random 8B weights filled on the GPU, timing as JSON')
         .example('$0 generate --model ./llama3-8b --prompt-file prompts.jsonl --temperature 0.7 --top-p 0.9 --seed 1 --json', 'sampled, several prompts, JSON out'),
     handler: (argv: GenerateArgs) => runGenerate(argv, io),
   };

@@ -1,5 +1,5 @@
-import type { Backend } from '../backend.js';
-import { compareOutputs, compareTensors, type Comparison } from '../compare.js';
+import type { Backend, Storage } from '../backend.js';
+import { REQUIRED_MATCHED_RATIO, compareOutputs, compareTensors, type Comparison } from '../compare.js';
 import { withContext, type ExecutionContext } from '../context.js';
 import type { DType } from '../dtype.js';
 import { errorMessage } from '../errors.js';
@@ -9,8 +9,10 @@ import type { ModuleRegistry } from '../registry.js';
 import { Rng } from '../rng.js';
 import { bootstrapSpeedup, median } from '../stats.js';
 import { worstStatus, type Status } from '../status.js';
-import { toleranceFor, type HostArray, type TaskCase, type TaskDefinition } from '../task.js';
+import { toleranceFor, type HostArray, type TaskCase, type TaskDefinition, type WorkCount } from '../task.js';
 import { Tensor } from '../tensor.js';
+import { floorMs, type MachineProfile } from './floor.js';
+import { HarnessGuard, RewardHackError } from './guard.js';
 
 /**
  * The kernel-level bench protocol (design §4), backend-agnostic and free of CLI concerns.
@@ -19,13 +21,18 @@ import { Tensor } from '../tensor.js';
  *  1. build the baseline and the candidate with the case's init args, each in an execution context
  *     whose registry is the baseline registry / the candidate set's child registry;
  *  2. baseline.initParameters(rng), then candidate.loadStateDict(baseline.stateDict());
- *  3. `rounds` correctness rounds, each with fresh inputs (seed + round); baseline and candidate get
- *     their own clones (same layout), so an op that mutates its inputs cannot leak into the other side;
- *     outputs compared with the task's tolerance; at small shapes both sides are also compared with the
- *     task's float64 reference (the golden check);
- *  4. only when correct: warm-up, then `iters` timed calls per side, candidate and baseline interleaved
- *     call by call (alternating which goes first), fresh clones made outside the timed window, each call
- *     timed by a backend timer; median per side and a bootstrap CI of the speedup.
+ *  3. `rounds` correctness rounds with fresh inputs (seed + round), baseline first in even rounds and the
+ *     candidate first in odd ones; each side gets its own clones; with a guard every allocation during a
+ *     call is poisoned, outputs must be fresh plain Tensors of the backend's allocator, inputs must come
+ *     back unmodified, and protected functions are re-verified after every round; outputs are compared
+ *     with the task's tolerance plus a relative-L2 bound (tiny-output abuse); at small shapes both sides
+ *     are compared with the float64 reference (golden); optionally a hidden perturbed shape;
+ *  4. only when correct: warm-up, then `iters` timed calls per side, interleaved, each on one of
+ *     `inputSets + 1` rotating input slots refilled (rolled floats, so no two calls see the same data)
+ *     outside the timed window, after an L2 flush; device-timer and device-synchronised host times; random
+ *     timed calls re-verified against the baseline; threads, handles and memory kept watched; escaped work
+ *     and times below the physical floor are REWARD_HACK; median per side and a bootstrap CI of the speedup;
+ *  5. a re-check round after timing (state drift).
  */
 
 /** Inputs up to this many elements in total also get the float64 golden check. */
@@ -61,9 +68,17 @@ export interface CaseResult {
   readonly detail?: string;
   /** Both sides against the float64 reference (small shapes only, last round compared). */
   readonly golden?: { readonly baseline: GoldenCheck; readonly candidate: GoldenCheck };
+  /** Median host-timed ms of the candidate's timed calls, device-synchronised. */
+  readonly hostMs?: number | null;
+  /** The physical floor of one call (null: unknown). */
+  readonly floorMs?: number | null;
+  /** Timed calls re-verified against the baseline. */
+  readonly verified?: number;
+  /** The hardening checks that ran. */
+  readonly checks?: string[];
 }
 
-export type BenchPhase = 'build' | 'correctness' | 'warmup' | 'timing' | 'done';
+export type BenchPhase = 'build' | 'correctness' | 'warmup' | 'timing' | 'recheck' | 'done';
 
 export interface BenchProgress {
   readonly task: string;
@@ -102,9 +117,29 @@ export interface BenchTaskOptions {
   /** Skip timing (correctness only). */
   readonly correctnessOnly?: boolean;
   readonly onProgress?: (p: BenchProgress) => void;
+  /**
+   * The integrity guard (installed before candidates loaded). With it: outputs poisoned before every
+   * correctness call, outputs checked (allocator-owned, fresh, plain Tensor), inputs checked for
+   * mutation, harness functions re-verified at every checkpoint, threads/handles/memory watched.
+   */
+  readonly guard?: HarnessGuard;
+  /** Measured rates for the physical floor (none: no floor check). */
+  readonly profile?: MachineProfile;
+  /** Bytes of the L2 flush written before every timed call (default: 2 x the device's l2CacheBytes, at most 1 MiB on the CPU). */
+  readonly flushBytes?: number;
+  /** Distinct input sets rotated through the timed calls (default 3); each call also rolls the float inputs. */
+  readonly inputSets?: number;
+  /** Seed choosing which timed calls are re-verified (default: random, so it cannot be predicted). */
+  readonly verifySeed?: number;
+  /** Also check the candidate on a hidden shape (a perturbed token/batch dim) the set does not list. */
+  readonly hiddenShape?: boolean;
+  /** Replace generated inputs with captured values (captures), after makeInputs. */
+  readonly prepareInputs?: (c: TaskCase, inputs: (Tensor | null)[]) => void;
 }
 
 export const MIN_ROUNDS = 3;
+/** Poison written into every allocation during correctness calls (0xff: NaN in every float format). */
+export const OUTPUT_POISON = 0xff;
 
 /** Run the protocol for every case of one task. Never throws for candidate or baseline failures. */
 export async function benchTask(opts: BenchTaskOptions): Promise<CaseResult[]> {
@@ -140,8 +175,49 @@ function onSide<T>(side: Side, during: string, fn: () => T): T {
   try {
     return fn();
   } catch (e) {
+    if (e instanceof RewardHackError) throw e;
     throw new SideError(side, during, e);
   }
+}
+
+const PASSED_CMP: Comparison = { status: 'PASSED', maxAbsError: 0, maxRelError: 0, matchedRatio: 1 };
+
+function mergeCmp(worst: Comparison, c: Comparison, label: string): Comparison {
+  return {
+    status: worstStatus([worst.status, c.status]),
+    maxAbsError: Math.max(worst.maxAbsError, c.maxAbsError),
+    maxRelError: Math.max(worst.maxRelError, c.maxRelError),
+    matchedRatio: Math.min(worst.matchedRatio, c.matchedRatio),
+    detail: worst.detail ?? (c.detail ? `${label}: ${c.detail}` : undefined),
+  };
+}
+
+/** Everything one case needs, shared by the rounds and the timing. */
+interface CaseEnv {
+  readonly opts: BenchTaskOptions;
+  readonly c: TaskCase;
+  readonly device: number;
+  readonly baseCtx: ExecutionContext;
+  readonly candCtx: ExecutionContext;
+  readonly baseline: Module;
+  readonly candidate: Module;
+  readonly checks: Set<string>;
+  readonly workersAtStart: number;
+}
+
+function tolFor(task: TaskDefinition, c: TaskCase) {
+  return (d: DType | undefined) => toleranceFor(task, d ?? c.dtype);
+}
+
+/** Integrity checkpoint: protected functions intact, no worker thread started. */
+function checkpoint(env: CaseEnv, point: string): void {
+  const g = env.opts.guard;
+  if (!g) return;
+  env.checks.add('integrity');
+  const bad = g.verify(point);
+  if (bad.length) throw new RewardHackError(bad[0]!);
+  const w = g.resources().workers;
+  if (w > env.workersAtStart) throw new RewardHackError(`${w - env.workersAtStart} worker thread(s) started by the candidate (${point})`);
 }
 
 async function benchCase(opts: BenchTaskOptions, c: TaskCase, caseIndex: number, caseCount: number): Promise<CaseResult> {
@@ -149,7 +225,6 @@ async function benchCase(opts: BenchTaskOptions, c: TaskCase, caseIndex: number,
   const device = opts.device ?? 0;
   const rounds = Math.max(MIN_ROUNDS, opts.rounds ?? MIN_ROUNDS);
   const iters = opts.correctnessOnly ? 0 : Math.max(1, opts.iters ?? 50);
-  const warmup = Math.max(0, opts.warmup ?? 3);
   const seed = opts.seed ?? 200;
   const progress = (phase: BenchPhase, done: number, total: number) =>
     opts.onProgress?.({ task: task.id, case: c.name, caseIndex, caseCount, phase, done, total });
@@ -163,37 +238,47 @@ async function benchCase(opts: BenchTaskOptions, c: TaskCase, caseIndex: number,
     maxAbsError: null, maxRelError: null, matchedRatio: null,
     baselineMs: null, candidateMs: null, speedup: null, ciLow: null, ciHigh: null, iters: 0,
   };
-  const tolFor = (d: DType | undefined) => toleranceFor(task, d ?? c.dtype);
+  const checks = new Set<string>(['clone-inputs', 'compare', `rounds:${rounds}`]);
+  const guard = opts.guard;
+  const workersAtStart = guard?.workersBaseline ?? 0;
 
   let baseline: Module | undefined;
   let candidate: Module | undefined;
-  let worst: Comparison = { status: 'PASSED', maxAbsError: 0, maxRelError: 0, matchedRatio: 1 };
+  let worst: Comparison = PASSED_CMP;
   let golden: CaseResult['golden'];
+  const finish = (r: Partial<CaseResult>): CaseResult => ({ ...base, ...empty, ...r, checks: [...checks] }) as CaseResult;
   try {
     progress('build', 0, 1);
     baseline = onSide('baseline', 'constructor', () => opts.baseline.createIn(baseCtx, task.id, ...c.init));
     candidate = onSide('candidate', 'constructor', () => opts.candidate.createIn(candCtx, task.id, ...c.init));
     const b = baseline;
     const cand = candidate;
+    const env: CaseEnv = { opts, c, device, baseCtx, candCtx, baseline: b, candidate: cand, checks, workersAtStart };
+    checkpoint(env, 'after the constructor');
     onSide('baseline', 'initParameters', () => withContext(baseCtx, () => (task.initParameters ? task.initParameters(b, c, new Rng(seed)) : initNormalDefault(b, new Rng(seed)))));
     const load = onSide('candidate', 'loadStateDict', () => withContext(candCtx, () => cand.loadStateDict(b.stateDict())));
     const loadNote = load.missing.length || load.unexpected.length
       ? `state dict: candidate lacks [${load.missing.join(', ')}], baseline has extra [${load.unexpected.join(', ')}]`
       : undefined;
 
-    // ---- correctness -------------------------------------------------------------------------
+    // ---- correctness: baseline first in even rounds, candidate first in odd ones -----------------
     for (let r = 0; r < rounds; r++) {
       progress('correctness', r, rounds);
-      const round = runRound(opts, c, baseCtx, candCtx, b, cand, seed + r, tolFor);
-      worst = {
-        status: worstStatus([worst.status, round.cmp.status]),
-        maxAbsError: Math.max(worst.maxAbsError, round.cmp.maxAbsError),
-        maxRelError: Math.max(worst.maxRelError, round.cmp.maxRelError),
-        matchedRatio: Math.min(worst.matchedRatio, round.cmp.matchedRatio),
-        detail: worst.detail ?? (round.cmp.detail ? `round ${r}: ${round.cmp.detail}` : undefined),
-      };
+      const round = runRound(env, c, seed + r, r % 2 === 1);
+      worst = mergeCmp(worst, round.cmp, `round ${r}`);
       if (round.golden) golden = round.golden;
+      checkpoint(env, `after correctness round ${r}`);
       if (worst.status !== 'PASSED') break;
+    }
+    if (worst.status === 'PASSED' && opts.hiddenShape) {
+      const hidden = hiddenCase(task, c, new Rng(opts.verifySeed ?? secretSeed()));
+      if (hidden) {
+        const h = runHidden(env, hidden.c, seed + 50_021);
+        if (h) {
+          checks.add('hidden-shape');
+          if (h.status !== 'PASSED') worst = { ...h, detail: `on a shape the set does not list (${hidden.what}): ${h.detail ?? h.status}` };
+        }
+      }
     }
     let detail = worst.detail;
     let status = worst.status;
@@ -205,56 +290,56 @@ async function benchCase(opts: BenchTaskOptions, c: TaskCase, caseIndex: number,
         detail = `note: baseline and candidate both differ from the float64 reference (${golden.baseline.detail ?? golden.baseline.status})`;
       }
     }
+    if (golden) checks.add('golden-f64');
     if (loadNote) detail = detail ? `${detail}; ${loadNote}` : loadNote;
     const errors = { maxAbsError: fin(worst.maxAbsError), maxRelError: fin(worst.maxRelError), matchedRatio: worst.matchedRatio };
     if (status !== 'PASSED' || iters === 0) {
-      return { ...base, ...empty, ...errors, status, detail, golden } as CaseResult;
+      if (status === 'PASSED' && guard) {
+        const re = runRound(env, c, seed + 7919, true);
+        checks.add('recheck');
+        if (re.cmp.status !== 'PASSED') return finish({ ...errors, status: re.cmp.status, detail: `state drift: correct at first, wrong on a later call: ${re.cmp.detail ?? re.cmp.status}`, golden });
+      }
+      return finish({ ...errors, status, detail, golden });
     }
 
-    // ---- timing --------------------------------------------------------------------------------
-    const timeRng = new Rng(seed + 100_003);
-    const inputs = onSide('baseline', 'makeInputs', () => withContext(baseCtx, () => task.makeInputs(c, baseCtx, timeRng)));
-    try {
-      progress('warmup', 0, warmup);
-      const warmupMs = Math.max(0, opts.warmupMs ?? 0);
-      const t0 = performance.now();
-      for (let i = 0; i < warmup || (performance.now() - t0 < warmupMs && i < 100 * warmup + 1000); i++) {
-        timedCall('candidate', candCtx, cand, inputs, backend, device);
-        timedCall('baseline', baseCtx, b, inputs, backend, device);
-      }
-      const bt: number[] = [];
-      const ct: number[] = [];
-      for (let i = 0; i < iters; i++) {
-        if (i % 2 === 0) {
-          ct.push(timedCall('candidate', candCtx, cand, inputs, backend, device));
-          bt.push(timedCall('baseline', baseCtx, b, inputs, backend, device));
-        } else {
-          bt.push(timedCall('baseline', baseCtx, b, inputs, backend, device));
-          ct.push(timedCall('candidate', candCtx, cand, inputs, backend, device));
-        }
-        if (i % 8 === 7) progress('timing', i + 1, iters);
-      }
-      const est = bootstrapSpeedup(bt, ct, { seed });
-      progress('done', 1, 1);
-      return {
-        ...base, ...errors, status, detail, golden, iters,
-        baselineMs: fin(median(bt)), candidateMs: fin(median(ct)),
-        speedup: fin(est.speedup), ciLow: fin(est.ciLow), ciHigh: fin(est.ciHigh),
-      } as CaseResult;
-    } finally {
-      disposeAll(inputs);
+    // ---- timing ----------------------------------------------------------------------------------
+    const timing = timeCase(env, seed, iters, progress);
+    checkpoint(env, 'after timing');
+
+    // ---- re-check after timing (state drift) -------------------------------------------------------
+    progress('recheck', 0, 1);
+    const re = runRound(env, c, seed + 7919, true);
+    checks.add('recheck');
+    checkpoint(env, 'after the re-check');
+    if (re.cmp.status !== 'PASSED') {
+      return finish({ ...errors, status: re.cmp.status, detail: `state drift: correct before timing, wrong after it: ${re.cmp.detail ?? re.cmp.status}`, golden });
     }
+    const est = bootstrapSpeedup(timing.bt, timing.ct, { seed });
+    progress('done', 1, 1);
+    return finish({
+      ...errors, status, detail, golden, iters,
+      baselineMs: fin(median(timing.bt)), candidateMs: fin(median(timing.ct)),
+      speedup: fin(est.speedup), ciLow: fin(est.ciLow), ciHigh: fin(est.ciHigh),
+      hostMs: fin(median(timing.ch)), floorMs: timing.floorMs, verified: timing.verified,
+    });
   } catch (e) {
+    const hack = e instanceof RewardHackError ? e.message : e instanceof SideError && e.side === 'candidate' ? (e.cause instanceof RewardHackError ? e.cause.message : guard?.tamperAttempt(e.cause)) : undefined;
+    if (hack) return finish({ status: 'REWARD_HACK', detail: hack, golden });
     if (e instanceof SideError) {
       const status: Status = e.side === 'candidate' ? 'RUNTIME_ERROR' : 'SKIPPED';
       const detail = e.side === 'candidate' ? `${e.during}: ${errorMessage(e.cause)}` : `baseline failed (${e.during}): ${errorMessage(e.cause)}`;
-      return { ...base, ...empty, status, detail, golden } as CaseResult;
+      return finish({ status, detail, golden });
     }
     throw e;
   } finally {
+    guard?.setPoison(undefined);
     safely(() => baseline?.dispose());
     safely(() => candidate?.dispose());
   }
+}
+
+function secretSeed(): number {
+  return Math.floor(Math.random() * 2 ** 31);
 }
 
 function safely(fn: () => void): void {
@@ -270,35 +355,131 @@ interface RoundResult {
   golden?: { baseline: GoldenCheck; candidate: GoldenCheck };
 }
 
-function runRound(opts: BenchTaskOptions, c: TaskCase, baseCtx: ExecutionContext, candCtx: ExecutionContext, baseline: Module, candidate: Module, seed: number, tolFor: (d: DType | undefined) => ReturnType<typeof toleranceFor>): RoundResult {
+const FLOAT_DTYPES = new Set<DType>(['f64', 'f32', 'f16', 'bf16', 'fp8e4m3', 'fp8e5m2']);
+
+/** The relative L2 error an output may have, on top of the element-wise tolerance (tiny-output abuse). */
+export function relL2Limit(task: TaskDefinition, dtype: DType): number {
+  return Math.max(0.05, 2 * toleranceFor(task, dtype).rtol);
+}
+
+/** ||a - e|| / ||e|| per float output; the first one over its limit, as a failing comparison. */
+function relL2Check(task: TaskDefinition, actual: readonly Tensor[], expected: readonly Tensor[]): Comparison | undefined {
+  for (let i = 0; i < expected.length; i++) {
+    const e = expected[i]!;
+    const a = actual[i];
+    if (!a || !FLOAT_DTYPES.has(e.dtype)) continue;
+    const ev = e.toFloat64Array();
+    const av = a.toFloat64Array();
+    let num = 0;
+    let den = 0;
+    for (let k = 0; k < ev.length; k++) {
+      const x = ev[k]!;
+      const y = av[k]!;
+      if (!Number.isFinite(x) || !Number.isFinite(y)) continue;
+      num += (y - x) * (y - x);
+      den += x * x;
+    }
+    if (den === 0) continue;
+    const rel = Math.sqrt(num / den);
+    const limit = relL2Limit(task, e.dtype);
+    if (rel > limit) {
+      return {
+        status: 'INCORRECT_NUMERICAL', maxAbsError: Infinity, maxRelError: rel, matchedRatio: 0,
+        detail: `output ${i}: relative L2 error ${rel.toPrecision(3)} > ${limit} although ${REQUIRED_MATCHED_RATIO * 100}% of elements are within atol/rtol (outputs near or below atol, or skipped elements: tolerance abuse)`,
+      };
+    }
+  }
+  return undefined;
+}
+
+function storageBytes(t: Tensor): Uint8Array {
+  return t.backend.read(t.storage, 0, t.storage.byteLength);
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.byteLength !== b.byteLength) return false;
+  for (let i = 0; i < a.byteLength; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/** One forward call in a correctness round: poisoned allocations, device sync, output checks. */
+function checkedCall(env: CaseEnv, side: Side, args: readonly (Tensor | null)[], owned: Set<Tensor>): Tensor[] {
+  const { opts, device } = env;
+  const g = opts.guard;
+  const ctx = side === 'baseline' ? env.baseCtx : env.candCtx;
+  const m = side === 'baseline' ? env.baseline : env.candidate;
+  const seq0 = g?.allocationSeq ?? 0;
+  const state0 = g?.probes.state?.();
+  g?.setPoison(OUTPUT_POISON);
+  let outs: Tensor[];
+  try {
+    outs = onSide(side, 'forward', () => {
+      const result = withContext(ctx, () => (m.forward as (...a: unknown[]) => unknown)(...args));
+      opts.backend.synchronize(device);
+      return collect(opts.task, args, result);
+    });
+  } finally {
+    g?.setPoison(undefined);
+  }
+  if (g && side === 'candidate') {
+    env.checks.add('outputs-owned-fresh').add('poison');
+    const bad = g.checkOutputs(outs, seq0, args);
+    if (bad) throw new RewardHackError(bad); // not disposed: a hostile object's methods are not called
+  }
+  for (const t of outs) owned.add(t);
+  if (g && side === 'candidate') {
+    if (g.probes.state && g.probes.state() !== state0) throw new RewardHackError(`the candidate changed the harness's execution state (${state0} -> ${g.probes.state()})`);
+  }
+  return outs;
+}
+
+function runRound(env: CaseEnv, c: TaskCase, seed: number, candidateFirst: boolean): RoundResult {
+  const { opts } = env;
   const { task } = opts;
   const owned = new Set<Tensor>();
   try {
-    const inputs = onSide('baseline', 'makeInputs', () => withContext(baseCtx, () => task.makeInputs(c, baseCtx, new Rng(seed))));
+    const inputs = makeCaseInputs(env, c, seed);
     for (const t of inputs) if (t) owned.add(t);
     const wantGolden = inputs.reduce((n, t) => n + (t ? t.numel : 0), 0) <= GOLDEN_MAX_NUMEL;
     // Host copies for the golden reference, taken before any call can touch the inputs.
     const hostInputs = wantGolden ? inputs.map((t) => (t ? toHostArray(t) : null)) : undefined;
+    const strict = opts.guard !== undefined && !task.collectOutputs;
+    const pristine = strict ? inputs.map((t) => (t ? storageBytes(t) : null)) : undefined;
 
     const baseArgs = inputs.map((t) => (t ? track(owned, cloneLayout(t)) : null));
-    const baseOut = onSide('baseline', 'forward', () => {
-      const result = withContext(baseCtx, () => (baseline.forward as (...a: unknown[]) => unknown)(...baseArgs));
-      return collect(task, baseArgs, result);
-    });
-    for (const t of baseOut) owned.add(t);
-
     const candArgs = inputs.map((t) => (t ? track(owned, cloneLayout(t)) : null));
-    const candOut = onSide('candidate', 'forward', () => {
-      const result = withContext(candCtx, () => (candidate.forward as (...a: unknown[]) => unknown)(...candArgs));
-      return collect(task, candArgs, result);
-    });
-    for (const t of candOut) owned.add(t);
+    let baseOut: Tensor[];
+    let candOut: Tensor[];
+    if (candidateFirst) {
+      env.checks.add('candidate-first');
+      candOut = checkedCall(env, 'candidate', candArgs, owned);
+      baseOut = checkedCall(env, 'baseline', baseArgs, owned);
+    } else {
+      baseOut = checkedCall(env, 'baseline', baseArgs, owned);
+      candOut = checkedCall(env, 'candidate', candArgs, owned);
+    }
+    if (pristine) {
+      env.checks.add('input-mutation');
+      for (const [j, p] of pristine.entries()) {
+        if (!p) continue;
+        const baseKept = sameBytes(storageBytes(baseArgs[j]!), p);
+        const candKept = sameBytes(storageBytes(candArgs[j]!), p);
+        if (baseKept && !candKept) {
+          throw new RewardHackError(`the candidate modified its input '${task.inputs[j]?.name ?? j}', which the task does not write (the baseline leaves it intact)`);
+        }
+      }
+    }
 
-    const cmp = onSide('candidate', 'output', () => compareOutputs(candOut, baseOut, tolFor));
+    let cmp = onSide('candidate', 'output', () => compareOutputs(candOut, baseOut, tolFor(task, c)));
+    if (cmp.status === 'PASSED') {
+      const l2 = relL2Check(task, candOut, baseOut);
+      env.checks.add('relative-l2');
+      if (l2) cmp = l2;
+    }
     if (!hostInputs) return { cmp };
     let ref: HostArray[];
     try {
-      const params = new Map([...baseline.stateDict()].map(([k, t]) => [k, toHostArray(t)] as const));
+      const params = new Map([...env.baseline.stateDict()].map(([k, t]) => [k, toHostArray(t)] as const));
       ref = task.reference(hostInputs, params, c);
     } catch (e) {
       return { cmp: cmp.status === 'PASSED' ? { ...cmp, detail: `golden reference failed: ${errorMessage(e)}` } : cmp };
@@ -312,6 +493,242 @@ function runRound(opts: BenchTaskOptions, c: TaskCase, baseCtx: ExecutionContext
     };
   } finally {
     disposeAll(owned);
+  }
+}
+
+function makeCaseInputs(env: CaseEnv, c: TaskCase, seed: number): (Tensor | null)[] {
+  const { opts } = env;
+  return onSide('baseline', 'makeInputs', () =>
+    withContext(env.baseCtx, () => {
+      const inputs = opts.task.makeInputs(c, env.baseCtx, new Rng(seed));
+      opts.prepareInputs?.(c, inputs);
+      return inputs;
+    }),
+  );
+}
+
+/** A case with its token/batch dim changed (not part of the listed cases), or undefined when the task has none. */
+export function hiddenCase(task: TaskDefinition, c: TaskCase, rng: Rng): { c: TaskCase; what: string } | undefined {
+  const names = Object.keys(c.dims);
+  if (names.some((n) => /[^A-Za-z0-9_]/.test(n))) return undefined;
+  const dim = ['T', 'B', 'M'].find((n) => (c.dims[n] ?? 0) >= 1);
+  if (!dim) return undefined;
+  const v = c.dims[dim]!;
+  const nv = v + 1 + rng.int(0, Math.max(2, Math.min(v, 16)));
+  const hc: TaskCase = { ...c, name: `${c.name}~hidden`, dims: { ...c.dims, [dim]: nv } };
+  void task;
+  return { c: hc, what: `${dim}=${nv} instead of ${v}` };
+}
+
+/** The hidden-shape round; undefined when the baseline cannot run it or disagrees with the float64 reference. */
+function runHidden(env: CaseEnv, hc: TaskCase, seed: number): Comparison | undefined {
+  try {
+    const r = runRound(env, hc, seed, false);
+    if (r.golden && r.golden.baseline.status !== 'PASSED') return undefined;
+    return r.cmp;
+  } catch (e) {
+    if (e instanceof SideError && e.side === 'baseline') return undefined;
+    throw e;
+  }
+}
+
+// ---- timing ------------------------------------------------------------------------------------------
+
+interface Timing {
+  bt: number[];
+  ct: number[];
+  ch: number[];
+  verified: number;
+  floorMs: number | null;
+}
+
+/** Copy `src`'s storage into `dst`'s, rolled by `shift` elements when it holds floats (so each call sees new data). */
+function fillRolled(backend: Backend, dst: Tensor, src: Tensor, shift: number): void {
+  const n = src.storage.byteLength;
+  const item = src.itemsize;
+  const elems = Math.floor(n / item);
+  const s = FLOAT_DTYPES.has(src.dtype) && elems > 1 ? (shift % elems) * item : 0;
+  if (s === 0) {
+    backend.copyBytes(dst.storage, 0, src.storage, 0, n);
+    return;
+  }
+  backend.copyBytes(dst.storage, 0, src.storage, s, n - s);
+  backend.copyBytes(dst.storage, n - s, src.storage, 0, s);
+}
+
+export function defaultFlushBytes(backend: Backend, device: number): number {
+  const l2 = backend.devices().find((d) => d.index === device)?.l2CacheBytes ?? 0;
+  return backend.name === 'cpu' ? Math.min(2 * l2, 1 << 20) : 2 * l2;
+}
+
+function timeCase(env: CaseEnv, seed: number, iters: number, progress: (p: BenchPhase, d: number, t: number) => void): Timing {
+  const { opts, c, device } = env;
+  const { task, backend } = opts;
+  const g = opts.guard;
+  const sets = Math.max(1, opts.inputSets ?? 3);
+  const poolSize = sets + 1;
+  const owned = new Set<Tensor>();
+  const storages: Storage[] = [];
+  try {
+    const bases = Array.from({ length: sets }, (_, k) => makeCaseInputs(env, c, seed + 100_003 + k));
+    for (const set of bases) for (const t of set) if (t) owned.add(t);
+    const slots = {
+      baseline: Array.from({ length: poolSize }, () => bases[0]!.map((t) => (t ? track(owned, cloneLayout(t)) : null))),
+      candidate: Array.from({ length: poolSize }, () => bases[0]!.map((t) => (t ? track(owned, cloneLayout(t)) : null))),
+    };
+    env.checks.add(`input-sets:${sets}x${poolSize}-slots`);
+    const flushBytes = Math.max(0, Math.floor(opts.flushBytes ?? defaultFlushBytes(backend, device)));
+    const flush = flushBytes > 0 ? [backend.allocate(flushBytes, device), backend.allocate(flushBytes, device)] : undefined;
+    if (flush) {
+      storages.push(...flush);
+      env.checks.add(`l2-flush:${flushBytes}`);
+    }
+    let flushDir = 0;
+    let timing = false;
+    const timerFor = () => backend.createTimer(device);
+
+    /** One call: refill the slot, flush, time with the device timer and with a device-synchronised host clock. */
+    const call = (side: Side, i: number, keep: boolean): { ev: number; host: number; outs?: Tensor[] } => {
+      const ctx = side === 'baseline' ? env.baseCtx : env.candCtx;
+      const m = side === 'baseline' ? env.baseline : env.candidate;
+      const args = slots[side][i % poolSize]!;
+      const src = bases[i % sets]!;
+      for (let j = 0; j < args.length; j++) if (args[j] && src[j]) fillRolled(backend, args[j]!, src[j]!, i * 7919 + 13);
+      if (flush) {
+        backend.copyBytes(flush[flushDir]!, 0, flush[1 - flushDir]!, 0, flushBytes);
+        flushDir = 1 - flushDir;
+      }
+      backend.synchronize(device);
+      const timer = timerFor();
+      const seq0 = g?.allocationSeq ?? 0;
+      const state0 = g?.probes.state?.();
+      let result: unknown;
+      const h0 = performance.now();
+      g?.track(timing ? `timed-${side}` : undefined);
+      try {
+        result = onSide(side, 'forward (timing)', () => {
+          timer.start();
+          const r = withContext(ctx, () => (m.forward as (...a: unknown[]) => unknown)(...args));
+          timer.stop();
+          return r;
+        });
+      } finally {
+        g?.track(undefined);
+      }
+      backend.synchronize(device);
+      const host = performance.now() - h0;
+      const ev = timer.elapsedMs();
+      let outs: Tensor[];
+      try {
+        outs = onSide(side, 'output (timing)', () => collect(task, args, result));
+      } catch (e) {
+        disposeResult(result, args);
+        throw e;
+      }
+      if (g && side === 'candidate') {
+        const bad = g.checkOutputs(outs, seq0, args);
+        if (bad) throw new RewardHackError(`timed call ${i}: ${bad}`);
+        if (g.probes.state && g.probes.state() !== state0) throw new RewardHackError(`timed call ${i}: the candidate changed the harness's execution state (${state0} -> ${g.probes.state()})`);
+      }
+      if (keep) return { ev, host, outs };
+      disposeResult(result, args);
+      for (const o of outs) if (!args.includes(o)) o.dispose();
+      return { ev, host };
+    };
+
+    // ---- warm-up ----
+    const warmup = Math.max(0, opts.warmup ?? 3);
+    const warmupMs = Math.max(0, opts.warmupMs ?? 0);
+    progress('warmup', 0, warmup);
+    let idx = 0;
+    const t0 = performance.now();
+    for (let w = 0; w < warmup || (performance.now() - t0 < warmupMs && w < 100 * warmup + 1000); w++, idx++) {
+      call('candidate', idx, false);
+      call('baseline', idx, false);
+      if (w % 16 === 15) progress('warmup', w + 1, warmup);
+    }
+
+    // ---- which timed calls are re-verified (private seed) ----
+    const vr = new Rng(opts.verifySeed ?? secretSeed());
+    const toVerify = new Set<number>();
+    const want = Math.min(iters, Math.max(3, Math.ceil(iters / 10)));
+    const lo = Math.min(poolSize, Math.max(0, iters - want));
+    while (toVerify.size < want) toVerify.add(lo + vr.int(0, Math.max(1, iters - lo)));
+    toVerify.add(iters - 1);
+    env.checks.add('reverify-timed-calls');
+
+    const before = g?.resources();
+    timing = true;
+    const bt: number[] = [];
+    const ct: number[] = [];
+    const bh: number[] = [];
+    const ch: number[] = [];
+    let verified = 0;
+    for (let i = 0; i < iters; i++, idx++) {
+      const keep = toVerify.has(i);
+      let b: { ev: number; host: number; outs?: Tensor[] };
+      let k: { ev: number; host: number; outs?: Tensor[] };
+      if (i % 2 === 0) {
+        k = call('candidate', idx, keep);
+        b = call('baseline', idx, keep);
+      } else {
+        b = call('baseline', idx, keep);
+        k = call('candidate', idx, keep);
+      }
+      bt.push(b.ev);
+      bh.push(b.host);
+      ct.push(k.ev);
+      ch.push(k.host);
+      if (keep) {
+        const args = new Set([...slots.baseline[idx % poolSize]!, ...slots.candidate[idx % poolSize]!]);
+        try {
+          const cmp = compareOutputs(k.outs!, b.outs!, tolFor(task, c));
+          verified++;
+          if (cmp.status !== 'PASSED') {
+            throw new RewardHackError(`timed call ${i}: the output differs from the baseline's on the same inputs (${cmp.detail ?? cmp.status}), although correctness passed: a cached, replayed or deferred output`);
+          }
+        } finally {
+          for (const o of [...k.outs!, ...b.outs!]) if (!args.has(o)) o.dispose();
+        }
+      }
+      if (i % 8 === 7) progress('timing', i + 1, iters);
+    }
+
+    // ---- after timing: threads, handles, memory, escaped work, the physical floor ----
+    if (g && before) {
+      const grew = HarnessGuard.growth(before, g.resources(), 'during timing');
+      env.checks.add('threads-handles');
+      if (grew) throw new RewardHackError(grew);
+      // Memory allocated during the timed calls and still alive: the candidate may not keep more than the baseline.
+      const keptC = g.liveTracked('timed-candidate');
+      const keptB = g.liveTracked('timed-baseline');
+      env.checks.add('memory-kept');
+      if (keptC - keptB > 64 * 1024) throw new RewardHackError(`the candidate kept ${keptC} bytes allocated during the timed calls alive after them (the baseline ${keptB}): an output cache?`);
+    }
+    const mc = median(ct);
+    const mch = median(ch);
+    const escaped = mch - mc - (median(bh) - median(bt));
+    env.checks.add('escape');
+    if (escaped > Math.max(0.25 * mch, 0.05) && mc < 0.75 * mch) {
+      throw new RewardHackError(`work escaped the timed window: the device timer says ${mc.toPrecision(3)} ms, a device-synchronised host clock ${mch.toPrecision(3)} ms per call (side stream, thread or deferred work?)`);
+    }
+    let work: WorkCount | undefined;
+    try {
+      work = task.work(c);
+    } catch {
+      work = undefined;
+    }
+    const floor = floorMs(work, opts.profile, c.dtype);
+    if (floor !== null) {
+      env.checks.add('physical-floor');
+      if (mc < floor) {
+        throw new RewardHackError(`${mc.toPrecision(3)} ms per call is below this machine's physical floor of ${floor.toPrecision(3)} ms (${work!.bytes} bytes, ${work!.flops} FLOP at the measured copy/matmul rates with head-room): the work was skipped, cached or escaped the timer`);
+      }
+    }
+    return { bt, ct, ch, verified, floorMs: floor };
+  } finally {
+    disposeAll(owned);
+    for (const s of storages) s.release();
   }
 }
 
@@ -375,32 +792,21 @@ export function cloneLayout(t: Tensor): Tensor {
 }
 
 function disposeAll(ts: Iterable<Tensor | null>): void {
-  for (const t of ts) t?.dispose();
-}
-
-/** One timed forward call on fresh clones; the clones and outputs are disposed after the timer stops. */
-function timedCall(side: Side, ctx: ExecutionContext, m: Module, inputs: readonly (Tensor | null)[], backend: Backend, device: number): number {
-  const args = inputs.map((t) => (t ? cloneLayout(t) : null));
-  let result: unknown;
-  try {
-    backend.synchronize(device);
-    const timer = backend.createTimer(device);
-    result = onSide(side, 'forward (timing)', () => {
-      timer.start();
-      const r = withContext(ctx, () => (m.forward as (...a: unknown[]) => unknown)(...args));
-      timer.stop();
-      return r;
-    });
-    return timer.elapsedMs();
-  } finally {
-    disposeResult(result);
-    disposeAll(args);
+  for (const t of ts) {
+    try {
+      t?.dispose();
+    } catch {
+      // a candidate's broken output must not take the harness down
+    }
   }
 }
 
-function disposeResult(r: unknown): void {
-  if (r instanceof Tensor) r.dispose();
-  else if (Array.isArray(r)) for (const x of r) if (x instanceof Tensor) x.dispose();
+function disposeResult(r: unknown, keep: readonly (Tensor | null)[] = []): void {
+  if (r instanceof Tensor) {
+    if (!keep.includes(r)) r.dispose();
+  } else if (Array.isArray(r)) {
+    for (const x of r) if (x instanceof Tensor && !keep.includes(x)) x.dispose();
+  }
 }
 
 /** N(0, 1) for every floating-point parameter (the default when a task gives no initParameters). */

@@ -2,3 +2,8 @@ export * from './bench.js';
 export * from './summary.js';
 export * from './report.js';
 export * from './candidates.js';
+export * from './guard.js';
+export * from './floor.js';
+export * from './captures.js';
+export * from './results.js';
+export * from './protocol.js';

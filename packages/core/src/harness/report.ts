@@ -3,6 +3,18 @@ import { STATUSES } from '../status.js';
 import { DTypeSchema } from '../task.js';
 import type { CaseResult } from './bench.js';
 import type { BenchSummary } from './summary.js';
+import { MachineProfileSchema } from './floor.js';
+
+export const RunEnvironmentSchema = z.object({
+  device: z.string(),
+  deviceIndex: z.number().int().nonnegative(),
+  versions: z.record(z.string(), z.string()),
+  /** GPU clocks when known (nvidia-smi, or the device's rated clocks). */
+  clocks: z.record(z.string(), z.union([z.string(), z.number()])).optional(),
+  profile: MachineProfileSchema.optional(),
+});
+export type RunEnvironment = z.infer<typeof RunEnvironmentSchema>;
+
 
 /** The JSON report `fastkernels bench --json FILE` writes (validated before every write). */
 export const BENCH_REPORT_VERSION = 1;
@@ -36,6 +48,14 @@ export const CaseResultSchema = z.object({
   iters: z.number().int().nonnegative(),
   detail: z.string().optional(),
   golden: z.object({ baseline: GoldenCheckSchema, candidate: GoldenCheckSchema }).optional(),
+  /** Median host-timed milliseconds of the candidate's calls, device-synchronised (escape check). */
+  hostMs: num.optional(),
+  /** The physical floor of one call on this machine (work / measured rates). */
+  floorMs: num.optional(),
+  /** Timed calls whose outputs were re-verified against the baseline's on the same inputs. */
+  verified: z.number().int().nonnegative().optional(),
+  /** Which hardening checks ran for this case. */
+  checks: z.array(z.string()).optional(),
 });
 
 const LevelSummarySchema = z.object({
@@ -91,7 +111,17 @@ export const BenchReportSchema = z.object({
     warmupMs: z.number().nonnegative().optional(),
     seed: z.number().int(),
     shapes: z.string(),
+    maxShapes: z.number().int().positive().optional(),
+    captures: z.string().optional(),
+    flushBytes: z.number().int().nonnegative().nullable().optional(),
+    shard: z.object({ index: z.number().int().nonnegative(), count: z.number().int().positive() }).optional(),
+    gpus: z.array(z.number().int().nonnegative()).optional(),
+    selfTest: z.boolean().optional(),
   }),
+  /** Devices, driver/library versions, clocks and measured rates of the workers. */
+  machine: z.array(RunEnvironmentSchema).optional(),
+  /** Tasks found twice with different outcomes when result files were merged. */
+  conflicts: z.array(z.object({ task: z.string(), files: z.array(z.string()), detail: z.string() })).optional(),
   results: z.array(CaseResultSchema),
   summary: BenchSummarySchema,
 });

@@ -52,6 +52,27 @@ export class BlockManager {
     }
   }
 
+  /** Blocks the sequence still needs so its table covers numTokens tokens. */
+  blocksNeeded(seq: Sequence, numTokens: number): number {
+    return Math.max(0, this.blocksFor(numTokens) - seq.blockTable.length);
+  }
+
+  /** Whether the table can grow to cover numTokens tokens. */
+  canEnsure(seq: Sequence, numTokens: number): boolean {
+    return this.blocksNeeded(seq, numTokens) <= this.free.length;
+  }
+
+  /** Grow the sequence's table to cover numTokens tokens (chunked prefill: one chunk at a time). */
+  ensure(seq: Sequence, numTokens: number): void {
+    const need = this.blocksNeeded(seq, numTokens);
+    if (need > this.free.length) throw new Error(`BlockManager: sequence ${seq.seqId} needs ${need} more blocks, ${this.free.length} free`);
+    for (let i = 0; i < need; i++) seq.blockTable.push(this.take());
+  }
+
+  get numUsedBlocks(): number {
+    return this.used.size;
+  }
+
   deallocate(seq: Sequence): void {
     for (let i = seq.blockTable.length - 1; i >= 0; i--) {
       const b = seq.blockTable[i]!;

@@ -10,8 +10,10 @@ import type { Tensor } from '@fastkernels/core';
  *   tokens [0, numPrefillTokens)                  prefills: q/k/v of the whole new chunk; attention over it (varlen)
  *   tokens [numPrefillTokens, numPrefillTokens + numDecodes)  decodes: one query per sequence; attention over the paged cache
  * Every token's key and value are written to the cache at slotMapping[t] before attention runs.
- * Prefills start at position 0 (no cached context): chunked prefill and prefix caching read cached keys
- * through a block table and come with the scheduler issue.
+ * A prefill chunk may continue a sequence whose first tokens are already cached (chunked prefill, or a
+ * recompute after preemption split in chunks): then cuSeqlensK counts context + chunk per prefill and
+ * prefillKvSlots lists the cache slots of all those keys, in order; attention gathers them from the cache
+ * (after this step's write) and runs varlen attention with bottom-right causal alignment.
  */
 export interface AttentionMetadata {
   readonly numPrefills: number;
@@ -21,8 +23,13 @@ export interface AttentionMetadata {
   readonly slotMapping: Tensor;
   /** [numPrefills + 1] i32 prefix sums of the prefill lengths (null without prefills). */
   readonly cuSeqlensQ: Tensor | null;
-  /** [numPrefills + 1] i32, equal to cuSeqlensQ while prefills have no cached context. */
+  /** [numPrefills + 1] i32 prefix sums of the key lengths (cached context + chunk); equal to cuSeqlensQ without context. */
   readonly cuSeqlensK: Tensor | null;
+  /**
+   * [cuSeqlensK[numPrefills]] i64: cache slots of every key of the prefills (context then chunk, per sequence), or
+   * null/absent when no prefill has cached context (keys are then the step's own k/v).
+   */
+  readonly prefillKvSlots?: Tensor | null;
   readonly maxSeqlenQ: number;
   readonly maxSeqlenK: number;
   /** [numDecodes, maxBlocks] i32 block ids per decoding sequence (entries past its length are 0); null without decodes. */
@@ -86,5 +93,5 @@ export function layerKvCache(ctx: ForwardContext, layerIdx: number): LayerKvCach
 
 /** Release the context's metadata tensors (the caches belong to whoever allocated them). */
 export function disposeAttentionMetadata(m: AttentionMetadata): void {
-  for (const t of [m.slotMapping, m.cuSeqlensQ, m.cuSeqlensK, m.blockTables, m.seqLens]) t?.dispose();
+  for (const t of [m.slotMapping, m.cuSeqlensQ, m.cuSeqlensK, m.blockTables, m.seqLens, m.prefillKvSlots]) t?.dispose();
 }

@@ -4,7 +4,7 @@ import { UserError, type Backend, type DType, type ExecutionContext, type Module
 import { loadLlamaConfig, type LlamaConfig } from '../families/dense-moe-llm/config.js';
 import type { LlamaForCausalLM } from '../families/dense-moe-llm/L4/llama.js';
 import { Checkpoint } from '../weights/safetensors.js';
-import { initLlamaWeightsRandom, loadLlamaWeights } from '../weights/llama-weights.js';
+import { initLlamaWeightsOnDevice, initLlamaWeightsRandom, loadLlamaWeights } from '../weights/llama-weights.js';
 
 export interface LoadModelOptions {
   readonly backend: Backend;
@@ -15,14 +15,22 @@ export interface LoadModelOptions {
   readonly dtype?: DType;
   /** Seed of the random weights when the folder has none (default 0, as init-weights). */
   readonly initSeed?: number;
+  /**
+   * Random weights even when the folder has a checkpoint: 'host' = initLlamaWeightsRandom (the values
+   * init-weights writes for the seed), 'device' = initLlamaWeightsOnDevice (tiled from seeded pools by device
+   * copies: seconds for an 8B model, values differ from init-weights'). Unset: the checkpoint, else 'host'.
+   */
+  readonly randomInit?: 'host' | 'device';
 }
 
 export interface LoadedModel {
   readonly model: LlamaForCausalLM;
   readonly config: LlamaConfig;
   readonly ctx: ExecutionContext;
-  readonly weights: 'checkpoint' | 'random';
+  readonly weights: 'checkpoint' | 'random' | 'random-device';
   readonly dir: string;
+  /** Milliseconds spent filling the weights (load or init). */
+  readonly weightsMs: number;
 }
 
 /** Build a Llama-family model from a folder (config.json + safetensors, or config.json alone: seeded random weights). */
@@ -34,10 +42,14 @@ export function loadLlamaModel(dir: string, opts: LoadModelOptions): LoadedModel
   const ctx: ExecutionContext = { backend: opts.backend, device: opts.device ?? 0, dtype, registry: opts.registry };
   const model = opts.registry.createIn<LlamaForCausalLM>(ctx, 'L4/llama', config);
   try {
-    const hasWeights = Checkpoint.exists(dir);
-    if (hasWeights) loadLlamaWeights(model, config, dir);
+    const t0 = performance.now();
+    const mode = opts.randomInit ?? (Checkpoint.exists(dir) ? 'checkpoint' : 'host');
+    if (mode === 'checkpoint') loadLlamaWeights(model, config, dir);
+    else if (mode === 'device') initLlamaWeightsOnDevice(model, config, opts.initSeed ?? 0);
     else initLlamaWeightsRandom(model, config, opts.initSeed ?? 0);
-    return { model, config, ctx, weights: hasWeights ? 'checkpoint' : 'random', dir };
+    opts.backend.synchronize(ctx.device);
+    const weights = mode === 'checkpoint' ? 'checkpoint' : mode === 'device' ? 'random-device' : 'random';
+    return { model, config, ctx, weights, dir, weightsMs: performance.now() - t0 };
   } catch (e) {
     model.dispose();
     throw e;

@@ -173,10 +173,101 @@ export function initLlamaWeightsRandom(model: Module, cfg: LlamaConfig, seed: nu
   for (const m of map) writeRows(params.get(m.target)!, m.rowOffset, randomTensorValues(m, cfg, seed), m.shape);
 }
 
-function encode(values: Float64Array, dtype: DType): Uint8Array {
-  const bytes = new Uint8Array(values.length * DTYPE_INFO[dtype].itemsize);
+/** Elements of the device pools of initLlamaWeightsOnDevice (a prime, so tiles do not line up with rows). */
+export const DEVICE_INIT_POOL = 4_194_301;
+
+/**
+ * Seeded random weights filled on the device, for models too big to draw on the host (Llama-3-8B: 8e9 values;
+ * the host path takes minutes). Two pools of DEVICE_INIT_POOL values are drawn on the host once
+ * (N(0, initializer_range^2) for matrices and biases, 1 + N(0, initializer_range^2) for norm weights), uploaded
+ * in the model dtype, and each tensor is tiled from its pool by device copies, starting at an offset hashed
+ * from the seed and the HF name and jumping by another prime after each tile. Same distribution and scale as
+ * initLlamaWeightsRandom, but not the same values (and periodic over the pool): for speed benchmarks and smoke
+ * runs, not for parity with a checkpoint. Tied embeddings get identical rows (the same name, hence offset).
+ */
+export function initLlamaWeightsOnDevice(model: Module, cfg: LlamaConfig, seed: number): { tensors: number; copies: number } {
+  const map = llamaWeightMap(cfg);
+  const params = paramMap(model);
+  checkCoverage(map, params);
+  const first = params.values().next().value as Tensor | undefined;
+  if (!first) return { tensors: 0, copies: 0 };
+  const { backend, device, dtype } = first;
+  // No longer than the biggest tensor needs (small models draw little on the host).
+  const N = Math.max(1, Math.min(DEVICE_INIT_POOL, ...map.map((m) => numel(m.shape))));
+  const draw = (salt: number, mean: number) => {
+    const v = new Rng(fmix32((seed ^ salt) >>> 0)).fillNormal(N, cfg.initializerRange);
+    if (mean !== 0) for (let i = 0; i < N; i++) v[i]! += mean;
+    const t = Tensor.empty(backend, [N], dtype, { device });
+    if (DTYPE_INFO[dtype].kind === 'float' && (dtype === 'bf16' || dtype === 'f32')) backend.write(t.storage, t.offset * t.itemsize, encodeValues(v, dtype));
+    else {
+      const src = Tensor.fromArray(backend, v, [N], dtype, { device });
+      t.copy_(src);
+      src.dispose();
+    }
+    return t;
+  };
+  const pools = { matrix: draw(0x6d617472, 0), bias: draw(0x62696173, 0), norm: draw(0x6e6f726d, 1) };
+  let copies = 0;
+  try {
+    for (const m of map) {
+      const param = params.get(m.target)!;
+      if (param.backend !== backend || param.device !== device) throw new Error(`initLlamaWeightsOnDevice: ${m.target} is on another backend or device`);
+      const rows = param.narrow(0, m.rowOffset, m.shape[0]!);
+      const flat = rows.isContiguous() ? rows.view([rows.numel]) : null;
+      if (!flat) throw new Error(`initLlamaWeightsOnDevice: rows of ${m.target} are not contiguous`);
+      const pool = pools[m.kind];
+      let rot = tensorSeed(seed, m.hfName) % N;
+      for (let off = 0; off < flat.numel; ) {
+        const len = Math.min(flat.numel - off, N - rot);
+        const dst = flat.narrow(0, off, len);
+        const src = pool.narrow(0, rot, len);
+        dst.copy_(src);
+        dst.dispose();
+        src.dispose();
+        copies++;
+        off += len;
+        rot = (rot + 1_048_573) % N;
+      }
+      flat.dispose();
+      rows.dispose();
+    }
+  } finally {
+    for (const p of Object.values(pools)) p.dispose();
+  }
+  return { tensors: map.length, copies };
+}
+
+/**
+ * Host values to little-endian bytes of `dtype`. f32 and bf16 take fast paths (a Float32Array's rounding; bf16 by
+ * round-to-nearest-even on the float32 bits, corrected where the float32 rounding landed exactly on a bf16 tie, so
+ * the result is the single rounding of the float64 value that core's numberToBf16 gives); others use the accessor.
+ */
+export function encodeValues(values: Float64Array, dtype: DType): Uint8Array {
+  const n = values.length;
+  if (dtype === 'f32') return new Uint8Array(Float32Array.from(values).buffer);
+  if (dtype === 'bf16') {
+    const f = Float32Array.from(values);
+    const u = new Uint32Array(f.buffer);
+    const out = new Uint16Array(n);
+    for (let i = 0; i < n; i++) {
+      const b = u[i]!;
+      const x = values[i]!;
+      const fi = f[i]!;
+      if ((b & 0x7f800000) === 0x7f800000) {
+        // inf or NaN after rounding to float32: overflow keeps the sign's infinity, NaN stays a quiet NaN
+        out[i] = x !== x ? 0x7fc0 : (b >>> 16) & 0xff80;
+      } else if ((b & 0xffff) === 0x8000 && fi !== x) {
+        // float32 rounding landed on a bf16 tie: x itself is above or below it in magnitude
+        out[i] = Math.abs(x) > Math.abs(fi) ? (b >>> 16) + 1 : b >>> 16;
+      } else {
+        out[i] = ((b + 0x7fff + ((b >>> 16) & 1)) >>> 16) & 0xffff;
+      }
+    }
+    return new Uint8Array(out.buffer);
+  }
+  const bytes = new Uint8Array(n * DTYPE_INFO[dtype].itemsize);
   const acc = elementAccessor(dtype, bytes);
-  for (let i = 0; i < values.length; i++) acc.set(i, values[i]!);
+  for (let i = 0; i < n; i++) acc.set(i, values[i]!);
   return bytes;
 }
 
@@ -187,7 +278,7 @@ function encode(values: Float64Array, dtype: DType): Uint8Array {
 export function writeRandomLlamaCheckpoint(outDir: string, rawConfig: Record<string, unknown>, cfg: LlamaConfig, opts: { seed: number; dtype: DType; configPath?: string }): { files: string[]; tensors: number; bytes: number } {
   mkdirSync(outDir, { recursive: true });
   const tensors = uniqueTensors(llamaWeightMap(cfg));
-  const entries: WriteEntry[] = tensors.map((m) => ({ name: m.hfName, dtype: opts.dtype, shape: m.shape, bytes: () => encode(randomTensorValues(m, cfg, opts.seed), opts.dtype) }));
+  const entries: WriteEntry[] = tensors.map((m) => ({ name: m.hfName, dtype: opts.dtype, shape: m.shape, bytes: () => encodeValues(randomTensorValues(m, cfg, opts.seed), opts.dtype) }));
   const st = join(outDir, 'model.safetensors');
   writeSafetensors(st, entries, { format: 'pt' });
   const cfgOut = join(outDir, 'config.json');

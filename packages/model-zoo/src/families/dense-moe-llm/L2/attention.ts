@@ -113,16 +113,45 @@ export class LlamaAttention extends Module {
     this.kvStore.forward(k, v, kCache, vCache, md.slotMapping);
 
     const q3 = q.view(T, nq, D);
+    // Chunked prefill: the keys of a chunk are the cached context + the chunk, gathered from the cache (written above).
+    let kP = k;
+    let vP = v;
+    const gathered: Tensor[] = [];
+    if (Tp > 0 && md.prefillKvSlots) {
+      const slots = kCache.shape[0]! * kCache.shape[1]!;
+      const rows = (c: Tensor) => {
+        const table = c.view(slots, nk * D);
+        const g = this.ctx.backend.ops.embedding(md.prefillKvSlots!, table);
+        const g3 = g.view(g.shape[0]!, nk, D);
+        gathered.push(table, g, g3);
+        return g3;
+      };
+      kP = rows(kCache);
+      vP = rows(vCache);
+    }
+    const prefillKv = (t: Tensor, full: Tensor) => (full === t ? t.narrow(0, 0, Tp) : full);
     let attn: Tensor;
     if (Td === 0) {
-      attn = this.attnPrefill.forward(q3, k, v, md.cuSeqlensQ!, md.cuSeqlensK!);
+      attn = this.attnPrefill.forward(q3, kP, vP, md.cuSeqlensQ!, md.cuSeqlensK!);
     } else if (Tp === 0) {
       attn = this.attnDecode.forward(q3, kCache, vCache, md.blockTables!, md.seqLens!);
     } else {
       attn = Tensor.empty(this.ctx.backend, [T, nq, D], hiddenStates.dtype, { device: this.ctx.device });
       const parts: [number, number, () => Tensor][] = [
-        [0, Tp, () => this.attnPrefill.forward(q3.narrow(0, 0, Tp), k.narrow(0, 0, Tp), v.narrow(0, 0, Tp), md.cuSeqlensQ!, md.cuSeqlensK!)],
-        [Tp, Td, () => this.attnDecode.forward(q3.narrow(0, Tp, Td), kCache, vCache, md.blockTables!, md.seqLens!)],
+        [0, Tp, () => {
+          const kk = prefillKv(k, kP);
+          const vv = prefillKv(v, vP);
+          const qq = q3.narrow(0, 0, Tp);
+          const o = this.attnPrefill.forward(qq, kk, vv, md.cuSeqlensQ!, md.cuSeqlensK!);
+          for (const t of [qq, kk, vv]) if (t !== kP && t !== vP) t.dispose();
+          return o;
+        }],
+        [Tp, Td, () => {
+          const qd = q3.narrow(0, Tp, Td);
+          const o = this.attnDecode.forward(qd, kCache, vCache, md.blockTables!, md.seqLens!);
+          qd.dispose();
+          return o;
+        }],
       ];
       for (const [start, len, run] of parts) {
         const o = run();
@@ -134,7 +163,7 @@ export class LlamaAttention extends Module {
     }
     const flat = attn.view(T, nq * D);
     const out = this.oProj.forward(flat);
-    for (const t of [qkv, qIn, kIn, qkv3, v, q, kRot!, k, q3, attn, flat]) t.dispose();
+    for (const t of [qkv, qIn, kIn, qkv3, v, q, kRot!, k, q3, attn, flat, ...gathered]) t.dispose();
     return out;
   }
 }

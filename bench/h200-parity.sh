@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Issue 6 GPU parity on the GPU host: our Llama-family engine (the bundled CLI, --backend cuda) against HF
+# transformers on the same random bf16 checkpoints (llama with llama3 rope scaling, qwen2 with q/k/v bias and tied
+# embeddings, mistral with a sliding window smaller than the sequence). Writes $OUT/parity.json; the table is last.
+#   OUT=/tmp/out dist/gpu-host/bench/h200-parity.sh [--models llama,qwen2,mistral] [--prompt-len 200] [--max-tokens 64]
+# Steps: configs (parity.py configs), init-weights (our CLI, CPU), preflight (torch + CUDA), generate --backend cuda
+# per model (--logits-out with --prompt-logits), parity.py compare. A model whose generate fails is recorded with
+# its stderr in parity.json and the others still run. Work files: $OUT/parity-work (WORK=... to move them).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+if [ -n "${FASTKERNELS_BUNDLE:-}" ]; then bundle="$FASTKERNELS_BUNDLE"
+elif [ -x "$here/../run" ]; then bundle="$(cd "$here/.." && pwd)"
+elif [ -x "$here/../dist/gpu-host/run" ]; then bundle="$(cd "$here/../dist/gpu-host" && pwd)"
+else echo "parity: cannot find the gpu-host bundle (run npm run gpu-host, or set FASTKERNELS_BUNDLE)" >&2; exit 1; fi
+OUT="${OUT:-$bundle/bench-results}"
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+WORK="${WORK:-$OUT/parity-work}"
+PY="${PYTHON:-}"
+if [ -z "$PY" ]; then
+  for c in /opt/torch/.venv/bin/python3 python3; do if command -v "$c" >/dev/null 2>&1; then PY="$c"; break; fi; done
+fi
+models="llama,qwen2,mistral"; plen=200; ntok=64
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --models) models="$2"; shift 2 ;;
+    --prompt-len) plen="$2"; shift 2 ;;
+    --max-tokens) ntok="$2"; shift 2 ;;
+    *) echo "parity: unknown argument $1" >&2; exit 1 ;;
+  esac
+done
+commit="$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1])).get("commit",""))' "$bundle/MANIFEST.json" 2>/dev/null || true)"
+echo "parity: bundle $bundle (commit ${commit:-?}), python $PY, out $OUT, work $WORK"
+t0=$SECONDS
+
+"$PY" "$here/parity.py" configs --dir "$WORK" --prompt-len "$plen" --max-tokens "$ntok"
+ids="$("$PY" -c 'import json,sys; print(",".join(map(str, json.load(open(sys.argv[1]))["prompt_ids"])))' "$WORK/prompt.json")"
+
+IFS=',' read -r -a mlist <<< "$models"
+pids=()
+for m in "${mlist[@]}"; do
+  echo "parity: init-weights $m (seed 1, bf16)"
+  "$bundle/run" init-weights --config "$WORK/$m/config.json" --out "$WORK/$m/ckpt" --seed 1 --dtype bf16 --json > "$WORK/$m/init.json" &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || { echo "parity: init-weights failed (exit $?)" >&2; exit 1; }; done
+echo "parity: checkpoints written ($((SECONDS - t0)) s)"
+
+# Everything below needs the GPU: fail here, clearly, when torch or CUDA is missing.
+"$PY" "$here/parity.py" preflight || { echo "parity: stopping before the GPU steps (see the PREFLIGHT line above)" >&2; exit 3; }
+
+for m in "${mlist[@]}"; do
+  echo "parity: generate $m on cuda ($plen prompt tokens, $ntok greedy steps)"
+  rm -f "$WORK/$m/ours.json" "$WORK/$m/ours_logits.safetensors"
+  s=$SECONDS
+  if timeout "${GEN_TIMEOUT:-150}" "$bundle/run" generate --model "$WORK/$m/ckpt" --backend cuda --prompt-ids "$ids" --max-tokens "$ntok" --temperature 0 \
+       --json --logits-out "$WORK/$m/ours_logits.safetensors" --prompt-logits > "$WORK/$m/ours.json" 2> "$WORK/$m/ours.stderr"; then
+    echo "parity:   ok ($((SECONDS - s)) s)"
+  else
+    rc=$?
+    echo "parity:   FAILED (exit $rc); stderr tail:" >&2
+    tail -n 20 "$WORK/$m/ours.stderr" >&2 || true
+    rm -f "$WORK/$m/ours.json"
+  fi
+done
+
+timeout "${COMPARE_TIMEOUT:-200}" "$PY" "$here/parity.py" compare --dir "$WORK" --json "$OUT/parity.json" --models "$models" --meta-commit "$commit"
+echo "parity: total $((SECONDS - t0)) s"

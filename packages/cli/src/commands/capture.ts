@@ -1,0 +1,58 @@
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { UserError } from '@fastkernels/core';
+import { captureWorkload, checkWorkload, resolveWorkload } from '@fastkernels/model-zoo';
+import type { Argv } from 'yargs';
+import { environment, selectBackend } from '../env.js';
+import type { Io } from '../io.js';
+import { engineFlags, engineOptions, modelSource, type EngineArgs } from './e2e.js';
+
+export interface CaptureArgs extends EngineArgs {
+  model: string;
+  workload: string;
+  out: string;
+  json?: boolean;
+}
+
+/**
+ * `fastkernels capture`: run a workload through the engine (eagerly) with every registry-built module
+ * instrumented, and write OUT/index.json (core's CaptureIndexSchema) + OUT/values.safetensors — the cases
+ * `fastkernels bench --captures OUT` times.
+ */
+export function runCapture(argv: CaptureArgs, io: Io): void {
+  if (existsSync(argv.out) && !statSync(argv.out).isDirectory()) throw new UserError(`${argv.out} exists and is not a folder`, { field: '--out' });
+  const env = environment();
+  const backend = selectBackend(env, argv.backend);
+  const log = (l: string) => io.err(`${l}\n`);
+  const engine = engineOptions({ ...argv, graphs: false }, log);
+  const src = modelSource(argv.model, backend, argv);
+  const cfg = JSON.parse(readFileSync(resolve(argv.model, 'config.json'), 'utf8')) as { vocab_size?: number; max_position_embeddings?: number };
+  const workload = resolveWorkload(argv.workload, cfg.vocab_size ?? 32000);
+  checkWorkload(workload, cfg.vocab_size ?? Infinity, engine.maxModelLen ?? Math.min(cfg.max_position_embeddings ?? 4096, 4096));
+  const t0 = performance.now();
+  const r = captureWorkload({ baseline: env.registry, load: (reg) => src.load(reg), workload, engine, outDir: argv.out, model: src.name });
+  const tasks = Object.entries(r.index.tasks);
+  if (argv.json) {
+    io.out(JSON.stringify({ index: r.path, model: src.name, workload: workload.name, tasks: Object.fromEntries(tasks.map(([k, t]) => [k, { init: t.init.length, shapes: t.forward.length, calls: t.forward.reduce((a, f) => a + f.count, 0) }])) }, null, 2) + '\n');
+    return;
+  }
+  io.out(`captured ${workload.requests.length} requests (${r.outputTokens} output tokens) in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${tasks.length} tasks\n`);
+  for (const [id, t] of tasks) io.out(`  ${id.padEnd(30)} ${String(t.init.length).padStart(3)} init  ${String(t.forward.length).padStart(5)} shapes  ${String(t.forward.reduce((a, f) => a + f.count, 0)).padStart(7)} calls\n`);
+  io.out(`wrote ${r.path}\n`);
+}
+
+export function captureCommand(io: Io) {
+  return {
+    command: 'capture',
+    describe: 'Record every module\'s init args, forward shapes (with counts) and data-dependent input values from a real engine run: the cases bench reads',
+    builder: (y: Argv) =>
+      engineFlags(y)
+        .option('model', { type: 'string', demandOption: true, describe: 'model folder: config.json (+ safetensors)' })
+        .option('workload', { type: 'string', default: 'synthetic:64:100-1024:16-128:0', describe: 'a JSONL file ({"prompt_ids": [...], "output_len": N} per line) or synthetic:N:IN_LO-IN_HI:OUT_LO-OUT_HI:SEED' })
+        .option('out', { type: 'string', demandOption: true, describe: 'output folder: index.json + values.safetensors' })
+        .option('json', { type: 'boolean', describe: 'print a summary as JSON' })
+        .example('$0 capture --model ./llama3-8b --out captures/llama3-8b', 'the default synthetic workload')
+        .example('$0 capture --model ./tiny --backend cpu --workload synthetic:4:8-32:4-8:0 --out /tmp/cap', 'a small capture on the CPU'),
+    handler: (argv: CaptureArgs) => runCapture(argv, io),
+  };
+}

@@ -1,0 +1,89 @@
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { CaptureIndexSchema, UserError } from '@fastkernels/core';
+import { E2eReportSchema } from '@fastkernels/macroeval';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { Io } from '../io.js';
+import { runCapture } from './capture.js';
+import { runE2e, type E2eArgs } from './e2e.js';
+
+const ROOT = resolve(import.meta.dirname, '../../../..');
+const TINY = join(ROOT, 'packages/model-zoo/fixtures/tiny-llama');
+const tmp = mkdtempSync(join(tmpdir(), 'fk-cli-e2e-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+function io(): Io & { stdout: string; stderr: string } {
+  const o = { stdout: '', stderr: '', out: (t: string) => void (o.stdout += t), err: (t: string) => void (o.stderr += t) };
+  return o;
+}
+
+const base: E2eArgs = {
+  model: TINY, backend: 'cpu', dtype: 'f32', maxNumSeqs: 4, maxNumBatchedTokens: 32, maxModelLen: 128, gpuMemoryUtilization: 0.9,
+  graphs: true, workload: 'all', requests: 'synthetic:5:3-30:3-8:0', latencyBatchSizes: '1,2', latencyPrompt: 8, latencyOutput: 3,
+  warmups: 1, repeats: 1, timeout: 600,
+};
+
+function files(dir: string, fs: Record<string, string>): string {
+  for (const [rel, text] of Object.entries(fs)) {
+    mkdirSync(dirname(join(dir, rel)), { recursive: true });
+    writeFileSync(join(dir, rel), text);
+  }
+  return dir;
+}
+
+describe('fastkernels e2e (CPU)', () => {
+  it('--self-test: 100% greedy agreement and a report MacroEval accepts', async () => {
+    const out = join(tmp, 'self.json');
+    const o = io();
+    await runE2e({ ...base, selfTest: true, out }, o);
+    const report = E2eReportSchema.parse(JSON.parse(readFileSync(out, 'utf8')));
+    const m = report.models[0]!;
+    expect(m.outcome).toBe('ok');
+    expect(m.discrepancies).toEqual([0, 0, 0, 0, 0]);
+    expect(m.throughputSpeedup).toBeGreaterThan(0);
+    expect(m.latencySpeedup).toBeGreaterThan(0);
+    expect(o.stdout).toMatch(/tiny-llama: ok, .*exact agreement 5\/5/);
+    expect(o.stderr).toMatch(/memory budget:/);
+  });
+
+  it('drops a wrong and a throwing candidate file with their categories; keeps the as-is result', async () => {
+    const dir = files(join(tmp, 'cands'), {
+      'L1/silu_and_mul.ts': `import { Module, type Tensor } from '@fastkernels/core';
+export class SiluAndMul extends Module {
+  forward(x: Tensor): Tensor { return this.ctx.backend.ops.siluAndMul(x).fill_(1); }
+}`,
+      'L1/rotary_emb.ts': `import { Module } from '@fastkernels/core';
+export class RotaryEmbedding extends Module {
+  constructor(...args: unknown[]) { super(); void args; }
+  forward(...args: unknown[]): never { void args; throw new Error('kernel crashed (simulated)'); }
+}`,
+    });
+    const out = join(tmp, 'cands.json');
+    await runE2e({ ...base, candidates: dir, workload: 'throughput', out }, io());
+    const m = E2eReportSchema.parse(JSON.parse(readFileSync(out, 'utf8'))).models[0]!;
+    expect(m.drops.map((d) => [d.task, d.category])).toEqual([['L1/rotary_emb', 'runtime'], ['L1/silu_and_mul', 'incorrect']]);
+    expect(m.outcome).toBe('ok');
+    expect(m.asIs?.outcome).toBe('crash');
+    expect(m.requested).toEqual(['L1/rotary_emb', 'L1/silu_and_mul']);
+  });
+
+  it('bad input is a UserError naming the cause: malformed workload line, a model that does not fit, candidates that fail to load', async () => {
+    const wl = join(tmp, 'bad.jsonl');
+    writeFileSync(wl, '{"prompt_ids":[1,2],"output_len":3}\n{"prompt_ids":[1,2],"output_len":\n');
+    await expect(runE2e({ ...base, selfTest: true, requests: wl }, io())).rejects.toThrow(/line 2: not valid JSON/);
+    await expect(runE2e({ ...base, selfTest: true, gpuMemoryUtilization: 1e-9 }, io())).rejects.toThrow(UserError);
+    await expect(runE2e({ ...base, selfTest: true, gpuMemoryUtilization: 1e-9 }, io())).rejects.toThrow(/the model does not fit/);
+    const bad = files(join(tmp, 'bad-cands'), { 'L1/rms_norm.ts': 'export class Nope {}' });
+    await expect(runE2e({ ...base, candidates: bad }, io())).rejects.toThrow(/1 candidate file failed to load/);
+  });
+
+  it('capture writes an index the bench reader accepts', () => {
+    const out = join(tmp, 'cap');
+    const o = io();
+    runCapture({ ...base, model: TINY, workload: 'synthetic:3:4-20:2-4:0', out }, o);
+    const index = CaptureIndexSchema.parse(JSON.parse(readFileSync(join(out, 'index.json'), 'utf8')));
+    expect(index.tasks['L4/llama']!.forward.length).toBeGreaterThan(0);
+    expect(o.stdout).toMatch(/wrote .*index\.json/);
+  });
+});

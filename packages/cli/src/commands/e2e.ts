@@ -1,0 +1,197 @@
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, basename, resolve } from 'node:path';
+import { UserError, type Backend, type DType, type ModuleRegistry } from '@fastkernels/core';
+import { E2eReportSchema, type E2eReportInput } from '@fastkernels/macroeval';
+import {
+  DEFAULT_LATENCY, DENSE_MOE_LLM, E2eRunner, checkWorkload, loadLlamaModel, resolveWorkload,
+  type CandidateOverride, type E2eDetails, type E2eModelRecordOut, type E2eModelSource, type EngineOptions, type LatencySpec,
+} from '@fastkernels/model-zoo';
+import type { Argv } from 'yargs';
+import { EsbuildCandidateLoader, listCandidateFiles } from '../candidates/loader.js';
+import { environment, selectBackend, type Env } from '../env.js';
+import { intFlag, listFlag } from '../flags.js';
+import type { Io } from '../io.js';
+
+/** Engine flags shared by e2e, capture (and serve). */
+export interface EngineArgs {
+  backend: string;
+  dtype?: string;
+  maxNumSeqs: number;
+  maxNumBatchedTokens: number;
+  maxModelLen?: number;
+  gpuMemoryUtilization: number;
+  numKvBlocks?: number;
+  graphs: boolean;
+  randomInit?: string;
+}
+
+const DTYPES: Record<string, DType> = { bf16: 'bf16', f16: 'f16', f32: 'f32' };
+
+export function engineOptions(a: EngineArgs, log: (l: string) => void): EngineOptions {
+  if (!(a.gpuMemoryUtilization > 0 && a.gpuMemoryUtilization <= 1)) throw new UserError(`must be in (0, 1], got ${a.gpuMemoryUtilization}`, { field: '--gpu-memory-utilization' });
+  return {
+    maxNumSeqs: intFlag('max-num-seqs', a.maxNumSeqs, 1, 4096),
+    maxNumBatchedTokens: intFlag('max-num-batched-tokens', a.maxNumBatchedTokens, 1, 1 << 20),
+    ...(a.maxModelLen !== undefined ? { maxModelLen: intFlag('max-model-len', a.maxModelLen, 2, 1 << 22) } : {}),
+    gpuMemoryUtilization: a.gpuMemoryUtilization,
+    ...(a.numKvBlocks !== undefined ? { numKvBlocks: intFlag('num-kv-blocks', a.numKvBlocks, 1, 1 << 24) } : {}),
+    graphs: a.graphs,
+    log,
+  };
+}
+
+export function engineFlags<T>(y: Argv<T>) {
+  return y
+    .option('backend', { type: 'string', choices: ['auto', 'cpu', 'cuda'], default: 'auto', describe: 'auto = cuda when available, else cpu' })
+    .option('dtype', { type: 'string', choices: Object.keys(DTYPES), describe: "model dtype [default: the config's torch_dtype, else bf16]" })
+    .option('max-num-seqs', { type: 'number', default: 256, describe: 'sequences per step' })
+    .option('max-num-batched-tokens', { type: 'number', default: 16384, describe: 'tokens per step (prefill chunks + decodes)' })
+    .option('max-model-len', { type: 'number', describe: 'longest prompt + output [default: min(max_position_embeddings, 4096)]' })
+    .option('gpu-memory-utilization', { type: 'number', default: 0.9, describe: 'fraction of device memory for weights, activations, graphs and the KV cache' })
+    .option('num-kv-blocks', { type: 'number', describe: 'use exactly this many 16-token KV blocks (skips sizing from memory)' })
+    .option('graphs', { type: 'boolean', default: true, describe: 'CUDA-graph decode (--no-graphs: eager)' })
+    .option('random-init', { type: 'string', choices: ['host', 'device'], describe: 'without safetensors: seeded random weights drawn on the host (exact, slow) or on the device (fast) [default: device on cuda, host on cpu]' });
+}
+
+/** A model source: the folder loaded with whatever registry a run gives. */
+export function modelSource(dir: string, backend: Backend, a: EngineArgs): E2eModelSource {
+  if (!existsSync(resolve(dir, 'config.json'))) throw new UserError(`no config.json in ${dir}`, { field: '--model', fix: 'pass a folder with an HF config.json (and safetensors weights)' });
+  const randomInit = (a.randomInit ?? (backend.name === 'cuda' ? 'device' : 'host')) as 'host' | 'device';
+  return {
+    name: basename(resolve(dir)),
+    family: DENSE_MOE_LLM,
+    load: (registry: ModuleRegistry) => {
+      const m = loadLlamaModel(dir, { backend, registry, randomInit, ...(a.dtype ? { dtype: DTYPES[a.dtype]! } : {}) });
+      return { model: m.model, ctx: m.ctx, geometry: m.config, dispose: () => m.model.dispose() };
+    },
+  };
+}
+
+export interface E2eArgs extends EngineArgs {
+  model: string | string[];
+  candidates?: string;
+  selfTest?: boolean;
+  workload: string;
+  requests: string;
+  latencyBatchSizes: string;
+  latencyPrompt: number;
+  latencyOutput: number;
+  warmups: number;
+  repeats: number;
+  timeout: number;
+  keepGoing?: boolean;
+  out?: string;
+  details?: string;
+  agent?: string;
+  json?: boolean;
+}
+
+async function loadCandidates(env: Env, dir: string, keepGoing: boolean): Promise<{ set: CandidateOverride[]; failures: { taskId: string; detail: string }[] }> {
+  const files = listCandidateFiles(dir);
+  if (!files.length) throw new UserError('holds no candidate files', { file: dir, field: '--candidates', fix: 'put candidates at L<level>/<task stem>.ts (`fastkernels stubs --out DIR` writes skeletons)' });
+  const loaded = await new EsbuildCandidateLoader().load(dir, env.taskMap);
+  const failures = loaded.failures.map((f) => ({ taskId: f.file.taskId, detail: f.error.describe().split('\n')[0]! }));
+  if (failures.length && !keepGoing) {
+    throw new UserError(`${failures.length} candidate file${failures.length === 1 ? '' : 's'} failed to load:\n${loaded.failures.map((f) => `  ${f.error.describe().replace(/\n/g, '\n    ')}`).join('\n')}`, {
+      file: dir, field: '--candidates', fix: 'fix the files, or pass --keep-going to drop them (category import) and run the rest',
+    });
+  }
+  return { set: loaded.candidates.map((c) => ({ taskId: c.task.id, cls: c.cls })), failures };
+}
+
+export async function runE2e(argv: E2eArgs, io: Io): Promise<void> {
+  if (argv.selfTest && argv.candidates) throw new UserError('--self-test runs the baselines as the candidate; it takes no --candidates', { field: '--self-test' });
+  if (!argv.selfTest && !argv.candidates) throw new UserError('missing --candidates', { field: '--candidates', fix: 'pass --candidates DIR, or --self-test' });
+  const kinds = { throughput: ['throughput'], latency: ['latency'], all: ['throughput', 'latency'] }[argv.workload];
+  if (!kinds) throw new UserError(`unknown workload '${argv.workload}'`, { field: '--workload', fix: 'throughput, latency or all' });
+  const models = Array.isArray(argv.model) ? argv.model : [argv.model];
+  const env = environment();
+  const backend = selectBackend(env, argv.backend);
+  const log = (l: string) => io.err(`${l}\n`);
+  const engine = engineOptions(argv, log);
+  const { set, failures } = argv.selfTest ? { set: [], failures: [] } : await loadCandidates(env, argv.candidates!, Boolean(argv.keepGoing));
+  const latency: LatencySpec | undefined = kinds.includes('latency') ? {
+    ...DEFAULT_LATENCY,
+    batchSizes: listFlag(argv.latencyBatchSizes).map((s) => intFlag('latency-batch-sizes', s, 1, 4096)),
+    promptLen: intFlag('latency-prompt', argv.latencyPrompt, 1, 1 << 20),
+    outputLen: intFlag('latency-output', argv.latencyOutput, 1, 1 << 20),
+    warmups: intFlag('warmups', argv.warmups, 0, 1000),
+    repeats: intFlag('repeats', argv.repeats, 1, 1000),
+  } : undefined;
+  const timeoutS = intFlag('timeout', argv.timeout, 1, 1 << 30);
+
+  const records: E2eModelRecordOut[] = [];
+  const details: Record<string, E2eDetails> = {};
+  const report = (): E2eReportInput => ({
+    schema_version: 1, ...(argv.agent ? { agent: argv.agent } : {}), mode: argv.selfTest ? 'self-test' : 'composed',
+    gpu: backend.devices()[0]?.name ?? backend.name, versions: { ...backend.versions() }, models: records,
+  });
+  const write = () => {
+    if (!records.length) return;
+    const parsed = E2eReportSchema.safeParse(report());
+    if (!parsed.success) throw new Error(`internal: the e2e report does not match E2eReportSchema: ${parsed.error.issues[0]?.path.join('.')}: ${parsed.error.issues[0]?.message}`);
+    if (argv.out) {
+      mkdirSync(dirname(resolve(argv.out)), { recursive: true });
+      writeFileSync(argv.out, JSON.stringify(parsed.data, null, 2) + '\n');
+    }
+    if (argv.details) writeFileSync(argv.details, JSON.stringify(details, null, 2) + '\n');
+  };
+  for (const dir of models) {
+    const src = modelSource(dir, backend, argv);
+    const cfg = JSON.parse(readFileSync(resolve(dir, 'config.json'), 'utf8')) as { vocab_size?: number; max_position_embeddings?: number };
+    let throughput;
+    if (kinds.includes('throughput')) {
+      throughput = resolveWorkload(argv.requests, cfg.vocab_size ?? 32000);
+      checkWorkload(throughput, cfg.vocab_size ?? Infinity, engine.maxModelLen ?? Math.min(cfg.max_position_embeddings ?? 4096, 4096));
+    }
+    const runner = new E2eRunner(src, env.registry, {
+      engine, ...(throughput ? { throughput } : {}), ...(latency ? { latency } : {}), runTimeoutMs: timeoutS * 1000, importFailures: failures, log,
+    });
+    let r;
+    try {
+      r = runner.evaluate(set);
+    } catch (e) {
+      write(); // partial results (earlier models) are kept
+      throw e;
+    }
+    records.push(r.record);
+    details[src.name] = r.details;
+    write();
+    const rec = r.record;
+    const f = (x?: number) => (x === undefined ? '-' : `${x.toFixed(3)}x`);
+    const agree = rec.discrepancies.filter((d) => d === 0).length;
+    io.out(`${src.name}: ${rec.outcome}, throughput ${f(rec.throughputSpeedup)}, latency ${f(rec.latencySpeedup)}, exact agreement ${agree}/${rec.discrepancies.length}` +
+      `${rec.drops.length ? `, dropped ${rec.drops.map((d) => `${d.task} (${d.category})`).join(', ')}` : ''}${rec.asIs && rec.asIs.outcome !== 'ok' ? `; as-is: ${rec.asIs.outcome}` : ''}\n`);
+    if (r.details.baseline.throughputTokS) io.err(`  baseline ${r.details.baseline.throughputTokS.toFixed(1)} output tok/s; ${r.details.runs} runs\n`);
+  }
+  if (argv.json) io.out(JSON.stringify({ report: E2eReportSchema.parse(report()), details }, null, 2) + '\n');
+}
+
+export function e2eCommand(io: Io) {
+  return {
+    command: 'e2e',
+    describe: 'Run models end to end with a candidate set: baseline, noise and candidate runs, drop-and-retry, MacroEval record',
+    builder: (y: Argv) =>
+      engineFlags(y)
+        .option('model', { type: 'string', demandOption: true, describe: 'model folder(s): config.json (+ safetensors); repeat for several' })
+        .option('candidates', { type: 'string', describe: 'candidate folder: L<level>/<task stem>.ts|.js' })
+        .option('self-test', { type: 'boolean', describe: 'the baselines as the candidate (expect 100% agreement, speedups ~1)' })
+        .option('workload', { type: 'string', choices: ['throughput', 'latency', 'all'], default: 'all' })
+        .option('requests', { type: 'string', default: 'synthetic:256:100-1024:100-1024:0', describe: 'throughput requests: a JSONL file ({"prompt_ids": [...], "output_len": N} per line) or synthetic:N:IN_LO-IN_HI:OUT_LO-OUT_HI:SEED' })
+        .option('latency-batch-sizes', { type: 'string', default: '1,32' })
+        .option('latency-prompt', { type: 'number', default: 128 })
+        .option('latency-output', { type: 'number', default: 128 })
+        .option('warmups', { type: 'number', default: 3 })
+        .option('repeats', { type: 'number', default: 5, describe: 'timed latency runs (median)' })
+        .option('timeout', { type: 'number', default: 3600, describe: 'seconds one run may take (checked between steps)' })
+        .option('keep-going', { type: 'boolean', describe: 'candidate files that fail to load are dropped (category import) instead of stopping with exit 2' })
+        .option('out', { type: 'string', describe: 'write the E2eReport (MacroEval input) JSON here, updated after each model' })
+        .option('details', { type: 'string', describe: 'write raw numbers (baseline tok/s, latencies, host fraction) here' })
+        .option('agent', { type: 'string', describe: 'agent name for the report' })
+        .option('json', { type: 'boolean', describe: 'print the report and details as JSON' })
+        .example('$0 e2e --model ./llama3-8b --candidates my-kernels --out e2e.json', 'all workloads, drop-and-retry, MacroEval record')
+        .example('$0 e2e --model ./tiny --self-test --backend cpu --requests synthetic:8:4-32:4-8:0 --latency-batch-sizes 1', 'the self-test on the CPU'),
+    handler: (argv: E2eArgs) => runE2e(argv, io),
+  };
+}
+

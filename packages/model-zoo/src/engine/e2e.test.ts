@@ -1,0 +1,113 @@
+import { join } from 'node:path';
+import type { Tensor } from '@fastkernels/core';
+import { describe, expect, it } from 'vitest';
+import { cpuBackend } from '../../test/l1-harness.js';
+import { VocabParallelEmbedding } from '../families/dense-moe-llm/L1/embedding.js';
+import { Linear } from '../families/dense-moe-llm/L1/linear.js';
+import { RotaryEmbedding } from '../families/dense-moe-llm/L1/rotary_emb.js';
+import { SiluAndMul } from '../families/dense-moe-llm/L1/silu_and_mul.js';
+import { baselineRegistry } from '../index.js';
+import { EmulatedGraphRuntime } from './device-io.js';
+import { E2eRunner, calibratedCorrectness, tokenDiscrepancies, type E2eModelSource } from './e2e.js';
+import { loadLlamaModel } from './load-model.js';
+import { isGraphCapturing } from './runner.js';
+import { syntheticWorkload } from './workloads.js';
+
+const FIXTURES = join(import.meta.dirname, '../../fixtures');
+
+const source: E2eModelSource = {
+  name: 'tiny-llama',
+  family: 'dense-moe-llm',
+  load: (registry) => {
+    const m = loadLlamaModel(join(FIXTURES, 'tiny-llama'), { backend: cpuBackend(), registry, dtype: 'f32' });
+    return { model: m.model, ctx: m.ctx, geometry: m.config, dispose: () => m.model.dispose() };
+  },
+};
+
+const options = {
+  engine: { maxModelLen: 128, maxNumSeqs: 4, maxNumBatchedTokens: 32, graphs: new EmulatedGraphRuntime() },
+  throughput: syntheticWorkload({ numRequests: 6, inputLen: [3, 40], outputLen: [4, 12], seed: 0, vocabSize: 256 }),
+  latency: { batchSizes: [1, 2], promptLen: 8, outputLen: 4, warmups: 1, repeats: 1 },
+};
+
+// Candidates (subclasses of the baselines, as a candidate set would export them).
+class GoodLinear extends Linear {}
+class WrongSiluAndMul extends SiluAndMul {
+  override forward(x: Tensor): Tensor {
+    return super.forward(x).fill_(1); // corrupts every MLP output
+  }
+}
+class ThrowingRotary extends RotaryEmbedding {
+  override forward(): never {
+    throw new Error('illegal memory access (simulated)');
+  }
+}
+class UncapturableEmbedding extends VocabParallelEmbedding {
+  override forward(ids: Tensor): Tensor {
+    if (isGraphCapturing()) throw new Error('operation not permitted when stream is capturing (simulated host sync)');
+    return super.forward(ids);
+  }
+}
+
+describe('e2e: baseline, noise, candidate runs with drop-and-retry', () => {
+  it('self-test (no candidates): 100% agreement, ok, speedups near 1', () => {
+    const r = new E2eRunner(source, baselineRegistry(), options).evaluate([]);
+    expect(r.record.outcome).toBe('ok');
+    expect(r.record.discrepancies).toEqual([0, 0, 0, 0, 0, 0]);
+    expect(r.record.noiseDiscrepancies).toEqual([0, 0, 0, 0, 0, 0]);
+    expect(r.record.throughputSpeedup).toBeGreaterThan(0);
+    expect(r.record.latencySpeedup).toBeGreaterThan(0);
+    expect(r.record.drops).toEqual([]);
+    expect(r.details.calibratedC).toBe(1);
+  });
+
+  it('drops a throwing, an uncapturable and a wrong candidate (from the error or by bisection) and deploys the rest', () => {
+    const lines: string[] = [];
+    const runner = new E2eRunner(source, baselineRegistry(), { ...options, log: (l) => lines.push(l), importFailures: [{ taskId: 'L1/softmax', detail: 'L1/softmax.ts: no export named Softmax' }] });
+    const { record, details } = runner.evaluate([
+      { taskId: 'L1/linear', cls: GoodLinear },
+      { taskId: 'L1/silu_and_mul', cls: WrongSiluAndMul },
+      { taskId: 'L1/rotary_emb', cls: ThrowingRotary },
+      { taskId: 'L1/embedding', cls: UncapturableEmbedding },
+    ]);
+    expect(record.drops.map((d) => [d.task, d.category])).toEqual([
+      ['L1/softmax', 'import'],
+      ['L1/rotary_emb', 'runtime'],
+      ['L1/embedding', 'compile'],
+      ['L1/silu_and_mul', 'incorrect'],
+    ]);
+    expect(lines.some((l) => /dropping L1\/silu_and_mul \(incorrect, found by bisection\)/.test(l))).toBe(true);
+    expect(lines.some((l) => /dropping L1\/rotary_emb \(runtime, from the error\)/.test(l))).toBe(true);
+    expect(details.deployed).toEqual(['L1/linear']);
+    expect(record.outcome).toBe('ok');
+    expect(record.discrepancies.every((d) => d === 0)).toBe(true);
+    expect(record.asIs?.outcome).toBe('crash');
+    expect(record.asIs?.detail).toMatch(/^runtime: illegal memory access/);
+    expect(record.requested).toEqual(['L1/linear', 'L1/silu_and_mul', 'L1/rotary_emb', 'L1/embedding', 'L1/softmax']);
+  });
+
+  it('a candidate that makes the run pass its deadline is dropped as a timeout (found by bisection)', () => {
+    class SlowSiluAndMul extends SiluAndMul {
+      override forward(x: Tensor): Tensor {
+        const until = performance.now() + 60;
+        while (performance.now() < until) {
+          // a kernel that hangs (bounded here so the test ends)
+        }
+        return super.forward(x);
+      }
+    }
+    const base = new E2eRunner(source, baselineRegistry(), { ...options, latency: undefined });
+    const fast = base.runOnce(baselineRegistry(), false);
+    expect('tokens' in fast).toBe(true);
+    const runner = new E2eRunner(source, baselineRegistry(), { ...options, latency: undefined, runTimeoutMs: 1500 });
+    const { record } = runner.evaluate([{ taskId: 'L1/linear', cls: GoodLinear }, { taskId: 'L1/silu_and_mul', cls: SlowSiluAndMul }]);
+    expect(record.drops.map((d) => [d.task, d.category])).toEqual([['L1/silu_and_mul', 'timeout']]);
+    expect(record.asIs?.outcome).toBe('timeout');
+    expect(record.outcome).toBe('ok');
+  });
+
+  it('token agreement: matched prefix over the reference length, and calibrated correctness', () => {
+    expect(tokenDiscrepancies([[1, 2, 3, 4], [5, 6]], [[1, 2, 9, 4], [5, 6]])).toEqual([0.5, 0]);
+    expect(calibratedCorrectness([0, 0.5, 1], [0, 0])).toBeCloseTo(1 / 3);
+  });
+});

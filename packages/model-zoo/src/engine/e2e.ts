@@ -1,0 +1,328 @@
+import { UserError, errorMessage, type ExecutionContext, type ModuleClass, type ModuleRegistry } from '@fastkernels/core';
+import { LLMEngine, EngineTimeoutError, summarizeSteps, type EngineGeometry, type EngineOptions } from './engine.js';
+import { blamedTask, blamingRegistry } from './instrument.js';
+import type { CausalLM } from './model-runner.js';
+import { isCaptureError } from './runner.js';
+import type { Workload } from './workloads.js';
+
+/**
+ * `fastkernels e2e` for one model (design §4 "End to end"; reference/fastkernels.md §5.4): in one process,
+ * through child registries,
+ *   1. a baseline run (the baseline registry): throughput and latency timings, greedy tokens per request;
+ *   2. a noise run (a child registry with no overrides, i.e. the baseline against itself): per-request
+ *      discrepancies that calibrate what "agrees" means on this machine;
+ *   3. the candidate run with every candidate (the as-is result), then drop-and-retry: a run that crashes,
+ *      fails graph capture, passes its deadline or disagrees (calibrated correctness C < tau) is blamed on one
+ *      candidate — from the error (blamingRegistry tags it) or else by bisection over the set — which is dropped
+ *      with its category, and the model re-run with the rest until a run is clean (the deployable subset).
+ * Correctness is greedy token agreement: per request, d = 1 − matched prefix ÷ baseline length (1 = unrelated).
+ */
+
+export type DropCategory = 'compile' | 'runtime' | 'timeout' | 'import' | 'incorrect';
+export type Outcome = 'ok' | 'crash' | 'broken' | 'timeout';
+
+export interface LoadedE2eModel {
+  readonly model: CausalLM;
+  readonly ctx: ExecutionContext;
+  readonly geometry: EngineGeometry;
+  dispose(): void;
+}
+
+export interface E2eModelSource {
+  readonly name: string;
+  readonly family: string;
+  /** Build the model with this registry (same weights every time: a checkpoint, or a seeded init). */
+  load(registry: ModuleRegistry): LoadedE2eModel;
+}
+
+export interface CandidateOverride {
+  readonly taskId: string;
+  readonly cls: ModuleClass;
+}
+
+export interface LatencySpec {
+  readonly batchSizes: readonly number[];
+  readonly promptLen: number;
+  readonly outputLen: number;
+  readonly warmups: number;
+  readonly repeats: number;
+}
+
+export const DEFAULT_LATENCY: LatencySpec = { batchSizes: [1, 32], promptLen: 128, outputLen: 128, warmups: 3, repeats: 5 };
+
+export interface E2eOptions {
+  readonly engine?: EngineOptions;
+  /** Throughput workload (greedy, EOS ignored); also the correctness workload. */
+  readonly throughput?: Workload;
+  /** Latency runs; also checked for correctness when there is no throughput workload. */
+  readonly latency?: LatencySpec;
+  /** Wall-clock limit of one run (ms); a run past it is a timeout. */
+  readonly runTimeoutMs?: number;
+  /** Correctness gate of a candidate run: calibrated C >= tau (MacroEval's default 0.9; g and z as MacroEval's defaults). */
+  readonly tau?: number;
+  /** Candidates that failed to load (category import), recorded as drops. */
+  readonly importFailures?: readonly { taskId: string; detail: string }[];
+  readonly log?: (line: string) => void;
+  /** The latency prompt ids (defaults to a fixed pattern below the vocabulary). */
+  readonly vocabSize?: number;
+}
+
+/** One run of the model: tokens per request and timings. */
+export interface RunResult {
+  readonly tokens: number[][];
+  readonly throughputTokS?: number;
+  /** Median wall ms per batch size. */
+  readonly latencyMs?: Record<number, number>;
+  /** Decode steps' mean host time fraction. */
+  readonly decodeHostFraction?: number;
+  readonly wallMs: number;
+}
+
+export interface RunFailure {
+  readonly category: Exclude<DropCategory, 'import' | 'incorrect'>;
+  readonly error: unknown;
+  readonly blamed?: string;
+}
+
+export interface E2eRunRecord {
+  outcome: Outcome;
+  detail?: string;
+  throughputSpeedup?: number;
+  latencySpeedup?: number;
+  discrepancies: number[];
+  unrelatedDistance: number;
+}
+
+/** E2eModelRecordSchema (@fastkernels/macroeval) input for this model. */
+export interface E2eModelRecordOut extends E2eRunRecord {
+  model: string;
+  family: string;
+  noiseDiscrepancies: number[];
+  requested: string[];
+  drops: { task: string; category: DropCategory; detail?: string }[];
+  asIs?: E2eRunRecord;
+}
+
+export interface E2eDetails {
+  readonly baseline: Omit<RunResult, 'tokens'>;
+  readonly deployable: Omit<RunResult, 'tokens'> | null;
+  readonly deployed: string[];
+  readonly runs: number;
+  readonly calibratedC: number | null;
+}
+
+/** d = 1 − (matching prefix length ÷ reference length) per request. */
+export function tokenDiscrepancies(reference: readonly (readonly number[])[], got: readonly (readonly number[])[]): number[] {
+  return reference.map((ref, i) => {
+    const g = got[i] ?? [];
+    let m = 0;
+    while (m < ref.length && m < g.length && ref[m] === g[m]) m++;
+    return ref.length ? 1 - m / ref.length : 0;
+  });
+}
+
+/** MacroEval's calibrated correctness with its default parameters (g = q95 of noise clamped to [0.001, 0.5], z = 0.5). */
+export function calibratedCorrectness(d: readonly number[], noise: readonly number[]): number {
+  if (!d.length) return 0;
+  const sorted = [...noise].sort((a, b) => a - b);
+  const q = sorted.length ? sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(0.95 * sorted.length) - 1))]! : 0.02;
+  const g = Math.min(0.5, Math.max(0.001, q));
+  const z = 0.5;
+  let sum = 0;
+  for (const x of d) sum += x <= g ? 1 : x >= z ? 0 : (z - x) / (z - g);
+  return sum / d.length;
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+const geomean = (xs: number[]) => Math.exp(xs.reduce((a, x) => a + Math.log(x), 0) / xs.length);
+
+
+export class E2eRunner {
+  private readonly log: (l: string) => void;
+  runs = 0;
+
+  constructor(
+    readonly source: E2eModelSource,
+    readonly baseline: ModuleRegistry,
+    readonly options: E2eOptions,
+  ) {
+    this.log = options.log ?? (() => {});
+    if (!options.throughput && !options.latency) throw new Error('E2eRunner: give a throughput workload, a latency spec or both');
+  }
+
+  /** A registry with these overrides over the baseline (the empty set = the noise registry). */
+  registryFor(set: readonly CandidateOverride[], label = 'candidates'): ModuleRegistry {
+    const r = this.baseline.child(label);
+    for (const c of set) r.override(c.taskId, c.cls);
+    return r;
+  }
+
+  /** Run the model once with a registry; timing = also measure throughput/latency (else correctness only). */
+  runOnce(registry: ModuleRegistry, timing: boolean, suspects: ReadonlySet<string> = new Set()): RunResult | RunFailure {
+    this.runs++;
+    const reg = suspects.size ? blamingRegistry(registry, suspects) : registry;
+    const t0 = performance.now();
+    const deadline = t0 + (this.options.runTimeoutMs ?? Infinity);
+    let loaded: LoadedE2eModel | null = null;
+    let engine: LLMEngine | null = null;
+    try {
+      loaded = this.source.load(reg);
+      engine = new LLMEngine(loaded.model, loaded.ctx, loaded.geometry, this.options.engine ?? {});
+      engine.deadline = deadline;
+      const tokens: number[][] = [];
+      const res: { tokens: number[][]; throughputTokS?: number; latencyMs?: Record<number, number>; decodeHostFraction?: number; wallMs: number } = { tokens, wallMs: 0 };
+      const w = this.options.throughput;
+      if (w) {
+        const t = performance.now();
+        const out = engine.generate(w.requests.map((r) => ({ promptIds: r.promptIds, params: { maxTokens: r.outputLen, ignoreEos: true } })));
+        const ms = performance.now() - t;
+        for (const o of out) tokens.push(o.tokenIds);
+        const n = out.reduce((a, o) => a + o.tokenIds.length, 0);
+        res.throughputTokS = (n / ms) * 1000;
+        res.decodeHostFraction = summarizeSteps(engine.records).hostFraction;
+      }
+      const lat = this.options.latency;
+      if (lat && (timing || !w)) {
+        res.latencyMs = {};
+        const V = this.options.vocabSize ?? loaded.geometry.vocabSize;
+        for (const bs of lat.batchSizes) {
+          const reqs = Array.from({ length: bs }, (_, b) => ({
+            promptIds: Array.from({ length: lat.promptLen }, (_, i) => (b * 7919 + i * 104729 + 1) % V),
+            params: { maxTokens: lat.outputLen, ignoreEos: true },
+          }));
+          const times: number[] = [];
+          for (let r = 0; r < (timing ? lat.warmups + lat.repeats : 1); r++) {
+            engine.records.length = 0;
+            const t = performance.now();
+            const out = engine.generate(reqs);
+            const ms = performance.now() - t;
+            if (r === 0 && !w) for (const o of out) tokens.push(o.tokenIds);
+            if (r >= lat.warmups || !timing) times.push(ms);
+          }
+          res.latencyMs[bs] = median(times);
+        }
+      }
+      res.wallMs = performance.now() - t0;
+      return res;
+    } catch (e) {
+      const blamed = blamedTask(e);
+      const category = e instanceof EngineTimeoutError ? 'timeout' : isCaptureError(e) ? 'compile' : 'runtime';
+      return { category, error: e, ...(blamed ? { blamed } : {}) };
+    } finally {
+      engine?.dispose();
+      loaded?.dispose();
+    }
+  }
+
+  /** The full evaluation of a candidate set: baseline, noise, as-is, drop-and-retry, deployable. */
+  evaluate(candidates: readonly CandidateOverride[]): { record: E2eModelRecordOut; details: E2eDetails } {
+    const { source } = this;
+    const requested = [...candidates.map((c) => c.taskId), ...(this.options.importFailures ?? []).map((f) => f.taskId)];
+    this.log(`${source.name}: baseline run`);
+    const base = this.runOnce(this.baseline, true);
+    if (isFailure(base)) {
+      if (base.error instanceof UserError) throw base.error; // bad input: the model does not fit, a bad workload
+      throw new Error(`${source.name}: the baseline run failed: ${errorMessage(base.error)}`);
+    }
+    this.log(`${source.name}: noise run (baseline against itself)`);
+    const noise = this.runOnce(this.registryFor([], 'noise'), true);
+    if (isFailure(noise)) throw new Error(`${source.name}: the noise run failed: ${errorMessage(noise.error)}`);
+    const noiseD = tokenDiscrepancies(base.tokens, noise.tokens);
+    const tau = this.options.tau ?? 0.9;
+
+    const score = (r: RunResult): E2eRunRecord & { C: number } => {
+      const d = tokenDiscrepancies(base.tokens, r.tokens);
+      const C = calibratedCorrectness(d, noiseD);
+      const rec: E2eRunRecord & { C: number } = { outcome: C >= tau ? 'ok' : 'broken', discrepancies: d, unrelatedDistance: 1, C };
+      if (r.throughputTokS !== undefined && base.throughputTokS) rec.throughputSpeedup = r.throughputTokS / base.throughputTokS;
+      if (r.latencyMs && base.latencyMs) {
+        const ratios = Object.keys(r.latencyMs).map((k) => base.latencyMs![Number(k)]! / r.latencyMs![Number(k)]!).filter((x) => Number.isFinite(x) && x > 0);
+        if (ratios.length) rec.latencySpeedup = geomean(ratios);
+      }
+      if (rec.outcome === 'broken') rec.detail = `calibrated correctness ${C.toFixed(3)} < ${tau}`;
+      return rec;
+    };
+    const failed = (f: RunFailure): E2eRunRecord => ({
+      outcome: f.category === 'timeout' ? 'timeout' : 'crash',
+      detail: `${f.category}: ${errorMessage(f.error).split('\n')[0]}`,
+      discrepancies: base.tokens.map(() => 1),
+      unrelatedDistance: 1,
+    });
+
+    const drops: E2eModelRecordOut['drops'] = (this.options.importFailures ?? []).map((f) => ({ task: f.taskId, category: 'import' as const, detail: f.detail }));
+    let set = [...candidates];
+    let asIs: E2eRunRecord | undefined;
+    let finalRun: RunResult | null = null;
+    let finalRec: (E2eRunRecord & { C?: number }) | null = null;
+    for (;;) {
+      if (!set.length) break;
+      this.log(`${source.name}: candidate run with ${set.map((c) => c.taskId).join(', ')}`);
+      const r = this.runOnce(this.registryFor(set), true, new Set(set.map((c) => c.taskId)));
+      let verdict: { category: DropCategory; detail: string; blamed?: string } | null = null;
+      if (isFailure(r)) {
+        const rec = failed(r);
+        asIs ??= rec;
+        verdict = { category: r.category, detail: rec.detail!, ...(r.blamed ? { blamed: r.blamed } : {}) };
+      } else {
+        const rec = score(r);
+        asIs ??= stripC(rec);
+        if (rec.outcome === 'ok') {
+          finalRun = r;
+          finalRec = rec;
+          break;
+        }
+        verdict = { category: 'incorrect', detail: rec.detail! };
+      }
+      const culprit = verdict.blamed ?? this.bisect(set, verdict.category, base.tokens, noiseD, tau);
+      this.log(`${source.name}: dropping ${culprit} (${verdict.category}${verdict.blamed ? ', from the error' : ', found by bisection'})`);
+      drops.push({ task: culprit, category: verdict.category, detail: verdict.detail });
+      set = set.filter((c) => c.taskId !== culprit);
+    }
+    if (!finalRun) {
+      // nothing deployable: the deployable model is the baseline itself (the noise run measured it)
+      finalRun = noise;
+      finalRec = score(noise);
+    }
+    const rec = stripC(finalRec!);
+    const record: E2eModelRecordOut = {
+      model: source.name, family: source.family, ...rec, noiseDiscrepancies: noiseD, requested, drops,
+      ...(asIs ? { asIs } : {}),
+    };
+    const { tokens: _b, ...baseInfo } = base;
+    const { tokens: _f, ...finalInfo } = finalRun;
+    return { record, details: { baseline: baseInfo, deployable: finalInfo, deployed: set.map((c) => c.taskId), runs: this.runs, calibratedC: finalRec!.C ?? null } };
+  }
+
+  /** Does this subset fail the way the full set did? (correctness-only runs) */
+  private fails(subset: readonly CandidateOverride[], category: DropCategory, ref: number[][], noise: number[], tau: number): boolean {
+    const r = this.runOnce(this.registryFor(subset, 'bisect'), false);
+    if (isFailure(r)) return true;
+    if (category !== 'incorrect') return false;
+    return calibratedCorrectness(tokenDiscrepancies(ref, r.tokens), noise) < tau;
+  }
+
+  /** Bisection: the half that still fails, recursively; when neither half fails alone, the first of the set. */
+  bisect(set: readonly CandidateOverride[], category: DropCategory, ref: number[][], noise: number[], tau: number): string {
+    let s = [...set];
+    while (s.length > 1) {
+      const a = s.slice(0, Math.ceil(s.length / 2));
+      const b = s.slice(a.length);
+      if (this.fails(a, category, ref, noise, tau)) s = a;
+      else if (this.fails(b, category, ref, noise, tau)) s = b;
+      else break; // only together: blame the first (an interaction)
+    }
+    return s[0]!.taskId;
+  }
+}
+
+function isFailure(r: RunResult | RunFailure): r is RunFailure {
+  return 'category' in r;
+}
+
+function stripC(r: E2eRunRecord & { C?: number }): E2eRunRecord {
+  const { C: _c, ...rest } = r;
+  return rest;
+}

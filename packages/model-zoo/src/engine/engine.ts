@@ -1,0 +1,316 @@
+import { DTYPE_INFO, Tensor, UserError, withContext, type ExecutionContext } from '@fastkernels/core';
+import { KV_BLOCK_SIZE } from '../families/dense-moe-llm/L1/store_kvcache.js';
+import { BlockManager } from './block-manager.js';
+import type { GraphRuntime } from './device-io.js';
+import { stepIoFor } from './device-io.js';
+import { disposeAttentionMetadata, withForwardContext, type AttentionMetadata } from './forward-context.js';
+import { KvCache, type KvCacheSpec } from './kv-cache.js';
+import { formatBudget, planKvCache, type MemoryBudget } from './memory.js';
+import type { CausalLM } from './model-runner.js';
+import { EngineRunner, type RunnerGeometry } from './runner.js';
+import { Scheduler } from './scheduler.js';
+import { DEFAULT_SAMPLING, Sequence, type FinishReason, type SamplingParams } from './sequence.js';
+
+/** The model facts the engine needs (LlamaConfig has them all). */
+export interface EngineGeometry extends RunnerGeometry {
+  readonly maxPositionEmbeddings: number;
+}
+
+export interface EngineOptions {
+  /** Tokens per step, prefill chunks and decodes together (vLLM/nano-vllm default 16384 on a large GPU). */
+  readonly maxNumBatchedTokens?: number;
+  /** Sequences per step (default 256). */
+  readonly maxNumSeqs?: number;
+  /** Longest prompt + output (default min(max_position_embeddings, 4096)). */
+  readonly maxModelLen?: number;
+  readonly chunkedPrefill?: boolean;
+  /** Fraction of device memory the engine may use (default 0.9). */
+  readonly gpuMemoryUtilization?: number;
+  /** Use exactly this many KV blocks (tests, or to bypass profiling). */
+  readonly numKvBlocks?: number;
+  /** CUDA-graph decode (default: when the backend has graphs); a GraphRuntime to use that one. */
+  readonly graphs?: boolean | GraphRuntime;
+  readonly maxGraphBatch?: number;
+  /** EOS id(s) of the model; a request stops there unless it sets ignoreEos. */
+  readonly eosTokenId?: number | readonly number[];
+  /** Write the next decode step's metadata while the device runs this one (default true). */
+  readonly overlap?: boolean;
+  /** Where the memory budget and start-up lines go. */
+  readonly log?: (line: string) => void;
+}
+
+export interface RequestOutput {
+  readonly requestId: number;
+  readonly promptIds: number[];
+  readonly tokenIds: number[];
+  readonly finishReason: FinishReason;
+  readonly numPreemptions: number;
+}
+
+/** Host and device timing of one step. */
+export interface StepRecord {
+  readonly kind: 'prefill' | 'decode' | 'mixed';
+  readonly numTokens: number;
+  readonly numSeqs: number;
+  readonly graph: boolean;
+  /** Host time on the critical path: scheduling + staging + launch, then postprocessing after the tokens arrived. */
+  readonly hostMs: number;
+  /** Host work done while the device ran the step (the next step's metadata). */
+  readonly overlapMs: number;
+  /** Wall time of the whole step. */
+  readonly stepMs: number;
+}
+
+export interface StepOutput {
+  /** New token per request this step. */
+  readonly tokens: readonly (readonly [requestId: number, token: number])[];
+  readonly finished: readonly RequestOutput[];
+  readonly record: StepRecord;
+}
+
+/** Thrown when a run passes its deadline (checked between steps). */
+export class EngineTimeoutError extends Error {
+  override readonly name = 'EngineTimeoutError';
+}
+
+/**
+ * The offline engine (nano-vllm's LLMEngine over vLLM V1's scheduling): add requests, step, collect outputs.
+ * Start-up profiles memory (weights, the activation peak of a maxNumBatchedTokens forward, the graph pool),
+ * sizes the paged KV cache from gpuMemoryUtilization, prints the budget, and captures the decode graphs.
+ */
+export class LLMEngine {
+  readonly scheduler: Scheduler;
+  readonly blockManager: BlockManager;
+  readonly kvCache: KvCache;
+  readonly runner: EngineRunner;
+  readonly budget: MemoryBudget;
+  readonly maxModelLen: number;
+  readonly records: StepRecord[] = [];
+  /** Keep step records (default true; long benchmarks may turn it off). */
+  keepRecords = true;
+  private readonly eos: number | readonly number[];
+  private readonly overlap: boolean;
+  private nextId = 0;
+  private readonly seqs = new Map<number, Sequence>();
+  deadline = Infinity;
+
+  constructor(
+    readonly model: CausalLM,
+    readonly ctx: ExecutionContext,
+    readonly geometry: EngineGeometry,
+    readonly options: EngineOptions = {},
+  ) {
+    const maxModelLen = options.maxModelLen ?? Math.min(geometry.maxPositionEmbeddings, 4096);
+    if (maxModelLen > geometry.maxPositionEmbeddings) throw new UserError(`max-model-len ${maxModelLen} exceeds max_position_embeddings ${geometry.maxPositionEmbeddings}`, { field: '--max-model-len' });
+    this.maxModelLen = maxModelLen;
+    const maxNumSeqs = options.maxNumSeqs ?? 256;
+    const maxNumBatchedTokens = Math.max(options.maxNumBatchedTokens ?? 16384, 1);
+    const chunkedPrefill = options.chunkedPrefill ?? true;
+    if (!chunkedPrefill && maxNumBatchedTokens < maxModelLen) throw new UserError(`without chunked prefill max-num-batched-tokens (${maxNumBatchedTokens}) must be >= max-model-len (${maxModelLen})`, { field: '--max-num-batched-tokens' });
+    this.eos = options.eosTokenId ?? -1;
+    this.overlap = options.overlap ?? true;
+    const log = options.log ?? (() => {});
+    const io = stepIoFor(ctx.backend);
+    const wantGraphs = options.graphs ?? true;
+    const graphRt = wantGraphs === false ? null : typeof wantGraphs === 'object' ? wantGraphs : io.graphs;
+
+    const spec: KvCacheSpec = { numLayers: geometry.numHiddenLayers, numKvHeads: geometry.numKeyValueHeads, headDim: geometry.headDim, blockSize: KV_BLOCK_SIZE, dtype: ctx.dtype };
+    const weightsBytes = model.namedParameters().reduce((a, [, t]) => a + t.numel * t.itemsize, 0);
+    const profiled = this.profileActivations(maxNumBatchedTokens, Math.min(maxNumSeqs, maxNumBatchedTokens), spec, io.memoryInfo());
+    const maxGraphBatch = Math.min(options.maxGraphBatch ?? 256, maxNumSeqs);
+    const graphEstimate = graphRt ? EngineRunner.estimateGraphPoolBytes(geometry, maxGraphBatch, ctx.dtype) : 0;
+    const maxBlocksPerSeq = Math.ceil(maxModelLen / KV_BLOCK_SIZE);
+    const runnerBytes = (maxNumBatchedTokens + maxNumSeqs) * 24 + maxNumSeqs * (maxBlocksPerSeq * 4 + 64) + (1 << 20);
+    const total = io.memoryInfo()?.totalBytes ?? ctx.backend.devices()[ctx.device]?.totalMemory ?? 0;
+    const plan = planKvCache({
+      totalBytes: total, utilization: options.gpuMemoryUtilization ?? 0.9, weightsBytes, activationPeakBytes: profiled.bytes,
+      activationMeasured: profiled.measured, graphPoolBytes: graphEstimate, runnerBytes, spec, maxModelLen, maxNumSeqs,
+      ...(options.numKvBlocks !== undefined ? { explicitBlocks: options.numKvBlocks } : {}),
+    });
+    this.kvCache = new KvCache(ctx.backend, ctx.device, spec, plan.numKvBlocks);
+    this.blockManager = new BlockManager(plan.numKvBlocks, KV_BLOCK_SIZE);
+    this.scheduler = new Scheduler({ maxNumBatchedTokens, maxNumSeqs, chunkedPrefill }, this.blockManager);
+    this.runner = new EngineRunner(model, ctx, this.kvCache, this.blockManager, {
+      maxNumBatchedTokens, maxNumSeqs, maxModelLen, maxGraphBatch, graphs: graphRt ?? false,
+    }, io);
+    try {
+      const t0 = performance.now();
+      const poolBytes = this.runner.captureGraphs(geometry);
+      this.budget = { ...plan, graphPoolBytes: graphRt ? poolBytes : 0 };
+      log(formatBudget(this.budget, KV_BLOCK_SIZE));
+      if (this.runner.usesGraphs) log(`CUDA graphs: decode batch sizes ${this.runner.graphBuckets.join(', ')} captured in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+      else log(`CUDA graphs: off (${graphRt ? 'no buckets' : ctx.backend.capabilities.graphs ? 'disabled' : `the ${ctx.backend.name} backend has none`}); decode runs eagerly`);
+    } catch (e) {
+      this.dispose();
+      throw e;
+    }
+  }
+
+  /**
+   * Activation peak of one maxNumBatchedTokens-token prefill + LM head over maxNumSeqs rows, measured with the
+   * device allocator's peak when the backend reports it; otherwise estimated from the geometry (no forward).
+   */
+  private profileActivations(tokens: number, rows: number, spec: KvCacheSpec, mem: ReturnType<ReturnType<typeof stepIoFor>['memoryInfo']>): { bytes: number; measured: boolean } {
+    const g = this.geometry;
+    const it = DTYPE_INFO[this.ctx.dtype].itemsize;
+    if (!mem) {
+      const qkv = (g.numAttentionHeads + 2 * g.numKeyValueHeads) * g.headDim;
+      const perToken = it * (qkv + 2 * g.numAttentionHeads * g.headDim + 4 * g.hiddenSize + 3 * g.intermediateSize);
+      return { bytes: tokens * perToken + rows * g.vocabSize * (it + 4), measured: false };
+    }
+    const ctx = this.ctx;
+    const cache = new KvCache(ctx.backend, ctx.device, spec, 1);
+    const fromInts = (v: number[], dtype: 'i32' | 'i64') => Tensor.fromArray(ctx.backend, v, [v.length], dtype, { device: ctx.device });
+    const ids = fromInts(new Array(tokens).fill(0), 'i64');
+    const pos = fromInts(Array.from({ length: tokens }, (_, i) => i % this.maxModelLen), 'i64');
+    const md: AttentionMetadata = {
+      numPrefills: 1, numPrefillTokens: tokens, numDecodes: 0, slotMapping: fromInts(new Array(tokens).fill(-1), 'i64'),
+      cuSeqlensQ: fromInts([0, tokens], 'i32'), cuSeqlensK: fromInts([0, tokens], 'i32'), maxSeqlenQ: tokens, maxSeqlenK: tokens, blockTables: null, seqLens: null,
+    };
+    const rowIds = fromInts(Array.from({ length: rows }, (_, i) => tokens - 1 - i), 'i64');
+    ctx.backend.synchronize(ctx.device);
+    const before = mem.allocatedBytes;
+    mem.resetPeak();
+    try {
+      withContext(ctx, () => {
+        const hidden = withForwardContext({ attnMetadata: md, kvCaches: cache.layers }, () => this.model.forward(ids, pos));
+        const last = ctx.backend.ops.embedding(rowIds, hidden);
+        hidden.dispose();
+        const logits = this.model.computeLogits(last);
+        last.dispose();
+        const f = logits.to('f32');
+        logits.dispose();
+        f.dispose();
+      });
+      ctx.backend.synchronize(ctx.device);
+      return { bytes: Math.max(0, mem.peakBytes - before), measured: true };
+    } finally {
+      for (const t of [ids, pos, rowIds]) t.dispose();
+      disposeAttentionMetadata(md);
+      cache.dispose();
+    }
+  }
+
+  /** Queue a request; returns its id. Validates the prompt against the vocabulary and max-model-len. */
+  addRequest(promptIds: readonly number[], params: Partial<SamplingParams> = {}): number {
+    const p: SamplingParams = { ...DEFAULT_SAMPLING, ...params };
+    if (!promptIds.length) throw new UserError('empty prompt');
+    for (const id of promptIds) if (!Number.isInteger(id) || id < 0 || id >= this.geometry.vocabSize) throw new UserError(`token id ${id} is outside the vocabulary [0, ${this.geometry.vocabSize})`, { field: 'prompt_ids' });
+    if (!Number.isInteger(p.maxTokens) || p.maxTokens < 1) throw new UserError(`max_tokens must be a positive integer, got ${p.maxTokens}`, { field: 'max_tokens' });
+    if (promptIds.length + p.maxTokens > this.maxModelLen) {
+      throw new UserError(`${promptIds.length} prompt + ${p.maxTokens} output tokens exceed max-model-len ${this.maxModelLen}`, { field: 'max_tokens', fix: 'shorten the request or raise --max-model-len' });
+    }
+    const id = this.nextId++;
+    const seq = new Sequence(id, promptIds, p);
+    this.scheduler.add(seq);
+    this.seqs.set(id, seq);
+    return id;
+  }
+
+  get hasUnfinished(): boolean {
+    return this.scheduler.hasUnfinished;
+  }
+
+  /** One scheduler step: schedule, launch, (prepare the next decode step), collect tokens, postprocess. */
+  step(): StepOutput {
+    if (performance.now() > this.deadline) throw new EngineTimeoutError('the run passed its deadline');
+    const t0 = performance.now();
+    const sched = this.scheduler;
+    const batch = sched.schedule();
+    if (batch.numTokens === 0) {
+      throw new Error(`scheduler made no progress (${sched.waiting.length} waiting, ${sched.running.length} running, ${this.blockManager.numFreeBlocks} free blocks)`);
+    }
+    const graphBefore = this.runner.stats.graphSteps;
+    let pending;
+    try {
+      pending = this.runner.launch(batch);
+    } catch (e) {
+      this.abort();
+      throw e;
+    }
+    const t1 = performance.now();
+    if (this.overlap && !batch.prefills.length && !sched.waiting.length && this.runner.usesGraphs) this.prestage(batch.decodes);
+    const t2 = performance.now();
+    let tokens: number[];
+    try {
+      tokens = this.runner.collect(pending).tokens;
+    } catch (e) {
+      this.abort();
+      throw e;
+    }
+    const t3 = performance.now();
+    const finished = sched.postprocess(batch, tokens, this.eos);
+    const outTokens: [number, number][] = [];
+    let t = 0;
+    for (const p of batch.prefills) if (p.samples) outTokens.push([p.seq.seqId, tokens[t++]!]);
+    for (const s of batch.decodes) outTokens.push([s.seqId, tokens[t++]!]);
+    const outputs = finished.map((s) => this.output(s));
+    for (const s of finished) this.seqs.delete(s.seqId);
+    const t4 = performance.now();
+    const record: StepRecord = {
+      kind: batch.prefills.length ? (batch.decodes.length ? 'mixed' : 'prefill') : 'decode',
+      numTokens: batch.numTokens, numSeqs: batch.prefills.length + batch.decodes.length,
+      graph: this.runner.stats.graphSteps > graphBefore,
+      hostMs: t1 - t0 + (t4 - t3), overlapMs: t2 - t1, stepMs: t4 - t0,
+    };
+    if (this.keepRecords) this.records.push(record);
+    return { tokens: outTokens, finished: outputs, record };
+  }
+
+  /** Blocks for one more token of each continuing decode, then its staging (see EngineRunner.prestageDecode). */
+  private prestage(decodes: readonly Sequence[]): void {
+    const next: Sequence[] = [];
+    let need = 0;
+    for (const s of decodes) {
+      if (s.numCompletionTokens + 1 >= s.params.maxTokens) continue;
+      next.push(s);
+      need += this.blockManager.blocksNeeded(s, s.numTokens + 1);
+    }
+    if (!next.length || need > this.blockManager.numFreeBlocks) return;
+    for (const s of next) this.blockManager.ensure(s, s.numTokens + 1);
+    this.runner.prestageDecode(next);
+  }
+
+  private output(s: Sequence): RequestOutput {
+    return { requestId: s.seqId, promptIds: s.tokenIds.slice(0, s.numPromptTokens), tokenIds: s.completionTokenIds, finishReason: s.finishReason ?? 'length', numPreemptions: s.numPreemptions };
+  }
+
+  /** Cancel one request (a client went away): its blocks are freed and it produces no output. */
+  abortRequest(requestId: number): boolean {
+    const s = this.seqs.get(requestId);
+    if (!s) return false;
+    this.seqs.delete(requestId);
+    return this.scheduler.remove(s);
+  }
+
+  /** Drop every request (after an error), freeing their blocks. */
+  abort(): void {
+    for (const s of this.scheduler.abortAll()) this.seqs.delete(s.seqId);
+  }
+
+  /** Run requests to completion; outputs in request order. */
+  generate(requests: readonly { promptIds: readonly number[]; params?: Partial<SamplingParams> }[], onStep?: (o: StepOutput) => void): RequestOutput[] {
+    const ids = requests.map((r) => this.addRequest(r.promptIds, r.params));
+    const done = new Map<number, RequestOutput>();
+    while (this.hasUnfinished) {
+      const o = this.step();
+      for (const f of o.finished) done.set(f.requestId, f);
+      onStep?.(o);
+    }
+    return ids.map((id) => done.get(id)!);
+  }
+
+  dispose(): void {
+    this.runner?.dispose();
+    this.kvCache?.dispose();
+  }
+}
+
+/** Summaries of step records: decode host fraction and mean step time, for reports. */
+export function summarizeSteps(records: readonly StepRecord[], filter: (r: StepRecord) => boolean = (r) => r.kind === 'decode'): { steps: number; meanStepMs: number; meanHostMs: number; hostFraction: number; graphFraction: number } {
+  const rs = records.filter(filter);
+  if (!rs.length) return { steps: 0, meanStepMs: 0, meanHostMs: 0, hostFraction: 0, graphFraction: 0 };
+  const step = rs.reduce((a, r) => a + r.stepMs, 0);
+  const host = rs.reduce((a, r) => a + r.hostMs, 0);
+  return { steps: rs.length, meanStepMs: step / rs.length, meanHostMs: host / rs.length, hostFraction: host / step, graphFraction: rs.filter((r) => r.graph).length / rs.length };
+}

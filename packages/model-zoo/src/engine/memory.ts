@@ -1,0 +1,78 @@
+import { UserError } from '@fastkernels/core';
+import { kvBlockBytes, type KvCacheSpec } from './kv-cache.js';
+
+/** The device memory plan printed at engine start (vLLM's "KV cache memory" line, itemised). */
+export interface MemoryBudget {
+  readonly totalBytes: number;
+  readonly utilization: number;
+  readonly weightsBytes: number;
+  /** Activation peak of the profile forward (maxNumBatchedTokens tokens). */
+  readonly activationPeakBytes: number;
+  /** Whether the peak was measured (device allocator stats) or estimated from the geometry. */
+  readonly activationMeasured: boolean;
+  readonly graphPoolBytes: number;
+  /** Persistent step buffers, sampler and other runner state. */
+  readonly runnerBytes: number;
+  readonly kvBlockBytes: number;
+  readonly numKvBlocks: number;
+  readonly kvBytes: number;
+  /** What limited the block count: the memory left, the cap (requests can use no more), or an explicit --num-kv-blocks. */
+  readonly limitedBy: 'memory' | 'cap' | 'explicit';
+}
+
+const GiB = 1024 ** 3;
+const fmt = (b: number) => (b >= GiB ? `${(b / GiB).toFixed(2)} GiB` : `${(b / 1024 ** 2).toFixed(1)} MiB`);
+
+/**
+ * KV blocks = (total × utilization − weights − activation peak − graph pool − runner buffers) ÷ block bytes,
+ * capped at what maxNumSeqs sequences of maxModelLen tokens can use. Throws a UserError naming the numbers
+ * when not even one maximum-length sequence fits.
+ */
+export function planKvCache(args: {
+  totalBytes: number;
+  utilization: number;
+  weightsBytes: number;
+  activationPeakBytes: number;
+  activationMeasured: boolean;
+  graphPoolBytes: number;
+  runnerBytes: number;
+  spec: KvCacheSpec;
+  maxModelLen: number;
+  maxNumSeqs: number;
+  explicitBlocks?: number;
+}): MemoryBudget {
+  const blockBytes = kvBlockBytes(args.spec);
+  const perSeq = Math.ceil(args.maxModelLen / args.spec.blockSize);
+  const cap = perSeq * args.maxNumSeqs;
+  const avail = args.totalBytes * args.utilization - args.weightsBytes - args.activationPeakBytes - args.graphPoolBytes - args.runnerBytes;
+  let numKvBlocks: number;
+  let limitedBy: MemoryBudget['limitedBy'];
+  if (args.explicitBlocks !== undefined) {
+    numKvBlocks = args.explicitBlocks;
+    limitedBy = 'explicit';
+  } else {
+    const fit = Math.floor(Math.max(0, avail) / blockBytes);
+    numKvBlocks = Math.min(fit, cap);
+    limitedBy = fit > cap ? 'cap' : 'memory';
+  }
+  if (numKvBlocks < perSeq) {
+    throw new UserError(
+      `the model does not fit: ${fmt(args.totalBytes)} × ${args.utilization} = ${fmt(args.totalBytes * args.utilization)} leaves ${fmt(Math.max(0, avail))} for the KV cache after weights ${fmt(args.weightsBytes)}, ` +
+        `activations ${fmt(args.activationPeakBytes)} and CUDA graphs ${fmt(args.graphPoolBytes)}; one ${args.maxModelLen}-token sequence needs ${perSeq} blocks of ${fmt(blockBytes)} (${fmt(perSeq * blockBytes)}), ${numKvBlocks} fit`,
+      { field: '--gpu-memory-utilization', fix: 'raise --gpu-memory-utilization, lower --max-model-len or --max-num-batched-tokens, or use a smaller model' },
+    );
+  }
+  return {
+    totalBytes: args.totalBytes, utilization: args.utilization, weightsBytes: args.weightsBytes,
+    activationPeakBytes: args.activationPeakBytes, activationMeasured: args.activationMeasured, graphPoolBytes: args.graphPoolBytes,
+    runnerBytes: args.runnerBytes, kvBlockBytes: blockBytes, numKvBlocks, kvBytes: numKvBlocks * blockBytes, limitedBy,
+  };
+}
+
+export function formatBudget(b: MemoryBudget, blockSize: number): string {
+  return [
+    `memory budget: ${fmt(b.totalBytes)} × ${b.utilization} = ${fmt(b.totalBytes * b.utilization)}`,
+    `  weights ${fmt(b.weightsBytes)}, activation peak ${fmt(b.activationPeakBytes)} (${b.activationMeasured ? 'measured' : 'estimated'}), CUDA graphs ${fmt(b.graphPoolBytes)}, step buffers ${fmt(b.runnerBytes)}`,
+    `  KV cache ${fmt(b.kvBytes)}: ${b.numKvBlocks} blocks × ${blockSize} tokens (${fmt(b.kvBlockBytes)} each) = ${b.numKvBlocks * blockSize} tokens${b.limitedBy === 'cap' ? ' (capped: max-num-seqs × max-model-len)' : b.limitedBy === 'explicit' ? ' (--num-kv-blocks)' : ''}`,
+  ].join('\n');
+}

@@ -1,0 +1,610 @@
+import { DTYPE_INFO, Tensor, fmix32, withContext, type DType, type ExecutionContext } from '@fastkernels/core';
+import type { Sampler } from '../families/dense-moe-llm/L1/sampler.js';
+import type { BlockManager } from './block-manager.js';
+import { withForwardContext, type AttentionMetadata } from './forward-context.js';
+import type { KvCache } from './kv-cache.js';
+import type { CausalLM } from './model-runner.js';
+import type { ScheduledBatch } from './scheduler.js';
+import type { Sequence } from './sequence.js';
+import { stepIoFor, type CapturedGraph, type GraphRuntime, type StepIo } from './device-io.js';
+
+let captureDepth = 0;
+const CAPTURE_PHASE = Symbol.for('fastkernels.capturePhase');
+
+/** Whether a decode graph is being captured now (candidates that cannot be captured may check; tests use it). */
+export function isGraphCapturing(): boolean {
+  return captureDepth > 0;
+}
+
+/** Whether an error was thrown while capturing the decode graphs (e2e's `compile` drop category). */
+export function isCaptureError(e: unknown): boolean {
+  return typeof e === 'object' && e !== null && CAPTURE_PHASE in e;
+}
+
+/** CUDA-graph batch sizes: 1, 2, 4, 8, then every 16 up to the cap (nano-vllm's list, capped at 256 by default). */
+export function graphBucketSizes(maxBatch: number, cap = 256): number[] {
+  const top = Math.min(maxBatch, cap);
+  const out: number[] = [];
+  for (const b of [1, 2, 4, 8]) if (b <= top) out.push(b);
+  for (let b = 16; b <= top; b += 16) out.push(b);
+  if (top >= 1 && out[out.length - 1] !== top) out.push(top);
+  return out;
+}
+
+export interface RunnerConfig {
+  readonly maxNumBatchedTokens: number;
+  readonly maxNumSeqs: number;
+  /** Longest sequence (prompt + output); sets the block-table width. */
+  readonly maxModelLen: number;
+  /**
+   * CUDA-graph decode: true = when the backend has graphs; false = eager always; a GraphRuntime = use that one
+   * (tests pass EmulatedGraphRuntime to run the bucketed path on the CPU).
+   */
+  readonly graphs?: boolean | GraphRuntime;
+  /** Largest graph batch (default min(maxNumSeqs, 256)); bigger decode batches run eagerly. */
+  readonly maxGraphBatch?: number;
+  /** Graph pool size; default estimated from the model geometry (doubled and retried when a capture runs out). */
+  readonly graphPoolBytes?: number;
+}
+
+/** What the runner needs of the model's shape, for estimates. */
+export interface RunnerGeometry {
+  readonly hiddenSize: number;
+  readonly intermediateSize: number;
+  readonly numHiddenLayers: number;
+  readonly numAttentionHeads: number;
+  readonly numKeyValueHeads: number;
+  readonly headDim: number;
+  readonly vocabSize: number;
+}
+
+/** One staging layout (host) mirrored by the device buffers: field -> element offset and capacity. */
+interface Field {
+  readonly dtype: DType;
+  readonly byteOffset: number;
+  readonly capacity: number;
+}
+
+type FieldName = 'inputIds' | 'positions' | 'slotMapping' | 'cuQ' | 'cuK' | 'blockTables' | 'seqLens' | 'logitsIdx' | 'temperature' | 'topK' | 'topP' | 'seeds';
+
+/** Host staging: one buffer, typed views per field (i64 fields written as two i32 words). */
+class Staging {
+  readonly bytes: Uint8Array;
+  readonly i32: Int32Array;
+  readonly f32: Float32Array;
+  /** Elements written per field this step. */
+  readonly used = new Map<FieldName, number>();
+  constructor(io: StepIo, readonly fields: ReadonlyMap<FieldName, Field>, totalBytes: number) {
+    this.bytes = io.hostBuffer(totalBytes);
+    this.i32 = new Int32Array(this.bytes.buffer, this.bytes.byteOffset, Math.floor(this.bytes.byteLength / 4));
+    this.f32 = new Float32Array(this.bytes.buffer, this.bytes.byteOffset, Math.floor(this.bytes.byteLength / 4));
+  }
+  /** Word index (i32 units) of element i of a field. */
+  word(name: FieldName, i: number): number {
+    const f = this.fields.get(name)!;
+    return f.byteOffset / 4 + i * (DTYPE_INFO[f.dtype].itemsize / 4);
+  }
+  setI64(name: FieldName, i: number, v: number): void {
+    const w = this.word(name, i);
+    this.i32[w] = v | 0;
+    this.i32[w + 1] = v < 0 ? -1 : Math.floor(v / 4294967296);
+  }
+  setI32(name: FieldName, i: number, v: number): void {
+    this.i32[this.word(name, i)] = v;
+  }
+  setF32(name: FieldName, i: number, v: number): void {
+    this.f32[this.word(name, i)] = v;
+  }
+}
+
+/**
+ * The seed of a request's next draw: a hash of its seed and how many tokens it has generated (not of its id or
+ * batch slot), so one request with one seed draws the same tokens whichever requests run beside it — up to the
+ * sampler's row index, which core's counterUniform(seed, row, col) also mixes in.
+ */
+export function requestStepSeed(s: Sequence): number {
+  let h = fmix32((s.params.seed >>> 0) ^ 0x9e3779b9);
+  h = fmix32((h ^ Math.floor(s.params.seed / 4294967296)) >>> 0);
+  return fmix32((h ^ s.numCompletionTokens) >>> 0);
+}
+
+/** A launched step: how many tokens to read, and the logits kept for collectLogits. */
+export interface PendingStep {
+  readonly nSample: number;
+  readonly logits: Tensor | null;
+  readonly t0: number;
+}
+
+function sameSeqs(a: readonly Sequence[], b: readonly Sequence[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+export interface RunnerStats {
+  steps: number;
+  graphSteps: number;
+  eagerSteps: number;
+  /** Graph steps whose metadata was written during the previous step. */
+  prestagedSteps: number;
+  /** Host milliseconds spent preparing and launching (before the wait for tokens), summed. */
+  launchMs: number;
+  /** Host milliseconds blocked on the step's tokens, summed. */
+  waitMs: number;
+}
+
+/**
+ * The model runner of the engine (nano-vllm's ModelRunner with vLLM V1's mixed batches): a scheduled batch
+ * (prefill chunks first, then decodes) becomes one forward over persistent device buffers — input ids,
+ * positions, slot mapping, cu_seqlens, block tables, seq lens, logits indices and sampling parameters live in
+ * one device allocation written from host staging each step (asynchronously from page-locked memory on CUDA;
+ * two staging buffers alternate, so the next step can be written while the GPU runs this one). Nothing is
+ * allocated per step except the model's own activations on the eager path.
+ *
+ * Decode-only batches up to the largest bucket replay a CUDA graph captured for the smallest bucket that
+ * holds them (1, 2, 4, 8, 16, 32 … 256), padded: padding rows write no cache slot (-1), attend to one key and
+ * sample greedily; their tokens are dropped. A graph covers forward + LM head + sampler and copies the tokens
+ * into a static buffer, so a decode step is one upload, one replay and one small download.
+ */
+export class EngineRunner {
+  readonly stats: RunnerStats = { steps: 0, graphSteps: 0, eagerSteps: 0, prestagedSteps: 0, launchMs: 0, waitMs: 0 };
+  private prestaged: { staging: Staging; seqs: Sequence[]; bucket: number } | null = null;
+  readonly io: StepIo;
+  readonly maxBlocksPerSeq: number;
+  private readonly sampler: Sampler;
+  private readonly fields = new Map<FieldName, Field>();
+  private readonly meta: Tensor;
+  private readonly views = new Map<FieldName, Tensor>();
+  private readonly staging: [Staging, Staging];
+  private flip = 0;
+  private kvSlotsDev: Tensor | null = null;
+  private kvSlotsHost: Staging | null = null;
+  private kvSlotsCap = 0;
+  private readonly tokensOut: Tensor;
+  private readonly graphRt: GraphRuntime | null;
+  private readonly graphs = new Map<number, CapturedGraph>();
+  private buckets: number[] = [];
+  private pool: unknown = null;
+
+  constructor(
+    readonly model: CausalLM,
+    readonly ctx: ExecutionContext,
+    readonly kvCache: KvCache,
+    readonly blockManager: BlockManager,
+    readonly config: RunnerConfig,
+    io?: StepIo,
+  ) {
+    this.io = io ?? stepIoFor(ctx.backend);
+    this.graphRt = config.graphs === false ? null : typeof config.graphs === 'object' ? config.graphs : this.io.graphs;
+    this.maxBlocksPerSeq = Math.ceil(config.maxModelLen / blockManager.blockSize);
+    this.sampler = ctx.registry.createIn<Sampler>(ctx, 'L1/sampler');
+    const T = config.maxNumBatchedTokens + config.maxNumSeqs;
+    const S = config.maxNumSeqs;
+    const layout: [FieldName, DType, number][] = [
+      ['inputIds', 'i64', T], ['positions', 'i64', T], ['slotMapping', 'i64', T], ['logitsIdx', 'i64', S], ['seeds', 'i64', S],
+      ['cuQ', 'i32', S + 1], ['cuK', 'i32', S + 1], ['seqLens', 'i32', S], ['topK', 'i32', S], ['temperature', 'f32', S], ['topP', 'f32', S],
+      ['blockTables', 'i32', S * this.maxBlocksPerSeq],
+    ];
+    let off = 0;
+    for (const [name, dtype, cap] of layout) {
+      this.fields.set(name, { dtype, byteOffset: off, capacity: cap });
+      off = Math.ceil((off + cap * DTYPE_INFO[dtype].itemsize) / 256) * 256;
+    }
+    this.meta = Tensor.zeros(ctx.backend, [off], 'u8', { device: ctx.device });
+    for (const [name, f] of this.fields) {
+      this.views.set(name, new Tensor({ storage: this.meta.storage, dtype: f.dtype, shape: [f.capacity], offset: f.byteOffset / DTYPE_INFO[f.dtype].itemsize }));
+    }
+    this.staging = [new Staging(this.io, this.fields, off), new Staging(this.io, this.fields, off)];
+    this.tokensOut = Tensor.zeros(ctx.backend, [S], 'i64', { device: ctx.device });
+  }
+
+  get graphBuckets(): readonly number[] {
+    return this.buckets;
+  }
+
+  get usesGraphs(): boolean {
+    return this.graphs.size > 0;
+  }
+
+  // ---------------------------------------------------------------------------------------- staging
+
+  private stage(): Staging {
+    this.flip ^= 1;
+    const s = this.staging[this.flip]!;
+    s.used.clear();
+    return s;
+  }
+
+  private upload(s: Staging, name: FieldName, count: number): void {
+    s.used.set(name, count);
+    const f = this.fields.get(name)!;
+    const bytes = count * DTYPE_INFO[f.dtype].itemsize;
+    if (bytes === 0) return;
+    const dst = this.views.get(name)!;
+    this.io.upload(dst, s.bytes.subarray(f.byteOffset, f.byteOffset + bytes), bytes);
+  }
+
+  private view(name: FieldName, ...shape: number[]): Tensor {
+    const base = this.views.get(name)!;
+    const n = shape.reduce((a, b) => a * b, 1);
+    const flat = base.narrow(0, 0, n);
+    if (shape.length === 1) return flat;
+    const v = flat.view(...shape);
+    flat.dispose();
+    return v;
+  }
+
+  /** Sampling parameters of row r. */
+  private stageSampling(s: Staging, r: number, seq: Sequence | null): void {
+    // (the seed of a prestaged row is rewritten at launch: it depends on the tokens generated by then)
+    s.setF32('temperature', r, seq ? seq.params.temperature : 0);
+    s.setI32('topK', r, seq ? seq.params.topK : 0);
+    s.setF32('topP', r, seq ? seq.params.topP : 1);
+    s.setI64('seeds', r, seq ? requestStepSeed(seq) : 0);
+  }
+
+  /** Decode rows [row0, row0 + n): one token per sequence, its block table and length. */
+  private stageDecodeRow(s: Staging, tokenRow: number, d: number, seq: Sequence | null, ahead: number): void {
+    const W = this.maxBlocksPerSeq;
+    if (seq) {
+      const p = seq.numTokens - 1 + ahead;
+      if (!ahead) s.setI64('inputIds', tokenRow, seq.tokenIds[p]!);
+      s.setI64('positions', tokenRow, p);
+      s.setI64('slotMapping', tokenRow, this.blockManager.slot(seq, p));
+      s.setI32('seqLens', d, p + 1);
+      const bt = seq.blockTable;
+      const w0 = s.word('blockTables', d * W);
+      for (let j = 0; j < bt.length; j++) s.i32[w0 + j] = bt[j]!;
+    } else {
+      s.setI64('inputIds', tokenRow, 0);
+      s.setI64('positions', tokenRow, 0);
+      s.setI64('slotMapping', tokenRow, -1);
+      s.setI32('seqLens', d, 1);
+      s.setI32('blockTables', d * W, 0);
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------- steps
+
+  /**
+   * Run one scheduled step; returns the sampled token of each sampling sequence (sampling prefills, then
+   * decodes). `collectLogits` (eager only) also returns their float32 logits.
+   */
+  execute(batch: ScheduledBatch, options: { collectLogits?: boolean } = {}): { tokens: number[]; logits?: Float32Array[] } {
+    return this.collect(this.launch(batch, options));
+  }
+
+  /**
+   * Stage, upload and enqueue a step (graph replay or eager forward + sampler); returns before the tokens are
+   * read, so the caller can prepare the next step while the device runs this one (prestageDecode).
+   */
+  launch(batch: ScheduledBatch, options: { collectLogits?: boolean } = {}): PendingStep {
+    const t0 = performance.now();
+    const B = batch.decodes.length;
+    let pending: PendingStep;
+    if (!batch.prefills.length && B > 0 && !options.collectLogits && this.graphs.size && B <= this.buckets[this.buckets.length - 1]!) {
+      let bucket = this.buckets[0]!;
+      for (const b of this.buckets) if (b >= B) { bucket = b; break; }
+      const pre = this.prestaged;
+      this.prestaged = null;
+      let s: Staging;
+      if (pre && pre.bucket === bucket && sameSeqs(pre.seqs, batch.decodes)) {
+        // positions, slots, lengths, block tables and sampling settings were written during the previous step
+        s = pre.staging;
+        this.flip = this.staging.indexOf(s);
+        for (let d = 0; d < B; d++) {
+          const seq = batch.decodes[d]!;
+          s.setI64('inputIds', d, seq.tokenIds[seq.numTokens - 1]!);
+          s.setI64('seeds', d, requestStepSeed(seq));
+        }
+        this.stats.prestagedSteps++;
+      } else {
+        s = this.stage();
+        for (let d = 0; d < bucket; d++) {
+          const seq = d < B ? batch.decodes[d]! : null;
+          this.stageDecodeRow(s, d, d, seq, 0);
+          this.stageSampling(s, d, seq);
+        }
+      }
+      for (const f of ['inputIds', 'positions', 'slotMapping', 'seqLens', 'temperature', 'topK', 'topP', 'seeds'] as const) this.upload(s, f, bucket);
+      this.upload(s, 'blockTables', bucket * this.maxBlocksPerSeq);
+      this.graphs.get(bucket)!.replay();
+      this.stats.graphSteps++;
+      pending = { nSample: B, logits: null, t0 };
+    } else {
+      this.prestaged = null;
+      pending = this.launchEager(batch, options.collectLogits ?? false, t0);
+      this.stats.eagerSteps++;
+    }
+    this.stats.steps++;
+    this.stats.launchMs += performance.now() - t0;
+    return pending;
+  }
+
+  /** Wait for a launched step's tokens (and logits). */
+  collect(p: PendingStep): { tokens: number[]; logits?: Float32Array[] } {
+    const t1 = performance.now();
+    const out: { tokens: number[]; logits?: Float32Array[] } = { tokens: this.readTokens(p.nSample) };
+    if (p.nSample === 0) this.ctx.backend.synchronize(this.ctx.device); // staging buffers are reused two steps on
+    if (p.logits) {
+      const all = p.logits.toFloat64Array();
+      const V = p.logits.shape[1]!;
+      out.logits = Array.from({ length: p.nSample }, (_, b) => Float32Array.from(all.subarray(b * V, (b + 1) * V)));
+      p.logits.dispose();
+    }
+    this.stats.waitMs += performance.now() - t1;
+    return out;
+  }
+
+  /**
+   * Write the staging of the next decode step for `seqs`, each one token further than now (their blocks must
+   * already cover it), into the staging buffer the current step does not use. launch() uses it when the next
+   * batch is exactly these decodes; otherwise it is dropped. Only for graph decode (the eager path restages).
+   */
+  prestageDecode(seqs: readonly Sequence[]): boolean {
+    this.prestaged = null;
+    const B = seqs.length;
+    if (!this.graphs.size || B === 0 || B > this.buckets[this.buckets.length - 1]!) return false;
+    let bucket = this.buckets[0]!;
+    for (const b of this.buckets) if (b >= B) { bucket = b; break; }
+    const s = this.staging[this.flip ^ 1]!;
+    s.used.clear();
+    for (let d = 0; d < bucket; d++) {
+      const seq = d < B ? seqs[d]! : null;
+      this.stageDecodeRow(s, d, d, seq, 1);
+      this.stageSampling(s, d, seq);
+    }
+    this.prestaged = { staging: s, seqs: [...seqs], bucket };
+    return true;
+  }
+
+  private readTokens(n: number): number[] {
+    const tokens = new Array<number>(n);
+    if (n === 0) return tokens;
+    const bytes = this.ctx.backend.read(this.tokensOut.storage, this.tokensOut.offset * 8, n * 8);
+    const w = new Int32Array(bytes.buffer, bytes.byteOffset, n * 2);
+    for (let i = 0; i < n; i++) tokens[i] = w[2 * i]! + w[2 * i + 1]! * 4294967296;
+    return tokens;
+  }
+
+  private ensureKvSlots(n: number): void {
+    if (n <= this.kvSlotsCap) return;
+    const cap = Math.max(n, this.kvSlotsCap * 2, 1024);
+    this.kvSlotsDev?.dispose();
+    this.kvSlotsDev = Tensor.zeros(this.ctx.backend, [cap], 'i64', { device: this.ctx.device });
+    this.kvSlotsHost = new Staging(this.io, new Map([['inputIds', { dtype: 'i64', byteOffset: 0, capacity: cap }]]), cap * 8);
+    this.kvSlotsCap = cap;
+  }
+
+  private launchEager(batch: ScheduledBatch, collectLogits: boolean, t0: number): PendingStep {
+    const s = this.stage();
+    const bm = this.blockManager;
+    let T = 0;
+    let nSample = 0;
+    let maxQ = 0;
+    let maxK = 0;
+    let hasContext = false;
+    let kvTotal = 0;
+    const P = batch.prefills.length;
+    s.setI32('cuQ', 0, 0);
+    s.setI32('cuK', 0, 0);
+    for (let i = 0; i < P; i++) {
+      const c = batch.prefills[i]!;
+      for (let p = c.start; p < c.start + c.numTokens; p++) {
+        s.setI64('inputIds', T, c.seq.tokenIds[p]!);
+        s.setI64('positions', T, p);
+        s.setI64('slotMapping', T, bm.slot(c.seq, p));
+        T++;
+      }
+      const lk = c.start + c.numTokens;
+      if (c.start > 0) hasContext = true;
+      kvTotal += lk;
+      s.setI32('cuQ', i + 1, T);
+      s.setI32('cuK', i + 1, kvTotal);
+      maxQ = Math.max(maxQ, c.numTokens);
+      maxK = Math.max(maxK, lk);
+      if (c.samples) {
+        s.setI64('logitsIdx', nSample, T - 1);
+        this.stageSampling(s, nSample, c.seq);
+        nSample++;
+      }
+    }
+    const Tp = T;
+    const B = batch.decodes.length;
+    for (let d = 0; d < B; d++) {
+      const seq = batch.decodes[d]!;
+      this.stageDecodeRow(s, T, d, seq, 0);
+      s.setI64('logitsIdx', nSample, T);
+      this.stageSampling(s, nSample, seq);
+      nSample++;
+      T++;
+    }
+    for (const f of ['inputIds', 'positions', 'slotMapping'] as const) this.upload(s, f, T);
+    if (P) {
+      this.upload(s, 'cuQ', P + 1);
+      this.upload(s, 'cuK', P + 1);
+    }
+    if (B) {
+      this.upload(s, 'seqLens', B);
+      this.upload(s, 'blockTables', B * this.maxBlocksPerSeq);
+    }
+    for (const f of ['logitsIdx', 'temperature', 'topK', 'topP', 'seeds'] as const) this.upload(s, f, nSample);
+    let kvSlots: Tensor | null = null;
+    if (hasContext) {
+      this.ensureKvSlots(kvTotal);
+      const h = this.kvSlotsHost!;
+      let k = 0;
+      for (const c of batch.prefills) for (let p = 0; p < c.start + c.numTokens; p++) h.setI64('inputIds', k++, bm.slot(c.seq, p));
+      this.io.upload(this.kvSlotsDev!, h.bytes, kvTotal * 8);
+      kvSlots = this.kvSlotsDev!.narrow(0, 0, kvTotal);
+    }
+
+    const temps: Tensor[] = [];
+    const v = (name: FieldName, ...shape: number[]) => {
+      const t = this.view(name, ...shape);
+      temps.push(t);
+      return t;
+    };
+    const metadata: AttentionMetadata = {
+      numPrefills: P,
+      numPrefillTokens: Tp,
+      numDecodes: B,
+      slotMapping: v('slotMapping', T),
+      cuSeqlensQ: P ? v('cuQ', P + 1) : null,
+      cuSeqlensK: P ? v('cuK', P + 1) : null,
+      maxSeqlenQ: maxQ,
+      maxSeqlenK: maxK,
+      blockTables: B ? v('blockTables', B, this.maxBlocksPerSeq) : null,
+      seqLens: B ? v('seqLens', B) : null,
+      prefillKvSlots: kvSlots,
+    };
+    if (kvSlots) temps.push(kvSlots);
+    const ctx = this.ctx;
+    try {
+      return withContext(ctx, () => {
+        const hidden = withForwardContext({ attnMetadata: metadata, kvCaches: this.kvCache.layers }, () => this.model.forward(v('inputIds', T), v('positions', T)));
+        if (nSample === 0) {
+          hidden.dispose();
+          return { nSample: 0, logits: null, t0 };
+        }
+        const last = nSample === T ? hidden : ctx.backend.ops.embedding(v('logitsIdx', nSample), hidden);
+        if (last !== hidden) hidden.dispose();
+        const logitsAct = this.model.computeLogits(last);
+        last.dispose();
+        const logits = logitsAct.dtype === 'f32' ? logitsAct : logitsAct.to('f32');
+        if (logits !== logitsAct) logitsAct.dispose();
+        const tokens = this.sampler.forward(logits, v('temperature', nSample), v('topK', nSample), v('topP', nSample), v('seeds', nSample));
+        const dst = this.tokensOut.narrow(0, 0, nSample);
+        dst.copy_(tokens);
+        dst.dispose();
+        tokens.dispose();
+        if (!collectLogits) logits.dispose();
+        return { nSample, logits: collectLogits ? logits : null, t0 };
+      });
+    } finally {
+      for (const t of temps) t.dispose();
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------- graphs
+
+  /** The forward + LM head + sampler of a bs-row decode over the static buffers; tokens into tokensOut. */
+  private decodeBody(bs: number): void {
+    const temps: Tensor[] = [];
+    const v = (name: FieldName, ...shape: number[]) => {
+      const t = this.view(name, ...shape);
+      temps.push(t);
+      return t;
+    };
+    try {
+      const metadata: AttentionMetadata = {
+        numPrefills: 0, numPrefillTokens: 0, numDecodes: bs,
+        slotMapping: v('slotMapping', bs), cuSeqlensQ: null, cuSeqlensK: null, maxSeqlenQ: 1, maxSeqlenK: this.config.maxModelLen,
+        blockTables: v('blockTables', bs, this.maxBlocksPerSeq), seqLens: v('seqLens', bs),
+      };
+      withContext(this.ctx, () => {
+        const hidden = withForwardContext({ attnMetadata: metadata, kvCaches: this.kvCache.layers }, () => this.model.forward(v('inputIds', bs), v('positions', bs)));
+        const logitsAct = this.model.computeLogits(hidden);
+        hidden.dispose();
+        const logits = logitsAct.dtype === 'f32' ? logitsAct : logitsAct.to('f32');
+        if (logits !== logitsAct) logitsAct.dispose();
+        const tokens = this.sampler.forward(logits, v('temperature', bs), v('topK', bs), v('topP', bs), v('seeds', bs));
+        logits.dispose();
+        const dst = this.tokensOut.narrow(0, 0, bs);
+        dst.copy_(tokens);
+        dst.dispose();
+        tokens.dispose();
+      });
+    } finally {
+      for (const t of temps) t.dispose();
+    }
+  }
+
+  /** Stage padding rows (valid, harmless values) for bs rows and upload them. */
+  private stagePadding(bs: number): void {
+    const s = this.stage();
+    for (let d = 0; d < bs; d++) {
+      this.stageDecodeRow(s, d, d, null, 0);
+      this.stageSampling(s, d, null);
+    }
+    for (const f of ['inputIds', 'positions', 'slotMapping', 'seqLens', 'temperature', 'topK', 'topP', 'seeds'] as const) this.upload(s, f, bs);
+    this.upload(s, 'blockTables', bs * this.maxBlocksPerSeq);
+  }
+
+  /** Pool bytes a bs-row decode allocates (every activation of every layer: a graph pool does not reuse). */
+  static estimateGraphPoolBytes(g: RunnerGeometry, bs: number, dtype: DType): number {
+    const it = DTYPE_INFO[dtype].itemsize;
+    const qkv = (g.numAttentionHeads + 2 * g.numKeyValueHeads) * g.headDim;
+    const q = g.numAttentionHeads * g.headDim;
+    const kv = g.numKeyValueHeads * g.headDim;
+    const perLayer = bs * it * (qkv + q + kv + q + 4 * g.hiddenSize + 3 * g.intermediateSize) + 4 * 1024 * 1024 + 64 * 256;
+    return g.numHiddenLayers * perLayer + bs * g.vocabSize * (it + 8) + bs * 64 + 16 * 1024 * 1024;
+  }
+
+  /**
+   * Warm up (one eager decode per bucket, so kernels are compiled before capture) and
+   * capture one graph per bucket, largest first, all sharing one pool (graphs replay one at a time and their
+   * outputs are copied into static buffers, so their activations may overlap). Returns the pool bytes, 0 without graphs.
+   */
+  captureGraphs(geometry: RunnerGeometry): number {
+    if (!this.graphRt) return 0;
+    const maxB = Math.min(this.config.maxGraphBatch ?? 256, this.config.maxNumSeqs);
+    this.buckets = graphBucketSizes(maxB, maxB);
+    if (!this.buckets.length) return 0;
+    // every bucket once eagerly: kernels specialised per shape are compiled and lazy module state is created
+    // outside capture (a module load or an allocation during capture would fail or land in the shared pool)
+    for (const bs of this.buckets) {
+      this.stagePadding(bs);
+      this.decodeBody(bs);
+    }
+    this.ctx.backend.synchronize(this.ctx.device);
+    let bytes = this.config.graphPoolBytes ?? EngineRunner.estimateGraphPoolBytes(geometry, this.buckets[this.buckets.length - 1]!, this.ctx.dtype);
+    for (let attempt = 0; ; attempt++) {
+      this.pool = this.graphRt.createPool(bytes);
+      try {
+        for (const bs of [...this.buckets].reverse()) {
+          this.stagePadding(bs);
+          captureDepth++;
+          try {
+            this.graphs.set(bs, this.graphRt.capture(() => this.decodeBody(bs), this.pool));
+          } finally {
+            captureDepth--;
+          }
+        }
+        break;
+      } catch (e) {
+        this.destroyGraphs();
+        if (attempt < 3 && /graph pool exhausted/.test(String((e as Error).message))) {
+          bytes *= 2;
+          continue;
+        }
+        if (typeof e === 'object' && e !== null) {
+          try {
+            Object.defineProperty(e, CAPTURE_PHASE, { value: true });
+          } catch {
+            // a frozen error stays unmarked
+          }
+        }
+        throw e;
+      }
+    }
+    this.ctx.backend.synchronize(this.ctx.device);
+    return this.graphRt.poolBytes(this.pool);
+  }
+
+  private destroyGraphs(): void {
+    for (const g of this.graphs.values()) g.destroy();
+    this.graphs.clear();
+    if (this.pool !== null) this.graphRt?.destroyPool(this.pool);
+    this.pool = null;
+  }
+
+  dispose(): void {
+    this.destroyGraphs();
+    this.sampler.dispose();
+    for (const t of this.views.values()) t.dispose();
+    this.meta.dispose();
+    this.tokensOut.dispose();
+    this.kvSlotsDev?.dispose();
+  }
+}
