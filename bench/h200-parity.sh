@@ -3,6 +3,9 @@
 # transformers on the same random bf16 checkpoints (llama with llama3 rope scaling, qwen2 with q/k/v bias and tied
 # embeddings, mistral with a sliding window smaller than the sequence). Writes $OUT/parity.json; the table is last.
 #   OUT=/tmp/out dist/gpu-host/bench/h200-parity.sh [--models llama,qwen2,mistral] [--prompt-len 200] [--max-tokens 64]
+#                                                   [--dtype bf16|f32]
+# --dtype f32: checkpoints, our engine and HF all in float32 (TF32 off in torch), so bf16 near-ties cannot make
+# greedy decoding diverge; writes $OUT/parity-f32.json (work files in $OUT/parity-work-f32). bf16 is the default.
 # Steps: configs (parity.py configs), init-weights (our CLI, CPU), preflight (torch + CUDA), generate --backend cuda
 # per model (--logits-out with --prompt-logits), parity.py compare. A model whose generate fails is recorded with
 # its stderr in parity.json and the others still run. Work files: $OUT/parity-work (WORK=... to move them).
@@ -15,32 +18,37 @@ else echo "parity: cannot find the gpu-host bundle (run npm run gpu-host, or set
 OUT="${OUT:-$bundle/bench-results}"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
-WORK="${WORK:-$OUT/parity-work}"
 PY="${PYTHON:-}"
 if [ -z "$PY" ]; then
   for c in /opt/torch/.venv/bin/python3 python3; do if command -v "$c" >/dev/null 2>&1; then PY="$c"; break; fi; done
 fi
-models="llama,qwen2,mistral"; plen=200; ntok=64
+models="llama,qwen2,mistral"; plen=200; ntok=64; dtype=bf16
 while [ $# -gt 0 ]; do
   case "$1" in
     --models) models="$2"; shift 2 ;;
     --prompt-len) plen="$2"; shift 2 ;;
     --max-tokens) ntok="$2"; shift 2 ;;
+    --dtype) dtype="$2"; shift 2 ;;
     *) echo "parity: unknown argument $1" >&2; exit 1 ;;
   esac
 done
+case "$dtype" in
+  bf16) WORK="${WORK:-$OUT/parity-work}"; json="$OUT/parity.json" ;;
+  f32) WORK="${WORK:-$OUT/parity-work-f32}"; json="$OUT/parity-f32.json" ;;
+  *) echo "parity: --dtype must be bf16 or f32, got $dtype" >&2; exit 1 ;;
+esac
 commit="$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1])).get("commit",""))' "$bundle/MANIFEST.json" 2>/dev/null || true)"
-echo "parity: bundle $bundle (commit ${commit:-?}), python $PY, out $OUT, work $WORK"
+echo "parity: bundle $bundle (commit ${commit:-?}), python $PY, dtype $dtype, out $OUT, work $WORK"
 t0=$SECONDS
 
-"$PY" "$here/parity.py" configs --dir "$WORK" --prompt-len "$plen" --max-tokens "$ntok"
+"$PY" "$here/parity.py" configs --dir "$WORK" --prompt-len "$plen" --max-tokens "$ntok" --dtype "$dtype"
 ids="$("$PY" -c 'import json,sys; print(",".join(map(str, json.load(open(sys.argv[1]))["prompt_ids"])))' "$WORK/prompt.json")"
 
 IFS=',' read -r -a mlist <<< "$models"
 pids=()
 for m in "${mlist[@]}"; do
-  echo "parity: init-weights $m (seed 1, bf16)"
-  "$bundle/run" init-weights --config "$WORK/$m/config.json" --out "$WORK/$m/ckpt" --seed 1 --dtype bf16 --json > "$WORK/$m/init.json" &
+  echo "parity: init-weights $m (seed 1, $dtype)"
+  "$bundle/run" init-weights --config "$WORK/$m/config.json" --out "$WORK/$m/ckpt" --seed 1 --dtype "$dtype" --json > "$WORK/$m/init.json" &
   pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p" || { echo "parity: init-weights failed (exit $?)" >&2; exit 1; }; done
@@ -53,7 +61,7 @@ for m in "${mlist[@]}"; do
   echo "parity: generate $m on cuda ($plen prompt tokens, $ntok greedy steps)"
   rm -f "$WORK/$m/ours.json" "$WORK/$m/ours_logits.safetensors"
   s=$SECONDS
-  if timeout "${GEN_TIMEOUT:-150}" "$bundle/run" generate --model "$WORK/$m/ckpt" --backend cuda --prompt-ids "$ids" --max-tokens "$ntok" --temperature 0 \
+  if timeout "${GEN_TIMEOUT:-150}" "$bundle/run" generate --model "$WORK/$m/ckpt" --backend cuda --dtype "$dtype" --prompt-ids "$ids" --max-tokens "$ntok" --temperature 0 \
        --json --logits-out "$WORK/$m/ours_logits.safetensors" --prompt-logits > "$WORK/$m/ours.json" 2> "$WORK/$m/ours.stderr"; then
     echo "parity:   ok ($((SECONDS - s)) s)"
   else
@@ -64,5 +72,5 @@ for m in "${mlist[@]}"; do
   fi
 done
 
-timeout "${COMPARE_TIMEOUT:-200}" "$PY" "$here/parity.py" compare --dir "$WORK" --json "$OUT/parity.json" --models "$models" --meta-commit "$commit"
+timeout "${COMPARE_TIMEOUT:-200}" "$PY" "$here/parity.py" compare --dir "$WORK" --json "$json" --dtype "$dtype" --models "$models" --meta-commit "$commit"
 echo "parity: total $((SECONDS - t0)) s"

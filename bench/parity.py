@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Issue 6 GPU parity: our Llama-family engine (bundled CLI, --backend cuda) against HF transformers on the same
-random bf16 checkpoint. bench/h200-parity.sh drives it:
+random checkpoint, in bf16 (the default) or float32 (--dtype f32: both sides in float32, TF32 off in torch, so
+bf16 near-ties cannot make greedy decoding diverge). bench/h200-parity.sh drives it:
 
-  parity.py configs --dir WORK [--prompt-len 200] [--max-tokens 64]
+  parity.py configs --dir WORK [--prompt-len 200] [--max-tokens 64] [--dtype bf16|f32]
       writes WORK/<name>/config.json for llama (llama3 rope scaling), qwen2 (q/k/v bias, tied embeddings) and
-      mistral (sliding window < sequence), and WORK/prompt.json (seeded random ids). Needs only the stdlib.
+      mistral (sliding window < sequence) with torch_dtype bfloat16 or float32, and WORK/prompt.json (seeded
+      random ids, and the dtype, which compare reads). Needs only the stdlib.
   (h200-parity.sh: fastkernels init-weights -> WORK/<name>/ckpt; fastkernels generate --backend cuda --json
       --logits-out WORK/<name>/ours_logits.safetensors --prompt-logits > WORK/<name>/ours.json)
   parity.py compare --dir WORK --json OUT/parity.json [--meta-commit C]
-      loads each checkpoint in HF (bf16, cuda; sdpa, and eager as a noise floor) and compares
+      loads each checkpoint in HF (the configs' dtype, cuda; sdpa, and eager as a noise floor) and compares
         (a) prompt logits: our prompt_logits.0 [P, V] vs HF forward logits [P, V]: max/mean abs error, top-1 agreement
         (b) decode logits, teacher-forced: our logits.0 [N, V] (the logits that produced each generated token) vs HF
             forward on prompt + our tokens: same metrics (valid at every step, divergence or not)
@@ -45,18 +47,22 @@ COMMON = {
 }
 
 
-def model_configs(window: int):
+DTYPES = {"bf16": "bfloat16", "f32": "float32"}
+
+
+def model_configs(window: int, dtype: str = "bf16"):
+    common = {**COMMON, "torch_dtype": DTYPES[dtype]}
     llama_rope = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
                   "high_freq_factor": 4.0, "original_max_position_embeddings": 256}
     return {
         # llama3 scaling with original_max_position_embeddings 256: wavelengths > 256 (most of the low
         # frequencies at theta 5e5) are divided by 8 and 64..256 are smoothed, so positions < 300 see it.
-        "llama": {**COMMON, "architectures": ["LlamaForCausalLM"], "model_type": "llama", "rope_theta": 500000.0,
+        "llama": {**common, "architectures": ["LlamaForCausalLM"], "model_type": "llama", "rope_theta": 500000.0,
                   "rope_parameters": llama_rope, "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": False},
-        "qwen2": {**COMMON, "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "rope_theta": 1000000.0,
+        "qwen2": {**common, "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "rope_theta": 1000000.0,
                   "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}, "tie_word_embeddings": True,
                   "use_sliding_window": False, "sliding_window": None, "max_window_layers": 4},
-        "mistral": {**COMMON, "architectures": ["MistralForCausalLM"], "model_type": "mistral", "rope_theta": 10000.0,
+        "mistral": {**common, "architectures": ["MistralForCausalLM"], "model_type": "mistral", "rope_theta": 10000.0,
                     "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}, "sliding_window": window,
                     "tie_word_embeddings": False},
     }
@@ -64,15 +70,15 @@ def model_configs(window: int):
 
 def cmd_configs(a):
     os.makedirs(a.dir, exist_ok=True)
-    for name, cfg in model_configs(a.window).items():
+    for name, cfg in model_configs(a.window, a.dtype).items():
         os.makedirs(os.path.join(a.dir, name), exist_ok=True)
         with open(os.path.join(a.dir, name, "config.json"), "w") as f:
             json.dump(cfg, f, indent=2)
     rng = random.Random(a.seed)
     ids = [rng.randrange(3, COMMON["vocab_size"]) for _ in range(a.prompt_len)]
     with open(os.path.join(a.dir, "prompt.json"), "w") as f:
-        json.dump({"prompt_ids": ids, "max_tokens": a.max_tokens, "window": a.window}, f)
-    print(f"parity: configs for {', '.join(MODELS)} and a {a.prompt_len}-token prompt in {a.dir} "
+        json.dump({"prompt_ids": ids, "max_tokens": a.max_tokens, "window": a.window, "dtype": a.dtype}, f)
+    print(f"parity: {a.dtype} configs for {', '.join(MODELS)} and a {a.prompt_len}-token prompt in {a.dir} "
           f"(mistral window {a.window} < {a.prompt_len + a.max_tokens} tokens)")
 
 
@@ -120,14 +126,19 @@ def logits_report(ours, ref, pos0=0):
     }
 
 
-def load_hf(ckpt, attn):
+def torch_dtype(dtype):
     import torch
+    return {"bf16": torch.bfloat16, "f32": torch.float32}[dtype]
+
+
+def load_hf(ckpt, attn, dtype="bf16"):
     from transformers import AutoModelForCausalLM
     kw = dict(attn_implementation=attn, output_loading_info=True)
+    td = torch_dtype(dtype)
     try:
-        model, info = AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.bfloat16, **kw)
+        model, info = AutoModelForCausalLM.from_pretrained(ckpt, dtype=td, **kw)
     except TypeError:
-        model, info = AutoModelForCausalLM.from_pretrained(ckpt, torch_dtype=torch.bfloat16, **kw)
+        model, info = AutoModelForCausalLM.from_pretrained(ckpt, torch_dtype=td, **kw)
     model = model.cuda().eval()
     info = {k: [str(x) for x in v][:20] if isinstance(v, (set, list, tuple)) else str(v)[:500] for k, v in (info or {}).items()}
     return model, info
@@ -191,7 +202,7 @@ def first_divergence(a, b):
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def compare_model(name, wdir, prompt, n, attn_list):
+def compare_model(name, wdir, prompt, n, attn_list, dtype="bf16"):
     import torch
     from safetensors.torch import load_file
     mdir = os.path.join(wdir, name)
@@ -220,7 +231,7 @@ def compare_model(name, wdir, prompt, n, attn_list):
     for attn in attn_list:
         try:
             t0 = time.time()
-            model, info = load_hf(os.path.join(mdir, "ckpt"), attn)
+            model, info = load_hf(os.path.join(mdir, "ckpt"), attn, dtype)
             entry = {"loading_info": info, "hf": hf_facts(model)}
             ref = hf_forward_logits(model, full)
             entry["prompt_logits"] = logits_report(ours_prompt, ref[:P])
@@ -312,8 +323,14 @@ def cmd_compare(a):
     import torch
     prompt_file = json.load(open(os.path.join(a.dir, "prompt.json")))
     prompt, n = prompt_file["prompt_ids"], prompt_file["max_tokens"]
+    dtype = a.dtype or prompt_file.get("dtype", "bf16")
+    if dtype == "f32":
+        # plain IEEE float32 on the HF side: no TF32 in matmuls or convolutions
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
     attn_list = [x for x in a.attn.split(",") if x]
-    out = {"commit": a.meta_commit, "versions": versions(), "prompt_len": len(prompt), "max_tokens": n,
+    out = {"commit": a.meta_commit, "versions": versions(), "dtype": dtype, "prompt_len": len(prompt), "max_tokens": n,
            "attn_implementations": attn_list, "models": {}}
     t0 = time.time()
     torch.manual_seed(0)
@@ -326,14 +343,14 @@ def cmd_compare(a):
 
     for name in a.models.split(","):
         try:
-            out["models"][name] = compare_model(name, a.dir, prompt, n, attn_list)
+            out["models"][name] = compare_model(name, a.dir, prompt, n, attn_list, dtype)
         except Exception as e:  # noqa: BLE001 - record and go on with the other models
             out["models"][name] = {"model": name, "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-4000:]}
         save()  # after every model: a timeout keeps what was done
     # the table, last
     v = out["versions"]
     print(f"\nparity.json: {a.json} (commit {a.meta_commit or '?'}; torch {v.get('torch')}, transformers {v.get('transformers')}, {v.get('gpu')}); "
-          f"prompt {len(prompt)} tokens + {n} greedy steps; HF attention {attn_list[0]} (noise floor vs {','.join(attn_list[1:]) or '-'})")
+          f"{dtype}; prompt {len(prompt)} tokens + {n} greedy steps; HF attention {attn_list[0]} (noise floor vs {','.join(attn_list[1:]) or '-'})")
     for name, r in out["models"].items():
         if "error" in r:
             print(f"  {name}: ERROR {r['error'][:300]}")
@@ -368,6 +385,7 @@ def main():
     c.add_argument("--max-tokens", type=int, default=64)
     c.add_argument("--window", type=int, default=64)
     c.add_argument("--seed", type=int, default=6)
+    c.add_argument("--dtype", choices=sorted(DTYPES), default="bf16", help="checkpoint and compute dtype of both sides")
     sub.add_parser("preflight")
     m = sub.add_parser("compare")
     m.add_argument("--dir", required=True)
@@ -375,6 +393,7 @@ def main():
     m.add_argument("--models", default=",".join(MODELS))
     m.add_argument("--attn", default="sdpa,eager", help="HF attention implementations; the first is compared, the others give HF's own noise floor")
     m.add_argument("--meta-commit", default="")
+    m.add_argument("--dtype", choices=sorted(DTYPES), default=None, help="HF dtype [default: the one in WORK/prompt.json, else bf16]")
     a = ap.parse_args()
     {"configs": cmd_configs, "preflight": cmd_preflight, "compare": cmd_compare}[a.cmd](a)
 

@@ -10,7 +10,10 @@
 //                          bench/h200-runtime.sh and bench/h200-kernels.sh
 //   bench-e2e-llama.mjs, bench/{parity.py,h200-parity.sh,e2e_llama.py,h200-e2e-llama.sh}  issue 6: Llama parity
 //                          against HF transformers and the Llama-3-8B end-to-end benchmark
-//   gpu-tests/, run-gpu-tests  the GPU tests (tools/gpu-tests.mjs)
+//   gpu-tests/, run-gpu-tests  the GPU tests (tools/gpu-tests.mjs), incl. test/exploits.gpu.test.ts (run-gpu-tests exploits)
+//   exploits/              the GPU exploit candidate sets (test/exploits/gpu-*) that test--exploits benches
+//   examples/              candidate sets for the GPU host: triton-demo (issue 9), e2e-drops (issue 7)
+//   bench/h200-verify.sh   every still-unverified GPU check, phase by phase (docs/gpu-session-plan.md)
 //   MANIFEST.json          commit, build time, versions, file sizes
 // Usage: npm run gpu-host [-- --no-build] [-- --allow-missing-cli]
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -103,6 +106,25 @@ await build({ ...esb, entryPoints: [join(root, 'bench', 'allreduce.mjs')], outfi
 for (const f of ['allreduce_torch.py', 'h200x2-allreduce.sh']) copyFileSync(join(root, 'bench', f), join(out, 'bench', f));
 chmodSync(join(out, 'bench', 'h200x2-allreduce.sh'), 0o755);
 
+// 4c. the verification driver (bench/h200-verify.sh) and what it benches: the GPU exploit sets, triton-demo, e2e-drops
+copyFileSync(join(root, 'bench', 'h200-verify.sh'), join(out, 'bench', 'h200-verify.sh'));
+chmodSync(join(out, 'bench', 'h200-verify.sh'), 0o755);
+const copyTree = (src, dst) => {
+  mkdirSync(dst, { recursive: true });
+  for (const n of readdirSync(src)) {
+    const p = join(src, n);
+    if (statSync(p).isDirectory()) copyTree(p, join(dst, n));
+    else copyFileSync(p, join(dst, n));
+  }
+};
+const exploitsDir = join(root, 'test', 'exploits');
+for (const set of readdirSync(exploitsDir).filter((n) => n.startsWith('gpu-'))) copyTree(join(exploitsDir, set), join(out, 'exploits', set));
+for (const set of ['triton-demo', 'e2e-drops']) {
+  const src = join(root, 'examples', 'candidates', set);
+  if (existsSync(src)) copyTree(src, join(out, 'examples', set));
+  else say(`WARNING: examples/candidates/${set} is missing: not in the bundle`);
+}
+
 // 5. GPU tests
 const tests = await bundleGpuTests(out);
 say(`gpu-tests/: ${tests.length} files`);
@@ -187,4 +209,5 @@ const walk = (d) => {
 walk(out);
 writeFileSync(join(out, 'MANIFEST.json'), JSON.stringify({ commit, builtAt: new Date().toISOString(), node: nodeVersion, files }, null, 2));
 say(`wrote ${relative(root, out)}/ (${Object.keys(files).length} files, ${(Object.values(files).reduce((a, b) => a + b, 0) / 1e6).toFixed(1)} MB)`);
+say(`verify: OUT=/tmp/fk ${relative(root, out)}/bench/h200-verify.sh --list (phases; docs/gpu-session-plan.md)`);
 say(`on the GPU host: ${relative(root, out)}/run --help ; ${relative(root, out)}/run-gpu-tests ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-runtime.sh ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-kernels.sh ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-parity.sh ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-e2e-llama.sh ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-serve.sh`);

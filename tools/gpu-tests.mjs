@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// Bundles every packages/*/src/**/*.gpu.test.ts into <out>/gpu-tests/*.mjs with 'vitest' aliased to
+// Bundles every packages/*/src/**/*.gpu.test.ts and test/**/*.gpu.test.ts (the GPU exploits, named test--<name>.mjs)
+// into <out>/gpu-tests/*.mjs with 'vitest' aliased to
 // tools/vitest-shim.ts, and writes <out>/run-gpu-tests, which runs them one process per file with the
 // bundled node and ends with `gpu-tests: N passed, N failed`.
 // Usage: node tools/gpu-tests.mjs [outDir=dist/gpu-host]
@@ -30,6 +31,8 @@ export async function bundleGpuTests(outDir = join(root, 'dist', 'gpu-host')) {
     .filter((d) => existsSync(d))
     .flatMap((d) => findTests(d))
     .sort();
+  // the repo-level end-to-end GPU tests (test/exploits.gpu.test.ts: they spawn the bundled CLI; see the runner below)
+  if (existsSync(join(root, 'test'))) files.push(...findTests(join(root, 'test')).sort());
   const cudaIndex = join(root, 'packages', 'backend-cuda', 'src', 'index.ts');
   const written = [];
   // One build over every test file with code splitting: the shared code (core, backends, model-zoo) lands once in
@@ -39,7 +42,8 @@ export async function bundleGpuTests(outDir = join(root, 'dist', 'gpu-host')) {
   const entryDir = mkdtempSync(join(root, 'dist', 'gpu-test-entries-'));
   const entryPoints = {};
   for (const f of files) {
-    const pkg = relative(join(root, 'packages'), f).split('/')[0];
+    const rel0 = relative(root, f).split('/');
+    const pkg = rel0[0] === 'packages' ? rel0[1] : rel0[0]; // packages/<pkg>/... -> <pkg>; test/... -> test
     const name = `${pkg}--${basename(f, '.gpu.test.ts')}`;
     const rel = relative(root, f);
     // The entry re-exports the CUDA package as `fk` (child processes of the tests import the bundle for it)
@@ -84,11 +88,13 @@ export async function bundleGpuTests(outDir = join(root, 'dist', 'gpu-host')) {
 
 const RUNNER = `#!/usr/bin/env bash
 # Runs the bundled GPU tests (one node process per file, so a sticky CUDA error stays contained).
-# Usage: ./run-gpu-tests [substring-of-file-name ...]
+# Usage: ./run-gpu-tests [substring-of-file-name ...]   (e.g. ./run-gpu-tests exploits: the GPU exploit corpus)
 set -uo pipefail
 here="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"
 node_bin="$("$here/run" --print-node)" || { echo "gpu-tests: 0 passed, 1 failed (could not unpack node)"; exit 1; }
 export FASTKERNELS_CUDA_ADDON="\${FASTKERNELS_CUDA_ADDON:-$here/fastkernels_cuda.node}"
+# the bundle folder: test--exploits finds the CLI launcher ($here/run) and the exploit sets ($here/exploits) there
+export FASTKERNELS_BUNDLE="\${FASTKERNELS_BUNDLE:-$here}"
 export FORCE_COLOR=0
 passed=0; failed=0; skipped=0
 tmp="$(mktemp)"; trap 'rm -f "$tmp"' EXIT

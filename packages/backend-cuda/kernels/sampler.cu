@@ -344,3 +344,364 @@ extern "C" __global__ void __launch_bounds__(512) fk_sample(long long* __restric
   win = fk_block_max(win, s_red);
   if (threadIdx.x == 0) out[b] = win ? (long long)(0xffffffffu - (unsigned)(win & 0xffffffffu)) : amax;
 }
+
+// =====================================================================================================
+// Multi-CTA path (SAMPLER_TUNING.multiCta, src/spine/sampler.ts; off by default until measured on the H200).
+// The same algorithm, each row split over C CTAs of FK_MT threads (contiguous slices of `chunk` elements,
+// a multiple of 64), as a fixed sequence of small kernels with no host sync (graph-capturable):
+//   fk_ms_max    (C, B)  per-slice argmax -> part[b][c]; zeroes the row's global histograms
+//   fk_ms_init   (B)     combine -> amax; greedy / non-finite rows write out[b] and are marked done
+//   fk_ms_hist   (C, B)  stage s = 0..2 top-k radix passes (counts), 3..5 top-p passes (counts + masses):
+//                        a shared histogram per CTA, its non-zero bins atomically added to the row's global one
+//   fk_ms_select (B)     stage s: the bin walk (fk_find_bin) on the global histogram, the state update, the
+//                        histogram zeroed for the next stage; stage 3 also gets Z = the sum of its mass bins
+//                        (pass 0 sees every kept logit, so that is the reference's Z exactly)
+//   fk_ms_cut    (B)     top-p inside a tied group: index of the n-th element equal to tau (one CTA per row,
+//                        only rows that need it do any work)
+//   fk_ms_race   (C, B)  per-slice exponential-race argmax -> part[b][c]
+//   fk_ms_final  (B)     combine -> out[b]
+// Every sum is an integer (counts, 2^40 fixed-point masses) and every max a packed (key, ~index), so the atomics
+// are order-free: the same inputs give the same tokens on every run.
+// =====================================================================================================
+#ifndef FK_MT
+#define FK_MT 256
+#endif
+
+struct FkRowState {
+  u64 best;        // packed argmax
+  float lmax, T;
+  int done;        // 1: out[b] written (greedy / non-finite)
+  int kActive;     // top-k radix select still running
+  unsigned kprefix, kmask, kthr;
+  double kneed;
+  int useP;        // top-p still in effect
+  unsigned pprefix, pmask, tau;
+  int lastBin;
+  u64 aboveAll;
+  double target;
+  int needCut;     // > 0: fk_ms_cut finds the needCut-th element equal to tau
+  int cut;
+};
+
+// f(i, v) for i in [lo, hi) (lo a multiple of 4 under FK_VEC4), FK_UNR strides in flight.
+template <class F>
+__device__ __forceinline__ void fk_range_foreach(const float* __restrict__ row, int lo, int hi, F&& f) {
+#if FK_VEC4
+  const int v0 = lo >> 2, v1 = hi >> 2;
+  const float4* r4 = reinterpret_cast<const float4*>(row);
+  for (int base = v0 + (int)threadIdx.x; base < v1; base += FK_UNR * blockDim.x) {
+    float4 v[FK_UNR];
+#pragma unroll
+    for (int u = 0; u < FK_UNR; ++u) {
+      const int j = base + u * blockDim.x;
+      if (j < v1) v[u] = __ldg(r4 + j);
+    }
+#pragma unroll
+    for (int u = 0; u < FK_UNR; ++u) {
+      const int j = base + u * blockDim.x;
+      if (j < v1) {
+        f(4 * j, v[u].x);
+        f(4 * j + 1, v[u].y);
+        f(4 * j + 2, v[u].z);
+        f(4 * j + 3, v[u].w);
+      }
+    }
+  }
+  for (int i = 4 * v1 + threadIdx.x; i < hi; i += blockDim.x) f(i, row[i]);
+#else
+  for (int base = lo + (int)threadIdx.x; base < hi; base += FK_UNR * blockDim.x) {
+    float v[FK_UNR];
+#pragma unroll
+    for (int u = 0; u < FK_UNR; ++u) {
+      const int i = base + u * blockDim.x;
+      if (i < hi) v[u] = __ldg(row + i);
+    }
+#pragma unroll
+    for (int u = 0; u < FK_UNR; ++u) {
+      const int i = base + u * blockDim.x;
+      if (i < hi) f(i, v[u]);
+    }
+  }
+#endif
+}
+
+// Global scratch per row: hist[b] = FK_NB counts then FK_NB masses (u64); part[b][C]; st[b].
+#define FK_HIST_PER_ROW (2 * FK_NB)
+
+extern "C" __global__ void __launch_bounds__(FK_MT) fk_ms_max(const float* __restrict__ logits, long long ls, int V, int chunk,
+                                                              u64* __restrict__ part, u64* __restrict__ hist) {
+  __shared__ u64 s_red[32];
+  const int b = blockIdx.y, c = blockIdx.x, C = gridDim.x;
+  const float* __restrict__ row = logits + b * ls;
+  u64* h = hist + (long long)b * FK_HIST_PER_ROW;
+  for (int j = c * blockDim.x + threadIdx.x; j < FK_HIST_PER_ROW; j += C * blockDim.x) h[j] = 0;
+  const int lo = c * chunk, hi = min(V, lo + chunk);
+  u64 best = 0;
+  fk_range_foreach(row, lo, hi, [&](int i, float v) {
+    if (v == v) {
+      const u64 pk = ((u64)fk_key(v) << 32) | (u64)(0xffffffffu - (unsigned)i);
+      best = pk > best ? pk : best;
+    }
+  });
+  best = fk_block_max(best, s_red);
+  if (threadIdx.x == 0) part[(long long)b * C + c] = best;
+}
+
+// One warp per row.
+extern "C" __global__ void fk_ms_init(long long* __restrict__ out, const float* __restrict__ logits, long long ls, int V, int C,
+                                      const u64* __restrict__ part, FkRowState* __restrict__ st, const float* __restrict__ temperature,
+                                      const int* __restrict__ topK, const float* __restrict__ topP) {
+  const int b = blockIdx.x, lane = threadIdx.x;
+  u64 best = 0;
+  for (int c = lane; c < C; c += 32) {
+    const u64 v = part[(long long)b * C + c];
+    best = v > best ? v : best;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const u64 w = __shfl_xor_sync(0xffffffffu, best, o);
+    best = w > best ? w : best;
+  }
+  if (lane != 0) return;
+  const float* row = logits + b * ls;
+  const int amax = best ? (int)(0xffffffffu - (unsigned)(best & 0xffffffffu)) : 0;
+  const float T = temperature[b];
+  FkRowState s;
+  s.best = best;
+  s.T = T;
+  s.lmax = row[amax];
+  s.done = (!(T > 0.f) || best == 0 || (__float_as_uint(row[amax]) & 0x7fffffffu) == 0x7f800000u) ? 1 : 0;
+  if (s.done) out[b] = amax;
+  const int k = topK[b];
+  s.kActive = !s.done && k > 0 && k < V;
+  s.kprefix = 0;
+  s.kmask = 0;
+  s.kthr = 0;
+  s.kneed = (double)k;
+  s.useP = !s.done && topP[b] < 1.f;
+  s.pprefix = 0;
+  s.pmask = 0;
+  s.tau = 0;
+  s.lastBin = 0;
+  s.aboveAll = 0;
+  s.target = (double)topP[b];  // p until fk_ms_select stage 3 makes it p * Z
+  s.needCut = 0;
+  s.cut = 0x7fffffff;
+  st[b] = s;
+}
+
+extern "C" __global__ void __launch_bounds__(FK_MT) fk_ms_hist(const float* __restrict__ logits, long long ls, int V, int chunk,
+                                                               const FkRowState* __restrict__ st, u64* __restrict__ hist, int stage) {
+  __shared__ u64 s_cnt[FK_NB];
+  __shared__ u64 s_mass[FK_NB];
+  const int b = blockIdx.y, c = blockIdx.x;
+  const bool topp = stage >= 3;
+  const FkRowState& s = st[b];
+  if (s.done || (topp ? !s.useP : !s.kActive)) return;
+  const int pass = topp ? stage - 3 : stage;
+  const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0;
+  const unsigned bmask = pass == 2 ? 1023u : 2047u;
+  const unsigned prefix = topp ? s.pprefix : s.kprefix;
+  const unsigned mask = topp ? s.pmask : s.kmask;
+  const unsigned kthr = topp ? s.kthr : 0u;
+  const float lmax = s.lmax, T = s.T;
+  const int nb = (int)bmask + 1;
+  for (int j = threadIdx.x; j < nb; j += blockDim.x) {
+    s_cnt[j] = 0;
+    s_mass[j] = 0;
+  }
+  __syncthreads();
+  const float* __restrict__ row = logits + b * ls;
+  const int lo = c * chunk, hi = min(V, lo + chunk);
+  fk_range_foreach(row, lo, hi, [&](int, float v) {
+    if (v == v) {
+      const unsigned key = fk_key(v);
+      if (key >= kthr && (key & mask) == prefix) {
+        const unsigned bin = (key >> shift) & bmask;
+        atomicAdd(&s_cnt[bin], 1ull);
+        if (topp) {
+          const u64 m = (u64)__float2ull_rn(expf((v - lmax) / T) * FK_MASS_SCALE);
+          if (m) atomicAdd(&s_mass[bin], m);
+        }
+      }
+    }
+  });
+  __syncthreads();
+  u64* h = hist + (long long)b * FK_HIST_PER_ROW;
+  for (int j = threadIdx.x; j < nb; j += blockDim.x) {
+    const u64 n = s_cnt[j];
+    if (n) atomicAdd(&h[j], n);
+    const u64 m = s_mass[j];
+    if (m) atomicAdd(&h[FK_NB + j], m);
+  }
+}
+
+// 256 threads per row (warp 0 walks the bins; all zero the histogram afterwards).
+extern "C" __global__ void __launch_bounds__(256) fk_ms_select(FkRowState* __restrict__ st, u64* __restrict__ hist, int stage) {
+  __shared__ int s_bin;
+  __shared__ u64 s_above;
+  __shared__ double s_z;
+  const int b = blockIdx.x;
+  FkRowState* s = st + b;
+  const bool topp = stage >= 3;
+  if (s->done || (topp ? !s->useP : !s->kActive)) return;
+  const int pass = topp ? stage - 3 : stage;
+  const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0;
+  const unsigned bmask = pass == 2 ? 1023u : 2047u;
+  const int nb = (int)bmask + 1;
+  u64* h = hist + (long long)b * FK_HIST_PER_ROW;
+  const u64* hc = h;
+  const u64* hm = h + FK_NB;
+  if (topp && pass == 0) {
+    // Z = sum of every kept mass (u64 adds: exact, order-free)
+    if (threadIdx.x < 32) {
+      u64 z = 0;
+      for (int j = threadIdx.x; j < nb; j += 32) z += hm[j];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) z += __shfl_xor_sync(0xffffffffu, z, o);
+      if (threadIdx.x == 0) s_z = (double)z;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      double target = s->target * s_z;  // fk_ms_init stashed p in target
+      if (!(target >= 0.5)) target = 0.5;  // p <= 0: the first token only (the top logit has mass 2^40)
+      s->target = target;
+    }
+    __syncthreads();
+  }
+  const double goal = topp ? s->target - (double)s->aboveAll : s->kneed;
+  fk_find_bin(topp ? hm : hc, nb, goal, &s_bin, &s_above);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const int bin = s_bin;
+    const u64 above = s_above;
+    if (!topp) {
+      if (bin < 0) {  // fewer than k non-NaN logits: keep them all
+        s->kActive = 0;
+        s->kthr = 0;
+      } else {
+        s->kprefix |= (unsigned)bin << shift;
+        s->kmask |= bmask << shift;
+        s->kneed -= (double)above;
+        if (pass == 2) {
+          s->kthr = s->kprefix;
+          s->kActive = 0;
+        }
+      }
+    } else {
+      if (bin < 0) {
+        s->useP = 0;  // the kept mass never reaches p Z (rounding): keep everything
+      } else {
+        s->pprefix |= (unsigned)bin << shift;
+        s->pmask |= bmask << shift;
+        s->aboveAll += above;
+        s->lastBin = bin;
+        if (pass == 2) {
+          s->tau = s->pprefix;
+          const u64 cnt = hc[bin];
+          const u64 each = hm[bin] / (cnt ? cnt : 1);  // equal keys: equal masses
+          double nTake = each ? ceil((s->target - (double)s->aboveAll) / (double)each) : 1.0;
+          if (nTake < 1.0) nTake = 1.0;
+          s->needCut = nTake < (double)cnt ? (int)nTake : 0;
+        }
+      }
+    }
+  }
+  __syncthreads();
+  for (int j = threadIdx.x; j < FK_HIST_PER_ROW; j += blockDim.x) h[j] = 0;
+}
+
+// 512 threads per row; only rows whose top-p cut falls inside a tied group work.
+extern "C" __global__ void __launch_bounds__(512) fk_ms_cut(const float* __restrict__ logits, long long ls, int V, FkRowState* __restrict__ st) {
+  __shared__ unsigned s_bal[32];
+  __shared__ int s_need, s_cut;
+  const int b = blockIdx.x;
+  FkRowState* s = st + b;
+  if (s->done || !s->useP || s->needCut <= 0) return;
+  const unsigned tau = s->tau;
+  const float* __restrict__ row = logits + b * ls;
+  if (threadIdx.x == 0) {
+    s_need = s->needCut;
+    s_cut = -1;
+  }
+  __syncthreads();
+  for (int base = 0; base < V; base += blockDim.x) {
+    const int i = base + threadIdx.x;
+    bool hit = false;
+    if (i < V) {
+      const float v = row[i];
+      hit = v == v && fk_key(v) == tau;
+    }
+    const unsigned bal = __ballot_sync(0xffffffffu, hit);
+    if ((threadIdx.x & 31) == 0) s_bal[threadIdx.x >> 5] = bal;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int need = s_need;
+      for (int w = 0; w < (int)(blockDim.x >> 5); ++w) {
+        unsigned m = s_bal[w];
+        const int c = __popc(m);
+        if (need <= c) {
+          for (int q = 1; q < need; ++q) m &= m - 1;
+          s_cut = base + w * 32 + __ffs(m) - 1;
+          break;
+        }
+        need -= c;
+      }
+      s_need = need;
+    }
+    __syncthreads();
+    if (s_cut >= 0) break;
+  }
+  if (threadIdx.x == 0) s->cut = s_cut >= 0 ? s_cut : 0x7fffffff;
+}
+
+extern "C" __global__ void __launch_bounds__(FK_MT) fk_ms_race(const float* __restrict__ logits, long long ls, int V, int chunk,
+                                                               const FkRowState* __restrict__ st, const long long* __restrict__ seeds,
+                                                               u64* __restrict__ part) {
+  __shared__ u64 s_red[32];
+  const int b = blockIdx.y, c = blockIdx.x, C = gridDim.x;
+  const FkRowState& s = st[b];
+  if (s.done) return;
+  const unsigned kthr = s.kthr, tau = s.tau;
+  const bool useP = s.useP != 0;
+  const int cut = s.cut;
+  const float lmax = s.lmax, T = s.T;
+  const u64 seed = (u64)seeds[b];
+  const float* __restrict__ row = logits + b * ls;
+  const int lo = c * chunk, hi = min(V, lo + chunk);
+  u64 win = 0;
+  fk_range_foreach(row, lo, hi, [&](int i, float v) {
+    if (v == v) {
+      const unsigned key = fk_key(v);
+      if (key >= kthr && (!useP || key > tau || (key == tau && i <= cut))) {
+        const float u = fk_counter_uniform(seed, (unsigned)b, (unsigned)i);
+        const float score = (v - lmax) / T - logf(-logf(u));
+        const u64 pk = ((u64)fk_key(score) << 32) | (u64)(0xffffffffu - (unsigned)i);
+        win = pk > win ? pk : win;
+      }
+    }
+  });
+  win = fk_block_max(win, s_red);
+  if (threadIdx.x == 0) part[(long long)b * C + c] = win;
+}
+
+// One warp per row.
+extern "C" __global__ void fk_ms_final(long long* __restrict__ out, int C, const u64* __restrict__ part, const FkRowState* __restrict__ st) {
+  const int b = blockIdx.x, lane = threadIdx.x;
+  if (st[b].done) return;
+  u64 win = 0;
+  for (int c = lane; c < C; c += 32) {
+    const u64 v = part[(long long)b * C + c];
+    win = v > win ? v : win;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const u64 w = __shfl_xor_sync(0xffffffffu, win, o);
+    win = w > win ? w : win;
+  }
+  if (lane == 0) {
+    const u64 best = st[b].best;
+    const int amax = best ? (int)(0xffffffffu - (unsigned)(best & 0xffffffffu)) : 0;
+    out[b] = win ? (long long)(0xffffffffu - (unsigned)(win & 0xffffffffu)) : amax;
+  }
+}

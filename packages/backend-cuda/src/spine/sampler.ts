@@ -5,12 +5,52 @@
  * (converted when given otherwise). Returns ids [B] (i64).
  * Differences from the CPU backend: a temperature that is negative or NaN samples greedily here (the CPU backend
  * throws; checking would need a host sync); float32 arithmetic may pick differently only at near-ties.
+ *
+ * SAMPLER_TUNING.multiCta (off by default until measured on the H200) switches to the multi-CTA path of
+ * sampler.cu (fk_ms_*): each row split over C CTAs, 17 small kernels in sequence, scratch from the allocator.
  */
 import { Tensor, formatShape } from '@fastkernels/core';
 import type { SpineContext } from './context.js';
 import { asDType, disposeAll, ptr, rowsOf, spineKernel } from './common.js';
 
 const THREADS = 512;
+
+/** Knobs of the sampler (the defaults are the shipped, H200-verified choice). */
+export const SAMPLER_TUNING = {
+  /** Split each row over several CTAs (kernels/sampler.cu fk_ms_*); false: one 512-thread CTA per row (fk_sample). */
+  multiCta: false,
+  /** CTAs aimed for per SM in total (all rows together) on the multi-CTA path. */
+  multiCtaCtasPerSm: 3,
+  /** Fewest logits per CTA (a slice is at least this long, rounded up to a multiple of 64). */
+  multiCtaMinPerCta: 2048,
+  /** Threads per CTA of the split kernels (FK_MT). */
+  multiCtaThreads: 256,
+};
+
+export interface SamplerPlan {
+  /** CTAs per row. */
+  ctas: number;
+  /** Logits per CTA (a multiple of 64; the last CTA takes the rest). */
+  chunk: number;
+  threads: number;
+}
+
+/** Launch plan of the multi-CTA sampler: pure function of the shape and the SM count (unit-tested without a GPU). */
+export function planSampler(B: number, V: number, multiprocessors: number, tuning = SAMPLER_TUNING): SamplerPlan {
+  const want = Math.max(1, Math.round((tuning.multiCtaCtasPerSm * multiprocessors) / Math.max(1, B)));
+  const most = Math.max(1, Math.ceil(V / Math.max(64, tuning.multiCtaMinPerCta)));
+  const c0 = Math.min(want, most, 65535);
+  const chunk = Math.ceil(Math.ceil(V / c0) / 64) * 64;
+  return { ctas: Math.ceil(V / chunk), chunk, threads: tuning.multiCtaThreads };
+}
+
+/** Scratch of the multi-CTA path, in 8-byte words: histograms (2 x 2048 per row), partials (C per row), row states (16 per row). */
+export function samplerScratchWords(B: number, ctas: number): { hist: number; part: number; state: number; total: number } {
+  const hist = B * 4096;
+  const part = B * ctas;
+  const state = B * 16;
+  return { hist, part, state, total: hist + part + state };
+}
 
 export function sample(ctx: SpineContext, logits: Tensor, temperature: Tensor, topK: Tensor, topP: Tensor, seeds: Tensor): Tensor {
   const op = 'sample';
@@ -31,10 +71,40 @@ export function sample(ctx: SpineContext, logits: Tensor, temperature: Tensor, t
     const p = asDType(topP, 'f32', temps);
     const s = asDType(seeds, 'i64', temps);
     const vec4 = ptr(l.t) % 16 === 0 && (B === 1 || l.rowStride % 4 === 0) ? 1 : 0;
+    if (SAMPLER_TUNING.multiCta && B <= 65535) {
+      multiCta(ctx, out, l.t, l.rowStride, B, V, vec4, temp, k, p, s, temps);
+      return out;
+    }
     const kern = spineKernel(ctx, 'sampler.cu', 'fk_sample', { FK_VEC4: vec4 });
     kern.launch(B, THREADS, 0, [out, l.t, l.rowStride, V, temp, k, p, s]);
     return out;
   } finally {
     disposeAll(temps);
   }
+}
+
+/** The multi-CTA path: fk_ms_max, fk_ms_init, 3 x (hist, select) top-k, 3 x (hist, select) top-p, cut, race, final. */
+function multiCta(ctx: SpineContext, out: Tensor, l: Tensor, ls: number, B: number, V: number, vec4: number, temp: Tensor, k: Tensor, p: Tensor, s: Tensor, temps: Tensor[]): void {
+  const plan = planSampler(B, V, ctx.multiprocessors);
+  const C = plan.ctas;
+  const words = samplerScratchWords(B, C);
+  const scratch = Tensor.empty(out.backend, [words.total], 'i64', { device: out.device });
+  temps.push(scratch);
+  const hist = ptr(scratch);
+  const part = hist + words.hist * 8;
+  const state = part + words.part * 8;
+  const defs = { FK_VEC4: vec4, FK_MT: plan.threads };
+  const kn = (entry: string) => spineKernel(ctx, 'sampler.cu', entry, defs);
+  const grid: [number, number] = [C, B];
+  kn('fk_ms_max').launch(grid, plan.threads, 0, [l, ls, V, plan.chunk, part, hist]);
+  kn('fk_ms_init').launch(B, 32, 0, [out, l, ls, V, C, part, state, temp, k, p]);
+  const histK = kn('fk_ms_hist');
+  const selK = kn('fk_ms_select');
+  for (let stage = 0; stage < 6; stage++) {
+    histK.launch(grid, plan.threads, 0, [l, ls, V, plan.chunk, state, hist, stage]);
+    selK.launch(B, 256, 0, [state, hist, stage]);
+  }
+  kn('fk_ms_cut').launch(B, 512, 0, [l, ls, V, state]);
+  kn('fk_ms_race').launch(grid, plan.threads, 0, [l, ls, V, plan.chunk, state, s, part]);
+  kn('fk_ms_final').launch(B, 32, 0, [out, C, part, state]);
 }

@@ -1,0 +1,372 @@
+#!/usr/bin/env bash
+# Every GPU check still unverified (docs/progress.md), phase by phase, on the GPU host through the gpu-host bundle.
+# Each phase has its own timeout and writes its log and JSON under $OUT as soon as it ends; every phase appends a
+# line to $OUT/verify.jsonl and rewrites $OUT/verify-table.txt, so a call cut short keeps what was done. Last: a table
+# (phase, status, key figure, target, PASS/MISS). Exit 0 only when every phase run is PASS.
+#
+#   OUT=/tmp/out dist/gpu-host/bench/h200-verify.sh [--budget S] [PHASE ...]     (no phase, or `all`: every phase)
+#   dist/gpu-host/bench/h200-verify.sh --list
+#
+# Phases (default timeout in s; T_<PHASE>=S overrides, e.g. T_SELFTEST=400, T_PARITY_F32=300):
+#   exploits      (300) run-gpu-tests exploits: the 4 GPU exploits end REWARD_HACK / REWARD_HACK /
+#                       INCORRECT_NUMERICAL / RUNTIME_ERROR (issue 5)      -> exploits.log, exploits.json
+#   selftest      (300) run bench --self-test --level 1 --backend cuda --shapes production: every case PASSED and
+#                       every task's speedup CI contains 1.0 (issue 5)      -> selftest.json, selftest.jsonl, selftest.log
+#   sweep         (300) the wall time of that full L1 sweep (all tasks x production shapes), end to end, target
+#                       < 180 s (issue 5). Reuses the selftest run's time when selftest ran into this $OUT (no
+#                       second run); SWEEP_RERUN=1 runs it again (warm NVRTC cache) -> sweep.json
+#   triton-bench  (240) run bench --backend cuda --candidates <bundle>/examples/triton-demo: the 3 Triton
+#                       candidates PASSED through the CLI (issue 9)         -> triton-bench.json, triton-bench.log
+#   parity-f32    (300) bench/h200-parity.sh --dtype f32: ours vs HF in float32, 64/64 identical greedy steps
+#                       per model (issue 6)                                 -> parity-f32.json, parity-f32.log
+#   serve-full    (480) bench/h200-serve.sh without --quick: 256 requests; bs1 >= 240 tok/s, host < 5% at bs 64,
+#                       >= 9,000 output tok/s, self-test 100% (issue 7)     -> serve-full.json, serve-full.log
+#   e2e-drops     (240) run e2e on a small Llama (random bf16 weights) with examples/e2e-drops: the wrong
+#                       SiluAndMul dropped `incorrect`, the host-syncing RMSNorm dropped `compile` (graph
+#                       capture) (issue 7)                                  -> e2e-drops.json, e2e-drops.log
+# --summarize [PHASE ...]: run nothing; print each phase's verdict, figure and target from the files already in $OUT.
+# --budget S (VERIFY_BUDGET_S, default 570): the whole invocation's wall-clock budget; a phase gets at most what is
+# left (minus 15 s for the table), and is SKIPPED when under 30 s are left. Keeps the table inside a 600 s call.
+# Without an NVIDIA GPU (/dev/nvidiactl absent; FASTKERNELS_GPU=1 forces, =0 forbids) each phase stops at once
+# with status no-gpu. PYTHON / FASTKERNELS_PYTHON: the python with torch (+ transformers, triton); else
+# /opt/torch/.venv/bin/python3, else python3.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ALL_PHASES=(exploits selftest sweep triton-bench parity-f32 serve-full e2e-drops)
+declare -A DEFAULT_T=([exploits]=300 [selftest]=300 [sweep]=300 [triton-bench]=240 [parity-f32]=300 [serve-full]=480 [e2e-drops]=240)
+declare -A WHAT=(
+  [exploits]="GPU exploit corpus: 4 exploits, each with the right status (issue 5)"
+  [selftest]="CUDA self-test, all L1 tasks x production shapes: all PASSED, CIs contain 1 (issue 5)"
+  [sweep]="wall time of the full L1 sweep < 180 s (issue 5)"
+  [triton-bench]="CLI bench of examples/triton-demo on cuda: 3/3 PASSED (issue 9)"
+  [parity-f32]="HF parity in float32: 64/64 identical greedy steps per model (issue 6)"
+  [serve-full]="serving bench, 256 requests: bs1/host/throughput/self-test targets (issue 7)"
+  [e2e-drops]="e2e drop-and-retry: wrong kernel -> incorrect, host sync -> compile (issue 7)"
+)
+
+declare -A TARGET=(
+  [exploits]="4/4 with the right status" [selftest]="all PASSED, CI∋1 11/11 tasks" [sweep]="< 180 s"
+  [triton-bench]="3/3 PASSED" [parity-f32]="64/64 greedy, each of 3 models" [serve-full]="bs1>=240, host<5%, 256-req>=9000, 100%"
+  [e2e-drops]="rms_norm:compile, silu_and_mul:incorrect"
+)
+say() { echo "h200-verify: $*"; }
+budget="${VERIFY_BUDGET_S:-570}"
+summarize_only=0
+phases=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --list)
+      for p in "${ALL_PHASES[@]}"; do printf '  %-13s %4ss  %s\n' "$p" "${DEFAULT_T[$p]}" "${WHAT[$p]}"; done
+      exit 0 ;;
+    --budget) budget="$2"; shift 2 ;;
+    --summarize) summarize_only=1; shift ;;
+    -h|--help) sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    all) phases+=("${ALL_PHASES[@]}"); shift ;;
+    -*) echo "h200-verify: unknown option $1 (--list, --budget S)" >&2; exit 2 ;;
+    *)
+      [ -n "${DEFAULT_T[$1]:-}" ] || { echo "h200-verify: unknown phase '$1' (phases: ${ALL_PHASES[*]})" >&2; exit 2; }
+      phases+=("$1"); shift ;;
+  esac
+done
+[ ${#phases[@]} -gt 0 ] || phases=("${ALL_PHASES[@]}")
+
+if [ -n "${FASTKERNELS_BUNDLE:-}" ]; then bundle="$FASTKERNELS_BUNDLE"
+elif [ -x "$here/../run" ]; then bundle="$(cd "$here/.." && pwd)"
+elif [ -x "$here/../dist/gpu-host/run" ]; then bundle="$(cd "$here/../dist/gpu-host" && pwd)"
+else echo "h200-verify: cannot find the gpu-host bundle (run npm run gpu-host, or set FASTKERNELS_BUNDLE)" >&2; exit 2; fi
+[ -f "$bundle/fastkernels.mjs" ] || { echo "h200-verify: $bundle/fastkernels.mjs is missing (the bundle was built without the CLI)" >&2; exit 2; }
+export FASTKERNELS_BUNDLE="$bundle"
+OUT="${OUT:-$bundle/bench-results}"
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+node_bin="$("$bundle/run" --print-node)" || { echo "h200-verify: could not unpack the bundled node" >&2; exit 2; }
+commit="$(sed -n 's/.*"commit": *"\([^"]*\)".*/\1/p' "$bundle/MANIFEST.json" 2>/dev/null | head -1 || true)"
+t_start=$SECONDS
+say "bundle $bundle (commit ${commit:-?}), out $OUT, phases: ${phases[*]}, budget ${budget} s"
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+have_gpu() {
+  case "${FASTKERNELS_GPU:-}" in 1) return 0 ;; 0) return 1 ;; esac
+  [ -e /dev/nvidiactl ]
+}
+NO_GPU_MSG="no NVIDIA GPU here (/dev/nvidiactl absent; FASTKERNELS_GPU=1 forces): not run"
+
+find_python() { # $1: python modules the phase needs (comma-separated)
+  local c
+  for c in "${PYTHON:-}" "${FASTKERNELS_PYTHON:-}" /opt/torch/.venv/bin/python3 python3; do
+    [ -n "$c" ] || continue
+    command -v "$c" >/dev/null 2>&1 || continue
+    if "$c" -c "import $1" >/dev/null 2>&1; then echo "$c"; return 0; fi
+  done
+  return 1
+}
+
+# run_timed PHASE SECONDS CMD...: the command under `timeout` (its whole process group is killed at the limit), stdout
+# and stderr to $OUT/PHASE.log and the console. Sets RC (124 or 137: timed out) and SECS.
+run_timed() {
+  local phase="$1" t="$2"; shift 2
+  local s=$SECONDS
+  say "$phase: $* (timeout ${t} s)"
+  timeout --kill-after=10 "$t" "$@" 2>&1 | tee -a "$OUT/$phase.log"
+  RC=${PIPESTATUS[0]}
+  SECS=$((SECONDS - s))
+}
+
+# summarize PHASE: reads the phase's files, prints "VERDICT<TAB>figure<TAB>target" (node, from the bundle)
+summarize() {
+  P="$1" O="$OUT" RC="${RC:-0}" SECS="${SECS:-0}" "$node_bin" --input-type=module -e "$SUMMARY_JS" 2>&1 || printf 'MISS\tsummary failed\t-\n'
+}
+
+ROWS=()
+record() { # PHASE STATUS VERDICT FIGURE TARGET SECONDS
+  local row
+  row="$(printf '%s\t%s\t%s\t%s\t%s\t%s' "$@")"
+  ROWS+=("$row")
+  P="$1" S="$2" V="$3" F="$4" T="$5" D="$6" C="$commit" "$node_bin" -e '
+    const e = process.env;
+    console.log(JSON.stringify({ phase: e.P, status: e.S, verdict: e.V, figure: e.F, target: e.T, seconds: Number(e.D), commit: e.C, at: new Date().toISOString() }));
+  ' >> "$OUT/verify.jsonl"
+  table > "$OUT/verify-table.txt"
+  say "$1: $2, $3: $4 (target $5; ${6} s)"
+}
+
+table() {
+  printf '%-13s %-10s %-72s %-40s %s\n' phase status "key figure" target PASS/MISS
+  printf '%-13s %-10s %-72s %-40s %s\n' ------------- ---------- "$(printf '%.0s-' {1..72})" "$(printf '%.0s-' {1..40})" ---------
+  local r phase status verdict figure target secs
+  for r in "${ROWS[@]}"; do
+    IFS=$'\t' read -r phase status verdict figure target secs <<< "$r"
+    printf '%-13s %-10s %-72s %-40s %s\n' "$phase" "$status" "$figure (${secs}s)" "$target" "$verdict"
+  done
+}
+
+# finish PHASE: status from RC, verdict and figure from summarize
+finish() {
+  local phase="$1" status=ok line verdict figure target
+  case "$RC" in 0) status=ok ;; 124|137) status=timeout ;; *) status="exit-$RC" ;; esac
+  line="$(summarize "$phase" | tail -1)"
+  IFS=$'\t' read -r verdict figure target <<< "$line"
+  [ "$status" = ok ] || [ "$verdict" != PASS ] || verdict=MISS # a phase that did not end cleanly is no PASS
+  record "$phase" "$status" "${verdict:-MISS}" "${figure:--}" "${target:--}" "$SECS"
+}
+
+# --------------------------------------------------------------------------------------------- the phases
+
+phase_exploits() {
+  FK_EXPLOITS_SKIP_SELFTEST=1 run_timed exploits "$1" "$bundle/run-gpu-tests" exploits
+  finish exploits
+}
+
+run_selftest() { # PHASE TIMEOUT JSON RESULTS: the full L1 self-test sweep, production shapes
+  rm -f "$4"
+  run_timed "$1" "$2" "$bundle/run" bench --self-test --level 1 --backend cuda --shapes production --json "$3" --results "$4"
+}
+
+sweep_timing() { # PHASE JSON: writes $OUT/PHASE.timing.json (wall seconds, exit status, cache cold/warm)
+  "$node_bin" -e '
+    const [, f, rc, secs, cache] = process.argv;
+    require("node:fs").writeFileSync(f, JSON.stringify({ seconds: Number(secs), rc: Number(rc), nvrtcCache: cache }, null, 1) + "\n");
+  ' "$OUT/$1.timing.json" "$RC" "$SECS" "$2"
+}
+
+nvrtc_cache_state() {
+  local d="${FASTKERNELS_CACHE_DIR:-$HOME/.cache/fastkernels}"
+  if [ -d "$d" ] && [ -n "$(ls -A "$d" 2>/dev/null)" ]; then echo warm; else echo cold; fi
+}
+
+phase_selftest() {
+  local cache; cache="$(nvrtc_cache_state)"
+  run_selftest selftest "$1" "$OUT/selftest.json" "$OUT/selftest.jsonl"
+  sweep_timing selftest "$cache"
+  finish selftest
+}
+
+phase_sweep() {
+  if [ -f "$OUT/selftest.timing.json" ] && [ "${SWEEP_RERUN:-0}" != 1 ]; then
+    say "sweep: the selftest run's wall time ($OUT/selftest.timing.json; SWEEP_RERUN=1 runs the sweep again)"
+    SECS=0
+    RC="$("$node_bin" -e '
+      const fs = require("node:fs"); const [, o] = process.argv;
+      const t = JSON.parse(fs.readFileSync(o + "/selftest.timing.json", "utf8"));
+      fs.writeFileSync(o + "/sweep.json", JSON.stringify({ source: "selftest", ...t }, null, 1) + "\n");
+      console.log(t.rc);
+    ' "$OUT")" || RC=1
+  else
+    local cache; cache="$(nvrtc_cache_state)"
+    run_selftest sweep "$1" "$OUT/sweep-report.json" "$OUT/sweep.jsonl"
+    sweep_timing sweep "$cache"
+    "$node_bin" -e '
+      const fs = require("node:fs"); const [, o] = process.argv;
+      const t = JSON.parse(fs.readFileSync(o + "/sweep.timing.json", "utf8"));
+      fs.writeFileSync(o + "/sweep.json", JSON.stringify({ source: "sweep", ...t }, null, 1) + "\n");
+    ' "$OUT"
+  fi
+  finish sweep
+}
+
+phase_triton_bench() {
+  local py
+  if ! py="$(find_python triton,torch)"; then
+    RC=3; SECS=0; echo "h200-verify: triton-bench: no python with triton and torch (PYTHON=... to point at one)" | tee -a "$OUT/triton-bench.log"
+    record triton-bench no-triton MISS "no python with triton" "${TARGET[triton-bench]}" 0; return
+  fi
+  FASTKERNELS_PYTHON="$py" run_timed triton-bench "$1" "$bundle/run" bench --backend cuda --candidates "$bundle/examples/triton-demo" --json "$OUT/triton-bench.json"
+  finish triton-bench
+}
+
+phase_parity_f32() {
+  local py
+  if ! py="$(find_python torch,transformers,safetensors)"; then
+    RC=3; SECS=0; echo "h200-verify: parity-f32: no python with torch, transformers and safetensors (PYTHON=...)" | tee -a "$OUT/parity-f32.log"
+    record parity-f32 no-torch MISS "no python with torch+transformers" "${TARGET[parity-f32]}" 0; return
+  fi
+  OUT="$OUT" PYTHON="$py" run_timed parity-f32 "$1" "$bundle/bench/h200-parity.sh" --dtype f32
+  finish parity-f32
+}
+
+phase_serve_full() {
+  OUT="$OUT" run_timed serve-full "$1" "$bundle/bench/h200-serve.sh"
+  [ -f "$OUT/serve.json" ] && cp -f "$OUT/serve.json" "$OUT/serve-full.json"
+  finish serve-full
+}
+
+phase_e2e_drops() {
+  local model="$OUT/e2e-drops-model"
+  mkdir -p "$model"
+  # a small Llama (4 layers, hidden 1024, GQA 16/4, vocab 32000) with random bf16 weights drawn on the device
+  cat > "$model/config.json" <<'JSON'
+{
+  "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 1024, "intermediate_size": 2816,
+  "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 64, "vocab_size": 32000,
+  "max_position_embeddings": 2048, "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "hidden_act": "silu",
+  "attention_bias": false, "mlp_bias": false, "tie_word_embeddings": false, "initializer_range": 0.02,
+  "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16", "use_cache": true
+}
+JSON
+  rm -f "$OUT/e2e-drops.json" "$OUT/e2e-drops-details.json"
+  run_timed e2e-drops "$1" "$bundle/run" e2e --model "$model" --backend cuda --candidates "$bundle/examples/e2e-drops" \
+    --requests synthetic:32:32-256:16-64:0 --latency-batch-sizes 1,8 --latency-prompt 64 --latency-output 32 --warmups 1 --repeats 2 \
+    --max-num-seqs 32 --max-model-len 512 --num-kv-blocks 2048 --timeout 120 \
+    --out "$OUT/e2e-drops.json" --details "$OUT/e2e-drops-details.json"
+  finish e2e-drops
+}
+
+# ------------------------------------------------------------------------- summaries (JSON -> figure, target)
+
+read -r -d '' SUMMARY_JS <<'JS'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+const { P: phase, O: out, RC: rc } = process.env;
+const read = (f) => (existsSync(`${out}/${f}`) ? JSON.parse(readFileSync(`${out}/${f}`, 'utf8')) : null);
+const text = (f) => (existsSync(`${out}/${f}`) ? readFileSync(`${out}/${f}`, 'utf8') : '');
+const clip = (s, n) => (s.length > n ? `${s.slice(0, n - 3)}...` : s);
+const emit = (ok, figure, target) => console.log([ok ? 'PASS' : 'MISS', clip(figure.replace(/\s+/g, ' '), 100), target].join('\t'));
+const x = (v, d = 2) => (typeof v === 'number' && Number.isFinite(v) ? v.toFixed(d) : '-');
+try {
+  if (phase === 'exploits') {
+    const log = text('exploits.log');
+    const tests = [...log.matchAll(/^(ok  |FAIL|skip) (.+?)(?: \((\d+) ms\))?$/gm)].map((m) => ({ status: m[1].trim(), name: m[2], ms: m[3] ? Number(m[3]) : null }));
+    const m = [...log.matchAll(/^gpu-tests-file: .*: (\d+) passed, (\d+) failed, (\d+) skipped$/gm)].pop();
+    const [passed, failed, skipped] = m ? m.slice(1).map(Number) : [0, tests.filter((t) => t.status === 'FAIL').length, 0];
+    writeFileSync(`${out}/exploits.json`, JSON.stringify({ rc: Number(rc), passed, failed, skipped, tests }, null, 1) + '\n');
+    const bad = tests.filter((t) => t.status === 'FAIL').map((t) => t.name.replace(/^.*> /, '').slice(0, 24));
+    emit(passed === 4 && failed === 0, `${passed}/4 exploits caught${bad.length ? `; FAIL: ${bad.join('; ')}` : ''}${m ? '' : ' (no report line)'}`, '4/4 with the right status');
+  } else if (phase === 'selftest') {
+    const r = read('selftest.json');
+    if (!r) emit(false, 'no selftest.json', 'all PASSED, CI∋1 11/11 tasks');
+    else {
+      const pass = r.results.filter((c) => c.status === 'PASSED').length;
+      const tasks = r.summary.tasks;
+      const ci = tasks.filter((t) => t.ciLow !== null && t.ciHigh !== null && t.ciLow <= 1 && t.ciHigh >= 1);
+      const notPass = r.results.filter((c) => c.status !== 'PASSED').map((c) => `${c.task.slice(3)}/${c.case}:${c.status}`);
+      const noCi = tasks.filter((t) => !ci.includes(t)).map((t) => `${t.task.slice(3)} [${x(t.ciLow, 3)},${x(t.ciHigh, 3)}]`);
+      const ok = r.complete && pass === r.results.length && ci.length === tasks.length && tasks.length === 11;
+      emit(ok, `${pass}/${r.results.length} cases PASSED, CI∋1 ${ci.length}/${tasks.length} tasks${r.complete ? '' : ', INCOMPLETE'}` +
+        `${notPass.length ? `; not PASSED: ${notPass.slice(0, 3).join(' ')}` : ''}${noCi.length ? `; CI: ${noCi.slice(0, 2).join(' ')}` : ''}`, 'all PASSED, CI∋1 11/11 tasks');
+    }
+  } else if (phase === 'sweep') {
+    const s = read('sweep.json');
+    const rep = read(s?.source === 'sweep' ? 'sweep-report.json' : 'selftest.json');
+    const n = rep?.results?.length ?? 0;
+    const t = rep?.summary?.tasks?.length ?? 0;
+    const ok = Boolean(s && rep?.complete && s.rc === 0 && s.seconds < 180);
+    emit(ok, `${s ? s.seconds : '-'} s for ${t} tasks x ${n} cases (${s?.nvrtcCache ?? '?'} NVRTC cache${s?.source === 'selftest' ? ', the selftest run' : ''})${rep?.complete ? '' : ', INCOMPLETE'}`, '< 180 s');
+  } else if (phase === 'triton-bench') {
+    const r = read('triton-bench.json');
+    if (!r) emit(false, 'no triton-bench.json', '3/3 PASSED');
+    else {
+      const ts = r.summary.tasks;
+      const pass = ts.filter((t) => t.status === 'PASSED');
+      emit(r.complete && pass.length === 3 && ts.length === 3,
+        `${pass.length}/${ts.length} PASSED: ${ts.map((t) => `${t.task.slice(3)} ${t.status === 'PASSED' ? `${x(t.speedup)}x` : t.status}`).join(', ')}`, '3/3 PASSED (speedups informative)');
+    }
+  } else if (phase === 'parity-f32') {
+    const r = read('parity-f32.json');
+    if (!r) emit(false, 'no parity-f32.json', '64/64 greedy, each model');
+    else {
+      const n = r.max_tokens;
+      const ms = Object.entries(r.models);
+      const parts = ms.map(([k, v]) => (v.error ? `${k} ERROR` : `${k} ${v.summary.greedy_identical} (${v.verdict}, err ${x(v.summary.prompt_max_abs_err, 4)})`));
+      const ok = ms.length === 3 && ms.every(([, v]) => !v.error && v.summary.greedy_identical === `${n}/${n}`);
+      emit(ok, parts.join(', '), `${n}/${n} greedy, each of 3 models`);
+    }
+  } else if (phase === 'serve-full') {
+    const r = read('serve-full.json');
+    if (!r) emit(false, 'no serve.json', 'bs1>=240, host<5%, 256-req>=9000, 100%');
+    else {
+      const s = r.summary ?? {};
+      const checks = [s.decodeBs1TokS >= 240, s.hostFractionBs64 < 0.05, s.throughputOutputTokS >= 9000, s.selfTestAgreement === 1];
+      const marks = checks.map((c) => (c ? '' : '!'));
+      emit(checks.every(Boolean) && r.settings?.numRequests === 256 && !(r.errors ?? []).length,
+        `bs1 ${x(s.decodeBs1TokS, 1)}${marks[0]}, host ${x(100 * s.hostFractionBs64, 2)}%${marks[1]}, ${r.settings?.numRequests}-req ${x(s.throughputOutputTokS, 0)}${marks[2]} tok/s, self-test ${x(100 * s.selfTestAgreement, 1)}%${marks[3]}${(r.errors ?? []).length ? `, ${r.errors.length} errors` : ''}`,
+        'bs1>=240, host<5%, 256-req>=9000, 100%');
+    }
+  } else if (phase === 'e2e-drops') {
+    const r = read('e2e-drops.json');
+    const m = r?.models?.[0];
+    if (!m) emit(false, `no e2e-drops.json${rc !== '0' ? ` (exit ${rc})` : ''}`, 'rms_norm:compile, silu_and_mul:incorrect');
+    else {
+      const got = Object.fromEntries(m.drops.map((d) => [d.task, d.category]));
+      const ok = m.drops.length === 2 && got['L1/rms_norm'] === 'compile' && got['L1/silu_and_mul'] === 'incorrect' && m.outcome === 'ok';
+      emit(ok, `drops ${m.drops.map((d) => `${d.task.slice(3)}:${d.category}`).join(', ') || 'none'}; outcome ${m.outcome}; as-is ${m.asIs?.outcome ?? '-'}`, 'rms_norm:compile, silu_and_mul:incorrect');
+    }
+  } else emit(false, `unknown phase ${phase}`, '-');
+} catch (e) {
+  emit(false, `summary error: ${String(e?.message ?? e).slice(0, 80)}`, '-');
+}
+JS
+
+# -------------------------------------------------------------------------------------------------- main
+
+if [ "$summarize_only" = 1 ]; then
+  for p in "${phases[@]}"; do RC=0; SECS=0; printf '%-13s %s\n' "$p" "$(summarize "$p" | tail -1)"; done
+  exit 0
+fi
+if have_gpu && [ ! -f "$OUT/doctor.txt" ]; then
+  timeout 60 "$bundle/run" doctor > "$OUT/doctor.txt" 2>&1 || true
+  grep -i -E "device|driver|nvrtc|cublas" "$OUT/doctor.txt" | head -6 | sed 's/^/h200-verify: doctor: /'
+fi
+for p in "${phases[@]}"; do
+  tvar="T_$(echo "$p" | tr 'a-z-' 'A-Z_')"
+  t="${!tvar:-${DEFAULT_T[$p]}}"
+  left=$((budget - (SECONDS - t_start) - 15))
+  if [ "$left" -lt 30 ]; then
+    record "$p" skipped MISS "not run: ${left} s of the ${budget} s budget left" "${TARGET[$p]}" 0
+    continue
+  fi
+  [ "$t" -le "$left" ] || { say "$p: timeout ${t} s cut to the ${left} s left of the budget"; t=$left; }
+  if ! have_gpu; then
+    echo "h200-verify: $p: $NO_GPU_MSG" | tee "$OUT/$p.log" >&2
+    record "$p" no-gpu MISS "not run: no GPU" "${TARGET[$p]}" 0
+    continue
+  fi
+  : > "$OUT/$p.log"
+  RC=0; SECS=0
+  "phase_${p//-/_}" "$t"
+done
+
+echo
+say "results in $OUT (verify.jsonl, verify-table.txt, per-phase logs and JSON); total $((SECONDS - t_start)) s"
+table
+for r in "${ROWS[@]}"; do case "$r" in *$'\tPASS\t'*) ;; *) exit 1 ;; esac; done
+exit 0

@@ -1,0 +1,108 @@
+/**
+ * rms_norm with NORM_TUNING.warpPerRow off (fk_rms_norm, the shipped path) and on (fk_rms_norm_warp): both vs the
+ * float64 CPU backend, plus `kernel-speed: rms_norm <case> [old|new] <us> = <GB/s> (<% of copy>)` lines.
+ */
+import { Tensor, type DType } from '@fastkernels/core';
+import { afterAll, describe, it } from 'vitest';
+import { G, cpu, expectClose, gpu, poison, randCpu, toGpu, tolOf } from '../../test/spine-helpers.js';
+import { NORM_TUNING } from './norm.js';
+
+const DEFAULTS = { ...NORM_TUNING };
+function withNorm<T>(patch: Partial<typeof NORM_TUNING>, fn: () => T): T {
+  Object.assign(NORM_TUNING, patch);
+  try {
+    return fn();
+  } finally {
+    Object.assign(NORM_TUNING, DEFAULTS);
+  }
+}
+const PATHS = [['old', { warpPerRow: false }], ['new', { warpPerRow: true }], ['new-8-warps', { warpPerRow: true, warpsPerCta: 8 }]] as const;
+
+describe('rms_norm old and new (warp per row) vs the float64 CPU backend', () => {
+  for (const dtype of ['bf16', 'f16', 'f32'] as DType[]) {
+    // 4096/8192 (in registers), 100 and 4100 (not a multiple of 8: scalar vectors; 4100 falls back), 64, 12288 (falls back), odd T
+    for (const [T, H] of [[7, 4096], [5, 100], [9, 8192], [3, 4100], [33, 64], [2, 12288], [13, 1000]] as const) {
+      it(`${dtype} T=${T} H=${H}`, G, () => {
+        const x = randCpu([T, H], dtype, T * 31 + H, 2);
+        const r = randCpu([T, H], dtype, T * 37 + H, 2);
+        const w = randCpu([H], dtype, H + 5, 0.5);
+        const eps = 1e-5;
+        const [gx, gr, gw] = [toGpu(x), toGpu(r), toGpu(w)];
+        const ey = cpu().ops.rmsNorm(x, w, eps);
+        const [fy, fres] = cpu().ops.fusedAddRmsNorm(x, r, w, eps);
+        for (const [name, patch] of PATHS) {
+          poison(T * H, T * H);
+          expectClose(withNorm(patch, () => gpu().ops.rmsNorm(gx, gw, eps)), ey, tolOf(dtype), `${name} rmsNorm`);
+          poison(T * H, T * H);
+          const [y, res] = withNorm(patch, () => gpu().ops.fusedAddRmsNorm(gx, gr, gw, eps));
+          expectClose(res, fres, tolOf(dtype), `${name} fused residual`);
+          expectClose(y, fy, tolOf(dtype), `${name} fused y`);
+        }
+      });
+    }
+  }
+  it('strided rows and a bf16 activation with an f32 weight', G, () => {
+    const [T, H] = [9, 256];
+    const wide = randCpu([T, H + 64], 'bf16', 1, 1);
+    const w = randCpu([H], 'f32', 2);
+    for (const [name, patch] of PATHS) {
+      const got = withNorm(patch, () => gpu().ops.rmsNorm(toGpu(wide).narrow(1, 32, H), toGpu(w), 1e-6));
+      expectClose(got, cpu().ops.rmsNorm(wide.narrow(1, 32, H), w, 1e-6), tolOf('bf16'), `${name} strided`);
+    }
+  });
+});
+
+describe('rms_norm speed, old vs new (printed, not asserted)', () => {
+  const lines: string[] = [];
+  afterAll(() => {
+    if (lines.length) console.log(lines.join('\n'));
+  });
+  function timeMs(fn: () => void, reps: number): number {
+    const b = gpu();
+    for (let i = 0; i < 3; i++) fn();
+    const ts: number[] = [];
+    for (let i = 0; i < reps; i++) {
+      const timer = b.createTimer();
+      timer.start();
+      fn();
+      timer.stop();
+      ts.push(timer.elapsedMs());
+    }
+    ts.sort((x, y) => x - y);
+    return ts[Math.floor(ts.length / 2)]!;
+  }
+  it('bf16 H4096 plain/fused at T 32, 4096, 16384; H8192 T4096', G, () => {
+    const b = gpu();
+    const n = 64 * 1024 * 1024;
+    const src = Tensor.empty(b, [n], 'f32');
+    src.fill_(1);
+    const dst = Tensor.empty(b, [n], 'f32');
+    const copyMs = timeMs(() => b.ops.copy(dst, src), 10);
+    const copyGBs = (2 * 4 * n) / copyMs / 1e6;
+    lines.push(`kernel-speed: copy ${copyMs.toFixed(3)} ms = ${copyGBs.toFixed(0)} GB/s`);
+    src.dispose();
+    dst.dispose();
+    for (const [T, H] of [[32, 4096], [4096, 4096], [16384, 4096], [4096, 8192]] as const) {
+      const x = Tensor.empty(b, [T, H], 'bf16');
+      x.fill_(0.5);
+      const r = Tensor.empty(b, [T, H], 'bf16');
+      r.fill_(0.25);
+      const w = Tensor.empty(b, [H], 'bf16');
+      w.fill_(1);
+      for (const fused of [false, true]) {
+        const bytes = (fused ? 4 : 2) * T * H * 2 + H * 2;
+        for (const [name, patch] of PATHS) {
+          const ms = withNorm(patch, () =>
+            timeMs(() => {
+              if (fused) for (const t of b.ops.fusedAddRmsNorm(x, r, w, 1e-5)) t.dispose();
+              else b.ops.rmsNorm(x, w, 1e-5).dispose();
+            }, 20),
+          );
+          const gbs = bytes / ms / 1e6;
+          lines.push(`kernel-speed: rms_norm ${fused ? 'fused' : 'plain'} bf16 T${T} H${H} [${name}] ${(ms * 1e3).toFixed(1)} us = ${gbs.toFixed(0)} GB/s (${((gbs / copyGBs) * 100).toFixed(0)}% of copy)`);
+        }
+      }
+      for (const t of [x, r, w]) t.dispose();
+    }
+  });
+});

@@ -1,0 +1,144 @@
+/**
+ * The sampler with SAMPLER_TUNING.multiCta off (fk_sample, the shipped path) and on (fk_ms_*): token for token vs
+ * the CPU backend, run-to-run determinism, and timing lines `kernel-speed: sample <case> [old|new] <us> = <GB/s> (<% of copy>)`.
+ */
+import { Rng, Tensor } from '@fastkernels/core';
+import { afterAll, describe, it } from 'vitest';
+import { G, cpu, expectSameInts, gpu, intsCpu, toGpu } from '../../test/spine-helpers.js';
+import { SAMPLER_TUNING } from './sampler.js';
+
+const DEFAULTS = { ...SAMPLER_TUNING };
+function withSampler<T>(patch: Partial<typeof SAMPLER_TUNING>, fn: () => T): T {
+  Object.assign(SAMPLER_TUNING, patch);
+  try {
+    return fn();
+  } finally {
+    Object.assign(SAMPLER_TUNING, DEFAULTS);
+  }
+}
+const PATHS = [['old', { multiCta: false }], ['new', { multiCta: true }]] as const;
+
+interface Row { t: number; k: number; p: number; seed: number }
+type Mode = 'greedy' | 'topk' | 'topp' | 'mixed';
+
+function rowsFor(mode: Mode, B: number, V: number, seed: number): Row[] {
+  const rng = new Rng(seed);
+  const ks = [-1, 0, 1, 2, 7, 40, 1000, V - 1, V, V + 3];
+  const ps = [1, 0.95, 0.8, 0.5, 0.1, 0];
+  return Array.from({ length: B }, (_, b) => {
+    const t = 0.4 + 1.2 * rng.uniform();
+    const s = b % 3 === 0 ? -rng.int(1, 2 ** 40) : rng.int(0, 2 ** 50);
+    if (mode === 'greedy') return { t: 0, k: 0, p: 1, seed: s };
+    if (mode === 'topk') return { t, k: ks[b % ks.length]!, p: 1, seed: s };
+    if (mode === 'topp') return { t, k: 0, p: ps[b % ps.length]!, seed: s };
+    return { t: b % 7 === 0 ? 0 : t, k: ks[b % ks.length]!, p: ps[Math.floor(b / ks.length) % ps.length]!, seed: s };
+  });
+}
+
+function inputs(B: number, V: number, rows: Row[], seed: number, quantize = false) {
+  const rng = new Rng(seed);
+  const v = rng.fillNormal(B * V, 2).map((x) => (quantize ? Math.round(x * 4) / 4 : Math.fround(x)));
+  return [
+    Tensor.fromArray(cpu(), v, [B, V], 'f32'),
+    Tensor.fromArray(cpu(), rows.map((r) => r.t), [B], 'f32'),
+    intsCpu(rows.map((r) => r.k), [B], 'i32'),
+    Tensor.fromArray(cpu(), rows.map((r) => r.p), [B], 'f32'),
+    intsCpu(rows.map((r) => r.seed), [B], 'i64'),
+  ] as const;
+}
+
+describe('sample, old and new (multi-CTA) paths: token for token equal to the CPU backend', () => {
+  for (const V of [1000, 32000, 128256]) {
+    for (const B of [1, 7, 32, 64]) {
+      for (const mode of ['greedy', 'topk', 'topp', 'mixed'] as Mode[]) {
+        if (V === 128256 && B === 64 && mode !== 'mixed' && mode !== 'greedy') continue; // CPU reference time
+        it(`V=${V} B=${B} ${mode}`, G, () => {
+          const host = inputs(B, V, rowsFor(mode, B, V, B * 7 + V), V + B);
+          const want = cpu().ops.sample(...host);
+          const dev = host.map(toGpu) as unknown as typeof host;
+          for (const [name, patch] of PATHS) {
+            const got = withSampler(patch, () => gpu().ops.sample(...dev));
+            expectSameInts(got, want, `${name} V=${V} B=${B} ${mode}`);
+            if (name === 'new') {
+              const again = withSampler(patch, () => gpu().ops.sample(...dev));
+              expectSameInts(again, got, `${name} run-to-run`);
+            }
+          }
+        });
+      }
+    }
+  }
+
+  it('ties (quantized logits), unaligned rows (V=1001), NaN/-inf rows, few CTAs forced (min per CTA 64)', G, () => {
+    for (const [B, V, q] of [[36, 300, true], [20, 1001, false], [9, 4097, true]] as const) {
+      const host = inputs(B, V, rowsFor('mixed', B, V, V), V, q);
+      const want = cpu().ops.sample(...host);
+      const dev = host.map(toGpu) as unknown as typeof host;
+      for (const [name, patch] of [...PATHS, ['new-small-slices', { multiCta: true, multiCtaMinPerCta: 64 }] as const]) {
+        expectSameInts(withSampler(patch, () => gpu().ops.sample(...dev)), want, `${name} B=${B} V=${V}`);
+      }
+    }
+    const [B, V] = [6, 128];
+    const l = new Rng(7).fillNormal(B * V, 2).map((x) => Math.fround(x));
+    for (let i = 0; i < V; i += 5) l[i] = NaN;
+    for (let i = V; i < 2 * V; i++) l[i] = -Infinity;
+    for (let i = 2 * V; i < 3 * V; i++) l[i] = NaN;
+    l[3 * V + 17] = Infinity;
+    for (let i = 4 * V + 3; i < 5 * V; i++) l[i] = -Infinity;
+    const rows = [{ t: 1, k: 10, p: 0.9, seed: 1 }, { t: 1, k: 5, p: 0.5, seed: 3 }, { t: 1, k: 0, p: 1, seed: 4 }, { t: 1, k: 0, p: 1, seed: 5 }, { t: 1, k: 50, p: 1, seed: 7 }, { t: 0.01, k: 0, p: 0.999, seed: 10 }];
+    const host = [
+      Tensor.fromArray(cpu(), l, [B, V], 'f32'),
+      Tensor.fromArray(cpu(), rows.map((r) => r.t), [B], 'f32'),
+      intsCpu(rows.map((r) => r.k), [B], 'i32'),
+      Tensor.fromArray(cpu(), rows.map((r) => r.p), [B], 'f32'),
+      intsCpu(rows.map((r) => r.seed), [B], 'i64'),
+    ] as const;
+    const want = cpu().ops.sample(...host);
+    const dev = host.map(toGpu) as unknown as typeof host;
+    for (const [name, patch] of PATHS) expectSameInts(withSampler(patch, () => gpu().ops.sample(...dev)), want, `${name} special values`);
+  });
+});
+
+describe('sampler speed, old vs new (printed, not asserted)', () => {
+  const lines: string[] = [];
+  afterAll(() => {
+    if (lines.length) console.log(lines.join('\n'));
+  });
+  function timeMs(fn: () => void, reps: number): number {
+    const b = gpu();
+    for (let i = 0; i < 3; i++) fn();
+    const ts: number[] = [];
+    for (let i = 0; i < reps; i++) {
+      const timer = b.createTimer();
+      timer.start();
+      fn();
+      timer.stop();
+      ts.push(timer.elapsedMs());
+    }
+    ts.sort((x, y) => x - y);
+    return ts[Math.floor(ts.length / 2)]!;
+  }
+  it('B32 x 128256 mixed, B64 x 128256 greedy, B1 x 128256 mixed', G, () => {
+    const b = gpu();
+    const n = 64 * 1024 * 1024;
+    const src = Tensor.empty(b, [n], 'f32');
+    src.fill_(1);
+    const dst = Tensor.empty(b, [n], 'f32');
+    const copyMs = timeMs(() => b.ops.copy(dst, src), 10);
+    const copyGBs = (2 * 4 * n) / copyMs / 1e6;
+    lines.push(`kernel-speed: copy ${copyMs.toFixed(3)} ms = ${copyGBs.toFixed(0)} GB/s`);
+    src.dispose();
+    dst.dispose();
+    for (const [label, B, mode] of [['B32xV128256 mixed', 32, 'mixed'], ['B64xV128256 greedy', 64, 'greedy'], ['B1xV128256 mixed', 1, 'mixed'], ['B32xV128256 topp', 32, 'topp']] as const) {
+      const V = 128256;
+      const dev = inputs(B, V, rowsFor(mode, B, V, 3), 4).map(toGpu) as unknown as ReturnType<typeof inputs>;
+      const bytes = B * V * 4;
+      for (const [name, patch] of PATHS) {
+        const ms = withSampler(patch, () => timeMs(() => b.ops.sample(...dev).dispose(), 20));
+        const gbs = bytes / ms / 1e6;
+        lines.push(`kernel-speed: sample ${label} [${name}] ${(ms * 1e3).toFixed(1)} us = ${gbs.toFixed(0)} GB/s (${((gbs / copyGBs) * 100).toFixed(0)}% of copy)`);
+      }
+      for (const t of dev) t.dispose();
+    }
+  });
+});
