@@ -7,7 +7,7 @@ export { CudaCompileError, archFor, formatCompileError, nvrtcOptions, parseCompi
 export { CachingAllocator, GraphPool, roundSize, type AllocatorStats, type DeviceBlock, type RawDeviceMemory } from './allocator.js';
 export { layoutArgs, parseSignature, writeArgs, LaunchBuffer, type ArgLayout, type ArgType, type ArgValue, type ScalarArgType, type StructArgType } from './args.js';
 export { compileCacheKey, cacheRoot, CubinCache } from './cache.js';
-export { cudaIncludeDirs, libraryCandidates, libraryDirs, sitePackagesDirs, formatNotFound, LIBRARY_NAMES, type DiscoveryEnv, type DiscoveryFs } from './discovery.js';
+export { cudaIncludeDirs, defaultDiscoveryEnv, libraryCandidates, libraryDirs, realFs, sitePackagesDirs, formatNotFound, LIBRARY_NAMES, type DiscoveryEnv, type DiscoveryFs } from './discovery.js';
 export { CudaOps, ptrOf, type GemmOptions } from './ops.js';
 export { fillLtParams, matrixLayout, ptrAlignment, type GemmDesc } from './blaslt.js';
 export { KERNEL_SOURCES } from './kernel-sources.generated.js';

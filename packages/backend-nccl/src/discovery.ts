@@ -9,26 +9,14 @@
  *     the other NVIDIA wheels).
  * Pure over an injected environment and file system (backend-cuda's DiscoveryEnv), so it is unit-tested here.
  */
-import { existsSync, readdirSync, statSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { libraryDirs, sitePackagesDirs, type DiscoveryEnv, type DiscoveryFs } from '@fastkernels/backend-cuda';
+import { defaultDiscoveryEnv, libraryDirs, sitePackagesDirs, type DiscoveryEnv } from '@fastkernels/backend-cuda';
 
 export const NCCL_SONAMES = ['libnccl.so.2', 'libnccl.so'] as const;
 
-const realFs: DiscoveryFs = {
-  exists: (p) => existsSync(p),
-  list: (d) => {
-    try {
-      return statSync(d).isDirectory() ? readdirSync(d) : [];
-    } catch {
-      return [];
-    }
-  },
-};
-
+/** The real process environment and file system (backend-cuda's discovery environment). */
 export function ncclDiscoveryEnv(): DiscoveryEnv {
-  return { env: process.env, fs: realFs, home: homedir() };
+  return defaultDiscoveryEnv();
 }
 
 export interface NcclCandidates {
