@@ -24,6 +24,8 @@
 #   e2e-drops     (240) run e2e on a small Llama (random bf16 weights) with examples/e2e-drops: the wrong
 #                       SiluAndMul dropped `incorrect`, the host-syncing RMSNorm dropped `compile` (graph
 #                       capture) (issue 7)                                  -> e2e-drops.json, e2e-drops.log
+#   triton-e2e    (240) run e2e on the same small Llama with examples/triton-rmsnorm (the Triton RMSNorm in every
+#                       layer, CUDA-graph decode): ok, no drops, 100% agreement (issue 9)  -> triton-e2e.json, .log
 # --summarize [PHASE ...]: run nothing; print each phase's verdict, figure and target from the files already in $OUT.
 # --budget S (VERIFY_BUDGET_S, default 570): the whole invocation's wall-clock budget; a phase gets at most what is
 # left (minus 15 s for the table), and is SKIPPED when under 30 s are left. Keeps the table inside a 600 s call.
@@ -32,8 +34,8 @@
 # /opt/torch/.venv/bin/python3, else python3.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-ALL_PHASES=(exploits selftest sweep triton-bench parity-f32 serve-full e2e-drops)
-declare -A DEFAULT_T=([exploits]=300 [selftest]=300 [sweep]=300 [triton-bench]=240 [parity-f32]=300 [serve-full]=480 [e2e-drops]=240)
+ALL_PHASES=(exploits selftest sweep triton-bench parity-f32 serve-full e2e-drops triton-e2e)
+declare -A DEFAULT_T=([exploits]=300 [selftest]=300 [sweep]=300 [triton-bench]=240 [parity-f32]=300 [serve-full]=480 [e2e-drops]=240 [triton-e2e]=240)
 declare -A WHAT=(
   [exploits]="GPU exploit corpus: 4 exploits, each with the right status (issue 5)"
   [selftest]="CUDA self-test, all L1 tasks x production shapes: all PASSED, CIs contain 1 (issue 5)"
@@ -42,12 +44,14 @@ declare -A WHAT=(
   [parity-f32]="HF parity in float32: 64/64 identical greedy steps per model (issue 6)"
   [serve-full]="serving bench, 256 requests: bs1/host/throughput/self-test targets (issue 7)"
   [e2e-drops]="e2e drop-and-retry: wrong kernel -> incorrect, host sync -> compile (issue 7)"
+  [triton-e2e]="a Triton rms_norm inside the Llama engine, CUDA-graph decode (issue 9)"
 )
 
 declare -A TARGET=(
   [exploits]="4/4 with the right status" [selftest]="all PASSED, CI∋1 11/11 tasks" [sweep]="< 180 s"
   [triton-bench]="3/3 PASSED" [parity-f32]="64/64 greedy, each of 3 models" [serve-full]="bs1>=240, host<5%, 256-req>=9000, 100%"
   [e2e-drops]="rms_norm:compile, silu_and_mul:incorrect"
+  [triton-e2e]="outcome ok, no drops, 100% agreement"
 )
 say() { echo "h200-verify: $*"; }
 budget="${VERIFY_BUDGET_S:-570}"
@@ -231,8 +235,10 @@ phase_serve_full() {
   finish serve-full
 }
 
-phase_e2e_drops() {
-  local model="$OUT/e2e-drops-model"
+# The small Llama both e2e phases use (4 layers, hidden 1024, GQA 16/4, vocab 32000); random bf16 weights are
+# drawn on the device by `e2e`.
+write_small_llama() {
+  local model="$1"
   mkdir -p "$model"
   # a small Llama (4 layers, hidden 1024, GQA 16/4, vocab 32000) with random bf16 weights drawn on the device
   cat > "$model/config.json" <<'JSON'
@@ -244,12 +250,28 @@ phase_e2e_drops() {
   "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16", "use_cache": true
 }
 JSON
+}
+
+phase_e2e_drops() {
+  local model="$OUT/e2e-drops-model"
+  write_small_llama "$model"
   rm -f "$OUT/e2e-drops.json" "$OUT/e2e-drops-details.json"
   run_timed e2e-drops "$1" "$bundle/run" e2e --model "$model" --backend cuda --candidates "$bundle/examples/e2e-drops" \
     --requests synthetic:32:32-256:16-64:0 --latency-batch-sizes 1,8 --latency-prompt 64 --latency-output 32 --warmups 1 --repeats 2 \
     --max-num-seqs 32 --max-model-len 512 --num-kv-blocks 2048 --timeout 120 \
     --out "$OUT/e2e-drops.json" --details "$OUT/e2e-drops-details.json"
   finish e2e-drops
+}
+
+phase_triton_e2e() {
+  local model="$OUT/e2e-drops-model"
+  write_small_llama "$model"
+  rm -f "$OUT/triton-e2e.json" "$OUT/triton-e2e-details.json"
+  run_timed triton-e2e "$1" "$bundle/run" e2e --model "$model" --backend cuda --candidates "$bundle/examples/triton-rmsnorm" \
+    --requests synthetic:32:32-256:16-64:0 --latency-batch-sizes 1,8 --latency-prompt 64 --latency-output 32 --warmups 1 --repeats 2 \
+    --max-num-seqs 32 --max-model-len 512 --num-kv-blocks 2048 --timeout 120 \
+    --out "$OUT/triton-e2e.json" --details "$OUT/triton-e2e-details.json"
+  finish triton-e2e
 }
 
 # ------------------------------------------------------------------------- summaries (JSON -> figure, target)
@@ -329,6 +351,16 @@ try {
       const got = Object.fromEntries(m.drops.map((d) => [d.task, d.category]));
       const ok = m.drops.length === 2 && got['L1/rms_norm'] === 'compile' && got['L1/silu_and_mul'] === 'incorrect' && m.outcome === 'ok';
       emit(ok, `drops ${m.drops.map((d) => `${d.task.slice(3)}:${d.category}`).join(', ') || 'none'}; outcome ${m.outcome}; as-is ${m.asIs?.outcome ?? '-'}`, 'rms_norm:compile, silu_and_mul:incorrect');
+    }
+  } else if (phase === 'triton-e2e') {
+    const r = read('triton-e2e.json');
+    const m = r?.models?.[0];
+    if (!m) emit(false, `no triton-e2e.json${rc !== '0' ? ` (exit ${rc})` : ''}`, 'outcome ok, no drops, 100% agreement');
+    else {
+      const exact = (m.discrepancies ?? []).filter((d) => d === 0).length;
+      const n = (m.discrepancies ?? []).length;
+      const ok = m.outcome === 'ok' && m.drops.length === 0 && n > 0 && exact === n;
+      emit(ok, `outcome ${m.outcome}; drops ${m.drops.map((d) => `${d.task.slice(3)}:${d.category}`).join(', ') || 'none'}; exact ${exact}/${n}; thr x${x(m.throughputSpeedup)}`, 'outcome ok, no drops, 100% agreement');
     }
   } else emit(false, `unknown phase ${phase}`, '-');
 } catch (e) {

@@ -12,7 +12,7 @@
 //                          against HF transformers and the Llama-3-8B end-to-end benchmark
 //   gpu-tests/, run-gpu-tests  the GPU tests (tools/gpu-tests.mjs), incl. test/exploits.gpu.test.ts (run-gpu-tests exploits)
 //   exploits/              the GPU exploit candidate sets (test/exploits/gpu-*) that test--exploits benches
-//   examples/              candidate sets for the GPU host: triton-demo (issue 9), e2e-drops (issue 7)
+//   examples/              candidate sets for the GPU host: triton-demo, triton-rmsnorm (issue 9), e2e-drops (issue 7)
 //   bench/h200-verify.sh   every still-unverified GPU check, phase by phase (docs/gpu-session-plan.md)
 //   MANIFEST.json          commit, build time, versions, file sizes
 // Usage: npm run gpu-host [-- --no-build] [-- --allow-missing-cli]
@@ -119,7 +119,7 @@ const copyTree = (src, dst) => {
 };
 const exploitsDir = join(root, 'test', 'exploits');
 for (const set of readdirSync(exploitsDir).filter((n) => n.startsWith('gpu-'))) copyTree(join(exploitsDir, set), join(out, 'exploits', set));
-for (const set of ['triton-demo', 'e2e-drops']) {
+for (const set of ['triton-demo', 'triton-rmsnorm', 'e2e-drops']) {
   const src = join(root, 'examples', 'candidates', set);
   if (existsSync(src)) copyTree(src, join(out, 'examples', set));
   else say(`WARNING: examples/candidates/${set} is missing: not in the bundle`);
