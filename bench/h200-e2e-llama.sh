@@ -10,20 +10,10 @@
 # the table always come.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-if [ -n "${FASTKERNELS_BUNDLE:-}" ]; then bundle="$FASTKERNELS_BUNDLE"
-elif [ -x "$here/../run-node" ]; then bundle="$(cd "$here/.." && pwd)"
-elif [ -x "$here/../dist/gpu-host/run-node" ]; then bundle="$(cd "$here/../dist/gpu-host" && pwd)"
-else echo "e2e-llama: cannot find the gpu-host bundle (run npm run gpu-host, or set FASTKERNELS_BUNDLE)" >&2; exit 1; fi
-OUT="${OUT:-$bundle/bench-results}"
-mkdir -p "$OUT"
-OUT="$(cd "$OUT" && pwd)"
-PY="${PYTHON:-}"
-if [ -z "$PY" ]; then
-  for c in /opt/torch/.venv/bin/python3 python3; do if command -v "$c" >/dev/null 2>&1; then PY="$c"; break; fi; done
-fi
+source "$here/lib.sh"
+fk_setup e2e-llama
 ours_args=(--decode-steps 64 --repeats 2); hf_args=(--decode-steps 16 --repeats 2)
 for x in "$@"; do [ "$x" = "--quick" ] && { ours_args=(--decode-steps 32 --repeats 1); hf_args=(--decode-steps 8 --repeats 1 --attn sdpa); }; done
-commit="$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1])).get("commit",""))' "$bundle/MANIFEST.json" 2>/dev/null || true)"
 echo "e2e-llama: bundle $bundle (commit ${commit:-?}), python $PY, out $OUT"
 model="$OUT/e2e-llama3-8b"
 mkdir -p "$model"

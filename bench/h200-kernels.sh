@@ -5,22 +5,13 @@
 #   OUT=/tmp/out dist/gpu-host/bench/h200-kernels.sh [--quick] [--only substring]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-if [ -n "${FASTKERNELS_BUNDLE:-}" ]; then bundle="$FASTKERNELS_BUNDLE"
-elif [ -x "$here/../run-node" ]; then bundle="$(cd "$here/.." && pwd)"
-elif [ -x "$here/../dist/gpu-host/run-node" ]; then bundle="$(cd "$here/../dist/gpu-host" && pwd)"
-else echo "bench: cannot find the gpu-host bundle (run npm run gpu-host, or set FASTKERNELS_BUNDLE)" >&2; exit 1; fi
-OUT="${OUT:-$bundle/bench-results}"
-mkdir -p "$OUT"
-PY="${PYTHON:-}"
-if [ -z "$PY" ]; then
-  for c in /opt/torch/.venv/bin/python3 python3; do if command -v "$c" >/dev/null 2>&1; then PY="$c"; break; fi; done
-fi
+source "$here/lib.sh"
+fk_setup bench
 quick=()
 for x in "$@"; do [ "$x" = "--quick" ] && quick=(--quick); done
 echo "bench: bundle $bundle, python $PY, out $OUT"
 "$bundle/run-node" "$bundle/bench-kernels.mjs" --json "$OUT/kernels_ours.json" "$@"
 "$PY" "$here/kernels_torch.py" --cases "$OUT/kernels_ours.json" --json "$OUT/kernels_torch.json" "${quick[@]}"
-commit="$(cat "$bundle/MANIFEST.json" 2>/dev/null | "$PY" -c 'import json,sys; print(json.load(sys.stdin).get("commit",""))' 2>/dev/null || true)"
 driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1 || true)"
 "$PY" - "$OUT" "$commit" "$driver" <<'PY'
 import json, math, sys

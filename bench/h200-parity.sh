@@ -11,17 +11,8 @@
 # its stderr in parity.json and the others still run. Work files: $OUT/parity-work (WORK=... to move them).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-if [ -n "${FASTKERNELS_BUNDLE:-}" ]; then bundle="$FASTKERNELS_BUNDLE"
-elif [ -x "$here/../run" ]; then bundle="$(cd "$here/.." && pwd)"
-elif [ -x "$here/../dist/gpu-host/run" ]; then bundle="$(cd "$here/../dist/gpu-host" && pwd)"
-else echo "parity: cannot find the gpu-host bundle (run npm run gpu-host, or set FASTKERNELS_BUNDLE)" >&2; exit 1; fi
-OUT="${OUT:-$bundle/bench-results}"
-mkdir -p "$OUT"
-OUT="$(cd "$OUT" && pwd)"
-PY="${PYTHON:-}"
-if [ -z "$PY" ]; then
-  for c in /opt/torch/.venv/bin/python3 python3; do if command -v "$c" >/dev/null 2>&1; then PY="$c"; break; fi; done
-fi
+source "$here/lib.sh"
+fk_setup parity
 models="llama,qwen2,mistral"; plen=200; ntok=64; dtype=bf16
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -37,7 +28,6 @@ case "$dtype" in
   f32) WORK="${WORK:-$OUT/parity-work-f32}"; json="$OUT/parity-f32.json" ;;
   *) echo "parity: --dtype must be bf16 or f32, got $dtype" >&2; exit 1 ;;
 esac
-commit="$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1])).get("commit",""))' "$bundle/MANIFEST.json" 2>/dev/null || true)"
 echo "parity: bundle $bundle (commit ${commit:-?}), python $PY, dtype $dtype, out $OUT, work $WORK"
 t0=$SECONDS
 

@@ -7,13 +7,8 @@
 #   OUT=/tmp/out dist/gpu-host/bench/h200-serve.sh [--quick] [--no-self-test] [--no-graphs]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-if [ -n "${FASTKERNELS_BUNDLE:-}" ]; then bundle="$FASTKERNELS_BUNDLE"
-elif [ -x "$here/../run-node" ]; then bundle="$(cd "$here/.." && pwd)"
-elif [ -x "$here/../dist/gpu-host/run-node" ]; then bundle="$(cd "$here/../dist/gpu-host" && pwd)"
-else echo "serve: cannot find the gpu-host bundle (run npm run gpu-host, or set FASTKERNELS_BUNDLE)" >&2; exit 1; fi
-OUT="${OUT:-$bundle/bench-results}"
-mkdir -p "$OUT"
-OUT="$(cd "$OUT" && pwd)"
+source "$here/lib.sh"
+fk_setup serve
 model="$OUT/serve-llama3-8b"
 mkdir -p "$model"
 cat > "$model/config.json" <<'JSON'
@@ -41,7 +36,6 @@ cat > "$model/config.json" <<'JSON'
   "use_cache": true
 }
 JSON
-commit="$(sed -n 's/.*"commit": *"\([^"]*\)".*/\1/p' "$bundle/MANIFEST.json" 2>/dev/null | head -1 || true)"
 echo "serve: bundle $bundle (commit ${commit:-?}), out $OUT"
 t0=$SECONDS
 "$bundle/run-node" "$bundle/bench-serve-llama.mjs" --model "$model" --json "$OUT/serve.json" "$@"

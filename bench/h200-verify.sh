@@ -74,17 +74,11 @@ while [ $# -gt 0 ]; do
 done
 [ ${#phases[@]} -gt 0 ] || phases=("${ALL_PHASES[@]}")
 
-if [ -n "${FASTKERNELS_BUNDLE:-}" ]; then bundle="$FASTKERNELS_BUNDLE"
-elif [ -x "$here/../run" ]; then bundle="$(cd "$here/.." && pwd)"
-elif [ -x "$here/../dist/gpu-host/run" ]; then bundle="$(cd "$here/../dist/gpu-host" && pwd)"
-else echo "h200-verify: cannot find the gpu-host bundle (run npm run gpu-host, or set FASTKERNELS_BUNDLE)" >&2; exit 2; fi
+source "$here/lib.sh"
+fk_setup h200-verify
 [ -f "$bundle/fastkernels.mjs" ] || { echo "h200-verify: $bundle/fastkernels.mjs is missing (the bundle was built without the CLI)" >&2; exit 2; }
 export FASTKERNELS_BUNDLE="$bundle"
-OUT="${OUT:-$bundle/bench-results}"
-mkdir -p "$OUT"
-OUT="$(cd "$OUT" && pwd)"
 node_bin="$("$bundle/run" --print-node)" || { echo "h200-verify: could not unpack the bundled node" >&2; exit 2; }
-commit="$(sed -n 's/.*"commit": *"\([^"]*\)".*/\1/p' "$bundle/MANIFEST.json" 2>/dev/null | head -1 || true)"
 t_start=$SECONDS
 say "bundle $bundle (commit ${commit:-?}), out $OUT, phases: ${phases[*]}, budget ${budget} s"
 

@@ -6,16 +6,8 @@
 #   OUT=/tmp/out dist/gpu-host/bench/h200x2-allreduce.sh [--quick] [--dtype bf16|f16|f32] [--nproc 2]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-if [ -n "${FASTKERNELS_BUNDLE:-}" ]; then bundle="$FASTKERNELS_BUNDLE"
-elif [ -x "$here/../run-node" ]; then bundle="$(cd "$here/.." && pwd)"
-elif [ -x "$here/../dist/gpu-host/run-node" ]; then bundle="$(cd "$here/../dist/gpu-host" && pwd)"
-else echo "bench: cannot find the gpu-host bundle (run npm run gpu-host, or set FASTKERNELS_BUNDLE)" >&2; exit 1; fi
-OUT="${OUT:-$bundle/bench-results}"
-mkdir -p "$OUT"
-PY="${PYTHON:-}"
-if [ -z "$PY" ]; then
-  for c in /opt/torch/.venv/bin/python3 python3; do if command -v "$c" >/dev/null 2>&1; then PY="$c"; break; fi; done
-fi
+source "$here/lib.sh"
+fk_setup bench
 nproc=2
 pass=()
 while [ $# -gt 0 ]; do
@@ -32,7 +24,6 @@ fi
 echo "bench: bundle $bundle, python $PY, out $OUT, nproc $nproc, NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE, FASTKERNELS_NCCL_LIB_DIRS=${FASTKERNELS_NCCL_LIB_DIRS:-<discovery>}"
 "$bundle/run-node" "$bundle/bench-allreduce.mjs" --nproc "$nproc" --json "$OUT/allreduce_ours.json" "${pass[@]}"
 "$PY" -m torch.distributed.run --standalone --nproc_per_node "$nproc" "$here/allreduce_torch.py" --json "$OUT/allreduce_torch.json" "${pass[@]}"
-commit="$(cat "$bundle/MANIFEST.json" 2>/dev/null | "$PY" -c 'import json,sys; print(json.load(sys.stdin).get("commit",""))' 2>/dev/null || true)"
 driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1 || true)"
 "$PY" - "$OUT" "$commit" "$driver" <<'PY'
 import json, math, sys

@@ -82,33 +82,32 @@ if (existsSync(esbuildBin)) {
   say('WARNING: @esbuild/linux-x64 is missing: candidates cannot be loaded on the GPU host');
 }
 
-// 4. bench
-await build({ ...esb, entryPoints: [join(root, 'bench', 'runtime.mjs')], outfile: join(out, 'bench-runtime.mjs') });
-await build({ ...esb, entryPoints: [join(root, 'bench', 'kernels.mjs')], outfile: join(out, 'bench-kernels.mjs') });
+// 4. bench: each script bundled with its dependencies (bench-<name>.mjs), and the host-side scripts (shell + the
+// PyTorch/HF comparisons) copied to bench/ as they are.
+const BENCH_SCRIPTS = {
+  'runtime.mjs': 'bench-runtime.mjs', // issue 3: launch overhead, copy, cuBLASLt
+  'kernels.mjs': 'bench-kernels.mjs', // issue 4: every L1 kernel vs the floor and PyTorch
+  'e2e_llama.mjs': 'bench-e2e-llama.mjs', // issue 6: the 8B end to end
+  'serve_llama.mjs': 'bench-serve-llama.mjs', // issue 7: LLMEngine with CUDA-graph decode
+  'allreduce.mjs': 'bench-allreduce.mjs', // issue 10: the 2-GPU all-reduce
+};
+for (const [src, dst] of Object.entries(BENCH_SCRIPTS)) await build({ ...esb, entryPoints: [join(root, 'bench', src)], outfile: join(out, dst) });
+const BENCH_HOST_FILES = [
+  'lib.sh', 'h200-runtime.sh', 'runtime_torch.py', 'h200-kernels.sh', 'kernels_torch.py', 'h200-parity.sh', 'parity.py',
+  'h200-e2e-llama.sh', 'e2e_llama.py', 'h200-serve.sh', 'h200x2-allreduce.sh', 'allreduce_torch.py', 'h200-verify.sh',
+];
 mkdirSync(join(out, 'bench'));
-for (const f of ['runtime_torch.py', 'h200-runtime.sh', 'kernels_torch.py', 'h200-kernels.sh']) copyFileSync(join(root, 'bench', f), join(out, 'bench', f));
-for (const f of ['h200-runtime.sh', 'h200-kernels.sh']) chmodSync(join(out, 'bench', f), 0o755);
-// issue 6: Llama parity against HF (bench/parity.py + h200-parity.sh, driving the CLI) and the 8B end-to-end
-// benchmark (bench-e2e-llama.mjs, bench/e2e_llama.py, h200-e2e-llama.sh)
-await build({ ...esb, entryPoints: [join(root, 'bench', 'e2e_llama.mjs')], outfile: join(out, 'bench-e2e-llama.mjs') });
-for (const f of ['parity.py', 'h200-parity.sh', 'e2e_llama.py', 'h200-e2e-llama.sh']) copyFileSync(join(root, 'bench', f), join(out, 'bench', f));
-for (const f of ['h200-parity.sh', 'h200-e2e-llama.sh']) chmodSync(join(out, 'bench', f), 0o755);
-// issue 7: the production path (LLMEngine with CUDA-graph decode): bench-serve-llama.mjs + bench/h200-serve.sh
-await build({ ...esb, entryPoints: [join(root, 'bench', 'serve_llama.mjs')], outfile: join(out, 'bench-serve-llama.mjs') });
-copyFileSync(join(root, 'bench', 'h200-serve.sh'), join(out, 'bench', 'h200-serve.sh'));
-chmodSync(join(out, 'bench', 'h200-serve.sh'), 0o755);
+for (const f of BENCH_HOST_FILES) {
+  copyFileSync(join(root, 'bench', f), join(out, 'bench', f));
+  if (f.endsWith('.sh') && f !== 'lib.sh') chmodSync(join(out, 'bench', f), 0o755);
+}
 
-// 4b. backend-nccl (issue 10): its addon beside the CUDA one (native.ts looks there), and the 2-GPU all-reduce bench
+// 4b. backend-nccl (issue 10): its addon beside the CUDA one (native.ts looks there)
 const ncclAddon = join(root, 'packages', 'backend-nccl', 'build', 'Release', 'fastkernels_nccl.node');
 if (existsSync(ncclAddon)) copyFileSync(ncclAddon, join(out, 'fastkernels_nccl.node'));
 else say('WARNING: fastkernels_nccl.node is missing (npm run build:native -w @fastkernels/backend-nccl): no NCCL on the GPU host');
-await build({ ...esb, entryPoints: [join(root, 'bench', 'allreduce.mjs')], outfile: join(out, 'bench-allreduce.mjs') });
-for (const f of ['allreduce_torch.py', 'h200x2-allreduce.sh']) copyFileSync(join(root, 'bench', f), join(out, 'bench', f));
-chmodSync(join(out, 'bench', 'h200x2-allreduce.sh'), 0o755);
 
-// 4c. the verification driver (bench/h200-verify.sh) and what it benches: the GPU exploit sets, triton-demo, e2e-drops
-copyFileSync(join(root, 'bench', 'h200-verify.sh'), join(out, 'bench', 'h200-verify.sh'));
-chmodSync(join(out, 'bench', 'h200-verify.sh'), 0o755);
+// 4c. what bench/h200-verify.sh benches: the GPU exploit sets, triton-demo, triton-rmsnorm, e2e-drops
 const copyTree = (src, dst) => {
   mkdirSync(dst, { recursive: true });
   for (const n of readdirSync(src)) {

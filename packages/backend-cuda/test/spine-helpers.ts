@@ -160,3 +160,31 @@ export function taskCases(t: TaskDefinition, extra: readonly TaskCase[]): { c: T
   for (const c of extra) out.push({ c, seed: 13 });
   return out;
 }
+
+/** Median device time of `reps` calls of fn (device events), after 3 warm-up calls. For printed speed lines. */
+export function medianMs(fn: () => void, reps: number): number {
+  const b = gpu();
+  for (let i = 0; i < 3; i++) fn();
+  const ts: number[] = [];
+  for (let i = 0; i < reps; i++) {
+    const timer = b.createTimer();
+    timer.start();
+    fn();
+    timer.stop();
+    ts.push(timer.elapsedMs());
+  }
+  ts.sort((x, y) => x - y);
+  return ts[Math.floor(ts.length / 2)]!;
+}
+
+/** Device-to-device copy of `elements` f32 values: [ms, GB/s counting bytes read and written] — the floor's bandwidth. */
+export function measureCopy(elements: number): { ms: number; gbs: number } {
+  const b = gpu();
+  const src = Tensor.empty(b, [elements], 'f32');
+  src.fill_(1);
+  const dst = Tensor.empty(b, [elements], 'f32');
+  const ms = medianMs(() => b.ops.copy(dst, src), 10);
+  src.dispose();
+  dst.dispose();
+  return { ms, gbs: (2 * 4 * elements) / ms / 1e6 };
+}

@@ -7,7 +7,7 @@
  */
 import { ModuleRegistry, Rng, Tensor, type DType } from '@fastkernels/core';
 import { afterAll, describe, it } from 'vitest';
-import { G, checkTaskOnCuda, cpu, expectClose, gpu, poison, randCpu, task, taskCases, toGpu, tolOf, variant } from '../../test/spine-helpers.js';
+import { G, measureCopy, medianMs, checkTaskOnCuda, cpu, expectClose, gpu, poison, randCpu, task, taskCases, toGpu, tolOf, variant } from '../../test/spine-helpers.js';
 import { ATTENTION_TUNING } from './attention-plan.js';
 
 const DEFAULTS = { ...ATTENTION_TUNING };
@@ -324,33 +324,13 @@ describe('attention speed at the issue targets (printed, not asserted; bench/ ow
     if (lines.length) console.log(lines.join('\n'));
   });
 
-  function timeMs(fn: () => void, reps: number): number {
-    const b = gpu();
-    for (let i = 0; i < 3; i++) fn();
-    const ts: number[] = [];
-    for (let i = 0; i < reps; i++) {
-      const timer = b.createTimer();
-      timer.start();
-      fn();
-      timer.stop();
-      ts.push(timer.elapsedMs());
-    }
-    ts.sort((x, y) => x - y);
-    return ts[Math.floor(ts.length / 2)]!;
-  }
 
   it('copy bandwidth, decode B=64 x 2048 (Llama-3-8B), prefill 4096 causal (Llama-3-8B)', G, () => {
     const b = gpu();
     // copy: 1 GiB device to device
     const n = 256 * 1024 * 1024;
-    const src = Tensor.empty(b, [n], 'f32');
-    src.fill_(1);
-    const dst = Tensor.empty(b, [n], 'f32');
-    const copyMs = timeMs(() => b.ops.copy(dst, src), 10);
-    const copyGBs = (2 * 4 * n) / copyMs / 1e6;
+    const { ms: copyMs, gbs: copyGBs } = measureCopy(n);
     lines.push(`attention-speed: copy ${copyMs.toFixed(3)} ms = ${copyGBs.toFixed(0)} GB/s`);
-    src.dispose();
-    dst.dispose();
 
     // decode (the task's production case: lengths L and 2049 - L in pairs)
     const td = task('L1/paged_decode_attention');
@@ -368,7 +348,7 @@ describe('attention speed at the issue targets (printed, not asserted; bench/ ow
       [' [mma 4 warps 4 stages]', { decodeMmaStages: 4 }],
       [' [mma 8 warps 2 stages]', { decodeMmaWarps: 8, decodeMmaStages: 2 }],
     ] as const) {
-      const decMs = withTuning(tuning, () => timeMs(() => b.ops.pagedDecodeAttention(inD[0]!, inD[1]!, inD[2]!, inD[3]!, inD[4]!, scale, 0).dispose(), 30));
+      const decMs = withTuning(tuning, () => medianMs(() => b.ops.pagedDecodeAttention(inD[0]!, inD[1]!, inD[2]!, inD[3]!, inD[4]!, scale, 0).dispose(), 30));
       lines.push(`attention-speed: decode b64x2k${label} ${(decMs * 1e3).toFixed(1)} us = ${(wd.bytes / decMs / 1e6).toFixed(0)} GB/s (${((wd.bytes / decMs / 1e6 / copyGBs) * 100).toFixed(0)}% of copy)`);
     }
     for (const t of inD) t?.dispose();
@@ -383,7 +363,7 @@ describe('attention speed at the issue targets (printed, not asserted; bench/ ow
         ['8 warps', { prefillWarps: 8 }],
         ['8 warps always rescale', { prefillWarps: 8, prefillSkipRescale: false }],
       ] as const) {
-        const ms = withTuning(tuning, () => timeMs(() => b.ops.varlenPrefillAttention(inP[0]!, inP[1]!, inP[2]!, inP[3]!, inP[4]!, scale, true, 0).dispose(), 20));
+        const ms = withTuning(tuning, () => medianMs(() => b.ops.varlenPrefillAttention(inP[0]!, inP[1]!, inP[2]!, inP[3]!, inP[4]!, scale, true, 0).dispose(), 20));
         const wp = tp.work(cp);
         lines.push(`attention-speed: prefill ${name} [${label}] ${(ms * 1e3).toFixed(1)} us = ${(wp.flops / ms / 1e9).toFixed(0)} TFLOP/s`);
       }

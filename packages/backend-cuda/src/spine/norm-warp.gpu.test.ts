@@ -4,7 +4,7 @@
  */
 import { Tensor, type DType } from '@fastkernels/core';
 import { afterAll, describe, it } from 'vitest';
-import { G, cpu, expectClose, gpu, poison, randCpu, toGpu, tolOf } from '../../test/spine-helpers.js';
+import { G, measureCopy, medianMs, cpu, expectClose, gpu, poison, randCpu, toGpu, tolOf } from '../../test/spine-helpers.js';
 import { NORM_TUNING } from './norm.js';
 
 const DEFAULTS = { ...NORM_TUNING };
@@ -57,31 +57,11 @@ describe('rms_norm speed, old vs new (printed, not asserted)', () => {
   afterAll(() => {
     if (lines.length) console.log(lines.join('\n'));
   });
-  function timeMs(fn: () => void, reps: number): number {
-    const b = gpu();
-    for (let i = 0; i < 3; i++) fn();
-    const ts: number[] = [];
-    for (let i = 0; i < reps; i++) {
-      const timer = b.createTimer();
-      timer.start();
-      fn();
-      timer.stop();
-      ts.push(timer.elapsedMs());
-    }
-    ts.sort((x, y) => x - y);
-    return ts[Math.floor(ts.length / 2)]!;
-  }
   it('bf16 H4096 plain/fused at T 32, 4096, 16384; H8192 T4096', G, () => {
     const b = gpu();
     const n = 64 * 1024 * 1024;
-    const src = Tensor.empty(b, [n], 'f32');
-    src.fill_(1);
-    const dst = Tensor.empty(b, [n], 'f32');
-    const copyMs = timeMs(() => b.ops.copy(dst, src), 10);
-    const copyGBs = (2 * 4 * n) / copyMs / 1e6;
+    const { ms: copyMs, gbs: copyGBs } = measureCopy(n);
     lines.push(`kernel-speed: copy ${copyMs.toFixed(3)} ms = ${copyGBs.toFixed(0)} GB/s`);
-    src.dispose();
-    dst.dispose();
     for (const [T, H] of [[32, 4096], [4096, 4096], [16384, 4096], [4096, 8192]] as const) {
       const x = Tensor.empty(b, [T, H], 'bf16');
       x.fill_(0.5);
@@ -93,7 +73,7 @@ describe('rms_norm speed, old vs new (printed, not asserted)', () => {
         const bytes = (fused ? 4 : 2) * T * H * 2 + H * 2;
         for (const [name, patch] of PATHS) {
           const ms = withNorm(patch, () =>
-            timeMs(() => {
+            medianMs(() => {
               if (fused) for (const t of b.ops.fusedAddRmsNorm(x, r, w, 1e-5)) t.dispose();
               else b.ops.rmsNorm(x, w, 1e-5).dispose();
             }, 20),

@@ -4,7 +4,7 @@
  */
 import { Rng, Tensor } from '@fastkernels/core';
 import { afterAll, describe, it } from 'vitest';
-import { G, cpu, expectSameInts, gpu, intsCpu, toGpu } from '../../test/spine-helpers.js';
+import { G, measureCopy, medianMs, cpu, expectSameInts, gpu, intsCpu, toGpu } from '../../test/spine-helpers.js';
 import { SAMPLER_TUNING } from './sampler.js';
 
 const DEFAULTS = { ...SAMPLER_TUNING };
@@ -104,37 +104,17 @@ describe('sampler speed, old vs new (printed, not asserted)', () => {
   afterAll(() => {
     if (lines.length) console.log(lines.join('\n'));
   });
-  function timeMs(fn: () => void, reps: number): number {
-    const b = gpu();
-    for (let i = 0; i < 3; i++) fn();
-    const ts: number[] = [];
-    for (let i = 0; i < reps; i++) {
-      const timer = b.createTimer();
-      timer.start();
-      fn();
-      timer.stop();
-      ts.push(timer.elapsedMs());
-    }
-    ts.sort((x, y) => x - y);
-    return ts[Math.floor(ts.length / 2)]!;
-  }
   it('B32 x 128256 mixed, B64 x 128256 greedy, B1 x 128256 mixed', G, () => {
     const b = gpu();
     const n = 64 * 1024 * 1024;
-    const src = Tensor.empty(b, [n], 'f32');
-    src.fill_(1);
-    const dst = Tensor.empty(b, [n], 'f32');
-    const copyMs = timeMs(() => b.ops.copy(dst, src), 10);
-    const copyGBs = (2 * 4 * n) / copyMs / 1e6;
+    const { ms: copyMs, gbs: copyGBs } = measureCopy(n);
     lines.push(`kernel-speed: copy ${copyMs.toFixed(3)} ms = ${copyGBs.toFixed(0)} GB/s`);
-    src.dispose();
-    dst.dispose();
     for (const [label, B, mode] of [['B32xV128256 mixed', 32, 'mixed'], ['B64xV128256 greedy', 64, 'greedy'], ['B1xV128256 mixed', 1, 'mixed'], ['B32xV128256 topp', 32, 'topp']] as const) {
       const V = 128256;
       const dev = inputs(B, V, rowsFor(mode, B, V, 3), 4).map(toGpu) as unknown as ReturnType<typeof inputs>;
       const bytes = B * V * 4;
       for (const [name, patch] of PATHS) {
-        const ms = withSampler(patch, () => timeMs(() => b.ops.sample(...dev).dispose(), 20));
+        const ms = withSampler(patch, () => medianMs(() => b.ops.sample(...dev).dispose(), 20));
         const gbs = bytes / ms / 1e6;
         lines.push(`kernel-speed: sample ${label} [${name}] ${(ms * 1e3).toFixed(1)} us = ${gbs.toFixed(0)} GB/s (${((gbs / copyGBs) * 100).toFixed(0)}% of copy)`);
       }

@@ -1,0 +1,20 @@
+# Shared set-up of the bench/h200*-*.sh scripts. Source it after `set -euo pipefail` and `here=<script dir>`:
+#   source "$here/lib.sh"; fk_setup LABEL
+# sets `bundle` ($FASTKERNELS_BUNDLE, the folder above the script inside dist/gpu-host/bench, or the repo's
+# dist/gpu-host), `OUT` (created, absolute; default $bundle/bench-results), `PY` ($PYTHON, the GPU host's torch
+# venv, or python3) and `commit` (the commit the bundle was built from, from its MANIFEST.json).
+fk_setup() {
+  local label="$1" c
+  if [ -n "${FASTKERNELS_BUNDLE:-}" ]; then bundle="$FASTKERNELS_BUNDLE"
+  elif [ -x "$here/../run-node" ]; then bundle="$(cd "$here/.." && pwd)"
+  elif [ -x "$here/../dist/gpu-host/run-node" ]; then bundle="$(cd "$here/../dist/gpu-host" && pwd)"
+  else echo "$label: cannot find the gpu-host bundle (run npm run gpu-host, or set FASTKERNELS_BUNDLE)" >&2; exit 1; fi
+  OUT="${OUT:-$bundle/bench-results}"
+  mkdir -p "$OUT"
+  OUT="$(cd "$OUT" && pwd)"
+  PY="${PYTHON:-}"
+  if [ -z "$PY" ]; then
+    for c in /opt/torch/.venv/bin/python3 python3; do if command -v "$c" >/dev/null 2>&1; then PY="$c"; break; fi; done
+  fi
+  commit="$(sed -n 's/.*"commit": *"\([^"]*\)".*/\1/p' "$bundle/MANIFEST.json" 2>/dev/null | head -1 || true)"
+}
