@@ -158,7 +158,7 @@ phase_exploits() {
 
 run_selftest() { # PHASE TIMEOUT JSON RESULTS: the full L1 self-test sweep, production shapes
   rm -f "$4"
-  run_timed "$1" "$2" "$bundle/run" bench --self-test --level 1 --backend cuda --shapes production --json "$3" --results "$4"
+  run_timed "$1" "$2" "$bundle/run" bench --self-test --level 1 --backend cuda --shapes production --progress --json "$3" --results "$4"
 }
 
 sweep_timing() { # PHASE JSON: writes $OUT/PHASE.timing.json (wall seconds, exit status, cache cold/warm)
@@ -209,7 +209,7 @@ phase_triton_bench() {
     RC=3; SECS=0; echo "h200-verify: triton-bench: no python with triton and torch (PYTHON=... to point at one)" | tee -a "$OUT/triton-bench.log"
     record triton-bench no-triton MISS "no python with triton" "${TARGET[triton-bench]}" 0; return
   fi
-  FASTKERNELS_PYTHON="$py" run_timed triton-bench "$1" "$bundle/run" bench --backend cuda --candidates "$bundle/examples/triton-demo" --json "$OUT/triton-bench.json"
+  FASTKERNELS_PYTHON="$py" run_timed triton-bench "$1" "$bundle/run" bench --backend cuda --candidates "$bundle/examples/triton-demo" --progress --json "$OUT/triton-bench.json"
   finish triton-bench
 }
 

@@ -1,5 +1,6 @@
 import type { AllocateOptions, Backend, BackendAvailability, BackendCapabilities, DeviceInfo, Ops, Storage, Timer } from '@fastkernels/core';
 import { cpuDeviceInfo } from './device.js';
+import { CpuHarnessKernels } from './harness-kernels.js';
 import { createCpuOps } from './ops/index.js';
 import { CpuStorage } from './storage.js';
 import { CpuTimer } from './timer.js';
@@ -23,6 +24,8 @@ export class CpuBackend implements Backend {
   readonly name = 'cpu';
   readonly capabilities: BackendCapabilities = Object.freeze({ graphs: false, collectives: false, kernelLanguages: Object.freeze(['typescript'] as const) });
   readonly ops: Ops;
+  /** The harness's backend-side checks (host loops here; see harness-kernels.ts). */
+  readonly harnessKernels: CpuHarnessKernels = new CpuHarnessKernels(this);
   private deviceList: readonly DeviceInfo[] | undefined;
   private live = 0;
   private liveBytes = 0;

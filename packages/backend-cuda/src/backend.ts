@@ -1,6 +1,7 @@
 /** `CudaBackend implements Backend`: device storage, copies, timers and the op surface on the CUDA runtime. */
 import type { AllocateOptions, Backend, BackendAvailability, BackendCapabilities, DeviceInfo, Storage, Timer } from '@fastkernels/core';
 import type { DeviceBlock } from './allocator.js';
+import { CudaHarnessKernels } from './harness-kernels.js';
 import { CudaOps } from './ops.js';
 import { CudaRuntime, formatCudaVersion } from './runtime.js';
 
@@ -101,6 +102,8 @@ export class CudaBackend implements Backend {
   readonly name = 'cuda';
   readonly capabilities: BackendCapabilities = { graphs: true, collectives: false, kernelLanguages: ['cuda'] };
   private opsImpl: CudaOps | undefined;
+  /** Device-side fills and comparisons for the bench harness (nothing is compiled until first use). */
+  readonly harnessKernels: CudaHarnessKernels = new CudaHarnessKernels(this);
 
   /** Cheap: nothing is loaded until availability(), devices() or the first allocation. */
   constructor() {}

@@ -1,5 +1,8 @@
+import type { CompareStats } from './compare.js';
 import type { DType } from './dtype.js';
 import type { Ops } from './ops.js';
+import type { Tolerance } from './task.js';
+import type { Tensor } from './tensor.js';
 
 /** A device a backend can place tensors on. */
 export interface DeviceInfo {
@@ -81,6 +84,25 @@ export interface Backend {
   createTimer(device?: number): Timer;
   /** Versions of the driver and libraries, recorded with every result. */
   versions(): Readonly<Record<string, string>>;
+  /**
+   * Optional device-side helpers for the bench harness. Without them the harness fills, compares and
+   * checks inputs on the host, which at production shapes (a 1 GiB table, a 235M-element output) costs
+   * seconds per call; a device backend provides them so a full sweep stays within minutes.
+   */
+  readonly harnessKernels?: HarnessKernels;
+}
+
+/**
+ * What a backend may do on the device for the harness. Each method answers `undefined`/`false` when it
+ * cannot handle the dtype or layout, and the harness then falls back to the host.
+ */
+export interface HarnessKernels {
+  /** Fill `t` (a float tensor) with mean + scale * N(0, 1) values derived from (seed, element index) alone. */
+  fillNormal(t: Tensor, seed: number, scale: number, mean: number): boolean;
+  /** The statistics `compareStatsHost` computes, element for element the same verdicts (see compare.ts). */
+  compareStats(actual: Tensor, expected: Tensor, tol: Tolerance): CompareStats | undefined;
+  /** How many (16-byte words of) bytes differ between a[aOff, aOff + n) and b[bOff, bOff + n): 0 when equal. */
+  countDifferentBytes(a: Storage, aOff: number, b: Storage, bOff: number, byteLength: number): number;
 }
 
 /** What a kernel language helper produces: something a module can launch on a backend. */

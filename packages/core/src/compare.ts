@@ -16,15 +16,71 @@ export interface Comparison {
   readonly detail?: string;
 }
 
-interface Values {
-  readonly shape: readonly number[];
-  readonly data: ArrayLike<number>;
-  readonly dtype?: DType;
+function dataOf(x: Tensor | HostArray): ArrayLike<number> {
+  return 'data' in x ? x.data : x.toFloat64Array();
 }
 
-function values(x: Tensor | HostArray): Values {
-  if ('data' in x) return x;
-  return { shape: x.shape, data: x.toFloat64Array(), dtype: x.dtype };
+/**
+ * Element-wise statistics of actual against expected (both widened to float64):
+ * - a non-finite actual matches only the same non-finite expected; where the expected is finite it counts
+ *   as `nonFinite`; a non-finite expected never matches a finite actual;
+ * - over finite pairs: max |a - e|, max |a - e| / max(|e|, MIN_VALUE) (where |a - e| > 0), the sums of
+ *   (a - e)^2 and e^2 (the relative L2 error), and `matched` where |a - e| <= atol + rtol * |e|.
+ * Device backends compute the same numbers (Backend.harnessKernels); `compareStats` picks the device when
+ * both are tensors of a backend that has it, and this host loop otherwise.
+ */
+export interface CompareStats {
+  readonly n: number;
+  readonly matched: number;
+  readonly nonFinite: number;
+  readonly actualNonZero: boolean;
+  readonly expectedNonZero: boolean;
+  readonly maxAbs: number;
+  readonly maxRel: number;
+  readonly sumSqDiff: number;
+  readonly sumSqRef: number;
+}
+
+export function compareStatsHost(a: ArrayLike<number>, e: ArrayLike<number>, tol: Tolerance): CompareStats {
+  const n = e.length;
+  let maxAbs = 0;
+  let maxRel = 0;
+  let matched = 0;
+  let nonFinite = 0;
+  let actualNonZero = false;
+  let expectedNonZero = false;
+  let sumSqDiff = 0;
+  let sumSqRef = 0;
+  for (let i = 0; i < n; i++) {
+    const av = a[i]!;
+    const ev = e[i]!;
+    if (av !== 0) actualNonZero = true;
+    if (ev !== 0) expectedNonZero = true;
+    if (!Number.isFinite(av)) {
+      if (Object.is(av, ev) || (Number.isNaN(av) && Number.isNaN(ev))) matched++;
+      else if (Number.isFinite(ev)) nonFinite++;
+      continue;
+    }
+    if (!Number.isFinite(ev)) continue;
+    const d = av - ev;
+    const abs = Math.abs(d);
+    const rel = abs / Math.max(Math.abs(ev), Number.MIN_VALUE);
+    if (abs > maxAbs) maxAbs = abs;
+    if (abs > 0 && rel > maxRel) maxRel = rel;
+    if (abs <= tol.atol + tol.rtol * Math.abs(ev)) matched++;
+    sumSqDiff += d * d;
+    sumSqRef += ev * ev;
+  }
+  return { n, matched, nonFinite, actualNonZero, expectedNonZero, maxAbs, maxRel, sumSqDiff, sumSqRef };
+}
+
+/** The statistics of two same-shape outputs: on the device when the backend can, else on the host. */
+export function compareStats(actual: Tensor | HostArray, expected: Tensor | HostArray, tol: Tolerance): CompareStats {
+  if (!('data' in actual) && !('data' in expected) && actual.backend === expected.backend) {
+    const device = actual.backend.harnessKernels?.compareStats(actual, expected, tol);
+    if (device) return device;
+  }
+  return compareStatsHost(dataOf(actual), dataOf(expected), tol);
 }
 
 /**
@@ -33,48 +89,21 @@ function values(x: Tensor | HostArray): Values {
  * expected is finite, an all-zero output where the expected is not, then the tolerance.
  */
 export function compareTensors(actual: Tensor | HostArray, expected: Tensor | HostArray, tol: Tolerance): Comparison {
-  const a = values(actual);
-  const e = values(expected);
   const zero = { maxAbsError: Infinity, maxRelError: Infinity, matchedRatio: 0 };
-  if (!shapesEqual(a.shape, e.shape)) {
-    return { status: 'INCORRECT_SHAPE', ...zero, detail: `shape ${formatShape(a.shape)}, expected ${formatShape(e.shape)}` };
+  if (!shapesEqual(actual.shape, expected.shape)) {
+    return { status: 'INCORRECT_SHAPE', ...zero, detail: `shape ${formatShape(actual.shape)}, expected ${formatShape(expected.shape)}` };
   }
-  if (a.dtype && e.dtype && a.dtype !== e.dtype) {
-    return { status: 'INCORRECT_DTYPE', ...zero, detail: `dtype ${a.dtype}, expected ${e.dtype}` };
+  const aType = 'data' in actual ? undefined : actual.dtype;
+  const eType = 'data' in expected ? undefined : expected.dtype;
+  if (aType && eType && aType !== eType) {
+    return { status: 'INCORRECT_DTYPE', ...zero, detail: `dtype ${aType}, expected ${eType}` };
   }
-  const n = e.data.length;
-  if (n === 0) return { status: 'PASSED', maxAbsError: 0, maxRelError: 0, matchedRatio: 1 };
-  let maxAbs = 0;
-  let maxRel = 0;
-  let matched = 0;
-  let nonFinite = 0;
-  let actualNonZero = false;
-  let expectedNonZero = false;
-  for (let i = 0; i < n; i++) {
-    const av = a.data[i]!;
-    const ev = e.data[i]!;
-    if (av !== 0) actualNonZero = true;
-    if (ev !== 0) expectedNonZero = true;
-    if (!Number.isFinite(av)) {
-      // A non-finite value only matches the same non-finite expected value.
-      if (Object.is(av, ev) || (Number.isNaN(av) && Number.isNaN(ev))) {
-        matched++;
-        continue;
-      }
-      if (Number.isFinite(ev)) nonFinite++;
-      continue;
-    }
-    if (!Number.isFinite(ev)) continue;
-    const abs = Math.abs(av - ev);
-    const rel = abs / Math.max(Math.abs(ev), Number.MIN_VALUE);
-    if (abs > maxAbs) maxAbs = abs;
-    if (abs > 0 && rel > maxRel) maxRel = rel;
-    if (abs <= tol.atol + tol.rtol * Math.abs(ev)) matched++;
-  }
-  const matchedRatio = matched / n;
-  const stats = { maxAbsError: nonFinite ? Infinity : maxAbs, maxRelError: nonFinite ? Infinity : maxRel, matchedRatio };
-  if (nonFinite > 0) return { status: 'INCORRECT_NUMERICAL', ...stats, detail: `${nonFinite} NaN/Inf values where the expected output is finite` };
-  if (!actualNonZero && expectedNonZero) return { status: 'INCORRECT_NUMERICAL', ...stats, detail: 'output is all zeros, expected is not' };
+  const s = compareStats(actual, expected, tol);
+  if (s.n === 0) return { status: 'PASSED', maxAbsError: 0, maxRelError: 0, matchedRatio: 1 };
+  const matchedRatio = s.matched / s.n;
+  const stats = { maxAbsError: s.nonFinite ? Infinity : s.maxAbs, maxRelError: s.nonFinite ? Infinity : s.maxRel, matchedRatio };
+  if (s.nonFinite > 0) return { status: 'INCORRECT_NUMERICAL', ...stats, detail: `${s.nonFinite} NaN/Inf values where the expected output is finite` };
+  if (!s.actualNonZero && s.expectedNonZero) return { status: 'INCORRECT_NUMERICAL', ...stats, detail: 'output is all zeros, expected is not' };
   if (matchedRatio < REQUIRED_MATCHED_RATIO) {
     return { status: 'INCORRECT_NUMERICAL', ...stats, detail: `${(matchedRatio * 100).toFixed(2)}% of elements within atol=${tol.atol}, rtol=${tol.rtol} (need ${REQUIRED_MATCHED_RATIO * 100}%)` };
   }

@@ -13,6 +13,7 @@ export * from './status.js';
 export * from './compare.js';
 export * from './stats.js';
 export * from './rng.js';
+export * from './random-fill.js';
 export * from './errors.js';
 export * from './host.js';
 export * from './harness/index.js';

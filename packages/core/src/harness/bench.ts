@@ -1,5 +1,5 @@
 import type { Backend, Storage } from '../backend.js';
-import { REQUIRED_MATCHED_RATIO, compareOutputs, compareTensors, type Comparison } from '../compare.js';
+import { REQUIRED_MATCHED_RATIO, compareOutputs, compareStats, compareTensors, type Comparison } from '../compare.js';
 import { withContext, type ExecutionContext } from '../context.js';
 import type { DType } from '../dtype.js';
 import { errorMessage } from '../errors.js';
@@ -368,19 +368,10 @@ function relL2Check(task: TaskDefinition, actual: readonly Tensor[], expected: r
     const e = expected[i]!;
     const a = actual[i];
     if (!a || !FLOAT_DTYPES.has(e.dtype)) continue;
-    const ev = e.toFloat64Array();
-    const av = a.toFloat64Array();
-    let num = 0;
-    let den = 0;
-    for (let k = 0; k < ev.length; k++) {
-      const x = ev[k]!;
-      const y = av[k]!;
-      if (!Number.isFinite(x) || !Number.isFinite(y)) continue;
-      num += (y - x) * (y - x);
-      den += x * x;
-    }
-    if (den === 0) continue;
-    const rel = Math.sqrt(num / den);
+    const tol = toleranceFor(task, e.dtype);
+    const s = compareStats(a, e, tol);
+    if (s.sumSqRef === 0) continue;
+    const rel = Math.sqrt(s.sumSqDiff / s.sumSqRef);
     const limit = relL2Limit(task, e.dtype);
     if (rel > limit) {
       return {
@@ -392,8 +383,27 @@ function relL2Check(task: TaskDefinition, actual: readonly Tensor[], expected: r
   return undefined;
 }
 
-function storageBytes(t: Tensor): Uint8Array {
-  return t.backend.read(t.storage, 0, t.storage.byteLength);
+/**
+ * The bytes of an input before any call, to tell later whether a call wrote to it: a device copy compared
+ * on the device when the backend has harness kernels, else a host copy.
+ */
+interface Pristine {
+  /** Whether `t`'s storage still holds the snapshot's bytes. */
+  same(t: Tensor): boolean;
+  dispose(): void;
+}
+
+function snapshot(t: Tensor): Pristine {
+  const { backend } = t;
+  const n = t.storage.byteLength;
+  const k = backend.harnessKernels;
+  if (k) {
+    const copy = backend.allocate(n, t.device);
+    backend.copyBytes(copy, 0, t.storage, 0, n);
+    return { same: (x) => x.storage.byteLength === n && k.countDifferentBytes(x.storage, 0, copy, 0, n) === 0, dispose: () => copy.release() };
+  }
+  const bytes = backend.read(t.storage, 0, n);
+  return { same: (x) => sameBytes(backend.read(x.storage, 0, x.storage.byteLength), bytes), dispose: () => {} };
 }
 
 function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
@@ -437,6 +447,7 @@ function runRound(env: CaseEnv, c: TaskCase, seed: number, candidateFirst: boole
   const { opts } = env;
   const { task } = opts;
   const owned = new Set<Tensor>();
+  let pristineAll: (Pristine | null)[] | undefined;
   try {
     const inputs = makeCaseInputs(env, c, seed);
     for (const t of inputs) if (t) owned.add(t);
@@ -444,7 +455,8 @@ function runRound(env: CaseEnv, c: TaskCase, seed: number, candidateFirst: boole
     // Host copies for the golden reference, taken before any call can touch the inputs.
     const hostInputs = wantGolden ? inputs.map((t) => (t ? toHostArray(t) : null)) : undefined;
     const strict = opts.guard !== undefined && !task.collectOutputs;
-    const pristine = strict ? inputs.map((t) => (t ? storageBytes(t) : null)) : undefined;
+    const pristine = strict ? inputs.map((t) => (t ? snapshot(t) : null)) : undefined;
+    pristineAll = pristine;
 
     const baseArgs = inputs.map((t) => (t ? track(owned, cloneLayout(t)) : null));
     const candArgs = inputs.map((t) => (t ? track(owned, cloneLayout(t)) : null));
@@ -462,8 +474,8 @@ function runRound(env: CaseEnv, c: TaskCase, seed: number, candidateFirst: boole
       env.checks.add('input-mutation');
       for (const [j, p] of pristine.entries()) {
         if (!p) continue;
-        const baseKept = sameBytes(storageBytes(baseArgs[j]!), p);
-        const candKept = sameBytes(storageBytes(candArgs[j]!), p);
+        const baseKept = p.same(baseArgs[j]!);
+        const candKept = p.same(candArgs[j]!);
         if (baseKept && !candKept) {
           throw new RewardHackError(`the candidate modified its input '${task.inputs[j]?.name ?? j}', which the task does not write (the baseline leaves it intact)`);
         }
@@ -492,6 +504,7 @@ function runRound(env: CaseEnv, c: TaskCase, seed: number, candidateFirst: boole
       },
     };
   } finally {
+    for (const p of pristineAll ?? []) p?.dispose();
     disposeAll(owned);
   }
 }

@@ -276,6 +276,13 @@ export function protectHarness(guard: HarnessGuard, extra: (g: HarnessGuard) => 
   const timerProto = Object.getPrototypeOf(timer) as object;
   guard.protect(`${timerProto.constructor?.name ?? 'Timer'}.prototype`, timerProto, ['start', 'stop', 'elapsedMs'], { freezeObject: true });
   guard.protect('backend.ops', b.ops);
+  if (b.harnessKernels) {
+    // The harness compares outputs and checks inputs through these: a patched one could pass anything.
+    guard.protect('backend', b, ['harnessKernels']);
+    guard.protect('backend.harnessKernels', b.harnessKernels, undefined, { freezeObject: true });
+    const hkProto = Object.getPrototypeOf(b.harnessKernels) as object;
+    guard.protect(`${hkProto.constructor?.name ?? 'HarnessKernels'}.prototype`, hkProto, undefined, { freezeObject: true });
+  }
   guard.protect('Tensor.prototype', Tensor.prototype, undefined, { freezeObject: true });
   guard.protect('Tensor', Tensor, ['empty', 'zeros', 'fromArray'], { freezeObject: true });
   guard.protect('performance', globalThis.performance, ['now']);

@@ -1,4 +1,4 @@
-import { DTYPE_INFO, Module, Tensor, defineTask, hostArray, type HostArray, type Rng } from '@fastkernels/core';
+import { DTYPE_INFO, Module, Tensor, defineTask, fillNormal_, hostArray, type HostArray, type Rng } from '@fastkernels/core';
 import { bytesOf, randn } from '../../../common/inputs.js';
 import { FAMILY } from '../family.js';
 
@@ -69,9 +69,7 @@ export function linearReference(x: HostArray, weight: HostArray, bias: HostArray
 function initLinear(m: Linear, rng: Rng): void {
   for (const [name, p] of m.namedParameters()) {
     const scale = name === 'weight' ? 1 / Math.sqrt(Math.max(1, p.shape[1]!)) : 0.5;
-    const t = Tensor.fromArray(p.backend, rng.fillNormal(p.numel, scale), p.shape, p.dtype, { device: p.device });
-    p.copy_(t);
-    t.dispose();
+    fillNormal_(p, rng, scale);
   }
 }
 

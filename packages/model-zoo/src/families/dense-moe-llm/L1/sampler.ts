@@ -1,4 +1,4 @@
-import { Module, Tensor, counterUniform, defineTask, hostArray, type HostArray, type TaskCase } from '@fastkernels/core';
+import { Module, Tensor, counterUniform, defineTask, normalTensor, hostArray, type HostArray, type TaskCase } from '@fastkernels/core';
 import { bytesOf, fromInts } from '../../../common/inputs.js';
 import { FAMILY } from '../family.js';
 
@@ -163,7 +163,7 @@ export const samplerTask = defineTask(
         seeds.push(rng.int(0, 2 ** 40)); // both 32-bit halves of the seed in play
       }
       return [
-        Tensor.fromArray(ctx.backend, rng.fillNormal(B * V, scale), [B, V], 'f32', { device: ctx.device }),
+        normalTensor(ctx.backend, [B, V], 'f32', rng, { scale, device: ctx.device }),
         Tensor.fromArray(ctx.backend, temperature, [B], 'f32', { device: ctx.device }),
         fromInts(ctx, topK, [B], 'i32'),
         Tensor.fromArray(ctx.backend, topP, [B], 'f32', { device: ctx.device }),
