@@ -340,6 +340,9 @@ export async function runBench(argv: BenchArgs, io: Io): Promise<void> {
     }
     const queue = todo.filter((t) => !done.has(t.id));
     const total = todo.length;
+    const started = performance.now();
+    /** Seconds since the run started, so a long sweep's log shows where the time goes. */
+    const elapsed = () => `${((performance.now() - started) / 1000).toFixed(1).padStart(6)}s`;
     const slot = async (gpu: number, initial: { w: WorkerProc; ready: ReadyInfo } | undefined) => {
       let cur = initial;
       for (;;) {
@@ -349,7 +352,7 @@ export async function runBench(argv: BenchArgs, io: Io): Promise<void> {
         if (!cur) cur = await spawn(gpu, []);
         const n = total - queue.length;
         const outcome = await cur.w.runTask(task, casesOf.get(task.id) ?? [], { taskMs, stallMs }, (p) => progress.update(
-          `[${n}/${total}]${gpus.length > 1 ? ` gpu ${gpu}` : ''} ${p.task} ${p.case} (${p.caseIndex + 1}/${p.caseCount}): ${p.phase}${p.total > 1 ? ` ${p.done}/${p.total}` : ''}`,
+          `${elapsed()} [${n}/${total}]${gpus.length > 1 ? ` gpu ${gpu}` : ''} ${p.task} ${p.case} (${p.caseIndex + 1}/${p.caseCount}): ${p.phase}${p.total > 1 ? ` ${p.done}/${p.total}` : ''}`,
           `${p.task}/${p.case}/${p.phase}`,
         ));
         record(task.id, outcome.results, cur.ready.env);

@@ -35,7 +35,7 @@ import { HarnessGuard, RewardHackError } from './guard.js';
  *  5. a re-check round after timing (state drift).
  */
 
-/** Inputs up to this many elements in total also get the float64 golden check. */
+/** Cases whose inputs and parameters hold up to this many elements in total also get the float64 golden check. */
 export const GOLDEN_MAX_NUMEL = 1 << 20;
 
 export interface GoldenCheck {
@@ -451,7 +451,9 @@ function runRound(env: CaseEnv, c: TaskCase, seed: number, candidateFirst: boole
   try {
     const inputs = makeCaseInputs(env, c, seed);
     for (const t of inputs) if (t) owned.add(t);
-    const wantGolden = inputs.reduce((n, t) => n + (t ? t.numel : 0), 0) <= GOLDEN_MAX_NUMEL;
+    // Parameters count too: the reference reads them on the host (a 1 GiB embedding table took seconds a round).
+    const paramNumel = [...env.baseline.stateDict().values()].reduce((n, t) => n + t.numel, 0);
+    const wantGolden = inputs.reduce((n, t) => n + (t ? t.numel : 0), paramNumel) <= GOLDEN_MAX_NUMEL;
     // Host copies for the golden reference, taken before any call can touch the inputs.
     const hostInputs = wantGolden ? inputs.map((t) => (t ? toHostArray(t) : null)) : undefined;
     const strict = opts.guard !== undefined && !task.collectOutputs;
