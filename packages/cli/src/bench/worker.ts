@@ -29,6 +29,7 @@ import {
 import { EsbuildCandidateLoader, listCandidateFiles } from '../candidates/loader.js';
 import { environment, selectBackend } from '../env.js';
 import { sign } from './protocol.js';
+import { candidatesUseTriton, prestartTriton } from './triton-prestart.js';
 
 /**
  * `fastkernels __worker`: the bench worker, forked by `fastkernels bench` (one per GPU). It installs
@@ -154,6 +155,8 @@ export async function runWorker(): Promise<number> {
   }
   const device = first.device;
   await fsp.stat('.'); // start libuv's thread pool now, so it does not count as threads the candidate started
+  const files = first.candidates ? listCandidateFiles(first.candidates) : [];
+  if (backend.name === 'cuda' && candidatesUseTriton(files.map((f) => f.path))) prestartTriton();
 
   // ---- the guard, before any candidate code exists in this process --------------------------------
   const tracking = installWorkerTracking();
@@ -206,7 +209,6 @@ export async function runWorker(): Promise<number> {
   // ---- candidates -----------------------------------------------------------------------------------
   const registry = env.registry.child(first.candidates ? `candidates:${first.candidates}` : 'self-test');
   const loaded = new Map<string, ModuleClass>();
-  const files = first.candidates ? listCandidateFiles(first.candidates) : [];
   let dirty: string | undefined;
   const loadOne = async (taskId: string): Promise<PreflightFailure | undefined> => {
     const file = files.find((f) => f.taskId === taskId);
