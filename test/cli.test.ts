@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { DEMO, cli, tempSet } from './helpers.js';
 
 const L1_TASKS = [
-  'L1/embedding', 'L1/gelu_and_mul', 'L1/linear', 'L1/paged_decode_attention', 'L1/rms_norm', 'L1/rotary_emb',
+  'L1/allreduce', 'L1/embedding', 'L1/gelu_and_mul', 'L1/linear', 'L1/paged_decode_attention', 'L1/rms_norm', 'L1/rotary_emb',
   'L1/sampler', 'L1/silu_and_mul', 'L1/softmax', 'L1/store_kvcache', 'L1/varlen_prefill_attention',
 ];
 
@@ -18,7 +18,7 @@ describe('fastkernels list / info / doctor / --help / --version', () => {
     expect(r.stdout).not.toMatch(/\x1b\[/); // no colours when not a TTY
   });
 
-  it('list --json lists the 11 L1 tasks with their mirrored modules', () => {
+  it('list --json lists the 12 L1 tasks with their mirrored modules', () => {
     const r = cli(['list', '--json']);
     expect(r.code).toBe(0);
     const tasks = JSON.parse(r.stdout) as { id: string; level: number; mirrors: string; className: string }[];
@@ -30,7 +30,7 @@ describe('fastkernels list / info / doctor / --help / --version', () => {
 
   it('list filters by level and family', () => {
     const l1 = JSON.parse(cli(['list', '--level', '1', '--json']).stdout) as { level: number }[];
-    expect(l1).toHaveLength(11);
+    expect(l1).toHaveLength(12);
     expect(l1.every((t) => t.level === 1)).toBe(true);
     const all = JSON.parse(cli(['list', '--json']).stdout) as unknown[];
     expect(JSON.parse(cli(['list', '--family', 'moe', '--json']).stdout)).toHaveLength(all.length);
@@ -120,12 +120,41 @@ describe('fastkernels bench on the cpu-demo set (the main job)', () => {
   });
 });
 
+describe('tensor-parallel tasks (backend-nccl\'s plugin)', () => {
+  it('list shows them; info gives the world size; bench skips them with the reason and exit 0', () => {
+    const list = JSON.parse(cli(['list', '--json']).stdout) as { id: string; className: string }[];
+    for (const id of ['L1/allreduce', 'L2/column_parallel_linear', 'L2/row_parallel_linear', 'L2/qkv_parallel_linear', 'L2/merged_column_parallel_linear']) {
+      expect(list.map((t) => t.id)).toContain(id);
+    }
+    expect(cli(['info', 'L2/row_parallel_linear']).stdout).toMatch(/world size:\s+2 ranks/);
+    const dir = tempSet({
+      'L1/allreduce.ts': "import { Module, type Tensor } from '@fastkernels/core';\nexport class AllReduce extends Module {\n  forward(x: Tensor): Tensor { return x.clone(); }\n}\n",
+    });
+    const r = cli(['bench', '--candidates', dir, '--backend', 'cpu', '--iters', '0', '--json']);
+    expect(r.code).toBe(0);
+    const why = 'needs a process group of world size 2; run under `fastkernels launch --nproc 2`';
+    expect(r.stderr).toContain(`bench: skipping L1/allreduce: ${why}`);
+    const report = BenchReportSchema.parse(JSON.parse(r.stdout));
+    expect(report.results.length).toBeGreaterThan(0);
+    for (const x of report.results) expect([x.task, x.status, x.detail]).toEqual(['L1/allreduce', 'SKIPPED', why]);
+    expect(report.summary.total).toMatchObject({ benched: 0, skipped: 1 });
+  });
+
+  it('the self-test of every task leaves them out and says so', () => {
+    const r = cli(['bench', '--self-test', '--level', '1', '--backend', 'cpu', '--shard', '0/12', '--iters', '0', '--json']);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/bench: leaving out L1\/allreduce: needs a process group of world size 2/);
+    const report = BenchReportSchema.parse(JSON.parse(r.stdout));
+    expect(report.results.some((x) => x.task === 'L1/allreduce')).toBe(false);
+  });
+});
+
 describe('fastkernels stubs', () => {
   it('writes skeletons that load and, with NotImplemented bodies, give RUNTIME_ERROR', () => {
     const dir = tempSet();
     const s = cli(['stubs', '--out', dir, '--level', '1']);
     expect(s.code).toBe(0);
-    expect(s.stdout).toContain('11 stubs');
+    expect(s.stdout).toContain('12 stubs');
     const stub = readFileSync(join(dir, 'L1/rms_norm.ts'), 'utf8');
     expect(stub).toContain('export class RMSNorm extends Module');
     expect(stub).toMatch(/constructor\(hiddenSize: number, eps: number = /);
@@ -135,8 +164,9 @@ describe('fastkernels stubs', () => {
     const r = cli(['bench', '--candidates', dir, '--iters', '0', '--json']);
     expect(r.code).toBe(0);
     const report = BenchReportSchema.parse(JSON.parse(r.stdout));
-    expect(new Set(report.results.map((x) => x.task)).size).toBe(11);
+    expect(new Set(report.results.map((x) => x.task)).size).toBe(12);
     for (const x of report.results) {
+      if (x.task === 'L1/allreduce') continue; // needs a process group: skipped (below)
       expect(x.status).toBe('RUNTIME_ERROR');
       expect(x.detail).toContain('NotImplemented');
     }

@@ -10,6 +10,8 @@
 //                          bench/h200-runtime.sh and bench/h200-kernels.sh
 //   bench-e2e-llama.mjs, bench/{parity.py,h200-parity.sh,e2e_llama.py,h200-e2e-llama.sh}  issue 6: Llama parity
 //                          against HF transformers and the Llama-3-8B end-to-end benchmark
+//   bench/h200x2-allreduce.sh, bench/h200x2-tp-llama.sh  issue 10 on 2 GPUs: all-reduce busBw vs torch, and
+//                          tensor-parallel Llama (generate --tp 2: tokens vs --tp 1, decode tok/s, a killed rank)
 //   gpu-tests/, run-gpu-tests  the GPU tests (tools/gpu-tests.mjs), incl. test/exploits.gpu.test.ts (run-gpu-tests exploits)
 //   exploits/              the GPU exploit candidate sets (test/exploits/gpu-*) that test--exploits benches
 //   examples/              candidate sets for the GPU host: triton-demo, triton-rmsnorm (issue 9), e2e-drops (issue 7)
@@ -95,6 +97,7 @@ for (const [src, dst] of Object.entries(BENCH_SCRIPTS)) await build({ ...esb, en
 const BENCH_HOST_FILES = [
   'lib.sh', 'h200-runtime.sh', 'runtime_torch.py', 'h200-kernels.sh', 'kernels_torch.py', 'h200-parity.sh', 'parity.py',
   'h200-e2e-llama.sh', 'e2e_llama.py', 'h200-serve.sh', 'h200x2-allreduce.sh', 'allreduce_torch.py', 'h200-verify.sh',
+  'h200x2-tp-llama.sh', // issue 10: tensor-parallel Llama (generate --tp 2 vs --tp 1, decode tok/s, rank kill)
 ];
 mkdirSync(join(out, 'bench'));
 for (const f of BENCH_HOST_FILES) {

@@ -1,12 +1,23 @@
-import { definePlugin } from '@fastkernels/core';
+import { TASK_PROVIDER, definePlugin, type TaskProvider } from '@fastkernels/core';
+import { DENSE_LLM_FAMILY, tensorParallelTasks } from './tasks.js';
+
+/** The tensor-parallel tasks (L1/allreduce, the L2 parallel linear layers), in the dense LLM family. */
+export const tensorParallelProvider: TaskProvider = { family: DENSE_LLM_FAMILY, tasks: () => tensorParallelTasks };
 
 /**
  * NCCL backend (issue 10): NCCL communicators and collectives (dlopen'ed libnccl.so.2), the multi-process
- * launcher with its local rendezvous, and vLLM's tensor-parallel layers. The plugin registers nothing in the
- * container: collectives are not a Backend; callers use initDistributed() / NcclCommunicator directly, and the
- * tasks (./tasks.ts) are registered with the model family.
+ * launcher with its local rendezvous, and vLLM's tensor-parallel layers. The plugin registers the layers' tasks
+ * (a TaskProvider: `fastkernels list` shows them, the baseline registry builds them, the Llama modules use them at
+ * world > 1). Collectives are not a Backend: callers use initDistributed() / NcclCommunicator directly. Registering
+ * touches no driver: NCCL is loaded on first use.
  */
-export const ncclPlugin = definePlugin({ name: 'backend-nccl', version: '0.1.0', register: () => {} });
+export const ncclPlugin = definePlugin({
+  name: 'backend-nccl',
+  version: '0.1.0',
+  register: (c) => {
+    c.register(TASK_PROVIDER, { useValue: tensorParallelProvider });
+  },
+});
 
 export { NcclError, NcclTimeoutError, makeNcclError } from './errors.js';
 export { NCCL_ADDON_FILE, ncclAddonCandidates, tryLoadNcclAddon, type NcclAddon, type WaitResult } from './native.js';

@@ -8,7 +8,7 @@
  * cuStreamQuery and ncclCommGetAsyncError together, so a peer that dies mid-collective ends in a clear error.
  */
 import { CudaRuntime, ptrOf } from '@fastkernels/backend-cuda';
-import { Tensor, type DType } from '@fastkernels/core';
+import { Tensor, type Collectives, type DType, type ReduceOp } from '@fastkernels/core';
 import { formatNcclNotFound, ncclLibraryCandidates } from './discovery.js';
 import { NcclError, NcclTimeoutError, makeNcclError } from './errors.js';
 import { tryLoadNcclAddon, type NcclAddon, type WaitResult } from './native.js';
@@ -21,7 +21,7 @@ export const NCCL_DTYPE: Readonly<Partial<Record<DType, number>>> = {
   i8: 0, u8: 1, bool: 1, i32: 2, i64: 4, f16: 6, f32: 7, f64: 8, bf16: 9, fp8e4m3: 10, fp8e5m2: 11,
 };
 
-export type ReduceOp = 'sum' | 'prod' | 'max' | 'min' | 'avg';
+export type { Collectives, ReduceOp };
 export const NCCL_REDUCE_OP: Readonly<Record<ReduceOp, number>> = { sum: 0, prod: 1, max: 2, min: 3, avg: 4 };
 
 /** NCCL's version code as "2.27.3" (codes below 2.9 use the old X*1000 + Y*100 + Z form). */
@@ -106,16 +106,6 @@ export interface CommInitOptions {
   readonly timeoutMs?: number;
   /** Use a blocking communicator (no bounded waits for in-progress calls). Default false. */
   readonly blocking?: boolean;
-}
-
-/** The collectives the tensor-parallel layers need (NcclCommunicator implements it; tests may fake it). */
-export interface Collectives {
-  readonly rank: number;
-  readonly world: number;
-  /** In-place reduction of `t` over all ranks. */
-  allReduce(t: Tensor, options?: { op?: ReduceOp }): Tensor;
-  /** `output` [world * n] <- the `input` [n] of every rank, in rank order (both contiguous). */
-  allGatherInto(output: Tensor, input: Tensor): void;
 }
 
 /**

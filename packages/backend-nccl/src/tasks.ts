@@ -1,12 +1,15 @@
 /**
- * Task definitions of the tensor-parallel layers (the lead registers them with the dense LLM family):
+ * Task definitions of the tensor-parallel layers, registered with the dense LLM family through this package's plugin
+ * (index.ts: a TaskProvider, so `fastkernels list` shows them):
  *   L1/allreduce                     AllReduce                   vLLM tensor_model_parallel_all_reduce
  *   L2/column_parallel_linear        ColumnParallelLinear        vllm.model_executor.layers.linear.*
  *   L2/row_parallel_linear           RowParallelLinear           (imports L1/allreduce)
  *   L2/qkv_parallel_linear           QKVParallelLinear
  *   L2/merged_column_parallel_linear MergedColumnParallelLinear
- * Cases run at world 1 (one process, the current TensorParallelGroup), where every layer is a Linear and the
- * all-reduce a copy: the reference is the float64 x W^T + b. Multi-rank evaluation comes with `--tp`.
+ * Every task declares worldSize 2: at world 1 the all-reduce is a copy and the layers are plain GEMMs, so a single
+ * process cannot tell a good candidate from a copy; `bench` skips them with the reason. Their cases (shapes of the
+ * whole, unsharded layer) run at world 1 in this package's tests, where the reference is the float64 x W^T + b, and
+ * the Llama modules use the layers when a tensor-parallel group of world > 1 is current.
  */
 import { DTYPE_INFO, Tensor, defineTask, hostArray, type ExecutionContext, type HostArray, type Module, type Rng, type TaskCase } from '@fastkernels/core';
 import { AllReduce, ColumnParallelLinear, MergedColumnParallelLinear, QKVParallelLinear, RowParallelLinear } from './parallel/linear.js';
@@ -15,6 +18,8 @@ import { AllReduce, ColumnParallelLinear, MergedColumnParallelLinear, QKVParalle
 export const DENSE_LLM_FAMILY = 'Dense & MoE LLMs';
 const ARCHS = ['llama', 'qwen2', 'mistral', 'mixtral', 'deepseek', 'qwen3_next', 'gpt_oss'];
 const LINEAR_MODULE = 'vllm.model_executor.layers.linear';
+/** The smallest group in which a collective does anything (see the header). */
+const TP_WORLD = 2;
 
 const randn = (ctx: ExecutionContext, rng: Rng, shape: number[], c: TaskCase) =>
   Tensor.fromArray(ctx.backend, rng.fillNormal(shape.reduce((a, b) => a * b, 1), 1), shape, c.dtype, { device: ctx.device });
@@ -64,6 +69,7 @@ export const allreduceTask = defineTask(
     className: 'AllReduce',
     family: [DENSE_LLM_FAMILY],
     architectures: ARCHS,
+    worldSize: TP_WORLD,
     mirrors: 'vllm.distributed.communication_op.tensor_model_parallel_all_reduce',
     description: 'Sum of a tensor over the tensor-parallel group (out of place); at world 1 a copy. The reduction after RowParallelLinear (o_proj, down_proj).',
     init: [],
@@ -94,6 +100,7 @@ export const columnParallelLinearTask = defineTask(
     className: 'ColumnParallelLinear',
     family: [DENSE_LLM_FAMILY],
     architectures: ARCHS,
+    worldSize: TP_WORLD,
     mirrors: `${LINEAR_MODULE}.ColumnParallelLinear`,
     description: 'Linear layer split along its output rows over the tensor-parallel group; gatherOutput all-gathers the result. forward returns [output, outputBias].',
     init: [
@@ -131,6 +138,7 @@ export const rowParallelLinearTask = defineTask(
     className: 'RowParallelLinear',
     family: [DENSE_LLM_FAMILY],
     architectures: ARCHS,
+    worldSize: TP_WORLD,
     mirrors: `${LINEAR_MODULE}.RowParallelLinear`,
     description: 'Linear layer split along its input columns; the partial products are all-reduced (o_proj, down_proj). forward returns [output, outputBias].',
     init: [
@@ -173,6 +181,7 @@ export const qkvParallelLinearTask = defineTask(
     className: 'QKVParallelLinear',
     family: [DENSE_LLM_FAMILY],
     architectures: ARCHS,
+    worldSize: TP_WORLD,
     mirrors: `${LINEAR_MODULE}.QKVParallelLinear`,
     description: 'The fused q/k/v projection, split by attention heads (kv heads replicated when fewer than ranks). forward returns [qkv, outputBias].',
     init: [
@@ -211,6 +220,7 @@ export const mergedColumnParallelLinearTask = defineTask(
     className: 'MergedColumnParallelLinear',
     family: [DENSE_LLM_FAMILY],
     architectures: ARCHS,
+    worldSize: TP_WORLD,
     mirrors: `${LINEAR_MODULE}.MergedColumnParallelLinear`,
     description: "Several column-parallel projections of one input in one GEMM (gate_up_proj); each part split over the ranks. forward returns [output, outputBias].",
     init: [

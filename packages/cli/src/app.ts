@@ -37,7 +37,7 @@ export function buildApp(argv: readonly string[], io: Io = processIo) {
     .command(benchCommand(io))
     .command(mergeCommand(io))
     .command(doctorCommand(io))
-    .command(generateCommand(io))
+    .command(generateCommand(io, argv))
     .command(initWeightsCommand(io))
     .command(e2eCommand(io))
     .command(captureCommand(io))

@@ -1,5 +1,6 @@
 import { cpuPlugin } from '@fastkernels/backend-cpu';
 import { cudaPlugin } from '@fastkernels/backend-cuda';
+import { ncclPlugin } from '@fastkernels/backend-nccl';
 import {
   BACKEND,
   TASK_PROVIDER,
@@ -19,9 +20,10 @@ import { baselineRegistry, modelZooPlugin } from '@fastkernels/model-zoo';
 /**
  * The plugins this CLI is built with, composed explicitly (no self-registration on import).
  * Backend selection goes by name through the multi-bound BACKEND token; the CUDA plugin is
- * cheap to register (no driver is touched until a CUDA backend is first used).
+ * cheap to register (no driver is touched until a CUDA backend is first used). backend-nccl adds the tensor-parallel
+ * tasks (NCCL itself is loaded only by `launch`ed ranks).
  */
-export const PLUGINS: readonly Plugin[] = [cpuPlugin, cudaPlugin, modelZooPlugin];
+export const PLUGINS: readonly Plugin[] = [cpuPlugin, cudaPlugin, modelZooPlugin, ncclPlugin];
 
 /** Backends this CLI knows of, and what to say when one is not registered. */
 export const KNOWN_BACKENDS: Readonly<Record<string, string>> = {

@@ -8,6 +8,7 @@ export * from './tensor.js';
 export * from './context.js';
 export * from './module.js';
 export * from './registry.js';
+export * from './tensor-parallel/index.js';
 export * from './task.js';
 export * from './status.js';
 export * from './compare.js';

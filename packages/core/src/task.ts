@@ -67,6 +67,12 @@ export const TaskMetaSchema = z.object({
   outputs: z.array(TensorSpecSchema).min(1),
   tolerance: z.partialRecord(DTypeSchema, ToleranceSchema).default({}),
   imports: z.array(z.string()).default([]),
+  /**
+   * Ranks of the tensor-parallel process group the task is meaningful in (1: one process). A collective (an
+   * all-reduce, a parallel linear layer) at world 1 is a copy or a plain GEMM, so such tasks say 2 and `bench`
+   * skips them, with the reason, when it cannot give them a process group of that size.
+   */
+  worldSize: z.number().int().min(1).default(1),
   cases: z.object({ ci: z.array(TaskCaseSchema).min(1), production: z.array(TaskCaseSchema).min(1) }),
 });
 export type TaskMeta = z.infer<typeof TaskMetaSchema>;

@@ -12,5 +12,7 @@ export {
   shardMergedColumn,
   shardQkv,
   shardRowParallel,
+  takeSlice,
   type QkvLayout,
 } from './sharding.js';
+export { HostCollectives } from './host-collectives.js';

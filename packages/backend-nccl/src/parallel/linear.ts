@@ -6,9 +6,9 @@
  * named weight / bias like vLLM's; weightLoader(param, fullTensor, shardId?) fills them from checkpoint tensors.
  * At world 1 every layer is exactly a Linear.
  */
-import { Module, type DType, type Tensor } from '@fastkernels/core';
+import { Module, mergedColumnPartPiece, qkvLayout, qkvPartPiece, type DType, type QkvLayout, type Tensor } from '@fastkernels/core';
 import { currentTensorParallelGroup, divide, type TensorParallelGroup } from './group.js';
-import { qkvLayout, shardColumnParallel, shardDim, shardMergedColumn, shardQkv, shardRowParallel, type QkvLayout } from './sharding.js';
+import { shardColumnParallel, shardMergedColumn, shardQkv, shardRowParallel, takeSlice } from './sharding.js';
 
 /**
  * vLLM's tensor_model_parallel_all_reduce as a module (task L1/allreduce): forward(x) returns a new tensor holding
@@ -129,10 +129,9 @@ export class MergedColumnParallelLinear extends ColumnParallelLinear {
       shard.dispose();
       return;
     }
-    if (!Number.isInteger(shardId) || shardId < 0 || shardId >= sizes.length) throw new RangeError(`MergedColumnParallelLinear: shard id ${shardId} (parts: ${sizes.length})`);
-    const offset = this.outputPartitionSizes.slice(0, shardId).reduce((a, b) => a + b, 0);
-    const shard = shardDim(loaded, 0, this.tpRank, this.tpSize);
-    this.fill(param, shard, [offset, this.outputPartitionSizes[shardId]!]);
+    const piece = mergedColumnPartPiece(sizes, shardId, this.tpRank, this.tpSize);
+    const shard = takeSlice(loaded, piece);
+    this.fill(param, shard, [piece.rowOffset, piece.length]);
     shard.dispose();
   }
 }
@@ -177,7 +176,6 @@ export class QKVParallelLinear extends ColumnParallelLinear {
    * fused [(Hq + 2 Hkv) d, H] tensor.
    */
   override weightLoader(param: WeightName, loaded: Tensor, shardId?: 'q' | 'k' | 'v' | number): void {
-    const d = this.headSize;
     if (shardId === undefined) {
       const shard = shardQkv(loaded, this.layout, this.tpRank);
       this.fill(param, shard);
@@ -186,13 +184,9 @@ export class QKVParallelLinear extends ColumnParallelLinear {
     }
     const id = shardId === 'q' || shardId === 0 ? 'q' : shardId === 'k' || shardId === 1 ? 'k' : shardId === 'v' || shardId === 2 ? 'v' : undefined;
     if (!id) throw new RangeError(`QKVParallelLinear: shard id ${String(shardId)} (q, k or v)`);
-    const heads = id === 'q' ? this.numHeads : this.numKvHeads;
-    const index = id === 'q' ? this.tpRank : Math.floor(this.tpRank / this.numKvHeadReplicas);
-    const offset = id === 'q' ? 0 : id === 'k' ? this.numHeads * d : (this.numHeads + this.numKvHeads) * d;
-    const v = loaded.narrow(0, index * heads * d, heads * d);
-    const shard = v.clone();
-    v.dispose();
-    this.fill(param, shard, [offset, heads * d]);
+    const piece = qkvPartPiece(this.layout, id, this.tpRank);
+    const shard = takeSlice(loaded, piece);
+    this.fill(param, shard, [piece.rowOffset, piece.length]);
     shard.dispose();
   }
 }

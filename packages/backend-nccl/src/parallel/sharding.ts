@@ -1,16 +1,12 @@
 /**
- * Weight sharding for tensor parallelism, as vLLM's weight loaders do it. Full (unsharded, checkpoint-layout)
- * tensors in, this rank's shard out, and the inverse merges (exact: copies, no arithmetic). Weights are
- * [out, in]; biases [out].
- *  - column parallel (ColumnParallelLinear): rows split; bias split;
- *  - row parallel (RowParallelLinear): columns split; bias replicated;
- *  - merged column (MergedColumnParallelLinear): every part's rows split, the rank's pieces concatenated;
- *  - QKV (QKVParallelLinear): q heads split; kv heads split, or replicated when there are fewer kv heads than
- *    ranks (rank r takes kv head group floor(r / replicas)).
- * Every function works on any backend (views + copies).
+ * Weight sharding for tensor parallelism, as vLLM's weight loaders do it: full (unsharded, checkpoint-layout) tensors
+ * in, this rank's shard out, and the inverse merges (exact: copies, no arithmetic). Which rows or columns a rank
+ * takes is core's shard arithmetic (columnParallelSlice, qkvPieces, ...), which model-zoo's weight loader also uses
+ * to read only a rank's bytes from a checkpoint. Weights are [out, in]; biases [out]. Works on any backend.
  */
-import { Tensor, normalizeDim } from '@fastkernels/core';
-import { divide } from './group.js';
+import { Tensor, columnParallelSlice, divide, equalSlice, mergedColumnPieces, normalizeDim, qkvPieces, rowParallelSlice, type QkvLayout, type ShardSlice } from '@fastkernels/core';
+
+export { qkvLayout, type QkvLayout } from '@fastkernels/core';
 
 /** Concatenate along `dim` into a new contiguous tensor. */
 export function cat(parts: readonly Tensor[], dim = 0): Tensor {
@@ -33,29 +29,36 @@ export function cat(parts: readonly Tensor[], dim = 0): Tensor {
   return out;
 }
 
-/** A contiguous copy of rows [start, start + length) along `dim`. */
-function take(t: Tensor, dim: number, start: number, length: number): Tensor {
-  const v = t.narrow(dim, start, length);
+/** A contiguous copy of a slice of `t`. */
+export function takeSlice(t: Tensor, s: ShardSlice): Tensor {
+  const v = t.narrow(normalizeDim(s.dim, t.rank), s.start, s.length);
   const c = v.clone();
   v.dispose();
   return c;
 }
 
+/** Several slices of `t` (along dim 0) stacked in order. */
+function takePieces(t: Tensor, pieces: readonly ShardSlice[]): Tensor {
+  const parts = pieces.map((p) => takeSlice(t, p));
+  const out = cat(parts, 0);
+  for (const p of parts) p.dispose();
+  return out;
+}
+
 /** Rank `rank`'s equal chunk along `dim` (a contiguous copy). */
 export function shardDim(t: Tensor, dim: number, rank: number, world: number): Tensor {
   const d = normalizeDim(dim, t.rank);
-  const part = divide(t.shape[d]!, world, `dim ${d}`);
-  return take(t, d, rank * part, part);
+  return takeSlice(t, equalSlice(d, t.shape[d]!, rank, world));
 }
 
 /** ColumnParallelLinear: weight [N, K] -> [N / world, K]; bias [N] -> [N / world]. */
 export function shardColumnParallel(t: Tensor, rank: number, world: number): Tensor {
-  return shardDim(t, 0, rank, world);
+  return takeSlice(t, columnParallelSlice(t.shape[0]!, rank, world));
 }
 
 /** RowParallelLinear: weight [N, K] -> [N, K / world] (the bias is not sharded). */
 export function shardRowParallel(weight: Tensor, rank: number, world: number): Tensor {
-  return shardDim(weight, -1, rank, world);
+  return takeSlice(weight, rowParallelSlice(weight.shape[1]!, rank, world));
 }
 
 /** Inverse of shardColumnParallel: the shards in rank order -> the full tensor. */
@@ -72,16 +75,7 @@ export function mergeRowParallel(shards: readonly Tensor[]): Tensor {
 export function shardMergedColumn(t: Tensor, outputSizes: readonly number[], rank: number, world: number): Tensor {
   const total = outputSizes.reduce((a, b) => a + b, 0);
   if (t.shape[0] !== total) throw new RangeError(`merged column: dim 0 is ${t.shape[0]}, the parts sum to ${total}`);
-  const pieces: Tensor[] = [];
-  let off = 0;
-  for (const n of outputSizes) {
-    const part = divide(n, world, 'merged part');
-    pieces.push(take(t, 0, off + rank * part, part));
-    off += n;
-  }
-  const out = cat(pieces, 0);
-  for (const p of pieces) p.dispose();
-  return out;
+  return takePieces(t, mergedColumnPieces(outputSizes, rank, world));
 }
 
 /** Inverse of shardMergedColumn. */
@@ -98,47 +92,11 @@ export function mergeMergedColumn(shards: readonly Tensor[], outputSizes: readon
   return out;
 }
 
-export interface QkvLayout {
-  readonly headSize: number;
-  readonly totalNumHeads: number;
-  readonly totalNumKvHeads: number;
-  /** Per rank. */
-  readonly numHeads: number;
-  readonly numKvHeads: number;
-  /** How many ranks hold the same kv heads (> 1 when totalNumKvHeads < world). */
-  readonly numKvHeadReplicas: number;
-  readonly world: number;
-}
-
-/** vLLM QKVParallelLinear's head arithmetic. */
-export function qkvLayout(headSize: number, totalNumHeads: number, totalNumKvHeads: number | null, world: number): QkvLayout {
-  const kv = totalNumKvHeads ?? totalNumHeads;
-  const numHeads = divide(totalNumHeads, world, 'number of attention heads');
-  let numKvHeads: number;
-  let numKvHeadReplicas: number;
-  if (world >= kv) {
-    numKvHeads = 1;
-    numKvHeadReplicas = divide(world, kv, 'tensor-parallel size over kv heads:');
-  } else {
-    numKvHeads = divide(kv, world, 'number of kv heads');
-    numKvHeadReplicas = 1;
-  }
-  return { headSize, totalNumHeads, totalNumKvHeads: kv, numHeads, numKvHeads, numKvHeadReplicas, world };
-}
-
 /** QKV weight [(Hq + 2 Hkv) d, H] (or bias) -> the rank's [q_r; k_r; v_r] rows. */
 export function shardQkv(t: Tensor, layout: QkvLayout, rank: number): Tensor {
-  const { headSize: d, totalNumHeads: hq, totalNumKvHeads: hkv, numHeads, numKvHeads, numKvHeadReplicas } = layout;
+  const { headSize: d, totalNumHeads: hq, totalNumKvHeads: hkv } = layout;
   if (t.shape[0] !== (hq + 2 * hkv) * d) throw new RangeError(`qkv: dim 0 is ${t.shape[0]}, expected (${hq} + 2 x ${hkv}) x ${d}`);
-  const kvShard = Math.floor(rank / numKvHeadReplicas);
-  const q = take(t, 0, rank * numHeads * d, numHeads * d);
-  const k = take(t, 0, hq * d + kvShard * numKvHeads * d, numKvHeads * d);
-  const v = take(t, 0, (hq + hkv) * d + kvShard * numKvHeads * d, numKvHeads * d);
-  const out = cat([q, k, v], 0);
-  q.dispose();
-  k.dispose();
-  v.dispose();
-  return out;
+  return takePieces(t, qkvPieces(layout, rank));
 }
 
 /** Inverse of shardQkv (replicated kv heads are taken from the first rank holding them). */

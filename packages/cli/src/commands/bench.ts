@@ -30,6 +30,7 @@ import { capturedCasesFor, loadCaptures, type LoadedCaptures } from '../bench/ca
 import { WorkerProc, type ReadyInfo } from '../bench/pool.js';
 import { ResultsFile } from '../bench/results-file.js';
 import { loadRow } from '../bench/worker.js';
+import { worldSizeSkipReason } from '../bench/world-size.js';
 import { environment, findTask, selectBackend } from '../env.js';
 import { intFlag, levelFlag, listFlag } from '../flags.js';
 import type { Io } from '../io.js';
@@ -187,6 +188,12 @@ export async function runBench(argv: BenchArgs, io: Io): Promise<void> {
   const selected = (id: string, lvl: number) => (level === undefined || lvl === level) && (wanted.length === 0 || wanted.some((t) => t.id === id));
   if (argv.selfTest) {
     tasks = env.tasks.filter((t) => selected(t.id, t.level));
+    if (!wanted.length) {
+      // The self-test of "everything" covers what this machine can bench; tasks named with --task get SKIPPED rows.
+      const left = tasks.filter((t) => worldSizeSkipReason(t));
+      if (left.length) io.err(`bench: leaving out ${left.map((t) => t.id).join(', ')}: ${worldSizeSkipReason(left[0]!)}\n`);
+      tasks = tasks.filter((t) => !left.includes(t));
+    }
     if (!tasks.length) throw new UserError('no task matches --task/--level', { field: '--level', fix: 'run `fastkernels list`' });
   } else {
     const all = listCandidateFiles(argv.candidates!);
@@ -264,6 +271,15 @@ export async function runBench(argv: BenchArgs, io: Io): Promise<void> {
   } catch (e) {
     opened?.file.close();
     throw e;
+  }
+
+  // ---- tasks that need a process group (worldSize > 1): a SKIPPED row per case, with the reason -------------
+  for (const t of mine) {
+    const why = !done.has(t.id) && env.taskMap.has(t.id) ? worldSizeSkipReason(t) : null;
+    if (!why) continue;
+    io.err(`bench: skipping ${t.id}: ${why}\n`);
+    const cs = casesOf.get(t.id) ?? [];
+    record(t.id, cs.length ? cs.map((c) => loadRow(t, c.name, c.dtype, 'SKIPPED', why)) : [loadRow(t, 'world-size', 'f32', 'SKIPPED', why)]);
   }
 
   // ---- workers -----------------------------------------------------------------------------------------
@@ -424,7 +440,7 @@ function printResults(io: Io, results: readonly CaseResult[], backend: Backend, 
     '  ',
   ));
   const t = s.total;
-  io.out(`  correct ${t.correct}/${t.benched}, fast_1 ${formatPercent(t.fast1Ratio)} (${t.fast1}/${t.benched}), fast_2 ${formatPercent(t.fast2Ratio)} (${t.fast2}/${t.benched})${t.skipped ? `, ${t.skipped} skipped (baseline failed)` : ''}\n`);
+  io.out(`  correct ${t.correct}/${t.benched}, fast_1 ${formatPercent(t.fast1Ratio)} (${t.fast1}/${t.benched}), fast_2 ${formatPercent(t.fast2Ratio)} (${t.fast2}/${t.benched})${t.skipped ? `, ${t.skipped} skipped (see the details)` : ''}\n`);
 }
 
 export function benchCommand(io: Io) {
@@ -463,7 +479,7 @@ export function benchCommand(io: Io) {
         .example('$0 bench --candidates my-kernels --gpus 0,1 --results out/run.jsonl', 'two GPU workers; results appended as they finish (add --resume after a crash)')
         .example('$0 bench --candidates my-kernels --shard 1/4 --results out/shard1.jsonl', 'the second of four shards (then `fastkernels merge out/shard*.jsonl`)')
         .example('$0 bench --self-test --level 1', 'every L1 baseline against itself: all PASSED, speedup CI around 1')
-        .epilog('Statuses: PASSED, INCORRECT_NUMERICAL, INCORRECT_SHAPE, INCORRECT_DTYPE, RUNTIME_ERROR, TIMEOUT, REWARD_HACK, SKIPPED (the baseline failed).\nCandidates run only in worker processes (one per GPU), watched by a watchdog; only correct cases are timed.\nExit code 0 when the run completed, whatever the statuses (failures are results); 2 for bad input.'),
+        .epilog('Statuses: PASSED, INCORRECT_NUMERICAL, INCORRECT_SHAPE, INCORRECT_DTYPE, RUNTIME_ERROR, TIMEOUT, REWARD_HACK, SKIPPED (the baseline failed, or the task needs a process group of world size N > 1:\nrun under `fastkernels launch --nproc N`).\nCandidates run only in worker processes (one per GPU), watched by a watchdog; only correct cases are timed.\nExit code 0 when the run completed, whatever the statuses (failures are results); 2 for bad input.'),
     handler: (argv: BenchArgs) => runBench(argv, io),
   };
 }

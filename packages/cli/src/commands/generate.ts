@@ -1,9 +1,10 @@
-import { UserError, type DType } from '@fastkernels/core';
+import { UserError, type Backend, type DType, type ModuleRegistry } from '@fastkernels/core';
 import { checkPromptVocabulary, generate, loadLlamaModel, promptLogits, readPromptFile, writeSafetensors, type GenerateResult, type SourcedPrompt } from '@fastkernels/model-zoo';
 import type { Argv } from 'yargs';
 import { environment, selectBackend } from '../env.js';
 import { intFlag } from '../flags.js';
 import type { Io } from '../io.js';
+import { QUIET_IO, TP_HELP, checkTensorParallelRun, joinTensorParallelGroup, relaunchAsRanks, tensorParallelRole, tpFlag } from '../tensor-parallel.js';
 
 export interface GenerateArgs {
   model: string;
@@ -21,6 +22,7 @@ export interface GenerateArgs {
   promptLogits?: boolean;
   randomInit?: string;
   initSeed: number;
+  tp?: number;
 }
 
 function parsePromptIds(s: string): SourcedPrompt[] {
@@ -34,7 +36,8 @@ function parsePromptIds(s: string): SourcedPrompt[] {
 
 const DTYPES: Record<string, DType> = { bf16: 'bf16', f16: 'f16', f32: 'f32' };
 
-export async function runGenerate(argv: GenerateArgs, io: Io): Promise<void> {
+export async function runGenerate(argv: GenerateArgs, processIo: Io, rawArgs: readonly string[] = process.argv.slice(2)): Promise<void> {
+  let io = processIo;
   const prompts = argv.promptFile ? readPromptFile(argv.promptFile) : parsePromptIds(String(argv.promptIds ?? ''));
   const maxTokens = intFlag('max-tokens', argv.maxTokens, 1, 1 << 20);
   const topK = intFlag('top-k', argv.topK, -1, 1 << 30);
@@ -45,18 +48,53 @@ export async function runGenerate(argv: GenerateArgs, io: Io): Promise<void> {
   if (argv.promptLogits && !argv.logitsOut) throw new UserError('--prompt-logits needs --logits-out FILE.safetensors', { field: '--prompt-logits' });
   if (argv.randomInit !== undefined && argv.randomInit !== 'host' && argv.randomInit !== 'device') throw new UserError(`expected host or device, got '${argv.randomInit}'`, { field: '--random-init' });
   const initSeed = intFlag('init-seed', argv.initSeed, 0, 2 ** 32 - 1);
+  const tp = tpFlag(argv.tp);
+  const role = tensorParallelRole(tp);
+  if (role.kind !== 'single' && argv.randomInit === 'device') {
+    throw new UserError('device random init cannot be sharded over ranks', { field: '--random-init', fix: 'with --tp, use --random-init host or a checkpoint (`fastkernels init-weights`)' });
+  }
 
   const env = environment();
   const backend = selectBackend(env, argv.backend);
+  if (role.kind === 'parent') {
+    const config = checkTensorParallelRun(tp, argv.model, backend);
+    checkPromptVocabulary(prompts, config.vocabSize, `${argv.model}/config.json`);
+    return relaunchAsRanks(tp, rawArgs, processIo);
+  }
+  const group = role.kind === 'rank' ? await joinTensorParallelGroup() : null;
+  if (group && group.rank > 0) io = QUIET_IO;
+  try {
+    await generateOn(argv, io, { backend, registry: env.registry, prompts, maxTokens, topK, seed, initSeed, tp, ...(group ? { device: group.device } : {}) });
+  } finally {
+    group?.close();
+  }
+}
+
+interface Run {
+  readonly backend: Backend;
+  readonly registry: ModuleRegistry;
+  readonly prompts: SourcedPrompt[];
+  readonly maxTokens: number;
+  readonly topK: number;
+  readonly seed: number;
+  readonly initSeed: number;
+  readonly tp: number;
+  readonly device?: number;
+}
+
+/** Load the model (this rank's shard under --tp), generate, print or write the results. */
+async function generateOn(argv: GenerateArgs, io: Io, run: Run): Promise<void> {
+  const { backend, prompts, maxTokens, topK, seed, initSeed, tp } = run;
   const loaded = loadLlamaModel(argv.model, {
-    backend, registry: env.registry, initSeed,
+    backend, registry: run.registry, initSeed,
+    ...(run.device !== undefined ? { device: run.device } : {}),
     ...(argv.dtype ? { dtype: DTYPES[argv.dtype]! } : {}),
     ...(argv.randomInit ? { randomInit: argv.randomInit as 'host' | 'device' } : {}),
   });
   const { config } = loaded;
   // Vocabulary check here, where the file and line are known.
   checkPromptVocabulary(prompts, config.vocabSize, `${argv.model}/config.json`);
-  if (!argv.json) io.err(`model ${argv.model}: ${config.modelType}, ${config.numHiddenLayers} layers, hidden ${config.hiddenSize}, ${WEIGHTS_NOTE[loaded.weights](initSeed)}, ${loaded.ctx.dtype} on ${backend.name}\n`);
+  if (!argv.json) io.err(`model ${argv.model}: ${config.modelType}, ${config.numHiddenLayers} layers, hidden ${config.hiddenSize}, ${WEIGHTS_NOTE[loaded.weights](initSeed)}, ${loaded.ctx.dtype} on ${backend.name}${tp > 1 ? `, tensor parallel over ${tp} GPUs` : ''}\n`);
 
   let result: GenerateResult;
   let prompt: Float32Array[] = [];
@@ -75,7 +113,7 @@ export async function runGenerate(argv: GenerateArgs, io: Io): Promise<void> {
     loaded.model.dispose();
   }
 
-  if (argv.logitsOut) {
+  if (argv.logitsOut && io !== QUIET_IO) {
     const V = config.vocabSize;
     writeSafetensors(
       argv.logitsOut,
@@ -115,7 +153,7 @@ export async function runGenerate(argv: GenerateArgs, io: Io): Promise<void> {
   };
   if (argv.json) {
     io.out(JSON.stringify({
-      model: argv.model, model_type: config.modelType, backend: backend.name, dtype: loaded.ctx.dtype, weights: loaded.weights,
+      model: argv.model, model_type: config.modelType, backend: backend.name, dtype: loaded.ctx.dtype, weights: loaded.weights, tp,
       ...(loaded.weights !== 'checkpoint' ? { init_seed: initSeed } : {}),
       sampling: { max_tokens: maxTokens, temperature: argv.temperature, top_k: topK, top_p: argv.topP, seed },
       outputs: result.outputs.map((o) => ({ prompt_ids: o.promptIds, token_ids: o.tokenIds })),
@@ -136,7 +174,7 @@ const WEIGHTS_NOTE: Record<'checkpoint' | 'random' | 'random-device', (seed: num
   'random-device': (seed) => `random weights (device pools, seed ${seed})`,
 };
 
-export function generateCommand(io: Io) {
+export function generateCommand(io: Io, rawArgs: readonly string[] = process.argv.slice(2)) {
   return {
     command: 'generate',
     describe: 'Generate tokens with a Llama-family model (HF config.json + safetensors: llama, qwen2, mistral) on the paged engine',
@@ -157,6 +195,7 @@ export function generateCommand(io: Io) {
         .option('prompt-logits', { type: 'boolean', describe: 'with --logits-out: also write the logits of every prompt position (prompt_logits.<prompt>[pos, vocab], from a prefill of the prompt alone)' })
         .option('random-init', { type: 'string', choices: ['host', 'device'], describe: "random weights even if the folder has safetensors: host = init-weights' values for --init-seed; device = seeded pools tiled on the device (fast, for big models; other values)" })
         .option('init-seed', { type: 'number', default: 0, describe: 'seed of random weights (no safetensors, or --random-init)' })
+        .option('tp', { type: 'number', default: 1, describe: TP_HELP })
         .conflicts('prompt-ids', 'prompt-file')
         .check((a) => {
           if (a['prompt-ids'] === undefined && a['prompt-file'] === undefined) throw new Error('give --prompt-ids or --prompt-file');
@@ -164,7 +203,14 @@ export function generateCommand(io: Io) {
         })
         .example('$0 generate --model ./tiny --prompt-ids 1,2,3 --max-tokens 8', 'greedy continuation of one prompt')
         .example('$0 generate --model ./llama3-8b-config-only --random-init device --prompt-ids 1,2,3 --max-tokens 64 --json', 'random 8B weights filled on the GPU, timing as JSON')
-        .example('$0 generate --model ./llama3-8b --prompt-file prompts.jsonl --temperature 0.7 --top-p 0.9 --seed 1 --json', 'sampled, several prompts, JSON out'),
-    handler: (argv: GenerateArgs) => runGenerate(argv, io),
+        .example('$0 generate --model ./llama3-8b --prompt-file prompts.jsonl --temperature 0.7 --top-p 0.9 --seed 1 --json', 'sampled, several prompts, JSON out')
+        .example('$0 generate --model ./llama3-8b --prompt-ids 1,2,3 --max-tokens 64 --tp 2 --json', 'tensor parallel over 2 GPUs (each rank reads its slice of every weight); same tokens as --tp 1')
+        .epilog(
+          '--tp N: the command starts N ranks through `fastkernels launch` (one process per GPU; rank r uses GPU r) and each loads\n' +
+            'its shard of the model: num_attention_heads, num_key_value_heads (or N a multiple of it) and intermediate_size must divide\n' +
+            'by N (exit 2 otherwise). Every rank computes the full logits, so all sample the same tokens; only rank 0 prints.\n' +
+            'A rank that fails stops the others; the command exits with its code. FASTKERNELS_NCCL_TIMEOUT_MS bounds every wait.',
+        ),
+    handler: (argv: GenerateArgs) => runGenerate(argv, io, rawArgs),
   };
 }

@@ -43,6 +43,7 @@ export function infoCommand(io: Io) {
         `family:        ${task.family.join(', ')}`,
         `architectures: ${task.architectures.join(', ')}`,
         `imports:       ${task.imports.length ? task.imports.join(', ') : '(none: a leaf kernel)'}`,
+        ...(task.worldSize > 1 ? [`world size:    ${task.worldSize} ranks of a tensor-parallel group (bench skips it outside \`fastkernels launch --nproc ${task.worldSize}\`)`] : []),
         '',
         'constructor:',
         `  ${sig.constructor}`,

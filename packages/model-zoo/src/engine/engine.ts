@@ -4,7 +4,7 @@ import { BlockManager } from './block-manager.js';
 import type { GraphRuntime } from './device-io.js';
 import { stepIoFor } from './device-io.js';
 import { disposeAttentionMetadata, withForwardContext, type AttentionMetadata } from './forward-context.js';
-import { KvCache, type KvCacheSpec } from './kv-cache.js';
+import { KvCache, kvCacheSpecFor, type KvCacheSpec } from './kv-cache.js';
 import { formatBudget, planKvCache, type MemoryBudget } from './memory.js';
 import type { CausalLM } from './model-runner.js';
 import { EngineRunner, type RunnerGeometry } from './runner.js';
@@ -114,7 +114,7 @@ export class LLMEngine {
     const wantGraphs = options.graphs ?? true;
     const graphRt = wantGraphs === false ? null : typeof wantGraphs === 'object' ? wantGraphs : io.graphs;
 
-    const spec: KvCacheSpec = { numLayers: geometry.numHiddenLayers, numKvHeads: geometry.numKeyValueHeads, headDim: geometry.headDim, blockSize: KV_BLOCK_SIZE, dtype: ctx.dtype };
+    const spec: KvCacheSpec = kvCacheSpecFor(geometry, ctx.dtype);
     const weightsBytes = model.namedParameters().reduce((a, [, t]) => a + t.numel * t.itemsize, 0);
     const profiled = this.profileActivations(maxNumBatchedTokens, Math.min(maxNumSeqs, maxNumBatchedTokens), spec, io.memoryInfo());
     const maxGraphBatch = Math.min(options.maxGraphBatch ?? 256, maxNumSeqs);

@@ -1,7 +1,7 @@
 import { UserError, type ExecutionContext } from '@fastkernels/core';
 import { KV_BLOCK_SIZE } from '../families/dense-moe-llm/L1/store_kvcache.js';
 import { BlockManager } from './block-manager.js';
-import { KvCache, type KvCacheSpec } from './kv-cache.js';
+import { KvCache, kvCacheSpecFor, type KvCacheSpec } from './kv-cache.js';
 import { ModelRunner, type CausalLM } from './model-runner.js';
 import { DEFAULT_SAMPLING, Sequence, type SamplingParams } from './sequence.js';
 
@@ -36,6 +36,7 @@ export interface ModelGeometry {
   readonly vocabSize: number;
   readonly maxPositionEmbeddings: number;
   readonly numHiddenLayers: number;
+  readonly numAttentionHeads: number;
   readonly numKeyValueHeads: number;
   readonly headDim: number;
 }
@@ -76,7 +77,7 @@ export function generate(model: CausalLM, ctx: ExecutionContext, geom: ModelGeom
   const seqs = requests.map((r, i) => new Sequence(i, r.promptIds, { ...base, maxTokens: r.maxTokens ?? base.maxTokens }));
   const blockSize = KV_BLOCK_SIZE;
   const numBlocks = seqs.reduce((a, s) => a + Math.ceil((s.numPromptTokens + s.params.maxTokens) / blockSize), 0);
-  const spec: KvCacheSpec = { numLayers: geom.numHiddenLayers, numKvHeads: geom.numKeyValueHeads, headDim: geom.headDim, blockSize, dtype: ctx.dtype };
+  const spec: KvCacheSpec = kvCacheSpecFor(geom, ctx.dtype);
   const cache = new KvCache(ctx.backend, ctx.device, spec, numBlocks);
   const blocks = new BlockManager(numBlocks, blockSize);
   const runner = new ModelRunner(model, ctx, cache, blocks);

@@ -1,4 +1,5 @@
-import { DTYPE_INFO, Tensor, type Backend, type DType } from '@fastkernels/core';
+import { DTYPE_INFO, Tensor, currentTensorParallelGroup, qkvLayout, type Backend, type DType } from '@fastkernels/core';
+import { KV_BLOCK_SIZE } from '../families/dense-moe-llm/L1/store_kvcache.js';
 import type { LayerKvCache } from './forward-context.js';
 
 /** KV-cache geometry of a model. */
@@ -8,6 +9,24 @@ export interface KvCacheSpec {
   readonly headDim: number;
   readonly blockSize: number;
   readonly dtype: DType;
+}
+
+/** What a KV cache is sized from (LlamaConfig has it). */
+export interface KvGeometry {
+  readonly numHiddenLayers: number;
+  readonly numAttentionHeads: number;
+  readonly numKeyValueHeads: number;
+  readonly headDim: number;
+}
+
+/**
+ * The cache one rank holds: every layer, with the kv heads its attention computes. Under tensor parallelism (a group of
+ * world W > 1 current) that is QKVParallelLinear's share, numKeyValueHeads / W heads (1 replicated head when
+ * W > numKeyValueHeads), so each rank's cache is 1/W of the whole.
+ */
+export function kvCacheSpecFor(g: KvGeometry, dtype: DType, world = currentTensorParallelGroup().world): KvCacheSpec {
+  const numKvHeads = world === 1 ? g.numKeyValueHeads : qkvLayout(g.headDim, g.numAttentionHeads, g.numKeyValueHeads, world).numKvHeads;
+  return { numLayers: g.numHiddenLayers, numKvHeads, headDim: g.headDim, blockSize: KV_BLOCK_SIZE, dtype };
 }
 
 /** Bytes of one block over all layers (keys and values). */

@@ -1,8 +1,9 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { UserError, type Backend, type DType, type ExecutionContext, type ModuleRegistry } from '@fastkernels/core';
+import { UserError, currentTensorParallelGroup, type Backend, type DType, type ExecutionContext, type ModuleRegistry } from '@fastkernels/core';
 import { loadLlamaConfig, type LlamaConfig } from '../families/dense-moe-llm/config.js';
 import type { LlamaForCausalLM } from '../families/dense-moe-llm/L4/llama.js';
+import { checkLlamaTensorParallel } from '../families/dense-moe-llm/tensor-parallel.js';
 import { Checkpoint } from '../weights/safetensors.js';
 import { initLlamaWeightsOnDevice, initLlamaWeightsRandom, loadLlamaWeights } from '../weights/llama-weights.js';
 
@@ -33,11 +34,16 @@ export interface LoadedModel {
   readonly weightsMs: number;
 }
 
-/** Build a Llama-family model from a folder (config.json + safetensors, or config.json alone: seeded random weights). */
+/**
+ * Build a Llama-family model from a folder (config.json + safetensors, or config.json alone: seeded random weights).
+ * Under tensor parallelism (a group of world > 1 current) the model is this rank's shard and each checkpoint tensor
+ * is read as this rank's slice only.
+ */
 export function loadLlamaModel(dir: string, opts: LoadModelOptions): LoadedModel {
   const configPath = join(dir, 'config.json');
   if (!existsSync(configPath)) throw new UserError(`no config.json in ${dir}`, { field: '--model', fix: 'pass a folder with an HF config.json (and safetensors weights)' });
   const { config } = loadLlamaConfig(configPath);
+  checkLlamaTensorParallel(config, currentTensorParallelGroup().world, configPath);
   const dtype = opts.dtype ?? config.dtype ?? 'bf16';
   const ctx: ExecutionContext = { backend: opts.backend, device: opts.device ?? 0, dtype, registry: opts.registry };
   const model = opts.registry.createIn<LlamaForCausalLM>(ctx, 'L4/llama', config);

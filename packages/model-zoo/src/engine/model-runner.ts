@@ -1,4 +1,4 @@
-import { Tensor, fmix32, withContext, type ExecutionContext, type Module } from '@fastkernels/core';
+import { Tensor, currentTensorParallelGroup, fmix32, withContext, type ExecutionContext, type Module, type TensorParallelGroup } from '@fastkernels/core';
 import { fromInts } from '../common/inputs.js';
 import type { Sampler } from '../families/dense-moe-llm/L1/sampler.js';
 import type { BlockManager } from './block-manager.js';
@@ -27,6 +27,8 @@ export interface StepResult {
  */
 export class ModelRunner {
   private readonly sampler: Sampler;
+  /** The tensor-parallel group the model was built in (world 1: none). */
+  private readonly tp: TensorParallelGroup = currentTensorParallelGroup();
 
   constructor(
     readonly model: CausalLM,
@@ -106,6 +108,9 @@ export class ModelRunner {
         const topP = fromInts(ctx, seqs.map((s) => s.params.topP), [B], 'f32');
         const seeds = fromInts(ctx, seqs.map((s) => stepSeed(s)), [B], 'i64');
         const tokens = this.sampler.forward(logits, temperature, topK, topP, seeds);
+        // Every rank samples the same token from the same (all-gathered) logits. Wait for the step's collectives
+        // with the communicator's deadline before the host read, so a dead peer is an error, not a hang.
+        this.tp.synchronize();
         const out: StepResult = { tokens: [...tokens.toFloat64Array()] };
         if (options.collectLogits) {
           const all = logits.toFloat64Array();

@@ -3,7 +3,7 @@ import { KV_BLOCK_SIZE } from '../families/dense-moe-llm/L1/store_kvcache.js';
 import { BlockManager } from './block-manager.js';
 import { disposeAttentionMetadata, withForwardContext } from './forward-context.js';
 import { validateRequests, type ModelGeometry } from './generate.js';
-import { KvCache } from './kv-cache.js';
+import { KvCache, kvCacheSpecFor } from './kv-cache.js';
 import { ModelRunner, type CausalLM } from './model-runner.js';
 import { DEFAULT_SAMPLING, Sequence } from './sequence.js';
 
@@ -20,7 +20,7 @@ export function promptLogits(model: CausalLM, ctx: ExecutionContext, geom: Model
   const chunk = Math.max(1, options.chunkRows ?? 256);
   const seq = new Sequence(0, promptIds, { ...DEFAULT_SAMPLING, maxTokens: 1 });
   const numBlocks = Math.ceil(P / KV_BLOCK_SIZE);
-  const cache = new KvCache(ctx.backend, ctx.device, { numLayers: geom.numHiddenLayers, numKvHeads: geom.numKeyValueHeads, headDim: geom.headDim, blockSize: KV_BLOCK_SIZE, dtype: ctx.dtype }, numBlocks);
+  const cache = new KvCache(ctx.backend, ctx.device, kvCacheSpecFor(geom, ctx.dtype), numBlocks);
   const blocks = new BlockManager(numBlocks, KV_BLOCK_SIZE);
   const runner = new ModelRunner(model, ctx, cache, blocks);
   try {

@@ -1,4 +1,4 @@
-import { DTYPE_INFO, Tensor, fmix32, withContext, type DType, type ExecutionContext } from '@fastkernels/core';
+import { DTYPE_INFO, Tensor, currentTensorParallelGroup, fmix32, withContext, type DType, type ExecutionContext, type TensorParallelGroup } from '@fastkernels/core';
 import type { Sampler } from '../families/dense-moe-llm/L1/sampler.js';
 import type { BlockManager } from './block-manager.js';
 import { withForwardContext, type AttentionMetadata } from './forward-context.js';
@@ -165,6 +165,8 @@ export class EngineRunner {
   private readonly graphs = new Map<number, CapturedGraph>();
   private buckets: number[] = [];
   private pool: unknown = null;
+  /** The tensor-parallel group the model was built in (world 1: none). */
+  private readonly tp: TensorParallelGroup = currentTensorParallelGroup();
 
   constructor(
     readonly model: CausalLM,
@@ -324,6 +326,7 @@ export class EngineRunner {
   /** Wait for a launched step's tokens (and logits). */
   collect(p: PendingStep): { tokens: number[]; logits?: Float32Array[] } {
     const t1 = performance.now();
+    this.tp.synchronize(); // a dead tensor-parallel peer: the communicator's error within its deadline, not a hang
     const out: { tokens: number[]; logits?: Float32Array[] } = { tokens: this.readTokens(p.nSample) };
     if (p.nSample === 0) this.ctx.backend.synchronize(this.ctx.device); // staging buffers are reused two steps on
     if (p.logits) {

@@ -5,50 +5,106 @@
  */
 import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DTYPE_INFO, Rng, Tensor, UserError, elementAccessor, fmix32, formatShape, numel, shapesEqual, type DType, type Module } from '@fastkernels/core';
+import {
+  DTYPE_INFO,
+  Rng,
+  Tensor,
+  UserError,
+  columnParallelSlice,
+  currentTensorParallelGroup,
+  elementAccessor,
+  fmix32,
+  formatShape,
+  mergedColumnPartPiece,
+  numel,
+  qkvPartPiece,
+  rowParallelSlice,
+  shapesEqual,
+  type DType,
+  type Module,
+  type ShardSlice,
+} from '@fastkernels/core';
 import type { LlamaConfig } from '../families/dense-moe-llm/config.js';
+import { llamaTensorParallelPlan } from '../families/dense-moe-llm/tensor-parallel.js';
 import { Checkpoint, writeSafetensors, type WriteEntry } from './safetensors.js';
 
-/** One HF tensor and where it goes: rows [rowOffset, rowOffset + shape[0]) of our parameter `target`. */
+/**
+ * One HF tensor and where it goes: rows [rowOffset, rowOffset + rows) of our parameter `target`, where rows is
+ * shape[0], or the slice's length when the slice is along dim 0.
+ */
 export interface WeightMapping {
   readonly hfName: string;
+  /** The tensor's full shape in the checkpoint. */
   readonly shape: readonly number[];
   readonly target: string;
   readonly rowOffset: number;
   readonly kind: 'matrix' | 'norm' | 'bias';
+  /** Under tensor parallelism, the part of the tensor this rank holds (the whole tensor when absent). */
+  readonly slice?: ShardSlice;
 }
 
-/** Every HF tensor a Llama/Qwen2/Mistral checkpoint holds for a config, with its destination. */
-export function llamaWeightMap(cfg: LlamaConfig): WeightMapping[] {
+/** This process's place in a tensor-parallel group (the whole model at world 1). */
+export interface TensorParallelRank {
+  readonly rank: number;
+  readonly world: number;
+}
+const SINGLE_RANK: TensorParallelRank = { rank: 0, world: 1 };
+
+/** The shape of the values a mapping writes: the full shape, or the slice's. */
+export function mappedShape(m: Pick<WeightMapping, 'shape' | 'slice'>): number[] {
+  const shape = [...m.shape];
+  if (m.slice) shape[m.slice.dim] = m.slice.length;
+  return shape;
+}
+
+/**
+ * Every HF tensor a Llama/Qwen2/Mistral checkpoint holds for a config, with its destination. With a tensor-parallel
+ * rank of world W > 1, each tensor carries the slice that rank holds, cut as the modules split themselves
+ * (families/dense-moe-llm/tensor-parallel.ts; core's shard arithmetic): q/k/v rows by heads, o_proj and down_proj
+ * columns, gate/up rows, the LM head's vocabulary rows when it is vocab-parallel; the embedding, the norms and the
+ * row-parallel biases whole. At world 1 the map is exactly the unsharded one.
+ */
+export function llamaWeightMap(cfg: LlamaConfig, tp: TensorParallelRank = SINGLE_RANK): WeightMapping[] {
   const H = cfg.hiddenSize;
   const D = cfg.headDim;
   const q = cfg.numAttentionHeads * D;
   const kv = cfg.numKeyValueHeads * D;
   const I = cfg.intermediateSize;
   const out: WeightMapping[] = [];
-  const add = (hfName: string, shape: number[], target: string, rowOffset = 0, kind: WeightMapping['kind'] = shape.length === 2 ? 'matrix' : 'bias') =>
-    out.push({ hfName, shape, target, rowOffset, kind });
+  const add = (hfName: string, shape: number[], target: string, rowOffset = 0, kind: WeightMapping['kind'] = shape.length === 2 ? 'matrix' : 'bias', slice?: ShardSlice) =>
+    out.push({ hfName, shape, target, rowOffset, kind, ...(slice ? { slice } : {}) });
+  const plan = tp.world > 1 ? llamaTensorParallelPlan(cfg, tp) : null;
+  // Where a part of a fused parameter goes: the whole part at its offset at world 1, the rank's rows of it otherwise.
+  type Piece = { rowOffset: number; slice?: ShardSlice };
+  const qkvPart = (part: 'q' | 'k' | 'v', w1Offset: number): Piece => {
+    if (!plan) return { rowOffset: w1Offset };
+    const p = qkvPartPiece(plan.heads, part, tp.rank);
+    return { rowOffset: p.rowOffset, slice: p };
+  };
+  const gateUpPart = (index: number): Piece => {
+    if (!plan) return { rowOffset: index * I };
+    const p = mergedColumnPartPiece([I, I], index, tp.rank, tp.world);
+    return { rowOffset: p.rowOffset, slice: p };
+  };
+  const rowParallel = (cols: number) => (plan ? rowParallelSlice(cols, tp.rank, tp.world) : undefined);
+  const addPart = (hfName: string, shape: number[], target: string, piece: Piece) => add(hfName, shape, target, piece.rowOffset, shape.length === 2 ? 'matrix' : 'bias', piece.slice);
+
   add('model.embed_tokens.weight', [cfg.vocabSize, H], 'model.embed_tokens.weight');
   for (let l = 0; l < cfg.numHiddenLayers; l++) {
     const p = `model.layers.${l}`;
     const qkv = `${p}.self_attn.qkv_proj`;
-    add(`${p}.self_attn.q_proj.weight`, [q, H], `${qkv}.weight`, 0);
-    add(`${p}.self_attn.k_proj.weight`, [kv, H], `${qkv}.weight`, q);
-    add(`${p}.self_attn.v_proj.weight`, [kv, H], `${qkv}.weight`, q + kv);
-    if (cfg.qkvBias) {
-      add(`${p}.self_attn.q_proj.bias`, [q], `${qkv}.bias`, 0);
-      add(`${p}.self_attn.k_proj.bias`, [kv], `${qkv}.bias`, q);
-      add(`${p}.self_attn.v_proj.bias`, [kv], `${qkv}.bias`, q + kv);
-    }
-    add(`${p}.self_attn.o_proj.weight`, [H, q], `${p}.self_attn.o_proj.weight`);
+    const parts = [['q', q, 0], ['k', kv, q], ['v', kv, q + kv]] as const;
+    for (const [part, rows, w1Offset] of parts) addPart(`${p}.self_attn.${part}_proj.weight`, [rows, H], `${qkv}.weight`, qkvPart(part, w1Offset));
+    if (cfg.qkvBias) for (const [part, rows, w1Offset] of parts) addPart(`${p}.self_attn.${part}_proj.bias`, [rows], `${qkv}.bias`, qkvPart(part, w1Offset));
+    add(`${p}.self_attn.o_proj.weight`, [H, q], `${p}.self_attn.o_proj.weight`, 0, 'matrix', rowParallel(q));
     if (cfg.oProjBias) add(`${p}.self_attn.o_proj.bias`, [H], `${p}.self_attn.o_proj.bias`);
     const gu = `${p}.mlp.gate_up_proj`;
-    add(`${p}.mlp.gate_proj.weight`, [I, H], `${gu}.weight`, 0);
-    add(`${p}.mlp.up_proj.weight`, [I, H], `${gu}.weight`, I);
-    add(`${p}.mlp.down_proj.weight`, [H, I], `${p}.mlp.down_proj.weight`);
+    addPart(`${p}.mlp.gate_proj.weight`, [I, H], `${gu}.weight`, gateUpPart(0));
+    addPart(`${p}.mlp.up_proj.weight`, [I, H], `${gu}.weight`, gateUpPart(1));
+    add(`${p}.mlp.down_proj.weight`, [H, I], `${p}.mlp.down_proj.weight`, 0, 'matrix', rowParallel(I));
     if (cfg.mlpBias) {
-      add(`${p}.mlp.gate_proj.bias`, [I], `${gu}.bias`, 0);
-      add(`${p}.mlp.up_proj.bias`, [I], `${gu}.bias`, I);
+      addPart(`${p}.mlp.gate_proj.bias`, [I], `${gu}.bias`, gateUpPart(0));
+      addPart(`${p}.mlp.up_proj.bias`, [I], `${gu}.bias`, gateUpPart(1));
       add(`${p}.mlp.down_proj.bias`, [H], `${p}.mlp.down_proj.bias`);
     }
     add(`${p}.input_layernorm.weight`, [H], `${p}.input_layernorm.weight`, 0, 'norm');
@@ -56,7 +112,8 @@ export function llamaWeightMap(cfg: LlamaConfig): WeightMapping[] {
   }
   add('model.norm.weight', [H], 'model.norm.weight', 0, 'norm');
   // Tied: the LM head is filled from the embedding (vLLM's tie_weights); lm_head.weight is not in the checkpoint.
-  add(cfg.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight', [cfg.vocabSize, H], 'lm_head.linear.weight');
+  const head = plan?.vocabParallelHead ? columnParallelSlice(cfg.vocabSize, tp.rank, tp.world) : undefined;
+  add(cfg.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight', [cfg.vocabSize, H], 'lm_head.linear.weight', 0, 'matrix', head);
   return out;
 }
 
@@ -77,6 +134,24 @@ function checkCoverage(map: readonly WeightMapping[], params: Map<string, Tensor
   for (const m of map) if (!params.has(m.target)) throw new Error(`weight map targets '${m.target}', which the model does not have`);
 }
 
+/** A sharded mapping's values must fit its parameter (a module that split itself otherwise would be written out of bounds). */
+function checkFits(m: WeightMapping, param: Tensor): void {
+  if (!m.slice) return;
+  const shape = mappedShape(m);
+  const fits = param.shape.length === shape.length && m.rowOffset + shape[0]! <= param.shape[0]! && shape.slice(1).every((n, i) => n === param.shape[i + 1]);
+  if (!fits) throw new Error(`'${m.hfName}': this rank's slice ${formatShape(shape)} at row ${m.rowOffset} does not fit ${m.target} ${formatShape(param.shape)} (the module splits itself differently?)`);
+}
+
+/** The values of `slice` from the full tensor's values (row-major), in the slice's own row-major order. */
+function sliceValues(values: Float64Array, shape: readonly number[], slice: ShardSlice): Float64Array {
+  const inner = shape.slice(1).reduce((a, b) => a * b, 1);
+  if (slice.dim === 0) return values.subarray(slice.start * inner, (slice.start + slice.length) * inner);
+  const [rows, cols] = shape as [number, number];
+  const out = new Float64Array(rows * slice.length);
+  for (let r = 0; r < rows; r++) out.set(values.subarray(r * cols + slice.start, r * cols + slice.start + slice.length), r * slice.length);
+  return out;
+}
+
 /** Write host values (float64) into rows of a parameter. */
 function writeRows(param: Tensor, rowOffset: number, values: ArrayLike<number>, shape: readonly number[]): void {
   const src = Tensor.fromArray(param.backend, values, shape, param.dtype, { device: param.device });
@@ -92,10 +167,10 @@ function writeRows(param: Tensor, rowOffset: number, values: ArrayLike<number>, 
  * tensor of the file's dtype and a device-side conversion). Checks every expected tensor is present with its
  * shape and a float dtype, and that the checkpoint holds nothing unexpected.
  */
-export function loadLlamaWeights(model: Module, cfg: LlamaConfig, dir: string): void {
+export function loadLlamaWeights(model: Module, cfg: LlamaConfig, dir: string, tp: TensorParallelRank = currentTensorParallelGroup()): void {
   const ckpt = Checkpoint.open(dir);
   try {
-    const map = llamaWeightMap(cfg);
+    const map = llamaWeightMap(cfg, tp);
     const params = paramMap(model);
     checkCoverage(map, params);
     // Validate everything before writing anything.
@@ -118,18 +193,23 @@ export function loadLlamaWeights(model: Module, cfg: LlamaConfig, dir: string): 
         fix: 'check num_hidden_layers, attention_bias, mlp_bias and tie_word_embeddings in config.json',
       });
     }
+    for (const m of map) checkFits(m, params.get(m.target)!);
     for (const m of map) {
       const param = params.get(m.target)!;
       const info = ckpt.info(m.hfName);
       const file = ckpt.file(m.hfName);
-      const rowElems = m.shape.length === 2 ? m.shape[1]! : 1;
+      const shape = mappedShape(m);
+      const rowElems = shape.length === 2 ? shape[1]! : 1;
       if (!param.isContiguous()) throw new Error(`parameter ${m.target} is not contiguous`);
+      // A rank of a tensor-parallel group reads only its slice of each tensor.
+      const read = (dst: Tensor['storage'], byteOffset: number) =>
+        m.slice ? file.readSliceInto(m.hfName, m.slice, param.backend, dst, byteOffset) : file.readInto(m.hfName, param.backend, dst, byteOffset);
       if (info.dtype === param.dtype) {
-        file.readInto(m.hfName, param.backend, param.storage, (param.offset + m.rowOffset * rowElems) * param.itemsize);
+        read(param.storage, (param.offset + m.rowOffset * rowElems) * param.itemsize);
       } else {
-        const staged = Tensor.empty(param.backend, m.shape, info.dtype!, { device: param.device });
-        file.readInto(m.hfName, param.backend, staged.storage, 0);
-        const dst = param.narrow(0, m.rowOffset, m.shape[0]!);
+        const staged = Tensor.empty(param.backend, shape, info.dtype!, { device: param.device });
+        read(staged.storage, 0);
+        const dst = param.narrow(0, m.rowOffset, shape[0]!);
         dst.copy_(staged);
         dst.dispose();
         staged.dispose();
@@ -165,12 +245,19 @@ function uniqueTensors(map: readonly WeightMapping[]): WeightMapping[] {
   return map.filter((m) => (seen.has(m.hfName) ? false : (seen.add(m.hfName), true)));
 }
 
-/** Give a built model seeded random weights (the same values init-weights writes for this seed). */
-export function initLlamaWeightsRandom(model: Module, cfg: LlamaConfig, seed: number): void {
-  const map = llamaWeightMap(cfg);
+/**
+ * Give a built model seeded random weights (the same values init-weights writes for this seed); a tensor-parallel
+ * rank draws each whole tensor (one at a time) and keeps its slice, so every rank holds a shard of the same model.
+ */
+export function initLlamaWeightsRandom(model: Module, cfg: LlamaConfig, seed: number, tp: TensorParallelRank = currentTensorParallelGroup()): void {
+  const map = llamaWeightMap(cfg, tp);
   const params = paramMap(model);
   checkCoverage(map, params);
-  for (const m of map) writeRows(params.get(m.target)!, m.rowOffset, randomTensorValues(m, cfg, seed), m.shape);
+  for (const m of map) checkFits(m, params.get(m.target)!);
+  for (const m of map) {
+    const values = randomTensorValues(m, cfg, seed);
+    writeRows(params.get(m.target)!, m.rowOffset, m.slice ? sliceValues(values, m.shape, m.slice) : values, mappedShape(m));
+  }
 }
 
 /** Elements of the device pools of initLlamaWeightsOnDevice (a prime, so tiles do not line up with rows). */
@@ -186,6 +273,14 @@ export const DEVICE_INIT_POOL = 4_194_301;
  * runs, not for parity with a checkpoint. Tied embeddings get identical rows (the same name, hence offset).
  */
 export function initLlamaWeightsOnDevice(model: Module, cfg: LlamaConfig, seed: number): { tensors: number; copies: number } {
+  const world = currentTensorParallelGroup().world;
+  if (world > 1) {
+    // The pools tile whole tensors; a rank's slice of that tiling is not implemented.
+    throw new UserError(`device random init fills whole tensors; under tensor parallelism (${world} ranks) use a checkpoint or host random init`, {
+      field: '--random-init',
+      fix: 'write a checkpoint with `fastkernels init-weights` and pass it with --model, or use --random-init host',
+    });
+  }
   const map = llamaWeightMap(cfg);
   const params = paramMap(model);
   checkCoverage(map, params);

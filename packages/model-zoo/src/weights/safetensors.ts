@@ -181,6 +181,44 @@ export class SafetensorsFile {
     this.stream(name, (bytes, off) => backend.write(dst, byteOffset + off, bytes), chunkBytes);
   }
 
+  /**
+   * Stream a slice of a tensor (`length` entries from `start` along `dim` 0 or 1; a tensor-parallel rank's shard)
+   * into a backend storage at a byte offset, contiguous in the slice's own shape. Only the slice's bytes are read:
+   * rows of dim 0 are one byte range; a column slice (dim 1 of a matrix) is one read per row, gathered in a staging
+   * buffer of at most chunkBytes.
+   */
+  readSliceInto(name: string, slice: { readonly dim: number; readonly start: number; readonly length: number }, backend: Backend, dst: Storage, byteOffset: number, chunkBytes = 64 << 20): void {
+    const t = this.info(name);
+    const { dim, start, length } = slice;
+    if (dim !== 0 && !(dim === 1 && t.shape.length === 2)) throw new RangeError(`${this.path}: tensor '${name}' ${formatShape(t.shape)}: slices along dim ${dim} are not supported (dim 0, or dim 1 of a matrix)`);
+    if (!Number.isInteger(start) || !Number.isInteger(length) || start < 0 || length < 0 || start + length > t.shape[dim]!) {
+      throw new RangeError(`${this.path}: tensor '${name}' ${formatShape(t.shape)}: slice [${start}, ${start + length}) of dim ${dim} is out of range`);
+    }
+    const itemsize = SAFETENSORS_DTYPES[t.stDType]!.itemsize;
+    const fd = this.handle();
+    if (dim === 0) {
+      const rowBytes = (numel(t.shape) / Math.max(1, t.shape[0]!)) * itemsize;
+      const total = length * rowBytes;
+      const size = Math.max(8, Math.min(chunkBytes - (chunkBytes % 8), total));
+      const buf = Buffer.allocUnsafe(size);
+      for (let off = 0; off < total; off += size) {
+        const view = buf.subarray(0, Math.min(size, total - off));
+        readFully(fd, view, t.begin + start * rowBytes + off, this.path, name);
+        backend.write(dst, byteOffset + off, view);
+      }
+      return;
+    }
+    const [rows, cols] = t.shape as [number, number];
+    const seg = length * itemsize;
+    const rowsPerChunk = Math.max(1, Math.floor(chunkBytes / Math.max(1, seg)));
+    const buf = Buffer.allocUnsafe(Math.min(rows, rowsPerChunk) * seg);
+    for (let r0 = 0; r0 < rows; r0 += rowsPerChunk) {
+      const n = Math.min(rowsPerChunk, rows - r0);
+      for (let i = 0; i < n; i++) readFully(fd, buf.subarray(i * seg, (i + 1) * seg), t.begin + ((r0 + i) * cols + start) * itemsize, this.path, name);
+      backend.write(dst, byteOffset + r0 * seg, buf.subarray(0, n * seg));
+    }
+  }
+
   close(): void {
     if (this.fd !== null) closeSync(this.fd);
     this.fd = null;

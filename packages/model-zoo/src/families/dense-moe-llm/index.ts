@@ -25,6 +25,7 @@ export { ParallelLMHead, parallelEmbeddingTask } from './L2/parallel_embedding.j
 export { LlamaDecoderLayer, llamaDecoderTask } from './L3/llama_decoder.js';
 export { LlamaForCausalLM, LlamaModel, llamaTask } from './L4/llama.js';
 export { KV_BLOCK_SIZE } from './L1/store_kvcache.js';
+export { checkLlamaTensorParallel, embeddingReplicated, llamaTensorParallelPlan, type LlamaTensorParallelPlan } from './tensor-parallel.js';
 
 /** The decoder-LLM spine (Llama, Qwen2, Mistral ...), lowest level first. */
 export const denseMoeLlmTasks: readonly TaskDefinition[] = [

@@ -1,13 +1,13 @@
-import { DTYPE_INFO, Module, Tensor, defineTask, hostArray, type Rng, type TaskCase } from '@fastkernels/core';
+import { DTYPE_INFO, Module, Tensor, currentTensorParallelGroup, defineTask, hostArray, qkvLayout, type Rng, type TaskCase } from '@fastkernels/core';
 import { bytesOf, fromInts, randn } from '../../../common/inputs.js';
 import { getForwardContext, layerKvCache } from '../../../engine/forward-context.js';
 import { LLAMA3_8B, type LlamaRopeScaling } from '../config.js';
 import { FAMILY } from '../family.js';
-import type { Linear } from '../L1/linear.js';
 import type { FlashAttnDecode } from '../L1/paged_decode_attention.js';
 import { LLAMA31_ROPE_SCALING, computeInvFreqF32, type RotaryEmbedding } from '../L1/rotary_emb.js';
 import type { StoreKVCache } from '../L1/store_kvcache.js';
 import type { FlashAttnVarlen } from '../L1/varlen_prefill_attention.js';
+import { project, type Projection } from '../projection.js';
 import { denseAttentionLayer, type AttnGeometry } from '../reference.js';
 import { buildTaskStep, stepAttentionPairs, stepCachedTokens, stepSpec, stepTokens, taskStepFor } from '../task-batch.js';
 
@@ -25,14 +25,22 @@ import { buildTaskStep, stepAttentionPairs, stepCachedTokens, stepSpec, stepToke
  * ropeScaling: llama3 goes to L1/rotary_emb as is; linear (LinearScalingRotaryEmbedding) builds the cache over
  * maxPositionEmbeddings * factor positions and rewrites it with positions divided by factor (L1/rotary_emb has
  * no linear mode of its own).
+ *
+ * Tensor parallelism (a TensorParallelGroup of world W > 1 current at construction, vLLM's tp_size): qkv_proj is
+ * L2/qkv_parallel_linear (this rank's numHeads / W query heads and max(1, numKvHeads / W) kv heads), attention runs
+ * over those heads (the forward context's cache holds this rank's kv heads), and o_proj is L2/row_parallel_linear,
+ * whose all-reduce leaves the full output on every rank. At W = 1 both projections are L1/linear, as before.
  */
 export class LlamaAttention extends Module {
   readonly headDim: number;
+  /** This rank's query heads, kv heads and their widths (the totals at world 1). */
+  readonly numLocalHeads: number;
+  readonly numLocalKvHeads: number;
   readonly qSize: number;
   readonly kvSize: number;
   readonly scaling: number;
-  private readonly qkvProj: Linear;
-  private readonly oProj: Linear;
+  private readonly qkvProj: Projection;
+  private readonly oProj: Projection;
   private readonly rotaryEmb: RotaryEmbedding;
   private readonly kvStore: StoreKVCache;
   private readonly attnPrefill: FlashAttnVarlen;
@@ -56,18 +64,28 @@ export class LlamaAttention extends Module {
     this.headDim = headDim || hiddenSize / numHeads;
     if (!Number.isInteger(this.headDim)) throw new RangeError(`LlamaAttention: hiddenSize ${hiddenSize} is not a multiple of numHeads ${numHeads}`);
     const D = this.headDim;
-    this.qSize = numHeads * D;
-    this.kvSize = numKvHeads * D;
+    const world = currentTensorParallelGroup().world;
+    const layout = qkvLayout(D, numHeads, numKvHeads, world);
+    this.numLocalHeads = layout.numHeads;
+    this.numLocalKvHeads = layout.numKvHeads;
+    this.qSize = this.numLocalHeads * D;
+    this.kvSize = this.numLocalKvHeads * D;
     this.scaling = 1 / Math.sqrt(D);
-    this.qkvProj = this.createModule('qkv_proj', 'L1/linear', hiddenSize, this.qSize + 2 * this.kvSize, bias);
-    this.oProj = this.createModule('o_proj', 'L1/linear', this.qSize, hiddenSize, biasOProj);
+    if (world === 1) {
+      this.qkvProj = this.createModule('qkv_proj', 'L1/linear', hiddenSize, this.qSize + 2 * this.kvSize, bias);
+      this.oProj = this.createModule('o_proj', 'L1/linear', this.qSize, hiddenSize, biasOProj);
+    } else {
+      this.qkvProj = this.createModule('qkv_proj', 'L2/qkv_parallel_linear', hiddenSize, D, numHeads, numKvHeads, bias);
+      this.oProj = this.createModule('o_proj', 'L2/row_parallel_linear', numHeads * D, hiddenSize, biasOProj);
+    }
     const linear = ropeScaling?.ropeType === 'linear' ? ropeScaling.factor : 0;
     const cachePositions = linear ? Math.ceil(maxPositionEmbeddings * linear) : maxPositionEmbeddings;
     this.rotaryEmb = this.createModule('rotary_emb', 'L1/rotary_emb', D, D, cachePositions, ropeTheta, true, this.ctx.dtype, ropeScaling?.ropeType === 'llama3' ? ropeScaling : null);
     if (linear) this.applyLinearScaling(cachePositions, linear);
     this.kvStore = this.createModule('kv_store', 'L1/store_kvcache');
-    this.attnPrefill = this.createModule('attn_prefill', 'L1/varlen_prefill_attention', numHeads, D, this.scaling, numKvHeads, true, slidingWindow);
-    this.attnDecode = this.createModule('attn_decode', 'L1/paged_decode_attention', numHeads, D, this.scaling, numKvHeads, slidingWindow);
+    const [nq, nk] = [this.numLocalHeads, this.numLocalKvHeads];
+    this.attnPrefill = this.createModule('attn_prefill', 'L1/varlen_prefill_attention', nq, D, this.scaling, nk, true, slidingWindow);
+    this.attnDecode = this.createModule('attn_decode', 'L1/paged_decode_attention', nq, D, this.scaling, nk, slidingWindow);
   }
 
   /** vLLM's LinearScalingRotaryEmbedding cache: t = arange(maxPos * factor) / factor, freqs = t * inv_freq (float32). */
@@ -99,11 +117,11 @@ export class LlamaAttention extends Module {
     const Tp = md.numPrefillTokens;
     const Td = md.numDecodes;
     if (T !== Tp + Td) throw new RangeError(`LlamaAttention: ${T} tokens, the forward context describes ${Tp} prefill + ${Td} decode tokens`);
-    const nq = this.numHeads;
-    const nk = this.numKvHeads;
+    const nq = this.numLocalHeads;
+    const nk = this.numLocalKvHeads;
     const D = this.headDim;
 
-    const qkv = this.qkvProj.forward(hiddenStates); // [T, q | k | v]
+    const qkv = project(this.qkvProj, hiddenStates); // [T, q | k | v] (this rank's heads)
     const qIn = qkv.narrow(1, 0, this.qSize);
     const kIn = qkv.narrow(1, this.qSize, this.kvSize);
     const qkv3 = qkv.view(T, nq + 2 * nk, D);
@@ -162,7 +180,7 @@ export class LlamaAttention extends Module {
       }
     }
     const flat = attn.view(T, nq * D);
-    const out = this.oProj.forward(flat);
+    const out = project(this.oProj, flat);
     for (const t of [qkv, qIn, kIn, qkv3, v, q, kRot!, k, q3, attn, flat, ...gathered]) t.dispose();
     return out;
   }

@@ -1,19 +1,22 @@
-import { DTYPE_INFO, Module, defineTask, hostArray, type Tensor } from '@fastkernels/core';
+import { DTYPE_INFO, Module, currentTensorParallelGroup, defineTask, divide, hostArray, type Tensor } from '@fastkernels/core';
 import { bytesOf, randn } from '../../../common/inputs.js';
 import { LLAMA3_8B } from '../config.js';
 import { FAMILY } from '../family.js';
-import type { Linear } from '../L1/linear.js';
 import type { SiluAndMul } from '../L1/silu_and_mul.js';
+import { project, type Projection } from '../projection.js';
 import { denseMlp } from '../reference.js';
 import { initProjections } from './attention.js';
 
 /**
  * vLLM's LlamaMLP: gate_up_proj (MergedColumnParallelLinear [I, I], i.e. L1/linear with N = 2I, rows
  * gate | up), SiluAndMul, down_proj (RowParallelLinear at tp_size 1). Only hidden_act 'silu' exists in vLLM's.
+ * With a tensor-parallel group of world W > 1: gate_up_proj is L2/merged_column_parallel_linear (this rank's
+ * [gate_r | up_r], I / W rows each, so SiluAndMul works on the rank's slice as is) and down_proj is
+ * L2/row_parallel_linear (input columns split, partial products all-reduced).
  */
 export class LlamaMLP extends Module {
-  private readonly gateUpProj: Linear;
-  private readonly downProj: Linear;
+  private readonly gateUpProj: Projection;
+  private readonly downProj: Projection;
   private readonly actFn: SiluAndMul;
   constructor(
     readonly hiddenSize: number,
@@ -23,16 +26,23 @@ export class LlamaMLP extends Module {
   ) {
     super();
     if (hiddenAct !== 'silu') throw new RangeError(`LlamaMLP: unsupported activation '${hiddenAct}': only silu is supported`);
-    this.gateUpProj = this.createModule('gate_up_proj', 'L1/linear', hiddenSize, 2 * intermediateSize, bias);
-    this.downProj = this.createModule('down_proj', 'L1/linear', intermediateSize, hiddenSize, bias);
+    const world = currentTensorParallelGroup().world;
+    if (world === 1) {
+      this.gateUpProj = this.createModule('gate_up_proj', 'L1/linear', hiddenSize, 2 * intermediateSize, bias);
+      this.downProj = this.createModule('down_proj', 'L1/linear', intermediateSize, hiddenSize, bias);
+    } else {
+      divide(intermediateSize, world, 'the MLP intermediate size');
+      this.gateUpProj = this.createModule('gate_up_proj', 'L2/merged_column_parallel_linear', hiddenSize, [intermediateSize, intermediateSize], bias);
+      this.downProj = this.createModule('down_proj', 'L2/row_parallel_linear', intermediateSize, hiddenSize, bias);
+    }
     this.actFn = this.createModule('act_fn', 'L1/silu_and_mul');
   }
 
   forward(x: Tensor): Tensor {
-    const gateUp = this.gateUpProj.forward(x);
+    const gateUp = project(this.gateUpProj, x);
     const a = this.actFn.forward(gateUp);
     gateUp.dispose();
-    const y = this.downProj.forward(a);
+    const y = project(this.downProj, a);
     a.dispose();
     return y;
   }

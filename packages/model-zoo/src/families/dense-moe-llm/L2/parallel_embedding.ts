@@ -1,8 +1,8 @@
-import { DTYPE_INFO, Module, defineTask, hostArray, type Tensor } from '@fastkernels/core';
+import { DTYPE_INFO, Module, currentTensorParallelGroup, defineTask, hostArray, type Tensor } from '@fastkernels/core';
 import { bytesOf, randn } from '../../../common/inputs.js';
 import { LLAMA3_8B } from '../config.js';
 import { FAMILY } from '../family.js';
-import type { Linear } from '../L1/linear.js';
+import { project, type Projection } from '../projection.js';
 import { denseLinear } from '../reference.js';
 import { initProjections } from './attention.js';
 
@@ -12,20 +12,31 @@ import { initProjections } from './attention.js';
  * L1/linear (child 'linear', weight [V, H]); forward(hiddenStates [T, H]) -> logits [T, V] in the model dtype
  * (vLLM's LogitsProcessor._get_logits; the sampler converts to float32). Tied embeddings (qwen2 small models):
  * the weight loader fills this weight from model.embed_tokens.weight (lm_head.weight is absent then).
+ *
+ * With a tensor-parallel group of world W > 1 that divides V, the vocabulary is split as vLLM's is: the child is
+ * L2/column_parallel_linear with gatherOutput (weight [V / W, H] per rank), and its all-gather gives every rank the
+ * full logits (vLLM's LogitsProcessor gathers them), so every rank samples the same token from the same values and
+ * no broadcast of tokens is needed. A vocabulary W does not divide keeps a replicated head (L1/linear).
  */
 export class ParallelLMHead extends Module {
-  private readonly linear: Linear;
+  private readonly linear: Projection;
+  /** Whether this rank holds a vocabulary shard (else the whole head). */
+  readonly vocabParallel: boolean;
   constructor(
     readonly numEmbeddings: number,
     readonly embeddingDim: number,
     readonly bias = false,
   ) {
     super();
-    this.linear = this.createModule('linear', 'L1/linear', embeddingDim, numEmbeddings, bias);
+    const world = currentTensorParallelGroup().world;
+    this.vocabParallel = world > 1 && numEmbeddings % world === 0;
+    this.linear = this.vocabParallel
+      ? this.createModule('linear', 'L2/column_parallel_linear', embeddingDim, numEmbeddings, bias, true)
+      : this.createModule('linear', 'L1/linear', embeddingDim, numEmbeddings, bias);
   }
 
   forward(hiddenStates: Tensor): Tensor {
-    return this.linear.forward(hiddenStates);
+    return project(this.linear, hiddenStates);
   }
 }
 

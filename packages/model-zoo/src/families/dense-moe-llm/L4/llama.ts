@@ -1,4 +1,4 @@
-import { DTYPE_INFO, Module, defineTask, hostArray, type TaskCase, type Tensor } from '@fastkernels/core';
+import { DTYPE_INFO, Module, currentTensorParallelGroup, defineTask, hostArray, type TaskCase, type Tensor } from '@fastkernels/core';
 import { bytesOf, fromInts } from '../../../common/inputs.js';
 import { LLAMA3_8B, tinyLlamaConfig, type LlamaConfig } from '../config.js';
 import { FAMILY } from '../family.js';
@@ -8,11 +8,14 @@ import { initProjections } from '../L2/attention.js';
 import type { ParallelLMHead } from '../L2/parallel_embedding.js';
 import { decoderWork, type LlamaDecoderLayer } from '../L3/llama_decoder.js';
 import { denseModel } from '../reference.js';
+import { checkLlamaTensorParallel } from '../tensor-parallel.js';
 import { buildTaskStep, stepSpec, stepTokens, taskStepFor } from '../task-batch.js';
 
 /**
  * vLLM's LlamaModel: embed_tokens (L1/embedding), layers (L3/llama_decoder), norm (L1/rms_norm, fused with
  * the last residual). Part of the L4 wiring, not a task of its own (as in vLLM, where it is LlamaForCausalLM.model).
+ * Under tensor parallelism the embedding stays replicated (tensor-parallel.ts says why) and the layers split
+ * themselves; a config that does not split over the group is a UserError here, before any layer is built.
  */
 export class LlamaModel extends Module {
   readonly embedTokens: VocabParallelEmbedding;
@@ -20,6 +23,7 @@ export class LlamaModel extends Module {
   readonly norm: RMSNorm;
   constructor(readonly config: LlamaConfig) {
     super();
+    checkLlamaTensorParallel(config, currentTensorParallelGroup().world);
     this.embedTokens = this.createModule('embed_tokens', 'L1/embedding', config.vocabSize, config.hiddenSize);
     for (let i = 0; i < config.numHiddenLayers; i++) this.layers.push(this.createModule(`layers.${i}`, 'L3/llama_decoder', config, i));
     this.norm = this.createModule('norm', 'L1/rms_norm', config.hiddenSize, config.rmsNormEps);

@@ -1,0 +1,89 @@
+/**
+ * `--tp N` for the model commands: the command re-executes itself as N ranks under backend-nccl's launcher (one
+ * process per GPU, NCCL rendezvous), each rank joins the group and builds its shard of the model; rank 0 prints, the
+ * others stay quiet (their errors still reach stderr). What can be checked before starting N processes (the model
+ * splits over N, the backend, the GPU count, NCCL) is checked in the parent, so bad input exits 2 at once.
+ */
+import { initDistributed, launchEnv, probeNccl, runLaunch } from '@fastkernels/backend-nccl';
+import { TensorParallelGroup, UserError, setTensorParallelGroup, type Backend } from '@fastkernels/core';
+import { checkLlamaTensorParallel, loadLlamaConfig, type LlamaConfig } from '@fastkernels/model-zoo';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { LaunchExitError } from './commands/launch.js';
+import { intFlag } from './flags.js';
+import type { Io } from './io.js';
+
+export const TP_HELP = 'tensor parallelism over N GPUs: the command re-runs itself as N ranks under `fastkernels launch` (one process per GPU, NCCL), each holding 1/N of the attention heads, the MLP and the LM head; rank 0 prints';
+
+export function tpFlag(value: unknown): number {
+  return intFlag('tp', value ?? 1, 1, 64);
+}
+
+/** This process's part in a `--tp N` run. */
+export type TensorParallelRole = { kind: 'single' } | { kind: 'parent' } | { kind: 'rank'; rank: number; world: number };
+
+export function tensorParallelRole(tp: number, env: Readonly<Record<string, string | undefined>> = process.env): TensorParallelRole {
+  if (tp === 1) return { kind: 'single' };
+  const le = launchEnv(env);
+  if (!le) return { kind: 'parent' };
+  if (le.world !== tp) throw new UserError(`--tp ${tp} inside a launch of ${le.world} ranks`, { field: '--tp', fix: `run with --tp ${le.world}, or without \`fastkernels launch\` (--tp launches the ranks itself)` });
+  return { kind: 'rank', rank: le.rank, world: le.world };
+}
+
+/** The parent's checks: the model splits over `tp` ranks, the backend is CUDA with `tp` GPUs, NCCL loads. Returns the config. */
+export function checkTensorParallelRun(tp: number, modelDir: string, backend: Backend): LlamaConfig {
+  const configPath = join(modelDir, 'config.json');
+  if (!existsSync(configPath)) throw new UserError(`no config.json in ${modelDir}`, { field: '--model', fix: 'pass a folder with an HF config.json (and safetensors weights)' });
+  const { config } = loadLlamaConfig(configPath);
+  checkLlamaTensorParallel(config, tp, configPath);
+  if (backend.name !== 'cuda') {
+    throw new UserError(`tensor parallelism runs on the cuda backend (NCCL between GPUs); this run would use ${backend.name}`, {
+      field: '--tp',
+      fix: 'run on a host with NVIDIA GPUs (--backend cuda), or drop --tp',
+    });
+  }
+  const gpus = backend.devices().length;
+  if (gpus < tp) throw new UserError(`--tp ${tp} needs ${tp} GPUs, ${gpus} visible`, { field: '--tp', fix: `use --tp ${Math.max(1, gpus)} or less, or check CUDA_VISIBLE_DEVICES` });
+  const nccl = probeNccl();
+  if (!nccl.available) throw new UserError(`NCCL is not usable: ${nccl.reason}`, { field: '--tp', fix: 'run `fastkernels doctor`; set FASTKERNELS_NCCL_LIB_DIRS to the folder of libnccl.so.2' });
+  return config;
+}
+
+/**
+ * Run this very command line again as `tp` ranks (same node, same CLI entry, same arguments, which include --tp, so
+ * each rank takes the rank path). Resolves when every rank succeeded; a failed rank is a LaunchExitError carrying
+ * its exit code (2 for a rank's bad input), after the launcher has stopped the others.
+ */
+export async function relaunchAsRanks(tp: number, rawArgs: readonly string[], io: Io): Promise<void> {
+  const entry = process.argv[1];
+  if (!entry) throw new Error('--tp: cannot tell which script is the CLI (process.argv[1] is empty)');
+  const r = await runLaunch({
+    nproc: tp,
+    command: process.execPath,
+    args: [...process.execArgv, entry, ...rawArgs],
+    devices: 'all',
+    output: 'inherit',
+    log: (l) => io.err(`${l}\n`),
+  });
+  if (r.exitCode === 0) return;
+  const why = r.failed ? r.failed.reason : r.interrupted ? `interrupted by ${r.interrupted}` : (r.error ?? `a rank exited with ${r.exitCode}`);
+  throw new LaunchExitError(`--tp ${tp}: ${why}`, r.exitCode);
+}
+
+/** In a launched rank: pick the GPU, meet the others, make the group current. Returns the device and a teardown. */
+export async function joinTensorParallelGroup(): Promise<{ rank: number; world: number; device: number; close: () => void }> {
+  const d = await initDistributed();
+  setTensorParallelGroup(TensorParallelGroup.of(d));
+  return {
+    rank: d.rank,
+    world: d.world,
+    device: d.device,
+    close: () => {
+      setTensorParallelGroup(TensorParallelGroup.single());
+      if (!d.comm.isAborted) d.comm.destroy({ timeoutMs: 30_000 });
+    },
+  };
+}
+
+/** Output of ranks other than 0: nothing (errors still go to stderr through main()). */
+export const QUIET_IO: Io = { out: () => {}, err: () => {} };

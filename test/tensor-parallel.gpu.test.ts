@@ -1,0 +1,91 @@
+/**
+ * `fastkernels generate --tp 2` on 2 GPUs (tag gpu): the greedy tokens of --tp 1, and a rank killed mid-run ends the
+ * run promptly with the launcher's message and the killed rank's exit code (no hang). Runs the bundle's CLI on the GPU
+ * host (`dist/gpu-host/run-gpu-tests tensor-parallel`), the repo's built CLI elsewhere. The 8B-shape version (bf16,
+ * decode tok/s at bs 1 and 32) is bench/h200x2-tp-llama.sh.
+ */
+import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { CudaRuntime } from '@fastkernels/backend-cuda';
+import { parseLlamaConfig, writeRandomLlamaCheckpoint } from '@fastkernels/model-zoo';
+import { startCli } from './helpers.js';
+
+const G = { tags: ['gpu'], timeout: 600_000 };
+
+/** A tiny Llama (4 heads, 2 kv heads) with room for long generations, as a float32 checkpoint. */
+const CONFIG = {
+  architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: 256, intermediate_size: 512, num_hidden_layers: 2,
+  num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 512, max_position_embeddings: 8192, rms_norm_eps: 1e-5,
+  rope_theta: 10000, hidden_act: 'silu', tie_word_embeddings: false, initializer_range: 0.2, torch_dtype: 'float32',
+};
+let model: string;
+let prompts: string;
+
+function needGpus(n: number): void {
+  const visible = CudaRuntime.probe().deviceCount ?? 0;
+  if (visible < n) throw new Error(`this test needs ${n} GPUs (${visible} visible)`);
+}
+
+beforeAll(() => {
+  const dir = mkdtempSync(join(tmpdir(), 'fk-tp-gpu-'));
+  model = join(dir, 'model');
+  writeRandomLlamaCheckpoint(model, CONFIG, parseLlamaConfig(CONFIG), { seed: 3, dtype: 'f32' });
+  prompts = join(dir, 'prompts.jsonl');
+  writeFileSync(prompts, [[1, 2, 3, 4, 5], [9, 8, 7], [100, 200, 300, 400], [42]].map((p) => JSON.stringify({ prompt_ids: p })).join('\n') + '\n');
+});
+
+/** The pid of rank `rank` among the children of the CLI process `parent` (the launcher spawns the ranks). */
+function rankPid(parent: number, rank: number): number | undefined {
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid !== parent) continue;
+      if (readFileSync(`/proc/${name}/environ`, 'utf8').split('\0').includes(`RANK=${rank}`)) return Number(name);
+    } catch {
+      /* gone */
+    }
+  }
+  return undefined;
+}
+
+describe('generate --tp on 2 GPUs', () => {
+  it('--tp 2 gives the greedy tokens of --tp 1 (float32, 4 prompts x 32 tokens)', G, async () => {
+    needGpus(2);
+    const args = ['generate', '--model', model, '--prompt-file', prompts, '--max-tokens', '32', '--backend', 'cuda', '--dtype', 'f32', '--json'];
+    const one = await startCli(args, { timeoutMs: 300_000 }).result;
+    expect(one.code, one.stderr).toBe(0);
+    const two = await startCli([...args, '--tp', '2'], { timeoutMs: 300_000 }).result;
+    expect(two.code, two.stderr).toBe(0);
+    const [a, b] = [JSON.parse(one.stdout), JSON.parse(two.stdout)]; // only rank 0 printed: one JSON document
+    expect(b.tp).toBe(2);
+    expect(b.outputs.map((o: { token_ids: number[] }) => o.token_ids)).toEqual(a.outputs.map((o: { token_ids: number[] }) => o.token_ids));
+  });
+
+  it('killing rank 1 mid-run stops rank 0 promptly with a clear error and exit code 137', G, async () => {
+    needGpus(2);
+    const args = ['generate', '--model', model, '--prompt-file', prompts, '--max-tokens', '8000', '--backend', 'cuda', '--dtype', 'f32', '--tp', '2'];
+    const run = startCli(args, { timeoutMs: 300_000, env: { FASTKERNELS_NCCL_TIMEOUT_MS: '60000' } });
+    let stderr = '';
+    await new Promise<void>((resolve) => {
+      run.child.stderr!.on('data', (d: Buffer) => {
+        stderr += d.toString();
+        if (/^model /m.test(stderr)) resolve(); // rank 0 has loaded its shard and starts generating
+      });
+      void run.result.then(() => resolve());
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    const victim = rankPid(run.child.pid!, 1);
+    expect(victim, `rank 1 of CLI pid ${run.child.pid} not found; stderr:\n${stderr}`).toBeDefined();
+    const t0 = Date.now();
+    process.kill(victim!, 'SIGKILL');
+    const r = await run.result;
+    const seconds = (Date.now() - t0) / 1000;
+    expect(r.stderr).toMatch(new RegExp(`rank 1 \\(pid ${victim}\\) was killed by SIGKILL; stopping the other 1 rank`));
+    expect(r.code).toBe(137);
+    expect(seconds).toBeLessThan(30);
+  });
+});
