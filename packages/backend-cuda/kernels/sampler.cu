@@ -11,7 +11,7 @@
 //     of larger keys is < p * Z and adding tau's group reaches it; inside tau's group (equal logits, equal q)
 //     the first n by index are kept, n = ceil((p Z - mass above) / q) (the reference's running sum).
 //  5.-6. exponential race in the log domain: argmax over kept i of (l_i - l_max) / T - ln(-ln u_i),
-//     u_i = counterUniform(seed, b, i) reproduced bit for bit (fmix32, ((h >> 9) + 0.5) / 2^23); this is the
+//     u_i = counterUniform(seed_b, 0, i) reproduced bit for bit (row 0 for every row: slot-independent) (fmix32, ((h >> 9) + 0.5) / 2^23); this is the
 //     argmax of pi_i / E_i (the softmax normaliser is common to all i). Ties -> lowest index.
 // float32 (and the fixed-point mass) may differ from the float64 reference only at near-ties.
 // -DFK_VEC4=1 when every row is 16-byte aligned (float4 loads).
@@ -334,7 +334,7 @@ extern "C" __global__ void __launch_bounds__(512) fk_sample(long long* __restric
     if (v == v) {
       const unsigned key = fk_key(v);
       if (key >= kthr && (!useP || key > tau || (key == tau && i <= cut))) {
-        const float u = fk_counter_uniform(seed, (unsigned)b, (unsigned)i);
+        const float u = fk_counter_uniform(seed, 0u, (unsigned)i);  // row 0: the draw depends on the seed, not the slot
         const float score = (v - lmax) / T - logf(-logf(u));
         const u64 pk = ((u64)fk_key(score) << 32) | (u64)(0xffffffffu - (unsigned)i);
         win = pk > win ? pk : win;
@@ -674,7 +674,7 @@ extern "C" __global__ void __launch_bounds__(FK_MT) fk_ms_race(const float* __re
     if (v == v) {
       const unsigned key = fk_key(v);
       if (key >= kthr && (!useP || key > tau || (key == tau && i <= cut))) {
-        const float u = fk_counter_uniform(seed, (unsigned)b, (unsigned)i);
+        const float u = fk_counter_uniform(seed, 0u, (unsigned)i);  // row 0: the draw depends on the seed, not the slot
         const float score = (v - lmax) / T - logf(-logf(u));
         const u64 pk = ((u64)fk_key(score) << 32) | (u64)(0xffffffffu - (unsigned)i);
         win = pk > win ? pk : win;

@@ -65,7 +65,7 @@ export interface Ops {
    *  4. top-p, p < 1: q = softmax(s) over the kept set; order kept tokens by q descending (ties: lower index
    *     first); keep the shortest prefix whose running sum reaches >= p (at least one token).
    *  5. pi = softmax(s) over the final kept set, max-subtracted.
-   *  6. Exponential race: E_i = -ln(counterUniform(seed, b, i)); return argmax over kept i of pi_i / E_i
+   *  6. Exponential race: E_i = -ln(counterUniform(seed_b, 0, i)) (row 0 whatever b: a request draws the same tokens in any batch slot); return argmax over kept i of pi_i / E_i
    *     (ties -> lowest index). A row whose kept logits are all -inf or NaN falls back to step 1.
    */
   sample(logits: Tensor, temperature: Tensor, topK: Tensor, topP: Tensor, seeds: Tensor): Tensor;

@@ -14,7 +14,7 @@ import { expectFloat, expectRank, gather, gatherInts, output } from '../strided.
  *     descending (ties: lower index first); keep the shortest prefix whose running sum of q reaches
  *     >= p (always at least the first token). p >= 1: keep all.
  *  5. pi_i = softmax(s) over the (final) kept set, max-subtracted.
- *  6. Exponential race (equivalent to drawing from pi): E_i = -ln(counterUniform(seed, b, i)),
+ *  6. Exponential race (equivalent to drawing from pi): E_i = -ln(counterUniform(seed_b, 0, i)) (slot-independent),
  *     return argmax over kept i of pi_i / E_i (ties -> lowest index).
  * Output: token ids [B] as i64. A row whose kept logits are all -inf or NaN falls back to step 1.
  */
@@ -83,7 +83,7 @@ function sampleRow(row: Float64Array, T: number, k: number, p: number, seed: num
   let bestScore = -Infinity;
   for (let j = 0; j < kept.length; j++) {
     const i = kept[j]!;
-    const score = probs[j]! / -Math.log(counterUniform(seed, b, i));
+    const score = probs[j]! / -Math.log(counterUniform(seed, 0, i)); // row 0: the draw depends on the seed, not the batch slot
     if (best < 0 || score > bestScore) {
       best = i;
       bestScore = score;

@@ -60,7 +60,7 @@ function sampleRow(row: Float32Array, T: number, k: number, p: number, seed: num
   for (let i = 0; i < V; i++) {
     const v = row[i]!; if (!(v === v)) continue; const kk = key(v);
     if (kk >= kthr && (!useP || kk > tau || (kk === tau && i <= cut))) {
-      const u = counterUniform(seed, b, i);
+      const u = counterUniform(seed, 0, i);
       const s = f(f(f(v - lmax) / T) - f(Math.log(f(-f(Math.log(u))))));
       if (win < 0 || key(s) > ws) { ws = key(s); win = i; }
     }

@@ -99,8 +99,8 @@ class Staging {
 
 /**
  * The seed of a request's next draw: a hash of its seed and how many tokens it has generated (not of its id or
- * batch slot), so one request with one seed draws the same tokens whichever requests run beside it — up to the
- * sampler's row index, which core's counterUniform(seed, row, col) also mixes in.
+ * batch slot), so one request with one seed draws the same tokens whichever requests run beside it (the sampler
+ * draws its noise as counterUniform(seed, 0, col): the row index is not mixed in).
  */
 export function requestStepSeed(s: Sequence): number {
   let h = fmix32((s.params.seed >>> 0) ^ 0x9e3779b9);

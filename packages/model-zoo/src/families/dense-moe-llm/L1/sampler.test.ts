@@ -42,13 +42,13 @@ describe('sampleReference (by hand)', () => {
     expect(draw([NaN, 1, 4, NaN], 0, 0, 1, 0)).toBe(2);
   });
 
-  it('draws argmax_i p_i / E_i with E_i = -ln counterUniform(seed, row, i) (worked by hand for V = 3)', () => {
-    // p = [1/6, 2/6, 3/6] from logits ln 1, ln 2, ln 3; row 1 of a 2-row batch uses row index 1 in the noise
+  it('draws argmax_i p_i / E_i with E_i = -ln counterUniform(seed, 0, i) in every row (worked by hand for V = 3)', () => {
+    // p = [1/6, 2/6, 3/6] from logits ln 1, ln 2, ln 3; both rows of a 2-row batch draw row-0 noise (slot-independent)
     const logits = [0, Math.log(2), Math.log(3)];
     const p = [1 / 6, 2 / 6, 3 / 6];
     for (const seed of [0, 1, 42, 2 ** 33 + 5]) {
       for (const row of [0, 1]) {
-        const scores = p.map((pi, i) => pi / -Math.log(counterUniform(seed, row, i)));
+        const scores = p.map((pi, i) => pi / -Math.log(counterUniform(seed, 0, i)));
         const expected = scores.indexOf(Math.max(...scores));
         const batch = sampleReference(
           hostArray([2, 3], [...logits, ...logits]),

@@ -6,7 +6,7 @@ import { FAMILY } from '../family.js';
  * vLLM V1's Sampler (greedy, temperature, top-k, top-p; seeded): one token per row of logits.
  * Greedy rows (temperature 0) take the argmax; the others divide by the temperature, keep the
  * top-k logits, then the top-p nucleus, and draw by the exponential race argmax(p / E),
- * E = -log u with u = counterUniform(seed, row, col).
+ * E = -log u with u = counterUniform(seed, 0, col): the row index is not mixed in, so a request draws the same tokens in any batch slot.
  */
 export class Sampler extends Module {
   constructor() {
@@ -25,7 +25,7 @@ export class Sampler extends Module {
  * 3. top-k (0 < k < V): keep s_i >= the k-th largest s (ties at the threshold all kept).
  * 4. top-p (p < 1): q = softmax of the kept s; walk the kept tokens by q descending (ties: lower
  *    index first) and keep the shortest prefix whose running sum reaches >= p (at least one token).
- * 5. pi = softmax of the kept s; token = argmax over kept i of pi_i / E_i, E_i = -ln counterUniform(seed, row, i)
+ * 5. pi = softmax of the kept s; token = argmax over kept i of pi_i / E_i, E_i = -ln counterUniform(seed, 0, i)
  *    (first index on a tie). A row with no finite kept logit falls back to 1.
  */
 export function sampleReference(logits: HostArray, temperature: HostArray, topK: HostArray, topP: HostArray, seeds: HostArray): HostArray {
@@ -78,7 +78,7 @@ function drawRow(row: Float64Array, t: number, k: number, p: number, seed: numbe
   let bestScore = -Infinity;
   for (let i = 0; i < V; i++) {
     if (!keep[i]) continue;
-    const score = pi[i]! / -Math.log(counterUniform(seed, b, i));
+    const score = pi[i]! / -Math.log(counterUniform(seed, 0, i)); // row 0: slot-independent
     if (score > bestScore) {
       bestScore = score;
       best = i;
