@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 10 part 3: tensor-parallel Llama on 2 GPUs, through `fastkernels generate --tp N` (one process per GPU under the
 # launcher, each rank reading its slice of every weight). On a random-weight Llama-3-8B-shape checkpoint written by
-# `init-weights` (bf16; kept in $OUT/tp-llama3-8b, reused by later runs):
+# `init-weights --tiled` (bf16, tiled from seeded pools; kept in $OUT/tp-llama3-8b, reused by later runs):
 #  1. greedy 64 steps at TP 1 and TP 2, one prompt: identical tokens (bf16, the checkpoint's dtype; where they
 #     differ, the first divergent step and TP 1's top-2 logit margin there tell a bf16 near-tie from a bug), and the
 #     same in float32 (no ties: must be identical);
@@ -10,9 +10,10 @@
 #     timeout (FASTKERNELS_NCCL_TIMEOUT_MS=120000 here): the launcher reports the rank and stops the others.
 # Writes $OUT/tp_llama.json; the last lines are the checks.
 #   OUT=/tmp/out dist/gpu-host/bench/h200x2-tp-llama.sh [--quick]
-# --quick: 8 layers instead of 32 (a 2.5 GB checkpoint, written in ~1.5 min instead of ~8), no float32 check.
-# Budget: init-weights of the full 8B on the host CPU ~8 min once (single-threaded; cached), then each generate run
-# loads the checkpoint (16 GB; TP 2: 8 GB per rank) in ~10-30 s: about 5 min for the 8 runs.
+# --quick: 8 layers instead of 32 (a 5.6 GB checkpoint, ~20 s to write), no float32 check.
+# Budget: init-weights --tiled of the full 8B (16 GB) is bounded by the disk write, about a minute (drawing every
+# value, without --tiled, took ~8 min); then each generate run loads the checkpoint (16 GB; TP 2: 8 GB per rank) in
+# ~10-30 s: about 5 min for the 8 runs.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/lib.sh"
@@ -49,9 +50,9 @@ init_s=0
 if [ -f "$model/model.safetensors" ] && cmp -s "$work/config.json" "$model/config.json"; then
   echo "tp-llama: reusing the checkpoint in $model"
 else
-  echo "tp-llama: init-weights (seed 1, bf16) -> $model"
+  echo "tp-llama: init-weights --tiled (seed 1, bf16) -> $model"
   t=$SECONDS
-  "$bundle/run" init-weights --config "$work/config.json" --out "$model" --seed 1 --dtype bf16
+  "$bundle/run" init-weights --config "$work/config.json" --out "$model" --seed 1 --dtype bf16 --tiled
   cp "$work/config.json" "$model/config.json"
   init_s=$((SECONDS - t))
 fi
@@ -169,7 +170,7 @@ kill.ok = kill.exitCode !== null && kill.exitCode !== 0 && kill.seconds !== null
 const g = { bf16: greedy("bf16"), ...(e.F32 === "1" ? { f32: greedy("f32") } : {}) };
 const report = {
   commit: e.C, gpu: e.G, driver: e.D, world: 2,
-  model: { shape: "Llama-3-8B", layers: Number(e.L), dtype: "bf16", weights: "init-weights seed 1", initSeconds: Number(e.I) || null },
+  model: { shape: "Llama-3-8B", layers: Number(e.L), dtype: "bf16", weights: "init-weights --tiled seed 1", initSeconds: Number(e.I) || null },
   greedy: g, decode, speedupTp2OverTp1: speedup, rankKill: kill,
 };
 report.checks = {

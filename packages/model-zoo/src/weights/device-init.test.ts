@@ -2,6 +2,8 @@
  * initLlamaWeightsOnDevice (pools tiled by device copies; here on the CPU backend), the fast bf16 encoder of
  * init-weights, and promptLogits (every prompt position's logits through the engine's prefill path).
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Rng, numberToBf16 } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
@@ -11,7 +13,7 @@ import { baselineRegistry } from '../index.js';
 import { generate } from '../engine/generate.js';
 import { loadLlamaModel } from '../engine/load-model.js';
 import { promptLogits } from '../engine/prompt-logits.js';
-import { encodeValues, llamaWeightMap } from './llama-weights.js';
+import { encodeValues, llamaWeightMap, writeTiledLlamaCheckpoint } from './llama-weights.js';
 
 const FIXTURES = join(import.meta.dirname, '../../fixtures');
 
@@ -65,6 +67,28 @@ describe('initLlamaWeightsOnDevice', () => {
         expect([...pa.get('lm_head.linear.weight')!.toFloat64Array()]).toEqual([...pa.get('model.embed_tokens.weight')!.toFloat64Array()]);
       }
       for (const m of [a, b, c]) m.model.dispose();
+    });
+  }
+});
+
+describe('writeTiledLlamaCheckpoint (init-weights --tiled)', () => {
+  for (const name of ['tiny-llama', 'tiny-qwen2']) {
+    it(`${name}: the checkpoint loads to exactly the model --random-init device builds`, () => {
+      const src = join(FIXTURES, name);
+      const { config, raw } = loadLlamaConfig(join(src, 'config.json'));
+      const out = mkdtempSync(join(tmpdir(), 'fk-tiled-'));
+      try {
+        writeTiledLlamaCheckpoint(out, raw, config, { seed: 5, dtype: 'f32' });
+        const fromFile = loadLlamaModel(out, { backend: cpuBackend(), registry: baselineRegistry(), dtype: 'f32' });
+        const onDevice = loadLlamaModel(src, { backend: cpuBackend(), registry: baselineRegistry(), dtype: 'f32', randomInit: 'device', initSeed: 5 });
+        expect(fromFile.weights).toBe('checkpoint');
+        const want = new Map(onDevice.model.namedParameters());
+        for (const [k, p] of fromFile.model.namedParameters()) expect([...p.toFloat64Array()], k).toEqual([...want.get(k)!.toFloat64Array()]);
+        fromFile.model.dispose();
+        onDevice.model.dispose();
+      } finally {
+        rmSync(out, { recursive: true, force: true });
+      }
     });
   }
 });

@@ -287,13 +287,11 @@ export function initLlamaWeightsOnDevice(model: Module, cfg: LlamaConfig, seed: 
   const first = params.values().next().value as Tensor | undefined;
   if (!first) return { tensors: 0, copies: 0 };
   const { backend, device, dtype } = first;
-  // No longer than the biggest tensor needs (small models draw little on the host).
-  const N = Math.max(1, Math.min(DEVICE_INIT_POOL, ...map.map((m) => numel(m.shape))));
-  const draw = (salt: number, mean: number) => {
-    const v = new Rng(fmix32((seed ^ salt) >>> 0)).fillNormal(N, cfg.initializerRange);
-    if (mean !== 0) for (let i = 0; i < N; i++) v[i]! += mean;
+  const N = poolSize(map);
+  const draw = (kind: WeightMapping['kind']) => {
+    const v = poolValues(cfg, seed, N, kind);
     const t = Tensor.empty(backend, [N], dtype, { device });
-    if (DTYPE_INFO[dtype].kind === 'float' && (dtype === 'bf16' || dtype === 'f32')) backend.write(t.storage, t.offset * t.itemsize, encodeValues(v, dtype));
+    if (dtype === 'bf16' || dtype === 'f32') backend.write(t.storage, t.offset * t.itemsize, encodeValues(v, dtype));
     else {
       const src = Tensor.fromArray(backend, v, [N], dtype, { device });
       t.copy_(src);
@@ -301,7 +299,7 @@ export function initLlamaWeightsOnDevice(model: Module, cfg: LlamaConfig, seed: 
     }
     return t;
   };
-  const pools = { matrix: draw(0x6d617472, 0), bias: draw(0x62696173, 0), norm: draw(0x6e6f726d, 1) };
+  const pools = { matrix: draw('matrix'), bias: draw('bias'), norm: draw('norm') };
   let copies = 0;
   try {
     for (const m of map) {
@@ -311,17 +309,15 @@ export function initLlamaWeightsOnDevice(model: Module, cfg: LlamaConfig, seed: 
       const flat = rows.isContiguous() ? rows.view([rows.numel]) : null;
       if (!flat) throw new Error(`initLlamaWeightsOnDevice: rows of ${m.target} are not contiguous`);
       const pool = pools[m.kind];
-      let rot = tensorSeed(seed, m.hfName) % N;
-      for (let off = 0; off < flat.numel; ) {
-        const len = Math.min(flat.numel - off, N - rot);
+      let off = 0;
+      for (const [start, len] of poolSegments(m, seed, N)) {
         const dst = flat.narrow(0, off, len);
-        const src = pool.narrow(0, rot, len);
+        const src = pool.narrow(0, start, len);
         dst.copy_(src);
         dst.dispose();
         src.dispose();
         copies++;
         off += len;
-        rot = (rot + 1_048_573) % N;
       }
       flat.dispose();
       rows.dispose();
@@ -330,6 +326,61 @@ export function initLlamaWeightsOnDevice(model: Module, cfg: LlamaConfig, seed: 
     for (const p of Object.values(pools)) p.dispose();
   }
   return { tensors: map.length, copies };
+}
+
+/** The pool length for a model: DEVICE_INIT_POOL, or less when no tensor is that long. */
+function poolSize(map: readonly Pick<WeightMapping, 'shape'>[]): number {
+  return Math.max(1, Math.min(DEVICE_INIT_POOL, ...map.map((m) => numel(m.shape))));
+}
+
+const POOL_SALT: Readonly<Record<WeightMapping['kind'], number>> = { matrix: 0x6d617472, bias: 0x62696173, norm: 0x6e6f726d };
+
+/** The seeded pool of one kind: N(0, initializer_range^2) values (norm weights: 1 + that). */
+function poolValues(cfg: LlamaConfig, seed: number, N: number, kind: WeightMapping['kind']): Float64Array {
+  const v = new Rng(fmix32((seed ^ POOL_SALT[kind]) >>> 0)).fillNormal(N, cfg.initializerRange);
+  if (kind === 'norm') for (let i = 0; i < N; i++) v[i]! += 1;
+  return v;
+}
+
+/** How a tensor is tiled from its pool: [pool offset, length] runs, in order, from a per-tensor rotation. */
+function poolSegments(m: Pick<WeightMapping, 'hfName' | 'shape'>, seed: number, N: number): [number, number][] {
+  const out: [number, number][] = [];
+  const total = numel(m.shape);
+  let rot = tensorSeed(seed, m.hfName) % N;
+  for (let off = 0; off < total; ) {
+    const len = Math.min(total - off, N - rot);
+    out.push([rot, len]);
+    off += len;
+    rot = (rot + 1_048_573) % N;
+  }
+  return out;
+}
+
+/**
+ * Write the checkpoint initLlamaWeightsOnDevice's model would hold: each tensor tiled from three seeded pools of
+ * DEVICE_INIT_POOL values, so a Llama-3-8B checkpoint takes seconds to assemble (drawing 8 billion values on the
+ * host takes minutes). The values repeat with that period, which is fine for timing and for comparing runs.
+ */
+export function writeTiledLlamaCheckpoint(outDir: string, rawConfig: Record<string, unknown>, cfg: LlamaConfig, opts: { seed: number; dtype: DType; configPath?: string }): { files: string[]; tensors: number; bytes: number } {
+  const map = llamaWeightMap(cfg);
+  const N = poolSize(map);
+  const item = DTYPE_INFO[opts.dtype].itemsize;
+  const pools = new Map<WeightMapping['kind'], Uint8Array>();
+  const pool = (kind: WeightMapping['kind']) => {
+    let b = pools.get(kind);
+    if (!b) pools.set(kind, (b = encodeValues(poolValues(cfg, opts.seed, N, kind), opts.dtype)));
+    return b;
+  };
+  return writeCheckpoint(outDir, rawConfig, uniqueTensors(map), opts, (m) => {
+    const src = pool(m.kind);
+    const out = new Uint8Array(numel(m.shape) * item);
+    let off = 0;
+    for (const [start, len] of poolSegments(m, opts.seed, N)) {
+      out.set(src.subarray(start * item, (start + len) * item), off * item);
+      off += len;
+    }
+    return out;
+  });
 }
 
 /**
@@ -371,9 +422,13 @@ export function encodeValues(values: Float64Array, dtype: DType): Uint8Array {
  * transformers 4 and 5 read it) and DIR/model.safetensors, one tensor generated and written at a time.
  */
 export function writeRandomLlamaCheckpoint(outDir: string, rawConfig: Record<string, unknown>, cfg: LlamaConfig, opts: { seed: number; dtype: DType; configPath?: string }): { files: string[]; tensors: number; bytes: number } {
+  return writeCheckpoint(outDir, rawConfig, uniqueTensors(llamaWeightMap(cfg)), opts, (m) => encodeValues(randomTensorValues(m, cfg, opts.seed), opts.dtype));
+}
+
+/** DIR/model.safetensors from per-tensor bytes (made one tensor at a time), and DIR/config.json with the dtype recorded. */
+function writeCheckpoint(outDir: string, rawConfig: Record<string, unknown>, tensors: readonly WeightMapping[], opts: { dtype: DType; configPath?: string }, bytesOf: (m: WeightMapping) => Uint8Array): { files: string[]; tensors: number; bytes: number } {
   mkdirSync(outDir, { recursive: true });
-  const tensors = uniqueTensors(llamaWeightMap(cfg));
-  const entries: WriteEntry[] = tensors.map((m) => ({ name: m.hfName, dtype: opts.dtype, shape: m.shape, bytes: () => encodeValues(randomTensorValues(m, cfg, opts.seed), opts.dtype) }));
+  const entries: WriteEntry[] = tensors.map((m) => ({ name: m.hfName, dtype: opts.dtype, shape: m.shape, bytes: () => bytesOf(m) }));
   const st = join(outDir, 'model.safetensors');
   writeSafetensors(st, entries, { format: 'pt' });
   const cfgOut = join(outDir, 'config.json');
