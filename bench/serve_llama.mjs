@@ -97,6 +97,8 @@ await phase('host-bs64', () => {
 
 await phase('throughput', () => {
   const w = syntheticWorkload({ numRequests, inputLen: [Math.min(100, maxLen), maxLen], outputLen: [Math.min(100, maxLen), maxLen], seed: 0, vocabSize: V });
+  // The same requests for bench/serve_hf.py (the workload JSONL format `--requests FILE` reads).
+  if (jsonOut) writeFileSync(jsonOut.replace(/\.json$/, '') + '-workload.jsonl', w.requests.map((r) => JSON.stringify({ prompt_ids: r.promptIds, output_len: r.outputLen })).join('\n') + '\n');
   engine.generate([{ promptIds: promptOf(Math.min(512, maxLen), 3, V), params: { maxTokens: 4, ignoreEos: true } }]); // warm-up
   engine.records.length = 0;
   const t = performance.now();

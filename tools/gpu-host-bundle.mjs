@@ -96,7 +96,7 @@ const BENCH_SCRIPTS = {
 for (const [src, dst] of Object.entries(BENCH_SCRIPTS)) await build({ ...esb, entryPoints: [join(root, 'bench', src)], outfile: join(out, dst) });
 const BENCH_HOST_FILES = [
   'lib.sh', 'h200-runtime.sh', 'runtime_torch.py', 'h200-kernels.sh', 'kernels_torch.py', 'h200-parity.sh', 'parity.py',
-  'h200-e2e-llama.sh', 'e2e_llama.py', 'h200-serve.sh', 'h200x2-allreduce.sh', 'allreduce_torch.py', 'h200-verify.sh',
+  'h200-e2e-llama.sh', 'e2e_llama.py', 'h200-serve.sh', 'serve_hf.py', 'h200x2-allreduce.sh', 'allreduce_torch.py', 'h200-verify.sh',
   'h200x2-tp-llama.sh', // issue 10: tensor-parallel Llama (generate --tp 2 vs --tp 1, decode tok/s, rank kill)
 ];
 mkdirSync(join(out, 'bench'));
