@@ -32,7 +32,9 @@ struct alignas(sizeof(T) * N) FkVec {
 #ifndef FK_W
 #define FK_W FK_T
 #endif
-#define FK_NPT 4
+#ifndef FK_NPT
+#define FK_NPT 4  // vectors per thread (NORM_TUNING.vecsPerThread in src/spine/norm.ts)
+#endif
 
 __device__ __forceinline__ float fk_block_sum(float v, float* red) {
 #pragma unroll
@@ -129,125 +131,5 @@ extern "C" __global__ void __launch_bounds__(512) fk_rms_norm(FK_T* __restrict__
 #pragma unroll
     for (int e = 0; e < FK_VEC; ++e) fk_set(o.v[e], fk_f(av.v[e]) * inv * fk_f(wk.v[e]));
     yr[j] = o;
-  }
-}
-
-// ---- One warp per row (NORM_TUNING.warpPerRow, src/spine/norm.ts; off by default until measured on the H200).
-// FK_WPC warps per CTA, warp w of CTA c normalises row c * FK_WPC + w. Lane l holds vectors l + 32 k,
-// k < FK_NVPL (the host picks FK_NVPL = ceil(H / FK_VEC / 32) and launches this kernel only for
-// FK_NVPL <= its cap), all loads issued before the first use (the fused form in groups of FK_GRP vectors of x
-// and residual), warp-shuffle reduction only (no shared memory, no block barrier). Same rounding as fk_rms_norm.
-#ifndef FK_NVPL
-#define FK_NVPL 16
-#endif
-#ifndef FK_WPC
-#define FK_WPC 4
-#endif
-#ifndef FK_GRP
-#define FK_GRP 8
-#endif
-// CTAs per SM the register allocation must allow (__launch_bounds__ min blocks; the host derives it from FK_NVPL).
-#ifndef FK_MINB
-#define FK_MINB 3
-#endif
-
-// The register cache holds raw words (a uint4 per 16-byte vector): kept as FkVec<bf16, 8> the compiler gave each
-// 16-bit element its own register (8 per vector, spills at 16 vectors per lane).
-template <int BYTES> struct FkRaw;
-template <> struct FkRaw<16> { typedef uint4 type; };
-template <> struct FkRaw<8> { typedef uint2 type; };
-template <> struct FkRaw<4> { typedef unsigned type; };
-template <> struct FkRaw<2> { typedef unsigned short type; };
-template <class To, class From>
-__device__ __forceinline__ To fk_bits(const From& f) {
-  static_assert(sizeof(To) == sizeof(From), "size");
-  To t;
-  memcpy(&t, &f, sizeof(To));
-  return t;
-}
-
-extern "C" __global__ void __launch_bounds__(FK_WPC * 32, FK_MINB) fk_rms_norm_warp(FK_T* __restrict__ y, FK_T* __restrict__ res_out,
-                                                                      const FK_T* __restrict__ x, const FK_T* __restrict__ res_in,
-                                                                      const FK_W* __restrict__ w, int rows, int H, long long xs,
-                                                                      long long rs, float eps) {
-  typedef FkVec<FK_T, FK_VEC> V;
-  typedef FkVec<FK_W, FK_VEC> WV;
-  typedef typename FkRaw<sizeof(V)>::type R;
-  const int lane = threadIdx.x & 31;
-  const int row = blockIdx.x * FK_WPC + (threadIdx.x >> 5);
-  if (row >= rows) return;  // warp-uniform
-  const int nv = H / FK_VEC;
-  const V* xr = reinterpret_cast<const V*>(x + row * xs);
-  V* yr = reinterpret_cast<V*>(y + (long long)row * H);
-  const WV* wv = reinterpret_cast<const WV*>(w);
-  R a[FK_NVPL];
-  float ss = 0.f;
-  if (res_in) {
-    const V* rr = reinterpret_cast<const V*>(res_in + row * rs);
-    V* ro = reinterpret_cast<V*>(res_out + (long long)row * H);
-#pragma unroll
-    for (int g = 0; g < FK_NVPL; g += FK_GRP) {
-      V bb[FK_GRP];
-#pragma unroll
-      for (int q = 0; q < FK_GRP; ++q) {
-        const int k = g + q;
-        const int j = lane + 32 * k;
-        if (k < FK_NVPL && j < nv) {
-          a[k] = fk_bits<R>(xr[j]);
-          bb[q] = rr[j];
-        }
-      }
-#pragma unroll
-      for (int q = 0; q < FK_GRP; ++q) {
-        const int k = g + q;
-        const int j = lane + 32 * k;
-        if (k < FK_NVPL && j < nv) {
-          V s;
-          const V av = fk_bits<V>(a[k]);
-#pragma unroll
-          for (int e = 0; e < FK_VEC; ++e) fk_set(s.v[e], fk_f(av.v[e]) + fk_f(bb[q].v[e]));
-          ro[j] = s;
-          a[k] = fk_bits<R>(s);
-#pragma unroll
-          for (int e = 0; e < FK_VEC; ++e) {
-            const float f = fk_f(s.v[e]);
-            ss += f * f;
-          }
-        }
-      }
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < FK_NVPL; ++k) {
-      const int j = lane + 32 * k;
-      if (j < nv) a[k] = fk_bits<R>(xr[j]);
-    }
-#pragma unroll
-    for (int k = 0; k < FK_NVPL; ++k) {
-      const int j = lane + 32 * k;
-      if (j < nv) {
-        const V av = fk_bits<V>(a[k]);
-#pragma unroll
-        for (int e = 0; e < FK_VEC; ++e) {
-          const float f = fk_f(av.v[e]);
-          ss += f * f;
-        }
-      }
-    }
-  }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  const float inv = rsqrtf(ss / (float)H + eps);
-#pragma unroll
-  for (int k = 0; k < FK_NVPL; ++k) {
-    const int j = lane + 32 * k;
-    if (j < nv) {
-      const WV wk = wv[j];
-      const V av = fk_bits<V>(a[k]);
-      V o;
-#pragma unroll
-      for (int e = 0; e < FK_VEC; ++e) fk_set(o.v[e], fk_f(av.v[e]) * inv * fk_f(wk.v[e]));
-      yr[j] = o;
-    }
   }
 }

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { NORM_TUNING, planWarpNorm } from './norm.js';
+import { NORM_TUNING, normThreads } from './norm.js';
 import { SAMPLER_TUNING, planSampler, samplerScratchWords } from './sampler.js';
 
 describe('sampler / norm launch plans (CPU)', () => {
   it('switches are off by default (the H200-verified kernels stay the default)', () => {
     expect(SAMPLER_TUNING.multiCta).toBe(false);
-    expect(NORM_TUNING.warpPerRow).toBe(false);
+    expect(NORM_TUNING.vecsPerThread).toBe(4);
   });
   it('multi-CTA sampler: ~3 CTAs per SM in total, slices of >= 2048 logits, multiples of 64 covering V', () => {
     for (const [B, V] of [[1, 128256], [7, 32000], [32, 128256], [64, 128256], [1, 1000], [64, 1000], [1, 1]] as const) {
@@ -21,14 +21,12 @@ describe('sampler / norm launch plans (CPU)', () => {
     expect(planSampler(1, 1000, 132).ctas).toBe(1);
     expect(samplerScratchWords(2, 3)).toEqual({ hist: 8192, part: 6, state: 32, total: 8230 });
   });
-  it('warp-per-row norm: vectors per lane, register budget -> CTAs per SM, fallback for long rows', () => {
-    const p = planWarpNorm(4096, 4096, 8)!;
-    expect(p).toMatchObject({ vecsPerLane: 16, warpsPerCta: 4, grid: 1024 });
-    expect(p.minBlocks).toBeGreaterThanOrEqual(2);
-    expect(planWarpNorm(4096, 8192, 8)!.minBlocks).toBeGreaterThanOrEqual(2);
-    expect(planWarpNorm(5, 100, 1)!.vecsPerLane).toBe(4);
-    expect(planWarpNorm(3, 4100, 1)).toBeNull();
-    expect(planWarpNorm(2, 12288, 8)).toBeNull();
-    expect(planWarpNorm(7, 64, 8)!.vecsPerLane).toBe(1);
+  it('rms_norm threads per row: ceil(H / vec / vecsPerThread) rounded up to a warp, within [32, 512]', () => {
+    expect(normThreads(4096, 8)).toBe(128);
+    expect(normThreads(4096, 8, { vecsPerThread: 2 })).toBe(256);
+    expect(normThreads(4096, 8, { vecsPerThread: 1 })).toBe(512);
+    expect(normThreads(8192, 8, { vecsPerThread: 1 })).toBe(512); // capped: the kernel re-reads the rest
+    expect(normThreads(100, 1)).toBe(32);
+    expect(normThreads(64, 8)).toBe(32);
   });
 });

@@ -1,6 +1,6 @@
 /**
- * rms_norm with NORM_TUNING.warpPerRow off (fk_rms_norm, the shipped path) and on (fk_rms_norm_warp): both vs the
- * float64 CPU backend, plus `kernel-speed: rms_norm <case> [old|new] <us> = <GB/s> (<% of copy>)` lines.
+ * rms_norm at NORM_TUNING.vecsPerThread 4 (the shipped choice), 2 and 1 (more threads per row): each vs the float64
+ * CPU backend, plus `kernel-speed: rms_norm <case> [vpt4|vpt2|vpt1] <us> = <GB/s> (<% of copy>)` lines.
  */
 import { Tensor, type DType } from '@fastkernels/core';
 import { afterAll, describe, it } from 'vitest';
@@ -16,11 +16,11 @@ function withNorm<T>(patch: Partial<typeof NORM_TUNING>, fn: () => T): T {
     Object.assign(NORM_TUNING, DEFAULTS);
   }
 }
-const PATHS = [['old', { warpPerRow: false }], ['new', { warpPerRow: true }], ['new-8-warps', { warpPerRow: true, warpsPerCta: 8 }]] as const;
+const PATHS = [['vpt4', { vecsPerThread: 4 }], ['vpt2', { vecsPerThread: 2 }], ['vpt1', { vecsPerThread: 1 }]] as const;
 
-describe('rms_norm old and new (warp per row) vs the float64 CPU backend', () => {
+describe('rms_norm at 4, 2 and 1 vectors per thread vs the float64 CPU backend', () => {
   for (const dtype of ['bf16', 'f16', 'f32'] as DType[]) {
-    // 4096/8192 (in registers), 100 and 4100 (not a multiple of 8: scalar vectors; 4100 falls back), 64, 12288 (falls back), odd T
+    // 4096/8192, 100 and 4100 (not a multiple of 8: scalar vectors), 64, 12288 (rows longer than 512 threads hold: the re-read loop), odd T
     for (const [T, H] of [[7, 4096], [5, 100], [9, 8192], [3, 4100], [33, 64], [2, 12288], [13, 1000]] as const) {
       it(`${dtype} T=${T} H=${H}`, G, () => {
         const x = randCpu([T, H], dtype, T * 31 + H, 2);
@@ -52,7 +52,7 @@ describe('rms_norm old and new (warp per row) vs the float64 CPU backend', () =>
   });
 });
 
-describe('rms_norm speed, old vs new (printed, not asserted)', () => {
+describe('rms_norm speed at 4, 2 and 1 vectors per thread (printed, not asserted)', () => {
   const lines: string[] = [];
   afterAll(() => {
     if (lines.length) console.log(lines.join('\n'));
