@@ -93,11 +93,17 @@ describe('strided elementwise helpers', () => {
     expect(() => encodeStrided(new Uint8Array(208), [1, 2, 3, 4, 5, 6, 7], [], 1)).toThrow(/exceeds the kernels' limit of 6/);
   });
 
-  it('embeds kernels/*.cu unchanged (run npm run embed-kernels after editing a kernel)', () => {
+  it('embeds kernels/*.cu with local headers inlined (run npm run embed-kernels after editing a kernel)', () => {
     const here = new URL('.', import.meta.url).pathname;
     expect(readFileSync(`${here}kernel-sources.generated.ts`, 'utf8')).toBe(renderKernelSources());
-    for (const f of ['elementwise.cu', 'runtime.cu', 'norm.cu', 'activation.cu', 'rotary.cu', 'embedding.cu', 'softmax.cu', 'kvcache.cu', 'sampler.cu']) {
+    for (const f of ['elementwise.cu', 'runtime.cu', 'norm.cu', 'activation.cu', 'rotary.cu', 'embedding.cu', 'softmax.cu', 'kvcache.cu', 'sampler.cu', 'harness.cu']) {
       expect(Object.keys(KERNEL_SOURCES)).toContain(f);
+    }
+    for (const [f, src] of Object.entries(KERNEL_SOURCES)) {
+      expect(src, f).not.toMatch(/^#include "/m); // NVRTC gets no include path: every local header is inlined
+    }
+    for (const f of ['norm.cu', 'activation.cu', 'rotary.cu', 'softmax.cu']) {
+      expect(KERNEL_SOURCES[f]!.match(/float fk_f\(float x\)/g)?.length, f).toBe(1); // fk_vec.cuh, exactly once
     }
   });
 });
