@@ -132,7 +132,7 @@ describe('tensor-parallel tasks (backend-nccl\'s plugin)', () => {
     });
     const r = cli(['bench', '--candidates', dir, '--backend', 'cpu', '--iters', '0', '--json']);
     expect(r.code).toBe(0);
-    const why = 'needs a process group of world size 2; run under `fastkernels launch --nproc 2`';
+    const why = 'needs a process group of world size 2; run `fastkernels bench --tp 2` (or bench under `fastkernels launch --nproc 2`) on 2 GPUs';
     expect(r.stderr).toContain(`bench: skipping L1/allreduce: ${why}`);
     const report = BenchReportSchema.parse(JSON.parse(r.stdout));
     expect(report.results.length).toBeGreaterThan(0);

@@ -1,16 +1,19 @@
 /**
  * `fastkernels generate --tp 2` on 2 GPUs (tag gpu): the greedy tokens of --tp 1, and a rank killed mid-run ends the
- * run promptly with the launcher's message and the killed rank's exit code (no hang). Runs the bundle's CLI on the GPU
- * host (`dist/gpu-host/run-gpu-tests tensor-parallel`), the repo's built CLI elsewhere. The 8B-shape version (bf16,
- * decode tok/s at bs 1 and 32) is bench/h200x2-tp-llama.sh.
+ * run promptly with the launcher's message and the killed rank's exit code (no hang). `e2e --tp 2 --self-test`: outcome
+ * ok, 100% agreement, one report (rank 0). `bench --tp 2` (and bench under `launch --nproc 2`): L1/allreduce in the
+ * process group of the ranks' bench workers: the baseline PASSED, a copy (no communication) INCORRECT_NUMERICAL.
+ * Runs the bundle's CLI on the GPU host (`dist/gpu-host/run-gpu-tests tensor-parallel`), the repo's built CLI
+ * elsewhere. The 8B-shape version (bf16, decode tok/s at bs 1 and 32) is bench/h200x2-tp-llama.sh; the self-tests of
+ * the next 2-GPU session, bench/h200x2-tp-selftest.sh.
  */
-import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CudaRuntime } from '@fastkernels/backend-cuda';
 import { parseLlamaConfig, writeRandomLlamaCheckpoint } from '@fastkernels/model-zoo';
-import { startCli } from './helpers.js';
+import { BIN, gpuHostBundle, startCli } from './helpers.js';
 
 const G = { tags: ['gpu'], timeout: 600_000 };
 
@@ -22,6 +25,7 @@ const CONFIG = {
 };
 let model: string;
 let prompts: string;
+let work: string;
 
 function needGpus(n: number): void {
   const visible = CudaRuntime.probe().deviceCount ?? 0;
@@ -30,6 +34,7 @@ function needGpus(n: number): void {
 
 beforeAll(() => {
   const dir = mkdtempSync(join(tmpdir(), 'fk-tp-gpu-'));
+  work = dir;
   model = join(dir, 'model');
   writeRandomLlamaCheckpoint(model, CONFIG, parseLlamaConfig(CONFIG), { seed: 3, dtype: 'f32' });
   prompts = join(dir, 'prompts.jsonl');
@@ -87,5 +92,58 @@ describe('generate --tp on 2 GPUs', () => {
     expect(r.stderr).toMatch(new RegExp(`rank 1 \\(pid ${victim}\\) was killed by SIGKILL; stopping the other 1 rank`));
     expect(r.code).toBe(137);
     expect(seconds).toBeLessThan(30);
+  });
+});
+
+describe('e2e --tp 2 on 2 GPUs', () => {
+  it('--self-test: outcome ok, 100% agreement, one line and one report (rank 0), decode graphs or a logged fallback', G, async () => {
+    needGpus(2);
+    const out = join(work, 'e2e-tp2.json');
+    const r = await startCli([
+      'e2e', '--model', model, '--self-test', '--backend', 'cuda', '--dtype', 'f32', '--tp', '2', '--requests', 'synthetic:8:4-32:4-16:0',
+      '--latency-batch-sizes', '1,4', '--latency-prompt', '16', '--latency-output', '8', '--warmups', '1', '--repeats', '1',
+      '--max-model-len', '256', '--max-num-seqs', '8', '--num-kv-blocks', '64', '--out', out,
+    ], { timeoutMs: 500_000 }).result;
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout.trim().split('\n')).toHaveLength(1); // rank 1 printed nothing
+    expect(r.stdout).toMatch(/^model: ok, .*exact agreement 8\/8/);
+    expect(r.stderr).toMatch(/CUDA graphs: (decode batch sizes .* captured|off under tensor parallelism \(.+\))/);
+    const report = JSON.parse(readFileSync(out, 'utf8'));
+    expect(report.gpu_count).toBe(2);
+    expect(report.models[0].outcome).toBe('ok');
+    expect(report.models[0].discrepancies.every((d: number) => d === 0)).toBe(true);
+  });
+});
+
+describe('bench of L1/allreduce in a process group of 2 GPUs', () => {
+  type Report = { options: { processGroup?: number }; results: { task: string; case: string; status: string; speedup: number | null; detail?: string }[] };
+  const allreduceRows = (stdout: string) => (JSON.parse(stdout) as Report).results.filter((x) => x.task === 'L1/allreduce');
+
+  it('bench --tp 2 --self-test: every case PASSED with a speedup; one report', G, async () => {
+    needGpus(2);
+    const r = await startCli(['bench', '--self-test', '--task', 'allreduce', '--backend', 'cuda', '--tp', '2', '--shapes', 'all', '--iters', '20', '--json'], { timeoutMs: 500_000 }).result;
+    expect(r.code, r.stderr).toBe(0);
+    const report = JSON.parse(r.stdout) as Report; // only rank 0 printed: one JSON document
+    expect(report.options.processGroup).toBe(2);
+    const rows = allreduceRows(r.stdout);
+    expect(rows.length).toBe(5);
+    for (const x of rows) {
+      expect(x.status, `${x.case}: ${x.detail}`).toBe('PASSED');
+      expect(x.speedup).toBeGreaterThan(0);
+    }
+  });
+
+  it('under `fastkernels launch --nproc 2`: the same; a candidate that does not communicate is INCORRECT_NUMERICAL', G, async () => {
+    needGpus(2);
+    const cands = join(work, 'copy-allreduce');
+    mkdirSync(join(cands, 'L1'), { recursive: true });
+    writeFileSync(join(cands, 'L1', 'allreduce.ts'), "import { Module, type Tensor } from '@fastkernels/core';\nexport class AllReduce extends Module {\n  forward(x: Tensor): Tensor { return x.clone(); }\n}\n");
+    const bundle = gpuHostBundle();
+    const cliCmd = bundle ? [join(bundle, 'run')] : [process.execPath, BIN];
+    const r = await startCli(['launch', '--nproc', '2', '--', ...cliCmd, 'bench', '--candidates', cands, '--backend', 'cuda', '--shapes', 'ci', '--iters', '5', '--json'], { timeoutMs: 500_000 }).result;
+    expect(r.code, r.stderr).toBe(0);
+    const rows = allreduceRows(r.stdout);
+    expect(rows.length).toBe(2);
+    for (const x of rows) expect(x.status, `${x.case}: ${x.detail}`).toBe('INCORRECT_NUMERICAL');
   });
 });

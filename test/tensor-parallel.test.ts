@@ -18,7 +18,7 @@ import { HostCollectives, tensorParallelProvider } from '@fastkernels/backend-nc
 import { TensorParallelGroup, UserError, withTensorParallelGroup } from '@fastkernels/core';
 import { baselineRegistry, checkLlamaTensorParallel, loadLlamaModel, parseLlamaConfig, taskProviders, tinyLlamaConfig, writeRandomLlamaCheckpoint } from '@fastkernels/model-zoo';
 import { cli } from './helpers.js';
-import type { RankJob, RankResult } from './tp/llama-rank.js';
+import type { EngineJob, RankJob, RankResult } from './tp/llama-rank.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const FIXTURES = join(here, '..', 'packages', 'model-zoo', 'fixtures');
@@ -130,6 +130,98 @@ describe('tensor-parallel Llama on the CPU (W ranks as threads) equals W = 1', (
   }
 });
 
+describe('e2e --tp on the CPU: W ranks running the paged engine (SPMD) equal W = 1', () => {
+  // 4 requests, greedy and seeded sampling, chunked prefill (16-token steps), few KV blocks (preemption)
+  const requests = [
+    { promptIds: [1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41, 45, 49, 53, 57, 61, 65, 69], params: { maxTokens: 24, ignoreEos: true } },
+    { promptIds: [3, 4], params: { maxTokens: 20, temperature: 0.8, topK: 20, seed: 7, ignoreEos: true } },
+    { promptIds: [200, 100, 50], params: { maxTokens: 16, temperature: 1, topP: 0.9, seed: 11, ignoreEos: true } },
+    { promptIds: [8], params: { maxTokens: 30, ignoreEos: true } },
+  ];
+  const engineJob = (over: Partial<EngineJob> = {}): EngineJob => ({
+    requests, maxNumSeqs: 4, maxNumBatchedTokens: 16, maxModelLen: 64, numKvBlocks: [12, 12], graphs: 'emulated', ...over,
+  });
+  let dir: string;
+  beforeAll(() => {
+    dir = modelDir('engine-llama', 'tiny-llama', { attention_bias: true });
+  });
+
+  it('same tokens (greedy and sampled, with preemptions) as W = 1, decode graphs replayed; the ranks settle on the smallest KV block count', async () => {
+    const [single] = await runRanks(1, { scenario: 'engine', model: dir, engine: engineJob({ numKvBlocks: [6] }) });
+    expect(single!.engine!.graphSteps).toBeGreaterThan(0);
+    const ranks = await runRanks(2, { scenario: 'engine', model: dir, engine: engineJob({ numKvBlocks: [12, 6] }) });
+    for (const r of ranks) {
+      expect(r.tokens, `rank ${r.rank}`).toEqual(single!.tokens);
+      expect(r.engine!.numKvBlocks).toBe(6);
+      expect(r.engine!.graphSteps).toBe(single!.engine!.graphSteps);
+      expect(r.engine!.graphFallback).toBeNull();
+    }
+    expect(ranks[0]!.engine!.limitedBy).toBe('ranks'); // rank 0 had room for 12
+    expect(ranks[1]!.engine!.limitedBy).toBe('explicit');
+  }, 120_000);
+
+  it('a decode-graph capture that fails on one rank: every rank decodes eagerly (reason kept), same tokens', async () => {
+    const [single] = await runRanks(1, { scenario: 'engine', model: dir, engine: engineJob({ numKvBlocks: [12], graphs: 'none' }) });
+    const ranks = await runRanks(2, { scenario: 'engine', model: dir, engine: engineJob({ graphs: 'fail-rank-1' }) });
+    for (const r of ranks) {
+      expect(r.tokens, `rank ${r.rank}`).toEqual(single!.tokens);
+      expect(r.engine!.graphSteps).toBe(0);
+    }
+    expect(ranks[1]!.engine!.graphFallback).toMatch(/the decode-graph capture failed on this rank: ncclAllReduce: operation not permitted/);
+    expect(ranks[0]!.engine!.graphFallback).toBe('the decode-graph capture failed on another tensor-parallel rank');
+  }, 120_000);
+
+  it('a deadline that passes on one rank only: both stop at the same step (the next agreement, every 16 steps)', async () => {
+    const ranks = await runRanks(2, { scenario: 'engine', model: dir, engine: engineJob({ pastDeadlineOnRank: 0 }) });
+    for (const r of ranks) {
+      expect(r.engine!.error, `rank ${r.rank}`).toMatch(/^EngineTimeoutError: the run passed its deadline/);
+      expect(r.engine!.timedOutAtStep, `rank ${r.rank}`).toBe(16);
+    }
+  }, 120_000);
+
+  it('E2eRunner: the self-test agrees 100%, and every rank drops the same candidates as W = 1 (runtime, compile, incorrect)', async () => {
+    const self = await runRanks(2, { scenario: 'e2e', model: dir });
+    for (const r of self) {
+      expect(r.e2e!.outcome).toBe('ok');
+      expect(r.e2e!.discrepancies).toEqual([0, 0, 0, 0, 0, 0]);
+      expect(r.e2e!.drops).toEqual([]);
+    }
+    const job = { scenario: 'e2e' as const, model: dir, candidates: ['good-linear', 'wrong-silu', 'throwing-rotary', 'uncapturable-embedding'] };
+    const [single] = await runRanks(1, job);
+    expect(single!.e2e!.drops).toEqual([['L1/rotary_emb', 'runtime'], ['L1/embedding', 'compile'], ['L1/silu_and_mul', 'incorrect']]);
+    const ranks = await runRanks(2, job);
+    for (const r of ranks) {
+      expect(r.e2e!.drops, `rank ${r.rank}`).toEqual(single!.e2e!.drops);
+      expect(r.e2e!.outcome).toBe('ok');
+      expect(r.e2e!.discrepancies).toEqual(ranks[0]!.e2e!.discrepancies);
+      expect(r.e2e!.runs).toBe(single!.e2e!.runs); // the same bisection
+    }
+    // the uncapturable candidate: the baseline captured, so the rank's eager fallback is the candidate's compile failure
+    expect(ranks[0]!.e2e!.log.some((l) => /dropping L1\/embedding \(compile, from the error\)/.test(l))).toBe(true);
+  }, 180_000);
+});
+
+describe('bench --tp on the CPU: L1/allreduce in lockstep on W ranks (what each group worker runs)', () => {
+  it('the baseline against itself passes on every rank, the float64 reference being the sum of every rank\'s input', async () => {
+    const ranks = await runRanks(2, { scenario: 'bench-allreduce', allreduce: 'baseline' });
+    for (const r of ranks) {
+      expect(r.bench!.map((x) => x.status), `rank ${r.rank}`).toEqual(['PASSED', 'PASSED']);
+      for (const x of r.bench!) {
+        expect(x.golden?.baseline.status).toBe('PASSED');
+        expect(x.checks).toContain('hidden-shape');
+        expect(x.speedup).toBeGreaterThan(0);
+      }
+    }
+  }, 120_000);
+
+  it('a candidate that does not communicate (a copy: right at world 1) is INCORRECT_NUMERICAL on every rank', async () => {
+    const [one] = await runRanks(1, { scenario: 'bench-allreduce', allreduce: 'copy' });
+    expect(one!.bench!.map((x) => x.status)).toEqual(['PASSED', 'PASSED']);
+    const ranks = await runRanks(2, { scenario: 'bench-allreduce', allreduce: 'copy' });
+    for (const r of ranks) expect(r.bench!.map((x) => x.status), `rank ${r.rank}`).toEqual(['INCORRECT_NUMERICAL', 'INCORRECT_NUMERICAL']);
+  }, 120_000);
+});
+
 describe('divisibility over the tensor-parallel size', () => {
   const cfg = tinyLlamaConfig({ numAttentionHeads: 4, numKeyValueHeads: 2, intermediateSize: 96 });
 
@@ -175,5 +267,57 @@ describe('fastkernels generate --tp (refusals here; runs need GPUs: generate.gpu
 
   it('--help documents --tp', () => {
     expect(cli(['generate', '--help']).stdout).toMatch(/--tp[\s\S]*one process per GPU/);
+  });
+});
+
+describe('e2e --tp and bench --tp: refusals before any rank starts (exit 2); runs need GPUs: tensor-parallel.gpu.test.ts', () => {
+  const e2e = (dir: string, ...more: string[]) => cli(['e2e', '--model', dir, '--self-test', '--requests', 'synthetic:2:4-8:2-4:0', '--workload', 'throughput', ...more]);
+
+  it('e2e --tp 3 on a 4-head model: exit 2 naming the field and the sizes that work', () => {
+    const r = e2e(modelDir('e2e-odd', 'tiny-llama', {}, true), '--tp', '3', '--backend', 'cpu');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--tp: the number of attention heads 4 is not divisible by the tensor-parallel size 3/);
+    expect(r.stderr).toMatch(/fix: use --tp 1, 2, 4 \(/);
+  });
+
+  it('e2e --tp 2 on the CPU backend, and with device random init: exit 2 with the fix', () => {
+    const dir = modelDir('e2e-cpu', 'tiny-llama', {}, true);
+    const cpu = e2e(dir, '--tp', '2', '--backend', 'cpu');
+    expect(cpu.code).toBe(2);
+    expect(cpu.stderr).toMatch(/--tp: tensor parallelism runs on the cuda backend/);
+    const dev = e2e(dir, '--tp', '2', '--backend', 'cpu', '--random-init', 'device');
+    expect(dev.code).toBe(2);
+    expect(dev.stderr).toMatch(/--random-init: device random init cannot be sharded over ranks/);
+  });
+
+  it('e2e --tp 2 with a candidate file that does not load: exit 2 naming the file (checked once, in the parent)', () => {
+    const dir = modelDir('e2e-cand', 'tiny-llama', {}, true);
+    const cands = join(work, 'bad-cands');
+    mkdirSync(join(cands, 'L1'), { recursive: true });
+    writeFileSync(join(cands, 'L1', 'rms_norm.ts'), 'export class NotRMSNorm {}\n');
+    const r = cli(['e2e', '--model', dir, '--candidates', cands, '--tp', '2', '--backend', 'cpu']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/rms_norm\.ts/);
+  });
+
+  it('inside a launch of another size: exit 2', () => {
+    const dir = modelDir('e2e-launch', 'tiny-llama', {}, true);
+    const r = cli(['e2e', '--model', dir, '--self-test', '--tp', '2', '--backend', 'cpu'], { env: { RANK: '0', WORLD_SIZE: '4', MASTER_PORT: '1', FASTKERNELS_RDZV_TOKEN: 't' } });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--tp 2 inside a launch of 4 ranks/);
+  });
+
+  it('bench --tp 2 on the CPU backend: exit 2; without --tp the all-reduce is skipped with the way to run it', () => {
+    const r = cli(['bench', '--self-test', '--task', 'allreduce', '--tp', '2', '--backend', 'cpu', '--iters', '0']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--tp: tensor parallelism runs on the cuda backend/);
+    const skipped = cli(['bench', '--self-test', '--task', 'allreduce', '--backend', 'cpu', '--iters', '0', '--json']);
+    expect(skipped.code).toBe(0);
+    expect(skipped.stderr).toContain('bench: skipping L1/allreduce: needs a process group of world size 2; run `fastkernels bench --tp 2`');
+  });
+
+  it('--help documents --tp for e2e and bench', () => {
+    expect(cli(['e2e', '--help']).stdout).toMatch(/--tp[\s\S]*rank runs the whole evaluation on its shard of the model/);
+    expect(cli(['bench', '--help']).stdout).toMatch(/--tp[\s\S]*bench\s+workers form an NCCL group/);
   });
 });

@@ -98,6 +98,7 @@ const BENCH_HOST_FILES = [
   'lib.sh', 'h200-runtime.sh', 'runtime_torch.py', 'h200-kernels.sh', 'kernels_torch.py', 'h200-parity.sh', 'parity.py',
   'h200-e2e-llama.sh', 'e2e_llama.py', 'h200-serve.sh', 'serve_hf.py', 'h200x2-allreduce.sh', 'allreduce_torch.py', 'h200-verify.sh',
   'h200x2-tp-llama.sh', // issue 10: tensor-parallel Llama (generate --tp 2 vs --tp 1, decode tok/s, rank kill)
+  'h200x2-tp-selftest.sh', // issue 10: e2e --tp 2 self-test, bench --tp 2 of L1/allreduce (process group of bench workers)
 ];
 mkdirSync(join(out, 'bench'));
 for (const f of BENCH_HOST_FILES) {
@@ -212,4 +213,4 @@ walk(out);
 writeFileSync(join(out, 'MANIFEST.json'), JSON.stringify({ commit, builtAt: new Date().toISOString(), node: nodeVersion, files }, null, 2));
 say(`wrote ${relative(root, out)}/ (${Object.keys(files).length} files, ${(Object.values(files).reduce((a, b) => a + b, 0) / 1e6).toFixed(1)} MB)`);
 say(`verify: OUT=/tmp/fk ${relative(root, out)}/bench/h200-verify.sh --list (phases; docs/gpu-session-plan.md)`);
-say(`on the GPU host: ${relative(root, out)}/run --help ; ${relative(root, out)}/run-gpu-tests ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-runtime.sh ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-kernels.sh ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-parity.sh ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-e2e-llama.sh ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-serve.sh`);
+say(`on the GPU host: ${relative(root, out)}/run --help ; ${relative(root, out)}/run-gpu-tests ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-runtime.sh ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-kernels.sh ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-parity.sh ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-e2e-llama.sh ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-serve.sh ; OUT=/tmp/fk ${relative(root, out)}/bench/h200x2-tp-selftest.sh (2 GPUs)`);

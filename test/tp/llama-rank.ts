@@ -2,16 +2,35 @@
  * One rank of the simulated tensor-parallel runs of tensor-parallel.test.ts: a worker thread (bundled with esbuild by
  * the test) that joins the other ranks' threads through HostCollectives (shared memory, CPU tensors), builds the
  * Llama model as rank `rank` of `world` (sharded weights, read from the checkpoint as this rank's slices), generates
- * greedily, and posts the tokens, the logits and the shapes of its shards back.
+ * greedily, and posts the tokens, the logits and the shapes of its shards back. Further scenarios run the rank's part of
+ * `e2e --tp` (the paged engine, E2eRunner's drop-and-retry) and of `bench --tp` (L1/allreduce in lockstep) the same way.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { CpuBackend } from '@fastkernels/backend-cpu';
-import { HostCollectives, tensorParallelProvider } from '@fastkernels/backend-nccl';
-import { Tensor, TensorParallelGroup, setTensorParallelGroup } from '@fastkernels/core';
-import { baselineRegistry, generate, loadLlamaModel, taskProviders } from '@fastkernels/model-zoo';
+import { AllReduce, HostCollectives, allreduceTask, tensorParallelProvider } from '@fastkernels/backend-nccl';
+import { Tensor, TensorParallelGroup, benchTask, errorMessage, setTensorParallelGroup, type CaseResult, type Module, type ModuleClass } from '@fastkernels/core';
+import {
+  E2eRunner, EmulatedGraphRuntime, LLMEngine, baselineRegistry, generate, isGraphCapturing, loadLlamaModel, syntheticWorkload, taskProviders,
+  type CapturedGraph, type E2eModelSource, type GraphRuntime, type SamplingParams,
+} from '@fastkernels/model-zoo';
+import { agreeOnCase, sharedVerifySeed } from '../../packages/cli/src/bench/group.js';
+
+/** The engine scenario: requests, engine sizes, and what to make differ between the ranks. */
+export interface EngineJob {
+  readonly requests: { promptIds: number[]; params: Partial<SamplingParams> }[];
+  readonly maxNumSeqs: number;
+  readonly maxNumBatchedTokens: number;
+  readonly maxModelLen: number;
+  /** KV blocks per rank (index: rank); the ranks must settle on the smallest. */
+  readonly numKvBlocks: readonly number[];
+  /** 'emulated' = EmulatedGraphRuntime on every rank; 'fail-rank-1' = rank 1's capture throws. */
+  readonly graphs: 'emulated' | 'fail-rank-1' | 'none';
+  /** This rank's deadline passes after 3 steps, the other's not (clock skew): every rank must stop at the same step. */
+  readonly pastDeadlineOnRank?: number;
+}
 
 export interface RankJob {
-  readonly scenario: 'llama' | 'collectives';
+  readonly scenario: 'llama' | 'collectives' | 'engine' | 'e2e' | 'bench-allreduce';
   readonly rank: number;
   readonly world: number;
   readonly shared: SharedArrayBuffer | null;
@@ -19,6 +38,11 @@ export interface RankJob {
   readonly prompts?: number[][];
   readonly maxTokens?: number;
   readonly randomInit?: 'host';
+  readonly engine?: EngineJob;
+  /** e2e: candidates by name (see CANDIDATES). */
+  readonly candidates?: readonly string[];
+  /** bench-allreduce: the candidate AllReduce ('baseline' = the baseline against itself, 'copy' = no communication). */
+  readonly allreduce?: 'baseline' | 'copy';
 }
 
 export interface RankResult {
@@ -30,12 +54,15 @@ export interface RankResult {
   /** Parameter name -> shape on this rank. */
   readonly shapes?: Record<string, number[]>;
   readonly collectives?: Record<string, number[]>;
+  readonly engine?: { numKvBlocks: number; limitedBy: string; graphSteps: number; eagerSteps: number; graphFallback: string | null; timedOutAtStep?: number; error?: string };
+  readonly e2e?: { outcome: string; discrepancies: number[]; noiseDiscrepancies: number[]; drops: [string, string][]; runs: number; log: string[] };
+  readonly bench?: CaseResult[];
 }
 
 const job = workerData as RankJob;
 const backend = new CpuBackend();
 
-function run(): RankResult {
+async function run(): Promise<RankResult> {
   const comm = job.world > 1 ? new HostCollectives(job.rank, job.world, job.shared!, 20_000) : null;
   const group = new TensorParallelGroup(job.rank, job.world, comm);
   setTensorParallelGroup(group);
@@ -47,6 +74,9 @@ function run(): RankResult {
     const gathered = group.allGather(t([r, r + 0.5, r + 0.25, r + 0.125], [2, 2]), -1); // [2, 2W]
     return { rank: r, collectives: { sum: [...sum.toFloat64Array()], max: [...max.toFloat64Array()], gather: [...gathered.toFloat64Array()], gatherShape: [...gathered.shape] } };
   }
+  if (job.scenario === 'engine') return engineRun(job, group);
+  if (job.scenario === 'e2e') return e2eRun(job);
+  if (job.scenario === 'bench-allreduce') return benchAllreduce(job, group);
   const registry = baselineRegistry([...taskProviders, tensorParallelProvider]);
   const loaded = loadLlamaModel(job.model!, { backend, registry, dtype: 'f32', ...(job.randomInit ? { randomInit: job.randomInit } : {}) });
   const shapes = Object.fromEntries(loaded.model.namedParameters().map(([k, p]) => [k, [...p.shape]]));
@@ -60,8 +90,133 @@ function run(): RankResult {
   };
 }
 
+/**
+ * A graph runtime whose capture fails on one rank (NCCL refusing a capture, say): every rank must decode eagerly. A
+ * capture records without running (as a CUDA capture queues no work, and NCCL communicates nothing while capturing),
+ * so the rank that captured has made no collective its failed peer did not.
+ */
+class FailingOnRank implements GraphRuntime {
+  constructor(private readonly failRank: number) {}
+  createPool(bytes: number): unknown {
+    return { bytes };
+  }
+  capture(fn: () => void): CapturedGraph {
+    if (job.rank === this.failRank) throw new Error('ncclAllReduce: operation not permitted when stream is capturing (simulated)');
+    return { replay: fn, destroy: () => {} };
+  }
+  poolBytes(pool: unknown): number {
+    return (pool as { bytes: number }).bytes;
+  }
+  destroyPool(): void {}
+}
+
+function engineRun(job: RankJob, group: TensorParallelGroup): RankResult {
+  const e = job.engine!;
+  const registry = baselineRegistry([...taskProviders, tensorParallelProvider]);
+  const loaded = loadLlamaModel(job.model!, { backend, registry, dtype: 'f32' });
+  const graphs = e.graphs === 'none' ? false : e.graphs === 'emulated' ? new EmulatedGraphRuntime() : new FailingOnRank(1);
+  let engine: LLMEngine | undefined;
+  try {
+    engine = new LLMEngine(loaded.model, loaded.ctx, loaded.config, {
+      maxNumSeqs: e.maxNumSeqs, maxNumBatchedTokens: e.maxNumBatchedTokens, maxModelLen: e.maxModelLen, numKvBlocks: e.numKvBlocks[group.rank]!, graphs,
+    });
+    const info = () => ({
+      numKvBlocks: engine!.budget.numKvBlocks, limitedBy: engine!.budget.limitedBy, graphSteps: engine!.runner.stats.graphSteps, eagerSteps: engine!.runner.stats.eagerSteps,
+      graphFallback: engine!.graphFallback?.reason ?? null,
+    });
+    // both ranks have a deadline (an hour away); after 3 steps one rank's clock says it passed
+    if (e.pastDeadlineOnRank !== undefined) engine.deadline = performance.now() + 3_600_000;
+    let steps = 0;
+    try {
+      const out = engine.generate(e.requests, () => {
+        if (++steps === 3 && job.rank === e.pastDeadlineOnRank) engine!.deadline = performance.now() - 1;
+      });
+      return { rank: job.rank, tokens: out.map((o) => o.tokenIds), engine: info() };
+    } catch (err) {
+      return { rank: job.rank, engine: { ...info(), timedOutAtStep: steps, error: `${(err as Error).name}: ${errorMessage(err)}` } };
+    }
+  } finally {
+    engine?.dispose();
+    loaded.model.dispose();
+  }
+}
+
+/** Candidates for the e2e scenario: subclasses of the baselines, as a candidate set exports them. */
+function candidates(registry: ReturnType<typeof baselineRegistry>): Record<string, { taskId: string; cls: ModuleClass }> {
+  type Forward = (...a: unknown[]) => unknown;
+  const sub = (taskId: string, forward: (base: Forward, self: Module, args: unknown[]) => unknown) => {
+    const Base = registry.resolve(taskId) as unknown as new (...a: unknown[]) => Module;
+    class Candidate extends Base {
+      override forward(...args: unknown[]): unknown {
+        return forward((...a) => (Base.prototype.forward as Forward).apply(this, a), this, args);
+      }
+    }
+    return { taskId, cls: Candidate as unknown as ModuleClass };
+  };
+  return {
+    'good-linear': sub('L1/linear', (base, _s, a) => base(...a)),
+    'wrong-silu': sub('L1/silu_and_mul', (base, _s, a) => (base(...a) as Tensor).fill_(1)),
+    'throwing-rotary': sub('L1/rotary_emb', () => {
+      throw new Error('illegal memory access (simulated)');
+    }),
+    'uncapturable-embedding': sub('L1/embedding', (base, _s, a) => {
+      if (isGraphCapturing()) throw new Error('operation not permitted when stream is capturing (simulated host sync)');
+      return base(...a);
+    }),
+  };
+}
+
+function e2eRun(job: RankJob): RankResult {
+  const registry = baselineRegistry([...taskProviders, tensorParallelProvider]);
+  const source: E2eModelSource = {
+    name: 'tiny', family: 'dense-moe-llm',
+    load: (reg) => {
+      const m = loadLlamaModel(job.model!, { backend, registry: reg, dtype: 'f32' });
+      return { model: m.model, ctx: m.ctx, geometry: m.config, dispose: () => m.model.dispose() };
+    },
+  };
+  const log: string[] = [];
+  const all = candidates(registry);
+  const runner = new E2eRunner(source, registry, {
+    engine: { maxModelLen: 128, maxNumSeqs: 4, maxNumBatchedTokens: 32, graphs: new EmulatedGraphRuntime() },
+    throughput: syntheticWorkload({ numRequests: 6, inputLen: [3, 40], outputLen: [4, 12], seed: 0, vocabSize: 256 }),
+    latency: { batchSizes: [1, 2], promptLen: 8, outputLen: 4, warmups: 1, repeats: 1 },
+    runTimeoutMs: 600_000,
+    collectivesOn: { backend, device: 0 },
+    log: (l) => log.push(l),
+  });
+  const { record, details } = runner.evaluate((job.candidates ?? []).map((n) => all[n]!));
+  return {
+    rank: job.rank,
+    e2e: { outcome: record.outcome, discrepancies: record.discrepancies, noiseDiscrepancies: record.noiseDiscrepancies, drops: record.drops.map((d) => [d.task, d.category]), runs: details.runs, log },
+  };
+}
+
+async function benchAllreduce(job: RankJob, group: TensorParallelGroup): Promise<RankResult> {
+  const registry = baselineRegistry([...taskProviders, tensorParallelProvider]);
+  const candidate = registry.child('candidate');
+  if (job.allreduce === 'copy') {
+    class CopyAllReduce extends AllReduce {
+      override forward(x: Tensor): Tensor {
+        return x.clone(); // no communication: right at world 1 only
+      }
+    }
+    candidate.override('L1/allreduce', CopyAllReduce);
+  }
+  const results: CaseResult[] = [];
+  for (const [i, c] of allreduceTask.cases.ci.entries()) {
+    // what a group worker passes: the same seeds, a warm-up counted in calls, the shared verify seed
+    const [r] = await benchTask({
+      task: allreduceTask, baseline: registry, candidate, backend, cases: [c], rounds: 3, iters: 6, warmup: 2, warmupMs: 0,
+      seed: 200, verifySeed: sharedVerifySeed(12345, allreduceTask.id, i), hiddenShape: true, inputSets: 2,
+    });
+    results.push(group.world > 1 ? agreeOnCase(group, { backend, device: 0 }, r!) : r!);
+  }
+  return { rank: job.rank, bench: results };
+}
+
 try {
-  parentPort!.postMessage(run());
+  parentPort!.postMessage(await run());
 } catch (e) {
   parentPort!.postMessage({ rank: job.rank, error: (e as Error).stack ?? String(e) } satisfies RankResult);
 }

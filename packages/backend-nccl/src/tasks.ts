@@ -7,11 +7,14 @@
  *   L2/qkv_parallel_linear           QKVParallelLinear
  *   L2/merged_column_parallel_linear MergedColumnParallelLinear
  * Every task declares worldSize 2: at world 1 the all-reduce is a copy and the layers are plain GEMMs, so a single
- * process cannot tell a good candidate from a copy; `bench` skips them with the reason. Their cases (shapes of the
- * whole, unsharded layer) run at world 1 in this package's tests, where the reference is the float64 x W^T + b, and
- * the Llama modules use the layers when a tensor-parallel group of world > 1 is current.
+ * process cannot tell a good candidate from a copy. L1/allreduce has rank-aware cases (rankAwareCases): each rank's
+ * input is its own draw from the case's seeded stream and the float64 reference is the sum of every rank's draw, so
+ * `bench --tp 2` (or bench under `fastkernels launch --nproc 2`) runs it in a process group of its bench workers, in
+ * lockstep. The layers' cases still describe the whole, unsharded layer (they run at world 1 in this package's tests,
+ * where the reference is the float64 x W^T + b; the Llama modules use the layers when a group of world > 1 is current):
+ * bench skips them, with the reason.
  */
-import { DTYPE_INFO, Tensor, defineTask, hostArray, type ExecutionContext, type HostArray, type Module, type Rng, type TaskCase } from '@fastkernels/core';
+import { DTYPE_INFO, Tensor, currentTensorParallelGroup, defineTask, hostArray, roundToDType, type ExecutionContext, type HostArray, type Module, type Rng, type TaskCase } from '@fastkernels/core';
 import { AllReduce, ColumnParallelLinear, MergedColumnParallelLinear, QKVParallelLinear, RowParallelLinear } from './parallel/linear.js';
 
 /** model-zoo's dense LLM family name (the string its leaderboard uses). */
@@ -62,6 +65,32 @@ const linearRef = (inputs: readonly (HostArray | null)[], params: ReadonlyMap<st
 
 const llamaT = [1, 32, 4096];
 
+/** The group's sum of the inputs made last for a case (allreduce's float64 reference); small cases only. */
+const groupSums = new WeakMap<TaskCase, Float64Array>();
+/** Above this many elements no sum is kept (the golden check runs at small shapes only). */
+const SUM_MAX_NUMEL = 1 << 20;
+
+/**
+ * Rank r of W draws W normal tensors from the case's stream and takes the r-th (at W = 1: the first, as before), so the
+ * ranks' inputs differ (a candidate cannot pass by scaling its own input) and every rank knows the group's sum: the
+ * reference, kept for the round that made these inputs.
+ */
+function allreduceInputs(c: TaskCase, ctx: ExecutionContext, rng: Rng): Tensor[] {
+  const { rank, world } = currentTensorParallelGroup();
+  const shape = [c.dims.T!, c.dims.H!];
+  const n = shape[0]! * shape[1]!;
+  let mine: Float64Array | undefined;
+  const sum = world > 1 && n <= SUM_MAX_NUMEL ? new Float64Array(n) : null;
+  for (let q = 0; q < world; q++) {
+    const v = rng.fillNormal(n, 1);
+    if (q === rank) mine = v;
+    if (sum) for (let i = 0; i < n; i++) sum[i]! += roundToDType(v[i]!, c.dtype);
+  }
+  if (sum) groupSums.set(c, sum);
+  else groupSums.delete(c);
+  return [Tensor.fromArray(ctx.backend, mine!, shape, c.dtype, { device: ctx.device })];
+}
+
 export const allreduceTask = defineTask(
   {
     id: 'L1/allreduce',
@@ -70,6 +99,7 @@ export const allreduceTask = defineTask(
     family: [DENSE_LLM_FAMILY],
     architectures: ARCHS,
     worldSize: TP_WORLD,
+    rankAwareCases: true,
     mirrors: 'vllm.distributed.communication_op.tensor_model_parallel_all_reduce',
     description: 'Sum of a tensor over the tensor-parallel group (out of place); at world 1 a copy. The reduction after RowParallelLinear (o_proj, down_proj).',
     init: [],
@@ -85,8 +115,11 @@ export const allreduceTask = defineTask(
   },
   {
     baseline: AllReduce,
-    makeInputs: (c, ctx, rng) => [randn(ctx, rng, [c.dims.T!, c.dims.H!], c)],
-    reference: ([x]) => [hostArray(x!.shape, Float64Array.from(x!.data))],
+    makeInputs: allreduceInputs,
+    reference: ([x], _params, c) => {
+      const sum = currentTensorParallelGroup().world > 1 ? groupSums.get(c) : undefined;
+      return [hostArray(x!.shape, sum && sum.length === x!.data.length ? Float64Array.from(sum) : Float64Array.from(x!.data))];
+    },
     work: (c) => ({ bytes: 2 * c.dims.T! * c.dims.H! * DTYPE_INFO[c.dtype].itemsize, flops: 0 }),
   },
 );

@@ -1,8 +1,11 @@
 /**
- * `--tp N` for the model commands: the command re-executes itself as N ranks under backend-nccl's launcher (one
- * process per GPU, NCCL rendezvous), each rank joins the group and builds its shard of the model; rank 0 prints, the
- * others stay quiet (their errors still reach stderr). What can be checked before starting N processes (the model
- * splits over N, the backend, the GPU count, NCCL) is checked in the parent, so bad input exits 2 at once.
+ * `--tp N` for generate, e2e and bench: the command re-executes itself as N ranks under backend-nccl's launcher (one
+ * process per GPU, NCCL rendezvous; the same node, CLI entry and arguments, which include --tp, so each rank takes the
+ * rank path). What can be checked before starting N processes (the model splits over N, the backend, the GPU count,
+ * NCCL, the command's own input) is checked in the parent, so bad input exits 2 at once. In the model commands each
+ * rank joins the group and builds its shard of the model; rank 0 prints and writes files, the others stay quiet (their
+ * errors still reach stderr through main()). bench's ranks do not join a group themselves: their bench workers do
+ * (bench/group.ts).
  */
 import { initDistributed, launchEnv, probeNccl, runLaunch } from '@fastkernels/backend-nccl';
 import { TensorParallelGroup, UserError, setTensorParallelGroup, type Backend } from '@fastkernels/core';
@@ -30,12 +33,17 @@ export function tensorParallelRole(tp: number, env: Readonly<Record<string, stri
   return { kind: 'rank', rank: le.rank, world: le.world };
 }
 
-/** The parent's checks: the model splits over `tp` ranks, the backend is CUDA with `tp` GPUs, NCCL loads. Returns the config. */
-export function checkTensorParallelRun(tp: number, modelDir: string, backend: Backend): LlamaConfig {
+/** The model splits over `tp` ranks (heads, kv heads, MLP): exit 2 naming config.json otherwise. Returns the config. */
+export function checkTensorParallelModel(tp: number, modelDir: string): LlamaConfig {
   const configPath = join(modelDir, 'config.json');
   if (!existsSync(configPath)) throw new UserError(`no config.json in ${modelDir}`, { field: '--model', fix: 'pass a folder with an HF config.json (and safetensors weights)' });
   const { config } = loadLlamaConfig(configPath);
   checkLlamaTensorParallel(config, tp, configPath);
+  return config;
+}
+
+/** The backend is CUDA with `tp` GPUs and NCCL loads: exit 2 with the fix otherwise. */
+export function checkTensorParallelDevices(tp: number, backend: Backend): void {
   if (backend.name !== 'cuda') {
     throw new UserError(`tensor parallelism runs on the cuda backend (NCCL between GPUs); this run would use ${backend.name}`, {
       field: '--tp',
@@ -46,7 +54,65 @@ export function checkTensorParallelRun(tp: number, modelDir: string, backend: Ba
   if (gpus < tp) throw new UserError(`--tp ${tp} needs ${tp} GPUs, ${gpus} visible`, { field: '--tp', fix: `use --tp ${Math.max(1, gpus)} or less, or check CUDA_VISIBLE_DEVICES` });
   const nccl = probeNccl();
   if (!nccl.available) throw new UserError(`NCCL is not usable: ${nccl.reason}`, { field: '--tp', fix: 'run `fastkernels doctor`; set FASTKERNELS_NCCL_LIB_DIRS to the folder of libnccl.so.2' });
+}
+
+/** The parent's checks of a model command: the model splits over `tp` ranks, then the devices. Returns the config. */
+export function checkTensorParallelRun(tp: number, modelDir: string, backend: Backend): LlamaConfig {
+  const config = checkTensorParallelModel(tp, modelDir);
+  checkTensorParallelDevices(tp, backend);
   return config;
+}
+
+/** What a model command's body runs with: this rank (0 of 1 without --tp), its device, and where it may print. */
+export interface RankRun {
+  readonly rank: number;
+  readonly world: number;
+  /** The rank's CUDA device (undefined without --tp: the command's default). */
+  readonly device?: number;
+  /** The command's io on rank 0, QUIET_IO on the others. */
+  readonly io: Io;
+  /** Rank 0 (or the only process): the one that prints and writes --out files. */
+  readonly primary: boolean;
+}
+
+/**
+ * The `--tp N` driver shared by the model commands (generate, e2e). tp 1: `body` runs here, as always. tp > 1
+ * outside a launch: `preflight` (the parent's checks: bad input exits 2 here, before any rank starts), then this very
+ * command line again as N ranks (relaunchAsRanks); resolves when every rank succeeded. Inside a launched rank: join
+ * the group (device, rendezvous, communicator), run `body` as that rank, leave the group.
+ */
+export async function runWithTensorParallel(
+  spec: {
+    readonly tp: number;
+    readonly io: Io;
+    readonly rawArgs: readonly string[];
+    readonly preflight: () => void | Promise<void>;
+    /** The environment the role is read from (default process.env; tests). */
+    readonly env?: Readonly<Record<string, string | undefined>>;
+    readonly relaunch?: RelaunchOptions;
+  },
+  body: (run: RankRun) => Promise<void>,
+): Promise<void> {
+  const role = tensorParallelRole(spec.tp, spec.env);
+  if (role.kind === 'single') return body({ rank: 0, world: 1, io: spec.io, primary: true });
+  if (role.kind === 'parent') {
+    await spec.preflight();
+    return relaunchAsRanks(spec.tp, spec.rawArgs, spec.io, spec.relaunch);
+  }
+  const group = await joinTensorParallelGroup();
+  try {
+    await body({ rank: group.rank, world: group.world, device: group.device, io: group.rank === 0 ? spec.io : QUIET_IO, primary: group.rank === 0 });
+  } finally {
+    group.close();
+  }
+}
+
+/** For tests: another script than the CLI's entry, and where the ranks' output goes. */
+export interface RelaunchOptions {
+  readonly entry?: string;
+  readonly execArgv?: readonly string[];
+  readonly output?: 'inherit' | 'prefix' | ((rank: number, stream: 'stdout' | 'stderr', line: string) => void);
+  readonly env?: Readonly<Record<string, string | undefined>>;
 }
 
 /**
@@ -54,16 +120,17 @@ export function checkTensorParallelRun(tp: number, modelDir: string, backend: Ba
  * each rank takes the rank path). Resolves when every rank succeeded; a failed rank is a LaunchExitError carrying
  * its exit code (2 for a rank's bad input), after the launcher has stopped the others.
  */
-export async function relaunchAsRanks(tp: number, rawArgs: readonly string[], io: Io): Promise<void> {
-  const entry = process.argv[1];
+export async function relaunchAsRanks(tp: number, rawArgs: readonly string[], io: Io, options: RelaunchOptions = {}): Promise<void> {
+  const entry = options.entry ?? process.argv[1];
   if (!entry) throw new Error('--tp: cannot tell which script is the CLI (process.argv[1] is empty)');
   const r = await runLaunch({
     nproc: tp,
     command: process.execPath,
-    args: [...process.execArgv, entry, ...rawArgs],
+    args: [...(options.execArgv ?? process.execArgv), entry, ...rawArgs],
     devices: 'all',
-    output: 'inherit',
+    output: options.output ?? 'inherit',
     log: (l) => io.err(`${l}\n`),
+    ...(options.env ? { env: options.env } : {}),
   });
   if (r.exitCode === 0) return;
   const why = r.failed ? r.failed.reason : r.interrupted ? `interrupted by ${r.interrupted}` : (r.error ?? `a rank exited with ${r.exitCode}`);

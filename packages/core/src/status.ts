@@ -12,3 +12,15 @@ export function worstStatus(statuses: Iterable<Status>): Status {
   for (const s of statuses) if (SEVERITY[s] > SEVERITY[worst]) worst = s;
   return worst;
 }
+
+/** A status's rank in the order of severity (PASSED 0 … REWARD_HACK 7), e.g. to fold statuses across processes. */
+export function statusSeverity(s: Status): number {
+  return SEVERITY[s];
+}
+
+/** The status of a severity rank (the inverse of statusSeverity). */
+export function statusOfSeverity(n: number): Status {
+  const s = (Object.keys(SEVERITY) as Status[]).find((k) => SEVERITY[k] === n);
+  if (!s) throw new RangeError(`no status has severity ${n}`);
+  return s;
+}

@@ -73,6 +73,13 @@ export const TaskMetaSchema = z.object({
    * skips them, with the reason, when it cannot give them a process group of that size.
    */
   worldSize: z.number().int().min(1).default(1),
+  /**
+   * For worldSize > 1: the task's cases run on every rank of such a group — makeInputs draws each rank's own inputs
+   * (from the same seeded stream, so every rank knows them all) and the float64 reference is the group's result — so
+   * `bench` can run it in lockstep in a process group of its bench workers (`bench --tp N`, or under `fastkernels
+   * launch`). Without it a group task is skipped there too (its cases describe one unsharded layer).
+   */
+  rankAwareCases: z.boolean().default(false),
   cases: z.object({ ci: z.array(TaskCaseSchema).min(1), production: z.array(TaskCaseSchema).min(1) }),
 });
 export type TaskMeta = z.infer<typeof TaskMetaSchema>;

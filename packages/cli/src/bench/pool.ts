@@ -19,6 +19,11 @@ export interface WorkerSpec {
   readonly options: WorkerOptions;
   readonly verbose: boolean;
   readonly onLog?: (line: string) => void;
+  /**
+   * A group worker (bench/group.ts): these variables join it to its peers' workers, every GPU stays visible (NCCL's
+   * P2P path needs its peers) and it uses `physicalDevice` by its index.
+   */
+  readonly group?: { readonly env: Readonly<Record<string, string>> };
 }
 
 export interface ReadyInfo {
@@ -61,8 +66,9 @@ export class WorkerProc {
   /** Start the worker and wait for `ready` (preflight-loading `preflight` candidates). */
   async start(preflight: readonly string[], profile: MachineProfile | undefined, stallMs: number): Promise<ReadyInfo> {
     const entry = process.env.FASTKERNELS_WORKER_ENTRY ?? process.argv[1]!;
-    const env: NodeJS.ProcessEnv = { ...process.env };
-    if (this.spec.backend === 'cuda') env.CUDA_VISIBLE_DEVICES = String(this.spec.physicalDevice);
+    const env: NodeJS.ProcessEnv = { ...process.env, ...this.spec.group?.env };
+    const isolated = this.spec.backend === 'cuda' && !this.spec.group;
+    if (isolated) env.CUDA_VISIBLE_DEVICES = String(this.spec.physicalDevice);
     const child = fork(entry, ['__worker'], { detached: true, stdio: ['ignore', 'pipe', 'pipe', 'ipc'], env, serialization: 'json' });
     this.child = child;
     child.stdout?.on('data', (d: Buffer) => this.log('stdout', d));
@@ -84,7 +90,7 @@ export class WorkerProc {
     child.on('error', () => {});
     child.send({
       type: 'init', secret: this.secret, backend: this.spec.backend,
-      device: this.spec.backend === 'cuda' ? 0 : this.spec.physicalDevice, physicalDevice: this.spec.physicalDevice,
+      device: isolated ? 0 : this.spec.physicalDevice, physicalDevice: this.spec.physicalDevice,
       candidates: this.spec.candidates, preflight: [...preflight], options: this.spec.options, ...(profile ? { profile } : {}),
     });
     for (;;) {

@@ -6,12 +6,14 @@ import { types } from 'node:util';
 import {
   HarnessGuard,
   ParentMessageSchema,
+  TensorParallelGroup,
   UserError,
   benchTask,
   errorMessage,
   measureProfile,
   parseSafetensorsHeader,
   protectHarness,
+  setTensorParallelGroup,
   type Backend,
   type CaseResult,
   type GuardProbes,
@@ -26,8 +28,10 @@ import {
   type Tensor,
   type WorkerBody,
 } from '@fastkernels/core';
+import { initDistributed } from '@fastkernels/backend-nccl';
 import { EsbuildCandidateLoader, listCandidateFiles } from '../candidates/loader.js';
 import { environment, selectBackend } from '../env.js';
+import { agreeOnCase, agreeOnDirty, groupSeedOf, sharedVerifySeed } from './group.js';
 import { sign } from './protocol.js';
 import { candidatesUseTriton, prestartTriton } from './triton-prestart.js';
 
@@ -154,6 +158,21 @@ export async function runWorker(): Promise<number> {
     return 1;
   }
   const device = first.device;
+  // A group worker (bench --tp N, bench/group.ts) joins its peers' workers now, before the guard counts threads:
+  // NCCL's proxy threads and connections are the harness's, not a candidate's.
+  const groupSeed = groupSeedOf();
+  let group: TensorParallelGroup | null = null;
+  if (groupSeed !== undefined) {
+    try {
+      const d = await initDistributed();
+      group = TensorParallelGroup.of(d);
+      setTensorParallelGroup(group);
+      group.agree([1], 'sum', { backend, device }); // the first collective sets up the connections
+    } catch (e) {
+      post({ type: 'fatal', message: `joining the bench workers' process group failed: ${errorMessage(e)}`, usage: false });
+      return 1;
+    }
+  }
   await fsp.stat('.'); // start libuv's thread pool now, so it does not count as threads the candidate started
   const files = first.candidates ? listCandidateFiles(first.candidates) : [];
   if (backend.name === 'cuda' && candidatesUseTriton(files.map((f) => f.path))) prestartTriton();
@@ -264,18 +283,20 @@ export async function runWorker(): Promise<number> {
       const { values, ...plain } = c;
       const [r] = await benchTask({
         task, baseline: env.registry, candidate: registry, backend, device, cases: [plain as TaskCase],
-        rounds: first.options.rounds, iters: first.options.iters, warmup: first.options.warmup, warmupMs: first.options.warmupMs,
+        // in a group every rank must make the same calls: a warm-up counted in calls, shared seeds (bench/group.ts)
+        rounds: first.options.rounds, iters: first.options.iters, warmup: first.options.warmup, warmupMs: group ? 0 : first.options.warmupMs,
         seed: first.options.seed, correctnessOnly: first.options.iters === 0,
         guard, profile, flushBytes: first.options.flushBytes ?? undefined, inputSets: first.options.inputSets,
-        verifySeed: randomInt(0, 2 ** 31 - 1), hiddenShape: first.options.hiddenShape,
+        verifySeed: groupSeed !== undefined ? sharedVerifySeed(groupSeed, m.taskId, i) : randomInt(0, 2 ** 31 - 1), hiddenShape: first.options.hiddenShape,
         ...(values ? { prepareInputs: captureFiller(task, values) } : {}),
         onProgress: (p) => post({ type: 'progress', ...p, caseIndex: i, caseCount: m.cases.length }),
       });
-      const result = r!;
+      const result = group ? agreeOnCase(group, { backend, device }, r!) : r!;
       post({ type: 'case', taskId: m.taskId, result });
       if (result.status === 'REWARD_HACK') taskDirty ??= result.detail ?? 'reward hack';
       if (/CudaFatalError|sticky CUDA error/.test(result.detail ?? '')) taskDirty ??= 'a sticky CUDA error';
     }
+    if (group && agreeOnDirty(group, { backend, device }, taskDirty !== undefined)) taskDirty ??= 'the worker of another rank of the process group must be replaced';
     post({ type: 'done', taskId: m.taskId, dirty: taskDirty !== undefined, ...(taskDirty ? { dirtyReason: taskDirty } : {}) });
   }
 }

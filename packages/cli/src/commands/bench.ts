@@ -24,18 +24,21 @@ import {
   type TaskCase,
   type TaskDefinition,
 } from '@fastkernels/core';
+import { launchEnv, type LaunchEnv } from '@fastkernels/backend-nccl';
 import type { Argv } from 'yargs';
 import { listCandidateFiles } from '../candidates/loader.js';
 import { capturedCasesFor, loadCaptures, type LoadedCaptures } from '../bench/captures.js';
 import { WorkerProc, type ReadyInfo } from '../bench/pool.js';
 import { ResultsFile } from '../bench/results-file.js';
 import { loadRow } from '../bench/worker.js';
-import { worldSizeSkipReason } from '../bench/world-size.js';
+import { formBenchGroup, groupWorkerEnv, type BenchGroup } from '../bench/group.js';
+import { runsInGroup, worldSizeSkipReason } from '../bench/world-size.js';
 import { environment, findTask, selectBackend } from '../env.js';
 import { intFlag, levelFlag, listFlag } from '../flags.js';
 import type { Io } from '../io.js';
 import { Progress } from '../output/progress.js';
 import { formatError, formatMs, formatPercent, formatSpeedup, renderTable } from '../output/table.js';
+import { QUIET_IO, checkTensorParallelDevices, relaunchAsRanks, tensorParallelRole, tpFlag } from '../tensor-parallel.js';
 import { cliVersion } from '../version.js';
 
 export interface BenchArgs {
@@ -65,6 +68,7 @@ export interface BenchArgs {
   inputSets: number;
   hiddenShape: boolean;
   verbose?: boolean;
+  tp?: number;
 }
 
 /** Ctrl-C during a run: the report keeps what was done; exit code 130. */
@@ -150,13 +154,20 @@ function gpusFlag(value: string | undefined, backend: Backend): number[] {
   return out;
 }
 
+/** The launch this bench runs in, when it has more than one rank (then it is a rank of a bench group). */
+function groupLaunch(): LaunchEnv | undefined {
+  const le = launchEnv();
+  return le && le.world > 1 ? le : undefined;
+}
+
 function digestFiles(files: readonly CandidateFile[]): string {
   const h = createHash('sha256');
   for (const f of files) h.update(f.taskId).update('\0').update(readFileSync(f.path)).update('\0');
   return h.digest('hex');
 }
 
-export async function runBench(argv: BenchArgs, io: Io): Promise<void> {
+export async function runBench(argv: BenchArgs, processIo: Io, rawArgs: readonly string[] = process.argv.slice(2)): Promise<void> {
+  let io = processIo;
   // ---- flags -------------------------------------------------------------------------------------
   const rounds = intFlag('rounds', argv.rounds, MIN_ROUNDS, 1000);
   const iters = intFlag('iters', argv.iters, 0, 100_000);
@@ -173,6 +184,13 @@ export async function runBench(argv: BenchArgs, io: Io): Promise<void> {
   if (argv.selfTest && argv.candidates) throw new UserError('--self-test benches the baselines against themselves; it takes no --candidates', { field: '--self-test', fix: 'drop --candidates, or drop --self-test' });
   if (!argv.selfTest && !argv.candidates) throw new UserError('missing --candidates', { field: '--candidates', fix: 'pass --candidates DIR (a folder of L<level>/<task>.ts files), or --self-test' });
   if (argv.resume && !argv.results) throw new UserError('--resume needs --results FILE.jsonl', { field: '--resume', fix: 'pass the results file of the run to continue' });
+  // --tp N, or a launch: the tasks that need a process group run in one of the ranks' bench workers (bench/group.ts)
+  const tp = tpFlag(argv.tp);
+  const role = tensorParallelRole(tp);
+  const grouped = role.kind === 'parent' ? undefined : groupLaunch();
+  const groupWorld = role.kind === 'parent' ? tp : (grouped?.world ?? 1);
+  const primary = !grouped || grouped.rank === 0;
+  if (!primary) io = QUIET_IO; // rank 0 reports; the others run the group tasks with it and print nothing but errors
   const env = environment();
   const wanted = listFlag(argv.task).map((t) => findTask(env, t, '--task'));
   const backend: Backend = selectBackend(env, argv.backend);
@@ -190,8 +208,8 @@ export async function runBench(argv: BenchArgs, io: Io): Promise<void> {
     tasks = env.tasks.filter((t) => selected(t.id, t.level));
     if (!wanted.length) {
       // The self-test of "everything" covers what this machine can bench; tasks named with --task get SKIPPED rows.
-      const left = tasks.filter((t) => worldSizeSkipReason(t));
-      if (left.length) io.err(`bench: leaving out ${left.map((t) => t.id).join(', ')}: ${worldSizeSkipReason(left[0]!)}\n`);
+      const left = tasks.filter((t) => worldSizeSkipReason(t, groupWorld));
+      if (left.length && role.kind !== 'parent') io.err(`bench: leaving out ${left.map((t) => t.id).join(', ')}: ${worldSizeSkipReason(left[0]!, groupWorld)}\n`);
       tasks = tasks.filter((t) => !left.includes(t));
     }
     if (!tasks.length) throw new UserError('no task matches --task/--level', { field: '--level', fix: 'run `fastkernels list`' });
@@ -215,6 +233,13 @@ export async function runBench(argv: BenchArgs, io: Io): Promise<void> {
   }
   const allIds = tasks.map((t) => t.id).sort();
   const mine = shardTasks(tasks, shard);
+  if (role.kind === 'parent') {
+    // bad flags, files and tasks were refused above (exit 2); now what the ranks need: CUDA, tp GPUs, NCCL
+    checkTensorParallelDevices(tp, backend);
+    return relaunchAsRanks(tp, rawArgs, io);
+  }
+  /** The tasks benched in the ranks' process group, in the order every rank runs them. */
+  const groupTasks = grouped ? mine.filter((t) => env.taskMap.has(t.id) && runsInGroup(t, grouped.world)).sort((a, b) => a.id.localeCompare(b.id)) : [];
 
   // ---- cases per task (captured shapes replace nothing: they are added to the --shapes cases) ------
   const casesOf = new Map<string, (TaskCase & { values?: Record<string, { file: string; tensor: string }> })[]>();
@@ -230,11 +255,11 @@ export async function runBench(argv: BenchArgs, io: Io): Promise<void> {
     candidates: setName, candidatesDigest: argv.selfTest ? 'self-test' : digestFiles(files), backend: backend.name,
     rounds, iters, warmup, warmupMs, seed, shapes, capturesDigest: captures?.digest ?? null, maxShapes, flushBytes, tasks: allIds, shard,
   };
-  const opened = argv.results
+  const opened = argv.results && primary
     ? ResultsFile.open(argv.results, { kind: 'header', format: RESULTS_FORMAT, version: RESULTS_VERSION, cli: cliVersion(), createdAt: new Date().toISOString(), config }, Boolean(argv.resume))
     : undefined;
   const device = backend.devices().find((d) => d.index === gpus[0]);
-  const writer = jsonOut
+  const writer = jsonOut && primary
     ? new ReportWriter(jsonOut, {
         version: BENCH_REPORT_VERSION,
         createdAt: new Date().toISOString(),
@@ -247,7 +272,7 @@ export async function runBench(argv: BenchArgs, io: Io): Promise<void> {
         versions: { fastkernels: cliVersion(), node: process.version, ...backend.versions() },
         options: {
           rounds, iters, warmup, warmupMs, seed, shapes, maxShapes, flushBytes, shard, gpus,
-          ...(argv.captures ? { captures: argv.captures } : {}), ...(argv.selfTest ? { selfTest: true } : {}),
+          ...(argv.captures ? { captures: argv.captures } : {}), ...(argv.selfTest ? { selfTest: true } : {}), ...(grouped ? { processGroup: grouped.world } : {}),
         },
       })
     : undefined;
@@ -275,7 +300,7 @@ export async function runBench(argv: BenchArgs, io: Io): Promise<void> {
 
   // ---- tasks that need a process group (worldSize > 1): a SKIPPED row per case, with the reason -------------
   for (const t of mine) {
-    const why = !done.has(t.id) && env.taskMap.has(t.id) ? worldSizeSkipReason(t) : null;
+    const why = !done.has(t.id) && env.taskMap.has(t.id) ? worldSizeSkipReason(t, groupWorld) : null;
     if (!why) continue;
     io.err(`bench: skipping ${t.id}: ${why}\n`);
     const cs = casesOf.get(t.id) ?? [];
@@ -283,8 +308,10 @@ export async function runBench(argv: BenchArgs, io: Io): Promise<void> {
   }
 
   // ---- workers -----------------------------------------------------------------------------------------
-  const progress = new Progress({ force: argv.progress });
-  const todo = mine.filter((t) => !done.has(t.id)).sort((a, b) => a.level - b.level || a.id.localeCompare(b.id));
+  const progress = new Progress({ force: argv.progress, off: !primary });
+  // the other ranks of a group run the group tasks only (rank 0 runs the rest as a single bench would)
+  const todo = primary ? mine.filter((t) => !done.has(t.id) && !groupTasks.includes(t)).sort((a, b) => a.level - b.level || a.id.localeCompare(b.id)) : [];
+  const groupTodo = primary ? groupTasks.filter((t) => !done.has(t.id)) : [];
   const options = { rounds, iters, warmup, warmupMs, seed, flushBytes, inputSets, hiddenShape: argv.hiddenShape };
   const live = new Set<WorkerProc>();
   const killAll = () => {
@@ -292,8 +319,11 @@ export async function runBench(argv: BenchArgs, io: Io): Promise<void> {
   };
   process.once('exit', killAll);
   let profile: MachineProfile | undefined;
-  const spawn = async (gpu: number, preflight: readonly string[]): Promise<{ w: WorkerProc; ready: ReadyInfo }> => {
-    const w = new WorkerProc({ backend: backend.name, physicalDevice: gpu, candidates: argv.selfTest ? null : resolve(argv.candidates!), options, verbose: Boolean(argv.verbose), ...(argv.verbose ? { onLog: (l: string) => io.err(`${l}\n`) } : {}) });
+  const spawn = async (gpu: number, preflight: readonly string[], group?: BenchGroup): Promise<{ w: WorkerProc; ready: ReadyInfo }> => {
+    const w = new WorkerProc({
+      backend: backend.name, physicalDevice: gpu, candidates: argv.selfTest ? null : resolve(argv.candidates!), options, verbose: Boolean(argv.verbose),
+      ...(argv.verbose ? { onLog: (l: string) => io.err(`${l}\n`) } : {}), ...(group ? { group: { env: groupWorkerEnv(group) } } : {}),
+    });
     live.add(w);
     try {
       const ready = await w.start(preflight, profile, Math.max(stallMs, 120_000));
@@ -317,11 +347,11 @@ export async function runBench(argv: BenchArgs, io: Io): Promise<void> {
     // The first worker preflights every candidate still to run: files that fail to load stop the run
     // with exit 2 (or become RUNTIME_ERROR rows with --keep-going); tampering at import is REWARD_HACK.
     let first: { w: WorkerProc; ready: ReadyInfo } | undefined;
-    if (todo.length) {
+    if (todo.length || (groupTodo.length && !argv.selfTest)) {
       progress.update(`starting the bench worker${argv.selfTest ? '' : ` and loading candidates from ${argv.candidates}`} ...`);
       let failures: readonly PreflightFailure[];
       try {
-        first = await spawn(gpus[0]!, argv.selfTest ? [] : todo.map((t) => t.id));
+        first = await spawn(gpus[0]!, argv.selfTest ? [] : [...todo, ...groupTodo].map((t) => t.id));
         failures = first.ready.failures;
       } catch (e) {
         const f = (e as { failures?: PreflightFailure[] }).failures;
@@ -354,11 +384,55 @@ export async function runBench(argv: BenchArgs, io: Io): Promise<void> {
         first = undefined;
       }
     }
-    const queue = todo.filter((t) => !done.has(t.id));
-    const total = todo.length;
     const started = performance.now();
     /** Seconds since the run started, so a long sweep's log shows where the time goes. */
     const elapsed = () => `${((performance.now() - started) / 1000).toFixed(1).padStart(6)}s`;
+
+    // ---- the group tasks, on every rank at once (bench/group.ts), before the rest ----------------------------------
+    if (grouped) {
+      const g = await formBenchGroup(grouped, primary ? groupTasks.map((t) => !done.has(t.id)) : null);
+      try {
+        if (g.run.length !== groupTasks.length) throw new Error(`bench: rank 0 runs ${g.run.length} group task(s), this rank lists ${groupTasks.length}: every rank must run the same \`fastkernels bench\` command`);
+        const run = groupTasks.filter((_, i) => g.run[i]);
+        let gw: { w: WorkerProc; ready: ReadyInfo } | undefined;
+        let stopped: string | undefined;
+        if (run.length) {
+          progress.update(`starting the process group of ${g.world} bench workers (rank ${g.rank} on GPU ${g.device}) ...`);
+          gw = await spawn(g.device, [], g);
+          progress.clear();
+        }
+        for (const [k, task] of run.entries()) {
+          if (interrupted) break;
+          const cs = casesOf.get(task.id) ?? [];
+          if (!gw) {
+            record(task.id, cs.map((c) => loadRow(task, c.name, c.dtype, 'RUNTIME_ERROR', `not run: ${stopped}`)));
+            continue;
+          }
+          const outcome = await gw.w.runTask(task, cs, { taskMs, stallMs }, (p) => progress.update(
+            `${elapsed()} [group ${k + 1}/${run.length}, ${g.world} ranks] ${p.task} ${p.case} (${p.caseIndex + 1}/${p.caseCount}): ${p.phase}${p.total > 1 ? ` ${p.done}/${p.total}` : ''}`,
+            `${p.task}/${p.case}/${p.phase}`,
+          ));
+          record(task.id, outcome.results, gw.ready.env);
+          benched++;
+          if (outcome.recycle) {
+            gw.w.kill();
+            live.delete(gw.w);
+            gw = undefined;
+            stopped = `the process group's bench workers were stopped after ${task.id} (a crash, a timeout or a tainted worker on some rank) and are not replaced in this run; rerun the task${argv.results ? ' (--resume)' : ''}`;
+          }
+        }
+        if (gw) {
+          await gw.w.stop();
+          live.delete(gw.w);
+        }
+      } finally {
+        g.server?.close();
+        progress.clear();
+      }
+    }
+
+    const queue = todo.filter((t) => !done.has(t.id));
+    const total = todo.length;
     const slot = async (gpu: number, initial: { w: WorkerProc; ready: ReadyInfo } | undefined) => {
       let cur = initial;
       for (;;) {
@@ -386,7 +460,7 @@ export async function runBench(argv: BenchArgs, io: Io): Promise<void> {
     };
     await Promise.all(gpus.map((g, i) => slot(g, i === 0 ? first : undefined)));
     if (interrupted) {
-      throw new InterruptedError(`interrupted after ${benched} of ${total} tasks${opened ? `; the results so far are in ${argv.results} (continue with --resume)` : writer && jsonOut !== '-' ? `; the results so far are in ${jsonOut}` : ''}`);
+      throw new InterruptedError(`interrupted after ${benched} of ${total + groupTodo.length} tasks${opened ? `; the results so far are in ${argv.results} (continue with --resume)` : writer && jsonOut !== '-' ? `; the results so far are in ${jsonOut}` : ''}`);
     }
   } catch (e) {
     progress.clear();
@@ -405,6 +479,7 @@ export async function runBench(argv: BenchArgs, io: Io): Promise<void> {
     opened?.file.close();
   }
   progress.clear();
+  if (!primary) return;
   writer?.write(results, true);
 
   if (jsonOut === '-') {
@@ -443,7 +518,7 @@ function printResults(io: Io, results: readonly CaseResult[], backend: Backend, 
   io.out(`  correct ${t.correct}/${t.benched}, fast_1 ${formatPercent(t.fast1Ratio)} (${t.fast1}/${t.benched}), fast_2 ${formatPercent(t.fast2Ratio)} (${t.fast2}/${t.benched})${t.skipped ? `, ${t.skipped} skipped (see the details)` : ''}\n`);
 }
 
-export function benchCommand(io: Io) {
+export function benchCommand(io: Io, rawArgs: readonly string[] = process.argv.slice(2)) {
   return {
     command: 'bench',
     describe: 'Check and time a candidate set against the baselines, task by task',
@@ -474,12 +549,14 @@ export function benchCommand(io: Io) {
         .option('json', { type: 'string', describe: 'also write the JSON report to FILE (rewritten after every task); bare --json prints it to stdout instead of the table' })
         .option('progress', { type: 'boolean', describe: 'show progress on stderr even when it is not a terminal' })
         .option('keep-going', { type: 'boolean', default: false, describe: 'a candidate file that fails to load becomes a RUNTIME_ERROR row instead of stopping with exit 2' })
+        .option('tp', { type: 'number', default: 1, describe: 'bench the tasks that need a process group (L1/allreduce) on N GPUs: the command re-runs itself as N ranks under `fastkernels launch`, their bench workers form an NCCL group and run those tasks in lockstep; rank 0 runs the other tasks and reports' })
         .example('$0 bench --candidates examples/candidates/cpu-demo', 'the demo set on the CPU: PASSED, INCORRECT_NUMERICAL and RUNTIME_ERROR rows')
         .example('$0 bench --candidates my-kernels --task rms_norm --iters 200', 'one task, more timed calls')
         .example('$0 bench --candidates my-kernels --gpus 0,1 --results out/run.jsonl', 'two GPU workers; results appended as they finish (add --resume after a crash)')
         .example('$0 bench --candidates my-kernels --shard 1/4 --results out/shard1.jsonl', 'the second of four shards (then `fastkernels merge out/shard*.jsonl`)')
         .example('$0 bench --self-test --level 1', 'every L1 baseline against itself: all PASSED, speedup CI around 1')
-        .epilog('Statuses: PASSED, INCORRECT_NUMERICAL, INCORRECT_SHAPE, INCORRECT_DTYPE, RUNTIME_ERROR, TIMEOUT, REWARD_HACK, SKIPPED (the baseline failed, or the task needs a process group of world size N > 1:\nrun under `fastkernels launch --nproc N`).\nCandidates run only in worker processes (one per GPU), watched by a watchdog; only correct cases are timed.\nExit code 0 when the run completed, whatever the statuses (failures are results); 2 for bad input.'),
-    handler: (argv: BenchArgs) => runBench(argv, io),
+        .example('$0 bench --candidates my-kernels --task allreduce --tp 2', 'an all-reduce candidate on 2 GPUs (as `fastkernels launch --nproc 2 -- fastkernels bench ...` does)')
+        .epilog('Statuses: PASSED, INCORRECT_NUMERICAL, INCORRECT_SHAPE, INCORRECT_DTYPE, RUNTIME_ERROR, TIMEOUT, REWARD_HACK, SKIPPED (the baseline failed, or the task needs a process group of world size N > 1:\nrun with --tp N, or under `fastkernels launch --nproc N`).\nCandidates run only in worker processes (one per GPU), watched by a watchdog; only correct cases are timed.\nExit code 0 when the run completed, whatever the statuses (failures are results); 2 for bad input.'),
+    handler: (argv: BenchArgs) => runBench(argv, io, rawArgs),
   };
 }

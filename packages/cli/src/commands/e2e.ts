@@ -4,13 +4,14 @@ import { UserError, type Backend, type DType, type ModuleRegistry } from '@fastk
 import { E2eReportSchema, type E2eReportInput } from '@fastkernels/macroeval';
 import {
   DEFAULT_LATENCY, DENSE_MOE_LLM, E2eRunner, checkWorkload, loadLlamaModel, resolveWorkload,
-  type CandidateOverride, type E2eDetails, type E2eModelRecordOut, type E2eModelSource, type EngineOptions, type LatencySpec,
+  type CandidateOverride, type E2eDetails, type E2eModelRecordOut, type E2eModelSource, type EngineOptions, type LatencySpec, type Workload,
 } from '@fastkernels/model-zoo';
 import type { Argv } from 'yargs';
 import { EsbuildCandidateLoader, listCandidateFiles } from '../candidates/loader.js';
 import { environment, selectBackend, type Env } from '../env.js';
 import { intFlag, listFlag } from '../flags.js';
 import type { Io } from '../io.js';
+import { TP_HELP, checkTensorParallelDevices, checkTensorParallelModel, runWithTensorParallel, tpFlag, type RankRun } from '../tensor-parallel.js';
 
 /** Engine flags shared by e2e, capture (and serve). */
 export interface EngineArgs {
@@ -53,15 +54,19 @@ export function engineFlags<T>(y: Argv<T>) {
     .option('random-init', { type: 'string', choices: ['host', 'device'], describe: 'without safetensors: seeded random weights drawn on the host (exact, slow) or on the device (fast) [default: device on cuda, host on cpu]' });
 }
 
-/** A model source: the folder loaded with whatever registry a run gives. */
-export function modelSource(dir: string, backend: Backend, a: EngineArgs): E2eModelSource {
+/**
+ * A model source: the folder loaded with whatever registry a run gives. Under tensor parallelism (`device`: the rank's
+ * GPU) each load builds this rank's shard; random weights are then drawn on the host (device random init fills whole
+ * tensors, not a rank's slice of them).
+ */
+export function modelSource(dir: string, backend: Backend, a: EngineArgs, tp: { world: number; device?: number } = { world: 1 }): E2eModelSource {
   if (!existsSync(resolve(dir, 'config.json'))) throw new UserError(`no config.json in ${dir}`, { field: '--model', fix: 'pass a folder with an HF config.json (and safetensors weights)' });
-  const randomInit = (a.randomInit ?? (backend.name === 'cuda' ? 'device' : 'host')) as 'host' | 'device';
+  const randomInit = (a.randomInit ?? (backend.name === 'cuda' && tp.world === 1 ? 'device' : 'host')) as 'host' | 'device';
   return {
     name: basename(resolve(dir)),
     family: DENSE_MOE_LLM,
     load: (registry: ModuleRegistry) => {
-      const m = loadLlamaModel(dir, { backend, registry, randomInit, ...(a.dtype ? { dtype: DTYPES[a.dtype]! } : {}) });
+      const m = loadLlamaModel(dir, { backend, registry, randomInit, ...(tp.device !== undefined ? { device: tp.device } : {}), ...(a.dtype ? { dtype: DTYPES[a.dtype]! } : {}) });
       return { model: m.model, ctx: m.ctx, geometry: m.config, dispose: () => m.model.dispose() };
     },
   };
@@ -84,6 +89,7 @@ export interface E2eArgs extends EngineArgs {
   details?: string;
   agent?: string;
   json?: boolean;
+  tp?: number;
 }
 
 async function loadCandidates(env: Env, dir: string, keepGoing: boolean): Promise<{ set: CandidateOverride[]; failures: { taskId: string; detail: string }[] }> {
@@ -99,17 +105,27 @@ async function loadCandidates(env: Env, dir: string, keepGoing: boolean): Promis
   return { set: loaded.candidates.map((c) => ({ taskId: c.task.id, cls: c.cls })), failures };
 }
 
-export async function runE2e(argv: E2eArgs, io: Io): Promise<void> {
+/** The throughput workload of one model (validated against its vocabulary and max-model-len). */
+function throughputFor(argv: E2eArgs, dir: string, maxModelLen: number | undefined): Workload {
+  const cfg = JSON.parse(readFileSync(resolve(dir, 'config.json'), 'utf8')) as { vocab_size?: number; max_position_embeddings?: number };
+  const w = resolveWorkload(argv.requests, cfg.vocab_size ?? 32000);
+  checkWorkload(w, cfg.vocab_size ?? Infinity, maxModelLen ?? Math.min(cfg.max_position_embeddings ?? 4096, 4096));
+  return w;
+}
+
+export async function runE2e(argv: E2eArgs, io: Io, rawArgs: readonly string[] = process.argv.slice(2)): Promise<void> {
   if (argv.selfTest && argv.candidates) throw new UserError('--self-test runs the baselines as the candidate; it takes no --candidates', { field: '--self-test' });
   if (!argv.selfTest && !argv.candidates) throw new UserError('missing --candidates', { field: '--candidates', fix: 'pass --candidates DIR, or --self-test' });
   const kinds = { throughput: ['throughput'], latency: ['latency'], all: ['throughput', 'latency'] }[argv.workload];
   if (!kinds) throw new UserError(`unknown workload '${argv.workload}'`, { field: '--workload', fix: 'throughput, latency or all' });
+  const tp = tpFlag(argv.tp);
+  if (tp > 1 && argv.randomInit === 'device') {
+    throw new UserError('device random init cannot be sharded over ranks', { field: '--random-init', fix: 'with --tp, use --random-init host (the default then) or a checkpoint (`fastkernels init-weights`)' });
+  }
   const models = Array.isArray(argv.model) ? argv.model : [argv.model];
   const env = environment();
   const backend = selectBackend(env, argv.backend);
-  const log = (l: string) => io.err(`${l}\n`);
-  const engine = engineOptions(argv, log);
-  const { set, failures } = argv.selfTest ? { set: [], failures: [] } : await loadCandidates(env, argv.candidates!, Boolean(argv.keepGoing));
+  engineOptions(argv, () => {}); // the engine flags, checked before any rank starts
   const latency: LatencySpec | undefined = kinds.includes('latency') ? {
     ...DEFAULT_LATENCY,
     batchSizes: listFlag(argv.latencyBatchSizes).map((s) => intFlag('latency-batch-sizes', s, 1, 4096)),
@@ -119,15 +135,50 @@ export async function runE2e(argv: E2eArgs, io: Io): Promise<void> {
     repeats: intFlag('repeats', argv.repeats, 1, 1000),
   } : undefined;
   const timeoutS = intFlag('timeout', argv.timeout, 1, 1 << 30);
+  await runWithTensorParallel(
+    {
+      tp, io, rawArgs,
+      preflight: async () => {
+        // what a rank would refuse, refused here once: the models split over tp, the candidates, the workload, the devices
+        for (const dir of models) checkTensorParallelModel(tp, dir);
+        if (!argv.selfTest) await loadCandidates(env, argv.candidates!, Boolean(argv.keepGoing));
+        if (kinds.includes('throughput')) for (const dir of models) throughputFor(argv, dir, argv.maxModelLen);
+        checkTensorParallelDevices(tp, backend);
+      },
+    },
+    (rank) => e2eOn(argv, rank, { env, backend, models, kinds, latency, timeoutS }),
+  );
+}
+
+interface E2ePlan {
+  readonly env: Env;
+  readonly backend: Backend;
+  readonly models: readonly string[];
+  readonly kinds: readonly string[];
+  readonly latency: LatencySpec | undefined;
+  readonly timeoutS: number;
+}
+
+/**
+ * The evaluation, on this process (tp 1) or as one rank of `--tp N`: every rank runs it over its shard (SPMD, see
+ * E2eRunner); only rank 0 prints and writes --out/--details.
+ */
+async function e2eOn(argv: E2eArgs, rank: RankRun, plan: E2ePlan): Promise<void> {
+  const { env, backend, models, kinds, latency, timeoutS } = plan;
+  const io = rank.io;
+  const log = (l: string) => io.err(`${l}\n`);
+  const engine = engineOptions(argv, log);
+  const { set, failures } = argv.selfTest ? { set: [], failures: [] } : await loadCandidates(env, argv.candidates!, Boolean(argv.keepGoing));
+  if (rank.world > 1) log(`e2e: tensor parallel over ${rank.world} GPUs (rank 0 reports; every rank runs the same evaluation on its shard)`);
 
   const records: E2eModelRecordOut[] = [];
   const details: Record<string, E2eDetails> = {};
   const report = (): E2eReportInput => ({
     schema_version: 1, ...(argv.agent ? { agent: argv.agent } : {}), mode: argv.selfTest ? 'self-test' : 'composed',
-    gpu: backend.devices()[0]?.name ?? backend.name, versions: { ...backend.versions() }, models: records,
+    gpu: backend.devices()[0]?.name ?? backend.name, ...(rank.world > 1 ? { gpu_count: rank.world } : {}), versions: { ...backend.versions() }, models: records,
   });
   const write = () => {
-    if (!records.length) return;
+    if (!records.length || !rank.primary) return;
     const parsed = E2eReportSchema.safeParse(report());
     if (!parsed.success) throw new Error(`internal: the e2e report does not match E2eReportSchema: ${parsed.error.issues[0]?.path.join('.')}: ${parsed.error.issues[0]?.message}`);
     if (argv.out) {
@@ -137,15 +188,11 @@ export async function runE2e(argv: E2eArgs, io: Io): Promise<void> {
     if (argv.details) writeFileSync(argv.details, JSON.stringify(details, null, 2) + '\n');
   };
   for (const dir of models) {
-    const src = modelSource(dir, backend, argv);
-    const cfg = JSON.parse(readFileSync(resolve(dir, 'config.json'), 'utf8')) as { vocab_size?: number; max_position_embeddings?: number };
-    let throughput;
-    if (kinds.includes('throughput')) {
-      throughput = resolveWorkload(argv.requests, cfg.vocab_size ?? 32000);
-      checkWorkload(throughput, cfg.vocab_size ?? Infinity, engine.maxModelLen ?? Math.min(cfg.max_position_embeddings ?? 4096, 4096));
-    }
+    const src = modelSource(dir, backend, argv, { world: rank.world, ...(rank.device !== undefined ? { device: rank.device } : {}) });
+    const throughput = kinds.includes('throughput') ? throughputFor(argv, dir, engine.maxModelLen) : undefined;
     const runner = new E2eRunner(src, env.registry, {
       engine, ...(throughput ? { throughput } : {}), ...(latency ? { latency } : {}), runTimeoutMs: timeoutS * 1000, importFailures: failures, log,
+      collectivesOn: { backend, device: rank.device ?? 0 },
     });
     let r;
     try {
@@ -167,7 +214,7 @@ export async function runE2e(argv: E2eArgs, io: Io): Promise<void> {
   if (argv.json) io.out(JSON.stringify({ report: E2eReportSchema.parse(report()), details }, null, 2) + '\n');
 }
 
-export function e2eCommand(io: Io) {
+export function e2eCommand(io: Io, rawArgs: readonly string[] = process.argv.slice(2)) {
   return {
     command: 'e2e',
     describe: 'Run models end to end with a candidate set: baseline, noise and candidate runs, drop-and-retry, MacroEval record',
@@ -189,9 +236,24 @@ export function e2eCommand(io: Io) {
         .option('details', { type: 'string', describe: 'write raw numbers (baseline tok/s, latencies, host fraction) here' })
         .option('agent', { type: 'string', describe: 'agent name for the report' })
         .option('json', { type: 'boolean', describe: 'print the report and details as JSON' })
+        .option('tp', { type: 'number', default: 1, describe: TP_HELP })
         .example('$0 e2e --model ./llama3-8b --candidates my-kernels --out e2e.json', 'all workloads, drop-and-retry, MacroEval record')
-        .example('$0 e2e --model ./tiny --self-test --backend cpu --requests synthetic:8:4-32:4-8:0 --latency-batch-sizes 1', 'the self-test on the CPU'),
-    handler: (argv: E2eArgs) => runE2e(argv, io),
+        .example('$0 e2e --model ./tiny --self-test --backend cpu --requests synthetic:8:4-32:4-8:0 --latency-batch-sizes 1', 'the self-test on the CPU')
+        .example('$0 e2e --model ./llama3-8b --candidates my-kernels --tp 2 --out e2e-tp2.json', 'the same evaluation with the model split over 2 GPUs')
+        .epilog(
+          [
+            '--tp N: the command starts N ranks through `fastkernels launch` (one process per GPU), and every',
+            'rank runs the whole evaluation on its shard of the model: the same requests, scheduling and sampled',
+            'tokens (the LM head all-gathers the logits), so every rank drops the same candidates; the ranks',
+            "agree on each run's outcome, the KV block count and the deadline. A decode-graph capture that fails",
+            'under --tp falls back to eager decode, with the reason logged (a candidate that breaks a capture the',
+            'baseline passed is still dropped: compile). Only rank 0 prints and writes --out/--details. Checked',
+            'before any rank starts (exit 2): the candidates, the workload, --backend cuda, N GPUs, NCCL, and',
+            'heads, kv heads and intermediate_size divisible by N. Without safetensors, --tp draws the random',
+            'weights on the host.',
+          ].join('\n'),
+        ),
+    handler: (argv: E2eArgs) => runE2e(argv, io, rawArgs),
   };
 }
 

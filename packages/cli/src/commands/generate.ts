@@ -4,7 +4,7 @@ import type { Argv } from 'yargs';
 import { environment, selectBackend } from '../env.js';
 import { intFlag } from '../flags.js';
 import type { Io } from '../io.js';
-import { QUIET_IO, TP_HELP, checkTensorParallelRun, joinTensorParallelGroup, relaunchAsRanks, tensorParallelRole, tpFlag } from '../tensor-parallel.js';
+import { TP_HELP, checkTensorParallelRun, runWithTensorParallel, tpFlag } from '../tensor-parallel.js';
 
 export interface GenerateArgs {
   model: string;
@@ -37,7 +37,6 @@ function parsePromptIds(s: string): SourcedPrompt[] {
 const DTYPES: Record<string, DType> = { bf16: 'bf16', f16: 'f16', f32: 'f32' };
 
 export async function runGenerate(argv: GenerateArgs, processIo: Io, rawArgs: readonly string[] = process.argv.slice(2)): Promise<void> {
-  let io = processIo;
   const prompts = argv.promptFile ? readPromptFile(argv.promptFile) : parsePromptIds(String(argv.promptIds ?? ''));
   const maxTokens = intFlag('max-tokens', argv.maxTokens, 1, 1 << 20);
   const topK = intFlag('top-k', argv.topK, -1, 1 << 30);
@@ -49,25 +48,22 @@ export async function runGenerate(argv: GenerateArgs, processIo: Io, rawArgs: re
   if (argv.randomInit !== undefined && argv.randomInit !== 'host' && argv.randomInit !== 'device') throw new UserError(`expected host or device, got '${argv.randomInit}'`, { field: '--random-init' });
   const initSeed = intFlag('init-seed', argv.initSeed, 0, 2 ** 32 - 1);
   const tp = tpFlag(argv.tp);
-  const role = tensorParallelRole(tp);
-  if (role.kind !== 'single' && argv.randomInit === 'device') {
+  if (tp > 1 && argv.randomInit === 'device') {
     throw new UserError('device random init cannot be sharded over ranks', { field: '--random-init', fix: 'with --tp, use --random-init host or a checkpoint (`fastkernels init-weights`)' });
   }
 
   const env = environment();
   const backend = selectBackend(env, argv.backend);
-  if (role.kind === 'parent') {
-    const config = checkTensorParallelRun(tp, argv.model, backend);
-    checkPromptVocabulary(prompts, config.vocabSize, `${argv.model}/config.json`);
-    return relaunchAsRanks(tp, rawArgs, processIo);
-  }
-  const group = role.kind === 'rank' ? await joinTensorParallelGroup() : null;
-  if (group && group.rank > 0) io = QUIET_IO;
-  try {
-    await generateOn(argv, io, { backend, registry: env.registry, prompts, maxTokens, topK, seed, initSeed, tp, ...(group ? { device: group.device } : {}) });
-  } finally {
-    group?.close();
-  }
+  await runWithTensorParallel(
+    {
+      tp, io: processIo, rawArgs,
+      preflight: () => {
+        const config = checkTensorParallelRun(tp, argv.model, backend);
+        checkPromptVocabulary(prompts, config.vocabSize, `${argv.model}/config.json`);
+      },
+    },
+    (rank) => generateOn(argv, rank.io, { backend, registry: env.registry, prompts, maxTokens, topK, seed, initSeed, tp, ...(rank.device !== undefined ? { device: rank.device } : {}) }, rank.primary),
+  );
 }
 
 interface Run {
@@ -83,7 +79,7 @@ interface Run {
 }
 
 /** Load the model (this rank's shard under --tp), generate, print or write the results. */
-async function generateOn(argv: GenerateArgs, io: Io, run: Run): Promise<void> {
+async function generateOn(argv: GenerateArgs, io: Io, run: Run, primary: boolean): Promise<void> {
   const { backend, prompts, maxTokens, topK, seed, initSeed, tp } = run;
   const loaded = loadLlamaModel(argv.model, {
     backend, registry: run.registry, initSeed,
@@ -113,7 +109,7 @@ async function generateOn(argv: GenerateArgs, io: Io, run: Run): Promise<void> {
     loaded.model.dispose();
   }
 
-  if (argv.logitsOut && io !== QUIET_IO) {
+  if (argv.logitsOut && primary) {
     const V = config.vocabSize;
     writeSafetensors(
       argv.logitsOut,

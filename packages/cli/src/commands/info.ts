@@ -43,7 +43,11 @@ export function infoCommand(io: Io) {
         `family:        ${task.family.join(', ')}`,
         `architectures: ${task.architectures.join(', ')}`,
         `imports:       ${task.imports.length ? task.imports.join(', ') : '(none: a leaf kernel)'}`,
-        ...(task.worldSize > 1 ? [`world size:    ${task.worldSize} ranks of a tensor-parallel group (bench skips it outside \`fastkernels launch --nproc ${task.worldSize}\`)`] : []),
+        ...(task.worldSize > 1
+          ? [task.rankAwareCases
+            ? `world size:    ${task.worldSize} ranks of a tensor-parallel group (bench runs it with \`--tp ${task.worldSize}\` or under \`fastkernels launch --nproc ${task.worldSize}\`; skipped otherwise)`
+            : `world size:    ${task.worldSize} ranks of a tensor-parallel group (bench skips it: its cases describe the unsharded layer, not yet one rank's part)`]
+          : []),
         '',
         'constructor:',
         `  ${sig.constructor}`,

@@ -6,6 +6,8 @@ export interface ProgressOptions {
   readonly stream?: NodeJS.WriteStream;
   /** --progress: force it on even when stderr is not a TTY. */
   readonly force?: boolean;
+  /** Never show anything (a bench rank other than 0). */
+  readonly off?: boolean;
 }
 
 export class Progress {
@@ -19,7 +21,7 @@ export class Progress {
   constructor(options: ProgressOptions = {}) {
     this.stream = options.stream ?? process.stderr;
     this.tty = Boolean(this.stream.isTTY);
-    this.enabled = this.tty || Boolean(options.force);
+    this.enabled = !options.off && (this.tty || Boolean(options.force));
   }
 
   /** Show a status. `key` identifies the phase: on a pipe, a line is written only when it changes. */

@@ -117,6 +117,8 @@ export const BenchReportSchema = z.object({
     shard: z.object({ index: z.number().int().nonnegative(), count: z.number().int().positive() }).optional(),
     gpus: z.array(z.number().int().nonnegative()).optional(),
     selfTest: z.boolean().optional(),
+    /** Ranks of the process group the group tasks (L1/allreduce) ran in (`bench --tp N`, or under `fastkernels launch`). */
+    processGroup: z.number().int().positive().optional(),
   }),
   /** Devices, driver/library versions, clocks and measured rates of the workers. */
   machine: z.array(RunEnvironmentSchema).optional(),

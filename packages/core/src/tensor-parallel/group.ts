@@ -5,6 +5,7 @@
  * layer runs on any backend, CPU included. Layers take the current group when they are constructed (as Module takes
  * the current execution context).
  */
+import type { Backend } from '../backend.js';
 import { normalizeDim } from '../shape.js';
 import { Tensor } from '../tensor.js';
 
@@ -97,6 +98,28 @@ export class TensorParallelGroup {
     if (n % this.world !== 0) throw new RangeError(`cannot split dim ${d} of size ${n} over ${this.world} ranks`);
     const part = n / this.world;
     return t.narrow(d, this.rank * part, part);
+  }
+
+  /**
+   * Combine small host integers over the group, element by element (`max`, `min` or `sum`), so every rank reads the
+   * same values and takes the same decision: the engine's KV block count, whether a decode-graph capture worked on
+   * every rank, whether a run passed its deadline, a run's outcome. The values travel as an i32 tensor on `on`'s
+   * backend and device (NCCL moves device memory); the call waits for the result (synchronize first, so a dead peer is
+   * the communicator's error, not a hang). Every rank must call it at the same point, like any collective. World 1
+   * returns the values. Values must be int32.
+   */
+  agree(values: readonly number[], op: 'max' | 'min' | 'sum', on: { readonly backend: Backend; readonly device: number }): number[] {
+    for (const v of values) if (!Number.isInteger(v) || v < -(2 ** 31) || v >= 2 ** 31) throw new RangeError(`agree: ${v} is not an int32`);
+    if (this.world === 1 || values.length === 0) return [...values];
+    const comm = this.collectives('agree');
+    const t = Tensor.fromArray(on.backend, values, [values.length], 'i32', { device: on.device });
+    try {
+      comm.allReduce(t, { op });
+      comm.synchronize?.();
+      return [...t.toFloat64Array()];
+    } finally {
+      t.dispose();
+    }
   }
 
   /**

@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import type { Tensor } from '@fastkernels/core';
+import { Tensor as TensorClass, TensorParallelGroup, type Collectives, type ReduceOp, type Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { cpuBackend } from '../../test/l1-harness.js';
 import { VocabParallelEmbedding } from '../families/dense-moe-llm/L1/embedding.js';
@@ -8,7 +8,7 @@ import { RotaryEmbedding } from '../families/dense-moe-llm/L1/rotary_emb.js';
 import { SiluAndMul } from '../families/dense-moe-llm/L1/silu_and_mul.js';
 import { baselineRegistry } from '../index.js';
 import { EmulatedGraphRuntime } from './device-io.js';
-import { E2eRunner, calibratedCorrectness, tokenDiscrepancies, type E2eModelSource } from './e2e.js';
+import { E2eRunner, agreeOnRun, calibratedCorrectness, tokenDiscrepancies, tokensDigest, type E2eModelSource } from './e2e.js';
 import { loadLlamaModel } from './load-model.js';
 import { isGraphCapturing } from './runner.js';
 import { syntheticWorkload } from './workloads.js';
@@ -109,5 +109,41 @@ describe('e2e: baseline, noise, candidate runs with drop-and-retry', () => {
   it('token agreement: matched prefix over the reference length, and calibrated correctness', () => {
     expect(tokenDiscrepancies([[1, 2, 3, 4], [5, 6]], [[1, 2, 9, 4], [5, 6]])).toEqual([0.5, 0]);
     expect(calibratedCorrectness([0, 0.5, 1], [0, 0])).toBeCloseTo(1 / 3);
+  });
+});
+
+/** Rank 0 of 2 whose peer contributes `peer` to every reduction (host tensors). */
+class FakePeer implements Collectives {
+  readonly rank = 0;
+  readonly world = 2;
+  constructor(private readonly peer: number[]) {}
+  allReduce(t: Tensor, options: { op?: ReduceOp } = {}): Tensor {
+    const v = t.toFloat64Array();
+    const f = options.op === 'max' ? Math.max : options.op === 'min' ? Math.min : (a: number, b: number) => a + b;
+    t.copy_(TensorClass.fromArray(t.backend, [...v].map((x, i) => f(x, this.peer[i]!)), t.shape, t.dtype));
+    return t;
+  }
+  allGatherInto(): void {
+    throw new Error('not used');
+  }
+}
+
+describe('e2e under tensor parallelism: the ranks agree on every run', () => {
+  const on = { backend: cpuBackend(), device: 0 };
+  const ok = { tokens: [[1, 2, 3], [4]], wallMs: 1 };
+  // what a peer contributes: [code, -code, blamed index + 1, digest, -digest]
+  const peer = (code: number, blamed: number, digest: number) => new TensorParallelGroup(0, 2, new FakePeer([code, -code, blamed, digest, -digest]));
+
+  it('the same outcome and tokens: the run stands; the blamed task is the one any rank blamed', () => {
+    const d = tokensDigest(ok.tokens);
+    expect(tokensDigest([[1, 2], [3, 4]])).not.toBe(tokensDigest([[1, 2, 3], [4]]));
+    expect(agreeOnRun(peer(0, 0, d), on, ok, new Set())).toBe(ok);
+    const failure = { category: 'runtime' as const, error: new Error('boom') };
+    expect(agreeOnRun(peer(1, 2, 0), on, failure, new Set(['L1/b', 'L1/a']))).toEqual({ ...failure, blamed: 'L1/b' });
+  });
+
+  it('a failure on one rank only, or different tokens: the group run is broken (an error, not a verdict)', () => {
+    expect(() => agreeOnRun(peer(1, 0, 0), on, ok, new Set())).toThrow(/the ranks disagree on the outcome of a run \(ok on one rank, runtime on another; here: ok\)/);
+    expect(() => agreeOnRun(peer(0, 0, 12345), on, ok, new Set())).toThrow(/generated different tokens/);
   });
 });

@@ -1,4 +1,4 @@
-import { UserError, errorMessage, type ExecutionContext, type ModuleClass, type ModuleRegistry } from '@fastkernels/core';
+import { UserError, currentTensorParallelGroup, errorMessage, type Backend, type ExecutionContext, type ModuleClass, type ModuleRegistry, type TensorParallelGroup } from '@fastkernels/core';
 import { LLMEngine, EngineTimeoutError, summarizeSteps, type EngineGeometry, type EngineOptions } from './engine.js';
 import { blamedTask, blamingRegistry } from './instrument.js';
 import type { CausalLM } from './model-runner.js';
@@ -18,6 +18,18 @@ import type { Workload } from './workloads.js';
  *      candidate — from the error (blamingRegistry tags it) or else by bisection over the set — which is dropped
  *      with its category, and the model re-run with the rest until a run is clean (the deployable subset).
  * Correctness is greedy token agreement: per request, d = 1 − matched prefix ÷ baseline length (1 = unrelated).
+ *
+ * Tensor parallelism (`e2e --tp N`; a group of world > 1 current when the runner is built): every rank runs this
+ * same evaluation over its shard of the model (SPMD), so every rank must make the same decisions — which candidate to
+ * drop, which half to keep in a bisection. They are deterministic given the runs' outcomes and tokens, and those are
+ * the same on every rank when (a) the engine is (LLMEngine: identical tokens, agreed block counts, graph fallback and
+ * deadlines) and (b) a candidate that fails, fails on every rank at the same point (the same code on the same shapes:
+ * a thrown error, a compile error, a capture failure). After every run the ranks agree on its outcome (category, token
+ * digest; the blamed task as the largest index any rank blamed) in one tiny all-reduce; a disagreement — a failure on
+ * one rank only, say a device fault, or ranks that sampled different tokens — is not a candidate's verdict but a
+ * broken run of the group: it ends the evaluation with an error (the launcher then stops every rank). A failure that
+ * leaves a peer waiting inside a collective ends the same way, through the communicator's timeout.
+ * Only the timings differ between ranks: rank 0 reports its own.
  */
 
 export type DropCategory = 'compile' | 'runtime' | 'timeout' | 'import' | 'incorrect';
@@ -67,6 +79,11 @@ export interface E2eOptions {
   readonly log?: (line: string) => void;
   /** The latency prompt ids (defaults to a fixed pattern below the vocabulary). */
   readonly vocabSize?: number;
+  /**
+   * Tensor parallelism: where the ranks' small agreements (each run's outcome) travel — this rank's backend and
+   * device (default: the loaded model's, when the model loaded).
+   */
+  readonly collectivesOn?: { readonly backend: Backend; readonly device: number };
 }
 
 /** One run of the model: tokens per request and timings. */
@@ -142,9 +159,49 @@ const median = (xs: number[]) => {
 const geomean = (xs: number[]) => Math.exp(xs.reduce((a, x) => a + Math.log(x), 0) / xs.length);
 
 
+/** Run outcome codes the tensor-parallel ranks agree on. */
+const OUTCOME_CODE = { ok: 0, runtime: 1, compile: 2, timeout: 3 } as const;
+
+/** A 31-bit digest of a run's tokens (FNV-1a over the ids, a separator after each request). */
+export function tokensDigest(tokens: readonly (readonly number[])[]): number {
+  let h = 0x811c9dc5;
+  for (const seq of tokens) {
+    for (const t of seq) h = Math.imul(h ^ t, 16777619) >>> 0;
+    h = Math.imul(h ^ 0x7fffffff, 16777619) >>> 0;
+  }
+  return h & 0x7fffffff;
+}
+
+/**
+ * The ranks' common verdict on one run (see the header): every rank contributes its outcome, the result is the same
+ * on every rank. Throws when the ranks disagree on the category or the tokens (the group's run is broken).
+ */
+export function agreeOnRun(group: TensorParallelGroup, on: { readonly backend: Backend; readonly device: number }, r: RunResult | RunFailure, suspects: ReadonlySet<string>): RunResult | RunFailure {
+  if (group.world === 1) return r;
+  const names = [...suspects].sort();
+  const failure = isFailure(r) ? r : null;
+  const code = failure ? OUTCOME_CODE[failure.category] : OUTCOME_CODE.ok;
+  const blamed = failure?.blamed !== undefined ? names.indexOf(failure.blamed) + 1 : 0;
+  const digest = failure ? 0 : tokensDigest((r as RunResult).tokens);
+  const [maxCode, negMinCode, maxBlamed, maxDigest, negMinDigest] = group.agree([code, -code, blamed, digest, -digest], 'max', on);
+  const here = failure ? `${failure.category}: ${errorMessage(failure.error).split('\n')[0]}` : 'ok';
+  if (maxCode !== -negMinCode!) {
+    const word = (c: number) => Object.entries(OUTCOME_CODE).find(([, v]) => v === c)?.[0] ?? String(c);
+    throw new Error(`tensor-parallel rank ${group.rank}: the ranks disagree on the outcome of a run (${word(-negMinCode!)} on one rank, ${word(maxCode!)} on another; here: ${here}): a failure on one rank only, not a candidate's verdict; stopping`);
+  }
+  if (maxDigest !== -negMinDigest!) throw new Error(`tensor-parallel rank ${group.rank}: the ranks generated different tokens in the same run (digests differ): the ranks are out of step; stopping`);
+  if (!failure || maxBlamed === blamed) return r;
+  const agreed = maxBlamed ? names[maxBlamed - 1] : undefined;
+  return { category: failure.category, error: failure.error, ...(agreed ? { blamed: agreed } : {}) };
+}
+
 export class E2eRunner {
   private readonly log: (l: string) => void;
   runs = 0;
+  /** The tensor-parallel group the runner (and the models it loads) runs in. */
+  private readonly tp: TensorParallelGroup = currentTensorParallelGroup();
+  /** Whether the baseline run decoded eagerly after a failed graph capture (tensor parallelism). */
+  private baselineGraphFallback = false;
 
   constructor(
     readonly source: E2eModelSource,
@@ -164,6 +221,14 @@ export class E2eRunner {
 
   /** Run the model once with a registry; timing = also measure throughput/latency (else correctness only). */
   runOnce(registry: ModuleRegistry, timing: boolean, suspects: ReadonlySet<string> = new Set(), order: 'arrival' | 'reversed' = 'arrival'): RunResult | RunFailure {
+    let on = this.options.collectivesOn;
+    const r = this.runLocal(registry, timing, suspects, order, (ctx) => (on ??= ctx));
+    if (this.tp.world === 1) return r;
+    if (!on) throw new Error('E2eRunner: under tensor parallelism give options.collectivesOn (the model did not load, so there is no device to agree through)');
+    return agreeOnRun(this.tp, on, r, suspects);
+  }
+
+  private runLocal(registry: ModuleRegistry, timing: boolean, suspects: ReadonlySet<string>, order: 'arrival' | 'reversed', loadedOn: (ctx: ExecutionContext) => void): RunResult | RunFailure {
     this.runs++;
     const reg = suspects.size ? blamingRegistry(registry, suspects) : registry;
     const t0 = performance.now();
@@ -172,7 +237,18 @@ export class E2eRunner {
     let engine: LLMEngine | null = null;
     try {
       loaded = this.source.load(reg);
+      loadedOn(loaded.ctx);
       engine = new LLMEngine(loaded.model, loaded.ctx, loaded.geometry, this.options.engine ?? {});
+      if (engine.graphFallback) {
+        // Tensor parallelism: a failed capture falls back to eager decode on every rank. When the baseline captured
+        // and this registry did not, its candidates broke the capture: the compile failure of world 1.
+        if (registry === this.baseline) this.baselineGraphFallback = true;
+        else if (!this.baselineGraphFallback) {
+          const error = engine.graphFallback.error ?? new Error(engine.graphFallback.reason);
+          const blamed = blamedTask(error);
+          return { category: 'compile', error, ...(blamed ? { blamed } : {}) };
+        }
+      }
       engine.deadline = deadline;
       const tokens: number[][] = [];
       const res: { tokens: number[][]; throughputTokS?: number; latencyMs?: Record<number, number>; decodeHostFraction?: number; wallMs: number } = { tokens, wallMs: 0 };

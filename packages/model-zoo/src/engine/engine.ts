@@ -1,13 +1,13 @@
-import { DTYPE_INFO, Tensor, UserError, withContext, type ExecutionContext } from '@fastkernels/core';
+import { DTYPE_INFO, Tensor, UserError, currentTensorParallelGroup, errorMessage, withContext, type ExecutionContext, type TensorParallelGroup } from '@fastkernels/core';
 import { KV_BLOCK_SIZE } from '../families/dense-moe-llm/L1/store_kvcache.js';
 import { BlockManager } from './block-manager.js';
 import type { GraphRuntime } from './device-io.js';
 import { stepIoFor } from './device-io.js';
 import { disposeAttentionMetadata, withForwardContext, type AttentionMetadata } from './forward-context.js';
 import { KvCache, kvCacheSpecFor, type KvCacheSpec } from './kv-cache.js';
-import { formatBudget, planKvCache, type MemoryBudget } from './memory.js';
+import { formatBudget, planKvCache, withKvBlocks, type MemoryBudget } from './memory.js';
 import type { CausalLM } from './model-runner.js';
-import { EngineRunner, type RunnerGeometry } from './runner.js';
+import { EngineRunner, isCaptureError, type RunnerGeometry } from './runner.js';
 import { Scheduler } from './scheduler.js';
 import { DEFAULT_SAMPLING, Sequence, type FinishReason, type SamplingParams } from './sequence.js';
 
@@ -73,10 +73,31 @@ export class EngineTimeoutError extends Error {
   override readonly name = 'EngineTimeoutError';
 }
 
+/** Under tensor parallelism the ranks agree on the deadline every this many steps (one tiny all-reduce each time). */
+export const DEADLINE_AGREE_EVERY = 16;
+
+/** Why decode runs eagerly although graphs were asked for (tensor parallelism: a capture failed on some rank). */
+export interface GraphFallback {
+  readonly reason: string;
+  /** This rank's capture error (null when the capture failed on another rank only). */
+  readonly error: unknown;
+}
+
 /**
  * The offline engine (nano-vllm's LLMEngine over vLLM V1's scheduling): add requests, step, collect outputs.
  * Start-up profiles memory (weights, the activation peak of a maxNumBatchedTokens forward, the graph pool),
  * sizes the paged KV cache from gpuMemoryUtilization, prints the budget, and captures the decode graphs.
+ *
+ * Tensor parallelism (a group of world > 1 current when the engine is built; the model built in the same group) is
+ * SPMD: every rank runs this same engine over the same requests, and the engine is deterministic given its inputs
+ * (scheduling reads only host state: the queues, token counts and block counts), so every rank makes the same
+ * scheduling decisions with no broadcast from rank 0, provided the ranks see the same tokens — they do: the LM head's
+ * logits are all-gathered, so every rank samples from identical logits with the same seeds (assumed: the sampler is
+ * deterministic given its inputs, as every baseline sampler is). The few inputs that are not the same on every rank are
+ * agreed on through the group: the KV block count (each rank sizes it from its own free memory: all take the smallest),
+ * whether every rank captured its decode graphs (if one failed, every rank decodes eagerly, with the reason logged,
+ * instead of raising a capture error), and whether a run passed its deadline (wall clocks differ: checked together
+ * every DEADLINE_AGREE_EVERY steps).
  */
 export class LLMEngine {
   readonly scheduler: Scheduler;
@@ -92,7 +113,13 @@ export class LLMEngine {
   private readonly overlap: boolean;
   private nextId = 0;
   private readonly seqs = new Map<number, Sequence>();
+  /** Wall-clock limit (performance.now() ms), checked between steps; the same on every tensor-parallel rank. */
   deadline = Infinity;
+  private deadlineTicks = 0;
+  /** The tensor-parallel group the engine was built in (world 1: none). */
+  readonly tp: TensorParallelGroup = currentTensorParallelGroup();
+  /** Set when graphs were asked for but decode runs eagerly because a capture failed under tensor parallelism. */
+  readonly graphFallback: GraphFallback | null = null;
 
   constructor(
     readonly model: CausalLM,
@@ -122,23 +149,43 @@ export class LLMEngine {
     const maxBlocksPerSeq = Math.ceil(maxModelLen / KV_BLOCK_SIZE);
     const runnerBytes = (maxNumBatchedTokens + maxNumSeqs) * 24 + maxNumSeqs * (maxBlocksPerSeq * 4 + 64) + (1 << 20);
     const total = io.memoryInfo()?.totalBytes ?? ctx.backend.devices()[ctx.device]?.totalMemory ?? 0;
-    const plan = planKvCache({
+    let plan = planKvCache({
       totalBytes: total, utilization: options.gpuMemoryUtilization ?? 0.9, weightsBytes, activationPeakBytes: profiled.bytes,
       activationMeasured: profiled.measured, graphPoolBytes: graphEstimate, runnerBytes, spec, maxModelLen, maxNumSeqs,
       ...(options.numKvBlocks !== undefined ? { explicitBlocks: options.numKvBlocks } : {}),
     });
+    // every rank must hold the same block count (the scheduler's preemptions depend on it): the smallest one
+    if (this.tp.world > 1) plan = withKvBlocks(plan, this.tp.agree([plan.numKvBlocks], 'min', ctx)[0]!);
     this.kvCache = new KvCache(ctx.backend, ctx.device, spec, plan.numKvBlocks);
     this.blockManager = new BlockManager(plan.numKvBlocks, KV_BLOCK_SIZE);
     this.scheduler = new Scheduler({ maxNumBatchedTokens, maxNumSeqs, chunkedPrefill }, this.blockManager);
-    this.runner = new EngineRunner(model, ctx, this.kvCache, this.blockManager, {
-      maxNumBatchedTokens, maxNumSeqs, maxModelLen, maxGraphBatch, graphs: graphRt ?? false,
-    }, io);
+    const runnerConfig = { maxNumBatchedTokens, maxNumSeqs, maxModelLen, maxGraphBatch };
+    this.runner = new EngineRunner(model, ctx, this.kvCache, this.blockManager, { ...runnerConfig, graphs: graphRt ?? false }, io);
     try {
       const t0 = performance.now();
-      const poolBytes = this.runner.captureGraphs(geometry);
+      let poolBytes = 0;
+      let captureError: unknown = null;
+      try {
+        poolBytes = this.runner.captureGraphs(geometry);
+      } catch (e) {
+        // World 1: a capture error is the caller's (e2e drops the candidate, category compile). Under tensor
+        // parallelism the ranks first agree below: NCCL inside a capture is the likelier culprit, and every rank must
+        // take the same path (a rank replaying graphs beside one decoding eagerly would still pair its collectives,
+        // but a rank that throws here would leave the others waiting in theirs).
+        if (this.tp.world === 1 || !isCaptureError(e)) throw e;
+        captureError = e;
+      }
+      if (this.tp.world > 1 && graphRt && !this.tp.agree([captureError ? 0 : 1], 'min', ctx)[0]) {
+        const reason = captureError ? `the decode-graph capture failed on this rank: ${errorMessage(captureError).split('\n')[0]}` : 'the decode-graph capture failed on another tensor-parallel rank';
+        this.graphFallback = { reason, error: captureError };
+        this.runner.dispose(); // its graphs (none, or this rank's good ones) go; a runner without graphs replaces it
+        this.runner = new EngineRunner(model, ctx, this.kvCache, this.blockManager, { ...runnerConfig, graphs: false }, io);
+        poolBytes = 0;
+      }
       this.budget = { ...plan, graphPoolBytes: graphRt ? poolBytes : 0 };
       log(formatBudget(this.budget, KV_BLOCK_SIZE));
-      if (this.runner.usesGraphs) log(`CUDA graphs: decode batch sizes ${this.runner.graphBuckets.join(', ')} captured in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+      if (this.runner.usesGraphs) log(`CUDA graphs: decode batch sizes ${this.runner.graphBuckets.join(', ')} captured in ${((performance.now() - t0) / 1000).toFixed(1)} s${this.tp.world > 1 ? ` (with the collectives of ${this.tp.world} tensor-parallel ranks)` : ''}`);
+      else if (this.graphFallback) log(`CUDA graphs: off under tensor parallelism (${this.graphFallback.reason}); decode runs eagerly on every rank`);
       else log(`CUDA graphs: off (${graphRt ? 'no buckets' : ctx.backend.capabilities.graphs ? 'disabled' : `the ${ctx.backend.name} backend has none`}); decode runs eagerly`);
     } catch (e) {
       this.dispose();
@@ -213,7 +260,7 @@ export class LLMEngine {
 
   /** One scheduler step: schedule, launch, (prepare the next decode step), collect tokens, postprocess. */
   step(): StepOutput {
-    if (performance.now() > this.deadline) throw new EngineTimeoutError('the run passed its deadline');
+    if (this.pastDeadline()) throw new EngineTimeoutError('the run passed its deadline');
     const t0 = performance.now();
     const sched = this.scheduler;
     const batch = sched.schedule();
@@ -255,6 +302,14 @@ export class LLMEngine {
     };
     if (this.keepRecords) this.records.push(record);
     return { tokens: outTokens, finished: outputs, record };
+  }
+
+  /** Whether the run passed its deadline; under tensor parallelism decided by all ranks together (see the class). */
+  private pastDeadline(): boolean {
+    if (this.deadline === Infinity) return false;
+    if (this.tp.world === 1) return performance.now() > this.deadline;
+    if (this.deadlineTicks++ % DEADLINE_AGREE_EVERY !== 0) return false;
+    return this.tp.agree([performance.now() > this.deadline ? 1 : 0], 'max', this.ctx)[0] === 1;
   }
 
   /** Blocks for one more token of each continuing decode, then its staging (see EngineRunner.prestageDecode). */

@@ -16,8 +16,11 @@ export interface MemoryBudget {
   readonly kvBlockBytes: number;
   readonly numKvBlocks: number;
   readonly kvBytes: number;
-  /** What limited the block count: the memory left, the cap (requests can use no more), or an explicit --num-kv-blocks. */
-  readonly limitedBy: 'memory' | 'cap' | 'explicit';
+  /**
+   * What limited the block count: the memory left, the cap (requests can use no more), an explicit --num-kv-blocks, or
+   * (tensor parallelism) another rank, which had room for fewer blocks: every rank uses the smallest count.
+   */
+  readonly limitedBy: 'memory' | 'cap' | 'explicit' | 'ranks';
 }
 
 const GiB = 1024 ** 3;
@@ -73,6 +76,12 @@ export function formatBudget(b: MemoryBudget, blockSize: number): string {
   return [
     `memory budget: ${fmt(b.totalBytes)} × ${b.utilization} = ${fmt(b.totalBytes * b.utilization)}`,
     `  weights ${fmt(b.weightsBytes)}, activation peak ${fmt(b.activationPeakBytes)} (${b.activationMeasured ? 'measured' : 'estimated'}), CUDA graphs ${fmt(b.graphPoolBytes)}, step buffers ${fmt(b.runnerBytes)}`,
-    `  KV cache ${fmt(b.kvBytes)}: ${b.numKvBlocks} blocks × ${blockSize} tokens (${fmt(b.kvBlockBytes)} each) = ${b.numKvBlocks * blockSize} tokens${b.limitedBy === 'cap' ? ' (capped: max-num-seqs × max-model-len)' : b.limitedBy === 'explicit' ? ' (--num-kv-blocks)' : ''}`,
+    `  KV cache ${fmt(b.kvBytes)}: ${b.numKvBlocks} blocks × ${blockSize} tokens (${fmt(b.kvBlockBytes)} each) = ${b.numKvBlocks * blockSize} tokens${b.limitedBy === 'cap' ? ' (capped: max-num-seqs × max-model-len)' : b.limitedBy === 'explicit' ? ' (--num-kv-blocks)' : b.limitedBy === 'ranks' ? ' (the smallest count over the tensor-parallel ranks)' : ''}`,
   ].join('\n');
+}
+
+/** The plan with fewer blocks (another tensor-parallel rank had room for only `numKvBlocks`). */
+export function withKvBlocks(b: MemoryBudget, numKvBlocks: number): MemoryBudget {
+  if (numKvBlocks >= b.numKvBlocks) return b;
+  return { ...b, numKvBlocks, kvBytes: numKvBlocks * b.kvBlockBytes, limitedBy: 'ranks' };
 }

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Issue 10, the commands with --tp on 2 GPUs (self-tests; bench/h200x2-tp-llama.sh is the 8B generate comparison):
+#  1. `e2e --tp 2 --self-test` on a small random Llama (bf16 checkpoint by init-weights, kept in $OUT/tp-selftest-model):
+#     outcome ok, 100% exact agreement, the decode graphs captured with the NCCL calls inside (or the logged eager
+#     fallback: reported, not a failure); the same self-test at --tp 1 beside it for the throughput;
+#  2. `bench --tp 2 --self-test --task allreduce --shapes all`: L1/allreduce in the process group of the ranks' bench
+#     workers, every case PASSED (speedups around 1), and a candidate that does not communicate (a copy), run through
+#     `fastkernels launch --nproc 2 -- fastkernels bench`, INCORRECT_NUMERICAL on every case.
+# Writes $OUT/tp_selftest.json; the last lines are the checks.
+#   OUT=/tmp/out dist/gpu-host/bench/h200x2-tp-selftest.sh
+# Budget: a 1.3 GB checkpoint (~10 s), two e2e self-tests (~1-2 min each), two allreduce benches (~1 min): ~5 min.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/lib.sh"
+fk_setup tp-selftest
+node_bin="$("$bundle/run" --print-node)" || { echo "tp-selftest: could not unpack the bundled node" >&2; exit 1; }
+export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
+if [ -z "${FASTKERNELS_NCCL_LIB_DIRS:-}" ] && [ -n "$PY" ]; then
+  wheel="$("$PY" -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)"
+  if [ -n "$wheel" ] && [ -e "$wheel/libnccl.so.2" ]; then export FASTKERNELS_NCCL_LIB_DIRS="$wheel"; fi
+fi
+work="$OUT/tp-selftest-work"
+model="$OUT/tp-selftest-model"
+mkdir -p "$work" "$model"
+rm -f "$work"/*.json "$work"/*.log "$work"/*.rc
+echo "tp-selftest: bundle $bundle (commit ${commit:-?}), out $OUT, NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE"
+
+# ---- a small Llama (16 heads, 8 kv heads: TP 2 splits both), bf16 -----------------------------------------------------
+cat > "$work/config.json" <<JSON
+{
+  "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048, "intermediate_size": 5632,
+  "num_hidden_layers": 8, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 32000,
+  "max_position_embeddings": 4096, "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "hidden_act": "silu",
+  "attention_bias": false, "mlp_bias": false, "tie_word_embeddings": false, "initializer_range": 0.02,
+  "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16"
+}
+JSON
+if [ -f "$model/model.safetensors" ] && cmp -s "$work/config.json" "$model/config.json"; then
+  echo "tp-selftest: reusing the checkpoint in $model"
+else
+  "$bundle/run" init-weights --config "$work/config.json" --out "$model" --seed 1 --dtype bf16 --tiled
+  cp "$work/config.json" "$model/config.json"
+fi
+
+# run NAME CMD...: stdout to NAME.out, stderr to NAME.log, exit code to NAME.rc; a failure is recorded, the rest go on
+run() {
+  local name="$1"; shift
+  local t=$SECONDS rc=0
+  timeout "${RUN_TIMEOUT:-900}" "$@" > "$work/$name.out" 2> "$work/$name.log" || rc=$?
+  echo "tp-selftest: $name: exit $rc in $((SECONDS - t)) s"
+  echo "$rc" > "$work/$name.rc"
+  [ "$rc" -eq 0 ] || tail -5 "$work/$name.log" >&2
+}
+
+e2e_args=(e2e --model "$model" --self-test --backend cuda --requests synthetic:64:32-256:32-128:0 --latency-batch-sizes 1,16
+  --latency-prompt 128 --latency-output 64 --warmups 1 --repeats 3 --max-model-len 1024)
+run e2e_tp1 "$bundle/run" "${e2e_args[@]}" --out "$work/e2e_tp1.json" --details "$work/e2e_tp1_details.json"
+run e2e_tp2 "$bundle/run" "${e2e_args[@]}" --tp 2 --out "$work/e2e_tp2.json" --details "$work/e2e_tp2_details.json"
+
+run bench_tp2 "$bundle/run" bench --self-test --task allreduce --backend cuda --tp 2 --shapes all --iters 50 --json "$work/bench_tp2.json"
+mkdir -p "$work/copy-allreduce/L1"
+cat > "$work/copy-allreduce/L1/allreduce.ts" <<'TS'
+import { Module, type Tensor } from '@fastkernels/core';
+// no communication: right at world 1 only
+export class AllReduce extends Module {
+  forward(x: Tensor): Tensor { return x.clone(); }
+}
+TS
+run bench_copy_launch "$bundle/run" launch --nproc 2 -- "$bundle/run" bench --candidates "$work/copy-allreduce" --backend cuda --shapes ci --iters 5 --json "$work/bench_copy.json"
+
+# ---- merge and checks ---------------------------------------------------------------------------------------------
+driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1 || true)"
+gpu="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)"
+W="$work" O="$OUT" C="$commit" D="$driver" G="$gpu" "$node_bin" -e '
+const fs = require("fs");
+const e = process.env, W = e.W;
+const read = (f) => { try { return JSON.parse(fs.readFileSync(`${W}/${f}`, "utf8")); } catch { return null; } };
+const text = (f) => { try { return fs.readFileSync(`${W}/${f}`, "utf8"); } catch { return ""; } };
+const rc = (n) => { const t = text(`${n}.rc`).trim(); return t === "" ? null : Number(t); };
+function e2e(tp) {
+  const r = read(`e2e_tp${tp}.json`), d = read(`e2e_tp${tp}_details.json`), log = text(`e2e_tp${tp}.log`);
+  const m = r?.models?.[0];
+  const graphs = log.split("\n").filter((l) => /^CUDA graphs:/.test(l)).slice(0, 1)[0] ?? null;
+  return {
+    exitCode: rc(`e2e_tp${tp}`), outcome: m?.outcome ?? null, gpuCount: r?.gpu_count ?? 1,
+    agreement: m ? m.discrepancies.filter((x) => x === 0).length / m.discrepancies.length : null,
+    noiseAgreement: m ? m.noiseDiscrepancies.filter((x) => x === 0).length / m.noiseDiscrepancies.length : null,
+    throughputSpeedup: m?.throughputSpeedup ?? null, latencySpeedup: m?.latencySpeedup ?? null,
+    baselineTokS: d ? Object.values(d)[0]?.baseline?.throughputTokS ?? null : null,
+    latencyMs: d ? Object.values(d)[0]?.baseline?.latencyMs ?? null : null,
+    graphs, stdout: text(`e2e_tp${tp}.out`).trim().split("\n"), tail: log.split("\n").filter(Boolean).slice(-4),
+  };
+}
+function bench(file, name) {
+  const r = read(file);
+  const rows = (r?.results ?? []).filter((x) => x.task === "L1/allreduce");
+  return { exitCode: rc(name), processGroup: r?.options?.processGroup ?? null, cases: rows.map((x) => ({ case: x.case, status: x.status, speedup: x.speedup, baselineMs: x.baselineMs, detail: x.detail })), tail: text(`${name}.log`).split("\n").filter(Boolean).slice(-4) };
+}
+const report = { commit: e.C, gpu: e.G, driver: e.D, world: 2, e2e: { tp1: e2e(1), tp2: e2e(2) }, bench: { selfTest: bench("bench_tp2.json", "bench_tp2"), copyCandidate: bench("bench_copy.json", "bench_copy_launch") } };
+const t2 = report.e2e.tp2, b = report.bench;
+report.checks = {
+  e2eTp2SelfTest: t2.exitCode === 0 && t2.outcome === "ok" && t2.agreement === 1 && t2.gpuCount === 2 && t2.stdout.length === 1 ? "PASS" : "MISS",
+  e2eTp2Graphs: t2.graphs && /captured/.test(t2.graphs) ? "CAPTURED" : t2.graphs ? "EAGER" : "-",
+  benchAllreduceTp2: b.selfTest.exitCode === 0 && b.selfTest.processGroup === 2 && b.selfTest.cases.length > 0 && b.selfTest.cases.every((c) => c.status === "PASSED") ? "PASS" : "MISS",
+  benchCopyCandidate: b.copyCandidate.exitCode === 0 && b.copyCandidate.cases.length > 0 && b.copyCandidate.cases.every((c) => c.status === "INCORRECT_NUMERICAL") ? "PASS" : "MISS",
+};
+fs.writeFileSync(`${e.O}/tp_selftest.json`, JSON.stringify(report, null, 2) + "\n");
+const f = (x, p = 3) => (x === null || x === undefined ? "-" : Number(x).toFixed(p));
+console.log(`\ntp_selftest.json: ${e.O}/tp_selftest.json (commit ${e.C || "?"}, ${e.G || "?"}, driver ${e.D || "?"})`);
+for (const tp of [1, 2]) { const x = report.e2e[`tp${tp}`]; console.log(`e2e --tp ${tp}: exit ${x.exitCode ?? "-"}, ${x.outcome ?? "-"}, agreement ${f(x.agreement)}, noise ${f(x.noiseAgreement)}, baseline ${f(x.baselineTokS, 1)} tok/s, speedups ${f(x.throughputSpeedup)}/${f(x.latencySpeedup)}; ${x.graphs ?? "no graph line"}`); }
+for (const c of b.selfTest.cases) console.log(`allreduce ${c.case.padEnd(22)} ${c.status.padEnd(20)} baseline ${f(c.baselineMs, 4)} ms  speedup ${f(c.speedup)}`);
+for (const c of b.copyCandidate.cases) console.log(`copy candidate ${c.case.padEnd(17)} ${c.status}`);
+for (const [k, v] of Object.entries(report.checks)) console.log(`${k}: ${v}`);
+'
