@@ -254,10 +254,10 @@ export class E2eRunner {
       const res: { tokens: number[][]; throughputTokS?: number; latencyMs?: Record<number, number>; decodeHostFraction?: number; wallMs: number } = { tokens, wallMs: 0 };
       const w = this.options.throughput;
       if (w && timing) {
-        // Untimed warm-up: the first requests, a few tokens each, so kernel compiles (NVRTC, a candidate's Triton),
+        // Untimed warm-up: the first (up to 16) requests, a few tokens each, so kernel compiles (NVRTC, a candidate's Triton),
         // GEMM heuristics and allocator growth are not timed. Without it the run measured first paid them all
         // (the baseline measured half the throughput of the identical noise run).
-        const slice = w.requests.slice(0, Math.max(1, this.options.engine?.maxNumSeqs ?? 8));
+        const slice = w.requests.slice(0, Math.max(1, Math.min(16, this.options.engine?.maxNumSeqs ?? 16)));
         engine.generate(slice.map((r) => ({ promptIds: r.promptIds, params: { maxTokens: Math.min(4, r.outputLen), ignoreEos: true } })));
         engine.records.length = 0;
       }
