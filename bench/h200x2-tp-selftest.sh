@@ -5,10 +5,13 @@
 #     fallback: reported, not a failure); the same self-test at --tp 1 beside it for the throughput;
 #  2. `bench --tp 2 --self-test --task allreduce --shapes all`: L1/allreduce in the process group of the ranks' bench
 #     workers, every case PASSED (speedups around 1), and a candidate that does not communicate (a copy), run through
-#     `fastkernels launch --nproc 2 -- fastkernels bench`, INCORRECT_NUMERICAL on every case.
+#     `fastkernels launch --nproc 2 -- fastkernels bench`, INCORRECT_NUMERICAL on every case;
+#  3. `serve --tp 2` (float32): 4 concurrent completion requests, then the 4 prompts in one request after an idle second,
+#     give generate --tp 1's greedy tokens; SIGINT stops every rank, exit 0.
 # Writes $OUT/tp_selftest.json; the last lines are the checks.
 #   OUT=/tmp/out dist/gpu-host/bench/h200x2-tp-selftest.sh
-# Budget: a 1.3 GB checkpoint (~10 s), two e2e self-tests (~1-2 min each), two allreduce benches (~1 min): ~5 min.
+# Budget: a 1.3 GB checkpoint (~10 s), two e2e self-tests (~1-2 min each), two allreduce benches (~1 min), the serve
+# step (~1 min): ~6 min.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/lib.sh"
@@ -68,6 +71,40 @@ export class AllReduce extends Module {
 TS
 run bench_copy_launch "$bundle/run" launch --nproc 2 -- "$bundle/run" bench --candidates "$work/copy-allreduce" --backend cuda --shapes ci --iters 5 --json "$work/bench_copy.json"
 
+# ---- serve --tp 2: concurrent completions equal generate --tp 1's greedy tokens (float32); Ctrl-C stops it, exit 0 ------
+printf '%s\n' '{"prompt_ids":[1,2,3,4,5]}' '{"prompt_ids":[9,8,7]}' '{"prompt_ids":[100,200,300,400]}' '{"prompt_ids":[42]}' > "$work/serve_prompts.jsonl"
+run serve_gen_tp1 "$bundle/run" generate --model "$model" --prompt-file "$work/serve_prompts.jsonl" --max-tokens 32 --backend cuda --dtype f32 --json
+t=$SECONDS
+"$bundle/run" serve --model "$model" --tp 2 --port 0 --backend cuda --dtype f32 --max-model-len 1024 --max-num-seqs 16 > "$work/serve_tp2.out" 2> "$work/serve_tp2.log" &
+serve_pid=$!
+port=""
+for _ in $(seq 1 600); do
+  port="$(sed -n 's|.*serving .* on http://127\.0\.0\.1:\([0-9]*\)/.*|\1|p' "$work/serve_tp2.log" | head -1)"
+  [ -n "$port" ] && break
+  kill -0 "$serve_pid" 2>/dev/null || break
+  sleep 0.5
+done
+echo "tp-selftest: serve --tp 2 listening on port ${port:-none} after $((SECONDS - t)) s"
+if [ -n "$port" ]; then
+  # 4 single-prompt requests at once (they batch), an idle second, then all 4 prompts in one request
+  P="$port" A="$work/serve_answers.json" timeout 300 "$node_bin" -e '
+const url = `http://127.0.0.1:${process.env.P}/v1/completions`;
+const list = [[1, 2, 3, 4, 5], [9, 8, 7], [100, 200, 300, 400], [42]];
+const post = async (body) => (await fetch(url, { method: "POST", body: JSON.stringify(body) })).json();
+(async () => {
+  const single = await Promise.all(list.map((p) => post({ prompt: p, max_tokens: 32, temperature: 0, ignore_eos: true })));
+  await new Promise((r) => setTimeout(r, 1000));
+  const batched = await post({ prompt: list, max_tokens: 32, temperature: 0, ignore_eos: true });
+  require("fs").writeFileSync(process.env.A, JSON.stringify({ single: single.map((c) => c.choices?.[0]?.token_ids ?? c), batched: batched.choices?.map((c) => c.token_ids) ?? batched }));
+})().catch((e) => { console.error(`serve client: ${e.message}`); process.exit(1); });
+' > "$work/serve_client.out" 2> "$work/serve_client.log" || echo "tp-selftest: the serve client failed: $(tail -2 "$work/serve_client.log")" >&2
+fi
+kill -INT "$serve_pid" 2>/dev/null || true
+rc=0; wait "$serve_pid" || rc=$?
+echo "$rc" > "$work/serve_tp2.rc"
+echo "tp-selftest: serve_tp2: exit $rc in $((SECONDS - t)) s (after SIGINT)"
+[ "$rc" -eq 0 ] || tail -5 "$work/serve_tp2.log" >&2
+
 # ---- merge and checks ---------------------------------------------------------------------------------------------
 driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1 || true)"
 gpu="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)"
@@ -96,13 +133,25 @@ function bench(file, name) {
   const rows = (r?.results ?? []).filter((x) => x.task === "L1/allreduce");
   return { exitCode: rc(name), processGroup: r?.options?.processGroup ?? null, cases: rows.map((x) => ({ case: x.case, status: x.status, speedup: x.speedup, baselineMs: x.baselineMs, detail: x.detail })), tail: text(`${name}.log`).split("\n").filter(Boolean).slice(-4) };
 }
-const report = { commit: e.C, gpu: e.G, driver: e.D, world: 2, e2e: { tp1: e2e(1), tp2: e2e(2) }, bench: { selfTest: bench("bench_tp2.json", "bench_tp2"), copyCandidate: bench("bench_copy.json", "bench_copy_launch") } };
+function serve() {
+  let gen = null;
+  try { gen = JSON.parse(text("serve_gen_tp1.out")).outputs.map((o) => o.token_ids); } catch {}
+  const a = read("serve_answers.json");
+  const same = (xs) => (gen && Array.isArray(xs) ? xs.filter((t, i) => JSON.stringify(t) === JSON.stringify(gen[i])).length : 0);
+  return {
+    generateTp1ExitCode: rc("serve_gen_tp1"), exitCode: rc("serve_tp2"), prompts: gen ? gen.length : null,
+    singleMatch: a ? same(a.single) : null, batchedMatch: a ? same(a.batched) : null,
+    listening: /serving \S+ on http/.test(text("serve_tp2.log")), tail: text("serve_tp2.log").split("\n").filter(Boolean).slice(-4),
+  };
+}
+const report = { commit: e.C, gpu: e.G, driver: e.D, world: 2, e2e: { tp1: e2e(1), tp2: e2e(2) }, bench: { selfTest: bench("bench_tp2.json", "bench_tp2"), copyCandidate: bench("bench_copy.json", "bench_copy_launch") }, serve: serve() };
 const t2 = report.e2e.tp2, b = report.bench;
 report.checks = {
   e2eTp2SelfTest: t2.exitCode === 0 && t2.outcome === "ok" && t2.agreement === 1 && t2.gpuCount === 2 && t2.stdout.length === 1 ? "PASS" : "MISS",
   e2eTp2Graphs: t2.graphs && /captured/.test(t2.graphs) ? "CAPTURED" : t2.graphs ? "EAGER" : "-",
   benchAllreduceTp2: b.selfTest.exitCode === 0 && b.selfTest.processGroup === 2 && b.selfTest.cases.length > 0 && b.selfTest.cases.every((c) => c.status === "PASSED") ? "PASS" : "MISS",
   benchCopyCandidate: b.copyCandidate.exitCode === 0 && b.copyCandidate.cases.length > 0 && b.copyCandidate.cases.every((c) => c.status === "INCORRECT_NUMERICAL") ? "PASS" : "MISS",
+  serveTp2: report.serve.exitCode === 0 && report.serve.prompts > 0 && report.serve.singleMatch === report.serve.prompts && report.serve.batchedMatch === report.serve.prompts ? "PASS" : "MISS",
 };
 fs.writeFileSync(`${e.O}/tp_selftest.json`, JSON.stringify(report, null, 2) + "\n");
 const f = (x, p = 3) => (x === null || x === undefined ? "-" : Number(x).toFixed(p));
@@ -110,5 +159,6 @@ console.log(`\ntp_selftest.json: ${e.O}/tp_selftest.json (commit ${e.C || "?"}, 
 for (const tp of [1, 2]) { const x = report.e2e[`tp${tp}`]; console.log(`e2e --tp ${tp}: exit ${x.exitCode ?? "-"}, ${x.outcome ?? "-"}, agreement ${f(x.agreement)}, noise ${f(x.noiseAgreement)}, baseline ${f(x.baselineTokS, 1)} tok/s, speedups ${f(x.throughputSpeedup)}/${f(x.latencySpeedup)}; ${x.graphs ?? "no graph line"}`); }
 for (const c of b.selfTest.cases) console.log(`allreduce ${c.case.padEnd(22)} ${c.status.padEnd(20)} baseline ${f(c.baselineMs, 4)} ms  speedup ${f(c.speedup)}`);
 for (const c of b.copyCandidate.cases) console.log(`copy candidate ${c.case.padEnd(17)} ${c.status}`);
+{ const s = report.serve; console.log(`serve --tp 2: exit ${s.exitCode ?? "-"} after SIGINT, greedy tokens = generate --tp 1 for ${s.singleMatch ?? "-"}/${s.prompts ?? "-"} concurrent requests, ${s.batchedMatch ?? "-"}/${s.prompts ?? "-"} in one batched request`); }
 for (const [k, v] of Object.entries(report.checks)) console.log(`${k}: ${v}`);
 '

@@ -3,6 +3,7 @@
  * run promptly with the launcher's message and the killed rank's exit code (no hang). `e2e --tp 2 --self-test`: outcome
  * ok, 100% agreement, one report (rank 0). `bench --tp 2` (and bench under `launch --nproc 2`): L1/allreduce in the
  * process group of the ranks' bench workers: the baseline PASSED, a copy (no communication) INCORRECT_NUMERICAL.
+ * `serve --tp 2`: serve-tp.gpu.test.ts.
  * Runs the bundle's CLI on the GPU host (`dist/gpu-host/run-gpu-tests tensor-parallel`), the repo's built CLI
  * elsewhere. The 8B-shape version (bf16, decode tok/s at bs 1 and 32) is bench/h200x2-tp-llama.sh; the self-tests of
  * the next 2-GPU session, bench/h200x2-tp-selftest.sh.

@@ -18,7 +18,7 @@ import { HostCollectives, tensorParallelProvider } from '@fastkernels/backend-nc
 import { TensorParallelGroup, UserError, withTensorParallelGroup } from '@fastkernels/core';
 import { baselineRegistry, checkLlamaTensorParallel, loadLlamaModel, parseLlamaConfig, taskProviders, tinyLlamaConfig, writeRandomLlamaCheckpoint } from '@fastkernels/model-zoo';
 import { cli } from './helpers.js';
-import type { EngineJob, RankJob, RankResult } from './tp/llama-rank.js';
+import type { EngineJob, EngineOp, RankJob, RankResult, ServeMessage } from './tp/llama-rank.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const FIXTURES = join(here, '..', 'packages', 'model-zoo', 'fixtures');
@@ -201,6 +201,128 @@ describe('e2e --tp on the CPU: W ranks running the paged engine (SPMD) equal W =
   }, 180_000);
 });
 
+describe('serve --tp on the CPU: rank 0 serves HTTP, every rank\'s engine follows its control messages', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = modelDir('serve-llama', 'tiny-llama', { attention_bias: true });
+  });
+
+  /** Start the ranks of a serve run; `port` resolves when rank 0 listens, `stop()` shuts it down and returns every rank's result. */
+  function serveRanks(world: number, job: Omit<RankJob, 'rank' | 'world' | 'shared'>) {
+    const shared = HostCollectives.shared(world, 1 << 16);
+    const workers = Array.from({ length: world }, (_, rank) => new Worker(rankScript, { workerData: { ...job, rank, world, shared } satisfies RankJob }));
+    let gotPort!: (p: number) => void;
+    const port = new Promise<number>((ok) => (gotPort = ok));
+    const results = Promise.all(workers.map((w) => new Promise<RankResult>((resolve, reject) => {
+      w.on('message', (m: ServeMessage) => {
+        if ('kind' in m) gotPort(m.port);
+        else resolve(m);
+      });
+      w.once('error', reject);
+      w.once('exit', (code) => reject(new Error(`rank thread exited with ${code} before reporting`)));
+    })));
+    results.catch(() => gotPort(-1));
+    return {
+      port,
+      results,
+      stop: async () => {
+        workers[0]!.postMessage('stop');
+        try {
+          const rs = await results;
+          for (const r of rs) if (r.error) throw new Error(`rank ${r.rank}: ${r.error}`);
+          return rs;
+        } finally {
+          await Promise.all(workers.map((w) => w.terminate()));
+        }
+      },
+    };
+  }
+
+  type Completion = { choices: { index: number; token_ids: number[]; finish_reason: string }[] };
+
+  /** A streamed completion: the tokens as they arrive; `cancelAfter` events, the client goes away. */
+  async function streamed(url: string, body: Record<string, unknown>, cancelAfter?: number, onEvent?: (n: number) => void): Promise<{ tokens: number[]; cancelled: boolean }> {
+    const ac = new AbortController();
+    const r = await fetch(url, { method: 'POST', body: JSON.stringify({ ...body, stream: true }), signal: ac.signal });
+    const reader = r.body!.getReader();
+    const tokens: number[] = [];
+    let buf = '';
+    let events = 0;
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return { tokens, cancelled: false };
+      buf += new TextDecoder().decode(value);
+      let k: number;
+      while ((k = buf.indexOf('\n\n')) >= 0) {
+        const ev = buf.slice(0, k);
+        buf = buf.slice(k + 2);
+        if (ev === 'data: [DONE]') continue;
+        const j = JSON.parse(ev.slice(6)) as Completion & { error?: unknown };
+        if (j.error) throw new Error(JSON.stringify(j.error));
+        tokens.push(...j.choices[0]!.token_ids);
+        events++;
+        onEvent?.(events);
+        if (cancelAfter !== undefined && events >= cancelAfter) {
+          ac.abort();
+          await reader.cancel().catch(() => {});
+          return { tokens, cancelled: true };
+        }
+      }
+    }
+  }
+
+  it('requests arriving at different times (a cancellation, an idle spell past the collectives\' deadline): every rank makes the same engine calls and tokens, equal to one engine replaying them; rank 0 answers them', async () => {
+    const job = {
+      scenario: 'serve' as const, model: dir, collectiveTimeoutMs: 3000,
+      engine: { requests: [], maxNumSeqs: 4, maxNumBatchedTokens: 16, maxModelLen: 64, numKvBlocks: [8, 8], graphs: 'emulated' as const },
+    };
+    const run = serveRanks(2, job);
+    const port = await run.port;
+    expect(port).toBeGreaterThan(0);
+    const url = `http://127.0.0.1:${port}/v1/completions`;
+    const post = async (body: Record<string, unknown>) => (await (await fetch(url, { method: 'POST', body: JSON.stringify(body) })).json()) as Completion;
+
+    // A streams; B, C and D arrive while A runs (C is cancelled by its client after 2 tokens); E after an idle spell
+    const P = { a: [1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41, 45, 49, 53, 57, 61, 65, 69], b: [[3, 4], [200, 100, 50]], c: [8], d: [77, 78, 79], e: [11, 12, 13, 14] };
+    let third!: () => void;
+    const aRunning = new Promise<void>((ok) => (third = ok));
+    const a = streamed(url, { prompt: P.a, max_tokens: 40, temperature: 0, ignore_eos: true }, undefined, (n) => n === 3 && third());
+    await aRunning;
+    const [b, c, d] = await Promise.all([
+      post({ prompt: P.b, max_tokens: 12, temperature: 0.8, top_k: 20, seed: 7, ignore_eos: true }),
+      streamed(url, { prompt: P.c, max_tokens: 50, temperature: 0, ignore_eos: true }, 2),
+      new Promise((r) => setTimeout(r, 20)).then(() => post({ prompt: P.d, max_tokens: 6, temperature: 1, top_p: 0.9, seed: 3, stop_token_ids: [5] })),
+    ]);
+    const aDone = await a;
+    await new Promise((r) => setTimeout(r, 3500)); // idle: longer than the collectives' 3 s deadline
+    const e = await post({ prompt: P.e, max_tokens: 5, temperature: 0 });
+    const [r0, r1] = await run.stop();
+
+    // the same engine calls on every rank, in the same order; arrivals between steps; the cancellation is in it
+    expect(r1!.serve!.trace).toEqual(r0!.serve!.trace);
+    const trace = r0!.serve!.trace;
+    const kinds = trace.map((op) => op[0]).join(' ');
+    expect(kinds).toMatch(/^add step( step)* add/); // later requests joined a running batch or an idle engine after steps
+    expect(trace.some((op) => op[0] === 'abort'), kinds).toBe(true);
+    expect(c.cancelled).toBe(true);
+    expect(r1!.serve!.outputs).toEqual(r0!.serve!.outputs);
+
+    // one engine (world 1) replaying rank 0's calls: the same tokens
+    const [single] = await runRanks(1, { scenario: 'serve-replay', model: dir, trace, engine: { ...job.engine, numKvBlocks: [8] } });
+    expect(single!.serve!.outputs).toEqual(r0!.serve!.outputs);
+
+    // the HTTP answers are those tokens
+    const idOf = (p: number[]) => (trace.find((op) => op[0] === 'add' && op[2].join() === p.join()) as Extract<EngineOp, ['add', ...unknown[]]>)[1];
+    const out = r0!.serve!.outputs;
+    expect(aDone.tokens).toEqual(out[idOf(P.a)]);
+    expect(aDone.tokens).toHaveLength(40);
+    expect(b.choices.map((x) => x.token_ids)).toEqual([out[idOf(P.b[0]!)], out[idOf(P.b[1]!)]]);
+    expect(d.choices[0]!.token_ids).toEqual(out[idOf(P.d)]);
+    expect(e.choices[0]!.token_ids).toEqual(out[idOf(P.e)]);
+    expect(out[idOf(P.c)]).toBeUndefined(); // cancelled: never finished
+  }, 180_000);
+});
+
 describe('bench --tp on the CPU: L1/allreduce in lockstep on W ranks (what each group worker runs)', () => {
   it('the baseline against itself passes on every rank, the float64 reference being the sum of every rank\'s input', async () => {
     const ranks = await runRanks(2, { scenario: 'bench-allreduce', allreduce: 'baseline' });
@@ -314,6 +436,23 @@ describe('e2e --tp and bench --tp: refusals before any rank starts (exit 2); run
     const skipped = cli(['bench', '--self-test', '--task', 'allreduce', '--backend', 'cpu', '--iters', '0', '--json']);
     expect(skipped.code).toBe(0);
     expect(skipped.stderr).toContain('bench: skipping L1/allreduce: needs a process group of world size 2; run `fastkernels bench --tp 2`');
+  });
+
+  it('serve --tp: the same refusals (divisibility, cpu backend, device random init) before any rank starts; --help documents it', () => {
+    const dir = modelDir('serve-refuse', 'tiny-llama', {}, true);
+    const odd = cli(['serve', '--model', dir, '--tp', '3', '--backend', 'cpu', '--port', '0']);
+    expect(odd.code).toBe(2);
+    expect(odd.stderr).toMatch(/--tp: the number of attention heads 4 is not divisible by the tensor-parallel size 3/);
+    const cpu = cli(['serve', '--model', dir, '--tp', '2', '--backend', 'cpu', '--port', '0']);
+    expect(cpu.code).toBe(2);
+    expect(cpu.stderr).toMatch(/--tp: tensor parallelism runs on the cuda backend/);
+    const dev = cli(['serve', '--model', dir, '--tp', '2', '--backend', 'cpu', '--random-init', 'device', '--port', '0']);
+    expect(dev.code).toBe(2);
+    expect(dev.stderr).toMatch(/--random-init: device random init cannot be sharded over ranks/);
+    const launched = cli(['serve', '--model', dir, '--tp', '2', '--backend', 'cpu'], { env: { RANK: '0', WORLD_SIZE: '4', MASTER_PORT: '1', FASTKERNELS_RDZV_TOKEN: 't' } });
+    expect(launched.code).toBe(2);
+    expect(launched.stderr).toMatch(/--tp 2 inside a launch of 4 ranks/);
+    expect(cli(['serve', '--help']).stdout).toMatch(/--tp[\s\S]*one process per GPU[\s\S]*Rank 0 serves HTTP/);
   });
 
   it('--help documents --tp for e2e and bench', () => {

@@ -10,10 +10,11 @@ import { CpuBackend } from '@fastkernels/backend-cpu';
 import { AllReduce, HostCollectives, allreduceTask, tensorParallelProvider } from '@fastkernels/backend-nccl';
 import { Tensor, TensorParallelGroup, benchTask, errorMessage, setTensorParallelGroup, type CaseResult, type Module, type ModuleClass } from '@fastkernels/core';
 import {
-  E2eRunner, EmulatedGraphRuntime, LLMEngine, baselineRegistry, generate, isGraphCapturing, loadLlamaModel, syntheticWorkload, taskProviders,
+  DEFAULT_SAMPLING, E2eRunner, EmulatedGraphRuntime, LLMEngine, baselineRegistry, generate, isGraphCapturing, loadLlamaModel, syntheticWorkload, taskProviders,
   type CapturedGraph, type E2eModelSource, type GraphRuntime, type SamplingParams,
 } from '@fastkernels/model-zoo';
 import { agreeOnCase, sharedVerifySeed } from '../../packages/cli/src/bench/group.js';
+import { runServeRank } from '../../packages/cli/src/commands/serve.js';
 
 /** The engine scenario: requests, engine sizes, and what to make differ between the ranks. */
 export interface EngineJob {
@@ -30,7 +31,7 @@ export interface EngineJob {
 }
 
 export interface RankJob {
-  readonly scenario: 'llama' | 'collectives' | 'engine' | 'e2e' | 'bench-allreduce';
+  readonly scenario: 'llama' | 'collectives' | 'engine' | 'e2e' | 'bench-allreduce' | 'serve' | 'serve-replay';
   readonly rank: number;
   readonly world: number;
   readonly shared: SharedArrayBuffer | null;
@@ -43,7 +44,17 @@ export interface RankJob {
   readonly candidates?: readonly string[];
   /** bench-allreduce: the candidate AllReduce ('baseline' = the baseline against itself, 'copy' = no communication). */
   readonly allreduce?: 'baseline' | 'copy';
+  /** serve-replay: the engine operations to replay (rank 0's trace of a serve run). */
+  readonly trace?: EngineOp[];
+  /** The host collectives' deadline (default 20 s). */
+  readonly collectiveTimeoutMs?: number;
 }
+
+/** One engine operation of a serve run, as the engine saw it (sampling parameters merged with the defaults). */
+export type EngineOp = ['add', number, number[], SamplingParams] | ['abort', number] | ['step'];
+
+/** What a serve rank posts: rank 0's port once it listens, then (every rank) the result. */
+export type ServeMessage = { kind: 'listening'; port: number } | RankResult;
 
 export interface RankResult {
   readonly rank: number;
@@ -57,13 +68,15 @@ export interface RankResult {
   readonly engine?: { numKvBlocks: number; limitedBy: string; graphSteps: number; eagerSteps: number; graphFallback: string | null; timedOutAtStep?: number; error?: string };
   readonly e2e?: { outcome: string; discrepancies: number[]; noiseDiscrepancies: number[]; drops: [string, string][]; runs: number; log: string[] };
   readonly bench?: CaseResult[];
+  /** serve: the engine's operations in order, and the finished requests' tokens by request id. */
+  readonly serve?: { trace: EngineOp[]; outputs: Record<number, number[]> };
 }
 
 const job = workerData as RankJob;
 const backend = new CpuBackend();
 
 async function run(): Promise<RankResult> {
-  const comm = job.world > 1 ? new HostCollectives(job.rank, job.world, job.shared!, 20_000) : null;
+  const comm = job.world > 1 ? new HostCollectives(job.rank, job.world, job.shared!, job.collectiveTimeoutMs ?? 20_000) : null;
   const group = new TensorParallelGroup(job.rank, job.world, comm);
   setTensorParallelGroup(group);
   if (job.scenario === 'collectives') {
@@ -77,6 +90,7 @@ async function run(): Promise<RankResult> {
   if (job.scenario === 'engine') return engineRun(job, group);
   if (job.scenario === 'e2e') return e2eRun(job);
   if (job.scenario === 'bench-allreduce') return benchAllreduce(job, group);
+  if (job.scenario === 'serve' || job.scenario === 'serve-replay') return serveRun(job, group);
   const registry = baselineRegistry([...taskProviders, tensorParallelProvider]);
   const loaded = loadLlamaModel(job.model!, { backend, registry, dtype: 'f32', ...(job.randomInit ? { randomInit: job.randomInit } : {}) });
   const shapes = Object.fromEntries(loaded.model.namedParameters().map(([k, p]) => [k, [...p.shape]]));
@@ -137,6 +151,59 @@ function engineRun(job: RankJob, group: TensorParallelGroup): RankResult {
     }
   } finally {
     engine?.dispose();
+    loaded.model.dispose();
+  }
+}
+
+/**
+ * serve --tp's rank (scenario 'serve'): the engine of engineRun, traced (every add, abort and step, in order), run by
+ * runServeRank as the CLI's ranks run it: rank 0 serves HTTP on a free port (posted to the test) until the test posts
+ * 'stop'; the others follow the control channel. 'serve-replay' (world 1): the same engine replaying a trace.
+ */
+async function serveRun(job: RankJob, group: TensorParallelGroup): Promise<RankResult> {
+  const e = job.engine!;
+  const registry = baselineRegistry([...taskProviders, tensorParallelProvider]);
+  const loaded = loadLlamaModel(job.model!, { backend, registry, dtype: 'f32' });
+  const engine = new LLMEngine(loaded.model, loaded.ctx, loaded.config, {
+    maxNumSeqs: e.maxNumSeqs, maxNumBatchedTokens: e.maxNumBatchedTokens, maxModelLen: e.maxModelLen, numKvBlocks: e.numKvBlocks[group.rank]!, graphs: new EmulatedGraphRuntime(),
+  });
+  const trace: EngineOp[] = [];
+  const outputs: Record<number, number[]> = {};
+  const { addRequest, abortRequest, step } = { addRequest: engine.addRequest.bind(engine), abortRequest: engine.abortRequest.bind(engine), step: engine.step.bind(engine) };
+  engine.addRequest = (p, params = {}) => {
+    const id = addRequest(p, params);
+    trace.push(['add', id, [...p], { ...DEFAULT_SAMPLING, ignoreEos: false, ...params }]); // ignoreEos false = unset
+    return id;
+  };
+  engine.abortRequest = (id) => {
+    trace.push(['abort', id]);
+    return abortRequest(id);
+  };
+  engine.step = () => {
+    trace.push(['step']);
+    const o = step();
+    for (const f of o.finished) outputs[f.requestId] = f.tokenIds;
+    return o;
+  };
+  try {
+    if (job.scenario === 'serve-replay') {
+      for (const op of job.trace!) {
+        if (op[0] === 'add') {
+          if (engine.addRequest(op[2], op[3]) !== op[1]) throw new Error(`replay: request id differs from ${op[1]}`);
+        } else if (op[0] === 'abort') engine.abortRequest(op[1]);
+        else engine.step();
+      }
+      return { rank: job.rank, serve: { trace, outputs } };
+    }
+    const stop = new Promise<void>((ok) => parentPort!.on('message', (m) => m === 'stop' && ok()));
+    await runServeRank(engine, {
+      rank: group.rank, world: group.world, token: 'test-token', exchangePort: (p) => group.agree([p], 'max', { backend, device: 0 })[0]!,
+      modelName: 'tiny', host: '127.0.0.1', port: 0, log: () => {}, stop,
+      onListening: (a) => parentPort!.postMessage({ kind: 'listening', port: a.port } satisfies ServeMessage),
+    });
+    return { rank: job.rank, serve: { trace, outputs } };
+  } finally {
+    engine.dispose();
     loaded.model.dispose();
   }
 }

@@ -41,7 +41,7 @@ export function buildApp(argv: readonly string[], io: Io = processIo) {
     .command(initWeightsCommand(io))
     .command(e2eCommand(io, argv))
     .command(captureCommand(io))
-    .command(serveCommand(io))
+    .command(serveCommand(io, argv))
     .command(launchCommand(io))
     .command(scoreCommand(io))
     .command(leaderboardCommand(io))

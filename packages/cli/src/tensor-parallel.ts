@@ -113,6 +113,8 @@ export interface RelaunchOptions {
   readonly execArgv?: readonly string[];
   readonly output?: 'inherit' | 'prefix' | ((rank: number, stream: 'stdout' | 'stderr', line: string) => void);
   readonly env?: Readonly<Record<string, string | undefined>>;
+  /** A SIGINT/SIGTERM forwarded to the ranks, every rank then exiting 0, is a success (serve: Ctrl-C is its stop). */
+  readonly interruptIsSuccess?: boolean;
 }
 
 /**
@@ -133,6 +135,7 @@ export async function relaunchAsRanks(tp: number, rawArgs: readonly string[], io
     ...(options.env ? { env: options.env } : {}),
   });
   if (r.exitCode === 0) return;
+  if (options.interruptIsSuccess && r.interrupted && !r.failed && !r.error && r.ranks.every((x) => x.code === 0 && !x.signal)) return;
   const why = r.failed ? r.failed.reason : r.interrupted ? `interrupted by ${r.interrupted}` : (r.error ?? `a rank exited with ${r.exitCode}`);
   throw new LaunchExitError(`--tp ${tp}: ${why}`, r.exitCode);
 }

@@ -1,0 +1,73 @@
+/**
+ * `fastkernels serve --tp 2` on 2 GPUs (tag gpu): rank 0 serves /v1/completions, every rank's engine follows its control
+ * messages (packages/cli/src/serve-control.ts). Concurrent completion requests and one batched request, after an idle
+ * spell, give generate --tp 1's greedy tokens (float32); SIGINT to the CLI stops every rank cleanly (exit 0). Runs the
+ * bundle's CLI on the GPU host (`dist/gpu-host/run-gpu-tests serve-tp`), the repo's built CLI elsewhere. The same check
+ * in the 2-GPU session script: bench/h200x2-tp-selftest.sh (step 3).
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { CudaRuntime } from '@fastkernels/backend-cuda';
+import { parseLlamaConfig, writeRandomLlamaCheckpoint } from '@fastkernels/model-zoo';
+import { startCli } from './helpers.js';
+
+const G = { tags: ['gpu'], timeout: 600_000 };
+
+/** A tiny Llama (4 heads, 2 kv heads), as a float32 checkpoint (tensor-parallel.gpu.test.ts's). */
+const CONFIG = {
+  architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: 256, intermediate_size: 512, num_hidden_layers: 2,
+  num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 512, max_position_embeddings: 8192, rms_norm_eps: 1e-5,
+  rope_theta: 10000, hidden_act: 'silu', tie_word_embeddings: false, initializer_range: 0.2, torch_dtype: 'float32',
+};
+let model: string;
+let prompts: string;
+
+function needGpus(n: number): void {
+  const visible = CudaRuntime.probe().deviceCount ?? 0;
+  if (visible < n) throw new Error(`this test needs ${n} GPUs (${visible} visible)`);
+}
+
+beforeAll(() => {
+  const dir = mkdtempSync(join(tmpdir(), 'fk-serve-tp-gpu-'));
+  model = join(dir, 'model');
+  writeRandomLlamaCheckpoint(model, CONFIG, parseLlamaConfig(CONFIG), { seed: 3, dtype: 'f32' });
+  prompts = join(dir, 'prompts.jsonl');
+  writeFileSync(prompts, [[1, 2, 3, 4, 5], [9, 8, 7], [100, 200, 300, 400], [42]].map((p) => JSON.stringify({ prompt_ids: p })).join('\n') + '\n');
+});
+
+describe('serve --tp 2 on 2 GPUs', () => {
+  it('concurrent completions equal generate --tp 1\'s greedy tokens; SIGINT stops every rank cleanly (exit 0)', G, async () => {
+    needGpus(2);
+    const list = [[1, 2, 3, 4, 5], [9, 8, 7], [100, 200, 300, 400], [42]];
+    const gen = await startCli(['generate', '--model', model, '--prompt-file', prompts, '--max-tokens', '24', '--backend', 'cuda', '--dtype', 'f32', '--json'], { timeoutMs: 300_000 }).result;
+    expect(gen.code, gen.stderr).toBe(0);
+    const expected = (JSON.parse(gen.stdout) as { outputs: { token_ids: number[] }[] }).outputs.map((o) => o.token_ids);
+    const srv = startCli(['serve', '--model', model, '--tp', '2', '--port', '0', '--backend', 'cuda', '--dtype', 'f32', '--max-model-len', '256', '--max-num-seqs', '8', '--num-kv-blocks', '64'], { timeoutMs: 400_000 });
+    let stderr = '';
+    const port = await new Promise<number>((resolve) => {
+      srv.child.stderr!.on('data', (d: Buffer) => {
+        stderr += d.toString();
+        const m = /serving \S+ on http:\/\/127\.0\.0\.1:(\d+)\//.exec(stderr);
+        if (m) resolve(Number(m[1]));
+      });
+      void srv.result.then(() => resolve(0));
+    });
+    expect(port, stderr).toBeGreaterThan(0);
+    expect(stderr).toMatch(/tensor parallel over 2 GPUs, rank 0 serves/);
+    const url = `http://127.0.0.1:${port}/v1/completions`;
+    type Completion = { choices: { token_ids: number[] }[] };
+    const post = async (body: unknown) => (await (await fetch(url, { method: 'POST', body: JSON.stringify(body), signal: AbortSignal.timeout(120_000) })).json()) as Completion;
+    // one request per prompt, all at once (they batch), then all prompts in one request, after an idle second
+    const single = await Promise.all(list.map((p) => post({ prompt: p, max_tokens: 24, temperature: 0, ignore_eos: true })));
+    expect(single.map((c) => c.choices[0]!.token_ids)).toEqual(expected);
+    await new Promise((r) => setTimeout(r, 1000));
+    const batched = await post({ prompt: list, max_tokens: 24, temperature: 0, ignore_eos: true });
+    expect(batched.choices.map((c) => c.token_ids)).toEqual(expected);
+    srv.child.kill('SIGINT');
+    const r = await srv.result;
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toBe(''); // the server prints nothing on stdout
+  });
+});
