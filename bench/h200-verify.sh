@@ -26,6 +26,12 @@
 #                       capture) (issue 7)                                  -> e2e-drops.json, e2e-drops.log
 #   triton-e2e    (240) run e2e on the same small Llama in float32 with examples/triton-rmsnorm (the Triton RMSNorm in every
 #                       layer, CUDA-graph decode): ok, no drops, 100% agreement (issue 9)  -> triton-e2e.json, .log
+#   spine-tuning  (200) run-gpu-tests norm-tuning sampler-multicta: every setting correct; the table names the fastest
+#                       setting per case from the kernel-speed lines (issue 4)            -> spine-tuning.log
+#   tp-gpu-tests  (300) 2 GPUs: run-gpu-tests nccl tensor-parallel serve-tp (issue 10)      -> tp-gpu-tests.log
+#   allreduce     (240) 2 GPUs: bench/h200x2-allreduce.sh, busBw >= 0.95x torch (issue 10)  -> allreduce.json
+#   tp-llama      (540) 2 GPUs: bench/h200x2-tp-llama.sh, 8B TP 2 vs TP 1 (issue 10)        -> tp_llama.json
+#   tp-selftest   (360) 2 GPUs: bench/h200x2-tp-selftest.sh (issue 10)                      -> tp_selftest.json
 # --summarize [PHASE ...]: run nothing; print each phase's verdict, figure and target from the files already in $OUT.
 # --budget S (VERIFY_BUDGET_S, default 570): the whole invocation's wall-clock budget; a phase gets at most what is
 # left (minus 15 s for the table), and is SKIPPED when under 30 s are left. Keeps the table inside a 600 s call.
@@ -34,8 +40,9 @@
 # /opt/torch/.venv/bin/python3, else python3.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-ALL_PHASES=(exploits selftest sweep triton-bench parity-f32 serve-full e2e-drops triton-e2e)
-declare -A DEFAULT_T=([exploits]=300 [selftest]=300 [sweep]=300 [triton-bench]=240 [parity-f32]=300 [serve-full]=480 [e2e-drops]=240 [triton-e2e]=240)
+ALL_PHASES=(exploits selftest sweep triton-bench parity-f32 serve-full e2e-drops triton-e2e spine-tuning tp-gpu-tests allreduce tp-llama tp-selftest)
+declare -A DEFAULT_T=([exploits]=300 [selftest]=300 [sweep]=300 [triton-bench]=240 [parity-f32]=300 [serve-full]=480 [e2e-drops]=240 [triton-e2e]=240
+  [spine-tuning]=200 [tp-gpu-tests]=300 [allreduce]=240 [tp-llama]=540 [tp-selftest]=360)
 declare -A WHAT=(
   [exploits]="GPU exploit corpus: 4 exploits, each with the right status (issue 5)"
   [selftest]="CUDA self-test, all L1 tasks x production shapes: all PASSED, CIs contain 1 (issue 5)"
@@ -45,6 +52,11 @@ declare -A WHAT=(
   [serve-full]="serving bench, 256 requests: bs1/host/throughput/self-test targets (issue 7)"
   [e2e-drops]="e2e drop-and-retry: wrong kernel -> incorrect, host sync -> compile (issue 7)"
   [triton-e2e]="a Triton rms_norm inside the Llama engine, CUDA-graph decode (issue 9)"
+  [spine-tuning]="rms_norm at 4/2/1 vectors per thread, the multi-CTA sampler: correct, and the fastest setting per case (issue 4)"
+  [tp-gpu-tests]="2 GPUs: run-gpu-tests nccl tensor-parallel serve-tp (issue 10)"
+  [allreduce]="2 GPUs: all-reduce busBw 1 MB..1 GB vs torch.distributed (issue 10)"
+  [tp-llama]="2 GPUs: 8B greedy TP 2 = TP 1, decode tok/s bs 1/32, rank kill (issue 10)"
+  [tp-selftest]="2 GPUs: e2e --tp 2 self-test, bench --tp 2 all-reduce, serve --tp 2 (issue 10)"
 )
 
 declare -A TARGET=(
@@ -52,6 +64,8 @@ declare -A TARGET=(
   [triton-bench]="3/3 PASSED" [parity-f32]="64/64 greedy, each of 3 models" [serve-full]="bs1>=240, host<5%, 256-req>=9000, 100%"
   [e2e-drops]="rms_norm:compile, silu_and_mul:incorrect"
   [triton-e2e]="outcome ok, no drops, 100% agreement"
+  [spine-tuning]="all correct (speeds informative)" [tp-gpu-tests]="all pass" [allreduce]=">= 0.95x torch at every size"
+  [tp-llama]="tokens equal (bf16 tie allowed), rank kill" [tp-selftest]="every check PASS"
 )
 say() { echo "h200-verify: $*"; }
 budget="${VERIFY_BUDGET_S:-570}"
@@ -229,6 +243,31 @@ phase_serve_full() {
   finish serve-full
 }
 
+phase_spine_tuning() {
+  FASTKERNELS_GPU=1 run_timed spine-tuning "$1" "$bundle/run-gpu-tests" norm-tuning sampler-multicta
+  finish spine-tuning
+}
+
+phase_tp_gpu_tests() {
+  FASTKERNELS_GPU=1 run_timed tp-gpu-tests "$1" "$bundle/run-gpu-tests" nccl tensor-parallel serve-tp
+  finish tp-gpu-tests
+}
+
+phase_allreduce() {
+  OUT="$OUT" run_timed allreduce "$1" "$bundle/bench/h200x2-allreduce.sh"
+  finish allreduce
+}
+
+phase_tp_llama() {
+  OUT="$OUT" run_timed tp-llama "$1" "$bundle/bench/h200x2-tp-llama.sh"
+  finish tp-llama
+}
+
+phase_tp_selftest() {
+  OUT="$OUT" run_timed tp-selftest "$1" "$bundle/bench/h200x2-tp-selftest.sh"
+  finish tp-selftest
+}
+
 # The small Llama both e2e phases use (4 layers, hidden 1024, GQA 16/4, vocab 32000); random bf16 weights are
 # drawn on the device by `e2e`.
 write_small_llama() {
@@ -360,6 +399,31 @@ try {
       const ok = m.outcome === 'ok' && m.drops.length === 0 && n > 0 && exact === n;
       emit(ok, `outcome ${m.outcome}; drops ${m.drops.map((d) => `${d.task.slice(3)}:${d.category}`).join(', ') || 'none'}; exact ${exact}/${n}; thr x${x(m.throughputSpeedup)}`, 'outcome ok, no drops, 100% agreement');
     }
+  } else if (phase === 'spine-tuning' || phase === 'tp-gpu-tests') {
+    const log = text(`${phase}.log`);
+    const m = [...log.matchAll(/^gpu-tests: (\d+) passed, (\d+) failed/gm)].pop();
+    const fails = [...log.matchAll(/^FAIL (.+?)(?: \(\d+ ms\))?$/gm)].map((f) => f[1].replace(/^.*> /, '').slice(0, 30));
+    let best = '';
+    if (phase === 'spine-tuning') {
+      // kernel-speed: <op> <case...> [<setting>] <us> us = ...: the fastest setting per case
+      const rows = [...log.matchAll(/^kernel-speed: (\S+) (.+?) \[(\S+)\] ([\d.]+) us/gm)].map((r) => ({ key: `${r[1]} ${r[2]}`, setting: r[3], us: Number(r[4]) }));
+      const byCase = new Map();
+      for (const r of rows) if (!byCase.has(r.key) || byCase.get(r.key).us > r.us) byCase.set(r.key, r);
+      const wins = {};
+      for (const r of byCase.values()) wins[r.setting] = (wins[r.setting] ?? 0) + 1;
+      best = Object.keys(wins).length ? `; fastest: ${Object.entries(wins).map(([k, v]) => `${k} ${v}x`).join(', ')}` : '';
+    }
+    emit(Boolean(m) && m[2] === '0', m ? `${m[1]} passed, ${m[2]} failed${fails.length ? `; FAIL: ${fails.join('; ')}` : ''}${best}` : 'no gpu-tests line', phase === 'spine-tuning' ? 'all correct (speeds informative)' : 'all pass');
+  } else if (phase === 'allreduce') {
+    const r = read('allreduce.json');
+    const s = r?.summary;
+    emit(Boolean(s) && s.minRatio >= 0.95, s ? `busBw vs torch: min ${x(s.minRatio, 3)}x, geomean ${x(s.geomeanRatio, 3)}x` : 'no allreduce.json', '>= 0.95x torch at every size');
+  } else if (phase === 'tp-llama' || phase === 'tp-selftest') {
+    const r = read(phase === 'tp-llama' ? 'tp_llama.json' : 'tp_selftest.json');
+    const checks = r?.checks ?? {};
+    const entries = Object.entries(checks);
+    const ok = entries.length > 0 && entries.every(([k, v]) => v === 'PASS' || (k === 'greedyBf16' && v === 'TIE'));
+    emit(ok, entries.length ? entries.map(([k, v]) => `${k} ${v}`).join(', ') : `no ${phase === 'tp-llama' ? 'tp_llama' : 'tp_selftest'}.json`, phase === 'tp-llama' ? 'tokens equal (bf16 tie allowed), rank kill' : 'every check PASS');
   } else emit(false, `unknown phase ${phase}`, '-');
 } catch (e) {
   emit(false, `summary error: ${String(e?.message ?? e).slice(0, 80)}`, '-');
