@@ -5,12 +5,13 @@
 #     fallback: reported, not a failure); the same self-test at --tp 1 beside it for the throughput;
 #  2. `bench --tp 2 --self-test --task allreduce --shapes all`: L1/allreduce in the process group of the ranks' bench
 #     workers, every case PASSED (speedups around 1), and a candidate that does not communicate (a copy), run through
-#     `fastkernels launch --nproc 2 -- fastkernels bench`, INCORRECT_NUMERICAL on every case;
+#     `fastkernels launch --nproc 2 -- fastkernels bench`, INCORRECT_NUMERICAL on every case; then the four L2
+#     parallel-linear tasks the same way (`--tp 2 --self-test --shapes all`: each rank its shard, every case PASSED);
 #  3. `serve --tp 2` (float32): 4 concurrent completion requests, then the 4 prompts in one request after an idle second,
 #     give generate --tp 1's greedy tokens; SIGINT stops every rank, exit 0.
 # Writes $OUT/tp_selftest.json; the last lines are the checks.
 #   OUT=/tmp/out dist/gpu-host/bench/h200x2-tp-selftest.sh
-# Budget: a 1.3 GB checkpoint (~10 s), two e2e self-tests (~1-2 min each), two allreduce benches (~1 min), the serve
+# Budget: a 1.3 GB checkpoint (~10 s), two e2e self-tests (~1-2 min each), two allreduce benches (~1 min), the parallel-linear bench (~1-2 min), the serve
 # step (~1 min): ~6 min.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -70,6 +71,7 @@ export class AllReduce extends Module {
 }
 TS
 run bench_copy_launch "$bundle/run" launch --nproc 2 -- "$bundle/run" bench --candidates "$work/copy-allreduce" --backend cuda --shapes ci --iters 5 --json "$work/bench_copy.json"
+run bench_linear_tp2 "$bundle/run" bench --self-test --task column_parallel_linear,row_parallel_linear,qkv_parallel_linear,merged_column_parallel_linear --backend cuda --tp 2 --shapes all --iters 20 --json "$work/bench_linear_tp2.json"
 
 # ---- serve --tp 2: concurrent completions equal generate --tp 1's greedy tokens (float32); Ctrl-C stops it, exit 0 ------
 printf '%s\n' '{"prompt_ids":[1,2,3,4,5]}' '{"prompt_ids":[9,8,7]}' '{"prompt_ids":[100,200,300,400]}' '{"prompt_ids":[42]}' > "$work/serve_prompts.jsonl"
@@ -128,10 +130,10 @@ function e2e(tp) {
     graphs, stdout: text(`e2e_tp${tp}.out`).trim().split("\n"), tail: log.split("\n").filter(Boolean).slice(-4),
   };
 }
-function bench(file, name) {
+function bench(file, name, level = 1) {
   const r = read(file);
-  const rows = (r?.results ?? []).filter((x) => x.task === "L1/allreduce");
-  return { exitCode: rc(name), processGroup: r?.options?.processGroup ?? null, cases: rows.map((x) => ({ case: x.case, status: x.status, speedup: x.speedup, baselineMs: x.baselineMs, detail: x.detail })), tail: text(`${name}.log`).split("\n").filter(Boolean).slice(-4) };
+  const rows = (r?.results ?? []).filter((x) => (level === 1 ? x.task === "L1/allreduce" : /^L2\/.*_parallel_linear$/.test(x.task)));
+  return { exitCode: rc(name), processGroup: r?.options?.processGroup ?? null, cases: rows.map((x) => ({ task: x.task, case: x.case, status: x.status, speedup: x.speedup, baselineMs: x.baselineMs, detail: x.detail })), tail: text(`${name}.log`).split("\n").filter(Boolean).slice(-4) };
 }
 function serve() {
   let gen = null;
@@ -144,12 +146,13 @@ function serve() {
     listening: /serving \S+ on http/.test(text("serve_tp2.log")), tail: text("serve_tp2.log").split("\n").filter(Boolean).slice(-4),
   };
 }
-const report = { commit: e.C, gpu: e.G, driver: e.D, world: 2, e2e: { tp1: e2e(1), tp2: e2e(2) }, bench: { selfTest: bench("bench_tp2.json", "bench_tp2"), copyCandidate: bench("bench_copy.json", "bench_copy_launch") }, serve: serve() };
+const report = { commit: e.C, gpu: e.G, driver: e.D, world: 2, e2e: { tp1: e2e(1), tp2: e2e(2) }, bench: { selfTest: bench("bench_tp2.json", "bench_tp2"), copyCandidate: bench("bench_copy.json", "bench_copy_launch"), linearSelfTest: bench("bench_linear_tp2.json", "bench_linear_tp2", 2) }, serve: serve() };
 const t2 = report.e2e.tp2, b = report.bench;
 report.checks = {
   e2eTp2SelfTest: t2.exitCode === 0 && t2.outcome === "ok" && t2.agreement === 1 && t2.gpuCount === 2 && t2.stdout.length === 1 ? "PASS" : "MISS",
   e2eTp2Graphs: t2.graphs && /captured/.test(t2.graphs) ? "CAPTURED" : t2.graphs ? "EAGER" : "-",
   benchAllreduceTp2: b.selfTest.exitCode === 0 && b.selfTest.processGroup === 2 && b.selfTest.cases.length > 0 && b.selfTest.cases.every((c) => c.status === "PASSED") ? "PASS" : "MISS",
+  benchLinearTp2: b.linearSelfTest.exitCode === 0 && b.linearSelfTest.processGroup === 2 && new Set(b.linearSelfTest.cases.map((c) => c.task)).size === 4 && b.linearSelfTest.cases.every((c) => c.status === "PASSED") ? "PASS" : "MISS",
   benchCopyCandidate: b.copyCandidate.exitCode === 0 && b.copyCandidate.cases.length > 0 && b.copyCandidate.cases.every((c) => c.status === "INCORRECT_NUMERICAL") ? "PASS" : "MISS",
   serveTp2: report.serve.exitCode === 0 && report.serve.prompts > 0 && report.serve.singleMatch === report.serve.prompts && report.serve.batchedMatch === report.serve.prompts ? "PASS" : "MISS",
 };
@@ -159,6 +162,7 @@ console.log(`\ntp_selftest.json: ${e.O}/tp_selftest.json (commit ${e.C || "?"}, 
 for (const tp of [1, 2]) { const x = report.e2e[`tp${tp}`]; console.log(`e2e --tp ${tp}: exit ${x.exitCode ?? "-"}, ${x.outcome ?? "-"}, agreement ${f(x.agreement)}, noise ${f(x.noiseAgreement)}, baseline ${f(x.baselineTokS, 1)} tok/s, speedups ${f(x.throughputSpeedup)}/${f(x.latencySpeedup)}; ${x.graphs ?? "no graph line"}`); }
 for (const c of b.selfTest.cases) console.log(`allreduce ${c.case.padEnd(22)} ${c.status.padEnd(20)} baseline ${f(c.baselineMs, 4)} ms  speedup ${f(c.speedup)}`);
 for (const c of b.copyCandidate.cases) console.log(`copy candidate ${c.case.padEnd(17)} ${c.status}`);
+for (const c of b.linearSelfTest.cases) console.log(`${c.task.padEnd(34)} ${c.case.padEnd(26)} ${c.status.padEnd(20)} baseline ${f(c.baselineMs, 4)} ms  speedup ${f(c.speedup)}`);
 { const s = report.serve; console.log(`serve --tp 2: exit ${s.exitCode ?? "-"} after SIGINT, greedy tokens = generate --tp 1 for ${s.singleMatch ?? "-"}/${s.prompts ?? "-"} concurrent requests, ${s.batchedMatch ?? "-"}/${s.prompts ?? "-"} in one batched request`); }
 for (const [k, v] of Object.entries(report.checks)) console.log(`${k}: ${v}`);
 '

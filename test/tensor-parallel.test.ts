@@ -344,6 +344,45 @@ describe('bench --tp on the CPU: L1/allreduce in lockstep on W ranks (what each 
   }, 120_000);
 });
 
+describe('bench --tp on the CPU: the L2 parallel linear layers in lockstep, each rank its shard of one seeded layer', () => {
+  const ids = ['L2/column_parallel_linear', 'L2/row_parallel_linear', 'L2/qkv_parallel_linear', 'L2/merged_column_parallel_linear'];
+  for (const id of ids) {
+    it(`${id}: the baseline against itself passes on every rank at W = 2 and 4, against the full layer's float64 output`, async () => {
+      for (const world of [2, 4]) {
+        const ranks = await runRanks(world, { scenario: 'bench-linear', linear: { task: id, candidate: 'baseline' } });
+        for (const r of ranks) {
+          const what = `rank ${r.rank} of ${world}`;
+          expect(r.bench!.map((x) => x.status), what).toEqual(['PASSED', 'PASSED']);
+          for (const x of r.bench!) {
+            // the golden check ran, and the baseline's shard output is the right slice of the unsharded layer's
+            expect(x.golden?.baseline.status, `${what} ${x.case}: ${x.golden?.baseline.detail}`).toBe('PASSED');
+            expect(x.golden?.candidate.status, what).toBe('PASSED');
+            expect(x.checks, what).toEqual(expect.arrayContaining(['golden-f64', 'hidden-shape']));
+            expect(x.speedup, what).toBeGreaterThan(0);
+          }
+        }
+      }
+    }, 120_000);
+  }
+
+  it('a row-parallel linear that skips the all-reduce (right at world 1) is INCORRECT_NUMERICAL on every rank', async () => {
+    const job = { scenario: 'bench-linear' as const, linear: { task: 'L2/row_parallel_linear', candidate: 'no-all-reduce' as const } };
+    const [one] = await runRanks(1, job);
+    expect(one!.bench!.map((x) => x.status)).toEqual(['PASSED', 'PASSED']);
+    for (const world of [2, 4]) {
+      const ranks = await runRanks(world, job);
+      for (const r of ranks) {
+        const what = `rank ${r.rank} of ${world}`;
+        expect(r.bench!.map((x) => x.status), what).toEqual(['INCORRECT_NUMERICAL', 'INCORRECT_NUMERICAL']);
+        for (const x of r.bench!) {
+          expect(x.detail, what).not.toMatch(/another rank/); // each rank saw it itself, not only through the agreement
+          expect([x.golden?.baseline.status, x.golden?.candidate.status], what).toEqual(['PASSED', 'INCORRECT_NUMERICAL']);
+        }
+      }
+    }
+  }, 120_000);
+});
+
 describe('divisibility over the tensor-parallel size', () => {
   const cfg = tinyLlamaConfig({ numAttentionHeads: 4, numKeyValueHeads: 2, intermediateSize: 96 });
 

@@ -3,12 +3,13 @@
  * the test) that joins the other ranks' threads through HostCollectives (shared memory, CPU tensors), builds the
  * Llama model as rank `rank` of `world` (sharded weights, read from the checkpoint as this rank's slices), generates
  * greedily, and posts the tokens, the logits and the shapes of its shards back. Further scenarios run the rank's part of
- * `e2e --tp` (the paged engine, E2eRunner's drop-and-retry) and of `bench --tp` (L1/allreduce in lockstep) the same way.
+ * `e2e --tp` (the paged engine, E2eRunner's drop-and-retry) and of `bench --tp` (L1/allreduce and the L2 parallel linear
+ * layers in lockstep) the same way.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { CpuBackend } from '@fastkernels/backend-cpu';
-import { AllReduce, HostCollectives, allreduceTask, tensorParallelProvider } from '@fastkernels/backend-nccl';
-import { Tensor, TensorParallelGroup, benchTask, errorMessage, setTensorParallelGroup, type CaseResult, type Module, type ModuleClass } from '@fastkernels/core';
+import { AllReduce, HostCollectives, RowParallelLinear, allreduceTask, parallelLinearTasks, tensorParallelProvider } from '@fastkernels/backend-nccl';
+import { Tensor, TensorParallelGroup, benchTask, errorMessage, setTensorParallelGroup, type CaseResult, type Module, type ModuleClass, type ModuleRegistry, type TaskDefinition } from '@fastkernels/core';
 import {
   DEFAULT_SAMPLING, E2eRunner, EmulatedGraphRuntime, LLMEngine, baselineRegistry, generate, isGraphCapturing, loadLlamaModel, syntheticWorkload, taskProviders,
   type CapturedGraph, type E2eModelSource, type GraphRuntime, type SamplingParams,
@@ -31,7 +32,7 @@ export interface EngineJob {
 }
 
 export interface RankJob {
-  readonly scenario: 'llama' | 'collectives' | 'engine' | 'e2e' | 'bench-allreduce' | 'serve' | 'serve-replay';
+  readonly scenario: 'llama' | 'collectives' | 'engine' | 'e2e' | 'bench-allreduce' | 'bench-linear' | 'serve' | 'serve-replay';
   readonly rank: number;
   readonly world: number;
   readonly shared: SharedArrayBuffer | null;
@@ -44,6 +45,8 @@ export interface RankJob {
   readonly candidates?: readonly string[];
   /** bench-allreduce: the candidate AllReduce ('baseline' = the baseline against itself, 'copy' = no communication). */
   readonly allreduce?: 'baseline' | 'copy';
+  /** bench-linear: the parallel linear task and its candidate ('baseline', or a row-parallel layer without its all-reduce). */
+  readonly linear?: { readonly task: string; readonly candidate: 'baseline' | 'no-all-reduce' };
   /** serve-replay: the engine operations to replay (rank 0's trace of a serve run). */
   readonly trace?: EngineOp[];
   /** The host collectives' deadline (default 20 s). */
@@ -90,6 +93,7 @@ async function run(): Promise<RankResult> {
   if (job.scenario === 'engine') return engineRun(job, group);
   if (job.scenario === 'e2e') return e2eRun(job);
   if (job.scenario === 'bench-allreduce') return benchAllreduce(job, group);
+  if (job.scenario === 'bench-linear') return benchLinear(job, group);
   if (job.scenario === 'serve' || job.scenario === 'serve-replay') return serveRun(job, group);
   const registry = baselineRegistry([...taskProviders, tensorParallelProvider]);
   const loaded = loadLlamaModel(job.model!, { backend, registry, dtype: 'f32', ...(job.randomInit ? { randomInit: job.randomInit } : {}) });
@@ -270,16 +274,38 @@ async function benchAllreduce(job: RankJob, group: TensorParallelGroup): Promise
     }
     candidate.override('L1/allreduce', CopyAllReduce);
   }
+  return { rank: job.rank, bench: await benchInGroup(allreduceTask, registry, candidate, group) };
+}
+
+/** A RowParallelLinear that skips the all-reduce: each rank returns its partial product (right at world 1 only). */
+class NoReduceRowParallelLinear extends RowParallelLinear {
+  override forward(x: Tensor): [Tensor, Tensor | null] {
+    const xParallel = this.inputIsParallel ? x : this.group.split(x, -1);
+    const out = this.ctx.backend.ops.linear(xParallel, this.weight, this.tpRank > 0 || this.skipBiasAdd ? null : this.bias);
+    if (xParallel !== x) xParallel.dispose();
+    return [out, this.skipBiasAdd ? this.bias : null];
+  }
+}
+
+async function benchLinear(job: RankJob, group: TensorParallelGroup): Promise<RankResult> {
+  const registry = baselineRegistry([...taskProviders, tensorParallelProvider]);
+  const candidate = registry.child('candidate');
+  const task = parallelLinearTasks.find((t) => t.id === job.linear!.task)!;
+  if (job.linear!.candidate === 'no-all-reduce') candidate.override('L2/row_parallel_linear', NoReduceRowParallelLinear);
+  return { rank: job.rank, bench: await benchInGroup(task, registry, candidate, group) };
+}
+
+/** What a group worker runs for one task: the same seeds, a warm-up counted in calls, the shared verify seed, the agreement. */
+async function benchInGroup(task: TaskDefinition, registry: ModuleRegistry, candidate: ModuleRegistry, group: TensorParallelGroup): Promise<CaseResult[]> {
   const results: CaseResult[] = [];
-  for (const [i, c] of allreduceTask.cases.ci.entries()) {
-    // what a group worker passes: the same seeds, a warm-up counted in calls, the shared verify seed
+  for (const [i, c] of task.cases.ci.entries()) {
     const [r] = await benchTask({
-      task: allreduceTask, baseline: registry, candidate, backend, cases: [c], rounds: 3, iters: 6, warmup: 2, warmupMs: 0,
-      seed: 200, verifySeed: sharedVerifySeed(12345, allreduceTask.id, i), hiddenShape: true, inputSets: 2,
+      task, baseline: registry, candidate, backend, cases: [c], rounds: 3, iters: 6, warmup: 2, warmupMs: 0,
+      seed: 200, verifySeed: sharedVerifySeed(12345, task.id, i), hiddenShape: true, inputSets: 2,
     });
     results.push(group.world > 1 ? agreeOnCase(group, { backend, device: 0 }, r!) : r!);
   }
-  return { rank: job.rank, bench: results };
+  return results;
 }
 
 try {

@@ -21,7 +21,7 @@ import {
   shardRowParallel,
   withTensorParallelGroup,
 } from './parallel/index.js';
-import { tensorParallelTasks } from './tasks.js';
+import { parallelLinearTasks, tensorParallelTasks } from './tasks.js';
 
 const cpu = new CpuBackend();
 const registry = new ModuleRegistry();
@@ -173,6 +173,31 @@ describe('tasks at world 1 on the CPU backend match their float64 references', (
       });
     }
   }
+  it('the parallel linear tasks are rank-aware (bench --tp runs them in a process group)', () => {
+    for (const t of parallelLinearTasks) expect([t.id, t.worldSize, t.rankAwareCases]).toEqual([t.id, 2, true]);
+  });
+
+  it("work counts are per rank: the ranks' FLOPs add up to the unsharded layer's (kv heads not replicated), each rank's bytes are fewer", () => {
+    const workAt = (task: TaskDefinition, c: TaskDefinition['cases']['ci'][number], rank: number, world: number) =>
+      withTensorParallelGroup(new TensorParallelGroup(rank, world), () => task.work(c));
+    for (const task of parallelLinearTasks as readonly TaskDefinition[]) {
+      for (const c of task.cases.ci) {
+        const whole = task.work(c);
+        for (const world of [2, 4]) {
+          const ranks = [...Array(world).keys()].map((r) => workAt(task, c, r, world));
+          const replicatedKv = task.id === 'L2/qkv_parallel_linear' && ((c.init[3] as number | null) ?? (c.init[2] as number)) < world;
+          const flops = ranks.reduce((a, w) => a + w.flops, 0);
+          if (replicatedKv) expect(flops, `${task.id} ${c.name} W=${world}`).toBeGreaterThan(whole.flops);
+          else expect(flops, `${task.id} ${c.name} W=${world}`).toBe(whole.flops);
+          for (const w of ranks) expect(w.bytes, `${task.id} ${c.name} W=${world}`).toBeLessThan(whole.bytes);
+        }
+      }
+    }
+    // ColumnParallelLinear small-f32 (T 5, K 64, N 48, bias) at W = 2: a [5, 64] x [24, 64] GEMM plus the bias
+    const [col] = parallelLinearTasks;
+    expect(workAt(col, col.cases.ci[0]!, 1, 2)).toEqual({ bytes: (5 * 64 + 24 * 64 + 24 + 5 * 24) * 4, flops: 2 * 5 * 24 * 64 + 5 * 24 });
+  });
+
   it('RowParallelLinear resolves L1/allreduce through the registry only when it needs it (world > 1)', () => {
     expect(registry.task('L2/row_parallel_linear')?.imports).toEqual(['L1/allreduce']);
   });

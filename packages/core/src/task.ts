@@ -74,10 +74,13 @@ export const TaskMetaSchema = z.object({
    */
   worldSize: z.number().int().min(1).default(1),
   /**
-   * For worldSize > 1: the task's cases run on every rank of such a group — makeInputs draws each rank's own inputs
-   * (from the same seeded stream, so every rank knows them all) and the float64 reference is the group's result — so
-   * `bench` can run it in lockstep in a process group of its bench workers (`bench --tp N`, or under `fastkernels
-   * launch`). Without it a group task is skipped there too (its cases describe one unsharded layer).
+   * For worldSize > 1: the task's cases run on every rank of such a group — makeInputs and initParameters draw the
+   * rank's inputs and parameters as its part of one seeded whole (the same stream on every rank, so every rank knows
+   * the whole: L1/allreduce's per-rank inputs, a parallel linear layer's full weights and input, of which the rank
+   * loads its shard), and the float64 reference is the rank's part of the group's result (the sum; the unsharded
+   * layer's output, or the rank's slice of its columns) — so `bench` can run it in lockstep in a process group of its
+   * bench workers (`bench --tp N`, or under `fastkernels launch`). Without it a group task is skipped there too (its
+   * cases describe one unsharded layer).
    */
   rankAwareCases: z.boolean().default(false),
   cases: z.object({ ci: z.array(TaskCaseSchema).min(1), production: z.array(TaskCaseSchema).min(1) }),

@@ -94,11 +94,16 @@ describe('which tasks bench runs in a process group', () => {
     expect(benchGroupWorld(1, {})).toBe(1);
   });
 
-  it('L1/allreduce (rank-aware cases) runs in a group of 2; the parallel linear layers are skipped with the reason; no group: the fix', () => {
-    expect(runsInGroup(allreduceTask, 2)).toBe(true);
-    expect(worldSizeSkipReason(allreduceTask, 2)).toBeNull();
-    expect(runsInGroup(rowParallelLinearTask, 2)).toBe(false);
-    expect(worldSizeSkipReason(rowParallelLinearTask, 2)).toMatch(/its cases describe the whole, unsharded layer/);
+  it('L1/allreduce and the parallel linear layers (rank-aware cases) run in a group of 2 or more; a group task without rank-aware cases is skipped with the reason; no group: the fix', () => {
+    for (const task of [allreduceTask, rowParallelLinearTask]) {
+      expect(runsInGroup(task, 2)).toBe(true);
+      expect(runsInGroup(task, 4)).toBe(true);
+      expect(worldSizeSkipReason(task, 2)).toBeNull();
+      expect(runsInGroup(task, 1)).toBe(false);
+    }
+    expect(runsInGroup({ worldSize: 2, rankAwareCases: false }, 2)).toBe(false);
+    expect(worldSizeSkipReason({ worldSize: 2, rankAwareCases: false }, 2)).toMatch(/its cases describe the whole, unsharded layer/);
+    expect(worldSizeSkipReason(rowParallelLinearTask, 1)).toMatch(/^needs a process group of world size 2; run `fastkernels bench --tp 2`/);
     expect(worldSizeSkipReason(allreduceTask, 1)).toBe('needs a process group of world size 2; run `fastkernels bench --tp 2` (or bench under `fastkernels launch --nproc 2`) on 2 GPUs');
     expect(worldSizeSkipReason({ worldSize: 1, rankAwareCases: false }, 1)).toBeNull();
   });

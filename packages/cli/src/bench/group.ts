@@ -1,6 +1,8 @@
 /**
- * bench in a process group: the tasks that need a tensor-parallel group (L1/allreduce: TaskDefinition.worldSize > 1
- * with rankAwareCases) run on W ranks at once, one bench worker per rank, in lockstep.
+ * bench in a process group: the tasks that need a tensor-parallel group (TaskDefinition.worldSize > 1 with
+ * rankAwareCases: L1/allreduce and the L2 parallel linear layers) run on W ranks at once, one bench worker per rank, in
+ * lockstep. Each rank's harness checks its own output (a layer's shard) against its own float64 reference (the task's
+ * part of the group's result) and the candidate against the baseline, as a plain bench does.
  *
  * `fastkernels bench --tp W` re-runs itself as W ranks under the launcher (as generate and e2e do), and a bench started
  * under `fastkernels launch --nproc W` is such a rank too. A rank's bench process does not join NCCL itself (it never

@@ -2,7 +2,8 @@
  * Tasks that need a tensor-parallel process group (TaskDefinition.worldSize > 1: the all-reduce, the parallel linear
  * layers). A bench worker alone is one process, where a collective is a copy and a candidate cannot be told from one.
  * `bench --tp N` (or bench under `fastkernels launch --nproc N`) gives them a group: the ranks' bench workers form one
- * (bench/group.ts) and run the tasks whose cases are rank-aware in lockstep. The others are skipped, with the reason.
+ * (bench/group.ts) and run the tasks whose cases are rank-aware (all of backend-nccl's: the all-reduce and the four
+ * parallel linear layers) in lockstep. The others are skipped, with the reason.
  */
 import { launchEnv } from '@fastkernels/backend-nccl';
 import type { TaskDefinition } from '@fastkernels/core';
@@ -27,7 +28,7 @@ export function worldSizeSkipReason(task: Pick<TaskDefinition, 'worldSize' | 'ra
   if (need <= 1) return null;
   if (world >= need) {
     if (task.rankAwareCases) return null;
-    return `needs a process group of world size ${need}; its cases describe the whole, unsharded layer, not one rank's part of it, so bench cannot run it in the group yet (the tensor-parallel Llama and backend-nccl's GPU tests check these layers across ranks)`;
+    return `needs a process group of world size ${need}; its cases describe the whole, unsharded layer, not one rank's part of it (no rankAwareCases), so bench cannot run it in the group`;
   }
   return `needs a process group of world size ${need}; run \`fastkernels bench --tp ${need}\` (or bench under \`fastkernels launch --nproc ${need}\`) on ${need} GPUs`;
 }

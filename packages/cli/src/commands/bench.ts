@@ -549,7 +549,7 @@ export function benchCommand(io: Io, rawArgs: readonly string[] = process.argv.s
         .option('json', { type: 'string', describe: 'also write the JSON report to FILE (rewritten after every task); bare --json prints it to stdout instead of the table' })
         .option('progress', { type: 'boolean', describe: 'show progress on stderr even when it is not a terminal' })
         .option('keep-going', { type: 'boolean', default: false, describe: 'a candidate file that fails to load becomes a RUNTIME_ERROR row instead of stopping with exit 2' })
-        .option('tp', { type: 'number', default: 1, describe: 'bench the tasks that need a process group (L1/allreduce) on N GPUs: the command re-runs itself as N ranks under `fastkernels launch`, their bench workers form an NCCL group and run those tasks in lockstep; rank 0 runs the other tasks and reports' })
+        .option('tp', { type: 'number', default: 1, describe: 'bench the tasks that need a process group (L1/allreduce, the L2 parallel linear layers) on N GPUs: the command re-runs itself as N ranks under `fastkernels launch`, their bench workers form an NCCL group and run those tasks in lockstep; rank 0 runs the other tasks and reports' })
         .example('$0 bench --candidates examples/candidates/cpu-demo', 'the demo set on the CPU: PASSED, INCORRECT_NUMERICAL and RUNTIME_ERROR rows')
         .example('$0 bench --candidates my-kernels --task rms_norm --iters 200', 'one task, more timed calls')
         .example('$0 bench --candidates my-kernels --gpus 0,1 --results out/run.jsonl', 'two GPU workers; results appended as they finish (add --resume after a crash)')

@@ -46,7 +46,7 @@ export function infoCommand(io: Io) {
         ...(task.worldSize > 1
           ? [task.rankAwareCases
             ? `world size:    ${task.worldSize} ranks of a tensor-parallel group (bench runs it with \`--tp ${task.worldSize}\` or under \`fastkernels launch --nproc ${task.worldSize}\`; skipped otherwise)`
-            : `world size:    ${task.worldSize} ranks of a tensor-parallel group (bench skips it: its cases describe the unsharded layer, not yet one rank's part)`]
+            : `world size:    ${task.worldSize} ranks of a tensor-parallel group (bench skips it: its cases describe the unsharded layer, not one rank's part)`]
           : []),
         '',
         'constructor:',
