@@ -9,30 +9,18 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { CudaRuntime } from '@fastkernels/backend-cuda';
-import { parseLlamaConfig, writeRandomLlamaCheckpoint } from '@fastkernels/model-zoo';
 import { startCli } from './helpers.js';
+import { needGpus, writeTinyTpModel } from './tp/gpu-fixture.js';
 
 const G = { tags: ['gpu'], timeout: 600_000 };
 
-/** A tiny Llama (4 heads, 2 kv heads), as a float32 checkpoint (tensor-parallel.gpu.test.ts's). */
-const CONFIG = {
-  architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: 256, intermediate_size: 512, num_hidden_layers: 2,
-  num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 512, max_position_embeddings: 8192, rms_norm_eps: 1e-5,
-  rope_theta: 10000, hidden_act: 'silu', tie_word_embeddings: false, initializer_range: 0.2, torch_dtype: 'float32',
-};
 let model: string;
 let prompts: string;
-
-function needGpus(n: number): void {
-  const visible = CudaRuntime.probe().deviceCount ?? 0;
-  if (visible < n) throw new Error(`this test needs ${n} GPUs (${visible} visible)`);
-}
 
 beforeAll(() => {
   const dir = mkdtempSync(join(tmpdir(), 'fk-serve-tp-gpu-'));
   model = join(dir, 'model');
-  writeRandomLlamaCheckpoint(model, CONFIG, parseLlamaConfig(CONFIG), { seed: 3, dtype: 'f32' });
+  writeTinyTpModel(model);
   prompts = join(dir, 'prompts.jsonl');
   writeFileSync(prompts, [[1, 2, 3, 4, 5], [9, 8, 7], [100, 200, 300, 400], [42]].map((p) => JSON.stringify({ prompt_ids: p })).join('\n') + '\n');
 });
