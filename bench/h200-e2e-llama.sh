@@ -16,32 +16,7 @@ ours_args=(--decode-steps 64 --repeats 2); hf_args=(--decode-steps 16 --repeats 
 for x in "$@"; do [ "$x" = "--quick" ] && { ours_args=(--decode-steps 32 --repeats 1); hf_args=(--decode-steps 8 --repeats 1 --attn sdpa); }; done
 echo "e2e-llama: bundle $bundle (commit ${commit:-?}), python $PY, out $OUT"
 model="$OUT/e2e-llama3-8b"
-mkdir -p "$model"
-cat > "$model/config.json" <<'JSON'
-{
-  "architectures": ["LlamaForCausalLM"],
-  "model_type": "llama",
-  "hidden_size": 4096,
-  "intermediate_size": 14336,
-  "num_hidden_layers": 32,
-  "num_attention_heads": 32,
-  "num_key_value_heads": 8,
-  "head_dim": 128,
-  "vocab_size": 128256,
-  "max_position_embeddings": 8192,
-  "rms_norm_eps": 1e-05,
-  "rope_theta": 500000.0,
-  "hidden_act": "silu",
-  "attention_bias": false,
-  "mlp_bias": false,
-  "tie_word_embeddings": false,
-  "initializer_range": 0.02,
-  "bos_token_id": 128000,
-  "eos_token_id": 128001,
-  "torch_dtype": "bfloat16",
-  "use_cache": true
-}
-JSON
+fk_llama3_8b_config "$model/config.json"
 t0=$SECONDS
 rm -f "$OUT/e2e_ours.json" "$OUT/e2e_hf.json"
 echo "e2e-llama: ours (bench-e2e-llama.mjs)"

@@ -12,32 +12,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/lib.sh"
 fk_setup serve
 model="$OUT/serve-llama3-8b"
-mkdir -p "$model"
-cat > "$model/config.json" <<'JSON'
-{
-  "architectures": ["LlamaForCausalLM"],
-  "model_type": "llama",
-  "hidden_size": 4096,
-  "intermediate_size": 14336,
-  "num_hidden_layers": 32,
-  "num_attention_heads": 32,
-  "num_key_value_heads": 8,
-  "head_dim": 128,
-  "vocab_size": 128256,
-  "max_position_embeddings": 8192,
-  "rms_norm_eps": 1e-05,
-  "rope_theta": 500000.0,
-  "hidden_act": "silu",
-  "attention_bias": false,
-  "mlp_bias": false,
-  "tie_word_embeddings": false,
-  "initializer_range": 0.02,
-  "bos_token_id": 128000,
-  "eos_token_id": 128001,
-  "torch_dtype": "bfloat16",
-  "use_cache": true
-}
-JSON
+fk_llama3_8b_config "$model/config.json"
 hf=1; args=()
 for x in "$@"; do if [ "$x" = --no-hf ]; then hf=0; else args+=("$x"); fi; done
 echo "serve: bundle $bundle (commit ${commit:-?}), out $OUT"

@@ -37,15 +37,7 @@ mkdir -p "$work" "$model"
 echo "tp-llama: bundle $bundle (commit ${commit:-?}), out $OUT, $layers layers, NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE, FASTKERNELS_NCCL_LIB_DIRS=${FASTKERNELS_NCCL_LIB_DIRS:-<discovery>}"
 
 # ---- the checkpoint (Llama-3-8B shape; init-weights on the host, once) ------------------------------------------
-cat > "$work/config.json" <<JSON
-{
-  "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
-  "num_hidden_layers": $layers, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 128256,
-  "max_position_embeddings": 8192, "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "hidden_act": "silu",
-  "attention_bias": false, "mlp_bias": false, "tie_word_embeddings": false, "initializer_range": 0.02,
-  "bos_token_id": 128000, "eos_token_id": 128001, "torch_dtype": "bfloat16"
-}
-JSON
+fk_llama3_8b_config "$work/config.json" "$layers"
 init_s=0
 if [ -f "$model/model.safetensors" ] && cmp -s "$work/config.json" "$model/config.json"; then
   echo "tp-llama: reusing the checkpoint in $model"

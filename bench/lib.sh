@@ -18,3 +18,17 @@ fk_setup() {
   fi
   commit="$(sed -n 's/.*"commit": *"\([^"]*\)".*/\1/p' "$bundle/MANIFEST.json" 2>/dev/null | head -1 || true)"
 }
+
+# fk_llama3_8b_config FILE [LAYERS]: the Llama-3-8B-shape config.json the 8B benches share (random weights; bf16).
+fk_llama3_8b_config() {
+  mkdir -p "$(dirname "$1")"
+  cat > "$1" <<JSON
+{
+  "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+  "num_hidden_layers": ${2:-32}, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 128256,
+  "max_position_embeddings": 8192, "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "hidden_act": "silu",
+  "attention_bias": false, "mlp_bias": false, "tie_word_embeddings": false, "initializer_range": 0.02,
+  "bos_token_id": 128000, "eos_token_id": 128001, "torch_dtype": "bfloat16", "use_cache": true
+}
+JSON
+}
