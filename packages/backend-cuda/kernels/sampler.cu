@@ -50,26 +50,26 @@ __device__ __forceinline__ float fk_counter_uniform(u64 seed, unsigned row, unsi
   return ((float)(h >> 9) + 0.5f) * (1.0f / 8388608.0f);
 }
 
-// f(i, v) for every element of the row, in a coalesced order (float4 loads when aligned). The loads of
-// FK_UNR consecutive strides are all issued before the first use: without that the loop waits one full memory
-// latency per stride (one CTA per row has few bytes in flight otherwise).
+// f(i, v) for i in [lo, hi) (lo a multiple of 4 under FK_VEC4), in a coalesced order (float4 loads when aligned).
+// The loads of FK_UNR consecutive strides are all issued before the first use: without that the loop waits one full
+// memory latency per stride (one CTA per row has few bytes in flight otherwise).
 #define FK_UNR 8
 template <class F>
-__device__ __forceinline__ void fk_row_foreach(const float* __restrict__ row, int V, F&& f) {
+__device__ __forceinline__ void fk_range_foreach(const float* __restrict__ row, int lo, int hi, F&& f) {
 #if FK_VEC4
-  const int nv = V >> 2;
+  const int v0 = lo >> 2, v1 = hi >> 2;
   const float4* r4 = reinterpret_cast<const float4*>(row);
-  for (int base = threadIdx.x; base < nv; base += FK_UNR * blockDim.x) {
+  for (int base = v0 + (int)threadIdx.x; base < v1; base += FK_UNR * blockDim.x) {
     float4 v[FK_UNR];
 #pragma unroll
     for (int u = 0; u < FK_UNR; ++u) {
       const int j = base + u * blockDim.x;
-      if (j < nv) v[u] = __ldg(r4 + j);
+      if (j < v1) v[u] = __ldg(r4 + j);
     }
 #pragma unroll
     for (int u = 0; u < FK_UNR; ++u) {
       const int j = base + u * blockDim.x;
-      if (j < nv) {
+      if (j < v1) {
         f(4 * j, v[u].x);
         f(4 * j + 1, v[u].y);
         f(4 * j + 2, v[u].z);
@@ -77,22 +77,28 @@ __device__ __forceinline__ void fk_row_foreach(const float* __restrict__ row, in
       }
     }
   }
-  for (int i = 4 * nv + threadIdx.x; i < V; i += blockDim.x) f(i, row[i]);
+  for (int i = 4 * v1 + threadIdx.x; i < hi; i += blockDim.x) f(i, row[i]);
 #else
-  for (int base = threadIdx.x; base < V; base += FK_UNR * blockDim.x) {
+  for (int base = lo + (int)threadIdx.x; base < hi; base += FK_UNR * blockDim.x) {
     float v[FK_UNR];
 #pragma unroll
     for (int u = 0; u < FK_UNR; ++u) {
       const int i = base + u * blockDim.x;
-      if (i < V) v[u] = __ldg(row + i);
+      if (i < hi) v[u] = __ldg(row + i);
     }
 #pragma unroll
     for (int u = 0; u < FK_UNR; ++u) {
       const int i = base + u * blockDim.x;
-      if (i < V) f(i, v[u]);
+      if (i < hi) f(i, v[u]);
     }
   }
 #endif
+}
+
+// f(i, v) for every element of the row.
+template <class F>
+__device__ __forceinline__ void fk_row_foreach(const float* __restrict__ row, int V, F&& f) {
+  fk_range_foreach(row, 0, V, f);
 }
 
 __device__ __forceinline__ u64 fk_block_max(u64 v, u64* red) {
@@ -118,6 +124,38 @@ __device__ __forceinline__ u64 fk_block_sum(u64 v, u64* red) {
   v = 0;
   for (int w = 0; w < (int)(blockDim.x >> 5); ++w) v += red[w];
   return v;
+}
+
+// The index of the s_need-th element of the row (in index order) whose key is tau, left in s_cut (-1: fewer than that).
+// Block-wide: every thread calls it; s_need and s_cut (set by the caller, then synchronised) are shared.
+__device__ __forceinline__ void fk_find_nth_key(const float* __restrict__ row, int V, unsigned tau, unsigned* s_bal, int& s_need, int& s_cut) {
+  for (int base = 0; base < V; base += blockDim.x) {
+    const int i = base + threadIdx.x;
+    bool hit = false;
+    if (i < V) {
+      const float v = row[i];
+      hit = v == v && fk_key(v) == tau;
+    }
+    const unsigned bal = __ballot_sync(0xffffffffu, hit);
+    if ((threadIdx.x & 31) == 0) s_bal[threadIdx.x >> 5] = bal;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int need = s_need;
+      for (int w = 0; w < (int)(blockDim.x >> 5); ++w) {
+        unsigned m = s_bal[w];
+        const int c = __popc(m);
+        if (need <= c) {
+          for (int q = 1; q < need; ++q) m &= m - 1;
+          s_cut = base + w * 32 + __ffs(m) - 1;
+          break;
+        }
+        need -= c;
+      }
+      s_need = need;
+    }
+    __syncthreads();
+    if (s_cut >= 0) break;
+  }
 }
 
 // Walk the histogram h[0, nb) from the top bin down: the bin b with above(b) < target <= above(b) + h[b]
@@ -294,33 +332,7 @@ extern "C" __global__ void __launch_bounds__(512) fk_sample(long long* __restric
           s_cut = -1;
         }
         __syncthreads();
-        for (int base = 0; base < V; base += blockDim.x) {
-          const int i = base + threadIdx.x;
-          bool hit = false;
-          if (i < V) {
-            const float v = row[i];
-            hit = v == v && fk_key(v) == tau;
-          }
-          const unsigned bal = __ballot_sync(0xffffffffu, hit);
-          if ((threadIdx.x & 31) == 0) s_bal[threadIdx.x >> 5] = bal;
-          __syncthreads();
-          if (threadIdx.x == 0) {
-            int need = s_need;
-            for (int w = 0; w < (int)(blockDim.x >> 5); ++w) {
-              unsigned m = s_bal[w];
-              const int c = __popc(m);
-              if (need <= c) {
-                for (int q = 1; q < need; ++q) m &= m - 1;
-                s_cut = base + w * 32 + __ffs(m) - 1;
-                break;
-              }
-              need -= c;
-            }
-            s_need = need;
-          }
-          __syncthreads();
-          if (s_cut >= 0) break;
-        }
+        fk_find_nth_key(row, V, tau, s_bal, s_need, s_cut);
         cut = s_cut >= 0 ? s_cut : 0x7fffffff;
         __syncthreads();
       }
@@ -383,47 +395,6 @@ struct FkRowState {
   int cut;
 };
 
-// f(i, v) for i in [lo, hi) (lo a multiple of 4 under FK_VEC4), FK_UNR strides in flight.
-template <class F>
-__device__ __forceinline__ void fk_range_foreach(const float* __restrict__ row, int lo, int hi, F&& f) {
-#if FK_VEC4
-  const int v0 = lo >> 2, v1 = hi >> 2;
-  const float4* r4 = reinterpret_cast<const float4*>(row);
-  for (int base = v0 + (int)threadIdx.x; base < v1; base += FK_UNR * blockDim.x) {
-    float4 v[FK_UNR];
-#pragma unroll
-    for (int u = 0; u < FK_UNR; ++u) {
-      const int j = base + u * blockDim.x;
-      if (j < v1) v[u] = __ldg(r4 + j);
-    }
-#pragma unroll
-    for (int u = 0; u < FK_UNR; ++u) {
-      const int j = base + u * blockDim.x;
-      if (j < v1) {
-        f(4 * j, v[u].x);
-        f(4 * j + 1, v[u].y);
-        f(4 * j + 2, v[u].z);
-        f(4 * j + 3, v[u].w);
-      }
-    }
-  }
-  for (int i = 4 * v1 + threadIdx.x; i < hi; i += blockDim.x) f(i, row[i]);
-#else
-  for (int base = lo + (int)threadIdx.x; base < hi; base += FK_UNR * blockDim.x) {
-    float v[FK_UNR];
-#pragma unroll
-    for (int u = 0; u < FK_UNR; ++u) {
-      const int i = base + u * blockDim.x;
-      if (i < hi) v[u] = __ldg(row + i);
-    }
-#pragma unroll
-    for (int u = 0; u < FK_UNR; ++u) {
-      const int i = base + u * blockDim.x;
-      if (i < hi) f(i, v[u]);
-    }
-  }
-#endif
-}
 
 // Global scratch per row: hist[b] = FK_NB counts then FK_NB masses (u64); part[b][C]; st[b].
 #define FK_HIST_PER_ROW (2 * FK_NB)
@@ -625,33 +596,7 @@ extern "C" __global__ void __launch_bounds__(512) fk_ms_cut(const float* __restr
     s_cut = -1;
   }
   __syncthreads();
-  for (int base = 0; base < V; base += blockDim.x) {
-    const int i = base + threadIdx.x;
-    bool hit = false;
-    if (i < V) {
-      const float v = row[i];
-      hit = v == v && fk_key(v) == tau;
-    }
-    const unsigned bal = __ballot_sync(0xffffffffu, hit);
-    if ((threadIdx.x & 31) == 0) s_bal[threadIdx.x >> 5] = bal;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      int need = s_need;
-      for (int w = 0; w < (int)(blockDim.x >> 5); ++w) {
-        unsigned m = s_bal[w];
-        const int c = __popc(m);
-        if (need <= c) {
-          for (int q = 1; q < need; ++q) m &= m - 1;
-          s_cut = base + w * 32 + __ffs(m) - 1;
-          break;
-        }
-        need -= c;
-      }
-      s_need = need;
-    }
-    __syncthreads();
-    if (s_cut >= 0) break;
-  }
+  fk_find_nth_key(row, V, tau, s_bal, s_need, s_cut);
   if (threadIdx.x == 0) s->cut = s_cut >= 0 ? s_cut : 0x7fffffff;
 }
 
