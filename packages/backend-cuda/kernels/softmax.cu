@@ -30,6 +30,16 @@ __device__ __forceinline__ void fk_fold(float& m, float& s, const float (&v)[FK_
   m = M;
 }
 
+// (m, s) merged across the 32 lanes of the warp (every lane ends with the same pair).
+__device__ __forceinline__ void fk_warp_merge(float& m, float& s) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
+    const float s2 = __shfl_xor_sync(0xffffffffu, s, o);
+    fk_merge(m, s, m2, s2);
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(1024) fk_softmax(FK_T* __restrict__ y, const FK_T* __restrict__ x, int rows, int D, long long xs) {
   typedef FkVec<FK_T, FK_VEC> V;
   __shared__ float rm[32], rsum[32];
@@ -63,12 +73,7 @@ extern "C" __global__ void __launch_bounds__(1024) fk_softmax(FK_T* __restrict__
     fk_fold<V>(m, s, f);
   }
   // NaN anywhere in the row makes the whole row NaN (as Math.max does in the reference).
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
-    const float s2 = __shfl_xor_sync(0xffffffffu, s, o);
-    fk_merge(m, s, m2, s2);
-  }
+  fk_warp_merge(m, s);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = (blockDim.x + 31) >> 5;
   if (lane == 0) {
     rm[warp] = m;
@@ -77,12 +82,7 @@ extern "C" __global__ void __launch_bounds__(1024) fk_softmax(FK_T* __restrict__
   __syncthreads();
   m = lane < nw ? rm[lane] : FK_NEG_INF;
   s = lane < nw ? rsum[lane] : 0.f;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
-    const float s2 = __shfl_xor_sync(0xffffffffu, s, o);
-    fk_merge(m, s, m2, s2);
-  }
+  fk_warp_merge(m, s);
   const float inv = 1.f / s;
 #pragma unroll
   for (int k = 0; k < FK_NPT; ++k) {
@@ -171,12 +171,7 @@ extern "C" __global__ void __cluster_dims__(FK_CS, 1, 1) __launch_bounds__(1024)
     for (int e = 0; e < FK_VEC; ++e) f[e] = fk_f(av.v[e]);
     fk_fold<V>(m, s, f);
   }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
-    const float s2 = __shfl_xor_sync(0xffffffffu, s, o);
-    fk_merge(m, s, m2, s2);
-  }
+  fk_warp_merge(m, s);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = (blockDim.x + 31) >> 5;
   if (lane == 0) {
     rm[warp] = m;
@@ -186,12 +181,7 @@ extern "C" __global__ void __cluster_dims__(FK_CS, 1, 1) __launch_bounds__(1024)
   if (warp == 0) {
     m = lane < nw ? rm[lane] : FK_NEG_INF;
     s = lane < nw ? rsum[lane] : 0.f;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
-      const float s2 = __shfl_xor_sync(0xffffffffu, s, o);
-      fk_merge(m, s, m2, s2);
-    }
+    fk_warp_merge(m, s);
     if (lane == 0) {
       part[0] = m;
       part[1] = s;
