@@ -28,7 +28,7 @@
 #                       layer, CUDA-graph decode): ok, no drops, 100% agreement (issue 9)  -> triton-e2e.json, .log
 #   spine-tuning  (200) run-gpu-tests norm-tuning sampler-multicta: every setting correct; the table names the fastest
 #                       setting per case from the kernel-speed lines (issue 4)            -> spine-tuning.log
-#   tp-gpu-tests  (300) 2 GPUs: run-gpu-tests nccl tensor-parallel serve-tp (issue 10)      -> tp-gpu-tests.log
+#   tp-gpu-tests  (500) 2 GPUs: run-gpu-tests nccl tensor-parallel serve-tp (issue 10)      -> tp-gpu-tests.log
 #   allreduce     (240) 2 GPUs: bench/h200x2-allreduce.sh, busBw >= 0.95x torch (issue 10)  -> allreduce.json
 #   tp-llama      (540) 2 GPUs: bench/h200x2-tp-llama.sh, 8B TP 2 vs TP 1 (issue 10)        -> tp_llama.json
 #   tp-selftest   (360) 2 GPUs: bench/h200x2-tp-selftest.sh (issue 10)                      -> tp_selftest.json
@@ -42,7 +42,7 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ALL_PHASES=(exploits selftest sweep triton-bench parity-f32 serve-full e2e-drops triton-e2e spine-tuning tp-gpu-tests allreduce tp-llama tp-selftest)
 declare -A DEFAULT_T=([exploits]=300 [selftest]=300 [sweep]=300 [triton-bench]=240 [parity-f32]=300 [serve-full]=480 [e2e-drops]=240 [triton-e2e]=240
-  [spine-tuning]=200 [tp-gpu-tests]=300 [allreduce]=240 [tp-llama]=540 [tp-selftest]=360)
+  [spine-tuning]=200 [tp-gpu-tests]=500 [allreduce]=240 [tp-llama]=540 [tp-selftest]=360)
 declare -A WHAT=(
   [exploits]="GPU exploit corpus: 4 exploits, each with the right status (issue 5)"
   [selftest]="CUDA self-test, all L1 tasks x production shapes: all PASSED, CIs contain 1 (issue 5)"

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { BIN, gpuHostBundle, startCli } from './helpers.js';
-import { needGpus, writeTinyTpModel } from './tp/gpu-fixture.js';
+import { needGpus, tokenDiff, writeTinyTpModel } from './tp/gpu-fixture.js';
 
 const G = { tags: ['gpu'], timeout: 600_000 };
 
@@ -56,7 +56,8 @@ describe('generate --tp on 2 GPUs', () => {
     expect(two.code, two.stderr).toBe(0);
     const [a, b] = [JSON.parse(one.stdout), JSON.parse(two.stdout)]; // only rank 0 printed: one JSON document
     expect(b.tp).toBe(2);
-    expect(b.outputs.map((o: { token_ids: number[] }) => o.token_ids)).toEqual(a.outputs.map((o: { token_ids: number[] }) => o.token_ids));
+    const diff = tokenDiff(a.outputs.map((o: { token_ids: number[] }) => o.token_ids), b.outputs.map((o: { token_ids: number[] }) => o.token_ids));
+    expect(diff, `${diff}\n--tp 2 log:\n${two.stderr.split('\n').slice(-15).join('\n')}`).toBe('');
   });
 
   it('killing rank 1 mid-run stops rank 0 promptly with a clear error and exit code 137', G, async () => {

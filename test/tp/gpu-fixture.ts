@@ -21,3 +21,18 @@ export function needGpus(n: number): void {
   const visible = CudaRuntime.probe().deviceCount ?? 0;
   if (visible < n) throw new Error(`this test needs ${n} GPUs (${visible} visible)`);
 }
+
+/**
+ * '' when every request's tokens equal, else one line per differing request: where it first diverges and a few tokens
+ * of each side from there (a failing toEqual on 4 x 24 ids prints only the expected side, truncated).
+ */
+export function tokenDiff(expected: readonly (readonly number[])[], got: readonly (readonly number[])[]): string {
+  const lines: string[] = [];
+  for (let r = 0; r < Math.max(expected.length, got.length); r++) {
+    const a = expected[r] ?? [], b = got[r] ?? [];
+    let i = 0;
+    while (i < Math.max(a.length, b.length) && a[i] === b[i]) i++;
+    if (i < Math.max(a.length, b.length)) lines.push(`request ${r}: first difference at token ${i} of ${a.length}/${b.length}: expected ${JSON.stringify(a.slice(i, i + 6))}, got ${JSON.stringify(b.slice(i, i + 6))}`);
+  }
+  return lines.join('\n');
+}

@@ -22,7 +22,7 @@ function rankScript(): string {
   return self.endsWith('.mjs') ? self : fileURLToPath(new URL('../dist/testing/gpu-rank.js', import.meta.url));
 }
 
-async function runRanks(scenario: string, nproc = 2): Promise<{ reports: any[]; exitCode: number; logs: string[] }> {
+async function runRanks(scenario: string, nproc = 2, extraEnv: Record<string, string> = {}): Promise<{ reports: any[]; exitCode: number; logs: string[] }> {
   const p = probeNccl();
   if (!p.available) throw new Error(`NCCL unavailable: ${p.reason}`);
   const n = CudaRuntime.probe().deviceCount ?? 0;
@@ -33,7 +33,7 @@ async function runRanks(scenario: string, nproc = 2): Promise<{ reports: any[]; 
     nproc,
     command: process.execPath,
     args: ['--enable-source-maps', rankScript()],
-    env: { ...process.env, FK_GPU_TEST_CHILD: '1', FK_NCCL_SCENARIO: scenario, FK_TEST_OUT: dir, FASTKERNELS_NCCL_TIMEOUT_MS: '60000' },
+    env: { ...process.env, FK_GPU_TEST_CHILD: '1', FK_NCCL_SCENARIO: scenario, FK_TEST_OUT: dir, FASTKERNELS_NCCL_TIMEOUT_MS: '60000', ...extraEnv },
     forwardSignals: false,
     killGraceMs: 5000,
     log: (l) => logs.push(l),
@@ -50,9 +50,14 @@ async function runRanks(scenario: string, nproc = 2): Promise<{ reports: any[]; 
   return { reports, exitCode: r.exitCode, logs };
 }
 
-describe('NCCL on 2 GPUs (ranks through the launcher)', () => {
+// initDistributed's communicators are blocking (the fast path); FASTKERNELS_NCCL_BLOCKING=0 gives the non-blocking
+// ones (every call polled with the deadline). Both must be exact and both must end a stopped peer in a timeout.
+describe.each([
+  ['blocking', {}],
+  ['non-blocking', { FASTKERNELS_NCCL_BLOCKING: '0' }],
+] as const)('NCCL on 2 GPUs (ranks through the launcher), %s communicators', (_mode, modeEnv) => {
   it('allReduce (f32/bf16/i32, 16 MiB max), allGather, reduceScatter, broadcast, allToAll and the TP layers are exact', G, async () => {
-    const { reports, exitCode } = await runRanks('collectives');
+    const { reports, exitCode } = await runRanks('collectives', 2, modeEnv);
     for (const rep of reports) expect(rep.error ?? 'ok').toBe('ok');
     expect(exitCode).toBe(0);
     expect(reports.map((r) => r.checks.device)).toEqual([0, 1]);
@@ -61,7 +66,7 @@ describe('NCCL on 2 GPUs (ranks through the launcher)', () => {
   });
 
   it('a peer that stops participating ends in a timeout, an abort and a clear error (no hang)', G, async () => {
-    const { reports } = await runRanks('abort');
+    const { reports } = await runRanks('abort', 2, modeEnv);
     const r0 = reports[0];
     expect(r0.error ?? 'ok').toBe('ok');
     expect(r0.checks.timeout).toBe(true);

@@ -1,11 +1,13 @@
 /**
  * NCCL through the addon: library probing, unique ids and communicators with bounded waits.
  *
- * Communicators are created non-blocking (ncclConfig_t.blocking = 0) where the library allows it (NCCL >= 2.14),
- * so neither ncclCommInitRank nor a first collective that sets up connections can hang the process: every call
- * that answers ncclInProgress is followed by a poll of ncclCommGetAsyncError with a deadline, and a deadline
- * that passes aborts the communicator (ncclCommAbort) and throws NcclTimeoutError. synchronize() polls
- * cuStreamQuery and ncclCommGetAsyncError together, so a peer that dies mid-collective ends in a clear error.
+ * NcclCommunicator.init creates a non-blocking communicator (ncclConfig_t.blocking = 0, NCCL >= 2.14) unless asked
+ * for a blocking one. Non-blocking, every call that answers ncclInProgress is followed by a poll of
+ * ncclCommGetAsyncError with a deadline, and a deadline that passes aborts the communicator (ncclCommAbort) and
+ * throws NcclTimeoutError, so neither init nor a first connecting collective can hang.
+ * initDistributed (the ranks of `fastkernels launch`) asks for a blocking one, the fast path (see there).
+ * Either way synchronize() polls cuStreamQuery and ncclCommGetAsyncError together with the deadline, so a peer
+ * that dies mid-collective ends in a clear error, not a hang.
  */
 import { CudaRuntime, ptrOf } from '@fastkernels/backend-cuda';
 import { Tensor, type Collectives, type DType, type ReduceOp } from '@fastkernels/core';
@@ -104,7 +106,7 @@ export interface CommInitOptions {
   readonly id: Uint8Array;
   /** Deadline for init and for every later wait (default FASTKERNELS_NCCL_TIMEOUT_MS or 300 s). */
   readonly timeoutMs?: number;
-  /** Use a blocking communicator (no bounded waits for in-progress calls). Default false. */
+  /** Use a blocking communicator: calls return once enqueued (no helper thread); init and a first connecting collective are not bounded. Default false. */
   readonly blocking?: boolean;
 }
 
