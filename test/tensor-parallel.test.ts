@@ -114,20 +114,67 @@ describe('tensor-parallel Llama on the CPU (W ranks as threads) equals W = 1', (
           // every rank holds the same (all-gathered) logits, bit for bit
           expect(r.logits).toEqual(ranks[0]!.logits);
         }
-        // the shards: heads, MLP columns and the vocabulary split; embedding and norms whole
+        // the shards: heads, MLP columns and the vocabulary (embedding and LM head) split; norms whole
         const s = ranks[1]!.shapes!;
         const kvHeads = Math.max(1, 2 / world);
         expect(s['model.layers.0.self_attn.qkv_proj.weight']).toEqual([(4 / world + 2 * kvHeads) * 16, 64]);
         expect(s['model.layers.0.self_attn.o_proj.weight']).toEqual([64, 64 / world]);
         expect(s['model.layers.0.mlp.gate_up_proj.weight']).toEqual([(2 * 128) / world, 64]);
         expect(s['model.layers.0.mlp.down_proj.weight']).toEqual([64, 128 / world]);
-        expect(s['model.embed_tokens.weight']).toEqual([single!.shapes!['model.embed_tokens.weight']![0], 64]);
         const V = single!.shapes!['lm_head.linear.weight']![0]!;
-        expect(s['lm_head.linear.weight']).toEqual([V % world === 0 ? V / world : V, 64]);
+        const split = V % world === 0;
+        expect(s['model.embed_tokens.weight']).toEqual([split ? V / world : V, 64]);
+        expect(s['lm_head.linear.weight']).toEqual([split ? V / world : V, 64]);
+        // each rank's embedding holds its rows of the checkpoint's table (the whole table when W does not divide V);
+        // a tied LM head holds the same rows
+        for (const r of ranks) {
+          const rows = split ? V / world : V;
+          const start = split ? r.rank * rows : 0;
+          expect(r.tables!.embed, `rank ${r.rank} of ${world}: embedding rows`).toEqual(single!.tables!.embed.slice(start * 64, (start + rows) * 64));
+          expect(r.tables!.head, `rank ${r.rank} of ${world}: LM head rows`).toEqual(single!.tables!.head.slice(start * 64, (start + rows) * 64));
+          if (c.name === 'qwen2-tied') expect(r.tables!.head).toEqual(r.tables!.embed);
+        }
         expect(s['model.layers.1.input_layernorm.weight']).toEqual([64]);
       }
     }, 120_000);
   }
+});
+
+describe('VocabParallelEmbedding on W ranks (threads): the masked gathers all-reduced equal the replicated table bit for bit', () => {
+  const V = 96;
+  const H = 40;
+  /** Fresh random ids plus the first and last id of every shard of `world`. */
+  const idsFor = (world: number, seed: number) => {
+    let x = seed;
+    const ids = Array.from({ length: 20 }, () => (x = (x * 1103515245 + 12345) % 2 ** 31) % V);
+    for (let r = 0; r < world; r++) ids.push((r * V) / world, ((r + 1) * V) / world - 1);
+    return ids;
+  };
+  for (const dtype of ['f32', 'bf16'] as const) {
+    it(`${dtype}: W = 2 and 4 equal W = 1; each rank holds [V / W, H] and reduces through the registry's L1/allreduce`, async () => {
+      for (const world of [2, 4]) {
+        const embedding = { V, H, dtype, seed: 3, ids: idsFor(world, world) };
+        const [single] = await runRanks(1, { scenario: 'embedding', embedding });
+        expect(single!.embedding!).toMatchObject({ shape: [embedding.ids.length, H], start: 0, rows: V, allReduceChild: false });
+        expect(single!.embedding!.values.some((v) => v !== 0)).toBe(true);
+        const ranks = await runRanks(world, { scenario: 'embedding', embedding });
+        for (const r of ranks) {
+          expect(r.embedding!.values, `rank ${r.rank} of ${world}`).toEqual(single!.embedding!.values);
+          expect(r.embedding!).toMatchObject({ shape: [embedding.ids.length, H], start: (r.rank * V) / world, rows: V / world, allReduceChild: true });
+        }
+      }
+    }, 120_000);
+  }
+
+  it('a vocabulary W does not divide (V = 98, W = 4) stays replicated on every rank', async () => {
+    const embedding = { V: 98, H: 24, dtype: 'f32' as const, seed: 4, ids: [0, 24, 25, 48, 49, 73, 74, 97, 13] };
+    const [single] = await runRanks(1, { scenario: 'embedding', embedding });
+    const ranks = await runRanks(4, { scenario: 'embedding', embedding });
+    for (const r of ranks) {
+      expect(r.embedding!).toMatchObject({ start: 0, rows: 98, allReduceChild: false });
+      expect(r.embedding!.values).toEqual(single!.embedding!.values);
+    }
+  }, 120_000);
 });
 
 describe('e2e --tp on the CPU: W ranks running the paged engine (SPMD) equal W = 1', () => {

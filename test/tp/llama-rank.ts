@@ -9,10 +9,10 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { CpuBackend } from '@fastkernels/backend-cpu';
 import { AllReduce, HostCollectives, RowParallelLinear, allreduceTask, parallelLinearTasks, tensorParallelProvider } from '@fastkernels/backend-nccl';
-import { Tensor, TensorParallelGroup, benchTask, errorMessage, setTensorParallelGroup, type CaseResult, type Module, type ModuleClass, type ModuleRegistry, type TaskDefinition } from '@fastkernels/core';
+import { Rng, Tensor, TensorParallelGroup, benchTask, errorMessage, setTensorParallelGroup, type CaseResult, type Module, type ModuleClass, type ModuleRegistry, type TaskDefinition } from '@fastkernels/core';
 import {
   DEFAULT_SAMPLING, E2eRunner, EmulatedGraphRuntime, LLMEngine, baselineRegistry, generate, isGraphCapturing, loadLlamaModel, syntheticWorkload, taskProviders,
-  type CapturedGraph, type E2eModelSource, type GraphRuntime, type SamplingParams,
+  type CapturedGraph, type E2eModelSource, type GraphRuntime, type SamplingParams, type VocabParallelEmbedding,
 } from '@fastkernels/model-zoo';
 import { agreeOnCase, sharedVerifySeed } from '../../packages/cli/src/bench/group.js';
 import { runServeRank } from '../../packages/cli/src/commands/serve.js';
@@ -32,7 +32,7 @@ export interface EngineJob {
 }
 
 export interface RankJob {
-  readonly scenario: 'llama' | 'collectives' | 'engine' | 'e2e' | 'bench-allreduce' | 'bench-linear' | 'serve' | 'serve-replay';
+  readonly scenario: 'llama' | 'collectives' | 'embedding' | 'engine' | 'e2e' | 'bench-allreduce' | 'bench-linear' | 'serve' | 'serve-replay';
   readonly rank: number;
   readonly world: number;
   readonly shared: SharedArrayBuffer | null;
@@ -49,6 +49,8 @@ export interface RankJob {
   readonly linear?: { readonly task: string; readonly candidate: 'baseline' | 'no-all-reduce' };
   /** serve-replay: the engine operations to replay (rank 0's trace of a serve run). */
   readonly trace?: EngineOp[];
+  /** embedding: VocabParallelEmbedding(V, H) in `dtype`, its weight the rank's rows of a seeded [V, H] table, at `ids`. */
+  readonly embedding?: { readonly V: number; readonly H: number; readonly dtype: 'f32' | 'bf16'; readonly seed: number; readonly ids: number[] };
   /** The host collectives' deadline (default 20 s). */
   readonly collectiveTimeoutMs?: number;
 }
@@ -67,6 +69,10 @@ export interface RankResult {
   readonly logits?: number[][][];
   /** Parameter name -> shape on this rank. */
   readonly shapes?: Record<string, number[]>;
+  /** llama: this rank's embedding table and LM head weight as loaded (row-major). */
+  readonly tables?: { embed: number[]; head: number[] };
+  /** embedding: the output, this rank's first row and row count, and whether the all-reduce is the L1/allreduce child. */
+  readonly embedding?: { values: number[]; shape: number[]; start: number; rows: number; allReduceChild: boolean };
   readonly collectives?: Record<string, number[]>;
   readonly engine?: { numKvBlocks: number; limitedBy: string; graphSteps: number; eagerSteps: number; graphFallback: string | null; timedOutAtStep?: number; error?: string };
   readonly e2e?: { outcome: string; discrepancies: number[]; noiseDiscrepancies: number[]; drops: [string, string][]; runs: number; log: string[] };
@@ -90,6 +96,7 @@ async function run(): Promise<RankResult> {
     const gathered = group.allGather(t([r, r + 0.5, r + 0.25, r + 0.125], [2, 2]), -1); // [2, 2W]
     return { rank: r, collectives: { sum: [...sum.toFloat64Array()], max: [...max.toFloat64Array()], gather: [...gathered.toFloat64Array()], gatherShape: [...gathered.shape] } };
   }
+  if (job.scenario === 'embedding') return embeddingRun(job);
   if (job.scenario === 'engine') return engineRun(job, group);
   if (job.scenario === 'e2e') return e2eRun(job);
   if (job.scenario === 'bench-allreduce') return benchAllreduce(job, group);
@@ -98,14 +105,35 @@ async function run(): Promise<RankResult> {
   const registry = baselineRegistry([...taskProviders, tensorParallelProvider]);
   const loaded = loadLlamaModel(job.model!, { backend, registry, dtype: 'f32', ...(job.randomInit ? { randomInit: job.randomInit } : {}) });
   const shapes = Object.fromEntries(loaded.model.namedParameters().map(([k, p]) => [k, [...p.shape]]));
+  const params = loaded.model.stateDict();
+  const tables = { embed: [...params.get('model.embed_tokens.weight')!.toFloat64Array()], head: [...params.get('lm_head.linear.weight')!.toFloat64Array()] };
   const res = generate(loaded.model, loaded.ctx, loaded.config, job.prompts!.map((p) => ({ promptIds: p })), { maxTokens: job.maxTokens!, collectLogits: true });
   loaded.model.dispose();
   return {
     rank: job.rank,
     shapes,
+    tables,
     tokens: res.outputs.map((o) => o.tokenIds),
     logits: res.outputs.map((o) => o.logits!.map((row) => [...row])),
   };
+}
+
+/** The L1/embedding baseline on this rank (vocab-parallel at world > 1 when it divides V), with the registry's L1/allreduce. */
+function embeddingRun(job: RankJob): RankResult {
+  const { V, H, dtype, seed, ids } = job.embedding!;
+  const registry = baselineRegistry([...taskProviders, tensorParallelProvider]);
+  const m = registry.createIn<VocabParallelEmbedding>({ backend, device: 0, dtype, registry }, 'L1/embedding', V, H);
+  const full = new Rng(seed).fillNormal(V * H, 1);
+  const rows = m.weight.shape[0]!;
+  const src = Tensor.fromArray(backend, full.subarray(m.vocabStartIndex * H, (m.vocabStartIndex + rows) * H), [rows, H], dtype);
+  m.weight.copy_(src);
+  const x = Tensor.fromArray(backend, ids, [ids.length], 'i64');
+  const y = m.forward(x);
+  const allReduceChild = (m as unknown as { allReduce: unknown }).allReduce instanceof AllReduce;
+  const out = { values: [...y.toFloat64Array()], shape: [...y.shape], start: m.vocabStartIndex, rows, allReduceChild };
+  for (const t of [src, x, y]) t.dispose();
+  m.dispose();
+  return { rank: job.rank, embedding: out };
 }
 
 /**

@@ -92,3 +92,19 @@ describe('embedding', () => {
     expect(() => ops.embedding(tensor([0.5], [1], 'f32'), w)).toThrow(/integer/);
   });
 });
+
+describe('embeddingMasked (a vocabulary shard: rows [start, start + V) of the full table)', () => {
+  const w = tensor([0, 1, 10, 11, 20, 21], [3, 2]); // rows 4, 5, 6 of the full table
+  it('ids of the shard read row id - start; every other id (other shards, negative) gives a zero row', () => {
+    const e = ops.embeddingMasked(tensor([6, 3, 4, 7, 5, -1, 0], [7], 'i64'), w, 4);
+    expect(e.toNested()).toEqual([[20, 21], [0, 0], [0, 1], [0, 0], [10, 11], [0, 0], [0, 0]]);
+    expect(ops.embeddingMasked(tensor([2, 5], [1, 2], 'i32'), w, 0).toNested()).toEqual([[[20, 21], [0, 0]]]);
+    expect(ops.embeddingMasked(tensor([1, 2], [2], 'i32'), w, 0).toNested()).toEqual(ops.embedding(tensor([1, 2], [2], 'i32'), w).toNested());
+  });
+
+  it('rejects a bad start and non-integer ids', () => {
+    expect(() => ops.embeddingMasked(tensor([0], [1], 'i64'), w, -1)).toThrow(/start -1/);
+    expect(() => ops.embeddingMasked(tensor([0], [1], 'i64'), w, 1.5)).toThrow(RangeError);
+    expect(() => ops.embeddingMasked(tensor([0.5], [1], 'f32'), w, 0)).toThrow(/integer/);
+  });
+});

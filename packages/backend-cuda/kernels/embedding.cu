@@ -1,8 +1,11 @@
-// FastKernels embedding gather (vLLM VocabParallelEmbedding, tp 1): out[t, :] = weight[ids[t], :].
+// FastKernels embedding gather (vLLM VocabParallelEmbedding): out[t, :] = weight[ids[t] - start, :].
+// With start 0 and the whole table it is `embedding` (tp 1); with a rank's shard of the table (rows [start, start + V)
+// of the full one) it is `embeddingMasked` under tensor parallelism, where the ids of other shards give zero rows.
 //
 // A row copy that never looks at the values: the host picks the widest unit FK_U (uint4 = 16 bytes, then
 // 8/4/2/1) dividing the row bytes, the row stride and both base addresses. One block per token (grid-strided).
-// An id outside [0, V) writes a zero row and sets *flag when flag is not null; nothing outside the table is read.
+// An id - start outside [0, V) writes a zero row and sets *flag when flag is not null (embeddingMasked passes null:
+// those rows are other ranks'); nothing outside the table is read.
 // -DFK_U=<unit type> -DFK_ID=<int | long long>.
 #ifndef FK_U
 #define FK_U uint4
@@ -12,9 +15,9 @@
 #endif
 
 extern "C" __global__ void fk_embedding(FK_U* __restrict__ out, const FK_ID* __restrict__ ids, const FK_U* __restrict__ w,
-                                        long long n, long long V, int units, long long wsu, int* flag) {
+                                        long long n, long long V, int units, long long wsu, int* flag, long long start) {
   for (long long t = blockIdx.x; t < n; t += gridDim.x) {
-    const long long id = (long long)ids[t];
+    const long long id = (long long)ids[t] - start;
     FK_U* o = out + t * units;
     if (id < 0 || id >= V) {
       if (flag && threadIdx.x == 0) atomicExch(flag, 1);

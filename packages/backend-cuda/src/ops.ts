@@ -273,6 +273,9 @@ export class CudaOps implements Ops {
   embedding(ids: Tensor, weight: Tensor): Tensor {
     return embedding.embedding(this.spine, ids, weight);
   }
+  embeddingMasked(ids: Tensor, weight: Tensor, start: number): Tensor {
+    return embedding.embeddingMasked(this.spine, ids, weight, start);
+  }
   linear(x: Tensor, weight: Tensor, bias: Tensor | null): Tensor {
     return linear.linear(this.spine, x, weight, bias);
   }

@@ -36,6 +36,12 @@ export interface Ops {
   rotaryEmbedding(positions: Tensor, query: Tensor, key: Tensor | null, cosSinCache: Tensor, headSize: number, isNeoxStyle: boolean): [Tensor, Tensor | null];
   /** weight [V, H] gathered at ids [...] -> [..., H]. */
   embedding(ids: Tensor, weight: Tensor): Tensor;
+  /**
+   * A vocabulary shard's gather (vLLM's VocabParallelEmbedding at tp_size > 1, before its all-reduce): weight
+   * [Vlocal, H] holds the rows [start, start + Vlocal) of the full table; ids [...] in that range get
+   * weight[id - start], every other id a zero row (never an error: those ids belong to another rank's shard).
+   */
+  embeddingMasked(ids: Tensor, weight: Tensor, start: number): Tensor;
   /** y = x W^T + b: x [..., K], weight [N, K], bias [N] or null -> [..., N]. */
   linear(x: Tensor, weight: Tensor, bias: Tensor | null): Tensor;
   /** Softmax over one dim, accumulated in float32 or wider; result in x's dtype. */

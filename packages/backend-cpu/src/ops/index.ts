@@ -3,7 +3,7 @@ import { geluAndMul, siluAndMul } from './activation.js';
 import { pagedDecodeAttention, varlenPrefillAttention } from './attention.js';
 import { add, copy, fill, mul } from './elementwise.js';
 import { storeKvcache_ } from './kvcache.js';
-import { embedding, linear, matmul } from './linear.js';
+import { embedding, embeddingMasked, linear, matmul } from './linear.js';
 import { fusedAddRmsNorm, rmsNorm, softmax } from './norm.js';
 import { rotaryEmbedding } from './rotary.js';
 import { sample } from './sampler.js';
@@ -22,6 +22,7 @@ export function createCpuOps(backend: Backend): Ops {
     geluAndMul: (x, approximate) => geluAndMul(backend, x, approximate),
     rotaryEmbedding: (positions, query, key, cache, headSize, neox) => rotaryEmbedding(backend, positions, query, key, cache, headSize, neox),
     embedding: (ids, weight) => embedding(backend, ids, weight),
+    embeddingMasked: (ids, weight, start) => embeddingMasked(backend, ids, weight, start),
     linear: (x, weight, bias) => linear(backend, x, weight, bias),
     softmax: (x, dim) => softmax(backend, x, dim),
     storeKvcache_,

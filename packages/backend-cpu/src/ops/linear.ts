@@ -58,16 +58,33 @@ export function linear(backend: Backend, x: Tensor, weight: Tensor, bias: Tensor
 
 /** weight [V, H] gathered at integer ids [...] -> [..., H] in the weight's dtype. */
 export function embedding(backend: Backend, ids: Tensor, weight: Tensor): Tensor {
-  expectRank(weight, 2, 'embedding', 'weight [V, H]');
+  return gatherRows(backend, ids, weight, 0, 'embedding');
+}
+
+/**
+ * A vocabulary shard's gather: weight [Vlocal, H] holds rows [start, start + Vlocal) of the full table; ids in that
+ * range read weight[id - start], every other id gives a zero row.
+ */
+export function embeddingMasked(backend: Backend, ids: Tensor, weight: Tensor, start: number): Tensor {
+  if (!Number.isInteger(start) || start < 0) throw new RangeError(`embeddingMasked: start ${start} must be a non-negative integer`);
+  return gatherRows(backend, ids, weight, start, 'embeddingMasked');
+}
+
+/** Rows id - start of weight [V, H]; out-of-range ids throw (embedding) or give zero rows (embeddingMasked). */
+function gatherRows(backend: Backend, ids: Tensor, weight: Tensor, start: number, op: 'embedding' | 'embeddingMasked'): Tensor {
+  expectRank(weight, 2, op, 'weight [V, H]');
   const [V, H] = weight.shape as [number, number];
-  const idv = gatherInts(ids, 'embedding ids');
-  const W = new StridedView(weight, 'embedding weight');
+  const idv = gatherInts(ids, `${op} ids`);
+  const W = new StridedView(weight, `${op} weight`);
   const [ws0, ws1] = W.strides as [number, number];
-  const out = new Float64Array(idv.length * H);
+  const out = new Float64Array(idv.length * H); // zeros: the masked rows
   for (let i = 0; i < idv.length; i++) {
-    const id = idv[i]!;
-    if (id < 0 || id >= V) throw new RangeError(`embedding: id ${id} (at flat index ${i}) out of range for vocab size ${V}`);
+    const id = idv[i]! - start;
+    if (id < 0 || id >= V) {
+      if (op === 'embeddingMasked') continue;
+      throw new RangeError(`embedding: id ${id} (at flat index ${i}) out of range for vocab size ${V}`);
+    }
     for (let h = 0; h < H; h++) out[i * H + h] = W.acc.get(W.offset + id * ws0 + h * ws1);
   }
-  return output(backend, [...ids.shape, H], weight.dtype, out, 'embedding');
+  return output(backend, [...ids.shape, H], weight.dtype, out, op);
 }

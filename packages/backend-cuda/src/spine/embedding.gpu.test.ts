@@ -45,6 +45,23 @@ describe('embedding vs the CPU backend (exact copies)', () => {
     setIndexChecks(false);
     if (Tensor.empty(gpu(), [0], 'i64').numel !== 0) throw new Error('unreachable');
   });
+  it('embeddingMasked: a vocabulary shard, ids of other shards give zero rows (never an error, index checks on or off)', G, () => {
+    for (const dtype of ['bf16', 'f32'] as DType[]) {
+      for (const idType of ['i64', 'i32'] as const) {
+        const V = 96;
+        const full = randCpu([V, 72], dtype, 5);
+        for (const [start, rows] of [[0, 24], [24, 24], [72, 24], [48, 48]] as const) {
+          const shard = full.narrow(0, start, rows).clone();
+          const ids = intsCpu([0, 23, 24, 47, 48, 71, 72, 95, 5, 60, 30, 90, 24], [13], idType);
+          const want = cpu().ops.embeddingMasked(ids, shard, start);
+          expectClose(gpu().ops.embeddingMasked(toGpu(ids), toGpu(shard), start), want, EXACT, `embeddingMasked ${dtype} ${idType} start ${start}`);
+          setIndexChecks(true);
+          expectClose(gpu().ops.embeddingMasked(toGpu(ids), toGpu(shard), start), want, EXACT, 'embeddingMasked with index checks');
+          setIndexChecks(false);
+        }
+      }
+    }
+  });
   afterAll(() => setIndexChecks(false));
 });
 

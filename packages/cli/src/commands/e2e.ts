@@ -3,7 +3,7 @@ import { dirname, basename, resolve } from 'node:path';
 import { UserError, type Backend, type DType, type ModuleRegistry } from '@fastkernels/core';
 import { E2eReportSchema, type E2eReportInput } from '@fastkernels/macroeval';
 import {
-  DEFAULT_LATENCY, DENSE_MOE_LLM, E2eRunner, checkWorkload, loadLlamaModel, resolveWorkload,
+  Checkpoint, DEFAULT_LATENCY, DENSE_MOE_LLM, E2eRunner, checkWorkload, loadLlamaModel, resolveWorkload,
   type CandidateOverride, type E2eDetails, type E2eModelRecordOut, type E2eModelSource, type EngineOptions, type LatencySpec, type Workload,
 } from '@fastkernels/model-zoo';
 import type { Argv } from 'yargs';
@@ -51,7 +51,7 @@ export function engineFlags<T>(y: Argv<T>) {
     .option('gpu-memory-utilization', { type: 'number', default: 0.9, describe: 'fraction of device memory for weights, activations, graphs and the KV cache' })
     .option('num-kv-blocks', { type: 'number', describe: 'use exactly this many 16-token KV blocks (skips sizing from memory)' })
     .option('graphs', { type: 'boolean', default: true, describe: 'CUDA-graph decode (--no-graphs: eager)' })
-    .option('random-init', { type: 'string', choices: ['host', 'device'], describe: 'without safetensors: seeded random weights drawn on the host (exact, slow) or on the device (fast) [default: device on cuda, host on cpu]' });
+    .option('random-init', { type: 'string', choices: ['host', 'device'], describe: 'seeded random weights instead of the safetensors in the folder: drawn on the host (exact, slow) or on the device (fast) [default without safetensors: device on cuda, host on cpu or under --tp]' });
 }
 
 /**
@@ -61,12 +61,15 @@ export function engineFlags<T>(y: Argv<T>) {
  */
 export function modelSource(dir: string, backend: Backend, a: EngineArgs, tp: { world: number; device?: number } = { world: 1 }): E2eModelSource {
   if (!existsSync(resolve(dir, 'config.json'))) throw new UserError(`no config.json in ${dir}`, { field: '--model', fix: 'pass a folder with an HF config.json (and safetensors weights)' });
-  const randomInit = (a.randomInit ?? (backend.name === 'cuda' && tp.world === 1 ? 'device' : 'host')) as 'host' | 'device';
+  // A folder's safetensors are the model unless --random-init asks otherwise; without them, seeded random weights
+  // (drawn on the device where that is possible). Run 9 found the checkpoint ignored here: serve/e2e/capture always
+  // drew random weights, so `serve --model <checkpoint>` answered with another model than `generate`.
+  const randomInit = (a.randomInit ?? (Checkpoint.exists(dir) ? undefined : backend.name === 'cuda' && tp.world === 1 ? 'device' : 'host')) as 'host' | 'device' | undefined;
   return {
     name: basename(resolve(dir)),
     family: DENSE_MOE_LLM,
     load: (registry: ModuleRegistry) => {
-      const m = loadLlamaModel(dir, { backend, registry, randomInit, ...(tp.device !== undefined ? { device: tp.device } : {}), ...(a.dtype ? { dtype: DTYPES[a.dtype]! } : {}) });
+      const m = loadLlamaModel(dir, { backend, registry, ...(randomInit ? { randomInit } : {}), ...(tp.device !== undefined ? { device: tp.device } : {}), ...(a.dtype ? { dtype: DTYPES[a.dtype]! } : {}) });
       return { model: m.model, ctx: m.ctx, geometry: m.config, dispose: () => m.model.dispose() };
     },
   };

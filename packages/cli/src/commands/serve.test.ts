@@ -52,3 +52,26 @@ describe('serve (loopback only)', () => {
     expect(((await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string }[] }).data[0]!.id).toBe('tiny-llama');
   });
 });
+
+describe('serve on a folder with safetensors', () => {
+  it('serves the checkpoint (the tokens of generate on the same folder), not random weights', async () => {
+    const { mkdtempSync, readFileSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { parseLlamaConfig, writeRandomLlamaCheckpoint } = await import('@fastkernels/model-zoo');
+    const { runGenerate } = await import('./generate.js');
+    const dir = join(mkdtempSync(join(tmpdir(), 'fk-serve-ckpt-')), 'tiny-llama');
+    const raw = JSON.parse(readFileSync(join(TINY, 'config.json'), 'utf8')) as Record<string, unknown>;
+    // a seed no random init would pick (serve used to draw seed-0 random weights whatever the folder held)
+    writeRandomLlamaCheckpoint(dir, raw, parseLlamaConfig(raw), { seed: 11, dtype: 'f32' });
+    let out = '';
+    await runGenerate({ model: dir, promptIds: '3,1,4,1,5', maxTokens: 6, temperature: 0, topK: 0, topP: 1, seed: 0, backend: 'cpu', dtype: 'f32', json: true, initSeed: 0 }, { out: (s) => (out += s), err: () => {} }, []);
+    const expected = (JSON.parse(out) as { outputs: { token_ids: number[] }[] }).outputs[0]!.token_ids;
+    const s = await startServe({ model: dir, backend: 'cpu', dtype: 'f32', maxNumSeqs: 4, maxNumBatchedTokens: 64, maxModelLen: 128, gpuMemoryUtilization: 0.9, graphs: true, host: '127.0.0.1', port: 0 }, io);
+    try {
+      const r = await fetch(`http://127.0.0.1:${s.address.port}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: [3, 1, 4, 1, 5], max_tokens: 6, temperature: 0 }), signal: AbortSignal.timeout(20_000) });
+      expect(((await r.json()) as { choices: { token_ids: number[] }[] }).choices[0]!.token_ids).toEqual(expected);
+    } finally {
+      await s.stop();
+    }
+  });
+});

@@ -3,6 +3,7 @@
  * them. Pure arithmetic, no tensors: backend-nccl's sharding helpers cut tensors with it, and model-zoo's weight
  * loader reads exactly these bytes from a checkpoint (a rank never reads the whole tensor).
  *  - column parallel (ColumnParallelLinear): rows split; bias split;
+ *  - vocab parallel (VocabParallelEmbedding, ParallelLMHead): the table's rows (the vocabulary) split;
  *  - row parallel (RowParallelLinear): columns split; bias replicated;
  *  - merged column (MergedColumnParallelLinear): every part's rows split, the rank's pieces concatenated;
  *  - QKV (QKVParallelLinear): q heads split; kv heads split, or replicated when there are fewer kv heads than
@@ -32,6 +33,14 @@ export function equalSlice(dim: number, size: number, rank: number, world: numbe
 /** ColumnParallelLinear: rows (dim 0) of a weight [N, K] or a bias [N]. */
 export function columnParallelSlice(rows: number, rank: number, world: number): ShardSlice {
   return equalSlice(0, rows, rank, world, 'output size');
+}
+
+/**
+ * VocabParallelEmbedding / ParallelLMHead: rows (dim 0) of a table [V, H], rank r holding [r V / W, (r + 1) V / W)
+ * (vLLM's vocab_range_from_global_vocab_size without padding; the callers split only a V that W divides).
+ */
+export function vocabParallelSlice(vocabSize: number, rank: number, world: number): ShardSlice {
+  return equalSlice(0, vocabSize, rank, world, 'vocabulary size');
 }
 
 /** RowParallelLinear: columns (dim 1) of a weight [N, K]. */

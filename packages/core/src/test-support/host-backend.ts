@@ -81,6 +81,7 @@ function makeOps(): Ops {
     geluAndMul: notHere('geluAndMul'),
     rotaryEmbedding: notHere('rotaryEmbedding'),
     embedding: notHere('embedding'),
+    embeddingMasked: notHere('embeddingMasked'),
     linear: notHere('linear'),
     softmax: notHere('softmax'),
     storeKvcache_: notHere('storeKvcache_'),

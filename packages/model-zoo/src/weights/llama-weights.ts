@@ -10,7 +10,6 @@ import {
   Rng,
   Tensor,
   UserError,
-  columnParallelSlice,
   currentTensorParallelGroup,
   elementAccessor,
   fmix32,
@@ -22,6 +21,7 @@ import {
   shapesEqual,
   type DType,
   type Module,
+  vocabParallelSlice,
   type ShardSlice,
 } from '@fastkernels/core';
 import type { LlamaConfig } from '../families/dense-moe-llm/config.js';
@@ -61,8 +61,9 @@ export function mappedShape(m: Pick<WeightMapping, 'shape' | 'slice'>): number[]
  * Every HF tensor a Llama/Qwen2/Mistral checkpoint holds for a config, with its destination. With a tensor-parallel
  * rank of world W > 1, each tensor carries the slice that rank holds, cut as the modules split themselves
  * (families/dense-moe-llm/tensor-parallel.ts; core's shard arithmetic): q/k/v rows by heads, o_proj and down_proj
- * columns, gate/up rows, the LM head's vocabulary rows when it is vocab-parallel; the embedding, the norms and the
- * row-parallel biases whole. At world 1 the map is exactly the unsharded one.
+ * columns, gate/up rows, the embedding's and the LM head's vocabulary rows when they are vocab-parallel (the same rows:
+ * a tied head reads them from model.embed_tokens.weight too); the norms and the row-parallel biases whole. At world 1
+ * the map is exactly the unsharded one.
  */
 export function llamaWeightMap(cfg: LlamaConfig, tp: TensorParallelRank = SINGLE_RANK): WeightMapping[] {
   const H = cfg.hiddenSize;
@@ -89,7 +90,8 @@ export function llamaWeightMap(cfg: LlamaConfig, tp: TensorParallelRank = SINGLE
   const rowParallel = (cols: number) => (plan ? rowParallelSlice(cols, tp.rank, tp.world) : undefined);
   const addPart = (hfName: string, shape: number[], target: string, piece: Piece) => add(hfName, shape, target, piece.rowOffset, shape.length === 2 ? 'matrix' : 'bias', piece.slice);
 
-  add('model.embed_tokens.weight', [cfg.vocabSize, H], 'model.embed_tokens.weight');
+  const embedRows = plan?.vocabParallelEmbedding ? vocabParallelSlice(cfg.vocabSize, tp.rank, tp.world) : undefined;
+  add('model.embed_tokens.weight', [cfg.vocabSize, H], 'model.embed_tokens.weight', 0, 'matrix', embedRows);
   for (let l = 0; l < cfg.numHiddenLayers; l++) {
     const p = `model.layers.${l}`;
     const qkv = `${p}.self_attn.qkv_proj`;
@@ -112,7 +114,7 @@ export function llamaWeightMap(cfg: LlamaConfig, tp: TensorParallelRank = SINGLE
   }
   add('model.norm.weight', [H], 'model.norm.weight', 0, 'norm');
   // Tied: the LM head is filled from the embedding (vLLM's tie_weights); lm_head.weight is not in the checkpoint.
-  const head = plan?.vocabParallelHead ? columnParallelSlice(cfg.vocabSize, tp.rank, tp.world) : undefined;
+  const head = plan?.vocabParallelHead ? vocabParallelSlice(cfg.vocabSize, tp.rank, tp.world) : undefined;
   add(cfg.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight', [cfg.vocabSize, H], 'lm_head.linear.weight', 0, 'matrix', head);
   return out;
 }
@@ -134,11 +136,17 @@ function checkCoverage(map: readonly WeightMapping[], params: Map<string, Tensor
   for (const m of map) if (!params.has(m.target)) throw new Error(`weight map targets '${m.target}', which the model does not have`);
 }
 
-/** A sharded mapping's values must fit its parameter (a module that split itself otherwise would be written out of bounds). */
-function checkFits(m: WeightMapping, param: Tensor): void {
+/**
+ * A sharded mapping's values must fit its parameter (a module that split itself otherwise would be written out of
+ * bounds), and fill it when they are all the parameter gets (a module holding the whole table where the map cuts this
+ * rank's vocabulary rows would otherwise keep rows it never loaded).
+ */
+function checkFits(m: WeightMapping, param: Tensor, map: readonly WeightMapping[]): void {
   if (!m.slice) return;
   const shape = mappedShape(m);
-  const fits = param.shape.length === shape.length && m.rowOffset + shape[0]! <= param.shape[0]! && shape.slice(1).every((n, i) => n === param.shape[i + 1]);
+  const only = map.every((o) => o === m || o.target !== m.target);
+  const rows = only ? shape[0] === param.shape[0] : m.rowOffset + shape[0]! <= param.shape[0]!;
+  const fits = param.shape.length === shape.length && rows && shape.slice(1).every((n, i) => n === param.shape[i + 1]);
   if (!fits) throw new Error(`'${m.hfName}': this rank's slice ${formatShape(shape)} at row ${m.rowOffset} does not fit ${m.target} ${formatShape(param.shape)} (the module splits itself differently?)`);
 }
 
@@ -193,7 +201,7 @@ export function loadLlamaWeights(model: Module, cfg: LlamaConfig, dir: string, t
         fix: 'check num_hidden_layers, attention_bias, mlp_bias and tie_word_embeddings in config.json',
       });
     }
-    for (const m of map) checkFits(m, params.get(m.target)!);
+    for (const m of map) checkFits(m, params.get(m.target)!, map);
     for (const m of map) {
       const param = params.get(m.target)!;
       const info = ckpt.info(m.hfName);
@@ -253,7 +261,7 @@ export function initLlamaWeightsRandom(model: Module, cfg: LlamaConfig, seed: nu
   const map = llamaWeightMap(cfg, tp);
   const params = paramMap(model);
   checkCoverage(map, params);
-  for (const m of map) checkFits(m, params.get(m.target)!);
+  for (const m of map) checkFits(m, params.get(m.target)!, map);
   for (const m of map) {
     const values = randomTensorValues(m, cfg, seed);
     writeRows(params.get(m.target)!, m.rowOffset, m.slice ? sliceValues(values, m.shape, m.slice) : values, mappedShape(m));

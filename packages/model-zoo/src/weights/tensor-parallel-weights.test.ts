@@ -27,7 +27,7 @@ describe('the weight map of a tensor-parallel rank', () => {
     expect(llamaWeightMap(cfg, { rank: 0, world: 1 })).toEqual(llamaWeightMap(cfg));
   });
 
-  it('rank 1 of 2: heads, MLP rows and columns, the vocabulary; embedding and norms whole', () => {
+  it('rank 1 of 2: heads, MLP rows and columns, the vocabulary of the embedding and the LM head; norms whole', () => {
     const m = byName(1, 2);
     const get = (hf: string, target: string) => m.get(`${hf}>${target}`)!;
     const qkv = 'model.layers.0.self_attn.qkv_proj.weight';
@@ -42,8 +42,27 @@ describe('the weight map of a tensor-parallel rank', () => {
     expect(get('model.layers.0.mlp.up_proj.weight', gu)).toMatchObject({ rowOffset: 64, slice: { dim: 0, start: 64, length: 64 } });
     expect(get('model.layers.0.mlp.down_proj.weight', 'model.layers.0.mlp.down_proj.weight').slice).toEqual({ dim: 1, start: 64, length: 64 });
     expect(get('lm_head.weight', 'lm_head.linear.weight').slice).toEqual({ dim: 0, start: 128, length: 128 });
-    expect(get('model.embed_tokens.weight', 'model.embed_tokens.weight').slice).toBeUndefined();
+    const embed = get('model.embed_tokens.weight', 'model.embed_tokens.weight');
+    expect(embed).toMatchObject({ rowOffset: 0, slice: { dim: 0, start: 128, length: 128 } });
+    expect(mappedShape(embed)).toEqual([128, 64]);
     expect(get('model.norm.weight', 'model.norm.weight').slice).toBeUndefined();
+  });
+
+  it('the embedding and the LM head (tied or not) hold the same vocabulary rows; a vocabulary W does not divide keeps both whole', () => {
+    const tied = parseLlamaConfig({ ...raw, tie_word_embeddings: true });
+    for (const [c, world] of [[cfg, 4], [tied, 2], [tied, 4]] as const) {
+      for (let rank = 0; rank < world; rank++) {
+        const map = llamaWeightMap(c, { rank, world });
+        const embed = map.find((m) => m.target === 'model.embed_tokens.weight')!;
+        const head = map.find((m) => m.target === 'lm_head.linear.weight')!;
+        expect(head.hfName).toBe(c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight');
+        expect(embed.slice).toEqual({ dim: 0, start: (rank * 256) / world, length: 256 / world });
+        expect(head.slice).toEqual(embed.slice);
+      }
+    }
+    const odd = parseLlamaConfig({ ...raw, vocab_size: 250, tie_word_embeddings: true }); // 250 = 2 * 125
+    expect(llamaWeightMap(odd, { rank: 1, world: 2 }).find((m) => m.target === 'model.embed_tokens.weight')!.slice).toEqual({ dim: 0, start: 125, length: 125 });
+    for (const m of llamaWeightMap(odd, { rank: 3, world: 4 }).filter((x) => x.hfName === 'model.embed_tokens.weight')) expect(m.slice).toBeUndefined();
   });
 
   it('rank 3 of 4: the 2 kv heads are replicated, rank 3 holds kv head 1', () => {

@@ -24,8 +24,9 @@ export { LlamaMLP, llamaMlpTask } from './L2/llama_mlp.js';
 export { ParallelLMHead, parallelEmbeddingTask } from './L2/parallel_embedding.js';
 export { LlamaDecoderLayer, llamaDecoderTask } from './L3/llama_decoder.js';
 export { LlamaForCausalLM, LlamaModel, llamaTask } from './L4/llama.js';
+export { VocabParallelEmbedding, embeddingTask } from './L1/embedding.js';
 export { KV_BLOCK_SIZE } from './L1/store_kvcache.js';
-export { checkLlamaTensorParallel, embeddingReplicated, llamaTensorParallelPlan, type LlamaTensorParallelPlan } from './tensor-parallel.js';
+export { checkLlamaTensorParallel, llamaTensorParallelPlan, type LlamaTensorParallelPlan } from './tensor-parallel.js';
 
 /** The decoder-LLM spine (Llama, Qwen2, Mistral ...), lowest level first. */
 export const denseMoeLlmTasks: readonly TaskDefinition[] = [

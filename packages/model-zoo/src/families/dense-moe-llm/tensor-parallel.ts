@@ -4,20 +4,14 @@
  *  - attention: QKVParallelLinear (numHeads / W query heads and max(1, numKvHeads / W) kv heads per rank, kv heads
  *    replicated when W > numKvHeads), attention over the rank's heads (its own KV cache), RowParallelLinear o_proj;
  *  - MLP: MergedColumnParallelLinear gate_up_proj ([I / W, I / W] per rank), RowParallelLinear down_proj;
- *  - embedding: replicated (see embeddingReplicated);
- *  - LM head: split over the vocabulary (ColumnParallelLinear with gatherOutput: every rank ends with the full
- *    logits), replicated when the vocabulary does not divide by W.
+ *  - embedding: split over the vocabulary (VocabParallelEmbedding: rows [r V / W, (r + 1) V / W) per rank, a masked
+ *    gather and an all-reduce), replicated when the vocabulary does not divide by W;
+ *  - LM head: split over the vocabulary the same way (ColumnParallelLinear with gatherOutput: every rank ends with the
+ *    full logits), replicated when the vocabulary does not divide by W. Tied embeddings: both hold the same rows.
  * At W = 1 the modules build exactly what they built before tensor parallelism (L1/linear everywhere).
  */
 import { UserError, currentTensorParallelGroup, qkvLayout, type QkvLayout, type TensorParallelGroup } from '@fastkernels/core';
 import type { LlamaConfig } from './config.js';
-
-/**
- * The embedding is replicated, not vocab-parallel: a lookup reads one row per token, so splitting the table saves only
- * memory (1 GiB of bf16 for Llama-3-8B, small beside an H200's 141 GB) and costs an all-reduce of [T, H] per step,
- * a latency that bs-1 decode feels; a replicated lookup is also exactly the W = 1 result.
- */
-export const embeddingReplicated = true;
 
 export interface LlamaTensorParallelPlan {
   readonly rank: number;
@@ -28,6 +22,11 @@ export interface LlamaTensorParallelPlan {
   readonly intermediatePerRank: number;
   /** The LM head is split over the vocabulary and all-gathered (else replicated: the vocabulary does not divide). */
   readonly vocabParallelHead: boolean;
+  /**
+   * The embedding is split over the vocabulary (masked gather + all-reduce; else replicated), by the LM head's rule:
+   * the two always agree, so a tied LM head is filled from the same rows of embed_tokens as the embedding.
+   */
+  readonly vocabParallelEmbedding: boolean;
 }
 
 /**
@@ -67,5 +66,6 @@ export function llamaTensorParallelPlan(cfg: LlamaConfig, group: Pick<TensorPara
     heads: qkvLayout(cfg.headDim, cfg.numAttentionHeads, cfg.numKeyValueHeads, world),
     intermediatePerRank: cfg.intermediateSize / world,
     vocabParallelHead: world > 1 && cfg.vocabSize % world === 0,
+    vocabParallelEmbedding: world > 1 && cfg.vocabSize % world === 0,
   };
 }

@@ -1,24 +1,57 @@
-import { DTYPE_INFO, Module, defineTask, hostArray, type HostArray, type Tensor } from '@fastkernels/core';
+import { DTYPE_INFO, Module, currentTensorParallelGroup, defineTask, hostArray, vocabParallelSlice, type HostArray, type Tensor, type TensorParallelGroup } from '@fastkernels/core';
 import { bytesOf, fromInts, initNormal } from '../../../common/inputs.js';
 import { FAMILY } from '../family.js';
 
+/** The all-reduce as a module (backend-nccl's AllReduce, task L1/allreduce): forward(x) returns the group's sum of x. */
+interface AllReduceModule extends Module {
+  forward(x: Tensor): Tensor;
+}
+
 /**
- * vLLM's VocabParallelEmbedding on one GPU (tp_size 1): a row gather of weight [V, H] at token ids.
- * vLLM pads V to a multiple of 64 (padding_size); Llama-3's 128256 is already one, and the padded rows
- * are never read, so the parameter here is the unpadded [numEmbeddings, embeddingDim].
+ * vLLM's VocabParallelEmbedding: a row gather of the [V, H] table at token ids. vLLM pads V to a multiple of 64
+ * (padding_size); Llama-3's 128256 is already one, and the padded rows are never read, so the parameter here is the
+ * unpadded table (or this rank's rows of it).
+ *
+ * With a tensor-parallel group of world W > 1 that divides V (the rule of ParallelLMHead; a V that W does not divide
+ * keeps the table replicated), rank r holds rows [r V / W, (r + 1) V / W) (weight [V / W, H], vLLM's
+ * vocab_start_index / vocab_end_index) and forward is vLLM's: a masked local gather (ids of this shard read their row
+ * id - start, others give zero rows: backend op embeddingMasked) and an all-reduce (sum) over the group, through the
+ * registry's L1/allreduce when it is registered (child 'all_reduce', as RowParallelLinear's), else the group's
+ * allReduce_. Exactly one rank contributes each row and the others add zeros, so every rank gets the W = 1 result bit
+ * for bit. At W = 1 forward is the plain gather (ops.embedding), unchanged.
  */
 export class VocabParallelEmbedding extends Module {
   readonly weight: Tensor;
+  /** Whether this rank holds a vocabulary shard (else the whole table). */
+  readonly vocabParallel: boolean;
+  /** This rank's first row of the full table (0 when replicated) and how many rows it holds. */
+  readonly vocabStartIndex: number;
+  readonly numEmbeddingsPerPartition: number;
+  private readonly group: TensorParallelGroup;
+  private readonly allReduce: AllReduceModule | null;
   constructor(
     readonly numEmbeddings: number,
     readonly embeddingDim: number,
   ) {
     super();
-    this.weight = this.parameter('weight', [numEmbeddings, embeddingDim]);
+    this.group = currentTensorParallelGroup();
+    const { rank, world } = this.group;
+    this.vocabParallel = world > 1 && numEmbeddings % world === 0;
+    const shard = this.vocabParallel ? vocabParallelSlice(numEmbeddings, rank, world) : { start: 0, length: numEmbeddings };
+    this.vocabStartIndex = shard.start;
+    this.numEmbeddingsPerPartition = shard.length;
+    this.weight = this.parameter('weight', [shard.length, embeddingDim]);
+    this.allReduce = this.vocabParallel && this.ctx.registry.task('L1/allreduce') ? this.createModule<AllReduceModule>('all_reduce', 'L1/allreduce') : null;
   }
 
   forward(inputIds: Tensor): Tensor {
-    return this.ctx.backend.ops.embedding(inputIds, this.weight);
+    const ops = this.ctx.backend.ops;
+    if (!this.vocabParallel) return ops.embedding(inputIds, this.weight);
+    const partial = ops.embeddingMasked(inputIds, this.weight, this.vocabStartIndex);
+    if (!this.allReduce) return this.group.allReduce_(partial);
+    const out = this.allReduce.forward(partial);
+    partial.dispose();
+    return out;
   }
 }
 
@@ -42,7 +75,7 @@ export const embeddingTask = defineTask(
     family: [FAMILY],
     architectures: ['llama', 'qwen2', 'mistral', 'mixtral', 'deepseek', 'glm', 'gemma4', 'gpt_oss', 'qwen3_next', 'jamba', 'kimi_linear', 'llama_eagle3', 'bitnet', 'llada'],
     mirrors: 'vllm.model_executor.layers.vocab_parallel_embedding.VocabParallelEmbedding',
-    description: 'Token embedding: gather rows of the [vocab, hidden] table at the token ids (single GPU, no padding rows).',
+    description: 'Token embedding: gather rows of the [vocab, hidden] table at the token ids (no padding rows). Under tensor parallelism (W > 1 dividing the vocabulary) each rank holds V / W rows: a masked local gather, then an all-reduce.',
     init: [
       { name: 'numEmbeddings', type: 'int', doc: 'vocabulary size V' },
       { name: 'embeddingDim', type: 'int', doc: 'hidden size H' },
