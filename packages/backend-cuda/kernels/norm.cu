@@ -10,7 +10,7 @@
 #define FK_W FK_T
 #endif
 #ifndef FK_NPT
-#define FK_NPT 4  // vectors per thread (NORM_TUNING.vecsPerThread in src/spine/norm.ts)
+#define FK_NPT 2  // vectors per thread (NORM_TUNING.vecsPerThread in src/spine/norm.ts; the host always passes it)
 #endif
 
 __device__ __forceinline__ float fk_block_sum(float v, float* red) {

@@ -1,5 +1,5 @@
 /**
- * rms_norm at NORM_TUNING.vecsPerThread 4 (the shipped choice), 2 and 1 (more threads per row): each vs the float64
+ * rms_norm at NORM_TUNING.vecsPerThread 4, 2 (the shipped choice since run 9) and 1 (more threads per row): each vs the float64
  * CPU backend, plus `kernel-speed: rms_norm <case> [vpt4|vpt2|vpt1] <us> = <GB/s> (<% of copy>)` lines.
  */
 import { Tensor, type DType } from '@fastkernels/core';

@@ -11,11 +11,13 @@ import { asDType, contiguousOf, disposeAll, floatCType, itemsizeOf, ptr, roundUp
 export const NORM_TUNING = {
   /**
    * 16-byte vectors of its row each thread holds in registers (kernels/norm.cu FK_NPT); the block has
-   * ceil(H / vec / vecsPerThread) threads (32..512). 4: 128 threads for a bf16 row of 4096. Run 8 measured one warp
-   * per row (16 vectors a lane) slower at every shape, and Triton's 256-thread program 1.13x faster, so fewer
-   * vectors per thread (more threads per row) is the next thing to measure (norm-tuning.gpu.test.ts).
+   * ceil(H / vec / vecsPerThread) threads (32..512). 2: 256 threads for a bf16 row of 4096. Run 9
+   * (norm-tuning.gpu.test.ts, bf16, H200) against the earlier 4: T16384 H4096 plain 79.6 us vs 87.2 (86% vs 78% of
+   * copy), fused 145.9 vs 168.1 (94% vs 81%); T4096 H4096 33.6 vs 36.4 (fused 52.7 vs 58.7); T4096 H8192 47.7 vs
+   * 57.9; T32 within 1 us (latency-bound). 1 (512 threads) was slower than 2 at T16384 (94.0 us) and no faster
+   * elsewhere; one warp per row (run 8) was slower at every shape.
    */
-  vecsPerThread: 4,
+  vecsPerThread: 2,
 };
 
 /** Threads per row of fk_rms_norm (a multiple of 32 in [32, 512]). */

@@ -320,6 +320,14 @@ export class E2eRunner {
     if (isFailure(noise)) throw new Error(`${source.name}: the noise run failed: ${errorMessage(noise.error)}`);
     const noiseD = tokenDiscrepancies(base.tokens, noise.tokens);
     const tau = this.options.tau ?? 0.9;
+    const noiseExact = noiseD.filter((x) => x === 0).length;
+    if (noiseD.length && calibratedCorrectness(noiseD, noiseD) < tau) {
+      // Run 9 (Llama-3-8B shape, bf16, random weights, 100-1024 output tokens): the reordered noise run matched 8/256
+      // requests. Random weights give near-flat logits, so batch-dependent rounding flips near-ties early; the
+      // calibration saturates (g is clamped to 0.5) and cannot tell a correct candidate with other rounding from a
+      // wrong one. Said once, here, rather than left to a puzzling 'broken'.
+      this.log(`${source.name}: high noise floor: the reordered baseline matched ${noiseExact}/${noiseD.length} requests exactly (calibrated ${calibratedCorrectness(noiseD, noiseD).toFixed(3)} < ${tau}); token agreement cannot separate candidates here: use --dtype f32, shorter outputs or real weights`);
+    }
 
     const score = (r: RunResult): E2eRunRecord & { C: number } => {
       const d = tokenDiscrepancies(base.tokens, r.tokens);
@@ -345,10 +353,13 @@ export class E2eRunner {
     let asIs: E2eRunRecord | undefined;
     let finalRun: RunResult | null = null;
     let finalRec: (E2eRunRecord & { C?: number }) | null = null;
-    for (;;) {
-      if (!set.length) break;
-      this.log(`${source.name}: candidate run with ${set.map((c) => c.taskId).join(', ')}`);
-      const r = this.runOnce(this.registryFor(set), true, new Set(set.map((c) => c.taskId)));
+    // The self-test (nothing requested) is the baseline as the candidate: one candidate run with no overrides, in the
+    // baseline's order, scored like any other (100% agreement and speedups ~1 expected from a deterministic engine)
+    const selfTest = requested.length === 0;
+    for (let first = true; ; first = false) {
+      if (!set.length && !(selfTest && first)) break;
+      this.log(`${source.name}: candidate run with ${set.length ? set.map((c) => c.taskId).join(', ') : 'the baselines (self-test)'}`);
+      const r = this.runOnce(this.registryFor(set, set.length ? 'candidates' : 'self-test'), true, new Set(set.map((c) => c.taskId)));
       let verdict: { category: DropCategory; detail: string; blamed?: string } | null = null;
       if (isFailure(r)) {
         const rec = failed(r);
@@ -363,6 +374,19 @@ export class E2eRunner {
           break;
         }
         verdict = { category: 'incorrect', detail: rec.detail! };
+        if (!set.length) {
+          // the self-test itself disagrees with the baseline (a nondeterministic engine): nothing to drop, report it
+          finalRun = r;
+          finalRec = rec;
+          break;
+        }
+      }
+      if (!set.length) {
+        // the self-test run failed: the baseline kernels crash or hang on a second run; no candidate to blame
+        const f = failed(r as RunFailure);
+        finalRun = base;
+        finalRec = { ...f };
+        break;
       }
       const culprit = verdict.blamed ?? this.bisect(set, verdict.category, base.tokens, noiseD, tau);
       this.log(`${source.name}: dropping ${culprit} (${verdict.category}${verdict.blamed ? ', from the error' : ', found by bisection'})`);
@@ -370,11 +394,13 @@ export class E2eRunner {
       set = set.filter((c) => c.taskId !== culprit);
     }
     if (!finalRun) {
-      // nothing deployable: the deployable model is the baseline itself (speedups 1 by definition; the noise run,
-      // served in another order, is not a timing of the same schedule)
-      finalRun = noise;
-      const n = score(noise);
-      finalRec = { ...n, ...(n.throughputSpeedup !== undefined ? { throughputSpeedup: 1 } : {}), ...(n.latencySpeedup !== undefined ? { latencySpeedup: 1 } : {}) };
+      // nothing deployable: the deployable model is the baseline itself, by definition exact with speedups 1 (scoring
+      // the noise run here made a high noise floor look like a broken baseline)
+      finalRun = base;
+      finalRec = {
+        outcome: 'ok', discrepancies: base.tokens.map(() => 0), unrelatedDistance: 1, C: 1,
+        ...(base.throughputTokS !== undefined ? { throughputSpeedup: 1 } : {}), ...(base.latencyMs ? { latencySpeedup: 1 } : {}),
+      };
     }
     const rec = stripC(finalRec!);
     const record: E2eModelRecordOut = {
