@@ -22,11 +22,11 @@ describe('sampler / norm launch plans (CPU)', () => {
     expect(samplerScratchWords(2, 3)).toEqual({ hist: 8192, part: 6, state: 32, total: 8230 });
   });
   it('rms_norm threads per row: ceil(H / vec / vecsPerThread) rounded up to a warp, within [32, 512]', () => {
-    expect(normThreads(4096, 8)).toBe(128);
-    expect(normThreads(4096, 8, { vecsPerThread: 2 })).toBe(256);
+    expect(normThreads(4096, 8)).toBe(256); // the default, 2 vectors per thread
+    expect(normThreads(4096, 8, { vecsPerThread: 4 })).toBe(128);
     expect(normThreads(4096, 8, { vecsPerThread: 1 })).toBe(512);
     expect(normThreads(8192, 8, { vecsPerThread: 1 })).toBe(512); // capped: the kernel re-reads the rest
-    expect(normThreads(100, 1)).toBe(32);
+    expect(normThreads(100, 1)).toBe(64); // 100 scalar "vectors", 2 a thread: 50 threads, one warp more
     expect(normThreads(64, 8)).toBe(32);
   });
 });
