@@ -2,7 +2,7 @@
  * The CUDA backend's op surface. Implemented here: fill, copy (strided, with dtype conversion), add and
  * mul (broadcasting), matmul (cuBLASLt, batched). The rest is the next issue and throws a clear error.
  */
-import { Tensor, elementAccessor, formatShape, numel, shapesEqual, type DType, type Ops } from '@fastkernels/core';
+import { Tensor, elementAccessor, formatShape, numel, shapesEqual, type DType, type Ops, type SampleHint } from '@fastkernels/core';
 import { DEFAULT_WORKSPACE_BYTES, fillLtParams, LT_PARAM_COUNT, matrixLayout, type GemmDesc } from './blaslt.js';
 import { CudaKernel } from './kernel.js';
 import { KERNEL_SOURCES } from './kernel-sources.generated.js';
@@ -291,8 +291,8 @@ export class CudaOps implements Ops {
   varlenPrefillAttention(q: Tensor, k: Tensor, v: Tensor, cuSeqlensQ: Tensor, cuSeqlensK: Tensor, scale: number, causal: boolean, slidingWindow: number): Tensor {
     return attention.varlenPrefillAttention(this.spine, q, k, v, cuSeqlensQ, cuSeqlensK, scale, causal, slidingWindow);
   }
-  sample(logits: Tensor, temperature: Tensor, topK: Tensor, topP: Tensor, seeds: Tensor): Tensor {
-    return sampler.sample(this.spine, logits, temperature, topK, topP, seeds);
+  sample(logits: Tensor, temperature: Tensor, topK: Tensor, topP: Tensor, seeds: Tensor, hint?: SampleHint): Tensor {
+    return sampler.sample(this.spine, logits, temperature, topK, topP, seeds, hint);
   }
 }
 

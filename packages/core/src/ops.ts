@@ -73,6 +73,19 @@ export interface Ops {
    *  5. pi = softmax(s) over the final kept set, max-subtracted.
    *  6. Exponential race: E_i = -ln(counterUniform(seed_b, 0, i)) (row 0 whatever b: a request draws the same tokens in any batch slot); return argmax over kept i of pi_i / E_i
    *     (ties -> lowest index). A row whose kept logits are all -inf or NaN falls back to step 1.
+   * `hint`: optional host knowledge of the batch (see SampleHint); it may only choose how a backend runs these
+   * steps, never which tokens come out. Without it every backend behaves as before.
    */
-  sample(logits: Tensor, temperature: Tensor, topK: Tensor, topP: Tensor, seeds: Tensor): Tensor;
+  sample(logits: Tensor, temperature: Tensor, topK: Tensor, topP: Tensor, seeds: Tensor, hint?: SampleHint): Tensor;
+}
+
+/**
+ * Host knowledge about a sample call that the device tensors only reveal after a sync (vLLM's SamplingMetadata
+ * all_greedy / all_random): the caller built the temperature tensor from host numbers, so it knows how many rows
+ * draw. Backends may use it to pick a launch strategy (the CUDA sampler: one CTA per row vs split rows); the
+ * tokens never depend on it. A wrong hint may cost speed, not correctness. Backends that need no hint ignore it.
+ */
+export interface SampleHint {
+  /** rows whose temperature > 0 (they draw); the rest are greedy */
+  readonly sampledRows?: number;
 }

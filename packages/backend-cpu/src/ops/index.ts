@@ -28,6 +28,7 @@ export function createCpuOps(backend: Backend): Ops {
     storeKvcache_,
     pagedDecodeAttention: (q, k, v, tables, lens, scale, window) => pagedDecodeAttention(backend, q, k, v, tables, lens, scale, window),
     varlenPrefillAttention: (q, k, v, cuQ, cuK, scale, causal, window) => varlenPrefillAttention(backend, q, k, v, cuQ, cuK, scale, causal, window),
+    // the SampleHint (6th argument) only picks a launch strategy on other backends: one path here, ignored
     sample: (logits, temperature, topK, topP, seeds) => sample(backend, logits, temperature, topK, topP, seeds),
   } satisfies Ops);
 }

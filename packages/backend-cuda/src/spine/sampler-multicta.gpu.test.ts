@@ -99,6 +99,19 @@ describe('sample, old and new (multi-CTA) paths: token for token equal to the CP
   });
 });
 
+describe('the per-call choice (SampleHint, multiCta off)', () => {
+  it('a hint of B drawing rows (B >= multiCtaMinSampledRows: the multi-CTA path) and of 1 (one CTA per row) both draw the CPU tokens', G, () => {
+    for (const [B, V] of [[8, 32000], [32, 4097]] as const) {
+      const host = inputs(B, V, rowsFor('mixed', B, V, V + 1), V + 2);
+      const want = cpu().ops.sample(...host);
+      const dev = host.map(toGpu) as unknown as typeof host;
+      for (const sampledRows of [B, 1]) {
+        expectSameInts(withSampler({ multiCta: false }, () => gpu().ops.sample(...dev, { sampledRows })), want, `hint ${sampledRows} B=${B} V=${V}`);
+      }
+    }
+  });
+});
+
 describe('sampler speed, old vs new (printed, not asserted)', () => {
   const lines: string[] = [];
   afterAll(() => {
@@ -109,7 +122,8 @@ describe('sampler speed, old vs new (printed, not asserted)', () => {
     const n = 64 * 1024 * 1024;
     const { ms: copyMs, gbs: copyGBs } = measureCopy(n);
     lines.push(`kernel-speed: copy ${copyMs.toFixed(3)} ms = ${copyGBs.toFixed(0)} GB/s`);
-    for (const [label, B, mode] of [['B32xV128256 mixed', 32, 'mixed'], ['B64xV128256 greedy', 64, 'greedy'], ['B1xV128256 mixed', 1, 'mixed'], ['B32xV128256 topp', 32, 'topp']] as const) {
+    // B 2..16 mixed: where the multi-CTA path starts to win (SAMPLER_TUNING.multiCtaMinSampledRows, 8 unmeasured)
+    for (const [label, B, mode] of [['B32xV128256 mixed', 32, 'mixed'], ['B64xV128256 greedy', 64, 'greedy'], ['B1xV128256 mixed', 1, 'mixed'], ['B32xV128256 topp', 32, 'topp'], ['B2xV128256 mixed', 2, 'mixed'], ['B4xV128256 mixed', 4, 'mixed'], ['B8xV128256 mixed', 8, 'mixed'], ['B16xV128256 mixed', 16, 'mixed']] as const) {
       const V = 128256;
       const dev = inputs(B, V, rowsFor(mode, B, V, 3), 4).map(toGpu) as unknown as ReturnType<typeof inputs>;
       const bytes = B * V * 4;

@@ -6,10 +6,13 @@
  * Differences from the CPU backend: a temperature that is negative or NaN samples greedily here (the CPU backend
  * throws; checking would need a host sync); float32 arithmetic may pick differently only at near-ties.
  *
- * SAMPLER_TUNING.multiCta (off by default until measured on the H200) switches to the multi-CTA path of
- * sampler.cu (fk_ms_*): each row split over C CTAs, 17 small kernels in sequence, scratch from the allocator.
+ * Two paths, chosen per call by chooseSamplerPath: one 512-thread CTA per row (fk_sample), or the multi-CTA path
+ * of sampler.cu (fk_ms_*): each row split over C CTAs, 17 small kernels in sequence, scratch from the allocator.
+ * Both draw the same tokens; the kernels cannot see how many rows draw without a host sync, so the caller's
+ * SampleHint (rows with temperature > 0, known on the host) picks: multi-CTA when many rows draw, one CTA per row
+ * otherwise (and without a hint). SAMPLER_TUNING.multiCta forces the multi-CTA path.
  */
-import { Tensor, formatShape } from '@fastkernels/core';
+import { Tensor, formatShape, type SampleHint } from '@fastkernels/core';
 import type { SpineContext } from './context.js';
 import { asDType, disposeAll, ptr, rowsOf, spineKernel } from './common.js';
 
@@ -17,8 +20,18 @@ const THREADS = 512;
 
 /** Knobs of the sampler (the defaults are the shipped, H200-verified choice). */
 export const SAMPLER_TUNING = {
-  /** Split each row over several CTAs (kernels/sampler.cu fk_ms_*); false: one 512-thread CTA per row (fk_sample). */
+  /**
+   * Force the multi-CTA path (kernels/sampler.cu fk_ms_*) for every call; false: chooseSamplerPath decides per call
+   * from the caller's hint (one 512-thread CTA per row, fk_sample, without one).
+   */
   multiCta: false,
+  /**
+   * Fewest drawing rows (SampleHint.sampledRows, temperature > 0) for which the multi-CTA path is chosen.
+   * Measured on the H200 (run 9, V = 128256, f32): B32 mixed sampling 920 us one CTA/row vs 296 us multi-CTA,
+   * B32 top-p 590 vs 206 us, B64 all greedy 42 vs 130 us, B1 sampled 34 vs 119 us: one drawing row favours one
+   * CTA per row, 32 favour multi-CTA. The crossover between 1 and 32 was not measured; 8 is a guess.
+   */
+  multiCtaMinSampledRows: 8,
   /** CTAs aimed for per SM in total (all rows together) on the multi-CTA path. */
   multiCtaCtasPerSm: 3,
   /** Fewest logits per CTA (a slice is at least this long, rounded up to a multiple of 64). */
@@ -52,7 +65,23 @@ export function samplerScratchWords(B: number, ctas: number): { hist: number; pa
   return { hist, part, state, total: hist + part + state };
 }
 
-export function sample(ctx: SpineContext, logits: Tensor, temperature: Tensor, topK: Tensor, topP: Tensor, seeds: Tensor): Tensor {
+export type SamplerPath = 'single' | 'multi';
+
+/**
+ * Which sampler path runs a [B, V] call (pure; unit-tested without a GPU). tuning.multiCta forces 'multi' (grid y
+ * limit permitting: B <= 65535). Otherwise 'multi' only when the host says at least tuning.multiCtaMinSampledRows
+ * rows draw (temperature > 0) and B <= 65535; no hint (undefined) or fewer drawing rows: 'single', today's default.
+ * Greedy rows inside the multi-CTA path are finished by fk_ms_init. V is not used yet (the threshold was measured
+ * at V = 128256 only); it is in the signature for a vocabulary-dependent rule.
+ */
+export function chooseSamplerPath(B: number, V: number, sampledRows: number | undefined, tuning = SAMPLER_TUNING): SamplerPath {
+  if (B > 65535) return 'single';
+  if (tuning.multiCta) return 'multi';
+  if (sampledRows === undefined || !(sampledRows >= tuning.multiCtaMinSampledRows)) return 'single';
+  return 'multi';
+}
+
+export function sample(ctx: SpineContext, logits: Tensor, temperature: Tensor, topK: Tensor, topP: Tensor, seeds: Tensor, hint?: SampleHint): Tensor {
   const op = 'sample';
   if (logits.rank !== 2) throw new RangeError(`${op}: logits ${formatShape(logits.shape)} must be [B, V]`);
   if (logits.dtype !== 'f32' && logits.dtype !== 'bf16' && logits.dtype !== 'f16' && logits.dtype !== 'f64') throw new TypeError(`${op}: logits have dtype ${logits.dtype}; expected a float dtype`);
@@ -71,7 +100,7 @@ export function sample(ctx: SpineContext, logits: Tensor, temperature: Tensor, t
     const p = asDType(topP, 'f32', temps);
     const s = asDType(seeds, 'i64', temps);
     const vec4 = ptr(l.t) % 16 === 0 && (B === 1 || l.rowStride % 4 === 0) ? 1 : 0;
-    if (SAMPLER_TUNING.multiCta && B <= 65535) {
+    if (chooseSamplerPath(B, V, hint?.sampledRows) === 'multi') {
       multiCta(ctx, out, l.t, l.rowStride, B, V, vec4, temp, k, p, s, temps);
       return out;
     }

@@ -107,7 +107,9 @@ export class ModelRunner {
         const topK = fromInts(ctx, seqs.map((s) => s.params.topK), [B], 'i32');
         const topP = fromInts(ctx, seqs.map((s) => s.params.topP), [B], 'f32');
         const seeds = fromInts(ctx, seqs.map((s) => stepSeed(s)), [B], 'i64');
-        const tokens = this.sampler.forward(logits, temperature, topK, topP, seeds);
+        // how many rows draw, known here on the host (vLLM's SamplingMetadata all_greedy): picks the sampler's path
+        const sampledRows = seqs.filter((s) => s.params.temperature > 0).length;
+        const tokens = this.sampler.forward(logits, temperature, topK, topP, seeds, { sampledRows });
         // Every rank samples the same token from the same (all-gathered) logits. Wait for the step's collectives
         // with the communicator's deadline before the host read, so a dead peer is an error, not a hang.
         this.tp.synchronize();

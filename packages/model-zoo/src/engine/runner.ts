@@ -384,6 +384,7 @@ export class EngineRunner {
     const bm = this.blockManager;
     let T = 0;
     let nSample = 0;
+    let sampledRows = 0; // sampling rows with temperature > 0 (the sampler's SampleHint)
     let maxQ = 0;
     let maxK = 0;
     let hasContext = false;
@@ -409,6 +410,7 @@ export class EngineRunner {
       if (c.samples) {
         s.setI64('logitsIdx', nSample, T - 1);
         this.stageSampling(s, nSample, c.seq);
+        if (c.seq.params.temperature > 0) sampledRows++;
         nSample++;
       }
     }
@@ -419,6 +421,7 @@ export class EngineRunner {
       this.stageDecodeRow(s, T, d, seq, 0);
       s.setI64('logitsIdx', nSample, T);
       this.stageSampling(s, nSample, seq);
+      if (seq.params.temperature > 0) sampledRows++;
       nSample++;
       T++;
     }
@@ -476,7 +479,7 @@ export class EngineRunner {
         last.dispose();
         const logits = logitsAct.dtype === 'f32' ? logitsAct : logitsAct.to('f32');
         if (logits !== logitsAct) logitsAct.dispose();
-        const tokens = this.sampler.forward(logits, v('temperature', nSample), v('topK', nSample), v('topP', nSample), v('seeds', nSample));
+        const tokens = this.sampler.forward(logits, v('temperature', nSample), v('topK', nSample), v('topP', nSample), v('seeds', nSample), { sampledRows });
         const dst = this.tokensOut.narrow(0, 0, nSample);
         dst.copy_(tokens);
         dst.dispose();
@@ -511,6 +514,8 @@ export class EngineRunner {
         hidden.dispose();
         const logits = logitsAct.dtype === 'f32' ? logitsAct : logitsAct.to('f32');
         if (logits !== logitsAct) logitsAct.dispose();
+        // no SampleHint: the graph is replayed for any mix of greedy and drawing rows, so the sampler keeps its
+        // default path (one CTA per row) here; the eager path passes the count it knows
         const tokens = this.sampler.forward(logits, v('temperature', bs), v('topK', bs), v('topP', bs), v('seeds', bs));
         logits.dispose();
         const dst = this.tokensOut.narrow(0, 0, bs);

@@ -1,4 +1,4 @@
-import { Module, Tensor, counterUniform, defineTask, normalTensor, hostArray, type HostArray, type TaskCase } from '@fastkernels/core';
+import { Module, Tensor, counterUniform, defineTask, normalTensor, hostArray, type HostArray, type SampleHint, type TaskCase } from '@fastkernels/core';
 import { bytesOf, fromInts } from '../../../common/inputs.js';
 import { FAMILY } from '../family.js';
 
@@ -13,8 +13,13 @@ export class Sampler extends Module {
     super();
   }
 
-  forward(logits: Tensor, temperature: Tensor, topK: Tensor, topP: Tensor, seeds: Tensor): Tensor {
-    return this.ctx.backend.ops.sample(logits, temperature, topK, topP, seeds);
+  /**
+   * `hint` (optional, not a task input): what the caller knows on the host about the batch — vLLM's
+   * SamplingMetadata all_greedy / all_random, here the number of rows with temperature > 0. It lets a backend
+   * pick a launch strategy without a device sync (CUDA: one CTA per row vs split rows); the tokens do not depend on it.
+   */
+  forward(logits: Tensor, temperature: Tensor, topK: Tensor, topP: Tensor, seeds: Tensor, hint?: SampleHint): Tensor {
+    return this.ctx.backend.ops.sample(logits, temperature, topK, topP, seeds, hint);
   }
 }
 

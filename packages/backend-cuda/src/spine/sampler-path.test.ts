@@ -1,0 +1,46 @@
+import { describe, expect, it } from 'vitest';
+import { SAMPLER_TUNING, chooseSamplerPath } from './sampler.js';
+
+describe('chooseSamplerPath (CPU): one CTA per row vs multi-CTA, per call', () => {
+  const V = 128256;
+  it('defaults: multi-CTA not forced, threshold 8 drawing rows', () => {
+    expect(SAMPLER_TUNING.multiCta).toBe(false);
+    expect(SAMPLER_TUNING.multiCtaMinSampledRows).toBe(8);
+  });
+  const cases: [string, number, number | undefined, Partial<typeof SAMPLER_TUNING>, 'single' | 'multi'][] = [
+    ['no hint: one CTA per row (the old default)', 32, undefined, {}, 'single'],
+    ['no hint, B = 1', 1, undefined, {}, 'single'],
+    ['all greedy (B64, 0 drawing rows)', 64, 0, {}, 'single'],
+    ['one drawing row (B1 sampled)', 1, 1, {}, 'single'],
+    ['one drawing row among greedy ones', 64, 1, {}, 'single'],
+    ['7 drawing rows: below the threshold', 32, 7, {}, 'single'],
+    ['8 drawing rows: the threshold', 8, 8, {}, 'multi'],
+    ['B32 all drawing', 32, 32, {}, 'multi'],
+    ['B64 mixed, 40 drawing', 64, 40, {}, 'multi'],
+    ['multiCta forced, no hint', 1, undefined, { multiCta: true }, 'multi'],
+    ['multiCta forced, all greedy', 64, 0, { multiCta: true }, 'multi'],
+    ['B > 65535 (grid y limit), all drawing', 65536, 65536, {}, 'single'],
+    ['B > 65535 even when forced', 70000, 70000, { multiCta: true }, 'single'],
+    ['B = 65535, all drawing', 65535, 65535, {}, 'multi'],
+    ['threshold from the tuning', 4, 4, { multiCtaMinSampledRows: 4 }, 'multi'],
+    ['threshold from the tuning, below', 4, 3, { multiCtaMinSampledRows: 4 }, 'single'],
+    ['NaN hint: single', 32, Number.NaN, {}, 'single'],
+  ];
+  for (const [name, B, sampled, patch, want] of cases) {
+    it(`${name} -> ${want}`, () => {
+      expect(chooseSamplerPath(B, V, sampled, { ...SAMPLER_TUNING, ...patch })).toBe(want);
+    });
+  }
+  it('reads SAMPLER_TUNING by default (the GPU tests flip multiCta on it)', () => {
+    const was = SAMPLER_TUNING.multiCta;
+    try {
+      SAMPLER_TUNING.multiCta = true;
+      expect(chooseSamplerPath(1, V, undefined)).toBe('multi');
+      SAMPLER_TUNING.multiCta = false;
+      expect(chooseSamplerPath(1, V, undefined)).toBe('single');
+      expect(chooseSamplerPath(32, V, 32)).toBe('multi');
+    } finally {
+      SAMPLER_TUNING.multiCta = was;
+    }
+  });
+});
