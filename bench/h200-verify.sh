@@ -28,6 +28,8 @@
 #                       layer, CUDA-graph decode): ok, no drops, 100% agreement (issue 9)  -> triton-e2e.json, .log
 #   spine-tuning  (200) run-gpu-tests norm-tuning sampler-multicta: every setting correct; the table names the fastest
 #                       setting per case from the kernel-speed lines (issue 4)            -> spine-tuning.log
+#   decode-profile (300) bench/h200-decode-profile.sh: a bs-1 decode step of the 8B kernel by kernel under ncu vs the
+#                       measured step time (informative: where the step's time goes) (issue 7) -> decode_profile.json
 #   tp-gpu-tests  (500) 2 GPUs: run-gpu-tests nccl tensor-parallel serve-tp (issue 10)      -> tp-gpu-tests.log
 #   allreduce     (240) 2 GPUs: bench/h200x2-allreduce.sh, busBw >= 0.95x torch (issue 10)  -> allreduce.json
 #   tp-llama      (540) 2 GPUs: bench/h200x2-tp-llama.sh, 8B TP 2 vs TP 1 (issue 10)        -> tp_llama.json
@@ -40,9 +42,9 @@
 # /opt/torch/.venv/bin/python3, else python3.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-ALL_PHASES=(exploits selftest sweep triton-bench parity-f32 serve-full e2e-drops triton-e2e spine-tuning tp-gpu-tests allreduce tp-llama tp-selftest)
+ALL_PHASES=(exploits selftest sweep triton-bench parity-f32 serve-full e2e-drops triton-e2e spine-tuning decode-profile tp-gpu-tests allreduce tp-llama tp-selftest)
 declare -A DEFAULT_T=([exploits]=300 [selftest]=300 [sweep]=300 [triton-bench]=240 [parity-f32]=300 [serve-full]=480 [e2e-drops]=240 [triton-e2e]=240
-  [spine-tuning]=200 [tp-gpu-tests]=500 [allreduce]=240 [tp-llama]=540 [tp-selftest]=360)
+  [spine-tuning]=200 [decode-profile]=300 [tp-gpu-tests]=500 [allreduce]=240 [tp-llama]=540 [tp-selftest]=360)
 declare -A WHAT=(
   [exploits]="GPU exploit corpus: 4 exploits, each with the right status (issue 5)"
   [selftest]="CUDA self-test, all L1 tasks x production shapes: all PASSED, CIs contain 1 (issue 5)"
@@ -53,6 +55,7 @@ declare -A WHAT=(
   [e2e-drops]="e2e drop-and-retry: wrong kernel -> incorrect, host sync -> compile (issue 7)"
   [triton-e2e]="a Triton rms_norm inside the Llama engine, CUDA-graph decode (issue 9)"
   [spine-tuning]="rms_norm at 4/2/1 vectors per thread, the multi-CTA sampler: correct, and the fastest setting per case (issue 4)"
+  [decode-profile]="bs-1 decode of the 8B under ncu: kernels per step, time per kernel, gap to the step time (issue 7)"
   [tp-gpu-tests]="2 GPUs: run-gpu-tests nccl tensor-parallel serve-tp (issue 10)"
   [allreduce]="2 GPUs: all-reduce busBw 1 MB..1 GB vs torch.distributed (issue 10)"
   [tp-llama]="2 GPUs: 8B greedy TP 2 = TP 1, decode tok/s bs 1/32, rank kill (issue 10)"
@@ -64,7 +67,7 @@ declare -A TARGET=(
   [triton-bench]="3/3 PASSED" [parity-f32]="64/64 greedy, each of 3 models" [serve-full]="bs1>=240, host<5%, 256-req>=9000, 100%"
   [e2e-drops]="rms_norm:compile, silu_and_mul:incorrect"
   [triton-e2e]="outcome ok, no drops, 100% agreement"
-  [spine-tuning]="all correct (speeds informative)" [tp-gpu-tests]="all pass" [allreduce]=">= 0.95x torch at every size"
+  [spine-tuning]="all correct (speeds informative)" [decode-profile]="informative: where a bs-1 step's time goes" [tp-gpu-tests]="all pass" [allreduce]=">= 0.95x torch at every size"
   [tp-llama]="tokens equal (bf16 tie allowed), rank kill" [tp-selftest]="every check PASS"
 )
 say() { echo "h200-verify: $*"; }
@@ -78,7 +81,7 @@ while [ $# -gt 0 ]; do
       exit 0 ;;
     --budget) budget="$2"; shift 2 ;;
     --summarize) summarize_only=1; shift ;;
-    -h|--help) sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,42p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     all) phases+=("${ALL_PHASES[@]}"); shift ;;
     -*) echo "h200-verify: unknown option $1 (--list, --budget S)" >&2; exit 2 ;;
     *)
@@ -248,6 +251,11 @@ phase_spine_tuning() {
   finish spine-tuning
 }
 
+phase_decode_profile() {
+  OUT="$OUT" run_timed decode-profile "$1" "$bundle/bench/h200-decode-profile.sh"
+  finish decode-profile
+}
+
 phase_tp_gpu_tests() {
   FASTKERNELS_GPU=1 run_timed tp-gpu-tests "$1" "$bundle/run-gpu-tests" nccl tensor-parallel serve-tp
   finish tp-gpu-tests
@@ -414,6 +422,17 @@ try {
       best = Object.keys(wins).length ? `; fastest: ${Object.entries(wins).map(([k, v]) => `${k} ${v}x`).join(', ')}` : '';
     }
     emit(Boolean(m) && m[2] === '0', m ? `${m[1]} passed, ${m[2]} failed${fails.length ? `; FAIL: ${fails.join('; ')}` : ''}${best}` : 'no gpu-tests line', phase === 'spine-tuning' ? 'all correct (speeds informative)' : 'all pass');
+  } else if (phase === 'decode-profile') {
+    // informative: PASS when the breakdown exists (ncu ran and the decode steps were found in its launch list)
+    const r = read('decode_profile.json');
+    const tgt = "informative: where a bs-1 step's time goes";
+    if (!r) emit(false, `no decode_profile.json${rc !== '0' ? ` (exit ${rc})` : ''}`, tgt);
+    else if (r.error || !r.perKernel) emit(false, `step ${x(r.stepMs, 3)} ms; no kernel breakdown: ${r.error ?? 'no ncu data'}`, tgt);
+    else {
+      // the figure is clipped at 100 characters: names at 14, ms at 2 decimals
+      const top = r.perKernel.slice(0, 3).map((k) => `${k.name.replace(/^fk_/, '').replace(/ \(cuBLASLt\)$/, '').slice(0, 14)} ${x(k.usPerStep / 1000, 2)}`).join(', ');
+      emit(true, `step ${x(r.stepMs, 3)} = kernels ${x(r.kernelSumMs, 3)} + gap ${x(r.gapMs, 3)} ms; ${top}`, tgt);
+    }
   } else if (phase === 'allreduce') {
     const r = read('allreduce.json');
     const s = r?.summary;

@@ -15,6 +15,8 @@
 //   gpu-tests/, run-gpu-tests  the GPU tests (tools/gpu-tests.mjs), incl. test/exploits.gpu.test.ts (run-gpu-tests exploits)
 //   exploits/              the GPU exploit candidate sets (test/exploits/gpu-*) that test--exploits benches
 //   examples/              candidate sets for the GPU host: triton-demo, triton-rmsnorm (issue 9), e2e-drops (issue 7)
+//   bench-decode-profile.mjs, bench/{h200-decode-profile.sh,decode-profile-lib.mjs}  issue 7: a bs-1 decode step
+//                          kernel by kernel under Nsight Compute, against the measured step time
 //   bench/h200-verify.sh   every still-unverified GPU check, phase by phase (docs/gpu-session-plan.md)
 //   MANIFEST.json          commit, build time, versions, file sizes
 // Usage: npm run gpu-host [-- --no-build] [-- --allow-missing-cli]
@@ -91,6 +93,7 @@ const BENCH_SCRIPTS = {
   'kernels.mjs': 'bench-kernels.mjs', // issue 4: every L1 kernel vs the floor and PyTorch
   'e2e_llama.mjs': 'bench-e2e-llama.mjs', // issue 6: the 8B end to end
   'serve_llama.mjs': 'bench-serve-llama.mjs', // issue 7: LLMEngine with CUDA-graph decode
+  'decode_profile.mjs': 'bench-decode-profile.mjs', // issue 7: one bs-1 request, graph bucket [1] only (ncu profile)
   'allreduce.mjs': 'bench-allreduce.mjs', // issue 10: the 2-GPU all-reduce
 };
 for (const [src, dst] of Object.entries(BENCH_SCRIPTS)) await build({ ...esb, entryPoints: [join(root, 'bench', src)], outfile: join(out, dst) });
@@ -99,6 +102,7 @@ const BENCH_HOST_FILES = [
   'h200-e2e-llama.sh', 'e2e_llama.py', 'h200-serve.sh', 'serve_hf.py', 'h200x2-allreduce.sh', 'allreduce_torch.py', 'h200-verify.sh',
   'h200x2-tp-llama.sh', // issue 10: tensor-parallel Llama (generate --tp 2 vs --tp 1, decode tok/s, rank kill)
   'h200x2-tp-selftest.sh', // issue 10: e2e --tp 2 self-test, bench --tp 2 of L1/allreduce (process group of bench workers)
+  'h200-decode-profile.sh', 'decode-profile-lib.mjs', // issue 7: where a bs-1 decode step's time goes (ncu per kernel)
 ];
 mkdirSync(join(out, 'bench'));
 for (const f of BENCH_HOST_FILES) {
