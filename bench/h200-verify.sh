@@ -26,8 +26,8 @@
 #                       capture) (issue 7)                                  -> e2e-drops.json, e2e-drops.log
 #   triton-e2e    (240) run e2e on the same small Llama in float32 with examples/triton-rmsnorm (the Triton RMSNorm in every
 #                       layer, CUDA-graph decode): ok, no drops, 100% agreement (issue 9)  -> triton-e2e.json, .log
-#   spine-tuning  (200) run-gpu-tests norm-tuning sampler-multicta: every setting correct; the table names the fastest
-#                       setting per case from the kernel-speed lines (issue 4)            -> spine-tuning.log
+#   spine-tuning  (280) run-gpu-tests norm-tuning sampler-multicta linear-gemv: every setting correct; the table names
+#                       the fastest setting per case from the kernel-speed lines (issue 4)  -> spine-tuning.log
 #   decode-profile (300) bench/h200-decode-profile.sh: a bs-1 decode step of the 8B kernel by kernel under ncu vs the
 #                       measured step time (informative: where the step's time goes) (issue 7) -> decode_profile.json
 #   tp-gpu-tests  (500) 2 GPUs: run-gpu-tests nccl tensor-parallel serve-tp (issue 10)      -> tp-gpu-tests.log
@@ -44,7 +44,7 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ALL_PHASES=(exploits selftest sweep triton-bench parity-f32 serve-full e2e-drops triton-e2e spine-tuning decode-profile tp-gpu-tests allreduce tp-llama tp-selftest)
 declare -A DEFAULT_T=([exploits]=300 [selftest]=300 [sweep]=300 [triton-bench]=240 [parity-f32]=300 [serve-full]=480 [e2e-drops]=240 [triton-e2e]=240
-  [spine-tuning]=200 [decode-profile]=300 [tp-gpu-tests]=500 [allreduce]=240 [tp-llama]=540 [tp-selftest]=360)
+  [spine-tuning]=280 [decode-profile]=300 [tp-gpu-tests]=500 [allreduce]=240 [tp-llama]=540 [tp-selftest]=360)
 declare -A WHAT=(
   [exploits]="GPU exploit corpus: 4 exploits, each with the right status (issue 5)"
   [selftest]="CUDA self-test, all L1 tasks x production shapes: all PASSED, CIs contain 1 (issue 5)"
@@ -54,7 +54,7 @@ declare -A WHAT=(
   [serve-full]="serving bench, 256 requests: bs1/host/throughput/self-test targets (issue 7)"
   [e2e-drops]="e2e drop-and-retry: wrong kernel -> incorrect, host sync -> compile (issue 7)"
   [triton-e2e]="a Triton rms_norm inside the Llama engine, CUDA-graph decode (issue 9)"
-  [spine-tuning]="rms_norm at 4/2/1 vectors per thread, the multi-CTA sampler: correct, and the fastest setting per case (issue 4)"
+  [spine-tuning]="rms_norm at 4/2/1 vectors per thread, the multi-CTA sampler, the bs-1 GEMV vs cuBLASLt: correct, and the fastest setting per case (issue 4)"
   [decode-profile]="bs-1 decode of the 8B under ncu: kernels per step, time per kernel, gap to the step time (issue 7)"
   [tp-gpu-tests]="2 GPUs: run-gpu-tests nccl tensor-parallel serve-tp (issue 10)"
   [allreduce]="2 GPUs: all-reduce busBw 1 MB..1 GB vs torch.distributed (issue 10)"
@@ -247,7 +247,7 @@ phase_serve_full() {
 }
 
 phase_spine_tuning() {
-  FASTKERNELS_GPU=1 run_timed spine-tuning "$1" "$bundle/run-gpu-tests" norm-tuning sampler-multicta
+  FASTKERNELS_GPU=1 run_timed spine-tuning "$1" "$bundle/run-gpu-tests" norm-tuning sampler-multicta linear-gemv
   finish spine-tuning
 }
 

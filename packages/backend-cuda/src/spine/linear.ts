@@ -3,11 +3,50 @@
  * epilogue; fp32 accumulation). x [..., K] is flattened to [M, K] (a strided 2-D x is read in place when cuBLAS
  * can address it; other layouts are copied), weight [N, K], bias [N] or null; the result is [..., N] in x's dtype.
  * A weight or bias of another dtype is converted to x's dtype first (one copy per call).
+ * Small-batch calls (M <= LINEAR_TUNING.gemvMaxRows) may take kernels/gemv.cu instead: see LINEAR_TUNING.
  */
-import { Tensor, formatShape } from '@fastkernels/core';
+import { Tensor, formatShape, type DType } from '@fastkernels/core';
 import { matrixLayout } from '../blaslt.js';
 import type { SpineContext } from './context.js';
-import { asDType, contiguousOf, disposeAll, floatCType } from './common.js';
+import { FLOAT_CTYPE, asDType, contiguousOf, disposeAll, floatCType, itemsizeOf, ptr, spineKernel } from './common.js';
+
+/** Knobs of linear (the defaults are the shipped, H200-verified choice). */
+export const LINEAR_TUNING = {
+  /**
+   * Largest M (rows of x) that takes the GEMV kernel (kernels/gemv.cu; at most 8) instead of cuBLASLt. 0 = off:
+   * cuBLASLt always, the H200-verified path. Why a GEMV: at bs 1 a linear is a pure weight stream, and run 4's kernel
+   * bench timed L1/linear gate-up at T=1 (28672x4096 bf16, 235 MB) at 70.6 us through cuBLASLt = 3.33 TB/s, 79% of
+   * the 4.23 TB/s copy bandwidth. The GEMV path is written and GPU-tested behind this switch
+   * (linear-gemv.gpu.test.ts, which also prints its speed against cuBLASLt per shape); the default is to be set from
+   * that measurement.
+   */
+  gemvMaxRows: 0,
+  /** Warps (= output rows) per block of fk_gemv (FK_WARPS). */
+  gemvWarps: 8,
+  /** 16-byte weight vectors each lane loads before its first FMA (FK_UNR). */
+  gemvUnroll: 8,
+};
+
+/** What chooseLinearPath needs to know about one call. */
+export interface LinearShape {
+  /** Rows of x (the product of its leading dims). */
+  M: number;
+  N: number;
+  K: number;
+  /** x's dtype (the weight and bias are converted to it). */
+  dtype: DType;
+  /** x, the weight and x's row stride are 16-byte aligned, x's rows have unit stride and the weight is contiguous. */
+  aligned: boolean;
+}
+
+/** cuBLASLt, or fk_gemv: only when switched on for this M, the dtype has a kernel, and K splits into 16-byte vectors. */
+export function chooseLinearPath(s: LinearShape, tuning = LINEAR_TUNING): 'cublaslt' | 'gemv' {
+  const maxRows = Math.min(tuning.gemvMaxRows, 8);
+  if (!(s.M >= 1 && s.M <= maxRows)) return 'cublaslt';
+  if (!FLOAT_CTYPE[s.dtype] || s.K < 1) return 'cublaslt';
+  if (s.K % (16 / itemsizeOf(s.dtype)) !== 0) return 'cublaslt';
+  return s.aligned ? 'gemv' : 'cublaslt';
+}
 
 export function linear(ctx: SpineContext, x: Tensor, weight: Tensor, bias: Tensor | null): Tensor {
   const op = 'linear';
@@ -40,6 +79,26 @@ export function linear(ctx: SpineContext, x: Tensor, weight: Tensor, bias: Tenso
       const c = contiguousOf(x, temps);
       a = c.view([M, K]);
       temps.push(a);
+    }
+    if (LINEAR_TUNING.gemvMaxRows > 0) {
+      const it = itemsizeOf(x.dtype);
+      // the kernel reads x and w in 16-byte vectors (y and the bias one element at a time); x's row stride only
+      // matters from the second row on
+      const aligned =
+        a.strides[1] === 1 && w.isContiguous() && ptr(a) % 16 === 0 && ptr(w) % 16 === 0 && (M === 1 || (a.strides[0]! * it) % 16 === 0);
+      if (chooseLinearPath({ M, N, K, dtype: x.dtype, aligned }) === 'gemv') {
+        const warps = LINEAR_TUNING.gemvWarps;
+        const k = spineKernel(ctx, 'gemv.cu', 'fk_gemv', {
+          FK_T: floatCType(x, op, 'x'),
+          FK_VEC: 16 / it,
+          FK_M: M,
+          FK_UNR: LINEAR_TUNING.gemvUnroll,
+          FK_WARPS: warps,
+          FK_BIAS: b ? 1 : 0,
+        });
+        k.launch(Math.ceil(N / warps), warps * 32, 0, [out, a, w, b ? ptr(b) : 0, M, N, K, M === 1 ? K : a.strides[0]!]);
+        return out;
+      }
     }
     const o2 = out.view([M, N]);
     temps.push(o2);

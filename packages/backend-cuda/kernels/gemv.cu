@@ -1,0 +1,102 @@
+// FastKernels GEMV for small-batch decode: y[m, n] = sum_k x[m, k] * W[n, k] (+ bias[n]) for m < M <= FK_M.
+//
+// At M <= 8 a linear is a pure stream of the weight (x and y are kilobytes), so the kernel is built to keep as many
+// weight bytes in flight as possible and do nothing else: one warp per output row n (W row-major [N, K], each row
+// contiguous), lanes striding over the row in 16-byte vectors (lane l: vectors l, l + 32, ...), FK_UNR vectors loaded
+// per lane before any FMA. The weight is read once, so it bypasses L1 and leaves L1 to x, which every warp re-reads.
+// fp32 accumulation, one rounding to FK_T at the store (the bias is added in fp32 first, like cuBLASLt's epilogue).
+//
+// No scalar tail and no alignment checks: the host (src/spine/linear.ts, chooseLinearPath) takes this path only when
+// K % FK_VEC == 0 and x, W and x's row stride are 16-byte aligned. y and bias are accessed one element at a time.
+// Specialised with -DFK_T=<__nv_bfloat16|__half|float> -DFK_VEC=<8|8|4> -DFK_M -DFK_UNR -DFK_WARPS -DFK_BIAS.
+#include "fk_vec.cuh"
+#ifndef FK_M
+#define FK_M 1  // rows of x the kernel is compiled for (the host passes M; 1..8)
+#endif
+#ifndef FK_UNR
+#define FK_UNR 8  // weight vectors in flight per lane (LINEAR_TUNING.gemvUnroll)
+#endif
+#ifndef FK_WARPS
+#define FK_WARPS 8  // output rows per block (LINEAR_TUNING.gemvWarps)
+#endif
+#ifndef FK_BIAS
+#define FK_BIAS 0
+#endif
+static_assert(FK_VEC * sizeof(FK_T) == 16, "fk_gemv reads 16-byte vectors: FK_VEC must be 16 / sizeof(FK_T)");
+
+// Vectors stay raw 16-byte words (uint4) in registers and are widened to fp32 only inside the FMA: unpacking them into
+// FkVec<T> elements up front made nvcc keep every bf16 half in its own register (86 registers at FK_M 1 vs 57 now,
+// i.e. 2 instead of 4 resident blocks per SM). Elements are summed in index order either way.
+__device__ __forceinline__ uint4 fk_ld_stream(const uint4* p) {
+  // the weight is read exactly once: read-only path, not allocated in L1 (which is left to x)
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}
+// acc + x . w over one 32-bit word (1 float or 2 halves / bfloat16s, low half = lower index); exact widening to fp32.
+__device__ __forceinline__ float fk_dot32(unsigned w, unsigned x, float acc, const float*) { return fmaf(__uint_as_float(x), __uint_as_float(w), acc); }
+__device__ __forceinline__ float fk_dot32(unsigned w, unsigned x, float acc, const __nv_bfloat16*) {
+  acc = fmaf(__uint_as_float(x << 16), __uint_as_float(w << 16), acc);
+  return fmaf(__uint_as_float(x & 0xffff0000u), __uint_as_float(w & 0xffff0000u), acc);
+}
+__device__ __forceinline__ float fk_dot32(unsigned w, unsigned x, float acc, const __half*) {
+  const float2 wf = __half22float2(*reinterpret_cast<const __half2*>(&w));
+  const float2 xf = __half22float2(*reinterpret_cast<const __half2*>(&x));
+  return fmaf(xf.y, wf.y, fmaf(xf.x, wf.x, acc));
+}
+__device__ __forceinline__ float fk_dot16(const uint4& w, const uint4& x, float acc) {
+  const FK_T* tag = nullptr;  // picks the overload for the element type
+  acc = fk_dot32(w.x, x.x, acc, tag);
+  acc = fk_dot32(w.y, x.y, acc, tag);
+  acc = fk_dot32(w.z, x.z, acc, tag);
+  return fk_dot32(w.w, x.w, acc, tag);
+}
+
+// y [M, N] (contiguous); x rows at stride xs (elements); w [N, K] contiguous; bias [N] (read only when FK_BIAS).
+extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_gemv(FK_T* __restrict__ y, const FK_T* __restrict__ x, const FK_T* __restrict__ w,
+                                                                     const FK_T* __restrict__ bias, int M, int N, int K, long long xs) {
+  const int lane = threadIdx.x & 31;
+  const int n = blockIdx.x * FK_WARPS + (threadIdx.x >> 5);
+  if (n >= N) return;  // whole warps leave: the shuffles below stay full-warp
+  const int nv = K / FK_VEC;
+  const uint4* wr = reinterpret_cast<const uint4*>(w + (long long)n * K);
+
+  float acc[FK_M];
+#pragma unroll
+  for (int m = 0; m < FK_M; ++m) acc[m] = 0.f;
+
+  for (int j0 = lane; j0 < nv; j0 += 32 * FK_UNR) {
+    // All FK_UNR weight loads issued before the first FMA (predicated at the row's end, never a serial chain).
+    uint4 wv[FK_UNR];
+#pragma unroll
+    for (int u = 0; u < FK_UNR; ++u)
+      if (j0 + u * 32 < nv) wv[u] = fk_ld_stream(wr + j0 + u * 32);
+#pragma unroll
+    for (int u = 0; u < FK_UNR; ++u) {
+      const int j = j0 + u * 32;
+      if (j < nv) {
+        // x is kilobytes and re-read by every warp: L1/L2 hits through the read-only cache
+#pragma unroll
+        for (int m = 0; m < FK_M; ++m)
+          if (m < M) acc[m] = fk_dot16(wv[u], __ldg(reinterpret_cast<const uint4*>(x + m * xs) + j), acc[m]);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int m = 0; m < FK_M; ++m) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], o);
+  }
+  // every lane holds every sum; lane m stores row m (constant indices into acc: it stays in registers)
+#pragma unroll
+  for (int m = 0; m < FK_M; ++m) {
+    if (m < M && lane == m) {
+      float v = acc[m];
+#if FK_BIAS
+      v += fk_f(bias[n]);
+#endif
+      fk_set(y[(long long)m * N + n], v);
+    }
+  }
+}

@@ -1,0 +1,149 @@
+/**
+ * linear through the small-batch GEMV (kernels/gemv.cu; LINEAR_TUNING.gemvMaxRows 8) vs the float64 CPU backend and vs
+ * the cuBLASLt path, the fallbacks to cuBLASLt (K not a multiple of the vector, unaligned x, M > 8), plus
+ * `kernel-speed: linear M<m> N<n> K<k> [cublaslt|gemv] <us> us = <GB/s> GB/s (<% of copy>)` lines for the Llama-3-8B
+ * projections at M 1, 4 and 8 (printed, not asserted: the default of gemvMaxRows is to be set from them).
+ */
+import { Tensor, type DType } from '@fastkernels/core';
+import { afterAll, describe, it } from 'vitest';
+import { G, cpu, expectClose, gpu, measureCopy, medianMs, poison, randCpu, toGpu } from '../../test/spine-helpers.js';
+import { LINEAR_TUNING } from './linear.js';
+
+// As linear.gpu.test.ts: both paths sum in a different order than the float64 reference.
+const TOL: Record<string, { atol: number; rtol: number }> = { f32: { atol: 1e-4, rtol: 1e-3 }, f16: { atol: 2e-2, rtol: 2e-2 }, bf16: { atol: 2e-2, rtol: 2e-2 } };
+
+const DEFAULTS = { ...LINEAR_TUNING };
+function withLinear<T>(patch: Partial<typeof LINEAR_TUNING>, fn: () => T): T {
+  Object.assign(LINEAR_TUNING, patch);
+  try {
+    return fn();
+  } finally {
+    Object.assign(LINEAR_TUNING, DEFAULTS);
+  }
+}
+const ON = { gemvMaxRows: 8 };
+const OFF = { gemvMaxRows: 0 };
+
+/** Which path one linear call took: cuBLASLt when it called gemmInto, else the GEMV. */
+function withPath(fn: () => Tensor): { y: Tensor; path: 'cublaslt' | 'gemv' } {
+  const ops = gpu().ops;
+  const orig = ops.gemmInto.bind(ops);
+  let gemms = 0;
+  ops.gemmInto = (...args: Parameters<typeof orig>) => {
+    gemms++;
+    return orig(...args);
+  };
+  try {
+    const y = fn();
+    return { y, path: gemms > 0 ? 'cublaslt' : 'gemv' };
+  } finally {
+    Reflect.deleteProperty(ops, 'gemmInto'); // back to the prototype's method
+  }
+}
+
+/** linear on the GPU with the switch on: the path must be `want`; the result matches the CPU and the cuBLASLt path. */
+function check(x: Tensor, w: Tensor, b: Tensor | null, gx: Tensor, gw: Tensor, gb: Tensor | null, want: 'cublaslt' | 'gemv', label: string): void {
+  const dtype = x.dtype;
+  const expected = cpu().ops.linear(x, w, b);
+  poison(expected.numel, expected.numel);
+  const on = withLinear(ON, () => withPath(() => gpu().ops.linear(gx, gw, gb)));
+  if (on.path !== want) throw new Error(`${label}: took ${on.path}, expected ${want}`);
+  expectClose(on.y, expected, TOL[dtype]!, `${label} [${on.path}] vs float64`);
+  const off = withLinear(OFF, () => withPath(() => gpu().ops.linear(gx, gw, gb)));
+  if (off.path !== 'cublaslt') throw new Error(`${label}: switch off took ${off.path}`);
+  expectClose(on.y, off.y, TOL[dtype]!, `${label} [${on.path}] vs [cublaslt]`);
+  on.y.dispose();
+  off.y.dispose();
+}
+
+describe('linear GEMV path (gemvMaxRows 8) vs the float64 CPU backend and cuBLASLt', () => {
+  for (const dtype of ['bf16', 'f16', 'f32'] as DType[]) {
+    // N odd (a partial last block), K 64 (one iteration, most lanes idle), 72 (9 bf16 vectors), 4096, 14336 (down)
+    for (const [N, K] of [[1001, 64], [1001, 72], [256, 4096], [96, 14336]] as const) {
+      it(`${dtype} N${N} K${K}: M 1..8, bias and none`, G, () => {
+        const w = randCpu([N, K], dtype, N * 7 + K, 1 / Math.sqrt(K));
+        const b = randCpu([N], dtype, N + 3, 0.5);
+        const [gw, gb] = [toGpu(w), toGpu(b)];
+        for (let M = 1; M <= 8; M++) {
+          const x = randCpu([M, K], dtype, M * 1000 + K + N);
+          const gx = toGpu(x);
+          for (const bias of [false, true]) check(x, w, bias ? b : null, gx, gw, bias ? gb : null, 'gemv', `${dtype} M${M} N${N} K${K}${bias ? ' + bias' : ''}`);
+          gx.dispose();
+        }
+        for (const t of [gw, gb]) t.dispose();
+      });
+    }
+  }
+
+  it('K not a multiple of the vector: cuBLASLt, and right', G, () => {
+    for (const [dtype, K] of [['bf16', 100], ['f16', 4100], ['f32', 102]] as [DType, number][]) {
+      const N = 77;
+      const w = randCpu([N, K], dtype, K, 1 / Math.sqrt(K));
+      const b = randCpu([N], dtype, K + 1, 0.5);
+      for (const M of [1, 4, 8]) {
+        const x = randCpu([M, K], dtype, M + K);
+        check(x, w, b, toGpu(x), toGpu(w), toGpu(b), 'cublaslt', `${dtype} M${M} K${K}`);
+      }
+    }
+  });
+
+  it('row-strided x (a narrow of a wider tensor): aligned -> gemv, unaligned -> cuBLASLt', G, () => {
+    const [N, K] = [200, 4096];
+    for (const dtype of ['bf16', 'f32'] as DType[]) {
+      const w = randCpu([N, K], dtype, 5, 1 / Math.sqrt(K));
+      const b = randCpu([N], dtype, 6, 0.5);
+      const [gw, gb] = [toGpu(w), toGpu(b)];
+      for (const M of [1, 3, 8]) {
+        const wide = randCpu([M, K + 64], dtype, 100 + M);
+        const gwide = toGpu(wide);
+        // start 32: 64 / 128 bytes in, row stride (K + 64) elements: 16-byte aligned
+        check(wide.narrow(1, 32, K), w, b, gwide.narrow(1, 32, K), gw, gb, 'gemv', `${dtype} M${M} narrow(1, 32)`);
+        // start 2: 4 / 8 bytes in, not 16-byte aligned (M 1 too: x's first vector is unaligned)
+        check(wide.narrow(1, 2, K), w, null, gwide.narrow(1, 2, K), gw, null, 'cublaslt', `${dtype} M${M} narrow(1, 2)`);
+        gwide.dispose();
+      }
+      for (const t of [gw, gb]) t.dispose();
+    }
+  });
+
+  it('rank-3 x (M = 6), an f32 weight and bias for a bf16 x, M 9 -> cuBLASLt', G, () => {
+    const [N, K] = [129, 512];
+    const w = randCpu([N, K], 'f32', 1, 1 / Math.sqrt(K));
+    const b = randCpu([N], 'f32', 2, 0.5);
+    // the CPU reference sees the bf16-rounded weight and bias, as the CUDA op converts them to x's dtype
+    const [wb, bb] = [w.to('bf16'), b.to('bf16')];
+    const x3 = randCpu([2, 3, K], 'bf16', 3);
+    check(x3, wb, bb, toGpu(x3), toGpu(w), toGpu(b), 'gemv', 'rank-3 bf16 x, f32 weight');
+    const x9 = randCpu([9, K], 'bf16', 4);
+    check(x9, wb, bb, toGpu(x9), toGpu(wb), toGpu(bb), 'cublaslt', 'M 9');
+  });
+});
+
+describe('linear speed: cuBLASLt vs the GEMV at M 1, 4, 8 (printed, not asserted)', () => {
+  const lines: string[] = [];
+  afterAll(() => {
+    if (lines.length) console.log(lines.join('\n'));
+  });
+  it('bf16 Llama-3-8B projections: qkv, o, gate_up, down, lm_head', G, () => {
+    const b = gpu();
+    const { ms: copyMs, gbs: copyGBs } = measureCopy(64 * 1024 * 1024);
+    lines.push(`kernel-speed: copy ${copyMs.toFixed(3)} ms = ${copyGBs.toFixed(0)} GB/s`);
+    // [N, K]: qkv, o, gate_up, down, lm_head
+    for (const [N, K] of [[6144, 4096], [4096, 4096], [28672, 4096], [4096, 14336], [128256, 4096]] as const) {
+      const w = Tensor.empty(b, [N, K], 'bf16');
+      w.fill_(0.01);
+      for (const M of [1, 4, 8]) {
+        const x = Tensor.empty(b, [M, K], 'bf16');
+        x.fill_(0.5);
+        const bytes = N * K * 2 + M * K * 2 + M * N * 2;
+        for (const [name, patch] of [['cublaslt', OFF], ['gemv', ON]] as const) {
+          const ms = withLinear(patch, () => medianMs(() => b.ops.linear(x, w, null).dispose(), 20));
+          const gbs = bytes / ms / 1e6;
+          lines.push(`kernel-speed: linear M${M} N${N} K${K} [${name}] ${(ms * 1e3).toFixed(1)} us = ${gbs.toFixed(0)} GB/s (${((gbs / copyGBs) * 100).toFixed(0)}% of copy)`);
+        }
+        x.dispose();
+      }
+      w.dispose();
+    }
+  });
+});
