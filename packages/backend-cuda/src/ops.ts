@@ -291,6 +291,9 @@ export class CudaOps implements Ops {
   varlenPrefillAttention(q: Tensor, k: Tensor, v: Tensor, cuSeqlensQ: Tensor, cuSeqlensK: Tensor, scale: number, causal: boolean, slidingWindow: number): Tensor {
     return attention.varlenPrefillAttention(this.spine, q, k, v, cuSeqlensQ, cuSeqlensK, scale, causal, slidingWindow);
   }
+  samplePath(B: number, V: number, hint?: SampleHint): string {
+    return sampler.chooseSamplerPath(B, V, hint?.sampledRows);
+  }
   sample(logits: Tensor, temperature: Tensor, topK: Tensor, topP: Tensor, seeds: Tensor, hint?: SampleHint): Tensor {
     return sampler.sample(this.spine, logits, temperature, topK, topP, seeds, hint);
   }

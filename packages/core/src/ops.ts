@@ -77,6 +77,12 @@ export interface Ops {
    * steps, never which tokens come out. Without it every backend behaves as before.
    */
   sample(logits: Tensor, temperature: Tensor, topK: Tensor, topP: Tensor, seeds: Tensor, hint?: SampleHint): Tensor;
+  /**
+   * Optional: the name of the launch path `sample` takes for a [B, V] call with this hint (backends with more than one;
+   * absent = one path). A CUDA-graph decode captures the sampler once per distinct path of its batch size and replays
+   * the variant the step's hint picks, so the per-call choice survives graph capture.
+   */
+  samplePath?(B: number, V: number, hint?: SampleHint): string;
 }
 
 /**

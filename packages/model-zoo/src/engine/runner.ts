@@ -1,4 +1,4 @@
-import { DTYPE_INFO, Tensor, currentTensorParallelGroup, fmix32, withContext, type DType, type ExecutionContext, type TensorParallelGroup } from '@fastkernels/core';
+import { DTYPE_INFO, Tensor, currentTensorParallelGroup, fmix32, withContext, type DType, type ExecutionContext, type SampleHint, type TensorParallelGroup } from '@fastkernels/core';
 import type { Sampler } from '../families/dense-moe-llm/L1/sampler.js';
 import type { BlockManager } from './block-manager.js';
 import { withForwardContext, type AttentionMetadata } from './forward-context.js';
@@ -144,7 +144,9 @@ export interface RunnerStats {
  * Decode-only batches up to the largest bucket replay a CUDA graph captured for the smallest bucket that
  * holds them (1, 2, 4, 8, 16, 32 … 256), padded: padding rows write no cache slot (-1), attend to one key and
  * sample greedily; their tokens are dropped. A graph covers forward + LM head + sampler and copies the tokens
- * into a static buffer, so a decode step is one upload, one replay and one small download.
+ * into a static buffer, so a decode step is one upload, one replay and one small download. Where the backend's
+ * sampler has several launch paths for a bucket (Ops.samplePath: the CUDA sampler splits rows over CTAs when many
+ * rows draw), the bucket gets one graph per path, and a step replays the one its count of drawing rows picks.
  */
 export class EngineRunner {
   readonly stats: RunnerStats = { steps: 0, graphSteps: 0, eagerSteps: 0, prestagedSteps: 0, launchMs: 0, waitMs: 0 };
@@ -162,8 +164,10 @@ export class EngineRunner {
   private kvSlotsCap = 0;
   private readonly tokensOut: Tensor;
   private readonly graphRt: GraphRuntime | null;
-  private readonly graphs = new Map<number, CapturedGraph>();
+  /** bucket -> one graph per sampler path (the key '' when the backend has one path) */
+  private readonly graphs = new Map<number, Map<string, CapturedGraph>>();
   private buckets: number[] = [];
+  private vocabSize = 0;
   private pool: unknown = null;
   /** The tensor-parallel group the model was built in (world 1: none). */
   private readonly tp: TensorParallelGroup = currentTensorParallelGroup();
@@ -310,7 +314,7 @@ export class EngineRunner {
       }
       for (const f of ['inputIds', 'positions', 'slotMapping', 'seqLens', 'temperature', 'topK', 'topP', 'seeds'] as const) this.upload(s, f, bucket);
       this.upload(s, 'blockTables', bucket * this.maxBlocksPerSeq);
-      this.graphs.get(bucket)!.replay();
+      this.graphFor(bucket, batch.decodes).replay();
       this.stats.graphSteps++;
       pending = { nSample: B, logits: null, t0 };
     } else {
@@ -494,8 +498,33 @@ export class EngineRunner {
 
   // ---------------------------------------------------------------------------------------- graphs
 
+  /**
+   * The sampler's launch paths for a bs-row decode, each with a hint that selects it (the fewest drawing rows that do):
+   * one entry with no hint when the backend has a single path (no Ops.samplePath).
+   */
+  private sampleVariants(bs: number): { path: string; hint?: SampleHint }[] {
+    const ops = this.ctx.backend.ops;
+    if (!ops.samplePath) return [{ path: '' }];
+    const out: { path: string; hint: SampleHint }[] = [];
+    for (let r = 0; r <= bs; r++) {
+      const path = ops.samplePath(bs, this.vocabSize, { sampledRows: r });
+      if (!out.some((v) => v.path === path)) out.push({ path, hint: { sampledRows: r } });
+    }
+    return out;
+  }
+
+  /** The graph of this bucket whose sampler path fits the step's drawing rows (temperature > 0). */
+  private graphFor(bucket: number, decodes: readonly Sequence[]): CapturedGraph {
+    const variants = this.graphs.get(bucket)!;
+    const ops = this.ctx.backend.ops;
+    if (variants.size === 1 || !ops.samplePath) return variants.values().next().value!;
+    let drawing = 0;
+    for (const seq of decodes) if (seq.params.temperature > 0) drawing++;
+    return variants.get(ops.samplePath(bucket, this.vocabSize, { sampledRows: drawing })) ?? variants.values().next().value!;
+  }
+
   /** The forward + LM head + sampler of a bs-row decode over the static buffers; tokens into tokensOut. */
-  private decodeBody(bs: number): void {
+  private decodeBody(bs: number, hint?: SampleHint): void {
     const temps: Tensor[] = [];
     const v = (name: FieldName, ...shape: number[]) => {
       const t = this.view(name, ...shape);
@@ -514,9 +543,8 @@ export class EngineRunner {
         hidden.dispose();
         const logits = logitsAct.dtype === 'f32' ? logitsAct : logitsAct.to('f32');
         if (logits !== logitsAct) logitsAct.dispose();
-        // no SampleHint: the graph is replayed for any mix of greedy and drawing rows, so the sampler keeps its
-        // default path (one CTA per row) here; the eager path passes the count it knows
-        const tokens = this.sampler.forward(logits, v('temperature', bs), v('topK', bs), v('topP', bs), v('seeds', bs));
+        // the hint picks the sampler's launch path for this graph variant (sampleVariants); the tokens never depend on it
+        const tokens = this.sampler.forward(logits, v('temperature', bs), v('topK', bs), v('topP', bs), v('seeds', bs), hint);
         logits.dispose();
         const dst = this.tokensOut.narrow(0, 0, bs);
         dst.copy_(tokens);
@@ -561,9 +589,12 @@ export class EngineRunner {
     if (!this.buckets.length) return 0;
     // every bucket once eagerly: kernels specialised per shape are compiled and lazy module state is created
     // outside capture (a module load or an allocation during capture would fail or land in the shared pool)
+    this.vocabSize = geometry.vocabSize;
     for (const bs of this.buckets) {
-      this.stagePadding(bs);
-      this.decodeBody(bs);
+      for (const v of this.sampleVariants(bs)) {
+        this.stagePadding(bs);
+        this.decodeBody(bs, v.hint);
+      }
     }
     this.ctx.backend.synchronize(this.ctx.device);
     let bytes = this.config.graphPoolBytes ?? EngineRunner.estimateGraphPoolBytes(geometry, this.buckets[this.buckets.length - 1]!, this.ctx.dtype);
@@ -571,12 +602,16 @@ export class EngineRunner {
       this.pool = this.graphRt.createPool(bytes);
       try {
         for (const bs of [...this.buckets].reverse()) {
-          this.stagePadding(bs);
-          captureDepth++;
-          try {
-            this.graphs.set(bs, this.graphRt.capture(() => this.decodeBody(bs), this.pool));
-          } finally {
-            captureDepth--;
+          const variants = new Map<string, CapturedGraph>();
+          this.graphs.set(bs, variants);
+          for (const v of this.sampleVariants(bs)) {
+            this.stagePadding(bs);
+            captureDepth++;
+            try {
+              variants.set(v.path, this.graphRt.capture(() => this.decodeBody(bs, v.hint), this.pool));
+            } finally {
+              captureDepth--;
+            }
           }
         }
         break;
@@ -601,7 +636,7 @@ export class EngineRunner {
   }
 
   private destroyGraphs(): void {
-    for (const g of this.graphs.values()) g.destroy();
+    for (const variants of this.graphs.values()) for (const g of variants.values()) g.destroy();
     this.graphs.clear();
     if (this.pool !== null) this.graphRt?.destroyPool(this.pool);
     this.pool = null;

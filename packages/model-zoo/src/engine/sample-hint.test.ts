@@ -7,6 +7,7 @@ import type { SampleHint, Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { baselineRegistry } from '../index.js';
 import { BlockManager } from './block-manager.js';
+import { EmulatedGraphRuntime } from './device-io.js';
 import { LLMEngine } from './engine.js';
 import { KvCache } from './kv-cache.js';
 import { loadLlamaModel } from './load-model.js';
@@ -22,8 +23,11 @@ interface SampleCall {
   hint: SampleHint | undefined;
 }
 
-/** A CPU backend whose ops.sample records its calls (the tokens are the CPU backend's own). */
-function recordingBackend(): { backend: CpuBackend; calls: SampleCall[] } {
+/**
+ * A CPU backend whose ops.sample records its calls (the tokens are the CPU backend's own); with `paths`, its ops also
+ * report two sampler launch paths ('split' from 2 drawing rows, else 'one'), as the CUDA backend's samplePath does.
+ */
+function recordingBackend(paths = false): { backend: CpuBackend; calls: SampleCall[] } {
   const backend = new CpuBackend();
   const calls: SampleCall[] = [];
   const ops = backend.ops; // frozen: replaced by a copy with a recording sample
@@ -32,7 +36,8 @@ function recordingBackend(): { backend: CpuBackend; calls: SampleCall[] } {
     calls.push({ rows: logits.shape[0]!, drawing: t.filter((x) => x > 0).length, hint });
     return ops.sample(logits, temperature, topK, topP, seeds, hint);
   };
-  Object.defineProperty(backend, 'ops', { value: Object.freeze({ ...ops, sample }) });
+  const samplePath = (_B: number, _V: number, hint?: SampleHint) => ((hint?.sampledRows ?? 0) >= 2 ? 'split' : 'one');
+  Object.defineProperty(backend, 'ops', { value: Object.freeze({ ...ops, sample, ...(paths ? { samplePath } : {}) }) });
   return { backend, calls };
 }
 
@@ -88,5 +93,38 @@ describe('SampleHint from the engine', () => {
       e.dispose();
       m.model.dispose();
     }
+  });
+
+  it('CUDA-graph decode: one graph per sampler path and bucket; each replay runs the variant its drawing rows pick; tokens as eager', () => {
+    const reqs = Array.from({ length: 6 }, (_, i) => ({
+      promptIds: Array.from({ length: 2 + i }, (_, j) => (i * 17 + j * 5) % 200),
+      // four short drawing requests, then two long greedy ones: the steps go from 4 drawing rows to none
+      params: i < 4 ? sampled(3 + i, 200 + i) : greedy(10 + 2 * i),
+    }));
+    const run = (graphs: false | EmulatedGraphRuntime) => {
+      const { backend, calls } = recordingBackend(true);
+      const m = loadLlamaModel(join(FIXTURES, 'tiny-llama'), { backend, registry: baselineRegistry(), dtype: 'f32' });
+      const e = new LLMEngine(m.model, m.ctx, m.config, { maxModelLen: 128, maxNumSeqs: 8, maxNumBatchedTokens: 256, graphs });
+      try {
+        calls.length = 0; // warm-up and capture done: from here, the steps
+        const out = e.generate(reqs).map((o) => o.tokenIds);
+        return { out, calls, graphSteps: e.runner.stats.graphSteps };
+      } finally {
+        e.dispose();
+        m.model.dispose();
+      }
+    };
+    const rt = new EmulatedGraphRuntime();
+    const g = run(rt);
+    // buckets 1, 2, 4, 8: bucket 1 has one path (at most 1 drawing row), the others two
+    expect(rt.captures).toBe(1 + 2 + 2 + 2);
+    expect(g.graphSteps).toBeGreaterThan(0);
+    // every call (eager with the exact count, or a replayed variant with its representative) took the path of its
+    // real drawing rows
+    for (const c of g.calls) expect((c.hint?.sampledRows ?? 0) >= 2, JSON.stringify(c)).toBe(c.drawing >= 2);
+    const replayed = g.calls.filter((c) => c.rows > 1 && [2, 4, 8].includes(c.rows));
+    expect(replayed.some((c) => c.drawing >= 2)).toBe(true);
+    expect(replayed.some((c) => c.drawing < 2)).toBe(true);
+    expect(g.out).toEqual(run(false).out);
   });
 });
