@@ -76,7 +76,9 @@ try {
   if (graphTiming > 0) {
     // the captured bs-1 graph alone, back to back between two events (its inputs are the last step's: the finished
     // sequence's staging, so it writes one KV slot of a freed block; nothing reads it again)
-    const g = engine.runner.graphs?.get?.(1);
+    // bucket -> sampler-path variants (one at bs 1: a single row never splits)
+    const variants = engine.runner.graphs?.get?.(1);
+    const g = variants instanceof Map ? variants.values().next().value : variants;
     if (!g) result.errors.push('graph timing: no captured bs-1 graph found (engine.runner.graphs)');
     else {
       const addon = rt.addon;
