@@ -184,7 +184,10 @@ export class LLMEngine {
       }
       this.budget = { ...plan, graphPoolBytes: graphRt ? poolBytes : 0 };
       log(formatBudget(this.budget, KV_BLOCK_SIZE));
-      if (this.runner.usesGraphs) log(`CUDA graphs: decode batch sizes ${this.runner.graphBuckets.join(', ')} captured in ${((performance.now() - t0) / 1000).toFixed(1)} s${this.tp.world > 1 ? ` (with the collectives of ${this.tp.world} tensor-parallel ranks)` : ''}`);
+      if (this.runner.usesGraphs) {
+        const variants = this.runner.graphCount > this.runner.graphBuckets.length ? `, ${this.runner.graphCount} graphs with the sampler's launch paths` : '';
+        log(`CUDA graphs: decode batch sizes ${this.runner.graphBuckets.join(', ')} captured in ${((performance.now() - t0) / 1000).toFixed(1)} s${variants}${this.tp.world > 1 ? ` (with the collectives of ${this.tp.world} tensor-parallel ranks)` : ''}`);
+      }
       else if (this.graphFallback) log(`CUDA graphs: off under tensor parallelism (${this.graphFallback.reason}); decode runs eagerly on every rank`);
       else log(`CUDA graphs: off (${graphRt ? 'no buckets' : ctx.backend.capabilities.graphs ? 'disabled' : `the ${ctx.backend.name} backend has none`}); decode runs eagerly`);
     } catch (e) {

@@ -212,6 +212,13 @@ export class EngineRunner {
     return this.graphs.size > 0;
   }
 
+  /** Captured graphs, counting every sampler-path variant of a bucket. */
+  get graphCount(): number {
+    let n = 0;
+    for (const v of this.graphs.values()) n += v.size;
+    return n;
+  }
+
   // ---------------------------------------------------------------------------------------- staging
 
   private stage(): Staging {
