@@ -31,7 +31,8 @@ def main():
 
     import torch
     import transformers
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig
+    from hf_random import random_bf16_model
 
     if not torch.cuda.is_available():
         print("e2e-llama.py: torch sees no CUDA device", file=sys.stderr)
@@ -51,20 +52,7 @@ def main():
 
     cfg = AutoConfig.from_pretrained(a.model)
     t0 = time.time()
-    with torch.device("cuda"):
-        try:
-            model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
-        except TypeError:
-            model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16)
-    model = model.to(device="cuda", dtype=torch.bfloat16).eval()
-    g = torch.Generator(device="cuda").manual_seed(0)
-    with torch.no_grad():
-        for _, p in model.named_parameters():
-            if p.dim() == 1:
-                p.fill_(1.0)
-            else:
-                p.normal_(0.0, 0.02, generator=g)
-    torch.cuda.synchronize()
+    model = random_bf16_model(cfg)
     res["init_s"] = round(time.time() - t0, 2)
     res["params"] = sum(p.numel() for p in model.parameters())
     log(f"{type(model).__name__} with {res['params'] / 1e9:.2f} B params on the GPU in {res['init_s']} s")

@@ -16,11 +16,7 @@ while [ $# -gt 0 ]; do
     *) pass+=("$1"); shift;;
   esac
 done
-export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
-if [ -z "${FASTKERNELS_NCCL_LIB_DIRS:-}" ]; then
-  wheel="$("$PY" -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)"
-  if [ -n "$wheel" ] && [ -e "$wheel/libnccl.so.2" ]; then export FASTKERNELS_NCCL_LIB_DIRS="$wheel"; fi
-fi
+fk_nccl_env
 echo "bench: bundle $bundle, python $PY, out $OUT, nproc $nproc, NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE, FASTKERNELS_NCCL_LIB_DIRS=${FASTKERNELS_NCCL_LIB_DIRS:-<discovery>}"
 "$bundle/run-node" "$bundle/bench-allreduce.mjs" --nproc "$nproc" --json "$OUT/allreduce_ours.json" "${pass[@]}"
 "$PY" -m torch.distributed.run --standalone --nproc_per_node "$nproc" "$here/allreduce_torch.py" --json "$OUT/allreduce_torch.json" "${pass[@]}"

@@ -26,11 +26,7 @@ for x in "$@"; do
   esac
 done
 node_bin="$("$bundle/run" --print-node)" || { echo "tp-llama: could not unpack the bundled node" >&2; exit 1; }
-export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
-if [ -z "${FASTKERNELS_NCCL_LIB_DIRS:-}" ] && [ -n "$PY" ]; then
-  wheel="$("$PY" -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)"
-  if [ -n "$wheel" ] && [ -e "$wheel/libnccl.so.2" ]; then export FASTKERNELS_NCCL_LIB_DIRS="$wheel"; fi
-fi
+fk_nccl_env
 work="$OUT/tp-llama-work"
 model="$OUT/tp-llama3-8b-l$layers"
 mkdir -p "$work" "$model"

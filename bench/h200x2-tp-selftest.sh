@@ -18,11 +18,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/lib.sh"
 fk_setup tp-selftest
 node_bin="$("$bundle/run" --print-node)" || { echo "tp-selftest: could not unpack the bundled node" >&2; exit 1; }
-export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
-if [ -z "${FASTKERNELS_NCCL_LIB_DIRS:-}" ] && [ -n "$PY" ]; then
-  wheel="$("$PY" -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)"
-  if [ -n "$wheel" ] && [ -e "$wheel/libnccl.so.2" ]; then export FASTKERNELS_NCCL_LIB_DIRS="$wheel"; fi
-fi
+fk_nccl_env
 work="$OUT/tp-selftest-work"
 model="$OUT/tp-selftest-model"
 mkdir -p "$work" "$model"

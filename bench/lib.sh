@@ -32,3 +32,15 @@ fk_llama3_8b_config() {
 }
 JSON
 }
+
+# fk_nccl_env: the 2-GPU scripts' NCCL settings. NVLink multicast stays off (the host's rule: it can take shared GPUs
+# out of service), and FASTKERNELS_NCCL_LIB_DIRS points at PyTorch's libnccl wheel unless set (the same library torch
+# runs, so the all-reduce comparison is like for like; discovery would find it too).
+fk_nccl_env() {
+  export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
+  if [ -z "${FASTKERNELS_NCCL_LIB_DIRS:-}" ] && [ -n "${PY:-}" ]; then
+    local wheel
+    wheel="$("$PY" -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)"
+    if [ -n "$wheel" ] && [ -e "$wheel/libnccl.so.2" ]; then export FASTKERNELS_NCCL_LIB_DIRS="$wheel"; fi
+  fi
+}

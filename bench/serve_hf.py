@@ -27,7 +27,8 @@ def main() -> int:
 
     import torch
     import transformers
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig
+    from hf_random import random_bf16_model
 
     reqs = []
     with open(a.workload) as f:
@@ -37,20 +38,7 @@ def main() -> int:
                 reqs.append((i, r["prompt_ids"], int(r["output_len"])))
     cfg = AutoConfig.from_pretrained(a.config)
     t0 = time.perf_counter()
-    with torch.device("cuda"):
-        try:  # transformers 5 names it dtype, 4 torch_dtype
-            model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16, attn_implementation=a.attn)
-        except TypeError:
-            model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16, attn_implementation=a.attn)
-    model = model.to(device="cuda", dtype=torch.bfloat16).eval()
-    with torch.no_grad():  # bench/e2e_llama.py's init: matrices N(0, 0.02^2), vectors 1
-        g = torch.Generator(device="cuda").manual_seed(0)
-        for _, p in model.named_parameters():
-            if p.dim() == 1:
-                p.fill_(1.0)
-            else:
-                p.normal_(0.0, 0.02, generator=g)
-    torch.cuda.synchronize()
+    model = random_bf16_model(cfg, attn_implementation=a.attn)  # the weights of bench/e2e_llama.py's HF side
     model.generation_config.eos_token_id = None  # EOS ignored, as in our run
     model.generation_config.pad_token_id = 0
     load_s = time.perf_counter() - t0

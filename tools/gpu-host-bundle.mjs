@@ -99,7 +99,7 @@ const BENCH_SCRIPTS = {
 for (const [src, dst] of Object.entries(BENCH_SCRIPTS)) await build({ ...esb, entryPoints: [join(root, 'bench', src)], outfile: join(out, dst) });
 const BENCH_HOST_FILES = [
   'lib.sh', 'h200-runtime.sh', 'runtime_torch.py', 'h200-kernels.sh', 'kernels_torch.py', 'h200-parity.sh', 'parity.py',
-  'h200-e2e-llama.sh', 'e2e_llama.py', 'h200-serve.sh', 'serve_hf.py', 'h200x2-allreduce.sh', 'allreduce_torch.py', 'h200-verify.sh',
+  'h200-e2e-llama.sh', 'e2e_llama.py', 'hf_random.py', 'h200-serve.sh', 'serve_hf.py', 'h200x2-allreduce.sh', 'allreduce_torch.py', 'h200-verify.sh',
   'h200x2-tp-llama.sh', // issue 10: tensor-parallel Llama (generate --tp 2 vs --tp 1, decode tok/s, rank kill)
   'h200x2-tp-selftest.sh', // issue 10: e2e --tp 2 self-test, bench --tp 2 of L1/allreduce (process group of bench workers)
   'h200-decode-profile.sh', 'decode-profile-lib.mjs', // issue 7: where a bs-1 decode step's time goes (ncu per kernel)

@@ -1,4 +1,4 @@
-// Shared by the memory-bound spine kernels (activation, norm, rotary, softmax): the dtype defaults, fp32 conversions
+// Shared by the memory-bound spine kernels (activation, norm, rotary, softmax, kvcache): the dtype defaults, fp32 conversions
 // and the vector type. Included as a file by nvcc; scripts/embed-kernels.mjs inlines it for NVRTC.
 #pragma once
 #include <cuda_fp16.h>

@@ -32,15 +32,7 @@ __device__ __forceinline__ void fk_store(double* p, float v) { *p = (double)v; }
 __device__ __forceinline__ void fk_store(__half* p, float v) { *p = __float2half_rn(v); }
 __device__ __forceinline__ void fk_store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
 
-// murmur3's 32-bit finaliser (the same mixing as core's counterUniform).
-__device__ __forceinline__ unsigned int fk_fmix32(unsigned int h) {
-  h ^= h >> 16;
-  h *= 0x85ebca6bu;
-  h ^= h >> 13;
-  h *= 0xc2b2ae35u;
-  h ^= h >> 16;
-  return h;
-}
+#include "fk_hash.cuh"  // fk_fmix32, the mixing of core's counterUniform
 
 // Uniform in (0, 1) with 24 bits from a 32-bit hash.
 __device__ __forceinline__ float fk_unit(unsigned int h) { return ((float)(h >> 8) + 0.5f) * (1.0f / 16777216.0f); }

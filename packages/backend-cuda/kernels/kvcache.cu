@@ -6,26 +6,13 @@
 // slot >= capacity is skipped and sets *flag (when flag is not null). FK_TPB tokens per block (all their loads
 // issued before the stores), 16-byte accesses.
 // -DFK_T=<type> -DFK_VEC=<n> -DFK_SLOT=<int | long long>.
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-
-#ifndef FK_T
-#define FK_T __nv_bfloat16
-#endif
-#ifndef FK_VEC
-#define FK_VEC 8
-#endif
+#include "fk_vec.cuh"  // FK_T / FK_VEC defaults and FkVec, as the other memory-bound kernels
 #ifndef FK_SLOT
 #define FK_SLOT long long
 #endif
 #ifndef FK_TPB
 #define FK_TPB 4  // tokens per block iteration (kvcache.ts TOKENS_PER_BLOCK)
 #endif
-
-template <class T, int N>
-struct alignas(sizeof(T) * N) FkVec {
-  T v[N];
-};
 
 extern "C" __global__ void fk_store_kvcache(const FK_T* __restrict__ key, const FK_T* __restrict__ value, FK_T* __restrict__ kc,
                                             FK_T* __restrict__ vc, const FK_SLOT* __restrict__ slots, int T, int nKv, int head,

@@ -30,14 +30,7 @@ __device__ __forceinline__ unsigned fk_key(float x) {
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
-__device__ __forceinline__ unsigned fk_fmix32(unsigned h) {
-  h ^= h >> 16;
-  h *= 0x85ebca6bu;
-  h ^= h >> 13;
-  h *= 0xc2b2ae35u;
-  h ^= h >> 16;
-  return h;
-}
+#include "fk_hash.cuh"  // fk_fmix32
 
 // core/src/rng.ts counterUniform, bit for bit.
 __device__ __forceinline__ float fk_counter_uniform(u64 seed, unsigned row, unsigned col) {

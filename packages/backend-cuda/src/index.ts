@@ -12,3 +12,7 @@ export { CudaOps, ptrOf, type GemmOptions } from './ops.js';
 export { fillLtParams, matrixLayout, ptrAlignment, type GemmDesc } from './blaslt.js';
 export { KERNEL_SOURCES } from './kernel-sources.generated.js';
 export { addonCandidates, tryLoadAddon, ADDON_FILE, type NativeAddon } from './native.js';
+// the GPU tuning switches (tests and the verify script flip them; the defaults are the H200-verified choice)
+export { SAMPLER_TUNING } from './spine/sampler.js';
+export { LINEAR_TUNING } from './spine/linear.js';
+export { NORM_TUNING } from './spine/norm.js';

@@ -7,18 +7,10 @@
  */
 import { ModuleRegistry, Rng, Tensor, type DType } from '@fastkernels/core';
 import { afterAll, describe, it } from 'vitest';
-import { G, measureCopy, medianMs, checkTaskOnCuda, cpu, expectClose, gpu, poison, randCpu, task, taskCases, toGpu, tolOf, variant } from '../../test/spine-helpers.js';
+import { G, measureCopy, medianMs, checkTaskOnCuda, cpu, expectClose, gpu, poison, randCpu, task, taskCases, toGpu, tolOf, variant, withTuning } from '../../test/spine-helpers.js';
 import { ATTENTION_TUNING } from './attention-plan.js';
 
-const DEFAULTS = { ...ATTENTION_TUNING };
-function withTuning<T>(patch: Partial<typeof ATTENTION_TUNING>, fn: () => T): T {
-  Object.assign(ATTENTION_TUNING, patch);
-  try {
-    return fn();
-  } finally {
-    Object.assign(ATTENTION_TUNING, DEFAULTS);
-  }
-}
+const withAttention = <R>(patch: Partial<typeof ATTENTION_TUNING>, fn: () => R): R => withTuning(ATTENTION_TUNING, patch, fn);
 
 // ------------------------------------------------------------------------------------------------ decode
 
@@ -86,7 +78,7 @@ function checkDecode(c: DecodeCase, seed = 7, label = ''): void {
     ['mma 3 warps 2 stages, split 100', { decodeMmaWarps: 3, decodeMmaStages: 2, decodeSplitTokens: 100 }],
   ] as const) {
     poison(n, n * 4);
-    const out = withTuning(tuning, () => gpu().ops.pagedDecodeAttention(...gpuIn, scale, window));
+    const out = withAttention(tuning, () => gpu().ops.pagedDecodeAttention(...gpuIn, scale, window));
     expectClose(out, expected, tolOf(c.dtype), `decode ${label} ${JSON.stringify({ ...c, lens: c.lens.length > 8 ? `${c.lens.length} lens` : c.lens })} [${name}]`);
     out.dispose();
   }
@@ -227,7 +219,7 @@ function checkPrefill(c: PrefillCase, seed = 5): void {
     : [['simple', {}]];
   for (const [name, tuning] of paths) {
     poison(n, n * 4);
-    const out = withTuning(tuning, () => gpu().ops.varlenPrefillAttention(...gpuIn, scale, causal, window));
+    const out = withAttention(tuning, () => gpu().ops.varlenPrefillAttention(...gpuIn, scale, causal, window));
     const show = { ...c, qLens: c.qLens.length > 8 ? `${c.qLens.length} seqs` : c.qLens };
     expectClose(out, expected, tolOf(c.dtype), `prefill ${JSON.stringify(show)} [${name}]`);
     out.dispose();
@@ -309,7 +301,7 @@ describe('prefill at production size: the mma kernel vs the simple fp32-accumula
       const { gpuIn, cpuIn } = prefillInputs(c, 9);
       const scale = 1 / Math.sqrt(128);
       const fast = gpu().ops.varlenPrefillAttention(...gpuIn, scale, true, 0);
-      const slow = withTuning({ prefillMma: false }, () => gpu().ops.varlenPrefillAttention(...gpuIn, scale, true, 0));
+      const slow = withAttention({ prefillMma: false }, () => gpu().ops.varlenPrefillAttention(...gpuIn, scale, true, 0));
       expectClose(fast, slow, tolOf('bf16'), `prefill production ${JSON.stringify(c.qLens)}`);
       for (const t of [fast, slow, ...gpuIn, ...cpuIn]) t.dispose();
     }
@@ -348,7 +340,7 @@ describe('attention speed at the issue targets (printed, not asserted; bench/ ow
       [' [mma 4 warps 4 stages]', { decodeMmaStages: 4 }],
       [' [mma 8 warps 2 stages]', { decodeMmaWarps: 8, decodeMmaStages: 2 }],
     ] as const) {
-      const decMs = withTuning(tuning, () => medianMs(() => b.ops.pagedDecodeAttention(inD[0]!, inD[1]!, inD[2]!, inD[3]!, inD[4]!, scale, 0).dispose(), 30));
+      const decMs = withAttention(tuning, () => medianMs(() => b.ops.pagedDecodeAttention(inD[0]!, inD[1]!, inD[2]!, inD[3]!, inD[4]!, scale, 0).dispose(), 30));
       lines.push(`attention-speed: decode b64x2k${label} ${(decMs * 1e3).toFixed(1)} us = ${(wd.bytes / decMs / 1e6).toFixed(0)} GB/s (${((wd.bytes / decMs / 1e6 / copyGBs) * 100).toFixed(0)}% of copy)`);
     }
     for (const t of inD) t?.dispose();
@@ -363,7 +355,7 @@ describe('attention speed at the issue targets (printed, not asserted; bench/ ow
         ['8 warps', { prefillWarps: 8 }],
         ['8 warps always rescale', { prefillWarps: 8, prefillSkipRescale: false }],
       ] as const) {
-        const ms = withTuning(tuning, () => medianMs(() => b.ops.varlenPrefillAttention(inP[0]!, inP[1]!, inP[2]!, inP[3]!, inP[4]!, scale, true, 0).dispose(), 20));
+        const ms = withAttention(tuning, () => medianMs(() => b.ops.varlenPrefillAttention(inP[0]!, inP[1]!, inP[2]!, inP[3]!, inP[4]!, scale, true, 0).dispose(), 20));
         const wp = tp.work(cp);
         lines.push(`attention-speed: prefill ${name} [${label}] ${(ms * 1e3).toFixed(1)} us = ${(wp.flops / ms / 1e9).toFixed(0)} TFLOP/s`);
       }

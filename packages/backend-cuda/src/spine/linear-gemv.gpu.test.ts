@@ -6,21 +6,13 @@
  */
 import { Tensor, type DType } from '@fastkernels/core';
 import { afterAll, describe, it } from 'vitest';
-import { G, cpu, expectClose, gpu, measureCopy, medianMs, poison, randCpu, toGpu } from '../../test/spine-helpers.js';
+import { G, cpu, expectClose, gpu, measureCopy, medianMs, poison, randCpu, toGpu, withTuning } from '../../test/spine-helpers.js';
 import { LINEAR_TUNING } from './linear.js';
 
 // As linear.gpu.test.ts: both paths sum in a different order than the float64 reference.
 const TOL: Record<string, { atol: number; rtol: number }> = { f32: { atol: 1e-4, rtol: 1e-3 }, f16: { atol: 2e-2, rtol: 2e-2 }, bf16: { atol: 2e-2, rtol: 2e-2 } };
 
-const DEFAULTS = { ...LINEAR_TUNING };
-function withLinear<T>(patch: Partial<typeof LINEAR_TUNING>, fn: () => T): T {
-  Object.assign(LINEAR_TUNING, patch);
-  try {
-    return fn();
-  } finally {
-    Object.assign(LINEAR_TUNING, DEFAULTS);
-  }
-}
+const withLinear = <R>(patch: Partial<typeof LINEAR_TUNING>, fn: () => R): R => withTuning(LINEAR_TUNING, patch, fn);
 const ON = { gemvMaxRows: 8 };
 const OFF = { gemvMaxRows: 0 };
 

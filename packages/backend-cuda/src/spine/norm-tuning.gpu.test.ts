@@ -4,18 +4,10 @@
  */
 import { Tensor, type DType } from '@fastkernels/core';
 import { afterAll, describe, it } from 'vitest';
-import { G, measureCopy, medianMs, cpu, expectClose, gpu, poison, randCpu, toGpu, tolOf } from '../../test/spine-helpers.js';
+import { G, measureCopy, medianMs, cpu, expectClose, gpu, poison, randCpu, toGpu, tolOf, withTuning } from '../../test/spine-helpers.js';
 import { NORM_TUNING } from './norm.js';
 
-const DEFAULTS = { ...NORM_TUNING };
-function withNorm<T>(patch: Partial<typeof NORM_TUNING>, fn: () => T): T {
-  Object.assign(NORM_TUNING, patch);
-  try {
-    return fn();
-  } finally {
-    Object.assign(NORM_TUNING, DEFAULTS);
-  }
-}
+const withNorm = <R>(patch: Partial<typeof NORM_TUNING>, fn: () => R): R => withTuning(NORM_TUNING, patch, fn);
 const PATHS = [['vpt4', { vecsPerThread: 4 }], ['vpt2', { vecsPerThread: 2 }], ['vpt1', { vecsPerThread: 1 }]] as const;
 
 describe('rms_norm at 4, 2 and 1 vectors per thread vs the float64 CPU backend', () => {

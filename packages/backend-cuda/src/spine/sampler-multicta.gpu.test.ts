@@ -4,18 +4,10 @@
  */
 import { Rng, Tensor } from '@fastkernels/core';
 import { afterAll, describe, it } from 'vitest';
-import { G, measureCopy, medianMs, cpu, expectSameInts, gpu, intsCpu, toGpu } from '../../test/spine-helpers.js';
+import { G, measureCopy, medianMs, cpu, expectSameInts, gpu, intsCpu, toGpu, withTuning } from '../../test/spine-helpers.js';
 import { SAMPLER_TUNING } from './sampler.js';
 
-const DEFAULTS = { ...SAMPLER_TUNING };
-function withSampler<T>(patch: Partial<typeof SAMPLER_TUNING>, fn: () => T): T {
-  Object.assign(SAMPLER_TUNING, patch);
-  try {
-    return fn();
-  } finally {
-    Object.assign(SAMPLER_TUNING, DEFAULTS);
-  }
-}
+const withSampler = <R>(patch: Partial<typeof SAMPLER_TUNING>, fn: () => R): R => withTuning(SAMPLER_TUNING, patch, fn);
 const PATHS = [['old', { multiCta: false }], ['new', { multiCta: true }]] as const;
 
 interface Row { t: number; k: number; p: number; seed: number }
@@ -99,14 +91,19 @@ describe('sample, old and new (multi-CTA) paths: token for token equal to the CP
   });
 });
 
-describe('the per-call choice (SampleHint, multiCta off)', () => {
-  it('a hint of B drawing rows (B >= multiCtaMinSampledRows: the multi-CTA path) and of 1 (one CTA per row) both draw the CPU tokens', G, () => {
+describe('the per-call choice (SampleHint, multiCta off, the route switched on at 8 drawing rows)', () => {
+  it('a hint of B drawing rows (the multi-CTA path) and of 1 (one CTA per row) both draw the CPU tokens', G, () => {
+    const ROUTE = { multiCta: false, multiCtaMinSampledRows: 8 };
     for (const [B, V] of [[8, 32000], [32, 4097]] as const) {
       const host = inputs(B, V, rowsFor('mixed', B, V, V + 1), V + 2);
       const want = cpu().ops.sample(...host);
       const dev = host.map(toGpu) as unknown as typeof host;
-      for (const sampledRows of [B, 1]) {
-        expectSameInts(withSampler({ multiCta: false }, () => gpu().ops.sample(...dev, { sampledRows })), want, `hint ${sampledRows} B=${B} V=${V}`);
+      for (const [sampledRows, path] of [[B, 'multi'], [1, 'single']] as const) {
+        withSampler(ROUTE, () => {
+          const took = gpu().ops.samplePath(B, V, { sampledRows });
+          if (took !== path) throw new Error(`hint ${sampledRows} B=${B}: path ${took}, expected ${path}`);
+          expectSameInts(gpu().ops.sample(...dev, { sampledRows }), want, `hint ${sampledRows} (${path}) B=${B} V=${V}`);
+        });
       }
     }
   });

@@ -3,10 +3,13 @@ import { SAMPLER_TUNING, chooseSamplerPath } from './sampler.js';
 
 describe('chooseSamplerPath (CPU): one CTA per row vs multi-CTA, per call', () => {
   const V = 128256;
-  it('defaults: multi-CTA not forced, threshold 8 drawing rows', () => {
+  it('defaults: multi-CTA neither forced nor chosen (the per-call route is off until measured)', () => {
     expect(SAMPLER_TUNING.multiCta).toBe(false);
-    expect(SAMPLER_TUNING.multiCtaMinSampledRows).toBe(8);
+    expect(SAMPLER_TUNING.multiCtaMinSampledRows).toBe(Number.POSITIVE_INFINITY);
+    expect(chooseSamplerPath(64, V, 64)).toBe('single');
   });
+  // the rule, at a threshold of 8 drawing rows
+  const ON = { multiCtaMinSampledRows: 8 };
   const cases: [string, number, number | undefined, Partial<typeof SAMPLER_TUNING>, 'single' | 'multi'][] = [
     ['no hint: one CTA per row (the old default)', 32, undefined, {}, 'single'],
     ['no hint, B = 1', 1, undefined, {}, 'single'],
@@ -28,7 +31,7 @@ describe('chooseSamplerPath (CPU): one CTA per row vs multi-CTA, per call', () =
   ];
   for (const [name, B, sampled, patch, want] of cases) {
     it(`${name} -> ${want}`, () => {
-      expect(chooseSamplerPath(B, V, sampled, { ...SAMPLER_TUNING, ...patch })).toBe(want);
+      expect(chooseSamplerPath(B, V, sampled, { ...SAMPLER_TUNING, ...ON, ...patch })).toBe(want);
     });
   }
   it('reads SAMPLER_TUNING by default (the GPU tests flip multiCta on it)', () => {
@@ -38,9 +41,11 @@ describe('chooseSamplerPath (CPU): one CTA per row vs multi-CTA, per call', () =
       expect(chooseSamplerPath(1, V, undefined)).toBe('multi');
       SAMPLER_TUNING.multiCta = false;
       expect(chooseSamplerPath(1, V, undefined)).toBe('single');
+      SAMPLER_TUNING.multiCtaMinSampledRows = 8;
       expect(chooseSamplerPath(32, V, 32)).toBe('multi');
     } finally {
       SAMPLER_TUNING.multiCta = was;
+      SAMPLER_TUNING.multiCtaMinSampledRows = Number.POSITIVE_INFINITY;
     }
   });
 });

@@ -26,12 +26,13 @@ export const SAMPLER_TUNING = {
    */
   multiCta: false,
   /**
-   * Fewest drawing rows (SampleHint.sampledRows, temperature > 0) for which the multi-CTA path is chosen.
-   * Measured on the H200 (run 9, V = 128256, f32): B32 mixed sampling 920 us one CTA/row vs 296 us multi-CTA,
-   * B32 top-p 590 vs 206 us, B64 all greedy 42 vs 130 us, B1 sampled 34 vs 119 us: one drawing row favours one
-   * CTA per row, 32 favour multi-CTA. The crossover between 1 and 32 was not measured; 8 is a guess.
+   * Fewest drawing rows (SampleHint.sampledRows, temperature > 0) for which the multi-CTA path is chosen; Infinity =
+   * never (the shipped default until the route is measured on the H200: it also gives every graph bucket a second
+   * capture, Ops.samplePath). Measured so far (run 9, V = 128256, f32): B32 mixed sampling 920 us one CTA/row vs
+   * 296 us multi-CTA, B32 top-p 590 vs 206 us, B64 all greedy 42 vs 130 us, B1 sampled 34 vs 119 us: one drawing row
+   * favours one CTA per row, 32 favour multi-CTA; sampler-multicta.gpu.test.ts prints B 2..16 for the crossover.
    */
-  multiCtaMinSampledRows: 8,
+  multiCtaMinSampledRows: Number.POSITIVE_INFINITY,
   /** CTAs aimed for per SM in total (all rows together) on the multi-CTA path. */
   multiCtaCtasPerSm: 3,
   /** Fewest logits per CTA (a slice is at least this long, rounded up to a multiple of 64). */

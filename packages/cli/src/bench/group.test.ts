@@ -1,6 +1,7 @@
 import { CpuBackend } from '@fastkernels/backend-cpu';
 import { RendezvousServer, allreduceTask, launchEnv, newToken, rendezvous, rowParallelLinearTask, type LaunchEnv } from '@fastkernels/backend-nccl';
-import { Tensor, TensorParallelGroup, statusSeverity, type CaseResult, type Collectives, type ReduceOp } from '@fastkernels/core';
+import { TensorParallelGroup, statusSeverity, type CaseResult } from '@fastkernels/core';
+import { FakePeer } from '@fastkernels/core/testing';
 import { describe, expect, it } from 'vitest';
 import { agreeOnCase, agreeOnDirty, decodeGroupInvite, encodeGroupInvite, formBenchGroup, groupSeedOf, groupWorkerEnv, sharedVerifySeed } from './group.js';
 import { benchGroupWorld, runsInGroup, worldSizeSkipReason } from './world-size.js';
@@ -48,22 +49,6 @@ describe('bench group: the invitation rank 0 sends through the launcher\'s rende
     expect(groupSeedOf({})).toBeUndefined();
   });
 });
-
-/** Rank 0 of 2 whose peer contributes `peer` to every reduction (host tensors). */
-class FakePeer implements Collectives {
-  readonly rank = 0;
-  readonly world = 2;
-  constructor(private readonly peer: number[]) {}
-  allReduce(t: Tensor, options: { op?: ReduceOp } = {}): Tensor {
-    const v = t.toFloat64Array();
-    const f = options.op === 'max' ? Math.max : options.op === 'min' ? Math.min : (a: number, b: number) => a + b;
-    t.copy_(Tensor.fromArray(t.backend, [...v].map((x, i) => f(x, this.peer[i]!)), t.shape, t.dtype));
-    return t;
-  }
-  allGatherInto(): void {
-    throw new Error('not used');
-  }
-}
 
 describe('bench group: what the workers agree on', () => {
   const on = { backend: new CpuBackend(), device: 0 };

@@ -14,6 +14,7 @@ import {
   summarizeResults,
   type Backend,
   type BenchConfig,
+  type BenchProgress,
   type BenchReport,
   type CaseResult,
   type CandidateFile,
@@ -387,6 +388,12 @@ export async function runBench(argv: BenchArgs, processIo: Io, rawArgs: readonly
     const started = performance.now();
     /** Seconds since the run started, so a long sweep's log shows where the time goes. */
     const elapsed = () => `${((performance.now() - started) / 1000).toFixed(1).padStart(6)}s`;
+    /** A worker's progress callback: "<elapsed> <where> task case (i/n): phase [done/total]". */
+    const onProgress = (where: () => string) => (p: BenchProgress) =>
+      progress.update(
+        `${elapsed()} ${where()} ${p.task} ${p.case} (${p.caseIndex + 1}/${p.caseCount}): ${p.phase}${p.total > 1 ? ` ${p.done}/${p.total}` : ''}`,
+        `${p.task}/${p.case}/${p.phase}`,
+      );
 
     // ---- the group tasks, on every rank at once (bench/group.ts), before the rest ----------------------------------
     if (grouped) {
@@ -408,10 +415,7 @@ export async function runBench(argv: BenchArgs, processIo: Io, rawArgs: readonly
             record(task.id, cs.map((c) => loadRow(task, c.name, c.dtype, 'RUNTIME_ERROR', `not run: ${stopped}`)));
             continue;
           }
-          const outcome = await gw.w.runTask(task, cs, { taskMs, stallMs }, (p) => progress.update(
-            `${elapsed()} [group ${k + 1}/${run.length}, ${g.world} ranks] ${p.task} ${p.case} (${p.caseIndex + 1}/${p.caseCount}): ${p.phase}${p.total > 1 ? ` ${p.done}/${p.total}` : ''}`,
-            `${p.task}/${p.case}/${p.phase}`,
-          ));
+          const outcome = await gw.w.runTask(task, cs, { taskMs, stallMs }, onProgress(() => `[group ${k + 1}/${run.length}, ${g.world} ranks]`));
           record(task.id, outcome.results, gw.ready.env);
           benched++;
           if (outcome.recycle) {
@@ -441,10 +445,7 @@ export async function runBench(argv: BenchArgs, processIo: Io, rawArgs: readonly
         if (!task) break;
         if (!cur) cur = await spawn(gpu, []);
         const n = total - queue.length;
-        const outcome = await cur.w.runTask(task, casesOf.get(task.id) ?? [], { taskMs, stallMs }, (p) => progress.update(
-          `${elapsed()} [${n}/${total}]${gpus.length > 1 ? ` gpu ${gpu}` : ''} ${p.task} ${p.case} (${p.caseIndex + 1}/${p.caseCount}): ${p.phase}${p.total > 1 ? ` ${p.done}/${p.total}` : ''}`,
-          `${p.task}/${p.case}/${p.phase}`,
-        ));
+        const outcome = await cur.w.runTask(task, casesOf.get(task.id) ?? [], { taskMs, stallMs }, onProgress(() => `[${n}/${total}]${gpus.length > 1 ? ` gpu ${gpu}` : ''}`));
         record(task.id, outcome.results, cur.ready.env);
         benched++;
         if (outcome.recycle) {

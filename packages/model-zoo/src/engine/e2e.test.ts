@@ -1,5 +1,6 @@
 import { join } from 'node:path';
-import { Tensor as TensorClass, TensorParallelGroup, type Collectives, type ReduceOp, type Tensor } from '@fastkernels/core';
+import { Tensor as TensorClass, TensorParallelGroup, type Tensor } from '@fastkernels/core';
+import { FakePeer } from '@fastkernels/core/testing';
 import { describe, expect, it } from 'vitest';
 import { cpuBackend } from '../../test/l1-harness.js';
 import { VocabParallelEmbedding } from '../families/dense-moe-llm/L1/embedding.js';
@@ -144,22 +145,6 @@ describe('e2e: baseline, noise, candidate runs with drop-and-retry', () => {
     expect(calibratedCorrectness([0, 0.5, 1], [0, 0])).toBeCloseTo(1 / 3);
   });
 });
-
-/** Rank 0 of 2 whose peer contributes `peer` to every reduction (host tensors). */
-class FakePeer implements Collectives {
-  readonly rank = 0;
-  readonly world = 2;
-  constructor(private readonly peer: number[]) {}
-  allReduce(t: Tensor, options: { op?: ReduceOp } = {}): Tensor {
-    const v = t.toFloat64Array();
-    const f = options.op === 'max' ? Math.max : options.op === 'min' ? Math.min : (a: number, b: number) => a + b;
-    t.copy_(TensorClass.fromArray(t.backend, [...v].map((x, i) => f(x, this.peer[i]!)), t.shape, t.dtype));
-    return t;
-  }
-  allGatherInto(): void {
-    throw new Error('not used');
-  }
-}
 
 describe('e2e under tensor parallelism: the ranks agree on every run', () => {
   const on = { backend: cpuBackend(), device: 0 };
