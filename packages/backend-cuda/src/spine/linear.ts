@@ -13,14 +13,12 @@ import { FLOAT_CTYPE, asDType, contiguousOf, disposeAll, floatCType, itemsizeOf,
 /** Knobs of linear (the defaults are the shipped, H200-verified choice). */
 export const LINEAR_TUNING = {
   /**
-   * Largest M (rows of x) that takes the GEMV kernel (kernels/gemv.cu; at most 8) instead of cuBLASLt. 0 = off:
-   * cuBLASLt always, the H200-verified path. Why a GEMV: at bs 1 a linear is a pure weight stream, and run 4's kernel
-   * bench timed L1/linear gate-up at T=1 (28672x4096 bf16, 235 MB) at 70.6 us through cuBLASLt = 3.33 TB/s, 79% of
-   * the 4.23 TB/s copy bandwidth. The GEMV path is written and GPU-tested behind this switch
-   * (linear-gemv.gpu.test.ts, which also prints its speed against cuBLASLt per shape); the default is to be set from
-   * that measurement.
+   * Largest M (rows of x) that takes the GEMV kernel (kernels/gemv.cu; at most 8) instead of cuBLASLt; 0 = off. At bs 1
+   * a linear is a pure weight stream. Run 10 (H200, linear-gemv.gpu.test.ts): at M 1 the GEMV beat cuBLASLt on all
+   * five Llama-3-8B projections (qkv, o, gate_up, down, lm_head); at M 4 and 8 it lost on every one (it re-reads x per
+   * row and issues M FMAs per weight byte from one warp), so only M 1 takes it.
    */
-  gemvMaxRows: 0,
+  gemvMaxRows: 1,
   /** Warps (= output rows) per block of fk_gemv (FK_WARPS). */
   gemvWarps: 8,
   /** 16-byte weight vectors each lane loads before its first FMA (FK_UNR). */

@@ -3,10 +3,13 @@ import { SAMPLER_TUNING, chooseSamplerPath } from './sampler.js';
 
 describe('chooseSamplerPath (CPU): one CTA per row vs multi-CTA, per call', () => {
   const V = 128256;
-  it('defaults: multi-CTA neither forced nor chosen (the per-call route is off until measured)', () => {
+  it('defaults (run 10): not forced; multi-CTA from one drawing row, one CTA per row when all rows are greedy or without a hint', () => {
     expect(SAMPLER_TUNING.multiCta).toBe(false);
-    expect(SAMPLER_TUNING.multiCtaMinSampledRows).toBe(Number.POSITIVE_INFINITY);
-    expect(chooseSamplerPath(64, V, 64)).toBe('single');
+    expect(SAMPLER_TUNING.multiCtaMinSampledRows).toBe(1);
+    expect(chooseSamplerPath(64, V, 64)).toBe('multi');
+    expect(chooseSamplerPath(1, V, 1)).toBe('multi');
+    expect(chooseSamplerPath(64, V, 0)).toBe('single');
+    expect(chooseSamplerPath(64, V, undefined)).toBe('single');
   });
   // the rule, at a threshold of 8 drawing rows
   const ON = { multiCtaMinSampledRows: 8 };
@@ -35,7 +38,7 @@ describe('chooseSamplerPath (CPU): one CTA per row vs multi-CTA, per call', () =
     });
   }
   it('reads SAMPLER_TUNING by default (the GPU tests flip multiCta on it)', () => {
-    const was = SAMPLER_TUNING.multiCta;
+    const was = { ...SAMPLER_TUNING };
     try {
       SAMPLER_TUNING.multiCta = true;
       expect(chooseSamplerPath(1, V, undefined)).toBe('multi');
@@ -44,8 +47,7 @@ describe('chooseSamplerPath (CPU): one CTA per row vs multi-CTA, per call', () =
       SAMPLER_TUNING.multiCtaMinSampledRows = 8;
       expect(chooseSamplerPath(32, V, 32)).toBe('multi');
     } finally {
-      SAMPLER_TUNING.multiCta = was;
-      SAMPLER_TUNING.multiCtaMinSampledRows = Number.POSITIVE_INFINITY;
+      Object.assign(SAMPLER_TUNING, was);
     }
   });
 });

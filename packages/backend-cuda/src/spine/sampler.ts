@@ -26,13 +26,13 @@ export const SAMPLER_TUNING = {
    */
   multiCta: false,
   /**
-   * Fewest drawing rows (SampleHint.sampledRows, temperature > 0) for which the multi-CTA path is chosen; Infinity =
-   * never (the shipped default until the route is measured on the H200: it also gives every graph bucket a second
-   * capture, Ops.samplePath). Measured so far (run 9, V = 128256, f32): B32 mixed sampling 920 us one CTA/row vs
-   * 296 us multi-CTA, B32 top-p 590 vs 206 us, B64 all greedy 42 vs 130 us, B1 sampled 34 vs 119 us: one drawing row
-   * favours one CTA per row, 32 favour multi-CTA; sampler-multicta.gpu.test.ts prints B 2..16 for the crossover.
+   * Fewest drawing rows (SampleHint.sampledRows, temperature > 0) for which the multi-CTA path is chosen (Infinity =
+   * never). Each graph bucket then has a second capture for steps with drawing rows (Ops.samplePath). Run 10 (H200,
+   * V = 128256, f32, eager): with no drawing row one CTA per row wins (B1 29 vs 98 us, B64 greedy 36 vs 100 us); from
+   * one drawing row on the multi-CTA path does (B2 with 1 drawing row 116 vs 127 us, B4 with 3: 103 vs 335, B32: 289
+   * vs 892).
    */
-  multiCtaMinSampledRows: Number.POSITIVE_INFINITY,
+  multiCtaMinSampledRows: 1,
   /** CTAs aimed for per SM in total (all rows together) on the multi-CTA path. */
   multiCtaCtasPerSm: 3,
   /** Fewest logits per CTA (a slice is at least this long, rounded up to a multiple of 64). */
