@@ -10,6 +10,7 @@
 // K % FK_VEC == 0 and x, W and x's row stride are 16-byte aligned. y and bias are accessed one element at a time.
 // Specialised with -DFK_T=<__nv_bfloat16|__half|float> -DFK_VEC=<8|8|4> -DFK_M -DFK_UNR -DFK_WARPS -DFK_BIAS.
 #include "fk_vec.cuh"
+#include "fk_pdl.cuh"
 #ifndef FK_M
 #define FK_M 1  // rows of x the kernel is compiled for (the host passes M; 1..8)
 #endif
@@ -57,7 +58,7 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_gemv(FK_T* __rest
                                                                      const FK_T* __restrict__ bias, int M, int N, int K, long long xs) {
   const int lane = threadIdx.x & 31;
   const int n = blockIdx.x * FK_WARPS + (threadIdx.x >> 5);
-  if (n >= N) return;  // whole warps leave: the shuffles below stay full-warp
+  if (n >= N) return;  // whole warps leave: the shuffles below stay full-warp (and write nothing: no wait needed)
   const int nv = K / FK_VEC;
   const uint4* wr = reinterpret_cast<const uint4*>(w + (long long)n * K);
 
@@ -65,12 +66,19 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_gemv(FK_T* __rest
 #pragma unroll
   for (int m = 0; m < FK_M; ++m) acc[m] = 0.f;
 
+  bool waited = false;
   for (int j0 = lane; j0 < nv; j0 += 32 * FK_UNR) {
     // All FK_UNR weight loads issued before the first FMA (predicated at the row's end, never a serial chain).
     uint4 wv[FK_UNR];
 #pragma unroll
     for (int u = 0; u < FK_UNR; ++u)
       if (j0 + u * 32 < nv) wv[u] = fk_ld_stream(wr + j0 + u * 32);
+    // Launched with LAUNCH_PDL, the kernel starts while the one producing x still runs: the first weight loads (which
+    // do not depend on it) are in flight before we wait for x.
+    if (!waited) {
+      fk_pdl_wait();
+      waited = true;
+    }
 #pragma unroll
     for (int u = 0; u < FK_UNR; ++u) {
       const int j = j0 + u * 32;

@@ -118,6 +118,7 @@ namespace {
 #define FK_DECLARE_PTR(name, ret, args) ret(*name) args = nullptr;
 struct Driver {
   FK_DRIVER_FUNCS(FK_DECLARE_PTR)
+  CUresult (*cuLaunchKernelEx)(const CUlaunchConfig*, CUfunction, void**, void**) = nullptr;  // optional (CUDA 12+)
 };
 struct Nvrtc {
   FK_NVRTC_FUNCS(FK_DECLARE_PTR)
@@ -263,6 +264,7 @@ Napi::Value LoadLibrary(const Napi::CallbackInfo& info) {
       FK_DRIVER_FUNCS(X)
 #undef X
       // CUDA 12.8+ drivers export the _v2 elapsed-time entry; prefer it when present (same signature).
+      cu.cuLaunchKernelEx = reinterpret_cast<CUresult (*)(const CUlaunchConfig*, CUfunction, void**, void**)>(dlsym(h, "cuLaunchKernelEx"));
       if (void* v2 = dlsym(h, "cuEventElapsedTime_v2")) cu.cuEventElapsedTime = reinterpret_cast<CUresult (*)(float*, CUevent, CUevent)>(v2);
     } else if (kind == "nvrtc") {
 #define X(name, ret, args) FK_RESOLVE(rtc, name, ret, args)
@@ -619,6 +621,8 @@ Napi::Value Occupancy(const Napi::CallbackInfo& info) {
 // Staging buffer layout (shared with src/args.ts):
 //   [0, 8)  f64 function handle     [8, 16) f64 stream handle
 //   [16, 48) u32 gx gy gz bx by bz sharedBytes argCount
+//   [48, 52) u32 launch flags: bit 0 = programmatic dependent launch (the kernel may start before the previous one on
+//            the stream ends; it must execute griddepcontrol.wait before reading what that kernel wrote)
 //   [64, 64 + 4*kMaxArgs) u32 offset of each argument in the argument area
 //   [kArgBase, end) packed argument bytes
 constexpr size_t kMaxArgs = 256;
@@ -656,6 +660,16 @@ Napi::Value Launch(const Napi::CallbackInfo& info) {
   for (uint32_t i = 0; i < argc; i++) paramPtrs[i] = args + offs[i];
   CUfunction f = reinterpret_cast<CUfunction>(static_cast<uintptr_t>(fh));
   CUstream s = reinterpret_cast<CUstream>(static_cast<uintptr_t>(sh));
+  uint32_t flags;
+  memcpy(&flags, launchBuf + 48, 4);
+  if ((flags & 1u) && cu.cuLaunchKernelEx) {
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig cfg{h[0], h[1], h[2], h[3], h[4], h[5], h[6], s, &attr, 1};
+    CU(cu.cuLaunchKernelEx(&cfg, f, paramPtrs, nullptr), "cuLaunchKernelEx");
+    return env.Undefined();
+  }
   CU(cu.cuLaunchKernel(f, h[0], h[1], h[2], h[3], h[4], h[5], h[6], s, paramPtrs, nullptr), "cuLaunchKernel");
   return env.Undefined();
 }

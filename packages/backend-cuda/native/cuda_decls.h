@@ -70,6 +70,26 @@ struct CUgraphExecUpdateResultInfo {
 
 #define FK_CU_LAUNCH_PARAM_END ((void*)0x00)
 
+// cuLaunchKernelEx (CUDA 12+) with one launch attribute: programmatic dependent launch (Hopper). Layouts as in cuda.h:
+// the attribute value is a 64-byte union, 8-aligned, after the 4-byte id and its padding.
+enum : int { CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6 };
+struct CUlaunchAttribute {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    int programmaticStreamSerializationAllowed;
+    void* align8;
+  } value;
+};
+static_assert(sizeof(CUlaunchAttribute) == 72, "CUlaunchAttribute layout");
+struct CUlaunchConfig {
+  unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute* attrs;
+  unsigned numAttrs;
+};
+
 // ---------------------------------------------------------------- NVRTC
 typedef int nvrtcResult;  // NVRTC_SUCCESS = 0
 typedef struct _nvrtcProgram* nvrtcProgram;

@@ -66,6 +66,12 @@ export function addressOf(v: ArgValue): number | undefined {
 }
 
 export const HEADER_BYTES = 64;
+/**
+ * Launch flag: programmatic dependent launch (sm_90+). The kernel may start while the previous kernel on the stream
+ * is still running (once that kernel's blocks have all executed griddepcontrol.launch_dependents, or ended); it must
+ * execute griddepcontrol.wait before it reads anything that kernel wrote, or writes anything it reads.
+ */
+export const LAUNCH_PDL = 1;
 export const MAX_ARGS = 256;
 export const ARG_BASE = HEADER_BYTES + 4 * MAX_ARGS;
 export const MAX_ARG_BYTES = 32764; // CUDA 12.1+ limit on kernel parameter bytes (Volta and newer)
@@ -75,13 +81,15 @@ export class LaunchBuffer {
   readonly buffer = new ArrayBuffer(ARG_BASE + MAX_ARG_BYTES + 4);
   readonly f64 = new Float64Array(this.buffer, 0, 2);
   readonly u32 = new Uint32Array(this.buffer, 16, 8);
+  /** Launch flags (byte 48): bit 0 = programmatic dependent launch (LAUNCH_PDL). */
+  readonly flags = new Uint32Array(this.buffer, 48, 1);
   readonly offsets = new Uint32Array(this.buffer, HEADER_BYTES, MAX_ARGS);
   readonly view = new DataView(this.buffer, ARG_BASE);
   readonly bytes = new Uint8Array(this.buffer, ARG_BASE);
   private lastLayout: ArgLayout | undefined;
 
   /** Write one launch: the header and every argument. */
-  packDims(func: number, stream: number, g0: number, g1: number, g2: number, b0: number, b1: number, b2: number, sharedBytes: number, layout: ArgLayout, values: readonly ArgValue[]): void {
+  packDims(func: number, stream: number, g0: number, g1: number, g2: number, b0: number, b1: number, b2: number, sharedBytes: number, layout: ArgLayout, values: readonly ArgValue[], flags = 0): void {
     const n = layout.types.length;
     if (values.length !== n) throw new RangeError(`kernel expects ${n} arguments, got ${values.length}`);
     this.f64[0] = func;
@@ -95,6 +103,7 @@ export class LaunchBuffer {
     u[5] = b2;
     u[6] = sharedBytes;
     u[7] = n;
+    this.flags[0] = flags;
     if (this.lastLayout !== layout) {
       if (n > MAX_ARGS) throw new RangeError(`at most ${MAX_ARGS} kernel arguments`);
       if (layout.size > MAX_ARG_BYTES) throw new RangeError(`kernel arguments take ${layout.size} bytes, the limit is ${MAX_ARG_BYTES}`);

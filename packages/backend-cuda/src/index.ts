@@ -5,7 +5,7 @@ export { CudaRuntime, CudaGraph, CU_FUNC_ATTRIBUTE, formatCudaVersion, type Comp
 export { CudaError, CudaFatalError, STICKY_CUDA_ERRORS, isStickyCudaError, makeCudaError, type CudaLibrary } from './errors.js';
 export { CudaCompileError, archFor, formatCompileError, nvrtcOptions, parseCompileLog } from './compile.js';
 export { CachingAllocator, GraphPool, roundSize, type AllocatorStats, type DeviceBlock, type RawDeviceMemory } from './allocator.js';
-export { layoutArgs, parseSignature, writeArgs, LaunchBuffer, type ArgLayout, type ArgType, type ArgValue, type ScalarArgType, type StructArgType } from './args.js';
+export { LAUNCH_PDL, layoutArgs, parseSignature, writeArgs, LaunchBuffer, type ArgLayout, type ArgType, type ArgValue, type ScalarArgType, type StructArgType } from './args.js';
 export { compileCacheKey, cacheRoot, CubinCache } from './cache.js';
 export { cudaIncludeDirs, defaultDiscoveryEnv, libraryCandidates, libraryDirs, realFs, sitePackagesDirs, formatNotFound, LIBRARY_NAMES, type DiscoveryEnv, type DiscoveryFs } from './discovery.js';
 export { CudaOps, ptrOf, type GemmOptions } from './ops.js';

@@ -76,15 +76,15 @@ export class CudaKernel implements Kernel {
   /**
    * Launch on the current stream (or `stream`). Dynamic shared memory is enabled for the function
    * automatically (cuFuncSetAttribute MAX_DYNAMIC_SHARED_SIZE_BYTES, once per new maximum) up to the
-   * device's opt-in limit.
+   * device's opt-in limit. `flags`: LAUNCH_PDL (args.ts) for a kernel written to overlap the previous one.
    */
-  launch(grid: Dim3, block: Dim3, sharedBytes: number, args: readonly ArgValue[], stream?: number): void {
+  launch(grid: Dim3, block: Dim3, sharedBytes: number, args: readonly ArgValue[], stream?: number, flags = 0): void {
     const f = this.func ?? this.handle;
     if (sharedBytes > this.sharedSet) {
       this.runtime.setMaxDynamicShared(f, sharedBytes);
       this.sharedSet = sharedBytes;
     }
-    this.rt!.launch(f, grid, block, sharedBytes, this.layout, args, stream);
+    this.rt!.launch(f, grid, block, sharedBytes, this.layout, args, stream, flags);
   }
 
   occupancy(blockSize: number, sharedBytes = 0): { activeBlocksPerSM: number; suggestedBlockSize: number; minGridSize: number } {

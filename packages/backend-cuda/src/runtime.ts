@@ -355,14 +355,14 @@ export class CudaRuntime {
    * Launch `func` on the current stream (or `stream`). One N-API call; the arguments are packed into
    * the shared staging buffer by `layout` (see args.ts).
    */
-  launch(func: number, grid: Dim3, block: Dim3, sharedBytes: number, layout: ArgLayout, args: readonly ArgValue[], stream = this.current.stream): void {
+  launch(func: number, grid: Dim3, block: Dim3, sharedBytes: number, layout: ArgLayout, args: readonly ArgValue[], stream = this.current.stream, flags = 0): void {
     const g0 = typeof grid === 'number' ? grid : grid[0];
     const g1 = typeof grid === 'number' ? 1 : (grid[1] ?? 1);
     const g2 = typeof grid === 'number' ? 1 : (grid[2] ?? 1);
     const b0 = typeof block === 'number' ? block : block[0];
     const b1 = typeof block === 'number' ? 1 : (block[1] ?? 1);
     const b2 = typeof block === 'number' ? 1 : (block[2] ?? 1);
-    this.launchBuf.packDims(func, stream, g0, g1, g2, b0, b1, b2, sharedBytes, layout, args);
+    this.launchBuf.packDims(func, stream, g0, g1, g2, b0, b1, b2, sharedBytes, layout, args, flags);
     this.addon.launch();
   }
 

@@ -111,6 +111,30 @@ describe('linear GEMV path (gemvMaxRows 8) vs the float64 CPU backend and cuBLAS
   });
 });
 
+describe('linear GEMV as a programmatic dependent launch (gemvPdl, sm_90+)', () => {
+  // fk_gemv starts before the kernel that writes x has finished and streams weights in before fk_pdl_wait. Without
+  // the wait it would read x while a slow one-block rms_norm (which lets dependents start first thing) still writes
+  // it: the x buffer is poisoned with NaN beforehand, so a read too early shows up as NaN or a wrong row.
+  it('waits for x: M 1 linear of a one-row rms_norm over 65536 elements, PDL on and off, vs float64', G, () => {
+    const [N, K] = [2048, 65536];
+    const x = randCpu([1, K], 'bf16', 91);
+    const nw = randCpu([K], 'bf16', 92, 0.5);
+    const w = randCpu([N, K], 'bf16', 93, 1 / Math.sqrt(K));
+    const expected = cpu().ops.linear(cpu().ops.rmsNorm(x, nw, 1e-5).to('bf16'), w, null);
+    const [gx, gnw, gw] = [toGpu(x), toGpu(nw), toGpu(w)];
+    for (const gemvPdl of [true, false]) {
+      for (let rep = 0; rep < 3; rep++) {
+        poison(K / 2, K / 2); // the size of the bf16 rms_norm output
+        const got = withLinear({ gemvMaxRows: 1, gemvPdl }, () => withPath(() => gpu().ops.linear(gpu().ops.rmsNorm(gx, gnw, 1e-5), gw, null)));
+        if (got.path !== 'gemv') throw new Error(`took ${got.path}`);
+        expectClose(got.y, expected, TOL.bf16!, `gemvPdl ${gemvPdl} rep ${rep} vs float64`);
+        got.y.dispose();
+      }
+    }
+    for (const t of [gx, gnw, gw]) t.dispose();
+  });
+});
+
 describe('linear speed: cuBLASLt vs the GEMV at M 1, 4, 8 (printed, not asserted)', () => {
   const lines: string[] = [];
   afterAll(() => {

@@ -6,6 +6,7 @@
  * Small-batch calls (M <= LINEAR_TUNING.gemvMaxRows) may take kernels/gemv.cu instead: see LINEAR_TUNING.
  */
 import { Tensor, formatShape, type DType } from '@fastkernels/core';
+import { LAUNCH_PDL } from '../args.js';
 import { matrixLayout } from '../blaslt.js';
 import type { SpineContext } from './context.js';
 import { FLOAT_CTYPE, asDType, contiguousOf, disposeAll, floatCType, itemsizeOf, ptr, spineKernel } from './common.js';
@@ -19,6 +20,13 @@ export const LINEAR_TUNING = {
    * row and issues M FMAs per weight byte from one warp), so only M 1 takes it.
    */
   gemvMaxRows: 1,
+  /**
+   * Launch fk_gemv as a programmatic dependent launch (sm_90+, LAUNCH_PDL): it starts while the kernel before it (the
+   * rms_norm, attention or activation that produces x, which call fk_pdl_trigger first thing) still runs, and streams
+   * its first weight vectors in before it waits for x. At bs 1 that hides the GEMV's ramp behind the small kernel
+   * before it.
+   */
+  gemvPdl: true,
   /** Warps (= output rows) per block of fk_gemv (FK_WARPS). */
   gemvWarps: 8,
   /** 16-byte weight vectors each lane loads before its first FMA (FK_UNR). */
@@ -94,7 +102,8 @@ export function linear(ctx: SpineContext, x: Tensor, weight: Tensor, bias: Tenso
           FK_WARPS: warps,
           FK_BIAS: b ? 1 : 0,
         });
-        k.launch(Math.ceil(N / warps), warps * 32, 0, [out, a, w, b ? ptr(b) : 0, M, N, K, M === 1 ? K : a.strides[0]!]);
+        const pdl = LINEAR_TUNING.gemvPdl && ctx.runtime.properties().major >= 9 ? LAUNCH_PDL : 0;
+        k.launch(Math.ceil(N / warps), warps * 32, 0, [out, a, w, b ? ptr(b) : 0, M, N, K, M === 1 ? K : a.strides[0]!], undefined, pdl);
         return out;
       }
     }
