@@ -662,7 +662,8 @@ Napi::Value Launch(const Napi::CallbackInfo& info) {
   CUstream s = reinterpret_cast<CUstream>(static_cast<uintptr_t>(sh));
   uint32_t flags;
   memcpy(&flags, launchBuf + 48, 4);
-  if ((flags & 1u) && cu.cuLaunchKernelEx) {
+  if (flags & 1u) {
+    if (!cu.cuLaunchKernelEx) return ThrowUsage(env, "launch: programmatic dependent launch needs cuLaunchKernelEx (CUDA 12+ driver)");
     CUlaunchAttribute attr{};
     attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     attr.value.programmaticStreamSerializationAllowed = 1;

@@ -14,17 +14,19 @@ import { FLOAT_CTYPE, asDType, contiguousOf, disposeAll, floatCType, itemsizeOf,
 /** Knobs of linear (the defaults are the shipped, H200-verified choice). */
 export const LINEAR_TUNING = {
   /**
-   * Largest M (rows of x) that takes the GEMV kernel (kernels/gemv.cu; at most 8) instead of cuBLASLt; 0 = off. At bs 1
-   * a linear is a pure weight stream. Run 10 (H200, linear-gemv.gpu.test.ts): at M 1 the GEMV beat cuBLASLt on all
-   * five Llama-3-8B projections (qkv, o, gate_up, down, lm_head); at M 4 and 8 it lost on every one (it re-reads x per
-   * row and issues M FMAs per weight byte from one warp), so only M 1 takes it.
+   * Largest M (rows of x) that takes the GEMV kernel (kernels/gemv.cu; at most 8) instead of cuBLASLt; 0 = off, the
+   * shipped default. Run 10 (H200, bf16, Llama-3-8B projections, each call inside a CUDA graph with the weights out
+   * of L2; linear-gemv.gpu.test.ts): at M 1 the GEMV wins o (11.3 vs 12.6 us) and ties lm_head (237 us), but loses
+   * qkv (17.9 vs 14.7), gate_up (57.3 vs 55.2) and down (34.7 vs 30.5); at M 4 and 8 it loses every shape by 1.5-7x.
+   * The bs-1 decode step was 4.76 ms with it at M 1 against 4.70 ms without (decode-profile), so it stays off.
    */
-  gemvMaxRows: 1,
+  gemvMaxRows: 0,
   /**
    * Launch fk_gemv as a programmatic dependent launch (sm_90+, LAUNCH_PDL): it starts while the kernel before it (the
    * rms_norm, attention or activation that produces x, which call fk_pdl_trigger first thing) still runs, and streams
-   * its first weight vectors in before it waits for x. At bs 1 that hides the GEMV's ramp behind the small kernel
-   * before it.
+   * its first weight vectors in before it waits for x. Meant to hide the GEMV's ramp behind the small kernel
+   * before it at bs 1, but run 10 measured no change in the bs-1 step (4.759 ms with the GEMV at M 1, 4.760 without
+   * PDL): why is open (docs/progress.md, issue 4).
    */
   gemvPdl: true,
   /** Warps (= output rows) per block of fk_gemv (FK_WARPS). */
