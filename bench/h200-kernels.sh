@@ -20,7 +20,8 @@ ours = json.load(open(f"{out}/kernels_ours.json"))
 torch = json.load(open(f"{out}/kernels_torch.json"))
 tmap = {(r["task"], r["case"]): r for r in torch["results"]}
 C = ours["ceilings"]
-MEMORY = {"L1/rms_norm", "L1/silu_and_mul", "L1/gelu_and_mul", "L1/rotary_emb", "L1/embedding", "L1/softmax", "L1/store_kvcache", "L1/sampler"}
+# the memory-bound kernels (the sampler's top-k/top-p is a sort: not held to the copy-bandwidth target)
+MEMORY = {"L1/rms_norm", "L1/silu_and_mul", "L1/gelu_and_mul", "L1/rotary_emb", "L1/embedding", "L1/softmax", "L1/store_kvcache"}
 rows = []
 for r in ours["results"]:
     t = tmap.get((r["task"], r["case"]), {})
@@ -52,8 +53,12 @@ vc = [r["vsCompiled"] for r in mem if r["vsCompiled"]]
 dec = [r for r in rows if r["task"] == "L1/paged_decode_attention" and r["status"] == "ok"]
 pre = [r for r in rows if r["task"] == "L1/varlen_prefill_attention" and r["status"] == "ok"]
 ni = [f"{r['task']} {r['case']}" for r in rows if r["status"] != "ok"]
+worst = min(mem, key=lambda r: r["fracCopyBw"], default=None)
+slowest = min([r for r in mem if r["vsCompiled"]], key=lambda r: r["vsCompiled"], default=None)
 summary = {
     "memMinFracCopyBw": min(bw) if bw else None,
+    "memMinFracCopyBwCase": f"{worst['task']} {worst['case']}" if worst else None,
+    "memMinVsCompiledCase": f"{slowest['task']} {slowest['case']}" if slowest else None,
     "memMinVsCompiled": min(vc) if vc else None,
     "memGeomeanVsCompiled": math.exp(sum(math.log(x) for x in vc) / len(vc)) if vc else None,
     "decodeFracCopyBw": dec[0]["fracCopyBw"] if dec else None,
@@ -68,8 +73,8 @@ json.dump(merged, open(f"{out}/kernels.json", "w"), indent=2)
 S = summary
 print(f"\nkernels.json: {out}/kernels.json (commit {commit or '?'}, {merged['gpu']}, driver {driver or '?'}); ours {ours.get('seconds', 0):.0f} s, torch {torch.get('seconds', 0):.0f} s")
 if ni: print(f"not measured: {', '.join(ni)}")
-print(f"target memory-bound >= 90% of copy BW at >= 16 MB:   min {f(S['memMinFracCopyBw'] and S['memMinFracCopyBw'] * 100, '.0f')}% over {len(bw)} cases  {ok(bool(bw) and S['memMinFracCopyBw'] >= 0.9)}")
-print(f"target memory-bound >= 1.2x torch.compile:          min {f(S['memMinVsCompiled'], '.2f')}x, geomean {f(S['memGeomeanVsCompiled'], '.2f')}x over {len(vc)} cases  {ok(bool(vc) and S['memMinVsCompiled'] >= 1.2)}")
+print(f"target memory-bound >= 90% of copy BW at >= 16 MB:   min {f(S['memMinFracCopyBw'] and S['memMinFracCopyBw'] * 100, '.0f')}% ({S['memMinFracCopyBwCase']}) over {len(bw)} cases  {ok(bool(bw) and S['memMinFracCopyBw'] >= 0.9)}")
+print(f"target memory-bound >= 1.2x torch.compile:          min {f(S['memMinVsCompiled'], '.2f')}x ({S['memMinVsCompiledCase']}), geomean {f(S['memGeomeanVsCompiled'], '.2f')}x over {len(vc)} cases  {ok(bool(vc) and S['memMinVsCompiled'] >= 1.2)}")
 print(f"target paged decode b64x2k >= 80% copy BW, >= 1.0x best torch: {f(S['decodeFracCopyBw'] and S['decodeFracCopyBw'] * 100, '.0f')}%, {f(S['decodeVsBestTorch'], '.2f')}x  {ok(bool(dec) and S['decodeFracCopyBw'] >= 0.8 and (S['decodeVsBestTorch'] or 0) >= 1.0)}")
 print(f"target varlen prefill S=4096 >= 1.0x SDPA flash:    {f(S['prefillVsSdpaFlash'], '.2f')}x  {ok(bool(pre) and (S['prefillVsSdpaFlash'] or 0) >= 1.0)}")
 PY
