@@ -115,6 +115,16 @@ export interface PendingStep {
   readonly t0: number;
 }
 
+/** Release a step's tensors after an error (fixed arity: no array on the step path; released ones are skipped). */
+function disposeHeld(a: Tensor | null, b: Tensor | null, c: Tensor | null, d: Tensor | null, e: Tensor | null, f: Tensor | null): void {
+  a?.dispose();
+  b?.dispose();
+  c?.dispose();
+  d?.dispose();
+  e?.dispose();
+  f?.dispose();
+}
+
 function sameSeqs(a: readonly Sequence[], b: readonly Sequence[]): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
@@ -477,29 +487,41 @@ export class EngineRunner {
     };
     if (kvSlots) temps.push(kvSlots);
     const ctx = this.ctx;
+    // The step's tensors, each released as soon as it is used up; when an op throws midway, the finally releases
+    // what is still held (dispose() of a released tensor does nothing).
+    let hidden: Tensor | null = null;
+    let last: Tensor | null = null;
+    let logitsAct: Tensor | null = null;
+    let logits: Tensor | null = null;
+    let tokens: Tensor | null = null;
+    let dst: Tensor | null = null;
+    let done = false;
     try {
-      return withContext(ctx, () => {
-        const hidden = withForwardContext({ attnMetadata: metadata, kvCaches: this.kvCache.layers }, () => this.model.forward(v('inputIds', T), v('positions', T)));
+      const pending = withContext(ctx, (): PendingStep => {
+        hidden = withForwardContext({ attnMetadata: metadata, kvCaches: this.kvCache.layers }, () => this.model.forward(v('inputIds', T), v('positions', T)));
         if (nSample === 0) {
           hidden.dispose();
           return { nSample: 0, logits: null, t0 };
         }
-        const last = nSample === T ? hidden : ctx.backend.ops.embedding(v('logitsIdx', nSample), hidden);
+        last = nSample === T ? hidden : ctx.backend.ops.embedding(v('logitsIdx', nSample), hidden);
         if (last !== hidden) hidden.dispose();
-        const logitsAct = this.model.computeLogits(last);
+        logitsAct = this.model.computeLogits(last);
         last.dispose();
-        const logits = logitsAct.dtype === 'f32' ? logitsAct : logitsAct.to('f32');
+        logits = logitsAct.dtype === 'f32' ? logitsAct : logitsAct.to('f32');
         if (logits !== logitsAct) logitsAct.dispose();
-        const tokens = this.sampler.forward(logits, v('temperature', nSample), v('topK', nSample), v('topP', nSample), v('seeds', nSample), { sampledRows });
-        const dst = this.tokensOut.narrow(0, 0, nSample);
+        tokens = this.sampler.forward(logits, v('temperature', nSample), v('topK', nSample), v('topP', nSample), v('seeds', nSample), { sampledRows });
+        dst = this.tokensOut.narrow(0, 0, nSample);
         dst.copy_(tokens);
         dst.dispose();
         tokens.dispose();
         if (!collectLogits) logits.dispose();
         return { nSample, logits: collectLogits ? logits : null, t0 };
       });
+      done = true;
+      return pending;
     } finally {
       for (const t of temps) t.dispose();
+      if (!done) disposeHeld(hidden, last, logitsAct, logits, tokens, dst);
     }
   }
 
@@ -538,6 +560,13 @@ export class EngineRunner {
       temps.push(t);
       return t;
     };
+    // as in launchEager: released as soon as used up, and by the finally when an op throws midway (a capture that
+    // runs out of its graph pool throws from an allocation here, and is retried with a bigger pool)
+    let hidden: Tensor | null = null;
+    let logitsAct: Tensor | null = null;
+    let logits: Tensor | null = null;
+    let tokens: Tensor | null = null;
+    let dst: Tensor | null = null;
     try {
       const metadata: AttentionMetadata = {
         numPrefills: 0, numPrefillTokens: 0, numDecodes: bs,
@@ -545,21 +574,22 @@ export class EngineRunner {
         blockTables: v('blockTables', bs, this.maxBlocksPerSeq), seqLens: v('seqLens', bs),
       };
       withContext(this.ctx, () => {
-        const hidden = withForwardContext({ attnMetadata: metadata, kvCaches: this.kvCache.layers }, () => this.model.forward(v('inputIds', bs), v('positions', bs)));
-        const logitsAct = this.model.computeLogits(hidden);
+        hidden = withForwardContext({ attnMetadata: metadata, kvCaches: this.kvCache.layers }, () => this.model.forward(v('inputIds', bs), v('positions', bs)));
+        logitsAct = this.model.computeLogits(hidden);
         hidden.dispose();
-        const logits = logitsAct.dtype === 'f32' ? logitsAct : logitsAct.to('f32');
+        logits = logitsAct.dtype === 'f32' ? logitsAct : logitsAct.to('f32');
         if (logits !== logitsAct) logitsAct.dispose();
         // the hint picks the sampler's launch path for this graph variant (sampleVariants); the tokens never depend on it
-        const tokens = this.sampler.forward(logits, v('temperature', bs), v('topK', bs), v('topP', bs), v('seeds', bs), hint);
+        tokens = this.sampler.forward(logits, v('temperature', bs), v('topK', bs), v('topP', bs), v('seeds', bs), hint);
         logits.dispose();
-        const dst = this.tokensOut.narrow(0, 0, bs);
+        dst = this.tokensOut.narrow(0, 0, bs);
         dst.copy_(tokens);
         dst.dispose();
         tokens.dispose();
       });
     } finally {
       for (const t of temps) t.dispose();
+      disposeHeld(hidden, null, logitsAct, logits, tokens, dst);
     }
   }
 
