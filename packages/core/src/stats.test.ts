@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Rng } from './rng.js';
-import { bootstrapSpeedup, geomean, median, quantile, summarize } from './stats.js';
+import { bootstrapGeomeanSpeedup, bootstrapSpeedup, geomean, median, quantile, summarize } from './stats.js';
 
 /** n lognormal samples with median exp(mu). */
 function lognormal(seed: number, n: number, medianMs: number, sigma: number): number[] {
@@ -159,5 +159,41 @@ describe('bootstrapSpeedup', () => {
   it('constant samples give a degenerate interval at the ratio', () => {
     const e = bootstrapSpeedup([3, 3, 3], [1.5, 1.5], { resamples: 100 });
     expect(e).toEqual({ speedup: 2, ciLow: 2, ciHigh: 2, confidence: 0.95 });
+  });
+});
+
+describe('bootstrapGeomeanSpeedup', () => {
+  it('one workload: the same point and interval as bootstrapSpeedup (same seed)', () => {
+    const b = lognormal(1, 5, 10, 0.05);
+    const c = lognormal(2, 5, 8, 0.05);
+    const one = bootstrapGeomeanSpeedup([{ baselineMs: b, candidateMs: c }], { resamples: 500, seed: 7 });
+    const ref = bootstrapSpeedup(b, c, { resamples: 500, seed: 7 });
+    expect(one.speedup).toBeCloseTo(ref.speedup, 12);
+    expect(one.ciLow).toBeCloseTo(ref.ciLow, 12);
+    expect(one.ciHigh).toBeCloseTo(ref.ciHigh, 12);
+  });
+
+  it('a candidate identical in distribution to the baseline: the interval holds 1 (fresh seeds), and a 1.3x one excludes it', () => {
+    let holds = 0;
+    for (let s = 0; s < 40; s++) {
+      const w = [10, 40].map((ms, k) => ({ baselineMs: lognormal(100 * s + k, 5, ms, 0.03), candidateMs: lognormal(100 * s + k + 50, 5, ms, 0.03) }));
+      const e = bootstrapGeomeanSpeedup(w, { resamples: 400, seed: s });
+      if (e.ciLow <= 1 && 1 <= e.ciHigh) holds++;
+      expect(e.ciLow).toBeLessThanOrEqual(e.speedup);
+      expect(e.ciHigh).toBeGreaterThanOrEqual(e.speedup);
+    }
+    expect(holds).toBeGreaterThanOrEqual(30); // ~95% nominal; percentile bootstrap of 5 samples runs a bit narrow
+    const fast = [10, 40].map((ms, k) => ({ baselineMs: lognormal(k + 1, 5, ms, 0.03), candidateMs: lognormal(k + 9, 5, ms / 1.3, 0.03) }));
+    const e = bootstrapGeomeanSpeedup(fast, { resamples: 400 });
+    expect(e.ciLow).toBeGreaterThan(1.15);
+    expect(e.speedup).toBeGreaterThan(1.2);
+  });
+
+  it('the point estimate is the geomean over workloads of the median ratios; empty input gives NaN', () => {
+    const e = bootstrapGeomeanSpeedup([{ baselineMs: [4, 4, 4], candidateMs: [2, 2, 2] }, { baselineMs: [3, 3], candidateMs: [6, 6] }], { resamples: 50 });
+    expect(e.speedup).toBeCloseTo(1, 12); // sqrt(2 * 0.5)
+    expect(e.ciLow).toBeCloseTo(1, 12);
+    expect(Number.isNaN(bootstrapGeomeanSpeedup([]).speedup)).toBe(true);
+    expect(Number.isNaN(bootstrapGeomeanSpeedup([{ baselineMs: [], candidateMs: [1] }]).ciLow)).toBe(true);
   });
 });

@@ -22,6 +22,10 @@ const runShape = {
   throughputSpeedup: speedup.optional(),
   /** Baseline / candidate on the latency workloads (geometric mean over them). */
   latencySpeedup: speedup.optional(),
+  /** 95% bootstrap interval of throughputSpeedup [low, high], from repeated timed passes (informative). */
+  throughputSpeedupCi: z.tuple([speedup, speedup]).optional(),
+  /** 95% bootstrap interval of latencySpeedup [low, high], from the latency repeats (informative). */
+  latencySpeedupCi: z.tuple([speedup, speedup]).optional(),
   /** Per item (request, image, clip, ...): distance of the candidate's output to the baseline's. */
   discrepancies: z.array(z.number().nonnegative()).default([]),
   /** Distance of an unrelated output in the same units; discrepancies are usually normalized so it is 1. */

@@ -76,6 +76,7 @@ export class RotaryEmbedding extends Module {
     await expect(runE2e({ ...base, selfTest: true, gpuMemoryUtilization: 1e-9 }, io())).rejects.toThrow(/the model does not fit/);
     const bad = files(join(tmp, 'bad-cands'), { 'L1/rms_norm.ts': 'export class Nope {}' });
     await expect(runE2e({ ...base, candidates: bad }, io())).rejects.toThrow(/1 candidate file failed to load/);
+    await expect(runE2e({ ...base, selfTest: true, throughputRepeats: 0 }, io())).rejects.toMatchObject({ details: { field: '--throughput-repeats' }, message: expect.stringMatching(/from 1 to 100, got 0/) });
   });
 
   it('capture writes an index the bench reader accepts', () => {

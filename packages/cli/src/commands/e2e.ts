@@ -86,6 +86,7 @@ export interface E2eArgs extends EngineArgs {
   latencyOutput: number;
   warmups: number;
   repeats: number;
+  throughputRepeats?: number;
   timeout: number;
   keepGoing?: boolean;
   out?: string;
@@ -138,6 +139,7 @@ export async function runE2e(argv: E2eArgs, io: Io, rawArgs: readonly string[] =
     repeats: intFlag('repeats', argv.repeats, 1, 1000),
   } : undefined;
   const timeoutS = intFlag('timeout', argv.timeout, 1, 1 << 30);
+  const throughputRepeats = intFlag('throughput-repeats', argv.throughputRepeats ?? 1, 1, 100);
   await runWithTensorParallel(
     {
       tp, io, rawArgs,
@@ -149,7 +151,7 @@ export async function runE2e(argv: E2eArgs, io: Io, rawArgs: readonly string[] =
         checkTensorParallelDevices(tp, backend);
       },
     },
-    (rank) => e2eOn(argv, rank, { env, backend, models, kinds, latency, timeoutS }),
+    (rank) => e2eOn(argv, rank, { env, backend, models, kinds, latency, timeoutS, throughputRepeats }),
   );
 }
 
@@ -160,6 +162,7 @@ interface E2ePlan {
   readonly kinds: readonly string[];
   readonly latency: LatencySpec | undefined;
   readonly timeoutS: number;
+  readonly throughputRepeats: number;
 }
 
 /**
@@ -167,7 +170,7 @@ interface E2ePlan {
  * E2eRunner); only rank 0 prints and writes --out/--details.
  */
 async function e2eOn(argv: E2eArgs, rank: RankRun, plan: E2ePlan): Promise<void> {
-  const { env, backend, models, kinds, latency, timeoutS } = plan;
+  const { env, backend, models, kinds, latency, timeoutS, throughputRepeats } = plan;
   const io = rank.io;
   const log = (l: string) => io.err(`${l}\n`);
   const engine = engineOptions(argv, log);
@@ -194,7 +197,7 @@ async function e2eOn(argv: E2eArgs, rank: RankRun, plan: E2ePlan): Promise<void>
     const src = modelSource(dir, backend, argv, { world: rank.world, ...(rank.device !== undefined ? { device: rank.device } : {}) });
     const throughput = kinds.includes('throughput') ? throughputFor(argv, dir, engine.maxModelLen) : undefined;
     const runner = new E2eRunner(src, env.registry, {
-      engine, ...(throughput ? { throughput } : {}), ...(latency ? { latency } : {}), runTimeoutMs: timeoutS * 1000, importFailures: failures, log,
+      engine, ...(throughput ? { throughput } : {}), ...(latency ? { latency } : {}), runTimeoutMs: timeoutS * 1000, throughputRepeats, importFailures: failures, log,
       collectivesOn: { backend, device: rank.device ?? 0 },
     });
     let r;
@@ -208,9 +211,9 @@ async function e2eOn(argv: E2eArgs, rank: RankRun, plan: E2ePlan): Promise<void>
     details[src.name] = r.details;
     write();
     const rec = r.record;
-    const f = (x?: number) => (x === undefined ? '-' : `${x.toFixed(3)}x`);
+    const f = (x?: number, ci?: [number, number]) => (x === undefined ? '-' : `${x.toFixed(3)}x${ci ? ` [${ci[0].toFixed(3)}, ${ci[1].toFixed(3)}]` : ''}`);
     const agree = rec.discrepancies.filter((d) => d === 0).length;
-    io.out(`${src.name}: ${rec.outcome}, throughput ${f(rec.throughputSpeedup)}, latency ${f(rec.latencySpeedup)}, exact agreement ${agree}/${rec.discrepancies.length}` +
+    io.out(`${src.name}: ${rec.outcome}, throughput ${f(rec.throughputSpeedup, rec.throughputSpeedupCi)}, latency ${f(rec.latencySpeedup, rec.latencySpeedupCi)}, exact agreement ${agree}/${rec.discrepancies.length}` +
       `${rec.drops.length ? `, dropped ${rec.drops.map((d) => `${d.task} (${d.category})`).join(', ')}` : ''}${rec.asIs && rec.asIs.outcome !== 'ok' ? `; as-is: ${rec.asIs.outcome}` : ''}\n`);
     if (r.details.baseline.throughputTokS) io.err(`  baseline ${r.details.baseline.throughputTokS.toFixed(1)} output tok/s; ${r.details.runs} runs\n`);
   }
@@ -232,7 +235,8 @@ export function e2eCommand(io: Io, rawArgs: readonly string[] = process.argv.sli
         .option('latency-prompt', { type: 'number', default: 128 })
         .option('latency-output', { type: 'number', default: 128 })
         .option('warmups', { type: 'number', default: 3 })
-        .option('repeats', { type: 'number', default: 5, describe: 'timed latency runs (median)' })
+        .option('repeats', { type: 'number', default: 5, describe: 'timed latency runs (median; 2+ give a bootstrap interval of the latency speedup)' })
+        .option('throughput-repeats', { type: 'number', default: 1, describe: 'timed passes over the throughput workload per run (median; 2+ give a bootstrap interval of the throughput speedup)' })
         .option('timeout', { type: 'number', default: 3600, describe: 'seconds one run may take (checked between steps)' })
         .option('keep-going', { type: 'boolean', describe: 'candidate files that fail to load are dropped (category import) instead of stopping with exit 2' })
         .option('out', { type: 'string', describe: 'write the E2eReport (MacroEval input) JSON here, updated after each model' })

@@ -10,7 +10,7 @@ import { RotaryEmbedding } from '../families/dense-moe-llm/L1/rotary_emb.js';
 import { SiluAndMul } from '../families/dense-moe-llm/L1/silu_and_mul.js';
 import { baselineRegistry } from '../index.js';
 import { EmulatedGraphRuntime } from './device-io.js';
-import { E2eRunner, agreeOnRun, calibratedCorrectness, tokenDiscrepancies, tokensDigest, type E2eModelSource } from './e2e.js';
+import { E2eRunner, agreeOnRun, calibratedCorrectness, speedupIntervals, tokenDiscrepancies, tokensDigest, type E2eModelSource } from './e2e.js';
 import { loadLlamaModel } from './load-model.js';
 import { isGraphCapturing } from './runner.js';
 import { syntheticWorkload } from './workloads.js';
@@ -93,6 +93,34 @@ describe('e2e: baseline, noise, candidate runs with drop-and-retry', () => {
     expect(r.record.latencySpeedup).toBeGreaterThan(0);
     expect(r.record.drops).toEqual([]);
     expect(r.details.calibratedC).toBe(1);
+  });
+
+  it('self-test with repeats: bootstrap intervals of both speedups around the point estimates; one repeat gives none', () => {
+    const r = new E2eRunner(source, baselineRegistry(), { ...options, throughputRepeats: 3, latency: { ...options.latency, repeats: 3 } }).evaluate([]);
+    const { throughputSpeedup: ts, latencySpeedup: ls, throughputSpeedupCi: tci, latencySpeedupCi: lci } = r.record;
+    expect(tci).toBeDefined();
+    expect(lci).toBeDefined();
+    expect(tci![0]).toBeLessThanOrEqual(ts!);
+    expect(ts!).toBeLessThanOrEqual(tci![1]);
+    expect(lci![0]).toBeLessThanOrEqual(ls!);
+    expect(ls!).toBeLessThanOrEqual(lci![1]);
+    expect(r.record.discrepancies.every((d) => d === 0)).toBe(true); // repeated passes keep the first pass's tokens
+    const one = new E2eRunner(source, baselineRegistry(), options).evaluate([]);
+    expect(one.record.throughputSpeedupCi).toBeUndefined();
+    expect(one.record.latencySpeedupCi).toBeUndefined();
+  });
+
+  it('speedupIntervals: from the timed repeats of both runs; a faster candidate gets an interval above 1', () => {
+    const base = { tokens: [], wallMs: 0, throughputSamplesMs: [100, 102, 98, 101], latencySamplesMs: { 1: [10, 10.2, 9.9], 32: [40, 41, 39.5] } };
+    const fast = { tokens: [], wallMs: 0, throughputSamplesMs: [50, 51, 49, 50.5], latencySamplesMs: { 1: [5, 5.1, 4.9], 32: [20, 20.5, 19.8] } };
+    const ci = speedupIntervals(base, fast);
+    expect(ci.throughput![0]).toBeGreaterThan(1.8);
+    expect(ci.throughput![1]).toBeLessThan(2.2);
+    expect(ci.latency![0]).toBeGreaterThan(1.8);
+    expect(ci.latency![1]).toBeLessThan(2.2);
+    // one pass on a side, or a batch size timed once: no interval
+    expect(speedupIntervals({ ...base, throughputSamplesMs: [100] }, fast).throughput).toBeUndefined();
+    expect(speedupIntervals(base, { ...fast, latencySamplesMs: { 1: [5], 32: [20, 21] } }).latency).toBeUndefined();
   });
 
   it('drops a throwing, an uncapturable and a wrong candidate (from the error or by bisection) and deploys the rest', () => {

@@ -1,4 +1,4 @@
-import { UserError, currentTensorParallelGroup, errorMessage, type Backend, type ExecutionContext, type ModuleClass, type ModuleRegistry, type TensorParallelGroup } from '@fastkernels/core';
+import { UserError, bootstrapGeomeanSpeedup, currentTensorParallelGroup, errorMessage, geomean, median, type Backend, type ExecutionContext, type ModuleClass, type ModuleRegistry, type TensorParallelGroup } from '@fastkernels/core';
 import { LLMEngine, EngineTimeoutError, summarizeSteps, type EngineGeometry, type EngineOptions } from './engine.js';
 import { blamedTask, blamingRegistry } from './instrument.js';
 import type { CausalLM } from './model-runner.js';
@@ -70,6 +70,11 @@ export interface E2eOptions {
   readonly throughput?: Workload;
   /** Latency runs; also checked for correctness when there is no throughput workload. */
   readonly latency?: LatencySpec;
+  /**
+   * Timed passes over the throughput workload per run (default 1; tokens come from the first). From 2 on, the record
+   * carries a bootstrap interval of the throughput speedup, as the latency repeats give one for the latency speedup.
+   */
+  readonly throughputRepeats?: number;
   /** Wall-clock limit of one run (ms); a run past it is a timeout. */
   readonly runTimeoutMs?: number;
   /** Correctness gate of a candidate run: calibrated C >= tau (MacroEval's default 0.9; g and z as MacroEval's defaults). */
@@ -90,8 +95,12 @@ export interface E2eOptions {
 export interface RunResult {
   readonly tokens: number[][];
   readonly throughputTokS?: number;
+  /** Wall ms of each timed pass over the throughput workload (throughputRepeats of them). */
+  readonly throughputSamplesMs?: number[];
   /** Median wall ms per batch size. */
   readonly latencyMs?: Record<number, number>;
+  /** Wall ms of each timed latency repeat, per batch size. */
+  readonly latencySamplesMs?: Record<number, number[]>;
   /** Decode steps' mean host time fraction. */
   readonly decodeHostFraction?: number;
   readonly wallMs: number;
@@ -108,6 +117,10 @@ export interface E2eRunRecord {
   detail?: string;
   throughputSpeedup?: number;
   latencySpeedup?: number;
+  /** 95% percentile-bootstrap interval of throughputSpeedup (when the workload was timed at least twice a run). */
+  throughputSpeedupCi?: [number, number];
+  /** 95% percentile-bootstrap interval of latencySpeedup (the geomean over batch sizes of the median ratios). */
+  latencySpeedupCi?: [number, number];
   discrepancies: number[];
   unrelatedDistance: number;
 }
@@ -152,11 +165,29 @@ export function calibratedCorrectness(d: readonly number[], noise: readonly numb
   return sum / d.length;
 }
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
-const geomean = (xs: number[]) => Math.exp(xs.reduce((a, x) => a + Math.log(x), 0) / xs.length);
+/**
+ * 95% bootstrap intervals of a candidate run's speedups over the baseline run, from the timed repeats: throughput
+ * (at least two passes over the workload on each side) and latency (every batch size timed on both sides).
+ */
+export function speedupIntervals(base: RunResult, cand: RunResult): { throughput?: [number, number]; latency?: [number, number] } {
+  const out: { throughput?: [number, number]; latency?: [number, number] } = {};
+  const bt = base.throughputSamplesMs ?? [];
+  const ct = cand.throughputSamplesMs ?? [];
+  if (bt.length >= 2 && ct.length >= 2) {
+    const e = bootstrapGeomeanSpeedup([{ baselineMs: bt, candidateMs: ct }]);
+    out.throughput = [e.ciLow, e.ciHigh];
+  }
+  const bl = base.latencySamplesMs;
+  const cl = cand.latencySamplesMs;
+  if (bl && cl) {
+    const sizes = Object.keys(cl).filter((k) => (bl[Number(k)]?.length ?? 0) >= 2 && (cl[Number(k)]?.length ?? 0) >= 2);
+    if (sizes.length && sizes.length === Object.keys(cl).length) {
+      const e = bootstrapGeomeanSpeedup(sizes.map((k) => ({ baselineMs: bl[Number(k)]!, candidateMs: cl[Number(k)]! })));
+      out.latency = [e.ciLow, e.ciHigh];
+    }
+  }
+  return out;
+}
 
 
 /** Run outcome codes the tensor-parallel ranks agree on. */
@@ -251,7 +282,15 @@ export class E2eRunner {
       }
       engine.deadline = deadline;
       const tokens: number[][] = [];
-      const res: { tokens: number[][]; throughputTokS?: number; latencyMs?: Record<number, number>; decodeHostFraction?: number; wallMs: number } = { tokens, wallMs: 0 };
+      const res: {
+        tokens: number[][];
+        throughputTokS?: number;
+        throughputSamplesMs?: number[];
+        latencyMs?: Record<number, number>;
+        latencySamplesMs?: Record<number, number[]>;
+        decodeHostFraction?: number;
+        wallMs: number;
+      } = { tokens, wallMs: 0 };
       const w = this.options.throughput;
       if (w && timing) {
         // Untimed warm-up: the first (up to 16) requests, a few tokens each, so kernel compiles (NVRTC, a candidate's Triton),
@@ -263,18 +302,26 @@ export class E2eRunner {
       }
       if (w) {
         const requests = order === 'reversed' ? [...w.requests].reverse() : w.requests;
-        const t = performance.now();
-        const out = engine.generate(requests.map((r) => ({ promptIds: r.promptIds, params: { maxTokens: r.outputLen, ignoreEos: true } })));
-        const ms = performance.now() - t;
-        if (order === 'reversed') out.reverse(); // tokens in the workload's order
-        for (const o of out) tokens.push(o.tokenIds);
-        const n = out.reduce((a, o) => a + o.tokenIds.length, 0);
-        res.throughputTokS = (n / ms) * 1000;
+        const samples: number[] = [];
+        let n = 0;
+        for (let rep = 0; rep < (timing ? Math.max(1, Math.floor(this.options.throughputRepeats ?? 1)) : 1); rep++) {
+          const t = performance.now();
+          const out = engine.generate(requests.map((r) => ({ promptIds: r.promptIds, params: { maxTokens: r.outputLen, ignoreEos: true } })));
+          samples.push(performance.now() - t);
+          if (rep === 0) {
+            if (order === 'reversed') out.reverse(); // tokens in the workload's order
+            for (const o of out) tokens.push(o.tokenIds);
+            n = out.reduce((a, o) => a + o.tokenIds.length, 0); // EOS ignored: every pass makes the same tokens
+          }
+        }
+        res.throughputSamplesMs = samples;
+        res.throughputTokS = (n / median(samples)) * 1000;
         res.decodeHostFraction = summarizeSteps(engine.records).hostFraction;
       }
       const lat = this.options.latency;
       if (lat && (timing || !w)) {
         res.latencyMs = {};
+        res.latencySamplesMs = {};
         const V = this.options.vocabSize ?? loaded.geometry.vocabSize;
         for (const bs of lat.batchSizes) {
           const reqs = Array.from({ length: bs }, (_, b) => ({
@@ -291,6 +338,7 @@ export class E2eRunner {
             if (r >= lat.warmups || !timing) times.push(ms);
           }
           res.latencyMs[bs] = median(times);
+          res.latencySamplesMs[bs] = times;
         }
       }
       res.wallMs = performance.now() - t0;
@@ -338,6 +386,9 @@ export class E2eRunner {
         const ratios = Object.keys(r.latencyMs).map((k) => base.latencyMs![Number(k)]! / r.latencyMs![Number(k)]!).filter((x) => Number.isFinite(x) && x > 0);
         if (ratios.length) rec.latencySpeedup = geomean(ratios);
       }
+      const ci = speedupIntervals(base, r);
+      if (ci.throughput) rec.throughputSpeedupCi = ci.throughput;
+      if (ci.latency) rec.latencySpeedupCi = ci.latency;
       if (rec.outcome === 'broken') rec.detail = `calibrated correctness ${C.toFixed(3)} < ${tau}`;
       return rec;
     };
