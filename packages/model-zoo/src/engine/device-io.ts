@@ -18,6 +18,8 @@ export interface GraphRuntime {
   capture(fn: () => void, pool: unknown): CapturedGraph;
   /** Bytes reserved for a pool (rounded), for the memory budget. */
   poolBytes(pool: unknown): number;
+  /** Most bytes any one capture took from the pool (for calibrating the estimate), where the runtime tracks it. */
+  poolPeakBytes?(pool: unknown): number;
   destroyPool(pool: unknown): void;
 }
 
@@ -73,6 +75,7 @@ export function stepIoFor(backend: Backend, options: { graphs?: boolean } = {}):
     createPool: (bytes) => rt.createGraphPool(bytes),
     capture: (fn, pool) => rt.capture(fn, { pool }),
     poolBytes: (pool) => (pool as { size: number }).size,
+    poolPeakBytes: (pool) => (pool as { peak: number }).peak,
     destroyPool: (pool) => (pool as { destroy(): void }).destroy(),
   };
   return {

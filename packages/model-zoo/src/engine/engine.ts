@@ -5,7 +5,7 @@ import type { GraphRuntime } from './device-io.js';
 import { stepIoFor } from './device-io.js';
 import { disposeAttentionMetadata, withForwardContext, type AttentionMetadata } from './forward-context.js';
 import { KvCache, kvCacheSpecFor, type KvCacheSpec } from './kv-cache.js';
-import { formatBudget, planKvCache, withKvBlocks, type MemoryBudget } from './memory.js';
+import { formatBudget, formatGraphPool, planKvCache, withKvBlocks, type MemoryBudget } from './memory.js';
 import type { CausalLM } from './model-runner.js';
 import { EngineRunner, isCaptureError, type RunnerGeometry } from './runner.js';
 import { Scheduler } from './scheduler.js';
@@ -186,7 +186,7 @@ export class LLMEngine {
       log(formatBudget(this.budget, KV_BLOCK_SIZE));
       if (this.runner.usesGraphs) {
         const variants = this.runner.graphCount > this.runner.graphBuckets.length ? `, ${this.runner.graphCount} graphs with the sampler's launch paths` : '';
-        log(`CUDA graphs: decode batch sizes ${this.runner.graphBuckets.join(', ')} captured in ${((performance.now() - t0) / 1000).toFixed(1)} s${variants}${this.tp.world > 1 ? ` (with the collectives of ${this.tp.world} tensor-parallel ranks)` : ''}`);
+        log(`CUDA graphs: decode batch sizes ${this.runner.graphBuckets.join(', ')} captured in ${((performance.now() - t0) / 1000).toFixed(1)} s${variants}${formatGraphPool(this.runner.graphPoolStats)}${this.tp.world > 1 ? ` (with the collectives of ${this.tp.world} tensor-parallel ranks)` : ''}`);
       }
       else if (this.graphFallback) log(`CUDA graphs: off under tensor parallelism (${this.graphFallback.reason}); decode runs eagerly on every rank`);
       else log(`CUDA graphs: off (${graphRt ? 'no buckets' : ctx.backend.capabilities.graphs ? 'disabled' : `the ${ctx.backend.name} backend has none`}); decode runs eagerly`);

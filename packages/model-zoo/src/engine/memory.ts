@@ -85,3 +85,13 @@ export function withKvBlocks(b: MemoryBudget, numKvBlocks: number): MemoryBudget
   if (numKvBlocks >= b.numKvBlocks) return b;
   return { ...b, numKvBlocks, kvBytes: numKvBlocks * b.kvBlockBytes, limitedBy: 'ranks' };
 }
+
+/**
+ * The graph pool's sizing for the capture log line, when the estimate was short (each failed capture doubled the
+ * pool) or the runtime reports the most one capture used: '' otherwise.
+ */
+export function formatGraphPool(p: { estimateBytes: number; attempts: number; peakBytes?: number } | null): string {
+  if (!p || (p.attempts === 1 && p.peakBytes === undefined)) return '';
+  const peak = p.peakBytes !== undefined ? `, one capture used at most ${fmt(p.peakBytes)}` : '';
+  return `; graph pool estimate ${fmt(p.estimateBytes)}${p.attempts > 1 ? ` was short (${p.attempts} attempts)` : ''}${peak}`;
+}

@@ -13,6 +13,7 @@ import { baselineRegistry } from '../index.js';
 import { EmulatedGraphRuntime } from './device-io.js';
 import { LLMEngine } from './engine.js';
 import { loadLlamaModel } from './load-model.js';
+import { formatGraphPool } from './memory.js';
 
 const FIXTURES = join(import.meta.dirname, '../../fixtures');
 const V = 256; // tiny-llama's vocabulary
@@ -64,6 +65,11 @@ describe('engine steps release what they allocate', () => {
       expect(backend.thrown.length).toBe(1);
       expect(backend.thrown[0]).toMatch(/Tensor\.to[\s\S]*decodeBody/); // the bf16 logits were live, as on the H200
       expect(graphs.pools.length).toBe(2); // the first pool ran out, the second (doubled) held every bucket
+      // the start-up log's calibration data: the estimate, and that it took a second, doubled pool
+      expect(engine.runner.graphPoolStats).toMatchObject({ estimateBytes: graphs.pools[0], attempts: 2 });
+      expect(formatGraphPool(engine.runner.graphPoolStats)).toMatch(/^; graph pool estimate [\d.]+ (MiB|GiB) was short \(2 attempts\)$/);
+      expect(formatGraphPool({ estimateBytes: 2 ** 30, attempts: 1, peakBytes: 1.5 * 2 ** 30 })).toBe('; graph pool estimate 1.00 GiB, one capture used at most 1.50 GiB');
+      expect(formatGraphPool({ estimateBytes: 2 ** 30, attempts: 1 })).toBe('');
       expect(engine.runner.graphBuckets).toEqual([1, 2, 4]);
       const out = engine.generate([{ promptIds: [3, 1, 4, 1, 5], params: { maxTokens: 4, ignoreEos: true } }, { promptIds: [9, 2, 6], params: { maxTokens: 3, ignoreEos: true } }]);
       expect(out.map((o) => o.tokenIds.length)).toEqual([4, 3]);

@@ -179,6 +179,7 @@ export class EngineRunner {
   private buckets: number[] = [];
   private vocabSize = 0;
   private pool: unknown = null;
+  private poolStats: { estimateBytes: number; attempts: number; peakBytes?: number } | null = null;
   /** The tensor-parallel group the model was built in (world 1: none). */
   private readonly tp: TensorParallelGroup = currentTensorParallelGroup();
 
@@ -635,7 +636,9 @@ export class EngineRunner {
     }
     this.ctx.backend.synchronize(this.ctx.device);
     let bytes = this.config.graphPoolBytes ?? EngineRunner.estimateGraphPoolBytes(geometry, this.buckets[this.buckets.length - 1]!, this.ctx.dtype);
+    const estimate = bytes;
     for (let attempt = 0; ; attempt++) {
+      this.poolStats = { estimateBytes: estimate, attempts: attempt + 1 };
       this.pool = this.graphRt.createPool(bytes);
       try {
         for (const bs of [...this.buckets].reverse()) {
@@ -669,7 +672,17 @@ export class EngineRunner {
       }
     }
     this.ctx.backend.synchronize(this.ctx.device);
+    const peak = this.graphRt.poolPeakBytes?.(this.pool);
+    if (peak !== undefined) this.poolStats = { ...this.poolStats!, peakBytes: peak };
     return this.graphRt.poolBytes(this.pool);
+  }
+
+  /**
+   * The graph pool's sizing at the last captureGraphs: the estimate, the attempts it took (each failed one doubled the
+   * pool), and the most one capture used where the runtime tracks it — what the estimate should have been.
+   */
+  get graphPoolStats(): { estimateBytes: number; attempts: number; peakBytes?: number } | null {
+    return this.poolStats;
   }
 
   private destroyGraphs(): void {
