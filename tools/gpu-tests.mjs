@@ -89,6 +89,7 @@ export async function bundleGpuTests(outDir = join(root, 'dist', 'gpu-host')) {
 const RUNNER = `#!/usr/bin/env bash
 # Runs the bundled GPU tests (one node process per file, so a sticky CUDA error stays contained).
 # Usage: ./run-gpu-tests [substring-of-file-name ...]   (e.g. ./run-gpu-tests exploits: the GPU exploit corpus)
+# FASTKERNELS_TEST_FILTER=substring runs only the tests whose full name contains it (e.g. one test of a long file).
 set -uo pipefail
 here="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"
 node_bin="$("$here/run" --print-node)" || { echo "gpu-tests: 0 passed, 1 failed (could not unpack node)"; exit 1; }

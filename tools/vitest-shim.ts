@@ -142,6 +142,9 @@ export function expect(actual: unknown): Matchers & { not: Matchers; rejects: As
 // ------------------------------------------------------------------------------------------- runner
 
 const hasGpu = process.env.FASTKERNELS_GPU ? process.env.FASTKERNELS_GPU === '1' : existsSync('/dev/nvidiactl');
+// FASTKERNELS_TEST_FILTER=substring: run only the tests whose full name (file > suites > test) contains it (the
+// others are skipped and say why), so one call on the GPU host can run a single test of a long file.
+const nameFilter = process.env.FASTKERNELS_TEST_FILTER || undefined;
 
 export async function run(file: string): Promise<{ passed: number; failed: number; skipped: number }> {
   const counts = { passed: 0, failed: 0, skipped: 0 };
@@ -161,7 +164,10 @@ export async function run(file: string): Promise<{ passed: number; failed: numbe
         continue;
       }
       const name = [file, ...path, c.name].join(' > ');
-      const skip = c.skip ?? (c.tags.includes('gpu') && !hasGpu ? 'no NVIDIA GPU (/dev/nvidiactl absent; FASTKERNELS_GPU=1 forces)' : undefined);
+      const skip =
+        c.skip ??
+        (c.tags.includes('gpu') && !hasGpu ? 'no NVIDIA GPU (/dev/nvidiactl absent; FASTKERNELS_GPU=1 forces)' : undefined) ??
+        (nameFilter && !name.includes(nameFilter) ? `FASTKERNELS_TEST_FILTER=${nameFilter}` : undefined);
       if (skip) {
         counts.skipped++;
         console.log(`skip ${name} (${skip})`);

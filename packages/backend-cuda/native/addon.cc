@@ -119,6 +119,7 @@ namespace {
 struct Driver {
   FK_DRIVER_FUNCS(FK_DECLARE_PTR)
   CUresult (*cuLaunchKernelEx)(const CUlaunchConfig*, CUfunction, void**, void**) = nullptr;  // optional (CUDA 12+)
+  CUresult (*cuGraphGetEdges_v2)(CUgraph, CUgraphNode*, CUgraphNode*, CUgraphEdgeData*, size_t*) = nullptr;  // optional (12.3+)
 };
 struct Nvrtc {
   FK_NVRTC_FUNCS(FK_DECLARE_PTR)
@@ -265,6 +266,7 @@ Napi::Value LoadLibrary(const Napi::CallbackInfo& info) {
 #undef X
       // CUDA 12.8+ drivers export the _v2 elapsed-time entry; prefer it when present (same signature).
       cu.cuLaunchKernelEx = reinterpret_cast<CUresult (*)(const CUlaunchConfig*, CUfunction, void**, void**)>(dlsym(h, "cuLaunchKernelEx"));
+      cu.cuGraphGetEdges_v2 = reinterpret_cast<CUresult (*)(CUgraph, CUgraphNode*, CUgraphNode*, CUgraphEdgeData*, size_t*)>(dlsym(h, "cuGraphGetEdges_v2"));
       if (void* v2 = dlsym(h, "cuEventElapsedTime_v2")) cu.cuEventElapsedTime = reinterpret_cast<CUresult (*)(float*, CUevent, CUevent)>(v2);
     } else if (kind == "nvrtc") {
 #define X(name, ret, args) FK_RESOLVE(rtc, name, ret, args)
@@ -724,6 +726,24 @@ Napi::Value GraphNodeCount(const Napi::CallbackInfo& info) {
   CU(cu.cuGraphGetNodes(Handle<CUgraph>(info, 0), nullptr, &n), "cuGraphGetNodes");
   return Napi::Number::New(env, static_cast<double>(n));
 }
+// graphEdgeKinds(graph) -> { "<type>/<from port>": count } over the graph's edges ("0/0": full completion; "1/1",
+// "1/2": programmatic dependent launch edges), or null where the driver has no cuGraphGetEdges_v2.
+Napi::Value GraphEdgeKinds(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!cu.cuGraphGetEdges_v2) return env.Null();
+  CUgraph g = Handle<CUgraph>(info, 0);
+  size_t n = 0;
+  CU(cu.cuGraphGetEdges_v2(g, nullptr, nullptr, nullptr, &n), "cuGraphGetEdges");
+  std::vector<CUgraphNode> from(n), to(n);
+  std::vector<CUgraphEdgeData> data(n);
+  if (n) CU(cu.cuGraphGetEdges_v2(g, from.data(), to.data(), data.data(), &n), "cuGraphGetEdges");
+  Napi::Object o = Napi::Object::New(env);
+  for (size_t i = 0; i < n; i++) {
+    std::string k = std::to_string(data[i].type) + "/" + std::to_string(data[i].from_port);
+    o.Set(k, (o.Has(k) ? o.Get(k).As<Napi::Number>().DoubleValue() : 0.0) + 1.0);
+  }
+  return o;
+}
 Napi::Value GraphDestroy(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   CU(cu.cuGraphDestroy(Handle<CUgraph>(info, 0)), "cuGraphDestroy");
@@ -1043,7 +1063,7 @@ Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
       {"setLaunchBuffer", SetLaunchBuffer}, {"launch", Launch}, {"streamBeginCapture", StreamBeginCapture},
       {"streamEndCapture", StreamEndCapture}, {"streamCaptureStatus", StreamCaptureStatus},
       {"graphInstantiate", GraphInstantiate}, {"graphLaunch", GraphLaunch}, {"graphExecUpdate", GraphExecUpdate},
-      {"graphNodeCount", GraphNodeCount}, {"graphDestroy", GraphDestroy}, {"graphExecDestroy", GraphExecDestroy},
+      {"graphNodeCount", GraphNodeCount}, {"graphEdgeKinds", GraphEdgeKinds}, {"graphDestroy", GraphDestroy}, {"graphExecDestroy", GraphExecDestroy},
       {"nvrtcVersion", NvrtcVersion}, {"nvrtcCompileSync", NvrtcCompileSync}, {"nvrtcCompileAsync", NvrtcCompileAsync},
       {"ltVersion", LtVersion}, {"ltMatmul", LtMatmul}, {"ltPlanCount", LtPlanCount}, {"ltClearPlans", LtClearPlans},
   };

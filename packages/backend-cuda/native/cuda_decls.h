@@ -83,6 +83,15 @@ struct CUlaunchAttribute {
   } value;
 };
 static_assert(sizeof(CUlaunchAttribute) == 72, "CUlaunchAttribute layout");
+// cuGraphGetEdges_v2 (CUDA 12.3+): one edge's ports and type (0 = full completion; a programmatic edge has type 1 and
+// leaves a kernel node from port 1, programmatic, or 2, launch order).
+struct CUgraphEdgeData {
+  unsigned char from_port;
+  unsigned char to_port;
+  unsigned char type;
+  unsigned char reserved[5];
+};
+static_assert(sizeof(CUgraphEdgeData) == 8, "CUgraphEdgeData layout");
 struct CUlaunchConfig {
   unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
   CUstream hStream;

@@ -94,6 +94,8 @@ export interface NativeAddon {
   graphLaunch(exec: number, s: number): void;
   graphExecUpdate(exec: number, g: number): boolean;
   graphNodeCount(g: number): number;
+  /** Edge counts by "type/from port" ("0/0" full completion, "1/1" and "1/2" programmatic); null without cuGraphGetEdges_v2. */
+  graphEdgeKinds(g: number): Record<string, number> | null;
   graphDestroy(g: number): void;
   graphExecDestroy(exec: number): void;
   nvrtcVersion(): [number, number];

@@ -477,6 +477,14 @@ export class CudaGraph {
     return this.rt.addon.graphNodeCount(this.graph);
   }
 
+  /**
+   * The graph's edges counted by "type/from port": "0/0" is a full-completion dependency, "1/1" and "1/2" are
+   * programmatic ones (a LAUNCH_PDL kernel captured after another kernel). null where the driver cannot say.
+   */
+  edgeKinds(): Record<string, number> | null {
+    return this.rt.addon.graphEdgeKinds(this.graph);
+  }
+
   /** Launch the graph on `stream` (default: the stream it was captured on). */
   replay(stream = this.stream): void {
     if (this.destroyed) throw new Error('replay of a destroyed CUDA graph');

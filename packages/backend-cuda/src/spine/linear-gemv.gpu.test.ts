@@ -167,6 +167,39 @@ describe('linear speed: cuBLASLt vs the GEMV at M 1, 4, 8 (printed, not asserted
   });
 });
 
+describe('programmatic dependent launch in a captured graph (gemvPdl)', () => {
+  // Run 10: a PDL launch of the GEMV did not overlap the rms_norm before it. Does stream capture turn the launch
+  // attribute into a programmatic edge? The edges of rms_norm -> GEMV, PDL on and off, printed and checked.
+  it('rms_norm -> GEMV: a programmatic edge with gemvPdl, only full-completion edges without', G, () => {
+    const b = gpu();
+    const [N, K] = [512, 4096];
+    const x = Tensor.empty(b, [1, K], 'bf16').fill_(0.5);
+    const nw = Tensor.empty(b, [K], 'bf16').fill_(1);
+    const w = Tensor.empty(b, [N, K], 'bf16').fill_(0.01);
+    const kinds: Record<string, Record<string, number> | null> = {};
+    for (const gemvPdl of [true, false]) {
+      withLinear({ gemvMaxRows: 1, gemvPdl }, () => {
+        const step = () => {
+          const y = b.ops.rmsNorm(x, nw, 1e-5);
+          b.ops.linear(y, w, null).dispose();
+          y.dispose();
+        };
+        step(); // compile outside the capture
+        b.synchronize();
+        const g = b.runtime.capture(step, { poolBytes: 16 << 20 });
+        kinds[String(gemvPdl)] = g.edgeKinds();
+        g.destroy();
+      });
+    }
+    console.log(`kernel-speed: pdl graph edges (type/from port: count): with gemvPdl ${JSON.stringify(kinds.true)}, without ${JSON.stringify(kinds.false)}`);
+    for (const t of [x, nw, w]) t.dispose();
+    if (kinds.true === null) return; // the driver cannot list edge types
+    const programmatic = (k: Record<string, number> | null) => Object.entries(k ?? {}).filter(([key]) => key.startsWith('1/')).reduce((a, [, n]) => a + n, 0);
+    if (programmatic(kinds.false) !== 0) throw new Error(`a programmatic edge without PDL: ${JSON.stringify(kinds.false)}`);
+    if (programmatic(kinds.true) < 1) throw new Error(`no programmatic edge with gemvPdl: ${JSON.stringify(kinds.true)}`);
+  });
+});
+
 describe('does programmatic dependent launch overlap? rms_norm (T 1) then linear (M 1), in a CUDA graph (printed)', () => {
   const lines: string[] = [];
   afterAll(() => {
