@@ -24,6 +24,7 @@ import {
   type Tolerance,
 } from '@fastkernels/core';
 import { denseMoeLlmTasks, initNormal } from '@fastkernels/model-zoo';
+import { afterAll } from 'vitest';
 import { gpu } from '../src/gpu-test-util.js';
 
 export const G = { tags: ['gpu'] };
@@ -159,6 +160,15 @@ export function taskCases(t: TaskDefinition, extra: readonly TaskCase[]): { c: T
   for (const c of t.cases.ci) for (const seed of [11, 12]) out.push({ c, seed });
   for (const c of extra) out.push({ c, seed: 13 });
   return out;
+}
+
+/** Lines a describe block's speed tests push, printed together once the block is done (call inside describe). */
+export function printedAfterAll(): string[] {
+  const lines: string[] = [];
+  afterAll(() => {
+    if (lines.length) console.log(lines.join('\n'));
+  });
+  return lines;
 }
 
 /** Median device time of `reps` calls of fn (device events), after 3 warm-up calls. For printed speed lines. */

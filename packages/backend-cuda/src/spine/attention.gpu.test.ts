@@ -6,8 +6,8 @@
  * bench/ owns the numbers).
  */
 import { ModuleRegistry, Rng, Tensor, type DType } from '@fastkernels/core';
-import { afterAll, describe, it } from 'vitest';
-import { G, measureCopy, medianMs, checkTaskOnCuda, cpu, expectClose, gpu, poison, randCpu, task, taskCases, toGpu, tolOf, variant, withTuning } from '../../test/spine-helpers.js';
+import { describe, it } from 'vitest';
+import { G, measureCopy, medianMs, checkTaskOnCuda, cpu, expectClose, gpu, poison, randCpu, task, taskCases, toGpu, tolOf, variant, withTuning, printedAfterAll } from '../../test/spine-helpers.js';
 import { ATTENTION_TUNING } from './attention-plan.js';
 
 const withAttention = <R>(patch: Partial<typeof ATTENTION_TUNING>, fn: () => R): R => withTuning(ATTENTION_TUNING, patch, fn);
@@ -311,10 +311,7 @@ describe('prefill at production size: the mma kernel vs the simple fp32-accumula
 // ------------------------------------------------------------------------------------------------ speed (printed)
 
 describe('attention speed at the issue targets (printed, not asserted; bench/ owns the numbers)', () => {
-  const lines: string[] = [];
-  afterAll(() => {
-    if (lines.length) console.log(lines.join('\n'));
-  });
+  const lines = printedAfterAll();
 
 
   it('copy bandwidth, decode B=64 x 2048 (Llama-3-8B), prefill 4096 causal (Llama-3-8B)', G, () => {

@@ -5,8 +5,8 @@
  * projections at M 1, 4 and 8 (printed, not asserted: the default of gemvMaxRows is to be set from them).
  */
 import { Tensor, type DType } from '@fastkernels/core';
-import { afterAll, describe, it } from 'vitest';
-import { G, cpu, expectClose, gpu, graphMs, measureCopy, poison, randCpu, toGpu, withTuning } from '../../test/spine-helpers.js';
+import { describe, it } from 'vitest';
+import { G, cpu, expectClose, gpu, graphMs, measureCopy, poison, randCpu, toGpu, withTuning, printedAfterAll } from '../../test/spine-helpers.js';
 import { LINEAR_TUNING } from './linear.js';
 
 // As linear.gpu.test.ts: both paths sum in a different order than the float64 reference.
@@ -136,10 +136,7 @@ describe('linear GEMV as a programmatic dependent launch (gemvPdl, sm_90+)', () 
 });
 
 describe('linear speed: cuBLASLt vs the GEMV at M 1, 4, 8 (printed, not asserted)', () => {
-  const lines: string[] = [];
-  afterAll(() => {
-    if (lines.length) console.log(lines.join('\n'));
-  });
+  const lines = printedAfterAll();
   it('bf16 Llama-3-8B projections: qkv, o, gate_up, down, lm_head', G, () => {
     const b = gpu();
     const { ms: copyMs, gbs: copyGBs } = measureCopy(64 * 1024 * 1024);
@@ -201,10 +198,7 @@ describe('programmatic dependent launch in a captured graph (gemvPdl)', () => {
 });
 
 describe('does programmatic dependent launch overlap? rms_norm (T 1) then linear (M 1), in a CUDA graph (printed)', () => {
-  const lines: string[] = [];
-  afterAll(() => {
-    if (lines.length) console.log(lines.join('\n'));
-  });
+  const lines = printedAfterAll();
   // Run 10 saw no change in the bs-1 step with gemvPdl. Here the pair the decode step has before every qkv and
   // gate_up projection, timed three ways: cuBLASLt, the GEMV launched plainly, the GEMV as a PDL launch (it may
   // start as soon as fk_rms_norm has begun). If PDL overlaps, the last is faster than the second by about the norm.

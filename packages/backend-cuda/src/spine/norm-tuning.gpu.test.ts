@@ -3,8 +3,8 @@
  * CPU backend, plus `kernel-speed: rms_norm <case> [vpt4|vpt2|vpt1] <us> = <GB/s> (<% of copy>)` lines.
  */
 import { Tensor, type DType } from '@fastkernels/core';
-import { afterAll, describe, it } from 'vitest';
-import { G, measureCopy, medianMs, cpu, expectClose, gpu, poison, randCpu, toGpu, tolOf, withTuning } from '../../test/spine-helpers.js';
+import { describe, it } from 'vitest';
+import { G, measureCopy, medianMs, cpu, expectClose, gpu, poison, randCpu, toGpu, tolOf, withTuning, printedAfterAll } from '../../test/spine-helpers.js';
 import { NORM_TUNING } from './norm.js';
 
 const withNorm = <R>(patch: Partial<typeof NORM_TUNING>, fn: () => R): R => withTuning(NORM_TUNING, patch, fn);
@@ -45,10 +45,7 @@ describe('rms_norm at 4, 2 and 1 vectors per thread vs the float64 CPU backend',
 });
 
 describe('rms_norm speed at 4, 2 and 1 vectors per thread (printed, not asserted)', () => {
-  const lines: string[] = [];
-  afterAll(() => {
-    if (lines.length) console.log(lines.join('\n'));
-  });
+  const lines = printedAfterAll();
   it('bf16 H4096 plain/fused at T 32, 4096, 16384; H8192 T4096', G, () => {
     const b = gpu();
     const n = 64 * 1024 * 1024;

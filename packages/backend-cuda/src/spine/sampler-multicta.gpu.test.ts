@@ -3,8 +3,8 @@
  * the CPU backend, run-to-run determinism, and timing lines `kernel-speed: sample <case> [old|new] <us> = <GB/s> (<% of copy>)`.
  */
 import { Rng, Tensor } from '@fastkernels/core';
-import { afterAll, describe, it } from 'vitest';
-import { G, graphMs, measureCopy, cpu, expectSameInts, gpu, intsCpu, toGpu, withTuning } from '../../test/spine-helpers.js';
+import { describe, it } from 'vitest';
+import { G, graphMs, measureCopy, cpu, expectSameInts, gpu, intsCpu, toGpu, withTuning, printedAfterAll } from '../../test/spine-helpers.js';
 import { SAMPLER_TUNING } from './sampler.js';
 
 const withSampler = <R>(patch: Partial<typeof SAMPLER_TUNING>, fn: () => R): R => withTuning(SAMPLER_TUNING, patch, fn);
@@ -110,10 +110,7 @@ describe('the per-call choice (SampleHint, multiCta off, the route switched on a
 });
 
 describe('sampler speed, old vs new (printed, not asserted)', () => {
-  const lines: string[] = [];
-  afterAll(() => {
-    if (lines.length) console.log(lines.join('\n'));
-  });
+  const lines = printedAfterAll();
   it('B32 x 128256 mixed, B64 x 128256 greedy, B1 x 128256 mixed', G, () => {
     const b = gpu();
     const n = 64 * 1024 * 1024;
