@@ -3,7 +3,8 @@
 // baseline module run on CUDA (whatever CudaOps implements; the rest is recorded 'not implemented'), timed with
 // device events: warm-up, then >= 20 calls each after an L2 flush (a memset of 2x L2). Bytes and FLOPs come from
 // task.work(case); the floor is max(bytes / copy bandwidth, flops / bf16 GEMM rate), both measured in this run
-// (a 2 GiB D2D copy, read + written; an 8192^3 bf16 cuBLASLt GEMM).
+// (a 2 GiB D2D copy, read + written; an 8192^3 bf16 cuBLASLt GEMM). Memory-bound cases also get a copy of their own
+// byte count, timed the same way (sameSizeCopyMs, fracSameSizeCopy): the reachable rate at that size.
 // Bundled by tools/gpu-host-bundle.mjs into dist/gpu-host/bench-kernels.mjs; on the GPU host:
 //   dist/gpu-host/run-node bench-kernels.mjs [--json out.json] [--quick] [--only substring]
 // bench/kernels_torch.py times the same math in PyTorch (eager, torch.compile); bench/h200-kernels.sh runs both.
@@ -102,6 +103,23 @@ let gemmTflops;
   for (const t of [x, w, o]) t.dispose();
 }
 rt.allocator.emptyCache();
+
+// A D2D copy that moves `bytes` (half read, half written), timed exactly like the cases (L2 flush, events around one
+// call): what a memory-bound kernel of that size can reach here. At 16 MB a kernel runs ~4 us, so launch and ramp
+// alone keep it well below the 2 GiB copy rate; this says how far below. Memoized per size.
+const sameSizeCopy = new Map();
+function sameSizeCopyMs(bytes) {
+  const half = Math.max(256, Math.round(bytes / 2 / 256) * 256);
+  if (!sameSizeCopy.has(half)) {
+    const a = backend.allocate(half, 0);
+    const b = backend.allocate(half, 0);
+    rt.memset(a.devicePtr, 1, half);
+    sameSizeCopy.set(half, timeMs(() => rt.copyDtoD(b.devicePtr, a.devicePtr, half)));
+    a.release();
+    b.release();
+  }
+  return sameSizeCopy.get(half);
+}
 console.log(`ceilings: copy ${copyGBps.toFixed(0)} GB/s (2 GiB D2D, read + write), bf16 GEMM ${gemmTflops.toFixed(1)} TFLOP/s (8192^3)`);
 
 // makeInputs / initParameters of the tasks draw every value on the host; above BIG elements the bench substitutes
@@ -212,9 +230,14 @@ for (const t of denseMoeLlmTasks.filter((x) => x.level === 1)) {
       row.gbps = w.bytes / (r.ms / 1e3) / 1e9;
       row.tflops = w.flops / (r.ms / 1e3) / 1e12;
       row.fracCopyBw = row.gbps / copyGBps;
+      if (bound === 'memory') {
+        row.sameSizeCopyMs = sameSizeCopyMs(w.bytes);
+        row.fracSameSizeCopy = row.sameSizeCopyMs / r.ms;
+      }
     }
     results.push(row);
-    const shown = r.status === 'ok' ? `${(r.ms * 1e3).toFixed(1).padStart(9)} us  floor ${(floorMs * 1e3).toFixed(1).padStart(8)} us  ${(row.fracFloor * 100).toFixed(0).padStart(3)}% of floor  ${row.gbps.toFixed(0).padStart(5)} GB/s ${row.tflops.toFixed(1).padStart(6)} TF` : `${r.status}${r.detail ? `: ${r.detail.slice(0, 90)}` : ''}`;
+    const same = row.fracSameSizeCopy !== undefined ? `  same-size copy ${(row.sameSizeCopyMs * 1e3).toFixed(1)} us = ${(row.fracSameSizeCopy * 100).toFixed(0)}%` : '';
+    const shown = r.status === 'ok' ? `${(r.ms * 1e3).toFixed(1).padStart(9)} us  floor ${(floorMs * 1e3).toFixed(1).padStart(8)} us  ${(row.fracFloor * 100).toFixed(0).padStart(3)}% of floor  ${row.gbps.toFixed(0).padStart(5)} GB/s ${row.tflops.toFixed(1).padStart(6)} TF${same}` : `${r.status}${r.detail ? `: ${r.detail.slice(0, 90)}` : ''}`;
     console.log(`${label.padEnd(52)} ${shown}`);
   }
 }
