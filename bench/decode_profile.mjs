@@ -14,7 +14,7 @@
 //   dist/gpu-host/run-node bench-decode-profile.mjs --model DIR_WITH_CONFIG_JSON [--steps 8] [--prompt 64]
 //       [--json out.json] [--graph-timing 50] [--copy-bw]
 import { readFileSync, writeFileSync } from 'node:fs';
-import { CudaBackend } from '@fastkernels/backend-cuda';
+import { CudaBackend, LAUNCH_TUNING } from '@fastkernels/backend-cuda';
 import { LLMEngine, baselineRegistry, loadLlamaModel, summarizeSteps } from '@fastkernels/model-zoo';
 import { DEFAULT_COPY_GBS, llamaGemmWeights } from './decode-profile-lib.mjs';
 
@@ -41,7 +41,7 @@ const rt = backend.runtime;
 const cfgJson = JSON.parse(readFileSync(`${modelDir}/config.json`, 'utf8'));
 const result = {
   side: 'ours', model: modelDir, device: rt.properties().name ?? null, versions: backend.versions(),
-  settings: { steps, promptLen, graphTiming, copyBw: has('--copy-bw') }, weights: llamaGemmWeights(cfgJson), errors: [],
+  settings: { steps, promptLen, graphTiming, copyBw: has('--copy-bw'), pdl: LAUNCH_TUNING.pdl }, weights: llamaGemmWeights(cfgJson), errors: [],
 };
 const save = () => jsonOut && writeFileSync(jsonOut, JSON.stringify(result, null, 2));
 

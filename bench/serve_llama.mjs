@@ -12,7 +12,7 @@
 // dist/gpu-host/bench-serve-llama.mjs:
 //   dist/gpu-host/run-node bench-serve-llama.mjs --model DIR_WITH_CONFIG_JSON --json out.json [--quick] [--no-self-test]
 import { readFileSync, writeFileSync } from 'node:fs';
-import { CudaBackend } from '@fastkernels/backend-cuda';
+import { CudaBackend, LAUNCH_TUNING } from '@fastkernels/backend-cuda';
 import { CpuBackend } from '@fastkernels/backend-cpu';
 import { E2eRunner, LLMEngine, baselineRegistry, loadLlamaModel, summarizeSteps, syntheticWorkload } from '@fastkernels/model-zoo';
 
@@ -40,7 +40,7 @@ if (!avail.available) {
   process.exit(2);
 }
 const randomInit = cpu ? 'host' : 'device';
-const result = { side: 'ours', model: modelDir, device: cpu ? 'cpu' : backend.runtime.properties().name ?? null, versions: backend.versions(), settings: { numRequests, bs1Tokens, util, graphs, quick }, phases: {}, errors: [] };
+const result = { side: 'ours', model: modelDir, device: cpu ? 'cpu' : backend.runtime.properties().name ?? null, versions: backend.versions(), settings: { numRequests, bs1Tokens, util, graphs, quick, pdl: LAUNCH_TUNING.pdl }, phases: {}, errors: [] };
 const save = () => jsonOut && writeFileSync(jsonOut, JSON.stringify(result, null, 2));
 const maxLen = Number(opt('--max-in', 1024));
 const short = Math.min(128, maxLen);

@@ -21,7 +21,7 @@ __device__ __forceinline__ float fk_act(float g) {
 
 // grid.x covers the d / FK_VEC vectors of a row, grid.y strides over rows.
 extern "C" __global__ void fk_act_and_mul(FK_T* __restrict__ out, const FK_T* __restrict__ x, int rows, int d, long long xs) {
-  fk_pdl_trigger();  // a LAUNCH_PDL kernel after this one (fk_gemv) may start streaming its weights
+  fk_pdl_entry();
   typedef FkVec<FK_T, FK_VEC> V;
   const int nv = d / FK_VEC;
   for (int row = blockIdx.y; row < rows; row += gridDim.y) {

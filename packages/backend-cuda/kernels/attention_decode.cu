@@ -125,7 +125,7 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_paged_decode(
     const FK_T* __restrict__ vc, long long v_sblk, long long v_stok, long long v_sh,
     const int* __restrict__ block_tables, long long bt_stride, int max_blocks,
     const int* __restrict__ seq_lens, int n_q_heads, int group, int window, float scale_log2, int chunk, int num_splits) {
-  fk_pdl_trigger();  // a LAUNCH_PDL kernel after this one (fk_gemv) may start streaming its weights
+  fk_pdl_entry();
   const int split = blockIdx.x;
   const int h0 = blockIdx.y * HG;
   const int b = blockIdx.z;
@@ -333,7 +333,7 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_paged_decode(
 extern "C" __global__ void fk_paged_decode_combine(FK_T* __restrict__ out, const float* __restrict__ part_acc, const float* __restrict__ part_ml,
                                                    const int* __restrict__ seq_lens, int max_tokens, int n_q_heads, int head_dim, int window, int chunk,
                                                    int num_splits, int skip_single) {
-  fk_pdl_trigger();  // a LAUNCH_PDL kernel after this one (fk_gemv) may start streaming its weights
+  fk_pdl_entry();
   const int h = blockIdx.x;
   const int b = blockIdx.y;
   const int L = min(seq_lens[b], max_tokens);
@@ -390,7 +390,7 @@ extern "C" __global__ void __launch_bounds__(FK_MWARPS * 32) fk_paged_decode_mma
     const FK_T* __restrict__ vc, long long v_sblk, long long v_stok, long long v_sh,
     const int* __restrict__ block_tables, long long bt_stride, int max_blocks,
     const int* __restrict__ seq_lens, int n_q_heads, int group, int window, float scale_log2, int chunk, int num_splits) {
-  fk_pdl_trigger();  // a LAUNCH_PDL kernel after this one (fk_gemv) may start streaming its weights
+  fk_pdl_entry();
 #if (FK_D == 64) || (FK_D == 128)  // the host launches it for these only (the swizzle needs D / 8 >= 8)
   using namespace fkdm;
   extern __shared__ __align__(128) unsigned char fk_smem[];

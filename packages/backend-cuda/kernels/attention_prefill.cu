@@ -18,6 +18,7 @@
 // NVRTC specialisation: -DFK_T=<element> -DFK_D=<head dim> -DFK_WARPS=<warps> -DFK_SKIP_RESCALE=<0|1>; defaults
 // compile standalone.
 #include <cuda_fp16.h>
+#include "fk_pdl.cuh"
 #include <cuda_bf16.h>
 
 #ifndef FK_T
@@ -114,6 +115,7 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_varlen_prefill(
     const FK_T* __restrict__ v, long long v_sr, long long v_sh,
     const int* __restrict__ cu_q, const int* __restrict__ cu_k, int num_seqs, int total_q, int n_q_heads, int group, int causal,
     int window, float scale_log2) {
+  fk_pdl_entry();
 #if (FK_D % 32 == 0) && (FK_D <= 256)  // the mma path (the host launches it for head dim 64 and 128 only)
   extern __shared__ __align__(128) unsigned char fk_smem[];
   T* sQ = reinterpret_cast<T*>(fk_smem);
@@ -320,6 +322,7 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_varlen_prefill_si
     const FK_T* __restrict__ v, long long v_sr, long long v_sh,
     const int* __restrict__ cu_q, const int* __restrict__ cu_k, int num_seqs, int total_q, int n_q_heads, int group, int causal,
     int window, float scale_log2) {
+  fk_pdl_entry();
   constexpr int NPL = (D + 31) / 32;  // dims per lane: lane + 32 * i
   constexpr int U = FK_UNROLL;
   const int lane = threadIdx.x & 31;

@@ -7,6 +7,7 @@
 // An id - start outside [0, V) writes a zero row and sets *flag when flag is not null (embeddingMasked passes null:
 // those rows are other ranks'); nothing outside the table is read.
 // -DFK_U=<unit type> -DFK_ID=<int | long long>.
+#include "fk_pdl.cuh"
 #ifndef FK_U
 #define FK_U uint4
 #endif
@@ -16,6 +17,7 @@
 
 extern "C" __global__ void fk_embedding(FK_U* __restrict__ out, const FK_ID* __restrict__ ids, const FK_U* __restrict__ w,
                                         long long n, long long V, int units, long long wsu, int* flag, long long start) {
+  fk_pdl_entry();
   for (long long t = blockIdx.x; t < n; t += gridDim.x) {
     const long long id = (long long)ids[t] - start;
     FK_U* o = out + t * units;

@@ -7,6 +7,7 @@
 // issued before the stores), 16-byte accesses.
 // -DFK_T=<type> -DFK_VEC=<n> -DFK_SLOT=<int | long long>.
 #include "fk_vec.cuh"  // FK_T / FK_VEC defaults and FkVec, as the other memory-bound kernels
+#include "fk_pdl.cuh"
 #ifndef FK_SLOT
 #define FK_SLOT long long
 #endif
@@ -19,6 +20,7 @@ extern "C" __global__ void fk_store_kvcache(const FK_T* __restrict__ key, const 
                                             long long kts, long long khs, long long vts, long long vhs,
                                             long long kcb, long long kco, long long kch, long long vcb, long long vco, long long vch,
                                             int blockSize, long long capacity, int* flag) {
+  fk_pdl_entry();
   typedef FkVec<FK_T, FK_VEC> V;
   const int nv = head / FK_VEC;
   const int per = nKv * nv;

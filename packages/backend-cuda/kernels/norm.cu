@@ -30,7 +30,7 @@ __device__ __forceinline__ float fk_block_sum(float v, float* red) {
 extern "C" __global__ void __launch_bounds__(512) fk_rms_norm(FK_T* __restrict__ y, FK_T* __restrict__ res_out, const FK_T* __restrict__ x,
                                        const FK_T* __restrict__ res_in, const FK_W* __restrict__ w, int rows, int H,
                                        long long xs, long long rs, float eps) {
-  fk_pdl_trigger();  // a LAUNCH_PDL kernel after this one (fk_gemv) may start streaming its weights
+  fk_pdl_entry();
   typedef FkVec<FK_T, FK_VEC> V;
   typedef FkVec<FK_W, FK_VEC> WV;
   __shared__ float red[32];

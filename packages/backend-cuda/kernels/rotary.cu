@@ -7,6 +7,7 @@
 // -DFK_T=<act type> -DFK_C=<cache type> -DFK_POS=<int | long long> -DFK_NEOX=0|1 -DFK_VEC=<n> (neox vector width)
 // -DFK_CVEC=0|1 (neox: cos/sin loaded as FK_VEC-element vectors).
 #include "fk_vec.cuh"
+#include "fk_pdl.cuh"
 #ifndef FK_C
 #define FK_C FK_T
 #endif
@@ -25,6 +26,7 @@ extern "C" __global__ void fk_rotary(FK_T* __restrict__ qo, const FK_T* __restri
                                      FK_T* __restrict__ ko, const FK_T* __restrict__ ki, long long ks, int nk,
                                      const FK_POS* __restrict__ pos, const FK_C* __restrict__ cache, int T, long long maxPos,
                                      int headSize, int rot, int* flag) {
+  fk_pdl_entry();
   typedef FkVec<FK_T, FK_VEC> V;
   const bool isKey = blockIdx.y == 1;
   FK_T* __restrict__ o = isKey ? ko : qo;

@@ -31,6 +31,7 @@ __device__ __forceinline__ unsigned fk_key(float x) {
 }
 
 #include "fk_hash.cuh"  // fk_fmix32
+#include "fk_pdl.cuh"
 
 // core/src/rng.ts counterUniform, bit for bit.
 __device__ __forceinline__ float fk_counter_uniform(u64 seed, unsigned row, unsigned col) {
@@ -196,6 +197,7 @@ __device__ void fk_find_bin(const u64* h, int nb, double target, int* bin, u64* 
 extern "C" __global__ void __launch_bounds__(512) fk_sample(long long* __restrict__ out, const float* __restrict__ logits, long long ls, int V,
                                                              const float* __restrict__ temperature, const int* __restrict__ topK,
                                                              const float* __restrict__ topP, const long long* __restrict__ seeds) {
+  fk_pdl_entry();
   __shared__ u64 s_cnt[FK_NB];
   __shared__ u64 s_mass[FK_NB];
   __shared__ u64 s_red[32];
@@ -394,6 +396,7 @@ struct FkRowState {
 
 extern "C" __global__ void __launch_bounds__(FK_MT) fk_ms_max(const float* __restrict__ logits, long long ls, int V, int chunk,
                                                               u64* __restrict__ part, u64* __restrict__ hist) {
+  fk_pdl_entry();
   __shared__ u64 s_red[32];
   const int b = blockIdx.y, c = blockIdx.x, C = gridDim.x;
   const float* __restrict__ row = logits + b * ls;
@@ -415,6 +418,7 @@ extern "C" __global__ void __launch_bounds__(FK_MT) fk_ms_max(const float* __res
 extern "C" __global__ void fk_ms_init(long long* __restrict__ out, const float* __restrict__ logits, long long ls, int V, int C,
                                       const u64* __restrict__ part, FkRowState* __restrict__ st, const float* __restrict__ temperature,
                                       const int* __restrict__ topK, const float* __restrict__ topP) {
+  fk_pdl_entry();
   const int b = blockIdx.x, lane = threadIdx.x;
   u64 best = 0;
   for (int c = lane; c < C; c += 32) {
@@ -456,6 +460,7 @@ extern "C" __global__ void fk_ms_init(long long* __restrict__ out, const float* 
 
 extern "C" __global__ void __launch_bounds__(FK_MT) fk_ms_hist(const float* __restrict__ logits, long long ls, int V, int chunk,
                                                                const FkRowState* __restrict__ st, u64* __restrict__ hist, int stage) {
+  fk_pdl_entry();
   __shared__ u64 s_cnt[FK_NB];
   __shared__ u64 s_mass[FK_NB];
   const int b = blockIdx.y, c = blockIdx.x;
@@ -502,6 +507,7 @@ extern "C" __global__ void __launch_bounds__(FK_MT) fk_ms_hist(const float* __re
 
 // 256 threads per row (warp 0 walks the bins; all zero the histogram afterwards).
 extern "C" __global__ void __launch_bounds__(256) fk_ms_select(FkRowState* __restrict__ st, u64* __restrict__ hist, int stage) {
+  fk_pdl_entry();
   __shared__ int s_bin;
   __shared__ u64 s_above;
   __shared__ double s_z;
@@ -577,6 +583,7 @@ extern "C" __global__ void __launch_bounds__(256) fk_ms_select(FkRowState* __res
 
 // 512 threads per row; only rows whose top-p cut falls inside a tied group work.
 extern "C" __global__ void __launch_bounds__(512) fk_ms_cut(const float* __restrict__ logits, long long ls, int V, FkRowState* __restrict__ st) {
+  fk_pdl_entry();
   __shared__ unsigned s_bal[32];
   __shared__ int s_need, s_cut;
   const int b = blockIdx.x;
@@ -596,6 +603,7 @@ extern "C" __global__ void __launch_bounds__(512) fk_ms_cut(const float* __restr
 extern "C" __global__ void __launch_bounds__(FK_MT) fk_ms_race(const float* __restrict__ logits, long long ls, int V, int chunk,
                                                                const FkRowState* __restrict__ st, const long long* __restrict__ seeds,
                                                                u64* __restrict__ part) {
+  fk_pdl_entry();
   __shared__ u64 s_red[32];
   const int b = blockIdx.y, c = blockIdx.x, C = gridDim.x;
   const FkRowState& s = st[b];
@@ -625,6 +633,7 @@ extern "C" __global__ void __launch_bounds__(FK_MT) fk_ms_race(const float* __re
 
 // One warp per row.
 extern "C" __global__ void fk_ms_final(long long* __restrict__ out, int C, const u64* __restrict__ part, const FkRowState* __restrict__ st) {
+  fk_pdl_entry();
   const int b = blockIdx.x, lane = threadIdx.x;
   if (st[b].done) return;
   u64 win = 0;

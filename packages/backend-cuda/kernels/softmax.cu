@@ -5,6 +5,7 @@
 // rounded once. Rows longer than FK_NPT * blockDim vectors are read a second time (from L2).
 // A row of -inf gives NaN (0/0), like the float64 reference. -DFK_T=<type> -DFK_VEC=<n>.
 #include "fk_vec.cuh"
+#include "fk_pdl.cuh"
 #define FK_NPT 4
 #define FK_NEG_INF (-__int_as_float(0x7f800000))
 
@@ -41,6 +42,7 @@ __device__ __forceinline__ void fk_warp_merge(float& m, float& s) {
 }
 
 extern "C" __global__ void __launch_bounds__(1024) fk_softmax(FK_T* __restrict__ y, const FK_T* __restrict__ x, int rows, int D, long long xs) {
+  fk_pdl_entry();
   typedef FkVec<FK_T, FK_VEC> V;
   __shared__ float rm[32], rsum[32];
   const int row = blockIdx.x;
@@ -136,6 +138,7 @@ __device__ __forceinline__ float fk_ld_cluster(const float* p, unsigned rank) {
 
 extern "C" __global__ void __cluster_dims__(FK_CS, 1, 1) __launch_bounds__(1024)
     fk_softmax_cluster(FK_T* __restrict__ y, const FK_T* __restrict__ x, int rows, int D, long long xs) {
+  fk_pdl_entry();
   typedef FkVec<FK_T, FK_VEC> V;
   __shared__ float rm[32], rsum[32];
   __shared__ float part[2];

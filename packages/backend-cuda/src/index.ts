@@ -14,5 +14,6 @@ export { KERNEL_SOURCES } from './kernel-sources.generated.js';
 export { addonCandidates, tryLoadAddon, ADDON_FILE, type NativeAddon } from './native.js';
 // the GPU tuning switches (tests and the verify script flip them; the defaults are the H200-verified choice)
 export { SAMPLER_TUNING } from './spine/sampler.js';
+export { LAUNCH_TUNING, PDL_READY_FILES } from './launch-tuning.js';
 export { LINEAR_TUNING } from './spine/linear.js';
 export { NORM_TUNING } from './spine/norm.js';

@@ -12,6 +12,7 @@
 import { DTYPE_INFO, Tensor, formatShape, type DType } from '@fastkernels/core';
 import type { CudaKernel } from '../kernel.js';
 import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
+import { PDL_READY_FILES } from '../launch-tuning.js';
 import type { SpineContext } from './context.js';
 
 /** C++ types of the floating dtypes the spine kernels take. */
@@ -42,7 +43,7 @@ export function spineKernel(ctx: SpineContext, file: string, entry: string, defi
   const source = KERNEL_SOURCES[file];
   if (source === undefined) throw new Error(`kernel source ${file} is not embedded (run npm run embed-kernels -w @fastkernels/backend-cuda)`);
   const options = Object.entries(defines).map(([k, v]) => `-D${k}=${v}`);
-  return ctx.kernel({ source, entry, name: file, options });
+  return ctx.kernel({ source, entry, name: file, options, pdl: PDL_READY_FILES.has(file) });
 }
 
 /**

@@ -7,12 +7,14 @@
 import { Tensor, type DType } from '@fastkernels/core';
 import { describe, it } from 'vitest';
 import { G, cpu, expectClose, gpu, graphMs, measureCopy, poison, randCpu, toGpu, withTuning, printedAfterAll } from '../../test/spine-helpers.js';
+import { LAUNCH_TUNING } from '../launch-tuning.js';
 import { LINEAR_TUNING } from './linear.js';
 
 // As linear.gpu.test.ts: both paths sum in a different order than the float64 reference.
 const TOL: Record<string, { atol: number; rtol: number }> = { f32: { atol: 1e-4, rtol: 1e-3 }, f16: { atol: 2e-2, rtol: 2e-2 }, bf16: { atol: 2e-2, rtol: 2e-2 } };
 
 const withLinear = <R>(patch: Partial<typeof LINEAR_TUNING>, fn: () => R): R => withTuning(LINEAR_TUNING, patch, fn);
+const withPdl = <R>(pdl: boolean, fn: () => R): R => withTuning(LAUNCH_TUNING, { pdl }, fn);
 const ON = { gemvMaxRows: 8 };
 const OFF = { gemvMaxRows: 0 };
 
@@ -111,7 +113,7 @@ describe('linear GEMV path (gemvMaxRows 8) vs the float64 CPU backend and cuBLAS
   });
 });
 
-describe('linear GEMV as a programmatic dependent launch (gemvPdl, sm_90+)', () => {
+describe('linear GEMV as a programmatic dependent launch (LAUNCH_TUNING.pdl, sm_90+)', () => {
   // fk_gemv starts before the kernel that writes x has finished and streams weights in before fk_pdl_wait. Without
   // the wait it would read x while a slow one-block rms_norm (which lets dependents start first thing) still writes
   // it: the x buffer is poisoned with NaN beforehand, so a read too early shows up as NaN or a wrong row.
@@ -122,12 +124,12 @@ describe('linear GEMV as a programmatic dependent launch (gemvPdl, sm_90+)', () 
     const w = randCpu([N, K], 'bf16', 93, 1 / Math.sqrt(K));
     const expected = cpu().ops.linear(cpu().ops.rmsNorm(x, nw, 1e-5).to('bf16'), w, null);
     const [gx, gnw, gw] = [toGpu(x), toGpu(nw), toGpu(w)];
-    for (const gemvPdl of [true, false]) {
+    for (const pdl of [true, false]) {
       for (let rep = 0; rep < 3; rep++) {
         poison(K / 2, K / 2); // the size of the bf16 rms_norm output
-        const got = withLinear({ gemvMaxRows: 1, gemvPdl }, () => withPath(() => gpu().ops.linear(gpu().ops.rmsNorm(gx, gnw, 1e-5), gw, null)));
+        const got = withPdl(pdl, () => withLinear({ gemvMaxRows: 1 }, () => withPath(() => gpu().ops.linear(gpu().ops.rmsNorm(gx, gnw, 1e-5), gw, null))));
         if (got.path !== 'gemv') throw new Error(`took ${got.path}`);
-        expectClose(got.y, expected, TOL.bf16!, `gemvPdl ${gemvPdl} rep ${rep} vs float64`);
+        expectClose(got.y, expected, TOL.bf16!, `pdl ${pdl} rep ${rep} vs float64`);
         got.y.dispose();
       }
     }
@@ -164,18 +166,18 @@ describe('linear speed: cuBLASLt vs the GEMV at M 1, 4, 8 (printed, not asserted
   });
 });
 
-describe('programmatic dependent launch in a captured graph (gemvPdl)', () => {
+describe('programmatic dependent launch in a captured graph (LAUNCH_TUNING.pdl)', () => {
   // Run 10: a PDL launch of the GEMV did not overlap the rms_norm before it. Does stream capture turn the launch
   // attribute into a programmatic edge? The edges of rms_norm -> GEMV, PDL on and off, printed and checked.
-  it('rms_norm -> GEMV: a programmatic edge with gemvPdl, only full-completion edges without', G, () => {
+  it('rms_norm -> GEMV: a programmatic edge with PDL, only full-completion edges without', G, () => {
     const b = gpu();
     const [N, K] = [512, 4096];
     const x = Tensor.empty(b, [1, K], 'bf16').fill_(0.5);
     const nw = Tensor.empty(b, [K], 'bf16').fill_(1);
     const w = Tensor.empty(b, [N, K], 'bf16').fill_(0.01);
     const kinds: Record<string, Record<string, number> | null> = {};
-    for (const gemvPdl of [true, false]) {
-      withLinear({ gemvMaxRows: 1, gemvPdl }, () => {
+    for (const pdl of [true, false]) {
+      withPdl(pdl, () => withLinear({ gemvMaxRows: 1 }, () => {
         const step = () => {
           const y = b.ops.rmsNorm(x, nw, 1e-5);
           b.ops.linear(y, w, null).dispose();
@@ -184,24 +186,25 @@ describe('programmatic dependent launch in a captured graph (gemvPdl)', () => {
         step(); // compile outside the capture
         b.synchronize();
         const g = b.runtime.capture(step, { poolBytes: 16 << 20 });
-        kinds[String(gemvPdl)] = g.edgeKinds();
+        kinds[String(pdl)] = g.edgeKinds();
         g.destroy();
-      });
+      }));
     }
-    console.log(`kernel-speed: pdl graph edges (type/from port: count): with gemvPdl ${JSON.stringify(kinds.true)}, without ${JSON.stringify(kinds.false)}`);
+    console.log(`kernel-speed: pdl graph edges (type/from port: count): with PDL ${JSON.stringify(kinds.true)}, without ${JSON.stringify(kinds.false)}`);
     for (const t of [x, nw, w]) t.dispose();
     if (kinds.true === null) return; // the driver cannot list edge types
     const programmatic = (k: Record<string, number> | null) => Object.entries(k ?? {}).filter(([key]) => key.startsWith('1/')).reduce((a, [, n]) => a + n, 0);
     if (programmatic(kinds.false) !== 0) throw new Error(`a programmatic edge without PDL: ${JSON.stringify(kinds.false)}`);
-    if (programmatic(kinds.true) < 1) throw new Error(`no programmatic edge with gemvPdl: ${JSON.stringify(kinds.true)}`);
+    if (programmatic(kinds.true) < 1) throw new Error(`no programmatic edge with PDL: ${JSON.stringify(kinds.true)}`);
   });
 });
 
 describe('does programmatic dependent launch overlap? rms_norm (T 1) then linear (M 1), in a CUDA graph (printed)', () => {
   const lines = printedAfterAll();
-  // Run 10 saw no change in the bs-1 step with gemvPdl. Here the pair the decode step has before every qkv and
-  // gate_up projection, timed three ways: cuBLASLt, the GEMV launched plainly, the GEMV as a PDL launch (it may
-  // start as soon as fk_rms_norm has begun). If PDL overlaps, the last is faster than the second by about the norm.
+  // Run 10 saw no change in the bs-1 step with the GEMV as a PDL launch. Here the pair the decode step has before
+  // every qkv and gate_up projection, timed with cuBLASLt and with the GEMV, PDL off and on (on: both kernels are
+  // PDL launches, fk_rms_norm lets the GEMV start once it has begun). If PDL overlaps, gemv+pdl beats gemv by about
+  // the norm's time.
   it('bf16 H 4096: o (4096 x 4096) and gate_up (28672 x 4096)', G, () => {
     const b = gpu();
     const H = 4096;
@@ -213,14 +216,14 @@ describe('does programmatic dependent launch overlap? rms_norm (T 1) then linear
       const inner = Math.max(8, copies);
       const normOnly = graphMs(() => b.ops.rmsNorm(x, nw, 1e-5).dispose(), inner);
       lines.push(`kernel-speed: pdl rms_norm T1 H${H} alone ${(normOnly * 1e3).toFixed(1)} us`);
-      for (const [name, patch] of [['cublaslt', { gemvMaxRows: 0 }], ['gemv', { gemvMaxRows: 1, gemvPdl: false }], ['gemv+pdl', { gemvMaxRows: 1, gemvPdl: true }]] as const) {
-        const ms = withLinear(patch, () =>
+      for (const [name, patch, pdl] of [['cublaslt', { gemvMaxRows: 0 }, false], ['cublaslt+pdl', { gemvMaxRows: 0 }, true], ['gemv', { gemvMaxRows: 1 }, false], ['gemv+pdl', { gemvMaxRows: 1 }, true]] as const) {
+        const ms = withPdl(pdl, () => withLinear(patch, () =>
           graphMs((i) => {
             const y = b.ops.rmsNorm(x, nw, 1e-5);
             b.ops.linear(y, ws[i % copies]!, null).dispose();
             y.dispose();
           }, inner),
-        );
+        ));
         lines.push(`kernel-speed: pdl rms_norm T1 -> linear ${label} M1 N${N} K${H} [${name}] ${(ms * 1e3).toFixed(1)} us (pair, in a CUDA graph)`);
       }
       for (const w of ws) w.dispose();

@@ -6,7 +6,6 @@
  * Small-batch calls (M <= LINEAR_TUNING.gemvMaxRows) may take kernels/gemv.cu instead: see LINEAR_TUNING.
  */
 import { Tensor, formatShape, type DType } from '@fastkernels/core';
-import { LAUNCH_PDL } from '../args.js';
 import { matrixLayout } from '../blaslt.js';
 import type { SpineContext } from './context.js';
 import { FLOAT_CTYPE, asDType, contiguousOf, disposeAll, floatCType, itemsizeOf, ptr, spineKernel } from './common.js';
@@ -21,14 +20,6 @@ export const LINEAR_TUNING = {
    * The bs-1 decode step was 4.76 ms with it at M 1 against 4.70 ms without (decode-profile), so it stays off.
    */
   gemvMaxRows: 0,
-  /**
-   * Launch fk_gemv as a programmatic dependent launch (sm_90+, LAUNCH_PDL): it starts while the kernel before it (the
-   * rms_norm, attention or activation that produces x, which call fk_pdl_trigger first thing) still runs, and streams
-   * its first weight vectors in before it waits for x. Meant to hide the GEMV's ramp behind the small kernel
-   * before it at bs 1, but run 10 measured no change in the bs-1 step (4.759 ms with the GEMV at M 1, 4.760 without
-   * PDL): why is open (docs/progress.md, issue 4).
-   */
-  gemvPdl: true,
   /** Warps (= output rows) per block of fk_gemv (FK_WARPS). */
   gemvWarps: 8,
   /** 16-byte weight vectors each lane loads before its first FMA (FK_UNR). */
@@ -104,8 +95,8 @@ export function linear(ctx: SpineContext, x: Tensor, weight: Tensor, bias: Tenso
           FK_WARPS: warps,
           FK_BIAS: b ? 1 : 0,
         });
-        const pdl = LINEAR_TUNING.gemvPdl && ctx.runtime.properties().major >= 9 ? LAUNCH_PDL : 0;
-        k.launch(Math.ceil(N / warps), warps * 32, 0, [out, a, w, b ? ptr(b) : 0, M, N, K, M === 1 ? K : a.strides[0]!], undefined, pdl);
+        // a programmatic dependent launch under LAUNCH_TUNING.pdl (gemv.cu waits for x after its first weight loads)
+        k.launch(Math.ceil(N / warps), warps * 32, 0, [out, a, w, b ? ptr(b) : 0, M, N, K, M === 1 ? K : a.strides[0]!]);
         return out;
       }
     }

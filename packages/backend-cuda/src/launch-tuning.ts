@@ -1,0 +1,34 @@
+/**
+ * Programmatic dependent launch (PDL, sm_90+) for FastKernels' own kernels. A kernel whose first statement is
+ * fk_pdl_entry() (kernels/fk_pdl.cuh: wait for the kernel before, then let the next one be scheduled) may be launched
+ * with LAUNCH_PDL: its launch and ramp then overlap the tail of the kernel before it, which at batch 1 is most of a
+ * small kernel's time (run 10: the bs-1 decode step is ~420 kernels; decode-profile).
+ */
+
+/** Knobs of kernel launches (the defaults are the shipped, H200-verified choice). */
+export const LAUNCH_TUNING = {
+  /**
+   * Launch the kernels of PDL_READY_FILES with LAUNCH_PDL. Off until measured on the H200: run 10 saw a GEMV launched
+   * this way not overlap the rms_norm before it (docs/progress.md, issue 4). FASTKERNELS_PDL=1 turns it on for a
+   * process (the GPU tests, decode-profile and the serve bench read it).
+   */
+  pdl: typeof process !== 'undefined' && process.env.FASTKERNELS_PDL === '1',
+};
+
+/**
+ * Kernel files every kernel of which starts with fk_pdl_entry() (fk_gemv: fk_pdl_wait() after its first weight loads,
+ * before it reads x); pdl-kernels.test.ts checks the sources. elementwise.cu, harness.cu and runtime.cu are not here:
+ * they launch plainly.
+ */
+export const PDL_READY_FILES: ReadonlySet<string> = new Set([
+  'activation.cu',
+  'attention_decode.cu',
+  'attention_prefill.cu',
+  'embedding.cu',
+  'gemv.cu',
+  'kvcache.cu',
+  'norm.cu',
+  'rotary.cu',
+  'sampler.cu',
+  'softmax.cu',
+]);

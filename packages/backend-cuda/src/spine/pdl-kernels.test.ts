@@ -1,0 +1,63 @@
+import { describe, expect, it } from 'vitest';
+import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
+import { PDL_READY_FILES } from '../launch-tuning.js';
+
+/**
+ * Every kernel of a file in PDL_READY_FILES may be launched with LAUNCH_PDL (LAUNCH_TUNING.pdl): it may then start
+ * before the kernel it depends on has finished, so it must wait (fk_pdl_entry: griddepcontrol.wait) before it touches
+ * memory. This reads the embedded sources: each `extern "C" __global__` body must open with fk_pdl_entry();, except
+ * the kernels below, which wait later for a stated reason.
+ */
+const WAITS_LATER: Record<string, RegExp> = {
+  // streams its first weight vectors (read-only, written by no kernel) before it waits for x and writes y
+  fk_gemv: /fk_ld_stream[\s\S]*fk_pdl_wait\(\);[\s\S]*__ldg\(reinterpret_cast<const uint4\*>\(x/,
+};
+
+/** [entry, body] of every extern "C" __global__ function of a source (comments stripped). */
+export function kernelBodies(source: string): [string, string][] {
+  const src = source.replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/[^\n]*/g, '');
+  const out: [string, string][] = [];
+  // the name is the identifier before the parameter list, after any __launch_bounds__(...) / __cluster_dims__(...)
+  const re = /extern "C" __global__\s+(?:void\s+)?(?:__\w+__\s*\([^)]*\)\s*)*(?:void\s+)?(\w+)\s*\(/g;
+  for (let m = re.exec(src); m; m = re.exec(src)) {
+    let i = m.index + m[0].length - 1;
+    for (let depth = 0; ; i++) {
+      if (src[i] === '(') depth++;
+      else if (src[i] === ')' && --depth === 0) break;
+    }
+    const open = src.indexOf('{', i);
+    let j = open;
+    for (let depth = 0; ; j++) {
+      if (src[j] === '{') depth++;
+      else if (src[j] === '}' && --depth === 0) break;
+    }
+    out.push([m[1]!, src.slice(open + 1, j)]);
+    re.lastIndex = j;
+  }
+  return out;
+}
+
+describe('PDL-ready kernels wait before touching memory', () => {
+  it('the list names embedded files', () => {
+    for (const f of PDL_READY_FILES) expect(KERNEL_SOURCES[f], f).toBeDefined();
+  });
+  for (const file of [...PDL_READY_FILES].sort()) {
+    it(`${file}: every kernel opens with fk_pdl_entry() (or waits later for a stated reason)`, () => {
+      const kernels = kernelBodies(KERNEL_SOURCES[file]!);
+      const declared = KERNEL_SOURCES[file]!.replace(/\/\/[^\n]*/g, '').match(/extern "C" __global__/g)?.length ?? 0;
+      expect(kernels.length, `${file}: kernels found vs declared`).toBe(declared);
+      expect(kernels.length).toBeGreaterThan(0);
+      for (const [entry, body] of kernels) {
+        const later = WAITS_LATER[entry];
+        if (later) expect(body, `${file} ${entry}`).toMatch(later);
+        else expect(body.trimStart().startsWith('fk_pdl_entry();'), `${file} ${entry} starts with: ${body.trimStart().slice(0, 60)}`).toBe(true);
+      }
+    });
+  }
+  it('the check catches a kernel that reads before it waits', () => {
+    const bad = 'extern "C" __global__ void __launch_bounds__(256) fk_x(float* y, const float* x) {\n  const float v = x[0];\n  fk_pdl_entry();\n  y[0] = v;\n}\n';
+    const [[entry, body]] = kernelBodies(bad) as [[string, string]];
+    expect(entry).toBe('fk_x');
+    expect(body.trimStart().startsWith('fk_pdl_entry();')).toBe(false);
+  });
+});
