@@ -18,5 +18,13 @@ for f in "${files[@]}"; do
   else
     echo "compile-cu: FAIL $f" >&2; fail=1
   fi
+  # kernels with programmatic-dependent-launch code (fk_pdl.cuh) also build with it compiled in (-DFK_PDL=1)
+  if grep -q '#include "fk_pdl.cuh"' "$f"; then
+    if "$NVCC" -std=c++17 -arch=sm_90a -DFK_PDL=1 -c "$f" -o "$out/$(basename "$f").pdl.o" ${NVCC_FLAGS:-}; then
+      echo "compile-cu: ok   $f (FK_PDL=1)"
+    else
+      echo "compile-cu: FAIL $f (FK_PDL=1)" >&2; fail=1
+    fi
+  fi
 done
 exit $fail

@@ -4,7 +4,6 @@
  */
 import type { Kernel } from '@fastkernels/core';
 import { LAUNCH_PDL, layoutArgs, parseSignature, type ArgLayout, type ArgType, type ArgValue } from './args.js';
-import { LAUNCH_TUNING } from './launch-tuning.js';
 import { CU_FUNC_ATTRIBUTE, CudaRuntime, type CompiledModule, type Dim3 } from './runtime.js';
 
 export interface CudaKernelSpec {
@@ -20,8 +19,8 @@ export interface CudaKernelSpec {
   /** In-memory headers (include name -> source). */
   readonly headers?: Readonly<Record<string, string>>;
   /**
-   * The kernel waits for the kernel before it at entry (kernels/fk_pdl.cuh): launch() then uses LAUNCH_PDL when
-   * LAUNCH_TUNING.pdl is on and the device is sm_90+.
+   * The kernel was compiled to wait for the kernel before it (kernels/fk_pdl.cuh with FK_PDL=1): launch() then uses
+   * LAUNCH_PDL. spineKernel sets it when LAUNCH_TUNING.pdl is on and the device is sm_90+.
    */
   readonly pdl?: boolean;
 }
@@ -82,12 +81,11 @@ export class CudaKernel implements Kernel {
   /**
    * Launch on the current stream (or `stream`). Dynamic shared memory is enabled for the function
    * automatically (cuFuncSetAttribute MAX_DYNAMIC_SHARED_SIZE_BYTES, once per new maximum) up to the
-   * device's opt-in limit. `flags` (args.ts): by default LAUNCH_PDL for a `pdl` kernel while LAUNCH_TUNING.pdl is on
-   * (sm_90+), else none.
+   * device's opt-in limit. `flags` (args.ts): by default LAUNCH_PDL for a `pdl` kernel, else none.
    */
   launch(grid: Dim3, block: Dim3, sharedBytes: number, args: readonly ArgValue[], stream?: number, flags?: number): void {
     const f = this.func ?? this.handle;
-    if (flags === undefined) flags = this.spec.pdl && LAUNCH_TUNING.pdl && this.runtime.properties().major >= 9 ? LAUNCH_PDL : 0;
+    if (flags === undefined) flags = this.spec.pdl ? LAUNCH_PDL : 0;
     if (sharedBytes > this.sharedSet) {
       this.runtime.setMaxDynamicShared(f, sharedBytes);
       this.sharedSet = sharedBytes;

@@ -2,7 +2,9 @@
  * Programmatic dependent launch (PDL, sm_90+) for FastKernels' own kernels. A kernel whose first statement is
  * fk_pdl_entry() (kernels/fk_pdl.cuh: wait for the kernel before, then let the next one be scheduled) may be launched
  * with LAUNCH_PDL: its launch and ramp then overlap the tail of the kernel before it, which at batch 1 is most of a
- * small kernel's time (run 10: the bs-1 decode step is ~420 kernels; decode-profile).
+ * small kernel's time (run 10: the bs-1 decode step is ~420 kernels; decode-profile). spineKernel compiles those
+ * instructions in (-DFK_PDL=1) only while PDL launches are on; otherwise the kernels are the H200-verified machine code
+ * (tools/sass-same.sh against 5a5d850: same for every kernel of these files).
  */
 
 /** Knobs of kernel launches (the defaults are the shipped, H200-verified choice). */
@@ -32,3 +34,8 @@ export const PDL_READY_FILES: ReadonlySet<string> = new Set([
   'sampler.cu',
   'softmax.cu',
 ]);
+
+/** Whether kernels that allow it are launched with LAUNCH_PDL now: the switch is on and the device is sm_90+. */
+export function pdlLaunches(rt: { properties(): { major: number } }): boolean {
+  return LAUNCH_TUNING.pdl && rt.properties().major >= 9;
+}

@@ -12,7 +12,7 @@
 import { DTYPE_INFO, Tensor, formatShape, type DType } from '@fastkernels/core';
 import type { CudaKernel } from '../kernel.js';
 import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
-import { PDL_READY_FILES } from '../launch-tuning.js';
+import { PDL_READY_FILES, pdlLaunches } from '../launch-tuning.js';
 import type { SpineContext } from './context.js';
 
 /** C++ types of the floating dtypes the spine kernels take. */
@@ -42,8 +42,11 @@ export function ptr(t: Tensor): number {
 export function spineKernel(ctx: SpineContext, file: string, entry: string, defines: Readonly<Record<string, string | number>>): CudaKernel {
   const source = KERNEL_SOURCES[file];
   if (source === undefined) throw new Error(`kernel source ${file} is not embedded (run npm run embed-kernels -w @fastkernels/backend-cuda)`);
-  const options = Object.entries(defines).map(([k, v]) => `-D${k}=${v}`);
-  return ctx.kernel({ source, entry, name: file, options, pdl: PDL_READY_FILES.has(file) });
+  // A PDL-ready file is compiled with its griddepcontrol instructions (FK_PDL=1) exactly when its kernels will be
+  // launched with LAUNCH_PDL; the plain build is the machine code the H200 runs verified.
+  const pdl = PDL_READY_FILES.has(file) && pdlLaunches(ctx.runtime);
+  const options = Object.entries(pdl ? { ...defines, FK_PDL: 1 } : defines).map(([k, v]) => `-D${k}=${v}`);
+  return ctx.kernel({ source, entry, name: file, options, pdl });
 }
 
 /**
