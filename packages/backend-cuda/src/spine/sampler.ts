@@ -28,9 +28,9 @@ export const SAMPLER_TUNING = {
   /**
    * Fewest drawing rows (SampleHint.sampledRows, temperature > 0) for which the multi-CTA path is chosen (Infinity =
    * never). Each graph bucket then has a second capture for steps with drawing rows (Ops.samplePath). Run 10 (H200,
-   * V = 128256, f32, eager): with no drawing row one CTA per row wins (B1 29 vs 98 us, B64 greedy 36 vs 100 us); from
-   * one drawing row on the multi-CTA path does (B2 with 1 drawing row 116 vs 127 us, B4 with 3: 103 vs 335, B32: 289
-   * vs 892).
+   * V = 128256, f32, inside a CUDA graph as the decode step runs it): with no drawing row one CTA per row wins or ties
+   * (B64 greedy 18 vs 28 us, B1 17 vs 17); from one drawing row on the multi-CTA path wins (B2 with 1 drawing row 25
+   * vs 107 us, B4 with 3: 59 vs 319, B32 with 27: 232 vs 849, top-p B32 160 vs 573).
    */
   multiCtaMinSampledRows: 1,
   /** CTAs aimed for per SM in total (all rows together) on the multi-CTA path. */
