@@ -288,7 +288,7 @@ const f = (x, d = 1) => (typeof x === 'number' && Number.isFinite(x) ? x.toFixed
 /** The short table h200-decode-profile.sh prints last. */
 export function formatTable(r) {
   const L = [];
-  L.push(`decode-profile (${r.gpu ?? '?'}, commit ${r.commit ?? '?'}${r.pdl ? ', PDL on' : ''}): bs-1 step ${f(r.stepMs, 3)} ms` + (r.graphReplayMs !== null && r.graphReplayMs !== undefined ? ` (graph replay alone ${f(r.graphReplayMs, 3)} ms)` : ''));
+  L.push(`decode-profile (${r.gpu ?? '?'}, commit ${r.commit ?? '?'}${r.pdl ? ', PDL on' : ''}${r.chainDecode ? ', chained decode' : ''}): bs-1 step ${f(r.stepMs, 3)} ms` + (r.graphReplayMs !== null && r.graphReplayMs !== undefined ? ` (graph replay alone ${f(r.graphReplayMs, 3)} ms)` : ''));
   if (r.error) {
     L.push(`no kernel breakdown: ${r.error}`);
     return L.join('\n');
@@ -333,6 +333,7 @@ function cli(argv) {
     stepMs: run?.stepMs ?? null,
     // programmatic dependent launch on (FASTKERNELS_PDL=1) for the timed run; null from runs that did not record it
     pdl: run?.settings?.pdl ?? null,
+    chainDecode: run?.settings?.chainDecode ?? null,
     meanHostMs: run?.meanHostMs ?? null,
     graphReplayMs: run?.graphReplayMs ?? null,
     decodeSteps: run?.decodeSteps ?? null,

@@ -41,7 +41,7 @@ const rt = backend.runtime;
 const cfgJson = JSON.parse(readFileSync(`${modelDir}/config.json`, 'utf8'));
 const result = {
   side: 'ours', model: modelDir, device: rt.properties().name ?? null, versions: backend.versions(),
-  settings: { steps, promptLen, graphTiming, copyBw: has('--copy-bw'), pdl: LAUNCH_TUNING.pdl }, weights: llamaGemmWeights(cfgJson), errors: [],
+  settings: { steps, promptLen, graphTiming, copyBw: has('--copy-bw'), pdl: LAUNCH_TUNING.pdl, chainDecode: process.env.FASTKERNELS_CHAIN_DECODE === '1' }, weights: llamaGemmWeights(cfgJson), errors: [],
 };
 const save = () => jsonOut && writeFileSync(jsonOut, JSON.stringify(result, null, 2));
 

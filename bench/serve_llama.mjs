@@ -40,7 +40,7 @@ if (!avail.available) {
   process.exit(2);
 }
 const randomInit = cpu ? 'host' : 'device';
-const result = { side: 'ours', model: modelDir, device: cpu ? 'cpu' : backend.runtime.properties().name ?? null, versions: backend.versions(), settings: { numRequests, bs1Tokens, util, graphs, quick, pdl: LAUNCH_TUNING.pdl }, phases: {}, errors: [] };
+const result = { side: 'ours', model: modelDir, device: cpu ? 'cpu' : backend.runtime.properties().name ?? null, versions: backend.versions(), settings: { numRequests, bs1Tokens, util, graphs, quick, pdl: LAUNCH_TUNING.pdl, chainDecode: process.env.FASTKERNELS_CHAIN_DECODE === '1' }, phases: {}, errors: [] };
 const save = () => jsonOut && writeFileSync(jsonOut, JSON.stringify(result, null, 2));
 const maxLen = Number(opt('--max-in', 1024));
 const short = Math.min(128, maxLen);

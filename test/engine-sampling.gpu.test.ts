@@ -3,8 +3,8 @@
  * ones, served with CUDA-graph decode, give exactly the tokens of the eager engine. The batch sizes pass through the
  * sampler's two launch paths (one CTA per row below SAMPLER_TUNING.multiCtaMinSampledRows drawing rows, split rows
  * from there), so the decode graphs of buckets >= 8 are captured twice (Ops.samplePath) and each step replays the
- * variant its drawing rows pick. The route is off by default until measured (multiCtaMinSampledRows = Infinity); the
- * test switches it on at 8. Runs with `dist/gpu-host/run-gpu-tests engine-sampling`.
+ * variant its drawing rows pick (the test sets the route's threshold to 8 drawing rows). The same with chained decode
+ * (EngineOptions.chainDecode). Runs with `dist/gpu-host/run-gpu-tests engine-sampling`.
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -25,14 +25,14 @@ describe('sampled decode through CUDA graphs (sampler path variants)', () => {
     const params = (i: number): SamplingParams =>
       i < 10 ? { ...DEFAULT_SAMPLING, temperature: 0.9, topK: i % 2 ? 40 : 0, topP: i % 3 ? 0.95 : 1, seed: 1000 + i, maxTokens: 6 + 2 * i } : { ...DEFAULT_SAMPLING, maxTokens: 40 };
     const reqs = Array.from({ length: 12 }, (_, i) => ({ promptIds: Array.from({ length: 3 + i }, (_, j) => (i * 37 + j * 11) % 500), params: params(i) }));
-    const run = (graphs: boolean) => {
+    const run = (graphs: boolean, chainDecode = false) => {
       const was = SAMPLER_TUNING.multiCtaMinSampledRows;
       SAMPLER_TUNING.multiCtaMinSampledRows = 8;
       const m = loadLlamaModel(model, { backend, registry: baselineRegistry(), dtype: 'f32' });
-      const e = new LLMEngine(m.model, m.ctx, m.config, { maxModelLen: 256, maxNumSeqs: 16, maxNumBatchedTokens: 512, numKvBlocks: 128, graphs });
+      const e = new LLMEngine(m.model, m.ctx, m.config, { maxModelLen: 256, maxNumSeqs: 16, maxNumBatchedTokens: 512, numKvBlocks: 128, graphs, chainDecode });
       try {
         const out = e.generate(reqs).map((o) => o.tokenIds);
-        return { out, graphSteps: e.runner.stats.graphSteps, graphs: e.runner.graphCount, buckets: e.runner.graphBuckets.length };
+        return { out, graphSteps: e.runner.stats.graphSteps, graphs: e.runner.graphCount, buckets: e.runner.graphBuckets.length, chain: { ...e.chainStats } };
       } finally {
         e.dispose();
         m.model.dispose();
@@ -46,5 +46,11 @@ describe('sampled decode through CUDA graphs (sampler path variants)', () => {
     expect(graphed.graphSteps).toBeGreaterThan(10);
     const diff = tokenDiff(eager.out, graphed.out);
     expect(diff, diff).toBe('');
+    // chained decode (each graph step launched before the previous step's tokens are read, input ids copied on the
+    // device, tokens downloaded behind an event): the same tokens, and the steps launched ahead were used
+    const chained = run(true, true);
+    expect(chained.chain.used).toBeGreaterThan(5);
+    const diffChained = tokenDiff(eager.out, chained.out);
+    expect(diffChained, diffChained).toBe('');
   });
 });

@@ -79,6 +79,7 @@ export class CudaRuntime {
   readonly cubinCache = new CubinCache();
   private readonly modules = new Map<string, CompiledModule>();
   private readonly eventPool: number[] = [];
+  private readonly fencePool: number[] = [];
   /** Set when a sticky error destroyed the context. */
   lost: CudaFatalError | undefined;
   private capturingStream: number | undefined;
@@ -209,6 +210,22 @@ export class CudaRuntime {
 
   releaseEvent(e: number): void {
     this.eventPool.push(e);
+  }
+
+  /**
+   * A marker of the work queued so far on the current stream: the returned wait() blocks the host until that work is
+   * done (not what is queued after it), e.g. an async download the next step must not wait behind.
+   */
+  fence(): () => void {
+    const e = this.fencePool.pop() ?? this.addon.eventCreate(CU_EVENT_DISABLE_TIMING);
+    this.addon.eventRecord(e, this.current.stream);
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.addon.eventSynchronize(e);
+      this.fencePool.push(e);
+    };
   }
 
   /** Make `waiter` wait for the work queued so far on `stream`. */

@@ -11,6 +11,8 @@ function fakeCudaBackend() {
     capture: () => ({ replay() {}, destroy() {} }),
     allocPinned: (n: number) => new Uint8Array(n),
     copyHtoD: () => {},
+    copyDtoH: () => {},
+    fence: () => () => {},
     allocator: { stats: () => ({ ...stats }), resetPeak: () => void (stats.peak = stats.allocated) },
   };
   const cpu = new CpuBackend();

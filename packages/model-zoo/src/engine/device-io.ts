@@ -30,6 +30,12 @@ export interface StepIo {
   upload(dst: Tensor, src: Uint8Array, byteLength: number): void;
   /** Whether upload returns before the copy ran (then the staging buffer must not be rewritten until a sync). */
   readonly async: boolean;
+  /**
+   * Copy `byteLength` bytes of a tensor's storage (from its offset) into `dst` (from hostBuffer), in stream order; the
+   * returned wait() returns once `dst` holds them, without waiting for work queued after the copy (at once when the
+   * copy was synchronous).
+   */
+  download(src: Tensor, dst: Uint8Array, byteLength: number): () => void;
   /** Graph capture, when the backend has it. */
   readonly graphs: GraphRuntime | null;
   /** Device memory in use / total, when the backend can tell (for the memory budget). */
@@ -42,6 +48,8 @@ interface CudaRuntimeLike {
   capture(fn: () => void, opts: { pool?: unknown }): CapturedGraph;
   allocPinned(bytes: number): Uint8Array;
   copyHtoD(dst: number, src: ArrayBufferView, bytes?: number, async?: boolean): void;
+  copyDtoH(dst: ArrayBufferView, src: number, bytes?: number, async?: boolean): void;
+  fence(): () => void;
   allocator: { stats(): { allocated: number; peak: number; reserved: number }; resetPeak(): void };
   withStream?: unknown;
 }
@@ -55,7 +63,7 @@ function cudaRuntimeOf(backend: Backend): CudaRuntimeLike | null {
     return null;
   }
   const r = rt as Partial<CudaRuntimeLike> | undefined;
-  if (!r || typeof r.capture !== 'function' || typeof r.createGraphPool !== 'function' || typeof r.allocPinned !== 'function' || typeof r.copyHtoD !== 'function') return null;
+  if (!r || typeof r.capture !== 'function' || typeof r.createGraphPool !== 'function' || typeof r.allocPinned !== 'function' || typeof r.copyHtoD !== 'function' || typeof r.copyDtoH !== 'function' || typeof r.fence !== 'function') return null;
   return r as CudaRuntimeLike;
 }
 
@@ -67,6 +75,10 @@ export function stepIoFor(backend: Backend, options: { graphs?: boolean } = {}):
       hostBuffer: (n) => new Uint8Array(n),
       upload: (dst, src, n) => backend.write(dst.storage, dst.offset * dst.itemsize, n === src.byteLength ? src : src.subarray(0, n)),
       async: false,
+      download: (src, dst, n) => {
+        if (n > 0) dst.set(backend.read(src.storage, src.offset * src.itemsize, n));
+        return () => {};
+      },
       graphs: null,
       memoryInfo: () => null,
     };
@@ -84,6 +96,10 @@ export function stepIoFor(backend: Backend, options: { graphs?: boolean } = {}):
       if (n > 0) rt.copyHtoD(dst.storage.devicePtr! + dst.offset * dst.itemsize, src, n, true);
     },
     async: true,
+    download: (src, dst, n) => {
+      if (n > 0) rt.copyDtoH(dst, src.storage.devicePtr! + src.offset * src.itemsize, n, true);
+      return rt.fence();
+    },
     graphs: options.graphs === false ? null : graphs,
     memoryInfo: () => {
       // Live values, read at each access: the engine resets the peak, runs a forward, then reads peakBytes from the

@@ -7,7 +7,7 @@ import { disposeAttentionMetadata, withForwardContext, type AttentionMetadata } 
 import { KvCache, kvCacheSpecFor, type KvCacheSpec } from './kv-cache.js';
 import { formatBudget, formatGraphPool, planKvCache, withKvBlocks, type MemoryBudget } from './memory.js';
 import type { CausalLM } from './model-runner.js';
-import { EngineRunner, isCaptureError, type RunnerGeometry } from './runner.js';
+import { EngineRunner, isCaptureError, sameSeqs, type PendingStep, type RunnerGeometry } from './runner.js';
 import { Scheduler } from './scheduler.js';
 import { DEFAULT_SAMPLING, Sequence, type FinishReason, type SamplingParams } from './sequence.js';
 
@@ -35,6 +35,13 @@ export interface EngineOptions {
   readonly eosTokenId?: number | readonly number[];
   /** Write the next decode step's metadata while the device runs this one (default true). */
   readonly overlap?: boolean;
+  /**
+   * Also launch that next decode step before this one's tokens are read, its input ids copied on the device (vLLM's
+   * async scheduling, one step deep): the host's scheduling and postprocessing then run while the device works.
+   * Graph decode at world size 1 only. Default: off until measured on the H200; FASTKERNELS_CHAIN_DECODE=1 turns it
+   * on for a process (the benches read it).
+   */
+  readonly chainDecode?: boolean;
   /** Where the memory budget and start-up lines go. */
   readonly log?: (line: string) => void;
 }
@@ -111,6 +118,11 @@ export class LLMEngine {
   keepRecords = true;
   private readonly eos: number | readonly number[];
   private readonly overlap: boolean;
+  private readonly chainDecode: boolean;
+  /** The decode step launched ahead (chainDecode): its sequences and its pending tokens. */
+  private inflight: { seqs: Sequence[]; pending: PendingStep } | null = null;
+  /** Steps launched ahead that were used, and those dropped because the next step was scheduled otherwise. */
+  readonly chainStats = { used: 0, dropped: 0 };
   private nextId = 0;
   private readonly seqs = new Map<number, Sequence>();
   /** Wall-clock limit (performance.now() ms), checked between steps; the same on every tensor-parallel rank. */
@@ -136,6 +148,7 @@ export class LLMEngine {
     if (!chunkedPrefill && maxNumBatchedTokens < maxModelLen) throw new UserError(`without chunked prefill max-num-batched-tokens (${maxNumBatchedTokens}) must be >= max-model-len (${maxModelLen})`, { field: '--max-num-batched-tokens' });
     this.eos = options.eosTokenId ?? -1;
     this.overlap = options.overlap ?? true;
+    this.chainDecode = options.chainDecode ?? (typeof process !== 'undefined' && process.env.FASTKERNELS_CHAIN_DECODE === '1');
     const log = options.log ?? (() => {});
     const io = stepIoFor(ctx.backend);
     const wantGraphs = options.graphs ?? true;
@@ -271,15 +284,37 @@ export class LLMEngine {
       throw new Error(`scheduler made no progress (${sched.waiting.length} waiting, ${sched.running.length} running, ${this.blockManager.numFreeBlocks} free blocks)`);
     }
     const graphBefore = this.runner.stats.graphSteps;
-    let pending;
+    const usedBefore = this.chainStats.used;
+    let pending: PendingStep | undefined;
     try {
-      pending = this.runner.launch(batch);
+      const ahead = this.inflight;
+      this.inflight = null;
+      if (ahead && !batch.prefills.length && sameSeqs(ahead.seqs, batch.decodes)) {
+        pending = ahead.pending;
+        this.chainStats.used++;
+      } else if (ahead) {
+        ahead.pending.ready?.(); // scheduled otherwise: let it finish, drop its tokens
+        this.chainStats.dropped++;
+      }
+      pending ??= this.runner.launch(batch);
     } catch (e) {
       this.abort();
       throw e;
     }
     const t1 = performance.now();
-    if (this.overlap && !batch.prefills.length && !sched.waiting.length && this.runner.usesGraphs) this.prestage(batch.decodes);
+    const graphStep = this.chainStats.used > usedBefore || this.runner.stats.graphSteps > graphBefore;
+    if (this.overlap && !batch.prefills.length && !sched.waiting.length && this.runner.usesGraphs) {
+      const next = this.prestage(batch.decodes);
+      if (next && this.chainDecode && this.tp.world === 1) {
+        try {
+          const p = this.runner.launchChained(next, batch.decodes);
+          if (p) this.inflight = { seqs: next, pending: p };
+        } catch (e) {
+          this.abort();
+          throw e;
+        }
+      }
+    }
     const t2 = performance.now();
     let tokens: number[];
     try {
@@ -296,11 +331,14 @@ export class LLMEngine {
     for (const s of batch.decodes) outTokens.push([s.seqId, tokens[t++]!]);
     const outputs = finished.map((s) => this.output(s));
     for (const s of finished) this.seqs.delete(s.seqId);
+    // a step launched ahead for a sequence that just finished (EOS, a stop id) will not be scheduled: drop it now, so
+    // nothing is left running when the last request is done
+    if (this.inflight && finished.length && this.inflight.seqs.some((s) => finished.includes(s))) this.dropInflight();
     const t4 = performance.now();
     const record: StepRecord = {
       kind: batch.prefills.length ? (batch.decodes.length ? 'mixed' : 'prefill') : 'decode',
       numTokens: batch.numTokens, numSeqs: batch.prefills.length + batch.decodes.length,
-      graph: this.runner.stats.graphSteps > graphBefore,
+      graph: graphStep,
       hostMs: t1 - t0 + (t4 - t3), overlapMs: t2 - t1, stepMs: t4 - t0,
     };
     if (this.keepRecords) this.records.push(record);
@@ -315,8 +353,11 @@ export class LLMEngine {
     return this.tp.agree([performance.now() > this.deadline ? 1 : 0], 'max', this.ctx)[0] === 1;
   }
 
-  /** Blocks for one more token of each continuing decode, then its staging (see EngineRunner.prestageDecode). */
-  private prestage(decodes: readonly Sequence[]): void {
+  /**
+   * Blocks for one more token of each continuing decode, then its staging (see EngineRunner.prestageDecode). Returns
+   * the sequences staged (those not at their token limit), or null when nothing was staged.
+   */
+  private prestage(decodes: readonly Sequence[]): Sequence[] | null {
     const next: Sequence[] = [];
     let need = 0;
     for (const s of decodes) {
@@ -324,9 +365,18 @@ export class LLMEngine {
       next.push(s);
       need += this.blockManager.blocksNeeded(s, s.numTokens + 1);
     }
-    if (!next.length || need > this.blockManager.numFreeBlocks) return;
+    if (!next.length || need > this.blockManager.numFreeBlocks) return null;
     for (const s of next) this.blockManager.ensure(s, s.numTokens + 1);
-    this.runner.prestageDecode(next);
+    return this.runner.prestageDecode(next) ? next : null;
+  }
+
+  /** Wait for the step launched ahead and forget it (its tokens are not used). */
+  private dropInflight(): void {
+    const f = this.inflight;
+    this.inflight = null;
+    if (!f) return;
+    this.chainStats.dropped++;
+    f.pending.ready?.();
   }
 
   private output(s: Sequence): RequestOutput {
@@ -343,7 +393,11 @@ export class LLMEngine {
 
   /** Drop every request (after an error), freeing their blocks. */
   abort(): void {
-    for (const s of this.scheduler.abortAll()) this.seqs.delete(s.seqId);
+    try {
+      this.dropInflight();
+    } finally {
+      for (const s of this.scheduler.abortAll()) this.seqs.delete(s.seqId);
+    }
   }
 
   /** Run requests to completion; outputs in request order. */
@@ -359,6 +413,11 @@ export class LLMEngine {
   }
 
   dispose(): void {
+    try {
+      this.dropInflight();
+    } catch {
+      // a failed device: disposing frees what it can
+    }
     this.runner?.dispose();
     this.kvCache?.dispose();
   }

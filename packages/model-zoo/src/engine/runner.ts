@@ -102,10 +102,10 @@ class Staging {
  * batch slot), so one request with one seed draws the same tokens whichever requests run beside it (the sampler
  * draws its noise as counterUniform(seed, 0, col): the row index is not mixed in).
  */
-export function requestStepSeed(s: Sequence): number {
+export function requestStepSeed(s: Sequence, ahead = 0): number {
   let h = fmix32((s.params.seed >>> 0) ^ 0x9e3779b9);
   h = fmix32((h ^ Math.floor(s.params.seed / 4294967296)) >>> 0);
-  return fmix32((h ^ s.numCompletionTokens) >>> 0);
+  return fmix32((h ^ (s.numCompletionTokens + ahead)) >>> 0);
 }
 
 /** A launched step: how many tokens to read, and the logits kept for collectLogits. */
@@ -113,6 +113,12 @@ export interface PendingStep {
   readonly nSample: number;
   readonly logits: Tensor | null;
   readonly t0: number;
+  /**
+   * Graph steps: the step's tokens are downloaded in stream order into `host` (8 bytes each); `ready()` returns once
+   * they are there, without waiting for a step launched after this one (launchChained).
+   */
+  readonly host?: Uint8Array;
+  readonly ready?: () => void;
 }
 
 /** Release a step's tensors after an error (fixed arity: no array on the step path; released ones are skipped). */
@@ -125,7 +131,15 @@ function disposeHeld(a: Tensor | null, b: Tensor | null, c: Tensor | null, d: Te
   f?.dispose();
 }
 
-function sameSeqs(a: readonly Sequence[], b: readonly Sequence[]): boolean {
+/** n little-endian int64 token ids (each below 2^53). */
+function parseTokens(bytes: Uint8Array, n: number): number[] {
+  const tokens = new Array<number>(n);
+  const w = new Int32Array(bytes.buffer, bytes.byteOffset, n * 2);
+  for (let i = 0; i < n; i++) tokens[i] = w[2 * i]! + w[2 * i + 1]! * 4294967296;
+  return tokens;
+}
+
+export function sameSeqs(a: readonly Sequence[], b: readonly Sequence[]): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
   return true;
@@ -137,6 +151,8 @@ export interface RunnerStats {
   eagerSteps: number;
   /** Graph steps whose metadata was written during the previous step. */
   prestagedSteps: number;
+  /** Graph steps launched before the previous step's tokens were read, their input ids copied on the device. */
+  chainedSteps: number;
   /** Host milliseconds spent preparing and launching (before the wait for tokens), summed. */
   launchMs: number;
   /** Host milliseconds blocked on the step's tokens, summed. */
@@ -159,7 +175,7 @@ export interface RunnerStats {
  * rows draw), the bucket gets one graph per path, and a step replays the one its count of drawing rows picks.
  */
 export class EngineRunner {
-  readonly stats: RunnerStats = { steps: 0, graphSteps: 0, eagerSteps: 0, prestagedSteps: 0, launchMs: 0, waitMs: 0 };
+  readonly stats: RunnerStats = { steps: 0, graphSteps: 0, eagerSteps: 0, prestagedSteps: 0, chainedSteps: 0, launchMs: 0, waitMs: 0 };
   private prestaged: { staging: Staging; seqs: Sequence[]; bucket: number } | null = null;
   readonly io: StepIo;
   readonly maxBlocksPerSeq: number;
@@ -173,6 +189,9 @@ export class EngineRunner {
   private kvSlotsHost: Staging | null = null;
   private kvSlotsCap = 0;
   private readonly tokensOut: Tensor;
+  /** Host copies of graph steps' tokens; two alternate, as two steps can be in flight (launchChained). */
+  private readonly tokensHost: [Uint8Array, Uint8Array];
+  private tokensFlip = 0;
   private readonly graphRt: GraphRuntime | null;
   /** bucket -> one graph per sampler path (the key '' when the backend has one path) */
   private readonly graphs = new Map<number, Map<string, CapturedGraph>>();
@@ -213,6 +232,7 @@ export class EngineRunner {
     }
     this.staging = [new Staging(this.io, this.fields, off), new Staging(this.io, this.fields, off)];
     this.tokensOut = Tensor.zeros(ctx.backend, [S], 'i64', { device: ctx.device });
+    this.tokensHost = [this.io.hostBuffer(S * 8), this.io.hostBuffer(S * 8)];
   }
 
   get graphBuckets(): readonly number[] {
@@ -334,7 +354,7 @@ export class EngineRunner {
       this.upload(s, 'blockTables', bucket * this.maxBlocksPerSeq);
       this.graphFor(bucket, batch.decodes).replay();
       this.stats.graphSteps++;
-      pending = { nSample: B, logits: null, t0 };
+      pending = { nSample: B, logits: null, t0, ...this.downloadTokens(B) };
     } else {
       this.prestaged = null;
       pending = this.launchEager(batch, options.collectLogits ?? false, t0);
@@ -349,7 +369,12 @@ export class EngineRunner {
   collect(p: PendingStep): { tokens: number[]; logits?: Float32Array[] } {
     const t1 = performance.now();
     this.tp.synchronize(); // a dead tensor-parallel peer: the communicator's error within its deadline, not a hang
-    const out: { tokens: number[]; logits?: Float32Array[] } = { tokens: this.readTokens(p.nSample) };
+    let tokens: number[];
+    if (p.host && p.ready) {
+      p.ready();
+      tokens = parseTokens(p.host, p.nSample);
+    } else tokens = this.readTokens(p.nSample);
+    const out: { tokens: number[]; logits?: Float32Array[] } = { tokens };
     if (p.nSample === 0) this.ctx.backend.synchronize(this.ctx.device); // staging buffers are reused two steps on
     if (p.logits) {
       const all = p.logits.toFloat64Array();
@@ -384,12 +409,61 @@ export class EngineRunner {
   }
 
   private readTokens(n: number): number[] {
-    const tokens = new Array<number>(n);
-    if (n === 0) return tokens;
-    const bytes = this.ctx.backend.read(this.tokensOut.storage, this.tokensOut.offset * 8, n * 8);
-    const w = new Int32Array(bytes.buffer, bytes.byteOffset, n * 2);
-    for (let i = 0; i < n; i++) tokens[i] = w[2 * i]! + w[2 * i + 1]! * 4294967296;
-    return tokens;
+    if (n === 0) return [];
+    return parseTokens(this.ctx.backend.read(this.tokensOut.storage, this.tokensOut.offset * 8, n * 8), n);
+  }
+
+  /** Enqueue the download of a graph step's n tokens into the next host buffer. */
+  private downloadTokens(n: number): { host: Uint8Array; ready: () => void } {
+    this.tokensFlip ^= 1;
+    const host = this.tokensHost[this.tokensFlip]!;
+    return { host, ready: this.io.download(this.tokensOut, host, n * 8) };
+  }
+
+  /**
+   * Launch the decode step after the one in flight before reading its tokens (vLLM's async scheduling, one step deep):
+   * `seqs` must be what prestageDecode staged, each continuing with the token the step in flight (whose decode rows
+   * were `prev`; `seqs` keeps their order, minus those that stop there) samples for it. The input ids are copied on
+   * the device from that step's token rows, a copy per run of consecutive rows; positions, slots, lengths,
+   * block tables and sampling settings come from the prestaged staging; seeds are those of the next token. The caller
+   * keeps the result only if the scheduler then schedules exactly these sequences (else it waits for it and drops it:
+   * a cache slot it wrote is rewritten by the step that replaces it, or belongs to a finished sequence).
+   */
+  launchChained(seqs: readonly Sequence[], prev: readonly Sequence[]): PendingStep | null {
+    const pre = this.prestaged;
+    this.prestaged = null;
+    if (!pre || !sameSeqs(pre.seqs, seqs)) return null;
+    const t0 = performance.now();
+    const B = seqs.length;
+    const s = pre.staging;
+    this.flip = this.staging.indexOf(s);
+    for (let d = 0; d < B; d++) s.setI64('seeds', d, requestStepSeed(seqs[d]!, 1));
+    for (const f of ['positions', 'slotMapping', 'seqLens', 'temperature', 'topK', 'topP', 'seeds'] as const) this.upload(s, f, pre.bucket);
+    this.upload(s, 'blockTables', pre.bucket * this.maxBlocksPerSeq);
+    // row d takes the token of seqs[d]'s row in the step before (padding rows keep an earlier, valid id)
+    const ids = this.views.get('inputIds')!;
+    const copy = (dst: number, src: number, n: number) =>
+      this.ctx.backend.copyBytes(ids.storage, (ids.offset + dst) * 8, this.tokensOut.storage, (this.tokensOut.offset + src) * 8, n * 8);
+    let runDst = 0;
+    let runSrc = -1;
+    let src = 0;
+    for (let d = 0; d < B; d++) {
+      while (src < prev.length && prev[src] !== seqs[d]) src++;
+      if (src === prev.length) throw new Error(`launchChained: sequence ${seqs[d]!.seqId} was not in the step before`);
+      if (runSrc < 0) [runDst, runSrc] = [d, src];
+      else if (src !== runSrc + (d - runDst)) {
+        copy(runDst, runSrc, d - runDst);
+        [runDst, runSrc] = [d, src];
+      }
+      src++;
+    }
+    if (runSrc >= 0) copy(runDst, runSrc, B - runDst);
+    this.graphFor(pre.bucket, seqs).replay();
+    this.stats.graphSteps++;
+    this.stats.chainedSteps++;
+    this.stats.steps++;
+    this.stats.launchMs += performance.now() - t0;
+    return { nSample: B, logits: null, t0, ...this.downloadTokens(B) };
   }
 
   private ensureKvSlots(n: number): void {

@@ -88,6 +88,54 @@ describe('LLMEngine (continuous batching) on the CPU backend', () => {
     expect(e.runner.stats.prestagedSteps).toBeGreaterThan(0);
   });
 
+  it('chained decode (each decode step launched before the tokens of the one before are read) equals eager, no leaks', () => {
+    const g = new EmulatedGraphRuntime();
+    const { out, records, engine: e } = run({ graphs: g, maxNumSeqs: 8, chainDecode: true }, PS, MAXT);
+    expect(out.map((o) => o.tokenIds)).toEqual(reference);
+    // the steady decode steps ran launched ahead; a step launched ahead and then scheduled otherwise was dropped
+    expect(e.runner.stats.chainedSteps).toBeGreaterThan(0);
+    expect(e.chainStats.used).toBeGreaterThan(0);
+    expect(e.chainStats.used + e.chainStats.dropped).toBe(e.runner.stats.chainedSteps);
+    expect(summarizeSteps(records).graphFraction).toBe(1);
+  });
+
+  it('chained decode with EOS, stop ids, seeded sampling and a request added mid-run matches the plain engine', () => {
+    const p = PS[3]!;
+    const free = reference[3]!;
+    const reqs = [
+      { promptIds: p, params: { maxTokens: MAXT(3) } },
+      { promptIds: p, params: { maxTokens: MAXT(3), ignoreEos: true } },
+      { promptIds: p, params: { maxTokens: MAXT(3), ignoreEos: true, stopTokenIds: [free[1]!] } },
+      { promptIds: PS[5]!, params: { maxTokens: 9, temperature: 0.8, seed: 7 } },
+      { promptIds: PS[6]!, params: { maxTokens: 12, temperature: 1.1, topK: 20, seed: 3 } },
+    ];
+    const outputs = (chainDecode: boolean) => {
+      const e = engine({ eosTokenId: free[2]!, graphs: new EmulatedGraphRuntime(), maxNumSeqs: 8, chainDecode });
+      try {
+        const ids = reqs.map((r) => e.addRequest(r.promptIds, r.params));
+        const done = new Map<number, { tokenIds: number[]; finishReason: string }>();
+        let steps = 0;
+        while (e.hasUnfinished) {
+          // a late arrival: the step launched ahead no longer matches the scheduled batch
+          if (steps++ === 6) ids.push(e.addRequest(PS[7]!, { maxTokens: 5 }));
+          for (const f of e.step().finished) done.set(f.requestId, f);
+        }
+        expect(e.blockManager.numUsedBlocks).toBe(0);
+        return { out: ids.map((id) => done.get(id)!), chain: { ...e.chainStats } };
+      } finally {
+        e.dispose();
+      }
+    };
+    const plain = outputs(false);
+    const chained = outputs(true);
+    expect(chained.out).toEqual(plain.out);
+    expect(chained.out[0]!.finishReason).toBe('eos');
+    expect(chained.out[2]!.finishReason).toBe('stop');
+    expect(chained.chain.used).toBeGreaterThan(0);
+    expect(chained.chain.dropped).toBeGreaterThan(0); // EOS / stop / the late arrival
+    expect(plain.chain).toEqual({ used: 0, dropped: 0 });
+  });
+
   it('stops on EOS unless ignored, and on stop ids; seeded sampling is reproducible', () => {
     const p = PS[3]!;
     const free = reference[3]!;
