@@ -174,6 +174,7 @@ export class LLMEngine {
     this.scheduler = new Scheduler({ maxNumBatchedTokens, maxNumSeqs, chunkedPrefill }, this.blockManager);
     const runnerConfig = { maxNumBatchedTokens, maxNumSeqs, maxModelLen, maxGraphBatch };
     this.runner = new EngineRunner(model, ctx, this.kvCache, this.blockManager, { ...runnerConfig, graphs: graphRt ?? false }, io);
+    this.runner.chainsDecode = this.chainDecode && this.tp.world === 1;
     try {
       const t0 = performance.now();
       let poolBytes = 0;

@@ -189,6 +189,11 @@ export class EngineRunner {
   private kvSlotsHost: Staging | null = null;
   private kvSlotsCap = 0;
   private readonly tokensOut: Tensor;
+  /**
+   * Set by the engine when it chains decode steps (launchChained): graph steps then download their tokens behind a
+   * fence at launch; otherwise collect reads them with one synchronous copy (the H200-verified path).
+   */
+  chainsDecode = false;
   /** Host copies of graph steps' tokens; two alternate, as two steps can be in flight (launchChained). */
   private readonly tokensHost: [Uint8Array, Uint8Array];
   private tokensFlip = 0;
@@ -354,7 +359,8 @@ export class EngineRunner {
       this.upload(s, 'blockTables', bucket * this.maxBlocksPerSeq);
       this.graphFor(bucket, batch.decodes).replay();
       this.stats.graphSteps++;
-      pending = { nSample: B, logits: null, t0, ...this.downloadTokens(B) };
+      // with chained decode the next step may be launched before these tokens are read: download them now
+      pending = this.chainsDecode ? { nSample: B, logits: null, t0, ...this.downloadTokens(B) } : { nSample: B, logits: null, t0 };
     } else {
       this.prestaged = null;
       pending = this.launchEager(batch, options.collectLogits ?? false, t0);
