@@ -103,6 +103,7 @@ const BENCH_HOST_FILES = [
   'h200x2-tp-llama.sh', // issue 10: tensor-parallel Llama (generate --tp 2 vs --tp 1, decode tok/s, rank kill)
   'h200x2-tp-selftest.sh', // issue 10: e2e --tp 2 self-test, bench --tp 2 of L1/allreduce (process group of bench workers)
   'h200-decode-profile.sh', 'decode-profile-lib.mjs', // issue 7: where a bs-1 decode step's time goes (ncu per kernel)
+  'h200-decode-ab.sh', 'decode-ab-summary.mjs', // issue 7: the bs-1 step under each launch setting (plain, chained decode, PDL, both)
 ];
 mkdirSync(join(out, 'bench'));
 for (const f of BENCH_HOST_FILES) {

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Issue 7, bs-1 decode: the step time under each launch setting, in one process start per setting (no ncu; ~40 s
+# each). Llama-3-8B shape, random bf16 weights, the bs-1 CUDA graph (bench/decode_profile.mjs, its run "a"):
+#   plain   the shipped defaults
+#   chain   FASTKERNELS_CHAIN_DECODE=1: the next step launched before this one's tokens are read (EngineOptions.chainDecode)
+#   pdl     FASTKERNELS_PDL=1: the spine kernels as programmatic dependent launches (LAUNCH_TUNING.pdl)
+#   both    both
+# Writes $OUT/decode_ab.json ({ commit, settings: { name: { stepMs, graphReplayMs, decodeTokS, hostMs, rc } } }) and
+# prints a table last.
+#   OUT=/tmp/out dist/gpu-host/bench/h200-decode-ab.sh [SETTING ...]      (default: plain chain pdl both)
+#   STEPS_TIMED=64 (decode steps timed per setting)
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/lib.sh"
+fk_setup decode-ab
+model="$OUT/decode-profile-llama3-8b"
+fk_llama3_8b_config "$model/config.json"
+script="$bundle/bench-decode-profile.mjs"
+[ -f "$script" ] || { echo "decode-ab: $script is missing (rebuild the bundle: npm run gpu-host)" >&2; exit 2; }
+settings=("$@"); [ ${#settings[@]} -gt 0 ] || settings=(plain chain pdl both)
+echo "decode-ab: bundle $bundle (commit ${commit:-?}), out $OUT, settings ${settings[*]}"
+for s in "${settings[@]}"; do
+  case "$s" in
+    plain) env=(FASTKERNELS_CHAIN_DECODE=0 FASTKERNELS_PDL=0) ;;
+    chain) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=0) ;;
+    pdl) env=(FASTKERNELS_CHAIN_DECODE=0 FASTKERNELS_PDL=1) ;;
+    both) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1) ;;
+    *) echo "decode-ab: unknown setting '$s' (plain, chain, pdl, both)" >&2; exit 2 ;;
+  esac
+  t0=$SECONDS
+  rc=0
+  env "${env[@]}" "$bundle/run-node" "$script" --model "$model" --steps "${STEPS_TIMED:-64}" --json "$OUT/decode-ab-$s.json" --graph-timing 50 \
+    > "$OUT/decode-ab-$s.log" 2>&1 || rc=$?
+  echo "$rc" > "$OUT/decode-ab-$s.rc"
+  echo "decode-ab: $s: exit $rc, $((SECONDS - t0)) s ($(grep -o 'decodeTokS=[0-9.]*' "$OUT/decode-ab-$s.log" | tail -1))"
+done
+"$bundle/run-node" "$here/decode-ab-summary.mjs" "$OUT" "${commit:-}" "${settings[@]}"
