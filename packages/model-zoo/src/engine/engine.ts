@@ -306,7 +306,9 @@ export class LLMEngine {
     const graphStep = this.chainStats.used > usedBefore || this.runner.stats.graphSteps > graphBefore;
     if (this.overlap && !batch.prefills.length && !sched.waiting.length && this.runner.usesGraphs) {
       const next = this.prestage(batch.decodes);
-      if (next && this.chainDecode && this.tp.world === 1) {
+      // only behind a step whose tokens are already downloading (a graph step): an eager step's tokens are read from
+      // tokensOut at collect, which the chained step would overwrite first
+      if (next && this.chainDecode && this.tp.world === 1 && pending.ready) {
         try {
           const p = this.runner.launchChained(next, batch.decodes);
           if (p) this.inflight = { seqs: next, pending: p };
@@ -389,6 +391,7 @@ export class LLMEngine {
     const s = this.seqs.get(requestId);
     if (!s) return false;
     this.seqs.delete(requestId);
+    if (this.inflight?.seqs.includes(s)) this.dropInflight(); // it will not be scheduled again: nothing left running
     return this.scheduler.remove(s);
   }
 
@@ -396,9 +399,10 @@ export class LLMEngine {
   abort(): void {
     try {
       this.dropInflight();
-    } finally {
-      for (const s of this.scheduler.abortAll()) this.seqs.delete(s.seqId);
+    } catch {
+      // after a device error the wait fails too; the caller rethrows the first error
     }
+    for (const s of this.scheduler.abortAll()) this.seqs.delete(s.seqId);
   }
 
   /** Run requests to completion; outputs in request order. */

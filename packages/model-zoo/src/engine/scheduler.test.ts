@@ -136,6 +136,30 @@ describe('LLMEngine (continuous batching) on the CPU backend', () => {
     expect(plain.chain).toEqual({ used: 0, dropped: 0 });
   });
 
+  it('chained decode never follows an eager decode step (a batch above the largest graph bucket), nor outlives an abort', () => {
+    // 5 sequences, graph buckets 1 and 2: decodes of 3+ sequences run eagerly; as sequences reach max_tokens the rest
+    // fits a bucket. A step chained behind an eager one would overwrite the tokens the eager step has not read yet.
+    const ps = PS.slice(0, 5);
+    const maxT = (i: number) => 12 + i;
+    const want = generate(loaded.model, loaded.ctx, loaded.config, ps.map((p, i) => ({ promptIds: p, maxTokens: maxT(i) }))).outputs.map((o) => o.tokenIds);
+    const { out, engine: e } = run({ graphs: new EmulatedGraphRuntime(), maxGraphBatch: 2, chainDecode: true }, ps, maxT);
+    expect(out.map((o) => o.tokenIds)).toEqual(want);
+    expect(e.chainStats.used).toBeGreaterThan(0);
+    // a request aborted while a step launched ahead holds it: the step is dropped at once
+    const a = engine({ graphs: new EmulatedGraphRuntime(), chainDecode: true });
+    try {
+      const id = a.addRequest(PS[1]!, { maxTokens: 20 });
+      for (let i = 0; i < 4; i++) a.step();
+      expect(a.runner.stats.chainedSteps).toBeGreaterThan(0);
+      expect(a.abortRequest(id)).toBe(true);
+      expect(a.hasUnfinished).toBe(false);
+      expect(a.chainStats.used + a.chainStats.dropped).toBe(a.runner.stats.chainedSteps);
+      expect(a.blockManager.numUsedBlocks).toBe(0);
+    } finally {
+      a.dispose();
+    }
+  });
+
   it('stops on EOS unless ignored, and on stop ids; seeded sampling is reproducible', () => {
     const p = PS[3]!;
     const free = reference[3]!;
