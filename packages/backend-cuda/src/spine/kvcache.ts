@@ -9,8 +9,14 @@ import { Tensor, formatShape, shapesEqual } from '@fastkernels/core';
 import type { SpineContext } from './context.js';
 import { asDType, checkIndexFlag, contiguousOf, disposeAll, floatCType, indexCType, indexFlag, itemsizeOf, ptr, roundUp, spineKernel, vecWidth } from './common.js';
 
-/** Tokens per block (kernels/kvcache.cu FK_TPB): their loads are all in flight before the first store. */
-const TOKENS_PER_BLOCK = 4;
+/** Knobs of the KV-cache write (the defaults are the shipped, H200-verified choice). */
+export const KV_STORE_TUNING = {
+  /**
+   * Tokens per block (kernels/kvcache.cu FK_TPB): their loads are all in flight before the first store. Run 10's
+   * kernel bench: T4096 at 52% and T16384 at 76% of copy with 4; memory-tuning.gpu.test.ts prints 2, 4 and 8.
+   */
+  tokensPerBlock: 4,
+};
 
 export function storeKvcache(ctx: SpineContext, key: Tensor, value: Tensor, kCache: Tensor, vCache: Tensor, slotMapping: Tensor): void {
   const op = 'storeKvcache_';
@@ -47,8 +53,9 @@ export function storeKvcache(ctx: SpineContext, key: Tensor, value: Tensor, kCac
     const work = (2 * nKv * head) / vec;
     const threads = Math.min(256, Math.max(32, roundUp(work, 32)));
     const flag = indexFlag(ctx, kc);
-    const kern = spineKernel(ctx, 'kvcache.cu', 'fk_store_kvcache', { FK_T: C, FK_VEC: vec, FK_SLOT: S, FK_TPB: TOKENS_PER_BLOCK });
-    kern.launch(Math.min(Math.ceil(T / TOKENS_PER_BLOCK), 2 ** 31 - 1), threads, 0, [
+    const tpb = Math.max(1, Math.floor(KV_STORE_TUNING.tokensPerBlock));
+    const kern = spineKernel(ctx, 'kvcache.cu', 'fk_store_kvcache', { FK_T: C, FK_VEC: vec, FK_SLOT: S, FK_TPB: tpb });
+    kern.launch(Math.min(Math.ceil(T / tpb), 2 ** 31 - 1), threads, 0, [
       k, v, kc, vc, slots, T, nKv, head,
       ks[0]!, ks[1]!, vs[0]!, vs[1]!, kcs[0]!, kcs[1]!, kcs[2]!, vcs[0]!, vcs[1]!, vcs[2]!,
       blockSize, numBlocks * blockSize, flag,

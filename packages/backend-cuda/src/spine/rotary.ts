@@ -9,6 +9,16 @@ import { Tensor, formatShape } from '@fastkernels/core';
 import type { SpineContext } from './context.js';
 import { checkIndexFlag, contiguousOf, disposeAll, floatCType, indexCType, indexFlag, itemsizeOf, ptr, roundUp, spineKernel, vecWidth } from './common.js';
 
+/** Knobs of rotary (the defaults are the shipped, H200-verified choice). */
+export const ROTARY_TUNING = {
+  /**
+   * 0: one block per token (grid T, as verified). N > 0: at most N blocks per SM, each striding over tokens (the
+   * kernel's loop), so fewer, longer-lived blocks. Run 10's kernel bench: T4096 at 66% and T16384 at 76% of copy
+   * with one block per token; memory-tuning.gpu.test.ts prints 0, 4, 8 and 16.
+   */
+  blocksPerSm: 0,
+};
+
 export function rotaryEmbedding(
   ctx: SpineContext,
   positions: Tensor,
@@ -66,7 +76,9 @@ export function rotaryEmbedding(
     const threads = Math.min(256, Math.max(32, roundUp(work, 32)));
     const flag = indexFlag(ctx, qOut);
     const kern = spineKernel(ctx, 'rotary.cu', 'fk_rotary', { FK_T: Tq, FK_C: C, FK_POS: P, FK_NEOX: isNeoxStyle ? 1 : 0, FK_VEC: vec, FK_CVEC: cvec });
-    kern.launch([Math.min(T, 2 ** 31 - 1), k ? 2 : 1], threads, 0, [
+    const perSm = Math.floor(ROTARY_TUNING.blocksPerSm);
+    const grid = Math.min(T, 2 ** 31 - 1, perSm > 0 ? perSm * ctx.multiprocessors : Infinity);
+    kern.launch([grid, k ? 2 : 1], threads, 0, [
       qOut, q.t, q.stride, nq,
       kOut ? ptr(kOut) : 0, k ? ptr(k.t) : 0, k ? k.stride : 0, nk,
       pos, cache, T, maxPos, headSize, rot, flag,
