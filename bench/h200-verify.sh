@@ -26,7 +26,7 @@
 #                       capture) (issue 7)                                  -> e2e-drops.json, e2e-drops.log
 #   triton-e2e    (240) run e2e on the same small Llama in float32 with examples/triton-rmsnorm (the Triton RMSNorm in every
 #                       layer, CUDA-graph decode): ok, no drops, 100% agreement (issue 9)  -> triton-e2e.json, .log
-#   spine-tuning  (280) run-gpu-tests norm-tuning sampler-multicta linear-gemv: every setting correct; the table names
+#   spine-tuning  (280) run-gpu-tests norm-tuning sampler-multicta linear-gemv memory-tuning: every setting correct; the table names
 #                       the fastest setting per case from the kernel-speed lines (issue 4)  -> spine-tuning.log
 #   decode-profile (300) bench/h200-decode-profile.sh: a bs-1 decode step of the 8B kernel by kernel under ncu vs the
 #                       measured step time (informative: where the step's time goes) (issue 7) -> decode_profile.json
@@ -42,9 +42,9 @@
 # /opt/torch/.venv/bin/python3, else python3.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-ALL_PHASES=(exploits selftest sweep triton-bench parity-f32 serve-full e2e-drops triton-e2e spine-tuning decode-profile tp-gpu-tests allreduce tp-llama tp-selftest)
+ALL_PHASES=(exploits selftest sweep triton-bench parity-f32 serve-full e2e-drops triton-e2e spine-tuning decode-profile decode-ab tp-gpu-tests allreduce tp-llama tp-selftest)
 declare -A DEFAULT_T=([exploits]=300 [selftest]=300 [sweep]=300 [triton-bench]=240 [parity-f32]=300 [serve-full]=480 [e2e-drops]=240 [triton-e2e]=240
-  [spine-tuning]=280 [decode-profile]=300 [tp-gpu-tests]=500 [allreduce]=240 [tp-llama]=540 [tp-selftest]=360)
+  [spine-tuning]=280 [decode-profile]=300 [decode-ab]=240 [tp-gpu-tests]=500 [allreduce]=240 [tp-llama]=540 [tp-selftest]=360)
 declare -A WHAT=(
   [exploits]="GPU exploit corpus: 4 exploits, each with the right status (issue 5)"
   [selftest]="CUDA self-test, all L1 tasks x production shapes: all PASSED, CIs contain 1 (issue 5)"
@@ -54,7 +54,8 @@ declare -A WHAT=(
   [serve-full]="serving bench, 256 requests: bs1/host/throughput/self-test targets (issue 7)"
   [e2e-drops]="e2e drop-and-retry: wrong kernel -> incorrect, host sync -> compile (issue 7)"
   [triton-e2e]="a Triton rms_norm inside the Llama engine, CUDA-graph decode (issue 9)"
-  [spine-tuning]="rms_norm at 4/2/1 vectors per thread, the multi-CTA sampler, the bs-1 GEMV vs cuBLASLt: correct, and the fastest setting per case (issue 4)"
+  [spine-tuning]="rms_norm at 4/2/1 vectors per thread, the multi-CTA sampler, the bs-1 GEMV vs cuBLASLt, rotary / kv store launch shapes: correct, and the fastest setting per case (issue 4)"
+  [decode-ab]="the bs-1 decode step under each launch setting: plain, chained decode, PDL, both (issue 7)"
   [decode-profile]="bs-1 decode of the 8B under ncu: kernels per step, time per kernel, gap to the step time (issue 7)"
   [tp-gpu-tests]="2 GPUs: run-gpu-tests nccl tensor-parallel serve-tp (issue 10)"
   [allreduce]="2 GPUs: all-reduce busBw 1 MB..1 GB vs torch.distributed (issue 10)"
@@ -67,7 +68,7 @@ declare -A TARGET=(
   [triton-bench]="3/3 PASSED" [parity-f32]="64/64 greedy, each of 3 models" [serve-full]="bs1>=240, host<5%, 256-req>=9000, 100%"
   [e2e-drops]="rms_norm:compile, silu_and_mul:incorrect"
   [triton-e2e]="outcome ok, no drops, 100% agreement"
-  [spine-tuning]="all correct (speeds informative)" [decode-profile]="informative: where a bs-1 step's time goes" [tp-gpu-tests]="all pass" [allreduce]=">= 0.95x torch at every size"
+  [spine-tuning]="all correct (speeds informative)" [decode-profile]="informative: where a bs-1 step's time goes" [decode-ab]="informative: bs-1 step per setting (240 tok/s = 4.17 ms)" [tp-gpu-tests]="all pass" [allreduce]=">= 0.95x torch at every size"
   [tp-llama]="tokens equal (bf16 tie allowed), rank kill" [tp-selftest]="every check PASS"
 )
 say() { echo "h200-verify: $*"; }
@@ -247,8 +248,13 @@ phase_serve_full() {
 }
 
 phase_spine_tuning() {
-  FASTKERNELS_GPU=1 run_timed spine-tuning "$1" "$bundle/run-gpu-tests" norm-tuning sampler-multicta linear-gemv
+  FASTKERNELS_GPU=1 run_timed spine-tuning "$1" "$bundle/run-gpu-tests" norm-tuning sampler-multicta linear-gemv memory-tuning
   finish spine-tuning
+}
+
+phase_decode_ab() {
+  OUT="$OUT" run_timed decode-ab "$1" "$bundle/bench/h200-decode-ab.sh"
+  finish decode-ab
 }
 
 phase_decode_profile() {
@@ -423,6 +429,15 @@ try {
       best = Object.keys(wins).length ? `; fastest: ${Object.entries(wins).map(([k, v]) => `${k} ${v}x`).join(', ')}` : '';
     }
     emit(Boolean(m) && m[2] === '0', m ? `${m[1]} passed, ${m[2]} failed${fails.length ? `; FAIL: ${fails.join('; ')}` : ''}${best}` : 'no gpu-tests line', phase === 'spine-tuning' ? 'all correct (speeds informative)' : 'all pass');
+  } else if (phase === 'decode-ab') {
+    const r = read('decode_ab.json');
+    const tgt = 'informative: bs-1 step per setting (240 tok/s = 4.17 ms)';
+    if (!r) emit(false, `no decode_ab.json${rc !== '0' ? ` (exit ${rc})` : ''}`, tgt);
+    else {
+      const rows = Object.entries(r.settings);
+      const best = rows.filter(([, v]) => v.stepMs).sort((a, b) => a[1].stepMs - b[1].stepMs)[0];
+      emit(rows.every(([, v]) => v.rc === 0 && v.stepMs), `${rows.map(([k, v]) => `${k} ${x(v.stepMs, 3)}`).join(', ')} ms${best ? `; best ${best[0]} ${x(1000 / best[1].stepMs, 1)} tok/s` : ''}`, tgt);
+    }
   } else if (phase === 'decode-profile') {
     // informative: PASS when the breakdown exists (ncu ran and the decode steps were found in its launch list)
     const r = read('decode_profile.json');

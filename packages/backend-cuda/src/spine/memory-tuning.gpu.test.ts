@@ -70,7 +70,7 @@ describe('rotary: blocks per SM (ROTARY_TUNING.blocksPerSm)', () => {
           }, inner, 10, inner * (bytes / 2) + (64 << 20)),
         );
         const gbs = bytes / ms / 1e6;
-        lines.push(`kernel-speed: rotary neox T${T} [blocksPerSm ${blocksPerSm}] ${(ms * 1e3).toFixed(1)} us = ${gbs.toFixed(0)} GB/s (${((gbs / copyGBs) * 100).toFixed(0)}% of copy; in a CUDA graph)`);
+        lines.push(`kernel-speed: rotary neox T${T} [blocksPerSm=${blocksPerSm}] ${(ms * 1e3).toFixed(1)} us = ${gbs.toFixed(0)} GB/s (${((gbs / copyGBs) * 100).toFixed(0)}% of copy; in a CUDA graph)`);
       }
       for (const t of [...qs, ...ks, pos, cache]) t.dispose();
     }
@@ -124,7 +124,7 @@ describe('kv store: tokens per block (KV_STORE_TUNING.tokensPerBlock)', () => {
           graphMs((i) => b.ops.storeKvcache_(keys[i % copies]!, values[i % copies]!, kc, vc, slots), Math.max(4, copies)),
         );
         const gbs = bytes / ms / 1e6;
-        lines.push(`kernel-speed: store_kvcache T${T} [tokensPerBlock ${tokensPerBlock}] ${(ms * 1e3).toFixed(1)} us = ${gbs.toFixed(0)} GB/s (${((gbs / copyGBs) * 100).toFixed(0)}% of copy; in a CUDA graph)`);
+        lines.push(`kernel-speed: store_kvcache T${T} [tokensPerBlock=${tokensPerBlock}] ${(ms * 1e3).toFixed(1)} us = ${gbs.toFixed(0)} GB/s (${((gbs / copyGBs) * 100).toFixed(0)}% of copy; in a CUDA graph)`);
       }
       for (const t of [...keys, ...values, kc, vc, slots]) t.dispose();
     }
