@@ -102,4 +102,13 @@ describe('the e2e record schema', () => {
     expect(r).toMatchObject({ noiseDiscrepancies: [], drops: [], unrelatedDistance: 1, asIs: { outcome: 'crash', discrepancies: [] } });
     expect(E2eModelRecordSchema.safeParse({ model: 'm', family: 'llm', outcome: 'crash', drops: [{ task: 'L1/x', category: 'oops' }] }).success).toBe(false);
   });
+
+  it('takes the speedups\' bootstrap intervals as [low, high] of positive finite numbers', () => {
+    const base = { model: 'm', family: 'llm', outcome: 'ok', throughputSpeedup: 1.01, latencySpeedup: 1.0, discrepancies: [0] };
+    const r = E2eModelRecordSchema.parse({ ...base, throughputSpeedupCi: [0.99, 1.02], latencySpeedupCi: [0.998, 1.004] });
+    expect(r.throughputSpeedupCi).toEqual([0.99, 1.02]);
+    for (const bad of [[0.99], [0, 1.02], [0.99, Number.POSITIVE_INFINITY], [0.99, 1.02, 1.1], 'x']) {
+      expect(E2eModelRecordSchema.safeParse({ ...base, latencySpeedupCi: bad }).success, JSON.stringify(bad)).toBe(false);
+    }
+  });
 });
