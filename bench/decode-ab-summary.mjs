@@ -7,7 +7,8 @@ const rows = {};
 for (const n of names) {
   const p = `${out}/decode-ab-${n}.json`;
   const r = existsSync(p) ? JSON.parse(readFileSync(p, 'utf8')) : {};
-  const rc = Number(readFileSync(`${out}/decode-ab-${n}.rc`, 'utf8'));
+  const rcFile = `${out}/decode-ab-${n}.rc`;
+  const rc = existsSync(rcFile) ? Number(readFileSync(rcFile, 'utf8')) : null; // null: not run (yet)
   rows[n] = { stepMs: r.stepMs ?? null, graphReplayMs: r.graphReplayMs ?? null, hostMs: r.meanHostMs ?? null, decodeTokS: r.stepMs ? 1000 / r.stepMs : null, settings: r.settings ?? null, errors: r.errors ?? [], rc };
 }
 writeFileSync(`${out}/decode_ab.json`, JSON.stringify({ commit: commit || null, settings: rows }, null, 2));

@@ -19,6 +19,7 @@ script="$bundle/bench-decode-profile.mjs"
 [ -f "$script" ] || { echo "decode-ab: $script is missing (rebuild the bundle: npm run gpu-host)" >&2; exit 2; }
 settings=("$@"); [ ${#settings[@]} -gt 0 ] || settings=(plain chain pdl both)
 echo "decode-ab: bundle $bundle (commit ${commit:-?}), out $OUT, settings ${settings[*]}"
+rm -f "$OUT"/decode-ab-* "$OUT/decode_ab.json"  # nothing from an earlier run is reported as this one's
 for s in "${settings[@]}"; do
   case "$s" in
     plain) env=(FASTKERNELS_CHAIN_DECODE=0 FASTKERNELS_PDL=0) ;;
@@ -33,5 +34,7 @@ for s in "${settings[@]}"; do
     > "$OUT/decode-ab-$s.log" 2>&1 || rc=$?
   echo "$rc" > "$OUT/decode-ab-$s.rc"
   echo "decode-ab: $s: exit $rc, $((SECONDS - t0)) s ($(grep -o 'decodeTokS=[0-9.]*' "$OUT/decode-ab-$s.log" | tail -1))"
+  # after every setting, so a run cut short by a time limit keeps what it measured
+  "$bundle/run-node" "$here/decode-ab-summary.mjs" "$OUT" "${commit:-}" "${settings[@]}" > "$OUT/decode-ab-table.txt"
 done
-"$bundle/run-node" "$here/decode-ab-summary.mjs" "$OUT" "${commit:-}" "${settings[@]}"
+cat "$OUT/decode-ab-table.txt"

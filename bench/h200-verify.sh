@@ -44,7 +44,7 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ALL_PHASES=(exploits selftest sweep triton-bench parity-f32 serve-full e2e-drops triton-e2e spine-tuning decode-profile decode-ab tp-gpu-tests allreduce tp-llama tp-selftest)
 declare -A DEFAULT_T=([exploits]=300 [selftest]=300 [sweep]=300 [triton-bench]=240 [parity-f32]=300 [serve-full]=480 [e2e-drops]=240 [triton-e2e]=240
-  [spine-tuning]=280 [decode-profile]=300 [decode-ab]=240 [tp-gpu-tests]=500 [allreduce]=240 [tp-llama]=540 [tp-selftest]=360)
+  [spine-tuning]=280 [decode-profile]=300 [decode-ab]=360 [tp-gpu-tests]=500 [allreduce]=240 [tp-llama]=540 [tp-selftest]=360)
 declare -A WHAT=(
   [exploits]="GPU exploit corpus: 4 exploits, each with the right status (issue 5)"
   [selftest]="CUDA self-test, all L1 tasks x production shapes: all PASSED, CIs contain 1 (issue 5)"
@@ -436,7 +436,7 @@ try {
     else {
       const rows = Object.entries(r.settings);
       const best = rows.filter(([, v]) => v.stepMs).sort((a, b) => a[1].stepMs - b[1].stepMs)[0];
-      emit(rows.every(([, v]) => v.rc === 0 && v.stepMs), `${rows.map(([k, v]) => `${k} ${x(v.stepMs, 3)}`).join(', ')} ms${best ? `; best ${best[0]} ${x(1000 / best[1].stepMs, 1)} tok/s` : ''}`, tgt);
+      emit(rows.every(([, v]) => v.rc === 0 && v.stepMs), `${rows.map(([k, v]) => `${k} ${v.rc === null ? 'not run' : x(v.stepMs, 3)}`).join(', ')} ms${best ? `; best ${best[0]} ${x(1000 / best[1].stepMs, 1)} tok/s` : ''}`, tgt);
     }
   } else if (phase === 'decode-profile') {
     // informative: PASS when the breakdown exists (ncu ran and the decode steps were found in its launch list)

@@ -91,6 +91,7 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_gemv(FK_T* __rest
     }
   }
 
+  if (!waited) fk_pdl_wait();  // a lane past a short row (K / FK_VEC < 32) still stores below: wait first
 #pragma unroll
   for (int m = 0; m < FK_M; ++m) {
 #pragma unroll

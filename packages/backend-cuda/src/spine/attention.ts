@@ -16,21 +16,15 @@
  * fused qkv projection needs no copy; anything else is copied contiguous first.
  */
 import { formatShape, Tensor, type DType } from '@fastkernels/core';
-import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
 import type { CudaKernel } from '../kernel.js';
 import { planDecode, planPrefill, vectorBytes } from './attention-plan.js';
+import { fileKernel, ptr } from './common.js';
 import type { SpineContext } from './context.js';
 
 export { ATTENTION_TUNING } from './attention-plan.js';
 
 const CTYPE: Partial<Record<DType, string>> = { f32: 'float', f16: '__half', bf16: '__nv_bfloat16' };
 const LOG2E = Math.LOG2E;
-
-function ptr(t: Tensor): number {
-  const p = t.storage.devicePtr;
-  if (p === undefined) throw new TypeError(`${t} is not a CUDA tensor`);
-  return p + t.offset * t.itemsize;
-}
 
 function ctype(what: string, t: Tensor): string {
   const c = CTYPE[t.dtype];
@@ -152,7 +146,7 @@ export function pagedDecodeAttention(
 }
 
 function decodeKernel(ctx: SpineContext, entry: string, options: string[]): CudaKernel {
-  return ctx.kernel({ source: KERNEL_SOURCES['attention_decode.cu']!, entry, name: 'attention_decode.cu', options });
+  return fileKernel(ctx, 'attention_decode.cu', entry, options);
 }
 
 // ------------------------------------------------------------------------------------------------ prefill
@@ -204,15 +198,14 @@ export function varlenPrefillAttention(
     const [vsr, vsh] = outerStrides(v) as [number, number];
     const window = Math.max(0, slidingWindow);
     const scaleLog2 = scale * LOG2E;
-    const source = KERNEL_SOURCES['attention_prefill.cu']!;
     if (plan.mma) {
-      const kernel = ctx.kernel({ source, entry: 'fk_varlen_prefill', name: 'attention_prefill.cu', options: [`-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_WARPS=${plan.warps}`, `-DFK_SKIP_RESCALE=${plan.skipRescale ? 1 : 0}`] });
+      const kernel = fileKernel(ctx, 'attention_prefill.cu', 'fk_varlen_prefill', [`-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_WARPS=${plan.warps}`, `-DFK_SKIP_RESCALE=${plan.skipRescale ? 1 : 0}`]);
       kernel.launch(plan.grid, plan.block, plan.sharedBytes, [
         ptr(out), ptr(q), qsr, qsh, ptr(k), ksr, ksh, ptr(v), vsr, vsh,
         ptr(cuQ), ptr(cuK), numSeqs, Tq, nQ, group, causal ? 1 : 0, window, scaleLog2,
       ]);
     } else {
-      const kernel = ctx.kernel({ source, entry: 'fk_varlen_prefill_simple', name: 'attention_prefill.cu', options: [`-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_WARPS=${plan.warps}`] });
+      const kernel = fileKernel(ctx, 'attention_prefill.cu', 'fk_varlen_prefill_simple', [`-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_WARPS=${plan.warps}`]);
       if (plan.grid[0] > 2 ** 31 - 1 || plan.grid[1] > 65535) throw new RangeError(`${what}: grid ${plan.grid.join('x')} too large`);
       kernel.launch(plan.grid, plan.block, 0, [
         ptr(out), ptr(q), qsr, qsh, ptr(k), ksr, ksh, ptr(v), vsr, vsh,

@@ -40,13 +40,19 @@ export function ptr(t: Tensor): number {
 
 /** A kernel of kernels/<file>, specialised by -D defines (compiled once per specialisation, cached on disk). */
 export function spineKernel(ctx: SpineContext, file: string, entry: string, defines: Readonly<Record<string, string | number>>): CudaKernel {
+  return fileKernel(ctx, file, entry, Object.entries(defines).map(([k, v]) => `-D${k}=${v}`));
+}
+
+/**
+ * A kernel of an embedded file with NVRTC options as given. A PDL-ready file (launch-tuning.ts) is compiled with its
+ * griddepcontrol instructions (-DFK_PDL=1) and launched with LAUNCH_PDL exactly when PDL launches are on; otherwise
+ * the options are untouched and the kernel is the machine code the H200 runs verified.
+ */
+export function fileKernel(ctx: SpineContext, file: string, entry: string, options: readonly string[]): CudaKernel {
   const source = KERNEL_SOURCES[file];
   if (source === undefined) throw new Error(`kernel source ${file} is not embedded (run npm run embed-kernels -w @fastkernels/backend-cuda)`);
-  // A PDL-ready file is compiled with its griddepcontrol instructions (FK_PDL=1) exactly when its kernels will be
-  // launched with LAUNCH_PDL; the plain build is the machine code the H200 runs verified.
   const pdl = PDL_READY_FILES.has(file) && pdlLaunches(ctx.runtime);
-  const options = Object.entries(pdl ? { ...defines, FK_PDL: 1 } : defines).map(([k, v]) => `-D${k}=${v}`);
-  return ctx.kernel({ source, entry, name: file, options, pdl });
+  return ctx.kernel({ source, entry, name: file, options: pdl ? [...options, '-DFK_PDL=1'] : options, pdl });
 }
 
 /**

@@ -95,8 +95,10 @@ export function linear(ctx: SpineContext, x: Tensor, weight: Tensor, bias: Tenso
           FK_WARPS: warps,
           FK_BIAS: b ? 1 : 0,
         });
-        // a programmatic dependent launch under LAUNCH_TUNING.pdl (gemv.cu waits for x after its first weight loads)
-        k.launch(Math.ceil(N / warps), warps * 32, 0, [out, a, w, b ? ptr(b) : 0, M, N, K, M === 1 ? K : a.strides[0]!]);
+        // Under LAUNCH_TUNING.pdl a programmatic dependent launch: gemv.cu reads its first weight vectors before it
+        // waits for the kernel before it, which is only right when that kernel did not write them; a weight converted
+        // or copied just above was, so that launch is an ordinary one (the kernel's wait then returns at once).
+        k.launch(Math.ceil(N / warps), warps * 32, 0, [out, a, w, b ? ptr(b) : 0, M, N, K, M === 1 ? K : a.strides[0]!], undefined, w === weight ? undefined : 0);
         return out;
       }
     }

@@ -1,6 +1,12 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
-import { PDL_READY_FILES } from '../launch-tuning.js';
+import { LAUNCH_TUNING, PDL_READY_FILES } from '../launch-tuning.js';
+import type { CudaRuntime } from '../runtime.js';
+import type { CudaOps } from '../ops.js';
+import { fileKernel, spineKernel } from './common.js';
+import { SpineContext } from './context.js';
 
 /**
  * Every kernel of a file in PDL_READY_FILES may be launched with LAUNCH_PDL (LAUNCH_TUNING.pdl): it may then start
@@ -59,5 +65,47 @@ describe('PDL-ready kernels wait before touching memory', () => {
     const [[entry, body]] = kernelBodies(bad) as [[string, string]];
     expect(entry).toBe('fk_x');
     expect(body.trimStart().startsWith('fk_pdl_entry();')).toBe(false);
+  });
+});
+
+describe('which launches are PDL launches (spineKernel / fileKernel)', () => {
+  const ctxFor = (major: number) => new SpineContext(() => ({ properties: () => ({ major }) }) as unknown as CudaRuntime, {} as CudaOps);
+  const withPdl = <R>(on: boolean, fn: () => R): R => {
+    const was = LAUNCH_TUNING.pdl;
+    LAUNCH_TUNING.pdl = on;
+    try {
+      return fn();
+    } finally {
+      LAUNCH_TUNING.pdl = was;
+    }
+  };
+  it('PDL on, sm_90: a PDL-ready file is built with FK_PDL=1 and launched with LAUNCH_PDL; other files are not', () => {
+    withPdl(true, () => {
+      const ctx = ctxFor(9);
+      const norm = spineKernel(ctx, 'norm.cu', 'fk_rms_norm', { FK_T: '__nv_bfloat16', FK_VEC: 8 });
+      expect(norm.spec.pdl).toBe(true);
+      expect(norm.spec.options).toEqual(['-DFK_T=__nv_bfloat16', '-DFK_VEC=8', '-DFK_PDL=1']);
+      const dec = fileKernel(ctx, 'attention_decode.cu', 'fk_paged_decode_combine', ['-DFK_T=float']);
+      expect(dec.spec.pdl).toBe(true);
+      expect(dec.spec.options).toContain('-DFK_PDL=1');
+      const other = fileKernel(ctx, 'runtime.cu', 'fk_axpi', ['-DX=1']);
+      expect(other.spec.pdl).toBe(false);
+      expect(other.spec.options).toEqual(['-DX=1']);
+    });
+  });
+  it('PDL off, or an older GPU: the options are exactly the given ones and nothing is a PDL launch', () => {
+    for (const [on, major] of [[false, 9], [true, 8]] as const) {
+      withPdl(on, () => {
+        const k = spineKernel(ctxFor(major), 'norm.cu', 'fk_rms_norm', { FK_T: '__nv_bfloat16', FK_VEC: 8 });
+        expect(k.spec.pdl).toBe(false);
+        expect(k.spec.options).toEqual(['-DFK_T=__nv_bfloat16', '-DFK_VEC=8']);
+      });
+    }
+  });
+  it('the spine ops build their kernels through spineKernel / fileKernel only (so none misses the PDL build)', () => {
+    const dir = import.meta.dirname;
+    for (const f of readdirSync(dir).filter((x) => x.endsWith('.ts') && !x.endsWith('.test.ts') && x !== 'common.ts' && x !== 'context.ts')) {
+      expect(readFileSync(join(dir, f), 'utf8'), f).not.toMatch(/\bctx\.kernel\(/);
+    }
   });
 });
