@@ -264,9 +264,10 @@ Napi::Value LoadLibrary(const Napi::CallbackInfo& info) {
 #define X(name, ret, args) FK_RESOLVE(cu, name, ret, args)
       FK_DRIVER_FUNCS(X)
 #undef X
-      // CUDA 12.8+ drivers export the _v2 elapsed-time entry; prefer it when present (same signature).
+      // optional entries: programmatic dependent launch (CUDA 12+) and edge types of a graph (12.3+)
       cu.cuLaunchKernelEx = reinterpret_cast<CUresult (*)(const CUlaunchConfig*, CUfunction, void**, void**)>(dlsym(h, "cuLaunchKernelEx"));
       cu.cuGraphGetEdges_v2 = reinterpret_cast<CUresult (*)(CUgraph, CUgraphNode*, CUgraphNode*, CUgraphEdgeData*, size_t*)>(dlsym(h, "cuGraphGetEdges_v2"));
+      // CUDA 12.8+ drivers export the _v2 elapsed-time entry; prefer it when present (same signature).
       if (void* v2 = dlsym(h, "cuEventElapsedTime_v2")) cu.cuEventElapsedTime = reinterpret_cast<CUresult (*)(float*, CUevent, CUevent)>(v2);
     } else if (kind == "nvrtc") {
 #define X(name, ret, args) FK_RESOLVE(rtc, name, ret, args)
