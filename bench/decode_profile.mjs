@@ -14,13 +14,11 @@
 //   dist/gpu-host/run-node bench-decode-profile.mjs --model DIR_WITH_CONFIG_JSON [--steps 8] [--prompt 64]
 //       [--json out.json] [--graph-timing 50] [--copy-bw]
 import { readFileSync, writeFileSync } from 'node:fs';
-import { CudaBackend, LAUNCH_TUNING } from '@fastkernels/backend-cuda';
 import { LLMEngine, baselineRegistry, loadLlamaModel, summarizeSteps } from '@fastkernels/model-zoo';
+import { benchArgs, cudaBackendOrExit, launchSettings } from './bench-common.mjs';
 import { DEFAULT_COPY_GBS, llamaGemmWeights } from './decode-profile-lib.mjs';
 
-const args = process.argv.slice(2);
-const opt = (name, def) => (args.includes(name) ? args[args.indexOf(name) + 1] : def);
-const has = (name) => args.includes(name);
+const { opt, has } = benchArgs();
 const modelDir = opt('--model');
 const jsonOut = opt('--json');
 const steps = Number(opt('--steps', process.env.N_PROFILE ?? 8));
@@ -31,17 +29,12 @@ if (!modelDir || !(steps >= 1) || !(promptLen >= 1)) {
   console.error('decode-profile: --model DIR (a folder with config.json) is required; --steps and --prompt must be >= 1');
   process.exit(1);
 }
-const backend = new CudaBackend();
-const avail = backend.availability();
-if (!avail.available) {
-  console.error(`decode-profile: CUDA unavailable: ${avail.reason}`);
-  process.exit(2);
-}
+const backend = cudaBackendOrExit('decode-profile');
 const rt = backend.runtime;
 const cfgJson = JSON.parse(readFileSync(`${modelDir}/config.json`, 'utf8'));
 const result = {
   side: 'ours', model: modelDir, device: rt.properties().name ?? null, versions: backend.versions(),
-  settings: { steps, promptLen, graphTiming, copyBw: has('--copy-bw'), pdl: LAUNCH_TUNING.pdl, chainDecode: process.env.FASTKERNELS_CHAIN_DECODE === '1' }, weights: llamaGemmWeights(cfgJson), errors: [],
+  settings: { steps, promptLen, graphTiming, copyBw: has('--copy-bw'), ...launchSettings() }, weights: llamaGemmWeights(cfgJson), errors: [],
 };
 const save = () => jsonOut && writeFileSync(jsonOut, JSON.stringify(result, null, 2));
 

@@ -9,11 +9,10 @@
 // Bundled by tools/gpu-host-bundle.mjs into dist/gpu-host/bench-e2e-llama.mjs:
 //   dist/gpu-host/run-node bench-e2e-llama.mjs --model DIR_WITH_CONFIG_JSON --json out.json [--batches 1,32]
 import { writeFileSync } from 'node:fs';
-import { CudaBackend } from '@fastkernels/backend-cuda';
 import { baselineRegistry, generate, loadLlamaModel } from '@fastkernels/model-zoo';
+import { benchArgs, cudaBackendOrExit } from './bench-common.mjs';
 
-const args = process.argv.slice(2);
-const opt = (name, def) => (args.includes(name) ? args[args.indexOf(name) + 1] : def);
+const { opt } = benchArgs();
 const modelDir = opt('--model');
 const jsonOut = opt('--json');
 const prefillLen = Number(opt('--prefill-len', 4096));
@@ -29,12 +28,7 @@ if (!modelDir) {
 const log = (m) => console.error(`e2e-llama: ${m}`);
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-const backend = new CudaBackend();
-const avail = backend.availability();
-if (!avail.available) {
-  console.error(`e2e-llama: CUDA unavailable: ${avail.reason}`);
-  process.exit(2);
-}
+const backend = cudaBackendOrExit('e2e-llama');
 const rt = backend.runtime;
 const result = { side: 'ours', model: modelDir, device: null, versions: backend.versions(), settings: { prefillLen, decodePrompt, decodeSteps, batches, repeats, seed }, runs: {}, errors: [] };
 try {

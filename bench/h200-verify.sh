@@ -241,6 +241,12 @@ phase_parity_f32() {
   finish parity-f32
 }
 
+# A phase that is one bench script: run it under the phase's time limit with OUT passed on, then record the verdict.
+bench_phase() { # PHASE TIMEOUT SCRIPT
+  OUT="$OUT" run_timed "$1" "$2" "$bundle/bench/$3"
+  finish "$1"
+}
+
 phase_serve_full() {
   OUT="$OUT" run_timed serve-full "$1" "$bundle/bench/h200-serve.sh"
   [ -f "$OUT/serve.json" ] && cp -f "$OUT/serve.json" "$OUT/serve-full.json"
@@ -252,52 +258,24 @@ phase_spine_tuning() {
   finish spine-tuning
 }
 
-phase_decode_ab() {
-  OUT="$OUT" run_timed decode-ab "$1" "$bundle/bench/h200-decode-ab.sh"
-  finish decode-ab
-}
+phase_decode_ab() { bench_phase decode-ab "$1" h200-decode-ab.sh; }
 
-phase_decode_profile() {
-  OUT="$OUT" run_timed decode-profile "$1" "$bundle/bench/h200-decode-profile.sh"
-  finish decode-profile
-}
+phase_decode_profile() { bench_phase decode-profile "$1" h200-decode-profile.sh; }
 
 phase_tp_gpu_tests() {
   FASTKERNELS_GPU=1 run_timed tp-gpu-tests "$1" "$bundle/run-gpu-tests" nccl tensor-parallel serve-tp
   finish tp-gpu-tests
 }
 
-phase_allreduce() {
-  OUT="$OUT" run_timed allreduce "$1" "$bundle/bench/h200x2-allreduce.sh"
-  finish allreduce
-}
+phase_allreduce() { bench_phase allreduce "$1" h200x2-allreduce.sh; }
 
-phase_tp_llama() {
-  OUT="$OUT" run_timed tp-llama "$1" "$bundle/bench/h200x2-tp-llama.sh"
-  finish tp-llama
-}
+phase_tp_llama() { bench_phase tp-llama "$1" h200x2-tp-llama.sh; }
 
-phase_tp_selftest() {
-  OUT="$OUT" run_timed tp-selftest "$1" "$bundle/bench/h200x2-tp-selftest.sh"
-  finish tp-selftest
-}
+phase_tp_selftest() { bench_phase tp-selftest "$1" h200x2-tp-selftest.sh; }
 
 # The small Llama both e2e phases use (4 layers, hidden 1024, GQA 16/4, vocab 32000); random bf16 weights are
 # drawn on the device by `e2e`.
-write_small_llama() {
-  local model="$1"
-  mkdir -p "$model"
-  # a small Llama (4 layers, hidden 1024, GQA 16/4, vocab 32000) with random bf16 weights drawn on the device
-  cat > "$model/config.json" <<'JSON'
-{
-  "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 1024, "intermediate_size": 2816,
-  "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 64, "vocab_size": 32000,
-  "max_position_embeddings": 2048, "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "hidden_act": "silu",
-  "attention_bias": false, "mlp_bias": false, "tie_word_embeddings": false, "initializer_range": 0.02,
-  "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16", "use_cache": true
-}
-JSON
-}
+write_small_llama() { fk_llama_config "$1/config.json" 1024 2816 4 16 4 64 32000 2048 10000.0 1 2; }
 
 phase_e2e_drops() {
   local model="$OUT/e2e-drops-model"

@@ -10,8 +10,8 @@
 // bench/kernels_torch.py times the same math in PyTorch (eager, torch.compile); bench/h200-kernels.sh runs both.
 import { writeFileSync } from 'node:fs';
 import { ModuleRegistry, Rng, Tensor, withContext } from '@fastkernels/core';
-import { CudaBackend } from '@fastkernels/backend-cuda';
 import { denseMoeLlmTasks, initNormal } from '@fastkernels/model-zoo';
+import { cudaBackendOrExit } from './bench-common.mjs';
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -20,12 +20,7 @@ const only = args.includes('--only') ? args[args.indexOf('--only') + 1] : undefi
 const ITERS = quick ? 20 : 30;
 const WARMUP = 3;
 
-const backend = new CudaBackend();
-const avail = backend.availability();
-if (!avail.available) {
-  console.error(`bench-kernels: CUDA unavailable: ${avail.reason}`);
-  process.exit(2);
-}
+const backend = cudaBackendOrExit('bench-kernels');
 const rt = backend.runtime;
 const addon = rt.addon;
 const props = rt.properties();

@@ -19,19 +19,23 @@ fk_setup() {
   commit="$(sed -n 's/.*"commit": *"\([^"]*\)".*/\1/p' "$bundle/MANIFEST.json" 2>/dev/null | head -1 || true)"
 }
 
-# fk_llama3_8b_config FILE [LAYERS]: the Llama-3-8B-shape config.json the 8B benches share (random weights; bf16).
-fk_llama3_8b_config() {
+# fk_llama_config FILE HIDDEN INTERMEDIATE LAYERS HEADS KV_HEADS HEAD_DIM VOCAB MAX_POS ROPE_THETA BOS EOS: an HF
+# LlamaForCausalLM config.json of that shape (bf16, no biases, untied embeddings; the benches use random weights).
+fk_llama_config() {
   mkdir -p "$(dirname "$1")"
   cat > "$1" <<JSON
 {
-  "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
-  "num_hidden_layers": ${2:-32}, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 128256,
-  "max_position_embeddings": 8192, "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "hidden_act": "silu",
+  "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": $2, "intermediate_size": $3,
+  "num_hidden_layers": $4, "num_attention_heads": $5, "num_key_value_heads": $6, "head_dim": $7, "vocab_size": $8,
+  "max_position_embeddings": $9, "rms_norm_eps": 1e-05, "rope_theta": ${10}, "hidden_act": "silu",
   "attention_bias": false, "mlp_bias": false, "tie_word_embeddings": false, "initializer_range": 0.02,
-  "bos_token_id": 128000, "eos_token_id": 128001, "torch_dtype": "bfloat16", "use_cache": true
+  "bos_token_id": ${11}, "eos_token_id": ${12}, "torch_dtype": "bfloat16", "use_cache": true
 }
 JSON
 }
+
+# fk_llama3_8b_config FILE [LAYERS]: the Llama-3-8B-shape config.json the 8B benches share.
+fk_llama3_8b_config() { fk_llama_config "$1" 4096 14336 "${2:-32}" 32 8 128 128256 8192 500000.0 128000 128001; }
 
 # fk_nccl_env: the 2-GPU scripts' NCCL settings. NVLink multicast stays off (the host's rule: it can take shared GPUs
 # out of service), and FASTKERNELS_NCCL_LIB_DIRS points at PyTorch's libnccl wheel unless set (the same library torch

@@ -7,18 +7,14 @@
 // bench/runtime_torch.py measures the same with PyTorch; bench/h200-runtime.sh runs both and merges them.
 import { writeFileSync } from 'node:fs';
 import { Tensor } from '@fastkernels/core';
-import { CudaBackend, cudaKernel, KERNEL_SOURCES } from '@fastkernels/backend-cuda';
+import { cudaKernel, KERNEL_SOURCES } from '@fastkernels/backend-cuda';
+import { cudaBackendOrExit } from './bench-common.mjs';
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const jsonOut = args.includes('--json') ? args[args.indexOf('--json') + 1] : undefined;
 
-const backend = new CudaBackend();
-const avail = backend.availability();
-if (!avail.available) {
-  console.error(`bench-runtime: CUDA unavailable: ${avail.reason}`);
-  process.exit(2);
-}
+const backend = cudaBackendOrExit('bench-runtime');
 const rt = backend.runtime;
 const addon = rt.addon;
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];

@@ -12,13 +12,11 @@
 // dist/gpu-host/bench-serve-llama.mjs:
 //   dist/gpu-host/run-node bench-serve-llama.mjs --model DIR_WITH_CONFIG_JSON --json out.json [--quick] [--no-self-test]
 import { readFileSync, writeFileSync } from 'node:fs';
-import { CudaBackend, LAUNCH_TUNING } from '@fastkernels/backend-cuda';
 import { CpuBackend } from '@fastkernels/backend-cpu';
 import { E2eRunner, LLMEngine, baselineRegistry, loadLlamaModel, summarizeSteps, syntheticWorkload } from '@fastkernels/model-zoo';
+import { benchArgs, cudaBackendOrExit, launchSettings } from './bench-common.mjs';
 
-const args = process.argv.slice(2);
-const opt = (name, def) => (args.includes(name) ? args[args.indexOf(name) + 1] : def);
-const has = (name) => args.includes(name);
+const { opt, has } = benchArgs();
 const modelDir = opt('--model');
 const jsonOut = opt('--json');
 const quick = has('--quick');
@@ -33,14 +31,9 @@ if (!modelDir) {
 const log = (m) => console.error(`serve-llama: ${m}`);
 // --cpu: a smoke run of this script's logic on the CPU backend (tiny models only; no graphs)
 const cpu = has('--cpu');
-const backend = cpu ? new CpuBackend() : new CudaBackend();
-const avail = backend.availability();
-if (!avail.available) {
-  console.error(`serve-llama: CUDA unavailable: ${avail.reason}`);
-  process.exit(2);
-}
+const backend = cpu ? new CpuBackend() : cudaBackendOrExit('serve-llama');
 const randomInit = cpu ? 'host' : 'device';
-const result = { side: 'ours', model: modelDir, device: cpu ? 'cpu' : backend.runtime.properties().name ?? null, versions: backend.versions(), settings: { numRequests, bs1Tokens, util, graphs, quick, pdl: LAUNCH_TUNING.pdl, chainDecode: process.env.FASTKERNELS_CHAIN_DECODE === '1' }, phases: {}, errors: [] };
+const result = { side: 'ours', model: modelDir, device: cpu ? 'cpu' : backend.runtime.properties().name ?? null, versions: backend.versions(), settings: { numRequests, bs1Tokens, util, graphs, quick, ...launchSettings() }, phases: {}, errors: [] };
 const save = () => jsonOut && writeFileSync(jsonOut, JSON.stringify(result, null, 2));
 const maxLen = Number(opt('--max-in', 1024));
 const short = Math.min(128, maxLen);

@@ -20,7 +20,7 @@ const WAITS_LATER: Record<string, RegExp> = {
 };
 
 /** [entry, body] of every extern "C" __global__ function of a source (comments stripped). */
-export function kernelBodies(source: string): [string, string][] {
+function kernelBodies(source: string): [string, string][] {
   const src = source.replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/[^\n]*/g, '');
   const out: [string, string][] = [];
   // the name is the identifier before the parameter list, after any __launch_bounds__(...) / __cluster_dims__(...)

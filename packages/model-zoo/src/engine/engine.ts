@@ -118,7 +118,6 @@ export class LLMEngine {
   keepRecords = true;
   private readonly eos: number | readonly number[];
   private readonly overlap: boolean;
-  private readonly chainDecode: boolean;
   /** The decode step launched ahead (chainDecode): its sequences and its pending tokens. */
   private inflight: { seqs: Sequence[]; pending: PendingStep } | null = null;
   /** Steps launched ahead that were used, and those dropped because the next step was scheduled otherwise. */
@@ -148,7 +147,6 @@ export class LLMEngine {
     if (!chunkedPrefill && maxNumBatchedTokens < maxModelLen) throw new UserError(`without chunked prefill max-num-batched-tokens (${maxNumBatchedTokens}) must be >= max-model-len (${maxModelLen})`, { field: '--max-num-batched-tokens' });
     this.eos = options.eosTokenId ?? -1;
     this.overlap = options.overlap ?? true;
-    this.chainDecode = options.chainDecode ?? (typeof process !== 'undefined' && process.env.FASTKERNELS_CHAIN_DECODE === '1');
     const log = options.log ?? (() => {});
     const io = stepIoFor(ctx.backend);
     const wantGraphs = options.graphs ?? true;
@@ -174,7 +172,8 @@ export class LLMEngine {
     this.scheduler = new Scheduler({ maxNumBatchedTokens, maxNumSeqs, chunkedPrefill }, this.blockManager);
     const runnerConfig = { maxNumBatchedTokens, maxNumSeqs, maxModelLen, maxGraphBatch };
     this.runner = new EngineRunner(model, ctx, this.kvCache, this.blockManager, { ...runnerConfig, graphs: graphRt ?? false }, io);
-    this.runner.chainsDecode = this.chainDecode && this.tp.world === 1;
+    const chain = options.chainDecode ?? (typeof process !== 'undefined' && process.env.FASTKERNELS_CHAIN_DECODE === '1');
+    this.runner.chainsDecode = chain && this.tp.world === 1;
     try {
       const t0 = performance.now();
       let poolBytes = 0;
@@ -308,7 +307,7 @@ export class LLMEngine {
       const next = this.prestage(batch.decodes);
       // only behind a step whose tokens are already downloading (a graph step): an eager step's tokens are read from
       // tokensOut at collect, which the chained step would overwrite first
-      if (next && this.chainDecode && this.tp.world === 1 && pending.ready) {
+      if (next && this.runner.chainsDecode && pending.ready) {
         try {
           const p = this.runner.launchChained(next, batch.decodes);
           if (p) this.inflight = { seqs: next, pending: p };

@@ -194,8 +194,8 @@ export class EngineRunner {
    * fence at launch; otherwise collect reads them with one synchronous copy (the H200-verified path).
    */
   chainsDecode = false;
-  /** Host copies of graph steps' tokens; two alternate, as two steps can be in flight (launchChained). */
-  private readonly tokensHost: [Uint8Array, Uint8Array];
+  /** Host copies of graph steps' tokens; two alternate, as two steps can be in flight (launchChained). Made on first use. */
+  private tokensHost: [Uint8Array, Uint8Array] | null = null;
   private tokensFlip = 0;
   private readonly graphRt: GraphRuntime | null;
   /** bucket -> one graph per sampler path (the key '' when the backend has one path) */
@@ -237,7 +237,6 @@ export class EngineRunner {
     }
     this.staging = [new Staging(this.io, this.fields, off), new Staging(this.io, this.fields, off)];
     this.tokensOut = Tensor.zeros(ctx.backend, [S], 'i64', { device: ctx.device });
-    this.tokensHost = [this.io.hostBuffer(S * 8), this.io.hostBuffer(S * 8)];
   }
 
   get graphBuckets(): readonly number[] {
@@ -421,6 +420,8 @@ export class EngineRunner {
 
   /** Enqueue the download of a graph step's n tokens into the next host buffer. */
   private downloadTokens(n: number): { host: Uint8Array; ready: () => void } {
+    const n8 = this.tokensOut.numel * 8;
+    this.tokensHost ??= [this.io.hostBuffer(n8), this.io.hostBuffer(n8)];
     this.tokensFlip ^= 1;
     const host = this.tokensHost[this.tokensFlip]!;
     return { host, ready: this.io.download(this.tokensOut, host, n * 8) };
