@@ -1,6 +1,6 @@
 // What the bench scripts (bench/*.mjs, bundled by tools/gpu-host-bundle.mjs) share: flag parsing, the CUDA backend or
 // a clear exit, and the launch settings a timing depends on (recorded in each JSON).
-import { CudaBackend, LAUNCH_TUNING } from '@fastkernels/backend-cuda';
+import { CudaBackend, LAUNCH_TUNING, LINEAR_TUNING } from '@fastkernels/backend-cuda';
 
 /** `--name value` and `--flag` lookups over argv (default: this process's arguments). */
 export function benchArgs(argv = process.argv.slice(2)) {
@@ -22,7 +22,15 @@ export function cudaBackendOrExit(label) {
   return backend;
 }
 
-/** The off-by-default speed settings in force (FASTKERNELS_PDL, FASTKERNELS_CHAIN_DECODE), for the JSON's settings. */
+/**
+ * The speed settings in force (FASTKERNELS_PDL, FASTKERNELS_CHAIN_DECODE, FASTKERNELS_GEMV_MAX_ROWS), for the JSON's
+ * settings.
+ */
 export function launchSettings() {
-  return { pdl: LAUNCH_TUNING.pdl, chainDecode: process.env.FASTKERNELS_CHAIN_DECODE === '1' };
+  return {
+    pdl: LAUNCH_TUNING.pdl,
+    chainDecode: process.env.FASTKERNELS_CHAIN_DECODE === '1',
+    gemvMaxRows: LINEAR_TUNING.gemvMaxRows,
+    gemvStream: LINEAR_TUNING.gemvStream,
+  };
 }

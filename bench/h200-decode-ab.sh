@@ -5,9 +5,10 @@
 #   chain   FASTKERNELS_CHAIN_DECODE=1: the next step launched before this one's tokens are read (EngineOptions.chainDecode)
 #   pdl     FASTKERNELS_PDL=1: the spine kernels as programmatic dependent launches (LAUNCH_TUNING.pdl)
 #   both    both
+#   gemv    both, and the GEMV (fk_gemv_stream) for every M-1 linear: FASTKERNELS_GEMV_MAX_ROWS=1 (LINEAR_TUNING.gemvMaxRows)
 # Writes $OUT/decode_ab.json ({ commit, settings: { name: { stepMs, graphReplayMs, decodeTokS, hostMs, rc } } }) and
 # prints a table last.
-#   OUT=/tmp/out dist/gpu-host/bench/h200-decode-ab.sh [SETTING ...]      (default: plain chain pdl both)
+#   OUT=/tmp/out dist/gpu-host/bench/h200-decode-ab.sh [SETTING ...]      (default: plain chain pdl both gemv)
 #   STEPS_TIMED=64 (decode steps timed per setting)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -17,16 +18,17 @@ model="$OUT/decode-profile-llama3-8b"
 fk_llama3_8b_config "$model/config.json"
 script="$bundle/bench-decode-profile.mjs"
 [ -f "$script" ] || { echo "decode-ab: $script is missing (rebuild the bundle: npm run gpu-host)" >&2; exit 2; }
-settings=("$@"); [ ${#settings[@]} -gt 0 ] || settings=(plain chain pdl both)
+settings=("$@"); [ ${#settings[@]} -gt 0 ] || settings=(plain chain pdl both gemv)
 echo "decode-ab: bundle $bundle (commit ${commit:-?}), out $OUT, settings ${settings[*]}"
 rm -f "$OUT"/decode-ab-* "$OUT/decode_ab.json"  # nothing from an earlier run is reported as this one's
 for s in "${settings[@]}"; do
   case "$s" in
-    plain) env=(FASTKERNELS_CHAIN_DECODE=0 FASTKERNELS_PDL=0) ;;
-    chain) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=0) ;;
-    pdl) env=(FASTKERNELS_CHAIN_DECODE=0 FASTKERNELS_PDL=1) ;;
-    both) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1) ;;
-    *) echo "decode-ab: unknown setting '$s' (plain, chain, pdl, both)" >&2; exit 2 ;;
+    plain) env=(FASTKERNELS_CHAIN_DECODE=0 FASTKERNELS_PDL=0 FASTKERNELS_GEMV_MAX_ROWS=0) ;;
+    chain) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=0 FASTKERNELS_GEMV_MAX_ROWS=0) ;;
+    pdl) env=(FASTKERNELS_CHAIN_DECODE=0 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=0) ;;
+    both) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=0) ;;
+    gemv) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1) ;;
+    *) echo "decode-ab: unknown setting '$s' (plain, chain, pdl, both, gemv)" >&2; exit 2 ;;
   esac
   t0=$SECONDS
   rc=0

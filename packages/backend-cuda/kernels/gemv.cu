@@ -109,3 +109,87 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_gemv(FK_T* __rest
     }
   }
 }
+
+// fk_gemv_stream: the same product (same per-lane order and the same shuffle tree, so the same bits as fk_gemv), laid
+// out so that a warp never lets its loads run dry. fk_gemv gives each warp one row, so N / FK_WARPS blocks run in waves
+// and the last wave leaves most SMs idle (qkv at M 1: 768 blocks over 132 SMs), and each warp waits for all FK_UNR
+// loads before it issues the next FK_UNR. Here:
+//  - the grid is one wave of W warps (the host sizes it: linear.ts, gemvStreamGrid); warp w owns rows w, w + W, ...,
+//    so shares differ by at most one row, and the rows being read at any moment are neighbours (a dense stretch of
+//    memory: warps owning contiguous blocks of rows left most DRAM channels idle, gemv_lab run 11);
+//  - each lane keeps FK_UNR 16-byte loads in flight: the slot just consumed is refilled with the vector FK_UNR chunks
+//    ahead, across row ends (a chunk = 32 vectors, one per lane, inside one row: K % (32 * FK_VEC) == 0, which the
+//    host checks). The refill is unconditional (past the warp's last chunk it re-reads that chunk, an L2 hit): a
+//    conditional load would need a select on its result, which waits for it and serialises the stream;
+//  - under PDL the first FK_UNR chunks load before the wait for x, and the next kernel is let in right after it.
+extern "C" __global__ void __launch_bounds__(FK_WARPS * 32)
+    fk_gemv_stream(FK_T* __restrict__ y, const FK_T* __restrict__ x, const FK_T* __restrict__ w, const FK_T* __restrict__ bias, int M,
+                   int N, int K, long long xs) {
+  const int lane = threadIdx.x & 31;
+  const int w0 = blockIdx.x * FK_WARPS + (threadIdx.x >> 5);
+  if (w0 >= N) return;  // whole warps past the last row leave (they write nothing: no wait needed)
+  const int W = gridDim.x * FK_WARPS;
+  const int nv = K / FK_VEC;                // vectors per row
+  const int cpr = nv / 32;                  // chunks per row
+  const int total = ((N - 1 - w0) / W + 1) * cpr;
+  const long long rowJump = (long long)(W - 1) * nv;  // from the end of one of this warp's rows to its next
+
+  // the prefetch cursor: next chunk's address, its index inside its row, chunks left after it
+  const uint4* pp = reinterpret_cast<const uint4*>(w) + (long long)w0 * nv + lane;
+  int pk = 0, left = total;
+  auto refill = [&]() -> uint4 {
+    const uint4 v = fk_ld_stream(pp);
+    if (left > 1) {  // stays on the last chunk once there (uniform, and independent of the loaded value)
+      --left;
+      pp += 32;
+      if (++pk == cpr) {
+        pk = 0;
+        pp += rowJump;
+      }
+    }
+    return v;
+  };
+  uint4 buf[FK_UNR];
+#pragma unroll
+  for (int u = 0; u < FK_UNR; ++u) buf[u] = refill();
+  fk_pdl_wait();
+  fk_pdl_trigger();
+
+  float acc[FK_M];
+#pragma unroll
+  for (int m = 0; m < FK_M; ++m) acc[m] = 0.f;
+  int row = w0;
+  int inRow = 0;  // chunk index inside the current row
+  for (int c0 = 0; c0 < total; c0 += FK_UNR) {
+#pragma unroll
+    for (int u = 0; u < FK_UNR; ++u) {
+      if (c0 + u < total) {
+        const int j = inRow * 32 + lane;
+#pragma unroll
+        for (int m = 0; m < FK_M; ++m)
+          if (m < M) acc[m] = fk_dot16(buf[u], __ldg(reinterpret_cast<const uint4*>(x + m * xs) + j), acc[m]);
+        if (++inRow == cpr) {  // the row is done (warp-uniform): reduce, store, start the next
+#pragma unroll
+          for (int m = 0; m < FK_M; ++m) {
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], o);
+          }
+#pragma unroll
+          for (int m = 0; m < FK_M; ++m) {
+            if (m < M && lane == m) {
+              float v = acc[m];
+#if FK_BIAS
+              v += fk_f(bias[row]);
+#endif
+              fk_set(y[(long long)m * N + row], v);
+            }
+            acc[m] = 0.f;
+          }
+          inRow = 0;
+          row += W;
+        }
+      }
+      buf[u] = refill();  // after the slot's use: its registers are free, FK_UNR - 1 loads stay in flight meanwhile
+    }
+  }
+}

@@ -1,8 +1,9 @@
 /**
- * linear through the small-batch GEMV (kernels/gemv.cu; LINEAR_TUNING.gemvMaxRows 8) vs the float64 CPU backend and vs
- * the cuBLASLt path, the fallbacks to cuBLASLt (K not a multiple of the vector, unaligned x, M > 8), plus
- * `kernel-speed: linear M<m> N<n> K<k> [cublaslt|gemv] <us> us = <GB/s> GB/s (<% of copy>)` lines for the Llama-3-8B
- * projections at M 1, 4 and 8 (printed, not asserted: the default of gemvMaxRows is to be set from them).
+ * linear through the small-batch GEMVs (kernels/gemv.cu: fk_gemv and fk_gemv_stream; LINEAR_TUNING.gemvMaxRows 8) vs
+ * the float64 CPU backend and vs the cuBLASLt path (and fk_gemv_stream vs fk_gemv: the same bits), the fallbacks to
+ * cuBLASLt (K not a multiple of the vector, unaligned x, M > 8), plus
+ * `kernel-speed: linear M<m> N<n> K<k> [cublaslt|gemv|gemv-stream] <us> us = <GB/s> GB/s (<% of copy>)` lines for the
+ * Llama-3-8B projections at M 1, 4 and 8 (printed, not asserted: the default of gemvMaxRows is to be set from them).
  */
 import { Tensor, type DType } from '@fastkernels/core';
 import { describe, it } from 'vitest';
@@ -16,6 +17,7 @@ const TOL: Record<string, { atol: number; rtol: number }> = { f32: { atol: 1e-4,
 const withLinear = <R>(patch: Partial<typeof LINEAR_TUNING>, fn: () => R): R => withTuning(LINEAR_TUNING, patch, fn);
 const withPdl = <R>(pdl: boolean, fn: () => R): R => withTuning(LAUNCH_TUNING, { pdl }, fn);
 const ON = { gemvMaxRows: 8 };
+const ROWS = { gemvMaxRows: 8, gemvStream: false }; // fk_gemv wherever a GEMV is taken
 const OFF = { gemvMaxRows: 0 };
 
 /** Which path one linear call took: cuBLASLt when it called gemmInto, else the GEMV. */
@@ -36,6 +38,7 @@ function withPath(fn: () => Tensor): { y: Tensor; path: 'cublaslt' | 'gemv' } {
 }
 
 /** linear on the GPU with the switch on: the path must be `want`; the result matches the CPU and the cuBLASLt path. */
+/** With a GEMV taken, both kernels are run: fk_gemv_stream where K allows it (ON) must give fk_gemv's bits (ROWS). */
 function check(x: Tensor, w: Tensor, b: Tensor | null, gx: Tensor, gw: Tensor, gb: Tensor | null, want: 'cublaslt' | 'gemv', label: string): void {
   const dtype = x.dtype;
   const expected = cpu().ops.linear(x, w, b);
@@ -43,6 +46,12 @@ function check(x: Tensor, w: Tensor, b: Tensor | null, gx: Tensor, gw: Tensor, g
   const on = withLinear(ON, () => withPath(() => gpu().ops.linear(gx, gw, gb)));
   if (on.path !== want) throw new Error(`${label}: took ${on.path}, expected ${want}`);
   expectClose(on.y, expected, TOL[dtype]!, `${label} [${on.path}] vs float64`);
+  if (want === 'gemv') {
+    poison(expected.numel, expected.numel);
+    const rows = withLinear(ROWS, () => withPath(() => gpu().ops.linear(gx, gw, gb)));
+    expectClose(on.y, rows.y, { atol: 0, rtol: 0 }, `${label} fk_gemv_stream vs fk_gemv (same summation order)`);
+    rows.y.dispose();
+  }
   const off = withLinear(OFF, () => withPath(() => gpu().ops.linear(gx, gw, gb)));
   if (off.path !== 'cublaslt') throw new Error(`${label}: switch off took ${off.path}`);
   expectClose(on.y, off.y, TOL[dtype]!, `${label} [${on.path}] vs [cublaslt]`);
@@ -52,8 +61,9 @@ function check(x: Tensor, w: Tensor, b: Tensor | null, gx: Tensor, gw: Tensor, g
 
 describe('linear GEMV path (gemvMaxRows 8) vs the float64 CPU backend and cuBLASLt', () => {
   for (const dtype of ['bf16', 'f16', 'f32'] as DType[]) {
-    // N odd (a partial last block), K 64 (one iteration, most lanes idle), 72 (9 bf16 vectors), 4096, 14336 (down)
-    for (const [N, K] of [[1001, 64], [1001, 72], [256, 4096], [96, 14336]] as const) {
+    // N odd (a partial last block), K 64 (one iteration, most lanes idle), 72 (9 bf16 vectors), 4096, 14336 (down);
+    // N 10007 x K 256: fk_gemv_stream deals 3 rows to most warps (one 32-vector chunk a row for bf16 and f16)
+    for (const [N, K] of [[1001, 64], [1001, 72], [256, 4096], [96, 14336], [10007, 256]] as const) {
       it(`${dtype} N${N} K${K}: M 1..8, bias and none`, G, () => {
         const w = randCpu([N, K], dtype, N * 7 + K, 1 / Math.sqrt(K));
         const b = randCpu([N], dtype, N + 3, 0.5);
@@ -124,13 +134,15 @@ describe('linear GEMV as a programmatic dependent launch (LAUNCH_TUNING.pdl, sm_
     const w = randCpu([N, K], 'bf16', 93, 1 / Math.sqrt(K));
     const expected = cpu().ops.linear(cpu().ops.rmsNorm(x, nw, 1e-5).to('bf16'), w, null);
     const [gx, gnw, gw] = [toGpu(x), toGpu(nw), toGpu(w)];
-    for (const pdl of [true, false]) {
-      for (let rep = 0; rep < 3; rep++) {
-        poison(K / 2, K / 2); // the size of the bf16 rms_norm output
-        const got = withPdl(pdl, () => withLinear({ gemvMaxRows: 1 }, () => withPath(() => gpu().ops.linear(gpu().ops.rmsNorm(gx, gnw, 1e-5), gw, null))));
-        if (got.path !== 'gemv') throw new Error(`took ${got.path}`);
-        expectClose(got.y, expected, TOL.bf16!, `pdl ${pdl} rep ${rep} vs float64`);
-        got.y.dispose();
+    for (const gemvStream of [true, false]) {
+      for (const pdl of [true, false]) {
+        for (let rep = 0; rep < 3; rep++) {
+          poison(K / 2, K / 2); // the size of the bf16 rms_norm output
+          const got = withPdl(pdl, () => withLinear({ gemvMaxRows: 1, gemvStream }, () => withPath(() => gpu().ops.linear(gpu().ops.rmsNorm(gx, gnw, 1e-5), gw, null))));
+          if (got.path !== 'gemv') throw new Error(`took ${got.path}`);
+          expectClose(got.y, expected, TOL.bf16!, `${gemvStream ? 'fk_gemv_stream' : 'fk_gemv'} pdl ${pdl} rep ${rep} vs float64`);
+          got.y.dispose();
+        }
       }
     }
     for (const t of [gx, gnw, gw]) t.dispose();
@@ -154,7 +166,7 @@ describe('linear speed: cuBLASLt vs the GEMV at M 1, 4, 8 (printed, not asserted
         const x = Tensor.empty(b, [M, K], 'bf16');
         x.fill_(0.5);
         const bytes = N * K * 2 + M * K * 2 + M * N * 2;
-        for (const [name, patch] of [['cublaslt', OFF], ['gemv', ON]] as const) {
+        for (const [name, patch] of [['cublaslt', OFF], ['gemv', ROWS], ['gemv-stream', ON]] as const) {
           const ms = withLinear(patch, () => graphMs((i) => b.ops.linear(x, ws[i % copies]!, null).dispose(), inner));
           const gbs = bytes / ms / 1e6;
           lines.push(`kernel-speed: linear M${M} N${N} K${K} [${name}] ${(ms * 1e3).toFixed(1)} us = ${gbs.toFixed(0)} GB/s (${((gbs / copyGBs) * 100).toFixed(0)}% of copy; in a CUDA graph)`);
@@ -216,7 +228,14 @@ describe('does programmatic dependent launch overlap? rms_norm (T 1) then linear
       const inner = Math.max(8, copies);
       const normOnly = graphMs(() => b.ops.rmsNorm(x, nw, 1e-5).dispose(), inner);
       lines.push(`kernel-speed: pdl rms_norm T1 H${H} alone ${(normOnly * 1e3).toFixed(1)} us`);
-      for (const [name, patch, pdl] of [['cublaslt', { gemvMaxRows: 0 }, false], ['cublaslt+pdl', { gemvMaxRows: 0 }, true], ['gemv', { gemvMaxRows: 1 }, false], ['gemv+pdl', { gemvMaxRows: 1 }, true]] as const) {
+      for (const [name, patch, pdl] of [
+        ['cublaslt', { gemvMaxRows: 0 }, false],
+        ['cublaslt+pdl', { gemvMaxRows: 0 }, true],
+        ['gemv', { gemvMaxRows: 1, gemvStream: false }, false],
+        ['gemv+pdl', { gemvMaxRows: 1, gemvStream: false }, true],
+        ['gemv-stream', { gemvMaxRows: 1 }, false],
+        ['gemv-stream+pdl', { gemvMaxRows: 1 }, true],
+      ] as const) {
         const ms = withPdl(pdl, () => withLinear(patch, () =>
           graphMs((i) => {
             const y = b.ops.rmsNorm(x, nw, 1e-5);

@@ -2,7 +2,7 @@ import type { DType } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { parseSignature } from '../args.js';
 import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
-import { LINEAR_TUNING, chooseLinearPath, type LinearShape } from './linear.js';
+import { LINEAR_TUNING, chooseLinearPath, gemvStreamGrid, type LinearPath, type LinearShape } from './linear.js';
 
 describe('chooseLinearPath (CPU): cuBLASLt vs the small-batch GEMV, per call', () => {
   const on = { ...LINEAR_TUNING, gemvMaxRows: 8 };
@@ -14,22 +14,25 @@ describe('chooseLinearPath (CPU): cuBLASLt vs the small-batch GEMV, per call', (
   });
   it('gemvMaxRows 1: the GEMV at M 1 only', () => {
     const one = { ...LINEAR_TUNING, gemvMaxRows: 1 };
-    expect(chooseLinearPath({ ...base, M: 1 }, one)).toBe('gemv');
+    expect(chooseLinearPath({ ...base, M: 1 }, one)).toBe('gemv-stream');
     for (const M of [0, 2, 4, 8]) expect(chooseLinearPath({ ...base, M }, one)).toBe('cublaslt');
   });
 
-  const cases: [string, Partial<LinearShape>, Partial<typeof LINEAR_TUNING>, 'cublaslt' | 'gemv'][] = [
-    ...[1, 2, 3, 4, 5, 6, 7, 8].map((M) => [`M ${M}`, { M }, {}, 'gemv'] as [string, Partial<LinearShape>, Partial<typeof LINEAR_TUNING>, 'gemv']),
+  const cases: [string, Partial<LinearShape>, Partial<typeof LINEAR_TUNING>, LinearPath][] = [
+    ...[1, 2, 3, 4, 5, 6, 7, 8].map((M) => [`M ${M}`, { M }, {}, 'gemv-stream'] as [string, Partial<LinearShape>, Partial<typeof LINEAR_TUNING>, LinearPath]),
     ['M 9: above the switch', { M: 9 }, {}, 'cublaslt'],
     ['M 0', { M: 0 }, {}, 'cublaslt'],
-    ['f16', { dtype: 'f16' }, {}, 'gemv'],
-    ['f32 (4 per vector)', { dtype: 'f32', K: 4100 }, {}, 'gemv'],
-    ['bf16 K 72 (a multiple of 8)', { K: 72 }, {}, 'gemv'],
+    ['f16', { dtype: 'f16' }, {}, 'gemv-stream'],
+    ['f32 K 4096 (128 = 32 vectors of 4 divide it)', { dtype: 'f32' }, {}, 'gemv-stream'],
+    ['f32 (4 per vector, not 32 vectors)', { dtype: 'f32', K: 4100 }, {}, 'gemv'],
+    ['bf16 K 72 (a multiple of 8, not of 256)', { K: 72 }, {}, 'gemv'],
+    ['bf16 K 14336 (56 chunks of 256)', { K: 14336 }, {}, 'gemv-stream'],
+    ['bf16 K 4096, gemvStream off', {}, { gemvStream: false }, 'gemv'],
     ['bf16 K 4100 (not a multiple of 8)', { K: 4100 }, {}, 'cublaslt'],
     ['f32 K 4102 (not a multiple of 4)', { dtype: 'f32', K: 4102 }, {}, 'cublaslt'],
     ['unaligned', { aligned: false }, {}, 'cublaslt'],
     ['f64: no kernel', { dtype: 'f64' as DType }, {}, 'cublaslt'],
-    ['gemvMaxRows 4, M 4', { M: 4 }, { gemvMaxRows: 4 }, 'gemv'],
+    ['gemvMaxRows 4, M 4', { M: 4 }, { gemvMaxRows: 4 }, 'gemv-stream'],
     ['gemvMaxRows 4, M 5', { M: 5 }, { gemvMaxRows: 4 }, 'cublaslt'],
     ['gemvMaxRows 16 is capped at 8: M 9', { M: 9 }, { gemvMaxRows: 16 }, 'cublaslt'],
   ];
@@ -43,14 +46,37 @@ describe('chooseLinearPath (CPU): cuBLASLt vs the small-batch GEMV, per call', (
     const was = LINEAR_TUNING.gemvMaxRows;
     try {
       LINEAR_TUNING.gemvMaxRows = 8;
-      expect(chooseLinearPath({ ...base, M: 4 })).toBe('gemv');
+      expect(chooseLinearPath({ ...base, M: 4 })).toBe('gemv-stream');
     } finally {
       LINEAR_TUNING.gemvMaxRows = was;
     }
     expect(chooseLinearPath({ ...base, M: 4 })).toBe('cublaslt');
   });
 
-  it('fk_gemv is embedded and its launch signature is inferred (y, x, w, bias, M, N, K, xs)', () => {
-    expect(parseSignature(KERNEL_SOURCES['gemv.cu']!, 'fk_gemv')).toEqual(['ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64']);
+  it('fk_gemv and fk_gemv_stream are embedded with the same launch signature (y, x, w, bias, M, N, K, xs)', () => {
+    for (const entry of ['fk_gemv', 'fk_gemv_stream'])
+      expect(parseSignature(KERNEL_SOURCES['gemv.cu']!, entry), entry).toEqual(['ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64']);
   });
+});
+
+describe('gemvStreamGrid: one wave, every warp the same number of rows', () => {
+  // [N, SMs, warps per SM, warps per block] -> blocks; the kernel deals rows w, w + W, ... (W = blocks * warps per block)
+  const cases: [number, number, number, number, number][] = [
+    [6144, 132, 32, 8, 384], // qkv: 4224 warps at most -> 2 rows each -> 3072 warps
+    [4096, 132, 32, 8, 512], // o and down: one row each
+    [28672, 132, 32, 8, 512], // gate_up: 7 rows each
+    [128256, 132, 32, 8, 518], // lm_head: 31 rows each -> 4138 warps
+    [1, 132, 32, 8, 1],
+    [10007, 132, 32, 8, 417],
+  ];
+  for (const [N, sms, wps, wpb, want] of cases) {
+    it(`N ${N}, ${sms} SMs x ${wps} warps, ${wpb} a block -> ${want} blocks`, () => {
+      const blocks = gemvStreamGrid(N, sms, wps, wpb);
+      const W = blocks * wpb;
+      expect(W).toBeLessThanOrEqual(Math.max(wpb, sms * wps + wpb - 1)); // one wave (up to one partial block)
+      const shares = new Set(Array.from({ length: Math.min(W, N) }, (_, w) => Math.floor((N - 1 - w) / W) + 1));
+      expect(Math.max(...shares) - Math.min(...shares)).toBeLessThanOrEqual(1);
+      expect(blocks).toBe(want);
+    });
+  }
 });

@@ -13,18 +13,36 @@ import { FLOAT_CTYPE, asDType, contiguousOf, disposeAll, floatCType, itemsizeOf,
 /** Knobs of linear (the defaults are the shipped, H200-verified choice). */
 export const LINEAR_TUNING = {
   /**
-   * Largest M (rows of x) that takes the GEMV kernel (kernels/gemv.cu; at most 8) instead of cuBLASLt; 0 = off, the
+   * Largest M (rows of x) that takes a GEMV kernel (kernels/gemv.cu; at most 8) instead of cuBLASLt; 0 = off, the
    * shipped default. Run 10 (H200, bf16, Llama-3-8B projections, each call inside a CUDA graph with the weights out
-   * of L2; linear-gemv.gpu.test.ts): at M 1 the GEMV wins o (11.3 vs 12.6 us) and ties lm_head (237 us), but loses
+   * of L2; linear-gemv.gpu.test.ts): at M 1 fk_gemv wins o (11.3 vs 12.6 us) and ties lm_head (237 us), but loses
    * qkv (17.9 vs 14.7), gate_up (57.3 vs 55.2) and down (34.7 vs 30.5); at M 4 and 8 it loses every shape by 1.5-7x.
    * The bs-1 decode step was 4.76 ms with it at M 1 against 4.70 ms without (decode-profile), so it stays off.
+   * FASTKERNELS_GEMV_MAX_ROWS sets it for a process (the decode A/B bench).
    */
-  gemvMaxRows: 0,
-  /** Warps (= output rows) per block of fk_gemv (FK_WARPS). */
+  gemvMaxRows: envInt('FASTKERNELS_GEMV_MAX_ROWS', 0),
+  /**
+   * Take fk_gemv_stream (one wave, rows dealt round-robin to warps, loads always in flight) where K allows it (K a
+   * multiple of 32 vectors). Run 11 (bench/gemv_lab.cu, M 1, bf16, in CUDA graphs): qkv 16.0 vs fk_gemv 18.2 us, o
+   * 12.2 vs 14.2, down 30.9 vs 40.9, gate_up and lm_head even; the 32-layer chain of products with PDL 4.14 ms against
+   * 4.35 through cuBLAS.
+   */
+  gemvStream: true,
+  /** Warps per SM of fk_gemv_stream's one-wave grid (run 11: 32 beat 16 at FK_UNR 8). */
+  gemvStreamWarpsPerSm: 32,
+  /** Warps (= output rows) per block of fk_gemv, and warps per block of fk_gemv_stream (FK_WARPS). */
   gemvWarps: 8,
-  /** 16-byte weight vectors each lane loads before its first FMA (FK_UNR). */
+  /** 16-byte weight vectors each lane keeps in flight (FK_UNR). */
   gemvUnroll: 8,
 };
+
+function envInt(name: string, fallback: number): number {
+  const v = typeof process !== 'undefined' ? process.env[name] : undefined;
+  if (v === undefined || v === '') return fallback;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw new RangeError(`${name}=${v}: expected a whole number >= 0 (unset it for the default, ${fallback})`);
+  return n;
+}
 
 /** What chooseLinearPath needs to know about one call. */
 export interface LinearShape {
@@ -38,13 +56,29 @@ export interface LinearShape {
   aligned: boolean;
 }
 
-/** cuBLASLt, or fk_gemv: only when switched on for this M, the dtype has a kernel, and K splits into 16-byte vectors. */
-export function chooseLinearPath(s: LinearShape, tuning = LINEAR_TUNING): 'cublaslt' | 'gemv' {
+export type LinearPath = 'cublaslt' | 'gemv' | 'gemv-stream';
+
+/**
+ * cuBLASLt, or a GEMV: only when switched on for this M, the dtype has a kernel, and K splits into 16-byte vectors;
+ * fk_gemv_stream when LINEAR_TUNING.gemvStream and K also splits into chunks of 32 vectors (one per lane).
+ */
+export function chooseLinearPath(s: LinearShape, tuning = LINEAR_TUNING): LinearPath {
   const maxRows = Math.min(tuning.gemvMaxRows, 8);
   if (!(s.M >= 1 && s.M <= maxRows)) return 'cublaslt';
   if (!FLOAT_CTYPE[s.dtype] || s.K < 1) return 'cublaslt';
-  if (s.K % (16 / itemsizeOf(s.dtype)) !== 0) return 'cublaslt';
-  return s.aligned ? 'gemv' : 'cublaslt';
+  const vec = 16 / itemsizeOf(s.dtype);
+  if (s.K % vec !== 0 || !s.aligned) return 'cublaslt';
+  return tuning.gemvStream && s.K % (32 * vec) === 0 ? 'gemv-stream' : 'gemv';
+}
+
+/**
+ * fk_gemv_stream's grid: one wave of at most multiprocessors * warpsPerSm warps, as few as give every warp the same
+ * number of rows (ceil(N / max) of them; the kernel deals rows w, w + W, ... to warp w), in blocks of warpsPerBlock.
+ */
+export function gemvStreamGrid(N: number, multiprocessors: number, warpsPerSm: number, warpsPerBlock: number): number {
+  const most = Math.max(1, multiprocessors * warpsPerSm);
+  const rows = Math.ceil(N / most);
+  return Math.ceil(Math.ceil(N / rows) / warpsPerBlock);
 }
 
 export function linear(ctx: SpineContext, x: Tensor, weight: Tensor, bias: Tensor | null): Tensor {
@@ -85,9 +119,11 @@ export function linear(ctx: SpineContext, x: Tensor, weight: Tensor, bias: Tenso
       // matters from the second row on
       const aligned =
         a.strides[1] === 1 && w.isContiguous() && ptr(a) % 16 === 0 && ptr(w) % 16 === 0 && (M === 1 || (a.strides[0]! * it) % 16 === 0);
-      if (chooseLinearPath({ M, N, K, dtype: x.dtype, aligned }) === 'gemv') {
+      const path = chooseLinearPath({ M, N, K, dtype: x.dtype, aligned });
+      if (path !== 'cublaslt') {
         const warps = LINEAR_TUNING.gemvWarps;
-        const k = spineKernel(ctx, 'gemv.cu', 'fk_gemv', {
+        const entry = path === 'gemv-stream' ? 'fk_gemv_stream' : 'fk_gemv';
+        const k = spineKernel(ctx, 'gemv.cu', entry, {
           FK_T: floatCType(x, op, 'x'),
           FK_VEC: 16 / it,
           FK_M: M,
@@ -95,10 +131,11 @@ export function linear(ctx: SpineContext, x: Tensor, weight: Tensor, bias: Tenso
           FK_WARPS: warps,
           FK_BIAS: b ? 1 : 0,
         });
+        const blocks = path === 'gemv-stream' ? gemvStreamGrid(N, ctx.multiprocessors, LINEAR_TUNING.gemvStreamWarpsPerSm, warps) : Math.ceil(N / warps);
         // Under LAUNCH_TUNING.pdl a programmatic dependent launch: gemv.cu reads its first weight vectors before it
         // waits for the kernel before it, which is only right when that kernel did not write them; a weight converted
         // or copied just above was, so that launch is an ordinary one (the kernel's wait then returns at once).
-        k.launch(Math.ceil(N / warps), warps * 32, 0, [out, a, w, b ? ptr(b) : 0, M, N, K, M === 1 ? K : a.strides[0]!], undefined, w === weight ? undefined : 0);
+        k.launch(blocks, warps * 32, 0, [out, a, w, b ? ptr(b) : 0, M, N, K, M === 1 ? K : a.strides[0]!], undefined, w === weight ? undefined : 0);
         return out;
       }
     }
