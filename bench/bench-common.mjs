@@ -1,6 +1,7 @@
 // What the bench scripts (bench/*.mjs, bundled by tools/gpu-host-bundle.mjs) share: flag parsing, the CUDA backend or
 // a clear exit, and the launch settings a timing depends on (recorded in each JSON).
 import { CudaBackend, LAUNCH_TUNING, LINEAR_TUNING } from '@fastkernels/backend-cuda';
+import { envSwitch } from '@fastkernels/core';
 
 /** `--name value` and `--flag` lookups over argv (default: this process's arguments). */
 export function benchArgs(argv = process.argv.slice(2)) {
@@ -29,7 +30,7 @@ export function cudaBackendOrExit(label) {
 export function launchSettings() {
   return {
     pdl: LAUNCH_TUNING.pdl,
-    chainDecode: process.env.FASTKERNELS_CHAIN_DECODE === '1',
+    chainDecode: envSwitch('FASTKERNELS_CHAIN_DECODE', true), // as the engine reads it (EngineOptions.chainDecode)
     gemvMaxRows: LINEAR_TUNING.gemvMaxRows,
     gemvStream: LINEAR_TUNING.gemvStream,
   };

@@ -1,20 +1,23 @@
+import { envSwitch } from '@fastkernels/core';
+
 /**
  * Programmatic dependent launch (PDL, sm_90+) for FastKernels' own kernels. A kernel whose first statement is
  * fk_pdl_entry() (kernels/fk_pdl.cuh: wait for the kernel before, then let the next one be scheduled) may be launched
  * with LAUNCH_PDL: its launch and ramp then overlap the tail of the kernel before it, which at batch 1 is most of a
  * small kernel's time (run 10: the bs-1 decode step is ~420 kernels; decode-profile). spineKernel compiles those
- * instructions in (-DFK_PDL=1) only while PDL launches are on; otherwise the kernels are the H200-verified machine code
- * (tools/sass-same.sh against 5a5d850: same for every kernel of these files).
+ * instructions in (-DFK_PDL=1) only while PDL launches are on; with them off the kernels are the machine code verified
+ * before PDL (tools/sass-same.sh against 5a5d850: same for every kernel of these files).
  */
 
 /** Knobs of kernel launches (the defaults are the shipped, H200-verified choice). */
 export const LAUNCH_TUNING = {
   /**
-   * Launch the kernels of PDL_READY_FILES with LAUNCH_PDL. Off until measured on the H200: run 10 saw a GEMV launched
-   * this way not overlap the rms_norm before it (docs/progress.md, issue 4). FASTKERNELS_PDL=1 turns it on for a
-   * process (the GPU tests, decode-profile and the serve bench read it).
+   * Launch the kernels of PDL_READY_FILES with LAUNCH_PDL. Run 11 (H200): a captured graph gets programmatic edges,
+   * every spine kernel and the engine's graph decode are right with it (the GPU tests under FASTKERNELS_PDL=1), and
+   * the bs-1 Llama-3-8B decode step went from 4.77 to 4.58 ms with it and chained decode (decode_ab.json).
+   * FASTKERNELS_PDL=0 turns it off for a process (the A/B bench's `plain`).
    */
-  pdl: typeof process !== 'undefined' && process.env.FASTKERNELS_PDL === '1',
+  pdl: envSwitch('FASTKERNELS_PDL', true),
 };
 
 /**

@@ -16,5 +16,6 @@ export * from './stats.js';
 export * from './rng.js';
 export * from './random-fill.js';
 export * from './errors.js';
+export * from './env-settings.js';
 export * from './host.js';
 export * from './harness/index.js';

@@ -125,6 +125,8 @@ function fakeDevice(): { backend: Backend; ctx: SpineContext; launches: Launch[]
   } as unknown as Backend;
   const ctx = {
     multiprocessors: 132,
+    // an sm_80 device: no programmatic dependent launches (LAUNCH_TUNING.pdl is on by default), plain kernel options
+    runtime: { properties: () => ({ major: 8, multiprocessors: 132 }) },
     kernel(spec: CudaKernelSpec) {
       const sig = parseSignature(spec.source, spec.entry);
       const layout = layoutArgs(sig);

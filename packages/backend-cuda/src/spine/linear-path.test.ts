@@ -8,9 +8,10 @@ describe('chooseLinearPath (CPU): cuBLASLt vs the small-batch GEMV, per call', (
   const on = { ...LINEAR_TUNING, gemvMaxRows: 8 };
   const base: LinearShape = { M: 1, N: 28672, K: 4096, dtype: 'bf16', aligned: true };
 
-  it('off by default (run 10: cuBLASLt is faster in the bs-1 step): cuBLASLt at every M', () => {
-    expect(LINEAR_TUNING.gemvMaxRows).toBe(0);
-    for (const M of [0, 1, 4, 8, 9, 64]) expect(chooseLinearPath({ ...base, M })).toBe('cublaslt');
+  it('by default (run 11: the bs-1 step is faster with it): fk_gemv_stream at M 1, cuBLASLt from M 2', () => {
+    expect(LINEAR_TUNING.gemvMaxRows).toBe(1);
+    expect(chooseLinearPath({ ...base, M: 1 })).toBe('gemv-stream');
+    for (const M of [0, 2, 4, 8, 9, 64]) expect(chooseLinearPath({ ...base, M })).toBe('cublaslt');
   });
   it('gemvMaxRows 1: the GEMV at M 1 only', () => {
     const one = { ...LINEAR_TUNING, gemvMaxRows: 1 };

@@ -5,7 +5,7 @@
  * A weight or bias of another dtype is converted to x's dtype first (one copy per call).
  * Small-batch calls (M <= LINEAR_TUNING.gemvMaxRows) may take kernels/gemv.cu instead: see LINEAR_TUNING.
  */
-import { Tensor, formatShape, type DType } from '@fastkernels/core';
+import { Tensor, envCount, formatShape, type DType } from '@fastkernels/core';
 import { matrixLayout } from '../blaslt.js';
 import type { SpineContext } from './context.js';
 import { FLOAT_CTYPE, asDType, contiguousOf, disposeAll, floatCType, itemsizeOf, ptr, spineKernel } from './common.js';
@@ -13,14 +13,14 @@ import { FLOAT_CTYPE, asDType, contiguousOf, disposeAll, floatCType, itemsizeOf,
 /** Knobs of linear (the defaults are the shipped, H200-verified choice). */
 export const LINEAR_TUNING = {
   /**
-   * Largest M (rows of x) that takes a GEMV kernel (kernels/gemv.cu; at most 8) instead of cuBLASLt; 0 = off, the
-   * shipped default. Run 10 (H200, bf16, Llama-3-8B projections, each call inside a CUDA graph with the weights out
-   * of L2; linear-gemv.gpu.test.ts): at M 1 fk_gemv wins o (11.3 vs 12.6 us) and ties lm_head (237 us), but loses
-   * qkv (17.9 vs 14.7), gate_up (57.3 vs 55.2) and down (34.7 vs 30.5); at M 4 and 8 it loses every shape by 1.5-7x.
-   * The bs-1 decode step was 4.76 ms with it at M 1 against 4.70 ms without (decode-profile), so it stays off.
-   * FASTKERNELS_GEMV_MAX_ROWS sets it for a process (the decode A/B bench).
+   * Largest M (rows of x) that takes a GEMV kernel (kernels/gemv.cu; at most 8) instead of cuBLASLt; 0 = off.
+   * 1: at M 1 (bs-1 decode) the GEMV is the step's only matrix kernel, so every kernel boundary of the step can be a
+   * programmatic one (LAUNCH_TUNING.pdl; cuBLASLt's kernels are ordinary launches). Run 11 (H200, Llama-3-8B, bs-1
+   * decode step with PDL and chained decode): 4.50 ms with fk_gemv_stream at M 1 against 4.58 with cuBLASLt
+   * (decode_ab.json). At M 4 and 8 fk_gemv lost every shape by 1.5-7x (run 10). FASTKERNELS_GEMV_MAX_ROWS sets it for
+   * a process (the decode A/B bench).
    */
-  gemvMaxRows: envInt('FASTKERNELS_GEMV_MAX_ROWS', 0),
+  gemvMaxRows: envCount('FASTKERNELS_GEMV_MAX_ROWS', 1),
   /**
    * Take fk_gemv_stream (one wave, rows dealt round-robin to warps, loads always in flight) where K allows it (K a
    * multiple of 32 vectors). Run 11 (bench/gemv_lab.cu, M 1, bf16, in CUDA graphs): qkv 16.0 vs fk_gemv 18.2 us, o
@@ -35,14 +35,6 @@ export const LINEAR_TUNING = {
   /** 16-byte weight vectors each lane keeps in flight (FK_UNR). */
   gemvUnroll: 8,
 };
-
-function envInt(name: string, fallback: number): number {
-  const v = typeof process !== 'undefined' ? process.env[name] : undefined;
-  if (v === undefined || v === '') return fallback;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 0) throw new RangeError(`${name}=${v}: expected a whole number >= 0 (unset it for the default, ${fallback})`);
-  return n;
-}
 
 /** What chooseLinearPath needs to know about one call. */
 export interface LinearShape {

@@ -77,7 +77,8 @@ describe('LLMEngine (continuous batching) on the CPU backend', () => {
 
   it('bucketed graph decode (emulated graphs on the CPU) pads batches and matches eager', () => {
     const g = new EmulatedGraphRuntime();
-    const { out, records, engine: e } = run({ graphs: g, maxNumSeqs: 8 }, PS, MAXT);
+    // chainDecode off: the plain graph path, whose steady steps are prestaged (chained decode, the default, is below)
+    const { out, records, engine: e } = run({ graphs: g, maxNumSeqs: 8, chainDecode: false }, PS, MAXT);
     expect(out.map((o) => o.tokenIds)).toEqual(reference);
     expect(e.runner.graphBuckets).toEqual([1, 2, 4, 8]);
     expect(g.captures).toBe(4);
@@ -88,6 +89,11 @@ describe('LLMEngine (continuous batching) on the CPU backend', () => {
     expect(e.runner.stats.prestagedSteps).toBeGreaterThan(0);
   });
 
+  it('chained decode is the default for graph decode at world size 1 (run 11: the bs-1 step 0.127 -> 0.034 ms of host time)', () => {
+    const { engine: e } = run({ graphs: new EmulatedGraphRuntime(), maxNumSeqs: 8 }, PS, MAXT);
+    expect(e.runner.chainsDecode).toBe(true);
+    expect(e.chainStats.used).toBeGreaterThan(0);
+  });
   it('chained decode (each decode step launched before the tokens of the one before are read) equals eager, no leaks', () => {
     const g = new EmulatedGraphRuntime();
     const { out, records, engine: e } = run({ graphs: g, maxNumSeqs: 8, chainDecode: true }, PS, MAXT);

@@ -1,0 +1,38 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { envCount, envSwitch } from './env-settings.js';
+import { UserError } from './errors.js';
+
+const NAME = 'FASTKERNELS_TEST_ENV_SETTING';
+
+describe('envSwitch / envCount: speed settings from the environment', () => {
+  afterEach(() => {
+    delete process.env[NAME];
+  });
+  it('unset or empty: the fallback', () => {
+    expect(envSwitch(NAME, true)).toBe(true);
+    expect(envSwitch(NAME, false)).toBe(false);
+    process.env[NAME] = '';
+    expect(envCount(NAME, 3)).toBe(3);
+  });
+  it('0 and 1 override either way', () => {
+    process.env[NAME] = '0';
+    expect(envSwitch(NAME, true)).toBe(false);
+    expect(envCount(NAME, 3)).toBe(0);
+    process.env[NAME] = '1';
+    expect(envSwitch(NAME, false)).toBe(true);
+    expect(envCount(NAME, 0)).toBe(1);
+  });
+  for (const bad of ['yes', 'true', '2', ' 1']) {
+    it(`switch '${bad}': an error that names the variable and the fix`, () => {
+      process.env[NAME] = bad;
+      expect(() => envSwitch(NAME, true)).toThrowError(UserError);
+      expect(() => envSwitch(NAME, true)).toThrowError(new RegExp(`${NAME}=${bad.trim()}|${NAME}= 1`));
+    });
+  }
+  for (const bad of ['-1', '1.5', 'eight', '1e3']) {
+    it(`count '${bad}': an error`, () => {
+      process.env[NAME] = bad;
+      expect(() => envCount(NAME, 0)).toThrowError(/expected a whole number/);
+    });
+  }
+});

@@ -1,0 +1,31 @@
+import { UserError } from './errors.js';
+
+/**
+ * Speed settings a process may override from its environment (FASTKERNELS_PDL=0, FASTKERNELS_GEMV_MAX_ROWS=0, ...):
+ * the benches flip them per run to measure each against the shipped default. A value that is not understood is an
+ * error naming the variable and the fix, never a silent default.
+ */
+function raw(name: string): string | undefined {
+  const v = typeof process !== 'undefined' ? process.env[name] : undefined;
+  return v === undefined || v === '' ? undefined : v;
+}
+
+/** A 0/1 switch: unset -> fallback. */
+export function envSwitch(name: string, fallback: boolean): boolean {
+  const v = raw(name);
+  if (v === undefined) return fallback;
+  if (v === '1') return true;
+  if (v === '0') return false;
+  throw new UserError(`${name}=${v}: expected 0 or 1`, { field: name, fix: `set ${name} to 0 or 1, or unset it for the default (${fallback ? 1 : 0})` });
+}
+
+/** A whole number >= 0: unset -> fallback. */
+export function envCount(name: string, fallback: number): number {
+  const v = raw(name);
+  if (v === undefined) return fallback;
+  const n = Number(v);
+  if (!/^\d+$/.test(v) || !Number.isSafeInteger(n)) {
+    throw new UserError(`${name}=${v}: expected a whole number >= 0`, { field: name, fix: `set ${name} to a whole number, or unset it for the default (${fallback})` });
+  }
+  return n;
+}
