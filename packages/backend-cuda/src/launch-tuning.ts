@@ -12,12 +12,19 @@ import { envSwitch } from '@fastkernels/core';
 /** Knobs of kernel launches (the defaults are the shipped, H200-verified choice). */
 export const LAUNCH_TUNING = {
   /**
-   * Launch the kernels of PDL_READY_FILES with LAUNCH_PDL. Run 11 (H200): a captured graph gets programmatic edges,
-   * every spine kernel and the engine's graph decode are right with it (the GPU tests under FASTKERNELS_PDL=1), and
-   * the bs-1 Llama-3-8B decode step went from 4.77 to 4.58 ms with it and chained decode (decode_ab.json).
-   * FASTKERNELS_PDL=0 turns it off for a process (the A/B bench's `plain`).
+   * Launch the kernels of PDL_READY_FILES with LAUNCH_PDL while a CUDA graph is being captured (the decode graphs).
+   * Run 11 (H200): a captured graph gets programmatic edges, every spine kernel and the engine's graph decode are
+   * right with it (the GPU tests under FASTKERNELS_PDL=1), and the bs-1 Llama-3-8B decode step went from 4.77 to 4.58
+   * ms with it and chained decode (decode_ab.json). FASTKERNELS_PDL=0 turns it off for a process (the A/B bench's
+   * `plain`).
    */
   pdl: envSwitch('FASTKERNELS_PDL', true),
+  /**
+   * Also launch them with LAUNCH_PDL outside graph capture. Off: run 11's eager kernel bench was slower with it for
+   * large grids (fused rms_norm T16384 173 against 132 us, T4096 48 against 38), where there is no launch gap to hide.
+   * FASTKERNELS_PDL_EAGER=1 turns it on (the GPU tests check PDL launches eagerly this way).
+   */
+  pdlEager: envSwitch('FASTKERNELS_PDL_EAGER', false),
 };
 
 /**
@@ -38,7 +45,12 @@ export const PDL_READY_FILES: ReadonlySet<string> = new Set([
   'softmax.cu',
 ]);
 
-/** Whether kernels that allow it are launched with LAUNCH_PDL now: the switch is on and the device is sm_90+. */
-export function pdlLaunches(rt: { properties(): { major: number } }): boolean {
+/** Whether PDL launches are on for this device at all: the switch is on and the device is sm_90+. */
+export function pdlAvailable(rt: { properties(): { major: number } }): boolean {
   return LAUNCH_TUNING.pdl && rt.properties().major >= 9;
+}
+
+/** Whether kernels that allow it are launched with LAUNCH_PDL now: available, and a graph capture is on (or pdlEager). */
+export function pdlLaunches(rt: { properties(): { major: number }; readonly capturing?: boolean }): boolean {
+  return pdlAvailable(rt) && (LAUNCH_TUNING.pdlEager || rt.capturing === true);
 }

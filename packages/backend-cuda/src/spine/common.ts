@@ -12,7 +12,7 @@
 import { DTYPE_INFO, Tensor, formatShape, type DType } from '@fastkernels/core';
 import type { CudaKernel } from '../kernel.js';
 import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
-import { PDL_READY_FILES, pdlLaunches } from '../launch-tuning.js';
+import { PDL_READY_FILES, pdlAvailable, pdlLaunches } from '../launch-tuning.js';
 import type { SpineContext } from './context.js';
 
 /** C++ types of the floating dtypes the spine kernels take. */
@@ -45,14 +45,19 @@ export function spineKernel(ctx: SpineContext, file: string, entry: string, defi
 
 /**
  * A kernel of an embedded file with NVRTC options as given. A PDL-ready file (launch-tuning.ts) is compiled with its
- * griddepcontrol instructions (-DFK_PDL=1) and launched with LAUNCH_PDL exactly when PDL launches are on; otherwise
- * the options are untouched and the kernel is the machine code the H200 runs verified.
+ * griddepcontrol instructions (-DFK_PDL=1) and launched with LAUNCH_PDL exactly when PDL launches are on now (in a
+ * graph capture, by default); otherwise the options are untouched and the kernel is the machine code verified without
+ * PDL. Outside a capture the PDL build is compiled and loaded too, so the capture that follows (the engine's eager
+ * warm-up step comes first) never loads a module while the stream is being captured.
  */
 export function fileKernel(ctx: SpineContext, file: string, entry: string, options: readonly string[]): CudaKernel {
   const source = KERNEL_SOURCES[file];
   if (source === undefined) throw new Error(`kernel source ${file} is not embedded (run npm run embed-kernels -w @fastkernels/backend-cuda)`);
-  const pdl = PDL_READY_FILES.has(file) && pdlLaunches(ctx.runtime);
-  return ctx.kernel({ source, entry, name: file, options: pdl ? [...options, '-DFK_PDL=1'] : options, pdl });
+  const ready = PDL_READY_FILES.has(file);
+  const pdlKernel = () => ctx.kernel({ source, entry, name: file, options: [...options, '-DFK_PDL=1'], pdl: true });
+  if (ready && pdlLaunches(ctx.runtime)) return pdlKernel();
+  if (ready && pdlAvailable(ctx.runtime)) pdlKernel().compile();
+  return ctx.kernel({ source, entry, name: file, options, pdl: false });
 }
 
 /**

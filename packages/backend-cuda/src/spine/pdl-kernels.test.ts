@@ -71,19 +71,34 @@ describe('PDL-ready kernels wait before touching memory', () => {
 });
 
 describe('which launches are PDL launches (spineKernel / fileKernel)', () => {
-  const ctxFor = (major: number) => new SpineContext(() => ({ properties: () => ({ major }) }) as unknown as CudaRuntime, {} as CudaOps);
-  const withPdl = <R>(on: boolean, fn: () => R): R => {
-    const was = LAUNCH_TUNING.pdl;
-    LAUNCH_TUNING.pdl = on;
+  // a device of compute capability `major`, in a graph capture or not; compile() is recorded instead of run
+  const ctxFor = (major: number, capturing: boolean) => {
+    const ctx = new SpineContext(() => ({ properties: () => ({ major }), capturing }) as unknown as CudaRuntime, {} as CudaOps);
+    const compiled: string[][] = [];
+    const kernel = ctx.kernel.bind(ctx);
+    ctx.kernel = (spec) => {
+      const k = kernel(spec);
+      k.compile = () => (compiled.push([...(spec.options ?? [])]), k);
+      return k;
+    };
+    return { ctx, compiled };
+  };
+  const withPdl = <R>(pdl: boolean, pdlEager: boolean, fn: () => R): R => {
+    const was = { ...LAUNCH_TUNING };
+    Object.assign(LAUNCH_TUNING, { pdl, pdlEager });
     try {
       return fn();
     } finally {
-      LAUNCH_TUNING.pdl = was;
+      Object.assign(LAUNCH_TUNING, was);
     }
   };
-  it('PDL on, sm_90: a PDL-ready file is built with FK_PDL=1 and launched with LAUNCH_PDL; other files are not', () => {
-    withPdl(true, () => {
-      const ctx = ctxFor(9);
+  it('defaults: PDL on, in graph captures only', () => {
+    expect(LAUNCH_TUNING.pdl).toBe(true);
+    expect(LAUNCH_TUNING.pdlEager).toBe(false);
+  });
+  it('PDL on, sm_90, in a capture: a PDL-ready file is built with FK_PDL=1 and launched with LAUNCH_PDL; other files are not', () => {
+    withPdl(true, false, () => {
+      const { ctx } = ctxFor(9, true);
       const norm = spineKernel(ctx, 'norm.cu', 'fk_rms_norm', { FK_T: '__nv_bfloat16', FK_VEC: 8 });
       expect(norm.spec.pdl).toBe(true);
       expect(norm.spec.options).toEqual(['-DFK_T=__nv_bfloat16', '-DFK_VEC=8', '-DFK_PDL=1']);
@@ -95,13 +110,35 @@ describe('which launches are PDL launches (spineKernel / fileKernel)', () => {
       expect(other.spec.options).toEqual(['-DX=1']);
     });
   });
-  it('PDL off, or an older GPU: the options are exactly the given ones and nothing is a PDL launch', () => {
+  it('PDL on, sm_90, eager: the plain build is launched, and the PDL build is compiled now (no module load in the capture)', () => {
+    withPdl(true, false, () => {
+      const { ctx, compiled } = ctxFor(9, false);
+      const norm = spineKernel(ctx, 'norm.cu', 'fk_rms_norm', { FK_T: '__nv_bfloat16', FK_VEC: 8 });
+      expect(norm.spec.pdl).toBe(false);
+      expect(norm.spec.options).toEqual(['-DFK_T=__nv_bfloat16', '-DFK_VEC=8']);
+      expect(compiled).toEqual([['-DFK_T=__nv_bfloat16', '-DFK_VEC=8', '-DFK_PDL=1']]);
+      fileKernel(ctx, 'runtime.cu', 'fk_axpi', ['-DX=1']); // not PDL-ready: nothing more compiled
+      expect(compiled).toHaveLength(1);
+    });
+  });
+  it('pdlEager: PDL launches outside captures too', () => {
+    withPdl(true, true, () => {
+      const k = spineKernel(ctxFor(9, false).ctx, 'norm.cu', 'fk_rms_norm', { FK_T: '__nv_bfloat16', FK_VEC: 8 });
+      expect(k.spec.pdl).toBe(true);
+      expect(k.spec.options).toContain('-DFK_PDL=1');
+    });
+  });
+  it('PDL off, or an older GPU: the options are exactly the given ones, nothing is a PDL launch or compiled ahead', () => {
     for (const [on, major] of [[false, 9], [true, 8]] as const) {
-      withPdl(on, () => {
-        const k = spineKernel(ctxFor(major), 'norm.cu', 'fk_rms_norm', { FK_T: '__nv_bfloat16', FK_VEC: 8 });
-        expect(k.spec.pdl).toBe(false);
-        expect(k.spec.options).toEqual(['-DFK_T=__nv_bfloat16', '-DFK_VEC=8']);
-      });
+      for (const capturing of [false, true]) {
+        withPdl(on, true, () => {
+          const { ctx, compiled } = ctxFor(major, capturing);
+          const k = spineKernel(ctx, 'norm.cu', 'fk_rms_norm', { FK_T: '__nv_bfloat16', FK_VEC: 8 });
+          expect(k.spec.pdl).toBe(false);
+          expect(k.spec.options).toEqual(['-DFK_T=__nv_bfloat16', '-DFK_VEC=8']);
+          expect(compiled).toEqual([]);
+        });
+      }
     }
   });
   it('the spine ops build their kernels through spineKernel / fileKernel only (so none misses the PDL build)', () => {
