@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Issue 7, bs-1 decode: the step time under each launch setting, in one process start per setting (no ncu; ~40 s
 # each). Llama-3-8B shape, random bf16 weights, the bs-1 CUDA graph (bench/decode_profile.mjs, its run "a"):
-#   plain   the shipped defaults
+#   plain   all three settings below off (the engine of run 10)
 #   chain   FASTKERNELS_CHAIN_DECODE=1: the next step launched before this one's tokens are read (EngineOptions.chainDecode)
-#   pdl     FASTKERNELS_PDL=1: the spine kernels as programmatic dependent launches (LAUNCH_TUNING.pdl)
+#   pdl     FASTKERNELS_PDL=1: the spine kernels as programmatic dependent launches in the graphs (LAUNCH_TUNING.pdl)
 #   both    both
-#   gemv    both, and the GEMV (fk_gemv_stream) for every M-1 linear: FASTKERNELS_GEMV_MAX_ROWS=1 (LINEAR_TUNING.gemvMaxRows)
+#   gemv    both, and the GEMV (fk_gemv_stream) for every M-1 linear: FASTKERNELS_GEMV_MAX_ROWS=1 (LINEAR_TUNING.gemvMaxRows);
+#           the shipped defaults since run 11
 # Writes $OUT/decode_ab.json ({ commit, settings: { name: { stepMs, graphReplayMs, decodeTokS, hostMs, rc } } }) and
 # prints a table last.
 #   OUT=/tmp/out dist/gpu-host/bench/h200-decode-ab.sh [SETTING ...]      (default: plain chain pdl both gemv)
