@@ -53,6 +53,27 @@ __device__ __forceinline__ float fk_dot16(const uint4& w, const uint4& x, float 
   return fk_dot32(w.w, x.w, acc, tag);
 }
 
+// Row n's M sums reduced over the warp (every lane ends with every sum), then lane m stores y[m, n] (+ bias[n], added in
+// fp32 first; one rounding). Constant indices into acc: it stays in registers.
+__device__ __forceinline__ void fk_gemv_store_row(float (&acc)[FK_M], int M, int lane, FK_T* __restrict__ y, const FK_T* __restrict__ bias,
+                                                  int N, int n) {
+#pragma unroll
+  for (int m = 0; m < FK_M; ++m) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], o);
+  }
+#pragma unroll
+  for (int m = 0; m < FK_M; ++m) {
+    if (m < M && lane == m) {
+      float v = acc[m];
+#if FK_BIAS
+      v += fk_f(bias[n]);
+#endif
+      fk_set(y[(long long)m * N + n], v);
+    }
+  }
+}
+
 // y [M, N] (contiguous); x rows at stride xs (elements); w [N, K] contiguous; bias [N] (read only when FK_BIAS).
 extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_gemv(FK_T* __restrict__ y, const FK_T* __restrict__ x, const FK_T* __restrict__ w,
                                                                      const FK_T* __restrict__ bias, int M, int N, int K, long long xs) {
@@ -92,22 +113,7 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_gemv(FK_T* __rest
   }
 
   if (!waited) fk_pdl_wait();  // a lane past a short row (K / FK_VEC < 32) still stores below: wait first
-#pragma unroll
-  for (int m = 0; m < FK_M; ++m) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], o);
-  }
-  // every lane holds every sum; lane m stores row m (constant indices into acc: it stays in registers)
-#pragma unroll
-  for (int m = 0; m < FK_M; ++m) {
-    if (m < M && lane == m) {
-      float v = acc[m];
-#if FK_BIAS
-      v += fk_f(bias[n]);
-#endif
-      fk_set(y[(long long)m * N + n], v);
-    }
-  }
+  fk_gemv_store_row(acc, M, lane, y, bias, N, n);
 }
 
 // fk_gemv_stream: the same product (same per-lane order and the same shuffle tree, so the same bits as fk_gemv), laid
@@ -169,22 +175,9 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32)
         for (int m = 0; m < FK_M; ++m)
           if (m < M) acc[m] = fk_dot16(buf[u], __ldg(reinterpret_cast<const uint4*>(x + m * xs) + j), acc[m]);
         if (++inRow == cpr) {  // the row is done (warp-uniform): reduce, store, start the next
+          fk_gemv_store_row(acc, M, lane, y, bias, N, row);
 #pragma unroll
-          for (int m = 0; m < FK_M; ++m) {
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], o);
-          }
-#pragma unroll
-          for (int m = 0; m < FK_M; ++m) {
-            if (m < M && lane == m) {
-              float v = acc[m];
-#if FK_BIAS
-              v += fk_f(bias[row]);
-#endif
-              fk_set(y[(long long)m * N + row], v);
-            }
-            acc[m] = 0.f;
-          }
+          for (int m = 0; m < FK_M; ++m) acc[m] = 0.f;
           inRow = 0;
           row += W;
         }

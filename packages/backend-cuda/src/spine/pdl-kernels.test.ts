@@ -18,7 +18,7 @@ const WAITS_LATER: Record<string, RegExp> = {
   // streams its first weight vectors (read-only, written by no kernel) before it waits for x and writes y
   fk_gemv: /fk_ld_stream[\s\S]*fk_pdl_wait\(\);[\s\S]*__ldg\(reinterpret_cast<const uint4\*>\(x/,
   // the same: its first FK_UNR chunks of weight load before the wait, x is read and y written after it
-  fk_gemv_stream: /fk_ld_stream[\s\S]*fk_pdl_wait\(\);[\s\S]*__ldg\(reinterpret_cast<const uint4\*>\(x[\s\S]*fk_set\(y/,
+  fk_gemv_stream: /fk_ld_stream[\s\S]*fk_pdl_wait\(\);[\s\S]*__ldg\(reinterpret_cast<const uint4\*>\(x[\s\S]*fk_gemv_store_row\(/,
 };
 
 /** [entry, body] of every extern "C" __global__ function of a source (comments stripped). */
