@@ -28,7 +28,11 @@ export const LINEAR_TUNING = {
    * 4.35 through cuBLAS.
    */
   gemvStream: true,
-  /** Warps per SM of fk_gemv_stream's one-wave grid (run 11: 32 beat 16 at FK_UNR 8). */
+  /**
+   * Warps per SM of fk_gemv_stream's one-wave grid (run 11: 32 beat 16 at FK_UNR 8). The grid is one wave only if
+   * that many fit: at FK_UNR 8 the kernel takes 58-64 registers (M 1-8), so 32; 48 needs FK_UNR 4 (32 registers), which
+   * run 11's last lab call measured 0.5% ahead on the step's chain of products (not yet in the engine's step).
+   */
   gemvStreamWarpsPerSm: 32,
   /** Warps (= output rows) per block of fk_gemv, and warps per block of fk_gemv_stream (FK_WARPS). */
   gemvWarps: 8,
