@@ -170,3 +170,19 @@ export class VocabParallelEmbedding extends Module {
     expect(report.results.every((x) => x.task === 'L1/embedding' && x.status === 'PASSED')).toBe(true);
   });
 });
+
+describe('bad speed settings in the environment (read as the modules load; FASTKERNELS_CHAIN_DECODE is read by the engine, inside a command)', () => {
+  for (const [name, value, want] of [
+    ['FASTKERNELS_PDL', 'yes', /FASTKERNELS_PDL: expected 0 or 1, got 'yes'/],
+    ['FASTKERNELS_GEMV_MAX_ROWS', '-1', /FASTKERNELS_GEMV_MAX_ROWS: expected a whole number >= 0, got '-1'/],
+  ] as const) {
+    it(`${name}=${value}: exit 2, the variable and the fix, no stack trace`, () => {
+      const r = cli(['list'], { env: { [name]: value } });
+      expect(r.code, r.stderr + r.stdout).toBe(2);
+      expect(r.stderr).toMatch(/^fastkernels: error: /);
+      expect(r.stderr).toMatch(want);
+      expect(r.stderr).toMatch(/fix: set /);
+      expect(r.stderr).not.toMatch(STACK);
+    });
+  }
+});

@@ -1,7 +1,17 @@
 #!/usr/bin/env node
-import { main } from './app.js';
+import { UserError } from '@fastkernels/core';
 
-process.exitCode = await main(process.argv.slice(2));
+// app.js is imported here rather than statically: modules read their FASTKERNELS_* speed settings as they load
+// (launch-tuning, linear), and a bad value must come out as the CLI's one-line error, not an import-time stack trace.
+let app: typeof import('./app.js');
+try {
+  app = await import('./app.js');
+} catch (e) {
+  if (!(e instanceof UserError)) throw e;
+  process.stderr.write(`fastkernels: error: ${e.describe()}\n`);
+  process.exit(2);
+}
+process.exitCode = await app.main(process.argv.slice(2));
 // A rank of `fastkernels launch` (e.g. `generate --tp N`) must end when its command has: should a native handle
 // (CUDA, NCCL) keep the event loop alive, leave after a grace period for stdout to drain. Unref'd: it never delays
 // a normal exit.

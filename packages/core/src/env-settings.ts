@@ -16,7 +16,7 @@ export function envSwitch(name: string, fallback: boolean): boolean {
   if (v === undefined) return fallback;
   if (v === '1') return true;
   if (v === '0') return false;
-  throw new UserError(`${name}=${v}: expected 0 or 1`, { field: name, fix: `set ${name} to 0 or 1, or unset it for the default (${fallback ? 1 : 0})` });
+  throw new UserError(`expected 0 or 1, got '${v}'`, { field: name, fix: `set ${name} to 0 or 1, or unset it for the default (${fallback ? 1 : 0})` });
 }
 
 /** A whole number >= 0: unset -> fallback. */
@@ -25,7 +25,7 @@ export function envCount(name: string, fallback: number): number {
   if (v === undefined) return fallback;
   const n = Number(v);
   if (!/^\d+$/.test(v) || !Number.isSafeInteger(n)) {
-    throw new UserError(`${name}=${v}: expected a whole number >= 0`, { field: name, fix: `set ${name} to a whole number, or unset it for the default (${fallback})` });
+    throw new UserError(`expected a whole number >= 0, got '${v}'`, { field: name, fix: `set ${name} to a whole number, or unset it for the default (${fallback})` });
   }
   return n;
 }
