@@ -5,7 +5,8 @@
 // kernels: fk_gemv streams its weights in before it waits for x.
 // fk_pdl_entry is the first statement of every kernel in the files src/launch-tuning.ts lists (a CPU test checks it).
 // The instructions are compiled in only with -DFK_PDL=1, which the host passes exactly when it launches the kernel
-// with LAUNCH_PDL (LAUNCH_TUNING.pdl on an sm_90+ device): with PDL off the machine code is the same as without them.
+// with LAUNCH_PDL (on an sm_90+ device, in CUDA graph captures: launch-tuning.ts): otherwise the machine code is the same
+// as without them.
 #pragma once
 #ifndef FK_PDL
 #define FK_PDL 0

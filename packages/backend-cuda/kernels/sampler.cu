@@ -353,7 +353,7 @@ extern "C" __global__ void __launch_bounds__(512) fk_sample(long long* __restric
 }
 
 // =====================================================================================================
-// Multi-CTA path (SAMPLER_TUNING.multiCta, src/spine/sampler.ts; off by default until measured on the H200).
+// Multi-CTA path (src/spine/sampler.ts: taken from SAMPLER_TUNING.multiCtaMinSampledRows drawing rows on, run 10).
 // The same algorithm, each row split over C CTAs of FK_MT threads (contiguous slices of `chunk` elements,
 // a multiple of 64), as a fixed sequence of small kernels with no host sync (graph-capturable):
 //   fk_ms_max    (C, B)  per-slice argmax -> part[b][c]; zeroes the row's global histograms
