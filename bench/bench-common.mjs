@@ -1,7 +1,7 @@
 // What the bench scripts (bench/*.mjs, bundled by tools/gpu-host-bundle.mjs) share: flag parsing, the CUDA backend or
 // a clear exit, and the launch settings a timing depends on (recorded in each JSON).
-import { CudaBackend, LAUNCH_TUNING, LINEAR_TUNING } from '@fastkernels/backend-cuda';
-import { envSwitch } from '@fastkernels/core';
+import { CudaBackend, LAUNCH_TUNING, LINEAR_TUNING, ROTARY_TUNING } from '@fastkernels/backend-cuda';
+import { chainDecodeDefault } from '@fastkernels/model-zoo';
 
 /** `--name value` and `--flag` lookups over argv (default: this process's arguments). */
 export function benchArgs(argv = process.argv.slice(2)) {
@@ -24,14 +24,18 @@ export function cudaBackendOrExit(label) {
 }
 
 /**
- * The speed settings in force (FASTKERNELS_PDL, FASTKERNELS_CHAIN_DECODE, FASTKERNELS_GEMV_MAX_ROWS), for the JSON's
- * settings.
+ * The speed settings in force (defaults, or FASTKERNELS_PDL / _PDL_EAGER / _CHAIN_DECODE / _GEMV_MAX_ROWS), for the
+ * JSON's settings. chainDecode is the engine's default; the engine itself chains only graph decode at world size 1.
  */
 export function launchSettings() {
   return {
     pdl: LAUNCH_TUNING.pdl,
-    chainDecode: envSwitch('FASTKERNELS_CHAIN_DECODE', true), // as the engine reads it (EngineOptions.chainDecode)
+    pdlEager: LAUNCH_TUNING.pdlEager,
+    chainDecode: chainDecodeDefault(),
     gemvMaxRows: LINEAR_TUNING.gemvMaxRows,
     gemvStream: LINEAR_TUNING.gemvStream,
+    gemvStreamWarpsPerSm: LINEAR_TUNING.gemvStreamWarpsPerSm,
+    gemvUnroll: LINEAR_TUNING.gemvUnroll,
+    rotaryBlocksPerSm: ROTARY_TUNING.blocksPerSm,
   };
 }

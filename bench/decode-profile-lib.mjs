@@ -331,7 +331,8 @@ function cli(argv) {
     commit: opt('--commit', '') || null,
     gpu: run?.device ?? ncuRun?.device ?? null,
     stepMs: run?.stepMs ?? null,
-    // programmatic dependent launch on (FASTKERNELS_PDL=1) for the timed run; null from runs that did not record it
+    // programmatic dependent launches in the decode graphs (LAUNCH_TUNING.pdl) for the timed run; null from runs that
+    // did not record it
     pdl: run?.settings?.pdl ?? null,
     chainDecode: run?.settings?.chainDecode ?? null,
     meanHostMs: run?.meanHostMs ?? null,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 7, bs-1 decode: the step time under each launch setting, in one process start per setting (no ncu; ~40 s
 # each). Llama-3-8B shape, random bf16 weights, the bs-1 CUDA graph (bench/decode_profile.mjs, its run "a"):
-#   plain   all three settings below off (the engine of run 10)
+#   plain   the three settings below off (run 10's engine, but with rotary at 16 blocks per SM, no matter at bs 1)
 #   chain   FASTKERNELS_CHAIN_DECODE=1: the next step launched before this one's tokens are read (EngineOptions.chainDecode)
 #   pdl     FASTKERNELS_PDL=1: the spine kernels as programmatic dependent launches in the graphs (LAUNCH_TUNING.pdl)
 #   both    both

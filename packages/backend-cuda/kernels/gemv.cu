@@ -53,6 +53,15 @@ __device__ __forceinline__ float fk_dot16(const uint4& w, const uint4& x, float 
   return fk_dot32(w.w, x.w, acc, tag);
 }
 
+// acc[m] += w . x[m, j..j+FK_VEC) for the M rows of x: the one product step of both GEMVs (their bits agree because
+// each lane sums its vectors in the same order through this). x is kilobytes and re-read by every warp: L1/L2 hits
+// through the read-only cache.
+__device__ __forceinline__ void fk_gemv_step(float (&acc)[FK_M], const uint4& w, const FK_T* __restrict__ x, long long xs, int M, int j) {
+#pragma unroll
+  for (int m = 0; m < FK_M; ++m)
+    if (m < M) acc[m] = fk_dot16(w, __ldg(reinterpret_cast<const uint4*>(x + m * xs) + j), acc[m]);
+}
+
 // Row n's M sums reduced over the warp (every lane ends with every sum), then lane m stores y[m, n] (+ bias[n], added in
 // fp32 first; one rounding). Constant indices into acc: it stays in registers.
 __device__ __forceinline__ void fk_gemv_store_row(float (&acc)[FK_M], int M, int lane, FK_T* __restrict__ y, const FK_T* __restrict__ bias,
@@ -103,12 +112,7 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_gemv(FK_T* __rest
 #pragma unroll
     for (int u = 0; u < FK_UNR; ++u) {
       const int j = j0 + u * 32;
-      if (j < nv) {
-        // x is kilobytes and re-read by every warp: L1/L2 hits through the read-only cache
-#pragma unroll
-        for (int m = 0; m < FK_M; ++m)
-          if (m < M) acc[m] = fk_dot16(wv[u], __ldg(reinterpret_cast<const uint4*>(x + m * xs) + j), acc[m]);
-      }
+      if (j < nv) fk_gemv_step(acc, wv[u], x, xs, M, j);
     }
   }
 
@@ -170,10 +174,7 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32)
 #pragma unroll
     for (int u = 0; u < FK_UNR; ++u) {
       if (c0 + u < total) {
-        const int j = inRow * 32 + lane;
-#pragma unroll
-        for (int m = 0; m < FK_M; ++m)
-          if (m < M) acc[m] = fk_dot16(buf[u], __ldg(reinterpret_cast<const uint4*>(x + m * xs) + j), acc[m]);
+        fk_gemv_step(acc, buf[u], x, xs, M, inRow * 32 + lane);
         if (++inRow == cpr) {  // the row is done (warp-uniform): reduce, store, start the next
           fk_gemv_store_row(acc, M, lane, y, bias, N, row);
 #pragma unroll

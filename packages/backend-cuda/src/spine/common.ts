@@ -47,16 +47,16 @@ export function spineKernel(ctx: SpineContext, file: string, entry: string, defi
  * A kernel of an embedded file with NVRTC options as given. A PDL-ready file (launch-tuning.ts) is compiled with its
  * griddepcontrol instructions (-DFK_PDL=1) and launched with LAUNCH_PDL exactly when PDL launches are on now (in a
  * graph capture, by default); otherwise the options are untouched and the kernel is the machine code verified without
- * PDL. Outside a capture the PDL build is compiled and loaded too, so the capture that follows (the engine's eager
- * warm-up step comes first) never loads a module while the stream is being captured.
+ * PDL. Run eagerly where captures would use PDL, the PDL build is queued to be compiled before the next capture starts
+ * (the engine runs each decode shape eagerly first), so no module is loaded while a stream is being captured.
  */
 export function fileKernel(ctx: SpineContext, file: string, entry: string, options: readonly string[]): CudaKernel {
   const source = KERNEL_SOURCES[file];
   if (source === undefined) throw new Error(`kernel source ${file} is not embedded (run npm run embed-kernels -w @fastkernels/backend-cuda)`);
   const ready = PDL_READY_FILES.has(file);
-  const pdlKernel = () => ctx.kernel({ source, entry, name: file, options: [...options, '-DFK_PDL=1'], pdl: true });
-  if (ready && pdlLaunches(ctx.runtime)) return pdlKernel();
-  if (ready && pdlAvailable(ctx.runtime)) pdlKernel().compile();
+  const pdlSpec = () => ({ source, entry, name: file, options: [...options, '-DFK_PDL=1'], pdl: true });
+  if (ready && pdlLaunches(ctx.runtime)) return ctx.kernel(pdlSpec());
+  if (ready && pdlAvailable(ctx.runtime)) ctx.compileBeforeCapture(pdlSpec());
   return ctx.kernel({ source, entry, name: file, options, pdl: false });
 }
 

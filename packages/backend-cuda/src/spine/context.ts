@@ -1,6 +1,8 @@
 import { CudaKernel, type CudaKernelSpec } from '../kernel.js';
 import type { CudaOps } from '../ops.js';
-import type { CudaRuntime } from '../runtime.js';
+import { captureHooks, type CudaRuntime } from '../runtime.js';
+
+const keyOf = (spec: CudaKernelSpec) => `${spec.name ?? ''}|${spec.entry}|${(spec.options ?? []).join(' ')}`;
 
 /**
  * What the spine kernels (rms_norm, attention, ...) need from the backend: the runtime (device
@@ -9,11 +11,18 @@ import type { CudaRuntime } from '../runtime.js';
  */
 export class SpineContext {
   private readonly kernels = new Map<string, CudaKernel>();
+  /** Builds a graph capture will want (the PDL builds of kernels run eagerly), compiled before the next capture. */
+  private readonly beforeCapture = new Map<string, CudaKernelSpec>();
 
   constructor(
     private readonly runtimeFn: () => CudaRuntime,
     readonly ops: CudaOps,
-  ) {}
+  ) {
+    // a module must not be loaded while a stream is captured: compile what the capture will launch first
+    captureHooks.push((rt) => {
+      if (this.beforeCapture.size > 0 && rt === this.runtimeFn()) this.compileForCapture();
+    });
+  }
 
   get runtime(): CudaRuntime {
     return this.runtimeFn();
@@ -25,13 +34,25 @@ export class SpineContext {
   }
 
   kernel(spec: CudaKernelSpec): CudaKernel {
-    const key = `${spec.name ?? ''}|${spec.entry}|${(spec.options ?? []).join(' ')}`;
+    const key = keyOf(spec);
     let k = this.kernels.get(key);
     if (!k) {
       k = new CudaKernel(spec);
       this.kernels.set(key, k);
     }
     return k;
+  }
+
+  /** Compile `spec` before the next graph capture starts (not now: a process that never captures never needs it). */
+  compileBeforeCapture(spec: CudaKernelSpec): void {
+    const key = keyOf(spec);
+    if (!this.beforeCapture.has(key) && !this.kernels.get(key)?.compiled) this.beforeCapture.set(key, spec);
+  }
+
+  /** Compile every build compileBeforeCapture asked for (the capture hook; public for tests). */
+  compileForCapture(): void {
+    for (const spec of this.beforeCapture.values()) this.kernel(spec).compile();
+    this.beforeCapture.clear();
   }
 }
 

@@ -3,7 +3,7 @@
  * the float64 CPU backend and vs the cuBLASLt path (and fk_gemv_stream vs fk_gemv: the same bits), the fallbacks to
  * cuBLASLt (K not a multiple of the vector, unaligned x, M > 8), plus
  * `kernel-speed: linear M<m> N<n> K<k> [cublaslt|gemv|gemv-stream] <us> us = <GB/s> GB/s (<% of copy>)` lines for the
- * Llama-3-8B projections at M 1, 4 and 8 (printed, not asserted: the default of gemvMaxRows is to be set from them).
+ * Llama-3-8B projections at M 1, 4 and 8 (printed, not asserted; they set gemvMaxRows, 1 since run 11).
  */
 import { Tensor, type DType } from '@fastkernels/core';
 import { describe, it } from 'vitest';
@@ -21,35 +21,55 @@ const ON = { gemvMaxRows: 8 };
 const ROWS = { gemvMaxRows: 8, gemvStream: false }; // fk_gemv wherever a GEMV is taken
 const OFF = { gemvMaxRows: 0 };
 
-/** Which path one linear call took: cuBLASLt when it called gemmInto, else the GEMV. */
-function withPath(fn: () => Tensor): { y: Tensor; path: 'cublaslt' | 'gemv' } {
+/**
+ * Which path one linear call took: cuBLASLt when it called gemmInto, else the GEMV; `kernel` names the GEMV entry
+ * the spine context handed out (fk_gemv or fk_gemv_stream).
+ */
+function withPath(fn: () => Tensor): { y: Tensor; path: 'cublaslt' | 'gemv'; kernel: string | null } {
   const ops = gpu().ops;
+  const ctx = ops.spine;
   const orig = ops.gemmInto.bind(ops);
+  const origKernel = ctx.kernel.bind(ctx);
   let gemms = 0;
+  let kernel: string | null = null;
   ops.gemmInto = (...args: Parameters<typeof orig>) => {
     gemms++;
     return orig(...args);
   };
+  ctx.kernel = (spec) => {
+    if (spec.entry.startsWith('fk_gemv')) kernel = spec.entry;
+    return origKernel(spec);
+  };
   try {
     const y = fn();
-    return { y, path: gemms > 0 ? 'cublaslt' : 'gemv' };
+    return { y, path: gemms > 0 ? 'cublaslt' : 'gemv', kernel };
   } finally {
-    Reflect.deleteProperty(ops, 'gemmInto'); // back to the prototype's method
+    Reflect.deleteProperty(ops, 'gemmInto'); // back to the prototype's methods
+    Reflect.deleteProperty(ctx, 'kernel');
   }
 }
 
-/** linear on the GPU with the switch on: the path must be `want`; the result matches the CPU and the cuBLASLt path. */
-/** With a GEMV taken, both kernels are run: fk_gemv_stream where K allows it (ON) must give fk_gemv's bits (ROWS). */
+/** The GEMV entry ON should take for K (fk_gemv_stream when K splits into chunks of 32 vectors, chooseLinearPath). */
+const streamEntry = (dtype: DType, K: number) => (K % (32 * (16 / (dtype === 'f32' ? 4 : 2))) === 0 ? 'fk_gemv_stream' : 'fk_gemv');
+
+/**
+ * linear on the GPU with the switch on: the path must be `want`; the result matches the CPU and the cuBLASLt path.
+ * With a GEMV taken, both kernels run: the one ON picks (fk_gemv_stream where K allows it) and fk_gemv (ROWS), with the
+ * same bits.
+ */
 function check(x: Tensor, w: Tensor, b: Tensor | null, gx: Tensor, gw: Tensor, gb: Tensor | null, want: 'cublaslt' | 'gemv', label: string): void {
   const dtype = x.dtype;
   const expected = cpu().ops.linear(x, w, b);
   poison(expected.numel, expected.numel);
   const on = withLinear(ON, () => withPath(() => gpu().ops.linear(gx, gw, gb)));
   if (on.path !== want) throw new Error(`${label}: took ${on.path}, expected ${want}`);
-  expectClose(on.y, expected, TOL[dtype]!, `${label} [${on.path}] vs float64`);
+  const K = gw.shape[1]!;
+  if (want === 'gemv' && on.kernel !== streamEntry(dtype, K)) throw new Error(`${label}: ran ${on.kernel}, expected ${streamEntry(dtype, K)}`);
+  expectClose(on.y, expected, TOL[dtype]!, `${label} [${on.kernel ?? on.path}] vs float64`);
   if (want === 'gemv') {
     poison(expected.numel, expected.numel);
     const rows = withLinear(ROWS, () => withPath(() => gpu().ops.linear(gx, gw, gb)));
+    if (rows.kernel !== 'fk_gemv') throw new Error(`${label}: gemvStream off ran ${rows.kernel}`);
     expectClose(on.y, rows.y, { atol: 0, rtol: 0 }, `${label} fk_gemv_stream vs fk_gemv (same summation order)`);
     rows.y.dispose();
   }
@@ -79,6 +99,22 @@ describe('linear GEMV path (gemvMaxRows 8) vs the float64 CPU backend and cuBLAS
       });
     }
   }
+
+  // fk_gemv_stream's main path: several rows a warp (10007 rows over ~4224 warps: 3 or 2) and more chunks a row (16)
+  // than FK_UNR, so the load ring wraps inside rows and across row ends, as in qkv, gate_up and lm_head
+  it('bf16 N10007 K4096: M 1 and 3, bias and none (several rows a warp, the ring across row ends)', G, () => {
+    const [N, K] = [10007, 4096];
+    const w = randCpu([N, K], 'bf16', 77, 1 / Math.sqrt(K));
+    const b = randCpu([N], 'bf16', 78, 0.5);
+    const [gw, gb] = [toGpu(w), toGpu(b)];
+    for (const M of [1, 3]) {
+      const x = randCpu([M, K], 'bf16', 79 + M);
+      const gx = toGpu(x);
+      for (const bias of [false, true]) check(x, w, bias ? b : null, gx, gw, bias ? gb : null, 'gemv', `bf16 M${M} N${N} K${K}${bias ? ' + bias' : ''}`);
+      gx.dispose();
+    }
+    for (const t of [gw, gb]) t.dispose();
+  });
 
   it('K not a multiple of the vector: cuBLASLt, and right', G, () => {
     for (const [dtype, K] of [['bf16', 100], ['f16', 4100], ['f32', 102]] as [DType, number][]) {
@@ -141,6 +177,7 @@ describe('linear GEMV as a programmatic dependent launch (LAUNCH_TUNING.pdl, sm_
           poison(K / 2, K / 2); // the size of the bf16 rms_norm output
           const got = withPdl(pdl, () => withLinear({ gemvMaxRows: 1, gemvStream }, () => withPath(() => gpu().ops.linear(gpu().ops.rmsNorm(gx, gnw, 1e-5), gw, null))));
           if (got.path !== 'gemv') throw new Error(`took ${got.path}`);
+          if (got.kernel !== (gemvStream ? 'fk_gemv_stream' : 'fk_gemv')) throw new Error(`gemvStream ${gemvStream} ran ${got.kernel}`);
           expectClose(got.y, expected, TOL.bf16!, `${gemvStream ? 'fk_gemv_stream' : 'fk_gemv'} pdl ${pdl} rep ${rep} vs float64`);
           got.y.dispose();
         }
@@ -168,7 +205,8 @@ describe('linear speed: cuBLASLt vs the GEMV at M 1, 4, 8 (printed, not asserted
         x.fill_(0.5);
         const bytes = N * K * 2 + M * K * 2 + M * N * 2;
         for (const [name, patch] of [['cublaslt', OFF], ['gemv', ROWS], ['gemv-stream', ON]] as const) {
-          const ms = withLinear(patch, () => graphMs((i) => b.ops.linear(x, ws[i % copies]!, null).dispose(), inner));
+          // PDL off: kernel against kernel (cuBLASLt's are ordinary launches; the PDL pairs are timed below)
+          const ms = withPdl(false, () => withLinear(patch, () => graphMs((i) => b.ops.linear(x, ws[i % copies]!, null).dispose(), inner)));
           const gbs = bytes / ms / 1e6;
           lines.push(`kernel-speed: linear M${M} N${N} K${K} [${name}] ${(ms * 1e3).toFixed(1)} us = ${gbs.toFixed(0)} GB/s (${((gbs / copyGBs) * 100).toFixed(0)}% of copy; in a CUDA graph)`);
         }

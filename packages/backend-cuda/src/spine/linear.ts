@@ -7,6 +7,7 @@
  */
 import { Tensor, envCount, formatShape, type DType } from '@fastkernels/core';
 import { matrixLayout } from '../blaslt.js';
+import type { CudaKernel } from '../kernel.js';
 import type { SpineContext } from './context.js';
 import { FLOAT_CTYPE, asDType, contiguousOf, disposeAll, floatCType, itemsizeOf, ptr, spineKernel } from './common.js';
 
@@ -29,9 +30,9 @@ export const LINEAR_TUNING = {
    */
   gemvStream: true,
   /**
-   * Warps per SM of fk_gemv_stream's one-wave grid (run 11: 32 beat 16 at FK_UNR 8). The grid is one wave only if
-   * that many fit: at FK_UNR 8 the kernel takes 58-64 registers (M 1-8), so 32; 48 needs FK_UNR 4 (32 registers), which
-   * run 11's last lab call measured 0.5% ahead on the step's chain of products (not yet in the engine's step).
+   * Warps per SM of fk_gemv_stream's one-wave grid (run 11: 32 beat 16 at FK_UNR 8), capped by what fits (the kernel's
+   * occupancy: at FK_UNR 8, bf16 takes 58-64 registers, so 32; f32 at M 6-8 takes 78-80, so 24). 48 needs FK_UNR 4 (32
+   * registers), which run 11's last lab call measured 0.5% ahead on the step's chain of products (not yet in the step).
    */
   gemvStreamWarpsPerSm: 32,
   /** Warps (= output rows) per block of fk_gemv, and warps per block of fk_gemv_stream (FK_WARPS). */
@@ -68,8 +69,9 @@ export function chooseLinearPath(s: LinearShape, tuning = LINEAR_TUNING): Linear
 }
 
 /**
- * fk_gemv_stream's grid: one wave of at most multiprocessors * warpsPerSm warps, as few as give every warp the same
- * number of rows (ceil(N / max) of them; the kernel deals rows w, w + W, ... to warp w), in blocks of warpsPerBlock.
+ * fk_gemv_stream's grid: one wave of at most multiprocessors * warpsPerSm warps, as few as still give each warp at
+ * most ceil(N / max) rows (the kernel deals rows w, w + W, ... to warp w: shares differ by one row at most), in blocks
+ * of warpsPerBlock.
  */
 export function gemvStreamGrid(N: number, multiprocessors: number, warpsPerSm: number, warpsPerBlock: number): number {
   const most = Math.max(1, multiprocessors * warpsPerSm);
@@ -127,10 +129,13 @@ export function linear(ctx: SpineContext, x: Tensor, weight: Tensor, bias: Tenso
           FK_WARPS: warps,
           FK_BIAS: b ? 1 : 0,
         });
-        const blocks = path === 'gemv-stream' ? gemvStreamGrid(N, ctx.multiprocessors, LINEAR_TUNING.gemvStreamWarpsPerSm, warps) : Math.ceil(N / warps);
-        // Under LAUNCH_TUNING.pdl a programmatic dependent launch: gemv.cu reads its first weight vectors before it
-        // waits for the kernel before it, which is only right when that kernel did not write them; a weight converted
-        // or copied just above was, so that launch is an ordinary one (the kernel's wait then returns at once).
+        const blocks =
+          path === 'gemv-stream'
+            ? gemvStreamGrid(N, ctx.multiprocessors, Math.min(LINEAR_TUNING.gemvStreamWarpsPerSm, residentWarpsPerSm(k, warps)), warps)
+            : Math.ceil(N / warps);
+        // A programmatic dependent launch when PDL launches are on (in graph captures): gemv.cu reads its first weight
+        // vectors before it waits for the kernel before it, which is only right when that kernel did not write them; a
+        // weight converted or copied just above was, so that launch is an ordinary one (its wait then returns at once).
         k.launch(blocks, warps * 32, 0, [out, a, w, b ? ptr(b) : 0, M, N, K, M === 1 ? K : a.strides[0]!], undefined, w === weight ? undefined : 0);
         return out;
       }
@@ -142,6 +147,17 @@ export function linear(ctx: SpineContext, x: Tensor, weight: Tensor, bias: Tenso
   } finally {
     disposeAll(temps);
   }
+}
+
+/** Warps of `k` an SM holds at once in blocks of `warps` (registers decide: f32 at M 6-8 takes 78-80, so 3 blocks). */
+const residentWarps = new WeakMap<CudaKernel, number>();
+function residentWarpsPerSm(k: CudaKernel, warps: number): number {
+  let n = residentWarps.get(k);
+  if (n === undefined) {
+    n = Math.max(1, k.occupancy(warps * 32).activeBlocksPerSM) * warps;
+    residentWarps.set(k, n);
+  }
+  return n;
 }
 
 function addressable(t: Tensor): boolean {

@@ -46,6 +46,11 @@ export interface EngineOptions {
   readonly log?: (line: string) => void;
 }
 
+/** EngineOptions.chainDecode when not given: on (run 11), FASTKERNELS_CHAIN_DECODE=0 turns it off for a process. */
+export function chainDecodeDefault(): boolean {
+  return envSwitch('FASTKERNELS_CHAIN_DECODE', true);
+}
+
 export interface RequestOutput {
   readonly requestId: number;
   readonly promptIds: number[];
@@ -172,7 +177,7 @@ export class LLMEngine {
     this.scheduler = new Scheduler({ maxNumBatchedTokens, maxNumSeqs, chunkedPrefill }, this.blockManager);
     const runnerConfig = { maxNumBatchedTokens, maxNumSeqs, maxModelLen, maxGraphBatch };
     this.runner = new EngineRunner(model, ctx, this.kvCache, this.blockManager, { ...runnerConfig, graphs: graphRt ?? false }, io);
-    const chain = options.chainDecode ?? envSwitch('FASTKERNELS_CHAIN_DECODE', true);
+    const chain = options.chainDecode ?? chainDecodeDefault();
     this.runner.chainsDecode = chain && this.tp.world === 1;
     try {
       const t0 = performance.now();

@@ -89,7 +89,7 @@ describe('LLMEngine (continuous batching) on the CPU backend', () => {
     expect(e.runner.stats.prestagedSteps).toBeGreaterThan(0);
   });
 
-  it('chained decode is the default for graph decode at world size 1 (run 11: the bs-1 step 0.127 -> 0.034 ms of host time)', () => {
+  it.skipIf(process.env.FASTKERNELS_CHAIN_DECODE !== undefined)('chained decode is the default for graph decode at world size 1 (run 11: host 0.127 -> 0.04 ms a bs-1 step)', () => {
     const { engine: e } = run({ graphs: new EmulatedGraphRuntime(), maxNumSeqs: 8 }, PS, MAXT);
     expect(e.runner.chainsDecode).toBe(true);
     expect(e.chainStats.used).toBeGreaterThan(0);
