@@ -149,13 +149,18 @@ export function linear(ctx: SpineContext, x: Tensor, weight: Tensor, bias: Tenso
   }
 }
 
-/** Warps of `k` an SM holds at once in blocks of `warps` (registers decide: f32 at M 6-8 takes 78-80, so 3 blocks). */
-const residentWarps = new WeakMap<CudaKernel, number>();
+/**
+ * Warps of `k` an SM holds at once in blocks of `warps` (registers decide: f32 at M 6-8 takes 78-80, so 3 blocks).
+ * Keyed by the specialisation without its PDL define: the eager run (the engine's warm-up) asks for the plain build,
+ * and the PDL build launched in the capture that follows reuses its answer, so no query is made during a capture.
+ */
+const residentWarps = new Map<string, number>();
 function residentWarpsPerSm(k: CudaKernel, warps: number): number {
-  let n = residentWarps.get(k);
+  const key = `${k.spec.entry}|${(k.spec.options ?? []).filter((o) => o !== '-DFK_PDL=1').join(' ')}`;
+  let n = residentWarps.get(key);
   if (n === undefined) {
     n = Math.max(1, k.occupancy(warps * 32).activeBlocksPerSM) * warps;
-    residentWarps.set(k, n);
+    residentWarps.set(key, n);
   }
   return n;
 }
