@@ -1,7 +1,8 @@
 // Issue 7, bs-1 decode: how fast can the step's matrix-vector products go, and does PDL pay between them?
 // A standalone CUDA program (built on the GPU host by bench/h200-gemv-lab.sh with nvcc; no Node needed) that times,
 // in CUDA graphs on the Llama-3-8B shapes at M = 1, bf16:
-//   - fk_gemv (one warp per row), fk_gemv_stream (one wave, rows split evenly, loads always in flight) and cuBLAS,
+//   - fk_gemv (one warp per row), fk_gemv_stream (one wave, rows split evenly, loads always in flight), lab_gemv_dyn
+//     (fk_gemv_stream with rows taken from a counter at run time: a candidate, here only) and cuBLAS,
 //     each alone (8 distinct weight copies per graph, so L2 holds none of them), and after a one-block "norm" kernel
 //     with and without programmatic dependent launch (the pair the decode graph has 64 times a step);
 //   - the 32-layer chain of one decode step (norm, qkv, norm, o, norm, gate_up, act, down; lm_head last), per path and
@@ -54,6 +55,72 @@ extern "C" __global__ void __launch_bounds__(256) lab_norm(T* __restrict__ out, 
   for (int i = threadIdx.x; i < n; i += 256) fk_set(out[i], fk_f(in[i]) * r);
 }
 
+// ---- lab_gemv_dyn: a candidate for the next fk_gemv_stream (run 11 left gate_up at 88% of the read rate, its warps
+// ending unevenly). The same per-row work and order as fk_gemv (so the same bits), but rows are handed out at run time:
+// warp w starts on row w (known before the PDL wait, so its first loads need nothing from the kernel before it), then
+// takes the next free row from a counter as its prefetch crosses a row end (only after the wait), so warps that drew
+// slow rows take fewer. The counter resets itself: the last warp to finish zeroes it for the next launch. Needs
+// cpr >= FK_UNR (K >= 32 * FK_VEC * FK_UNR): the prefetch is then at most one row ahead of the row being summed.
+__device__ unsigned lab_dyn_taken = 0;  // rows handed out after the first W
+__device__ unsigned lab_dyn_done = 0;   // warps finished
+
+extern "C" __global__ void __launch_bounds__(FK_WARPS * 32)
+    lab_gemv_dyn(FK_T* __restrict__ y, const FK_T* __restrict__ x, const FK_T* __restrict__ w, const FK_T* __restrict__ bias, int M, int N,
+                 int K, long long xs) {
+  const int lane = threadIdx.x & 31;
+  const int W = gridDim.x * FK_WARPS;
+  const int nv = K / FK_VEC, cpr = nv / 32;
+  const uint4* w4 = reinterpret_cast<const uint4*>(w) + lane;
+  int crow = blockIdx.x * FK_WARPS + (threadIdx.x >> 5);  // the row being summed
+  int prow = crow, pk = 0, nextRow = N;                    // the row being prefetched and its chunk; the row after crow
+  auto take = [&]() {                                      // the next free row (warp-uniform; after the wait only)
+    unsigned r = 0;
+    if (lane == 0) r = (unsigned)W + atomicAdd(&lab_dyn_taken, 1u);
+    prow = nextRow = (int)min(__shfl_sync(0xffffffffu, r, 0), (unsigned)N);
+    pk = 0;
+  };
+  auto refill = [&]() -> uint4 {
+    const uint4 v = fk_ld_stream(w4 + (long long)(prow < N ? prow : 0) * nv + pk * 32);  // past the end: a harmless re-read
+    if (prow < N && ++pk == cpr) take();
+    return v;
+  };
+  uint4 buf[FK_UNR];
+#pragma unroll
+  for (int u = 0; u < FK_UNR; ++u) buf[u] = fk_ld_stream(w4 + (long long)(crow < N ? crow : 0) * nv + u * 32);  // before the wait
+  pk = FK_UNR;
+  fk_pdl_wait();
+  fk_pdl_trigger();
+  if (crow < N && pk == cpr) take();  // the first row was exactly one ring long
+  float acc[FK_M];
+#pragma unroll
+  for (int m = 0; m < FK_M; ++m) acc[m] = 0.f;
+  int inRow = 0;
+  while (crow < N) {
+#pragma unroll
+    for (int u = 0; u < FK_UNR; ++u) {
+      if (crow < N) {
+        fk_gemv_step(acc, buf[u], x, xs, M, inRow * 32 + lane);
+        if (++inRow == cpr) {
+          fk_gemv_store_row(acc, M, lane, y, bias, N, crow);
+#pragma unroll
+          for (int m = 0; m < FK_M; ++m) acc[m] = 0.f;
+          inRow = 0;
+          crow = nextRow;
+        }
+      }
+      buf[u] = refill();
+    }
+  }
+  if (lane == 0) {
+    __threadfence();
+    if (atomicAdd(&lab_dyn_done, 1u) == (unsigned)W - 1) {  // the last warp: every take is done; reset for the next launch
+      lab_dyn_taken = 0;
+      lab_dyn_done = 0;
+      __threadfence();
+    }
+  }
+}
+
 extern "C" __global__ void lab_fill(T* p, long long n, unsigned seed) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
     unsigned h = (unsigned)i * 2654435761u ^ seed;
@@ -77,8 +144,8 @@ extern "C" __global__ void lab_copy(uint4* __restrict__ dst, const uint4* __rest
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) dst[i] = src[i];
 }
 
-enum Path { GEMV, STREAM, CUBLAS };
-static const char* pathName(Path p) { return p == GEMV ? "gemv" : p == STREAM ? "stream" : "cublas"; }
+enum Path { GEMV, STREAM, DYN, CUBLAS };
+static const char* pathName(Path p) { return p == GEMV ? "gemv" : p == STREAM ? "stream" : p == DYN ? "dyn" : "cublas"; }
 
 struct Lab {
   cudaStream_t s;
@@ -119,6 +186,11 @@ struct Lab {
       const int warps = (N + rows - 1) / rows;
       void* a[] = {&y, &x, &w, &bias, &M, &N, &K, &xs};
       launch((const void*)fk_gemv_stream, dim3((warps + FK_WARPS - 1) / FK_WARPS), dim3(FK_WARPS * 32), a);
+    } else if (p == DYN) {
+      // one wave of sms * warpsPerSm warps in whole blocks (the kernel's W is the grid's), never more than N rows' worth
+      const int blocks = (std::min(N, sms * warpsPerSm) + FK_WARPS - 1) / FK_WARPS;
+      void* a[] = {&y, &x, &w, &bias, &M, &N, &K, &xs};
+      launch((const void*)lab_gemv_dyn, dim3(blocks), dim3(FK_WARPS * 32), a);
     } else {
 #if LAB_CUBLAS
       const float one = 1.f, zero = 0.f;
@@ -225,13 +297,20 @@ int main(int argc, char** argv) {
       L.warpsPerSm = wp;
       CK(cudaMemset(y2, 0xff, sh.N * 2));
       CK(cudaDeviceSynchronize());
-      L.product(STREAM, y2, xa, w, sh.N, sh.K);
-      CK(cudaStreamSynchronize(L.s));
-      CK(cudaMemcpy(r2.data(), y2, sh.N * 2, cudaMemcpyDeviceToHost));
-      int bad = 0;
-      for (int i = 0; i < sh.N; ++i) bad += r1[i] != r2[i];
-      std::printf("gemv-lab: bits %s stream(%d warps/SM) vs gemv: %d of %d differ\n", sh.name, wp, bad, sh.N);
-      if (bad) return 1;
+      for (Path p : {STREAM, DYN}) {
+        if (p == DYN && sh.K / 8 / 32 < FK_UNR) continue;  // lab_gemv_dyn needs K >= 32 * 8 * FK_UNR
+        for (int rep = 0; rep < (p == DYN ? 3 : 1); ++rep) {  // dyn: its counter must have reset between launches
+          CK(cudaMemset(y2, 0xff, sh.N * 2));
+          CK(cudaDeviceSynchronize());
+          L.product(p, y2, xa, w, sh.N, sh.K);
+          CK(cudaStreamSynchronize(L.s));
+          CK(cudaMemcpy(r2.data(), y2, sh.N * 2, cudaMemcpyDeviceToHost));
+          int bad = 0;
+          for (int i = 0; i < sh.N; ++i) bad += r1[i] != r2[i];
+          std::printf("gemv-lab: bits %s %s(%d warps/SM) launch %d vs gemv: %d of %d differ\n", sh.name, pathName(p), wp, rep + 1, bad, sh.N);
+          if (bad) return 1;
+        }
+      }
     }
     CK(cudaFree(w));
   }
@@ -250,6 +329,8 @@ int main(int argc, char** argv) {
     std::vector<std::pair<Path, int>> variants = {{GEMV, 0}};
     if (LAB_CUBLAS) variants.push_back({CUBLAS, 0});
     for (int wp : wps) variants.push_back({STREAM, wp});
+    if (sh.K / 8 / 32 >= FK_UNR)
+      for (int wp : wps) variants.push_back({DYN, wp});
     for (const auto& v : variants) {
       const Path p = v.first;
       const int wp = v.second;
@@ -266,7 +347,7 @@ int main(int argc, char** argv) {
         L.pdl = false;
         const double us = ms * 1e3 / copies;
         char what[96];
-        std::snprintf(what, sizeof what, "%s %s%s%s", sh.name, pathName(p), p == STREAM ? ("(" + std::to_string(wp) + ")").c_str() : "",
+        std::snprintf(what, sizeof what, "%s %s%s%s", sh.name, pathName(p), (p == STREAM || p == DYN) ? ("(" + std::to_string(wp) + ")").c_str() : "",
                       mode == 0 ? "" : mode == 1 ? " +norm" : " +norm pdl");
         const double floorUs = bytes / readGBs / 1e3;
         std::printf("gemv-lab: %-34s %8.2f us  %5.1f%% of read floor (%.2f us)\n", what, us, 100 * floorUs / us, floorUs);
@@ -290,6 +371,8 @@ int main(int argc, char** argv) {
     std::vector<std::pair<Path, int>> variants = {{GEMV, 0}};
     if (LAB_CUBLAS) variants.insert(variants.begin(), {CUBLAS, 0});
     for (int wp : wps) variants.push_back({STREAM, wp});
+    if (4096 / 8 / 32 >= FK_UNR)  // lab_gemv_dyn: every K of the step is at least 4096
+      for (int wp : wps) variants.push_back({DYN, wp});
     for (const auto& v : variants) {
       const Path p = v.first;
       const int wp = v.second;
@@ -315,7 +398,7 @@ int main(int argc, char** argv) {
             10);
         L.pdl = false;
         char what[96];
-        std::snprintf(what, sizeof what, "step chain %s%s%s", pathName(p), p == STREAM ? ("(" + std::to_string(wp) + ")").c_str() : "",
+        std::snprintf(what, sizeof what, "step chain %s%s%s", pathName(p), (p == STREAM || p == DYN) ? ("(" + std::to_string(wp) + ")").c_str() : "",
                       pdl ? " pdl" : "");
         const double floorUs = bytes / readGBs / 1e3;
         std::printf("gemv-lab: %-34s %8.1f us  %5.1f%% of read floor (%.1f us, 161 norms + 129 products)\n", what, ms * 1e3, 100 * floorUs / (ms * 1e3),

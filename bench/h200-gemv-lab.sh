@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 7, bs-1 decode: builds and runs bench/gemv_lab.cu on the GPU host (nvcc there; no Node, no bundle): the step's
-# matrix-vector products at M 1 through fk_gemv, fk_gemv_stream and cuBLAS, alone, after a norm with and without PDL,
-# and as the 32-layer chain of one decode step. Run from the repository's working tree (the lab includes
-# packages/backend-cuda/kernels/gemv.cu). One build per FK_UNR (weight loads in flight per lane).
+# matrix-vector products at M 1 through fk_gemv, fk_gemv_stream, the lab's lab_gemv_dyn and cuBLAS, alone, after a
+# norm with and without PDL, and as the 32-layer chain of one decode step. Run from the repository's working tree (the
+# lab includes packages/backend-cuda/kernels/gemv.cu). One build per FK_UNR (weight loads in flight per lane).
 #   OUT=/tmp/out bench/h200-gemv-lab.sh [FK_UNR ...]     (default 8 16; WARPS_PER_SM="8 16 32" the stream grids;
 #   FK_WARPS=8 warps per block)
 # Writes $OUT/gemv-lab-unr<U>[-w<FK_WARPS>].log per build and prints each build's table.
