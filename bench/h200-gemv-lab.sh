@@ -12,13 +12,13 @@ OUT="${OUT:?set OUT to a folder for the logs}"
 mkdir -p "$OUT"
 NVCC="${NVCC:-nvcc}"
 command -v "$NVCC" >/dev/null || NVCC=/usr/local/cuda/bin/nvcc
-# cuBLAS: the toolkit's, else the pip wheel's (PyTorch's) headers and library
+# cuBLAS: the toolkit's, else the pip wheel's (PyTorch's) headers and library, else none (the lab leaves its rows out)
 blas=(-lcublas)
 if ! echo '#include <cublas_v2.h>' | "$NVCC" -x cu -E - >/dev/null 2>&1; then
   wheel="$(python3 -c 'import nvidia.cublas, os; print(list(nvidia.cublas.__path__)[0])' 2>/dev/null || true)"
-  if [ -n "$wheel" ] && [ -e "$wheel/include/cublas_v2.h" ]; then
-    blas=(-I"$wheel/include" -L"$wheel/lib" -l:libcublas.so.13 -Xlinker -rpath="$wheel/lib")
-    ls "$wheel/lib" | grep -q 'libcublas.so.13' || blas=(-I"$wheel/include" -L"$wheel/lib" -l:"$(ls "$wheel/lib" | grep -m1 '^libcublas\.so\.[0-9]*$')" -Xlinker -rpath="$wheel/lib")
+  lib="$( [ -n "$wheel" ] && ls "$wheel/lib" 2>/dev/null | grep -m1 '^libcublas\.so' || true)"
+  if [ -n "$lib" ] && [ -e "$wheel/include/cublas_v2.h" ]; then
+    blas=(-I"$wheel/include" -L"$wheel/lib" -l:"$lib" -Xlinker -rpath="$wheel/lib")
   else
     blas=()
     echo "gemv-lab: no cuBLAS headers found: the cuBLAS rows are left out"
