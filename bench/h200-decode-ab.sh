@@ -7,6 +7,8 @@
 #   both    both
 #   gemv    both, and the GEMV (fk_gemv_stream) for every M-1 linear: FASTKERNELS_GEMV_MAX_ROWS=1 (LINEAR_TUNING.gemvMaxRows);
 #           the shipped defaults since run 11
+#   gemv48  gemv at FK_UNR 4 with 48 warps per SM (FASTKERNELS_GEMV_UNROLL=4 FASTKERNELS_GEMV_WARPS_PER_SM=48; run 11's
+#           last lab call had that 0.5% ahead on the step's chain of products)
 # Writes $OUT/decode_ab.json ({ commit, settings: { name: { stepMs, graphReplayMs, decodeTokS, hostMs, rc } } }) and
 # prints a table last.
 #   OUT=/tmp/out dist/gpu-host/bench/h200-decode-ab.sh [SETTING ...]      (default: plain chain pdl both gemv)
@@ -29,7 +31,8 @@ for s in "${settings[@]}"; do
     pdl) env=(FASTKERNELS_CHAIN_DECODE=0 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=0) ;;
     both) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=0) ;;
     gemv) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1) ;;
-    *) echo "decode-ab: unknown setting '$s' (plain, chain, pdl, both, gemv)" >&2; exit 2 ;;
+    gemv48) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1 FASTKERNELS_GEMV_UNROLL=4 FASTKERNELS_GEMV_WARPS_PER_SM=48) ;;
+    *) echo "decode-ab: unknown setting '$s' (plain, chain, pdl, both, gemv, gemv48)" >&2; exit 2 ;;
   esac
   t0=$SECONDS
   rc=0

@@ -35,6 +35,12 @@ describe('envSwitch / envCount: speed settings from the environment', () => {
       expect((err as UserError).describe()).toBe(`${NAME}: expected 0 or 1, got '${bad}'\nfix: set ${NAME} to 0 or 1, or unset it for the default (1)`);
     });
   }
+  it('count: a minimum', () => {
+    process.env[NAME] = '0';
+    expect(() => envCount(NAME, 8, 1)).toThrowError(/expected a whole number >= 1, got '0'/);
+    process.env[NAME] = '4';
+    expect(envCount(NAME, 8, 1)).toBe(4);
+  });
   for (const bad of ['-1', '1.5', 'eight', '1e3']) {
     it(`count '${bad}': an error`, () => {
       process.env[NAME] = bad;

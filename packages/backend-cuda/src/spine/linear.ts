@@ -34,11 +34,11 @@ export const LINEAR_TUNING = {
    * occupancy: at FK_UNR 8, bf16 takes 58-64 registers, so 32; f32 at M 6-8 takes 78-80, so 24). 48 needs FK_UNR 4 (32
    * registers), which run 11's last lab call measured 0.5% ahead on the step's chain of products (not yet in the step).
    */
-  gemvStreamWarpsPerSm: 32,
+  gemvStreamWarpsPerSm: envCount('FASTKERNELS_GEMV_WARPS_PER_SM', 32, 1),
   /** Warps (= output rows) per block of fk_gemv, and warps per block of fk_gemv_stream (FK_WARPS). */
   gemvWarps: 8,
-  /** 16-byte weight vectors each lane keeps in flight (FK_UNR). */
-  gemvUnroll: 8,
+  /** 16-byte weight vectors each lane keeps in flight (FK_UNR; FASTKERNELS_GEMV_UNROLL for the decode A/B bench). */
+  gemvUnroll: envCount('FASTKERNELS_GEMV_UNROLL', 8, 1),
 };
 
 /** What chooseLinearPath needs to know about one call. */
