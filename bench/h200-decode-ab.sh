@@ -16,11 +16,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/lib.sh"
-fk_setup decode-ab
-model="$OUT/decode-profile-llama3-8b"
-fk_llama3_8b_config "$model/config.json"
-script="$bundle/bench-decode-profile.mjs"
-[ -f "$script" ] || { echo "decode-ab: $script is missing (rebuild the bundle: npm run gpu-host)" >&2; exit 2; }
+fk_decode_setup decode-ab
 settings=("$@"); [ ${#settings[@]} -gt 0 ] || settings=(plain chain pdl both gemv)
 echo "decode-ab: bundle $bundle (commit ${commit:-?}), out $OUT, settings ${settings[*]}"
 rm -f "$OUT"/decode-ab-* "$OUT/decode_ab.json"  # nothing from an earlier run is reported as this one's

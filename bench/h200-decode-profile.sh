@@ -18,13 +18,9 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/lib.sh"
-fk_setup decode-profile
-model="$OUT/decode-profile-llama3-8b"
-fk_llama3_8b_config "$model/config.json"
+fk_decode_setup decode-profile
 N="${N_PROFILE:-8}"
 node_bin="$("$bundle/run" --print-node)"
-script="$bundle/bench-decode-profile.mjs"
-[ -f "$script" ] || { echo "decode-profile: $script is missing (rebuild the bundle: npm run gpu-host)" >&2; exit 2; }
 echo "decode-profile: bundle $bundle (commit ${commit:-?}), out $OUT, $N profiled decode steps"
 rm -f "$OUT/decode-profile-run.json" "$OUT/decode-profile-ncu-run.json" "$OUT/decode-profile-ncu.csv" "$OUT/decode-profile-ncu.log" "$OUT/decode-profile.ncu-rep" "$OUT/decode_profile.json"
 

@@ -37,6 +37,16 @@ JSON
 # fk_llama3_8b_config FILE [LAYERS]: the Llama-3-8B-shape config.json the 8B benches share.
 fk_llama3_8b_config() { fk_llama_config "$1" 4096 14336 "${2:-32}" 32 8 128 128256 8192 500000.0 128000 128001; }
 
+# fk_decode_setup LABEL: fk_setup, then what the bs-1 decode scripts share: `model` (the 8B-shape config folder under
+# $OUT) and `script` (the bundle's bench-decode-profile.mjs; exit 2 when the bundle lacks it).
+fk_decode_setup() {
+  fk_setup "$1"
+  model="$OUT/decode-profile-llama3-8b"
+  fk_llama3_8b_config "$model/config.json"
+  script="$bundle/bench-decode-profile.mjs"
+  [ -f "$script" ] || { echo "$1: $script is missing (rebuild the bundle: npm run gpu-host)" >&2; exit 2; }
+}
+
 # fk_nccl_env: the 2-GPU scripts' NCCL settings. NVLink multicast stays off (the host's rule: it can take shared GPUs
 # out of service), and FASTKERNELS_NCCL_LIB_DIRS points at PyTorch's libnccl wheel unless set (the same library torch
 # runs, so the all-reduce comparison is like for like; discovery would find it too).

@@ -56,8 +56,9 @@ export function fileKernel(ctx: SpineContext, file: string, entry: string, optio
   const ready = PDL_READY_FILES.has(file);
   const pdlSpec = () => ({ source, entry, name: file, options: [...options, '-DFK_PDL=1'], pdl: true });
   if (ready && pdlLaunches(ctx.runtime)) return ctx.kernel(pdlSpec());
-  if (ready && pdlAvailable(ctx.runtime)) ctx.compileBeforeCapture(pdlSpec());
-  return ctx.kernel({ source, entry, name: file, options, pdl: false });
+  const plain = ctx.kernel({ source, entry, name: file, options, pdl: false });
+  if (ready && pdlAvailable(ctx.runtime)) ctx.compileBeforeCapture(plain, pdlSpec);
+  return plain;
 }
 
 /**

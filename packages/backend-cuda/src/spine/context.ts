@@ -13,6 +13,8 @@ export class SpineContext {
   private readonly kernels = new Map<string, CudaKernel>();
   /** Builds a graph capture will want (the PDL builds of kernels run eagerly), compiled before the next capture. */
   private readonly beforeCapture = new Map<string, CudaKernelSpec>();
+  /** Eager kernels whose capture build is queued or compiled already (one WeakSet lookup per eager launch after that). */
+  private readonly captureBuildSeen = new WeakSet<CudaKernel>();
 
   constructor(
     private readonly runtimeFn: () => CudaRuntime,
@@ -43,10 +45,16 @@ export class SpineContext {
     return k;
   }
 
-  /** Compile `spec` before the next graph capture starts (not now: a process that never captures never needs it). */
-  compileBeforeCapture(spec: CudaKernelSpec): void {
+  /**
+   * Compile `captureSpec()` (the build of `eager` a capture launches) before the next graph capture starts, not now: a
+   * process that never captures never needs it. Asked once per eager kernel.
+   */
+  compileBeforeCapture(eager: CudaKernel, captureSpec: () => CudaKernelSpec): void {
+    if (this.captureBuildSeen.has(eager)) return;
+    this.captureBuildSeen.add(eager);
+    const spec = captureSpec();
     const key = keyOf(spec);
-    if (!this.beforeCapture.has(key) && !this.kernels.get(key)?.compiled) this.beforeCapture.set(key, spec);
+    if (!this.kernels.get(key)?.compiled) this.beforeCapture.set(key, spec);
   }
 
   /** Compile every build compileBeforeCapture asked for (the capture hook; public for tests). */

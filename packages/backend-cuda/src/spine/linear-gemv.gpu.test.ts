@@ -80,41 +80,32 @@ function check(x: Tensor, w: Tensor, b: Tensor | null, gx: Tensor, gw: Tensor, g
   off.y.dispose();
 }
 
+/** check() on the GEMV path for a random [N, K] weight and bias, at each M of Ms, with the bias and without. */
+function checkGemvShape(dtype: DType, N: number, K: number, Ms: readonly number[]): void {
+  const w = randCpu([N, K], dtype, N * 7 + K, 1 / Math.sqrt(K));
+  const b = randCpu([N], dtype, N + 3, 0.5);
+  const [gw, gb] = [toGpu(w), toGpu(b)];
+  for (const M of Ms) {
+    const x = randCpu([M, K], dtype, M * 1000 + K + N);
+    const gx = toGpu(x);
+    for (const bias of [false, true]) check(x, w, bias ? b : null, gx, gw, bias ? gb : null, 'gemv', `${dtype} M${M} N${N} K${K}${bias ? ' + bias' : ''}`);
+    gx.dispose();
+  }
+  for (const t of [gw, gb]) t.dispose();
+}
+
 describe('linear GEMV path (gemvMaxRows 8) vs the float64 CPU backend and cuBLASLt', () => {
   for (const dtype of ['bf16', 'f16', 'f32'] as DType[]) {
     // N odd (a partial last block), K 64 (one iteration, most lanes idle), 72 (9 bf16 vectors), 4096, 14336 (down);
     // N 10007 x K 256: fk_gemv_stream deals 3 rows to most warps (one 32-vector chunk a row for bf16 and f16)
     for (const [N, K] of [[1001, 64], [1001, 72], [256, 4096], [96, 14336], [10007, 256]] as const) {
-      it(`${dtype} N${N} K${K}: M 1..8, bias and none`, G, () => {
-        const w = randCpu([N, K], dtype, N * 7 + K, 1 / Math.sqrt(K));
-        const b = randCpu([N], dtype, N + 3, 0.5);
-        const [gw, gb] = [toGpu(w), toGpu(b)];
-        for (let M = 1; M <= 8; M++) {
-          const x = randCpu([M, K], dtype, M * 1000 + K + N);
-          const gx = toGpu(x);
-          for (const bias of [false, true]) check(x, w, bias ? b : null, gx, gw, bias ? gb : null, 'gemv', `${dtype} M${M} N${N} K${K}${bias ? ' + bias' : ''}`);
-          gx.dispose();
-        }
-        for (const t of [gw, gb]) t.dispose();
-      });
+      it(`${dtype} N${N} K${K}: M 1..8, bias and none`, G, () => checkGemvShape(dtype, N, K, [1, 2, 3, 4, 5, 6, 7, 8]));
     }
   }
 
   // fk_gemv_stream's main path: several rows a warp (10007 rows over ~4224 warps: 3 or 2) and more chunks a row (16)
   // than FK_UNR, so the load ring wraps inside rows and across row ends, as in qkv, gate_up and lm_head
-  it('bf16 N10007 K4096: M 1 and 3, bias and none (several rows a warp, the ring across row ends)', G, () => {
-    const [N, K] = [10007, 4096];
-    const w = randCpu([N, K], 'bf16', 77, 1 / Math.sqrt(K));
-    const b = randCpu([N], 'bf16', 78, 0.5);
-    const [gw, gb] = [toGpu(w), toGpu(b)];
-    for (const M of [1, 3]) {
-      const x = randCpu([M, K], 'bf16', 79 + M);
-      const gx = toGpu(x);
-      for (const bias of [false, true]) check(x, w, bias ? b : null, gx, gw, bias ? gb : null, 'gemv', `bf16 M${M} N${N} K${K}${bias ? ' + bias' : ''}`);
-      gx.dispose();
-    }
-    for (const t of [gw, gb]) t.dispose();
-  });
+  it('bf16 N10007 K4096: M 1 and 3, bias and none (several rows a warp, the ring across row ends)', G, () => checkGemvShape('bf16', 10007, 4096, [1, 3]));
 
   it('K not a multiple of the vector: cuBLASLt, and right', G, () => {
     for (const [dtype, K] of [['bf16', 100], ['f16', 4100], ['f32', 102]] as [DType, number][]) {
