@@ -46,28 +46,13 @@ export interface SpeedupEstimate {
  * replacement, seeded, so the interval is reproducible.
  */
 export function bootstrapSpeedup(baselineMs: readonly number[], candidateMs: readonly number[], options: { resamples?: number; confidence?: number; seed?: number } = {}): SpeedupEstimate {
-  const resamples = options.resamples ?? 2000;
-  const confidence = options.confidence ?? 0.95;
-  const speedup = median(baselineMs) / median(candidateMs);
-  if (baselineMs.length === 0 || candidateMs.length === 0) return { speedup: NaN, ciLow: NaN, ciHigh: NaN, confidence };
-  const rng = new Rng(options.seed ?? 12345);
-  const ratios = new Float64Array(resamples);
-  const b = new Float64Array(baselineMs.length);
-  const c = new Float64Array(candidateMs.length);
-  for (let r = 0; r < resamples; r++) {
-    for (let i = 0; i < b.length; i++) b[i] = baselineMs[rng.int(0, baselineMs.length)]!;
-    for (let i = 0; i < c.length; i++) c[i] = candidateMs[rng.int(0, candidateMs.length)]!;
-    ratios[r] = sortedMedian(b) / sortedMedian(c);
-  }
-  ratios.sort();
-  const alpha = (1 - confidence) / 2;
-  return { speedup, ciLow: quantile(Array.from(ratios), alpha), ciHigh: quantile(Array.from(ratios), 1 - alpha), confidence };
+  return bootstrapGeomeanSpeedup([{ baselineMs, candidateMs }], options);
 }
 
 /**
  * Percentile bootstrap of the geometric mean, over several workloads, of median(baseline) / median(candidate) (e.g.
  * the e2e latency speedup over batch sizes 1 and 32): every resample redraws each workload's two sides with
- * replacement, seeded. One workload gives bootstrapSpeedup's interval.
+ * replacement, seeded. bootstrapSpeedup is the case of one workload.
  */
 export function bootstrapGeomeanSpeedup(
   workloads: readonly { readonly baselineMs: readonly number[]; readonly candidateMs: readonly number[] }[],
@@ -82,12 +67,13 @@ export function bootstrapGeomeanSpeedup(
   const stats = new Float64Array(resamples);
   for (let r = 0; r < resamples; r++) {
     let logSum = 0;
-    workloads.forEach((w, k) => {
+    for (let k = 0; k < workloads.length; k++) {
+      const w = workloads[k]!;
       const { b, c } = scratch[k]!;
       for (let i = 0; i < b.length; i++) b[i] = w.baselineMs[rng.int(0, w.baselineMs.length)]!;
       for (let i = 0; i < c.length; i++) c[i] = w.candidateMs[rng.int(0, w.candidateMs.length)]!;
       logSum += Math.log(sortedMedian(b) / sortedMedian(c));
-    });
+    }
     stats[r] = Math.exp(logSum / workloads.length);
   }
   stats.sort();

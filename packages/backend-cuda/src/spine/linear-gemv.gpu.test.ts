@@ -9,7 +9,7 @@ import { Tensor, type DType } from '@fastkernels/core';
 import { describe, it } from 'vitest';
 import { G, cpu, expectClose, gpu, graphMs, measureCopy, poison, randCpu, toGpu, withTuning, printedAfterAll } from '../../test/spine-helpers.js';
 import { LAUNCH_TUNING } from '../launch-tuning.js';
-import { LINEAR_TUNING } from './linear.js';
+import { LINEAR_TUNING, chooseLinearPath } from './linear.js';
 
 // As linear.gpu.test.ts: both paths sum in a different order than the float64 reference.
 const TOL: Record<string, { atol: number; rtol: number }> = { f32: { atol: 1e-4, rtol: 1e-3 }, f16: { atol: 2e-2, rtol: 2e-2 }, bf16: { atol: 2e-2, rtol: 2e-2 } };
@@ -49,8 +49,9 @@ function withPath(fn: () => Tensor): { y: Tensor; path: 'cublaslt' | 'gemv'; ker
   }
 }
 
-/** The GEMV entry ON should take for K (fk_gemv_stream when K splits into chunks of 32 vectors, chooseLinearPath). */
-const streamEntry = (dtype: DType, K: number) => (K % (32 * (16 / (dtype === 'f32' ? 4 : 2))) === 0 ? 'fk_gemv_stream' : 'fk_gemv');
+/** The GEMV entry ON takes for K (chooseLinearPath at M 1, aligned). */
+const streamEntry = (dtype: DType, K: number) =>
+  chooseLinearPath({ M: 1, N: 1, K, dtype, aligned: true }, { ...LINEAR_TUNING, ...ON }) === 'gemv-stream' ? 'fk_gemv_stream' : 'fk_gemv';
 
 /**
  * linear on the GPU with the switch on: the path must be `want`; the result matches the CPU and the cuBLASLt path.

@@ -2,6 +2,7 @@ import type { DType } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { parseSignature } from '../args.js';
 import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
+import { withTuning } from '../../test/spine-helpers.js';
 import { LINEAR_TUNING, chooseLinearPath, gemvStreamGrid, type LinearPath, type LinearShape } from './linear.js';
 
 describe('chooseLinearPath (CPU): cuBLASLt vs the small-batch GEMV, per call', () => {
@@ -45,14 +46,8 @@ describe('chooseLinearPath (CPU): cuBLASLt vs the small-batch GEMV, per call', (
   }
 
   it('reads LINEAR_TUNING by default (the GPU tests flip gemvMaxRows on it)', () => {
-    const was = LINEAR_TUNING.gemvMaxRows;
-    try {
-      LINEAR_TUNING.gemvMaxRows = 8;
-      expect(chooseLinearPath({ ...base, M: 4 })).toBe('gemv-stream');
-    } finally {
-      LINEAR_TUNING.gemvMaxRows = was;
-    }
-    expect(chooseLinearPath({ ...base, M: 4 })).toBe('cublaslt');
+    withTuning(LINEAR_TUNING, { gemvMaxRows: 8 }, () => expect(chooseLinearPath({ ...base, M: 4 })).toBe('gemv-stream'));
+    withTuning(LINEAR_TUNING, { gemvMaxRows: 1 }, () => expect(chooseLinearPath({ ...base, M: 4 })).toBe('cublaslt'));
   });
 
   it('fk_gemv and fk_gemv_stream are embedded with the same launch signature (y, x, w, bias, M, N, K, xs)', () => {

@@ -111,7 +111,7 @@ export function linear(ctx: SpineContext, x: Tensor, weight: Tensor, bias: Tenso
       a = c.view([M, K]);
       temps.push(a);
     }
-    if (LINEAR_TUNING.gemvMaxRows > 0) {
+    if (M <= LINEAR_TUNING.gemvMaxRows) {
       const it = itemsizeOf(x.dtype);
       // the kernel reads x and w in 16-byte vectors (y and the bias one element at a time); x's row stride only
       // matters from the second row on
@@ -121,17 +121,11 @@ export function linear(ctx: SpineContext, x: Tensor, weight: Tensor, bias: Tenso
       if (path !== 'cublaslt') {
         const warps = LINEAR_TUNING.gemvWarps;
         const entry = path === 'gemv-stream' ? 'fk_gemv_stream' : 'fk_gemv';
-        const k = spineKernel(ctx, 'gemv.cu', entry, {
-          FK_T: floatCType(x, op, 'x'),
-          FK_VEC: 16 / it,
-          FK_M: M,
-          FK_UNR: LINEAR_TUNING.gemvUnroll,
-          FK_WARPS: warps,
-          FK_BIAS: b ? 1 : 0,
-        });
+        const defines = { FK_T: floatCType(x, op, 'x'), FK_VEC: 16 / it, FK_M: M, FK_UNR: LINEAR_TUNING.gemvUnroll, FK_WARPS: warps, FK_BIAS: b ? 1 : 0 };
+        const k = spineKernel(ctx, 'gemv.cu', entry, defines);
         const blocks =
           path === 'gemv-stream'
-            ? gemvStreamGrid(N, ctx.multiprocessors, Math.min(LINEAR_TUNING.gemvStreamWarpsPerSm, residentWarpsPerSm(k, warps)), warps)
+            ? gemvStreamGrid(N, ctx.multiprocessors, Math.min(LINEAR_TUNING.gemvStreamWarpsPerSm, residentWarpsPerSm(k, defines)), warps)
             : Math.ceil(N / warps);
         // A programmatic dependent launch when PDL launches are on (in graph captures): gemv.cu reads its first weight
         // vectors before it waits for the kernel before it, which is only right when that kernel did not write them; a
@@ -150,16 +144,16 @@ export function linear(ctx: SpineContext, x: Tensor, weight: Tensor, bias: Tenso
 }
 
 /**
- * Warps of `k` an SM holds at once in blocks of `warps` (registers decide: f32 at M 6-8 takes 78-80, so 3 blocks).
- * Keyed by the specialisation without its PDL define: the eager run (the engine's warm-up) asks for the plain build,
- * and the PDL build launched in the capture that follows reuses its answer, so no query is made during a capture.
+ * Warps of fk_gemv_stream `k` (built from `d`) an SM holds at once (registers decide: f32 at M 6-8 takes 78-80, so 3
+ * blocks of 8 warps). Keyed by the defines, not the kernel: the eager run (the engine's warm-up) asks with the plain
+ * build, and the PDL build launched in the capture that follows reuses the answer, so nothing is queried mid-capture.
  */
 const residentWarps = new Map<string, number>();
-function residentWarpsPerSm(k: CudaKernel, warps: number): number {
-  const key = `${k.spec.entry}|${(k.spec.options ?? []).filter((o) => o !== '-DFK_PDL=1').join(' ')}`;
+function residentWarpsPerSm(k: CudaKernel, d: { FK_T: string; FK_M: number; FK_UNR: number; FK_WARPS: number; FK_BIAS: number }): number {
+  const key = `${d.FK_T}|${d.FK_M}|${d.FK_UNR}|${d.FK_WARPS}|${d.FK_BIAS}`;
   let n = residentWarps.get(key);
   if (n === undefined) {
-    n = Math.max(1, k.occupancy(warps * 32).activeBlocksPerSM) * warps;
+    n = Math.max(1, k.occupancy(d.FK_WARPS * 32).activeBlocksPerSM) * d.FK_WARPS;
     residentWarps.set(key, n);
   }
   return n;

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { withTuning } from '../../test/spine-helpers.js';
 import { SAMPLER_TUNING, chooseSamplerPath } from './sampler.js';
 
 describe('chooseSamplerPath (CPU): one CTA per row vs multi-CTA, per call', () => {
@@ -38,16 +39,8 @@ describe('chooseSamplerPath (CPU): one CTA per row vs multi-CTA, per call', () =
     });
   }
   it('reads SAMPLER_TUNING by default (the GPU tests flip multiCta on it)', () => {
-    const was = { ...SAMPLER_TUNING };
-    try {
-      SAMPLER_TUNING.multiCta = true;
-      expect(chooseSamplerPath(1, V, undefined)).toBe('multi');
-      SAMPLER_TUNING.multiCta = false;
-      expect(chooseSamplerPath(1, V, undefined)).toBe('single');
-      SAMPLER_TUNING.multiCtaMinSampledRows = 8;
-      expect(chooseSamplerPath(32, V, 32)).toBe('multi');
-    } finally {
-      Object.assign(SAMPLER_TUNING, was);
-    }
+    withTuning(SAMPLER_TUNING, { multiCta: true }, () => expect(chooseSamplerPath(1, V, undefined)).toBe('multi'));
+    withTuning(SAMPLER_TUNING, { multiCta: false }, () => expect(chooseSamplerPath(1, V, undefined)).toBe('single'));
+    withTuning(SAMPLER_TUNING, { multiCta: false, multiCtaMinSampledRows: 8 }, () => expect(chooseSamplerPath(32, V, 32)).toBe('multi'));
   });
 });

@@ -288,33 +288,28 @@ export class LLMEngine {
     if (batch.numTokens === 0) {
       throw new Error(`scheduler made no progress (${sched.waiting.length} waiting, ${sched.running.length} running, ${this.blockManager.numFreeBlocks} free blocks)`);
     }
-    const graphBefore = this.runner.stats.graphSteps;
-    const usedBefore = this.chainStats.used;
     let pending: PendingStep | undefined;
     try {
       const ahead = this.inflight;
-      this.inflight = null;
       if (ahead && !batch.prefills.length && sameSeqs(ahead.seqs, batch.decodes)) {
+        this.inflight = null;
         pending = ahead.pending;
         this.chainStats.used++;
-      } else if (ahead) {
-        ahead.pending.ready?.(); // scheduled otherwise: let it finish, drop its tokens
-        this.chainStats.dropped++;
-      }
+      } else this.dropInflight(); // scheduled otherwise: let it finish, drop its tokens
       pending ??= this.runner.launch(batch);
     } catch (e) {
       this.abort();
       throw e;
     }
     const t1 = performance.now();
-    const graphStep = this.chainStats.used > usedBefore || this.runner.stats.graphSteps > graphBefore;
+    const graphStep = pending.graph;
     if (this.overlap && !batch.prefills.length && !sched.waiting.length && this.runner.usesGraphs) {
       const next = this.prestage(batch.decodes);
       // only behind a step whose tokens are already downloading (a graph step): an eager step's tokens are read from
       // tokensOut at collect, which the chained step would overwrite first
       if (next && this.runner.chainsDecode && pending.ready) {
         try {
-          const p = this.runner.launchChained(next, batch.decodes);
+          const p = this.runner.launchChained(batch.decodes);
           if (p) this.inflight = { seqs: next, pending: p };
         } catch (e) {
           this.abort();
