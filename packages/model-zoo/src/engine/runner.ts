@@ -11,6 +11,9 @@ import { stepIoFor, type CapturedGraph, type GraphRuntime, type StepIo } from '.
 /** Headroom on the graph pool estimate (estimateGraphPoolBytes): run 11 saw a capture use 1.09x the sum. */
 export const GRAPH_POOL_MARGIN = 1.15;
 
+/** The per-row staging fields a graph decode step uploads (block tables go separately: maxBlocksPerSeq per row). */
+const DECODE_FIELDS = ['inputIds', 'positions', 'slotMapping', 'seqLens', 'temperature', 'topK', 'topP', 'seeds'] as const;
+
 let captureDepth = 0;
 const CAPTURE_PHASE = Symbol.for('fastkernels.capturePhase');
 
@@ -358,7 +361,7 @@ export class EngineRunner {
           this.stageSampling(s, d, seq);
         }
       }
-      for (const f of ['inputIds', 'positions', 'slotMapping', 'seqLens', 'temperature', 'topK', 'topP', 'seeds'] as const) this.upload(s, f, bucket);
+      for (const f of DECODE_FIELDS) this.upload(s, f, bucket);
       this.upload(s, 'blockTables', bucket * this.maxBlocksPerSeq);
       this.graphFor(bucket, batch.decodes).replay();
       this.stats.graphSteps++;
@@ -449,7 +452,7 @@ export class EngineRunner {
     const B = seqs.length;
     const s = pre.staging;
     this.flip = this.staging.indexOf(s);
-    for (const f of ['positions', 'slotMapping', 'seqLens', 'temperature', 'topK', 'topP', 'seeds'] as const) this.upload(s, f, pre.bucket);
+    for (const f of DECODE_FIELDS) if (f !== 'inputIds') this.upload(s, f, pre.bucket); // input ids: copied on the device below
     this.upload(s, 'blockTables', pre.bucket * this.maxBlocksPerSeq);
     // row d takes the token of seqs[d]'s row in the step before (padding rows keep an earlier, valid id)
     const ids = this.views.get('inputIds')!;
@@ -686,7 +689,7 @@ export class EngineRunner {
       this.stageDecodeRow(s, d, d, null, 0);
       this.stageSampling(s, d, null);
     }
-    for (const f of ['inputIds', 'positions', 'slotMapping', 'seqLens', 'temperature', 'topK', 'topP', 'seeds'] as const) this.upload(s, f, bs);
+    for (const f of DECODE_FIELDS) this.upload(s, f, bs);
     this.upload(s, 'blockTables', bs * this.maxBlocksPerSeq);
   }
 
