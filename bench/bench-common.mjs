@@ -24,18 +24,20 @@ export function cudaBackendOrExit(label) {
 }
 
 /**
- * The speed settings in force (defaults, or FASTKERNELS_PDL / _PDL_EAGER / _CHAIN_DECODE / _GEMV_MAX_ROWS), for the
+ * The speed settings in force (defaults, or the FASTKERNELS_* switches that set them), for the
  * JSON's settings. chainDecode is the engine's default; the engine itself chains only graph decode at world size 1.
  */
 export function launchSettings() {
   return {
     pdl: LAUNCH_TUNING.pdl,
     pdlEager: LAUNCH_TUNING.pdlEager,
+    pdlEarly: LAUNCH_TUNING.pdlEarly,
     chainDecode: chainDecodeDefault(),
     gemvMaxRows: LINEAR_TUNING.gemvMaxRows,
     gemvStream: LINEAR_TUNING.gemvStream,
     gemvStreamWarpsPerSm: LINEAR_TUNING.gemvStreamWarpsPerSm,
     gemvUnroll: LINEAR_TUNING.gemvUnroll,
+    gemvL2PrefetchMiB: LINEAR_TUNING.gemvL2PrefetchMiB,
     rotaryBlocksPerSm: ROTARY_TUNING.blocksPerSm,
   };
 }

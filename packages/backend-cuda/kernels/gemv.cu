@@ -131,10 +131,32 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_gemv(FK_T* __rest
 //    ahead, across row ends (a chunk = 32 vectors, one per lane, inside one row: K % (32 * FK_VEC) == 0, which the
 //    host checks). The refill is unconditional (past the warp's last chunk it re-reads that chunk, an L2 hit): a
 //    conditional load would need a select on its result, which waits for it and serialises the stream;
-//  - under PDL the first FK_UNR chunks load before the wait for x, and the next kernel is let in right after it.
+//  - under PDL the first FK_UNR chunks load before the wait for x, and the next kernel is let in right after it; with
+//    pfBytes > 0 the next pfBytes of the warp's stream are also asked into L2 then (fk_gemv_prefetch_l2).
+
+// Under PDL, before the wait: the pfBytes of warp w0's stream (its rows w0, w0 + W, ..., in order) that follow the FK_UNR
+// chunks it holds in registers, asked into L2 with bulk prefetches (fire and forget: no registers held, nothing waits).
+// Small kernels run between the products of a decode step and barely use DRAM; a GEMV launched while they run
+// (LAUNCH_TUNING.pdlEarly) can stream that much of its weight during them, which its loads then find in L2. Lane i
+// prefetches the part that falls in the warp's i-th row. The host keeps the sum over the grid within L2
+// (LINEAR_TUNING.gemvL2PrefetchMiB) and pfBytes a multiple of 16, as the bulk copy needs.
+__device__ __forceinline__ void fk_gemv_prefetch_l2(const FK_T* __restrict__ w, int w0, int W, int N, int K, int lane, int pfBytes) {
+#if FK_PDL_ON
+  const long long rowBytes = (long long)K * sizeof(FK_T);
+  const long long rows = (N - 1 - w0) / W + 1;
+  const long long start = (long long)FK_UNR * 32 * 16;  // the chunks already loaded into registers
+  const long long end = min(start + pfBytes, rows * rowBytes);
+  const long long lo = max(start, lane * rowBytes), hi = min(end, (lane + 1) * rowBytes);
+  if (lane < rows && hi > lo) {
+    const char* p = reinterpret_cast<const char*>(w + (long long)(w0 + (long long)lane * W) * K) + (lo - lane * rowBytes);
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"((unsigned)(hi - lo)) : "memory");
+  }
+#endif
+}
+
 extern "C" __global__ void __launch_bounds__(FK_WARPS * 32)
     fk_gemv_stream(FK_T* __restrict__ y, const FK_T* __restrict__ x, const FK_T* __restrict__ w, const FK_T* __restrict__ bias, int M,
-                   int N, int K, long long xs) {
+                   int N, int K, long long xs, int pfBytes) {
   const int lane = threadIdx.x & 31;
   const int w0 = blockIdx.x * FK_WARPS + (threadIdx.x >> 5);
   if (w0 >= N) return;  // whole warps past the last row leave (they write nothing: no wait needed)
@@ -162,6 +184,7 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32)
   uint4 buf[FK_UNR];
 #pragma unroll
   for (int u = 0; u < FK_UNR; ++u) buf[u] = refill();
+  fk_gemv_prefetch_l2(w, w0, W, N, K, lane, pfBytes);
   fk_pdl_wait();
   fk_pdl_trigger();
 

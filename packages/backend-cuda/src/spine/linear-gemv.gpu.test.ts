@@ -16,7 +16,7 @@ const TOL: Record<string, { atol: number; rtol: number }> = { f32: { atol: 1e-4,
 
 const withLinear = <R>(patch: Partial<typeof LINEAR_TUNING>, fn: () => R): R => withTuning(LINEAR_TUNING, patch, fn);
 // pdlEager: the PDL cases here launch eagerly too (the default makes PDL launches in graph captures only)
-const withPdl = <R>(pdl: boolean, fn: () => R): R => withTuning(LAUNCH_TUNING, { pdl, pdlEager: pdl }, fn);
+const withPdl = <R>(pdl: boolean, fn: () => R, pdlEarly = LAUNCH_TUNING.pdlEarly): R => withTuning(LAUNCH_TUNING, { pdl, pdlEager: pdl, pdlEarly }, fn);
 const ON = { gemvMaxRows: 8 };
 const ROWS = { gemvMaxRows: 8, gemvStream: false }; // fk_gemv wherever a GEMV is taken
 const OFF = { gemvMaxRows: 0 };
@@ -163,14 +163,22 @@ describe('linear GEMV as a programmatic dependent launch (LAUNCH_TUNING.pdl, sm_
     const w = randCpu([N, K], 'bf16', 93, 1 / Math.sqrt(K));
     const expected = cpu().ops.linear(cpu().ops.rmsNorm(x, nw, 1e-5).to('bf16'), w, null);
     const [gx, gnw, gw] = [toGpu(x), toGpu(nw), toGpu(w)];
+    // early: the norm lets the GEMV in before its own wait (LAUNCH_TUNING.pdlEarly), so the GEMV is scheduled at once;
+    // pf: fk_gemv_stream asks 16 MiB of its weight (all of this 32 MiB one's rows it reaches) into L2 before its wait
+    const settings = [
+      { pdl: false, early: false, pf: 0 },
+      { pdl: true, early: false, pf: 0 },
+      { pdl: true, early: true, pf: 0 },
+      { pdl: true, early: true, pf: 16 },
+    ];
     for (const gemvStream of [true, false]) {
-      for (const pdl of [true, false]) {
+      for (const { pdl, early, pf } of settings) {
         for (let rep = 0; rep < 3; rep++) {
           poison(K / 2, K / 2); // the size of the bf16 rms_norm output
-          const got = withPdl(pdl, () => withLinear({ gemvMaxRows: 1, gemvStream }, () => withPath(() => gpu().ops.linear(gpu().ops.rmsNorm(gx, gnw, 1e-5), gw, null))));
+          const got = withPdl(pdl, () => withLinear({ gemvMaxRows: 1, gemvStream, gemvL2PrefetchMiB: pf }, () => withPath(() => gpu().ops.linear(gpu().ops.rmsNorm(gx, gnw, 1e-5), gw, null))), early);
           if (got.path !== 'gemv') throw new Error(`took ${got.path}`);
           if (got.kernel !== (gemvStream ? 'fk_gemv_stream' : 'fk_gemv')) throw new Error(`gemvStream ${gemvStream} ran ${got.kernel}`);
-          expectClose(got.y, expected, TOL.bf16!, `${gemvStream ? 'fk_gemv_stream' : 'fk_gemv'} pdl ${pdl} rep ${rep} vs float64`);
+          expectClose(got.y, expected, TOL.bf16!, `${gemvStream ? 'fk_gemv_stream' : 'fk_gemv'} pdl ${pdl} early ${early} pf ${pf} MiB rep ${rep} vs float64`);
           got.y.dispose();
         }
       }

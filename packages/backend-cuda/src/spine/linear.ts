@@ -39,7 +39,24 @@ export const LINEAR_TUNING = {
   gemvWarps: 8,
   /** 16-byte weight vectors each lane keeps in flight (FK_UNR; FASTKERNELS_GEMV_UNROLL for the decode A/B bench). */
   gemvUnroll: envCount('FASTKERNELS_GEMV_UNROLL', 8, 1),
+  /**
+   * MiB of its weight a PDL-launched fk_gemv_stream asks into L2 before it waits for x, over the whole grid (beyond the
+   * FK_UNR chunks each lane loads into registers then); 0 = none. The small kernels between a decode step's products
+   * leave DRAM idle; a product launched during them (LAUNCH_TUNING.pdlEarly) can read that much of its weight
+   * meanwhile. Kept well under the 50 MiB L2. FASTKERNELS_GEMV_L2_PREFETCH_MIB sets it for a process. Off until the
+   * decode A/B bench shows it pays (not yet run on a GPU).
+   */
+  gemvL2PrefetchMiB: envCount('FASTKERNELS_GEMV_L2_PREFETCH_MIB', 0),
 };
+
+/**
+ * fk_gemv_stream's pfBytes: a share of `budgetBytes` for each of `warps` warps, in whole 512-byte chunks (the bulk
+ * prefetch needs multiples of 16), capped at what an int holds.
+ */
+export function gemvL2PrefetchBytes(budgetBytes: number, warps: number): number {
+  if (!(budgetBytes > 0 && warps > 0)) return 0;
+  return Math.min(Math.floor(budgetBytes / warps / 512) * 512, 0x40000000);
+}
 
 /** What chooseLinearPath needs to know about one call. */
 export interface LinearShape {
@@ -130,7 +147,9 @@ export function linear(ctx: SpineContext, x: Tensor, weight: Tensor, bias: Tenso
         // A programmatic dependent launch when PDL launches are on (in graph captures): gemv.cu reads its first weight
         // vectors before it waits for the kernel before it, which is only right when that kernel did not write them; a
         // weight converted or copied just above was, so that launch is an ordinary one (its wait then returns at once).
-        k.launch(blocks, warps * 32, 0, [out, a, w, b ? ptr(b) : 0, M, N, K, M === 1 ? K : a.strides[0]!], undefined, w === weight ? undefined : 0);
+        const args = [out, a, w, b ? ptr(b) : 0, M, N, K, M === 1 ? K : a.strides[0]!];
+        if (path === 'gemv-stream') args.push(gemvL2PrefetchBytes(LINEAR_TUNING.gemvL2PrefetchMiB * 2 ** 20, blocks * warps));
+        k.launch(blocks, warps * 32, 0, args, undefined, w === weight ? undefined : 0);
         return out;
       }
     }
