@@ -1,6 +1,6 @@
 // What the bench scripts (bench/*.mjs, bundled by tools/gpu-host-bundle.mjs) share: flag parsing, the CUDA backend or
 // a clear exit, and the launch settings a timing depends on (recorded in each JSON).
-import { CudaBackend, LAUNCH_TUNING, LINEAR_TUNING, ROTARY_TUNING } from '@fastkernels/backend-cuda';
+import { ATTENTION_TUNING, CudaBackend, LAUNCH_TUNING, LINEAR_TUNING, ROTARY_TUNING, SAMPLER_TUNING } from '@fastkernels/backend-cuda';
 import { chainDecodeDefault } from '@fastkernels/model-zoo';
 
 /** `--name value` and `--flag` lookups over argv (default: this process's arguments). */
@@ -24,20 +24,22 @@ export function cudaBackendOrExit(label) {
 }
 
 /**
- * The speed settings in force (defaults, or the FASTKERNELS_* switches that set them), for the
+ * The speed settings in force (defaults, or FASTKERNELS_PDL / _PDL_EAGER / _CHAIN_DECODE / _GEMV_MAX_ROWS), for the
  * JSON's settings. chainDecode is the engine's default; the engine itself chains only graph decode at world size 1.
  */
 export function launchSettings() {
   return {
     pdl: LAUNCH_TUNING.pdl,
     pdlEager: LAUNCH_TUNING.pdlEager,
-    pdlEarly: LAUNCH_TUNING.pdlEarly,
     chainDecode: chainDecodeDefault(),
     gemvMaxRows: LINEAR_TUNING.gemvMaxRows,
     gemvStream: LINEAR_TUNING.gemvStream,
     gemvStreamWarpsPerSm: LINEAR_TUNING.gemvStreamWarpsPerSm,
     gemvUnroll: LINEAR_TUNING.gemvUnroll,
-    gemvL2PrefetchMiB: LINEAR_TUNING.gemvL2PrefetchMiB,
+    gemvFuseGlu: LINEAR_TUNING.gemvFuseGlu,
     rotaryBlocksPerSm: ROTARY_TUNING.blocksPerSm,
+    fuseRotaryKv: ROTARY_TUNING.fuseKvStore,
+    decodeFusedCombine: ATTENTION_TUNING.decodeFusedCombine,
+    samplerGreedySplitMaxRows: SAMPLER_TUNING.greedySplitMaxRows,
   };
 }

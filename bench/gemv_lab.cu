@@ -56,13 +56,9 @@ extern "C" __global__ void __launch_bounds__(256) lab_norm(T* __restrict__ out, 
 }
 
 // The stand-in for the small kernels between products that the norm does not stand for (rotary, kv store, attention,
-// its combine, the activation): one block that reads and writes a few kilobytes. With `early` it lets the next kernel
-// in before its wait (LAUNCH_TUNING.pdlEarly: fk_pdl_entry under -DFK_PDL_EARLY=1), so the product after a run of them
-// is scheduled while the product before them still runs.
-extern "C" __global__ void __launch_bounds__(256) lab_small(T* __restrict__ out, const T* __restrict__ in, int n, int early) {
-  if (early) fk_pdl_trigger();
-  fk_pdl_wait();
-  if (!early) fk_pdl_trigger();
+// its combine, the activation): one block that reads and writes a few kilobytes, PDL entry like the product's kernels.
+extern "C" __global__ void __launch_bounds__(256) lab_small(T* __restrict__ out, const T* __restrict__ in, int n) {
+  fk_pdl_entry();
   for (int i = threadIdx.x; i < n; i += 256) fk_set(out[i], fk_f(in[i]) * 0.5f + 1.f);
 }
 
@@ -166,8 +162,6 @@ struct Lab {
   int sms = 0;
   int warpsPerSm = 16;
   bool pdl = false;
-  int early = 0;        // lab_small lets the next kernel in before its wait
-  long long pfBytes = 0;  // fk_gemv_stream's L2 prefetch under PDL, over the whole grid (LINEAR_TUNING.gemvL2PrefetchMiB)
 
   void launch(const void* fn, dim3 g, dim3 b, void** args) {
     cudaLaunchConfig_t cfg = {};
@@ -186,7 +180,7 @@ struct Lab {
     launch((const void*)lab_norm, dim3(1), dim3(256), a);
   }
   void small(T* out, const T* in, int n) {
-    void* a[] = {&out, &in, &n, &early};
+    void* a[] = {&out, &in, &n};
     launch((const void*)lab_small, dim3(1), dim3(256), a);
   }
   // y[N] = W[N, K] x[K]
@@ -202,8 +196,7 @@ struct Lab {
       const int rows = (N + sms * warpsPerSm - 1) / (sms * warpsPerSm);
       const int warps = (N + rows - 1) / rows;
       const int blocks = (warps + FK_WARPS - 1) / FK_WARPS;
-      int pf = (int)(pfBytes / ((long long)blocks * FK_WARPS) / 512 * 512);  // the product's gemvL2PrefetchBytes
-      void* a[] = {&y, &x, &w, &bias, &M, &N, &K, &xs, &pf};
+      void* a[] = {&y, &x, &w, &bias, &M, &N, &K, &xs};
       launch((const void*)fk_gemv_stream, dim3(blocks), dim3(FK_WARPS * 32), a);
     } else if (p == DYN) {
       // one wave of sms * warpsPerSm warps in whole blocks (the kernel's W is the grid's), never more than N rows' worth
@@ -309,9 +302,7 @@ int main(int argc, char** argv) {
   T* y = alloc(128256, 5);
   T* y2 = alloc(128256, 6);
 
-  // correctness: the stream kernel gives fk_gemv's bits on every shape (and every grid size tried), with its L2
-  // prefetch on (the lab builds with -DFK_PDL=1, so it runs on ordinary launches too)
-  L.pfBytes = 32LL << 20;
+  // correctness: the stream kernel gives fk_gemv's bits on every shape (and every grid size tried)
   for (const Shape& sh : kShapes) {
     T* w = alloc((long long)sh.N * sh.K, 7);
     std::vector<unsigned short> r1(sh.N), r2(sh.N);
@@ -340,7 +331,6 @@ int main(int argc, char** argv) {
     CK(cudaFree(w));
   }
 
-  L.pfBytes = 0;
   struct Row {
     std::string what;
     double us, floorFrac;
@@ -434,42 +424,36 @@ int main(int argc, char** argv) {
       }
     }
     // The step as the engine runs it: the small kernels between products too (rotary, kv store, attention and its
-    // combine between qkv and o; the activation between gate_up and down), stream products with PDL, each small kernel
-    // letting the next in before or after its wait (early), and the products' L2 prefetch over the grid (pf MiB).
+    // combine between qkv and o; the activation between gate_up and down), stream products with PDL. Against the chain
+    // above, what 160 more one-block kernels cost a step: the price of a launch that a fusion saves.
     for (int wp : wps) {
       L.warpsPerSm = wp;
       L.pdl = true;
-      for (int early = 0; early < 2; ++early) {
-        for (int pfMiB : {0, 8, 16, 24, 32}) {
-          L.early = early;
-          L.pfBytes = (long long)pfMiB << 20;
-          const float ms = L.graphMs(
-              [&] {
-                for (int l = 0; l < layers; ++l) {
-                  L.norm(xa, xb, 4096);
-                  L.product(STREAM, y, xa, lw[l].qkv, 6144, 4096);
-                  for (int i = 0; i < 4; ++i) L.small(xb, y, 4096);
-                  L.product(STREAM, y, xb, lw[l].o, 4096, 4096);
-                  L.norm(xa, xb, 4096);
-                  L.product(STREAM, y, xa, lw[l].gu, 28672, 4096);
-                  L.small(xb, y, 14336);
-                  L.product(STREAM, y, xb, lw[l].down, 4096, 14336);
-                }
+      for (int smalls : {0, 1, 2, 4}) {  // small kernels between qkv and o (the activation's stays when smalls > 0)
+        const float ms = L.graphMs(
+            [&] {
+              for (int l = 0; l < layers; ++l) {
                 L.norm(xa, xb, 4096);
-                L.product(STREAM, y, xa, head, 128256, 4096);
-              },
-              10);
-          char what[96];
-          std::snprintf(what, sizeof what, "step+small stream(%d) pdl%s pf%d", wp, early ? " early" : "", pfMiB);
-          const double floorUs = bytes / readGBs / 1e3;
-          std::printf("gemv-lab: %-34s %8.1f us  %5.1f%% of read floor (%.1f us; 97 norms, 160 small kernels, 129 products)\n", what, ms * 1e3,
-                      100 * floorUs / (ms * 1e3), floorUs);
-          table.push_back({what, ms * 1e3, floorUs / (ms * 1e3)});
-        }
+                L.product(STREAM, y, xa, lw[l].qkv, 6144, 4096);
+                for (int i = 0; i < smalls; ++i) L.small(xb, y, 4096);
+                L.product(STREAM, y, smalls ? xb : xa, lw[l].o, 4096, 4096);
+                L.norm(xa, xb, 4096);
+                L.product(STREAM, y, xa, lw[l].gu, 28672, 4096);
+                if (smalls) L.small(xb, y, 14336);
+                L.product(STREAM, y, xb, lw[l].down, 4096, 14336);
+              }
+              L.norm(xa, xb, 4096);
+              L.product(STREAM, y, xa, head, 128256, 4096);
+            },
+            10);
+        char what[96];
+        std::snprintf(what, sizeof what, "step+%d small stream(%d) pdl", smalls ? smalls + 1 : 0, wp);
+        const double floorUs = bytes / readGBs / 1e3;
+        std::printf("gemv-lab: %-34s %8.1f us  %5.1f%% of read floor (%.1f us; %d one-block kernels between products a layer)\n", what, ms * 1e3,
+                    100 * floorUs / (ms * 1e3), floorUs, 2 + (smalls ? smalls + 1 : 0));
+        table.push_back({what, ms * 1e3, floorUs / (ms * 1e3)});
       }
       L.pdl = false;
-      L.early = 0;
-      L.pfBytes = 0;
     }
   }
   std::printf("\ngemv-lab table (FK_UNR %d; read floor %.0f GB/s, copy %.0f GB/s)\n%-36s %10s %8s\n", FK_UNR, readGBs, copyGBs, "case", "us", "floor");

@@ -9,11 +9,14 @@
 #           the shipped defaults since run 11
 #   gemv48  gemv at FK_UNR 4 with 48 warps per SM (FASTKERNELS_GEMV_UNROLL=4 FASTKERNELS_GEMV_WARPS_PER_SM=48; run 11's
 #           last lab call had that 0.5% ahead on the step's chain of products)
-#   early   gemv, and PDL builds let the next kernel in before they wait (FASTKERNELS_PDL_EARLY=1, LAUNCH_TUNING.pdlEarly):
-#           the GEMV after a run of small kernels is scheduled while the GEMV before them still runs
-#   early-pf16, early-pf32   early, and each GEMV asks 16 / 32 MiB of its weight into L2 before its wait
-#           (FASTKERNELS_GEMV_L2_PREFETCH_MIB, LINEAR_TUNING.gemvL2PrefetchMiB)
-#   pf16    gemv with the 16 MiB prefetch, without early
+#   glu     gemv, and gate_up + silu in one GEMV launch (FASTKERNELS_FUSE_GLU=1, LINEAR_TUNING.gemvFuseGlu)
+#   rkv     gemv, and rotary + the kv-cache write in one launch (FASTKERNELS_FUSE_ROTARY_KV=1, ROTARY_TUNING.fuseKvStore)
+#   comb    gemv, and decode attention's split combine inside the decode kernel (FASTKERNELS_DECODE_FUSED_COMBINE=1,
+#           ATTENTION_TUNING.decodeFusedCombine)
+#   greedy  gemv, and the bs-1 greedy sampler split over CTAs (FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS=1,
+#           SAMPLER_TUNING.greedySplitMaxRows)
+#   fused   gemv with all four: 96 launches fewer a step, and the split greedy sampler
+# (run 12 measured FASTKERNELS_PDL_EARLY and a GEMV L2 prefetch: slower, removed; decode_ab-run12-early-pf.json)
 # Writes $OUT/decode_ab.json ({ commit, settings: { name: { stepMs, graphReplayMs, decodeTokS, hostMs, rc } } }) and
 # prints a table last.
 #   OUT=/tmp/out dist/gpu-host/bench/h200-decode-ab.sh [SETTING ...]      (default: plain chain pdl both gemv)
@@ -33,11 +36,13 @@ for s in "${settings[@]}"; do
     both) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=0) ;;
     gemv) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1) ;;
     gemv48) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1 FASTKERNELS_GEMV_UNROLL=4 FASTKERNELS_GEMV_WARPS_PER_SM=48) ;;
-    early) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1 FASTKERNELS_PDL_EARLY=1) ;;
-    early-pf16) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1 FASTKERNELS_PDL_EARLY=1 FASTKERNELS_GEMV_L2_PREFETCH_MIB=16) ;;
-    early-pf32) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1 FASTKERNELS_PDL_EARLY=1 FASTKERNELS_GEMV_L2_PREFETCH_MIB=32) ;;
-    pf16) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1 FASTKERNELS_PDL_EARLY=0 FASTKERNELS_GEMV_L2_PREFETCH_MIB=16) ;;
-    *) echo "decode-ab: unknown setting '$s' (plain, chain, pdl, both, gemv, gemv48, early, early-pf16, early-pf32, pf16)" >&2; exit 2 ;;
+    glu) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1 FASTKERNELS_FUSE_GLU=1) ;;
+    rkv) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1 FASTKERNELS_FUSE_ROTARY_KV=1) ;;
+    comb) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1 FASTKERNELS_DECODE_FUSED_COMBINE=1) ;;
+    greedy) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1 FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS=1) ;;
+    fused) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1 FASTKERNELS_FUSE_GLU=1 FASTKERNELS_FUSE_ROTARY_KV=1 FASTKERNELS_DECODE_FUSED_COMBINE=1
+      FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS=1) ;;
+    *) echo "decode-ab: unknown setting '$s' (plain, chain, pdl, both, gemv, gemv48, glu, rkv, comb, greedy, fused)" >&2; exit 2 ;;
   esac
   t0=$SECONDS
   rc=0

@@ -4,20 +4,7 @@
 // -DFK_T=<type> -DFK_VEC=<n> -DFK_ACT=0 (silu) | 1 (gelu, exact erf) | 2 (gelu, tanh approximation).
 #include "fk_vec.cuh"
 #include "fk_pdl.cuh"
-#ifndef FK_ACT
-#define FK_ACT 0
-#endif
-
-__device__ __forceinline__ float fk_act(float g) {
-#if FK_ACT == 0
-  return g / (1.f + __expf(-g));
-#elif FK_ACT == 1
-  return 0.5f * g * (1.f + erff(g * 0.70710678118654752440f));
-#else
-  const float k0 = 0.79788456080286535588f;  // sqrt(2/pi)
-  return 0.5f * g * (1.f + tanhf(k0 * (g + 0.044715f * g * g * g)));
-#endif
-}
+#include "fk_act.cuh"
 
 // grid.x covers the d / FK_VEC vectors of a row, grid.y strides over rows.
 extern "C" __global__ void fk_act_and_mul(FK_T* __restrict__ out, const FK_T* __restrict__ x, int rows, int d, long long xs) {

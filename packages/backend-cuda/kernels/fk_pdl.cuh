@@ -27,21 +27,9 @@ __device__ __forceinline__ void fk_pdl_trigger() {
   asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
 }
-#ifndef FK_PDL_EARLY
-#define FK_PDL_EARLY 0
-#endif
 // Wait for the kernel before (its writes are visible after this), then let the next LAUNCH_PDL kernel be scheduled:
 // its launch and ramp overlap this kernel's work, one level deep (it cannot start before this one has begun).
-// With -DFK_PDL_EARLY=1 (LAUNCH_TUNING.pdlEarly) the next kernel is let in first, before the wait: a run of small
-// kernels then launches as soon as each has started, so the GEMV after them is scheduled, and streams its first weights,
-// while the GEMV before them is still finishing. That is safe because a kernel's own wait still returns only when the
-// kernel before it has completed, which completed only after its own wait: completion stays in stream order.
 __device__ __forceinline__ void fk_pdl_entry() {
-#if FK_PDL_EARLY
-  fk_pdl_trigger();
-  fk_pdl_wait();
-#else
   fk_pdl_wait();
   fk_pdl_trigger();
-#endif
 }

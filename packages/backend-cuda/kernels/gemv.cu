@@ -8,9 +8,11 @@
 //
 // No scalar tail and no alignment checks: the host (src/spine/linear.ts, chooseLinearPath) takes this path only when
 // K % FK_VEC == 0 and x, W and x's row stride are 16-byte aligned. y and bias are accessed one element at a time.
-// Specialised with -DFK_T=<__nv_bfloat16|__half|float> -DFK_VEC=<8|8|4> -DFK_M -DFK_UNR -DFK_WARPS -DFK_BIAS.
+// Specialised with -DFK_T=<__nv_bfloat16|__half|float> -DFK_VEC=<8|8|4> -DFK_M -DFK_UNR -DFK_WARPS -DFK_BIAS, and for
+// fk_gemv_stream -DFK_GLU=1 (with -DFK_ACT, fk_act.cuh): the gated MLP's activation in the epilogue (see there).
 #include "fk_vec.cuh"
 #include "fk_pdl.cuh"
+#include "fk_act.cuh"
 #ifndef FK_M
 #define FK_M 1  // rows of x the kernel is compiled for (the host passes M; 1..8)
 #endif
@@ -22,6 +24,9 @@
 #endif
 #ifndef FK_BIAS
 #define FK_BIAS 0
+#endif
+#ifndef FK_GLU
+#define FK_GLU 0
 #endif
 static_assert(FK_VEC * sizeof(FK_T) == 16, "fk_gemv reads 16-byte vectors: FK_VEC must be 16 / sizeof(FK_T)");
 
@@ -62,15 +67,19 @@ __device__ __forceinline__ void fk_gemv_step(float (&acc)[FK_M], const uint4& w,
     if (m < M) acc[m] = fk_dot16(w, __ldg(reinterpret_cast<const uint4*>(x + m * xs) + j), acc[m]);
 }
 
-// Row n's M sums reduced over the warp (every lane ends with every sum), then lane m stores y[m, n] (+ bias[n], added in
-// fp32 first; one rounding). Constant indices into acc: it stays in registers.
-__device__ __forceinline__ void fk_gemv_store_row(float (&acc)[FK_M], int M, int lane, FK_T* __restrict__ y, const FK_T* __restrict__ bias,
-                                                  int N, int n) {
+// A row's M sums reduced over the warp: every lane ends with every sum. Constant indices into acc: it stays in registers.
+__device__ __forceinline__ void fk_gemv_reduce(float (&acc)[FK_M]) {
 #pragma unroll
   for (int m = 0; m < FK_M; ++m) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], o);
   }
+}
+
+// Row n's M sums reduced, then lane m stores y[m, n] (+ bias[n], added in fp32 first; one rounding).
+__device__ __forceinline__ void fk_gemv_store_row(float (&acc)[FK_M], int M, int lane, FK_T* __restrict__ y, const FK_T* __restrict__ bias,
+                                                  int N, int n) {
+  fk_gemv_reduce(acc);
 #pragma unroll
   for (int m = 0; m < FK_M; ++m) {
     if (m < M && lane == m) {
@@ -120,6 +129,26 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_gemv(FK_T* __rest
   fk_gemv_store_row(acc, M, lane, y, bias, N, n);
 }
 
+// FK_GLU's store: lane m writes y[m, n] = act(g) * u (y [M, R]) from the reduced sums of gate row n and up row n + R,
+// each plus its bias and rounded to FK_T as the projection would store it, then the product as fk_act_and_mul has it.
+__device__ __forceinline__ void fk_gemv_store_glu(const float (&gate)[FK_M], const float (&up)[FK_M], int M, int lane, FK_T* __restrict__ y,
+                                                  const FK_T* __restrict__ bias, int R, int n) {
+#pragma unroll
+  for (int m = 0; m < FK_M; ++m) {
+    if (m < M && lane == m) {
+      float g = gate[m], u = up[m];
+#if FK_BIAS
+      g += fk_f(bias[n]);
+      u += fk_f(bias[n + R]);
+#endif
+      FK_T gt, ut;
+      fk_set(gt, g);
+      fk_set(ut, u);
+      fk_set(y[(long long)m * R + n], fk_act(fk_f(gt)) * fk_f(ut));
+    }
+  }
+}
+
 // fk_gemv_stream: the same product (same per-lane order and the same shuffle tree, so the same bits as fk_gemv), laid
 // out so that a warp never lets its loads run dry. fk_gemv gives each warp one row, so N / FK_WARPS blocks run in waves
 // and the last wave leaves most SMs idle (qkv at M 1: 768 blocks over 132 SMs), and each warp waits for all FK_UNR
@@ -131,40 +160,33 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_gemv(FK_T* __rest
 //    ahead, across row ends (a chunk = 32 vectors, one per lane, inside one row: K % (32 * FK_VEC) == 0, which the
 //    host checks). The refill is unconditional (past the warp's last chunk it re-reads that chunk, an L2 hit): a
 //    conditional load would need a select on its result, which waits for it and serialises the stream;
-//  - under PDL the first FK_UNR chunks load before the wait for x, and the next kernel is let in right after it; with
-//    pfBytes > 0 the next pfBytes of the warp's stream are also asked into L2 then (fk_gemv_prefetch_l2).
-
-// Under PDL, before the wait: the pfBytes of warp w0's stream (its rows w0, w0 + W, ..., in order) that follow the FK_UNR
-// chunks it holds in registers, asked into L2 with bulk prefetches (fire and forget: no registers held, nothing waits).
-// Small kernels run between the products of a decode step and barely use DRAM; a GEMV launched while they run
-// (LAUNCH_TUNING.pdlEarly) can stream that much of its weight during them, which its loads then find in L2. Lane i
-// prefetches the part that falls in the warp's i-th row. The host keeps the sum over the grid within L2
-// (LINEAR_TUNING.gemvL2PrefetchMiB) and pfBytes a multiple of 16, as the bulk copy needs.
-__device__ __forceinline__ void fk_gemv_prefetch_l2(const FK_T* __restrict__ w, int w0, int W, int N, int K, int lane, int pfBytes) {
-#if FK_PDL_ON
-  const long long rowBytes = (long long)K * sizeof(FK_T);
-  const long long rows = (N - 1 - w0) / W + 1;
-  const long long start = (long long)FK_UNR * 32 * 16;  // the chunks already loaded into registers
-  const long long end = min(start + pfBytes, rows * rowBytes);
-  const long long lo = max(start, lane * rowBytes), hi = min(end, (lane + 1) * rowBytes);
-  if (lane < rows && hi > lo) {
-    const char* p = reinterpret_cast<const char*>(w + (long long)(w0 + (long long)lane * W) * K) + (lo - lane * rowBytes);
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"((unsigned)(hi - lo)) : "memory");
-  }
-#endif
-}
-
+//  - under PDL the first FK_UNR chunks load before the wait for x, and the next kernel is let in right after it.
+// With FK_GLU (a gated MLP's gate_up projection, W = [gate; up], 2d rows): y [M, d] = act(gate . x) * (up . x). The
+// warp's logical row r is gate row r followed by up row r + d in its stream, so one warp holds both sums and writes
+// act(g) * u itself: fk_act_and_mul's launch and its read of the [M, 2d] projection are gone. Each sum is rounded to
+// FK_T first, as the unfused projection stores it, and the product computed as fk_act_and_mul does: the same bits.
 extern "C" __global__ void __launch_bounds__(FK_WARPS * 32)
     fk_gemv_stream(FK_T* __restrict__ y, const FK_T* __restrict__ x, const FK_T* __restrict__ w, const FK_T* __restrict__ bias, int M,
-                   int N, int K, long long xs, int pfBytes) {
+                   int N, int K, long long xs) {
   const int lane = threadIdx.x & 31;
   const int w0 = blockIdx.x * FK_WARPS + (threadIdx.x >> 5);
-  if (w0 >= N) return;  // whole warps past the last row leave (they write nothing: no wait needed)
+#if FK_GLU
+  const int R = N / 2;  // logical rows: gate row r and up row r + R each
+#else
+  const int R = N;
+#endif
+  if (w0 >= R) return;  // whole warps past the last row leave (they write nothing: no wait needed)
   const int W = gridDim.x * FK_WARPS;
   const int nv = K / FK_VEC;                // vectors per row
   const int cpr = nv / 32;                  // chunks per row
+#if FK_GLU
+  const int total = ((R - 1 - w0) / W + 1) * 2 * cpr;
+  const long long midJump = (long long)(R - 1) * nv;      // from the end of gate row r to up row r + R
+  const long long rowJump = (long long)(W - R - 1) * nv;  // from the end of up row r + R to gate row r + W
+#else
   const int total = ((N - 1 - w0) / W + 1) * cpr;
   const long long rowJump = (long long)(W - 1) * nv;  // from the end of one of this warp's rows to its next
+#endif
 
   // the prefetch cursor: next chunk's address, its index inside its row, chunks left after it
   const uint4* pp = reinterpret_cast<const uint4*>(w) + (long long)w0 * nv + lane;
@@ -174,17 +196,25 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32)
     if (left > 1) {  // stays on the last chunk once there (uniform, and independent of the loaded value)
       --left;
       pp += 32;
+#if FK_GLU
+      if (++pk == cpr) {
+        pp += midJump;
+      } else if (pk == 2 * cpr) {
+        pk = 0;
+        pp += rowJump;
+      }
+#else
       if (++pk == cpr) {
         pk = 0;
         pp += rowJump;
       }
+#endif
     }
     return v;
   };
   uint4 buf[FK_UNR];
 #pragma unroll
   for (int u = 0; u < FK_UNR; ++u) buf[u] = refill();
-  fk_gemv_prefetch_l2(w, w0, W, N, K, lane, pfBytes);
   fk_pdl_wait();
   fk_pdl_trigger();
 
@@ -193,17 +223,33 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32)
   for (int m = 0; m < FK_M; ++m) acc[m] = 0.f;
   int row = w0;
   int inRow = 0;  // chunk index inside the current row
+#if FK_GLU
+  float gate[FK_M];  // the gate row's reduced sums while the up row is summed
+  bool upHalf = false;
+#endif
   for (int c0 = 0; c0 < total; c0 += FK_UNR) {
 #pragma unroll
     for (int u = 0; u < FK_UNR; ++u) {
       if (c0 + u < total) {
         fk_gemv_step(acc, buf[u], x, xs, M, inRow * 32 + lane);
         if (++inRow == cpr) {  // the row is done (warp-uniform): reduce, store, start the next
+#if FK_GLU
+          fk_gemv_reduce(acc);
+          if (!upHalf) {
+#pragma unroll
+            for (int m = 0; m < FK_M; ++m) gate[m] = acc[m];
+          } else {
+            fk_gemv_store_glu(gate, acc, M, lane, y, bias, R, row);
+            row += W;
+          }
+          upHalf = !upHalf;
+#else
           fk_gemv_store_row(acc, M, lane, y, bias, N, row);
+          row += W;
+#endif
 #pragma unroll
           for (int m = 0; m < FK_M; ++m) acc[m] = 0.f;
           inRow = 0;
-          row += W;
         }
       }
       buf[u] = refill();  // after the slot's use: its registers are free, FK_UNR - 1 loads stay in flight meanwhile

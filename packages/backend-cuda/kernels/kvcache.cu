@@ -2,12 +2,13 @@
 //
 // key/value [T, nKv, head] (token and head strides given, head dim contiguous) go to kCache/vCache
 // [numBlocks, blockSize, nKv, head] (block, offset and head strides given, head dim contiguous) at
-// slot = slots[t] (block = slot / blockSize, offset = slot % blockSize). slot < 0 is padding and skipped;
-// slot >= capacity is skipped and sets *flag (when flag is not null). FK_TPB tokens per block (all their loads
+// slot = slots[t] (fk_kv_slot.cuh: block = slot / blockSize, offset = slot % blockSize). slot < 0 is padding and
+// skipped; slot >= capacity is skipped and sets *flag (when flag is not null). FK_TPB tokens per block (all their loads
 // issued before the stores), 16-byte accesses.
 // -DFK_T=<type> -DFK_VEC=<n> -DFK_SLOT=<int | long long>.
 #include "fk_vec.cuh"  // FK_T / FK_VEC defaults and FkVec, as the other memory-bound kernels
 #include "fk_pdl.cuh"
+#include "fk_kv_slot.cuh"
 #ifndef FK_SLOT
 #define FK_SLOT long long
 #endif
@@ -33,16 +34,10 @@ extern "C" __global__ void fk_store_kvcache(const FK_T* __restrict__ key, const 
       const long long t = t0 + u;
       dk[u] = -1;
       dv[u] = -1;
-      if (t < T) {
-        const long long slot = (long long)slots[t];
-        if (slot >= capacity) {
-          if (flag && threadIdx.x == 0) atomicExch(flag, 1);
-        } else if (slot >= 0) {
-          const long long blk = slot / blockSize;
-          const long long off = slot - blk * blockSize;
-          dk[u] = blk * kcb + off * kco;
-          dv[u] = blk * vcb + off * vco;
-        }
+      long long blk, off;
+      if (t < T && fk_kv_slot((long long)slots[t], blockSize, capacity, flag, blk, off)) {
+        dk[u] = blk * kcb + off * kco;
+        dv[u] = blk * vcb + off * vco;
       }
     }
     for (int j = threadIdx.x; j < 2 * per; j += blockDim.x) {

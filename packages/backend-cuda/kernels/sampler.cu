@@ -19,6 +19,9 @@
 #ifndef FK_VEC4
 #define FK_VEC4 1
 #endif
+#ifndef FK_SKIP_GREEDY
+#define FK_SKIP_GREEDY 0  // fk_sample: leave greedy rows to the greedy split that ran before it
+#endif
 #define FK_NB 2048
 #define FK_MASS_SCALE 1099511627776.0f  // 2^40
 
@@ -208,6 +211,11 @@ extern "C" __global__ void __launch_bounds__(512) fk_sample(long long* __restric
 
   const int b = blockIdx.x;
   const float* __restrict__ row = logits + b * ls;
+#if FK_SKIP_GREEDY
+  // the greedy split ran before (src/spine/sampler.ts): fk_ms_init has written every greedy row's token; only rows that
+  // draw are left (none when the caller's hint was right)
+  if (!(temperature[b] > 0.f)) return;
+#endif
 
   // 1. argmax (packed (key, ~index): the max is the largest value, lowest index)
   u64 best = 0;

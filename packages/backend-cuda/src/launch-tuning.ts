@@ -26,19 +26,7 @@ export const LAUNCH_TUNING = {
    * kernel as a PDL launch, as run 11 did.
    */
   pdlEager: envSwitch('FASTKERNELS_PDL_EAGER', false),
-  /**
-   * PDL builds let the next kernel in before they wait (-DFK_PDL_EARLY=1; fk_pdl_entry in kernels/fk_pdl.cuh), so a run
-   * of small kernels launches at once and the GEMV after it is scheduled while the GEMV before it is still finishing
-   * (with LINEAR_TUNING.gemvL2PrefetchMiB it streams part of its weight meanwhile). fk_gemv and fk_gemv_stream still
-   * wait first. FASTKERNELS_PDL_EARLY=1 turns it on for a process; off until the decode A/B bench shows it pays.
-   */
-  pdlEarly: envSwitch('FASTKERNELS_PDL_EARLY', false),
 };
-
-/** The NVRTC options of a PDL build (on top of the kernel's own). */
-export function pdlBuildOptions(): string[] {
-  return LAUNCH_TUNING.pdlEarly ? ['-DFK_PDL=1', '-DFK_PDL_EARLY=1'] : ['-DFK_PDL=1'];
-}
 
 /**
  * Kernel files every kernel of which starts with fk_pdl_entry() (fk_gemv: fk_pdl_wait() after its first weight loads,

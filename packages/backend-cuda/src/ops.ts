@@ -15,6 +15,7 @@ import * as kvcache from './spine/kvcache.js';
 import * as linear from './spine/linear.js';
 import * as norm from './spine/norm.js';
 import * as rotary from './spine/rotary.js';
+import * as rotaryKv from './spine/rotary-kv.js';
 import * as sampler from './spine/sampler.js';
 import * as softmax from './spine/softmax.js';
 import { broadcastShapes, broadcastStrides, coalesce, encodeStrided, STRIDED_STRUCT_BYTES } from './strided.js';
@@ -279,11 +280,20 @@ export class CudaOps implements Ops {
   linear(x: Tensor, weight: Tensor, bias: Tensor | null): Tensor {
     return linear.linear(this.spine, x, weight, bias);
   }
+  linearSiluAndMul(x: Tensor, weight: Tensor, bias: Tensor | null): Tensor | null {
+    return linear.linearSiluAndMul(this.spine, x, weight, bias);
+  }
   softmax(x: Tensor, dim: number): Tensor {
     return softmax.softmax(this.spine, x, dim);
   }
   storeKvcache_(key: Tensor, value: Tensor, kCache: Tensor, vCache: Tensor, slotMapping: Tensor): void {
     kvcache.storeKvcache(this.spine, key, value, kCache, vCache, slotMapping);
+  }
+  rotaryStoreKvcache(
+    positions: Tensor, query: Tensor, key: Tensor, value: Tensor, cosSinCache: Tensor, headSize: number, isNeoxStyle: boolean,
+    kCache: Tensor, vCache: Tensor, slotMapping: Tensor,
+  ): [Tensor, Tensor] | null {
+    return rotaryKv.rotaryStoreKvcache(this.spine, positions, query, key, value, cosSinCache, headSize, isNeoxStyle, kCache, vCache, slotMapping);
   }
   pagedDecodeAttention(query: Tensor, kCache: Tensor, vCache: Tensor, blockTables: Tensor, seqLens: Tensor, scale: number, slidingWindow: number): Tensor {
     return attention.pagedDecodeAttention(this.spine, query, kCache, vCache, blockTables, seqLens, scale, slidingWindow);

@@ -44,6 +44,12 @@ export interface Ops {
   embeddingMasked(ids: Tensor, weight: Tensor, start: number): Tensor;
   /** y = x W^T + b: x [..., K], weight [N, K], bias [N] or null -> [..., N]. */
   linear(x: Tensor, weight: Tensor, bias: Tensor | null): Tensor;
+  /**
+   * Optional fusion: exactly siluAndMul(linear(x, weight, bias)) for weight [2d, K] (a gated MLP's merged gate | up
+   * projection) -> [..., d]. A backend may return null to decline (then the caller runs the two ops); it never
+   * changes the result.
+   */
+  linearSiluAndMul?(x: Tensor, weight: Tensor, bias: Tensor | null): Tensor | null;
   /** Softmax over one dim, accumulated in float32 or wider; result in x's dtype. */
   softmax(x: Tensor, dim: number): Tensor;
   /**
@@ -51,6 +57,16 @@ export interface Ops {
    * kCache/vCache [numBlocks, blockSize, nKv, head] at slotMapping [T] (slot = block * blockSize + offset; -1 skips).
    */
   storeKvcache_(key: Tensor, value: Tensor, kCache: Tensor, vCache: Tensor, slotMapping: Tensor): void;
+  /**
+   * Optional: exactly `const [q, k] = rotaryEmbedding(positions, query, key, cosSinCache, headSize, isNeoxStyle)` followed by
+   * `storeKvcache_(k viewed as [T, nKv, headSize], value, kCache, vCache, slotMapping)`, in one step (the CUDA backend: one
+   * launch instead of two). Returns [q, k] as rotaryEmbedding would. A backend may return null to decline (a switch is
+   * off, a layout it does not fuse): nothing was written, and the caller runs the two ops itself.
+   */
+  rotaryStoreKvcache?(
+    positions: Tensor, query: Tensor, key: Tensor, value: Tensor, cosSinCache: Tensor, headSize: number, isNeoxStyle: boolean,
+    kCache: Tensor, vCache: Tensor, slotMapping: Tensor,
+  ): [Tensor, Tensor] | null;
   /**
    * Decode attention over a paged cache: query [B, nQ, head]; caches as above; blockTables [B, maxBlocks] (i32);
    * seqLens [B] (i32). GQA when nQ > nKv. slidingWindow 0 = none. Returns [B, nQ, head].

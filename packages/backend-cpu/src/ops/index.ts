@@ -6,6 +6,7 @@ import { storeKvcache_ } from './kvcache.js';
 import { embedding, embeddingMasked, linear, matmul } from './linear.js';
 import { fusedAddRmsNorm, rmsNorm, softmax } from './norm.js';
 import { rotaryEmbedding } from './rotary.js';
+import { rotaryStoreKvcache } from './rotary-kv.js';
 import { sample } from './sampler.js';
 
 /** The Ops surface of the cpu backend; new outputs are allocated on `backend` (device 0). */
@@ -26,6 +27,8 @@ export function createCpuOps(backend: Backend): Ops {
     linear: (x, weight, bias) => linear(backend, x, weight, bias),
     softmax: (x, dim) => softmax(backend, x, dim),
     storeKvcache_,
+    rotaryStoreKvcache: (positions, query, key, value, cache, headSize, neox, kCache, vCache, slots) =>
+      rotaryStoreKvcache(backend, positions, query, key, value, cache, headSize, neox, kCache, vCache, slots),
     pagedDecodeAttention: (q, k, v, tables, lens, scale, window) => pagedDecodeAttention(backend, q, k, v, tables, lens, scale, window),
     varlenPrefillAttention: (q, k, v, cuQ, cuK, scale, causal, window) => varlenPrefillAttention(backend, q, k, v, cuQ, cuK, scale, causal, window),
     // the SampleHint (6th argument) only picks a launch strategy on other backends: one path here, ignored

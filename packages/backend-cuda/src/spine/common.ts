@@ -12,7 +12,7 @@
 import { DTYPE_INFO, Tensor, formatShape, type DType } from '@fastkernels/core';
 import type { CudaKernel } from '../kernel.js';
 import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
-import { PDL_READY_FILES, pdlAvailable, pdlBuildOptions, pdlLaunches } from '../launch-tuning.js';
+import { PDL_READY_FILES, pdlAvailable, pdlLaunches } from '../launch-tuning.js';
 import type { SpineContext } from './context.js';
 
 /** C++ types of the floating dtypes the spine kernels take. */
@@ -54,7 +54,7 @@ export function fileKernel(ctx: SpineContext, file: string, entry: string, optio
   const source = KERNEL_SOURCES[file];
   if (source === undefined) throw new Error(`kernel source ${file} is not embedded (run npm run embed-kernels -w @fastkernels/backend-cuda)`);
   const ready = PDL_READY_FILES.has(file);
-  const pdlSpec = () => ({ source, entry, name: file, options: [...options, ...pdlBuildOptions()], pdl: true });
+  const pdlSpec = () => ({ source, entry, name: file, options: [...options, '-DFK_PDL=1'], pdl: true });
   if (ready && pdlLaunches(ctx.runtime)) return ctx.kernel(pdlSpec());
   const plain = ctx.kernel({ source, entry, name: file, options, pdl: false });
   if (ready && pdlAvailable(ctx.runtime)) ctx.compileBeforeCapture(plain, pdlSpec);

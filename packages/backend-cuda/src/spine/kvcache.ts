@@ -20,17 +20,7 @@ export const KV_STORE_TUNING = {
 
 export function storeKvcache(ctx: SpineContext, key: Tensor, value: Tensor, kCache: Tensor, vCache: Tensor, slotMapping: Tensor): void {
   const op = 'storeKvcache_';
-  if (key.rank !== 3 || value.rank !== 3) throw new RangeError(`${op}: key ${formatShape(key.shape)} and value ${formatShape(value.shape)} must be [T, nKv, head]`);
-  if (kCache.rank !== 4 || vCache.rank !== 4) throw new RangeError(`${op}: caches must be [numBlocks, blockSize, nKv, head]`);
-  const [T, nKv, head] = key.shape as [number, number, number];
-  const [numBlocks, blockSize] = kCache.shape as [number, number];
-  if (!shapesEqual(value.shape, key.shape)) throw new RangeError(`${op}: value ${formatShape(value.shape)} does not match key ${formatShape(key.shape)}`);
-  if (!shapesEqual(kCache.shape, vCache.shape)) throw new RangeError(`${op}: vCache ${formatShape(vCache.shape)} does not match kCache ${formatShape(kCache.shape)}`);
-  if (kCache.shape[2] !== nKv || kCache.shape[3] !== head) throw new RangeError(`${op}: cache ${formatShape(kCache.shape)} does not hold [${nKv}, ${head}] per slot`);
-  if (slotMapping.numel !== T) throw new RangeError(`${op}: slotMapping has ${slotMapping.numel} entries for ${T} tokens`);
-  if (kCache.dtype !== vCache.dtype) throw new TypeError(`${op}: kCache ${kCache.dtype} and vCache ${vCache.dtype} differ`);
-  const C = floatCType(kCache, op, 'kCache');
-  const S = indexCType(slotMapping, op, 'slotMapping');
+  const { T, nKv, head, numBlocks, blockSize, C, S } = kvStoreGeometry(op, key.shape, value, kCache, vCache, slotMapping);
   if (T === 0 || nKv === 0 || head === 0) return;
   const temps: Tensor[] = [];
   try {
@@ -66,4 +56,32 @@ export function storeKvcache(ctx: SpineContext, key: Tensor, value: Tensor, kCac
   } finally {
     disposeAll(temps);
   }
+}
+
+/** A KV-cache write's checked arguments: T tokens of nKv heads of `head`, the cache's blocks, the C++ types. */
+export interface KvStoreGeometry {
+  readonly T: number;
+  readonly nKv: number;
+  readonly head: number;
+  readonly numBlocks: number;
+  readonly blockSize: number;
+  /** C++ types of the caches and the slot mapping */
+  readonly C: string;
+  readonly S: 'int' | 'long long';
+}
+
+/** Checks KV-cache write arguments the way storeKvcache_ does (errors name `op`), the key given by its shape. */
+export function kvStoreGeometry(op: string, keyShape: readonly number[], value: Tensor, kCache: Tensor, vCache: Tensor, slotMapping: Tensor): KvStoreGeometry {
+  if (keyShape.length !== 3 || value.rank !== 3) throw new RangeError(`${op}: key ${formatShape(keyShape)} and value ${formatShape(value.shape)} must be [T, nKv, head]`);
+  if (kCache.rank !== 4 || vCache.rank !== 4) throw new RangeError(`${op}: caches must be [numBlocks, blockSize, nKv, head]`);
+  const [T, nKv, head] = keyShape as [number, number, number];
+  const [numBlocks, blockSize] = kCache.shape as [number, number];
+  if (!shapesEqual(value.shape, keyShape)) throw new RangeError(`${op}: value ${formatShape(value.shape)} does not match key ${formatShape(keyShape)}`);
+  if (!shapesEqual(kCache.shape, vCache.shape)) throw new RangeError(`${op}: vCache ${formatShape(vCache.shape)} does not match kCache ${formatShape(kCache.shape)}`);
+  if (kCache.shape[2] !== nKv || kCache.shape[3] !== head) throw new RangeError(`${op}: cache ${formatShape(kCache.shape)} does not hold [${nKv}, ${head}] per slot`);
+  if (slotMapping.numel !== T) throw new RangeError(`${op}: slotMapping has ${slotMapping.numel} entries for ${T} tokens`);
+  if (kCache.dtype !== vCache.dtype) throw new TypeError(`${op}: kCache ${kCache.dtype} and vCache ${vCache.dtype} differ`);
+  const C = floatCType(kCache, op, 'kCache');
+  const S = indexCType(slotMapping, op, 'slotMapping');
+  return { T, nKv, head, numBlocks, blockSize, C, S };
 }

@@ -6,7 +6,7 @@
  * Llama-3-8B projections at M 1, 4 and 8 (printed, not asserted; they set gemvMaxRows, 1 since run 11).
  */
 import { Tensor, type DType } from '@fastkernels/core';
-import { describe, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { G, cpu, expectClose, gpu, graphMs, measureCopy, poison, randCpu, toGpu, withTuning, printedAfterAll } from '../../test/spine-helpers.js';
 import { LAUNCH_TUNING } from '../launch-tuning.js';
 import { LINEAR_TUNING, chooseLinearPath } from './linear.js';
@@ -16,7 +16,7 @@ const TOL: Record<string, { atol: number; rtol: number }> = { f32: { atol: 1e-4,
 
 const withLinear = <R>(patch: Partial<typeof LINEAR_TUNING>, fn: () => R): R => withTuning(LINEAR_TUNING, patch, fn);
 // pdlEager: the PDL cases here launch eagerly too (the default makes PDL launches in graph captures only)
-const withPdl = <R>(pdl: boolean, fn: () => R, pdlEarly = LAUNCH_TUNING.pdlEarly): R => withTuning(LAUNCH_TUNING, { pdl, pdlEager: pdl, pdlEarly }, fn);
+const withPdl = <R>(pdl: boolean, fn: () => R): R => withTuning(LAUNCH_TUNING, { pdl, pdlEager: pdl }, fn);
 const ON = { gemvMaxRows: 8 };
 const ROWS = { gemvMaxRows: 8, gemvStream: false }; // fk_gemv wherever a GEMV is taken
 const OFF = { gemvMaxRows: 0 };
@@ -152,6 +152,61 @@ describe('linear GEMV path (gemvMaxRows 8) vs the float64 CPU backend and cuBLAS
   });
 });
 
+describe('linearSiluAndMul: gate_up and silu in one fk_gemv_stream launch (LINEAR_TUNING.gemvFuseGlu)', () => {
+  // The same bits as linear then siluAndMul (each sum rounded as the projection stores it, then fk_act_and_mul's
+  // arithmetic), and close to the float64 CPU; null wherever linear would not take fk_gemv_stream.
+  const FUSE = { gemvMaxRows: 8, gemvFuseGlu: true };
+  function checkGlu(dtype: DType, d: number, K: number, Ms: readonly number[]): void {
+    const w = randCpu([2 * d, K], dtype, d * 11 + K, 1 / Math.sqrt(K));
+    const b = randCpu([2 * d], dtype, d + 5, 0.5);
+    const [gw, gb] = [toGpu(w), toGpu(b)];
+    for (const M of Ms) {
+      const x = randCpu([M, K], dtype, M * 31 + K + d);
+      const gx = toGpu(x);
+      for (const bias of [false, true]) {
+        const label = `${dtype} M${M} d${d} K${K}${bias ? ' + bias' : ''}`;
+        const expected = cpu().ops.siluAndMul(cpu().ops.linear(x, w, bias ? b : null));
+        poison(M * 2 * d, M * d);
+        const fused = withLinear(FUSE, () => withPath(() => gpu().ops.linearSiluAndMul!(gx, gw, bias ? gb : null)!));
+        if (fused.kernel !== 'fk_gemv_stream') throw new Error(`${label}: ran ${fused.kernel}`);
+        const unfused = withLinear({ gemvMaxRows: 8 }, () => {
+          const g = gpu().ops.linear(gx, gw, bias ? gb : null);
+          const y = gpu().ops.siluAndMul(g);
+          g.dispose();
+          return y;
+        });
+        expectClose(fused.y, unfused, { atol: 0, rtol: 0 }, `${label}: fused vs linear + siluAndMul (same bits)`);
+        expectClose(fused.y, expected, { atol: TOL[dtype]!.atol * 2, rtol: TOL[dtype]!.rtol * 2 }, `${label}: fused vs float64`);
+        for (const t of [fused.y, unfused]) t.dispose();
+      }
+      gx.dispose();
+    }
+    for (const t of [gw, gb]) t.dispose();
+  }
+  for (const dtype of ['bf16', 'f16', 'f32'] as DType[]) {
+    // d 1001 (odd: a partial last block), K 256 (one chunk a row for bf16: the ring crosses gate | up ends every chunk),
+    // K 4096 with d 14336 (Llama-3-8B's gate_up), d 48 K 1024 (most warps idle)
+    for (const [d, K] of [[1001, 256], [48, 1024], [14336, 4096]] as const) {
+      it(`${dtype} d${d} K${K}: M 1, 2, 5, 8, bias and none`, G, () => checkGlu(dtype, d, K, [1, 2, 5, 8]));
+    }
+  }
+  it('declines (null) with the switch off, K not a multiple of 32 vectors, M above gemvMaxRows, an odd N, a weight of another dtype', G, () => {
+    const x = toGpu(randCpu([1, 512], 'bf16', 1));
+    const w = toGpu(randCpu([64, 512], 'bf16', 2));
+    expect(withLinear({ gemvMaxRows: 8, gemvFuseGlu: false }, () => gpu().ops.linearSiluAndMul!(x, w, null))).toBeNull();
+    const xk = toGpu(randCpu([1, 72], 'bf16', 3));
+    const wk = toGpu(randCpu([64, 72], 'bf16', 4));
+    expect(withLinear(FUSE, () => gpu().ops.linearSiluAndMul!(xk, wk, null))).toBeNull();
+    const x9 = toGpu(randCpu([9, 512], 'bf16', 5));
+    expect(withLinear(FUSE, () => gpu().ops.linearSiluAndMul!(x9, w, null))).toBeNull();
+    const wOdd = toGpu(randCpu([63, 512], 'bf16', 6));
+    expect(withLinear(FUSE, () => gpu().ops.linearSiluAndMul!(x, wOdd, null))).toBeNull();
+    const w32 = toGpu(randCpu([64, 512], 'f32', 7));
+    expect(withLinear(FUSE, () => gpu().ops.linearSiluAndMul!(x, w32, null))).toBeNull();
+    for (const t of [x, w, xk, wk, x9, wOdd, w32]) t.dispose();
+  });
+});
+
 describe('linear GEMV as a programmatic dependent launch (LAUNCH_TUNING.pdl, sm_90+)', () => {
   // fk_gemv starts before the kernel that writes x has finished and streams weights in before fk_pdl_wait. Without
   // the wait it would read x while a slow one-block rms_norm (which lets dependents start first thing) still writes
@@ -163,22 +218,14 @@ describe('linear GEMV as a programmatic dependent launch (LAUNCH_TUNING.pdl, sm_
     const w = randCpu([N, K], 'bf16', 93, 1 / Math.sqrt(K));
     const expected = cpu().ops.linear(cpu().ops.rmsNorm(x, nw, 1e-5).to('bf16'), w, null);
     const [gx, gnw, gw] = [toGpu(x), toGpu(nw), toGpu(w)];
-    // early: the norm lets the GEMV in before its own wait (LAUNCH_TUNING.pdlEarly), so the GEMV is scheduled at once;
-    // pf: fk_gemv_stream asks 16 MiB of its weight (all of this 32 MiB one's rows it reaches) into L2 before its wait
-    const settings = [
-      { pdl: false, early: false, pf: 0 },
-      { pdl: true, early: false, pf: 0 },
-      { pdl: true, early: true, pf: 0 },
-      { pdl: true, early: true, pf: 16 },
-    ];
     for (const gemvStream of [true, false]) {
-      for (const { pdl, early, pf } of settings) {
+      for (const pdl of [true, false]) {
         for (let rep = 0; rep < 3; rep++) {
           poison(K / 2, K / 2); // the size of the bf16 rms_norm output
-          const got = withPdl(pdl, () => withLinear({ gemvMaxRows: 1, gemvStream, gemvL2PrefetchMiB: pf }, () => withPath(() => gpu().ops.linear(gpu().ops.rmsNorm(gx, gnw, 1e-5), gw, null))), early);
+          const got = withPdl(pdl, () => withLinear({ gemvMaxRows: 1, gemvStream }, () => withPath(() => gpu().ops.linear(gpu().ops.rmsNorm(gx, gnw, 1e-5), gw, null))));
           if (got.path !== 'gemv') throw new Error(`took ${got.path}`);
           if (got.kernel !== (gemvStream ? 'fk_gemv_stream' : 'fk_gemv')) throw new Error(`gemvStream ${gemvStream} ran ${got.kernel}`);
-          expectClose(got.y, expected, TOL.bf16!, `${gemvStream ? 'fk_gemv_stream' : 'fk_gemv'} pdl ${pdl} early ${early} pf ${pf} MiB rep ${rep} vs float64`);
+          expectClose(got.y, expected, TOL.bf16!, `${gemvStream ? 'fk_gemv_stream' : 'fk_gemv'} pdl ${pdl} rep ${rep} vs float64`);
           got.y.dispose();
         }
       }

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { parseSignature } from '../args.js';
 import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
 import { withTuning } from '../../test/spine-helpers.js';
-import { LINEAR_TUNING, chooseLinearPath, gemvL2PrefetchBytes, gemvStreamGrid, type LinearPath, type LinearShape } from './linear.js';
+import { LINEAR_TUNING, chooseLinearPath, gemvStreamGrid, type LinearPath, type LinearShape } from './linear.js';
 
 describe('chooseLinearPath (CPU): cuBLASLt vs the small-batch GEMV, per call', () => {
   const on = { ...LINEAR_TUNING, gemvMaxRows: 8 };
@@ -50,10 +50,9 @@ describe('chooseLinearPath (CPU): cuBLASLt vs the small-batch GEMV, per call', (
     withTuning(LINEAR_TUNING, { gemvMaxRows: 1 }, () => expect(chooseLinearPath({ ...base, M: 4 })).toBe('cublaslt'));
   });
 
-  it('the launch signatures linear passes: fk_gemv (y, x, w, bias, M, N, K, xs), fk_gemv_stream the same + pfBytes', () => {
-    const common = ['ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64'];
-    expect(parseSignature(KERNEL_SOURCES['gemv.cu']!, 'fk_gemv')).toEqual(common);
-    expect(parseSignature(KERNEL_SOURCES['gemv.cu']!, 'fk_gemv_stream')).toEqual([...common, 'i32']);
+  it('fk_gemv and fk_gemv_stream are embedded with the same launch signature (y, x, w, bias, M, N, K, xs)', () => {
+    for (const entry of ['fk_gemv', 'fk_gemv_stream'])
+      expect(parseSignature(KERNEL_SOURCES['gemv.cu']!, entry), entry).toEqual(['ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64']);
   });
 });
 
@@ -75,30 +74,6 @@ describe('gemvStreamGrid: one wave, the warps\' shares of rows differ by one at 
       const shares = new Set(Array.from({ length: Math.min(W, N) }, (_, w) => Math.floor((N - 1 - w) / W) + 1));
       expect(Math.max(...shares) - Math.min(...shares)).toBeLessThanOrEqual(1);
       expect(blocks).toBe(want);
-    });
-  }
-});
-
-describe('gemvL2PrefetchBytes: the L2 budget shared over the warps, in whole 512-byte chunks', () => {
-  it.skipIf(process.env.FASTKERNELS_GEMV_L2_PREFETCH_MIB !== undefined)('off by default (not yet measured on a GPU)', () => {
-    expect(LINEAR_TUNING.gemvL2PrefetchMiB).toBe(0);
-  });
-  const MiB = 2 ** 20;
-  const cases: [number, number, number][] = [
-    [0, 4096, 0],
-    [16 * MiB, 0, 0],
-    [16 * MiB, 4096, 4096], // o at 32 warps per SM: 4096 warps, 4 KiB each (half a row)
-    [16 * MiB, 4224, 3584], // 3971.9 bytes -> 7 chunks
-    [32 * MiB, 3072, 10752], // qkv: 10922.7 -> 21 chunks
-    [100, 4, 0], // less than a chunk each
-    [2 ** 40, 1, 0x40000000], // capped where an int holds it
-  ];
-  for (const [budget, warps, want] of cases) {
-    it(`${budget} bytes over ${warps} warps -> ${want}`, () => {
-      const got = gemvL2PrefetchBytes(budget, warps);
-      expect(got).toBe(want);
-      expect(got % 512).toBe(0);
-      expect(got * warps).toBeLessThanOrEqual(budget);
     });
   }
 });

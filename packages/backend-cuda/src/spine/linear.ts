@@ -5,7 +5,7 @@
  * A weight or bias of another dtype is converted to x's dtype first (one copy per call).
  * Small-batch calls (M <= LINEAR_TUNING.gemvMaxRows) may take kernels/gemv.cu instead: see LINEAR_TUNING.
  */
-import { Tensor, envCount, formatShape, type DType } from '@fastkernels/core';
+import { Tensor, envCount, envSwitch, formatShape, type DType } from '@fastkernels/core';
 import { matrixLayout } from '../blaslt.js';
 import type { CudaKernel } from '../kernel.js';
 import type { SpineContext } from './context.js';
@@ -40,23 +40,12 @@ export const LINEAR_TUNING = {
   /** 16-byte weight vectors each lane keeps in flight (FK_UNR; FASTKERNELS_GEMV_UNROLL for the decode A/B bench). */
   gemvUnroll: envCount('FASTKERNELS_GEMV_UNROLL', 8, 1),
   /**
-   * MiB of its weight a PDL-launched fk_gemv_stream asks into L2 before it waits for x, over the whole grid (beyond the
-   * FK_UNR chunks each lane loads into registers then); 0 = none. The small kernels between a decode step's products
-   * leave DRAM idle; a product launched during them (LAUNCH_TUNING.pdlEarly) can read that much of its weight
-   * meanwhile. Kept well under the 50 MiB L2. FASTKERNELS_GEMV_L2_PREFETCH_MIB sets it for a process. Off until the
-   * decode A/B bench shows it pays (not yet run on a GPU).
+   * A gated MLP's gate_up projection and its silu in one fk_gemv_stream launch where that GEMV is taken
+   * (linearSiluAndMul; the same bits as linear then siluAndMul): one launch fewer per layer at bs-1 decode.
+   * FASTKERNELS_FUSE_GLU=1 turns it on for a process; off until the decode A/B bench measures it on the H200.
    */
-  gemvL2PrefetchMiB: envCount('FASTKERNELS_GEMV_L2_PREFETCH_MIB', 0),
+  gemvFuseGlu: envSwitch('FASTKERNELS_FUSE_GLU', false),
 };
-
-/**
- * fk_gemv_stream's pfBytes: a share of `budgetBytes` for each of `warps` warps, in whole 512-byte chunks (the bulk
- * prefetch needs multiples of 16), capped at what an int holds.
- */
-export function gemvL2PrefetchBytes(budgetBytes: number, warps: number): number {
-  if (!(budgetBytes > 0 && warps > 0)) return 0;
-  return Math.min(Math.floor(budgetBytes / warps / 512) * 512, 0x40000000);
-}
 
 /** What chooseLinearPath needs to know about one call. */
 export interface LinearShape {
@@ -118,38 +107,14 @@ export function linear(ctx: SpineContext, x: Tensor, weight: Tensor, bias: Tenso
     }
     let w = weight.dtype === x.dtype ? weight : asDType(weight, x.dtype, temps);
     if (!addressable(w)) w = contiguousOf(w, temps);
-    let a: Tensor;
-    if (x.rank === 2 && addressable(x)) a = x;
-    else if (x.isContiguous()) {
-      a = x.view([M, K]);
-      temps.push(a);
-    } else {
-      const c = contiguousOf(x, temps);
-      a = c.view([M, K]);
-      temps.push(a);
-    }
+    const a = rowsOf(x, M, K, temps);
     if (M <= LINEAR_TUNING.gemvMaxRows) {
-      const it = itemsizeOf(x.dtype);
-      // the kernel reads x and w in 16-byte vectors (y and the bias one element at a time); x's row stride only
-      // matters from the second row on
-      const aligned =
-        a.strides[1] === 1 && w.isContiguous() && ptr(a) % 16 === 0 && ptr(w) % 16 === 0 && (M === 1 || (a.strides[0]! * it) % 16 === 0);
-      const path = chooseLinearPath({ M, N, K, dtype: x.dtype, aligned });
+      const path = chooseLinearPath({ M, N, K, dtype: x.dtype, aligned: gemvAligned(a, w, M) });
       if (path !== 'cublaslt') {
-        const warps = LINEAR_TUNING.gemvWarps;
-        const entry = path === 'gemv-stream' ? 'fk_gemv_stream' : 'fk_gemv';
-        const defines = { FK_T: floatCType(x, op, 'x'), FK_VEC: 16 / it, FK_M: M, FK_UNR: LINEAR_TUNING.gemvUnroll, FK_WARPS: warps, FK_BIAS: b ? 1 : 0 };
-        const k = spineKernel(ctx, 'gemv.cu', entry, defines);
-        const blocks =
-          path === 'gemv-stream'
-            ? gemvStreamGrid(N, ctx.multiprocessors, Math.min(LINEAR_TUNING.gemvStreamWarpsPerSm, residentWarpsPerSm(k, defines)), warps)
-            : Math.ceil(N / warps);
         // A programmatic dependent launch when PDL launches are on (in graph captures): gemv.cu reads its first weight
         // vectors before it waits for the kernel before it, which is only right when that kernel did not write them; a
         // weight converted or copied just above was, so that launch is an ordinary one (its wait then returns at once).
-        const args = [out, a, w, b ? ptr(b) : 0, M, N, K, M === 1 ? K : a.strides[0]!];
-        if (path === 'gemv-stream') args.push(gemvL2PrefetchBytes(LINEAR_TUNING.gemvL2PrefetchMiB * 2 ** 20, blocks * warps));
-        k.launch(blocks, warps * 32, 0, args, undefined, w === weight ? undefined : 0);
+        launchGemv(ctx, path, out, a, w, b, N, w === weight);
         return out;
       }
     }
@@ -163,13 +128,78 @@ export function linear(ctx: SpineContext, x: Tensor, weight: Tensor, bias: Tenso
 }
 
 /**
+ * The gate_up projection of a gated MLP and its activation in one launch (CudaOps.linearSiluAndMul): y [..., d] =
+ * silu(x W[:d]^T + b[:d]) * (x W[d:]^T + b[d:]) for weight [2d, K], with the bits of linear then siluAndMul
+ * (fk_gemv_stream with FK_GLU: each sum rounded to x's dtype, then fk_act_and_mul's arithmetic). Only where linear itself
+ * would take fk_gemv_stream, with the weight and bias already in x's dtype and LINEAR_TUNING.gemvFuseGlu on; null
+ * otherwise (the caller then runs linear and siluAndMul).
+ */
+export function linearSiluAndMul(ctx: SpineContext, x: Tensor, weight: Tensor, bias: Tensor | null): Tensor | null {
+  if (!LINEAR_TUNING.gemvFuseGlu || weight.rank !== 2 || x.rank < 1) return null;
+  const [N, K] = weight.shape as [number, number];
+  if (N % 2 !== 0 || K === 0 || x.shape[x.rank - 1] !== K || weight.dtype !== x.dtype || !weight.isContiguous()) return null;
+  if (bias && (bias.dtype !== x.dtype || bias.rank !== 1 || bias.shape[0] !== N || !bias.isContiguous())) return null;
+  floatCType(x, 'linearSiluAndMul', 'x');
+  const lead = x.shape.slice(0, -1);
+  const M = lead.reduce((p, q) => p * q, 1);
+  if (!(M >= 1 && M <= LINEAR_TUNING.gemvMaxRows)) return null;
+  const temps: Tensor[] = [];
+  try {
+    const a = rowsOf(x, M, K, temps);
+    if (chooseLinearPath({ M, N, K, dtype: x.dtype, aligned: gemvAligned(a, weight, M) }) !== 'gemv-stream') return null;
+    const out = Tensor.empty(x.backend, [...lead, N / 2], x.dtype, { device: x.device });
+    launchGemv(ctx, 'gemv-stream', out, a, weight, bias, N, true, { FK_GLU: 1, FK_ACT: 0 });
+    return out;
+  } finally {
+    disposeAll(temps);
+  }
+}
+
+/** x [..., K] as [M, K] rows the GEMV and cuBLASLt can address: x itself, a view, or a contiguous copy (in temps). */
+function rowsOf(x: Tensor, M: number, K: number, temps: Tensor[]): Tensor {
+  if (x.rank === 2 && addressable(x)) return x;
+  const c = x.isContiguous() ? x : contiguousOf(x, temps);
+  const a = c.view([M, K]);
+  temps.push(a);
+  return a;
+}
+
+/**
+ * The GEMV reads x and w in 16-byte vectors (y and the bias one element at a time); x's row stride only matters from the
+ * second row on.
+ */
+function gemvAligned(a: Tensor, w: Tensor, M: number): boolean {
+  const it = itemsizeOf(a.dtype);
+  return a.strides[1] === 1 && w.isContiguous() && ptr(a) % 16 === 0 && ptr(w) % 16 === 0 && (M === 1 || (a.strides[0]! * it) % 16 === 0);
+}
+
+/**
+ * One GEMV launch: y = a w^T (+ b) through fk_gemv or fk_gemv_stream (extra defines: FK_GLU). `pdlSafe`: w was not
+ * written by the kernel just before (else an ordinary launch: see linear).
+ */
+function launchGemv(ctx: SpineContext, path: 'gemv' | 'gemv-stream', out: Tensor, a: Tensor, w: Tensor, b: Tensor | null, N: number, pdlSafe: boolean,
+                    extra: Readonly<Record<string, number>> = {}): void {
+  const [M, K] = a.shape as [number, number];
+  const warps = LINEAR_TUNING.gemvWarps;
+  const entry = path === 'gemv-stream' ? 'fk_gemv_stream' : 'fk_gemv';
+  const defines = { FK_T: floatCType(a, 'linear', 'x'), FK_VEC: 16 / itemsizeOf(a.dtype), FK_M: M, FK_UNR: LINEAR_TUNING.gemvUnroll, FK_WARPS: warps, FK_BIAS: b ? 1 : 0, ...extra };
+  const k = spineKernel(ctx, 'gemv.cu', entry, defines);
+  const rows = extra.FK_GLU ? N / 2 : N; // the warps' rows: FK_GLU's logical rows are gate | up pairs
+  const blocks =
+    path === 'gemv-stream'
+      ? gemvStreamGrid(rows, ctx.multiprocessors, Math.min(LINEAR_TUNING.gemvStreamWarpsPerSm, residentWarpsPerSm(k, defines)), warps)
+      : Math.ceil(N / warps);
+  k.launch(blocks, warps * 32, 0, [out, a, w, b ? ptr(b) : 0, M, N, K, M === 1 ? K : a.strides[0]!], undefined, pdlSafe ? undefined : 0);
+}
+
+/**
  * Warps of fk_gemv_stream `k` (built from `d`) an SM holds at once (registers decide: f32 at M 6-8 takes 78-80, so 3
  * blocks of 8 warps). Keyed by the defines, not the kernel: the eager run (the engine's warm-up) asks with the plain
  * build, and the PDL build launched in the capture that follows reuses the answer, so nothing is queried mid-capture.
  */
 const residentWarps = new Map<string, number>();
-function residentWarpsPerSm(k: CudaKernel, d: { FK_T: string; FK_M: number; FK_UNR: number; FK_WARPS: number; FK_BIAS: number }): number {
-  const key = `${d.FK_T}|${d.FK_M}|${d.FK_UNR}|${d.FK_WARPS}|${d.FK_BIAS}`;
+function residentWarpsPerSm(k: CudaKernel, d: { FK_T: string; FK_M: number; FK_UNR: number; FK_WARPS: number; FK_BIAS: number; FK_GLU?: number }): number {
+  const key = `${d.FK_T}|${d.FK_M}|${d.FK_UNR}|${d.FK_WARPS}|${d.FK_BIAS}|${d.FK_GLU ?? 0}`;
   let n = residentWarps.get(key);
   if (n === undefined) {
     n = Math.max(1, k.occupancy(d.FK_WARPS * 32).activeBlocksPerSM) * d.FK_WARPS;

@@ -109,19 +109,10 @@ describe('which launches are PDL launches (spineKernel / fileKernel)', () => {
     };
     return { ctx, compiled };
   };
-  const withPdl = <R>(pdl: boolean, pdlEager: boolean, fn: () => R, pdlEarly = false): R => withTuning(LAUNCH_TUNING, { pdl, pdlEager, pdlEarly }, fn);
-  it.skipIf(['FASTKERNELS_PDL', 'FASTKERNELS_PDL_EAGER', 'FASTKERNELS_PDL_EARLY'].some((v) => process.env[v] !== undefined))('defaults: PDL on, in graph captures only, waiting before letting the next kernel in', () => {
+  const withPdl = <R>(pdl: boolean, pdlEager: boolean, fn: () => R): R => withTuning(LAUNCH_TUNING, { pdl, pdlEager }, fn);
+  it.skipIf(process.env.FASTKERNELS_PDL !== undefined || process.env.FASTKERNELS_PDL_EAGER !== undefined)('defaults: PDL on, in graph captures only', () => {
     expect(LAUNCH_TUNING.pdl).toBe(true);
     expect(LAUNCH_TUNING.pdlEager).toBe(false);
-    expect(LAUNCH_TUNING.pdlEarly).toBe(false);
-  });
-  it('pdlEarly: PDL builds also get FK_PDL_EARLY=1 (the plain build is untouched)', () => {
-    withPdl(true, false, () => {
-      const norm = spineKernel(ctxFor(9, true).ctx, 'norm.cu', 'fk_rms_norm', { FK_T: '__nv_bfloat16', FK_VEC: 8 });
-      expect(norm.spec.options).toEqual(['-DFK_T=__nv_bfloat16', '-DFK_VEC=8', '-DFK_PDL=1', '-DFK_PDL_EARLY=1']);
-      const plain = spineKernel(ctxFor(9, false).ctx, 'norm.cu', 'fk_rms_norm', { FK_T: '__nv_bfloat16', FK_VEC: 8 });
-      expect(plain.spec.options).toEqual(['-DFK_T=__nv_bfloat16', '-DFK_VEC=8']);
-    }, true);
   });
   it('PDL on, sm_90, in a capture: a PDL-ready file is built with FK_PDL=1 and launched with LAUNCH_PDL; other files are not', () => {
     withPdl(true, false, () => {

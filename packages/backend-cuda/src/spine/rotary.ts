@@ -5,7 +5,7 @@
  * partial rotary (the tail of each head is copied). Query and key go in one launch.
  * Out-of-range positions write zeros and, with index checks on (see common.ts), throw a RangeError.
  */
-import { Tensor, formatShape } from '@fastkernels/core';
+import { Tensor, envSwitch, formatShape } from '@fastkernels/core';
 import type { SpineContext } from './context.js';
 import { checkIndexFlag, contiguousOf, disposeAll, floatCType, indexCType, indexFlag, itemsizeOf, ptr, roundUp, spineKernel, vecWidth } from './common.js';
 
@@ -18,6 +18,13 @@ export const ROTARY_TUNING = {
    * 101.4 / 100.6 / 94.7 (91% -> 99% of copy). Decode sizes (T <= 256) get one block per token either way.
    */
   blocksPerSm: 16,
+  /**
+   * Ops.rotaryStoreKvcache runs as one kernel (fk_rotary_store_kv, spine/rotary-kv.ts) instead of declining, so the
+   * Llama attention layer launches one kernel where it launched fk_rotary and fk_store_kvcache (32 launches fewer per
+   * Llama-3-8B decode step). The same bits either way (rotary-kv.gpu.test.ts). Off until the decode A/B bench on the
+   * H200 shows it pays; FASTKERNELS_FUSE_ROTARY_KV=1 turns it on for a process.
+   */
+  fuseKvStore: envSwitch('FASTKERNELS_FUSE_ROTARY_KV', false),
 };
 
 export function rotaryEmbedding(
@@ -30,24 +37,7 @@ export function rotaryEmbedding(
   isNeoxStyle: boolean,
 ): [Tensor, Tensor | null] {
   const op = 'rotaryEmbedding';
-  if (cosSinCache.rank !== 2) throw new RangeError(`${op}: cosSinCache ${formatShape(cosSinCache.shape)} must be [maxPos, rotaryDim]`);
-  const [maxPos, rot] = cosSinCache.shape as [number, number];
-  if (!Number.isInteger(headSize) || headSize <= 0) throw new RangeError(`${op}: invalid headSize ${headSize}`);
-  if (rot % 2 !== 0 || rot > headSize) throw new RangeError(`${op}: rotaryDim ${rot} must be even and <= headSize ${headSize}`);
-  const C = floatCType(cosSinCache, op, 'cosSinCache');
-  const P = indexCType(positions, op, 'positions');
-  const T = positions.numel;
-  const Tq = floatCType(query, op, 'query');
-  if (key && key.dtype !== query.dtype) throw new TypeError(`${op}: key dtype ${key.dtype} differs from query dtype ${query.dtype}`);
-  const headsOf = (x: Tensor, name: string) => {
-    const per = T === 0 ? 0 : x.numel / T;
-    if (x.rank < 1 || (T === 0 && x.numel !== 0) || !Number.isInteger(per) || per % headSize !== 0) {
-      throw new RangeError(`${op}: ${name} ${formatShape(x.shape)} does not hold ${T} tokens of heads * ${headSize} (one per position)`);
-    }
-    return per / headSize;
-  };
-  const nq = headsOf(query, 'query');
-  const nk = key ? headsOf(key, 'key') : 0;
+  const { T, maxPos, rot, nq, nk, C, P, Tq } = rotaryGeometry(op, positions, query, key, cosSinCache, headSize);
   const qOut = Tensor.empty(query.backend, query.shape, query.dtype, { device: query.device });
   const kOut = key ? Tensor.empty(key.backend, key.shape, key.dtype, { device: key.device }) : null;
   if (T === 0 || (nq === 0 && nk === 0)) return [qOut, kOut];
@@ -91,8 +81,44 @@ export function rotaryEmbedding(
   }
 }
 
+/** A rotary call's checked arguments: T tokens of nq query and nk key heads, the cache [maxPos, rot], the C++ types. */
+export interface RotaryGeometry {
+  readonly T: number;
+  readonly maxPos: number;
+  readonly rot: number;
+  readonly nq: number;
+  readonly nk: number;
+  /** C++ types of the cos / sin cache, the positions and the activations */
+  readonly C: string;
+  readonly P: 'int' | 'long long';
+  readonly Tq: string;
+}
+
+/** Checks rotary arguments the way every rotary op does (errors name `op`). */
+export function rotaryGeometry(op: string, positions: Tensor, query: Tensor, key: Tensor | null, cosSinCache: Tensor, headSize: number): RotaryGeometry {
+  if (cosSinCache.rank !== 2) throw new RangeError(`${op}: cosSinCache ${formatShape(cosSinCache.shape)} must be [maxPos, rotaryDim]`);
+  const [maxPos, rot] = cosSinCache.shape as [number, number];
+  if (!Number.isInteger(headSize) || headSize <= 0) throw new RangeError(`${op}: invalid headSize ${headSize}`);
+  if (rot % 2 !== 0 || rot > headSize) throw new RangeError(`${op}: rotaryDim ${rot} must be even and <= headSize ${headSize}`);
+  const C = floatCType(cosSinCache, op, 'cosSinCache');
+  const P = indexCType(positions, op, 'positions');
+  const T = positions.numel;
+  const Tq = floatCType(query, op, 'query');
+  if (key && key.dtype !== query.dtype) throw new TypeError(`${op}: key dtype ${key.dtype} differs from query dtype ${query.dtype}`);
+  const headsOf = (x: Tensor, name: string) => {
+    const per = T === 0 ? 0 : x.numel / T;
+    if (x.rank < 1 || (T === 0 && x.numel !== 0) || !Number.isInteger(per) || per % headSize !== 0) {
+      throw new RangeError(`${op}: ${name} ${formatShape(x.shape)} does not hold ${T} tokens of heads * ${headSize} (one per position)`);
+    }
+    return per / headSize;
+  };
+  const nq = headsOf(query, 'query');
+  const nk = key ? headsOf(key, 'key') : 0;
+  return { T, maxPos, rot, nq, nk, C, P, Tq };
+}
+
 /** x as T token rows: in place when every dim after the first is contiguous and the first is T; else a copy. */
-function tokenRows(x: Tensor, T: number, temps: Tensor[]): { t: Tensor; stride: number } {
+export function tokenRows(x: Tensor, T: number, temps: Tensor[]): { t: Tensor; stride: number } {
   const per = x.numel / T;
   if (T === 1) {
     if (innerContiguous(x, 0)) return { t: x, stride: per };

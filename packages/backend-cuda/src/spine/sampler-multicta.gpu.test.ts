@@ -109,6 +109,38 @@ describe('the per-call choice (SampleHint, multiCta off, the route switched on a
   });
 });
 
+describe('the greedy split (SAMPLER_TUNING.greedySplitMaxRows): fk_ms_max + fk_ms_init + fk_sample skipping greedy rows', () => {
+  it('all-greedy rows under a hint of 0 drawing rows draw the CPU tokens; a wrong hint (rows that draw) still does', G, () => {
+    for (const [B, V, mode] of [[1, 128256, 'greedy'], [4, 32000, 'greedy'], [3, 1001, 'greedy'], [4, 4097, 'mixed'], [2, 32000, 'topp']] as const) {
+      const host = inputs(B, V, rowsFor(mode, B, V, V + B), V + 3 * B, mode === 'greedy' && V === 1001);
+      const want = cpu().ops.sample(...host);
+      const dev = host.map(toGpu) as unknown as typeof host;
+      withSampler({ multiCta: false, greedySplitMaxRows: 4 }, () => {
+        const took = gpu().ops.samplePath(B, V, { sampledRows: 0 });
+        if (took !== 'greedy-split') throw new Error(`B=${B}: path ${took}, expected greedy-split`);
+        expectSameInts(gpu().ops.sample(...dev, { sampledRows: 0 }), want, `greedy split B=${B} V=${V} ${mode}${mode === 'greedy' ? '' : ' (wrong hint)'}`);
+      });
+    }
+  });
+  it('NaN / inf rows under the greedy split', G, () => {
+    const [B, V] = [4, 128];
+    const l = new Rng(9).fillNormal(B * V, 2).map((x) => Math.fround(x));
+    for (let i = 0; i < V; i++) l[i] = NaN;
+    l[V + 5] = Infinity;
+    for (let i = 2 * V; i < 3 * V; i++) l[i] = -Infinity;
+    const host = [
+      Tensor.fromArray(cpu(), l, [B, V], 'f32'),
+      Tensor.fromArray(cpu(), [0, 0, 0, 0], [B], 'f32'),
+      intsCpu([0, 0, 0, 0], [B], 'i32'),
+      Tensor.fromArray(cpu(), [1, 1, 1, 1], [B], 'f32'),
+      intsCpu([1, 2, 3, 4], [B], 'i64'),
+    ] as const;
+    const want = cpu().ops.sample(...host);
+    const dev = host.map(toGpu) as unknown as typeof host;
+    withSampler({ multiCta: false, greedySplitMaxRows: 4 }, () => expectSameInts(gpu().ops.sample(...dev, { sampledRows: 0 }), want, 'greedy split, special values'));
+  });
+});
+
 describe('sampler speed, old vs new (printed, not asserted)', () => {
   const lines = printedAfterAll();
   it('B32 x 128256 mixed, B64 x 128256 greedy, B1 x 128256 mixed', G, () => {
@@ -128,6 +160,17 @@ describe('sampler speed, old vs new (printed, not asserted)', () => {
         const ms = withSampler(patch, () => graphMs(() => b.ops.sample(...dev).dispose(), 4));
         const gbs = bytes / ms / 1e6;
         lines.push(`kernel-speed: sample ${label} (${drawing} drawing) [${name}] ${(ms * 1e3).toFixed(1)} us = ${gbs.toFixed(0)} GB/s (${((gbs / copyGBs) * 100).toFixed(0)}% of copy; in a CUDA graph)`);
+      }
+      for (const t of dev) t.dispose();
+    }
+    // all greedy at B 1 and 4: one CTA per row against the greedy split (the hint says no row draws)
+    for (const B of [1, 4]) {
+      const V = 128256;
+      const dev = inputs(B, V, rowsFor('greedy', B, V, 5), 6).map(toGpu) as unknown as ReturnType<typeof inputs>;
+      for (const [name, patch] of [['single', { multiCta: false, greedySplitMaxRows: 0 }], ['greedy-split', { multiCta: false, greedySplitMaxRows: 4 }]] as const) {
+        const ms = withSampler(patch, () => graphMs(() => b.ops.sample(...dev, { sampledRows: 0 }).dispose(), 4));
+        const gbs = (B * V * 4) / ms / 1e6;
+        lines.push(`kernel-speed: sample B${B}xV${V} greedy, hint 0 drawing [${name}] ${(ms * 1e3).toFixed(1)} us = ${gbs.toFixed(0)} GB/s (${((gbs / copyGBs) * 100).toFixed(0)}% of copy; in a CUDA graph)`);
       }
       for (const t of dev) t.dispose();
     }

@@ -38,6 +38,22 @@ describe('chooseSamplerPath (CPU): one CTA per row vs multi-CTA, per call', () =
       expect(chooseSamplerPath(B, V, sampled, { ...SAMPLER_TUNING, ...ON, ...patch })).toBe(want);
     });
   }
+  it.skipIf(process.env.FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS !== undefined)('the greedy split is off by default (not yet measured on a GPU)', () => {
+    expect(SAMPLER_TUNING.greedySplitMaxRows).toBe(0);
+    expect(chooseSamplerPath(1, V, 0)).toBe('single');
+  });
+  const SPLIT = { ...SAMPLER_TUNING, greedySplitMaxRows: 4 };
+  const splitCases: [string, number, number | undefined, Partial<typeof SAMPLER_TUNING>, string][] = [
+    ['all greedy, B1', 1, 0, {}, 'greedy-split'],
+    ['all greedy, B4 (the limit)', 4, 0, {}, 'greedy-split'],
+    ['all greedy, B5: above the limit', 5, 0, {}, 'single'],
+    ['no hint (nothing known about the rows)', 1, undefined, {}, 'single'],
+    ['one drawing row', 1, 1, {}, 'multi'],
+    ['multiCta forced wins', 1, 0, { multiCta: true }, 'multi'],
+  ];
+  for (const [name, B, sampled, patch, want] of splitCases) {
+    it(`greedySplitMaxRows 4: ${name} -> ${want}`, () => expect(chooseSamplerPath(B, V, sampled, { ...SPLIT, ...patch })).toBe(want));
+  }
   it('reads SAMPLER_TUNING by default (the GPU tests flip multiCta on it)', () => {
     withTuning(SAMPLER_TUNING, { multiCta: true }, () => expect(chooseSamplerPath(1, V, undefined)).toBe('multi'));
     withTuning(SAMPLER_TUNING, { multiCta: false }, () => expect(chooseSamplerPath(1, V, undefined)).toBe('single'));

@@ -12,7 +12,7 @@
  * SampleHint (rows with temperature > 0, known on the host) picks: multi-CTA when many rows draw, one CTA per row
  * otherwise (and without a hint). SAMPLER_TUNING.multiCta forces the multi-CTA path.
  */
-import { Tensor, formatShape, type SampleHint } from '@fastkernels/core';
+import { Tensor, envCount, formatShape, type SampleHint } from '@fastkernels/core';
 import type { SpineContext } from './context.js';
 import { asDType, disposeAll, ptr, rowsOf, spineKernel } from './common.js';
 
@@ -39,6 +39,14 @@ export const SAMPLER_TUNING = {
   multiCtaMinPerCta: 2048,
   /** Threads per CTA of the split kernels (FK_MT). */
   multiCtaThreads: 256,
+  /**
+   * Most rows for which an all-greedy call (the hint says no row draws) takes the greedy split: the multi-CTA path's
+   * first two kernels only (fk_ms_max's slices, fk_ms_init's combine, which writes every greedy row's token), so a row
+   * is read by many CTAs instead of one (run 10: one CTA per row took 17 us for B1 x 128256 in a graph, a bs-1 decode
+   * step's sampler). 0 = off; FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS sets it for a process. Off until the decode A/B
+   * bench measures it on the H200.
+   */
+  greedySplitMaxRows: envCount('FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS', 0),
 };
 
 export interface SamplerPlan {
@@ -66,7 +74,7 @@ export function samplerScratchWords(B: number, ctas: number): { hist: number; pa
   return { hist, part, state, total: hist + part + state };
 }
 
-export type SamplerPath = 'single' | 'multi';
+export type SamplerPath = 'single' | 'multi' | 'greedy-split';
 
 /**
  * Which sampler path runs a [B, V] call (pure; unit-tested without a GPU). tuning.multiCta forces 'multi' (grid y
@@ -78,6 +86,7 @@ export type SamplerPath = 'single' | 'multi';
 export function chooseSamplerPath(B: number, V: number, sampledRows: number | undefined, tuning = SAMPLER_TUNING): SamplerPath {
   if (B > 65535) return 'single';
   if (tuning.multiCta) return 'multi';
+  if (sampledRows === 0 && B <= tuning.greedySplitMaxRows) return 'greedy-split';
   if (sampledRows === undefined || !(sampledRows >= tuning.multiCtaMinSampledRows)) return 'single';
   return 'multi';
 }
@@ -101,8 +110,9 @@ export function sample(ctx: SpineContext, logits: Tensor, temperature: Tensor, t
     const p = asDType(topP, 'f32', temps);
     const s = asDType(seeds, 'i64', temps);
     const vec4 = ptr(l.t) % 16 === 0 && (B === 1 || l.rowStride % 4 === 0) ? 1 : 0;
-    if (chooseSamplerPath(B, V, hint?.sampledRows) === 'multi') {
-      multiCta(ctx, out, l.t, l.rowStride, B, V, vec4, temp, k, p, s, temps);
+    const path = chooseSamplerPath(B, V, hint?.sampledRows);
+    if (path !== 'single') {
+      multiCta(ctx, out, l.t, l.rowStride, B, V, vec4, temp, k, p, s, temps, path === 'greedy-split');
       return out;
     }
     const kern = spineKernel(ctx, 'sampler.cu', 'fk_sample', { FK_VEC4: vec4 });
@@ -113,8 +123,14 @@ export function sample(ctx: SpineContext, logits: Tensor, temperature: Tensor, t
   }
 }
 
-/** The multi-CTA path: fk_ms_max, fk_ms_init, 3 x (hist, select) top-k, 3 x (hist, select) top-p, cut, race, final. */
-function multiCta(ctx: SpineContext, out: Tensor, l: Tensor, ls: number, B: number, V: number, vec4: number, temp: Tensor, k: Tensor, p: Tensor, s: Tensor, temps: Tensor[]): void {
+/**
+ * The multi-CTA path: fk_ms_max, fk_ms_init, 3 x (hist, select) top-k, 3 x (hist, select) top-p, cut, race, final.
+ * `greedyOnly` (the greedy split: the hint said no row draws): the first two, which write every greedy row's token, then
+ * fk_sample built to leave greedy rows alone (FK_SKIP_GREEDY), so a row that does draw despite the hint still gets its
+ * token (a wrong hint costs speed only, as Ops.sample promises); with a right hint its CTAs exit at once.
+ */
+function multiCta(ctx: SpineContext, out: Tensor, l: Tensor, ls: number, B: number, V: number, vec4: number, temp: Tensor, k: Tensor, p: Tensor, s: Tensor, temps: Tensor[],
+                  greedyOnly = false): void {
   const plan = planSampler(B, V, ctx.multiprocessors);
   const C = plan.ctas;
   const words = samplerScratchWords(B, C);
@@ -128,6 +144,10 @@ function multiCta(ctx: SpineContext, out: Tensor, l: Tensor, ls: number, B: numb
   const grid: [number, number] = [C, B];
   kn('fk_ms_max').launch(grid, plan.threads, 0, [l, ls, V, plan.chunk, part, hist]);
   kn('fk_ms_init').launch(B, 32, 0, [out, l, ls, V, C, part, state, temp, k, p]);
+  if (greedyOnly) {
+    spineKernel(ctx, 'sampler.cu', 'fk_sample', { FK_VEC4: vec4, FK_SKIP_GREEDY: 1 }).launch(B, THREADS, 0, [out, l, ls, V, temp, k, p, s]);
+    return;
+  }
   const histK = kn('fk_ms_hist');
   const selK = kn('fk_ms_select');
   for (let stage = 0; stage < 6; stage++) {

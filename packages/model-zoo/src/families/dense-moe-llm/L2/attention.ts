@@ -1,11 +1,12 @@
 import { DTYPE_INFO, Module, Tensor, currentTensorParallelGroup, defineTask, hostArray, qkvLayout, type Rng, type TaskCase } from '@fastkernels/core';
+import { runsOwnForward } from '../../../common/fusion.js';
 import { bytesOf, fromInts, randn } from '../../../common/inputs.js';
 import { getForwardContext, layerKvCache } from '../../../engine/forward-context.js';
 import { LLAMA3_8B, type LlamaRopeScaling } from '../config.js';
 import { FAMILY } from '../family.js';
 import type { FlashAttnDecode } from '../L1/paged_decode_attention.js';
-import { LLAMA31_ROPE_SCALING, computeInvFreqF32, type RotaryEmbedding } from '../L1/rotary_emb.js';
-import type { StoreKVCache } from '../L1/store_kvcache.js';
+import { LLAMA31_ROPE_SCALING, RotaryEmbedding, computeInvFreqF32 } from '../L1/rotary_emb.js';
+import { StoreKVCache } from '../L1/store_kvcache.js';
 import type { FlashAttnVarlen } from '../L1/varlen_prefill_attention.js';
 import { project, type Projection } from '../projection.js';
 import { denseAttentionLayer, type AttnGeometry } from '../reference.js';
@@ -109,6 +110,19 @@ export class LlamaAttention extends Module {
     src.dispose();
   }
 
+  /**
+   * rotary_emb then kv_store as one backend op (Ops.rotaryStoreKvcache: one CUDA launch instead of two), when the
+   * backend has it and both children are the baseline modules, whose forward is exactly that op pair. A candidate
+   * kernel or an instrumented module (the capture and blame tools override forward) must see its own calls, so then,
+   * or when the backend declines (null), forward runs the two modules.
+   */
+  private rotaryStoreFused(positions: Tensor, qIn: Tensor, kIn: Tensor, v: Tensor, kCache: Tensor, vCache: Tensor, slotMapping: Tensor): [Tensor, Tensor] | null {
+    const ops = this.ctx.backend.ops;
+    const rotary = this.rotaryEmb;
+    if (!ops.rotaryStoreKvcache || !runsOwnForward(rotary, RotaryEmbedding) || !runsOwnForward(this.kvStore, StoreKVCache)) return null;
+    return ops.rotaryStoreKvcache(positions, qIn, kIn, v, rotary.cosSinCache, rotary.headSize, rotary.isNeoxStyle, kCache, vCache, slotMapping);
+  }
+
   forward(positions: Tensor, hiddenStates: Tensor): Tensor {
     const fc = getForwardContext();
     const md = fc.attnMetadata;
@@ -126,9 +140,10 @@ export class LlamaAttention extends Module {
     const kIn = qkv.narrow(1, this.qSize, this.kvSize);
     const qkv3 = qkv.view(T, nq + 2 * nk, D);
     const v = qkv3.narrow(1, nq + nk, nk); // [T, nk, D] (strided view)
-    const [q, kRot] = this.rotaryEmb.forward(positions, qIn, kIn);
+    const fused = this.rotaryStoreFused(positions, qIn, kIn, v, kCache, vCache, md.slotMapping);
+    const [q, kRot] = fused ?? this.rotaryEmb.forward(positions, qIn, kIn);
     const k = kRot!.view(T, nk, D);
-    this.kvStore.forward(k, v, kCache, vCache, md.slotMapping);
+    if (!fused) this.kvStore.forward(k, v, kCache, vCache, md.slotMapping);
 
     const q3 = q.view(T, nq, D);
     // Chunked prefill: the keys of a chunk are the cached context + the chunk, gathered from the cache (written above).

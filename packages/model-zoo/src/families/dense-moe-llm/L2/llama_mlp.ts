@@ -2,7 +2,9 @@ import { DTYPE_INFO, Module, currentTensorParallelGroup, defineTask, divide, hos
 import { bytesOf, randn } from '../../../common/inputs.js';
 import { LLAMA3_8B } from '../config.js';
 import { FAMILY } from '../family.js';
-import type { SiluAndMul } from '../L1/silu_and_mul.js';
+import { runsOwnForward } from '../../../common/fusion.js';
+import { Linear } from '../L1/linear.js';
+import { SiluAndMul } from '../L1/silu_and_mul.js';
 import { project, type Projection } from '../projection.js';
 import { denseMlp } from '../reference.js';
 import { initProjections } from './attention.js';
@@ -39,12 +41,29 @@ export class LlamaMLP extends Module {
   }
 
   forward(x: Tensor): Tensor {
-    const gateUp = project(this.gateUpProj, x);
-    const a = this.actFn.forward(gateUp);
-    gateUp.dispose();
+    const a = this.fusedGateUpAct(x) ?? this.gateUpAct(x);
     const y = project(this.downProj, a);
     a.dispose();
     return y;
+  }
+
+  /** silu(gate) * up as the two modules compute it. */
+  private gateUpAct(x: Tensor): Tensor {
+    const gateUp = project(this.gateUpProj, x);
+    const a = this.actFn.forward(gateUp);
+    gateUp.dispose();
+    return a;
+  }
+
+  /**
+   * The same in one backend call (ops.linearSiluAndMul: one launch at bs-1 decode instead of two) when both modules
+   * are our own L1/linear and L1/silu_and_mul (runsOwnForward) and the backend takes the shapes; null otherwise.
+   */
+  private fusedGateUpAct(x: Tensor): Tensor | null {
+    const ops = this.ctx.backend.ops;
+    if (!ops.linearSiluAndMul || !(this.gateUpProj instanceof Linear)) return null;
+    if (!runsOwnForward(this.gateUpProj, Linear) || !runsOwnForward(this.actFn, SiluAndMul)) return null;
+    return ops.linearSiluAndMul(x, this.gateUpProj.weight, this.gateUpProj.bias);
   }
 }
 

@@ -1,0 +1,87 @@
+/**
+ * Rotary embedding and the paged KV-cache write in one launch on the CUDA backend (kernels/rotary.cu
+ * fk_rotary_store_kv): Ops.rotaryStoreKvcache, exactly rotaryEmbedding (spine/rotary.ts) followed by storeKvcache_
+ * (spine/kvcache.ts) of the rotated key viewed as [T, nKv, headSize] and the value. The kernel rotates with fk_rotary's
+ * device code and finds slots with fk_store_kvcache's, so q, k and both caches get the same bits as the two launches.
+ * Declines (null: the caller runs the two ops) while ROTARY_TUNING.fuseKvStore is off, and where storeKvcache_ would
+ * convert or copy: value or caches of another dtype than query, a cache whose head dim is strided, no key heads.
+ */
+import { Tensor } from '@fastkernels/core';
+import type { SpineContext } from './context.js';
+import { checkIndexFlag, contiguousOf, disposeAll, indexFlag, itemsizeOf, ptr, roundUp, spineKernel, vecWidth } from './common.js';
+import { kvStoreGeometry } from './kvcache.js';
+import { ROTARY_TUNING, rotaryGeometry, tokenRows } from './rotary.js';
+
+export function rotaryStoreKvcache(
+  ctx: SpineContext,
+  positions: Tensor,
+  query: Tensor,
+  key: Tensor,
+  value: Tensor,
+  cosSinCache: Tensor,
+  headSize: number,
+  isNeoxStyle: boolean,
+  kCache: Tensor,
+  vCache: Tensor,
+  slotMapping: Tensor,
+): [Tensor, Tensor] | null {
+  if (!ROTARY_TUNING.fuseKvStore) return null;
+  const op = 'rotaryStoreKvcache';
+  const { T, maxPos, rot, nq, nk, C, P, Tq } = rotaryGeometry(op, positions, query, key, cosSinCache, headSize);
+  const { numBlocks, blockSize, S } = kvStoreGeometry(op, [T, nk, headSize], value, kCache, vCache, slotMapping);
+  const headContig = (t: Tensor) => t.shape[t.rank - 1] === 1 || t.strides[t.rank - 1] === 1;
+  if (nk === 0 || value.dtype !== query.dtype || kCache.dtype !== query.dtype || !headContig(kCache) || !headContig(vCache)) return null;
+  const qOut = Tensor.empty(query.backend, query.shape, query.dtype, { device: query.device });
+  const kOut = Tensor.empty(key.backend, key.shape, key.dtype, { device: key.device });
+  if (T === 0) return [qOut, kOut];
+  const temps: Tensor[] = [];
+  try {
+    const pos = contiguousOf(positions, temps);
+    const cache = contiguousOf(cosSinCache, temps);
+    const slots = contiguousOf(slotMapping, temps);
+    const q = tokenRows(query, T, temps);
+    const k = tokenRows(key, T, temps);
+    const v = headContig(value) ? value : contiguousOf(value, temps);
+    const [vts, vhs] = v.strides as [number, number, number];
+    const [kcb, kco, kch] = kCache.strides as [number, number, number, number];
+    const [vcb, vco, vch] = vCache.strides as [number, number, number, number];
+    const half = rot / 2;
+    // FK_VEC: the value copy's vectors, and in neox style the rotation's (as fk_rotary), which then also stores k rows
+    // into the cache; GPT-J style rotates element pairs whatever FK_VEC is
+    const counts = [headSize, vts, vhs, vcb, vco, vch];
+    const ptrs = [ptr(v), ptr(vCache)];
+    if (isNeoxStyle) {
+      counts.push(half, q.stride, k.stride, kcb, kco, kch);
+      ptrs.push(ptr(q.t), ptr(qOut), ptr(k.t), ptr(kOut), ptr(kCache));
+    }
+    const vec = vecWidth(itemsizeOf(query.dtype), counts, ptrs);
+    const cvec = isNeoxStyle && vec > 1 && ptr(cache) % (vec * itemsizeOf(cosSinCache.dtype)) === 0 ? 1 : 0;
+    const rotWork = Math.max(nq, nk) * Math.max(isNeoxStyle ? half / vec : half, headSize - rot);
+    const work = Math.max(rotWork, (nk * headSize) / vec);
+    const threads = Math.min(256, Math.max(32, roundUp(work, 32)));
+    const flag = indexFlag(ctx, qOut);
+    const kern = spineKernel(ctx, 'rotary.cu', 'fk_rotary_store_kv', {
+      FK_T: Tq, FK_C: C, FK_POS: P, FK_SLOT: S, FK_NEOX: isNeoxStyle ? 1 : 0, FK_VEC: vec, FK_CVEC: cvec,
+    });
+    // fk_rotary's grid (ROTARY_TUNING.blocksPerSm), a third row of blocks for the value copy
+    const perSm = Math.floor(ROTARY_TUNING.blocksPerSm);
+    const grid = Math.min(T, 2 ** 31 - 1, perSm > 0 ? perSm * ctx.multiprocessors : Infinity);
+    kern.launch([grid, 3], threads, 0, [
+      qOut, q.t, q.stride, nq,
+      kOut, k.t, k.stride, nk,
+      v, vts, vhs,
+      kCache, kcb, kco, kch,
+      vCache, vcb, vco, vch,
+      slots, blockSize, numBlocks * blockSize,
+      pos, cache, T, maxPos, headSize, rot, flag,
+    ]);
+    checkIndexFlag(ctx, flag, () => `${op}: a position is out of range for a cache of ${maxPos} positions, or a slot for ${numBlocks} blocks of ${blockSize}`);
+    return [qOut, kOut];
+  } catch (e) {
+    qOut.dispose();
+    kOut.dispose();
+    throw e;
+  } finally {
+    disposeAll(temps);
+  }
+}
