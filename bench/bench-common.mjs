@@ -1,6 +1,6 @@
 // What the bench scripts (bench/*.mjs, bundled by tools/gpu-host-bundle.mjs) share: flag parsing, the CUDA backend or
 // a clear exit, and the launch settings a timing depends on (recorded in each JSON).
-import { ATTENTION_TUNING, CudaBackend, LAUNCH_TUNING, LINEAR_TUNING, ROTARY_TUNING, SAMPLER_TUNING } from '@fastkernels/backend-cuda';
+import { CudaBackend, LAUNCH_TUNING, LINEAR_TUNING, ROTARY_TUNING, SAMPLER_TUNING } from '@fastkernels/backend-cuda';
 import { chainDecodeDefault } from '@fastkernels/model-zoo';
 
 /** `--name value` and `--flag` lookups over argv (default: this process's arguments). */
@@ -39,7 +39,6 @@ export function launchSettings() {
     gemvFuseGlu: LINEAR_TUNING.gemvFuseGlu,
     rotaryBlocksPerSm: ROTARY_TUNING.blocksPerSm,
     fuseRotaryKv: ROTARY_TUNING.fuseKvStore,
-    decodeFusedCombine: ATTENTION_TUNING.decodeFusedCombine,
     samplerGreedySplitMaxRows: SAMPLER_TUNING.greedySplitMaxRows,
   };
 }

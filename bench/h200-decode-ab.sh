@@ -6,47 +6,47 @@
 #   pdl     FASTKERNELS_PDL=1: the spine kernels as programmatic dependent launches in the graphs (LAUNCH_TUNING.pdl)
 #   both    both
 #   gemv    both, and the GEMV (fk_gemv_stream) for every M-1 linear: FASTKERNELS_GEMV_MAX_ROWS=1 (LINEAR_TUNING.gemvMaxRows);
-#           the shipped defaults since run 11
+#           run 11's defaults (the run-12 launch cuts below off)
 #   gemv48  gemv at FK_UNR 4 with 48 warps per SM (FASTKERNELS_GEMV_UNROLL=4 FASTKERNELS_GEMV_WARPS_PER_SM=48; run 11's
 #           last lab call had that 0.5% ahead on the step's chain of products)
-#   glu     gemv, and gate_up + silu in one GEMV launch (FASTKERNELS_FUSE_GLU=1, LINEAR_TUNING.gemvFuseGlu)
 #   rkv     gemv, and rotary + the kv-cache write in one launch (FASTKERNELS_FUSE_ROTARY_KV=1, ROTARY_TUNING.fuseKvStore)
-#   comb    gemv, and decode attention's split combine inside the decode kernel (FASTKERNELS_DECODE_FUSED_COMBINE=1,
-#           ATTENTION_TUNING.decodeFusedCombine)
 #   greedy  gemv, and the bs-1 greedy sampler split over CTAs (FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS=1,
 #           SAMPLER_TUNING.greedySplitMaxRows)
-#   fused   gemv with all four: 96 launches fewer a step, and the split greedy sampler
-# (run 12 measured FASTKERNELS_PDL_EARLY and a GEMV L2 prefetch: slower, removed; decode_ab-run12-early-pf.json)
+#   glu     gemv, and gate_up + silu in one GEMV launch (FASTKERNELS_FUSE_GLU=1, LINEAR_TUNING.gemvFuseGlu)
+#   defaults  no FASTKERNELS_* switch set: the shipped defaults (since run 12: gemv + rkv + greedy)
+# (run 12 also measured PDL-early launches, a GEMV L2 prefetch and the decode combine inside the decode kernel: all
+# slower, removed; decode_ab-run12-early-pf.json, decode_ab-run12-fusions.json)
 # Writes $OUT/decode_ab.json ({ commit, settings: { name: { stepMs, graphReplayMs, decodeTokS, hostMs, rc } } }) and
 # prints a table last.
-#   OUT=/tmp/out dist/gpu-host/bench/h200-decode-ab.sh [SETTING ...]      (default: plain chain pdl both gemv)
+#   OUT=/tmp/out dist/gpu-host/bench/h200-decode-ab.sh [SETTING ...]      (default: plain gemv defaults)
 #   STEPS_TIMED=64 (decode steps timed per setting)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/lib.sh"
 fk_decode_setup decode-ab
-settings=("$@"); [ ${#settings[@]} -gt 0 ] || settings=(plain chain pdl both gemv)
+settings=("$@"); [ ${#settings[@]} -gt 0 ] || settings=(plain gemv defaults)
 echo "decode-ab: bundle $bundle (commit ${commit:-?}), out $OUT, settings ${settings[*]}"
 rm -f "$OUT"/decode-ab-* "$OUT/decode_ab.json"  # nothing from an earlier run is reported as this one's
+# the run-12 launch cuts off (a setting that turns one on names it again after these: for env, the later value wins)
+cuts_off=(FASTKERNELS_FUSE_ROTARY_KV=0 FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS=0 FASTKERNELS_FUSE_GLU=0)
+gemv=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1 "${cuts_off[@]}")
 for s in "${settings[@]}"; do
   case "$s" in
-    plain) env=(FASTKERNELS_CHAIN_DECODE=0 FASTKERNELS_PDL=0 FASTKERNELS_GEMV_MAX_ROWS=0) ;;
-    chain) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=0 FASTKERNELS_GEMV_MAX_ROWS=0) ;;
-    pdl) env=(FASTKERNELS_CHAIN_DECODE=0 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=0) ;;
-    both) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=0) ;;
-    gemv) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1) ;;
-    gemv48) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1 FASTKERNELS_GEMV_UNROLL=4 FASTKERNELS_GEMV_WARPS_PER_SM=48) ;;
-    glu) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1 FASTKERNELS_FUSE_GLU=1) ;;
-    rkv) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1 FASTKERNELS_FUSE_ROTARY_KV=1) ;;
-    comb) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1 FASTKERNELS_DECODE_FUSED_COMBINE=1) ;;
-    greedy) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1 FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS=1) ;;
-    fused) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1 FASTKERNELS_FUSE_GLU=1 FASTKERNELS_FUSE_ROTARY_KV=1 FASTKERNELS_DECODE_FUSED_COMBINE=1
-      FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS=1) ;;
-    *) echo "decode-ab: unknown setting '$s' (plain, chain, pdl, both, gemv, gemv48, glu, rkv, comb, greedy, fused)" >&2; exit 2 ;;
+    plain) env=(FASTKERNELS_CHAIN_DECODE=0 FASTKERNELS_PDL=0 FASTKERNELS_GEMV_MAX_ROWS=0 "${cuts_off[@]}") ;;
+    chain) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=0 FASTKERNELS_GEMV_MAX_ROWS=0 "${cuts_off[@]}") ;;
+    pdl) env=(FASTKERNELS_CHAIN_DECODE=0 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=0 "${cuts_off[@]}") ;;
+    both) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=0 "${cuts_off[@]}") ;;
+    gemv) env=("${gemv[@]}") ;;
+    gemv48) env=("${gemv[@]}" FASTKERNELS_GEMV_UNROLL=4 FASTKERNELS_GEMV_WARPS_PER_SM=48) ;;
+    rkv) env=("${gemv[@]}" FASTKERNELS_FUSE_ROTARY_KV=1) ;;
+    greedy) env=("${gemv[@]}" FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS=1) ;;
+    glu) env=("${gemv[@]}" FASTKERNELS_FUSE_GLU=1) ;;
+    defaults) env=() ;;
+    *) echo "decode-ab: unknown setting '$s' (plain, chain, pdl, both, gemv, gemv48, rkv, greedy, glu, defaults)" >&2; exit 2 ;;
   esac
   t0=$SECONDS
   rc=0
-  env "${env[@]}" "$bundle/run-node" "$script" --model "$model" --steps "${STEPS_TIMED:-64}" --json "$OUT/decode-ab-$s.json" --graph-timing 50 \
+  env ${env[@]+"${env[@]}"} "$bundle/run-node" "$script" --model "$model" --steps "${STEPS_TIMED:-64}" --json "$OUT/decode-ab-$s.json" --graph-timing 50 \
     > "$OUT/decode-ab-$s.log" 2>&1 || rc=$?
   echo "$rc" > "$OUT/decode-ab-$s.rc"
   echo "decode-ab: $s: exit $rc, $((SECONDS - t0)) s ($(grep -o 'decodeTokS=[0-9.]*' "$OUT/decode-ab-$s.log" | tail -1))"

@@ -19,12 +19,6 @@
 // O += P V on the tensor cores. Only warp-level sync in the loop; the warps merge through shared memory at
 // the end. A sequence whose keys fit one split writes its output directly (the combine kernel skips it).
 //
-// With -DFK_FUSED_COMBINE=1 (ATTENTION_TUNING.decodeFusedCombine) both split kernels merge their own partials: each
-// CTA that wrote a split's partials counts itself in split_arrivals[sequence, head group] (atomicInc, wrapping to 0 on
-// the last arrival); the one that arrives last of the live splits (those holding keys) runs the combine (combine_head,
-// the combine kernel's own arithmetic) for its heads. One launch per layer instead of two, the same bits. Without the
-// define the machine code of every kernel is what it was before the option existed.
-//
 // Specialised by NVRTC with -DFK_T=<element> -DFK_D=<head dim> -DFK_VB=<vector bytes> -DFK_HG=<heads per CTA>
 // -DFK_UNROLL=<tokens per row in flight> -DFK_BS=<cache block size> -DFK_WARPS=<warps>; the defaults below
 // make the file compile standalone with `nvcc -std=c++17 -arch=sm_90a -c`.
@@ -65,10 +59,6 @@
 // 0: every kernel of the file (standalone compile); 1: fk_paged_decode + combine; 2: fk_paged_decode_mma + combine.
 #ifndef FK_DEC_PATH
 #define FK_DEC_PATH 0
-#endif
-// 1: the split kernels merge their own splits (the last CTA of a sequence's head group combines); 0: the combine kernel.
-#ifndef FK_FUSED_COMBINE
-#define FK_FUSED_COMBINE 0
 #endif
 
 namespace fkdec {
@@ -121,82 +111,13 @@ __device__ __forceinline__ RawT zero_raw() {
   return v.raw;
 }
 
-// Splits of a sequence that hold keys: ceil(windowed length / chunk), at most num_splits (the rest exit at once).
-__device__ __forceinline__ int live_splits(int windowed_len, int chunk, int num_splits) {
-  return min(num_splits, max(0, (windowed_len + chunk - 1) / chunk));
-}
-
-// How the combine reads the partials: the combine kernel as any input; the CTA that merges them inside a split kernel
-// through L2 (ld.global.cg), so no line its SM's L1 might hold from before another CTA wrote it is used.
-struct LoadInput {
-  __device__ __forceinline__ float operator()(const float* p) const { return *p; }
-};
-struct LoadL2 {
-  __device__ __forceinline__ float operator()(const float* p) const { return __ldcg(p); }
-};
-
-// Merges the n live splits of query head row bh (partials [.., num_splits, head_dim] and [.., num_splits, 2]) into out;
-// thread t of the CTA writes elements t, t + blockDim.x, ... The one copy of the combine arithmetic: the combine kernel and
-// the fused epilogue run it element for element alike, so their outputs are the same bits.
-template <class Load>
-__device__ __forceinline__ void combine_head(T* out, const float* part_acc, const float* part_ml, long long bh, int n, int num_splits,
-                                             int head_dim, Load ld) {
-  const float* ml = part_ml + bh * num_splits * 2;
-  float M = neg_inf();
-  for (int s = 0; s < n; s++) M = fmaxf(M, ld(ml + 2 * s));
-  const float mb = M == neg_inf() ? 0.f : M;
-  float sum = 0.f;
-  for (int s = 0; s < n; s++) sum = fmaf(exp2f(ld(ml + 2 * s) - mb), ld(ml + 2 * s + 1), sum);
-  const float inv = sum > 0.f ? 1.f / sum : 0.f;
-  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-    float a = 0.f;
-    for (int s = 0; s < n; s++) a = fmaf(exp2f(ld(ml + 2 * s) - mb), ld(part_acc + (bh * num_splits + s) * head_dim + d), a);
-    st(out + bh * head_dim + d, a * inv);
-  }
-}
-
-#if FK_FUSED_COMBINE
-// Arrivals of live splits per (sequence, head group) of the running launch, at blockIdx.z * gridDim.y + blockIdx.y
-// (the host takes the fused path only when batch x head groups fits: attention-plan.ts DECODE_COMBINE_COUNTERS).
-// Zero at module load (PTX zero-fills .global data); the arrival of the last CTA wraps its entry back to zero (atomicInc),
-// so every launch of the module (the next layer, a graph replay) finds zeros. The next launch touches it only after this
-// one has completed: stream order, or with PDL its fk_pdl_entry() wait, which returns once this grid is done and flushed.
-// One module's counters serve one launch at a time: a module must not run on two streams at once.
-constexpr int COMBINE_COUNTERS = 1 << 16;
-__device__ unsigned split_arrivals[COMBINE_COUNTERS];
-
-// Called by every thread of a CTA that has written the partials of a live split, n (>= 1) the sequence's live splits:
-// every such CTA counts once, the empty splits never do. True, in every thread, for the CTA that arrived last, with the
-// other splits' partials visible to it. Ordering: the CTA's writes -> barrier -> fence -> atomic (release); the last
-// CTA's atomic reads the count every earlier arrival left -> fence -> barrier -> its reads (acquire), through L2 (LoadL2).
-__device__ __forceinline__ bool arrived_last(int n) {
-  __shared__ bool last;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const unsigned final_count = (unsigned)(n - 1);
-    __threadfence();
-    // counts 0, 1, ..., n - 1, and the arrival that finds n - 1 stores 0: the entry is ready for the next launch
-    last = atomicInc(split_arrivals + blockIdx.z * gridDim.y + blockIdx.y, final_count) == final_count;
-    if (last) __threadfence();
-  }
-  __syncthreads();
-  return last;
-}
-
-// The last CTA's epilogue: the combine of its `heads` query heads from bh0 on.
-__device__ __forceinline__ void merge_splits(T* out, const float* part_acc, const float* part_ml, long long bh0, int heads, int n, int num_splits) {
-#pragma unroll 1  // one head at a time: a once-per-sequence epilogue needs no copies of its loops
-  for (int hh = 0; hh < heads; hh++) combine_head(out, part_acc, part_ml, bh0 + hh, n, num_splits, D, LoadL2());
-}
-#endif
-
 }  // namespace fkdec
 
 using namespace fkdec;
 
 #if FK_DEC_PATH != 2
 extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_paged_decode(
-    FK_T* __restrict__ out,             // [B, nQ, D] contiguous (written when num_splits == 1, or fused by the last split)
+    FK_T* __restrict__ out,             // [B, nQ, D] contiguous (written when num_splits == 1)
     float* __restrict__ part_acc,       // [B, nQ, num_splits, D] (num_splits > 1)
     float* __restrict__ part_ml,        // [B, nQ, num_splits, 2]: max (log2 domain), sum
     const FK_T* __restrict__ q, long long q_sb, long long q_sh,
@@ -221,14 +142,8 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_paged_decode(
   const int s_end = min(L, s_begin + chunk);
   if (s_begin >= s_end) {
     // No keys in this split. With one split the output is zero (nothing to attend to); with several the
-    // combine kernel only reads the splits that hold keys. Fused, no CTA merges a sequence without keys: split 0
-    // writes the zeros the combine kernel would have.
-#if FK_FUSED_COMBINE
-    const bool write_zeros = num_splits == 1 || (split == 0 && live_splits(L - lo, chunk, num_splits) == 0);
-#else
-    const bool write_zeros = num_splits == 1;
-#endif
-    if (write_zeros) {
+    // combine kernel only reads the splits that hold keys.
+    if (num_splits == 1) {
       for (int i = tid; i < HG * D; i += THREADS) st(out + ((long long)b * n_q_heads + h0 + i / D) * D + i % D, 0.f);
     }
     return;
@@ -409,10 +324,6 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_paged_decode(
       }
     }
   }
-#if FK_FUSED_COMBINE
-  const int n = live_splits(L - lo, chunk, num_splits);
-  if (num_splits > 1 && arrived_last(n)) merge_splits(out, part_acc, part_ml, (long long)b * n_q_heads + h0, HG, n, num_splits);
-#endif
 }
 #endif  // FK_DEC_PATH != 2
 
@@ -427,9 +338,21 @@ extern "C" __global__ void fk_paged_decode_combine(FK_T* __restrict__ out, const
   const int b = blockIdx.y;
   const int L = min(seq_lens[b], max_tokens);
   const int lo = window > 0 ? max(0, L - window) : 0;
-  const int n = live_splits(L - lo, chunk, num_splits);
+  const int n = min(num_splits, max(0, (L - lo + chunk - 1) / chunk));
   if (skip_single && n <= 1) return;
-  combine_head(out, part_acc, part_ml, (long long)b * n_q_heads + h, n, num_splits, head_dim, LoadInput());
+  const long long bh = (long long)b * n_q_heads + h;
+  const float* ml = part_ml + bh * num_splits * 2;
+  float M = neg_inf();
+  for (int s = 0; s < n; s++) M = fmaxf(M, ml[2 * s]);
+  const float mb = M == neg_inf() ? 0.f : M;
+  float sum = 0.f;
+  for (int s = 0; s < n; s++) sum = fmaf(exp2f(ml[2 * s] - mb), ml[2 * s + 1], sum);
+  const float inv = sum > 0.f ? 1.f / sum : 0.f;
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float a = 0.f;
+    for (int s = 0; s < n; s++) a = fmaf(exp2f(ml[2 * s] - mb), part_acc[(bh * num_splits + s) * head_dim + d], a);
+    st(out + bh * head_dim + d, a * inv);
+  }
 }
 
 // ------------------------------------------------------------------------------------- tensor-core decode
@@ -697,10 +620,6 @@ extern "C" __global__ void __launch_bounds__(FK_MWARPS * 32) fk_paged_decode_mma
       }
     }
   }
-#if FK_FUSED_COMBINE
-  const int n = live_splits(L - lo, chunk, num_splits);  // == nsp (>= 2) when not direct
-  if (!direct && arrived_last(n)) merge_splits(out, part_acc, part_ml, (long long)b * n_q_heads + h0, MHG, n, num_splits);
-#endif
 #endif
 }
 #endif  // FK_DEC_PATH != 1

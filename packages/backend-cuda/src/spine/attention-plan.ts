@@ -2,7 +2,6 @@
  * Launch plans of the attention kernels (kernels/attention_decode.cu, kernels/attention_prefill.cu): pure
  * functions of the shapes and the device's SM count, unit-tested without a GPU.
  */
-import { envSwitch } from '@fastkernels/core';
 
 /** Knobs for the GPU tuning runs (the defaults are the shipped choice). */
 export const ATTENTION_TUNING = {
@@ -33,13 +32,6 @@ export const ATTENTION_TUNING = {
   decodeMmaCtasPerSm: 32,
   /** Fewest keys per split of the mma decode kernel. */
   decodeMmaMinSplitTokens: 128,
-  /**
-   * Merge a split decode inside the decode kernel (-DFK_FUSED_COMBINE=1): the last CTA of each (sequence, head group)
-   * to finish combines the splits' partials, so a layer's attention is one launch instead of the decode kernel plus
-   * fk_paged_decode_combine (at bs 1 of Llama-3-8B, 32 launches fewer per step at ~2 us each). Bit-identical outputs.
-   * Off until measured on the H200 (the decode A/B bench); FASTKERNELS_DECODE_FUSED_COMBINE=1 turns it on for a process.
-   */
-  decodeFusedCombine: envSwitch('FASTKERNELS_DECODE_FUSED_COMBINE', false),
   /** Warps per prefill CTA on the mma path (16 query rows each; 8 measured 3-7% faster than 4 on the H200). */
   prefillWarps: 8,
   /** Skip the O rescale of a key tile when no row max of the warp moved (bit-identical; head dim 128; false: always rescale). */
@@ -86,23 +78,7 @@ export interface DecodePlan {
   /** Keys per split and number of splits (1: no combine kernel). */
   readonly chunk: number;
   readonly splits: number;
-  /** The decode kernel merges its own splits (-DFK_FUSED_COMBINE=1; no combine launch): see decodeFusedCombineApplies. */
-  readonly fusedCombine: boolean;
   readonly grid: readonly [number, number, number];
-}
-
-/**
- * Entries of the decode kernels' split-arrival counters (kernels/attention_decode.cu COMBINE_COUNTERS), one per
- * (sequence, head group) of a launch.
- */
-export const DECODE_COMBINE_COUNTERS = 1 << 16;
-
-/**
- * Whether a decode launch merges its splits inside the kernel: there is more than one split, the switch is on, and
- * every (sequence, head group) of the grid has a counter. Otherwise the combine kernel runs (or, with one split, nothing).
- */
-export function decodeFusedCombineApplies(splits: number, batch: number, headGroups: number, tuning = ATTENTION_TUNING): boolean {
-  return tuning.decodeFusedCombine && splits > 1 && batch * headGroups <= DECODE_COMBINE_COUNTERS;
 }
 
 const ceilDiv = (a: number, b: number) => Math.ceil(a / b);
@@ -150,7 +126,6 @@ export function planDecode(p: DecodePlanInput, tuning = ATTENTION_TUNING): Decod
   const splits = Math.max(1, ceilDiv(maxCtx, chunk));
   return {
     mma: false, stages: 0, sharedBytes: 0, vecBytes: p.vecBytes, headsPerCta, unroll, warps, lanesPerRow: lpr, rows, tokensPerIter, chunk, splits,
-    fusedCombine: decodeFusedCombineApplies(splits, p.batch, headGroups, tuning),
     grid: [splits, headGroups, p.batch],
   };
 }
@@ -180,7 +155,6 @@ function planDecodeMma(p: DecodePlanInput, group: number, tuning: typeof ATTENTI
   const splits = Math.max(1, ceilDiv(maxCtx, chunk));
   return {
     mma: true, stages, sharedBytes, vecBytes: 16, headsPerCta, unroll: 1, warps, lanesPerRow: 0, rows: 0, tokensPerIter: unit, chunk, splits,
-    fusedCombine: decodeFusedCombineApplies(splits, p.batch, headGroups, tuning),
     grid: [splits, headGroups, p.batch],
   };
 }

@@ -3,17 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { layoutArgs, parseSignature, writeArgs } from '../args.js';
 import type { CudaKernelSpec } from '../kernel.js';
 import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
-import { withTuning } from '../../test/spine-helpers.js';
-import {
-  ATTENTION_TUNING,
-  DECODE_COMBINE_COUNTERS,
-  decodeFusedCombineApplies,
-  lanesPerRow,
-  largestDivisorAtMost,
-  planDecode,
-  planPrefill,
-  vectorBytes,
-} from './attention-plan.js';
+import { ATTENTION_TUNING, lanesPerRow, largestDivisorAtMost, planDecode, planPrefill, vectorBytes } from './attention-plan.js';
 import { pagedDecodeAttention, varlenPrefillAttention } from './attention.js';
 import type { SpineContext } from './context.js';
 
@@ -91,29 +81,6 @@ describe('attention launch plans', () => {
     expect(planDecode({ ...llama, batch: 2, maxBlocks: 40, dtype: 'bf16' }, { ...ATTENTION_TUNING, decodeSplitTokens: 65 }).chunk).toBe(128);
   });
 
-  it('decode, fused combine: only with the switch on, more than one split, and a counter per (sequence, head group)', () => {
-    const on = { ...ATTENTION_TUNING, decodeFusedCombine: true };
-    const off = { ...ATTENTION_TUNING, decodeFusedCombine: false };
-    expect(decodeFusedCombineApplies(8, 64, 8, on)).toBe(true);
-    expect(decodeFusedCombineApplies(8, 64, 8, off)).toBe(false);
-    expect(decodeFusedCombineApplies(1, 64, 8, on)).toBe(false); // one split: nothing to merge
-    expect(decodeFusedCombineApplies(2, DECODE_COMBINE_COUNTERS / 8, 8, on)).toBe(true);
-    expect(decodeFusedCombineApplies(2, DECODE_COMBINE_COUNTERS / 8 + 1, 8, on)).toBe(false);
-    // the plans carry it, for both kernels
-    expect(planDecode({ ...llama, batch: 1, maxBlocks: 512, dtype: 'bf16' }, on)).toMatchObject({ mma: true, splits: 64, fusedCombine: true });
-    expect(planDecode({ ...llama, batch: 1, maxBlocks: 512, dtype: 'bf16' }, off).fusedCombine).toBe(false);
-    expect(planDecode({ ...llama, batch: 1, maxBlocks: 512 }, on)).toMatchObject({ mma: false, fusedCombine: true });
-    expect(planDecode({ ...llama, batch: 64, maxBlocks: 4, dtype: 'bf16' }, on)).toMatchObject({ splits: 1, fusedCombine: false });
-    expect(planDecode({ ...llama, batch: 1, maxBlocks: 512, slidingWindow: 100 }, on)).toMatchObject({ splits: 1, fusedCombine: false });
-    expect(planDecode({ ...llama, batch: 3, maxBlocks: 0, dtype: 'bf16' }, on).fusedCombine).toBe(false);
-  });
-
-  it('decode, fused combine: the host capacity is the kernel\'s counter array', () => {
-    const m = /constexpr int COMBINE_COUNTERS = 1 << (\d+);/.exec(KERNEL_SOURCES['attention_decode.cu']!);
-    expect(m, 'COMBINE_COUNTERS in attention_decode.cu').not.toBeNull();
-    expect(DECODE_COMBINE_COUNTERS).toBe(2 ** Number(m![1]));
-  });
-
   it('prefill: the mma path for bf16/f16 at 64/128, the simple path otherwise', () => {
     const p = planPrefill({ totalQ: 4096, qHeads: 32, headDim: 128, dtype: 'bf16', numSeqs: 1 }, { ...ATTENTION_TUNING, prefillWarps: 4 });
     expect(p.mma).toBe(true);
@@ -178,14 +145,16 @@ function fakeDevice(): { backend: Backend; ctx: SpineContext; launches: Launch[]
 
 describe('attention ops on a fake device (argument packing, grids, specialisations)', () => {
   it('paged decode (register-streaming kernel, decodeMma off): one launch without a split, main + combine with splits', () => {
-    withTuning(ATTENTION_TUNING, { decodeMma: false, decodeFusedCombine: false }, oldKernelLaunches);
+    const saved = ATTENTION_TUNING.decodeMma;
+    ATTENTION_TUNING.decodeMma = false;
+    try {
+      oldKernelLaunches();
+    } finally {
+      ATTENTION_TUNING.decodeMma = saved;
+    }
   });
 
   it('paged decode, bf16 Llama-3-8B at batch 64: the mma kernel, its shared memory, combine skipping single splits', () => {
-    withTuning(ATTENTION_TUNING, { decodeFusedCombine: false }, mmaKernelLaunches);
-  });
-
-  function mmaKernelLaunches(): void {
     const { backend, ctx, launches } = fakeDevice();
     const q = Tensor.empty(backend, [64, 32, 128], 'bf16');
     const kc = Tensor.empty(backend, [9000, 16, 8, 128], 'bf16');
@@ -212,7 +181,7 @@ describe('attention ops on a fake device (argument packing, grids, specialisatio
     const k80 = Tensor.empty(backend, [10, 16, 2, 80], 'bf16');
     pagedDecodeAttention(ctx, q80, k80, k80, Tensor.empty(backend, [2, 4], 'i32'), Tensor.empty(backend, [2], 'i32'), 0.1, 0);
     expect(launches[0]!.entry).toBe('fk_paged_decode');
-  }
+  });
 
   function oldKernelLaunches(): void {
     const { backend, ctx, launches } = fakeDevice();
@@ -237,37 +206,6 @@ describe('attention ops on a fake device (argument packing, grids, specialisatio
     expect(launches.map((l) => l.entry)).toEqual(['fk_paged_decode', 'fk_paged_decode_combine']);
     expect(launches[1]!.args.at(-1)).toBe(0); // skip_single off: the combine writes every output
   }
-
-  it('paged decode, decodeFusedCombine: one launch where there are splits, the define only then; over capacity the combine kernel', () => {
-    const withFused = <R>(patch: Partial<typeof ATTENTION_TUNING>, fn: () => R): R => withTuning(ATTENTION_TUNING, { decodeFusedCombine: true, ...patch }, fn);
-    const { backend, ctx, launches } = fakeDevice();
-    const kc = Tensor.empty(backend, [9000, 16, 8, 128], 'bf16');
-    const decode = (B: number, maxBlocks: number, q = Tensor.empty(backend, [B, 32, 128], 'bf16'), cache = kc) => {
-      launches.length = 0;
-      pagedDecodeAttention(ctx, q, cache, cache, Tensor.empty(backend, [B, maxBlocks], 'i32'), Tensor.empty(backend, [B], 'i32'), 0.088, 0);
-      return launches.map((l) => `${l.entry}${l.options.includes('-DFK_FUSED_COMBINE=1') ? ' fused' : ''}`);
-    };
-    withFused({}, () => {
-      // bs 1, Llama-3-8B heads, a 8k table: the mma kernel, 64 splits merged inside it
-      expect(decode(1, 512)).toEqual(['fk_paged_decode_mma fused']);
-      expect(launches[0]!.grid).toEqual([64, 8, 1]);
-      expect(decode(64, 128)).toEqual(['fk_paged_decode_mma fused']);
-      // one split: the kernel without the define, as before
-      expect(decode(64, 4)).toEqual(['fk_paged_decode_mma']);
-      // the register-streaming kernel (f32) fuses too
-      const f32 = Tensor.empty(backend, [10, 16, 8, 128], 'f32');
-      expect(decode(1, 512, Tensor.empty(backend, [1, 32, 128], 'f32'), f32)).toEqual(['fk_paged_decode fused']);
-    });
-    withFused({ decodeMma: false }, () => expect(decode(1, 512)).toEqual(['fk_paged_decode fused']));
-    // capacity: batch x head groups (8 here) counters at most
-    withFused({ decodeSplitTokens: 64 }, () => {
-      const full = DECODE_COMBINE_COUNTERS / 8;
-      expect(decode(full, 8)).toEqual(['fk_paged_decode_mma fused']);
-      expect(decode(full + 1, 8)).toEqual(['fk_paged_decode_mma', 'fk_paged_decode_combine']);
-    });
-    // switched off: the two-kernel path
-    withTuning(ATTENTION_TUNING, { decodeFusedCombine: false }, () => expect(decode(1, 512)).toEqual(['fk_paged_decode_mma', 'fk_paged_decode_combine']));
-  });
 
   it('paged decode: a strided query view (a slice of fused qkv) is read in place', () => {
     const { backend, ctx, launches } = fakeDevice();

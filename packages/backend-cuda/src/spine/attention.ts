@@ -5,8 +5,7 @@
  *   sharing a kv head, sequence), fp32 partials merged by a combine kernel when there is more than one split.
  *   bf16/f16 at head dim 64/128 take the tensor-core kernel (per-warp cp.async rings of 16-token tiles; a
  *   sequence that fits one split is written directly); the rest (or ATTENTION_TUNING.decodeMma = false) the
- *   register-streaming kernel. With ATTENTION_TUNING.decodeFusedCombine the decode kernel merges its own splits
- *   (the last CTA of each sequence's head group to finish combines them): one launch, the same bits.
+ *   register-streaming kernel.
  *   The split size is chosen from the block table's capacity (seq_lens stay on the device: no host sync, so
  *   decode is graph-capturable; splits past a sequence's length exit at once).
  * - varlenPrefillAttention: FlashAttention-2 style mma.sync kernel for bf16/f16 at head dim 64/128; a simple
@@ -108,16 +107,13 @@ export function pagedDecodeAttention(
       batch: B, qHeads: nQ, kvHeads: nKv, headDim: D, itemsize: it, vecBytes: vb, blockSize, maxBlocks,
       slidingWindow: Math.max(0, slidingWindow), multiprocessors: ctx.multiprocessors, dtype: query.dtype, cacheVecBytes: cacheVb,
     });
-    // (the define only when it applies: every other launch keeps the module, and machine code, it had before)
-    const fusedDefine = plan.fusedCombine ? ['-DFK_FUSED_COMBINE=1'] : [];
     const main = plan.mma
       ? decodeKernel(ctx, 'fk_paged_decode_mma', [
           `-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_MHG=${plan.headsPerCta}`, `-DFK_MWARPS=${plan.warps}`, `-DFK_STAGES=${plan.stages}`, `-DFK_BS=${blockSize}`, '-DFK_DEC_PATH=2',
-          ...fusedDefine,
         ])
       : decodeKernel(ctx, 'fk_paged_decode', [
           `-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_VB=${plan.vecBytes}`, `-DFK_HG=${plan.headsPerCta}`, `-DFK_UNROLL=${plan.unroll}`, `-DFK_BS=${blockSize}`, `-DFK_WARPS=${plan.warps}`,
-          '-DFK_DEC_PATH=1', ...fusedDefine,
+          '-DFK_DEC_PATH=1',
         ]);
     let partAcc: Tensor | undefined;
     let partMl: Tensor | undefined;
@@ -136,7 +132,7 @@ export function pagedDecodeAttention(
       ptr(bt), outerStrides(bt)[0]!, maxBlocks,
       ptr(lens), nQ, group, window, scaleLog2, plan.chunk, plan.splits,
     ]);
-    if (plan.splits > 1 && !plan.fusedCombine) {
+    if (plan.splits > 1) {
       // Only FK_T matters to the combine kernel; the other macros keep one compiled module per (T).
       const combine = decodeKernel(ctx, 'fk_paged_decode_combine', [`-DFK_T=${T}`]);
       combine.launch([nQ, B, 1], Math.min(256, Math.ceil(D / 32) * 32), 0, [

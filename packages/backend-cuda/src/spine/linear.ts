@@ -41,8 +41,10 @@ export const LINEAR_TUNING = {
   gemvUnroll: envCount('FASTKERNELS_GEMV_UNROLL', 8, 1),
   /**
    * A gated MLP's gate_up projection and its silu in one fk_gemv_stream launch where that GEMV is taken
-   * (linearSiluAndMul; the same bits as linear then siluAndMul): one launch fewer per layer at bs-1 decode.
-   * FASTKERNELS_FUSE_GLU=1 turns it on for a process; off until the decode A/B bench measures it on the H200.
+   * (linearSiluAndMul; the same bits as linear then siluAndMul): one launch fewer per layer at bs-1 decode. Off: run 12
+   * (H200, bs-1 Llama-3-8B step, decode_ab-run12-fusions.json) gave 4.485 ms with it against 4.484 without. A warp's
+   * rows come in gate | up pairs, so gate_up's 14336 pairs over at most 4224 warps give 4 pairs (8 rows) a warp
+   * against 7 rows unfused: the longer share costs what the saved launch gains. FASTKERNELS_FUSE_GLU=1 turns it on.
    */
   gemvFuseGlu: envSwitch('FASTKERNELS_FUSE_GLU', false),
 };

@@ -33,8 +33,8 @@ function args(o: { dtype?: DType; cacheDType?: DType; valueDType?: DType; headSi
 }
 
 describe('rotaryStoreKvcache (CUDA host side): when it declines, what it rejects', () => {
-  it('is off by default (FASTKERNELS_FUSE_ROTARY_KV unset): declines before any check', () => {
-    if (process.env.FASTKERNELS_FUSE_ROTARY_KV === undefined) expect(ROTARY_TUNING.fuseKvStore).toBe(false);
+  it('is on by default (run 12; FASTKERNELS_FUSE_ROTARY_KV unset); switched off, it declines before any check', () => {
+    if (process.env.FASTKERNELS_FUSE_ROTARY_KV === undefined) expect(ROTARY_TUNING.fuseKvStore).toBe(true);
     withTuning(ROTARY_TUNING, { fuseKvStore: false }, () => {
       expect(rotaryStoreKvcache(NO_DEVICE, ...args())).toBeNull();
       expect(rotaryStoreKvcache(NO_DEVICE, ...args({ headSize: 3 }))).toBeNull();

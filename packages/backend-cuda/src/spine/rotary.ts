@@ -21,10 +21,11 @@ export const ROTARY_TUNING = {
   /**
    * Ops.rotaryStoreKvcache runs as one kernel (fk_rotary_store_kv, spine/rotary-kv.ts) instead of declining, so the
    * Llama attention layer launches one kernel where it launched fk_rotary and fk_store_kvcache (32 launches fewer per
-   * Llama-3-8B decode step). The same bits either way (rotary-kv.gpu.test.ts). Off until the decode A/B bench on the
-   * H200 shows it pays; FASTKERNELS_FUSE_ROTARY_KV=1 turns it on for a process.
+   * Llama-3-8B decode step). The same bits either way (rotary-kv.gpu.test.ts). Run 12 (H200, bs-1 Llama-3-8B step,
+   * decode_ab-run12-fusions.json): 4.440 ms against 4.484 without it. FASTKERNELS_FUSE_ROTARY_KV=0 turns it off for a
+   * process.
    */
-  fuseKvStore: envSwitch('FASTKERNELS_FUSE_ROTARY_KV', false),
+  fuseKvStore: envSwitch('FASTKERNELS_FUSE_ROTARY_KV', true),
 };
 
 export function rotaryEmbedding(

@@ -12,8 +12,8 @@ describe('chooseSamplerPath (CPU): one CTA per row vs multi-CTA, per call', () =
     expect(chooseSamplerPath(64, V, 0)).toBe('single');
     expect(chooseSamplerPath(64, V, undefined)).toBe('single');
   });
-  // the rule, at a threshold of 8 drawing rows
-  const ON = { multiCtaMinSampledRows: 8 };
+  // the rule, at a threshold of 8 drawing rows (the greedy split off: its cases follow)
+  const ON = { multiCtaMinSampledRows: 8, greedySplitMaxRows: 0 };
   const cases: [string, number, number | undefined, Partial<typeof SAMPLER_TUNING>, 'single' | 'multi'][] = [
     ['no hint: one CTA per row (the old default)', 32, undefined, {}, 'single'],
     ['no hint, B = 1', 1, undefined, {}, 'single'],
@@ -38,9 +38,10 @@ describe('chooseSamplerPath (CPU): one CTA per row vs multi-CTA, per call', () =
       expect(chooseSamplerPath(B, V, sampled, { ...SAMPLER_TUNING, ...ON, ...patch })).toBe(want);
     });
   }
-  it.skipIf(process.env.FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS !== undefined)('the greedy split is off by default (not yet measured on a GPU)', () => {
-    expect(SAMPLER_TUNING.greedySplitMaxRows).toBe(0);
-    expect(chooseSamplerPath(1, V, 0)).toBe('single');
+  it.skipIf(process.env.FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS !== undefined)('by default (run 12) the greedy split serves all-greedy bs-1 calls only', () => {
+    expect(SAMPLER_TUNING.greedySplitMaxRows).toBe(1);
+    expect(chooseSamplerPath(1, V, 0)).toBe('greedy-split');
+    expect(chooseSamplerPath(2, V, 0)).toBe('single');
   });
   const SPLIT = { ...SAMPLER_TUNING, greedySplitMaxRows: 4 };
   const splitCases: [string, number, number | undefined, Partial<typeof SAMPLER_TUNING>, string][] = [

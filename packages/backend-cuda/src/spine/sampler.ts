@@ -43,10 +43,10 @@ export const SAMPLER_TUNING = {
    * Most rows for which an all-greedy call (the hint says no row draws) takes the greedy split: the multi-CTA path's
    * first two kernels only (fk_ms_max's slices, fk_ms_init's combine, which writes every greedy row's token), so a row
    * is read by many CTAs instead of one (run 10: one CTA per row took 17 us for B1 x 128256 in a graph, a bs-1 decode
-   * step's sampler). 0 = off; FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS sets it for a process. Off until the decode A/B
-   * bench measures it on the H200.
+   * step's sampler). 1: bs-1 decode only. Run 12 (H200, bs-1 Llama-3-8B step, decode_ab-run12-fusions.json): 4.465 ms
+   * against 4.484 without it. 0 = off; FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS sets it for a process.
    */
-  greedySplitMaxRows: envCount('FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS', 0),
+  greedySplitMaxRows: envCount('FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS', 1),
 };
 
 export interface SamplerPlan {
