@@ -12,7 +12,9 @@
 // launches; ncu does not profile copies). bench/h200-decode-profile.sh runs it twice (without and under ncu).
 // Bundled by tools/gpu-host-bundle.mjs into dist/gpu-host/bench-decode-profile.mjs:
 //   dist/gpu-host/run-node bench-decode-profile.mjs --model DIR_WITH_CONFIG_JSON [--steps 8] [--prompt 64]
-//       [--json out.json] [--graph-timing 50] [--copy-bw]
+//       [--max-model-len N] [--json out.json] [--graph-timing 50] [--copy-bw]
+// --max-model-len: the context the graph is captured for (default prompt + steps + 64; bench/serve_llama.mjs's engine
+// has 2176, so its bs-1 decode-attention runs 17 splits a layer where this default gives 2).
 import { readFileSync, writeFileSync } from 'node:fs';
 import { LLMEngine, baselineRegistry, loadLlamaModel, summarizeSteps } from '@fastkernels/model-zoo';
 import { benchArgs, cudaBackendOrExit, launchSettings } from './bench-common.mjs';
@@ -24,9 +26,10 @@ const jsonOut = opt('--json');
 const steps = Number(opt('--steps', process.env.N_PROFILE ?? 8));
 const promptLen = Number(opt('--prompt', 64));
 const graphTiming = Number(opt('--graph-timing', 0));
+const maxModelLenOpt = opt('--max-model-len');
 const log = (m) => console.error(`decode-profile: ${m}`);
-if (!modelDir || !(steps >= 1) || !(promptLen >= 1)) {
-  console.error('decode-profile: --model DIR (a folder with config.json) is required; --steps and --prompt must be >= 1');
+if (!modelDir || !(steps >= 1) || !(promptLen >= 1) || (maxModelLenOpt !== undefined && !(Number(maxModelLenOpt) >= promptLen + steps + 1))) {
+  console.error('decode-profile: --model DIR (a folder with config.json) is required; --steps and --prompt must be >= 1; --max-model-len must hold the prompt and the steps (>= prompt + steps + 1)');
   process.exit(1);
 }
 const backend = cudaBackendOrExit('decode-profile');
@@ -34,7 +37,7 @@ const rt = backend.runtime;
 const cfgJson = JSON.parse(readFileSync(`${modelDir}/config.json`, 'utf8'));
 const result = {
   side: 'ours', model: modelDir, device: rt.properties().name ?? null, versions: backend.versions(),
-  settings: { steps, promptLen, graphTiming, copyBw: has('--copy-bw'), ...launchSettings() }, weights: llamaGemmWeights(cfgJson), errors: [],
+  settings: { steps, promptLen, maxModelLen: maxModelLenOpt === undefined ? null : Number(maxModelLenOpt), graphTiming, copyBw: has('--copy-bw'), ...launchSettings() }, weights: llamaGemmWeights(cfgJson), errors: [],
 };
 const save = () => jsonOut && writeFileSync(jsonOut, JSON.stringify(result, null, 2));
 
@@ -43,7 +46,7 @@ try {
   const { model, config, ctx } = loadLlamaModel(modelDir, { backend, registry: baselineRegistry(), randomInit: 'device', initSeed: 0 });
   result.loadSeconds = (performance.now() - t0) / 1e3;
   log(`model built and weights filled on the device in ${result.loadSeconds.toFixed(1)} s`);
-  const maxModelLen = Math.min(promptLen + steps + 64, config.maxPositionEmbeddings);
+  const maxModelLen = Math.min(maxModelLenOpt === undefined ? promptLen + steps + 64 : Number(maxModelLenOpt), config.maxPositionEmbeddings);
   const t1 = performance.now();
   // bs 1 only: one sequence, one graph bucket (graphBucketSizes(1) = [1]); the activation profile runs one
   // promptLen-token forward; the KV cache is capped at one sequence of maxModelLen

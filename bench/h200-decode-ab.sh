@@ -19,7 +19,9 @@
 # Writes $OUT/decode_ab.json ({ commit, settings: { name: { stepMs, graphReplayMs, decodeTokS, hostMs, rc } } }) and
 # prints a table last.
 #   OUT=/tmp/out dist/gpu-host/bench/h200-decode-ab.sh [SETTING ...]      (default: plain gemv defaults)
-#   STEPS_TIMED=64 (decode steps timed per setting)
+#   STEPS_TIMED=64 (decode steps timed per setting); PROMPT=64 (prompt tokens); MAX_MODEL_LEN (the context the bs-1
+#   graph is captured for; default prompt + steps + 64; PROMPT=128 STEPS_TIMED=256 MAX_MODEL_LEN=2176 is the serve
+#   bench's bs-1 decode)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/lib.sh"
@@ -46,7 +48,7 @@ for s in "${settings[@]}"; do
   esac
   t0=$SECONDS
   rc=0
-  env ${env[@]+"${env[@]}"} "$bundle/run-node" "$script" --model "$model" --steps "${STEPS_TIMED:-64}" --json "$OUT/decode-ab-$s.json" --graph-timing 50 \
+  env ${env[@]+"${env[@]}"} "$bundle/run-node" "$script" --model "$model" --steps "${STEPS_TIMED:-64}" --prompt "${PROMPT:-64}" ${MAX_MODEL_LEN:+--max-model-len "$MAX_MODEL_LEN"} --json "$OUT/decode-ab-$s.json" --graph-timing 50 \
     > "$OUT/decode-ab-$s.log" 2>&1 || rc=$?
   echo "$rc" > "$OUT/decode-ab-$s.rc"
   echo "decode-ab: $s: exit $rc, $((SECONDS - t0)) s ($(grep -o 'decodeTokS=[0-9.]*' "$OUT/decode-ab-$s.log" | tail -1))"

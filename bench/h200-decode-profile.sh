@@ -22,13 +22,16 @@ fk_decode_setup decode-profile
 N="${N_PROFILE:-8}"
 node_bin="$("$bundle/run" --print-node)"
 echo "decode-profile: bundle $bundle (commit ${commit:-?}), out $OUT, $N profiled decode steps"
+# PROMPT / MAX_MODEL_LEN: as in h200-decode-ab.sh (PROMPT=128 MAX_MODEL_LEN=2176: the serve bench's bs-1 context)
+ctx=(--prompt "${PROMPT:-64}")
+[ -z "${MAX_MODEL_LEN:-}" ] || ctx+=(--max-model-len "$MAX_MODEL_LEN")
 rm -f "$OUT/decode-profile-run.json" "$OUT/decode-profile-ncu-run.json" "$OUT/decode-profile-ncu.csv" "$OUT/decode-profile-ncu.log" "$OUT/decode-profile.ncu-rep" "$OUT/decode_profile.json"
 
 # a. without ncu
 t0=$SECONDS
 copy=(--copy-bw); [ -n "${COPY_GBS:-}" ] && copy=()
 rc_a=0
-"$bundle/run-node" "$script" --model "$model" --steps "${STEPS_TIMED:-64}" --json "$OUT/decode-profile-run.json" --graph-timing 50 "${copy[@]}" || rc_a=$?
+"$bundle/run-node" "$script" --model "$model" --steps "${STEPS_TIMED:-64}" "${ctx[@]}" --json "$OUT/decode-profile-run.json" --graph-timing 50 "${copy[@]}" || rc_a=$?
 echo "decode-profile: run without ncu: exit $rc_a, $((SECONDS - t0)) s"
 
 # b. under ncu
@@ -51,7 +54,7 @@ else
   rc_b=0
   timeout --kill-after=10 "${NCU_TIMEOUT_S:-200}" "$ncu_bin" "${NCU_FLAGS[@]}" --export "$OUT/decode-profile" --force-overwrite \
     --log-file "$OUT/decode-profile-ncu.log" \
-    "$bundle/run-node" "$script" --model "$model" --steps "$N" --json "$OUT/decode-profile-ncu-run.json" || rc_b=$?
+    "$bundle/run-node" "$script" --model "$model" --steps "$N" "${ctx[@]}" --json "$OUT/decode-profile-ncu-run.json" || rc_b=$?
   echo "decode-profile: run under ncu: exit $rc_b, $((SECONDS - t1)) s (ncu log: $OUT/decode-profile-ncu.log)"
   grep -E '^==(ERROR|WARNING)==' "$OUT/decode-profile-ncu.log" 2>/dev/null | sort | uniq -c | head -8 | sed 's/^/decode-profile: ncu: /' || true
   if grep -q 'ERR_NVGPUCTRPERM' "$OUT/decode-profile-ncu.log" 2>/dev/null; then

@@ -124,7 +124,7 @@ if (!has('--no-self-test')) {
     const runner = new E2eRunner(source, baselineRegistry(), {
       engine: { ...engineOptions, log: () => {} },
       throughput: syntheticWorkload({ numRequests: quick ? 16 : 64, inputLen: [Math.min(100, maxLen), maxLen], outputLen: [Math.min(32, maxLen), Math.min(128, maxLen)], seed: 1, vocabSize: V }),
-      latency: { batchSizes: [1, 32], promptLen: short, outputLen: short, warmups: quick ? 1 : 3, repeats: quick ? 2 : 5 },
+      latency: { batchSizes: [1, 32], promptLen: short, outputLen: short, warmups: quick ? 1 : 3, repeats: quick ? 3 : 5 },
       throughputRepeats: 3, // three timed passes a run: a bootstrap interval of the throughput speedup (issue 7: CI contains 1)
       log,
     });

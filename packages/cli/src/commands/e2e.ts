@@ -216,7 +216,8 @@ async function e2eOn(argv: E2eArgs, rank: RankRun, plan: E2ePlan): Promise<void>
     const agree = rec.discrepancies.filter((d) => d === 0).length;
     io.out(`${src.name}: ${rec.outcome}, throughput ${f(rec.throughputSpeedup, rec.throughputSpeedupCi)}, latency ${f(rec.latencySpeedup, rec.latencySpeedupCi)}, exact agreement ${agree}/${rec.discrepancies.length}` +
       `${rec.drops.length ? `, dropped ${rec.drops.map((d) => `${d.task} (${d.category})`).join(', ')}` : ''}${rec.asIs && rec.asIs.outcome !== 'ok' ? `; as-is: ${rec.asIs.outcome}` : ''}\n`);
-    if (r.details.baseline.throughputTokS) io.err(`  baseline ${r.details.baseline.throughputTokS.toFixed(1)} output tok/s; ${r.details.runs} runs\n`);
+    const spread = r.details.runToRun;
+    if (r.details.baseline.throughputTokS) io.err(`  baseline ${r.details.baseline.throughputTokS.toFixed(1)} output tok/s; ${r.details.runs} runs; intervals widened by the noise run's spread (throughput ${spread.throughput.toFixed(4)}x, latency ${spread.latency.toFixed(4)}x)\n`);
   }
   if (argv.json) io.out(JSON.stringify({ report: E2eReportSchema.parse(report()), details }, null, 2) + '\n');
 }

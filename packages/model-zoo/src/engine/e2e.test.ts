@@ -10,7 +10,7 @@ import { RotaryEmbedding } from '../families/dense-moe-llm/L1/rotary_emb.js';
 import { SiluAndMul } from '../families/dense-moe-llm/L1/silu_and_mul.js';
 import { baselineRegistry } from '../index.js';
 import { EmulatedGraphRuntime } from './device-io.js';
-import { E2eRunner, agreeOnRun, calibratedCorrectness, speedupIntervals, tokenDiscrepancies, tokensDigest, type E2eModelSource } from './e2e.js';
+import { E2eRunner, agreeOnRun, calibratedCorrectness, runToRunSpread, speedupIntervals, tokenDiscrepancies, tokensDigest, type E2eModelSource } from './e2e.js';
 import { loadLlamaModel } from './load-model.js';
 import { isGraphCapturing } from './runner.js';
 import { syntheticWorkload } from './workloads.js';
@@ -121,6 +121,25 @@ describe('e2e: baseline, noise, candidate runs with drop-and-retry', () => {
     // one pass on a side, or a batch size timed once: no interval
     expect(speedupIntervals({ ...base, throughputSamplesMs: [100] }, fast).throughput).toBeUndefined();
     expect(speedupIntervals(base, { ...fast, latencySamplesMs: { 1: [5], 32: [20, 21] } }).latency).toBeUndefined();
+  });
+
+  it('runToRunSpread and the widened intervals: a second load of the same kernels that came out 2% apart widens both ends by 2%', () => {
+    const base = { tokens: [], wallMs: 0, throughputTokS: 1000, latencyMs: { 1: 10, 32: 40 }, throughputSamplesMs: [100, 100.1, 99.9], latencySamplesMs: { 1: [10, 10.01, 9.99], 32: [40, 40.02, 39.98] } };
+    const noise = { tokens: [], wallMs: 0, throughputTokS: 980, latencyMs: { 1: 10.2, 32: 40.8 } };
+    const spread = runToRunSpread(base, noise);
+    expect(spread.throughput).toBeCloseTo(1000 / 980, 12);
+    expect(spread.latency).toBeCloseTo(1.02, 12);
+    expect(runToRunSpread(base, { ...noise, throughputTokS: 1020 }).throughput).toBeCloseTo(1.02, 12); // either direction
+    expect(runToRunSpread({ tokens: [], wallMs: 0 }, noise)).toEqual({ throughput: 1, latency: 1 }); // nothing timed
+    // the candidate is the baseline again, 0.3% slower in its own load: the within-run interval excludes 1, the widened one holds it
+    const cand = { ...base, throughputSamplesMs: base.throughputSamplesMs.map((x) => x * 1.003), latencySamplesMs: { 1: base.latencySamplesMs[1].map((x) => x * 1.003), 32: base.latencySamplesMs[32].map((x) => x * 1.003) } };
+    const narrow = speedupIntervals(base, cand);
+    expect(narrow.latency![1]).toBeLessThan(1);
+    const wide = speedupIntervals(base, cand, spread);
+    expect(wide.latency![0]).toBeCloseTo(narrow.latency![0] / 1.02, 12);
+    expect(wide.latency![1]).toBeCloseTo(narrow.latency![1] * 1.02, 12);
+    expect(wide.latency![0] <= 1 && 1 <= wide.latency![1]).toBe(true);
+    expect(wide.throughput![0] <= 1 && 1 <= wide.throughput![1]).toBe(true);
   });
 
   it('drops a throwing, an uncapturable and a wrong candidate (from the error or by bisection) and deploys the rest', () => {

@@ -117,9 +117,12 @@ export interface E2eRunRecord {
   detail?: string;
   throughputSpeedup?: number;
   latencySpeedup?: number;
-  /** 95% percentile-bootstrap interval of throughputSpeedup (when the workload was timed at least twice a run). */
+  /**
+   * 95% percentile-bootstrap interval of throughputSpeedup (when the workload was timed at least twice a run), widened
+   * by the run-to-run factor the noise run showed (runToRunSpread).
+   */
   throughputSpeedupCi?: [number, number];
-  /** 95% percentile-bootstrap interval of latencySpeedup (the geomean over batch sizes of the median ratios). */
+  /** The same for latencySpeedup (the geomean over batch sizes of the median ratios). */
   latencySpeedupCi?: [number, number];
   discrepancies: number[];
   unrelatedDistance: number;
@@ -141,6 +144,8 @@ export interface E2eDetails {
   readonly deployed: string[];
   readonly runs: number;
   readonly calibratedC: number | null;
+  /** The noise run's run-to-run spread, by which the speedup intervals were widened. */
+  readonly runToRun: RunToRunSpread;
 }
 
 /** d = 1 − (matching prefix length ÷ reference length) per request. */
@@ -165,17 +170,43 @@ export function calibratedCorrectness(d: readonly number[], noise: readonly numb
   return sum / d.length;
 }
 
+/** How far apart two runs of the same kernels came out, as factors >= 1 (1 = identical or not measured). */
+export interface RunToRunSpread {
+  readonly throughput: number;
+  readonly latency: number;
+}
+
+/**
+ * The run-to-run spread the noise run (the baseline's kernels again, in a fresh model load) showed against the baseline:
+ * max(r, 1 / r) of its throughput ratio and of its latency ratio (the geomean over batch sizes of the median ratios).
+ * The repeats of one run only show the scatter within a load; a second load of the same kernels lands elsewhere in
+ * memory and differs by more (run 12, the serve bench's self-test with 2 latency repeats: [0.997, 0.999] for the
+ * baseline against itself). The noise run's requests come in reverse order, which its throughput ratio includes: a
+ * conservative estimate.
+ */
+export function runToRunSpread(base: RunResult, noise: RunResult): RunToRunSpread {
+  const factor = (r: number | undefined) => (r !== undefined && Number.isFinite(r) && r > 0 ? Math.max(r, 1 / r) : 1);
+  const t = base.throughputTokS && noise.throughputTokS !== undefined ? noise.throughputTokS / base.throughputTokS : undefined;
+  let l: number | undefined;
+  if (base.latencyMs && noise.latencyMs) {
+    const ratios = Object.keys(noise.latencyMs).map((k) => base.latencyMs![Number(k)]! / noise.latencyMs![Number(k)]!).filter((x) => Number.isFinite(x) && x > 0);
+    if (ratios.length) l = geomean(ratios);
+  }
+  return { throughput: factor(t), latency: factor(l) };
+}
+
 /**
  * 95% bootstrap intervals of a candidate run's speedups over the baseline run, from the timed repeats: throughput
- * (at least two passes over the workload on each side) and latency (every batch size timed on both sides).
+ * (at least two passes over the workload on each side) and latency (every batch size timed on both sides), each
+ * widened by the run-to-run spread (lower end divided, upper end multiplied).
  */
-export function speedupIntervals(base: RunResult, cand: RunResult): { throughput?: [number, number]; latency?: [number, number] } {
+export function speedupIntervals(base: RunResult, cand: RunResult, spread: RunToRunSpread = { throughput: 1, latency: 1 }): { throughput?: [number, number]; latency?: [number, number] } {
   const out: { throughput?: [number, number]; latency?: [number, number] } = {};
   const bt = base.throughputSamplesMs ?? [];
   const ct = cand.throughputSamplesMs ?? [];
   if (bt.length >= 2 && ct.length >= 2) {
     const e = bootstrapGeomeanSpeedup([{ baselineMs: bt, candidateMs: ct }]);
-    out.throughput = [e.ciLow, e.ciHigh];
+    out.throughput = [e.ciLow / spread.throughput, e.ciHigh * spread.throughput];
   }
   const bl = base.latencySamplesMs;
   const cl = cand.latencySamplesMs;
@@ -183,7 +214,7 @@ export function speedupIntervals(base: RunResult, cand: RunResult): { throughput
     const sizes = Object.keys(cl).filter((k) => (bl[Number(k)]?.length ?? 0) >= 2 && (cl[Number(k)]?.length ?? 0) >= 2);
     if (sizes.length && sizes.length === Object.keys(cl).length) {
       const e = bootstrapGeomeanSpeedup(sizes.map((k) => ({ baselineMs: bl[Number(k)]!, candidateMs: cl[Number(k)]! })));
-      out.latency = [e.ciLow, e.ciHigh];
+      out.latency = [e.ciLow / spread.latency, e.ciHigh * spread.latency];
     }
   }
   return out;
@@ -367,6 +398,7 @@ export class E2eRunner {
     const noise = this.runOnce(this.registryFor([], 'noise'), true, new Set(), 'reversed');
     if (isFailure(noise)) throw new Error(`${source.name}: the noise run failed: ${errorMessage(noise.error)}`);
     const noiseD = tokenDiscrepancies(base.tokens, noise.tokens);
+    const spread = runToRunSpread(base, noise);
     const tau = this.options.tau ?? 0.9;
     const noiseExact = noiseD.filter((x) => x === 0).length;
     if (noiseD.length && calibratedCorrectness(noiseD, noiseD) < tau) {
@@ -386,7 +418,7 @@ export class E2eRunner {
         const ratios = Object.keys(r.latencyMs).map((k) => base.latencyMs![Number(k)]! / r.latencyMs![Number(k)]!).filter((x) => Number.isFinite(x) && x > 0);
         if (ratios.length) rec.latencySpeedup = geomean(ratios);
       }
-      const ci = speedupIntervals(base, r);
+      const ci = speedupIntervals(base, r, spread);
       if (ci.throughput) rec.throughputSpeedupCi = ci.throughput;
       if (ci.latency) rec.latencySpeedupCi = ci.latency;
       if (rec.outcome === 'broken') rec.detail = `calibrated correctness ${C.toFixed(3)} < ${tau}`;
@@ -460,7 +492,7 @@ export class E2eRunner {
     };
     const { tokens: _b, ...baseInfo } = base;
     const { tokens: _f, ...finalInfo } = finalRun;
-    return { record, details: { baseline: baseInfo, deployable: finalInfo, deployed: set.map((c) => c.taskId), runs: this.runs, calibratedC: finalRec!.C ?? null } };
+    return { record, details: { baseline: baseInfo, deployable: finalInfo, deployed: set.map((c) => c.taskId), runs: this.runs, calibratedC: finalRec!.C ?? null, runToRun: spread } };
   }
 
   /** Does this subset fail the way the full set did? (correctness-only runs) */
