@@ -5,6 +5,7 @@
 // (NCCL) the same way; bench/h200x2-allreduce.sh runs both and compares.
 // Run without RANK it launches itself on --nproc ranks (launch(), one process per GPU); as a rank it measures.
 //   dist/gpu-host/run-node bench-allreduce.mjs [--nproc 2] [--json out.json] [--dtype bf16] [--quick]
+import './user-errors.mjs'; // first: a bad FASTKERNELS_* value is one line, not a stack
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { CudaBackend, CudaRuntime } from '@fastkernels/backend-cuda';

@@ -15,6 +15,7 @@
 //       [--max-model-len N] [--json out.json] [--graph-timing 50] [--copy-bw]
 // --max-model-len: the context the graph is captured for (default prompt + steps + 64; bench/serve_llama.mjs's engine
 // has 2176, so its bs-1 decode-attention runs 17 splits a layer where this default gives 2).
+import './user-errors.mjs'; // first: a bad FASTKERNELS_* value is one line, not a stack
 import { readFileSync, writeFileSync } from 'node:fs';
 import { LLMEngine, baselineRegistry, loadLlamaModel, summarizeSteps } from '@fastkernels/model-zoo';
 import { benchArgs, cudaBackendOrExit, launchSettings } from './bench-common.mjs';

@@ -8,6 +8,7 @@
 // Weight init is excluded. Results go to --json after every measurement (a timeout still leaves what was done).
 // Bundled by tools/gpu-host-bundle.mjs into dist/gpu-host/bench-e2e-llama.mjs:
 //   dist/gpu-host/run-node bench-e2e-llama.mjs --model DIR_WITH_CONFIG_JSON --json out.json [--batches 1,32]
+import './user-errors.mjs'; // first: a bad FASTKERNELS_* value is one line, not a stack
 import { writeFileSync } from 'node:fs';
 import { baselineRegistry, generate, loadLlamaModel } from '@fastkernels/model-zoo';
 import { benchArgs, cudaBackendOrExit } from './bench-common.mjs';

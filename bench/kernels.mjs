@@ -8,6 +8,7 @@
 // Bundled by tools/gpu-host-bundle.mjs into dist/gpu-host/bench-kernels.mjs; on the GPU host:
 //   dist/gpu-host/run-node bench-kernels.mjs [--json out.json] [--quick] [--only substring]
 // bench/kernels_torch.py times the same math in PyTorch (eager, torch.compile); bench/h200-kernels.sh runs both.
+import './user-errors.mjs'; // first: a bad FASTKERNELS_* value is one line, not a stack
 import { writeFileSync } from 'node:fs';
 import { ModuleRegistry, Rng, Tensor, withContext } from '@fastkernels/core';
 import { denseMoeLlmTasks, initNormal } from '@fastkernels/model-zoo';

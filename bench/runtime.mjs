@@ -5,6 +5,7 @@
 // Bundled by tools/gpu-host-bundle.mjs into dist/gpu-host/bench-runtime.mjs; run there with
 //   dist/gpu-host/run-node bench-runtime.mjs [--json out.json] [--quick]
 // bench/runtime_torch.py measures the same with PyTorch; bench/h200-runtime.sh runs both and merges them.
+import './user-errors.mjs'; // first: a bad FASTKERNELS_* value is one line, not a stack
 import { writeFileSync } from 'node:fs';
 import { Tensor } from '@fastkernels/core';
 import { cudaKernel, KERNEL_SOURCES } from '@fastkernels/backend-cuda';

@@ -11,6 +11,7 @@
 // Each phase writes --json when it ends, so a timeout keeps what was done. Bundled by tools/gpu-host-bundle.mjs into
 // dist/gpu-host/bench-serve-llama.mjs:
 //   dist/gpu-host/run-node bench-serve-llama.mjs --model DIR_WITH_CONFIG_JSON --json out.json [--quick] [--no-self-test]
+import './user-errors.mjs'; // first: a bad FASTKERNELS_* value is one line, not a stack
 import { readFileSync, writeFileSync } from 'node:fs';
 import { CpuBackend } from '@fastkernels/backend-cpu';
 import { E2eRunner, LLMEngine, baselineRegistry, loadLlamaModel, summarizeSteps, syntheticWorkload } from '@fastkernels/model-zoo';
