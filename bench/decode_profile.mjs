@@ -73,9 +73,10 @@ try {
   if (graphTiming > 0) {
     // the captured bs-1 graph alone, back to back between two events (its inputs are the last step's: the finished
     // sequence's staging, so it writes one KV slot of a freed block; nothing reads it again)
-    // bucket -> sampler-path variants (one at bs 1: a single row never splits)
+    // bucket -> sampler-path variants: the one the request's greedy steps replayed (Ops.samplePath with no drawing row)
     const variants = engine.runner.graphs?.get?.(1);
-    const g = variants instanceof Map ? variants.values().next().value : variants;
+    const greedyPath = backend.ops.samplePath?.(1, config.vocabSize, { sampledRows: 0 }) ?? '';
+    const g = variants instanceof Map ? (variants.get(greedyPath) ?? variants.values().next().value) : variants;
     if (!g) result.errors.push('graph timing: no captured bs-1 graph found (engine.runner.graphs)');
     else {
       const addon = rt.addon;

@@ -2,8 +2,9 @@
  * The engine's sampled decode on CUDA (tag gpu): requests that draw (temperature > 0, top-k / top-p) mixed with greedy
  * ones, served with CUDA-graph decode, give exactly the tokens of the eager engine. The batch sizes pass through the
  * sampler's two launch paths (one CTA per row below SAMPLER_TUNING.multiCtaMinSampledRows drawing rows, split rows
- * from there), so the decode graphs of buckets >= 8 are captured twice (Ops.samplePath) and each step replays the
- * variant its drawing rows pick (the test sets the route's threshold to 8 drawing rows). The same with chained decode
+ * from there; and, for all-greedy steps of up to SAMPLER_TUNING.greedySplitMaxRows rows, the greedy split), so some
+ * buckets' decode graphs are captured twice (Ops.samplePath) and each step replays the variant its drawing rows pick
+ * (the test sets the route's threshold to 8 drawing rows). The same with chained decode
  * (EngineOptions.chainDecode). Runs with `dist/gpu-host/run-gpu-tests engine-sampling`.
  */
 import { mkdtempSync } from 'node:fs';
@@ -32,7 +33,9 @@ describe('sampled decode through CUDA graphs (sampler path variants)', () => {
       const e = new LLMEngine(m.model, m.ctx, m.config, { maxModelLen: 256, maxNumSeqs: 16, maxNumBatchedTokens: 512, numKvBlocks: 128, graphs, chainDecode });
       try {
         const out = e.generate(reqs).map((o) => o.tokenIds);
-        return { out, graphSteps: e.runner.stats.graphSteps, graphs: e.runner.graphCount, buckets: e.runner.graphBuckets.length, chain: { ...e.chainStats } };
+        // the distinct sampler paths of each bucket, asked while the test's threshold is in force
+        const expectedGraphs = e.runner.graphBuckets.reduce((n, bs) => n + new Set(Array.from({ length: bs + 1 }, (_, r) => backend.ops.samplePath(bs, m.config.vocabSize, { sampledRows: r }))).size, 0);
+        return { out, graphSteps: e.runner.stats.graphSteps, graphs: e.runner.graphCount, expectedGraphs, chain: { ...e.chainStats } };
       } finally {
         e.dispose();
         m.model.dispose();
@@ -41,9 +44,10 @@ describe('sampled decode through CUDA graphs (sampler path variants)', () => {
     };
     const eager = run(false);
     const graphed = run(true);
-    // one capture per sampler path of each bucket: buckets 8 and 16 twice (10 drawing rows take the split-row variant,
-    // the greedy tail the other), bucket 1 twice with the greedy split on (SAMPLER_TUNING.greedySplitMaxRows)
-    expect(graphed.graphs).toBe(graphed.buckets + 2 + (SAMPLER_TUNING.greedySplitMaxRows >= 1 ? 1 : 0));
+    // one capture per sampler path of each bucket (at the test's threshold of 8 drawing rows): buckets 8 and 16 twice
+    // (10 drawing rows take the split-row variant, the greedy tail the other), and buckets up to
+    // SAMPLER_TUNING.greedySplitMaxRows twice (an all-greedy step takes the greedy split)
+    expect(graphed.graphs).toBe(graphed.expectedGraphs);
     expect(graphed.graphSteps).toBeGreaterThan(10);
     const diff = tokenDiff(eager.out, graphed.out);
     expect(diff, diff).toBe('');

@@ -184,9 +184,10 @@ describe('linearSiluAndMul: gate_up and silu in one fk_gemv_stream launch (LINEA
     for (const t of [gw, gb]) t.dispose();
   }
   for (const dtype of ['bf16', 'f16', 'f32'] as DType[]) {
-    // d 1001 (odd: a partial last block), K 256 (one chunk a row for bf16: the ring crosses gate | up ends every chunk),
-    // K 4096 with d 14336 (Llama-3-8B's gate_up), d 48 K 1024 (most warps idle)
-    for (const [d, K] of [[1001, 256], [48, 1024], [14336, 4096]] as const) {
+    // d 10007 (more pairs than warps: 2-3 gate | up pairs a warp, so the cursor jumps from a pair's up row to the next
+    // pair's gate row), d 1001 (odd: a partial last block), K 256 (one chunk a row for bf16: the ring crosses gate | up
+    // ends every chunk), d 48 K 1024 (most warps idle), K 4096 with d 14336 (Llama-3-8B's gate_up)
+    for (const [d, K] of [[10007, 256], [1001, 256], [48, 1024], [14336, 4096]] as const) {
       it(`${dtype} d${d} K${K}: M 1, 2, 5, 8, bias and none`, G, () => checkGlu(dtype, d, K, [1, 2, 5, 8]));
     }
   }

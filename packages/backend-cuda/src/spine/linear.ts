@@ -109,14 +109,14 @@ export function linear(ctx: SpineContext, x: Tensor, weight: Tensor, bias: Tenso
     }
     let w = weight.dtype === x.dtype ? weight : asDType(weight, x.dtype, temps);
     if (!addressable(w)) w = contiguousOf(w, temps);
-    const a = rowsOf(x, M, K, temps);
+    const a = asMatrix(x, M, K, temps);
     if (M <= LINEAR_TUNING.gemvMaxRows) {
       const path = chooseLinearPath({ M, N, K, dtype: x.dtype, aligned: gemvAligned(a, w, M) });
       if (path !== 'cublaslt') {
         // A programmatic dependent launch when PDL launches are on (in graph captures): gemv.cu reads its first weight
         // vectors before it waits for the kernel before it, which is only right when that kernel did not write them; a
         // weight converted or copied just above was, so that launch is an ordinary one (its wait then returns at once).
-        launchGemv(ctx, path, out, a, w, b, N, w === weight);
+        launchGemv(ctx, op, path, out, a, w, b, N, w === weight);
         return out;
       }
     }
@@ -124,6 +124,9 @@ export function linear(ctx: SpineContext, x: Tensor, weight: Tensor, bias: Tenso
     temps.push(o2);
     ctx.ops.gemmInto(o2, a, w, { transB: true, bias: b });
     return out;
+  } catch (e) {
+    out.dispose(); // a failed launch (compile, cuBLASLt) leaves nothing allocated behind
+    throw e;
   } finally {
     disposeAll(temps);
   }
@@ -147,10 +150,15 @@ export function linearSiluAndMul(ctx: SpineContext, x: Tensor, weight: Tensor, b
   if (!(M >= 1 && M <= LINEAR_TUNING.gemvMaxRows)) return null;
   const temps: Tensor[] = [];
   try {
-    const a = rowsOf(x, M, K, temps);
+    const a = asMatrix(x, M, K, temps);
     if (chooseLinearPath({ M, N, K, dtype: x.dtype, aligned: gemvAligned(a, weight, M) }) !== 'gemv-stream') return null;
     const out = Tensor.empty(x.backend, [...lead, N / 2], x.dtype, { device: x.device });
-    launchGemv(ctx, 'gemv-stream', out, a, weight, bias, N, true, { FK_GLU: 1, FK_ACT: 0 });
+    try {
+      launchGemv(ctx, 'linearSiluAndMul', 'gemv-stream', out, a, weight, bias, N, true, { FK_GLU: 1, FK_ACT: 0 });
+    } catch (e) {
+      out.dispose();
+      throw e;
+    }
     return out;
   } finally {
     disposeAll(temps);
@@ -158,7 +166,7 @@ export function linearSiluAndMul(ctx: SpineContext, x: Tensor, weight: Tensor, b
 }
 
 /** x [..., K] as [M, K] rows the GEMV and cuBLASLt can address: x itself, a view, or a contiguous copy (in temps). */
-function rowsOf(x: Tensor, M: number, K: number, temps: Tensor[]): Tensor {
+function asMatrix(x: Tensor, M: number, K: number, temps: Tensor[]): Tensor {
   if (x.rank === 2 && addressable(x)) return x;
   const c = x.isContiguous() ? x : contiguousOf(x, temps);
   const a = c.view([M, K]);
@@ -176,15 +184,16 @@ function gemvAligned(a: Tensor, w: Tensor, M: number): boolean {
 }
 
 /**
- * One GEMV launch: y = a w^T (+ b) through fk_gemv or fk_gemv_stream (extra defines: FK_GLU). `pdlSafe`: w was not
- * written by the kernel just before (else an ordinary launch: see linear).
+ * One GEMV launch for `op`: y = a w^T (+ b) through fk_gemv or fk_gemv_stream (extra defines: FK_GLU, which only
+ * fk_gemv_stream has). `pdlSafe`: w was not written by the kernel just before (else an ordinary launch: see linear).
  */
-function launchGemv(ctx: SpineContext, path: 'gemv' | 'gemv-stream', out: Tensor, a: Tensor, w: Tensor, b: Tensor | null, N: number, pdlSafe: boolean,
-                    extra: Readonly<Record<string, number>> = {}): void {
+function launchGemv(ctx: SpineContext, op: string, path: 'gemv' | 'gemv-stream', out: Tensor, a: Tensor, w: Tensor, b: Tensor | null, N: number,
+                    pdlSafe: boolean, extra: Readonly<Record<string, number>> = {}): void {
+  if (extra.FK_GLU && path !== 'gemv-stream') throw new Error(`${op}: FK_GLU needs fk_gemv_stream (fk_gemv would compute plain rows)`);
   const [M, K] = a.shape as [number, number];
   const warps = LINEAR_TUNING.gemvWarps;
   const entry = path === 'gemv-stream' ? 'fk_gemv_stream' : 'fk_gemv';
-  const defines = { FK_T: floatCType(a, 'linear', 'x'), FK_VEC: 16 / itemsizeOf(a.dtype), FK_M: M, FK_UNR: LINEAR_TUNING.gemvUnroll, FK_WARPS: warps, FK_BIAS: b ? 1 : 0, ...extra };
+  const defines = { FK_T: floatCType(a, op, 'x'), FK_VEC: 16 / itemsizeOf(a.dtype), FK_M: M, FK_UNR: LINEAR_TUNING.gemvUnroll, FK_WARPS: warps, FK_BIAS: b ? 1 : 0, ...extra };
   const k = spineKernel(ctx, 'gemv.cu', entry, defines);
   const rows = extra.FK_GLU ? N / 2 : N; // the warps' rows: FK_GLU's logical rows are gate | up pairs
   const blocks =

@@ -193,7 +193,7 @@ describe('rotaryStoreKvcache declines (null, nothing written) where it does not 
     expectClose(vc, { shape: vc.shape, data: before[1]! }, { atol: 0, rtol: 0 }, `${label}: vCache untouched`);
     for (const t of [kc, vc, q, k, v, ...Object.values(g)]) t.dispose();
   }
-  it('with ROTARY_TUNING.fuseKvStore off (the default)', G, () => {
+  it('with ROTARY_TUNING.fuseKvStore off (FASTKERNELS_FUSE_ROTARY_KV=0)', G, () => {
     declines({ fuseKvStore: false }, (t) => t, 'switch off');
   });
   it('caches of another dtype than the activations (storeKvcache_ converts)', G, () => {

@@ -5,12 +5,14 @@
  * device code and finds slots with fk_store_kvcache's, so q, k and both caches get the same bits as the two launches.
  * Declines (null: the caller runs the two ops) while ROTARY_TUNING.fuseKvStore is off, and where storeKvcache_ would
  * convert or copy: value or caches of another dtype than query, a cache whose head dim is strided, no key heads.
+ * One difference on an error path: with index checks on, an out-of-range position throws after the launch, when the
+ * token's slot already holds the zeros the kernel wrote; the two ops throw after the rotary, before any cache write.
  */
 import { Tensor } from '@fastkernels/core';
 import type { SpineContext } from './context.js';
-import { checkIndexFlag, contiguousOf, disposeAll, indexFlag, itemsizeOf, ptr, roundUp, spineKernel, vecWidth } from './common.js';
+import { checkIndexFlag, contiguousOf, disposeAll, indexFlag, itemsizeOf, ptr, spineKernel, vecWidth } from './common.js';
 import { kvStoreGeometry } from './kvcache.js';
-import { ROTARY_TUNING, rotaryGeometry, tokenRows } from './rotary.js';
+import { ROTARY_TUNING, rotaryGeometry, rotaryLaunchShape, tokenRows } from './rotary.js';
 
 export function rotaryStoreKvcache(
   ctx: SpineContext,
@@ -55,17 +57,12 @@ export function rotaryStoreKvcache(
       ptrs.push(ptr(q.t), ptr(qOut), ptr(k.t), ptr(kOut), ptr(kCache));
     }
     const vec = vecWidth(itemsizeOf(query.dtype), counts, ptrs);
-    const cvec = isNeoxStyle && vec > 1 && ptr(cache) % (vec * itemsizeOf(cosSinCache.dtype)) === 0 ? 1 : 0;
-    const rotWork = Math.max(nq, nk) * Math.max(isNeoxStyle ? half / vec : half, headSize - rot);
-    const work = Math.max(rotWork, (nk * headSize) / vec);
-    const threads = Math.min(256, Math.max(32, roundUp(work, 32)));
+    // fk_rotary's shape; the threads also cover the value copy, and a third row of blocks does it
+    const { cvec, threads, grid } = rotaryLaunchShape(ctx, { T, nq, nk, headSize, rot, isNeoxStyle, vec, cache }, (nk * headSize) / vec);
     const flag = indexFlag(ctx, qOut);
     const kern = spineKernel(ctx, 'rotary.cu', 'fk_rotary_store_kv', {
       FK_T: Tq, FK_C: C, FK_POS: P, FK_SLOT: S, FK_NEOX: isNeoxStyle ? 1 : 0, FK_VEC: vec, FK_CVEC: cvec,
     });
-    // fk_rotary's grid (ROTARY_TUNING.blocksPerSm), a third row of blocks for the value copy
-    const perSm = Math.floor(ROTARY_TUNING.blocksPerSm);
-    const grid = Math.min(T, 2 ** 31 - 1, perSm > 0 ? perSm * ctx.multiprocessors : Infinity);
     kern.launch([grid, 3], threads, 0, [
       qOut, q.t, q.stride, nq,
       kOut, k.t, k.stride, nk,

@@ -28,6 +28,26 @@ export const ROTARY_TUNING = {
   fuseKvStore: envSwitch('FASTKERNELS_FUSE_ROTARY_KV', true),
 };
 
+/**
+ * fk_rotary's launch shape, shared with fk_rotary_store_kv (spine/rotary-kv.ts): cvec (cos / sin rows read as vectors
+ * of vec elements of the cache's dtype: rows start at p * rot, a multiple of vec as half is, so only the base address
+ * needs the alignment), threads for a token's heads (at least `extraWork` items: the fused kernel's value copy) and the
+ * grid of token blocks (ROTARY_TUNING.blocksPerSm).
+ */
+export function rotaryLaunchShape(
+  ctx: SpineContext,
+  s: { T: number; nq: number; nk: number; headSize: number; rot: number; isNeoxStyle: boolean; vec: number; cache: Tensor },
+  extraWork = 0,
+): { cvec: number; threads: number; grid: number } {
+  const half = s.rot / 2;
+  const cvec = s.isNeoxStyle && s.vec > 1 && ptr(s.cache) % (s.vec * itemsizeOf(s.cache.dtype)) === 0 ? 1 : 0;
+  const work = Math.max(Math.max(s.nq, s.nk) * Math.max(s.isNeoxStyle ? half / s.vec : half, s.headSize - s.rot), extraWork);
+  const threads = Math.min(256, Math.max(32, roundUp(work, 32)));
+  const perSm = Math.floor(ROTARY_TUNING.blocksPerSm);
+  const grid = Math.min(s.T, 2 ** 31 - 1, perSm > 0 ? perSm * ctx.multiprocessors : Infinity);
+  return { cvec, threads, grid };
+}
+
 export function rotaryEmbedding(
   ctx: SpineContext,
   positions: Tensor,
@@ -60,16 +80,9 @@ export function rotaryEmbedding(
       }
       vec = vecWidth(it, counts, ptrs);
     }
-    // cos / sin rows as vectors of vec elements of the cache's dtype: rows start at p * rot (a multiple of vec,
-    // as half is), so only the base address needs the alignment
-    const cvec = isNeoxStyle && vec > 1 && ptr(cache) % (vec * itemsizeOf(cosSinCache.dtype)) === 0 ? 1 : 0;
-    const heads = Math.max(nq, nk);
-    const work = heads * Math.max(isNeoxStyle ? half / vec : half, headSize - rot);
-    const threads = Math.min(256, Math.max(32, roundUp(work, 32)));
+    const { cvec, threads, grid } = rotaryLaunchShape(ctx, { T, nq, nk, headSize, rot, isNeoxStyle, vec, cache });
     const flag = indexFlag(ctx, qOut);
     const kern = spineKernel(ctx, 'rotary.cu', 'fk_rotary', { FK_T: Tq, FK_C: C, FK_POS: P, FK_NEOX: isNeoxStyle ? 1 : 0, FK_VEC: vec, FK_CVEC: cvec });
-    const perSm = Math.floor(ROTARY_TUNING.blocksPerSm);
-    const grid = Math.min(T, 2 ** 31 - 1, perSm > 0 ? perSm * ctx.multiprocessors : Infinity);
     kern.launch([grid, k ? 2 : 1], threads, 0, [
       qOut, q.t, q.stride, nq,
       kOut ? ptr(kOut) : 0, k ? ptr(k.t) : 0, k ? k.stride : 0, nk,

@@ -11,15 +11,17 @@ export interface InstrumentHooks {
 }
 
 /**
- * A child of `base` that overrides every task with a subclass of the class `base` resolves (baseline or
- * candidate), adding the hooks around construction and forward. Everything built from it — children included,
- * since modules build their children from their context's registry — is instrumented, and behaves as the
- * class it wraps (same name, parameters, forward result).
+ * A child of `base` that overrides every task (or those in `only`) with a subclass of the class `base` resolves
+ * (baseline or candidate), adding the hooks around construction and forward. Everything built from it — children
+ * included, since modules build their children from their context's registry — is instrumented, and behaves as the
+ * class it wraps (same name, parameters, forward result). A wrapped module no longer runs its class's own forward,
+ * so a layer does not fuse its ops into another's (runsOwnForward): wrap no more tasks than the hooks need.
  */
-export function instrumentRegistry(base: ModuleRegistry, hooks: InstrumentHooks, label = 'instrumented'): ModuleRegistry {
+export function instrumentRegistry(base: ModuleRegistry, hooks: InstrumentHooks, label = 'instrumented', only?: ReadonlySet<string>): ModuleRegistry {
   const child = base.child(label);
   for (const task of base.allTasks()) {
     const id = task.id;
+    if (only && !only.has(id)) continue;
     const Cls = base.resolve(id) as ModuleClass & (new (...a: any[]) => Module & { forward(...x: unknown[]): unknown });
     const Wrapped = class extends Cls {
       constructor(...args: any[]) {
@@ -53,7 +55,8 @@ export function blamedTask(e: unknown): string | undefined {
  * Wrap `registry` so an error thrown inside (or by the constructor of) a module of one of the `suspects` tasks is
  * tagged with that task id — the innermost suspect on the way out, so a candidate L2 whose own baseline L1
  * children throw on its bad inputs is still the one blamed. drop-and-retry reads the tag (blamedTask) before
- * falling back to bisection.
+ * falling back to bisection. Only the suspects are wrapped: every other module stays the baseline's own, so a
+ * candidate run keeps the baseline's fusions (rotary + KV-cache write, ...) and is timed against them fairly.
  */
 export function blamingRegistry(registry: ModuleRegistry, suspects: ReadonlySet<string>): ModuleRegistry {
   const tag = (id: string, e: unknown) => {
@@ -75,5 +78,5 @@ export function blamingRegistry(registry: ModuleRegistry, suspects: ReadonlySet<
         throw e;
       }
     },
-  }, 'blame');
+  }, 'blame', suspects);
 }

@@ -2,7 +2,7 @@ import { CpuBackend } from '@fastkernels/backend-cpu';
 import { Rng, compareTensors, toHostArray, type Module, type ModuleRegistry, type Ops, type Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { getForwardContext } from '../../../engine/forward-context.js';
-import { instrumentRegistry } from '../../../engine/instrument.js';
+import { blamingRegistry, instrumentRegistry } from '../../../engine/instrument.js';
 import { baselineRegistry } from '../../../index.js';
 import { Llama3RotaryEmbedding, RotaryEmbedding } from '../L1/rotary_emb.js';
 import type { StoreKVCache } from '../L1/store_kvcache.js';
@@ -114,5 +114,12 @@ describe('LlamaAttention: rotary + KV-cache write as one op (Ops.rotaryStoreKvca
     expect(r.calls).toEqual(['rotaryEmbedding', 'storeKvcache_']);
     expect(seen).toContain('L1/rotary_emb');
     expect(seen).toContain('L1/store_kvcache');
+  });
+
+  it('under e2e\'s blaming registry for a candidate elsewhere (L1/rms_norm): still fused, so candidate runs are timed against the same fusions as the baseline', () => {
+    const r = runAttention(new RecordingBackend('composes'), 'mixed-gqa-f32', blamingRegistry(baselineRegistry(), new Set(['L1/rms_norm'])));
+    expect(r.calls).toEqual(['rotaryStoreKvcache']);
+    const suspect = runAttention(new RecordingBackend('composes'), 'mixed-gqa-f32', blamingRegistry(baselineRegistry(), new Set(['L1/rotary_emb'])));
+    expect(suspect.calls).toEqual(['rotaryEmbedding', 'storeKvcache_']); // the suspect's own forward runs (and can be blamed)
   });
 });
