@@ -12,7 +12,9 @@
 #   rkv     gemv, and rotary + the kv-cache write in one launch (FASTKERNELS_FUSE_ROTARY_KV=1, ROTARY_TUNING.fuseKvStore)
 #   greedy  gemv, and the bs-1 greedy sampler split over CTAs (FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS=1,
 #           SAMPLER_TUNING.greedySplitMaxRows)
-#   glu     gemv, and gate_up + silu in one GEMV launch (FASTKERNELS_FUSE_GLU=1, LINEAR_TUNING.gemvFuseGlu)
+#   glu     gemv, and gate_up + silu in one GEMV launch (FASTKERNELS_FUSE_GLU=1, LINEAR_TUNING.gemvFuseGlu; since run 12's
+#           review on the SM-balanced grid, gemvStreamGridBalanced)
+#   balanced  defaults, and every fk_gemv_stream on the SM-balanced grid (FASTKERNELS_GEMV_BALANCED_GRID=1)
 #   defaults  no FASTKERNELS_* switch set: the shipped defaults (since run 12: gemv + rkv + greedy)
 # (run 12 also measured PDL-early launches, a GEMV L2 prefetch and the decode combine inside the decode kernel: all
 # slower, removed; decode_ab-run12-early-pf.json, decode_ab-run12-fusions.json)
@@ -30,7 +32,7 @@ settings=("$@"); [ ${#settings[@]} -gt 0 ] || settings=(plain gemv defaults)
 echo "decode-ab: bundle $bundle (commit ${commit:-?}), out $OUT, settings ${settings[*]}"
 rm -f "$OUT"/decode-ab-* "$OUT/decode_ab.json"  # nothing from an earlier run is reported as this one's
 # the run-12 launch cuts off (a setting that turns one on names it again after these: for env, the later value wins)
-cuts_off=(FASTKERNELS_FUSE_ROTARY_KV=0 FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS=0 FASTKERNELS_FUSE_GLU=0)
+cuts_off=(FASTKERNELS_FUSE_ROTARY_KV=0 FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS=0 FASTKERNELS_FUSE_GLU=0 FASTKERNELS_GEMV_BALANCED_GRID=0)
 gemv=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1 "${cuts_off[@]}")
 for s in "${settings[@]}"; do
   case "$s" in
@@ -44,7 +46,8 @@ for s in "${settings[@]}"; do
     greedy) env=("${gemv[@]}" FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS=1) ;;
     glu) env=("${gemv[@]}" FASTKERNELS_FUSE_GLU=1) ;;
     defaults) env=() ;;
-    *) echo "decode-ab: unknown setting '$s' (plain, chain, pdl, both, gemv, gemv48, rkv, greedy, glu, defaults)" >&2; exit 2 ;;
+    balanced) env=(FASTKERNELS_GEMV_BALANCED_GRID=1) ;;
+    *) echo "decode-ab: unknown setting '$s' (plain, chain, pdl, both, gemv, gemv48, rkv, greedy, glu, defaults, balanced)" >&2; exit 2 ;;
   esac
   t0=$SECONDS
   rc=0

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { parseSignature } from '../args.js';
 import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
 import { withTuning } from '../../test/spine-helpers.js';
-import { LINEAR_TUNING, chooseLinearPath, gemvStreamGrid, type LinearPath, type LinearShape } from './linear.js';
+import { LINEAR_TUNING, chooseLinearPath, gemvSmLoad, gemvStreamGrid, gemvStreamGridBalanced, type LinearPath, type LinearShape } from './linear.js';
 
 describe('chooseLinearPath (CPU): cuBLASLt vs the small-batch GEMV, per call', () => {
   const on = { ...LINEAR_TUNING, gemvMaxRows: 8 };
@@ -76,4 +76,33 @@ describe('gemvStreamGrid: one wave, the warps\' shares of rows differ by one at 
       expect(blocks).toBe(want);
     });
   }
+});
+
+describe('gemvStreamGridBalanced: the one-wave grid whose busiest SM streams the fewest rows', () => {
+  it('gemvSmLoad: blocks round-robin on the SMs, rows w, w + W, ... per warp', () => {
+    expect(gemvSmLoad(16, 2, 2, 4)).toBe(8); // 8 warps, 2 rows each: 4 warps a block, one block an SM
+    expect(gemvSmLoad(10, 3, 2, 2)).toBe(6); // 6 warps: warps 0-3 have 2 rows, 4-5 one; SM 0 has blocks 0 and 2 (4 + 2)
+    expect(gemvSmLoad(3, 4, 4, 2)).toBe(2); // more warps than rows: idle warps count nothing
+  });
+  // [rows, SMs, warps per SM, warps per block] -> [blocks, rows on the busiest SM]
+  const cases: [string, number, number, number, number, number, number][] = [
+    ['FK_GLU gate_up: 14336 pairs (448 blocks by gemvStreamGrid: 128 pairs an SM)', 14336, 132, 32, 8, 510, 112],
+    ['qkv: as gemvStreamGrid', 6144, 132, 32, 8, 384, 48],
+    ['o and down: as gemvStreamGrid', 4096, 132, 32, 8, 512, 32],
+    ['gate_up: as gemvStreamGrid', 28672, 132, 32, 8, 512, 224],
+    ['lm_head (518 blocks by gemvStreamGrid: 992 rows an SM)', 128256, 132, 32, 8, 526, 976],
+    ['one row', 1, 132, 32, 8, 1, 1],
+  ];
+  for (const [name, N, sms, wps, wpb, blocks, load] of cases) {
+    it(`${name} -> ${blocks} blocks, ${load} rows on the busiest SM`, () => {
+      const got = gemvStreamGridBalanced(N, sms, wps, wpb);
+      expect(got).toBe(blocks);
+      expect(gemvSmLoad(N, got, sms, wpb)).toBe(load);
+      expect(load).toBeLessThanOrEqual(gemvSmLoad(N, gemvStreamGrid(N, sms, wps, wpb), sms, wpb)); // never worse
+      expect(got * wpb).toBeLessThanOrEqual(sms * wps); // one wave
+    });
+  }
+  it.skipIf(process.env.FASTKERNELS_GEMV_BALANCED_GRID !== undefined)('off by default for plain rows (not yet measured on a GPU)', () => {
+    expect(LINEAR_TUNING.gemvBalancedGrid).toBe(false);
+  });
 });

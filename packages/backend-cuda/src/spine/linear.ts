@@ -42,11 +42,19 @@ export const LINEAR_TUNING = {
   /**
    * A gated MLP's gate_up projection and its silu in one fk_gemv_stream launch where that GEMV is taken
    * (linearSiluAndMul; the same bits as linear then siluAndMul): one launch fewer per layer at bs-1 decode. Off: run 12
-   * (H200, bs-1 Llama-3-8B step, decode_ab-run12-fusions.json) gave 4.485 ms with it against 4.484 without. A warp's
-   * rows come in gate | up pairs, so gate_up's 14336 pairs over at most 4224 warps give 4 pairs (8 rows) a warp
-   * against 7 rows unfused: the longer share costs what the saved launch gains. FASTKERNELS_FUSE_GLU=1 turns it on.
+   * (H200, bs-1 Llama-3-8B step, decode_ab-run12-fusions.json) gave 4.485 ms with it against 4.484 without, on
+   * gemvStreamGrid's grid: gate_up's 14336 pairs got 448 blocks, so 52 SMs streamed 128 pairs (256 rows) against 109
+   * on average (224 rows on the busiest SM unfused). It now takes gemvStreamGridBalanced's grid (at most 112 pairs an
+   * SM), not yet measured. FASTKERNELS_FUSE_GLU=1 turns it on.
    */
   gemvFuseGlu: envSwitch('FASTKERNELS_FUSE_GLU', false),
+  /**
+   * fk_gemv_stream's grid from gemvStreamGridBalanced (the busiest SM streams the fewest rows) instead of gemvStreamGrid
+   * (the fewest warps for the most rows a warp). For the Llama-3-8B step's plain products they agree except lm_head (526
+   * blocks against 518: 976 rows on the busiest SM against 992); not yet measured on a GPU, so off.
+   * FASTKERNELS_GEMV_BALANCED_GRID=1 turns it on.
+   */
+  gemvBalancedGrid: envSwitch('FASTKERNELS_GEMV_BALANCED_GRID', false),
 };
 
 /** What chooseLinearPath needs to know about one call. */
@@ -86,6 +94,51 @@ export function gemvStreamGrid(N: number, multiprocessors: number, warpsPerSm: n
   const rows = Math.ceil(N / most);
   return Math.ceil(Math.ceil(N / rows) / warpsPerBlock);
 }
+
+/**
+ * The most rows one SM streams when fk_gemv_stream runs `blocks` blocks of `warpsPerBlock` warps over N rows (warp w:
+ * rows w, w + W, ...), the blocks of one wave placed round-robin on the SMs (block b on SM b mod multiprocessors, as the
+ * block scheduler fills an idle GPU). The products are bound by DRAM and by what each SM can pull: the SM with the most
+ * rows sets the time.
+ */
+export function gemvSmLoad(N: number, blocks: number, multiprocessors: number, warpsPerBlock: number): number {
+  const W = blocks * warpsPerBlock;
+  const load = new Array<number>(Math.min(multiprocessors, blocks)).fill(0);
+  for (let b = 0; b < blocks; b++) {
+    let rows = 0;
+    for (let i = 0; i < warpsPerBlock; i++) {
+      const w = b * warpsPerBlock + i;
+      if (w < N) rows += Math.floor((N - 1 - w) / W) + 1;
+    }
+    load[b % multiprocessors] += rows;
+  }
+  return Math.max(...load);
+}
+
+/**
+ * fk_gemv_stream's grid chosen for balance across SMs rather than warps: of the one-wave block counts from
+ * gemvStreamGrid's up to a full wave (no more warps than rows), the one whose busiest SM streams the fewest rows
+ * (gemvSmLoad; ties: fewer blocks). gemvStreamGrid can leave a third of the SMs a block short: FK_GLU's 14336 gate | up
+ * pairs at 32 warps per SM get 448 blocks (4 pairs a warp), so 52 SMs stream 128 pairs against 109 on average; here
+ * 510 blocks, 3-4 pairs a warp, at most 112 pairs an SM. Memoised per shape (it runs on every launch).
+ */
+export function gemvStreamGridBalanced(N: number, multiprocessors: number, warpsPerSm: number, warpsPerBlock: number): number {
+  const key = `${N}|${multiprocessors}|${warpsPerSm}|${warpsPerBlock}`;
+  let best = balancedGrids.get(key);
+  if (best === undefined) {
+    const first = gemvStreamGrid(N, multiprocessors, warpsPerSm, warpsPerBlock);
+    const last = Math.max(first, Math.min(Math.floor((multiprocessors * warpsPerSm) / warpsPerBlock), Math.ceil(N / warpsPerBlock)));
+    best = first;
+    let bestLoad = gemvSmLoad(N, first, multiprocessors, warpsPerBlock);
+    for (let blocks = first + 1; blocks <= last; blocks++) {
+      const load = gemvSmLoad(N, blocks, multiprocessors, warpsPerBlock);
+      if (load < bestLoad) [best, bestLoad] = [blocks, load];
+    }
+    balancedGrids.set(key, best);
+  }
+  return best;
+}
+const balancedGrids = new Map<string, number>();
 
 export function linear(ctx: SpineContext, x: Tensor, weight: Tensor, bias: Tensor | null): Tensor {
   const op = 'linear';
@@ -196,9 +249,12 @@ function launchGemv(ctx: SpineContext, op: string, path: 'gemv' | 'gemv-stream',
   const defines = { FK_T: floatCType(a, op, 'x'), FK_VEC: 16 / itemsizeOf(a.dtype), FK_M: M, FK_UNR: LINEAR_TUNING.gemvUnroll, FK_WARPS: warps, FK_BIAS: b ? 1 : 0, ...extra };
   const k = spineKernel(ctx, 'gemv.cu', entry, defines);
   const rows = extra.FK_GLU ? N / 2 : N; // the warps' rows: FK_GLU's logical rows are gate | up pairs
+  // FK_GLU's pairs are twice the unit of plain rows, so gemvStreamGrid's fewest-warps choice unbalances the SMs (see
+  // gemvStreamGridBalanced): it always takes the balanced grid; plain rows do with LINEAR_TUNING.gemvBalancedGrid
+  const grid = extra.FK_GLU || LINEAR_TUNING.gemvBalancedGrid ? gemvStreamGridBalanced : gemvStreamGrid;
   const blocks =
     path === 'gemv-stream'
-      ? gemvStreamGrid(rows, ctx.multiprocessors, Math.min(LINEAR_TUNING.gemvStreamWarpsPerSm, residentWarpsPerSm(k, defines)), warps)
+      ? grid(rows, ctx.multiprocessors, Math.min(LINEAR_TUNING.gemvStreamWarpsPerSm, residentWarpsPerSm(k, defines)), warps)
       : Math.ceil(N / warps);
   k.launch(blocks, warps * 32, 0, [out, a, w, b ? ptr(b) : 0, M, N, K, M === 1 ? K : a.strides[0]!], undefined, pdlSafe ? undefined : 0);
 }
