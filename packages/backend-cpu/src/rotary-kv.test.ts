@@ -3,6 +3,9 @@ import { cpu, randn, Rng, tensor, values, type Tensor } from './test-helpers.js'
 
 const ops = cpu.ops;
 
+// The CPU op is the two ops by definition, so these tests check its wiring (argument order, the k view, clean-up on a
+// bad slot): the kernel that could differ, fk_rotary_store_kv, is checked bit for bit in rotary-kv.gpu.test.ts.
+
 /** cos | sin rows of maxPos positions (vLLM's layout), f32. */
 function cosSinCache(maxPos: number, rotaryDim: number): Tensor {
   const half = rotaryDim / 2;

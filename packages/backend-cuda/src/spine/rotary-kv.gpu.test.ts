@@ -7,6 +7,7 @@
 import { Rng, Tensor, type DType } from '@fastkernels/core';
 import { describe, it } from 'vitest';
 import { G, cpu, expectClose, gpu, intsCpu, poison, randCpu, toGpu, tolOf, withTuning } from '../../test/spine-helpers.js';
+import { indexChecksOn, setIndexChecks } from './common.js';
 import { ROTARY_TUNING } from './rotary.js';
 
 const FUSED = { fuseKvStore: true };
@@ -53,7 +54,7 @@ interface Case {
  * [T, nk, head] slice of its head view (the layer's strided views), positions, a slot mapping with padding (-1) over
  * shuffled slots, and caches full of random values.
  */
-function stepInputs(c: Case, seed: number) {
+function stepInputs(c: Case, seed: number, outOfRange = false) {
   const { T, nq, nk, head } = c;
   const rng = new Rng(seed);
   const maxPos = 4096;
@@ -61,6 +62,10 @@ function stepInputs(c: Case, seed: number) {
   const perm = rng.permutation(numBlocks * BLOCK);
   const slots = Array.from({ length: T }, (_, t) => (t % 4 === 2 ? -1 : perm[t]!));
   const positions = Array.from({ length: T }, (_, t) => (t === 1 ? maxPos - 1 : rng.int(0, maxPos)));
+  if (outOfRange) {
+    positions[0] = maxPos + 7; // a zero row in k, and the zeros stored in its slot
+    slots[T - 1] = numBlocks * BLOCK + 5; // past the cache: nothing stored
+  }
   const qkv = randCpu([T, (nq + 2 * nk) * head], c.dtype, seed + 1);
   return {
     qkv,
@@ -78,8 +83,10 @@ function qkvViews(qkv: Tensor, c: Case): [Tensor, Tensor, Tensor] {
   return [qkv.narrow(1, 0, nq * head), qkv.narrow(1, nq * head, nk * head), qkv.view(T, nq + 2 * nk, head).narrow(1, nq + nk, nk)];
 }
 
-function checkCase(c: Case, seed: number): void {
-  const x = stepInputs(c, seed);
+/** outOfRange: a position past the cos / sin cache and a slot past the caches (index checks off; no CPU comparison:
+ * the CPU backend rejects both). */
+function checkCase(c: Case, seed: number, outOfRange = false): void {
+  const x = stepInputs(c, seed, outOfRange);
   const g = { qkv: toGpu(x.qkv), positions: toGpu(x.positions), slots: toGpu(x.slots), cache: toGpu(x.cache) };
   const [q, k, v] = qkvViews(g.qkv, c);
   const label = `${JSON.stringify(c)} seed ${seed}`;
@@ -103,14 +110,16 @@ function checkCase(c: Case, seed: number): void {
   expectSameBits(vcFused, vcPair, `${label} vCache`);
 
   // and the float64 CPU backend's composition
-  const [kcCpu, vcCpu] = [x.kCache.clone(), x.vCache.clone()];
-  const [qc, kc, vc] = qkvViews(x.qkv, c);
-  const [qCpu, kCpu] = cpu().ops.rotaryStoreKvcache!(x.positions, qc, kc, vc, x.cache, c.head, c.neox, kcCpu, vcCpu, x.slots)!;
-  const tol = tolOf(c.dtype);
-  expectClose(qFused, qCpu, tol, `${label} q vs cpu`);
-  expectClose(kFused, kCpu, tol, `${label} k vs cpu`);
-  expectClose(kcFused, kcCpu, tol, `${label} kCache vs cpu`);
-  expectClose(vcFused, vcCpu, tol, `${label} vCache vs cpu`);
+  if (!outOfRange) {
+    const [kcCpu, vcCpu] = [x.kCache.clone(), x.vCache.clone()];
+    const [qc, kc, vc] = qkvViews(x.qkv, c);
+    const [qCpu, kCpu] = cpu().ops.rotaryStoreKvcache!(x.positions, qc, kc, vc, x.cache, c.head, c.neox, kcCpu, vcCpu, x.slots)!;
+    const tol = tolOf(c.dtype);
+    expectClose(qFused, qCpu, tol, `${label} q vs cpu`);
+    expectClose(kFused, kCpu, tol, `${label} k vs cpu`);
+    expectClose(kcFused, kcCpu, tol, `${label} kCache vs cpu`);
+    expectClose(vcFused, vcCpu, tol, `${label} vCache vs cpu`);
+  }
 
   for (const t of [qPair, kPair!, k3, kcPair, vcPair, qFused, kFused, kcFused, vcFused, q, k, v, ...Object.values(g)]) t.dispose();
 }
@@ -134,6 +143,30 @@ describe('rotaryStoreKvcache: the bits of rotaryEmbedding + storeKvcache_ in one
   it('an f32 cos / sin cache with bf16 activations; prefill-sized T = 4096 (fewer blocks than tokens)', G, () => {
     checkCase({ T: 5, nq: 32, nk: 8, head: 128, rot: 128, neox: true, dtype: 'bf16', cacheDType: 'f32' }, 1);
     checkCase({ T: 4096, nq: 32, nk: 8, head: 128, rot: 128, neox: true, dtype: 'bf16' }, 2);
+  });
+
+  it('a position past the cos / sin cache and a slot past the caches: the pair\'s bits (zeros stored, nothing stored); a RangeError with index checks on', G, () => {
+    const c: Case = { T: 6, nq: 32, nk: 8, head: 128, rot: 128, neox: true, dtype: 'bf16' };
+    const was = indexChecksOn();
+    setIndexChecks(false);
+    try {
+      for (const neox of [true, false]) checkCase({ ...c, neox }, 3, true);
+    } finally {
+      setIndexChecks(was);
+    }
+    const x = stepInputs(c, 3, true);
+    const g = { qkv: toGpu(x.qkv), positions: toGpu(x.positions), slots: toGpu(x.slots), cache: toGpu(x.cache), kc: toGpu(x.kCache), vc: toGpu(x.vCache) };
+    const [q, k, v] = qkvViews(g.qkv, c);
+    setIndexChecks(true);
+    try {
+      withTuning(ROTARY_TUNING, FUSED, () => gpu().ops.rotaryStoreKvcache!(g.positions, q, k, v, g.cache, c.head, c.neox, g.kc, g.vc, g.slots));
+      throw new Error('no RangeError with index checks on');
+    } catch (e) {
+      if (!(e instanceof RangeError) || !/rotaryStoreKvcache: a position is out of range/.test(e.message)) throw e;
+    } finally {
+      setIndexChecks(was);
+      for (const t of [q, k, v, ...Object.values(g)]) t.dispose();
+    }
   });
 
   it('captured in a CUDA graph (a PDL launch where available): each replay writes the same bits', G, () => {
