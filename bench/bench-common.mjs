@@ -1,6 +1,6 @@
 // What the bench scripts (bench/*.mjs, bundled by tools/gpu-host-bundle.mjs) share: flag parsing, the CUDA backend or
 // a clear exit, and the launch settings a timing depends on (recorded in each JSON).
-import { CudaBackend, LAUNCH_TUNING, LINEAR_TUNING, ROTARY_TUNING, SAMPLER_TUNING } from '@fastkernels/backend-cuda';
+import { CudaBackend, ATTENTION_TUNING, LAUNCH_TUNING, LINEAR_TUNING, ROTARY_TUNING, SAMPLER_TUNING } from '@fastkernels/backend-cuda';
 import { chainDecodeDefault } from '@fastkernels/model-zoo';
 
 /** `--name value` and `--flag` lookups over argv (default: this process's arguments). */
@@ -41,5 +41,7 @@ export function launchSettings() {
     rotaryBlocksPerSm: ROTARY_TUNING.blocksPerSm,
     fuseRotaryKv: ROTARY_TUNING.fuseKvStore,
     samplerGreedySplitMaxRows: SAMPLER_TUNING.greedySplitMaxRows,
+    decodeMmaWarps: ATTENTION_TUNING.decodeMmaWarps,
+    decodeMmaMinSplitTokens: ATTENTION_TUNING.decodeMmaMinSplitTokens,
   };
 }

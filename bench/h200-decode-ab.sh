@@ -16,6 +16,8 @@
 #           review on the SM-balanced grid, gemvStreamGridBalanced)
 #   balanced  defaults, and every fk_gemv_stream on the SM-balanced grid (FASTKERNELS_GEMV_BALANCED_GRID=1)
 #   defaults  no FASTKERNELS_* switch set: the shipped defaults (since run 12: gemv + rkv + greedy)
+#   NAME=V[,NAME=V...]  the defaults with these FASTKERNELS_* variables set (the prefix may be left out), recorded under
+#           the same text without the prefix: e.g. DECODE_MIN_SPLIT_TOKENS=512 (ATTENTION_TUNING.decodeMmaMinSplitTokens)
 # (run 12 also measured PDL-early launches, a GEMV L2 prefetch and the decode combine inside the decode kernel: all
 # slower, removed; decode_ab-run12-early-pf.json, decode_ab-run12-fusions.json)
 # Writes $OUT/decode_ab.json ({ commit, settings: { name: { stepMs, graphReplayMs, decodeTokS, hostMs, rc } } }) and
@@ -28,13 +30,17 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/lib.sh"
 fk_decode_setup decode-ab
-settings=("$@"); [ ${#settings[@]} -gt 0 ] || settings=(plain gemv defaults)
+args=("$@"); [ ${#args[@]} -gt 0 ] || args=(plain gemv defaults)
+# a custom setting's name in files and the JSON: its assignments without the FASTKERNELS_ prefix
+settings=()
+for a in "${args[@]}"; do settings+=("${a//FASTKERNELS_/}"); done
 echo "decode-ab: bundle $bundle (commit ${commit:-?}), out $OUT, settings ${settings[*]}"
 rm -f "$OUT"/decode-ab-* "$OUT/decode_ab.json"  # nothing from an earlier run is reported as this one's
 # the run-12 launch cuts off (a setting that turns one on names it again after these: for env, the later value wins)
 cuts_off=(FASTKERNELS_FUSE_ROTARY_KV=0 FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS=0 FASTKERNELS_FUSE_GLU=0 FASTKERNELS_GEMV_BALANCED_GRID=0)
 gemv=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1 "${cuts_off[@]}")
-for s in "${settings[@]}"; do
+for i in "${!settings[@]}"; do
+  s="${settings[$i]}"
   case "$s" in
     plain) env=(FASTKERNELS_CHAIN_DECODE=0 FASTKERNELS_PDL=0 FASTKERNELS_GEMV_MAX_ROWS=0 "${cuts_off[@]}") ;;
     chain) env=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=0 FASTKERNELS_GEMV_MAX_ROWS=0 "${cuts_off[@]}") ;;
@@ -47,7 +53,16 @@ for s in "${settings[@]}"; do
     glu) env=("${gemv[@]}" FASTKERNELS_FUSE_GLU=1) ;;
     defaults) env=() ;;
     balanced) env=(FASTKERNELS_GEMV_BALANCED_GRID=1) ;;
-    *) echo "decode-ab: unknown setting '$s' (plain, chain, pdl, both, gemv, gemv48, rkv, greedy, glu, defaults, balanced)" >&2; exit 2 ;;
+    *=*)
+      env=()
+      IFS=',' read -ra kv <<< "$s"
+      for a in "${kv[@]}"; do
+        if ! [[ "$a" =~ ^[A-Z0-9_]+=[A-Za-z0-9_.-]*$ ]]; then
+          echo "decode-ab: setting '${args[$i]}': '$a' is not NAME=VALUE (a FASTKERNELS_* variable, prefix optional)" >&2; exit 2
+        fi
+        env+=("FASTKERNELS_$a")
+      done ;;
+    *) echo "decode-ab: unknown setting '$s' (plain, chain, pdl, both, gemv, gemv48, rkv, greedy, glu, defaults, balanced, or NAME=VALUE[,NAME=VALUE])" >&2; exit 2 ;;
   esac
   t0=$SECONDS
   rc=0

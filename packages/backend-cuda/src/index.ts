@@ -19,3 +19,4 @@ export { LINEAR_TUNING } from './spine/linear.js';
 export { NORM_TUNING } from './spine/norm.js';
 export { KV_STORE_TUNING } from './spine/kvcache.js';
 export { ROTARY_TUNING } from './spine/rotary.js';
+export { ATTENTION_TUNING } from './spine/attention-plan.js';

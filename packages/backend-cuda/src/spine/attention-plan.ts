@@ -2,6 +2,7 @@
  * Launch plans of the attention kernels (kernels/attention_decode.cu, kernels/attention_prefill.cu): pure
  * functions of the shapes and the device's SM count, unit-tested without a GPU.
  */
+import { envCount } from '@fastkernels/core';
 
 /** Knobs for the GPU tuning runs (the defaults are the shipped choice). */
 export const ATTENTION_TUNING = {
@@ -22,16 +23,16 @@ export const ATTENTION_TUNING = {
    * it applies (bf16/f16, head dim 64 or 128, 16-byte aligned caches); false: the register-streaming kernel.
    */
   decodeMma: true,
-  /** Warps per CTA of the mma decode kernel (each streams its own tiles). */
-  decodeMmaWarps: 4,
+  /** Warps per CTA of the mma decode kernel (each streams its own tiles; FASTKERNELS_DECODE_MMA_WARPS for the A/B bench). */
+  decodeMmaWarps: envCount('FASTKERNELS_DECODE_MMA_WARPS', 4, 1),
   /** cp.async ring depth per warp in 16-token tiles (0: as many as decodeMmaSmemBytes allows, 2..8). */
   decodeMmaStages: 0,
   /** Shared memory one mma decode CTA may take for its rings (96 KB: two CTAs per SM). */
   decodeMmaSmemBytes: 96 * 1024,
   /** Mma decode CTAs (non-empty or not) aimed for per SM when choosing the split size. */
   decodeMmaCtasPerSm: 32,
-  /** Fewest keys per split of the mma decode kernel. */
-  decodeMmaMinSplitTokens: 128,
+  /** Fewest keys per split of the mma decode kernel (FASTKERNELS_DECODE_MIN_SPLIT_TOKENS for the A/B bench). */
+  decodeMmaMinSplitTokens: envCount('FASTKERNELS_DECODE_MIN_SPLIT_TOKENS', 128, 1),
   /** Warps per prefill CTA on the mma path (16 query rows each; 8 measured 3-7% faster than 4 on the H200). */
   prefillWarps: 8,
   /** Skip the O rescale of a key tile when no row max of the warp moved (bit-identical; head dim 128; false: always rescale). */
