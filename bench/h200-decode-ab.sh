@@ -6,16 +6,16 @@
 #   pdl     FASTKERNELS_PDL=1: the spine kernels as programmatic dependent launches in the graphs (LAUNCH_TUNING.pdl)
 #   both    both
 #   gemv    both, and the GEMV (fk_gemv_stream) for every M-1 linear: FASTKERNELS_GEMV_MAX_ROWS=1 (LINEAR_TUNING.gemvMaxRows);
-#           run 11's defaults (the run-12 launch cuts below off)
-#   gemv48  gemv at FK_UNR 4 with 48 warps per SM (FASTKERNELS_GEMV_UNROLL=4 FASTKERNELS_GEMV_WARPS_PER_SM=48; run 11's
-#           last lab call had that 0.5% ahead on the step's chain of products)
+#           run 11's defaults (FK_UNR 8, 32 warps an SM; the run-12 launch cuts below off)
+#   gemv48  gemv at FK_UNR 4 with 48 warps per SM (FASTKERNELS_GEMV_UNROLL=4 FASTKERNELS_GEMV_WARPS_PER_SM=48; the
+#           default since run 13)
 #   rkv     gemv, and rotary + the kv-cache write in one launch (FASTKERNELS_FUSE_ROTARY_KV=1, ROTARY_TUNING.fuseKvStore)
 #   greedy  gemv, and the bs-1 greedy sampler split over CTAs (FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS=1,
 #           SAMPLER_TUNING.greedySplitMaxRows)
 #   glu     gemv, and gate_up + silu in one GEMV launch (FASTKERNELS_FUSE_GLU=1, LINEAR_TUNING.gemvFuseGlu; since run 12's
-#           review on the SM-balanced grid, gemvStreamGridBalanced)
+#           review on the SM-balanced grid, gemvStreamGridBalanced; on by default since run 13)
 #   balanced  defaults, and every fk_gemv_stream on the SM-balanced grid (FASTKERNELS_GEMV_BALANCED_GRID=1)
-#   defaults  no FASTKERNELS_* switch set: the shipped defaults (since run 12: gemv + rkv + greedy)
+#   defaults  no FASTKERNELS_* switch set: the shipped defaults (since run 13: gemv48 + rkv + greedy + glu)
 #   NAME=V[,NAME=V...]  the defaults with these FASTKERNELS_* variables set (the prefix may be left out), recorded under
 #           the same text without the prefix: e.g. DECODE_MIN_SPLIT_TOKENS=512 (ATTENTION_TUNING.decodeMmaMinSplitTokens)
 # (run 12 also measured PDL-early launches, a GEMV L2 prefetch and the decode combine inside the decode kernel: all
@@ -38,7 +38,7 @@ echo "decode-ab: bundle $bundle (commit ${commit:-?}), out $OUT, settings ${sett
 rm -f "$OUT"/decode-ab-* "$OUT/decode_ab.json"  # nothing from an earlier run is reported as this one's
 # the run-12 launch cuts off (a setting that turns one on names it again after these: for env, the later value wins)
 cuts_off=(FASTKERNELS_FUSE_ROTARY_KV=0 FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS=0 FASTKERNELS_FUSE_GLU=0 FASTKERNELS_GEMV_BALANCED_GRID=0)
-gemv=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1 "${cuts_off[@]}")
+gemv=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1 FASTKERNELS_GEMV_UNROLL=8 FASTKERNELS_GEMV_WARPS_PER_SM=32 "${cuts_off[@]}")
 for i in "${!settings[@]}"; do
   s="${settings[$i]}"
   case "$s" in

@@ -30,24 +30,31 @@ export const LINEAR_TUNING = {
    */
   gemvStream: true,
   /**
-   * Warps per SM of fk_gemv_stream's one-wave grid (run 11: 32 beat 16 at FK_UNR 8), capped by what fits (the kernel's
-   * occupancy: at FK_UNR 8, bf16 takes 58-64 registers, so 32; f32 at M 6-8 takes 78-80, so 24). 48 needs FK_UNR 4 (32
-   * registers), which run 11's last lab call measured 0.5% ahead on the step's chain of products (not yet in the step).
+   * Warps per SM of fk_gemv_stream's one-wave grid, capped by what fits (the kernel's occupancy: at FK_UNR 4, bf16 takes
+   * 32 registers, so 48 fit; f32 at M 6-8 takes more, so fewer). 48 at FK_UNR 4 since run 13 (H200, bs-1 Llama-3-8B
+   * step at the serve bench's context, decode_ab-run13.json): 4.354 ms against 4.608 with run 11's 32 warps at FK_UNR 8;
+   * 64 warps gave 4.311 against 48's 4.313 (with the GLU GEMV), FK_UNR 6 at 40 warps 4.456. More warps a row: qkv's
+   * 6144 rows fit one row a warp (1.45 at 32 warps an SM), o's and down's rows start streaming sooner.
    */
-  gemvStreamWarpsPerSm: envCount('FASTKERNELS_GEMV_WARPS_PER_SM', 32, 1),
+  gemvStreamWarpsPerSm: envCount('FASTKERNELS_GEMV_WARPS_PER_SM', 48, 1),
   /** Warps (= output rows) per block of fk_gemv, and warps per block of fk_gemv_stream (FK_WARPS). */
   gemvWarps: 8,
-  /** 16-byte weight vectors each lane keeps in flight (FK_UNR; FASTKERNELS_GEMV_UNROLL for the decode A/B bench). */
-  gemvUnroll: envCount('FASTKERNELS_GEMV_UNROLL', 8, 1),
+  /**
+   * 16-byte weight vectors each lane of fk_gemv_stream keeps in flight (FK_UNR; FASTKERNELS_GEMV_UNROLL for the decode
+   * A/B bench): 4 since run 13, with 48 warps an SM (see gemvStreamWarpsPerSm); 8 before.
+   */
+  gemvUnroll: envCount('FASTKERNELS_GEMV_UNROLL', 4, 1),
+  /** FK_UNR of fk_gemv (one warp a row, FK_UNR loads then FK_UNR FMAs; taken where fk_gemv_stream's K rule fails). */
+  gemvPlainUnroll: 8,
   /**
    * A gated MLP's gate_up projection and its silu in one fk_gemv_stream launch where that GEMV is taken
-   * (linearSiluAndMul; the same bits as linear then siluAndMul): one launch fewer per layer at bs-1 decode. Off: run 12
-   * (H200, bs-1 Llama-3-8B step, decode_ab-run12-fusions.json) gave 4.485 ms with it against 4.484 without, on
-   * gemvStreamGrid's grid: gate_up's 14336 pairs got 448 blocks, so 52 SMs streamed 128 pairs (256 rows) against 109
-   * on average (224 rows on the busiest SM unfused). It now takes gemvStreamGridBalanced's grid (at most 112 pairs an
-   * SM), not yet measured. FASTKERNELS_FUSE_GLU=1 turns it on.
+   * (linearSiluAndMul; the same bits as linear then siluAndMul): one launch fewer per layer at bs-1 decode, on
+   * gemvStreamGridBalanced's grid (at most 112 pairs an SM for Llama-3-8B's 14336). On since run 13 (H200, bs-1
+   * Llama-3-8B step at the serve bench's context, decode_ab-run13.json): 4.565 ms against 4.608 at run 12's GEMV
+   * settings; 4.313 against 4.335 with run 13's GEMV settings and the decode attention in one split. Run 12 measured no gain on gemvStreamGrid's grid (52 SMs streamed 128
+   * pairs against 109 on average). FASTKERNELS_FUSE_GLU=0 turns it off.
    */
-  gemvFuseGlu: envSwitch('FASTKERNELS_FUSE_GLU', false),
+  gemvFuseGlu: envSwitch('FASTKERNELS_FUSE_GLU', true),
   /**
    * fk_gemv_stream's grid from gemvStreamGridBalanced (the busiest SM streams the fewest rows) instead of gemvStreamGrid
    * (the fewest warps for the most rows a warp). For the Llama-3-8B step's plain products they agree except lm_head (526
@@ -246,7 +253,7 @@ function launchGemv(ctx: SpineContext, op: string, path: 'gemv' | 'gemv-stream',
   const [M, K] = a.shape as [number, number];
   const warps = LINEAR_TUNING.gemvWarps;
   const entry = path === 'gemv-stream' ? 'fk_gemv_stream' : 'fk_gemv';
-  const defines = { FK_T: floatCType(a, op, 'x'), FK_VEC: 16 / itemsizeOf(a.dtype), FK_M: M, FK_UNR: LINEAR_TUNING.gemvUnroll, FK_WARPS: warps, FK_BIAS: b ? 1 : 0, ...extra };
+  const defines = { FK_T: floatCType(a, op, 'x'), FK_VEC: 16 / itemsizeOf(a.dtype), FK_M: M, FK_UNR: path === 'gemv-stream' ? LINEAR_TUNING.gemvUnroll : LINEAR_TUNING.gemvPlainUnroll, FK_WARPS: warps, FK_BIAS: b ? 1 : 0, ...extra };
   const k = spineKernel(ctx, 'gemv.cu', entry, defines);
   const rows = extra.FK_GLU ? N / 2 : N; // the warps' rows: FK_GLU's logical rows are gate | up pairs
   // FK_GLU's pairs are twice the unit of plain rows, so gemvStreamGrid's fewest-warps choice unbalances the SMs (see
