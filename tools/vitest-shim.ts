@@ -96,6 +96,7 @@ function matchers(actual: unknown, negate: boolean) {
     toBeFalsy: () => check(!actual, `${show(actual)} to be falsy`),
     toBeDefined: () => check(actual !== undefined, `${show(actual)} to be defined`),
     toBeUndefined: () => check(actual === undefined, `${show(actual)} to be undefined`),
+    toBeNull: () => check(actual === null, `${show(actual)} to be null`),
     toHaveLength: (n: number) => check((actual as { length: number }).length === n, `${show(actual)} to have length ${n}`),
     toMatchObject: (e: Record<string, unknown>) =>
       check(Object.entries(e).every(([k, v]) => isDeepStrictEqual(normalize((actual as Record<string, unknown>)[k]), normalize(v))), `${show(actual)} to match object ${show(e)}`),
