@@ -23,7 +23,10 @@ export const ATTENTION_TUNING = {
    * it applies (bf16/f16, head dim 64 or 128, 16-byte aligned caches); false: the register-streaming kernel.
    */
   decodeMma: true,
-  /** Warps per CTA of the mma decode kernel (each streams its own tiles; FASTKERNELS_DECODE_MMA_WARPS for the A/B bench). */
+  /**
+   * Warps per CTA of the mma decode kernel (each streams its own tiles; FASTKERNELS_DECODE_MMA_WARPS for the A/B bench).
+   * Run 13 (bs-1 Llama-3-8B step, 128-384 keys, graph for 2176): 8 warps 4.327 ms against 4.337 at 4 (decode_ab.json).
+   */
   decodeMmaWarps: envCount('FASTKERNELS_DECODE_MMA_WARPS', 4, 1),
   /** cp.async ring depth per warp in 16-token tiles (0: as many as decodeMmaSmemBytes allows, 2..8). */
   decodeMmaStages: 0,
@@ -31,7 +34,12 @@ export const ATTENTION_TUNING = {
   decodeMmaSmemBytes: 96 * 1024,
   /** Mma decode CTAs (non-empty or not) aimed for per SM when choosing the split size. */
   decodeMmaCtasPerSm: 32,
-  /** Fewest keys per split of the mma decode kernel (FASTKERNELS_DECODE_MIN_SPLIT_TOKENS for the A/B bench). */
+  /**
+   * Fewest keys per split of the mma decode kernel (FASTKERNELS_DECODE_MIN_SPLIT_TOKENS for the A/B bench). Run 13
+   * (bs-1 Llama-3-8B step, 128-384 keys, graph for 2176; decode_ab.json): one split of up to 4096 keys at 8 warps 4.310 ms
+   * against 4.337 with 128 at 4 warps (no combine launch), but 4.723 at 4 warps. One split makes 8 CTAs stream a long
+   * bs-1 context alone, which was not measured: the default stays until the split follows the live length.
+   */
   decodeMmaMinSplitTokens: envCount('FASTKERNELS_DECODE_MIN_SPLIT_TOKENS', 128, 1),
   /** Warps per prefill CTA on the mma path (16 query rows each; 8 measured 3-7% faster than 4 on the H200). */
   prefillWarps: 8,

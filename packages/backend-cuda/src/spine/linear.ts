@@ -32,7 +32,7 @@ export const LINEAR_TUNING = {
   /**
    * Warps per SM of fk_gemv_stream's one-wave grid, capped by what fits (the kernel's occupancy: at FK_UNR 4, bf16 takes
    * 32 registers, so 48 fit; f32 at M 6-8 takes more, so fewer). 48 at FK_UNR 4 since run 13 (H200, bs-1 Llama-3-8B
-   * step at the serve bench's context, decode_ab-run13.json): 4.354 ms against 4.608 with run 11's 32 warps at FK_UNR 8;
+   * step at the serve bench's context, decode_ab-run13-knobs.json): 4.354 ms against 4.608 with run 11's 32 warps at FK_UNR 8;
    * 64 warps gave 4.311 against 48's 4.313 (with the GLU GEMV), FK_UNR 6 at 40 warps 4.456. More warps a row: qkv's
    * 6144 rows fit one row a warp (1.45 at 32 warps an SM), o's and down's rows start streaming sooner.
    */
@@ -50,7 +50,7 @@ export const LINEAR_TUNING = {
    * A gated MLP's gate_up projection and its silu in one fk_gemv_stream launch where that GEMV is taken
    * (linearSiluAndMul; the same bits as linear then siluAndMul): one launch fewer per layer at bs-1 decode, on
    * gemvStreamGridBalanced's grid (at most 112 pairs an SM for Llama-3-8B's 14336). On since run 13 (H200, bs-1
-   * Llama-3-8B step at the serve bench's context, decode_ab-run13.json): 4.565 ms against 4.608 at run 12's GEMV
+   * Llama-3-8B step at the serve bench's context, decode_ab-run13-knobs.json, decode_ab-run13-combos.json): 4.565 ms against 4.608 at run 12's GEMV
    * settings; 4.313 against 4.335 with run 13's GEMV settings and the decode attention in one split. Run 12 measured no gain on gemvStreamGrid's grid (52 SMs streamed 128
    * pairs against 109 on average). FASTKERNELS_FUSE_GLU=0 turns it off.
    */
@@ -58,8 +58,8 @@ export const LINEAR_TUNING = {
   /**
    * fk_gemv_stream's grid from gemvStreamGridBalanced (the busiest SM streams the fewest rows) instead of gemvStreamGrid
    * (the fewest warps for the most rows a warp). For the Llama-3-8B step's plain products they agree except lm_head (526
-   * blocks against 518: 976 rows on the busiest SM against 992); not yet measured on a GPU, so off.
-   * FASTKERNELS_GEMV_BALANCED_GRID=1 turns it on.
+   * blocks against 518: 976 rows on the busiest SM against 992). Off: run 13 measured the step at 4.337 ms with it and
+   * without (decode_ab.json). FASTKERNELS_GEMV_BALANCED_GRID=1 turns it on.
    */
   gemvBalancedGrid: envSwitch('FASTKERNELS_GEMV_BALANCED_GRID', false),
 };
