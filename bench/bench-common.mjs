@@ -44,5 +44,7 @@ export function launchSettings() {
     samplerGreedySplitMaxRows: SAMPLER_TUNING.greedySplitMaxRows,
     decodeMmaWarps: ATTENTION_TUNING.decodeMmaWarps,
     decodeMmaMinSplitTokens: ATTENTION_TUNING.decodeMmaMinSplitTokens,
+    decodeMmaStages: ATTENTION_TUNING.decodeMmaStages,
+    decodeMmaCtasPerSm: ATTENTION_TUNING.decodeMmaCtasPerSm,
   };
 }

@@ -12,7 +12,7 @@ import './user-errors.mjs'; // first: a bad FASTKERNELS_* value is one line, not
 import { writeFileSync } from 'node:fs';
 import { ModuleRegistry, Rng, Tensor, withContext } from '@fastkernels/core';
 import { denseMoeLlmTasks, initNormal } from '@fastkernels/model-zoo';
-import { cudaBackendOrExit } from './bench-common.mjs';
+import { cudaBackendOrExit, launchSettings } from './bench-common.mjs';
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -245,6 +245,7 @@ const result = {
   device: backend.devices()[0],
   ceilings: { copyGBps, gemmTflops, copyBytes, gemm: '8192^3 bf16', l2FlushBytes: flushBytes },
   iters: ITERS,
+  settings: launchSettings(), // the speed knobs in force (FASTKERNELS_* sweeps of the kernel bench)
   seconds: (performance.now() - t0) / 1e3,
   results,
 };

@@ -28,12 +28,15 @@ export const ATTENTION_TUNING = {
    * Run 13 (bs-1 Llama-3-8B step, 128-384 keys, graph for 2176): 8 warps 4.327 ms against 4.337 at 4 (decode_ab.json).
    */
   decodeMmaWarps: envCount('FASTKERNELS_DECODE_MMA_WARPS', 4, 1),
-  /** cp.async ring depth per warp in 16-token tiles (0: as many as decodeMmaSmemBytes allows, 2..8). */
-  decodeMmaStages: 0,
+  /**
+   * cp.async ring depth per warp in 16-token tiles (0: as many as decodeMmaSmemBytes allows, 2..8;
+   * FASTKERNELS_DECODE_MMA_STAGES for the kernel bench's sweeps: paged decode b64x2k is at 60% of copy, target 80%).
+   */
+  decodeMmaStages: envCount('FASTKERNELS_DECODE_MMA_STAGES', 0),
   /** Shared memory one mma decode CTA may take for its rings (96 KB: two CTAs per SM). */
   decodeMmaSmemBytes: 96 * 1024,
-  /** Mma decode CTAs (non-empty or not) aimed for per SM when choosing the split size. */
-  decodeMmaCtasPerSm: 32,
+  /** Mma decode CTAs (non-empty or not) aimed for per SM when choosing the split size (FASTKERNELS_DECODE_CTAS_PER_SM). */
+  decodeMmaCtasPerSm: envCount('FASTKERNELS_DECODE_CTAS_PER_SM', 32, 1),
   /**
    * Fewest keys per split of the mma decode kernel (FASTKERNELS_DECODE_MIN_SPLIT_TOKENS for the A/B bench). Run 13
    * (bs-1 Llama-3-8B step, 128-384 keys, graph for 2176; decode_ab.json): one split of up to 4096 keys at 8 warps 4.310 ms
