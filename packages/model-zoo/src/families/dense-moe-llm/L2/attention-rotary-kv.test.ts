@@ -1,44 +1,16 @@
-import { CpuBackend } from '@fastkernels/backend-cpu';
-import { Rng, compareTensors, toHostArray, type Module, type ModuleRegistry, type Ops, type Tensor } from '@fastkernels/core';
+import { Rng, compareTensors, toHostArray, type Module, type ModuleRegistry, type Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { getForwardContext } from '../../../engine/forward-context.js';
 import { blamingRegistry, instrumentRegistry } from '../../../engine/instrument.js';
 import { baselineRegistry } from '../../../index.js';
+import { RecordingBackend, type FusedMode } from '../../../../test/recording-backend.js';
 import { Llama3RotaryEmbedding, RotaryEmbedding } from '../L1/rotary_emb.js';
 import type { StoreKVCache } from '../L1/store_kvcache.js';
 import { attentionTask } from './attention.js';
 
-type Fused = 'composes' | 'declines' | 'absent';
 const WATCHED = ['rotaryEmbedding', 'storeKvcache_', 'rotaryStoreKvcache'] as const;
-
-/**
- * The CPU backend with ops that log the rotary / KV-store calls they get. rotaryStoreKvcache: 'composes' (the CPU op),
- * 'declines' (returns null, as a CUDA backend with the switch off) or 'absent' (a backend without it).
- */
-class RecordingBackend extends CpuBackend {
-  readonly calls: string[] = [];
-  constructor(fused: Fused) {
-    super();
-    const base = this.ops;
-    const ops: Ops = {
-      ...base,
-      rotaryEmbedding: (...a) => {
-        this.calls.push('rotaryEmbedding');
-        return base.rotaryEmbedding(...a);
-      },
-      storeKvcache_: (...a) => {
-        this.calls.push('storeKvcache_');
-        base.storeKvcache_(...a);
-      },
-      rotaryStoreKvcache: (...a) => {
-        this.calls.push('rotaryStoreKvcache');
-        return fused === 'composes' ? base.rotaryStoreKvcache!(...a) : null;
-      },
-    };
-    if (fused === 'absent') delete ops.rotaryStoreKvcache;
-    (this as { ops: Ops }).ops = ops;
-  }
-}
+/** The CPU backend logging its rotary / KV-store calls; rotaryStoreKvcache composes, declines (null) or is absent. */
+const recording = (mode: FusedMode) => new RecordingBackend(['rotaryEmbedding', 'storeKvcache_'], 'rotaryStoreKvcache', mode);
 
 /** LlamaAttention's children the tests reach (private fields, read at run time). */
 interface AttentionParts {
@@ -73,11 +45,11 @@ function runAttention(backend: RecordingBackend, caseName: string, registry: Mod
 describe('LlamaAttention: rotary + KV-cache write as one op (Ops.rotaryStoreKvcache)', () => {
   for (const caseName of ['mixed-gqa-f32', 'llama3-scaled-head32-decode-f32', 'linear-scaled-prefill-f32']) {
     it(`${caseName}: the fused op when the backend has it, the two ops when it declines or lacks it, the same results`, () => {
-      const fused = runAttention(new RecordingBackend('composes'), caseName);
+      const fused = runAttention(recording('composes'), caseName);
       expect(fused.calls).toEqual(['rotaryStoreKvcache']);
-      const declined = runAttention(new RecordingBackend('declines'), caseName);
+      const declined = runAttention(recording('declines'), caseName);
       expect(declined.calls).toEqual(['rotaryStoreKvcache', 'rotaryEmbedding', 'storeKvcache_']);
-      const absent = runAttention(new RecordingBackend('absent'), caseName);
+      const absent = runAttention(recording('absent'), caseName);
       expect(absent.calls).toEqual(['rotaryEmbedding', 'storeKvcache_']);
       for (const other of [declined, absent]) {
         expect(Array.from(other.out.data)).toEqual(Array.from(fused.out.data));
@@ -94,7 +66,7 @@ describe('LlamaAttention: rotary + KV-cache write as one op (Ops.rotaryStoreKvca
   it('not when rotary_emb or kv_store has a forward of its own (an instance wrapper): that forward runs', () => {
     for (const child of ['rotaryEmb', 'kvStore'] as const) {
       let wrapped = 0;
-      const r = runAttention(new RecordingBackend('composes'), 'mixed-gqa-f32', baselineRegistry(), (m) => {
+      const r = runAttention(recording('composes'), 'mixed-gqa-f32', baselineRegistry(), (m) => {
         const module = m[child] as { forward(...a: unknown[]): unknown };
         const inner = module.forward.bind(module);
         module.forward = (...a: unknown[]) => {
@@ -110,16 +82,16 @@ describe('LlamaAttention: rotary + KV-cache write as one op (Ops.rotaryStoreKvca
   it('not under an instrumented registry (the capture tool): both children see their calls', () => {
     const seen: string[] = [];
     const registry = instrumentRegistry(baselineRegistry(), { onForward: (id, _m, _a, run) => (seen.push(id), run()) });
-    const r = runAttention(new RecordingBackend('composes'), 'mixed-gqa-f32', registry);
+    const r = runAttention(recording('composes'), 'mixed-gqa-f32', registry);
     expect(r.calls).toEqual(['rotaryEmbedding', 'storeKvcache_']);
     expect(seen).toContain('L1/rotary_emb');
     expect(seen).toContain('L1/store_kvcache');
   });
 
   it('under e2e\'s blaming registry for a candidate elsewhere (L1/rms_norm): still fused, so candidate runs are timed against the same fusions as the baseline', () => {
-    const r = runAttention(new RecordingBackend('composes'), 'mixed-gqa-f32', blamingRegistry(baselineRegistry(), new Set(['L1/rms_norm'])));
+    const r = runAttention(recording('composes'), 'mixed-gqa-f32', blamingRegistry(baselineRegistry(), new Set(['L1/rms_norm'])));
     expect(r.calls).toEqual(['rotaryStoreKvcache']);
-    const suspect = runAttention(new RecordingBackend('composes'), 'mixed-gqa-f32', blamingRegistry(baselineRegistry(), new Set(['L1/rotary_emb'])));
+    const suspect = runAttention(recording('composes'), 'mixed-gqa-f32', blamingRegistry(baselineRegistry(), new Set(['L1/rotary_emb'])));
     expect(suspect.calls).toEqual(['rotaryEmbedding', 'storeKvcache_']); // the suspect's own forward runs (and can be blamed)
   });
 });

@@ -5,32 +5,16 @@
  * sees every call. The GPU kernel that could differ (fk_gemv_stream with FK_NORM) is checked bit for bit in
  * backend-cuda's linear-gemv.gpu.test.ts.
  */
-import { CpuBackend } from '@fastkernels/backend-cpu';
-import { Rng, compareTensors, toHostArray, type Module, type ModuleRegistry, type Ops, type Tensor } from '@fastkernels/core';
+import { Rng, compareTensors, toHostArray, type Module, type ModuleRegistry, type Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { blamingRegistry, instrumentRegistry } from '../../../engine/instrument.js';
 import { baselineRegistry } from '../../../index.js';
+import { RecordingBackend, type FusedMode } from '../../../../test/recording-backend.js';
 import { llamaDecoderTask } from './llama_decoder.js';
 
-type Fused = 'composes' | 'declines' | 'absent';
-const WATCHED = ['rmsNorm', 'fusedAddRmsNorm', 'rmsNormLinear', 'linearSiluAndMul'] as const;
-
+const WATCHED = ['rmsNorm', 'fusedAddRmsNorm', 'rmsNormLinear'] as const;
 /** The CPU backend logging its norm calls; rmsNormLinear composes (the CPU op), declines (null) or is absent. */
-class RecordingBackend extends CpuBackend {
-  readonly calls: string[] = [];
-  constructor(fused: Fused) {
-    super();
-    const base = this.ops;
-    const ops: Ops = {
-      ...base,
-      rmsNorm: (...a) => (this.calls.push('rmsNorm'), base.rmsNorm(...a)),
-      fusedAddRmsNorm: (...a) => (this.calls.push('fusedAddRmsNorm'), base.fusedAddRmsNorm(...a)),
-      rmsNormLinear: (...a) => (this.calls.push('rmsNormLinear'), fused === 'composes' ? base.rmsNormLinear!(...a) : null),
-    };
-    if (fused === 'absent') delete ops.rmsNormLinear;
-    (this as { ops: Ops }).ops = ops;
-  }
-}
+const recording = (mode: FusedMode) => new RecordingBackend(['rmsNorm', 'fusedAddRmsNorm'], 'rmsNormLinear', mode);
 
 /** One forward of a CI case of L3/llama_decoder (seeded), checked against the float64 reference; host outputs and calls. */
 function runDecoder(backend: RecordingBackend, caseName: string, registry: ModuleRegistry = baselineRegistry()) {
@@ -61,11 +45,11 @@ describe('LlamaDecoderLayer: RMSNorm inside the next projection (Ops.rmsNormLine
   ];
   for (const [caseName, unfused] of cases) {
     it(`${caseName}: one op per norm when the backend has it, the modules when it declines or lacks it, the same bits`, () => {
-      const fused = runDecoder(new RecordingBackend('composes'), caseName);
+      const fused = runDecoder(recording('composes'), caseName);
       expect(fused.calls).toEqual(['rmsNormLinear', 'rmsNormLinear']);
-      const declined = runDecoder(new RecordingBackend('declines'), caseName);
+      const declined = runDecoder(recording('declines'), caseName);
       expect(declined.calls).toEqual(['rmsNormLinear', unfused[0]!, 'rmsNormLinear', unfused[1]!]);
-      const absent = runDecoder(new RecordingBackend('absent'), caseName);
+      const absent = runDecoder(recording('absent'), caseName);
       expect(absent.calls).toEqual(unfused);
       for (const other of [declined, absent]) {
         expect(other.y).toEqual(fused.y);
@@ -75,7 +59,7 @@ describe('LlamaDecoderLayer: RMSNorm inside the next projection (Ops.rmsNormLine
   }
 
   it('not for a norm, projection or sub-layer that is a candidate (the blame wrapper stands in for one): its own forward runs', () => {
-    const only = (ids: string[]) => runDecoder(new RecordingBackend('composes'), 'tiny-llama-mixed-f32', blamingRegistry(baselineRegistry(), new Set(ids))).calls;
+    const only = (ids: string[]) => runDecoder(recording('composes'), 'tiny-llama-mixed-f32', blamingRegistry(baselineRegistry(), new Set(ids))).calls;
     expect(only(['L1/rms_norm'])).toEqual(['fusedAddRmsNorm', 'fusedAddRmsNorm']);
     expect(only(['L1/linear'])).toEqual(['fusedAddRmsNorm', 'fusedAddRmsNorm']); // qkv_proj and gate_up are L1/linear
     expect(only(['L2/attention'])).toEqual(['fusedAddRmsNorm', 'rmsNormLinear']);
@@ -87,7 +71,7 @@ describe('LlamaDecoderLayer: RMSNorm inside the next projection (Ops.rmsNormLine
   it('not under an instrumented registry (the capture tool): every norm and projection is seen', () => {
     const seen: string[] = [];
     const registry = instrumentRegistry(baselineRegistry(), { onForward: (id, _m, _a, run) => (seen.push(id), run()) });
-    const r = runDecoder(new RecordingBackend('composes'), 'tiny-llama-mixed-f32', registry);
+    const r = runDecoder(recording('composes'), 'tiny-llama-mixed-f32', registry);
     expect(r.calls).toEqual(['fusedAddRmsNorm', 'fusedAddRmsNorm']);
     expect(seen.filter((id) => id === 'L1/rms_norm')).toHaveLength(2);
     expect(seen.filter((id) => id === 'L1/linear')).toHaveLength(4); // qkv, o, gate_up, down
