@@ -32,7 +32,7 @@ export const LINEAR_TUNING = {
   gemvStream: true,
   /**
    * Warps per SM of fk_gemv_stream's one-wave grid, capped by what fits (the kernel's occupancy: at FK_UNR 4, bf16 takes
-   * 32 registers, so 48 fit; f32 at M 6-8 takes more, so fewer). 48 at FK_UNR 4 since run 13 (H200, bs-1 Llama-3-8B
+   * 40 registers (ptxas), so 48 fit; f32 at M 6-8 takes more, so fewer). 48 at FK_UNR 4 since run 13 (H200, bs-1 Llama-3-8B
    * step at the serve bench's context, decode_ab-run13-knobs.json): 4.354 ms against 4.608 with run 11's 32 warps at FK_UNR 8;
    * 64 warps gave 4.311 against 48's 4.313 (with the GLU GEMV), FK_UNR 6 at 40 warps 4.456. More warps a row: qkv's
    * 6144 rows fit one row a warp (1.45 at 32 warps an SM), o's and down's rows start streaming sooner.
