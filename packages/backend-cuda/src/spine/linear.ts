@@ -68,8 +68,9 @@ export const LINEAR_TUNING = {
    * row of x into shared memory, with rms_norm's bits): at bs-1 decode the two rms_norm launches of a Llama layer are
    * gone (input_layernorm into qkv, post_attention_layernorm into the GLU gate_up). Off: run 13 (H200, bs-1 Llama-3-8B
    * step at the serve bench's context, decode_ab-run13-fuse-norm.json) measured 4.852 ms with it against 4.334 without
-   * (bit-identical, gpu-tests-run13-norm.log): each of a GEMV's ~800 blocks reads and reduces the whole row after its PDL
-   * wait, which costs more than the launch it saves. FASTKERNELS_FUSE_NORM=1 turns it on.
+   * (bit-identical, gpu-tests-run13-norm.log); not profiled yet, the likely cause: each of a GEMV's ~800 blocks reads
+   * and reduces the whole row after its PDL wait, which costs more than the launch it saves. FASTKERNELS_FUSE_NORM=1
+   * turns it on.
    */
   gemvFuseNorm: envSwitch('FASTKERNELS_FUSE_NORM', false),
 };
