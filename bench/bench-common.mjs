@@ -38,7 +38,6 @@ export function launchSettings() {
     gemvUnroll: LINEAR_TUNING.gemvUnroll,
     gemvFuseGlu: LINEAR_TUNING.gemvFuseGlu,
     gemvBalancedGrid: LINEAR_TUNING.gemvBalancedGrid,
-    gemvFuseNorm: LINEAR_TUNING.gemvFuseNorm,
     rotaryBlocksPerSm: ROTARY_TUNING.blocksPerSm,
     fuseRotaryKv: ROTARY_TUNING.fuseKvStore,
     samplerGreedySplitMaxRows: SAMPLER_TUNING.greedySplitMaxRows,

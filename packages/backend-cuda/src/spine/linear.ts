@@ -5,11 +5,10 @@
  * A weight or bias of another dtype is converted to x's dtype first (one copy per call).
  * Small-batch calls (M <= LINEAR_TUNING.gemvMaxRows) may take kernels/gemv.cu instead: see LINEAR_TUNING.
  */
-import { Tensor, envCount, envSwitch, formatShape, shapesEqual, type DType } from '@fastkernels/core';
+import { Tensor, envCount, envSwitch, formatShape, type DType } from '@fastkernels/core';
 import { matrixLayout } from '../blaslt.js';
 import type { CudaKernel } from '../kernel.js';
 import type { SpineContext } from './context.js';
-import { normThreads } from './norm.js';
 import { FLOAT_CTYPE, asDType, contiguousOf, disposeAll, floatCType, itemsizeOf, ptr, spineKernel } from './common.js';
 
 /** Knobs of linear (the defaults are the shipped, H200-verified choice). */
@@ -63,16 +62,6 @@ export const LINEAR_TUNING = {
    * without (decode_ab.json). FASTKERNELS_GEMV_BALANCED_GRID=1 turns it on.
    */
   gemvBalancedGrid: envSwitch('FASTKERNELS_GEMV_BALANCED_GRID', false),
-  /**
-   * A pre-norm projection's RMSNorm in fk_gemv_stream's prologue (rmsNormLinear, FK_NORM: every block normalises the one
-   * row of x into shared memory, with rms_norm's bits): at bs-1 decode the two rms_norm launches of a Llama layer are
-   * gone (input_layernorm into qkv, post_attention_layernorm into the GLU gate_up). Off: run 13 (H200, bs-1 Llama-3-8B
-   * step at the serve bench's context, decode_ab-run13-fuse-norm.json) measured 4.852 ms with it against 4.334 without
-   * (bit-identical, gpu-tests-run13-norm.log); not profiled yet, the likely cause: each of a GEMV's ~800 blocks reads
-   * and reduces the whole row after its PDL wait, which costs more than the launch it saves. FASTKERNELS_FUSE_NORM=1
-   * turns it on.
-   */
-  gemvFuseNorm: envSwitch('FASTKERNELS_FUSE_NORM', false),
 };
 
 /** What chooseLinearPath needs to know about one call. */
@@ -236,50 +225,6 @@ export function linearSiluAndMul(ctx: SpineContext, x: Tensor, weight: Tensor, b
   }
 }
 
-/**
- * A pre-norm projection in one launch (CudaOps.rmsNormLinear): fk_gemv_stream with FK_NORM normalises x (plus the
- * residual) in its prologue, then projects it (FK_GLU with act 'silu'). [y, x + residual] with the bits of rms_norm (or
- * fused_add_rms_norm) then linear (then siluAndMul). Only for one row of x (bs-1 decode) where fk_gemv_stream would take
- * the projection, with every operand in x's dtype, contiguous and 16-byte aligned, when rms_norm's block for this row is
- * fk_gemv_stream's (normThreads(K) = gemvWarps x 32: the same order of the sum of squares, so the same bits), and
- * LINEAR_TUNING.gemvFuseNorm is on; null otherwise (the caller then runs the ops).
- */
-export function rmsNormLinear(
-  ctx: SpineContext, x: Tensor, residual: Tensor | null, normWeight: Tensor, eps: number, weight: Tensor, bias: Tensor | null, act: 'silu' | null,
-): [Tensor, Tensor | null] | null {
-  if (!LINEAR_TUNING.gemvFuseNorm || LINEAR_TUNING.gemvMaxRows < 1 || weight.rank !== 2 || x.rank < 1) return null;
-  const [N, K] = weight.shape as [number, number];
-  const dt = x.dtype;
-  const lead = x.shape.slice(0, -1);
-  if (lead.reduce((p, q) => p * q, 1) !== 1 || K === 0 || x.shape[x.rank - 1] !== K) return null;
-  if (act === 'silu' && N % 2 !== 0) return null;
-  const same = (t: Tensor | null, shape: readonly number[]) => !t || (t.dtype === dt && t.isContiguous() && shapesEqual(t.shape, shape) && ptr(t) % 16 === 0);
-  if (!same(x, x.shape) || !same(weight, [N, K]) || !same(normWeight, [K]) || !same(residual, x.shape)) return null;
-  if (bias && !(bias.dtype === dt && bias.rank === 1 && bias.shape[0] === N && bias.isContiguous())) return null;
-  floatCType(x, 'rmsNormLinear', 'x');
-  const vec = 16 / itemsizeOf(dt);
-  if (normThreads(K, vec) !== LINEAR_TUNING.gemvWarps * 32) return null;
-  const temps: Tensor[] = [];
-  try {
-    const a = asMatrix(x, 1, K, temps);
-    if (chooseLinearPath({ M: 1, N, K, dtype: dt, aligned: gemvAligned(a, weight, 1) }) !== 'gemv-stream') return null;
-    const out = Tensor.empty(x.backend, [...lead, act ? N / 2 : N], dt, { device: x.device });
-    const resOut = residual ? Tensor.empty(x.backend, x.shape, dt, { device: x.device }) : null;
-    try {
-      launchGemv(ctx, 'rmsNormLinear', 'gemv-stream', out, a, weight, bias, N, true, act ? { FK_GLU: 1, FK_ACT: 0 } : {}, {
-        residual, residualOut: resOut, weight: normWeight, eps,
-      });
-    } catch (e) {
-      out.dispose();
-      resOut?.dispose();
-      throw e;
-    }
-    return [out, resOut];
-  } finally {
-    disposeAll(temps);
-  }
-}
-
 /** x [..., K] as [M, K] rows the GEMV and cuBLASLt can address: x itself, a view, or a contiguous copy (in temps). */
 function asMatrix(x: Tensor, M: number, K: number, temps: Tensor[]): Tensor {
   if (x.rank === 2 && addressable(x)) return x;
@@ -303,40 +248,22 @@ function gemvAligned(a: Tensor, w: Tensor, M: number): boolean {
  * fk_gemv_stream has). `pdlSafe`: w was not written by the kernel just before (else an ordinary launch: see linear).
  */
 function launchGemv(ctx: SpineContext, op: string, path: 'gemv' | 'gemv-stream', out: Tensor, a: Tensor, w: Tensor, b: Tensor | null, N: number,
-                    pdlSafe: boolean, extra: Readonly<Record<string, number>> = {}, norm?: GemvNorm): void {
-  if ((extra.FK_GLU || norm) && path !== 'gemv-stream') throw new Error(`${op}: FK_GLU and FK_NORM need fk_gemv_stream (fk_gemv would compute plain rows)`);
+                    pdlSafe: boolean, extra: Readonly<Record<string, number>> = {}): void {
+  if (extra.FK_GLU && path !== 'gemv-stream') throw new Error(`${op}: FK_GLU needs fk_gemv_stream (fk_gemv would compute plain rows)`);
   const [M, K] = a.shape as [number, number];
   const warps = LINEAR_TUNING.gemvWarps;
   const entry = path === 'gemv-stream' ? 'fk_gemv_stream' : 'fk_gemv';
-  const warpsPerSm = LINEAR_TUNING.gemvStreamWarpsPerSm;
-  // FK_NORM: the prologue's registers must not cost resident warps (FK_MINB: the blocks an SM must hold)
-  const normDefines: Record<string, number> = norm ? { FK_NORM: norm.residual ? 2 : 1, FK_MINB: Math.max(1, Math.floor(warpsPerSm / warps)) } : {};
-  const defines = {
-    FK_T: floatCType(a, op, 'x'), FK_VEC: 16 / itemsizeOf(a.dtype), FK_M: M, FK_UNR: path === 'gemv-stream' ? LINEAR_TUNING.gemvUnroll : LINEAR_TUNING.gemvPlainUnroll,
-    FK_WARPS: warps, FK_BIAS: b ? 1 : 0, ...extra, ...normDefines,
-  };
+  const defines = { FK_T: floatCType(a, op, 'x'), FK_VEC: 16 / itemsizeOf(a.dtype), FK_M: M, FK_UNR: path === 'gemv-stream' ? LINEAR_TUNING.gemvUnroll : LINEAR_TUNING.gemvPlainUnroll, FK_WARPS: warps, FK_BIAS: b ? 1 : 0, ...extra };
   const k = spineKernel(ctx, 'gemv.cu', entry, defines);
   const rows = extra.FK_GLU ? N / 2 : N; // the warps' rows: FK_GLU's logical rows are gate | up pairs
-  const shared = norm ? K * itemsizeOf(a.dtype) : 0; // FK_NORM: the normalised x
   // FK_GLU's pairs are twice the unit of plain rows, so gemvStreamGrid's fewest-warps choice unbalances the SMs (see
   // gemvStreamGridBalanced): it always takes the balanced grid; plain rows do with LINEAR_TUNING.gemvBalancedGrid
   const grid = extra.FK_GLU || LINEAR_TUNING.gemvBalancedGrid ? gemvStreamGridBalanced : gemvStreamGrid;
   const blocks =
     path === 'gemv-stream'
-      ? grid(rows, ctx.multiprocessors, Math.min(warpsPerSm, residentWarpsPerSm(k, defines, shared)), warps)
+      ? grid(rows, ctx.multiprocessors, Math.min(LINEAR_TUNING.gemvStreamWarpsPerSm, residentWarpsPerSm(k, defines)), warps)
       : Math.ceil(N / warps);
-  const args = [out, a, w, b ? ptr(b) : 0, M, N, K, M === 1 ? K : a.strides[0]!];
-  // fk_gemv_stream's FK_NORM parameters (read only by those builds)
-  if (path === 'gemv-stream') args.push(norm?.residual ? ptr(norm.residual) : 0, norm?.residualOut ? ptr(norm.residualOut) : 0, norm ? ptr(norm.weight) : 0, norm?.eps ?? 0);
-  k.launch(blocks, warps * 32, shared, args, undefined, pdlSafe ? undefined : 0);
-}
-
-/** FK_NORM's inputs: x is normalised with `weight` (and `residual` added first; the sum stored to `residualOut`). */
-interface GemvNorm {
-  readonly residual: Tensor | null;
-  readonly residualOut: Tensor | null;
-  readonly weight: Tensor;
-  readonly eps: number;
+  k.launch(blocks, warps * 32, 0, [out, a, w, b ? ptr(b) : 0, M, N, K, M === 1 ? K : a.strides[0]!], undefined, pdlSafe ? undefined : 0);
 }
 
 /**
@@ -345,15 +272,11 @@ interface GemvNorm {
  * build, and the PDL build launched in the capture that follows reuses the answer, so nothing is queried mid-capture.
  */
 const residentWarps = new Map<string, number>();
-function residentWarpsPerSm(
-  k: CudaKernel,
-  d: { FK_T: string; FK_M: number; FK_UNR: number; FK_WARPS: number; FK_BIAS: number; FK_GLU?: number; FK_NORM?: number; FK_MINB?: number },
-  sharedBytes = 0,
-): number {
-  const key = `${d.FK_T}|${d.FK_M}|${d.FK_UNR}|${d.FK_WARPS}|${d.FK_BIAS}|${d.FK_GLU ?? 0}|${d.FK_NORM ?? 0}|${d.FK_MINB ?? 1}|${sharedBytes}`;
+function residentWarpsPerSm(k: CudaKernel, d: { FK_T: string; FK_M: number; FK_UNR: number; FK_WARPS: number; FK_BIAS: number; FK_GLU?: number }): number {
+  const key = `${d.FK_T}|${d.FK_M}|${d.FK_UNR}|${d.FK_WARPS}|${d.FK_BIAS}|${d.FK_GLU ?? 0}`;
   let n = residentWarps.get(key);
   if (n === undefined) {
-    n = Math.max(1, k.occupancy(d.FK_WARPS * 32, sharedBytes).activeBlocksPerSM) * d.FK_WARPS;
+    n = Math.max(1, k.occupancy(d.FK_WARPS * 32).activeBlocksPerSM) * d.FK_WARPS;
     residentWarps.set(key, n);
   }
   return n;
