@@ -37,7 +37,6 @@ export function launchSettings() {
     gemvStreamWarpsPerSm: LINEAR_TUNING.gemvStreamWarpsPerSm,
     gemvUnroll: LINEAR_TUNING.gemvUnroll,
     gemvFuseGlu: LINEAR_TUNING.gemvFuseGlu,
-    gemvBalancedGrid: LINEAR_TUNING.gemvBalancedGrid,
     rotaryBlocksPerSm: ROTARY_TUNING.blocksPerSm,
     fuseRotaryKv: ROTARY_TUNING.fuseKvStore,
     samplerGreedySplitMaxRows: SAMPLER_TUNING.greedySplitMaxRows,

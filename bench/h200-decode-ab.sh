@@ -14,7 +14,6 @@
 #           SAMPLER_TUNING.greedySplitMaxRows)
 #   glu     gemv, and gate_up + silu in one GEMV launch (FASTKERNELS_FUSE_GLU=1, LINEAR_TUNING.gemvFuseGlu; since run 12's
 #           review on the SM-balanced grid, gemvStreamGridBalanced; on by default since run 13)
-#   balanced  defaults, and every fk_gemv_stream on the SM-balanced grid (FASTKERNELS_GEMV_BALANCED_GRID=1)
 #   defaults  no FASTKERNELS_* switch set: the shipped defaults (since run 13: gemv48 + rkv + greedy + glu)
 #   NAME=V[,NAME=V...]  the defaults with these FASTKERNELS_* variables set (the prefix may be left out), recorded under
 #           the same text without the prefix: e.g. DECODE_MIN_SPLIT_TOKENS=512 (ATTENTION_TUNING.decodeMmaMinSplitTokens)
@@ -37,7 +36,7 @@ for a in "${args[@]}"; do settings+=("${a//FASTKERNELS_/}"); done
 echo "decode-ab: bundle $bundle (commit ${commit:-?}), out $OUT, settings ${settings[*]}"
 rm -f "$OUT"/decode-ab-* "$OUT/decode_ab.json"  # nothing from an earlier run is reported as this one's
 # the run-12 launch cuts off (a setting that turns one on names it again after these: for env, the later value wins)
-cuts_off=(FASTKERNELS_FUSE_ROTARY_KV=0 FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS=0 FASTKERNELS_FUSE_GLU=0 FASTKERNELS_GEMV_BALANCED_GRID=0)
+cuts_off=(FASTKERNELS_FUSE_ROTARY_KV=0 FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS=0 FASTKERNELS_FUSE_GLU=0)
 gemv=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1 FASTKERNELS_GEMV_UNROLL=8 FASTKERNELS_GEMV_WARPS_PER_SM=32 "${cuts_off[@]}")
 for i in "${!settings[@]}"; do
   s="${settings[$i]}"
@@ -52,7 +51,6 @@ for i in "${!settings[@]}"; do
     greedy) env=("${gemv[@]}" FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS=1) ;;
     glu) env=("${gemv[@]}" FASTKERNELS_FUSE_GLU=1) ;;
     defaults) env=() ;;
-    balanced) env=(FASTKERNELS_GEMV_BALANCED_GRID=1) ;;
     *=*)
       env=()
       IFS=',' read -ra kv <<< "$s"
@@ -62,7 +60,7 @@ for i in "${!settings[@]}"; do
         fi
         env+=("FASTKERNELS_$a")
       done ;;
-    *) echo "decode-ab: unknown setting '$s' (plain, chain, pdl, both, gemv, gemv48, rkv, greedy, glu, defaults, balanced, or NAME=VALUE[,NAME=VALUE])" >&2; exit 2 ;;
+    *) echo "decode-ab: unknown setting '$s' (plain, chain, pdl, both, gemv, gemv48, rkv, greedy, glu, defaults, or NAME=VALUE[,NAME=VALUE])" >&2; exit 2 ;;
   esac
   t0=$SECONDS
   rc=0

@@ -102,7 +102,4 @@ describe('gemvStreamGridBalanced: the one-wave grid whose busiest SM streams the
       expect(got * wpb).toBeLessThanOrEqual(sms * wps); // one wave
     });
   }
-  it.skipIf(process.env.FASTKERNELS_GEMV_BALANCED_GRID !== undefined)('off by default for plain rows (not yet measured on a GPU)', () => {
-    expect(LINEAR_TUNING.gemvBalancedGrid).toBe(false);
-  });
 });

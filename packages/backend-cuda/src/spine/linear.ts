@@ -55,13 +55,6 @@ export const LINEAR_TUNING = {
    * pairs against 109 on average). FASTKERNELS_FUSE_GLU=0 turns it off.
    */
   gemvFuseGlu: envSwitch('FASTKERNELS_FUSE_GLU', true),
-  /**
-   * fk_gemv_stream's grid from gemvStreamGridBalanced (the busiest SM streams the fewest rows) instead of gemvStreamGrid
-   * (the fewest warps for the most rows a warp). For the Llama-3-8B step's plain products they agree except lm_head (526
-   * blocks against 518: 976 rows on the busiest SM against 992). Off: run 13 measured the step at 4.337 ms with it and
-   * without (decode_ab.json). FASTKERNELS_GEMV_BALANCED_GRID=1 turns it on.
-   */
-  gemvBalancedGrid: envSwitch('FASTKERNELS_GEMV_BALANCED_GRID', false),
 };
 
 /** What chooseLinearPath needs to know about one call. */
@@ -256,12 +249,11 @@ function launchGemv(ctx: SpineContext, op: string, path: 'gemv' | 'gemv-stream',
   const defines = { FK_T: floatCType(a, op, 'x'), FK_VEC: 16 / itemsizeOf(a.dtype), FK_M: M, FK_UNR: path === 'gemv-stream' ? LINEAR_TUNING.gemvUnroll : LINEAR_TUNING.gemvPlainUnroll, FK_WARPS: warps, FK_BIAS: b ? 1 : 0, ...extra };
   const k = spineKernel(ctx, 'gemv.cu', entry, defines);
   const rows = extra.FK_GLU ? N / 2 : N; // the warps' rows: FK_GLU's logical rows are gate | up pairs
-  // FK_GLU's pairs are twice the unit of plain rows, so gemvStreamGrid's fewest-warps choice unbalances the SMs (see
-  // gemvStreamGridBalanced): it always takes the balanced grid; plain rows do with LINEAR_TUNING.gemvBalancedGrid
-  const grid = extra.FK_GLU || LINEAR_TUNING.gemvBalancedGrid ? gemvStreamGridBalanced : gemvStreamGrid;
+  // the grid whose busiest SM streams the fewest rows (gemvStreamGridBalanced: never more than gemvStreamGrid's fewest-
+  // warps grid, which left a third of the SMs a block short for FK_GLU's pairs; plain rows measured the same either way)
   const blocks =
     path === 'gemv-stream'
-      ? grid(rows, ctx.multiprocessors, Math.min(LINEAR_TUNING.gemvStreamWarpsPerSm, residentWarpsPerSm(k, defines)), warps)
+      ? gemvStreamGridBalanced(rows, ctx.multiprocessors, Math.min(LINEAR_TUNING.gemvStreamWarpsPerSm, residentWarpsPerSm(k, defines)), warps)
       : Math.ceil(N / warps);
   k.launch(blocks, warps * 32, 0, [out, a, w, b ? ptr(b) : 0, M, N, K, M === 1 ? K : a.strides[0]!], undefined, pdlSafe ? undefined : 0);
 }
@@ -272,8 +264,8 @@ function launchGemv(ctx: SpineContext, op: string, path: 'gemv' | 'gemv-stream',
  * build, and the PDL build launched in the capture that follows reuses the answer, so nothing is queried mid-capture.
  */
 const residentWarps = new Map<string, number>();
-function residentWarpsPerSm(k: CudaKernel, d: { FK_T: string; FK_M: number; FK_UNR: number; FK_WARPS: number; FK_BIAS: number; FK_GLU?: number }): number {
-  const key = `${d.FK_T}|${d.FK_M}|${d.FK_UNR}|${d.FK_WARPS}|${d.FK_BIAS}|${d.FK_GLU ?? 0}`;
+function residentWarpsPerSm(k: CudaKernel, d: Readonly<Record<string, string | number>> & { FK_WARPS: number }): number {
+  const key = Object.entries(d).join(';'); // every define: any of them may change the registers (FK_ACT's gelu does)
   let n = residentWarps.get(key);
   if (n === undefined) {
     n = Math.max(1, k.occupancy(d.FK_WARPS * 32).activeBlocksPerSM) * d.FK_WARPS;
