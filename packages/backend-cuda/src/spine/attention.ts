@@ -18,7 +18,7 @@
 import { formatShape, Tensor, type DType } from '@fastkernels/core';
 import type { CudaKernel } from '../kernel.js';
 import { planDecode, planPrefill, vectorBytes } from './attention-plan.js';
-import { fileKernel, ptr } from './common.js';
+import { fileKernel, hasContiguousLastDim, ptr } from './common.js';
 import type { SpineContext } from './context.js';
 
 export { ATTENTION_TUNING } from './attention-plan.js';
@@ -34,7 +34,7 @@ function ctype(what: string, t: Tensor): string {
 
 /** t itself when its last dim is contiguous, else a contiguous copy (tracked for disposal). */
 function lastDimContiguous(t: Tensor, temps: Tensor[]): Tensor {
-  if (t.rank === 0 || t.strides[t.rank - 1] === 1 || t.shape[t.rank - 1]! <= 1) return t;
+  if (hasContiguousLastDim(t)) return t;
   const c = t.contiguous();
   temps.push(c);
   return c;

@@ -61,6 +61,12 @@ export function fileKernel(ctx: SpineContext, file: string, entry: string, optio
   return plain;
 }
 
+/** Whether t's last dim is contiguous (stride 1, or at most one element): the head / row vector the kernels read. */
+export function hasContiguousLastDim(t: Tensor): boolean {
+  const r = t.rank;
+  return r === 0 || t.shape[r - 1]! <= 1 || t.strides[r - 1] === 1;
+}
+
 /**
  * A view of `t` as [rows, t.shape[-1]] rows: the last dim contiguous (stride 1, or size 1) and the leading dims
  * collapsing to one stride between consecutive rows. null when the layout is not like that.

@@ -10,7 +10,7 @@
  */
 import { Tensor } from '@fastkernels/core';
 import type { SpineContext } from './context.js';
-import { checkIndexFlag, contiguousOf, disposeAll, indexFlag, itemsizeOf, ptr, spineKernel, vecWidth } from './common.js';
+import { checkIndexFlag, contiguousOf, disposeAll, hasContiguousLastDim, indexFlag, itemsizeOf, ptr, spineKernel, vecWidth } from './common.js';
 import { kvStoreGeometry } from './kvcache.js';
 import { ROTARY_TUNING, rotaryGeometry, rotaryLaunchShape, tokenRows } from './rotary.js';
 
@@ -31,8 +31,7 @@ export function rotaryStoreKvcache(
   const op = 'rotaryStoreKvcache';
   const { T, maxPos, rot, nq, nk, C, P, Tq } = rotaryGeometry(op, positions, query, key, cosSinCache, headSize);
   const { numBlocks, blockSize, S } = kvStoreGeometry(op, [T, nk, headSize], value, kCache, vCache, slotMapping);
-  const headContig = (t: Tensor) => t.shape[t.rank - 1] === 1 || t.strides[t.rank - 1] === 1;
-  if (nk === 0 || value.dtype !== query.dtype || kCache.dtype !== query.dtype || !headContig(kCache) || !headContig(vCache)) return null;
+  if (nk === 0 || value.dtype !== query.dtype || kCache.dtype !== query.dtype || !hasContiguousLastDim(kCache) || !hasContiguousLastDim(vCache)) return null;
   const qOut = Tensor.empty(query.backend, query.shape, query.dtype, { device: query.device });
   const kOut = Tensor.empty(key.backend, key.shape, key.dtype, { device: key.device });
   if (T === 0) return [qOut, kOut];
@@ -43,7 +42,7 @@ export function rotaryStoreKvcache(
     const slots = contiguousOf(slotMapping, temps);
     const q = tokenRows(query, T, temps);
     const k = tokenRows(key, T, temps);
-    const v = headContig(value) ? value : contiguousOf(value, temps);
+    const v = hasContiguousLastDim(value) ? value : contiguousOf(value, temps);
     const [vts, vhs] = v.strides as [number, number, number];
     const [kcb, kco, kch] = kCache.strides as [number, number, number, number];
     const [vcb, vco, vch] = vCache.strides as [number, number, number, number];
