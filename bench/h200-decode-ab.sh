@@ -36,6 +36,17 @@ for a in "${args[@]}"; do settings+=("${a//FASTKERNELS_/}"); done
 echo "decode-ab: bundle $bundle (commit ${commit:-?}), out $OUT, settings ${settings[*]}"
 rm -f "$OUT"/decode-ab-* "$OUT/decode_ab.json"  # nothing from an earlier run is reported as this one's
 # the run-12 launch cuts off (a setting that turns one on names it again after these: for env, the later value wins)
+# every setting starts from the shipped defaults: the speed switches a caller's shell may have exported are cleared for
+# each run (FASTKERNELS_* variables the bench itself needs, such as the cache dir, are kept)
+speed_vars=(PDL PDL_EAGER CHAIN_DECODE GEMV_MAX_ROWS GEMV_UNROLL GEMV_WARPS_PER_SM FUSE_ROTARY_KV FUSE_GLU
+  SAMPLER_GREEDY_SPLIT_ROWS DECODE_MIN_SPLIT_TOKENS DECODE_MMA_WARPS DECODE_MMA_STAGES DECODE_CTAS_PER_SM CHECK_INDICES)
+clear=()
+for v in "${speed_vars[@]}"; do
+  if printenv "FASTKERNELS_$v" >/dev/null; then
+    echo "decode-ab: FASTKERNELS_$v=$(printenv "FASTKERNELS_$v") from the caller is ignored (settings start from the defaults)" >&2
+    clear+=(-u "FASTKERNELS_$v")
+  fi
+done
 cuts_off=(FASTKERNELS_FUSE_ROTARY_KV=0 FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS=0 FASTKERNELS_FUSE_GLU=0)
 gemv=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1 FASTKERNELS_GEMV_UNROLL=8 FASTKERNELS_GEMV_WARPS_PER_SM=32 "${cuts_off[@]}")
 for i in "${!settings[@]}"; do
@@ -64,7 +75,7 @@ for i in "${!settings[@]}"; do
   esac
   t0=$SECONDS
   rc=0
-  env ${env[@]+"${env[@]}"} "$bundle/run-node" "$script" --model "$model" --steps "${STEPS_TIMED:-64}" --prompt "${PROMPT:-64}" ${MAX_MODEL_LEN:+--max-model-len "$MAX_MODEL_LEN"} --json "$OUT/decode-ab-$s.json" --graph-timing 50 \
+  env ${clear[@]+"${clear[@]}"} ${env[@]+"${env[@]}"} "$bundle/run-node" "$script" --model "$model" --steps "${STEPS_TIMED:-64}" --prompt "${PROMPT:-64}" ${MAX_MODEL_LEN:+--max-model-len "$MAX_MODEL_LEN"} --json "$OUT/decode-ab-$s.json" --graph-timing 50 \
     > "$OUT/decode-ab-$s.log" 2>&1 || rc=$?
   echo "$rc" > "$OUT/decode-ab-$s.rc"
   echo "decode-ab: $s: exit $rc, $((SECONDS - t0)) s ($(grep -o 'decodeTokS=[0-9.]*' "$OUT/decode-ab-$s.log" | tail -1))"
