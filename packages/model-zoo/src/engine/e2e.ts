@@ -186,13 +186,22 @@ export interface RunToRunSpread {
  */
 export function runToRunSpread(base: RunResult, noise: RunResult): RunToRunSpread {
   const factor = (r: number | undefined) => (r !== undefined && Number.isFinite(r) && r > 0 ? Math.max(r, 1 / r) : 1);
-  const t = base.throughputTokS && noise.throughputTokS !== undefined ? noise.throughputTokS / base.throughputTokS : undefined;
-  let l: number | undefined;
-  if (base.latencyMs && noise.latencyMs) {
-    const ratios = Object.keys(noise.latencyMs).map((k) => base.latencyMs![Number(k)]! / noise.latencyMs![Number(k)]!).filter((x) => Number.isFinite(x) && x > 0);
-    if (ratios.length) l = geomean(ratios);
+  const s = pointSpeedups(base, noise);
+  return { throughput: factor(s.throughput), latency: factor(s.latency) };
+}
+
+/**
+ * Run r's speedups over the baseline from their point figures: throughput tok/s ratio, and latency as the geomean over
+ * batch sizes of the median-latency ratios (undefined where a side has no figure).
+ */
+function pointSpeedups(base: RunResult, r: RunResult): { throughput?: number; latency?: number } {
+  const out: { throughput?: number; latency?: number } = {};
+  if (r.throughputTokS !== undefined && base.throughputTokS) out.throughput = r.throughputTokS / base.throughputTokS;
+  if (r.latencyMs && base.latencyMs) {
+    const ratios = Object.keys(r.latencyMs).map((k) => base.latencyMs![Number(k)]! / r.latencyMs![Number(k)]!).filter((x) => Number.isFinite(x) && x > 0);
+    if (ratios.length) out.latency = geomean(ratios);
   }
-  return { throughput: factor(t), latency: factor(l) };
+  return out;
 }
 
 /**
@@ -413,11 +422,9 @@ export class E2eRunner {
       const d = tokenDiscrepancies(base.tokens, r.tokens);
       const C = calibratedCorrectness(d, noiseD);
       const rec: E2eRunRecord & { C: number } = { outcome: C >= tau ? 'ok' : 'broken', discrepancies: d, unrelatedDistance: 1, C };
-      if (r.throughputTokS !== undefined && base.throughputTokS) rec.throughputSpeedup = r.throughputTokS / base.throughputTokS;
-      if (r.latencyMs && base.latencyMs) {
-        const ratios = Object.keys(r.latencyMs).map((k) => base.latencyMs![Number(k)]! / r.latencyMs![Number(k)]!).filter((x) => Number.isFinite(x) && x > 0);
-        if (ratios.length) rec.latencySpeedup = geomean(ratios);
-      }
+      const point = pointSpeedups(base, r);
+      if (point.throughput !== undefined) rec.throughputSpeedup = point.throughput;
+      if (point.latency !== undefined) rec.latencySpeedup = point.latency;
       const ci = speedupIntervals(base, r, spread);
       if (ci.throughput) rec.throughputSpeedupCi = ci.throughput;
       if (ci.latency) rec.latencySpeedupCi = ci.latency;
