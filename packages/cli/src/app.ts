@@ -18,11 +18,9 @@ import { processIo, type Io } from './io.js';
 import { runWorker } from './bench/worker.js';
 import { cliVersion } from './version.js';
 
-/** Exit codes: 0 the command completed (a bench run with failing candidates included), 1 an internal error, 2 bad input. */
-export const EXIT_OK = 0;
-export const EXIT_INTERNAL = 1;
-export const EXIT_USAGE = 2;
-export const EXIT_INTERRUPTED = 130;
+import { EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, reportUserError } from './exit-codes.js';
+
+export { EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE };
 
 /** A parse or validation error from yargs (unknown flag, missing option, bad choice). */
 class UsageError extends Error {}
@@ -75,11 +73,7 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
     await buildApp(argv, io).parseAsync();
     return EXIT_OK;
   } catch (e) {
-    if (e instanceof UserError) {
-      io.err(`fastkernels: error: ${e.describe()}\n`);
-      if (verbose && e.stack) io.err(`${e.stack}\n`);
-      return EXIT_USAGE;
-    }
+    if (e instanceof UserError) return reportUserError(e, (t) => io.err(t), verbose);
     if (e instanceof LaunchExitError) {
       // A rank failed: the launcher already named it; exit with the code it chose.
       io.err(`fastkernels: ${e.message}\n`);
