@@ -1,6 +1,7 @@
 import { formatShape, type Backend, type Tensor } from '@fastkernels/core';
 import { geluErf, geluTanh, silu } from '../math.js';
 import { expectFloat, gather, output } from '../strided.js';
+import { linear } from './linear.js';
 
 /** x [..., 2d] -> act(x[..., :d]) * x[..., d:] (vLLM's *AndMul activations). */
 function gatedActivation(backend: Backend, x: Tensor, act: (v: number) => number, what: string): Tensor {
@@ -24,4 +25,17 @@ export function siluAndMul(backend: Backend, x: Tensor): Tensor {
 export function geluAndMul(backend: Backend, x: Tensor, approximate: 'none' | 'tanh'): Tensor {
   if (approximate !== 'none' && approximate !== 'tanh') throw new RangeError(`geluAndMul: approximate must be 'none' or 'tanh', got '${String(approximate)}'`);
   return gatedActivation(backend, x, approximate === 'tanh' ? geluTanh : geluErf, 'geluAndMul');
+}
+
+/**
+ * Ops.linearSiluAndMul as its definition: linear, then siluAndMul (the CUDA backend runs it as one GEMV launch); never
+ * declines, so CPU models take the call the GPU takes by default.
+ */
+export function linearSiluAndMul(backend: Backend, x: Tensor, weight: Tensor, bias: Tensor | null): Tensor {
+  const g = linear(backend, x, weight, bias);
+  try {
+    return siluAndMul(backend, g);
+  } finally {
+    g.dispose();
+  }
 }

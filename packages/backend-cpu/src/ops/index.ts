@@ -1,5 +1,5 @@
 import type { Backend, Ops } from '@fastkernels/core';
-import { geluAndMul, siluAndMul } from './activation.js';
+import { geluAndMul, linearSiluAndMul, siluAndMul } from './activation.js';
 import { pagedDecodeAttention, varlenPrefillAttention } from './attention.js';
 import { add, copy, fill, mul } from './elementwise.js';
 import { storeKvcache_ } from './kvcache.js';
@@ -25,6 +25,7 @@ export function createCpuOps(backend: Backend): Ops {
     embedding: (ids, weight) => embedding(backend, ids, weight),
     embeddingMasked: (ids, weight, start) => embeddingMasked(backend, ids, weight, start),
     linear: (x, weight, bias) => linear(backend, x, weight, bias),
+    linearSiluAndMul: (x, weight, bias) => linearSiluAndMul(backend, x, weight, bias),
     softmax: (x, dim) => softmax(backend, x, dim),
     storeKvcache_,
     rotaryStoreKvcache: (positions, query, key, value, cache, headSize, neox, kCache, vCache, slots) =>

@@ -4,34 +4,16 @@
  * instrumentation stands in for either module.
  */
 import { CpuBackend } from '@fastkernels/backend-cpu';
-import { Rng, Tensor, compareTensors, toHostArray, type Module, type Ops } from '@fastkernels/core';
+import { Rng, Tensor, compareTensors, toHostArray, type Module } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
+import { RecordingBackend, type FusedMode } from '../../../test/recording-backend.js';
 import { baselineRegistry } from '../../index.js';
 import { initProjections } from './L2/attention.js';
 import type { LlamaMLP } from './L2/llama_mlp.js';
 import { SiluAndMul } from './L1/silu_and_mul.js';
 
-/** A CPU backend whose ops also offer linearSiluAndMul (the composition, or a refusal), counting the calls. */
-function fusingBackend(decline = false) {
-  const b = new CpuBackend();
-  const calls = { fused: 0, linear: 0, silu: 0 };
-  const base = b.ops;
-  const ops: Ops = {
-    ...base,
-    linear: (x, w, bias) => (calls.linear++, base.linear(x, w, bias)),
-    siluAndMul: (x) => (calls.silu++, base.siluAndMul(x)),
-    linearSiluAndMul: (x, w, bias) => {
-      calls.fused++;
-      if (decline) return null;
-      const g = base.linear(x, w, bias);
-      const y = base.siluAndMul(g);
-      g.dispose();
-      return y;
-    },
-  };
-  (b as unknown as { ops: Ops }).ops = ops;
-  return { backend: b, calls };
-}
+/** The CPU backend logging linear / siluAndMul; linearSiluAndMul composes (the CPU op), declines (null) or is absent. */
+const recording = (mode: FusedMode = 'composes') => new RecordingBackend(['linear', 'siluAndMul'], 'linearSiluAndMul', mode);
 
 function buildMlp(backend: CpuBackend, registry = baselineRegistry()): LlamaMLP {
   const ctx = { backend, device: 0, dtype: 'f32' as const, registry };
@@ -44,17 +26,19 @@ const input = (backend: CpuBackend) => Tensor.fromArray(backend, new Rng(8).fill
 
 describe('LlamaMLP: gate_up + silu through ops.linearSiluAndMul', () => {
   it('takes the fused op when both modules are ours, with the two-module result', () => {
-    const fused = fusingBackend();
-    const plain = fusingBackend(true);
-    const y = buildMlp(fused.backend).forward(input(fused.backend));
-    const ref = buildMlp(plain.backend).forward(input(plain.backend));
-    expect(fused.calls).toEqual({ fused: 1, linear: 1, silu: 0 }); // down_proj is the one linear left
-    expect(plain.calls).toEqual({ fused: 1, linear: 2, silu: 1 }); // declined: gate_up, silu, down
-    expect(compareTensors(y, toHostArray(ref), { atol: 0, rtol: 0 }).status).toBe('PASSED');
+    const fused = recording();
+    const y = buildMlp(fused).forward(input(fused));
+    expect(fused.calls).toEqual(['linearSiluAndMul', 'linear']); // down_proj is the one linear left
+    for (const mode of ['declines', 'absent'] as const) {
+      const plain = recording(mode);
+      const ref = buildMlp(plain).forward(input(plain));
+      expect(plain.calls).toEqual([...(mode === 'declines' ? ['linearSiluAndMul'] : []), 'linear', 'siluAndMul', 'linear']);
+      expect(compareTensors(y, toHostArray(ref), { atol: 0, rtol: 0 }).status).toBe('PASSED');
+    }
   });
 
   it('runs the two modules when a candidate replaces silu_and_mul', () => {
-    const { backend, calls } = fusingBackend();
+    const backend = recording();
     class CandidateSilu extends SiluAndMul {
       override forward(x: Tensor): Tensor {
         return super.forward(x);
@@ -63,16 +47,16 @@ describe('LlamaMLP: gate_up + silu through ops.linearSiluAndMul', () => {
     const registry = baselineRegistry().child('candidate');
     registry.override('L1/silu_and_mul', CandidateSilu);
     buildMlp(backend, registry).forward(input(backend));
-    expect(calls).toEqual({ fused: 0, linear: 2, silu: 1 });
+    expect(backend.calls).toEqual(['linear', 'siluAndMul', 'linear']);
   });
 
   it('runs the two modules when forward is wrapped on the instance (as an instrumented module would be)', () => {
-    const { backend, calls } = fusingBackend();
+    const backend = recording();
     const m = buildMlp(backend);
     const act = (m as unknown as { actFn: SiluAndMul }).actFn;
     const own = act.forward.bind(act);
     act.forward = (x: Tensor) => own(x);
     m.forward(input(backend));
-    expect(calls).toEqual({ fused: 0, linear: 2, silu: 1 });
+    expect(backend.calls).toEqual(['linear', 'siluAndMul', 'linear']);
   });
 });
