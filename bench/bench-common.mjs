@@ -1,6 +1,6 @@
 // What the bench scripts (bench/*.mjs, bundled by tools/gpu-host-bundle.mjs) share: flag parsing, the CUDA backend or
 // a clear exit, and the launch settings a timing depends on (recorded in each JSON).
-import { CudaBackend, ATTENTION_TUNING, LAUNCH_TUNING, LINEAR_TUNING, ROTARY_TUNING, SAMPLER_TUNING } from '@fastkernels/backend-cuda';
+import { CudaBackend, ATTENTION_TUNING, KV_STORE_TUNING, LAUNCH_TUNING, LINEAR_TUNING, NORM_TUNING, ROTARY_TUNING, SAMPLER_TUNING } from '@fastkernels/backend-cuda';
 import { chainDecodeDefault } from '@fastkernels/model-zoo';
 
 /** `--name value` and `--flag` lookups over argv (default: this process's arguments). */
@@ -24,25 +24,23 @@ export function cudaBackendOrExit(label) {
 }
 
 /**
- * The speed settings in force (defaults, or FASTKERNELS_PDL / _PDL_EAGER / _CHAIN_DECODE / _GEMV_MAX_ROWS), for the
- * JSON's settings. chainDecode is the engine's default; the engine itself chains only graph decode at world size 1.
+ * The speed settings in force, for the JSON's settings: PDL and chained decode (the engine's default; it chains only
+ * graph decode at world size 1) by name, and every tuning object of the CUDA backend whole, so a knob added there is
+ * recorded without a change here.
  */
 export function launchSettings() {
   return {
     pdl: LAUNCH_TUNING.pdl,
     pdlEager: LAUNCH_TUNING.pdlEager,
     chainDecode: chainDecodeDefault(),
-    gemvMaxRows: LINEAR_TUNING.gemvMaxRows,
-    gemvStream: LINEAR_TUNING.gemvStream,
-    gemvStreamWarpsPerSm: LINEAR_TUNING.gemvStreamWarpsPerSm,
-    gemvUnroll: LINEAR_TUNING.gemvUnroll,
-    gemvFuseGlu: LINEAR_TUNING.gemvFuseGlu,
-    rotaryBlocksPerSm: ROTARY_TUNING.blocksPerSm,
-    fuseRotaryKv: ROTARY_TUNING.fuseKvStore,
-    samplerGreedySplitMaxRows: SAMPLER_TUNING.greedySplitMaxRows,
-    decodeMmaWarps: ATTENTION_TUNING.decodeMmaWarps,
-    decodeMmaMinSplitTokens: ATTENTION_TUNING.decodeMmaMinSplitTokens,
-    decodeMmaStages: ATTENTION_TUNING.decodeMmaStages,
-    decodeMmaCtasPerSm: ATTENTION_TUNING.decodeMmaCtasPerSm,
+    tuning: {
+      launch: { ...LAUNCH_TUNING },
+      linear: { ...LINEAR_TUNING },
+      attention: { ...ATTENTION_TUNING },
+      rotary: { ...ROTARY_TUNING },
+      norm: { ...NORM_TUNING },
+      kvStore: { ...KV_STORE_TUNING },
+      sampler: { ...SAMPLER_TUNING },
+    },
   };
 }
