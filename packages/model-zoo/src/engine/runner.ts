@@ -13,6 +13,8 @@ export const GRAPH_POOL_MARGIN = 1.15;
 
 /** The per-row staging fields a graph decode step uploads (block tables go separately: maxBlocksPerSeq per row). */
 const DECODE_FIELDS = ['inputIds', 'positions', 'slotMapping', 'seqLens', 'temperature', 'topK', 'topP', 'seeds'] as const;
+/** What a chained step uploads: the same but the input ids, which it copies on the device from the step before. */
+const CHAINED_FIELDS = DECODE_FIELDS.filter((f) => f !== 'inputIds');
 
 let captureDepth = 0;
 const CAPTURE_PHASE = Symbol.for('fastkernels.capturePhase');
@@ -452,7 +454,7 @@ export class EngineRunner {
     const B = seqs.length;
     const s = pre.staging;
     this.flip = this.staging.indexOf(s);
-    for (const f of DECODE_FIELDS) if (f !== 'inputIds') this.upload(s, f, pre.bucket); // input ids: copied on the device below
+    for (const f of CHAINED_FIELDS) this.upload(s, f, pre.bucket);
     this.upload(s, 'blockTables', pre.bucket * this.maxBlocksPerSeq);
     // row d takes the token of seqs[d]'s row in the step before (padding rows keep an earlier, valid id)
     const ids = this.views.get('inputIds')!;
