@@ -1,6 +1,6 @@
 // What the bench scripts (bench/*.mjs, bundled by tools/gpu-host-bundle.mjs) share: flag parsing, the CUDA backend or
 // a clear exit, and the launch settings a timing depends on (recorded in each JSON).
-import { CudaBackend, ATTENTION_TUNING, KV_STORE_TUNING, LAUNCH_TUNING, LINEAR_TUNING, NORM_TUNING, PREFETCH_TUNING, ROTARY_TUNING, SAMPLER_TUNING } from '@fastkernels/backend-cuda';
+import { CudaBackend, ATTENTION_TUNING, KV_STORE_TUNING, LAUNCH_TUNING, LINEAR_TUNING, NORM_TUNING, ROTARY_TUNING, SAMPLER_TUNING } from '@fastkernels/backend-cuda';
 import { chainDecodeDefault } from '@fastkernels/model-zoo';
 
 /** `--name value` and `--flag` lookups over argv (default: this process's arguments). */
@@ -41,7 +41,6 @@ export function launchSettings() {
       norm: { ...NORM_TUNING },
       kvStore: { ...KV_STORE_TUNING },
       sampler: { ...SAMPLER_TUNING },
-      prefetch: { ...PREFETCH_TUNING },
     },
   };
 }

@@ -17,7 +17,6 @@ export { SAMPLER_TUNING } from './spine/sampler.js';
 export { LAUNCH_TUNING, PDL_READY_FILES } from './launch-tuning.js';
 export { LINEAR_TUNING } from './spine/linear.js';
 export { NORM_TUNING } from './spine/norm.js';
-export { PREFETCH_TUNING } from './spine/prefetch.js';
 export { KV_STORE_TUNING } from './spine/kvcache.js';
 export { ROTARY_TUNING } from './spine/rotary.js';
 export { ATTENTION_TUNING } from './spine/attention-plan.js';

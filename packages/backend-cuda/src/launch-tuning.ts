@@ -41,7 +41,6 @@ export const PDL_READY_FILES: ReadonlySet<string> = new Set([
   'gemv.cu',
   'kvcache.cu',
   'norm.cu',
-  'prefetch.cu',
   'rotary.cu',
   'sampler.cu',
   'softmax.cu',

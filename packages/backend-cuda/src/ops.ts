@@ -14,7 +14,6 @@ import * as embedding from './spine/embedding.js';
 import * as kvcache from './spine/kvcache.js';
 import * as linear from './spine/linear.js';
 import * as norm from './spine/norm.js';
-import * as prefetch from './spine/prefetch.js';
 import * as rotary from './spine/rotary.js';
 import * as rotaryKv from './spine/rotary-kv.js';
 import * as sampler from './spine/sampler.js';
@@ -283,9 +282,6 @@ export class CudaOps implements Ops {
   }
   linearSiluAndMul(x: Tensor, weight: Tensor, bias: Tensor | null): Tensor | null {
     return linear.linearSiluAndMul(this.spine, x, weight, bias);
-  }
-  prefetchWeight(weight: Tensor, rows: number): (() => void) | null {
-    return prefetch.prefetchWeight(this.spine, weight, rows);
   }
   softmax(x: Tensor, dim: number): Tensor {
     return softmax.softmax(this.spine, x, dim);

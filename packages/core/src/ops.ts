@@ -50,13 +50,6 @@ export interface Ops {
    * changes the result.
    */
   linearSiluAndMul?(x: Tensor, weight: Tensor, bias: Tensor | null): Tensor | null;
-  /**
-   * Optional hint: `weight` will soon be read whole by a linear over `rows` rows of x, after a few small ops (a decode
-   * step's o_proj, issued right after its qkv projection). A backend may start moving it toward the compute units
-   * meanwhile (the CUDA backend: into L2). It writes nothing and changes no result. Returns a function the caller calls
-   * before that linear runs (where the backend joins any work it forked), or null when it started nothing.
-   */
-  prefetchWeight?(weight: Tensor, rows: number): (() => void) | null;
   /** Softmax over one dim, accumulated in float32 or wider; result in x's dtype. */
   softmax(x: Tensor, dim: number): Tensor;
   /**

@@ -123,19 +123,6 @@ export class LlamaAttention extends Module {
     return ops.rotaryStoreKvcache(positions, qIn, kIn, v, rotary.cosSinCache, rotary.headSize, rotary.isNeoxStyle, kCache, vCache, slotMapping);
   }
 
-  /**
-   * Ops.prefetchWeight for o_proj's weight, asked right after the qkv projection: the rotary, cache write and attention
-   * kernels in between leave DRAM idle at small batches, and the backend may move the weight toward the GPU's cache
-   * meanwhile. A hint only (no result changes); any o_proj that keeps a `weight` tensor gets it, a candidate's too.
-   * Returns the join the backend wants before o_proj runs, or null.
-   */
-  private prefetchOProj(tokens: number): (() => void) | null {
-    const ops = this.ctx.backend.ops;
-    const weight = (this.oProj as { weight?: unknown }).weight;
-    if (!ops.prefetchWeight || !(weight instanceof Tensor)) return null;
-    return ops.prefetchWeight(weight, tokens);
-  }
-
   forward(positions: Tensor, hiddenStates: Tensor): Tensor {
     const fc = getForwardContext();
     const md = fc.attnMetadata;
@@ -149,7 +136,6 @@ export class LlamaAttention extends Module {
     const D = this.headDim;
 
     const qkv = project(this.qkvProj, hiddenStates); // [T, q | k | v] (this rank's heads)
-    const oProjReady = this.prefetchOProj(T);
     const qIn = qkv.narrow(1, 0, this.qSize);
     const kIn = qkv.narrow(1, this.qSize, this.kvSize);
     const qkv3 = qkv.view(T, nq + 2 * nk, D);
@@ -209,7 +195,6 @@ export class LlamaAttention extends Module {
       }
     }
     const flat = attn.view(T, nq * D);
-    oProjReady?.();
     const out = project(this.oProj, flat);
     for (const t of [qkv, qIn, kIn, qkv3, v, q, kRot!, k, q3, attn, flat, ...gathered]) t.dispose();
     return out;
