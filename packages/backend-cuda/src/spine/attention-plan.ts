@@ -30,13 +30,21 @@ export const ATTENTION_TUNING = {
   decodeMmaWarps: envCount('FASTKERNELS_DECODE_MMA_WARPS', 4, 1),
   /**
    * cp.async ring depth per warp in 16-token tiles (0: as many as decodeMmaSmemBytes allows, 2..8;
-   * FASTKERNELS_DECODE_MMA_STAGES for the kernel bench's sweeps: paged decode b64x2k is at 60% of copy, target 80%).
+   * FASTKERNELS_DECODE_MMA_STAGES). 2 since run 14 (H200, paged decode b64x2k, bench-kernels sweeps in
+   * paged-decode-sweep-run14.txt): 64 KB a CTA at 4 warps, so three CTAs an SM instead of two; with decodeMmaCtasPerSm 16,
+   * 88.3-90.0 us (70-72% of copy) against 99.5-105.2 us for run 13's 3 stages at 32 CTAs an SM. 4 stages (one CTA an
+   * SM) 150 us. The bs-1 step is unchanged (4.357 against 4.372 ms, decode_ab-run14-decode.json).
    */
-  decodeMmaStages: envCount('FASTKERNELS_DECODE_MMA_STAGES', 0),
-  /** Shared memory one mma decode CTA may take for its rings (96 KB: two CTAs per SM). */
+  decodeMmaStages: envCount('FASTKERNELS_DECODE_MMA_STAGES', 2),
+  /** Shared memory one mma decode CTA may take for its rings when decodeMmaStages is 0 (96 KB: two CTAs per SM). */
   decodeMmaSmemBytes: 96 * 1024,
-  /** Mma decode CTAs (non-empty or not) aimed for per SM when choosing the split size (FASTKERNELS_DECODE_CTAS_PER_SM). */
-  decodeMmaCtasPerSm: envCount('FASTKERNELS_DECODE_CTAS_PER_SM', 32, 1),
+  /**
+   * Mma decode CTAs (non-empty or not) aimed for per SM when choosing the split size (FASTKERNELS_DECODE_CTAS_PER_SM).
+   * 16 since run 14: b64x2k then splits its 2048 keys in 4 of 512 (2048 CTAs) instead of 8 of 256; with 2 stages
+   * 88-90 us against 91-109 at 32 (the per-CTA ramp is paid half as often). 8: 98.7 us; 24: 165 us; 48: 95 us (wave
+   * quantisation). Batch 1 is unchanged (its splits stay at decodeMmaMinSplitTokens).
+   */
+  decodeMmaCtasPerSm: envCount('FASTKERNELS_DECODE_CTAS_PER_SM', 16, 1),
   /**
    * Fewest keys per split of the mma decode kernel (FASTKERNELS_DECODE_MIN_SPLIT_TOKENS for the A/B bench). Run 13
    * (bs-1 Llama-3-8B step, 128-384 keys, graph for 2176; decode_ab.json): one split of up to 4096 keys at 8 warps 4.310 ms

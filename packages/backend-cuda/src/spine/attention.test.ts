@@ -59,12 +59,15 @@ describe('attention launch plans', () => {
     expect(m.mma).toBe(true);
     expect(m.headsPerCta).toBe(4);
     expect(m.warps).toBe(ATTENTION_TUNING.decodeMmaWarps);
-    expect(m.stages).toBe(3);
-    expect(m.sharedBytes).toBe(4 * 3 * 2 * 16 * 128 * 2);
-    expect(m.chunk).toBe(256);
-    expect(m.splits).toBe(8);
-    expect(m.grid).toEqual([8, 8, 64]);
-    const d64 = planDecode({ ...llama, headDim: 64, batch: 64, maxBlocks: 128, dtype: 'f16' });
+    expect(m.stages).toBe(2); // run 14's default: three CTAs an SM
+    expect(m.sharedBytes).toBe(4 * 2 * 2 * 16 * 128 * 2);
+    expect(m.chunk).toBe(512); // 132 SMs x 16 CTAs aimed for
+    expect(m.splits).toBe(4);
+    expect(m.grid).toEqual([4, 8, 64]);
+    // decodeMmaStages 0: as many stages as the shared budget holds
+    const budget = { ...ATTENTION_TUNING, decodeMmaStages: 0 };
+    expect(planDecode({ ...llama, batch: 64, maxBlocks: 128, dtype: 'bf16' }, budget).stages).toBe(3);
+    const d64 = planDecode({ ...llama, headDim: 64, batch: 64, maxBlocks: 128, dtype: 'f16' }, budget);
     expect(d64.stages).toBe(6);
     expect(planDecode({ ...llama, qHeads: 64, kvHeads: 1, batch: 2, maxBlocks: 8, dtype: 'bf16' }).headsPerCta).toBe(16);
     expect(planDecode({ ...llama, qHeads: 12, kvHeads: 2, batch: 2, maxBlocks: 8, dtype: 'bf16' }).headsPerCta).toBe(6);
@@ -165,10 +168,10 @@ describe('attention ops on a fake device (argument packing, grids, specialisatio
     const main = launches[0]!;
     expect(main.options).toContain('-DFK_MHG=4');
     expect(main.options).toContain('-DFK_DEC_PATH=2');
-    expect(main.options).toContain('-DFK_STAGES=3');
-    expect(main.shared).toBe(4 * 3 * 8192);
-    expect(main.grid).toEqual([8, 8, 64]);
-    expect(main.args.at(-2)).toBe(256); // chunk
+    expect(main.options).toContain('-DFK_STAGES=2');
+    expect(main.shared).toBe(4 * 2 * 8192);
+    expect(main.grid).toEqual([4, 8, 64]);
+    expect(main.args.at(-2)).toBe(512); // chunk
     expect(launches[1]!.args.at(-1)).toBe(1); // skip_single
     // f32 and odd head dims keep the register-streaming kernel
     launches.length = 0;
