@@ -76,6 +76,8 @@ export interface DecodePlanInput {
   readonly dtype?: string;
   /** Largest vector (bytes) the caches' addresses and strides allow (cp.async needs 16); absent: vecBytes. */
   readonly cacheVecBytes?: number;
+  /** Most dynamic shared memory a block may opt in to on this device (caps the mma kernel's stages); absent: no cap. */
+  readonly sharedPerBlockOptin?: number;
 }
 
 /** Keys per tile of the mma decode kernel (kernels/attention_decode.cu fkdm::BN). */
@@ -154,10 +156,12 @@ function planDecodeMma(p: DecodePlanInput, group: number, tuning: typeof ATTENTI
   const headsPerCta = largestDivisorAtMost(group, 16); // the 16 rows of one mma tile
   const warps = Math.max(1, Math.min(8, Math.floor(tuning.decodeMmaWarps)));
   const stageBytes = 2 * DECODE_MMA_TILE * p.headDim * p.itemsize; // K and V of one tile
-  const stages =
-    tuning.decodeMmaStages > 0
-      ? Math.max(2, Math.min(8, Math.floor(tuning.decodeMmaStages)))
-      : Math.max(2, Math.min(8, Math.floor(tuning.decodeMmaSmemBytes / (warps * stageBytes))));
+  // a forced depth is capped by what the device lets one block have (run 14: 8 stages at 4 warps asked for 256 KB of 227)
+  const fits = p.sharedPerBlockOptin ? Math.floor(p.sharedPerBlockOptin / (warps * stageBytes)) : 8;
+  const stages = Math.max(
+    2,
+    Math.min(8, fits, Math.floor(tuning.decodeMmaStages > 0 ? tuning.decodeMmaStages : tuning.decodeMmaSmemBytes / (warps * stageBytes))),
+  );
   const sharedBytes = warps * stages * stageBytes;
   const unit = DECODE_MMA_TILE * warps; // one tile per warp
   const headGroups = p.qHeads / headsPerCta;

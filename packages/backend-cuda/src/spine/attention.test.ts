@@ -80,6 +80,11 @@ describe('attention launch plans', () => {
     expect(planDecode({ ...llama, batch: 2, maxBlocks: 4, dtype: 'bf16', cacheVecBytes: 8 }).mma).toBe(false);
     expect(planDecode({ ...llama, batch: 2, maxBlocks: 4, dtype: 'bf16', vecBytes: 2, cacheVecBytes: 16 }).mma).toBe(true);
     expect(planDecode({ ...llama, batch: 2, maxBlocks: 4, dtype: 'bf16' }, { ...ATTENTION_TUNING, decodeMma: false }).mma).toBe(false);
+    // a forced depth is capped by the device's per-block shared memory (H200: 227 KB, so 7 stages of 8 KB at 4 warps)
+    const deep = { ...ATTENTION_TUNING, decodeMmaStages: 8 };
+    expect(planDecode({ ...llama, batch: 64, maxBlocks: 128, dtype: 'bf16' }, deep).stages).toBe(8);
+    expect(planDecode({ ...llama, batch: 64, maxBlocks: 128, dtype: 'bf16', sharedPerBlockOptin: 232448 }, deep).stages).toBe(7);
+    expect(planDecode({ ...llama, batch: 64, maxBlocks: 128, dtype: 'bf16', sharedPerBlockOptin: 232448 }, { ...deep, decodeMmaWarps: 8 }).stages).toBe(3);
     // a forced split rounds up to one tile per warp
     expect(planDecode({ ...llama, batch: 2, maxBlocks: 40, dtype: 'bf16' }, { ...ATTENTION_TUNING, decodeSplitTokens: 65 }).chunk).toBe(128);
   });

@@ -106,6 +106,7 @@ export function pagedDecodeAttention(
     const plan = planDecode({
       batch: B, qHeads: nQ, kvHeads: nKv, headDim: D, itemsize: it, vecBytes: vb, blockSize, maxBlocks,
       slidingWindow: Math.max(0, slidingWindow), multiprocessors: ctx.multiprocessors, dtype: query.dtype, cacheVecBytes: cacheVb,
+      sharedPerBlockOptin: ctx.runtime.properties().sharedPerBlockOptin,
     });
     const main = plan.mma
       ? decodeKernel(ctx, 'fk_paged_decode_mma', [
