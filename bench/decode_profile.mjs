@@ -15,10 +15,12 @@
 //       [--max-model-len N] [--json out.json] [--graph-timing 50] [--copy-bw]
 // --max-model-len: the context the graph is captured for (default prompt + steps + 64; bench/serve_llama.mjs's engine
 // has 2176, so its bs-1 decode-attention runs 17 splits a layer where this default gives 2).
+// --ablate OP[,OP] (or FASTKERNELS_BENCH_ABLATE): those ops launch nothing (bench/decode-ablate.mjs): a timing bound only.
 import './user-errors.mjs'; // first: a bad FASTKERNELS_* value is one line, not a stack
 import { readFileSync, writeFileSync } from 'node:fs';
 import { LLMEngine, baselineRegistry, loadLlamaModel, summarizeSteps } from '@fastkernels/model-zoo';
 import { benchArgs, cudaBackendOrExit, launchSettings } from './bench-common.mjs';
+import { ablateOps, parseAblate } from './decode-ablate.mjs';
 import { DEFAULT_COPY_GBS, llamaGemmWeights } from './decode-profile-lib.mjs';
 
 const { opt, has } = benchArgs();
@@ -29,6 +31,13 @@ const promptLen = Number(opt('--prompt', 64));
 const graphTiming = Number(opt('--graph-timing', 0));
 const maxModelLenOpt = opt('--max-model-len');
 const log = (m) => console.error(`decode-profile: ${m}`);
+let ablate;
+try {
+  ablate = parseAblate(opt('--ablate', process.env.FASTKERNELS_BENCH_ABLATE));
+} catch (e) {
+  console.error(`decode-profile: --ablate / FASTKERNELS_BENCH_ABLATE: ${e.message}`);
+  process.exit(2);
+}
 if (!modelDir || !(steps >= 1) || !(promptLen >= 1) || (maxModelLenOpt !== undefined && !(Number(maxModelLenOpt) >= promptLen + steps + 1))) {
   console.error('decode-profile: --model DIR (a folder with config.json) is required; --steps and --prompt must be >= 1; --max-model-len must hold the prompt and the steps (>= prompt + steps + 1)');
   process.exit(1);
@@ -38,7 +47,7 @@ const rt = backend.runtime;
 const cfgJson = JSON.parse(readFileSync(`${modelDir}/config.json`, 'utf8'));
 const result = {
   side: 'ours', model: modelDir, device: rt.properties().name ?? null, versions: backend.versions(),
-  settings: { steps, promptLen, maxModelLen: maxModelLenOpt === undefined ? null : Number(maxModelLenOpt), graphTiming, copyBw: has('--copy-bw'), ...launchSettings() }, weights: llamaGemmWeights(cfgJson), errors: [],
+  settings: { steps, promptLen, maxModelLen: maxModelLenOpt === undefined ? null : Number(maxModelLenOpt), graphTiming, copyBw: has('--copy-bw'), ablate, ...launchSettings() }, weights: llamaGemmWeights(cfgJson), errors: [],
 };
 const save = () => jsonOut && writeFileSync(jsonOut, JSON.stringify(result, null, 2));
 
@@ -47,6 +56,10 @@ try {
   const { model, config, ctx } = loadLlamaModel(modelDir, { backend, registry: baselineRegistry(), randomInit: 'device', initSeed: 0 });
   result.loadSeconds = (performance.now() - t0) / 1e3;
   log(`model built and weights filled on the device in ${result.loadSeconds.toFixed(1)} s`);
+  if (ablate.length) {
+    ablateOps(backend, ablate);
+    log(`ABLATED (no kernel launched, outputs garbage: the step time is a bound, not a result): ${ablate.join(', ')}`);
+  }
   const maxModelLen = Math.min(maxModelLenOpt === undefined ? promptLen + steps + 64 : Number(maxModelLenOpt), config.maxPositionEmbeddings);
   const t1 = performance.now();
   // bs 1 only: one sequence, one graph bucket (graphBucketSizes(1) = [1]); the activation profile runs one

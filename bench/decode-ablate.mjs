@@ -1,0 +1,31 @@
+// Issue 7, bs-1 decode: what a class of small kernels costs inside the captured step, as an upper bound on what fusing
+// it away can save. A timing diagnostic only: ablateOps replaces the named ops of one backend with stand-ins that
+// allocate their outputs (right shapes and dtypes) and launch nothing, so the decode graph is captured without those
+// kernels. Every output after the first stand-in is garbage; only the step time means anything.
+// Used by bench/decode_profile.mjs (--ablate, or FASTKERNELS_BENCH_ABLATE for the A/B bench:
+// `h200-decode-ab.sh BENCH_ABLATE=rmsNorm:fusedAddRmsNorm`).
+import { Tensor } from '@fastkernels/core';
+
+const like = (t) => Tensor.empty(t.backend, t.shape, t.dtype, { device: t.device });
+
+/** The ops that may be ablated, each with its launch-free stand-in. */
+export const ABLATABLE = {
+  rmsNorm: (x) => like(x),
+  fusedAddRmsNorm: (x) => [like(x), like(x)],
+  rotaryStoreKvcache: (_positions, query, key) => [like(query), like(key)],
+  pagedDecodeAttention: (query) => like(query),
+};
+
+/** Op names from a list (',' or ':' between names); a name not in ABLATABLE is an error naming the choices. */
+export function parseAblate(text) {
+  const names = (text ?? '').split(/[,:]/).map((s) => s.trim()).filter(Boolean);
+  for (const n of names) {
+    if (!Object.hasOwn(ABLATABLE, n)) throw new Error(`cannot ablate '${n}': choose from ${Object.keys(ABLATABLE).join(', ')}`);
+  }
+  return names;
+}
+
+/** Replace `names` on backend.ops with their stand-ins (instance properties shadowing the backend's methods). */
+export function ablateOps(backend, names) {
+  for (const n of names) backend.ops[n] = ABLATABLE[n];
+}
