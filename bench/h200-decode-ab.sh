@@ -16,7 +16,9 @@
 #           review on the SM-balanced grid, gemvStreamGridBalanced; on by default since run 13)
 #   defaults  no FASTKERNELS_* switch set: the shipped defaults (since run 13: gemv48 + rkv + greedy + glu)
 #   NAME=V[,NAME=V...]  the defaults with these FASTKERNELS_* variables set (the prefix may be left out), recorded under
-#           the same text without the prefix: e.g. DECODE_MIN_SPLIT_TOKENS=512 (ATTENTION_TUNING.decodeMmaMinSplitTokens)
+#           the same text without the prefix: e.g. DECODE_MIN_SPLIT_TOKENS=512 (ATTENTION_TUNING.decodeMmaMinSplitTokens);
+#           BENCH_ABLATE=OP[:OP] launches nothing for those ops (bench/decode-ablate.mjs: rmsNorm, fusedAddRmsNorm,
+#           rotaryStoreKvcache, pagedDecodeAttention): garbage tokens, the step time an upper bound on a fusion's gain
 # (run 12 also measured PDL-early launches, a GEMV L2 prefetch and the decode combine inside the decode kernel: all
 # slower, removed; decode_ab-run12-early-pf.json, decode_ab-run12-fusions.json)
 # Writes $OUT/decode_ab.json ({ commit, settings: { name: { stepMs, graphReplayMs, decodeTokS, hostMs, rc } } }) and
@@ -39,7 +41,8 @@ rm -f "$OUT"/decode-ab-* "$OUT/decode_ab.json"  # nothing from an earlier run is
 # every setting starts from the shipped defaults: the speed switches a caller's shell may have exported are cleared for
 # each run (FASTKERNELS_* variables the bench itself needs, such as the cache dir, are kept)
 speed_vars=(PDL PDL_EAGER CHAIN_DECODE GEMV_MAX_ROWS GEMV_UNROLL GEMV_WARPS_PER_SM FUSE_ROTARY_KV FUSE_GLU
-  SAMPLER_GREEDY_SPLIT_ROWS DECODE_MIN_SPLIT_TOKENS DECODE_MMA_WARPS DECODE_MMA_STAGES DECODE_CTAS_PER_SM CHECK_INDICES)
+  SAMPLER_GREEDY_SPLIT_ROWS DECODE_MIN_SPLIT_TOKENS DECODE_MMA_WARPS DECODE_MMA_STAGES DECODE_CTAS_PER_SM CHECK_INDICES
+  GEMV_LATE_TRIGGER BENCH_ABLATE)
 clear=()
 for v in "${speed_vars[@]}"; do
   if printenv "FASTKERNELS_$v" >/dev/null; then
@@ -66,7 +69,7 @@ for i in "${!settings[@]}"; do
       env=()
       IFS=',' read -ra kv <<< "$s"
       for a in "${kv[@]}"; do
-        if ! [[ "$a" =~ ^[A-Z0-9_]+=[A-Za-z0-9_.-]*$ ]]; then
+        if ! [[ "$a" =~ ^[A-Z0-9_]+=[A-Za-z0-9_.:-]*$ ]]; then
           echo "decode-ab: setting '${args[$i]}': '$a' is not NAME=VALUE (a FASTKERNELS_* variable, prefix optional)" >&2; exit 2
         fi
         env+=("FASTKERNELS_$a")
