@@ -11,6 +11,7 @@
 // Specialised with -DFK_T=<__nv_bfloat16|__half|float> -DFK_VEC=<8|8|4> -DFK_M -DFK_UNR -DFK_WARPS -DFK_BIAS, and for
 // fk_gemv_stream -DFK_GLU=1 (with -DFK_ACT, fk_act.cuh): the gated MLP's activation in the epilogue (see there).
 // compile-cu: -DFK_GLU=1 -DFK_UNR=4
+// compile-cu: -DFK_GLU=1 -DFK_UNR=4 -DFK_PDL=1 -DFK_LATE_TRIGGER=1
 #include "fk_vec.cuh"
 #include "fk_pdl.cuh"
 #include "fk_act.cuh"
@@ -28,6 +29,9 @@
 #endif
 #ifndef FK_GLU
 #define FK_GLU 0
+#endif
+#ifndef FK_LATE_TRIGGER
+#define FK_LATE_TRIGGER 0  // fk_gemv_stream: 1 = no early fk_pdl_trigger (see there)
 #endif
 static_assert(FK_VEC * sizeof(FK_T) == 16, "fk_gemv reads 16-byte vectors: FK_VEC must be 16 / sizeof(FK_T)");
 
@@ -161,7 +165,8 @@ __device__ __forceinline__ void fk_gemv_store_glu(const float (&gate)[FK_M], con
 //    ahead, across row ends (a chunk = 32 vectors, one per lane, inside one row: K % (32 * FK_VEC) == 0, which the
 //    host checks). The refill is unconditional (past the warp's last chunk it re-reads that chunk, an L2 hit): a
 //    conditional load would need a select on its result, which waits for it and serialises the stream;
-//  - under PDL the first FK_UNR chunks load before the wait for x, and the next kernel is let in right after it.
+//  - under PDL the first FK_UNR chunks load before the wait for x, and the next kernel is let in right after it
+//    (FK_LATE_TRIGGER=1: only when this kernel's blocks exit; see LINEAR_TUNING.gemvLateTrigger).
 // With FK_GLU (a gated MLP's gate_up projection, W = [gate; up], 2d rows): y [M, d] = act(gate . x) * (up . x). The
 // warp's logical row r is gate row r followed by up row r + d in its stream, so one warp holds both sums and writes
 // act(g) * u itself: fk_act_and_mul's launch and its read of the [M, 2d] projection are gone. Each sum is rounded to
@@ -217,7 +222,9 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32)
 #pragma unroll
   for (int u = 0; u < FK_UNR; ++u) buf[u] = refill();
   fk_pdl_wait();
+#if !FK_LATE_TRIGGER
   fk_pdl_trigger();
+#endif
 
   float acc[FK_M];
 #pragma unroll

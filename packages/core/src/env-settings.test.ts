@@ -1,10 +1,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { envCount, envSwitch } from './env-settings.js';
+import { envChoice, envCount, envSwitch } from './env-settings.js';
 import { UserError } from './errors.js';
 
 const NAME = 'FASTKERNELS_TEST_ENV_SETTING';
 
-describe('envSwitch / envCount: speed settings from the environment', () => {
+describe('envSwitch / envCount / envChoice: speed settings from the environment', () => {
   afterEach(() => {
     delete process.env[NAME];
   });
@@ -47,4 +47,11 @@ describe('envSwitch / envCount: speed settings from the environment', () => {
       expect(() => envCount(NAME, 0)).toThrowError(/expected a whole number/);
     });
   }
+  it('choice: one of the names, else an error that lists them', () => {
+    expect(envChoice(NAME, ['off', 'glu'] as const, 'off')).toBe('off');
+    process.env[NAME] = 'glu';
+    expect(envChoice(NAME, ['off', 'glu'] as const, 'off')).toBe('glu');
+    process.env[NAME] = 'GLU';
+    expect(() => envChoice(NAME, ['off', 'glu'] as const, 'off')).toThrowError(/expected one of off, glu, got 'GLU'/);
+  });
 });

@@ -29,3 +29,11 @@ export function envCount(name: string, fallback: number, min = 0): number {
   }
   return n;
 }
+
+/** One of `choices`: unset -> fallback. */
+export function envChoice<C extends string>(name: string, choices: readonly C[], fallback: C): C {
+  const v = raw(name);
+  if (v === undefined) return fallback;
+  if ((choices as readonly string[]).includes(v)) return v as C;
+  throw new UserError(`expected one of ${choices.join(', ')}, got '${v}'`, { field: name, fix: `set ${name} to one of ${choices.join(', ')}, or unset it for the default (${fallback})` });
+}

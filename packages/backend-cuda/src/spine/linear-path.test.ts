@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { parseSignature } from '../args.js';
 import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
 import { withTuning } from '../../test/spine-helpers.js';
-import { LINEAR_TUNING, chooseLinearPath, gemvSmLoad, gemvStreamGrid, gemvStreamGridBalanced, type LinearPath, type LinearShape } from './linear.js';
+import { LINEAR_TUNING, chooseLinearPath, gemvLateTrigger, gemvSmLoad, gemvStreamGrid, gemvStreamGridBalanced, type LinearPath, type LinearShape } from './linear.js';
 
 describe('chooseLinearPath (CPU): cuBLASLt vs the small-batch GEMV, per call', () => {
   const on = { ...LINEAR_TUNING, gemvMaxRows: 8 };
@@ -102,4 +102,21 @@ describe('gemvStreamGridBalanced: the one-wave grid whose busiest SM streams the
       expect(got * wpb).toBeLessThanOrEqual(sms * wps); // one wave
     });
   }
+});
+
+describe('gemvLateTrigger (CPU): which fk_gemv_stream builds let the next kernel in only at their exit', () => {
+  it.skipIf(process.env.FASTKERNELS_GEMV_LATE_TRIGGER !== undefined)('off by default (not yet measured): no build', () => {
+    expect(gemvLateTrigger(true)).toBe(false);
+    expect(gemvLateTrigger(false)).toBe(false);
+  });
+  it('glu: the gate_up + silu build only; all: every build', () => {
+    const glu = { ...LINEAR_TUNING, gemvLateTrigger: 'glu' as const };
+    const all = { ...LINEAR_TUNING, gemvLateTrigger: 'all' as const };
+    expect([gemvLateTrigger(true, glu), gemvLateTrigger(false, glu)]).toEqual([true, false]);
+    expect([gemvLateTrigger(true, all), gemvLateTrigger(false, all)]).toEqual([true, true]);
+  });
+  it('the kernel leaves out its early trigger exactly under FK_LATE_TRIGGER', () => {
+    const src = KERNEL_SOURCES['gemv.cu']!;
+    expect(src).toMatch(/fk_pdl_wait\(\);\n#if !FK_LATE_TRIGGER\n\s*fk_pdl_trigger\(\);\n#endif/);
+  });
 });

@@ -5,7 +5,7 @@
  * A weight or bias of another dtype is converted to x's dtype first (one copy per call).
  * Small-batch calls (M <= LINEAR_TUNING.gemvMaxRows) may take kernels/gemv.cu instead: see LINEAR_TUNING.
  */
-import { Tensor, envCount, envSwitch, formatShape, type DType } from '@fastkernels/core';
+import { Tensor, envChoice, envCount, envSwitch, formatShape, type DType } from '@fastkernels/core';
 import { matrixLayout } from '../blaslt.js';
 import type { CudaKernel } from '../kernel.js';
 import type { SpineContext } from './context.js';
@@ -55,7 +55,21 @@ export const LINEAR_TUNING = {
    * pairs against 109 on average). FASTKERNELS_FUSE_GLU=0 turns it off.
    */
   gemvFuseGlu: envSwitch('FASTKERNELS_FUSE_GLU', true),
+  /**
+   * Which fk_gemv_stream builds let the next kernel in only when their blocks exit (FK_LATE_TRIGGER) instead of right
+   * after their PDL wait: off (none), glu (the gate_up + silu GEMV, which the down projection's GEMV always follows), or
+   * all. Why: run 14's ablation (decode_ab-run14-ablate.json) took the norms out of the bs-1 step, which put GEMV after
+   * GEMV, and the step went from 4.359 to 4.833 ms. A GEMV let in early finds the SMs busy and its blocks land where
+   * room frees first (up to 8 an SM by registers, against the 6 the balanced grid counts on), so the busiest SM streams
+   * more rows. gate_up -> down is such a pair in every layer. Not yet measured: off. FASTKERNELS_GEMV_LATE_TRIGGER.
+   */
+  gemvLateTrigger: envChoice('FASTKERNELS_GEMV_LATE_TRIGGER', ['off', 'glu', 'all'] as const, 'off'),
 };
+
+/** Whether a fk_gemv_stream build (FK_GLU or not) is compiled with FK_LATE_TRIGGER (LINEAR_TUNING.gemvLateTrigger). */
+export function gemvLateTrigger(glu: boolean, tuning = LINEAR_TUNING): boolean {
+  return tuning.gemvLateTrigger === 'all' || (tuning.gemvLateTrigger === 'glu' && glu);
+}
 
 /** What chooseLinearPath needs to know about one call. */
 export interface LinearShape {
@@ -246,7 +260,9 @@ function launchGemv(ctx: SpineContext, op: string, path: 'gemv' | 'gemv-stream',
   const [M, K] = a.shape as [number, number];
   const warps = LINEAR_TUNING.gemvWarps;
   const entry = path === 'gemv-stream' ? 'fk_gemv_stream' : 'fk_gemv';
-  const defines = { FK_T: floatCType(a, op, 'x'), FK_VEC: 16 / itemsizeOf(a.dtype), FK_M: M, FK_UNR: path === 'gemv-stream' ? LINEAR_TUNING.gemvUnroll : LINEAR_TUNING.gemvPlainUnroll, FK_WARPS: warps, FK_BIAS: b ? 1 : 0, ...extra };
+  // FK_LATE_TRIGGER only where on: the default builds keep their defines (and their compile cache keys)
+  const late: Readonly<Record<string, number>> = path === 'gemv-stream' && gemvLateTrigger(!!extra.FK_GLU) ? { FK_LATE_TRIGGER: 1 } : {};
+  const defines = { FK_T: floatCType(a, op, 'x'), FK_VEC: 16 / itemsizeOf(a.dtype), FK_M: M, FK_UNR: path === 'gemv-stream' ? LINEAR_TUNING.gemvUnroll : LINEAR_TUNING.gemvPlainUnroll, FK_WARPS: warps, FK_BIAS: b ? 1 : 0, ...extra, ...late };
   const k = spineKernel(ctx, 'gemv.cu', entry, defines);
   const rows = extra.FK_GLU ? N / 2 : N; // the warps' rows: FK_GLU's logical rows are gate | up pairs
   // the grid whose busiest SM streams the fewest rows (gemvStreamGridBalanced: never more than gemvStreamGrid's fewest-
