@@ -18,10 +18,16 @@
 // FK_STAGES - 1 tiles per warp stay in flight while it computes S = Q K^T, the online softmax (log2 domain) and
 // O += P V on the tensor cores. Only warp-level sync in the loop; the warps merge through shared memory at
 // the end. A sequence whose keys fit one split writes its output directly (the combine kernel skips it).
+// FK_EARLY_KV=1 (ATTENTION_TUNING.decodeEarlyKv): under PDL the page ids and the cp.async of the first FK_STAGES - 1
+// tiles are issued before the wait for the kernel before, so the cache's DRAM latency overlaps it (at bs 1 the kernel
+// is ~6 us of mostly latency). Everything but the newest key of each sequence (position seq_lens[b] - 1, which that
+// kernel, the step's rotary + KV write, has just written) was in the cache before; the newest row of those tiles is
+// skipped then and loaded after the wait. The contract: the kernel just before wrote no other row of these caches.
 //
 // Specialised by NVRTC with -DFK_T=<element> -DFK_D=<head dim> -DFK_VB=<vector bytes> -DFK_HG=<heads per CTA>
 // -DFK_UNROLL=<tokens per row in flight> -DFK_BS=<cache block size> -DFK_WARPS=<warps>; the defaults below
 // make the file compile standalone with `nvcc -std=c++17 -arch=sm_90a -c`.
+// compile-cu: -DFK_DEC_PATH=2 -DFK_PDL=1 -DFK_EARLY_KV=1 -DFK_STAGES=2
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include "fk_pdl.cuh"
@@ -55,6 +61,9 @@
 #endif
 #ifndef FK_STAGES
 #define FK_STAGES 3
+#endif
+#ifndef FK_EARLY_KV
+#define FK_EARLY_KV 0  // fk_paged_decode_mma: the first tiles' cached keys load before the PDL wait (see there)
 #endif
 // 0: every kernel of the file (standalone compile); 1: fk_paged_decode + combine; 2: fk_paged_decode_mma + combine.
 #ifndef FK_DEC_PATH
@@ -390,7 +399,9 @@ extern "C" __global__ void __launch_bounds__(FK_MWARPS * 32) fk_paged_decode_mma
     const FK_T* __restrict__ vc, long long v_sblk, long long v_stok, long long v_sh,
     const int* __restrict__ block_tables, long long bt_stride, int max_blocks,
     const int* __restrict__ seq_lens, int n_q_heads, int group, int window, float scale_log2, int chunk, int num_splits) {
+#if !FK_EARLY_KV
   fk_pdl_entry();
+#endif
 #if (FK_D == 64) || (FK_D == 128)  // the host launches it for these only (the swizzle needs D / 8 >= 8)
   using namespace fkdm;
   extern __shared__ __align__(128) unsigned char fk_smem[];
@@ -412,6 +423,9 @@ extern "C" __global__ void __launch_bounds__(FK_MWARPS * 32) fk_paged_decode_mma
   const bool direct = num_splits == 1 || nsp <= 1;
   if (s_begin >= s_end) {
     if (split == 0 && direct) {
+#if FK_EARLY_KV
+      fk_pdl_entry();  // a write: never before the kernel before has finished (it may still read this memory)
+#endif
       for (int i = tid; i < MHG * D; i += MW * 32) st(out + ((long long)b * n_q_heads + h0 + i / D) * D + i % D, 0.f);
     }
     return;
@@ -421,7 +435,7 @@ extern "C" __global__ void __launch_bounds__(FK_MWARPS * 32) fk_paged_decode_mma
   const int t4 = lane & 3;   // fragment column pair
   // Q as A fragments (rows >= MHG are zero).
   u32 qa[D / 16][4];
-  {
+  auto load_q = [&]() {
     const T* qA = q + (long long)b * q_sb + (long long)(h0 + g) * q_sh;
     const T* qB = qA + 8 * q_sh;
     const bool okA = g < MHG, okB = g + 8 < MHG;
@@ -432,7 +446,10 @@ extern "C" __global__ void __launch_bounds__(FK_MWARPS * 32) fk_paged_decode_mma
       qa[kc2][2] = okA ? pack_raw(qA + 16 * kc2 + 8 + 2 * t4) : 0u;
       qa[kc2][3] = okB ? pack_raw(qB + 16 * kc2 + 8 + 2 * t4) : 0u;
     }
-  }
+  };
+#if !FK_EARLY_KV
+  load_q();
+#endif
 
   const int n_tiles = (s_end - s_begin + BN - 1) / BN;
   const int my_n = warp < n_tiles ? (n_tiles - 1 - warp) / MW + 1 : 0;  // tiles warp, warp + MW, ...
@@ -446,6 +463,9 @@ extern "C" __global__ void __launch_bounds__(FK_MWARPS * 32) fk_paged_decode_mma
     const int t = s_begin + (warp + j * MW) * BN + (lane & 15);
     return j < my_n && t < s_end ? __ldg(bt + t / FK_BS) : 0;
   };
+#if FK_EARLY_KV
+  bool before_wait = true;  // the newest key is skipped while the kernel before may still be writing it
+#endif
   // cp.async of the warp's j-th tile (K and V) into ring slot `slot`; pg from page_of(j).
   auto issue = [&](int j, int slot, int pg) {
     const int t0 = s_begin + (warp + j * MW) * BN;
@@ -458,6 +478,9 @@ extern "C" __global__ void __launch_bounds__(FK_MWARPS * 32) fk_paged_decode_mma
       const int page = __shfl_sync(0xffffffffu, pg, r);
       const int t = t0 + r;
       const bool ok = t < s_end;
+#if FK_EARLY_KV
+      if (before_wait && t == L - 1) continue;  // loaded after the wait (no zero fill either: it would race that store)
+#endif
       const long long row = (long long)page * k_sblk + (long long)(t % FK_BS) * k_stok;
       const long long rowv = (long long)page * v_sblk + (long long)(t % FK_BS) * v_stok;
       cp_async16(smem_u32(sk + swz(r, ch)), ok ? kc + row + k_head + ch * 8 : kc, ok ? 16 : 0);
@@ -480,6 +503,26 @@ extern "C" __global__ void __launch_bounds__(FK_MWARPS * 32) fk_paged_decode_mma
     cp_async_commit();
   }
   int pg_next = pgs[NS - 1];
+#if FK_EARLY_KV
+  fk_pdl_entry();
+  before_wait = false;
+  load_q();
+  // the newest key and value, where a prologue tile holds them (warp-uniform): plain loads, now that they are written
+  for (int j = 0; j < NS - 1 && j < my_n; j++) {
+    const int r = L - 1 - (s_begin + (warp + j * MW) * BN);
+    if (r >= 0 && r < BN && L - 1 < s_end) {
+      const int page = __ldg(bt + (L - 1) / FK_BS);
+      const long long row = (long long)page * k_sblk + (long long)((L - 1) % FK_BS) * k_stok + k_head;
+      const long long rowv = (long long)page * v_sblk + (long long)((L - 1) % FK_BS) * v_stok + v_head;
+      T* sk = ring + j * 2 * TILE;
+      for (int ch = lane; ch < CPR; ch += 32) {
+        // through L2 (__ldcg), as the cp.async copies read: no L1 line of this kernel can be older than the write
+        *reinterpret_cast<uint4*>(sk + swz(r, ch)) = __ldcg(reinterpret_cast<const uint4*>(kc + row + ch * 8));
+        *reinterpret_cast<uint4*>(sk + TILE + swz(r, ch)) = __ldcg(reinterpret_cast<const uint4*>(vc + rowv + ch * 8));
+      }
+    }
+  }
+#endif
 
   for (int j = 0; j < my_n; j++) {
     const int jn = j + NS - 1;

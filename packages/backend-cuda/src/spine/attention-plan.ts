@@ -2,7 +2,7 @@
  * Launch plans of the attention kernels (kernels/attention_decode.cu, kernels/attention_prefill.cu): pure
  * functions of the shapes and the device's SM count, unit-tested without a GPU.
  */
-import { envCount } from '@fastkernels/core';
+import { envCount, envSwitch } from '@fastkernels/core';
 
 /** Knobs for the GPU tuning runs (the defaults are the shipped choice). */
 export const ATTENTION_TUNING = {
@@ -52,6 +52,14 @@ export const ATTENTION_TUNING = {
    * bs-1 context alone, which was not measured: the default stays until the split follows the live length.
    */
   decodeMmaMinSplitTokens: envCount('FASTKERNELS_DECODE_MIN_SPLIT_TOKENS', 128, 1),
+  /**
+   * Issue the mma decode kernel's first cache loads before its PDL wait (FK_EARLY_KV): the cache's DRAM latency then
+   * overlaps the kernel before (rotary + KV write). Run 14's ablation: decode attention and its combine cost 0.22 ms of
+   * the 4.36 ms bs-1 step (7 us a layer, mostly latency). Contract: the kernel just before wrote no row of these caches
+   * but the newest key of each sequence (position seqLens[b] - 1), which is loaded after the wait; true of the engine's
+   * decode step. Not yet measured: off. FASTKERNELS_DECODE_EARLY_KV=1.
+   */
+  decodeEarlyKv: envSwitch('FASTKERNELS_DECODE_EARLY_KV', false),
   /** Warps per prefill CTA on the mma path (16 query rows each; 8 measured 3-7% faster than 4 on the H200). */
   prefillWarps: 8,
   /** Skip the O rescale of a key tile when no row max of the warp moved (bit-identical; head dim 128; false: always rescale). */

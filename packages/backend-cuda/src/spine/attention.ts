@@ -17,7 +17,7 @@
  */
 import { formatShape, Tensor, type DType } from '@fastkernels/core';
 import type { CudaKernel } from '../kernel.js';
-import { planDecode, planPrefill, vectorBytes } from './attention-plan.js';
+import { ATTENTION_TUNING, planDecode, planPrefill, vectorBytes } from './attention-plan.js';
 import { fileKernel, hasContiguousLastDim, ptr } from './common.js';
 import type { SpineContext } from './context.js';
 
@@ -111,6 +111,7 @@ export function pagedDecodeAttention(
     const main = plan.mma
       ? decodeKernel(ctx, 'fk_paged_decode_mma', [
           `-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_MHG=${plan.headsPerCta}`, `-DFK_MWARPS=${plan.warps}`, `-DFK_STAGES=${plan.stages}`, `-DFK_BS=${blockSize}`, '-DFK_DEC_PATH=2',
+          ...(ATTENTION_TUNING.decodeEarlyKv ? ['-DFK_EARLY_KV=1'] : []),
         ])
       : decodeKernel(ctx, 'fk_paged_decode', [
           `-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_VB=${plan.vecBytes}`, `-DFK_HG=${plan.headsPerCta}`, `-DFK_UNROLL=${plan.unroll}`, `-DFK_BS=${blockSize}`, `-DFK_WARPS=${plan.warps}`,

@@ -35,6 +35,36 @@ function waitsLaterProblem(body: string): string | null {
   return null;
 }
 
+/**
+ * fk_paged_decode_mma opens with fk_pdl_entry() unless built with FK_EARLY_KV (ATTENTION_TUNING.decodeEarlyKv); that
+ * build may read the block table and the cache before its wait (the contract: the kernel before writes only each
+ * sequence's newest key, which it skips then) but must not read q, write anything, or call load_q before the wait.
+ */
+function earlyKvProblem(body: string): string | null {
+  if (!/^#if !FK_EARLY_KV\s*fk_pdl_entry\(\);\s*#endif/.test(body.trimStart())) return 'the default build does not open with fk_pdl_entry()';
+  const early = body.replace(/#if !FK_EARLY_KV[\s\S]*?#endif/g, '').replace(/#if FK_EARLY_KV\n([\s\S]*?)#endif/g, '$1');
+  const main = early.search(/fk_pdl_entry\(\);\s*before_wait = false;/);
+  if (main < 0) return 'no wait before the newest key is loaded';
+  let pre = early.slice(0, main);
+  const exit = /if \(s_begin >= s_end\) \{[\s\S]*?return;\s*\}/.exec(pre);
+  if (!exit || !/fk_pdl_entry\(\);[\s\S]*\bst\(/.test(exit[0])) return 'the empty-split exit writes before it waits';
+  pre = pre.replace(exit[0], '');
+  const lambda = pre.indexOf('auto load_q = [&]() {');
+  if (lambda >= 0) {
+    let j = pre.indexOf('{', lambda);
+    for (let depth = 0; ; j++) {
+      if (pre[j] === '{') depth++;
+      else if (pre[j] === '}' && --depth === 0) break;
+    }
+    pre = pre.slice(0, lambda) + pre.slice(j + 1);
+  }
+  const bad = /\bload_q\(\)|\bst\(|part_acc\[|part_ml\[|\bq\s*\+|\bout\s*\+/.exec(pre);
+  if (bad) return `'${bad[0]}' before the wait`;
+  if (!/\bissue\(\w+, \w+, pgs\[/.test(pre)) return 'no cache load before the wait (then it should open with fk_pdl_entry)';
+  return null;
+}
+const WAITS_LATER_EARLY_KV = 'fk_paged_decode_mma';
+
 /** [entry, body] of every extern "C" __global__ function of a source (comments stripped). */
 function kernelBodies(source: string): [string, string][] {
   const src = source.replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/[^\n]*/g, '');
@@ -73,10 +103,25 @@ describe('PDL-ready kernels wait before touching memory', () => {
       expect(kernels.length).toBeGreaterThan(0);
       for (const [entry, body] of kernels) {
         if (WAITS_LATER.has(entry)) expect(waitsLaterProblem(body), `${file} ${entry}`).toBeNull();
+        else if (entry === WAITS_LATER_EARLY_KV) expect(earlyKvProblem(body), `${file} ${entry}`).toBeNull();
         else expect(body.trimStart().startsWith('fk_pdl_entry();'), `${file} ${entry} starts with: ${body.trimStart().slice(0, 60)}`).toBe(true);
       }
     });
   }
+  it('the early-KV check catches q read, a write, or no wait before the cache loads of fk_paged_decode_mma', () => {
+    const [, body] = kernelBodies(KERNEL_SOURCES['attention_decode.cu']!).find(([e]) => e === WAITS_LATER_EARLY_KV)!;
+    expect(earlyKvProblem(body)).toBeNull();
+    const mutate = (from: string, to: string) => {
+      expect(body.includes(from), from).toBe(true);
+      return earlyKvProblem(body.replace(from, to));
+    };
+    // q loaded before the prologue (as the default build does) in the early build too
+    expect(mutate('#if !FK_EARLY_KV\n  load_q();\n#endif', '  load_q();')).toBe("'load_q()' before the wait");
+    // the empty-split exit writing its zeros without waiting
+    expect(mutate('#if FK_EARLY_KV\n      fk_pdl_entry();', '#if FK_EARLY_KV\n')).toBe('the empty-split exit writes before it waits');
+    // a default build that no longer opens with the wait
+    expect(mutate('#if !FK_EARLY_KV\n  fk_pdl_entry();\n#endif', '')).toBe('the default build does not open with fk_pdl_entry()');
+  });
   it('the check catches a kernel that reads before it waits', () => {
     const bad = 'extern "C" __global__ void __launch_bounds__(256) fk_x(float* y, const float* x) {\n  const float v = x[0];\n  fk_pdl_entry();\n  y[0] = v;\n}\n';
     const [[entry, body]] = kernelBodies(bad) as [[string, string]];
