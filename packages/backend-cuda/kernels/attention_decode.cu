@@ -479,7 +479,7 @@ extern "C" __global__ void __launch_bounds__(FK_MWARPS * 32) fk_paged_decode_mma
       const int t = t0 + r;
       const bool ok = t < s_end;
 #if FK_EARLY_KV
-      if (before_wait && t == L - 1) continue;  // loaded after the wait (no zero fill either: it would race that store)
+      if (before_wait && ok && t == L - 1) continue;  // loaded after the wait (no zero fill either: it would race that store)
 #endif
       const long long row = (long long)page * k_sblk + (long long)(t % FK_BS) * k_stok;
       const long long rowv = (long long)page * v_sblk + (long long)(t % FK_BS) * v_stok;
@@ -508,10 +508,11 @@ extern "C" __global__ void __launch_bounds__(FK_MWARPS * 32) fk_paged_decode_mma
   before_wait = false;
   load_q();
   // the newest key and value, where a prologue tile holds them (warp-uniform): plain loads, now that they are written
-  for (int j = 0; j < NS - 1 && j < my_n; j++) {
+#pragma unroll
+  for (int j = 0; j < NS - 1; j++) {
     const int r = L - 1 - (s_begin + (warp + j * MW) * BN);
-    if (r >= 0 && r < BN && L - 1 < s_end) {
-      const int page = __ldg(bt + (L - 1) / FK_BS);
+    const int page = __shfl_sync(0xffffffffu, pgs[j], r & 15);  // row r's page, loaded before the wait (full warp)
+    if (j < my_n && r >= 0 && r < BN && L - 1 < s_end) {
       const long long row = (long long)page * k_sblk + (long long)((L - 1) % FK_BS) * k_stok + k_head;
       const long long rowv = (long long)page * v_sblk + (long long)((L - 1) % FK_BS) * v_stok + v_head;
       T* sk = ring + j * 2 * TILE;

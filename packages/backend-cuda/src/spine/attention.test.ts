@@ -179,6 +179,22 @@ describe('attention ops on a fake device (argument packing, grids, specialisatio
     expect(main.grid).toEqual([4, 8, 64]);
     expect(main.args.at(-2)).toBe(512); // chunk
     expect(launches[1]!.args.at(-1)).toBe(1); // skip_single
+    // early cache loads (ATTENTION_TUNING.decodeEarlyKv): only when no input was copied just before (the copy's kernel
+    // would be the one the early loads do not wait for)
+    const early = (lensT: Tensor) => {
+      launches.length = 0;
+      const was = ATTENTION_TUNING.decodeEarlyKv;
+      ATTENTION_TUNING.decodeEarlyKv = true;
+      try {
+        pagedDecodeAttention(ctx, q, kc, kc, bt, lensT, 0.088, 0);
+      } finally {
+        ATTENTION_TUNING.decodeEarlyKv = was;
+      }
+      return launches.find((l) => l.entry === 'fk_paged_decode_mma')!.options.includes('-DFK_EARLY_KV=1');
+    };
+    expect(early(lens)).toBe(true);
+    expect(early(Tensor.empty(backend, [64], 'i64'))).toBe(false);
+    expect(early(Tensor.empty(backend, [128], 'i32').narrow(0, 0, 64))).toBe(true); // a contiguous view: no copy
     // f32 and odd head dims keep the register-streaming kernel
     launches.length = 0;
     const qf = Tensor.empty(backend, [2, 8, 128], 'f32');

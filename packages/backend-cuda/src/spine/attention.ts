@@ -92,10 +92,14 @@ export function pagedDecodeAttention(
   const temps: Tensor[] = [];
   try {
     const q = lastDimContiguous(query, temps);
+    const copiesBefore = temps.length;
     const kc = lastDimContiguous(kCache, temps);
     const vc = lastDimContiguous(vCache, temps);
     const bt = int32Contiguous(`${what} blockTables`, blockTables, temps);
     const lens = int32Contiguous(`${what} seqLens`, seqLens, temps);
+    // FK_EARLY_KV reads the caches, the table and the lengths before its PDL wait: never a copy made just above (the
+    // copy kernel would be the one it does not wait for)
+    const earlyKv = ATTENTION_TUNING.decodeEarlyKv && temps.length === copiesBefore;
     const it = query.itemsize;
     const [qsb, qsh] = outerStrides(q) as [number, number];
     const [ksb, kst, ksh] = outerStrides(kc) as [number, number, number];
@@ -111,7 +115,7 @@ export function pagedDecodeAttention(
     const main = plan.mma
       ? decodeKernel(ctx, 'fk_paged_decode_mma', [
           `-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_MHG=${plan.headsPerCta}`, `-DFK_MWARPS=${plan.warps}`, `-DFK_STAGES=${plan.stages}`, `-DFK_BS=${blockSize}`, '-DFK_DEC_PATH=2',
-          ...(ATTENTION_TUNING.decodeEarlyKv ? ['-DFK_EARLY_KV=1'] : []),
+          ...(earlyKv ? ['-DFK_EARLY_KV=1'] : []),
         ])
       : decodeKernel(ctx, 'fk_paged_decode', [
           `-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_VB=${plan.vecBytes}`, `-DFK_HG=${plan.headsPerCta}`, `-DFK_UNROLL=${plan.unroll}`, `-DFK_BS=${blockSize}`, `-DFK_WARPS=${plan.warps}`,

@@ -54,6 +54,7 @@ describe('paged decode with early cache loads (FK_EARLY_KV) after the step\'s KV
     const q = qkv.narrow(1, 0, NQ * D);
     const k = qkv.narrow(1, NQ * D, NK * D);
     const v = qkv.view(B, NQ + 2 * NK, D).narrow(1, NQ + NK, NK);
+    let window = 0;
     const step = () => {
       const fused = b.ops.rotaryStoreKvcache(positions, q, k, v, cosSin, D, true, kc, vc, slotMapping);
       let qr: Tensor;
@@ -68,7 +69,7 @@ describe('paged decode with early cache loads (FK_EARLY_KV) after the step\'s KV
         qr = q2;
       }
       const q3 = qr.view(B, NQ, D);
-      const o = b.ops.pagedDecodeAttention(q3, kc, vc, bt, seqLens, 1 / Math.sqrt(D), 0);
+      const o = b.ops.pagedDecodeAttention(q3, kc, vc, bt, seqLens, 1 / Math.sqrt(D), window);
       out.copy_(o);
       qRot.copy_(q3);
       for (const t of [qr, q3, o]) t.dispose();
@@ -79,35 +80,52 @@ describe('paged decode with early cache loads (FK_EARLY_KV) after the step\'s KV
       out.fill_(0);
     };
     const bits = () => Array.from(out.toFloat64Array());
+    // the step's query over the caches as they were before its write: other bits than the step's (so the test can
+    // fail), and run right before each checked run it leaves those old newest rows in the same shared-memory ring
+    // slots, so a missing fill after the wait would read them rather than a leftover of a correct run
+    const staleDecode = () => {
+      const o = b.ops.pagedDecodeAttention(qRot, kc0, vc0, bt, seqLens, 1 / Math.sqrt(D), window);
+      const r = Array.from(o.toFloat64Array());
+      o.dispose();
+      return r;
+    };
     const run = (graph: boolean) => {
       reset();
       if (!graph) {
+        staleDecode();
         step();
         return bits();
       }
       step(); // compiled and warmed eagerly first, as the engine does before it captures
       b.synchronize();
       const g = b.runtime.capture(step, { poolBytes: 64 << 20 });
+      const kinds = g.edgeKinds();
       reset();
+      staleDecode();
       g.replay();
       b.synchronize();
       g.destroy();
+      // the point is the PDL edge into the decode kernel: the capture must have programmatic edges (where listed)
+      const programmatic = Object.entries(kinds ?? { '1/x': 1 }).filter(([k]) => k.startsWith('1/')).reduce((a, [, n]) => a + n, 0);
+      expect(programmatic, `programmatic edges in ${JSON.stringify(kinds)}`).toBeGreaterThan(0);
       return bits();
     };
-    for (const tuning of [{}, { decodeMmaStages: 3, decodeSplitTokens: 64 }, { decodeMmaWarps: 2, decodeMmaStages: 4 }]) {
+    // the newest key in the first prologue tile (default), in the second and third (2 warps, 3-4 stages), and a window
+    const variants: [Partial<typeof ATTENTION_TUNING>, number][] = [
+      [{}, 0],
+      [{ decodeMmaWarps: 2, decodeMmaStages: 3, decodeSplitTokens: 64 }, 0],
+      [{ decodeMmaWarps: 2, decodeMmaStages: 4 }, 0],
+      [{}, 40],
+    ];
+    for (const [tuning, w] of variants) {
+      window = w;
+      const label = `${JSON.stringify(tuning)} window ${w}`;
       const ref = withTuning(ATTENTION_TUNING, { ...tuning, decodeEarlyKv: false }, () => run(false));
-      expect(ref.every((x) => Number.isFinite(x))).toBe(true);
+      expect(ref.every((x) => Number.isFinite(x)), label).toBe(true);
       const early = withTuning(ATTENTION_TUNING, { ...tuning, decodeEarlyKv: true }, () => [run(false), run(true)]);
-      expect(early[0], `eager ${JSON.stringify(tuning)}`).toEqual(ref);
-      expect(early[1], `graph ${JSON.stringify(tuning)}`).toEqual(ref);
-      // the test can fail: the same query over the caches as they were before the step's write gives other bits
-      const stale = withTuning(ATTENTION_TUNING, { ...tuning, decodeEarlyKv: false }, () => {
-        const o = b.ops.pagedDecodeAttention(qRot, kc0, vc0, bt, seqLens, 1 / Math.sqrt(D), 0);
-        const r = Array.from(o.toFloat64Array());
-        o.dispose();
-        return r;
-      });
-      expect(stale).not.toEqual(ref);
+      expect(early[0], `eager ${label}`).toEqual(ref);
+      expect(early[1], `graph ${label}`).toEqual(ref);
+      expect(withTuning(ATTENTION_TUNING, { ...tuning, decodeEarlyKv: false }, staleDecode), `stale ${label}`).not.toEqual(ref);
     }
     for (const t of [bt, seqLens, positions, slotMapping, cosSin, q, k, v, qkv, kc0, vc0, kc, vc, out, qRot]) t.dispose();
   });

@@ -43,8 +43,9 @@ function waitsLaterProblem(body: string): string | null {
 function earlyKvProblem(body: string): string | null {
   if (!/^#if !FK_EARLY_KV\s*fk_pdl_entry\(\);\s*#endif/.test(body.trimStart())) return 'the default build does not open with fk_pdl_entry()';
   const early = body.replace(/#if !FK_EARLY_KV[\s\S]*?#endif/g, '').replace(/#if FK_EARLY_KV\n([\s\S]*?)#endif/g, '$1');
-  const main = early.search(/fk_pdl_entry\(\);\s*before_wait = false;/);
-  if (main < 0) return 'no wait before the newest key is loaded';
+  const main = early.search(/\n  fk_pdl_entry\(\);[ \t]*\n  before_wait = false;/); // unconditional: at the body's top level
+  if (main < 0) return 'no unconditional wait before the newest key is loaded';
+  if (!/if \(before_wait && ok && t == L - 1\) continue;/.test(early)) return 'the newest key is not skipped before the wait';
   let pre = early.slice(0, main);
   const exit = /if \(s_begin >= s_end\) \{[\s\S]*?return;\s*\}/.exec(pre);
   if (!exit || !/fk_pdl_entry\(\);[\s\S]*\bst\(/.test(exit[0])) return 'the empty-split exit writes before it waits';
@@ -58,7 +59,7 @@ function earlyKvProblem(body: string): string | null {
     }
     pre = pre.slice(0, lambda) + pre.slice(j + 1);
   }
-  const bad = /\bload_q\(\)|\bst\(|part_acc\[|part_ml\[|\bq\s*\+|\bout\s*\+/.exec(pre);
+  const bad = /\bload_q\(\)|\bst\(|part_acc\[|part_ml\[|\bq\b|\bout\b/.exec(pre);
   if (bad) return `'${bad[0]}' before the wait`;
   if (!/\bissue\(\w+, \w+, pgs\[/.test(pre)) return 'no cache load before the wait (then it should open with fk_pdl_entry)';
   return null;
@@ -121,6 +122,14 @@ describe('PDL-ready kernels wait before touching memory', () => {
     expect(mutate('#if FK_EARLY_KV\n      fk_pdl_entry();', '#if FK_EARLY_KV\n')).toBe('the empty-split exit writes before it waits');
     // a default build that no longer opens with the wait
     expect(mutate('#if !FK_EARLY_KV\n  fk_pdl_entry();\n#endif', '')).toBe('the default build does not open with fk_pdl_entry()');
+    // the newest key loaded early like the others
+    expect(mutate('if (before_wait && ok && t == L - 1) continue;', '')).toBe('the newest key is not skipped before the wait');
+    // q read before the wait some other way than load_q
+    expect(mutate('  int pg_next = pgs[NS - 1];', '  u32 q0 = pack_raw(q);\n  int pg_next = pgs[NS - 1];')).toBe("'q' before the wait");
+    // a wait that only some threads make
+    expect(mutate('  fk_pdl_entry();\n  before_wait = false;', '  if (lane == 0) fk_pdl_entry();\n  before_wait = false;')).toBe(
+      'no unconditional wait before the newest key is loaded',
+    );
   });
   it('the check catches a kernel that reads before it waits', () => {
     const bad = 'extern "C" __global__ void __launch_bounds__(256) fk_x(float* y, const float* x) {\n  const float v = x[0];\n  fk_pdl_entry();\n  y[0] = v;\n}\n';
