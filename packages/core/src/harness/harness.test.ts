@@ -253,8 +253,11 @@ describe('benchTask', () => {
     const r = rs[0]!;
     expect(r.status).toBe('PASSED');
     expect(r.maxAbsError).toBe(0);
-    expect(r.ciLow!).toBeLessThanOrEqual(1);
-    expect(r.ciHigh!).toBeGreaterThanOrEqual(1);
+    // A 95% interval of identical code misses 1 in some runs by construction (CI once: [1.0004, ...] on a busy CPU), so
+    // this checks for a bias beyond timing noise: the interval reaches within 2% of 1 on both sides.
+    expect(r.ciLow!).toBeLessThanOrEqual(1.02);
+    expect(r.ciHigh!).toBeGreaterThanOrEqual(0.98);
+    expect(r.ciLow!).toBeLessThanOrEqual(r.ciHigh!);
   });
 
   it('reports progress and respects rounds', async () => {
