@@ -59,9 +59,9 @@ export const LINEAR_TUNING = {
    * Which fk_gemv_stream builds let the next kernel in only when their blocks exit (FK_LATE_TRIGGER) instead of right
    * after their PDL wait: off (none), glu (the gate_up + silu GEMV, which the down projection's GEMV always follows), or
    * all. Why: run 14's ablation (decode_ab-run14-ablate.json) took the norms out of the bs-1 step, which put GEMV after
-   * GEMV, and the step went from 4.359 to 4.833 ms. A GEMV let in early finds the SMs busy and its blocks land where
-   * room frees first (up to 8 an SM by registers, against the 6 the balanced grid counts on), so the busiest SM streams
-   * more rows. gate_up -> down is such a pair in every layer. Not yet measured: off. FASTKERNELS_GEMV_LATE_TRIGGER.
+   * GEMV, and the step went from 4.359 to 4.833 ms. The hypothesis to measure: a GEMV let in while the one before still
+   * streams starts on SMs as they free up and with its first loads competing with that stream, and runs slower than on
+   * an idle GPU. gate_up -> down is such a pair in every layer. Not yet measured: off. FASTKERNELS_GEMV_LATE_TRIGGER.
    */
   gemvLateTrigger: envChoice('FASTKERNELS_GEMV_LATE_TRIGGER', ['off', 'glu', 'all'] as const, 'off'),
 };
