@@ -41,6 +41,20 @@ export function task(id: string): TaskDefinition {
   return t;
 }
 
+/** vLLM's rotary cos | sin cache rows [maxPos, rot] for base `theta`, rounded to dtype, on the CPU backend. */
+export function cosSinCpu(maxPos: number, rot: number, dtype: DType, theta: number): Tensor {
+  const half = rot / 2;
+  const v = new Float64Array(maxPos * rot);
+  for (let p = 0; p < maxPos; p++) {
+    for (let i = 0; i < half; i++) {
+      const f = p * Math.pow(theta, (-2 * i) / rot);
+      v[p * rot + i] = Math.cos(f);
+      v[p * rot + half + i] = Math.sin(f);
+    }
+  }
+  return Tensor.fromArray(cpu(), v, [maxPos, rot], dtype);
+}
+
 /** N(0, scale^2) values on the CPU backend, rounded to dtype. */
 export function randCpu(shape: readonly number[], dtype: DType, seed: number, scale = 1): Tensor {
   const n = shape.reduce((a, b) => a * b, 1);

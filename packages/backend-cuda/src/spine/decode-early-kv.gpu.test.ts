@@ -7,24 +7,11 @@
  */
 import { Rng, Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
-import { G, gpu, intsCpu, randCpu, toGpu, withTuning } from '../../test/spine-helpers.js';
+import { G, cosSinCpu, gpu, intsCpu, randCpu, toGpu, withTuning } from '../../test/spine-helpers.js';
 import { ATTENTION_TUNING } from './attention-plan.js';
 
 const BLOCK = 16;
 const [NQ, NK, D] = [32, 8, 128];
-
-function cosSinGpu(maxPos: number): Tensor {
-  const half = D / 2;
-  const v = new Float64Array(maxPos * D);
-  for (let p = 0; p < maxPos; p++) {
-    for (let i = 0; i < half; i++) {
-      const f = p * Math.pow(500000, (-2 * i) / D);
-      v[p * D + i] = Math.cos(f);
-      v[p * D + half + i] = Math.sin(f);
-    }
-  }
-  return Tensor.fromArray(gpu(), v, [maxPos, D], 'bf16');
-}
 
 describe('paged decode with early cache loads (FK_EARLY_KV) after the step\'s KV write, in a PDL graph', () => {
   it('replayed graph = eager without the switch, bit for bit', G, () => {
@@ -43,7 +30,7 @@ describe('paged decode with early cache loads (FK_EARLY_KV) after the step\'s KV
     const seqLens = toGpu(intsCpu(lens, [B], 'i32'));
     const positions = toGpu(intsCpu(lens.map((l) => l - 1), [B], 'i64'));
     const slotMapping = toGpu(intsCpu(slots, [B], 'i64'));
-    const cosSin = cosSinGpu(512);
+    const cosSin = toGpu(cosSinCpu(512, D, 'bf16', 500000));
     const qkv = toGpu(randCpu([B, (NQ + 2 * NK) * D], 'bf16', 12));
     const kc0 = toGpu(randCpu([numBlocks, BLOCK, NK, D], 'bf16', 13));
     const vc0 = toGpu(randCpu([numBlocks, BLOCK, NK, D], 'bf16', 14));

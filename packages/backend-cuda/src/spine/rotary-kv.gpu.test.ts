@@ -6,26 +6,12 @@
  */
 import { Rng, Tensor, type DType } from '@fastkernels/core';
 import { describe, it } from 'vitest';
-import { G, cpu, expectClose, gpu, intsCpu, poison, randCpu, toGpu, tolOf, withTuning } from '../../test/spine-helpers.js';
+import { G, cosSinCpu, cpu, expectClose, gpu, intsCpu, poison, randCpu, toGpu, tolOf, withTuning } from '../../test/spine-helpers.js';
 import { indexChecksOn, setIndexChecks } from './common.js';
 import { ROTARY_TUNING } from './rotary.js';
 
 const FUSED = { fuseKvStore: true };
 const BLOCK = 16;
-
-/** vLLM's cos | sin cache rows for maxPos positions, rounded to dtype. */
-function cosSin(maxPos: number, rot: number, dtype: DType): Tensor {
-  const half = rot / 2;
-  const v = new Float64Array(maxPos * rot);
-  for (let p = 0; p < maxPos; p++) {
-    for (let i = 0; i < half; i++) {
-      const f = p * Math.pow(500000, (-2 * i) / rot);
-      v[p * rot + i] = Math.cos(f);
-      v[p * rot + half + i] = Math.sin(f);
-    }
-  }
-  return Tensor.fromArray(cpu(), v, [maxPos, rot], dtype);
-}
 
 /** Every element the same, NaN nowhere, -0 and +0 told apart. */
 function expectSameBits(actual: Tensor, expected: Tensor, label: string): void {
@@ -71,7 +57,7 @@ function stepInputs(c: Case, seed: number, outOfRange = false) {
     qkv,
     positions: intsCpu(positions, [T], T % 2 ? 'i64' : 'i32'),
     slots: intsCpu(slots, [T], T % 3 ? 'i64' : 'i32'),
-    cache: cosSin(maxPos, c.rot, c.cacheDType ?? c.dtype),
+    cache: cosSinCpu(maxPos, c.rot, c.cacheDType ?? c.dtype, 500000),
     kCache: randCpu([numBlocks, BLOCK, nk, head], c.dtype, seed + 2),
     vCache: randCpu([numBlocks, BLOCK, nk, head], c.dtype, seed + 3),
   };

@@ -1,21 +1,8 @@
-import { Tensor, type DType } from '@fastkernels/core';
+import type { DType } from '@fastkernels/core';
 import { describe, it } from 'vitest';
-import { G, checkTaskOnCuda, cpu, expectClose, gpu, intsCpu, poison, randCpu, task, taskCases, toGpu, tolOf, variant } from '../../test/spine-helpers.js';
+import { G, checkTaskOnCuda, cosSinCpu, cpu, expectClose, gpu, intsCpu, poison, randCpu, task, taskCases, toGpu, tolOf, variant } from '../../test/spine-helpers.js';
 
 const LLAMA31_ROPE_SCALING = { ropeType: 'llama3', factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositionEmbeddings: 8192 };
-
-function cosSin(maxPos: number, rot: number, dtype: DType): Tensor {
-  const half = rot / 2;
-  const v = new Float64Array(maxPos * rot);
-  for (let p = 0; p < maxPos; p++) {
-    for (let i = 0; i < half; i++) {
-      const f = p * Math.pow(10000, (-2 * i) / rot);
-      v[p * rot + i] = Math.cos(f);
-      v[p * rot + half + i] = Math.sin(f);
-    }
-  }
-  return Tensor.fromArray(cpu(), v, [maxPos, rot], dtype);
-}
 
 describe('rotary_emb vs the float64 CPU backend', () => {
   const shapes = [
@@ -33,7 +20,7 @@ describe('rotary_emb vs the float64 CPU backend', () => {
         const pos = intsCpu(Array.from({ length: T }, (_, i) => (i * 37 + 5) % maxPos), [T], T % 2 ? 'i64' : 'i32');
         const q = randCpu([T, nq * hs], dtype, T + hs);
         const k = nk ? randCpu([T, nk * hs], dtype, T + hs + 1) : null;
-        const cache = cosSin(maxPos, rot, dtype);
+        const cache = cosSinCpu(maxPos, rot, dtype, 10000);
         poison(T * nq * hs, T * Math.max(nk, 1) * hs);
         const [gq, gk] = gpu().ops.rotaryEmbedding(toGpu(pos), toGpu(q), k ? toGpu(k) : null, toGpu(cache), hs, neox);
         const [eq, ek] = cpu().ops.rotaryEmbedding(pos, q, k, cache, hs, neox);
@@ -49,7 +36,7 @@ describe('rotary_emb vs the float64 CPU backend', () => {
     const qkv = randCpu([T, (nq + 2 * nk) * hs], 'bf16', 3);
     const gqkv = toGpu(qkv);
     const pos = intsCpu([0, 5, 63, 2, 17, 1], [T], 'i64');
-    const cache = cosSin(64, hs, 'f32');
+    const cache = cosSinCpu(64, hs, 'f32', 10000);
     const [gq, gk] = gpu().ops.rotaryEmbedding(toGpu(pos), gqkv.narrow(1, 0, nq * hs), gqkv.narrow(1, nq * hs, nk * hs), toGpu(cache), hs, true);
     const [eq, ek] = cpu().ops.rotaryEmbedding(pos, qkv.narrow(1, 0, nq * hs), qkv.narrow(1, nq * hs, nk * hs), cache, hs, true);
     expectClose(gq, eq, tolOf('bf16'), 'query slice');
