@@ -6,6 +6,7 @@
 // skipped; slot >= capacity is skipped and sets *flag (when flag is not null). FK_TPB tokens per block (all their loads
 // issued before the stores), 16-byte accesses.
 // -DFK_T=<type> -DFK_VEC=<n> -DFK_SLOT=<int | long long>.
+// compile-cu: -DFK_KV_EARLY_LOADS=1
 #include "fk_vec.cuh"  // FK_T / FK_VEC defaults and FkVec, as the other memory-bound kernels
 #include "fk_pdl.cuh"
 #include "fk_kv_slot.cuh"
@@ -14,6 +15,9 @@
 #endif
 #ifndef FK_TPB
 #define FK_TPB 4  // tokens per block iteration (kvcache.ts TOKENS_PER_BLOCK)
+#endif
+#ifndef FK_KV_EARLY_LOADS
+#define FK_KV_EARLY_LOADS 0  // 1: the key / value loads do not wait for the slot (KV_STORE_TUNING.earlyLoads)
 #endif
 
 extern "C" __global__ void fk_store_kvcache(const FK_T* __restrict__ key, const FK_T* __restrict__ value, FK_T* __restrict__ kc,
@@ -49,7 +53,13 @@ extern "C" __global__ void fk_store_kvcache(const FK_T* __restrict__ key, const 
 #pragma unroll
       for (int u = 0; u < FK_TPB; ++u) {
         const long long t = t0 + u;
+        // FK_KV_EARLY_LOADS: every token's row is read (a padding token's too), so the loads need not wait for the
+        // slot ids' load and the two round trips overlap; the stores below still skip what the slots say to skip
+#if FK_KV_EARLY_LOADS
+        if (t < T) {
+#else
         if (dk[u] >= 0) {
+#endif
           const FK_T* src = isV ? value + t * vts + h * vhs + c : key + t * kts + h * khs + c;
           v[u] = *reinterpret_cast<const V*>(src);
         }

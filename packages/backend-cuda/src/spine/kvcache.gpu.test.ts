@@ -1,7 +1,8 @@
 import { Rng, type DType } from '@fastkernels/core';
 import { afterAll, describe, it } from 'vitest';
 import { setIndexChecks } from './common.js';
-import { G, checkTaskOnCuda, cpu, expectClose, gpu, intsCpu, randCpu, task, taskCases, toGpu, variant } from '../../test/spine-helpers.js';
+import { G, checkTaskOnCuda, cpu, expectClose, gpu, intsCpu, randCpu, task, taskCases, toGpu, variant, withTuning } from '../../test/spine-helpers.js';
+import { KV_STORE_TUNING } from './kvcache.js';
 
 const EXACT = { atol: 0, rtol: 0 };
 
@@ -14,7 +15,8 @@ function slots(T: number, capacity: number, pad: number, seed: number): number[]
 describe('store_kvcache vs the CPU backend (exact, in place)', () => {
   for (const dtype of ['bf16', 'f16', 'f32'] as DType[]) {
     for (const [T, nKv, head, NB, bs, slotType] of [[37, 8, 128, 8, 16, 'i64'], [5, 2, 20, 3, 16, 'i32'], [9, 1, 64, 4, 8, 'i64'], [64, 8, 128, 64, 16, 'i32']] as const) {
-      it(`${dtype} T=${T} nKv=${nKv} head=${head} blocks ${NB}x${bs} slots ${slotType}`, G, () => {
+      // earlyLoads: rows read before the slots are known (padding rows read, not stored)
+      for (const earlyLoads of [false, true]) it(`${dtype} T=${T} nKv=${nKv} head=${head} blocks ${NB}x${bs} slots ${slotType}${earlyLoads ? ' early loads' : ''}`, G, () => withTuning(KV_STORE_TUNING, { earlyLoads }, () => {
         const key = randCpu([T, nKv, head], dtype, T);
         const value = randCpu([T, nKv, head], dtype, T + 1);
         const kc = randCpu([NB, bs, nKv, head], dtype, T + 2);
@@ -25,7 +27,7 @@ describe('store_kvcache vs the CPU backend (exact, in place)', () => {
         cpu().ops.storeKvcache_(key, value, kc, vc, sm);
         expectClose(gkc, kc, EXACT, 'kCache');
         expectClose(gvc, vc, EXACT, 'vCache');
-      });
+      }));
     }
   }
 
