@@ -55,11 +55,7 @@ extern "C" __global__ void fk_store_kvcache(const FK_T* __restrict__ key, const 
         const long long t = t0 + u;
         // FK_KV_EARLY_LOADS: every token's row is read (a padding token's too), so the loads need not wait for the
         // slot ids' load and the two round trips overlap; the stores below still skip what the slots say to skip
-#if FK_KV_EARLY_LOADS
-        if (t < T) {
-#else
-        if (dk[u] >= 0) {
-#endif
+        if (FK_KV_EARLY_LOADS ? t < T : dk[u] >= 0) {
           const FK_T* src = isV ? value + t * vts + h * vhs + c : key + t * kts + h * khs + c;
           v[u] = *reinterpret_cast<const V*>(src);
         }

@@ -26,6 +26,10 @@
 #ifndef FK_SLOT
 #define FK_SLOT long long
 #endif
+#ifndef FK_ROT_NEXT_POS
+#define FK_ROT_NEXT_POS 0  // fk_rotary: 1 = the block's next position is loaded before this token's work (ROTARY_TUNING)
+#endif
+// compile-cu: -DFK_ROT_NEXT_POS=1
 
 // One token of heads x headSize at position p: x (row xr) rotated by cos_sin_cache[p] into y (yr, contiguous). With KV
 // the same values also go to the token's cache slot, head h at dr + h * dh (head dim contiguous; dr null: no slot).
@@ -125,8 +129,18 @@ extern "C" __global__ void fk_rotary(FK_T* __restrict__ qo, const FK_T* __restri
   const int heads = isKey ? nk : nq;
   if (heads == 0) return;
   const int half = rot / 2;
+#if FK_ROT_NEXT_POS
+  // a block strides over tokens: its next token's position loads while this token is rotated, so only the first
+  // waits for a position before its row and cache loads
+  long long pNext = blockIdx.x < T ? (long long)pos[blockIdx.x] : 0;
+#endif
   for (int t = blockIdx.x; t < T; t += gridDim.x) {
+#if FK_ROT_NEXT_POS
+    const long long p = pNext;
+    if (t + gridDim.x < T) pNext = (long long)pos[t + gridDim.x];
+#else
     const long long p = (long long)pos[t];
+#endif
     const FK_T* xr = in + t * s;
     FK_T* yr = o + (long long)t * heads * headSize;
     fk_rotary_token<false>(yr, nullptr, 0, xr, cache, p, maxPos, heads, headSize, rot, half, flag);

@@ -75,12 +75,15 @@ function kernelBodies(source: string): [string, string][] {
   for (let m = re.exec(src); m; m = re.exec(src)) {
     let i = m.index + m[0].length - 1;
     for (let depth = 0; ; i++) {
+      if (i >= src.length) throw new Error(`${m[1]}: unbalanced parentheses`);
       if (src[i] === '(') depth++;
       else if (src[i] === ')' && --depth === 0) break;
     }
     const open = src.indexOf('{', i);
     let j = open;
+    // braces are counted in the text: a kernel must keep them balanced across #if / #else branches too
     for (let depth = 0; ; j++) {
+      if (j >= src.length) throw new Error(`${m[1]}: unbalanced braces (keep them balanced across #if / #else)`);
       if (src[j] === '{') depth++;
       else if (src[j] === '}' && --depth === 0) break;
     }
@@ -130,6 +133,10 @@ describe('PDL-ready kernels wait before touching memory', () => {
     expect(mutate('  fk_pdl_entry();\n  before_wait = false;', '  if (lane == 0) fk_pdl_entry();\n  before_wait = false;')).toBe(
       'no unconditional wait before the newest key is loaded',
     );
+  });
+  it('a kernel whose braces only balance per #if branch is an error, not a hang', () => {
+    const src = 'extern "C" __global__ void fk_b(int* y, int n) {\n  fk_pdl_entry();\n#if A\n  if (n > 0) {\n#else\n  if (n > 1) {\n#endif\n    y[0] = 1;\n  }\n}\n';
+    expect(() => kernelBodies(src)).toThrowError(/fk_b: unbalanced braces/);
   });
   it('the check catches a kernel that reads before it waits', () => {
     const bad = 'extern "C" __global__ void __launch_bounds__(256) fk_x(float* y, const float* x) {\n  const float v = x[0];\n  fk_pdl_entry();\n  y[0] = v;\n}\n';

@@ -1,6 +1,7 @@
 import type { DType } from '@fastkernels/core';
 import { describe, it } from 'vitest';
-import { G, checkTaskOnCuda, cosSinCpu, cpu, expectClose, gpu, intsCpu, poison, randCpu, task, taskCases, toGpu, tolOf, variant } from '../../test/spine-helpers.js';
+import { G, checkTaskOnCuda, cosSinCpu, cpu, expectClose, gpu, intsCpu, poison, randCpu, task, taskCases, toGpu, tolOf, variant, withTuning } from '../../test/spine-helpers.js';
+import { ROTARY_TUNING } from './rotary.js';
 
 const LLAMA31_ROPE_SCALING = { ropeType: 'llama3', factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositionEmbeddings: 8192 };
 
@@ -29,6 +30,22 @@ describe('rotary_emb vs the float64 CPU backend', () => {
         else if (gk !== null) throw new Error('key should be null');
       });
     }
+  }
+
+  // ROTARY_TUNING.nextPosition: blocks that stride over tokens (T above the grid) load the next position early
+  for (const nextPosition of [false, true]) {
+    it(`bf16 T=5000 (blocks stride over tokens), positions ${nextPosition ? 'loaded a token ahead' : 'loaded per token'}`, G, () =>
+      withTuning(ROTARY_TUNING, { nextPosition, blocksPerSm: 2 }, () => {
+        const [T, nq, nk, hs, maxPos] = [5000, 4, 2, 64, 4096];
+        const pos = intsCpu(Array.from({ length: T }, (_, i) => (i * 7919 + 3) % maxPos), [T], 'i64');
+        const q = randCpu([T, nq * hs], 'bf16', 21);
+        const k = randCpu([T, nk * hs], 'bf16', 22);
+        const cache = cosSinCpu(maxPos, hs, 'bf16', 10000);
+        const [gq, gk] = gpu().ops.rotaryEmbedding(toGpu(pos), toGpu(q), toGpu(k), toGpu(cache), hs, true);
+        const [eq, ek] = cpu().ops.rotaryEmbedding(pos, q, k, cache, hs, true);
+        expectClose(gq, eq, tolOf('bf16'), 'query');
+        expectClose(gk!, ek!, tolOf('bf16'), 'key');
+      }));
   }
 
   it('query and key as slices of a fused QKV output, a rank-3 query, an f32 cache with bf16 activations', G, () => {

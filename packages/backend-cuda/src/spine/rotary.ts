@@ -26,6 +26,12 @@ export const ROTARY_TUNING = {
    * process.
    */
   fuseKvStore: envSwitch('FASTKERNELS_FUSE_ROTARY_KV', true),
+  /**
+   * fk_rotary loads a block's next token position before rotating the current token (FK_ROT_NEXT_POS), so the position's
+   * round trip overlaps the rows' instead of preceding them. T16384 is at 83% of copy (87% of a same-size copy, run 14),
+   * each block striding over ~8 tokens. Not yet measured: off. FASTKERNELS_ROTARY_NEXT_POS=1.
+   */
+  nextPosition: envSwitch('FASTKERNELS_ROTARY_NEXT_POS', false),
 };
 
 /**
@@ -82,7 +88,9 @@ export function rotaryEmbedding(
     }
     const { cvec, threads, grid } = rotaryLaunchShape(ctx, { T, nq, nk, headSize, rot, isNeoxStyle, vec, cache });
     const flag = indexFlag(ctx, qOut);
-    const kern = spineKernel(ctx, 'rotary.cu', 'fk_rotary', { FK_T: Tq, FK_C: C, FK_POS: P, FK_NEOX: isNeoxStyle ? 1 : 0, FK_VEC: vec, FK_CVEC: cvec });
+    const kern = spineKernel(ctx, 'rotary.cu', 'fk_rotary', {
+      FK_T: Tq, FK_C: C, FK_POS: P, FK_NEOX: isNeoxStyle ? 1 : 0, FK_VEC: vec, FK_CVEC: cvec, ...(ROTARY_TUNING.nextPosition ? { FK_ROT_NEXT_POS: 1 } : {}),
+    });
     kern.launch([grid, k ? 2 : 1], threads, 0, [
       qOut, q.t, q.stride, nq,
       kOut ? ptr(kOut) : 0, k ? ptr(k.t) : 0, k ? k.stride : 0, nk,
