@@ -8,11 +8,17 @@ import { Tensor } from '@fastkernels/core';
 
 const like = (t) => Tensor.empty(t.backend, t.shape, t.dtype, { device: t.device });
 
-/** The ops that may be ablated, each with its launch-free stand-in. */
+/**
+ * The ops that may be ablated, each with its launch-free stand-in. The fused rotary + KV write never declines here, so
+ * ablating it takes the step's rotary and cache write out whatever FASTKERNELS_FUSE_ROTARY_KV says; rotaryEmbedding
+ * and storeKvcache_ are the unfused pair's.
+ */
 export const ABLATABLE = {
   rmsNorm: (x) => like(x),
   fusedAddRmsNorm: (x) => [like(x), like(x)],
   rotaryStoreKvcache: (_positions, query, key) => [like(query), like(key)],
+  rotaryEmbedding: (_positions, query, key) => [like(query), key ? like(key) : null],
+  storeKvcache_: () => {},
   pagedDecodeAttention: (query) => like(query),
 };
 
@@ -25,7 +31,18 @@ export function parseAblate(text) {
   return names;
 }
 
-/** Replace `names` on backend.ops with their stand-ins (instance properties shadowing the backend's methods). */
+/**
+ * Replace `names` on backend.ops with their stand-ins (instance properties shadowing the backend's methods). Returns
+ * the calls each stand-in took so far: a name still at 0 after the run ablated nothing (the model took another path).
+ */
 export function ablateOps(backend, names) {
-  for (const n of names) backend.ops[n] = ABLATABLE[n];
+  const calls = Object.fromEntries(names.map((n) => [n, 0]));
+  for (const n of names) {
+    const standIn = ABLATABLE[n];
+    backend.ops[n] = (...args) => {
+      calls[n]++;
+      return standIn(...args);
+    };
+  }
+  return calls;
 }

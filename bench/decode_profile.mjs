@@ -15,7 +15,8 @@
 //       [--max-model-len N] [--json out.json] [--graph-timing 50] [--copy-bw]
 // --max-model-len: the context the graph is captured for (default prompt + steps + 64; bench/serve_llama.mjs's engine
 // has 2176, so its bs-1 decode-attention runs 17 splits a layer where this default gives 2).
-// --ablate OP[,OP] (or FASTKERNELS_BENCH_ABLATE): those ops launch nothing (bench/decode-ablate.mjs): a timing bound only.
+// --ablate OP[,OP] (or FASTKERNELS_BENCH_ABLATE): those ops launch nothing (bench/decode-ablate.mjs): a timing bound only;
+// an ablated op the model never calls is an error in the JSON (nothing was taken out).
 import './user-errors.mjs'; // first: a bad FASTKERNELS_* value is one line, not a stack
 import { readFileSync, writeFileSync } from 'node:fs';
 import { LLMEngine, baselineRegistry, loadLlamaModel, summarizeSteps } from '@fastkernels/model-zoo';
@@ -56,8 +57,9 @@ try {
   const { model, config, ctx } = loadLlamaModel(modelDir, { backend, registry: baselineRegistry(), randomInit: 'device', initSeed: 0 });
   result.loadSeconds = (performance.now() - t0) / 1e3;
   log(`model built and weights filled on the device in ${result.loadSeconds.toFixed(1)} s`);
+  let ablatedCalls;
   if (ablate.length) {
-    ablateOps(backend, ablate);
+    ablatedCalls = ablateOps(backend, ablate);
     log(`ABLATED (no kernel launched, outputs garbage: the step time is a bound, not a result): ${ablate.join(', ')}`);
   }
   const maxModelLen = Math.min(maxModelLenOpt === undefined ? promptLen + steps + 64 : Number(maxModelLenOpt), config.maxPositionEmbeddings);
@@ -79,6 +81,10 @@ try {
   const s = summarizeSteps(engine.records);
   Object.assign(result, { stepMs: s.meanStepMs, meanHostMs: s.meanHostMs, hostFraction: s.hostFraction, decodeSteps: s.steps, graphSteps: engine.records.filter((r) => r.kind === 'decode' && r.graph).length, stepRecords: engine.records });
   if (s.steps !== steps || result.graphSteps !== steps) result.errors.push(`expected ${steps} graph decode steps, got ${s.steps} decode steps (${result.graphSteps} graph replays)`);
+  if (ablatedCalls) {
+    result.ablatedCalls = ablatedCalls;
+    for (const [op, n] of Object.entries(ablatedCalls)) if (n === 0) result.errors.push(`--ablate ${op}: the model never called it, so nothing was taken out`);
+  }
   // the marker: what the ncu run's last launches are, and the step time the engine measured
   console.error(`decode-profile: MARKER steps=${s.steps} graphSteps=${result.graphSteps} meanStepMs=${s.meanStepMs.toFixed(4)} meanHostMs=${s.meanHostMs.toFixed(4)} decodeTokS=${(1000 / s.meanStepMs).toFixed(1)}`);
   save();

@@ -18,7 +18,8 @@
 #   NAME=V[,NAME=V...]  the defaults with these FASTKERNELS_* variables set (the prefix may be left out), recorded under
 #           the same text without the prefix: e.g. DECODE_MIN_SPLIT_TOKENS=512 (ATTENTION_TUNING.decodeMmaMinSplitTokens);
 #           BENCH_ABLATE=OP[:OP] launches nothing for those ops (bench/decode-ablate.mjs: rmsNorm, fusedAddRmsNorm,
-#           rotaryStoreKvcache, pagedDecodeAttention): garbage tokens, the step time an upper bound on a fusion's gain
+#           rotaryStoreKvcache, rotaryEmbedding, storeKvcache_, pagedDecodeAttention): garbage tokens, the step time an
+#           upper bound on a fusion's gain
 # (run 12 also measured PDL-early launches, a GEMV L2 prefetch and the decode combine inside the decode kernel: all
 # slower, removed; decode_ab-run12-early-pf.json, decode_ab-run12-fusions.json)
 # Writes $OUT/decode_ab.json ({ commit, settings: { name: { stepMs, graphReplayMs, decodeTokS, hostMs, rc } } }) and
@@ -42,7 +43,7 @@ rm -f "$OUT"/decode-ab-* "$OUT/decode_ab.json"  # nothing from an earlier run is
 # each run (FASTKERNELS_* variables the bench itself needs, such as the cache dir, are kept)
 speed_vars=(PDL PDL_EAGER CHAIN_DECODE GEMV_MAX_ROWS GEMV_UNROLL GEMV_WARPS_PER_SM FUSE_ROTARY_KV FUSE_GLU
   SAMPLER_GREEDY_SPLIT_ROWS DECODE_MIN_SPLIT_TOKENS DECODE_MMA_WARPS DECODE_MMA_STAGES DECODE_CTAS_PER_SM CHECK_INDICES
-  GEMV_LATE_TRIGGER DECODE_EARLY_KV BENCH_ABLATE)
+  GEMV_LATE_TRIGGER DECODE_EARLY_KV KV_STORE_EARLY_LOADS ROTARY_NEXT_POS BENCH_ABLATE)
 clear=()
 for v in "${speed_vars[@]}"; do
   if printenv "FASTKERNELS_$v" >/dev/null; then

@@ -43,11 +43,15 @@ describe('bench/decode-ablate.mjs', () => {
       }
     };
     expect(run()).toHaveLength(4);
+    // the fused rotary + KV write composes on the CPU backend: the unfused pair is never called
     expect(new Set(reached)).toEqual(new Set(['rmsNorm', 'fusedAddRmsNorm', 'rotaryStoreKvcache', 'pagedDecodeAttention']));
     reached.length = 0;
-    ablateOps(backend, parseAblate(Object.keys(ABLATABLE).join(',')));
+    const calls = ablateOps(backend, parseAblate(Object.keys(ABLATABLE).join(',')));
     expect(run()).toHaveLength(4);
     expect(reached).toEqual([]);
+    // the count per stand-in tells which ablations took something out: the unfused pair's did not
+    expect(Object.entries(calls).filter(([, n]) => n === 0).map(([op]) => op).sort()).toEqual(['rotaryEmbedding', 'storeKvcache_']);
+    expect(calls.pagedDecodeAttention).toBeGreaterThan(0);
     m.model.dispose();
   });
 });

@@ -5,7 +5,7 @@
 // slot = slots[t] (fk_kv_slot.cuh: block = slot / blockSize, offset = slot % blockSize). slot < 0 is padding and
 // skipped; slot >= capacity is skipped and sets *flag (when flag is not null). FK_TPB tokens per block (all their loads
 // issued before the stores), 16-byte accesses.
-// -DFK_T=<type> -DFK_VEC=<n> -DFK_SLOT=<int | long long>.
+// -DFK_T=<type> -DFK_VEC=<n> -DFK_SLOT=<int | long long> -DFK_TPB=<tokens per block> -DFK_KV_EARLY_LOADS=0|1.
 // compile-cu: -DFK_KV_EARLY_LOADS=1
 #include "fk_vec.cuh"  // FK_T / FK_VEC defaults and FkVec, as the other memory-bound kernels
 #include "fk_pdl.cuh"
@@ -32,6 +32,33 @@ extern "C" __global__ void fk_store_kvcache(const FK_T* __restrict__ key, const 
   // FK_TPB tokens per block: every thread issues its vector loads for all of them before the first store
   // (FK_TPB * 16 bytes in flight per thread instead of 16).
   for (long long t0 = (long long)blockIdx.x * FK_TPB; t0 < T; t0 += (long long)gridDim.x * FK_TPB) {
+#if FK_KV_EARLY_LOADS
+    // The slot ids and the thread's rows of its first item are loaded before any slot id is examined (every token's
+    // row is read, a padding token's too), so the two round trips overlap; the stores skip what the slots say to skip.
+    FK_SLOT sid[FK_TPB];
+#pragma unroll
+    for (int u = 0; u < FK_TPB; ++u) sid[u] = t0 + u < T ? slots[t0 + u] : (FK_SLOT)-1;
+    for (int j = threadIdx.x; j < 2 * per; j += blockDim.x) {
+      const bool isV = j >= per;
+      const int jj = isV ? j - per : j;
+      const int h = jj / nv;
+      const int c = (jj - h * nv) * FK_VEC;
+      V v[FK_TPB];
+#pragma unroll
+      for (int u = 0; u < FK_TPB; ++u) {
+        const long long t = t0 + u;
+        if (t < T) v[u] = *reinterpret_cast<const V*>(isV ? value + t * vts + h * vhs + c : key + t * kts + h * khs + c);
+      }
+#pragma unroll
+      for (int u = 0; u < FK_TPB; ++u) {
+        long long blk, off;
+        if (t0 + u < T && fk_kv_slot((long long)sid[u], blockSize, capacity, flag, blk, off)) {
+          FK_T* dst = isV ? vc + blk * vcb + off * vco + h * vch + c : kc + blk * kcb + off * kco + h * kch + c;
+          *reinterpret_cast<V*>(dst) = v[u];
+        }
+      }
+    }
+#else
     long long dk[FK_TPB], dv[FK_TPB];  // destination offsets (element units) of the token's slot; -1: skip
 #pragma unroll
     for (int u = 0; u < FK_TPB; ++u) {
@@ -53,9 +80,7 @@ extern "C" __global__ void fk_store_kvcache(const FK_T* __restrict__ key, const 
 #pragma unroll
       for (int u = 0; u < FK_TPB; ++u) {
         const long long t = t0 + u;
-        // FK_KV_EARLY_LOADS: every token's row is read (a padding token's too), so the loads need not wait for the
-        // slot ids' load and the two round trips overlap; the stores below still skip what the slots say to skip
-        if (FK_KV_EARLY_LOADS ? t < T : dk[u] >= 0) {
+        if (dk[u] >= 0) {
           const FK_T* src = isV ? value + t * vts + h * vhs + c : key + t * kts + h * khs + c;
           v[u] = *reinterpret_cast<const V*>(src);
         }
@@ -68,5 +93,6 @@ extern "C" __global__ void fk_store_kvcache(const FK_T* __restrict__ key, const 
         }
       }
     }
+#endif
   }
 }

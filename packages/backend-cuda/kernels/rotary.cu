@@ -7,7 +7,8 @@
 // fk_rotary_store_kv: the same rotary, and the paged KV-cache write of the rotated key and the value (fk_store_kvcache,
 // kvcache.cu) in the same launch.
 // -DFK_T=<act type> -DFK_C=<cache type> -DFK_POS=<int | long long> -DFK_NEOX=0|1 -DFK_VEC=<n> (neox vector width)
-// -DFK_CVEC=0|1 (neox: cos/sin loaded as FK_VEC-element vectors) -DFK_SLOT=<int | long long> (fk_rotary_store_kv).
+// -DFK_CVEC=0|1 (neox: cos/sin loaded as FK_VEC-element vectors) -DFK_SLOT=<int | long long> (fk_rotary_store_kv)
+// -DFK_ROT_NEXT_POS=0|1 (fk_rotary: a block's next position loaded a token ahead).
 #include "fk_vec.cuh"
 #include "fk_pdl.cuh"
 #include "fk_kv_slot.cuh"

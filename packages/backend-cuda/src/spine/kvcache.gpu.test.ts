@@ -31,7 +31,7 @@ describe('store_kvcache vs the CPU backend (exact, in place)', () => {
     }
   }
 
-  it('key/value as slices of a fused QKV output; caches as views of one [2, ...] buffer', G, () => {
+  for (const earlyLoads of [false, true]) it(`key/value as slices of a fused QKV output; caches as views of one [2, ...] buffer${earlyLoads ? ' (early loads)' : ''}`, G, () => withTuning(KV_STORE_TUNING, { earlyLoads }, () => {
     const [T, nq, nKv, head, NB, bs] = [10, 4, 2, 64, 4, 16];
     const qkv = randCpu([T, nq + 2 * nKv, head], 'bf16', 5);
     const both = randCpu([2, NB, bs, nKv, head], 'bf16', 6);
@@ -51,9 +51,9 @@ describe('store_kvcache vs the CPU backend (exact, in place)', () => {
     cpu().ops.storeKvcache_(k, v, kc.transpose(2, 3), vc.transpose(2, 3), sm);
     expectClose(gkc, kc, EXACT, 'strided kCache');
     expectClose(gvc, vc, EXACT, 'strided vCache');
-  });
+  }));
 
-  it('a slot past the cache is skipped; with index checks on it throws a RangeError', G, () => {
+  for (const earlyLoads of [false, true]) it(`a slot past the cache is skipped; with index checks on it throws a RangeError${earlyLoads ? ' (early loads)' : ''}`, G, () => withTuning(KV_STORE_TUNING, { earlyLoads }, () => {
     const k = toGpu(randCpu([2, 1, 8], 'f32', 1));
     const kc = toGpu(randCpu([1, 4, 1, 8], 'f32', 2));
     const vc = toGpu(randCpu([1, 4, 1, 8], 'f32', 3));
@@ -69,7 +69,7 @@ describe('store_kvcache vs the CPU backend (exact, in place)', () => {
     }
     setIndexChecks(false);
     if (!threw) throw new Error('expected a RangeError');
-  });
+  }));
   afterAll(() => setIndexChecks(false));
 });
 

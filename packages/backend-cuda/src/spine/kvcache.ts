@@ -19,8 +19,9 @@ export const KV_STORE_TUNING = {
   /**
    * Read every token's key and value without waiting for its slot id (FK_KV_EARLY_LOADS; a padding token's row is read
    * and not stored): the slot ids' round trip then overlaps the rows'. T4096 is at 52% of copy (81% of a same-size copy,
-   * run 14), one wave of blocks that each wait for slots, then rows, then stores. Not yet measured: off.
-   * FASTKERNELS_KV_STORE_EARLY_LOADS=1.
+   * run 14), one wave of blocks that each wait for slots, then rows, then stores. fk_store_kvcache only (the L1 task,
+   * and layers that do not fuse the KV write with rotary: the engine's steps take fk_rotary_store_kv). Not yet
+   * measured: off. FASTKERNELS_KV_STORE_EARLY_LOADS=1.
    */
   earlyLoads: envSwitch('FASTKERNELS_KV_STORE_EARLY_LOADS', false),
 };

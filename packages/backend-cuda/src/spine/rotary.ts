@@ -29,7 +29,8 @@ export const ROTARY_TUNING = {
   /**
    * fk_rotary loads a block's next token position before rotating the current token (FK_ROT_NEXT_POS), so the position's
    * round trip overlaps the rows' instead of preceding them. T16384 is at 83% of copy (87% of a same-size copy, run 14),
-   * each block striding over ~8 tokens. Not yet measured: off. FASTKERNELS_ROTARY_NEXT_POS=1.
+   * each block striding over ~8 tokens. fk_rotary only (the L1 task, and layers that do not fuse rotary with the KV
+   * write): the engine's steps take fk_rotary_store_kv. Not yet measured: off. FASTKERNELS_ROTARY_NEXT_POS=1.
    */
   nextPosition: envSwitch('FASTKERNELS_ROTARY_NEXT_POS', false),
 };
