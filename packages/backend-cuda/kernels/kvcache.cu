@@ -20,6 +20,19 @@
 #define FK_KV_EARLY_LOADS 0  // 1: the key / value loads do not wait for the slot (KV_STORE_TUNING.earlyLoads)
 #endif
 
+// Item j of a token's 2 * nKv * nv vectors (per = nKv * nv): K (j < per) or V, head h, first element c.
+struct FkKvItem {
+  bool isV;
+  int h;
+  int c;
+};
+__device__ __forceinline__ FkKvItem fk_kv_item(int j, int per, int nv) {
+  const bool isV = j >= per;
+  const int jj = isV ? j - per : j;
+  const int h = jj / nv;
+  return {isV, h, (jj - h * nv) * FK_VEC};
+}
+
 extern "C" __global__ void fk_store_kvcache(const FK_T* __restrict__ key, const FK_T* __restrict__ value, FK_T* __restrict__ kc,
                                             FK_T* __restrict__ vc, const FK_SLOT* __restrict__ slots, int T, int nKv, int head,
                                             long long kts, long long khs, long long vts, long long vhs,
@@ -39,10 +52,10 @@ extern "C" __global__ void fk_store_kvcache(const FK_T* __restrict__ key, const 
 #pragma unroll
     for (int u = 0; u < FK_TPB; ++u) sid[u] = t0 + u < T ? slots[t0 + u] : (FK_SLOT)-1;
     for (int j = threadIdx.x; j < 2 * per; j += blockDim.x) {
-      const bool isV = j >= per;
-      const int jj = isV ? j - per : j;
-      const int h = jj / nv;
-      const int c = (jj - h * nv) * FK_VEC;
+      const FkKvItem it = fk_kv_item(j, per, nv);
+      const bool isV = it.isV;
+      const int h = it.h;
+      const int c = it.c;
       V v[FK_TPB];
 #pragma unroll
       for (int u = 0; u < FK_TPB; ++u) {
@@ -72,10 +85,10 @@ extern "C" __global__ void fk_store_kvcache(const FK_T* __restrict__ key, const 
       }
     }
     for (int j = threadIdx.x; j < 2 * per; j += blockDim.x) {
-      const bool isV = j >= per;
-      const int jj = isV ? j - per : j;
-      const int h = jj / nv;
-      const int c = (jj - h * nv) * FK_VEC;
+      const FkKvItem it = fk_kv_item(j, per, nv);
+      const bool isV = it.isV;
+      const int h = it.h;
+      const int c = it.c;
       V v[FK_TPB];
 #pragma unroll
       for (int u = 0; u < FK_TPB; ++u) {
