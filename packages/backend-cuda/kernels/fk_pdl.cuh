@@ -2,7 +2,8 @@
 // kernel before it on the stream is still running, once that kernel's blocks have all executed fk_pdl_trigger (or
 // ended). It must call fk_pdl_wait before it reads anything the earlier kernel wrote: the wait returns when that
 // kernel has completed and its writes are visible. What a kernel does before its wait must not depend on earlier
-// kernels: fk_gemv streams its weights in before it waits for x.
+// kernels: fk_gemv streams its weights in before it waits for x, and fk_paged_decode_mma built with FK_EARLY_KV its
+// first cache tiles (all but the newest key) before it waits for q.
 // fk_pdl_entry is the first statement of every kernel in the files src/launch-tuning.ts lists (a CPU test checks it).
 // The instructions are compiled in only with -DFK_PDL=1, which the host passes exactly when it launches the kernel
 // with LAUNCH_PDL (on an sm_90+ device, in CUDA graph captures: launch-tuning.ts): otherwise the machine code is the same
