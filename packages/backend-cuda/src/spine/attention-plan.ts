@@ -57,9 +57,10 @@ export const ATTENTION_TUNING = {
    * overlaps the kernel before (rotary + KV write). Run 14's ablation: decode attention and its combine cost 0.22 ms of
    * the 4.36 ms bs-1 step (7 us a layer, mostly latency). Contract: the kernel just before wrote no row of these caches
    * but the newest key of each sequence (position seqLens[b] - 1), which is loaded after the wait; true of the engine's
-   * decode step. Not yet measured: off. FASTKERNELS_DECODE_EARLY_KV=1.
+   * decode step. Run 15 (decode_ab-run15.json): 4.360 -> 4.341 ms alone, 4.305 -> 4.290 with the GEMVs' late trigger.
+   * FASTKERNELS_DECODE_EARLY_KV=0 turns it off.
    */
-  decodeEarlyKv: envSwitch('FASTKERNELS_DECODE_EARLY_KV', false),
+  decodeEarlyKv: envSwitch('FASTKERNELS_DECODE_EARLY_KV', true),
   /** Warps per prefill CTA on the mma path (16 query rows each; 8 measured 3-7% faster than 4 on the H200). */
   prefillWarps: 8,
   /** Skip the O rescale of a key tile when no row max of the warp moved (bit-identical; head dim 128; false: always rescale). */

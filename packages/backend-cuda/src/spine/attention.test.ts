@@ -174,7 +174,7 @@ describe('attention ops on a fake device (argument packing, grids, specialisatio
     expect(main.options).toContain('-DFK_MHG=4');
     expect(main.options).toContain('-DFK_DEC_PATH=2');
     expect(main.options).toContain('-DFK_STAGES=2');
-    expect(main.options.some((o: string) => o.startsWith('-DFK_EARLY_KV'))).toBe(ATTENTION_TUNING.decodeEarlyKv); // off by default
+    expect(main.options.some((o: string) => o.startsWith('-DFK_EARLY_KV'))).toBe(ATTENTION_TUNING.decodeEarlyKv); // on by default (run 15)
     expect(main.shared).toBe(4 * 2 * 8192);
     expect(main.grid).toEqual([4, 8, 64]);
     expect(main.args.at(-2)).toBe(512); // chunk

@@ -58,12 +58,12 @@ export const LINEAR_TUNING = {
   /**
    * Which fk_gemv_stream builds let the next kernel in only when their blocks exit (FK_LATE_TRIGGER) instead of right
    * after their PDL wait: off (none), glu (the gate_up + silu GEMV, which the down projection's GEMV always follows), or
-   * all. Why: run 14's ablation (decode_ab-run14-ablate.json) took the norms out of the bs-1 step, which put GEMV after
-   * GEMV, and the step went from 4.359 to 4.833 ms. The hypothesis to measure: a GEMV let in while the one before still
-   * streams starts on SMs as they free up and with its first loads competing with that stream, and runs slower than on
-   * an idle GPU. gate_up -> down is such a pair in every layer. Not yet measured: off. FASTKERNELS_GEMV_LATE_TRIGGER.
+   * all. Why: a GEMV let in while the one before still streams starts on SMs as they free up and runs slower than on an
+   * idle GPU. Run 14's ablation put GEMV after GEMV (no norms) and the bs-1 step went from 4.359 to 4.833 ms; run 15
+   * (decode_ab-run15.json, same call): defaults 4.360, glu 4.322, all 4.305 ms, and without the norms the step with
+   * all is now faster (4.198), not slower. FASTKERNELS_GEMV_LATE_TRIGGER.
    */
-  gemvLateTrigger: envChoice('FASTKERNELS_GEMV_LATE_TRIGGER', ['off', 'glu', 'all'] as const, 'off'),
+  gemvLateTrigger: envChoice('FASTKERNELS_GEMV_LATE_TRIGGER', ['off', 'glu', 'all'] as const, 'all'),
 };
 
 /** Whether a fk_gemv_stream build (FK_GLU or not) is compiled with FK_LATE_TRIGGER (LINEAR_TUNING.gemvLateTrigger). */
@@ -260,7 +260,7 @@ function launchGemv(ctx: SpineContext, op: string, path: 'gemv' | 'gemv-stream',
   const [M, K] = a.shape as [number, number];
   const warps = LINEAR_TUNING.gemvWarps;
   const entry = path === 'gemv-stream' ? 'fk_gemv_stream' : 'fk_gemv';
-  // FK_LATE_TRIGGER only where on: the default builds keep their defines (and their compile cache keys)
+  // FK_LATE_TRIGGER only where on (every stream build by default): 'off' builds keep run 14's defines and cache keys
   const late: Readonly<Record<string, number>> = path === 'gemv-stream' && gemvLateTrigger(!!extra.FK_GLU) ? { FK_LATE_TRIGGER: 1 } : {};
   const defines = { FK_T: floatCType(a, op, 'x'), FK_VEC: 16 / itemsizeOf(a.dtype), FK_M: M, FK_UNR: path === 'gemv-stream' ? LINEAR_TUNING.gemvUnroll : LINEAR_TUNING.gemvPlainUnroll, FK_WARPS: warps, FK_BIAS: b ? 1 : 0, ...extra, ...late };
   const k = spineKernel(ctx, 'gemv.cu', entry, defines);
