@@ -9,12 +9,17 @@
 // No scalar tail and no alignment checks: the host (src/spine/linear.ts, chooseLinearPath) takes this path only when
 // K % FK_VEC == 0 and x, W and x's row stride are 16-byte aligned. y and bias are accessed one element at a time.
 // Specialised with -DFK_T=<__nv_bfloat16|__half|float> -DFK_VEC=<8|8|4> -DFK_M -DFK_UNR -DFK_WARPS -DFK_BIAS, and for
-// fk_gemv_stream -DFK_GLU=1 (with -DFK_ACT, fk_act.cuh): the gated MLP's activation in the epilogue (see there).
+// fk_gemv_stream -DFK_GLU=1 (with -DFK_ACT, fk_act.cuh): the gated MLP's activation in the epilogue, and -DFK_NORM=1|2:
+// the RMSNorm before the projection in its prologue (see there). tools/compile-cu.sh also builds:
 // compile-cu: -DFK_GLU=1 -DFK_UNR=4
 // compile-cu: -DFK_GLU=1 -DFK_UNR=4 -DFK_PDL=1 -DFK_LATE_TRIGGER=1
+// compile-cu: -DFK_NORM=1 -DFK_MINB=6 -DFK_UNR=4 -DFK_BIAS=1 -DFK_PDL=1 -DFK_LATE_TRIGGER=1
+// compile-cu: -DFK_NORM=2 -DFK_GLU=1 -DFK_MINB=6 -DFK_UNR=4 -DFK_PDL=1 -DFK_LATE_TRIGGER=1
+// compile-cu: -DFK_NORM=2 -DFK_T=float -DFK_VEC=4 -DFK_MINB=6 -DFK_UNR=4
 #include "fk_vec.cuh"
 #include "fk_pdl.cuh"
 #include "fk_act.cuh"
+#include "fk_block_sum.cuh"
 #ifndef FK_M
 #define FK_M 1  // rows of x the kernel is compiled for (the host passes M; 1..8)
 #endif
@@ -32,6 +37,18 @@
 #endif
 #ifndef FK_LATE_TRIGGER
 #define FK_LATE_TRIGGER 0  // fk_gemv_stream: 1 = no early fk_pdl_trigger (see there)
+#endif
+#ifndef FK_NORM
+#define FK_NORM 0  // fk_gemv_stream: 1 x is RMS-normalised first, 2 x + residual is (the new residual stored by block 0)
+#endif
+static_assert(FK_NORM == 0 || FK_M == 1, "FK_NORM normalises one row of x");
+// fk_gemv_stream's blocks an SM must hold (__launch_bounds__' second argument): the FK_NORM builds ask for their grid's
+// warps an SM (-DFK_MINB), else the prologue's registers would cost resident warps. Without it the bounds keep their
+// one-argument form (a minimum of 1 block changes ptxas's choices: 48 registers instead of 40 at FK_UNR 4).
+#if defined(FK_MINB) && FK_MINB > 1
+#define FK_STREAM_BOUNDS __launch_bounds__(FK_WARPS * 32, FK_MINB)
+#else
+#define FK_STREAM_BOUNDS __launch_bounds__(FK_WARPS * 32)
 #endif
 static_assert(FK_VEC * sizeof(FK_T) == 16, "fk_gemv reads 16-byte vectors: FK_VEC must be 16 / sizeof(FK_T)");
 
@@ -154,6 +171,49 @@ __device__ __forceinline__ void fk_gemv_store_glu(const float (&gate)[FK_M], con
   }
 }
 
+// FK_NORM's prologue: x's one row normalised into shared memory (xn, K elements) by the whole block. Thread t takes
+// vectors t, t + blockDim, ... and sums their squares in that order, as fk_rms_norm's threads do, then fk_block_sum: with
+// fk_rms_norm's block size (the host fuses only then) the same bits as rms_norm then linear. Row vectors pass through xn
+// (their own thread's slots) rather than registers: the weight loads in flight keep the registers. FK_NORM 2 normalises
+// s = x + res_in rounded to FK_T, and block 0 stores s (the new residual). Every thread of the block must call it (it
+// syncs); after it returns, xn is complete.
+__device__ __forceinline__ void fk_gemv_norm_x(FK_T* __restrict__ xn, const FK_T* __restrict__ x, const FK_T* __restrict__ res_in,
+                                               FK_T* __restrict__ res_out, const FK_T* __restrict__ nw, int K, float eps) {
+#if FK_NORM
+  typedef FkVec<FK_T, FK_VEC> V;
+  __shared__ float red[32];
+  const int nv = K / FK_VEC;
+  V* xo = reinterpret_cast<V*>(xn);
+  float ss = 0.f;
+  for (int j = threadIdx.x; j < nv; j += blockDim.x) {
+    V a = reinterpret_cast<const V*>(x)[j];
+#if FK_NORM == 2
+    const V b = reinterpret_cast<const V*>(res_in)[j];
+#pragma unroll
+    for (int e = 0; e < FK_VEC; ++e) fk_set(a.v[e], fk_f(a.v[e]) + fk_f(b.v[e]));
+    if (blockIdx.x == 0) reinterpret_cast<V*>(res_out)[j] = a;
+#endif
+#pragma unroll
+    for (int e = 0; e < FK_VEC; ++e) {
+      const float f = fk_f(a.v[e]);
+      ss += f * f;
+    }
+    xo[j] = a;
+  }
+  ss = fk_block_sum(ss, red);
+  const float inv = rsqrtf(ss / (float)K + eps);
+  for (int j = threadIdx.x; j < nv; j += blockDim.x) {
+    const V a = xo[j];
+    const V wk = reinterpret_cast<const V*>(nw)[j];
+    V o;
+#pragma unroll
+    for (int e = 0; e < FK_VEC; ++e) fk_set(o.v[e], fk_f(a.v[e]) * inv * fk_f(wk.v[e]));
+    xo[j] = o;
+  }
+  __syncthreads();
+#endif
+}
+
 // fk_gemv_stream: the same product (same per-lane order and the same shuffle tree, so the same bits as fk_gemv), laid
 // out so that a warp never lets its loads run dry. fk_gemv gives each warp one row, so N / FK_WARPS blocks run in waves
 // and the last wave leaves most SMs idle (qkv at M 1: 768 blocks over 132 SMs), and each warp waits for all FK_UNR
@@ -171,9 +231,14 @@ __device__ __forceinline__ void fk_gemv_store_glu(const float (&gate)[FK_M], con
 // warp's logical row r is gate row r followed by up row r + d in its stream, so one warp holds both sums and writes
 // act(g) * u itself: fk_act_and_mul's launch and its read of the [M, 2d] projection are gone. Each sum is rounded to
 // FK_T first, as the unfused projection stores it, and the product computed as fk_act_and_mul does: the same bits.
-extern "C" __global__ void __launch_bounds__(FK_WARPS * 32)
+// With FK_NORM (M 1; a pre-norm projection: qkv after input_layernorm, gate_up after post_attention_layernorm), each block
+// first normalises x (and adds res_in) into shared memory (fk_gemv_norm_x) after the PDL wait, and the products read it
+// there: rms_norm's launch is gone, and its bits are kept (the host fuses only where the blocks match fk_rms_norm's).
+// res_in, res_out (FK_NORM 2), norm_w [K] and eps are read only by the FK_NORM builds (the host passes 0 otherwise).
+extern "C" __global__ void FK_STREAM_BOUNDS
     fk_gemv_stream(FK_T* __restrict__ y, const FK_T* __restrict__ x, const FK_T* __restrict__ w, const FK_T* __restrict__ bias, int M,
-                   int N, int K, long long xs) {
+                   int N, int K, long long xs, const FK_T* __restrict__ res_in, FK_T* __restrict__ res_out,
+                   const FK_T* __restrict__ norm_w, float eps) {
   const int lane = threadIdx.x & 31;
   const int w0 = blockIdx.x * FK_WARPS + (threadIdx.x >> 5);
 #if FK_GLU
@@ -181,7 +246,15 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32)
 #else
   const int R = N;
 #endif
+#if FK_NORM
+  // every warp takes part in the block's norm; those past the last row leave after it
+  extern __shared__ __align__(16) unsigned char fk_gemv_smem[];
+  FK_T* xn = reinterpret_cast<FK_T*>(fk_gemv_smem);  // [K]: the normalised x
+  const bool active = w0 < R;
+#else
   if (w0 >= R) return;  // whole warps past the last row leave (they write nothing: no wait needed)
+  const bool active = true;
+#endif
   const int W = gridDim.x * FK_WARPS;
   const int nv = K / FK_VEC;                // vectors per row
   const int cpr = nv / 32;                  // chunks per row
@@ -219,11 +292,17 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32)
     return v;
   };
   uint4 buf[FK_UNR];
+  if (active) {
 #pragma unroll
-  for (int u = 0; u < FK_UNR; ++u) buf[u] = refill();
+    for (int u = 0; u < FK_UNR; ++u) buf[u] = refill();
+  }
   fk_pdl_wait();
 #if !FK_LATE_TRIGGER
   fk_pdl_trigger();
+#endif
+#if FK_NORM
+  fk_gemv_norm_x(xn, x, res_in, res_out, norm_w, K, eps);
+  if (!active) return;
 #endif
 
   float acc[FK_M];
@@ -239,7 +318,11 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32)
 #pragma unroll
     for (int u = 0; u < FK_UNR; ++u) {
       if (c0 + u < total) {
+#if FK_NORM
+        acc[0] = fk_dot16(buf[u], reinterpret_cast<const uint4*>(xn)[inRow * 32 + lane], acc[0]);
+#else
         fk_gemv_step(acc, buf[u], x, xs, M, inRow * 32 + lane);
+#endif
         if (++inRow == cpr) {  // the row is done (warp-uniform): reduce, store, start the next
 #if FK_GLU
           fk_gemv_reduce(acc);

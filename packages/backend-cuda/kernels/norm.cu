@@ -7,24 +7,13 @@
 // Specialised with -DFK_T=<act type> -DFK_W=<weight type> -DFK_VEC=<elements per access>.
 #include "fk_vec.cuh"
 #include "fk_pdl.cuh"
+#include "fk_block_sum.cuh"
 #ifndef FK_W
 #define FK_W FK_T
 #endif
 #ifndef FK_NPT
 #define FK_NPT 2  // vectors per thread (NORM_TUNING.vecsPerThread in src/spine/norm.ts; the host always passes it)
 #endif
-
-__device__ __forceinline__ float fk_block_sum(float v, float* red) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = (blockDim.x + 31) >> 5;
-  if (lane == 0) red[warp] = v;
-  __syncthreads();
-  v = lane < nw ? red[lane] : 0.f;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 // y [rows, H] (contiguous); x rows at stride xs; residual (nullptr = plain norm) at stride rs; res_out [rows, H].
 extern "C" __global__ void __launch_bounds__(512) fk_rms_norm(FK_T* __restrict__ y, FK_T* __restrict__ res_out, const FK_T* __restrict__ x,

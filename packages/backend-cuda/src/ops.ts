@@ -283,6 +283,9 @@ export class CudaOps implements Ops {
   linearSiluAndMul(x: Tensor, weight: Tensor, bias: Tensor | null): Tensor | null {
     return linear.linearSiluAndMul(this.spine, x, weight, bias);
   }
+  rmsNormLinear(x: Tensor, residual: Tensor | null, normWeight: Tensor, eps: number, weight: Tensor, bias: Tensor | null, act: 'silu' | null): [Tensor, Tensor | null] | null {
+    return linear.rmsNormLinear(this.spine, x, residual, normWeight, eps, weight, bias, act);
+  }
   softmax(x: Tensor, dim: number): Tensor {
     return softmax.softmax(this.spine, x, dim);
   }

@@ -50,6 +50,16 @@ export interface Ops {
    * changes the result.
    */
   linearSiluAndMul?(x: Tensor, weight: Tensor, bias: Tensor | null): Tensor | null;
+  /**
+   * Optional fusion: a pre-norm projection, exactly
+   * `const [h, r] = residual ? fusedAddRmsNorm(x, residual, normWeight, eps) : [rmsNorm(x, normWeight, eps), null]`
+   * then `linear(h, weight, bias)`, or with act 'silu' `linearSiluAndMul`'s result: returns [y, r] (r, the new residual
+   * x + residual, is null without a residual). A backend may return null to decline (nothing was computed; the caller
+   * runs the ops); it never changes the result.
+   */
+  rmsNormLinear?(
+    x: Tensor, residual: Tensor | null, normWeight: Tensor, eps: number, weight: Tensor, bias: Tensor | null, act: 'silu' | null,
+  ): [Tensor, Tensor | null] | null;
   /** Softmax over one dim, accumulated in float32 or wider; result in x's dtype. */
   softmax(x: Tensor, dim: number): Tensor;
   /**

@@ -5,6 +5,7 @@ import { add, copy, fill, mul } from './elementwise.js';
 import { storeKvcache_ } from './kvcache.js';
 import { embedding, embeddingMasked, linear, matmul } from './linear.js';
 import { fusedAddRmsNorm, rmsNorm, softmax } from './norm.js';
+import { rmsNormLinear } from './norm-linear.js';
 import { rotaryEmbedding } from './rotary.js';
 import { rotaryStoreKvcache } from './rotary-kv.js';
 import { sample } from './sampler.js';
@@ -26,6 +27,7 @@ export function createCpuOps(backend: Backend): Ops {
     embeddingMasked: (ids, weight, start) => embeddingMasked(backend, ids, weight, start),
     linear: (x, weight, bias) => linear(backend, x, weight, bias),
     linearSiluAndMul: (x, weight, bias) => linearSiluAndMul(backend, x, weight, bias),
+    rmsNormLinear: (x, residual, normWeight, eps, weight, bias, act) => rmsNormLinear(backend, x, residual, normWeight, eps, weight, bias, act),
     softmax: (x, dim) => softmax(backend, x, dim),
     storeKvcache_,
     rotaryStoreKvcache: (positions, query, key, value, cache, headSize, neox, kCache, vCache, slots) =>

@@ -208,6 +208,83 @@ describe('linearSiluAndMul: gate_up and silu in one fk_gemv_stream launch (LINEA
   });
 });
 
+describe('rmsNormLinear: the RMSNorm in fk_gemv_stream\'s prologue (LINEAR_TUNING.gemvFuseNorm)', () => {
+  // The same bits as rms_norm (fused_add_rms_norm with a residual) then linear (then siluAndMul), the new residual
+  // included, and close to the float64 CPU composition; null wherever the fused kernel would not give those bits.
+  const FUSE = { gemvMaxRows: 1, gemvFuseNorm: true };
+  const EPS = 1e-5;
+  function checkNormLinear(dtype: DType, N: number, K: number, act: 'silu' | null): void {
+    const seed = N * 7 + K + (act ? 1 : 0);
+    const x = randCpu([1, K], dtype, seed, 2);
+    const r = randCpu([1, K], dtype, seed + 1);
+    const nw = randCpu([K], dtype, seed + 2, 1);
+    const w = randCpu([N, K], dtype, seed + 3, 1 / Math.sqrt(K));
+    const b = randCpu([N], dtype, seed + 4, 0.5);
+    const [gx, gr, gnw, gw, gb] = [x, r, nw, w, b].map(toGpu) as [Tensor, Tensor, Tensor, Tensor, Tensor];
+    for (const residual of [false, true]) {
+      for (const bias of [false, true]) {
+        const label = `${dtype} N${N} K${K}${act ? ' silu' : ''}${residual ? ' + residual' : ''}${bias ? ' + bias' : ''}`;
+        poison(N * K, 2 * K);
+        let resFused: Tensor | null = null;
+        const fused = withLinear(FUSE, () =>
+          withPath(() => {
+            const out = gpu().ops.rmsNormLinear!(gx, residual ? gr : null, gnw, EPS, gw, bias ? gb : null, act);
+            if (!out) throw new Error(`${label}: declined`);
+            resFused = out[1];
+            return out[0];
+          }),
+        );
+        if (fused.kernel !== 'fk_gemv_stream') throw new Error(`${label}: ran ${fused.kernel}`);
+        expect(resFused === null).toBe(!residual);
+        // the same on the GPU through the separate ops (no GLU fusion: linear, then siluAndMul)
+        const [h, resUnfused] = residual ? gpu().ops.fusedAddRmsNorm(gx, gr, gnw, EPS) : [gpu().ops.rmsNorm(gx, gnw, EPS), null];
+        const proj = withLinear({ gemvMaxRows: 1 }, () => gpu().ops.linear(h, gw, bias ? gb : null));
+        const unfused = act ? gpu().ops.siluAndMul(proj) : proj;
+        expectClose(fused.y, unfused, { atol: 0, rtol: 0 }, `${label}: fused vs rms_norm + linear (same bits)`);
+        if (resFused && resUnfused) expectClose(resFused, resUnfused, { atol: 0, rtol: 0 }, `${label}: new residual (same bits)`);
+        const [expected, expectedRes] = cpu().ops.rmsNormLinear!(x, residual ? r : null, nw, EPS, w, bias ? b : null, act)!;
+        expectClose(fused.y, expected, { atol: TOL[dtype]!.atol * 2, rtol: TOL[dtype]!.rtol * 2 }, `${label}: fused vs float64`);
+        if (resFused && expectedRes) expectClose(resFused, expectedRes, TOL[dtype]!, `${label}: new residual vs float64`);
+        for (const t of [fused.y, resFused, h, resUnfused, proj, unfused]) t?.dispose();
+      }
+    }
+    for (const t of [gx, gr, gnw, gw, gb]) t.dispose();
+  }
+  // K: where rms_norm's block is fk_gemv_stream's 256 threads (bf16/f16 4096, f32 2048); N 6144 (Llama-3-8B's qkv), 10007
+  // (2-3 rows a warp, a partial last block), GLU d 1001 (2002 rows: gate | up pairs)
+  for (const [dtype, K] of [['bf16', 4096], ['f16', 4096], ['f32', 2048]] as const) {
+    for (const [N, act] of [[6144, null], [10007, null], [2002, 'silu']] as const) {
+      it(`${dtype} N${N} K${K}${act ? ' silu' : ''}: residual and none, bias and none`, G, () => checkNormLinear(dtype, N, K, act));
+    }
+  }
+
+  it('declines (null) with the switch off, two rows, a norm block other than 256 threads, a strided residual, another dtype, an odd GLU', G, () => {
+    const x = toGpu(randCpu([1, 4096], 'bf16', 1));
+    const nw = toGpu(randCpu([4096], 'bf16', 2));
+    const w = toGpu(randCpu([64, 4096], 'bf16', 3));
+    const call = (xx: Tensor, rr: Tensor | null, nn: Tensor, ww: Tensor, act: 'silu' | null = null, patch: Partial<typeof LINEAR_TUNING> = FUSE) =>
+      withLinear(patch, () => gpu().ops.rmsNormLinear!(xx, rr, nn, EPS, ww, null, act));
+    const ok = call(x, null, nw, w);
+    expect(ok).not.toBeNull();
+    ok![0].dispose();
+    expect(call(x, null, nw, w, null, { gemvMaxRows: 1, gemvFuseNorm: false })).toBeNull();
+    const x2 = toGpu(randCpu([2, 4096], 'bf16', 4));
+    expect(call(x2, null, nw, w)).toBeNull();
+    const xk = toGpu(randCpu([1, 1024], 'bf16', 5));
+    const nk = toGpu(randCpu([1024], 'bf16', 6));
+    const wk = toGpu(randCpu([64, 1024], 'bf16', 7));
+    expect(call(xk, null, nk, wk)).toBeNull(); // rms_norm takes 64 threads for 1024: another order of the sum
+    const wide = toGpu(randCpu([4096, 2], 'bf16', 8));
+    const colStrided = wide.narrow(1, 0, 1).transpose(0, 1); // [1, 4096] at a stride of 2 elements
+    expect(call(x, colStrided, nw, w)).toBeNull();
+    const n32 = toGpu(randCpu([4096], 'f32', 9));
+    expect(call(x, null, n32, w)).toBeNull();
+    const wOdd = toGpu(randCpu([63, 4096], 'bf16', 10));
+    expect(call(x, null, nw, wOdd, 'silu')).toBeNull();
+    for (const t of [x, nw, w, x2, xk, nk, wk, colStrided, wide, n32, wOdd]) t.dispose();
+  });
+});
+
 describe('linear GEMV as a programmatic dependent launch (LAUNCH_TUNING.pdl, sm_90+)', () => {
   // fk_gemv starts before the kernel that writes x has finished and streams weights in before fk_pdl_wait. Without
   // the wait it would read x while a slow one-block rms_norm (which lets dependents start first thing) still writes

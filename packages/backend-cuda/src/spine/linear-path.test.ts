@@ -50,9 +50,10 @@ describe('chooseLinearPath (CPU): cuBLASLt vs the small-batch GEMV, per call', (
     withTuning(LINEAR_TUNING, { gemvMaxRows: 1 }, () => expect(chooseLinearPath({ ...base, M: 4 })).toBe('cublaslt'));
   });
 
-  it('fk_gemv and fk_gemv_stream are embedded with the same launch signature (y, x, w, bias, M, N, K, xs)', () => {
-    for (const entry of ['fk_gemv', 'fk_gemv_stream'])
-      expect(parseSignature(KERNEL_SOURCES['gemv.cu']!, entry), entry).toEqual(['ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64']);
+  it('fk_gemv and fk_gemv_stream are embedded with the launch signature launchGemv passes (y, x, w, bias, M, N, K, xs; the stream adds FK_NORM\'s res_in, res_out, norm_w, eps)', () => {
+    const common = ['ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64'];
+    expect(parseSignature(KERNEL_SOURCES['gemv.cu']!, 'fk_gemv')).toEqual(common);
+    expect(parseSignature(KERNEL_SOURCES['gemv.cu']!, 'fk_gemv_stream')).toEqual([...common, 'ptr', 'ptr', 'ptr', 'f32']);
   });
 });
 

@@ -5,10 +5,11 @@
  * A weight or bias of another dtype is converted to x's dtype first (one copy per call).
  * Small-batch calls (M <= LINEAR_TUNING.gemvMaxRows) may take kernels/gemv.cu instead: see LINEAR_TUNING.
  */
-import { Tensor, envChoice, envCount, envSwitch, formatShape, type DType } from '@fastkernels/core';
+import { Tensor, envChoice, envCount, envSwitch, formatShape, shapesEqual, type DType } from '@fastkernels/core';
 import { matrixLayout } from '../blaslt.js';
 import type { CudaKernel } from '../kernel.js';
 import type { SpineContext } from './context.js';
+import { normThreads } from './norm.js';
 import { FLOAT_CTYPE, asDType, contiguousOf, disposeAll, floatCType, itemsizeOf, ptr, spineKernel } from './common.js';
 
 /** Knobs of linear (the defaults are the shipped, H200-verified choice). */
@@ -64,6 +65,16 @@ export const LINEAR_TUNING = {
    * all is now faster (4.198), not slower. FASTKERNELS_GEMV_LATE_TRIGGER.
    */
   gemvLateTrigger: envChoice('FASTKERNELS_GEMV_LATE_TRIGGER', ['off', 'glu', 'all'] as const, 'all'),
+  /**
+   * A pre-norm projection's RMSNorm in fk_gemv_stream's prologue (rmsNormLinear, FK_NORM: every block normalises the one
+   * row of x into shared memory, with rms_norm's bits): at bs-1 decode the two rms_norm launches of a Llama layer are
+   * gone (input_layernorm into qkv, post_attention_layernorm into the GLU gate_up). Run 13 (H200, bs-1 Llama-3-8B
+   * step at the serve bench's context, decode_ab-run13-fuse-norm.json) measured 4.852 ms with it against 4.334 without
+   * (bit-identical, gpu-tests-run13-norm.log), but with the GEMVs' early trigger: run 14's ablation without the norms
+   * (GEMV after GEMV) was as slow, 4.833, and with the late trigger it is 4.198 against 4.305 (run 15). Back for that
+   * measurement, off until then. FASTKERNELS_FUSE_NORM=1 turns it on.
+   */
+  gemvFuseNorm: envSwitch('FASTKERNELS_FUSE_NORM', false),
 };
 
 /** Whether a fk_gemv_stream build (FK_GLU or not) is compiled with FK_LATE_TRIGGER (LINEAR_TUNING.gemvLateTrigger). */
@@ -232,6 +243,50 @@ export function linearSiluAndMul(ctx: SpineContext, x: Tensor, weight: Tensor, b
   }
 }
 
+/**
+ * A pre-norm projection in one launch (CudaOps.rmsNormLinear): fk_gemv_stream with FK_NORM normalises x (plus the
+ * residual) in its prologue, then projects it (FK_GLU with act 'silu'). [y, x + residual] with the bits of rms_norm (or
+ * fused_add_rms_norm) then linear (then siluAndMul). Only for one row of x (bs-1 decode) where fk_gemv_stream would take
+ * the projection, with every operand in x's dtype, contiguous and 16-byte aligned, when rms_norm's block for this row is
+ * fk_gemv_stream's (normThreads(K) = gemvWarps x 32: the same order of the sum of squares, so the same bits), and
+ * LINEAR_TUNING.gemvFuseNorm is on; null otherwise (the caller then runs the ops).
+ */
+export function rmsNormLinear(
+  ctx: SpineContext, x: Tensor, residual: Tensor | null, normWeight: Tensor, eps: number, weight: Tensor, bias: Tensor | null, act: 'silu' | null,
+): [Tensor, Tensor | null] | null {
+  if (!LINEAR_TUNING.gemvFuseNorm || LINEAR_TUNING.gemvMaxRows < 1 || weight.rank !== 2 || x.rank < 1) return null;
+  const [N, K] = weight.shape as [number, number];
+  const dt = x.dtype;
+  const lead = x.shape.slice(0, -1);
+  if (lead.reduce((p, q) => p * q, 1) !== 1 || K === 0 || x.shape[x.rank - 1] !== K) return null;
+  if (act === 'silu' && N % 2 !== 0) return null;
+  const same = (t: Tensor | null, shape: readonly number[]) => !t || (t.dtype === dt && t.isContiguous() && shapesEqual(t.shape, shape) && ptr(t) % 16 === 0);
+  if (!same(x, x.shape) || !same(weight, [N, K]) || !same(normWeight, [K]) || !same(residual, x.shape)) return null;
+  if (bias && !(bias.dtype === dt && bias.rank === 1 && bias.shape[0] === N && bias.isContiguous())) return null;
+  floatCType(x, 'rmsNormLinear', 'x');
+  const vec = 16 / itemsizeOf(dt);
+  if (normThreads(K, vec) !== LINEAR_TUNING.gemvWarps * 32) return null;
+  const temps: Tensor[] = [];
+  try {
+    const a = asMatrix(x, 1, K, temps);
+    if (chooseLinearPath({ M: 1, N, K, dtype: dt, aligned: gemvAligned(a, weight, 1) }) !== 'gemv-stream') return null;
+    const out = Tensor.empty(x.backend, [...lead, act ? N / 2 : N], dt, { device: x.device });
+    const resOut = residual ? Tensor.empty(x.backend, x.shape, dt, { device: x.device }) : null;
+    try {
+      launchGemv(ctx, 'rmsNormLinear', 'gemv-stream', out, a, weight, bias, N, true, act ? { FK_GLU: 1, FK_ACT: 0 } : {}, {
+        residual, residualOut: resOut, weight: normWeight, eps,
+      });
+    } catch (e) {
+      out.dispose();
+      resOut?.dispose();
+      throw e;
+    }
+    return [out, resOut];
+  } finally {
+    disposeAll(temps);
+  }
+}
+
 /** x [..., K] as [M, K] rows the GEMV and cuBLASLt can address: x itself, a view, or a contiguous copy (in temps). */
 function asMatrix(x: Tensor, M: number, K: number, temps: Tensor[]): Tensor {
   if (x.rank === 2 && addressable(x)) return x;
@@ -255,23 +310,41 @@ function gemvAligned(a: Tensor, w: Tensor, M: number): boolean {
  * fk_gemv_stream has). `pdlSafe`: w was not written by the kernel just before (else an ordinary launch: see linear).
  */
 function launchGemv(ctx: SpineContext, op: string, path: 'gemv' | 'gemv-stream', out: Tensor, a: Tensor, w: Tensor, b: Tensor | null, N: number,
-                    pdlSafe: boolean, extra: Readonly<Record<string, number>> = {}): void {
-  if (extra.FK_GLU && path !== 'gemv-stream') throw new Error(`${op}: FK_GLU needs fk_gemv_stream (fk_gemv would compute plain rows)`);
+                    pdlSafe: boolean, extra: Readonly<Record<string, number>> = {}, norm?: GemvNorm): void {
+  if ((extra.FK_GLU || norm) && path !== 'gemv-stream') throw new Error(`${op}: FK_GLU and FK_NORM need fk_gemv_stream (fk_gemv would compute plain rows)`);
   const [M, K] = a.shape as [number, number];
   const warps = LINEAR_TUNING.gemvWarps;
   const entry = path === 'gemv-stream' ? 'fk_gemv_stream' : 'fk_gemv';
   // FK_LATE_TRIGGER only where on (every stream build by default): 'off' builds keep run 14's defines and cache keys
   const late: Readonly<Record<string, number>> = path === 'gemv-stream' && gemvLateTrigger(!!extra.FK_GLU) ? { FK_LATE_TRIGGER: 1 } : {};
-  const defines = { FK_T: floatCType(a, op, 'x'), FK_VEC: 16 / itemsizeOf(a.dtype), FK_M: M, FK_UNR: path === 'gemv-stream' ? LINEAR_TUNING.gemvUnroll : LINEAR_TUNING.gemvPlainUnroll, FK_WARPS: warps, FK_BIAS: b ? 1 : 0, ...extra, ...late };
+  const warpsPerSm = LINEAR_TUNING.gemvStreamWarpsPerSm;
+  // FK_NORM: the prologue's registers must not cost resident warps (FK_MINB: the blocks an SM must hold)
+  const normDefines: Record<string, number> = norm ? { FK_NORM: norm.residual ? 2 : 1, FK_MINB: Math.max(1, Math.floor(warpsPerSm / warps)) } : {};
+  const defines = {
+    FK_T: floatCType(a, op, 'x'), FK_VEC: 16 / itemsizeOf(a.dtype), FK_M: M, FK_UNR: path === 'gemv-stream' ? LINEAR_TUNING.gemvUnroll : LINEAR_TUNING.gemvPlainUnroll,
+    FK_WARPS: warps, FK_BIAS: b ? 1 : 0, ...extra, ...late, ...normDefines,
+  };
   const k = spineKernel(ctx, 'gemv.cu', entry, defines);
   const rows = extra.FK_GLU ? N / 2 : N; // the warps' rows: FK_GLU's logical rows are gate | up pairs
+  const shared = norm ? K * itemsizeOf(a.dtype) : 0; // FK_NORM: the normalised x
   // the grid whose busiest SM streams the fewest rows (gemvStreamGridBalanced: never more than gemvStreamGrid's fewest-
   // warps grid, which left a third of the SMs a block short for FK_GLU's pairs; plain rows measured the same either way)
   const blocks =
     path === 'gemv-stream'
-      ? gemvStreamGridBalanced(rows, ctx.multiprocessors, Math.min(LINEAR_TUNING.gemvStreamWarpsPerSm, residentWarpsPerSm(k, defines)), warps)
+      ? gemvStreamGridBalanced(rows, ctx.multiprocessors, Math.min(warpsPerSm, residentWarpsPerSm(k, defines, shared)), warps)
       : Math.ceil(N / warps);
-  k.launch(blocks, warps * 32, 0, [out, a, w, b ? ptr(b) : 0, M, N, K, M === 1 ? K : a.strides[0]!], undefined, pdlSafe ? undefined : 0);
+  const args = [out, a, w, b ? ptr(b) : 0, M, N, K, M === 1 ? K : a.strides[0]!];
+  // fk_gemv_stream's FK_NORM parameters (read only by those builds)
+  if (path === 'gemv-stream') args.push(norm?.residual ? ptr(norm.residual) : 0, norm?.residualOut ? ptr(norm.residualOut) : 0, norm ? ptr(norm.weight) : 0, norm?.eps ?? 0);
+  k.launch(blocks, warps * 32, shared, args, undefined, pdlSafe ? undefined : 0);
+}
+
+/** FK_NORM's inputs: x is normalised with `weight` (and `residual` added first; the sum stored to `residualOut`). */
+interface GemvNorm {
+  readonly residual: Tensor | null;
+  readonly residualOut: Tensor | null;
+  readonly weight: Tensor;
+  readonly eps: number;
 }
 
 /**
@@ -280,11 +353,11 @@ function launchGemv(ctx: SpineContext, op: string, path: 'gemv' | 'gemv-stream',
  * build, and the PDL build launched in the capture that follows reuses the answer, so nothing is queried mid-capture.
  */
 const residentWarps = new Map<string, number>();
-function residentWarpsPerSm(k: CudaKernel, d: Readonly<Record<string, string | number>> & { FK_WARPS: number }): number {
-  const key = Object.entries(d).join(';'); // every define: any of them may change the registers (FK_ACT's gelu does)
+function residentWarpsPerSm(k: CudaKernel, d: Readonly<Record<string, string | number>> & { FK_WARPS: number }, sharedBytes = 0): number {
+  const key = `${Object.entries(d).join(';')};shared=${sharedBytes}`; // every define: any of them may change the registers (FK_ACT's gelu does)
   let n = residentWarps.get(key);
   if (n === undefined) {
-    n = Math.max(1, k.occupancy(d.FK_WARPS * 32).activeBlocksPerSM) * d.FK_WARPS;
+    n = Math.max(1, k.occupancy(d.FK_WARPS * 32, sharedBytes).activeBlocksPerSM) * d.FK_WARPS;
     residentWarps.set(key, n);
   }
   return n;

@@ -75,8 +75,9 @@ const WAITS_LATER: Readonly<Record<string, (body: string) => string | null>> = {
 function kernelBodies(source: string): [string, string][] {
   const src = source.replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/[^\n]*/g, '');
   const out: [string, string][] = [];
-  // the name is the identifier before the parameter list, after any __launch_bounds__(...) / __cluster_dims__(...)
-  const re = /extern "C" __global__\s+(?:void\s+)?(?:__\w+__\s*\([^)]*\)\s*)*(?:void\s+)?(\w+)\s*\(/g;
+  // the name is the identifier before the parameter list, after any __launch_bounds__(...) / __cluster_dims__(...) or a
+  // macro standing for one (an upper-case name: gemv.cu's FK_STREAM_BOUNDS)
+  const re = /extern "C" __global__\s+(?:void\s+)?(?:__\w+__\s*\([^)]*\)\s*|[A-Z][A-Z0-9_]+\s+)*(?:void\s+)?(\w+)\s*\(/g;
   for (let m = re.exec(src); m; m = re.exec(src)) {
     let i = m.index + m[0].length - 1;
     for (let depth = 0; ; i++) {

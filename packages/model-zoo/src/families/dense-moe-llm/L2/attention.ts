@@ -4,7 +4,9 @@ import { bytesOf, fromInts, randn } from '../../../common/inputs.js';
 import { getForwardContext, layerKvCache } from '../../../engine/forward-context.js';
 import { LLAMA3_8B, type LlamaRopeScaling } from '../config.js';
 import { FAMILY } from '../family.js';
+import { Linear } from '../L1/linear.js';
 import type { FlashAttnDecode } from '../L1/paged_decode_attention.js';
+import { RMSNorm } from '../L1/rms_norm.js';
 import { LLAMA31_ROPE_SCALING, RotaryEmbedding, computeInvFreqF32 } from '../L1/rotary_emb.js';
 import { StoreKVCache } from '../L1/store_kvcache.js';
 import type { FlashAttnVarlen } from '../L1/varlen_prefill_attention.js';
@@ -124,10 +126,44 @@ export class LlamaAttention extends Module {
   }
 
   forward(positions: Tensor, hiddenStates: Tensor): Tensor {
+    const qkv = project(this.qkvProj, hiddenStates); // [T, q | k | v] (this rank's heads)
+    try {
+      return this.forwardFromQkv(positions, qkv);
+    } finally {
+      qkv.dispose();
+    }
+  }
+
+  /**
+   * The decoder layer's input_layernorm (`norm`, adding `residual` first when given) and this layer's qkv_proj as one
+   * backend op (Ops.rmsNormLinear: at bs-1 decode on CUDA, rms_norm inside the qkv GEMV), then the rest of forward.
+   * Only when the backend has the op and `norm` and qkv_proj run their own forward (our RMSNorm and L1/linear: a
+   * candidate or an instrumented module must see its own calls); null when not, or when the backend declines (then
+   * nothing was computed: the caller runs the norm and forward). Returns [output, the new residual (null without one)].
+   */
+  forwardNormed(positions: Tensor, hiddenStates: Tensor, residual: Tensor | null, norm: RMSNorm): [Tensor, Tensor | null] | null {
+    const ops = this.ctx.backend.ops;
+    const proj = this.qkvProj;
+    if (!ops.rmsNormLinear || !runsOwnForward(norm, RMSNorm) || !(proj instanceof Linear) || !runsOwnForward(proj, Linear)) return null;
+    const fused = ops.rmsNormLinear(hiddenStates, residual, norm.weight, norm.eps, proj.weight, proj.bias, null);
+    if (!fused) return null;
+    const [qkv, res] = fused;
+    try {
+      return [this.forwardFromQkv(positions, qkv), res];
+    } catch (e) {
+      res?.dispose();
+      throw e;
+    } finally {
+      qkv.dispose();
+    }
+  }
+
+  /** forward from the qkv projection [T, q | k | v] (this rank's heads; the caller keeps and disposes it). */
+  private forwardFromQkv(positions: Tensor, qkv: Tensor): Tensor {
     const fc = getForwardContext();
     const md = fc.attnMetadata;
     const { kCache, vCache } = layerKvCache(fc, this.layerIdx);
-    const T = hiddenStates.shape[0]!;
+    const T = qkv.shape[0]!;
     const Tp = md.numPrefillTokens;
     const Td = md.numDecodes;
     if (T !== Tp + Td) throw new RangeError(`LlamaAttention: ${T} tokens, the forward context describes ${Tp} prefill + ${Td} decode tokens`);
@@ -135,7 +171,6 @@ export class LlamaAttention extends Module {
     const nk = this.numLocalKvHeads;
     const D = this.headDim;
 
-    const qkv = project(this.qkvProj, hiddenStates); // [T, q | k | v] (this rank's heads)
     const qIn = qkv.narrow(1, 0, this.qSize);
     const kIn = qkv.narrow(1, this.qSize, this.kvSize);
     const qkv3 = qkv.view(T, nq + 2 * nk, D);
@@ -169,7 +204,7 @@ export class LlamaAttention extends Module {
     } else if (Tp === 0) {
       attn = this.attnDecode.forward(q3, kCache, vCache, md.blockTables!, md.seqLens!);
     } else {
-      attn = Tensor.empty(this.ctx.backend, [T, nq, D], hiddenStates.dtype, { device: this.ctx.device });
+      attn = Tensor.empty(this.ctx.backend, [T, nq, D], qkv.dtype, { device: this.ctx.device });
       const parts: [number, number, () => Tensor][] = [
         [0, Tp, () => {
           const kk = prefillKv(k, kP);
@@ -196,7 +231,7 @@ export class LlamaAttention extends Module {
     }
     const flat = attn.view(T, nq * D);
     const out = project(this.oProj, flat);
-    for (const t of [qkv, qIn, kIn, qkv3, v, q, kRot!, k, q3, attn, flat, ...gathered]) t.dispose();
+    for (const t of [qIn, kIn, qkv3, v, q, kRot!, k, q3, attn, flat, ...gathered]) t.dispose();
     return out;
   }
 }

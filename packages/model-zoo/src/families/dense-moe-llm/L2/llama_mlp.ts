@@ -4,6 +4,7 @@ import { LLAMA3_8B } from '../config.js';
 import { FAMILY } from '../family.js';
 import { runsOwnForward } from '../../../common/fusion.js';
 import { Linear } from '../L1/linear.js';
+import { RMSNorm } from '../L1/rms_norm.js';
 import { SiluAndMul } from '../L1/silu_and_mul.js';
 import { project, type Projection } from '../projection.js';
 import { denseMlp } from '../reference.js';
@@ -45,6 +46,31 @@ export class LlamaMLP extends Module {
     const y = project(this.downProj, a);
     a.dispose();
     return y;
+  }
+
+  /**
+   * The decoder layer's post_attention_layernorm (`norm`, adding `residual` first) and this MLP with the norm, gate_up
+   * and silu in one backend op (Ops.rmsNormLinear with act 'silu': at bs-1 decode on CUDA, one GEMV launch for the three),
+   * then down_proj. Only when the backend has the op and `norm`, gate_up and act_fn run their own forward (see
+   * fusedGateUpAct); null when not, or when the backend declines (nothing was computed: the caller runs the norm and
+   * forward). Returns [output, the new residual].
+   */
+  forwardNormed(x: Tensor, residual: Tensor, norm: RMSNorm): [Tensor, Tensor] | null {
+    const ops = this.ctx.backend.ops;
+    const proj = this.gateUpProj;
+    if (!ops.rmsNormLinear || !runsOwnForward(norm, RMSNorm) || !(proj instanceof Linear) || !runsOwnForward(proj, Linear)) return null;
+    if (!runsOwnForward(this.actFn, SiluAndMul)) return null;
+    const fused = ops.rmsNormLinear(x, residual, norm.weight, norm.eps, proj.weight, proj.bias, 'silu');
+    if (!fused) return null;
+    const [a, res] = fused;
+    try {
+      return [project(this.downProj, a), res!];
+    } catch (e) {
+      res?.dispose();
+      throw e;
+    } finally {
+      a.dispose();
+    }
   }
 
   /** silu(gate) * up as the two modules compute it. */

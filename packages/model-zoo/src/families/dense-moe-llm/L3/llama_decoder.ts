@@ -3,8 +3,9 @@ import { bytesOf, fromInts, randn } from '../../../common/inputs.js';
 import { LLAMA3_8B, tinyLlamaConfig, type LlamaConfig } from '../config.js';
 import { FAMILY } from '../family.js';
 import type { RMSNorm } from '../L1/rms_norm.js';
-import { attentionWork, initProjections, type LlamaAttention } from '../L2/attention.js';
-import type { LlamaMLP } from '../L2/llama_mlp.js';
+import { runsOwnForward } from '../../../common/fusion.js';
+import { LlamaAttention, attentionWork, initProjections } from '../L2/attention.js';
+import { LlamaMLP } from '../L2/llama_mlp.js';
 import { denseDecoderLayer } from '../reference.js';
 import { buildTaskStep, stepSpec, stepTokens, taskStepFor } from '../task-batch.js';
 
@@ -36,6 +37,30 @@ export class LlamaDecoderLayer extends Module {
   }
 
   forward(positions: Tensor, hiddenStates: Tensor, residual?: Tensor | null): [Tensor, Tensor] {
+    const [attn, res] = this.attention(positions, hiddenStates, residual ?? null);
+    try {
+      // post_attention_layernorm inside the MLP's gate_up GEMV where the backend fuses it (LlamaMLP.forwardNormed)
+      const fused = runsOwnForward(this.mlp, LlamaMLP) ? this.mlp.forwardNormed(attn, res, this.postAttentionLayernorm) : null;
+      if (fused) return fused;
+      const [y, res2] = this.postAttentionLayernorm.forward(attn, res) as [Tensor, Tensor];
+      try {
+        return [this.mlp.forward(y), res2];
+      } finally {
+        y.dispose();
+      }
+    } finally {
+      attn.dispose();
+      if (res !== hiddenStates) res.dispose();
+    }
+  }
+
+  /**
+   * input_layernorm (with the residual after the first layer) and self_attn: [attention output, residual]. The norm
+   * runs inside the qkv GEMV where the backend fuses it (LlamaAttention.forwardNormed), else as its own module.
+   */
+  private attention(positions: Tensor, hiddenStates: Tensor, residual: Tensor | null): [Tensor, Tensor] {
+    const fused = runsOwnForward(this.selfAttn, LlamaAttention) ? this.selfAttn.forwardNormed(positions, hiddenStates, residual, this.inputLayernorm) : null;
+    if (fused) return [fused[0], fused[1] ?? hiddenStates];
     let x: Tensor;
     let res: Tensor;
     if (!residual) {
@@ -44,14 +69,14 @@ export class LlamaDecoderLayer extends Module {
     } else {
       [x, res] = this.inputLayernorm.forward(hiddenStates, residual) as [Tensor, Tensor];
     }
-    const attn = this.selfAttn.forward(positions, x);
-    x.dispose();
-    const [y, res2] = this.postAttentionLayernorm.forward(attn, res) as [Tensor, Tensor];
-    attn.dispose();
-    if (res !== hiddenStates) res.dispose();
-    const out = this.mlp.forward(y);
-    y.dispose();
-    return [out, res2];
+    try {
+      return [this.selfAttn.forward(positions, x), res];
+    } catch (e) {
+      if (res !== hiddenStates) res.dispose();
+      throw e;
+    } finally {
+      x.dispose();
+    }
   }
 }
 
