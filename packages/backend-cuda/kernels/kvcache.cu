@@ -4,9 +4,9 @@
 // [numBlocks, blockSize, nKv, head] (block, offset and head strides given, head dim contiguous) at
 // slot = slots[t] (fk_kv_slot.cuh: block = slot / blockSize, offset = slot % blockSize). slot < 0 is padding and
 // skipped; slot >= capacity is skipped and sets *flag (when flag is not null). FK_TPB tokens per block (all their loads
-// issued before the stores), 16-byte accesses.
-// -DFK_T=<type> -DFK_VEC=<n> -DFK_SLOT=<int | long long> -DFK_TPB=<tokens per block> -DFK_KV_EARLY_LOADS=0|1.
-// compile-cu: -DFK_KV_EARLY_LOADS=1
+// issued before the stores, without waiting for the slot ids: a padding token's row is read, not stored), 16-byte
+// accesses.
+// -DFK_T=<type> -DFK_VEC=<n> -DFK_SLOT=<int | long long> -DFK_TPB=<tokens per block>.
 #include "fk_vec.cuh"  // FK_T / FK_VEC defaults and FkVec, as the other memory-bound kernels
 #include "fk_pdl.cuh"
 #include "fk_kv_slot.cuh"
@@ -15,9 +15,6 @@
 #endif
 #ifndef FK_TPB
 #define FK_TPB 4  // tokens per block iteration (kvcache.ts TOKENS_PER_BLOCK)
-#endif
-#ifndef FK_KV_EARLY_LOADS
-#define FK_KV_EARLY_LOADS 0  // 1: the key / value loads do not wait for the slot (KV_STORE_TUNING.earlyLoads)
 #endif
 
 // Item j of a token's 2 * nKv * nv vectors (per = nKv * nv): K (j < per) or V, head h, first element c.
@@ -45,7 +42,6 @@ extern "C" __global__ void fk_store_kvcache(const FK_T* __restrict__ key, const 
   // FK_TPB tokens per block: every thread issues its vector loads for all of them before the first store
   // (FK_TPB * 16 bytes in flight per thread instead of 16).
   for (long long t0 = (long long)blockIdx.x * FK_TPB; t0 < T; t0 += (long long)gridDim.x * FK_TPB) {
-#if FK_KV_EARLY_LOADS
     // The slot ids and the thread's rows of its first item are loaded before any slot id is examined (every token's
     // row is read, a padding token's too), so the two round trips overlap; the stores skip what the slots say to skip.
     FK_SLOT sid[FK_TPB];
@@ -71,41 +67,5 @@ extern "C" __global__ void fk_store_kvcache(const FK_T* __restrict__ key, const 
         }
       }
     }
-#else
-    long long dk[FK_TPB], dv[FK_TPB];  // destination offsets (element units) of the token's slot; -1: skip
-#pragma unroll
-    for (int u = 0; u < FK_TPB; ++u) {
-      const long long t = t0 + u;
-      dk[u] = -1;
-      dv[u] = -1;
-      long long blk, off;
-      if (t < T && fk_kv_slot((long long)slots[t], blockSize, capacity, flag, blk, off)) {
-        dk[u] = blk * kcb + off * kco;
-        dv[u] = blk * vcb + off * vco;
-      }
-    }
-    for (int j = threadIdx.x; j < 2 * per; j += blockDim.x) {
-      const FkKvItem it = fk_kv_item(j, per, nv);
-      const bool isV = it.isV;
-      const int h = it.h;
-      const int c = it.c;
-      V v[FK_TPB];
-#pragma unroll
-      for (int u = 0; u < FK_TPB; ++u) {
-        const long long t = t0 + u;
-        if (dk[u] >= 0) {
-          const FK_T* src = isV ? value + t * vts + h * vhs + c : key + t * kts + h * khs + c;
-          v[u] = *reinterpret_cast<const V*>(src);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < FK_TPB; ++u) {
-        if (dk[u] >= 0) {
-          FK_T* dst = isV ? vc + dv[u] + h * vch + c : kc + dk[u] + h * kch + c;
-          *reinterpret_cast<V*>(dst) = v[u];
-        }
-      }
-    }
-#endif
   }
 }

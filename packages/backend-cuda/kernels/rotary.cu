@@ -1,14 +1,13 @@
 // FastKernels rotary embedding (vLLM RotaryEmbedding.forward_native semantics), out of place.
 //
-// fk_rotary: one block per token; blockIdx.y = 0 rotates the query, 1 the key (one launch for both). Each head's first
-// `rot` dims are rotated by cos_sin_cache[pos] (cos | sin halves, read in the cache's own dtype), the rest is
+// fk_rotary: a block per token, or fewer blocks striding over tokens (each loads its next token's position a token
+// ahead); blockIdx.y = 0 rotates the query, 1 the key (one launch for both). Each head's first `rot` dims are rotated by cos_sin_cache[pos] (cos | sin halves, read in the cache's own dtype), the rest is
 // copied through. Neox style pairs (i, i + rot/2), GPT-J style (2i, 2i + 1). fp32 math, rounded once.
 // A position outside [0, maxPos) writes a zero row and sets *flag (when flag is not null): never reads outside.
 // fk_rotary_store_kv: the same rotary, and the paged KV-cache write of the rotated key and the value (fk_store_kvcache,
 // kvcache.cu) in the same launch.
 // -DFK_T=<act type> -DFK_C=<cache type> -DFK_POS=<int | long long> -DFK_NEOX=0|1 -DFK_VEC=<n> (neox vector width)
-// -DFK_CVEC=0|1 (neox: cos/sin loaded as FK_VEC-element vectors) -DFK_SLOT=<int | long long> (fk_rotary_store_kv)
-// -DFK_ROT_NEXT_POS=0|1 (fk_rotary: a block's next position loaded a token ahead).
+// -DFK_CVEC=0|1 (neox: cos/sin loaded as FK_VEC-element vectors) -DFK_SLOT=<int | long long> (fk_rotary_store_kv).
 #include "fk_vec.cuh"
 #include "fk_pdl.cuh"
 #include "fk_kv_slot.cuh"
@@ -27,10 +26,6 @@
 #ifndef FK_SLOT
 #define FK_SLOT long long
 #endif
-#ifndef FK_ROT_NEXT_POS
-#define FK_ROT_NEXT_POS 0  // fk_rotary: 1 = the block's next position is loaded before this token's work (ROTARY_TUNING)
-#endif
-// compile-cu: -DFK_ROT_NEXT_POS=1
 
 // One token of heads x headSize at position p: x (row xr) rotated by cos_sin_cache[p] into y (yr, contiguous). With KV
 // the same values also go to the token's cache slot, head h at dr + h * dh (head dim contiguous; dr null: no slot).
@@ -130,18 +125,12 @@ extern "C" __global__ void fk_rotary(FK_T* __restrict__ qo, const FK_T* __restri
   const int heads = isKey ? nk : nq;
   if (heads == 0) return;
   const int half = rot / 2;
-#if FK_ROT_NEXT_POS
   // a block strides over tokens: its next token's position loads while this token is rotated, so only the first
   // waits for a position before its row and cache loads
   long long pNext = blockIdx.x < T ? (long long)pos[blockIdx.x] : 0;
-#endif
   for (int t = blockIdx.x; t < T; t += gridDim.x) {
-#if FK_ROT_NEXT_POS
     const long long p = pNext;
     if (t + gridDim.x < T) pNext = (long long)pos[t + gridDim.x];
-#else
-    const long long p = (long long)pos[t];
-#endif
     const FK_T* xr = in + t * s;
     FK_T* yr = o + (long long)t * heads * headSize;
     fk_rotary_token<false>(yr, nullptr, 0, xr, cache, p, maxPos, heads, headSize, rot, half, flag);

@@ -1,8 +1,7 @@
 import { Rng, type DType } from '@fastkernels/core';
 import { afterAll, describe, it } from 'vitest';
 import { setIndexChecks } from './common.js';
-import { G, checkTaskOnCuda, cpu, expectClose, gpu, intsCpu, randCpu, task, taskCases, toGpu, variant, withTuning } from '../../test/spine-helpers.js';
-import { KV_STORE_TUNING } from './kvcache.js';
+import { G, checkTaskOnCuda, cpu, expectClose, gpu, intsCpu, randCpu, task, taskCases, toGpu, variant } from '../../test/spine-helpers.js';
 
 const EXACT = { atol: 0, rtol: 0 };
 
@@ -15,8 +14,8 @@ function slots(T: number, capacity: number, pad: number, seed: number): number[]
 describe('store_kvcache vs the CPU backend (exact, in place)', () => {
   for (const dtype of ['bf16', 'f16', 'f32'] as DType[]) {
     for (const [T, nKv, head, NB, bs, slotType] of [[37, 8, 128, 8, 16, 'i64'], [5, 2, 20, 3, 16, 'i32'], [9, 1, 64, 4, 8, 'i64'], [64, 8, 128, 64, 16, 'i32']] as const) {
-      // earlyLoads: rows read before the slots are known (padding rows read, not stored)
-      for (const earlyLoads of [false, true]) it(`${dtype} T=${T} nKv=${nKv} head=${head} blocks ${NB}x${bs} slots ${slotType}${earlyLoads ? ' early loads' : ''}`, G, () => withTuning(KV_STORE_TUNING, { earlyLoads }, () => {
+      // rows are read before the slots are known (padding rows read, not stored)
+      it(`${dtype} T=${T} nKv=${nKv} head=${head} blocks ${NB}x${bs} slots ${slotType}`, G, () => {
         const key = randCpu([T, nKv, head], dtype, T);
         const value = randCpu([T, nKv, head], dtype, T + 1);
         const kc = randCpu([NB, bs, nKv, head], dtype, T + 2);
@@ -27,11 +26,11 @@ describe('store_kvcache vs the CPU backend (exact, in place)', () => {
         cpu().ops.storeKvcache_(key, value, kc, vc, sm);
         expectClose(gkc, kc, EXACT, 'kCache');
         expectClose(gvc, vc, EXACT, 'vCache');
-      }));
+      });
     }
   }
 
-  for (const earlyLoads of [false, true]) it(`key/value as slices of a fused QKV output; caches as views of one [2, ...] buffer${earlyLoads ? ' (early loads)' : ''}`, G, () => withTuning(KV_STORE_TUNING, { earlyLoads }, () => {
+  it('key/value as slices of a fused QKV output; caches as views of one [2, ...] buffer', G, () => {
     const [T, nq, nKv, head, NB, bs] = [10, 4, 2, 64, 4, 16];
     const qkv = randCpu([T, nq + 2 * nKv, head], 'bf16', 5);
     const both = randCpu([2, NB, bs, nKv, head], 'bf16', 6);
@@ -51,9 +50,9 @@ describe('store_kvcache vs the CPU backend (exact, in place)', () => {
     cpu().ops.storeKvcache_(k, v, kc.transpose(2, 3), vc.transpose(2, 3), sm);
     expectClose(gkc, kc, EXACT, 'strided kCache');
     expectClose(gvc, vc, EXACT, 'strided vCache');
-  }));
+  });
 
-  for (const earlyLoads of [false, true]) it(`a slot past the cache is skipped; with index checks on it throws a RangeError${earlyLoads ? ' (early loads)' : ''}`, G, () => withTuning(KV_STORE_TUNING, { earlyLoads }, () => {
+  it('a slot past the cache is skipped; with index checks on it throws a RangeError', G, () => {
     const k = toGpu(randCpu([2, 1, 8], 'f32', 1));
     const kc = toGpu(randCpu([1, 4, 1, 8], 'f32', 2));
     const vc = toGpu(randCpu([1, 4, 1, 8], 'f32', 3));
@@ -69,7 +68,7 @@ describe('store_kvcache vs the CPU backend (exact, in place)', () => {
     }
     setIndexChecks(false);
     if (!threw) throw new Error('expected a RangeError');
-  }));
+  });
   afterAll(() => setIndexChecks(false));
 });
 

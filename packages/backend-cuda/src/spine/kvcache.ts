@@ -5,7 +5,7 @@
  * Strided key/value (e.g. slices of a fused QKV output) and strided caches are addressed in place as long as
  * the head dim is contiguous. Slots past the cache are skipped and, with index checks on (common.ts), throw.
  */
-import { Tensor, envSwitch, formatShape, shapesEqual } from '@fastkernels/core';
+import { Tensor, formatShape, shapesEqual } from '@fastkernels/core';
 import type { SpineContext } from './context.js';
 import { asDType, checkIndexFlag, contiguousOf, disposeAll, floatCType, hasContiguousLastDim, indexCType, indexFlag, itemsizeOf, ptr, roundUp, spineKernel, vecWidth } from './common.js';
 
@@ -16,14 +16,6 @@ export const KV_STORE_TUNING = {
    * kernel bench: T4096 at 52% and T16384 at 76% of copy with 4; memory-tuning.gpu.test.ts prints 2, 4 and 8.
    */
   tokensPerBlock: 4,
-  /**
-   * Read every token's key and value without waiting for its slot id (FK_KV_EARLY_LOADS; a padding token's row is read
-   * and not stored): the slot ids' round trip then overlaps the rows'. T4096 is at 52% of copy (81% of a same-size copy,
-   * run 14), one wave of blocks that each wait for slots, then rows, then stores. fk_store_kvcache only (the L1 task,
-   * and layers that do not fuse the KV write with rotary: the engine's steps take fk_rotary_store_kv). Not yet
-   * measured: off. FASTKERNELS_KV_STORE_EARLY_LOADS=1.
-   */
-  earlyLoads: envSwitch('FASTKERNELS_KV_STORE_EARLY_LOADS', false),
 };
 
 export function storeKvcache(ctx: SpineContext, key: Tensor, value: Tensor, kCache: Tensor, vCache: Tensor, slotMapping: Tensor): void {
@@ -51,7 +43,11 @@ export function storeKvcache(ctx: SpineContext, key: Tensor, value: Tensor, kCac
     const threads = Math.min(256, Math.max(32, roundUp(work, 32)));
     const flag = indexFlag(ctx, kc);
     const tpb = Math.max(1, Math.floor(KV_STORE_TUNING.tokensPerBlock));
-    const kern = spineKernel(ctx, 'kvcache.cu', 'fk_store_kvcache', { FK_T: C, FK_VEC: vec, FK_SLOT: S, FK_TPB: tpb, ...(KV_STORE_TUNING.earlyLoads ? { FK_KV_EARLY_LOADS: 1 } : {}) });
+    // The kernel reads every token's key and value rows without waiting for its slot id (a padding token's row is read,
+    // not stored), so the slot ids' round trip overlaps the rows'. Run 15 (H200 kernel bench, 3 processes, against
+    // waiting for the slot ids): T256 5.9-6.0 -> 5.5-5.6 us, T4096 15.1-15.2 -> 14.1-14.5 us (52% -> 55-56% of copy),
+    // T16384 41.6-41.8 -> 39.8-40.7 us (76% -> 78-79%).
+    const kern = spineKernel(ctx, 'kvcache.cu', 'fk_store_kvcache', { FK_T: C, FK_VEC: vec, FK_SLOT: S, FK_TPB: tpb });
     kern.launch(Math.min(Math.ceil(T / tpb), 2 ** 31 - 1), threads, 0, [
       k, v, kc, vc, slots, T, nKv, head,
       ks[0]!, ks[1]!, vs[0]!, vs[1]!, kcs[0]!, kcs[1]!, kcs[2]!, vcs[0]!, vcs[1]!, vcs[2]!,

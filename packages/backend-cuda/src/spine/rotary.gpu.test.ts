@@ -32,26 +32,20 @@ describe('rotary_emb vs the float64 CPU backend', () => {
     }
   }
 
-  // ROTARY_TUNING.nextPosition: blocks that stride over tokens (T above the grid: 264 blocks on 132 SMs, ~19 tokens
-  // each) load the next position a token ahead; the same bits as per-token loads, and right against the CPU
-  it('bf16 T=5000 (blocks stride over tokens), positions loaded a token ahead: the bits of per-token loads', G, () => {
+  // blocks that stride over tokens (T above the grid: 264 blocks on 132 SMs, ~19 tokens each) load the next position a
+  // token ahead; right against the CPU
+  it('bf16 T=5000 (blocks stride over tokens, positions loaded a token ahead)', G, () => {
     const [T, nq, nk, hs, maxPos] = [5000, 4, 2, 64, 4096];
     const pos = intsCpu(Array.from({ length: T }, (_, i) => (i * 7919 + 3) % maxPos), [T], 'i64');
     const q = randCpu([T, nq * hs], 'bf16', 21);
     const k = randCpu([T, nk * hs], 'bf16', 22);
     const cache = cosSinCpu(maxPos, hs, 'bf16', 10000);
     const [eq, ek] = cpu().ops.rotaryEmbedding(pos, q, k, cache, hs, true);
-    const bits: number[][] = [];
-    for (const nextPosition of [false, true]) {
-      withTuning(ROTARY_TUNING, { nextPosition, blocksPerSm: 2 }, () => {
-        const [gq, gk] = gpu().ops.rotaryEmbedding(toGpu(pos), toGpu(q), toGpu(k), toGpu(cache), hs, true);
-        expectClose(gq, eq, tolOf('bf16'), `query (next position ${nextPosition})`);
-        expectClose(gk!, ek!, tolOf('bf16'), `key (next position ${nextPosition})`);
-        bits.push([...gq.toFloat64Array(), ...gk!.toFloat64Array()]);
-      });
-    }
-    const differ = bits[0]!.filter((x, i) => !Object.is(x, bits[1]![i])).length;
-    if (differ) throw new Error(`${differ} of ${bits[0]!.length} elements differ between the two builds`);
+    withTuning(ROTARY_TUNING, { blocksPerSm: 2 }, () => {
+      const [gq, gk] = gpu().ops.rotaryEmbedding(toGpu(pos), toGpu(q), toGpu(k), toGpu(cache), hs, true);
+      expectClose(gq, eq, tolOf('bf16'), 'query');
+      expectClose(gk!, ek!, tolOf('bf16'), 'key');
+    });
   });
 
   it('query and key as slices of a fused QKV output, a rank-3 query, an f32 cache with bf16 activations', G, () => {

@@ -26,13 +26,6 @@ export const ROTARY_TUNING = {
    * process.
    */
   fuseKvStore: envSwitch('FASTKERNELS_FUSE_ROTARY_KV', true),
-  /**
-   * fk_rotary loads a block's next token position before rotating the current token (FK_ROT_NEXT_POS), so the position's
-   * round trip overlaps the rows' instead of preceding them. T16384 is at 83% of copy (87% of a same-size copy, run 14),
-   * each block striding over ~8 tokens. fk_rotary only (the L1 task, and layers that do not fuse rotary with the KV
-   * write): the engine's steps take fk_rotary_store_kv. Not yet measured: off. FASTKERNELS_ROTARY_NEXT_POS=1.
-   */
-  nextPosition: envSwitch('FASTKERNELS_ROTARY_NEXT_POS', false),
 };
 
 /**
@@ -89,9 +82,10 @@ export function rotaryEmbedding(
     }
     const { cvec, threads, grid } = rotaryLaunchShape(ctx, { T, nq, nk, headSize, rot, isNeoxStyle, vec, cache });
     const flag = indexFlag(ctx, qOut);
-    const kern = spineKernel(ctx, 'rotary.cu', 'fk_rotary', {
-      FK_T: Tq, FK_C: C, FK_POS: P, FK_NEOX: isNeoxStyle ? 1 : 0, FK_VEC: vec, FK_CVEC: cvec, ...(ROTARY_TUNING.nextPosition ? { FK_ROT_NEXT_POS: 1 } : {}),
-    });
+    // A block striding over tokens loads its next token's position while it rotates this one, so only its first token
+    // waits for a position before the row and cache loads. Run 15 (H200 kernel bench, 3 processes, against a position
+    // loaded per token): T4096 27.8-34.3 -> 27.6-27.8 us, T16384 95.6-105.8 -> 94.3-94.4 us (83-85% -> 85-86% of copy).
+    const kern = spineKernel(ctx, 'rotary.cu', 'fk_rotary', { FK_T: Tq, FK_C: C, FK_POS: P, FK_NEOX: isNeoxStyle ? 1 : 0, FK_VEC: vec, FK_CVEC: cvec });
     kern.launch([grid, k ? 2 : 1], threads, 0, [
       qOut, q.t, q.stride, nq,
       kOut ? ptr(kOut) : 0, k ? ptr(k.t) : 0, k ? k.stride : 0, nk,
