@@ -46,12 +46,14 @@ export const ATTENTION_TUNING = {
    */
   decodeMmaCtasPerSm: envCount('FASTKERNELS_DECODE_CTAS_PER_SM', 16, 1),
   /**
-   * Fewest keys per split of the mma decode kernel (FASTKERNELS_DECODE_MIN_SPLIT_TOKENS for the A/B bench). Run 13
-   * (bs-1 Llama-3-8B step, 128-384 keys, graph for 2176; decode_ab.json): one split of up to 4096 keys at 8 warps 4.310 ms
-   * against 4.337 with 128 at 4 warps (no combine launch), but 4.723 at 4 warps. One split makes 8 CTAs stream a long
-   * bs-1 context alone, which was not measured: the default stays until the split follows the live length.
+   * Fewest keys per split of the mma decode kernel (FASTKERNELS_DECODE_MIN_SPLIT_TOKENS for the A/B bench), rounded up to
+   * one 16-key tile per warp (64 at 4 warps). 64 since run 15 (bs-1 Llama-3-8B step, 128-384 keys, graph for 2176;
+   * decode_ab-run15-*.json): 4.276 ms against 4.314 with 128 (twice the CTAs on a short context, each with one tile a
+   * warp), 4.251 against 4.277 with the RMSNorm in the GEMV. Run 13: one split of up to 4096 keys at 8 warps 4.310 ms
+   * against 4.337 with 128 at 4 warps (no combine launch), but 4.723 at 4 warps; one split makes 8 CTAs stream a long
+   * bs-1 context alone. Larger batches take the split from decodeMmaCtasPerSm.
    */
-  decodeMmaMinSplitTokens: envCount('FASTKERNELS_DECODE_MIN_SPLIT_TOKENS', 128, 1),
+  decodeMmaMinSplitTokens: envCount('FASTKERNELS_DECODE_MIN_SPLIT_TOKENS', 64, 1),
   /**
    * Issue the mma decode kernel's first cache loads before its PDL wait (FK_EARLY_KV): the cache's DRAM latency then
    * overlaps the kernel before (rotary + KV write). Run 14's ablation: decode attention and its combine cost 0.22 ms of

@@ -72,8 +72,8 @@ describe('attention launch plans', () => {
     expect(planDecode({ ...llama, qHeads: 64, kvHeads: 1, batch: 2, maxBlocks: 8, dtype: 'bf16' }).headsPerCta).toBe(16);
     expect(planDecode({ ...llama, qHeads: 12, kvHeads: 2, batch: 2, maxBlocks: 8, dtype: 'bf16' }).headsPerCta).toBe(6);
     const one = planDecode({ ...llama, batch: 1, maxBlocks: 512, dtype: 'bf16' });
-    expect(one.chunk).toBe(128);
-    expect(one.splits).toBe(64);
+    expect(one.chunk).toBe(64); // decodeMmaMinSplitTokens: one 16-key tile per warp of 4 (run 15)
+    expect(one.splits).toBe(128);
     // not eligible: f32, odd head dims, caches not 16-byte aligned, or switched off
     expect(planDecode({ ...llama, itemsize: 4, batch: 2, maxBlocks: 4, dtype: 'f32' }).mma).toBe(false);
     expect(planDecode({ ...llama, headDim: 96, batch: 2, maxBlocks: 4, dtype: 'bf16' }).mma).toBe(false);

@@ -71,10 +71,11 @@ export const LINEAR_TUNING = {
    * gone (input_layernorm into qkv, post_attention_layernorm into the GLU gate_up). Run 13 (H200, bs-1 Llama-3-8B
    * step at the serve bench's context, decode_ab-run13-fuse-norm.json) measured 4.852 ms with it against 4.334 without
    * (bit-identical, gpu-tests-run13-norm.log), but with the GEMVs' early trigger: run 14's ablation without the norms
-   * (GEMV after GEMV) was as slow, 4.833, and with the late trigger it is 4.198 against 4.305 (run 15). Back for that
-   * measurement, off until then. FASTKERNELS_FUSE_NORM=1 turns it on.
+   * (GEMV after GEMV) was as slow, 4.833, and with the late trigger it is 4.198 against 4.305. On since run 15 (late
+   * trigger; decode_ab-run15-*.json): 4.274 against 4.314 ms, 4.251 against 4.276 with 64-key decode splits; bit-identical
+   * to rms_norm + linear (gpu-tests-run15-norm.log). FASTKERNELS_FUSE_NORM=0 turns it off.
    */
-  gemvFuseNorm: envSwitch('FASTKERNELS_FUSE_NORM', false),
+  gemvFuseNorm: envSwitch('FASTKERNELS_FUSE_NORM', true),
 };
 
 /** Whether a fk_gemv_stream build (FK_GLU or not) is compiled with FK_LATE_TRIGGER (LINEAR_TUNING.gemvLateTrigger). */
