@@ -6,7 +6,10 @@
 // (a 2 GiB D2D copy, read + written; an 8192^3 bf16 cuBLASLt GEMM). Memory-bound cases also get a copy of their own
 // byte count, timed the same way (sameSizeCopyMs, fracSameSizeCopy): the reachable rate at that size.
 // Bundled by tools/gpu-host-bundle.mjs into dist/gpu-host/bench-kernels.mjs; on the GPU host:
-//   dist/gpu-host/run-node bench-kernels.mjs [--json out.json] [--quick] [--only substring]
+//   dist/gpu-host/run-node bench-kernels.mjs [--json out.json] [--quick] [--only substring] [--repeat N]
+// --repeat N times every case N times in this process, each on fresh inputs placed behind a spacer allocation of
+// i x 97 MiB (a row per repetition, `rep` in the JSON): does a kernel's time depend on where its data lands? (Paged decode
+// b64x2k varies up to 30% between processes: runs 14-15.)
 // bench/kernels_torch.py times the same math in PyTorch (eager, torch.compile); bench/h200-kernels.sh runs both.
 import './user-errors.mjs'; // first: a bad FASTKERNELS_* value is one line, not a stack
 import { writeFileSync } from 'node:fs';
@@ -18,6 +21,12 @@ const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const jsonOut = args.includes('--json') ? args[args.indexOf('--json') + 1] : undefined;
 const only = args.includes('--only') ? args[args.indexOf('--only') + 1] : undefined;
+const repeat = args.includes('--repeat') ? Number(args[args.indexOf('--repeat') + 1]) : 1;
+if (!Number.isInteger(repeat) || repeat < 1 || repeat > 100) {
+  console.error(`bench-kernels: --repeat takes a whole number from 1 to 100 (got '${args[args.indexOf('--repeat') + 1]}'), e.g. --repeat 5`);
+  process.exit(2);
+}
+const SPACER_BYTES = 97 * 2 ** 20; // odd in MiB, so successive repetitions start at different offsets of the memory's interleave
 const ITERS = quick ? 20 : 30;
 const WARMUP = 3;
 
@@ -219,22 +228,31 @@ for (const t of denseMoeLlmTasks.filter((x) => x.level === 1)) {
     const w = t.work(c);
     const floorMs = Math.max(w.bytes / (copyGBps * 1e9), w.flops / (gemmTflops * 1e12)) * 1e3;
     const bound = w.bytes / (copyGBps * 1e9) >= w.flops / (gemmTflops * 1e12) ? 'memory' : 'compute';
-    const r = runCase(t, c);
-    const row = { task: t.id, case: c.name, dtype: c.dtype, dims: c.dims, init: c.init, options: c.options, torchCompile: compile, bytes: w.bytes, flops: w.flops, floorMs, bound, ...r };
-    if (r.status === 'ok') {
-      row.fracFloor = floorMs / r.ms;
-      row.gbps = w.bytes / (r.ms / 1e3) / 1e9;
-      row.tflops = w.flops / (r.ms / 1e3) / 1e12;
-      row.fracCopyBw = row.gbps / copyGBps;
-      if (bound === 'memory') {
-        row.sameSizeCopyMs = sameSizeCopyMs(w.bytes);
-        row.fracSameSizeCopy = row.sameSizeCopyMs / r.ms;
+    for (let rep = 0; rep < repeat; rep++) {
+      // later repetitions allocate their inputs behind a spacer held for the case's run
+      const spacer = rep > 0 ? Tensor.empty(backend, [(rep * SPACER_BYTES) / 4], 'f32', { device: 0 }) : null;
+      let r;
+      try {
+        r = runCase(t, c);
+      } finally {
+        spacer?.dispose();
       }
+      const row = { task: t.id, case: c.name, ...(repeat > 1 ? { rep } : {}), dtype: c.dtype, dims: c.dims, init: c.init, options: c.options, torchCompile: compile, bytes: w.bytes, flops: w.flops, floorMs, bound, ...r };
+      if (r.status === 'ok') {
+        row.fracFloor = floorMs / r.ms;
+        row.gbps = w.bytes / (r.ms / 1e3) / 1e9;
+        row.tflops = w.flops / (r.ms / 1e3) / 1e12;
+        row.fracCopyBw = row.gbps / copyGBps;
+        if (bound === 'memory') {
+          row.sameSizeCopyMs = sameSizeCopyMs(w.bytes);
+          row.fracSameSizeCopy = row.sameSizeCopyMs / r.ms;
+        }
+      }
+      results.push(row);
+      const same = row.fracSameSizeCopy !== undefined ? `  same-size copy ${(row.sameSizeCopyMs * 1e3).toFixed(1)} us = ${(row.fracSameSizeCopy * 100).toFixed(0)}%` : '';
+      const shown = r.status === 'ok' ? `${(r.ms * 1e3).toFixed(1).padStart(9)} us  floor ${(floorMs * 1e3).toFixed(1).padStart(8)} us  ${(row.fracFloor * 100).toFixed(0).padStart(3)}% of floor  ${row.gbps.toFixed(0).padStart(5)} GB/s ${row.tflops.toFixed(1).padStart(6)} TF${same}` : `${r.status}${r.detail ? `: ${r.detail.slice(0, 90)}` : ''}`;
+      console.log(`${(repeat > 1 ? `${label} #${rep}` : label).padEnd(52)} ${shown}`);
     }
-    results.push(row);
-    const same = row.fracSameSizeCopy !== undefined ? `  same-size copy ${(row.sameSizeCopyMs * 1e3).toFixed(1)} us = ${(row.fracSameSizeCopy * 100).toFixed(0)}%` : '';
-    const shown = r.status === 'ok' ? `${(r.ms * 1e3).toFixed(1).padStart(9)} us  floor ${(floorMs * 1e3).toFixed(1).padStart(8)} us  ${(row.fracFloor * 100).toFixed(0).padStart(3)}% of floor  ${row.gbps.toFixed(0).padStart(5)} GB/s ${row.tflops.toFixed(1).padStart(6)} TF${same}` : `${r.status}${r.detail ? `: ${r.detail.slice(0, 90)}` : ''}`;
-    console.log(`${label.padEnd(52)} ${shown}`);
   }
 }
 Tensor.fromArray = origFromArray;
@@ -245,6 +263,7 @@ const result = {
   device: backend.devices()[0],
   ceilings: { copyGBps, gemmTflops, copyBytes, gemm: '8192^3 bf16', l2FlushBytes: flushBytes },
   iters: ITERS,
+  repeat,
   settings: launchSettings(), // the speed knobs in force (FASTKERNELS_* sweeps of the kernel bench)
   seconds: (performance.now() - t0) / 1e3,
   results,
