@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { parseSignature } from '../args.js';
 import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
 import { withTuning } from '../../test/spine-helpers.js';
-import { LINEAR_TUNING, chooseLinearPath, gemvLateTrigger, gemvSmLoad, gemvStreamGrid, gemvStreamGridBalanced, type LinearPath, type LinearShape } from './linear.js';
+import { LINEAR_TUNING, chooseLinearPath, gemvSmLoad, gemvTriggerMode, gemvStreamGrid, gemvStreamGridBalanced, type LinearPath, type LinearShape } from './linear.js';
 
 describe('chooseLinearPath (CPU): cuBLASLt vs the small-batch GEMV, per call', () => {
   const on = { ...LINEAR_TUNING, gemvMaxRows: 8 };
@@ -105,21 +105,25 @@ describe('gemvStreamGridBalanced: the one-wave grid whose busiest SM streams the
   }
 });
 
-describe('gemvLateTrigger (CPU): which fk_gemv_stream builds let the next kernel in only at their exit', () => {
+describe('gemvTriggerMode (CPU): when each fk_gemv_stream build lets the next kernel in', () => {
   it.skipIf(process.env.FASTKERNELS_GEMV_LATE_TRIGGER !== undefined)('all by default (run 15: the bs-1 step 4.360 -> 4.305 ms): every build', () => {
-    expect(gemvLateTrigger(true)).toBe(true);
-    expect(gemvLateTrigger(false)).toBe(true);
+    expect(gemvTriggerMode(true)).toBe(1);
+    expect(gemvTriggerMode(false)).toBe(1);
   });
-  it('glu: the gate_up + silu build only; all: every build', () => {
+  it('glu: the gate_up + silu build only; all: every build; tail: every build, at its last loads; off: none', () => {
     const glu = { ...LINEAR_TUNING, gemvLateTrigger: 'glu' as const };
     const all = { ...LINEAR_TUNING, gemvLateTrigger: 'all' as const };
-    expect([gemvLateTrigger(true, glu), gemvLateTrigger(false, glu)]).toEqual([true, false]);
-    expect([gemvLateTrigger(true, all), gemvLateTrigger(false, all)]).toEqual([true, true]);
+    expect([gemvTriggerMode(true, glu), gemvTriggerMode(false, glu)]).toEqual([1, 0]);
+    expect([gemvTriggerMode(true, all), gemvTriggerMode(false, all)]).toEqual([1, 1]);
     const off = { ...LINEAR_TUNING, gemvLateTrigger: 'off' as const };
-    expect([gemvLateTrigger(true, off), gemvLateTrigger(false, off)]).toEqual([false, false]);
+    expect([gemvTriggerMode(true, off), gemvTriggerMode(false, off)]).toEqual([0, 0]);
+    const tail = { ...LINEAR_TUNING, gemvLateTrigger: 'tail' as const };
+    expect([gemvTriggerMode(true, tail), gemvTriggerMode(false, tail)]).toEqual([2, 2]);
   });
   it('the kernel leaves out its early trigger exactly under FK_LATE_TRIGGER', () => {
     const src = KERNEL_SOURCES['gemv.cu']!;
     expect(src).toMatch(/fk_pdl_wait\(\);\n#if !FK_LATE_TRIGGER\n\s*fk_pdl_trigger\(\);\n#endif/);
+    // tail: one trigger, in the stream loop, on the warp's last group of chunks
+    expect(src).toMatch(/c0 \+= FK_UNR\) \{\n#if FK_LATE_TRIGGER == 2\n\s*if \(c0 \+ FK_UNR >= total\) fk_pdl_trigger\(\);/);
   });
 });

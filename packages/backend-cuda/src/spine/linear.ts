@@ -59,12 +59,13 @@ export const LINEAR_TUNING = {
   /**
    * Which fk_gemv_stream builds let the next kernel in only when their blocks exit (FK_LATE_TRIGGER) instead of right
    * after their PDL wait: off (none), glu (the gate_up + silu GEMV, which the down projection's GEMV always follows), or
-   * all. Why: a GEMV let in while the one before still streams starts on SMs as they free up and runs slower than on an
+   * all; tail: every build lets it in once each warp has issued its last loads (FK_LATE_TRIGGER 2: the next kernel's
+   * launch and first loads overlap only this one's tail; not yet measured). Why: a GEMV let in while the one before still streams starts on SMs as they free up and runs slower than on an
    * idle GPU. Run 14's ablation put GEMV after GEMV (no norms) and the bs-1 step went from 4.359 to 4.833 ms; run 15
    * (decode_ab-run15.json, same call): defaults 4.360, glu 4.322, all 4.305 ms, and without the norms the step with
    * all is now faster (4.198), not slower. FASTKERNELS_GEMV_LATE_TRIGGER.
    */
-  gemvLateTrigger: envChoice('FASTKERNELS_GEMV_LATE_TRIGGER', ['off', 'glu', 'all'] as const, 'all'),
+  gemvLateTrigger: envChoice('FASTKERNELS_GEMV_LATE_TRIGGER', ['off', 'glu', 'all', 'tail'] as const, 'all'),
   /**
    * A pre-norm projection's RMSNorm in fk_gemv_stream's prologue (rmsNormLinear, FK_NORM: every block normalises the one
    * row of x into shared memory, with rms_norm's bits): at bs-1 decode the two rms_norm launches of a Llama layer are
@@ -78,9 +79,21 @@ export const LINEAR_TUNING = {
   gemvFuseNorm: envSwitch('FASTKERNELS_FUSE_NORM', true),
 };
 
-/** Whether a fk_gemv_stream build (FK_GLU or not) is compiled with FK_LATE_TRIGGER (LINEAR_TUNING.gemvLateTrigger). */
-export function gemvLateTrigger(glu: boolean, tuning = LINEAR_TUNING): boolean {
-  return tuning.gemvLateTrigger === 'all' || (tuning.gemvLateTrigger === 'glu' && glu);
+/**
+ * FK_LATE_TRIGGER of a fk_gemv_stream build (FK_GLU or not) under LINEAR_TUNING.gemvLateTrigger: 0 lets the next kernel
+ * in right after the PDL wait, 1 when the blocks exit, 2 once each warp's last loads are issued.
+ */
+export function gemvTriggerMode(glu: boolean, tuning = LINEAR_TUNING): 0 | 1 | 2 {
+  switch (tuning.gemvLateTrigger) {
+    case 'all':
+      return 1;
+    case 'glu':
+      return glu ? 1 : 0;
+    case 'tail':
+      return 2;
+    default:
+      return 0;
+  }
 }
 
 /** What chooseLinearPath needs to know about one call. */
@@ -317,7 +330,8 @@ function launchGemv(ctx: SpineContext, op: string, path: 'gemv' | 'gemv-stream',
   const warps = LINEAR_TUNING.gemvWarps;
   const entry = path === 'gemv-stream' ? 'fk_gemv_stream' : 'fk_gemv';
   // FK_LATE_TRIGGER only where on (every stream build by default): 'off' builds keep run 14's defines and cache keys
-  const late: Readonly<Record<string, number>> = path === 'gemv-stream' && gemvLateTrigger(!!extra.FK_GLU) ? { FK_LATE_TRIGGER: 1 } : {};
+  const mode = path === 'gemv-stream' ? gemvTriggerMode(!!extra.FK_GLU) : 0;
+  const late: Readonly<Record<string, number>> = mode ? { FK_LATE_TRIGGER: mode } : {};
   const warpsPerSm = LINEAR_TUNING.gemvStreamWarpsPerSm;
   // FK_NORM: the prologue's registers must not cost resident warps (FK_MINB: the blocks an SM must hold)
   const normDefines: Record<string, number> = norm ? { FK_NORM: norm.residual ? 2 : 1, FK_MINB: Math.max(1, Math.floor(warpsPerSm / warps)) } : {};
