@@ -43,7 +43,7 @@ rm -f "$OUT"/decode-ab-* "$OUT/decode_ab.json"  # nothing from an earlier run is
 # each run (FASTKERNELS_* variables the bench itself needs, such as the cache dir, are kept)
 speed_vars=(PDL PDL_EAGER CHAIN_DECODE GEMV_MAX_ROWS GEMV_UNROLL GEMV_WARPS_PER_SM FUSE_ROTARY_KV FUSE_GLU
   SAMPLER_GREEDY_SPLIT_ROWS DECODE_MIN_SPLIT_TOKENS DECODE_MMA_WARPS DECODE_MMA_STAGES DECODE_CTAS_PER_SM CHECK_INDICES
-  GEMV_LATE_TRIGGER DECODE_EARLY_KV FUSE_NORM BENCH_ABLATE)
+  GEMV_LATE_TRIGGER GEMV_SMEM_CAP DECODE_EARLY_KV FUSE_NORM BENCH_ABLATE)
 clear=()
 for v in "${speed_vars[@]}"; do
   if printenv "FASTKERNELS_$v" >/dev/null; then

@@ -415,3 +415,47 @@ describe('does programmatic dependent launch overlap? rms_norm (T 1) then linear
     nw.dispose();
   });
 });
+
+describe('LINEAR_TUNING.gemvOccupancyCap: unused shared memory holds an SM at its fair share of a GEMV grid', () => {
+  /** fn's result and the (blocks, shared bytes, kernel) of each fk_gemv_stream launch it made. */
+  function streamLaunches(fn: () => Tensor): { y: Tensor; launches: { blocks: number; shared: number; occ: (b: number) => number }[] } {
+    const ctx = gpu().ops.spine;
+    const orig = ctx.kernel.bind(ctx);
+    const launches: { blocks: number; shared: number; occ: (b: number) => number }[] = [];
+    ctx.kernel = (spec) => {
+      const k = orig(spec);
+      if (spec.entry !== 'fk_gemv_stream') return k;
+      const launch = k.launch.bind(k);
+      return Object.assign(Object.create(k), {
+        launch: (...a: Parameters<typeof k.launch>) => {
+          launches.push({ blocks: a[0] as number, shared: a[2] as number, occ: (b: number) => k.occupancy(a[1] as number, b).activeBlocksPerSM });
+          return launch(...a);
+        },
+      });
+    };
+    try {
+      return { y: fn(), launches };
+    } finally {
+      ctx.kernel = orig;
+    }
+  }
+  it('o_proj (512 blocks) and the GLU gate_up (632) at M 1: the same bits, and an SM holds ceil(blocks / SMs) of them', G, () => {
+    const sms = gpu().runtime.properties().multiprocessors;
+    const x = toGpu(randCpu([1, 4096], 'bf16', 11));
+    for (const [label, N, glu] of [['o_proj', 4096, false], ['gate_up + silu', 28672, true]] as const) {
+      const w = toGpu(randCpu([N, 4096], 'bf16', 12, 1 / 64));
+      const run = (cap: boolean) =>
+        streamLaunches(() => withLinear({ gemvMaxRows: 1, gemvOccupancyCap: cap }, () => (glu ? gpu().ops.linearSiluAndMul!(x, w, null)! : gpu().ops.linear(x, w, null))));
+      const plain = run(false);
+      const capped = run(true);
+      expectClose(capped.y, plain.y, { atol: 0, rtol: 0 }, `${label}: capped vs not (same bits)`);
+      const l = capped.launches.at(-1)!;
+      const fair = Math.ceil(l.blocks / sms);
+      expect(l.shared, `${label}: shared bytes`).toBeGreaterThan(0);
+      expect(l.occ(l.shared), `${label}: blocks an SM holds`).toBe(fair);
+      expect(plain.launches.at(-1)!.shared).toBe(0);
+      for (const t of [plain.y, capped.y, w]) t.dispose();
+    }
+    x.dispose();
+  });
+});

@@ -77,6 +77,16 @@ export const LINEAR_TUNING = {
    * to rms_norm + linear (gpu-tests-run15-norm.log). FASTKERNELS_FUSE_NORM=0 turns it off.
    */
   gemvFuseNorm: envSwitch('FASTKERNELS_FUSE_NORM', true),
+  /**
+   * Cap how many blocks of one fk_gemv_stream grid an SM may hold at its fair share, ceil(blocks / SMs), with unused
+   * dynamic shared memory (occupancyCapBytes). Why: o_proj and down run 512 blocks (3.9 an SM) and gate_up 632 (4.8),
+   * while registers let an SM hold 6. Let in early (GEMV_LATE_TRIGGER off), such a grid lands on the SMs that free first,
+   * up to 6 each, and the SMs that took 6 stream half as long again as the average: run 14's GEMV-after-GEMV pairs cost
+   * 0.47 ms under the early trigger. Launched on an idle GPU the blocks go round the SMs, which is why the late trigger
+   * (the default since run 15) is faster, at the price of no launch overlap. Capped, an early launch cannot unbalance
+   * the grid. Not yet measured (with GEMV_LATE_TRIGGER=off or tail): off. FASTKERNELS_GEMV_SMEM_CAP=1.
+   */
+  gemvOccupancyCap: envSwitch('FASTKERNELS_GEMV_SMEM_CAP', false),
 };
 
 /**
@@ -341,13 +351,15 @@ function launchGemv(ctx: SpineContext, op: string, path: 'gemv' | 'gemv-stream',
   };
   const k = spineKernel(ctx, 'gemv.cu', entry, defines);
   const rows = extra.FK_GLU ? N / 2 : N; // the warps' rows: FK_GLU's logical rows are gate | up pairs
-  const shared = norm ? K * itemsizeOf(a.dtype) : 0; // FK_NORM: the normalised x
+  const normShared = norm ? K * itemsizeOf(a.dtype) : 0; // FK_NORM: the normalised x
   // the grid whose busiest SM streams the fewest rows (gemvStreamGridBalanced: never more than gemvStreamGrid's fewest-
   // warps grid, which left a third of the SMs a block short for FK_GLU's pairs; plain rows measured the same either way)
   const blocks =
     path === 'gemv-stream'
-      ? gemvStreamGridBalanced(rows, ctx.multiprocessors, Math.min(warpsPerSm, residentWarpsPerSm(k, defines, shared)), warps)
+      ? gemvStreamGridBalanced(rows, ctx.multiprocessors, Math.min(warpsPerSm, residentWarpsPerSm(k, defines, normShared)), warps)
       : Math.ceil(N / warps);
+  const shared =
+    path === 'gemv-stream' && LINEAR_TUNING.gemvOccupancyCap ? cappedShared(ctx, k, defines, normShared, Math.ceil(blocks / ctx.multiprocessors)) : normShared;
   const args = [out, a, w, b ? ptr(b) : 0, M, N, K, M === 1 ? K : a.strides[0]!];
   // fk_gemv_stream's FK_NORM parameters (read only by those builds)
   if (path === 'gemv-stream') args.push(norm?.residual ? ptr(norm.residual) : 0, norm?.residualOut ? ptr(norm.residualOut) : 0, norm ? ptr(norm.weight) : 0, norm?.eps ?? 0);
@@ -376,6 +388,32 @@ function residentWarpsPerSm(k: CudaKernel, d: Readonly<Record<string, string | n
     residentWarps.set(key, n);
   }
   return n;
+}
+
+/**
+ * Dynamic shared bytes (at least `base`) with which an SM holds at most `cap` blocks (LINEAR_TUNING.gemvOccupancyCap):
+ * sharedPerSm / (cap + 1) + 1 bytes a block, so cap + 1 never fit and cap do (the driver's ~1 KB a block included, as
+ * long as cap is small), checked with `blocksAt` (the occupancy calculator: blocks an SM at that many bytes). `base` when
+ * no cap is needed (the SM holds no more than cap already), or the bytes pass what a block may take (`optin`), or the
+ * check does not come out at exactly cap.
+ */
+export function occupancyCapBytes(sharedPerSm: number, optin: number, blocksAt: (bytes: number) => number, base: number, cap: number): number {
+  if (cap < 1 || blocksAt(base) <= cap) return base;
+  const bytes = Math.max(base, Math.floor(sharedPerSm / (cap + 1)) + 1);
+  return bytes <= optin && blocksAt(bytes) === cap ? bytes : base;
+}
+
+/** occupancyCapBytes for fk_gemv_stream `k` (built from `d`), cached by defines like residentWarpsPerSm: nothing is queried mid-capture. */
+const cappedBytes = new Map<string, number>();
+function cappedShared(ctx: SpineContext, k: CudaKernel, d: Readonly<Record<string, string | number>> & { FK_WARPS: number }, base: number, cap: number): number {
+  const key = `${Object.entries(d).join(';')};base=${base};cap=${cap}`;
+  let bytes = cappedBytes.get(key);
+  if (bytes === undefined) {
+    const p = ctx.runtime.properties();
+    bytes = occupancyCapBytes(p.sharedPerMultiprocessor, p.sharedPerBlockOptin, (b) => k.occupancy(d.FK_WARPS * 32, b).activeBlocksPerSM, base, cap);
+    cappedBytes.set(key, bytes);
+  }
+  return bytes;
 }
 
 function addressable(t: Tensor): boolean {
