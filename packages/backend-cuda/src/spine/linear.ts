@@ -42,7 +42,9 @@ export const LINEAR_TUNING = {
   gemvWarps: 8,
   /**
    * 16-byte weight vectors each lane of fk_gemv_stream keeps in flight (FK_UNR; FASTKERNELS_GEMV_UNROLL for the decode
-   * A/B bench): 4 since run 13, with 48 warps an SM (see gemvStreamWarpsPerSm); 8 before.
+   * A/B bench): 4 since run 13, with 48 warps an SM (see gemvStreamWarpsPerSm); 8 before. With the RMSNorm in the GEMV
+   * (gemvFuseNorm: its builds must fit 6 blocks an SM, FK_MINB) more is much slower: 6 gave a 5.210 ms step and 8 7.074
+   * against 4.232 (run 15, decode_ab-run15-tuning.json).
    */
   gemvUnroll: envCount('FASTKERNELS_GEMV_UNROLL', 4, 1),
   /** FK_UNR of fk_gemv (one warp a row, FK_UNR loads then FK_UNR FMAs; taken where fk_gemv_stream's K rule fails). */
