@@ -14,7 +14,8 @@
 #           SAMPLER_TUNING.greedySplitMaxRows)
 #   glu     gemv, and gate_up + silu in one GEMV launch (FASTKERNELS_FUSE_GLU=1, LINEAR_TUNING.gemvFuseGlu; since run 12's
 #           review on the SM-balanced grid, gemvStreamGridBalanced; on by default since run 13)
-#   defaults  no FASTKERNELS_* switch set: the shipped defaults (since run 13: gemv48 + rkv + greedy + glu)
+#   defaults  no FASTKERNELS_* switch set: the shipped defaults (since run 15: gemv48 + rkv + greedy + glu, the RMSNorm in
+#           the GEMV, the GEMVs' at-exit trigger, early decode cache loads, 64-key splits; run 14's 2 stages, 16 CTAs an SM)
 #   NAME=V[,NAME=V...]  the defaults with these FASTKERNELS_* variables set (the prefix may be left out), recorded under
 #           the same text without the prefix: e.g. DECODE_MIN_SPLIT_TOKENS=512 (ATTENTION_TUNING.decodeMmaMinSplitTokens);
 #           BENCH_ABLATE=OP[:OP] launches nothing for those ops (bench/decode-ablate.mjs: rmsNorm, fusedAddRmsNorm,
@@ -51,7 +52,11 @@ for v in "${speed_vars[@]}"; do
     clear+=(-u "FASTKERNELS_$v")
   fi
 done
-cuts_off=(FASTKERNELS_FUSE_ROTARY_KV=0 FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS=0 FASTKERNELS_FUSE_GLU=0)
+# the presets below are earlier runs' engines: every launch cut since run 12 off, and run 13's decode settings (the late
+# trigger, early cache loads, 64-key splits, 2 stages and 16 CTAs an SM came in runs 14-15)
+cuts_off=(FASTKERNELS_FUSE_ROTARY_KV=0 FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS=0 FASTKERNELS_FUSE_GLU=0 FASTKERNELS_FUSE_NORM=0
+  FASTKERNELS_GEMV_LATE_TRIGGER=off FASTKERNELS_DECODE_EARLY_KV=0 FASTKERNELS_DECODE_MIN_SPLIT_TOKENS=128
+  FASTKERNELS_DECODE_MMA_STAGES=0 FASTKERNELS_DECODE_CTAS_PER_SM=32)
 gemv=(FASTKERNELS_CHAIN_DECODE=1 FASTKERNELS_PDL=1 FASTKERNELS_GEMV_MAX_ROWS=1 FASTKERNELS_GEMV_UNROLL=8 FASTKERNELS_GEMV_WARPS_PER_SM=32 "${cuts_off[@]}")
 for i in "${!settings[@]}"; do
   s="${settings[$i]}"

@@ -7,9 +7,11 @@
 // byte count, timed the same way (sameSizeCopyMs, fracSameSizeCopy): the reachable rate at that size.
 // Bundled by tools/gpu-host-bundle.mjs into dist/gpu-host/bench-kernels.mjs; on the GPU host:
 //   dist/gpu-host/run-node bench-kernels.mjs [--json out.json] [--quick] [--only substring] [--repeat N]
-// --repeat N times every case N times in this process, each on fresh inputs placed behind a spacer allocation of
-// i x 97 MiB (a row per repetition, `rep` in the JSON): does a kernel's time depend on where its data lands? (Paged decode
-// b64x2k varies up to 30% between processes: runs 14-15.)
+// --repeat N times every case N times in this process, each on fresh inputs allocated behind a spacer of i x 97 MiB
+// held for that repetition (a row per repetition: `rep`, and `inputPtrs`, the inputs' device addresses). The addresses
+// are virtual (the driver picks the physical pages), so this tells a per-process effect (every repetition alike) from
+// one that follows the allocations (repetitions differ). Paged decode b64x2k varies up to 30% between processes (runs
+// 14-15).
 // bench/kernels_torch.py times the same math in PyTorch (eager, torch.compile); bench/h200-kernels.sh runs both.
 import './user-errors.mjs'; // first: a bad FASTKERNELS_* value is one line, not a stack
 import { writeFileSync } from 'node:fs';
@@ -26,7 +28,7 @@ if (!Number.isInteger(repeat) || repeat < 1 || repeat > 100) {
   console.error(`bench-kernels: --repeat takes a whole number from 1 to 100 (got '${args[args.indexOf('--repeat') + 1]}'), e.g. --repeat 5`);
   process.exit(2);
 }
-const SPACER_BYTES = 97 * 2 ** 20; // odd in MiB, so successive repetitions start at different offsets of the memory's interleave
+const SPACER_BYTES = 97 * 2 ** 20;
 const ITERS = quick ? 20 : 30;
 const WARMUP = 3;
 
@@ -214,10 +216,11 @@ function runCase(t, c) {
     return { status: /not yet implemented/.test(msg) ? 'not implemented' : 'error', detail: msg.split('\n')[0] };
   }
   const ms = timeMs(call);
+  const inputPtrs = repeat > 1 ? inputs.map((x) => (x instanceof Tensor && x.storage.devicePtr !== undefined ? `0x${(x.storage.devicePtr + x.offset * x.itemsize).toString(16)}` : null)) : undefined;
   module.dispose();
   for (const x of inputs) x?.dispose();
   rt.allocator.emptyCache();
-  return { status: 'ok', ms };
+  return { status: 'ok', ms, ...(inputPtrs ? { inputPtrs } : {}) };
 }
 
 const results = [];
@@ -235,7 +238,10 @@ for (const t of denseMoeLlmTasks.filter((x) => x.level === 1)) {
       try {
         r = runCase(t, c);
       } finally {
-        spacer?.dispose();
+        if (spacer) {
+          spacer.dispose();
+          rt.allocator.emptyCache(); // the spacer's block back to the driver, not kept for the next repetition's inputs
+        }
       }
       const row = { task: t.id, case: c.name, ...(repeat > 1 ? { rep } : {}), dtype: c.dtype, dims: c.dims, init: c.init, options: c.options, torchCompile: compile, bytes: w.bytes, flops: w.flops, floorMs, bound, ...r };
       if (r.status === 'ok') {

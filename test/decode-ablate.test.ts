@@ -28,9 +28,8 @@ describe('bench/decode-ablate.mjs', () => {
     // the CPU backend's op table is frozen; the CUDA backend's (a CudaOps instance) takes instance properties as is
     const ops = { ...(backend.ops as unknown as Record<string, (...a: unknown[]) => unknown>) };
     (backend as unknown as { ops: unknown }).ops = ops;
-    // without the fused norm + projection op the layers call the norms themselves (on CUDA at bs 1 the norms run inside
-    // the GEMVs by default: ablating them there takes FASTKERNELS_FUSE_NORM=0 as well)
-    delete ops.rmsNormLinear;
+    // the layers' norms go through the fused norm + projection op (on CUDA at bs 1 the norms run inside the GEMVs)
+    expect(ops.rmsNormLinear).toBeTypeOf('function');
     const reached: string[] = [];
     for (const name of Object.keys(ABLATABLE)) {
       const orig = ops[name]!;
@@ -46,8 +45,9 @@ describe('bench/decode-ablate.mjs', () => {
       }
     };
     expect(run()).toHaveLength(4);
-    // the fused rotary + KV write composes on the CPU backend: the unfused pair is never called
-    expect(new Set(reached)).toEqual(new Set(['rmsNorm', 'fusedAddRmsNorm', 'rotaryStoreKvcache', 'pagedDecodeAttention']));
+    // the fused rotary + KV write composes on the CPU backend: the unfused pair is never called; the layers' norms run
+    // inside rmsNormLinear, so only the final norm (with the last residual) reaches the backend's norm ops
+    expect(new Set(reached)).toEqual(new Set(['fusedAddRmsNorm', 'rotaryStoreKvcache', 'pagedDecodeAttention']));
     reached.length = 0;
     const calls = ablateOps(backend, parseAblate(Object.keys(ABLATABLE).join(',')));
     expect(run()).toHaveLength(4);
@@ -55,6 +55,9 @@ describe('bench/decode-ablate.mjs', () => {
     // the count per stand-in tells which ablations took something out: the unfused pair's did not
     expect(Object.entries(calls).filter(([, n]) => n === 0).map(([op]) => op).sort()).toEqual(['rotaryEmbedding', 'storeKvcache_']);
     expect(calls.pagedDecodeAttention).toBeGreaterThan(0);
+    // ablating the norms made the fused norm + projection decline: every layer's two norms reached the stand-ins
+    expect(calls.rmsNorm).toBeGreaterThan(0);
+    expect(calls.fusedAddRmsNorm).toBeGreaterThan(calls.rmsNorm!);
     m.model.dispose();
   });
 });

@@ -268,6 +268,7 @@ describe('rmsNormLinear: the RMSNorm in fk_gemv_stream\'s prologue (LINEAR_TUNIN
     expect(ok).not.toBeNull();
     ok![0].dispose();
     expect(call(x, null, nw, w, null, { gemvMaxRows: 1, gemvFuseNorm: false })).toBeNull();
+    expect(call(x, null, nw, w, 'silu', { gemvMaxRows: 1, gemvFuseNorm: true, gemvFuseGlu: false })).toBeNull(); // GLU switched off
     const x2 = toGpu(randCpu([2, 4096], 'bf16', 4));
     expect(call(x2, null, nw, w)).toBeNull();
     const xk = toGpu(randCpu([1, 1024], 'bf16', 5));
@@ -439,7 +440,7 @@ describe('LINEAR_TUNING.gemvOccupancyCap: unused shared memory holds an SM at it
       ctx.kernel = orig;
     }
   }
-  it('o_proj (512 blocks) and the GLU gate_up (632) at M 1: the same bits, and an SM holds ceil(blocks / SMs) of them', G, () => {
+  it('o_proj (512 blocks on 132 SMs) and the GLU gate_up (632) at M 1: the same bits, and an SM holds ceil(blocks / SMs) of them', G, () => {
     const sms = gpu().runtime.properties().multiprocessors;
     const x = toGpu(randCpu([1, 4096], 'bf16', 11));
     for (const [label, N, glu] of [['o_proj', 4096, false], ['gate_up + silu', 28672, true]] as const) {
@@ -451,9 +452,14 @@ describe('LINEAR_TUNING.gemvOccupancyCap: unused shared memory holds an SM at it
       expectClose(capped.y, plain.y, { atol: 0, rtol: 0 }, `${label}: capped vs not (same bits)`);
       const l = capped.launches.at(-1)!;
       const fair = Math.ceil(l.blocks / sms);
-      expect(l.shared, `${label}: shared bytes`).toBeGreaterThan(0);
-      expect(l.occ(l.shared), `${label}: blocks an SM holds`).toBe(fair);
       expect(plain.launches.at(-1)!.shared).toBe(0);
+      if (fair < l.occ(0)) {
+        // registers let an SM hold more than its share (the H200: 6 against 4 and 5): the cap asks for shared memory
+        expect(l.shared, `${label}: shared bytes`).toBeGreaterThan(0);
+        expect(l.occ(l.shared), `${label}: blocks an SM holds`).toBe(fair);
+      } else {
+        expect(l.shared, `${label}: no cap needed`).toBe(0);
+      }
       for (const t of [plain.y, capped.y, w]) t.dispose();
     }
     x.dispose();

@@ -61,9 +61,10 @@ export const LINEAR_TUNING = {
   /**
    * Which fk_gemv_stream builds let the next kernel in only when their blocks exit (FK_LATE_TRIGGER) instead of right
    * after their PDL wait: off (none), glu (the gate_up + silu GEMV, which the down projection's GEMV always follows), or
-   * all; tail: every build lets it in once each warp has issued its last loads (FK_LATE_TRIGGER 2: the next kernel's
-   * launch and first loads overlap only this one's tail; not yet measured). Why: a GEMV let in while the one before still streams starts on SMs as they free up and runs slower than on an
-   * idle GPU. Run 14's ablation put GEMV after GEMV (no norms) and the bs-1 step went from 4.359 to 4.833 ms; run 15
+   * all; tail: every build lets it in once a warp of each block has issued its last loads (FK_LATE_TRIGGER 2: the next
+   * kernel's launch and first loads overlap about this one's last row; not yet measured). Why: a GEMV let in while the
+   * one before still streams lands on the SMs that free first (see gemvOccupancyCap) and runs slower than on an idle GPU.
+   * Run 14's ablation put GEMV after GEMV (no norms) and the bs-1 step went from 4.359 to 4.833 ms; run 15
    * (decode_ab-run15.json, same call): defaults 4.360, glu 4.322, all 4.305 ms, and without the norms the step with
    * all is now faster (4.198), not slower. FASTKERNELS_GEMV_LATE_TRIGGER.
    */
@@ -93,7 +94,7 @@ export const LINEAR_TUNING = {
 
 /**
  * FK_LATE_TRIGGER of a fk_gemv_stream build (FK_GLU or not) under LINEAR_TUNING.gemvLateTrigger: 0 lets the next kernel
- * in right after the PDL wait, 1 when the blocks exit, 2 once each warp's last loads are issued.
+ * in right after the PDL wait, 1 when the blocks exit, 2 once a warp of each block has issued its last loads.
  */
 export function gemvTriggerMode(glu: boolean, tuning = LINEAR_TUNING): 0 | 1 | 2 {
   switch (tuning.gemvLateTrigger) {
@@ -275,7 +276,7 @@ export function linearSiluAndMul(ctx: SpineContext, x: Tensor, weight: Tensor, b
  * fused_add_rms_norm) then linear (then siluAndMul). Only for one row of x (bs-1 decode) where fk_gemv_stream would take
  * the projection, with every operand in x's dtype, contiguous and 16-byte aligned, when rms_norm's block for this row is
  * fk_gemv_stream's (normThreads(K) = gemvWarps x 32: the same order of the sum of squares, so the same bits), and
- * LINEAR_TUNING.gemvFuseNorm is on; null otherwise (the caller then runs the ops).
+ * LINEAR_TUNING.gemvFuseNorm is on (and gemvFuseGlu for act 'silu'); null otherwise (the caller then runs the ops).
  */
 export function rmsNormLinear(
   ctx: SpineContext, x: Tensor, residual: Tensor | null, normWeight: Tensor, eps: number, weight: Tensor, bias: Tensor | null, act: 'silu' | null,
@@ -285,7 +286,7 @@ export function rmsNormLinear(
   const dt = x.dtype;
   const lead = x.shape.slice(0, -1);
   if (lead.reduce((p, q) => p * q, 1) !== 1 || K === 0 || x.shape[x.rank - 1] !== K) return null;
-  if (act === 'silu' && N % 2 !== 0) return null;
+  if (act === 'silu' && (N % 2 !== 0 || !LINEAR_TUNING.gemvFuseGlu)) return null; // the GLU epilogue is gemvFuseGlu's to switch
   const same = (t: Tensor | null, shape: readonly number[]) => !t || (t.dtype === dt && t.isContiguous() && shapesEqual(t.shape, shape) && ptr(t) % 16 === 0);
   if (!same(x, x.shape) || !same(weight, [N, K]) || !same(normWeight, [K]) || !same(residual, x.shape)) return null;
   if (bias && !(bias.dtype === dt && bias.rank === 1 && bias.shape[0] === N && bias.isContiguous())) return null;
@@ -396,13 +397,13 @@ function residentWarpsPerSm(k: CudaKernel, d: Readonly<Record<string, string | n
  * Dynamic shared bytes (at least `base`) with which an SM holds at most `cap` blocks (LINEAR_TUNING.gemvOccupancyCap):
  * sharedPerSm / (cap + 1) + 1 bytes a block, so cap + 1 never fit and cap do (the driver's ~1 KB a block included, as
  * long as cap is small), checked with `blocksAt` (the occupancy calculator: blocks an SM at that many bytes). `base` when
- * no cap is needed (the SM holds no more than cap already), or the bytes pass what a block may take (`optin`), or the
+ * no cap is needed (the SM holds no more than cap already), or the bytes pass what a block may take (`limit`), or the
  * check does not come out at exactly cap.
  */
-export function occupancyCapBytes(sharedPerSm: number, optin: number, blocksAt: (bytes: number) => number, base: number, cap: number): number {
+export function occupancyCapBytes(sharedPerSm: number, limit: number, blocksAt: (bytes: number) => number, base: number, cap: number): number {
   if (cap < 1 || blocksAt(base) <= cap) return base;
   const bytes = Math.max(base, Math.floor(sharedPerSm / (cap + 1)) + 1);
-  return bytes <= optin && blocksAt(bytes) === cap ? bytes : base;
+  return bytes <= limit && blocksAt(bytes) === cap ? bytes : base;
 }
 
 /** occupancyCapBytes for fk_gemv_stream `k` (built from `d`), cached by defines like residentWarpsPerSm: nothing is queried mid-capture. */
@@ -412,7 +413,9 @@ function cappedShared(ctx: SpineContext, k: CudaKernel, d: Readonly<Record<strin
   let bytes = cappedBytes.get(key);
   if (bytes === undefined) {
     const p = ctx.runtime.properties();
-    bytes = occupancyCapBytes(p.sharedPerMultiprocessor, p.sharedPerBlockOptin, (b) => k.occupancy(d.FK_WARPS * 32, b).activeBlocksPerSM, base, cap);
+    // up to the 48 KB a block takes without opting in (caps of 4 and more): the occupancy query comes before any launch
+    // that would raise the kernel's limit
+    bytes = occupancyCapBytes(p.sharedPerMultiprocessor, p.sharedPerBlock, (b) => k.occupancy(d.FK_WARPS * 32, b).activeBlocksPerSM, base, cap);
     cappedBytes.set(key, bytes);
   }
   return bytes;

@@ -16,7 +16,8 @@ import { SpineContext } from './context.js';
  * the kernels of WAITS_LATER (below), which wait later for a stated reason, each checked by its own rule.
  */
 /** What a GEMV that waits later must not do before its wait (it may run while the kernel before it writes). */
-const BEFORE_WAIT_FORBIDDEN = /__ldg\(|fk_gemv_step\(|fk_gemv_store_row\(|fk_set\(|\by\s*\[|\bbias\s*\[|\bx\s*[[+]|\bxs\b/;
+const BEFORE_WAIT_FORBIDDEN =
+  /__ldg\(|fk_gemv_step\(|fk_gemv_store_row\(|fk_gemv_norm_x\(|fk_set\(|\by\s*\[|\bbias\s*\[|\bx\s*[[+]|\bxs\b|\bres_in\b|\bres_out\b|\bnorm_w\b/;
 
 /**
  * Why `body` (fk_gemv, fk_gemv_stream) is not right, or null: before the first fk_pdl_wait(); only the weight is loaded
@@ -150,12 +151,13 @@ describe('PDL-ready kernels wait before touching memory', () => {
     expect(entry).toBe('fk_x');
     expect(body.trimStart().startsWith('fk_pdl_entry();')).toBe(false);
   });
-  it('the check of a kernel that waits later catches x, bias or y touched before its wait', () => {
+  it('the check of a kernel that waits later catches x, bias, y or the fused norm inputs touched before its wait', () => {
     const gemvLike = (pre: string) =>
       `extern "C" __global__ void fk_g(float* y, const float* x, const float* w, const float* bias, long long xs) {\n  uint4 a = fk_ld_stream(w);\n${pre}  fk_pdl_wait();\n  fk_gemv_step(acc, a, x, xs, 1, 0);\n}\n`;
     const [[, good]] = kernelBodies(gemvLike('')) as [[string, string]];
     expect(waitsLaterProblem(good)).toBeNull();
-    for (const pre of ['  float v = x[0];\n', '  fk_gemv_step(acc, a, x, xs, 1, 0);\n', '  float b = bias[0];\n', '  y[0] = 0.f;\n', '  float q = __ldg(x + 1);\n']) {
+    for (const pre of ['  float v = x[0];\n', '  fk_gemv_step(acc, a, x, xs, 1, 0);\n', '  float b = bias[0];\n', '  y[0] = 0.f;\n', '  float q = __ldg(x + 1);\n',
+      '  fk_gemv_norm_x(xn, x, res_in, res_out, norm_w, K, eps);\n', '  float r = res_in[0];\n', '  float g = norm_w[0];\n']) {
       const [[, body]] = kernelBodies(gemvLike(pre)) as [[string, string]];
       expect(waitsLaterProblem(body), pre).not.toBeNull();
     }
