@@ -16,6 +16,7 @@
 #           review on the SM-balanced grid, gemvStreamGridBalanced; on by default since run 13)
 #   defaults  no FASTKERNELS_* switch set: the shipped defaults (since run 15: gemv48 + rkv + greedy + glu, the RMSNorm in
 #           the GEMV, the GEMVs' at-exit trigger, early decode cache loads, 64-key splits; run 14's 2 stages, 16 CTAs an SM)
+#   (a setting named again, for an A/B/A run, is recorded as NAME#2, NAME#3, ...)
 #   NAME=V[,NAME=V...]  the defaults with these FASTKERNELS_* variables set (the prefix may be left out), recorded under
 #           the same text without the prefix: e.g. DECODE_MIN_SPLIT_TOKENS=512 (ATTENTION_TUNING.decodeMmaMinSplitTokens);
 #           BENCH_ABLATE=OP[:OP] launches nothing for those ops (bench/decode-ablate.mjs: rmsNorm, fusedAddRmsNorm,
@@ -37,6 +38,13 @@ args=("$@"); [ ${#args[@]} -gt 0 ] || args=(plain gemv defaults)
 # a custom setting's name in files and the JSON: its assignments without the FASTKERNELS_ prefix
 settings=()
 for a in "${args[@]}"; do settings+=("${a//FASTKERNELS_/}"); done
+# a setting named twice (an A/B/A run) keeps both results: the second is recorded as NAME#2, and so on
+labels=()
+for i in "${!settings[@]}"; do
+  n=1
+  for ((j = 0; j < i; j++)); do [ "${settings[$j]}" = "${settings[$i]}" ] && n=$((n + 1)); done
+  if [ $n -gt 1 ]; then labels+=("${settings[$i]}#$n"); else labels+=("${settings[$i]}"); fi
+done
 echo "decode-ab: bundle $bundle (commit ${commit:-?}), out $OUT, settings ${settings[*]}"
 rm -f "$OUT"/decode-ab-* "$OUT/decode_ab.json"  # nothing from an earlier run is reported as this one's
 # the run-12 launch cuts off (a setting that turns one on names it again after these: for env, the later value wins)
@@ -82,13 +90,14 @@ for i in "${!settings[@]}"; do
       done ;;
     *) echo "decode-ab: unknown setting '$s' (plain, chain, pdl, both, gemv, gemv48, rkv, greedy, glu, defaults, or NAME=VALUE[,NAME=VALUE])" >&2; exit 2 ;;
   esac
+  l="${labels[$i]}"
   t0=$SECONDS
   rc=0
-  env ${clear[@]+"${clear[@]}"} ${env[@]+"${env[@]}"} "$bundle/run-node" "$script" --model "$model" --steps "${STEPS_TIMED:-64}" --prompt "${PROMPT:-64}" ${MAX_MODEL_LEN:+--max-model-len "$MAX_MODEL_LEN"} --json "$OUT/decode-ab-$s.json" --graph-timing 50 \
-    > "$OUT/decode-ab-$s.log" 2>&1 || rc=$?
-  echo "$rc" > "$OUT/decode-ab-$s.rc"
-  echo "decode-ab: $s: exit $rc, $((SECONDS - t0)) s ($(grep -o 'decodeTokS=[0-9.]*' "$OUT/decode-ab-$s.log" | tail -1))"
+  env ${clear[@]+"${clear[@]}"} ${env[@]+"${env[@]}"} "$bundle/run-node" "$script" --model "$model" --steps "${STEPS_TIMED:-64}" --prompt "${PROMPT:-64}" ${MAX_MODEL_LEN:+--max-model-len "$MAX_MODEL_LEN"} --json "$OUT/decode-ab-$l.json" --graph-timing 50 \
+    > "$OUT/decode-ab-$l.log" 2>&1 || rc=$?
+  echo "$rc" > "$OUT/decode-ab-$l.rc"
+  echo "decode-ab: $l: exit $rc, $((SECONDS - t0)) s ($(grep -o 'decodeTokS=[0-9.]*' "$OUT/decode-ab-$l.log" | tail -1))"
   # after every setting, so a run cut short by a time limit keeps what it measured
-  "$bundle/run-node" "$here/decode-ab-summary.mjs" "$OUT" "${commit:-}" "${settings[@]}" > "$OUT/decode-ab-table.txt"
+  "$bundle/run-node" "$here/decode-ab-summary.mjs" "$OUT" "${commit:-}" "${labels[@]}" > "$OUT/decode-ab-table.txt"
 done
 cat "$OUT/decode-ab-table.txt"
