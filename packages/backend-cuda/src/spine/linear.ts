@@ -82,12 +82,13 @@ export const LINEAR_TUNING = {
   gemvFuseNorm: envSwitch('FASTKERNELS_FUSE_NORM', true),
   /**
    * Cap how many blocks of one fk_gemv_stream grid an SM may hold at its fair share, ceil(blocks / SMs), with unused
-   * dynamic shared memory (occupancyCapBytes). Why: o_proj and down run 512 blocks (3.9 an SM) and gate_up 632 (4.8),
-   * while registers let an SM hold 6. Let in early (GEMV_LATE_TRIGGER off), such a grid lands on the SMs that free first,
-   * up to 6 each, and the SMs that took 6 stream half as long again as the average: run 14's GEMV-after-GEMV pairs cost
-   * 0.47 ms under the early trigger. Launched on an idle GPU the blocks go round the SMs, which is why the late trigger
-   * (the default since run 15) is faster, at the price of no launch overlap. Capped, an early launch cannot unbalance
-   * the grid. Not yet measured (with GEMV_LATE_TRIGGER=off or tail): off. FASTKERNELS_GEMV_SMEM_CAP=1.
+   * dynamic shared memory (occupancyCapBytes). The hypothesis (after run 15, not yet measured): o_proj and down run 512
+   * blocks (3.9 an SM) and gate_up 632 (4.8), while registers let an SM hold 6. Let in early (GEMV_LATE_TRIGGER off),
+   * such a grid lands on the SMs that free first, up to 6 each, and an SM that took 6 streams half as long again as the
+   * average: run 14's GEMV-after-GEMV pairs cost 0.47 ms under the early trigger. Launched on an idle GPU the blocks go
+   * round the SMs, which would be why the late trigger (the default since run 15) is faster, at the price of no launch
+   * overlap. Capped, an early launch cannot unbalance the grid. To measure with GEMV_LATE_TRIGGER=off or tail: off.
+   * FASTKERNELS_GEMV_SMEM_CAP=1.
    */
   gemvOccupancyCap: envSwitch('FASTKERNELS_GEMV_SMEM_CAP', false),
 };
