@@ -90,7 +90,8 @@ describe('results file, SIGKILL and --resume', () => {
     expect(tasks.sort()).toEqual(['L1/rms_norm', 'L1/silu_and_mul', 'L1/softmax']);
     const report = BenchReportSchema.parse(JSON.parse(readFileSync(join(dir, 'resumed.json'), 'utf8')));
     expect(report.complete).toBe(true);
-    expect(outcome(report)).toEqual(outcome(ref));
+    const details = (r: BenchReport) => r.results.filter((x) => x.status !== 'PASSED').map((x) => `${x.task}/${x.case}: ${x.status}: ${x.detail ?? ''}`).join('\n');
+    expect(outcome(report), `resumed:\n${details(report)}\nuninterrupted:\n${details(ref)}`).toEqual(outcome(ref));
     expect(report.machine?.[0]?.profile?.copyBytesPerSec).toBeGreaterThan(0);
   }, 150_000);
 
@@ -202,7 +203,8 @@ describe('self-test', () => {
     expect(report.options.selfTest).toBe(true);
     for (const x of report.results) {
       expect(x.status, `${x.task} ${x.case}: ${x.detail}`).toBe('PASSED');
-      expect(x.checks).toEqual(expect.arrayContaining(['integrity', 'poison', 'outputs-owned-fresh', 'reverify-timed-calls', 'recheck', 'physical-floor', 'escape', 'hidden-shape']));
+      expect(x.checks).toEqual(expect.arrayContaining(['integrity', 'poison', 'outputs-owned-fresh', 'reverify-timed-calls', 'recheck', 'physical-floor', 'hidden-shape']));
+      expect(x.checks).not.toContain('escape'); // device timer vs host clock: a GPU check (on the CPU both are the host's clock)
     }
     // The CI must reach 1 within 1%: this runs on a CPU shared with the other test files, whose load drifts
     // between the interleaved calls (a CI of [0.97, 0.9996] was seen). On the H200 the self-test contains 1 exactly.

@@ -723,8 +723,12 @@ function timeCase(env: CaseEnv, seed: number, iters: number, progress: (p: Bench
     const mc = median(ct);
     const mch = median(ch);
     const escaped = mch - mc - (median(bh) - median(bt));
-    env.checks.add('escape');
-    if (escaped > Math.max(0.25 * mch, 0.05) && mc < 0.75 * mch) {
+    // Only where a device timer runs beside the host clock: on the CPU backend both are the host's clock around the same
+    // synchronous call, so the gap is only the harness's own code and the OS scheduler (a test run on a loaded 2-core
+    // machine saw it flag a plain candidate); work a CPU candidate moves off the call needs a thread, which the guard
+    // catches (exploit background-thread).
+    if (backend.name !== 'cpu') env.checks.add('escape');
+    if (backend.name !== 'cpu' && escaped > Math.max(0.25 * mch, 0.05) && mc < 0.75 * mch) {
       throw new RewardHackError(`work escaped the timed window: the device timer says ${mc.toPrecision(3)} ms, a device-synchronised host clock ${mch.toPrecision(3)} ms per call (side stream, thread or deferred work?)`);
     }
     let work: WorkCount | undefined;
