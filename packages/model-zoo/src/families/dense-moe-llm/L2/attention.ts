@@ -4,13 +4,12 @@ import { bytesOf, fromInts, randn } from '../../../common/inputs.js';
 import { getForwardContext, layerKvCache } from '../../../engine/forward-context.js';
 import { LLAMA3_8B, type LlamaRopeScaling } from '../config.js';
 import { FAMILY } from '../family.js';
-import { Linear } from '../L1/linear.js';
 import type { FlashAttnDecode } from '../L1/paged_decode_attention.js';
-import { RMSNorm } from '../L1/rms_norm.js';
+import type { RMSNorm } from '../L1/rms_norm.js';
 import { LLAMA31_ROPE_SCALING, RotaryEmbedding, computeInvFreqF32 } from '../L1/rotary_emb.js';
 import { StoreKVCache } from '../L1/store_kvcache.js';
 import type { FlashAttnVarlen } from '../L1/varlen_prefill_attention.js';
-import { project, type Projection } from '../projection.js';
+import { normedProject, project, type Projection } from '../projection.js';
 import { denseAttentionLayer, type AttnGeometry } from '../reference.js';
 import { buildTaskStep, stepAttentionPairs, stepCachedTokens, stepSpec, stepTokens, taskStepFor } from '../task-batch.js';
 
@@ -136,16 +135,11 @@ export class LlamaAttention extends Module {
 
   /**
    * The decoder layer's input_layernorm (`norm`, adding `residual` first when given) and this layer's qkv_proj as one
-   * backend op (Ops.rmsNormLinear: at bs-1 decode on CUDA, rms_norm inside the qkv GEMV), then the rest of forward.
-   * Only when the backend has the op and `norm` and qkv_proj run their own forward (our RMSNorm and L1/linear: a
-   * candidate or an instrumented module must see its own calls); null when not, or when the backend declines (then
-   * nothing was computed: the caller runs the norm and forward). Returns [output, the new residual (null without one)].
+   * backend op (normedProject: at bs-1 decode on CUDA, rms_norm inside the qkv GEMV), then the rest of forward; null
+   * where normedProject is (then nothing was computed: the caller runs the norm and forward). Returns [output, the new residual (null without one)].
    */
   forwardNormed(positions: Tensor, hiddenStates: Tensor, residual: Tensor | null, norm: RMSNorm): [Tensor, Tensor | null] | null {
-    const ops = this.ctx.backend.ops;
-    const proj = this.qkvProj;
-    if (!ops.rmsNormLinear || !runsOwnForward(norm, RMSNorm) || !(proj instanceof Linear) || !runsOwnForward(proj, Linear)) return null;
-    const fused = ops.rmsNormLinear(hiddenStates, residual, norm.weight, norm.eps, proj.weight, proj.bias, null);
+    const fused = normedProject(this.ctx.backend.ops, norm, this.qkvProj, hiddenStates, residual, null);
     if (!fused) return null;
     const [qkv, res] = fused;
     try {

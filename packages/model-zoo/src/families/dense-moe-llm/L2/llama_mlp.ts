@@ -4,9 +4,9 @@ import { LLAMA3_8B } from '../config.js';
 import { FAMILY } from '../family.js';
 import { runsOwnForward } from '../../../common/fusion.js';
 import { Linear } from '../L1/linear.js';
-import { RMSNorm } from '../L1/rms_norm.js';
+import type { RMSNorm } from '../L1/rms_norm.js';
 import { SiluAndMul } from '../L1/silu_and_mul.js';
-import { project, type Projection } from '../projection.js';
+import { normedProject, project, type Projection } from '../projection.js';
 import { denseMlp } from '../reference.js';
 import { initProjections } from './attention.js';
 
@@ -50,17 +50,13 @@ export class LlamaMLP extends Module {
 
   /**
    * The decoder layer's post_attention_layernorm (`norm`, adding `residual` first) and this MLP with the norm, gate_up
-   * and silu in one backend op (Ops.rmsNormLinear with act 'silu': at bs-1 decode on CUDA, one GEMV launch for the three),
-   * then down_proj. Only when the backend has the op and `norm`, gate_up and act_fn run their own forward (see
-   * fusedGateUpAct); null when not, or when the backend declines (nothing was computed: the caller runs the norm and
-   * forward). Returns [output, the new residual].
+   * and silu in one backend op (normedProject with act 'silu': at bs-1 decode on CUDA, one GEMV launch for the three),
+   * then down_proj. Only when act_fn runs its own forward too; null when not or where normedProject is (nothing was
+   * computed: the caller runs the norm and forward). Returns [output, the new residual].
    */
   forwardNormed(x: Tensor, residual: Tensor, norm: RMSNorm): [Tensor, Tensor] | null {
-    const ops = this.ctx.backend.ops;
-    const proj = this.gateUpProj;
-    if (!ops.rmsNormLinear || !runsOwnForward(norm, RMSNorm) || !(proj instanceof Linear) || !runsOwnForward(proj, Linear)) return null;
     if (!runsOwnForward(this.actFn, SiluAndMul)) return null;
-    const fused = ops.rmsNormLinear(x, residual, norm.weight, norm.eps, proj.weight, proj.bias, 'silu');
+    const fused = normedProject(this.ctx.backend.ops, norm, this.gateUpProj, x, residual, 'silu');
     if (!fused) return null;
     const [a, res] = fused;
     try {
