@@ -14,21 +14,8 @@
 #define FK_SLOT long long
 #endif
 #ifndef FK_TPB
-#define FK_TPB 4  // tokens per block iteration (kvcache.ts TOKENS_PER_BLOCK)
+#define FK_TPB 4  // tokens per block iteration (KV_STORE_TUNING.tokensPerBlock)
 #endif
-
-// Item j of a token's 2 * nKv * nv vectors (per = nKv * nv): K (j < per) or V, head h, first element c.
-struct FkKvItem {
-  bool isV;
-  int h;
-  int c;
-};
-__device__ __forceinline__ FkKvItem fk_kv_item(int j, int per, int nv) {
-  const bool isV = j >= per;
-  const int jj = isV ? j - per : j;
-  const int h = jj / nv;
-  return {isV, h, (jj - h * nv) * FK_VEC};
-}
 
 extern "C" __global__ void fk_store_kvcache(const FK_T* __restrict__ key, const FK_T* __restrict__ value, FK_T* __restrict__ kc,
                                             FK_T* __restrict__ vc, const FK_SLOT* __restrict__ slots, int T, int nKv, int head,
@@ -48,10 +35,11 @@ extern "C" __global__ void fk_store_kvcache(const FK_T* __restrict__ key, const 
 #pragma unroll
     for (int u = 0; u < FK_TPB; ++u) sid[u] = t0 + u < T ? slots[t0 + u] : (FK_SLOT)-1;
     for (int j = threadIdx.x; j < 2 * per; j += blockDim.x) {
-      const FkKvItem it = fk_kv_item(j, per, nv);
-      const bool isV = it.isV;
-      const int h = it.h;
-      const int c = it.c;
+      // item j of a token's 2 * per vectors: K (j < per) or V, head h, first element c
+      const bool isV = j >= per;
+      const int jj = isV ? j - per : j;
+      const int h = jj / nv;
+      const int c = (jj - h * nv) * FK_VEC;
       V v[FK_TPB];
 #pragma unroll
       for (int u = 0; u < FK_TPB; ++u) {
