@@ -1,8 +1,9 @@
 // FastKernels rotary embedding (vLLM RotaryEmbedding.forward_native semantics), out of place.
 //
 // fk_rotary: a block per token, or fewer blocks striding over tokens (each loads its next token's position a token
-// ahead); blockIdx.y = 0 rotates the query, 1 the key (one launch for both). Each head's first `rot` dims are rotated by cos_sin_cache[pos] (cos | sin halves, read in the cache's own dtype), the rest is
-// copied through. Neox style pairs (i, i + rot/2), GPT-J style (2i, 2i + 1). fp32 math, rounded once.
+// ahead); blockIdx.y = 0 rotates the query, 1 the key (one launch for both). Each head's first `rot` dims are rotated
+// by cos_sin_cache[pos] (cos | sin halves, read in the cache's own dtype), the rest is copied through. Neox style
+// pairs (i, i + rot/2), GPT-J style (2i, 2i + 1). fp32 math, rounded once.
 // A position outside [0, maxPos) writes a zero row and sets *flag (when flag is not null): never reads outside.
 // fk_rotary_store_kv: the same rotary, and the paged KV-cache write of the rotated key and the value (fk_store_kvcache,
 // kvcache.cu) in the same launch.
