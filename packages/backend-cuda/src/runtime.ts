@@ -372,7 +372,15 @@ export class CudaRuntime {
    * Launch `func` on the current stream (or `stream`). One N-API call; the arguments are packed into
    * the shared staging buffer by `layout` (see args.ts).
    */
+  /**
+   * Kernels launched through launch() so far (any stream, captured or not): a kernel's launch number tells whether
+   * another of ours came after it (SpineContext.noteKvWrite). Launches outside it (cuBLASLt, copies, NCCL) are not
+   * counted: none of them lets a PDL successor start before it has finished.
+   */
+  launches = 0;
+
   launch(func: number, grid: Dim3, block: Dim3, sharedBytes: number, layout: ArgLayout, args: readonly ArgValue[], stream = this.current.stream, flags = 0): void {
+    this.launches++;
     const g0 = typeof grid === 'number' ? grid : grid[0];
     const g1 = typeof grid === 'number' ? 1 : (grid[1] ?? 1);
     const g2 = typeof grid === 'number' ? 1 : (grid[2] ?? 1);

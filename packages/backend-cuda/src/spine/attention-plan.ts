@@ -58,8 +58,9 @@ export const ATTENTION_TUNING = {
    * Issue the mma decode kernel's first cache loads before its PDL wait (FK_EARLY_KV): the cache's DRAM latency then
    * overlaps the kernel before (rotary + KV write). Run 14's ablation: decode attention and its combine cost 0.22 ms of
    * the 4.36 ms bs-1 step (7 us a layer, mostly latency). Contract: the kernel just before wrote no row of these caches
-   * but the newest key of each sequence (position seqLens[b] - 1), which is loaded after the wait; true of the engine's
-   * decode step. Run 15 (decode_ab-run15.json): 4.360 -> 4.341 ms alone, 4.305 -> 4.290 with the GEMVs' late trigger.
+   * but the newest key of each sequence (position seqLens[b] - 1), which is loaded after the wait. pagedDecodeAttention
+   * takes it only where the backend saw that: the last kernel it launched was the KV-cache write of one token a
+   * sequence into these caches (SpineContext.followsKvWrite), as in the engine's decode step. Run 15 (decode_ab-run15.json): 4.360 -> 4.341 ms alone, 4.305 -> 4.290 with the GEMVs' late trigger.
    * FASTKERNELS_DECODE_EARLY_KV=0 turns it off.
    */
   decodeEarlyKv: envSwitch('FASTKERNELS_DECODE_EARLY_KV', true),

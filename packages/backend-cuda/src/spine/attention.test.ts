@@ -5,7 +5,9 @@ import type { CudaKernelSpec } from '../kernel.js';
 import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
 import { ATTENTION_TUNING, lanesPerRow, largestDivisorAtMost, planDecode, planPrefill, vectorBytes } from './attention-plan.js';
 import { pagedDecodeAttention, varlenPrefillAttention } from './attention.js';
-import type { SpineContext } from './context.js';
+import { withTuning } from '../../test/spine-helpers.js';
+import { ptr } from './common.js';
+import { SpineContext } from './context.js';
 
 describe('attention launch plans', () => {
   it('helpers', () => {
@@ -118,6 +120,8 @@ interface Launch {
 function fakeDevice(): { backend: Backend; ctx: SpineContext; launches: Launch[] } {
   let next = 1 << 20;
   const launches: Launch[] = [];
+  // every kernel of the fake counts as a launch of the runtime (SpineContext.followsKvWrite reads the count)
+  const runtime = { properties: () => ({ major: 8, multiprocessors: 132 }), launches: 0 };
   const backend = {
     name: 'fake',
     allocate(bytes: number, device: number): Storage {
@@ -127,14 +131,17 @@ function fakeDevice(): { backend: Backend; ctx: SpineContext; launches: Launch[]
       return { backend, device, byteLength: bytes, devicePtr, retain: () => void refs++, release: () => void refs--, get released() { return refs <= 0; } };
     },
     ops: {
-      copy: () => undefined,
-      fill: () => undefined,
+      copy: () => void runtime.launches++,
+      fill: () => void runtime.launches++,
     },
   } as unknown as Backend;
   const ctx = {
     multiprocessors: 132,
     // an sm_80 device: no programmatic dependent launches (LAUNCH_TUNING.pdl is on by default), plain kernel options
-    runtime: { properties: () => ({ major: 8, multiprocessors: 132 }) },
+    runtime,
+    kvWrite: null,
+    noteKvWrite: SpineContext.prototype.noteKvWrite,
+    followsKvWrite: SpineContext.prototype.followsKvWrite,
     kernel(spec: CudaKernelSpec) {
       const sig = parseSignature(spec.source, spec.entry);
       const layout = layoutArgs(sig);
@@ -144,6 +151,7 @@ function fakeDevice(): { backend: Backend; ctx: SpineContext; launches: Launch[]
           const buf = new ArrayBuffer(layout.size + 8);
           writeArgs(new DataView(buf), new Uint8Array(buf), layout, args as never);
           launches.push({ entry: spec.entry, options: spec.options ?? [], grid, block, shared, args });
+          runtime.launches++;
         },
       };
     },
@@ -174,27 +182,33 @@ describe('attention ops on a fake device (argument packing, grids, specialisatio
     expect(main.options).toContain('-DFK_MHG=4');
     expect(main.options).toContain('-DFK_DEC_PATH=2');
     expect(main.options).toContain('-DFK_STAGES=2');
-    expect(main.options.some((o: string) => o.startsWith('-DFK_EARLY_KV'))).toBe(ATTENTION_TUNING.decodeEarlyKv); // on by default (run 15)
+    expect(main.options.some((o: string) => o.startsWith('-DFK_EARLY_KV'))).toBe(false); // no KV-cache write just before
     expect(main.shared).toBe(4 * 2 * 8192);
     expect(main.grid).toEqual([4, 8, 64]);
     expect(main.args.at(-2)).toBe(512); // chunk
     expect(launches[1]!.args.at(-1)).toBe(1); // skip_single
-    // early cache loads (ATTENTION_TUNING.decodeEarlyKv): only when no input was copied just before (the copy's kernel
-    // would be the one the early loads do not wait for)
-    const early = (lensT: Tensor) => {
+    // early cache loads (ATTENTION_TUNING.decodeEarlyKv, on by default since run 15): only right after the KV-cache
+    // write of one token a sequence into these caches, with no launch of ours in between (a copy of an input is one)
+    const early = (write: { k?: Tensor; tokens?: number; between?: boolean } | null, lensT: Tensor = lens) => {
+      if (write) ctx.noteKvWrite(ptr(write.k ?? kc), ptr(write.k ?? kc), write.tokens ?? 64);
+      if (write?.between) backend.ops.fill(lens, 0);
       launches.length = 0;
-      const was = ATTENTION_TUNING.decodeEarlyKv;
-      ATTENTION_TUNING.decodeEarlyKv = true;
-      try {
-        pagedDecodeAttention(ctx, q, kc, kc, bt, lensT, 0.088, 0);
-      } finally {
-        ATTENTION_TUNING.decodeEarlyKv = was;
-      }
+      withTuning(ATTENTION_TUNING, { decodeEarlyKv: true }, () => pagedDecodeAttention(ctx, q, kc, kc, bt, lensT, 0.088, 0));
       return launches.find((l) => l.entry === 'fk_paged_decode_mma')!.options.includes('-DFK_EARLY_KV=1');
     };
-    expect(early(lens)).toBe(true);
-    expect(early(Tensor.empty(backend, [64], 'i64'))).toBe(false);
-    expect(early(Tensor.empty(backend, [128], 'i32').narrow(0, 0, 64))).toBe(true); // a contiguous view: no copy
+    expect(early({})).toBe(true);
+    expect(early(null)).toBe(false); // the decode's own launches came after that write
+    expect(early({ between: true })).toBe(false);
+    expect(early({ tokens: 32 })).toBe(false); // not one token a sequence
+    expect(early({ k: Tensor.empty(backend, [9000, 16, 8, 128], 'bf16') })).toBe(false); // other caches
+    expect(early({}, Tensor.empty(backend, [64], 'i64'))).toBe(false); // the lengths' int32 copy is a launch in between
+    expect(early({}, Tensor.empty(backend, [128], 'i32').narrow(0, 0, 64))).toBe(true); // a contiguous view: no copy
+    expect(withTuning(ATTENTION_TUNING, { decodeEarlyKv: false }, () => {
+      ctx.noteKvWrite(ptr(kc), ptr(kc), 64);
+      launches.length = 0;
+      pagedDecodeAttention(ctx, q, kc, kc, bt, lens, 0.088, 0);
+      return launches[0]!.options.includes('-DFK_EARLY_KV=1');
+    })).toBe(false); // switched off
     // f32 and odd head dims keep the register-streaming kernel
     launches.length = 0;
     const qf = Tensor.empty(backend, [2, 8, 128], 'f32');

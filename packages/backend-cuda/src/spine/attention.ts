@@ -92,14 +92,14 @@ export function pagedDecodeAttention(
   const temps: Tensor[] = [];
   try {
     const q = lastDimContiguous(query, temps);
-    const copiesBefore = temps.length;
     const kc = lastDimContiguous(kCache, temps);
     const vc = lastDimContiguous(vCache, temps);
     const bt = int32Contiguous(`${what} blockTables`, blockTables, temps);
     const lens = int32Contiguous(`${what} seqLens`, seqLens, temps);
-    // FK_EARLY_KV reads the caches, the table and the lengths before its PDL wait: never a copy made just above (the
-    // copy kernel would be the one it does not wait for)
-    const earlyKv = ATTENTION_TUNING.decodeEarlyKv && temps.length === copiesBefore;
+    // FK_EARLY_KV reads the caches, the table and the lengths before its PDL wait, all but each sequence's newest key:
+    // only right after the KV-cache write of one token a sequence into these caches (the decode step's), with nothing of
+    // ours launched since (a copy above would be such a launch)
+    const earlyKv = ATTENTION_TUNING.decodeEarlyKv && ctx.followsKvWrite(ptr(kc), ptr(vc), B);
     const it = query.itemsize;
     const [qsb, qsh] = outerStrides(q) as [number, number];
     const [ksb, kst, ksh] = outerStrides(kc) as [number, number, number];

@@ -30,6 +30,25 @@ export class SpineContext {
     return this.runtimeFn();
   }
 
+  /** The last paged KV-cache write: its caches' addresses, tokens written and launch number (runtime.launches after it). */
+  private kvWrite: { k: number; v: number; tokens: number; launch: number; rt: CudaRuntime } | null = null;
+
+  /** A spine kernel just wrote `tokens` tokens (one a sequence) into the caches at k and v (storeKvcache, rotaryStoreKvcache). */
+  noteKvWrite(k: number, v: number, tokens: number): void {
+    const rt = this.runtime;
+    this.kvWrite = { k, v, tokens, launch: rt.launches, rt };
+  }
+
+  /**
+   * Whether the kernel launched last was a KV-cache write of `tokens` tokens into the caches at k and v, and nothing of
+   * ours launched since: then a decode over those caches for `tokens` sequences may read them before its PDL wait,
+   * all but the row that write produced (FK_EARLY_KV: the newest key of each sequence, loaded after the wait).
+   */
+  followsKvWrite(k: number, v: number, tokens: number): boolean {
+    const w = this.kvWrite;
+    return w !== null && w.rt === this.runtime && w.launch === w.rt.launches && w.k === k && w.v === v && w.tokens === tokens;
+  }
+
   /** Streaming multiprocessors of the current device (grids are sized from it). */
   get multiprocessors(): number {
     return this.runtime.properties().multiprocessors;

@@ -14,8 +14,19 @@ const BLOCK = 16;
 const [NQ, NK, D] = [32, 8, 128];
 
 describe('paged decode with early cache loads (FK_EARLY_KV) after the step\'s KV write, in a PDL graph', () => {
-  it('replayed graph = eager without the switch, bit for bit', G, () => {
+  it('replayed graph = eager without the switch, bit for bit', G, (tctx) => {
     const b = gpu();
+    // which decode builds the op asked for: with the switch on, each run must take the early build (it does only right
+    // after the step's KV write: SpineContext.followsKvWrite), else this compares the default build with itself
+    const spine = b.ops.spine;
+    const kernelOf = spine.kernel.bind(spine);
+    const decodeBuilds: boolean[] = [];
+    let inStep = false; // the step's decode only (staleDecode's follows no KV write: the default build)
+    spine.kernel = (spec) => {
+      if (inStep && spec.entry === 'fk_paged_decode_mma') decodeBuilds.push((spec.options ?? []).includes('-DFK_EARLY_KV=1'));
+      return kernelOf(spec);
+    };
+    let edgesUnlisted = false;
     const lens = [1, 16, 17, 63, 64, 65, 129, 300];
     const B = lens.length;
     const rng = new Rng(11);
@@ -43,6 +54,7 @@ describe('paged decode with early cache loads (FK_EARLY_KV) after the step\'s KV
     const v = qkv.view(B, NQ + 2 * NK, D).narrow(1, NQ + NK, NK);
     let window = 0;
     const step = () => {
+      inStep = true;
       const fused = b.ops.rotaryStoreKvcache(positions, q, k, v, cosSin, D, true, kc, vc, slotMapping);
       let qr: Tensor;
       if (fused) {
@@ -57,6 +69,7 @@ describe('paged decode with early cache loads (FK_EARLY_KV) after the step\'s KV
       }
       const q3 = qr.view(B, NQ, D);
       const o = b.ops.pagedDecodeAttention(q3, kc, vc, bt, seqLens, 1 / Math.sqrt(D), window);
+      inStep = false;
       out.copy_(o);
       qRot.copy_(q3);
       for (const t of [qr, q3, o]) t.dispose();
@@ -92,9 +105,10 @@ describe('paged decode with early cache loads (FK_EARLY_KV) after the step\'s KV
       g.replay();
       b.synchronize();
       g.destroy();
-      // the point is the PDL edge into the decode kernel: the capture must have programmatic edges (where listed)
-      const programmatic = Object.entries(kinds ?? { '1/x': 1 }).filter(([k]) => k.startsWith('1/')).reduce((a, [, n]) => a + n, 0);
-      expect(programmatic, `programmatic edges in ${JSON.stringify(kinds)}`).toBeGreaterThan(0);
+      // the point is the PDL edge into the decode kernel: the capture must have programmatic edges (where the driver lists
+      // edge kinds; else the test ends as skipped, below)
+      if (kinds === null) edgesUnlisted = true;
+      else expect(Object.entries(kinds).filter(([k]) => k.startsWith('1/')).reduce((a, [, n]) => a + n, 0), `programmatic edges in ${JSON.stringify(kinds)}`).toBeGreaterThan(0);
       return bits();
     };
     // the newest key in the first prologue tile (default), in the second and third (2 warps, 3-4 stages), and a window
@@ -109,11 +123,16 @@ describe('paged decode with early cache loads (FK_EARLY_KV) after the step\'s KV
       const label = `${JSON.stringify(tuning)} window ${w}`;
       const ref = withTuning(ATTENTION_TUNING, { ...tuning, decodeEarlyKv: false }, () => run(false));
       expect(ref.every((x) => Number.isFinite(x)), label).toBe(true);
+      decodeBuilds.length = 0;
       const early = withTuning(ATTENTION_TUNING, { ...tuning, decodeEarlyKv: true }, () => [run(false), run(true)]);
+      expect(decodeBuilds.length, label).toBeGreaterThan(0);
+      expect(decodeBuilds.every((e) => e), `the early build in every run: ${label}`).toBe(true);
       expect(early[0], `eager ${label}`).toEqual(ref);
       expect(early[1], `graph ${label}`).toEqual(ref);
       expect(withTuning(ATTENTION_TUNING, { ...tuning, decodeEarlyKv: false }, staleDecode), `stale ${label}`).not.toEqual(ref);
     }
+    spine.kernel = kernelOf;
     for (const t of [bt, seqLens, positions, slotMapping, cosSin, q, k, v, qkv, kc0, vc0, kc, vc, out, qRot]) t.dispose();
+    if (edgesUnlisted) tctx.skip('the bits matched, but this driver does not list graph edge kinds: the PDL edge into the decode kernel was not checked');
   });
 });

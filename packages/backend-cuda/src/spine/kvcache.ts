@@ -53,6 +53,7 @@ export function storeKvcache(ctx: SpineContext, key: Tensor, value: Tensor, kCac
       ks[0]!, ks[1]!, vs[0]!, vs[1]!, kcs[0]!, kcs[1]!, kcs[2]!, vcs[0]!, vcs[1]!, vcs[2]!,
       blockSize, numBlocks * blockSize, flag,
     ]);
+    ctx.noteKvWrite(ptr(kc), ptr(vc), T);
     if (kc !== kCache) ctx.ops.copy(kCache, kc);
     if (vc !== vCache) ctx.ops.copy(vCache, vc);
     checkIndexFlag(ctx, flag, () => `${op}: a slot is out of range for ${numBlocks} blocks of ${blockSize}`);

@@ -71,6 +71,7 @@ export function rotaryStoreKvcache(
       slots, blockSize, numBlocks * blockSize,
       pos, cache, T, maxPos, headSize, rot, flag,
     ]);
+    ctx.noteKvWrite(ptr(kCache), ptr(vCache), T);
     checkIndexFlag(ctx, flag, () => `${op}: a position is out of range for a cache of ${maxPos} positions, or a slot for ${numBlocks} blocks of ${blockSize}`);
     return [qOut, kOut];
   } catch (e) {
