@@ -51,12 +51,7 @@ function earlyKvProblem(body: string): string | null {
   pre = pre.replace(exit[0], '');
   const lambda = pre.indexOf('auto load_q = [&]() {');
   if (lambda >= 0) {
-    let j = pre.indexOf('{', lambda);
-    for (let depth = 0; ; j++) {
-      if (pre[j] === '{') depth++;
-      else if (pre[j] === '}' && --depth === 0) break;
-    }
-    pre = pre.slice(0, lambda) + pre.slice(j + 1);
+    pre = pre.slice(0, lambda) + pre.slice(matchClose(pre, pre.indexOf('{', lambda), '{', '}', 'load_q: unbalanced braces') + 1);
   }
   const bad = /\bload_q\(\)|\bst\(|part_acc\[|part_ml\[|\bq\b|\bout\b/.exec(pre);
   if (bad) return `'${bad[0]}' before the wait`;
@@ -72,6 +67,15 @@ const WAITS_LATER: Readonly<Record<string, (body: string) => string | null>> = {
   [WAITS_LATER_EARLY_KV]: earlyKvProblem, // with FK_EARLY_KV: its first cache tiles, then waits for q and the newest key
 };
 
+/** The index of the `close` that matches the `open` at `at` in `src`; an Error with `error` when there is none. */
+function matchClose(src: string, at: number, open: string, close: string, error: string): number {
+  for (let i = at, depth = 0; i < src.length; i++) {
+    if (src[i] === open) depth++;
+    else if (src[i] === close && --depth === 0) return i;
+  }
+  throw new Error(error);
+}
+
 /** [entry, body] of every extern "C" __global__ function of a source (comments stripped). */
 function kernelBodies(source: string): [string, string][] {
   const src = source.replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/[^\n]*/g, '');
@@ -80,20 +84,10 @@ function kernelBodies(source: string): [string, string][] {
   // macro standing for one (an upper-case name: gemv.cu's FK_STREAM_BOUNDS)
   const re = /extern "C" __global__\s+(?:void\s+)?(?:__\w+__\s*\([^)]*\)\s*|[A-Z][A-Z0-9_]+\s+)*(?:void\s+)?(\w+)\s*\(/g;
   for (let m = re.exec(src); m; m = re.exec(src)) {
-    let i = m.index + m[0].length - 1;
-    for (let depth = 0; ; i++) {
-      if (i >= src.length) throw new Error(`${m[1]}: unbalanced parentheses`);
-      if (src[i] === '(') depth++;
-      else if (src[i] === ')' && --depth === 0) break;
-    }
+    const i = matchClose(src, m.index + m[0].length - 1, '(', ')', `${m[1]}: unbalanced parentheses`);
     const open = src.indexOf('{', i);
-    let j = open;
     // braces are counted in the text: a kernel must keep them balanced across #if / #else branches too
-    for (let depth = 0; ; j++) {
-      if (j >= src.length) throw new Error(`${m[1]}: unbalanced braces (keep them balanced across #if / #else)`);
-      if (src[j] === '{') depth++;
-      else if (src[j] === '}' && --depth === 0) break;
-    }
+    const j = matchClose(src, open, '{', '}', `${m[1]}: unbalanced braces (keep them balanced across #if / #else)`);
     out.push([m[1]!, src.slice(open + 1, j)]);
     re.lastIndex = j;
   }
