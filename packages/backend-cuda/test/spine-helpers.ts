@@ -23,7 +23,7 @@ import {
   type TaskDefinition,
   type Tolerance,
 } from '@fastkernels/core';
-import { denseMoeLlmTasks, initNormal } from '@fastkernels/model-zoo';
+import { cosSinCacheReference, denseMoeLlmTasks, initNormal } from '@fastkernels/model-zoo';
 import { afterAll } from 'vitest';
 import { gpu } from '../src/gpu-test-util.js';
 
@@ -43,16 +43,7 @@ export function task(id: string): TaskDefinition {
 
 /** vLLM's rotary cos | sin cache rows [maxPos, rot] for base `theta`, rounded to dtype, on the CPU backend. */
 export function cosSinCpu(maxPos: number, rot: number, dtype: DType, theta: number): Tensor {
-  const half = rot / 2;
-  const v = new Float64Array(maxPos * rot);
-  for (let p = 0; p < maxPos; p++) {
-    for (let i = 0; i < half; i++) {
-      const f = p * Math.pow(theta, (-2 * i) / rot);
-      v[p * rot + i] = Math.cos(f);
-      v[p * rot + half + i] = Math.sin(f);
-    }
-  }
-  return Tensor.fromArray(cpu(), v, [maxPos, rot], dtype);
+  return Tensor.fromArray(cpu(), cosSinCacheReference(rot, maxPos, theta).data, [maxPos, rot], dtype);
 }
 
 /** N(0, scale^2) values on the CPU backend, rounded to dtype. */
