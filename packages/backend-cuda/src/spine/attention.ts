@@ -18,7 +18,7 @@
 import { formatShape, Tensor, type DType } from '@fastkernels/core';
 import type { CudaKernel } from '../kernel.js';
 import { ATTENTION_TUNING, planDecode, planPrefill, vectorBytes } from './attention-plan.js';
-import { fileKernel, hasContiguousLastDim, ptr } from './common.js';
+import { fileKernel, lastDimContiguous, ptr } from './common.js';
 import type { SpineContext } from './context.js';
 
 export { ATTENTION_TUNING } from './attention-plan.js';
@@ -29,14 +29,6 @@ const LOG2E = Math.LOG2E;
 function ctype(what: string, t: Tensor): string {
   const c = CTYPE[t.dtype];
   if (!c) throw new TypeError(`${what}: dtype ${t.dtype} is not supported on CUDA (f32, f16, bf16)`);
-  return c;
-}
-
-/** t itself when its last dim is contiguous, else a contiguous copy (tracked for disposal). */
-function lastDimContiguous(t: Tensor, temps: Tensor[]): Tensor {
-  if (hasContiguousLastDim(t)) return t;
-  const c = t.contiguous();
-  temps.push(c);
   return c;
 }
 

@@ -113,6 +113,11 @@ export function contiguousOf(t: Tensor, temps: Tensor[]): Tensor {
   return c;
 }
 
+/** t itself when its last dim is contiguous (the kernels take the outer strides), else a contiguous copy (in temps). */
+export function lastDimContiguous(t: Tensor, temps: Tensor[]): Tensor {
+  return hasContiguousLastDim(t) ? t : contiguousOf(t, temps);
+}
+
 /** `t` converted to `dtype` (and contiguous) unless it already is both; copies go onto `temps`. */
 export function asDType(t: Tensor, dtype: DType, temps: Tensor[]): Tensor {
   if (t.dtype === dtype) return contiguousOf(t, temps);

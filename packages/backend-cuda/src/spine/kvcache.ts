@@ -7,7 +7,7 @@
  */
 import { Tensor, formatShape, shapesEqual } from '@fastkernels/core';
 import type { SpineContext } from './context.js';
-import { asDType, checkIndexFlag, contiguousOf, disposeAll, floatCType, hasContiguousLastDim, indexCType, indexFlag, itemsizeOf, ptr, roundUp, spineKernel, vecWidth } from './common.js';
+import { asDType, checkIndexFlag, contiguousOf, disposeAll, floatCType, indexCType, lastDimContiguous, indexFlag, itemsizeOf, ptr, roundUp, spineKernel, vecWidth } from './common.js';
 
 /** Knobs of the KV-cache write (the defaults are the shipped, H200-verified choice). */
 export const KV_STORE_TUNING = {
@@ -26,13 +26,13 @@ export function storeKvcache(ctx: SpineContext, key: Tensor, value: Tensor, kCac
   try {
     const src = (t: Tensor) => {
       const c = t.dtype === kCache.dtype ? t : asDType(t, kCache.dtype, temps);
-      return hasContiguousLastDim(c) ? c : contiguousOf(c, temps);
+      return lastDimContiguous(c, temps);
     };
     const k = src(key);
     const v = src(value);
     // A cache whose head dim is strided is written through a contiguous copy, then copied back.
-    const kc = hasContiguousLastDim(kCache) ? kCache : contiguousOf(kCache, temps);
-    const vc = hasContiguousLastDim(vCache) ? vCache : contiguousOf(vCache, temps);
+    const kc = lastDimContiguous(kCache, temps);
+    const vc = lastDimContiguous(vCache, temps);
     const slots = contiguousOf(slotMapping, temps);
     const ks = k.strides as number[];
     const vs = v.strides as number[];

@@ -10,7 +10,7 @@
  */
 import { Tensor } from '@fastkernels/core';
 import type { SpineContext } from './context.js';
-import { checkIndexFlag, contiguousOf, disposeAll, hasContiguousLastDim, indexFlag, itemsizeOf, ptr, spineKernel, vecWidth } from './common.js';
+import { checkIndexFlag, contiguousOf, disposeAll, hasContiguousLastDim, indexFlag, itemsizeOf, lastDimContiguous, ptr, spineKernel, vecWidth } from './common.js';
 import { kvStoreGeometry } from './kvcache.js';
 import { ROTARY_TUNING, rotaryGeometry, rotaryLaunchShape, tokenRows } from './rotary.js';
 
@@ -42,7 +42,7 @@ export function rotaryStoreKvcache(
     const slots = contiguousOf(slotMapping, temps);
     const q = tokenRows(query, T, temps);
     const k = tokenRows(key, T, temps);
-    const v = hasContiguousLastDim(value) ? value : contiguousOf(value, temps);
+    const v = lastDimContiguous(value, temps);
     const [vts, vhs] = v.strides as [number, number, number];
     const [kcb, kco, kch] = kCache.strides as [number, number, number, number];
     const [vcb, vco, vch] = vCache.strides as [number, number, number, number];
