@@ -4,7 +4,7 @@
 // kernels. Every output after the first stand-in is garbage; only the step time means anything.
 // Used by bench/decode_profile.mjs (--ablate, or FASTKERNELS_BENCH_ABLATE for the A/B bench:
 // `h200-decode-ab.sh BENCH_ABLATE=rmsNorm:fusedAddRmsNorm`).
-import { Tensor } from '@fastkernels/core';
+import { Tensor, UserError } from '@fastkernels/core';
 
 const like = (t) => Tensor.empty(t.backend, t.shape, t.dtype, { device: t.device });
 
@@ -22,11 +22,16 @@ export const ABLATABLE = {
   pagedDecodeAttention: (query) => like(query),
 };
 
-/** Op names from a list (',' or ':' between names); a name not in ABLATABLE is an error naming the choices. */
+/** Op names from a list (',' or ':' between names); a name not in ABLATABLE is a UserError naming the choices. */
 export function parseAblate(text) {
   const names = (text ?? '').split(/[,:]/).map((s) => s.trim()).filter(Boolean);
   for (const n of names) {
-    if (!Object.hasOwn(ABLATABLE, n)) throw new Error(`cannot ablate '${n}': choose from ${Object.keys(ABLATABLE).join(', ')}`);
+    if (!Object.hasOwn(ABLATABLE, n)) {
+      throw new UserError(`cannot ablate '${n}': choose from ${Object.keys(ABLATABLE).join(', ')}`, {
+        field: '--ablate / FASTKERNELS_BENCH_ABLATE',
+        fix: `name ops from that list, split by ',' or ':' (e.g. rmsNorm:fusedAddRmsNorm)`,
+      });
+    }
   }
   return names;
 }

@@ -32,13 +32,7 @@ const promptLen = Number(opt('--prompt', 64));
 const graphTiming = Number(opt('--graph-timing', 0));
 const maxModelLenOpt = opt('--max-model-len');
 const log = (m) => console.error(`decode-profile: ${m}`);
-let ablate;
-try {
-  ablate = parseAblate(opt('--ablate', process.env.FASTKERNELS_BENCH_ABLATE));
-} catch (e) {
-  console.error(`decode-profile: --ablate / FASTKERNELS_BENCH_ABLATE: ${e.message}`);
-  process.exit(2);
-}
+const ablate = parseAblate(opt('--ablate', process.env.FASTKERNELS_BENCH_ABLATE)); // a bad name: user-errors.mjs, exit 2
 if (!modelDir || !(steps >= 1) || !(promptLen >= 1) || (maxModelLenOpt !== undefined && !(Number(maxModelLenOpt) >= promptLen + steps + 1))) {
   console.error('decode-profile: --model DIR (a folder with config.json) is required; --steps and --prompt must be >= 1; --max-model-len must hold the prompt and the steps (>= prompt + steps + 1)');
   process.exit(1);
