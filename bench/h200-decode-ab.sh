@@ -48,18 +48,16 @@ done
 echo "decode-ab: bundle $bundle (commit ${commit:-?}), out $OUT, settings ${settings[*]}"
 rm -f "$OUT"/decode-ab-* "$OUT/decode_ab.json"  # nothing from an earlier run is reported as this one's
 # the run-12 launch cuts off (a setting that turns one on names it again after these: for env, the later value wins)
-# every setting starts from the shipped defaults: the speed switches a caller's shell may have exported are cleared for
-# each run (FASTKERNELS_* variables the bench itself needs, such as the cache dir, are kept)
-speed_vars=(PDL PDL_EAGER CHAIN_DECODE GEMV_MAX_ROWS GEMV_UNROLL GEMV_WARPS_PER_SM FUSE_ROTARY_KV FUSE_GLU
-  SAMPLER_GREEDY_SPLIT_ROWS DECODE_MIN_SPLIT_TOKENS DECODE_MMA_WARPS DECODE_MMA_STAGES DECODE_CTAS_PER_SM CHECK_INDICES
-  GEMV_LATE_TRIGGER GEMV_SMEM_CAP DECODE_EARLY_KV FUSE_NORM BENCH_ABLATE)
+# every setting starts from the shipped defaults: every FASTKERNELS_* variable of the caller's shell is cleared for each
+# run except those that say where things are (a speed switch added later can never leak into a "defaults" run)
+keep_vars=(CACHE_DIR CUDA_ADDON CUDA_LIB_DIRS CUDA_INCLUDE_DIRS BUNDLE DEVICE GPU PYTHON NCCL_ADDON NCCL_LIB_DIRS)
 clear=()
-for v in "${speed_vars[@]}"; do
-  if printenv "FASTKERNELS_$v" >/dev/null; then
-    echo "decode-ab: FASTKERNELS_$v=$(printenv "FASTKERNELS_$v") from the caller is ignored (settings start from the defaults)" >&2
-    clear+=(-u "FASTKERNELS_$v")
-  fi
-done
+while IFS= read -r v; do
+  name="${v#FASTKERNELS_}"
+  [[ " ${keep_vars[*]} " == *" $name "* ]] && continue
+  echo "decode-ab: $v=$(printenv "$v") from the caller is ignored (settings start from the defaults)" >&2
+  clear+=(-u "$v")
+done < <(compgen -e | grep '^FASTKERNELS_' || true)
 # the presets below are earlier runs' engines: every launch cut since run 12 off, and run 13's decode settings (the late
 # trigger, early cache loads, 64-key splits, 2 stages and 16 CTAs an SM came in runs 14-15)
 cuts_off=(FASTKERNELS_FUSE_ROTARY_KV=0 FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS=0 FASTKERNELS_FUSE_GLU=0 FASTKERNELS_FUSE_NORM=0
