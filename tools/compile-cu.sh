@@ -12,29 +12,25 @@ mapfile -t files < <(git ls-files '*.cu'; git ls-files --others --exclude-standa
 if [ ${#files[@]} -eq 0 ]; then echo "compile-cu: no .cu files"; exit 0; fi
 out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
 fail=0
-for f in "${files[@]}"; do
-  if "$NVCC" -std=c++17 -arch=sm_90a -c "$f" -o "$out/$(basename "$f").o" ${NVCC_FLAGS:-}; then
-    echo "compile-cu: ok   $f"
+# build FILE OUT LABEL [FLAG ...]: one nvcc build, reported as ok or FAIL (LABEL in parentheses when given)
+build() {
+  local f=$1 o=$2 label=$3; shift 3
+  if "$NVCC" -std=c++17 -arch=sm_90a "$@" -c "$f" -o "$out/$o" ${NVCC_FLAGS:-}; then
+    echo "compile-cu: ok   $f${label:+ ($label)}"
   else
-    echo "compile-cu: FAIL $f" >&2; fail=1
+    echo "compile-cu: FAIL $f${label:+ ($label)}" >&2; fail=1
   fi
+}
+for f in "${files[@]}"; do
+  base=$(basename "$f")
+  build "$f" "$base.o" ""
   # kernels with programmatic-dependent-launch code (fk_pdl.cuh) also build with it compiled in (-DFK_PDL=1)
-  if grep -q '#include "fk_pdl.cuh"' "$f"; then
-    if "$NVCC" -std=c++17 -arch=sm_90a -DFK_PDL=1 -c "$f" -o "$out/$(basename "$f").pdl.o" ${NVCC_FLAGS:-}; then
-      echo "compile-cu: ok   $f (FK_PDL=1)"
-    else
-      echo "compile-cu: FAIL $f (FK_PDL=1)" >&2; fail=1
-    fi
-  fi
+  if grep -q '#include "fk_pdl.cuh"' "$f"; then build "$f" "$base.pdl.o" "FK_PDL=1" -DFK_PDL=1; fi
   # paths compiled in only under other macros: the file lists them, a line each: `// compile-cu: -DNAME=V ...`
   while IFS= read -r flags; do
     [ -n "$flags" ] || continue
     # shellcheck disable=SC2086  # the flags are words
-    if "$NVCC" -std=c++17 -arch=sm_90a $flags -c "$f" -o "$out/$(basename "$f").variant.o" ${NVCC_FLAGS:-}; then
-      echo "compile-cu: ok   $f ($flags)"
-    else
-      echo "compile-cu: FAIL $f ($flags)" >&2; fail=1
-    fi
+    build "$f" "$base.variant.o" "$flags" $flags
   done < <(sed -n 's#^// compile-cu: *##p' "$f")
 done
 exit $fail
