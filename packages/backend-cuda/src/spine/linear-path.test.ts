@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { parseSignature } from '../args.js';
 import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
 import { withTuning } from '../../test/spine-helpers.js';
-import { LINEAR_TUNING, chooseLinearPath, gemvSmLoad, gemvStreamUnroll, gemvTriggerMode, occupancyCapBytes, gemvStreamGrid, gemvStreamGridBalanced, type LinearPath, type LinearShape } from './linear.js';
+import { LINEAR_TUNING, chooseLinearPath, gemvSmLoad, gemvTriggerMode, occupancyCapBytes, gemvStreamGrid, gemvStreamGridBalanced, type LinearPath, type LinearShape } from './linear.js';
 
 describe('chooseLinearPath (CPU): cuBLASLt vs the small-batch GEMV, per call', () => {
   const on = { ...LINEAR_TUNING, gemvMaxRows: 8 };
@@ -103,22 +103,6 @@ describe('gemvStreamGridBalanced: the one-wave grid whose busiest SM streams the
       expect(got * wpb).toBeLessThanOrEqual(sms * wps); // one wave
     });
   }
-});
-
-describe('gemvStreamUnroll (CPU): loads in flight a lane of fk_gemv_stream keeps', () => {
-  const base = { ...LINEAR_TUNING, gemvUnroll: 4, gemvStreamWarpsPerSm: 48, gemvShortUnroll: 0 };
-  it('gemvUnroll for every build while gemvShortUnroll is 0 (the default)', () => {
-    expect([gemvStreamUnroll(4096, 132, true, base), gemvStreamUnroll(128256, 132, true, base), gemvStreamUnroll(4096, 132, false, base)]).toEqual([4, 4, 4]);
-  });
-  it('gemvShortUnroll only where each warp streams one row at most of a plain build (bs-1 o_proj and down, not lm_head, qkv+norm or gate_up)', () => {
-    const short = { ...base, gemvShortUnroll: 8 };
-    expect(gemvStreamUnroll(4096, 132, true, short)).toBe(8); // o_proj / down: 4096 rows <= 132 * 48 warps
-    expect(gemvStreamUnroll(132 * 48, 132, true, short)).toBe(8);
-    expect(gemvStreamUnroll(132 * 48 + 1, 132, true, short)).toBe(4); // a warp would stream two rows
-    expect(gemvStreamUnroll(128256, 132, true, short)).toBe(4); // lm_head
-    expect(gemvStreamUnroll(6144, 132, false, short)).toBe(4); // qkv with the norm in its prologue
-    expect(gemvStreamUnroll(14336, 132, false, short)).toBe(4); // the GLU gate_up
-  });
 });
 
 describe('gemvTriggerMode (CPU): when each fk_gemv_stream build lets the next kernel in', () => {

@@ -44,18 +44,11 @@ export const LINEAR_TUNING = {
    * 16-byte weight vectors each lane of fk_gemv_stream keeps in flight (FK_UNR; FASTKERNELS_GEMV_UNROLL for the decode
    * A/B bench): 4 since run 13, with 48 warps an SM (see gemvStreamWarpsPerSm); 8 before. With the RMSNorm in the GEMV
    * (gemvFuseNorm: its builds must fit 6 blocks an SM, FK_MINB) more is much slower: 6 gave a 5.210 ms step and 8 7.074
-   * against 4.232 (run 15, decode_ab-run15-tuning.json).
+   * against 4.232 (run 15, decode_ab-run15-tuning.json). Nor does more help the plain grids of one row a warp alone
+   * (o_proj, down: 31 warps an SM, so FK_UNR 8's 58 registers cost no warps they use): 4.276 ms at FK_UNR 8 and 4.288 at 6
+   * against 4.232 (run 16, decode_ab-run16-short-unroll.json; the switch was taken out again).
    */
   gemvUnroll: envCount('FASTKERNELS_GEMV_UNROLL', 4, 1),
-  /**
-   * FK_UNR for the fk_gemv_stream grids whose warps stream one row each (no FK_NORM, no FK_GLU, N at most the warps of
-   * one wave): at bs-1 decode o_proj (4096 rows of 8 KB) and down (4096 of 28 KB). 0 = gemvUnroll. Why: run 16's
-   * decode-profile (decode_profile-run16.json) has o_proj at 2875 GB/s and down at 3862 against gate_up's 3963: a warp
-   * with one 8 KB row and 2 KB in flight (FK_UNR 4) waits four DRAM round trips, so the kernel's ramp and drain are a
-   * large share of it. These grids use 31 warps an SM, so FK_UNR 8's 58 registers (4 blocks of 8 warps an SM) cost no
-   * resident warps they would use. Not yet measured: FASTKERNELS_GEMV_SHORT_UNROLL.
-   */
-  gemvShortUnroll: envCount('FASTKERNELS_GEMV_SHORT_UNROLL', 0),
   /** FK_UNR of fk_gemv (one warp a row, FK_UNR loads then FK_UNR FMAs; taken where fk_gemv_stream's K rule fails). */
   gemvPlainUnroll: 8,
   /**
@@ -117,16 +110,6 @@ export function gemvTriggerMode(glu: boolean, tuning = LINEAR_TUNING): 0 | 1 | 2
     default:
       return 0;
   }
-}
-
-/**
- * FK_UNR of a fk_gemv_stream build over `rows` warp rows (FK_GLU's logical rows): gemvShortUnroll where it is set and
- * every warp of the grid streams at most one row of a `plain` build (M 1, no FK_NORM prologue, no FK_GLU pair), else
- * gemvUnroll.
- */
-export function gemvStreamUnroll(rows: number, multiprocessors: number, plain: boolean, tuning = LINEAR_TUNING): number {
-  const oneRowEach = rows <= multiprocessors * tuning.gemvStreamWarpsPerSm;
-  return tuning.gemvShortUnroll > 0 && plain && oneRowEach ? tuning.gemvShortUnroll : tuning.gemvUnroll;
 }
 
 /** What chooseLinearPath needs to know about one call. */
@@ -368,13 +351,12 @@ function launchGemv(ctx: SpineContext, op: string, path: 'gemv' | 'gemv-stream',
   const warpsPerSm = LINEAR_TUNING.gemvStreamWarpsPerSm;
   // FK_NORM: the prologue's registers must not cost resident warps (FK_MINB: the blocks an SM must hold)
   const normDefines: Record<string, number> = norm ? { FK_NORM: norm.residual ? 2 : 1, FK_MINB: Math.max(1, Math.floor(warpsPerSm / warps)) } : {};
-  const rows = extra.FK_GLU ? N / 2 : N; // the warps' rows: FK_GLU's logical rows are gate | up pairs
-  const unroll = path === 'gemv-stream' ? gemvStreamUnroll(rows, ctx.multiprocessors, M === 1 && !extra.FK_GLU && !norm) : LINEAR_TUNING.gemvPlainUnroll;
   const defines = {
-    FK_T: floatCType(a, op, 'x'), FK_VEC: 16 / itemsizeOf(a.dtype), FK_M: M, FK_UNR: unroll,
+    FK_T: floatCType(a, op, 'x'), FK_VEC: 16 / itemsizeOf(a.dtype), FK_M: M, FK_UNR: path === 'gemv-stream' ? LINEAR_TUNING.gemvUnroll : LINEAR_TUNING.gemvPlainUnroll,
     FK_WARPS: warps, FK_BIAS: b ? 1 : 0, ...extra, ...late, ...normDefines,
   };
   const k = spineKernel(ctx, 'gemv.cu', entry, defines);
+  const rows = extra.FK_GLU ? N / 2 : N; // the warps' rows: FK_GLU's logical rows are gate | up pairs
   const normShared = norm ? K * itemsizeOf(a.dtype) : 0; // FK_NORM: the normalised x
   // the grid whose busiest SM streams the fewest rows (gemvStreamGridBalanced: never more than gemvStreamGrid's fewest-
   // warps grid, which left a third of the SMs a block short for FK_GLU's pairs; plain rows measured the same either way)
