@@ -14,7 +14,6 @@
 // compile-cu: -DFK_GLU=1 -DFK_UNR=4
 // compile-cu: -DFK_GLU=1 -DFK_UNR=4 -DFK_PDL=1 -DFK_LATE_TRIGGER=1
 // compile-cu: -DFK_UNR=4 -DFK_PDL=1 -DFK_LATE_TRIGGER=1
-// compile-cu: -DFK_UNR=4 -DFK_PDL=1 -DFK_LATE_TRIGGER=2
 // compile-cu: -DFK_NORM=1 -DFK_MINB=6 -DFK_UNR=4 -DFK_BIAS=1 -DFK_PDL=1 -DFK_LATE_TRIGGER=1
 // compile-cu: -DFK_NORM=2 -DFK_GLU=1 -DFK_MINB=6 -DFK_UNR=4 -DFK_PDL=1 -DFK_LATE_TRIGGER=1
 // compile-cu: -DFK_NORM=2 -DFK_T=float -DFK_VEC=4 -DFK_MINB=6 -DFK_UNR=4
@@ -38,7 +37,7 @@
 #define FK_GLU 0
 #endif
 #ifndef FK_LATE_TRIGGER
-#define FK_LATE_TRIGGER 0  // fk_gemv_stream: 1 = no early fk_pdl_trigger, 2 = one at the warp's last loads (see there)
+#define FK_LATE_TRIGGER 0  // fk_gemv_stream: 1 = no early fk_pdl_trigger (see there)
 #endif
 #ifndef FK_NORM
 #define FK_NORM 0  // fk_gemv_stream: 1 x is RMS-normalised first, 2 x + residual is (the new residual stored by block 0)
@@ -228,9 +227,7 @@ __device__ __forceinline__ void fk_gemv_norm_x(FK_T* __restrict__ xn, const FK_T
 //    host checks). The refill is unconditional (past the warp's last chunk it re-reads that chunk, an L2 hit): a
 //    conditional load would need a select on its result, which waits for it and serialises the stream;
 //  - under PDL the first FK_UNR chunks load before the wait for x, and the next kernel is let in right after it
-//    (FK_LATE_TRIGGER=1: only when this kernel's blocks exit; 2: once a warp of each block has issued its last loads,
-//    the block's first trigger being the one that counts, so the next kernel's launch overlaps about the last row of
-//    this one; see LINEAR_TUNING.gemvLateTrigger).
+//    (FK_LATE_TRIGGER=1: only when this kernel's blocks exit; see LINEAR_TUNING.gemvLateTrigger).
 // With FK_GLU (a gated MLP's gate_up projection, W = [gate; up], 2d rows): y [M, d] = act(gate . x) * (up . x). The
 // warp's logical row r is gate row r followed by up row r + d in its stream, so one warp holds both sums and writes
 // act(g) * u itself: fk_act_and_mul's launch and its read of the [M, 2d] projection are gone. Each sum is rounded to
@@ -319,9 +316,6 @@ extern "C" __global__ void FK_STREAM_BOUNDS
   bool upHalf = false;
 #endif
   for (int c0 = 0; c0 < total; c0 += FK_UNR) {
-#if FK_LATE_TRIGGER == 2
-    if (c0 + FK_UNR >= total) fk_pdl_trigger();  // the warp's last chunks are all in flight (a block counts its first)
-#endif
 #pragma unroll
     for (int u = 0; u < FK_UNR; ++u) {
       if (c0 + u < total) {

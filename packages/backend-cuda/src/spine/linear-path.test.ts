@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { parseSignature } from '../args.js';
 import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
 import { withTuning } from '../../test/spine-helpers.js';
-import { LINEAR_TUNING, chooseLinearPath, gemvSmLoad, gemvTriggerMode, occupancyCapBytes, gemvStreamGrid, gemvStreamGridBalanced, type LinearPath, type LinearShape } from './linear.js';
+import { LINEAR_TUNING, chooseLinearPath, gemvSmLoad, gemvTriggerMode, gemvStreamGrid, gemvStreamGridBalanced, type LinearPath, type LinearShape } from './linear.js';
 
 describe('chooseLinearPath (CPU): cuBLASLt vs the small-batch GEMV, per call', () => {
   const on = { ...LINEAR_TUNING, gemvMaxRows: 8 };
@@ -110,42 +110,19 @@ describe('gemvTriggerMode (CPU): when each fk_gemv_stream build lets the next ke
     expect(gemvTriggerMode(true)).toBe(1);
     expect(gemvTriggerMode(false)).toBe(1);
   });
-  it('glu: the gate_up + silu build only; all: every build; tail: every build, at its last loads; off: none', () => {
+  it('glu: the gate_up + silu build only; all: every build; off: none', () => {
     const glu = { ...LINEAR_TUNING, gemvLateTrigger: 'glu' as const };
     const all = { ...LINEAR_TUNING, gemvLateTrigger: 'all' as const };
     expect([gemvTriggerMode(true, glu), gemvTriggerMode(false, glu)]).toEqual([1, 0]);
     expect([gemvTriggerMode(true, all), gemvTriggerMode(false, all)]).toEqual([1, 1]);
     const off = { ...LINEAR_TUNING, gemvLateTrigger: 'off' as const };
     expect([gemvTriggerMode(true, off), gemvTriggerMode(false, off)]).toEqual([0, 0]);
-    const tail = { ...LINEAR_TUNING, gemvLateTrigger: 'tail' as const };
-    expect([gemvTriggerMode(true, tail), gemvTriggerMode(false, tail)]).toEqual([2, 2]);
   });
   it('the kernel leaves out its early trigger exactly under FK_LATE_TRIGGER', () => {
     const src = KERNEL_SOURCES['gemv.cu']!;
     expect(src).toMatch(/fk_pdl_wait\(\);\n#if !FK_LATE_TRIGGER\n\s*fk_pdl_trigger\(\);\n#endif/);
-    // tail: one trigger, in the stream loop, on the warp's last group of chunks
-    expect(src).toMatch(/c0 \+= FK_UNR\) \{\n#if FK_LATE_TRIGGER == 2\n\s*if \(c0 \+ FK_UNR >= total\) fk_pdl_trigger\(\);/);
-  });
-});
-
-describe('occupancyCapBytes (CPU): unused shared memory that caps a GEMV grid at its fair share of an SM', () => {
-  // an H200-like SM: 228 KB of shared memory, ~1 KB reserved a block, registers for 6 blocks of 256 threads
-  const PER_SM = 233472;
-  const OPTIN = 232448;
-  const blocksAt = (bytes: number) => Math.min(6, Math.floor(PER_SM / (bytes + 1024)));
-  it('o_proj / down (512 blocks, 4 an SM) and gate_up (632, 5): the bytes that let exactly that many fit', () => {
-    for (const cap of [4, 5]) {
-      const bytes = occupancyCapBytes(PER_SM, OPTIN, blocksAt, 0, cap);
-      expect(blocksAt(bytes)).toBe(cap);
-      expect(bytes).toBeLessThanOrEqual(48 * 1024); // no opt-in needed for these caps
-    }
-    expect(occupancyCapBytes(PER_SM, OPTIN, blocksAt, 8192, 4)).toBeGreaterThan(8192); // FK_NORM's x fits within
-  });
-  it('no cap where registers already hold the SM at it (qkv, lm_head: 6), or where the check does not come out at cap', () => {
-    expect(occupancyCapBytes(PER_SM, OPTIN, blocksAt, 0, 6)).toBe(0);
-    expect(occupancyCapBytes(PER_SM, OPTIN, blocksAt, 8192, 7)).toBe(8192);
-    expect(occupancyCapBytes(PER_SM, OPTIN, () => 6, 0, 4)).toBe(0); // the calculator disagrees: leave the launch as it was
-    expect(occupancyCapBytes(PER_SM, 40 * 1024, blocksAt, 0, 4)).toBe(0); // past what a block may take
-    expect(occupancyCapBytes(PER_SM, OPTIN, blocksAt, 0, 0)).toBe(0);
+    // no other trigger in fk_gemv_stream: the late builds let the next kernel in when their blocks exit
+    const stream = src.slice(src.indexOf('fk_gemv_stream('));
+    expect(stream.match(/fk_pdl_trigger\(\);/g)).toHaveLength(1);
   });
 });

@@ -63,14 +63,15 @@ export const LINEAR_TUNING = {
   /**
    * Which fk_gemv_stream builds let the next kernel in only when their blocks exit (FK_LATE_TRIGGER) instead of right
    * after their PDL wait: off (none), glu (the gate_up + silu GEMV, which the down projection's GEMV always follows), or
-   * all; tail: every build lets it in once a warp of each block has issued its last loads (FK_LATE_TRIGGER 2: the next
-   * kernel's launch and first loads overlap about this one's last row; not yet measured). Why: a GEMV let in while the
-   * one before still streams lands on the SMs that free first (see gemvOccupancyCap) and runs slower than on an idle GPU.
-   * Run 14's ablation put GEMV after GEMV (no norms) and the bs-1 step went from 4.359 to 4.833 ms; run 15
+   * all. Run 14's ablation put GEMV after GEMV (no norms) and the bs-1 step went from 4.359 to 4.833 ms; run 15
    * (decode_ab-run15.json, same call): defaults 4.360, glu 4.322, all 4.305 ms, and without the norms the step with
-   * all is now faster (4.198), not slower. FASTKERNELS_GEMV_LATE_TRIGGER.
+   * all is now faster (4.198), not slower. Run 16 (decode_ab-run16-cap-trigger.json, same call) measured two ways to
+   * keep some overlap, both slower and taken out again: a trigger once a warp of each block had issued its last loads
+   * (4.542 ms against 4.184), and each GEMV grid held at its fair share of an SM, ceil(blocks / SMs), by unused shared
+   * memory (early trigger 4.465, late 4.209; the hypothesis was that an early-launched grid piles onto the SMs that free
+   * first). FASTKERNELS_GEMV_LATE_TRIGGER.
    */
-  gemvLateTrigger: envChoice('FASTKERNELS_GEMV_LATE_TRIGGER', ['off', 'glu', 'all', 'tail'] as const, 'all'),
+  gemvLateTrigger: envChoice('FASTKERNELS_GEMV_LATE_TRIGGER', ['off', 'glu', 'all'] as const, 'all'),
   /**
    * A pre-norm projection's RMSNorm in fk_gemv_stream's prologue (rmsNormLinear, FK_NORM: every block normalises the one
    * row of x into shared memory, with rms_norm's bits): at bs-1 decode the two rms_norm launches of a Llama layer are
@@ -82,31 +83,18 @@ export const LINEAR_TUNING = {
    * to rms_norm + linear (gpu-tests-run15-norm.log). FASTKERNELS_FUSE_NORM=0 turns it off.
    */
   gemvFuseNorm: envSwitch('FASTKERNELS_FUSE_NORM', true),
-  /**
-   * Cap how many blocks of one fk_gemv_stream grid an SM may hold at its fair share, ceil(blocks / SMs), with unused
-   * dynamic shared memory (occupancyCapBytes). The hypothesis (after run 15, not yet measured): o_proj and down run 512
-   * blocks (3.9 an SM) and gate_up 632 (4.8), while registers let an SM hold 6. Let in early (GEMV_LATE_TRIGGER off),
-   * such a grid lands on the SMs that free first, up to 6 each, and an SM that took 6 streams half as long again as the
-   * average: run 14's GEMV-after-GEMV pairs cost 0.47 ms under the early trigger. Launched on an idle GPU the blocks go
-   * round the SMs, which would be why the late trigger (the default since run 15) is faster, at the price of no launch
-   * overlap. Capped, an early launch cannot unbalance the grid. To measure with GEMV_LATE_TRIGGER=off or tail: off.
-   * FASTKERNELS_GEMV_SMEM_CAP=1.
-   */
-  gemvOccupancyCap: envSwitch('FASTKERNELS_GEMV_SMEM_CAP', false),
 };
 
 /**
  * FK_LATE_TRIGGER of a fk_gemv_stream build (FK_GLU or not) under LINEAR_TUNING.gemvLateTrigger: 0 lets the next kernel
- * in right after the PDL wait, 1 when the blocks exit, 2 once a warp of each block has issued its last loads.
+ * in right after the PDL wait, 1 when the blocks exit.
  */
-export function gemvTriggerMode(glu: boolean, tuning = LINEAR_TUNING): 0 | 1 | 2 {
+export function gemvTriggerMode(glu: boolean, tuning = LINEAR_TUNING): 0 | 1 {
   switch (tuning.gemvLateTrigger) {
     case 'all':
       return 1;
     case 'glu':
       return glu ? 1 : 0;
-    case 'tail':
-      return 2;
     default:
       return 0;
   }
@@ -364,12 +352,10 @@ function launchGemv(ctx: SpineContext, op: string, path: 'gemv' | 'gemv-stream',
     path === 'gemv-stream'
       ? gemvStreamGridBalanced(rows, ctx.multiprocessors, Math.min(warpsPerSm, residentWarpsPerSm(k, defines, normShared)), warps)
       : Math.ceil(N / warps);
-  const shared =
-    path === 'gemv-stream' && LINEAR_TUNING.gemvOccupancyCap ? cappedShared(ctx, k, defines, normShared, Math.ceil(blocks / ctx.multiprocessors)) : normShared;
   const args = [out, a, w, b ? ptr(b) : 0, M, N, K, M === 1 ? K : a.strides[0]!];
   // fk_gemv_stream's FK_NORM parameters (read only by those builds)
   if (path === 'gemv-stream') args.push(norm?.residual ? ptr(norm.residual) : 0, norm?.residualOut ? ptr(norm.residualOut) : 0, norm ? ptr(norm.weight) : 0, norm?.eps ?? 0);
-  k.launch(blocks, warps * 32, shared, args, undefined, pdlSafe ? undefined : 0);
+  k.launch(blocks, warps * 32, normShared, args, undefined, pdlSafe ? undefined : 0);
 }
 
 /** FK_NORM's inputs: x is normalised with `weight` (and `residual` added first; the sum stored to `residualOut`). */
@@ -394,34 +380,6 @@ function residentWarpsPerSm(k: CudaKernel, d: Readonly<Record<string, string | n
     residentWarps.set(key, n);
   }
   return n;
-}
-
-/**
- * Dynamic shared bytes (at least `base`) with which an SM holds at most `cap` blocks (LINEAR_TUNING.gemvOccupancyCap):
- * sharedPerSm / (cap + 1) + 1 bytes a block, so cap + 1 never fit and cap do (the driver's ~1 KB a block included, as
- * long as cap is small), checked with `blocksAt` (the occupancy calculator: blocks an SM at that many bytes). `base` when
- * no cap is needed (the SM holds no more than cap already), or the bytes pass what a block may take (`limit`), or the
- * check does not come out at exactly cap.
- */
-export function occupancyCapBytes(sharedPerSm: number, limit: number, blocksAt: (bytes: number) => number, base: number, cap: number): number {
-  if (cap < 1 || blocksAt(base) <= cap) return base;
-  const bytes = Math.max(base, Math.floor(sharedPerSm / (cap + 1)) + 1);
-  return bytes <= limit && blocksAt(bytes) === cap ? bytes : base;
-}
-
-/** occupancyCapBytes for fk_gemv_stream `k` (built from `d`), cached by defines like residentWarpsPerSm: nothing is queried mid-capture. */
-const cappedBytes = new Map<string, number>();
-function cappedShared(ctx: SpineContext, k: CudaKernel, d: Readonly<Record<string, string | number>> & { FK_WARPS: number }, base: number, cap: number): number {
-  const key = `${Object.entries(d).join(';')};base=${base};cap=${cap}`;
-  let bytes = cappedBytes.get(key);
-  if (bytes === undefined) {
-    const p = ctx.runtime.properties();
-    // up to the 48 KB a block takes without opting in (caps of 4 and more): the occupancy query comes before any launch
-    // that would raise the kernel's limit
-    bytes = occupancyCapBytes(p.sharedPerMultiprocessor, p.sharedPerBlock, (b) => k.occupancy(d.FK_WARPS * 32, b).activeBlocksPerSM, base, cap);
-    cappedBytes.set(key, bytes);
-  }
-  return bytes;
 }
 
 function addressable(t: Tensor): boolean {
