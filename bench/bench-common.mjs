@@ -24,14 +24,12 @@ export function cudaBackendOrExit(label) {
 }
 
 /**
- * The speed settings in force, for the JSON's settings: PDL and chained decode (the engine's default; it chains only
- * graph decode at world size 1) by name, and every tuning object of the CUDA backend whole, so a knob added there is
- * recorded without a change here.
+ * The speed settings in force, for the JSON's settings: chained decode (the engine's default; it chains only graph
+ * decode at world size 1) by name, and every tuning object of the CUDA backend whole (PDL is tuning.launch.pdl), so a
+ * knob added there is recorded without a change here.
  */
 export function launchSettings() {
   return {
-    pdl: LAUNCH_TUNING.pdl,
-    pdlEager: LAUNCH_TUNING.pdlEager,
     chainDecode: chainDecodeDefault(),
     tuning: {
       launch: { ...LAUNCH_TUNING },

@@ -333,7 +333,7 @@ function cli(argv) {
     stepMs: run?.stepMs ?? null,
     // programmatic dependent launches in the decode graphs (LAUNCH_TUNING.pdl) for the timed run; null from runs that
     // did not record it
-    pdl: run?.settings?.pdl ?? null,
+    pdl: run?.settings?.tuning?.launch?.pdl ?? run?.settings?.pdl ?? null, // top-level in runs before 16
     chainDecode: run?.settings?.chainDecode ?? null,
     meanHostMs: run?.meanHostMs ?? null,
     graphReplayMs: run?.graphReplayMs ?? null,

@@ -114,18 +114,20 @@ describe('decode-profile post-processing', () => {
     const cfg = join(dir, 'config.json');
     const out = join(dir, 'decode_profile.json');
     writeFileSync(csv, ncuCsv(launches));
-    writeFileSync(run, JSON.stringify({ device: 'NVIDIA H200', stepMs: 0.4, meanHostMs: 0.02, graphReplayMs: 0.37, decodeSteps: 64, graphSteps: 64, copyGBs: 4000 }));
+    const settings = { chainDecode: true, tuning: { launch: { pdl: true } } }; // bench-common's launchSettings() (PDL inside the tuning)
+    writeFileSync(run, JSON.stringify({ device: 'NVIDIA H200', stepMs: 0.4, meanHostMs: 0.02, graphReplayMs: 0.37, decodeSteps: 64, graphSteps: 64, copyGBs: 4000, settings }));
     writeFileSync(cfg, JSON.stringify({ hidden_size: 8, intermediate_size: 16, num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 1, head_dim: 4, vocab_size: 32 }));
     const r = spawnSync(process.execPath, [LIB, 'post', '--csv', csv, '--run', run, '--config', cfg, '--steps', '8', '--out', out, '--commit', 'abc123'], { encoding: 'utf8' });
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
     const j = JSON.parse(readFileSync(out, 'utf8'));
-    expect(j).toMatchObject({ commit: 'abc123', gpu: 'NVIDIA H200', stepMs: 0.4, kernelsPerStep: 5, stepsMatched: 8 });
+    expect(j).toMatchObject({ commit: 'abc123', gpu: 'NVIDIA H200', stepMs: 0.4, kernelsPerStep: 5, stepsMatched: 8, pdl: true, chainDecode: true });
     expect(j.gapMs).toBeCloseTo(0.065);
     expect(j.gemm.copyGBs).toBe(4000); // the measured copy figure
     expect(j.gemmGBs).toBeCloseTo(j.gemm.weightBytes / (300 * 1e3));
     expect(j.perKernel.map((k: { name: string }) => k.name)).toEqual([GEMM_GROUP, 'fk_sampler_argmax', 'fk_embedding', 'fk_rms_norm']);
     expect(r.stdout).toContain('kernels per step 5 (8/8 steps matched)');
+    expect(r.stdout).toContain('PDL on, chained decode');
     expect(r.stdout.trim().split('\n').length).toBeGreaterThan(5);
     expect(formatTable(j)).toBe(r.stdout.trimEnd());
 

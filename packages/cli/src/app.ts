@@ -20,7 +20,6 @@ import { cliVersion } from './version.js';
 
 import { EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, reportUserError } from './exit-codes.js';
 
-export { EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE };
 
 /** A parse or validation error from yargs (unknown flag, missing option, bad choice). */
 class UsageError extends Error {}

@@ -69,7 +69,12 @@ describe('bootstrapSpeedup', () => {
     const e = bootstrapSpeedup([4, 2, 6], [1, 2, 3], { resamples: 100 });
     expect(e.speedup).toBe(2);
     expect(e.confidence).toBe(0.95);
-    expect(e.ciLow).toBeLessThanOrEqual(e.ciHigh);
+    // resampled medians are samples: the ratios lie in [2/3, 6], and this seeded interval holds the point estimate
+    expect(e.ciLow).toBeGreaterThanOrEqual(2 / 3);
+    expect(e.ciHigh).toBeLessThanOrEqual(6);
+    expect(e.ciLow).toBeLessThanOrEqual(e.speedup);
+    expect(e.speedup).toBeLessThanOrEqual(e.ciHigh);
+    expect(e.ciHigh).toBeGreaterThan(e.ciLow);
   });
 
   it('the CI contains the true ratio for lognormal samples with known medians', () => {

@@ -17,8 +17,8 @@ export class RecordingBackend extends CpuBackend {
     const base = this.ops as unknown as Record<string, AnyOp>;
     const ops: Record<string, AnyOp> = { ...base };
     for (const name of logged) ops[name] = (...a) => (this.calls.push(name), base[name]!(...a));
-    ops[fused] = (...a) => (this.calls.push(fused), mode === 'composes' ? base[fused]!(...a) : null);
     if (mode === 'absent') delete ops[fused];
+    else ops[fused] = (...a) => (this.calls.push(fused), mode === 'composes' ? base[fused]!(...a) : null);
     (this as { ops: Ops }).ops = ops as unknown as Ops;
   }
 }
