@@ -3,10 +3,13 @@
 // One block per row. Each thread keeps up to FK_NPT vectors of the row in registers and folds them into an
 // online (max, sum of exp) pair; the pairs are merged across the block; the output is exp(x - max) / sum,
 // rounded once. Rows longer than FK_NPT * blockDim vectors are read a second time (from L2).
-// A row of -inf gives NaN (0/0), like the float64 reference. -DFK_T=<type> -DFK_VEC=<n>.
+// A row of -inf gives NaN (0/0), like the float64 reference. -DFK_T=<type> -DFK_VEC=<n> -DFK_NPT=<vectors a thread
+// keeps> -DFK_MINB=<min CTAs of 1024 threads an SM>; the host's choices are in src/spine/softmax.ts (softmaxPlan).
+// compile-cu: -DFK_NPT=8
+// compile-cu: -DFK_MINB=2 -DFK_PDL=1
+// compile-cu: -DFK_T=float -DFK_VEC=4 -DFK_MINB=2
 #include "fk_vec.cuh"
 #include "fk_pdl.cuh"
-#define FK_NPT 4
 #define FK_NEG_INF (-__int_as_float(0x7f800000))
 
 // Merge (m2, s2) into (m, s): s = s e^(m - M) + s2 e^(m2 - M), M = max(m, m2); -inf maxima contribute nothing.
@@ -41,7 +44,88 @@ __device__ __forceinline__ void fk_warp_merge(float& m, float& s) {
   }
 }
 
-extern "C" __global__ void __launch_bounds__(1024) fk_softmax(FK_T* __restrict__ y, const FK_T* __restrict__ x, int rows, int D, long long xs) {
+// Every thread folds its vectors j = t, t + T, t + 2T, ... < n (T threads) in that order, and the block merges
+// (warp xor tree, then warps in order; then cluster ranks in order): the bits depend on T, not on FK_NPT.
+// The first FK_NPT vectors stay in registers raw (16 bytes each, not FK_VEC floats: converting again at the write
+// is exact, so the bits are the same in fewer registers); the rest is read again for the write.
+#ifndef FK_NPT
+#define FK_NPT 4
+#endif
+#ifndef FK_MINB
+#define FK_MINB 1  // min CTAs of 1024 threads per SM (__launch_bounds__): 2 caps registers at 32
+#endif
+
+template <class V>
+__device__ __forceinline__ void fk_fold_vec(float& m, float& s, const V& a) {
+  float f[FK_VEC];
+#pragma unroll
+  for (int e = 0; e < FK_VEC; ++e) f[e] = fk_f(a.v[e]);
+  fk_fold<V>(m, s, f);
+}
+
+// The compiler would reuse the fold's conversions of a cached vector at the write (bf16's is a shift), keeping
+// FK_VEC floats live instead of 16 raw bytes; an empty asm on the raw words makes it convert again.
+__device__ __forceinline__ void fk_opaque1(__half& x) {
+  unsigned short u = __half_as_ushort(x);
+  asm volatile("" : "+h"(u));
+  x = __ushort_as_half(u);
+}
+__device__ __forceinline__ void fk_opaque1(__nv_bfloat16& x) {
+  unsigned short u = __bfloat16_as_ushort(x);
+  asm volatile("" : "+h"(u));
+  x = __ushort_as_bfloat16(u);
+}
+template <class V>
+__device__ __forceinline__ V fk_opaque(V a) {
+  if constexpr (sizeof(FK_T) == 4) {  // f32: no conversion to keep
+  } else if constexpr (sizeof(V) % 4 == 0) {  // whole 32-bit words: 16-bit halves alone do not stop the reuse (ptxas)
+    unsigned* w = reinterpret_cast<unsigned*>(&a);
+#pragma unroll
+    for (int i = 0; i < (int)(sizeof(V) / 4); ++i) asm volatile("" : "+r"(w[i]));
+  } else {
+#pragma unroll
+    for (int e = 0; e < FK_VEC; ++e) fk_opaque1(a.v[e]);
+  }
+  return a;
+}
+
+template <class V>
+__device__ __forceinline__ V fk_out_vec(const V& a, float m, float inv) {
+  V r;
+#pragma unroll
+  for (int e = 0; e < FK_VEC; ++e) fk_set(r.v[e], __expf(fk_f(a.v[e]) - m) * inv);
+  return r;
+}
+
+// (m, s) of this thread's vectors of xr[0, n); the first FK_NPT kept in a.
+template <class V>
+__device__ __forceinline__ void fk_fold_slice(const V* __restrict__ xr, int n, V (&a)[FK_NPT], float& m, float& s) {
+  const int t = threadIdx.x, T = blockDim.x;
+#pragma unroll
+  for (int k = 0; k < FK_NPT; ++k)
+    if (t + k * T < n) a[k] = xr[t + k * T];
+#pragma unroll
+  for (int k = 0; k < FK_NPT; ++k)
+    if (t + k * T < n) fk_fold_vec<V>(m, s, a[k]);
+  for (int j = t + FK_NPT * T; j < n; j += T) {
+    const V av = xr[j];  // one 16-byte load (by reference it would be FK_VEC loads)
+    fk_fold_vec<V>(m, s, av);
+  }
+}
+
+template <class V>
+__device__ __forceinline__ void fk_write_slice(V* __restrict__ yr, const V* __restrict__ xr, int n, const V (&a)[FK_NPT], float m, float inv) {
+  const int t = threadIdx.x, T = blockDim.x;
+#pragma unroll
+  for (int k = 0; k < FK_NPT; ++k)
+    if (t + k * T < n) yr[t + k * T] = fk_out_vec<V>(fk_opaque(a[k]), m, inv);
+  for (int j = t + FK_NPT * T; j < n; j += T) {
+    const V av = xr[j];
+    yr[j] = fk_out_vec<V>(av, m, inv);
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(1024, FK_MINB) fk_softmax(FK_T* __restrict__ y, const FK_T* __restrict__ x, int rows, int D, long long xs) {
   fk_pdl_entry();
   typedef FkVec<FK_T, FK_VEC> V;
   __shared__ float rm[32], rsum[32];
@@ -50,30 +134,9 @@ extern "C" __global__ void __launch_bounds__(1024) fk_softmax(FK_T* __restrict__
   const int nv = D / FK_VEC;
   const V* xr = reinterpret_cast<const V*>(x + row * xs);
   V* yr = reinterpret_cast<V*>(y + (long long)row * D);
-  float cache[FK_NPT][FK_VEC];
   V a[FK_NPT];
-#pragma unroll
-  for (int k = 0; k < FK_NPT; ++k) {
-    const int j = threadIdx.x + k * blockDim.x;
-    if (j < nv) a[k] = xr[j];
-  }
   float m = FK_NEG_INF, s = 0.f;
-#pragma unroll
-  for (int k = 0; k < FK_NPT; ++k) {
-    const int j = threadIdx.x + k * blockDim.x;
-    if (j < nv) {
-#pragma unroll
-      for (int e = 0; e < FK_VEC; ++e) cache[k][e] = fk_f(a[k].v[e]);
-      fk_fold<V>(m, s, cache[k]);
-    }
-  }
-  for (int j = threadIdx.x + FK_NPT * blockDim.x; j < nv; j += blockDim.x) {
-    const V av = xr[j];
-    float f[FK_VEC];
-#pragma unroll
-    for (int e = 0; e < FK_VEC; ++e) f[e] = fk_f(av.v[e]);
-    fk_fold<V>(m, s, f);
-  }
+  fk_fold_slice<V>(xr, nv, a, m, s);
   // NaN anywhere in the row makes the whole row NaN (as Math.max does in the reference).
   fk_warp_merge(m, s);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = (blockDim.x + 31) >> 5;
@@ -85,24 +148,7 @@ extern "C" __global__ void __launch_bounds__(1024) fk_softmax(FK_T* __restrict__
   m = lane < nw ? rm[lane] : FK_NEG_INF;
   s = lane < nw ? rsum[lane] : 0.f;
   fk_warp_merge(m, s);
-  const float inv = 1.f / s;
-#pragma unroll
-  for (int k = 0; k < FK_NPT; ++k) {
-    const int j = threadIdx.x + k * blockDim.x;
-    if (j < nv) {
-      V r;
-#pragma unroll
-      for (int e = 0; e < FK_VEC; ++e) fk_set(r.v[e], __expf(cache[k][e] - m) * inv);
-      yr[j] = r;
-    }
-  }
-  for (int j = threadIdx.x + FK_NPT * blockDim.x; j < nv; j += blockDim.x) {
-    const V av = xr[j];
-    V r;
-#pragma unroll
-    for (int e = 0; e < FK_VEC; ++e) fk_set(r.v[e], __expf(fk_f(av.v[e]) - m) * inv);
-    yr[j] = r;
-  }
+  fk_write_slice<V>(yr, xr, nv, a, m, 1.f / s);
 }
 
 // ---- long rows: one thread-block cluster of FK_CS CTAs per row (Hopper, sm_90).
@@ -136,7 +182,7 @@ __device__ __forceinline__ float fk_ld_cluster(const float* p, unsigned rank) {
   return v;
 }
 
-extern "C" __global__ void __cluster_dims__(FK_CS, 1, 1) __launch_bounds__(1024)
+extern "C" __global__ void __cluster_dims__(FK_CS, 1, 1) __launch_bounds__(1024, FK_MINB)
     fk_softmax_cluster(FK_T* __restrict__ y, const FK_T* __restrict__ x, int rows, int D, long long xs) {
   fk_pdl_entry();
   typedef FkVec<FK_T, FK_VEC> V;
@@ -150,30 +196,9 @@ extern "C" __global__ void __cluster_dims__(FK_CS, 1, 1) __launch_bounds__(1024)
   const int n = min(nv, lo + per) - lo;  // vectors of this CTA's slice (may be 0)
   const V* xr = reinterpret_cast<const V*>(x + row * xs) + lo;
   V* yr = reinterpret_cast<V*>(y + (long long)row * D) + lo;
-  float cache[FK_NPT][FK_VEC];
   V a[FK_NPT];
-#pragma unroll
-  for (int k = 0; k < FK_NPT; ++k) {
-    const int j = threadIdx.x + k * blockDim.x;
-    if (j < n) a[k] = xr[j];
-  }
   float m = FK_NEG_INF, s = 0.f;
-#pragma unroll
-  for (int k = 0; k < FK_NPT; ++k) {
-    const int j = threadIdx.x + k * blockDim.x;
-    if (j < n) {
-#pragma unroll
-      for (int e = 0; e < FK_VEC; ++e) cache[k][e] = fk_f(a[k].v[e]);
-      fk_fold<V>(m, s, cache[k]);
-    }
-  }
-  for (int j = threadIdx.x + FK_NPT * blockDim.x; j < n; j += blockDim.x) {
-    const V av = xr[j];
-    float f[FK_VEC];
-#pragma unroll
-    for (int e = 0; e < FK_VEC; ++e) f[e] = fk_f(av.v[e]);
-    fk_fold<V>(m, s, f);
-  }
+  fk_fold_slice<V>(xr, n, a, m, s);
   fk_warp_merge(m, s);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = (blockDim.x + 31) >> 5;
   if (lane == 0) {
@@ -196,22 +221,5 @@ extern "C" __global__ void __cluster_dims__(FK_CS, 1, 1) __launch_bounds__(1024)
 #pragma unroll
   for (int r = 0; r < FK_CS; ++r) fk_merge(m, s, fk_ld_cluster(&part[0], r), fk_ld_cluster(&part[1], r));
   fk_cluster_sync();  // no CTA leaves (freeing its shared memory) while another may still read it
-  const float inv = 1.f / s;
-#pragma unroll
-  for (int k = 0; k < FK_NPT; ++k) {
-    const int j = threadIdx.x + k * blockDim.x;
-    if (j < n) {
-      V r;
-#pragma unroll
-      for (int e = 0; e < FK_VEC; ++e) fk_set(r.v[e], __expf(cache[k][e] - m) * inv);
-      yr[j] = r;
-    }
-  }
-  for (int j = threadIdx.x + FK_NPT * blockDim.x; j < n; j += blockDim.x) {
-    const V av = xr[j];
-    V r;
-#pragma unroll
-    for (int e = 0; e < FK_VEC; ++e) fk_set(r.v[e], __expf(fk_f(av.v[e]) - m) * inv);
-    yr[j] = r;
-  }
+  fk_write_slice<V>(yr, xr, n, a, m, 1.f / s);
 }

@@ -1,6 +1,7 @@
 import { Tensor, type DType } from '@fastkernels/core';
-import { describe, it } from 'vitest';
-import { G, checkTaskOnCuda, cpu, expectClose, gpu, poison, randCpu, task, taskCases, toGpu, tolOf, variant } from '../../test/spine-helpers.js';
+import { describe, expect, it } from 'vitest';
+import { G, checkTaskOnCuda, cpu, expectClose, gpu, poison, randCpu, task, taskCases, toGpu, tolOf, variant, withTuning } from '../../test/spine-helpers.js';
+import { SOFTMAX_TUNING } from './softmax.js';
 
 describe('softmax vs the float64 CPU backend', () => {
   for (const dtype of ['bf16', 'f16', 'f32'] as DType[]) {
@@ -30,6 +31,29 @@ describe('softmax vs the float64 CPU backend', () => {
     for (let r = 0; r < n; r++) for (let c = 0; c < n; c++) v[r * n + c] = c > r ? -Infinity : Math.sin(r * 13 + c);
     const m = Tensor.fromArray(cpu(), v, [n, n], 'f32');
     expectClose(gpu().ops.softmax(toGpu(m), -1), cpu().ops.softmax(m, -1), tolOf('f32'), 'masked');
+  });
+});
+
+describe('softmax launch knobs', () => {
+  // FK_NPT / FK_MINB (SOFTMAX_TUNING.lean) change registers, not which vectors a thread folds: the same bits.
+  // B32 / B4: the cluster path; B140 (>= the SMs): one block a row, 8 vectors kept (16-bit); f32 40001: scalar, re-read.
+  const firstDiff = (a: Float64Array, b: Float64Array) => {
+    if (a.length !== b.length) return -2;
+    for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return i;
+    return -1;
+  };
+  for (const [dtype, B, V] of [['bf16', 32, 128256], ['bf16', 140, 128256], ['f16', 4, 128256], ['f32', 3, 40001], ['f32', 140, 32768], ['bf16', 64, 4096]] as [DType, number, number][]) {
+    it(`${dtype} [${B}, ${V}]: lean on and off give the same bits`, G, () => {
+      const x = toGpu(randCpu([B, V], dtype, B * 7 + V, 3));
+      const run = (lean: boolean) => withTuning(SOFTMAX_TUNING, { lean }, () => gpu().ops.softmax(x, -1).toFloat64Array());
+      expect(firstDiff(run(true), run(false))).toBe(-1);
+    });
+  }
+  it('bf16 [140, 128256] on the cluster path (FASTKERNELS_SOFTMAX_CLUSTER_ROWS): within tolerance', G, () => {
+    const x = randCpu([140, 128256], 'bf16', 140, 3);
+    poison(140 * 128256);
+    const y = withTuning(SOFTMAX_TUNING, { clusterMaxRows: 256 }, () => gpu().ops.softmax(toGpu(x), -1));
+    expectClose(y, cpu().ops.softmax(x, -1), tolOf('bf16'), 'softmax');
   });
 });
 

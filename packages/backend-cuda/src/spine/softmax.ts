@@ -3,16 +3,69 @@
  * made last and contiguous (row-contiguous views are read in place; other layouts and dims are copied first,
  * and the result copied back into x's shape), then one block per row with an online max/sum; rows of more than
  * 2048 vectors (e.g. vocab logits) go to a cluster of 8 CTAs per row that merge their (max, sum) through
- * distributed shared memory (the row read once, written once).
+ * distributed shared memory (the row read once, written once). softmaxPlan has the launch choices.
  */
-import { Tensor, normalizeDim } from '@fastkernels/core';
+import { Tensor, envCount, envSwitch, normalizeDim } from '@fastkernels/core';
 import type { SpineContext } from './context.js';
 import { disposeAll, floatCType, itemsizeOf, ptr, roundUp, rowsOf, spineKernel, vecWidth } from './common.js';
 
-const NPT = 4;
+/**
+ * Vectors a thread folds per block width: threads = ceil(vectors / FOLD_NPT) rounded up to a warp, at most 1024.
+ * Which vectors a thread folds (so the result bits) follows from the threads alone; keep it.
+ */
+const FOLD_NPT = 4;
 /** CTAs per row (a portable thread-block cluster) for rows of more than CLUSTER_MIN_VECTORS vectors. */
 const CLUSTER = 8;
 const CLUSTER_MIN_VECTORS = 2048;
+
+/** Knobs of softmax (the defaults are the shipped choice); none changes the result bits but clusterMaxRows. */
+export const SOFTMAX_TUNING = {
+  /**
+   * Register-light builds (the kernels keep their register vectors raw and convert again at the write: same bits).
+   * On: the cluster kernel is built with FK_MINB 2 (32 registers, ptxas: 4 CTAs of 512 threads an SM against 2 at
+   * 58 registers before, so B32's 32 clusters of 8 fit one wave with room in every GPC), and 16-bit rows of more than
+   * 4096 vectors (one 1024-thread block a row: B256 vocab logits) keep 8 vectors a thread in registers instead of 4
+   * (54-56 registers, the one CTA an SM it had at 56: half of each row read again from L2 instead of three quarters,
+   * and 8 loads in flight a thread instead of 4). Not yet measured on the GPU. FASTKERNELS_SOFTMAX_LEAN=0: FK_MINB 1
+   * and 4 vectors (the launches before, on the new kernel code).
+   */
+  lean: envSwitch('FASTKERNELS_SOFTMAX_LEAN', true),
+  /**
+   * Most rows (of more than CLUSTER_MIN_VECTORS vectors) that take the cluster path; 0: fewer rows than SMs, as
+   * measured on the H200 (bench/results/h200/kernels.json): the cluster path won at B=1 (22 -> 9.3 us) and B=32
+   * (23 -> 19 us) and lost at B=256 (60 -> 83 us, 58 registers: 2 CTAs an SM). FASTKERNELS_SOFTMAX_CLUSTER_ROWS=256
+   * re-measures B=256 with 4 CTAs an SM; the cluster path folds other vectors per thread, so its bits differ from
+   * one block a row (both within the float64 reference's tolerance).
+   */
+  clusterMaxRows: envCount('FASTKERNELS_SOFTMAX_CLUSTER_ROWS', 0),
+};
+
+export interface SoftmaxPlan {
+  entry: 'fk_softmax' | 'fk_softmax_cluster';
+  /** CTAs (rows, or rows * CLUSTER). */
+  grid: number;
+  threads: number;
+  /** FK_NPT: vectors a thread keeps in registers (the rest is read again for the write). */
+  npt: number;
+  /** FK_MINB: min CTAs of 1024 threads an SM (__launch_bounds__); 2 caps registers at 32. */
+  minBlocks: number;
+}
+
+const threadsFor = (vectors: number) => Math.min(1024, Math.max(32, roundUp(Math.ceil(vectors / FOLD_NPT), 32)));
+
+/** Launch plan for `rows` rows of `nv` vectors of `itemsize`-byte elements on `sms` SMs (pure: CPU-tested). */
+export function softmaxPlan(rows: number, nv: number, itemsize: number, sms: number, tuning = SOFTMAX_TUNING): SoftmaxPlan {
+  const clusterRows = tuning.clusterMaxRows > 0 ? rows <= tuning.clusterMaxRows : rows < sms;
+  if (nv > CLUSTER_MIN_VECTORS && clusterRows && rows * CLUSTER <= 2 ** 31 - 1) {
+    // long rows (vocab logits): a cluster of CLUSTER CTAs per row, each holding a slice in registers
+    const threads = threadsFor(Math.ceil(nv / CLUSTER));
+    return { entry: 'fk_softmax_cluster', grid: rows * CLUSTER, threads, npt: FOLD_NPT, minBlocks: tuning.lean ? 2 : 1 };
+  }
+  const threads = threadsFor(nv);
+  // f32's 4-vector build takes 32 registers (2 blocks of 1024 an SM); 8 would cost one of them
+  const npt = tuning.lean && itemsize < 4 && nv > FOLD_NPT * threads ? 8 : FOLD_NPT;
+  return { entry: 'fk_softmax', grid: rows, threads, npt, minBlocks: 1 };
+}
 
 export function softmax(ctx: SpineContext, x: Tensor, dim: number): Tensor {
   const T = floatCType(x, 'softmax', 'x');
@@ -50,20 +103,9 @@ function lastDim(ctx: SpineContext, T: string, out: Tensor, x: Tensor): void {
     const xr = rowsOf(x, temps);
     const D = xr.last;
     const vec = vecWidth(itemsizeOf(x.dtype), [D, xr.rowStride], [ptr(out), ptr(xr.t)]);
-    const nv = D / vec;
-    // Measured on the H200 (bench/results/h200/kernels.json): the cluster path wins when there are fewer rows
-    // than SMs (B=1: 22 -> 9.3 us, B=32: 23 -> 19 us) and loses when rows alone fill the GPU (B=256: 60 -> 83 us).
-    if (nv > CLUSTER_MIN_VECTORS && xr.rows < ctx.multiprocessors && xr.rows * CLUSTER <= 2 ** 31 - 1) {
-      // long rows (vocab logits): a cluster of CLUSTER CTAs per row, each holding a slice in registers
-      const per = Math.ceil(nv / CLUSTER);
-      const threads = Math.min(1024, Math.max(32, roundUp(Math.ceil(per / NPT), 32)));
-      const k = spineKernel(ctx, 'softmax.cu', 'fk_softmax_cluster', { FK_T: T, FK_VEC: vec, FK_CS: CLUSTER });
-      k.launch(xr.rows * CLUSTER, threads, 0, [out, xr.t, xr.rows, D, xr.rowStride]);
-      return;
-    }
-    const threads = Math.min(1024, Math.max(32, roundUp(Math.ceil(nv / NPT), 32)));
-    const k = spineKernel(ctx, 'softmax.cu', 'fk_softmax', { FK_T: T, FK_VEC: vec });
-    k.launch(xr.rows, threads, 0, [out, xr.t, xr.rows, D, xr.rowStride]);
+    const p = softmaxPlan(xr.rows, D / vec, itemsizeOf(x.dtype), ctx.multiprocessors);
+    const defines = { FK_T: T, FK_VEC: vec, FK_NPT: p.npt, FK_MINB: p.minBlocks, ...(p.entry === 'fk_softmax_cluster' ? { FK_CS: CLUSTER } : {}) };
+    spineKernel(ctx, 'softmax.cu', p.entry, defines).launch(p.grid, p.threads, 0, [out, xr.t, xr.rows, D, xr.rowStride]);
   } finally {
     disposeAll(temps);
   }
