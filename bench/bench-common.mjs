@@ -1,6 +1,6 @@
 // What the bench scripts (bench/*.mjs, bundled by tools/gpu-host-bundle.mjs) share: flag parsing, the CUDA backend or
 // a clear exit, and the launch settings a timing depends on (recorded in each JSON).
-import { CudaBackend, ATTENTION_TUNING, KV_STORE_TUNING, LAUNCH_TUNING, LINEAR_TUNING, NORM_TUNING, ROTARY_TUNING, SAMPLER_TUNING } from '@fastkernels/backend-cuda';
+import { CudaBackend, ATTENTION_TUNING, KV_STORE_TUNING, LAUNCH_TUNING, LINEAR_TUNING, NORM_TUNING, ROTARY_TUNING, SAMPLER_TUNING, SOFTMAX_TUNING } from '@fastkernels/backend-cuda';
 import { chainDecodeDefault } from '@fastkernels/model-zoo';
 
 /** `--name value` and `--flag` lookups over argv (default: this process's arguments). */
@@ -39,6 +39,7 @@ export function launchSettings() {
       norm: { ...NORM_TUNING },
       kvStore: { ...KV_STORE_TUNING },
       sampler: { ...SAMPLER_TUNING },
+      softmax: { ...SOFTMAX_TUNING },
     },
   };
 }

@@ -4,10 +4,9 @@
 // online (max, sum of exp) pair; the pairs are merged across the block; the output is exp(x - max) / sum,
 // rounded once. Rows longer than FK_NPT * blockDim vectors are read a second time (from L2).
 // A row of -inf gives NaN (0/0), like the float64 reference. -DFK_T=<type> -DFK_VEC=<n> -DFK_NPT=<vectors a thread
-// keeps> -DFK_MINB=<min CTAs of 1024 threads an SM>; the host's choices are in src/spine/softmax.ts (softmaxPlan).
+// keeps>; the host's choices are in src/spine/softmax.ts (softmaxPlan).
 // compile-cu: -DFK_NPT=8
-// compile-cu: -DFK_MINB=2 -DFK_PDL=1
-// compile-cu: -DFK_T=float -DFK_VEC=4 -DFK_MINB=2
+// compile-cu: -DFK_NPT=8 -DFK_PDL=1
 #include "fk_vec.cuh"
 #include "fk_pdl.cuh"
 #define FK_NEG_INF (-__int_as_float(0x7f800000))
@@ -50,9 +49,6 @@ __device__ __forceinline__ void fk_warp_merge(float& m, float& s) {
 // is exact, so the bits are the same in fewer registers); the rest is read again for the write.
 #ifndef FK_NPT
 #define FK_NPT 4
-#endif
-#ifndef FK_MINB
-#define FK_MINB 1  // min CTAs of 1024 threads per SM (__launch_bounds__): 2 caps registers at 32
 #endif
 
 template <class V>
@@ -125,7 +121,7 @@ __device__ __forceinline__ void fk_write_slice(V* __restrict__ yr, const V* __re
   }
 }
 
-extern "C" __global__ void __launch_bounds__(1024, FK_MINB) fk_softmax(FK_T* __restrict__ y, const FK_T* __restrict__ x, int rows, int D, long long xs) {
+extern "C" __global__ void __launch_bounds__(1024, 1) fk_softmax(FK_T* __restrict__ y, const FK_T* __restrict__ x, int rows, int D, long long xs) {
   fk_pdl_entry();
   typedef FkVec<FK_T, FK_VEC> V;
   __shared__ float rm[32], rsum[32];
@@ -182,7 +178,7 @@ __device__ __forceinline__ float fk_ld_cluster(const float* p, unsigned rank) {
   return v;
 }
 
-extern "C" __global__ void __cluster_dims__(FK_CS, 1, 1) __launch_bounds__(1024, FK_MINB)
+extern "C" __global__ void __cluster_dims__(FK_CS, 1, 1) __launch_bounds__(1024, 1)
     fk_softmax_cluster(FK_T* __restrict__ y, const FK_T* __restrict__ x, int rows, int D, long long xs) {
   fk_pdl_entry();
   typedef FkVec<FK_T, FK_VEC> V;

@@ -20,3 +20,4 @@ export { NORM_TUNING } from './spine/norm.js';
 export { KV_STORE_TUNING } from './spine/kvcache.js';
 export { ROTARY_TUNING } from './spine/rotary.js';
 export { ATTENTION_TUNING } from './spine/attention-plan.js';
+export { SOFTMAX_TUNING } from './spine/softmax.js';

@@ -2,26 +2,26 @@ import { describe, expect, it } from 'vitest';
 import { SOFTMAX_TUNING, softmaxPlan } from './softmax.js';
 
 // The threads (so which vectors a thread folds: the result bits) must stay what they were before the register-light
-// builds; only FK_NPT / FK_MINB move. H200: 132 SMs. bf16 rows of 128256 are 16032 16-byte vectors; f32 32064.
+// builds; only FK_NPT moves. H200: 132 SMs. bf16 rows of 128256 are 16032 16-byte vectors; f32 32064.
 describe('softmaxPlan (CPU): launch choices', () => {
   const SMS = 132;
-  const on = { ...SOFTMAX_TUNING, lean: true, clusterMaxRows: 0 };
-  const off = { ...on, lean: false };
+  const on = { ...SOFTMAX_TUNING, longRowVectors: 8, clusterMaxRows: 0 };
+  const off = { ...on, longRowVectors: 4 };
   const cases: [string, number, number, number, Partial<ReturnType<typeof softmaxPlan>>, Partial<ReturnType<typeof softmaxPlan>>][] = [
-    // name, rows, vectors, itemsize, lean, before (lean off)
-    ['logits B1 bf16', 1, 16032, 2, { entry: 'fk_softmax_cluster', grid: 8, threads: 512, npt: 4, minBlocks: 2 }, { minBlocks: 1 }],
-    ['logits B32 bf16', 32, 16032, 2, { entry: 'fk_softmax_cluster', grid: 256, threads: 512, npt: 4, minBlocks: 2 }, { minBlocks: 1 }],
-    ['logits B131 bf16', 131, 16032, 2, { entry: 'fk_softmax_cluster', grid: 1048, threads: 512 }, { minBlocks: 1 }],
-    ['logits B256 bf16', 256, 16032, 2, { entry: 'fk_softmax', grid: 256, threads: 1024, npt: 8, minBlocks: 1 }, { npt: 4 }],
+    // name, rows, vectors, itemsize, at 8 vectors, before (4)
+    ['logits B1 bf16', 1, 16032, 2, { entry: 'fk_softmax_cluster', grid: 8, threads: 512, npt: 4 }, {}],
+    ['logits B32 bf16', 32, 16032, 2, { entry: 'fk_softmax_cluster', grid: 256, threads: 512, npt: 4 }, {}],
+    ['logits B131 bf16', 131, 16032, 2, { entry: 'fk_softmax_cluster', grid: 1048, threads: 512 }, {}],
+    ['logits B256 bf16', 256, 16032, 2, { entry: 'fk_softmax', grid: 256, threads: 1024, npt: 8 }, { npt: 4 }],
     ['logits B132 f16', 132, 16032, 2, { entry: 'fk_softmax', grid: 132, threads: 1024, npt: 8 }, { npt: 4 }],
-    ['logits B32 f32', 32, 32064, 4, { entry: 'fk_softmax_cluster', grid: 256, threads: 1024, npt: 4, minBlocks: 2 }, { minBlocks: 1 }],
-    ['logits B256 f32: 4 vectors (2 blocks of 1024 an SM)', 256, 32064, 4, { entry: 'fk_softmax', grid: 256, threads: 1024, npt: 4, minBlocks: 1 }, {}],
-    ['attention scores 1024 x 4096 bf16', 1024, 512, 2, { entry: 'fk_softmax', grid: 1024, threads: 128, npt: 4, minBlocks: 1 }, {}],
+    ['logits B32 f32', 32, 32064, 4, { entry: 'fk_softmax_cluster', grid: 256, threads: 1024, npt: 4 }, {}],
+    ['logits B256 f32: 4 vectors (2 blocks of 1024 an SM)', 256, 32064, 4, { entry: 'fk_softmax', grid: 256, threads: 1024, npt: 4 }, {}],
+    ['attention scores 1024 x 4096 bf16', 1024, 512, 2, { entry: 'fk_softmax', grid: 1024, threads: 128, npt: 4 }, {}],
     ['4096 vectors: all in registers at 4', 256, 4096, 2, { entry: 'fk_softmax', threads: 1024, npt: 4 }, {}],
     ['4097 vectors', 256, 4097, 2, { entry: 'fk_softmax', threads: 1024, npt: 8 }, { npt: 4 }],
     ['2048 vectors: below the cluster threshold', 1, 2048, 2, { entry: 'fk_softmax', grid: 1, threads: 512, npt: 4 }, {}],
-    ['2049 vectors, B1', 1, 2049, 2, { entry: 'fk_softmax_cluster', grid: 8, threads: 96 }, { minBlocks: 1 }],
-    ['odd row 40001 f32 (scalar)', 3, 40001, 4, { entry: 'fk_softmax_cluster', grid: 24, threads: 1024, npt: 4 }, { minBlocks: 1 }],
+    ['2049 vectors, B1', 1, 2049, 2, { entry: 'fk_softmax_cluster', grid: 8, threads: 96 }, {}],
+    ['odd row 40001 f32 (scalar)', 3, 40001, 4, { entry: 'fk_softmax_cluster', grid: 24, threads: 1024, npt: 4 }, {}],
   ];
   for (const [name, rows, nv, size, want, before] of cases) {
     it(name, () => {
@@ -33,7 +33,7 @@ describe('softmaxPlan (CPU): launch choices', () => {
     });
   }
   it('clusterMaxRows moves the path threshold (B256 on the cluster path for the A/B)', () => {
-    expect(softmaxPlan(256, 16032, 2, SMS, { ...on, clusterMaxRows: 256 })).toMatchObject({ entry: 'fk_softmax_cluster', grid: 2048, threads: 512, minBlocks: 2 });
+    expect(softmaxPlan(256, 16032, 2, SMS, { ...on, clusterMaxRows: 256 })).toMatchObject({ entry: 'fk_softmax_cluster', grid: 2048, threads: 512, npt: 4 });
     expect(softmaxPlan(257, 16032, 2, SMS, { ...on, clusterMaxRows: 256 }).entry).toBe('fk_softmax');
     expect(softmaxPlan(32, 16032, 2, SMS, { ...on, clusterMaxRows: 16 }).entry).toBe('fk_softmax');
     expect(softmaxPlan(132, 16032, 2, SMS, on).entry).toBe('fk_softmax');
@@ -51,8 +51,8 @@ describe('softmaxPlan (CPU): launch choices', () => {
           expect([p.entry, p.grid, p.threads], `${rows} x ${nv}`).toEqual(before(rows, nv));
         }
   });
-  it.skipIf(process.env.FASTKERNELS_SOFTMAX_LEAN !== undefined || process.env.FASTKERNELS_SOFTMAX_CLUSTER_ROWS !== undefined)('defaults: lean on, cluster below the SM count', () => {
-    expect(SOFTMAX_TUNING.lean).toBe(true);
+  it.skipIf(process.env.FASTKERNELS_SOFTMAX_LONG_NPT !== undefined || process.env.FASTKERNELS_SOFTMAX_CLUSTER_ROWS !== undefined)('defaults: 8 vectors for long 16-bit rows, cluster below the SM count', () => {
+    expect(SOFTMAX_TUNING.longRowVectors).toBe(8);
     expect(SOFTMAX_TUNING.clusterMaxRows).toBe(0);
   });
 });

@@ -5,7 +5,7 @@
  * 2048 vectors (e.g. vocab logits) go to a cluster of 8 CTAs per row that merge their (max, sum) through
  * distributed shared memory (the row read once, written once). softmaxPlan has the launch choices.
  */
-import { Tensor, envCount, envSwitch, normalizeDim } from '@fastkernels/core';
+import { Tensor, envCount, normalizeDim } from '@fastkernels/core';
 import type { SpineContext } from './context.js';
 import { disposeAll, floatCType, itemsizeOf, ptr, roundUp, rowsOf, spineKernel, vecWidth } from './common.js';
 
@@ -21,21 +21,20 @@ const CLUSTER_MIN_VECTORS = 2048;
 /** Knobs of softmax (the defaults are the shipped choice); none changes the result bits but clusterMaxRows. */
 export const SOFTMAX_TUNING = {
   /**
-   * Register-light builds (the kernels keep their register vectors raw and convert again at the write: same bits).
-   * On: the cluster kernel is built with FK_MINB 2 (32 registers, ptxas: 4 CTAs of 512 threads an SM against 2 at
-   * 58 registers before, so B32's 32 clusters of 8 fit one wave with room in every GPC), and 16-bit rows of more than
-   * 4096 vectors (one 1024-thread block a row: B256 vocab logits) keep 8 vectors a thread in registers instead of 4
-   * (54-56 registers, the one CTA an SM it had at 56: half of each row read again from L2 instead of three quarters,
-   * and 8 loads in flight a thread instead of 4). Not yet measured on the GPU. FASTKERNELS_SOFTMAX_LEAN=0: FK_MINB 1
-   * and 4 vectors (the launches before, on the new kernel code).
+   * Vectors a thread keeps in registers (FK_NPT) on one block a row when a 16-bit row is longer than FOLD_NPT vectors a
+   * thread (B256 vocab logits: 16032 vectors over 1024 threads). The rest is read again from L2 for the write, one
+   * 16-byte load in flight at a time. The kernels keep their vectors raw and convert again at the write (same bits, 40
+   * registers in bf16 instead of 58), so 8 fit where 4 did before. Run 16 (H200, bench-kernels --only softmax --repeat
+   * 3, two processes each, softmax-run16.log): B256 56.5-56.9 us at 8 against 57.9-59.0 at 4. FASTKERNELS_SOFTMAX_LONG_NPT
+   * (4: the launch before).
    */
-  lean: envSwitch('FASTKERNELS_SOFTMAX_LEAN', true),
+  longRowVectors: envCount('FASTKERNELS_SOFTMAX_LONG_NPT', 8, 1),
   /**
-   * Most rows (of more than CLUSTER_MIN_VECTORS vectors) that take the cluster path; 0: fewer rows than SMs, as
-   * measured on the H200 (bench/results/h200/kernels.json): the cluster path won at B=1 (22 -> 9.3 us) and B=32
-   * (23 -> 19 us) and lost at B=256 (60 -> 83 us, 58 registers: 2 CTAs an SM). FASTKERNELS_SOFTMAX_CLUSTER_ROWS=256
-   * re-measures B=256 with 4 CTAs an SM; the cluster path folds other vectors per thread, so its bits differ from
-   * one block a row (both within the float64 reference's tolerance).
+   * Most rows (of more than CLUSTER_MIN_VECTORS vectors) that take the cluster path; 0: fewer rows than SMs. The cluster
+   * path won at B=1 (22 -> 9.3 us) and B=32 (23 -> 19 us) and lost at B=256 (60 -> 83 us) with the old 58-register
+   * kernel; run 16 with the 40-register one: B256 56.7-57.6 us on the cluster path against 56.5-56.9 on one block a row
+   * at 8 vectors (softmax-run16.log). The cluster path folds other vectors per thread, so its bits differ from one block
+   * a row (both within the float64 reference's tolerance). FASTKERNELS_SOFTMAX_CLUSTER_ROWS.
    */
   clusterMaxRows: envCount('FASTKERNELS_SOFTMAX_CLUSTER_ROWS', 0),
 };
@@ -47,8 +46,6 @@ export interface SoftmaxPlan {
   threads: number;
   /** FK_NPT: vectors a thread keeps in registers (the rest is read again for the write). */
   npt: number;
-  /** FK_MINB: min CTAs of 1024 threads an SM (__launch_bounds__); 2 caps registers at 32. */
-  minBlocks: number;
 }
 
 const threadsFor = (vectors: number) => Math.min(1024, Math.max(32, roundUp(Math.ceil(vectors / FOLD_NPT), 32)));
@@ -58,13 +55,12 @@ export function softmaxPlan(rows: number, nv: number, itemsize: number, sms: num
   const clusterRows = tuning.clusterMaxRows > 0 ? rows <= tuning.clusterMaxRows : rows < sms;
   if (nv > CLUSTER_MIN_VECTORS && clusterRows && rows * CLUSTER <= 2 ** 31 - 1) {
     // long rows (vocab logits): a cluster of CLUSTER CTAs per row, each holding a slice in registers
-    const threads = threadsFor(Math.ceil(nv / CLUSTER));
-    return { entry: 'fk_softmax_cluster', grid: rows * CLUSTER, threads, npt: FOLD_NPT, minBlocks: tuning.lean ? 2 : 1 };
+    return { entry: 'fk_softmax_cluster', grid: rows * CLUSTER, threads: threadsFor(Math.ceil(nv / CLUSTER)), npt: FOLD_NPT };
   }
   const threads = threadsFor(nv);
-  // f32's 4-vector build takes 32 registers (2 blocks of 1024 an SM); 8 would cost one of them
-  const npt = tuning.lean && itemsize < 4 && nv > FOLD_NPT * threads ? 8 : FOLD_NPT;
-  return { entry: 'fk_softmax', grid: rows, threads, npt, minBlocks: 1 };
+  // f32 keeps 4: its 4-vector build takes 32 registers (2 blocks of 1024 an SM), 8 would cost one of them
+  const npt = itemsize < 4 && nv > FOLD_NPT * threads ? tuning.longRowVectors : FOLD_NPT;
+  return { entry: 'fk_softmax', grid: rows, threads, npt };
 }
 
 export function softmax(ctx: SpineContext, x: Tensor, dim: number): Tensor {
@@ -104,7 +100,7 @@ function lastDim(ctx: SpineContext, T: string, out: Tensor, x: Tensor): void {
     const D = xr.last;
     const vec = vecWidth(itemsizeOf(x.dtype), [D, xr.rowStride], [ptr(out), ptr(xr.t)]);
     const p = softmaxPlan(xr.rows, D / vec, itemsizeOf(x.dtype), ctx.multiprocessors);
-    const defines = { FK_T: T, FK_VEC: vec, FK_NPT: p.npt, FK_MINB: p.minBlocks, ...(p.entry === 'fk_softmax_cluster' ? { FK_CS: CLUSTER } : {}) };
+    const defines = { FK_T: T, FK_VEC: vec, FK_NPT: p.npt, ...(p.entry === 'fk_softmax_cluster' ? { FK_CS: CLUSTER } : {}) };
     spineKernel(ctx, 'softmax.cu', p.entry, defines).launch(p.grid, p.threads, 0, [out, xr.t, xr.rows, D, xr.rowStride]);
   } finally {
     disposeAll(temps);
