@@ -196,7 +196,11 @@ struct Lab {
       const int rows = (N + sms * warpsPerSm - 1) / (sms * warpsPerSm);
       const int warps = (N + rows - 1) / rows;
       const int blocks = (warps + FK_WARPS - 1) / FK_WARPS;
-      void* a[] = {&y, &x, &w, &bias, &M, &N, &K, &xs};
+      // fk_gemv_stream's FK_NORM parameters (read only by those builds): every parameter needs its slot in `a`
+      const T *resIn = nullptr, *normW = nullptr;
+      T* resOut = nullptr;
+      float eps = 0.f;
+      void* a[] = {&y, &x, &w, &bias, &M, &N, &K, &xs, &resIn, &resOut, &normW, &eps};
       launch((const void*)fk_gemv_stream, dim3(blocks), dim3(FK_WARPS * 32), a);
     } else if (p == DYN) {
       // one wave of sms * warpsPerSm warps in whole blocks (the kernel's W is the grid's), never more than N rows' worth

@@ -1,0 +1,356 @@
+// Issue 7, bs-1 decode: do the kernel boundaries between the step's matrix-vector products cost what the profile says?
+// Run 16's decode-profile has each GEMV launch ~3-4 us over its share of the read floor (qkv 3006 GB/s, o 2875, against
+// lm_head's 4379), and no launch overlap tried so far (PDL triggers, early or at the last loads, grids capped at their
+// fair share of an SM) recovered it. This standalone program (built on the GPU host by bench/h200-gemv-persistent.sh
+// with nvcc; no Node) times the 129 products of one Llama-3-8B decode step at M 1, bf16, each reading the RMS-normalised
+// output of the one before (real data flow), two ways:
+//   - ref: per product a one-block norm kernel and fk_gemv_stream (the product's own kernel), PDL launches in a CUDA
+//     graph: the kernel boundaries the engine has (its norm runs inside the GEMV, a smaller cost than this one-block
+//     kernel, so ref is an upper bound on the engine's products);
+//   - persistent: one cooperative launch for the whole chain. Each warp streams its rows of every product in turn; its
+//     loads run on across product ends into its first chunks of the next product (weights need nothing from the product
+//     before), and only the block's use of x waits: a block arrives on a counter when its rows are stored and, at the
+//     next product, waits until every block has arrived, then normalises x into shared memory.
+// Both give the same bits (checked before timing: the same per-lane sums, the same block norm of 256 threads), so
+// persistent - ref is what the boundaries cost. Prints one line per measurement and a table last.
+//   Build: nvcc -std=c++17 -O3 -arch=sm_90a -DFK_PDL=1 -DFK_UNR=4 [-DLAB_MINB=6] bench/gemv_persistent_lab.cu
+//   Run: ./gemv_persistent_lab [blocks-per-SM ...]  (persistent grids to try; default: 2 3 4 and what fits)
+// compile-cu: -DFK_PDL=1 -DFK_UNR=4 -DLAB_MINB=6
+#include "../packages/backend-cuda/kernels/gemv.cu"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#define CK(x)                                                                                     \
+  do {                                                                                            \
+    cudaError_t e_ = (x);                                                                         \
+    if (e_ != cudaSuccess) {                                                                      \
+      std::fprintf(stderr, "gemv-persistent: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__); \
+      std::exit(1);                                                                               \
+    }                                                                                             \
+  } while (0)
+
+static_assert(FK_M == 1 && FK_VEC == 8, "the lab is bf16 at M 1");
+using T = __nv_bfloat16;
+constexpr int kThreads = FK_WARPS * 32;  // the norm's block size: ref's norm kernel and the persistent blocks alike
+
+// One product of the chain: y [N] = W [N, K] . rmsnorm(x [0, K)).
+struct Phase {
+  const T* w;
+  int N, K;
+};
+
+// x [0, K) normalised (no weight, eps 1e-5) into xn by the whole block: thread t sums the squares of vectors t, t + T, ...
+// in order, then fk_block_sum; x is read through L2 (__ldcg: other SMs wrote it, L1 may hold an older copy).
+__device__ __forceinline__ void lab_norm_block(T* xn, const T* x, int K, float* red) {
+  typedef FkVec<T, FK_VEC> V;
+  const int nv = K / FK_VEC;
+  float ss = 0.f;
+  for (int j = threadIdx.x; j < nv; j += blockDim.x) {
+    const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(x) + j);
+    const V a = *reinterpret_cast<const V*>(&raw);
+#pragma unroll
+    for (int e = 0; e < FK_VEC; ++e) ss += fk_f(a.v[e]) * fk_f(a.v[e]);
+  }
+  const float inv = rsqrtf(fk_block_sum(ss, red) / (float)K + 1e-5f);
+  for (int j = threadIdx.x; j < nv; j += blockDim.x) {
+    const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(x) + j);
+    const V a = *reinterpret_cast<const V*>(&raw);
+    V o;
+#pragma unroll
+    for (int e = 0; e < FK_VEC; ++e) fk_set(o.v[e], fk_f(a.v[e]) * inv);
+    reinterpret_cast<V*>(xn)[j] = o;
+  }
+  __syncthreads();
+}
+
+// ref's norm: one block, PDL entry like the product kernels.
+extern "C" __global__ void __launch_bounds__(kThreads) lab_norm_ref(T* __restrict__ xn, const T* __restrict__ x, int K) {
+  fk_pdl_entry();
+  __shared__ float red[32];
+  lab_norm_block(xn, x, K, red);
+}
+
+__device__ unsigned lab_arrived;  // blocks that finished a product, summed over the launch (the host zeroes it)
+
+__device__ __forceinline__ unsigned lab_ld_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// The chain in one launch (cooperative: every block resident). Product p reads out[(p - 1) % 2] (x0 for p = 0) and
+// writes out[p % 2]; a buffer is written again two products later, after every block has read it (each block reads its
+// x at a product's start and arrives only at its end).
+// LAB_MINB: blocks an SM the build must fit (__launch_bounds__' second argument; 57 registers without it: 4 blocks)
+#ifdef LAB_MINB
+#define LAB_CHAIN_BOUNDS __launch_bounds__(kThreads, LAB_MINB)
+#else
+#define LAB_CHAIN_BOUNDS __launch_bounds__(kThreads)
+#endif
+extern "C" __global__ void LAB_CHAIN_BOUNDS lab_chain(const Phase* __restrict__ ph, int P, const T* __restrict__ x0, T* out0, T* out1) {
+  extern __shared__ __align__(16) unsigned char lab_smem[];
+  T* xn = reinterpret_cast<T*>(lab_smem);  // [max K]
+  __shared__ float red[32];
+  const int lane = threadIdx.x & 31;
+  const int w0 = blockIdx.x * FK_WARPS + (threadIdx.x >> 5);
+  const int W = gridDim.x * FK_WARPS;
+  // this warp's chunks of product q (rows w0, w0 + W, ...), and that count rounded up to a whole ring (FK_UNR): each
+  // product then starts on ring slot 0; the padding re-reads the warp's last chunk (an L2 hit) and is never summed
+  auto chunks = [&](int q) { return ph[q].N > w0 ? ((ph[q].N - 1 - w0) / W + 1) * (ph[q].K / FK_VEC / 32) : 0; };
+  auto padded = [&](int n) { return (n + FK_UNR - 1) / FK_UNR * FK_UNR; };
+
+  // the prefetch cursor: product q, chunks emitted of it, its count and padded count, the chunk in its row, the address
+  int q = -1, emitted = 0, total = 0, pad = 0, pk = 0, cpr = 1;
+  long long rowJump = 0;
+  const uint4* pp = reinterpret_cast<const uint4*>(ph[0].w) + lane;  // any valid address until the first product
+  auto enter = [&]() {  // on to the next product this warp has chunks of (past the last: stays on its last chunk)
+    while (++q < P) {
+      total = chunks(q);
+      pad = padded(total);
+      if (pad == 0) continue;
+      const int nv = ph[q].K / FK_VEC;
+      cpr = nv / 32;
+      rowJump = (long long)(W - 1) * nv;
+      pp = reinterpret_cast<const uint4*>(ph[q].w) + (long long)w0 * nv + lane;
+      emitted = pk = 0;
+      return;
+    }
+    pad = 1 << 30;  // done: re-read forever (never summed)
+  };
+  auto refill = [&]() -> uint4 {
+    const uint4 v = fk_ld_stream(pp);
+    if (++emitted < total) {  // the next real chunk; else stay on the last one through the padding
+      pp += 32;
+      if (++pk == cpr) {
+        pk = 0;
+        pp += rowJump;
+      }
+    }
+    if (emitted == pad) enter();
+    return v;
+  };
+  enter();
+  uint4 buf[FK_UNR];
+#pragma unroll
+  for (int u = 0; u < FK_UNR; ++u) buf[u] = refill();
+
+  for (int p = 0; p < P; ++p) {
+    const int K = ph[p].K, N = ph[p].N;
+    const T* x = p == 0 ? x0 : ((p - 1) % 2 ? out1 : out0);
+    T* y = p % 2 ? out1 : out0;
+    if (p > 0) {  // every block has stored product p - 1 (this warp's loads of product p are in flight meanwhile)
+      if (threadIdx.x == 0)
+        while (lab_ld_acquire(&lab_arrived) < (unsigned)(p * gridDim.x)) __nanosleep(32);
+      __syncthreads();
+    }
+    lab_norm_block(xn, x, K, red);
+    const int n = chunks(p), npad = padded(n), c = K / FK_VEC / 32;
+    float acc[1] = {0.f};
+    int row = w0, inRow = 0;
+    for (int c0 = 0; c0 < npad; c0 += FK_UNR) {
+#pragma unroll
+      for (int u = 0; u < FK_UNR; ++u) {
+        if (c0 + u < n) {
+          acc[0] = fk_dot16(buf[u], reinterpret_cast<const uint4*>(xn)[inRow * 32 + lane], acc[0]);
+          if (++inRow == c) {
+            fk_gemv_store_row(acc, 1, lane, y, nullptr, N, row);
+            acc[0] = 0.f;
+            inRow = 0;
+            row += W;
+          }
+        }
+        buf[u] = refill();
+      }
+    }
+    __syncthreads();  // the block's rows are stored, and xn is free for the next product's norm
+    if (threadIdx.x == 0) {
+      __threadfence();
+      atomicAdd(&lab_arrived, 1u);
+    }
+  }
+}
+
+extern "C" __global__ void lab_fill(T* p, long long n, unsigned seed) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    fk_set(p[i], ((h & 0xffff) / 65536.f - 0.5f) * 0.05f);
+  }
+}
+
+extern "C" __global__ void lab_read(const uint4* __restrict__ p, long long n, unsigned* sink) {
+  unsigned a = 0;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    const uint4 v = fk_ld_stream(p + i);
+    a ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (a == 0x12345678u) *sink = a;  // keeps the loads
+}
+
+static T* alloc(long long n, unsigned seed) {
+  T* p;
+  CK(cudaMalloc(&p, n * sizeof(T)));
+  lab_fill<<<1024, 256>>>(p, n, seed);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  return p;
+}
+
+template <class F>
+static float medianMs(cudaStream_t s, F body, int reps) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  std::vector<float> t;
+  for (int i = 0; i < reps + 2; ++i) {
+    CK(cudaEventRecord(a, s));
+    body();
+    CK(cudaEventRecord(b, s));
+    CK(cudaEventSynchronize(b));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    if (i >= 2) t.push_back(ms);  // two warm-ups
+  }
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+int main(int argc, char** argv) {
+  std::vector<int> bps;
+  for (int i = 1; i < argc; ++i) bps.push_back(std::atoi(argv[i]));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  const int sms = prop.multiProcessorCount;
+  const int warpsPerSm = 48;  // the engine's fk_gemv_stream grids (LINEAR_TUNING.gemvStreamWarpsPerSm)
+
+  // read floor: a read-only stream over 2 GiB
+  const long long big = 1LL << 30;
+  T* a = alloc(big, 1);
+  unsigned* sink;
+  CK(cudaMalloc(&sink, 4));
+  const float readMs = medianMs(s, [&] { lab_read<<<sms * 8, 512, 0, s>>>(reinterpret_cast<const uint4*>(a), big / 8, sink); }, 10);
+  const double readGBs = 2.0 * big / readMs / 1e6;
+  CK(cudaFree(a));
+
+  // the step's products: 32 layers (qkv, o, gate_up, down) and the LM head, Llama-3-8B shapes
+  std::vector<Phase> phases;
+  double bytes = 0;
+  int maxK = 0;
+  const int layer[4][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};  // qkv, o, gate_up, down: N, K
+  for (int l = 0; l < 32; ++l)
+    for (const auto& nk : layer) phases.push_back({alloc((long long)nk[0] * nk[1], 100 + (unsigned)phases.size()), nk[0], nk[1]});
+  phases.push_back({alloc(128256LL * 4096, 99), 128256, 4096});
+  for (const Phase& p : phases) bytes += 2.0 * p.N * p.K, maxK = std::max(maxK, p.K);
+  const int P = (int)phases.size();
+  Phase* dph;
+  CK(cudaMalloc(&dph, sizeof(Phase) * P));
+  CK(cudaMemcpy(dph, phases.data(), sizeof(Phase) * P, cudaMemcpyHostToDevice));
+  T* x0 = alloc(4096, 3);
+  T* out[2] = {alloc(128256, 4), alloc(128256, 5)};
+  T* xn = alloc(14336, 6);
+  const double floorUs = bytes / readGBs / 1e3;
+  std::printf("gemv-persistent: %s, %d SMs, FK_UNR %d, FK_WARPS %d; read floor %.0f GB/s: the %d products' %.2f GB take %.1f us\n", prop.name, sms,
+              FK_UNR, FK_WARPS, readGBs, P, bytes / 1e9, floorUs);
+
+  // ref: norm kernel + fk_gemv_stream per product, PDL launches, in a graph
+  auto launch = [&](const void* fn, int blocks, void** args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(blocks);
+    cfg.blockDim = dim3(kThreads);
+    cfg.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    CK(cudaLaunchKernelExC(&cfg, fn, args));
+  };
+  auto refChain = [&] {
+    for (int p = 0; p < P; ++p) {
+      const T* x = p == 0 ? x0 : out[(p - 1) % 2];
+      T* y = out[p % 2];
+      int K = phases[p].K, N = phases[p].N, M = 1;
+      void* na[] = {&xn, &x, &K};
+      launch((const void*)lab_norm_ref, 1, na);
+      // the engine's grid (gemvStreamGrid at 48 warps an SM)
+      const int rows = (N + sms * warpsPerSm - 1) / (sms * warpsPerSm);
+      const int blocks = ((N + rows - 1) / rows + FK_WARPS - 1) / FK_WARPS;
+      const T* w = phases[p].w;
+      const T *bias = nullptr, *resIn = nullptr, *normW = nullptr;
+      T* resOut = nullptr;
+      long long xs = K;
+      float eps = 0.f;
+      const T* xa = xn;
+      void* ga[] = {&y, &xa, &w, &bias, &M, &N, &K, &xs, &resIn, &resOut, &normW, &eps};
+      launch((const void*)fk_gemv_stream, blocks, ga);
+    }
+  };
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  refChain();
+  CK(cudaStreamEndCapture(s, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  std::vector<unsigned short> ref(128256), got(128256);
+  CK(cudaGraphLaunch(ge, s));
+  CK(cudaStreamSynchronize(s));
+  CK(cudaMemcpy(ref.data(), out[(P - 1) % 2], 128256 * 2, cudaMemcpyDeviceToHost));
+  const float refMs = medianMs(s, [&] { CK(cudaGraphLaunch(ge, s)); }, 10);
+  struct Row {
+    std::string what;
+    double us;
+  };
+  std::vector<Row> table = {{"ref: norm + fk_gemv_stream, PDL graph", refMs * 1e3}};
+  std::printf("gemv-persistent: ref %.1f us (%.1f%% of the read floor)\n", refMs * 1e3, 100 * floorUs / (refMs * 1e3));
+
+  // persistent: one cooperative launch
+  const size_t smem = (size_t)maxK * sizeof(T);
+  int fit = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, lab_chain, kThreads, smem));
+  if (bps.empty()) bps = {2, 3, 4, fit};
+  std::sort(bps.begin(), bps.end());
+  bps.erase(std::unique(bps.begin(), bps.end()), bps.end());
+  unsigned* arrived;
+  CK(cudaGetSymbolAddress((void**)&arrived, lab_arrived));
+  int bad = 0;
+  for (int b : bps) {
+    if (b < 1 || b > fit) {
+      std::printf("gemv-persistent: %d blocks an SM do not fit (at most %d): skipped\n", b, fit);
+      continue;
+    }
+    int blocks = b * sms;
+    auto run = [&] {
+      CK(cudaMemsetAsync(arrived, 0, 4, s));
+      void* args[] = {&dph, (void*)&P, &x0, &out[0], &out[1]};
+      CK(cudaLaunchCooperativeKernel((const void*)lab_chain, dim3(blocks), dim3(kThreads), args, smem, s));
+    };
+    CK(cudaMemset(out[(P - 1) % 2], 0xff, 128256 * 2));
+    run();
+    CK(cudaStreamSynchronize(s));
+    CK(cudaMemcpy(got.data(), out[(P - 1) % 2], 128256 * 2, cudaMemcpyDeviceToHost));
+    int diff = 0;
+    for (int i = 0; i < 128256; ++i) diff += got[i] != ref[i];
+    std::printf("gemv-persistent: bits %d blocks an SM vs ref: %d of 128256 logits differ\n", b, diff);
+    bad += diff != 0;
+    const float ms = medianMs(s, run, 10);
+    std::printf("gemv-persistent: persistent %d blocks an SM (%d warps) %.1f us (%.1f%% of the read floor)\n", b, b * FK_WARPS, ms * 1e3,
+                100 * floorUs / (ms * 1e3));
+    table.push_back({"persistent, " + std::to_string(b) + " blocks an SM" + (diff ? " (BITS DIFFER)" : ""), ms * 1e3});
+  }
+  std::printf("\ngemv-persistent table (FK_UNR %d; %d products, read floor %.1f us at %.0f GB/s; blocks fit: %d an SM)\n%-44s %10s %8s\n", FK_UNR, P,
+              floorUs, readGBs, fit, "case", "us", "floor");
+  for (const Row& r : table) std::printf("%-44s %10.1f %7.1f%%\n", r.what.c_str(), r.us, 100 * floorUs / r.us);
+  return bad ? 1 : 0;
+}
