@@ -7,10 +7,12 @@
 //   - ref: per product a one-block norm kernel and fk_gemv_stream (the product's own kernel), PDL launches in a CUDA
 //     graph: the kernel boundaries the engine has (its norm runs inside the GEMV, a smaller cost than this one-block
 //     kernel, so ref is an upper bound on the engine's products);
-//   - persistent: one cooperative launch for the whole chain. Each warp streams its rows of every product in turn; its
-//     loads run on across product ends into its first chunks of the next product (weights need nothing from the product
-//     before), and only the block's use of x waits: a block arrives on a counter when its rows are stored and, at the
-//     next product, waits until every block has arrived, then normalises x into shared memory.
+//   - persistent: one cooperative launch for the whole chain, and (as the engine could adopt it: the attention kernels
+//     sit between qkv and o) one launch a layer for o, gate_up and down, with qkv and the LM head alone. Each warp
+//     streams its rows of every product in turn; its loads run on across product ends into its first chunks of the
+//     next product (weights need nothing from the product before), and only the block's use of x waits: a block
+//     arrives on a counter when its rows are stored and, at the next product, waits until every block has arrived,
+//     then normalises x into shared memory.
 // Both give the same bits (checked before timing: the same per-lane sums, the same block norm of 256 threads), so
 // persistent - ref is what the boundaries cost. Prints one line per measurement and a table last.
 //   Build: nvcc -std=c++17 -O3 -arch=sm_90a -DFK_PDL=1 -DFK_UNR=4 [-DLAB_MINB=6] bench/gemv_persistent_lab.cu
@@ -76,8 +78,6 @@ extern "C" __global__ void __launch_bounds__(kThreads) lab_norm_ref(T* __restric
   lab_norm_block(xn, x, K, red);
 }
 
-__device__ unsigned lab_arrived;  // blocks that finished a product, summed over the launch (the host zeroes it)
-
 __device__ __forceinline__ unsigned lab_ld_acquire(const unsigned* p) {
   unsigned v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -86,14 +86,15 @@ __device__ __forceinline__ unsigned lab_ld_acquire(const unsigned* p) {
 
 // The chain in one launch (cooperative: every block resident). Product p reads out[(p - 1) % 2] (x0 for p = 0) and
 // writes out[p % 2]; a buffer is written again two products later, after every block has read it (each block reads its
-// x at a product's start and arrives only at its end).
+// x at a product's start and arrives only at its end). `arrived`: blocks that finished a product, summed over the
+// launch (zeroed by the host; one counter a launch).
 // LAB_MINB: blocks an SM the build must fit (__launch_bounds__' second argument; 57 registers without it: 4 blocks)
 #ifdef LAB_MINB
 #define LAB_CHAIN_BOUNDS __launch_bounds__(kThreads, LAB_MINB)
 #else
 #define LAB_CHAIN_BOUNDS __launch_bounds__(kThreads)
 #endif
-extern "C" __global__ void LAB_CHAIN_BOUNDS lab_chain(const Phase* __restrict__ ph, int P, const T* __restrict__ x0, T* out0, T* out1) {
+extern "C" __global__ void LAB_CHAIN_BOUNDS lab_chain(const Phase* __restrict__ ph, int P, const T* __restrict__ x0, T* out0, T* out1, unsigned* arrived) {
   extern __shared__ __align__(16) unsigned char lab_smem[];
   T* xn = reinterpret_cast<T*>(lab_smem);  // [max K]
   __shared__ float red[32];
@@ -146,7 +147,7 @@ extern "C" __global__ void LAB_CHAIN_BOUNDS lab_chain(const Phase* __restrict__ 
     T* y = p % 2 ? out1 : out0;
     if (p > 0) {  // every block has stored product p - 1 (this warp's loads of product p are in flight meanwhile)
       if (threadIdx.x == 0)
-        while (lab_ld_acquire(&lab_arrived) < (unsigned)(p * gridDim.x)) __nanosleep(32);
+        while (lab_ld_acquire(arrived) < (unsigned)(p * gridDim.x)) __nanosleep(32);
       __syncthreads();
     }
     lab_norm_block(xn, x, K, red);
@@ -171,7 +172,7 @@ extern "C" __global__ void LAB_CHAIN_BOUNDS lab_chain(const Phase* __restrict__ 
     __syncthreads();  // the block's rows are stored, and xn is free for the next product's norm
     if (threadIdx.x == 0) {
       __threadfence();
-      atomicAdd(&lab_arrived, 1u);
+      atomicAdd(arrived, 1u);
     }
   }
 }
@@ -315,39 +316,59 @@ int main(int argc, char** argv) {
   std::vector<Row> table = {{"ref: norm + fk_gemv_stream, PDL graph", refMs * 1e3}};
   std::printf("gemv-persistent: ref %.1f us (%.1f%% of the read floor)\n", refMs * 1e3, 100 * floorUs / (refMs * 1e3));
 
-  // persistent: one cooperative launch
+  // persistent: cooperative launches (every block resident), at each grid size asked for
   const size_t smem = (size_t)maxK * sizeof(T);
   int fit = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, lab_chain, kThreads, smem));
   if (bps.empty()) bps = {2, 3, 4, fit};
   std::sort(bps.begin(), bps.end());
   bps.erase(std::unique(bps.begin(), bps.end()), bps.end());
-  unsigned* arrived;
-  CK(cudaGetSymbolAddress((void**)&arrived, lab_arrived));
+  unsigned* arrived;  // a counter a launch: [0] for the whole chain, [1 + l] for the per-layer launches
+  CK(cudaMalloc(&arrived, 4 * (P + 1)));
   int bad = 0;
   for (int b : bps) {
     if (b < 1 || b > fit) {
       std::printf("gemv-persistent: %d blocks an SM do not fit (at most %d): skipped\n", b, fit);
       continue;
     }
-    int blocks = b * sms;
-    auto run = [&] {
-      CK(cudaMemsetAsync(arrived, 0, 4, s));
-      void* args[] = {&dph, (void*)&P, &x0, &out[0], &out[1]};
+    const int blocks = b * sms;
+    // products [first, first + n) in one launch: product first + i writes out[(first + i) % 2], reads the other buffer
+    auto part = [&](int first, int n, unsigned* ctr) {
+      const Phase* sub = dph + first;
+      const T* x = first == 0 ? x0 : out[(first - 1) % 2];
+      T* o0 = out[first % 2];
+      T* o1 = out[(first + 1) % 2];
+      void* args[] = {&sub, &n, &x, &o0, &o1, &ctr};
       CK(cudaLaunchCooperativeKernel((const void*)lab_chain, dim3(blocks), dim3(kThreads), args, smem, s));
     };
-    CK(cudaMemset(out[(P - 1) % 2], 0xff, 128256 * 2));
-    run();
-    CK(cudaStreamSynchronize(s));
-    CK(cudaMemcpy(got.data(), out[(P - 1) % 2], 128256 * 2, cudaMemcpyDeviceToHost));
-    int diff = 0;
-    for (int i = 0; i < 128256; ++i) diff += got[i] != ref[i];
-    std::printf("gemv-persistent: bits %d blocks an SM vs ref: %d of 128256 logits differ\n", b, diff);
-    bad += diff != 0;
-    const float ms = medianMs(s, run, 10);
-    std::printf("gemv-persistent: persistent %d blocks an SM (%d warps) %.1f us (%.1f%% of the read floor)\n", b, b * FK_WARPS, ms * 1e3,
-                100 * floorUs / (ms * 1e3));
-    table.push_back({"persistent, " + std::to_string(b) + " blocks an SM" + (diff ? " (BITS DIFFER)" : ""), ms * 1e3});
+    // whole: the 129 products in one launch; layers: qkv alone, then o, gate_up, down in one launch (the attention
+    // kernels sit between qkv and o in the engine), the LM head alone: 65 launches, what the engine could adopt
+    for (int layers = 0; layers < 2; ++layers) {
+      auto run = [&] {
+        CK(cudaMemsetAsync(arrived, 0, 4 * (P + 1), s));
+        if (!layers) return part(0, P, arrived);
+        int k = 1;
+        for (int g = 0; g + 4 <= P; g += 4) {
+          part(g, 1, arrived + k++);
+          part(g + 1, 3, arrived + k++);
+        }
+        part(P - 1, 1, arrived + k);
+      };
+      CK(cudaMemset(out[(P - 1) % 2], 0xff, 128256 * 2));
+      run();
+      CK(cudaStreamSynchronize(s));
+      CK(cudaMemcpy(got.data(), out[(P - 1) % 2], 128256 * 2, cudaMemcpyDeviceToHost));
+      int diff = 0;
+      for (int i = 0; i < 128256; ++i) diff += got[i] != ref[i];
+      const char* how = layers ? "per layer (65 launches)" : "whole chain (1 launch)";
+      std::printf("gemv-persistent: bits %s, %d blocks an SM vs ref: %d of 128256 logits differ\n", how, b, diff);
+      bad += diff != 0;
+      const float ms = medianMs(s, run, 10);
+      std::printf("gemv-persistent: persistent %s, %d blocks an SM (%d warps) %.1f us (%.1f%% of the read floor)\n", how, b, b * FK_WARPS, ms * 1e3,
+                  100 * floorUs / (ms * 1e3));
+      table.push_back({std::string("persistent ") + (layers ? "per layer" : "whole") + ", " + std::to_string(b) + " blocks an SM" + (diff ? " (BITS DIFFER)" : ""),
+                       ms * 1e3});
+    }
   }
   std::printf("\ngemv-persistent table (FK_UNR %d; %d products, read floor %.1f us at %.0f GB/s; blocks fit: %d an SM)\n%-44s %10s %8s\n", FK_UNR, P,
               floorUs, readGBs, fit, "case", "us", "floor");
