@@ -7,6 +7,7 @@
 // keeps>; the host's choices are in src/spine/softmax.ts (softmaxPlan).
 // compile-cu: -DFK_NPT=8
 // compile-cu: -DFK_NPT=8 -DFK_PDL=1
+// compile-cu: -DFK_CS=4
 #include "fk_vec.cuh"
 #include "fk_pdl.cuh"
 #define FK_NEG_INF (-__int_as_float(0x7f800000))

@@ -5,7 +5,7 @@ import { SOFTMAX_TUNING, softmaxPlan } from './softmax.js';
 // builds; only FK_NPT moves. H200: 132 SMs. bf16 rows of 128256 are 16032 16-byte vectors; f32 32064.
 describe('softmaxPlan (CPU): launch choices', () => {
   const SMS = 132;
-  const on = { ...SOFTMAX_TUNING, longRowVectors: 8, clusterMaxRows: 0 };
+  const on = { ...SOFTMAX_TUNING, longRowVectors: 8, clusterMaxRows: 0, clusterSize: 8 };
   const off = { ...on, longRowVectors: 4 };
   const cases: [string, number, number, number, Partial<ReturnType<typeof softmaxPlan>>, Partial<ReturnType<typeof softmaxPlan>>][] = [
     // name, rows, vectors, itemsize, at 8 vectors, before (4)
@@ -51,8 +51,15 @@ describe('softmaxPlan (CPU): launch choices', () => {
           expect([p.entry, p.grid, p.threads], `${rows} x ${nv}`).toEqual(before(rows, nv));
         }
   });
-  it.skipIf(process.env.FASTKERNELS_SOFTMAX_LONG_NPT !== undefined || process.env.FASTKERNELS_SOFTMAX_CLUSTER_ROWS !== undefined)('defaults: 8 vectors for long 16-bit rows, cluster below the SM count', () => {
+  it('clusterSize: CTAs a row on the cluster path, their threads from the slice (capped at 1024)', () => {
+    expect(softmaxPlan(32, 16032, 2, SMS, on)).toMatchObject({ entry: 'fk_softmax_cluster', grid: 256, cluster: 8, threads: 512 });
+    expect(softmaxPlan(32, 16032, 2, SMS, { ...on, clusterSize: 4 })).toMatchObject({ entry: 'fk_softmax_cluster', grid: 128, cluster: 4, threads: 1024 });
+    expect(softmaxPlan(32, 16032, 2, SMS, { ...on, clusterSize: 2 })).toMatchObject({ entry: 'fk_softmax_cluster', grid: 64, cluster: 2, threads: 1024 });
+    expect(softmaxPlan(256, 16032, 2, SMS, { ...on, clusterSize: 4 })).toMatchObject({ entry: 'fk_softmax', cluster: 0 });
+  });
+  it.skipIf(process.env.FASTKERNELS_SOFTMAX_LONG_NPT !== undefined || process.env.FASTKERNELS_SOFTMAX_CLUSTER_ROWS !== undefined || process.env.FASTKERNELS_SOFTMAX_CLUSTER !== undefined)('defaults: 8 vectors for long 16-bit rows, cluster below the SM count', () => {
     expect(SOFTMAX_TUNING.longRowVectors).toBe(8);
     expect(SOFTMAX_TUNING.clusterMaxRows).toBe(0);
+    expect(SOFTMAX_TUNING.clusterSize).toBe(8);
   });
 });

@@ -49,6 +49,14 @@ describe('softmax launch knobs', () => {
       expect(firstDiff(run(8), run(4))).toBe(-1);
     });
   }
+  for (const clusterSize of [2, 4]) {
+    it(`bf16 [32, 128256] in clusters of ${clusterSize} (FASTKERNELS_SOFTMAX_CLUSTER): within tolerance`, G, () => {
+      const x = randCpu([32, 128256], 'bf16', 32 + clusterSize, 3);
+      poison(32 * 128256);
+      const y = withTuning(SOFTMAX_TUNING, { clusterSize }, () => gpu().ops.softmax(toGpu(x), -1));
+      expectClose(y, cpu().ops.softmax(x, -1), tolOf('bf16'), 'softmax');
+    });
+  }
   it('bf16 [140, 128256] on the cluster path (FASTKERNELS_SOFTMAX_CLUSTER_ROWS): within tolerance', G, () => {
     const x = randCpu([140, 128256], 'bf16', 140, 3);
     poison(140 * 128256);

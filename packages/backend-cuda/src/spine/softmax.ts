@@ -2,10 +2,10 @@
  * Softmax on the CUDA backend (kernels/softmax.cu): fp32 accumulation, result in x's dtype. The reduced dim is
  * made last and contiguous (row-contiguous views are read in place; other layouts and dims are copied first,
  * and the result copied back into x's shape), then one block per row with an online max/sum; rows of more than
- * 2048 vectors (e.g. vocab logits) go to a cluster of 8 CTAs per row that merge their (max, sum) through
+ * 2048 vectors (e.g. vocab logits) go to a cluster of CTAs per row (8 by default) that merge their (max, sum) through
  * distributed shared memory (the row read once, written once). softmaxPlan has the launch choices.
  */
-import { Tensor, envCount, normalizeDim } from '@fastkernels/core';
+import { Tensor, envChoice, envCount, normalizeDim } from '@fastkernels/core';
 import type { SpineContext } from './context.js';
 import { disposeAll, floatCType, itemsizeOf, ptr, roundUp, rowsOf, spineKernel, vecWidth } from './common.js';
 
@@ -14,8 +14,7 @@ import { disposeAll, floatCType, itemsizeOf, ptr, roundUp, rowsOf, spineKernel, 
  * Which vectors a thread folds (so the result bits) follows from the threads alone; keep it.
  */
 const FOLD_NPT = 4;
-/** CTAs per row (a portable thread-block cluster) for rows of more than CLUSTER_MIN_VECTORS vectors. */
-const CLUSTER = 8;
+/** Rows of more than this many vectors may take the cluster path (SOFTMAX_TUNING.clusterMaxRows). */
 const CLUSTER_MIN_VECTORS = 2048;
 
 /** Knobs of softmax (the defaults are the shipped choice); none changes the result bits but clusterMaxRows. */
@@ -37,12 +36,21 @@ export const SOFTMAX_TUNING = {
    * a row (both within the float64 reference's tolerance). FASTKERNELS_SOFTMAX_CLUSTER_ROWS.
    */
   clusterMaxRows: envCount('FASTKERNELS_SOFTMAX_CLUSTER_ROWS', 0),
+  /**
+   * CTAs a row on the cluster path (a portable thread-block cluster: 2, 4 or 8). 8 since the cluster path came in; B32
+   * (32 clusters of 8 CTAs of 512 threads, one wave) is at 15.5 us where a copy of its 16 MB takes 8.2 (run 16): fewer,
+   * wider CTAs a row (4: 128 CTAs of 1024 threads) are not yet measured. Another size folds other vectors per thread, so
+   * other bits (within the float64 reference's tolerance). FASTKERNELS_SOFTMAX_CLUSTER.
+   */
+  clusterSize: Number(envChoice('FASTKERNELS_SOFTMAX_CLUSTER', ['2', '4', '8'] as const, '8')),
 };
 
 export interface SoftmaxPlan {
   entry: 'fk_softmax' | 'fk_softmax_cluster';
-  /** CTAs (rows, or rows * CLUSTER). */
+  /** CTAs (rows, or rows * cluster). */
   grid: number;
+  /** FK_CS: CTAs a row on the cluster path (0 on one block a row). */
+  cluster: number;
   threads: number;
   /** FK_NPT: vectors a thread keeps in registers (the rest is read again for the write). */
   npt: number;
@@ -53,14 +61,15 @@ const threadsFor = (vectors: number) => Math.min(1024, Math.max(32, roundUp(Math
 /** Launch plan for `rows` rows of `nv` vectors of `itemsize`-byte elements on `sms` SMs (pure: CPU-tested). */
 export function softmaxPlan(rows: number, nv: number, itemsize: number, sms: number, tuning = SOFTMAX_TUNING): SoftmaxPlan {
   const clusterRows = tuning.clusterMaxRows > 0 ? rows <= tuning.clusterMaxRows : rows < sms;
-  if (nv > CLUSTER_MIN_VECTORS && clusterRows && rows * CLUSTER <= 2 ** 31 - 1) {
-    // long rows (vocab logits): a cluster of CLUSTER CTAs per row, each holding a slice in registers
-    return { entry: 'fk_softmax_cluster', grid: rows * CLUSTER, threads: threadsFor(Math.ceil(nv / CLUSTER)), npt: FOLD_NPT };
+  const cluster = tuning.clusterSize;
+  if (nv > CLUSTER_MIN_VECTORS && clusterRows && rows * cluster <= 2 ** 31 - 1) {
+    // long rows (vocab logits): a cluster of `cluster` CTAs per row, each holding a slice in registers
+    return { entry: 'fk_softmax_cluster', grid: rows * cluster, cluster, threads: threadsFor(Math.ceil(nv / cluster)), npt: FOLD_NPT };
   }
   const threads = threadsFor(nv);
   // f32 keeps 4: its 4-vector build takes 32 registers (2 blocks of 1024 an SM), 8 would cost one of them
   const npt = itemsize < 4 && nv > FOLD_NPT * threads ? tuning.longRowVectors : FOLD_NPT;
-  return { entry: 'fk_softmax', grid: rows, threads, npt };
+  return { entry: 'fk_softmax', grid: rows, cluster: 0, threads, npt };
 }
 
 export function softmax(ctx: SpineContext, x: Tensor, dim: number): Tensor {
@@ -100,7 +109,7 @@ function lastDim(ctx: SpineContext, T: string, out: Tensor, x: Tensor): void {
     const D = xr.last;
     const vec = vecWidth(itemsizeOf(x.dtype), [D, xr.rowStride], [ptr(out), ptr(xr.t)]);
     const p = softmaxPlan(xr.rows, D / vec, itemsizeOf(x.dtype), ctx.multiprocessors);
-    const defines = { FK_T: T, FK_VEC: vec, FK_NPT: p.npt, ...(p.entry === 'fk_softmax_cluster' ? { FK_CS: CLUSTER } : {}) };
+    const defines = { FK_T: T, FK_VEC: vec, FK_NPT: p.npt, ...(p.cluster ? { FK_CS: p.cluster } : {}) };
     spineKernel(ctx, 'softmax.cu', p.entry, defines).launch(p.grid, p.threads, 0, [out, xr.t, xr.rows, D, xr.rowStride]);
   } finally {
     disposeAll(temps);
