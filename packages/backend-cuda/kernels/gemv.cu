@@ -17,6 +17,7 @@
 // compile-cu: -DFK_NORM=1 -DFK_MINB=6 -DFK_UNR=4 -DFK_BIAS=1 -DFK_PDL=1 -DFK_LATE_TRIGGER=1
 // compile-cu: -DFK_NORM=2 -DFK_GLU=1 -DFK_MINB=6 -DFK_UNR=4 -DFK_PDL=1 -DFK_LATE_TRIGGER=1
 // compile-cu: -DFK_NORM=2 -DFK_T=float -DFK_VEC=4 -DFK_MINB=6 -DFK_UNR=4
+// compile-cu: -DFK_MLP=1 -DFK_NORM=2 -DFK_GLU=1 -DFK_MINB=5 -DFK_UNR=4 -DFK_PDL=1
 #include "fk_vec.cuh"
 #include "fk_pdl.cuh"
 #include "fk_act.cuh"
@@ -38,6 +39,9 @@
 #endif
 #ifndef FK_LATE_TRIGGER
 #define FK_LATE_TRIGGER 0  // fk_gemv_stream: 1 = no early fk_pdl_trigger (see there)
+#endif
+#ifndef FK_MLP
+#define FK_MLP 0  // 1: also fk_gemv_mlp (a gated MLP after its pre-norm in one launch; needs FK_NORM 2 and FK_GLU)
 #endif
 #ifndef FK_NORM
 #define FK_NORM 0  // fk_gemv_stream: 1 x is RMS-normalised first, 2 x + residual is (the new residual stored by block 0)
@@ -348,3 +352,142 @@ extern "C" __global__ void FK_STREAM_BOUNDS
     }
   }
 }
+
+#if FK_MLP
+// fk_gemv_mlp (M 1, LINEAR_TUNING.gemvPersistentMlp): a gated MLP after its pre-norm in one launch. The two products
+// are fk_gemv_stream's FK_NORM 2 + FK_GLU build (h [D] = silu(gate . n) * (up . n), n = rmsnorm(x + res_in), on
+// wgu [2D, H]) and its plain build (y [H] = wd [H, D] . h), with no kernel boundary between them: each warp's ring of
+// FK_UNR loads runs on from its last gate_up chunks into its first down chunks (weights need nothing from h), and only
+// the use of h waits, until every block has stored its h rows (sync[0], blocks arrived). The same per-lane sums, stores
+// and norm as the two launches, so the same bits. Every block must be resident at once (the host launches one wave:
+// the blocks an SM holds times the SMs), and the next kernel comes in only when this one exits (no early trigger). The
+// last block to finish zeroes sync[0..1] for the next launch (the host zeroes them once). h is a [D] scratch.
+static_assert(FK_NORM == 2 && FK_GLU && FK_M == 1, "fk_gemv_mlp: build with -DFK_NORM=2 -DFK_GLU=1 (M 1)");
+extern "C" __global__ void FK_STREAM_BOUNDS fk_gemv_mlp(FK_T* __restrict__ y, FK_T* __restrict__ h, const FK_T* __restrict__ x,
+                                                     const FK_T* __restrict__ wgu, const FK_T* __restrict__ wd, int H, int D,
+                                                     const FK_T* __restrict__ res_in, FK_T* __restrict__ res_out,
+                                                     const FK_T* __restrict__ norm_w, float eps, unsigned* __restrict__ sync) {
+  extern __shared__ __align__(16) unsigned char fk_gemv_smem[];
+  FK_T* xsh = reinterpret_cast<FK_T*>(fk_gemv_smem);  // [max(H, D)]: n for gate_up, then h for down
+  const uint4* xsh4 = reinterpret_cast<const uint4*>(xsh);
+  const int lane = threadIdx.x & 31;
+  const int w0 = blockIdx.x * FK_WARPS + (threadIdx.x >> 5);
+  const int W = gridDim.x * FK_WARPS;
+  const int nvA = H / FK_VEC, cprA = nvA / 32, nvB = D / FK_VEC, cprB = nvB / 32;
+  // this warp's chunks: gate_up's logical rows w0, w0 + W, ... < D (gate row r, then up row r + D), rounded up to a
+  // whole ring so that down starts on slot 0 (the padding re-reads the last chunk, an L2 hit, never summed); down's
+  // rows w0, w0 + W, ... < H
+  const int totalA = w0 < D ? ((D - 1 - w0) / W + 1) * 2 * cprA : 0;
+  const int padA = (totalA + FK_UNR - 1) / FK_UNR * FK_UNR;
+  const int totalB = w0 < H ? ((H - 1 - w0) / W + 1) * cprB : 0;
+  const long long midJump = (long long)(D - 1) * nvA;      // end of gate row r -> up row r + D
+  const long long rowJumpA = (long long)(W - D - 1) * nvA;  // end of up row r + D -> gate row r + W
+  const long long rowJumpB = (long long)(W - 1) * nvB;
+  const uint4* wd4 = reinterpret_cast<const uint4*>(wd) + (long long)w0 * nvB + lane;
+
+  // the prefetch cursor: product (0 gate_up, 1 down), chunks emitted of it, the chunk in its row, the address
+  int phase = 0, emitted = 0, pk = 0;
+  const uint4* pp = reinterpret_cast<const uint4*>(wgu) + (long long)w0 * nvA + lane;
+  auto enterDown = [&]() {
+    phase = 1;
+    emitted = pk = 0;
+    if (totalB) pp = wd4;  // else stays where it is (re-read, never summed)
+  };
+  if (padA == 0) enterDown();
+  if (padA == 0 && totalB == 0) pp = reinterpret_cast<const uint4*>(wgu) + lane;  // a warp with no rows: any valid address
+  auto refill = [&]() -> uint4 {
+    const uint4 v = fk_ld_stream(pp);
+    if (phase == 0) {
+      if (++emitted < totalA) {
+        pp += 32;
+        if (++pk == cprA) {
+          pp += midJump;
+        } else if (pk == 2 * cprA) {
+          pk = 0;
+          pp += rowJumpA;
+        }
+      }
+      if (emitted == padA) enterDown();
+    } else if (++emitted < totalB) {
+      pp += 32;
+      if (++pk == cprB) {
+        pk = 0;
+        pp += rowJumpB;
+      }
+    }
+    return v;
+  };
+  uint4 buf[FK_UNR];
+#pragma unroll
+  for (int u = 0; u < FK_UNR; ++u) buf[u] = refill();  // weights only: before the wait for x
+  fk_pdl_wait();
+  fk_gemv_norm_x(xsh, x, res_in, res_out, norm_w, H, eps);
+
+  float acc[1] = {0.f}, gate[1];
+  int row = w0, inRow = 0;
+  bool upHalf = false;
+  for (int c0 = 0; c0 < padA; c0 += FK_UNR) {
+#pragma unroll
+    for (int u = 0; u < FK_UNR; ++u) {
+      if (c0 + u < totalA) {
+        acc[0] = fk_dot16(buf[u], xsh4[inRow * 32 + lane], acc[0]);
+        if (++inRow == cprA) {  // gate row done: keep its sum; up row done: store the pair's product
+          fk_gemv_reduce(acc);
+          if (!upHalf) {
+            gate[0] = acc[0];
+          } else {
+            fk_gemv_store_glu(gate, acc, 1, lane, h, nullptr, D, row);
+            row += W;
+          }
+          upHalf = !upHalf;
+          acc[0] = 0.f;
+          inRow = 0;
+        }
+      }
+      buf[u] = refill();
+    }
+  }
+
+  // every block's h rows stored (release: the block's stores, then one arrival), then h into shared memory (through
+  // L2: other SMs wrote it)
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(&sync[0], 1u);
+    for (;;) {
+      unsigned n;
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(n) : "l"(sync) : "memory");
+      if (n >= gridDim.x) break;
+      __nanosleep(32);
+    }
+    __threadfence();  // as cooperative groups' grid sync: the other blocks' h stores before this block's reads
+  }
+  __syncthreads();
+  for (int j = threadIdx.x; j < nvB; j += blockDim.x) reinterpret_cast<uint4*>(xsh)[j] = __ldcg(reinterpret_cast<const uint4*>(h) + j);
+  __syncthreads();
+
+  row = w0;
+  inRow = 0;
+  for (int c0 = 0; c0 < totalB; c0 += FK_UNR) {
+#pragma unroll
+    for (int u = 0; u < FK_UNR; ++u) {
+      if (c0 + u < totalB) {
+        acc[0] = fk_dot16(buf[u], xsh4[inRow * 32 + lane], acc[0]);
+        if (++inRow == cprB) {
+          fk_gemv_store_row(acc, 1, lane, y, nullptr, H, row);
+          acc[0] = 0.f;
+          inRow = 0;
+          row += W;
+        }
+      }
+      buf[u] = refill();
+    }
+  }
+  // the last block out zeroes the counters (every block has passed its wait on sync[0] before it counts here)
+  if (threadIdx.x == 0 && atomicAdd(&sync[1], 1u) == gridDim.x - 1) {
+    sync[0] = 0;
+    sync[1] = 0;
+    __threadfence();
+  }
+}
+#endif

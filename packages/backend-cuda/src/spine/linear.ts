@@ -83,6 +83,19 @@ export const LINEAR_TUNING = {
    * to rms_norm + linear (gpu-tests-run15-norm.log). FASTKERNELS_FUSE_NORM=0 turns it off.
    */
   gemvFuseNorm: envSwitch('FASTKERNELS_FUSE_NORM', true),
+  /**
+   * A gated MLP after its pre-norm in one persistent launch at bs-1 decode (rmsNormMlp, kernels/gemv.cu fk_gemv_mlp):
+   * the norm + gate_up + silu GEMV and the down GEMV without the kernel boundary between them (each warp's loads run on
+   * into down's weights; only the use of h waits for every block). Run 16's decode-profile puts each GEMV launch ~3-4 us
+   * over its share of the read floor, and no launch overlap recovered it; bench/gemv_persistent_lab.cu measures the
+   * idea on the bare products. Built after run 16, not yet run on a GPU: off. FASTKERNELS_GEMV_PERSISTENT_MLP=1.
+   */
+  gemvPersistentMlp: envSwitch('FASTKERNELS_GEMV_PERSISTENT_MLP', false),
+  /**
+   * Blocks an SM of fk_gemv_mlp's one wave (FK_MINB; every block must be resident at once): 5 takes 48 registers
+   * (ptxas, bf16), 6 would cap them at 40 and spill. FASTKERNELS_GEMV_MLP_BLOCKS.
+   */
+  gemvMlpBlocksPerSm: envCount('FASTKERNELS_GEMV_MLP_BLOCKS', 5, 1),
 };
 
 /**
@@ -303,6 +316,73 @@ export function rmsNormLinear(
   } finally {
     disposeAll(temps);
   }
+}
+
+/**
+ * A gated MLP after its pre-norm in one launch (CudaOps.rmsNormMlp; LINEAR_TUNING.gemvPersistentMlp): fk_gemv_mlp
+ * computes rmsNormLinear(x, residual, normWeight, eps, gateUp, null, 'silu') then linear(., down, null) with their
+ * bits, returning [y, x + residual]. Only where rmsNormLinear would fuse the norm (one row, the same dtype, contiguous,
+ * 16-byte aligned, rms_norm's block = the GEMV's) and both products would take fk_gemv_stream, with a residual, no
+ * biases, and outside a graph capture the first time (the counters it syncs its blocks on are zeroed then); null
+ * otherwise (nothing computed: the caller runs the ops).
+ */
+export function rmsNormMlp(
+  ctx: SpineContext, x: Tensor, residual: Tensor, normWeight: Tensor, eps: number, gateUp: Tensor, down: Tensor,
+): [Tensor, Tensor] | null {
+  const t = LINEAR_TUNING;
+  if (!t.gemvPersistentMlp || !t.gemvFuseNorm || !t.gemvFuseGlu || t.gemvMaxRows < 1 || gateUp.rank !== 2 || down.rank !== 2 || x.rank < 1) return null;
+  const [N2, H] = gateUp.shape as [number, number];
+  const D = N2 / 2;
+  const dt = x.dtype;
+  if (N2 % 2 !== 0 || H === 0 || D === 0 || x.shape[x.rank - 1] !== H || x.numel !== H) return null;
+  const same = (v: Tensor, shape: readonly number[]) => v.dtype === dt && v.isContiguous() && shapesEqual(v.shape, shape) && ptr(v) % 16 === 0;
+  if (!same(x, x.shape) || !same(residual, x.shape) || !same(normWeight, [H]) || !same(gateUp, [N2, H]) || !same(down, [H, D])) return null;
+  floatCType(x, 'rmsNormMlp', 'x');
+  const vec = 16 / itemsizeOf(dt);
+  if (normThreads(H, vec) !== t.gemvWarps * 32) return null;
+  if (chooseLinearPath({ M: 1, N: N2, K: H, dtype: dt, aligned: true }) !== 'gemv-stream') return null;
+  if (chooseLinearPath({ M: 1, N: H, K: D, dtype: dt, aligned: true }) !== 'gemv-stream') return null;
+  const sync = mlpSync(ctx, x);
+  if (!sync) return null;
+  const warps = t.gemvWarps;
+  const defines = {
+    FK_T: floatCType(x, 'rmsNormMlp', 'x'), FK_VEC: vec, FK_M: 1, FK_UNR: t.gemvUnroll, FK_WARPS: warps, FK_BIAS: 0,
+    FK_GLU: 1, FK_ACT: 0, FK_NORM: 2, FK_MLP: 1, FK_MINB: t.gemvMlpBlocksPerSm,
+  };
+  const k = spineKernel(ctx, 'gemv.cu', 'fk_gemv_mlp', defines);
+  const shared = Math.max(H, D) * itemsizeOf(dt); // n for gate_up, then h for down
+  // one wave: every block resident at once (they wait for each other), at most FK_MINB an SM
+  const perSm = Math.min(t.gemvMlpBlocksPerSm, residentWarpsPerSm(k, defines, shared) / warps);
+  const y = Tensor.empty(x.backend, x.shape, dt, { device: x.device });
+  const resOut = Tensor.empty(x.backend, x.shape, dt, { device: x.device });
+  const h = Tensor.empty(x.backend, [D], dt, { device: x.device });
+  try {
+    k.launch(perSm * ctx.multiprocessors, warps * 32, shared, [y, h, x, gateUp, down, H, D, residual, resOut, normWeight, eps, ptr(sync)]);
+  } catch (e) {
+    y.dispose();
+    resOut.dispose();
+    throw e;
+  } finally {
+    h.dispose();
+  }
+  return [y, resOut];
+}
+
+/**
+ * fk_gemv_mlp's two counters for a runtime: zeroed once, here, outside a capture (each launch leaves them zero); null
+ * while a capture runs before the first eager call (the engine runs every decode shape eagerly first).
+ */
+const mlpSyncs = new WeakMap<object, Tensor>();
+function mlpSync(ctx: SpineContext, like: Tensor): Tensor | null {
+  const rt = ctx.runtime;
+  let s = mlpSyncs.get(rt);
+  if (!s) {
+    if (rt.capturing) return null;
+    s = Tensor.empty(like.backend, [2], 'i32', { device: like.device });
+    ctx.ops.fill(s, 0);
+    mlpSyncs.set(rt, s);
+  }
+  return s;
 }
 
 /** x [..., K] as [M, K] rows the GEMV and cuBLASLt can address: x itself, a view, or a contiguous copy (in temps). */
