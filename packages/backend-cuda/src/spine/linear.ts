@@ -337,7 +337,7 @@ export function rmsNormMlp(
   if (N2 % 2 !== 0 || H === 0 || D === 0 || x.shape[x.rank - 1] !== H || x.numel !== H) return null;
   const same = (v: Tensor, shape: readonly number[]) => v.dtype === dt && v.isContiguous() && shapesEqual(v.shape, shape) && ptr(v) % 16 === 0;
   if (!same(x, x.shape) || !same(residual, x.shape) || !same(normWeight, [H]) || !same(gateUp, [N2, H]) || !same(down, [H, D])) return null;
-  floatCType(x, 'rmsNormMlp', 'x');
+  const T = floatCType(x, 'rmsNormMlp', 'x');
   const vec = 16 / itemsizeOf(dt);
   if (normThreads(H, vec) !== t.gemvWarps * 32) return null;
   if (chooseLinearPath({ M: 1, N: N2, K: H, dtype: dt, aligned: true }) !== 'gemv-stream') return null;
@@ -346,7 +346,7 @@ export function rmsNormMlp(
   if (!sync) return null;
   const warps = t.gemvWarps;
   const defines = {
-    FK_T: floatCType(x, 'rmsNormMlp', 'x'), FK_VEC: vec, FK_M: 1, FK_UNR: t.gemvUnroll, FK_WARPS: warps, FK_BIAS: 0,
+    FK_T: T, FK_VEC: vec, FK_M: 1, FK_UNR: t.gemvUnroll, FK_WARPS: warps, FK_BIAS: 0,
     FK_GLU: 1, FK_ACT: 0, FK_NORM: 2, FK_MLP: 1, FK_MINB: t.gemvMlpBlocksPerSm,
   };
   const k = spineKernel(ctx, 'gemv.cu', 'fk_gemv_mlp', defines);
@@ -370,7 +370,8 @@ export function rmsNormMlp(
 
 /**
  * fk_gemv_mlp's two counters for a runtime: zeroed once, here, outside a capture (each launch leaves them zero); null
- * while a capture runs before the first eager call (the engine runs every decode shape eagerly first).
+ * while a capture runs before the first eager call (the engine runs every decode shape eagerly first). One pair per
+ * runtime: its launches must not overlap (the engine's decode runs on one stream).
  */
 const mlpSyncs = new WeakMap<object, Tensor>();
 function mlpSync(ctx: SpineContext, like: Tensor): Tensor | null {
