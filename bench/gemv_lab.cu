@@ -14,6 +14,8 @@
 //   Build: nvcc -std=c++17 -O3 -arch=sm_90a -DFK_PDL=1 -DFK_UNR=8 bench/gemv_lab.cu -lcublas (cuBLAS rows where its
 //   headers are found). Run: ./gemv_lab [warps-per-SM ...] (default 8 16 32: the stream grid's size).
 #include "../packages/backend-cuda/kernels/gemv.cu"
+#define LAB_NAME "gemv-lab"
+#include "gemv_lab_common.cuh"
 
 #include <cuda_runtime.h>
 #if __has_include(<cublas_v2.h>)
@@ -28,17 +30,6 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
-
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      std::fprintf(stderr, "gemv-lab: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__); \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
-
-using T = __nv_bfloat16;
 
 // The stand-in for the norm between products: one block over the hidden vector, PDL entry like the product's kernels.
 extern "C" __global__ void __launch_bounds__(256) lab_norm(T* __restrict__ out, const T* __restrict__ in, int n) {
@@ -126,25 +117,6 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32)
       __threadfence();
     }
   }
-}
-
-extern "C" __global__ void lab_fill(T* p, long long n, unsigned seed) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    unsigned h = (unsigned)i * 2654435761u ^ seed;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    fk_set(p[i], ((h & 0xffff) / 65536.f - 0.5f) * 0.05f);
-  }
-}
-
-extern "C" __global__ void lab_read(const uint4* __restrict__ p, long long n, unsigned* sink) {
-  unsigned a = 0;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    const uint4 v = fk_ld_stream(p + i);
-    a ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (a == 0x12345678u) *sink = a;  // keeps the loads
 }
 
 extern "C" __global__ void lab_copy(uint4* __restrict__ dst, const uint4* __restrict__ src, long long n) {
@@ -255,15 +227,6 @@ struct Shape {
   int N, K;
 };
 static const Shape kShapes[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}, {"lm_head", 128256, 4096}};
-
-static T* alloc(long long n, unsigned seed) {
-  T* p;
-  CK(cudaMalloc(&p, n * sizeof(T)));
-  lab_fill<<<1024, 256>>>(p, n, seed);
-  CK(cudaGetLastError());
-  CK(cudaDeviceSynchronize());  // the lab's stream is non-blocking: it does not wait for the legacy stream's fill
-  return p;
-}
 
 int main(int argc, char** argv) {
   std::vector<int> wps;

@@ -19,6 +19,8 @@
 //   Run: ./gemv_persistent_lab [blocks-per-SM ...]  (persistent grids to try; default: 2 3 4 and what fits)
 // compile-cu: -DFK_PDL=1 -DFK_UNR=4 -DLAB_MINB=6
 #include "../packages/backend-cuda/kernels/gemv.cu"
+#define LAB_NAME "gemv-persistent"
+#include "gemv_lab_common.cuh"
 
 #include <cuda_runtime.h>
 
@@ -28,17 +30,7 @@
 #include <string>
 #include <vector>
 
-#define CK(x)                                                                                     \
-  do {                                                                                            \
-    cudaError_t e_ = (x);                                                                         \
-    if (e_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "gemv-persistent: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__); \
-      std::exit(1);                                                                               \
-    }                                                                                             \
-  } while (0)
-
 static_assert(FK_M == 1 && FK_VEC == 8, "the lab is bf16 at M 1");
-using T = __nv_bfloat16;
 constexpr int kThreads = FK_WARPS * 32;  // the norm's block size: ref's norm kernel and the persistent blocks alike
 
 // One product of the chain: y [N] = W [N, K] . rmsnorm(x [0, K)).
@@ -76,12 +68,6 @@ extern "C" __global__ void __launch_bounds__(kThreads) lab_norm_ref(T* __restric
   fk_pdl_entry();
   __shared__ float red[32];
   lab_norm_block(xn, x, K, red);
-}
-
-__device__ __forceinline__ unsigned lab_ld_acquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
 }
 
 // The chain in one launch (cooperative: every block resident). Product p reads out[(p - 1) % 2] (x0 for p = 0) and
@@ -145,11 +131,7 @@ extern "C" __global__ void LAB_CHAIN_BOUNDS lab_chain(const Phase* __restrict__ 
     const int K = ph[p].K, N = ph[p].N;
     const T* x = p == 0 ? x0 : ((p - 1) % 2 ? out1 : out0);
     T* y = p % 2 ? out1 : out0;
-    if (p > 0) {  // every block has stored product p - 1 (this warp's loads of product p are in flight meanwhile)
-      if (threadIdx.x == 0)
-        while (lab_ld_acquire(arrived) < (unsigned)(p * gridDim.x)) __nanosleep(32);
-      __syncthreads();
-    }
+    if (p > 0) fk_grid_wait(arrived, p * gridDim.x);  // every block stored product p - 1 (this warp's loads of p fly meanwhile)
     lab_norm_block(xn, x, K, red);
     const int n = chunks(p), npad = padded(n), c = K / FK_VEC / 32;
     float acc[1] = {0.f};
@@ -169,40 +151,8 @@ extern "C" __global__ void LAB_CHAIN_BOUNDS lab_chain(const Phase* __restrict__ 
         buf[u] = refill();
       }
     }
-    __syncthreads();  // the block's rows are stored, and xn is free for the next product's norm
-    if (threadIdx.x == 0) {
-      __threadfence();
-      atomicAdd(arrived, 1u);
-    }
+    fk_grid_arrive(arrived);  // the block's rows are stored, and xn is free for the next product's norm
   }
-}
-
-extern "C" __global__ void lab_fill(T* p, long long n, unsigned seed) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    unsigned h = (unsigned)i * 2654435761u ^ seed;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    fk_set(p[i], ((h & 0xffff) / 65536.f - 0.5f) * 0.05f);
-  }
-}
-
-extern "C" __global__ void lab_read(const uint4* __restrict__ p, long long n, unsigned* sink) {
-  unsigned a = 0;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    const uint4 v = fk_ld_stream(p + i);
-    a ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (a == 0x12345678u) *sink = a;  // keeps the loads
-}
-
-static T* alloc(long long n, unsigned seed) {
-  T* p;
-  CK(cudaMalloc(&p, n * sizeof(T)));
-  lab_fill<<<1024, 256>>>(p, n, seed);
-  CK(cudaGetLastError());
-  CK(cudaDeviceSynchronize());
-  return p;
 }
 
 template <class F>

@@ -8,10 +8,8 @@
 # Writes $OUT/gemv-lab-unr<U>[-w<FK_WARPS>].log per build and prints each build's table.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-OUT="${OUT:?set OUT to a folder for the logs}"
-mkdir -p "$OUT"
-NVCC="${NVCC:-nvcc}"
-command -v "$NVCC" >/dev/null || NVCC=/usr/local/cuda/bin/nvcc
+source "$here/lib.sh"
+fk_lab_setup
 # cuBLAS: the toolkit's, else the pip wheel's (PyTorch's) headers and library, else none (the lab leaves its rows out)
 blas=(-lcublas)
 if ! echo '#include <cublas_v2.h>' | "$NVCC" -x cu -E - >/dev/null 2>&1; then

@@ -8,10 +8,8 @@
 # Writes $OUT/gemv-persistent-<build>.log per build and prints each build's table.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-OUT="${OUT:?set OUT to a folder for the logs}"
-mkdir -p "$OUT"
-NVCC="${NVCC:-nvcc}"
-command -v "$NVCC" >/dev/null || NVCC=/usr/local/cuda/bin/nvcc
+source "$here/lib.sh"
+fk_lab_setup
 rc=0
 for build in regs minb6; do
   flags=(-DFK_PDL=1 -DFK_UNR="${FK_UNR:-4}")

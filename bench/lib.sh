@@ -19,6 +19,15 @@ fk_setup() {
   commit="$(sed -n 's/.*"commit": *"\([^"]*\)".*/\1/p' "$bundle/MANIFEST.json" 2>/dev/null | head -1 || true)"
 }
 
+# fk_lab_setup: what the nvcc labs run from the repository share (h200-gemv-lab.sh, h200-gemv-persistent.sh; no bundle):
+# `OUT` (required, created) and `NVCC` ($NVCC, nvcc on the PATH, or the toolkit's).
+fk_lab_setup() {
+  OUT="${OUT:?set OUT to a folder for the logs}"
+  mkdir -p "$OUT"
+  NVCC="${NVCC:-nvcc}"
+  command -v "$NVCC" >/dev/null || NVCC=/usr/local/cuda/bin/nvcc
+}
+
 # fk_llama_config FILE HIDDEN INTERMEDIATE LAYERS HEADS KV_HEADS HEAD_DIM VOCAB MAX_POS ROPE_THETA BOS EOS: an HF
 # LlamaForCausalLM config.json of that shape (bf16, no biases, untied embeddings; the benches use random weights).
 fk_llama_config() {

@@ -22,6 +22,7 @@
 #include "fk_pdl.cuh"
 #include "fk_act.cuh"
 #include "fk_block_sum.cuh"
+#include "fk_grid_sync.cuh"
 #ifndef FK_M
 #define FK_M 1  // rows of x the kernel is compiled for (the host passes M; 1..8)
 #endif
@@ -448,21 +449,9 @@ extern "C" __global__ void FK_STREAM_BOUNDS fk_gemv_mlp(FK_T* __restrict__ y, FK
     }
   }
 
-  // every block's h rows stored (release: the block's stores, then one arrival), then h into shared memory (through
-  // L2: other SMs wrote it)
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    atomicAdd(&sync[0], 1u);
-    for (;;) {
-      unsigned n;
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(n) : "l"(sync) : "memory");
-      if (n >= gridDim.x) break;
-      __nanosleep(32);
-    }
-    __threadfence();  // as cooperative groups' grid sync: the other blocks' h stores before this block's reads
-  }
-  __syncthreads();
+  // every block's h rows stored, then h into shared memory (through L2: other SMs wrote it)
+  fk_grid_arrive(&sync[0]);
+  fk_grid_wait(&sync[0], gridDim.x);
   for (int j = threadIdx.x; j < nvB; j += blockDim.x) reinterpret_cast<uint4*>(xsh)[j] = __ldcg(reinterpret_cast<const uint4*>(h) + j);
   __syncthreads();
 

@@ -38,6 +38,18 @@ function runDecoder(backend: RecordingBackend, caseName: string, registry: Modul
   return out;
 }
 
+/** Every run gave the decoder output and new residual of `ref`, bit for bit. */
+function expectSameOutputs(ref: ReturnType<typeof runDecoder>, ...others: ReturnType<typeof runDecoder>[]): void {
+  for (const other of others) {
+    expect(other.y).toEqual(ref.y);
+    expect(other.r).toEqual(ref.r);
+  }
+}
+
+/** The watched calls of tiny-llama-mixed-f32 with a blame wrapper (a candidate) standing in for the tasks `ids`. */
+const callsWithCandidates = (backend: RecordingBackend, ids: string[]) =>
+  runDecoder(backend, 'tiny-llama-mixed-f32', blamingRegistry(baselineRegistry(), new Set(ids))).calls;
+
 describe('LlamaDecoderLayer: RMSNorm inside the next projection (Ops.rmsNormLinear)', () => {
   const cases: [string, string[]][] = [
     ['tiny-llama-mixed-f32', ['fusedAddRmsNorm', 'fusedAddRmsNorm']], // a residual: both norms add it
@@ -52,15 +64,12 @@ describe('LlamaDecoderLayer: RMSNorm inside the next projection (Ops.rmsNormLine
       expect(declined.calls).toEqual(['rmsNormLinear', unfused[0]!, 'rmsNormLinear', unfused[1]!]);
       const absent = runDecoder(recording('absent'), caseName);
       expect(absent.calls).toEqual(unfused);
-      for (const other of [declined, absent]) {
-        expect(other.y).toEqual(fused.y);
-        expect(other.r).toEqual(fused.r);
-      }
+      expectSameOutputs(fused, declined, absent);
     });
   }
 
   it('not for a norm, projection or sub-layer that is a candidate (the blame wrapper stands in for one): its own forward runs', () => {
-    const only = (ids: string[]) => runDecoder(recording('composes'), 'tiny-llama-mixed-f32', blamingRegistry(baselineRegistry(), new Set(ids))).calls;
+    const only = (ids: string[]) => callsWithCandidates(recording('composes'), ids);
     expect(only(['L1/rms_norm'])).toEqual(['fusedAddRmsNorm', 'fusedAddRmsNorm']);
     expect(only(['L1/linear'])).toEqual(['fusedAddRmsNorm', 'fusedAddRmsNorm']); // qkv_proj and gate_up are L1/linear
     expect(only(['L2/attention'])).toEqual(['fusedAddRmsNorm', 'rmsNormLinear']);
@@ -105,14 +114,11 @@ describe('LlamaDecoderLayer: the whole MLP after its norm in one op (Ops.rmsNorm
       expect(declined.calls).toEqual(['rmsNormLinear', 'rmsNormMlp', 'rmsNormLinear']);
       const absent = runDecoder(recording('composes'), caseName);
       expect(absent.calls).toEqual(['rmsNormLinear', 'rmsNormLinear']);
-      for (const other of [declined, absent]) {
-        expect(other.y).toEqual(whole.y);
-        expect(other.r).toEqual(whole.r);
-      }
+      expectSameOutputs(whole, declined, absent);
     });
   }
   it('not when a candidate stands in for a projection, the norm or the activation', () => {
-    const only = (ids: string[]) => runDecoder(withMlp('composes'), 'tiny-llama-mixed-f32', blamingRegistry(baselineRegistry(), new Set(ids))).calls;
+    const only = (ids: string[]) => callsWithCandidates(withMlp('composes'), ids);
     expect(only(['L1/linear'])).toEqual(['fusedAddRmsNorm', 'fusedAddRmsNorm']);
     expect(only(['L1/rms_norm'])).toEqual(['fusedAddRmsNorm', 'fusedAddRmsNorm']);
     expect(only(['L1/silu_and_mul'])).toEqual(['rmsNormLinear', 'fusedAddRmsNorm']);

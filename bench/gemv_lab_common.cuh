@@ -1,0 +1,49 @@
+// What the standalone GEMV labs (bench/gemv_lab.cu, bench/gemv_persistent_lab.cu) share: the CUDA error check, seeded
+// bf16 fills and a read-only stream for the read floor. Include after packages/backend-cuda/kernels/gemv.cu (fk_set,
+// fk_ld_stream) with LAB_NAME defined (the prefix of the error lines).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#define CK(x)                                                                                \
+  do {                                                                                       \
+    cudaError_t e_ = (x);                                                                    \
+    if (e_ != cudaSuccess) {                                                                 \
+      std::fprintf(stderr, LAB_NAME ": %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__); \
+      std::exit(1);                                                                          \
+    }                                                                                        \
+  } while (0)
+
+using T = __nv_bfloat16;
+
+extern "C" __global__ void lab_fill(T* p, long long n, unsigned seed) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    fk_set(p[i], ((h & 0xffff) / 65536.f - 0.5f) * 0.05f);
+  }
+}
+
+extern "C" __global__ void lab_read(const uint4* __restrict__ p, long long n, unsigned* sink) {
+  unsigned a = 0;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    const uint4 v = fk_ld_stream(p + i);
+    a ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (a == 0x12345678u) *sink = a;  // keeps the loads
+}
+
+// n seeded bf16 values in [-0.025, 0.025), on the device, complete when this returns (the labs' streams are
+// non-blocking: they do not wait for the legacy stream's fill)
+static T* alloc(long long n, unsigned seed) {
+  T* p;
+  CK(cudaMalloc(&p, n * sizeof(T)));
+  lab_fill<<<1024, 256>>>(p, n, seed);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  return p;
+}
