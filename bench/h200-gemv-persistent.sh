@@ -2,18 +2,20 @@
 # Issue 7, bs-1 decode: builds and runs bench/gemv_persistent_lab.cu on the GPU host (nvcc there; no Node, no bundle):
 # the 129 products of one Llama-3-8B decode step with kernel boundaries (norm kernel + fk_gemv_stream, PDL, in a graph)
 # against one persistent cooperative launch whose loads run on across product ends. Run from the repository's working
-# tree (the lab includes packages/backend-cuda/kernels/gemv.cu). Two builds: the kernel's own register count (4 blocks an
-# SM) and LAB_MINB=6 (6 blocks: 48 warps an SM, as the engine's GEMV grids).
-#   OUT=/tmp/out bench/h200-gemv-persistent.sh [blocks-per-SM ...]     (~1 min: 15 GB of weights filled on the device)
+# tree (the lab includes packages/backend-cuda/kernels/gemv.cu). Three builds: the kernel's own register count (4 blocks an
+# SM) and LAB_MINB=6 (6 blocks: 48 warps an SM, as the engine's GEMV grids), and late: the kernel's own register count
+# with the engine's late PDL trigger (FK_LATE_TRIGGER=1) in ref's GEMVs. LAB_BUILDS picks (default: late regs minb6).
+#   OUT=/tmp/out [LAB_BUILDS="late"] bench/h200-gemv-persistent.sh [blocks-per-SM ...]   (~1 min: 15 GB filled on the device)
 # Writes $OUT/gemv-persistent-<build>.log per build and prints each build's table.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/lib.sh"
 fk_lab_setup
 rc=0
-for build in regs minb6; do
+for build in ${LAB_BUILDS:-late regs minb6}; do
   flags=(-DFK_PDL=1 -DFK_UNR="${FK_UNR:-4}")
   [ "$build" = minb6 ] && flags+=(-DLAB_MINB=6)
+  [ "$build" = late ] && flags+=(-DFK_LATE_TRIGGER=1)  # the engine's fk_gemv_stream builds (gemvLateTrigger 'all')
   bin="$OUT/gemv_persistent_$build"
   "$NVCC" -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a "${flags[@]}" -Xptxas -v "$here/gemv_persistent_lab.cu" -o "$bin" \
     > "$OUT/gemv-persistent-$build.build.log" 2>&1 || { cat "$OUT/gemv-persistent-$build.build.log"; exit 1; }

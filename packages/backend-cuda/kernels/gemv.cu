@@ -16,6 +16,7 @@
 // compile-cu: -DFK_UNR=4 -DFK_PDL=1 -DFK_LATE_TRIGGER=1
 // compile-cu: -DFK_NORM=1 -DFK_MINB=6 -DFK_UNR=4 -DFK_BIAS=1 -DFK_PDL=1 -DFK_LATE_TRIGGER=1
 // compile-cu: -DFK_NORM=2 -DFK_GLU=1 -DFK_MINB=6 -DFK_UNR=4 -DFK_PDL=1 -DFK_LATE_TRIGGER=1
+// compile-cu: -DFK_NORM=2 -DFK_MINB=6 -DFK_UNR=4 -DFK_PDL=1 -DFK_LATE_TRIGGER=1 -DFK_PF=2048
 // compile-cu: -DFK_NORM=2 -DFK_T=float -DFK_VEC=4 -DFK_MINB=6 -DFK_UNR=4
 // compile-cu: -DFK_MLP=1 -DFK_NORM=2 -DFK_GLU=1 -DFK_MINB=5 -DFK_UNR=4 -DFK_PDL=1
 #include "fk_vec.cuh"
@@ -44,6 +45,10 @@
 #ifndef FK_MLP
 #define FK_MLP 0  // 1: also fk_gemv_mlp (a gated MLP after its pre-norm in one launch; needs FK_NORM 2 and FK_GLU)
 #endif
+#ifndef FK_PF
+#define FK_PF 0  // fk_gemv_stream: bytes of the warp's first row prefetched into L2 before the PDL wait (see there)
+#endif
+static_assert(FK_PF % 16 == 0, "FK_PF: a bulk prefetch moves multiples of 16 bytes");
 #ifndef FK_NORM
 #define FK_NORM 0  // fk_gemv_stream: 1 x is RMS-normalised first, 2 x + residual is (the new residual stored by block 0)
 #endif
@@ -66,6 +71,12 @@ __device__ __forceinline__ uint4 fk_ld_stream(const uint4* p) {
   uint4 r;
   asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   return r;
+}
+// `bytes` (a multiple of 16, from a 16-byte aligned address) into L2, no registers held and nothing waited for (sm_90).
+__device__ __forceinline__ void fk_prefetch_l2(const void* p, int bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#endif
 }
 // acc + x . w over one 32-bit word (1 float or 2 halves / bfloat16s, low half = lower index); exact widening to fp32.
 __device__ __forceinline__ float fk_dot32(unsigned w, unsigned x, float acc, const float*) { return fmaf(__uint_as_float(x), __uint_as_float(w), acc); }
@@ -302,6 +313,16 @@ extern "C" __global__ void FK_STREAM_BOUNDS
 #pragma unroll
     for (int u = 0; u < FK_UNR; ++u) buf[u] = refill();
   }
+#if FK_PF
+  // FK_PF (bytes, LINEAR_TUNING.gemvPrefetch): the wait and FK_NORM's prologue issue no weight loads while the FK_UNR
+  // above are the warp's only ones in flight; the next FK_PF bytes of its first row go to L2 now (one bulk prefetch,
+  // no registers), so DRAM keeps streaming meanwhile
+  if (active && lane == 0) {
+    const int from = FK_UNR * 32 * 16;  // past the chunks just loaded
+    const int n = min(FK_PF, K * (int)sizeof(FK_T) - from);
+    if (n > 0) fk_prefetch_l2(reinterpret_cast<const char*>(w + (long long)w0 * K) + from, n);
+  }
+#endif
   fk_pdl_wait();
 #if !FK_LATE_TRIGGER
   fk_pdl_trigger();

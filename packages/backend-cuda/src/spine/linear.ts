@@ -84,6 +84,16 @@ export const LINEAR_TUNING = {
    */
   gemvFuseNorm: envSwitch('FASTKERNELS_FUSE_NORM', true),
   /**
+   * Bytes of each warp's first row that fk_gemv_stream prefetches into L2 before its PDL wait (FK_PF; 0 none, a multiple
+   * of 16): the wait and the FK_NORM prologue issue no weight loads while the FK_UNR chunks in registers are the warp's
+   * only ones in flight. Run 16's decode-profile has the norm GEMVs (qkv 3006 GB/s, gate_up 3963) among the slow ones.
+   * Run 17 measured prefetching the *next* GEMV's first rows at each kernel's tail slower (bench/gemv_persistent_lab.cu:
+   * 4209-4701 us against 4206 at 1-8 KB a row). Off until measured: FASTKERNELS_GEMV_PREFETCH=<bytes>, on the FK_NORM
+   * builds only unless FASTKERNELS_GEMV_PREFETCH_ON=all.
+   */
+  gemvPrefetch: envCount('FASTKERNELS_GEMV_PREFETCH', 0, 0),
+  gemvPrefetchOn: envChoice('FASTKERNELS_GEMV_PREFETCH_ON', ['norm', 'all'] as const, 'norm'),
+  /**
    * A gated MLP after its pre-norm in one persistent launch at bs-1 decode (rmsNormMlp, kernels/gemv.cu fk_gemv_mlp):
    * the norm + gate_up + silu GEMV and the down GEMV without the kernel boundary between them (each warp's loads run on
    * into down's weights; only the use of h waits for every block). Run 16's decode-profile puts each GEMV launch ~3-4 us
@@ -420,9 +430,10 @@ function launchGemv(ctx: SpineContext, op: string, path: 'gemv' | 'gemv-stream',
   const warpsPerSm = LINEAR_TUNING.gemvStreamWarpsPerSm;
   // FK_NORM: the prologue's registers must not cost resident warps (FK_MINB: the blocks an SM must hold)
   const normDefines: Record<string, number> = norm ? { FK_NORM: norm.residual ? 2 : 1, FK_MINB: Math.max(1, Math.floor(warpsPerSm / warps)) } : {};
+  const pf = path === 'gemv-stream' && (norm || LINEAR_TUNING.gemvPrefetchOn === 'all') ? Math.floor(LINEAR_TUNING.gemvPrefetch / 16) * 16 : 0;
   const defines = {
     FK_T: floatCType(a, op, 'x'), FK_VEC: 16 / itemsizeOf(a.dtype), FK_M: M, FK_UNR: path === 'gemv-stream' ? LINEAR_TUNING.gemvUnroll : LINEAR_TUNING.gemvPlainUnroll,
-    FK_WARPS: warps, FK_BIAS: b ? 1 : 0, ...extra, ...late, ...normDefines,
+    FK_WARPS: warps, FK_BIAS: b ? 1 : 0, ...extra, ...late, ...normDefines, ...(pf ? { FK_PF: pf } : {}),
   };
   const k = spineKernel(ctx, 'gemv.cu', entry, defines);
   const rows = extra.FK_GLU ? N / 2 : N; // the warps' rows: FK_GLU's logical rows are gate | up pairs
