@@ -44,10 +44,7 @@ export function ablateOps(backend, names) {
   const calls = Object.fromEntries(names.map((n) => [n, 0]));
   // a norm ablated: the fused norm + projection (Ops.rmsNormLinear, on at bs 1 on CUDA) declines, so the layers call the
   // norms (their stand-ins) and the projections on their own; the step then times the unfused projections without norms
-  if (names.includes('rmsNorm') || names.includes('fusedAddRmsNorm')) {
-    if (backend.ops.rmsNormLinear) backend.ops.rmsNormLinear = () => null;
-    if (backend.ops.rmsNormMlp) backend.ops.rmsNormMlp = () => null; // the whole MLP with its norm (when switched on)
-  }
+  if (backend.ops.rmsNormLinear && (names.includes('rmsNorm') || names.includes('fusedAddRmsNorm'))) backend.ops.rmsNormLinear = () => null;
   for (const n of names) {
     const standIn = ABLATABLE[n];
     backend.ops[n] = (...args) => {

@@ -21,6 +21,7 @@
 #include "../packages/backend-cuda/kernels/gemv.cu"
 #define LAB_NAME "gemv-persistent"
 #include "gemv_lab_common.cuh"
+#include "lab_grid_sync.cuh"
 
 #include <cuda_runtime.h>
 

@@ -16,14 +16,11 @@
 // compile-cu: -DFK_UNR=4 -DFK_PDL=1 -DFK_LATE_TRIGGER=1
 // compile-cu: -DFK_NORM=1 -DFK_MINB=6 -DFK_UNR=4 -DFK_BIAS=1 -DFK_PDL=1 -DFK_LATE_TRIGGER=1
 // compile-cu: -DFK_NORM=2 -DFK_GLU=1 -DFK_MINB=6 -DFK_UNR=4 -DFK_PDL=1 -DFK_LATE_TRIGGER=1
-// compile-cu: -DFK_NORM=2 -DFK_MINB=6 -DFK_UNR=4 -DFK_PDL=1 -DFK_LATE_TRIGGER=1 -DFK_PF=2048
 // compile-cu: -DFK_NORM=2 -DFK_T=float -DFK_VEC=4 -DFK_MINB=6 -DFK_UNR=4
-// compile-cu: -DFK_MLP=1 -DFK_NORM=2 -DFK_GLU=1 -DFK_MINB=5 -DFK_UNR=4 -DFK_PDL=1
 #include "fk_vec.cuh"
 #include "fk_pdl.cuh"
 #include "fk_act.cuh"
 #include "fk_block_sum.cuh"
-#include "fk_grid_sync.cuh"
 #ifndef FK_M
 #define FK_M 1  // rows of x the kernel is compiled for (the host passes M; 1..8)
 #endif
@@ -42,13 +39,6 @@
 #ifndef FK_LATE_TRIGGER
 #define FK_LATE_TRIGGER 0  // fk_gemv_stream: 1 = no early fk_pdl_trigger (see there)
 #endif
-#ifndef FK_MLP
-#define FK_MLP 0  // 1: also fk_gemv_mlp (a gated MLP after its pre-norm in one launch; needs FK_NORM 2 and FK_GLU)
-#endif
-#ifndef FK_PF
-#define FK_PF 0  // fk_gemv_stream: bytes of the warp's first row prefetched into L2 before the PDL wait (see there)
-#endif
-static_assert(FK_PF % 16 == 0, "FK_PF: a bulk prefetch moves multiples of 16 bytes");
 #ifndef FK_NORM
 #define FK_NORM 0  // fk_gemv_stream: 1 x is RMS-normalised first, 2 x + residual is (the new residual stored by block 0)
 #endif
@@ -71,12 +61,6 @@ __device__ __forceinline__ uint4 fk_ld_stream(const uint4* p) {
   uint4 r;
   asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   return r;
-}
-// `bytes` (a multiple of 16, from a 16-byte aligned address) into L2, no registers held and nothing waited for (sm_90).
-__device__ __forceinline__ void fk_prefetch_l2(const void* p, int bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#endif
 }
 // acc + x . w over one 32-bit word (1 float or 2 halves / bfloat16s, low half = lower index); exact widening to fp32.
 __device__ __forceinline__ float fk_dot32(unsigned w, unsigned x, float acc, const float*) { return fmaf(__uint_as_float(x), __uint_as_float(w), acc); }
@@ -313,16 +297,6 @@ extern "C" __global__ void FK_STREAM_BOUNDS
 #pragma unroll
     for (int u = 0; u < FK_UNR; ++u) buf[u] = refill();
   }
-#if FK_PF
-  // FK_PF (bytes, LINEAR_TUNING.gemvPrefetch): the wait and FK_NORM's prologue issue no weight loads while the FK_UNR
-  // above are the warp's only ones in flight; the next FK_PF bytes of its first row go to L2 now (one bulk prefetch,
-  // no registers), so DRAM keeps streaming meanwhile
-  if (active && lane == 0) {
-    const int from = FK_UNR * 32 * 16;  // past the chunks just loaded
-    const int n = min(FK_PF, K * (int)sizeof(FK_T) - from);
-    if (n > 0) fk_prefetch_l2(reinterpret_cast<const char*>(w + (long long)w0 * K) + from, n);
-  }
-#endif
   fk_pdl_wait();
 #if !FK_LATE_TRIGGER
   fk_pdl_trigger();
@@ -374,130 +348,3 @@ extern "C" __global__ void FK_STREAM_BOUNDS
     }
   }
 }
-
-#if FK_MLP
-// fk_gemv_mlp (M 1, LINEAR_TUNING.gemvPersistentMlp): a gated MLP after its pre-norm in one launch. The two products
-// are fk_gemv_stream's FK_NORM 2 + FK_GLU build (h [D] = silu(gate . n) * (up . n), n = rmsnorm(x + res_in), on
-// wgu [2D, H]) and its plain build (y [H] = wd [H, D] . h), with no kernel boundary between them: each warp's ring of
-// FK_UNR loads runs on from its last gate_up chunks into its first down chunks (weights need nothing from h), and only
-// the use of h waits, until every block has stored its h rows (sync[0], blocks arrived). The same per-lane sums, stores
-// and norm as the two launches, so the same bits. Every block must be resident at once (the host launches one wave:
-// the blocks an SM holds times the SMs), and the next kernel comes in only when this one exits (no early trigger). The
-// last block to finish zeroes sync[0..1] for the next launch (the host zeroes them once). h is a [D] scratch.
-static_assert(FK_NORM == 2 && FK_GLU && FK_M == 1, "fk_gemv_mlp: build with -DFK_NORM=2 -DFK_GLU=1 (M 1)");
-extern "C" __global__ void FK_STREAM_BOUNDS fk_gemv_mlp(FK_T* __restrict__ y, FK_T* __restrict__ h, const FK_T* __restrict__ x,
-                                                     const FK_T* __restrict__ wgu, const FK_T* __restrict__ wd, int H, int D,
-                                                     const FK_T* __restrict__ res_in, FK_T* __restrict__ res_out,
-                                                     const FK_T* __restrict__ norm_w, float eps, unsigned* __restrict__ sync) {
-  extern __shared__ __align__(16) unsigned char fk_gemv_smem[];
-  FK_T* xsh = reinterpret_cast<FK_T*>(fk_gemv_smem);  // [max(H, D)]: n for gate_up, then h for down
-  const uint4* xsh4 = reinterpret_cast<const uint4*>(xsh);
-  const int lane = threadIdx.x & 31;
-  const int w0 = blockIdx.x * FK_WARPS + (threadIdx.x >> 5);
-  const int W = gridDim.x * FK_WARPS;
-  const int nvA = H / FK_VEC, cprA = nvA / 32, nvB = D / FK_VEC, cprB = nvB / 32;
-  // this warp's chunks: gate_up's logical rows w0, w0 + W, ... < D (gate row r, then up row r + D), rounded up to a
-  // whole ring so that down starts on slot 0 (the padding re-reads the last chunk, an L2 hit, never summed); down's
-  // rows w0, w0 + W, ... < H
-  const int totalA = w0 < D ? ((D - 1 - w0) / W + 1) * 2 * cprA : 0;
-  const int padA = (totalA + FK_UNR - 1) / FK_UNR * FK_UNR;
-  const int totalB = w0 < H ? ((H - 1 - w0) / W + 1) * cprB : 0;
-  const long long midJump = (long long)(D - 1) * nvA;      // end of gate row r -> up row r + D
-  const long long rowJumpA = (long long)(W - D - 1) * nvA;  // end of up row r + D -> gate row r + W
-  const long long rowJumpB = (long long)(W - 1) * nvB;
-  const uint4* wd4 = reinterpret_cast<const uint4*>(wd) + (long long)w0 * nvB + lane;
-
-  // the prefetch cursor: product (0 gate_up, 1 down), chunks emitted of it, the chunk in its row, the address
-  int phase = 0, emitted = 0, pk = 0;
-  const uint4* pp = reinterpret_cast<const uint4*>(wgu) + (long long)w0 * nvA + lane;
-  auto enterDown = [&]() {
-    phase = 1;
-    emitted = pk = 0;
-    if (totalB) pp = wd4;  // else stays where it is (re-read, never summed)
-  };
-  if (padA == 0) enterDown();
-  if (padA == 0 && totalB == 0) pp = reinterpret_cast<const uint4*>(wgu) + lane;  // a warp with no rows: any valid address
-  auto refill = [&]() -> uint4 {
-    const uint4 v = fk_ld_stream(pp);
-    if (phase == 0) {
-      if (++emitted < totalA) {
-        pp += 32;
-        if (++pk == cprA) {
-          pp += midJump;
-        } else if (pk == 2 * cprA) {
-          pk = 0;
-          pp += rowJumpA;
-        }
-      }
-      if (emitted == padA) enterDown();
-    } else if (++emitted < totalB) {
-      pp += 32;
-      if (++pk == cprB) {
-        pk = 0;
-        pp += rowJumpB;
-      }
-    }
-    return v;
-  };
-  uint4 buf[FK_UNR];
-#pragma unroll
-  for (int u = 0; u < FK_UNR; ++u) buf[u] = refill();  // weights only: before the wait for x
-  fk_pdl_wait();
-  fk_gemv_norm_x(xsh, x, res_in, res_out, norm_w, H, eps);
-
-  float acc[1] = {0.f}, gate[1];
-  int row = w0, inRow = 0;
-  bool upHalf = false;
-  for (int c0 = 0; c0 < padA; c0 += FK_UNR) {
-#pragma unroll
-    for (int u = 0; u < FK_UNR; ++u) {
-      if (c0 + u < totalA) {
-        acc[0] = fk_dot16(buf[u], xsh4[inRow * 32 + lane], acc[0]);
-        if (++inRow == cprA) {  // gate row done: keep its sum; up row done: store the pair's product
-          fk_gemv_reduce(acc);
-          if (!upHalf) {
-            gate[0] = acc[0];
-          } else {
-            fk_gemv_store_glu(gate, acc, 1, lane, h, nullptr, D, row);
-            row += W;
-          }
-          upHalf = !upHalf;
-          acc[0] = 0.f;
-          inRow = 0;
-        }
-      }
-      buf[u] = refill();
-    }
-  }
-
-  // every block's h rows stored, then h into shared memory (through L2: other SMs wrote it)
-  fk_grid_arrive(&sync[0]);
-  fk_grid_wait(&sync[0], gridDim.x);
-  for (int j = threadIdx.x; j < nvB; j += blockDim.x) reinterpret_cast<uint4*>(xsh)[j] = __ldcg(reinterpret_cast<const uint4*>(h) + j);
-  __syncthreads();
-
-  row = w0;
-  inRow = 0;
-  for (int c0 = 0; c0 < totalB; c0 += FK_UNR) {
-#pragma unroll
-    for (int u = 0; u < FK_UNR; ++u) {
-      if (c0 + u < totalB) {
-        acc[0] = fk_dot16(buf[u], xsh4[inRow * 32 + lane], acc[0]);
-        if (++inRow == cprB) {
-          fk_gemv_store_row(acc, 1, lane, y, nullptr, H, row);
-          acc[0] = 0.f;
-          inRow = 0;
-          row += W;
-        }
-      }
-      buf[u] = refill();
-    }
-  }
-  // the last block out zeroes the counters (every block has passed its wait on sync[0] before it counts here)
-  if (threadIdx.x == 0 && atomicAdd(&sync[1], 1u) == gridDim.x - 1) {
-    sync[0] = 0;
-    sync[1] = 0;
-    __threadfence();
-  }
-}
-#endif

@@ -286,9 +286,6 @@ export class CudaOps implements Ops {
   rmsNormLinear(x: Tensor, residual: Tensor | null, normWeight: Tensor, eps: number, weight: Tensor, bias: Tensor | null, act: 'silu' | null): [Tensor, Tensor | null] | null {
     return linear.rmsNormLinear(this.spine, x, residual, normWeight, eps, weight, bias, act);
   }
-  rmsNormMlp(x: Tensor, residual: Tensor, normWeight: Tensor, eps: number, gateUpWeight: Tensor, downWeight: Tensor): [Tensor, Tensor] | null {
-    return linear.rmsNormMlp(this.spine, x, residual, normWeight, eps, gateUpWeight, downWeight);
-  }
   softmax(x: Tensor, dim: number): Tensor {
     return softmax.softmax(this.spine, x, dim);
   }

@@ -60,13 +60,6 @@ export interface Ops {
   rmsNormLinear?(
     x: Tensor, residual: Tensor | null, normWeight: Tensor, eps: number, weight: Tensor, bias: Tensor | null, act: 'silu' | null,
   ): [Tensor, Tensor | null] | null;
-  /**
-   * Optional fusion: a gated MLP after its pre-norm, exactly
-   * `const [a, r] = rmsNormLinear(x, residual, normWeight, eps, gateUpWeight, null, 'silu')` (gate_up [2d, H], no bias)
-   * then `linear(a, downWeight, null)` (down [H, d]): returns [y, r]. A backend may return null to decline (nothing was
-   * computed; the caller runs the ops); it never changes the result.
-   */
-  rmsNormMlp?(x: Tensor, residual: Tensor, normWeight: Tensor, eps: number, gateUpWeight: Tensor, downWeight: Tensor): [Tensor, Tensor] | null;
   /** Softmax over one dim, accumulated in float32 or wider; result in x's dtype. */
   softmax(x: Tensor, dim: number): Tensor;
   /**

@@ -83,29 +83,6 @@ export const LINEAR_TUNING = {
    * to rms_norm + linear (gpu-tests-run15-norm.log). FASTKERNELS_FUSE_NORM=0 turns it off.
    */
   gemvFuseNorm: envSwitch('FASTKERNELS_FUSE_NORM', true),
-  /**
-   * Bytes of each warp's first row that fk_gemv_stream prefetches into L2 before its PDL wait (FK_PF; 0 none, a multiple
-   * of 16): the wait and the FK_NORM prologue issue no weight loads while the FK_UNR chunks in registers are the warp's
-   * only ones in flight. Run 16's decode-profile has the norm GEMVs (qkv 3006 GB/s, gate_up 3963) among the slow ones.
-   * Run 17 measured prefetching the *next* GEMV's first rows at each kernel's tail slower (bench/gemv_persistent_lab.cu:
-   * 4209-4701 us against 4206 at 1-8 KB a row). Off until measured: FASTKERNELS_GEMV_PREFETCH=<bytes>, on the FK_NORM
-   * builds only unless FASTKERNELS_GEMV_PREFETCH_ON=all.
-   */
-  gemvPrefetch: envCount('FASTKERNELS_GEMV_PREFETCH', 0, 0),
-  gemvPrefetchOn: envChoice('FASTKERNELS_GEMV_PREFETCH_ON', ['norm', 'all'] as const, 'norm'),
-  /**
-   * A gated MLP after its pre-norm in one persistent launch at bs-1 decode (rmsNormMlp, kernels/gemv.cu fk_gemv_mlp):
-   * the norm + gate_up + silu GEMV and the down GEMV without the kernel boundary between them (each warp's loads run on
-   * into down's weights; only the use of h waits for every block). Run 16's decode-profile puts each GEMV launch ~3-4 us
-   * over its share of the read floor, and no launch overlap recovered it; bench/gemv_persistent_lab.cu measures the
-   * idea on the bare products. Built after run 16, not yet run on a GPU: off. FASTKERNELS_GEMV_PERSISTENT_MLP=1.
-   */
-  gemvPersistentMlp: envSwitch('FASTKERNELS_GEMV_PERSISTENT_MLP', false),
-  /**
-   * Blocks an SM of fk_gemv_mlp's one wave (FK_MINB; every block must be resident at once): 5 takes 48 registers
-   * (ptxas, bf16), 6 would cap them at 40 and spill. FASTKERNELS_GEMV_MLP_BLOCKS.
-   */
-  gemvMlpBlocksPerSm: envCount('FASTKERNELS_GEMV_MLP_BLOCKS', 5, 1),
 };
 
 /**
@@ -328,74 +305,6 @@ export function rmsNormLinear(
   }
 }
 
-/**
- * A gated MLP after its pre-norm in one launch (CudaOps.rmsNormMlp; LINEAR_TUNING.gemvPersistentMlp): fk_gemv_mlp
- * computes rmsNormLinear(x, residual, normWeight, eps, gateUp, null, 'silu') then linear(., down, null) with their
- * bits, returning [y, x + residual]. Only where rmsNormLinear would fuse the norm (one row, the same dtype, contiguous,
- * 16-byte aligned, rms_norm's block = the GEMV's) and both products would take fk_gemv_stream, with a residual, no
- * biases, and outside a graph capture the first time (the counters it syncs its blocks on are zeroed then); null
- * otherwise (nothing computed: the caller runs the ops).
- */
-export function rmsNormMlp(
-  ctx: SpineContext, x: Tensor, residual: Tensor, normWeight: Tensor, eps: number, gateUp: Tensor, down: Tensor,
-): [Tensor, Tensor] | null {
-  const t = LINEAR_TUNING;
-  if (!t.gemvPersistentMlp || !t.gemvFuseNorm || !t.gemvFuseGlu || t.gemvMaxRows < 1 || gateUp.rank !== 2 || down.rank !== 2 || x.rank < 1) return null;
-  const [N2, H] = gateUp.shape as [number, number];
-  const D = N2 / 2;
-  const dt = x.dtype;
-  if (N2 % 2 !== 0 || H === 0 || D === 0 || x.shape[x.rank - 1] !== H || x.numel !== H) return null;
-  const same = (v: Tensor, shape: readonly number[]) => v.dtype === dt && v.isContiguous() && shapesEqual(v.shape, shape) && ptr(v) % 16 === 0;
-  if (!same(x, x.shape) || !same(residual, x.shape) || !same(normWeight, [H]) || !same(gateUp, [N2, H]) || !same(down, [H, D])) return null;
-  const T = floatCType(x, 'rmsNormMlp', 'x');
-  const vec = 16 / itemsizeOf(dt);
-  if (normThreads(H, vec) !== t.gemvWarps * 32) return null;
-  if (chooseLinearPath({ M: 1, N: N2, K: H, dtype: dt, aligned: true }) !== 'gemv-stream') return null;
-  if (chooseLinearPath({ M: 1, N: H, K: D, dtype: dt, aligned: true }) !== 'gemv-stream') return null;
-  const sync = mlpSync(ctx, x);
-  if (!sync) return null;
-  const warps = t.gemvWarps;
-  const defines = {
-    FK_T: T, FK_VEC: vec, FK_M: 1, FK_UNR: t.gemvUnroll, FK_WARPS: warps, FK_BIAS: 0,
-    FK_GLU: 1, FK_ACT: 0, FK_NORM: 2, FK_MLP: 1, FK_MINB: t.gemvMlpBlocksPerSm,
-  };
-  const k = spineKernel(ctx, 'gemv.cu', 'fk_gemv_mlp', defines);
-  const shared = Math.max(H, D) * itemsizeOf(dt); // n for gate_up, then h for down
-  // one wave: every block resident at once (they wait for each other), at most FK_MINB an SM
-  const perSm = Math.min(t.gemvMlpBlocksPerSm, residentWarpsPerSm(k, defines, shared) / warps);
-  const y = Tensor.empty(x.backend, x.shape, dt, { device: x.device });
-  const resOut = Tensor.empty(x.backend, x.shape, dt, { device: x.device });
-  const h = Tensor.empty(x.backend, [D], dt, { device: x.device });
-  try {
-    k.launch(perSm * ctx.multiprocessors, warps * 32, shared, [y, h, x, gateUp, down, H, D, residual, resOut, normWeight, eps, ptr(sync)]);
-  } catch (e) {
-    y.dispose();
-    resOut.dispose();
-    throw e;
-  } finally {
-    h.dispose();
-  }
-  return [y, resOut];
-}
-
-/**
- * fk_gemv_mlp's two counters for a runtime: zeroed once, here, outside a capture (each launch leaves them zero); null
- * while a capture runs before the first eager call (the engine runs every decode shape eagerly first). One pair per
- * runtime: its launches must not overlap (the engine's decode runs on one stream).
- */
-const mlpSyncs = new WeakMap<object, Tensor>();
-function mlpSync(ctx: SpineContext, like: Tensor): Tensor | null {
-  const rt = ctx.runtime;
-  let s = mlpSyncs.get(rt);
-  if (!s) {
-    if (rt.capturing) return null;
-    s = Tensor.empty(like.backend, [2], 'i32', { device: like.device });
-    ctx.ops.fill(s, 0);
-    mlpSyncs.set(rt, s);
-  }
-  return s;
-}
-
 /** x [..., K] as [M, K] rows the GEMV and cuBLASLt can address: x itself, a view, or a contiguous copy (in temps). */
 function asMatrix(x: Tensor, M: number, K: number, temps: Tensor[]): Tensor {
   if (x.rank === 2 && addressable(x)) return x;
@@ -430,10 +339,9 @@ function launchGemv(ctx: SpineContext, op: string, path: 'gemv' | 'gemv-stream',
   const warpsPerSm = LINEAR_TUNING.gemvStreamWarpsPerSm;
   // FK_NORM: the prologue's registers must not cost resident warps (FK_MINB: the blocks an SM must hold)
   const normDefines: Record<string, number> = norm ? { FK_NORM: norm.residual ? 2 : 1, FK_MINB: Math.max(1, Math.floor(warpsPerSm / warps)) } : {};
-  const pf = path === 'gemv-stream' && (norm || LINEAR_TUNING.gemvPrefetchOn === 'all') ? Math.floor(LINEAR_TUNING.gemvPrefetch / 16) * 16 : 0;
   const defines = {
     FK_T: floatCType(a, op, 'x'), FK_VEC: 16 / itemsizeOf(a.dtype), FK_M: M, FK_UNR: path === 'gemv-stream' ? LINEAR_TUNING.gemvUnroll : LINEAR_TUNING.gemvPlainUnroll,
-    FK_WARPS: warps, FK_BIAS: b ? 1 : 0, ...extra, ...late, ...normDefines, ...(pf ? { FK_PF: pf } : {}),
+    FK_WARPS: warps, FK_BIAS: b ? 1 : 0, ...extra, ...late, ...normDefines,
   };
   const k = spineKernel(ctx, 'gemv.cu', entry, defines);
   const rows = extra.FK_GLU ? N / 2 : N; // the warps' rows: FK_GLU's logical rows are gate | up pairs

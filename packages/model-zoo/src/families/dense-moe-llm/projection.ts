@@ -28,15 +28,3 @@ export function normedProject(ops: Ops, norm: RMSNorm, p: Projection, x: Tensor,
   if (!ops.rmsNormLinear || !runsOwnForward(norm, RMSNorm) || !(p instanceof Linear) || !runsOwnForward(p, Linear)) return null;
   return ops.rmsNormLinear(x, residual, norm.weight, norm.eps, p.weight, p.bias, act);
 }
-
-/**
- * `norm` (adding `residual` first) then a gated MLP's gate_up projection, silu-and-mul and down projection as one
- * backend op (Ops.rmsNormMlp: on CUDA, when switched on, one persistent launch at bs-1 decode). Only when the backend
- * has the op, the norm and both projections run their own forward (as normedProject asks) and neither has a bias:
- * [output, the new residual]; null when not, or when the backend declines (nothing was computed).
- */
-export function normedMlp(ops: Ops, norm: RMSNorm, gateUp: Projection, down: Projection, x: Tensor, residual: Tensor): [Tensor, Tensor] | null {
-  if (!ops.rmsNormMlp || !runsOwnForward(norm, RMSNorm)) return null;
-  for (const p of [gateUp, down]) if (!(p instanceof Linear) || !runsOwnForward(p, Linear) || p.bias) return null;
-  return ops.rmsNormMlp(x, residual, norm.weight, norm.eps, (gateUp as Linear).weight, (down as Linear).weight);
-}

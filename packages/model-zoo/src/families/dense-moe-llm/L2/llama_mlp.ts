@@ -6,7 +6,7 @@ import { runsOwnForward } from '../../../common/fusion.js';
 import { Linear } from '../L1/linear.js';
 import type { RMSNorm } from '../L1/rms_norm.js';
 import { SiluAndMul } from '../L1/silu_and_mul.js';
-import { normedMlp, normedProject, project, type Projection } from '../projection.js';
+import { normedProject, project, type Projection } from '../projection.js';
 import { denseMlp } from '../reference.js';
 import { initProjections } from './attention.js';
 
@@ -51,14 +51,11 @@ export class LlamaMLP extends Module {
   /**
    * The decoder layer's post_attention_layernorm (`norm`, adding `residual` first) and this MLP with the norm, gate_up
    * and silu in one backend op (normedProject with act 'silu': at bs-1 decode on CUDA, one GEMV launch for the three),
-   * then down_proj; or all of it in one op where the backend takes it (normedMlp). Only when act_fn runs its own forward
-   * too; null when not or where normedProject is (nothing was computed: the caller runs the norm and forward). Returns
-   * [output, the new residual].
+   * then down_proj. Only when act_fn runs its own forward too; null when not or where normedProject is (nothing was
+   * computed: the caller runs the norm and forward). Returns [output, the new residual].
    */
   forwardNormed(x: Tensor, residual: Tensor, norm: RMSNorm): [Tensor, Tensor] | null {
     if (!runsOwnForward(this.actFn, SiluAndMul)) return null;
-    const whole = normedMlp(this.ctx.backend.ops, norm, this.gateUpProj, this.downProj, x, residual);
-    if (whole) return whole;
     const fused = normedProject(this.ctx.backend.ops, norm, this.gateUpProj, x, residual, 'silu');
     if (!fused) return null;
     const [a, res] = fused;

@@ -5,7 +5,6 @@
  * sees every call. The GPU kernel that could differ (fk_gemv_stream with FK_NORM) is checked bit for bit in
  * backend-cuda's linear-gemv.gpu.test.ts.
  */
-import { CpuBackend } from '@fastkernels/backend-cpu';
 import { Rng, compareTensors, toHostArray, type Module, type ModuleRegistry, type Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { blamingRegistry, instrumentRegistry } from '../../../engine/instrument.js';
@@ -13,7 +12,7 @@ import { baselineRegistry } from '../../../index.js';
 import { RecordingBackend, type FusedMode } from '../../../../test/recording-backend.js';
 import { llamaDecoderTask } from './llama_decoder.js';
 
-const WATCHED = ['rmsNorm', 'fusedAddRmsNorm', 'rmsNormLinear', 'rmsNormMlp'] as const;
+const WATCHED = ['rmsNorm', 'fusedAddRmsNorm', 'rmsNormLinear'] as const;
 /** The CPU backend logging its norm calls; rmsNormLinear composes (the CPU op), declines (null) or is absent. */
 const recording = (mode: FusedMode) => new RecordingBackend(['rmsNorm', 'fusedAddRmsNorm'], 'rmsNormLinear', mode);
 
@@ -38,18 +37,6 @@ function runDecoder(backend: RecordingBackend, caseName: string, registry: Modul
   return out;
 }
 
-/** Every run gave the decoder output and new residual of `ref`, bit for bit. */
-function expectSameOutputs(ref: ReturnType<typeof runDecoder>, ...others: ReturnType<typeof runDecoder>[]): void {
-  for (const other of others) {
-    expect(other.y).toEqual(ref.y);
-    expect(other.r).toEqual(ref.r);
-  }
-}
-
-/** The watched calls of tiny-llama-mixed-f32 with a blame wrapper (a candidate) standing in for the tasks `ids`. */
-const callsWithCandidates = (backend: RecordingBackend, ids: string[]) =>
-  runDecoder(backend, 'tiny-llama-mixed-f32', blamingRegistry(baselineRegistry(), new Set(ids))).calls;
-
 describe('LlamaDecoderLayer: RMSNorm inside the next projection (Ops.rmsNormLinear)', () => {
   const cases: [string, string[]][] = [
     ['tiny-llama-mixed-f32', ['fusedAddRmsNorm', 'fusedAddRmsNorm']], // a residual: both norms add it
@@ -64,12 +51,15 @@ describe('LlamaDecoderLayer: RMSNorm inside the next projection (Ops.rmsNormLine
       expect(declined.calls).toEqual(['rmsNormLinear', unfused[0]!, 'rmsNormLinear', unfused[1]!]);
       const absent = runDecoder(recording('absent'), caseName);
       expect(absent.calls).toEqual(unfused);
-      expectSameOutputs(fused, declined, absent);
+      for (const other of [declined, absent]) {
+        expect(other.y).toEqual(fused.y);
+        expect(other.r).toEqual(fused.r);
+      }
     });
   }
 
   it('not for a norm, projection or sub-layer that is a candidate (the blame wrapper stands in for one): its own forward runs', () => {
-    const only = (ids: string[]) => callsWithCandidates(recording('composes'), ids);
+    const only = (ids: string[]) => runDecoder(recording('composes'), 'tiny-llama-mixed-f32', blamingRegistry(baselineRegistry(), new Set(ids))).calls;
     expect(only(['L1/rms_norm'])).toEqual(['fusedAddRmsNorm', 'fusedAddRmsNorm']);
     expect(only(['L1/linear'])).toEqual(['fusedAddRmsNorm', 'fusedAddRmsNorm']); // qkv_proj and gate_up are L1/linear
     expect(only(['L2/attention'])).toEqual(['fusedAddRmsNorm', 'rmsNormLinear']);
@@ -85,43 +75,5 @@ describe('LlamaDecoderLayer: RMSNorm inside the next projection (Ops.rmsNormLine
     expect(r.calls).toEqual(['fusedAddRmsNorm', 'fusedAddRmsNorm']);
     expect(seen.filter((id) => id === 'L1/rms_norm')).toHaveLength(2);
     expect(seen.filter((id) => id === 'L1/linear')).toHaveLength(4); // qkv, o, gate_up, down
-  });
-});
-
-describe('LlamaDecoderLayer: the whole MLP after its norm in one op (Ops.rmsNormMlp, optional; CUDA: a persistent GEMV)', () => {
-  const defs = new CpuBackend().ops; // the op by its definition: rmsNormLinear with silu, then linear (unlogged)
-  /** A recording backend that also offers rmsNormMlp: composing it from the CPU ops, or declining. */
-  const withMlp = (mode: 'composes' | 'declines') => {
-    const b = recording('composes');
-    (b as unknown as { ops: Record<string, unknown> }).ops = {
-      ...b.ops,
-      rmsNormMlp: (x: Tensor, r: Tensor, nw: Tensor, eps: number, gu: Tensor, d: Tensor) => {
-        b.calls.push('rmsNormMlp');
-        if (mode === 'declines') return null;
-        const [a, res] = defs.rmsNormLinear!(x, r, nw, eps, gu, null, 'silu')!;
-        const y = defs.linear(a, d, null);
-        a.dispose();
-        return [y, res!];
-      },
-    };
-    return b;
-  };
-  for (const caseName of ['tiny-llama-mixed-f32', 'tiny-llama-first-layer-bf16', 'tiny-qwen2-bias-f32']) {
-    it(`${caseName}: one op for post_attention_layernorm + the MLP where the backend has it, else rmsNormLinear; the same bits`, () => {
-      const whole = runDecoder(withMlp('composes'), caseName);
-      expect(whole.calls).toEqual(['rmsNormLinear', 'rmsNormMlp']);
-      const declined = runDecoder(withMlp('declines'), caseName);
-      expect(declined.calls).toEqual(['rmsNormLinear', 'rmsNormMlp', 'rmsNormLinear']);
-      const absent = runDecoder(recording('composes'), caseName);
-      expect(absent.calls).toEqual(['rmsNormLinear', 'rmsNormLinear']);
-      expectSameOutputs(whole, declined, absent);
-    });
-  }
-  it('not when a candidate stands in for a projection, the norm or the activation', () => {
-    const only = (ids: string[]) => callsWithCandidates(withMlp('composes'), ids);
-    expect(only(['L1/linear'])).toEqual(['fusedAddRmsNorm', 'fusedAddRmsNorm']);
-    expect(only(['L1/rms_norm'])).toEqual(['fusedAddRmsNorm', 'fusedAddRmsNorm']);
-    expect(only(['L1/silu_and_mul'])).toEqual(['rmsNormLinear', 'fusedAddRmsNorm']);
-    expect(only(['L2/llama_mlp'])).toEqual(['rmsNormLinear', 'fusedAddRmsNorm']);
   });
 });
