@@ -4,19 +4,23 @@ import { SAMPLER_TUNING, chooseSamplerPath } from './sampler.js';
 
 describe('chooseSamplerPath (CPU): one CTA per row vs multi-CTA, per call', () => {
   const V = 128256;
-  it('defaults (run 10): not forced; multi-CTA from one drawing row, one CTA per row when all rows are greedy or without a hint', () => {
+  it.skipIf(process.env.FASTKERNELS_SAMPLER_UNHINTED !== undefined)('defaults: not forced; multi-CTA from one drawing row (run 10) and without a hint (run 17), one CTA per row when all rows are greedy', () => {
     expect(SAMPLER_TUNING.multiCta).toBe(false);
     expect(SAMPLER_TUNING.multiCtaMinSampledRows).toBe(1);
+    expect(SAMPLER_TUNING.unhinted).toBe('multi');
     expect(chooseSamplerPath(64, V, 64)).toBe('multi');
     expect(chooseSamplerPath(1, V, 1)).toBe('multi');
     expect(chooseSamplerPath(64, V, 0)).toBe('single');
-    expect(chooseSamplerPath(64, V, undefined)).toBe('single');
+    expect(chooseSamplerPath(64, V, undefined)).toBe('multi');
+    expect(chooseSamplerPath(1, V, undefined)).toBe('multi');
   });
   // the rule, at a threshold of 8 drawing rows (the greedy split off: its cases follow)
   const ON = { multiCtaMinSampledRows: 8, greedySplitMaxRows: 0 };
   const cases: [string, number, number | undefined, Partial<typeof SAMPLER_TUNING>, 'single' | 'multi'][] = [
-    ['no hint: one CTA per row (the old default)', 32, undefined, {}, 'single'],
-    ['no hint, B = 1', 1, undefined, {}, 'single'],
+    ['no hint: the unhinted path (multi-CTA)', 32, undefined, { unhinted: 'multi' }, 'multi'],
+    ['no hint, unhinted single: one CTA per row (the default before run 17)', 32, undefined, { unhinted: 'single' }, 'single'],
+    ['no hint, B = 1', 1, undefined, { unhinted: 'multi' }, 'multi'],
+    ['no hint, B > 65535: single whatever unhinted says', 65536, undefined, { unhinted: 'multi' }, 'single'],
     ['all greedy (B64, 0 drawing rows)', 64, 0, {}, 'single'],
     ['one drawing row (B1 sampled)', 1, 1, {}, 'single'],
     ['one drawing row among greedy ones', 64, 1, {}, 'single'],
@@ -48,7 +52,7 @@ describe('chooseSamplerPath (CPU): one CTA per row vs multi-CTA, per call', () =
     ['all greedy, B1', 1, 0, {}, 'greedy-split'],
     ['all greedy, B4 (the limit)', 4, 0, {}, 'greedy-split'],
     ['all greedy, B5: above the limit', 5, 0, {}, 'single'],
-    ['no hint (nothing known about the rows)', 1, undefined, {}, 'single'],
+    ['no hint (nothing known about the rows): never the greedy split', 1, undefined, { unhinted: 'single' }, 'single'],
     ['one drawing row', 1, 1, {}, 'multi'],
     ['multiCta forced wins', 1, 0, { multiCta: true }, 'multi'],
   ];
@@ -57,7 +61,7 @@ describe('chooseSamplerPath (CPU): one CTA per row vs multi-CTA, per call', () =
   }
   it('reads SAMPLER_TUNING by default (the GPU tests flip multiCta on it)', () => {
     withTuning(SAMPLER_TUNING, { multiCta: true }, () => expect(chooseSamplerPath(1, V, undefined)).toBe('multi'));
-    withTuning(SAMPLER_TUNING, { multiCta: false }, () => expect(chooseSamplerPath(1, V, undefined)).toBe('single'));
+    withTuning(SAMPLER_TUNING, { multiCta: false, unhinted: 'single' }, () => expect(chooseSamplerPath(1, V, undefined)).toBe('single'));
     withTuning(SAMPLER_TUNING, { multiCta: false, multiCtaMinSampledRows: 8 }, () => expect(chooseSamplerPath(32, V, 32)).toBe('multi'));
   });
 });

@@ -10,9 +10,9 @@
  * of sampler.cu (fk_ms_*): each row split over C CTAs, 17 small kernels in sequence, scratch from the allocator.
  * Both draw the same tokens; the kernels cannot see how many rows draw without a host sync, so the caller's
  * SampleHint (rows with temperature > 0, known on the host) picks: multi-CTA when many rows draw, one CTA per row
- * otherwise (and without a hint). SAMPLER_TUNING.multiCta forces the multi-CTA path.
+ * otherwise; without a hint SAMPLER_TUNING.unhinted decides. SAMPLER_TUNING.multiCta forces the multi-CTA path.
  */
-import { Tensor, envCount, formatShape, type SampleHint } from '@fastkernels/core';
+import { Tensor, envChoice, envCount, formatShape, type SampleHint } from '@fastkernels/core';
 import type { SpineContext } from './context.js';
 import { asDType, disposeAll, ptr, rowsOf, spineKernel } from './common.js';
 
@@ -33,6 +33,12 @@ export const SAMPLER_TUNING = {
    * vs 107 us, B4 with 3: 59 vs 319, B32 with 27: 232 vs 849, top-p B32 160 vs 573).
    */
   multiCtaMinSampledRows: 1,
+  /**
+   * The path of a call without a hint (a task's forward, a candidate's harness: nothing is known about the rows). By
+   * run 10's figures above the multi-CTA path loses at most ~10 us when every row is greedy (B64 18 vs 28 us) and wins
+   * 3-4x as soon as rows draw (B32 with 27: 232 vs 849 us), so it is the better guess. FASTKERNELS_SAMPLER_UNHINTED.
+   */
+  unhinted: envChoice('FASTKERNELS_SAMPLER_UNHINTED', ['single', 'multi'] as const, 'multi'),
   /** CTAs aimed for per SM in total (all rows together) on the multi-CTA path. */
   multiCtaCtasPerSm: 3,
   /** Fewest logits per CTA (a slice is at least this long, rounded up to a multiple of 64). */
@@ -78,16 +84,17 @@ export type SamplerPath = 'single' | 'multi' | 'greedy-split';
 
 /**
  * Which sampler path runs a [B, V] call (pure; unit-tested without a GPU). tuning.multiCta forces 'multi' (grid y
- * limit permitting: B <= 65535). Otherwise 'multi' only when the host says at least tuning.multiCtaMinSampledRows
- * rows draw (temperature > 0) and B <= 65535; no hint (undefined) or fewer drawing rows: 'single', today's default.
- * Greedy rows inside the multi-CTA path are finished by fk_ms_init. V is not used yet (the threshold was measured
- * at V = 128256 only); it is in the signature for a vocabulary-dependent rule.
+ * limit permitting: B <= 65535). With a hint, 'multi' only when the host says at least tuning.multiCtaMinSampledRows
+ * rows draw (temperature > 0), else 'single' (or the greedy split for small all-greedy calls); without one (undefined),
+ * tuning.unhinted. Greedy rows inside the multi-CTA path are finished by fk_ms_init. V is not used yet (the threshold
+ * was measured at V = 128256 only); it is in the signature for a vocabulary-dependent rule.
  */
 export function chooseSamplerPath(B: number, V: number, sampledRows: number | undefined, tuning = SAMPLER_TUNING): SamplerPath {
   if (B > 65535) return 'single';
   if (tuning.multiCta) return 'multi';
+  if (sampledRows === undefined) return tuning.unhinted;
   if (sampledRows === 0 && B <= tuning.greedySplitMaxRows) return 'greedy-split';
-  if (sampledRows === undefined || !(sampledRows >= tuning.multiCtaMinSampledRows)) return 'single';
+  if (!(sampledRows >= tuning.multiCtaMinSampledRows)) return 'single';
   return 'multi';
 }
 
