@@ -4,21 +4,20 @@ import { SAMPLER_TUNING, chooseSamplerPath } from './sampler.js';
 
 describe('chooseSamplerPath (CPU): one CTA per row vs multi-CTA, per call', () => {
   const V = 128256;
-  it.skipIf(process.env.FASTKERNELS_SAMPLER_UNHINTED !== undefined)('defaults: not forced; multi-CTA from one drawing row (run 10) and without a hint (run 17), one CTA per row when all rows are greedy', () => {
+  it.skipIf(process.env.FASTKERNELS_SAMPLER_UNHINTED !== undefined)('defaults (run 10): not forced; multi-CTA from one drawing row, one CTA per row when all rows are greedy or without a hint', () => {
     expect(SAMPLER_TUNING.multiCta).toBe(false);
     expect(SAMPLER_TUNING.multiCtaMinSampledRows).toBe(1);
-    expect(SAMPLER_TUNING.unhinted).toBe('multi');
+    expect(SAMPLER_TUNING.unhinted).toBe('single');
     expect(chooseSamplerPath(64, V, 64)).toBe('multi');
     expect(chooseSamplerPath(1, V, 1)).toBe('multi');
     expect(chooseSamplerPath(64, V, 0)).toBe('single');
-    expect(chooseSamplerPath(64, V, undefined)).toBe('multi');
-    expect(chooseSamplerPath(1, V, undefined)).toBe('multi');
+    expect(chooseSamplerPath(64, V, undefined)).toBe('single');
   });
   // the rule, at a threshold of 8 drawing rows (the greedy split off: its cases follow)
   const ON = { multiCtaMinSampledRows: 8, greedySplitMaxRows: 0 };
   const cases: [string, number, number | undefined, Partial<typeof SAMPLER_TUNING>, 'single' | 'multi'][] = [
     ['no hint: the unhinted path (multi-CTA)', 32, undefined, { unhinted: 'multi' }, 'multi'],
-    ['no hint, unhinted single: one CTA per row (the default before run 17)', 32, undefined, { unhinted: 'single' }, 'single'],
+    ['no hint, unhinted single (the default): one CTA per row', 32, undefined, { unhinted: 'single' }, 'single'],
     ['no hint, B = 1', 1, undefined, { unhinted: 'multi' }, 'multi'],
     ['no hint, B > 65535: single whatever unhinted says', 65536, undefined, { unhinted: 'multi' }, 'single'],
     ['all greedy (B64, 0 drawing rows)', 64, 0, {}, 'single'],

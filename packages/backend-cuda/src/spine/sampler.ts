@@ -34,11 +34,13 @@ export const SAMPLER_TUNING = {
    */
   multiCtaMinSampledRows: 1,
   /**
-   * The path of a call without a hint (a task's forward, a candidate's harness: nothing is known about the rows). By
-   * run 10's figures above the multi-CTA path loses at most ~10 us when every row is greedy (B64 18 vs 28 us) and wins
-   * 3-4x as soon as rows draw (B32 with 27: 232 vs 849 us), so it is the better guess. FASTKERNELS_SAMPLER_UNHINTED.
+   * The path of a call without a hint (a task's forward, a candidate's harness: nothing is known about the rows). A
+   * trade, not a default to flip: run 17's kernel bench (eager launches, two processes each, kernels-run17-sampler-*)
+   * has B32 mixed at 575-600 us on one CTA a row against 240-243 multi-CTA, and B64 all-greedy at 24.5 against 64-70
+   * (the multi-CTA path's 17 launches). FASTKERNELS_SAMPLER_UNHINTED=multi for callers whose rows mostly draw; the
+   * lasting fix is the caller's hint (vLLM's SamplingMetadata knows all_greedy on the host).
    */
-  unhinted: envChoice('FASTKERNELS_SAMPLER_UNHINTED', ['single', 'multi'] as const, 'multi'),
+  unhinted: envChoice('FASTKERNELS_SAMPLER_UNHINTED', ['single', 'multi'] as const, 'single'),
   /** CTAs aimed for per SM in total (all rows together) on the multi-CTA path. */
   multiCtaCtasPerSm: 3,
   /** Fewest logits per CTA (a slice is at least this long, rounded up to a multiple of 64). */
