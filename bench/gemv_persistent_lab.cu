@@ -15,6 +15,9 @@
 //     then normalises x into shared memory.
 // Both give the same bits (checked before timing: the same per-lane sums, the same block norm of 256 threads), so
 // persistent - ref is what the boundaries cost. Prints one line per measurement and a table last.
+// Run 17: the whole chain in one launch took 4074 us against ref's 4078: the boundaries cost nothing a register-fed
+// launch recovers. With LAB_RING=1 it also times lab_ring_chain.cuh, whose weights stream through a shared-memory ring
+// (bulk copies up to 192 KB a block ahead), the one way left to keep DRAM busy while the blocks wait for each other.
 //   Build: nvcc -std=c++17 -O3 -arch=sm_90a -DFK_PDL=1 -DFK_UNR=4 [-DLAB_MINB=6] bench/gemv_persistent_lab.cu
 //   Run: ./gemv_persistent_lab [blocks-per-SM ...]  (persistent grids to try; default: 2 3 4 and what fits)
 // compile-cu: -DFK_PDL=1 -DFK_UNR=4 -DLAB_MINB=6
@@ -156,6 +159,8 @@ extern "C" __global__ void LAB_CHAIN_BOUNDS lab_chain(const Phase* __restrict__ 
   }
 }
 
+#include "lab_ring_chain.cuh"  // lab_ring_chain (uses Phase)
+
 template <class F>
 static float medianMs(cudaStream_t s, F body, int reps) {
   cudaEvent_t a, b;
@@ -178,6 +183,7 @@ static float medianMs(cudaStream_t s, F body, int reps) {
 }
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a line at a time: a run cut by a time limit keeps what it printed
   std::vector<int> bps;
   for (int i = 1; i < argc; ++i) bps.push_back(std::atoi(argv[i]));
   cudaStream_t s;
@@ -327,6 +333,43 @@ int main(int argc, char** argv) {
                   b * FK_WARPS, ms * 1e3, 100 * floorUs / (ms * 1e3));
       table.push_back({std::string(gr.name) + ", " + std::to_string(b) + " blocks/SM" + (diff ? " (BITS DIFFER)" : ""), ms * 1e3});
     }
+  }
+  // the chain fed through a shared-memory ring by bulk copies (lab_ring_chain.cuh): blocks an SM x ring slots of 4 KB;
+  // only with LAB_RING=1 until it has run once (its first version hung in run 17: see the header)
+  const char* ringEnv = std::getenv("LAB_RING");
+  const bool ringOn = ringEnv && std::string(ringEnv) == "1";
+  if (!ringOn) std::printf("gemv-persistent: the ring cases are skipped (LAB_RING=1 runs them)\n");
+  for (const auto& bs : ringOn ? std::vector<std::pair<int, int>>{{1, 32}, {1, 48}, {2, 16}, {2, 20}} : std::vector<std::pair<int, int>>{}) {
+    const int perSm = bs.first, stages = bs.second;
+    const size_t ringSmem = (size_t)stages * kRingSlotBytes + (size_t)maxK * sizeof(T) + (2 * sizeof(uint64_t) + sizeof(unsigned)) * stages;
+    CK(cudaFuncSetAttribute(lab_ring_chain, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ringSmem));
+    int ringFit = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ringFit, lab_ring_chain, kRingThreads, ringSmem));
+    const std::string name = "ring: " + std::to_string(perSm) + " block/SM, " + std::to_string(stages) + " x 4 KB";
+    if (ringFit < perSm) {
+      std::printf("gemv-persistent: %s does not fit (%d an SM): skipped\n", name.c_str(), ringFit);
+      continue;
+    }
+    const int blocks = perSm * sms;
+    int maxKArg = maxK;
+    auto run = [&] {
+      CK(cudaMemsetAsync(arrived, 0, 4, s));
+      const T* x = x0;
+      T *o0 = out[0], *o1 = out[1];
+      void* args[] = {&dph, (void*)&P, &x, &o0, &o1, &arrived, (void*)&stages, &maxKArg};
+      CK(cudaLaunchCooperativeKernel((const void*)lab_ring_chain, dim3(blocks), dim3(kRingThreads), args, ringSmem, s));
+    };
+    CK(cudaMemset(out[(P - 1) % 2], 0xff, 128256 * 2));
+    run();
+    CK(cudaStreamSynchronize(s));
+    CK(cudaMemcpy(got.data(), out[(P - 1) % 2], 128256 * 2, cudaMemcpyDeviceToHost));
+    int diff = 0;
+    for (int i = 0; i < 128256; ++i) diff += got[i] != ref[i];
+    bad += diff != 0;
+    const float ms = medianMs(s, run, 10);
+    std::printf("gemv-persistent: %s %.1f us (%.1f%% of the read floor), %d of 128256 logits differ from ref\n", name.c_str(), ms * 1e3,
+                100 * floorUs / (ms * 1e3), diff);
+    table.push_back({name + (diff ? " (BITS DIFFER)" : ""), ms * 1e3});
   }
   std::printf("\ngemv-persistent table (FK_UNR %d; %d products, read floor %.1f us at %.0f GB/s; blocks fit: %d an SM)\n%-52s %10s %8s\n", FK_UNR, P,
               floorUs, readGBs, fit, "case", "us", "floor");

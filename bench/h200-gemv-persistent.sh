@@ -5,7 +5,9 @@
 # tree (the lab includes packages/backend-cuda/kernels/gemv.cu). Three builds: the kernel's own register count (4 blocks an
 # SM) and LAB_MINB=6 (6 blocks: 48 warps an SM, as the engine's GEMV grids), and late: the kernel's own register count
 # with the engine's late PDL trigger (FK_LATE_TRIGGER=1) in ref's GEMVs. LAB_BUILDS picks (default: late regs minb6).
-#   OUT=/tmp/out [LAB_BUILDS="late"] bench/h200-gemv-persistent.sh [blocks-per-SM ...]   (~1 min: 15 GB filled on the device)
+# LAB_RING=1 adds the chain fed through a shared-memory ring by bulk copies (bench/lab_ring_chain.cuh; not yet run
+# to the end: give it a time limit).
+#   OUT=/tmp/out [LAB_BUILDS="late"] [LAB_RING=1] bench/h200-gemv-persistent.sh [blocks-per-SM ...]   (~1 min)
 # Writes $OUT/gemv-persistent-<build>.log per build and prints each build's table.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
