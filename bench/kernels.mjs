@@ -15,7 +15,7 @@
 // bench/kernels_torch.py times the same math in PyTorch (eager, torch.compile); bench/h200-kernels.sh runs both.
 import './user-errors.mjs'; // first: a bad FASTKERNELS_* value is one line, not a stack
 import { writeFileSync } from 'node:fs';
-import { ModuleRegistry, Rng, Tensor, withContext } from '@fastkernels/core';
+import { ModuleRegistry, Rng, Tensor, hostArgsFor, withContext } from '@fastkernels/core';
 import { denseMoeLlmTasks, initNormal } from '@fastkernels/model-zoo';
 import { cudaBackendOrExit, launchSettings } from './bench-common.mjs';
 
@@ -205,7 +205,8 @@ function runCase(t, c) {
     if (Array.isArray(r)) r.forEach(disposeResult);
     else if (r instanceof Tensor && !inputs.includes(r)) r.dispose();
   };
-  const call = () => disposeResult(withContext(ctx, () => module.forward(...inputs)));
+  const host = hostArgsFor(t, inputs, c); // the task's host inputs (the sampler's hint), as the bench harness passes them
+  const call = () => disposeResult(withContext(ctx, () => module.forward(...inputs, ...host)));
   try {
     call();
     rt.synchronize();

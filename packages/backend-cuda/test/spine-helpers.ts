@@ -11,6 +11,7 @@ import {
   Rng,
   Tensor,
   compareTensors,
+  hostArgsFor,
   toHostArray,
   toleranceFor,
   withContext,
@@ -138,7 +139,8 @@ export function checkTaskOnCuda(t: TaskDefinition, c: TaskCase, seed: number): v
   const hostInputs = inputs.map((x) => (x ? toHostArray(x) : null));
   const params = new Map(module.namedParameters().map(([k, p]) => [k, toHostArray(p)] as const));
   for (const x of inputs) if (x) poison(x.numel * 2);
-  const result = withContext(ctx, () => (module as unknown as { forward(...a: unknown[]): unknown }).forward(...inputs));
+  const host = hostArgsFor(t, inputs, c); // the task's host inputs (the sampler's hint), as the harness passes them
+  const result = withContext(ctx, () => (module as unknown as { forward(...a: unknown[]): unknown }).forward(...inputs, ...host));
   const outputs = t.collectOutputs
     ? t.collectOutputs(inputs, result)
     : (Array.isArray(result) ? (result as (Tensor | null)[]) : [result as Tensor]).filter((x): x is Tensor => x !== null && x !== undefined);

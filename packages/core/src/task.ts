@@ -35,6 +35,17 @@ export const TensorSpecSchema = z.object({
 });
 export type TensorSpec = z.infer<typeof TensorSpecSchema>;
 
+/**
+ * An argument after the tensors that the production module takes from the host, not the device: vLLM's sampler gets
+ * SamplingMetadata (all_greedy, all_random) with its tensors, so it can pick a launch path without a device sync. The
+ * task's hostArgs computes the values from a case's inputs; baseline and candidate get the same ones.
+ */
+export const HostInputSchema = z.object({
+  name: z.string().regex(/^[a-zA-Z_][a-zA-Z0-9_]*$/),
+  doc: z.string(),
+});
+export type HostInput = z.infer<typeof HostInputSchema>;
+
 export const ToleranceSchema = z.object({ atol: z.number().nonnegative(), rtol: z.number().nonnegative() });
 export type Tolerance = z.infer<typeof ToleranceSchema>;
 
@@ -64,6 +75,8 @@ export const TaskMetaSchema = z.object({
   description: z.string(),
   init: z.array(InitParamSchema),
   inputs: z.array(TensorSpecSchema),
+  /** Host arguments forward takes after the tensor inputs (always optional: a module must run without them). */
+  hostInputs: z.array(HostInputSchema).default([]),
   outputs: z.array(TensorSpecSchema).min(1),
   tolerance: z.partialRecord(DTypeSchema, ToleranceSchema).default({}),
   imports: z.array(z.string()).default([]),
@@ -107,6 +120,13 @@ export interface TaskBehaviour {
   reference(inputs: readonly (HostArray | null)[], params: ReadonlyMap<string, HostArray>, c: TaskCase): HostArray[];
   /** Bytes moved and FLOPs done by one call. */
   work(c: TaskCase): WorkCount;
+  /**
+   * The values of the task's hostInputs for these inputs (in that order), passed to forward after them. Read once per
+   * input set, outside timing (a device read is fine). They must not change under the harness's rolling of float inputs
+   * (a rotation of each float tensor's elements), and a module may use them only to choose how to compute: the
+   * outputs may not depend on them. Required exactly when the metadata declares hostInputs.
+   */
+  hostArgs?(inputs: readonly (Tensor | null)[], c: TaskCase): readonly unknown[];
 }
 
 export type TaskDefinition = TaskMeta & TaskBehaviour & { readonly stem: string };
@@ -120,7 +140,20 @@ export function defineTask(meta: TaskMetaInput, behaviour: TaskBehaviour): TaskD
   }
   const m = parsed.data;
   if (m.id !== `L${m.level}/${m.id.split('/')[1]}`) throw new Error(`task ${m.id}: level ${m.level} does not match its id`);
+  if ((m.hostInputs.length > 0) !== (behaviour.hostArgs !== undefined)) {
+    throw new Error(`task ${m.id}: hostInputs and hostArgs go together (${m.hostInputs.length} host inputs declared, hostArgs ${behaviour.hostArgs ? 'given' : 'missing'})`);
+  }
   return { ...m, ...behaviour, stem: m.id.split('/')[1]! };
+}
+
+/** The host arguments forward gets after `inputs` (none for most tasks); checked against the declared hostInputs. */
+export function hostArgsFor(task: Pick<TaskDefinition, 'id' | 'hostInputs' | 'hostArgs'>, inputs: readonly (Tensor | null)[], c: TaskCase): unknown[] {
+  if (!task.hostArgs) return [];
+  const values = [...task.hostArgs(inputs, c)];
+  if (values.length !== task.hostInputs.length) {
+    throw new Error(`task ${task.id}: hostArgs gave ${values.length} values for ${task.hostInputs.length} host inputs (${task.hostInputs.map((h) => h.name).join(', ')})`);
+  }
+  return values;
 }
 
 /** Resolve a spec's dtype for a case. */

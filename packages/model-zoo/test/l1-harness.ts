@@ -9,6 +9,7 @@ import {
   benchTask,
   validateCandidateExports,
   compareTensors,
+  hostArgsFor,
   resolveSpecShape,
   specDType,
   toHostArray,
@@ -58,7 +59,8 @@ export function runCase(task: TaskDefinition, c: TaskCase, backend: Backend, see
   // Host copies taken before forward: a module must not change its inputs (none of these are in-place).
   const hostInputs = inputs.map((t) => (t ? toHostArray(t) : null));
   const params = new Map(module.namedParameters().map(([k, t]) => [k, toHostArray(t)] as const));
-  const result = withContext(ctx, () => (module as unknown as { forward(...a: unknown[]): unknown }).forward(...inputs));
+  const host = hostArgsFor(task, inputs, c); // the task's host inputs (the sampler's hint), as the harness passes them
+  const result = withContext(ctx, () => (module as unknown as { forward(...a: unknown[]): unknown }).forward(...inputs, ...host));
   const outputs = task.collectOutputs
     ? task.collectOutputs(inputs, result)
     : (Array.isArray(result) ? (result as (Tensor | null)[]) : [result as Tensor]).filter((t): t is Tensor => t !== null && t !== undefined);

@@ -37,8 +37,9 @@ export const SAMPLER_TUNING = {
    * The path of a call without a hint (a task's forward, a candidate's harness: nothing is known about the rows). A
    * trade, not a default to flip: run 17's kernel bench (eager launches, two processes each, kernels-run17-sampler-*)
    * has B32 mixed at 575-600 us on one CTA a row against 240-243 multi-CTA, and B64 all-greedy at 24.5 against 64-70
-   * (the multi-CTA path's 17 launches). FASTKERNELS_SAMPLER_UNHINTED=multi for callers whose rows mostly draw; the
-   * lasting fix is the caller's hint (vLLM's SamplingMetadata knows all_greedy on the host).
+   * (the multi-CTA path's 17 launches). FASTKERNELS_SAMPLER_UNHINTED=multi for callers whose rows mostly draw. The
+   * engine and the L1/sampler task (its host input, as vLLM's SamplingMetadata) pass the hint, so this is for ad-hoc
+   * callers only.
    */
   unhinted: envChoice('FASTKERNELS_SAMPLER_UNHINTED', ['single', 'multi'] as const, 'single'),
   /** CTAs aimed for per SM in total (all rows together) on the multi-CTA path. */

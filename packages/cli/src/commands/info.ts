@@ -11,7 +11,7 @@ const fmtTensor = (s: TensorSpec) => `${s.name}${s.optional ? '?' : ''}: ${s.dty
 export function signature(task: TaskDefinition): { constructor: string; forward: string } {
   return {
     constructor: `${task.className}(${task.init.map(fmtInit).join(', ')})`,
-    forward: `forward(${task.inputs.map(fmtTensor).join(', ')}) -> ${task.outputs.length === 1 ? fmtTensor(task.outputs[0]!) : `[${task.outputs.map(fmtTensor).join(', ')}]`}`,
+    forward: `forward(${[...task.inputs.map(fmtTensor), ...task.hostInputs.map((h) => `${h.name}?: host`)].join(', ')}) -> ${task.outputs.length === 1 ? fmtTensor(task.outputs[0]!) : `[${task.outputs.map(fmtTensor).join(', ')}]`}`,
   };
 }
 
@@ -31,7 +31,7 @@ export function infoCommand(io: Io) {
       const dtypes = [...new Set([...task.cases.ci, ...task.cases.production].map((c) => c.dtype))];
       const tolerance = Object.fromEntries(dtypes.map((d) => [d, toleranceFor(task, d)]));
       if (argv.json) {
-        const { baseline: _b, makeInputs: _m, initParameters: _i, collectOutputs: _c, reference: _r, work: _w, ...meta } = task;
+        const { baseline: _b, makeInputs: _m, initParameters: _i, collectOutputs: _c, reference: _r, work: _w, hostArgs: _h, ...meta } = task;
         io.out(JSON.stringify({ ...meta, signature: sig, effectiveTolerance: tolerance }, null, 2) + '\n');
         return;
       }
@@ -55,6 +55,7 @@ export function infoCommand(io: Io) {
         'forward:',
         `  ${sig.forward}`,
         ...[...task.inputs, ...task.outputs].filter((s) => s.doc).map((s) => `    ${s.name}: ${s.doc}`),
+        ...task.hostInputs.map((h) => `    ${h.name}: ${h.doc} (a host value, the same for baseline and candidate; read only)`),
         '  (act = the case\'s activation dtype; letters are the case dims)',
         '',
         'tolerance (atol, rtol; a tensor passes when >= 99% of its elements are within):',

@@ -9,7 +9,7 @@ import type { ModuleRegistry } from '../registry.js';
 import { Rng } from '../rng.js';
 import { bootstrapSpeedup, median } from '../stats.js';
 import { worstStatus, type Status } from '../status.js';
-import { toleranceFor, type HostArray, type TaskCase, type TaskDefinition, type WorkCount } from '../task.js';
+import { hostArgsFor, toleranceFor, type HostArray, type TaskCase, type TaskDefinition, type WorkCount } from '../task.js';
 import { Tensor } from '../tensor.js';
 import { floorMs, type MachineProfile } from './floor.js';
 import { HarnessGuard, RewardHackError } from './guard.js';
@@ -412,19 +412,34 @@ function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
   return true;
 }
 
+/**
+ * A side's own copy of the task's host arguments for one call: a candidate that changes its copy (to mislead the
+ * baseline's launch choice on a later call) changes nothing the baseline sees; checkedCall also catches it.
+ */
+function ownHostArgs(host: readonly unknown[]): unknown[] {
+  return host.map((v) => structuredClone(v));
+}
+
+/** Which host argument `after` (a side's copy after its call) no longer equals `host` in, or undefined. */
+function changedHostArg(task: TaskDefinition, host: readonly unknown[], after: readonly unknown[]): string | undefined {
+  const i = host.findIndex((v, j) => JSON.stringify(v) !== JSON.stringify(after[j]));
+  return i < 0 ? undefined : (task.hostInputs[i]?.name ?? String(i));
+}
+
 /** One forward call in a correctness round: poisoned allocations, device sync, output checks. */
-function checkedCall(env: CaseEnv, side: Side, args: readonly (Tensor | null)[], owned: Set<Tensor>): Tensor[] {
+function checkedCall(env: CaseEnv, side: Side, args: readonly (Tensor | null)[], owned: Set<Tensor>, host: readonly unknown[] = []): Tensor[] {
   const { opts, device } = env;
   const g = opts.guard;
   const ctx = side === 'baseline' ? env.baseCtx : env.candCtx;
   const m = side === 'baseline' ? env.baseline : env.candidate;
   const seq0 = g?.allocationSeq ?? 0;
   const state0 = g?.probes.state?.();
+  const hostCopy = ownHostArgs(host);
   g?.setPoison(OUTPUT_POISON);
   let outs: Tensor[];
   try {
     outs = onSide(side, 'forward', () => {
-      const result = withContext(ctx, () => (m.forward as (...a: unknown[]) => unknown)(...args));
+      const result = withContext(ctx, () => (m.forward as (...a: unknown[]) => unknown)(...args, ...hostCopy));
       opts.backend.synchronize(device);
       return collect(opts.task, args, result);
     });
@@ -435,6 +450,11 @@ function checkedCall(env: CaseEnv, side: Side, args: readonly (Tensor | null)[],
     env.checks.add('outputs-owned-fresh').add('poison');
     const bad = g.checkOutputs(outs, seq0, args);
     if (bad) throw new RewardHackError(bad); // not disposed: a hostile object's methods are not called
+  }
+  if (side === 'candidate' && host.length) {
+    env.checks.add('host-args-intact');
+    const changed = changedHostArg(opts.task, host, hostCopy);
+    if (changed !== undefined) throw new RewardHackError(`the candidate modified its host argument '${changed}' (each side gets its own copy; a module reads it only)`);
   }
   for (const t of outs) owned.add(t);
   if (g && side === 'candidate') {
@@ -460,17 +480,18 @@ function runRound(env: CaseEnv, c: TaskCase, seed: number, candidateFirst: boole
     const pristine = strict ? inputs.map((t) => (t ? snapshot(t) : null)) : undefined;
     pristineAll = pristine;
 
+    const host = onSide('baseline', 'hostArgs', () => hostArgsFor(task, inputs, c));
     const baseArgs = inputs.map((t) => (t ? track(owned, cloneLayout(t)) : null));
     const candArgs = inputs.map((t) => (t ? track(owned, cloneLayout(t)) : null));
     let baseOut: Tensor[];
     let candOut: Tensor[];
     if (candidateFirst) {
       env.checks.add('candidate-first');
-      candOut = checkedCall(env, 'candidate', candArgs, owned);
-      baseOut = checkedCall(env, 'baseline', baseArgs, owned);
+      candOut = checkedCall(env, 'candidate', candArgs, owned, host);
+      baseOut = checkedCall(env, 'baseline', baseArgs, owned, host);
     } else {
-      baseOut = checkedCall(env, 'baseline', baseArgs, owned);
-      candOut = checkedCall(env, 'candidate', candArgs, owned);
+      baseOut = checkedCall(env, 'baseline', baseArgs, owned, host);
+      candOut = checkedCall(env, 'candidate', candArgs, owned, host);
     }
     if (pristine) {
       env.checks.add('input-mutation');
@@ -587,6 +608,8 @@ function timeCase(env: CaseEnv, seed: number, iters: number, progress: (p: Bench
   try {
     const bases = Array.from({ length: sets }, (_, k) => makeCaseInputs(env, c, seed + 100_003 + k));
     for (const set of bases) for (const t of set) if (t) owned.add(t);
+    // the host arguments of each input set (the rolling below keeps them: TaskBehaviour.hostArgs), read before timing
+    const hosts = bases.map((set) => onSide('baseline', 'hostArgs', () => hostArgsFor(task, set, c)));
     const slots = {
       baseline: Array.from({ length: poolSize }, () => bases[0]!.map((t) => (t ? track(owned, cloneLayout(t)) : null))),
       candidate: Array.from({ length: poolSize }, () => bases[0]!.map((t) => (t ? track(owned, cloneLayout(t)) : null))),
@@ -609,6 +632,7 @@ function timeCase(env: CaseEnv, seed: number, iters: number, progress: (p: Bench
       const args = slots[side][i % poolSize]!;
       const src = bases[i % sets]!;
       for (let j = 0; j < args.length; j++) if (args[j] && src[j]) fillRolled(backend, args[j]!, src[j]!, i * 7919 + 13);
+      const hostCopy = ownHostArgs(hosts[i % sets]!);
       if (flush) {
         backend.copyBytes(flush[flushDir]!, 0, flush[1 - flushDir]!, 0, flushBytes);
         flushDir = 1 - flushDir;
@@ -623,7 +647,7 @@ function timeCase(env: CaseEnv, seed: number, iters: number, progress: (p: Bench
       try {
         result = onSide(side, 'forward (timing)', () => {
           timer.start();
-          const r = withContext(ctx, () => (m.forward as (...a: unknown[]) => unknown)(...args));
+          const r = withContext(ctx, () => (m.forward as (...a: unknown[]) => unknown)(...args, ...hostCopy));
           timer.stop();
           return r;
         });

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { UserError } from '../errors.js';
 import { Module } from '../module.js';
 import { defineTask } from '../task.js';
-import { isHelperName, nearest, parseCandidatePath, unknownTaskError, validateCandidateExports, type CandidateFile } from './candidates.js';
+import { formatForward, isHelperName, nearest, parseCandidatePath, unknownTaskError, validateCandidateExports, type CandidateFile } from './candidates.js';
 
 const task = defineTask(
   {
@@ -68,5 +68,25 @@ describe('validateCandidateExports', () => {
     expect(fails({ RMSNorm: class extends Module { constructor(_a: number, _b: number, _c: number) { super(); } forward() { return 1; } } }).message).toMatch(/constructor takes 3 required parameters, the baseline takes 1 to 2: RMSNorm\(hiddenSize, eps\?\)/);
     expect(fails({ RMSNorm: class extends Module { constructor() { super(); } forward() { return 1; } } }).message).toMatch(/constructor takes 0 required parameters/);
     expect(fails({ RMSNorm: class extends Module { constructor(_h: number) { super(); } forward(_a: 1, _b: 2, _c: 3) { return 1; } } }).message).toMatch(/forward takes 3 parameters, the task passes 2/);
+  });
+});
+
+describe('validateCandidateExports: host inputs (the sampler\'s hint)', () => {
+  const hinted = defineTask(
+    { ...task, id: 'L1/rms_norm', hostInputs: [{ name: 'hint', doc: 'what the host knows' }] },
+    { baseline: task.baseline, makeInputs: () => [], reference: () => [], work: () => ({ bytes: 0, flops: 0 }), hostArgs: () => [{}] },
+  );
+  it('a forward may declare the host input after the tensors, or leave it out; the signature shows it optional', () => {
+    class WithHint extends Module {
+      constructor(_h: number) { super(); }
+      forward(_x: unknown, _r: unknown, _hint: unknown) { return null; }
+    }
+    class WithoutHint extends Module {
+      constructor(_h: number) { super(); }
+      forward(_x: unknown) { return null; }
+    }
+    for (const cls of [WithHint, WithoutHint]) expect(validateCandidateExports(file, hinted, { RMSNorm: cls })).toBe(cls);
+    expect(() => validateCandidateExports(file, task, { RMSNorm: WithHint })).toThrow(/forward takes 3 parameters, the task passes 2/);
+    expect(formatForward(hinted)).toBe('forward(x, residual?, hint?)');
   });
 });

@@ -78,7 +78,7 @@ export function expectedSignature(task: TaskDefinition): ExpectedSignature {
     className: task.className,
     initParams: task.init.map((p) => p.name),
     requiredInit: task.init.filter((p) => !p.optional).length,
-    forwardParams: task.inputs.map((s) => s.name),
+    forwardParams: [...task.inputs.map((s) => s.name), ...task.hostInputs.map((h) => h.name)],
     requiredForward: task.inputs.filter((s) => !s.optional).length,
   };
 }
@@ -88,9 +88,9 @@ export function formatConstructor(task: TaskDefinition): string {
   return `${task.className}(${task.init.map((p) => (p.optional ? `${p.name}?` : p.name)).join(', ')})`;
 }
 
-/** `forward(x, residual?)`. */
+/** `forward(x, residual?)`; host inputs (always optional) after the tensors: `forward(logits, ..., hint?)`. */
 export function formatForward(task: TaskDefinition): string {
-  return `forward(${task.inputs.map((s) => (s.optional ? `${s.name}?` : s.name)).join(', ')})`;
+  return `forward(${[...task.inputs.map((s) => (s.optional ? `${s.name}?` : s.name)), ...task.hostInputs.map((h) => `${h.name}?`)].join(', ')})`;
 }
 
 /** Does a function's source start with a rest parameter (then Function.length says nothing)? */

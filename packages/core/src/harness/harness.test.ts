@@ -5,7 +5,7 @@ import { Module } from '../module.js';
 import type { Ops } from '../ops.js';
 import { ModuleRegistry } from '../registry.js';
 import { forEachOffset } from '../shape.js';
-import { defineTask } from '../task.js';
+import { defineTask, hostArgsFor } from '../task.js';
 import { Tensor } from '../tensor.js';
 import { benchTask, cloneLayout, type CaseResult } from './bench.js';
 import { BenchReportSchema } from './report.js';
@@ -301,5 +301,78 @@ describe('summarizeResults and the report schema', () => {
     };
     expect(BenchReportSchema.safeParse(JSON.parse(JSON.stringify(report))).success).toBe(true);
     expect(BenchReportSchema.safeParse({ ...report, results: [{ ...results[0], status: 'GREAT' }] }).success).toBe(false);
+  });
+});
+
+// ---- host inputs: values forward gets after the tensors (the sampler's hint) -----------------------------------
+/** What each call of a hinted module was given, by side. */
+const seenHints: { side: string; hint: unknown }[] = [];
+class HintedScale extends Scale {
+  protected side = 'baseline';
+  override forward(x: Tensor, hint?: { positives: number }): Tensor {
+    seenHints.push({ side: this.side, hint: hint === undefined ? undefined : { ...hint } });
+    return scaleHost(x, this.weight);
+  }
+}
+class HintedCandidate extends HintedScale {
+  protected override side = 'candidate';
+}
+/** Correct output, then rewrites its hint: would mislead a baseline that shared the object on a later call. */
+class HintTampering extends HintedScale {
+  protected override side = 'candidate';
+  override forward(x: Tensor, hint?: { positives: number }): Tensor {
+    const y = super.forward(x, hint);
+    if (hint) hint.positives = -1;
+    return y;
+  }
+}
+const positives = (x: Tensor) => x.toFloat64Array().filter((v) => v > 0).length;
+const hintedTask = defineTask(
+  { ...scaleTask, id: 'L1/scale_hinted', className: 'HintedScale', hostInputs: [{ name: 'hint', doc: 'positive entries of x' }] },
+  {
+    baseline: HintedScale,
+    makeInputs: (c, ctx, rng) => [Tensor.fromArray(ctx.backend, rng.fillNormal(c.dims.T! * c.dims.H!), [c.dims.T!, c.dims.H!], c.dtype)],
+    hostArgs: ([x]) => [{ positives: positives(x!) }],
+    reference: ([x], params) => {
+      const w = params.get('weight')!.data;
+      return [{ shape: x!.shape, data: x!.data.map((v, i) => v * w[i % w.length]!) }];
+    },
+    work: () => ({ bytes: 0, flops: 0 }),
+  },
+);
+const runHinted = (cls: new (...a: any[]) => Module) => {
+  const baseline = new ModuleRegistry();
+  baseline.registerTask(hintedTask);
+  const candidate = baseline.child('candidates');
+  candidate.override('L1/scale_hinted', cls);
+  return benchTask({ task: hintedTask, baseline, candidate, backend: testBackend, iters: 10, warmup: 1 });
+};
+
+describe('benchTask: host inputs (TaskBehaviour.hostArgs)', () => {
+  it('both sides get the value computed from the inputs, after the tensors, on every call, timed ones too', async () => {
+    seenHints.length = 0;
+    const rs = await runHinted(HintedCandidate);
+    expect(rs.map((r) => r.status)).toEqual(['PASSED', 'PASSED']);
+    // a rotation of x (the timed calls' rolled inputs) keeps the count, so every call saw a count of x's positives
+    const counts = new Set(seenHints.map((s) => (s.hint as { positives: number } | undefined)?.positives));
+    expect(counts.has(undefined)).toBe(false);
+    for (const c of counts) expect(c).toBeGreaterThan(0);
+    for (const side of ['baseline', 'candidate']) expect(seenHints.filter((s) => s.side === side).length).toBeGreaterThan(2 * 10);
+  });
+
+  it('a candidate that rewrites its hint is caught, and the baseline never sees the change', async () => {
+    seenHints.length = 0;
+    const rs = await runHinted(HintTampering);
+    expect(rs.map((r) => r.status)).toEqual(['REWARD_HACK', 'REWARD_HACK']);
+    expect(rs[0]!.detail).toMatch(/modified its host argument 'hint'/);
+    for (const s of seenHints) expect((s.hint as { positives: number }).positives).toBeGreaterThan(0);
+  });
+
+  it('defineTask wants hostArgs exactly with hostInputs; hostArgsFor checks the count', () => {
+    const { hostArgs: _h, ...noArgs } = hintedTask;
+    expect(() => defineTask({ ...scaleTask, id: 'L1/bad_a', hostInputs: [{ name: 'hint', doc: 'd' }] }, noArgs)).toThrow(/hostInputs and hostArgs go together/);
+    expect(() => defineTask({ ...scaleTask, id: 'L1/bad_b' }, { ...noArgs, hostArgs: () => [1] })).toThrow(/hostInputs and hostArgs go together/);
+    const twice = defineTask({ ...scaleTask, id: 'L1/bad_c', hostInputs: [{ name: 'hint', doc: 'd' }] }, { ...noArgs, hostArgs: () => [1, 2] });
+    expect(() => hostArgsFor(twice, [], twice.cases.ci[0]!)).toThrow(/gave 2 values for 1 host inputs \(hint\)/);
   });
 });

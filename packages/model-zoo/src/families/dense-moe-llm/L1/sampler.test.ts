@@ -1,5 +1,5 @@
 import { CpuBackend } from '@fastkernels/backend-cpu';
-import { Rng, TaskCaseSchema, compareTensors, counterUniform, hostArray, toHostArray, toleranceFor, withContext, type ExecutionContext, type HostArray, type Module, type TaskCase, type Tensor } from '@fastkernels/core';
+import { Rng, TaskCaseSchema, compareTensors, counterUniform, hostArgsFor, hostArray, toHostArray, toleranceFor, withContext, type ExecutionContext, type HostArray, type Module, type TaskCase, type Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { baselineRegistry } from '../../../index.js';
 import { Sampler, sampleReference, samplerTask } from './sampler.js';
@@ -159,6 +159,17 @@ describe('sampler metadata and inputs', () => {
     expect([...seeds!.toFloat64Array()].some((s) => s >= 2 ** 32)).toBe(true);
     const greedy = task.cases.ci.find((x) => x.name === 'all-greedy')!;
     expect([...(task.makeInputs(greedy, ctxFor(greedy), new Rng(4))[1] as Tensor).toFloat64Array()].every((t) => t === 0)).toBe(true);
+  });
+
+  it("hostArgs: the hint counts the rows with temperature > 0 (vLLM's SamplingMetadata), for every case", () => {
+    expect(task.hostInputs.map((h) => h.name)).toEqual(['hint']);
+    for (const c of [...task.cases.ci, ...task.cases.production.map((p) => ({ ...p, dims: { ...p.dims, V: 64 } }))]) {
+      const inputs = task.makeInputs(c, ctxFor(c), new Rng(9));
+      const drawing = [...(inputs[1] as Tensor).toFloat64Array()].filter((t) => t > 0).length;
+      expect(hostArgsFor(task, inputs, c), c.name).toEqual([{ sampledRows: drawing }]);
+      expect(drawing).toBe(c.options.mode === 'greedy' ? 0 : c.dims.B! - Math.ceil(c.dims.B! / 5)); // mixed: every fifth row greedy
+      for (const t of inputs) t?.dispose();
+    }
   });
 
   it('work: logits once, 7 flops per logit of the sampled rows', () => {

@@ -1,4 +1,4 @@
-import { Module, Tensor, counterUniform, defineTask, normalTensor, hostArray, type HostArray, type SampleHint, type TaskCase } from '@fastkernels/core';
+import { Module, Tensor, counterUniform, defineTask, normalTensor, hostArray, toHostArray, type HostArray, type SampleHint, type TaskCase } from '@fastkernels/core';
 import { bytesOf, fromInts } from '../../../common/inputs.js';
 import { FAMILY } from '../family.js';
 
@@ -14,9 +14,9 @@ export class Sampler extends Module {
   }
 
   /**
-   * `hint` (optional, not a task input): what the caller knows on the host about the batch — vLLM's
-   * SamplingMetadata all_greedy / all_random, here the number of rows with temperature > 0. It lets a backend
-   * pick a launch strategy without a device sync (CUDA: one CTA per row vs split rows); the tokens do not depend on it.
+   * `hint` (the task's host input): what the caller knows on the host about the batch — vLLM's SamplingMetadata
+   * all_greedy / all_random, here the number of rows with temperature > 0. It lets a backend pick a launch strategy
+   * without a device sync (CUDA: one CTA per row vs split rows); the tokens do not depend on it.
    */
   forward(logits: Tensor, temperature: Tensor, topK: Tensor, topP: Tensor, seeds: Tensor, hint?: SampleHint): Tensor {
     return this.ctx.backend.ops.sample(logits, temperature, topK, topP, seeds, hint);
@@ -136,6 +136,12 @@ export const samplerTask = defineTask(
       { name: 'topP', dtype: 'f32', shape: ['B'], doc: '1 = off' },
       { name: 'seeds', dtype: 'i64', shape: ['B'] },
     ],
+    hostInputs: [
+      {
+        name: 'hint',
+        doc: "{ sampledRows }: the rows with temperature > 0, as vLLM's SamplingMetadata (all_greedy / all_random) tells its sampler on the host",
+      },
+    ],
     outputs: [{ name: 'tokens', dtype: 'i64', shape: ['B'] }],
     cases: {
       ci: [
@@ -175,6 +181,9 @@ export const samplerTask = defineTask(
         fromInts(ctx, seeds, [B], 'i64'),
       ];
     },
+    // the host knows which rows draw (vLLM builds SamplingMetadata from the requests), so the module gets it: read from
+    // the temperatures themselves (a rotation of them keeps the count)
+    hostArgs: ([, temperature]): [SampleHint] => [{ sampledRows: toHostArray(temperature!).data.filter((t) => t > 0).length }],
     reference: ([logits, temperature, topK, topP, seeds]) => [sampleReference(logits!, temperature!, topK!, topP!, seeds!)],
     work: (c) => {
       const { B, V } = c.dims as { B: number; V: number };
