@@ -43,20 +43,22 @@ struct Phase {
   int N, K;
 };
 
-// x [0, K) normalised (no weight, eps 1e-5) into xn by the whole block: thread t sums the squares of vectors t, t + T, ...
-// in order, then fk_block_sum; x is read through L2 (__ldcg: other SMs wrote it, L1 may hold an older copy).
-__device__ __forceinline__ void lab_norm_block(T* xn, const T* x, int K, float* red) {
+// x [0, K) normalised (no weight, eps 1e-5) into xn by threads t < nt: thread t sums the squares of vectors t, t + nt,
+// ... in order, then blockSum (fk_block_sum's tree), then sync; x is read through L2 (__ldcg: other SMs wrote it, L1 may
+// hold an older copy). With the same nt and tree, every caller gets ref's bits.
+template <class BlockSum, class Sync>
+__device__ __forceinline__ void lab_norm(T* xn, const T* x, int K, int t, int nt, BlockSum blockSum, Sync sync) {
   typedef FkVec<T, FK_VEC> V;
   const int nv = K / FK_VEC;
   float ss = 0.f;
-  for (int j = threadIdx.x; j < nv; j += blockDim.x) {
+  for (int j = t; j < nv; j += nt) {
     const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(x) + j);
     const V a = *reinterpret_cast<const V*>(&raw);
 #pragma unroll
     for (int e = 0; e < FK_VEC; ++e) ss += fk_f(a.v[e]) * fk_f(a.v[e]);
   }
-  const float inv = rsqrtf(fk_block_sum(ss, red) / (float)K + 1e-5f);
-  for (int j = threadIdx.x; j < nv; j += blockDim.x) {
+  const float inv = rsqrtf(blockSum(ss) / (float)K + 1e-5f);
+  for (int j = t; j < nv; j += nt) {
     const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(x) + j);
     const V a = *reinterpret_cast<const V*>(&raw);
     V o;
@@ -64,7 +66,12 @@ __device__ __forceinline__ void lab_norm_block(T* xn, const T* x, int K, float* 
     for (int e = 0; e < FK_VEC; ++e) fk_set(o.v[e], fk_f(a.v[e]) * inv);
     reinterpret_cast<V*>(xn)[j] = o;
   }
-  __syncthreads();
+  sync();
+}
+
+// lab_norm by the whole block.
+__device__ __forceinline__ void lab_norm_block(T* xn, const T* x, int K, float* red) {
+  lab_norm(xn, x, K, threadIdx.x, blockDim.x, [&](float v) { return fk_block_sum(v, red); }, [] { __syncthreads(); });
 }
 
 // ref's norm: one block, PDL entry like the product kernels.
@@ -280,9 +287,20 @@ int main(int argc, char** argv) {
   if (bps.empty()) bps = {2, 3, 4, fit};
   std::sort(bps.begin(), bps.end());
   bps.erase(std::unique(bps.begin(), bps.end()), bps.end());
+  int bad = 0;  // runs whose logits differ from ref's
+  // logits of `run` (one chain) that differ from ref's; counted in `bad`
+  auto logitsDiffering = [&](const auto& run) {
+    CK(cudaMemset(out[(P - 1) % 2], 0xff, 128256 * 2));
+    run();
+    CK(cudaStreamSynchronize(s));
+    CK(cudaMemcpy(got.data(), out[(P - 1) % 2], 128256 * 2, cudaMemcpyDeviceToHost));
+    int diff = 0;
+    for (int i = 0; i < 128256; ++i) diff += got[i] != ref[i];
+    bad += diff != 0;
+    return diff;
+  };
   unsigned* arrived;  // a counter a launch: [0] for the whole chain, [1 + l] for the per-layer launches
   CK(cudaMalloc(&arrived, 4 * (P + 1)));
-  int bad = 0;
   for (int b : bps) {
     if (b < 1 || b > fit) {
       std::printf("gemv-persistent: %d blocks an SM do not fit (at most %d): skipped\n", b, fit);
@@ -320,14 +338,8 @@ int main(int argc, char** argv) {
           for (int i = 0, at = first; i < (int)gr.layer.size(); at += gr.layer[i++]) part(at, gr.layer[i], arrived + ++launches);
         part(P - 1, 1, arrived + ++launches);
       };
-      CK(cudaMemset(out[(P - 1) % 2], 0xff, 128256 * 2));
-      run();
-      CK(cudaStreamSynchronize(s));
-      CK(cudaMemcpy(got.data(), out[(P - 1) % 2], 128256 * 2, cudaMemcpyDeviceToHost));
-      int diff = 0;
-      for (int i = 0; i < 128256; ++i) diff += got[i] != ref[i];
+      const int diff = logitsDiffering(run);
       std::printf("gemv-persistent: bits %s (%d launches), %d blocks an SM vs ref: %d of 128256 logits differ\n", gr.name, launches, b, diff);
-      bad += diff != 0;
       const float ms = medianMs(s, run, 10);
       std::printf("gemv-persistent: persistent %s (%d launches), %d blocks an SM (%d warps) %.1f us (%.1f%% of the read floor)\n", gr.name, launches, b,
                   b * FK_WARPS, ms * 1e3, 100 * floorUs / (ms * 1e3));
@@ -359,13 +371,7 @@ int main(int argc, char** argv) {
       void* args[] = {&dph, (void*)&P, &x, &o0, &o1, &arrived, (void*)&stages, &maxKArg};
       CK(cudaLaunchCooperativeKernel((const void*)lab_ring_chain, dim3(blocks), dim3(kRingThreads), args, ringSmem, s));
     };
-    CK(cudaMemset(out[(P - 1) % 2], 0xff, 128256 * 2));
-    run();
-    CK(cudaStreamSynchronize(s));
-    CK(cudaMemcpy(got.data(), out[(P - 1) % 2], 128256 * 2, cudaMemcpyDeviceToHost));
-    int diff = 0;
-    for (int i = 0; i < 128256; ++i) diff += got[i] != ref[i];
-    bad += diff != 0;
+    const int diff = logitsDiffering(run);
     const float ms = medianMs(s, run, 10);
     std::printf("gemv-persistent: %s %.1f us (%.1f%% of the read floor), %d of 128256 logits differ from ref\n", name.c_str(), ms * 1e3,
                 100 * floorUs / (ms * 1e3), diff);

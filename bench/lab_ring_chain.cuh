@@ -65,27 +65,9 @@ __device__ __forceinline__ float lab_ring_block_sum(float v, float* red) {
   return v;
 }
 
-// lab_norm_block by the consumer threads: x [0, K) normalised (no weight, eps 1e-5) into xn.
+// lab_norm by the consumer threads: x [0, K) normalised into xn.
 __device__ __forceinline__ void lab_ring_norm(T* xn, const T* x, int K, float* red) {
-  typedef FkVec<T, FK_VEC> V;
-  const int nv = K / FK_VEC, t = threadIdx.x, nt = kRingConsumers * 32;
-  float ss = 0.f;
-  for (int j = t; j < nv; j += nt) {
-    const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(x) + j);
-    const V a = *reinterpret_cast<const V*>(&raw);
-#pragma unroll
-    for (int e = 0; e < FK_VEC; ++e) ss += fk_f(a.v[e]) * fk_f(a.v[e]);
-  }
-  const float inv = rsqrtf(lab_ring_block_sum(ss, red) / (float)K + 1e-5f);
-  for (int j = t; j < nv; j += nt) {
-    const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(x) + j);
-    const V a = *reinterpret_cast<const V*>(&raw);
-    V o;
-#pragma unroll
-    for (int e = 0; e < FK_VEC; ++e) fk_set(o.v[e], fk_f(a.v[e]) * inv);
-    reinterpret_cast<V*>(xn)[j] = o;
-  }
-  lab_consumers_sync();
+  lab_norm(xn, x, K, threadIdx.x, kRingConsumers * 32, [&](float v) { return lab_ring_block_sum(v, red); }, [] { lab_consumers_sync(); });
 }
 
 // Dynamic shared memory: the ring (stages slots), xn [maxK], then 2 * stages mbarriers (full, empty) and `stages` use
