@@ -29,9 +29,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 static_assert(FK_M == 1 && FK_VEC == 8, "the lab is bf16 at M 1");
@@ -288,10 +290,20 @@ int main(int argc, char** argv) {
   std::sort(bps.begin(), bps.end());
   bps.erase(std::unique(bps.begin(), bps.end()), bps.end());
   int bad = 0;  // runs whose logits differ from ref's
-  // logits of `run` (one chain) that differ from ref's; counted in `bad`
+  // logits of `run` (one chain) that differ from ref's; counted in `bad`. A chain is ~4 ms: one still running after
+  // 10 s has hung (a persistent launch whose blocks wait on each other), and the program exits (2) rather than let
+  // the GPU call's time limit take the rest of the call.
   auto logitsDiffering = [&](const auto& run) {
     CK(cudaMemset(out[(P - 1) % 2], 0xff, 128256 * 2));
     run();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (cudaError_t e; (e = cudaStreamQuery(s)) == cudaErrorNotReady;) {
+      if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(10)) {
+        std::printf("gemv-persistent: HUNG: the chain did not finish in 10 s\n");
+        std::exit(2);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     CK(cudaStreamSynchronize(s));
     CK(cudaMemcpy(got.data(), out[(P - 1) % 2], 128256 * 2, cudaMemcpyDeviceToHost));
     int diff = 0;
