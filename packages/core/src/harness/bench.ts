@@ -26,7 +26,9 @@ import { HarnessGuard, RewardHackError } from './guard.js';
  *     call is poisoned, outputs must be fresh plain Tensors of the backend's allocator, inputs must come
  *     back unmodified, and protected functions are re-verified after every round; outputs are compared
  *     with the task's tolerance plus a relative-L2 bound (tiny-output abuse); at small shapes both sides
- *     are compared with the float64 reference (golden); optionally a hidden perturbed shape;
+ *     are compared with the float64 reference (golden); optionally a hidden perturbed shape; a task's host
+ *     inputs (hostArgs) follow the tensors, a fresh copy per side and call, and the candidate must leave its
+ *     copy as it was;
  *  4. only when correct: warm-up, then `iters` timed calls per side, interleaved, each on one of
  *     `inputSets + 1` rotating input slots refilled (rolled floats, so no two calls see the same data)
  *     outside the timed window, after an L2 flush; device-timer and device-synchronised host times; random
