@@ -135,18 +135,7 @@ struct Lab {
   int warpsPerSm = 16;
   bool pdl = false;
 
-  void launch(const void* fn, dim3 g, dim3 b, void** args) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = g;
-    cfg.blockDim = b;
-    cfg.stream = s;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = pdl ? 1 : 0;
-    CK(cudaLaunchKernelExC(&cfg, fn, args));
-  }
+  void launch(const void* fn, dim3 g, dim3 b, void** args) { lab_launch(s, fn, g, b, args, pdl); }
   void norm(T* out, const T* in, int n) {
     void* a[] = {&out, &in, &n};
     launch((const void*)lab_norm, dim3(1), dim3(256), a);
@@ -193,32 +182,10 @@ struct Lab {
   // median ms of one replay of a graph captured from `body`
   template <class F>
   float graphMs(F body, int reps = 30) {
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    body();
-    CK(cudaStreamEndCapture(s, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    for (int i = 0; i < 3; ++i) CK(cudaGraphLaunch(ge, s));
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    std::vector<float> t;
-    for (int i = 0; i < reps; ++i) {
-      CK(cudaEventRecord(a, s));
-      CK(cudaGraphLaunch(ge, s));
-      CK(cudaEventRecord(b, s));
-      CK(cudaEventSynchronize(b));
-      float ms;
-      CK(cudaEventElapsedTime(&ms, a, b));
-      t.push_back(ms);
-    }
-    std::sort(t.begin(), t.end());
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
+    cudaGraphExec_t ge = lab_capture(s, body);
+    const float ms = lab_median_ms(s, [&] { CK(cudaGraphLaunch(ge, s)); }, reps, 3);
     CK(cudaGraphExecDestroy(ge));
-    CK(cudaGraphDestroy(g));
-    return t[t.size() / 2];
+    return ms;
   }
 };
 

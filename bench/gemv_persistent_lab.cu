@@ -170,27 +170,6 @@ extern "C" __global__ void LAB_CHAIN_BOUNDS lab_chain(const Phase* __restrict__ 
 
 #include "lab_ring_chain.cuh"  // lab_ring_chain (uses Phase)
 
-template <class F>
-static float medianMs(cudaStream_t s, F body, int reps) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  std::vector<float> t;
-  for (int i = 0; i < reps + 2; ++i) {
-    CK(cudaEventRecord(a, s));
-    body();
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    if (i >= 2) t.push_back(ms);  // two warm-ups
-  }
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a line at a time: a run cut by a time limit keeps what it printed
   std::vector<int> bps;
@@ -207,7 +186,7 @@ int main(int argc, char** argv) {
   T* a = alloc(big, 1);
   unsigned* sink;
   CK(cudaMalloc(&sink, 4));
-  const float readMs = medianMs(s, [&] { lab_read<<<sms * 8, 512, 0, s>>>(reinterpret_cast<const uint4*>(a), big / 8, sink); }, 10);
+  const float readMs = lab_median_ms(s, [&] { lab_read<<<sms * 8, 512, 0, s>>>(reinterpret_cast<const uint4*>(a), big / 8, sink); }, 10);
   const double readGBs = 2.0 * big / readMs / 1e6;
   CK(cudaFree(a));
 
@@ -232,18 +211,7 @@ int main(int argc, char** argv) {
               FK_UNR, FK_WARPS, readGBs, P, bytes / 1e9, floorUs);
 
   // ref: norm kernel + fk_gemv_stream per product, PDL launches, in a graph
-  auto launch = [&](const void* fn, int blocks, void** args) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(blocks);
-    cfg.blockDim = dim3(kThreads);
-    cfg.stream = s;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    CK(cudaLaunchKernelExC(&cfg, fn, args));
-  };
+  auto launch = [&](const void* fn, int blocks, void** args) { lab_launch(s, fn, dim3(blocks), dim3(kThreads), args, true); };
   auto refChain = [&] {
     for (int p = 0; p < P; ++p) {
       const T* x = p == 0 ? x0 : out[(p - 1) % 2];
@@ -264,17 +232,12 @@ int main(int argc, char** argv) {
       launch((const void*)fk_gemv_stream, blocks, ga);
     }
   };
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  refChain();
-  CK(cudaStreamEndCapture(s, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
+  cudaGraphExec_t ge = lab_capture(s, refChain);
   std::vector<unsigned short> ref(128256), got(128256);
   CK(cudaGraphLaunch(ge, s));
   CK(cudaStreamSynchronize(s));
   CK(cudaMemcpy(ref.data(), out[(P - 1) % 2], 128256 * 2, cudaMemcpyDeviceToHost));
-  const float refMs = medianMs(s, [&] { CK(cudaGraphLaunch(ge, s)); }, 10);
+  const float refMs = lab_median_ms(s, [&] { CK(cudaGraphLaunch(ge, s)); }, 10);
   struct Row {
     std::string what;
     double us;
@@ -352,7 +315,7 @@ int main(int argc, char** argv) {
       };
       const int diff = logitsDiffering(run);
       std::printf("gemv-persistent: bits %s (%d launches), %d blocks an SM vs ref: %d of 128256 logits differ\n", gr.name, launches, b, diff);
-      const float ms = medianMs(s, run, 10);
+      const float ms = lab_median_ms(s, run, 10);
       std::printf("gemv-persistent: persistent %s (%d launches), %d blocks an SM (%d warps) %.1f us (%.1f%% of the read floor)\n", gr.name, launches, b,
                   b * FK_WARPS, ms * 1e3, 100 * floorUs / (ms * 1e3));
       table.push_back({std::string(gr.name) + ", " + std::to_string(b) + " blocks/SM" + (diff ? " (BITS DIFFER)" : ""), ms * 1e3});
@@ -384,7 +347,7 @@ int main(int argc, char** argv) {
       CK(cudaLaunchCooperativeKernel((const void*)lab_ring_chain, dim3(blocks), dim3(kRingThreads), args, ringSmem, s));
     };
     const int diff = logitsDiffering(run);
-    const float ms = medianMs(s, run, 10);
+    const float ms = lab_median_ms(s, run, 10);
     std::printf("gemv-persistent: %s %.1f us (%.1f%% of the read floor), %d of 128256 logits differ from ref\n", name.c_str(), ms * 1e3,
                 100 * floorUs / (ms * 1e3), diff);
     table.push_back({name + (diff ? " (BITS DIFFER)" : ""), ms * 1e3});

@@ -52,22 +52,11 @@ __device__ __forceinline__ void lab_consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(kRingConsumers * 32) : "memory");
 }
 
-// fk_block_sum over the 256 consumer threads (named barrier 1 instead of __syncthreads): the same tree, so the same bits.
-__device__ __forceinline__ float lab_ring_block_sum(float v, float* red) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (lane == 0) red[warp] = v;
-  lab_consumers_sync();
-  v = lane < kRingConsumers ? red[lane] : 0.f;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 // lab_norm by the consumer threads: x [0, K) normalised into xn.
 __device__ __forceinline__ void lab_ring_norm(T* xn, const T* x, int K, float* red) {
-  lab_norm(xn, x, K, threadIdx.x, kRingConsumers * 32, [&](float v) { return lab_ring_block_sum(v, red); }, [] { lab_consumers_sync(); });
+  // fk_block_sum's tree over the consumer warps, meeting on their named barrier: the same bits as ref's 256-thread norm
+  lab_norm(xn, x, K, threadIdx.x, kRingConsumers * 32, [&](float v) { return fk_block_sum_over<kRingConsumers>(v, red, [] { lab_consumers_sync(); }); },
+           [] { lab_consumers_sync(); });
 }
 
 // Dynamic shared memory: the ring (stages slots), xn [maxK], then 2 * stages mbarriers (full, empty) and `stages` use
