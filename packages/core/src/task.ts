@@ -141,7 +141,7 @@ export function defineTask(meta: TaskMetaInput, behaviour: TaskBehaviour): TaskD
   const m = parsed.data;
   if (m.id !== `L${m.level}/${m.id.split('/')[1]}`) throw new Error(`task ${m.id}: level ${m.level} does not match its id`);
   if ((m.hostInputs.length > 0) !== (behaviour.hostArgs !== undefined)) {
-    throw new Error(`task ${m.id}: hostInputs and hostArgs go together (${m.hostInputs.length} host inputs declared, hostArgs ${behaviour.hostArgs ? 'given' : 'missing'})`);
+    throw new Error(`task ${m.id}: hostInputs and hostArgs go together (${m.hostInputs.length} host inputs declared, hostArgs ${behaviour.hostArgs ? 'given' : 'missing'}): give the behaviour a hostArgs for each declared host input, or declare none`);
   }
   return { ...m, ...behaviour, stem: m.id.split('/')[1]! };
 }
@@ -151,7 +151,7 @@ export function hostArgsFor(task: Pick<TaskDefinition, 'id' | 'hostInputs' | 'ho
   if (!task.hostArgs) return [];
   const values = [...task.hostArgs(inputs, c)];
   if (values.length !== task.hostInputs.length) {
-    throw new Error(`task ${task.id}: hostArgs gave ${values.length} values for ${task.hostInputs.length} host inputs (${task.hostInputs.map((h) => h.name).join(', ')})`);
+    throw new Error(`task ${task.id}: hostArgs gave ${values.length} values for ${task.hostInputs.length} host inputs (${task.hostInputs.map((h) => h.name).join(', ')}): return one value per host input, in their order`);
   }
   return values;
 }
