@@ -50,12 +50,13 @@ static T* alloc(long long n, unsigned seed) {
   return p;
 }
 
-// fn<<<grid, block, 0, s>>>(args...) as a programmatic dependent launch when `pdl` (inside a captured graph: an edge
+// fn<<<grid, block, smem, s>>>(args...) as a programmatic dependent launch when `pdl` (inside a captured graph: an edge
 // that lets fn start while the kernel before it runs), else an ordinary one.
-static void lab_launch(cudaStream_t s, const void* fn, dim3 grid, dim3 block, void** args, bool pdl) {
+static void lab_launch(cudaStream_t s, const void* fn, dim3 grid, dim3 block, void** args, bool pdl, size_t smem = 0) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
   cudaLaunchAttribute at[1];
   at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;

@@ -32,6 +32,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -326,31 +327,58 @@ int main(int argc, char** argv) {
   const char* ringEnv = std::getenv("LAB_RING");
   const bool ringOn = ringEnv && std::string(ringEnv) == "1";
   if (!ringOn) std::printf("gemv-persistent: the ring cases are skipped (LAB_RING=1 runs them)\n");
-  for (const auto& bs : ringOn ? std::vector<std::pair<int, int>>{{1, 32}, {1, 48}, {2, 16}, {2, 20}} : std::vector<std::pair<int, int>>{}) {
-    const int perSm = bs.first, stages = bs.second;
-    const size_t ringSmem = (size_t)stages * kRingSlotBytes + (size_t)maxK * sizeof(T) + (2 * sizeof(uint64_t) + sizeof(unsigned)) * stages;
+  // whole chain (cooperative, blocks meet on `arrived`) or per product (P 1 launches, PDL, in a graph: what an engine
+  // kernel could do, the producer streaming a product's weights while the product before finishes)
+  struct RingCase {
+    int perSm, stages;
+    bool perProduct;
+  };
+  const std::vector<RingCase> ringCases = {{2, 16, false}, {2, 20, false}, {3, 11, false}, {1, 48, true}, {2, 20, true}, {3, 11, true}};
+  for (const RingCase& rc : ringOn ? ringCases : std::vector<RingCase>{}) {
+    const int perSm = rc.perSm, stages = rc.stages;
+    const size_t ringSmem = (size_t)stages * kRingSlotBytes + (size_t)maxK * sizeof(T) + (2 * sizeof(unsigned long long) + sizeof(unsigned)) * stages;
     CK(cudaFuncSetAttribute(lab_ring_chain, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ringSmem));
     int ringFit = 0;
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ringFit, lab_ring_chain, kRingThreads, ringSmem));
-    const std::string name = "ring: " + std::to_string(perSm) + " block/SM, " + std::to_string(stages) + " x 4 KB";
+    const std::string name = std::string(rc.perProduct ? "ring per product (PDL graph): " : "ring: ") + std::to_string(perSm) + " block/SM, " +
+                             std::to_string(stages) + " x 4 KB";
     if (ringFit < perSm) {
       std::printf("gemv-persistent: %s does not fit (%d an SM): skipped\n", name.c_str(), ringFit);
       continue;
     }
     const int blocks = perSm * sms;
-    int maxKArg = maxK;
-    auto run = [&] {
-      CK(cudaMemsetAsync(arrived, 0, 4, s));
-      const T* x = x0;
-      T *o0 = out[0], *o1 = out[1];
-      void* args[] = {&dph, (void*)&P, &x, &o0, &o1, &arrived, (void*)&stages, &maxKArg};
-      CK(cudaLaunchCooperativeKernel((const void*)lab_ring_chain, dim3(blocks), dim3(kRingThreads), args, ringSmem, s));
-    };
+    int maxKArg = maxK, stagesArg = stages;
+    std::function<void()> run;
+    cudaGraphExec_t ringGraph = nullptr;
+    if (rc.perProduct) {
+      ringGraph = lab_capture(s, [&] {
+        for (int p = 0; p < P; ++p) {
+          const Phase* sub = dph + p;
+          int one = 1, pdl = 1;
+          const T* x = p == 0 ? x0 : out[(p - 1) % 2];
+          T* y = out[p % 2];
+          unsigned* none = nullptr;
+          void* args[] = {&sub, &one, &x, &y, &y, &none, &stagesArg, &maxKArg, &pdl};
+          lab_launch(s, (const void*)lab_ring_chain, dim3(blocks), dim3(kRingThreads), args, true, ringSmem);
+        }
+      });
+      run = [&] { CK(cudaGraphLaunch(ringGraph, s)); };
+    } else {
+      run = [&] {
+        CK(cudaMemsetAsync(arrived, 0, 4, s));
+        const T* x = x0;
+        T *o0 = out[0], *o1 = out[1];
+        int pdl = 0;
+        void* args[] = {&dph, (void*)&P, &x, &o0, &o1, &arrived, &stagesArg, &maxKArg, &pdl};
+        CK(cudaLaunchCooperativeKernel((const void*)lab_ring_chain, dim3(blocks), dim3(kRingThreads), args, ringSmem, s));
+      };
+    }
     const int diff = logitsDiffering(run);
     const float ms = lab_median_ms(s, run, 10);
     std::printf("gemv-persistent: %s %.1f us (%.1f%% of the read floor), %d of 128256 logits differ from ref\n", name.c_str(), ms * 1e3,
                 100 * floorUs / (ms * 1e3), diff);
     table.push_back({name + (diff ? " (BITS DIFFER)" : ""), ms * 1e3});
+    if (ringGraph) CK(cudaGraphExecDestroy(ringGraph));
   }
   std::printf("\ngemv-persistent table (FK_UNR %d; %d products, read floor %.1f us at %.0f GB/s; blocks fit: %d an SM)\n%-52s %10s %8s\n", FK_UNR, P,
               floorUs, readGBs, fit, "case", "us", "floor");

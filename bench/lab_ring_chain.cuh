@@ -14,37 +14,13 @@
 // as ref. Products alternate between out0 and out1 as in lab_chain; blocks meet on `arrived` (consumer thread 0 spins,
 // acquire; the consumers then sync on named barrier 1; the producer warp never joins it).
 #pragma once
-#include <cstdint>
+#include "../packages/backend-cuda/kernels/fk_bulk.cuh"  // the mbarrier and bulk-copy helpers fk_gemv_ring uses
 
 constexpr int kRingSlotBytes = 4096;                  // one bulk copy: 2048 bf16 of one row
 constexpr int kRingSlotVecs = kRingSlotBytes / 16;    // 256 vectors: 8 a lane
 constexpr int kRingConsumers = 8;                     // consumer warps (256 threads: the norm's block size in ref)
 constexpr int kRingThreads = (kRingConsumers + 1) * 32;  // and one producer warp
 
-__device__ __forceinline__ uint32_t lab_smem_addr(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void lab_mbar_init(uint64_t* b, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(lab_smem_addr(b)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void lab_mbar_arrive(uint64_t* b) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(lab_smem_addr(b)) : "memory");
-}
-__device__ __forceinline__ void lab_mbar_expect(uint64_t* b, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(lab_smem_addr(b)), "r"(bytes) : "memory");
-}
-// Until the barrier's phase `parity` has completed.
-__device__ __forceinline__ void lab_mbar_wait(uint64_t* b, unsigned parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT;\n}\n" ::"r"(lab_smem_addr(b)),
-      "r"(parity)
-      : "memory");
-}
-// `bytes` from global `src` into shared `dst`, counted on `bar` when they land (the TMA engine: no registers, no
-// thread waits for it).
-__device__ __forceinline__ void lab_bulk_load(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(lab_smem_addr(dst)), "l"(src),
-               "r"(bytes), "r"(lab_smem_addr(bar))
-               : "memory");
-}
 // Named barrier 1 over the consumer warps. bar.sync is warp-aligned: the __syncwarp first reconverges lanes that took a
 // branch of their own (thread 0's spin, lane 0's store), which the compiler does for __syncthreads but not for asm.
 __device__ __forceinline__ void lab_consumers_sync() {
@@ -67,24 +43,28 @@ __device__ __forceinline__ void lab_ring_norm(T* xn, const T* x, int K, float* r
 // in the slot's use number (written after use u - 1 was released, so phase u - 1 of `full` is complete), then waits on
 // `full` with parity u & 1. Run 17's first version, without the use numbers, hung on its first launch.
 
+// pdl: launched per product (P 1) as a programmatic dependent launch, as an engine kernel would be: every block lets
+// the next launch start at once (its producer then streams that product's weights as soon as a block of it is
+// resident), and the consumers wait for the launch before (griddepcontrol.wait: its x) before their norm.
 extern "C" __global__ void __launch_bounds__(kRingThreads) lab_ring_chain(const Phase* __restrict__ ph, int P, const T* __restrict__ x0, T* out0,
-                                                                         T* out1, unsigned* arrived, int stages, int maxK) {
+                                                                         T* out1, unsigned* arrived, int stages, int maxK, int pdl) {
+  if (pdl) asm volatile("griddepcontrol.launch_dependents;" :::);
   extern __shared__ __align__(16) unsigned char lab_smem[];  // (lab_chain declares it too: one alignment)
   unsigned char* ring = lab_smem;
   T* xn = reinterpret_cast<T*>(lab_smem + (size_t)stages * kRingSlotBytes);
-  uint64_t* full = reinterpret_cast<uint64_t*>(lab_smem + (size_t)stages * kRingSlotBytes + (size_t)maxK * sizeof(T));
-  uint64_t* empty = full + stages;
+  unsigned long long* full = reinterpret_cast<unsigned long long*>(lab_smem + (size_t)stages * kRingSlotBytes + (size_t)maxK * sizeof(T));
+  unsigned long long* empty = full + stages;
   volatile unsigned* slotUse = reinterpret_cast<volatile unsigned*>(empty + stages);  // the use the slot is being filled for
   __shared__ float red[32];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int B = gridDim.x, b = blockIdx.x;
   if (threadIdx.x == 0) {
     for (int s = 0; s < stages; ++s) {
-      lab_mbar_init(&full[s], 1);   // the producer's arrive (plus the copy's bytes)
-      lab_mbar_init(&empty[s], 1);  // the consuming warp's lane 0
+      fk_mbar_init(&full[s], 1);   // the producer's arrive (plus the copy's bytes)
+      fk_mbar_init(&empty[s], 1);  // the consuming warp's lane 0
       slotUse[s] = ~0u;             // no use yet
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    fk_mbar_init_fence();
   }
   __syncthreads();
 
@@ -97,15 +77,16 @@ extern "C" __global__ void __launch_bounds__(kRingThreads) lab_ring_chain(const 
       const unsigned char* src = reinterpret_cast<const unsigned char*>(ph[q].w + (long long)lo * K);
       for (int i = 0; i < (hi - lo) * cpr; ++i, ++g) {
         const int s = g % stages;
-        if (g >= (unsigned)stages) lab_mbar_wait(&empty[s], (g / stages - 1) & 1);  // its previous chunk was consumed
+        if (g >= (unsigned)stages) fk_mbar_wait(&empty[s], (g / stages - 1) & 1);  // its previous chunk was consumed
         slotUse[s] = g / stages;  // published first: a consumer of this use may wait on `full` from now on
-        lab_mbar_expect(&full[s], kRingSlotBytes);
-        lab_bulk_load(ring + (size_t)s * kRingSlotBytes, src + (size_t)i * kRingSlotBytes, kRingSlotBytes, &full[s]);
+        fk_mbar_expect(&full[s], kRingSlotBytes);
+        fk_bulk_load(ring + (size_t)s * kRingSlotBytes, src + (size_t)i * kRingSlotBytes, kRingSlotBytes, &full[s]);
       }
     }
     return;
   }
 
+  if (pdl) asm volatile("griddepcontrol.wait;" ::: "memory");
   unsigned gbase = 0;  // slots of the products before this one (the producer's g at its start)
   for (int q = 0; q < P; ++q) {
     const int N = ph[q].N, K = ph[q].K, cpr = K / (kRingSlotBytes / 2);
@@ -133,18 +114,18 @@ extern "C" __global__ void __launch_bounds__(kRingThreads) lab_ring_chain(const 
         const int s = g % stages;
         while (slotUse[s] != g / stages) {
         }
-        lab_mbar_wait(&full[s], (g / stages) & 1);
+        fk_mbar_wait(&full[s], (g / stages) & 1);
         const uint4* wv = reinterpret_cast<const uint4*>(ring + (size_t)s * kRingSlotBytes);
 #pragma unroll
         for (int v = 0; v < kRingSlotVecs / 32; ++v) acc[0] = fk_dot16(wv[lane + 32 * v], xn4[c * kRingSlotVecs + lane + 32 * v], acc[0]);
         __syncwarp();
-        if (lane == 0) lab_mbar_arrive(&empty[s]);  // the FMAs above used every value read from the slot
+        if (lane == 0) fk_mbar_arrive(&empty[s]);  // the FMAs above used every value read from the slot
       }
       fk_gemv_store_row(acc, 1, lane, y, nullptr, N, lo + i);
     }
     gbase += (unsigned)((hi - lo) * cpr);
     lab_consumers_sync();  // the block's rows are stored, and xn is free for the next product's norm
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 0 && arrived) {  // (per product: no counter)
       __threadfence();
       atomicAdd(arrived, 1u);
     }

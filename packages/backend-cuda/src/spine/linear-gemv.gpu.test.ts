@@ -17,7 +17,8 @@ const TOL: Record<string, { atol: number; rtol: number }> = { f32: { atol: 1e-4,
 const withLinear = <R>(patch: Partial<typeof LINEAR_TUNING>, fn: () => R): R => withTuning(LINEAR_TUNING, patch, fn);
 // pdlEager: the PDL cases here launch eagerly too (the default makes PDL launches in graph captures only)
 const withPdl = <R>(pdl: boolean, fn: () => R): R => withTuning(LAUNCH_TUNING, { pdl, pdlEager: pdl }, fn);
-const ON = { gemvMaxRows: 8 };
+// gemvRing off: these are fk_gemv_stream's and fk_gemv's tests (linear-ring.gpu.test.ts checks fk_gemv_ring against them)
+const ON = { gemvMaxRows: 8, gemvRing: false };
 const ROWS = { gemvMaxRows: 8, gemvStream: false }; // fk_gemv wherever a GEMV is taken
 const OFF = { gemvMaxRows: 0 };
 
@@ -155,7 +156,7 @@ describe('linear GEMV path (gemvMaxRows 8) vs the float64 CPU backend and cuBLAS
 describe('linearSiluAndMul: gate_up and silu in one fk_gemv_stream launch (LINEAR_TUNING.gemvFuseGlu)', () => {
   // The same bits as linear then siluAndMul (each sum rounded as the projection stores it, then fk_act_and_mul's
   // arithmetic), and close to the float64 CPU; null wherever linear would not take fk_gemv_stream.
-  const FUSE = { gemvMaxRows: 8, gemvFuseGlu: true };
+  const FUSE = { gemvMaxRows: 8, gemvFuseGlu: true, gemvRing: false };
   function checkGlu(dtype: DType, d: number, K: number, Ms: readonly number[]): void {
     const w = randCpu([2 * d, K], dtype, d * 11 + K, 1 / Math.sqrt(K));
     const b = randCpu([2 * d], dtype, d + 5, 0.5);
@@ -169,7 +170,7 @@ describe('linearSiluAndMul: gate_up and silu in one fk_gemv_stream launch (LINEA
         poison(M * 2 * d, M * d);
         const fused = withLinear(FUSE, () => withPath(() => gpu().ops.linearSiluAndMul!(gx, gw, bias ? gb : null)!));
         if (fused.kernel !== 'fk_gemv_stream') throw new Error(`${label}: ran ${fused.kernel}`);
-        const unfused = withLinear({ gemvMaxRows: 8 }, () => {
+        const unfused = withLinear({ gemvMaxRows: 8, gemvRing: false }, () => {
           const g = gpu().ops.linear(gx, gw, bias ? gb : null);
           const y = gpu().ops.siluAndMul(g);
           g.dispose();
@@ -194,7 +195,7 @@ describe('linearSiluAndMul: gate_up and silu in one fk_gemv_stream launch (LINEA
   it('declines (null) with the switch off, K not a multiple of 32 vectors, M above gemvMaxRows, an odd N, a weight of another dtype', G, () => {
     const x = toGpu(randCpu([1, 512], 'bf16', 1));
     const w = toGpu(randCpu([64, 512], 'bf16', 2));
-    expect(withLinear({ gemvMaxRows: 8, gemvFuseGlu: false }, () => gpu().ops.linearSiluAndMul!(x, w, null))).toBeNull();
+    expect(withLinear({ ...FUSE, gemvFuseGlu: false }, () => gpu().ops.linearSiluAndMul!(x, w, null))).toBeNull();
     const xk = toGpu(randCpu([1, 72], 'bf16', 3));
     const wk = toGpu(randCpu([64, 72], 'bf16', 4));
     expect(withLinear(FUSE, () => gpu().ops.linearSiluAndMul!(xk, wk, null))).toBeNull();
@@ -211,7 +212,7 @@ describe('linearSiluAndMul: gate_up and silu in one fk_gemv_stream launch (LINEA
 describe('rmsNormLinear: the RMSNorm in fk_gemv_stream\'s prologue (LINEAR_TUNING.gemvFuseNorm)', () => {
   // The same bits as rms_norm (fused_add_rms_norm with a residual) then linear (then siluAndMul), the new residual
   // included, and close to the float64 CPU composition; null wherever the fused kernel would not give those bits.
-  const FUSE = { gemvMaxRows: 1, gemvFuseNorm: true };
+  const FUSE = { gemvMaxRows: 1, gemvFuseNorm: true, gemvRing: false };
   const EPS = 1e-5;
   function checkNormLinear(dtype: DType, N: number, K: number, act: 'silu' | null): void {
     const seed = N * 7 + K + (act ? 1 : 0);
@@ -238,7 +239,7 @@ describe('rmsNormLinear: the RMSNorm in fk_gemv_stream\'s prologue (LINEAR_TUNIN
         expect(resFused === null).toBe(!residual);
         // the same on the GPU through the separate ops (no GLU fusion: linear, then siluAndMul)
         const [h, resUnfused] = residual ? gpu().ops.fusedAddRmsNorm(gx, gr, gnw, EPS) : [gpu().ops.rmsNorm(gx, gnw, EPS), null];
-        const proj = withLinear({ gemvMaxRows: 1 }, () => gpu().ops.linear(h, gw, bias ? gb : null));
+        const proj = withLinear({ gemvMaxRows: 1, gemvRing: false }, () => gpu().ops.linear(h, gw, bias ? gb : null));
         const unfused = act ? gpu().ops.siluAndMul(proj) : proj;
         expectClose(fused.y, unfused, { atol: 0, rtol: 0 }, `${label}: fused vs rms_norm + linear (same bits)`);
         if (resFused && resUnfused) expectClose(resFused, resUnfused, { atol: 0, rtol: 0 }, `${label}: new residual (same bits)`);
@@ -267,8 +268,8 @@ describe('rmsNormLinear: the RMSNorm in fk_gemv_stream\'s prologue (LINEAR_TUNIN
     const ok = call(x, null, nw, w);
     expect(ok).not.toBeNull();
     ok![0].dispose();
-    expect(call(x, null, nw, w, null, { gemvMaxRows: 1, gemvFuseNorm: false })).toBeNull();
-    expect(call(x, null, nw, w, 'silu', { gemvMaxRows: 1, gemvFuseNorm: true, gemvFuseGlu: false })).toBeNull(); // GLU switched off
+    expect(call(x, null, nw, w, null, { ...FUSE, gemvFuseNorm: false })).toBeNull();
+    expect(call(x, null, nw, w, 'silu', { ...FUSE, gemvFuseGlu: false })).toBeNull(); // GLU switched off
     const x2 = toGpu(randCpu([2, 4096], 'bf16', 4));
     expect(call(x2, null, nw, w)).toBeNull();
     const xk = toGpu(randCpu([1, 1024], 'bf16', 5));
@@ -301,7 +302,7 @@ describe('linear GEMV as a programmatic dependent launch (LAUNCH_TUNING.pdl, sm_
       for (const pdl of [true, false]) {
         for (let rep = 0; rep < 3; rep++) {
           poison(K / 2, K / 2); // the size of the bf16 rms_norm output
-          const got = withPdl(pdl, () => withLinear({ gemvMaxRows: 1, gemvStream }, () => withPath(() => gpu().ops.linear(gpu().ops.rmsNorm(gx, gnw, 1e-5), gw, null))));
+          const got = withPdl(pdl, () => withLinear({ gemvMaxRows: 1, gemvStream, gemvRing: false }, () => withPath(() => gpu().ops.linear(gpu().ops.rmsNorm(gx, gnw, 1e-5), gw, null))));
           if (got.path !== 'gemv') throw new Error(`took ${got.path}`);
           if (got.kernel !== (gemvStream ? 'fk_gemv_stream' : 'fk_gemv')) throw new Error(`gemvStream ${gemvStream} ran ${got.kernel}`);
           expectClose(got.y, expected, TOL.bf16!, `${gemvStream ? 'fk_gemv_stream' : 'fk_gemv'} pdl ${pdl} rep ${rep} vs float64`);
