@@ -47,6 +47,9 @@ describe('chooseLinearPath (CPU): cuBLASLt vs the small-batch GEMV, per call', (
     ['gemvRing, M 2', { M: 2 }, { gemvRing: true }, 'gemv-stream'],
     ['gemvRing, gemvStream off', {}, { gemvRing: true, gemvStream: false }, 'gemv'],
     ['gemvRing, unaligned', { aligned: false }, { gemvRing: true }, 'cublaslt'],
+    ['gemvRing, min rows 14336: N 28672', {}, { gemvRing: true, gemvRingMinRows: 14336 }, 'gemv-ring'],
+    ['gemvRing, min rows 14336: GLU pairs 14336', { rows: 14336 }, { gemvRing: true, gemvRingMinRows: 14336 }, 'gemv-ring'],
+    ['gemvRing, min rows 14336: N 6144', { N: 6144 }, { gemvRing: true, gemvRingMinRows: 14336 }, 'gemv-stream'],
   ];
   for (const [name, patch, tuning, want] of cases) {
     it(`${name} -> ${want}`, () => {

@@ -92,6 +92,9 @@ export const LINEAR_TUNING = {
    * FASTKERNELS_GEMV_RING.
    */
   gemvRing: envSwitch('FASTKERNELS_GEMV_RING', false),
+  /** The fewest output rows (FK_GLU: gate | up pairs) a product needs to take fk_gemv_ring rather than fk_gemv_stream.
+   * FASTKERNELS_GEMV_RING_MIN_ROWS. */
+  gemvRingMinRows: envCount('FASTKERNELS_GEMV_RING_MIN_ROWS', 0),
   /** fk_gemv_ring's blocks an SM (its grid: that many a multiprocessor, at most one a logical row); the ring takes the
    * shared memory that leaves (see gemvRingStages). FASTKERNELS_GEMV_RING_BLOCKS. */
   gemvRingBlocksPerSm: envCount('FASTKERNELS_GEMV_RING_BLOCKS', 3, 1),
@@ -135,6 +138,8 @@ export interface LinearShape {
   dtype: DType;
   /** x, the weight and x's row stride are 16-byte aligned, x's rows have unit stride and the weight is contiguous. */
   aligned: boolean;
+  /** Output rows when they are not N (FK_GLU: N / 2 gate | up pairs); for LINEAR_TUNING.gemvRingMinRows. */
+  rows?: number;
 }
 
 export type LinearPath = 'cublaslt' | 'gemv' | 'gemv-stream' | 'gemv-ring';
@@ -156,7 +161,8 @@ export function chooseLinearPath(s: LinearShape, tuning = LINEAR_TUNING): Linear
   const vec = 16 / itemsizeOf(s.dtype);
   if (s.K % vec !== 0 || !s.aligned) return 'cublaslt';
   if (!(tuning.gemvStream && s.K % (32 * vec) === 0)) return 'gemv';
-  return tuning.gemvRing && s.M === 1 && (s.K * itemsizeOf(s.dtype)) % GEMV_RING_SLOT_BYTES === 0 ? 'gemv-ring' : 'gemv-stream';
+  const ring = tuning.gemvRing && s.M === 1 && (s.K * itemsizeOf(s.dtype)) % GEMV_RING_SLOT_BYTES === 0 && (s.rows ?? s.N) >= tuning.gemvRingMinRows;
+  return ring ? 'gemv-ring' : 'gemv-stream';
 }
 
 /**
@@ -279,7 +285,7 @@ export function linearSiluAndMul(ctx: SpineContext, x: Tensor, weight: Tensor, b
   const temps: Tensor[] = [];
   try {
     const a = asMatrix(x, M, K, temps);
-    const path = chooseLinearPath({ M, N, K, dtype: x.dtype, aligned: gemvAligned(a, weight, M) });
+    const path = chooseLinearPath({ M, N, K, dtype: x.dtype, aligned: gemvAligned(a, weight, M), rows: N / 2 });
     if (!isStreamingGemv(path)) return null;
     const out = Tensor.empty(x.backend, [...lead, N / 2], x.dtype, { device: x.device });
     try {
@@ -320,7 +326,7 @@ export function rmsNormLinear(
   const temps: Tensor[] = [];
   try {
     const a = asMatrix(x, 1, K, temps);
-    const path = chooseLinearPath({ M: 1, N, K, dtype: dt, aligned: gemvAligned(a, weight, 1) });
+    const path = chooseLinearPath({ M: 1, N, K, dtype: dt, aligned: gemvAligned(a, weight, 1), rows: act ? N / 2 : N });
     if (!isStreamingGemv(path)) return null;
     const out = Tensor.empty(x.backend, [...lead, act ? N / 2 : N], dt, { device: x.device });
     const resOut = residual ? Tensor.empty(x.backend, x.shape, dt, { device: x.device }) : null;
