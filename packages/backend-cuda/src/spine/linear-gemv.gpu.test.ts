@@ -331,9 +331,14 @@ describe('linear speed: cuBLASLt vs the GEMV at M 1, 4, 8 (printed, not asserted
         const x = Tensor.empty(b, [M, K], 'bf16');
         x.fill_(0.5);
         const bytes = N * K * 2 + M * K * 2 + M * N * 2;
-        for (const [name, patch] of [['cublaslt', OFF], ['gemv', ROWS], ['gemv-stream', ON]] as const) {
-          // PDL off: kernel against kernel (cuBLASLt's are ordinary launches; the PDL pairs are timed below)
-          const ms = withPdl(false, () => withLinear(patch, () => graphMs((i) => b.ops.linear(x, ws[i % copies]!, null).dispose(), inner)));
+        // at M 1 also fk_gemv_ring, and the two M 1 streaming GEMVs as PDL launches (each call's weight loads start while
+        // the call before runs, as in the decode step's graph)
+        const RING = { ...ON, gemvRing: true, gemvRingMinRows: 0 };
+        const runs: [string, Partial<typeof LINEAR_TUNING>, boolean][] = [['cublaslt', OFF, false], ['gemv', ROWS, false], ['gemv-stream', ON, false]];
+        if (M === 1) runs.push(['gemv-ring', RING, false], ['gemv-stream pdl', ON, true], ['gemv-ring pdl', RING, true]);
+        for (const [name, patch, pdl] of runs) {
+          // PDL off: kernel against kernel (cuBLASLt's are ordinary launches)
+          const ms = withPdl(pdl, () => withLinear(patch, () => graphMs((i) => b.ops.linear(x, ws[i % copies]!, null).dispose(), inner)));
           const gbs = bytes / ms / 1e6;
           lines.push(`kernel-speed: linear M${M} N${N} K${K} [${name}] ${(ms * 1e3).toFixed(1)} us = ${gbs.toFixed(0)} GB/s (${((gbs / copyGBs) * 100).toFixed(0)}% of copy; in a CUDA graph)`);
         }
