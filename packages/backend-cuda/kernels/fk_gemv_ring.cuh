@@ -21,8 +21,8 @@
 // it, and a consumer waits for its use number there before it waits on the slot's `full` barrier (the lab's first
 // version, without the use numbers, hung).
 //
-// Dynamic shared memory (the host sizes it: fkGemvRingShared in linear.ts): the ring (stages x 4 KB), then FK_NORM's
-// normalised x (K elements), then `full` and `empty` (stages mbarriers each) and the use numbers (stages words).
+// Dynamic shared memory (the host sizes it: gemvRingSharedBytes in linear.ts): the ring (stages x 4 KB), then x (K
+// elements; FK_NORM's normalised), then `full` and `empty` (stages mbarriers each) and the use numbers (stages words).
 #pragma once
 #include "fk_bulk.cuh"
 
@@ -46,7 +46,8 @@ extern "C" __global__ void __launch_bounds__(FK_RING_THREADS)
 #endif
   extern __shared__ __align__(16) unsigned char fk_gemv_smem[];
   unsigned char* ring = fk_gemv_smem;
-  unsigned long long* full = reinterpret_cast<unsigned long long*>(fk_gemv_smem + (size_t)stages * kFkRingSlotBytes + (FK_NORM ? (size_t)K * sizeof(FK_T) : 0));
+  FK_T* xn = reinterpret_cast<FK_T*>(fk_gemv_smem + (size_t)stages * kFkRingSlotBytes);  // x (FK_NORM: normalised)
+  unsigned long long* full = reinterpret_cast<unsigned long long*>(fk_gemv_smem + (size_t)stages * kFkRingSlotBytes + (size_t)K * sizeof(FK_T));
   unsigned long long* empty = full + stages;
   volatile unsigned* slotUse = reinterpret_cast<volatile unsigned*>(empty + stages);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -89,10 +90,14 @@ extern "C" __global__ void __launch_bounds__(FK_RING_THREADS)
 
   fk_pdl_wait();  // x (and res_in) come from the kernel before
 #if FK_NORM
-  FK_T* xn = reinterpret_cast<FK_T*>(fk_gemv_smem + (size_t)stages * kFkRingSlotBytes);
   fk_gemv_norm_x_over<FK_WARPS>(xn, x, res_in, res_out, norm_w, K, eps, [] { fk_ring_consumers_sync(); });
-  const uint4* xv = reinterpret_cast<const uint4*>(xn);
+#else
+  // x staged in shared memory too: the ring leaves L1 too small to keep it (run 18: the down projection's 28 KB x read
+  // through L2 for every slot took 44.5 us against fk_gemv_stream's 30.7)
+  for (int j = threadIdx.x; j < K / FK_VEC; j += FK_WARPS * 32) reinterpret_cast<uint4*>(xn)[j] = __ldg(reinterpret_cast<const uint4*>(x) + j);
+  fk_ring_consumers_sync();
 #endif
+  const uint4* xv = reinterpret_cast<const uint4*>(xn);
   for (int i = warp; i < hi - lo; i += FK_WARPS) {
     float acc[1] = {0.f};
 #if FK_GLU
@@ -108,11 +113,7 @@ extern "C" __global__ void __launch_bounds__(FK_RING_THREADS)
       const int j0 = (c % cpr) * kFkRingSlotVecs + lane;  // the row's vector this lane starts the slot at
 #pragma unroll
       for (int v = 0; v < kFkRingSlotVecs / 32; ++v) {
-#if FK_NORM
         acc[0] = fk_dot16(wv[lane + 32 * v], xv[j0 + 32 * v], acc[0]);
-#else
-        fk_gemv_step(acc, wv[lane + 32 * v], x, xs, 1, j0 + 32 * v);
-#endif
       }
       __syncwarp();
       if (lane == 0) fk_mbar_arrive(&empty[s]);  // every lane's reads of the slot are done

@@ -333,7 +333,7 @@ describe('linear speed: cuBLASLt vs the GEMV at M 1, 4, 8 (printed, not asserted
         const bytes = N * K * 2 + M * K * 2 + M * N * 2;
         // at M 1 also fk_gemv_ring, and the two M 1 streaming GEMVs as PDL launches (each call's weight loads start while
         // the call before runs, as in the decode step's graph)
-        const RING = { ...ON, gemvRing: true, gemvRingMinRows: 0 };
+        const RING = { ...ON, gemvRing: true, gemvRingMinRows: 0, gemvRingMinK: 0 };
         const runs: [string, Partial<typeof LINEAR_TUNING>, boolean][] = [['cublaslt', OFF, false], ['gemv', ROWS, false], ['gemv-stream', ON, false]];
         if (M === 1) runs.push(['gemv-ring', RING, false], ['gemv-stream pdl', ON, true], ['gemv-ring pdl', RING, true]);
         for (const [name, patch, pdl] of runs) {

@@ -50,6 +50,8 @@ describe('chooseLinearPath (CPU): cuBLASLt vs the small-batch GEMV, per call', (
     ['gemvRing, min rows 14336: N 28672', {}, { gemvRing: true, gemvRingMinRows: 14336 }, 'gemv-ring'],
     ['gemvRing, min rows 14336: GLU pairs 14336', { rows: 14336 }, { gemvRing: true, gemvRingMinRows: 14336 }, 'gemv-ring'],
     ['gemvRing, min rows 14336: N 6144', { N: 6144 }, { gemvRing: true, gemvRingMinRows: 14336 }, 'gemv-stream'],
+    ['gemvRing, min K 14336: K 14336', { K: 14336 }, { gemvRing: true, gemvRingMinK: 14336 }, 'gemv-ring'],
+    ['gemvRing, min K 14336: K 4096', {}, { gemvRing: true, gemvRingMinK: 14336 }, 'gemv-stream'],
   ];
   for (const [name, patch, tuning, want] of cases) {
     it(`${name} -> ${want}`, () => {

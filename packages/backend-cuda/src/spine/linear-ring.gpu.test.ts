@@ -12,7 +12,7 @@ import { LAUNCH_TUNING } from '../launch-tuning.js';
 import { LINEAR_TUNING } from './linear.js';
 
 const TOL: Record<string, { atol: number; rtol: number }> = { f32: { atol: 1e-4, rtol: 1e-3 }, f16: { atol: 2e-2, rtol: 2e-2 }, bf16: { atol: 2e-2, rtol: 2e-2 } };
-const RING = { gemvMaxRows: 1, gemvRing: true, gemvRingMinRows: 0, gemvFuseGlu: true, gemvFuseNorm: true };
+const RING = { gemvMaxRows: 1, gemvRing: true, gemvRingMinRows: 0, gemvRingMinK: 0, gemvFuseGlu: true, gemvFuseNorm: true };
 const STREAM = { ...RING, gemvRing: false };
 // (gemvRingMinRows 0: every product the ring can take; the engine's default may leave the small ones to the stream)
 type Patch = Partial<typeof LINEAR_TUNING>;

@@ -95,6 +95,9 @@ export const LINEAR_TUNING = {
   /** The fewest output rows (FK_GLU: gate | up pairs) a product needs to take fk_gemv_ring rather than fk_gemv_stream.
    * FASTKERNELS_GEMV_RING_MIN_ROWS. */
   gemvRingMinRows: envCount('FASTKERNELS_GEMV_RING_MIN_ROWS', 0),
+  /** The smallest K a product needs to take fk_gemv_ring (14336: Llama-3-8B's down projection only).
+   * FASTKERNELS_GEMV_RING_MIN_K. */
+  gemvRingMinK: envCount('FASTKERNELS_GEMV_RING_MIN_K', 0),
   /** fk_gemv_ring's blocks an SM (its grid: that many a multiprocessor, at most one a logical row); the ring takes the
    * shared memory that leaves (see gemvRingStages). FASTKERNELS_GEMV_RING_BLOCKS. */
   gemvRingBlocksPerSm: envCount('FASTKERNELS_GEMV_RING_BLOCKS', 3, 1),
@@ -108,9 +111,9 @@ export const LINEAR_TUNING = {
 /** fk_gemv_ring's slot (one bulk copy) and threads a block (8 consumer warps and its producer warp). */
 export const GEMV_RING_SLOT_BYTES = 4096;
 
-/** Dynamic shared memory of fk_gemv_ring: the ring, FK_NORM's normalised x, two mbarriers and a use number a slot. */
-export function gemvRingSharedBytes(stages: number, normBytes: number): number {
-  return stages * GEMV_RING_SLOT_BYTES + normBytes + stages * (8 + 8 + 4);
+/** Dynamic shared memory of fk_gemv_ring: the ring, x (FK_NORM: normalised), two mbarriers and a use number a slot. */
+export function gemvRingSharedBytes(stages: number, xBytes: number): number {
+  return stages * GEMV_RING_SLOT_BYTES + xBytes + stages * (8 + 8 + 4);
 }
 
 /**
@@ -161,7 +164,8 @@ export function chooseLinearPath(s: LinearShape, tuning = LINEAR_TUNING): Linear
   const vec = 16 / itemsizeOf(s.dtype);
   if (s.K % vec !== 0 || !s.aligned) return 'cublaslt';
   if (!(tuning.gemvStream && s.K % (32 * vec) === 0)) return 'gemv';
-  const ring = tuning.gemvRing && s.M === 1 && (s.K * itemsizeOf(s.dtype)) % GEMV_RING_SLOT_BYTES === 0 && (s.rows ?? s.N) >= tuning.gemvRingMinRows;
+  const ring = tuning.gemvRing && s.M === 1 && (s.K * itemsizeOf(s.dtype)) % GEMV_RING_SLOT_BYTES === 0 && (s.rows ?? s.N) >= tuning.gemvRingMinRows &&
+    s.K >= tuning.gemvRingMinK;
   return ring ? 'gemv-ring' : 'gemv-stream';
 }
 
@@ -384,9 +388,10 @@ function launchGemv(ctx: SpineContext, op: string, path: 'gemv' | 'gemv-stream' 
     const defines = { ...common, FK_RING: 1, ...(LINEAR_TUNING.gemvRingLateTrigger ? { FK_LATE_TRIGGER: 1 } : {}), ...(norm ? { FK_NORM: norm.residual ? 2 : 1 } : {}) };
     const k = spineKernel(ctx, 'gemv.cu', 'fk_gemv_ring', defines);
     const perSm = LINEAR_TUNING.gemvRingBlocksPerSm;
-    const stages = gemvRingStages(k, defines, perSm, normShared);
+    const xBytes = K * itemsizeOf(a.dtype); // x staged in shared memory (normalised with FK_NORM)
+    const stages = gemvRingStages(k, defines, perSm, xBytes);
     args.push(stages);
-    k.launch(Math.min(rows, perSm * ctx.multiprocessors), (warps + 1) * 32, gemvRingSharedBytes(stages, normShared), args, undefined, flags);
+    k.launch(Math.min(rows, perSm * ctx.multiprocessors), (warps + 1) * 32, gemvRingSharedBytes(stages, xBytes), args, undefined, flags);
     return;
   }
   const entry = path === 'gemv-stream' ? 'fk_gemv_stream' : 'fk_gemv';
