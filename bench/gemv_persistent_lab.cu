@@ -17,7 +17,14 @@
 // persistent - ref is what the boundaries cost. Prints one line per measurement and a table last.
 // Run 17: the whole chain in one launch took 4074 us against ref's 4078: the boundaries cost nothing a register-fed
 // launch recovers. With LAB_RING=1 it also times lab_ring_chain.cuh, whose weights stream through a shared-memory ring
-// (bulk copies up to 192 KB a block ahead), the one way left to keep DRAM busy while the blocks wait for each other.
+// (bulk copies up to 80 KB a block ahead), whole chain and one launch a product in a PDL graph.
+// Run 18 (gemv-persistent-run18-ring*.log, same bits everywhere): whole chain 3921-3976 us at 2 blocks an SM with 20
+// slots, one launch a product 3932 us at 3 blocks with 11 slots, against ref's 4096-4146. Mind what ref is: its norm is
+// a kernel of its own before every product, while the ring cases (like the engine's fk_gemv_stream) normalise inside
+// the product. The engine kernel built on it (fk_gemv_ring, bench/results/h200/gemv-ring-run18.patch) had the stream's
+// bits but was slower in the decode step at every setting (4.43-5.92 ms against 4.19-4.23), and no faster one product
+// at a time as PDL launches (gpu-tests-run18-linear-speed.log: qkv 15.1 us against 14.7, o 11.1 / 11.0, gate_up 58.3 /
+// 58.8, lm_head 245.4 / 241.4). So the lab's gain did not carry over; part of it is ref's separate norm launches.
 //   Build: nvcc -std=c++17 -O3 -arch=sm_90a -DFK_PDL=1 -DFK_UNR=4 [-DLAB_MINB=6] bench/gemv_persistent_lab.cu
 //   Run: ./gemv_persistent_lab [blocks-per-SM ...]  (persistent grids to try; default: 2 3 4 and what fits)
 // compile-cu: -DFK_PDL=1 -DFK_UNR=4 -DLAB_MINB=6

@@ -13,8 +13,9 @@
 // fk_gemv_stream, so with the same normalised x (lab_ring_norm: lab_norm_block's order over 256 threads) the same bits
 // as ref. Products alternate between out0 and out1 as in lab_chain; blocks meet on `arrived` (consumer thread 0 spins,
 // acquire; the consumers then sync on named barrier 1; the producer warp never joins it).
+// Run 18: it runs, with ref's bits (the header of gemv_persistent_lab.cu has the figures and what they mean).
 #pragma once
-#include "../packages/backend-cuda/kernels/fk_bulk.cuh"  // the mbarrier and bulk-copy helpers fk_gemv_ring uses
+#include "lab_bulk.cuh"  // the mbarrier and bulk-copy helpers
 
 constexpr int kRingSlotBytes = 4096;                  // one bulk copy: 2048 bf16 of one row
 constexpr int kRingSlotVecs = kRingSlotBytes / 16;    // 256 vectors: 8 a lane
@@ -60,11 +61,11 @@ extern "C" __global__ void __launch_bounds__(kRingThreads) lab_ring_chain(const 
   const int B = gridDim.x, b = blockIdx.x;
   if (threadIdx.x == 0) {
     for (int s = 0; s < stages; ++s) {
-      fk_mbar_init(&full[s], 1);   // the producer's arrive (plus the copy's bytes)
-      fk_mbar_init(&empty[s], 1);  // the consuming warp's lane 0
+      lab_mbar_init(&full[s], 1);   // the producer's arrive (plus the copy's bytes)
+      lab_mbar_init(&empty[s], 1);  // the consuming warp's lane 0
       slotUse[s] = ~0u;             // no use yet
     }
-    fk_mbar_init_fence();
+    lab_mbar_init_fence();
   }
   __syncthreads();
 
@@ -77,10 +78,10 @@ extern "C" __global__ void __launch_bounds__(kRingThreads) lab_ring_chain(const 
       const unsigned char* src = reinterpret_cast<const unsigned char*>(ph[q].w + (long long)lo * K);
       for (int i = 0; i < (hi - lo) * cpr; ++i, ++g) {
         const int s = g % stages;
-        if (g >= (unsigned)stages) fk_mbar_wait(&empty[s], (g / stages - 1) & 1);  // its previous chunk was consumed
+        if (g >= (unsigned)stages) lab_mbar_wait(&empty[s], (g / stages - 1) & 1);  // its previous chunk was consumed
         slotUse[s] = g / stages;  // published first: a consumer of this use may wait on `full` from now on
-        fk_mbar_expect(&full[s], kRingSlotBytes);
-        fk_bulk_load(ring + (size_t)s * kRingSlotBytes, src + (size_t)i * kRingSlotBytes, kRingSlotBytes, &full[s]);
+        lab_mbar_expect(&full[s], kRingSlotBytes);
+        lab_bulk_load(ring + (size_t)s * kRingSlotBytes, src + (size_t)i * kRingSlotBytes, kRingSlotBytes, &full[s]);
       }
     }
     return;
@@ -114,12 +115,12 @@ extern "C" __global__ void __launch_bounds__(kRingThreads) lab_ring_chain(const 
         const int s = g % stages;
         while (slotUse[s] != g / stages) {
         }
-        fk_mbar_wait(&full[s], (g / stages) & 1);
+        lab_mbar_wait(&full[s], (g / stages) & 1);
         const uint4* wv = reinterpret_cast<const uint4*>(ring + (size_t)s * kRingSlotBytes);
 #pragma unroll
         for (int v = 0; v < kRingSlotVecs / 32; ++v) acc[0] = fk_dot16(wv[lane + 32 * v], xn4[c * kRingSlotVecs + lane + 32 * v], acc[0]);
         __syncwarp();
-        if (lane == 0) fk_mbar_arrive(&empty[s]);  // the FMAs above used every value read from the slot
+        if (lane == 0) lab_mbar_arrive(&empty[s]);  // the FMAs above used every value read from the slot
       }
       fk_gemv_store_row(acc, 1, lane, y, nullptr, N, lo + i);
     }

@@ -10,17 +10,13 @@
 // K % FK_VEC == 0 and x, W and x's row stride are 16-byte aligned. y and bias are accessed one element at a time.
 // Specialised with -DFK_T=<__nv_bfloat16|__half|float> -DFK_VEC=<8|8|4> -DFK_M -DFK_UNR -DFK_WARPS -DFK_BIAS, and for
 // fk_gemv_stream -DFK_GLU=1 (with -DFK_ACT, fk_act.cuh): the gated MLP's activation in the epilogue, and -DFK_NORM=1|2:
-// the RMSNorm before the projection in its prologue (see there); -DFK_RING=1 (M 1) adds fk_gemv_ring (fk_gemv_ring.cuh).
-// tools/compile-cu.sh also builds:
+// the RMSNorm before the projection in its prologue (see there). tools/compile-cu.sh also builds:
 // compile-cu: -DFK_GLU=1 -DFK_UNR=4
 // compile-cu: -DFK_GLU=1 -DFK_UNR=4 -DFK_PDL=1 -DFK_LATE_TRIGGER=1
 // compile-cu: -DFK_UNR=4 -DFK_PDL=1 -DFK_LATE_TRIGGER=1
 // compile-cu: -DFK_NORM=1 -DFK_MINB=6 -DFK_UNR=4 -DFK_BIAS=1 -DFK_PDL=1 -DFK_LATE_TRIGGER=1
 // compile-cu: -DFK_NORM=2 -DFK_GLU=1 -DFK_MINB=6 -DFK_UNR=4 -DFK_PDL=1 -DFK_LATE_TRIGGER=1
 // compile-cu: -DFK_NORM=2 -DFK_T=float -DFK_VEC=4 -DFK_MINB=6 -DFK_UNR=4
-// compile-cu: -DFK_RING=1 -DFK_PDL=1
-// compile-cu: -DFK_RING=1 -DFK_NORM=2 -DFK_GLU=1 -DFK_BIAS=1 -DFK_PDL=1 -DFK_LATE_TRIGGER=1
-// compile-cu: -DFK_RING=1 -DFK_NORM=1 -DFK_T=float -DFK_VEC=4
 #include "fk_vec.cuh"
 #include "fk_pdl.cuh"
 #include "fk_act.cuh"
@@ -182,19 +178,15 @@ __device__ __forceinline__ void fk_gemv_store_glu(const float (&gate)[FK_M], con
 // (their own thread's slots) rather than registers: the weight loads in flight keep the registers. FK_NORM 2 normalises
 // s = x + res_in rounded to FK_T, and block 0 stores s (the new residual). Every thread of the block must call it (it
 // syncs); after it returns, xn is complete.
-// NW: the block's first NW warps do it and meet at `sync` (0: every warp, at __syncthreads; fk_gemv_ring's consumer
-// warps pass their named barrier, its producer warp takes no part).
-template <int NW, class Sync>
-__device__ __forceinline__ void fk_gemv_norm_x_over(FK_T* __restrict__ xn, const FK_T* __restrict__ x, const FK_T* __restrict__ res_in,
-                                                    FK_T* __restrict__ res_out, const FK_T* __restrict__ nw, int K, float eps, Sync sync) {
+__device__ __forceinline__ void fk_gemv_norm_x(FK_T* __restrict__ xn, const FK_T* __restrict__ x, const FK_T* __restrict__ res_in,
+                                               FK_T* __restrict__ res_out, const FK_T* __restrict__ nw, int K, float eps) {
 #if FK_NORM
   typedef FkVec<FK_T, FK_VEC> V;
   __shared__ float red[32];
   const int nv = K / FK_VEC;
-  const unsigned nt = NW ? NW * 32u : blockDim.x;
   V* xo = reinterpret_cast<V*>(xn);
   float ss = 0.f;
-  for (int j = threadIdx.x; j < nv; j += nt) {
+  for (int j = threadIdx.x; j < nv; j += blockDim.x) {
     V a = reinterpret_cast<const V*>(x)[j];
 #if FK_NORM == 2
     const V b = reinterpret_cast<const V*>(res_in)[j];
@@ -209,9 +201,9 @@ __device__ __forceinline__ void fk_gemv_norm_x_over(FK_T* __restrict__ xn, const
     }
     xo[j] = a;
   }
-  ss = fk_block_sum_over<NW>(ss, red, sync);
+  ss = fk_block_sum(ss, red);
   const float inv = rsqrtf(ss / (float)K + eps);
-  for (int j = threadIdx.x; j < nv; j += nt) {
+  for (int j = threadIdx.x; j < nv; j += blockDim.x) {
     const V a = xo[j];
     const V wk = reinterpret_cast<const V*>(nw)[j];
     V o;
@@ -219,12 +211,8 @@ __device__ __forceinline__ void fk_gemv_norm_x_over(FK_T* __restrict__ xn, const
     for (int e = 0; e < FK_VEC; ++e) fk_set(o.v[e], fk_f(a.v[e]) * inv * fk_f(wk.v[e]));
     xo[j] = o;
   }
-  sync();
+  __syncthreads();
 #endif
-}
-__device__ __forceinline__ void fk_gemv_norm_x(FK_T* __restrict__ xn, const FK_T* __restrict__ x, const FK_T* __restrict__ res_in,
-                                               FK_T* __restrict__ res_out, const FK_T* __restrict__ nw, int K, float eps) {
-  fk_gemv_norm_x_over<0>(xn, x, res_in, res_out, nw, K, eps, [] { __syncthreads(); });
 }
 
 // fk_gemv_stream: the same product (same per-lane order and the same shuffle tree, so the same bits as fk_gemv), laid
@@ -360,12 +348,3 @@ extern "C" __global__ void FK_STREAM_BOUNDS
     }
   }
 }
-
-// FK_RING=1 (M 1): fk_gemv_ring, the product with the weight streamed through a shared-memory ring (see there).
-#ifndef FK_RING
-#define FK_RING 0
-#endif
-#if FK_RING
-static_assert(FK_M == 1, "fk_gemv_ring computes one row of x");
-#include "fk_gemv_ring.cuh"
-#endif

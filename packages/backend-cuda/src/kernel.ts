@@ -94,15 +94,8 @@ export class CudaKernel implements Kernel {
     this.rt!.launch(f, grid, block, sharedBytes, this.layout, args, stream, flags);
   }
 
-  /** Blocks of `blockSize` threads with `sharedBytes` of dynamic shared memory an SM holds (the opt-in above 48 KB is made
-   * first, as launch does: the driver counts no block whose shared memory exceeds the function's allowance). */
   occupancy(blockSize: number, sharedBytes = 0): { activeBlocksPerSM: number; suggestedBlockSize: number; minGridSize: number } {
-    const f = this.handle;
-    if (sharedBytes > this.sharedSet) {
-      this.runtime.setMaxDynamicShared(f, sharedBytes);
-      this.sharedSet = sharedBytes;
-    }
-    return this.runtime.addon.occupancy(f, blockSize, sharedBytes);
+    return this.runtime.addon.occupancy(this.handle, blockSize, sharedBytes);
   }
 
   attributes(): { numRegs: number; localBytes: number; staticSharedBytes: number; maxThreadsPerBlock: number } {

@@ -17,8 +17,7 @@ const TOL: Record<string, { atol: number; rtol: number }> = { f32: { atol: 1e-4,
 const withLinear = <R>(patch: Partial<typeof LINEAR_TUNING>, fn: () => R): R => withTuning(LINEAR_TUNING, patch, fn);
 // pdlEager: the PDL cases here launch eagerly too (the default makes PDL launches in graph captures only)
 const withPdl = <R>(pdl: boolean, fn: () => R): R => withTuning(LAUNCH_TUNING, { pdl, pdlEager: pdl }, fn);
-// gemvRing off: these are fk_gemv_stream's and fk_gemv's tests (linear-ring.gpu.test.ts checks fk_gemv_ring against them)
-const ON = { gemvMaxRows: 8, gemvRing: false };
+const ON = { gemvMaxRows: 8 };
 const ROWS = { gemvMaxRows: 8, gemvStream: false }; // fk_gemv wherever a GEMV is taken
 const OFF = { gemvMaxRows: 0 };
 
@@ -156,7 +155,7 @@ describe('linear GEMV path (gemvMaxRows 8) vs the float64 CPU backend and cuBLAS
 describe('linearSiluAndMul: gate_up and silu in one fk_gemv_stream launch (LINEAR_TUNING.gemvFuseGlu)', () => {
   // The same bits as linear then siluAndMul (each sum rounded as the projection stores it, then fk_act_and_mul's
   // arithmetic), and close to the float64 CPU; null wherever linear would not take fk_gemv_stream.
-  const FUSE = { gemvMaxRows: 8, gemvFuseGlu: true, gemvRing: false };
+  const FUSE = { gemvMaxRows: 8, gemvFuseGlu: true };
   function checkGlu(dtype: DType, d: number, K: number, Ms: readonly number[]): void {
     const w = randCpu([2 * d, K], dtype, d * 11 + K, 1 / Math.sqrt(K));
     const b = randCpu([2 * d], dtype, d + 5, 0.5);
@@ -170,7 +169,7 @@ describe('linearSiluAndMul: gate_up and silu in one fk_gemv_stream launch (LINEA
         poison(M * 2 * d, M * d);
         const fused = withLinear(FUSE, () => withPath(() => gpu().ops.linearSiluAndMul!(gx, gw, bias ? gb : null)!));
         if (fused.kernel !== 'fk_gemv_stream') throw new Error(`${label}: ran ${fused.kernel}`);
-        const unfused = withLinear({ gemvMaxRows: 8, gemvRing: false }, () => {
+        const unfused = withLinear({ gemvMaxRows: 8 }, () => {
           const g = gpu().ops.linear(gx, gw, bias ? gb : null);
           const y = gpu().ops.siluAndMul(g);
           g.dispose();
@@ -195,7 +194,7 @@ describe('linearSiluAndMul: gate_up and silu in one fk_gemv_stream launch (LINEA
   it('declines (null) with the switch off, K not a multiple of 32 vectors, M above gemvMaxRows, an odd N, a weight of another dtype', G, () => {
     const x = toGpu(randCpu([1, 512], 'bf16', 1));
     const w = toGpu(randCpu([64, 512], 'bf16', 2));
-    expect(withLinear({ ...FUSE, gemvFuseGlu: false }, () => gpu().ops.linearSiluAndMul!(x, w, null))).toBeNull();
+    expect(withLinear({ gemvMaxRows: 8, gemvFuseGlu: false }, () => gpu().ops.linearSiluAndMul!(x, w, null))).toBeNull();
     const xk = toGpu(randCpu([1, 72], 'bf16', 3));
     const wk = toGpu(randCpu([64, 72], 'bf16', 4));
     expect(withLinear(FUSE, () => gpu().ops.linearSiluAndMul!(xk, wk, null))).toBeNull();
@@ -212,7 +211,7 @@ describe('linearSiluAndMul: gate_up and silu in one fk_gemv_stream launch (LINEA
 describe('rmsNormLinear: the RMSNorm in fk_gemv_stream\'s prologue (LINEAR_TUNING.gemvFuseNorm)', () => {
   // The same bits as rms_norm (fused_add_rms_norm with a residual) then linear (then siluAndMul), the new residual
   // included, and close to the float64 CPU composition; null wherever the fused kernel would not give those bits.
-  const FUSE = { gemvMaxRows: 1, gemvFuseNorm: true, gemvRing: false };
+  const FUSE = { gemvMaxRows: 1, gemvFuseNorm: true };
   const EPS = 1e-5;
   function checkNormLinear(dtype: DType, N: number, K: number, act: 'silu' | null): void {
     const seed = N * 7 + K + (act ? 1 : 0);
@@ -239,7 +238,7 @@ describe('rmsNormLinear: the RMSNorm in fk_gemv_stream\'s prologue (LINEAR_TUNIN
         expect(resFused === null).toBe(!residual);
         // the same on the GPU through the separate ops (no GLU fusion: linear, then siluAndMul)
         const [h, resUnfused] = residual ? gpu().ops.fusedAddRmsNorm(gx, gr, gnw, EPS) : [gpu().ops.rmsNorm(gx, gnw, EPS), null];
-        const proj = withLinear({ gemvMaxRows: 1, gemvRing: false }, () => gpu().ops.linear(h, gw, bias ? gb : null));
+        const proj = withLinear({ gemvMaxRows: 1 }, () => gpu().ops.linear(h, gw, bias ? gb : null));
         const unfused = act ? gpu().ops.siluAndMul(proj) : proj;
         expectClose(fused.y, unfused, { atol: 0, rtol: 0 }, `${label}: fused vs rms_norm + linear (same bits)`);
         if (resFused && resUnfused) expectClose(resFused, resUnfused, { atol: 0, rtol: 0 }, `${label}: new residual (same bits)`);
@@ -268,8 +267,8 @@ describe('rmsNormLinear: the RMSNorm in fk_gemv_stream\'s prologue (LINEAR_TUNIN
     const ok = call(x, null, nw, w);
     expect(ok).not.toBeNull();
     ok![0].dispose();
-    expect(call(x, null, nw, w, null, { ...FUSE, gemvFuseNorm: false })).toBeNull();
-    expect(call(x, null, nw, w, 'silu', { ...FUSE, gemvFuseGlu: false })).toBeNull(); // GLU switched off
+    expect(call(x, null, nw, w, null, { gemvMaxRows: 1, gemvFuseNorm: false })).toBeNull();
+    expect(call(x, null, nw, w, 'silu', { gemvMaxRows: 1, gemvFuseNorm: true, gemvFuseGlu: false })).toBeNull(); // GLU switched off
     const x2 = toGpu(randCpu([2, 4096], 'bf16', 4));
     expect(call(x2, null, nw, w)).toBeNull();
     const xk = toGpu(randCpu([1, 1024], 'bf16', 5));
@@ -302,7 +301,7 @@ describe('linear GEMV as a programmatic dependent launch (LAUNCH_TUNING.pdl, sm_
       for (const pdl of [true, false]) {
         for (let rep = 0; rep < 3; rep++) {
           poison(K / 2, K / 2); // the size of the bf16 rms_norm output
-          const got = withPdl(pdl, () => withLinear({ gemvMaxRows: 1, gemvStream, gemvRing: false }, () => withPath(() => gpu().ops.linear(gpu().ops.rmsNorm(gx, gnw, 1e-5), gw, null))));
+          const got = withPdl(pdl, () => withLinear({ gemvMaxRows: 1, gemvStream }, () => withPath(() => gpu().ops.linear(gpu().ops.rmsNorm(gx, gnw, 1e-5), gw, null))));
           if (got.path !== 'gemv') throw new Error(`took ${got.path}`);
           if (got.kernel !== (gemvStream ? 'fk_gemv_stream' : 'fk_gemv')) throw new Error(`gemvStream ${gemvStream} ran ${got.kernel}`);
           expectClose(got.y, expected, TOL.bf16!, `${gemvStream ? 'fk_gemv_stream' : 'fk_gemv'} pdl ${pdl} rep ${rep} vs float64`);
@@ -331,14 +330,9 @@ describe('linear speed: cuBLASLt vs the GEMV at M 1, 4, 8 (printed, not asserted
         const x = Tensor.empty(b, [M, K], 'bf16');
         x.fill_(0.5);
         const bytes = N * K * 2 + M * K * 2 + M * N * 2;
-        // at M 1 also fk_gemv_ring, and the two M 1 streaming GEMVs as PDL launches (each call's weight loads start while
-        // the call before runs, as in the decode step's graph)
-        const RING = { ...ON, gemvRing: true, gemvRingMinRows: 0, gemvRingMinK: 0 };
-        const runs: [string, Partial<typeof LINEAR_TUNING>, boolean][] = [['cublaslt', OFF, false], ['gemv', ROWS, false], ['gemv-stream', ON, false]];
-        if (M === 1) runs.push(['gemv-ring', RING, false], ['gemv-stream pdl', ON, true], ['gemv-ring pdl', RING, true]);
-        for (const [name, patch, pdl] of runs) {
-          // PDL off: kernel against kernel (cuBLASLt's are ordinary launches)
-          const ms = withPdl(pdl, () => withLinear(patch, () => graphMs((i) => b.ops.linear(x, ws[i % copies]!, null).dispose(), inner)));
+        for (const [name, patch] of [['cublaslt', OFF], ['gemv', ROWS], ['gemv-stream', ON]] as const) {
+          // PDL off: kernel against kernel (cuBLASLt's are ordinary launches; the PDL pairs are timed below)
+          const ms = withPdl(false, () => withLinear(patch, () => graphMs((i) => b.ops.linear(x, ws[i % copies]!, null).dispose(), inner)));
           const gbs = bytes / ms / 1e6;
           lines.push(`kernel-speed: linear M${M} N${N} K${K} [${name}] ${(ms * 1e3).toFixed(1)} us = ${gbs.toFixed(0)} GB/s (${((gbs / copyGBs) * 100).toFixed(0)}% of copy; in a CUDA graph)`);
         }

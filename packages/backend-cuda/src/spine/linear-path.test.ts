@@ -38,20 +38,6 @@ describe('chooseLinearPath (CPU): cuBLASLt vs the small-batch GEMV, per call', (
     ['gemvMaxRows 4, M 4', { M: 4 }, { gemvMaxRows: 4 }, 'gemv-stream'],
     ['gemvMaxRows 4, M 5', { M: 5 }, { gemvMaxRows: 4 }, 'cublaslt'],
     ['gemvMaxRows 16 is capped at 8: M 9', { M: 9 }, { gemvMaxRows: 16 }, 'cublaslt'],
-    // fk_gemv_ring: M 1 and a row of whole 4 KB slots
-    ['gemvRing, bf16 K 4096 (2 slots a row)', {}, { gemvRing: true }, 'gemv-ring'],
-    ['gemvRing, bf16 K 14336 (7 slots)', { K: 14336 }, { gemvRing: true }, 'gemv-ring'],
-    ['gemvRing, f32 K 1024 (1 slot)', { dtype: 'f32', K: 1024 }, { gemvRing: true }, 'gemv-ring'],
-    ['gemvRing, bf16 K 1024 (half a slot)', { K: 1024 }, { gemvRing: true }, 'gemv-stream'],
-    ['gemvRing, bf16 K 3072 (1.5 slots)', { K: 3072 }, { gemvRing: true }, 'gemv-stream'],
-    ['gemvRing, M 2', { M: 2 }, { gemvRing: true }, 'gemv-stream'],
-    ['gemvRing, gemvStream off', {}, { gemvRing: true, gemvStream: false }, 'gemv'],
-    ['gemvRing, unaligned', { aligned: false }, { gemvRing: true }, 'cublaslt'],
-    ['gemvRing, min rows 14336: N 28672', {}, { gemvRing: true, gemvRingMinRows: 14336 }, 'gemv-ring'],
-    ['gemvRing, min rows 14336: GLU pairs 14336', { rows: 14336 }, { gemvRing: true, gemvRingMinRows: 14336 }, 'gemv-ring'],
-    ['gemvRing, min rows 14336: N 6144', { N: 6144 }, { gemvRing: true, gemvRingMinRows: 14336 }, 'gemv-stream'],
-    ['gemvRing, min K 14336: K 14336', { K: 14336 }, { gemvRing: true, gemvRingMinK: 14336 }, 'gemv-ring'],
-    ['gemvRing, min K 14336: K 4096', {}, { gemvRing: true, gemvRingMinK: 14336 }, 'gemv-stream'],
   ];
   for (const [name, patch, tuning, want] of cases) {
     it(`${name} -> ${want}`, () => {
@@ -64,11 +50,10 @@ describe('chooseLinearPath (CPU): cuBLASLt vs the small-batch GEMV, per call', (
     withTuning(LINEAR_TUNING, { gemvMaxRows: 1 }, () => expect(chooseLinearPath({ ...base, M: 4 })).toBe('cublaslt'));
   });
 
-  it('fk_gemv and fk_gemv_stream are embedded with the launch signature launchGemv passes (y, x, w, bias, M, N, K, xs; the stream and the ring add FK_NORM\'s res_in, res_out, norm_w, eps, the ring its slots)', () => {
+  it('fk_gemv and fk_gemv_stream are embedded with the launch signature launchGemv passes (y, x, w, bias, M, N, K, xs; the stream adds FK_NORM\'s res_in, res_out, norm_w, eps)', () => {
     const common = ['ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i64'];
     expect(parseSignature(KERNEL_SOURCES['gemv.cu']!, 'fk_gemv')).toEqual(common);
     expect(parseSignature(KERNEL_SOURCES['gemv.cu']!, 'fk_gemv_stream')).toEqual([...common, 'ptr', 'ptr', 'ptr', 'f32']);
-    expect(parseSignature(KERNEL_SOURCES['gemv.cu']!, 'fk_gemv_ring')).toEqual([...common, 'ptr', 'ptr', 'ptr', 'f32', 'i32']); // + its ring slots
   });
 });
 
@@ -137,11 +122,7 @@ describe('gemvTriggerMode (CPU): when each fk_gemv_stream build lets the next ke
     const src = KERNEL_SOURCES['gemv.cu']!;
     expect(src).toMatch(/fk_pdl_wait\(\);\n#if !FK_LATE_TRIGGER\n\s*fk_pdl_trigger\(\);\n#endif/);
     // no other trigger in fk_gemv_stream: the late builds let the next kernel in when their blocks exit
-    const stream = src.slice(src.indexOf('fk_gemv_stream('), src.indexOf('// ---- fk_gemv_ring.cuh (inlined'));
+    const stream = src.slice(src.indexOf('fk_gemv_stream('));
     expect(stream.match(/fk_pdl_trigger\(\);/g)).toHaveLength(1);
-    // fk_gemv_ring: its one trigger first thing, left out under FK_LATE_TRIGGER (LINEAR_TUNING.gemvRingLateTrigger)
-    const ring = src.slice(src.indexOf('fk_gemv_ring('));
-    expect(ring).toMatch(/^[^{]*\{\n#if !FK_LATE_TRIGGER\n\s*fk_pdl_trigger\(\);[^\n]*\n#endif/);
-    expect(ring.match(/fk_pdl_trigger\(\);/g)).toHaveLength(1);
   });
 });

@@ -83,38 +83,7 @@ export const LINEAR_TUNING = {
    * to rms_norm + linear (gpu-tests-run15-norm.log). FASTKERNELS_FUSE_NORM=0 turns it off.
    */
   gemvFuseNorm: envSwitch('FASTKERNELS_FUSE_NORM', true),
-  /**
-   * fk_gemv_ring at M 1 where K's rows split into 4 KB slots (K x itemsize a multiple of 4096): the weight streamed
-   * through a shared-memory ring by bulk copies, up to the ring's size ahead of the consumer warps, from the moment a
-   * block starts (so under PDL while the kernel before it still runs). The same bits as fk_gemv_stream, with or without
-   * the fused norm and GLU. bench/gemv_persistent_lab.cu (run 18, H200): the 129 products of a Llama-3-8B decode step
-   * launched one by one in a PDL graph, 3931.6 us at 3 blocks an SM with 11 slots against fk_gemv_stream's 4145.7.
-   * FASTKERNELS_GEMV_RING.
-   */
-  gemvRing: envSwitch('FASTKERNELS_GEMV_RING', false),
-  /** The fewest output rows (FK_GLU: gate | up pairs) a product needs to take fk_gemv_ring rather than fk_gemv_stream.
-   * FASTKERNELS_GEMV_RING_MIN_ROWS. */
-  gemvRingMinRows: envCount('FASTKERNELS_GEMV_RING_MIN_ROWS', 0),
-  /** The smallest K a product needs to take fk_gemv_ring (14336: Llama-3-8B's down projection only).
-   * FASTKERNELS_GEMV_RING_MIN_K. */
-  gemvRingMinK: envCount('FASTKERNELS_GEMV_RING_MIN_K', 0),
-  /** fk_gemv_ring's blocks an SM (its grid: that many a multiprocessor, at most one a logical row); the ring takes the
-   * shared memory that leaves (see gemvRingStages). FASTKERNELS_GEMV_RING_BLOCKS. */
-  gemvRingBlocksPerSm: envCount('FASTKERNELS_GEMV_RING_BLOCKS', 3, 1),
-  /** The most 4 KB ring slots a block of fk_gemv_ring takes (fewer when gemvRingBlocksPerSm blocks would not fit). */
-  gemvRingMaxStages: envCount('FASTKERNELS_GEMV_RING_MAX_STAGES', 32, 2),
-  /** fk_gemv_ring lets the next kernel in when its blocks exit (FK_LATE_TRIGGER) instead of at its start, where the lab
-   * measured it (the next product's producers then stream while this one finishes). FASTKERNELS_GEMV_RING_LATE_TRIGGER. */
-  gemvRingLateTrigger: envSwitch('FASTKERNELS_GEMV_RING_LATE_TRIGGER', false),
 };
-
-/** fk_gemv_ring's slot (one bulk copy) and threads a block (8 consumer warps and its producer warp). */
-export const GEMV_RING_SLOT_BYTES = 4096;
-
-/** Dynamic shared memory of fk_gemv_ring: the ring, x (FK_NORM: normalised), two mbarriers and a use number a slot. */
-export function gemvRingSharedBytes(stages: number, xBytes: number): number {
-  return stages * GEMV_RING_SLOT_BYTES + xBytes + stages * (8 + 8 + 4);
-}
 
 /**
  * FK_LATE_TRIGGER of a fk_gemv_stream build (FK_GLU or not) under LINEAR_TUNING.gemvLateTrigger: 0 lets the next kernel
@@ -141,21 +110,13 @@ export interface LinearShape {
   dtype: DType;
   /** x, the weight and x's row stride are 16-byte aligned, x's rows have unit stride and the weight is contiguous. */
   aligned: boolean;
-  /** Output rows when they are not N (FK_GLU: N / 2 gate | up pairs); for LINEAR_TUNING.gemvRingMinRows. */
-  rows?: number;
 }
 
-export type LinearPath = 'cublaslt' | 'gemv' | 'gemv-stream' | 'gemv-ring';
-
-/** The GEMV paths that take FK_GLU and FK_NORM (fk_gemv_stream and fk_gemv_ring: the same bits). */
-export function isStreamingGemv(p: LinearPath): p is 'gemv-stream' | 'gemv-ring' {
-  return p === 'gemv-stream' || p === 'gemv-ring';
-}
+export type LinearPath = 'cublaslt' | 'gemv' | 'gemv-stream';
 
 /**
  * cuBLASLt, or a GEMV: only when switched on for this M, the dtype has a kernel, and K splits into 16-byte vectors;
- * fk_gemv_stream when LINEAR_TUNING.gemvStream and K also splits into chunks of 32 vectors (one per lane), and at M 1
- * fk_gemv_ring instead when LINEAR_TUNING.gemvRing and a row also splits into 4 KB slots.
+ * fk_gemv_stream when LINEAR_TUNING.gemvStream and K also splits into chunks of 32 vectors (one per lane).
  */
 export function chooseLinearPath(s: LinearShape, tuning = LINEAR_TUNING): LinearPath {
   const maxRows = Math.min(tuning.gemvMaxRows, 8);
@@ -163,10 +124,7 @@ export function chooseLinearPath(s: LinearShape, tuning = LINEAR_TUNING): Linear
   if (!FLOAT_CTYPE[s.dtype] || s.K < 1) return 'cublaslt';
   const vec = 16 / itemsizeOf(s.dtype);
   if (s.K % vec !== 0 || !s.aligned) return 'cublaslt';
-  if (!(tuning.gemvStream && s.K % (32 * vec) === 0)) return 'gemv';
-  const ring = tuning.gemvRing && s.M === 1 && (s.K * itemsizeOf(s.dtype)) % GEMV_RING_SLOT_BYTES === 0 && (s.rows ?? s.N) >= tuning.gemvRingMinRows &&
-    s.K >= tuning.gemvRingMinK;
-  return ring ? 'gemv-ring' : 'gemv-stream';
+  return tuning.gemvStream && s.K % (32 * vec) === 0 ? 'gemv-stream' : 'gemv';
 }
 
 /**
@@ -274,7 +232,7 @@ export function linear(ctx: SpineContext, x: Tensor, weight: Tensor, bias: Tenso
  * The gate_up projection of a gated MLP and its activation in one launch (CudaOps.linearSiluAndMul): y [..., d] =
  * silu(x W[:d]^T + b[:d]) * (x W[d:]^T + b[d:]) for weight [2d, K], with the bits of linear then siluAndMul
  * (fk_gemv_stream with FK_GLU: each sum rounded to x's dtype, then fk_act_and_mul's arithmetic). Only where linear itself
- * would take fk_gemv_stream (or fk_gemv_ring), with the weight and bias already in x's dtype and LINEAR_TUNING.gemvFuseGlu on; null
+ * would take fk_gemv_stream, with the weight and bias already in x's dtype and LINEAR_TUNING.gemvFuseGlu on; null
  * otherwise (the caller then runs linear and siluAndMul).
  */
 export function linearSiluAndMul(ctx: SpineContext, x: Tensor, weight: Tensor, bias: Tensor | null): Tensor | null {
@@ -289,11 +247,10 @@ export function linearSiluAndMul(ctx: SpineContext, x: Tensor, weight: Tensor, b
   const temps: Tensor[] = [];
   try {
     const a = asMatrix(x, M, K, temps);
-    const path = chooseLinearPath({ M, N, K, dtype: x.dtype, aligned: gemvAligned(a, weight, M), rows: N / 2 });
-    if (!isStreamingGemv(path)) return null;
+    if (chooseLinearPath({ M, N, K, dtype: x.dtype, aligned: gemvAligned(a, weight, M) }) !== 'gemv-stream') return null;
     const out = Tensor.empty(x.backend, [...lead, N / 2], x.dtype, { device: x.device });
     try {
-      launchGemv(ctx, 'linearSiluAndMul', path, out, a, weight, bias, N, true, { FK_GLU: 1, FK_ACT: 0 });
+      launchGemv(ctx, 'linearSiluAndMul', 'gemv-stream', out, a, weight, bias, N, true, { FK_GLU: 1, FK_ACT: 0 });
     } catch (e) {
       out.dispose();
       throw e;
@@ -307,7 +264,7 @@ export function linearSiluAndMul(ctx: SpineContext, x: Tensor, weight: Tensor, b
 /**
  * A pre-norm projection in one launch (CudaOps.rmsNormLinear): fk_gemv_stream with FK_NORM normalises x (plus the
  * residual) in its prologue, then projects it (FK_GLU with act 'silu'). [y, x + residual] with the bits of rms_norm (or
- * fused_add_rms_norm) then linear (then siluAndMul). Only for one row of x (bs-1 decode) where fk_gemv_stream (or fk_gemv_ring) would take
+ * fused_add_rms_norm) then linear (then siluAndMul). Only for one row of x (bs-1 decode) where fk_gemv_stream would take
  * the projection, with every operand in x's dtype, contiguous and 16-byte aligned, when rms_norm's block for this row is
  * fk_gemv_stream's (normThreads(K) = gemvWarps x 32: the same order of the sum of squares, so the same bits), and
  * LINEAR_TUNING.gemvFuseNorm is on (and gemvFuseGlu for act 'silu'); null otherwise (the caller then runs the ops).
@@ -330,12 +287,11 @@ export function rmsNormLinear(
   const temps: Tensor[] = [];
   try {
     const a = asMatrix(x, 1, K, temps);
-    const path = chooseLinearPath({ M: 1, N, K, dtype: dt, aligned: gemvAligned(a, weight, 1), rows: act ? N / 2 : N });
-    if (!isStreamingGemv(path)) return null;
+    if (chooseLinearPath({ M: 1, N, K, dtype: dt, aligned: gemvAligned(a, weight, 1) }) !== 'gemv-stream') return null;
     const out = Tensor.empty(x.backend, [...lead, act ? N / 2 : N], dt, { device: x.device });
     const resOut = residual ? Tensor.empty(x.backend, x.shape, dt, { device: x.device }) : null;
     try {
-      launchGemv(ctx, 'rmsNormLinear', path, out, a, weight, bias, N, true, act ? { FK_GLU: 1, FK_ACT: 0 } : {}, {
+      launchGemv(ctx, 'rmsNormLinear', 'gemv-stream', out, a, weight, bias, N, true, act ? { FK_GLU: 1, FK_ACT: 0 } : {}, {
         residual, residualOut: resOut, weight: normWeight, eps,
       });
     } catch (e) {
@@ -368,32 +324,14 @@ function gemvAligned(a: Tensor, w: Tensor, M: number): boolean {
 }
 
 /**
- * One GEMV launch for `op`: y = a w^T (+ b) through fk_gemv, fk_gemv_stream or fk_gemv_ring (extra defines: FK_GLU,
- * which only the last two have). `pdlSafe`: w was not written by the kernel just before (else an ordinary launch: see
- * linear).
+ * One GEMV launch for `op`: y = a w^T (+ b) through fk_gemv or fk_gemv_stream (extra defines: FK_GLU, which only
+ * fk_gemv_stream has). `pdlSafe`: w was not written by the kernel just before (else an ordinary launch: see linear).
  */
-function launchGemv(ctx: SpineContext, op: string, path: 'gemv' | 'gemv-stream' | 'gemv-ring', out: Tensor, a: Tensor, w: Tensor, b: Tensor | null,
-                    N: number, pdlSafe: boolean, extra: Readonly<Record<string, number>> = {}, norm?: GemvNorm): void {
-  if ((extra.FK_GLU || norm) && path === 'gemv') throw new Error(`${op}: FK_GLU and FK_NORM need fk_gemv_stream or fk_gemv_ring (fk_gemv would compute plain rows)`);
+function launchGemv(ctx: SpineContext, op: string, path: 'gemv' | 'gemv-stream', out: Tensor, a: Tensor, w: Tensor, b: Tensor | null, N: number,
+                    pdlSafe: boolean, extra: Readonly<Record<string, number>> = {}, norm?: GemvNorm): void {
+  if ((extra.FK_GLU || norm) && path !== 'gemv-stream') throw new Error(`${op}: FK_GLU and FK_NORM need fk_gemv_stream (fk_gemv would compute plain rows)`);
   const [M, K] = a.shape as [number, number];
   const warps = LINEAR_TUNING.gemvWarps;
-  const rows = extra.FK_GLU ? N / 2 : N; // the warps' rows: FK_GLU's logical rows are gate | up pairs
-  const normShared = norm ? K * itemsizeOf(a.dtype) : 0; // FK_NORM: the normalised x
-  const args = [out, a, w, b ? ptr(b) : 0, M, N, K, M === 1 ? K : a.strides[0]!];
-  // fk_gemv_stream's and fk_gemv_ring's FK_NORM parameters (read only by those builds)
-  if (path !== 'gemv') args.push(norm?.residual ? ptr(norm.residual) : 0, norm?.residualOut ? ptr(norm.residualOut) : 0, norm ? ptr(norm.weight) : 0, norm?.eps ?? 0);
-  const common = { FK_T: floatCType(a, op, 'x'), FK_VEC: 16 / itemsizeOf(a.dtype), FK_M: M, FK_WARPS: warps, FK_BIAS: b ? 1 : 0, ...extra };
-  const flags = pdlSafe ? undefined : 0; // 0: an ordinary launch
-  if (path === 'gemv-ring') {
-    const defines = { ...common, FK_RING: 1, ...(LINEAR_TUNING.gemvRingLateTrigger ? { FK_LATE_TRIGGER: 1 } : {}), ...(norm ? { FK_NORM: norm.residual ? 2 : 1 } : {}) };
-    const k = spineKernel(ctx, 'gemv.cu', 'fk_gemv_ring', defines);
-    const perSm = LINEAR_TUNING.gemvRingBlocksPerSm;
-    const xBytes = K * itemsizeOf(a.dtype); // x staged in shared memory (normalised with FK_NORM)
-    const stages = gemvRingStages(k, defines, perSm, xBytes);
-    args.push(stages);
-    k.launch(Math.min(rows, perSm * ctx.multiprocessors), (warps + 1) * 32, gemvRingSharedBytes(stages, xBytes), args, undefined, flags);
-    return;
-  }
   const entry = path === 'gemv-stream' ? 'fk_gemv_stream' : 'fk_gemv';
   // FK_LATE_TRIGGER only where on (every stream build by default): 'off' builds keep run 14's defines and cache keys
   const mode = path === 'gemv-stream' ? gemvTriggerMode(!!extra.FK_GLU) : 0;
@@ -402,16 +340,22 @@ function launchGemv(ctx: SpineContext, op: string, path: 'gemv' | 'gemv-stream' 
   // FK_NORM: the prologue's registers must not cost resident warps (FK_MINB: the blocks an SM must hold)
   const normDefines: Record<string, number> = norm ? { FK_NORM: norm.residual ? 2 : 1, FK_MINB: Math.max(1, Math.floor(warpsPerSm / warps)) } : {};
   const defines = {
-    ...common, FK_UNR: path === 'gemv-stream' ? LINEAR_TUNING.gemvUnroll : LINEAR_TUNING.gemvPlainUnroll, ...late, ...normDefines,
+    FK_T: floatCType(a, op, 'x'), FK_VEC: 16 / itemsizeOf(a.dtype), FK_M: M, FK_UNR: path === 'gemv-stream' ? LINEAR_TUNING.gemvUnroll : LINEAR_TUNING.gemvPlainUnroll,
+    FK_WARPS: warps, FK_BIAS: b ? 1 : 0, ...extra, ...late, ...normDefines,
   };
   const k = spineKernel(ctx, 'gemv.cu', entry, defines);
+  const rows = extra.FK_GLU ? N / 2 : N; // the warps' rows: FK_GLU's logical rows are gate | up pairs
+  const normShared = norm ? K * itemsizeOf(a.dtype) : 0; // FK_NORM: the normalised x
   // the grid whose busiest SM streams the fewest rows (gemvStreamGridBalanced: never more than gemvStreamGrid's fewest-
   // warps grid, which left a third of the SMs a block short for FK_GLU's pairs; plain rows measured the same either way)
   const blocks =
     path === 'gemv-stream'
       ? gemvStreamGridBalanced(rows, ctx.multiprocessors, Math.min(warpsPerSm, residentWarpsPerSm(k, defines, normShared)), warps)
       : Math.ceil(N / warps);
-  k.launch(blocks, warps * 32, normShared, args, undefined, flags);
+  const args = [out, a, w, b ? ptr(b) : 0, M, N, K, M === 1 ? K : a.strides[0]!];
+  // fk_gemv_stream's FK_NORM parameters (read only by those builds)
+  if (path === 'gemv-stream') args.push(norm?.residual ? ptr(norm.residual) : 0, norm?.residualOut ? ptr(norm.residualOut) : 0, norm ? ptr(norm.weight) : 0, norm?.eps ?? 0);
+  k.launch(blocks, warps * 32, normShared, args, undefined, pdlSafe ? undefined : 0);
 }
 
 /** FK_NORM's inputs: x is normalised with `weight` (and `residual` added first; the sum stored to `residualOut`). */
@@ -434,29 +378,6 @@ function residentWarpsPerSm(k: CudaKernel, d: Readonly<Record<string, string | n
   if (n === undefined) {
     n = Math.max(1, k.occupancy(d.FK_WARPS * 32, sharedBytes).activeBlocksPerSM) * d.FK_WARPS;
     residentWarps.set(key, n);
-  }
-  return n;
-}
-
-/**
- * fk_gemv_ring's ring slots: the most (up to LINEAR_TUNING.gemvRingMaxStages) with which `perSm` blocks still fit an SM
- * (the occupancy API decides, with the build's registers and static shared memory), at least 2. Memoised by the
- * defines, as residentWarpsPerSm (nothing is queried mid-capture).
- */
-const ringStages = new Map<string, number>();
-function gemvRingStages(k: CudaKernel, d: Readonly<Record<string, string | number>> & { FK_WARPS: number }, perSm: number, normBytes: number): number {
-  const max = LINEAR_TUNING.gemvRingMaxStages;
-  const key = `${Object.entries(d).join(';')};perSm=${perSm};norm=${normBytes};max=${max}`;
-  let n = ringStages.get(key);
-  if (n === undefined) {
-    n = 2;
-    for (let s = max; s > 2; s--) {
-      if (k.occupancy((d.FK_WARPS + 1) * 32, gemvRingSharedBytes(s, normBytes)).activeBlocksPerSM >= perSm) {
-        n = s;
-        break;
-      }
-    }
-    ringStages.set(key, n);
   }
   return n;
 }

@@ -17,18 +17,17 @@ import { SpineContext } from './context.js';
  */
 /** What a GEMV that waits later must not do before its wait (it may run while the kernel before it writes). */
 const BEFORE_WAIT_FORBIDDEN =
-  /__ldg\(|fk_gemv_step\(|fk_gemv_store_row\(|fk_gemv_norm_x\w*[(<]|fk_set\(|\by\s*\[|\bbias\s*\[|\bx\s*[[+]|\bxs\b|\bres_in\b|\bres_out\b|\bnorm_w\b/;
+  /__ldg\(|fk_gemv_step\(|fk_gemv_store_row\(|fk_gemv_norm_x\(|fk_set\(|\by\s*\[|\bbias\s*\[|\bx\s*[[+]|\bxs\b|\bres_in\b|\bres_out\b|\bnorm_w\b/;
 
 /**
- * Why `body` (fk_gemv, fk_gemv_stream, fk_gemv_ring) is not right, or null: before the first fk_pdl_wait(); only the
- * weight is loaded (fk_ld_stream, or fk_bulk_load into shared memory: read-only, written by no kernel), never x or the
- * bias read or anything written.
+ * Why `body` (fk_gemv, fk_gemv_stream) is not right, or null: before the first fk_pdl_wait(); only the weight is loaded
+ * (fk_ld_stream: read-only, written by no kernel), never x or the bias read or anything written.
  */
 function waitsLaterProblem(body: string): string | null {
   const at = body.indexOf('fk_pdl_wait();');
   if (at < 0) return 'no fk_pdl_wait();';
   const before = body.slice(0, at);
-  if (!/fk_ld_stream\(|fk_bulk_load\(/.test(before)) return 'no weight load before the wait (then it should open with fk_pdl_entry)';
+  if (!/fk_ld_stream\(/.test(before)) return 'no weight load before the wait (then it should open with fk_pdl_entry)';
   const bad = BEFORE_WAIT_FORBIDDEN.exec(before);
   if (bad) return `'${bad[0]}' before the wait`;
   if (!/fk_gemv_step\(|__ldg\(/.test(body.slice(at))) return 'x is never read after the wait';
@@ -65,7 +64,6 @@ const WAITS_LATER_EARLY_KV = 'fk_paged_decode_mma';
 const WAITS_LATER: Readonly<Record<string, (body: string) => string | null>> = {
   fk_gemv: waitsLaterProblem, // streams its first weight vectors, then waits for x
   fk_gemv_stream: waitsLaterProblem, // its first FK_UNR chunks of weight, then waits for x
-  fk_gemv_ring: waitsLaterProblem, // its producer lane streams the weight (bulk copies), the consumers wait for x
   [WAITS_LATER_EARLY_KV]: earlyKvProblem, // with FK_EARLY_KV: its first cache tiles, then waits for q and the newest key
 };
 
@@ -152,13 +150,8 @@ describe('PDL-ready kernels wait before touching memory', () => {
       `extern "C" __global__ void fk_g(float* y, const float* x, const float* w, const float* bias, long long xs) {\n  uint4 a = fk_ld_stream(w);\n${pre}  fk_pdl_wait();\n  fk_gemv_step(acc, a, x, xs, 1, 0);\n}\n`;
     const [[, good]] = kernelBodies(gemvLike('')) as [[string, string]];
     expect(waitsLaterProblem(good)).toBeNull();
-    // fk_gemv_ring's shape: the weight by bulk copies into shared memory before the wait
-    const [[, ring]] = kernelBodies(gemvLike('').replace('uint4 a = fk_ld_stream(w);', 'fk_bulk_load(ring, w, 4096, &full[0]);')) as [[string, string]];
-    expect(waitsLaterProblem(ring)).toBeNull();
-    const [[, none]] = kernelBodies(gemvLike('').replace('uint4 a = fk_ld_stream(w);', '')) as [[string, string]];
-    expect(waitsLaterProblem(none)).toMatch(/no weight load before the wait/);
     for (const pre of ['  float v = x[0];\n', '  fk_gemv_step(acc, a, x, xs, 1, 0);\n', '  float b = bias[0];\n', '  y[0] = 0.f;\n', '  float q = __ldg(x + 1);\n',
-      '  fk_gemv_norm_x(xn, x, res_in, res_out, norm_w, K, eps);\n', '  fk_gemv_norm_x_over<8>(xn, x, res_in, res_out, norm_w, K, eps, sync);\n', '  float r = res_in[0];\n', '  float g = norm_w[0];\n']) {
+      '  fk_gemv_norm_x(xn, x, res_in, res_out, norm_w, K, eps);\n', '  float r = res_in[0];\n', '  float g = norm_w[0];\n']) {
       const [[, body]] = kernelBodies(gemvLike(pre)) as [[string, string]];
       expect(waitsLaterProblem(body), pre).not.toBeNull();
     }
