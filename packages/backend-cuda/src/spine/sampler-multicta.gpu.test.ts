@@ -39,6 +39,18 @@ function inputs(B: number, V: number, rows: Row[], seed: number, quantize = fals
   ] as const;
 }
 
+/** expectSameInts, then the drawn tokens are released (the tests below leave no device tensor to the garbage collector). */
+function expectDrawn(got: Tensor, want: Tensor, label: string): void {
+  try {
+    expectSameInts(got, want, label);
+  } finally {
+    got.dispose();
+  }
+}
+const release = (dev: readonly Tensor[]) => {
+  for (const t of dev) t.dispose();
+};
+
 describe('sample, old and new (multi-CTA) paths: token for token equal to the CPU backend', () => {
   for (const V of [1000, 32000, 128256]) {
     for (const B of [1, 7, 32, 64]) {
@@ -51,11 +63,10 @@ describe('sample, old and new (multi-CTA) paths: token for token equal to the CP
           for (const [name, patch] of PATHS) {
             const got = withSampler(patch, () => gpu().ops.sample(...dev));
             expectSameInts(got, want, `${name} V=${V} B=${B} ${mode}`);
-            if (name === 'new') {
-              const again = withSampler(patch, () => gpu().ops.sample(...dev));
-              expectSameInts(again, got, `${name} run-to-run`);
-            }
+            if (name === 'new') expectDrawn(withSampler(patch, () => gpu().ops.sample(...dev)), got, `${name} run-to-run`);
+            got.dispose();
           }
+          release(dev);
         });
       }
     }
@@ -67,8 +78,9 @@ describe('sample, old and new (multi-CTA) paths: token for token equal to the CP
       const want = cpu().ops.sample(...host);
       const dev = host.map(toGpu) as unknown as typeof host;
       for (const [name, patch] of [...PATHS, ['new-small-slices', { multiCta: true, multiCtaMinPerCta: 64 }] as const]) {
-        expectSameInts(withSampler(patch, () => gpu().ops.sample(...dev)), want, `${name} B=${B} V=${V}`);
+        expectDrawn(withSampler(patch, () => gpu().ops.sample(...dev)), want, `${name} B=${B} V=${V}`);
       }
+      release(dev);
     }
     const [B, V] = [6, 128];
     const l = new Rng(7).fillNormal(B * V, 2).map((x) => Math.fround(x));
@@ -87,7 +99,8 @@ describe('sample, old and new (multi-CTA) paths: token for token equal to the CP
     ] as const;
     const want = cpu().ops.sample(...host);
     const dev = host.map(toGpu) as unknown as typeof host;
-    for (const [name, patch] of PATHS) expectSameInts(withSampler(patch, () => gpu().ops.sample(...dev)), want, `${name} special values`);
+    for (const [name, patch] of PATHS) expectDrawn(withSampler(patch, () => gpu().ops.sample(...dev)), want, `${name} special values`);
+    release(dev);
   });
 });
 
@@ -102,9 +115,10 @@ describe('the per-call choice (SampleHint, multiCta off, the route switched on a
         withSampler(ROUTE, () => {
           const took = gpu().ops.samplePath(B, V, { sampledRows });
           if (took !== path) throw new Error(`hint ${sampledRows} B=${B}: path ${took}, expected ${path}`);
-          expectSameInts(gpu().ops.sample(...dev, { sampledRows }), want, `hint ${sampledRows} (${path}) B=${B} V=${V}`);
+          expectDrawn(gpu().ops.sample(...dev, { sampledRows }), want, `hint ${sampledRows} (${path}) B=${B} V=${V}`);
         });
       }
+      release(dev);
     }
   });
 });
@@ -118,8 +132,9 @@ describe('the greedy split (SAMPLER_TUNING.greedySplitMaxRows): fk_ms_max + fk_m
       withSampler({ multiCta: false, greedySplitMaxRows: 4 }, () => {
         const took = gpu().ops.samplePath(B, V, { sampledRows: 0 });
         if (took !== 'greedy-split') throw new Error(`B=${B}: path ${took}, expected greedy-split`);
-        expectSameInts(gpu().ops.sample(...dev, { sampledRows: 0 }), want, `greedy split B=${B} V=${V} ${mode}${mode === 'greedy' ? '' : ' (wrong hint)'}`);
+        expectDrawn(gpu().ops.sample(...dev, { sampledRows: 0 }), want, `greedy split B=${B} V=${V} ${mode}${mode === 'greedy' ? '' : ' (wrong hint)'}`);
       });
+      release(dev);
     }
   });
   it('NaN / inf rows under the greedy split', G, () => {
@@ -137,7 +152,8 @@ describe('the greedy split (SAMPLER_TUNING.greedySplitMaxRows): fk_ms_max + fk_m
     ] as const;
     const want = cpu().ops.sample(...host);
     const dev = host.map(toGpu) as unknown as typeof host;
-    withSampler({ multiCta: false, greedySplitMaxRows: 4 }, () => expectSameInts(gpu().ops.sample(...dev, { sampledRows: 0 }), want, 'greedy split, special values'));
+    withSampler({ multiCta: false, greedySplitMaxRows: 4 }, () => expectDrawn(gpu().ops.sample(...dev, { sampledRows: 0 }), want, 'greedy split, special values'));
+    release(dev);
   });
 });
 
