@@ -1,22 +1,8 @@
-// What the standalone GEMV labs (bench/gemv_lab.cu, bench/gemv_persistent_lab.cu) share: the CUDA error check, seeded
-// bf16 fills, a read-only stream for the read floor, launches (PDL or not), graph capture and event timing. Include after packages/backend-cuda/kernels/gemv.cu (fk_set,
+// What the standalone GEMV labs (bench/gemv_lab.cu, bench/gemv_persistent_lab.cu) share besides lab_common.cuh: seeded
+// bf16 fills and a read-only stream for the read floor. Include after packages/backend-cuda/kernels/gemv.cu (fk_set,
 // fk_ld_stream) with LAB_NAME defined (the prefix of the error lines).
 #pragma once
-#include <cuda_runtime.h>
-
-#include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
-
-#define CK(x)                                                                                \
-  do {                                                                                       \
-    cudaError_t e_ = (x);                                                                    \
-    if (e_ != cudaSuccess) {                                                                 \
-      std::fprintf(stderr, LAB_NAME ": %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__); \
-      std::exit(1);                                                                          \
-    }                                                                                        \
-  } while (0)
+#include "lab_common.cuh"
 
 using T = __nv_bfloat16;
 
@@ -48,56 +34,4 @@ static T* alloc(long long n, unsigned seed) {
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   return p;
-}
-
-// fn<<<grid, block, smem, s>>>(args...) as a programmatic dependent launch when `pdl` (inside a captured graph: an edge
-// that lets fn start while the kernel before it runs), else an ordinary one.
-static void lab_launch(cudaStream_t s, const void* fn, dim3 grid, dim3 block, void** args, bool pdl, size_t smem = 0) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = pdl ? 1 : 0;
-  CK(cudaLaunchKernelExC(&cfg, fn, args));
-}
-
-// The launches `body` makes on s, captured once into an executable graph (the caller destroys it).
-template <class F>
-static cudaGraphExec_t lab_capture(cudaStream_t s, F body) {
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  body();
-  CK(cudaStreamEndCapture(s, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  CK(cudaGraphDestroy(g));
-  return ge;
-}
-
-// Median ms of `body` on s over `reps` runs timed with events, after `warmups` untimed ones.
-template <class F>
-static float lab_median_ms(cudaStream_t s, F body, int reps, int warmups = 2) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int i = 0; i < warmups; ++i) body();
-  std::vector<float> t;
-  for (int i = 0; i < reps; ++i) {
-    CK(cudaEventRecord(a, s));
-    body();
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms);
-  }
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
 }

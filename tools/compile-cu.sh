@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Compile every .cu in the repo for sm_90a so a kernel that does not compile never lands.
+# Compile every .cu in the repo for sm_90a so a kernel that does not compile never lands. The -gencode form builds
+# sm_90a alone (on nvcc 13.0 the -arch=sm_90a shorthand also runs a plain sm_90 pass, which rejects wgmma).
 # Kernels are also compiled at run time by NVRTC; this is the same source through nvcc.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +16,7 @@ fail=0
 # build FILE OUT LABEL [FLAG ...]: one nvcc build, reported as ok or FAIL (LABEL in parentheses when given)
 build() {
   local f=$1 o=$2 label=$3; shift 3
-  if "$NVCC" -std=c++17 -arch=sm_90a "$@" -c "$f" -o "$out/$o" ${NVCC_FLAGS:-}; then
+  if "$NVCC" -std=c++17 -gencode=arch=compute_90a,code=sm_90a "$@" -c "$f" -o "$out/$o" ${NVCC_FLAGS:-}; then
     echo "compile-cu: ok   $f${label:+ ($label)}"
   else
     echo "compile-cu: FAIL $f${label:+ ($label)}" >&2; fail=1

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Issue 4, varlen prefill: builds and runs bench/prefill_wgmma_lab.cu on the GPU host (nvcc there; no Node, no bundle):
+# a wgmma (Hopper tensor-core) attention kernel against the shipped fk_varlen_prefill on one causal sequence, 32 / 8
+# heads x 128, bf16, checked against the shipped kernel and a float32 reference of two heads. Run from the repository's
+# working tree (the lab includes packages/backend-cuda/kernels/attention_prefill.cu).
+#   OUT=/tmp/out bench/h200-prefill-wgmma.sh [S ...]     (default 4096; ~1 min)
+# Writes $OUT/prefill-wgmma-<S>.log and $OUT/prefill-wgmma.build.log, and prints each run's table. Exit 1 when a check fails.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/lib.sh"
+fk_lab_setup
+bin="$OUT/prefill_wgmma_lab"
+"$NVCC" -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v "$here/prefill_wgmma_lab.cu" -o "$bin" > "$OUT/prefill-wgmma.build.log" 2>&1 ||
+  { cat "$OUT/prefill-wgmma.build.log"; exit 1; }
+grep -A2 "Function properties for lab_prefill_wgmma" "$OUT/prefill-wgmma.build.log" | grep -E 'spill|registers' || true
+rc=0
+sizes=("$@"); [ ${#sizes[@]} -gt 0 ] || sizes=(4096)
+for n in "${sizes[@]}"; do
+  timeout 120 "$bin" "$n" > "$OUT/prefill-wgmma-$n.log" 2>&1 || { rc=1; tail -5 "$OUT/prefill-wgmma-$n.log"; }
+  grep '^prefill-wgmma:' "$OUT/prefill-wgmma-$n.log" || true
+  sed -n '/^prefill-wgmma table/,$p' "$OUT/prefill-wgmma-$n.log"
+done
+rm -f "$bin"
+exit $rc
