@@ -12,7 +12,7 @@ fk_lab_setup
 bin="$OUT/prefill_wgmma_lab"
 "$NVCC" -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v "$here/prefill_wgmma_lab.cu" -o "$bin" > "$OUT/prefill-wgmma.build.log" 2>&1 ||
   { cat "$OUT/prefill-wgmma.build.log"; exit 1; }
-grep -A2 "Function properties for lab_prefill_wgmma" "$OUT/prefill-wgmma.build.log" | grep -E 'spill|registers' || true
+grep -A2 "Function properties for .*prefill_wgmma" "$OUT/prefill-wgmma.build.log" | grep -E 'spill|registers' || true
 rc=0
 sizes=("$@"); [ ${#sizes[@]} -gt 0 ] || sizes=(4096)
 for n in "${sizes[@]}"; do
