@@ -12,7 +12,8 @@
 // r at c ^ (r % 8)), the layout the descriptors' 128B swizzle mode reads: K-major (Q, K) SBO 1024 (8 rows of 128 B), a
 // k16 step 32 B on; N-major (V) LBO 8192 (the next 64 columns of d), SBO 1024 (the next 8 keys), a k16 step 16 keys =
 // 2048 B on. Built after run 18, not yet run: the descriptors and the accumulator layout (rows 16 w + lane / 4 and + 8,
-// columns 8 i + 2 (lane % 4)) are what the run checks first.
+// columns 8 i + 2 (lane % 4)) are what the run checks first; wgmma_unit tries the two wgmma forms alone and prints
+// where wrong elements' values belong.
 //   Build: nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a bench/prefill_wgmma_lab.cu
 //   Run: ./prefill_wgmma_lab [S]   (default 4096)
 #ifndef FK_WARPS
@@ -223,6 +224,78 @@ __global__ void __launch_bounds__(128 * WG) prefill_wgmma(T* __restrict__ out, c
 }
 }  // namespace lab
 
+// The two wgmma forms on their own, for a run that comes out WRONG (one CTA, one warpgroup): s [64, 64] = a [64, 128]
+// b [64, 128]^T with a and b K-major in shared memory, and o [64, 128] = p [64, 64] v [64, 128] with p in registers and v
+// N-major in shared memory; the fragments written out by the assumed accumulator layout. Inputs row-major in global.
+namespace lab {
+__global__ void __launch_bounds__(128) wgmma_unit(const T* a, const T* b, const T* p, const T* v, float* s_out, float* o_out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ unsigned char lab_smem_raw[];
+  unsigned char* sm = lab_smem_raw + ((1024 - (fkpre::smem_u32(lab_smem_raw) & 1023)) & 1023);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+  for (int i = tid; i < BM * 16; i += 128) {
+    const int r = i >> 4, c = i & 15;
+    *reinterpret_cast<uint4*>(sm + tile_off(r, c)) = *reinterpret_cast<const uint4*>(a + r * D + c * 8);
+    *reinterpret_cast<uint4*>(sm + TILE + tile_off(r, c)) = *reinterpret_cast<const uint4*>(b + r * D + c * 8);
+    *reinterpret_cast<uint4*>(sm + 2 * TILE + tile_off(r, c)) = *reinterpret_cast<const uint4*>(v + r * D + c * 8);
+  }
+  fence_async_smem();
+  __syncthreads();
+  const u32 a0 = fkpre::smem_u32(sm), b0 = fkpre::smem_u32(sm + TILE), v0 = fkpre::smem_u32(sm + 2 * TILE);
+  float s[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) s[i] = 0.f;
+  wg_fence();
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks) {
+    const u32 off = (ks >> 2) * (BM * 128) + (ks & 3) * 32;
+    wgmma_qk(s, desc(a0 + off, 16, 1024), desc(b0 + off, 16, 1024), ks);
+  }
+  wg_commit();
+  wg_wait0();
+  pin(s);
+  const int rowA = 16 * warp + g, rowB = rowA + 8;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int c = 8 * i + 2 * t4;
+    s_out[rowA * 64 + c] = s[4 * i];
+    s_out[rowA * 64 + c + 1] = s[4 * i + 1];
+    s_out[rowB * 64 + c] = s[4 * i + 2];
+    s_out[rowB * 64 + c + 1] = s[4 * i + 3];
+  }
+  auto pk = [&](int r, int c) {  // p[r][c], p[r][c + 1] as one register
+    const __nv_bfloat162 x = {p[r * 64 + c], p[r * 64 + c + 1]};
+    return *reinterpret_cast<const u32*>(&x);
+  };
+  u32 pa[4][4];
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    pa[kk][0] = pk(rowA, 16 * kk + 2 * t4);
+    pa[kk][1] = pk(rowB, 16 * kk + 2 * t4);
+    pa[kk][2] = pk(rowA, 16 * kk + 8 + 2 * t4);
+    pa[kk][3] = pk(rowB, 16 * kk + 8 + 2 * t4);
+  }
+  float o[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.f;
+  wg_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) wgmma_pv(o, pa[kk], desc(v0 + kk * 16 * 128, BM * 128, 1024));
+  wg_commit();
+  wg_wait0();
+  pin(o);
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const int c = 8 * i + 2 * t4;
+    o_out[rowA * 128 + c] = o[4 * i];
+    o_out[rowA * 128 + c + 1] = o[4 * i + 1];
+    o_out[rowB * 128 + c] = o[4 * i + 2];
+    o_out[rowB * 128 + c + 1] = o[4 * i + 3];
+  }
+#endif
+}
+}  // namespace lab
+
 // float32 reference of one head: one thread a query row, two passes over its keys (max, then the weighted sum).
 extern "C" __global__ void lab_prefill_ref32(float* __restrict__ out, const lab::T* __restrict__ q, const lab::T* __restrict__ k,
                                              const lab::T* __restrict__ v, int S, int nQ, int group, int h, float scale) {
@@ -357,6 +430,63 @@ int main(int argc, char** argv) {
                 prop.name, S, nQ, nKV, D, wg, maxDiff, sumDiff / nq, shipped32, new32, nonFinite, good ? "ok" : "WRONG");
     return good;
   };
+  // the two wgmma forms alone (their inputs from the filled q, k and v): max |error| against float64 on the host, and
+  // for the first wrong elements where the expected value sits instead (a layout that is off shows as a permutation)
+  {
+    float *sDev, *oDev;
+    CK(cudaMalloc(&sDev, 64 * 64 * 4));
+    CK(cudaMalloc(&oDev, 64 * 128 * 4));
+    CK(cudaFuncSetAttribute(lab::wgmma_unit, cudaFuncAttributeMaxDynamicSharedMemorySize, 3 * lab::TILE + 1024));
+    // a: 64 rows of q (head 0), b: 64 rows of k, p: 64 x 64 values of v, v: 64 rows of v (contiguous copies)
+    lab::T *ua, *ub, *up, *uv;
+    for (lab::T** t : {&ua, &ub, &up, &uv}) CK(cudaMalloc(t, 64 * 128 * 2));
+    CK(cudaMemcpy2D(ua, 256, q, (size_t)nQ * D * 2, 256, 64, cudaMemcpyDeviceToDevice));
+    CK(cudaMemcpy2D(ub, 256, k, (size_t)nKV * D * 2, 256, 64, cudaMemcpyDeviceToDevice));
+    CK(cudaMemcpy(up, v, 64 * 64 * 2, cudaMemcpyDeviceToDevice));
+    CK(cudaMemcpy2D(uv, 256, v + D, (size_t)nKV * D * 2, 256, 64, cudaMemcpyDeviceToDevice));
+    lab::wgmma_unit<<<1, 128, 3 * lab::TILE + 1024, s>>>(ua, ub, up, uv, sDev, oDev);
+    CK(cudaGetLastError());
+    CK(cudaStreamSynchronize(s));
+    std::vector<unsigned short> ha(64 * 128), hb(64 * 128), hp(64 * 64), hv(64 * 128);
+    CK(cudaMemcpy(ha.data(), ua, ha.size() * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hb.data(), ub, hb.size() * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hp.data(), up, hp.size() * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hv.data(), uv, hv.size() * 2, cudaMemcpyDeviceToHost));
+    std::vector<float> gs(64 * 64), go(64 * 128);
+    CK(cudaMemcpy(gs.data(), sDev, gs.size() * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(go.data(), oDev, go.size() * 4, cudaMemcpyDeviceToHost));
+    std::vector<double> ws(64 * 64, 0), wo(64 * 128, 0);
+    for (int r = 0; r < 64; ++r)
+      for (int c = 0; c < 64; ++c)
+        for (int x = 0; x < 128; ++x) ws[r * 64 + c] += (double)f(ha[r * 128 + x]) * f(hb[c * 128 + x]);
+    for (int r = 0; r < 64; ++r)
+      for (int c = 0; c < 128; ++c)
+        for (int x = 0; x < 64; ++x) wo[r * 128 + c] += (double)f(hp[r * 64 + x]) * f(hv[x * 128 + c]);
+    auto report = [&](const char* what, const std::vector<float>& got, const std::vector<double>& want, int cols) {
+      double err = 0, scale = 0;
+      for (size_t i = 0; i < got.size(); ++i) err = std::max(err, std::fabs(got[i] - want[i])), scale = std::max(scale, std::fabs(want[i]));
+      const bool good = err <= 1e-3 * std::max(scale, 1.0);
+      std::printf("prefill-wgmma: unit %s: max |error| %.3g (values up to %.3g): %s\n", what, err, scale, good ? "ok" : "WRONG");
+      for (size_t i = 0, shown = 0; !good && i < got.size() && shown < 4; ++i) {
+        if (std::fabs(got[i] - want[i]) <= 1e-3 * std::max(scale, 1.0)) continue;
+        ++shown;
+        long long at = -1;
+        for (size_t j = 0; j < want.size(); ++j)
+          if (std::fabs(got[i] - want[j]) <= 1e-4 * std::max(scale, 1.0)) {
+            at = (long long)j;
+            break;
+          }
+        if (at < 0)
+          std::printf("prefill-wgmma:   [%zu][%zu] got %.5g want %.5g; no element expects that value\n", i / cols, i % cols, got[i], want[i]);
+        else
+          std::printf("prefill-wgmma:   [%zu][%zu] got %.5g want %.5g; [%lld][%lld] expects it\n", i / cols, i % cols, got[i], want[i], at / cols, at % cols);
+      }
+      return good;
+    };
+    report("S = A B^T (K-major A and B from shared memory)", gs, ws, 64);
+    report("O = P V (P in registers, V N-major)", go, wo, 128);
+    for (void* t : {(void*)sDev, (void*)oDev, (void*)ua, (void*)ub, (void*)up, (void*)uv}) CK(cudaFree(t));
+  }
   const bool ok1 = check(1), ok2 = check(2), ok = ok1 && ok2;
 
   const double flops = 4.0 * S * (double)S * D * nQ / 2;  // causal: half the score matrix
