@@ -81,6 +81,32 @@ __device__ __forceinline__ u32 pack(float lo, float hi) {
 }
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
+// s = A B^T for a [64 x 128] A and a [64 x 128] B, both tiles at shared addresses a0 and b0 (K-major): 8 steps of 16
+// over d (the two 64-column blocks, 32 B a step inside a block), then waits for them.
+__device__ __forceinline__ void qk_tile(float (&s)[32], u32 a0, u32 b0) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) s[i] = 0.f;
+  wg_fence();
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks) {
+    const u32 off = (ks >> 2) * (BM * 128) + (ks & 3) * 32;
+    wgmma_qk(s, desc(a0 + off, 16, 1024), desc(b0 + off, 16, 1024), ks);
+  }
+  wg_commit();
+  wg_wait0();
+  pin(s);
+}
+// o += P V for P [64 x 64] in A fragments (pa[kk]: keys 16 kk ..) and the [64 keys x 128] V tile at v0 (N-major): 4
+// steps of 16 keys, then waits for them.
+__device__ __forceinline__ void pv_tile(float (&o)[64], const u32 (&pa)[4][4], u32 v0) {
+  wg_fence();  // o and pa were written by the threads: ordered before the wgmmas read them
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) wgmma_pv(o, pa[kk], desc(v0 + kk * 16 * 128, BM * 128, 1024));
+  wg_commit();
+  wg_wait0();
+  pin(o);
+}
+
 // out [S, nQ, D] = causal attention of one sequence: q [S, nQ, D], k and v [S, nQ / group, D]. WG warpgroups a CTA,
 // 64 query rows each, sharing every K / V tile (WG 2: FlashAttention-3's two consumer warpgroups, without its producer
 // warp and its overlap). Grid (S / (64 WG), nQ). (Inside namespace lab: its names come before attention_prefill.cu's,
@@ -130,20 +156,8 @@ __global__ void __launch_bounds__(128 * WG) prefill_wgmma(T* __restrict__ out, c
     __syncthreads();  // ... and for every thread
     if (j <= diag) {  // (warpgroup-uniform: wgmma needs the whole warpgroup)
 
-    // S = Q K^T over d in 8 steps of 16 (the two 64-column blocks, 32 B a step inside a block)
     float s[32];
-#pragma unroll
-    for (int i = 0; i < 32; ++i) s[i] = 0.f;
-    const u32 k0 = fkpre::smem_u32(sK + st * TILE);
-    wg_fence();
-#pragma unroll
-    for (int ks = 0; ks < 8; ++ks) {
-      const u32 off = (ks >> 2) * (BM * 128) + (ks & 3) * 32;
-      wgmma_qk(s, desc(q0 + off, 16, 1024), desc(k0 + off, 16, 1024), ks);
-    }
-    wg_commit();
-    wg_wait0();
-    pin(s);
+    qk_tile(s, q0, fkpre::smem_u32(sK + st * TILE));  // S = Q K^T
 
     // scale, causal mask on the diagonal tile, online softmax (rows rowA and rowB; a row's 64 keys over the quad)
     float mxA = mA, mxB = mB;
@@ -195,13 +209,7 @@ __global__ void __launch_bounds__(128 * WG) prefill_wgmma(T* __restrict__ out, c
       pa[kk][2] = pack(s[8 * kk + 4], s[8 * kk + 5]);
       pa[kk][3] = pack(s[8 * kk + 6], s[8 * kk + 7]);
     }
-    const u32 v0 = fkpre::smem_u32(sV + st * TILE);
-    wg_fence();  // o and pa were written above: ordered before the wgmmas read them
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_pv(o, pa[kk], desc(v0 + kk * 16 * 128, BM * 128, 1024));
-    wg_commit();
-    wg_wait0();
-    pin(o);
+    pv_tile(o, pa, fkpre::smem_u32(sV + st * TILE));
     }
     __syncthreads();  // stage st is refilled by the next iteration's copies
   }
@@ -241,28 +249,20 @@ __global__ void __launch_bounds__(128) wgmma_unit(const T* a, const T* b, const 
   }
   fence_async_smem();
   __syncthreads();
-  const u32 a0 = fkpre::smem_u32(sm), b0 = fkpre::smem_u32(sm + TILE), v0 = fkpre::smem_u32(sm + 2 * TILE);
   float s[32];
-#pragma unroll
-  for (int i = 0; i < 32; ++i) s[i] = 0.f;
-  wg_fence();
-#pragma unroll
-  for (int ks = 0; ks < 8; ++ks) {
-    const u32 off = (ks >> 2) * (BM * 128) + (ks & 3) * 32;
-    wgmma_qk(s, desc(a0 + off, 16, 1024), desc(b0 + off, 16, 1024), ks);
-  }
-  wg_commit();
-  wg_wait0();
-  pin(s);
+  qk_tile(s, fkpre::smem_u32(sm), fkpre::smem_u32(sm + TILE));
   const int rowA = 16 * warp + g, rowB = rowA + 8;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int c = 8 * i + 2 * t4;
-    s_out[rowA * 64 + c] = s[4 * i];
-    s_out[rowA * 64 + c + 1] = s[4 * i + 1];
-    s_out[rowB * 64 + c] = s[4 * i + 2];
-    s_out[rowB * 64 + c + 1] = s[4 * i + 3];
-  }
+  // an accumulator of N columns to a row-major [64 x N] matrix, by the assumed layout
+  auto store = [&](const float* acc, int N, float* dst) {
+    for (int i = 0; i < N / 8; ++i) {
+      const int c = 8 * i + 2 * t4;
+      dst[rowA * N + c] = acc[4 * i];
+      dst[rowA * N + c + 1] = acc[4 * i + 1];
+      dst[rowB * N + c] = acc[4 * i + 2];
+      dst[rowB * N + c + 1] = acc[4 * i + 3];
+    }
+  };
+  store(s, 64, s_out);
   auto pk = [&](int r, int c) {  // p[r][c], p[r][c + 1] as one register
     const __nv_bfloat162 x = {p[r * 64 + c], p[r * 64 + c + 1]};
     return *reinterpret_cast<const u32*>(&x);
@@ -278,20 +278,8 @@ __global__ void __launch_bounds__(128) wgmma_unit(const T* a, const T* b, const 
   float o[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) o[i] = 0.f;
-  wg_fence();
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) wgmma_pv(o, pa[kk], desc(v0 + kk * 16 * 128, BM * 128, 1024));
-  wg_commit();
-  wg_wait0();
-  pin(o);
-#pragma unroll
-  for (int i = 0; i < 16; ++i) {
-    const int c = 8 * i + 2 * t4;
-    o_out[rowA * 128 + c] = o[4 * i];
-    o_out[rowA * 128 + c + 1] = o[4 * i + 1];
-    o_out[rowB * 128 + c] = o[4 * i + 2];
-    o_out[rowB * 128 + c + 1] = o[4 * i + 3];
-  }
+  pv_tile(o, pa, fkpre::smem_u32(sm + 2 * TILE));
+  store(o, 128, o_out);
 #endif
 }
 }  // namespace lab
