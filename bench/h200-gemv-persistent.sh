@@ -6,7 +6,8 @@
 # SM) and LAB_MINB=6 (6 blocks: 48 warps an SM, as the engine's GEMV grids), and late: the kernel's own register count
 # with the engine's late PDL trigger (FK_LATE_TRIGGER=1) in ref's GEMVs. LAB_BUILDS picks (default: late regs minb6).
 # LAB_RING=1 adds the chain fed through a shared-memory ring by bulk copies (bench/lab_ring_chain.cuh; run 18: whole
-# chain and one launch a product in a PDL graph). A chain still running after 10 s ends the build's run with a HUNG line and exit 2.
+# chain and one launch a product in a PDL graph). A chain still running after 10 s ends the build's run with a HUNG
+# line and exit 2.
 #   OUT=/tmp/out [LAB_BUILDS="late"] [LAB_RING=1] bench/h200-gemv-persistent.sh [blocks-per-SM ...]   (~1 min)
 # Writes $OUT/gemv-persistent-<build>.log per build and prints each build's table.
 set -euo pipefail
