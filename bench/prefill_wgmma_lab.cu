@@ -155,61 +155,60 @@ __global__ void __launch_bounds__(128 * WG) prefill_wgmma(T* __restrict__ out, c
     fence_async_smem();
     __syncthreads();  // ... and for every thread
     if (j <= diag) {  // (warpgroup-uniform: wgmma needs the whole warpgroup)
+      float s[32];
+      qk_tile(s, q0, fkpre::smem_u32(sK + st * TILE));  // S = Q K^T
 
-    float s[32];
-    qk_tile(s, q0, fkpre::smem_u32(sK + st * TILE));  // S = Q K^T
-
-    // scale, causal mask on the diagonal tile, online softmax (rows rowA and rowB; a row's 64 keys over the quad)
-    float mxA = mA, mxB = mB;
+      // scale, causal mask on the diagonal tile, online softmax (rows rowA and rowB; a row's 64 keys over the quad)
+      float mxA = mA, mxB = mB;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
+      for (int i = 0; i < 8; ++i) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[4 * i + e] * scale_log2;
-        const int key = 8 * i + 2 * t4 + (e & 1);
-        if (j == diag && key > (e < 2 ? rowA : rowB)) x = neg_inf();
-        s[4 * i + e] = x;
+        for (int e = 0; e < 4; ++e) {
+          float x = s[4 * i + e] * scale_log2;
+          const int key = 8 * i + 2 * t4 + (e & 1);
+          if (j == diag && key > (e < 2 ? rowA : rowB)) x = neg_inf();
+          s[4 * i + e] = x;
+        }
+        mxA = fmaxf(mxA, fmaxf(s[4 * i], s[4 * i + 1]));
+        mxB = fmaxf(mxB, fmaxf(s[4 * i + 2], s[4 * i + 3]));
       }
-      mxA = fmaxf(mxA, fmaxf(s[4 * i], s[4 * i + 1]));
-      mxB = fmaxf(mxB, fmaxf(s[4 * i + 2], s[4 * i + 3]));
-    }
-    mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 1));
-    mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 2));
-    mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 1));
-    mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 2));
-    const float bA = mxA == neg_inf() ? 0.f : mxA, bB = mxB == neg_inf() ? 0.f : mxB;
-    const float alphaA = exp2f(mA - bA), alphaB = exp2f(mB - bB);
-    mA = mxA;
-    mB = mxB;
-    float sumA = 0.f, sumB = 0.f;
+      mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 1));
+      mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 2));
+      mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 1));
+      mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 2));
+      const float bA = mxA == neg_inf() ? 0.f : mxA, bB = mxB == neg_inf() ? 0.f : mxB;
+      const float alphaA = exp2f(mA - bA), alphaB = exp2f(mB - bB);
+      mA = mxA;
+      mB = mxB;
+      float sumA = 0.f, sumB = 0.f;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      s[4 * i] = exp2f(s[4 * i] - bA);
-      s[4 * i + 1] = exp2f(s[4 * i + 1] - bA);
-      s[4 * i + 2] = exp2f(s[4 * i + 2] - bB);
-      s[4 * i + 3] = exp2f(s[4 * i + 3] - bB);
-      sumA += s[4 * i] + s[4 * i + 1];
-      sumB += s[4 * i + 2] + s[4 * i + 3];
-    }
-    lA = lA * alphaA + sumA;  // per-thread partial; the quad sums at the end
-    lB = lB * alphaB + sumB;
+      for (int i = 0; i < 8; ++i) {
+        s[4 * i] = exp2f(s[4 * i] - bA);
+        s[4 * i + 1] = exp2f(s[4 * i + 1] - bA);
+        s[4 * i + 2] = exp2f(s[4 * i + 2] - bB);
+        s[4 * i + 3] = exp2f(s[4 * i + 3] - bB);
+        sumA += s[4 * i] + s[4 * i + 1];
+        sumB += s[4 * i + 2] + s[4 * i + 3];
+      }
+      lA = lA * alphaA + sumA;  // per-thread partial; the quad sums at the end
+      lB = lB * alphaB + sumB;
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      o[4 * i] *= alphaA;
-      o[4 * i + 1] *= alphaA;
-      o[4 * i + 2] *= alphaB;
-      o[4 * i + 3] *= alphaB;
-    }
-    // O += P V over the tile's keys in 4 steps of 16 (P as A fragments: rows g / g + 8, keys 2 t4 and 8 + 2 t4)
-    u32 pa[4][4];
+      for (int i = 0; i < 16; ++i) {
+        o[4 * i] *= alphaA;
+        o[4 * i + 1] *= alphaA;
+        o[4 * i + 2] *= alphaB;
+        o[4 * i + 3] *= alphaB;
+      }
+      // O += P V over the tile's keys in 4 steps of 16 (P as A fragments: rows g / g + 8, keys 2 t4 and 8 + 2 t4)
+      u32 pa[4][4];
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      pa[kk][0] = pack(s[8 * kk], s[8 * kk + 1]);
-      pa[kk][1] = pack(s[8 * kk + 2], s[8 * kk + 3]);
-      pa[kk][2] = pack(s[8 * kk + 4], s[8 * kk + 5]);
-      pa[kk][3] = pack(s[8 * kk + 6], s[8 * kk + 7]);
-    }
-    pv_tile(o, pa, fkpre::smem_u32(sV + st * TILE));
+      for (int kk = 0; kk < 4; ++kk) {
+        pa[kk][0] = pack(s[8 * kk], s[8 * kk + 1]);
+        pa[kk][1] = pack(s[8 * kk + 2], s[8 * kk + 3]);
+        pa[kk][2] = pack(s[8 * kk + 4], s[8 * kk + 5]);
+        pa[kk][3] = pack(s[8 * kk + 6], s[8 * kk + 7]);
+      }
+      pv_tile(o, pa, fkpre::smem_u32(sV + st * TILE));
     }
     __syncthreads();  // stage st is refilled by the next iteration's copies
   }
