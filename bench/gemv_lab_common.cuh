@@ -1,20 +1,10 @@
 // What the standalone GEMV labs (bench/gemv_lab.cu, bench/gemv_persistent_lab.cu) share besides lab_common.cuh: seeded
-// bf16 fills and a read-only stream for the read floor. Include after packages/backend-cuda/kernels/gemv.cu (fk_set,
+// bf16 allocations and a read-only stream for the read floor. Include after packages/backend-cuda/kernels/gemv.cu (fk_set,
 // fk_ld_stream) with LAB_NAME defined (the prefix of the error lines).
 #pragma once
 #include "lab_common.cuh"
 
 using T = __nv_bfloat16;
-
-extern "C" __global__ void lab_fill(T* p, long long n, unsigned seed) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    unsigned h = (unsigned)i * 2654435761u ^ seed;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    fk_set(p[i], ((h & 0xffff) / 65536.f - 0.5f) * 0.05f);
-  }
-}
 
 extern "C" __global__ void lab_read(const uint4* __restrict__ p, long long n, unsigned* sink) {
   unsigned a = 0;
@@ -30,7 +20,7 @@ extern "C" __global__ void lab_read(const uint4* __restrict__ p, long long n, un
 static T* alloc(long long n, unsigned seed) {
   T* p;
   CK(cudaMalloc(&p, n * sizeof(T)));
-  lab_fill<<<1024, 256>>>(p, n, seed);
+  lab_fill_bf16<<<1024, 256>>>(p, n, seed, 0.025f);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   return p;

@@ -152,7 +152,7 @@ extern "C" __global__ void LAB_CHAIN_BOUNDS lab_chain(const Phase* __restrict__ 
     const int K = ph[p].K, N = ph[p].N;
     const T* x = p == 0 ? x0 : ((p - 1) % 2 ? out1 : out0);
     T* y = p % 2 ? out1 : out0;
-    if (p > 0) fk_grid_wait(arrived, p * gridDim.x);  // every block stored product p - 1 (this warp's loads of p fly meanwhile)
+    if (p > 0) lab_grid_wait(arrived, p * gridDim.x);  // every block stored product p - 1 (this warp's loads of p fly meanwhile)
     lab_norm_block(xn, x, K, red);
     const int n = chunks(p), npad = padded(n), c = K / FK_VEC / 32;
     float acc[1] = {0.f};
@@ -172,7 +172,7 @@ extern "C" __global__ void LAB_CHAIN_BOUNDS lab_chain(const Phase* __restrict__ 
         buf[u] = refill();
       }
     }
-    fk_grid_arrive(arrived);  // the block's rows are stored, and xn is free for the next product's norm
+    lab_grid_arrive(arrived);  // the block's rows are stored, and xn is free for the next product's norm
   }
 }
 

@@ -1,6 +1,7 @@
-// What the standalone labs (bench/*_lab.cu) share: the CUDA error check, launches (PDL or not), graph capture and event
-// timing. Include with LAB_NAME defined (the prefix of the error lines).
+// What the standalone labs (bench/*_lab.cu) share: the CUDA error check, seeded bf16 fills, launches (PDL or not), graph
+// capture and event timing. Include with LAB_NAME defined (the prefix of the error lines).
 #pragma once
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -16,6 +17,17 @@
       std::exit(1);                                                                          \
     }                                                                                        \
   } while (0)
+
+// p[0, n) = seeded values in [-amp, amp), rounded to bf16 (a hash of the index: the same values in every run).
+extern "C" __global__ void lab_fill_bf16(__nv_bfloat16* p, long long n, unsigned seed, float amp) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    p[i] = __float2bfloat16_rn(((h & 0xffff) / 65536.f - 0.5f) * 2.f * amp);
+  }
+}
 
 // fn<<<grid, block, smem, s>>>(args...) as a programmatic dependent launch when `pdl` (inside a captured graph: an edge
 // that lets fn start while the kernel before it runs), else an ordinary one.

@@ -7,7 +7,7 @@
 #pragma once
 
 // The block's writes so far are done (release at GPU scope), then one arrival on *counter.
-__device__ __forceinline__ void fk_grid_arrive(unsigned* counter) {
+__device__ __forceinline__ void lab_grid_arrive(unsigned* counter) {
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();
@@ -17,7 +17,7 @@ __device__ __forceinline__ void fk_grid_arrive(unsigned* counter) {
 
 // Until *counter >= target (acquire at GPU scope): what the arrived blocks wrote is then visible to this block's loads
 // through L2 (__ldcg: an L1 line of this SM may be older).
-__device__ __forceinline__ void fk_grid_wait(const unsigned* counter, unsigned target) {
+__device__ __forceinline__ void lab_grid_wait(const unsigned* counter, unsigned target) {
   if (threadIdx.x == 0) {
     for (;;) {
       unsigned n;

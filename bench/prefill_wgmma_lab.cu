@@ -311,16 +311,6 @@ extern "C" __global__ void lab_prefill_ref32(float* __restrict__ out, const lab:
   for (int d = 0; d < D; ++d) out[(long long)r * D + d] = acc[d] / l;
 }
 
-extern "C" __global__ void lab_fill_bf16(lab::T* p, long long n, unsigned seed, float amp) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    unsigned x = (unsigned)i * 2654435761u ^ seed;
-    x ^= x >> 15;
-    x *= 2246822519u;
-    x ^= x >> 13;
-    p[i] = __float2bfloat16(((x & 0xffff) / 65536.f - 0.5f) * 2.f * amp);
-  }
-}
-
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const int S = argc > 1 ? std::atoi(argv[1]) : 4096, nQ = 32, nKV = 8, D = lab::D, group = nQ / nKV;

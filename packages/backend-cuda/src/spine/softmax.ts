@@ -38,9 +38,10 @@ export const SOFTMAX_TUNING = {
   clusterMaxRows: envCount('FASTKERNELS_SOFTMAX_CLUSTER_ROWS', 0),
   /**
    * CTAs a row on the cluster path (a portable thread-block cluster: 2, 4 or 8). 8 since the cluster path came in; B32
-   * (32 clusters of 8 CTAs of 512 threads, one wave) is at 15.5 us where a copy of its 16 MB takes 8.2 (run 16): fewer,
-   * wider CTAs a row (4: 128 CTAs of 1024 threads) are not yet measured. Another size folds other vectors per thread, so
-   * other bits (within the float64 reference's tolerance). FASTKERNELS_SOFTMAX_CLUSTER.
+   * (32 clusters of 8 CTAs of 512 threads, one wave) is at 15.5 us where a copy of its 16 MB takes 8.2 (run 16). Fewer,
+   * wider CTAs a row measured slower in run 17 (B32: 4 at 19.0-19.2 us, 2 at 15.9-16.4, against 8's 15.2-15.3;
+   * softmax-cluster*-run17.*). Another size folds other vectors per thread, so other bits (within the float64
+   * reference's tolerance). FASTKERNELS_SOFTMAX_CLUSTER.
    */
   clusterSize: Number(envChoice('FASTKERNELS_SOFTMAX_CLUSTER', ['2', '4', '8'] as const, '8')),
 };
