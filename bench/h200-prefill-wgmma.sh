@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 4, varlen prefill: builds and runs bench/prefill_wgmma_lab.cu on the GPU host (nvcc there; no Node, no bundle):
-# a wgmma (Hopper tensor-core) attention kernel against the shipped fk_varlen_prefill on one causal sequence, 32 / 8
-# heads x 128, bf16, checked against the shipped kernel and a float32 reference of two heads. Run from the repository's
+# the engine's wgmma (Hopper tensor-core) prefill kernel against its mma.sync kernel on one causal sequence, 32 / 8
+# heads x 128, bf16, checked against the mma kernel and a float32 reference of two heads. Run from the repository's
 # working tree (the lab includes packages/backend-cuda/kernels/attention_prefill.cu).
 #   OUT=/tmp/out bench/h200-prefill-wgmma.sh [S ...]     (default 4096; ~1 min)
 # Writes $OUT/prefill-wgmma-<S>.log and $OUT/prefill-wgmma.build.log, and prints each run's table. Exit 1 when a check fails.

@@ -58,6 +58,7 @@ __device__ __forceinline__ void st(__half* p, float x) { *p = __float2half_rn(x)
 __device__ __forceinline__ void st(__nv_bfloat16* p, float x) { *p = __float2bfloat16_rn(x); }
 
 #include "fk_mma.cuh"
+#include "fk_wgmma.cuh"
 
 // Element offset of 16-byte chunk ch of row r in a swizzled [rows][D] tile.
 __device__ __forceinline__ int swz(int r, int ch) { return r * D + ((ch ^ (r & 7)) << 3); }
@@ -75,14 +76,15 @@ __device__ __forceinline__ void load_tile(T* tile, const T* base, long long row_
   }
 }
 
-// Which (sequence, tile) linear tile index y is, from cu_seqlens_q (every warp computes the same answer).
-// On a miss, `tile` is the total number of tiles.
+// Which (sequence, tile of ROWS query rows) linear tile index y is, from cu_seqlens_q (every warp computes the same
+// answer). On a miss, `tile` is the total number of tiles.
+template <int ROWS>
 __device__ __forceinline__ bool find_tile(const int* __restrict__ cu_q, int num_seqs, int y, int lane, int& seq, int& tile) {
   int before = 0;
   for (int base = 0; base < num_seqs; base += 32) {
     const int s = base + lane;
     int nt = 0;
-    if (s < num_seqs) nt = (max(0, cu_q[s + 1] - cu_q[s]) + BM - 1) / BM;
+    if (s < num_seqs) nt = (max(0, cu_q[s + 1] - cu_q[s]) + ROWS - 1) / ROWS;
     int inc = nt;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
@@ -102,6 +104,112 @@ __device__ __forceinline__ bool find_tile(const int* __restrict__ cu_q, int num_
   }
   tile = before;
   return false;
+}
+
+// A spare CTA (the grid is an upper bound on the tiles): spare number e zeroes rows [e * ROWS, e * ROWS + ROWS) of those
+// no sequence covers, [0, cu_q[0]) and [cu_q[B], Tq) (there are always enough spare CTAs for them).
+template <int ROWS, int THREADS>
+__device__ __forceinline__ void zero_uncovered(T* __restrict__ out, const int* __restrict__ cu_q, int num_seqs, int total_q, int n_q_heads,
+                                               int h, int e, int tid) {
+  const int c0 = min(max(cu_q[0], 0), total_q);
+  const int cb = min(max(cu_q[num_seqs], c0), total_q);
+  const int uncovered = c0 + (total_q - cb);
+  for (int idx = tid; idx < ROWS * (D / 2); idx += THREADS) {
+    const int u = e * ROWS + idx / (D / 2);
+    if (u >= uncovered) break;
+    const int r = u < c0 ? u : cb + (u - c0);
+    *reinterpret_cast<u32*>(out + ((long long)r * n_q_heads + h) * D + 2 * (idx % (D / 2))) = 0u;
+  }
+}
+
+// Both tensor-core kernels hold a warp's 16 query rows by the mma accumulator layout: this thread has rows rA and rA + 8
+// (A and B), s[j][0..1] row A's keys n + 8 j + 2 t4 and + 1, s[j][2..3] row B's; o[j] likewise over the head dim.
+
+// The online-softmax step of one key tile: scale S to the log2 domain, mask the keys outside [lo, hi] of each row unless
+// the whole tile is inside every row's range (full), update the running maxima m and this thread's partial sums l, and
+// leave P = exp2(S - max) in s; alpha gets the factors the rows' O is to be rescaled by.
+__device__ __forceinline__ void online_softmax(float (&s)[BN / 8][4], bool full, int n, int t4, int loA, int hiA, int loB, int hiB,
+                                               float scale_log2, float& mA, float& mB, float& lA, float& lB, float& alphaA, float& alphaB) {
+  float mxA = mA, mxB = mB;
+#pragma unroll
+  for (int j = 0; j < BN / 8; j++) {
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+      float x = s[j][c] * scale_log2;
+      if (!full) {
+        const int key = n + 8 * j + 2 * t4 + (c & 1);
+        const bool ok = c < 2 ? (key >= loA && key <= hiA) : (key >= loB && key <= hiB);
+        if (!ok) x = neg_inf();
+      }
+      s[j][c] = x;
+    }
+    mxA = fmaxf(mxA, fmaxf(s[j][0], s[j][1]));
+    mxB = fmaxf(mxB, fmaxf(s[j][2], s[j][3]));
+  }
+  mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 1));
+  mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 2));
+  mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 1));
+  mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 2));
+  const float bA = mxA == neg_inf() ? 0.f : mxA;
+  const float bB = mxB == neg_inf() ? 0.f : mxB;
+  alphaA = exp2f(mA - bA);
+  alphaB = exp2f(mB - bB);
+  mA = mxA;
+  mB = mxB;
+  float sumA = 0.f, sumB = 0.f;
+#pragma unroll
+  for (int j = 0; j < BN / 8; j++) {
+    s[j][0] = exp2f(s[j][0] - bA);
+    s[j][1] = exp2f(s[j][1] - bA);
+    s[j][2] = exp2f(s[j][2] - bB);
+    s[j][3] = exp2f(s[j][3] - bB);
+    sumA += s[j][0] + s[j][1];
+    sumB += s[j][2] + s[j][3];
+  }
+  lA = lA * alphaA + sumA;  // per-thread partial; the quad is summed at the end
+  lB = lB * alphaB + sumB;
+}
+
+// O *= alpha. With FK_SKIP_RESCALE the multiply is skipped when no row max of the warp moved (every alpha is exactly 1:
+// exp2f(0)), a warp-uniform branch; the result is bit-identical either way.
+__device__ __forceinline__ void rescale_o(float (&o)[D / 8][4], float alphaA, float alphaB) {
+#if FK_SKIP_RESCALE
+  if (!__all_sync(0xffffffffu, alphaA == 1.f && alphaB == 1.f))
+#endif
+  {
+#pragma unroll
+    for (int j = 0; j < D / 8; j++) {
+      o[j][0] *= alphaA;
+      o[j][1] *= alphaA;
+      o[j][2] *= alphaB;
+      o[j][3] *= alphaB;
+    }
+  }
+}
+
+// P's keys 16 kk .. 16 kk + 15 as an A fragment of m16n8k16 (and of wgmma with A from registers), from the S accumulators.
+__device__ __forceinline__ void pack_p(const float (&s)[BN / 8][4], int kk, u32 (&pa)[4]) {
+  pa[0] = Mma<T>::pack(s[2 * kk][0], s[2 * kk][1]);
+  pa[1] = Mma<T>::pack(s[2 * kk][2], s[2 * kk][3]);
+  pa[2] = Mma<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+  pa[3] = Mma<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+}
+
+// The rows' outputs: O / l (the quad's partial sums added), rows past the sequence end (i >= lq) not written, rows that
+// saw no key as zeros. outA: row A's output at this thread's first column (2 t4); row B's is 8 rows on.
+__device__ __forceinline__ void store_rows(T* outA, long long orow, const float (&o)[D / 8][4], float lA, float lB, int iA, int iB, int lq) {
+  lA += __shfl_xor_sync(0xffffffffu, lA, 1);
+  lA += __shfl_xor_sync(0xffffffffu, lA, 2);
+  lB += __shfl_xor_sync(0xffffffffu, lB, 1);
+  lB += __shfl_xor_sync(0xffffffffu, lB, 2);
+  const float invA = lA > 0.f ? 1.f / lA : 0.f;
+  const float invB = lB > 0.f ? 1.f / lB : 0.f;
+  T* outB = outA + 8 * orow;
+#pragma unroll
+  for (int j = 0; j < D / 8; j++) {
+    if (iA < lq) *reinterpret_cast<u32*>(outA + 8 * j) = Mma<T>::pack(o[j][0] * invA, o[j][1] * invA);
+    if (iB < lq) *reinterpret_cast<u32*>(outB + 8 * j) = Mma<T>::pack(o[j][2] * invB, o[j][3] * invB);
+  }
 }
 
 }  // namespace fkpre
@@ -127,19 +235,8 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_varlen_prefill(
   const int warp = tid >> 5;
   const int lane = tid & 31;
   int seq, tile;
-  if (!find_tile(cu_q, num_seqs, blockIdx.y, lane, seq, tile)) {
-    // A spare CTA (the grid is an upper bound): spare number e zeroes rows [e * BM, e * BM + BM) of those no
-    // sequence covers, [0, cu_q[0]) and [cu_q[B], Tq) (there are always enough spare CTAs for them).
-    const int c0 = min(max(cu_q[0], 0), total_q);
-    const int cb = min(max(cu_q[num_seqs], c0), total_q);
-    const int uncovered = c0 + (total_q - cb);
-    const int e = blockIdx.y - tile;
-    for (int idx = tid; idx < BM * (D / 2); idx += NT) {
-      const int u = e * BM + idx / (D / 2);
-      if (u >= uncovered) break;
-      const int r = u < c0 ? u : cb + (u - c0);
-      *reinterpret_cast<u32*>(out + ((long long)r * n_q_heads + h) * D + 2 * (idx % (D / 2))) = 0u;
-    }
+  if (!find_tile<BM>(cu_q, num_seqs, blockIdx.y, lane, seq, tile)) {
+    zero_uncovered<BM, NT>(out, cu_q, num_seqs, total_q, n_q_heads, h, blockIdx.y - tile, tid);
     return;
   }
 
@@ -220,70 +317,18 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_varlen_prefill(
       }
     }
 
-    // Scale, mask, online softmax (log2 domain).
+    // Scale, mask, online softmax (log2 domain); O rescaled.
     const bool full = lo_last <= n && hi_first >= n + BN - 1;
-    float mxA = mA, mxB = mB;
-#pragma unroll
-    for (int j = 0; j < BN / 8; j++) {
-#pragma unroll
-      for (int c = 0; c < 4; c++) {
-        float x = s[j][c] * scale_log2;
-        if (!full) {
-          const int key = n + 8 * j + 2 * t4 + (c & 1);
-          const bool ok = c < 2 ? (key >= loA && key <= hiA) : (key >= loB && key <= hiB);
-          if (!ok) x = neg_inf();
-        }
-        s[j][c] = x;
-      }
-      mxA = fmaxf(mxA, fmaxf(s[j][0], s[j][1]));
-      mxB = fmaxf(mxB, fmaxf(s[j][2], s[j][3]));
-    }
-    mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 1));
-    mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 2));
-    mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 1));
-    mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 2));
-    const float bA = mxA == neg_inf() ? 0.f : mxA;
-    const float bB = mxB == neg_inf() ? 0.f : mxB;
-    const float alphaA = exp2f(mA - bA);
-    const float alphaB = exp2f(mB - bB);
-    mA = mxA;
-    mB = mxB;
-    float sumA = 0.f, sumB = 0.f;
-#pragma unroll
-    for (int j = 0; j < BN / 8; j++) {
-      s[j][0] = exp2f(s[j][0] - bA);
-      s[j][1] = exp2f(s[j][1] - bA);
-      s[j][2] = exp2f(s[j][2] - bB);
-      s[j][3] = exp2f(s[j][3] - bB);
-      sumA += s[j][0] + s[j][1];
-      sumB += s[j][2] + s[j][3];
-    }
-    lA = lA * alphaA + sumA;  // per-thread partial; the quad is summed at the end
-    lB = lB * alphaB + sumB;
-    // O *= alpha. With FK_SKIP_RESCALE the multiply is skipped when no row max of the warp moved (every alpha
-    // is exactly 1: exp2f(0)), a warp-uniform branch; the result is bit-identical either way.
-#if FK_SKIP_RESCALE
-    if (!__all_sync(0xffffffffu, alphaA == 1.f && alphaB == 1.f))
-#endif
-    {
-#pragma unroll
-      for (int j = 0; j < D / 8; j++) {
-        o[j][0] *= alphaA;
-        o[j][1] *= alphaA;
-        o[j][2] *= alphaB;
-        o[j][3] *= alphaB;
-      }
-    }
+    float alphaA, alphaB;
+    online_softmax(s, full, n, t4, loA, hiA, loB, hiB, scale_log2, mA, mB, lA, lB, alphaA, alphaB);
+    rescale_o(o, alphaA, alphaB);
 
     // O += P V: P re-packed from the S accumulators as A fragments.
     const T* sVs = sV + stage * BN * D;
 #pragma unroll
     for (int kk = 0; kk < BN / 16; kk++) {
       u32 pa[4];
-      pa[0] = Mma<T>::pack(s[2 * kk][0], s[2 * kk][1]);
-      pa[1] = Mma<T>::pack(s[2 * kk][2], s[2 * kk][3]);
-      pa[2] = Mma<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      pa[3] = Mma<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      pack_p(s, kk, pa);
 #pragma unroll
       for (int dp = 0; dp < D / 16; dp++) {
         u32 b0, b1, b2, b3;
@@ -296,20 +341,127 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_varlen_prefill(
   }
   cp_async_wait<0>();
 
-  lA += __shfl_xor_sync(0xffffffffu, lA, 1);
-  lA += __shfl_xor_sync(0xffffffffu, lA, 2);
-  lB += __shfl_xor_sync(0xffffffffu, lB, 1);
-  lB += __shfl_xor_sync(0xffffffffu, lB, 2);
-  const float invA = lA > 0.f ? 1.f / lA : 0.f;
-  const float invB = lB > 0.f ? 1.f / lB : 0.f;
   const long long orow = (long long)n_q_heads * D;
-  T* outA = out + (long long)(q0 + iA) * orow + (long long)h * D + 2 * t4;
-  T* outB = outA + 8 * orow;
+  store_rows(out + (long long)(q0 + iA) * orow + (long long)h * D + 2 * t4, orow, o, lA, lB, iA, iB, lq);
+#endif
+}
+
+// The wgmma path (sm_90a, head dim 128): grid (nQ, tiles) as above with tiles of 128 query rows, 256 threads: two
+// warpgroups of 64 rows each share every K / V tile. Dynamic shared memory: WGMMA_SMEM_BYTES.
+namespace fkpre {
+constexpr int WG_BM = 2 * wg::ROWS;  // query rows a CTA
+constexpr int WG_NT = 256;
+// Q (a tile a warpgroup), K and V (2 stages each), and room to align the base to 1024 bytes (the swizzle atoms)
+constexpr int WGMMA_SMEM_BYTES = 6 * wg::TILE_BYTES + 1024;
+
+// Rows [row0, row0 + 64) of a [T, heads, 128] tensor (head fixed) into a swizzled wgmma tile; rows >= n are zeros.
+__device__ __forceinline__ void load_wg_tile(unsigned char* tile, const T* base, long long row_stride, int row0, int n, int tid) {
 #pragma unroll
-  for (int j = 0; j < D / 8; j++) {
-    if (iA < lq) *reinterpret_cast<u32*>(outA + 8 * j) = Mma<T>::pack(o[j][0] * invA, o[j][1] * invA);
-    if (iB < lq) *reinterpret_cast<u32*>(outB + 8 * j) = Mma<T>::pack(o[j][2] * invB, o[j][3] * invB);
+  for (int i = tid; i < wg::ROWS * 16; i += WG_NT) {
+    const int r = i >> 4, c = i & 15;
+    const bool ok = row0 + r < n;
+    cp_async16(smem_u32(tile + wg::tile_off(r, c)), ok ? base + (long long)(row0 + r) * row_stride + c * 8 : base, ok ? 16 : 0);
   }
+}
+}  // namespace fkpre
+
+extern "C" __global__ void __launch_bounds__(fkpre::WG_NT, 2) fk_varlen_prefill_wgmma(
+    FK_T* __restrict__ out,  // [Tq, nQ, D] contiguous
+    const FK_T* __restrict__ q, long long q_sr, long long q_sh,
+    const FK_T* __restrict__ k, long long k_sr, long long k_sh,
+    const FK_T* __restrict__ v, long long v_sr, long long v_sh,
+    const int* __restrict__ cu_q, const int* __restrict__ cu_k, int num_seqs, int total_q, int n_q_heads, int group, int causal,
+    int window, float scale_log2) {
+  fk_pdl_entry();
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) && FK_D == 128  // (the host launches it on compute capability 9.0 only)
+  extern __shared__ __align__(128) unsigned char fk_wg_smem[];
+  unsigned char* sm = fk_wg_smem + ((1024 - (smem_u32(fk_wg_smem) & 1023)) & 1023);
+  unsigned char* sQ = sm;                      // a tile a warpgroup
+  unsigned char* sK = sm + 2 * wg::TILE_BYTES;  // 2 stages
+  unsigned char* sV = sm + 4 * wg::TILE_BYTES;  // 2 stages
+
+  const int h = blockIdx.x;
+  const int tid = threadIdx.x;
+  const int wgi = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+  int seq, tile;
+  if (!find_tile<WG_BM>(cu_q, num_seqs, blockIdx.y, lane, seq, tile)) {
+    zero_uncovered<WG_BM, WG_NT>(out, cu_q, num_seqs, total_q, n_q_heads, h, blockIdx.y - tile, tid);
+    return;
+  }
+
+  const int q0 = cu_q[seq];
+  const int lq = cu_q[seq + 1] - q0;
+  const int k0 = cu_k[seq];
+  const int lk = max(0, cu_k[seq + 1] - k0);
+  const int kvh = h / group;
+  const int off = lk - lq;  // query i sits at key position i + off
+  auto hi_of = [&](int i) { return causal ? min(i + off, lk - 1) : lk - 1; };
+  auto lo_of = [&](int i) { return window > 0 ? max(0, i + off - window + 1) : 0; };
+  // the CTA's key tiles
+  const int m0 = tile * WG_BM;
+  const int kbeg = lo_of(m0);
+  const int kend = hi_of(min(m0 + WG_BM, lq) - 1);
+  const int n_start = kend >= kbeg ? (kbeg / BN) * BN : 0;
+  const int n_tiles = kend >= kbeg ? (kend - n_start) / BN + 1 : 0;
+  // this warpgroup's rows [w0, w_last] and the keys they see (none when the sequence ends before its rows)
+  const int w0 = m0 + wgi * wg::ROWS;
+  const int w_last = min(w0 + wg::ROWS, lq) - 1;
+  const int wkbeg = w_last >= w0 ? lo_of(w0) : 0;
+  const int wkend = w_last >= w0 ? hi_of(w_last) : -1;
+  const int hi_first = hi_of(w0), lo_last = lo_of(w_last);  // tiles inside both need no mask
+
+  const T* qh = q + (long long)q0 * q_sr + (long long)h * q_sh;
+  const T* kh = k + (long long)k0 * k_sr + (long long)kvh * k_sh;
+  const T* vh = v + (long long)k0 * v_sr + (long long)kvh * v_sh;
+  load_wg_tile(sQ, qh, q_sr, m0, lq, tid);
+  load_wg_tile(sQ + wg::TILE_BYTES, qh, q_sr, m0 + wg::ROWS, lq, tid);
+  if (n_tiles > 0) {
+    load_wg_tile(sK, kh, k_sr, n_start, lk, tid);
+    load_wg_tile(sV, vh, v_sr, n_start, lk, tid);
+  }
+  cp_async_commit();
+
+  const int g = lane >> 2, t4 = lane & 3;
+  const int iA = w0 + warp * 16 + g;  // sequence-local query rows of this thread (the accumulator layout)
+  const int iB = iA + 8;
+  const int hiA = hi_of(iA), hiB = hi_of(iB), loA = lo_of(iA), loB = lo_of(iB);
+  const u32 qs = smem_u32(sQ + wgi * wg::TILE_BYTES);
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int j = 0; j < D / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  float mA = neg_inf(), mB = neg_inf(), lA = 0.f, lB = 0.f;
+
+  for (int it = 0; it < n_tiles; it++) {
+    const int stage = it & 1;
+    const int n = n_start + it * BN;
+    if (it + 1 < n_tiles) {
+      load_wg_tile(sK + (stage ^ 1) * wg::TILE_BYTES, kh, k_sr, n + BN, lk, tid);
+      load_wg_tile(sV + (stage ^ 1) * wg::TILE_BYTES, vh, v_sr, n + BN, lk, tid);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();  // this thread's copies of the tile (and of Q) landed
+    wg::fence_async_smem();
+    __syncthreads();  // ... and every thread's
+
+    if (n <= wkend && n + BN - 1 >= wkbeg) {  // warpgroup-uniform (wgmma takes the whole warpgroup)
+      float s[BN / 8][4];
+      wg::qk_tile<T>(s, qs, smem_u32(sK + stage * wg::TILE_BYTES));  // S = Q K^T
+      const bool full = lo_last <= n && hi_first >= n + BN - 1;
+      float alphaA, alphaB;
+      online_softmax(s, full, n, t4, loA, hiA, loB, hiB, scale_log2, mA, mB, lA, lB, alphaA, alphaB);
+      rescale_o(o, alphaA, alphaB);
+      u32 pa[BN / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; kk++) pack_p(s, kk, pa[kk]);
+      wg::pv_tile<T>(o, pa, smem_u32(sV + stage * wg::TILE_BYTES));  // O += P V
+    }
+    __syncthreads();  // the stage is refilled by the next iteration's copies
+  }
+  cp_async_wait<0>();
+
+  const long long orow = (long long)n_q_heads * D;
+  store_rows(out + (long long)(q0 + iA) * orow + (long long)h * D + 2 * t4, orow, o, lA, lB, iA, iB, lq);
 #endif
 }
 

@@ -70,6 +70,12 @@ export const ATTENTION_TUNING = {
   prefillSkipRescale: true,
   /** Use the tensor-core prefill kernel where it applies (bf16/f16, head dim 64 or 128). */
   prefillMma: true,
+  /**
+   * On sm_90a at head dim 128, the tensor-core prefill kernel on wgmma (fk_varlen_prefill_wgmma: two warpgroups of 64
+   * query rows a CTA) instead of mma.sync. bench/prefill_wgmma_lab.cu on the H200 (run 19, S 4096, Llama-3-8B heads,
+   * causal bf16): 0.491 ms against the mma kernel's 0.690, bit-identical outputs. FASTKERNELS_PREFILL_WGMMA=0 turns it off.
+   */
+  prefillWgmma: envSwitch('FASTKERNELS_PREFILL_WGMMA', true),
 };
 
 export interface DecodePlanInput {
@@ -205,8 +211,11 @@ export function vectorBytes(itemsize: number, byteQuantities: readonly number[])
 }
 
 export interface PrefillPlan {
+  /** The kernel: fk_varlen_prefill_wgmma, fk_varlen_prefill (mma.sync) or fk_varlen_prefill_simple. */
+  readonly kernel: 'wgmma' | 'mma' | 'simple';
+  /** A tensor-core kernel (wgmma or mma): 16-byte aligned rows, query tiles on the grid's y. */
   readonly mma: boolean;
-  /** Mma kernel: skip the O rescale when no row max moved (-DFK_SKIP_RESCALE). */
+  /** Tensor-core kernels: skip the O rescale when no row max moved (-DFK_SKIP_RESCALE). */
   readonly skipRescale: boolean;
   readonly warps: number;
   readonly rowsPerCta: number;
@@ -215,21 +224,31 @@ export interface PrefillPlan {
   readonly sharedBytes: number;
 }
 
-/** The mma kernel's tile of keys (kernels/attention_prefill.cu BN). */
+/** The tensor-core kernels' tile of keys (kernels/attention_prefill.cu BN). */
 export const PREFILL_BN = 64;
+/** fk_varlen_prefill_wgmma's dynamic shared memory (WGMMA_SMEM_BYTES): Q 2 x 16 KB, K and V 2 stages x 16 KB, 1 KB to align. */
+export const PREFILL_WGMMA_SMEM_BYTES = 6 * 64 * 128 * 2 + 1024;
 
-export function planPrefill(p: { totalQ: number; qHeads: number; headDim: number; dtype: string; numSeqs: number }, tuning = ATTENTION_TUNING): PrefillPlan {
+/** `arch`: the device's SASS target (DeviceProperties.arch); the wgmma kernel needs sm_90a. */
+export function planPrefill(
+  p: { totalQ: number; qHeads: number; headDim: number; dtype: string; numSeqs: number; arch?: string },
+  tuning = ATTENTION_TUNING,
+): PrefillPlan {
   const mma = tuning.prefillMma && (p.dtype === 'bf16' || p.dtype === 'f16') && (p.headDim === 64 || p.headDim === 128);
+  // Upper bound on the tiles of bm rows over all sequences (sum of ceil(lq / bm) <= ceil(Tq / bm) + B); spare CTAs exit
+  // or zero the rows no sequence covers.
+  const tiles = (bm: number) => ceilDiv(p.totalQ, bm) + p.numSeqs;
+  // (at head dim 64 ptxas drops the mma kernel to 128 registers and it spills with the skip branch: D 128 only)
+  const skipRescale = tuning.prefillSkipRescale && p.headDim === 128;
+  if (mma && tuning.prefillWgmma && p.arch === 'sm_90a' && p.headDim === 128) {
+    return { kernel: 'wgmma', mma, skipRescale, warps: 8, rowsPerCta: 128, grid: [p.qHeads, tiles(128), 1], block: 256, sharedBytes: PREFILL_WGMMA_SMEM_BYTES };
+  }
   if (mma) {
     const warps = tuning.prefillWarps;
     const bm = 16 * warps;
-    // Upper bound on the tiles over all sequences (sum of ceil(lq / BM) <= ceil(Tq / BM) + B); spare CTAs exit
-    // or zero the rows no sequence covers.
-    const tiles = ceilDiv(p.totalQ, bm) + p.numSeqs;
     const sharedBytes = (bm * p.headDim + 4 * PREFILL_BN * p.headDim) * 2;
-    // (at head dim 64 ptxas drops to 128 registers and spills with the skip branch: D 128 only)
-    return { mma, skipRescale: tuning.prefillSkipRescale && p.headDim === 128, warps, rowsPerCta: bm, grid: [p.qHeads, tiles, 1], block: warps * 32, sharedBytes };
+    return { kernel: 'mma', mma, skipRescale, warps, rowsPerCta: bm, grid: [p.qHeads, tiles(bm), 1], block: warps * 32, sharedBytes };
   }
   const warps = 4;
-  return { mma, skipRescale: false, warps, rowsPerCta: warps, grid: [ceilDiv(p.totalQ, warps), p.qHeads, 1], block: warps * 32, sharedBytes: 0 };
+  return { kernel: 'simple', mma, skipRescale: false, warps, rowsPerCta: warps, grid: [ceilDiv(p.totalQ, warps), p.qHeads, 1], block: warps * 32, sharedBytes: 0 };
 }

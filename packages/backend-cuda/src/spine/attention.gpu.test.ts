@@ -211,9 +211,11 @@ function checkPrefill(c: PrefillCase, seed = 5): void {
   const half = c.dtype !== 'f32' && (c.D === 64 || c.D === 128);
   const paths: [string, Partial<typeof ATTENTION_TUNING>][] = half
     ? [
-        ['mma 4 warps', { prefillWarps: 4 }],
-        ['mma 8 warps', { prefillWarps: 8 }],
-        ['mma 8 warps, always rescale', { prefillWarps: 8, prefillSkipRescale: false }],
+        ['default (wgmma on sm_90a at D 128)', {}],
+        ['default, always rescale', { prefillSkipRescale: false }],
+        ['mma 4 warps', { prefillWgmma: false, prefillWarps: 4 }],
+        ['mma 8 warps', { prefillWgmma: false, prefillWarps: 8 }],
+        ['mma 8 warps, always rescale', { prefillWgmma: false, prefillWarps: 8, prefillSkipRescale: false }],
         ['simple', { prefillMma: false }],
       ]
     : [['simple', {}]];
@@ -292,7 +294,7 @@ describe('L1/varlen_prefill_attention task on CUDA vs its float64 reference', ()
   }
 });
 
-describe('prefill at production size: the mma kernel vs the simple fp32-accumulating kernel on the GPU', () => {
+describe('prefill at production size: the tensor-core kernels vs the simple fp32-accumulating kernel on the GPU', () => {
   it('Llama-3-8B heads, sequences 2600 + 1100 + 396, and chunked 2048 over 8192', G, () => {
     for (const c of [
       { nQ: 32, nKv: 8, D: 128, dtype: 'bf16' as DType, qLens: [2600, 1100, 396] },
@@ -300,10 +302,13 @@ describe('prefill at production size: the mma kernel vs the simple fp32-accumula
     ]) {
       const { gpuIn, cpuIn } = prefillInputs(c, 9);
       const scale = 1 / Math.sqrt(128);
-      const fast = gpu().ops.varlenPrefillAttention(...gpuIn, scale, true, 0);
       const slow = withAttention({ prefillMma: false }, () => gpu().ops.varlenPrefillAttention(...gpuIn, scale, true, 0));
-      expectClose(fast, slow, tolOf('bf16'), `prefill production ${JSON.stringify(c.qLens)}`);
-      for (const t of [fast, slow, ...gpuIn, ...cpuIn]) t.dispose();
+      for (const [name, tuning] of [['default', {}], ['mma', { prefillWgmma: false }]] as const) {
+        const fast = withAttention(tuning, () => gpu().ops.varlenPrefillAttention(...gpuIn, scale, true, 0));
+        expectClose(fast, slow, tolOf('bf16'), `prefill production ${JSON.stringify(c.qLens)} [${name}]`);
+        fast.dispose();
+      }
+      for (const t of [slow, ...gpuIn, ...cpuIn]) t.dispose();
     }
   });
 });

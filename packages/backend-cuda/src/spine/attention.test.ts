@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { layoutArgs, parseSignature, writeArgs } from '../args.js';
 import type { CudaKernelSpec } from '../kernel.js';
 import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
-import { ATTENTION_TUNING, lanesPerRow, largestDivisorAtMost, planDecode, planPrefill, vectorBytes } from './attention-plan.js';
+import { ATTENTION_TUNING, lanesPerRow, largestDivisorAtMost, planDecode, planPrefill, PREFILL_WGMMA_SMEM_BYTES, vectorBytes } from './attention-plan.js';
 import { pagedDecodeAttention, varlenPrefillAttention } from './attention.js';
 import { withTuning } from '../../test/spine-helpers.js';
 import { ptr } from './common.js';
@@ -91,9 +91,19 @@ describe('attention launch plans', () => {
     expect(planDecode({ ...llama, batch: 2, maxBlocks: 40, dtype: 'bf16' }, { ...ATTENTION_TUNING, decodeSplitTokens: 65 }).chunk).toBe(128);
   });
 
-  it('prefill: the mma path for bf16/f16 at 64/128, the simple path otherwise', () => {
+  it('prefill: wgmma on sm_90a at head dim 128 (16-bit), mma for bf16/f16 at 64/128 elsewhere, the simple path otherwise', () => {
+    const w = planPrefill({ totalQ: 4096, qHeads: 32, headDim: 128, dtype: 'bf16', numSeqs: 3, arch: 'sm_90a' });
+    expect(w).toMatchObject({ kernel: 'wgmma', mma: true, rowsPerCta: 128, block: 256, skipRescale: true, grid: [32, 32 + 3, 1] });
+    expect(w.sharedBytes).toBe(PREFILL_WGMMA_SMEM_BYTES);
+    expect(planPrefill({ totalQ: 8, qHeads: 1, headDim: 128, dtype: 'f16', numSeqs: 1, arch: 'sm_90a' }).kernel).toBe('wgmma');
+    // not at head dim 64, not on plain sm_90 / other devices, not when switched off, never for f32
+    expect(planPrefill({ totalQ: 8, qHeads: 1, headDim: 64, dtype: 'bf16', numSeqs: 1, arch: 'sm_90a' }).kernel).toBe('mma');
+    expect(planPrefill({ totalQ: 8, qHeads: 1, headDim: 128, dtype: 'bf16', numSeqs: 1, arch: 'sm_89' }).kernel).toBe('mma');
+    expect(planPrefill({ totalQ: 8, qHeads: 1, headDim: 128, dtype: 'bf16', numSeqs: 1, arch: 'sm_90a' }, { ...ATTENTION_TUNING, prefillWgmma: false }).kernel).toBe('mma');
+    expect(planPrefill({ totalQ: 8, qHeads: 1, headDim: 128, dtype: 'f32', numSeqs: 1, arch: 'sm_90a' }).kernel).toBe('simple');
     const p = planPrefill({ totalQ: 4096, qHeads: 32, headDim: 128, dtype: 'bf16', numSeqs: 1 }, { ...ATTENTION_TUNING, prefillWarps: 4 });
     expect(p.mma).toBe(true);
+    expect(p.kernel).toBe('mma');
     expect(p.grid).toEqual([32, 65, 1]);
     expect(p.sharedBytes).toBe((64 * 128 + 4 * 64 * 128) * 2);
     const p8 = planPrefill({ totalQ: 4096, qHeads: 32, headDim: 128, dtype: 'bf16', numSeqs: 1 });

@@ -178,7 +178,7 @@ export function varlenPrefillAttention(
     const numSeqs = cuSeqlensQ.numel - 1;
     const cuQ = int32Contiguous(`${what} cuSeqlensQ`, cuSeqlensQ, temps);
     const cuK = int32Contiguous(`${what} cuSeqlensK`, cuSeqlensK, temps);
-    const plan = planPrefill({ totalQ: Tq, qHeads: nQ, headDim: D, dtype: qIn.dtype, numSeqs });
+    const plan = planPrefill({ totalQ: Tq, qHeads: nQ, headDim: D, dtype: qIn.dtype, numSeqs, arch: ctx.runtime.properties().arch });
     let q = lastDimContiguous(qIn, temps);
     let k = lastDimContiguous(kIn, temps);
     let v = lastDimContiguous(vIn, temps);
@@ -197,7 +197,8 @@ export function varlenPrefillAttention(
     const window = Math.max(0, slidingWindow);
     const scaleLog2 = scale * LOG2E;
     if (plan.mma) {
-      const kernel = fileKernel(ctx, 'attention_prefill.cu', 'fk_varlen_prefill', [`-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_WARPS=${plan.warps}`, `-DFK_SKIP_RESCALE=${plan.skipRescale ? 1 : 0}`]);
+      const entry = plan.kernel === 'wgmma' ? 'fk_varlen_prefill_wgmma' : 'fk_varlen_prefill';
+      const kernel = fileKernel(ctx, 'attention_prefill.cu', entry, [`-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_WARPS=${plan.warps}`, `-DFK_SKIP_RESCALE=${plan.skipRescale ? 1 : 0}`]);
       kernel.launch(plan.grid, plan.block, plan.sharedBytes, [
         ptr(out), ptr(q), qsr, qsh, ptr(k), ksr, ksh, ptr(v), vsr, vsh,
         ptr(cuQ), ptr(cuK), numSeqs, Tq, nQ, group, causal ? 1 : 0, window, scaleLog2,
