@@ -63,6 +63,25 @@ export function toGpu(t: Tensor): Tensor {
 }
 
 /**
+ * Runs fn with `keep`, which records the tensors it is given (and returns them) for disposal when fn returns or throws:
+ * GPU tests release their device memory rather than leave it to the garbage collector (which the runtime warns about).
+ * Keep whole tensors, not views of them (a view shares its tensor's storage).
+ */
+export function releasing<R>(fn: (keep: <T extends Tensor | readonly Tensor[]>(t: T) => T) => R): R {
+  const held: Tensor[] = [];
+  const keep = <T extends Tensor | readonly Tensor[]>(t: T): T => {
+    if (t instanceof Tensor) held.push(t);
+    else held.push(...(t as readonly Tensor[]));
+    return t;
+  };
+  try {
+    return fn(keep);
+  } finally {
+    for (const t of held) t.dispose();
+  }
+}
+
+/**
  * Fill freed blocks of the caching allocator with NaN, so an output allocated next (same size class) that a kernel
  * fails to write shows up as NaN instead of stale data that might match.
  */

@@ -1,6 +1,6 @@
 import { Rng, Tensor, counterUniform } from '@fastkernels/core';
 import { describe, it } from 'vitest';
-import { G, checkTaskOnCuda, cpu, expectSameInts, gpu, intsCpu, task, taskCases, toGpu, variant } from '../../test/spine-helpers.js';
+import { G, checkTaskOnCuda, cpu, expectSameInts, gpu, intsCpu, releasing, task, taskCases, toGpu, variant } from '../../test/spine-helpers.js';
 
 interface Row {
   t: number;
@@ -17,9 +17,11 @@ function same(logits: Float64Array, B: number, V: number, rows: Row[], label: st
   const p = Tensor.fromArray(cpu(), rows.map((r) => r.p), [B], 'f32');
   const s = intsCpu(rows.map((r) => r.seed), [B], 'i64');
   const want = cpu().ops.sample(l, t, k, p, s);
-  const got = gpu().ops.sample(toGpu(l), toGpu(t), toGpu(k), toGpu(p), toGpu(s));
-  if (got.dtype !== 'i64' || got.shape.join() !== String(B)) throw new Error(`${label}: got ${got.dtype} ${got.shape}`);
-  expectSameInts(got, want, label);
+  releasing((keep) => {
+    const got = keep(gpu().ops.sample(...keep([l, t, k, p, s].map(toGpu) as [Tensor, Tensor, Tensor, Tensor, Tensor])));
+    if (got.dtype !== 'i64' || got.shape.join() !== String(B)) throw new Error(`${label}: got ${got.dtype} ${got.shape}`);
+    expectSameInts(got, want, label);
+  });
 }
 
 function normalLogits(B: number, V: number, seed: number, scale: number): Float64Array {
@@ -49,9 +51,17 @@ describe('sample: token for token equal to the CPU backend', () => {
     const s = rows[3]!.seed;
     let best = 0;
     for (let i = 1; i < V; i++) if (counterUniform(s, 0, i) > counterUniform(s, 0, best)) best = i; // row 0: slot-independent noise
-    const l = Tensor.fromArray(gpu(), new Float64Array(B * V), [B, V], 'f32');
-    const out = gpu().ops.sample(l, toGpu(Tensor.fromArray(cpu(), rows.map(() => 1), [B], 'f32')), toGpu(intsCpu(rows.map(() => 0), [B], 'i32')), toGpu(Tensor.fromArray(cpu(), rows.map(() => 1), [B], 'f32')), toGpu(intsCpu(rows.map((r) => r.seed), [B], 'i64')));
-    if (out.toFloat64Array()[3] !== best) throw new Error(`row 3: ${out.toFloat64Array()[3]} vs ${best}`);
+    releasing((keep) => {
+      const l = keep(Tensor.fromArray(gpu(), new Float64Array(B * V), [B, V], 'f32'));
+      const [t, k, p, seeds] = keep([
+        Tensor.fromArray(cpu(), rows.map(() => 1), [B], 'f32'),
+        intsCpu(rows.map(() => 0), [B], 'i32'),
+        Tensor.fromArray(cpu(), rows.map(() => 1), [B], 'f32'),
+        intsCpu(rows.map((r) => r.seed), [B], 'i64'),
+      ].map(toGpu));
+      const out = keep(gpu().ops.sample(l, t!, k!, p!, seeds!));
+      if (out.toFloat64Array()[3] !== best) throw new Error(`row 3: ${out.toFloat64Array()[3]} vs ${best}`);
+    });
   });
 
   it('greedy at the Llama vocabulary (B=16, V=128256)', G, () => {
