@@ -403,6 +403,9 @@ __device__ __forceinline__ u32 pack_raw(const T* p) {
 // log2 domain, sum; an empty split -inf and 0). CTA `rank` writes outputs rank * MW * 32 + tid, ... of the MHG x D, each
 // from the FK_CLUSTER partials in split order, as fk_paged_decode_combine computes it.
 __device__ __forceinline__ void cluster_combine(T* __restrict__ out, const float* c_acc, const float* c_ml, long long bh0, int tid) {
+#if FK_EARLY_KV
+  fk_pdl_entry();  // it writes the output: never before the kernel before has finished (an empty split has not waited yet)
+#endif
   fk_cluster_sync();  // every split's partial is in its CTA's shared memory
   const unsigned rank = fk_cluster_rank();
   for (int idx = (int)rank * MW * 32 + tid; idx < MHG * D; idx += FK_CLUSTER * MW * 32) {
@@ -470,9 +473,6 @@ extern "C" __global__ void FK_DEC_CLUSTER_DIMS __launch_bounds__(FK_MWARPS * 32)
   if (s_begin >= s_end) {
 #if FK_CLUSTER > 1
     // an empty split still takes part in its cluster's merge, with nothing to add
-#if FK_EARLY_KV
-    fk_pdl_entry();  // the merge writes the output: never before the kernel before has finished
-#endif
     for (int i = tid; i < MHG * D; i += MW * 32) c_acc[i] = 0.f;
     if (tid < MHG) c_ml[tid][0] = neg_inf(), c_ml[tid][1] = 0.f;
     cluster_combine(out, c_acc, &c_ml[0][0], (long long)b * n_q_heads + h0, tid);
