@@ -18,10 +18,6 @@
 // FK_STAGES - 1 tiles per warp stay in flight while it computes S = Q K^T, the online softmax (log2 domain) and
 // O += P V on the tensor cores. Only warp-level sync in the loop; the warps merge through shared memory at
 // the end. A sequence whose keys fit one split writes its output directly (the combine kernel skips it).
-// FK_CLUSTER=S (2..8; ATTENTION_TUNING.decodeCluster): the grid has exactly S splits and they are one thread-block
-// cluster; each CTA leaves its merged partial (acc, max, sum) in shared memory, and after a cluster barrier the CTAs
-// combine them through distributed shared memory (each an equal share of the outputs, with the combine kernel's
-// arithmetic), so neither the fp32 partials in global memory nor the combine launch are needed.
 // FK_EARLY_KV=1 (ATTENTION_TUNING.decodeEarlyKv): under PDL the page ids and the cp.async of the first FK_STAGES - 1
 // tiles are issued before the wait for the kernel before, so the cache's DRAM latency overlaps it (at bs 1 the kernel
 // is ~6 us of mostly latency). Everything but the newest key of each sequence (position seq_lens[b] - 1, which that
@@ -32,11 +28,9 @@
 // -DFK_UNROLL=<tokens per row in flight> -DFK_BS=<cache block size> -DFK_WARPS=<warps>; the defaults below
 // make the file compile standalone with `nvcc -std=c++17 -arch=sm_90a -c`.
 // compile-cu: -DFK_DEC_PATH=2 -DFK_PDL=1 -DFK_EARLY_KV=1 -DFK_STAGES=2
-// compile-cu: -DFK_DEC_PATH=2 -DFK_PDL=1 -DFK_EARLY_KV=1 -DFK_STAGES=2 -DFK_CLUSTER=4
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include "fk_pdl.cuh"
-#include "fk_cluster.cuh"
 
 #ifndef FK_T
 #define FK_T __nv_bfloat16
@@ -70,10 +64,6 @@
 #endif
 #ifndef FK_EARLY_KV
 #define FK_EARLY_KV 0  // fk_paged_decode_mma: the first tiles' cached keys load before the PDL wait (see there)
-#endif
-// fk_paged_decode_mma: > 1 = the grid's splits (exactly FK_CLUSTER) form a thread-block cluster that merges them (see there)
-#ifndef FK_CLUSTER
-#define FK_CLUSTER 1
 #endif
 // 0: every kernel of the file (standalone compile); 1: fk_paged_decode + combine; 2: fk_paged_decode_mma + combine.
 #ifndef FK_DEC_PATH
@@ -398,44 +388,9 @@ __device__ __forceinline__ u32 pack_raw(const T* p) {
   return (u32)u[0] | ((u32)u[1] << 16);
 }
 
-#if FK_CLUSTER > 1
-// The cluster's merge (FK_CLUSTER): every CTA has its split's partial in c_acc [MHG][D] and c_ml [MHG][2] (max in the
-// log2 domain, sum; an empty split -inf and 0). CTA `rank` writes outputs rank * MW * 32 + tid, ... of the MHG x D, each
-// from the FK_CLUSTER partials in split order, as fk_paged_decode_combine computes it.
-__device__ __forceinline__ void cluster_combine(T* __restrict__ out, const float* c_acc, const float* c_ml, long long bh0, int tid) {
-#if FK_EARLY_KV
-  fk_pdl_entry();  // it writes the output: never before the kernel before has finished (an empty split has not waited yet)
-#endif
-  fk_cluster_sync();  // every split's partial is in its CTA's shared memory
-  const unsigned rank = fk_cluster_rank();
-  for (int idx = (int)rank * MW * 32 + tid; idx < MHG * D; idx += FK_CLUSTER * MW * 32) {
-    const int hh = idx / D;
-    float ms[FK_CLUSTER];
-    float M = neg_inf();
-#pragma unroll
-    for (int r = 0; r < FK_CLUSTER; r++) M = fmaxf(M, ms[r] = fk_ld_cluster(c_ml + 2 * hh, r));
-    const float mb = M == neg_inf() ? 0.f : M;
-    float sum = 0.f, a = 0.f;
-#pragma unroll
-    for (int r = 0; r < FK_CLUSTER; r++) {
-      const float wt = exp2f(ms[r] - mb);
-      sum = fmaf(wt, fk_ld_cluster(c_ml + 2 * hh + 1, r), sum);
-      a = fmaf(wt, fk_ld_cluster(c_acc + idx, r), a);
-    }
-    st(out + (bh0 + hh) * D + idx % D, a * (sum > 0.f ? 1.f / sum : 0.f));
-  }
-  fk_cluster_sync();  // no CTA leaves (freeing its shared memory) while another may still read it
-}
-#endif
-
 }  // namespace fkdm
 
-#if FK_CLUSTER > 1
-#define FK_DEC_CLUSTER_DIMS __cluster_dims__(FK_CLUSTER, 1, 1)
-#else
-#define FK_DEC_CLUSTER_DIMS
-#endif
-extern "C" __global__ void FK_DEC_CLUSTER_DIMS __launch_bounds__(FK_MWARPS * 32) fk_paged_decode_mma(
+extern "C" __global__ void __launch_bounds__(FK_MWARPS * 32) fk_paged_decode_mma(
     FK_T* __restrict__ out,             // [B, nQ, D] contiguous
     float* __restrict__ part_acc,       // [B, nQ, num_splits, D] (sequences spread over > 1 split)
     float* __restrict__ part_ml,        // [B, nQ, num_splits, 2]: max (log2 domain), sum
@@ -452,10 +407,6 @@ extern "C" __global__ void FK_DEC_CLUSTER_DIMS __launch_bounds__(FK_MWARPS * 32)
   extern __shared__ __align__(128) unsigned char fk_smem[];
   __shared__ float sm_m[MW][MHG];
   __shared__ float sm_l[MW][MHG];
-#if FK_CLUSTER > 1
-  __shared__ float c_acc[MHG * D];  // this split's merged partial, read by the cluster (cluster_combine)
-  __shared__ float c_ml[MHG][2];
-#endif
   const int split = blockIdx.x;
   const int h0 = blockIdx.y * MHG;
   const int b = blockIdx.z;
@@ -471,13 +422,6 @@ extern "C" __global__ void FK_DEC_CLUSTER_DIMS __launch_bounds__(FK_MWARPS * 32)
   const int nsp = (L - lo + chunk - 1) / chunk;  // splits that hold keys (0 when none)
   const bool direct = num_splits == 1 || nsp <= 1;
   if (s_begin >= s_end) {
-#if FK_CLUSTER > 1
-    // an empty split still takes part in its cluster's merge, with nothing to add
-    for (int i = tid; i < MHG * D; i += MW * 32) c_acc[i] = 0.f;
-    if (tid < MHG) c_ml[tid][0] = neg_inf(), c_ml[tid][1] = 0.f;
-    cluster_combine(out, c_acc, &c_ml[0][0], (long long)b * n_q_heads + h0, tid);
-    return;
-#endif
     if (split == 0 && direct) {
 #if FK_EARLY_KV
       fk_pdl_entry();  // a write: never before the kernel before has finished (it may still read this memory)
@@ -708,10 +652,6 @@ extern "C" __global__ void FK_DEC_CLUSTER_DIMS __launch_bounds__(FK_MWARPS * 32)
       sum = fmaf(wt, sm_l[w][hh], sum);
       a = fmaf(wt, so[(w * MHG + hh) * D + d], a);
     }
-#if FK_CLUSTER > 1
-    c_acc[idx] = a;
-    if (d == 0) c_ml[hh][0] = M, c_ml[hh][1] = sum;
-#else
     const long long bh = (long long)b * n_q_heads + h0 + hh;
     if (direct) {
       st(out + bh * D + d, sum > 0.f ? a / sum : 0.f);
@@ -723,11 +663,7 @@ extern "C" __global__ void FK_DEC_CLUSTER_DIMS __launch_bounds__(FK_MWARPS * 32)
         part_ml[ps * 2 + 1] = sum;
       }
     }
-#endif
   }
-#if FK_CLUSTER > 1
-  cluster_combine(out, c_acc, &c_ml[0][0], (long long)b * n_q_heads + h0, tid);
-#endif
 #endif
 }
 #endif  // FK_DEC_PATH != 1

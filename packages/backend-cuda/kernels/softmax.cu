@@ -10,7 +10,6 @@
 // compile-cu: -DFK_CS=4
 #include "fk_vec.cuh"
 #include "fk_pdl.cuh"
-#include "fk_cluster.cuh"
 #define FK_NEG_INF (-__int_as_float(0x7f800000))
 
 // Merge (m2, s2) into (m, s): s = s e^(m - M) + s2 e^(m2 - M), M = max(m, m2); -inf maxima contribute nothing.
@@ -161,6 +160,24 @@ extern "C" __global__ void __launch_bounds__(1024, 1) fk_softmax(FK_T* __restric
 #ifndef FK_CS
 #define FK_CS 8
 #endif
+
+__device__ __forceinline__ void fk_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ unsigned fk_cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// f32 at the same shared-memory offset in CTA `rank` of the cluster.
+__device__ __forceinline__ float fk_ld_cluster(const float* p, unsigned rank) {
+  const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+  unsigned ra;
+  float v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(ra) : "memory");
+  return v;
+}
 
 extern "C" __global__ void __cluster_dims__(FK_CS, 1, 1) __launch_bounds__(1024, 1)
     fk_softmax_cluster(FK_T* __restrict__ y, const FK_T* __restrict__ x, int rows, int D, long long xs) {

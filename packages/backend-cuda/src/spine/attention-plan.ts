@@ -64,13 +64,6 @@ export const ATTENTION_TUNING = {
    * FASTKERNELS_DECODE_EARLY_KV=0 turns it off.
    */
   decodeEarlyKv: envSwitch('FASTKERNELS_DECODE_EARLY_KV', true),
-  /**
-   * Merge the mma decode kernel's splits (2..8 of them) inside the kernel, the splits of a head group forming one
-   * thread-block cluster that combines their partials through distributed shared memory: no fp32 partials in global
-   * memory and no combine launch (run 17's ncu: the combine kernel 7.1 us of paged decode b64x2k's ~91).
-   * FASTKERNELS_DECODE_CLUSTER=0 turns it off.
-   */
-  decodeCluster: envSwitch('FASTKERNELS_DECODE_CLUSTER', true),
   /** Warps per prefill CTA on the mma path (16 query rows each; 8 measured 3-7% faster than 4 on the H200). */
   prefillWarps: 8,
   /** Skip the O rescale of a key tile when no row max of the warp moved (bit-identical; head dim 128; false: always rescale). */
@@ -103,8 +96,6 @@ export interface DecodePlanInput {
   readonly cacheVecBytes?: number;
   /** Most dynamic shared memory a block may opt in to on this device (caps the mma kernel's stages); absent: no cap. */
   readonly sharedPerBlockOptin?: number;
-  /** The device runs thread-block clusters (compute capability 9.0 and up); absent: no. */
-  readonly clusters?: boolean;
 }
 
 /** Keys per tile of the mma decode kernel (kernels/attention_decode.cu fkdm::BN). */
@@ -127,13 +118,8 @@ export interface DecodePlan {
   /** Keys per split and number of splits (1: no combine kernel). */
   readonly chunk: number;
   readonly splits: number;
-  /** Mma kernel: the splits (2..8) merged in one thread-block cluster instead of the combine kernel (-DFK_CLUSTER); 0: not. */
-  readonly cluster: number;
   readonly grid: readonly [number, number, number];
 }
-
-/** Most CTAs of a portable thread-block cluster (the splits one cluster can merge). */
-export const DECODE_MAX_CLUSTER = 8;
 
 const ceilDiv = (a: number, b: number) => Math.ceil(a / b);
 
@@ -179,7 +165,7 @@ export function planDecode(p: DecodePlanInput, tuning = ATTENTION_TUNING): Decod
   }
   const splits = Math.max(1, ceilDiv(maxCtx, chunk));
   return {
-    mma: false, stages: 0, sharedBytes: 0, vecBytes: p.vecBytes, headsPerCta, unroll, warps, lanesPerRow: lpr, rows, tokensPerIter, chunk, splits, cluster: 0,
+    mma: false, stages: 0, sharedBytes: 0, vecBytes: p.vecBytes, headsPerCta, unroll, warps, lanesPerRow: lpr, rows, tokensPerIter, chunk, splits,
     grid: [splits, headGroups, p.batch],
   };
 }
@@ -209,9 +195,8 @@ function planDecodeMma(p: DecodePlanInput, group: number, tuning: typeof ATTENTI
     chunk = Math.max(least, ceilDiv(ceilDiv(Math.max(1, maxCtx) * base, target), unit) * unit);
   }
   const splits = Math.max(1, ceilDiv(maxCtx, chunk));
-  const cluster = tuning.decodeCluster && p.clusters && splits >= 2 && splits <= DECODE_MAX_CLUSTER ? splits : 0;
   return {
-    mma: true, stages, sharedBytes, vecBytes: 16, headsPerCta, unroll: 1, warps, lanesPerRow: 0, rows: 0, tokensPerIter: unit, chunk, splits, cluster,
+    mma: true, stages, sharedBytes, vecBytes: 16, headsPerCta, unroll: 1, warps, lanesPerRow: 0, rows: 0, tokensPerIter: unit, chunk, splits,
     grid: [splits, headGroups, p.batch],
   };
 }

@@ -76,10 +76,6 @@ function checkDecode(c: DecodeCase, seed = 7, label = ''): void {
     // the mma kernel with other ring shapes (no-ops where it does not apply)
     ['mma 2 warps 5 stages, split 32', { decodeMmaWarps: 2, decodeMmaStages: 5, decodeSplitTokens: 32 }],
     ['mma 3 warps 2 stages, split 100', { decodeMmaWarps: 3, decodeMmaStages: 2, decodeSplitTokens: 100 }],
-    // the splits merged in a cluster (sm_90: 1000 keys in 4 and in 8 splits) and through the combine kernel
-    ['mma split 256 (cluster of 4)', { decodeSplitTokens: 256 }],
-    ['mma split 128 (cluster of 8)', { decodeSplitTokens: 128 }],
-    ['mma split 256, combine kernel', { decodeSplitTokens: 256, decodeCluster: false }],
   ] as const) {
     poison(n, n * 4);
     const out = withAttention(tuning, () => gpu().ops.pagedDecodeAttention(...gpuIn, scale, window));

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { layoutArgs, parseSignature, writeArgs } from '../args.js';
 import type { CudaKernelSpec } from '../kernel.js';
 import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
-import { ATTENTION_TUNING, DECODE_MAX_CLUSTER, lanesPerRow, largestDivisorAtMost, planDecode, planPrefill, PREFILL_WGMMA_SMEM_BYTES, vectorBytes } from './attention-plan.js';
+import { ATTENTION_TUNING, lanesPerRow, largestDivisorAtMost, planDecode, planPrefill, PREFILL_WGMMA_SMEM_BYTES, vectorBytes } from './attention-plan.js';
 import { pagedDecodeAttention, varlenPrefillAttention } from './attention.js';
 import { withTuning } from '../../test/spine-helpers.js';
 import { ptr } from './common.js';
@@ -66,8 +66,6 @@ describe('attention launch plans', () => {
     expect(m.chunk).toBe(512); // 132 SMs x 16 CTAs aimed for
     expect(m.splits).toBe(4);
     expect(m.grid).toEqual([4, 8, 64]);
-    expect(m.cluster).toBe(0); // the device did not say it runs clusters
-
     // decodeMmaStages 0: as many stages as the shared budget holds
     const budget = { ...ATTENTION_TUNING, decodeMmaStages: 0 };
     expect(planDecode({ ...llama, batch: 64, maxBlocks: 128, dtype: 'bf16' }, budget).stages).toBe(3);
@@ -91,18 +89,6 @@ describe('attention launch plans', () => {
     expect(planDecode({ ...llama, batch: 64, maxBlocks: 128, dtype: 'bf16', sharedPerBlockOptin: 232448 }, { ...deep, decodeMmaWarps: 8 }).stages).toBe(3);
     // a forced split rounds up to one tile per warp
     expect(planDecode({ ...llama, batch: 2, maxBlocks: 40, dtype: 'bf16' }, { ...ATTENTION_TUNING, decodeSplitTokens: 65 }).chunk).toBe(128);
-  });
-
-  it('decode, the mma kernel: 2..8 splits merged in a thread-block cluster where the device runs clusters', () => {
-    const at = (batch: number, maxBlocks: number, tuning = ATTENTION_TUNING) => planDecode({ ...llama, batch, maxBlocks, dtype: 'bf16', clusters: true }, tuning);
-    expect(at(64, 128)).toMatchObject({ mma: true, splits: 4, cluster: 4, grid: [4, 8, 64] });
-    expect(at(64, 128, { ...ATTENTION_TUNING, decodeCluster: false }).cluster).toBe(0);
-    expect(at(64, 4).splits).toBe(1); // 64 keys: one split, nothing to merge
-    expect(at(64, 4).cluster).toBe(0);
-    const long = at(1, 512); // bs 1 over 8192 keys: more splits than a cluster holds
-    expect(long.splits).toBeGreaterThan(DECODE_MAX_CLUSTER);
-    expect(long.cluster).toBe(0);
-    expect(planDecode({ ...llama, batch: 64, maxBlocks: 128, clusters: true }).cluster).toBe(0); // the other kernel
   });
 
   it('prefill: wgmma on sm_90a at head dim 128 (16-bit), mma for bf16/f16 at 64/128 elsewhere, the simple path otherwise', () => {

@@ -102,13 +102,12 @@ export function pagedDecodeAttention(
     const plan = planDecode({
       batch: B, qHeads: nQ, kvHeads: nKv, headDim: D, itemsize: it, vecBytes: vb, blockSize, maxBlocks,
       slidingWindow: Math.max(0, slidingWindow), multiprocessors: ctx.multiprocessors, dtype: query.dtype, cacheVecBytes: cacheVb,
-      sharedPerBlockOptin: ctx.runtime.properties().sharedPerBlockOptin, clusters: ctx.runtime.properties().major >= 9,
+      sharedPerBlockOptin: ctx.runtime.properties().sharedPerBlockOptin,
     });
     const main = plan.mma
       ? decodeKernel(ctx, 'fk_paged_decode_mma', [
           `-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_MHG=${plan.headsPerCta}`, `-DFK_MWARPS=${plan.warps}`, `-DFK_STAGES=${plan.stages}`, `-DFK_BS=${blockSize}`, '-DFK_DEC_PATH=2',
           ...(earlyKv ? ['-DFK_EARLY_KV=1'] : []),
-          ...(plan.cluster ? [`-DFK_CLUSTER=${plan.cluster}`] : []),
         ])
       : decodeKernel(ctx, 'fk_paged_decode', [
           `-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_VB=${plan.vecBytes}`, `-DFK_HG=${plan.headsPerCta}`, `-DFK_UNROLL=${plan.unroll}`, `-DFK_BS=${blockSize}`, `-DFK_WARPS=${plan.warps}`,
@@ -116,8 +115,7 @@ export function pagedDecodeAttention(
         ]);
     let partAcc: Tensor | undefined;
     let partMl: Tensor | undefined;
-    const combined = plan.splits > 1 && !plan.cluster; // partials through global memory and the combine kernel
-    if (combined) {
+    if (plan.splits > 1) {
       partAcc = Tensor.empty(query.backend, [B * nQ * plan.splits * D], 'f32', { device: query.device });
       partMl = Tensor.empty(query.backend, [B * nQ * plan.splits * 2], 'f32', { device: query.device });
       temps.push(partAcc, partMl);
@@ -132,7 +130,7 @@ export function pagedDecodeAttention(
       ptr(bt), outerStrides(bt)[0]!, maxBlocks,
       ptr(lens), nQ, group, window, scaleLog2, plan.chunk, plan.splits,
     ]);
-    if (combined) {
+    if (plan.splits > 1) {
       // Only FK_T matters to the combine kernel; the other macros keep one compiled module per (T).
       const combine = decodeKernel(ctx, 'fk_paged_decode_combine', [`-DFK_T=${T}`]);
       combine.launch([nQ, B, 1], Math.min(256, Math.ceil(D / 32) * 32), 0, [

@@ -111,11 +111,9 @@ describe('paged decode with early cache loads (FK_EARLY_KV) after the step\'s KV
       else expect(Object.entries(kinds).filter(([k]) => k.startsWith('1/')).reduce((a, [, n]) => a + n, 0), `programmatic edges in ${JSON.stringify(kinds)}`).toBeGreaterThan(0);
       return bits();
     };
-    // the newest key in the first prologue tile (default, with the splits merged in a cluster or by the combine kernel), in
-    // the second and third (2 warps, 3-4 stages), and a window
+    // the newest key in the first prologue tile (default), in the second and third (2 warps, 3-4 stages), and a window
     const variants: [Partial<typeof ATTENTION_TUNING>, number][] = [
-      [{}, 0], // (5 splits of 64 keys: merged in a cluster on sm_90)
-      [{ decodeCluster: false }, 0],
+      [{}, 0],
       [{ decodeMmaWarps: 2, decodeMmaStages: 3, decodeSplitTokens: 64 }, 0],
       [{ decodeMmaWarps: 2, decodeMmaStages: 4 }, 0],
       [{}, 40],
