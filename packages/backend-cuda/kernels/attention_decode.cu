@@ -62,9 +62,6 @@
 #ifndef FK_STAGES
 #define FK_STAGES 3
 #endif
-#ifndef FK_HEADS_X
-#define FK_HEADS_X 0  // fk_paged_decode_mma: 1 = the head groups on the grid's x, the splits on y (ATTENTION_TUNING.decodeHeadsX)
-#endif
 #ifndef FK_EARLY_KV
 #define FK_EARLY_KV 0  // fk_paged_decode_mma: the first tiles' cached keys load before the PDL wait (see there)
 #endif
@@ -410,13 +407,8 @@ extern "C" __global__ void __launch_bounds__(FK_MWARPS * 32) fk_paged_decode_mma
   extern __shared__ __align__(128) unsigned char fk_smem[];
   __shared__ float sm_m[MW][MHG];
   __shared__ float sm_l[MW][MHG];
-#if FK_HEADS_X  // grid (nQ / FK_MHG, splits, B): the head groups of one split launch side by side (they read the same pages)
-  const int split = blockIdx.y;
-  const int h0 = blockIdx.x * MHG;
-#else
   const int split = blockIdx.x;
   const int h0 = blockIdx.y * MHG;
-#endif
   const int b = blockIdx.z;
   const int kvh = h0 / group;
   const int tid = threadIdx.x;

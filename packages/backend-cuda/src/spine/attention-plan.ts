@@ -64,12 +64,6 @@ export const ATTENTION_TUNING = {
    * FASTKERNELS_DECODE_EARLY_KV=0 turns it off.
    */
   decodeEarlyKv: envSwitch('FASTKERNELS_DECODE_EARLY_KV', true),
-  /**
-   * The mma decode kernel's grid with the head groups on x and the splits on y (FK_HEADS_X): the CTAs of one split's
-   * head groups, which read the same cache pages (a page holds every kv head of its 16 tokens), launch side by side
-   * instead of `splits` apart. FASTKERNELS_DECODE_HEADS_X=1 turns it on.
-   */
-  decodeHeadsX: envSwitch('FASTKERNELS_DECODE_HEADS_X', false),
   /** Warps per prefill CTA on the mma path (16 query rows each; 8 measured 3-7% faster than 4 on the H200). */
   prefillWarps: 8,
   /** Skip the O rescale of a key tile when no row max of the warp moved (bit-identical; head dim 128; false: always rescale). */
@@ -124,8 +118,6 @@ export interface DecodePlan {
   /** Keys per split and number of splits (1: no combine kernel). */
   readonly chunk: number;
   readonly splits: number;
-  /** Mma kernel: the grid is (head groups, splits, batch) instead of (splits, head groups, batch) (-DFK_HEADS_X=1). */
-  readonly headsX: boolean;
   readonly grid: readonly [number, number, number];
 }
 
@@ -174,7 +166,6 @@ export function planDecode(p: DecodePlanInput, tuning = ATTENTION_TUNING): Decod
   const splits = Math.max(1, ceilDiv(maxCtx, chunk));
   return {
     mma: false, stages: 0, sharedBytes: 0, vecBytes: p.vecBytes, headsPerCta, unroll, warps, lanesPerRow: lpr, rows, tokensPerIter, chunk, splits,
-    headsX: false,
     grid: [splits, headGroups, p.batch],
   };
 }
@@ -206,8 +197,7 @@ function planDecodeMma(p: DecodePlanInput, group: number, tuning: typeof ATTENTI
   const splits = Math.max(1, ceilDiv(maxCtx, chunk));
   return {
     mma: true, stages, sharedBytes, vecBytes: 16, headsPerCta, unroll: 1, warps, lanesPerRow: 0, rows: 0, tokensPerIter: unit, chunk, splits,
-    headsX: tuning.decodeHeadsX,
-    grid: tuning.decodeHeadsX ? [headGroups, splits, p.batch] : [splits, headGroups, p.batch],
+    grid: [splits, headGroups, p.batch],
   };
 }
 

@@ -76,7 +76,6 @@ function checkDecode(c: DecodeCase, seed = 7, label = ''): void {
     // the mma kernel with other ring shapes (no-ops where it does not apply)
     ['mma 2 warps 5 stages, split 32', { decodeMmaWarps: 2, decodeMmaStages: 5, decodeSplitTokens: 32 }],
     ['mma 3 warps 2 stages, split 100', { decodeMmaWarps: 3, decodeMmaStages: 2, decodeSplitTokens: 100 }],
-    ['mma head groups on the grid x, split 64', { decodeHeadsX: true, decodeSplitTokens: 64 }],
   ] as const) {
     poison(n, n * 4);
     const out = withAttention(tuning, () => gpu().ops.pagedDecodeAttention(...gpuIn, scale, window));

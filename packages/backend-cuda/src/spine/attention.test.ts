@@ -66,7 +66,6 @@ describe('attention launch plans', () => {
     expect(m.chunk).toBe(512); // 132 SMs x 16 CTAs aimed for
     expect(m.splits).toBe(4);
     expect(m.grid).toEqual([4, 8, 64]);
-    expect(planDecode({ ...llama, batch: 64, maxBlocks: 128, dtype: 'bf16' }, { ...ATTENTION_TUNING, decodeHeadsX: true })).toMatchObject({ headsX: true, grid: [8, 4, 64] });
     // decodeMmaStages 0: as many stages as the shared budget holds
     const budget = { ...ATTENTION_TUNING, decodeMmaStages: 0 };
     expect(planDecode({ ...llama, batch: 64, maxBlocks: 128, dtype: 'bf16' }, budget).stages).toBe(3);
