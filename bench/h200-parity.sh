@@ -3,7 +3,9 @@
 # transformers on the same random bf16 checkpoints (llama with llama3 rope scaling, qwen2 with q/k/v bias and tied
 # embeddings, mistral with a sliding window smaller than the sequence). Writes $OUT/parity.json; the table is last.
 #   OUT=/tmp/out dist/gpu-host/bench/h200-parity.sh [--models llama,qwen2,mistral] [--prompt-len 200] [--max-tokens 64]
-#                                                   [--dtype bf16|f32]
+#                                                   [--dtype bf16|f32] [--head-dim 64|128]
+# --head-dim 128: 8 / 2 heads of 128 (Llama-3's head size, which the wgmma prefill kernel takes on the H200) instead of
+# 16 / 4 of 64; writes $OUT/parity-hd128.json (parity-f32-hd128.json with --dtype f32).
 # --dtype f32: checkpoints, our engine and HF all in float32 (TF32 off in torch), so bf16 near-ties cannot make
 # greedy decoding diverge; writes $OUT/parity-f32.json (work files in $OUT/parity-work-f32). bf16 is the default.
 # Steps: configs (parity.py configs), init-weights (our CLI, CPU), preflight (torch + CUDA), generate --backend cuda
@@ -13,13 +15,14 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/lib.sh"
 fk_setup parity
-models="llama,qwen2,mistral"; plen=200; ntok=64; dtype=bf16
+models="llama,qwen2,mistral"; plen=200; ntok=64; dtype=bf16; hd=64
 while [ $# -gt 0 ]; do
   case "$1" in
     --models) models="$2"; shift 2 ;;
     --prompt-len) plen="$2"; shift 2 ;;
     --max-tokens) ntok="$2"; shift 2 ;;
     --dtype) dtype="$2"; shift 2 ;;
+    --head-dim) hd="$2"; shift 2 ;;
     *) echo "parity: unknown argument $1" >&2; exit 1 ;;
   esac
 done
@@ -28,10 +31,15 @@ case "$dtype" in
   f32) WORK="${WORK:-$OUT/parity-work-f32}"; json="$OUT/parity-f32.json" ;;
   *) echo "parity: --dtype must be bf16 or f32, got $dtype" >&2; exit 1 ;;
 esac
+case "$hd" in
+  64) ;;
+  128) WORK="$WORK-hd128"; json="${json%.json}-hd128.json" ;;
+  *) echo "parity: --head-dim must be 64 or 128, got $hd" >&2; exit 1 ;;
+esac
 echo "parity: bundle $bundle (commit ${commit:-?}), python $PY, dtype $dtype, out $OUT, work $WORK"
 t0=$SECONDS
 
-"$PY" "$here/parity.py" configs --dir "$WORK" --prompt-len "$plen" --max-tokens "$ntok" --dtype "$dtype"
+"$PY" "$here/parity.py" configs --dir "$WORK" --prompt-len "$plen" --max-tokens "$ntok" --dtype "$dtype" --head-dim "$hd"
 ids="$("$PY" -c 'import json,sys; print(",".join(map(str, json.load(open(sys.argv[1]))["prompt_ids"])))' "$WORK/prompt.json")"
 
 IFS=',' read -r -a mlist <<< "$models"

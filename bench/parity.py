@@ -50,8 +50,10 @@ COMMON = {
 DTYPES = {"bf16": "bfloat16", "f32": "float32"}
 
 
-def model_configs(window: int, dtype: str = "bf16"):
-    common = {**COMMON, "torch_dtype": DTYPES[dtype]}
+def model_configs(window: int, dtype: str = "bf16", head_dim: int = 64):
+    # the hidden size stays 1024: 16 / 4 heads of 64, or 8 / 2 of 128 (Llama-3's head size)
+    heads = COMMON["hidden_size"] // head_dim
+    common = {**COMMON, "torch_dtype": DTYPES[dtype], "head_dim": head_dim, "num_attention_heads": heads, "num_key_value_heads": heads // 4}
     llama_rope = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
                   "high_freq_factor": 4.0, "original_max_position_embeddings": 256}
     return {
@@ -70,7 +72,7 @@ def model_configs(window: int, dtype: str = "bf16"):
 
 def cmd_configs(a):
     os.makedirs(a.dir, exist_ok=True)
-    for name, cfg in model_configs(a.window, a.dtype).items():
+    for name, cfg in model_configs(a.window, a.dtype, a.head_dim).items():
         os.makedirs(os.path.join(a.dir, name), exist_ok=True)
         with open(os.path.join(a.dir, name, "config.json"), "w") as f:
             json.dump(cfg, f, indent=2)
@@ -386,6 +388,7 @@ def main():
     c.add_argument("--window", type=int, default=64)
     c.add_argument("--seed", type=int, default=6)
     c.add_argument("--dtype", choices=sorted(DTYPES), default="bf16", help="checkpoint and compute dtype of both sides")
+    c.add_argument("--head-dim", type=int, choices=(64, 128), default=64, help="attention head size (the hidden size stays 1024)")
     sub.add_parser("preflight")
     m = sub.add_parser("compare")
     m.add_argument("--dir", required=True)
