@@ -48,6 +48,8 @@ COMMON = {
 
 
 DTYPES = {"bf16": "bfloat16", "f32": "float32"}
+# A top-1 disagreement is a near-tie when HF's top-2 gap is at most this many times the row's largest logit error.
+NEAR_TIE_ERRORS = 2
 
 
 def model_configs(window: int, dtype: str = "bf16", head_dim: int = 64):
@@ -110,8 +112,11 @@ def logits_report(ours, ref, pos0=0):
         dis.append({"row": r, "position": pos0 + r, "ours_top": int(s["ours_top"][r]), "hf_top": int(s["ref_top"][r]),
                     "hf_margin": float(s["ref_margin"][r]), "ours_margin_over_hf_top": float(s["ours_gap"][r]),
                     "row_err_max": float(s["err_max"][r]),
-                    # a near-tie: HF's own top-2 gap is within the error we see on that row
-                    "near_tie": bool(s["ref_margin"][r] <= s["err_max"][r])})
+                    # a near-tie: HF's own top-2 gap is within what the error we see on that row can move it: the two
+                    # logits may err in opposite directions, so their gap by up to twice the row's largest error
+                    # (run 19, head dim 128: a flip at a 0.047 gap on a row of error 0.031, the same with either
+                    # prefill kernel)
+                    "near_tie": bool(s["ref_margin"][r] <= NEAR_TIE_ERRORS * s["err_max"][r])})
     return {
         "rows": R,
         "max_abs_err": float(s["err_max"].max()),
@@ -275,7 +280,7 @@ def compare_model(name, wdir, prompt, n, attn_list, dtype="bf16"):
     near = pl["disagreements_all_near_tie"] and dl["disagreements_all_near_tie"]
     if g["first_divergence"] is not None:
         at = g.get("at_divergence", {})
-        near = near and at.get("hf_margin_top1_top2", 1e9) <= max(at.get("teacher_forced_row_err_max", 0), 1e-9)
+        near = near and at.get("hf_margin_top1_top2", 1e9) <= NEAR_TIE_ERRORS * max(at.get("teacher_forced_row_err_max", 0), 1e-9)
     clean = pl["top1_agree"] == pl["rows"] and dl["top1_agree"] == dl["rows"] and g["first_divergence"] is None
     res["verdict"] = "identical" if clean else ("near-tie" if near else "MISMATCH")
     res["summary"] = {
