@@ -122,6 +122,24 @@ __device__ __forceinline__ void zero_uncovered(T* __restrict__ out, const int* _
   }
 }
 
+// A sequence of the batch: its query rows [q0, q0 + lq) and keys [k0, k0 + lk), and each query row's key range, bottom-right
+// causal (query i sits at key position i + lk - lq) and a left sliding window.
+struct SeqKeys {
+  int q0, lq, k0, lk, off, causal, window;  // off = lk - lq
+  __device__ __forceinline__ int hi(int i) const { return causal ? min(i + off, lk - 1) : lk - 1; }
+  __device__ __forceinline__ int lo(int i) const { return window > 0 ? max(0, i + off - window + 1) : 0; }
+  // The BN-key tiles that query rows [first, last] see: the first one's start and how many (0: none).
+  __device__ __forceinline__ void tiles(int first, int last, int& n_start, int& n_tiles) const {
+    const int kbeg = lo(first), kend = hi(last);
+    n_start = kend >= kbeg ? (kbeg / BN) * BN : 0;
+    n_tiles = kend >= kbeg ? (kend - n_start) / BN + 1 : 0;
+  }
+};
+__device__ __forceinline__ SeqKeys seq_keys(const int* __restrict__ cu_q, const int* __restrict__ cu_k, int seq, int causal, int window) {
+  const int q0 = cu_q[seq], lq = cu_q[seq + 1] - q0, k0 = cu_k[seq], lk = max(0, cu_k[seq + 1] - k0);
+  return {q0, lq, k0, lk, lk - lq, causal, window};
+}
+
 // Both tensor-core kernels hold a warp's 16 query rows by the mma accumulator layout: this thread has rows rA and rA + 8
 // (A and B), s[j][0..1] row A's keys n + 8 j + 2 t4 and + 1, s[j][2..3] row B's; o[j] likewise over the head dim.
 
@@ -240,23 +258,16 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_varlen_prefill(
     return;
   }
 
-  const int q0 = cu_q[seq];
-  const int lq = cu_q[seq + 1] - q0;
-  const int k0 = cu_k[seq];
-  const int lk = max(0, cu_k[seq + 1] - k0);
+  const SeqKeys sk = seq_keys(cu_q, cu_k, seq, causal, window);
+  const int q0 = sk.q0, lq = sk.lq, k0 = sk.k0, lk = sk.lk;
   const int kvh = h / group;
-  const int off = lk - lq;  // query i sits at key position i + off
   const int m0 = tile * BM;
   const int m_last = min(m0 + BM, lq) - 1;
-  auto hi_of = [&](int i) { return causal ? min(i + off, lk - 1) : lk - 1; };
-  auto lo_of = [&](int i) { return window > 0 ? max(0, i + off - window + 1) : 0; };
-  const int kbeg = lo_of(m0);
-  const int kend = hi_of(m_last);
-  const int n_start = kend >= kbeg ? (kbeg / BN) * BN : 0;
-  const int n_tiles = kend >= kbeg ? (kend - n_start) / BN + 1 : 0;
+  int n_start, n_tiles;
+  sk.tiles(m0, m_last, n_start, n_tiles);
   // Tiles entirely inside every row's window need no mask.
-  const int hi_first = hi_of(m0);
-  const int lo_last = lo_of(m_last);
+  const int hi_first = sk.hi(m0);
+  const int lo_last = sk.lo(m_last);
 
   const T* qh = q + (long long)q0 * q_sr + (long long)h * q_sh;
   const T* kh = k + (long long)k0 * k_sr + (long long)kvh * k_sh;
@@ -274,7 +285,7 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_varlen_prefill(
   const int rA = warp * 16 + g;  // tile rows owned by this thread: rA and rA + 8
   const int iA = m0 + rA;        // sequence-local query index
   const int iB = iA + 8;
-  const int hiA = hi_of(iA), hiB = hi_of(iB), loA = lo_of(iA), loB = lo_of(iB);
+  const int hiA = sk.hi(iA), hiB = sk.hi(iB), loA = sk.lo(iA), loB = sk.lo(iB);
 
   u32 qa[D / 16][4];
   float o[D / 8][4];
@@ -389,30 +400,23 @@ extern "C" __global__ void __launch_bounds__(fkpre::WG_NT, 2) fk_varlen_prefill_
     return;
   }
 
-  const int q0 = cu_q[seq];
-  const int lq = cu_q[seq + 1] - q0;
-  const int k0 = cu_k[seq];
-  const int lk = max(0, cu_k[seq + 1] - k0);
+  const SeqKeys sk = seq_keys(cu_q, cu_k, seq, causal, window);
+  const int q0 = sk.q0, lq = sk.lq, lk = sk.lk;
   const int kvh = h / group;
-  const int off = lk - lq;  // query i sits at key position i + off
-  auto hi_of = [&](int i) { return causal ? min(i + off, lk - 1) : lk - 1; };
-  auto lo_of = [&](int i) { return window > 0 ? max(0, i + off - window + 1) : 0; };
   // the CTA's key tiles
   const int m0 = tile * WG_BM;
-  const int kbeg = lo_of(m0);
-  const int kend = hi_of(min(m0 + WG_BM, lq) - 1);
-  const int n_start = kend >= kbeg ? (kbeg / BN) * BN : 0;
-  const int n_tiles = kend >= kbeg ? (kend - n_start) / BN + 1 : 0;
+  int n_start, n_tiles;
+  sk.tiles(m0, min(m0 + WG_BM, lq) - 1, n_start, n_tiles);
   // this warpgroup's rows [w0, w_last] and the keys they see (none when the sequence ends before its rows)
   const int w0 = m0 + wgi * wg::ROWS;
   const int w_last = min(w0 + wg::ROWS, lq) - 1;
-  const int wkbeg = w_last >= w0 ? lo_of(w0) : 0;
-  const int wkend = w_last >= w0 ? hi_of(w_last) : -1;
-  const int hi_first = hi_of(w0), lo_last = lo_of(w_last);  // tiles inside both need no mask
+  const int wkbeg = w_last >= w0 ? sk.lo(w0) : 0;
+  const int wkend = w_last >= w0 ? sk.hi(w_last) : -1;
+  const int hi_first = sk.hi(w0), lo_last = sk.lo(w_last);  // tiles inside both need no mask
 
   const T* qh = q + (long long)q0 * q_sr + (long long)h * q_sh;
-  const T* kh = k + (long long)k0 * k_sr + (long long)kvh * k_sh;
-  const T* vh = v + (long long)k0 * v_sr + (long long)kvh * v_sh;
+  const T* kh = k + (long long)sk.k0 * k_sr + (long long)kvh * k_sh;
+  const T* vh = v + (long long)sk.k0 * v_sr + (long long)kvh * v_sh;
   load_wg_tile(sQ, qh, q_sr, m0, lq, tid);
   load_wg_tile(sQ + wg::TILE_BYTES, qh, q_sr, m0 + wg::ROWS, lq, tid);
   if (n_tiles > 0) {
@@ -424,7 +428,7 @@ extern "C" __global__ void __launch_bounds__(fkpre::WG_NT, 2) fk_varlen_prefill_
   const int g = lane >> 2, t4 = lane & 3;
   const int iA = w0 + warp * 16 + g;  // sequence-local query rows of this thread (the accumulator layout)
   const int iB = iA + 8;
-  const int hiA = hi_of(iA), hiB = hi_of(iB), loA = lo_of(iA), loB = lo_of(iB);
+  const int hiA = sk.hi(iA), hiB = sk.hi(iB), loA = sk.lo(iA), loB = sk.lo(iB);
   const u32 qs = smem_u32(sQ + wgi * wg::TILE_BYTES);
 
   float o[D / 8][4];
