@@ -12,6 +12,11 @@
 // causal, left sliding window, the sequence end) is applied only on tiles that need it. Rows that see no
 // key are written as zeros.
 //
+// fk_varlen_prefill_wgmma (sm_90a, bf16 / fp16, head dim 128; the host's choice there): the same work and semantics on
+// Hopper's warpgroup MMA. CTAs of 128 query rows, two warpgroups of 64, share each K / V tile; S = Q K^T and O += P V are
+// wgmma from shared memory (fk_wgmma.cuh: 128-byte swizzled tiles, P from registers); the softmax, the masks and the
+// stores are the mma kernel's (the helpers below), and on the H200 its outputs have the same bits (run 19).
+//
 // fk_varlen_prefill_simple (fp32, or any head dim up to 256): one warp per (query row, head); lanes split the
 // head dim; keys one group of FK_UNROLL at a time with warp reductions. Correct for every case, not fast.
 //

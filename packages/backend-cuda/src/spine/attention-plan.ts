@@ -72,8 +72,9 @@ export const ATTENTION_TUNING = {
   prefillMma: true,
   /**
    * On sm_90a at head dim 128, the tensor-core prefill kernel on wgmma (fk_varlen_prefill_wgmma: two warpgroups of 64
-   * query rows a CTA) instead of mma.sync. bench/prefill_wgmma_lab.cu on the H200 (run 19, S 4096, Llama-3-8B heads,
-   * causal bf16): 0.491 ms against the mma kernel's 0.690, bit-identical outputs. FASTKERNELS_PREFILL_WGMMA=0 turns it off.
+   * query rows a CTA) instead of mma.sync. H200, run 19 (S 4096, Llama-3-8B heads, causal bf16): 433-481 us in the kernel
+   * bench against the mma kernel's 730-756 (1.16-1.29x SDPA flash), outputs bit-identical to it in bench/prefill_wgmma_lab.cu.
+   * FASTKERNELS_PREFILL_WGMMA=0 turns it off.
    */
   prefillWgmma: envSwitch('FASTKERNELS_PREFILL_WGMMA', true),
 };
