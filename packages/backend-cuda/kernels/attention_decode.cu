@@ -62,9 +62,6 @@
 #ifndef FK_STAGES
 #define FK_STAGES 3
 #endif
-#ifndef FK_DEC_SKIP_RESCALE
-#define FK_DEC_SKIP_RESCALE 0  // fk_paged_decode_mma: 1 = skip O's rescale of a tile when no row max of the warp moved
-#endif
 #ifndef FK_EARLY_KV
 #define FK_EARLY_KV 0  // fk_paged_decode_mma: the first tiles' cached keys load before the PDL wait (see there)
 #endif
@@ -595,26 +592,18 @@ extern "C" __global__ void __launch_bounds__(FK_MWARPS * 32) fk_paged_decode_mma
     pa[1] = Mma<T>::pack(s[0][2], s[0][3]);
     pa[2] = Mma<T>::pack(s[1][0], s[1][1]);
     pa[3] = Mma<T>::pack(s[1][2], s[1][3]);
-#if FK_DEC_SKIP_RESCALE
-    // every alpha exactly 1 (exp2f(0): no row max of the warp moved): the multiplies change nothing, so skip them
-    const bool rescale = !__all_sync(0xffffffffu, alphaA == 1.f && alphaB == 1.f);
-#else
-    const bool rescale = true;
-#endif
 #pragma unroll
     for (int dp = 0; dp < D / 16; dp++) {
       u32 b0, b1, b2, b3;
       ldsm_x4_t(smem_u32(sVs + swz((lane & 7) + ((lane >> 3) & 1) * 8, 2 * dp + (lane >> 4))), b0, b1, b2, b3);
-      if (rescale) {
-        o[2 * dp][0] *= alphaA;
-        o[2 * dp][1] *= alphaA;
-        o[2 * dp][2] *= alphaB;
-        o[2 * dp][3] *= alphaB;
-        o[2 * dp + 1][0] *= alphaA;
-        o[2 * dp + 1][1] *= alphaA;
-        o[2 * dp + 1][2] *= alphaB;
-        o[2 * dp + 1][3] *= alphaB;
-      }
+      o[2 * dp][0] *= alphaA;
+      o[2 * dp][1] *= alphaA;
+      o[2 * dp][2] *= alphaB;
+      o[2 * dp][3] *= alphaB;
+      o[2 * dp + 1][0] *= alphaA;
+      o[2 * dp + 1][1] *= alphaA;
+      o[2 * dp + 1][2] *= alphaB;
+      o[2 * dp + 1][3] *= alphaB;
       Mma<T>::mma(o[2 * dp], pa, b0, b1);
       Mma<T>::mma(o[2 * dp + 1], pa, b2, b3);
     }

@@ -64,11 +64,6 @@ export const ATTENTION_TUNING = {
    * FASTKERNELS_DECODE_EARLY_KV=0 turns it off.
    */
   decodeEarlyKv: envSwitch('FASTKERNELS_DECODE_EARLY_KV', true),
-  /**
-   * Skip the mma decode kernel's O rescale of a tile when no row max of the warp moved (every factor exactly 1: the same
-   * bits), as the prefill kernels do (FK_DEC_SKIP_RESCALE). FASTKERNELS_DECODE_SKIP_RESCALE=1 turns it on.
-   */
-  decodeSkipRescale: envSwitch('FASTKERNELS_DECODE_SKIP_RESCALE', false),
   /** Warps per prefill CTA on the mma path (16 query rows each; 8 measured 3-7% faster than 4 on the H200). */
   prefillWarps: 8,
   /** Skip the O rescale of a key tile when no row max of the warp moved (bit-identical; head dim 128; false: always rescale). */

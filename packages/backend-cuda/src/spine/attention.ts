@@ -108,7 +108,6 @@ export function pagedDecodeAttention(
       ? decodeKernel(ctx, 'fk_paged_decode_mma', [
           `-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_MHG=${plan.headsPerCta}`, `-DFK_MWARPS=${plan.warps}`, `-DFK_STAGES=${plan.stages}`, `-DFK_BS=${blockSize}`, '-DFK_DEC_PATH=2',
           ...(earlyKv ? ['-DFK_EARLY_KV=1'] : []),
-          ...(ATTENTION_TUNING.decodeSkipRescale ? ['-DFK_DEC_SKIP_RESCALE=1'] : []),
         ])
       : decodeKernel(ctx, 'fk_paged_decode', [
           `-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_VB=${plan.vecBytes}`, `-DFK_HG=${plan.headsPerCta}`, `-DFK_UNROLL=${plan.unroll}`, `-DFK_BS=${blockSize}`, `-DFK_WARPS=${plan.warps}`,
