@@ -339,18 +339,55 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_paged_decode(
 // Merges the splits of fk_paged_decode: grid (nQ, B), any block size. Only the splits that hold keys
 // (ceil(windowed length / chunk)) are read; a sequence with no keys gets zeros. With skip_single, a sequence
 // whose keys fit one split (or none) is left alone: the main kernel wrote its output (fk_paged_decode_mma).
-extern "C" __global__ void fk_paged_decode_combine(FK_T* __restrict__ out, const float* __restrict__ part_acc, const float* __restrict__ part_ml,
-                                                   const int* __restrict__ seq_lens, int max_tokens, int n_q_heads, int head_dim, int window, int chunk,
-                                                   int num_splits, int skip_single) {
-  fk_pdl_entry();
-  const int h = blockIdx.x;
-  const int b = blockIdx.y;
-  const int L = min(seq_lens[b], max_tokens);
-  const int lo = window > 0 ? max(0, L - window) : 0;
-  const int n = min(num_splits, max(0, (L - lo + chunk - 1) / chunk));
-  if (skip_single && n <= 1) return;
-  const long long bh = (long long)b * n_q_heads + h;
+// The kernel is a chain of dependent loads (at bs 1 it is all latency), so it cuts the round trips: the length is read
+// before the PDL wait (seq_lens is final then: the decode kernel before this one only reads it, and lets this grid start
+// only after its own wait, i.e. once every kernel before it has finished), and with at most FK_COMBINE_UNROLL splits
+// holding keys every (max, sum) pair and every partial a thread needs is loaded at once, then merged in split order.
+// The merge is the same sequence of operations either way (max, then sum, then the weighted partials, each in split
+// order, times 1 / sum): the same bits as the loops it replaces (FK_COMBINE_UNROLL=0 builds them alone).
+#ifndef FK_COMBINE_UNROLL
+#define FK_COMBINE_UNROLL 8
+#endif
+template <int U>
+__device__ __forceinline__ void combine_splits(FK_T* __restrict__ out, const float* part_acc, const float* part_ml, int n, long long bh,
+                                               int head_dim, int num_splits) {
   const float* ml = part_ml + bh * num_splits * 2;
+  const float* pa = part_acc + bh * num_splits * head_dim;
+  if (U > 0 && n <= U) {
+    float mv[U > 0 ? U : 1], lv[U > 0 ? U : 1], av[U > 0 ? U : 1];
+    int d = threadIdx.x;
+#pragma unroll
+    for (int s = 0; s < U; s++) {  // every load of the first column issued before any use
+      if (s < n) {
+        mv[s] = ml[2 * s];
+        lv[s] = ml[2 * s + 1];
+        if (d < head_dim) av[s] = pa[(long long)s * head_dim + d];
+      }
+    }
+    float M = neg_inf();
+#pragma unroll
+    for (int s = 0; s < U; s++)
+      if (s < n) M = fmaxf(M, mv[s]);
+    const float mb = M == neg_inf() ? 0.f : M;
+    float sum = 0.f;
+#pragma unroll
+    for (int s = 0; s < U; s++)
+      if (s < n) sum = fmaf(exp2f(mv[s] - mb), lv[s], sum);
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    for (; d < head_dim; d += blockDim.x) {
+      if (d != (int)threadIdx.x) {
+#pragma unroll
+        for (int s = 0; s < U; s++)
+          if (s < n) av[s] = pa[(long long)s * head_dim + d];
+      }
+      float a = 0.f;
+#pragma unroll
+      for (int s = 0; s < U; s++)
+        if (s < n) a = fmaf(exp2f(mv[s] - mb), av[s], a);
+      st(out + bh * head_dim + d, a * inv);
+    }
+    return;
+  }
   float M = neg_inf();
   for (int s = 0; s < n; s++) M = fmaxf(M, ml[2 * s]);
   const float mb = M == neg_inf() ? 0.f : M;
@@ -359,9 +396,22 @@ extern "C" __global__ void fk_paged_decode_combine(FK_T* __restrict__ out, const
   const float inv = sum > 0.f ? 1.f / sum : 0.f;
   for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
     float a = 0.f;
-    for (int s = 0; s < n; s++) a = fmaf(exp2f(ml[2 * s] - mb), part_acc[(bh * num_splits + s) * head_dim + d], a);
+    for (int s = 0; s < n; s++) a = fmaf(exp2f(ml[2 * s] - mb), pa[(long long)s * head_dim + d], a);
     st(out + bh * head_dim + d, a * inv);
   }
+}
+
+extern "C" __global__ void fk_paged_decode_combine(FK_T* __restrict__ out, const float* __restrict__ part_acc, const float* __restrict__ part_ml,
+                                                   const int* __restrict__ seq_lens, int max_tokens, int n_q_heads, int head_dim, int window, int chunk,
+                                                   int num_splits, int skip_single) {
+  const int h = blockIdx.x;
+  const int b = blockIdx.y;
+  const int L = min(seq_lens[b], max_tokens);
+  fk_pdl_entry();  // every CTA waits, the ones with nothing to merge too: this grid must not end before the decode kernel
+  const int lo = window > 0 ? max(0, L - window) : 0;
+  const int n = min(num_splits, max(0, (L - lo + chunk - 1) / chunk));
+  if (skip_single && n <= 1) return;
+  combine_splits<FK_COMBINE_UNROLL>(out, part_acc, part_ml, n, (long long)b * n_q_heads + h, head_dim, num_splits);
 }
 
 // ------------------------------------------------------------------------------------- tensor-core decode

@@ -16,6 +16,8 @@
 // compile-cu: -DFK_UNR=4 -DFK_PDL=1 -DFK_LATE_TRIGGER=1
 // compile-cu: -DFK_NORM=1 -DFK_MINB=6 -DFK_UNR=4 -DFK_BIAS=1 -DFK_PDL=1 -DFK_LATE_TRIGGER=1
 // compile-cu: -DFK_NORM=2 -DFK_GLU=1 -DFK_MINB=6 -DFK_UNR=4 -DFK_PDL=1 -DFK_LATE_TRIGGER=1
+// compile-cu: -DFK_NORM=2 -DFK_GLU=1 -DFK_MINB=6 -DFK_UNR=4 -DFK_PDL=1 -DFK_LATE_TRIGGER=1 -DFK_NORM_PF=1
+// compile-cu: -DFK_NORM=1 -DFK_MINB=6 -DFK_UNR=4 -DFK_PDL=1 -DFK_LATE_TRIGGER=1 -DFK_NORM_PF=1
 // compile-cu: -DFK_NORM=2 -DFK_T=float -DFK_VEC=4 -DFK_MINB=6 -DFK_UNR=4
 #include "fk_vec.cuh"
 #include "fk_pdl.cuh"
@@ -41,6 +43,9 @@
 #endif
 #ifndef FK_NORM
 #define FK_NORM 0  // fk_gemv_stream: 1 x is RMS-normalised first, 2 x + residual is (the new residual stored by block 0)
+#endif
+#ifndef FK_NORM_PF
+#define FK_NORM_PF 0  // FK_NORM builds: the norm weight copied into shared memory before the PDL wait (see fk_gemv_stream)
 #endif
 static_assert(FK_NORM == 0 || FK_M == 1, "FK_NORM normalises one row of x");
 // fk_gemv_stream's blocks an SM must hold (__launch_bounds__' second argument): the FK_NORM builds ask for their grid's
@@ -172,14 +177,28 @@ __device__ __forceinline__ void fk_gemv_store_glu(const float (&gate)[FK_M], con
   }
 }
 
+// The norm weight's vectors j = t, t + blockDim, ... of this thread copied into nws (shared memory) by cp.async through L2:
+// a weight, written by no kernel, so this may run before the PDL wait; fk_gemv_norm_x reads them back in the same thread.
+__device__ __forceinline__ void fk_gemv_norm_w_prefetch(FK_T* nws, const FK_T* __restrict__ nw, int K) {
+#if FK_NORM && FK_NORM_PF
+  for (int j = threadIdx.x; j < K / FK_VEC; j += blockDim.x) {
+    const unsigned dst = (unsigned)__cvta_generic_to_shared(nws + j * FK_VEC);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(nw + j * FK_VEC) : "memory");
+  }
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
 // FK_NORM's prologue: x's one row normalised into shared memory (xn, K elements) by the whole block. Thread t takes
 // vectors t, t + blockDim, ... and sums their squares in that order, as fk_rms_norm's threads do, then fk_block_sum: with
 // fk_rms_norm's block size (the host fuses only then) the same bits as rms_norm then linear. Row vectors pass through xn
 // (their own thread's slots) rather than registers: the weight loads in flight keep the registers. FK_NORM 2 normalises
 // s = x + res_in rounded to FK_T, and block 0 stores s (the new residual). Every thread of the block must call it (it
-// syncs); after it returns, xn is complete.
+// syncs); after it returns, xn is complete. With FK_NORM_PF the weight is read from nws, where
+// fk_gemv_norm_w_prefetch put it before the wait (at bs 1 the weight's load is a DRAM round trip on the step's critical
+// path: 436 MB of weights pass through L2 between a layer's uses of it).
 __device__ __forceinline__ void fk_gemv_norm_x(FK_T* __restrict__ xn, const FK_T* __restrict__ x, const FK_T* __restrict__ res_in,
-                                               FK_T* __restrict__ res_out, const FK_T* __restrict__ nw, int K, float eps) {
+                                               FK_T* __restrict__ res_out, const FK_T* __restrict__ nw, const FK_T* nws, int K, float eps) {
 #if FK_NORM
   typedef FkVec<FK_T, FK_VEC> V;
   __shared__ float red[32];
@@ -203,9 +222,15 @@ __device__ __forceinline__ void fk_gemv_norm_x(FK_T* __restrict__ xn, const FK_T
   }
   ss = fk_block_sum(ss, red);
   const float inv = rsqrtf(ss / (float)K + eps);
+#if FK_NORM_PF
+  asm volatile("cp.async.wait_all;\n" ::: "memory");  // this thread's own copies: it reads only those
+  const V* wv = reinterpret_cast<const V*>(nws);
+#else
+  const V* wv = reinterpret_cast<const V*>(nw);
+#endif
   for (int j = threadIdx.x; j < nv; j += blockDim.x) {
     const V a = xo[j];
-    const V wk = reinterpret_cast<const V*>(nw)[j];
+    const V wk = wv[j];
     V o;
 #pragma unroll
     for (int e = 0; e < FK_VEC; ++e) fk_set(o.v[e], fk_f(a.v[e]) * inv * fk_f(wk.v[e]));
@@ -235,6 +260,7 @@ __device__ __forceinline__ void fk_gemv_norm_x(FK_T* __restrict__ xn, const FK_T
 // With FK_NORM (M 1; a pre-norm projection: qkv after input_layernorm, gate_up after post_attention_layernorm), each block
 // first normalises x (and adds res_in) into shared memory (fk_gemv_norm_x) after the PDL wait, and the products read it
 // there: rms_norm's launch is gone, and its bits are kept (the host fuses only where the blocks match fk_rms_norm's).
+// FK_NORM_PF=1 (LINEAR_TUNING.gemvNormPrefetch): the norm weight is copied into shared memory before the wait, beside xn.
 // res_in, res_out (FK_NORM 2), norm_w [K] and eps are read only by the FK_NORM builds (the host passes 0 otherwise).
 extern "C" __global__ void FK_STREAM_BOUNDS
     fk_gemv_stream(FK_T* __restrict__ y, const FK_T* __restrict__ x, const FK_T* __restrict__ w, const FK_T* __restrict__ bias, int M,
@@ -251,6 +277,7 @@ extern "C" __global__ void FK_STREAM_BOUNDS
   // every warp takes part in the block's norm; those past the last row leave after it
   extern __shared__ __align__(16) unsigned char fk_gemv_smem[];
   FK_T* xn = reinterpret_cast<FK_T*>(fk_gemv_smem);  // [K]: the normalised x
+  FK_T* nws = xn + K;                                 // [K]: the norm weight (FK_NORM_PF; the host sizes the memory)
   const bool active = w0 < R;
 #else
   if (w0 >= R) return;  // whole warps past the last row leave (they write nothing: no wait needed)
@@ -292,6 +319,9 @@ extern "C" __global__ void FK_STREAM_BOUNDS
     }
     return v;
   };
+#if FK_NORM
+  fk_gemv_norm_w_prefetch(nws, norm_w, K);  // first: the weight loads below then hold their registers across the wait alone
+#endif
   uint4 buf[FK_UNR];
   if (active) {
 #pragma unroll
@@ -302,7 +332,7 @@ extern "C" __global__ void FK_STREAM_BOUNDS
   fk_pdl_trigger();
 #endif
 #if FK_NORM
-  fk_gemv_norm_x(xn, x, res_in, res_out, norm_w, K, eps);
+  fk_gemv_norm_x(xn, x, res_in, res_out, norm_w, nws, K, eps);
   if (!active) return;
 #endif
 

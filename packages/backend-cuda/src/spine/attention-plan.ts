@@ -64,6 +64,11 @@ export const ATTENTION_TUNING = {
    * FASTKERNELS_DECODE_EARLY_KV=0 turns it off.
    */
   decodeEarlyKv: envSwitch('FASTKERNELS_DECODE_EARLY_KV', true),
+  /**
+   * Most splits holding keys that fk_paged_decode_combine merges from registers, every load issued at once (FK_COMBINE_UNROLL;
+   * more splits: a loop a pass). 0: the loops alone (FASTKERNELS_DECODE_COMBINE_UNROLL). The same bits either way.
+   */
+  decodeCombineUnroll: Math.min(16, envCount('FASTKERNELS_DECODE_COMBINE_UNROLL', 8)),
   /** Warps per prefill CTA on the mma path (16 query rows each; 8 measured 3-7% faster than 4 on the H200). */
   prefillWarps: 8,
   /** Skip the O rescale of a key tile when no row max of the warp moved (bit-identical; head dim 128; false: always rescale). */

@@ -124,6 +124,19 @@ describe('paged decode attention vs the float64 CPU backend', () => {
     checkDecode({ nQ: 32, nKv: 8, D: 128, dtype: 'bf16', lens: [5000] });
     checkDecode({ nQ: 32, nKv: 8, D: 128, dtype: 'bf16', lens: [2048, 1, 1024, 2047, 700, 1348, 16, 2033] });
   });
+  it('the combine merges from registers (up to decodeCombineUnroll splits) or in loops (more, or unroll 0) with the same bits', G, () => {
+    // 64-key splits: 1 to 12 splits hold keys, so both sides of the unroll of 8 and the skipped single split are met
+    const c = { nQ: 32, nKv: 8, D: 128, dtype: 'bf16' as DType, lens: [700, 64, 65, 512, 513, 300, 1, 129] };
+    const { gpuIn } = decodeInputs(c, 5);
+    const run = (unroll: number, mma: boolean) =>
+      withAttention({ decodeCombineUnroll: unroll, decodeSplitTokens: 64, decodeMma: mma }, () => gpu().ops.pagedDecodeAttention(...gpuIn, 0.09, 0).toFloat64Array());
+    for (const mma of [true, false]) {
+      const a = run(8, mma);
+      const b = run(0, mma);
+      for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) throw new Error(`${mma ? 'mma' : 'register'} kernel, element ${i}: ${a[i]} (unroll 8) vs ${b[i]} (loops)`);
+    }
+    for (const t of gpuIn) t.dispose();
+  });
   it('deterministic: the same inputs give bit-identical outputs twice', G, () => {
     const c = { nQ: 32, nKv: 8, D: 128, dtype: 'bf16' as DType, lens: [3000, 40] };
     const { gpuIn } = decodeInputs(c, 3);

@@ -131,8 +131,8 @@ export function pagedDecodeAttention(
       ptr(lens), nQ, group, window, scaleLog2, plan.chunk, plan.splits,
     ]);
     if (plan.splits > 1) {
-      // Only FK_T matters to the combine kernel; the other macros keep one compiled module per (T).
-      const combine = decodeKernel(ctx, 'fk_paged_decode_combine', [`-DFK_T=${T}`]);
+      // Only FK_T and the unroll matter to the combine kernel; the other macros keep one compiled module per (T).
+      const combine = decodeKernel(ctx, 'fk_paged_decode_combine', [`-DFK_T=${T}`, `-DFK_COMBINE_UNROLL=${ATTENTION_TUNING.decodeCombineUnroll}`]);
       combine.launch([nQ, B, 1], Math.min(256, Math.ceil(D / 32) * 32), 0, [
         ptr(out), ptr(partAcc!), ptr(partMl!), ptr(lens), maxBlocks * blockSize, nQ, D, window, plan.chunk, plan.splits, plan.mma ? 1 : 0,
       ]);

@@ -83,6 +83,12 @@ export const LINEAR_TUNING = {
    * to rms_norm + linear (gpu-tests-run15-norm.log). FASTKERNELS_FUSE_NORM=0 turns it off.
    */
   gemvFuseNorm: envSwitch('FASTKERNELS_FUSE_NORM', true),
+  /**
+   * The fused norm's weight copied into shared memory before the PDL wait (FK_NORM_PF; FASTKERNELS_GEMV_NORM_PREFETCH=0
+   * turns it off). Between a layer's two reads of a norm weight the step streams ~436 MB of weights through the 50 MB L2,
+   * so its read after the wait was a DRAM round trip between x's read and the first product, in 64 GEMVs of a bs-1 step.
+   */
+  gemvNormPrefetch: envSwitch('FASTKERNELS_GEMV_NORM_PREFETCH', true),
 };
 
 /**
@@ -338,14 +344,17 @@ function launchGemv(ctx: SpineContext, op: string, path: 'gemv' | 'gemv-stream',
   const late: Readonly<Record<string, number>> = mode ? { FK_LATE_TRIGGER: mode } : {};
   const warpsPerSm = LINEAR_TUNING.gemvStreamWarpsPerSm;
   // FK_NORM: the prologue's registers must not cost resident warps (FK_MINB: the blocks an SM must hold)
-  const normDefines: Record<string, number> = norm ? { FK_NORM: norm.residual ? 2 : 1, FK_MINB: Math.max(1, Math.floor(warpsPerSm / warps)) } : {};
+  const normPf = !!norm && LINEAR_TUNING.gemvNormPrefetch;
+  const normDefines: Record<string, number> = norm
+    ? { FK_NORM: norm.residual ? 2 : 1, FK_MINB: Math.max(1, Math.floor(warpsPerSm / warps)), ...(normPf ? { FK_NORM_PF: 1 } : {}) }
+    : {};
   const defines = {
     FK_T: floatCType(a, op, 'x'), FK_VEC: 16 / itemsizeOf(a.dtype), FK_M: M, FK_UNR: path === 'gemv-stream' ? LINEAR_TUNING.gemvUnroll : LINEAR_TUNING.gemvPlainUnroll,
     FK_WARPS: warps, FK_BIAS: b ? 1 : 0, ...extra, ...late, ...normDefines,
   };
   const k = spineKernel(ctx, 'gemv.cu', entry, defines);
   const rows = extra.FK_GLU ? N / 2 : N; // the warps' rows: FK_GLU's logical rows are gate | up pairs
-  const normShared = norm ? K * itemsizeOf(a.dtype) : 0; // FK_NORM: the normalised x
+  const normShared = norm ? (normPf ? 2 : 1) * K * itemsizeOf(a.dtype) : 0; // FK_NORM: the normalised x (and FK_NORM_PF: the weight)
   // the grid whose busiest SM streams the fewest rows (gemvStreamGridBalanced: never more than gemvStreamGrid's fewest-
   // warps grid, which left a third of the SMs a block short for FK_GLU's pairs; plain rows measured the same either way)
   const blocks =

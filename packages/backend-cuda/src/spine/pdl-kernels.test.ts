@@ -17,16 +17,20 @@ import { SpineContext } from './context.js';
  */
 /** What a GEMV that waits later must not do before its wait (it may run while the kernel before it writes). */
 const BEFORE_WAIT_FORBIDDEN =
-  /__ldg\(|fk_gemv_step\(|fk_gemv_store_row\(|fk_gemv_norm_x\(|fk_set\(|\by\s*\[|\bbias\s*\[|\bx\s*[[+]|\bxs\b|\bres_in\b|\bres_out\b|\bnorm_w\b/;
+  /__ldg\(|fk_gemv_step\(|fk_gemv_store_row\(|fk_gemv_norm_x\(|fk_set\(|\by\s*\[|\bbias\s*\[|\bx\s*[[+,)]|\bxs\b|\bres_in\b|\bres_out\b|\bnorm_w\b/;
+
+/** The one use of the norm weight allowed before the wait: fk_gemv_stream's copy of it into shared memory (FK_NORM_PF). */
+const NORM_WEIGHT_PREFETCH = 'fk_gemv_norm_w_prefetch(nws, norm_w, K);';
 
 /**
- * Why `body` (fk_gemv, fk_gemv_stream) is not right, or null: before the first fk_pdl_wait(); only the weight is loaded
- * (fk_ld_stream: read-only, written by no kernel), never x or the bias read or anything written.
+ * Why `body` (fk_gemv, fk_gemv_stream) is not right, or null: before the first fk_pdl_wait(); only weights are loaded
+ * (fk_ld_stream, and the fused norm's weight by NORM_WEIGHT_PREFETCH: read-only, written by no kernel), never x, the
+ * residual or the bias read or anything written.
  */
 function waitsLaterProblem(body: string): string | null {
   const at = body.indexOf('fk_pdl_wait();');
   if (at < 0) return 'no fk_pdl_wait();';
-  const before = body.slice(0, at);
+  const before = body.slice(0, at).split(NORM_WEIGHT_PREFETCH).join('');
   if (!/fk_ld_stream\(/.test(before)) return 'no weight load before the wait (then it should open with fk_pdl_entry)';
   const bad = BEFORE_WAIT_FORBIDDEN.exec(before);
   if (bad) return `'${bad[0]}' before the wait`;
@@ -60,11 +64,30 @@ function earlyKvProblem(body: string): string | null {
 }
 const WAITS_LATER_EARLY_KV = 'fk_paged_decode_mma';
 
+/**
+ * fk_paged_decode_combine reads its sequence's length before the wait (seq_lens is final once the decode kernel before it
+ * lets it start: that kernel triggers only after its own wait, and never writes seq_lens) and nothing else: no partial, no
+ * write, and no return before an unconditional wait (a CTA that left without waiting could let the grid end before the
+ * decode kernel whose partials it merges, and the next kernel would read an output not yet written).
+ */
+function combineProblem(body: string): string | null {
+  const at = body.search(/\n  fk_pdl_entry\(\);/); // at the body's top level
+  if (at < 0) return 'no unconditional fk_pdl_entry()';
+  const pre = body.slice(0, at);
+  if (/\breturn\b/.test(pre)) return 'a return before the wait';
+  const bad = /part_acc|part_ml|\bout\b|\bst\(|combine_splits\(|\w+\s*\[(?<!seq_lens\s*\[)/.exec(pre);
+  if (bad) return `'${bad[0]}' before the wait`;
+  if (!/seq_lens\[/.test(pre)) return 'nothing read before the wait (then it should open with fk_pdl_entry)';
+  return null;
+}
+const WAITS_LATER_COMBINE = 'fk_paged_decode_combine';
+
 /** The kernels that wait later, each with the rule its body is checked by. */
 const WAITS_LATER: Readonly<Record<string, (body: string) => string | null>> = {
   fk_gemv: waitsLaterProblem, // streams its first weight vectors, then waits for x
   fk_gemv_stream: waitsLaterProblem, // its first FK_UNR chunks of weight, then waits for x
   [WAITS_LATER_EARLY_KV]: earlyKvProblem, // with FK_EARLY_KV: its first cache tiles, then waits for q and the newest key
+  [WAITS_LATER_COMBINE]: combineProblem, // the sequence's length, then waits for the partials
 };
 
 /** The index of the `close` that matches the `open` at `at` in `src`; an Error with `error` when there is none. */
@@ -135,6 +158,23 @@ describe('PDL-ready kernels wait before touching memory', () => {
       'no unconditional wait before the newest key is loaded',
     );
   });
+  it('the combine check catches a partial read, a return, or a missing wait before the wait of fk_paged_decode_combine', () => {
+    const [, body] = kernelBodies(KERNEL_SOURCES['attention_decode.cu']!).find(([e]) => e === WAITS_LATER_COMBINE)!;
+    expect(combineProblem(body)).toBeNull();
+    const mutate = (from: string, to: string) => {
+      expect(body.includes(from), from).toBe(true);
+      return combineProblem(body.replace(from, to));
+    };
+    const wait = '  fk_pdl_entry();';
+    // the early exit of a sequence with nothing to merge taken before the wait
+    expect(mutate(wait, '  if (L <= chunk) return;\n' + wait)).toBe('a return before the wait');
+    // a partial read before the wait
+    expect(mutate(wait, '  const float m0 = part_ml[0];\n' + wait)).toBe("'part_ml' before the wait");
+    // another array read before the wait
+    expect(mutate(wait, '  const int t0 = block_tables[0];\n' + wait)).toBe("'block_tables[' before the wait");
+    // the wait made by some threads only
+    expect(mutate(wait, '  if (threadIdx.x == 0) fk_pdl_entry();')).toBe('no unconditional fk_pdl_entry()');
+  });
   it('a kernel whose braces only balance per #if branch is an error, not a hang', () => {
     const src = 'extern "C" __global__ void fk_b(int* y, int n) {\n  fk_pdl_entry();\n#if A\n  if (n > 0) {\n#else\n  if (n > 1) {\n#endif\n    y[0] = 1;\n  }\n}\n';
     expect(() => kernelBodies(src)).toThrowError(/fk_b: unbalanced braces/);
@@ -148,10 +188,13 @@ describe('PDL-ready kernels wait before touching memory', () => {
   it('the check of a kernel that waits later catches x, bias, y or the fused norm inputs touched before its wait', () => {
     const gemvLike = (pre: string) =>
       `extern "C" __global__ void fk_g(float* y, const float* x, const float* w, const float* bias, long long xs) {\n  uint4 a = fk_ld_stream(w);\n${pre}  fk_pdl_wait();\n  fk_gemv_step(acc, a, x, xs, 1, 0);\n}\n`;
-    const [[, good]] = kernelBodies(gemvLike('')) as [[string, string]];
-    expect(waitsLaterProblem(good)).toBeNull();
+    for (const pre of ['', `  ${NORM_WEIGHT_PREFETCH}\n`]) {
+      const [[, good]] = kernelBodies(gemvLike(pre)) as [[string, string]];
+      expect(waitsLaterProblem(good), pre).toBeNull();
+    }
     for (const pre of ['  float v = x[0];\n', '  fk_gemv_step(acc, a, x, xs, 1, 0);\n', '  float b = bias[0];\n', '  y[0] = 0.f;\n', '  float q = __ldg(x + 1);\n',
-      '  fk_gemv_norm_x(xn, x, res_in, res_out, norm_w, K, eps);\n', '  float r = res_in[0];\n', '  float g = norm_w[0];\n']) {
+      '  fk_gemv_norm_x(xn, x, res_in, res_out, norm_w, nws, K, eps);\n', '  float r = res_in[0];\n', '  float g = norm_w[0];\n',
+      '  fk_gemv_norm_w_prefetch(nws, res_in, K);\n', '  fk_gemv_norm_w_prefetch(nws, x, K);\n']) {
       const [[, body]] = kernelBodies(gemvLike(pre)) as [[string, string]];
       expect(waitsLaterProblem(body), pre).not.toBeNull();
     }
