@@ -1,13 +1,11 @@
-import { Tensor, type Backend, type Storage } from '@fastkernels/core';
+import { Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
-import { layoutArgs, parseSignature, writeArgs } from '../args.js';
-import type { CudaKernelSpec } from '../kernel.js';
 import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
 import { ATTENTION_TUNING, lanesPerRow, largestDivisorAtMost, planDecode, planPrefill, PREFILL_WGMMA_SMEM_BYTES, vectorBytes } from './attention-plan.js';
 import { pagedDecodeAttention, varlenPrefillAttention } from './attention.js';
+import { fakeDevice } from '../../test/fake-device.js';
 import { withTuning } from '../../test/spine-helpers.js';
 import { ptr } from './common.js';
-import { SpineContext } from './context.js';
 
 describe('attention launch plans', () => {
   it('helpers', () => {
@@ -117,57 +115,6 @@ describe('attention launch plans', () => {
 });
 
 // ------------------------------------------------------------------------ the op path with a fake device
-
-interface Launch {
-  entry: string;
-  options: readonly string[];
-  grid: unknown;
-  block: unknown;
-  shared: number;
-  args: readonly unknown[];
-}
-
-function fakeDevice(): { backend: Backend; ctx: SpineContext; launches: Launch[] } {
-  let next = 1 << 20;
-  const launches: Launch[] = [];
-  // every kernel of the fake counts as a launch of the runtime (SpineContext.followsKvWrite reads the count)
-  const runtime = { properties: () => ({ major: 8, multiprocessors: 132 }), launches: 0 };
-  const backend = {
-    name: 'fake',
-    allocate(bytes: number, device: number): Storage {
-      const devicePtr = next;
-      next += Math.ceil(Math.max(bytes, 1) / 256) * 256;
-      let refs = 1;
-      return { backend, device, byteLength: bytes, devicePtr, retain: () => void refs++, release: () => void refs--, get released() { return refs <= 0; } };
-    },
-    ops: {
-      copy: () => void runtime.launches++,
-      fill: () => void runtime.launches++,
-    },
-  } as unknown as Backend;
-  const ctx = {
-    multiprocessors: 132,
-    // an sm_80 device: no programmatic dependent launches (LAUNCH_TUNING.pdl is on by default), plain kernel options
-    runtime,
-    kvWrite: null,
-    noteKvWrite: SpineContext.prototype.noteKvWrite,
-    followsKvWrite: SpineContext.prototype.followsKvWrite,
-    kernel(spec: CudaKernelSpec) {
-      const sig = parseSignature(spec.source, spec.entry);
-      const layout = layoutArgs(sig);
-      return {
-        launch(grid: unknown, block: unknown, shared: number, args: readonly unknown[]) {
-          expect(args.length).toBe(sig.length);
-          const buf = new ArrayBuffer(layout.size + 8);
-          writeArgs(new DataView(buf), new Uint8Array(buf), layout, args as never);
-          launches.push({ entry: spec.entry, options: spec.options ?? [], grid, block, shared, args });
-          runtime.launches++;
-        },
-      };
-    },
-  } as unknown as SpineContext;
-  return { backend, ctx, launches };
-}
 
 describe('attention ops on a fake device (argument packing, grids, specialisations)', () => {
   it('paged decode (register-streaming kernel, decodeMma off): one launch without a split, main + combine with splits', () => {

@@ -197,6 +197,72 @@ describe('rotaryStoreKvcache: the bits of rotaryEmbedding + storeKvcache_ in one
   });
 });
 
+describe('rotaryStoreKvcache after an M-1 linear, as in the decode step (ROTARY_TUNING.earlyPos)', () => {
+  it('positions and slots read before the PDL wait (FK_EARLY_POS) in a captured graph: each replay writes the pair\'s bits', G, () => {
+    const c: Case = { T: 1, nq: 32, nk: 8, head: 128, rot: 128, neox: true, dtype: 'bf16' };
+    const x = stepInputs(c, 10);
+    const b = gpu();
+    const g = { positions: toGpu(x.positions), slots: toGpu(x.slots), cache: toGpu(x.cache) };
+    const hidden = toGpu(randCpu([1, 512], 'bf16', 21));
+    const w = toGpu(randCpu([(c.nq + 2 * c.nk) * c.head, 512], 'bf16', 22));
+    // which builds the op asked for: after the GEMV (which records what it writes) the early one, else this test
+    // compares the default build with itself
+    const spine = b.ops.spine;
+    const kernelOf = spine.kernel.bind(spine);
+    const early: boolean[] = [];
+    spine.kernel = (spec) => {
+      if (spec.entry === 'fk_rotary_store_kv') early.push((spec.options ?? []).includes('-DFK_EARLY_POS=1'));
+      return kernelOf(spec);
+    };
+    const [kc0, vc0] = [toGpu(x.kCache), toGpu(x.vCache)];
+    const [kc, vc] = [toGpu(x.kCache), toGpu(x.vCache)];
+    const [kcPair, vcPair] = [toGpu(x.kCache), toGpu(x.vCache)];
+    const captured: { outs: Tensor[] } = { outs: [] };
+    const step = () => {
+      const qkv = b.ops.linear(hidden, w, null);
+      const [q, k, v] = qkvViews(qkv, c);
+      const r = b.ops.rotaryStoreKvcache!(g.positions, q, k, v, g.cache, c.head, c.neox, kc, vc, g.slots);
+      if (!r) throw new Error('declined');
+      for (const t of [q, k, v]) t.dispose();
+      return [qkv, ...r];
+    };
+    let graph: { replay(): void; destroy(): void } | null = null;
+    try {
+      // the unfused pair on the same linear's output (eager, before any fused launch)
+      const qkvPair = b.ops.linear(hidden, w, null);
+      const [qp, kp, vp] = qkvViews(qkvPair, c);
+      const [qPair, kPair] = b.ops.rotaryEmbedding(g.positions, qp, kp, g.cache, c.head, c.neox);
+      const k3 = kPair!.view(c.T, c.nk, c.head);
+      b.ops.storeKvcache_(k3, vp, kcPair, vcPair, g.slots);
+      captured.outs.push(qkvPair, qp, kp, vp, qPair, kPair!, k3);
+      graph = withTuning(ROTARY_TUNING, { fuseKvStore: true, earlyPos: true }, () => {
+        for (const t of step()) t.dispose(); // compile (and queue the capture builds) outside the capture
+        b.synchronize();
+        return b.runtime.capture(() => {
+          captured.outs.push(...step());
+        }, { poolBytes: 32 << 20 });
+      });
+      if (early.length < 2 || !early.every((e) => e)) throw new Error(`rotary builds (early?) ${JSON.stringify(early)}: expected the early build, eager and captured`);
+      const [, qg, kg] = captured.outs.slice(-3);
+      for (let r = 0; r < 3; r++) {
+        qg!.fill_(NaN);
+        kg!.fill_(NaN);
+        kc.copy_(kc0);
+        vc.copy_(vc0);
+        graph.replay();
+        expectSameBits(qg!, qPair, `replay ${r} q`);
+        expectSameBits(kg!, kPair!, `replay ${r} k`);
+        expectSameBits(kc, kcPair, `replay ${r} kCache`);
+        expectSameBits(vc, vcPair, `replay ${r} vCache`);
+      }
+    } finally {
+      spine.kernel = kernelOf;
+      for (const t of [...captured.outs, kc0, vc0, kc, vc, kcPair, vcPair, hidden, w, ...Object.values(g)]) t.dispose();
+      graph?.destroy();
+    }
+  });
+});
+
 describe('rotaryStoreKvcache declines (null, nothing written) where it does not fuse', () => {
   const c: Case = { T: 3, nq: 4, nk: 2, head: 64, rot: 64, neox: true, dtype: 'bf16' };
   function declines(patch: { fuseKvStore: boolean }, cacheOf: (t: Tensor) => Tensor, label: string): void {
