@@ -9,8 +9,6 @@
 // kvcache.cu) in the same launch.
 // -DFK_T=<act type> -DFK_C=<cache type> -DFK_POS=<int | long long> -DFK_NEOX=0|1 -DFK_VEC=<n> (neox vector width)
 // -DFK_CVEC=0|1 (neox: cos/sin loaded as FK_VEC-element vectors) -DFK_SLOT=<int | long long> (fk_rotary_store_kv).
-// -DFK_EARLY_POS=1 (fk_rotary_store_kv, ROTARY_TUNING.earlyPos): see there.
-// compile-cu: -DFK_PDL=1 -DFK_EARLY_POS=1
 #include "fk_vec.cuh"
 #include "fk_pdl.cuh"
 #include "fk_kv_slot.cuh"
@@ -28,9 +26,6 @@
 #endif
 #ifndef FK_SLOT
 #define FK_SLOT long long
-#endif
-#ifndef FK_EARLY_POS
-#define FK_EARLY_POS 0
 #endif
 
 // One token of heads x headSize at position p: x (row xr) rotated by cos_sin_cache[p] into y (yr, contiguous). With KV
@@ -149,11 +144,6 @@ extern "C" __global__ void fk_rotary(FK_T* __restrict__ qo, const FK_T* __restri
 // both caches get the bits the two kernels would write. q / k in as in fk_rotary; value [T, nk, headSize] at token /
 // head strides vts / vhs; caches [numBlocks, blockSize, nk, headSize] at block / offset / head strides (every head
 // dim contiguous). Slots < 0 are skipped, slots past the cache are skipped and set *flag like bad positions.
-// FK_EARLY_POS=1: under PDL, the position and slot of the block's first token are read, and that position's cos/sin row
-// asked into L2, before the wait for the kernel before (at bs 1 each is otherwise a DRAM round trip on the step's
-// critical path, one after the other: a layer's weights push them out of L2). The host builds it only where the kernel
-// just before wrote none of positions, slots and the cache (SpineContext.lastLaunchWroteNone); the rows and the caches
-// are touched only after the wait.
 extern "C" __global__ void fk_rotary_store_kv(FK_T* __restrict__ qo, const FK_T* __restrict__ qi, long long qs, int nq,
                                               FK_T* __restrict__ ko, const FK_T* __restrict__ ki, long long ks, int nk,
                                               const FK_T* __restrict__ vi, long long vts, long long vhs,
@@ -162,29 +152,12 @@ extern "C" __global__ void fk_rotary_store_kv(FK_T* __restrict__ qo, const FK_T*
                                               const FK_SLOT* __restrict__ slots, int blockSize, long long capacity,
                                               const FK_POS* __restrict__ pos, const FK_C* __restrict__ cache, int T, long long maxPos,
                                               int headSize, int rot, int* flag) {
-#if FK_EARLY_POS
-  const int t0 = blockIdx.x;  // the block's first token
-  long long p0 = 0, s0 = 0;
-  if (t0 < T) {
-    p0 = (long long)pos[t0];
-    s0 = (long long)slots[t0];
-    const long long rowBytes = (long long)rot * sizeof(FK_C);
-    if (blockIdx.y < 2 && p0 >= 0 && p0 < maxPos && threadIdx.x * 128ll < rowBytes) {
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(cache + p0 * rot) + threadIdx.x * 128ll));
-    }
-  }
-#define FK_POS_OF(t) ((t) == t0 ? p0 : (long long)pos[t])
-#define FK_SLOT_OF(t) ((t) == t0 ? s0 : (long long)slots[t])
-#else
-#define FK_POS_OF(t) ((long long)pos[t])
-#define FK_SLOT_OF(t) ((long long)slots[t])
-#endif
   fk_pdl_entry();
   const int half = rot / 2;
   if (blockIdx.y == 0) {
     if (nq == 0) return;
     for (int t = blockIdx.x; t < T; t += gridDim.x) {
-      fk_rotary_token<false>(qo + (long long)t * nq * headSize, nullptr, 0, qi + t * qs, cache, FK_POS_OF(t), maxPos, nq, headSize, rot, half, flag);
+      fk_rotary_token<false>(qo + (long long)t * nq * headSize, nullptr, 0, qi + t * qs, cache, (long long)pos[t], maxPos, nq, headSize, rot, half, flag);
     }
     return;
   }
@@ -193,10 +166,10 @@ extern "C" __global__ void fk_rotary_store_kv(FK_T* __restrict__ qo, const FK_T*
   const int nv = headSize / FK_VEC;  // value vectors per head
   for (int t = blockIdx.x; t < T; t += gridDim.x) {
     long long blk = 0, off = 0;
-    const bool stored = fk_kv_slot(FK_SLOT_OF(t), blockSize, capacity, flag, blk, off);
+    const bool stored = fk_kv_slot((long long)slots[t], blockSize, capacity, flag, blk, off);
     if (blockIdx.y == 1) {
       FK_T* dr = stored ? kc + blk * kcb + off * kco : nullptr;
-      fk_rotary_token<true>(ko + (long long)t * nk * headSize, dr, kch, ki + t * ks, cache, FK_POS_OF(t), maxPos, nk, headSize, rot, half, flag);
+      fk_rotary_token<true>(ko + (long long)t * nk * headSize, dr, kch, ki + t * ks, cache, (long long)pos[t], maxPos, nk, headSize, rot, half, flag);
     } else if (stored) {
       const FK_T* vr = vi + t * vts;
       FK_T* dr = vc + blk * vcb + off * vco;
@@ -208,5 +181,3 @@ extern "C" __global__ void fk_rotary_store_kv(FK_T* __restrict__ qo, const FK_T*
     }
   }
 }
-#undef FK_POS_OF
-#undef FK_SLOT_OF

@@ -41,11 +41,8 @@ export function fakeDevice(): { backend: Backend; ctx: SpineContext; launches: F
     // an sm_80 device: no programmatic dependent launches (LAUNCH_TUNING.pdl is on by default), plain kernel options
     runtime,
     kvWrite: null,
-    launchWrites: null,
     noteKvWrite: SpineContext.prototype.noteKvWrite,
     followsKvWrite: SpineContext.prototype.followsKvWrite,
-    noteLaunchWrites: SpineContext.prototype.noteLaunchWrites,
-    lastLaunchWroteNone: SpineContext.prototype.lastLaunchWroteNone,
     kernel(spec: CudaKernelSpec) {
       const sig = parseSignature(spec.source, spec.entry);
       const layout = layoutArgs(sig);

@@ -49,26 +49,6 @@ export class SpineContext {
     return w !== null && w.rt === this.runtime && w.launch === w.rt.launches && w.k === k && w.v === v && w.tokens === tokens;
   }
 
-  /** The byte ranges the last spine launch wrote, where its op recorded them (noteLaunchWrites), and its launch number. */
-  private launchWrites: { ranges: readonly (readonly [number, number])[]; launch: number; rt: CudaRuntime } | null = null;
-
-  /** The kernel just launched writes only these [address, bytes) ranges (and reads what it likes). */
-  noteLaunchWrites(ranges: readonly (readonly [number, number])[]): void {
-    const rt = this.runtime;
-    this.launchWrites = { ranges, launch: rt.launches, rt };
-  }
-
-  /**
-   * Whether the kernel launched last recorded what it writes (noteLaunchWrites) and none of it overlaps `ranges`: then a
-   * kernel launched now with LAUNCH_PDL may read `ranges` before its PDL wait (every kernel before that one has finished
-   * when it lets this one start: ours wait before they trigger). False after any launch that recorded nothing.
-   */
-  lastLaunchWroteNone(ranges: readonly (readonly [number, number])[]): boolean {
-    const w = this.launchWrites;
-    if (w === null || w.rt !== this.runtime || w.launch !== w.rt.launches) return false;
-    return !ranges.some(([a, n]) => w.ranges.some(([b, m]) => a < b + m && b < a + n));
-  }
-
   /** Streaming multiprocessors of the current device (grids are sized from it). */
   get multiprocessors(): number {
     return this.runtime.properties().multiprocessors;

@@ -365,9 +365,6 @@ function launchGemv(ctx: SpineContext, op: string, path: 'gemv' | 'gemv-stream',
   // fk_gemv_stream's FK_NORM parameters (read only by those builds)
   if (path === 'gemv-stream') args.push(norm?.residual ? ptr(norm.residual) : 0, norm?.residualOut ? ptr(norm.residualOut) : 0, norm ? ptr(norm.weight) : 0, norm?.eps ?? 0);
   k.launch(blocks, warps * 32, normShared, args, undefined, pdlSafe ? undefined : 0);
-  const written: [number, number][] = [[ptr(out), out.numel * out.itemsize]];
-  if (norm?.residualOut) written.push([ptr(norm.residualOut), norm.residualOut.numel * norm.residualOut.itemsize]);
-  ctx.noteLaunchWrites(written);
 }
 
 /** FK_NORM's inputs: x is normalised with `weight` (and `residual` added first; the sum stored to `residualOut`). */

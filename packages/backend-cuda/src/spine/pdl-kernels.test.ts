@@ -82,34 +82,12 @@ function combineProblem(body: string): string | null {
 }
 const WAITS_LATER_COMBINE = 'fk_paged_decode_combine';
 
-/**
- * fk_rotary_store_kv built with FK_EARLY_POS reads its first token's position and slot and asks the cos/sin row into L2
- * before its wait (the host builds it only where the kernel just before wrote none of them: SpineContext
- * .lastLaunchWroteNone); nothing else: not the rows, no write, no return. The default build does nothing before it.
- */
-function earlyPosProblem(body: string): string | null {
-  const at = body.search(/\n  fk_pdl_entry\(\);/); // at the body's top level
-  if (at < 0) return 'no unconditional fk_pdl_entry()';
-  const pre = body.slice(0, at);
-  const noDefines = (t: string) => t.replace(/#define[^\n]*\n/g, '');
-  const byDefault = noDefines(pre.replace(/#if FK_EARLY_POS\n[\s\S]*?#else\n/, '').replace(/#endif\n?/, ''));
-  if (byDefault.trim() !== '') return 'the default build does something before its wait';
-  const early = noDefines(pre);
-  if (/\breturn\b/.test(early)) return 'a return before the wait';
-  const bad = /\b(qi|ki|vi|qo|ko|kc|vc|flag)\b|fk_set\(|fk_rotary_token|fk_kv_slot|\w+\s*\[[^\]]*\]\s*=(?!=)/.exec(early);
-  if (bad) return `'${bad[0]}' before the wait`;
-  if (!/\bpos\[t0\]/.test(early)) return 'nothing read before the wait (then it should open with fk_pdl_entry)';
-  return null;
-}
-const WAITS_LATER_EARLY_POS = 'fk_rotary_store_kv';
-
 /** The kernels that wait later, each with the rule its body is checked by. */
 const WAITS_LATER: Readonly<Record<string, (body: string) => string | null>> = {
   fk_gemv: waitsLaterProblem, // streams its first weight vectors, then waits for x
   fk_gemv_stream: waitsLaterProblem, // its first FK_UNR chunks of weight, then waits for x
   [WAITS_LATER_EARLY_KV]: earlyKvProblem, // with FK_EARLY_KV: its first cache tiles, then waits for q and the newest key
   [WAITS_LATER_COMBINE]: combineProblem, // the sequence's length, then waits for the partials
-  [WAITS_LATER_EARLY_POS]: earlyPosProblem, // with FK_EARLY_POS: the first token's position and slot, then waits for q, k, v
 };
 
 /** The index of the `close` that matches the `open` at `at` in `src`; an Error with `error` when there is none. */
@@ -196,27 +174,6 @@ describe('PDL-ready kernels wait before touching memory', () => {
     expect(mutate(wait, '  const int t0 = block_tables[0];\n' + wait)).toBe("'block_tables[' before the wait");
     // the wait made by some threads only
     expect(mutate(wait, '  if (threadIdx.x == 0) fk_pdl_entry();')).toBe('no unconditional fk_pdl_entry()');
-  });
-  it('the early-position check catches a row read, a write, a return or a default build that reads before the wait of fk_rotary_store_kv', () => {
-    const [, body] = kernelBodies(KERNEL_SOURCES['rotary.cu']!).find(([e]) => e === WAITS_LATER_EARLY_POS)!;
-    expect(earlyPosProblem(body)).toBeNull();
-    const mutate = (from: string, to: string) => {
-      expect(body.includes(from), from).toBe(true);
-      return earlyPosProblem(body.replace(from, to));
-    };
-    const wait = '#endif\n  fk_pdl_entry();';
-    // the query row read before the wait (the kernel before may still be writing it)
-    expect(mutate('    s0 = (long long)slots[t0];', '    s0 = (long long)slots[t0];\n    const FK_T q0 = qi[0];')).toBe("'qi' before the wait");
-    // a cache row written before the wait
-    expect(mutate('    s0 = (long long)slots[t0];', '    s0 = (long long)slots[t0];\n    kc[s0] = FK_T();')).toBe("'kc' before the wait");
-    // a store through another pointer
-    expect(mutate('    s0 = (long long)slots[t0];', '    s0 = (long long)slots[t0];\n    p1[0] = s0;')).toBe("'p1[0] =' before the wait");
-    // a block leaving before the wait
-    expect(mutate('  if (t0 < T) {', '  if (t0 >= T) return;\n  if (t0 < T) {')).toBe('a return before the wait');
-    // the default build reading the position before its wait
-    expect(mutate('#else\n#define FK_POS_OF', '#else\n  const long long pz = pos[0];\n#define FK_POS_OF')).toBe('the default build does something before its wait');
-    // no wait at the top level
-    expect(mutate(wait, '#endif\n  if (T > 0) fk_pdl_entry();')).toBe('no unconditional fk_pdl_entry()');
   });
   it('a kernel whose braces only balance per #if branch is an error, not a hang', () => {
     const src = 'extern "C" __global__ void fk_b(int* y, int n) {\n  fk_pdl_entry();\n#if A\n  if (n > 0) {\n#else\n  if (n > 1) {\n#endif\n    y[0] = 1;\n  }\n}\n';

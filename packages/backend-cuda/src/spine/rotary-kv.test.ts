@@ -2,9 +2,7 @@ import { Tensor, type DType } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { parseSignature } from '../args.js';
 import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
-import { fakeDevice } from '../../test/fake-device.js';
 import { cpu, withTuning } from '../../test/spine-helpers.js';
-import { ptr } from './common.js';
 import type { SpineContext } from './context.js';
 import { ROTARY_TUNING } from './rotary.js';
 import { rotaryStoreKvcache } from './rotary-kv.js';
@@ -74,52 +72,3 @@ describe('rotaryStoreKvcache (CUDA host side): when it declines, what it rejects
     expect(parseSignature(KERNEL_SOURCES['rotary.cu']!, 'fk_rotary')).toEqual([p, p, 'i64', 'i32', p, p, 'i64', 'i32', p, p, 'i32', 'i64', 'i32', 'i32', p]);
   });
 });
-
-describe('rotaryStoreKvcache (CUDA host side): positions read before the PDL wait (ROTARY_TUNING.earlyPos)', () => {
-  // the decode step's shapes at bs 1: Llama-3-8B heads, a bf16 cache of 64 blocks, a float32 cos/sin cache
-  const step = () => {
-    const { backend, ctx, launches } = fakeDevice();
-    const t = (shape: number[], dtype: DType) => Tensor.empty(backend, shape, dtype);
-    const cache = t([64, 16, 8, 128], 'bf16');
-    const a = {
-      pos: t([1], 'i64'), q: t([1, 4096], 'bf16'), k: t([1, 1024], 'bf16'), v: t([1, 8, 128], 'bf16'), cs: t([8192, 128], 'f32'),
-      kc: cache, vc: t([64, 16, 8, 128], 'bf16'), slots: t([1], 'i64'),
-    };
-    const run = () => {
-      launches.length = 0;
-      withTuning(ROTARY_TUNING, { fuseKvStore: true }, () => rotaryStoreKvcache(ctx, a.pos, a.q, a.k, a.v, a.cs, 128, true, a.kc, a.vc, a.slots));
-      return launches[0]!.options.includes('-DFK_EARLY_POS=1');
-    };
-    return { ctx, backend, a, run };
-  };
-  const bytes = (x: Tensor) => [ptr(x), x.numel * x.itemsize] as const;
-
-  it('only right after a launch that recorded its writes, none of them the positions, slots or cos/sin cache', () => {
-    const { ctx, backend, a, run } = step();
-    const out = Tensor.empty(backend, [1, 6144], 'bf16');
-    ctx.runtime.launches++; // the qkv GEMV: a launch of ours that writes its output only
-    ctx.noteLaunchWrites([bytes(out)]);
-    expect(run()).toBe(true);
-    expect(run()).toBe(false); // the rotary's own launch came after that record
-    for (const written of [a.pos, a.slots, a.cs]) {
-      ctx.runtime.launches++;
-      ctx.noteLaunchWrites([bytes(out), bytes(written)]); // the kernel before wrote one of them
-      expect(run(), `after a write of ${written.shape}`).toBe(false);
-    }
-    ctx.runtime.launches++;
-    ctx.noteLaunchWrites([[ptr(a.cs) + 4096, 16]]); // a range inside the cos/sin cache
-    expect(run()).toBe(false);
-    ctx.runtime.launches++;
-    ctx.noteLaunchWrites([bytes(out)]);
-    backend.ops.fill(out, 0); // a launch that recorded nothing came after
-    expect(run()).toBe(false);
-  });
-
-  it('switched off (FASTKERNELS_ROTARY_EARLY_POS=0): never', () => {
-    const { ctx, backend, run } = step();
-    ctx.runtime.launches++;
-    ctx.noteLaunchWrites([bytes(Tensor.empty(backend, [1, 6144], 'bf16'))]);
-    expect(withTuning(ROTARY_TUNING, { earlyPos: false }, run)).toBe(false);
-  });
-});
-

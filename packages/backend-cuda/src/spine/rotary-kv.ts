@@ -59,12 +59,8 @@ export function rotaryStoreKvcache(
     // fk_rotary's shape; the threads also cover the value copy, and a third row of blocks does it
     const { cvec, threads, grid } = rotaryLaunchShape(ctx, { T, nq, nk, headSize, rot, isNeoxStyle, vec, cache }, (nk * headSize) / vec);
     const flag = indexFlag(ctx, qOut);
-    // FK_EARLY_POS reads positions, slots and the cos/sin cache before its PDL wait: only where the kernel just before
-    // wrote none of them (nothing of ours launched since it: a copy above, or the index flag's fill, would be such a launch)
-    const bytes = (t: Tensor) => [ptr(t), t.numel * t.itemsize] as const;
-    const earlyPos = ROTARY_TUNING.earlyPos && ctx.lastLaunchWroteNone([bytes(pos), bytes(slots), bytes(cache)]);
     const kern = spineKernel(ctx, 'rotary.cu', 'fk_rotary_store_kv', {
-      FK_T: Tq, FK_C: C, FK_POS: P, FK_SLOT: S, FK_NEOX: isNeoxStyle ? 1 : 0, FK_VEC: vec, FK_CVEC: cvec, ...(earlyPos ? { FK_EARLY_POS: 1 } : {}),
+      FK_T: Tq, FK_C: C, FK_POS: P, FK_SLOT: S, FK_NEOX: isNeoxStyle ? 1 : 0, FK_VEC: vec, FK_CVEC: cvec,
     });
     kern.launch([grid, 3], threads, 0, [
       qOut, q.t, q.stride, nq,

@@ -26,12 +26,6 @@ export const ROTARY_TUNING = {
    * process.
    */
   fuseKvStore: envSwitch('FASTKERNELS_FUSE_ROTARY_KV', true),
-  /**
-   * fk_rotary_store_kv reads its first token's position and slot, and asks the position's cos/sin row into L2, before its
-   * PDL wait (FK_EARLY_POS), where the kernel just before recorded that it wrote none of them (SpineContext
-   * .lastLaunchWroteNone: in the decode step that is the qkv GEMV). FASTKERNELS_ROTARY_EARLY_POS=0 turns it off.
-   */
-  earlyPos: envSwitch('FASTKERNELS_ROTARY_EARLY_POS', true),
 };
 
 /**
