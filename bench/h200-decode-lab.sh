@@ -10,9 +10,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/lib.sh"
 fk_lab_setup
 bin="$OUT/decode_lab"
-"$NVCC" -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v "$here/decode_lab.cu" -o "$bin" > "$OUT/decode-lab.build.log" 2>&1 ||
-  { cat "$OUT/decode-lab.build.log"; exit 1; }
-grep -A2 "Function properties for fk_paged_decode_mma" "$OUT/decode-lab.build.log" | grep -E 'spill|registers' || true
+fk_lab_build "$here/decode_lab.cu" "$bin" "$OUT/decode-lab.build.log" 'fk_paged_decode_mma'
 rc=0
 timeout 300 "$bin" "${1:-20}" > "$OUT/decode-lab.log" 2>&1 || rc=1
 grep '^decode-lab:' "$OUT/decode-lab.log" | grep -v ' median ' || true

@@ -10,9 +10,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/lib.sh"
 fk_lab_setup
 bin="$OUT/prefill_wgmma_lab"
-"$NVCC" -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v "$here/prefill_wgmma_lab.cu" -o "$bin" > "$OUT/prefill-wgmma.build.log" 2>&1 ||
-  { cat "$OUT/prefill-wgmma.build.log"; exit 1; }
-grep -A2 "Function properties for .*prefill_wgmma" "$OUT/prefill-wgmma.build.log" | grep -E 'spill|registers' || true
+fk_lab_build "$here/prefill_wgmma_lab.cu" "$bin" "$OUT/prefill-wgmma.build.log" '.*prefill_wgmma'
 rc=0
 sizes=("$@"); [ ${#sizes[@]} -gt 0 ] || sizes=(4096)
 for n in "${sizes[@]}"; do

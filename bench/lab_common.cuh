@@ -58,15 +58,20 @@ static cudaGraphExec_t lab_capture(cudaStream_t s, F body) {
   return ge;
 }
 
-// Median ms of `body` on s over `reps` runs timed with events, after `warmups` untimed ones.
-template <class F>
-static float lab_median_ms(cudaStream_t s, F body, int reps, int warmups = 2) {
+// The ms of `body` on s over `reps` runs timed with events, after `warmups` untimed ones, sorted; `before` runs untimed
+// before each of them (e.g. an L2 flush).
+template <class F, class G>
+static std::vector<float> lab_times_ms(cudaStream_t s, F body, int reps, int warmups, G before) {
   cudaEvent_t a, b;
   CK(cudaEventCreate(&a));
   CK(cudaEventCreate(&b));
-  for (int i = 0; i < warmups; ++i) body();
+  for (int i = 0; i < warmups; ++i) {
+    before();
+    body();
+  }
   std::vector<float> t;
   for (int i = 0; i < reps; ++i) {
+    before();
     CK(cudaEventRecord(a, s));
     body();
     CK(cudaEventRecord(b, s));
@@ -78,5 +83,12 @@ static float lab_median_ms(cudaStream_t s, F body, int reps, int warmups = 2) {
   CK(cudaEventDestroy(a));
   CK(cudaEventDestroy(b));
   std::sort(t.begin(), t.end());
+  return t;
+}
+
+// Median ms of `body` on s over `reps` runs timed with events, after `warmups` untimed ones.
+template <class F>
+static float lab_median_ms(cudaStream_t s, F body, int reps, int warmups = 2) {
+  const std::vector<float> t = lab_times_ms(s, body, reps, warmups, [] {});
   return t[t.size() / 2];
 }

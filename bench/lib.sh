@@ -28,6 +28,13 @@ fk_lab_setup() {
   command -v "$NVCC" >/dev/null || NVCC=/usr/local/cuda/bin/nvcc
 }
 
+# fk_lab_build SRC BIN LOG ENTRY_RE: nvcc SRC (a bench/*.cu lab) for sm_90a into BIN, ptxas's report in LOG (printed and
+# exit 1 when the build fails), then the register and spill lines of the kernels matching ENTRY_RE.
+fk_lab_build() {
+  "$NVCC" -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v "$1" -o "$2" > "$3" 2>&1 || { cat "$3"; exit 1; }
+  grep -A2 "Function properties for $4" "$3" | grep -E 'spill|registers' || true
+}
+
 # fk_llama_config FILE HIDDEN INTERMEDIATE LAYERS HEADS KV_HEADS HEAD_DIM VOCAB MAX_POS ROPE_THETA BOS EOS: an HF
 # LlamaForCausalLM config.json of that shape (bf16, no biases, untied embeddings; the benches use random weights).
 fk_llama_config() {
