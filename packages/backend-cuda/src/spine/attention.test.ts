@@ -144,6 +144,8 @@ describe('attention ops on a fake device (argument packing, grids, specialisatio
     expect(main.grid).toEqual([4, 8, 64]);
     expect(main.args.at(-2)).toBe(512); // chunk
     expect(launches[1]!.args.at(-1)).toBe(1); // skip_single
+    expect(launches[1]!.options).toContain(`-DFK_COMBINE_UNROLL=${ATTENTION_TUNING.decodeCombineUnroll}`);
+    if (process.env.FASTKERNELS_DECODE_COMBINE_UNROLL === undefined) expect(ATTENTION_TUNING.decodeCombineUnroll).toBe(8); // run 20's default
     // early cache loads (ATTENTION_TUNING.decodeEarlyKv, on by default since run 15): only right after the KV-cache
     // write of one token a sequence into these caches, with no launch of ours in between (a copy of an input is one)
     const early = (write: { k?: Tensor; tokens?: number; between?: boolean } | null, lensT: Tensor = lens) => {
