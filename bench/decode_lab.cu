@@ -15,6 +15,9 @@
 // (sequence, head group) instead of the combine launch (each CTA fences its partials and counts itself in with an atomic;
 // bit-identical): 97.3 us at 512 keys, 104-106 at 256 / 1024, against 89.6-89.9 for split+combine and 83.6-84.1 for the
 // main kernel alone (bench/results/h200/decode-merge-in-kernel-run20.patch).
+// Run 20's calls 8-9 also ran a persistent version of the main kernel (one wave of CTAs taking the same items from a
+// counter, each warp's stream running on into the next item): bit-identical, slower (main 94-102 us against 83);
+// bench/results/h200/decode-persist-run20.patch has it.
 // Every timing flushes L2 first (a 128 MiB memset outside the events) and is the median of the repetitions. Checks: the
 // old combine's output bit-identical to the new one's at 128, 256, 512 and 1024-key splits, split+combine against a
 // float64 reference of 16 (sequence, head) pairs. Built on the GPU host by
@@ -221,7 +224,6 @@ int main(int argc, char** argv) {
     ok = ok && diff == 0;
     std::printf("decode-lab: split+combine c%d, the combine's loops against the unrolled combine: %lld elements differ %s\n", chunk, diff, diff ? "WRONG" : "ok");
   }
-
   // --- timings
   int flushes = 0;
   auto timed = [&](auto body) {  // (median, min) us, each run after an L2 flush
