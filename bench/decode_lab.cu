@@ -146,23 +146,21 @@ int main(int argc, char** argv) {
   const int unit = 16 * WARPS, target = sms * 16;
   const int planChunk = std::max(64, ((S * B * NHG + target - 1) / target + unit - 1) / unit * unit);
   const float scale = 1.f / std::sqrt((float)HD), scaleLog2 = scale * 1.4426950408889634f;
-  struct Layout {
-    long long sblk, stok, sh;
-  };
-  const Layout prod = {(long long)BS * NKV * HD, (long long)NKV * HD, HD};
-  bool loops = false;  // the combine as it was (combine_loops)
-  auto runDecode = [&](T* out, int chunk, bool combine, const int* bt, Layout lay) {
+  // the combine after the main kernel: none (main kernel alone), the shipped one, or the loops it replaced
+  enum class Combine { none, shipped, loops };
+  auto runDecode = [&](T* out, int chunk, Combine combine) {
     const int splits = (S + chunk - 1) / chunk;
-    long long qsb = (long long)NQ * HD, qsh = HD, btStride = MB;
+    long long qsb = (long long)NQ * HD, qsh = HD, sblk = (long long)BS * NKV * HD, stok = (long long)NKV * HD, sh = HD, btStride = MB;
     int maxBlocks = MB, nQ = NQ, group = GROUP, window = 0, ch = chunk, ns = splits;
     float sl = scaleLog2;
-    void* args[] = {&out, &partAcc, &partMl, &q, &qsb, &qsh, &kc, (void*)&lay.sblk, (void*)&lay.stok, (void*)&lay.sh, &vc, (void*)&lay.sblk,
-                    (void*)&lay.stok, (void*)&lay.sh, (void*)&bt, &btStride, &maxBlocks, &lensDev, &nQ, &group, &window, &sl, &ch, &ns};
+    void* args[] = {&out, &partAcc, &partMl, &q, &qsb, &qsh, &kc, &sblk, &stok, &sh, &vc, &sblk, &stok, &sh, &btDev, &btStride, &maxBlocks, &lensDev, &nQ, &group,
+                    &window, &sl, &ch, &ns};
     CK(cudaLaunchKernel((const void*)fk_paged_decode_mma, dim3(splits, NHG, B), dim3(WARPS * 32), args, SMEM, s));
-    if (splits > 1 && combine) {
+    if (splits > 1 && combine != Combine::none) {
       int maxTokens = MB * BS, d = HD, skip = 1;
       void* cargs[] = {&out, &partAcc, &partMl, &lensDev, &maxTokens, &nQ, &d, &window, &ch, &ns, &skip};
-      CK(cudaLaunchKernel(loops ? (const void*)combine_loops : (const void*)fk_paged_decode_combine, dim3(NQ, B), dim3(128), cargs, 0, s));
+      const void* fn = combine == Combine::loops ? (const void*)combine_loops : (const void*)fk_paged_decode_combine;
+      CK(cudaLaunchKernel(fn, dim3(NQ, B), dim3(128), cargs, 0, s));
     }
   };
 
@@ -181,7 +179,7 @@ int main(int argc, char** argv) {
   };
   bool ok = true;
   CK(cudaMemset(outA, 0xff, nq * 2));
-  runDecode(outA, planChunk, true, btDev, prod);
+  runDecode(outA, planChunk, Combine::shipped);
   const std::vector<unsigned short> ref = fetch(outA);
   {  // float64 reference of 16 (sequence, head) pairs
     std::vector<unsigned short> hk(nc), hv(nc), hq(nq);
@@ -213,11 +211,9 @@ int main(int argc, char** argv) {
     std::printf("decode-lab: split+combine (chunk %d) against float64, 16 heads: max abs err %.3g %s\n", planChunk, worst, good ? "ok" : "WRONG");
   }
   for (int chunk : {128, 256, planChunk, 1024}) {  // the old combine's bits at several split sizes
-    runDecode(outA, chunk, true, btDev, prod);
+    runDecode(outA, chunk, Combine::shipped);
     const std::vector<unsigned short> a = fetch(outA);
-    loops = true;
-    runDecode(outB, chunk, true, btDev, prod);
-    loops = false;
+    runDecode(outB, chunk, Combine::loops);
     const std::vector<unsigned short> c = fetch(outB);
     long long diff = 0;
     for (long long i = 0; i < nq; ++i) diff += a[i] != c[i];
@@ -257,16 +253,12 @@ int main(int argc, char** argv) {
       read_all<2><<<sms * 4, 1024, 0, s>>>(reinterpret_cast<const uint4*>(vc), cacheWords, sink);
     });
     add("copy" + tag, [&] { CK(cudaMemcpyAsync(copyDst, kc, copyBytes, cudaMemcpyDeviceToDevice, s)); });
-    add("split+combine" + tag, [&] { runDecode(outA, planChunk, true, btDev, prod); });
-    add("main only" + tag, [&] { runDecode(outA, planChunk, false, btDev, prod); });
-    add("combine loops" + tag, [&] {
-      loops = true;
-      runDecode(outA, planChunk, true, btDev, prod);
-      loops = false;
-    });
+    add("split+combine" + tag, [&] { runDecode(outA, planChunk, Combine::shipped); });
+    add("main only" + tag, [&] { runDecode(outA, planChunk, Combine::none); });
+    add("combine loops" + tag, [&] { runDecode(outA, planChunk, Combine::loops); });
     for (int chunk : {384, 1024}) {  // run 20 call 2 also had 256, 640, 768: all slower than 384-512
-      add("split c" + std::to_string(chunk) + tag, [&] { runDecode(outA, chunk, true, btDev, prod); });
-      add("main c" + std::to_string(chunk) + tag, [&] { runDecode(outA, chunk, false, btDev, prod); });
+      add("split c" + std::to_string(chunk) + tag, [&] { runDecode(outA, chunk, Combine::shipped); });
+      add("main c" + std::to_string(chunk) + tag, [&] { runDecode(outA, chunk, Combine::none); });
     }
 
   }

@@ -35,6 +35,19 @@ describe('envSwitch / envCount / envChoice: speed settings from the environment'
       expect((err as UserError).describe()).toBe(`${NAME}: expected 0 or 1, got '${bad}'\nfix: set ${NAME} to 0 or 1, or unset it for the default (1)`);
     });
   }
+  it('count: a range, named in the error and the fix', () => {
+    process.env[NAME] = '17';
+    let err: unknown;
+    try {
+      envCount(NAME, 8, 0, 16);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(UserError);
+    expect((err as UserError).describe()).toBe(`${NAME}: expected a whole number from 0 to 16, got '17'\nfix: set ${NAME} to a whole number from 0 to 16, or unset it for the default (8)`);
+    process.env[NAME] = '16';
+    expect(envCount(NAME, 8, 0, 16)).toBe(16);
+  });
   it('count: a minimum', () => {
     process.env[NAME] = '0';
     expect(() => envCount(NAME, 8, 1)).toThrowError(/expected a whole number >= 1, got '0'/);

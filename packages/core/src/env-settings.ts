@@ -19,13 +19,14 @@ export function envSwitch(name: string, fallback: boolean): boolean {
   throw new UserError(`expected 0 or 1, got '${v}'`, { field: name, fix: `set ${name} to 0 or 1, or unset it for the default (${fallback ? 1 : 0})` });
 }
 
-/** A whole number >= min (default 0): unset -> fallback. */
-export function envCount(name: string, fallback: number, min = 0): number {
+/** A whole number in [min, max] (default: >= 0): unset -> fallback. */
+export function envCount(name: string, fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER): number {
   const v = raw(name);
   if (v === undefined) return fallback;
   const n = Number(v);
-  if (!/^\d+$/.test(v) || !Number.isSafeInteger(n) || n < min) {
-    throw new UserError(`expected a whole number >= ${min}, got '${v}'`, { field: name, fix: `set ${name} to a whole number >= ${min}, or unset it for the default (${fallback})` });
+  if (!/^\d+$/.test(v) || !Number.isSafeInteger(n) || n < min || n > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `from ${min} to ${max}`;
+    throw new UserError(`expected a whole number ${range}, got '${v}'`, { field: name, fix: `set ${name} to a whole number ${range}, or unset it for the default (${fallback})` });
   }
   return n;
 }

@@ -66,11 +66,11 @@ export const ATTENTION_TUNING = {
   decodeEarlyKv: envSwitch('FASTKERNELS_DECODE_EARLY_KV', true),
   /**
    * Most splits holding keys that fk_paged_decode_combine merges from registers, every load issued at once (FK_COMBINE_UNROLL;
-   * more splits: a loop a pass). 0: the loops alone (FASTKERNELS_DECODE_COMBINE_UNROLL). The same bits either way. Run 20
+   * more splits: a loop a pass). 0: the loops alone (FASTKERNELS_DECODE_COMBINE_UNROLL, 0-16). The same bits either way. Run 20
    * (H200): the bs-1 Llama-3-8B step 4.190 ms against 4.217 with the loops (decode_ab-run20-norm-combine.json); b64x2k
    * unchanged (89.2-89.8 against 89.6-89.9 us in bench/decode_lab.cu: there the combine's 6 us are its launch).
    */
-  decodeCombineUnroll: Math.min(16, envCount('FASTKERNELS_DECODE_COMBINE_UNROLL', 8)),
+  decodeCombineUnroll: envCount('FASTKERNELS_DECODE_COMBINE_UNROLL', 8, 0, 16),
   /** Warps per prefill CTA on the mma path (16 query rows each; 8 measured 3-7% faster than 4 on the H200). */
   prefillWarps: 8,
   /** Skip the O rescale of a key tile when no row max of the warp moved (bit-identical; head dim 128; false: always rescale). */

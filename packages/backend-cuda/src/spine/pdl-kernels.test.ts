@@ -99,6 +99,14 @@ function matchClose(src: string, at: number, open: string, close: string, error:
   throw new Error(error);
 }
 
+/** A kernel body with `from` replaced by `to` (which must occur in it), judged by `problem`: the exploit corpus's mutations. */
+function mutator(body: string, problem: (body: string) => string | null): (from: string, to: string) => string | null {
+  return (from, to) => {
+    expect(body.includes(from), from).toBe(true);
+    return problem(body.replace(from, to));
+  };
+}
+
 /** [entry, body] of every extern "C" __global__ function of a source (comments stripped). */
 function kernelBodies(source: string): [string, string][] {
   const src = source.replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/[^\n]*/g, '');
@@ -139,10 +147,7 @@ describe('PDL-ready kernels wait before touching memory', () => {
   it('the early-KV check catches q read, a write, or no wait before the cache loads of fk_paged_decode_mma', () => {
     const [, body] = kernelBodies(KERNEL_SOURCES['attention_decode.cu']!).find(([e]) => e === WAITS_LATER_EARLY_KV)!;
     expect(earlyKvProblem(body)).toBeNull();
-    const mutate = (from: string, to: string) => {
-      expect(body.includes(from), from).toBe(true);
-      return earlyKvProblem(body.replace(from, to));
-    };
+    const mutate = mutator(body, earlyKvProblem);
     // q loaded before the prologue (as the default build does) in the early build too
     expect(mutate('#if !FK_EARLY_KV\n  load_q();\n#endif', '  load_q();')).toBe("'load_q()' before the wait");
     // the empty-split exit writing its zeros without waiting
@@ -161,10 +166,7 @@ describe('PDL-ready kernels wait before touching memory', () => {
   it('the combine check catches a partial read, a return, or a missing wait before the wait of fk_paged_decode_combine', () => {
     const [, body] = kernelBodies(KERNEL_SOURCES['attention_decode.cu']!).find(([e]) => e === WAITS_LATER_COMBINE)!;
     expect(combineProblem(body)).toBeNull();
-    const mutate = (from: string, to: string) => {
-      expect(body.includes(from), from).toBe(true);
-      return combineProblem(body.replace(from, to));
-    };
+    const mutate = mutator(body, combineProblem);
     const wait = '  fk_pdl_entry();';
     // the early exit of a sequence with nothing to merge taken before the wait
     expect(mutate(wait, '  if (L <= chunk) return;\n' + wait)).toBe('a return before the wait');
