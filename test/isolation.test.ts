@@ -196,7 +196,10 @@ describe('captures', () => {
 });
 
 describe('self-test', () => {
-  it('the baselines against themselves: every check passes, the speedup CI contains 1', () => {
+  // A statistical test on a CPU shared with the other test files: a load burst can move one run's estimate past the
+  // bounds below (once in a while in CI: L1/linear 5.6% and 6.2% off 1 with its CI reaching 1). Noise does not repeat
+  // and a harness that timed the two sides differently would miss the bounds on every try, so a miss is tried again.
+  it('the baselines against themselves: every check passes, the speedup CI contains 1', { retry: 2 }, () => {
     const r = cli(['bench', '--self-test', '--task', 'rms_norm,silu_and_mul,linear,embedding', '--iters', '60', '--warmup-ms', '50', '--json']);
     expect(r.code, r.stderr).toBe(0);
     const report = BenchReportSchema.parse(JSON.parse(r.stdout));
