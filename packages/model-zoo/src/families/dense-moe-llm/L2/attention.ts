@@ -244,6 +244,9 @@ interface AttnInit {
   window: number;
 }
 
+/** The case's layerIdx (init[10]): a layer reads the cache at its index, so the step holds one per layer up to it. */
+const attnLayer = (c: Pick<TaskCase, 'init'>) => (c.init[10] as number | undefined) ?? 0;
+
 function attnInit(c: Pick<TaskCase, 'init'>): AttnInit {
   const [hidden, nq, nk, theta = 10000, scaling = null, maxPos = 8192, bias = false, biasO = false, headDim = 0, window = 0] = c.init as [number, number, number, number?, LlamaRopeScaling?, number?, boolean?, boolean?, number?, number?];
   return { hidden, nq, nk, D: headDim || hidden / nq, theta, scaling: scaling ?? null, maxPos, bias, biasO, window };
@@ -316,6 +319,8 @@ export const attentionTask = defineTask(
         attnCase('mistral-window8-f32', 'f32', [64, 4, 2, 10000, null, 256, false, false, 0, 8], [12, 4], [20, 9]),
         attnCase('llama3-scaled-head32-decode-f32', 'f32', [64, 4, 1, 500000, LLAMA31_ROPE_SCALING, 2048, true, true, 32], [], [40, 3, 16]),
         attnCase('linear-scaled-prefill-f32', 'f32', [64, 4, 2, 10000, { ropeType: 'linear', factor: 2 }, 128], [9, 2], []),
+        // a captured layer past the first (`fastkernels capture` records each layer's own layerIdx)
+        attnCase('mixed-gqa-layer2-f32', 'f32', [64, 4, 2, 10000, null, 256, false, false, 0, 0, 2], [6], [11, 4]),
       ],
       production: [
         attnCase('llama3-8b-decode-b32', 'bf16', llama8bInit, [], decodeCtx(32, 2048)),
@@ -329,14 +334,14 @@ export const attentionTask = defineTask(
     baseline: LlamaAttention,
     makeInputs: (c, ctx, rng) => {
       const a = attnInit(c);
-      const step = buildTaskStep(c, ctx, rng, { numLayers: 1, numKvHeads: a.nk, headDim: a.D });
+      const step = buildTaskStep(c, ctx, rng, { numLayers: attnLayer(c) + 1, numKvHeads: a.nk, headDim: a.D });
       return [fromInts(ctx, step.positions, [step.positions.length], 'i64'), randn(ctx, rng, [step.positions.length, a.hidden], c.dtype)];
     },
     initParameters: (m, _c, rng) => initProjections(m, rng),
     reference: ([positions, hidden], params, c) => {
       const step = taskStepFor(c);
       const a = attnInit(c);
-      const out = denseAttentionLayer(hidden!.data, positions!.data, params, '', attnGeometryOf(a), step.seqs, 0);
+      const out = denseAttentionLayer(hidden!.data, positions!.data, params, '', attnGeometryOf(a), step.seqs, attnLayer(c));
       return [hostArray(hidden!.shape, out)];
     },
     work: (c) => attentionWork(c),
