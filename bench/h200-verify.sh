@@ -24,6 +24,9 @@
 #   e2e-drops     (240) run e2e on a small Llama (random bf16 weights) with examples/e2e-drops: the wrong
 #                       SiluAndMul dropped `incorrect`, the host-syncing RMSNorm dropped `compile` (graph
 #                       capture) (issue 7)                                  -> e2e-drops.json, e2e-drops.log
+#   capture       (200) capture on the same small Llama (cuda, 16 requests), then bench --self-test --captures on
+#                       what it wrote: every captured case of every recorded task PASSED, none skipped (issue 7)
+#                                                                           -> capture-index.json, capture-bench.json
 #   triton-e2e    (240) run e2e on the same small Llama in float32 with examples/triton-rmsnorm (the Triton RMSNorm in every
 #                       layer, CUDA-graph decode): ok, no drops, 100% agreement (issue 9)  -> triton-e2e.json, .log
 #   spine-tuning  (280) run-gpu-tests norm-tuning sampler-multicta linear-gemv memory-tuning: every setting correct; the table names
@@ -42,8 +45,8 @@
 # /opt/torch/.venv/bin/python3, else python3.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-ALL_PHASES=(exploits selftest sweep triton-bench parity-f32 serve-full e2e-drops triton-e2e spine-tuning decode-profile decode-ab tp-gpu-tests allreduce tp-llama tp-selftest)
-declare -A DEFAULT_T=([exploits]=300 [selftest]=300 [sweep]=300 [triton-bench]=240 [parity-f32]=300 [serve-full]=480 [e2e-drops]=240 [triton-e2e]=240
+ALL_PHASES=(exploits selftest sweep triton-bench parity-f32 serve-full e2e-drops capture triton-e2e spine-tuning decode-profile decode-ab tp-gpu-tests allreduce tp-llama tp-selftest)
+declare -A DEFAULT_T=([exploits]=300 [selftest]=300 [sweep]=300 [triton-bench]=240 [parity-f32]=300 [serve-full]=480 [e2e-drops]=240 [capture]=200 [triton-e2e]=240
   [spine-tuning]=280 [decode-profile]=300 [decode-ab]=360 [tp-gpu-tests]=500 [allreduce]=240 [tp-llama]=540 [tp-selftest]=360)
 declare -A WHAT=(
   [exploits]="GPU exploit corpus: 4 exploits, each with the right status (issue 5)"
@@ -53,6 +56,7 @@ declare -A WHAT=(
   [parity-f32]="HF parity in float32: 64/64 identical greedy steps per model (issue 6)"
   [serve-full]="serving bench, 256 requests: bs1/host/throughput/self-test targets (issue 7)"
   [e2e-drops]="e2e drop-and-retry: wrong kernel -> incorrect, host sync -> compile (issue 7)"
+  [capture]="capture a small Llama on cuda, bench every captured case: all PASSED, none skipped (issue 7)"
   [triton-e2e]="a Triton rms_norm inside the Llama engine, CUDA-graph decode (issue 9)"
   [spine-tuning]="rms_norm at 4/2/1 vectors per thread, the multi-CTA sampler, the bs-1 GEMV vs cuBLASLt, rotary / kv store launch shapes: correct, and the fastest setting per case (issue 4)"
   [decode-ab]="the bs-1 decode step under each launch setting: plain, run 11's defaults, the shipped defaults (issue 7)"
@@ -67,6 +71,7 @@ declare -A TARGET=(
   [exploits]="4/4 with the right status" [selftest]="all PASSED, CI∋1 11/11 tasks" [sweep]="< 180 s"
   [triton-bench]="3/3 PASSED" [parity-f32]="64/64 greedy, each of 3 models" [serve-full]="bs1>=240, host<5%, 256-req>=9000, 100%"
   [e2e-drops]="rms_norm:compile, silu_and_mul:incorrect"
+  [capture]="every captured case PASSED, every task benched"
   [triton-e2e]="outcome ok, no drops, 100% agreement"
   [spine-tuning]="all correct (speeds informative)" [decode-profile]="informative: where a bs-1 step's time goes" [decode-ab]="informative: bs-1 step per setting (240 tok/s = 4.17 ms)" [tp-gpu-tests]="all pass" [allreduce]=">= 0.95x torch at every size"
   [tp-llama]="tokens equal (bf16 tie allowed), rank kill" [tp-selftest]="every check PASS"
@@ -288,6 +293,24 @@ phase_e2e_drops() {
   finish e2e-drops
 }
 
+# capture's eager engine run on the device, then the captured cases (their shapes and recorded token ids, positions,
+# block tables ...) benched baseline against baseline on the device: the path from a production run to bench cases.
+phase_capture() {
+  local model="$OUT/e2e-drops-model" caps="$OUT/capture-caps" s
+  write_small_llama "$model"
+  rm -rf "$caps" "$OUT/capture-bench.json" "$OUT/capture-index.json"
+  run_timed capture "$(( $1 / 3 ))" "$bundle/run" capture --model "$model" --backend cuda --workload synthetic:16:32-256:8-32:0 \
+    --max-model-len 512 --num-kv-blocks 2048 --out "$caps"
+  s=$SECS
+  if [ "$RC" = 0 ]; then
+    cp "$caps/index.json" "$OUT/capture-index.json"
+    run_timed capture "$(( $1 - s ))" "$bundle/run" bench --self-test --backend cuda --captures "$caps" --max-shapes 2 --iters 10 \
+      --json "$OUT/capture-bench.json"
+    SECS=$((SECS + s))
+  fi
+  finish capture
+}
+
 # In float32 (--dtype f32): a random-weight model's greedy tokens sit on near-ties, so in bf16 any other reduction
 # order (Triton's tl.sum against our block reduction) flips a rounding and the request diverges (run 7: 18/32
 # requests exact, C = 0.67). In float32 the two kernels differ by an fp32 ulp, far below the margins, so agreement
@@ -381,6 +404,20 @@ try {
       const got = Object.fromEntries(m.drops.map((d) => [d.task, d.category]));
       const ok = m.drops.length === 2 && got['L1/rms_norm'] === 'compile' && got['L1/silu_and_mul'] === 'incorrect' && m.outcome === 'ok';
       emit(ok, `drops ${m.drops.map((d) => `${d.task.slice(3)}:${d.category}`).join(', ') || 'none'}; outcome ${m.outcome}; as-is ${m.asIs?.outcome ?? '-'}`, 'rms_norm:compile, silu_and_mul:incorrect');
+    }
+  } else if (phase === 'capture') {
+    const idx = read('capture-index.json');
+    const r = read('capture-bench.json');
+    if (!idx || !r) emit(false, `no ${idx ? 'capture-bench' : 'capture-index'}.json${rc !== '0' ? ` (exit ${rc})` : ''}`, 'every captured case PASSED, every task benched');
+    else {
+      const tasks = Object.keys(idx.tasks);
+      const rows = r.results.filter((c) => c.case.startsWith('cap-'));
+      const benched = new Set(rows.map((c) => c.task));
+      const bad = rows.filter((c) => c.status !== 'PASSED');
+      const missing = tasks.filter((t) => !benched.has(t));
+      emit(bad.length === 0 && missing.length === 0 && rows.length > 0,
+        `${rows.length - bad.length}/${rows.length} captured cases PASSED over ${benched.size}/${tasks.length} tasks${bad.length ? `; ${bad.slice(0, 2).map((c) => `${c.task.slice(3)} ${c.status}`).join(', ')}` : ''}${missing.length ? `; not benched: ${missing.join(', ')}` : ''}`,
+        'every captured case PASSED, every task benched');
     }
   } else if (phase === 'triton-e2e') {
     const r = read('triton-e2e.json');
