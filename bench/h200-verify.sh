@@ -294,7 +294,8 @@ phase_e2e_drops() {
 }
 
 # capture's eager engine run on the device, then the captured cases (their shapes and recorded token ids, positions,
-# block tables ...) benched baseline against baseline on the device: the path from a production run to bench cases.
+# block tables ...) benched baseline against baseline on the device beside the tasks' small CI cases (--shapes ci: the
+# production cases are the selftest phase's): the path from a production run to bench cases.
 phase_capture() {
   local model="$OUT/e2e-drops-model" caps="$OUT/capture-caps" s
   write_small_llama "$model"
@@ -304,8 +305,8 @@ phase_capture() {
   s=$SECS
   if [ "$RC" = 0 ]; then
     cp "$caps/index.json" "$OUT/capture-index.json"
-    run_timed capture "$(( $1 - s ))" "$bundle/run" bench --self-test --backend cuda --captures "$caps" --max-shapes 2 --iters 10 \
-      --json "$OUT/capture-bench.json"
+    run_timed capture "$(( $1 - s ))" "$bundle/run" bench --self-test --backend cuda --captures "$caps" --max-shapes 2 --shapes ci \
+      --iters 10 --warmup-ms 20 --json "$OUT/capture-bench.json"
     SECS=$((SECS + s))
   fi
   finish capture
