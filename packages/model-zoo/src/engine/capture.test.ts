@@ -14,6 +14,25 @@ const tmp = mkdtempSync(join(tmpdir(), 'fk-capture-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 describe('capture', () => {
+  it('records a bf16 model\'s cases in bf16, those fed only integers (embedding, the whole model) too', () => {
+    const baseline = baselineRegistry();
+    const workload = syntheticWorkload({ numRequests: 2, inputLen: [4, 9], outputLen: [2, 3], seed: 1, vocabSize: 256 });
+    const { path } = captureWorkload({
+      baseline, workload, outDir: join(tmp, 'bf16'), model: 'tiny-llama', engine: { maxModelLen: 32, maxNumSeqs: 2, maxNumBatchedTokens: 16 },
+      load: (registry) => {
+        const m = loadLlamaModel(join(FIXTURES, 'tiny-llama'), { backend: cpuBackend(), registry, dtype: 'bf16' });
+        return { model: m.model, ctx: m.ctx, geometry: m.config, dispose: () => m.model.dispose() };
+      },
+    });
+    const index = CaptureIndexSchema.parse(JSON.parse(readFileSync(path, 'utf8')));
+    for (const id of ['L1/embedding', 'L4/llama', 'L1/rms_norm', 'L3/llama_decoder']) {
+      expect(index.tasks[id]!.forward.map((f) => f.dtype), id).toEqual(index.tasks[id]!.forward.map(() => 'bf16'));
+    }
+    // the sampler's logits stay f32 (the model casts them before sampling)
+    expect(index.tasks['L1/sampler']!.forward.every((f) => f.dtype === 'f32')).toBe(true);
+  });
+
+
   it('records init args, forward shapes with counts and integer input values, readable by the bench reader', () => {
     const baseline = baselineRegistry();
     const workload = syntheticWorkload({ numRequests: 3, inputLen: [5, 20], outputLen: [3, 5], seed: 0, vocabSize: 256 });

@@ -70,9 +70,9 @@ export class CaptureRecorder {
         if (typeof d === 'string' && j < a.rank) dims[d] = a.shape[j]!;
       });
       if (spec.dtype === 'act' && !dtype) dtype = a.dtype;
-      if (!firstFloat && (a.dtype === 'f32' || a.dtype === 'bf16' || a.dtype === 'f16')) firstFloat = a.dtype;
+      if (!firstFloat && isFloat(a.dtype)) firstFloat = a.dtype;
     });
-    const dt: DType = dtype ?? firstFloat ?? 'f32';
+    const dt: DType = dtype ?? firstFloat ?? weightDtype(m) ?? 'f32';
     const options = caseOptions(task.id, args);
     const init = this.initOf.get(m) ?? 0;
     const t = this.entry(task.id);
@@ -197,4 +197,15 @@ export function captureWorkload(args: {
     engine?.dispose();
     loaded.dispose();
   }
+}
+
+const isFloat = (d: DType) => d === 'f32' || d === 'bf16' || d === 'f16';
+
+/**
+ * A module fed only integers (token ids, positions: L1/embedding, L4/llama) computes in its weights' dtype; without
+ * this its cases were recorded as f32 and a bf16 model's embedding and whole-model cases benched in f32.
+ */
+function weightDtype(m: object): DType | null {
+  const params = (m as { namedParameters?: () => [string, Tensor][] }).namedParameters?.() ?? [];
+  return params.map(([, t]) => t.dtype).find(isFloat) ?? null;
 }
