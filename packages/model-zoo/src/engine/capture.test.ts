@@ -32,7 +32,6 @@ describe('capture', () => {
     expect(index.tasks['L1/sampler']!.forward.every((f) => f.dtype === 'f32')).toBe(true);
   });
 
-
   it('records init args, forward shapes with counts and integer input values, readable by the bench reader', () => {
     const baseline = baselineRegistry();
     const workload = syntheticWorkload({ numRequests: 3, inputLen: [5, 20], outputLen: [3, 5], seed: 0, vocabSize: 256 });
