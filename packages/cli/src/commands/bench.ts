@@ -498,8 +498,12 @@ function printResults(io: Io, results: readonly CaseResult[], backend: Backend, 
     [
       { header: 'task' }, { header: 'case' }, { header: 'dtype' }, { header: 'status' }, { header: 'max err', align: 'right' },
       { header: 'baseline ms', align: 'right' }, { header: 'cand ms', align: 'right' }, { header: 'speedup [95% CI]', align: 'right' },
+      { header: 'wall s', align: 'right' },
     ],
-    results.map((r) => [r.task, r.case, r.dtype, r.status, formatError(r.maxAbsError), formatMs(r.baselineMs), formatMs(r.candidateMs), formatSpeedup(r.speedup, r.ciLow, r.ciHigh)]),
+    results.map((r) => [
+      r.task, r.case, r.dtype, r.status, formatError(r.maxAbsError), formatMs(r.baselineMs), formatMs(r.candidateMs), formatSpeedup(r.speedup, r.ciLow, r.ciHigh),
+      r.wallMs === undefined ? '-' : (r.wallMs / 1000).toFixed(2),
+    ]),
   ));
   const notes = results.filter((r) => r.detail);
   if (notes.length) {

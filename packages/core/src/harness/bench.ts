@@ -78,6 +78,8 @@ export interface CaseResult {
   readonly verified?: number;
   /** The hardening checks that ran. */
   readonly checks?: string[];
+  /** Wall-clock milliseconds the case took, build, compiles and checks included (where a run's time goes). */
+  readonly wallMs?: number;
 }
 
 export type BenchPhase = 'build' | 'correctness' | 'warmup' | 'timing' | 'recheck' | 'done';
@@ -248,7 +250,8 @@ async function benchCase(opts: BenchTaskOptions, c: TaskCase, caseIndex: number,
   let candidate: Module | undefined;
   let worst: Comparison = PASSED_CMP;
   let golden: CaseResult['golden'];
-  const finish = (r: Partial<CaseResult>): CaseResult => ({ ...base, ...empty, ...r, checks: [...checks] }) as CaseResult;
+  const started = performance.now();
+  const finish = (r: Partial<CaseResult>): CaseResult => ({ ...base, ...empty, ...r, checks: [...checks], wallMs: performance.now() - started }) as CaseResult;
   try {
     progress('build', 0, 1);
     baseline = onSide('baseline', 'constructor', () => opts.baseline.createIn(baseCtx, task.id, ...c.init));

@@ -193,6 +193,8 @@ describe('benchTask', () => {
       expect(r.ciHigh!).toBeGreaterThanOrEqual(r.speedup!);
       expect(r.iters).toBe(10);
       expect(r.rounds).toBe(3);
+      // the case's wall time covers its timed calls: 10 a side, half of them at least the side's median
+      expect(r.wallMs!).toBeGreaterThanOrEqual(5 * (r.baselineMs! + r.candidateMs!));
       expect(r.golden?.baseline.status).toBe('PASSED');
       expect(r.golden?.candidate.status).toBe('PASSED');
     }

@@ -56,6 +56,8 @@ export const CaseResultSchema = z.object({
   verified: z.number().int().nonnegative().optional(),
   /** Which hardening checks ran for this case. */
   checks: z.array(z.string()).optional(),
+  /** Wall-clock milliseconds the case took, build, compiles and checks included. */
+  wallMs: z.number().nonnegative().optional(),
 });
 
 const LevelSummarySchema = z.object({
