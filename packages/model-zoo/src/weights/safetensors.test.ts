@@ -9,6 +9,7 @@ import { baselineRegistry } from '../index.js';
 import { loadLlamaModel } from '../engine/load-model.js';
 import { llamaWeightMap, writeRandomLlamaCheckpoint } from './llama-weights.js';
 import { Checkpoint, SafetensorsFile, writeSafetensors, type WriteEntry } from './safetensors.js';
+import { userError } from '../../test/user-error.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'fk-st-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -32,16 +33,6 @@ function rawFile(path: string, header: unknown, data: Uint8Array): void {
   const len = Buffer.alloc(8);
   len.writeBigUInt64LE(BigInt(h.byteLength));
   writeFileSync(path, Buffer.concat([len, h, data]));
-}
-
-function userError(fn: () => unknown): UserError {
-  try {
-    fn();
-  } catch (e) {
-    expect(e).toBeInstanceOf(UserError);
-    return e as UserError;
-  }
-  throw new Error('expected a UserError');
 }
 
 describe('safetensors', () => {

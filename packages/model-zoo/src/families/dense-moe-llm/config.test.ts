@@ -1,21 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { UserError } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { parseLlamaConfig } from './config.js';
+import { userError } from '../../../test/user-error.js';
 
 const FIXTURES = join(import.meta.dirname, '../../../fixtures');
 const fixture = (name: string) => JSON.parse(readFileSync(join(FIXTURES, name, 'config.json'), 'utf8')) as Record<string, unknown>;
-
-function userError(fn: () => unknown): UserError {
-  try {
-    fn();
-  } catch (e) {
-    expect(e).toBeInstanceOf(UserError);
-    return e as UserError;
-  }
-  throw new Error('expected a UserError');
-}
 
 describe('parseLlamaConfig', () => {
   it('reads the three fixtures with their variants', () => {
