@@ -40,4 +40,27 @@ describe('large steps share one layer of random cache values', () => {
     expect(compareTensors(out, ref[0]!, { atol: 1e-5, rtol: 1e-3 }).status).toBe('PASSED');
     m.dispose();
   });
+
+  it('a one-layer case of layer 3 holds no copies of the unread layers\' caches, and matches its reference', async () => {
+    const { Rng, compareTensors, toHostArray, withContext, TaskCaseSchema } = await import('@fastkernels/core');
+    const { tinyLlamaConfig } = await import('./config.js');
+    const { SHARED_CACHE_ELEMENTS, taskStepFor } = await import('./task-batch.js');
+    const cfg = tinyLlamaConfig({ numHiddenLayers: 4, maxPositionEmbeddings: 131072 });
+    const c = TaskCaseSchema.parse({ name: 'layer3', dtype: 'f32', dims: { T: 5, H: 64 }, init: [cfg, 3], options: { prefillLens: [3], decodeCtxLens: [70000, 9] } });
+    expect(4400 * 16 * 32 * 4).toBeGreaterThan(SHARED_CACHE_ELEMENTS);
+    const registry = baselineRegistry();
+    const ctx = { backend: cpuBackend(), device: 0, dtype: 'f32' as const, registry };
+    const m = registry.createIn(ctx, 'L3/llama_decoder', cfg, 3);
+    const rng = new Rng(2);
+    llamaDecoderTask.initParameters!(m, c, rng);
+    const inputs = withContext(ctx, () => llamaDecoderTask.makeInputs(c, ctx, rng));
+    const caches = taskStepFor(c).forwardContext.kvCaches;
+    expect(caches.length).toBe(4);
+    for (const kv of caches) expect(kv.kCache === caches[3]!.kCache && kv.vCache === caches[3]!.vCache).toBe(true);
+    const outs = (m as unknown as { forward(...a: unknown[]): import('@fastkernels/core').Tensor[] }).forward(...inputs);
+    const params = new Map(m.namedParameters().map(([k, t]) => [k, toHostArray(t)] as const));
+    const ref = llamaDecoderTask.reference(inputs.map((t) => (t ? toHostArray(t) : null)), params, c);
+    outs.forEach((o, i) => expect(compareTensors(o, ref[i]!, { atol: 1e-5, rtol: 1e-3 }).status, `output ${i}`).toBe('PASSED'));
+    m.dispose();
+  });
 });

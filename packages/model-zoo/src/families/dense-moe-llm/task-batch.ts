@@ -63,12 +63,24 @@ export function taskStepFor(c: TaskCase): TaskStep {
   return s;
 }
 
+export interface StepGeometry {
+  readonly numLayers: number;
+  readonly numKvHeads: number;
+  readonly headDim: number;
+  /**
+   * The case runs one layer, the last (L2 attention, L3 decoder at their layerIdx): when the layers share values
+   * (large steps), the caches before it are the same tensors, never read, instead of device copies (a layer-31 case
+   * of a production capture would otherwise hold 31 unread copies, GBs each).
+   */
+  readonly lastLayerOnly?: boolean;
+}
+
 /**
  * Build a step: random distinct cache blocks per sequence (shuffled, so neighbours in a table are not
  * neighbours in memory), caches full of random values (so a wrong read shows), decode contexts filled with
  * random keys/values rounded to the cache dtype, the attention metadata, and the forward context set.
  */
-export function buildTaskStep(c: TaskCase, ctx: ExecutionContext, rng: Rng, geom: { numLayers: number; numKvHeads: number; headDim: number }, dtype: DType = c.dtype): TaskStep {
+export function buildTaskStep(c: TaskCase, ctx: ExecutionContext, rng: Rng, geom: StepGeometry, dtype: DType = c.dtype): TaskStep {
   const spec = stepSpec(c);
   const { numLayers, numKvHeads: nk, headDim: D } = geom;
   const row = nk * D;
@@ -117,7 +129,7 @@ export function buildTaskStep(c: TaskCase, ctx: ExecutionContext, rng: Rng, geom
     kCache: Tensor.fromArray(ctx.backend, k, cacheShape, dtype, { device: ctx.device }),
     vCache: Tensor.fromArray(ctx.backend, v, cacheShape, dtype, { device: ctx.device }),
   }));
-  while (kvCaches.length < numLayers) kvCaches.push({ kCache: kvCaches[0]!.kCache.clone(), vCache: kvCaches[0]!.vCache.clone() });
+  while (kvCaches.length < numLayers) kvCaches.push(geom.lastLayerOnly ? kvCaches[0]! : { kCache: kvCaches[0]!.kCache.clone(), vCache: kvCaches[0]!.vCache.clone() });
   const P = spec.prefillLens.length;
   const Dn = spec.decodeCtxLens.length;
   const cu = [0];
@@ -138,7 +150,8 @@ export function buildTaskStep(c: TaskCase, ctx: ExecutionContext, rng: Rng, geom
     seqLens: Dn ? fromInts(ctx, spec.decodeCtxLens.map((n) => n + 1), [Dn], 'i32') : null,
   };
   const forwardContext: ForwardContext = { attnMetadata, kvCaches };
-  // The previous step's tensors are no longer reachable by any forward call: release them.
+  // The previous step's tensors are no longer reachable by any forward call: release them (a shared one's second
+  // dispose does nothing).
   if (lastContext) {
     disposeAttentionMetadata(lastContext.attnMetadata);
     for (const kv of lastContext.kvCaches) {

@@ -334,7 +334,7 @@ export const attentionTask = defineTask(
     baseline: LlamaAttention,
     makeInputs: (c, ctx, rng) => {
       const a = attnInit(c);
-      const step = buildTaskStep(c, ctx, rng, { numLayers: attnLayer(c) + 1, numKvHeads: a.nk, headDim: a.D });
+      const step = buildTaskStep(c, ctx, rng, { numLayers: attnLayer(c) + 1, numKvHeads: a.nk, headDim: a.D, lastLayerOnly: true });
       return [fromInts(ctx, step.positions, [step.positions.length], 'i64'), randn(ctx, rng, [step.positions.length, a.hidden], c.dtype)];
     },
     initParameters: (m, _c, rng) => initProjections(m, rng),

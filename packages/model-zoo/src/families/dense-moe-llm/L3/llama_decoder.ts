@@ -139,7 +139,7 @@ export const llamaDecoderTask = defineTask(
       const cfg = caseConfig(c);
       const layer = caseLayer(c);
       // One cache per layer up to this one (the layer reads the cache at its index).
-      const step = buildTaskStep(c, ctx, rng, { numLayers: layer + 1, numKvHeads: cfg.numKeyValueHeads, headDim: cfg.headDim });
+      const step = buildTaskStep(c, ctx, rng, { numLayers: layer + 1, numKvHeads: cfg.numKeyValueHeads, headDim: cfg.headDim, lastLayerOnly: true });
       const T = step.positions.length;
       return [
         fromInts(ctx, step.positions, [T], 'i64'),
