@@ -85,17 +85,28 @@ export class CudaKernel implements Kernel {
    * device's opt-in limit. `flags` (args.ts): by default LAUNCH_PDL for a `pdl` kernel, else none.
    */
   launch(grid: Dim3, block: Dim3, sharedBytes: number, args: readonly ArgValue[], stream?: number, flags?: number): void {
-    const f = this.func ?? this.handle;
+    const f = this.allowShared(sharedBytes);
     if (flags === undefined) flags = this.spec.pdl ? LAUNCH_PDL : 0;
+    this.rt!.launch(f, grid, block, sharedBytes, this.layout, args, stream, flags);
+  }
+
+  /**
+   * Blocks of `blockSize` threads with `sharedBytes` of dynamic shared memory an SM holds. The opt-in is made first, as
+   * launch makes it: the driver counts no block whose shared memory exceeds the function's allowance, so a query above
+   * 48 KB before the first launch would say 0 (and a grid sized from it would be one block an SM).
+   */
+  occupancy(blockSize: number, sharedBytes = 0): { activeBlocksPerSM: number; suggestedBlockSize: number; minGridSize: number } {
+    return this.runtime.addon.occupancy(this.allowShared(sharedBytes), blockSize, sharedBytes);
+  }
+
+  /** The function, enabled for `sharedBytes` of dynamic shared memory (the attribute set once per new maximum). */
+  private allowShared(sharedBytes: number): number {
+    const f = this.handle;
     if (sharedBytes > this.sharedSet) {
       this.runtime.setMaxDynamicShared(f, sharedBytes);
       this.sharedSet = sharedBytes;
     }
-    this.rt!.launch(f, grid, block, sharedBytes, this.layout, args, stream, flags);
-  }
-
-  occupancy(blockSize: number, sharedBytes = 0): { activeBlocksPerSM: number; suggestedBlockSize: number; minGridSize: number } {
-    return this.runtime.addon.occupancy(this.handle, blockSize, sharedBytes);
+    return f;
   }
 
   attributes(): { numRegs: number; localBytes: number; staticSharedBytes: number; maxThreadsPerBlock: number } {
