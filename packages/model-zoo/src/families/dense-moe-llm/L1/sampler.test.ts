@@ -163,7 +163,7 @@ describe('sampler metadata and inputs', () => {
 
   it("hostArgs: the hint counts the rows with temperature > 0 (vLLM's SamplingMetadata), for every case", () => {
     expect(task.hostInputs.map((h) => h.name)).toEqual(['hint']);
-    for (const c of [...task.cases.ci, ...task.cases.production.map((p) => ({ ...p, dims: { ...p.dims, V: 64 } }))]) {
+    for (const c of [...task.cases.ci, ...task.cases.production.map((p) => ({ ...p, dims: { ...p.dims, V: 64 } as Record<string, number> }))]) {
       const inputs = task.makeInputs(c, ctxFor(c), new Rng(9));
       const drawing = [...(inputs[1] as Tensor).toFloat64Array()].filter((t) => t > 0).length;
       expect(hostArgsFor(task, inputs, c), c.name).toEqual([{ sampledRows: drawing }]);
