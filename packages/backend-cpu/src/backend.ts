@@ -1,7 +1,9 @@
+import { OpKernelTable } from '@fastkernels/core';
 import type { AllocateOptions, Backend, BackendAvailability, BackendCapabilities, DeviceInfo, Ops, Storage, Timer } from '@fastkernels/core';
 import { cpuDeviceInfo } from './device.js';
 import { CpuHarnessKernels } from './harness-kernels.js';
 import { createCpuOps } from './ops/index.js';
+import { registerCpuKernels } from './ops/kernels.js';
 import { CpuStorage } from './storage.js';
 import { CpuTimer } from './timer.js';
 
@@ -24,6 +26,8 @@ export class CpuBackend implements Backend {
   readonly name = 'cpu';
   readonly capabilities: BackendCapabilities = Object.freeze({ graphs: false, collectives: false, kernelLanguages: Object.freeze(['typescript'] as const) });
   readonly ops: Ops;
+  /** Float64 kernels of every op in the op registry (docs/ops.md). */
+  readonly opKernels: OpKernelTable = new OpKernelTable('cpu');
   /** The harness's backend-side checks (host loops here; see harness-kernels.ts). */
   readonly harnessKernels: CpuHarnessKernels = new CpuHarnessKernels(this);
   private deviceList: readonly DeviceInfo[] | undefined;
@@ -33,6 +37,7 @@ export class CpuBackend implements Backend {
 
   constructor(private readonly options: CpuBackendOptions = {}) {
     this.ops = createCpuOps(this);
+    registerCpuKernels(this.opKernels, this);
   }
 
   availability(): BackendAvailability {

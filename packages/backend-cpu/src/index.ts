@@ -6,3 +6,4 @@ export { cpuPlugin } from './plugin.js';
 export { createCpuOps } from './ops/index.js';
 export { erf, erfc, geluErf, geluTanh, silu } from './math.js';
 export { f64ToBf16Bits } from './codec.js';
+export { registerCpuKernels } from './ops/kernels.js';

@@ -1,6 +1,7 @@
 import type { CompareStats } from './compare.js';
 import type { DType } from './dtype.js';
 import type { Ops } from './ops.js';
+import type { OpKernelTable } from './ops/registry.js';
 import type { Tolerance } from './task.js';
 import type { Tensor } from './tensor.js';
 
@@ -73,6 +74,11 @@ export interface Backend {
   readonly capabilities: BackendCapabilities;
   /** The op surface modules call. */
   readonly ops: Ops;
+  /**
+   * Optional: the kernels this backend has for the op registry (ops/registry.ts, docs/ops.md). Without it every op
+   * runs through its Ops route or its decomposition.
+   */
+  readonly opKernels?: OpKernelTable;
   allocate(byteLength: number, device: number, options?: AllocateOptions): Storage;
   /** Copy host bytes into a storage at a byte offset. */
   write(dst: Storage, byteOffset: number, src: Uint8Array): void;

@@ -4,6 +4,7 @@ export * from './dtype.js';
 export * from './shape.js';
 export * from './backend.js';
 export * from './ops.js';
+export * from './ops/index.js';
 export * from './tensor.js';
 export * from './context.js';
 export * from './module.js';

@@ -1,0 +1,7 @@
+/** The cpu backend's op-registry kernels (float64), one register function per op group. */
+import type { Backend, OpKernelTable } from '@fastkernels/core';
+import { registerElementwiseKernels } from './generic-elementwise.js';
+
+export function registerCpuKernels(table: OpKernelTable, backend: Backend): void {
+  registerElementwiseKernels(table, backend);
+}

@@ -1,0 +1,19 @@
+/**
+ * The op vocabulary (growth.md §1): the registry and one file per op group. Importing this module declares every op.
+ * Groups add themselves here: one `export *` line and one spread into F. See docs/ops.md.
+ */
+export * from './registry.js';
+export * from './promote.js';
+export * from './broadcast.js';
+export * from './scalar-math.js';
+export * from './elementwise.js';
+
+import { elementwiseFunctions } from './elementwise.js';
+
+/**
+ * Typed front ends named like torch / torch.nn.functional (camelCase), thin wrappers over callOp:
+ * `F.gelu(x, { approximate: 'tanh' })`, `F.softmax(x, { dim: -1 })`, `F.layerNorm(x, [H], w, b, 1e-5)`.
+ */
+export const F = Object.freeze({
+  ...elementwiseFunctions,
+});
