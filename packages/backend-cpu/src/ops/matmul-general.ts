@@ -1,0 +1,381 @@
+/**
+ * The matmul group in float64 (PyTorch semantics): matmul with 1-D operands and broadcast batch dims, bmm,
+ * baddbmm, linear with an activation epilogue, einsum over explicit index letters, and a grouped GEMM for MoE.
+ * Inputs of any strides are gathered to row-major float64; outputs are fresh contiguous tensors rounded once.
+ */
+import { formatShape, type Backend, type DType, type Tensor } from '@fastkernels/core';
+import { geluErf, geluTanh, silu } from '../math.js';
+import { broadcastShapes, expectFloat, gather, gatherBroadcast, gatherInts, output, StridedView } from '../strided.js';
+
+/** torch refuses mixed-dtype matmuls; so do we (the caller casts first). */
+function sameDType(what: string, ...ts: [string, Tensor][]): DType {
+  const [n0, t0] = ts[0]!;
+  for (const [name, t] of ts) {
+    expectFloat(t, what, name);
+    if (t.dtype !== t0.dtype) throw new TypeError(`${what}: ${n0} is ${t0.dtype} but ${name} is ${t.dtype}; cast them to one dtype`);
+  }
+  return t0.dtype;
+}
+
+/** C[b] += A[b] B[b] for row-major [nb, M, K] x [nb, K, N]; each C[m, n] sums in increasing k. */
+function gemmInto(C: Float64Array, A: Float64Array, B: Float64Array, nb: number, M: number, K: number, N: number, alpha = 1): void {
+  const acc = new Float64Array(N);
+  for (let bi = 0; bi < nb; bi++) {
+    const a0 = bi * M * K;
+    const b0 = bi * K * N;
+    const c0 = bi * M * N;
+    for (let m = 0; m < M; m++) {
+      acc.fill(0);
+      for (let k = 0; k < K; k++) {
+        const av = A[a0 + m * K + k]!;
+        const br = b0 + k * N;
+        for (let n = 0; n < N; n++) acc[n]! += av * B[br + n]!;
+      }
+      for (let n = 0; n < N; n++) C[c0 + m * N + n]! += alpha * acc[n]!;
+    }
+  }
+}
+
+/**
+ * torch.matmul(input, other): 1-D x 1-D is a dot product (0-d result); a 1-D input is a row vector and a 1-D
+ * other a column vector, the added dim removed afterwards; dims before the last two broadcast.
+ */
+export function matmul(backend: Backend, input: Tensor, other: Tensor): Tensor {
+  const what = 'matmul';
+  if (input.rank < 1 || other.rank < 1) throw new RangeError(`${what}: both arguments need at least 1 dim, got input ${formatShape(input.shape)} and other ${formatShape(other.shape)}`);
+  const dtype = sameDType(what, ['input', input], ['other', other]);
+  const a = input.rank === 1 ? input.unsqueeze(0) : input;
+  const b = other.rank === 1 ? other.unsqueeze(1) : other;
+  try {
+    const M = a.shape[a.rank - 2]!;
+    const K = a.shape[a.rank - 1]!;
+    const N = b.shape[b.rank - 1]!;
+    if (b.shape[b.rank - 2] !== K) throw new RangeError(`${what}: input ${formatShape(input.shape)} and other ${formatShape(other.shape)} cannot be multiplied (${K} != ${b.shape[b.rank - 2]})`);
+    const batch = broadcastShapes(a.shape.slice(0, -2), b.shape.slice(0, -2), `${what} (batch dims of input ${formatShape(input.shape)} and other ${formatShape(other.shape)})`);
+    const nb = batch.reduce((p, d) => p * d, 1);
+    const C = new Float64Array(nb * M * N);
+    gemmInto(C, gatherBroadcast(a, [...batch, M, K], what), gatherBroadcast(b, [...batch, K, N], what), nb, M, K, N);
+    const shape = [...batch];
+    if (input.rank > 1) shape.push(M);
+    if (other.rank > 1) shape.push(N);
+    return output(backend, shape, dtype, C, what);
+  } finally {
+    if (a !== input) a.dispose();
+    if (b !== other) b.dispose();
+  }
+}
+
+function bmmShapes(what: string, b1: Tensor, b2: Tensor, n1: string, n2: string): [number, number, number, number] {
+  if (b1.rank !== 3 || b2.rank !== 3) throw new RangeError(`${what}: ${n1} and ${n2} must be 3-D, got ${formatShape(b1.shape)} and ${formatShape(b2.shape)}`);
+  const [B, M, K] = b1.shape as [number, number, number];
+  if (b2.shape[0] !== B || b2.shape[1] !== K) throw new RangeError(`${what}: ${n2} ${formatShape(b2.shape)} must be [${B}, ${K}, p] for ${n1} ${formatShape(b1.shape)}`);
+  return [B, M, K, b2.shape[2]!];
+}
+
+/** torch.bmm(input [b, n, m], mat2 [b, m, p]) -> [b, n, p]; no broadcasting, as in torch. */
+export function bmm(backend: Backend, input: Tensor, mat2: Tensor): Tensor {
+  const dtype = sameDType('bmm', ['input', input], ['mat2', mat2]);
+  const [B, M, K, N] = bmmShapes('bmm', input, mat2, 'input', 'mat2');
+  const C = new Float64Array(B * M * N);
+  gemmInto(C, gather(input, 'bmm'), gather(mat2, 'bmm'), B, M, K, N);
+  return output(backend, [B, M, N], dtype, C, 'bmm');
+}
+
+/**
+ * torch.baddbmm(input, batch1, batch2, beta=1, alpha=1) = beta * input + alpha * batch1 @ batch2; input broadcasts to
+ * [b, n, p]. With beta = 0 input is not read (its NaN/Inf do not propagate), as torch documents.
+ */
+export function baddbmm(backend: Backend, input: Tensor, batch1: Tensor, batch2: Tensor, options: { beta?: number; alpha?: number } = {}): Tensor {
+  const what = 'baddbmm';
+  const { beta = 1, alpha = 1 } = options;
+  const dtype = sameDType(what, ['input', input], ['batch1', batch1], ['batch2', batch2]);
+  const [B, M, K, N] = bmmShapes(what, batch1, batch2, 'batch1', 'batch2');
+  let C: Float64Array;
+  try {
+    C = gatherBroadcast(input, [B, M, N], what);
+  } catch {
+    throw new RangeError(`${what}: input ${formatShape(input.shape)} does not broadcast to [${B}, ${M}, ${N}]`);
+  }
+  if (beta === 0) C.fill(0);
+  else if (beta !== 1) for (let i = 0; i < C.length; i++) C[i]! *= beta;
+  gemmInto(C, gather(batch1, what), gather(batch2, what), B, M, K, N, alpha);
+  return output(backend, [B, M, N], dtype, C, what);
+}
+
+export const ACTIVATIONS = ['none', 'relu', 'gelu', 'gelu_tanh', 'silu'] as const;
+export type Activation = (typeof ACTIVATIONS)[number];
+
+export function activationFn(activation: Activation, what: string): (v: number) => number {
+  switch (activation) {
+    case 'none': return (v) => v;
+    case 'relu': return (v) => (v > 0 ? v : Number.isNaN(v) ? v : 0);
+    case 'gelu': return geluErf;
+    case 'gelu_tanh': return geluTanh;
+    case 'silu': return silu;
+    default: throw new RangeError(`${what}: activation must be one of ${ACTIVATIONS.join(', ')}, got '${String(activation)}'`);
+  }
+}
+
+/**
+ * F.linear(input [..., in], weight [out, in], bias [out]) followed by an activation epilogue (cuBLASLt's
+ * bias + RELU / GELU epilogues; silu for completeness). The activation applies to the float64 sum, so the only
+ * rounding is the store. A 1-D input gives a 1-D output, as in torch.
+ */
+export function linear(backend: Backend, input: Tensor, weight: Tensor, bias: Tensor | null = null, options: { activation?: Activation } = {}): Tensor {
+  const what = 'linear';
+  const act = activationFn(options.activation ?? 'none', what);
+  const dtype = bias ? sameDType(what, ['input', input], ['weight', weight], ['bias', bias]) : sameDType(what, ['input', input], ['weight', weight]);
+  if (weight.rank !== 2) throw new RangeError(`${what}: weight must be [out_features, in_features], got ${formatShape(weight.shape)}`);
+  const [N, K] = weight.shape as [number, number];
+  if (input.rank < 1 || input.shape[input.rank - 1] !== K) throw new RangeError(`${what}: input ${formatShape(input.shape)} last dim must equal in_features ${K} of weight ${formatShape(weight.shape)}`);
+  if (bias && (bias.rank !== 1 || bias.shape[0] !== N)) throw new RangeError(`${what}: bias ${formatShape(bias.shape)} must be [${N}] for weight ${formatShape(weight.shape)}`);
+  const X = gather(input, what);
+  const rows = input.shape.slice(0, -1).reduce((p, d) => p * d, 1);
+  const bv = bias ? gather(bias, what) : null;
+  // the weight is read one row at a time through its strides, never gathered whole
+  const W = new StridedView(weight, what);
+  const [ws0, ws1] = W.strides as [number, number];
+  const wrow = new Float64Array(K);
+  const Y = new Float64Array(rows * N);
+  for (let n = 0; n < N; n++) {
+    for (let k = 0; k < K; k++) wrow[k] = W.acc.get(W.offset + n * ws0 + k * ws1);
+    const b = bv ? bv[n]! : 0;
+    for (let r = 0; r < rows; r++) {
+      let s = 0;
+      for (let k = 0; k < K; k++) s += X[r * K + k]! * wrow[k]!;
+      Y[r * N + n] = act(s + b);
+    }
+  }
+  return output(backend, [...input.shape.slice(0, -1), N], dtype, Y, what);
+}
+
+// ---------------------------------------------------------------------------------------------
+// einsum
+
+interface ParsedEinsum {
+  readonly inputs: string[][]; // per operand: its labels, '.' for each ellipsis dim
+  readonly output: string[];
+}
+
+const ELL = '...';
+
+/** Split 'ab...c' into ['a', 'b', ELL, 'c'] (letters only, at most one ellipsis). */
+function parseTerm(term: string, equation: string): string[] {
+  const out: string[] = [];
+  let i = 0;
+  while (i < term.length) {
+    if (term.startsWith(ELL, i)) {
+      if (out.includes(ELL)) throw new RangeError(`einsum: '${equation}' has more than one ellipsis in a term`);
+      out.push(ELL);
+      i += 3;
+    } else if (/[A-Za-z]/.test(term[i]!)) {
+      out.push(term[i]!);
+      i++;
+    } else if (term[i] === ' ') {
+      i++;
+    } else {
+      throw new RangeError(`einsum: '${equation}' has an invalid subscript '${term[i]}' (letters and '...' only)`);
+    }
+  }
+  return out;
+}
+
+function parseEquation(equation: string, nOperands: number): ParsedEinsum {
+  const [lhs, rhs, extra] = equation.split('->');
+  if (extra !== undefined) throw new RangeError(`einsum: '${equation}' has more than one '->'`);
+  const terms = lhs!.split(',');
+  if (terms.length !== nOperands) throw new RangeError(`einsum: '${equation}' names ${terms.length} operands but ${nOperands} were given`);
+  const inputs = terms.map((t) => parseTerm(t, equation));
+  let outLabels: string[];
+  if (rhs === undefined) {
+    // implicit output: the ellipsis, then the letters seen exactly once, in alphabetical order (torch/numpy)
+    const count = new Map<string, number>();
+    for (const t of inputs) for (const l of t) if (l !== ELL) count.set(l, (count.get(l) ?? 0) + 1);
+    const once = [...count].filter(([, c]) => c === 1).map(([l]) => l).sort();
+    outLabels = inputs.some((t) => t.includes(ELL)) ? [ELL, ...once] : once;
+  } else {
+    outLabels = parseTerm(rhs, equation);
+    const seen = new Set<string>();
+    for (const l of outLabels) {
+      if (seen.has(l)) throw new RangeError(`einsum: output subscript '${l}' appears more than once in '${equation}'`);
+      seen.add(l);
+      if (l !== ELL && !inputs.some((t) => t.includes(l))) throw new RangeError(`einsum: output subscript '${l}' of '${equation}' appears in no input`);
+    }
+  }
+  return { inputs, output: outLabels };
+}
+
+/**
+ * torch.einsum over explicit letters and one '...' per term: repeated letters in a term take the diagonal, letters
+ * absent from the output are summed, size-1 dims broadcast against their label's size. Naive but exact: one float64
+ * sum per output element over every summed label, in row-major label order.
+ */
+export function einsum(backend: Backend, equation: string, ...operands: Tensor[]): Tensor {
+  const what = `einsum('${equation}')`;
+  if (operands.length === 0) throw new RangeError(`${what}: needs at least one operand`);
+  const dtype = sameDType(what, ...operands.map((t, i) => [`operand ${i}`, t] as [string, Tensor]));
+  const { inputs, output: outTerm } = parseEquation(equation, operands.length);
+  // the ellipsis dims of every operand broadcast together
+  let ellShape: number[] = [];
+  const ellDims: number[] = [];
+  inputs.forEach((t, i) => {
+    const op = operands[i]!;
+    const nLetters = t.filter((l) => l !== ELL).length;
+    const n = t.includes(ELL) ? op.rank - nLetters : 0;
+    if (n < 0 || (!t.includes(ELL) && op.rank !== nLetters)) {
+      throw new RangeError(`${what}: operand ${i} ${formatShape(op.shape)} has ${op.rank} dims but its subscripts name ${nLetters}`);
+    }
+    ellDims.push(n);
+    if (n > 0) {
+      const start = t.indexOf(ELL);
+      ellShape = broadcastShapes(ellShape, op.shape.slice(start, start + n), `${what} (ellipsis dims)`);
+    }
+  });
+  const nEll = ellShape.length;
+  // labels: ellipsis dims become '.0', '.1', ... (aligned from the right, numpy style)
+  const sizes = new Map<string, number>();
+  const opLabels: string[][] = inputs.map((t, i) => {
+    const labels: string[] = [];
+    for (const l of t) {
+      if (l === ELL) for (let j = 0; j < ellDims[i]!; j++) labels.push(`.${nEll - ellDims[i]! + j}`);
+      else labels.push(l);
+    }
+    return labels;
+  });
+  for (let j = 0; j < nEll; j++) sizes.set(`.${j}`, ellShape[j]!);
+  opLabels.forEach((labels, i) => {
+    labels.forEach((l, d) => {
+      if (l.startsWith('.')) return;
+      const size = operands[i]!.shape[d]!;
+      const have = sizes.get(l);
+      if (have === undefined || have === 1) sizes.set(l, size);
+      else if (size !== have && size !== 1) throw new RangeError(`${what}: subscript '${l}' has size ${size} in operand ${i} ${formatShape(operands[i]!.shape)} but ${have} elsewhere`);
+    });
+  });
+  const outLabels = outTerm.flatMap((l) => (l === ELL ? Array.from({ length: nEll }, (_, j) => `.${j}`) : [l]));
+  const sumLabels = [...sizes.keys()].filter((l) => !outLabels.includes(l));
+  const loop = [...outLabels, ...sumLabels];
+  const loopSize = loop.map((l) => sizes.get(l)!);
+  // per operand, the stride of each loop label in its gathered row-major values (0 where absent or broadcast)
+  const data = operands.map((t) => gather(t, what));
+  const loopStrides = operands.map((t, i) => {
+    const rowStrides: number[] = [];
+    let s = 1;
+    for (let d = t.rank - 1; d >= 0; d--) {
+      rowStrides[d] = s;
+      s *= t.shape[d]!;
+    }
+    return loop.map((l) => opLabels[i]!.reduce((acc, ol, d) => (ol === l && t.shape[d] !== 1 ? acc + rowStrides[d]! : acc), 0));
+  });
+  const outShape = outLabels.map((l) => sizes.get(l)!);
+  const nOut = outShape.reduce((p, d) => p * d, 1);
+  const nSum = sumLabels.reduce((p, l) => p * sizes.get(l)!, 1);
+  const Y = new Float64Array(nOut);
+  if (nOut > 0 && nSum > 0) {
+    const nOps = operands.length;
+    const idx = new Array<number>(loop.length).fill(0);
+    const offs = new Array<number>(nOps).fill(0);
+    const nOutDims = outLabels.length;
+    for (let o = 0; o < nOut; o++) {
+      let s = 0;
+      for (let r = 0; r < nSum; r++) {
+        let p = 1;
+        for (let i = 0; i < nOps; i++) p *= data[i]![offs[i]!]!;
+        s += p;
+        // advance the summed labels' odometer (the innermost loop dims)
+        for (let d = loop.length - 1; d >= nOutDims; d--) {
+          idx[d]!++;
+          for (let i = 0; i < nOps; i++) offs[i]! += loopStrides[i]![d]!;
+          if (idx[d]! < loopSize[d]!) break;
+          for (let i = 0; i < nOps; i++) offs[i]! -= loopStrides[i]![d]! * loopSize[d]!;
+          idx[d] = 0;
+        }
+      }
+      Y[o] = s;
+      for (let d = nOutDims - 1; d >= 0; d--) {
+        idx[d]!++;
+        for (let i = 0; i < nOps; i++) offs[i]! += loopStrides[i]![d]!;
+        if (idx[d]! < loopSize[d]!) break;
+        for (let i = 0; i < nOps; i++) offs[i]! -= loopStrides[i]![d]! * loopSize[d]!;
+        idx[d] = 0;
+      }
+    }
+  }
+  return output(backend, outShape, dtype, Y, 'einsum');
+}
+
+// ---------------------------------------------------------------------------------------------
+// grouped GEMM (MoE)
+
+export interface GroupedGemmOptions {
+  /**
+   * Tokens sorted by expert: rows offsets[e] .. offsets[e + 1] of input use expert e. Shape [E + 1], integer,
+   * offsets[0] = 0, non-decreasing; rows from offsets[E] to the end are padding and come out as zeros.
+   */
+  readonly offsets?: Tensor;
+  /** Or one expert id per row [T] (integer); -1 marks a row no local expert takes (a zero row), as vLLM's expert_map. */
+  readonly expertIds?: Tensor;
+  /** Per-expert bias [E, N]. */
+  readonly bias?: Tensor | null;
+}
+
+/**
+ * y[t] = input[t] @ weight[e(t)]^T (+ bias[e(t)]): the expert GEMM of a MoE layer. weight is [E, N, K] in the linear
+ * layout vLLM's fused_moe keeps (w13_weight [E, 2I, H], w2_weight [E, H, I]). Rows pick their expert either by
+ * `offsets` (the grouped-GEMM form: tokens sorted by expert, like torch._grouped_mm's offs with a leading 0) or by
+ * `expertIds` (one id per row, like fused_moe's sorted_token_ids/expert_ids after moe_align). Exactly one is given.
+ */
+export function groupedGemm(backend: Backend, input: Tensor, weight: Tensor, options: GroupedGemmOptions): Tensor {
+  const what = 'groupedGemm';
+  const { offsets, expertIds, bias = null } = options;
+  const dtype = bias ? sameDType(what, ['input', input], ['weight', weight], ['bias', bias]) : sameDType(what, ['input', input], ['weight', weight]);
+  if (input.rank !== 2) throw new RangeError(`${what}: input must be [T, K], got ${formatShape(input.shape)}`);
+  if (weight.rank !== 3) throw new RangeError(`${what}: weight must be [E, N, K], got ${formatShape(weight.shape)}`);
+  const [T, K] = input.shape as [number, number];
+  const [E, N, K2] = weight.shape as [number, number, number];
+  if (K2 !== K) throw new RangeError(`${what}: weight ${formatShape(weight.shape)} has K = ${K2} but input ${formatShape(input.shape)} has K = ${K}`);
+  if (bias && (bias.rank !== 2 || bias.shape[0] !== E || bias.shape[1] !== N)) throw new RangeError(`${what}: bias ${formatShape(bias.shape)} must be [${E}, ${N}]`);
+  if ((offsets === undefined) === (expertIds === undefined)) throw new RangeError(`${what}: give exactly one of offsets [E + 1] and expertIds [T]`);
+  const rowExpert = new Int32Array(T).fill(-1);
+  if (offsets) {
+    if (offsets.rank !== 1 || offsets.shape[0] !== E + 1) throw new RangeError(`${what}: offsets ${formatShape(offsets.shape)} must be [${E + 1}] (E + 1) for ${E} experts`);
+    const o = gatherInts(offsets, `${what} offsets`);
+    if (o[0] !== 0) throw new RangeError(`${what}: offsets[0] must be 0, got ${o[0]}`);
+    for (let e = 0; e < E; e++) {
+      if (o[e + 1]! < o[e]!) throw new RangeError(`${what}: offsets must be non-decreasing, got offsets[${e}] = ${o[e]} > offsets[${e + 1}] = ${o[e + 1]}`);
+      if (o[e + 1]! > T) throw new RangeError(`${what}: offsets[${e + 1}] = ${o[e + 1]} exceeds the ${T} input rows`);
+      for (let t = o[e]!; t < o[e + 1]!; t++) rowExpert[t] = e;
+    }
+  } else {
+    const ids = gatherInts(expertIds!, `${what} expertIds`);
+    if (expertIds!.rank !== 1 || ids.length !== T) throw new RangeError(`${what}: expertIds ${formatShape(expertIds!.shape)} must be [${T}]`);
+    for (let t = 0; t < T; t++) {
+      const e = ids[t]!;
+      if (e < -1 || e >= E) throw new RangeError(`${what}: expertIds[${t}] = ${e} is out of range for ${E} experts (-1 skips a row)`);
+      rowExpert[t] = e;
+    }
+  }
+  const X = gather(input, what);
+  const bv = bias ? gather(bias, what) : null;
+  const W = new StridedView(weight, what);
+  const [s0, s1, s2] = W.strides as [number, number, number];
+  const wrow = new Float64Array(K);
+  const Y = new Float64Array(T * N);
+  // rows of each expert, so each expert row of the weight is decoded once
+  const rowsOf: number[][] = Array.from({ length: E }, () => []);
+  for (let t = 0; t < T; t++) if (rowExpert[t]! >= 0) rowsOf[rowExpert[t]!]!.push(t);
+  for (let e = 0; e < E; e++) {
+    const rows = rowsOf[e]!;
+    if (rows.length === 0) continue;
+    for (let n = 0; n < N; n++) {
+      for (let k = 0; k < K; k++) wrow[k] = W.acc.get(W.offset + e * s0 + n * s1 + k * s2);
+      const b = bv ? bv[e * N + n]! : 0;
+      for (const t of rows) {
+        let s = 0;
+        for (let k = 0; k < K; k++) s += X[t * K + k]! * wrow[k]!;
+        Y[t * N + n] = s + b;
+      }
+    }
+  }
+  return output(backend, [T, N], dtype, Y, what);
+}
