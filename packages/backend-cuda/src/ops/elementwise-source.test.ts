@@ -66,13 +66,14 @@ describe('generated elementwise source', () => {
     expect(g.signature).toEqual(['ptr', 'ptr', 'f64', 'i64']);
   });
 
-  it('PyTorch formulas: gelu erf and tanh, softplus threshold, NaN-propagating maximum and clamp', () => {
-    const src = (op: string, attrs?: Record<string, number | string | null>) => elementwiseSource({ expr: singleOp(op, op === 'maximum' ? 2 : 1, attrs), inDTypes: op === 'maximum' ? ['f32', 'f32'] : ['f32'], outDType: 'f32', cls: { kind: 'contig', vec: 4 } }).source;
+  it('PyTorch formulas: gelu erf and tanh, softplus threshold, NaN-propagating maximum, clamp keeps NaN', () => {
+    const binary = (op: string) => ['maximum', 'clamp_min'].includes(op);
+    const src = (op: string, attrs?: Record<string, number | string | null>) => elementwiseSource({ expr: singleOp(op, binary(op) ? 2 : 1, attrs), inDTypes: binary(op) ? ['f32', 'f32'] : ['f32'], outDType: 'f32', cls: { kind: 'contig', vec: 4 } }).source;
     expect(src('gelu')).toContain('erff(x0 * float(0.7071067811865476))');
     expect(src('gelu', { approximate: 'tanh' })).toContain('tanhf(float(0.7978845608028654) * (x0 + float(0.044715) * x0 * x0 * x0))');
     expect(src('softplus', { beta: 2, threshold: 10 })).toContain('(x0 * float(2.0) > float(10.0)) ? x0');
     expect(src('maximum')).toContain('(x0 > x1 || x0 != x0) ? x0 : x1');
-    expect(src('clamp', { min: -1, max: 1 })).toContain('((x0 != x0) ? x0 : fminf(fmaxf(x0, float(-1.0)), float(1.0)))');
+    expect(src('clamp_min')).toContain('((x0 != x0) ? x0 : fmaxf(x0, x1))');
   });
 
   it('literals are exact and name inf / nan', () => {

@@ -14,7 +14,7 @@ export type Operand = { readonly input: number } | { readonly node: number } | {
 export interface ExprNode {
   readonly op: string;
   readonly args: readonly Operand[];
-  /** Numeric attributes (softplus beta / threshold, clamp min / max, leaky_relu slope) or a cast's dtype. */
+  /** Numeric attributes (softplus beta / threshold, leaky_relu slope), gelu's approximate or to's dtype. */
   readonly attrs?: Readonly<Record<string, number | string | null>>;
 }
 
@@ -63,8 +63,8 @@ const sigmoid = (x: string, m: MathCtx) => `(${one(m)} / (${one(m)} + ${fn('exp'
 /**
  * The op vocabulary. Formulas follow PyTorch's CUDA kernels (ATen/native/cuda/Activation*.cu, UnaryOps): gelu with
  * erf is x * 0.5 * (1 + erf(x / sqrt 2)); gelu tanh uses kBeta = sqrt(2) * (2 / sqrt(pi)) * 0.5 and kKappa = 0.044715;
- * softplus keeps x where x * beta > threshold; log_sigmoid is min(x, 0) - log1p(exp(-|x|)); maximum / minimum / clamp
- * propagate NaN.
+ * softplus keeps x where x * beta > threshold; log_sigmoid is min(x, 0) - log1p(exp(-|x|)); maximum / minimum
+ * propagate NaN. Names are the registry's (core/src/ops/elementwise.ts) where it has the op.
  */
 export const ELEMENTWISE_OPS: Readonly<Record<string, OpDef>> = {
   // unary math
@@ -135,18 +135,14 @@ export const ELEMENTWISE_OPS: Readonly<Record<string, OpDef>> = {
   logical_or: { arity: 2, emit: (a, _, m) => bool(`${a[0]} != ${zero(m)} || ${a[1]} != ${zero(m)}`, m) },
   // ternary
   where: { arity: 3, emit: (a, _, m) => `((${a[0]} != ${zero(m)}) ? ${a[1]} : ${a[2]})` },
-  /** clamp(x, min?, max?) with attrs min / max (null: no bound); NaN stays NaN. */
-  clamp: {
-    arity: 1,
-    emit: (a, attrs, m) => {
-      let e = a[0]!;
-      if (typeof attrs.min === 'number') e = `${fn('fmax', m)}(${e}, ${lit(attrs.min, m)})`;
-      if (typeof attrs.max === 'number') e = `${fn('fmin', m)}(${e}, ${lit(attrs.max, m)})`;
-      return `((${a[0]} != ${a[0]}) ? ${a[0]} : ${e})`;
-    },
-  },
-  /** A cast inside a chain: the value rounded to attrs.dtype and back to the compute type (PyTorch's .to(dtype)). */
-  cast: {
+  /** clamp's bounds (the registry's clamp is clamp_max(clamp_min(x, lo), hi)): x stays NaN; a NaN bound is absent (fmax / fmin). */
+  clamp_min: { arity: 2, emit: (a, _, m) => `((${a[0]} != ${a[0]}) ? ${a[0]} : ${fn('fmax', m)}(${a[0]}, ${a[1]}))` },
+  clamp_max: { arity: 2, emit: (a, _, m) => `((${a[0]} != ${a[0]}) ? ${a[0]} : ${fn('fmin', m)}(${a[0]}, ${a[1]}))` },
+  /** div with rounding_mode 'trunc' / 'floor'. */
+  div_trunc: { arity: 2, emit: (a, _, m) => `${fn('trunc', m)}(${a[0]} / ${a[1]})` },
+  div_floor: { arity: 2, emit: (a, _, m) => `${fn('floor', m)}(${a[0]} / ${a[1]})` },
+  /** `to` inside a chain: the value rounded to attrs.dtype and back to the compute type (PyTorch's .to(dtype)). */
+  to: {
     arity: 1,
     emit: (a, attrs, m) => {
       const x = a[0]!;
@@ -157,7 +153,7 @@ export const ELEMENTWISE_OPS: Readonly<Record<string, OpDef>> = {
         case 'f64': return x;
         case 'bool': return bool(`${x} != ${zero(m)}`, m);
         case 'i32': case 'i64': case 'i16': case 'i8': case 'u8': return `${fn('trunc', m)}(${x})`;
-        default: throw new RangeError(`cast: dtype ${String(attrs.dtype)} is not supported in a generated kernel`);
+        default: throw new RangeError(`to: dtype ${String(attrs.dtype)} is not supported in a generated kernel`);
       }
     },
   },
