@@ -1,7 +1,9 @@
 /** The cpu backend's op-registry kernels (float64), one register function per op group. */
 import type { Backend, OpKernelTable } from '@fastkernels/core';
 import { registerElementwiseKernels } from './generic-elementwise.js';
+import { registerReductionKernels } from './reduction.js';
 
 export function registerCpuKernels(table: OpKernelTable, backend: Backend): void {
   registerElementwiseKernels(table, backend);
+  registerReductionKernels(table, backend);
 }

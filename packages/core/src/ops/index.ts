@@ -7,8 +7,10 @@ export * from './promote.js';
 export * from './broadcast.js';
 export * from './scalar-math.js';
 export * from './elementwise.js';
+export * from './reduction.js';
 
 import { elementwiseFunctions } from './elementwise.js';
+import { reductionFunctions } from './reduction.js';
 
 /**
  * Typed front ends named like torch / torch.nn.functional (camelCase), thin wrappers over callOp:
@@ -16,4 +18,5 @@ import { elementwiseFunctions } from './elementwise.js';
  */
 export const F = Object.freeze({
   ...elementwiseFunctions,
+  ...reductionFunctions,
 });
