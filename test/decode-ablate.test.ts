@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CpuBackend } from '@fastkernels/backend-cpu';
-import { LLMEngine, baselineRegistry, loadLlamaModel } from '@fastkernels/model-zoo';
+import { LLMEngine, baselineRegistry, loadModel } from '@fastkernels/model-zoo';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ABLATABLE, ablateOps, parseAblate } from '../bench/decode-ablate.mjs';
 import { writeTinyTpModel } from './tp/gpu-fixture.js';
@@ -35,9 +35,9 @@ describe('bench/decode-ablate.mjs', () => {
       const orig = ops[name]!;
       ops[name] = (...a: unknown[]) => (reached.push(name), orig.apply(ops, a));
     }
-    const m = loadLlamaModel(model, { backend, registry: baselineRegistry(), dtype: 'f32' });
+    const m = loadModel(model, { backend, registry: baselineRegistry(), dtype: 'f32' });
     const run = () => {
-      const e = new LLMEngine(m.model, m.ctx, m.config, { maxModelLen: 64, maxNumSeqs: 2, maxNumBatchedTokens: 64, numKvBlocks: 16, graphs: false });
+      const e = new LLMEngine(m.model, m.ctx, m.geometry, { maxModelLen: 64, maxNumSeqs: 2, maxNumBatchedTokens: 64, numKvBlocks: 16, graphs: false });
       try {
         return e.generate([{ promptIds: [3, 5, 7, 11], params: { maxTokens: 4, ignoreEos: true } }])[0]!.tokenIds;
       } finally {

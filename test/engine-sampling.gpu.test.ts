@@ -11,7 +11,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CudaBackend, CudaRuntime, SAMPLER_TUNING } from '@fastkernels/backend-cuda';
-import { DEFAULT_SAMPLING, LLMEngine, baselineRegistry, loadLlamaModel, type SamplingParams } from '@fastkernels/model-zoo';
+import { DEFAULT_SAMPLING, LLMEngine, baselineRegistry, loadModel, type SamplingParams } from '@fastkernels/model-zoo';
 import { describe, expect, it } from 'vitest';
 import { tokenDiff, writeTinyTpModel } from './tp/gpu-fixture.js';
 
@@ -29,8 +29,8 @@ describe('sampled decode through CUDA graphs (sampler path variants)', () => {
     const run = (graphs: boolean, chainDecode = false) => {
       const was = SAMPLER_TUNING.multiCtaMinSampledRows;
       SAMPLER_TUNING.multiCtaMinSampledRows = 8;
-      const m = loadLlamaModel(model, { backend, registry: baselineRegistry(), dtype: 'f32' });
-      const e = new LLMEngine(m.model, m.ctx, m.config, { maxModelLen: 256, maxNumSeqs: 16, maxNumBatchedTokens: 512, numKvBlocks: 128, graphs, chainDecode });
+      const m = loadModel(model, { backend, registry: baselineRegistry(), dtype: 'f32' });
+      const e = new LLMEngine(m.model, m.ctx, m.geometry, { maxModelLen: 256, maxNumSeqs: 16, maxNumBatchedTokens: 512, numKvBlocks: 128, graphs, chainDecode });
       try {
         const out = e.generate(reqs).map((o) => o.tokenIds);
         return { out, graphSteps: e.runner.stats.graphSteps, graphs: e.runner.graphCount, buckets: e.runner.graphBuckets, chain: { ...e.chainStats } };

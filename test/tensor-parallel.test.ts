@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CpuBackend } from '@fastkernels/backend-cpu';
 import { HostCollectives, tensorParallelProvider } from '@fastkernels/backend-nccl';
 import { TensorParallelGroup, UserError, withTensorParallelGroup } from '@fastkernels/core';
-import { baselineRegistry, checkLlamaTensorParallel, loadLlamaModel, parseLlamaConfig, taskProviders, tinyLlamaConfig, writeRandomLlamaCheckpoint } from '@fastkernels/model-zoo';
+import { baselineRegistry, checkLlamaTensorParallel, loadModel, taskProviders, tinyLlamaConfig, writeRandomModelCheckpoint } from '@fastkernels/model-zoo';
 import { cli } from './helpers.js';
 import type { EngineJob, EngineOp, RankJob, RankResult, ServeMessage } from './tp/llama-rank.js';
 
@@ -32,7 +32,7 @@ function modelDir(name: string, fixture: string, over: Record<string, unknown>, 
   const dir = join(work, name);
   mkdirSync(dir, { recursive: true });
   if (configOnly) writeFileSync(join(dir, 'config.json'), JSON.stringify(raw));
-  else writeRandomLlamaCheckpoint(dir, raw, parseLlamaConfig(raw), { seed: 7, dtype: 'f32' });
+  else writeRandomModelCheckpoint(dir, raw, { registry: baselineRegistry(), seed: 7, dtype: 'f32' });
   return dir;
 }
 
@@ -451,7 +451,7 @@ describe('divisibility over the tensor-parallel size', () => {
   it('loading a model in a group it does not split over is a UserError naming config.json, before anything is built', () => {
     const dir = modelDir('odd', 'tiny-llama', {}, true);
     const registry = baselineRegistry([...taskProviders, tensorParallelProvider]);
-    const load = () => withTensorParallelGroup(new TensorParallelGroup(0, 3), () => loadLlamaModel(dir, { backend: new CpuBackend(), registry, dtype: 'f32' }));
+    const load = () => withTensorParallelGroup(new TensorParallelGroup(0, 3), () => loadModel(dir, { backend: new CpuBackend(), registry, dtype: 'f32' }));
     expect(load).toThrow(UserError);
     expect(load).toThrow(new RegExp(`number of attention heads 4 is not divisible by the tensor-parallel size 3 \\(${join(dir, 'config.json').replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: num_attention_heads\\)`));
   });

@@ -3,7 +3,7 @@
  * room for long generations) written as a float32 checkpoint, and the GPU-count guard.
  */
 import { CudaRuntime } from '@fastkernels/backend-cuda';
-import { parseLlamaConfig, writeRandomLlamaCheckpoint } from '@fastkernels/model-zoo';
+import { baselineRegistry, writeRandomModelCheckpoint } from '@fastkernels/model-zoo';
 
 export const TINY_TP_CONFIG = {
   architectures: ['LlamaForCausalLM'], model_type: 'llama', hidden_size: 256, intermediate_size: 512, num_hidden_layers: 2,
@@ -13,7 +13,7 @@ export const TINY_TP_CONFIG = {
 
 /** Write the tiny model (seed 3) into `dir`. */
 export function writeTinyTpModel(dir: string): void {
-  writeRandomLlamaCheckpoint(dir, TINY_TP_CONFIG, parseLlamaConfig(TINY_TP_CONFIG), { seed: 3, dtype: 'f32' });
+  writeRandomModelCheckpoint(dir, TINY_TP_CONFIG, { registry: baselineRegistry(), seed: 3, dtype: 'f32' });
 }
 
 /** Throw (failing the test with the reason) when fewer than n GPUs are visible. */

@@ -11,7 +11,7 @@ import { CpuBackend } from '@fastkernels/backend-cpu';
 import { AllReduce, HostCollectives, RowParallelLinear, allreduceTask, parallelLinearTasks, tensorParallelProvider } from '@fastkernels/backend-nccl';
 import { Rng, Tensor, TensorParallelGroup, benchTask, errorMessage, setTensorParallelGroup, type CaseResult, type Module, type ModuleClass, type ModuleRegistry, type TaskDefinition } from '@fastkernels/core';
 import {
-  DEFAULT_SAMPLING, E2eRunner, EmulatedGraphRuntime, LLMEngine, baselineRegistry, generate, isGraphCapturing, loadLlamaModel, syntheticWorkload, taskProviders,
+  DEFAULT_SAMPLING, E2eRunner, EmulatedGraphRuntime, LLMEngine, baselineRegistry, generate, isGraphCapturing, loadModel, syntheticWorkload, taskProviders,
   type CapturedGraph, type E2eModelSource, type GraphRuntime, type SamplingParams, type VocabParallelEmbedding,
 } from '@fastkernels/model-zoo';
 import { agreeOnCase, sharedVerifySeed } from '../../packages/cli/src/bench/group.js';
@@ -103,11 +103,11 @@ async function run(): Promise<RankResult> {
   if (job.scenario === 'bench-linear') return benchLinear(job, group);
   if (job.scenario === 'serve' || job.scenario === 'serve-replay') return serveRun(job, group);
   const registry = baselineRegistry([...taskProviders, tensorParallelProvider]);
-  const loaded = loadLlamaModel(job.model!, { backend, registry, dtype: 'f32', ...(job.randomInit ? { randomInit: job.randomInit } : {}) });
+  const loaded = loadModel(job.model!, { backend, registry, dtype: 'f32', ...(job.randomInit ? { randomInit: job.randomInit } : {}) });
   const shapes = Object.fromEntries(loaded.model.namedParameters().map(([k, p]) => [k, [...p.shape]]));
   const params = loaded.model.stateDict();
   const tables = { embed: [...params.get('model.embed_tokens.weight')!.toFloat64Array()], head: [...params.get('lm_head.linear.weight')!.toFloat64Array()] };
-  const res = generate(loaded.model, loaded.ctx, loaded.config, job.prompts!.map((p) => ({ promptIds: p })), { maxTokens: job.maxTokens!, collectLogits: true });
+  const res = generate(loaded.model, loaded.ctx, loaded.geometry, job.prompts!.map((p) => ({ promptIds: p })), { maxTokens: job.maxTokens!, collectLogits: true });
   loaded.model.dispose();
   return {
     rank: job.rank,
@@ -159,11 +159,11 @@ class FailingOnRank implements GraphRuntime {
 function engineRun(job: RankJob, group: TensorParallelGroup): RankResult {
   const e = job.engine!;
   const registry = baselineRegistry([...taskProviders, tensorParallelProvider]);
-  const loaded = loadLlamaModel(job.model!, { backend, registry, dtype: 'f32' });
+  const loaded = loadModel(job.model!, { backend, registry, dtype: 'f32' });
   const graphs = e.graphs === 'none' ? false : e.graphs === 'emulated' ? new EmulatedGraphRuntime() : new FailingOnRank(1);
   let engine: LLMEngine | undefined;
   try {
-    engine = new LLMEngine(loaded.model, loaded.ctx, loaded.config, {
+    engine = new LLMEngine(loaded.model, loaded.ctx, loaded.geometry, {
       maxNumSeqs: e.maxNumSeqs, maxNumBatchedTokens: e.maxNumBatchedTokens, maxModelLen: e.maxModelLen, numKvBlocks: e.numKvBlocks[group.rank]!, graphs,
     });
     const info = () => ({
@@ -195,8 +195,8 @@ function engineRun(job: RankJob, group: TensorParallelGroup): RankResult {
 async function serveRun(job: RankJob, group: TensorParallelGroup): Promise<RankResult> {
   const e = job.engine!;
   const registry = baselineRegistry([...taskProviders, tensorParallelProvider]);
-  const loaded = loadLlamaModel(job.model!, { backend, registry, dtype: 'f32' });
-  const engine = new LLMEngine(loaded.model, loaded.ctx, loaded.config, {
+  const loaded = loadModel(job.model!, { backend, registry, dtype: 'f32' });
+  const engine = new LLMEngine(loaded.model, loaded.ctx, loaded.geometry, {
     maxNumSeqs: e.maxNumSeqs, maxNumBatchedTokens: e.maxNumBatchedTokens, maxModelLen: e.maxModelLen, numKvBlocks: e.numKvBlocks[group.rank]!, graphs: new EmulatedGraphRuntime(),
   });
   const trace: EngineOp[] = [];
@@ -270,8 +270,8 @@ function e2eRun(job: RankJob): RankResult {
   const source: E2eModelSource = {
     name: 'tiny', family: 'dense-moe-llm',
     load: (reg) => {
-      const m = loadLlamaModel(job.model!, { backend, registry: reg, dtype: 'f32' });
-      return { model: m.model, ctx: m.ctx, geometry: m.config, dispose: () => m.model.dispose() };
+      const m = loadModel(job.model!, { backend, registry: reg, dtype: 'f32' });
+      return { model: m.model, ctx: m.ctx, geometry: m.geometry, dispose: () => m.model.dispose() };
     },
   };
   const log: string[] = [];

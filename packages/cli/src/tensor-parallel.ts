@@ -9,9 +9,7 @@
  */
 import { initDistributed, launchEnv, probeNccl, runLaunch } from '@fastkernels/backend-nccl';
 import { TensorParallelGroup, UserError, setTensorParallelGroup, type Backend } from '@fastkernels/core';
-import { checkLlamaTensorParallel, loadLlamaConfig, type LlamaConfig } from '@fastkernels/model-zoo';
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { checkModelTensorParallel, type DecoderGeometry } from '@fastkernels/model-zoo';
 import { LaunchExitError } from './commands/launch.js';
 import { intFlag } from './flags.js';
 import type { Io } from './io.js';
@@ -33,13 +31,9 @@ export function tensorParallelRole(tp: number, env: Readonly<Record<string, stri
   return { kind: 'rank', rank: le.rank, world: le.world };
 }
 
-/** The model splits over `tp` ranks (heads, kv heads, MLP): exit 2 naming config.json otherwise. Returns the config. */
-export function checkTensorParallelModel(tp: number, modelDir: string): LlamaConfig {
-  const configPath = join(modelDir, 'config.json');
-  if (!existsSync(configPath)) throw new UserError(`no config.json in ${modelDir}`, { field: '--model', fix: 'pass a folder with an HF config.json (and safetensors weights)' });
-  const { config } = loadLlamaConfig(configPath);
-  checkLlamaTensorParallel(config, tp, configPath);
-  return config;
+/** The model splits over `tp` ranks (its architecture's check): exit 2 naming config.json otherwise. Returns its geometry. */
+export function checkTensorParallelModel(tp: number, modelDir: string): DecoderGeometry {
+  return checkModelTensorParallel(modelDir, tp).geometry;
 }
 
 /** The backend is CUDA with `tp` GPUs and NCCL loads: exit 2 with the fix otherwise. */
@@ -57,7 +51,7 @@ export function checkTensorParallelDevices(tp: number, backend: Backend): void {
 }
 
 /** The parent's checks of a model command: the model splits over `tp` ranks, then the devices. Returns the config. */
-export function checkTensorParallelRun(tp: number, modelDir: string, backend: Backend): LlamaConfig {
+export function checkTensorParallelRun(tp: number, modelDir: string, backend: Backend): DecoderGeometry {
   const config = checkTensorParallelModel(tp, modelDir);
   checkTensorParallelDevices(tp, backend);
   return config;

@@ -10,10 +10,16 @@ export * from './engine/kv-cache.js';
 export * from './engine/model-runner.js';
 export * from './engine/generate.js';
 export * from './engine/prompt-logits.js';
-export * from './engine/load-model.js';
+export * from './models/registry.js';
+export * from './models/load-model.js';
 export * from './engine/prompts.js';
 export * from './weights/safetensors.js';
-export * from './weights/llama-weights.js';
+export * from './weights/weight-plan.js';
+export * from './weights/load-weights.js';
+export * from './weights/random-init.js';
+export * from './weights/encode.js';
+export * from './weights/checkpoint-writer.js';
+export * from './weights/meta-backend.js';
 
 /** Every family this package provides. */
 export const taskProviders: readonly TaskProvider[] = [denseMoeLlmProvider];

@@ -1,7 +1,6 @@
-import { existsSync, readFileSync, statSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { existsSync, statSync } from 'node:fs';
 import { UserError } from '@fastkernels/core';
-import { captureWorkload, checkWorkload, resolveWorkload } from '@fastkernels/model-zoo';
+import { captureWorkload, checkWorkload, loadModelFolderConfig, resolveWorkload } from '@fastkernels/model-zoo';
 import type { Argv } from 'yargs';
 import { environment, selectBackend } from '../env.js';
 import type { Io } from '../io.js';
@@ -26,9 +25,9 @@ export function runCapture(argv: CaptureArgs, io: Io): void {
   const log = (l: string) => io.err(`${l}\n`);
   const engine = engineOptions({ ...argv, graphs: false }, log);
   const src = modelSource(argv.model, backend, argv);
-  const cfg = JSON.parse(readFileSync(resolve(argv.model, 'config.json'), 'utf8')) as { vocab_size?: number; max_position_embeddings?: number };
-  const workload = resolveWorkload(argv.workload, cfg.vocab_size ?? 32000);
-  checkWorkload(workload, cfg.vocab_size ?? Infinity, engine.maxModelLen ?? Math.min(cfg.max_position_embeddings ?? 4096, 4096));
+  const g = loadModelFolderConfig(argv.model).geometry;
+  const workload = resolveWorkload(argv.workload, g.vocabSize);
+  checkWorkload(workload, g.vocabSize, engine.maxModelLen ?? Math.min(g.maxPositionEmbeddings, 4096));
   const t0 = performance.now();
   const r = captureWorkload({ baseline: env.registry, load: (reg) => src.load(reg), workload, engine, outDir: argv.out, model: src.name });
   const tasks = Object.entries(r.index.tasks);

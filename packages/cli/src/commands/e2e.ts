@@ -1,9 +1,9 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, basename, resolve } from 'node:path';
 import { UserError, type Backend, type DType, type ModuleRegistry } from '@fastkernels/core';
 import { E2eReportSchema, type E2eReportInput } from '@fastkernels/macroeval';
 import {
-  Checkpoint, DEFAULT_LATENCY, DENSE_MOE_LLM, E2eRunner, checkWorkload, loadLlamaModel, resolveWorkload,
+  Checkpoint, DEFAULT_LATENCY, E2eRunner, checkWorkload, loadModel, loadModelFolderConfig, resolveWorkload,
   type CandidateOverride, type E2eDetails, type E2eModelRecordOut, type E2eModelSource, type EngineOptions, type LatencySpec, type Workload,
 } from '@fastkernels/model-zoo';
 import type { Argv } from 'yargs';
@@ -60,17 +60,17 @@ export function engineFlags<T>(y: Argv<T>) {
  * tensors, not a rank's slice of them).
  */
 export function modelSource(dir: string, backend: Backend, a: EngineArgs, tp: { world: number; device?: number } = { world: 1 }): E2eModelSource {
-  if (!existsSync(resolve(dir, 'config.json'))) throw new UserError(`no config.json in ${dir}`, { field: '--model', fix: 'pass a folder with an HF config.json (and safetensors weights)' });
+  const { architecture } = loadModelFolderConfig(dir);
   // A folder's safetensors are the model unless --random-init asks otherwise; without them, seeded random weights
   // (drawn on the device where that is possible). Run 9 found the checkpoint ignored here: serve/e2e/capture always
   // drew random weights, so `serve --model <checkpoint>` answered with another model than `generate`.
   const randomInit = (a.randomInit ?? (Checkpoint.exists(dir) ? undefined : backend.name === 'cuda' && tp.world === 1 ? 'device' : 'host')) as 'host' | 'device' | undefined;
   return {
     name: basename(resolve(dir)),
-    family: DENSE_MOE_LLM,
+    family: architecture.family,
     load: (registry: ModuleRegistry) => {
-      const m = loadLlamaModel(dir, { backend, registry, ...(randomInit ? { randomInit } : {}), ...(tp.device !== undefined ? { device: tp.device } : {}), ...(a.dtype ? { dtype: DTYPES[a.dtype]! } : {}) });
-      return { model: m.model, ctx: m.ctx, geometry: m.config, dispose: () => m.model.dispose() };
+      const m = loadModel(dir, { backend, registry, ...(randomInit ? { randomInit } : {}), ...(tp.device !== undefined ? { device: tp.device } : {}), ...(a.dtype ? { dtype: DTYPES[a.dtype]! } : {}) });
+      return { model: m.model, ctx: m.ctx, geometry: m.geometry, dispose: () => m.model.dispose() };
     },
   };
 }
@@ -111,9 +111,9 @@ async function loadCandidates(env: Env, dir: string, keepGoing: boolean): Promis
 
 /** The throughput workload of one model (validated against its vocabulary and max-model-len). */
 function throughputFor(argv: E2eArgs, dir: string, maxModelLen: number | undefined): Workload {
-  const cfg = JSON.parse(readFileSync(resolve(dir, 'config.json'), 'utf8')) as { vocab_size?: number; max_position_embeddings?: number };
-  const w = resolveWorkload(argv.requests, cfg.vocab_size ?? 32000);
-  checkWorkload(w, cfg.vocab_size ?? Infinity, maxModelLen ?? Math.min(cfg.max_position_embeddings ?? 4096, 4096));
+  const g = loadModelFolderConfig(dir).geometry;
+  const w = resolveWorkload(argv.requests, g.vocabSize);
+  checkWorkload(w, g.vocabSize, maxModelLen ?? Math.min(g.maxPositionEmbeddings, 4096));
   return w;
 }
 

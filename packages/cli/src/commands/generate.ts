@@ -1,5 +1,5 @@
 import { UserError, type Backend, type DType, type ModuleRegistry } from '@fastkernels/core';
-import { checkPromptVocabulary, generate, loadLlamaModel, promptLogits, readPromptFile, writeSafetensors, type GenerateResult, type SourcedPrompt } from '@fastkernels/model-zoo';
+import { checkPromptVocabulary, generate, loadModel, promptLogits, readPromptFile, writeSafetensors, type GenerateResult, type SourcedPrompt } from '@fastkernels/model-zoo';
 import type { Argv } from 'yargs';
 import { environment, selectBackend } from '../env.js';
 import { intFlag } from '../flags.js';
@@ -81,16 +81,17 @@ interface Run {
 /** Load the model (this rank's shard under --tp), generate, print or write the results. */
 async function generateOn(argv: GenerateArgs, io: Io, run: Run, primary: boolean): Promise<void> {
   const { backend, prompts, maxTokens, topK, seed, initSeed, tp } = run;
-  const loaded = loadLlamaModel(argv.model, {
+  const loaded = loadModel(argv.model, {
     backend, registry: run.registry, initSeed,
     ...(run.device !== undefined ? { device: run.device } : {}),
     ...(argv.dtype ? { dtype: DTYPES[argv.dtype]! } : {}),
     ...(argv.randomInit ? { randomInit: argv.randomInit as 'host' | 'device' } : {}),
   });
-  const { config } = loaded;
+  const config = loaded.geometry;
+  const about = loaded.architecture.describe?.(loaded.config) ?? loaded.architecture.name;
   // Vocabulary check here, where the file and line are known.
   checkPromptVocabulary(prompts, config.vocabSize, `${argv.model}/config.json`);
-  if (!argv.json) io.err(`model ${argv.model}: ${config.modelType}, ${config.numHiddenLayers} layers, hidden ${config.hiddenSize}, ${WEIGHTS_NOTE[loaded.weights](initSeed)}, ${loaded.ctx.dtype} on ${backend.name}${tp > 1 ? `, tensor parallel over ${tp} GPUs` : ''}\n`);
+  if (!argv.json) io.err(`model ${argv.model}: ${about}, ${WEIGHTS_NOTE[loaded.weights](initSeed)}, ${loaded.ctx.dtype} on ${backend.name}${tp > 1 ? `, tensor parallel over ${tp} GPUs` : ''}\n`);
 
   let result: GenerateResult;
   let prompt: Float32Array[] = [];
@@ -149,7 +150,7 @@ async function generateOn(argv: GenerateArgs, io: Io, run: Run, primary: boolean
   };
   if (argv.json) {
     io.out(JSON.stringify({
-      model: argv.model, model_type: config.modelType, backend: backend.name, dtype: loaded.ctx.dtype, weights: loaded.weights, tp,
+      model: argv.model, model_type: (loaded.config as { modelType?: string }).modelType ?? loaded.architecture.name, backend: backend.name, dtype: loaded.ctx.dtype, weights: loaded.weights, tp,
       ...(loaded.weights !== 'checkpoint' ? { init_seed: initSeed } : {}),
       sampling: { max_tokens: maxTokens, temperature: argv.temperature, top_k: topK, top_p: argv.topP, seed },
       outputs: result.outputs.map((o) => ({ prompt_ids: o.promptIds, token_ids: o.tokenIds })),

@@ -1,6 +1,6 @@
 import { existsSync, statSync } from 'node:fs';
 import { UserError, type DType } from '@fastkernels/core';
-import { loadLlamaConfig, writeRandomLlamaCheckpoint, writeTiledLlamaCheckpoint } from '@fastkernels/model-zoo';
+import { baselineRegistry, writeInitCheckpoint } from '@fastkernels/model-zoo';
 import type { Argv } from 'yargs';
 import { intFlag } from '../flags.js';
 import type { Io } from '../io.js';
@@ -21,11 +21,9 @@ export function runInitWeights(argv: InitWeightsArgs, io: Io): void {
   const dtype = DTYPES[argv.dtype];
   if (!dtype) throw new UserError(`unknown dtype '${argv.dtype}'`, { field: '--dtype', fix: 'use bf16, f16 or f32' });
   if (existsSync(argv.out) && !statSync(argv.out).isDirectory()) throw new UserError(`${argv.out} exists and is not a folder`, { field: '--out' });
-  const { config, raw } = loadLlamaConfig(argv.config);
-  const write = argv.tiled ? writeTiledLlamaCheckpoint : writeRandomLlamaCheckpoint;
-  const r = write(argv.out, raw, config, { seed, dtype, configPath: argv.config });
+  const r = writeInitCheckpoint(argv.config, argv.out, { seed, dtype, registry: baselineRegistry(), ...(argv.tiled ? { tiled: true } : {}) });
   if (argv.json) {
-    io.out(JSON.stringify({ out: argv.out, files: r.files, tensors: r.tensors, bytes: r.bytes, seed, dtype, tiled: Boolean(argv.tiled), model_type: config.modelType }, null, 2) + '\n');
+    io.out(JSON.stringify({ out: argv.out, files: r.files, tensors: r.tensors, bytes: r.bytes, seed, dtype, tiled: Boolean(argv.tiled), model_type: r.modelType ?? r.architecture }, null, 2) + '\n');
     return;
   }
   io.out(`wrote ${r.tensors} tensors (${(r.bytes / 2 ** 20).toFixed(2)} MiB, ${dtype}, seed ${seed}) in HF naming:\n${r.files.map((f) => `  ${f}`).join('\n')}\n`);

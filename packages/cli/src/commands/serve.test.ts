@@ -57,12 +57,12 @@ describe('serve on a folder with safetensors', () => {
   it('serves the checkpoint (the tokens of generate on the same folder), not random weights', async () => {
     const { mkdtempSync, readFileSync } = await import('node:fs');
     const { tmpdir } = await import('node:os');
-    const { parseLlamaConfig, writeRandomLlamaCheckpoint } = await import('@fastkernels/model-zoo');
+    const { baselineRegistry, writeRandomModelCheckpoint } = await import('@fastkernels/model-zoo');
     const { runGenerate } = await import('./generate.js');
     const dir = join(mkdtempSync(join(tmpdir(), 'fk-serve-ckpt-')), 'tiny-llama');
     const raw = JSON.parse(readFileSync(join(TINY, 'config.json'), 'utf8')) as Record<string, unknown>;
     // a seed no random init would pick (serve used to draw seed-0 random weights whatever the folder held)
-    writeRandomLlamaCheckpoint(dir, raw, parseLlamaConfig(raw), { seed: 11, dtype: 'f32' });
+    writeRandomModelCheckpoint(dir, raw, { registry: baselineRegistry(), seed: 11, dtype: 'f32' });
     let out = '';
     await runGenerate({ model: dir, promptIds: '3,1,4,1,5', maxTokens: 6, temperature: 0, topK: 0, topP: 1, seed: 0, backend: 'cpu', dtype: 'f32', json: true, initSeed: 0 }, { out: (s) => (out += s), err: () => {} }, []);
     const expected = (JSON.parse(out) as { outputs: { token_ids: number[] }[] }).outputs[0]!.token_ids;

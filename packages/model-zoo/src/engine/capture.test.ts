@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { cpuBackend } from '../../test/l1-harness.js';
 import { baselineRegistry } from '../index.js';
 import { captureWorkload } from './capture.js';
-import { loadLlamaModel } from './load-model.js';
+import { loadModel } from '../models/load-model.js';
 import { parseWorkloadJsonl, resolveWorkload, syntheticWorkload } from './workloads.js';
 
 const FIXTURES = join(import.meta.dirname, '../../fixtures');
@@ -20,8 +20,8 @@ describe('capture', () => {
     const { path } = captureWorkload({
       baseline, workload, outDir: join(tmp, 'bf16'), model: 'tiny-llama', engine: { maxModelLen: 32, maxNumSeqs: 2, maxNumBatchedTokens: 16 },
       load: (registry) => {
-        const m = loadLlamaModel(join(FIXTURES, 'tiny-llama'), { backend: cpuBackend(), registry, dtype: 'bf16' });
-        return { model: m.model, ctx: m.ctx, geometry: m.config, dispose: () => m.model.dispose() };
+        const m = loadModel(join(FIXTURES, 'tiny-llama'), { backend: cpuBackend(), registry, dtype: 'bf16' });
+        return { model: m.model, ctx: m.ctx, geometry: m.geometry, dispose: () => m.model.dispose() };
       },
     });
     const index = CaptureIndexSchema.parse(JSON.parse(readFileSync(path, 'utf8')));
@@ -38,8 +38,8 @@ describe('capture', () => {
     const { path, outputTokens } = captureWorkload({
       baseline, workload, outDir: tmp, model: 'tiny-llama', engine: { maxModelLen: 64, maxNumSeqs: 4, maxNumBatchedTokens: 16 },
       load: (registry) => {
-        const m = loadLlamaModel(join(FIXTURES, 'tiny-llama'), { backend: cpuBackend(), registry, dtype: 'f32' });
-        return { model: m.model, ctx: m.ctx, geometry: m.config, dispose: () => m.model.dispose() };
+        const m = loadModel(join(FIXTURES, 'tiny-llama'), { backend: cpuBackend(), registry, dtype: 'f32' });
+        return { model: m.model, ctx: m.ctx, geometry: m.geometry, dispose: () => m.model.dispose() };
       },
     });
     expect(outputTokens).toBe(workload.requests.reduce((a, r) => a + r.outputLen, 0));

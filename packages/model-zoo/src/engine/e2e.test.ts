@@ -11,7 +11,7 @@ import { SiluAndMul } from '../families/dense-moe-llm/L1/silu_and_mul.js';
 import { baselineRegistry } from '../index.js';
 import { EmulatedGraphRuntime } from './device-io.js';
 import { E2eRunner, agreeOnRun, calibratedCorrectness, runToRunSpread, speedupIntervals, tokenDiscrepancies, tokensDigest, type E2eModelSource } from './e2e.js';
-import { loadLlamaModel } from './load-model.js';
+import { loadModel } from '../models/load-model.js';
 import { isGraphCapturing } from './runner.js';
 import { syntheticWorkload } from './workloads.js';
 
@@ -21,8 +21,8 @@ const source: E2eModelSource = {
   name: 'tiny-llama',
   family: 'dense-moe-llm',
   load: (registry) => {
-    const m = loadLlamaModel(join(FIXTURES, 'tiny-llama'), { backend: cpuBackend(), registry, dtype: 'f32' });
-    return { model: m.model, ctx: m.ctx, geometry: m.config, dispose: () => m.model.dispose() };
+    const m = loadModel(join(FIXTURES, 'tiny-llama'), { backend: cpuBackend(), registry, dtype: 'f32' });
+    return { model: m.model, ctx: m.ctx, geometry: m.geometry, dispose: () => m.model.dispose() };
   },
 };
 

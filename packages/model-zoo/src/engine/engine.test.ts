@@ -6,7 +6,7 @@ import { BlockManager } from './block-manager.js';
 import { getForwardContext, hasForwardContext, withForwardContext, type ForwardContext } from './forward-context.js';
 import { generate } from './generate.js';
 import { KvCache } from './kv-cache.js';
-import { loadLlamaModel } from './load-model.js';
+import { loadModel } from '../models/load-model.js';
 import { ModelRunner } from './model-runner.js';
 import { parsePromptJsonl } from './prompts.js';
 import { DEFAULT_SAMPLING, Sequence } from './sequence.js';
@@ -62,10 +62,10 @@ describe('forward context', () => {
 
 describe('ModelRunner', () => {
   it('a mixed step (one prefill + one decode) samples what separate runs do', () => {
-    const m = loadLlamaModel(join(FIXTURES, 'tiny-mistral'), { backend: cpuBackend(), registry: baselineRegistry(), dtype: 'f32' });
+    const m = loadModel(join(FIXTURES, 'tiny-mistral'), { backend: cpuBackend(), registry: baselineRegistry(), dtype: 'f32' });
     const A = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5];
     const B = [2, 7, 1, 8, 2, 8, 1, 8, 2, 8, 4, 5, 9, 0, 4, 5, 2, 3];
-    const ref = generate(m.model, m.ctx, m.config, [{ promptIds: A }, { promptIds: B }], { maxTokens: 2 }).outputs.map((o) => o.tokenIds);
+    const ref = generate(m.model, m.ctx, m.geometry, [{ promptIds: A }, { promptIds: B }], { maxTokens: 2 }).outputs.map((o) => o.tokenIds);
     const cache = new KvCache(cpuBackend(), 0, { numLayers: 2, numKvHeads: 2, headDim: 16, blockSize: 16, dtype: 'f32' }, 6);
     const bm = new BlockManager(6);
     const runner = new ModelRunner(m.model, m.ctx, cache, bm);

@@ -11,10 +11,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { cpuBackend } from '../../test/l1-harness.js';
 import { parseLlamaConfig } from '../families/dense-moe-llm/config.js';
 import { baselineRegistry } from '../index.js';
-import { writeRandomLlamaCheckpoint } from '../weights/llama-weights.js';
 import { SafetensorsFile } from '../weights/safetensors.js';
 import { generate } from './generate.js';
-import { loadLlamaModel } from './load-model.js';
+import { loadModel, writeRandomModelCheckpoint } from '../models/load-model.js';
 
 const FIXTURES = join(import.meta.dirname, '../../fixtures');
 const tmp = mkdtempSync(join(tmpdir(), 'fk-llama-'));
@@ -161,12 +160,11 @@ describe.each(['tiny-llama', 'tiny-qwen2', 'tiny-mistral'])('%s end to end on th
   const dir = join(tmp, name);
 
   it(`greedy output matches an independent float64 forward for ${STEPS} steps (tokens identical, logits close)`, () => {
-    const cfg = parseLlamaConfig(rawCfg, `${name}/config.json`);
-    writeRandomLlamaCheckpoint(dir, rawCfg, cfg, { seed: 5, dtype: 'f32', configPath: join(FIXTURES, name, 'config.json') });
-    const loaded = loadLlamaModel(dir, { backend: cpuBackend(), registry: baselineRegistry() });
+    writeRandomModelCheckpoint(dir, rawCfg, { registry: baselineRegistry(), seed: 5, dtype: 'f32', configPath: join(FIXTURES, name, 'config.json') });
+    const loaded = loadModel(dir, { backend: cpuBackend(), registry: baselineRegistry() });
     expect(loaded.weights).toBe('checkpoint');
     expect(loaded.ctx.dtype).toBe('f32');
-    const res = generate(loaded.model, loaded.ctx, loaded.config, PROMPTS.map((p) => ({ promptIds: p })), { maxTokens: STEPS, collectLogits: true });
+    const res = generate(loaded.model, loaded.ctx, loaded.geometry, PROMPTS.map((p) => ({ promptIds: p })), { maxTokens: STEPS, collectLogits: true });
     const w = readAll(join(dir, 'model.safetensors'));
     let worst = 0;
     res.outputs.forEach((out, s) => {
@@ -189,8 +187,8 @@ describe.each(['tiny-llama', 'tiny-qwen2', 'tiny-mistral'])('%s end to end on th
 
   it('config.json alone gives the same seeded random model as the written checkpoint', () => {
     const cfg = parseLlamaConfig(rawCfg);
-    const a = loadLlamaModel(dir, { backend: cpuBackend(), registry: baselineRegistry() });
-    const b = loadLlamaModel(join(FIXTURES, name), { backend: cpuBackend(), registry: baselineRegistry(), initSeed: 5, dtype: 'f32' });
+    const a = loadModel(dir, { backend: cpuBackend(), registry: baselineRegistry() });
+    const b = loadModel(join(FIXTURES, name), { backend: cpuBackend(), registry: baselineRegistry(), initSeed: 5, dtype: 'f32' });
     expect(b.weights).toBe('random');
     const req = [{ promptIds: PROMPTS[0]! }];
     const ta = generate(a.model, a.ctx, cfg, req, { maxTokens: 4 }).outputs[0]!.tokenIds;
@@ -205,10 +203,10 @@ describe('generate', () => {
   const cfg = parseLlamaConfig(rawCfg);
 
   it('loads a bf16 checkpoint into a bf16 model (direct byte stream) and into an f32 model (converted)', () => {
-    writeRandomLlamaCheckpoint(dir, rawCfg, cfg, { seed: 3, dtype: 'bf16' });
+    writeRandomModelCheckpoint(dir, rawCfg, { registry: baselineRegistry(), seed: 3, dtype: 'bf16' });
     expect(JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')).torch_dtype).toBe('bfloat16');
-    const bf = loadLlamaModel(dir, { backend: cpuBackend(), registry: baselineRegistry() });
-    const f32 = loadLlamaModel(dir, { backend: cpuBackend(), registry: baselineRegistry(), dtype: 'f32' });
+    const bf = loadModel(dir, { backend: cpuBackend(), registry: baselineRegistry() });
+    const f32 = loadModel(dir, { backend: cpuBackend(), registry: baselineRegistry(), dtype: 'f32' });
     expect(bf.ctx.dtype).toBe('bf16');
     const emb = (m: typeof bf) => m.model.namedParameters().find(([k]) => k === 'model.layers.1.self_attn.qkv_proj.weight')![1].toFloat64Array();
     expect([...emb(f32)]).toEqual([...emb(bf)]);
@@ -219,7 +217,7 @@ describe('generate', () => {
   });
 
   it('samples with temperature / top-k / top-p reproducibly from a seed, and per-request max tokens', () => {
-    const m = loadLlamaModel(join(FIXTURES, 'tiny-llama'), { backend: cpuBackend(), registry: baselineRegistry() });
+    const m = loadModel(join(FIXTURES, 'tiny-llama'), { backend: cpuBackend(), registry: baselineRegistry() });
     const req = [{ promptIds: PROMPTS[0]!, maxTokens: 3 }, { promptIds: PROMPTS[1]! }];
     const opts = { maxTokens: 7, temperature: 0.9, topK: 50, topP: 0.9, seed: 1234 };
     const a = generate(m.model, m.ctx, cfg, req, opts);
@@ -231,7 +229,7 @@ describe('generate', () => {
   });
 
   it('rejects prompt ids outside the vocabulary and prompts past max_position_embeddings', () => {
-    const m = loadLlamaModel(join(FIXTURES, 'tiny-llama'), { backend: cpuBackend(), registry: baselineRegistry(), dtype: 'f32' });
+    const m = loadModel(join(FIXTURES, 'tiny-llama'), { backend: cpuBackend(), registry: baselineRegistry(), dtype: 'f32' });
     expect(() => generate(m.model, m.ctx, cfg, [{ promptIds: [1, 2] }, { promptIds: [3, 256] }])).toThrow(/prompt 1, token 1: id 256 is outside the vocabulary \[0, 256\)/);
     expect(() => generate(m.model, m.ctx, cfg, [{ promptIds: [-1] }])).toThrow(/id -1 is outside/);
     expect(() => generate(m.model, m.ctx, cfg, [{ promptIds: [1] }], { maxTokens: 300 })).toThrow(/exceed max_position_embeddings 256/);

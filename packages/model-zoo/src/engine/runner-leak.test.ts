@@ -12,7 +12,7 @@ import { Sampler } from '../families/dense-moe-llm/L1/sampler.js';
 import { baselineRegistry } from '../index.js';
 import { EmulatedGraphRuntime } from './device-io.js';
 import { LLMEngine } from './engine.js';
-import { loadLlamaModel } from './load-model.js';
+import { loadModel } from '../models/load-model.js';
 import { formatGraphPool } from './memory.js';
 
 const FIXTURES = join(import.meta.dirname, '../../fixtures');
@@ -57,10 +57,10 @@ class ExhaustingGraphRuntime extends EmulatedGraphRuntime {
 describe('engine steps release what they allocate', () => {
   it('a decode-graph capture that runs out of pool (retried with a bigger one) leaks no logits', () => {
     const backend = new FailingBackend();
-    const m = loadLlamaModel(join(FIXTURES, 'tiny-llama'), { backend, registry: baselineRegistry(), dtype: 'bf16' });
+    const m = loadModel(join(FIXTURES, 'tiny-llama'), { backend, registry: baselineRegistry(), dtype: 'bf16' });
     const graphs = new ExhaustingGraphRuntime(backend);
     const weights = backend.memoryStats().liveStorages;
-    const engine = new LLMEngine(m.model, m.ctx, m.config, { maxModelLen: 128, maxNumSeqs: 4, maxNumBatchedTokens: 32, numKvBlocks: 32, graphs });
+    const engine = new LLMEngine(m.model, m.ctx, m.geometry, { maxModelLen: 128, maxNumSeqs: 4, maxNumBatchedTokens: 32, numKvBlocks: 32, graphs });
     try {
       expect(backend.thrown.length).toBe(1);
       expect(backend.thrown[0]).toMatch(/Tensor\.to[\s\S]*decodeBody/); // the bf16 logits were live, as on the H200
@@ -96,9 +96,9 @@ describe('engine steps release what they allocate', () => {
     registry.override('L1/sampler', FlakySampler);
     for (const dtype of ['f32', 'bf16'] as const) {
       const backend = new CpuBackend();
-      const m = loadLlamaModel(join(FIXTURES, 'tiny-llama'), { backend, registry, dtype });
+      const m = loadModel(join(FIXTURES, 'tiny-llama'), { backend, registry, dtype });
       const weights = backend.memoryStats().liveStorages;
-      const engine = new LLMEngine(m.model, m.ctx, m.config, { maxModelLen: 128, maxNumSeqs: 4, maxNumBatchedTokens: 32, numKvBlocks: 32, graphs: false });
+      const engine = new LLMEngine(m.model, m.ctx, m.geometry, { maxModelLen: 128, maxNumSeqs: 4, maxNumBatchedTokens: 32, numKvBlocks: 32, graphs: false });
       try {
         const req = [{ promptIds: [3, 1, 4, 1, 5], params: { maxTokens: 3, ignoreEos: true } }];
         const ref = engine.generate(req)[0]!.tokenIds;

@@ -10,7 +10,7 @@ import { BlockManager } from './block-manager.js';
 import { EmulatedGraphRuntime } from './device-io.js';
 import { LLMEngine } from './engine.js';
 import { KvCache } from './kv-cache.js';
-import { loadLlamaModel } from './load-model.js';
+import { loadModel } from '../models/load-model.js';
 import { ModelRunner } from './model-runner.js';
 import { DEFAULT_SAMPLING, Sequence, type SamplingParams } from './sequence.js';
 
@@ -47,7 +47,7 @@ const greedy = (maxTokens: number): SamplingParams => ({ ...DEFAULT_SAMPLING, ma
 describe('SampleHint from the engine', () => {
   it('ModelRunner: a batch mixing greedy and sampled requests passes sampledRows = rows with temperature > 0', () => {
     const { backend, calls } = recordingBackend();
-    const m = loadLlamaModel(join(FIXTURES, 'tiny-mistral'), { backend, registry: baselineRegistry(), dtype: 'f32' });
+    const m = loadModel(join(FIXTURES, 'tiny-mistral'), { backend, registry: baselineRegistry(), dtype: 'f32' });
     const cache = new KvCache(backend, 0, { numLayers: 2, numKvHeads: 2, headDim: 16, blockSize: 16, dtype: 'f32' }, 8);
     const bm = new BlockManager(8);
     const runner = new ModelRunner(m.model, m.ctx, cache, bm);
@@ -75,8 +75,8 @@ describe('SampleHint from the engine', () => {
 
   it('LLMEngine (eager steps): every sample call carries the count of its drawing rows', () => {
     const { backend, calls } = recordingBackend();
-    const m = loadLlamaModel(join(FIXTURES, 'tiny-llama'), { backend, registry: baselineRegistry(), dtype: 'f32' });
-    const e = new LLMEngine(m.model, m.ctx, m.config, { maxModelLen: 128, maxNumSeqs: 8, maxNumBatchedTokens: 256, graphs: false });
+    const m = loadModel(join(FIXTURES, 'tiny-llama'), { backend, registry: baselineRegistry(), dtype: 'f32' });
+    const e = new LLMEngine(m.model, m.ctx, m.geometry, { maxModelLen: 128, maxNumSeqs: 8, maxNumBatchedTokens: 256, graphs: false });
     try {
       const reqs = Array.from({ length: 6 }, (_, i) => ({
         promptIds: Array.from({ length: 2 + i }, (_, j) => (i * 31 + j * 7) % 200),
@@ -103,8 +103,8 @@ describe('SampleHint from the engine', () => {
     }));
     const run = (graphs: false | EmulatedGraphRuntime) => {
       const { backend, calls } = recordingBackend(true);
-      const m = loadLlamaModel(join(FIXTURES, 'tiny-llama'), { backend, registry: baselineRegistry(), dtype: 'f32' });
-      const e = new LLMEngine(m.model, m.ctx, m.config, { maxModelLen: 128, maxNumSeqs: 8, maxNumBatchedTokens: 256, graphs });
+      const m = loadModel(join(FIXTURES, 'tiny-llama'), { backend, registry: baselineRegistry(), dtype: 'f32' });
+      const e = new LLMEngine(m.model, m.ctx, m.geometry, { maxModelLen: 128, maxNumSeqs: 8, maxNumBatchedTokens: 256, graphs });
       try {
         calls.length = 0; // warm-up and capture done: from here, the steps
         const out = e.generate(reqs).map((o) => o.tokenIds);

@@ -7,13 +7,13 @@ import { BlockManager } from './block-manager.js';
 import { EmulatedGraphRuntime } from './device-io.js';
 import { LLMEngine, summarizeSteps, type EngineOptions } from './engine.js';
 import { generate } from './generate.js';
-import { loadLlamaModel } from './load-model.js';
+import { loadModel } from '../models/load-model.js';
 import { graphBucketSizes } from './runner.js';
 import { Scheduler } from './scheduler.js';
 import { DEFAULT_SAMPLING, Sequence } from './sequence.js';
 
 const FIXTURES = join(import.meta.dirname, '../../fixtures');
-const loaded = loadLlamaModel(join(FIXTURES, 'tiny-llama'), { backend: cpuBackend(), registry: baselineRegistry(), dtype: 'f32' });
+const loaded = loadModel(join(FIXTURES, 'tiny-llama'), { backend: cpuBackend(), registry: baselineRegistry(), dtype: 'f32' });
 afterAll(() => loaded.model.dispose());
 
 /** Prompts of assorted lengths (some cross block boundaries, one is a single token). */
@@ -23,7 +23,7 @@ function prompts(n: number, seed = 1): number[][] {
 }
 
 function engine(opts: EngineOptions): LLMEngine {
-  return new LLMEngine(loaded.model, loaded.ctx, loaded.config, { maxModelLen: 128, maxNumSeqs: 8, maxNumBatchedTokens: 256, graphs: false, ...opts });
+  return new LLMEngine(loaded.model, loaded.ctx, loaded.geometry, { maxModelLen: 128, maxNumSeqs: 8, maxNumBatchedTokens: 256, graphs: false, ...opts });
 }
 
 function run(opts: EngineOptions, ps: number[][], maxTokens: (i: number) => number) {
@@ -41,7 +41,7 @@ function run(opts: EngineOptions, ps: number[][], maxTokens: (i: number) => numb
 
 const PS = prompts(10);
 const MAXT = (i: number) => 3 + ((i * 7) % 11);
-const reference = generate(loaded.model, loaded.ctx, loaded.config, PS.map((p, i) => ({ promptIds: p, maxTokens: MAXT(i) }))).outputs.map((o) => o.tokenIds);
+const reference = generate(loaded.model, loaded.ctx, loaded.geometry, PS.map((p, i) => ({ promptIds: p, maxTokens: MAXT(i) }))).outputs.map((o) => o.tokenIds);
 
 describe('LLMEngine (continuous batching) on the CPU backend', () => {
   it('greedy outputs equal the straightforward prefill-then-decode loop', () => {
@@ -155,7 +155,7 @@ describe('LLMEngine (continuous batching) on the CPU backend', () => {
     // fits a bucket. A step chained behind an eager one would overwrite the tokens the eager step has not read yet.
     const ps = PS.slice(0, 5);
     const maxT = (i: number) => 12 + i;
-    const want = generate(loaded.model, loaded.ctx, loaded.config, ps.map((p, i) => ({ promptIds: p, maxTokens: maxT(i) }))).outputs.map((o) => o.tokenIds);
+    const want = generate(loaded.model, loaded.ctx, loaded.geometry, ps.map((p, i) => ({ promptIds: p, maxTokens: maxT(i) }))).outputs.map((o) => o.tokenIds);
     const { out, engine: e } = run({ graphs: new EmulatedGraphRuntime(), maxGraphBatch: 2, chainDecode: true }, ps, maxT);
     expect(out.map((o) => o.tokenIds)).toEqual(want);
     expect(e.chainStats.used).toBeGreaterThan(0);

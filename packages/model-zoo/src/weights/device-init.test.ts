@@ -1,5 +1,5 @@
 /**
- * initLlamaWeightsOnDevice (pools tiled by device copies; here on the CPU backend), the fast bf16 encoder of
+ * initWeightsOnDevice (pools tiled by device copies; here on the CPU backend), the fast bf16 encoder of
  * init-weights, and promptLogits (every prompt position's logits through the engine's prefill path).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -8,12 +8,13 @@ import { join } from 'node:path';
 import { Rng, numberToBf16 } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { cpuBackend } from '../../test/l1-harness.js';
-import { loadLlamaConfig } from '../families/dense-moe-llm/config.js';
+import type { LlamaConfig } from '../families/dense-moe-llm/config.js';
+import { llamaArchitecture } from '../families/dense-moe-llm/model.js';
 import { baselineRegistry } from '../index.js';
 import { generate } from '../engine/generate.js';
-import { loadLlamaModel } from '../engine/load-model.js';
+import { loadModel, loadModelConfig, weightPlanFor, writeRandomModelCheckpoint } from '../models/load-model.js';
 import { promptLogits } from '../engine/prompt-logits.js';
-import { encodeValues, llamaWeightMap, writeTiledLlamaCheckpoint } from './llama-weights.js';
+import { encodeValues } from './encode.js';
 
 const FIXTURES = join(import.meta.dirname, '../../fixtures');
 
@@ -38,12 +39,12 @@ describe('encodeValues', () => {
   });
 });
 
-describe('initLlamaWeightsOnDevice', () => {
+describe('initWeightsOnDevice', () => {
   for (const name of ['tiny-llama', 'tiny-qwen2']) {
     it(`${name}: every parameter filled at the init scale, seeded, tied embeddings identical`, () => {
       const dir = join(FIXTURES, name);
-      const { config } = loadLlamaConfig(join(dir, 'config.json'));
-      const load = (seed: number) => loadLlamaModel(dir, { backend: cpuBackend(), registry: baselineRegistry(), dtype: 'f32', randomInit: 'device', initSeed: seed });
+      const config = loadModelConfig(join(dir, 'config.json')).config as LlamaConfig;
+      const load = (seed: number) => loadModel(dir, { backend: cpuBackend(), registry: baselineRegistry(), dtype: 'f32', randomInit: 'device', initSeed: seed });
       const a = load(3);
       const b = load(3);
       const c = load(4);
@@ -51,7 +52,7 @@ describe('initLlamaWeightsOnDevice', () => {
       const pa = new Map(a.model.namedParameters());
       const pb = new Map(b.model.namedParameters());
       const pc = new Map(c.model.namedParameters());
-      for (const m of llamaWeightMap(config)) {
+      for (const m of weightPlanFor(llamaArchitecture, config, baselineRegistry())) {
         const x = pa.get(m.target)!.narrow(0, m.rowOffset, m.shape[0]!).toFloat64Array();
         const mean = x.reduce((s, y) => s + y, 0) / x.length;
         const sd = Math.sqrt(x.reduce((s, y) => s + (y - mean) ** 2, 0) / x.length);
@@ -71,16 +72,16 @@ describe('initLlamaWeightsOnDevice', () => {
   }
 });
 
-describe('writeTiledLlamaCheckpoint (init-weights --tiled)', () => {
+describe('writeRandomModelCheckpoint tiled (init-weights --tiled)', () => {
   for (const name of ['tiny-llama', 'tiny-qwen2']) {
     it(`${name}: the checkpoint loads to exactly the model --random-init device builds`, () => {
       const src = join(FIXTURES, name);
-      const { config, raw } = loadLlamaConfig(join(src, 'config.json'));
+      const { raw } = loadModelConfig(join(src, 'config.json'));
       const out = mkdtempSync(join(tmpdir(), 'fk-tiled-'));
       try {
-        writeTiledLlamaCheckpoint(out, raw, config, { seed: 5, dtype: 'f32' });
-        const fromFile = loadLlamaModel(out, { backend: cpuBackend(), registry: baselineRegistry(), dtype: 'f32' });
-        const onDevice = loadLlamaModel(src, { backend: cpuBackend(), registry: baselineRegistry(), dtype: 'f32', randomInit: 'device', initSeed: 5 });
+        writeRandomModelCheckpoint(out, raw, { registry: baselineRegistry(), seed: 5, dtype: 'f32', tiled: true });
+        const fromFile = loadModel(out, { backend: cpuBackend(), registry: baselineRegistry(), dtype: 'f32' });
+        const onDevice = loadModel(src, { backend: cpuBackend(), registry: baselineRegistry(), dtype: 'f32', randomInit: 'device', initSeed: 5 });
         expect(fromFile.weights).toBe('checkpoint');
         const want = new Map(onDevice.model.namedParameters());
         for (const [k, p] of fromFile.model.namedParameters()) expect([...p.toFloat64Array()], k).toEqual([...want.get(k)!.toFloat64Array()]);
@@ -96,17 +97,17 @@ describe('writeTiledLlamaCheckpoint (init-weights --tiled)', () => {
 describe('promptLogits', () => {
   it("rows are every prompt position's logits; the last equals generate's first-step logits", () => {
     const dir = join(FIXTURES, 'tiny-mistral'); // window 8 < prompt
-    const m = loadLlamaModel(dir, { backend: cpuBackend(), registry: baselineRegistry(), dtype: 'f32', initSeed: 2 });
+    const m = loadModel(dir, { backend: cpuBackend(), registry: baselineRegistry(), dtype: 'f32', initSeed: 2 });
     const prompt = [5, 9, 3, 77, 12, 200, 31, 8, 8, 41, 100, 7, 66];
     const P = prompt.length;
-    const V = m.config.vocabSize;
-    const all = promptLogits(m.model, m.ctx, m.config, prompt, { chunkRows: 5 });
+    const V = m.geometry.vocabSize;
+    const all = promptLogits(m.model, m.ctx, m.geometry, prompt, { chunkRows: 5 });
     expect(all.length).toBe(P * V);
-    const g = generate(m.model, m.ctx, m.config, [{ promptIds: prompt }], { maxTokens: 1, collectLogits: true });
+    const g = generate(m.model, m.ctx, m.geometry, [{ promptIds: prompt }], { maxTokens: 1, collectLogits: true });
     const first = g.outputs[0]!.logits![0]!;
     expect(Math.max(...first.map((x, j) => Math.abs(x - all[(P - 1) * V + j]!)))).toBeLessThan(1e-5);
     // a prefix's logits do not depend on later tokens (causal), so the shorter prompt's rows match
-    const pre = promptLogits(m.model, m.ctx, m.config, prompt.slice(0, 6));
+    const pre = promptLogits(m.model, m.ctx, m.geometry, prompt.slice(0, 6));
     expect(Math.max(...pre.map((x, i) => Math.abs(x - all[i]!)))).toBeLessThan(1e-5);
     m.model.dispose();
   });

@@ -4,10 +4,11 @@ import { join } from 'node:path';
 import { Tensor, UserError, elementAccessor } from '@fastkernels/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { cpuBackend } from '../../test/l1-harness.js';
-import { parseLlamaConfig } from '../families/dense-moe-llm/config.js';
+import { parseLlamaConfig, type LlamaConfig } from '../families/dense-moe-llm/config.js';
+import { llamaArchitecture } from '../families/dense-moe-llm/model.js';
 import { baselineRegistry } from '../index.js';
-import { loadLlamaModel } from '../engine/load-model.js';
-import { llamaWeightMap, writeRandomLlamaCheckpoint } from './llama-weights.js';
+import { loadModel, weightPlanFor, writeRandomModelCheckpoint } from '../models/load-model.js';
+import type { TensorParallelRank } from './weight-plan.js';
 import { Checkpoint, SafetensorsFile, writeSafetensors, type WriteEntry } from './safetensors.js';
 import { userError } from '../../test/user-error.js';
 
@@ -34,6 +35,9 @@ function rawFile(path: string, header: unknown, data: Uint8Array): void {
   len.writeBigUInt64LE(BigInt(h.byteLength));
   writeFileSync(path, Buffer.concat([len, h, data]));
 }
+
+/** The weight plan of a Llama config at a rank (the module tree enumerated on the meta backend). */
+const llamaWeightMap = (c: LlamaConfig, tp?: TensorParallelRank) => weightPlanFor(llamaArchitecture, c, baselineRegistry(), tp);
 
 describe('safetensors', () => {
   it('round-trips bf16 / f16 / f32 / i64 tensors with metadata; header 8-byte aligned', () => {
@@ -134,14 +138,14 @@ describe('Llama checkpoints: HF names, bad checkpoints', () => {
 
   it('writes HF names only (no lm_head when tied) and loads q_proj into the first rows of qkv_proj', () => {
     const d = join(tmp, 'qwen');
-    writeRandomLlamaCheckpoint(d, rawCfg, cfg, { seed: 1, dtype: 'f32' });
+    writeRandomModelCheckpoint(d, rawCfg, { registry: baselineRegistry(), seed: 1, dtype: 'f32' });
     const f = SafetensorsFile.open(join(d, 'model.safetensors'));
     expect(f.tensors.has('lm_head.weight')).toBe(false);
     expect(f.tensors.has('model.layers.0.self_attn.q_proj.bias')).toBe(true);
     expect(f.tensors.size).toBe(1 + 2 * 12 + 1);
     const kBytes = f.readBytes('model.layers.1.self_attn.k_proj.weight');
     f.close();
-    const m = loadLlamaModel(d, { backend: cpuBackend(), registry: baselineRegistry() });
+    const m = loadModel(d, { backend: cpuBackend(), registry: baselineRegistry() });
     const qkv = m.model.namedParameters().find(([k]) => k === 'model.layers.1.self_attn.qkv_proj.weight')![1];
     const rows = qkv.narrow(0, 64, 32);
     expect([...rows.toHostBytes()]).toEqual([...kBytes]);
@@ -160,7 +164,7 @@ describe('Llama checkpoints: HF names, bad checkpoints', () => {
     good.close();
     return d;
   }
-  const load = (d: string) => loadLlamaModel(d, { backend: cpuBackend(), registry: baselineRegistry() });
+  const load = (d: string) => loadModel(d, { backend: cpuBackend(), registry: baselineRegistry() });
 
   it('a missing tensor is named with its expected shape', () => {
     const d = variant('missing', (es) => es.filter((e) => e.name !== 'model.layers.1.mlp.up_proj.weight'));

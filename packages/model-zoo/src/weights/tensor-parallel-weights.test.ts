@@ -9,15 +9,21 @@ import { join } from 'node:path';
 import { Tensor, TensorParallelGroup, withTensorParallelGroup } from '@fastkernels/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { cpuBackend } from '../../test/l1-harness.js';
-import { parseLlamaConfig } from '../families/dense-moe-llm/config.js';
+import { parseLlamaConfig, type LlamaConfig } from '../families/dense-moe-llm/config.js';
+import { llamaArchitecture } from '../families/dense-moe-llm/model.js';
+import { baselineRegistry } from '../index.js';
+import { weightPlanFor, writeRandomModelCheckpoint } from '../models/load-model.js';
 import { kvCacheSpecFor } from '../engine/kv-cache.js';
-import { llamaWeightMap, mappedShape, writeRandomLlamaCheckpoint } from './llama-weights.js';
+import { mappedShape, type TensorParallelRank } from './weight-plan.js';
 import { SafetensorsFile } from './safetensors.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'fk-tp-weights-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 const raw = JSON.parse(readFileSync(join(import.meta.dirname, '../../fixtures/tiny-llama/config.json'), 'utf8')) as Record<string, unknown>;
 const cfg = parseLlamaConfig(raw); // hidden 64, 4 heads, 2 kv heads, head 16, intermediate 128, vocab 256
+
+/** The weight plan of a Llama config at a rank (the module tree enumerated on the meta backend). */
+const llamaWeightMap = (c: LlamaConfig, tp?: TensorParallelRank) => weightPlanFor(llamaArchitecture, c, baselineRegistry(), tp);
 
 describe('the weight map of a tensor-parallel rank', () => {
   const byName = (rank: number, world: number) => new Map(llamaWeightMap(cfg, { rank, world }).map((m) => [`${m.hfName}>${m.target}`, m]));
@@ -80,7 +86,7 @@ describe('the weight map of a tensor-parallel rank', () => {
 
 describe('SafetensorsFile.readSliceInto reads only a slice, contiguous in its own shape', () => {
   const dir = join(tmp, 'ckpt');
-  writeRandomLlamaCheckpoint(dir, raw, cfg, { seed: 2, dtype: 'f32' });
+  writeRandomModelCheckpoint(dir, raw, { registry: baselineRegistry(), seed: 2, dtype: 'f32' });
   const f = SafetensorsFile.open(join(dir, 'model.safetensors'));
   afterAll(() => f.close());
   const full = (name: string) => new Float32Array(f.readBytes(name).slice().buffer);

@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import { UserError, parseDType, type DType } from '@fastkernels/core';
 import { z } from 'zod';
 import type { Llama3RopeScaling } from './L1/rotary_emb.js';
@@ -209,23 +208,6 @@ function parseRopeScaling(r: z.infer<typeof ropeDict>, field: string, file: stri
   }
   if (type === 'linear') return { ropeType: 'linear', factor: need('factor') };
   throw new UserError(`unsupported ${field}.rope_type '${type}' in ${file}: supported: ${SUPPORTED_ROPE_TYPES.join(', ')}`, { field: `${field}.rope_type` });
-}
-
-/** Read and parse a config.json. */
-export function loadLlamaConfig(file: string): { config: LlamaConfig; raw: Record<string, unknown> } {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (e) {
-    throw new UserError(`cannot read ${file}: ${(e as Error).message}`, { fix: 'pass a model folder holding config.json' });
-  }
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch (e) {
-    throw new UserError(`${file} is not valid JSON: ${(e as Error).message}`);
-  }
-  return { config: parseLlamaConfig(raw, file), raw: raw as Record<string, unknown> };
 }
 
 /** vLLM's attention scale. */

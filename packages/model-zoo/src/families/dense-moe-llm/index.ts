@@ -27,6 +27,8 @@ export { LlamaForCausalLM, LlamaModel, llamaTask } from './L4/llama.js';
 export { VocabParallelEmbedding, embeddingTask } from './L1/embedding.js';
 export { KV_BLOCK_SIZE } from './L1/store_kvcache.js';
 export { cosSinCacheReference } from './L1/rotary_emb.js';
+export { llamaArchitecture } from './model.js';
+export { llamaWeightRules } from './weights.js';
 export { checkLlamaTensorParallel, llamaTensorParallelPlan, type LlamaTensorParallelPlan } from './tensor-parallel.js';
 
 /** The decoder-LLM spine (Llama, Qwen2, Mistral ...), lowest level first. */

@@ -1,0 +1,149 @@
+/**
+ * One entry for every command: a model folder (config.json + safetensors, or config.json alone: seeded random
+ * weights) -> its architecture from the model registry, the module tree built in the context, the weights loaded or
+ * drawn through the tree's parameter plan. Under tensor parallelism (a group of world > 1 current) the tree is this
+ * rank's shard and each checkpoint tensor is read as this rank's slice only.
+ */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { TensorParallelGroup, UserError, currentTensorParallelGroup, withTensorParallelGroup, type Backend, type DType, type ExecutionContext, type ModuleRegistry } from '@fastkernels/core';
+import type { CausalLM } from '../engine/model-runner.js';
+import { llamaArchitecture } from '../families/dense-moe-llm/model.js';
+import { writeRandomCheckpoint, type WrittenCheckpoint } from '../weights/checkpoint-writer.js';
+import { loadWeights } from '../weights/load-weights.js';
+import { metaBackend } from '../weights/meta-backend.js';
+import { initWeightsOnDevice, initWeightsRandom } from '../weights/random-init.js';
+import { Checkpoint } from '../weights/safetensors.js';
+import { planWeights, type TensorParallelRank, type WeightMapping } from '../weights/weight-plan.js';
+import { ModelRegistry, resolveConfigFile, type DecoderGeometry, type ModelArchitecture, type ResolvedConfig } from './registry.js';
+
+/** The architectures model-zoo ships. A test or plugin adds its own to a child (modelRegistry.child().register(...)). */
+export const modelRegistry = new ModelRegistry([llamaArchitecture]);
+
+/** Read and resolve a config.json through the model registry (default: the shipped architectures). */
+export function loadModelConfig(file: string, models: ModelRegistry = modelRegistry): ResolvedConfig {
+  return resolveConfigFile(file, models);
+}
+
+/** config.json of a model folder, resolved; a UserError naming --model when the folder has none. */
+export function loadModelFolderConfig(dir: string, models: ModelRegistry = modelRegistry): ResolvedConfig {
+  const file = join(dir, 'config.json');
+  if (!existsSync(file)) throw new UserError(`no config.json in ${dir}`, { field: '--model', fix: 'pass a folder with an HF config.json (and safetensors weights)' });
+  return loadModelConfig(file, models);
+}
+
+/** The config splits over `world` ranks (a UserError naming the config field otherwise). Returns the resolved config. */
+export function checkModelTensorParallel(dir: string, world: number, models: ModelRegistry = modelRegistry): ResolvedConfig {
+  const r = loadModelFolderConfig(dir, models);
+  if (world > 1 && !r.architecture.checkTensorParallel) {
+    throw new UserError(`${r.architecture.name} models do not run tensor parallel yet`, { field: '--tp', fix: 'drop --tp' });
+  }
+  r.architecture.checkTensorParallel?.(r.config, world, r.file);
+  return r;
+}
+
+export interface LoadModelOptions {
+  readonly backend: Backend;
+  /** Resolves the module tree's tasks (the baselines, or a candidate set). */
+  readonly registry: ModuleRegistry;
+  /** The architectures to resolve the folder with (default: modelRegistry). */
+  readonly models?: ModelRegistry;
+  readonly device?: number;
+  /** Model dtype; defaults to the config's, else bf16. */
+  readonly dtype?: DType;
+  /** Seed of the random weights when the folder has none (default 0, as init-weights). */
+  readonly initSeed?: number;
+  /**
+   * Random weights even when the folder has a checkpoint: 'host' = initWeightsRandom (the values init-weights writes
+   * for the seed), 'device' = initWeightsOnDevice (tiled from seeded pools by device copies: seconds for an 8B model,
+   * values differ from init-weights'). Unset: the checkpoint, else 'host'.
+   */
+  readonly randomInit?: 'host' | 'device';
+}
+
+export interface LoadedModel<C = unknown> {
+  readonly model: CausalLM;
+  readonly architecture: ModelArchitecture<C>;
+  /** The family's parsed config (the architecture's type). */
+  readonly config: C;
+  /** What the engine sizes itself by. */
+  readonly geometry: DecoderGeometry;
+  readonly ctx: ExecutionContext;
+  readonly weights: 'checkpoint' | 'random' | 'random-device';
+  readonly dir: string;
+  /** Milliseconds spent filling the weights (load or init). */
+  readonly weightsMs: number;
+}
+
+/** Build the model of a folder and fill its weights (see the file comment). */
+export function loadModel(dir: string, opts: LoadModelOptions): LoadedModel {
+  const { architecture: arch, config, geometry, file } = loadModelFolderConfig(dir, opts.models);
+  const world = currentTensorParallelGroup().world;
+  if (world > 1) {
+    if (!arch.checkTensorParallel) throw new UserError(`${arch.name} models do not run tensor parallel yet`, { field: '--tp', fix: 'drop --tp' });
+    arch.checkTensorParallel(config, world, file);
+  }
+  const dtype = opts.dtype ?? arch.dtype(config) ?? 'bf16';
+  const ctx: ExecutionContext = { backend: opts.backend, device: opts.device ?? 0, dtype, registry: opts.registry };
+  const model = arch.build(ctx, config);
+  try {
+    const rules = arch.weightRules(config);
+    const t0 = performance.now();
+    const mode = opts.randomInit ?? (Checkpoint.exists(dir) ? 'checkpoint' : 'host');
+    if (mode === 'checkpoint') loadWeights(model, rules, dir);
+    else if (mode === 'device') initWeightsOnDevice(model, rules, opts.initSeed ?? 0);
+    else initWeightsRandom(model, rules, opts.initSeed ?? 0);
+    opts.backend.synchronize(ctx.device);
+    const weights = mode === 'checkpoint' ? 'checkpoint' : mode === 'device' ? 'random-device' : 'random';
+    return { model, architecture: arch, config, geometry, ctx, weights, dir, weightsMs: performance.now() - t0 };
+  } catch (e) {
+    model.dispose();
+    throw e;
+  }
+}
+
+/**
+ * The weight plan of a config at a tensor-parallel rank, from its module tree built on the meta backend (no memory):
+ * which checkpoint tensors exist, their shapes, and which slice the rank reads (the rank's rows of a stacked
+ * parameter at their offsets in the rank's shard).
+ */
+export function weightPlanFor<C>(arch: ModelArchitecture<C>, config: C, registry: ModuleRegistry, tp: TensorParallelRank = { rank: 0, world: 1 }): WeightMapping[] {
+  // The whole model at world 1 (no tensor-parallel layer classes needed), then each tensor cut for the rank.
+  return withTensorParallelGroup(TensorParallelGroup.single(), () => {
+    const model = arch.build({ backend: metaBackend(), device: 0, dtype: 'f32', registry }, config);
+    return planWeights(model, arch.weightRules(config), tp, 'full');
+  });
+}
+
+export interface RandomCheckpointOptions {
+  readonly seed: number;
+  readonly dtype: DType;
+  /** Resolves the module tree's tasks (the baselines): the tree is only enumerated, on the meta backend. */
+  readonly registry: ModuleRegistry;
+  /** Tile from seeded pools (the weights `--random-init device` draws): fast for 8B-size checkpoints. */
+  readonly tiled?: boolean;
+  readonly models?: ModelRegistry;
+  /** Where the raw config came from: named in errors, and copied as is when it already records the dtype. */
+  readonly configPath?: string;
+}
+
+/**
+ * A seeded random checkpoint for a raw config (OUT/config.json + OUT/model.safetensors) in the checkpoint naming of
+ * its architecture, enumerated from its module tree (the plan loading reads back).
+ */
+export function writeRandomModelCheckpoint(outDir: string, raw: Record<string, unknown>, opts: RandomCheckpointOptions): WrittenCheckpoint & { architecture: string; modelType: string | null } {
+  const models = opts.models ?? modelRegistry;
+  const file = opts.configPath ?? 'config.json';
+  const arch = models.resolve(raw, file);
+  const config = arch.parseConfig(raw, file);
+  const plan = weightPlanFor(arch, config, opts.registry);
+  const std = arch.weightRules(config).initStd;
+  const w = writeRandomCheckpoint(outDir, raw, plan, { seed: opts.seed, dtype: opts.dtype, std, ...(opts.configPath ? { configPath: opts.configPath } : {}), ...(opts.tiled ? { tiled: true } : {}) });
+  return { ...w, architecture: arch.name, modelType: typeof raw.model_type === 'string' ? raw.model_type : null };
+}
+
+/** init-weights: writeRandomModelCheckpoint for a config.json file. */
+export function writeInitCheckpoint(configPath: string, outDir: string, opts: Omit<RandomCheckpointOptions, 'configPath'>): ReturnType<typeof writeRandomModelCheckpoint> {
+  const r = loadModelConfig(configPath, opts.models);
+  return writeRandomModelCheckpoint(outDir, r.raw, { ...opts, configPath });
+}
