@@ -1,9 +1,15 @@
 /** The cpu backend's op-registry kernels (float64), one register function per op group. */
 import type { Backend, OpKernelTable } from '@fastkernels/core';
 import { registerElementwiseKernels } from './generic-elementwise.js';
+import { registerLayoutKernels } from './layout.js';
 import { registerReductionKernels } from './reduction.js';
+import { registerMatmulKernels } from './matmul-kernels.js';
+import { registerConvKernels } from './conv-kernels.js';
 
 export function registerCpuKernels(table: OpKernelTable, backend: Backend): void {
   registerElementwiseKernels(table, backend);
   registerReductionKernels(table, backend);
+  registerLayoutKernels(table, backend);
+  registerMatmulKernels(table, backend);
+  registerConvKernels(table, backend);
 }

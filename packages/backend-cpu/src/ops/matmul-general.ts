@@ -3,7 +3,7 @@
  * baddbmm, linear with an activation epilogue, einsum over explicit index letters, and a grouped GEMM for MoE.
  * Inputs of any strides are gathered to row-major float64; outputs are fresh contiguous tensors rounded once.
  */
-import { formatShape, type Backend, type DType, type Tensor } from '@fastkernels/core';
+import { einsumPlan, formatShape, type Backend, type DType, type Tensor } from '@fastkernels/core';
 import { geluErf, geluTanh, silu } from '../math.js';
 import { broadcastShapes, expectFloat, gather, gatherBroadcast, gatherInts, output, StridedView } from '../strided.js';
 
@@ -152,107 +152,15 @@ export function linear(backend: Backend, input: Tensor, weight: Tensor, bias: Te
 // ---------------------------------------------------------------------------------------------
 // einsum
 
-interface ParsedEinsum {
-  readonly inputs: string[][]; // per operand: its labels, '.' for each ellipsis dim
-  readonly output: string[];
-}
-
-const ELL = '...';
-
-/** Split 'ab...c' into ['a', 'b', ELL, 'c'] (letters only, at most one ellipsis). */
-function parseTerm(term: string, equation: string): string[] {
-  const out: string[] = [];
-  let i = 0;
-  while (i < term.length) {
-    if (term.startsWith(ELL, i)) {
-      if (out.includes(ELL)) throw new RangeError(`einsum: '${equation}' has more than one ellipsis in a term`);
-      out.push(ELL);
-      i += 3;
-    } else if (/[A-Za-z]/.test(term[i]!)) {
-      out.push(term[i]!);
-      i++;
-    } else if (term[i] === ' ') {
-      i++;
-    } else {
-      throw new RangeError(`einsum: '${equation}' has an invalid subscript '${term[i]}' (letters and '...' only)`);
-    }
-  }
-  return out;
-}
-
-function parseEquation(equation: string, nOperands: number): ParsedEinsum {
-  const [lhs, rhs, extra] = equation.split('->');
-  if (extra !== undefined) throw new RangeError(`einsum: '${equation}' has more than one '->'`);
-  const terms = lhs!.split(',');
-  if (terms.length !== nOperands) throw new RangeError(`einsum: '${equation}' names ${terms.length} operands but ${nOperands} were given`);
-  const inputs = terms.map((t) => parseTerm(t, equation));
-  let outLabels: string[];
-  if (rhs === undefined) {
-    // implicit output: the ellipsis, then the letters seen exactly once, in alphabetical order (torch/numpy)
-    const count = new Map<string, number>();
-    for (const t of inputs) for (const l of t) if (l !== ELL) count.set(l, (count.get(l) ?? 0) + 1);
-    const once = [...count].filter(([, c]) => c === 1).map(([l]) => l).sort();
-    outLabels = inputs.some((t) => t.includes(ELL)) ? [ELL, ...once] : once;
-  } else {
-    outLabels = parseTerm(rhs, equation);
-    const seen = new Set<string>();
-    for (const l of outLabels) {
-      if (seen.has(l)) throw new RangeError(`einsum: output subscript '${l}' appears more than once in '${equation}'`);
-      seen.add(l);
-      if (l !== ELL && !inputs.some((t) => t.includes(l))) throw new RangeError(`einsum: output subscript '${l}' of '${equation}' appears in no input`);
-    }
-  }
-  return { inputs, output: outLabels };
-}
-
 /**
- * torch.einsum over explicit letters and one '...' per term: repeated letters in a term take the diagonal, letters
- * absent from the output are summed, size-1 dims broadcast against their label's size. Naive but exact: one float64
- * sum per output element over every summed label, in row-major label order.
+ * torch.einsum over explicit letters and one '...' per term (core's einsumPlan resolves the labels and sizes): naive
+ * but exact, one float64 sum per output element over every summed label, in row-major label order.
  */
 export function einsum(backend: Backend, equation: string, ...operands: Tensor[]): Tensor {
   const what = `einsum('${equation}')`;
   if (operands.length === 0) throw new RangeError(`${what}: needs at least one operand`);
   const dtype = sameDType(what, ...operands.map((t, i) => [`operand ${i}`, t] as [string, Tensor]));
-  const { inputs, output: outTerm } = parseEquation(equation, operands.length);
-  // the ellipsis dims of every operand broadcast together
-  let ellShape: number[] = [];
-  const ellDims: number[] = [];
-  inputs.forEach((t, i) => {
-    const op = operands[i]!;
-    const nLetters = t.filter((l) => l !== ELL).length;
-    const n = t.includes(ELL) ? op.rank - nLetters : 0;
-    if (n < 0 || (!t.includes(ELL) && op.rank !== nLetters)) {
-      throw new RangeError(`${what}: operand ${i} ${formatShape(op.shape)} has ${op.rank} dims but its subscripts name ${nLetters}`);
-    }
-    ellDims.push(n);
-    if (n > 0) {
-      const start = t.indexOf(ELL);
-      ellShape = broadcastShapes(ellShape, op.shape.slice(start, start + n), `${what} (ellipsis dims)`);
-    }
-  });
-  const nEll = ellShape.length;
-  // labels: ellipsis dims become '.0', '.1', ... (aligned from the right, numpy style)
-  const sizes = new Map<string, number>();
-  const opLabels: string[][] = inputs.map((t, i) => {
-    const labels: string[] = [];
-    for (const l of t) {
-      if (l === ELL) for (let j = 0; j < ellDims[i]!; j++) labels.push(`.${nEll - ellDims[i]! + j}`);
-      else labels.push(l);
-    }
-    return labels;
-  });
-  for (let j = 0; j < nEll; j++) sizes.set(`.${j}`, ellShape[j]!);
-  opLabels.forEach((labels, i) => {
-    labels.forEach((l, d) => {
-      if (l.startsWith('.')) return;
-      const size = operands[i]!.shape[d]!;
-      const have = sizes.get(l);
-      if (have === undefined || have === 1) sizes.set(l, size);
-      else if (size !== have && size !== 1) throw new RangeError(`${what}: subscript '${l}' has size ${size} in operand ${i} ${formatShape(operands[i]!.shape)} but ${have} elsewhere`);
-    });
-  });
-  const outLabels = outTerm.flatMap((l) => (l === ELL ? Array.from({ length: nEll }, (_, j) => `.${j}`) : [l]));
+  const { inputs: opLabels, output: outLabels, sizes, outShape } = einsumPlan(equation, operands.map((t) => t.shape));
   const sumLabels = [...sizes.keys()].filter((l) => !outLabels.includes(l));
   const loop = [...outLabels, ...sumLabels];
   const loopSize = loop.map((l) => sizes.get(l)!);
@@ -267,7 +175,6 @@ export function einsum(backend: Backend, equation: string, ...operands: Tensor[]
     }
     return loop.map((l) => opLabels[i]!.reduce((acc, ol, d) => (ol === l && t.shape[d] !== 1 ? acc + rowStrides[d]! : acc), 0));
   });
-  const outShape = outLabels.map((l) => sizes.get(l)!);
   const nOut = outShape.reduce((p, d) => p * d, 1);
   const nSum = sumLabels.reduce((p, l) => p * sizes.get(l)!, 1);
   const Y = new Float64Array(nOut);
@@ -276,29 +183,26 @@ export function einsum(backend: Backend, equation: string, ...operands: Tensor[]
     const idx = new Array<number>(loop.length).fill(0);
     const offs = new Array<number>(nOps).fill(0);
     const nOutDims = outLabels.length;
+    // an odometer over the loop labels that moves every operand's offset with it
+    const advance = (from: number, to: number): void => {
+      for (let d = from; d >= to; d--) {
+        idx[d]!++;
+        for (let i = 0; i < nOps; i++) offs[i]! += loopStrides[i]![d]!;
+        if (idx[d]! < loopSize[d]!) return;
+        for (let i = 0; i < nOps; i++) offs[i]! -= loopStrides[i]![d]! * loopSize[d]!;
+        idx[d] = 0;
+      }
+    };
     for (let o = 0; o < nOut; o++) {
       let s = 0;
       for (let r = 0; r < nSum; r++) {
         let p = 1;
         for (let i = 0; i < nOps; i++) p *= data[i]![offs[i]!]!;
         s += p;
-        // advance the summed labels' odometer (the innermost loop dims)
-        for (let d = loop.length - 1; d >= nOutDims; d--) {
-          idx[d]!++;
-          for (let i = 0; i < nOps; i++) offs[i]! += loopStrides[i]![d]!;
-          if (idx[d]! < loopSize[d]!) break;
-          for (let i = 0; i < nOps; i++) offs[i]! -= loopStrides[i]![d]! * loopSize[d]!;
-          idx[d] = 0;
-        }
+        advance(loop.length - 1, nOutDims);
       }
       Y[o] = s;
-      for (let d = nOutDims - 1; d >= 0; d--) {
-        idx[d]!++;
-        for (let i = 0; i < nOps; i++) offs[i]! += loopStrides[i]![d]!;
-        if (idx[d]! < loopSize[d]!) break;
-        for (let i = 0; i < nOps; i++) offs[i]! -= loopStrides[i]![d]! * loopSize[d]!;
-        idx[d] = 0;
-      }
+      advance(nOutDims - 1, 0);
     }
   }
   return output(backend, outShape, dtype, Y, 'einsum');

@@ -8,9 +8,15 @@ export * from './broadcast.js';
 export * from './scalar-math.js';
 export * from './elementwise.js';
 export * from './reduction.js';
+export * from './layout.js';
+export * from './matmul.js';
+export * from './conv.js';
 
 import { elementwiseFunctions } from './elementwise.js';
 import { reductionFunctions } from './reduction.js';
+import { layoutFunctions } from './layout.js';
+import { matmulFunctions } from './matmul.js';
+import { convFunctions } from './conv.js';
 
 /**
  * Typed front ends named like torch / torch.nn.functional (camelCase), thin wrappers over callOp:
@@ -19,4 +25,7 @@ import { reductionFunctions } from './reduction.js';
 export const F = Object.freeze({
   ...elementwiseFunctions,
   ...reductionFunctions,
+  ...layoutFunctions,
+  ...matmulFunctions,
+  ...convFunctions,
 });

@@ -1,0 +1,270 @@
+/**
+ * The matmul group: matmul (torch.matmul with 1-D operands and broadcast batch dims), bmm, baddbmm, linear with an
+ * activation epilogue, einsum over explicit index letters, and grouped_gemm (the MoE expert GEMM). Operands share one
+ * float dtype (torch does not promote inside matmuls); results are in that dtype, computed wider and rounded once.
+ */
+import { z } from 'zod';
+import { DTYPE_INFO, type DType } from '../dtype.js';
+import { formatShape, type Shape } from '../shape.js';
+import type { Tensor } from '../tensor.js';
+import { broadcastShapesOf } from './broadcast.js';
+import { callOp1, defineOp, meta, opError, type MetaArg, type TensorMeta } from './registry.js';
+
+const noAttrs = z.object({}).strict();
+
+/** The one float dtype every given tensor argument has (an OpError naming the first that differs). */
+export function commonFloatDType(op: string, args: readonly (readonly [string, MetaArg])[]): DType {
+  let d: DType | undefined;
+  let first = '';
+  for (const [name, a] of args) {
+    if (a === null || typeof a === 'number') continue;
+    const t = a as TensorMeta;
+    if (DTYPE_INFO[t.dtype].kind !== 'float') opError(op, `${name} must be a float tensor, got ${t.dtype}`);
+    if (d === undefined) {
+      d = t.dtype;
+      first = name;
+    } else if (t.dtype !== d) opError(op, `${first} is ${d} but ${name} is ${t.dtype}; cast them to one dtype`);
+  }
+  return d!;
+}
+
+/** torch.matmul's output shape (1-D operands are promoted and the added dim removed). */
+export function matmulShape(op: string, a: Shape, b: Shape): number[] {
+  if (a.length < 1 || b.length < 1) opError(op, `both arguments need at least 1 dim, got input ${formatShape(a)} and other ${formatShape(b)}`);
+  const A = a.length === 1 ? [1, a[0]!] : a;
+  const B = b.length === 1 ? [b[0]!, 1] : b;
+  const K = A[A.length - 1]!;
+  if (B[B.length - 2] !== K) opError(op, `input ${formatShape(a)} and other ${formatShape(b)} cannot be multiplied (${K} != ${B[B.length - 2]})`);
+  const batch = broadcastShapesOf(op, [A.slice(0, -2), B.slice(0, -2)], ['batch dims of input', 'batch dims of other']);
+  const out = [...batch];
+  if (a.length > 1) out.push(A[A.length - 2]!);
+  if (b.length > 1) out.push(B[B.length - 1]!);
+  return out;
+}
+
+defineOp({
+  name: 'matmul',
+  group: 'matmul',
+  doc: 'torch.matmul: 1-D x 1-D is a dot product; a 1-D input is a row vector, a 1-D other a column vector (the added dim is removed); dims before the last two broadcast.',
+  inputs: [{ name: 'input', dtypes: 'float' }, { name: 'other', dtypes: 'float' }],
+  attrs: noAttrs,
+  infer: ([a, b]) => {
+    const dtype = commonFloatDType('matmul', [['input', a!], ['other', b!]]);
+    return [meta(matmulShape('matmul', (a as TensorMeta).shape, (b as TensorMeta).shape), dtype)];
+  },
+  // Ops.matmul is the rank >= 2 case with broadcast batch dims
+  viaOps: (ops, call) => {
+    const [a, b] = call.inputs as [Tensor, Tensor];
+    return a.rank >= 2 && b.rank >= 2 ? [ops.matmul(a, b)] : undefined;
+  },
+});
+
+function bmmShape(op: string, b1: TensorMeta, b2: TensorMeta, n1: string, n2: string): [number, number, number] {
+  if (b1.shape.length !== 3 || b2.shape.length !== 3) opError(op, `${n1} and ${n2} must be 3-D, got ${formatShape(b1.shape)} and ${formatShape(b2.shape)}`);
+  const [B, M, K] = b1.shape as [number, number, number];
+  if (b2.shape[0] !== B || b2.shape[1] !== K) opError(op, `${n2} ${formatShape(b2.shape)} must be [${B}, ${K}, p] for ${n1} ${formatShape(b1.shape)}`);
+  return [B, M, b2.shape[2]!];
+}
+
+defineOp({
+  name: 'bmm',
+  group: 'matmul',
+  doc: 'torch.bmm(input [b, n, m], mat2 [b, m, p]) -> [b, n, p]; no broadcasting.',
+  inputs: [{ name: 'input', dtypes: 'float' }, { name: 'mat2', dtypes: 'float' }],
+  attrs: noAttrs,
+  infer: ([a, b]) => [meta(bmmShape('bmm', a as TensorMeta, b as TensorMeta, 'input', 'mat2'), commonFloatDType('bmm', [['input', a!], ['mat2', b!]]))],
+  viaOps: (ops, call) => [ops.matmul(call.inputs[0] as Tensor, call.inputs[1] as Tensor)],
+});
+
+defineOp({
+  name: 'baddbmm',
+  group: 'matmul',
+  doc: 'torch.baddbmm: beta * input + alpha * (batch1 @ batch2); input broadcasts to [b, n, p]; with beta = 0 input is not read (NaN in it does not propagate).',
+  inputs: [{ name: 'input', dtypes: 'float' }, { name: 'batch1', dtypes: 'float' }, { name: 'batch2', dtypes: 'float' }],
+  attrs: z.object({ beta: z.number().default(1), alpha: z.number().default(1) }).strict(),
+  infer: ([i, b1, b2]) => {
+    const dtype = commonFloatDType('baddbmm', [['input', i!], ['batch1', b1!], ['batch2', b2!]]);
+    const shape = bmmShape('baddbmm', b1 as TensorMeta, b2 as TensorMeta, 'batch1', 'batch2');
+    const bs = broadcastShapesOf('baddbmm', [(i as TensorMeta).shape, shape], ['input', 'batch1 @ batch2']);
+    if (bs.length !== 3 || bs.some((d, k) => d !== shape[k])) opError('baddbmm', `input ${formatShape((i as TensorMeta).shape)} does not broadcast to ${formatShape(shape)}`);
+    return [meta(shape, dtype)];
+  },
+});
+
+export const LINEAR_ACTIVATIONS = ['none', 'relu', 'gelu', 'gelu_tanh', 'silu'] as const;
+export type LinearActivation = (typeof LINEAR_ACTIVATIONS)[number];
+const linearAttrs = z.object({ activation: z.enum(LINEAR_ACTIVATIONS).default('none') }).strict();
+
+defineOp({
+  name: 'linear',
+  group: 'matmul',
+  doc: "F.linear(input [..., in], weight [out, in], bias [out]) = input @ weight^T + bias, then an activation epilogue (cuBLASLt's bias + RELU / GELU; 'none' by default) applied before the single rounding.",
+  inputs: [{ name: 'input', dtypes: 'float' }, { name: 'weight', dtypes: 'float' }, { name: 'bias', optional: true, dtypes: 'float' }],
+  attrs: linearAttrs,
+  infer: ([x, w, b]) => {
+    const dtype = commonFloatDType('linear', [['input', x!], ['weight', w!], ['bias', b ?? null]]);
+    const xs = (x as TensorMeta).shape;
+    const ws = (w as TensorMeta).shape;
+    if (ws.length !== 2) opError('linear', `weight must be [out_features, in_features], got ${formatShape(ws)}`);
+    if (xs.length < 1 || xs[xs.length - 1] !== ws[1]) opError('linear', `input ${formatShape(xs)} last dim must equal in_features ${ws[1]} of weight ${formatShape(ws)}`);
+    if (b) {
+      const bs = (b as TensorMeta).shape;
+      if (bs.length !== 1 || bs[0] !== ws[0]) opError('linear', `bias ${formatShape(bs)} must be [${ws[0]}] for weight ${formatShape(ws)}`);
+    }
+    return [meta([...xs.slice(0, -1), ws[0]!], dtype)];
+  },
+  viaOps: (ops, call) => (call.attrs.activation === 'none' ? [ops.linear(call.inputs[0] as Tensor, call.inputs[1] as Tensor, call.inputs[2] as Tensor | null)] : undefined),
+  // the epilogue as a separate elementwise op (one extra rounding to the dtype in between)
+  decompose: (call) => {
+    const [x, w, b] = call.inputs as [Tensor, Tensor, Tensor | null];
+    const y = callOp1('linear', [x, w, b], { activation: 'none' });
+    const act = call.attrs.activation;
+    if (act === 'none') return [y];
+    try {
+      return [act === 'gelu' || act === 'gelu_tanh' ? callOp1('gelu', [y], { approximate: act === 'gelu' ? 'none' : 'tanh' }) : callOp1(act, [y])];
+    } finally {
+      y.dispose();
+    }
+  },
+});
+
+// ---------------------------------------------------------------------------------------------
+// einsum
+
+/** A resolved einsum: every operand's labels (ellipsis dims become '.0', '.1', ... right-aligned), the output labels, label sizes. */
+export interface EinsumPlan {
+  readonly inputs: readonly (readonly string[])[];
+  readonly output: readonly string[];
+  readonly sizes: ReadonlyMap<string, number>;
+  readonly outShape: readonly number[];
+}
+
+const ELL = '...';
+
+function parseTerm(op: string, term: string): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < term.length; ) {
+    if (term.startsWith(ELL, i)) {
+      if (out.includes(ELL)) opError(op, 'more than one ellipsis in a term');
+      out.push(ELL);
+      i += 3;
+    } else if (/[A-Za-z]/.test(term[i]!)) out.push(term[i++]!);
+    else if (term[i] === ' ') i++;
+    else opError(op, `invalid subscript '${term[i]}' (letters and '...' only)`);
+  }
+  return out;
+}
+
+/**
+ * torch.einsum's rules: letters and one '...' per term; a letter repeated in a term takes the diagonal; letters absent
+ * from the output are summed; without '->' the output is the ellipsis then the letters seen once, alphabetically;
+ * size-1 dims broadcast against their label's size, ellipsis dims broadcast numpy-style.
+ */
+export function einsumPlan(equation: string, shapes: readonly Shape[]): EinsumPlan {
+  const op = `einsum('${equation}')`;
+  const [lhs, rhs, extra] = equation.split('->');
+  if (extra !== undefined) opError(op, "more than one '->'");
+  const terms = lhs!.split(',').map((t) => parseTerm(op, t));
+  if (terms.length !== shapes.length) opError(op, `names ${terms.length} operands but ${shapes.length} were given`);
+  let outTerm: string[];
+  if (rhs === undefined) {
+    const count = new Map<string, number>();
+    for (const t of terms) for (const l of t) if (l !== ELL) count.set(l, (count.get(l) ?? 0) + 1);
+    const once = [...count].filter(([, c]) => c === 1).map(([l]) => l).sort();
+    outTerm = terms.some((t) => t.includes(ELL)) ? [ELL, ...once] : once;
+  } else {
+    outTerm = parseTerm(op, rhs);
+    outTerm.forEach((l, i) => {
+      if (outTerm.indexOf(l) !== i) opError(op, `output subscript '${l}' appears more than once`);
+      if (l !== ELL && !terms.some((t) => t.includes(l))) opError(op, `output subscript '${l}' appears in no input`);
+    });
+  }
+  let ellShape: number[] = [];
+  const ellDims = terms.map((t, i) => {
+    const rank = shapes[i]!.length;
+    const nLetters = t.filter((l) => l !== ELL).length;
+    const n = t.includes(ELL) ? rank - nLetters : 0;
+    if (n < 0 || (!t.includes(ELL) && rank !== nLetters)) opError(op, `operand ${i} ${formatShape(shapes[i]!)} has ${rank} dims but its subscripts name ${nLetters}`);
+    if (n > 0) {
+      const start = t.indexOf(ELL);
+      ellShape = broadcastShapesOf(op, [ellShape, shapes[i]!.slice(start, start + n)], ['ellipsis dims', `ellipsis dims of operand ${i}`]);
+    }
+    return n;
+  });
+  const nEll = ellShape.length;
+  const sizes = new Map<string, number>();
+  for (let j = 0; j < nEll; j++) sizes.set(`.${j}`, ellShape[j]!);
+  const inputs = terms.map((t, i) => t.flatMap((l) => (l === ELL ? Array.from({ length: ellDims[i]! }, (_, j) => `.${nEll - ellDims[i]! + j}`) : [l])));
+  inputs.forEach((labels, i) => {
+    labels.forEach((l, d) => {
+      if (l.startsWith('.')) return;
+      const size = shapes[i]![d]!;
+      const have = sizes.get(l);
+      if (have === undefined || have === 1) sizes.set(l, size);
+      else if (size !== have && size !== 1) opError(op, `subscript '${l}' has size ${size} in operand ${i} ${formatShape(shapes[i]!)} but ${have} elsewhere`);
+    });
+  });
+  const output = outTerm.flatMap((l) => (l === ELL ? Array.from({ length: nEll }, (_, j) => `.${j}`) : [l]));
+  return { inputs, output, sizes, outShape: output.map((l) => sizes.get(l)!) };
+}
+
+defineOp({
+  name: 'einsum',
+  group: 'matmul',
+  doc: "torch.einsum(equation, *operands) over explicit letters and '...': repeated letters take diagonals, letters absent from the output are summed, size-1 dims broadcast.",
+  inputs: [{ name: 'operands', variadic: true, dtypes: 'float' }],
+  attrs: z.object({ equation: z.string() }).strict(),
+  infer: (ops, a) => {
+    if (ops.length === 0) opError('einsum', 'needs at least one operand');
+    const dtype = commonFloatDType('einsum', ops.map((t, i) => [`operand ${i}`, t] as const));
+    return [meta(einsumPlan(a.equation, ops.map((t) => (t as TensorMeta).shape)).outShape, dtype)];
+  },
+});
+
+// ---------------------------------------------------------------------------------------------
+// grouped GEMM (MoE)
+
+defineOp({
+  name: 'grouped_gemm',
+  group: 'matmul',
+  doc:
+    "out[t] = input[t] @ weight[e(t)]^T (+ bias[e(t)]) for input [T, K], weight [E, N, K] (vLLM fused_moe's w13 / w2 layout). " +
+    'Rows pick their expert by offsets [E + 1] (tokens sorted by expert: rows offsets[e]..offsets[e+1] use expert e, rows past ' +
+    'offsets[E] are padding and give zeros; torch._grouped_mm offs with a leading 0) or by expert_ids [T] (-1: no local expert, a zero row). Exactly one is given.',
+  inputs: [
+    { name: 'input', dtypes: 'float' },
+    { name: 'weight', dtypes: 'float' },
+    { name: 'offsets', optional: true, dtypes: 'int' },
+    { name: 'expert_ids', optional: true, dtypes: 'int' },
+    { name: 'bias', optional: true, dtypes: 'float' },
+  ],
+  attrs: noAttrs,
+  infer: ([x, w, offs, ids, b]) => {
+    const op = 'grouped_gemm';
+    const dtype = commonFloatDType(op, [['input', x!], ['weight', w!], ['bias', b ?? null]]);
+    const xs = (x as TensorMeta).shape;
+    const ws = (w as TensorMeta).shape;
+    if (xs.length !== 2) opError(op, `input must be [T, K], got ${formatShape(xs)}`);
+    if (ws.length !== 3) opError(op, `weight must be [E, N, K], got ${formatShape(ws)}`);
+    const [E, N, K] = ws as [number, number, number];
+    if (xs[1] !== K) opError(op, `weight ${formatShape(ws)} has K = ${K} but input ${formatShape(xs)} has K = ${xs[1]}`);
+    if ((offs === null) === (ids === null)) opError(op, 'give exactly one of offsets [E + 1] and expert_ids [T]');
+    if (offs && ((offs as TensorMeta).shape.length !== 1 || (offs as TensorMeta).shape[0] !== E + 1)) opError(op, `offsets ${formatShape((offs as TensorMeta).shape)} must be [${E + 1}] (E + 1)`);
+    if (ids && ((ids as TensorMeta).shape.length !== 1 || (ids as TensorMeta).shape[0] !== xs[0])) opError(op, `expert_ids ${formatShape((ids as TensorMeta).shape)} must be [${xs[0]}]`);
+    if (b && ((b as TensorMeta).shape.length !== 2 || (b as TensorMeta).shape[0] !== E || (b as TensorMeta).shape[1] !== N)) opError(op, `bias ${formatShape((b as TensorMeta).shape)} must be [${E}, ${N}]`);
+    return [meta([xs[0]!, N], dtype)];
+  },
+});
+
+// ---------------------------------------------------------------------------------------------
+// typed front ends
+
+export const matmulFunctions = {
+  matmul: (input: Tensor, other: Tensor): Tensor => callOp1('matmul', [input, other]),
+  bmm: (input: Tensor, mat2: Tensor): Tensor => callOp1('bmm', [input, mat2]),
+  baddbmm: (input: Tensor, batch1: Tensor, batch2: Tensor, opts: { beta?: number; alpha?: number } = {}): Tensor => callOp1('baddbmm', [input, batch1, batch2], opts),
+  linear: (input: Tensor, weight: Tensor, bias: Tensor | null = null, opts: { activation?: LinearActivation } = {}): Tensor => callOp1('linear', [input, weight, bias], opts),
+  einsum: (equation: string, ...operands: Tensor[]): Tensor => callOp1('einsum', operands, { equation }),
+  groupedGemm: (input: Tensor, weight: Tensor, routing: { offsets?: Tensor; expertIds?: Tensor }, bias: Tensor | null = null): Tensor =>
+    callOp1('grouped_gemm', [input, weight, routing.offsets ?? null, routing.expertIds ?? null, bias]),
+};
