@@ -1,4 +1,4 @@
-// bench/decode-ablate.mjs: the bs-1 decode bench's timing diagnostic. The ablated ops must never reach the backend's
+// bench/suites/decode-profile/decode-ablate.mjs: the bs-1 decode bench's timing diagnostic. The ablated ops must never reach the backend's
 // kernels (else the step time bounds nothing), keep their outputs' shapes (else the model stops), and a wrong name must
 // be refused with the choices.
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -7,13 +7,13 @@ import { join } from 'node:path';
 import { CpuBackend } from '@fastkernels/backend-cpu';
 import { LLMEngine, baselineRegistry, loadModel } from '@fastkernels/model-zoo';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ABLATABLE, ablateOps, parseAblate } from '../bench/decode-ablate.mjs';
+import { ABLATABLE, ablateOps, parseAblate } from '../bench/suites/decode-profile/decode-ablate.mjs';
 import { writeTinyTpModel } from './tp/gpu-fixture.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'fk-ablate-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-describe('bench/decode-ablate.mjs', () => {
+describe('bench/suites/decode-profile/decode-ablate.mjs', () => {
   it('parses names split by , or : and refuses an unknown one with the choices', () => {
     expect(parseAblate('rmsNorm:fusedAddRmsNorm')).toEqual(['rmsNorm', 'fusedAddRmsNorm']);
     expect(parseAblate('pagedDecodeAttention, rotaryStoreKvcache')).toEqual(['pagedDecodeAttention', 'rotaryStoreKvcache']);

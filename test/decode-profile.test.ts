@@ -1,4 +1,4 @@
-// bench/decode-profile-lib.mjs: the post-processing of bench/h200-decode-profile.sh (ncu CSV -> kernels per decode
+// bench/suites/decode-profile/decode-profile-lib.mjs: the post-processing of bench/suites/decode-profile/run.sh (ncu CSV -> kernels per decode
 // step, per-kernel time, the gap to the measured step time, GEMM bandwidth), on synthetic ncu output.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -7,9 +7,9 @@ import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   GEMM_GROUP, aggregateSteps, analyzeDecodeProfile, findPeriod, formatTable, gemmRoles, isGemmName, kernelGroup, llamaGemmWeights, parseNcuCsv, shortName,
-} from '../bench/decode-profile-lib.mjs';
+} from '../bench/suites/decode-profile/decode-profile-lib.mjs';
 
-const LIB = resolve(import.meta.dirname, '../bench/decode-profile-lib.mjs');
+const LIB = resolve(import.meta.dirname, '../bench/suites/decode-profile/decode-profile-lib.mjs');
 const HEAD = ['ID', 'Process ID', 'Process Name', 'Host Name', 'Kernel Name', 'Context', 'Stream', 'Block Size', 'Grid Size', 'Device', 'CC', 'gpu__time_duration.sum'];
 const q = (xs: readonly (string | number)[]) => xs.map((x) => `"${String(x).replace(/"/g, '""')}"`).join(',');
 

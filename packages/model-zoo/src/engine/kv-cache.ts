@@ -11,7 +11,7 @@ export interface KvCacheSpec {
   readonly dtype: DType;
 }
 
-/** What a KV cache is sized from (LlamaConfig has it). */
+/** What a KV cache is sized from: the model's geometry (ModelArchitecture.geometry, models/registry.ts). */
 export interface KvGeometry {
   readonly numHiddenLayers: number;
   readonly numAttentionHeads: number;
