@@ -14,6 +14,9 @@ export const GEN_CTYPE: Readonly<Record<GenDType, string>> = {
 
 export const GEN_ITEMSIZE: Readonly<Record<GenDType, number>> = { f64: 8, f32: 4, f16: 2, bf16: 2, bool: 1, u8: 1, i8: 1, i16: 2, i32: 4, i64: 8 };
 
+/** A small number per dtype, for numeric kernel-cache keys (1..10: four bits). */
+export const DCODE: Readonly<Record<GenDType, number>> = { f32: 1, f16: 2, bf16: 3, f64: 4, bool: 5, u8: 6, i8: 7, i16: 8, i32: 9, i64: 10 };
+
 export function isGenDType(d: DType): d is GenDType {
   return Object.hasOwn(GEN_CTYPE, d);
 }
@@ -45,8 +48,8 @@ export function storeFn(d: GenDType, c: string): string {
     d === 'f16' ? '__float2half_rn(float(x))'
     : d === 'bf16' ? '__float2bfloat16_rn(float(x))'
     : d === 'bool' ? `(x != ${c}(0) ? 1 : 0)`
-    : d === 'f32' || d === 'f64' ? `${T}(x)`
-    : `${T}((long long)x)`;
+    : d === 'f32' || d === 'f64' ? `(${T})x`
+    : `(${T})(long long)x`; // C casts: 'unsigned char(x)' is not C++
   return `__device__ __forceinline__ ${T} fk_st_${d}(${c} x) { return ${body}; }`;
 }
 

@@ -3,7 +3,7 @@ import { elementwiseSource, geoBytes } from './elementwise-source.js';
 import { exprKey, lit, singleOp, validateExpr, type Expr } from './expr.js';
 
 /** silu(x) * y + z: the 3-op chain of the benchmark. */
-export const CHAIN3: Expr = {
+const CHAIN3: Expr = {
   inputs: 3,
   nodes: [
     { op: 'silu', args: [{ input: 0 }] },

@@ -8,13 +8,12 @@ import { Tensor } from '@fastkernels/core';
 import type { ArgValue } from '../args.js';
 import type { CudaKernel } from '../kernel.js';
 import type { CudaRuntime } from '../runtime.js';
-import { genDType, type GenDType } from './ctypes.js';
+import { DCODE, genDType, type GenDType } from './ctypes.js';
 import { EW_THREADS, EW_UNROLL, elementwiseSource, geoBytes, type EwClass } from './elementwise-source.js';
 import { encodeGeometry, planElementwise, type EwOperand } from './elementwise-plan.js';
 import { exprKey, validateExpr, type Expr } from './expr.js';
 import type { GenKernelCache } from './gen-cache.js';
 
-const DTYPE_CODE: Readonly<Record<GenDType, number>> = { f32: 1, f16: 2, bf16: 3, f64: 4, bool: 5, u8: 6, i8: 7, i16: 8, i32: 9, i64: 10 };
 
 interface Entry {
   readonly kernel: CudaKernel;
@@ -60,8 +59,8 @@ export class ElementwiseRunner {
     if (params.length !== (this.expr.params ?? 0)) throw new RangeError(`elementwise: expression takes ${this.expr.params ?? 0} scalars, got ${params.length}`);
     const n = out.numel;
     if (n === 0) return;
-    let dcode = DTYPE_CODE[genDType(out.dtype, 'elementwise output')];
-    for (let k = 0; k < ins.length; k++) dcode = dcode * 16 + DTYPE_CODE[genDType(ins[k]!.dtype, `elementwise input ${k}`)];
+    let dcode = DCODE[genDType(out.dtype, 'elementwise output')];
+    for (let k = 0; k < ins.length; k++) dcode = dcode * 16 + DCODE[genDType(ins[k]!.dtype, `elementwise input ${k}`)];
     let byClass = this.byDTypes.get(dcode);
     if (!byClass) this.byDTypes.set(dcode, (byClass = new Map()));
     const rt = this.runtime();

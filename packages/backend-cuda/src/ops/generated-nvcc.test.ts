@@ -1,0 +1,87 @@
+/**
+ * Every class of generated source compiles for sm_90a, with no register spills: a matrix of (expression, dtypes,
+ * class) plus the reductions and norms, written to a temp dir and compiled with nvcc (device code only: -cubin, what
+ * NVRTC produces at run time). Skipped, saying so, where nvcc is absent.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { GenDType } from './ctypes.js';
+import { elementwiseSource, type EwClass, type GeneratedKernel } from './elementwise-source.js';
+import { singleOp, type Expr } from './expr.js';
+import { rowNormSource } from './norm-source.js';
+import { columnReduceSource, rowReduceSource, rowSoftmaxSource } from './reduce-source.js';
+
+function findNvcc(): string | null {
+  try {
+    execFileSync('nvcc', ['--version'], { stdio: 'pipe' });
+    return 'nvcc';
+  } catch {
+    return null;
+  }
+}
+const nvcc = findNvcc();
+
+const SQUARE: Expr = singleOp('square', 1);
+/** silu(x) * y + z */
+const CHAIN3: Expr = { inputs: 3, nodes: [{ op: 'silu', args: [{ input: 0 }] }, { op: 'mul', args: [{ node: 0 }, { input: 1 }] }, { op: 'add', args: [{ node: 1 }, { input: 2 }] }] };
+const cases: [string, () => GeneratedKernel][] = [];
+const contig = (vec: number): EwClass => ({ kind: 'contig', vec });
+const strided = (rank: number, vec: number, innerContig: boolean[], index: 'i32' | 'i64' = 'i32'): EwClass => ({ kind: 'strided', rank, vec, innerContig, index });
+
+for (const d of ['bf16', 'f16', 'f32'] as GenDType[]) {
+  const v = d === 'f32' ? 4 : 8;
+  cases.push([`chain3 ${d} contig`, () => elementwiseSource({ expr: CHAIN3, inDTypes: [d, d, d], outDType: d, cls: contig(v) })]);
+  cases.push([`chain3 ${d} strided vec`, () => elementwiseSource({ expr: CHAIN3, inDTypes: [d, d, d], outDType: d, cls: strided(2, v, [true, false, true]) })]);
+  cases.push([`chain3 ${d} strided scalar i64`, () => elementwiseSource({ expr: CHAIN3, inDTypes: [d, d, d], outDType: d, cls: strided(8, 1, [true, true, true], 'i64') })]);
+}
+for (const [op, attrs] of [['gelu', { approximate: 'none' }], ['gelu', { approximate: 'tanh' }], ['softplus', { beta: 1, threshold: 20 }], ['log_sigmoid', undefined], ['quick_gelu', undefined], ['sign', undefined], ['to', { dtype: 'bf16' }]] as const) {
+  cases.push([`${op} bf16 contig`, () => elementwiseSource({ expr: singleOp(op, 1, attrs), inDTypes: ['bf16'], outDType: 'bf16', cls: contig(8) })]);
+}
+cases.push(['every op once (f32 -> f32, strided)', () => {
+  const nodes = ['neg', 'abs', 'exp', 'exp2', 'expm1', 'log', 'log2', 'log1p', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'tanh', 'erf', 'floor', 'ceil', 'trunc', 'round', 'reciprocal', 'relu', 'sigmoid', 'silu', 'mish', 'hardswish', 'hardsigmoid', 'elu', 'leaky_relu', 'logical_not']
+    .map((op) => ({ op, args: [{ input: 0 }] }));
+  const bin = ['add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'clamp_min', 'clamp_max', 'div_trunc', 'div_floor']
+    .map((op) => ({ op, args: [{ input: 0 }, { input: 1 }] }));
+  return elementwiseSource({ expr: { inputs: 3, nodes: [...nodes, ...bin, { op: 'where', args: [{ input: 2 }, { input: 0 }, { input: 1 }] }] }, inDTypes: ['f32', 'f32', 'bool'], outDType: 'f32', cls: strided(3, 1, [true, true, true]) });
+}]);
+cases.push(['compare i32 x f16 -> bool (double compute)', () => elementwiseSource({ expr: singleOp('ge', 2), inDTypes: ['i32', 'f16'], outDType: 'bool', cls: contig(4) })]);
+cases.push(['where bool, bf16, f32 -> f32 with a runtime scalar', () => elementwiseSource({ expr: { inputs: 2, params: 1, nodes: [{ op: 'where', args: [{ input: 0 }, { input: 1 }, { param: 0 }] }] }, inDTypes: ['bool', 'bf16'], outDType: 'f32', cls: strided(2, 4, [true, false]) })]);
+for (const op of ['sum', 'mean', 'amax', 'amin'] as const) {
+  cases.push([`row ${op} bf16 warp`, () => rowReduceSource({ op, inDType: 'bf16', outDType: 'bf16', vec: 8, tpr: 32, block: 256 })]);
+}
+cases.push(['row sum of squares f16 block', () => rowReduceSource({ op: 'sum', prologue: SQUARE, inDType: 'f16', outDType: 'f32', vec: 8, tpr: 512, block: 512 })]);
+cases.push(['row sum i32 -> i64', () => rowReduceSource({ op: 'sum', inDType: 'i32', outDType: 'i64', vec: 4, tpr: 32, block: 256 })]);
+cases.push(['column mean f32', () => columnReduceSource({ op: 'mean', inDType: 'f32', outDType: 'f32' })]);
+cases.push(['log_softmax bf16 block', () => rowSoftmaxSource({ log: true, inDType: 'bf16', outDType: 'bf16', vec: 8, tpr: 256, block: 256 })]);
+cases.push(['softmax bf16 -> f32 warp', () => rowSoftmaxSource({ log: false, inDType: 'bf16', outDType: 'f32', vec: 4, tpr: 32, block: 256 })]);
+cases.push(['layer_norm FLUX bf16', () => rowNormSource({ kind: 'layer', inDType: 'bf16', outDType: 'bf16', wDType: 'bf16', hasWeight: true, hasBias: true, vec: 8, tpr: 96, block: 96, npt: 4, weightVector: true })]);
+cases.push(['layer_norm BGE bf16 warp, f32 weight', () => rowNormSource({ kind: 'layer', inDType: 'bf16', outDType: 'bf16', wDType: 'f32', hasWeight: true, hasBias: true, vec: 8, tpr: 32, block: 256, npt: 4, weightVector: false })]);
+cases.push(['layer_norm no affine f32', () => rowNormSource({ kind: 'layer', inDType: 'f32', outDType: 'f32', wDType: null, hasWeight: false, hasBias: false, vec: 4, tpr: 32, block: 256, npt: 8 })]);
+cases.push(['group_norm YOLO f16', () => rowNormSource({ kind: 'group', inDType: 'f16', outDType: 'f16', wDType: 'f16', hasWeight: true, hasBias: true, vec: 8, tpr: 1024, block: 1024, npt: 7, channelPerVector: true })]);
+cases.push(['group_norm odd spatial f32', () => rowNormSource({ kind: 'group', inDType: 'f32', outDType: 'f32', wDType: 'f32', hasWeight: true, hasBias: false, vec: 1, tpr: 32, block: 256, npt: 8, channelPerVector: false })]);
+
+describe(`generated sources compile with nvcc for sm_90a${nvcc ? '' : ' (SKIPPED: nvcc not on PATH)'}`, () => {
+  const dir = nvcc ? mkdtempSync(join(tmpdir(), 'fk-gen-')) : '';
+  afterAll(() => {
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+  cases.forEach(([name, gen], i) => {
+    it.skipIf(!nvcc)(name, () => {
+      const g = gen();
+      const file = join(dir, `k${i}.cu`);
+      writeFileSync(file, g.source);
+      let log = '';
+      try {
+        log = execFileSync(nvcc!, ['-cubin', '-std=c++17', '-arch=sm_90a', '-Xptxas', '-v', file, '-o', join(dir, `k${i}.cubin`)], { stdio: 'pipe', encoding: 'utf8' }).toString();
+      } catch (e) {
+        const err = e as { stderr?: string };
+        throw new Error(`nvcc failed for ${name}:\n${err.stderr ?? String(e)}\n--- source ---\n${g.source}`);
+      }
+      const all = log + '';
+      expect(all).not.toMatch(/[1-9]\d* bytes spill/);
+    }, 60_000);
+  });
+});

@@ -1,0 +1,119 @@
+/**
+ * layer_norm and group_norm on the generated row-norm kernel (norm-source.ts). Both normalise contiguous rows:
+ * layer_norm's rows are the trailing normalized_shape elements (read in place when the rows are one stride apart),
+ * group_norm's are the (C / G) x spatial elements of one group of one sample of a contiguous NCHW tensor. The launch
+ * keeps a row in registers: a warp a row up to 8 vectors a lane, else a block a row of about 4 vectors a thread.
+ */
+import { Tensor } from '@fastkernels/core';
+import type { CudaKernel } from '../kernel.js';
+import type { CudaRuntime } from '../runtime.js';
+import { DCODE, GEN_ITEMSIZE, genDType, type GenDType } from './ctypes.js';
+import { addr } from './elementwise.js';
+import type { GenKernelCache } from './gen-cache.js';
+import { planReduce, rowVec } from './reduce-plan.js';
+import { rowNormSource } from './norm-source.js';
+
+/** Most vectors a thread keeps in registers; longer rows read the rest again (norm-source.ts). */
+const MAX_NPT = 16;
+
+export interface NormLaunch {
+  readonly tpr: number;
+  readonly block: number;
+  readonly npt: number;
+  readonly grid: number;
+}
+
+/** Launch shape for rows of nv vectors (pure: CPU-tested). */
+export function normLaunch(rows: number, nv: number, sms: number): NormLaunch {
+  if (nv <= 32 * 8) {
+    const npt = Math.max(1, Math.ceil(nv / 32));
+    return { tpr: 32, block: 256, npt, grid: Math.max(1, Math.min(Math.ceil(rows / 8), sms * 64)) };
+  }
+  const tpr = Math.min(1024, Math.ceil(nv / 4 / 32) * 32);
+  return { tpr, block: tpr, npt: Math.min(MAX_NPT, Math.ceil(nv / tpr)), grid: Math.max(1, Math.min(rows, sms * 64)) };
+}
+
+export class GeneratedNorms {
+  private readonly kernels = new Map<number, CudaKernel>();
+
+  constructor(
+    private readonly cache: GenKernelCache,
+    private readonly runtime: () => CudaRuntime,
+  ) {}
+
+  /** y = layer_norm over the trailing `normDims` dims of x (weight / bias of that shape, or null). */
+  layerNorm(x: Tensor, normDims: number, weight: Tensor | null, bias: Tensor | null, eps: number, outDType = x.dtype): Tensor {
+    const y = Tensor.empty(x.backend, x.shape, outDType, { device: x.device });
+    if (y.numel === 0) return y;
+    const dims = Array.from({ length: normDims }, (_, i) => x.rank - normDims + i);
+    const p = planReduce(x.shape, x.strides, dims);
+    const temps: Tensor[] = [];
+    try {
+      const src = p.kind === 'rows' ? x : keep(temps, x.contiguous());
+      const L = p.kind === 'copy' ? p.D : p.kind === 'rows' ? p.D : 0;
+      const rows = y.numel / L;
+      const rowStride = p.kind === 'rows' ? p.rowStride : L;
+      const w = weight && denseOf(weight, temps);
+      const b = bias && denseOf(bias.dtype === (weight?.dtype ?? bias.dtype) ? bias : keep(temps, bias.to(weight!.dtype)), temps);
+      this.launch('layer', src, y, w, b, rows, L, rowStride, eps, 1, 1, 1);
+    } finally {
+      for (const t of temps) t.dispose();
+    }
+    return y;
+  }
+
+  /** y = group_norm of x [N, C, *] with `groups` groups over (C / groups) x spatial; weight / bias [C] or null. */
+  groupNorm(x: Tensor, groups: number, weight: Tensor | null, bias: Tensor | null, eps: number, outDType = x.dtype): Tensor {
+    const y = Tensor.empty(x.backend, x.shape, outDType, { device: x.device });
+    if (y.numel === 0) return y;
+    const N = x.shape[0]!;
+    const C = x.shape[1]!;
+    const hw = x.shape.slice(2).reduce((a, s) => a * s, 1);
+    const cpg = C / groups;
+    const temps: Tensor[] = [];
+    try {
+      const src = x.isContiguous() ? x : keep(temps, x.contiguous());
+      const w = weight && denseOf(weight, temps);
+      const b = bias && denseOf(bias.dtype === (weight?.dtype ?? bias.dtype) ? bias : keep(temps, bias.to(weight!.dtype)), temps);
+      const L = cpg * hw;
+      this.launch('group', src, y, w, b, N * groups, L, L, eps, groups, cpg, hw);
+    } finally {
+      for (const t of temps) t.dispose();
+    }
+    return y;
+  }
+
+  private launch(kind: 'layer' | 'group', x: Tensor, y: Tensor, w: Tensor | null, b: Tensor | null, rows: number, L: number, rowStride: number, eps: number, G: number, cpg: number, hw: number): void {
+    const inD = genDType(x.dtype, `${kind}_norm`);
+    const outD = genDType(y.dtype, `${kind}_norm`);
+    const wD: GenDType | null = w ? genDType(w.dtype, `${kind}_norm weight`) : b ? genDType(b.dtype, `${kind}_norm bias`) : null;
+    const vec = Math.min(rowVec(GEN_ITEMSIZE[inD], L, rowStride, [addr(x)]), rowVec(GEN_ITEMSIZE[outD], L, L, [addr(y)]));
+    // a layer-norm weight is read as vectors when aligned; group norm reads one channel value a vector or element
+    const wAligned = (v: number) => [w, b].every((t) => !t || addr(t) % (v * t.itemsize) === 0);
+    const weightVector = kind === 'layer' && wD !== null && wAligned(vec);
+    const channelPerVector = kind === 'group' && hw % vec === 0;
+    const sms = this.runtime().properties().multiprocessors;
+    const l = normLaunch(rows, L / vec, sms);
+    // a numeric key (no string work per launch): every field below fits its bits
+    const key =
+      ((((((((kind === 'group' ? 1 : 0) * 16 + DCODE[inD]) * 16 + DCODE[outD]) * 16 + (wD ? DCODE[wD] : 0)) * 4 + (w ? 2 : 0) + (b ? 1 : 0)) * 32 + vec) * 64 + l.tpr / 32) * 64 + l.block / 32) * 32 * 4 +
+      l.npt * 4 + (channelPerVector ? 2 : 0) + (weightVector ? 1 : 0);
+    let k = this.kernels.get(key);
+    if (!k) {
+      const spec = { kind, inDType: inD, outDType: outD, wDType: wD, hasWeight: !!w, hasBias: !!b, vec, tpr: l.tpr, block: l.block, npt: l.npt, channelPerVector, weightVector };
+      k = this.cache.kernel(`norm|${JSON.stringify(spec)}`, () => rowNormSource(spec), `${kind}-norm-generated`);
+      this.kernels.set(key, k);
+    }
+    k.launch(l.grid, l.block, 0, [addr(y), addr(x), w ? addr(w) : 0, b ? addr(b) : 0, rows, L, rowStride, eps, G, cpg, hw]);
+  }
+}
+
+function keep(temps: Tensor[], t: Tensor): Tensor {
+  temps.push(t);
+  return t;
+}
+
+/** t itself when contiguous, else a contiguous copy (kept for disposal). */
+function denseOf(t: Tensor, temps: Tensor[]): Tensor {
+  return t.isContiguous() ? t : keep(temps, t.contiguous());
+}

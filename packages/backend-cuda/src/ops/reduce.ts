@@ -1,0 +1,133 @@
+/**
+ * Running the generated reductions: sum / mean / amax / amin over any dims (with an optional elementwise prologue) and
+ * softmax / log_softmax along one dim. Kernels are cached per (op, prologue, dtypes, layout, launch shape) in the
+ * GenKernelCache; the per-call work is the layout plan (reduce-plan.ts) and the launch.
+ */
+import { Tensor, type DType } from '@fastkernels/core';
+import type { CudaKernel } from '../kernel.js';
+import type { CudaRuntime } from '../runtime.js';
+import { DCODE, GEN_ITEMSIZE, genDType, type GenDType } from './ctypes.js';
+import { addr } from './elementwise.js';
+import { exprKey, type Expr } from './expr.js';
+import type { GenKernelCache } from './gen-cache.js';
+import { planReduce, rowLaunch, rowVec } from './reduce-plan.js';
+import { columnReduceSource, rowReduceSource, rowSoftmaxSource, type ReduceOp } from './reduce-source.js';
+
+const OP_CODE: Readonly<Record<ReduceOp, number>> = { sum: 0, mean: 1, amax: 2, amin: 3 };
+
+export class GeneratedReductions {
+  /** Row kernels without a prologue and softmax kernels by a numeric key (no string work per launch). */
+  private readonly rowKernels = new Map<number, CudaKernel>();
+
+  constructor(
+    private readonly cache: GenKernelCache,
+    private readonly runtime: () => CudaRuntime,
+  ) {}
+
+  /**
+   * out (contiguous, the kept dims in order; keepdim's size-1 dims change nothing) = op over `dims` of pro(x).
+   * An empty reduction gives the identity: 0 for sum, NaN for mean (amax / amin of nothing is refused by infer).
+   */
+  reduce(op: ReduceOp, x: Tensor, dims: readonly number[], out: Tensor, prologue?: Expr): Tensor {
+    if (out.numel === 0) return out;
+    const inD = genDType(x.dtype, op);
+    const outD = genDType(out.dtype, op);
+    if (x.numel === 0) {
+      out.backend.ops.fill(out, op === 'mean' ? NaN : 0);
+      return out;
+    }
+    const sms = this.runtime().properties().multiprocessors;
+    const proKey = prologue ? exprKey(prologue) : '';
+    const p = planReduce(x.shape, x.strides, dims);
+    if (p.kind === 'columns') {
+      const make = () => this.cache.kernel(`colred|${op}|${proKey}|${inD}>${outD}`, () => columnReduceSource({ op, prologue, inDType: inD, outDType: outD }), 'reduce-generated');
+      const k = prologue ? make() : this.rowKernel(8 + OP_CODE[op], inD, outD, 0, 0, 0, make);
+      const n = p.outer * p.inner;
+      k.launch(Math.max(1, Math.min(Math.ceil(n / 256), sms * 32)), 256, 0, [addr(out), addr(x), p.outer, p.R, p.inner, p.sOuter, p.sR]);
+      return out;
+    }
+    let src = x;
+    let rowStride = p.kind === 'rows' ? p.rowStride : p.D;
+    let tmp: Tensor | undefined;
+    if (p.kind === 'copy') {
+      const kept = x.shape.map((_, d) => d).filter((d) => !dims.includes(d));
+      const view = x.permute([...kept, ...dims]);
+      tmp = view.contiguous();
+      view.dispose();
+      src = tmp;
+      rowStride = p.D;
+    }
+    try {
+      const vec = rowVec(GEN_ITEMSIZE[inD], p.D, rowStride, [addr(src)]);
+      const l = rowLaunch(p.rows, p.D / vec, vec, sms);
+      const gen = () => rowReduceSource({ op, prologue, inDType: inD, outDType: outD, vec, tpr: l.tpr, block: l.block });
+      const k = prologue
+        ? this.cache.kernel(`rowred|${op}|${proKey}|${inD}>${outD}|${vec}|${l.tpr}|${l.block}`, gen, 'reduce-generated')
+        : this.rowKernel(OP_CODE[op], inD, outD, vec, l.tpr, l.block, () => this.cache.kernel(`rowred|${op}||${inD}>${outD}|${vec}|${l.tpr}|${l.block}`, gen, 'reduce-generated'));
+      k.launch(l.grid, l.block, 0, [addr(out), addr(src), p.rows, p.D, rowStride]);
+    } finally {
+      tmp?.dispose();
+    }
+    return out;
+  }
+
+  /** softmax / log_softmax of x along dim into a fresh contiguous tensor of dtype `outDType`. */
+  softmax(x: Tensor, dim: number, outDType: DType, log: boolean): Tensor {
+    const out = Tensor.empty(x.backend, x.shape, outDType, { device: x.device });
+    if (out.numel === 0) return out;
+    const last = x.rank - 1;
+    if (x.rank === 0 || dim === last) {
+      this.softmaxRows(x, out, log);
+      return out;
+    }
+    // along another dim: the dim made last (a copy), then the result written back through the transposed view
+    const moved = x.transpose(dim, last);
+    const tmp = Tensor.empty(x.backend, moved.shape, outDType, { device: x.device });
+    try {
+      this.softmaxRows(moved, tmp, log);
+      const back = tmp.transpose(dim, last);
+      out.backend.ops.copy(out, back);
+      back.dispose();
+    } finally {
+      moved.dispose();
+      tmp.dispose();
+    }
+    return out;
+  }
+
+  /** out (contiguous, x's shape) = softmax over x's last dim. */
+  private softmaxRows(x: Tensor, out: Tensor, log: boolean): void {
+    const inD = genDType(x.dtype, 'softmax');
+    const outD = genDType(out.dtype, 'softmax');
+    const D = x.rank === 0 ? 1 : x.shape[x.rank - 1]!;
+    const dims = x.rank === 0 ? [] : [x.rank - 1];
+    const p = planReduce(x.shape, x.strides, dims);
+    let src = x;
+    let rowStride = p.kind === 'rows' ? p.rowStride : D;
+    let tmp: Tensor | undefined;
+    if (p.kind !== 'rows') {
+      tmp = x.contiguous();
+      src = tmp;
+      rowStride = D;
+    }
+    try {
+      const rows = out.numel / D;
+      const sms = this.runtime().properties().multiprocessors;
+      const vec = Math.min(rowVec(GEN_ITEMSIZE[inD], D, rowStride, [addr(src)]), rowVec(GEN_ITEMSIZE[outD], D, D, [addr(out)]));
+      const l = rowLaunch(rows, D / vec, vec, sms);
+      const k = this.rowKernel(log ? 5 : 4, inD, outD, vec, l.tpr, l.block, () =>
+        this.cache.kernel(`softmax|${log}|${inD}>${outD}|${vec}|${l.tpr}|${l.block}`, () => rowSoftmaxSource({ log, inDType: inD, outDType: outD, vec, tpr: l.tpr, block: l.block }), 'softmax-generated'),
+      );
+      k.launch(l.grid, l.block, 0, [addr(out), addr(src), rows, D, rowStride]);
+    } finally {
+      tmp?.dispose();
+    }
+  }
+
+  private rowKernel(op: number, inD: GenDType, outD: GenDType, vec: number, tpr: number, block: number, make: () => CudaKernel): CudaKernel {
+    const key = ((((op * 16 + DCODE[inD]) * 16 + DCODE[outD]) * 32 + vec) * 64 + tpr / 32) * 64 + block / 32;
+    let k = this.rowKernels.get(key);
+    if (!k) this.rowKernels.set(key, (k = make()));
+    return k;
+  }
+}
