@@ -5,6 +5,8 @@ import { registerLayoutKernels } from './layout.js';
 import { registerReductionKernels } from './reduction.js';
 import { registerMatmulKernels } from './matmul-kernels.js';
 import { registerConvKernels } from './conv-kernels.js';
+import { registerAttentionKernels } from './attention-kernels.js';
+import { registerQuantKernels } from './quant-kernels.js';
 
 export function registerCpuKernels(table: OpKernelTable, backend: Backend): void {
   registerElementwiseKernels(table, backend);
@@ -12,4 +14,6 @@ export function registerCpuKernels(table: OpKernelTable, backend: Backend): void
   registerLayoutKernels(table, backend);
   registerMatmulKernels(table, backend);
   registerConvKernels(table, backend);
+  registerAttentionKernels(table, backend);
+  registerQuantKernels(table, backend);
 }

@@ -11,12 +11,16 @@ export * from './reduction.js';
 export * from './layout.js';
 export * from './matmul.js';
 export * from './conv.js';
+export * from './attention.js';
+export * from './quant.js';
 
 import { elementwiseFunctions } from './elementwise.js';
 import { reductionFunctions } from './reduction.js';
 import { layoutFunctions } from './layout.js';
 import { matmulFunctions } from './matmul.js';
 import { convFunctions } from './conv.js';
+import { attentionFunctions } from './attention.js';
+import { quantFunctions } from './quant.js';
 
 /**
  * Typed front ends named like torch / torch.nn.functional (camelCase), thin wrappers over callOp:
@@ -28,4 +32,6 @@ export const F = Object.freeze({
   ...layoutFunctions,
   ...matmulFunctions,
   ...convFunctions,
+  ...attentionFunctions,
+  ...quantFunctions,
 });

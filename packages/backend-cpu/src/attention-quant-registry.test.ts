@@ -1,0 +1,69 @@
+/** The attention and quant groups through the op registry on the cpu backend. */
+import { describe, expect, it } from 'vitest';
+import { F, inferOp, OpError, supportedOps, type OpCall, type Tensor } from '@fastkernels/core';
+import { cpu, expectClose, randn, Rng, tensor, values } from './test-helpers.js';
+
+describe('attention group via the registry', () => {
+  it('runs as a cpu kernel and matches the hand-computed value', () => {
+    expect(supportedOps(cpu).find((s) => s.name === 'scaled_dot_product_attention')?.via).toBe('kernel');
+    const k = tensor([0, Math.log(3)], [1, 1, 2, 1], 'f64');
+    const v = tensor([4, 8], [1, 1, 2, 1], 'f64');
+    expectClose(values(F.scaledDotProductAttention(tensor([1, 1], [1, 1, 2, 1], 'f64'), k, v, { scale: 1, is_causal: true })), [4, 7], 1e-12, 0);
+    const mask = tensor([1, 0, 1, 1], [2, 2], 'bool');
+    expectClose(values(F.scaledDotProductAttention(tensor([1, 1], [1, 1, 2, 1], 'f64'), k, v, { scale: 1, attn_mask: mask })), [4, 7], 1e-12, 0);
+  });
+
+  it('GQA shapes and errors', () => {
+    const rng = new Rng(1);
+    const y = F.scaledDotProductAttention(randn(rng, [2, 8, 3, 64], 'bf16'), randn(rng, [2, 2, 5, 64], 'bf16'), randn(rng, [2, 2, 5, 32], 'bf16'), { enable_gqa: true, is_causal: true });
+    expect(y.shape).toEqual([2, 8, 3, 32]);
+    expect(y.dtype).toBe('bf16');
+    const q = randn(rng, [1, 4, 3, 8]);
+    const kv = randn(rng, [1, 2, 5, 8]);
+    expect(() => F.scaledDotProductAttention(q, kv, kv)).toThrow(OpError);
+    expect(() => F.scaledDotProductAttention(q, kv, kv)).toThrow(/different head counts need enable_gqa=true/);
+    expect(() => F.scaledDotProductAttention(q, kv, kv, { enable_gqa: true, attn_mask: randn(rng, [2, 5]) })).toThrow(/attn_mask \[2, 5\] does not broadcast to \[1, 4, 3, 5\]|shapes do not broadcast/);
+    expect(() => F.scaledDotProductAttention(q, kv, kv, { enable_gqa: true, dropout_p: 0.5 })).toThrow(/dropout_p must be 0/);
+  });
+});
+
+describe('quant group via the registry', () => {
+  it('fp8 quantise, dequantise and per-token-group', () => {
+    const [q, s] = F.scaledFp8Quant(tensor([1, -2, 500, 1000], [4]), tensor([2], [1]));
+    expect(q.dtype).toBe('fp8e4m3');
+    expect(values(q)).toEqual([0.5, -1, 256, 448]);
+    expect(values(F.fp8Dequant(q, s, { output_dtype: 'f32' }))).toEqual([1, -2, 512, 896]);
+    const [gq, gs] = F.perTokenGroupQuantFp8(tensor([448, -224, 0, 0], [1, 4]), 2);
+    expect(gs.shape).toEqual([1, 2]);
+    expect(values(gq)).toEqual([448, -224, 0, 0]);
+    expect(() => F.perTokenGroupQuantFp8(tensor([1, 2, 3], [3]), 2)).toThrow(/per_token_group_quant_fp8: the last dim of x \[3\] must be divisible by group_size 2/);
+  });
+
+  it('scaled_mm honours out_dtype and checks scales', () => {
+    const a = tensor([1, 2, 3, 4], [2, 2], 'fp8e4m3');
+    const b = tensor([1, 0, 0, 1], [2, 2], 'fp8e4m3');
+    const y = F.scaledMm(a, b, tensor([0.5], [1]), tensor([4], [1]), { out_dtype: 'f32' });
+    expect(y.dtype).toBe('f32');
+    expect(y.toNested()).toEqual([[2, 4], [6, 8]]);
+    expect(F.scaledMm(a, b, tensor([1, 2], [2, 1]), tensor([1, 1], [1, 2])).dtype).toBe('bf16');
+    expect(() => F.scaledMm(a, b, tensor([1, 2], [1, 2]), tensor([1], [1]))).toThrow(/scale_a \[1, 2\] must be one element \(per-tensor\) or \[2, 1\] \(per-row\)/);
+    expect(() => F.scaledMm(tensor([1, 2, 3, 4], [2, 2]), b, tensor([1], [1]), tensor([1], [1]))).toThrow(/scaled_mm: a has dtype f32/);
+  });
+
+  it('mxfp4_linear: the kernel and the decomposition (dequant then linear) agree', () => {
+    const rng = new Rng(2);
+    const [N, G] = [5, 2];
+    const blocks = tensor(Array.from({ length: N * G * 16 }, () => Math.floor(rng.uniform() * 256)), [N, G, 16], 'u8');
+    const scales = tensor(Array.from({ length: N * G }, () => 124 + Math.floor(rng.uniform() * 6)), [N, G], 'u8');
+    const x = randn(rng, [3, 64], 'f32');
+    const bias = randn(rng, [N], 'f32');
+    const viaKernel = F.mxfp4Linear(x, blocks, scales, bias);
+    const { spec, attrs, outputs } = inferOp('mxfp4_linear', [x, blocks, scales, bias]);
+    const call: OpCall = { op: spec, backend: cpu, inputs: [x, blocks, scales, bias], attrs: attrs as Record<string, unknown>, outputs };
+    const [viaOps] = spec.decompose!(call) as Tensor[];
+    expect(viaOps!.shape).toEqual([3, N]);
+    expectClose(values(viaKernel), values(viaOps!), 1e-6, 1e-6);
+    expect(F.mxfp4Dequant(blocks, scales).shape).toEqual([N, 64]);
+    expect(() => F.mxfp4Linear(randn(rng, [3, 63]), blocks, scales)).toThrow(/mxfp4_linear: input \[3, 63\] last dim must be K = 64/);
+  });
+});
