@@ -1,8 +1,9 @@
 /** `CudaBackend implements Backend`: device storage, copies, timers and the op surface on the CUDA runtime. */
-import type { AllocateOptions, Backend, BackendAvailability, BackendCapabilities, DeviceInfo, Storage, Timer } from '@fastkernels/core';
+import { OpKernelTable, type AllocateOptions, type Backend, type BackendAvailability, type BackendCapabilities, type DeviceInfo, type Storage, type Timer } from '@fastkernels/core';
 import type { DeviceBlock } from './allocator.js';
 import { CudaHarnessKernels } from './harness-kernels.js';
 import { CudaOps } from './ops.js';
+import { registerGeneratedKernels, type GeneratedOps } from './ops/register.js';
 import { CudaRuntime, formatCudaVersion } from './runtime.js';
 
 /** Device memory from the caching allocator, reference-counted; the last release returns it to the cache. */
@@ -104,6 +105,9 @@ export class CudaBackend implements Backend {
   private opsImpl: CudaOps | undefined;
   /** Device-side fills and comparisons for the bench harness (nothing is compiled until first use). */
   readonly harnessKernels: CudaHarnessKernels = new CudaHarnessKernels(this);
+  /** The op registry's kernels (generated elementwise, reductions, norms: src/ops/register.ts); CUDA is touched at the first call. */
+  readonly opKernels: OpKernelTable = new OpKernelTable('cuda');
+  readonly generatedOps: GeneratedOps = registerGeneratedKernels(this.opKernels, () => this.runtime);
 
   /** Cheap: nothing is loaded until availability(), devices() or the first allocation. */
   constructor() {}

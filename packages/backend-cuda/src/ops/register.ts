@@ -1,0 +1,99 @@
+/**
+ * The CUDA backend's registry kernels from this folder: the elementwise group (generated), sum / mean / amax / amin,
+ * softmax / log_softmax (generated; softmax in the input dtype goes to the tuned spine kernel, backend.ops.softmax),
+ * layer_norm / group_norm (generated row norms) where core declares them. One GeneratedOps per backend holds the kernel
+ * cache; nothing touches CUDA before the first call.
+ */
+import { Tensor, hasOp, normDim, reductionDims, type OpCall, type OpKernelTable, type OpSupports } from '@fastkernels/core';
+import type { CudaRuntime } from '../runtime.js';
+import { isGenDType } from './ctypes.js';
+import { registerElementwiseKernels } from './elementwise-kernels.js';
+import { GenKernelCache } from './gen-cache.js';
+import { GeneratedNorms } from './norm.js';
+import { GeneratedReductions } from './reduce.js';
+import type { ReduceOp } from './reduce-source.js';
+
+export class GeneratedOps {
+  readonly cache = new GenKernelCache();
+  readonly reductions: GeneratedReductions;
+  readonly norms: GeneratedNorms;
+
+  constructor(readonly runtime: () => CudaRuntime) {
+    this.reductions = new GeneratedReductions(this.cache, runtime);
+    this.norms = new GeneratedNorms(this.cache, runtime);
+  }
+}
+
+/** Every tensor input and every output in a generated dtype. */
+const genDTypes: OpSupports = (call) => {
+  for (const a of call.inputs) if (a instanceof Tensor && !isGenDType(a.dtype)) return `input dtype ${a.dtype} is not generated`;
+  for (const o of call.outputs) if (!isGenDType(o.dtype)) return `output dtype ${o.dtype} is not generated`;
+  return true;
+};
+
+const FLOAT16_32 = new Set(['f32', 'f16', 'bf16']);
+
+export function registerGeneratedKernels(table: OpKernelTable, runtime: () => CudaRuntime): GeneratedOps {
+  const g = new GeneratedOps(runtime);
+  registerElementwiseKernels(table, g.cache, runtime);
+
+  for (const op of ['sum', 'mean', 'amax', 'amin'] as const satisfies readonly ReduceOp[]) {
+    table.register(
+      op,
+      (call: OpCall<{ dim: number | number[] | null; keepdim: boolean }>) => {
+        const x = call.inputs[0] as Tensor;
+        const meta = call.outputs[0]!;
+        const out = Tensor.empty(call.backend, meta.shape, meta.dtype, { device: x.device });
+        return g.reductions.reduce(op, x, reductionDims(op, x.shape, call.attrs.dim), out);
+      },
+      genDTypes,
+    );
+  }
+
+  for (const name of ['softmax', 'log_softmax'] as const) {
+    table.register(
+      name,
+      (call: OpCall<{ dim: number; dtype?: string }>) => {
+        const x = call.inputs[0] as Tensor;
+        const outDType = call.outputs[0]!.dtype;
+        const dim = normDim(name, call.attrs.dim, x.rank);
+        // softmax in the input's dtype: the tuned hand-written kernel (kernels/softmax.cu) already is the production one
+        if (name === 'softmax' && outDType === x.dtype && FLOAT16_32.has(x.dtype) && x.rank > 0) return call.backend.ops.softmax(x, dim);
+        return g.reductions.softmax(x, dim, outDType, name === 'log_softmax');
+      },
+      genDTypes,
+    );
+  }
+
+  if (hasOp('layer_norm')) {
+    table.register(
+      'layer_norm',
+      (call: OpCall<{ normalized_shape: number[]; eps: number }>) => {
+        const [x, w, b] = call.inputs as [Tensor, Tensor | null, Tensor | null];
+        return g.norms.layerNorm(x, call.attrs.normalized_shape.length, w ?? null, b ?? null, call.attrs.eps, call.outputs[0]!.dtype);
+      },
+      (call) => {
+        const ok = genDTypes(call);
+        if (ok !== true) return ok;
+        const [, w, b] = call.inputs as [Tensor, Tensor | null, Tensor | null];
+        if (w && b && w.dtype !== b.dtype && !FLOAT16_32.has(b.dtype)) return 'bias dtype differs from weight';
+        return true;
+      },
+    );
+  }
+  if (hasOp('group_norm')) {
+    table.register(
+      'group_norm',
+      (call: OpCall<{ num_groups: number; eps: number }>) => {
+        const [x, w, b] = call.inputs as [Tensor, Tensor | null, Tensor | null];
+        return g.norms.groupNorm(x, call.attrs.num_groups, w ?? null, b ?? null, call.attrs.eps, call.outputs[0]!.dtype);
+      },
+      (call) => {
+        const x = call.inputs[0] as Tensor;
+        if (x.rank < 2) return 'group_norm needs [N, C, *]';
+        return genDTypes(call);
+      },
+    );
+  }
+  return g;
+}
