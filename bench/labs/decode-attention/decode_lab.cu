@@ -14,10 +14,10 @@
 // so neither the shuffle nor the 256-byte pieces cost DRAM time here; and the splits merged by the last CTA of each
 // (sequence, head group) instead of the combine launch (each CTA fences its partials and counts itself in with an atomic;
 // bit-identical): 97.3 us at 512 keys, 104-106 at 256 / 1024, against 89.6-89.9 for split+combine and 83.6-84.1 for the
-// main kernel alone (bench/results/h200/decode-merge-in-kernel-run20.patch).
+// main kernel alone (docs/experiments.md: the patch is in git at 1b347c8).
 // Run 20's calls 8-9 also ran a persistent version of the main kernel (one wave of CTAs taking the same items from a
 // counter, each warp's stream running on into the next item): bit-identical, slower (main 94-102 us against 83);
-// bench/results/h200/decode-persist-run20.patch has it.
+// docs/experiments.md names the commit that has it (d6ff494).
 // Every timing flushes L2 first (a 128 MiB memset outside the events) and is the median of the repetitions. Checks: the
 // old combine's output bit-identical to the new one's at 128, 256, 512 and 1024-key splits, split+combine against a
 // float64 reference of 16 (sequence, head) pairs. Built on the GPU host by

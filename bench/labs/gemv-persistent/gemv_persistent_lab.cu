@@ -21,7 +21,7 @@
 // Run 18 (gemv-persistent-run18-ring*.log, same bits everywhere): whole chain 3921-3976 us at 2 blocks an SM with 20
 // slots, one launch a product 3932 us at 3 blocks with 11 slots, against ref's 4096-4146. Mind what ref is: its norm is
 // a kernel of its own before every product, while the ring cases (like the engine's fk_gemv_stream) normalise inside
-// the product. The engine kernel built on it (fk_gemv_ring, bench/results/h200/gemv-ring-run18.patch) had the stream's
+// the product. The engine kernel built on it (fk_gemv_ring; docs/experiments.md, commit 7473e96) had the stream's
 // bits but was slower in the decode step at every setting (4.43-5.92 ms against 4.19-4.23), and no faster one product
 // at a time as PDL launches (gpu-tests-run18-linear-speed.log: qkv 15.1 us against 14.7, o 11.1 / 11.0, gate_up 58.3 /
 // 58.8, lm_head 245.4 / 241.4). So the lab's gain did not carry over; part of it is ref's separate norm launches.

@@ -1,7 +1,7 @@
 // Hopper's bulk-copy engine (cp.async.bulk, sm_90+) and the shared-memory mbarriers that count its bytes, for
 // lab_ring_chain.cuh. A copy needs no registers and no waiting thread: one lane issues it, and consumers wait on
 // the slot's mbarrier phase. (Run 18 also built an engine GEMV on them, fk_gemv_ring: slower in the decode step, taken
-// out; bench/results/h200/gemv-ring-run18.patch.)
+// out; docs/experiments.md, commit 7473e96.)
 #pragma once
 
 __device__ __forceinline__ unsigned lab_smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
