@@ -171,13 +171,13 @@ export class VocabParallelEmbedding extends Module {
   });
 });
 
-describe('bad speed settings in the environment (read as the modules load; FASTKERNELS_CHAIN_DECODE is read by the engine, inside a command)', () => {
+describe('bad settings in the environment (core/settings.ts: read when a command needs them)', () => {
   for (const [name, value, want] of [
-    ['FASTKERNELS_PDL', 'yes', /FASTKERNELS_PDL: expected 0 or 1, got 'yes'/],
-    ['FASTKERNELS_GEMV_MAX_ROWS', '-1', /FASTKERNELS_GEMV_MAX_ROWS: expected a whole number >= 0, got '-1'/],
+    ['FASTKERNELS_NCCL_TIMEOUT_MS', 'soon', /FASTKERNELS_NCCL_TIMEOUT_MS: expected a whole number >= 1, got 'soon'/],
+    ['FASTKERNELS_CHECK_INDICES', 'yes', /FASTKERNELS_CHECK_INDICES: expected 0 or 1, got 'yes'/],
   ] as const) {
-    it(`${name}=${value}: exit 2, the variable and the fix, no stack trace`, () => {
-      const r = cli(['list'], { env: { [name]: value } });
+    it(`${name}=${value}: doctor exits 2 with the variable, what it accepts and the fix, no stack trace`, () => {
+      const r = cli(['doctor'], { env: { [name]: value } });
       expect(r.code, r.stderr + r.stdout).toBe(2);
       expect(r.stderr).toMatch(/^fastkernels: error: /);
       expect(r.stderr).toMatch(want);
@@ -185,4 +185,15 @@ describe('bad speed settings in the environment (read as the modules load; FASTK
       expect(r.stderr).not.toMatch(STACK);
     });
   }
+  it('a command that does not read the setting is not stopped by it (nothing is read at import)', () => {
+    const r = cli(['list'], { env: { FASTKERNELS_NCCL_TIMEOUT_MS: 'soon' } });
+    expect(r.code, r.stderr).toBe(0);
+  });
+  it('a removed per-knob tuning variable is an error naming its tuning key (an A/B run must not measure the default)', () => {
+    const r = cli(['tuning', 'show'], { env: { FASTKERNELS_GEMV_MAX_ROWS: '0' } });
+    expect(r.code, r.stderr + r.stdout).toBe(2);
+    expect(r.stderr).toMatch(/FASTKERNELS_GEMV_MAX_ROWS is no longer read/);
+    expect(r.stderr).toMatch(/tuning derive --set linear\.gemvMaxRows=0/);
+    expect(r.stderr).not.toMatch(STACK);
+  });
 });

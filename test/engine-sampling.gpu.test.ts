@@ -1,8 +1,8 @@
 /**
  * The engine's sampled decode on CUDA (tag gpu): requests that draw (temperature > 0, top-k / top-p) mixed with greedy
  * ones, served with CUDA-graph decode, give exactly the tokens of the eager engine. The batch sizes pass through the
- * sampler's two launch paths (one CTA per row below SAMPLER_TUNING.multiCtaMinSampledRows drawing rows, split rows
- * from there; and, for all-greedy steps of up to SAMPLER_TUNING.greedySplitMaxRows rows, the greedy split), so some
+ * sampler's two launch paths (one CTA per row below the tuning's sampler.multiCtaMinSampledRows drawing rows, split rows
+ * from there; and, for all-greedy steps of up to sampler.greedySplitMaxRows rows, the greedy split), so some
  * buckets' decode graphs are captured twice (Ops.samplePath) and each step replays the variant its drawing rows pick
  * (the test sets the route's threshold to 8 drawing rows). The same with chained decode
  * (EngineOptions.chainDecode). Runs with `dist/gpu-host/run-gpu-tests engine-sampling`.
@@ -10,7 +10,7 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CudaBackend, CudaRuntime, SAMPLER_TUNING } from '@fastkernels/backend-cuda';
+import { CudaBackend, CudaRuntime, cudaTuning, withTuning } from '@fastkernels/backend-cuda';
 import { DEFAULT_SAMPLING, LLMEngine, baselineRegistry, loadModel, type SamplingParams } from '@fastkernels/model-zoo';
 import { describe, expect, it } from 'vitest';
 import { tokenDiff, writeTinyTpModel } from './tp/gpu-fixture.js';
@@ -26,26 +26,24 @@ describe('sampled decode through CUDA graphs (sampler path variants)', () => {
     const params = (i: number): SamplingParams =>
       i < 10 ? { ...DEFAULT_SAMPLING, temperature: 0.9, topK: i % 2 ? 40 : 0, topP: i % 3 ? 0.95 : 1, seed: 1000 + i, maxTokens: 6 + 2 * i } : { ...DEFAULT_SAMPLING, maxTokens: 40 };
     const reqs = Array.from({ length: 12 }, (_, i) => ({ promptIds: Array.from({ length: 3 + i }, (_, j) => (i * 37 + j * 11) % 500), params: params(i) }));
-    const run = (graphs: boolean, chainDecode = false) => {
-      const was = SAMPLER_TUNING.multiCtaMinSampledRows;
-      SAMPLER_TUNING.multiCtaMinSampledRows = 8;
-      const m = loadModel(model, { backend, registry: baselineRegistry(), dtype: 'f32' });
-      const e = new LLMEngine(m.model, m.ctx, m.geometry, { maxModelLen: 256, maxNumSeqs: 16, maxNumBatchedTokens: 512, numKvBlocks: 128, graphs, chainDecode });
+    // at a threshold of 8 drawing rows, so that steps take both sampler paths
+    const run = (graphs: boolean, chainDecode = false) => withTuning('sampler', { multiCtaMinSampledRows: 8 }, () => {
+      const m = loadLlamaModel(model, { backend, registry: baselineRegistry(), dtype: 'f32' });
+      const e = new LLMEngine(m.model, m.ctx, m.config, { maxModelLen: 256, maxNumSeqs: 16, maxNumBatchedTokens: 512, numKvBlocks: 128, graphs, chainDecode });
       try {
         const out = e.generate(reqs).map((o) => o.tokenIds);
         return { out, graphSteps: e.runner.stats.graphSteps, graphs: e.runner.graphCount, buckets: e.runner.graphBuckets, chain: { ...e.chainStats } };
       } finally {
         e.dispose();
         m.model.dispose();
-        SAMPLER_TUNING.multiCtaMinSampledRows = was;
       }
-    };
+    });
     const eager = run(false);
     const graphed = run(true);
     // one capture per sampler path of each bucket (at the test's threshold of 8 drawing rows): buckets 8 and 16 twice
     // (10 drawing rows take the split-row variant, the greedy tail the other), and buckets up to
-    // SAMPLER_TUNING.greedySplitMaxRows twice (an all-greedy step takes the greedy split)
-    const greedySplit = graphed.buckets.filter((bs) => bs <= SAMPLER_TUNING.greedySplitMaxRows).length;
+    // sampler.greedySplitMaxRows twice (an all-greedy step takes the greedy split)
+    const greedySplit = graphed.buckets.filter((bs) => bs <= cudaTuning().sampler.greedySplitMaxRows).length;
     expect(graphed.buckets).toEqual([1, 2, 4, 8, 16]);
     expect(graphed.graphs).toBe(graphed.buckets.length + 2 + greedySplit);
     expect(graphed.graphSteps).toBeGreaterThan(10);

@@ -666,7 +666,7 @@ Napi::Value Launch(const Napi::CallbackInfo& info) {
   uint32_t flags;
   memcpy(&flags, launchBuf + 48, 4);
   if (flags & 1u) {
-    if (!cu.cuLaunchKernelEx) return ThrowUsage(env, "launch: programmatic dependent launch needs cuLaunchKernelEx, which this driver lacks: install a CUDA 12+ driver, or turn PDL off (unset FASTKERNELS_PDL / LAUNCH_TUNING.pdl = false)");
+    if (!cu.cuLaunchKernelEx) return ThrowUsage(env, "launch: programmatic dependent launch needs cuLaunchKernelEx, which this driver lacks: install a CUDA 12+ driver, or turn PDL off (launch.pdl false in a FASTKERNELS_TUNING file, docs/tuning.md)");
     CUlaunchAttribute attr{};
     attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     attr.value.programmaticStreamSerializationAllowed = 1;

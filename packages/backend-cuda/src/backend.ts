@@ -5,6 +5,7 @@ import { CudaHarnessKernels } from './harness-kernels.js';
 import { CudaOps } from './ops.js';
 import { registerGeneratedKernels, type GeneratedOps } from './ops/register.js';
 import { CudaRuntime, formatCudaVersion } from './runtime.js';
+import { cudaTuning } from './tuning/load.js';
 
 /** Device memory from the caching allocator, reference-counted; the last release returns it to the cache. */
 export class CudaStorage implements Storage {
@@ -119,6 +120,11 @@ export class CudaBackend implements Backend {
 
   get ops(): CudaOps {
     return (this.opsImpl ??= new CudaOps(() => this.runtime));
+  }
+
+  /** The engine's launch choices from the tuning in force (engine.chainDecode), read by LLMEngine's defaults. */
+  get engineTuning(): { readonly chainDecode: boolean } {
+    return cudaTuning().engine;
   }
 
   availability(): BackendAvailability {

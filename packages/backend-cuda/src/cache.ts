@@ -7,6 +7,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import { setting } from '@fastkernels/core';
 
 export interface CompileKeyInput {
   readonly source: string;
@@ -42,7 +43,8 @@ export function compileCacheKey(k: CompileKeyInput): string {
 }
 
 export function cacheRoot(env: Readonly<Record<string, string | undefined>> = process.env, home = homedir()): string {
-  if (env.FASTKERNELS_CACHE_DIR) return env.FASTKERNELS_CACHE_DIR;
+  const dir = setting('FASTKERNELS_CACHE_DIR', env);
+  if (dir) return dir;
   if (env.XDG_CACHE_HOME) return join(env.XDG_CACHE_HOME, 'fastkernels');
   return join(home, '.cache', 'fastkernels');
 }

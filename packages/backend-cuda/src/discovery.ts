@@ -13,6 +13,7 @@
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import { setting } from '@fastkernels/core';
 
 export type CudaLibraryKind = 'cuda' | 'nvrtc' | 'cublasLt';
 
@@ -114,7 +115,7 @@ function nvidiaWheelDirs(de: DiscoveryEnv, sub: 'lib' | 'include'): string[] {
 /** Directories searched for a library, in order (the bare soname is tried between the override and these). */
 export function libraryDirs(de: DiscoveryEnv): { overrides: string[]; dirs: string[] } {
   const { env, fs } = de;
-  const overrides = (env.FASTKERNELS_CUDA_LIB_DIRS ?? '').split(':').filter(Boolean);
+  const overrides = setting('FASTKERNELS_CUDA_LIB_DIRS', env) ?? [];
   const dirs: string[] = [];
   const add = (d: string | undefined) => {
     if (d && !dirs.includes(d) && !overrides.includes(d)) dirs.push(d);
@@ -184,7 +185,7 @@ export function cudaIncludeDirs(de: DiscoveryEnv = defaultDiscoveryEnv()): { fou
   const add = (d: string | undefined) => {
     if (d && !cands.includes(d)) cands.push(d);
   };
-  for (const d of (env.FASTKERNELS_CUDA_INCLUDE_DIRS ?? '').split(':').filter(Boolean)) add(d);
+  for (const d of setting('FASTKERNELS_CUDA_INCLUDE_DIRS', env) ?? []) add(d);
   for (const root of [env.CUDA_HOME, env.CUDA_PATH, env.CUDA_ROOT]) {
     if (!root) continue;
     add(join(root, 'include'));

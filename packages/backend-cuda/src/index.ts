@@ -12,12 +12,8 @@ export { CudaOps, ptrOf, type GemmOptions } from './ops.js';
 export { fillLtParams, matrixLayout, ptrAlignment, type GemmDesc } from './blaslt.js';
 export { KERNEL_SOURCES } from './kernel-sources.generated.js';
 export { addonCandidates, tryLoadAddon, ADDON_FILE, type NativeAddon } from './native.js';
-// the GPU tuning switches (tests and the verify script flip them; the defaults are the H200-verified choice)
-export { SAMPLER_TUNING } from './spine/sampler.js';
-export { LAUNCH_TUNING, PDL_READY_FILES } from './launch-tuning.js';
-export { LINEAR_TUNING } from './spine/linear.js';
-export { NORM_TUNING } from './spine/norm.js';
-export { KV_STORE_TUNING } from './spine/kvcache.js';
-export { ROTARY_TUNING } from './spine/rotary.js';
-export { ATTENTION_TUNING } from './spine/attention-plan.js';
-export { SOFTMAX_TUNING } from './spine/softmax.js';
+// kernel launch choices: the device's tuning file (tuning/*.json) with FASTKERNELS_TUNING laid over it (docs/tuning.md)
+export { PDL_READY_FILES } from './launch-tuning.js';
+export { activateDeviceTuning, cudaTuning, deviceTuningFileFor, deviceTuningFiles, effectiveTuning, mergeTuning, parseOverride, readOverrideFile, resetTuning, resolveTuning, withTuning, GENERIC_TUNING_FILE, type EffectiveTuning } from './tuning/load.js';
+export { REMOVED_TUNING_VARIABLES, removedVariablesError } from './tuning/removed-variables.js';
+export { DeviceTuningFileSchema, OverrideTuningFileSchema, SECTION_NAMES, TUNING_SECTIONS, type DeviceTuningFile, type OverrideTuningFile, type Tuning, type TuningSection } from './tuning/schema.js';

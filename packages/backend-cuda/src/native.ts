@@ -7,6 +7,7 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
+import { setting } from '@fastkernels/core';
 import { fileURLToPath } from 'node:url';
 
 export const ADDON_FILE = 'fastkernels_cuda.node';
@@ -110,7 +111,8 @@ export interface NativeAddon {
 /** Where the addon is looked for, in order (exported for tests and error messages). */
 export function addonCandidates(moduleDir: string = here(), env: Readonly<Record<string, string | undefined>> = process.env): string[] {
   const out: string[] = [];
-  if (env.FASTKERNELS_CUDA_ADDON) out.push(resolve(env.FASTKERNELS_CUDA_ADDON));
+  const pinned = setting('FASTKERNELS_CUDA_ADDON', env);
+  if (pinned) out.push(resolve(pinned));
   out.push(join(moduleDir, '..', 'build', 'Release', ADDON_FILE));
   out.push(join(moduleDir, ADDON_FILE));
   return out;

@@ -10,6 +10,7 @@ import { archFor, CudaCompileError, formatCompileError, nvrtcOptions, parseCompi
 import { cudaIncludeDirs, defaultDiscoveryEnv, formatNotFound, libraryCandidates, type CudaLibraryKind, type DiscoveryEnv } from './discovery.js';
 import { CudaError, CudaFatalError, makeCudaError, type CudaLibrary } from './errors.js';
 import { loadAddon, tryLoadAddon, type NativeAddon, type NativeDeviceProps } from './native.js';
+import { activateDeviceTuning } from './tuning/load.js';
 
 export const CU_FUNC_ATTRIBUTE = { MAX_THREADS_PER_BLOCK: 0, SHARED_SIZE_BYTES: 1, CONST_SIZE_BYTES: 2, LOCAL_SIZE_BYTES: 3, NUM_REGS: 4, MAX_DYNAMIC_SHARED_SIZE_BYTES: 8 } as const;
 const CU_STREAM_NON_BLOCKING = 1;
@@ -115,6 +116,8 @@ export class CudaRuntime {
     errorTarget = this;
     addon.setLaunchBuffer(this.launchBuf.buffer);
     this.setDevice(0);
+    // the kernel launch choices of this device's tuning file (device 0's name: a host's GPUs are of one kind)
+    activateDeviceTuning(this.current.props.name);
   }
 
   // -------------------------------------------------------------------------------------- devices

@@ -38,7 +38,7 @@ export function fakeDevice(): { backend: Backend; ctx: SpineContext; launches: F
   } as unknown as Backend;
   const ctx = {
     multiprocessors: 132,
-    // an sm_80 device: no programmatic dependent launches (LAUNCH_TUNING.pdl is on by default), plain kernel options
+    // an sm_80 device: no programmatic dependent launches (the tuning's launch.pdl is on by default), plain kernel options
     runtime,
     kvWrite: null,
     noteKvWrite: SpineContext.prototype.noteKvWrite,

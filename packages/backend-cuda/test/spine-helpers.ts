@@ -256,16 +256,5 @@ export function measureCopy(elements: number): { ms: number; gbs: number } {
   return { ms, gbs: (2 * 4 * elements) / ms / 1e6 };
 }
 
-/**
- * Run fn with some knobs of a tuning table (NORM_TUNING, SAMPLER_TUNING, ...) patched, then put back the values they
- * had: the GPU tests measure each setting without leaving it behind for the next test.
- */
-export function withTuning<T extends object, R>(table: T, patch: Partial<T>, fn: () => R): R {
-  const before = Object.fromEntries(Object.keys(patch).map((k) => [k, table[k as keyof T]])) as Partial<T>;
-  Object.assign(table, patch);
-  try {
-    return fn();
-  } finally {
-    Object.assign(table, before);
-  }
-}
+// tests patch knobs of one section of the tuning in force, then put them back: withTuning('linear', { gemvMaxRows: 0 }, fn)
+export { withTuning } from '../src/tuning/load.js';

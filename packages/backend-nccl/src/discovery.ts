@@ -11,6 +11,7 @@
  */
 import { join } from 'node:path';
 import { defaultDiscoveryEnv, libraryDirs, sitePackagesDirs, type DiscoveryEnv } from '@fastkernels/backend-cuda';
+import { setting } from '@fastkernels/core';
 
 export const NCCL_SONAMES = ['libnccl.so.2', 'libnccl.so'] as const;
 
@@ -28,7 +29,7 @@ export interface NcclCandidates {
 
 export function ncclLibraryDirs(de: DiscoveryEnv): { overrides: string[]; dirs: string[] } {
   const { env } = de;
-  const overrides = (env.FASTKERNELS_NCCL_LIB_DIRS ?? '').split(':').filter(Boolean);
+  const overrides = setting('FASTKERNELS_NCCL_LIB_DIRS', env) ?? [];
   const dirs: string[] = [];
   const add = (d: string | undefined) => {
     if (d && !dirs.includes(d) && !overrides.includes(d)) dirs.push(d);

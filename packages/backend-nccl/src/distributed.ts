@@ -6,6 +6,7 @@ import { CudaRuntime } from '@fastkernels/backend-cuda';
 export { joinRendezvous, launchEnv, type LaunchEnv } from './launch-env.js';
 import { NcclCommunicator, defaultTimeoutMs, ncclUniqueId } from './nccl.js';
 import { joinRendezvous, launchEnv } from './launch-env.js';
+import { setting } from '@fastkernels/core';
 
 export interface Distributed {
   readonly rank: number;
@@ -33,7 +34,7 @@ export async function initDistributed(options: { timeoutMs?: number; blocking?: 
   // capture. Hangs stay bounded: the rendezvous has every rank alive before init, and synchronize() polls the
   // stream with the deadline and aborts (NCCL kernels watch the abort flag). FASTKERNELS_NCCL_BLOCKING=0 opts out.
   const env = options.env ?? process.env;
-  const blocking = options.blocking ?? env.FASTKERNELS_NCCL_BLOCKING !== '0';
+  const blocking = options.blocking ?? setting('FASTKERNELS_NCCL_BLOCKING', env);
   const comm = await NcclCommunicator.init({ rank: le.rank, world: le.world, id: info.id, timeoutMs, blocking });
   return { rank: le.rank, world: le.world, device: le.device, comm };
 }

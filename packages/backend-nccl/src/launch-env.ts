@@ -1,4 +1,7 @@
-/** The launcher's environment as a rank sees it, and the rank side of the rendezvous (no CUDA imports). */
+/**
+ * The launcher's environment as a rank sees it, and the rank side of the rendezvous. No package imports (not even core's
+ * settings registry, which declares these variables as internal): the launcher tests run it bundled on its own.
+ */
 import { rendezvous, type RendezvousInfo } from './rendezvous.js';
 
 export interface LaunchEnv {

@@ -10,6 +10,7 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { setting } from '@fastkernels/core';
 
 export const NCCL_ADDON_FILE = 'fastkernels_nccl.node';
 
@@ -62,11 +63,13 @@ export function ncclAddonCandidates(moduleDir: string = here(), env: Readonly<Re
   const add = (p: string) => {
     if (!out.includes(p)) out.push(p);
   };
-  if (env.FASTKERNELS_NCCL_ADDON) add(resolve(env.FASTKERNELS_NCCL_ADDON));
+  const pinned = setting('FASTKERNELS_NCCL_ADDON', env);
+  if (pinned) add(resolve(pinned));
   add(join(moduleDir, '..', 'build', 'Release', NCCL_ADDON_FILE));
   add(join(moduleDir, NCCL_ADDON_FILE));
   add(join(moduleDir, '..', NCCL_ADDON_FILE));
-  if (env.FASTKERNELS_CUDA_ADDON) add(join(dirname(resolve(env.FASTKERNELS_CUDA_ADDON)), NCCL_ADDON_FILE));
+  const cudaAddon = setting('FASTKERNELS_CUDA_ADDON', env);
+  if (cudaAddon) add(join(dirname(resolve(cudaAddon)), NCCL_ADDON_FILE));
   return out;
 }
 

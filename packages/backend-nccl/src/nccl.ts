@@ -10,7 +10,7 @@
  * that dies mid-collective ends in a clear error, not a hang.
  */
 import { CudaRuntime, ptrOf } from '@fastkernels/backend-cuda';
-import { Tensor, type Collectives, type DType, type ReduceOp } from '@fastkernels/core';
+import { Tensor, setting, type Collectives, type DType, type ReduceOp } from '@fastkernels/core';
 import { formatNcclNotFound, ncclLibraryCandidates } from './discovery.js';
 import { NcclError, NcclTimeoutError, makeNcclError } from './errors.js';
 import { tryLoadNcclAddon, type NcclAddon, type WaitResult } from './native.js';
@@ -34,8 +34,7 @@ export function formatNcclVersion(code: number): string {
 
 /** Default deadline for waits (init, collectives in progress, synchronize): FASTKERNELS_NCCL_TIMEOUT_MS or 300 s. */
 export function defaultTimeoutMs(env: Readonly<Record<string, string | undefined>> = process.env): number {
-  const v = Number(env.FASTKERNELS_NCCL_TIMEOUT_MS);
-  return Number.isFinite(v) && v > 0 ? v : 300_000;
+  return setting('FASTKERNELS_NCCL_TIMEOUT_MS', env);
 }
 
 export interface NcclProbe {

@@ -5,6 +5,7 @@
  * and reads its version from the package metadata. Never throws; the reason says what to install or set.
  */
 import { spawnSync } from 'node:child_process';
+import { setting } from '@fastkernels/core';
 
 export interface TritonAvailability {
   readonly available: boolean;
@@ -23,7 +24,8 @@ export type Env = Readonly<Record<string, string | undefined>>;
 export const TORCH_VENV_PYTHON = '/opt/torch/.venv/bin/python3';
 
 export function pythonCandidates(env: Env = process.env): string[] {
-  if (env.FASTKERNELS_PYTHON) return [env.FASTKERNELS_PYTHON];
+  const pinned = setting('FASTKERNELS_PYTHON', env);
+  if (pinned) return [pinned];
   const out: string[] = [];
   if (env.VIRTUAL_ENV) out.push(`${env.VIRTUAL_ENV}/bin/python3`);
   if (env.CONDA_PREFIX) out.push(`${env.CONDA_PREFIX}/bin/python3`);

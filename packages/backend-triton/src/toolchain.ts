@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setting } from '@fastkernels/core';
 import { tritonCacheDir, sha256 } from './cache.js';
 import { HelperClient, type HelperCommand, type HelperResponse } from './client.js';
 import { TritonUnavailableError, toCompileError } from './errors.js';
@@ -68,8 +69,7 @@ export class TritonToolchain {
 
   constructor(readonly options: ToolchainOptions = {}) {
     this.env = options.env ?? process.env;
-    const envTimeout = Number(this.env.FASTKERNELS_TRITON_TIMEOUT_MS);
-    this.timeoutMs = options.timeoutMs ?? (Number.isFinite(envTimeout) && envTimeout > 0 ? envTimeout : 300_000);
+    this.timeoutMs = options.timeoutMs ?? setting('FASTKERNELS_TRITON_TIMEOUT_MS', this.env);
   }
 
   /** Which Python and Triton compile (probed once; never throws). */

@@ -14,6 +14,7 @@ import { mergeCommand } from './commands/merge.js';
 import { scoreCommand } from './commands/score.js';
 import { serveCommand } from './commands/serve.js';
 import { stubsCommand } from './commands/stubs.js';
+import { tuningCommand } from './commands/tuning.js';
 import { processIo, type Io } from './io.js';
 import { runWorker } from './bench/worker.js';
 import { cliVersion } from './version.js';
@@ -42,6 +43,7 @@ export function buildApp(argv: readonly string[], io: Io = processIo) {
     .command(launchCommand(io))
     .command(scoreCommand(io))
     .command(leaderboardCommand(io))
+    .command(tuningCommand(io))
     .option('verbose', { type: 'boolean', default: false, global: true, describe: 'print stack traces with errors' })
     .demandCommand(1, 'pick a command: list, info, stubs, bench, merge or doctor')
     .strict()

@@ -1,18 +1,11 @@
 #!/usr/bin/env node
-import { UserError } from '@fastkernels/core';
-import { reportUserError } from './exit-codes.js';
+import { setting } from '@fastkernels/core';
+import { main } from './app.js';
 
-// app.js is imported here rather than statically: modules read their FASTKERNELS_* speed settings as they load
-// (launch-tuning, linear), and a bad value must come out as the CLI's one-line error, not an import-time stack trace.
-let app: typeof import('./app.js');
-try {
-  app = await import('./app.js');
-} catch (e) {
-  if (!(e instanceof UserError)) throw e;
-  process.exit(reportUserError(e, (t) => process.stderr.write(t), process.argv.includes('--verbose')));
-}
-process.exitCode = await app.main(process.argv.slice(2));
+// Nothing reads FASTKERNELS_* settings as it loads (core/settings.ts: read when used), so a bad value comes out of main()
+// as the CLI's one-line error.
+process.exitCode = await main(process.argv.slice(2));
 // A rank of `fastkernels launch` (e.g. `generate --tp N`) must end when its command has: should a native handle
 // (CUDA, NCCL) keep the event loop alive, leave after a grace period for stdout to drain. Unref'd: it never delays
 // a normal exit.
-if (process.env.FASTKERNELS_RDZV_TOKEN) setTimeout(() => process.exit(), 5000).unref();
+if (setting('FASTKERNELS_RDZV_TOKEN')) setTimeout(() => process.exit(), 5000).unref();

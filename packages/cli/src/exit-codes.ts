@@ -6,10 +6,7 @@ export const EXIT_INTERNAL = 1;
 export const EXIT_USAGE = 2;
 export const EXIT_INTERRUPTED = 130;
 
-/**
- * Bad input's one line (the field and the fix; the stack only with --verbose), for main() and for bin.ts, which reports
- * a bad FASTKERNELS_* value met while the app's modules load. Returns the exit code.
- */
+/** Bad input's one line (the field and the fix; the stack only with --verbose). Returns the exit code. */
 export function reportUserError(e: UserError, write: (s: string) => void, verbose: boolean): number {
   write(`fastkernels: error: ${e.describe()}\n`);
   if (verbose && e.stack) write(`${e.stack}\n`);

@@ -17,6 +17,8 @@ export * from './stats.js';
 export * from './rng.js';
 export * from './random-fill.js';
 export * from './errors.js';
-export * from './env-settings.js';
+export * from './settings.js';
+// one zod for every package (schemas of the files each reads), as with tsyringe
+export { z } from 'zod';
 export * from './host.js';
 export * from './harness/index.js';

@@ -2,89 +2,13 @@
  * Launch plans of the attention kernels (kernels/attention_decode.cu, kernels/attention_prefill.cu): pure
  * functions of the shapes and the device's SM count, unit-tested without a GPU.
  */
-import { envCount, envSwitch } from '@fastkernels/core';
+import { cudaTuning } from '../tuning/load.js';
+import type { AttentionTuning } from '../tuning/schema.js';
 
-/** Knobs for the GPU tuning runs (the defaults are the shipped choice). */
-export const ATTENTION_TUNING = {
-  /** Warps per decode CTA. */
-  decodeWarps: 4,
-  /** Most query heads of one kv group a decode CTA takes (registers grow with it: 4 -> 128 regs at D 128 bf16). */
-  decodeMaxHeadsPerCta: 4,
-  /** Tokens per lane row loaded before first use (0: 4, or 2 when heads x elements per lane > 32). */
-  decodeUnroll: 0,
-  /** Decode CTAs aimed for per SM when choosing the KV split (empty splits exit at once). */
-  decodeCtasPerSm: 8,
-  /** Fewest keys per split (partials cost 2 x heads x D x 4 bytes per split). */
-  decodeMinSplitTokens: 256,
-  /** Force a split size in tokens (0: automatic). */
-  decodeSplitTokens: 0,
-  /**
-   * Use the tensor-core decode kernel (fk_paged_decode_mma: per-warp cp.async rings of 16-token K/V tiles) where
-   * it applies (bf16/f16, head dim 64 or 128, 16-byte aligned caches); false: the register-streaming kernel.
-   */
-  decodeMma: true,
-  /**
-   * Warps per CTA of the mma decode kernel (each streams its own tiles; FASTKERNELS_DECODE_MMA_WARPS for the A/B bench).
-   * Run 13 (bs-1 Llama-3-8B step, 128-384 keys, graph for 2176): 8 warps 4.327 ms against 4.337 at 4 (decode_ab.json).
-   */
-  decodeMmaWarps: envCount('FASTKERNELS_DECODE_MMA_WARPS', 4, 1),
-  /**
-   * cp.async ring depth per warp in 16-token tiles (0: as many as decodeMmaSmemBytes allows, 2..8;
-   * FASTKERNELS_DECODE_MMA_STAGES). 2 since run 14 (H200, paged decode b64x2k, bench-kernels sweeps in
-   * paged-decode-sweep-run14.txt): 64 KB a CTA at 4 warps, so three CTAs an SM instead of two; with decodeMmaCtasPerSm 16,
-   * 88.3-90.0 us (70-72% of copy) against 99.5-105.2 us for run 13's 3 stages at 32 CTAs an SM. 4 stages (one CTA an
-   * SM) 150 us. The bs-1 step is unchanged (4.357 against 4.372 ms, decode_ab-run14-decode.json).
-   */
-  decodeMmaStages: envCount('FASTKERNELS_DECODE_MMA_STAGES', 2),
-  /** Shared memory one mma decode CTA may take for its rings when decodeMmaStages is 0 (96 KB: two CTAs per SM). */
-  decodeMmaSmemBytes: 96 * 1024,
-  /**
-   * Mma decode CTAs (non-empty or not) aimed for per SM when choosing the split size (FASTKERNELS_DECODE_CTAS_PER_SM).
-   * 16 since run 14: b64x2k then splits its 2048 keys in 4 of 512 (2048 CTAs) instead of 8 of 256; with 2 stages
-   * 88-90 us against 91-109 at 32 (the per-CTA ramp is paid half as often). 8: 98.7 us; 24: 165 us; 48: 95 us (wave
-   * quantisation). Batch 1 is unchanged (its splits stay at decodeMmaMinSplitTokens).
-   */
-  decodeMmaCtasPerSm: envCount('FASTKERNELS_DECODE_CTAS_PER_SM', 16, 1),
-  /**
-   * Fewest keys per split of the mma decode kernel (FASTKERNELS_DECODE_MIN_SPLIT_TOKENS for the A/B bench), rounded up to
-   * one 16-key tile per warp (64 at 4 warps). 64 since run 15 (bs-1 Llama-3-8B step, 128-384 keys, graph for 2176;
-   * decode_ab-run15-*.json): 4.276 ms against 4.314 with 128 (twice the CTAs on a short context, each with one tile a
-   * warp), 4.251 against 4.277 with the RMSNorm in the GEMV. Run 13: one split of up to 4096 keys at 8 warps 4.310 ms
-   * against 4.337 with 128 at 4 warps (no combine launch), but 4.723 at 4 warps; one split makes 8 CTAs stream a long
-   * bs-1 context alone. Larger batches take the split from decodeMmaCtasPerSm.
-   */
-  decodeMmaMinSplitTokens: envCount('FASTKERNELS_DECODE_MIN_SPLIT_TOKENS', 64, 1),
-  /**
-   * Issue the mma decode kernel's first cache loads before its PDL wait (FK_EARLY_KV): the cache's DRAM latency then
-   * overlaps the kernel before (rotary + KV write). Run 14's ablation: decode attention and its combine cost 0.22 ms of
-   * the 4.36 ms bs-1 step (7 us a layer, mostly latency). Contract: the kernel just before wrote no row of these caches
-   * but the newest key of each sequence (position seqLens[b] - 1), which is loaded after the wait. pagedDecodeAttention
-   * takes it only where the backend saw that: the last kernel it launched was the KV-cache write of one token a
-   * sequence into these caches (SpineContext.followsKvWrite), as in the engine's decode step. Run 15 (decode_ab-run15.json): 4.360 -> 4.341 ms alone, 4.305 -> 4.290 with the GEMVs' late trigger.
-   * FASTKERNELS_DECODE_EARLY_KV=0 turns it off.
-   */
-  decodeEarlyKv: envSwitch('FASTKERNELS_DECODE_EARLY_KV', true),
-  /**
-   * Most splits holding keys that fk_paged_decode_combine merges from registers, every load issued at once (FK_COMBINE_UNROLL;
-   * more splits: a loop a pass). 0: the loops alone (FASTKERNELS_DECODE_COMBINE_UNROLL, 0-16). The same bits either way. Run 20
-   * (H200): the bs-1 Llama-3-8B step 4.190 ms against 4.217 with the loops (decode_ab-run20-norm-combine.json); b64x2k
-   * unchanged (89.2-89.8 against 89.6-89.9 us in bench/decode_lab.cu: there the combine's 6 us are its launch).
-   */
-  decodeCombineUnroll: envCount('FASTKERNELS_DECODE_COMBINE_UNROLL', 8, 0, 16),
-  /** Warps per prefill CTA on the mma path (16 query rows each; 8 measured 3-7% faster than 4 on the H200). */
-  prefillWarps: 8,
-  /** Skip the O rescale of a key tile when no row max of the warp moved (bit-identical; head dim 128; false: always rescale). */
-  prefillSkipRescale: true,
-  /** Use the tensor-core prefill kernel where it applies (bf16/f16, head dim 64 or 128). */
-  prefillMma: true,
-  /**
-   * On sm_90a at head dim 128, the tensor-core prefill kernel on wgmma (fk_varlen_prefill_wgmma: two warpgroups of 64
-   * query rows a CTA) instead of mma.sync. H200, run 19 (S 4096, Llama-3-8B heads, causal bf16): 433-481 us in the kernel
-   * bench against the mma kernel's 730-756 (1.16-1.29x SDPA flash), outputs bit-identical to it in bench/prefill_wgmma_lab.cu.
-   * FASTKERNELS_PREFILL_WGMMA=0 turns it off.
-   */
-  prefillWgmma: envSwitch('FASTKERNELS_PREFILL_WGMMA', true),
-};
+// The knobs are the tuning's attention section (tuning/*.json, docs/tuning.md). Why the mma decode defaults: short
+// rings (2 stages) fit three CTAs an SM; 16 CTAs an SM halves how often the per-CTA ramp is paid at large batch; 64-key
+// splits give a short bs-1 context enough CTAs; loading the first cache tiles before the PDL wait hides their DRAM
+// latency behind the kernel before. Figures: docs/experiments.md.
 
 export interface DecodePlanInput {
   readonly batch: number;
@@ -144,7 +68,7 @@ export function lanesPerRow(vectors: number): number {
   return t;
 }
 
-export function planDecode(p: DecodePlanInput, tuning = ATTENTION_TUNING): DecodePlan {
+export function planDecode(p: DecodePlanInput, tuning: AttentionTuning = cudaTuning().attention): DecodePlan {
   const group = p.qHeads / p.kvHeads;
   const mmaOk =
     tuning.decodeMma && (p.dtype === 'bf16' || p.dtype === 'f16') && p.itemsize === 2 && (p.headDim === 64 || p.headDim === 128) && (p.cacheVecBytes ?? p.vecBytes) === 16;
@@ -178,7 +102,7 @@ export function planDecode(p: DecodePlanInput, tuning = ATTENTION_TUNING): Decod
   };
 }
 
-function planDecodeMma(p: DecodePlanInput, group: number, tuning: typeof ATTENTION_TUNING): DecodePlan {
+function planDecodeMma(p: DecodePlanInput, group: number, tuning: AttentionTuning): DecodePlan {
   const headsPerCta = largestDivisorAtMost(group, 16); // the 16 rows of one mma tile
   const warps = Math.max(1, Math.min(8, Math.floor(tuning.decodeMmaWarps)));
   const stageBytes = 2 * DECODE_MMA_TILE * p.headDim * p.itemsize; // K and V of one tile
@@ -240,7 +164,7 @@ export const PREFILL_WGMMA_SMEM_BYTES = 6 * 64 * 128 * 2 + 1024;
 /** `arch`: the device's SASS target (DeviceProperties.arch); the wgmma kernel needs sm_90a. */
 export function planPrefill(
   p: { totalQ: number; qHeads: number; headDim: number; dtype: string; numSeqs: number; arch?: string },
-  tuning = ATTENTION_TUNING,
+  tuning: AttentionTuning = cudaTuning().attention,
 ): PrefillPlan {
   const mma = tuning.prefillMma && (p.dtype === 'bf16' || p.dtype === 'f16') && (p.headDim === 64 || p.headDim === 128);
   // Upper bound on the tiles of bm rows over all sequences (sum of ceil(lq / bm) <= ceil(Tq / bm) + B); spare CTAs exit

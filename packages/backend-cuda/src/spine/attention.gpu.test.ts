@@ -8,9 +8,10 @@
 import { ModuleRegistry, Rng, Tensor, type DType } from '@fastkernels/core';
 import { describe, it } from 'vitest';
 import { G, measureCopy, medianMs, checkTaskOnCuda, cpu, expectClose, gpu, poison, randCpu, task, taskCases, toGpu, tolOf, variant, withTuning, printedAfterAll } from '../../test/spine-helpers.js';
-import { ATTENTION_TUNING } from './attention-plan.js';
+import type { Tuning } from '../tuning/schema.js';
+import { cudaTuning } from '../tuning/load.js';
 
-const withAttention = <R>(patch: Partial<typeof ATTENTION_TUNING>, fn: () => R): R => withTuning(ATTENTION_TUNING, patch, fn);
+const withAttention = <R>(patch: Partial<Tuning['attention']>, fn: () => R): R => withTuning('attention', patch, fn);
 
 // ------------------------------------------------------------------------------------------------ decode
 
@@ -222,7 +223,7 @@ function checkPrefill(c: PrefillCase, seed = 5): void {
   const expected = cpu().ops.varlenPrefillAttention(...cpuIn, scale, causal, window);
   const n = expected.numel;
   const half = c.dtype !== 'f32' && (c.D === 64 || c.D === 128);
-  const paths: [string, Partial<typeof ATTENTION_TUNING>][] = half
+  const paths: [string, Partial<Tuning['attention']>][] = half
     ? [
         ['default (wgmma on sm_90a at D 128)', {}],
         ['default, always rescale', { prefillSkipRescale: false }],

@@ -1,11 +1,12 @@
 import { Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
-import { ATTENTION_TUNING, lanesPerRow, largestDivisorAtMost, planDecode, planPrefill, PREFILL_WGMMA_SMEM_BYTES, vectorBytes } from './attention-plan.js';
+import { lanesPerRow, largestDivisorAtMost, planDecode, planPrefill, PREFILL_WGMMA_SMEM_BYTES, vectorBytes } from './attention-plan.js';
 import { pagedDecodeAttention, varlenPrefillAttention } from './attention.js';
 import { fakeDevice } from '../../test/fake-device.js';
 import { withTuning } from '../../test/spine-helpers.js';
 import { ptr } from './common.js';
+import { cudaTuning } from '../tuning/load.js';
 
 describe('attention launch plans', () => {
   it('helpers', () => {
@@ -38,7 +39,7 @@ describe('attention launch plans', () => {
   it('decode, batch 1 x 8k context splits the sequence finely; a window bounds the splits', () => {
     const p = planDecode({ ...llama, batch: 1, maxBlocks: 512 });
     expect(p.splits).toBeGreaterThanOrEqual(16);
-    expect(p.chunk).toBeGreaterThanOrEqual(ATTENTION_TUNING.decodeMinSplitTokens);
+    expect(p.chunk).toBeGreaterThanOrEqual(cudaTuning().attention.decodeMinSplitTokens);
     const w = planDecode({ ...llama, batch: 1, maxBlocks: 512, slidingWindow: 100 });
     expect(w.splits).toBe(1);
     expect(w.chunk).toBeGreaterThanOrEqual(100);
@@ -58,14 +59,14 @@ describe('attention launch plans', () => {
     const m = planDecode({ ...llama, batch: 64, maxBlocks: 128, dtype: 'bf16' });
     expect(m.mma).toBe(true);
     expect(m.headsPerCta).toBe(4);
-    expect(m.warps).toBe(ATTENTION_TUNING.decodeMmaWarps);
+    expect(m.warps).toBe(cudaTuning().attention.decodeMmaWarps);
     expect(m.stages).toBe(2); // run 14's default: three CTAs an SM
     expect(m.sharedBytes).toBe(4 * 2 * 2 * 16 * 128 * 2);
     expect(m.chunk).toBe(512); // 132 SMs x 16 CTAs aimed for
     expect(m.splits).toBe(4);
     expect(m.grid).toEqual([4, 8, 64]);
     // decodeMmaStages 0: as many stages as the shared budget holds
-    const budget = { ...ATTENTION_TUNING, decodeMmaStages: 0 };
+    const budget = { ...cudaTuning().attention, decodeMmaStages: 0 };
     expect(planDecode({ ...llama, batch: 64, maxBlocks: 128, dtype: 'bf16' }, budget).stages).toBe(3);
     const d64 = planDecode({ ...llama, headDim: 64, batch: 64, maxBlocks: 128, dtype: 'f16' }, budget);
     expect(d64.stages).toBe(6);
@@ -79,14 +80,14 @@ describe('attention launch plans', () => {
     expect(planDecode({ ...llama, headDim: 96, batch: 2, maxBlocks: 4, dtype: 'bf16' }).mma).toBe(false);
     expect(planDecode({ ...llama, batch: 2, maxBlocks: 4, dtype: 'bf16', cacheVecBytes: 8 }).mma).toBe(false);
     expect(planDecode({ ...llama, batch: 2, maxBlocks: 4, dtype: 'bf16', vecBytes: 2, cacheVecBytes: 16 }).mma).toBe(true);
-    expect(planDecode({ ...llama, batch: 2, maxBlocks: 4, dtype: 'bf16' }, { ...ATTENTION_TUNING, decodeMma: false }).mma).toBe(false);
+    expect(planDecode({ ...llama, batch: 2, maxBlocks: 4, dtype: 'bf16' }, { ...cudaTuning().attention, decodeMma: false }).mma).toBe(false);
     // a forced depth is capped by the device's per-block shared memory (H200: 227 KB, so 7 stages of 8 KB at 4 warps)
-    const deep = { ...ATTENTION_TUNING, decodeMmaStages: 8 };
+    const deep = { ...cudaTuning().attention, decodeMmaStages: 8 };
     expect(planDecode({ ...llama, batch: 64, maxBlocks: 128, dtype: 'bf16' }, deep).stages).toBe(8);
     expect(planDecode({ ...llama, batch: 64, maxBlocks: 128, dtype: 'bf16', sharedPerBlockOptin: 232448 }, deep).stages).toBe(7);
     expect(planDecode({ ...llama, batch: 64, maxBlocks: 128, dtype: 'bf16', sharedPerBlockOptin: 232448 }, { ...deep, decodeMmaWarps: 8 }).stages).toBe(3);
     // a forced split rounds up to one tile per warp
-    expect(planDecode({ ...llama, batch: 2, maxBlocks: 40, dtype: 'bf16' }, { ...ATTENTION_TUNING, decodeSplitTokens: 65 }).chunk).toBe(128);
+    expect(planDecode({ ...llama, batch: 2, maxBlocks: 40, dtype: 'bf16' }, { ...cudaTuning().attention, decodeSplitTokens: 65 }).chunk).toBe(128);
   });
 
   it('prefill: wgmma on sm_90a at head dim 128 (16-bit), mma for bf16/f16 at 64/128 elsewhere, the simple path otherwise', () => {
@@ -97,17 +98,17 @@ describe('attention launch plans', () => {
     // not at head dim 64, not on plain sm_90 / other devices, not when switched off, never for f32
     expect(planPrefill({ totalQ: 8, qHeads: 1, headDim: 64, dtype: 'bf16', numSeqs: 1, arch: 'sm_90a' }).kernel).toBe('mma');
     expect(planPrefill({ totalQ: 8, qHeads: 1, headDim: 128, dtype: 'bf16', numSeqs: 1, arch: 'sm_89' }).kernel).toBe('mma');
-    expect(planPrefill({ totalQ: 8, qHeads: 1, headDim: 128, dtype: 'bf16', numSeqs: 1, arch: 'sm_90a' }, { ...ATTENTION_TUNING, prefillWgmma: false }).kernel).toBe('mma');
+    expect(planPrefill({ totalQ: 8, qHeads: 1, headDim: 128, dtype: 'bf16', numSeqs: 1, arch: 'sm_90a' }, { ...cudaTuning().attention, prefillWgmma: false }).kernel).toBe('mma');
     expect(planPrefill({ totalQ: 8, qHeads: 1, headDim: 128, dtype: 'f32', numSeqs: 1, arch: 'sm_90a' }).kernel).toBe('simple');
-    const p = planPrefill({ totalQ: 4096, qHeads: 32, headDim: 128, dtype: 'bf16', numSeqs: 1 }, { ...ATTENTION_TUNING, prefillWarps: 4 });
+    const p = planPrefill({ totalQ: 4096, qHeads: 32, headDim: 128, dtype: 'bf16', numSeqs: 1 }, { ...cudaTuning().attention, prefillWarps: 4 });
     expect(p.mma).toBe(true);
     expect(p.kernel).toBe('mma');
     expect(p.grid).toEqual([32, 65, 1]);
     expect(p.sharedBytes).toBe((64 * 128 + 4 * 64 * 128) * 2);
     const p8 = planPrefill({ totalQ: 4096, qHeads: 32, headDim: 128, dtype: 'bf16', numSeqs: 1 });
-    expect(p8.warps).toBe(ATTENTION_TUNING.prefillWarps);
+    expect(p8.warps).toBe(cudaTuning().attention.prefillWarps);
     expect(p8.skipRescale).toBe(true);
-    expect(planPrefill({ totalQ: 8, qHeads: 1, headDim: 128, dtype: 'f16', numSeqs: 1 }, { ...ATTENTION_TUNING, prefillSkipRescale: false }).skipRescale).toBe(false);
+    expect(planPrefill({ totalQ: 8, qHeads: 1, headDim: 128, dtype: 'f16', numSeqs: 1 }, { ...cudaTuning().attention, prefillSkipRescale: false }).skipRescale).toBe(false);
     expect(planPrefill({ totalQ: 8, qHeads: 1, headDim: 64, dtype: 'f16', numSeqs: 1 }).skipRescale).toBe(false);
     expect(planPrefill({ totalQ: 10, qHeads: 4, headDim: 64, dtype: 'f32', numSeqs: 2 }).mma).toBe(false);
     expect(planPrefill({ totalQ: 10, qHeads: 4, headDim: 96, dtype: 'bf16', numSeqs: 2 }).mma).toBe(false);
@@ -118,12 +119,12 @@ describe('attention launch plans', () => {
 
 describe('attention ops on a fake device (argument packing, grids, specialisations)', () => {
   it('paged decode (register-streaming kernel, decodeMma off): one launch without a split, main + combine with splits', () => {
-    const saved = ATTENTION_TUNING.decodeMma;
-    ATTENTION_TUNING.decodeMma = false;
+    const saved = cudaTuning().attention.decodeMma;
+    cudaTuning().attention.decodeMma = false;
     try {
       oldKernelLaunches();
     } finally {
-      ATTENTION_TUNING.decodeMma = saved;
+      cudaTuning().attention.decodeMma = saved;
     }
   });
 
@@ -144,15 +145,15 @@ describe('attention ops on a fake device (argument packing, grids, specialisatio
     expect(main.grid).toEqual([4, 8, 64]);
     expect(main.args.at(-2)).toBe(512); // chunk
     expect(launches[1]!.args.at(-1)).toBe(1); // skip_single
-    expect(launches[1]!.options).toContain(`-DFK_COMBINE_UNROLL=${ATTENTION_TUNING.decodeCombineUnroll}`);
-    if (process.env.FASTKERNELS_DECODE_COMBINE_UNROLL === undefined) expect(ATTENTION_TUNING.decodeCombineUnroll).toBe(8); // run 20's default
-    // early cache loads (ATTENTION_TUNING.decodeEarlyKv, on by default since run 15): only right after the KV-cache
+    expect(launches[1]!.options).toContain(`-DFK_COMBINE_UNROLL=${cudaTuning().attention.decodeCombineUnroll}`);
+    if (process.env.FASTKERNELS_TUNING === undefined) expect(cudaTuning().attention.decodeCombineUnroll).toBe(8); // run 20's default
+    // early cache loads (attention.decodeEarlyKv, on by default since run 15): only right after the KV-cache
     // write of one token a sequence into these caches, with no launch of ours in between (a copy of an input is one)
     const early = (write: { k?: Tensor; tokens?: number; between?: boolean } | null, lensT: Tensor = lens) => {
       if (write) ctx.noteKvWrite(ptr(write.k ?? kc), ptr(write.k ?? kc), write.tokens ?? 64);
       if (write?.between) backend.ops.fill(lens, 0);
       launches.length = 0;
-      withTuning(ATTENTION_TUNING, { decodeEarlyKv: true }, () => pagedDecodeAttention(ctx, q, kc, kc, bt, lensT, 0.088, 0));
+      withTuning('attention', { decodeEarlyKv: true }, () => pagedDecodeAttention(ctx, q, kc, kc, bt, lensT, 0.088, 0));
       return launches.find((l) => l.entry === 'fk_paged_decode_mma')!.options.includes('-DFK_EARLY_KV=1');
     };
     expect(early({})).toBe(true);
@@ -162,7 +163,7 @@ describe('attention ops on a fake device (argument packing, grids, specialisatio
     expect(early({ k: Tensor.empty(backend, [9000, 16, 8, 128], 'bf16') })).toBe(false); // other caches
     expect(early({}, Tensor.empty(backend, [64], 'i64'))).toBe(false); // the lengths' int32 copy is a launch in between
     expect(early({}, Tensor.empty(backend, [128], 'i32').narrow(0, 0, 64))).toBe(true); // a contiguous view: no copy
-    expect(withTuning(ATTENTION_TUNING, { decodeEarlyKv: false }, () => {
+    expect(withTuning('attention', { decodeEarlyKv: false }, () => {
       ctx.noteKvWrite(ptr(kc), ptr(kc), 64);
       launches.length = 0;
       pagedDecodeAttention(ctx, q, kc, kc, bt, lens, 0.088, 0);
@@ -224,7 +225,7 @@ describe('attention ops on a fake device (argument packing, grids, specialisatio
     varlenPrefillAttention(ctx, q, k, k, cu, cu, 0.088, true, 0);
     expect(launches[0]!.entry).toBe('fk_varlen_prefill');
     expect(launches[0]!.options).toContain('-DFK_SKIP_RESCALE=1');
-    const bm = 16 * ATTENTION_TUNING.prefillWarps;
+    const bm = 16 * cudaTuning().attention.prefillWarps;
     expect(launches[0]!.grid).toEqual([32, Math.ceil(4096 / bm) + 1, 1]);
     expect(launches[0]!.shared).toBe((bm * 128 + 4 * 64 * 128) * 2);
     launches.length = 0;

@@ -4,7 +4,7 @@
  * - pagedDecodeAttention: split-K flash decoding over the paged cache; a CTA per (split, group of query heads
  *   sharing a kv head, sequence), fp32 partials merged by a combine kernel when there is more than one split.
  *   bf16/f16 at head dim 64/128 take the tensor-core kernel (per-warp cp.async rings of 16-token tiles; a
- *   sequence that fits one split is written directly); the rest (or ATTENTION_TUNING.decodeMma = false) the
+ *   sequence that fits one split is written directly); the rest (or attention.decodeMma off in the tuning) the
  *   register-streaming kernel.
  *   The split size is chosen from the block table's capacity (seq_lens stay on the device: no host sync, so
  *   decode is graph-capturable; splits past a sequence's length exit at once).
@@ -17,11 +17,11 @@
  */
 import { formatShape, Tensor, type DType } from '@fastkernels/core';
 import type { CudaKernel } from '../kernel.js';
-import { ATTENTION_TUNING, planDecode, planPrefill, vectorBytes } from './attention-plan.js';
+import { cudaTuning } from '../tuning/load.js';
+import { planDecode, planPrefill, vectorBytes } from './attention-plan.js';
 import { fileKernel, lastDimContiguous, ptr } from './common.js';
 import type { SpineContext } from './context.js';
 
-export { ATTENTION_TUNING } from './attention-plan.js';
 
 const CTYPE: Partial<Record<DType, string>> = { f32: 'float', f16: '__half', bf16: '__nv_bfloat16' };
 const LOG2E = Math.LOG2E;
@@ -91,7 +91,7 @@ export function pagedDecodeAttention(
     // FK_EARLY_KV reads the caches, the table and the lengths before its PDL wait, all but each sequence's newest key:
     // only right after the KV-cache write of one token a sequence into these caches (the decode step's), with nothing of
     // ours launched since (a copy above would be such a launch)
-    const earlyKv = ATTENTION_TUNING.decodeEarlyKv && ctx.followsKvWrite(ptr(kc), ptr(vc), B);
+    const earlyKv = cudaTuning().attention.decodeEarlyKv && ctx.followsKvWrite(ptr(kc), ptr(vc), B);
     const it = query.itemsize;
     const [qsb, qsh] = outerStrides(q) as [number, number];
     const [ksb, kst, ksh] = outerStrides(kc) as [number, number, number];
@@ -132,7 +132,7 @@ export function pagedDecodeAttention(
     ]);
     if (plan.splits > 1) {
       // Only FK_T and the unroll matter to the combine kernel; the other macros keep one compiled module per (T).
-      const combine = decodeKernel(ctx, 'fk_paged_decode_combine', [`-DFK_T=${T}`, `-DFK_COMBINE_UNROLL=${ATTENTION_TUNING.decodeCombineUnroll}`]);
+      const combine = decodeKernel(ctx, 'fk_paged_decode_combine', [`-DFK_T=${T}`, `-DFK_COMBINE_UNROLL=${cudaTuning().attention.decodeCombineUnroll}`]);
       combine.launch([nQ, B, 1], Math.min(256, Math.ceil(D / 32) * 32), 0, [
         ptr(out), ptr(partAcc!), ptr(partMl!), ptr(lens), maxBlocks * blockSize, nQ, D, window, plan.chunk, plan.splits, plan.mma ? 1 : 0,
       ]);

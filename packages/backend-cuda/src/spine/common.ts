@@ -9,7 +9,7 @@
  * environment or `setIndexChecks(true)`; then the op throws a RangeError like the CPU backend. Off by default,
  * so the ops never synchronise and stay capturable in CUDA graphs.
  */
-import { DTYPE_INFO, Tensor, formatShape, type DType } from '@fastkernels/core';
+import { DTYPE_INFO, Tensor, formatShape, setting, type DType } from '@fastkernels/core';
 import type { CudaKernel } from '../kernel.js';
 import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
 import { PDL_READY_FILES, pdlAvailable, pdlLaunches } from '../launch-tuning.js';
@@ -162,7 +162,8 @@ export function roundUp(n: number, m: number): number {
 
 // ------------------------------------------------------------------------------------- index checks
 
-let checksOn = typeof process !== 'undefined' && process.env?.FASTKERNELS_CHECK_INDICES === '1';
+// read on first use (the settings registry), not at import
+let checksOn: boolean | undefined;
 const flags = new WeakMap<SpineContext, Tensor>();
 
 /** Turn the device-side index checks' read-back on or off (default: FASTKERNELS_CHECK_INDICES=1). */
@@ -170,12 +171,12 @@ export function setIndexChecks(on: boolean): void {
   checksOn = on;
 }
 export function indexChecksOn(): boolean {
-  return checksOn;
+  return (checksOn ??= setting('FASTKERNELS_CHECK_INDICES'));
 }
 
 /** The device flag to pass to a kernel (0 = no checking), given the tensor the op allocates on. */
 export function indexFlag(ctx: SpineContext, like: Tensor): number {
-  if (!checksOn) return 0;
+  if (!indexChecksOn()) return 0;
   let f = flags.get(ctx);
   if (!f || f.isDisposed) {
     f = Tensor.zeros(like.backend, [1], 'i32', { device: like.device });

@@ -1,5 +1,5 @@
 /**
- * fk_paged_decode_mma with FK_EARLY_KV (ATTENTION_TUNING.decodeEarlyKv) as the engine's decode step runs it: rotary + KV
+ * fk_paged_decode_mma with FK_EARLY_KV (attention.decodeEarlyKv) as the engine's decode step runs it: rotary + KV
  * write of the step's token, then paged decode, captured in a CUDA graph with PDL launches, so the decode kernel's first
  * cache loads run before its wait while the write may still be running. The replay must give the bits of the same two
  * ops run eagerly without the switch, with the newest key in many tile positions (lengths around tile and split edges).
@@ -8,7 +8,8 @@
 import { Rng, Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { G, cosSinCpu, gpu, intsCpu, randCpu, toGpu, withTuning } from '../../test/spine-helpers.js';
-import { ATTENTION_TUNING } from './attention-plan.js';
+import type { Tuning } from '../tuning/schema.js';
+import { cudaTuning } from '../tuning/load.js';
 
 const BLOCK = 16;
 const [NQ, NK, D] = [32, 8, 128];
@@ -112,7 +113,7 @@ describe('paged decode with early cache loads (FK_EARLY_KV) after the step\'s KV
       return bits();
     };
     // the newest key in the first prologue tile (default), in the second and third (2 warps, 3-4 stages), and a window
-    const variants: [Partial<typeof ATTENTION_TUNING>, number][] = [
+    const variants: [Partial<Tuning['attention']>, number][] = [
       [{}, 0],
       [{ decodeMmaWarps: 2, decodeMmaStages: 3, decodeSplitTokens: 64 }, 0],
       [{ decodeMmaWarps: 2, decodeMmaStages: 4 }, 0],
@@ -121,15 +122,15 @@ describe('paged decode with early cache loads (FK_EARLY_KV) after the step\'s KV
     for (const [tuning, w] of variants) {
       window = w;
       const label = `${JSON.stringify(tuning)} window ${w}`;
-      const ref = withTuning(ATTENTION_TUNING, { ...tuning, decodeEarlyKv: false }, () => run(false));
+      const ref = withTuning('attention', { ...tuning, decodeEarlyKv: false }, () => run(false));
       expect(ref.every((x) => Number.isFinite(x)), label).toBe(true);
       decodeBuilds.length = 0;
-      const early = withTuning(ATTENTION_TUNING, { ...tuning, decodeEarlyKv: true }, () => [run(false), run(true)]);
+      const early = withTuning('attention', { ...tuning, decodeEarlyKv: true }, () => [run(false), run(true)]);
       expect(decodeBuilds.length, label).toBeGreaterThan(0);
       expect(decodeBuilds.every((e) => e), `the early build in every run: ${label}`).toBe(true);
       expect(early[0], `eager ${label}`).toEqual(ref);
       expect(early[1], `graph ${label}`).toEqual(ref);
-      expect(withTuning(ATTENTION_TUNING, { ...tuning, decodeEarlyKv: false }, staleDecode), `stale ${label}`).not.toEqual(ref);
+      expect(withTuning('attention', { ...tuning, decodeEarlyKv: false }, staleDecode), `stale ${label}`).not.toEqual(ref);
     }
     spine.kernel = kernelOf;
     for (const t of [bt, seqLens, positions, slotMapping, cosSin, q, k, v, qkv, kc0, vc0, kc, vc, out, qRot]) t.dispose();

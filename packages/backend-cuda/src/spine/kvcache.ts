@@ -6,17 +6,12 @@
  * the head dim is contiguous. Slots past the cache are skipped and, with index checks on (common.ts), throw.
  */
 import { Tensor, formatShape, shapesEqual } from '@fastkernels/core';
+import { cudaTuning } from '../tuning/load.js';
 import type { SpineContext } from './context.js';
 import { asDType, checkIndexFlag, contiguousOf, disposeAll, floatCType, indexCType, lastDimContiguous, indexFlag, itemsizeOf, ptr, roundUp, spineKernel, vecWidth } from './common.js';
 
-/** Knobs of the KV-cache write (the defaults are the shipped, H200-verified choice). */
-export const KV_STORE_TUNING = {
-  /**
-   * Tokens per block (kernels/kvcache.cu FK_TPB): their loads are all in flight before the first store. Run 10's
-   * kernel bench: T4096 at 52% and T16384 at 76% of copy with 4; memory-tuning.gpu.test.ts prints 2, 4 and 8.
-   */
-  tokensPerBlock: 4,
-};
+// Tokens a block: the tuning's kvStore.tokensPerBlock (FK_TPB, tuning/*.json); their loads are all in flight before
+// the first store.
 
 export function storeKvcache(ctx: SpineContext, key: Tensor, value: Tensor, kCache: Tensor, vCache: Tensor, slotMapping: Tensor): void {
   const op = 'storeKvcache_';
@@ -42,7 +37,7 @@ export function storeKvcache(ctx: SpineContext, key: Tensor, value: Tensor, kCac
     const work = (2 * nKv * head) / vec;
     const threads = Math.min(256, Math.max(32, roundUp(work, 32)));
     const flag = indexFlag(ctx, kc);
-    const tpb = Math.max(1, Math.floor(KV_STORE_TUNING.tokensPerBlock));
+    const tpb = Math.max(1, Math.floor(cudaTuning().kvStore.tokensPerBlock));
     // The kernel reads every token's key and value rows without waiting for its slot id (a padding token's row is read,
     // not stored), so the slot ids' round trip overlaps the rows'. Run 15 (H200 kernel bench, 3 processes, against
     // waiting for the slot ids): T256 5.9-6.0 -> 5.5-5.6 us, T4096 15.1-15.2 -> 14.1-14.5 us (52% -> 55-56% of copy),

@@ -1,5 +1,5 @@
 /**
- * linear through the small-batch GEMVs (kernels/gemv.cu: fk_gemv and fk_gemv_stream; LINEAR_TUNING.gemvMaxRows 8) vs
+ * linear through the small-batch GEMVs (kernels/gemv.cu: fk_gemv and fk_gemv_stream; linear.gemvMaxRows 8) vs
  * the float64 CPU backend and vs the cuBLASLt path (and fk_gemv_stream vs fk_gemv: the same bits), the fallbacks to
  * cuBLASLt (K not a multiple of the vector, unaligned x, M > 8), plus
  * `kernel-speed: linear M<m> N<n> K<k> [cublaslt|gemv|gemv-stream] <us> us = <GB/s> GB/s (<% of copy>)` lines for the
@@ -8,15 +8,16 @@
 import { Tensor, type DType } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { G, cpu, expectClose, gpu, graphMs, measureCopy, poison, randCpu, toGpu, withTuning, printedAfterAll } from '../../test/spine-helpers.js';
-import { LAUNCH_TUNING } from '../launch-tuning.js';
-import { LINEAR_TUNING, chooseLinearPath } from './linear.js';
+import { chooseLinearPath } from './linear.js';
+import type { Tuning } from '../tuning/schema.js';
+import { cudaTuning } from '../tuning/load.js';
 
 // As linear.gpu.test.ts: both paths sum in a different order than the float64 reference.
 const TOL: Record<string, { atol: number; rtol: number }> = { f32: { atol: 1e-4, rtol: 1e-3 }, f16: { atol: 2e-2, rtol: 2e-2 }, bf16: { atol: 2e-2, rtol: 2e-2 } };
 
-const withLinear = <R>(patch: Partial<typeof LINEAR_TUNING>, fn: () => R): R => withTuning(LINEAR_TUNING, patch, fn);
+const withLinear = <R>(patch: Partial<Tuning['linear']>, fn: () => R): R => withTuning('linear', patch, fn);
 // pdlEager: the PDL cases here launch eagerly too (the default makes PDL launches in graph captures only)
-const withPdl = <R>(pdl: boolean, fn: () => R): R => withTuning(LAUNCH_TUNING, { pdl, pdlEager: pdl }, fn);
+const withPdl = <R>(pdl: boolean, fn: () => R): R => withTuning('launch', { pdl, pdlEager: pdl }, fn);
 const ON = { gemvMaxRows: 8 };
 const ROWS = { gemvMaxRows: 8, gemvStream: false }; // fk_gemv wherever a GEMV is taken
 const OFF = { gemvMaxRows: 0 };
@@ -51,7 +52,7 @@ function withPath(fn: () => Tensor): { y: Tensor; path: 'cublaslt' | 'gemv'; ker
 
 /** The GEMV entry ON takes for K (chooseLinearPath at M 1, aligned). */
 const streamEntry = (dtype: DType, K: number) =>
-  chooseLinearPath({ M: 1, N: 1, K, dtype, aligned: true }, { ...LINEAR_TUNING, ...ON }) === 'gemv-stream' ? 'fk_gemv_stream' : 'fk_gemv';
+  chooseLinearPath({ M: 1, N: 1, K, dtype, aligned: true }, { ...cudaTuning().linear, ...ON }) === 'gemv-stream' ? 'fk_gemv_stream' : 'fk_gemv';
 
 /**
  * linear on the GPU with the switch on: the path must be `want`; the result matches the CPU and the cuBLASLt path.
@@ -152,7 +153,7 @@ describe('linear GEMV path (gemvMaxRows 8) vs the float64 CPU backend and cuBLAS
   });
 });
 
-describe('linearSiluAndMul: gate_up and silu in one fk_gemv_stream launch (LINEAR_TUNING.gemvFuseGlu)', () => {
+describe('linearSiluAndMul: gate_up and silu in one fk_gemv_stream launch (linear.gemvFuseGlu)', () => {
   // The same bits as linear then siluAndMul (each sum rounded as the projection stores it, then fk_act_and_mul's
   // arithmetic), and close to the float64 CPU; null wherever linear would not take fk_gemv_stream.
   const FUSE = { gemvMaxRows: 8, gemvFuseGlu: true };
@@ -208,7 +209,7 @@ describe('linearSiluAndMul: gate_up and silu in one fk_gemv_stream launch (LINEA
   });
 });
 
-describe('rmsNormLinear: the RMSNorm in fk_gemv_stream\'s prologue (LINEAR_TUNING.gemvFuseNorm)', () => {
+describe('rmsNormLinear: the RMSNorm in fk_gemv_stream\'s prologue (cudaTuning().linear.gemvFuseNorm)', () => {
   // The same bits as rms_norm (fused_add_rms_norm with a residual) then linear (then siluAndMul), the new residual
   // included, and close to the float64 CPU composition; null wherever the fused kernel would not give those bits.
   const FUSE = { gemvMaxRows: 1, gemvFuseNorm: true };
@@ -262,7 +263,7 @@ describe('rmsNormLinear: the RMSNorm in fk_gemv_stream\'s prologue (LINEAR_TUNIN
     const x = toGpu(randCpu([1, 4096], 'bf16', 1));
     const nw = toGpu(randCpu([4096], 'bf16', 2));
     const w = toGpu(randCpu([64, 4096], 'bf16', 3));
-    const call = (xx: Tensor, rr: Tensor | null, nn: Tensor, ww: Tensor, act: 'silu' | null = null, patch: Partial<typeof LINEAR_TUNING> = FUSE) =>
+    const call = (xx: Tensor, rr: Tensor | null, nn: Tensor, ww: Tensor, act: 'silu' | null = null, patch: Partial<Tuning['linear']> = FUSE) =>
       withLinear(patch, () => gpu().ops.rmsNormLinear!(xx, rr, nn, EPS, ww, null, act));
     const ok = call(x, null, nw, w);
     expect(ok).not.toBeNull();
@@ -286,7 +287,7 @@ describe('rmsNormLinear: the RMSNorm in fk_gemv_stream\'s prologue (LINEAR_TUNIN
   });
 });
 
-describe('linear GEMV as a programmatic dependent launch (LAUNCH_TUNING.pdl, sm_90+)', () => {
+describe('linear GEMV as a programmatic dependent launch (launch.pdl, sm_90+)', () => {
   // fk_gemv starts before the kernel that writes x has finished and streams weights in before fk_pdl_wait. Without
   // the wait it would read x while a slow one-block rms_norm (which lets dependents start first thing) still writes
   // it: the x buffer is poisoned with NaN beforehand, so a read too early shows up as NaN or a wrong row.
@@ -343,7 +344,7 @@ describe('linear speed: cuBLASLt vs the GEMV at M 1, 4, 8 (printed, not asserted
   });
 });
 
-describe('programmatic dependent launch in a captured graph (LAUNCH_TUNING.pdl)', () => {
+describe('programmatic dependent launch in a captured graph (launch.pdl)', () => {
   // Run 10: a PDL launch of the GEMV did not overlap the rms_norm before it. Does stream capture turn the launch
   // attribute into a programmatic edge? The edges of rms_norm -> GEMV, PDL on and off, printed and checked.
   it('rms_norm -> GEMV: a programmatic edge with PDL, only full-completion edges without', G, () => {

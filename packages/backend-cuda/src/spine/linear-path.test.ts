@@ -3,26 +3,28 @@ import { describe, expect, it } from 'vitest';
 import { parseSignature } from '../args.js';
 import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
 import { withTuning } from '../../test/spine-helpers.js';
-import { LINEAR_TUNING, chooseLinearPath, gemvSmLoad, gemvTriggerMode, gemvStreamGrid, gemvStreamGridBalanced, type LinearPath, type LinearShape } from './linear.js';
+import { chooseLinearPath, gemvSmLoad, gemvTriggerMode, gemvStreamGrid, gemvStreamGridBalanced, type LinearPath, type LinearShape } from './linear.js';
+import type { Tuning } from '../tuning/schema.js';
+import { cudaTuning } from '../tuning/load.js';
 
 describe('chooseLinearPath (CPU): cuBLASLt vs the small-batch GEMV, per call', () => {
-  const on = { ...LINEAR_TUNING, gemvMaxRows: 8 };
+  const on = { ...cudaTuning().linear, gemvMaxRows: 8 };
   const base: LinearShape = { M: 1, N: 28672, K: 4096, dtype: 'bf16', aligned: true };
 
   // the defaults as shipped: skipped where the environment overrides them
-  it.skipIf(process.env.FASTKERNELS_GEMV_MAX_ROWS !== undefined)('by default (run 11: the bs-1 step is faster with it): fk_gemv_stream at M 1, cuBLASLt from M 2', () => {
-    expect(LINEAR_TUNING.gemvMaxRows).toBe(1);
+  it.skipIf(process.env.FASTKERNELS_TUNING !== undefined)('by default (run 11: the bs-1 step is faster with it): fk_gemv_stream at M 1, cuBLASLt from M 2', () => {
+    expect(cudaTuning().linear.gemvMaxRows).toBe(1);
     expect(chooseLinearPath({ ...base, M: 1 })).toBe('gemv-stream');
     for (const M of [0, 2, 4, 8, 9, 64]) expect(chooseLinearPath({ ...base, M })).toBe('cublaslt');
   });
   it('gemvMaxRows 1: the GEMV at M 1 only', () => {
-    const one = { ...LINEAR_TUNING, gemvMaxRows: 1 };
+    const one = { ...cudaTuning().linear, gemvMaxRows: 1 };
     expect(chooseLinearPath({ ...base, M: 1 }, one)).toBe('gemv-stream');
     for (const M of [0, 2, 4, 8]) expect(chooseLinearPath({ ...base, M }, one)).toBe('cublaslt');
   });
 
-  const cases: [string, Partial<LinearShape>, Partial<typeof LINEAR_TUNING>, LinearPath][] = [
-    ...[1, 2, 3, 4, 5, 6, 7, 8].map((M) => [`M ${M}`, { M }, {}, 'gemv-stream'] as [string, Partial<LinearShape>, Partial<typeof LINEAR_TUNING>, LinearPath]),
+  const cases: [string, Partial<LinearShape>, Partial<Tuning['linear']>, LinearPath][] = [
+    ...[1, 2, 3, 4, 5, 6, 7, 8].map((M) => [`M ${M}`, { M }, {}, 'gemv-stream'] as [string, Partial<LinearShape>, Partial<Tuning['linear']>, LinearPath]),
     ['M 9: above the switch', { M: 9 }, {}, 'cublaslt'],
     ['M 0', { M: 0 }, {}, 'cublaslt'],
     ['f16', { dtype: 'f16' }, {}, 'gemv-stream'],
@@ -45,9 +47,9 @@ describe('chooseLinearPath (CPU): cuBLASLt vs the small-batch GEMV, per call', (
     });
   }
 
-  it('reads LINEAR_TUNING by default (the GPU tests flip gemvMaxRows on it)', () => {
-    withTuning(LINEAR_TUNING, { gemvMaxRows: 8 }, () => expect(chooseLinearPath({ ...base, M: 4 })).toBe('gemv-stream'));
-    withTuning(LINEAR_TUNING, { gemvMaxRows: 1 }, () => expect(chooseLinearPath({ ...base, M: 4 })).toBe('cublaslt'));
+  it('reads the tuning in force by default (the GPU tests flip gemvMaxRows on it)', () => {
+    withTuning('linear', { gemvMaxRows: 8 }, () => expect(chooseLinearPath({ ...base, M: 4 })).toBe('gemv-stream'));
+    withTuning('linear', { gemvMaxRows: 1 }, () => expect(chooseLinearPath({ ...base, M: 4 })).toBe('cublaslt'));
   });
 
   it('fk_gemv and fk_gemv_stream are embedded with the launch signature launchGemv passes (y, x, w, bias, M, N, K, xs; the stream adds FK_NORM\'s res_in, res_out, norm_w, eps)', () => {
@@ -106,16 +108,16 @@ describe('gemvStreamGridBalanced: the one-wave grid whose busiest SM streams the
 });
 
 describe('gemvTriggerMode (CPU): when each fk_gemv_stream build lets the next kernel in', () => {
-  it.skipIf(process.env.FASTKERNELS_GEMV_LATE_TRIGGER !== undefined)('all by default (run 15: the bs-1 step 4.360 -> 4.305 ms): every build', () => {
+  it.skipIf(process.env.FASTKERNELS_TUNING !== undefined)('all by default (run 15: the bs-1 step 4.360 -> 4.305 ms): every build', () => {
     expect(gemvTriggerMode(true)).toBe(1);
     expect(gemvTriggerMode(false)).toBe(1);
   });
   it('glu: the gate_up + silu build only; all: every build; off: none', () => {
-    const glu = { ...LINEAR_TUNING, gemvLateTrigger: 'glu' as const };
-    const all = { ...LINEAR_TUNING, gemvLateTrigger: 'all' as const };
+    const glu = { ...cudaTuning().linear, gemvLateTrigger: 'glu' as const };
+    const all = { ...cudaTuning().linear, gemvLateTrigger: 'all' as const };
     expect([gemvTriggerMode(true, glu), gemvTriggerMode(false, glu)]).toEqual([1, 0]);
     expect([gemvTriggerMode(true, all), gemvTriggerMode(false, all)]).toEqual([1, 1]);
-    const off = { ...LINEAR_TUNING, gemvLateTrigger: 'off' as const };
+    const off = { ...cudaTuning().linear, gemvLateTrigger: 'off' as const };
     expect([gemvTriggerMode(true, off), gemvTriggerMode(false, off)]).toEqual([0, 0]);
   });
   it('the kernel leaves out its early trigger exactly under FK_LATE_TRIGGER', () => {

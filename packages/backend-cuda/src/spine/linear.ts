@@ -3,100 +3,30 @@
  * epilogue; fp32 accumulation). x [..., K] is flattened to [M, K] (a strided 2-D x is read in place when cuBLAS
  * can address it; other layouts are copied), weight [N, K], bias [N] or null; the result is [..., N] in x's dtype.
  * A weight or bias of another dtype is converted to x's dtype first (one copy per call).
- * Small-batch calls (M <= LINEAR_TUNING.gemvMaxRows) may take kernels/gemv.cu instead: see LINEAR_TUNING.
+ * Small-batch calls (M <= linear.gemvMaxRows) may take kernels/gemv.cu instead: see the tuning's linear section (docs/tuning.md).
  */
-import { Tensor, envChoice, envCount, envSwitch, formatShape, shapesEqual, type DType } from '@fastkernels/core';
+import { Tensor, formatShape, shapesEqual, type DType } from '@fastkernels/core';
 import { matrixLayout } from '../blaslt.js';
 import type { CudaKernel } from '../kernel.js';
+import { cudaTuning } from '../tuning/load.js';
+import type { LinearTuning } from '../tuning/schema.js';
 import type { SpineContext } from './context.js';
 import { normThreads } from './norm.js';
 import { FLOAT_CTYPE, asDType, contiguousOf, disposeAll, floatCType, itemsizeOf, ptr, spineKernel } from './common.js';
 
-/** Knobs of linear (the defaults are the shipped, H200-verified choice). */
-export const LINEAR_TUNING = {
-  /**
-   * Largest M (rows of x) that takes a GEMV kernel (kernels/gemv.cu; at most 8) instead of cuBLASLt; 0 = off.
-   * 1: at M 1 (bs-1 decode) the GEMV is the step's only matrix kernel, so every kernel boundary of the step can be a
-   * programmatic one (LAUNCH_TUNING.pdl; cuBLASLt's kernels are ordinary launches). Run 11 (H200, Llama-3-8B, bs-1
-   * decode step with PDL and chained decode): 4.50 ms with fk_gemv_stream at M 1 against 4.58 with cuBLASLt
-   * (decode_ab.json). At M 4 and 8 fk_gemv lost every shape by 1.5-7x (run 10). FASTKERNELS_GEMV_MAX_ROWS sets it for
-   * a process (the decode A/B bench).
-   */
-  gemvMaxRows: envCount('FASTKERNELS_GEMV_MAX_ROWS', 1),
-  /**
-   * Take fk_gemv_stream (one wave, rows dealt round-robin to warps, loads always in flight) where K allows it (K a
-   * multiple of 32 vectors). Run 11 (bench/gemv_lab.cu, M 1, bf16, in CUDA graphs): qkv 16.0 vs fk_gemv 18.2 us, o
-   * 12.2 vs 14.2, down 30.9 vs 40.9, gate_up and lm_head even; the 32-layer chain of products with PDL 4.14 ms against
-   * 4.35 through cuBLAS.
-   */
-  gemvStream: true,
-  /**
-   * Warps per SM of fk_gemv_stream's one-wave grid, capped by what fits (the kernel's occupancy: at FK_UNR 4, bf16 takes
-   * 40 registers (ptxas), so 48 fit; f32 at M 6-8 takes more, so fewer). 48 at FK_UNR 4 since run 13 (H200, bs-1 Llama-3-8B
-   * step at the serve bench's context, decode_ab-run13-knobs.json): 4.354 ms against 4.608 with run 11's 32 warps at FK_UNR 8;
-   * 64 warps gave 4.311 against 48's 4.313 (with the GLU GEMV), FK_UNR 6 at 40 warps 4.456. More warps a row: qkv's
-   * 6144 rows fit one row a warp (1.45 at 32 warps an SM), o's and down's rows start streaming sooner.
-   */
-  gemvStreamWarpsPerSm: envCount('FASTKERNELS_GEMV_WARPS_PER_SM', 48, 1),
-  /** Warps (= output rows) per block of fk_gemv, and warps per block of fk_gemv_stream (FK_WARPS). */
-  gemvWarps: 8,
-  /**
-   * 16-byte weight vectors each lane of fk_gemv_stream keeps in flight (FK_UNR; FASTKERNELS_GEMV_UNROLL for the decode
-   * A/B bench): 4 since run 13, with 48 warps an SM (see gemvStreamWarpsPerSm); 8 before. With the RMSNorm in the GEMV
-   * (gemvFuseNorm: its builds must fit 6 blocks an SM, FK_MINB) more is much slower: 6 gave a 5.210 ms step and 8 7.074
-   * against 4.232 (run 15, decode_ab-run15-tuning.json). Nor does more help the plain grids of one row a warp alone
-   * (o_proj, down: 31 warps an SM, so FK_UNR 8's 58 registers cost no warps they use): 4.276 ms at FK_UNR 8 and 4.288 at 6
-   * against 4.232 (run 16, decode_ab-run16-short-unroll.json; the switch was taken out again).
-   */
-  gemvUnroll: envCount('FASTKERNELS_GEMV_UNROLL', 4, 1),
-  /** FK_UNR of fk_gemv (one warp a row, FK_UNR loads then FK_UNR FMAs; taken where fk_gemv_stream's K rule fails). */
-  gemvPlainUnroll: 8,
-  /**
-   * A gated MLP's gate_up projection and its silu in one fk_gemv_stream launch where that GEMV is taken
-   * (linearSiluAndMul; the same bits as linear then siluAndMul): one launch fewer per layer at bs-1 decode, on
-   * gemvStreamGridBalanced's grid (at most 112 pairs an SM for Llama-3-8B's 14336). On since run 13 (H200, bs-1
-   * Llama-3-8B step at the serve bench's context, decode_ab-run13-knobs.json, decode_ab-run13-combos.json): 4.565 ms against 4.608 at run 12's GEMV
-   * settings; 4.313 against 4.335 with run 13's GEMV settings and the decode attention in one split. Run 12 measured no gain on gemvStreamGrid's grid (52 SMs streamed 128
-   * pairs against 109 on average). FASTKERNELS_FUSE_GLU=0 turns it off.
-   */
-  gemvFuseGlu: envSwitch('FASTKERNELS_FUSE_GLU', true),
-  /**
-   * Which fk_gemv_stream builds let the next kernel in only when their blocks exit (FK_LATE_TRIGGER) instead of right
-   * after their PDL wait: off (none), glu (the gate_up + silu GEMV, which the down projection's GEMV always follows), or
-   * all. Run 14's ablation put GEMV after GEMV (no norms) and the bs-1 step went from 4.359 to 4.833 ms; run 15
-   * (decode_ab-run15.json, same call): defaults 4.360, glu 4.322, all 4.305 ms, and without the norms the step with
-   * all is now faster (4.198), not slower. Run 16 (decode_ab-run16-cap-trigger.json, same call) measured two ways to
-   * keep some overlap, both slower and taken out again: a trigger once a warp of each block had issued its last loads
-   * (4.542 ms against 4.184), and each GEMV grid held at its fair share of an SM, ceil(blocks / SMs), by unused shared
-   * memory (early trigger 4.465, late 4.209; the hypothesis was that an early-launched grid piles onto the SMs that free
-   * first). FASTKERNELS_GEMV_LATE_TRIGGER.
-   */
-  gemvLateTrigger: envChoice('FASTKERNELS_GEMV_LATE_TRIGGER', ['off', 'glu', 'all'] as const, 'all'),
-  /**
-   * A pre-norm projection's RMSNorm in fk_gemv_stream's prologue (rmsNormLinear, FK_NORM: every block normalises the one
-   * row of x into shared memory, with rms_norm's bits): at bs-1 decode the two rms_norm launches of a Llama layer are
-   * gone (input_layernorm into qkv, post_attention_layernorm into the GLU gate_up). Run 13 (H200, bs-1 Llama-3-8B
-   * step at the serve bench's context, decode_ab-run13-fuse-norm.json) measured 4.852 ms with it against 4.334 without
-   * (bit-identical, gpu-tests-run13-norm.log), but with the GEMVs' early trigger: run 14's ablation without the norms
-   * (GEMV after GEMV) was as slow, 4.833, and with the late trigger it is 4.198 against 4.305. On since run 15 (late
-   * trigger; decode_ab-run15-*.json): 4.274 against 4.314 ms, 4.251 against 4.276 with 64-key decode splits; bit-identical
-   * to rms_norm + linear (gpu-tests-run15-norm.log). FASTKERNELS_FUSE_NORM=0 turns it off.
-   */
-  gemvFuseNorm: envSwitch('FASTKERNELS_FUSE_NORM', true),
-  /**
-   * The fused norm's weight copied into shared memory before the PDL wait (FK_NORM_PF; FASTKERNELS_GEMV_NORM_PREFETCH=0
-   * turns it off). Between a layer's two reads of a norm weight the step streams ~436 MB of weights through the 50 MB L2,
-   * so its read after the wait was a DRAM round trip between x's read and the first product, in 64 GEMVs of a bs-1 step.
-   * Run 20 (H200, A/B/A): the bs-1 Llama-3-8B step 4.190 / 4.192 ms against 4.212 / 4.214 without (same bits).
-   */
-  gemvNormPrefetch: envSwitch('FASTKERNELS_GEMV_NORM_PREFETCH', true),
-};
+/*
+ * The knobs are the tuning's linear section (tuning/*.json, docs/tuning.md). Why the defaults: at M 1 (bs-1 decode) the
+ * GEMV is the step's only matrix kernel, so every kernel boundary of the step can be a programmatic one (cuBLASLt's
+ * kernels are ordinary launches); fk_gemv_stream keeps loads in flight across rows; gate_up + silu and the pre-norm
+ * RMSNorm fused into it save launches a layer; a late trigger keeps the next kernel from crowding SMs still streaming
+ * weights. Figures: docs/experiments.md.
+ */
 
 /**
- * FK_LATE_TRIGGER of a fk_gemv_stream build (FK_GLU or not) under LINEAR_TUNING.gemvLateTrigger: 0 lets the next kernel
+ * FK_LATE_TRIGGER of a fk_gemv_stream build (FK_GLU or not) under linear.gemvLateTrigger: 0 lets the next kernel
  * in right after the PDL wait, 1 when the blocks exit.
  */
-export function gemvTriggerMode(glu: boolean, tuning = LINEAR_TUNING): 0 | 1 {
+export function gemvTriggerMode(glu: boolean, tuning: LinearTuning = cudaTuning().linear): 0 | 1 {
   switch (tuning.gemvLateTrigger) {
     case 'all':
       return 1;
@@ -123,9 +53,9 @@ export type LinearPath = 'cublaslt' | 'gemv' | 'gemv-stream';
 
 /**
  * cuBLASLt, or a GEMV: only when switched on for this M, the dtype has a kernel, and K splits into 16-byte vectors;
- * fk_gemv_stream when LINEAR_TUNING.gemvStream and K also splits into chunks of 32 vectors (one per lane).
+ * fk_gemv_stream when linear.gemvStream and K also splits into chunks of 32 vectors (one per lane).
  */
-export function chooseLinearPath(s: LinearShape, tuning = LINEAR_TUNING): LinearPath {
+export function chooseLinearPath(s: LinearShape, tuning: LinearTuning = cudaTuning().linear): LinearPath {
   const maxRows = Math.min(tuning.gemvMaxRows, 8);
   if (!(s.M >= 1 && s.M <= maxRows)) return 'cublaslt';
   if (!FLOAT_CTYPE[s.dtype] || s.K < 1) return 'cublaslt';
@@ -213,7 +143,7 @@ export function linear(ctx: SpineContext, x: Tensor, weight: Tensor, bias: Tenso
     let w = weight.dtype === x.dtype ? weight : asDType(weight, x.dtype, temps);
     if (!addressable(w)) w = contiguousOf(w, temps);
     const a = asMatrix(x, M, K, temps);
-    if (M <= LINEAR_TUNING.gemvMaxRows) {
+    if (M <= cudaTuning().linear.gemvMaxRows) {
       const path = chooseLinearPath({ M, N, K, dtype: x.dtype, aligned: gemvAligned(a, w, M) });
       if (path !== 'cublaslt') {
         // A programmatic dependent launch when PDL launches are on (in graph captures): gemv.cu reads its first weight
@@ -239,18 +169,18 @@ export function linear(ctx: SpineContext, x: Tensor, weight: Tensor, bias: Tenso
  * The gate_up projection of a gated MLP and its activation in one launch (CudaOps.linearSiluAndMul): y [..., d] =
  * silu(x W[:d]^T + b[:d]) * (x W[d:]^T + b[d:]) for weight [2d, K], with the bits of linear then siluAndMul
  * (fk_gemv_stream with FK_GLU: each sum rounded to x's dtype, then fk_act_and_mul's arithmetic). Only where linear itself
- * would take fk_gemv_stream, with the weight and bias already in x's dtype and LINEAR_TUNING.gemvFuseGlu on; null
+ * would take fk_gemv_stream, with the weight and bias already in x's dtype and linear.gemvFuseGlu on; null
  * otherwise (the caller then runs linear and siluAndMul).
  */
 export function linearSiluAndMul(ctx: SpineContext, x: Tensor, weight: Tensor, bias: Tensor | null): Tensor | null {
-  if (!LINEAR_TUNING.gemvFuseGlu || weight.rank !== 2 || x.rank < 1) return null;
+  if (!cudaTuning().linear.gemvFuseGlu || weight.rank !== 2 || x.rank < 1) return null;
   const [N, K] = weight.shape as [number, number];
   if (N % 2 !== 0 || K === 0 || x.shape[x.rank - 1] !== K || weight.dtype !== x.dtype || !weight.isContiguous()) return null;
   if (bias && (bias.dtype !== x.dtype || bias.rank !== 1 || bias.shape[0] !== N || !bias.isContiguous())) return null;
   floatCType(x, 'linearSiluAndMul', 'x');
   const lead = x.shape.slice(0, -1);
   const M = lead.reduce((p, q) => p * q, 1);
-  if (!(M >= 1 && M <= LINEAR_TUNING.gemvMaxRows)) return null;
+  if (!(M >= 1 && M <= cudaTuning().linear.gemvMaxRows)) return null;
   const temps: Tensor[] = [];
   try {
     const a = asMatrix(x, M, K, temps);
@@ -274,23 +204,24 @@ export function linearSiluAndMul(ctx: SpineContext, x: Tensor, weight: Tensor, b
  * fused_add_rms_norm) then linear (then siluAndMul). Only for one row of x (bs-1 decode) where fk_gemv_stream would take
  * the projection, with every operand in x's dtype, contiguous and 16-byte aligned, when rms_norm's block for this row is
  * fk_gemv_stream's (normThreads(K) = gemvWarps x 32: the same order of the sum of squares, so the same bits), and
- * LINEAR_TUNING.gemvFuseNorm is on (and gemvFuseGlu for act 'silu'); null otherwise (the caller then runs the ops).
+ * linear.gemvFuseNorm is on (and gemvFuseGlu for act 'silu'); null otherwise (the caller then runs the ops).
  */
 export function rmsNormLinear(
   ctx: SpineContext, x: Tensor, residual: Tensor | null, normWeight: Tensor, eps: number, weight: Tensor, bias: Tensor | null, act: 'silu' | null,
 ): [Tensor, Tensor | null] | null {
-  if (!LINEAR_TUNING.gemvFuseNorm || LINEAR_TUNING.gemvMaxRows < 1 || weight.rank !== 2 || x.rank < 1) return null;
+  const tune = cudaTuning().linear;
+  if (!tune.gemvFuseNorm || tune.gemvMaxRows < 1 || weight.rank !== 2 || x.rank < 1) return null;
   const [N, K] = weight.shape as [number, number];
   const dt = x.dtype;
   const lead = x.shape.slice(0, -1);
   if (lead.reduce((p, q) => p * q, 1) !== 1 || K === 0 || x.shape[x.rank - 1] !== K) return null;
-  if (act === 'silu' && (N % 2 !== 0 || !LINEAR_TUNING.gemvFuseGlu)) return null; // the GLU epilogue is gemvFuseGlu's to switch
+  if (act === 'silu' && (N % 2 !== 0 || !tune.gemvFuseGlu)) return null; // the GLU epilogue is gemvFuseGlu's to switch
   const same = (t: Tensor | null, shape: readonly number[]) => !t || (t.dtype === dt && t.isContiguous() && shapesEqual(t.shape, shape) && ptr(t) % 16 === 0);
   if (!same(x, x.shape) || !same(weight, [N, K]) || !same(normWeight, [K]) || !same(residual, x.shape)) return null;
   if (bias && !(bias.dtype === dt && bias.rank === 1 && bias.shape[0] === N && bias.isContiguous())) return null;
   floatCType(x, 'rmsNormLinear', 'x');
   const vec = 16 / itemsizeOf(dt);
-  if (normThreads(K, vec) !== LINEAR_TUNING.gemvWarps * 32) return null;
+  if (normThreads(K, vec) !== tune.gemvWarps * 32) return null;
   const temps: Tensor[] = [];
   try {
     const a = asMatrix(x, 1, K, temps);
@@ -338,19 +269,20 @@ function launchGemv(ctx: SpineContext, op: string, path: 'gemv' | 'gemv-stream',
                     pdlSafe: boolean, extra: Readonly<Record<string, number>> = {}, norm?: GemvNorm): void {
   if ((extra.FK_GLU || norm) && path !== 'gemv-stream') throw new Error(`${op}: FK_GLU and FK_NORM need fk_gemv_stream (fk_gemv would compute plain rows)`);
   const [M, K] = a.shape as [number, number];
-  const warps = LINEAR_TUNING.gemvWarps;
+  const tune = cudaTuning().linear;
+  const warps = tune.gemvWarps;
   const entry = path === 'gemv-stream' ? 'fk_gemv_stream' : 'fk_gemv';
   // FK_LATE_TRIGGER only where on (every stream build by default): 'off' builds keep run 14's defines and cache keys
   const mode = path === 'gemv-stream' ? gemvTriggerMode(!!extra.FK_GLU) : 0;
   const late: Readonly<Record<string, number>> = mode ? { FK_LATE_TRIGGER: mode } : {};
-  const warpsPerSm = LINEAR_TUNING.gemvStreamWarpsPerSm;
+  const warpsPerSm = tune.gemvStreamWarpsPerSm;
   // FK_NORM: the prologue's registers must not cost resident warps (FK_MINB: the blocks an SM must hold)
-  const normPf = !!norm && LINEAR_TUNING.gemvNormPrefetch;
+  const normPf = !!norm && tune.gemvNormPrefetch;
   const normDefines: Record<string, number> = norm
     ? { FK_NORM: norm.residual ? 2 : 1, FK_MINB: Math.max(1, Math.floor(warpsPerSm / warps)), ...(normPf ? { FK_NORM_PF: 1 } : {}) }
     : {};
   const defines = {
-    FK_T: floatCType(a, op, 'x'), FK_VEC: 16 / itemsizeOf(a.dtype), FK_M: M, FK_UNR: path === 'gemv-stream' ? LINEAR_TUNING.gemvUnroll : LINEAR_TUNING.gemvPlainUnroll,
+    FK_T: floatCType(a, op, 'x'), FK_VEC: 16 / itemsizeOf(a.dtype), FK_M: M, FK_UNR: path === 'gemv-stream' ? tune.gemvUnroll : tune.gemvPlainUnroll,
     FK_WARPS: warps, FK_BIAS: b ? 1 : 0, ...extra, ...late, ...normDefines,
   };
   const k = spineKernel(ctx, 'gemv.cu', entry, defines);

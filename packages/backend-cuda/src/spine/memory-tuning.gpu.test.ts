@@ -1,7 +1,7 @@
 /**
  * Launch-shape knobs of two memory-bound kernels the kernel bench puts below the copy-bandwidth target (run 10:
- * rotary T4096 66%, T16384 76%; kv store T4096 52%, T16384 76%): ROTARY_TUNING.blocksPerSm (0 = one block per token)
- * and KV_STORE_TUNING.tokensPerBlock (FK_TPB). Each setting must give bit-identical outputs to the default (the same
+ * rotary T4096 66%, T16384 76%; kv store T4096 52%, T16384 76%): rotary.blocksPerSm (0 = one block per token)
+ * and kvStore.tokensPerBlock (FK_TPB). Each setting must give bit-identical outputs to the default (the same
  * per-element math, only the work split differs; the default is checked against float64 in rotary/kvcache.gpu.test),
  * and prints `kernel-speed:` lines timed inside a CUDA graph with the inputs out of L2, to set the defaults from.
  * Runs with `dist/gpu-host/run-gpu-tests memory-tuning`.
@@ -9,8 +9,7 @@
 import { Tensor } from '@fastkernels/core';
 import { describe, it } from 'vitest';
 import { G, gpu, graphMs, intsCpu, measureCopy, printedAfterAll, randCpu, toGpu, withTuning } from '../../test/spine-helpers.js';
-import { KV_STORE_TUNING } from './kvcache.js';
-import { ROTARY_TUNING } from './rotary.js';
+import { cudaTuning } from '../tuning/load.js';
 
 const [NQ, NK, D, MAXPOS] = [32, 8, 128, 8192];
 const ROTARY_SETTINGS = [0, 4, 8, 16];
@@ -31,7 +30,7 @@ function rotaryInputs(T: number, seed: number) {
   return { pos, cache };
 }
 
-describe('rotary: blocks per SM (ROTARY_TUNING.blocksPerSm)', () => {
+describe('rotary: blocks per SM (rotary.blocksPerSm)', () => {
   const lines = printedAfterAll();
   it('bf16 neox, Llama-3-8B heads: every setting gives the default bits (T 1, 37, 1000)', G, () => {
     const b = gpu();
@@ -39,9 +38,9 @@ describe('rotary: blocks per SM (ROTARY_TUNING.blocksPerSm)', () => {
       const { pos, cache } = rotaryInputs(T, T);
       const q = toGpu(randCpu([T, NQ * D], 'bf16', 10 + T));
       const k = toGpu(randCpu([T, NK * D], 'bf16', 20 + T));
-      const [q0, k0] = withTuning(ROTARY_TUNING, { blocksPerSm: 0 }, () => b.ops.rotaryEmbedding(pos, q, k, cache, D, true));
+      const [q0, k0] = withTuning('rotary', { blocksPerSm: 0 }, () => b.ops.rotaryEmbedding(pos, q, k, cache, D, true));
       for (const blocksPerSm of ROTARY_SETTINGS.slice(1)) {
-        const [q1, k1] = withTuning(ROTARY_TUNING, { blocksPerSm }, () => b.ops.rotaryEmbedding(pos, q, k, cache, D, true));
+        const [q1, k1] = withTuning('rotary', { blocksPerSm }, () => b.ops.rotaryEmbedding(pos, q, k, cache, D, true));
         sameBits(q1, q0, `T${T} blocksPerSm ${blocksPerSm} query`);
         sameBits(k1!, k0!, `T${T} blocksPerSm ${blocksPerSm} key`);
         q1.dispose();
@@ -62,7 +61,7 @@ describe('rotary: blocks per SM (ROTARY_TUNING.blocksPerSm)', () => {
       const ks = Array.from({ length: copies }, () => Tensor.empty(b, [T, NK * D], 'bf16').fill_(0.25));
       const inner = Math.max(4, copies);
       for (const blocksPerSm of ROTARY_SETTINGS) {
-        const ms = withTuning(ROTARY_TUNING, { blocksPerSm }, () =>
+        const ms = withTuning('rotary', { blocksPerSm }, () =>
           graphMs((i) => {
             const [qo, ko] = b.ops.rotaryEmbedding(pos, qs[i % copies]!, ks[i % copies]!, cache, D, true);
             qo.dispose();
@@ -77,7 +76,7 @@ describe('rotary: blocks per SM (ROTARY_TUNING.blocksPerSm)', () => {
   });
 });
 
-describe('kv store: tokens per block (KV_STORE_TUNING.tokensPerBlock)', () => {
+describe('kv store: tokens per block (kvStore.tokensPerBlock)', () => {
   const lines = printedAfterAll();
   const BLOCK = 16;
   /** A cache of enough 16-token blocks, zeroed, and a slot per token (shuffled blocks, -1 for every 7th: padding). */
@@ -96,10 +95,10 @@ describe('kv store: tokens per block (KV_STORE_TUNING.tokensPerBlock)', () => {
       const key = toGpu(randCpu([T, NK, D], 'bf16', 30 + T));
       const value = toGpu(randCpu([T, NK, D], 'bf16', 40 + T));
       const [k0, v0] = [zeros(blocks), zeros(blocks)];
-      withTuning(KV_STORE_TUNING, { tokensPerBlock: 4 }, () => b.ops.storeKvcache_(key, value, k0, v0, slots));
+      withTuning('kvStore', { tokensPerBlock: 4 }, () => b.ops.storeKvcache_(key, value, k0, v0, slots));
       for (const tokensPerBlock of KV_SETTINGS.filter((x) => x !== 4)) {
         const [k1, v1] = [zeros(blocks), zeros(blocks)];
-        withTuning(KV_STORE_TUNING, { tokensPerBlock }, () => b.ops.storeKvcache_(key, value, k1, v1, slots));
+        withTuning('kvStore', { tokensPerBlock }, () => b.ops.storeKvcache_(key, value, k1, v1, slots));
         sameBits(k1, k0, `T${T} tokensPerBlock ${tokensPerBlock} key cache`);
         sameBits(v1, v0, `T${T} tokensPerBlock ${tokensPerBlock} value cache`);
         k1.dispose();
@@ -120,7 +119,7 @@ describe('kv store: tokens per block (KV_STORE_TUNING.tokensPerBlock)', () => {
       const values = Array.from({ length: copies }, () => Tensor.empty(b, [T, NK, D], 'bf16').fill_(0.25));
       const [kc, vc] = [zeros(blocks), zeros(blocks)];
       for (const tokensPerBlock of KV_SETTINGS) {
-        const ms = withTuning(KV_STORE_TUNING, { tokensPerBlock }, () =>
+        const ms = withTuning('kvStore', { tokensPerBlock }, () =>
           graphMs((i) => b.ops.storeKvcache_(keys[i % copies]!, values[i % copies]!, kc, vc, slots), Math.max(4, copies)),
         );
         const gbs = bytes / ms / 1e6;

@@ -1,13 +1,14 @@
 /**
- * rms_norm at NORM_TUNING.vecsPerThread 4, 2 (the shipped choice since run 9) and 1 (more threads per row): each vs the float64
+ * rms_norm at norm.vecsPerThread 4, 2 (the shipped choice since run 9) and 1 (more threads per row): each vs the float64
  * CPU backend, plus `kernel-speed: rms_norm <case> [vpt4|vpt2|vpt1] <us> = <GB/s> (<% of copy>)` lines.
  */
 import { Tensor, type DType } from '@fastkernels/core';
 import { describe, it } from 'vitest';
 import { G, measureCopy, medianMs, cpu, expectClose, gpu, poison, randCpu, toGpu, tolOf, withTuning, printedAfterAll } from '../../test/spine-helpers.js';
-import { NORM_TUNING } from './norm.js';
+import type { Tuning } from '../tuning/schema.js';
+import { cudaTuning } from '../tuning/load.js';
 
-const withNorm = <R>(patch: Partial<typeof NORM_TUNING>, fn: () => R): R => withTuning(NORM_TUNING, patch, fn);
+const withNorm = <R>(patch: Partial<Tuning['norm']>, fn: () => R): R => withTuning('norm', patch, fn);
 const PATHS = [['vpt4', { vecsPerThread: 4 }], ['vpt2', { vecsPerThread: 2 }], ['vpt1', { vecsPerThread: 1 }]] as const;
 
 describe('rms_norm at 4, 2 and 1 vectors per thread vs the float64 CPU backend', () => {

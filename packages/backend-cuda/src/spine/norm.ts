@@ -4,24 +4,16 @@
  * x and residual may be any layout: row-contiguous views are read in place, others are copied first.
  */
 import { Tensor, formatShape, shapesEqual } from '@fastkernels/core';
+import { cudaTuning } from '../tuning/load.js';
+import type { NormTuning } from '../tuning/schema.js';
 import type { SpineContext } from './context.js';
 import { asDType, contiguousOf, disposeAll, floatCType, itemsizeOf, ptr, roundUp, rowsOf, spineKernel, vecWidth } from './common.js';
 
-/** Knobs of rms_norm (the defaults are the shipped, H200-verified choice). */
-export const NORM_TUNING = {
-  /**
-   * 16-byte vectors of its row each thread holds in registers (kernels/norm.cu FK_NPT); the block has
-   * ceil(H / vec / vecsPerThread) threads (32..512). 2: 256 threads for a bf16 row of 4096. Run 9
-   * (norm-tuning.gpu.test.ts, bf16, H200) against the earlier 4: T16384 H4096 plain 79.6 us vs 87.2 (86% vs 78% of
-   * copy), fused 145.9 vs 168.1 (94% vs 81%); T4096 H4096 33.6 vs 36.4 (fused 52.7 vs 58.7); T4096 H8192 47.7 vs
-   * 57.9; T32 within 1 us (latency-bound). 1 (512 threads) was slower than 2 at T16384 (94.0 us) and no faster
-   * elsewhere; one warp per row (run 8) was slower at every shape.
-   */
-  vecsPerThread: 2,
-};
+// Threads a row: the tuning's norm.vecsPerThread (FK_NPT, tuning/*.json) 16-byte vectors each, held in registers; 2 gives
+// a bf16 row of 4096 256 threads, which beat 4 (fewer, busier threads) and 1 at large T (docs/experiments.md).
 
 /** Threads per row of fk_rms_norm (a multiple of 32 in [32, 512]). */
-export function normThreads(H: number, vec: number, tuning = NORM_TUNING): number {
+export function normThreads(H: number, vec: number, tuning: NormTuning = cudaTuning().norm): number {
   return Math.min(512, Math.max(32, roundUp(Math.ceil(H / vec / tuning.vecsPerThread), 32)));
 }
 
@@ -62,7 +54,7 @@ function run(ctx: SpineContext, op: string, x: Tensor, residual: Tensor | null, 
     // the weight vector (FK_VEC elements of its own type) must be aligned to its own size
     if (vec > 1 && ptr(w) % (vec * itemsizeOf(weight.dtype)) !== 0) vec = 1;
     const threads = normThreads(H, vec);
-    const k = spineKernel(ctx, 'norm.cu', 'fk_rms_norm', { FK_T: T, FK_W: W, FK_VEC: vec, FK_NPT: NORM_TUNING.vecsPerThread });
+    const k = spineKernel(ctx, 'norm.cu', 'fk_rms_norm', { FK_T: T, FK_W: W, FK_VEC: vec, FK_NPT: cudaTuning().norm.vecsPerThread });
     k.launch(rows, threads, 0, [y, r ? ptr(r) : 0, xr.t, rr ? ptr(rr.t) : 0, w, rows, H, xr.rowStride, rr ? rr.rowStride : 0, eps]);
     return [y, r];
   } finally {

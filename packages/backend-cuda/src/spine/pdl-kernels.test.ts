@@ -3,14 +3,15 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { withTuning } from '../../test/spine-helpers.js';
 import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
-import { LAUNCH_TUNING, PDL_READY_FILES } from '../launch-tuning.js';
+import { PDL_READY_FILES } from '../launch-tuning.js';
 import { captureHooks, type CudaRuntime } from '../runtime.js';
 import type { CudaOps } from '../ops.js';
 import { fileKernel, spineKernel } from './common.js';
 import { SpineContext } from './context.js';
+import { cudaTuning } from '../tuning/load.js';
 
 /**
- * Every kernel of a file in PDL_READY_FILES may be launched with LAUNCH_PDL (LAUNCH_TUNING.pdl): it may then start
+ * Every kernel of a file in PDL_READY_FILES may be launched with LAUNCH_PDL (launch.pdl): it may then start
  * before the kernel it depends on has finished, so it must wait (fk_pdl_entry: griddepcontrol.wait) before it touches
  * memory. This reads the embedded sources: each `extern "C" __global__` body must open with fk_pdl_entry();, except
  * the kernels of WAITS_LATER (below), which wait later for a stated reason, each checked by its own rule.
@@ -39,7 +40,7 @@ function waitsLaterProblem(body: string): string | null {
 }
 
 /**
- * fk_paged_decode_mma opens with fk_pdl_entry() unless built with FK_EARLY_KV (ATTENTION_TUNING.decodeEarlyKv); that
+ * fk_paged_decode_mma opens with fk_pdl_entry() unless built with FK_EARLY_KV (attention.decodeEarlyKv); that
  * build may read the block table and the cache before its wait (the contract: the kernel before writes only each
  * sequence's newest key, which it skips then) but must not read q, write anything, or call load_q before the wait.
  */
@@ -217,10 +218,10 @@ describe('which launches are PDL launches (spineKernel / fileKernel)', () => {
     };
     return { ctx, compiled };
   };
-  const withPdl = <R>(pdl: boolean, pdlEager: boolean, fn: () => R): R => withTuning(LAUNCH_TUNING, { pdl, pdlEager }, fn);
-  it.skipIf(process.env.FASTKERNELS_PDL !== undefined || process.env.FASTKERNELS_PDL_EAGER !== undefined)('defaults: PDL on, in graph captures only', () => {
-    expect(LAUNCH_TUNING.pdl).toBe(true);
-    expect(LAUNCH_TUNING.pdlEager).toBe(false);
+  const withPdl = <R>(pdl: boolean, pdlEager: boolean, fn: () => R): R => withTuning('launch', { pdl, pdlEager }, fn);
+  it.skipIf(process.env.FASTKERNELS_TUNING !== undefined)('defaults: PDL on, in graph captures only', () => {
+    expect(cudaTuning().launch.pdl).toBe(true);
+    expect(cudaTuning().launch.pdlEager).toBe(false);
   });
   it('PDL on, sm_90, in a capture: a PDL-ready file is built with FK_PDL=1 and launched with LAUNCH_PDL; other files are not', () => {
     withPdl(true, false, () => {

@@ -1,5 +1,5 @@
 /**
- * Ops.rotaryStoreKvcache on CUDA (fk_rotary_store_kv, spine/rotary-kv.ts): with ROTARY_TUNING.fuseKvStore on, one launch
+ * Ops.rotaryStoreKvcache on CUDA (fk_rotary_store_kv, spine/rotary-kv.ts): with rotary.fuseKvStore on, one launch
  * must give the bits of rotaryEmbedding followed by storeKvcache_ (q, k and both caches, atol 0), on q / k / v as the
  * Llama attention layer passes them (strided slices of one QKV output), and match the float64 CPU backend within the
  * dtype's tolerance. With the switch off, or a layout it does not fuse, it declines (null) and writes nothing.
@@ -8,7 +8,7 @@ import { Rng, Tensor, type DType } from '@fastkernels/core';
 import { describe, it } from 'vitest';
 import { G, cosSinCpu, cpu, expectClose, gpu, intsCpu, poison, randCpu, toGpu, tolOf, withTuning } from '../../test/spine-helpers.js';
 import { indexChecksOn, setIndexChecks } from './common.js';
-import { ROTARY_TUNING } from './rotary.js';
+import { cudaTuning } from '../tuning/load.js';
 
 const FUSED = { fuseKvStore: true };
 const BLOCK = 16;
@@ -86,7 +86,7 @@ function checkCase(c: Case, seed: number, outOfRange = false): void {
   // the fused op from the same starting caches, its outputs allocated over NaN
   const [kcFused, vcFused] = [toGpu(x.kCache), toGpu(x.vCache)];
   poison(c.T * c.nq * c.head, c.T * c.nk * c.head);
-  const fused = withTuning(ROTARY_TUNING, FUSED, () => gpu().ops.rotaryStoreKvcache!(g.positions, q, k, v, g.cache, c.head, c.neox, kcFused, vcFused, g.slots));
+  const fused = withTuning('rotary', FUSED, () => gpu().ops.rotaryStoreKvcache!(g.positions, q, k, v, g.cache, c.head, c.neox, kcFused, vcFused, g.slots));
   if (!fused) throw new Error(`${label}: declined`);
   const [qFused, kFused] = fused;
   if (qFused.shape.join() !== q.shape.join() || kFused.shape.join() !== k.shape.join()) throw new Error(`${label}: shapes ${qFused.shape} / ${kFused.shape}`);
@@ -145,7 +145,7 @@ describe('rotaryStoreKvcache: the bits of rotaryEmbedding + storeKvcache_ in one
     const [q, k, v] = qkvViews(g.qkv, c);
     setIndexChecks(true);
     try {
-      withTuning(ROTARY_TUNING, FUSED, () => gpu().ops.rotaryStoreKvcache!(g.positions, q, k, v, g.cache, c.head, c.neox, g.kc, g.vc, g.slots));
+      withTuning('rotary', FUSED, () => gpu().ops.rotaryStoreKvcache!(g.positions, q, k, v, g.cache, c.head, c.neox, g.kc, g.vc, g.slots));
       throw new Error('no RangeError with index checks on');
     } catch (e) {
       if (!(e instanceof RangeError) || !/rotaryStoreKvcache: a position is out of range/.test(e.message)) throw e;
@@ -169,7 +169,7 @@ describe('rotaryStoreKvcache: the bits of rotaryEmbedding + storeKvcache_ in one
     const b = gpu();
     const captured: { outs: [Tensor, Tensor] | null } = { outs: null };
     const fused = () => b.ops.rotaryStoreKvcache!(g.positions, q, k, v, g.cache, c.head, c.neox, kc, vc, g.slots);
-    const graph = withTuning(ROTARY_TUNING, FUSED, () => {
+    const graph = withTuning('rotary', FUSED, () => {
       for (const t of fused()!) t.dispose(); // compile (and queue the capture build) outside the capture
       b.synchronize();
       return b.runtime.capture(() => {
@@ -206,13 +206,13 @@ describe('rotaryStoreKvcache declines (null, nothing written) where it does not 
     const kc = cacheOf(toGpu(x.kCache));
     const vc = cacheOf(toGpu(x.vCache));
     const before = [kc.toFloat64Array(), vc.toFloat64Array()];
-    const r = withTuning(ROTARY_TUNING, patch, () => gpu().ops.rotaryStoreKvcache!(g.positions, q, k, v, g.cache, c.head, c.neox, kc, vc, g.slots));
+    const r = withTuning('rotary', patch, () => gpu().ops.rotaryStoreKvcache!(g.positions, q, k, v, g.cache, c.head, c.neox, kc, vc, g.slots));
     if (r !== null) throw new Error(`${label}: expected null, got tensors`);
     expectClose(kc, { shape: kc.shape, data: before[0]! }, { atol: 0, rtol: 0 }, `${label}: kCache untouched`);
     expectClose(vc, { shape: vc.shape, data: before[1]! }, { atol: 0, rtol: 0 }, `${label}: vCache untouched`);
     for (const t of [kc, vc, q, k, v, ...Object.values(g)]) t.dispose();
   }
-  it('with ROTARY_TUNING.fuseKvStore off (FASTKERNELS_FUSE_ROTARY_KV=0)', G, () => {
+  it('with rotary.fuseKvStore off', G, () => {
     declines({ fuseKvStore: false }, (t) => t, 'switch off');
   });
   it('caches of another dtype than the activations (storeKvcache_ converts)', G, () => {

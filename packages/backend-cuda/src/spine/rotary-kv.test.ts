@@ -4,8 +4,8 @@ import { parseSignature } from '../args.js';
 import { KERNEL_SOURCES } from '../kernel-sources.generated.js';
 import { cpu, withTuning } from '../../test/spine-helpers.js';
 import type { SpineContext } from './context.js';
-import { ROTARY_TUNING } from './rotary.js';
 import { rotaryStoreKvcache } from './rotary-kv.js';
+import { cudaTuning } from '../tuning/load.js';
 
 /**
  * The host side of the fused rotary + KV-cache write (CPU: what is decided before any device memory is touched). The
@@ -33,16 +33,16 @@ function args(o: { dtype?: DType; cacheDType?: DType; valueDType?: DType; headSi
 }
 
 describe('rotaryStoreKvcache (CUDA host side): when it declines, what it rejects', () => {
-  it('is on by default (run 12; FASTKERNELS_FUSE_ROTARY_KV unset); switched off, it declines before any check', () => {
-    if (process.env.FASTKERNELS_FUSE_ROTARY_KV === undefined) expect(ROTARY_TUNING.fuseKvStore).toBe(true);
-    withTuning(ROTARY_TUNING, { fuseKvStore: false }, () => {
+  it('is on by default (run 12; no FASTKERNELS_TUNING); switched off, it declines before any check', () => {
+    if (process.env.FASTKERNELS_TUNING === undefined) expect(cudaTuning().rotary.fuseKvStore).toBe(true);
+    withTuning('rotary', { fuseKvStore: false }, () => {
       expect(rotaryStoreKvcache(NO_DEVICE, ...args())).toBeNull();
       expect(rotaryStoreKvcache(NO_DEVICE, ...args({ headSize: 3 }))).toBeNull();
     });
   });
 
   it('declines where storeKvcache_ would convert or copy: caches or value of another dtype, a strided cache head dim', () => {
-    withTuning(ROTARY_TUNING, { fuseKvStore: true }, () => {
+    withTuning('rotary', { fuseKvStore: true }, () => {
       expect(rotaryStoreKvcache(NO_DEVICE, ...args({ cacheDType: 'f32' }))).toBeNull();
       expect(rotaryStoreKvcache(NO_DEVICE, ...args({ valueDType: 'f32' }))).toBeNull();
       expect(rotaryStoreKvcache(NO_DEVICE, ...args({ kCacheT: true }))).toBeNull();
@@ -50,7 +50,7 @@ describe('rotaryStoreKvcache (CUDA host side): when it declines, what it rejects
   });
 
   it('bad arguments throw as rotaryEmbedding / storeKvcache_ do, naming the op', () => {
-    withTuning(ROTARY_TUNING, { fuseKvStore: true }, () => {
+    withTuning('rotary', { fuseKvStore: true }, () => {
       expect(() => rotaryStoreKvcache(NO_DEVICE, ...args({ headSize: 3 }))).toThrow(/rotaryStoreKvcache: rotaryDim 8 must be even and <= headSize 3/);
       expect(() => rotaryStoreKvcache(NO_DEVICE, ...args({ slots: 3 }))).toThrow(/rotaryStoreKvcache: slotMapping has 3 entries for 2 tokens/);
       expect(() => rotaryStoreKvcache(NO_DEVICE, ...args({ dtype: 'f64' }))).toThrow(/rotaryStoreKvcache: cosSinCache has dtype f64/);

@@ -3,7 +3,7 @@
  * fk_rotary_store_kv): Ops.rotaryStoreKvcache, exactly rotaryEmbedding (spine/rotary.ts) followed by storeKvcache_
  * (spine/kvcache.ts) of the rotated key viewed as [T, nKv, headSize] and the value. The kernel rotates with fk_rotary's
  * device code and finds slots with fk_store_kvcache's, so q, k and both caches get the same bits as the two launches.
- * Declines (null: the caller runs the two ops) while ROTARY_TUNING.fuseKvStore is off, and where storeKvcache_ would
+ * Declines (null: the caller runs the two ops) while the tuning's rotary.fuseKvStore is off, and where storeKvcache_ would
  * convert or copy: value or caches of another dtype than query, a cache whose head dim is strided, no key heads.
  * One difference on an error path: with index checks on, an out-of-range position throws after the launch, when the
  * token's slot already holds the zeros the kernel wrote; the two ops throw after the rotary, before any cache write.
@@ -12,7 +12,8 @@ import { Tensor } from '@fastkernels/core';
 import type { SpineContext } from './context.js';
 import { checkIndexFlag, contiguousOf, disposeAll, hasContiguousLastDim, indexFlag, itemsizeOf, lastDimContiguous, ptr, spineKernel, vecWidth } from './common.js';
 import { kvStoreGeometry } from './kvcache.js';
-import { ROTARY_TUNING, rotaryGeometry, rotaryLaunchShape, tokenRows } from './rotary.js';
+import { cudaTuning } from '../tuning/load.js';
+import { rotaryGeometry, rotaryLaunchShape, tokenRows } from './rotary.js';
 
 export function rotaryStoreKvcache(
   ctx: SpineContext,
@@ -27,7 +28,7 @@ export function rotaryStoreKvcache(
   vCache: Tensor,
   slotMapping: Tensor,
 ): [Tensor, Tensor] | null {
-  if (!ROTARY_TUNING.fuseKvStore) return null;
+  if (!cudaTuning().rotary.fuseKvStore) return null;
   const op = 'rotaryStoreKvcache';
   const { T, maxPos, rot, nq, nk, C, P, Tq } = rotaryGeometry(op, positions, query, key, cosSinCache, headSize);
   const { numBlocks, blockSize, S } = kvStoreGeometry(op, [T, nk, headSize], value, kCache, vCache, slotMapping);

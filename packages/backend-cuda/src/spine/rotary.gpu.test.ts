@@ -1,7 +1,6 @@
 import type { DType } from '@fastkernels/core';
 import { describe, it } from 'vitest';
 import { G, checkTaskOnCuda, cosSinCpu, cpu, expectClose, gpu, intsCpu, poison, randCpu, task, taskCases, toGpu, tolOf, variant, withTuning } from '../../test/spine-helpers.js';
-import { ROTARY_TUNING } from './rotary.js';
 
 const LLAMA31_ROPE_SCALING = { ropeType: 'llama3', factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositionEmbeddings: 8192 };
 
@@ -41,7 +40,7 @@ describe('rotary_emb vs the float64 CPU backend', () => {
     const k = randCpu([T, nk * hs], 'bf16', 22);
     const cache = cosSinCpu(maxPos, hs, 'bf16', 10000);
     const [eq, ek] = cpu().ops.rotaryEmbedding(pos, q, k, cache, hs, true);
-    withTuning(ROTARY_TUNING, { blocksPerSm: 2 }, () => {
+    withTuning('rotary', { blocksPerSm: 2 }, () => {
       const [gq, gk] = gpu().ops.rotaryEmbedding(toGpu(pos), toGpu(q), toGpu(k), toGpu(cache), hs, true);
       expectClose(gq, eq, tolOf('bf16'), 'query');
       expectClose(gk!, ek!, tolOf('bf16'), 'key');

@@ -5,34 +5,20 @@
  * partial rotary (the tail of each head is copied). Query and key go in one launch.
  * Out-of-range positions write zeros and, with index checks on (see common.ts), throw a RangeError.
  */
-import { Tensor, envSwitch, formatShape } from '@fastkernels/core';
+import { Tensor, formatShape } from '@fastkernels/core';
+import { cudaTuning } from '../tuning/load.js';
 import type { SpineContext } from './context.js';
 import { checkIndexFlag, contiguousOf, disposeAll, floatCType, indexCType, indexFlag, itemsizeOf, ptr, roundUp, spineKernel, vecWidth } from './common.js';
 
-/** Knobs of rotary (the defaults are the shipped, H200-verified choice). */
-export const ROTARY_TUNING = {
-  /**
-   * 0: one block per token (grid T). N > 0: at most N blocks per SM, each striding over tokens (the kernel's loop), so
-   * fewer, longer-lived blocks. Run 11 (memory-tuning.gpu.test.ts, in a CUDA graph, the same bits at every setting):
-   * neox T4096 26.9 us with one block per token, 26.7 / 26.3 / 25.6 at 4 / 8 / 16 a SM; T16384 103.2 against
-   * 101.4 / 100.6 / 94.7 (91% -> 99% of copy). Decode sizes (T <= 256) get one block per token either way.
-   */
-  blocksPerSm: 16,
-  /**
-   * Ops.rotaryStoreKvcache runs as one kernel (fk_rotary_store_kv, spine/rotary-kv.ts) instead of declining, so the
-   * Llama attention layer launches one kernel where it launched fk_rotary and fk_store_kvcache (32 launches fewer per
-   * Llama-3-8B decode step). The same bits either way (rotary-kv.gpu.test.ts). Run 12 (H200, bs-1 Llama-3-8B step,
-   * decode_ab-run12-fusions.json): 4.440 ms against 4.484 without it. FASTKERNELS_FUSE_ROTARY_KV=0 turns it off for a
-   * process.
-   */
-  fuseKvStore: envSwitch('FASTKERNELS_FUSE_ROTARY_KV', true),
-};
+// The tuning's rotary section (tuning/*.json): blocksPerSm (0: one block a token; N: at most N blocks an SM striding
+// over tokens: fewer, longer-lived blocks reach closer to copy speed at large T) and fuseKvStore (rotary-kv.ts: rotary
+// and the KV write as one kernel, one launch fewer a layer; the same bits).
 
 /**
  * fk_rotary's launch shape, shared with fk_rotary_store_kv (spine/rotary-kv.ts): cvec (cos / sin rows read as vectors
  * of vec elements of the cache's dtype: rows start at p * rot, a multiple of vec as half is, so only the base address
  * needs the alignment), threads for a token's heads (at least `extraWork` items: the fused kernel's value copy) and the
- * grid of token blocks (ROTARY_TUNING.blocksPerSm).
+ * grid of token blocks (the tuning's rotary.blocksPerSm).
  */
 export function rotaryLaunchShape(
   ctx: SpineContext,
@@ -43,7 +29,7 @@ export function rotaryLaunchShape(
   const cvec = s.isNeoxStyle && s.vec > 1 && ptr(s.cache) % (s.vec * itemsizeOf(s.cache.dtype)) === 0 ? 1 : 0;
   const work = Math.max(Math.max(s.nq, s.nk) * Math.max(s.isNeoxStyle ? half / s.vec : half, s.headSize - s.rot), extraWork);
   const threads = Math.min(256, Math.max(32, roundUp(work, 32)));
-  const perSm = Math.floor(ROTARY_TUNING.blocksPerSm);
+  const perSm = Math.floor(cudaTuning().rotary.blocksPerSm);
   const grid = Math.min(s.T, 2 ** 31 - 1, perSm > 0 ? perSm * ctx.multiprocessors : Infinity);
   return { cvec, threads, grid };
 }

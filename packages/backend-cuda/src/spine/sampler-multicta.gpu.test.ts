@@ -1,13 +1,14 @@
 /**
- * The sampler with SAMPLER_TUNING.multiCta off (fk_sample, the shipped path) and on (fk_ms_*): token for token vs
+ * The sampler with sampler.multiCta off (fk_sample, the shipped path) and on (fk_ms_*): token for token vs
  * the CPU backend, run-to-run determinism, and timing lines `kernel-speed: sample <case> [old|new] <us> = <GB/s> (<% of copy>)`.
  */
 import { Rng, Tensor } from '@fastkernels/core';
 import { describe, it } from 'vitest';
 import { G, graphMs, measureCopy, cpu, expectSameInts, gpu, intsCpu, toGpu, withTuning, printedAfterAll } from '../../test/spine-helpers.js';
-import { SAMPLER_TUNING } from './sampler.js';
+import type { Tuning } from '../tuning/schema.js';
+import { cudaTuning } from '../tuning/load.js';
 
-const withSampler = <R>(patch: Partial<typeof SAMPLER_TUNING>, fn: () => R): R => withTuning(SAMPLER_TUNING, patch, fn);
+const withSampler = <R>(patch: Partial<Tuning['sampler']>, fn: () => R): R => withTuning('sampler', patch, fn);
 const PATHS = [['old', { multiCta: false }], ['new', { multiCta: true }]] as const;
 
 interface Row { t: number; k: number; p: number; seed: number }
@@ -123,7 +124,7 @@ describe('the per-call choice (SampleHint, multiCta off, the route switched on a
   });
 });
 
-describe('the greedy split (SAMPLER_TUNING.greedySplitMaxRows): fk_ms_max + fk_ms_init + fk_sample skipping greedy rows', () => {
+describe('the greedy split (sampler.greedySplitMaxRows): fk_ms_max + fk_ms_init + fk_sample skipping greedy rows', () => {
   it('all-greedy rows under a hint of 0 drawing rows draw the CPU tokens; a wrong hint (rows that draw) still does', G, () => {
     for (const [B, V, mode] of [[1, 128256, 'greedy'], [4, 32000, 'greedy'], [3, 1001, 'greedy'], [4, 4097, 'mixed'], [2, 32000, 'topp']] as const) {
       const host = inputs(B, V, rowsFor(mode, B, V, V + B), V + 3 * B, mode === 'greedy' && V === 1001);
@@ -164,7 +165,7 @@ describe('sampler speed, old vs new (printed, not asserted)', () => {
     const n = 64 * 1024 * 1024;
     const { ms: copyMs, gbs: copyGBs } = measureCopy(n);
     lines.push(`kernel-speed: copy ${copyMs.toFixed(3)} ms = ${copyGBs.toFixed(0)} GB/s`);
-    // B 2..16 mixed: where the multi-CTA path starts to win (SAMPLER_TUNING.multiCtaMinSampledRows)
+    // B 2..16 mixed: where the multi-CTA path starts to win (sampler.multiCtaMinSampledRows)
     for (const [label, B, mode] of [['B32xV128256 mixed', 32, 'mixed'], ['B64xV128256 greedy', 64, 'greedy'], ['B1xV128256 mixed', 1, 'mixed'], ['B32xV128256 topp', 32, 'topp'], ['B2xV128256 mixed', 2, 'mixed'], ['B4xV128256 mixed', 4, 'mixed'], ['B8xV128256 mixed', 8, 'mixed'], ['B16xV128256 mixed', 16, 'mixed']] as const) {
       const V = 128256;
       const rows = rowsFor(mode, B, V, 3);

@@ -1,13 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { withTuning } from '../../test/spine-helpers.js';
-import { SAMPLER_TUNING, chooseSamplerPath } from './sampler.js';
+import { chooseSamplerPath } from './sampler.js';
+import type { Tuning } from '../tuning/schema.js';
+import { cudaTuning } from '../tuning/load.js';
 
 describe('chooseSamplerPath (CPU): one CTA per row vs multi-CTA, per call', () => {
   const V = 128256;
-  it.skipIf(process.env.FASTKERNELS_SAMPLER_UNHINTED !== undefined)('defaults (run 10): not forced; multi-CTA from one drawing row, one CTA per row when all rows are greedy or without a hint', () => {
-    expect(SAMPLER_TUNING.multiCta).toBe(false);
-    expect(SAMPLER_TUNING.multiCtaMinSampledRows).toBe(1);
-    expect(SAMPLER_TUNING.unhinted).toBe('single');
+  it.skipIf(process.env.FASTKERNELS_TUNING !== undefined)('defaults (run 10): not forced; multi-CTA from one drawing row, one CTA per row when all rows are greedy or without a hint', () => {
+    expect(cudaTuning().sampler.multiCta).toBe(false);
+    expect(cudaTuning().sampler.multiCtaMinSampledRows).toBe(1);
+    expect(cudaTuning().sampler.unhinted).toBe('single');
     expect(chooseSamplerPath(64, V, 64)).toBe('multi');
     expect(chooseSamplerPath(1, V, 1)).toBe('multi');
     expect(chooseSamplerPath(64, V, 0)).toBe('single');
@@ -15,7 +17,7 @@ describe('chooseSamplerPath (CPU): one CTA per row vs multi-CTA, per call', () =
   });
   // the rule, at a threshold of 8 drawing rows (the greedy split off: its cases follow)
   const ON = { multiCtaMinSampledRows: 8, greedySplitMaxRows: 0 };
-  const cases: [string, number, number | undefined, Partial<typeof SAMPLER_TUNING>, 'single' | 'multi'][] = [
+  const cases: [string, number, number | undefined, Partial<Tuning['sampler']>, 'single' | 'multi'][] = [
     ['no hint: the unhinted path (multi-CTA)', 32, undefined, { unhinted: 'multi' }, 'multi'],
     ['no hint, unhinted single (the default): one CTA per row', 32, undefined, { unhinted: 'single' }, 'single'],
     ['no hint, B = 1', 1, undefined, { unhinted: 'multi' }, 'multi'],
@@ -38,16 +40,16 @@ describe('chooseSamplerPath (CPU): one CTA per row vs multi-CTA, per call', () =
   ];
   for (const [name, B, sampled, patch, want] of cases) {
     it(`${name} -> ${want}`, () => {
-      expect(chooseSamplerPath(B, V, sampled, { ...SAMPLER_TUNING, ...ON, ...patch })).toBe(want);
+      expect(chooseSamplerPath(B, V, sampled, { ...cudaTuning().sampler, ...ON, ...patch })).toBe(want);
     });
   }
-  it.skipIf(process.env.FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS !== undefined)('by default (run 12) the greedy split serves all-greedy bs-1 calls only', () => {
-    expect(SAMPLER_TUNING.greedySplitMaxRows).toBe(1);
+  it.skipIf(process.env.FASTKERNELS_TUNING !== undefined)('by default (run 12) the greedy split serves all-greedy bs-1 calls only', () => {
+    expect(cudaTuning().sampler.greedySplitMaxRows).toBe(1);
     expect(chooseSamplerPath(1, V, 0)).toBe('greedy-split');
     expect(chooseSamplerPath(2, V, 0)).toBe('single');
   });
-  const SPLIT = { ...SAMPLER_TUNING, greedySplitMaxRows: 4 };
-  const splitCases: [string, number, number | undefined, Partial<typeof SAMPLER_TUNING>, string][] = [
+  const SPLIT = { ...cudaTuning().sampler, greedySplitMaxRows: 4 };
+  const splitCases: [string, number, number | undefined, Partial<Tuning['sampler']>, string][] = [
     ['all greedy, B1', 1, 0, {}, 'greedy-split'],
     ['all greedy, B4 (the limit)', 4, 0, {}, 'greedy-split'],
     ['all greedy, B5: above the limit', 5, 0, {}, 'single'],
@@ -58,9 +60,9 @@ describe('chooseSamplerPath (CPU): one CTA per row vs multi-CTA, per call', () =
   for (const [name, B, sampled, patch, want] of splitCases) {
     it(`greedySplitMaxRows 4: ${name} -> ${want}`, () => expect(chooseSamplerPath(B, V, sampled, { ...SPLIT, ...patch })).toBe(want));
   }
-  it('reads SAMPLER_TUNING by default (the GPU tests flip multiCta on it)', () => {
-    withTuning(SAMPLER_TUNING, { multiCta: true }, () => expect(chooseSamplerPath(1, V, undefined)).toBe('multi'));
-    withTuning(SAMPLER_TUNING, { multiCta: false, unhinted: 'single' }, () => expect(chooseSamplerPath(1, V, undefined)).toBe('single'));
-    withTuning(SAMPLER_TUNING, { multiCta: false, multiCtaMinSampledRows: 8 }, () => expect(chooseSamplerPath(32, V, 32)).toBe('multi'));
+  it('reads sampler by default (the GPU tests flip multiCta on it)', () => {
+    withTuning('sampler', { multiCta: true }, () => expect(chooseSamplerPath(1, V, undefined)).toBe('multi'));
+    withTuning('sampler', { multiCta: false, unhinted: 'single' }, () => expect(chooseSamplerPath(1, V, undefined)).toBe('single'));
+    withTuning('sampler', { multiCta: false, multiCtaMinSampledRows: 8 }, () => expect(chooseSamplerPath(32, V, 32)).toBe('multi'));
   });
 });

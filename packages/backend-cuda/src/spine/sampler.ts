@@ -10,53 +10,19 @@
  * of sampler.cu (fk_ms_*): each row split over C CTAs, 17 small kernels in sequence, scratch from the allocator.
  * Both draw the same tokens; the kernels cannot see how many rows draw without a host sync, so the caller's
  * SampleHint (rows with temperature > 0, known on the host) picks: multi-CTA when many rows draw, one CTA per row
- * otherwise; without a hint SAMPLER_TUNING.unhinted decides. SAMPLER_TUNING.multiCta forces the multi-CTA path.
+ * otherwise; without a hint the tuning's sampler.unhinted decides; sampler.multiCta forces the multi-CTA path.
  */
-import { Tensor, envChoice, envCount, formatShape, type SampleHint } from '@fastkernels/core';
+import { Tensor, formatShape, type SampleHint } from '@fastkernels/core';
+import { cudaTuning } from '../tuning/load.js';
+import type { SamplerTuning } from '../tuning/schema.js';
 import type { SpineContext } from './context.js';
 import { asDType, disposeAll, ptr, rowsOf, spineKernel } from './common.js';
 
 const THREADS = 512;
 
-/** Knobs of the sampler (the defaults are the shipped, H200-verified choice). */
-export const SAMPLER_TUNING = {
-  /**
-   * Force the multi-CTA path (kernels/sampler.cu fk_ms_*) for every call; false: chooseSamplerPath decides per call
-   * from the caller's hint (one 512-thread CTA per row, fk_sample, without one).
-   */
-  multiCta: false,
-  /**
-   * Fewest drawing rows (SampleHint.sampledRows, temperature > 0) for which the multi-CTA path is chosen (Infinity =
-   * never). Each graph bucket then has a second capture for steps with drawing rows (Ops.samplePath). Run 10 (H200,
-   * V = 128256, f32, inside a CUDA graph as the decode step runs it): with no drawing row one CTA per row wins or ties
-   * (B64 greedy 18 vs 28 us, B1 17 vs 17); from one drawing row on the multi-CTA path wins (B2 with 1 drawing row 25
-   * vs 107 us, B4 with 3: 59 vs 319, B32 with 27: 232 vs 849, top-p B32 160 vs 573).
-   */
-  multiCtaMinSampledRows: 1,
-  /**
-   * The path of a call without a hint (a task's forward, a candidate's harness: nothing is known about the rows). A
-   * trade, not a default to flip: run 17's kernel bench (eager launches, two processes each, kernels-run17-sampler-*)
-   * has B32 mixed at 575-600 us on one CTA a row against 240-243 multi-CTA, and B64 all-greedy at 24.5 against 64-70
-   * (the multi-CTA path's 17 launches). FASTKERNELS_SAMPLER_UNHINTED=multi for callers whose rows mostly draw. The
-   * engine and the L1/sampler task (its host input, as vLLM's SamplingMetadata) pass the hint, so this is for ad-hoc
-   * callers only.
-   */
-  unhinted: envChoice('FASTKERNELS_SAMPLER_UNHINTED', ['single', 'multi'] as const, 'single'),
-  /** CTAs aimed for per SM in total (all rows together) on the multi-CTA path. */
-  multiCtaCtasPerSm: 3,
-  /** Fewest logits per CTA (a slice is at least this long, rounded up to a multiple of 64). */
-  multiCtaMinPerCta: 2048,
-  /** Threads per CTA of the split kernels (FK_MT). */
-  multiCtaThreads: 256,
-  /**
-   * Most rows for which an all-greedy call (the hint says no row draws) takes the greedy split: the multi-CTA path's
-   * first two kernels only (fk_ms_max's slices, fk_ms_init's combine, which writes every greedy row's token), so a row
-   * is read by many CTAs instead of one (run 10: one CTA per row took 17 us for B1 x 128256 in a graph, a bs-1 decode
-   * step's sampler). 1: bs-1 decode only. Run 12 (H200, bs-1 Llama-3-8B step, decode_ab-run12-fusions.json): 4.465 ms
-   * against 4.484 without it. 0 = off; FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS sets it for a process.
-   */
-  greedySplitMaxRows: envCount('FASTKERNELS_SAMPLER_GREEDY_SPLIT_ROWS', 1),
-};
+// The knobs are the tuning's sampler section (tuning/*.json, docs/tuning.md). A call without a hint (nothing known about
+// its rows) takes one CTA a row: a trade, since the multi-CTA path wins for drawing rows and loses for greedy ones by its
+// launches; the engine and the L1/sampler task pass the hint.
 
 export interface SamplerPlan {
   /** CTAs per row. */
@@ -67,7 +33,7 @@ export interface SamplerPlan {
 }
 
 /** Launch plan of the multi-CTA sampler: pure function of the shape and the SM count (unit-tested without a GPU). */
-export function planSampler(B: number, V: number, multiprocessors: number, tuning = SAMPLER_TUNING): SamplerPlan {
+export function planSampler(B: number, V: number, multiprocessors: number, tuning: SamplerTuning = cudaTuning().sampler): SamplerPlan {
   const want = Math.max(1, Math.round((tuning.multiCtaCtasPerSm * multiprocessors) / Math.max(1, B)));
   const most = Math.max(1, Math.ceil(V / Math.max(64, tuning.multiCtaMinPerCta)));
   const c0 = Math.min(want, most, 65535);
@@ -92,7 +58,7 @@ export type SamplerPath = 'single' | 'multi' | 'greedy-split';
  * tuning.unhinted. Greedy rows inside the multi-CTA path are finished by fk_ms_init. V is not used yet (the threshold
  * was measured at V = 128256 only); it is in the signature for a vocabulary-dependent rule.
  */
-export function chooseSamplerPath(B: number, V: number, sampledRows: number | undefined, tuning = SAMPLER_TUNING): SamplerPath {
+export function chooseSamplerPath(B: number, V: number, sampledRows: number | undefined, tuning: SamplerTuning = cudaTuning().sampler): SamplerPath {
   if (B > 65535) return 'single';
   if (tuning.multiCta) return 'multi';
   if (sampledRows === undefined) return tuning.unhinted;

@@ -1,11 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { SOFTMAX_TUNING, softmaxPlan } from './softmax.js';
+import { softmaxPlan } from './softmax.js';
+import { cudaTuning } from '../tuning/load.js';
 
 // The threads (so which vectors a thread folds: the result bits) must stay what they were before the register-light
 // builds; only FK_NPT moves. H200: 132 SMs. bf16 rows of 128256 are 16032 16-byte vectors; f32 32064.
 describe('softmaxPlan (CPU): launch choices', () => {
   const SMS = 132;
-  const on = { ...SOFTMAX_TUNING, longRowVectors: 8, clusterMaxRows: 0, clusterSize: 8 };
+  const on = { ...cudaTuning().softmax, longRowVectors: 8, clusterMaxRows: 0, clusterSize: 8 };
   const off = { ...on, longRowVectors: 4 };
   const cases: [string, number, number, number, Partial<ReturnType<typeof softmaxPlan>>, Partial<ReturnType<typeof softmaxPlan>>][] = [
     // name, rows, vectors, itemsize, at 8 vectors, before (4)
@@ -57,9 +58,9 @@ describe('softmaxPlan (CPU): launch choices', () => {
     expect(softmaxPlan(32, 16032, 2, SMS, { ...on, clusterSize: 2 })).toMatchObject({ entry: 'fk_softmax_cluster', grid: 64, cluster: 2, threads: 1024 });
     expect(softmaxPlan(256, 16032, 2, SMS, { ...on, clusterSize: 4 })).toMatchObject({ entry: 'fk_softmax', cluster: 0 });
   });
-  it.skipIf(process.env.FASTKERNELS_SOFTMAX_LONG_NPT !== undefined || process.env.FASTKERNELS_SOFTMAX_CLUSTER_ROWS !== undefined || process.env.FASTKERNELS_SOFTMAX_CLUSTER !== undefined)('defaults: 8 vectors for long 16-bit rows, cluster below the SM count', () => {
-    expect(SOFTMAX_TUNING.longRowVectors).toBe(8);
-    expect(SOFTMAX_TUNING.clusterMaxRows).toBe(0);
-    expect(SOFTMAX_TUNING.clusterSize).toBe(8);
+  it.skipIf(process.env.FASTKERNELS_TUNING !== undefined)('defaults: 8 vectors for long 16-bit rows, cluster below the SM count', () => {
+    expect(cudaTuning().softmax.longRowVectors).toBe(8);
+    expect(cudaTuning().softmax.clusterMaxRows).toBe(0);
+    expect(cudaTuning().softmax.clusterSize).toBe(8);
   });
 });

@@ -1,7 +1,7 @@
 import { Tensor, type DType } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { G, checkTaskOnCuda, cpu, expectClose, gpu, poison, randCpu, task, taskCases, toGpu, tolOf, variant, withTuning } from '../../test/spine-helpers.js';
-import { SOFTMAX_TUNING } from './softmax.js';
+import { cudaTuning } from '../tuning/load.js';
 
 describe('softmax vs the float64 CPU backend', () => {
   for (const dtype of ['bf16', 'f16', 'f32'] as DType[]) {
@@ -35,7 +35,7 @@ describe('softmax vs the float64 CPU backend', () => {
 });
 
 describe('softmax launch knobs', () => {
-  // FK_NPT (SOFTMAX_TUNING.longRowVectors) changes registers, not which vectors a thread folds: the same bits.
+  // FK_NPT (softmax.longRowVectors) changes registers, not which vectors a thread folds: the same bits.
   // B32 / B4: the cluster path; B140 (>= the SMs): one block a row, 8 vectors kept (16-bit); f32 40001: scalar, re-read.
   const firstDiff = (a: Float64Array, b: Float64Array) => {
     if (a.length !== b.length) return -2;
@@ -46,7 +46,7 @@ describe('softmax launch knobs', () => {
     it(`${dtype} [${B}, ${V}]: 8 and 4 vectors kept give the same bits`, G, () => {
       const x = toGpu(randCpu([B, V], dtype, B * 7 + V, 3));
       const run = (longRowVectors: number) => {
-        const y = withTuning(SOFTMAX_TUNING, { longRowVectors }, () => gpu().ops.softmax(x, -1));
+        const y = withTuning('softmax', { longRowVectors }, () => gpu().ops.softmax(x, -1));
         const values = y.toFloat64Array();
         y.dispose(); // the device buffers are released here, not left to the garbage collector (run 17 warned of 36 MB)
         return values;
@@ -56,21 +56,21 @@ describe('softmax launch knobs', () => {
     });
   }
   for (const clusterSize of [2, 4]) {
-    it(`bf16 [32, 128256] in clusters of ${clusterSize} (FASTKERNELS_SOFTMAX_CLUSTER): within tolerance`, G, () => {
+    it(`bf16 [32, 128256] in clusters of ${clusterSize} (softmax.clusterSize): within tolerance`, G, () => {
       const x = randCpu([32, 128256], 'bf16', 32 + clusterSize, 3);
       poison(32 * 128256);
       const xg = toGpu(x);
-      const y = withTuning(SOFTMAX_TUNING, { clusterSize }, () => gpu().ops.softmax(xg, -1));
+      const y = withTuning('softmax', { clusterSize }, () => gpu().ops.softmax(xg, -1));
       expectClose(y, cpu().ops.softmax(x, -1), tolOf('bf16'), 'softmax');
       y.dispose();
       xg.dispose();
     });
   }
-  it('bf16 [140, 128256] on the cluster path (FASTKERNELS_SOFTMAX_CLUSTER_ROWS): within tolerance', G, () => {
+  it('bf16 [140, 128256] on the cluster path (softmax.clusterMaxRows): within tolerance', G, () => {
     const x = randCpu([140, 128256], 'bf16', 140, 3);
     poison(140 * 128256);
     const xg = toGpu(x);
-    const y = withTuning(SOFTMAX_TUNING, { clusterMaxRows: 256 }, () => gpu().ops.softmax(xg, -1));
+    const y = withTuning('softmax', { clusterMaxRows: 256 }, () => gpu().ops.softmax(xg, -1));
     expectClose(y, cpu().ops.softmax(x, -1), tolOf('bf16'), 'softmax');
     y.dispose();
     xg.dispose();

@@ -5,7 +5,9 @@
  * 2048 vectors (e.g. vocab logits) go to a cluster of CTAs per row (8 by default) that merge their (max, sum) through
  * distributed shared memory (the row read once, written once). softmaxPlan has the launch choices.
  */
-import { Tensor, envChoice, envCount, normalizeDim } from '@fastkernels/core';
+import { Tensor, normalizeDim } from '@fastkernels/core';
+import { cudaTuning } from '../tuning/load.js';
+import type { SoftmaxTuning } from '../tuning/schema.js';
 import type { SpineContext } from './context.js';
 import { disposeAll, floatCType, itemsizeOf, ptr, roundUp, rowsOf, spineKernel, vecWidth } from './common.js';
 
@@ -14,37 +16,12 @@ import { disposeAll, floatCType, itemsizeOf, ptr, roundUp, rowsOf, spineKernel, 
  * Which vectors a thread folds (so the result bits) follows from the threads alone; keep it.
  */
 const FOLD_NPT = 4;
-/** Rows of more than this many vectors may take the cluster path (SOFTMAX_TUNING.clusterMaxRows). */
+/** Rows of more than this many vectors may take the cluster path (the tuning's softmax.clusterMaxRows). */
 const CLUSTER_MIN_VECTORS = 2048;
 
-/** Knobs of softmax (the defaults are the shipped choice); none changes the result bits but clusterMaxRows. */
-export const SOFTMAX_TUNING = {
-  /**
-   * Vectors a thread keeps in registers (FK_NPT) on one block a row when a 16-bit row is longer than FOLD_NPT vectors a
-   * thread (B256 vocab logits: 16032 vectors over 1024 threads). The rest is read again from L2 for the write, one
-   * 16-byte load in flight at a time. The kernels keep their vectors raw and convert again at the write (same bits, 40
-   * registers in bf16 instead of 58), so 8 fit where 4 did before. Run 16 (H200, bench-kernels --only softmax --repeat
-   * 3, two processes each, softmax-run16.log): B256 56.5-56.9 us at 8 against 57.9-59.0 at 4. FASTKERNELS_SOFTMAX_LONG_NPT
-   * (4: the launch before).
-   */
-  longRowVectors: envCount('FASTKERNELS_SOFTMAX_LONG_NPT', 8, 1),
-  /**
-   * Most rows (of more than CLUSTER_MIN_VECTORS vectors) that take the cluster path; 0: fewer rows than SMs. The cluster
-   * path won at B=1 (22 -> 9.3 us) and B=32 (23 -> 19 us) and lost at B=256 (60 -> 83 us) with the old 58-register
-   * kernel; run 16 with the 40-register one: B256 56.7-57.6 us on the cluster path against 56.5-56.9 on one block a row
-   * at 8 vectors (softmax-run16.log). The cluster path folds other vectors per thread, so its bits differ from one block
-   * a row (both within the float64 reference's tolerance). FASTKERNELS_SOFTMAX_CLUSTER_ROWS.
-   */
-  clusterMaxRows: envCount('FASTKERNELS_SOFTMAX_CLUSTER_ROWS', 0),
-  /**
-   * CTAs a row on the cluster path (a portable thread-block cluster: 2, 4 or 8). 8 since the cluster path came in; B32
-   * (32 clusters of 8 CTAs of 512 threads, one wave) is at 15.5 us where a copy of its 16 MB takes 8.2 (run 16). Fewer,
-   * wider CTAs a row measured slower in run 17 (B32: 4 at 19.0-19.2 us, 2 at 15.9-16.4, against 8's 15.2-15.3;
-   * softmax-cluster*-run17.*). Another size folds other vectors per thread, so other bits (within the float64
-   * reference's tolerance). FASTKERNELS_SOFTMAX_CLUSTER.
-   */
-  clusterSize: Number(envChoice('FASTKERNELS_SOFTMAX_CLUSTER', ['2', '4', '8'] as const, '8')),
-};
+// The knobs are the tuning's softmax section (tuning/*.json, docs/tuning.md); none changes the result bits but the
+// cluster path's (clusterMaxRows, clusterSize: it folds other vectors per thread, within the float64 reference's
+// tolerance). The kernels keep their vectors raw and convert again at the write, so 8 a thread fit in 40 registers.
 
 export interface SoftmaxPlan {
   entry: 'fk_softmax' | 'fk_softmax_cluster';
@@ -60,7 +37,7 @@ export interface SoftmaxPlan {
 const threadsFor = (vectors: number) => Math.min(1024, Math.max(32, roundUp(Math.ceil(vectors / FOLD_NPT), 32)));
 
 /** Launch plan for `rows` rows of `nv` vectors of `itemsize`-byte elements on `sms` SMs (pure: CPU-tested). */
-export function softmaxPlan(rows: number, nv: number, itemsize: number, sms: number, tuning = SOFTMAX_TUNING): SoftmaxPlan {
+export function softmaxPlan(rows: number, nv: number, itemsize: number, sms: number, tuning: SoftmaxTuning = cudaTuning().softmax): SoftmaxPlan {
   const clusterRows = tuning.clusterMaxRows > 0 ? rows <= tuning.clusterMaxRows : rows < sms;
   const cluster = tuning.clusterSize;
   if (nv > CLUSTER_MIN_VECTORS && clusterRows && rows * cluster <= 2 ** 31 - 1) {

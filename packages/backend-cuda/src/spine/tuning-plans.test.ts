@@ -1,11 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { NORM_TUNING, normThreads } from './norm.js';
-import { SAMPLER_TUNING, planSampler, samplerScratchWords } from './sampler.js';
+import { normThreads } from './norm.js';
+import { planSampler, samplerScratchWords } from './sampler.js';
+import { cudaTuning } from '../tuning/load.js';
 
 describe('sampler / norm launch plans (CPU)', () => {
   it('switches are off by default (the H200-verified kernels stay the default)', () => {
-    expect(SAMPLER_TUNING.multiCta).toBe(false);
-    expect(NORM_TUNING.vecsPerThread).toBe(2); // run 9: fastest, or within 2% of vpt1, at every measured shape
+    expect(cudaTuning().sampler.multiCta).toBe(false);
+    expect(cudaTuning().norm.vecsPerThread).toBe(2); // run 9: fastest, or within 2% of vpt1, at every measured shape
   });
   it('multi-CTA sampler: ~3 CTAs per SM in total, slices of >= 2048 logits, multiples of 64 covering V', () => {
     for (const [B, V] of [[1, 128256], [7, 32000], [32, 128256], [64, 128256], [1, 1000], [64, 1000], [1, 1]] as const) {

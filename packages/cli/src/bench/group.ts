@@ -29,7 +29,7 @@
  */
 import { randomInt } from 'node:crypto';
 import { RendezvousServer, joinRendezvous, newToken, type LaunchEnv } from '@fastkernels/backend-nccl';
-import { fmix32, statusOfSeverity, statusSeverity, type Backend, type CaseResult, type TensorParallelGroup } from '@fastkernels/core';
+import { fmix32, setting, statusOfSeverity, statusSeverity, type Backend, type CaseResult, type TensorParallelGroup } from '@fastkernels/core';
 
 /** What rank 0 sends every rank through the launcher's rendezvous. */
 export interface GroupInvite {
@@ -130,12 +130,11 @@ export function groupWorkerEnv(g: Pick<BenchGroup, 'rank' | 'world' | 'device' |
 }
 
 /** Set in a group worker's environment: the shared seed (its presence makes the worker join the group). */
-export const GROUP_SEED_ENV = 'FASTKERNELS_BENCH_GROUP_SEED';
+export const GROUP_SEED_ENV = 'FASTKERNELS_BENCH_GROUP_SEED' as const;
 
 /** The group seed this worker was started with, or undefined for an ordinary worker. */
 export function groupSeedOf(env: Readonly<Record<string, string | undefined>> = process.env): number | undefined {
-  const v = env[GROUP_SEED_ENV];
-  return v !== undefined && /^\d+$/.test(v) ? Number(v) : undefined;
+  return setting(GROUP_SEED_ENV, env);
 }
 
 /** The re-verification / hidden-shape seed of case `index` of `taskId`: the same on every rank. */

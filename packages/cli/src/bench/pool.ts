@@ -1,5 +1,6 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { setting } from '@fastkernels/core';
 import type { BenchProgress, CaseResult, MachineProfile, PreflightFailure, RunEnvironment, TaskCase, TaskDefinition, WorkerBody, WorkerOptions } from '@fastkernels/core';
 import { openMessage } from './protocol.js';
 import { loadRow } from './worker.js';
@@ -65,7 +66,7 @@ export class WorkerProc {
 
   /** Start the worker and wait for `ready` (preflight-loading `preflight` candidates). */
   async start(preflight: readonly string[], profile: MachineProfile | undefined, stallMs: number): Promise<ReadyInfo> {
-    const entry = process.env.FASTKERNELS_WORKER_ENTRY ?? process.argv[1]!;
+    const entry = setting('FASTKERNELS_WORKER_ENTRY') ?? process.argv[1]!;
     const env: NodeJS.ProcessEnv = { ...process.env, ...this.spec.group?.env };
     const isolated = this.spec.backend === 'cuda' && !this.spec.group;
     if (isolated) env.CUDA_VISIBLE_DEVICES = String(this.spec.physicalDevice);

@@ -1,5 +1,7 @@
+import { deviceTuningFileFor } from '@fastkernels/backend-cuda';
 import { probeNccl } from '@fastkernels/backend-nccl';
 import { tritonAvailability } from '@fastkernels/backend-triton';
+import { settingsReport, unknownSettings, type SettingReport } from '@fastkernels/core';
 import type { Argv } from 'yargs';
 import { KNOWN_BACKENDS, environment, safeAvailability } from '../env.js';
 import type { Io } from '../io.js';
@@ -56,8 +58,15 @@ export function doctorCommand(io: Io) {
     command: 'doctor',
     describe: 'Which backends are available here, and why not',
     builder: (y: Argv) =>
-      y.option('json', { type: 'boolean', describe: 'print the report as JSON' }).example('$0 doctor', 'check this machine').example('$0 doctor --json', 'the same, machine-readable'),
-    handler: (argv: { json?: boolean }) => {
+      y
+        .option('json', { type: 'boolean', describe: 'print the report as JSON' })
+        .option('all', { type: 'boolean', describe: 'also list the internal settings (set by fastkernels for its own processes and tests)' })
+        .example('$0 doctor', 'check this machine')
+        .example('$0 doctor --json', 'the same, machine-readable'),
+    handler: (argv: { json?: boolean; all?: boolean }) => {
+      // first: a bad FASTKERNELS_* value is bad input (exit 2), whatever the backends say
+      const settings = settingsReport();
+      const unknown = unknownSettings();
       const env = environment();
       const reports: BackendReport[] = [];
       for (const b of env.backends) {
@@ -82,8 +91,10 @@ export function doctorCommand(io: Io) {
       }
       const auto = reports.find((r) => r.name === 'cuda' && r.available) ?? reports.find((r) => r.available);
       const toolchains = probeToolchains();
+      const cudaDevice = reports.find((r) => r.name === 'cuda' && r.available)?.devices[0]?.name;
+      const tuning = { device: cudaDevice ?? null, file: `tuning/${deviceTuningFileFor(cudaDevice)}`, override: settings.find((x) => x.name === 'FASTKERNELS_TUNING' && x.source === 'environment')?.value ?? null };
       if (argv.json) {
-        io.out(JSON.stringify({ cli: cliVersion(), node: process.version, platform: `${process.platform}-${process.arch}`, auto: auto?.name ?? null, backends: reports, toolchains }, null, 2) + '\n');
+        io.out(JSON.stringify({ cli: cliVersion(), node: process.version, platform: `${process.platform}-${process.arch}`, auto: auto?.name ?? null, backends: reports, toolchains, tuning, settings, unknownVariables: unknown }, null, 2) + '\n');
         return;
       }
       io.out(`fastkernels ${cliVersion()} on node ${process.version} (${process.platform}-${process.arch})\n\n`);
@@ -102,6 +113,19 @@ export function doctorCommand(io: Io) {
       io.out('\nkernel toolchains and collectives (used on the CUDA backend):\n');
       for (const t of toolchains) io.out(`  ${t.name.padEnd(7)} ${t.available ? `available (${t.detail})` : `unavailable: ${t.detail}`}\n`);
       io.out(`\n--backend auto picks: ${auto?.name ?? 'nothing (no backend available)'}\n`);
+      io.out(`CUDA kernel tuning: ${tuning.file}${tuning.override ? ` with FASTKERNELS_TUNING=${tuning.override} over it` : ''} (\`fastkernels tuning show\` lists it)\n`);
+      printSettings(io, settings, unknown, argv.all === true);
     },
   };
+}
+
+/** The settings table (value and where it came from); internal ones only with --all. */
+function printSettings(io: Io, settings: readonly SettingReport[], unknown: readonly string[], all: boolean): void {
+  const shown = settings.filter((x) => all || !x.internal);
+  io.out(`\nsettings (environment variables${all ? '' : '; --all adds the internal ones'}):\n`);
+  io.out(renderTable(
+    [{ header: 'variable' }, { header: 'value' }, { header: 'source' }, { header: 'what it does' }],
+    shown.map((x) => [x.name, x.value || '-', x.source, `${x.internal ? '(internal) ' : ''}${x.doc}`]),
+  ));
+  for (const name of unknown) io.out(`warning: ${name} is set but no setting reads it (a typo, or a variable this version dropped: docs/tuning.md)\n`);
 }

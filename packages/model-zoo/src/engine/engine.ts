@@ -1,4 +1,4 @@
-import { DTYPE_INFO, Tensor, UserError, currentTensorParallelGroup, envSwitch, errorMessage, withContext, type ExecutionContext, type TensorParallelGroup } from '@fastkernels/core';
+import { DTYPE_INFO, Tensor, UserError, currentTensorParallelGroup, errorMessage, withContext, type Backend, type ExecutionContext, type TensorParallelGroup } from '@fastkernels/core';
 import { KV_BLOCK_SIZE } from '../families/dense-moe-llm/L1/store_kvcache.js';
 import { BlockManager } from './block-manager.js';
 import type { GraphRuntime } from './device-io.js';
@@ -38,17 +38,21 @@ export interface EngineOptions {
   /**
    * Also launch that next decode step before this one's tokens are read, its input ids copied on the device (vLLM's
    * async scheduling, one step deep): the host's scheduling and postprocessing then run while the device works.
-   * Graph decode at world size 1 only. Default: on (run 11, H200: the bs-1 step's host time 0.127 -> 0.034 ms,
-   * decode_ab.json); FASTKERNELS_CHAIN_DECODE=0 turns it off for a process (the benches read it).
+   * Graph decode at world size 1 only. Default: chainDecodeDefault (the CUDA backend's tuning, engine.chainDecode: on;
+   * it takes the host's scheduling off the bs-1 step's critical path).
    */
   readonly chainDecode?: boolean;
   /** Where the memory budget and start-up lines go. */
   readonly log?: (line: string) => void;
 }
 
-/** EngineOptions.chainDecode when not given: on (run 11), FASTKERNELS_CHAIN_DECODE=0 turns it off for a process. */
-export function chainDecodeDefault(): boolean {
-  return envSwitch('FASTKERNELS_CHAIN_DECODE', true);
+/**
+ * EngineOptions.chainDecode when not given: what the backend's tuning says (the CUDA backend's `engineTuning`, its
+ * tuning file's engine section), else on. Duck-typed: the engine does not depend on backend-cuda.
+ */
+export function chainDecodeDefault(backend: Backend): boolean {
+  const t = (backend as { readonly engineTuning?: { readonly chainDecode?: unknown } }).engineTuning;
+  return typeof t?.chainDecode === 'boolean' ? t.chainDecode : true;
 }
 
 export interface RequestOutput {
@@ -177,7 +181,7 @@ export class LLMEngine {
     this.scheduler = new Scheduler({ maxNumBatchedTokens, maxNumSeqs, chunkedPrefill }, this.blockManager);
     const runnerConfig = { maxNumBatchedTokens, maxNumSeqs, maxModelLen, maxGraphBatch };
     this.runner = new EngineRunner(model, ctx, this.kvCache, this.blockManager, { ...runnerConfig, graphs: graphRt ?? false }, io);
-    const chain = options.chainDecode ?? chainDecodeDefault();
+    const chain = options.chainDecode ?? chainDecodeDefault(ctx.backend);
     this.runner.chainsDecode = chain && this.tp.world === 1;
     try {
       const t0 = performance.now();

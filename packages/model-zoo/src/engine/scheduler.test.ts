@@ -5,7 +5,7 @@ import { cpuBackend } from '../../test/l1-harness.js';
 import { baselineRegistry } from '../index.js';
 import { BlockManager } from './block-manager.js';
 import { EmulatedGraphRuntime } from './device-io.js';
-import { LLMEngine, summarizeSteps, type EngineOptions } from './engine.js';
+import { LLMEngine, chainDecodeDefault, summarizeSteps, type EngineOptions } from './engine.js';
 import { generate } from './generate.js';
 import { loadModel } from '../models/load-model.js';
 import { graphBucketSizes } from './runner.js';
@@ -89,16 +89,17 @@ describe('LLMEngine (continuous batching) on the CPU backend', () => {
     expect(e.runner.stats.prestagedSteps).toBeGreaterThan(0);
   });
 
-  it('chained decode is the default for graph decode at world size 1 (run 11: host 0.127 -> 0.04 ms a bs-1 step)', () => {
-    const saved = process.env.FASTKERNELS_CHAIN_DECODE; // the default, whatever the shell running the tests set
-    delete process.env.FASTKERNELS_CHAIN_DECODE;
-    try {
-      const { engine: e } = run({ graphs: new EmulatedGraphRuntime(), maxNumSeqs: 8 }, PS, MAXT);
-      expect(e.runner.chainsDecode).toBe(true);
-      expect(e.chainStats.used).toBeGreaterThan(0);
-    } finally {
-      if (saved !== undefined) process.env.FASTKERNELS_CHAIN_DECODE = saved;
-    }
+  it('chained decode is the default for graph decode at world size 1 (the host schedules while the device runs)', () => {
+    const { engine: e } = run({ graphs: new EmulatedGraphRuntime(), maxNumSeqs: 8 }, PS, MAXT);
+    expect(e.runner.chainsDecode).toBe(true);
+    expect(e.chainStats.used).toBeGreaterThan(0);
+  });
+  it("the default follows the backend's engine tuning (the CUDA backend's engine.chainDecode), else on", () => {
+    const cpu = cpuBackend();
+    const backend = (engineTuning?: object): typeof cpu => Object.assign(Object.create(cpu) as typeof cpu, engineTuning ? { engineTuning } : {});
+    expect(chainDecodeDefault(backend())).toBe(true);
+    expect(chainDecodeDefault(backend({ chainDecode: false }))).toBe(false);
+    expect(chainDecodeDefault(backend({ chainDecode: true }))).toBe(true);
   });
   it('chained decode (each decode step launched before the tokens of the one before are read) equals eager, no leaks', () => {
     const g = new EmulatedGraphRuntime();
