@@ -7,6 +7,7 @@ import { registerMatmulKernels } from './matmul-kernels.js';
 import { registerConvKernels } from './conv-kernels.js';
 import { registerAttentionKernels } from './attention-kernels.js';
 import { registerQuantKernels } from './quant-kernels.js';
+import { registerRecurrentKernels } from './recurrent-kernels.js';
 
 export function registerCpuKernels(table: OpKernelTable, backend: Backend): void {
   registerElementwiseKernels(table, backend);
@@ -16,4 +17,5 @@ export function registerCpuKernels(table: OpKernelTable, backend: Backend): void
   registerConvKernels(table, backend);
   registerAttentionKernels(table, backend);
   registerQuantKernels(table, backend);
+  registerRecurrentKernels(table, backend);
 }

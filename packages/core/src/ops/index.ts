@@ -13,6 +13,7 @@ export * from './matmul.js';
 export * from './conv.js';
 export * from './attention.js';
 export * from './quant.js';
+export * from './recurrent.js';
 
 import { elementwiseFunctions } from './elementwise.js';
 import { reductionFunctions } from './reduction.js';
@@ -21,6 +22,7 @@ import { matmulFunctions } from './matmul.js';
 import { convFunctions } from './conv.js';
 import { attentionFunctions } from './attention.js';
 import { quantFunctions } from './quant.js';
+import { recurrentFunctions } from './recurrent.js';
 
 /**
  * Typed front ends named like torch / torch.nn.functional (camelCase), thin wrappers over callOp:
@@ -34,4 +36,5 @@ export const F = Object.freeze({
   ...convFunctions,
   ...attentionFunctions,
   ...quantFunctions,
+  ...recurrentFunctions,
 });

@@ -1,0 +1,25 @@
+/** The recurrent group's float64 kernels in the cpu op table (the functions live in recurrent.ts). */
+import type { Backend, OpCall, OpKernelTable, Tensor } from '@fastkernels/core';
+import { causalConv1d, chunkGla, fusedRecurrentGatedDeltaRule, fusedRecurrentGla } from './recurrent.js';
+
+type GlaAttrs = { scale: number | null; output_final_state: boolean };
+
+export function registerRecurrentKernels(table: OpKernelTable, backend: Backend): void {
+  const ins = (c: { readonly inputs: readonly unknown[] }) => c.inputs as readonly (Tensor | null)[];
+  table.register('causal_conv1d', (c: OpCall<{ activation: 'silu' | 'swish' | null; return_final_states: boolean }>) => {
+    const [x, w, bias, init] = ins(c);
+    return causalConv1d(backend, x!, w!, { bias, initial_states: init, ...c.attrs });
+  });
+  table.register('fused_recurrent_gla', (c: OpCall<GlaAttrs>) => {
+    const [q, k, v, g, s0] = ins(c);
+    return fusedRecurrentGla(backend, q!, k!, v!, g!, { ...c.attrs, initial_state: s0 });
+  });
+  table.register('chunk_gla', (c: OpCall<GlaAttrs & { chunk_size: number }>) => {
+    const [q, k, v, g, s0] = ins(c);
+    return chunkGla(backend, q!, k!, v!, g!, { ...c.attrs, initial_state: s0 });
+  });
+  table.register('fused_recurrent_gated_delta_rule', (c: OpCall<GlaAttrs & { use_qk_l2norm_in_kernel: boolean }>) => {
+    const [q, k, v, g, beta, s0] = ins(c);
+    return fusedRecurrentGatedDeltaRule(backend, q!, k!, v!, g!, beta!, { ...c.attrs, initial_state: s0 });
+  });
+}

@@ -1,0 +1,277 @@
+/**
+ * The recurrent group in float64: causal_conv1d (Dao-AILab causal_conv1d_fn), gated linear attention in its recurrent
+ * and chunked forms (FLA fused_recurrent_gla / chunk_gla), and the gated delta rule (FLA fused_recurrent_gated_delta_rule).
+ * FLA's layout: q, k [B, T, H, K], v [B, T, H, V] (head_first=False), states [B, H, K, V] in f32.
+ */
+import { formatShape, type Backend, type Tensor } from '@fastkernels/core';
+import { silu } from '../math.js';
+import { expectFloat, gather, output } from '../strided.js';
+
+function expectShape(what: string, name: string, t: Tensor, shape: readonly number[]): void {
+  if (t.rank !== shape.length || t.shape.some((d, i) => d !== shape[i])) throw new RangeError(`${what}: ${name} has shape ${formatShape(t.shape)}, expected ${formatShape(shape)}`);
+}
+
+export interface CausalConv1dOptions {
+  readonly bias?: Tensor | null;
+  /** [B, D, W - 1]: the inputs before x (a previous chunk's final_states); zeros when absent. */
+  readonly initial_states?: Tensor | null;
+  readonly return_final_states?: boolean;
+  /** null, 'silu' or 'swish' (the same function). */
+  readonly activation?: 'silu' | 'swish' | null;
+}
+
+/**
+ * causal_conv1d_fn(x [B, D, L], weight [D, W], bias, initial_states, return_final_states, activation): a depthwise
+ * convolution that sees only the past, out[b, d, t] = bias[d] + sum_w weight[d, w] * x'[b, d, t + w] with x' = [initial
+ * states (or W - 1 zeros), x]; then silu when asked. final_states = the last W - 1 inputs of x' ([B, D, W - 1]).
+ */
+export function causalConv1d(backend: Backend, x: Tensor, weight: Tensor, options: CausalConv1dOptions = {}): [Tensor] | [Tensor, Tensor] {
+  const what = 'causal_conv1d';
+  const { bias = null, initial_states: init = null, return_final_states = false, activation = null } = options;
+  expectFloat(x, what, 'x');
+  expectFloat(weight, what, 'weight');
+  if (x.rank !== 3) throw new RangeError(`${what}: x must be [batch, dim, seqlen], got ${formatShape(x.shape)}`);
+  const [B, D, L] = x.shape as [number, number, number];
+  if (weight.rank !== 2 || weight.shape[0] !== D) throw new RangeError(`${what}: weight ${formatShape(weight.shape)} must be [${D}, width] for x ${formatShape(x.shape)}`);
+  const W = weight.shape[1]!;
+  if (W < 1) throw new RangeError(`${what}: weight ${formatShape(weight.shape)} has width 0`);
+  if (bias) expectShape(what, 'bias', bias, [D]);
+  if (init) expectShape(what, 'initial_states', init, [B, D, W - 1]);
+  if (activation !== null && activation !== 'silu' && activation !== 'swish') throw new RangeError(`${what}: activation must be null, 'silu' or 'swish', got '${String(activation)}'`);
+  const X = gather(x, what);
+  const Wt = gather(weight, what);
+  const bv = bias ? gather(bias, what) : null;
+  const I = init ? gather(init, what) : new Float64Array(B * D * (W - 1));
+  const P = W - 1 + L; // length of x' per channel
+  const Y = new Float64Array(B * D * L);
+  const F = new Float64Array(B * D * (W - 1));
+  const xp = new Float64Array(P);
+  for (let b = 0; b < B; b++) {
+    for (let d = 0; d < D; d++) {
+      const bd = b * D + d;
+      xp.set(I.subarray(bd * (W - 1), (bd + 1) * (W - 1)), 0);
+      xp.set(X.subarray(bd * L, (bd + 1) * L), W - 1);
+      for (let t = 0; t < L; t++) {
+        let s = bv ? bv[d]! : 0;
+        for (let w = 0; w < W; w++) s += Wt[d * W + w]! * xp[t + w]!;
+        Y[bd * L + t] = activation ? silu(s) : s;
+      }
+      F.set(xp.subarray(P - (W - 1)), bd * (W - 1));
+    }
+  }
+  const out = output(backend, [B, D, L], x.dtype, Y, what);
+  return return_final_states ? [out, output(backend, [B, D, W - 1], x.dtype, F, what)] : [out];
+}
+
+// ---------------------------------------------------------------------------------------------
+// gated linear attention
+
+export interface GlaOptions {
+  /** Default K^-0.5. */
+  readonly scale?: number | null;
+  /** [B, H, K, V]; zeros when absent. */
+  readonly initial_state?: Tensor | null;
+  readonly output_final_state?: boolean;
+}
+
+interface GlaInputs {
+  readonly B: number;
+  readonly T: number;
+  readonly H: number;
+  readonly K: number;
+  readonly V: number;
+  readonly Q: Float64Array;
+  readonly Kt: Float64Array;
+  readonly Vt: Float64Array;
+  readonly G: Float64Array;
+  readonly S0: Float64Array;
+  readonly scale: number;
+}
+
+function glaInputs(what: string, q: Tensor, k: Tensor, v: Tensor, gk: Tensor, o: GlaOptions): GlaInputs {
+  for (const [n, t] of [['q', q], ['k', k], ['v', v], ['gk', gk]] as const) expectFloat(t, what, n);
+  if (q.rank !== 4) throw new RangeError(`${what}: q must be [B, T, H, K], got ${formatShape(q.shape)}`);
+  const [B, T, H, K] = q.shape as [number, number, number, number];
+  expectShape(what, 'k', k, [B, T, H, K]);
+  expectShape(what, 'gk', gk, [B, T, H, K]);
+  if (v.rank !== 4 || v.shape[0] !== B || v.shape[1] !== T || v.shape[2] !== H) throw new RangeError(`${what}: v ${formatShape(v.shape)} must be [${B}, ${T}, ${H}, V] for q ${formatShape(q.shape)}`);
+  const V = v.shape[3]!;
+  const init = o.initial_state ?? null;
+  if (init) expectShape(what, 'initial_state', init, [B, H, K, V]);
+  return {
+    B, T, H, K, V,
+    Q: gather(q, what), Kt: gather(k, what), Vt: gather(v, what), G: gather(gk, what),
+    S0: init ? gather(init, what) : new Float64Array(B * H * K * V),
+    scale: o.scale ?? 1 / Math.sqrt(K),
+  };
+}
+
+function glaOutputs(backend: Backend, what: string, q: Tensor, inp: GlaInputs, O: Float64Array, S: Float64Array, withState: boolean): [Tensor] | [Tensor, Tensor] {
+  const o = output(backend, [inp.B, inp.T, inp.H, inp.V], q.dtype, O, what);
+  return withState ? [o, output(backend, [inp.B, inp.H, inp.K, inp.V], 'f32', S, what)] : [o];
+}
+
+/**
+ * fused_recurrent_gla(q, k, v, gk, scale, initial_state, output_final_state): per head, token by token,
+ * S = diag(exp(gk_t)) S + k_t^T v_t and o_t = scale * q_t S. gk is the log forget gate. Returns o [B, T, H, V] in q's
+ * dtype and, when asked, the final state [B, H, K, V] in f32.
+ */
+export function fusedRecurrentGla(backend: Backend, q: Tensor, k: Tensor, v: Tensor, gk: Tensor, options: GlaOptions = {}): [Tensor] | [Tensor, Tensor] {
+  const what = 'fused_recurrent_gla';
+  const inp = glaInputs(what, q, k, v, gk, options);
+  const { B, T, H, K, V, Q, Kt, Vt, G, scale } = inp;
+  const S = inp.S0.slice();
+  const O = new Float64Array(B * T * H * V);
+  for (let b = 0; b < B; b++) {
+    for (let h = 0; h < H; h++) {
+      const s0 = (b * H + h) * K * V;
+      for (let t = 0; t < T; t++) {
+        const qk = ((b * T + t) * H + h) * K;
+        const vo = ((b * T + t) * H + h) * V;
+        for (let i = 0; i < K; i++) {
+          const decay = Math.exp(G[qk + i]!);
+          const ki = Kt[qk + i]!;
+          for (let j = 0; j < V; j++) S[s0 + i * V + j] = decay * S[s0 + i * V + j]! + ki * Vt[vo + j]!;
+        }
+        for (let j = 0; j < V; j++) {
+          let o = 0;
+          for (let i = 0; i < K; i++) o += Q[qk + i]! * S[s0 + i * V + j]!;
+          O[vo + j] = scale * o;
+        }
+      }
+    }
+  }
+  return glaOutputs(backend, what, q, inp, O, S, options.output_final_state ?? false);
+}
+
+/**
+ * chunk_gla(q, k, v, g, scale, initial_state, output_final_state, chunk_size=64): the same function as
+ * fused_recurrent_gla computed chunk by chunk. With b_t the running sum of g inside a chunk,
+ * o_t = scale * (q_t * exp(b_t)) S_0 + scale * sum_{s <= t} (q_t . (k_s * exp(b_t - b_s))) v_s and
+ * S_end = exp(b_last) * S_0 + sum_s (k_s * exp(b_last - b_s))^T v_s: inter-chunk through the state, intra-chunk as
+ * a masked attention (b_t - b_s <= 0 for s <= t when g <= 0, so every exponent is bounded).
+ */
+export function chunkGla(backend: Backend, q: Tensor, k: Tensor, v: Tensor, g: Tensor, options: GlaOptions & { chunk_size?: number } = {}): [Tensor] | [Tensor, Tensor] {
+  const what = 'chunk_gla';
+  const C = options.chunk_size ?? 64;
+  if (!Number.isInteger(C) || C < 1) throw new RangeError(`${what}: chunk_size must be a positive int, got ${C}`);
+  const inp = glaInputs(what, q, k, v, g, options);
+  const { B, T, H, K, V, Q, Kt, Vt, G, scale } = inp;
+  const S = inp.S0.slice();
+  const O = new Float64Array(B * T * H * V);
+  const cum = new Float64Array(C * K);
+  const A = new Float64Array(C);
+  for (let b = 0; b < B; b++) {
+    for (let h = 0; h < H; h++) {
+      const s0 = (b * H + h) * K * V;
+      const row = (t: number) => ((b * T + t) * H + h);
+      for (let c0 = 0; c0 < T; c0 += C) {
+        const n = Math.min(C, T - c0);
+        for (let t = 0; t < n; t++) for (let i = 0; i < K; i++) cum[t * K + i] = (t > 0 ? cum[(t - 1) * K + i]! : 0) + G[row(c0 + t) * K + i]!;
+        for (let t = 0; t < n; t++) {
+          const qk = row(c0 + t) * K;
+          const vo = row(c0 + t) * V;
+          // intra-chunk scores A[s] = q_t . (k_s * exp(b_t - b_s)), s <= t
+          for (let s = 0; s <= t; s++) {
+            let a = 0;
+            const ks = row(c0 + s) * K;
+            for (let i = 0; i < K; i++) a += Q[qk + i]! * Kt[ks + i]! * Math.exp(cum[t * K + i]! - cum[s * K + i]!);
+            A[s] = a;
+          }
+          for (let j = 0; j < V; j++) {
+            let o = 0;
+            for (let i = 0; i < K; i++) o += Q[qk + i]! * Math.exp(cum[t * K + i]!) * S[s0 + i * V + j]!;
+            for (let s = 0; s <= t; s++) o += A[s]! * Vt[row(c0 + s) * V + j]!;
+            O[vo + j] = scale * o;
+          }
+        }
+        // carry the state over the chunk
+        const last = (n - 1) * K;
+        for (let i = 0; i < K; i++) {
+          const decay = Math.exp(cum[last + i]!);
+          for (let j = 0; j < V; j++) {
+            let sv = decay * S[s0 + i * V + j]!;
+            for (let s = 0; s < n; s++) sv += Kt[row(c0 + s) * K + i]! * Math.exp(cum[last + i]! - cum[s * K + i]!) * Vt[row(c0 + s) * V + j]!;
+            S[s0 + i * V + j] = sv;
+          }
+        }
+      }
+    }
+  }
+  return glaOutputs(backend, what, q, inp, O, S, options.output_final_state ?? false);
+}
+
+// ---------------------------------------------------------------------------------------------
+// gated delta rule
+
+export interface GatedDeltaRuleOptions extends GlaOptions {
+  /** l2-normalise q and k per head inside (x / sqrt(sum x^2 + 1e-6), FLA's l2norm), as Qwen3-Next calls it. */
+  readonly use_qk_l2norm_in_kernel?: boolean;
+}
+
+/**
+ * fused_recurrent_gated_delta_rule(q, k [B, T, H, K], v [B, T, HV, V], g [B, T, HV], beta [B, T, HV], ...): per value
+ * head, S = exp(g_t) S; u = beta_t (v_t - k_t^T S); S = S + k_t u^T; o_t = scale * q_t S. With HV = r * H value heads
+ * (grouped value attention), value head hv reads q/k head floor(hv / r). Returns o [B, T, HV, V] (q's dtype) and the
+ * final state [B, HV, K, V] (f32) when asked.
+ */
+export function fusedRecurrentGatedDeltaRule(backend: Backend, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, options: GatedDeltaRuleOptions = {}): [Tensor] | [Tensor, Tensor] {
+  const what = 'fused_recurrent_gated_delta_rule';
+  for (const [n, t] of [['q', q], ['k', k], ['v', v], ['g', g], ['beta', beta]] as const) expectFloat(t, what, n);
+  if (q.rank !== 4) throw new RangeError(`${what}: q must be [B, T, H, K], got ${formatShape(q.shape)}`);
+  const [B, T, H, K] = q.shape as [number, number, number, number];
+  expectShape(what, 'k', k, [B, T, H, K]);
+  if (v.rank !== 4 || v.shape[0] !== B || v.shape[1] !== T) throw new RangeError(`${what}: v ${formatShape(v.shape)} must be [${B}, ${T}, HV, V] for q ${formatShape(q.shape)}`);
+  const HV = v.shape[2]!;
+  const V = v.shape[3]!;
+  if (HV === 0 || H === 0 || HV % H !== 0) throw new RangeError(`${what}: value heads ${HV} (v ${formatShape(v.shape)}) must be a multiple of q/k heads ${H}`);
+  expectShape(what, 'g', g, [B, T, HV]);
+  expectShape(what, 'beta', beta, [B, T, HV]);
+  const init = options.initial_state ?? null;
+  if (init) expectShape(what, 'initial_state', init, [B, HV, K, V]);
+  const scale = options.scale ?? 1 / Math.sqrt(K);
+  const Q = gather(q, what);
+  const Kt = gather(k, what);
+  if (options.use_qk_l2norm_in_kernel) {
+    for (const X of [Q, Kt]) {
+      for (let r = 0; r < B * T * H; r++) {
+        let ss = 0;
+        for (let i = 0; i < K; i++) ss += X[r * K + i]! ** 2;
+        const inv = 1 / Math.sqrt(ss + 1e-6);
+        for (let i = 0; i < K; i++) X[r * K + i]! *= inv;
+      }
+    }
+  }
+  const Vt = gather(v, what);
+  const Gt = gather(g, what);
+  const Bt = gather(beta, what);
+  const S = init ? gather(init, what) : new Float64Array(B * HV * K * V);
+  const O = new Float64Array(B * T * HV * V);
+  const u = new Float64Array(V);
+  const r = HV / H;
+  for (let b = 0; b < B; b++) {
+    for (let hv = 0; hv < HV; hv++) {
+      const h = Math.floor(hv / r);
+      const s0 = (b * HV + hv) * K * V;
+      for (let t = 0; t < T; t++) {
+        const qk = ((b * T + t) * H + h) * K;
+        const vr = (b * T + t) * HV + hv;
+        const decay = Math.exp(Gt[vr]!);
+        for (let x = 0; x < K * V; x++) S[s0 + x]! *= decay;
+        for (let j = 0; j < V; j++) {
+          let kS = 0;
+          for (let i = 0; i < K; i++) kS += Kt[qk + i]! * S[s0 + i * V + j]!;
+          u[j] = Bt[vr]! * (Vt[vr * V + j]! - kS);
+        }
+        for (let i = 0; i < K; i++) for (let j = 0; j < V; j++) S[s0 + i * V + j]! += Kt[qk + i]! * u[j]!;
+        for (let j = 0; j < V; j++) {
+          let o = 0;
+          for (let i = 0; i < K; i++) o += Q[qk + i]! * S[s0 + i * V + j]!;
+          O[vr * V + j] = scale * o;
+        }
+      }
+    }
+  }
+  const o = output(backend, [B, T, HV, V], q.dtype, O, what);
+  return options.output_final_state ? [o, output(backend, [B, HV, K, V], 'f32', S, what)] : [o];
+}

@@ -1,0 +1,140 @@
+/**
+ * The recurrent group: causal_conv1d (Dao-AILab causal_conv1d_fn), gated linear attention in its recurrent and chunked
+ * forms (FLA fused_recurrent_gla / chunk_gla: the same function, chunk_gla decomposes into the recurrent form), and the
+ * gated delta rule (FLA fused_recurrent_gated_delta_rule). FLA layout: [B, T, H, K] (head_first=False); states
+ * [B, H, K, V] in f32. The final state is a second output only when output_final_state / return_final_states is set.
+ */
+import { z } from 'zod';
+import { formatShape, shapesEqual, type Shape } from '../shape.js';
+import type { Tensor } from '../tensor.js';
+import { commonFloatDType } from './matmul.js';
+import { callOp, defineOp, meta, opError, type MetaArg, type TensorMeta } from './registry.js';
+
+const shapeOf = (t: MetaArg) => (t as TensorMeta).shape;
+function expectShape(op: string, name: string, t: MetaArg, shape: Shape): void {
+  if (!shapesEqual(shapeOf(t), shape)) opError(op, `${name} has shape ${formatShape(shapeOf(t))}, expected ${formatShape(shape)}`);
+}
+
+defineOp({
+  name: 'causal_conv1d',
+  group: 'recurrent',
+  doc:
+    'causal_conv1d_fn(x [B, D, L], weight [D, W], bias [D], initial_states [B, D, W - 1], return_final_states, activation): ' +
+    'out[b, d, t] = bias[d] + sum_w weight[d, w] * x\'[b, d, t + w] with x\' = [initial_states or zeros, x], then silu when activation is ' +
+    "'silu' / 'swish'. final_states: the last W - 1 columns of x'.",
+  inputs: [{ name: 'x', dtypes: 'float' }, { name: 'weight', dtypes: 'float' }, { name: 'bias', optional: true, dtypes: 'float' }, { name: 'initial_states', optional: true, dtypes: 'float' }],
+  attrs: z.object({ activation: z.enum(['silu', 'swish']).nullable().default(null), return_final_states: z.boolean().default(false) }).strict(),
+  outputs: ['out', 'final_states'],
+  infer: ([x, w, b, init], a) => {
+    const op = 'causal_conv1d';
+    const xs = shapeOf(x);
+    if (xs.length !== 3) opError(op, `x must be [batch, dim, seqlen], got ${formatShape(xs)}`);
+    const [B, D, L] = xs as [number, number, number];
+    const ws = shapeOf(w);
+    if (ws.length !== 2 || ws[0] !== D || ws[1]! < 1) opError(op, `weight ${formatShape(ws)} must be [${D}, width >= 1] for x ${formatShape(xs)}`);
+    if (b) expectShape(op, 'bias', b, [D]);
+    if (init) expectShape(op, 'initial_states', init, [B, D, ws[1]! - 1]);
+    const dtype = (x as TensorMeta).dtype;
+    const out = [meta([B, D, L], dtype)];
+    return a.return_final_states ? [...out, meta([B, D, ws[1]! - 1], dtype)] : out;
+  },
+});
+
+const glaAttrs = z.object({ scale: z.number().nullable().default(null), output_final_state: z.boolean().default(false) }).strict();
+
+function inferGla(op: string, [q, k, v, g, s0]: readonly MetaArg[], a: { output_final_state: boolean }, gName: string) {
+  const dtype = commonFloatDType(op, [['q', q!], ['k', k!], ['v', v!], [gName, g!]]);
+  const qs = shapeOf(q!);
+  if (qs.length !== 4) opError(op, `q must be [B, T, H, K], got ${formatShape(qs)}`);
+  const [B, T, H, K] = qs as [number, number, number, number];
+  expectShape(op, 'k', k!, qs);
+  expectShape(op, gName, g!, qs);
+  const vs = shapeOf(v!);
+  if (vs.length !== 4 || vs[0] !== B || vs[1] !== T || vs[2] !== H) opError(op, `v ${formatShape(vs)} must be [${B}, ${T}, ${H}, V] for q ${formatShape(qs)}`);
+  const V = vs[3]!;
+  if (s0) expectShape(op, 'initial_state', s0, [B, H, K, V]);
+  const out = [meta([B, T, H, V], dtype)];
+  return a.output_final_state ? [...out, meta([B, H, K, V], 'f32')] : out;
+}
+
+const glaInputs = (g: string) => [
+  { name: 'q', dtypes: 'float' as const },
+  { name: 'k', dtypes: 'float' as const },
+  { name: 'v', dtypes: 'float' as const },
+  { name: g, dtypes: 'float' as const },
+  { name: 'initial_state', optional: true, dtypes: 'float' as const },
+];
+
+defineOp({
+  name: 'fused_recurrent_gla',
+  group: 'recurrent',
+  doc: 'FLA fused_recurrent_gla(q, k, v, gk, scale, initial_state, output_final_state): per head S_t = diag(exp(gk_t)) S_{t-1} + k_t^T v_t, o_t = scale * q_t S_t (scale defaults to K^-0.5). Returns o [B, T, H, V] and optionally the final state [B, H, K, V] f32.',
+  inputs: glaInputs('gk'),
+  attrs: glaAttrs,
+  outputs: ['out', 'final_state'],
+  infer: (ins, a) => inferGla('fused_recurrent_gla', ins, a, 'gk'),
+});
+
+defineOp({
+  name: 'chunk_gla',
+  group: 'recurrent',
+  doc: 'FLA chunk_gla(q, k, v, g, scale, initial_state, output_final_state): the same function as fused_recurrent_gla, computed in chunks of chunk_size (inter-chunk through the state, intra-chunk as masked attention).',
+  inputs: glaInputs('g'),
+  attrs: glaAttrs.extend({ chunk_size: z.number().int().min(1).default(64) }),
+  outputs: ['out', 'final_state'],
+  infer: (ins, a) => inferGla('chunk_gla', ins, a, 'g'),
+  decompose: (call) => callOp('fused_recurrent_gla', call.inputs, { scale: call.attrs.scale, output_final_state: call.attrs.output_final_state }),
+});
+
+defineOp({
+  name: 'fused_recurrent_gated_delta_rule',
+  group: 'recurrent',
+  doc:
+    'FLA fused_recurrent_gated_delta_rule(q, k [B, T, H, K], v [B, T, HV, V], g [B, T, HV], beta [B, T, HV], scale, initial_state, ' +
+    'output_final_state, use_qk_l2norm_in_kernel): per value head S = exp(g_t) S; u = beta_t (v_t - k_t^T S); S += k_t u^T; o_t = scale * q_t S. ' +
+    'HV = r * H: value head hv reads q/k head floor(hv / r).',
+  inputs: [
+    { name: 'q', dtypes: 'float' },
+    { name: 'k', dtypes: 'float' },
+    { name: 'v', dtypes: 'float' },
+    { name: 'g', dtypes: 'float' },
+    { name: 'beta', dtypes: 'float' },
+    { name: 'initial_state', optional: true, dtypes: 'float' },
+  ],
+  attrs: glaAttrs.extend({ use_qk_l2norm_in_kernel: z.boolean().default(false) }),
+  outputs: ['out', 'final_state'],
+  infer: ([q, k, v, g, beta, s0], a) => {
+    const op = 'fused_recurrent_gated_delta_rule';
+    const dtype = commonFloatDType(op, [['q', q!], ['k', k!], ['v', v!]]);
+    const qs = shapeOf(q!);
+    if (qs.length !== 4) opError(op, `q must be [B, T, H, K], got ${formatShape(qs)}`);
+    const [B, T, H, K] = qs as [number, number, number, number];
+    expectShape(op, 'k', k!, qs);
+    const vs = shapeOf(v!);
+    if (vs.length !== 4 || vs[0] !== B || vs[1] !== T) opError(op, `v ${formatShape(vs)} must be [${B}, ${T}, HV, V] for q ${formatShape(qs)}`);
+    const [HV, V] = [vs[2]!, vs[3]!];
+    if (HV === 0 || H === 0 || HV % H !== 0) opError(op, `value heads ${HV} (v ${formatShape(vs)}) must be a multiple of q/k heads ${H}`);
+    expectShape(op, 'g', g!, [B, T, HV]);
+    expectShape(op, 'beta', beta!, [B, T, HV]);
+    if (s0) expectShape(op, 'initial_state', s0, [B, HV, K, V]);
+    const out = [meta([B, T, HV, V], dtype)];
+    return a.output_final_state ? [...out, meta([B, HV, K, V], 'f32')] : out;
+  },
+});
+
+type GlaOpts = { scale?: number | null; initial_state?: Tensor | null; output_final_state?: boolean };
+
+export const recurrentFunctions = {
+  causalConv1d: (x: Tensor, weight: Tensor, opts: { bias?: Tensor | null; initial_states?: Tensor | null; return_final_states?: boolean; activation?: 'silu' | 'swish' | null } = {}): Tensor[] =>
+    callOp('causal_conv1d', [x, weight, opts.bias ?? null, opts.initial_states ?? null], { activation: opts.activation ?? null, return_final_states: opts.return_final_states ?? false }),
+  fusedRecurrentGla: (q: Tensor, k: Tensor, v: Tensor, gk: Tensor, opts: GlaOpts = {}): Tensor[] =>
+    callOp('fused_recurrent_gla', [q, k, v, gk, opts.initial_state ?? null], { scale: opts.scale ?? null, output_final_state: opts.output_final_state ?? false }),
+  chunkGla: (q: Tensor, k: Tensor, v: Tensor, g: Tensor, opts: GlaOpts & { chunk_size?: number } = {}): Tensor[] =>
+    callOp('chunk_gla', [q, k, v, g, opts.initial_state ?? null], { scale: opts.scale ?? null, output_final_state: opts.output_final_state ?? false, chunk_size: opts.chunk_size ?? 64 }),
+  fusedRecurrentGatedDeltaRule: (q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, opts: GlaOpts & { use_qk_l2norm_in_kernel?: boolean } = {}): Tensor[] =>
+    callOp('fused_recurrent_gated_delta_rule', [q, k, v, g, beta, opts.initial_state ?? null], {
+      scale: opts.scale ?? null,
+      output_final_state: opts.output_final_state ?? false,
+      use_qk_l2norm_in_kernel: opts.use_qk_l2norm_in_kernel ?? false,
+    }),
+};
