@@ -2,6 +2,7 @@
 import type { Backend, OpKernelTable } from '@fastkernels/core';
 import { registerElementwiseKernels } from './generic-elementwise.js';
 import { registerLayoutKernels } from './layout.js';
+import { registerNormKernels } from './generic-norm.js';
 import { registerReductionKernels } from './reduction.js';
 import { registerMatmulKernels } from './matmul-kernels.js';
 import { registerConvKernels } from './conv-kernels.js';
@@ -13,6 +14,7 @@ export function registerCpuKernels(table: OpKernelTable, backend: Backend): void
   registerElementwiseKernels(table, backend);
   registerReductionKernels(table, backend);
   registerLayoutKernels(table, backend);
+  registerNormKernels(table, backend);
   registerMatmulKernels(table, backend);
   registerConvKernels(table, backend);
   registerAttentionKernels(table, backend);

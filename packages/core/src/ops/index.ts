@@ -9,6 +9,7 @@ export * from './scalar-math.js';
 export * from './elementwise.js';
 export * from './reduction.js';
 export * from './layout.js';
+export * from './norm.js';
 export * from './matmul.js';
 export * from './conv.js';
 export * from './attention.js';
@@ -18,6 +19,7 @@ export * from './recurrent.js';
 import { elementwiseFunctions } from './elementwise.js';
 import { reductionFunctions } from './reduction.js';
 import { layoutFunctions } from './layout.js';
+import { normFunctions } from './norm.js';
 import { matmulFunctions } from './matmul.js';
 import { convFunctions } from './conv.js';
 import { attentionFunctions } from './attention.js';
@@ -32,6 +34,7 @@ export const F = Object.freeze({
   ...elementwiseFunctions,
   ...reductionFunctions,
   ...layoutFunctions,
+  ...normFunctions,
   ...matmulFunctions,
   ...convFunctions,
   ...attentionFunctions,

@@ -381,3 +381,34 @@ export function normDim(op: string, dim: number, rank: number, what = 'dim'): nu
 export function meta(shape: Shape, dtype: DType): TensorMeta {
   return { shape: Object.freeze([...shape]), dtype };
 }
+
+/**
+ * Tracks the intermediates of a decomposition so they are all disposed at the end, except the results:
+ * `const s = new OpScope(); const y = s.op('mul', [x, w]); ...; return s.keep([out])`.
+ */
+export class OpScope {
+  private readonly owned: Tensor[] = [];
+
+  /** Run an op and own its (single) output. */
+  op(name: string, inputs: readonly OpArg[], attrs?: unknown): Tensor {
+    return this.own(callOp1(name, inputs, attrs));
+  }
+
+  own(t: Tensor): Tensor {
+    this.owned.push(t);
+    return t;
+  }
+
+  /** Dispose everything owned except `results`, and return them. */
+  keep<R extends readonly Tensor[]>(results: R): R {
+    for (const t of this.owned) if (!results.includes(t)) t.dispose();
+    this.owned.length = 0;
+    return results;
+  }
+
+  /** Dispose everything owned (on an error path). */
+  dispose(): void {
+    for (const t of this.owned) t.dispose();
+    this.owned.length = 0;
+  }
+}
