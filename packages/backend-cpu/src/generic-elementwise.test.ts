@@ -266,3 +266,29 @@ describe('registry', () => {
     expect(() => F.gelu(x)).toThrow("op 'gelu' is not supported on backend 'cpu': backend 'cpu' registers no kernel for it");
   });
 });
+
+describe('gated activations (the Llama surface as group members)', () => {
+  it('silu_and_mul / gelu_and_mul: the Ops route, the decomposition and a naive loop agree', () => {
+    const rng = new Rng(21);
+    for (const dtype of FLOATS) {
+      const x = randn(rng, [3, 10], dtype);
+      const X = values(x);
+      const wantS: number[] = [];
+      const wantG: number[] = [];
+      for (let r = 0; r < 3; r++) for (let i = 0; i < 5; i++) {
+        wantS.push(roundToDType(NAIVE.silu!(X[r * 10 + i]!) * X[r * 10 + 5 + i]!, dtype));
+        wantG.push(roundToDType(NAIVE.gelu_tanh!(X[r * 10 + i]!) * X[r * 10 + 5 + i]!, dtype));
+      }
+      expect(opRoute('silu_and_mul', [x])).toEqual({ via: 'ops' });
+      expectClose(values(F.siluAndMul(relayout(x, 'transposed'))), wantS, 1e-6, tolOf(dtype));
+      expectClose(values(F.geluAndMul(x, { approximate: 'tanh' })), wantG, 1e-6, tolOf(dtype));
+      for (const [name, attrs, want] of [['silu_and_mul', {}, wantS], ['gelu_and_mul', { approximate: 'tanh' }, wantG]] as const) {
+        const info = inferOp(name, [x], attrs);
+        const [d] = info.spec.decompose!({ op: info.spec, backend: cpu, inputs: [x], attrs: info.attrs as Record<string, unknown>, outputs: info.outputs });
+        expect(d!.shape).toEqual([3, 5]);
+        expectClose(values(d!), want, 1e-6, tolOf(dtype));
+      }
+    }
+    expect(() => F.siluAndMul(tensor([1, 2, 3], [3]))).toThrow(/silu_and_mul: input \[3\] needs an even last dim/);
+  });
+});

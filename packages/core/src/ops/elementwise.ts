@@ -8,6 +8,7 @@
  */
 import { z } from 'zod';
 import { DTYPE_INFO, DTYPES, roundToDType, type DType } from '../dtype.js';
+import { formatShape } from '../shape.js';
 import type { Ops } from '../ops.js';
 import { Tensor } from '../tensor.js';
 import { broadcastArgs } from './broadcast.js';
@@ -357,6 +358,53 @@ function decomposeChain(call: OpCall<ElementwiseChainAttrs>): Tensor[] {
 }
 
 // ---------------------------------------------------------------------------------------------
+// gated activations (vLLM's SiluAndMul / GeluAndMul; the Llama surface's siluAndMul / geluAndMul)
+
+function gatedInfer(name: string) {
+  return ([x]: readonly MetaArg[]) => {
+    const t = x as TensorMeta;
+    const two = t.shape[t.shape.length - 1];
+    if (two === undefined || two % 2 !== 0) opError(name, `input ${formatShape(t.shape)} needs an even last dim [..., 2d]`);
+    return [meta([...t.shape.slice(0, -1), two / 2], t.dtype)];
+  };
+}
+
+/** act(x[..., :d]) * x[..., d:] as one elementwise_chain over the two halves (views). */
+function gatedDecompose(x: Tensor, act: ChainStep): Tensor[] {
+  const d = x.shape[x.rank - 1]! / 2;
+  const a = x.narrow(-1, 0, d);
+  const b = x.narrow(-1, d, d);
+  try {
+    return [callOp1('elementwise_chain', [a, b], { steps: [act, { op: 'mul', args: [{ step: 0 }, { input: 1 }], attrs: {} }] })];
+  } finally {
+    a.dispose();
+    b.dispose();
+  }
+}
+
+defineOp({
+  name: 'silu_and_mul',
+  group: 'elementwise',
+  doc: "vLLM's silu_and_mul: input [..., 2d] -> silu(input[..., :d]) * input[..., d:].",
+  inputs: [{ name: 'input', dtypes: 'float' }],
+  attrs: noAttrs,
+  infer: gatedInfer('silu_and_mul'),
+  viaOps: (ops, call) => [ops.siluAndMul(call.inputs[0] as Tensor)],
+  decompose: (call) => gatedDecompose(call.inputs[0] as Tensor, { op: 'silu', args: [{ input: 0 }], attrs: {} }),
+});
+
+defineOp({
+  name: 'gelu_and_mul',
+  group: 'elementwise',
+  doc: "vLLM's gelu_and_mul: input [..., 2d] -> gelu(input[..., :d], approximate) * input[..., d:].",
+  inputs: [{ name: 'input', dtypes: 'float' }],
+  attrs: geluAttrs,
+  infer: gatedInfer('gelu_and_mul'),
+  viaOps: (ops, call) => [ops.geluAndMul(call.inputs[0] as Tensor, call.attrs.approximate)],
+  decompose: (call) => gatedDecompose(call.inputs[0] as Tensor, { op: 'gelu', args: [{ input: 0 }], attrs: { approximate: call.attrs.approximate } }),
+});
+
+// ---------------------------------------------------------------------------------------------
 // typed front ends (torch / torch.nn.functional names)
 
 type Operand = Tensor | number;
@@ -385,4 +433,6 @@ export const elementwiseFunctions = {
   clamp: (input: Tensor, min: Operand | null = null, max: Operand | null = null): Tensor => callOp1('clamp', [input, min, max]),
   to: (input: Tensor, dtype: DType): Tensor => callOp1('to', [input], { dtype }),
   elementwiseChain: (inputs: readonly Tensor[], attrs: z.input<typeof chainAttrs>): Tensor => callOp1('elementwise_chain', inputs, attrs),
+  siluAndMul: (input: Tensor): Tensor => callOp1('silu_and_mul', [input]),
+  geluAndMul: (input: Tensor, opts: { approximate?: 'none' | 'tanh' } = {}): Tensor => callOp1('gelu_and_mul', [input], opts),
 };
