@@ -150,7 +150,7 @@ async function generateOn(argv: GenerateArgs, io: Io, run: Run, primary: boolean
   };
   if (argv.json) {
     io.out(JSON.stringify({
-      model: argv.model, model_type: (loaded.config as { modelType?: string }).modelType ?? loaded.architecture.name, backend: backend.name, dtype: loaded.ctx.dtype, weights: loaded.weights, tp,
+      model: argv.model, model_type: loaded.modelType, backend: backend.name, dtype: loaded.ctx.dtype, weights: loaded.weights, tp,
       ...(loaded.weights !== 'checkpoint' ? { init_seed: initSeed } : {}),
       sampling: { max_tokens: maxTokens, temperature: argv.temperature, top_k: topK, top_p: argv.topP, seed },
       outputs: result.outputs.map((o) => ({ prompt_ids: o.promptIds, token_ids: o.tokenIds })),

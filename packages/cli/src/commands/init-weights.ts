@@ -23,7 +23,7 @@ export function runInitWeights(argv: InitWeightsArgs, io: Io): void {
   if (existsSync(argv.out) && !statSync(argv.out).isDirectory()) throw new UserError(`${argv.out} exists and is not a folder`, { field: '--out' });
   const r = writeInitCheckpoint(argv.config, argv.out, { seed, dtype, registry: baselineRegistry(), ...(argv.tiled ? { tiled: true } : {}) });
   if (argv.json) {
-    io.out(JSON.stringify({ out: argv.out, files: r.files, tensors: r.tensors, bytes: r.bytes, seed, dtype, tiled: Boolean(argv.tiled), model_type: r.modelType ?? r.architecture }, null, 2) + '\n');
+    io.out(JSON.stringify({ out: argv.out, files: r.files, tensors: r.tensors, bytes: r.bytes, seed, dtype, tiled: Boolean(argv.tiled), model_type: r.modelType }, null, 2) + '\n');
     return;
   }
   io.out(`wrote ${r.tensors} tensors (${(r.bytes / 2 ** 20).toFixed(2)} MiB, ${dtype}, seed ${seed}) in HF naming:\n${r.files.map((f) => `  ${f}`).join('\n')}\n`);

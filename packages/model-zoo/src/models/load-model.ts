@@ -35,11 +35,14 @@ export function loadModelFolderConfig(dir: string, models: ModelRegistry = model
 /** The config splits over `world` ranks (a UserError naming the config field otherwise). Returns the resolved config. */
 export function checkModelTensorParallel(dir: string, world: number, models: ModelRegistry = modelRegistry): ResolvedConfig {
   const r = loadModelFolderConfig(dir, models);
-  if (world > 1 && !r.architecture.checkTensorParallel) {
-    throw new UserError(`${r.architecture.name} models do not run tensor parallel yet`, { field: '--tp', fix: 'drop --tp' });
-  }
-  r.architecture.checkTensorParallel?.(r.config, world, r.file);
+  checkSplits(r, world);
   return r;
+}
+
+function checkSplits(r: ResolvedConfig, world: number): void {
+  if (world === 1) return;
+  if (!r.architecture.checkTensorParallel) throw new UserError(`${r.architecture.name} models do not run tensor parallel yet`, { field: '--tp', fix: 'drop --tp' });
+  r.architecture.checkTensorParallel(r.config, world, r.file);
 }
 
 export interface LoadModelOptions {
@@ -66,6 +69,8 @@ export interface LoadedModel<C = unknown> {
   readonly architecture: ModelArchitecture<C>;
   /** The family's parsed config (the architecture's type). */
   readonly config: C;
+  /** config.json's model_type, else the architecture's name. */
+  readonly modelType: string;
   /** What the engine sizes itself by. */
   readonly geometry: DecoderGeometry;
   readonly ctx: ExecutionContext;
@@ -77,12 +82,10 @@ export interface LoadedModel<C = unknown> {
 
 /** Build the model of a folder and fill its weights (see the file comment). */
 export function loadModel(dir: string, opts: LoadModelOptions): LoadedModel {
-  const { architecture: arch, config, geometry, file } = loadModelFolderConfig(dir, opts.models);
-  const world = currentTensorParallelGroup().world;
-  if (world > 1) {
-    if (!arch.checkTensorParallel) throw new UserError(`${arch.name} models do not run tensor parallel yet`, { field: '--tp', fix: 'drop --tp' });
-    arch.checkTensorParallel(config, world, file);
-  }
+  const resolved = loadModelFolderConfig(dir, opts.models);
+  const { architecture: arch, config, geometry, modelType } = resolved;
+  // A config that does not split over the group is a UserError naming its field, before anything is built.
+  checkSplits(resolved, currentTensorParallelGroup().world);
   const dtype = opts.dtype ?? arch.dtype(config) ?? 'bf16';
   const ctx: ExecutionContext = { backend: opts.backend, device: opts.device ?? 0, dtype, registry: opts.registry };
   const model = arch.build(ctx, config);
@@ -95,7 +98,7 @@ export function loadModel(dir: string, opts: LoadModelOptions): LoadedModel {
     else initWeightsRandom(model, rules, opts.initSeed ?? 0);
     opts.backend.synchronize(ctx.device);
     const weights = mode === 'checkpoint' ? 'checkpoint' : mode === 'device' ? 'random-device' : 'random';
-    return { model, architecture: arch, config, geometry, ctx, weights, dir, weightsMs: performance.now() - t0 };
+    return { model, architecture: arch, config, modelType, geometry, ctx, weights, dir, weightsMs: performance.now() - t0 };
   } catch (e) {
     model.dispose();
     throw e;
@@ -131,7 +134,7 @@ export interface RandomCheckpointOptions {
  * A seeded random checkpoint for a raw config (OUT/config.json + OUT/model.safetensors) in the checkpoint naming of
  * its architecture, enumerated from its module tree (the plan loading reads back).
  */
-export function writeRandomModelCheckpoint(outDir: string, raw: Record<string, unknown>, opts: RandomCheckpointOptions): WrittenCheckpoint & { architecture: string; modelType: string | null } {
+export function writeRandomModelCheckpoint(outDir: string, raw: Record<string, unknown>, opts: RandomCheckpointOptions): WrittenCheckpoint & { architecture: string; modelType: string } {
   const models = opts.models ?? modelRegistry;
   const file = opts.configPath ?? 'config.json';
   const arch = models.resolve(raw, file);
@@ -139,7 +142,7 @@ export function writeRandomModelCheckpoint(outDir: string, raw: Record<string, u
   const plan = weightPlanFor(arch, config, opts.registry);
   const std = arch.weightRules(config).initStd;
   const w = writeRandomCheckpoint(outDir, raw, plan, { seed: opts.seed, dtype: opts.dtype, std, ...(opts.configPath ? { configPath: opts.configPath } : {}), ...(opts.tiled ? { tiled: true } : {}) });
-  return { ...w, architecture: arch.name, modelType: typeof raw.model_type === 'string' ? raw.model_type : null };
+  return { ...w, architecture: arch.name, modelType: typeof raw.model_type === 'string' ? raw.model_type : arch.name };
 }
 
 /** init-weights: writeRandomModelCheckpoint for a config.json file. */

@@ -105,6 +105,8 @@ export class ModelRegistry {
 export interface ResolvedConfig<C = unknown> {
   readonly architecture: ModelArchitecture<C>;
   readonly config: C;
+  /** The config's model_type, else the architecture's name (what logs and reports call the model). */
+  readonly modelType: string;
   /** The file's JSON as is (written back by init-weights). */
   readonly raw: Record<string, unknown>;
   readonly geometry: DecoderGeometry;
@@ -127,5 +129,6 @@ export function resolveConfigFile(file: string, models: ModelRegistry): Resolved
   }
   const architecture = models.resolve(raw, file);
   const config = architecture.parseConfig(raw, file);
-  return { architecture, config, raw: raw as Record<string, unknown>, geometry: architecture.geometry(config), file };
+  const modelType = (raw as { model_type?: unknown }).model_type;
+  return { architecture, config, modelType: typeof modelType === 'string' ? modelType : architecture.name, raw: raw as Record<string, unknown>, geometry: architecture.geometry(config), file };
 }

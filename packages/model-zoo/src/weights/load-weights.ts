@@ -47,7 +47,13 @@ export function targetRows(param: Tensor, m: WeightMapping): Tensor {
   return out;
 }
 
-type Problem = { kind: 'missing' | 'shape' | 'dtype'; name: string; line: string; single: string } | { kind: 'unexpected'; name: string; line: string; single: string };
+/** One disagreement: its line in a list of several, and the sentence that says it alone. */
+interface Problem {
+  readonly kind: 'missing' | 'shape' | 'dtype' | 'unexpected';
+  readonly name: string;
+  readonly line: string;
+  readonly single: string;
+}
 
 /** Every way the checkpoint disagrees with the plan. */
 function findProblems(ckpt: Checkpoint, plan: readonly WeightMapping[], rules: WeightRules): Problem[] {

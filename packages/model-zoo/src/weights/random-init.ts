@@ -3,11 +3,10 @@
  * tensor's values depend only on the seed and its checkpoint name, so a model initialised here equals one loaded from
  * the checkpoint writeRandomCheckpoint writes for the same seed, on any number of tensor-parallel ranks.
  */
-import { Rng, Tensor, UserError, currentTensorParallelGroup, fmix32, numel, type Module } from '@fastkernels/core';
+import { Rng, Tensor, UserError, currentTensorParallelGroup, fmix32, numel, type Module, type ShardSlice } from '@fastkernels/core';
 import { encodeValues } from './encode.js';
 import { checkPlanFits, targetRows } from './load-weights.js';
 import { loadableParameters, mappedShape, planWeights, type TensorKind, type TensorParallelRank, type WeightMapping, type WeightRules } from './weight-plan.js';
-import type { ShardSlice } from '@fastkernels/core';
 
 /** A per-tensor seed from the run seed and the tensor name (order-independent, stable). */
 export function tensorSeed(seed: number, name: string): number {

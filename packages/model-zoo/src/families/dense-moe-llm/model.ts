@@ -28,7 +28,7 @@ export const llamaArchitecture: ModelArchitecture<LlamaConfig> = {
     hiddenSize: c.hiddenSize,
     intermediateSize: c.intermediateSize,
   }),
-  build: (ctx, c) => ctx.registry.createIn<CausalLM & import('@fastkernels/core').Module>(ctx, 'L4/llama', c),
+  build: (ctx, c) => ctx.registry.createIn<CausalLM>(ctx, 'L4/llama', c),
   weightRules: llamaWeightRules,
   checkTensorParallel: checkLlamaTensorParallel,
   describe: (c) => `${c.modelType}, ${c.numHiddenLayers} layers, hidden ${c.hiddenSize}`,
