@@ -46,6 +46,12 @@ describe('device tuning files (tuning/*.json)', () => {
     expect(files.get('generic.json')!.match).toEqual([]);
   });
 
+  it('docs/tuning.md documents every key and every variable the files replaced', () => {
+    const doc = readFileSync(join(import.meta.dirname, '../../../../docs/tuning.md'), 'utf8');
+    for (const s of SECTION_NAMES) for (const k of Object.keys(TUNING_SECTIONS[s].shape)) expect(doc, `${s}.${k}`).toContain(`| \`${s}.${k}\` |`);
+    for (const [name, { key }] of Object.entries(REMOVED_TUNING_VARIABLES)) expect(doc).toContain(`| \`${name}\` | \`${key}\` |`);
+  });
+
   it('a file is chosen by a substring of the CUDA device name, else generic.json', () => {
     expect(deviceTuningFileFor('NVIDIA H200')).toBe('h200.json');
     expect(deviceTuningFileFor('NVIDIA H200 NVL')).toBe('h200.json');
