@@ -521,7 +521,7 @@ describe('e2e --tp and bench --tp: refusals before any rank starts (exit 2); run
     expect(r.stderr).toMatch(/--tp: tensor parallelism runs on the cuda backend/);
     const skipped = cli(['bench', '--self-test', '--task', 'allreduce', '--backend', 'cpu', '--iters', '0', '--json']);
     expect(skipped.code).toBe(0);
-    expect(skipped.stderr).toContain('bench: skipping L1/allreduce: needs a process group of world size 2; run `fastkernels bench --tp 2`');
+    expect(skipped.stderr).toContain('bench: skipping L1/allreduce: needs a process group of world size 2; run `node packages/cli/dist/bin.js bench --tp 2`'); // hints name the CLI as run
   });
 
   it('serve --tp: the same refusals (divisibility, cpu backend, device random init) before any rank starts; --help documents it', () => {

@@ -18,6 +18,7 @@ import { tuningCommand } from './commands/tuning.js';
 import { processIo, type Io } from './io.js';
 import { runWorker } from './bench/worker.js';
 import { cliVersion } from './version.js';
+import { invocationName, withInvocation } from './invocation.js';
 
 import { EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, reportUserError } from './exit-codes.js';
 
@@ -25,13 +26,13 @@ import { EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, reportUserError }
 /** A parse or validation error from yargs (unknown flag, missing option, bad choice). */
 class UsageError extends Error {}
 
-export function buildApp(argv: readonly string[], io: Io = processIo) {
+export function buildApp(argv: readonly string[], io: Io = processIo, name = 'fastkernels') {
   return yargs([...argv])
-    .scriptName('fastkernels')
+    .scriptName(name)
     .usage('$0 <command> [options]\n\nEvaluate GPU-kernel candidates against production-module baselines: list the tasks, write candidate\nskeletons, then check and time a candidate set.')
     .command(listCommand(io))
     .command(infoCommand(io))
-    .command(stubsCommand(io))
+    .command(stubsCommand(io, name))
     .command(benchCommand(io, argv))
     .command(mergeCommand(io))
     .command(doctorCommand(io))
@@ -45,7 +46,7 @@ export function buildApp(argv: readonly string[], io: Io = processIo) {
     .command(leaderboardCommand(io))
     .command(tuningCommand(io))
     .option('verbose', { type: 'boolean', default: false, global: true, describe: 'print stack traces with errors' })
-    .demandCommand(1, 'pick a command: list, info, stubs, bench, merge or doctor')
+    .demandCommand(1, 'pick a command: list, info, stubs, bench, merge, doctor, ...')
     .strict()
     .recommendCommands()
     .example('$0 list', 'the tasks and the modules they mirror')
@@ -70,8 +71,17 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
   const verbose = argv.includes('--verbose');
   // The hidden bench worker (forked by `bench` from this very entry point); not a yargs command.
   if (argv[0] === '__worker') return runWorker();
+  // Hints on stderr name the CLI as the user started it (`npx fastkernels …` in a checkout), so they run as written.
+  // stdout is left alone: it carries results (JSON) that must not depend on how the CLI was started.
+  const name = invocationName();
+  if (io === processIo) quietOnClosedPipe();
+  const raw = io;
+  io = { out: (t) => raw.out(t), err: (t) => raw.err(withInvocation(t, name)) };
   try {
-    await buildApp(argv, io).parseAsync();
+    const app = buildApp(argv, io, name);
+    const unknown = unknownCommand(argv, commandNames(app));
+    if (unknown) throw new UsageError(unknown);
+    await app.parseAsync();
     return EXIT_OK;
   } catch (e) {
     if (e instanceof UserError) return reportUserError(e, (t) => io.err(t), verbose);
@@ -85,6 +95,7 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
       return EXIT_INTERRUPTED;
     }
     if (e instanceof UsageError || (e instanceof Error && e.name === 'YError')) {
+      // yargs' own suggestion ("Did you mean bench?") drops what was wrong; unknownCommand() above says both.
       io.err(`fastkernels: error: ${e.message}\nfix: run \`fastkernels --help\` (or \`fastkernels <command> --help\`) for the options\n`);
       return EXIT_USAGE;
     }
@@ -93,4 +104,56 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
     io.err(verbose && e instanceof Error && e.stack ? `${e.stack}\n` : 'run again with --verbose for the stack trace, and report it\n');
     return EXIT_INTERNAL;
   }
+}
+
+let pipeHandled = false;
+/** `fastkernels list | head`: the reader closed stdout early. Stop quietly, as Unix tools do, not with an EPIPE trace. */
+function quietOnClosedPipe(): void {
+  if (pipeHandled) return;
+  pipeHandled = true;
+  process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code === 'EPIPE') process.exit(0);
+    throw e;
+  });
+}
+
+/** Levenshtein distance (small strings: command names). */
+function distance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    prev = cur;
+  }
+  return prev[b.length]!;
+}
+
+/** The registered command names (yargs keeps them; its typings do not show the accessor). */
+function commandNames(app: unknown): string[] {
+  return (app as { getInternalMethods(): { getCommandInstance(): { getCommands(): string[] } } }).getInternalMethods().getCommandInstance().getCommands();
+}
+
+/** Words a newcomer tries for a command of another name. */
+const SYNONYMS: Readonly<Record<string, string>> = { tasks: 'list', run: 'bench', benchmark: 'bench', test: 'bench', eval: 'bench', show: 'info', check: 'doctor' };
+
+/**
+ * The message when the first word is no command (undefined when it is one): the closest command when one is close
+ * (a typo, or a word such as `benchmark` or `tasks`), and the list of commands. No word at all (only flags, and not
+ * --help or --version) asks for a command the same way.
+ */
+export function unknownCommand(argv: readonly string[], commands: readonly string[]): string | undefined {
+  // The only global flags (--verbose, --help, --version) take no value, so the first other word is the command.
+  const word = argv.find((a) => !a.startsWith('-'));
+  if (word === undefined) {
+    if (argv.some((a) => a === '--help' || a === '-h' || a === '--version')) return undefined;
+    return `no command given. The commands: ${commands.join(', ')}`;
+  }
+  if (commands.includes(word)) return undefined;
+  const w = word.toLowerCase();
+  let best = SYNONYMS[w] && commands.includes(SYNONYMS[w]) ? SYNONYMS[w] : undefined;
+  if (!best) {
+    const scored = commands.map((c) => ({ c, d: distance(w, c) })).sort((a, b) => a.d - b.d)[0];
+    if (scored && scored.d <= (scored.c.length <= 4 ? 1 : 2)) best = scored.c;
+  }
+  return `unknown command '${word}'.${best ? ` Did you mean \`fastkernels ${best}\`?` : ''} The commands: ${commands.join(', ')}`;
 }

@@ -187,8 +187,8 @@ export class WorkerProc {
   }
 
   private tail(): string {
-    const lines = this.stderrTail.trim().split('\n').filter(Boolean).slice(-3);
-    return lines.length ? `; its last words: ${lines.join(' | ').slice(0, 600)}` : '';
+    const words = lastWords(this.stderrTail);
+    return words ? `; its last words: ${words}` : '';
   }
 
   private log(stream: string, d: Buffer): void {
@@ -228,8 +228,19 @@ function describeExit(code: number | null, signal: NodeJS.Signals | null): strin
   return signal ? `killed by ${signal}` : `exit code ${code}`;
 }
 
+/**
+ * What a dead worker's stderr says, on one line: V8's native frames, GC traces, section banners and JS stack frames
+ * left out (an out-of-memory abort prints forty lines of them; the reason is the "FATAL ERROR" line).
+ */
+export function lastWords(stderr: string): string {
+  const noise = [/^\d+: 0x[0-9a-f]+/i, /^at /, /^<--- .* --->$/, /^\[\d+:0x[0-9a-f]+\]/i, /^-+ Native stack trace -+$/i, /^Node\.js v\d/, /^\^+$/];
+  const lines = stderr.split('\n').map((l) => l.trim()).filter((l) => l && !noise.some((r) => r.test(l)));
+  const fatal = lines.find((l) => l.startsWith('FATAL ERROR:'));
+  return (fatal ? [fatal] : lines.slice(-3)).join(' | ').slice(0, 600);
+}
+
 function crashHint(stderr: string): string {
-  if (/heap out of memory|Reached heap limit|allocation failed/i.test(stderr)) return ': out of memory';
+  if (/heap out of memory|Reached heap limit|allocation failed/i.test(stderr)) return ': out of memory (the JavaScript heap; NODE_OPTIONS=--max-old-space-size=MB raises it)';
   if (/CUDA_ERROR_OUT_OF_MEMORY|out of memory/i.test(stderr)) return ': out of device memory';
   if (/ILLEGAL_ADDRESS|CudaFatalError|illegal memory access/i.test(stderr)) return ': an illegal memory access on the GPU';
   return '';

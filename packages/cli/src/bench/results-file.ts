@@ -88,9 +88,10 @@ export class ResultsFile {
 
   /**
    * Open for appending. New file: writes the header. Existing file: needs `resume` and the same
-   * configuration; a cut last line is removed. Returns the tasks already done (first line per task).
+   * configuration; a cut last line is removed (`repairedBytes`: its length). Returns the tasks already done (first
+   * line per task).
    */
-  static open(path: string, header: ResultsHeader, resume: boolean): { file: ResultsFile; done: ResultsTaskLine[] } {
+  static open(path: string, header: ResultsHeader, resume: boolean): { file: ResultsFile; done: ResultsTaskLine[]; repairedBytes: number } {
     const exists = existsSync(path) && statSize(path) > 0;
     if (exists && !resume) {
       throw new UserError('already exists', { file: path, field: '--results', fix: 'pass --resume to continue that run (tasks already in it are skipped), or remove the file / pick another path' });
@@ -104,7 +105,7 @@ export class ResultsFile {
       }
       const f = new ResultsFile(path, fd);
       f.writeLine(header);
-      return { file: f, done: [] };
+      return { file: f, done: [], repairedBytes: 0 };
     }
     const parsed = readResultsFile(path, '--resume');
     const diff = configDifferences(parsed.header.config, header.config);
@@ -112,10 +113,11 @@ export class ResultsFile {
       throw new UserError(`was written with another configuration: ${diff.join('; ')}`, { file: path, field: '--resume', fix: 'rerun with the flags that started it, or start a new --results file' });
     }
     const fd = openSync(path, 'r+');
+    const repairedBytes = parsed.cut ? fstatSync(fd).size - parsed.goodBytes : 0;
     if (parsed.cut) ftruncateSync(fd, parsed.goodBytes);
     const seen = new Set<string>();
     const done = parsed.lines.filter((l) => (seen.has(l.task) ? false : (seen.add(l.task), true)));
-    return { file: new ResultsFile(path, fd), done };
+    return { file: new ResultsFile(path, fd), done, repairedBytes };
   }
 
   append(line: ResultsTaskLine): void {

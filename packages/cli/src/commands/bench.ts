@@ -41,6 +41,7 @@ import { Progress } from '../output/progress.js';
 import { formatError, formatMs, formatPercent, formatSpeedup, renderTable } from '../output/table.js';
 import { QUIET_IO, checkTensorParallelDevices, relaunchAsRanks, tensorParallelRole, tpFlag } from '../tensor-parallel.js';
 import { cliVersion } from '../version.js';
+import { declaredOutcomes, expectedOutcomeLines } from '../candidates/expected.js';
 
 export interface BenchArgs {
   candidates?: string;
@@ -259,6 +260,14 @@ export async function runBench(argv: BenchArgs, processIo: Io, rawArgs: readonly
   const opened = argv.results && primary
     ? ResultsFile.open(argv.results, { kind: 'header', format: RESULTS_FORMAT, version: RESULTS_VERSION, cli: cliVersion(), createdAt: new Date().toISOString(), config }, Boolean(argv.resume))
     : undefined;
+  // What --resume took from the file: said on stderr and recorded in the report, so a resumed run is not mistaken for
+  // a fresh one (and a repaired file is not a silent edit).
+  const reused = (opened?.done ?? []).filter((l) => mine.some((t) => t.id === l.task)).length;
+  const resumed = argv.resume && opened ? { file: argv.results!, reusedTasks: reused, repairedBytes: opened.repairedBytes } : undefined;
+  if (resumed) {
+    const repaired = resumed.repairedBytes ? `; repaired a torn last line (${resumed.repairedBytes} bytes of a task cut short, which runs again)` : '';
+    io.err(`bench: --resume: reused ${reused} of ${mine.length} task${mine.length === 1 ? '' : 's'} from ${resumed.file}${repaired}\n`);
+  }
   const device = backend.devices().find((d) => d.index === gpus[0]);
   const writer = jsonOut && primary
     ? new ReportWriter(jsonOut, {
@@ -275,6 +284,7 @@ export async function runBench(argv: BenchArgs, processIo: Io, rawArgs: readonly
           rounds, iters, warmup, warmupMs, seed, shapes, maxShapes, flushBytes, shard, gpus,
           ...(argv.captures ? { captures: argv.captures } : {}), ...(argv.selfTest ? { selfTest: true } : {}), ...(grouped ? { processGroup: grouped.world } : {}),
         },
+        ...(resumed ? { resumed } : {}),
       })
     : undefined;
   const results: CaseResult[] = [];
@@ -488,6 +498,8 @@ export async function runBench(argv: BenchArgs, processIo: Io, rawArgs: readonly
     return;
   }
   printResults(io, results, backend, setName, shapes);
+  const declared = expectedOutcomeLines(declaredOutcomes(files), results);
+  if (declared.length) io.out(`\n${declared.join('\n')}\n`);
   if (opened) io.out(`\nresults: ${argv.results}\n`);
   if (writer) io.out(`\nreport: ${jsonOut}\n`);
 }

@@ -195,7 +195,10 @@ export function generateCommand(io: Io, rawArgs: readonly string[] = process.arg
         .option('tp', { type: 'number', default: 1, describe: TP_HELP })
         .conflicts('prompt-ids', 'prompt-file')
         .check((a) => {
-          if (a['prompt-ids'] === undefined && a['prompt-file'] === undefined) throw new Error('give --prompt-ids or --prompt-file');
+          // A UserError, not a plain Error: yargs hands what a check throws to fail(), and main() reports a plain one as internal.
+          if (a['prompt-ids'] === undefined && a['prompt-file'] === undefined) {
+            throw new UserError('no prompt given', { field: '--prompt-ids', fix: 'give one prompt as --prompt-ids 1,2,3, or several as --prompt-file prompts.jsonl (one {"prompt_ids": [...]} per line)' });
+          }
           return true;
         })
         .example('$0 generate --model ./tiny --prompt-ids 1,2,3 --max-tokens 8', 'greedy continuation of one prompt')

@@ -12,6 +12,9 @@ export interface ScoreArgs {
   gpu?: string;
 }
 
+/** The repository's sample score inputs (two synthetic agents), named by the examples. */
+export const FIXTURES = 'packages/macroeval/fixtures';
+
 export function scoreCommand(io: Io) {
   return {
     command: 'score',
@@ -23,9 +26,20 @@ export function scoreCommand(io: Io) {
         .option('out', { type: 'string', default: 'leaderboard.json', describe: 'the board to write' })
         .option('config', { type: 'string', describe: 'MacroEval config JSON (tau, g_quantile, g_floor, g_cap, g_fallback, f, lambdas, sensitivity_scales); defaults as published' })
         .option('gpu', { type: 'string', describe: 'GPU name for the board when the inputs record none' })
-        .example('$0 score --kernel KDA:ind=kda-ind.json KDA:comp=kda-comp.json --e2e KDA:ind=e2e-kda-ind.json --out leaderboard.json', 'one agent, modes named on the command line')
-        .example('$0 score --kernel runs/*.json --e2e e2e/*.json', 'entries named inside the files (agent, mode) or by candidate folder <agent>-<mode>')
-        .epilog('MODE is ind (independent), comp (composed) or seq (sequential). Several agents and modes merge into one board.\nScore = S_macro × C_macro × Coverage_macro at λ = 0.5 (also λ = 1 throughput and λ = 0 latency).'),
+        // Real files (the repository's sample inputs, run from its root), so the examples run as written; the one
+        // with AGENT:MODE= names is in the epilog, whose lines yargs does not cut inside a path as it does the examples'.
+        .example(`$0 score --kernel ${FIXTURES}/kernel-*.json --e2e ${FIXTURES}/e2e-*.json`, 'entries named inside the files (agent, mode) or by candidate folder <agent>-<mode>')
+        .epilog(
+          'Entries named on the command line instead (AGENT:MODE=FILE):\n' +
+            '  $0 score \\\n' +
+            `    --kernel Atlas:ind=${FIXTURES}/kernel-atlas-ind.json \\\n` +
+            `             Atlas:comp=${FIXTURES}/kernel-atlas-comp.json \\\n` +
+            `    --e2e Atlas:ind=${FIXTURES}/e2e-atlas-ind.json \\\n` +
+            '    --out leaderboard.json\n' +
+            `The examples' files are sample inputs in the repository (${FIXTURES}/, two synthetic agents); run them from its root.\n` +
+            'MODE is ind (independent), comp (composed) or seq (sequential). Several agents and modes merge into one board.\n' +
+            'Score = S_macro × C_macro × Coverage_macro at λ = 0.5 (also λ = 1 throughput and λ = 0 latency).',
+        ),
     handler: (argv: ScoreArgs) => {
       const kernel = listFlag(argv.kernel);
       const e2e = listFlag(argv.e2e);

@@ -82,7 +82,7 @@ export function stubSource(task: TaskDefinition): string {
   ].join('\n');
 }
 
-export function stubsCommand(io: Io) {
+export function stubsCommand(io: Io, name = 'fastkernels') {
   return {
     command: 'stubs',
     describe: 'Write candidate skeletons (L<k>/<stem>.ts) with the right class names and signatures',
@@ -94,7 +94,8 @@ export function stubsCommand(io: Io) {
         .option('force', { type: 'boolean', default: false, describe: 'overwrite existing files' })
         .option('json', { type: 'boolean', describe: 'print the written files as JSON' })
         .example('$0 stubs --out my-kernels', 'a skeleton for every task')
-        .example('$0 stubs --out my-kernels --task rms_norm', 'just L1/rms_norm.ts; then `$0 bench --candidates my-kernels`'),
+        // yargs replaces $0 in the command column only, so the description names the CLI itself.
+        .example('$0 stubs --out my-kernels --task rms_norm', `just L1/rms_norm.ts; then \`${name} bench --candidates my-kernels\``),
     handler: (argv: { out: string; level?: number; task?: string[]; force?: boolean; json?: boolean }) => {
       const env = environment();
       const level = levelFlag(argv.level);

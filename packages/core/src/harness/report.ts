@@ -124,6 +124,8 @@ export const BenchReportSchema = z.object({
   }),
   /** Devices, driver/library versions, clocks and measured rates of the workers. */
   machine: z.array(RunEnvironmentSchema).optional(),
+  /** `bench --resume`: the results file continued, the tasks taken from it, and the bytes of a cut last line removed. */
+  resumed: z.object({ file: z.string(), reusedTasks: z.number().int().nonnegative(), repairedBytes: z.number().int().nonnegative() }).optional(),
   /** Tasks found twice with different outcomes when result files were merged. */
   conflicts: z.array(z.object({ task: z.string(), files: z.array(z.string()), detail: z.string() })).optional(),
   results: z.array(CaseResultSchema),
