@@ -8,7 +8,7 @@ import { DTYPE_INFO } from '../dtype.js';
 import { formatShape } from '../shape.js';
 import type { Tensor } from '../tensor.js';
 import { broadcastShapesOf } from './broadcast.js';
-import { commonFloatDType } from './matmul.js';
+import { commonFloatDType, expandsTo } from './matmul.js';
 import { callOp1, defineOp, meta, opError, type TensorMeta } from './registry.js';
 
 const sdpaAttrs = z
@@ -59,8 +59,7 @@ defineOp({
       const mt = m as TensorMeta;
       if (DTYPE_INFO[mt.dtype].kind === 'int') opError(OP, `attn_mask must be bool or float, got ${mt.dtype}`);
       const target = [...lead, L, S];
-      const bs = broadcastShapesOf(OP, [mt.shape, target], ['attn_mask', 'the scores']);
-      if (bs.length !== target.length || bs.some((d, i) => d !== target[i])) opError(OP, `attn_mask ${formatShape(mt.shape)} does not broadcast to ${formatShape(target)}`);
+      if (!expandsTo(mt.shape, target)) opError(OP, `attn_mask ${formatShape(mt.shape)} does not broadcast to ${formatShape(target)}`);
     }
     return [meta([...lead, L, vs![vs!.length - 1]!], dtype)];
   },

@@ -28,6 +28,12 @@ export function commonFloatDType(op: string, args: readonly (readonly [string, M
   return d!;
 }
 
+/** Whether `shape` expands to `target` (right-aligned; each dim equal or 1; no more dims than target). */
+export function expandsTo(shape: Shape, target: Shape): boolean {
+  const lead = target.length - shape.length;
+  return lead >= 0 && shape.every((d, k) => d === 1 || d === target[lead + k]);
+}
+
 /** torch.matmul's output shape (1-D operands are promoted and the added dim removed). */
 export function matmulShape(op: string, a: Shape, b: Shape): number[] {
   if (a.length < 1 || b.length < 1) opError(op, `both arguments need at least 1 dim, got input ${formatShape(a)} and other ${formatShape(b)}`);
@@ -85,8 +91,9 @@ defineOp({
   infer: ([i, b1, b2]) => {
     const dtype = commonFloatDType('baddbmm', [['input', i!], ['batch1', b1!], ['batch2', b2!]]);
     const shape = bmmShape('baddbmm', b1 as TensorMeta, b2 as TensorMeta, 'batch1', 'batch2');
-    const bs = broadcastShapesOf('baddbmm', [(i as TensorMeta).shape, shape], ['input', 'batch1 @ batch2']);
-    if (bs.length !== 3 || bs.some((d, k) => d !== shape[k])) opError('baddbmm', `input ${formatShape((i as TensorMeta).shape)} does not broadcast to ${formatShape(shape)}`);
+    // input must expand to [b, n, p] (right-aligned, each dim equal or 1), not merely broadcast with it
+    const is = (i as TensorMeta).shape;
+    if (!expandsTo(is, shape)) opError('baddbmm', `input ${formatShape(is)} does not broadcast to ${formatShape(shape)}`);
     return [meta(shape, dtype)];
   },
 });

@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { DTYPE_INFO, type DType } from '../dtype.js';
 import { formatShape } from '../shape.js';
 import type { Tensor } from '../tensor.js';
-import { broadcastShapesOf } from './broadcast.js';
+import { expandsTo } from './matmul.js';
 import { dtypeSchema } from './elementwise.js';
 import { callOp, callOp1, defineOp, meta, opError, type TensorMeta } from './registry.js';
 
@@ -38,8 +38,7 @@ defineOp({
   attrs: z.object({ output_dtype: floatDType.default('bf16') }).strict(),
   infer: ([x, s], a) => {
     const xs = shapeOf(x);
-    const bs = broadcastShapesOf('fp8_dequant', [shapeOf(s), xs], ['scale', 'input']);
-    if (bs.length !== xs.length || bs.some((d, i) => d !== xs[i])) opError('fp8_dequant', `scale ${formatShape(shapeOf(s))} does not broadcast to input ${formatShape(xs)}`);
+    if (!expandsTo(shapeOf(s), xs)) opError('fp8_dequant', `scale ${formatShape(shapeOf(s))} does not broadcast to input ${formatShape(xs)}`);
     return [meta(xs, a.output_dtype)];
   },
 });
