@@ -12,12 +12,12 @@ describe('registry kernels of the generated ops', () => {
     expect(b.generatedOps.cache.size).toBe(0);
   });
 
-  it('every elementwise op core declares (but the fused chain) has a generated kernel', () => {
+  it('every elementwise op core declares has a generated kernel, or an Ops route to a hand-written one', () => {
     const table = new OpKernelTable('t');
     registerGeneratedKernels(table, () => {
       throw new Error('no runtime in a CPU test');
     });
-    const missing = listOps('elementwise').map((s) => s.name).filter((n) => !table.has(n));
+    const missing = listOps('elementwise').filter((s) => !table.has(s.name) && !s.viaOps).map((s) => s.name);
     expect(missing).toEqual([]);
   });
 });

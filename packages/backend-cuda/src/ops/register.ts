@@ -33,6 +33,12 @@ const genDTypes: OpSupports = (call) => {
 
 const FLOAT16_32 = new Set(['f32', 'f16', 'bf16']);
 
+/** The row norms compute in float: f32 / f16 / bf16 tensors (f64 takes the decomposition). */
+const normSupports: OpSupports = (call) => {
+  for (const a of call.inputs) if (a instanceof Tensor && !FLOAT16_32.has(a.dtype)) return `dtype ${a.dtype}: the generated norms take f32, f16, bf16`;
+  return true;
+};
+
 export function registerGeneratedKernels(table: OpKernelTable, runtime: () => CudaRuntime): GeneratedOps {
   const g = new GeneratedOps(runtime);
   registerElementwiseKernels(table, g.cache, runtime);
@@ -72,13 +78,7 @@ export function registerGeneratedKernels(table: OpKernelTable, runtime: () => Cu
         const [x, w, b] = call.inputs as [Tensor, Tensor | null, Tensor | null];
         return g.norms.layerNorm(x, call.attrs.normalized_shape.length, w ?? null, b ?? null, call.attrs.eps, call.outputs[0]!.dtype);
       },
-      (call) => {
-        const ok = genDTypes(call);
-        if (ok !== true) return ok;
-        const [, w, b] = call.inputs as [Tensor, Tensor | null, Tensor | null];
-        if (w && b && w.dtype !== b.dtype && !FLOAT16_32.has(b.dtype)) return 'bias dtype differs from weight';
-        return true;
-      },
+      normSupports,
     );
   }
   if (hasOp('group_norm')) {
@@ -88,11 +88,7 @@ export function registerGeneratedKernels(table: OpKernelTable, runtime: () => Cu
         const [x, w, b] = call.inputs as [Tensor, Tensor | null, Tensor | null];
         return g.norms.groupNorm(x, call.attrs.num_groups, w ?? null, b ?? null, call.attrs.eps, call.outputs[0]!.dtype);
       },
-      (call) => {
-        const x = call.inputs[0] as Tensor;
-        if (x.rank < 2) return 'group_norm needs [N, C, *]';
-        return genDTypes(call);
-      },
+      normSupports,
     );
   }
   return g;
