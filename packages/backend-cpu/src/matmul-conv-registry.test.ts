@@ -1,6 +1,6 @@
 /** The matmul and conv groups through the op registry on the cpu backend: routing, attrs, outputs, errors. */
 import { describe, expect, it } from 'vitest';
-import { callOp, F, OpError, opRoute, supportedOps } from '@fastkernels/core';
+import { callOp, F, inferOp, OpError, opRoute, supportedOps, type OpArg, type OpCall, type Tensor } from '@fastkernels/core';
 import { geluTanh } from './math.js';
 import { cpu, expectClose, randn, relayout, Rng, tensor, values } from './test-helpers.js';
 
@@ -53,6 +53,38 @@ describe('matmul group via the registry', () => {
     expect(err(() => F.groupedGemm(randn(new Rng(0), [2, 3]), randn(new Rng(0), [2, 4, 3]), {}))).toMatch(/grouped_gemm: give exactly one of offsets/);
     expect(err(() => F.bmm(randn(new Rng(0), [2, 3, 4]), randn(new Rng(0), [2, 5, 4])))).toMatch(/bmm: mat2 \[2, 5, 4\] must be \[2, 4, p\]/);
     expect(err(() => F.baddbmm(randn(new Rng(0), [3, 3]), randn(new Rng(0), [2, 3, 4]), randn(new Rng(0), [2, 4, 5])))).toMatch(/baddbmm:/);
+  });
+});
+
+/** Run an op's decomposition directly (what a backend without the kernel gets). */
+function viaDecomposition(name: string, inputs: OpArg[], attrs: Record<string, unknown> = {}): Tensor[] {
+  const { spec, attrs: parsed, outputs } = inferOp(name, inputs, attrs);
+  const call: OpCall = { op: spec, backend: cpu, inputs, attrs: parsed as Record<string, unknown>, outputs };
+  return spec.decompose!(call) as Tensor[];
+}
+
+describe('matmul group decompositions (backends without the kernel)', () => {
+  it('match the kernels', () => {
+    const rng = new Rng(5);
+    const same = (name: string, inputs: OpArg[], attrs: Record<string, unknown> = {}, tol = 1e-6) => {
+      const [want] = callOp(name, inputs, attrs);
+      const [got] = viaDecomposition(name, inputs, attrs);
+      expect(got!.shape).toEqual(want!.shape);
+      expect(got!.dtype).toBe(want!.dtype);
+      expectClose(values(got!), values(want!), tol, tol);
+    };
+    same('matmul', [randn(rng, [4]), randn(rng, [4])]);
+    same('matmul', [randn(rng, [4]), randn(rng, [2, 4, 3])]);
+    same('matmul', [randn(rng, [2, 3, 4]), randn(rng, [4])]);
+    same('baddbmm', [randn(rng, [1, 5]), randn(rng, [2, 3, 4]), randn(rng, [2, 4, 5])], { beta: 0.5, alpha: 2 });
+    same('baddbmm', [tensor([NaN], [1]), randn(rng, [2, 3, 4]), randn(rng, [2, 4, 5])], { beta: 0, alpha: -1 });
+    same('linear', [randn(rng, [3, 8]), randn(rng, [5, 8]), randn(rng, [5])], { activation: 'silu' });
+    const x = randn(rng, [7, 4]);
+    const w = randn(rng, [3, 5, 4]);
+    const b = randn(rng, [3, 5]);
+    same('grouped_gemm', [x, w, tensor([0, 2, 2, 6], [4], 'i32'), null, b]);
+    same('grouped_gemm', [x, w, null, tensor([2, 2, -1, 0, 1, 1, 0], [7], 'i64'), null]);
+    expect(() => viaDecomposition('grouped_gemm', [x, w, tensor([0, 3, 2, 6], [4], 'i32'), null, null])).toThrow(/offsets must be non-decreasing/);
   });
 });
 

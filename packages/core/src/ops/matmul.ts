@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import { DTYPE_INFO, type DType } from '../dtype.js';
 import { formatShape, type Shape } from '../shape.js';
-import type { Tensor } from '../tensor.js';
+import { Tensor } from '../tensor.js';
 import { broadcastShapesOf } from './broadcast.js';
 import { callOp1, defineOp, meta, opError, type MetaArg, type TensorMeta } from './registry.js';
 
@@ -63,6 +63,21 @@ defineOp({
     const [a, b] = call.inputs as [Tensor, Tensor];
     return a.rank >= 2 && b.rank >= 2 ? [ops.matmul(a, b)] : undefined;
   },
+  // 1-D operands: the rank >= 2 product of their row / column views, then the added dim dropped (a view)
+  decompose: (call) => {
+    const [a, b] = call.inputs as [Tensor, Tensor];
+    const a2 = a.rank === 1 ? a.unsqueeze(0) : a;
+    const b2 = b.rank === 1 ? b.unsqueeze(1) : b;
+    try {
+      const r = callOp1('matmul', [a2, b2]);
+      const out = r.reshape(call.outputs[0]!.shape);
+      r.dispose();
+      return [out];
+    } finally {
+      if (a2 !== a) a2.dispose();
+      if (b2 !== b) b2.dispose();
+    }
+  },
 });
 
 function bmmShape(op: string, b1: TensorMeta, b2: TensorMeta, n1: string, n2: string): [number, number, number] {
@@ -95,6 +110,27 @@ defineOp({
     const is = (i as TensorMeta).shape;
     if (!expandsTo(is, shape)) opError('baddbmm', `input ${formatShape(is)} does not broadcast to ${formatShape(shape)}`);
     return [meta(shape, dtype)];
+  },
+  // bmm, then beta * input + alpha * product with elementwise ops (each rounds to the dtype)
+  decompose: (call) => {
+    const [input, b1, b2] = call.inputs as [Tensor, Tensor, Tensor];
+    const { beta, alpha } = call.attrs;
+    const mm = callOp1('bmm', [b1, b2]);
+    if (beta === 0) {
+      if (alpha === 1) return [mm];
+      try {
+        return [callOp1('mul', [mm, alpha])];
+      } finally {
+        mm.dispose();
+      }
+    }
+    const scaled = beta === 1 ? input : callOp1('mul', [input, beta]);
+    try {
+      return [callOp1('add', [scaled, mm], { alpha })];
+    } finally {
+      mm.dispose();
+      if (scaled !== input) scaled.dispose();
+    }
   },
 });
 
@@ -261,7 +297,47 @@ defineOp({
     if (b && ((b as TensorMeta).shape.length !== 2 || (b as TensorMeta).shape[0] !== E || (b as TensorMeta).shape[1] !== N)) opError(op, `bias ${formatShape((b as TensorMeta).shape)} must be [${E}, ${N}]`);
     return [meta([xs[0]!, N], dtype)];
   },
+  // one linear per run of rows sharing an expert (the routing is read on the host), copied into a zeroed output
+  decompose: (call) => {
+    const [x, w, offs, ids, bias] = call.inputs as [Tensor, Tensor, Tensor | null, Tensor | null, Tensor | null];
+    const { shape, dtype } = call.outputs[0]!;
+    const runs = expertRuns(x.shape[0]!, w.shape[0]!, offs ? offs.toFloat64Array() : null, ids ? ids.toFloat64Array() : null);
+    const out = Tensor.zeros(call.backend, shape, dtype, { device: x.device });
+    for (const [e, start, n] of runs) {
+      const views = [x.narrow(0, start, n), w.select(0, e), bias ? bias.select(0, e) : null] as const;
+      const y = callOp1('linear', [...views]);
+      const dst = out.narrow(0, start, n);
+      dst.copy_(y);
+      for (const v of [...views, y, dst]) v?.dispose();
+    }
+    return [out];
+  },
 });
+
+/** [expert, first row, rows] runs of a grouped GEMM's routing, validated as the kernels do (-1 ids and padding rows skipped). */
+export function expertRuns(T: number, E: number, offsets: Float64Array | null, ids: Float64Array | null): [number, number, number][] {
+  const op = 'grouped_gemm';
+  const runs: [number, number, number][] = [];
+  if (offsets) {
+    if (offsets[0] !== 0) opError(op, `offsets[0] must be 0, got ${offsets[0]}`);
+    for (let e = 0; e < E; e++) {
+      const [a, b] = [offsets[e]!, offsets[e + 1]!];
+      if (b < a) opError(op, `offsets must be non-decreasing, got offsets[${e}] = ${a} > offsets[${e + 1}] = ${b}`);
+      if (b > T) opError(op, `offsets[${e + 1}] = ${b} exceeds the ${T} input rows`);
+      if (b > a) runs.push([e, a, b - a]);
+    }
+    return runs;
+  }
+  for (let t = 0; t < T; t++) {
+    const e = ids![t]!;
+    if (e < -1 || e >= E || !Number.isInteger(e)) opError(op, `expert_ids[${t}] = ${e} is out of range for ${E} experts (-1 skips a row)`);
+    if (e < 0) continue;
+    const last = runs[runs.length - 1];
+    if (last && last[0] === e && last[1] + last[2] === t) last[2]++;
+    else runs.push([e, t, 1]);
+  }
+  return runs;
+}
 
 // ---------------------------------------------------------------------------------------------
 // typed front ends
