@@ -111,8 +111,6 @@ export function loadableParameters(model: Module, rules: Pick<WeightRules, 'comp
   return new Map(model.namedParameters().filter(([k]) => !computed.some((r) => r.test(k))));
 }
 
-const SINGLE_RANK: TensorParallelRank = { rank: 0, world: 1 };
-
 /**
  * The plan of a module tree: for each loadable parameter (in the tree's order), the checkpoint tensor(s) that fill it,
  * each with its full checkpoint shape and, under tensor parallelism, the slice this rank reads. `shapes`: the tree is
@@ -121,29 +119,23 @@ const SINGLE_RANK: TensorParallelRank = { rank: 0, world: 1 };
  */
 export function planWeights(model: Module, rules: WeightRules, tp: TensorParallelRank = currentTensorParallelGroup(), shapes: 'rank' | 'full' = 'rank'): WeightMapping[] {
   const out: WeightMapping[] = [];
-  const rename = (name: string) => {
+  // A tensor is drawn by its own (renamed) name's kind; it is read from the tensor it is tied to, if any.
+  const locate = (name: string, shape: readonly number[]): Pick<WeightMapping, 'hfName' | 'kind'> => {
     for (const r of rules.renames ?? []) name = name.replace(r.from, r.to);
-    return rules.tied?.[name] ?? name;
+    const kind: TensorKind = rules.norms?.test(name) ? 'norm' : shape.length >= 2 ? 'matrix' : 'bias';
+    return { hfName: rules.tied?.[name] ?? name, kind };
   };
-  const kindOf = (ckptName: string, shape: readonly number[]): TensorKind => (rules.norms?.test(ckptName) ? 'norm' : shape.length >= 2 ? 'matrix' : 'bias');
   for (const [target, param] of loadableParameters(model, rules)) {
     const segs = target.split('.');
     const stacked = rules.stacked?.find((s) => segs.includes(s.param));
     if (stacked) {
-      out.push(...stackedMappings(target, param.shape, segs, stacked, tp, rename, kindOf));
+      out.push(...stackedMappings(target, param.shape, segs, stacked, tp, locate));
       continue;
     }
     const { shape, slice } = shardOf(target, param.shape, rules.sharded ?? [], tp, shapes === 'full');
-    const own = renamedOnly(target, rules);
-    out.push({ hfName: rename(target), shape, target, rowOffset: 0, kind: kindOf(own, shape), ...(slice ? { slice } : {}) });
+    out.push({ ...locate(target, shape), shape, target, rowOffset: 0, ...(slice ? { slice } : {}) });
   }
   return out;
-}
-
-/** The checkpoint name before tie redirection (a tied head is still drawn as a matrix, by its own name). */
-function renamedOnly(name: string, rules: WeightRules): string {
-  for (const r of rules.renames ?? []) name = name.replace(r.from, r.to);
-  return name;
 }
 
 /** A parameter's full checkpoint shape (from the rank's shard, or as is) and the slice the rank reads. */
@@ -167,16 +159,14 @@ function stackedMappings(
   segs: readonly string[],
   rule: StackedRule,
   tp: TensorParallelRank,
-  rename: (n: string) => string,
-  kindOf: (n: string, shape: readonly number[]) => TensorKind,
+  locate: (name: string, shape: readonly number[]) => Pick<WeightMapping, 'hfName' | 'kind'>,
 ): WeightMapping[] {
   const at = segs.indexOf(rule.param);
   const nameOf = (part: string) => [...segs.slice(0, at), part, ...segs.slice(at + 1)].join('.');
   const { layout } = rule;
   const out: WeightMapping[] = [];
   const push = (part: string, shape: number[], rowOffset: number, slice?: ShardSlice) => {
-    const n = nameOf(part);
-    out.push({ hfName: rename(n), shape, target, rowOffset, kind: kindOf(n, shape), ...(slice ? { slice } : {}) });
+    out.push({ ...locate(nameOf(part), shape), shape, target, rowOffset, ...(slice ? { slice } : {}) });
   };
   if (layout.kind === 'experts') {
     if (tp.world > 1) throw new Error(`${target}: expert tensors are not split over tensor-parallel ranks yet`);
@@ -218,5 +208,3 @@ export function uniqueTensors(plan: readonly WeightMapping[]): WeightMapping[] {
 export function rowElements(shape: readonly number[]): number {
   return shape.length ? numel(shape) / Math.max(1, shape[0]!) : 1;
 }
-
-export { SINGLE_RANK };
