@@ -221,6 +221,14 @@ describe('interpolate, pixel_shuffle', () => {
     expect(values(F.interpolate(x, { size: 2 }))).toEqual([1, 2]);
     const img = tensor([1, 2, 3, 4], [1, 1, 2, 2]);
     expect(values(F.interpolate(img, { scale_factor: [1, 2] }))).toEqual([1, 1, 2, 2, 3, 3, 4, 4]);
+    // scale 1.7 on 3 -> 5 outputs: the mapping uses 1 / 1.7 unless recompute_scale_factor (then 3 / 5)
+    const r = tensor([1, 2, 3], [1, 1, 3]);
+    expect(values(F.interpolate(r, { scale_factor: 1.7 }))).toEqual([1, 1, 2, 2, 3]); // floor(i / 1.7)
+    expect(values(F.interpolate(r, { scale_factor: 1.7, recompute_scale_factor: true }))).toEqual([1, 1, 2, 2, 3]);
+    const l = tensor([0, 10], [1, 1, 2]);
+    // 2 -> 3 outputs; output 1 maps to 1.5 / 1.7 - 0.5 (given scale) or 1.5 * 2 / 3 - 0.5 = 0.5 (recomputed)
+    expectClose(values(F.interpolate(l, { scale_factor: 1.7, mode: 'linear' })), [0, 10 * (1.5 / 1.7 - 0.5), 10]);
+    expectClose(values(F.interpolate(l, { scale_factor: 1.7, mode: 'linear', recompute_scale_factor: true })), [0, 5, 10]);
   });
 
   it('bilinear with and without align_corners: hand values', () => {

@@ -642,6 +642,8 @@ export const interpolateAttrs = z.object({
   scale_factor: z.union([z.number().positive(), z.array(z.number().positive())]).nullable().default(null),
   mode: z.enum(INTERPOLATE_MODES).default('nearest'),
   align_corners: z.boolean().nullable().default(null),
+  /** true: the coordinate mapping uses in / out sizes instead of the given scale_factor */
+  recompute_scale_factor: z.boolean().nullable().default(null),
 }).strict();
 export type InterpolateAttrs = z.output<typeof interpolateAttrs>;
 
@@ -661,7 +663,8 @@ export function interpolatePlan(s: Shape, a: InterpolateAttrs): { out: number[];
   };
   if (a.size !== null) return { out: list(a.size, 'size'), scales: spatial.map(() => null) };
   const sf = list(a.scale_factor!, 'scale_factor');
-  return { out: spatial.map((v, i) => Math.floor(v * sf[i]!)), scales: sf };
+  const out = spatial.map((v, i) => Math.floor(v * sf[i]!));
+  return { out, scales: a.recompute_scale_factor ? spatial.map(() => null) : sf };
 }
 
 defineOp({
