@@ -227,7 +227,7 @@ describe('interpolate, pixel_shuffle', () => {
     expect(values(F.interpolate(r, { scale_factor: 1.7, recompute_scale_factor: true }))).toEqual([1, 1, 2, 2, 3]);
     const l = tensor([0, 10], [1, 1, 2]);
     // 2 -> 3 outputs; output 1 maps to 1.5 / 1.7 - 0.5 (given scale) or 1.5 * 2 / 3 - 0.5 = 0.5 (recomputed)
-    expectClose(values(F.interpolate(l, { scale_factor: 1.7, mode: 'linear' })), [0, 10 * (1.5 / 1.7 - 0.5), 10]);
+    expectClose(values(F.interpolate(l, { scale_factor: 1.7, mode: 'linear' })), [0, 10 * (1.5 / 1.7 - 0.5), 10 * (2.5 / 1.7 - 0.5)]);
     expectClose(values(F.interpolate(l, { scale_factor: 1.7, mode: 'linear', recompute_scale_factor: true })), [0, 5, 10]);
   });
 
