@@ -1,6 +1,6 @@
 import { existsSync, statSync } from 'node:fs';
 import { UserError, type DType } from '@fastkernels/core';
-import { baselineRegistry, writeInitCheckpoint } from '@fastkernels/model-zoo';
+import { baselineRegistry, modelRegistry, writeInitCheckpoint } from '@fastkernels/model-zoo';
 import type { Argv } from 'yargs';
 import { intFlag } from '../flags.js';
 import type { Io } from '../io.js';
@@ -32,7 +32,7 @@ export function runInitWeights(argv: InitWeightsArgs, io: Io): void {
 export function initWeightsCommand(io: Io) {
   return {
     command: 'init-weights',
-    describe: 'Write a seeded random checkpoint for an HF config.json (llama, qwen2, mistral): config.json + model.safetensors, loadable by transformers',
+    describe: `Write a seeded random checkpoint for an HF config.json (${modelRegistry.list().flatMap((m) => m.modelTypes).join(', ')}): config.json + model.safetensors, loadable by transformers`,
     builder: (y: Argv) =>
       y
         .option('config', { type: 'string', demandOption: true, describe: 'an HF config.json' })
