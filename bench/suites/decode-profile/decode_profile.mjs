@@ -19,7 +19,7 @@
 // an ablated op the model never calls is an error in the JSON (nothing was taken out).
 import '../../lib/user-errors.mjs'; // first: a bad FASTKERNELS_* value is one line, not a stack
 import { readFileSync, writeFileSync } from 'node:fs';
-import { LLMEngine, baselineRegistry, loadLlamaModel, summarizeSteps } from '@fastkernels/model-zoo';
+import { LLMEngine, baselineRegistry, loadModel, summarizeSteps } from '@fastkernels/model-zoo';
 import { benchArgs, cudaBackendOrExit, launchSettings } from '../../lib/common.mjs';
 import { ablateOps, parseAblate } from './decode-ablate.mjs';
 import { DEFAULT_COPY_GBS, llamaGemmWeights } from './decode-profile-lib.mjs';
@@ -48,7 +48,7 @@ const save = () => jsonOut && writeFileSync(jsonOut, JSON.stringify(result, null
 
 try {
   const t0 = performance.now();
-  const { model, config, ctx } = loadLlamaModel(modelDir, { backend, registry: baselineRegistry(), randomInit: 'device', initSeed: 0 });
+  const { model, geometry, ctx } = loadModel(modelDir, { backend, registry: baselineRegistry(), randomInit: 'device', initSeed: 0 });
   result.loadSeconds = (performance.now() - t0) / 1e3;
   log(`model built and weights filled on the device in ${result.loadSeconds.toFixed(1)} s`);
   let ablatedCalls;
@@ -56,18 +56,18 @@ try {
     ablatedCalls = ablateOps(backend, ablate);
     log(`ABLATED (no kernel launched, outputs garbage: the step time is a bound, not a result): ${ablate.join(', ')}`);
   }
-  const maxModelLen = Math.min(maxModelLenOpt === undefined ? promptLen + steps + 64 : Number(maxModelLenOpt), config.maxPositionEmbeddings);
+  const maxModelLen = Math.min(maxModelLenOpt === undefined ? promptLen + steps + 64 : Number(maxModelLenOpt), geometry.maxPositionEmbeddings);
   const t1 = performance.now();
   // bs 1 only: one sequence, one graph bucket (graphBucketSizes(1) = [1]); the activation profile runs one
   // promptLen-token forward; the KV cache is capped at one sequence of maxModelLen
-  const engine = new LLMEngine(model, ctx, config, {
+  const engine = new LLMEngine(model, ctx, geometry, {
     maxNumSeqs: 1, maxGraphBatch: 1, maxNumBatchedTokens: promptLen, maxModelLen, graphs: true, log,
   });
   result.engineStartSeconds = (performance.now() - t1) / 1e3;
   result.graphBuckets = [...engine.runner.graphBuckets];
   if (result.graphBuckets.join(',') !== '1') throw new Error(`expected one graph bucket [1], got [${result.graphBuckets.join(', ')}]`);
 
-  const V = config.vocabSize;
+  const V = geometry.vocabSize;
   const promptIds = Array.from({ length: promptLen }, (_, i) => 3 + ((2 * 7919 + i * 104729) % (V - 3)));
   engine.records.length = 0;
   // the prefill samples the first token; `steps` decode steps then sample the rest
@@ -88,7 +88,7 @@ try {
     // sequence's staging, so it writes one KV slot of a freed block; nothing reads it again)
     // bucket -> sampler-path variants: the one the request's greedy steps replayed (Ops.samplePath with no drawing row)
     const variants = engine.runner.graphs?.get?.(1);
-    const greedyPath = backend.ops.samplePath?.(1, config.vocabSize, { sampledRows: 0 }) ?? '';
+    const greedyPath = backend.ops.samplePath?.(1, geometry.vocabSize, { sampledRows: 0 }) ?? '';
     const g = variants instanceof Map ? (variants.get(greedyPath) ?? variants.values().next().value) : variants;
     if (!g) result.errors.push('graph timing: no captured bs-1 graph found (engine.runner.graphs)');
     else {

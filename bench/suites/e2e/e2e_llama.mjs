@@ -10,7 +10,7 @@
 //   dist/gpu-host/run-node bench-e2e-llama.mjs --model DIR_WITH_CONFIG_JSON --json out.json [--batches 1,32]
 import '../../lib/user-errors.mjs'; // first: a bad FASTKERNELS_* value is one line, not a stack
 import { writeFileSync } from 'node:fs';
-import { baselineRegistry, generate, loadLlamaModel } from '@fastkernels/model-zoo';
+import { baselineRegistry, generate, loadModel } from '@fastkernels/model-zoo';
 import { benchArgs, cudaBackendOrExit } from '../../lib/common.mjs';
 
 const { opt } = benchArgs();
@@ -40,9 +40,9 @@ try {
 const save = () => jsonOut && writeFileSync(jsonOut, JSON.stringify(result, null, 2));
 
 const t0 = performance.now();
-const loaded = loadLlamaModel(modelDir, { backend, registry: baselineRegistry(), randomInit: 'device', initSeed: seed });
-const { model, config, ctx } = loaded;
-result.config = { modelType: config.modelType, hiddenSize: config.hiddenSize, layers: config.numHiddenLayers, heads: config.numAttentionHeads, kvHeads: config.numKeyValueHeads, intermediate: config.intermediateSize, vocab: config.vocabSize, dtype: ctx.dtype };
+const loaded = loadModel(modelDir, { backend, registry: baselineRegistry(), randomInit: 'device', initSeed: seed });
+const { model, geometry, ctx } = loaded;
+result.config = { modelType: loaded.modelType, hiddenSize: geometry.hiddenSize, layers: geometry.numHiddenLayers, heads: geometry.numAttentionHeads, kvHeads: geometry.numKeyValueHeads, intermediate: geometry.intermediateSize, vocab: geometry.vocabSize, dtype: ctx.dtype };
 result.loadMs = performance.now() - t0;
 result.weightsMs = loaded.weightsMs;
 log(`model built and weights filled on the device in ${(result.loadMs / 1e3).toFixed(1)} s (weights ${(loaded.weightsMs / 1e3).toFixed(1)} s)`);
@@ -52,14 +52,14 @@ save();
 let s = (seed * 2654435761 + 12345) >>> 0;
 const nextId = () => {
   s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-  return 3 + (s % (config.vocabSize - 3));
+  return 3 + (s % (geometry.vocabSize - 3));
 };
 const ids = (n) => Array.from({ length: n }, nextId);
 
 function measure(name, requests, maxTokens, pick) {
   const samples = [];
   for (let r = 0; r <= repeats; r++) {
-    const res = generate(model, ctx, config, requests, { maxTokens, temperature: 0 });
+    const res = generate(model, ctx, geometry, requests, { maxTokens, temperature: 0 });
     if (r === 0) {
       log(`${name}: warm-up ${res.prefillMs.toFixed(1)} ms prefill, ${res.decodeMs.toFixed(1)} ms decode`);
       continue;

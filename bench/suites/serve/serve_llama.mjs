@@ -14,7 +14,7 @@
 import '../../lib/user-errors.mjs'; // first: a bad FASTKERNELS_* value is one line, not a stack
 import { readFileSync, writeFileSync } from 'node:fs';
 import { CpuBackend } from '@fastkernels/backend-cpu';
-import { E2eRunner, LLMEngine, baselineRegistry, loadLlamaModel, summarizeSteps, syntheticWorkload } from '@fastkernels/model-zoo';
+import { E2eRunner, LLMEngine, baselineRegistry, loadModel, summarizeSteps, syntheticWorkload } from '@fastkernels/model-zoo';
 import { benchArgs, cudaBackendOrExit, launchSettings } from '../../lib/common.mjs';
 
 const { opt, has } = benchArgs();
@@ -60,17 +60,17 @@ function config0MaxPos() {
 const promptOf = (n, salt, V) => Array.from({ length: n }, (_, i) => 3 + ((salt * 7919 + i * 104729) % (V - 3)));
 
 const t0 = performance.now();
-const loaded = loadLlamaModel(modelDir, { backend, registry: baselineRegistry(), randomInit, initSeed: 0 });
-const { model, config, ctx } = loaded;
+const loaded = loadModel(modelDir, { backend, registry: baselineRegistry(), randomInit, initSeed: 0 });
+const { model, geometry, ctx } = loaded;
 result.loadSeconds = (performance.now() - t0) / 1e3;
 log(`model built and weights filled on the device in ${result.loadSeconds.toFixed(1)} s`);
 const t1 = performance.now();
-const engine = new LLMEngine(model, ctx, config, engineOptions);
+const engine = new LLMEngine(model, ctx, geometry, engineOptions);
 result.engineStartSeconds = (performance.now() - t1) / 1e3;
 result.budget = engine.budget;
 result.graphBuckets = engine.runner.graphBuckets;
 save();
-const V = config.vocabSize;
+const V = geometry.vocabSize;
 
 await phase('decode-bs1', () => {
   engine.generate([{ promptIds: promptOf(short, 1, V), params: { maxTokens: 16, ignoreEos: true } }]); // warm-up
@@ -118,8 +118,8 @@ if (!has('--no-self-test')) {
     const source = {
       name: 'llama3-8b-random', family: 'Dense & MoE LLMs',
       load: (registry) => {
-        const m = loadLlamaModel(modelDir, { backend, registry, randomInit, initSeed: 0 });
-        return { model: m.model, ctx: m.ctx, geometry: m.config, dispose: () => m.model.dispose() };
+        const m = loadModel(modelDir, { backend, registry, randomInit, initSeed: 0 });
+        return { model: m.model, ctx: m.ctx, geometry: m.geometry, dispose: () => m.model.dispose() };
       },
     };
     const runner = new E2eRunner(source, baselineRegistry(), {
