@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Merges ops_ours.json (ops.mjs) and ops_torch.json (ops_torch.py) into ops.json and prints the table, the issue's
+targets last. Ratios: fracCopy = same-size copy time / our time (1 = copy speed); vsEager / vsCompiled = torch time /
+our time (> 1: we are faster).
+Usage: python3 merge.py OUT_DIR COMMIT DRIVER
+"""
+import json
+import math
+import sys
+
+out, commit, driver = sys.argv[1], sys.argv[2], sys.argv[3]
+ours = json.load(open(f"{out}/ops_ours.json"))
+torch = json.load(open(f"{out}/ops_torch.json"))
+tmap = {r["name"]: r for r in torch["results"]}
+
+
+def ratio(num, den):
+    return num / den if (num and den) else None
+
+
+rows = []
+for r in ours["results"]:
+    t = tmap.get(r["name"], {})
+    ms = r.get("ms")
+    row = dict(r)
+    row["torchEagerMs"], row["torchCompiledMs"], row["torchCopyMs"] = t.get("eagerMs"), t.get("compiledMs"), t.get("copyMs")
+    row["torchStatus"] = t.get("status")
+    row["vsEager"] = ratio(row["torchEagerMs"], ms)
+    row["vsCompiled"] = ratio(row["torchCompiledMs"], ms)
+    row["torchEagerFracCopy"] = ratio(row["torchCopyMs"], row["torchEagerMs"])
+    rows.append(row)
+
+
+def f(x, fmt):
+    return format(x, fmt) if isinstance(x, (int, float)) and not (isinstance(x, float) and math.isnan(x)) else "-"
+
+
+C = ours["ceilings"]
+print(f"\ncopy {C['copyGBps']:.0f} GB/s (2 GiB D2D, measured in this run); times are medians of {ours['iters']} calls after an L2 flush")
+print(f"{'case':46s} {'MB':>6s} {'ours us':>9s} {'copy us':>8s} {'% copy':>6s} {'eager us':>9s} {'comp us':>9s} {'x eager':>7s} {'x comp':>7s}")
+for r in rows:
+    if r["status"] != "ok":
+        print(f"{r['name']:46s} {r['status']}: {r.get('detail', '')[:80]}")
+        continue
+    us = lambda v: v and v * 1e3  # noqa: E731
+    print(f"{r['name']:46s} {r['bytes'] / 1e6:6.0f} {f(us(r['ms']), '9.1f')} {f(us(r['copyMs']), '8.1f')} {f(r['fracCopy'] * 100, '6.0f')} "
+          f"{f(us(r['torchEagerMs']), '9.1f')} {f(us(r['torchCompiledMs']), '9.1f')} {f(r['vsEager'], '7.2f')} {f(r['vsCompiled'], '7.2f')}")
+
+
+def pick(groups, min_bytes=0):
+    return [r for r in rows if r["group"] in groups and r["status"] == "ok" and r["bytes"] >= min_bytes]
+
+
+def worst(rs, key):
+    rs = [r for r in rs if r.get(key) is not None]
+    return min(rs, key=lambda r: r[key]) if rs else None
+
+
+ew = pick({"elementwise", "chain"}, 64e6)
+chain = pick({"chain"})
+norm = pick({"norm", "softmax"})
+w_ew, w_chain = worst(ew, "fracCopy"), worst(chain, "vsCompiled")
+w_norm_e, w_norm_c = worst(norm, "vsEager"), worst(norm, "fracCopy")
+summary = {
+    "ewMinFracCopy": w_ew and w_ew["fracCopy"], "ewMinFracCopyCase": w_ew and w_ew["name"],
+    "chainMinVsCompiled": w_chain and w_chain["vsCompiled"], "chainMinVsCompiledCase": w_chain and w_chain["name"],
+    "normMinVsEager": w_norm_e and w_norm_e["vsEager"], "normMinVsEagerCase": w_norm_e and w_norm_e["name"],
+    "normMinFracCopy": w_norm_c and w_norm_c["fracCopy"], "normMinFracCopyCase": w_norm_c and w_norm_c["name"],
+    "notOk": [r["name"] for r in rows if r["status"] != "ok"],
+}
+merged = {"commit": commit, "gpu": (ours.get("device") or {}).get("name"), "driver": driver,
+          "versions": {"ours": ours["versions"], "torch": torch["versions"]}, "ceilings": C, "iters": ours["iters"],
+          "settings": ours.get("settings"), "summary": summary, "rows": rows,
+          "seconds": {"ours": ours.get("seconds"), "torch": torch.get("seconds"), "torchCompile": torch.get("compileSeconds")}}
+json.dump(merged, open(f"{out}/ops.json", "w"), indent=2)
+
+ok = lambda b: "PASS" if b else "MISS"  # noqa: E731
+S = summary
+print(f"\nops.json: {out}/ops.json (commit {commit or '?'}, {merged['gpu']}, driver {driver or '?'})")
+if S["notOk"]:
+    print(f"not measured: {', '.join(S['notOk'])}")
+print(f"target elementwise / chains >= 64 MB >= 90% of a same-size copy: min {f(S['ewMinFracCopy'] and S['ewMinFracCopy'] * 100, '.0f')}% ({S['ewMinFracCopyCase']}) over {len(ew)} cases  {ok(bool(ew) and S['ewMinFracCopy'] >= 0.9)}")
+print(f"target 3-op chain >= 1.0x torch.compile:                      min {f(S['chainMinVsCompiled'], '.2f')}x ({S['chainMinVsCompiledCase']})  {ok(S['chainMinVsCompiled'] is not None and S['chainMinVsCompiled'] >= 1.0)}")
+print(f"target layer/group norm, softmax >= 1.0x torch eager:         min {f(S['normMinVsEager'], '.2f')}x ({S['normMinVsEagerCase']})  {ok(S['normMinVsEager'] is not None and S['normMinVsEager'] >= 1.0)}")
+print(f"target layer/group norm, softmax >= 85% of a same-size copy:  min {f(S['normMinFracCopy'] and S['normMinFracCopy'] * 100, '.0f')}% ({S['normMinFracCopyCase']})  {ok(S['normMinFracCopy'] is not None and S['normMinFracCopy'] >= 0.85)}")

@@ -1,0 +1,185 @@
+#!/usr/bin/env node
+// Op-level benchmark of the generated CUDA kernels (issue 26 item 3, targets of `bench/ops`): elementwise ops and a
+// fused 3-op chain on >= 64 MB, layer_norm (FLUX 4096x3072, BGE 8192x1024), group_norm (a YOLO-like [8, 256, 80, 80]
+// map), softmax / log_softmax on production shapes, a row sum. Every case runs through the op registry on the CUDA
+// backend (prepareOp: the attrs parsed once, so a call is the registry's checks, inference and our launch), timed with
+// device events: warm-up, then >= 50 calls each after an L2 flush (a memset of 2x L2), the median. Beside it, in the
+// same process and timed the same way, a device copy of the case's byte count (half read, half written): the floor a
+// memory-bound op can reach at that size. ops_torch.py times PyTorch eager and torch.compile on the same cases; run.sh
+// merges both into ops.json with the table and the targets last.
+// Bundled by tools/gpu-host-bundle.mjs into bench/suites/ops/ops.mjs; on the GPU host:
+//   dist/gpu-host/bench/run ops [--quick] [--only substring]
+//   dist/gpu-host/run-node bench/suites/ops/ops.mjs --json ops_ours.json [--quick] [--only substring]
+import '../../lib/user-errors.mjs'; // first: a bad FASTKERNELS_* value is one line, not a stack
+import { writeFileSync } from 'node:fs';
+import { Rng, Tensor, prepareOp } from '@fastkernels/core';
+import { benchArgs, cudaBackendOrExit, launchSettings } from '../../lib/common.mjs';
+
+const { opt, has } = benchArgs();
+const quick = has('--quick');
+const jsonOut = opt('--json');
+const only = opt('--only');
+const ITERS = quick ? 20 : 50;
+const WARMUP = 5;
+
+const backend = cudaBackendOrExit('bench-ops');
+const rt = backend.runtime;
+const addon = rt.addon;
+const props = rt.properties();
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const t0 = performance.now();
+
+const flushBytes = 2 * (props.l2CacheBytes || 64 * 2 ** 20);
+const flushBuf = backend.allocate(flushBytes, 0);
+const flush = () => rt.memset(flushBuf.devicePtr, 0, flushBytes / 4, 4);
+
+/** Median ms of fn over ITERS event-timed calls, each after an L2 flush (outside the events). */
+function timeMs(fn, { warmup = WARMUP, iters = ITERS } = {}) {
+  const e0 = rt.acquireEvent();
+  const e1 = rt.acquireEvent();
+  for (let i = 0; i < warmup; i++) fn();
+  rt.synchronize();
+  const ts = [];
+  for (let r = 0; r < iters; r++) {
+    flush();
+    addon.eventRecord(e0, rt.stream);
+    fn();
+    addon.eventRecord(e1, rt.stream);
+    addon.eventSynchronize(e1);
+    ts.push(addon.eventElapsed(e0, e1));
+  }
+  rt.releaseEvent(e0);
+  rt.releaseEvent(e1);
+  return median(ts);
+}
+
+// device-side N(0, 1) data: a 4M-value pool copied (converting) at rotating offsets (host draws of 1e8 values are slow)
+const POOL = 1 << 22;
+const pool = Tensor.fromArray(backend, new Rng(12345).fillNormal(POOL, 1), [POOL], 'f32');
+function randn(shape, dtype, seed = 1) {
+  const t = Tensor.empty(backend, shape, dtype);
+  const flat = t.view([t.numel]);
+  let off = 0;
+  let rot = (seed * 7919) % POOL;
+  while (off < t.numel) {
+    const len = Math.min(t.numel - off, POOL - rot);
+    const dst = flat.narrow(0, off, len);
+    const src = pool.narrow(0, rot, len);
+    backend.ops.copy(dst, src);
+    dst.dispose();
+    src.dispose();
+    off += len;
+    rot = (rot + 104729) % POOL;
+  }
+  flat.dispose();
+  return t;
+}
+
+/** A D2D copy moving `bytes` (half read, half written), timed like the cases; memoized per size. */
+const copies = new Map();
+function sameSizeCopyMs(bytes) {
+  const half = Math.max(256, Math.round(bytes / 2 / 256) * 256);
+  if (!copies.has(half)) {
+    const a = backend.allocate(half, 0);
+    const b = backend.allocate(half, 0);
+    rt.memset(a.devicePtr, 1, half);
+    copies.set(half, timeMs(() => rt.copyDtoD(b.devicePtr, a.devicePtr, half)));
+    a.release();
+    b.release();
+  }
+  return copies.get(half);
+}
+
+const SIZE = { bf16: 2, f16: 2, f32: 4 };
+const numel = (s) => s.reduce((a, b) => a * b, 1);
+const bytesOf = (shape, dtype) => numel(shape) * SIZE[dtype];
+
+// ---- cases. `torch` says what ops_torch.py builds (same shapes, dtypes, attrs); `group` picks the target it is held to.
+const EW = [8192, 8192]; // 64M elements: 128 MB a bf16 tensor
+const CHAIN3 = { steps: [{ op: 'silu', args: [{ input: 0 }] }, { op: 'mul', args: [{ step: 0 }, { input: 1 }] }, { op: 'add', args: [{ step: 1 }, { input: 2 }] }] };
+const cases = [];
+const add = (c) => cases.push(c);
+for (const dtype of quick ? ['bf16'] : ['bf16', 'f32']) {
+  add({ name: `gelu-${dtype}`, group: 'elementwise', op: 'gelu', attrs: { approximate: 'none' }, inputs: [{ shape: EW, dtype }], out: { shape: EW, dtype } });
+  add({ name: `gelu-tanh-${dtype}`, group: 'elementwise', op: 'gelu', attrs: { approximate: 'tanh' }, inputs: [{ shape: EW, dtype }], out: { shape: EW, dtype } });
+  add({ name: `silu-${dtype}`, group: 'elementwise', op: 'silu', attrs: {}, inputs: [{ shape: EW, dtype }], out: { shape: EW, dtype } });
+  add({ name: `add-bias-broadcast-${dtype}`, group: 'elementwise', op: 'add', attrs: {}, inputs: [{ shape: EW, dtype }, { shape: [EW[1]], dtype }], out: { shape: EW, dtype } });
+  add({ name: `chain3-silu*y+z-${dtype}`, group: 'chain', op: 'elementwise_chain', attrs: CHAIN3, inputs: [{ shape: EW, dtype }, { shape: EW, dtype }, { shape: EW, dtype }], out: { shape: EW, dtype } });
+}
+add({ name: 'chain3-silu*y+z-bf16-y-broadcast', group: 'chain', op: 'elementwise_chain', attrs: CHAIN3, inputs: [{ shape: EW, dtype: 'bf16' }, { shape: [EW[1]], dtype: 'bf16' }, { shape: EW, dtype: 'bf16' }], out: { shape: EW, dtype: 'bf16' } });
+const ln = (name, rows, D, affine, eps) =>
+  add({
+    name, group: 'norm', op: 'layer_norm', attrs: { normalized_shape: [D], eps },
+    inputs: [{ shape: [rows, D], dtype: 'bf16' }, affine ? { shape: [D], dtype: 'bf16' } : null, affine ? { shape: [D], dtype: 'bf16' } : null],
+    out: { shape: [rows, D], dtype: 'bf16' },
+  });
+ln('layer_norm-flux-4096x3072', 4096, 3072, true, 1e-6);
+ln('layer_norm-flux-4096x3072-no-affine', 4096, 3072, false, 1e-6);
+ln('layer_norm-bge-8192x1024', 8192, 1024, true, 1e-5);
+add({
+  name: 'group_norm-yolo-8x256x80x80-g32-f16', group: 'norm', op: 'group_norm', attrs: { num_groups: 32, eps: 1e-5 },
+  inputs: [{ shape: [8, 256, 80, 80], dtype: 'f16' }, { shape: [256], dtype: 'f16' }, { shape: [256], dtype: 'f16' }],
+  out: { shape: [8, 256, 80, 80], dtype: 'f16' },
+});
+add({ name: 'softmax-logits-256x128256-bf16', group: 'softmax', op: 'softmax', attrs: { dim: -1 }, inputs: [{ shape: [256, 128256], dtype: 'bf16', scale: 3 }], out: { shape: [256, 128256], dtype: 'bf16' } });
+add({ name: 'softmax-attn-bge-128x512x512-bf16', group: 'softmax', op: 'softmax', attrs: { dim: -1 }, inputs: [{ shape: [128 * 512, 512], dtype: 'bf16', scale: 3 }], out: { shape: [128 * 512, 512], dtype: 'bf16' } });
+add({ name: 'log_softmax-logits-256x128256-bf16', group: 'softmax', op: 'log_softmax', attrs: { dim: -1 }, inputs: [{ shape: [256, 128256], dtype: 'bf16', scale: 3 }], out: { shape: [256, 128256], dtype: 'bf16' } });
+add({ name: 'softmax-logits-256x128256-bf16-to-f32', group: 'softmax', op: 'softmax', attrs: { dim: -1, dtype: 'f32' }, inputs: [{ shape: [256, 128256], dtype: 'bf16', scale: 3 }], out: { shape: [256, 128256], dtype: 'f32' } });
+add({ name: 'sum-last-dim-8192x8192-bf16', group: 'reduction', op: 'sum', attrs: { dim: -1 }, inputs: [{ shape: EW, dtype: 'bf16' }], out: { shape: [EW[0]], dtype: 'bf16' } });
+add({ name: 'mean-dim0-8192x8192-bf16', group: 'reduction', op: 'mean', attrs: { dim: 0 }, inputs: [{ shape: EW, dtype: 'bf16' }], out: { shape: [EW[1]], dtype: 'bf16' } });
+
+copies.clear();
+const copyAll = sameSizeCopyMs(2 * 2 ** 30); // a 2 GiB copy: the device's copy bandwidth, for reference
+const copyGBps = (2 * 2 ** 30) / (copyAll / 1e3) / 1e9;
+console.log(`copy ${copyGBps.toFixed(0)} GB/s (2 GiB D2D, read + write, timed like the cases); ${ITERS} timed calls a case after an L2 flush of ${(flushBytes / 2 ** 20).toFixed(0)} MiB`);
+
+const results = [];
+for (const c of cases) {
+  if (only && !c.name.includes(only)) continue;
+  const bytes = c.inputs.reduce((s, x) => s + (x ? bytesOf(x.shape, x.dtype) : 0), 0) + bytesOf(c.out.shape, c.out.dtype);
+  const row = { name: c.name, group: c.group, op: c.op, attrs: c.attrs, inputs: c.inputs, out: c.out, bytes };
+  const inputs = c.inputs.map((x, i) => {
+    if (!x) return null;
+    const t = randn(x.shape, x.dtype, i + 1);
+    if (x.scale && x.scale !== 1) {
+      const s = prepareOp('mul')([t, x.scale])[0];
+      t.dispose();
+      return s;
+    }
+    return t;
+  });
+  try {
+    const call = prepareOp(c.op, c.attrs);
+    const once = () => call(inputs).forEach((t) => t.dispose());
+    once();
+    rt.synchronize();
+    row.ms = timeMs(once);
+    row.copyMs = sameSizeCopyMs(bytes);
+    row.fracCopy = row.copyMs / row.ms;
+    row.gbps = bytes / (row.ms / 1e3) / 1e9;
+    row.kernelsCompiled = backend.generatedOps.cache.size;
+    row.status = 'ok';
+    console.log(`${c.name.padEnd(44)} ${(row.ms * 1e3).toFixed(1).padStart(9)} us  ${(bytes / 1e6).toFixed(0).padStart(5)} MB  ${row.gbps.toFixed(0).padStart(5)} GB/s  copy ${(row.copyMs * 1e3).toFixed(1).padStart(8)} us = ${(row.fracCopy * 100).toFixed(0).padStart(3)}%`);
+  } catch (e) {
+    row.status = 'error';
+    row.detail = (e instanceof Error ? e.message : String(e)).split('\n').slice(0, 3).join(' | ');
+    console.log(`${c.name.padEnd(44)} error: ${row.detail}`);
+  }
+  for (const t of inputs) t?.dispose();
+  rt.allocator.emptyCache();
+  results.push(row);
+}
+
+const result = {
+  tool: 'fastkernels',
+  versions: backend.versions(),
+  device: backend.devices()[0],
+  ceilings: { copyGBps, copyBytes: 2 * 2 ** 30, l2FlushBytes: flushBytes },
+  iters: ITERS,
+  settings: launchSettings(),
+  seconds: (performance.now() - t0) / 1e3,
+  results,
+};
+if (jsonOut) writeFileSync(jsonOut, JSON.stringify(result, null, 2));
+else console.log(JSON.stringify(result));
+console.log(`bench-ops: ${results.length} cases in ${result.seconds.toFixed(1)} s`);

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""PyTorch yardstick for bench/suites/ops/ops.mjs: the same ops at the same shapes and dtypes, eager and
+torch.compile (dynamic=False, compiled once per case), plus a same-size device copy, timed like ours: CUDA events
+around one call after an L2 flush (zeroing a 2x L2 buffer), warm-up, median of >= 50 calls.
+
+Reads the case list from the FastKernels JSON (--cases ops_ours.json) so both sides time identical shapes.
+Usage: python3 ops_torch.py --cases ops_ours.json --json ops_torch.json [--quick] [--no-compile]
+"""
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+p = argparse.ArgumentParser()
+p.add_argument("--cases", required=True)
+p.add_argument("--json")
+p.add_argument("--no-compile", action="store_true")
+p.add_argument("--compile-budget-s", type=float, default=240.0, help="stop compiling new cases after this many seconds")
+p.add_argument("--quick", action="store_true")
+a = p.parse_args()
+dev = torch.device("cuda")
+DT = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+ITERS = 20 if a.quick else 50
+T0 = time.time()
+compile_spent = 0.0
+
+l2 = torch.cuda.get_device_properties(0).L2_cache_size or 64 * 2**20
+flush_buf = torch.empty(2 * l2 // 4, dtype=torch.float32, device=dev)
+
+
+def time_ms(fn, warmup=5, iters=ITERS):
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(iters):
+        flush_buf.zero_()
+        e0.record()
+        fn()
+        e1.record()
+        e1.synchronize()
+        ts.append(e0.elapsed_time(e1))
+    return statistics.median(ts)
+
+
+def tensor(spec):
+    if spec is None:
+        return None
+    t = torch.randn(*spec["shape"], device=dev, dtype=torch.float32)
+    if spec.get("scale"):
+        t = t * spec["scale"]
+    return t.to(DT[spec["dtype"]])
+
+
+def chain_fn(steps):
+    """elementwise_chain attrs -> a Python function over the inputs (the ops the bench uses)."""
+    def run(*xs):
+        vals = []
+        for s in steps:
+            args = [xs[x["input"]] if "input" in x else vals[x["step"]] if "step" in x else x["value"] for x in s["args"]]
+            op = s["op"]
+            if op == "silu":
+                vals.append(F.silu(args[0]))
+            elif op == "gelu":
+                vals.append(F.gelu(args[0], approximate=s.get("attrs", {}).get("approximate", "none")))
+            elif op == "mul":
+                vals.append(args[0] * args[1])
+            elif op == "add":
+                vals.append(args[0] + args[1])
+            else:
+                raise ValueError(f"chain op {op} has no torch twin here")
+        return vals[-1]
+    return run
+
+
+def build(c):
+    op, at = c["op"], c["attrs"]
+    xs = [tensor(s) for s in c["inputs"]]
+    if op == "gelu":
+        return (lambda x: F.gelu(x, approximate=at.get("approximate", "none"))), xs
+    if op == "silu":
+        return F.silu, xs
+    if op == "add":
+        return torch.add, xs
+    if op == "elementwise_chain":
+        return chain_fn(at["steps"]), xs
+    if op == "layer_norm":
+        return (lambda x, w, b: F.layer_norm(x, at["normalized_shape"], w, b, at["eps"])), xs
+    if op == "group_norm":
+        return (lambda x, w, b: F.group_norm(x, at["num_groups"], w, b, at["eps"])), xs
+    if op == "softmax":
+        dt = DT[at["dtype"]] if at.get("dtype") else None
+        return (lambda x: torch.softmax(x, at["dim"], dtype=dt)), xs
+    if op == "log_softmax":
+        return (lambda x: torch.log_softmax(x, at["dim"])), xs
+    if op == "sum":
+        return (lambda x: x.sum(at["dim"])), xs
+    if op == "mean":
+        return (lambda x: x.mean(at["dim"])), xs
+    return None, None
+
+
+cases = json.load(open(a.cases))["results"]
+out = {"tool": "torch", "versions": {"torch": torch.__version__, "cuda": torch.version.cuda}, "device": torch.cuda.get_device_name(0), "results": []}
+for c in cases:
+    row = {"name": c["name"]}
+    try:
+        fn, xs = build(c)
+        if fn is None:
+            row["status"] = "no torch version"
+            out["results"].append(row)
+            continue
+        row["eagerMs"] = time_ms(lambda: fn(*xs))
+        # the same bytes as one device copy (half read, half written), timed alike: torch's floor at this size
+        half = max(256, (c["bytes"] // 2) // 256 * 256)
+        src = torch.empty(half, dtype=torch.uint8, device=dev).fill_(1)
+        dst = torch.empty_like(src)
+        row["copyMs"] = time_ms(lambda: dst.copy_(src))
+        del src, dst
+        if not a.no_compile and compile_spent < a.compile_budget_s:
+            t1 = time.time()
+            cfn = torch.compile(fn, dynamic=False)
+            cfn(*xs)
+            torch.cuda.synchronize()
+            compile_spent += time.time() - t1
+            row["compileS"] = time.time() - t1
+            row["compiledMs"] = time_ms(lambda: cfn(*xs))
+        else:
+            row["compiled"] = "skipped (--no-compile)" if a.no_compile else "skipped (compile time budget)"
+        row["status"] = "ok"
+        del xs
+    except Exception as e:  # noqa: BLE001
+        row["status"] = "error"
+        row["detail"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]
+    torch.cuda.empty_cache()
+    out["results"].append(row)
+    print(f"torch {c['name']:<44} eager {row.get('eagerMs', float('nan')) * 1e3:9.1f} us  compiled {row.get('compiledMs', float('nan')) * 1e3:9.1f} us  copy {row.get('copyMs', float('nan')) * 1e3:8.1f} us  ({row['status']})")
+out["seconds"] = time.time() - T0
+out["compileSeconds"] = compile_spent
+if a.json:
+    json.dump(out, open(a.json, "w"), indent=2)
+print(f"ops_torch: {len(out['results'])} cases in {out['seconds']:.1f} s (compile {compile_spent:.1f} s)")
