@@ -292,3 +292,13 @@ describe('gated activations (the Llama surface as group members)', () => {
     expect(() => F.siluAndMul(tensor([1, 2, 3], [3]))).toThrow(/silu_and_mul: input \[3\] needs an even last dim/);
   });
 });
+
+describe('operands convert to the common dtype first, as PyTorch', () => {
+  it('an integer tensor meeting an f16 tensor rounds to f16 before the add; exp of i64 goes through f32', () => {
+    const big = tensor([2049, 4097], [2], 'i64');
+    const h = tensor([0, 0], [2], 'f16');
+    expect(values(F.add(big, h))).toEqual([2048, 4096]); // torch: 2049 -> f16 2048
+    expect(F.exp(tensor([0], [1], 'i64')).dtype).toBe('f32');
+    expect(values(F.mul(tensor([2 ** 24 + 1], [1], 'i64'), 1.0000001))).toEqual([Math.fround(Math.fround(2 ** 24 + 1) * Math.fround(1.0000001))]);
+  });
+});

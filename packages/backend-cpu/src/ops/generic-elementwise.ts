@@ -3,21 +3,30 @@
  * to the common dtype as PyTorch does, applies core's ELEMENTWISE_MATH reference and rounds once on store.
  */
 import {
-  ELEMENTWISE_MATH, evalChain, operandDType, resolveChain, roundToDType,
+  ELEMENTWISE_MATH, evalChain, operandDType, resolveChain, resultType, roundToDType,
   type Backend, type DType, type ElementwiseChainAttrs, type OpArg, type OpCall, type OpKernelTable, type Shape, type Tensor,
 } from '@fastkernels/core';
 import { gatherBroadcast, output } from '../strided.js';
 
-/** Operand values broadcast to `shape`, each rounded to `dtype` when given (scalars become length-1 arrays). */
-function operands(op: string, args: readonly OpArg[], shape: Shape, dtype: DType | undefined, skip: number): (Float64Array | number)[] {
+/**
+ * Operand values broadcast to `shape`. As PyTorch: tensors are first converted to the common dtype `tensorDType`,
+ * scalars to `scalarDType` (see operandDType); the first `skip` operands (where's condition) are taken as they are.
+ */
+function operands(op: string, args: readonly OpArg[], shape: Shape, tensorDType: DType | undefined, scalarDType: DType | undefined, skip: number): (Float64Array | number)[] {
   return args.map((a, i) => {
     if (a === null) return NaN; // clamp's absent bound
-    const round = dtype !== undefined && i >= skip;
-    if (typeof a === 'number') return round ? roundToDType(a, dtype) : a;
+    if (typeof a === 'number') return scalarDType !== undefined ? roundToDType(a, scalarDType) : a;
     const v = gatherBroadcast(a, shape, `${op} ${i}`);
-    if (round && a.dtype !== dtype) for (let k = 0; k < v.length; k++) v[k] = roundToDType(v[k]!, dtype);
+    if (i >= skip && tensorDType !== undefined && a.dtype !== tensorDType) for (let k = 0; k < v.length; k++) v[k] = roundToDType(v[k]!, tensorDType);
     return v;
   });
+}
+
+/** The dtype tensor operands are converted to before the math (torch's common dtype; a unary op's output dtype). */
+function commonDType(name: string, args: readonly OpArg[], out: DType): DType | undefined {
+  if (name === 'to') return undefined;
+  if (ELEMENTWISE_MATH[name]!.arity === 1) return out;
+  return resultType(name === 'where' ? args.slice(1) : args, name);
 }
 
 function elementwise(backend: Backend) {
@@ -25,7 +34,7 @@ function elementwise(backend: Backend) {
     const name = call.op.name;
     const { shape, dtype } = call.outputs[0]!;
     const fn = ELEMENTWISE_MATH[name]!.fn(call.attrs);
-    const ops = operands(name, call.inputs, shape, operandDType(name, call.inputs), name === 'where' ? 1 : 0);
+    const ops = operands(name, call.inputs, shape, commonDType(name, call.inputs, dtype), operandDType(name, call.inputs), name === 'where' ? 1 : 0);
     const n = shape.reduce((a, b) => a * b, 1);
     const at = (o: Float64Array | number, i: number) => (typeof o === 'number' ? o : o[i]!);
     const Y = new Float64Array(n);
