@@ -3,7 +3,7 @@
  * messages (packages/cli/src/serve-control.ts). Concurrent completion requests and one batched request, after an idle
  * spell, give generate --tp 1's greedy tokens (float32); SIGINT to the CLI stops every rank cleanly (exit 0). Runs the
  * bundle's CLI on the GPU host (`dist/gpu-host/run-gpu-tests serve-tp`), the repo's built CLI elsewhere. The same check
- * in the 2-GPU session script: bench/h200x2-tp-selftest.sh (step 3).
+ * in the 2-GPU session suite: bench/run verify-tp (bench/suites/verify-tp/run.sh, step 3).
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

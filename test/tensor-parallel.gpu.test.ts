@@ -5,8 +5,8 @@
  * process group of the ranks' bench workers: the baseline PASSED, a copy (no communication) INCORRECT_NUMERICAL.
  * `serve --tp 2`: serve-tp.gpu.test.ts.
  * Runs the bundle's CLI on the GPU host (`dist/gpu-host/run-gpu-tests tensor-parallel`), the repo's built CLI
- * elsewhere. The 8B-shape version (bf16, decode tok/s at bs 1 and 32) is bench/h200x2-tp-llama.sh; the self-tests of
- * the next 2-GPU session, bench/h200x2-tp-selftest.sh.
+ * elsewhere. The 8B-shape version (bf16, decode tok/s at bs 1 and 32) is bench/run tp (bench/suites/tp); the self-tests of
+ * the next 2-GPU session, bench/run verify-tp.
  */
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
