@@ -7,7 +7,7 @@ const logSigmoid = (x: number) => -Math.log1p(Math.exp(-x));
 
 describe('recurrent group via the registry', () => {
   it('every op runs as a cpu kernel; outputs follow the final-state flags', () => {
-    for (const n of ['causal_conv1d', 'fused_recurrent_gla', 'chunk_gla', 'fused_recurrent_gated_delta_rule']) expect(supportedOps(cpu).find((s) => s.name === n)?.via).toBe('kernel');
+    for (const n of ['causal_conv1d', 'causal_conv1d_update', 'fused_recurrent_gla', 'chunk_gla', 'fused_recurrent_gated_delta_rule']) expect(supportedOps(cpu).find((s) => s.name === n)?.via).toBe('kernel');
     const x = tensor([1, 2, 3, 4], [1, 1, 4]);
     const w = tensor([1, 10, 100], [1, 3]);
     const one = F.causalConv1d(x, w);
@@ -15,6 +15,9 @@ describe('recurrent group via the registry', () => {
     expect(values(one[0]!)).toEqual([100, 210, 321, 432]);
     const [, fin] = F.causalConv1d(x, w, { return_final_states: true });
     expect(values(fin!)).toEqual([3, 4]);
+    const [y, st] = F.causalConv1dUpdate(tensor([5], [1, 1]), fin!, w);
+    expect(values(y)).toEqual([3 + 40 + 500]);
+    expect(values(st)).toEqual([4, 5]);
   });
 
   it('chunk_gla: the kernel and its decomposition (the recurrent form) agree', () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { roundToDType, type DType } from '@fastkernels/core';
 import { conv1d } from './ops/conv.js';
-import { causalConv1d, chunkGla, fusedRecurrentGatedDeltaRule, fusedRecurrentGla } from './ops/recurrent.js';
+import { causalConv1d, causalConv1dUpdate, chunkGla, fusedRecurrentGatedDeltaRule, fusedRecurrentGla } from './ops/recurrent.js';
 import { cpu, expectClose, randn, relayout, Rng, tensor, values } from './test-helpers.js';
 
 const silu = (x: number) => x / (1 + Math.exp(-x));
@@ -47,6 +47,42 @@ describe('causal_conv1d', () => {
     for (let d = 0; d < 3; d++) expectClose([...A.slice(d * 6, d * 6 + 6), ...B2.slice(d * 4, d * 4 + 4)], W.slice(d * 10, d * 10 + 10), 1e-12, 1e-12);
     expect(() => causalConv1d(cpu, x, randn(rng, [4, 4]))).toThrow(/causal_conv1d: weight \[4, 4\] must be \[3, width\] for x \[1, 3, 10\]/);
     expect(() => causalConv1d(cpu, x, w, { initial_states: randn(rng, [1, 3, 2]) })).toThrow(/initial_states has shape \[1, 3, 2\], expected \[1, 3, 3\]/);
+  });
+});
+
+describe('causal_conv1d_update (decode steps)', () => {
+  it('hand-computed: one token over a state longer than width - 1', () => {
+    const st = tensor([7, 5, 6], [1, 1, 3]); // state_len 3, width 3: taps see the last 2 state columns
+    const [y, next] = causalConv1dUpdate(cpu, tensor([1], [1, 1]), st, tensor([1, 10, 100], [1, 3]));
+    expect(y.shape).toEqual([1, 1]);
+    expect(values(y)).toEqual([5 + 60 + 100]);
+    expect(values(next)).toEqual([5, 6, 1]);
+  });
+
+  it('prefill then token-by-token updates equal one causal_conv1d over the whole sequence', () => {
+    const rng = new Rng(7);
+    const [B, D, L, W, S] = [2, 3, 8, 4, 5];
+    const x = randn(rng, [B, D, L], 'f64');
+    const w = randn(rng, [D, W], 'f64');
+    const b = randn(rng, [D], 'f64');
+    const [whole] = causalConv1d(cpu, x, w, { bias: b, activation: 'silu' });
+    const W0 = values(whole);
+    // a zero state of length S is what a fresh sequence has; feed 3 tokens at once, then one at a time
+    let state = tensor(new Array(B * D * S).fill(0), [B, D, S], 'f64');
+    const got: number[][] = Array.from({ length: B * D }, () => []);
+    const [y3, s3] = causalConv1dUpdate(cpu, x.narrow(2, 0, 3), state, w, { bias: b, activation: 'silu' });
+    values(y3).forEach((v, i) => got[Math.floor(i / 3)]!.push(v));
+    state = s3;
+    for (let t = 3; t < L; t++) {
+      const [y, s] = causalConv1dUpdate(cpu, relayout(x.select(2, t).contiguous(), 'transposed'), state, w, { bias: b, activation: 'silu' });
+      values(y).forEach((v, i) => got[i]!.push(v));
+      state = s;
+    }
+    expectClose(got.flat(), W0, 1e-12, 1e-12);
+    // the state holds the last S inputs
+    const X = values(x);
+    expect(values(state)).toEqual(Array.from({ length: B * D * S }, (_, i) => X[Math.floor(i / S) * L + L - S + (i % S)]));
+    expect(() => causalConv1dUpdate(cpu, tensor([1], [1, 1]), tensor([1], [1, 1, 1]), tensor([1, 2, 3], [1, 3]))).toThrow(/conv_state length 1 must be at least width - 1 = 2/);
   });
 });
 

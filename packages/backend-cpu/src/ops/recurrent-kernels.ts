@@ -1,6 +1,6 @@
 /** The recurrent group's float64 kernels in the cpu op table (the functions live in recurrent.ts). */
 import type { Backend, OpCall, OpKernelTable, Tensor } from '@fastkernels/core';
-import { causalConv1d, chunkGla, fusedRecurrentGatedDeltaRule, fusedRecurrentGla } from './recurrent.js';
+import { causalConv1d, causalConv1dUpdate, chunkGla, fusedRecurrentGatedDeltaRule, fusedRecurrentGla } from './recurrent.js';
 
 type GlaAttrs = { scale: number | null; output_final_state: boolean };
 
@@ -9,6 +9,10 @@ export function registerRecurrentKernels(table: OpKernelTable, backend: Backend)
   table.register('causal_conv1d', (c: OpCall<{ activation: 'silu' | 'swish' | null; return_final_states: boolean }>) => {
     const [x, w, bias, init] = ins(c);
     return causalConv1d(backend, x!, w!, { bias, initial_states: init, ...c.attrs });
+  });
+  table.register('causal_conv1d_update', (c: OpCall<{ activation: 'silu' | 'swish' | null }>) => {
+    const [x, st, w, bias] = ins(c);
+    return causalConv1dUpdate(backend, x!, st!, w!, { bias, activation: c.attrs.activation });
   });
   table.register('fused_recurrent_gla', (c: OpCall<GlaAttrs>) => {
     const [q, k, v, g, s0] = ins(c);

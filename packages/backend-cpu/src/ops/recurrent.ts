@@ -63,6 +63,50 @@ export function causalConv1d(backend: Backend, x: Tensor, weight: Tensor, option
   return return_final_states ? [out, output(backend, [B, D, W - 1], x.dtype, F, what)] : [out];
 }
 
+/**
+ * causal_conv1d_update(x [B, D] or [B, D, L], conv_state [B, D, S], weight [D, W], bias, activation) for decode steps:
+ * x' = [conv_state, x], out = the last L outputs of the valid depthwise conv over x' (then silu when asked), and the new
+ * state = the last S columns of x'. S >= W - 1. Dao-AILab's op updates conv_state in place; here the new state is a
+ * second output (the registry's ops return fresh tensors), which the caller stores.
+ */
+export function causalConv1dUpdate(backend: Backend, x: Tensor, convState: Tensor, weight: Tensor, options: { bias?: Tensor | null; activation?: 'silu' | 'swish' | null } = {}): [Tensor, Tensor] {
+  const what = 'causal_conv1d_update';
+  expectFloat(x, what, 'x');
+  expectFloat(convState, what, 'conv_state');
+  if (x.rank !== 2 && x.rank !== 3) throw new RangeError(`${what}: x must be [batch, dim] or [batch, dim, seqlen], got ${formatShape(x.shape)}`);
+  const [B, D] = x.shape as [number, number];
+  const L = x.rank === 3 ? x.shape[2]! : 1;
+  if (convState.rank !== 3 || convState.shape[0] !== B || convState.shape[1] !== D) throw new RangeError(`${what}: conv_state ${formatShape(convState.shape)} must be [${B}, ${D}, state_len]`);
+  const S = convState.shape[2]!;
+  if (weight.rank !== 2 || weight.shape[0] !== D) throw new RangeError(`${what}: weight ${formatShape(weight.shape)} must be [${D}, width]`);
+  const W = weight.shape[1]!;
+  if (W < 1 || S < W - 1) throw new RangeError(`${what}: conv_state length ${S} must be at least width - 1 = ${W - 1}`);
+  const st = gather(convState, what);
+  const xs = x.rank === 3 ? x : x.unsqueeze(2);
+  try {
+    // the last W - 1 state columns are the initial states of a causal conv over x
+    const init = new Float64Array(B * D * (W - 1));
+    for (let r = 0; r < B * D; r++) init.set(st.subarray(r * S + S - (W - 1), (r + 1) * S), r * (W - 1));
+    const initT = output(backend, [B, D, W - 1], 'f64', init, what); // exact: no rounding of the state
+    const [y] = causalConv1d(backend, xs, weight, { bias: options.bias ?? null, initial_states: initT, activation: options.activation ?? null });
+    initT.dispose();
+    const X = gather(xs, what);
+    const next = new Float64Array(B * D * S);
+    for (let r = 0; r < B * D; r++) {
+      // x' = [state, x]; keep its last S columns
+      for (let j = 0; j < S; j++) {
+        const p = L + j; // position in x' = [state (S), x (L)]
+        next[r * S + j] = p < S ? st[r * S + p]! : X[r * L + (p - S)]!;
+      }
+    }
+    const out = x.rank === 3 ? y : y.reshape([B, D]);
+    if (out !== y) y.dispose();
+    return [out, output(backend, [B, D, S], convState.dtype, next, what)];
+  } finally {
+    if (xs !== x) xs.dispose();
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // gated linear attention
 

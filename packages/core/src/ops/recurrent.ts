@@ -1,5 +1,5 @@
 /**
- * The recurrent group: causal_conv1d (Dao-AILab causal_conv1d_fn), gated linear attention in its recurrent and chunked
+ * The recurrent group: causal_conv1d and its decode step causal_conv1d_update (Dao-AILab), gated linear attention in its recurrent and chunked
  * forms (FLA fused_recurrent_gla / chunk_gla: the same function, chunk_gla decomposes into the recurrent form), and the
  * gated delta rule (FLA fused_recurrent_gated_delta_rule). FLA layout: [B, T, H, K] (head_first=False); states
  * [B, H, K, V] in f32. The final state is a second output only when output_final_state / return_final_states is set.
@@ -37,6 +37,31 @@ defineOp({
     const dtype = (x as TensorMeta).dtype;
     const out = [meta([B, D, L], dtype)];
     return a.return_final_states ? [...out, meta([B, D, ws[1]! - 1], dtype)] : out;
+  },
+});
+
+defineOp({
+  name: 'causal_conv1d_update',
+  group: 'recurrent',
+  doc:
+    "causal_conv1d_update(x [B, D] or [B, D, L], conv_state [B, D, S >= W - 1], weight [D, W], bias, activation) for decode: x' = [conv_state, x], " +
+    "out = the last L outputs of the depthwise conv over x' (then silu), new conv_state = the last S columns of x'. Returns [out, conv_state] " +
+    '(Dao-AILab updates conv_state in place; here the caller stores the second output).',
+  inputs: [{ name: 'x', dtypes: 'float' }, { name: 'conv_state', dtypes: 'float' }, { name: 'weight', dtypes: 'float' }, { name: 'bias', optional: true, dtypes: 'float' }],
+  attrs: z.object({ activation: z.enum(['silu', 'swish']).nullable().default(null) }).strict(),
+  outputs: ['out', 'conv_state'],
+  infer: ([x, st, w, b]) => {
+    const op = 'causal_conv1d_update';
+    const xs = shapeOf(x);
+    if (xs.length !== 2 && xs.length !== 3) opError(op, `x must be [batch, dim] or [batch, dim, seqlen], got ${formatShape(xs)}`);
+    const [B, D] = xs as [number, number];
+    const ss = shapeOf(st);
+    if (ss.length !== 3 || ss[0] !== B || ss[1] !== D) opError(op, `conv_state ${formatShape(ss)} must be [${B}, ${D}, state_len]`);
+    const ws = shapeOf(w);
+    if (ws.length !== 2 || ws[0] !== D || ws[1]! < 1) opError(op, `weight ${formatShape(ws)} must be [${D}, width >= 1]`);
+    if (ss[2]! < ws[1]! - 1) opError(op, `conv_state length ${ss[2]} must be at least width - 1 = ${ws[1]! - 1}`);
+    if (b) expectShape(op, 'bias', b, [D]);
+    return [meta(xs, (x as TensorMeta).dtype), meta(ss, (st as TensorMeta).dtype)];
   },
 });
 
@@ -127,6 +152,8 @@ type GlaOpts = { scale?: number | null; initial_state?: Tensor | null; output_fi
 export const recurrentFunctions = {
   causalConv1d: (x: Tensor, weight: Tensor, opts: { bias?: Tensor | null; initial_states?: Tensor | null; return_final_states?: boolean; activation?: 'silu' | 'swish' | null } = {}): Tensor[] =>
     callOp('causal_conv1d', [x, weight, opts.bias ?? null, opts.initial_states ?? null], { activation: opts.activation ?? null, return_final_states: opts.return_final_states ?? false }),
+  causalConv1dUpdate: (x: Tensor, conv_state: Tensor, weight: Tensor, opts: { bias?: Tensor | null; activation?: 'silu' | 'swish' | null } = {}): [Tensor, Tensor] =>
+    callOp('causal_conv1d_update', [x, conv_state, weight, opts.bias ?? null], { activation: opts.activation ?? null }) as [Tensor, Tensor],
   fusedRecurrentGla: (q: Tensor, k: Tensor, v: Tensor, gk: Tensor, opts: GlaOpts = {}): Tensor[] =>
     callOp('fused_recurrent_gla', [q, k, v, gk, opts.initial_state ?? null], { scale: opts.scale ?? null, output_final_state: opts.output_final_state ?? false }),
   chunkGla: (q: Tensor, k: Tensor, v: Tensor, g: Tensor, opts: GlaOpts & { chunk_size?: number } = {}): Tensor[] =>
