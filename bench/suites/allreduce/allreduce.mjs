@@ -4,7 +4,7 @@
 // algBw = bytes / time, busBw = algBw * 2 (n - 1) / n. bench/allreduce_torch.py measures torch.distributed
 // (NCCL) the same way; bench/suites/allreduce/run.sh runs both and compares.
 // Run without RANK it launches itself on --nproc ranks (launch(), one process per GPU); as a rank it measures.
-//   dist/gpu-host/run-node bench-allreduce.mjs [--nproc 2] [--json out.json] [--dtype bf16] [--quick]
+//   dist/gpu-host/run-node bench/suites/allreduce/allreduce.mjs [--nproc 2] [--json out.json] [--dtype bf16] [--quick]
 import '../../lib/user-errors.mjs'; // first: a bad FASTKERNELS_* value is one line, not a stack
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Post-processing of bench/suites/decode-profile/run.sh (issue 7, bs-1 decode: where a step's time goes). Plain ESM, no
-// dependencies: bench/decode_profile.mjs imports it (esbuild inlines it into bench-decode-profile.mjs) and the shell
-// script runs it directly with the bundle's node (tools/gpu-host-bundle.mjs copies it to dist/gpu-host/bench/):
+// dependencies: decode_profile.mjs imports it (esbuild inlines it into the bundled driver) and the shell
+// script runs it directly with the bundle's node (tools/gpu-host-bundle.mjs copies it to dist/gpu-host/bench/suites/decode-profile/):
 //   node decode-profile-lib.mjs post --csv NCU.csv --run RUN.json [--ncu-run RUN2.json] --config config.json
 //        --steps N --out decode_profile.json [--commit C] [--ncu-error TEXT] [--copy-gbs 4230]
 // Pure functions (tested by test/decode-profile.test.ts):
@@ -366,6 +366,6 @@ function cli(argv) {
   return ok ? 0 : 1;
 }
 
-// Only when this file itself is the script (not when esbuild inlined it into bench-decode-profile.mjs).
+// Only when this file itself is the script (not when esbuild inlined it into the bundled driver).
 const self = process.argv[1] ?? '';
 if (/decode-profile-lib\.mjs$/.test(self) && import.meta.url === pathToFileURL(self).href) process.exitCode = cli(process.argv.slice(2));

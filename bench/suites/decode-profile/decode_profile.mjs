@@ -10,8 +10,8 @@
 // captured bs-1 graph R more times between device events (the graph's device time alone) and --copy-bw measures the
 // device-to-device copy bandwidth (as bench/runtime.mjs does); under ncu leave both off (the replays would add
 // launches; ncu does not profile copies). bench/suites/decode-profile/run.sh runs it twice (without and under ncu).
-// Bundled by tools/gpu-host-bundle.mjs into dist/gpu-host/bench-decode-profile.mjs:
-//   dist/gpu-host/run-node bench-decode-profile.mjs --model DIR_WITH_CONFIG_JSON [--steps 8] [--prompt 64]
+// Bundled by tools/gpu-host-bundle.mjs into dist/gpu-host/bench/suites/decode-profile/decode_profile.mjs:
+//   dist/gpu-host/run-node bench/suites/decode-profile/decode_profile.mjs --model DIR_WITH_CONFIG_JSON [--steps 8] [--prompt 64]
 //       [--max-model-len N] [--json out.json] [--graph-timing 50] [--copy-bw]
 // --max-model-len: the context the graph is captured for (default prompt + steps + 64; bench/serve_llama.mjs's engine
 // has 2176, so its bs-1 decode-attention runs 17 splits a layer where this default gives 2).

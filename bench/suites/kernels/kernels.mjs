@@ -5,8 +5,8 @@
 // task.work(case); the floor is max(bytes / copy bandwidth, flops / bf16 GEMM rate), both measured in this run
 // (a 2 GiB D2D copy, read + written; an 8192^3 bf16 cuBLASLt GEMM). Memory-bound cases also get a copy of their own
 // byte count, timed the same way (sameSizeCopyMs, fracSameSizeCopy): the reachable rate at that size.
-// Bundled by tools/gpu-host-bundle.mjs into dist/gpu-host/bench-kernels.mjs; on the GPU host:
-//   dist/gpu-host/run-node bench-kernels.mjs [--json out.json] [--quick] [--only substring] [--repeat N]
+// Bundled by tools/gpu-host-bundle.mjs into dist/gpu-host/bench/suites/kernels/kernels.mjs; on the GPU host:
+//   dist/gpu-host/run-node bench/suites/kernels/kernels.mjs [--json out.json] [--quick] [--only substring] [--repeat N]
 // --repeat N times every case N times in this process, each on fresh inputs allocated behind a spacer of i x 97 MiB
 // held for that repetition (a row per repetition: `rep`, and `inputPtrs`, the inputs' device addresses). The addresses
 // are virtual (the driver picks the physical pages), so this tells a per-process effect (every repetition alike) from

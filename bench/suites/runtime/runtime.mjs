@@ -2,8 +2,8 @@
 // Runtime micro-benchmarks of backend-cuda (issue 3), timed with device events after a warm-up:
 //   launch overhead of an empty kernel (eager, and per kernel inside a replayed 1000-launch graph),
 //   device-to-device copy bandwidth at 1-4 GiB, cuBLASLt bf16 GEMM TFLOP/s (8192^3, Llama-3-8B decode and prefill).
-// Bundled by tools/gpu-host-bundle.mjs into dist/gpu-host/bench-runtime.mjs; run there with
-//   dist/gpu-host/run-node bench-runtime.mjs [--json out.json] [--quick]
+// Bundled by tools/gpu-host-bundle.mjs into dist/gpu-host/bench/suites/runtime/runtime.mjs; run there with
+//   dist/gpu-host/run-node bench/suites/runtime/runtime.mjs [--json out.json] [--quick]
 // bench/runtime_torch.py measures the same with PyTorch; bench/suites/runtime/run.sh runs both and merges them.
 import '../../lib/user-errors.mjs'; // first: a bad FASTKERNELS_* value is one line, not a stack
 import { writeFileSync } from 'node:fs';

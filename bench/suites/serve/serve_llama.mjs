@@ -9,8 +9,8 @@
 //   e2e-self-test  fastkernels e2e's evaluation with no candidates (baseline, noise and "candidate" runs): 100%
 //                  greedy agreement expected
 // Each phase writes --json when it ends, so a timeout keeps what was done. Bundled by tools/gpu-host-bundle.mjs into
-// dist/gpu-host/bench-serve-llama.mjs:
-//   dist/gpu-host/run-node bench-serve-llama.mjs --model DIR_WITH_CONFIG_JSON --json out.json [--quick] [--no-self-test]
+// dist/gpu-host/bench/suites/serve/serve_llama.mjs:
+//   dist/gpu-host/run-node bench/suites/serve/serve_llama.mjs --model DIR_WITH_CONFIG_JSON --json out.json [--quick] [--no-self-test]
 import '../../lib/user-errors.mjs'; // first: a bad FASTKERNELS_* value is one line, not a stack
 import { readFileSync, writeFileSync } from 'node:fs';
 import { CpuBackend } from '@fastkernels/backend-cpu';

@@ -76,7 +76,7 @@ declare -A TARGET=(
   [spine-tuning]="all correct (speeds informative)" [decode-profile]="informative: where a bs-1 step's time goes" [decode-ab]="informative: bs-1 step per setting (240 tok/s = 4.17 ms)" [tp-gpu-tests]="all pass" [allreduce]=">= 0.95x torch at every size"
   [tp-llama]="tokens equal (bf16 tie allowed), rank kill" [tp-selftest]="every check PASS"
 )
-say() { echo "h200-verify: $*"; }
+say() { echo "verify: $*"; }
 budget="${VERIFY_BUDGET_S:-570}"
 summarize_only=0
 phases=()
@@ -89,19 +89,19 @@ while [ $# -gt 0 ]; do
     --summarize) summarize_only=1; shift ;;
     -h|--help) sed -n '2,42p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     all) phases+=("${ALL_PHASES[@]}"); shift ;;
-    -*) echo "h200-verify: unknown option $1 (--list, --budget S)" >&2; exit 2 ;;
+    -*) echo "verify: unknown option $1 (--list, --budget S)" >&2; exit 2 ;;
     *)
-      [ -n "${DEFAULT_T[$1]:-}" ] || { echo "h200-verify: unknown phase '$1' (phases: ${ALL_PHASES[*]})" >&2; exit 2; }
+      [ -n "${DEFAULT_T[$1]:-}" ] || { echo "verify: unknown phase '$1' (phases: ${ALL_PHASES[*]})" >&2; exit 2; }
       phases+=("$1"); shift ;;
   esac
 done
 [ ${#phases[@]} -gt 0 ] || phases=("${ALL_PHASES[@]}")
 
 source "$here/../../lib/lib.sh"
-fk_setup h200-verify
-[ -f "$bundle/fastkernels.mjs" ] || { echo "h200-verify: $bundle/fastkernels.mjs is missing (the bundle was built without the CLI)" >&2; exit 2; }
+fk_setup verify
+[ -f "$bundle/fastkernels.mjs" ] || { echo "verify: $bundle/fastkernels.mjs is missing (the bundle was built without the CLI)" >&2; exit 2; }
 export FASTKERNELS_BUNDLE="$bundle"
-node_bin="$("$bundle/run" --print-node)" || { echo "h200-verify: could not unpack the bundled node" >&2; exit 2; }
+node_bin="$("$bundle/run" --print-node)" || { echo "verify: could not unpack the bundled node" >&2; exit 2; }
 t_start=$SECONDS
 say "bundle $bundle (commit ${commit:-?}), out $OUT, phases: ${phases[*]}, budget ${budget} s"
 
@@ -229,7 +229,7 @@ phase_sweep() {
 phase_triton_bench() {
   local py
   if ! py="$(find_python triton,torch)"; then
-    RC=3; SECS=0; echo "h200-verify: triton-bench: no python with triton and torch (PYTHON=... to point at one)" | tee -a "$OUT/triton-bench.log"
+    RC=3; SECS=0; echo "verify: triton-bench: no python with triton and torch (PYTHON=... to point at one)" | tee -a "$OUT/triton-bench.log"
     record triton-bench no-triton MISS "no python with triton" "${TARGET[triton-bench]}" 0; return
   fi
   FASTKERNELS_PYTHON="$py" run_timed triton-bench "$1" "$bundle/run" bench --backend cuda --candidates "$bundle/examples/triton-demo" --progress --json "$OUT/triton-bench.json"
@@ -239,7 +239,7 @@ phase_triton_bench() {
 phase_parity_f32() {
   local py
   if ! py="$(find_python torch,transformers,safetensors)"; then
-    RC=3; SECS=0; echo "h200-verify: parity-f32: no python with torch, transformers and safetensors (PYTHON=...)" | tee -a "$OUT/parity-f32.log"
+    RC=3; SECS=0; echo "verify: parity-f32: no python with torch, transformers and safetensors (PYTHON=...)" | tee -a "$OUT/parity-f32.log"
     record parity-f32 no-torch MISS "no python with torch+transformers" "${TARGET[parity-f32]}" 0; return
   fi
   OUT="$OUT" PYTHON="$py" run_timed parity-f32 "$1" "$bundle/bench/suites/parity/run.sh" --dtype f32
@@ -492,7 +492,7 @@ if [ "$summarize_only" = 1 ]; then
 fi
 if have_gpu && [ ! -f "$OUT/doctor.txt" ]; then
   timeout 60 "$bundle/run" doctor > "$OUT/doctor.txt" 2>&1 || true
-  grep -i -E "device|driver|nvrtc|cublas" "$OUT/doctor.txt" | head -6 | sed 's/^/h200-verify: doctor: /'
+  grep -i -E "device|driver|nvrtc|cublas" "$OUT/doctor.txt" | head -6 | sed 's/^/verify: doctor: /'
 fi
 for p in "${phases[@]}"; do
   tvar="T_$(echo "$p" | tr 'a-z-' 'A-Z_')"
@@ -504,7 +504,7 @@ for p in "${phases[@]}"; do
   fi
   [ "$t" -le "$left" ] || { say "$p: timeout ${t} s cut to the ${left} s left of the budget"; t=$left; }
   if ! have_gpu; then
-    echo "h200-verify: $p: $NO_GPU_MSG" | tee "$OUT/$p.log" >&2
+    echo "verify: $p: $NO_GPU_MSG" | tee "$OUT/$p.log" >&2
     record "$p" no-gpu MISS "not run: no GPU" "${TARGET[$p]}" 0
     continue
   fi
