@@ -105,6 +105,10 @@ describe('inference of the groups (metas only)', () => {
     expect(out('layer_norm', [t([2, 3, 4], 'bf16'), t([3, 4]), null], { normalized_shape: [3, 4] })).toEqual(['bf16[2,3,4]']);
     expect(out('rms_norm', [t([2, 8], 'f16'), t([8]), t([2, 8], 'f16')], { group_size: 4 })).toEqual(['f16[2,8]']);
     expect(out('fused_add_rms_norm', [t([2, 8]), t([2, 8]), t([8])])).toEqual(['f32[2,8]', 'f32[2,8]']);
+    // trailing optional inputs may be left out (they become null)
+    expect(out('layer_norm', [t([2, 3])], { normalized_shape: [3] })).toEqual(['f32[2,3]']);
+    expect(inferOp('rms_norm', [t([2, 3]), t([3])]).inputs).toEqual([t([2, 3]), t([3]), null]);
+    expect(() => inferOp('batch_norm', [t([2, 3])])).toThrow(/batch_norm: expected 5 inputs \(input, running_mean, running_var, weight, bias\), got 1/);
     expect(() => inferOp('group_norm', [t([2, 6, 4]), null, null], { num_groups: 4 })).toThrow(/group_norm: channels 6 of input \[2, 6, 4\] are not divisible by num_groups 4/);
   });
 

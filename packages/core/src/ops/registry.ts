@@ -237,10 +237,17 @@ function describeDTypes(cls: DTypeClass): string {
   return typeof cls === 'string' ? `${cls} dtypes` : cls.join(' | ');
 }
 
-/** Check arity, argument kinds and dtypes against the spec's inputs. */
-function checkArgs(spec: OpSpec, args: readonly MetaArg[]): void {
+/**
+ * Check arity, argument kinds and dtypes against the spec's inputs; trailing optional inputs may be left out (they are
+ * passed on as null). Returns the arguments with those nulls filled in.
+ */
+function checkArgs<A extends OpArg | MetaArg>(spec: OpSpec, given: readonly A[]): readonly A[] {
   const n = spec.inputs.length;
   const variadic = n > 0 && spec.inputs[n - 1]!.variadic;
+  let args = given;
+  if (!variadic && args.length < n && spec.inputs.slice(args.length).every((i) => i.optional)) {
+    args = [...args, ...Array<A>(n - args.length).fill(null as A)];
+  }
   if (variadic ? args.length < n - 1 : args.length !== n) {
     opError(spec.name, `expected ${variadic ? `at least ${n - 1}` : n} inputs (${spec.inputs.map((i) => i.name).join(', ')}), got ${args.length}`);
   }
@@ -257,6 +264,7 @@ function checkArgs(spec: OpSpec, args: readonly MetaArg[]): void {
     if (!isTensorArg(a)) opError(spec.name, `${inp.name} must be a tensor, got ${typeof a}`);
     if (inp.dtypes && !dtypeAllowed(inp.dtypes, a.dtype)) opError(spec.name, `${inp.name} has dtype ${a.dtype}; expected ${describeDTypes(inp.dtypes)}`);
   });
+  return args;
 }
 
 function backendOf(spec: OpSpec, args: readonly OpArg[]): Backend {
@@ -294,18 +302,18 @@ function checkOutputs(call: OpCall, got: Tensor | readonly Tensor[], via: string
 }
 
 /** Validate a call and infer its outputs without running it (what a backend or a test may ask). */
-export function inferOp(name: string, inputs: readonly MetaArg[], attrs?: unknown): { spec: OpSpec; attrs: unknown; outputs: readonly TensorMeta[] } {
+export function inferOp(name: string, inputs: readonly MetaArg[], attrs?: unknown): { spec: OpSpec; attrs: unknown; outputs: readonly TensorMeta[]; inputs: readonly MetaArg[] } {
   const spec = getOp(name);
-  checkArgs(spec, inputs);
+  const args = checkArgs(spec, inputs);
   const parsed = parseAttrs(spec, attrs);
-  return { spec, attrs: parsed, outputs: spec.infer(inputs, parsed) };
+  return { spec, attrs: parsed, outputs: spec.infer(args, parsed), inputs: args };
 }
 
 /** How a backend would run a call: 'kernel' | 'ops' | 'decomposition', or why it cannot. */
 export function opRoute(name: string, inputs: readonly OpArg[], attrs?: unknown): { via: 'kernel' | 'ops' | 'decomposition' } | { unsupported: string } {
-  const { spec, attrs: parsed, outputs } = inferOp(name, inputs, attrs);
-  const backend = backendOf(spec, inputs);
-  const call: OpCall = { op: spec, backend, inputs, attrs: parsed as Record<string, unknown>, outputs };
+  const { spec, attrs: parsed, outputs, inputs: args } = inferOp(name, inputs, attrs);
+  const backend = backendOf(spec, args as readonly OpArg[]);
+  const call: OpCall = { op: spec, backend, inputs: args as readonly OpArg[], attrs: parsed as Record<string, unknown>, outputs };
   const entry = backend.opKernels?.get(name);
   const reason = entry ? (entry.supports ? entry.supports(call) : true) : `backend '${backend.name}' registers no kernel for it`;
   if (reason === true) return { via: 'kernel' };
@@ -320,9 +328,9 @@ export function opRoute(name: string, inputs: readonly OpArg[], attrs?: unknown)
  */
 export function callOp(name: string, inputs: readonly OpArg[], attrs?: unknown): Tensor[] {
   const spec = getOp(name);
-  checkArgs(spec, inputs);
+  const args = checkArgs(spec, inputs);
   const parsed = parseAttrs(spec, attrs);
-  return runParsed(spec, inputs, parsed);
+  return runParsed(spec, args, parsed);
 }
 
 /** callOp for single-output ops. */
@@ -334,10 +342,7 @@ export function callOp1(name: string, inputs: readonly OpArg[], attrs?: unknown)
 export function prepareOp(name: string, attrs?: unknown): (inputs: readonly OpArg[]) => Tensor[] {
   const spec = getOp(name);
   const parsed = parseAttrs(spec, attrs);
-  return (inputs) => {
-    checkArgs(spec, inputs);
-    return runParsed(spec, inputs, parsed);
-  };
+  return (inputs) => runParsed(spec, checkArgs(spec, inputs), parsed);
 }
 
 function runParsed(spec: OpSpec, inputs: readonly OpArg[], attrs: unknown): Tensor[] {
