@@ -56,7 +56,7 @@ export function launchCommand(io: Io) {
         ),
     handler: async (argv: LaunchArgs) => {
       const words = [...(argv.cmd ?? []), ...(argv['--'] ?? [])].map(String);
-      if (words.length === 0) throw new LaunchExitError('launch: no command given (usage: fastkernels launch --nproc N -- <command> [args...])', 2);
+      if (words.length === 0) throw new LaunchExitError('launch: no command given (usage: `fastkernels launch --nproc N -- <command> [args...]`)', 2);
       const nproc = Number(argv.nproc);
       if (!Number.isInteger(nproc) || nproc < 1) throw new LaunchExitError(`launch: --nproc must be a positive integer (got ${argv.nproc})`, 2);
       const r = await runLaunch({

@@ -25,7 +25,7 @@ function writeAtomic(path: string, text: string, field: string): void {
 /** `fastkernels merge A.jsonl B.jsonl ...`: combine result files of shards (or reruns) of one configuration. */
 export function runMerge(argv: MergeArgs, io: Io): void {
   const files = argv.files ?? [];
-  if (files.length === 0) throw new UserError('no result files given', { field: 'files', fix: 'pass the --results files of the shards: fastkernels merge out/shard-*.jsonl --out out/all.jsonl' });
+  if (files.length === 0) throw new UserError('no result files given', { field: 'files', fix: 'pass the --results files of the shards: `fastkernels merge out/shard-*.jsonl --out out/all.jsonl`' });
   const inputs = files.map((f) => ({ path: f, ...readResultsFile(f, 'files') }));
   let merged;
   try {

@@ -119,7 +119,7 @@ export function stubsCommand(io: Io, name = 'fastkernels') {
         return;
       }
       for (const w of written) io.out(`wrote ${w.file}\n`);
-      io.out(`${written.length} stub${written.length === 1 ? '' : 's'}; fill in forward(), then: fastkernels bench --candidates ${argv.out}\n`);
+      io.out(`${written.length} stub${written.length === 1 ? '' : 's'}; fill in forward(), then: \`${name} bench --candidates ${argv.out}\`\n`);
     },
   };
 }
