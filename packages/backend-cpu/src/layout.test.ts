@@ -209,6 +209,15 @@ describe('gather / index_select / scatter / scatter_add / one_hot / embedding', 
     const e = F.embedding(tensor([2, 0], [1, 2], 'i64'), w);
     expect(e.shape).toEqual([1, 2, 2]);
     expect(values(e)).toEqual([4, 5, 0, 1]);
+    // a shard holding rows [2, 5) of the table: other ids give zero rows; the Ops route and the decomposition agree
+    const shard = arange(6, [3, 2], 'bf16');
+    const ids = tensor([1, 2, 4, 5, 3], [5], 'i64');
+    const m = F.embeddingMasked(ids, shard, 2);
+    expect(values(m)).toEqual([0, 0, 0, 1, 4, 5, 0, 0, 2, 3]);
+    const info = inferOp('embedding_masked', [ids, shard], { start: 2 });
+    const [d] = info.spec.decompose!({ op: info.spec, backend: cpu, inputs: [ids, shard], attrs: info.attrs as Record<string, unknown>, outputs: info.outputs });
+    expect(d!.dtype).toBe('bf16');
+    expect(values(d!)).toEqual(values(m));
   });
 });
 

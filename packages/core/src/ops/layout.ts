@@ -13,7 +13,7 @@ import type { DType } from '../dtype.js';
 import { contiguousStrides, formatShape, numel, shapesEqual, type Shape } from '../shape.js';
 import { Tensor } from '../tensor.js';
 import { resultType } from './promote.js';
-import { callOp, callOp1, defineOp, meta, normDim, opError, type MetaArg, type OpCall, type TensorMeta } from './registry.js';
+import { callOp, callOp1, defineOp, meta, normDim, opError, OpScope, type MetaArg, type OpCall, type TensorMeta } from './registry.js';
 
 const intList = z.array(z.number().int());
 const T = (a: MetaArg) => a as TensorMeta;
@@ -634,6 +634,29 @@ defineOp({
   },
 });
 
+defineOp({
+  name: 'embedding_masked',
+  group: 'layout',
+  doc:
+    "A vocabulary shard's lookup (vLLM VocabParallelEmbedding before its all-reduce): weight [V_local, H] holds rows " +
+    '[start, start + V_local) of the full table; ids in that range get weight[id - start], every other id a zero row.',
+  inputs: [{ name: 'input', dtypes: 'int' }, { name: 'weight' }],
+  attrs: z.object({ start: z.number().int().nonnegative() }).strict(),
+  infer: ([i, w]) => {
+    if (T(w).shape.length !== 2) opError('embedding_masked', `weight must be 2-D [num_embeddings, embedding_dim], got ${formatShape(T(w).shape)}`);
+    return [meta([...T(i).shape, T(w).shape[1]!], T(w).dtype)];
+  },
+  viaOps: (ops, call) => [ops.embeddingMasked(X(call, 0), X(call, 1), call.attrs.start)],
+  decompose: (call) => {
+    const [ids, w] = [X(call, 0), X(call, 1)];
+    const s = new OpScope();
+    const local = s.op('sub', [ids, call.attrs.start]);
+    const valid = s.op('mul', [s.op('ge', [local, 0]), s.op('lt', [local, w.shape[0]!])]);
+    const rows = s.op('embedding', [s.op('where', [valid, local, 0]), w]);
+    return s.keep([s.op('where', [s.op('unsqueeze', [valid], { dim: -1 }), rows, 0])]);
+  },
+});
+
 // --- resampling ------------------------------------------------------------------------------
 
 export const INTERPOLATE_MODES = ['nearest', 'nearest-exact', 'linear', 'bilinear', 'trilinear'] as const;
@@ -780,6 +803,7 @@ export const layoutFunctions = {
     return callOp1('one_hot', [input], { num_classes: n });
   },
   embedding: (input: Tensor, weight: Tensor, paddingIdx: number | null = null): Tensor => callOp1('embedding', [input, weight], { padding_idx: paddingIdx }),
+  embeddingMasked: (input: Tensor, weight: Tensor, start: number): Tensor => callOp1('embedding_masked', [input, weight], { start }),
   interpolate: (input: Tensor, opts: z.input<typeof interpolateAttrs>): Tensor => callOp1('interpolate', [input], opts),
   pixelShuffle: (input: Tensor, upscaleFactor: number): Tensor => callOp1('pixel_shuffle', [input], { upscale_factor: upscaleFactor }),
   pixelUnshuffle: (input: Tensor, downscaleFactor: number): Tensor => callOp1('pixel_unshuffle', [input], { downscale_factor: downscaleFactor }),
