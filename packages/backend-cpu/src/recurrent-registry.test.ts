@@ -38,6 +38,27 @@ describe('recurrent group via the registry', () => {
     expectClose(values(o2!), values(o!), 1e-10, 1e-10);
   });
 
+  it('chunk_gated_delta_rule and chunk_kda run through their decompositions and equal the recurrent ops', () => {
+    const rng = new Rng(3);
+    const q = randn(rng, [1, 4, 2, 4], 'f64');
+    const v = randn(rng, [1, 4, 2, 3], 'f64');
+    const g = tensor(Array.from(rng.fillNormal(8, 1), logSigmoid), [1, 4, 2], 'f64');
+    const gk = tensor(Array.from(rng.fillNormal(32, 1), logSigmoid), [1, 4, 2, 4], 'f64');
+    const beta = tensor(Array.from(rng.fillNormal(8, 1), (x) => 1 / (1 + Math.exp(-x))), [1, 4, 2], 'f64');
+    const ops = supportedOps(cpu);
+    expect(ops.find((s) => s.name === 'chunk_gated_delta_rule')?.via).toBe('decomposition');
+    expect(ops.find((s) => s.name === 'chunk_kda')?.via).toBe('decomposition');
+    expect(ops.find((s) => s.name === 'fused_recurrent_kda')?.via).toBe('kernel');
+    const opts = { output_final_state: true, use_qk_l2norm_in_kernel: true };
+    const [a, sa] = F.chunkGatedDeltaRule(q, q, v, g, beta, opts);
+    const [b, sb] = F.fusedRecurrentGatedDeltaRule(q, q, v, g, beta, opts);
+    expect(values(a!)).toEqual(values(b!));
+    expect(values(sa!)).toEqual(values(sb!));
+    const [c] = F.chunkKda(q, q, v, gk, beta);
+    const [d] = F.fusedRecurrentKda(q, q, v, gk, beta);
+    expect(values(c!)).toEqual(values(d!));
+  });
+
   it('gated delta rule through F; errors are OpErrors', () => {
     const rng = new Rng(2);
     const q = randn(rng, [1, 3, 2, 4], 'bf16');

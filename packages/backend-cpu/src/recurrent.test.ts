@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { roundToDType, type DType } from '@fastkernels/core';
 import { conv1d } from './ops/conv.js';
-import { causalConv1d, causalConv1dUpdate, chunkGla, fusedRecurrentGatedDeltaRule, fusedRecurrentGla } from './ops/recurrent.js';
+import { causalConv1d, causalConv1dUpdate, chunkGla, fusedRecurrentGatedDeltaRule, fusedRecurrentGla, fusedRecurrentKda } from './ops/recurrent.js';
 import { cpu, expectClose, randn, relayout, Rng, tensor, values } from './test-helpers.js';
 
 const silu = (x: number) => x / (1 + Math.exp(-x));
@@ -225,5 +225,45 @@ describe('gated delta rule (fused_recurrent_gated_delta_rule)', () => {
     const [o, s] = fusedRecurrentGatedDeltaRule(cpu, e, e, e, randn(rng, [1, 0, 2]), randn(rng, [1, 0, 2]), { initial_state: s0, output_final_state: true });
     expect(o.shape).toEqual([1, 0, 2, 4]);
     expect(values(s!)).toEqual(values(s0));
+  });
+});
+
+describe('KDA (fused_recurrent_kda): the delta rule with a per-key-channel decay', () => {
+  it('a channel-constant gate reproduces the gated delta rule', () => {
+    const rng = new Rng(8);
+    const [B, T, H, K, V] = [1, 6, 2, 4, 3];
+    const q = randn(rng, [B, T, H, K], 'f64');
+    const k = randn(rng, [B, T, H, K], 'f64');
+    const v = randn(rng, [B, T, H, V], 'f64');
+    const gs = Array.from(rng.fillNormal(B * T * H, 1), logSigmoid);
+    const beta = tensor(Array.from(rng.fillNormal(B * T * H, 1), (x) => 1 / (1 + Math.exp(-x))), [B, T, H], 'f64');
+    const gd = fusedRecurrentGatedDeltaRule(cpu, q, k, v, tensor(gs, [B, T, H], 'f64'), beta, { output_final_state: true });
+    const kda = fusedRecurrentKda(cpu, q, k, v, tensor(gs.flatMap((x) => new Array(K).fill(x)), [B, T, H, K], 'f64'), beta, { output_final_state: true });
+    expectClose(values(kda[0]), values(gd[0]), 1e-12, 1e-12);
+    expectClose(values(kda[1]!), values(gd[1]!), 1e-6, 1e-6);
+  });
+
+  it('against the matrix form S = (I - beta k k^T) diag(exp g) S + beta k v^T', () => {
+    const rng = new Rng(9);
+    const [T, K, V] = [5, 3, 2];
+    const q = randn(rng, [1, T, 1, K], 'bf16');
+    const k = randn(rng, [1, T, 1, K], 'bf16');
+    const v = randn(rng, [1, T, 1, V], 'bf16');
+    const g = tensor(Array.from(rng.fillNormal(T * K, 1), logSigmoid), [1, T, 1, K], 'f32');
+    const beta = tensor(Array.from(rng.fillNormal(T, 1), (x) => 1 / (1 + Math.exp(-x))), [1, T, 1], 'f32');
+    const [Q, Kt, Vt, G, Be] = [q, k, v, g, beta].map(values) as number[][];
+    let S = Array.from({ length: K }, () => new Array<number>(V).fill(0));
+    const want: number[] = [];
+    for (let t = 0; t < T; t++) {
+      const kv = Kt!.slice(t * K, t * K + K);
+      const D = S.map((row, i) => row.map((x) => x * Math.exp(G![t * K + i]!)));
+      const bt = Be![t]!;
+      S = D.map((row, i) => row.map((x, j) => x - bt * kv[i]! * kv.reduce((a, kl, l) => a + kl * D[l]![j]!, 0) + bt * kv[i]! * Vt![t * V + j]!));
+      for (let j = 0; j < V; j++) want.push(Q!.slice(t * K, t * K + K).reduce((a, qi, i) => a + qi * S[i]![j]!, 0) / Math.sqrt(K));
+    }
+    const [o] = fusedRecurrentKda(cpu, q, relayout(k, 'transposed'), v, g, beta);
+    expect(o.dtype).toBe('bf16');
+    expectClose(values(o), want.map((x) => roundToDType(x, 'bf16')), 1.6e-2, 1.6e-2);
+    expect(() => fusedRecurrentKda(cpu, q, k, v, beta, beta)).toThrow(/fused_recurrent_kda: g has shape \[1, 5, 1\], expected \[1, 5, 1, 3\]/);
   });
 });

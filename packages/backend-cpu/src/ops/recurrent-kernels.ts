@@ -1,6 +1,6 @@
 /** The recurrent group's float64 kernels in the cpu op table (the functions live in recurrent.ts). */
 import type { Backend, OpCall, OpKernelTable, Tensor } from '@fastkernels/core';
-import { causalConv1d, causalConv1dUpdate, chunkGla, fusedRecurrentGatedDeltaRule, fusedRecurrentGla } from './recurrent.js';
+import { causalConv1d, causalConv1dUpdate, chunkGla, fusedRecurrentGatedDeltaRule, fusedRecurrentGla, fusedRecurrentKda } from './recurrent.js';
 
 type GlaAttrs = { scale: number | null; output_final_state: boolean };
 
@@ -22,8 +22,10 @@ export function registerRecurrentKernels(table: OpKernelTable, backend: Backend)
     const [q, k, v, g, s0] = ins(c);
     return chunkGla(backend, q!, k!, v!, g!, { ...c.attrs, initial_state: s0 });
   });
-  table.register('fused_recurrent_gated_delta_rule', (c: OpCall<GlaAttrs & { use_qk_l2norm_in_kernel: boolean }>) => {
-    const [q, k, v, g, beta, s0] = ins(c);
-    return fusedRecurrentGatedDeltaRule(backend, q!, k!, v!, g!, beta!, { ...c.attrs, initial_state: s0 });
-  });
+  for (const [name, fn] of [['fused_recurrent_gated_delta_rule', fusedRecurrentGatedDeltaRule], ['fused_recurrent_kda', fusedRecurrentKda]] as const) {
+    table.register(name, (c: OpCall<GlaAttrs & { use_qk_l2norm_in_kernel: boolean }>) => {
+      const [q, k, v, g, beta, s0] = ins(c);
+      return fn(backend, q!, k!, v!, g!, beta!, { ...c.attrs, initial_state: s0 });
+    });
+  }
 }

@@ -1,6 +1,7 @@
 /**
  * The recurrent group in float64: causal_conv1d (Dao-AILab causal_conv1d_fn), gated linear attention in its recurrent
- * and chunked forms (FLA fused_recurrent_gla / chunk_gla), and the gated delta rule (FLA fused_recurrent_gated_delta_rule).
+ * and chunked forms (FLA fused_recurrent_gla / chunk_gla), and the gated delta rule (FLA fused_recurrent_gated_delta_rule) and
+ * its per-channel-gated form KDA (fused_recurrent_kda).
  * FLA's layout: q, k [B, T, H, K], v [B, T, H, V] (head_first=False), states [B, H, K, V] in f32.
  */
 import { formatShape, type Backend, type Tensor } from '@fastkernels/core';
@@ -260,7 +261,20 @@ export interface GatedDeltaRuleOptions extends GlaOptions {
  * final state [B, HV, K, V] (f32) when asked.
  */
 export function fusedRecurrentGatedDeltaRule(backend: Backend, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, options: GatedDeltaRuleOptions = {}): [Tensor] | [Tensor, Tensor] {
-  const what = 'fused_recurrent_gated_delta_rule';
+  return deltaRule(backend, 'fused_recurrent_gated_delta_rule', q, k, v, g, beta, options, false);
+}
+
+/**
+ * fused_recurrent_kda(q, k, v [B, T, H, V], g [B, T, H, K], beta [B, T, H], ...): Kimi Delta Attention, the gated delta
+ * rule with a per-key-channel decay: S = diag(exp(g_t)) S; u = beta_t (v_t - k_t^T S); S = S + k_t u^T;
+ * o_t = scale * q_t S. g is the log decay (after FLA's fused_kda_gate).
+ */
+export function fusedRecurrentKda(backend: Backend, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, options: GatedDeltaRuleOptions = {}): [Tensor] | [Tensor, Tensor] {
+  return deltaRule(backend, 'fused_recurrent_kda', q, k, v, g, beta, options, true);
+}
+
+/** The delta rule with a scalar (per head) or per-key-channel (KDA) log decay. */
+function deltaRule(backend: Backend, what: string, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, options: GatedDeltaRuleOptions, channelGate: boolean): [Tensor] | [Tensor, Tensor] {
   for (const [n, t] of [['q', q], ['k', k], ['v', v], ['g', g], ['beta', beta]] as const) expectFloat(t, what, n);
   if (q.rank !== 4) throw new RangeError(`${what}: q must be [B, T, H, K], got ${formatShape(q.shape)}`);
   const [B, T, H, K] = q.shape as [number, number, number, number];
@@ -269,7 +283,7 @@ export function fusedRecurrentGatedDeltaRule(backend: Backend, q: Tensor, k: Ten
   const HV = v.shape[2]!;
   const V = v.shape[3]!;
   if (HV === 0 || H === 0 || HV % H !== 0) throw new RangeError(`${what}: value heads ${HV} (v ${formatShape(v.shape)}) must be a multiple of q/k heads ${H}`);
-  expectShape(what, 'g', g, [B, T, HV]);
+  expectShape(what, 'g', g, channelGate ? [B, T, HV, K] : [B, T, HV]);
   expectShape(what, 'beta', beta, [B, T, HV]);
   const init = options.initial_state ?? null;
   if (init) expectShape(what, 'initial_state', init, [B, HV, K, V]);
@@ -300,8 +314,15 @@ export function fusedRecurrentGatedDeltaRule(backend: Backend, q: Tensor, k: Ten
       for (let t = 0; t < T; t++) {
         const qk = ((b * T + t) * H + h) * K;
         const vr = (b * T + t) * HV + hv;
-        const decay = Math.exp(Gt[vr]!);
-        for (let x = 0; x < K * V; x++) S[s0 + x]! *= decay;
+        if (channelGate) {
+          for (let i = 0; i < K; i++) {
+            const decay = Math.exp(Gt[vr * K + i]!);
+            for (let j = 0; j < V; j++) S[s0 + i * V + j]! *= decay;
+          }
+        } else {
+          const decay = Math.exp(Gt[vr]!);
+          for (let x = 0; x < K * V; x++) S[s0 + x]! *= decay;
+        }
         for (let j = 0; j < V; j++) {
           let kS = 0;
           for (let i = 0; i < K; i++) kS += Kt[qk + i]! * S[s0 + i * V + j]!;

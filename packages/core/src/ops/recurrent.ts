@@ -1,8 +1,9 @@
 /**
- * The recurrent group: causal_conv1d and its decode step causal_conv1d_update (Dao-AILab), gated linear attention in its recurrent and chunked
- * forms (FLA fused_recurrent_gla / chunk_gla: the same function, chunk_gla decomposes into the recurrent form), and the
- * gated delta rule (FLA fused_recurrent_gated_delta_rule). FLA layout: [B, T, H, K] (head_first=False); states
- * [B, H, K, V] in f32. The final state is a second output only when output_final_state / return_final_states is set.
+ * The recurrent group: causal_conv1d and its decode step causal_conv1d_update (Dao-AILab), gated linear attention in
+ * its recurrent and chunked forms (FLA fused_recurrent_gla / chunk_gla: the same function, chunk_gla decomposes into
+ * the recurrent form), and the delta rule with a per-head (Gated DeltaNet) or per-key-channel (KDA) decay: recurrent
+ * ops plus chunk_* names that decompose into them. FLA layout: [B, T, H, K] (head_first=False); states [B, H, K, V] in
+ * f32. The final state is a second output only when output_final_state / return_final_states is set.
  */
 import { z } from 'zod';
 import { formatShape, shapesEqual, type Shape } from '../shape.js';
@@ -111,43 +112,72 @@ defineOp({
   decompose: (call) => callOp('fused_recurrent_gla', call.inputs, { scale: call.attrs.scale, output_final_state: call.attrs.output_final_state }),
 });
 
-defineOp({
-  name: 'fused_recurrent_gated_delta_rule',
-  group: 'recurrent',
-  doc:
-    'FLA fused_recurrent_gated_delta_rule(q, k [B, T, H, K], v [B, T, HV, V], g [B, T, HV], beta [B, T, HV], scale, initial_state, ' +
-    'output_final_state, use_qk_l2norm_in_kernel): per value head S = exp(g_t) S; u = beta_t (v_t - k_t^T S); S += k_t u^T; o_t = scale * q_t S. ' +
-    'HV = r * H: value head hv reads q/k head floor(hv / r).',
-  inputs: [
-    { name: 'q', dtypes: 'float' },
-    { name: 'k', dtypes: 'float' },
-    { name: 'v', dtypes: 'float' },
-    { name: 'g', dtypes: 'float' },
-    { name: 'beta', dtypes: 'float' },
-    { name: 'initial_state', optional: true, dtypes: 'float' },
-  ],
-  attrs: glaAttrs.extend({ use_qk_l2norm_in_kernel: z.boolean().default(false) }),
-  outputs: ['out', 'final_state'],
-  infer: ([q, k, v, g, beta, s0], a) => {
-    const op = 'fused_recurrent_gated_delta_rule';
-    const dtype = commonFloatDType(op, [['q', q!], ['k', k!], ['v', v!]]);
-    const qs = shapeOf(q!);
-    if (qs.length !== 4) opError(op, `q must be [B, T, H, K], got ${formatShape(qs)}`);
-    const [B, T, H, K] = qs as [number, number, number, number];
-    expectShape(op, 'k', k!, qs);
-    const vs = shapeOf(v!);
-    if (vs.length !== 4 || vs[0] !== B || vs[1] !== T) opError(op, `v ${formatShape(vs)} must be [${B}, ${T}, HV, V] for q ${formatShape(qs)}`);
-    const [HV, V] = [vs[2]!, vs[3]!];
-    if (HV === 0 || H === 0 || HV % H !== 0) opError(op, `value heads ${HV} (v ${formatShape(vs)}) must be a multiple of q/k heads ${H}`);
-    expectShape(op, 'g', g!, [B, T, HV]);
-    expectShape(op, 'beta', beta!, [B, T, HV]);
-    if (s0) expectShape(op, 'initial_state', s0, [B, HV, K, V]);
-    const out = [meta([B, T, HV, V], dtype)];
-    return a.output_final_state ? [...out, meta([B, HV, K, V], 'f32')] : out;
-  },
-});
+const deltaAttrs = glaAttrs.extend({ use_qk_l2norm_in_kernel: z.boolean().default(false) });
+const deltaInputs = [
+  { name: 'q', dtypes: 'float' as const },
+  { name: 'k', dtypes: 'float' as const },
+  { name: 'v', dtypes: 'float' as const },
+  { name: 'g', dtypes: 'float' as const },
+  { name: 'beta', dtypes: 'float' as const },
+  { name: 'initial_state', optional: true, dtypes: 'float' as const },
+];
+
+/** Shapes of the delta-rule ops: g is [B, T, HV] (one decay per head) or, for KDA, [B, T, HV, K] (per key channel). */
+function inferDelta(op: string, [q, k, v, g, beta, s0]: readonly MetaArg[], a: { output_final_state: boolean }, channelGate: boolean) {
+  const dtype = commonFloatDType(op, [['q', q!], ['k', k!], ['v', v!]]);
+  const qs = shapeOf(q!);
+  if (qs.length !== 4) opError(op, `q must be [B, T, H, K], got ${formatShape(qs)}`);
+  const [B, T, H, K] = qs as [number, number, number, number];
+  expectShape(op, 'k', k!, qs);
+  const vs = shapeOf(v!);
+  if (vs.length !== 4 || vs[0] !== B || vs[1] !== T) opError(op, `v ${formatShape(vs)} must be [${B}, ${T}, HV, V] for q ${formatShape(qs)}`);
+  const [HV, V] = [vs[2]!, vs[3]!];
+  if (HV === 0 || H === 0 || HV % H !== 0) opError(op, `value heads ${HV} (v ${formatShape(vs)}) must be a multiple of q/k heads ${H}`);
+  expectShape(op, 'g', g!, channelGate ? [B, T, HV, K] : [B, T, HV]);
+  expectShape(op, 'beta', beta!, [B, T, HV]);
+  if (s0) expectShape(op, 'initial_state', s0, [B, HV, K, V]);
+  const out = [meta([B, T, HV, V], dtype)];
+  return a.output_final_state ? [...out, meta([B, HV, K, V], 'f32')] : out;
+}
+
+const DELTA_DOC =
+  'per value head S = D_t S; u = beta_t (v_t - k_t^T S); S += k_t u^T; o_t = scale * q_t S, with q, k [B, T, H, K], v [B, T, HV, V], ' +
+  'beta [B, T, HV] and HV = r * H (value head hv reads q/k head floor(hv / r)); use_qk_l2norm_in_kernel l2-normalises q and k (eps 1e-6).';
+
+for (const [recurrent, chunk, channelGate, gate] of [
+  ['fused_recurrent_gated_delta_rule', 'chunk_gated_delta_rule', false, 'D_t = exp(g_t), g [B, T, HV] (Gated DeltaNet)'],
+  ['fused_recurrent_kda', 'chunk_kda', true, 'D_t = diag(exp(g_t)), g [B, T, HV, K] (Kimi Delta Attention, g after fused_kda_gate)'],
+] as const) {
+  defineOp({
+    name: recurrent,
+    group: 'recurrent',
+    doc: `FLA ${recurrent}: ${gate}; ${DELTA_DOC}`,
+    inputs: deltaInputs,
+    attrs: deltaAttrs,
+    outputs: ['out', 'final_state'],
+    infer: (ins, a) => inferDelta(recurrent, ins, a, channelGate),
+  });
+  // the chunked form computes the same function; without a chunked kernel a backend runs the recurrent one
+  defineOp({
+    name: chunk,
+    group: 'recurrent',
+    doc: `FLA ${chunk}: the same function as ${recurrent} computed chunkwise on devices; decomposes into ${recurrent}.`,
+    inputs: deltaInputs,
+    attrs: deltaAttrs,
+    outputs: ['out', 'final_state'],
+    infer: (ins, a) => inferDelta(chunk, ins, a, channelGate),
+    decompose: (call) => callOp(recurrent, call.inputs, call.attrs),
+  });
+}
 
 type GlaOpts = { scale?: number | null; initial_state?: Tensor | null; output_final_state?: boolean };
+type DeltaOpts = GlaOpts & { use_qk_l2norm_in_kernel?: boolean };
+const delta = (name: string, ins: Tensor[], opts: DeltaOpts): Tensor[] =>
+  callOp(name, [...ins, opts.initial_state ?? null], {
+    scale: opts.scale ?? null,
+    output_final_state: opts.output_final_state ?? false,
+    use_qk_l2norm_in_kernel: opts.use_qk_l2norm_in_kernel ?? false,
+  });
 
 export const recurrentFunctions = {
   causalConv1d: (x: Tensor, weight: Tensor, opts: { bias?: Tensor | null; initial_states?: Tensor | null; return_final_states?: boolean; activation?: 'silu' | 'swish' | null } = {}): Tensor[] =>
@@ -158,10 +188,9 @@ export const recurrentFunctions = {
     callOp('fused_recurrent_gla', [q, k, v, gk, opts.initial_state ?? null], { scale: opts.scale ?? null, output_final_state: opts.output_final_state ?? false }),
   chunkGla: (q: Tensor, k: Tensor, v: Tensor, g: Tensor, opts: GlaOpts & { chunk_size?: number } = {}): Tensor[] =>
     callOp('chunk_gla', [q, k, v, g, opts.initial_state ?? null], { scale: opts.scale ?? null, output_final_state: opts.output_final_state ?? false, chunk_size: opts.chunk_size ?? 64 }),
-  fusedRecurrentGatedDeltaRule: (q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, opts: GlaOpts & { use_qk_l2norm_in_kernel?: boolean } = {}): Tensor[] =>
-    callOp('fused_recurrent_gated_delta_rule', [q, k, v, g, beta, opts.initial_state ?? null], {
-      scale: opts.scale ?? null,
-      output_final_state: opts.output_final_state ?? false,
-      use_qk_l2norm_in_kernel: opts.use_qk_l2norm_in_kernel ?? false,
-    }),
+  fusedRecurrentGatedDeltaRule: (q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, opts: DeltaOpts = {}): Tensor[] =>
+    delta('fused_recurrent_gated_delta_rule', [q, k, v, g, beta], opts),
+  chunkGatedDeltaRule: (q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, opts: DeltaOpts = {}): Tensor[] => delta('chunk_gated_delta_rule', [q, k, v, g, beta], opts),
+  fusedRecurrentKda: (q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, opts: DeltaOpts = {}): Tensor[] => delta('fused_recurrent_kda', [q, k, v, g, beta], opts),
+  chunkKda: (q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, opts: DeltaOpts = {}): Tensor[] => delta('chunk_kda', [q, k, v, g, beta], opts),
 };

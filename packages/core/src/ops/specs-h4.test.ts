@@ -131,6 +131,8 @@ describe('attention, quant and recurrent specs', () => {
     expect(out('causal_conv1d_update', [t([2, 8], 'bf16'), t([2, 8, 3], 'bf16'), t([8, 4], 'bf16'), null], { activation: 'silu' })).toEqual([['bf16', [2, 8]], ['bf16', [2, 8, 3]]]);
     fails('causal_conv1d_update', [t([2, 8]), t([2, 8, 2]), t([8, 4]), null], {}, /conv_state length 2 must be at least width - 1 = 3/);
     fails('causal_conv1d', [t([2, 8, 5]), t([8, 4]), null, t([2, 8, 4])], {}, /initial_states has shape \[2, 8, 4\], expected \[2, 8, 3\]/);
+    expect(out('fused_recurrent_kda', [t([1, 6, 2, 16]), t([1, 6, 2, 16]), t([1, 6, 2, 8]), t([1, 6, 2, 16]), t([1, 6, 2]), null])).toEqual([['f32', [1, 6, 2, 8]]]);
+    fails('chunk_kda', [t([1, 6, 2, 16]), t([1, 6, 2, 16]), t([1, 6, 2, 8]), t([1, 6, 2]), t([1, 6, 2]), null], {}, /chunk_kda: g has shape \[1, 6, 2\], expected \[1, 6, 2, 16\]/);
     fails('fused_recurrent_gated_delta_rule', [t([1, 6, 2, 16]), t([1, 6, 2, 16]), t([1, 6, 3, 8]), t([1, 6, 3]), t([1, 6, 3]), null], {}, /value heads 3 .* must be a multiple of q\/k heads 2/);
   });
 });
