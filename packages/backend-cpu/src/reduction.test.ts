@@ -202,3 +202,51 @@ describe('topk / sort', () => {
     expect(ve!.shape).toEqual([0]);
   });
 });
+
+describe('std / logsumexp / max / min', () => {
+  it('hand values', () => {
+    const x = tensor([1, 2, 3, 4, 5, 6], [2, 3]);
+    expectClose(values(F.std(x, { dim: 1 })), [1, 1]);
+    expectClose(values(F.std(x, { dim: 0, correction: 0 })), [1.5, 1.5, 1.5]);
+    expectClose(values(F.logsumexp(tensor([0, Math.log(3)], [2]), { dim: 0 })), [Math.log(4)]);
+    expectClose(values(F.logsumexp(tensor([1000, 1000], [2], 'f32'))), [1000 + Math.log(2)], 1e-4);
+    expect(values(F.logsumexp(tensor([-Infinity, -Infinity], [2])))).toEqual([-Infinity]);
+    expect(values(F.logsumexp(tensor([], [0, 2]), { dim: 0 }))).toEqual([-Infinity, -Infinity]);
+    expect(F.logsumexp(tensor([1, 2], [2], 'i32')).dtype).toBe('f32');
+    const [v, i] = F.max(tensor([3, 7, 7, 1, NaN, 1], [2, 3]), 1);
+    expect(values(v)).toEqual([7, NaN]);
+    expect(values(i)).toEqual([1, 1]);
+    const [vm, im] = F.min(tensor([3, 7, 0, 1, 0, 1], [2, 3]), 0, true);
+    expect(vm.shape).toEqual([1, 3]);
+    expect(values(vm)).toEqual([1, 0, 0]);
+    expect(values(im)).toEqual([1, 1, 0]);
+    expect(() => F.max(tensor([], [0, 2]), 0)).toThrow(/max: cannot reduce over the zero-size dim 0/);
+  });
+
+  it('random non-contiguous inputs vs a naive loop, every float dtype', () => {
+    const rng = new Rng(13);
+    for (const dtype of FLOATS) {
+      const base = randn(rng, [4, 6], dtype, 3);
+      const X = values(base);
+      const lse: number[] = [];
+      const sd: number[] = [];
+      const mx: number[] = [];
+      const ix: number[] = [];
+      for (let j = 0; j < 6; j++) {
+        const col = [0, 1, 2, 3].map((i) => X[i * 6 + j]!);
+        lse.push(roundToDType(Math.log(col.reduce((s, v) => s + Math.exp(v), 0)), dtype));
+        const m = col.reduce((s, v) => s + v, 0) / 4;
+        sd.push(roundToDType(Math.sqrt(col.reduce((s, v) => s + (v - m) ** 2, 0) / 3), dtype));
+        const best = col.indexOf(Math.max(...col));
+        mx.push(col[best]!);
+        ix.push(best);
+      }
+      const v = relayout(base, 'transposed');
+      expectClose(values(F.logsumexp(v, { dim: 0 })), lse, 1e-6, tolOf(dtype));
+      expectClose(values(F.std(v, { dim: 0 })), sd, 1e-6, tolOf(dtype));
+      const [mv, mi] = F.max(v, 0);
+      expect(values(mv)).toEqual(mx);
+      expect(values(mi)).toEqual(ix);
+    }
+  });
+});

@@ -58,7 +58,7 @@ function reduce(backend: Backend, kind: 'sum' | 'mean' | 'amax' | 'amin') {
   };
 }
 
-function variance(backend: Backend) {
+function variance(backend: Backend, sqrt = false) {
   return (call: OpCall<{ dim: number | number[] | null; correction: number; keepdim: boolean }>): Tensor => {
     const x = call.inputs[0] as Tensor;
     const out = call.outputs[0]!;
@@ -76,8 +76,28 @@ function variance(backend: Backend) {
       Y[map[i]!]! += d * d;
     }
     const denom = Math.max(0, count - call.attrs.correction);
-    for (let j = 0; j < m; j++) Y[j]! /= denom;
-    return output(backend, out.shape, out.dtype, Y, 'var');
+    for (let j = 0; j < m; j++) Y[j] = sqrt ? Math.sqrt(Y[j]! / denom) : Y[j]! / denom;
+    return output(backend, out.shape, out.dtype, Y, sqrt ? 'std' : 'var');
+  };
+}
+
+function logsumexp(backend: Backend) {
+  return (call: OpCall<{ dim: number | number[] | null; keepdim: boolean }>): Tensor => {
+    const x = call.inputs[0] as Tensor;
+    const out = call.outputs[0]!;
+    const dims = reductionDims('logsumexp', x.shape, call.attrs.dim);
+    const X = gather(x, 'logsumexp');
+    const map = outIndex(x.shape, dims);
+    const m = out.shape.reduce((a, b) => a * b, 1);
+    const max = new Float64Array(m).fill(-Infinity);
+    for (let i = 0; i < X.length; i++) max[map[i]!] = Math.max(max[map[i]!]!, X[i]!);
+    // an all -inf slice gives -inf (not NaN from inf - inf); +inf gives +inf
+    for (let j = 0; j < m; j++) if (!Number.isFinite(max[j]!)) max[j] = Number.isNaN(max[j]!) ? NaN : 0;
+    const sum = new Float64Array(m);
+    for (let i = 0; i < X.length; i++) sum[map[i]!]! += Math.exp(X[i]! - max[map[i]!]!);
+    const Y = new Float64Array(m);
+    for (let j = 0; j < m; j++) Y[j] = Math.log(sum[j]!) + max[j]!;
+    return output(backend, out.shape, out.dtype, Y, 'logsumexp');
   };
 }
 
@@ -212,6 +232,8 @@ function ordered(backend: Backend, name: 'sort' | 'topk') {
 export function registerReductionKernels(table: OpKernelTable, backend: Backend): void {
   for (const k of ['sum', 'mean', 'amax', 'amin'] as const) table.register(k, reduce(backend, k));
   table.register('var', variance(backend));
+  table.register('std', variance(backend, true));
+  table.register('logsumexp', logsumexp(backend));
   table.register('argmax', argReduce(backend, true));
   table.register('argmin', argReduce(backend, false));
   table.register('softmax', softmaxKernel(backend, false));

@@ -97,6 +97,67 @@ defineOp({
   },
 });
 
+defineOp({
+  name: 'std',
+  group: 'reduction',
+  doc: 'Standard deviation over dim: sqrt(var(input, dim, correction)); float inputs.',
+  inputs: [{ name: 'input', dtypes: 'float' }],
+  attrs: varAttrs,
+  infer: ([x], a) => {
+    const t = x as TensorMeta;
+    return [meta(reducedShape(t.shape, reductionDims('std', t.shape, a.dim), a.keepdim), t.dtype)];
+  },
+  decompose: (call) => {
+    const v = callOp1('var', [call.inputs[0]!], call.attrs);
+    const r = callOp1('sqrt', [v]);
+    v.dispose();
+    return [r];
+  },
+});
+
+defineOp({
+  name: 'logsumexp',
+  group: 'reduction',
+  doc: 'log(sum(exp(x))) over dim, computed stably (max-subtracted); integer inputs give f32.',
+  inputs: [{ name: 'input' }],
+  attrs: z.object({ dim: dimsSchema, keepdim: z.boolean().default(false) }).strict(),
+  infer: ([x], a) => {
+    const t = x as TensorMeta;
+    const out = DTYPE_INFO[t.dtype].kind === 'float' ? t.dtype : 'f32';
+    return [meta(reducedShape(t.shape, reductionDims('logsumexp', t.shape, a.dim), a.keepdim), out)];
+  },
+});
+
+for (const name of ['max', 'min'] as const) {
+  defineOp({
+    name,
+    group: 'reduction',
+    doc: `torch.${name}(input, dim, keepdim): the ${name === 'max' ? 'largest' : 'smallest'} values along dim and their i64 indices (the first on ties; NaN wins).`,
+    inputs: [{ name: 'input' }],
+    outputs: ['values', 'indices'],
+    attrs: z.object({ dim: z.number().int(), keepdim: z.boolean().default(false) }).strict(),
+    infer: ([x], a) => {
+      const t = x as TensorMeta;
+      const d = normDim(name, a.dim, t.shape.length);
+      if (t.shape[d] === 0) opError(name, `cannot reduce over the zero-size dim ${a.dim} of ${formatShape(t.shape)}`);
+      const shape = reducedShape(t.shape, t.shape.length === 0 ? [] : [d], a.keepdim);
+      return [meta(shape, t.dtype), meta(shape, 'i64')];
+    },
+    // the index, then the value at it
+    decompose: (call) => {
+      const x = call.inputs[0] as Tensor;
+      const idx = callOp1(name === 'max' ? 'argmax' : 'argmin', [x], { dim: call.attrs.dim, keepdim: true });
+      const g = callOp1('gather', [x, idx], { dim: call.attrs.dim });
+      if (call.attrs.keepdim || x.rank === 0) return [g, idx];
+      const v = callOp1('squeeze', [g], { dim: call.attrs.dim });
+      const i = callOp1('squeeze', [idx], { dim: call.attrs.dim });
+      g.dispose();
+      idx.dispose();
+      return [v, i];
+    },
+  });
+}
+
 // --- along one dim ---------------------------------------------------------------------------
 
 const softmaxAttrs = z.object({ dim: z.number().int(), dtype: dtypeSchema.optional() }).strict();
@@ -213,6 +274,10 @@ export const reductionFunctions = {
   argmax: (input: Tensor, opts: { dim?: number | null; keepdim?: boolean } = {}): Tensor => callOp1('argmax', [input], opts),
   argmin: (input: Tensor, opts: { dim?: number | null; keepdim?: boolean } = {}): Tensor => callOp1('argmin', [input], opts),
   var: (input: Tensor, opts: ReduceOpts & { correction?: number } = {}): Tensor => callOp1('var', [input], opts),
+  std: (input: Tensor, opts: ReduceOpts & { correction?: number } = {}): Tensor => callOp1('std', [input], opts),
+  logsumexp: (input: Tensor, opts: ReduceOpts = {}): Tensor => callOp1('logsumexp', [input], opts),
+  max: (input: Tensor, dim: number, keepdim = false): [Tensor, Tensor] => callOp('max', [input], { dim, keepdim }) as [Tensor, Tensor],
+  min: (input: Tensor, dim: number, keepdim = false): [Tensor, Tensor] => callOp('min', [input], { dim, keepdim }) as [Tensor, Tensor],
   softmax: (input: Tensor, opts: { dim: number; dtype?: DType }): Tensor => callOp1('softmax', [input], opts),
   logSoftmax: (input: Tensor, opts: { dim: number; dtype?: DType }): Tensor => callOp1('log_softmax', [input], opts),
   cumsum: (input: Tensor, opts: { dim: number; dtype?: DType }): Tensor => callOp1('cumsum', [input], opts),
