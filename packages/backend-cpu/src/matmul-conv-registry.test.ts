@@ -1,8 +1,19 @@
 /** The matmul and conv groups through the op registry on the cpu backend: routing, attrs, outputs, errors. */
 import { describe, expect, it } from 'vitest';
-import { callOp, F, inferOp, OpError, opRoute, supportedOps, type OpArg, type OpCall, type Tensor } from '@fastkernels/core';
+import { callOp, F, inferOp, listOps, OpError, opRoute, supportedOps, type OpArg, type OpCall, type Tensor } from '@fastkernels/core';
 import { geluTanh } from './math.js';
 import { cpu, expectClose, randn, relayout, Rng, tensor, values } from './test-helpers.js';
+
+describe('coverage', () => {
+  it('every op of the matmul, conv, attention, quant and recurrent groups runs on the cpu backend', () => {
+    const runnable = new Map(supportedOps(cpu).map((s) => [s.name, s.via]));
+    for (const group of ['matmul', 'conv', 'attention', 'quant', 'recurrent'] as const) {
+      const ops = listOps(group);
+      expect(ops.length).toBeGreaterThan(0);
+      for (const op of ops) expect([op.name, runnable.get(op.name)]).toEqual([op.name, op.name.startsWith('chunk_') && op.name !== 'chunk_gla' ? 'decomposition' : 'kernel']);
+    }
+  });
+});
 
 describe('matmul group via the registry', () => {
   it('every op runs as a cpu kernel', () => {
