@@ -40,9 +40,9 @@ describe('generated elementwise source', () => {
     expect(count(g.source, /__global__/g)).toBe(1);
     expect(g.source).toContain('struct FkGeo { int size[3]; int st[4][3]; };');
     expect(g.source).toContain('rem % g.size[d]');
-    expect(g.source).toContain('o2 += idx * g.st[2][d];');
-    expect(g.source).toContain('*reinterpret_cast<const FkV<__half, 4>*>(in0 + o1)');
-    expect(g.source).toContain('const float b1 = fk_ld_f32(in1[o2]);');
+    expect(g.source).toContain('o2[u] += idx * g.st[2][d];');
+    expect(g.source).toContain('a0[u] = *reinterpret_cast<const FkV<__half, 4>*>(in0 + o1[u]);');
+    expect(g.source).toContain('b1[u] = fk_ld_f32(in1[o2[u]]);');
     expect(g.source).toContain('__half2float(x)');
     expect(g.source).toContain('__float2half_rn');
     expect(g.signature).toEqual(['ptr', 'ptr', 'ptr', 'ptr', { struct: geoBytes(3, 3, 'i32'), align: 4 }, 'i32']);
@@ -54,7 +54,7 @@ describe('generated elementwise source', () => {
     expect(g.source).toContain('struct FkGeo { long long size[2]; long long st[3][2]; };');
     expect(g.source).toContain('double fk_ld_i32(int x)');
     expect(g.source).toContain('unsigned char fk_st_bool(double x) { return (x != double(0) ? 1 : 0); }');
-    expect(g.source).toContain('out[o0] = fk_st_bool(t0)');
+    expect(g.source).toContain('out[o0[u]] = fk_st_bool(t0)');
   });
 
   it('runtime scalars are double kernel arguments, compiled-in scalars are literals', () => {

@@ -17,6 +17,8 @@ export const EW_THREADS = 256;
 /** Vectors of each input a thread loads before the math (memory-level parallelism for the contiguous class). */
 export const EW_UNROLL = 4;
 export const MAX_EW_RANK = 8;
+/** Positions a thread of the strided class handles an iteration, their loads issued together. */
+export const EW_STRIDED_UNROLL = 2;
 
 export type EwClass =
   | { readonly kind: 'contig'; readonly vec: number }
@@ -144,43 +146,65 @@ export function elementwiseSource(spec: EwSpec): GeneratedKernel {
   const entry = 'fk_ew_strided';
   const vt = (T: string) => `FkV<${T}, ${V}>`;
   const offs = Array.from({ length: K }, (_, k) => `o${k}`);
+  const U = EW_STRIDED_UNROLL;
+  const loaded = ins.filter((y) => y.used);
   const src = [
     ...head,
     `// sizes (innermost in vectors of ${V}) and element strides of the output (operand 0) and each input`,
     `struct FkGeo { ${I} size[${R}]; ${I} st[${K}][${R}]; };`,
     `extern "C" __global__ void __launch_bounds__(${EW_THREADS}) ${entry}(${[...params, 'FkGeo g', `${I} n`].join(', ')}) {`,
-    `  for (${I} p = (${I})blockIdx.x * blockDim.x + threadIdx.x; p < n; p += (${I})gridDim.x * blockDim.x) {`,
-    `    ${I} rem = p;`,
-    `    ${offs.map((o) => `${o} = 0`).join(', ').replace(/^/, `${I} `)};`,
+    `  const ${I} G = (${I})gridDim.x * blockDim.x;`,
+    `  // ${U} positions a thread an iteration (G apart): offsets and loads of all of them before the math`,
+    `  for (${I} base = (${I})blockIdx.x * blockDim.x + threadIdx.x; base < n; base += G * ${U}) {`,
+    `    ${I} ${offs.map((o) => `${o}[${U}]`).join(', ')};`,
     `#pragma unroll`,
-    `    for (int d = ${R - 1}; d > 0; --d) {`,
-    `      const ${I} idx = rem % g.size[d];`,
-    `      rem /= g.size[d];`,
-    ...offs.map((o, k) => `      ${o} += idx * g.st[${k}][d];`),
+    `    for (int u = 0; u < ${U}; ++u) {`,
+    `      ${I} rem = base + u * G < n ? base + u * G : 0;  // past the end: position 0's offsets (a valid load, never stored)`,
+    `      ${offs.map((o) => `${o}[u] = 0`).join(', ')};`,
+    `#pragma unroll`,
+    `      for (int d = ${R - 1}; d > 0; --d) {`,
+    `        const ${I} idx = rem % g.size[d];`,
+    `        rem /= g.size[d];`,
+    ...offs.map((o, k) => `        ${o}[u] += idx * g.st[${k}][d];`),
+    `      }`,
+    ...offs.map((o, k) => `      ${o}[u] += rem * g.st[${k}][0];`),
     `    }`,
-    ...offs.map((o, k) => `    ${o} += rem * g.st[${k}][0];`),
   ];
   if (V === 1) {
+    src.push(...loaded.map((x) => `    ${x.T} a${x.i}[${U}];`));
+    src.push(`#pragma unroll`, `    for (int u = 0; u < ${U}; ++u) {`, ...loaded.map((x) => `      a${x.i}[u] = in${x.i}[o${x.i + 1}[u]];`), `    }`);
     src.push(
-      `    {`,
-      ...compute((i) => `fk_ld_${inDTypes[i]}(in${i}[o${i + 1}])`, (r) => `out[o0] = fk_st_${outDType}(${r})`).map((l) => l.slice(2)),
+      `#pragma unroll`,
+      `    for (int u = 0; u < ${U}; ++u) {`,
+      `      if (base + u * G < n) {`,
+      ...compute((i) => `fk_ld_${inDTypes[i]}(a${i}[u])`, (r) => `out[o0[u]] = fk_st_${outDType}(${r})`),
+      `      }`,
       `    }`,
     );
   } else {
-    for (const x of ins.filter((y) => y.used)) {
-      src.push(
-        innerContig[x.i]
-          ? `    const ${vt(x.T)} a${x.i} = *reinterpret_cast<const ${vt(x.T)}*>(in${x.i} + o${x.i + 1});`
-          : `    const ${C} b${x.i} = fk_ld_${x.d}(in${x.i}[o${x.i + 1}]);`,
-      );
-    }
+    src.push(...loaded.map((x) => (innerContig[x.i] ? `    ${vt(x.T)} a${x.i}[${U}];` : `    ${C} b${x.i}[${U}];`)));
     src.push(
-      `    ${vt(OutT)} r;`,
       `#pragma unroll`,
-      `    for (int e = 0; e < ${V}; ++e) {`,
-      ...compute((i) => (innerContig[i] ? `fk_ld_${inDTypes[i]}(a${i}.v[e])` : `b${i}`), (r) => `r.v[e] = fk_st_${outDType}(${r})`).map((l) => l.slice(2)),
+      `    for (int u = 0; u < ${U}; ++u) {`,
+      ...loaded.map((x) =>
+        innerContig[x.i]
+          ? `      a${x.i}[u] = *reinterpret_cast<const ${vt(x.T)}*>(in${x.i} + o${x.i + 1}[u]);`
+          : `      b${x.i}[u] = fk_ld_${x.d}(in${x.i}[o${x.i + 1}[u]]);`,
+      ),
       `    }`,
-      `    *reinterpret_cast<${vt(OutT)}*>(out + o0) = r;`,
+    );
+    src.push(
+      `#pragma unroll`,
+      `    for (int u = 0; u < ${U}; ++u) {`,
+      `      if (base + u * G < n) {`,
+      `        ${vt(OutT)} r;`,
+      `#pragma unroll`,
+      `        for (int e = 0; e < ${V}; ++e) {`,
+      ...compute((i) => (innerContig[i] ? `fk_ld_${inDTypes[i]}(a${i}[u].v[e])` : `b${i}[u]`), (r) => `r.v[e] = fk_st_${outDType}(${r})`).map((l) => `  ${l}`),
+      `        }`,
+      `        *reinterpret_cast<${vt(OutT)}*>(out + o0[u]) = r;`,
+      `      }`,
+      `    }`,
     );
   }
   src.push(`  }`, `}`, '');

@@ -9,7 +9,7 @@ import type { ArgValue } from '../args.js';
 import type { CudaKernel } from '../kernel.js';
 import type { CudaRuntime } from '../runtime.js';
 import { DCODE, genDType, type GenDType } from './ctypes.js';
-import { EW_THREADS, EW_UNROLL, elementwiseSource, geoBytes, type EwClass } from './elementwise-source.js';
+import { EW_STRIDED_UNROLL, EW_THREADS, EW_UNROLL, elementwiseSource, geoBytes, type EwClass } from './elementwise-source.js';
 import { encodeGeometry, planElementwise, type EwOperand } from './elementwise-plan.js';
 import { exprKey, validateExpr, type Expr } from './expr.js';
 import type { GenKernelCache } from './gen-cache.js';
@@ -80,7 +80,7 @@ export class ElementwiseRunner {
     const sp = plan as Extract<typeof plan, { sizes: readonly number[] }>;
     e.args[1 + ins.length + P] = encodeGeometry(e.geo!, sp.sizes, sp.strides, sp.cls.index);
     e.args[2 + ins.length + P] = sp.n;
-    e.kernel.launch(Math.max(1, Math.min(Math.ceil(sp.n / EW_THREADS), sms * 32)), EW_THREADS, 0, e.args);
+    e.kernel.launch(Math.max(1, Math.min(Math.ceil(sp.n / (EW_THREADS * EW_STRIDED_UNROLL)), sms * 32)), EW_THREADS, 0, e.args);
   }
 
   /** The compiled kernel count (for tests: one per dtype combination and class). */

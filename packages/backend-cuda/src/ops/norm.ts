@@ -50,7 +50,7 @@ export class GeneratedNorms {
     const temps: Tensor[] = [];
     try {
       const src = p.kind === 'rows' ? x : keep(temps, x.contiguous());
-      const L = p.kind === 'copy' ? p.D : p.kind === 'rows' ? p.D : 0;
+      const L = dims.reduce((a, d) => a * x.shape[d]!, 1);
       const rows = y.numel / L;
       const rowStride = p.kind === 'rows' ? p.rowStride : L;
       const w = weight && denseOf(weight, temps);
