@@ -1,4 +1,4 @@
-import { F, callOp, roundToDType, type DType } from '@fastkernels/core';
+import { F, callOp, inferOp, roundToDType, type DType, type Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { LAYOUTS, Rng, expectClose, randn, relayout, tensor, values } from './test-helpers.js';
 
@@ -248,5 +248,34 @@ describe('std / logsumexp / max / min', () => {
       expect(values(mv)).toEqual(mx);
       expect(values(mi)).toEqual(ix);
     }
+  });
+});
+
+describe('decompositions (what a backend without the kernel runs)', () => {
+  const decomposed = (name: string, x: Tensor, attrs: Record<string, unknown>) => {
+    const info = inferOp(name, [x], attrs);
+    return info.spec.decompose!({ op: info.spec, backend: x.backend, inputs: [x], attrs: info.attrs as Record<string, unknown>, outputs: info.outputs });
+  };
+
+  it('var, std, logsumexp, log_softmax, max / min equal the kernels', () => {
+    const rng = new Rng(17);
+    for (const dtype of FLOATS) {
+      const x = relayout(randn(rng, [3, 4, 5], dtype, 2), 'transposed');
+      for (const [name, attrs] of [
+        ['var', { dim: [0, 2], correction: 1 }], ['var', { dim: 1, keepdim: true, correction: 0 }], ['std', { dim: -1 }],
+        ['logsumexp', { dim: [1, 2] }], ['logsumexp', { dim: 0, keepdim: true }], ['log_softmax', { dim: 1 }],
+      ] as const) {
+        const [d] = decomposed(name, x, attrs);
+        const k = callOp(name, [x], attrs)[0]!;
+        expect(d!.shape).toEqual(k.shape);
+        expect(d!.dtype).toBe(k.dtype);
+        expectClose(values(d!), values(k), 1e-5, tolOf(dtype));
+      }
+      const [v, i] = F.max(x, 1);
+      const [dv, di] = decomposed('max', x, { dim: 1 });
+      expect(values(dv!)).toEqual(values(v));
+      expect(values(di!)).toEqual(values(i));
+    }
+    expect(values(decomposed('logsumexp', tensor([-Infinity, -Infinity, 1, Infinity], [2, 2]), { dim: 1 })[0]!)).toEqual([-Infinity, Infinity]);
   });
 });

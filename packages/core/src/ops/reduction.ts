@@ -8,7 +8,7 @@ import { DTYPE_INFO, type DType } from '../dtype.js';
 import { formatShape, type Shape } from '../shape.js';
 import type { Tensor } from '../tensor.js';
 import { dtypeSchema } from './elementwise.js';
-import { callOp, callOp1, defineOp, meta, normDim, opError, type MetaArg, type TensorMeta } from './registry.js';
+import { callOp, callOp1, defineOp, meta, normDim, opError, OpScope, type MetaArg, type TensorMeta } from './registry.js';
 
 const dimsSchema = z.union([z.number().int(), z.array(z.number().int())]).nullable().default(null);
 
@@ -95,6 +95,18 @@ defineOp({
     const t = x as TensorMeta;
     return [meta(reducedShape(t.shape, reductionDims('var', t.shape, a.dim), a.keepdim), t.dtype)];
   },
+  // two passes in f32 (f64 for f64): mean, then the mean square deviation, scaled by N / max(0, N - correction)
+  decompose: (call) => {
+    const x = call.inputs[0] as Tensor;
+    const dims = reductionDims('var', x.shape, call.attrs.dim);
+    const n = dims.reduce((p, d) => p * x.shape[d]!, 1);
+    const s = new OpScope();
+    const xf = s.op('to', [x], { dtype: x.dtype === 'f64' ? 'f64' : 'f32' });
+    const d = s.op('sub', [xf, s.op('mean', [xf], { dim: dims, keepdim: true })]);
+    const ss = s.op('sum', [s.op('square', [d])], { dim: dims, keepdim: call.attrs.keepdim });
+    const v = s.op('div', [ss, Math.max(0, n - call.attrs.correction)]);
+    return s.keep([s.op('to', [v], { dtype: x.dtype })]);
+  },
 });
 
 defineOp({
@@ -125,6 +137,18 @@ defineOp({
     const t = x as TensorMeta;
     const out = DTYPE_INFO[t.dtype].kind === 'float' ? t.dtype : 'f32';
     return [meta(reducedShape(t.shape, reductionDims('logsumexp', t.shape, a.dim), a.keepdim), out)];
+  },
+  // max-subtracted in f32 (f64 for f64); an infinite max is replaced by 0 so -inf / +inf slices stay -inf / +inf
+  decompose: (call) => {
+    const x = call.inputs[0] as Tensor;
+    const dims = reductionDims('logsumexp', x.shape, call.attrs.dim);
+    const s = new OpScope();
+    const xf = s.op('to', [x], { dtype: x.dtype === 'f64' ? 'f64' : 'f32' });
+    const m = s.op('amax', [xf], { dim: dims, keepdim: true });
+    const mf = s.op('where', [s.op('eq', [s.op('abs', [m]), Infinity]), 0, m]);
+    const lse = s.op('add', [s.op('log', [s.op('sum', [s.op('exp', [s.op('sub', [xf, mf])])], { dim: dims, keepdim: true })]), mf]);
+    const shaped = call.attrs.keepdim ? lse : s.op('reshape', [lse], { shape: call.outputs[0]!.shape });
+    return s.keep([s.op('to', [shaped], { dtype: call.outputs[0]!.dtype })]);
   },
 });
 
