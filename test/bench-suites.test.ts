@@ -4,9 +4,10 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { parseOverride } from '@fastkernels/backend-cuda';
 import { afterAll, describe, expect, it } from 'vitest';
-import { HEADLINES, readResult, record } from '../bench/lib/record.mjs';
-import { SettingError, VARIANTS, envFor } from '../bench/suites/decode-ab/variants.mjs';
+import { HEADLINES, measuredNothing, readResult, record } from '../bench/lib/record.mjs';
+import { SettingError, VARIANTS, envFor, settingFor } from '../bench/suites/decode-ab/variants.mjs';
 
 const BENCH = resolve(import.meta.dirname, '../bench');
 const dir = mkdtempSync(join(tmpdir(), 'fk-bench-suites-'));
@@ -35,12 +36,26 @@ describe('bench/lib/record.mjs', () => {
   it('a .jsonl phase log becomes { phases } in <name>.json; its history line names each phase verdict', () => {
     const file = join(dir, 'verify.jsonl');
     writeFileSync(file, '{"phase":"exploits","verdict":"PASS"}\n{"phase":"serve-full","verdict":"MISS"}\n');
-    const line = record({ suite: 'verify', device: 'h100', file, name: 'verify.jsonl', out: join(dir, 'rec2') });
+    const line = record({ suite: 'verify', device: 'h100', file, name: 'verify.jsonl', out: join(dir, 'rec2') })!;
     expect(line.file).toBe('verify.json');
     expect(line.phases).toEqual({ exploits: 'PASS', 'serve-full': 'MISS' });
     expect(readResult(join(dir, 'rec2', 'h100', 'verify.json')).phases).toHaveLength(2);
     writeFileSync(file, '{"phase":"x"}\nnot json\n');
     expect(() => readResult(file)).toThrowError(`${file}: line 2 is not JSON`);
+  });
+
+  it('a run that measured nothing (every headline figure null, e.g. no GPU) leaves the current file and the history alone', () => {
+    const out = join(dir, 'rec3');
+    const file = join(dir, 'ab.json');
+    writeFileSync(file, JSON.stringify({ settings: { plain: { stepMs: 4.7 } } }));
+    expect(record({ suite: 'decode-ab', device: 'h200', file, name: 'decode-ab.json', out })).not.toBeNull();
+    writeFileSync(file, JSON.stringify({ settings: { plain: { stepMs: null }, defaults: { stepMs: null } } }));
+    expect(record({ suite: 'decode-ab', device: 'h200', file, name: 'decode-ab.json', out })).toBeNull();
+    expect(JSON.parse(readFileSync(join(out, 'h200', 'decode-ab.json'), 'utf8')).settings.plain.stepMs).toBe(4.7);
+    expect(lines(join(out, 'h200', 'history.jsonl'))).toHaveLength(1);
+    expect(measuredNothing({ a: null, b: { c: null } })).toBe(true);
+    expect(measuredNothing({ a: null, b: { c: 0 } })).toBe(false);
+    expect(measuredNothing({})).toBe(false);
   });
 
   it('every headline takes an empty result without throwing (a suite cut short still records)', () => {
@@ -49,20 +64,37 @@ describe('bench/lib/record.mjs', () => {
 });
 
 describe('bench/suites/decode-ab/variants.mjs: the one table of variants', () => {
-  it('a variant is its base settings with its own on top; custom settings take the prefix or not', () => {
-    const gemv48 = envFor('gemv48');
-    expect(gemv48).toContain('FASTKERNELS_GEMV_UNROLL=4');
-    expect(gemv48).not.toContain('FASTKERNELS_GEMV_UNROLL=8');
-    expect(envFor('rkv')).toContain('FASTKERNELS_FUSE_ROTARY_KV=1');
-    expect(envFor('rkv')).not.toContain('FASTKERNELS_FUSE_ROTARY_KV=0');
-    expect(envFor('defaults')).toEqual([]);
-    expect(envFor('DECODE_MIN_SPLIT_TOKENS=512,FASTKERNELS_PDL=0')).toEqual(['FASTKERNELS_DECODE_MIN_SPLIT_TOKENS=512', 'FASTKERNELS_PDL=0']);
+  it('every variant is a valid tuning override file (the schema FASTKERNELS_TUNING is read with)', () => {
+    for (const [name, v] of Object.entries(VARIANTS)) expect(() => parseOverride(v.tuning, `variant ${name}`), name).not.toThrow();
   });
 
-  it('refuses an unknown name with the choices, and an assignment that is not NAME=VALUE', () => {
-    expect(() => envFor('gemv64')).toThrowError(SettingError);
-    expect(() => envFor('gemv64')).toThrowError(Object.keys(VARIANTS).join(', '));
-    expect(() => envFor('PDL=1;rm')).toThrowError("'PDL=1;rm' is not NAME=VALUE");
+  it('a variant is its base with its own settings on top', () => {
+    expect(VARIANTS.gemv48!.tuning.linear).toMatchObject({ gemvUnroll: 4, gemvStreamWarpsPerSm: 48, gemvMaxRows: 1, gemvFuseGlu: false });
+    expect(VARIANTS.rkv!.tuning.rotary).toEqual({ fuseKvStore: true });
+    expect(VARIANTS.plain!.tuning).toMatchObject({ engine: { chainDecode: false }, launch: { pdl: false }, linear: { gemvMaxRows: 0 } });
+    expect(VARIANTS.defaults!.tuning).toEqual({});
+  });
+
+  it('writes the override a process runs under and names it in FASTKERNELS_TUNING; defaults and ablations need no file', () => {
+    const file = join(dir, 'v.tuning.json');
+    expect(envFor('attention.decodeMmaMinSplitTokens=512,engine.chainDecode=false,BENCH_ABLATE=rmsNorm:fusedAddRmsNorm', file)).toEqual([
+      `FASTKERNELS_TUNING=${file}`,
+      'FASTKERNELS_BENCH_ABLATE=rmsNorm:fusedAddRmsNorm',
+    ]);
+    const written = JSON.parse(readFileSync(file, 'utf8'));
+    expect(written).toMatchObject({ attention: { decodeMmaMinSplitTokens: 512 }, engine: { chainDecode: false } });
+    expect(() => parseOverride(written, file)).not.toThrow();
+    expect(envFor('defaults', join(dir, 'none.json'))).toEqual([]);
+    expect(existsSync(join(dir, 'none.json'))).toBe(false);
+    expect(envFor('BENCH_ABLATE=pagedDecodeAttention', join(dir, 'none.json'))).toEqual(['FASTKERNELS_BENCH_ABLATE=pagedDecodeAttention']);
+  });
+
+  it('refuses an unknown name with the choices, an old per-knob variable with the tuning-key form, and a bad assignment', () => {
+    expect(() => settingFor('gemv64')).toThrowError(SettingError);
+    expect(() => settingFor('gemv64')).toThrowError(Object.keys(VARIANTS).join(', '));
+    expect(() => settingFor('DECODE_MIN_SPLIT_TOKENS=512')).toThrowError("'DECODE_MIN_SPLIT_TOKENS' is not a tuning key (section.key");
+    expect(() => settingFor('attention.x.y=1')).toThrowError('is not a tuning key');
+    expect(() => settingFor('launch.pdl=1;rm')).toThrowError("'launch.pdl=1;rm' is not NAME=VALUE");
   });
 });
 

@@ -1,6 +1,6 @@
 // What the suites' drivers (bench/suites/*/*.mjs, bundled by tools/gpu-host-bundle.mjs) share: flag parsing, the CUDA backend or
 // a clear exit, and the launch settings a timing depends on (recorded in each JSON).
-import * as cuda from '@fastkernels/backend-cuda';
+import { CudaBackend, effectiveTuning } from '@fastkernels/backend-cuda';
 import { chainDecodeDefault } from '@fastkernels/model-zoo';
 
 /** `--name value` and `--flag` lookups over argv (default: this process's arguments). */
@@ -14,7 +14,7 @@ export function benchArgs(argv = process.argv.slice(2)) {
 
 /** A CUDA backend, or exit 2 with why CUDA is unavailable (no GPU, no driver, a library not found). */
 export function cudaBackendOrExit(label) {
-  const backend = new cuda.CudaBackend();
+  const backend = new CudaBackend();
   const avail = backend.availability();
   if (!avail.available) {
     console.error(`${label}: CUDA unavailable: ${avail.reason}`);
@@ -25,16 +25,10 @@ export function cudaBackendOrExit(label) {
 
 /**
  * The speed settings in force, for the JSON's settings: chained decode (the engine's default; it chains only graph
- * decode at world size 1) by name, and the CUDA backend's tuning whole, so a knob added there is recorded without a
- * change here: the effective tuning (device file + FASTKERNELS_TUNING override, with where each value came from) where
- * the backend has tuning files, else its per-section *_TUNING objects.
+ * decode at world size 1) by name, the effective tuning whole (the device's tuning file with FASTKERNELS_TUNING laid
+ * over it), so a key added there is recorded without a change here, and the files it came from.
  */
 export function launchSettings() {
-  const api = cuda; // looked up at run time: either API may be the one this build has
-  if (typeof api.effectiveTuning === 'function') {
-    const e = api.effectiveTuning();
-    return { chainDecode: chainDecodeDefault(), tuning: e.tuning, tuningFiles: { device: e.deviceFile, override: e.overrideFile ?? null } };
-  }
-  const sections = { launch: 'LAUNCH', linear: 'LINEAR', attention: 'ATTENTION', rotary: 'ROTARY', norm: 'NORM', kvStore: 'KV_STORE', sampler: 'SAMPLER', softmax: 'SOFTMAX' };
-  return { chainDecode: chainDecodeDefault(), tuning: Object.fromEntries(Object.entries(sections).map(([k, v]) => [k, { ...api[`${v}_TUNING`] }])) };
+  const e = effectiveTuning();
+  return { chainDecode: chainDecodeDefault(), tuning: e.tuning, tuningFiles: { device: e.deviceFile, override: e.overrideFile ?? null } };
 }

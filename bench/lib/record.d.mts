@@ -13,4 +13,5 @@ export interface RecordOptions {
   args?: string;
   date?: string;
 }
-export function record(options: RecordOptions): { date: string; commit: string | null; suite: string; file: string } & Headline;
+export function measuredNothing(headline: Headline): boolean;
+export function record(options: RecordOptions): ({ date: string; commit: string | null; suite: string; file: string } & Headline) | null;

@@ -79,15 +79,27 @@ export function readResult(file) {
   return { phases };
 }
 
-/** Writes the current file and appends the history line; returns that line (an object). */
+/** True when a headline has figures and every one of them is null: the run measured nothing (e.g. no GPU). */
+export function measuredNothing(headline) {
+  const leaves = [];
+  const walk = (v) => (v && typeof v === 'object' && !Array.isArray(v) ? Object.values(v).forEach(walk) : leaves.push(v));
+  walk(headline);
+  return leaves.length > 0 && leaves.every((v) => v === null);
+}
+
+/**
+ * Writes the current file and appends the history line; returns that line (an object), or null when the run measured
+ * nothing (the current file, a real measurement, stays).
+ */
 export function record({ suite, device, file, name = basename(file), out, commit = '', exit = 0, args = '', date = new Date().toISOString() }) {
   const result = readResult(file);
+  const headline = HEADLINES[suite] ? HEADLINES[suite](result) : {};
+  if (measuredNothing(headline)) return null;
   const dir = join(out, device);
   mkdirSync(dir, { recursive: true });
   const recorded = { suite, device, commit: commit || result.commit || null, date, args: args || null, exit: Number(exit) };
   const current = name.endsWith('.jsonl') ? name.replace(/\.jsonl$/, '.json') : name;
   writeFileSync(join(dir, current), `${JSON.stringify({ recorded, ...result }, null, 2)}\n`);
-  const headline = HEADLINES[suite] ? HEADLINES[suite](result) : {};
   const line = { date, commit: recorded.commit, suite, file: current, ...(args ? { args } : {}), ...(Number(exit) ? { exit: Number(exit) } : {}), ...headline };
   appendFileSync(join(dir, 'history.jsonl'), `${JSON.stringify(line)}\n`);
   return line;
@@ -109,7 +121,8 @@ if (/record\.mjs$/.test(self) && import.meta.url === pathToFileURL(self).href) {
   try {
     const o = parseArgs(process.argv.slice(2));
     const line = record(o);
-    console.log(`bench/run: ${o.suite}: wrote ${join(o.out, o.device, line.file)}, appended a line to ${join(o.out, o.device, 'history.jsonl')}`);
+    if (line) console.log(`bench/run: ${o.suite}: wrote ${join(o.out, o.device, line.file)}, appended a line to ${join(o.out, o.device, 'history.jsonl')}`);
+    else console.error(`bench/run: ${o.suite}: ${o.file} has no figure (every headline value is null): nothing recorded`);
   } catch (e) {
     console.error(e instanceof Error ? e.message : String(e));
     process.exitCode = 2;

@@ -2,12 +2,12 @@
 # Issue 7, bs-1 decode: the step time under each launch setting, in one process start per setting (no ncu; ~40 s
 # each). Llama-3-8B shape, random bf16 weights, the bs-1 CUDA graph (bench/suites/decode-profile/decode_profile.mjs, its run "a"):
 #   SETTING  a variant of variants.mjs (the one table of variants: plain, chain, pdl, both, gemv, gemv48, rkv, greedy,
-#            glu, defaults; `run-node variants.mjs names`), or NAME=V[,NAME=V...]: the defaults with these FASTKERNELS_*
-#            variables set (the prefix may be left out), recorded under the same text without the prefix, e.g.
-#            DECODE_MIN_SPLIT_TOKENS=512.
+#            glu, defaults; `run-node variants.mjs names`), each a tuning override the process gets as
+#            FASTKERNELS_TUNING=<file> over the device's tuning file (docs/tuning.md), or a custom setting
+#            section.key=value[,section.key=value...] (e.g. attention.decodeMmaMinSplitTokens=512), recorded under its text.
 #   (a setting named again, for an A/B/A run, is recorded as NAME#2, NAME#3, ...)
-#   BENCH_ABLATE=OP[:OP] launches nothing for those ops (bench/suites/decode-profile/decode-ablate.mjs): garbage tokens,
-#   the step time an upper bound on a fusion's gain
+#   BENCH_ABLATE=OP[:OP] (alone or in a custom setting) launches nothing for those ops
+#   (bench/suites/decode-profile/decode-ablate.mjs): garbage tokens, the step time an upper bound on a fusion's gain
 # Writes $OUT/decode_ab.json ({ commit, settings: { name: { stepMs, graphReplayMs, decodeTokS, hostMs, rc } } }) and
 # prints a table last.
 #   dist/gpu-host/bench/run decode-ab [SETTING ...]      (default: plain gemv defaults)
@@ -19,9 +19,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../../lib/lib.sh"
 fk_decode_setup decode-ab
 args=("$@"); [ ${#args[@]} -gt 0 ] || args=(plain gemv defaults)
-# a custom setting's name in files and the JSON: its assignments without the FASTKERNELS_ prefix
-settings=()
-for a in "${args[@]}"; do settings+=("${a//FASTKERNELS_/}"); done
+settings=("${args[@]}")
 # a setting named twice (an A/B/A run) keeps both results: the second is recorded as NAME#2, and so on
 labels=()
 for i in "${!settings[@]}"; do
@@ -31,24 +29,24 @@ for i in "${!settings[@]}"; do
 done
 echo "decode-ab: bundle $bundle (commit ${commit:-?}), out $OUT, settings ${settings[*]}"
 rm -f "$OUT"/decode-ab-* "$OUT/decode_ab.json"  # nothing from an earlier run is reported as this one's
-# every setting starts from the shipped defaults: every FASTKERNELS_* variable of the caller's shell is cleared for each
-# run except those that say where things are (a speed switch added later can never leak into a "defaults" run)
+# every setting starts from the device's tuning file: every FASTKERNELS_* variable of the caller's shell (FASTKERNELS_TUNING
+# too) is cleared for each run except those that say where things are (nothing leaks into a "defaults" run)
 keep_vars=(CACHE_DIR CUDA_ADDON CUDA_LIB_DIRS CUDA_INCLUDE_DIRS BUNDLE DEVICE GPU PYTHON NCCL_ADDON NCCL_LIB_DIRS)
 clear=()
 while IFS= read -r v; do
   name="${v#FASTKERNELS_}"
   [[ " ${keep_vars[*]} " == *" $name "* ]] && continue
-  echo "decode-ab: $v=$(printenv "$v") from the caller is ignored (settings start from the defaults)" >&2
+  echo "decode-ab: $v=$(printenv "$v") from the caller is ignored (settings start from the device's tuning file)" >&2
   clear+=(-u "$v")
 done < <(compgen -e | grep '^FASTKERNELS_' || true)
 node_bin="$("$bundle/run" --print-node)"
 # every setting checked first (variants.mjs says what is wrong), so a typo stops the run before any is measured
-for s in "${settings[@]}"; do "$node_bin" "$here/variants.mjs" env "$s" > /dev/null || exit 2; done
+for s in "${settings[@]}"; do "$node_bin" "$here/variants.mjs" check "$s" || exit 2; done
 for i in "${!settings[@]}"; do
   s="${settings[$i]}"
-  env=()
-  while IFS= read -r a; do env+=("$a"); done < <("$node_bin" "$here/variants.mjs" env "$s")
   l="${labels[$i]}"
+  env=()
+  while IFS= read -r a; do env+=("$a"); done < <("$node_bin" "$here/variants.mjs" env "$s" "$OUT/decode-ab-$l.tuning.json")
   t0=$SECONDS
   rc=0
   env ${clear[@]+"${clear[@]}"} ${env[@]+"${env[@]}"} "$bundle/run-node" "$script" --model "$model" --steps "${STEPS_TIMED:-64}" --prompt "${PROMPT:-64}" ${MAX_MODEL_LEN:+--max-model-len "$MAX_MODEL_LEN"} --json "$OUT/decode-ab-$l.json" --graph-timing 50 \

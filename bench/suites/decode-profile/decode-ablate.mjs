@@ -10,7 +10,7 @@ const like = (t) => Tensor.empty(t.backend, t.shape, t.dtype, { device: t.device
 
 /**
  * The ops that may be ablated, each with its launch-free stand-in. The fused rotary + KV write never declines here, so
- * ablating it takes the step's rotary and cache write out whatever FASTKERNELS_FUSE_ROTARY_KV says; rotaryEmbedding
+ * ablating it takes the step's rotary and cache write out whatever rotary.fuseKvStore (the tuning file) says; rotaryEmbedding
  * and storeKvcache_ are the unfused pair's.
  */
 export const ABLATABLE = {

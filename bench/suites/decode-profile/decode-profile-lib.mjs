@@ -331,7 +331,7 @@ function cli(argv) {
     commit: opt('--commit', '') || null,
     gpu: run?.device ?? ncuRun?.device ?? null,
     stepMs: run?.stepMs ?? null,
-    // programmatic dependent launches in the decode graphs (LAUNCH_TUNING.pdl) for the timed run; null from runs that
+    // programmatic dependent launches in the decode graphs (tuning launch.pdl) for the timed run; null from runs that
     // did not record it
     pdl: run?.settings?.tuning?.launch?.pdl ?? run?.settings?.pdl ?? null, // top-level in runs before 16
     chainDecode: run?.settings?.chainDecode ?? null,
