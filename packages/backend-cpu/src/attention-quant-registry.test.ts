@@ -27,6 +27,52 @@ describe('attention group via the registry', () => {
   });
 });
 
+describe('the engine attention ops agree with scaled_dot_product_attention', () => {
+  it('paged_decode_attention = sdpa over the gathered cache (GQA, sliding window)', () => {
+    const rng = new Rng(7);
+    const [B, nQ, nKv, head, blockSize, numBlocks] = [2, 4, 2, 8, 3, 6];
+    const q = randn(rng, [B, nQ, head]);
+    const kc = randn(rng, [numBlocks, blockSize, nKv, head]);
+    const vc = randn(rng, [numBlocks, blockSize, nKv, head]);
+    const tables = [[4, 1, 0], [2, 5, 3]];
+    const lens = [7, 5];
+    for (const window of [0, 4]) {
+      const y = F.pagedDecodeAttention(q, kc, vc, tensor(tables.flat(), [B, 3], 'i32'), tensor(lens, [B], 'i32'), { scale: 0.3, sliding_window: window });
+      for (let b = 0; b < B; b++) {
+        const rows = Array.from({ length: lens[b]! }, (_, t) => [tables[b]![Math.floor(t / blockSize)]!, t % blockSize] as const);
+        const gatherKv = (c: Tensor) => tensor(rows.flatMap(([blk, off]) => values(c.select(0, blk).select(0, off))), [rows.length, nKv, head]).permute(1, 0, 2).unsqueeze(0);
+        const L = lens[b]!;
+        const mask = tensor(Array.from({ length: L }, (_, t) => (window === 0 || t >= L - window ? 1 : 0)), [1, L], 'bool');
+        const want = F.scaledDotProductAttention(q.narrow(0, b, 1).unsqueeze(2), gatherKv(kc), gatherKv(vc), { scale: 0.3, enable_gqa: true, attn_mask: mask });
+        expectClose(values(y.narrow(0, b, 1)), values(want), 1e-6, 1e-6);
+      }
+    }
+  });
+
+  it('varlen_prefill_attention = per-sequence sdpa with a bottom-right causal mask', () => {
+    const rng = new Rng(8);
+    const [nQ, nKv, head] = [4, 1, 8];
+    const lq = [3, 2];
+    const lk = [3, 5];
+    const q = randn(rng, [5, nQ, head]);
+    const k = randn(rng, [8, nKv, head]);
+    const v = randn(rng, [8, nKv, head]);
+    const y = F.varlenPrefillAttention(q, k, v, tensor([0, 3, 5], [3], 'i32'), tensor([0, 3, 8], [3], 'i32'), { scale: 0.25, causal: true });
+    let q0 = 0;
+    let k0 = 0;
+    for (let b = 0; b < 2; b++) {
+      const [Lq, Lk] = [lq[b]!, lk[b]!];
+      const mask = tensor(Array.from({ length: Lq * Lk }, (_, i) => (i % Lk <= Math.floor(i / Lk) + Lk - Lq ? 1 : 0)), [Lq, Lk], 'bool');
+      const sel = (t: Tensor, s: number, n: number) => t.narrow(0, s, n).permute(1, 0, 2).unsqueeze(0);
+      const want = F.scaledDotProductAttention(sel(q, q0, Lq), sel(k, k0, Lk), sel(v, k0, Lk), { scale: 0.25, enable_gqa: true, attn_mask: mask });
+      expectClose(values(y.narrow(0, q0, Lq)), values(want.select(0, 0).permute(1, 0, 2)), 1e-6, 1e-6);
+      q0 += Lq;
+      k0 += Lk;
+    }
+    expect(() => F.varlenPrefillAttention(q, k, v, tensor([0, 5], [2], 'i32'), tensor([0, 3, 8], [3], 'i32'), { scale: 1 })).toThrow(/must both be \[B \+ 1\]/);
+  });
+});
+
 describe('quant group via the registry', () => {
   it('fp8 quantise, dequantise and per-token-group', () => {
     const [q, s] = F.scaledFp8Quant(tensor([1, -2, 500, 1000], [4]), tensor([2], [1]));

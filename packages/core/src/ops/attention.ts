@@ -1,7 +1,8 @@
 /**
  * The attention group: dense scaled_dot_product_attention with PyTorch's F.scaled_dot_product_attention semantics
  * (bool or additive attn_mask broadcast to [..., L, S], top-left causal, scale, enable_gqa), for inference.
- * (The Llama path's paged decode and varlen prefill stay on the Ops surface.)
+ * The decoder engine's paged_decode_attention and varlen_prefill_attention are members too, routed to the backend's
+ * Ops methods (the Llama path keeps calling those directly).
  */
 import { z } from 'zod';
 import { DTYPE_INFO } from '../dtype.js';
@@ -65,9 +66,91 @@ defineOp({
   },
 });
 
+// ---------------------------------------------------------------------------------------------
+// the decoder engine's attention (the Llama path's Ops methods as members of the group)
+
+const intIn = ['i32', 'i64'] as const;
+
+defineOp({
+  name: 'paged_decode_attention',
+  group: 'attention',
+  doc:
+    'Decode attention over a paged KV cache (vLLM paged attention): query [B, nQ, head], k_cache / v_cache [num_blocks, block_size, nKv, head], ' +
+    'block_tables [B, max_blocks] (int), seq_lens [B] (int); token t of sequence b sits in block block_tables[b, t / block_size] at t % block_size; ' +
+    'GQA when nQ > nKv; sliding_window w > 0 keeps the last w tokens. -> [B, nQ, head].',
+  inputs: [
+    { name: 'query', dtypes: 'float' },
+    { name: 'k_cache', dtypes: 'float' },
+    { name: 'v_cache', dtypes: 'float' },
+    { name: 'block_tables', dtypes: intIn },
+    { name: 'seq_lens', dtypes: intIn },
+  ],
+  attrs: z.object({ scale: z.number(), sliding_window: z.number().int().min(0).default(0) }).strict(),
+  infer: ([q, kc, vc, bt, sl]) => {
+    const op = 'paged_decode_attention';
+    const dtype = commonFloatDType(op, [['query', q!], ['k_cache', kc!], ['v_cache', vc!]]);
+    const qs = (q as TensorMeta).shape;
+    if (qs.length !== 3) opError(op, `query must be [B, nQ, head], got ${formatShape(qs)}`);
+    const [B, nQ, head] = qs as [number, number, number];
+    const ks = (kc as TensorMeta).shape;
+    if (ks.length !== 4 || ks[3] !== head) opError(op, `k_cache must be [num_blocks, block_size, nKv, ${head}], got ${formatShape(ks)}`);
+    const vs = (vc as TensorMeta).shape;
+    if (vs.length !== 4 || vs.some((d, i) => d !== ks[i])) opError(op, `v_cache ${formatShape(vs)} must match k_cache ${formatShape(ks)}`);
+    if (ks[2] === 0 || nQ % ks[2]! !== 0) opError(op, `${nQ} query heads are not a multiple of ${ks[2]} kv heads`);
+    const bts = (bt as TensorMeta).shape;
+    if (bts.length !== 2 || bts[0] !== B) opError(op, `block_tables ${formatShape(bts)} must be [${B}, max_blocks]`);
+    const sls = (sl as TensorMeta).shape;
+    if (sls.length !== 1 || sls[0] !== B) opError(op, `seq_lens ${formatShape(sls)} must be [${B}]`);
+    return [meta(qs, dtype)];
+  },
+  viaOps: (ops, call) => {
+    const [q, kc, vc, bt, sl] = call.inputs as Tensor[];
+    return [ops.pagedDecodeAttention(q!, kc!, vc!, bt!, sl!, call.attrs.scale, call.attrs.sliding_window)];
+  },
+});
+
+defineOp({
+  name: 'varlen_prefill_attention',
+  group: 'attention',
+  doc:
+    'Variable-length prefill attention (flash_attn_varlen_func): q [Tq, nQ, head], k / v [Tk, nKv, head], cu_seqlens_q / cu_seqlens_k [B + 1] (int); ' +
+    'causal masks align the ends of each q and k sequence (bottom-right, as flash-attn); sliding_window w > 0 hides keys more than w - 1 before the diagonal. -> [Tq, nQ, head].',
+  inputs: [
+    { name: 'q', dtypes: 'float' },
+    { name: 'k', dtypes: 'float' },
+    { name: 'v', dtypes: 'float' },
+    { name: 'cu_seqlens_q', dtypes: intIn },
+    { name: 'cu_seqlens_k', dtypes: intIn },
+  ],
+  attrs: z.object({ scale: z.number(), causal: z.boolean().default(false), sliding_window: z.number().int().min(0).default(0) }).strict(),
+  infer: ([q, k, v, cq, ck]) => {
+    const op = 'varlen_prefill_attention';
+    const dtype = commonFloatDType(op, [['q', q!], ['k', k!], ['v', v!]]);
+    const qs = (q as TensorMeta).shape;
+    if (qs.length !== 3) opError(op, `q must be [Tq, nQ, head], got ${formatShape(qs)}`);
+    const ks = (k as TensorMeta).shape;
+    if (ks.length !== 3 || ks[2] !== qs[2]) opError(op, `k must be [Tk, nKv, ${qs[2]}], got ${formatShape(ks)}`);
+    const vs = (v as TensorMeta).shape;
+    if (vs.length !== 3 || vs.some((d, i) => d !== ks[i])) opError(op, `v ${formatShape(vs)} must match k ${formatShape(ks)}`);
+    if (ks[1] === 0 || qs[1]! % ks[1]! !== 0) opError(op, `${qs[1]} query heads are not a multiple of ${ks[1]} kv heads`);
+    const a = (cq as TensorMeta).shape;
+    const b = (ck as TensorMeta).shape;
+    if (a.length !== 1 || b.length !== 1 || a[0] !== b[0] || a[0]! < 1) opError(op, `cu_seqlens_q ${formatShape(a)} and cu_seqlens_k ${formatShape(b)} must both be [B + 1]`);
+    return [meta(qs, dtype)];
+  },
+  viaOps: (ops, call) => {
+    const [q, k, v, cq, ck] = call.inputs as Tensor[];
+    return [ops.varlenPrefillAttention(q!, k!, v!, cq!, ck!, call.attrs.scale, call.attrs.causal, call.attrs.sliding_window)];
+  },
+});
+
 export const attentionFunctions = {
   scaledDotProductAttention: (query: Tensor, key: Tensor, value: Tensor, opts: SdpaAttrs & { attn_mask?: Tensor | null } = {}): Tensor => {
     const { attn_mask = null, ...attrs } = opts;
     return callOp1(OP, [query, key, value, attn_mask], attrs);
   },
+  pagedDecodeAttention: (query: Tensor, k_cache: Tensor, v_cache: Tensor, block_tables: Tensor, seq_lens: Tensor, opts: { scale: number; sliding_window?: number }): Tensor =>
+    callOp1('paged_decode_attention', [query, k_cache, v_cache, block_tables, seq_lens], opts),
+  varlenPrefillAttention: (q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, opts: { scale: number; causal?: boolean; sliding_window?: number }): Tensor =>
+    callOp1('varlen_prefill_attention', [q, k, v, cu_seqlens_q, cu_seqlens_k], opts),
 };

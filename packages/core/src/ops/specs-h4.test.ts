@@ -100,6 +100,9 @@ describe('attention, quant and recurrent specs', () => {
     expect(out('scaled_dot_product_attention', [t([2, 8, 5, 64], 'bf16'), t([2, 2, 9, 64], 'bf16'), t([2, 2, 9, 32], 'bf16'), null], { enable_gqa: true })).toEqual([['bf16', [2, 8, 5, 32]]]);
     expect(out('scaled_dot_product_attention', [t([2, 4, 5, 16]), t([2, 4, 9, 16]), t([2, 4, 9, 16]), t([5, 9], 'bool')])).toEqual([['f32', [2, 4, 5, 16]]]);
     fails('scaled_dot_product_attention', [t([2, 8, 5, 64]), t([2, 2, 9, 64]), t([2, 2, 9, 64]), null], {}, /different head counts need enable_gqa=true/);
+    expect(out('paged_decode_attention', [t([3, 8, 64], 'bf16'), t([10, 16, 2, 64], 'bf16'), t([10, 16, 2, 64], 'bf16'), t([3, 4], 'i32'), t([3], 'i32')], { scale: 0.125 })).toEqual([['bf16', [3, 8, 64]]]);
+    fails('paged_decode_attention', [t([3, 8, 64]), t([10, 16, 3, 64]), t([10, 16, 3, 64]), t([3, 4], 'i32'), t([3], 'i32')], { scale: 1 }, /8 query heads are not a multiple of 3 kv heads/);
+    expect(out('varlen_prefill_attention', [t([9, 8, 64]), t([12, 2, 64]), t([12, 2, 64]), t([3], 'i32'), t([3], 'i32')], { scale: 0.125, causal: true })).toEqual([['f32', [9, 8, 64]]]);
     fails('scaled_dot_product_attention', [t([2, 4, 5, 16]), t([2, 4, 9, 16]), t([2, 4, 9, 16]), t([5, 9], 'bool')], { is_causal: true }, /must not be given when is_causal/);
     fails('scaled_dot_product_attention', [t([2, 4, 5, 16]), t([2, 4, 9, 16]), t([2, 4, 9, 16]), t([5, 9], 'i32')], {}, /attn_mask must be bool or float/);
   });
