@@ -46,7 +46,7 @@ describe('generated elementwise source', () => {
     expect(g.source).toContain('__half2float(x)');
     expect(g.source).toContain('__float2half_rn');
     expect(g.signature).toEqual(['ptr', 'ptr', 'ptr', 'ptr', { struct: geoBytes(3, 3, 'i32'), align: 4 }, 'i32']);
-    expect(geoBytes(3, 3, 'i32')).toBe(4 * 3 * 4);
+    expect(geoBytes(3, 3, 'i32')).toBe(4 * 3 * (1 + 4)); // size[3] + st[4][3]: the struct in the source
   });
 
   it('scalar strided class with 64-bit indices; comparisons store bool; integer inputs compute in double', () => {

@@ -47,9 +47,9 @@ export interface GeneratedKernel {
   readonly signature: readonly ArgType[];
 }
 
-/** Bytes of the strided geometry struct: sizes[rank] then strides[operands][rank], operand 0 the output. */
+/** Bytes of the strided geometry struct: sizes[rank] then strides[operands][rank] (operand 0 the output, then each input). */
 export function geoBytes(rank: number, inputs: number, index: 'i32' | 'i64'): number {
-  return (index === 'i32' ? 4 : 8) * rank * (1 + inputs);
+  return (index === 'i32' ? 4 : 8) * rank * (1 + 1 + inputs);
 }
 
 /** Largest elements per access so that no operand's access exceeds 16 bytes. */
@@ -152,6 +152,7 @@ export function elementwiseSource(spec: EwSpec): GeneratedKernel {
     ...head,
     `// sizes (innermost in vectors of ${V}) and element strides of the output (operand 0) and each input`,
     `struct FkGeo { ${I} size[${R}]; ${I} st[${K}][${R}]; };`,
+    `static_assert(sizeof(FkGeo) == ${geoBytes(R, expr.inputs, index)}, "FkGeo must match geoBytes (the host packs it)");`,
     `extern "C" __global__ void __launch_bounds__(${EW_THREADS}) ${entry}(${[...params, 'FkGeo g', `${I} n`].join(', ')}) {`,
     `  const ${I} G = (${I})gridDim.x * blockDim.x;`,
     `  // ${U} positions a thread an iteration (G apart): offsets and loads of all of them before the math`,
