@@ -30,6 +30,9 @@ describe('matmul group via the registry', () => {
     expect(F.bmm(a, a).toNested()).toEqual([[[7, 10], [15, 22]]]);
     expect(values(F.baddbmm(tensor([1], [1]), a, a, { beta: 2, alpha: -1 }))).toEqual([-5, -8, -13, -20]);
     expect(F.linear(tensor([1, -2], [1, 2]), tensor([1, 0, 0, 1], [2, 2]), tensor([0.5, 0.5], [2]), { activation: 'relu' }).toNested()).toEqual([[1.5, 0]]);
+    // silu(1 * 1 + 2 * 0) * (1 * 0 + 2 * 1) = silu(1) * 2
+    expect(values(F.linearSiluAndMul(tensor([1, 2], [1, 2], 'f64'), tensor([1, 0, 0, 1], [2, 2], 'f64')))[0]).toBeCloseTo(2 / (1 + Math.exp(-1)), 12);
+    expect(() => F.linearSiluAndMul(tensor([1, 2], [1, 2]), tensor([1, 0, 0, 1, 1, 1], [3, 2]))).toThrow(/linear_silu_and_mul: weight must be \[2d, in_features\]/);
     expect(F.einsum('ij->ji', tensor([1, 2, 3, 4, 5, 6], [2, 3])).toNested()).toEqual([[1, 4], [2, 5], [3, 6]]);
     const g = F.groupedGemm(tensor([1, 2, 3, 4], [2, 2]), tensor([1, 0, 0, 1, 2, 0, 0, 2], [2, 2, 2]), { offsets: tensor([0, 1, 2], [3], 'i32') });
     expect(g.toNested()).toEqual([[1, 2], [6, 8]]);
@@ -90,6 +93,8 @@ describe('matmul group decompositions (backends without the kernel)', () => {
     same('baddbmm', [randn(rng, [1, 5]), randn(rng, [2, 3, 4]), randn(rng, [2, 4, 5])], { beta: 0.5, alpha: 2 });
     same('baddbmm', [tensor([NaN], [1]), randn(rng, [2, 3, 4]), randn(rng, [2, 4, 5])], { beta: 0, alpha: -1 });
     same('linear', [randn(rng, [3, 8]), randn(rng, [5, 8]), randn(rng, [5])], { activation: 'silu' });
+    same('linear_silu_and_mul', [randn(rng, [2, 3, 8]), randn(rng, [6, 8]), randn(rng, [6])]);
+    same('matmul', [randn(rng, [3, 8]), randn(rng, [8, 2])]);
     const x = randn(rng, [7, 4]);
     const w = randn(rng, [3, 5, 4]);
     const b = randn(rng, [3, 5]);

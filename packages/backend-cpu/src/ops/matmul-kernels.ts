@@ -1,5 +1,6 @@
 /** The matmul group's float64 kernels in the cpu op table (the functions live in matmul-general.ts). */
 import type { Backend, LinearActivation, OpCall, OpKernelTable, Tensor } from '@fastkernels/core';
+import { linearSiluAndMul } from './activation.js';
 import { baddbmm, bmm, einsum, groupedGemm, linear, matmul } from './matmul-general.js';
 
 export function registerMatmulKernels(table: OpKernelTable, backend: Backend): void {
@@ -9,6 +10,7 @@ export function registerMatmulKernels(table: OpKernelTable, backend: Backend): v
   table.register('bmm', (c) => bmm(backend, t(c, 0), t(c, 1)));
   table.register('baddbmm', (c: OpCall<{ beta: number; alpha: number }>) => baddbmm(backend, t(c, 0), t(c, 1), t(c, 2), c.attrs));
   table.register('linear', (c: OpCall<{ activation: LinearActivation }>) => linear(backend, t(c, 0), t(c, 1), opt(c, 2), c.attrs));
+  table.register('linear_silu_and_mul', (c) => linearSiluAndMul(backend, t(c, 0), t(c, 1), opt(c, 2)));
   table.register('einsum', (c: OpCall<{ equation: string }>) => einsum(backend, c.attrs.equation, ...(c.inputs as Tensor[])));
   table.register('grouped_gemm', (c) =>
     groupedGemm(backend, t(c, 0), t(c, 1), { offsets: opt(c, 2) ?? undefined, expertIds: opt(c, 3) ?? undefined, bias: opt(c, 4) }),

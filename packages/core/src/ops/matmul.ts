@@ -1,6 +1,6 @@
 /**
  * The matmul group: matmul (torch.matmul with 1-D operands and broadcast batch dims), bmm, baddbmm, linear with an
- * activation epilogue, einsum over explicit index letters, and grouped_gemm (the MoE expert GEMM). Operands share one
+ * activation epilogue, linear_silu_and_mul (the gated-MLP fusion of the Llama path), einsum over explicit index letters, and grouped_gemm (the MoE expert GEMM). Operands share one
  * float dtype (torch does not promote inside matmuls); results are in that dtype, computed wider and rounded once.
  */
 import { z } from 'zod';
@@ -165,6 +165,37 @@ defineOp({
     if (act === 'none') return [y];
     try {
       return [act === 'gelu' || act === 'gelu_tanh' ? callOp1('gelu', [y], { approximate: act === 'gelu' ? 'none' : 'tanh' }) : callOp1(act, [y])];
+    } finally {
+      y.dispose();
+    }
+  },
+});
+
+defineOp({
+  name: 'linear_silu_and_mul',
+  group: 'matmul',
+  doc: "silu_and_mul(linear(input, weight, bias)) for a gated MLP's merged gate | up projection weight [2d, K] -> [..., d] (the Llama path's Ops.linearSiluAndMul).",
+  inputs: [{ name: 'input', dtypes: 'float' }, { name: 'weight', dtypes: 'float' }, { name: 'bias', optional: true, dtypes: 'float' }],
+  attrs: z.object({}).strict(),
+  infer: ([x, w, b]) => {
+    const op = 'linear_silu_and_mul';
+    const dtype = commonFloatDType(op, [['input', x!], ['weight', w!], ['bias', b ?? null]]);
+    const xs = (x as TensorMeta).shape;
+    const ws = (w as TensorMeta).shape;
+    if (ws.length !== 2 || ws[0]! % 2 !== 0) opError(op, `weight must be [2d, in_features] (an even number of rows), got ${formatShape(ws)}`);
+    if (xs.length < 1 || xs[xs.length - 1] !== ws[1]) opError(op, `input ${formatShape(xs)} last dim must equal in_features ${ws[1]} of weight ${formatShape(ws)}`);
+    if (b && ((b as TensorMeta).shape.length !== 1 || (b as TensorMeta).shape[0] !== ws[0])) opError(op, `bias ${formatShape((b as TensorMeta).shape)} must be [${ws[0]}]`);
+    return [meta([...xs.slice(0, -1), ws[0]! / 2], dtype)];
+  },
+  // the fused Ops method is optional and may decline (null): then the decomposition runs
+  viaOps: (ops, call) => {
+    const r = ops.linearSiluAndMul?.(call.inputs[0] as Tensor, call.inputs[1] as Tensor, (call.inputs[2] ?? null) as Tensor | null);
+    return r ? [r] : undefined;
+  },
+  decompose: (call) => {
+    const y = callOp1('linear', [call.inputs[0]!, call.inputs[1]!, call.inputs[2] ?? null]);
+    try {
+      return [callOp1('silu_and_mul', [y])];
     } finally {
       y.dispose();
     }
@@ -347,6 +378,7 @@ export const matmulFunctions = {
   bmm: (input: Tensor, mat2: Tensor): Tensor => callOp1('bmm', [input, mat2]),
   baddbmm: (input: Tensor, batch1: Tensor, batch2: Tensor, opts: { beta?: number; alpha?: number } = {}): Tensor => callOp1('baddbmm', [input, batch1, batch2], opts),
   linear: (input: Tensor, weight: Tensor, bias: Tensor | null = null, opts: { activation?: LinearActivation } = {}): Tensor => callOp1('linear', [input, weight, bias], opts),
+  linearSiluAndMul: (input: Tensor, weight: Tensor, bias: Tensor | null = null): Tensor => callOp1('linear_silu_and_mul', [input, weight, bias]),
   einsum: (equation: string, ...operands: Tensor[]): Tensor => callOp1('einsum', operands, { equation }),
   groupedGemm: (input: Tensor, weight: Tensor, routing: { offsets?: Tensor; expertIds?: Tensor }, bias: Tensor | null = null): Tensor =>
     callOp1('grouped_gemm', [input, weight, routing.offsets ?? null, routing.expertIds ?? null, bias]),
