@@ -33,6 +33,10 @@ export const ELEMENTWISE_MATH: Record<string, MathEntry> = {};
 // ---------------------------------------------------------------------------------------------
 // unary
 
+/** Every dtype but fp8: PyTorch has no arithmetic on fp8 tensors (cast with `to` first). */
+export const ARITH_DTYPES: readonly DType[] = DTYPES.filter((d) => !d.startsWith('fp8'));
+const NUMERIC_DTYPES: readonly DType[] = ARITH_DTYPES.filter((d) => d !== 'bool');
+
 type UnaryKind = 'float' | 'keep'; // 'float': integer inputs give f32 (exp, sigmoid); 'keep': integers stay (neg, abs)
 
 function defineUnary<S extends z.ZodObject>(name: string, doc: string, kind: UnaryKind, attrs: S, fn: (attrs: z.output<S>) => (x: number) => number) {
@@ -41,7 +45,7 @@ function defineUnary<S extends z.ZodObject>(name: string, doc: string, kind: Una
     name,
     group: 'elementwise',
     doc,
-    inputs: [{ name: 'input', dtypes: kind === 'keep' ? ['f64', 'f32', 'f16', 'bf16', 'i64', 'i32', 'i16', 'i8', 'u8'] : 'any' }],
+    inputs: [{ name: 'input', dtypes: kind === 'keep' ? NUMERIC_DTYPES : ARITH_DTYPES }],
     attrs,
     infer: ([x]) => {
       const t = x as TensorMeta;
@@ -104,7 +108,7 @@ function defineBinary<S extends z.ZodObject>(
     name,
     group: 'elementwise',
     doc,
-    inputs: [{ name: 'input', scalar: true }, { name: 'other', scalar: true }],
+    inputs: [{ name: 'input', scalar: true, dtypes: ARITH_DTYPES }, { name: 'other', scalar: true, dtypes: ARITH_DTYPES }],
     attrs,
     infer: (args, a) => {
       const shape = broadcastArgs(name, args, ['input', 'other']);
@@ -157,7 +161,7 @@ defineOp({
   name: 'where',
   group: 'elementwise',
   doc: 'condition ? input : other, all three broadcast; the result type promotes input and other.',
-  inputs: [{ name: 'condition', dtypes: 'bool' }, { name: 'input', scalar: true }, { name: 'other', scalar: true }],
+  inputs: [{ name: 'condition', dtypes: 'bool' }, { name: 'input', scalar: true, dtypes: ARITH_DTYPES }, { name: 'other', scalar: true, dtypes: ARITH_DTYPES }],
   attrs: noAttrs,
   infer: (args) => [meta(broadcastArgs('where', args, ['condition', 'input', 'other']), resultType(args.slice(1), 'where'))],
 });
@@ -177,7 +181,7 @@ defineOp({
   name: 'clamp',
   group: 'elementwise',
   doc: 'min(max(input, min), max); either bound may be null; when min > max every element is max. NaN input stays NaN.',
-  inputs: [{ name: 'input' }, { name: 'min', scalar: true, optional: true }, { name: 'max', scalar: true, optional: true }],
+  inputs: [{ name: 'input', dtypes: ARITH_DTYPES }, { name: 'min', scalar: true, optional: true, dtypes: ARITH_DTYPES }, { name: 'max', scalar: true, optional: true, dtypes: ARITH_DTYPES }],
   attrs: noAttrs,
   infer: (args) => {
     if (args[1] === null && args[2] === null) opError('clamp', 'at least one of min and max must be given');

@@ -162,3 +162,11 @@ describe('dispatch order on a backend', () => {
     expect(() => callOp1('add', [x, x], { alpha: 'two' })).toThrow(OpError);
   });
 });
+
+describe('fp8', () => {
+  it('elementwise math refuses fp8 tensors (cast with to first); to takes them', () => {
+    expect(() => inferOp('exp', [t([2], 'fp8e4m3')])).toThrow(/exp: input has dtype fp8e4m3; expected f64 \| f32/);
+    expect(() => inferOp('add', [t([2], 'fp8e4m3'), t([2], 'fp8e4m3')])).toThrow(/add: input has dtype fp8e4m3/);
+    expect(out('to', [t([2], 'fp8e4m3')], { dtype: 'bf16' })).toEqual(['bf16[2]']);
+  });
+});
