@@ -112,4 +112,27 @@ describe('quant group via the registry', () => {
     expect(F.mxfp4Dequant(blocks, scales).shape).toEqual([N, 64]);
     expect(() => F.mxfp4Linear(randn(rng, [3, 63]), blocks, scales)).toThrow(/mxfp4_linear: input \[3, 63\] last dim must be K = 64/);
   });
+
+  it('mxfp4_grouped_gemm: kernel = decomposition = grouped_gemm over the dequantised experts', () => {
+    const rng = new Rng(3);
+    const [E, N, G, T] = [3, 4, 2, 6];
+    const blocks = tensor(Array.from({ length: E * N * G * 16 }, () => Math.floor(rng.uniform() * 256)), [E, N, G, 16], 'u8');
+    const scales = tensor(Array.from({ length: E * N * G }, () => 124 + Math.floor(rng.uniform() * 6)), [E, N, G], 'u8');
+    const x = randn(rng, [T, 64], 'bf16');
+    const bias = randn(rng, [E, N], 'bf16');
+    const w = F.mxfp4Dequant(blocks, scales, { dtype: 'f64' });
+    for (const routing of [{ offsets: tensor([0, 2, 2, 5], [4], 'i32') }, { expertIds: tensor([2, -1, 0, 1, 1, 2], [T], 'i64') }]) {
+      const got = F.mxfp4GroupedGemm(x, blocks, scales, routing, bias);
+      expect(got.shape).toEqual([T, N]);
+      expect(got.dtype).toBe('bf16');
+      const want = F.groupedGemm(x.to('f64'), w, routing, bias.to('f64'));
+      expectClose(values(got), values(want.to('bf16')), 0, 0);
+      const inputs = [x, blocks, scales, routing.offsets ?? null, routing.expertIds ?? null, bias];
+      const { spec, attrs, outputs } = inferOp('mxfp4_grouped_gemm', inputs);
+      const [dec] = spec.decompose!({ op: spec, backend: cpu, inputs, attrs: attrs as Record<string, unknown>, outputs }) as Tensor[];
+      expectClose(values(dec!), values(got), 1.6e-2, 1.6e-2);
+    }
+    expect(() => F.mxfp4GroupedGemm(x, blocks, scales, {})).toThrow(/mxfp4_grouped_gemm: give exactly one of offsets/);
+    expect(() => F.mxfp4GroupedGemm(randn(rng, [T, 32], 'bf16'), blocks, scales, { expertIds: tensor([0, 0, 0, 0, 0, 0], [T], 'i32') })).toThrow(/input \[6, 32\] must be \[T, 64\]/);
+  });
 });

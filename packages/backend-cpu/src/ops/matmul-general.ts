@@ -239,8 +239,19 @@ export function groupedGemm(backend: Backend, input: Tensor, weight: Tensor, opt
   const [E, N, K2] = weight.shape as [number, number, number];
   if (K2 !== K) throw new RangeError(`${what}: weight ${formatShape(weight.shape)} has K = ${K2} but input ${formatShape(input.shape)} has K = ${K}`);
   if (bias && (bias.rank !== 2 || bias.shape[0] !== E || bias.shape[1] !== N)) throw new RangeError(`${what}: bias ${formatShape(bias.shape)} must be [${E}, ${N}]`);
+  const rowsOf = expertRows(what, T, E, offsets, expertIds);
+  const W = new StridedView(weight, what);
+  const [s0, s1, s2] = W.strides as [number, number, number];
+  const Y = expertGemm(gather(input, what), T, K, N, rowsOf, bias ? gather(bias, what) : null, (e, n, row) => {
+    for (let k = 0; k < K; k++) row[k] = W.acc.get(W.offset + e * s0 + n * s1 + k * s2);
+  });
+  return output(backend, [T, N], dtype, Y, what);
+}
+
+/** The input rows each expert takes, from offsets [E + 1] or expert ids [T] (exactly one), validated. */
+export function expertRows(what: string, T: number, E: number, offsets: Tensor | undefined, expertIds: Tensor | undefined): number[][] {
   if ((offsets === undefined) === (expertIds === undefined)) throw new RangeError(`${what}: give exactly one of offsets [E + 1] and expertIds [T]`);
-  const rowExpert = new Int32Array(T).fill(-1);
+  const rowsOf: number[][] = Array.from({ length: E }, () => []);
   if (offsets) {
     if (offsets.rank !== 1 || offsets.shape[0] !== E + 1) throw new RangeError(`${what}: offsets ${formatShape(offsets.shape)} must be [${E + 1}] (E + 1) for ${E} experts`);
     const o = gatherInts(offsets, `${what} offsets`);
@@ -248,38 +259,38 @@ export function groupedGemm(backend: Backend, input: Tensor, weight: Tensor, opt
     for (let e = 0; e < E; e++) {
       if (o[e + 1]! < o[e]!) throw new RangeError(`${what}: offsets must be non-decreasing, got offsets[${e}] = ${o[e]} > offsets[${e + 1}] = ${o[e + 1]}`);
       if (o[e + 1]! > T) throw new RangeError(`${what}: offsets[${e + 1}] = ${o[e + 1]} exceeds the ${T} input rows`);
-      for (let t = o[e]!; t < o[e + 1]!; t++) rowExpert[t] = e;
+      for (let t = o[e]!; t < o[e + 1]!; t++) rowsOf[e]!.push(t);
     }
-  } else {
-    const ids = gatherInts(expertIds!, `${what} expertIds`);
-    if (expertIds!.rank !== 1 || ids.length !== T) throw new RangeError(`${what}: expertIds ${formatShape(expertIds!.shape)} must be [${T}]`);
-    for (let t = 0; t < T; t++) {
-      const e = ids[t]!;
-      if (e < -1 || e >= E) throw new RangeError(`${what}: expertIds[${t}] = ${e} is out of range for ${E} experts (-1 skips a row)`);
-      rowExpert[t] = e;
-    }
+    return rowsOf;
   }
-  const X = gather(input, what);
-  const bv = bias ? gather(bias, what) : null;
-  const W = new StridedView(weight, what);
-  const [s0, s1, s2] = W.strides as [number, number, number];
+  const ids = gatherInts(expertIds!, `${what} expertIds`);
+  if (expertIds!.rank !== 1 || ids.length !== T) throw new RangeError(`${what}: expertIds ${formatShape(expertIds!.shape)} must be [${T}]`);
+  for (let t = 0; t < T; t++) {
+    const e = ids[t]!;
+    if (e < -1 || e >= E) throw new RangeError(`${what}: expertIds[${t}] = ${e} is out of range for ${E} experts (-1 skips a row)`);
+    if (e >= 0) rowsOf[e]!.push(t);
+  }
+  return rowsOf;
+}
+
+/**
+ * Y [T, N] = X [T, K] rows times their expert's weight rows (read one at a time by `readRow(e, n, out)`, so each is
+ * decoded once), plus bias [E, N]; rows no expert takes stay zero.
+ */
+export function expertGemm(X: Float64Array, T: number, K: number, N: number, rowsOf: readonly (readonly number[])[], bias: Float64Array | null, readRow: (e: number, n: number, out: Float64Array) => void): Float64Array {
   const wrow = new Float64Array(K);
   const Y = new Float64Array(T * N);
-  // rows of each expert, so each expert row of the weight is decoded once
-  const rowsOf: number[][] = Array.from({ length: E }, () => []);
-  for (let t = 0; t < T; t++) if (rowExpert[t]! >= 0) rowsOf[rowExpert[t]!]!.push(t);
-  for (let e = 0; e < E; e++) {
-    const rows = rowsOf[e]!;
-    if (rows.length === 0) continue;
+  rowsOf.forEach((rows, e) => {
+    if (rows.length === 0) return;
     for (let n = 0; n < N; n++) {
-      for (let k = 0; k < K; k++) wrow[k] = W.acc.get(W.offset + e * s0 + n * s1 + k * s2);
-      const b = bv ? bv[e * N + n]! : 0;
+      readRow(e, n, wrow);
+      const b = bias ? bias[e * N + n]! : 0;
       for (const t of rows) {
         let s = 0;
         for (let k = 0; k < K; k++) s += X[t * K + k]! * wrow[k]!;
         Y[t * N + n] = s + b;
       }
     }
-  }
-  return output(backend, [T, N], dtype, Y, what);
+  });
+  return Y;
 }

@@ -1,6 +1,6 @@
 /** The quant group's float64 kernels in the cpu op table (the functions live in quant.ts). */
 import type { Backend, DType, OpCall, OpKernelTable, Tensor } from '@fastkernels/core';
-import { fp8Dequant, mxfp4Dequant, mxfp4Linear, perTokenGroupQuantFp8, scaledFp8Quant, scaledMm } from './quant.js';
+import { fp8Dequant, mxfp4Dequant, mxfp4GroupedGemm, mxfp4Linear, perTokenGroupQuantFp8, scaledFp8Quant, scaledMm } from './quant.js';
 
 export function registerQuantKernels(table: OpKernelTable, backend: Backend): void {
   const ins = (c: { readonly inputs: readonly unknown[] }) => c.inputs as readonly (Tensor | null)[];
@@ -15,4 +15,8 @@ export function registerQuantKernels(table: OpKernelTable, backend: Backend): vo
   });
   table.register('mxfp4_dequant', (c: OpCall<{ dtype: DType }>) => mxfp4Dequant(backend, ins(c)[0]!, ins(c)[1]!, c.attrs));
   table.register('mxfp4_linear', (c) => mxfp4Linear(backend, ins(c)[0]!, ins(c)[1]!, ins(c)[2]!, ins(c)[3] ?? null));
+  table.register('mxfp4_grouped_gemm', (c) => {
+    const [x, blocks, scales, offsets, ids, bias] = ins(c);
+    return mxfp4GroupedGemm(backend, x!, blocks!, scales!, { offsets: offsets ?? undefined, expertIds: ids ?? undefined, bias });
+  });
 }

@@ -5,6 +5,7 @@
  */
 import { DTYPE_INFO, FP8_E4M3_MAX, formatShape, type Backend, type DType, type Tensor } from '@fastkernels/core';
 import { broadcastStrides, expectFloat, gather, gatherLayout, output, StridedView } from '../strided.js';
+import { expertGemm, expertRows } from './matmul-general.js';
 
 /**
  * Smallest dynamic scale: vLLM's per-token kernels floor the scale at 1 / (448 * 512) so an all-zero row does not
@@ -243,4 +244,28 @@ export function mxfp4Linear(backend: Backend, input: Tensor, blocks: Tensor, sca
     }
   }
   return output(backend, [...input.shape.slice(0, -1), N], input.dtype, Y, what);
+}
+
+/**
+ * The MoE expert GEMM over MXFP4 experts (gpt-oss's `gate_up_proj_blocks` / `down_proj_blocks`): input [T, K], blocks
+ * u8 [E, N, K / 32, 16], scales u8 [E, N, K / 32], bias [E, N]; rows choose experts by offsets [E + 1] or expert ids
+ * [T] exactly as groupedGemm. Each expert row is dequantised once, on the fly.
+ */
+export function mxfp4GroupedGemm(backend: Backend, input: Tensor, blocks: Tensor, scales: Tensor, options: { offsets?: Tensor; expertIds?: Tensor; bias?: Tensor | null }): Tensor {
+  const what = 'mxfp4_grouped_gemm';
+  expectFloat(input, what, 'input');
+  const w = checkMxfp4(what, blocks, scales);
+  if (w.lead.length !== 2) throw new RangeError(`${what}: blocks must be [E, N, K / 32, 16], got ${formatShape(blocks.shape)}`);
+  const [E, N] = w.lead as [number, number];
+  const K = w.G * MXFP4_BLOCK;
+  if (input.rank !== 2 || input.shape[1] !== K) throw new RangeError(`${what}: input ${formatShape(input.shape)} must be [T, ${K}] (32 x ${w.G} blocks of blocks ${formatShape(blocks.shape)})`);
+  const bias = options.bias ?? null;
+  if (bias) {
+    expectFloat(bias, what, 'bias');
+    if (bias.rank !== 2 || bias.shape[0] !== E || bias.shape[1] !== N) throw new RangeError(`${what}: bias ${formatShape(bias.shape)} must be [${E}, ${N}]`);
+  }
+  const T = input.shape[0]!;
+  const rowsOf = expertRows(what, T, E, options.offsets, options.expertIds);
+  const Y = expertGemm(gather(input, what), T, K, N, rowsOf, bias ? gather(bias, what) : null, (e, n, row) => decodeRow(w, [e, n], row));
+  return output(backend, [T, N], input.dtype, Y, what);
 }

@@ -2,8 +2,8 @@
  * The quant group: fp8 e4m3 per-tensor quantise (vLLM scaled_fp8_quant: static or dynamic scale), dequantise,
  * per-token-group quantise (vLLM per_token_group_quant_fp8), the fp8 GEMM (torch._scaled_mm with per-tensor or
  * per-row / per-column scales), and OCP MXFP4 (gpt-oss `*_blocks` u8 [..., G, 16] + `*_scales` u8 [..., G]: 32 fp4 e2m1
- * values per block, two per byte with the low nibble first, one e8m0 scale 2^(s - 127) per block) dequantise and
- * linear. Quantised values saturate to +-448 and round to nearest even.
+ * values per block, two per byte with the low nibble first, one e8m0 scale 2^(s - 127) per block) dequantise, linear
+ * and the MoE expert GEMM. Quantised values saturate to +-448 and round to nearest even.
  */
 import { z } from 'zod';
 import { DTYPE_INFO, type DType } from '../dtype.js';
@@ -129,6 +129,47 @@ defineOp({
   },
 });
 
+defineOp({
+  name: 'mxfp4_grouped_gemm',
+  group: 'quant',
+  doc:
+    "grouped_gemm with MXFP4 experts (gpt-oss's *_blocks / *_scales): input [T, K], blocks u8 [E, N, K / 32, 16], scales u8 [E, N, K / 32], " +
+    "offsets [E + 1] or expert_ids [T] (exactly one, as grouped_gemm), bias [E, N]; decomposition: mxfp4_dequant to input's dtype, then grouped_gemm.",
+  inputs: [
+    { name: 'input', dtypes: 'float' },
+    { name: 'blocks', dtypes: ['u8'] },
+    { name: 'scales', dtypes: ['u8'] },
+    { name: 'offsets', optional: true, dtypes: 'int' },
+    { name: 'expert_ids', optional: true, dtypes: 'int' },
+    { name: 'bias', optional: true, dtypes: 'float' },
+  ],
+  attrs: z.object({}).strict(),
+  infer: ([x, b, s, offs, ids, bias]) => {
+    const op = 'mxfp4_grouped_gemm';
+    const lead = mxfp4Rows(op, b, s);
+    if (lead.length !== 3) opError(op, `blocks must be [E, N, K / 32, 16], got ${formatShape(shapeOf(b))}`);
+    const [E, N, G] = lead as [number, number, number];
+    const xs = shapeOf(x);
+    if (xs.length !== 2 || xs[1] !== 32 * G) opError(op, `input ${formatShape(xs)} must be [T, ${32 * G}] (32 x ${G} blocks of blocks ${formatShape(shapeOf(b))})`);
+    if ((offs === null || offs === undefined) === (ids === null || ids === undefined)) opError(op, 'give exactly one of offsets [E + 1] and expert_ids [T]');
+    if (offs && (shapeOf(offs).length !== 1 || shapeOf(offs)[0] !== E + 1)) opError(op, `offsets ${formatShape(shapeOf(offs))} must be [${E + 1}] (E + 1)`);
+    if (ids && (shapeOf(ids).length !== 1 || shapeOf(ids)[0] !== xs[0])) opError(op, `expert_ids ${formatShape(shapeOf(ids))} must be [${xs[0]}]`);
+    if (bias && (shapeOf(bias).length !== 2 || shapeOf(bias)[0] !== E || shapeOf(bias)[1] !== N)) opError(op, `bias ${formatShape(shapeOf(bias))} must be [${E}, ${N}]`);
+    const dtype = (x as TensorMeta).dtype;
+    if (bias && (bias as TensorMeta).dtype !== dtype) opError(op, `input is ${dtype} but bias is ${(bias as TensorMeta).dtype}; cast them to one dtype`);
+    return [meta([xs[0]!, N], dtype)];
+  },
+  decompose: (call) => {
+    const [x, blocks, scales, offs, ids, bias] = call.inputs as [Tensor, Tensor, Tensor, Tensor | null, Tensor | null, Tensor | null];
+    const w = callOp1('mxfp4_dequant', [blocks, scales], { dtype: x.dtype });
+    try {
+      return [callOp1('grouped_gemm', [x, w, offs ?? null, ids ?? null, bias ?? null])];
+    } finally {
+      w.dispose();
+    }
+  },
+});
+
 export const quantFunctions = {
   scaledFp8Quant: (input: Tensor, scale: Tensor | null = null): [Tensor, Tensor] => callOp('scaled_fp8_quant', [input, scale]) as [Tensor, Tensor],
   fp8Dequant: (input: Tensor, scale: Tensor, opts: { output_dtype?: DType } = {}): Tensor => callOp1('fp8_dequant', [input, scale], opts),
@@ -138,4 +179,6 @@ export const quantFunctions = {
     callOp1('scaled_mm', [a, b, scale_a, scale_b, opts.bias ?? null], opts.out_dtype ? { out_dtype: opts.out_dtype } : {}),
   mxfp4Dequant: (blocks: Tensor, scales: Tensor, opts: { dtype?: DType } = {}): Tensor => callOp1('mxfp4_dequant', [blocks, scales], opts),
   mxfp4Linear: (input: Tensor, blocks: Tensor, scales: Tensor, bias: Tensor | null = null): Tensor => callOp1('mxfp4_linear', [input, blocks, scales, bias]),
+  mxfp4GroupedGemm: (input: Tensor, blocks: Tensor, scales: Tensor, routing: { offsets?: Tensor; expertIds?: Tensor }, bias: Tensor | null = null): Tensor =>
+    callOp1('mxfp4_grouped_gemm', [input, blocks, scales, routing.offsets ?? null, routing.expertIds ?? null, bias]),
 };
