@@ -300,3 +300,49 @@ describe('errors are OpErrors naming the op', () => {
     expect(() => callOp1('narrow', [x], { dim: 0, start: 0 })).toThrow(/narrow: bad arguments: length/);
   });
 });
+
+describe('flip / roll / tril / triu / masked_fill', () => {
+  it('hand values', () => {
+    const x = arange(6, [2, 3]);
+    expect(values(F.flip(x, [1]))).toEqual([2, 1, 0, 5, 4, 3]);
+    expect(values(F.flip(x, [0, -1]))).toEqual([5, 4, 3, 2, 1, 0]);
+    expect(() => F.flip(x, [1, -1])).toThrow(/flip: dims \[1, -1\] names a dim twice/);
+    expect(values(F.roll(x, 1, 1))).toEqual([2, 0, 1, 5, 3, 4]);
+    expect(values(F.roll(x, [-1, 1], [1, 0]))).toEqual([4, 5, 3, 1, 2, 0]);
+    expect(values(F.roll(x, 2))).toEqual([4, 5, 0, 1, 2, 3]); // flattened
+    expect(values(F.roll(x, 3, 1))).toEqual(values(x)); // a full turn is a copy
+    expect(F.roll(x, 3, 1).storage).not.toBe(x.storage);
+    expect(() => F.roll(x, [1, 2], 0)).toThrow(/roll: shifts \[1,2\] and dims 0 must have the same length/);
+    const m = arange(9, [3, 3], 'bf16');
+    expect(values(F.tril(m))).toEqual([0, 0, 0, 3, 4, 0, 6, 7, 8]);
+    expect(values(F.triu(m, 1))).toEqual([0, 1, 2, 0, 0, 5, 0, 0, 0]);
+    expect(values(F.tril(arange(6, [1, 2, 3]), -1))).toEqual([0, 0, 0, 3, 0, 0]);
+    expect(() => F.tril(arange(3, [3]))).toThrow(/tril: input must have at least 2 dims/);
+    const mask = tensor([1, 0, 1], [3], 'bool');
+    const f = F.maskedFill(x, mask, -1.5);
+    expect(f.dtype).toBe('f32');
+    expect(values(f)).toEqual([-1.5, 1, -1.5, -1.5, 4, -1.5]);
+    const fi = F.maskedFill(tensor([1, 2, 3], [3], 'i32'), mask, 7.9);
+    expect(fi.dtype).toBe('i32'); // keeps the input dtype
+    expect(values(fi)).toEqual([7, 2, 7]);
+    expect(() => F.maskedFill(tensor([1, 2, 3], [3]), tensor([1, 0, 1, 1, 0, 1], [2, 3], 'bool'), 0)).toThrow(/masked_fill: mask \[2, 3\] must broadcast to the input's shape \[3\]/);
+  });
+
+  it('random non-contiguous inputs vs a naive loop', () => {
+    const rng = new Rng(30);
+    const base = randn(rng, [4, 5], 'f16');
+    const X = values(base);
+    const v = relayout(base, 'transposed');
+    const flipped: number[] = [];
+    const rolled: number[] = [];
+    const tri: number[] = [];
+    for (let i = 0; i < 4; i++) for (let j = 0; j < 5; j++) {
+      flipped.push(X[(3 - i) * 5 + j]!);
+      rolled.push(X[i * 5 + ((j - 2 + 5) % 5)]!);
+      tri.push(j - i <= 1 ? X[i * 5 + j]! : 0);
+    }
+    expect(values(F.flip(v, [0]))).toEqual(flipped);
+    expect(values(F.roll(v, 2, -1))).toEqual(rolled);
+    expect(values(F.tril(v, 1))).toEqual(tri);
+  });
+});

@@ -52,6 +52,10 @@ describe('no leaks', () => {
     leakFree('embedding', () => [t([2, 3], 'i64', (i) => i % 4), t([4, 5])], {}, 'decompose');
     leakFree('embedding_masked', () => [t([2, 3], 'i64', (i) => i), t([3, 5])], { start: 2 }, 'decompose');
     leakFree('reshape', () => [transposed(t([4, 6]))], { shape: [24] }, 'decompose');
+    leakFree('roll', () => [t([4, 6])], { shifts: [1, -2], dims: [0, 1] }, 'decompose');
+    leakFree('roll', () => [t([4, 6])], { shifts: 6, dims: 1 }, 'decompose');
+    leakFree('roll', () => [t([4, 6])], { shifts: 5 }, 'decompose');
+    leakFree('masked_fill', () => [t([2, 3], 'bf16'), t([3], 'bool', (i) => i % 2), 2.5], {}, 'decompose');
   });
 
   it('copy routes and kernels', () => {

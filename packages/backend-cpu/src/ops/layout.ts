@@ -234,6 +234,38 @@ function interpolateKernel(backend: Backend) {
   };
 }
 
+function flipKernel(backend: Backend) {
+  return (call: OpCall<{ dims: number[] }>): Tensor => {
+    const x = call.inputs[0] as Tensor;
+    const X = gather(x, 'flip');
+    const flipped = new Set(call.attrs.dims.map((d) => normDim(d, x.rank)));
+    const xs = contiguousStrides(x.shape);
+    const idx = new Array<number>(x.rank).fill(0);
+    const Y = new Float64Array(X.length);
+    for (let i = 0; i < X.length; i++) {
+      unravel(i, x.shape, idx);
+      let off = 0;
+      for (let d = 0; d < x.rank; d++) off += (flipped.has(d) ? x.shape[d]! - 1 - idx[d]! : idx[d]!) * xs[d]!;
+      Y[i] = X[off]!;
+    }
+    return output(backend, x.shape, x.dtype, Y, 'flip');
+  };
+}
+
+/** tril / triu over the last two dims: keep (i, j) when j - i <= diagonal (tril) or >= diagonal (triu). */
+function triangleKernel(backend: Backend, lower: boolean) {
+  return (call: OpCall<{ diagonal: number }>): Tensor => {
+    const x = call.inputs[0] as Tensor;
+    const Y = gather(x, lower ? 'tril' : 'triu');
+    const [R, C] = x.shape.slice(-2) as [number, number];
+    const k = call.attrs.diagonal;
+    for (let b = 0; R * C > 0 && b < Y.length; b += R * C) {
+      for (let i = 0; i < R; i++) for (let j = 0; j < C; j++) if (lower ? j - i > k : j - i < k) Y[b + i * C + j] = 0;
+    }
+    return output(backend, x.shape, x.dtype, Y, lower ? 'tril' : 'triu');
+  };
+}
+
 export function registerLayoutKernels(table: OpKernelTable, backend: Backend): void {
   table.register('gather', gatherKernel(backend));
   table.register('index_select', indexSelectKernel(backend));
@@ -242,4 +274,7 @@ export function registerLayoutKernels(table: OpKernelTable, backend: Backend): v
   table.register('one_hot', oneHotKernel(backend));
   table.register('pad', padKernel(backend));
   table.register('interpolate', interpolateKernel(backend));
+  table.register('flip', flipKernel(backend));
+  table.register('tril', triangleKernel(backend, true));
+  table.register('triu', triangleKernel(backend, false));
 }

@@ -408,6 +408,32 @@ defineOp({
   decompose: (call) => gatedDecompose(call.inputs[0] as Tensor, { op: 'gelu', args: [{ input: 0 }], attrs: { approximate: call.attrs.approximate } }),
 });
 
+defineOp({
+  name: 'masked_fill',
+  group: 'elementwise',
+  doc: 'Tensor.masked_fill: value where mask (bool, broadcastable to input) is true, else input; keeps the input dtype.',
+  inputs: [{ name: 'input', dtypes: ARITH_DTYPES }, { name: 'mask', dtypes: 'bool' }, { name: 'value', scalar: true, dtypes: ARITH_DTYPES }],
+  attrs: noAttrs,
+  infer: ([x, m, v]) => {
+    const t = x as TensorMeta;
+    const shape = broadcastArgs('masked_fill', [x, m], ['input', 'mask']);
+    if (shape.length !== t.shape.length || shape.some((d, i) => d !== t.shape[i])) {
+      opError('masked_fill', `mask ${formatShape((m as TensorMeta).shape)} must broadcast to the input's shape ${formatShape(t.shape)}`);
+    }
+    if (v !== null && typeof v === 'object' && (v as TensorMeta).shape.length !== 0) opError('masked_fill', `value must be a number or a 0-d tensor, got ${formatShape((v as TensorMeta).shape)}`);
+    return [meta(t.shape, t.dtype)];
+  },
+  // where(mask, value, input) then back to input's dtype (where promotes; masked_fill does not)
+  decompose: (call) => {
+    const [x, m, v] = call.inputs as [Tensor, Tensor, Tensor | number];
+    const w = callOp1('where', [m, v, x]);
+    if (w.dtype === x.dtype) return [w];
+    const r = callOp1('to', [w], { dtype: x.dtype });
+    w.dispose();
+    return [r];
+  },
+});
+
 // ---------------------------------------------------------------------------------------------
 // typed front ends (torch / torch.nn.functional names)
 
@@ -438,5 +464,6 @@ export const elementwiseFunctions = {
   to: (input: Tensor, dtype: DType): Tensor => callOp1('to', [input], { dtype }),
   elementwiseChain: (inputs: readonly Tensor[], attrs: z.input<typeof chainAttrs>): Tensor => callOp1('elementwise_chain', inputs, attrs),
   siluAndMul: (input: Tensor): Tensor => callOp1('silu_and_mul', [input]),
+  maskedFill: (input: Tensor, mask: Tensor, value: Tensor | number): Tensor => callOp1('masked_fill', [input, mask, value]),
   geluAndMul: (input: Tensor, opts: { approximate?: 'none' | 'tanh' } = {}): Tensor => callOp1('gelu_and_mul', [input], opts),
 };

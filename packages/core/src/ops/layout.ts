@@ -657,6 +657,75 @@ defineOp({
   },
 });
 
+defineOp({
+  name: 'flip',
+  group: 'layout',
+  doc: 'A copy with the order of elements reversed along each of dims.',
+  inputs: [{ name: 'input' }],
+  attrs: z.object({ dims: intList }).strict(),
+  infer: ([x], a) => {
+    const s = T(x).shape;
+    const dims = a.dims.map((d) => normDim('flip', d, s.length, 'dims'));
+    if (new Set(dims).size !== dims.length) opError('flip', `dims ${formatShape(a.dims)} names a dim twice`);
+    return [meta(s, T(x).dtype)];
+  },
+});
+
+const intOrList = z.union([z.number().int(), intList]);
+defineOp({
+  name: 'roll',
+  group: 'layout',
+  doc: 'torch.roll: elements shifted by shifts along dims (cyclic); dims null rolls the flattened tensor and restores the shape.',
+  inputs: [{ name: 'input' }],
+  attrs: z.object({ shifts: intOrList, dims: intOrList.nullable().default(null) }).strict(),
+  infer: ([x], a) => {
+    const s = T(x).shape;
+    const shifts = typeof a.shifts === 'number' ? [a.shifts] : a.shifts;
+    if (a.dims === null) {
+      if (shifts.length !== 1) opError('roll', `shifts ${JSON.stringify(a.shifts)} must be one number when dims is null`);
+    } else {
+      const dims = typeof a.dims === 'number' ? [a.dims] : a.dims;
+      if (dims.length !== shifts.length) opError('roll', `shifts ${JSON.stringify(a.shifts)} and dims ${JSON.stringify(a.dims)} must have the same length`);
+      dims.forEach((d) => normDim('roll', d, s.length, 'dims'));
+    }
+    return [meta(s, T(x).dtype)];
+  },
+  // a roll is two narrowed pieces swapped: narrow + cat per dim, the same on every backend
+  decompose: (call) => {
+    const x = X(call);
+    const s = new OpScope();
+    const shifts = typeof call.attrs.shifts === 'number' ? [call.attrs.shifts] : call.attrs.shifts;
+    let cur = call.attrs.dims === null ? s.op('reshape', [x], { shape: [-1] }) : x;
+    const dims = call.attrs.dims === null ? [0] : typeof call.attrs.dims === 'number' ? [call.attrs.dims] : call.attrs.dims;
+    dims.forEach((dim, k) => {
+      const d = normDim('roll', dim, cur.rank);
+      const size = cur.shape[d]!;
+      const sh = size === 0 ? 0 : ((shifts[k]! % size) + size) % size;
+      if (sh === 0) return;
+      const tail = s.own(cur.narrow(d, size - sh, sh));
+      const head = s.own(cur.narrow(d, 0, size - sh));
+      cur = s.op('cat', [tail, head], { dim: d });
+    });
+    if (call.attrs.dims === null) cur = s.op('reshape', [cur], { shape: x.shape });
+    if (cur === x || cur.storage === x.storage) cur = s.op('to', [cur], { dtype: x.dtype }); // never alias the input
+    return s.keep([cur]);
+  },
+});
+
+for (const name of ['tril', 'triu'] as const) {
+  defineOp({
+    name,
+    group: 'layout',
+    doc: `torch.${name}: the ${name === 'tril' ? 'lower' : 'upper'} triangle (j ${name === 'tril' ? '<=' : '>='} i + diagonal) of the last two dims kept, the rest zero.`,
+    inputs: [{ name: 'input' }],
+    attrs: z.object({ diagonal: z.number().int().default(0) }).strict(),
+    infer: ([x]) => {
+      if (T(x).shape.length < 2) opError(name, `input must have at least 2 dims, got ${formatShape(T(x).shape)}`);
+      return [meta(T(x).shape, T(x).dtype)];
+    },
+  });
+}
+
 // --- resampling ------------------------------------------------------------------------------
 
 export const INTERPOLATE_MODES = ['nearest', 'nearest-exact', 'linear', 'bilinear', 'trilinear'] as const;
@@ -803,6 +872,10 @@ export const layoutFunctions = {
     return callOp1('one_hot', [input], { num_classes: n });
   },
   embedding: (input: Tensor, weight: Tensor, paddingIdx: number | null = null): Tensor => callOp1('embedding', [input, weight], { padding_idx: paddingIdx }),
+  flip: (input: Tensor, dims: readonly number[]): Tensor => callOp1('flip', [input], { dims }),
+  roll: (input: Tensor, shifts: number | readonly number[], dims: number | readonly number[] | null = null): Tensor => callOp1('roll', [input], { shifts, dims }),
+  tril: (input: Tensor, diagonal = 0): Tensor => callOp1('tril', [input], { diagonal }),
+  triu: (input: Tensor, diagonal = 0): Tensor => callOp1('triu', [input], { diagonal }),
   embeddingMasked: (input: Tensor, weight: Tensor, start: number): Tensor => callOp1('embedding_masked', [input, weight], { start }),
   interpolate: (input: Tensor, opts: z.input<typeof interpolateAttrs>): Tensor => callOp1('interpolate', [input], opts),
   pixelShuffle: (input: Tensor, upscaleFactor: number): Tensor => callOp1('pixel_shuffle', [input], { upscale_factor: upscaleFactor }),
