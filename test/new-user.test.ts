@@ -73,6 +73,8 @@ describe('usage errors a newcomer makes: exit 2, what is wrong and the fix', () 
     const r = cli(['info', 'L1/nope']);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(`\`${AS_RUN} list\``);
+    expect(cli(['list']).stdout).toContain(`\`${AS_RUN} info <task>\` shows one task's interface`); // text on stdout too
+    expect(cli(['list', '--json']).stdout).not.toContain(AS_RUN); // never JSON
   });
 
   it('stubs --help has no literal $0', () => {

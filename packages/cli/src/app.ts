@@ -71,12 +71,12 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
   const verbose = argv.includes('--verbose');
   // The hidden bench worker (forked by `bench` from this very entry point); not a yargs command.
   if (argv[0] === '__worker') return runWorker();
-  // Hints on stderr name the CLI as the user started it (`npx fastkernels …` in a checkout), so they run as written.
-  // stdout is left alone: it carries results (JSON) that must not depend on how the CLI was started.
+  // Hints name the CLI as the user started it (`npx fastkernels …` in a checkout), so they run as written. JSON on
+  // stdout (one write, starting with { or [) is left alone: results must not depend on how the CLI was started.
   const name = invocationName();
   if (io === processIo) quietOnClosedPipe();
   const raw = io;
-  io = { out: (t) => raw.out(t), err: (t) => raw.err(withInvocation(t, name)) };
+  io = { out: (t) => raw.out(/^\s*[[{]/.test(t) ? t : withInvocation(t, name)), err: (t) => raw.err(withInvocation(t, name)) };
   try {
     const app = buildApp(argv, io, name);
     const unknown = unknownCommand(argv, commandNames(app));
