@@ -181,3 +181,16 @@ describe('MXFP4', () => {
     expect(() => mxfp4Linear(cpu, randn(new Rng(0), [2, 31]), tensor(new Array(32).fill(0), [2, 1, 16], 'u8'), tensor([127, 127], [2, 1], 'u8'))).toThrow(/input \[2, 31\] last dim must be K = 32/);
   });
 });
+
+describe('empty inputs', () => {
+  it('every quant op accepts zero rows', () => {
+    const [q, s] = scaledFp8Quant(cpu, randn(new Rng(0), [0, 8]));
+    expect([q.shape, values(s).length]).toEqual([[0, 8], 1]);
+    const [gq, gs] = perTokenGroupQuantFp8(cpu, randn(new Rng(0), [0, 8]), 4);
+    expect([gq.shape, gs.shape]).toEqual([[0, 8], [0, 2]]);
+    const a = tensor([], [0, 4], 'fp8e4m3');
+    expect(scaledMm(cpu, a, tensor(new Array(8).fill(1), [4, 2], 'fp8e4m3'), tensor([1], [1]), tensor([1], [1])).shape).toEqual([0, 2]);
+    expect(mxfp4Linear(cpu, randn(new Rng(0), [0, 32]), tensor(new Array(32).fill(0), [2, 1, 16], 'u8'), tensor([127, 127], [2, 1], 'u8')).shape).toEqual([0, 2]);
+    expect(mxfp4Dequant(cpu, tensor([], [0, 1, 16], 'u8'), tensor([], [0, 1], 'u8')).shape).toEqual([0, 32]);
+  });
+});
