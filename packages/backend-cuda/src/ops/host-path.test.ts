@@ -3,59 +3,13 @@
  * that records each launch and packs its arguments as the runtime would (a wrong count or type throws), so the
  * argument order, the geometry struct and the grids are checked here; the numbers are checked on the GPU.
  */
-import { Tensor, type Backend, type Storage } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
-import { layoutArgs, writeArgs, type ArgValue } from '../args.js';
-import type { CudaKernel } from '../kernel.js';
-import type { CudaRuntime } from '../runtime.js';
+import { Tensor } from '@fastkernels/core';
+import { fake } from '../../test/ops-fake.js';
 import { ElementwiseRunner } from './elementwise.js';
-import type { GeneratedKernel } from './elementwise-source.js';
 import type { Expr } from './expr.js';
-import { GenKernelCache } from './gen-cache.js';
 import { GeneratedNorms } from './norm.js';
 import { GeneratedReductions } from './reduce.js';
-
-interface Launch {
-  entry: string;
-  source: string;
-  grid: unknown;
-  block: unknown;
-  args: ArgValue[];
-}
-
-class RecordingCache extends GenKernelCache {
-  readonly launches: Launch[] = [];
-  readonly generated = new Set<string>();
-  override kernel(key: string, generate: () => GeneratedKernel): CudaKernel {
-    this.generated.add(key);
-    const g = generate();
-    const layout = layoutArgs(g.signature);
-    const launch = (grid: unknown, block: unknown, _shared: number, args: readonly ArgValue[]) => {
-      expect(args.length, `${g.entry}: argument count`).toBe(g.signature.length);
-      const buf = new ArrayBuffer(layout.size + 8);
-      writeArgs(new DataView(buf), new Uint8Array(buf), layout, args); // throws on a type mismatch
-      this.launches.push({ entry: g.entry, source: g.source, grid, block, args: args.map((a) => (a instanceof Uint8Array ? a.slice() : a)) });
-    };
-    return { launch } as unknown as CudaKernel;
-  }
-}
-
-function fake() {
-  let next = 1 << 20;
-  const copies: [Tensor, Tensor][] = [];
-  const backend = {
-    name: 'fake',
-    allocate(bytes: number, device: number): Storage {
-      const devicePtr = next;
-      next += Math.ceil(Math.max(bytes, 1) / 256) * 256;
-      return { backend, device, byteLength: bytes, devicePtr, retain: () => {}, release: () => {} } as unknown as Storage;
-    },
-    ops: { copy: (d: Tensor, s: Tensor) => copies.push([d, s]), fill: () => {} },
-  } as unknown as Backend;
-  const runtime = (() => ({ properties: () => ({ multiprocessors: 132 }) })) as unknown as () => CudaRuntime;
-  const cache = new RecordingCache();
-  return { backend, runtime, cache, copies, t: (shape: number[], dtype: Tensor['dtype'] = 'bf16') => Tensor.empty(backend, shape, dtype) };
-}
 
 const ptrOf = (t: Tensor) => t.storage.devicePtr! + t.offset * t.itemsize;
 const CHAIN3: Expr = { inputs: 3, nodes: [{ op: 'silu', args: [{ input: 0 }] }, { op: 'mul', args: [{ node: 0 }, { input: 1 }] }, { op: 'add', args: [{ node: 1 }, { input: 2 }] }] };

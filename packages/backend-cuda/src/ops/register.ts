@@ -14,11 +14,13 @@ import { GeneratedReductions } from './reduce.js';
 import type { ReduceOp } from './reduce-source.js';
 
 export class GeneratedOps {
-  readonly cache = new GenKernelCache();
   readonly reductions: GeneratedReductions;
   readonly norms: GeneratedNorms;
 
-  constructor(readonly runtime: () => CudaRuntime) {
+  constructor(
+    readonly runtime: () => CudaRuntime,
+    readonly cache: GenKernelCache = new GenKernelCache(),
+  ) {
     this.reductions = new GeneratedReductions(this.cache, runtime);
     this.norms = new GeneratedNorms(this.cache, runtime);
   }
@@ -39,8 +41,9 @@ const normSupports: OpSupports = (call) => {
   return true;
 };
 
-export function registerGeneratedKernels(table: OpKernelTable, runtime: () => CudaRuntime): GeneratedOps {
-  const g = new GeneratedOps(runtime);
+/** `cache`: where kernels are generated and kept (tests pass one that records launches). */
+export function registerGeneratedKernels(table: OpKernelTable, runtime: () => CudaRuntime, cache?: GenKernelCache): GeneratedOps {
+  const g = new GeneratedOps(runtime, cache);
   registerElementwiseKernels(table, g.cache, runtime);
 
   for (const op of ['sum', 'mean', 'amax', 'amin'] as const satisfies readonly ReduceOp[]) {
