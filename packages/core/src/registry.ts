@@ -10,6 +10,8 @@ import type { TaskDefinition } from './task.js';
 export class ModuleRegistry {
   private readonly classes = new Map<string, ModuleClass>();
   private readonly tasks = new Map<string, TaskDefinition>();
+  /** Ids of plain modules (the torch.nn-like layers: `nn.Linear`), registered without task metadata. */
+  private readonly modules = new Set<string>();
 
   constructor(readonly parent?: ModuleRegistry, readonly label = parent ? 'child' : 'baseline') {}
 
@@ -20,9 +22,29 @@ export class ModuleRegistry {
     this.classes.set(task.id, task.baseline);
   }
 
-  /** Override one task's class in this registry. */
+  /**
+   * Register a module that is not a task (a layer such as `nn.Linear`) under an id, so module trees build it through
+   * the registry and a child registry can override it like a task.
+   */
+  registerModule(id: string, cls: ModuleClass): void {
+    if (this.tasks.has(id) || this.modules.has(id)) throw new Error(`module '${id}' registered twice`);
+    this.modules.add(id);
+    this.classes.set(id, cls);
+  }
+
+  /** Whether a task or module id resolves here or in a parent. */
+  has(id: string): boolean {
+    return this.classes.has(id) || (this.parent?.has(id) ?? false);
+  }
+
+  /** Whether the id is a plain module (registerModule), here or in a parent. */
+  private isModuleId(id: string): boolean {
+    return this.modules.has(id) || (this.parent?.isModuleId(id) ?? false);
+  }
+
+  /** Override one task's (or registered module's) class in this registry. */
   override(taskId: string, cls: ModuleClass): void {
-    if (!this.task(taskId)) throw new Error(`cannot override unknown task '${taskId}'`);
+    if (!this.task(taskId) && !this.isModuleId(taskId)) throw new Error(`cannot override unknown task '${taskId}'`);
     this.classes.set(taskId, cls);
   }
 
@@ -48,11 +70,11 @@ export class ModuleRegistry {
 
   /** Task ids overridden in this registry (not its parents). */
   overrides(): string[] {
-    return [...this.classes.keys()].filter((k) => !this.tasks.has(k));
+    return [...this.classes.keys()].filter((k) => !this.tasks.has(k) && !this.modules.has(k));
   }
 
   isOverridden(taskId: string): boolean {
-    return this.classes.has(taskId) && !this.tasks.has(taskId);
+    return this.classes.has(taskId) && !this.tasks.has(taskId) && !this.modules.has(taskId);
   }
 
   /**

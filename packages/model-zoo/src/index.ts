@@ -1,8 +1,11 @@
 import { ModuleRegistry, TASK_PROVIDER, definePlugin, type TaskProvider } from '@fastkernels/core';
 import { denseMoeLlmProvider } from './families/dense-moe-llm/index.js';
+import { registerLayers } from './layers/registry.js';
 
 export * from './families/dense-moe-llm/index.js';
 export * from './common/inputs.js';
+/** The torch.nn mirror: nn.Linear, nn.Conv2d, nn.LayerNorm, nn.Sequential, ... (layers/). */
+export * as nn from './layers/index.js';
 export * from './engine/forward-context.js';
 export * from './engine/sequence.js';
 export * from './engine/block-manager.js';
@@ -24,9 +27,9 @@ export * from './weights/meta-backend.js';
 /** Every family this package provides. */
 export const taskProviders: readonly TaskProvider[] = [denseMoeLlmProvider];
 
-/** A root registry holding every task's baseline. */
+/** A root registry holding every task's baseline and every layer (`nn.Linear`, ...). */
 export function baselineRegistry(providers: readonly TaskProvider[] = taskProviders): ModuleRegistry {
-  const r = new ModuleRegistry();
+  const r = registerLayers(new ModuleRegistry());
   for (const p of providers) for (const t of p.tasks()) r.registerTask(t);
   return r;
 }
