@@ -27,6 +27,36 @@ describe('attention group via the registry', () => {
   });
 });
 
+describe('scaled_dot_product_attention decomposition (matmul, mask, softmax, matmul)', () => {
+  it('matches the kernel: GQA, causal, bool and float masks, bf16', () => {
+    const rng = new Rng(11);
+    const run = (inputs: (Tensor | null)[], attrs: Record<string, unknown>) => {
+      const { spec, attrs: parsed, outputs } = inferOp('scaled_dot_product_attention', inputs, attrs);
+      return (spec.decompose!({ op: spec, backend: cpu, inputs, attrs: parsed as Record<string, unknown>, outputs }) as Tensor[])[0]!;
+    };
+    for (const dtype of ['f32', 'bf16'] as const) {
+      const tol = dtype === 'f32' ? 1e-5 : 3e-2;
+      const q = randn(rng, [2, 4, 5, 16], dtype);
+      const k = randn(rng, [2, 2, 7, 16], dtype);
+      const v = randn(rng, [2, 2, 7, 8], dtype);
+      const cases: [Tensor | null, Record<string, unknown>][] = [
+        [null, { enable_gqa: true }],
+        [null, { enable_gqa: true, is_causal: true, scale: 0.2 }],
+        [tensor(Array.from({ length: 35 }, (_, i) => (i % 3 === 2 || i % 7 === 0 ? 1 : 0)), [5, 7], 'bool'), { enable_gqa: true }],
+        [randn(rng, [2, 1, 5, 7], 'f32'), { enable_gqa: true }],
+      ];
+      for (const [mask, attrs] of cases) {
+        const want = F.scaledDotProductAttention(q, k, v, { ...attrs, attn_mask: mask });
+        const live = cpu.memoryStats().liveStorages;
+        const got = run([q, k, v, mask], attrs);
+        expect(cpu.memoryStats().liveStorages - live).toBe(1); // every intermediate released
+        expect([got.shape, got.dtype]).toEqual([want.shape, want.dtype]);
+        expectClose(values(got), values(want), tol, tol);
+      }
+    }
+  });
+});
+
 describe('the engine attention ops agree with scaled_dot_product_attention', () => {
   it('paged_decode_attention = sdpa over the gathered cache (GQA, sliding window)', () => {
     const rng = new Rng(7);

@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import { DTYPE_INFO } from '../dtype.js';
 import { formatShape } from '../shape.js';
-import type { Tensor } from '../tensor.js';
+import { Tensor } from '../tensor.js';
 import { broadcastShapesOf } from './broadcast.js';
 import { commonFloatDType, expandsTo } from './matmul.js';
 import { callOp1, defineOp, meta, opError, type TensorMeta } from './registry.js';
@@ -63,6 +63,43 @@ defineOp({
       if (!expandsTo(mt.shape, target)) opError(OP, `attn_mask ${formatShape(mt.shape)} does not broadcast to ${formatShape(target)}`);
     }
     return [meta([...lead, L, vs![vs!.length - 1]!], dtype)];
+  },
+  // the math path with other ops (a backend without an attention kernel): q k^T * scale, the mask, softmax, @ v. Each
+  // step rounds to the dtype, and a row with every key masked gives NaN here (softmax of -inf), not the kernel's zeros.
+  decompose: (call) => {
+    const [q, k, v, mask] = call.inputs as [Tensor, Tensor, Tensor, Tensor | null];
+    const a = call.attrs;
+    const owned: Tensor[] = [];
+    const keep = (t: Tensor) => (owned.push(t), t);
+    try {
+      let [k2, v2] = [k, v];
+      if (a.enable_gqa && q.rank >= 3 && k.rank >= 3 && q.shape[q.rank - 3] !== k.shape[k.rank - 3]) {
+        // repeat_interleave of the kv heads: [..., Hkv, S, D] -> [..., Hkv, g, S, D] -> [..., Hq, S, D]
+        const g = q.shape[q.rank - 3]! / k.shape[k.rank - 3]!;
+        const rep = (t: Tensor) => {
+          const u = keep(t.unsqueeze(t.rank - 2));
+          const shape = [...u.shape];
+          shape[t.rank - 2] = g;
+          const e = keep(u.expand(shape));
+          return keep(e.reshape([...t.shape.slice(0, -3), t.shape[t.rank - 3]! * g, ...t.shape.slice(-2)]));
+        };
+        [k2, v2] = [rep(k), rep(v)];
+      }
+      const kt = keep(k2.transpose(-2, -1));
+      const E = q.shape[q.rank - 1]!;
+      let scores = keep(callOp1('mul', [keep(callOp1('matmul', [q, kt])), a.scale ?? 1 / Math.sqrt(E)]));
+      const [L, S] = [q.shape[q.rank - 2]!, k.shape[k.rank - 2]!];
+      let m = mask;
+      if (a.is_causal) {
+        m = keep(Tensor.fromArray(call.backend, Array.from({ length: L * S }, (_, i) => (i % S <= Math.floor(i / S) ? 1 : 0)), [L, S], 'bool', { device: q.device }));
+      }
+      if (m && m.dtype !== 'bool' && m.dtype !== scores.dtype) m = keep(callOp1('to', [m], { dtype: scores.dtype })); // no promotion past q's dtype
+      if (m) scores = keep(m.dtype === 'bool' ? callOp1('where', [m, scores, -Infinity]) : callOp1('add', [scores, m]));
+      const p = keep(callOp1('softmax', [scores], { dim: -1 }));
+      return [callOp1('matmul', [p, v2])];
+    } finally {
+      for (const t of owned) t.dispose();
+    }
   },
 });
 
