@@ -12,7 +12,7 @@ import { MAX_EW_RANK } from './elementwise-source.js';
 import type { GenKernelCache } from './gen-cache.js';
 import { chainToExpr, roundScalar, singleOpExpr } from './translate.js';
 
-export const GENERATED_ELEMENTWISE_OPS: readonly string[] = [...UNARY_OPS, ...BINARY_OPS, 'where', 'clamp', 'to'];
+export const GENERATED_ELEMENTWISE_OPS: readonly string[] = [...UNARY_OPS, ...BINARY_OPS, 'where', 'clamp', 'to', 'masked_fill'];
 
 const DCODE = new Map<DType, number>(DTYPES.map((d, i) => [d, i + 1]));
 
@@ -62,7 +62,8 @@ export function registerElementwiseKernels(table: OpKernelTable, cache: GenKerne
       );
       const tensors: Tensor[] = [];
       const params: number[] = [];
-      const scalarDType = hasNumber ? operandDType(op, args) : undefined;
+      // masked_fill's value is cast to the input's dtype (PyTorch); the other ops round as torch.result_type says
+      const scalarDType = !hasNumber ? undefined : op === 'masked_fill' ? (args[0] as Tensor).dtype : operandDType(op, args);
       for (const a of args) {
         if (a instanceof Tensor) tensors.push(a);
         else if (typeof a === 'number') params.push(roundScalar(a, scalarDType));

@@ -83,6 +83,7 @@ describe('where, clamp, to', () => {
       const mask = Tensor.fromArray(c.backend, c.toFloat64Array().map((v) => (v > 0 ? 1 : 0)), [40], 'bool');
       checkOp(`where ${dtype}`, { op: 'where', inputs: [mask, x, rand([12, 1], dtype, 3)] });
       checkOp(`where scalar ${dtype}`, { op: 'where', inputs: [mask, x, 0] });
+      checkOp(`masked_fill ${dtype}`, { op: 'masked_fill', inputs: [x, mask, -1e4] });
       checkOp(`clamp scalars ${dtype}`, { op: 'clamp', inputs: [x, -0.5, 0.25] });
       checkOp(`clamp min only ${dtype}`, { op: 'clamp', inputs: [x, 0, null] });
       checkOp(`clamp tensors ${dtype}`, { op: 'clamp', inputs: [x, rand([40], dtype, 4, { scale: 0.3 }), rand([12, 1], dtype, 5, { positive: true })] });

@@ -1,6 +1,6 @@
-import { chainAttrs, resolveChain, type TensorMeta } from '@fastkernels/core';
+import { BINARY_OPS, UNARY_OPS, chainAttrs, resolveChain, type TensorMeta } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
-import { exprKey } from './expr.js';
+import { exprKey, validateExpr } from './expr.js';
 import { chainToExpr, singleOpExpr } from './translate.js';
 
 const m = (shape: number[], dtype: TensorMeta['dtype']): TensorMeta => ({ shape, dtype });
@@ -48,5 +48,13 @@ describe('registry calls -> generated expressions', () => {
     expect(exprKey(singleOpExpr('clamp', {}, ['tensor', 'number', 'number']))).toBe('1:2:clamp_min(i0,p0)[];clamp_max(n0,p1)[]');
     expect(exprKey(singleOpExpr('div', { rounding_mode: 'floor' }, ['tensor', 'tensor']))).toBe('2:0:div_floor(i0,i1)[]');
     expect(exprKey(singleOpExpr('where', {}, ['tensor', 'tensor', 'number']))).toBe('2:1:where(i0,i1,p0)[]');
+    expect(exprKey(singleOpExpr('masked_fill', {}, ['tensor', 'tensor', 'number']))).toBe('2:1:where(i1,p0,i0)[]');
+  });
+});
+
+describe('the vocabulary', () => {
+  it("every unary and binary op core declares translates to generated nodes", () => {
+    for (const op of UNARY_OPS) expect(() => validateExpr(singleOpExpr(op, {}, ['tensor'])), op).not.toThrow();
+    for (const op of BINARY_OPS) expect(() => validateExpr(singleOpExpr(op, {}, ['tensor', 'tensor'])), op).not.toThrow();
   });
 });

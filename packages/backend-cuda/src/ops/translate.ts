@@ -45,6 +45,8 @@ export function appendOp(nodes: ExprNode[], op: string, attrs: Readonly<Record<s
       if (last < 0) throw new RangeError('clamp: at least one of min and max must be given');
       return last;
     }
+    case 'masked_fill': // (input, mask, value): value where mask, else input; the store rounds to input's dtype
+      return push({ op: 'where', args: [req(1), req(2), req(0)] });
     case 'gelu':
       return push({ op, args: args(), attrs: { approximate: String(attrs.approximate ?? 'none') } });
     case 'softplus':
