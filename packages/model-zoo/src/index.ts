@@ -1,7 +1,9 @@
 import { ModuleRegistry, TASK_PROVIDER, definePlugin, type TaskProvider } from '@fastkernels/core';
 import { denseMoeLlmProvider } from './families/dense-moe-llm/index.js';
 import { registerLayers } from './layers/registry.js';
+import { sharedTasksProvider } from './tasks/index.js';
 
+export * from './tasks/index.js';
 export * from './families/dense-moe-llm/index.js';
 export * from './common/inputs.js';
 /** The torch.nn mirror: nn.Linear, nn.Conv2d, nn.LayerNorm, nn.Sequential, ... (layers/). */
@@ -24,8 +26,8 @@ export * from './weights/encode.js';
 export * from './weights/checkpoint-writer.js';
 export * from './weights/meta-backend.js';
 
-/** Every family this package provides. */
-export const taskProviders: readonly TaskProvider[] = [denseMoeLlmProvider];
+/** Every task this package provides: the shared L1 tasks, then each family's own. */
+export const taskProviders: readonly TaskProvider[] = [sharedTasksProvider, denseMoeLlmProvider];
 
 /** A root registry holding every task's baseline and every layer (`nn.Linear`, ...). */
 export function baselineRegistry(providers: readonly TaskProvider[] = taskProviders): ModuleRegistry {

@@ -1,4 +1,4 @@
-import { KV_BLOCK_SIZE } from '../families/dense-moe-llm/L1/store_kvcache.js';
+import { KV_BLOCK_SIZE } from '../tasks/L1/kvcache/store_kvcache.js';
 import type { Sequence } from './sequence.js';
 
 /**

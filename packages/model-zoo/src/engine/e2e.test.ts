@@ -3,11 +3,11 @@ import { Tensor as TensorClass, TensorParallelGroup, type Tensor } from '@fastke
 import { FakePeer } from '@fastkernels/core/testing';
 import { describe, expect, it } from 'vitest';
 import { cpuBackend } from '../../test/l1-harness.js';
-import { VocabParallelEmbedding } from '../families/dense-moe-llm/L1/embedding.js';
+import { VocabParallelEmbedding } from '../tasks/L1/embedding/embedding.js';
 import { ParallelLMHead } from '../families/dense-moe-llm/L2/parallel_embedding.js';
-import { Linear } from '../families/dense-moe-llm/L1/linear.js';
-import { RotaryEmbedding } from '../families/dense-moe-llm/L1/rotary_emb.js';
-import { SiluAndMul } from '../families/dense-moe-llm/L1/silu_and_mul.js';
+import { Linear } from '../tasks/L1/linear/linear.js';
+import { RotaryEmbedding } from '../tasks/L1/rotary/rotary_emb.js';
+import { SiluAndMul } from '../tasks/L1/activation/silu_and_mul.js';
 import { baselineRegistry } from '../index.js';
 import { EmulatedGraphRuntime } from './device-io.js';
 import { E2eRunner, agreeOnRun, calibratedCorrectness, runToRunSpread, speedupIntervals, tokenDiscrepancies, tokensDigest, type E2eModelSource } from './e2e.js';

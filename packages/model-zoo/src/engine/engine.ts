@@ -1,5 +1,5 @@
 import { DTYPE_INFO, Tensor, UserError, currentTensorParallelGroup, errorMessage, withContext, type Backend, type ExecutionContext, type TensorParallelGroup } from '@fastkernels/core';
-import { KV_BLOCK_SIZE } from '../families/dense-moe-llm/L1/store_kvcache.js';
+import { KV_BLOCK_SIZE } from '../tasks/L1/kvcache/store_kvcache.js';
 import { BlockManager } from './block-manager.js';
 import type { GraphRuntime } from './device-io.js';
 import { stepIoFor } from './device-io.js';

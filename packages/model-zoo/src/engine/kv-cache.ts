@@ -1,5 +1,5 @@
 import { DTYPE_INFO, Tensor, currentTensorParallelGroup, qkvLayout, type Backend, type DType } from '@fastkernels/core';
-import { KV_BLOCK_SIZE } from '../families/dense-moe-llm/L1/store_kvcache.js';
+import { KV_BLOCK_SIZE } from '../tasks/L1/kvcache/store_kvcache.js';
 import type { LayerKvCache } from './forward-context.js';
 
 /** KV-cache geometry of a model. */

@@ -1,6 +1,6 @@
 import { Tensor, currentTensorParallelGroup, fmix32, withContext, type ExecutionContext, type Module, type TensorParallelGroup } from '@fastkernels/core';
 import { fromInts } from '../common/inputs.js';
-import type { Sampler } from '../families/dense-moe-llm/L1/sampler.js';
+import type { Sampler } from '../tasks/L1/sampling/sampler.js';
 import type { BlockManager } from './block-manager.js';
 import { disposeAttentionMetadata, withForwardContext, type AttentionMetadata } from './forward-context.js';
 import type { KvCache } from './kv-cache.js';

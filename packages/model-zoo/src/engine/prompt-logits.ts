@@ -1,5 +1,5 @@
 import { withContext, type ExecutionContext } from '@fastkernels/core';
-import { KV_BLOCK_SIZE } from '../families/dense-moe-llm/L1/store_kvcache.js';
+import { KV_BLOCK_SIZE } from '../tasks/L1/kvcache/store_kvcache.js';
 import { BlockManager } from './block-manager.js';
 import { disposeAttentionMetadata, withForwardContext } from './forward-context.js';
 import { validateRequests, type ModelGeometry } from './generate.js';

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { CpuBackend } from '@fastkernels/backend-cpu';
 import type { AllocateOptions } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
-import { Sampler } from '../families/dense-moe-llm/L1/sampler.js';
+import { Sampler } from '../tasks/L1/sampling/sampler.js';
 import { baselineRegistry } from '../index.js';
 import { EmulatedGraphRuntime } from './device-io.js';
 import { LLMEngine } from './engine.js';

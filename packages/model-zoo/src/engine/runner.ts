@@ -1,5 +1,5 @@
 import { DTYPE_INFO, Tensor, currentTensorParallelGroup, fmix32, withContext, type DType, type ExecutionContext, type SampleHint, type TensorParallelGroup } from '@fastkernels/core';
-import type { Sampler } from '../families/dense-moe-llm/L1/sampler.js';
+import type { Sampler } from '../tasks/L1/sampling/sampler.js';
 import type { BlockManager } from './block-manager.js';
 import { withForwardContext, type AttentionMetadata } from './forward-context.js';
 import type { KvCache } from './kv-cache.js';

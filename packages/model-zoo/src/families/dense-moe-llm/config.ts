@@ -1,6 +1,6 @@
 import { UserError, parseDType, type DType } from '@fastkernels/core';
 import { z } from 'zod';
-import type { Llama3RopeScaling } from './L1/rotary_emb.js';
+import type { Llama3RopeScaling } from '../../tasks/L1/rotary/rotary_emb.js';
 
 /**
  * The HF config.json fields the Llama family uses (model_type llama, qwen2, mistral), validated with zod,

@@ -1,2 +1,2 @@
 /** The family name as the original's leaderboard spells it. */
-export const FAMILY = 'Dense & MoE LLMs';
+export { DENSE_MOE_LLM as FAMILY } from '../../tasks/families.js';

@@ -1,16 +1,16 @@
 import type { TaskDefinition, TaskProvider } from '@fastkernels/core';
 import { FAMILY } from './family.js';
-import { embeddingTask } from './L1/embedding.js';
-import { geluAndMulTask } from './L1/gelu_and_mul.js';
-import { linearTask } from './L1/linear.js';
-import { pagedDecodeAttentionTask } from './L1/paged_decode_attention.js';
-import { rmsNormTask } from './L1/rms_norm.js';
-import { rotaryEmbTask } from './L1/rotary_emb.js';
-import { samplerTask } from './L1/sampler.js';
-import { siluAndMulTask } from './L1/silu_and_mul.js';
-import { softmaxTask } from './L1/softmax.js';
-import { storeKvcacheTask } from './L1/store_kvcache.js';
-import { varlenPrefillAttentionTask } from './L1/varlen_prefill_attention.js';
+import { embeddingTask } from '../../tasks/L1/embedding/embedding.js';
+import { geluAndMulTask } from '../../tasks/L1/activation/gelu_and_mul.js';
+import { linearTask } from '../../tasks/L1/linear/linear.js';
+import { pagedDecodeAttentionTask } from '../../tasks/L1/attention/paged_decode_attention.js';
+import { rmsNormTask } from '../../tasks/L1/norm/rms_norm.js';
+import { rotaryEmbTask } from '../../tasks/L1/rotary/rotary_emb.js';
+import { samplerTask } from '../../tasks/L1/sampling/sampler.js';
+import { siluAndMulTask } from '../../tasks/L1/activation/silu_and_mul.js';
+import { softmaxTask } from '../../tasks/L1/reduction/softmax.js';
+import { storeKvcacheTask } from '../../tasks/L1/kvcache/store_kvcache.js';
+import { varlenPrefillAttentionTask } from '../../tasks/L1/attention/varlen_prefill_attention.js';
 import { attentionTask } from './L2/attention.js';
 import { llamaMlpTask } from './L2/llama_mlp.js';
 import { parallelEmbeddingTask } from './L2/parallel_embedding.js';
@@ -24,14 +24,14 @@ export { LlamaMLP, llamaMlpTask } from './L2/llama_mlp.js';
 export { ParallelLMHead, parallelEmbeddingTask } from './L2/parallel_embedding.js';
 export { LlamaDecoderLayer, llamaDecoderTask } from './L3/llama_decoder.js';
 export { LlamaForCausalLM, LlamaModel, llamaTask } from './L4/llama.js';
-export { VocabParallelEmbedding, embeddingTask } from './L1/embedding.js';
-export { KV_BLOCK_SIZE } from './L1/store_kvcache.js';
-export { cosSinCacheReference } from './L1/rotary_emb.js';
 export { llamaArchitecture } from './model.js';
 export { llamaWeightRules } from './weights.js';
 export { checkLlamaTensorParallel, llamaTensorParallelPlan, type LlamaTensorParallelPlan } from './tensor-parallel.js';
 
-/** The decoder-LLM spine (Llama, Qwen2, Mistral ...), lowest level first. */
+/**
+ * Every task the decoder-LLM spine (Llama, Qwen2, Mistral ...) runs, lowest level first: the shared L1 tasks it
+ * uses (they live in tasks/L1 and are registered there) and its own L2-L4 modules.
+ */
 export const denseMoeLlmTasks: readonly TaskDefinition[] = [
   embeddingTask,
   geluAndMulTask,
@@ -51,4 +51,5 @@ export const denseMoeLlmTasks: readonly TaskDefinition[] = [
   llamaTask,
 ];
 
-export const denseMoeLlmProvider: TaskProvider = { family: FAMILY, tasks: () => denseMoeLlmTasks };
+/** The family's own tasks (L2-L4); its L1 tasks are registered once by the shared provider (tasks/index.ts). */
+export const denseMoeLlmProvider: TaskProvider = { family: FAMILY, tasks: () => denseMoeLlmTasks.filter((t) => t.level > 1) };

@@ -10,7 +10,7 @@ import { RecordingBackend, type FusedMode } from '../../../test/recording-backen
 import { baselineRegistry } from '../../index.js';
 import { initProjections } from './L2/attention.js';
 import type { LlamaMLP } from './L2/llama_mlp.js';
-import { SiluAndMul } from './L1/silu_and_mul.js';
+import { SiluAndMul } from '../../tasks/L1/activation/silu_and_mul.js';
 
 /** The CPU backend logging linear / siluAndMul; linearSiluAndMul composes (the CPU op), declines (null) or is absent. */
 const recording = (mode: FusedMode = 'composes') => new RecordingBackend(['linear', 'siluAndMul'], 'linearSiluAndMul', mode);

@@ -6,8 +6,8 @@
  */
 import { Tensor, type Module, type Ops } from '@fastkernels/core';
 import { runsOwnForward } from '../../common/fusion.js';
-import { Linear } from './L1/linear.js';
-import { RMSNorm } from './L1/rms_norm.js';
+import { Linear } from '../../tasks/L1/linear/linear.js';
+import { RMSNorm } from '../../tasks/L1/norm/rms_norm.js';
 
 export interface Projection extends Module {
   forward(x: Tensor): Tensor | readonly [Tensor, Tensor | null];

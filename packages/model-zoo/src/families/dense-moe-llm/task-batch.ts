@@ -11,7 +11,7 @@ import { Tensor, roundToDType, type DType, type ExecutionContext, type Rng, type
 import { fromInts } from '../../common/inputs.js';
 import { disposeAttentionMetadata, setForwardContext, type AttentionMetadata, type ForwardContext } from '../../engine/forward-context.js';
 import type { DenseSeq } from './reference.js';
-import { KV_BLOCK_SIZE } from './L1/store_kvcache.js';
+import { KV_BLOCK_SIZE } from '../../tasks/L1/kvcache/store_kvcache.js';
 
 /** A step's shape: prompt lengths of the prefills, cached context lengths of the decodes. */
 export interface StepSpec {

@@ -4,8 +4,8 @@ import { getForwardContext } from '../../../engine/forward-context.js';
 import { blamingRegistry, instrumentRegistry } from '../../../engine/instrument.js';
 import { baselineRegistry } from '../../../index.js';
 import { RecordingBackend, type FusedMode } from '../../../../test/recording-backend.js';
-import { Llama3RotaryEmbedding, RotaryEmbedding } from '../L1/rotary_emb.js';
-import type { StoreKVCache } from '../L1/store_kvcache.js';
+import { Llama3RotaryEmbedding, RotaryEmbedding } from '../../../tasks/L1/rotary/rotary_emb.js';
+import type { StoreKVCache } from '../../../tasks/L1/kvcache/store_kvcache.js';
 import { attentionTask } from './attention.js';
 
 const WATCHED = ['rotaryEmbedding', 'storeKvcache_', 'rotaryStoreKvcache'] as const;

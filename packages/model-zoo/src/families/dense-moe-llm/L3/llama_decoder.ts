@@ -2,7 +2,7 @@ import { DTYPE_INFO, Module, defineTask, hostArray, type TaskCase, type Tensor }
 import { bytesOf, fromInts, randn } from '../../../common/inputs.js';
 import { LLAMA3_8B, tinyLlamaConfig, type LlamaConfig } from '../config.js';
 import { FAMILY } from '../family.js';
-import type { RMSNorm } from '../L1/rms_norm.js';
+import type { RMSNorm } from '../../../tasks/L1/norm/rms_norm.js';
 import { runsOwnForward } from '../../../common/fusion.js';
 import { LlamaAttention, attentionWork, initProjections } from '../L2/attention.js';
 import { LlamaMLP } from '../L2/llama_mlp.js';

@@ -2,8 +2,8 @@ import { DTYPE_INFO, Module, currentTensorParallelGroup, defineTask, hostArray, 
 import { bytesOf, fromInts } from '../../../common/inputs.js';
 import { LLAMA3_8B, tinyLlamaConfig, type LlamaConfig } from '../config.js';
 import { FAMILY } from '../family.js';
-import type { VocabParallelEmbedding } from '../L1/embedding.js';
-import type { RMSNorm } from '../L1/rms_norm.js';
+import type { VocabParallelEmbedding } from '../../../tasks/L1/embedding/embedding.js';
+import type { RMSNorm } from '../../../tasks/L1/norm/rms_norm.js';
 import { initProjections } from '../L2/attention.js';
 import type { ParallelLMHead } from '../L2/parallel_embedding.js';
 import { decoderWork, type LlamaDecoderLayer } from '../L3/llama_decoder.js';

@@ -1,6 +1,6 @@
 import { DTYPE_INFO, Module, currentTensorParallelGroup, defineTask, hostArray, vocabParallelSlice, type HostArray, type Tensor, type TensorParallelGroup } from '@fastkernels/core';
 import { bytesOf, fromInts, initNormal } from '../../../common/inputs.js';
-import { FAMILY } from '../family.js';
+import { DENSE_MOE_LLM } from '../../families.js';
 
 /** The all-reduce as a module (backend-nccl's AllReduce, task L1/allreduce): forward(x) returns the group's sum of x. */
 interface AllReduceModule extends Module {
@@ -72,7 +72,7 @@ export const embeddingTask = defineTask(
     id: 'L1/embedding',
     level: 1,
     className: 'VocabParallelEmbedding',
-    family: [FAMILY],
+    family: [DENSE_MOE_LLM],
     architectures: ['llama', 'qwen2', 'mistral', 'mixtral', 'deepseek', 'glm', 'gemma4', 'gpt_oss', 'qwen3_next', 'jamba', 'kimi_linear', 'llama_eagle3', 'bitnet', 'llada'],
     mirrors: 'vllm.model_executor.layers.vocab_parallel_embedding.VocabParallelEmbedding',
     description: 'Token embedding: gather rows of the [vocab, hidden] table at the token ids (no padding rows). Under tensor parallelism (W > 1 dividing the vocabulary) each rank holds V / W rows: a masked local gather, then an all-reduce.',

@@ -1,7 +1,7 @@
 import { DTYPE_INFO, Module, defineTask, hostArray, type HostArray, type TaskCase, type Tensor } from '@fastkernels/core';
 import { bytesOf, fromInts, randn } from '../../../common/inputs.js';
-import { FAMILY } from '../family.js';
-import { KV_BLOCK_SIZE } from './store_kvcache.js';
+import { DENSE_MOE_LLM } from '../../families.js';
+import { KV_BLOCK_SIZE } from '../kvcache/store_kvcache.js';
 
 /**
  * The decode path of vLLM's FLASH_ATTN backend (FlashAttentionImpl.forward with q_len 1:
@@ -140,7 +140,7 @@ export const pagedDecodeAttentionTask = defineTask(
     id: 'L1/paged_decode_attention',
     level: 1,
     className: 'FlashAttnDecode',
-    family: [FAMILY],
+    family: [DENSE_MOE_LLM],
     architectures: [
       'llama', 'qwen2', 'mistral', 'mixtral', 'llama_eagle3', 'gpt_oss', 'gemma4', 'bitnet', 'jamba', 'qwen3_next',
       'qwen2_vl', 'qwen2_5_omni', 'qwen3_vl', 'whisper', 'cosyvoice3', 'hunyuan_video',

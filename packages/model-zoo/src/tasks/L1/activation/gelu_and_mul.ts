@@ -1,6 +1,6 @@
 import { DTYPE_INFO, Module, defineTask, hostArray, type HostArray, type Tensor } from '@fastkernels/core';
 import { bytesOf, randn } from '../../../common/inputs.js';
-import { FAMILY } from '../family.js';
+import { DENSE_MOE_LLM } from '../../families.js';
 
 export type GeluApproximate = 'none' | 'tanh';
 
@@ -78,7 +78,7 @@ export const geluAndMulTask = defineTask(
     id: 'L1/gelu_and_mul',
     level: 1,
     className: 'GeluAndMul',
-    family: [FAMILY],
+    family: [DENSE_MOE_LLM],
     architectures: ['gemma4', 'deepseek', 'glm', 'jamba', 'kimi_linear', 'mixtral', 'qwen3_next', 'qwen3_vl', 'pi0'],
     mirrors: 'vllm.model_executor.layers.activation.GeluAndMul',
     description: 'GeGLU: gelu(gate) * up over the halves of the merged gate_up output; exact erf or tanh-approximate GELU.',

@@ -1,6 +1,6 @@
 import { Module, Tensor, counterUniform, defineTask, normalTensor, hostArray, toHostArray, type HostArray, type SampleHint, type TaskCase } from '@fastkernels/core';
 import { bytesOf, fromInts } from '../../../common/inputs.js';
-import { FAMILY } from '../family.js';
+import { DENSE_MOE_LLM } from '../../families.js';
 
 /**
  * vLLM V1's Sampler (greedy, temperature, top-k, top-p; seeded): one token per row of logits.
@@ -123,7 +123,7 @@ export const samplerTask = defineTask(
     id: 'L1/sampler',
     level: 1,
     className: 'Sampler',
-    family: [FAMILY],
+    family: [DENSE_MOE_LLM],
     architectures: ['llama', 'qwen2', 'mistral'],
     mirrors: 'vllm.v1.sample.sampler.Sampler',
     description:

@@ -1,6 +1,6 @@
 import { DTYPE_INFO, Module, Tensor, defineTask, fillNormal_, hostArray, type HostArray, type Rng } from '@fastkernels/core';
 import { bytesOf, randn } from '../../../common/inputs.js';
-import { FAMILY } from '../family.js';
+import { DENSE_MOE_LLM } from '../../families.js';
 
 /**
  * vLLM's ReplicatedLinear (the tp_size 1 form of every vLLM linear layer): y = x W^T + b with
@@ -80,7 +80,7 @@ export const linearTask = defineTask(
     id: 'L1/linear',
     level: 1,
     className: 'Linear',
-    family: [FAMILY],
+    family: [DENSE_MOE_LLM],
     architectures: ['llama', 'qwen2', 'mistral', 'mixtral', 'deepseek', 'glm', 'gemma4', 'gpt_oss', 'qwen3_next', 'jamba', 'kimi_linear', 'llama_eagle3', 'bitnet', 'llada'],
     mirrors: 'vllm.model_executor.layers.linear.ReplicatedLinear',
     description:

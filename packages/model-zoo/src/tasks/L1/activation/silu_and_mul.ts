@@ -1,6 +1,6 @@
 import { DTYPE_INFO, Module, defineTask, hostArray, type HostArray, type Tensor } from '@fastkernels/core';
 import { bytesOf, randn } from '../../../common/inputs.js';
-import { FAMILY } from '../family.js';
+import { DENSE_MOE_LLM } from '../../families.js';
 
 /**
  * vLLM's SiluAndMul (CustomOp `silu_and_mul`), the SwiGLU activation of the Llama MLP:
@@ -39,7 +39,7 @@ export const siluAndMulTask = defineTask(
     id: 'L1/silu_and_mul',
     level: 1,
     className: 'SiluAndMul',
-    family: [FAMILY],
+    family: [DENSE_MOE_LLM],
     architectures: ['llama', 'qwen2', 'mistral', 'mixtral', 'deepseek', 'qwen3_next', 'glm', 'gemma4', 'jamba', 'kimi_linear', 'llama_eagle3'],
     mirrors: 'vllm.model_executor.layers.activation.SiluAndMul',
     description: 'SwiGLU: silu(gate) * up over the halves of the merged gate_up projection output.',

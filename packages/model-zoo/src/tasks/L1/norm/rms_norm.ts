@@ -1,6 +1,6 @@
 import { DTYPE_INFO, Module, defineTask, hostArray, type HostArray, type Tensor } from '@fastkernels/core';
 import { bytesOf, initNormal, randn } from '../../../common/inputs.js';
-import { FAMILY } from '../family.js';
+import { DENSE_MOE_LLM } from '../../families.js';
 
 /**
  * vLLM's RMSNorm: forward(x) -> y, forward(x, residual) -> [y, x + residual]
@@ -41,7 +41,7 @@ export const rmsNormTask = defineTask(
     id: 'L1/rms_norm',
     level: 1,
     className: 'RMSNorm',
-    family: [FAMILY],
+    family: [DENSE_MOE_LLM],
     architectures: ['llama'],
     mirrors: 'vllm.model_executor.layers.layernorm.RMSNorm',
     description: 'Root-mean-square normalisation over the hidden dim with a learned scale; optional fused residual add.',

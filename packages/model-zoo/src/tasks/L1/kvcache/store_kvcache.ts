@@ -1,6 +1,6 @@
 import { DTYPE_INFO, Module, defineTask, hostArray, type HostArray, type Tensor } from '@fastkernels/core';
 import { bytesOf, fromInts, randn } from '../../../common/inputs.js';
-import { FAMILY } from '../family.js';
+import { DENSE_MOE_LLM } from '../../families.js';
 
 /** Tokens per cache block (vLLM's default block_size for the FLASH_ATTN backend). */
 export const KV_BLOCK_SIZE = 16;
@@ -60,7 +60,7 @@ export const storeKvcacheTask = defineTask(
     id: 'L1/store_kvcache',
     level: 1,
     className: 'StoreKVCache',
-    family: [FAMILY],
+    family: [DENSE_MOE_LLM],
     architectures: [
       'llama', 'qwen2', 'mistral', 'mixtral', 'llama_eagle3', 'gpt_oss', 'gemma4', 'bitnet', 'jamba', 'qwen3_next',
       'qwen2_vl', 'qwen2_5_omni', 'qwen3_vl', 'whisper', 'cosyvoice3', 'hunyuan_video',

@@ -3,7 +3,7 @@ import { Rng, TaskCaseSchema, compareTensors, hostArray, toHostArray, toleranceF
 import { describe, expect, it } from 'vitest';
 import { baselineRegistry } from '../../../index.js';
 import { FlashAttnDecode, decodeSeqLens, pagedDecodeAttentionReference, pagedDecodeAttentionTask } from './paged_decode_attention.js';
-import { KV_BLOCK_SIZE } from './store_kvcache.js';
+import { KV_BLOCK_SIZE } from '../kvcache/store_kvcache.js';
 import { varlenPrefillAttentionReference } from './varlen_prefill_attention.js';
 
 const task = pagedDecodeAttentionTask;

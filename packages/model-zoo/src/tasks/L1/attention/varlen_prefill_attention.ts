@@ -1,6 +1,6 @@
 import { DTYPE_INFO, Module, defineTask, hostArray, type HostArray, type TaskCase, type TaskCaseInput, type Tensor } from '@fastkernels/core';
 import { bytesOf, fromInts, randn } from '../../../common/inputs.js';
-import { FAMILY } from '../family.js';
+import { DENSE_MOE_LLM } from '../../families.js';
 
 /**
  * flash_attn_varlen_func as vLLM's prefill path calls it: packed sequences described by
@@ -135,7 +135,7 @@ export const varlenPrefillAttentionTask = defineTask(
     id: 'L1/varlen_prefill_attention',
     level: 1,
     className: 'FlashAttnVarlen',
-    family: [FAMILY],
+    family: [DENSE_MOE_LLM],
     architectures: [
       'llama', 'qwen2', 'mistral', 'mixtral', 'llama_eagle3', 'gpt_oss', 'gemma4', 'bitnet', 'jamba', 'qwen3_next',
       'qwen2_vl', 'qwen2_5_omni', 'qwen3_vl', 'whisper', 'cosyvoice3', 'hunyuan_video', 'deepseek', 'glm', 'kimi_linear',

@@ -1,6 +1,6 @@
 import { DTYPE_INFO, Module, Tensor, defineTask, hostArray, parseDType, type DType, type HostArray } from '@fastkernels/core';
 import { bytesOf, fromInts, randn } from '../../../common/inputs.js';
-import { FAMILY } from '../family.js';
+import { DENSE_MOE_LLM } from '../../families.js';
 
 /** Llama-3.1 RoPE scaling (HF rope_scaling {rope_type: 'llama3', ...}), as vLLM's Llama3RotaryEmbedding takes it. */
 export interface Llama3RopeScaling {
@@ -223,7 +223,7 @@ export const rotaryEmbTask = defineTask(
     id: 'L1/rotary_emb',
     level: 1,
     className: 'RotaryEmbedding',
-    family: [FAMILY],
+    family: [DENSE_MOE_LLM],
     architectures: ['llama', 'qwen2', 'mistral', 'mixtral', 'deepseek', 'glm', 'gemma4', 'gpt_oss', 'qwen3_next', 'llama_eagle3', 'bitnet', 'llada', 'qwen2_vl', 'qwen2_5_omni', 'qwen3_vl'],
     mirrors: 'vllm.model_executor.layers.rotary_embedding.RotaryEmbedding',
     description:

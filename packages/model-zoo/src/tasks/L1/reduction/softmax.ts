@@ -1,6 +1,6 @@
 import { DTYPE_INFO, Module, defineTask, hostArray, normalizeDim, type HostArray, type Tensor } from '@fastkernels/core';
 import { bytesOf, randn } from '../../../common/inputs.js';
-import { FAMILY } from '../family.js';
+import { DENSE_MOE_LLM } from '../../families.js';
 
 /**
  * torch.nn.Softmax(dim) as the logits processor / sampler (probabilities over the vocabulary) and eager
@@ -49,7 +49,7 @@ export const softmaxTask = defineTask(
     id: 'L1/softmax',
     level: 1,
     className: 'Softmax',
-    family: [FAMILY],
+    family: [DENSE_MOE_LLM],
     architectures: ['llama', 'qwen2', 'mistral', 'mixtral', 'flux', 'hunyuan_video', 'openfold3', 'rtdetrv2', 'swinv2', 'ttt_e2e', 'yolov10'],
     mirrors: 'torch.nn.Softmax',
     description: 'Softmax over one dim (the vocabulary for sampling probabilities, the keys for eager attention), accumulated in float32 or wider.',

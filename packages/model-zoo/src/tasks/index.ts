@@ -1,0 +1,40 @@
+/**
+ * The family-agnostic L1 tasks, one folder per op kind (norm, activation, reduction, embedding, linear, rotary,
+ * kvcache, attention, sampling). Every family composes them through the module registry by id (`L1/rms_norm`); they
+ * are registered once, here, whichever families use them.
+ */
+import type { TaskDefinition, TaskProvider } from '@fastkernels/core';
+import { geluAndMulTask } from './L1/activation/gelu_and_mul.js';
+import { siluAndMulTask } from './L1/activation/silu_and_mul.js';
+import { pagedDecodeAttentionTask } from './L1/attention/paged_decode_attention.js';
+import { varlenPrefillAttentionTask } from './L1/attention/varlen_prefill_attention.js';
+import { embeddingTask } from './L1/embedding/embedding.js';
+import { storeKvcacheTask } from './L1/kvcache/store_kvcache.js';
+import { linearTask } from './L1/linear/linear.js';
+import { rmsNormTask } from './L1/norm/rms_norm.js';
+import { softmaxTask } from './L1/reduction/softmax.js';
+import { rotaryEmbTask } from './L1/rotary/rotary_emb.js';
+import { samplerTask } from './L1/sampling/sampler.js';
+
+export { FAMILIES, DENSE_MOE_LLM } from './families.js';
+export { VocabParallelEmbedding, embeddingTask } from './L1/embedding/embedding.js';
+export { KV_BLOCK_SIZE } from './L1/kvcache/store_kvcache.js';
+export { cosSinCacheReference } from './L1/rotary/rotary_emb.js';
+
+/** Every shared L1 task, by id. */
+export const sharedL1Tasks: readonly TaskDefinition[] = [
+  embeddingTask,
+  geluAndMulTask,
+  linearTask,
+  pagedDecodeAttentionTask,
+  rmsNormTask,
+  rotaryEmbTask,
+  samplerTask,
+  siluAndMulTask,
+  softmaxTask,
+  storeKvcacheTask,
+  varlenPrefillAttentionTask,
+];
+
+/** The shared tasks as a provider (`fastkernels list` shows them; the baseline registry builds them). */
+export const sharedTasksProvider: TaskProvider = { family: 'shared', tasks: () => sharedL1Tasks };
