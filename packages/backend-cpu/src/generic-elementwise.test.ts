@@ -302,3 +302,51 @@ describe('operands convert to the common dtype first, as PyTorch', () => {
     expect(values(F.mul(tensor([2 ** 24 + 1], [1], 'i64'), 1.0000001))).toEqual([Math.fround(Math.fround(2 ** 24 + 1) * Math.fround(1.0000001))]);
   });
 });
+
+describe('more activations and math (kernels and decompositions)', () => {
+  const decomposed = (name: string, inputs: (Tensor | number)[], attrs: Record<string, unknown> = {}) => {
+    const info = inferOp(name, inputs, attrs);
+    return info.spec.decompose!({ op: info.spec, backend: cpu, inputs, attrs: info.attrs as Record<string, unknown>, outputs: info.outputs })[0]!;
+  };
+
+  it('hand values', () => {
+    const x = tensor([-3.5, -1, -0.25, 0, 0.5, 2.5, NaN], [7]);
+    expectClose(values(F.leakyRelu(x, 0.1)).slice(0, 6), [-0.35, -0.1, -0.025, 0, 0.5, 2.5]);
+    expectClose(values(F.elu(x)).slice(0, 6), [Math.expm1(-3.5), Math.expm1(-1), Math.expm1(-0.25), 0, 0.5, 2.5]);
+    expectClose(values(F.hardsigmoid(x)).slice(0, 6), [0, 2 / 6, 2.75 / 6, 0.5, 3.5 / 6, 5.5 / 6]);
+    expectClose(values(F.hardswish(x)).slice(0, 6), [-0, -2 / 6, (-0.25 * 2.75) / 6, 0, (0.5 * 3.5) / 6, (2.5 * 5.5) / 6]);
+    expect(values(F.floor(x)).slice(0, 6)).toEqual([-4, -1, -1, 0, 0, 2]);
+    expect(values(F.ceil(x)).slice(0, 6)).toEqual([-3, -1, -0, 0, 1, 3]);
+    expect(values(F.trunc(x)).slice(0, 6)).toEqual([-3, -1, -0, 0, 0, 2]);
+    expect(values(F.sign(x))).toEqual([-1, -1, -1, 0, 1, 1, 0]);
+    expect(values(F.logicalNot(x))).toEqual([0, 0, 0, 1, 0, 0, 0]);
+    expect(values(F.logicalAnd(x, tensor([1, 0, 1, 1, 1, 0, 1], [7], 'bool')))).toEqual([1, 0, 1, 0, 1, 0, 1]);
+    expect(values(F.logicalOr(x, 0))).toEqual([1, 1, 1, 0, 1, 1, 1]);
+    expect(values(F.remainder(tensor([5, -5, 5, -5], [4], 'i32'), tensor([3, 3, -3, -3], [4], 'i32')))).toEqual([2, 1, -1, -2]);
+    expect(values(F.fmod(tensor([5, -5, 5, -5], [4], 'i32'), tensor([3, 3, -3, -3], [4], 'i32')))).toEqual([2, -2, 2, -2]);
+    expectClose(values(F.log1p(tensor([1e-10], [1], 'f64'))), [1e-10 - 5e-21], 0, 1e-15); // log(1 + 1e-10) would lose 7 digits
+    expect(F.floor(tensor([1, 2], [2], 'i32')).dtype).toBe('i32');
+    expect(F.mish(tensor([1], [1], 'i32')).dtype).toBe('f32');
+  });
+
+  it('the decompositions agree with the kernels on random non-contiguous inputs, every float dtype', () => {
+    const rng = new Rng(41);
+    for (const dtype of FLOATS) {
+      const x = relayout(randn(rng, [4, 6], dtype, 3), 'transposed');
+      const y = randn(rng, [6], dtype, 2);
+      for (const [name, attrs] of [['leaky_relu', { negative_slope: 0.2 }], ['elu', { alpha: 0.7 }], ['hardsigmoid', {}], ['hardswish', {}], ['mish', {}],
+        ['expm1', {}], ['floor', {}], ['ceil', {}], ['trunc', {}], ['sign', {}], ['logical_not', {}]] as const) {
+        const k = callOp1(name, [x], attrs);
+        const d = decomposed(name, [x], attrs);
+        expect(d.dtype).toBe(k.dtype);
+        expectClose(values(d), values(k), 1e-6, tolOf(dtype));
+      }
+      for (const name of ['remainder', 'fmod', 'logical_and', 'logical_or']) {
+        const k = callOp1(name, [x, y]);
+        const d = decomposed(name, [x, y]);
+        expect(d.dtype).toBe(k.dtype);
+        expectClose(values(d), values(k), 1e-5, 2 * tolOf(dtype));
+      }
+    }
+  });
+});

@@ -3,7 +3,7 @@
  * to the common dtype as PyTorch does, applies core's ELEMENTWISE_MATH reference and rounds once on store.
  */
 import {
-  ELEMENTWISE_MATH, evalChain, operandDType, resolveChain, resultType, roundToDType,
+  ELEMENTWISE_EXTRA_MATH, ELEMENTWISE_MATH, evalChain, operandDType, resolveChain, resultType, roundToDType,
   type Backend, type DType, type ElementwiseChainAttrs, type OpArg, type OpCall, type OpKernelTable, type Shape, type Tensor,
 } from '@fastkernels/core';
 import { gatherBroadcast, output } from '../strided.js';
@@ -22,10 +22,13 @@ function operands(op: string, args: readonly OpArg[], shape: Shape, tensorDType:
   });
 }
 
+/** The float64 reference of a (chainable or extra) elementwise op. */
+const mathOf = (name: string) => ELEMENTWISE_MATH[name] ?? ELEMENTWISE_EXTRA_MATH[name]!;
+
 /** The dtype tensor operands are converted to before the math (torch's common dtype; a unary op's output dtype). */
 function commonDType(name: string, args: readonly OpArg[], out: DType): DType | undefined {
   if (name === 'to') return undefined;
-  if (ELEMENTWISE_MATH[name]!.arity === 1) return out;
+  if (mathOf(name).arity === 1) return out === 'bool' ? undefined : out;
   return resultType(name === 'where' ? args.slice(1) : args, name);
 }
 
@@ -33,7 +36,7 @@ function elementwise(backend: Backend) {
   return (call: OpCall): Tensor => {
     const name = call.op.name;
     const { shape, dtype } = call.outputs[0]!;
-    const fn = ELEMENTWISE_MATH[name]!.fn(call.attrs);
+    const fn = mathOf(name).fn(call.attrs);
     const ops = operands(name, call.inputs, shape, commonDType(name, call.inputs, dtype), operandDType(name, call.inputs), name === 'where' ? 1 : 0);
     const n = shape.reduce((a, b) => a * b, 1);
     const at = (o: Float64Array | number, i: number) => (typeof o === 'number' ? o : o[i]!);
@@ -71,6 +74,6 @@ function elementwiseChain(backend: Backend) {
 
 export function registerElementwiseKernels(table: OpKernelTable, backend: Backend): void {
   const k = elementwise(backend);
-  for (const name of Object.keys(ELEMENTWISE_MATH)) table.register(name, k);
+  for (const name of [...Object.keys(ELEMENTWISE_MATH), ...Object.keys(ELEMENTWISE_EXTRA_MATH)]) table.register(name, k);
   table.register('elementwise_chain', elementwiseChain(backend));
 }

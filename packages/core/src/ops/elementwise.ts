@@ -13,7 +13,7 @@ import type { Ops } from '../ops.js';
 import { Tensor } from '../tensor.js';
 import { broadcastArgs } from './broadcast.js';
 import { DEFAULT_FLOAT, resultType, toFloatType } from './promote.js';
-import { callOp1, defineOp, getOp, meta, opError, type MetaArg, type OpArg, type OpCall, type TensorMeta } from './registry.js';
+import { callOp1, defineOp, getOp, meta, opError, OpScope, type MetaArg, type OpArg, type OpCall, type TensorMeta } from './registry.js';
 import { erf, geluErf, geluTanh, logSigmoid, quickGelu, sigmoid, silu, softplus } from './scalar-math.js';
 
 const noAttrs = z.object({}).strict();
@@ -362,6 +362,76 @@ function decomposeChain(call: OpCall<ElementwiseChainAttrs>): Tensor[] {
 }
 
 // ---------------------------------------------------------------------------------------------
+// more activations and math: float64 references in ELEMENTWISE_EXTRA_MATH and a decomposition into the ops above, so a
+// backend without their kernels runs them. Not chainable yet (elementwise_chain takes ELEMENTWISE_MATH): a backend that
+// generates them adds them to its chain translation first, then they move to ELEMENTWISE_MATH.
+
+/** op name -> float64 reference of the ops below (the cpu kernels use it). */
+export const ELEMENTWISE_EXTRA_MATH: Record<string, MathEntry> = {};
+
+type ExtraKind = UnaryKind | 'bool';
+const extraOut = (kind: ExtraKind, d: DType): DType => (kind === 'bool' ? 'bool' : kind === 'float' ? toFloatType(d) : d);
+
+function defineExtra<S extends z.ZodObject>(
+  name: string, doc: string, arity: 1 | 2, kind: ExtraKind, attrs: S, fn: (attrs: z.output<S>) => ScalarFn,
+  decompose: (s: OpScope, args: OpArg[], attrs: z.output<S>) => Tensor,
+) {
+  ELEMENTWISE_EXTRA_MATH[name] = { arity, fn: fn as MathEntry['fn'] };
+  const dtypes = kind === 'keep' ? NUMERIC_DTYPES : ARITH_DTYPES;
+  return defineOp({
+    name,
+    group: 'elementwise',
+    doc,
+    inputs: arity === 1 ? [{ name: 'input', dtypes }] : [{ name: 'input', scalar: true, dtypes }, { name: 'other', scalar: true, dtypes }],
+    attrs,
+    infer: (args, _a) => {
+      if (arity === 1) return [meta((args[0] as TensorMeta).shape, extraOut(kind, (args[0] as TensorMeta).dtype))];
+      return [meta(broadcastArgs(name, args, ['input', 'other']), extraOut(kind, resultType(args, name)))];
+    },
+    // 16-bit float operands are widened to f32 first, so intermediates do not round to 16 bits
+    decompose: (call) => {
+      const s = new OpScope();
+      const wide = call.inputs.map((a) => (a !== null && typeof a === 'object' && (a.dtype === 'f16' || a.dtype === 'bf16') ? s.op('to', [a], { dtype: 'f32' }) : a));
+      const r = decompose(s, wide, call.attrs);
+      const want = call.outputs[0]!.dtype;
+      return s.keep([r.dtype === want ? r : s.op('to', [r], { dtype: want })]);
+    },
+  });
+}
+
+const extra1 = (name: string, doc: string, kind: ExtraKind, f: (x: number) => number, d: (s: OpScope, x: OpArg) => Tensor) =>
+  defineExtra(name, doc, 1, kind, noAttrs, () => f, (s, [x]) => d(s, x!));
+
+export const leakyReluAttrs = z.object({ negative_slope: z.number().default(0.01) }).strict();
+defineExtra('leaky_relu', 'x where x > 0, else negative_slope * x.', 1, 'float', leakyReluAttrs, (a) => (x) => (x > 0 ? x : a.negative_slope * x),
+  (s, [x], a) => s.op('where', [s.op('gt', [x!, 0]), x!, s.op('mul', [x!, a.negative_slope])]));
+export const eluAttrs = z.object({ alpha: z.number().default(1) }).strict();
+defineExtra('elu', 'x where x > 0, else alpha * (e^x - 1).', 1, 'float', eluAttrs, (a) => (x) => (x > 0 ? x : a.alpha * Math.expm1(x)),
+  (s, [x], a) => s.op('where', [s.op('gt', [x!, 0]), x!, s.op('mul', [s.op('sub', [s.op('exp', [x!]), 1]), a.alpha])]));
+const relu6of3 = (s: OpScope, x: OpArg) => s.op('div', [s.op('clamp', [s.op('add', [x, 3]), 0, 6]), 6]);
+extra1('hardsigmoid', 'clamp(x + 3, 0, 6) / 6.', 'float', (x) => Math.min(Math.max(x + 3, 0), 6) / 6, relu6of3);
+extra1('hardswish', 'x * clamp(x + 3, 0, 6) / 6 (MobileNetV3).', 'float', (x) => (x * Math.min(Math.max(x + 3, 0), 6)) / 6, (s, x) => s.op('mul', [x, relu6of3(s, x)]));
+extra1('mish', 'x * tanh(softplus(x)).', 'float', (x) => x * Math.tanh(x > 20 ? x : Math.log1p(Math.exp(x))), (s, x) => s.op('mul', [x, s.op('tanh', [s.op('softplus', [x])])]));
+extra1('log1p', 'log(1 + x), accurate for small x (the decomposition is not).', 'float', Math.log1p, (s, x) => s.op('log', [s.op('add', [x, 1])]));
+extra1('expm1', 'e^x - 1, accurate for small x (the decomposition is not).', 'float', Math.expm1, (s, x) => s.op('sub', [s.op('exp', [x]), 1]));
+extra1('floor', 'Largest integer <= x (integers unchanged).', 'keep', Math.floor, (s, x) => s.op('div', [x, 1], { rounding_mode: 'floor' }));
+extra1('trunc', 'x rounded toward zero (integers unchanged).', 'keep', Math.trunc, (s, x) => s.op('div', [x, 1], { rounding_mode: 'trunc' }));
+extra1('ceil', 'Smallest integer >= x (integers unchanged).', 'keep', Math.ceil, (s, x) => s.op('neg', [s.op('div', [s.op('neg', [x]), 1], { rounding_mode: 'floor' })]));
+extra1('sign', '1, -1 or 0 by the sign of x (NaN gives 0, as torch.sign).', 'keep', (x) => (x > 0 ? 1 : x < 0 ? -1 : 0),
+  (s, x) => s.op('where', [s.op('gt', [x, 0]), 1, s.op('where', [s.op('lt', [x, 0]), -1, 0])]));
+extra1('logical_not', 'x == 0 -> bool.', 'bool', (x) => (x === 0 ? 1 : 0), (s, x) => s.op('eq', [x, 0]));
+defineExtra('logical_and', '(input != 0) and (other != 0) -> bool.', 2, 'bool', noAttrs, () => (a, b) => (a !== 0 && b !== 0 ? 1 : 0),
+  (s, [a, b]) => s.op('mul', [s.op('ne', [a!, 0]), s.op('ne', [b!, 0])]));
+defineExtra('logical_or', '(input != 0) or (other != 0) -> bool.', 2, 'bool', noAttrs, () => (a, b) => (a !== 0 || b !== 0 ? 1 : 0),
+  (s, [a, b]) => s.op('maximum', [s.op('ne', [a!, 0]), s.op('ne', [b!, 0])]));
+defineExtra('remainder', 'Python\'s modulus: input - floor(input / other) * other (the sign of other).', 2, 'keep', noAttrs, () => (a, b) => a - Math.floor(a / b) * b,
+  (s, [a, b]) => s.op('sub', [a!, s.op('mul', [s.op('div', [a!, b!], { rounding_mode: 'floor' }), b!])]));
+defineExtra('fmod', 'C\'s fmod: input - trunc(input / other) * other (the sign of input).', 2, 'keep', noAttrs, () => (a, b) => a % b,
+  (s, [a, b]) => s.op('sub', [a!, s.op('mul', [s.op('div', [a!, b!], { rounding_mode: 'trunc' }), b!])]));
+
+export const EXTRA_ELEMENTWISE_OPS = Object.keys(ELEMENTWISE_EXTRA_MATH);
+
+// ---------------------------------------------------------------------------------------------
 // gated activations (vLLM's SiluAndMul / GeluAndMul; the Llama surface's siluAndMul / geluAndMul)
 
 function gatedInfer(name: string) {
@@ -465,5 +535,13 @@ export const elementwiseFunctions = {
   elementwiseChain: (inputs: readonly Tensor[], attrs: z.input<typeof chainAttrs>): Tensor => callOp1('elementwise_chain', inputs, attrs),
   siluAndMul: (input: Tensor): Tensor => callOp1('silu_and_mul', [input]),
   maskedFill: (input: Tensor, mask: Tensor, value: Tensor | number): Tensor => callOp1('masked_fill', [input, mask, value]),
+  leakyRelu: (input: Tensor, negativeSlope = 0.01): Tensor => callOp1('leaky_relu', [input], { negative_slope: negativeSlope }),
+  elu: (input: Tensor, alpha = 1): Tensor => callOp1('elu', [input], { alpha }),
+  hardsigmoid: u('hardsigmoid'), hardswish: u('hardswish'), mish: u('mish'), log1p: u('log1p'), expm1: u('expm1'),
+  floor: u('floor'), ceil: u('ceil'), trunc: u('trunc'), sign: u('sign'), logicalNot: u('logical_not'),
+  logicalAnd: (input: Operand, other: Operand): Tensor => callOp1('logical_and', [input, other]),
+  logicalOr: (input: Operand, other: Operand): Tensor => callOp1('logical_or', [input, other]),
+  remainder: (input: Operand, other: Operand): Tensor => callOp1('remainder', [input, other]),
+  fmod: (input: Operand, other: Operand): Tensor => callOp1('fmod', [input, other]),
   geluAndMul: (input: Tensor, opts: { approximate?: 'none' | 'tanh' } = {}): Tensor => callOp1('gelu_and_mul', [input], opts),
 };
