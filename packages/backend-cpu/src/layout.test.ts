@@ -346,3 +346,48 @@ describe('flip / roll / tril / triu / masked_fill', () => {
     expect(values(F.tril(v, 1))).toEqual(tri);
   });
 });
+
+describe('interpolate bicubic', () => {
+  /** Keys' cubic kernel with a = -0.75 as a function of the distance. */
+  const W = (d: number) => {
+    const x = Math.abs(d);
+    const a = -0.75;
+    return x <= 1 ? (a + 2) * x ** 3 - (a + 3) * x ** 2 + 1 : x < 2 ? a * x ** 3 - 5 * a * x ** 2 + 8 * a * x - 4 * a : 0;
+  };
+  const cubic1d = (row: number[], outSize: number, alignCorners: boolean) => {
+    const n = row.length;
+    const sc = alignCorners ? (outSize > 1 ? (n - 1) / (outSize - 1) : 0) : n / outSize;
+    return Array.from({ length: outSize }, (_, o) => {
+      const src = alignCorners ? sc * o : sc * (o + 0.5) - 0.5;
+      const f = Math.floor(src);
+      let v = 0;
+      for (let k = f - 1; k <= f + 2; k++) v += W(src - k) * row[Math.min(Math.max(k, 0), n - 1)]!;
+      return v;
+    });
+  };
+
+  it('1-D rows vs Keys\' kernel; identity at equal size with align_corners; constants stay constant', () => {
+    const row = [1, 4, 2, 8, 5];
+    for (const ac of [false, true]) {
+      const y = F.interpolate(tensor(row, [1, 1, 1, 5]), { size: [1, 9], mode: 'bicubic', align_corners: ac });
+      expectClose(values(y), cubic1d(row, 9, ac), 1e-6, 1e-6);
+    }
+    expectClose(values(F.interpolate(tensor(row, [1, 1, 1, 5]), { size: [1, 5], mode: 'bicubic', align_corners: true })), row, 1e-6);
+    expectClose(values(F.interpolate(tensor([3, 3, 3, 3], [1, 1, 2, 2]), { scale_factor: 3, mode: 'bicubic' })), new Array(36).fill(3), 1e-6);
+    expect(() => F.interpolate(tensor([1, 2], [1, 1, 2]), { size: 4, mode: 'bicubic' })).toThrow(/interpolate: mode 'bicubic' needs 4-D input/);
+  });
+
+  it('2-D on a random transposed view = separable rows then columns', () => {
+    const rng = new Rng(50);
+    const base = randn(rng, [1, 2, 4, 5], 'f32');
+    const X = values(base);
+    const y = F.interpolate(relayout(base, 'transposed'), { size: [6, 7], mode: 'bicubic' });
+    for (let c = 0; c < 2; c++) {
+      const rows = [0, 1, 2, 3].map((i) => cubic1d(X.slice(c * 20 + i * 5, c * 20 + i * 5 + 5), 7, false));
+      const want: number[] = [];
+      const cols = [...Array(7).keys()].map((j) => cubic1d(rows.map((r) => r[j]!), 6, false));
+      for (let i = 0; i < 6; i++) for (let j = 0; j < 7; j++) want.push(cols[j]![i]!);
+      expectClose(values(y).slice(c * 42, c * 42 + 42), want.map((v) => Math.fround(v)), 1e-5, 1e-5);
+    }
+  });
+});

@@ -168,32 +168,52 @@ function padKernel(backend: Backend) {
   };
 }
 
-/** Per output coordinate of one spatial dim: two source coordinates and their weights. */
-interface Axis { i0: Int32Array; i1: Int32Array; w0: Float64Array; w1: Float64Array }
+/** Per output coordinate of one spatial dim: `taps` source coordinates and their weights (1, 2 or 4 taps). */
+interface Axis { taps: number; idx: Int32Array; w: Float64Array }
+
+/** PyTorch's cubic convolution coefficients (A = -0.75) for a fractional position t. */
+function cubicCoefficients(t: number): [number, number, number, number] {
+  const A = -0.75;
+  const c1 = (x: number) => ((A + 2) * x - (A + 3)) * x * x + 1; // |x| <= 1
+  const c2 = (x: number) => ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; // 1 < |x| < 2
+  return [c2(t + 1), c1(t), c1(1 - t), c2(2 - t)];
+}
 
 function axis(mode: InterpolateAttrs['mode'], alignCorners: boolean, inSize: number, outSize: number, scale: number | null): Axis {
-  const a: Axis = { i0: new Int32Array(outSize), i1: new Int32Array(outSize), w0: new Float64Array(outSize), w1: new Float64Array(outSize) };
   if (mode === 'nearest' || mode === 'nearest-exact') {
+    const a: Axis = { taps: 1, idx: new Int32Array(outSize), w: new Float64Array(outSize).fill(1) };
     // PyTorch computes the nearest source index in float32
     const sc = scale !== null && scale > 0 ? Math.fround(1 / scale) : Math.fround(inSize / outSize);
     for (let o = 0; o < outSize; o++) {
-      let s: number;
-      if (mode === 'nearest') s = outSize === inSize ? o : outSize === 2 * inSize ? o >> 1 : Math.min(Math.floor(Math.fround(o * sc)), inSize - 1);
-      else s = Math.min(Math.floor(Math.fround((o + 0.5) * sc)), inSize - 1);
-      a.i0[o] = a.i1[o] = s;
-      a.w0[o] = 1;
+      if (mode === 'nearest') a.idx[o] = outSize === inSize ? o : outSize === 2 * inSize ? o >> 1 : Math.min(Math.floor(Math.fround(o * sc)), inSize - 1);
+      else a.idx[o] = Math.min(Math.floor(Math.fround((o + 0.5) * sc)), inSize - 1);
     }
     return a;
   }
   const sc = alignCorners ? (outSize > 1 ? (inSize - 1) / (outSize - 1) : 0) : scale !== null && scale > 0 ? 1 / scale : inSize / outSize;
+  if (mode === 'bicubic') {
+    // no clamp of the source position at 0 (cubic), taps clamped into the input (replicate border)
+    const a: Axis = { taps: 4, idx: new Int32Array(outSize * 4), w: new Float64Array(outSize * 4) };
+    for (let o = 0; o < outSize; o++) {
+      const src = alignCorners ? sc * o : sc * (o + 0.5) - 0.5;
+      const i0 = Math.floor(src);
+      const cf = cubicCoefficients(src - i0);
+      for (let k = 0; k < 4; k++) {
+        a.idx[o * 4 + k] = Math.min(Math.max(i0 - 1 + k, 0), inSize - 1);
+        a.w[o * 4 + k] = cf[k]!;
+      }
+    }
+    return a;
+  }
+  const a: Axis = { taps: 2, idx: new Int32Array(outSize * 2), w: new Float64Array(outSize * 2) };
   for (let o = 0; o < outSize; o++) {
     const src = alignCorners ? sc * o : Math.max(sc * (o + 0.5) - 0.5, 0);
     const i0 = Math.min(Math.floor(src), inSize - 1);
     const l1 = Math.min(Math.max(src - i0, 0), 1);
-    a.i0[o] = i0;
-    a.i1[o] = i0 + (i0 < inSize - 1 ? 1 : 0);
-    a.w0[o] = 1 - l1;
-    a.w1[o] = l1;
+    a.idx[o * 2] = i0;
+    a.idx[o * 2 + 1] = i0 + (i0 < inSize - 1 ? 1 : 0);
+    a.w[o * 2] = 1 - l1;
+    a.w[o * 2 + 1] = l1;
   }
   return a;
 }
@@ -212,19 +232,22 @@ function interpolateKernel(backend: Backend) {
     const outPlane = numel(outSp);
     const inStr = contiguousStrides(inSp);
     const nsp = inSp.length;
-    const corners = 1 << nsp;
+    const combos = axes.reduce((p, a) => p * a.taps, 1);
     const Y = new Float64Array(planes * outPlane);
     const idx = new Array<number>(nsp).fill(0);
     for (let p = 0; p < outPlane; p++) {
       unravel(p, outSp, idx);
-      for (let c = 0; c < corners; c++) {
+      // every combination of one tap per spatial dim (the separable product of 1-D filters)
+      for (let c = 0; c < combos; c++) {
         let w = 1;
         let off = 0;
-        for (let k = 0; k < nsp; k++) {
+        let rest = c;
+        for (let k = nsp - 1; k >= 0; k--) {
           const ax = axes[k]!;
-          const hi = (c >> k) & 1;
-          w *= hi ? ax.w1[idx[k]!]! : ax.w0[idx[k]!]!;
-          off += (hi ? ax.i1[idx[k]!]! : ax.i0[idx[k]!]!) * inStr[k]!;
+          const tap = rest % ax.taps;
+          rest = Math.floor(rest / ax.taps);
+          w *= ax.w[idx[k]! * ax.taps + tap]!;
+          off += ax.idx[idx[k]! * ax.taps + tap]! * inStr[k]!;
         }
         if (w === 0) continue;
         for (let q = 0; q < planes; q++) Y[q * outPlane + p]! += w * X[q * inPlane + off]!;

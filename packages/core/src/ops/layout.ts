@@ -728,7 +728,7 @@ for (const name of ['tril', 'triu'] as const) {
 
 // --- resampling ------------------------------------------------------------------------------
 
-export const INTERPOLATE_MODES = ['nearest', 'nearest-exact', 'linear', 'bilinear', 'trilinear'] as const;
+export const INTERPOLATE_MODES = ['nearest', 'nearest-exact', 'linear', 'bilinear', 'bicubic', 'trilinear'] as const;
 export const interpolateAttrs = z.object({
   size: z.union([z.number().int().nonnegative(), intList]).nullable().default(null),
   scale_factor: z.union([z.number().positive(), z.array(z.number().positive())]).nullable().default(null),
@@ -743,7 +743,7 @@ export type InterpolateAttrs = z.output<typeof interpolateAttrs>;
 export function interpolatePlan(s: Shape, a: InterpolateAttrs): { out: number[]; scales: (number | null)[] } {
   const nsp = s.length - 2;
   if (nsp < 1 || nsp > 3) opError('interpolate', `input must be 3-D, 4-D or 5-D [N, C, *spatial], got ${formatShape(s)}`);
-  const want = { linear: 1, bilinear: 2, trilinear: 3 }[a.mode as 'linear'];
+  const want = { linear: 1, bilinear: 2, bicubic: 2, trilinear: 3 }[a.mode as 'linear'];
   if (want !== undefined && want !== nsp) opError('interpolate', `mode '${a.mode}' needs ${want + 2}-D input, got ${formatShape(s)}`);
   if (a.align_corners !== null && (a.mode === 'nearest' || a.mode === 'nearest-exact')) opError('interpolate', `align_corners only applies to the linear modes, not '${a.mode}'`);
   if ((a.size === null) === (a.scale_factor === null)) opError('interpolate', 'give exactly one of size and scale_factor');
@@ -762,7 +762,7 @@ export function interpolatePlan(s: Shape, a: InterpolateAttrs): { out: number[];
 defineOp({
   name: 'interpolate',
   group: 'layout',
-  doc: "F.interpolate over the spatial dims of [N, C, *spatial]: 'nearest' (floor(dst * in/out), as PyTorch in float32), 'nearest-exact', or 'linear' / 'bilinear' / 'trilinear' with align_corners.",
+  doc: "F.interpolate over the spatial dims of [N, C, *spatial]: 'nearest' (floor(dst * in/out), as PyTorch in float32), 'nearest-exact', 'linear' / 'bilinear' / 'trilinear' or 'bicubic' (A = -0.75, border replicated) with align_corners.",
   inputs: [{ name: 'input', dtypes: 'float' }],
   attrs: interpolateAttrs,
   infer: ([x], a) => {
