@@ -4,13 +4,22 @@
  * (prepareOp, a module holding its attrs): a WeakMap by attrs, then a number for which arguments are tensors /
  * numbers / null (single ops) or the input dtypes (chains, whose constants round per dtype).
  */
-import { BINARY_OPS, DTYPES, Tensor, UNARY_OPS, operandDType, resolveChain, type DType, type ElementwiseChainAttrs, type OpCall, type OpKernel, type OpKernelTable, type OpSupports } from '@fastkernels/core';
+import { BINARY_OPS, DTYPES, Tensor, UNARY_OPS, hasOp, operandDType, resolveChain, type DType, type ElementwiseChainAttrs, type OpCall, type OpKernel, type OpKernelTable, type OpSupports } from '@fastkernels/core';
 import type { CudaRuntime } from '../runtime.js';
 import { isGenDType } from './ctypes.js';
 import { ElementwiseRunner } from './elementwise.js';
 import { MAX_EW_RANK } from './elementwise-source.js';
 import type { GenKernelCache } from './gen-cache.js';
 import { chainToExpr, roundScalar, singleOpExpr } from './translate.js';
+
+/**
+ * The activations and math core declares beside the chainable ones (with decompositions); registered where core has
+ * them, so a generated kernel replaces the decomposition.
+ */
+export const GENERATED_EXTRA_OPS: readonly string[] = [
+  'leaky_relu', 'elu', 'hardsigmoid', 'hardswish', 'mish', 'log1p', 'expm1', 'floor', 'ceil', 'trunc', 'sign',
+  'logical_not', 'logical_and', 'logical_or', 'remainder', 'fmod',
+];
 
 export const GENERATED_ELEMENTWISE_OPS: readonly string[] = [...UNARY_OPS, ...BINARY_OPS, 'where', 'clamp', 'to', 'masked_fill'];
 
@@ -46,7 +55,7 @@ const supports: OpSupports = (call) => {
 
 export function registerElementwiseKernels(table: OpKernelTable, cache: GenKernelCache, runtime: () => CudaRuntime): void {
   const singles = new RunnerCache<ElementwiseRunner>();
-  for (const op of GENERATED_ELEMENTWISE_OPS) {
+  for (const op of [...GENERATED_ELEMENTWISE_OPS, ...GENERATED_EXTRA_OPS.filter((o) => hasOp(o))]) {
     const kernel: OpKernel = (call: OpCall) => {
       const args = call.inputs;
       let code = 0;

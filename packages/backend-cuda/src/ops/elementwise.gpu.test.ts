@@ -3,10 +3,11 @@
  * sizes, transposed / sliced / broadcast / misaligned views, empty tensors, Python-number operands, mixed dtypes, the
  * fused chain. Each case also checks that CUDA ran its generated kernel (not a decomposition).
  */
-import { BINARY_OPS, Tensor, UNARY_OPS, type DType } from '@fastkernels/core';
+import { BINARY_OPS, Tensor, UNARY_OPS, hasOp, type DType } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { G, gpu } from '../../test/spine-helpers.js';
 import { checkOp, rand, randInts } from '../../test/ops-helpers.js';
+import { GENERATED_EXTRA_OPS } from './elementwise-kernels.js';
 
 const DTYPES: DType[] = ['bf16', 'f16', 'f32'];
 const POSITIVE = new Set(['log', 'sqrt', 'rsqrt', 'reciprocal']);
@@ -39,6 +40,21 @@ describe('generated unary ops vs the float64 CPU backend', () => {
   it('a large contiguous tensor with a tail (vectors, unrolled tiles, n % 8 elements)', G, () => {
     checkOp('silu 1M+5', { op: 'silu', inputs: [rand([8 * 4096 * 32 + 5], 'bf16', 3)] });
   });
+});
+
+describe('the activations and math core declares with decompositions, on generated kernels', () => {
+  const binary = new Set(['logical_and', 'logical_or', 'remainder', 'fmod']);
+  const attrs: Record<string, unknown> = { leaky_relu: { negative_slope: 0.2 }, elu: { alpha: 0.5 } };
+  for (const dtype of DTYPES) {
+    it(`${dtype}: every one core declares, contiguous and transposed`, G, () => {
+      GENERATED_EXTRA_OPS.filter((op) => hasOp(op)).forEach((op, k) => {
+        const s = 300 + 10 * k;
+        const inputs = binary.has(op) ? [rand([31, 77], dtype, s, { scale: 4 }), rand([31, 77], dtype, s + 1, { positive: true })] : [rand([31, 77], dtype, s, { scale: 4 })];
+        checkOp(`${op}`, { op, inputs, attrs: attrs[op] });
+        checkOp(`${op} transposed`, { op, inputs, attrs: attrs[op], views: inputs.map(() => T) });
+      });
+    });
+  }
 });
 
 describe('generated binary ops vs the float64 CPU backend', () => {

@@ -87,7 +87,7 @@ export const ELEMENTWISE_OPS: Readonly<Record<string, OpDef>> = {
   ceil: { arity: 1, emit: call1('ceil') },
   trunc: { arity: 1, emit: call1('trunc') },
   round: { arity: 1, emit: call1('rint') }, // torch.round: half to even
-  sign: { arity: 1, emit: (a, _, m) => `((${a[0]} > ${zero(m)}) ? ${one(m)} : (${a[0]} < ${zero(m)}) ? -${one(m)} : ${a[0]})` },
+  sign: { arity: 1, emit: (a, _, m) => `((${a[0]} > ${zero(m)}) ? ${one(m)} : (${a[0]} < ${zero(m)}) ? -${one(m)} : ${zero(m)})` }, // NaN -> 0 (the registry's)
   reciprocal: { arity: 1, emit: (a, _, m) => `(${one(m)} / ${a[0]})` },
   square: { arity: 1, emit: (a) => `(${a[0]} * ${a[0]})` },
   // activations
@@ -141,6 +141,15 @@ export const ELEMENTWISE_OPS: Readonly<Record<string, OpDef>> = {
   /** div with rounding_mode 'trunc' / 'floor'. */
   div_trunc: { arity: 2, emit: (a, _, m) => `${fn('trunc', m)}(${a[0]} / ${a[1]})` },
   div_floor: { arity: 2, emit: (a, _, m) => `${fn('floor', m)}(${a[0]} / ${a[1]})` },
+  /** C's fmod (the sign of input) and Python's remainder (the sign of other), as PyTorch's CUDA kernels compute them. */
+  fmod: { arity: 2, emit: (a, _, m) => `${fn('fmod', m)}(${a[0]}, ${a[1]})` },
+  remainder: {
+    arity: 2,
+    emit: (a, _, m) => {
+      const r = `${fn('fmod', m)}(${a[0]}, ${a[1]})`;
+      return `((${r} != ${zero(m)} && ((${a[1]} < ${zero(m)}) != (${r} < ${zero(m)}))) ? ${r} + ${a[1]} : ${r})`;
+    },
+  },
   /** `to` inside a chain: the value rounded to attrs.dtype and back to the compute type (PyTorch's .to(dtype)). */
   to: {
     arity: 1,

@@ -43,7 +43,7 @@ for (const [op, attrs] of [['gelu', { approximate: 'none' }], ['gelu', { approxi
 cases.push(['every op once (f32 -> f32, strided)', () => {
   const nodes = ['neg', 'abs', 'exp', 'exp2', 'expm1', 'log', 'log2', 'log1p', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'tanh', 'erf', 'floor', 'ceil', 'trunc', 'round', 'reciprocal', 'relu', 'sigmoid', 'silu', 'mish', 'hardswish', 'hardsigmoid', 'elu', 'leaky_relu', 'logical_not']
     .map((op) => ({ op, args: [{ input: 0 }] }));
-  const bin = ['add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'clamp_min', 'clamp_max', 'div_trunc', 'div_floor']
+  const bin = ['add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'clamp_min', 'clamp_max', 'div_trunc', 'div_floor', 'fmod', 'remainder']
     .map((op) => ({ op, args: [{ input: 0 }, { input: 1 }] }));
   return elementwiseSource({ expr: { inputs: 3, nodes: [...nodes, ...bin, { op: 'where', args: [{ input: 2 }, { input: 0 }, { input: 1 }] }] }, inDTypes: ['f32', 'f32', 'bool'], outDType: 'f32', cls: strided(3, 1, [true, true, true]) });
 }]);

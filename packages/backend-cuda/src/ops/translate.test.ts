@@ -1,6 +1,7 @@
 import { BINARY_OPS, UNARY_OPS, chainAttrs, resolveChain, type TensorMeta } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { exprKey, validateExpr } from './expr.js';
+import { GENERATED_EXTRA_OPS } from './elementwise-kernels.js';
 import { chainToExpr, singleOpExpr } from './translate.js';
 
 const m = (shape: number[], dtype: TensorMeta['dtype']): TensorMeta => ({ shape, dtype });
@@ -56,5 +57,7 @@ describe('the vocabulary', () => {
   it("every unary and binary op core declares translates to generated nodes", () => {
     for (const op of UNARY_OPS) expect(() => validateExpr(singleOpExpr(op, {}, ['tensor'])), op).not.toThrow();
     for (const op of BINARY_OPS) expect(() => validateExpr(singleOpExpr(op, {}, ['tensor', 'tensor'])), op).not.toThrow();
+    for (const op of GENERATED_EXTRA_OPS) expect(() => validateExpr(singleOpExpr(op, {}, op.startsWith('logical_a') || op.startsWith('logical_o') || op === 'remainder' || op === 'fmod' ? ['tensor', 'tensor'] : ['tensor'])), op).not.toThrow();
+    expect(exprKey(singleOpExpr('leaky_relu', { negative_slope: 0.2 }, ['tensor']))).toBe('1:0:leaky_relu(i0)[negative_slope=0.2]');
   });
 });

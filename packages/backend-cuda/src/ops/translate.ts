@@ -53,8 +53,11 @@ export function appendOp(nodes: ExprNode[], op: string, attrs: Readonly<Record<s
       return push({ op, args: args(), attrs: { beta: Number(attrs.beta ?? 1), threshold: Number(attrs.threshold ?? 20) } });
     case 'to':
       return push({ op, args: args(), attrs: { dtype: String(attrs.dtype) } });
-    default:
-      return push({ op, args: args() });
+    default: {
+      // numeric attrs pass through (leaky_relu's negative_slope, elu's alpha)
+      const numeric = Object.entries(attrs).filter(([, v]) => typeof v === 'number');
+      return push(numeric.length ? { op, args: args(), attrs: Object.fromEntries(numeric) as Record<string, number> } : { op, args: args() });
+    }
   }
 }
 
