@@ -70,6 +70,13 @@ describe('usage errors a newcomer makes: exit 2, what is wrong and the fix', () 
     expect([far.code, far.stderr]).toEqual([2, expect.stringMatching(/unknown command 'frobnicate'\. The commands: /)]);
   });
 
+  it('a misspelt flag suggests the closest flag of that command', () => {
+    const r = cli(['bench', '--candidatse', DEMO]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^fastkernels: error: Unknown argument: candidatse\. Did you mean --candidates\?\n/);
+    expect(cli(['list', '--bogus']).stderr).toMatch(/^fastkernels: error: Unknown argument: bogus\n/); // nothing close: no guess
+  });
+
   it('hints name the CLI as it was started, so they run as written', () => {
     const r = cli(['info', 'L1/nope']);
     expect(r.code).toBe(2);

@@ -77,8 +77,9 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
   if (io === processIo) quietOnClosedPipe();
   const raw = io;
   io = { out: (t) => raw.out(/^\s*[[{]/.test(t) ? t : withInvocation(t, name)), err: (t) => raw.err(withInvocation(t, name)) };
+  let app: ReturnType<typeof buildApp> | undefined;
   try {
-    const app = buildApp(argv, io, name);
+    app = buildApp(argv, io, name);
     const unknown = unknownCommand(argv, commandNames(app));
     if (unknown) throw new UsageError(unknown);
     await app.parseAsync();
@@ -96,7 +97,7 @@ export async function main(argv: readonly string[], io: Io = processIo): Promise
     }
     if (e instanceof UsageError || (e instanceof Error && e.name === 'YError')) {
       // yargs' own suggestion ("Did you mean bench?") drops what was wrong; unknownCommand() above says both.
-      io.err(`fastkernels: error: ${e.message}\nfix: run \`fastkernels --help\` (or \`fastkernels <command> --help\`) for the options\n`);
+      io.err(`fastkernels: error: ${e.message}${unknownFlagHint(e.message, app)}\nfix: run \`fastkernels --help\` (or \`fastkernels <command> --help\`) for the options\n`);
       return EXIT_USAGE;
     }
     const message = e instanceof Error ? e.message : String(e);
@@ -131,6 +132,25 @@ function distance(a: string, b: string): number {
 /** The registered command names (yargs keeps them; its typings do not show the accessor). */
 function commandNames(app: unknown): string[] {
   return (app as { getInternalMethods(): { getCommandInstance(): { getCommands(): string[] } } }).getInternalMethods().getCommandInstance().getCommands();
+}
+
+/** For yargs' "Unknown argument: candidatse": the closest flag of the command that was parsed (its options are known then). */
+function unknownFlagHint(message: string, app: unknown): string {
+  const m = /^Unknown arguments?: (.+)$/.exec(message);
+  if (!m || !app) return '';
+  let keys: string[];
+  try {
+    keys = Object.keys((app as { getOptions(): { key: Record<string, unknown> } }).getOptions().key);
+  } catch {
+    return '';
+  }
+  const words = m[1]!.split(', ');
+  const hints = words.flatMap((word) => {
+    const best = keys.map((k) => ({ k, d: distance(word, k) })).sort((a, b) => a.d - b.d)[0];
+    if (!best || best.d > (best.k.length <= 4 ? 1 : 2)) return [];
+    return [words.length === 1 ? `--${best.k}` : `--${best.k} (for ${word})`];
+  });
+  return hints.length ? `. Did you mean ${hints.join(', ')}?` : '';
 }
 
 /** Words a newcomer tries for a command of another name. */
