@@ -350,3 +350,21 @@ describe('more activations and math (kernels and decompositions)', () => {
     }
   });
 });
+
+describe('the extra ops chain', () => {
+  it('leaky_relu / remainder / sign steps in elementwise_chain equal the ops one by one', () => {
+    const rng = new Rng(60);
+    const a = randn(rng, [3, 4], 'f32', 3);
+    const b = randn(rng, [4], 'f32', 2);
+    const y = F.elementwiseChain([a, b], {
+      steps: [
+        { op: 'leaky_relu', args: [{ input: 0 }], attrs: { negative_slope: 0.2 } },
+        { op: 'remainder', args: [{ step: 0 }, { input: 1 }] },
+        { op: 'sign', args: [{ input: 0 }] },
+        { op: 'mul', args: [{ step: 1 }, { step: 2 }] },
+      ],
+    });
+    const one = F.mul(F.remainder(F.leakyRelu(a, 0.2), b), F.sign(a));
+    expectClose(values(y), values(one), 1e-6, 1e-6);
+  });
+});

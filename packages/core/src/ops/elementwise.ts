@@ -362,9 +362,8 @@ function decomposeChain(call: OpCall<ElementwiseChainAttrs>): Tensor[] {
 }
 
 // ---------------------------------------------------------------------------------------------
-// more activations and math: float64 references in ELEMENTWISE_EXTRA_MATH and a decomposition into the ops above, so a
-// backend without their kernels runs them. Not chainable yet (elementwise_chain takes ELEMENTWISE_MATH): a backend that
-// generates them adds them to its chain translation first, then they move to ELEMENTWISE_MATH.
+// more activations and math: float64 references (also in ELEMENTWISE_MATH, so elementwise_chain takes them; the CUDA
+// backend generates them) and a decomposition into the ops above, so a backend without their kernels runs them too.
 
 /** op name -> float64 reference of the ops below (the cpu kernels use it). */
 export const ELEMENTWISE_EXTRA_MATH: Record<string, MathEntry> = {};
@@ -376,7 +375,7 @@ function defineExtra<S extends z.ZodObject>(
   name: string, doc: string, arity: 1 | 2, kind: ExtraKind, attrs: S, fn: (attrs: z.output<S>) => ScalarFn,
   decompose: (s: OpScope, args: OpArg[], attrs: z.output<S>) => Tensor,
 ) {
-  ELEMENTWISE_EXTRA_MATH[name] = { arity, fn: fn as MathEntry['fn'] };
+  ELEMENTWISE_EXTRA_MATH[name] = ELEMENTWISE_MATH[name] = { arity, fn: fn as MathEntry['fn'] };
   const dtypes = kind === 'keep' ? NUMERIC_DTYPES : ARITH_DTYPES;
   return defineOp({
     name,
