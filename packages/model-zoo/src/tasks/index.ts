@@ -4,6 +4,7 @@
  * are registered once, here, whichever families use them.
  */
 import type { TaskDefinition, TaskProvider } from '@fastkernels/core';
+import { geluTask } from './L1/activation/gelu.js';
 import { geluAndMulTask } from './L1/activation/gelu_and_mul.js';
 import { siluAndMulTask } from './L1/activation/silu_and_mul.js';
 import { pagedDecodeAttentionTask } from './L1/attention/paged_decode_attention.js';
@@ -11,12 +12,18 @@ import { varlenPrefillAttentionTask } from './L1/attention/varlen_prefill_attent
 import { embeddingTask } from './L1/embedding/embedding.js';
 import { storeKvcacheTask } from './L1/kvcache/store_kvcache.js';
 import { linearTask } from './L1/linear/linear.js';
+import { groupNormTask } from './L1/norm/group_norm.js';
+import { layerNormTask } from './L1/norm/layer_norm.js';
 import { rmsNormTask } from './L1/norm/rms_norm.js';
 import { softmaxTask } from './L1/reduction/softmax.js';
 import { rotaryEmbTask } from './L1/rotary/rotary_emb.js';
 import { samplerTask } from './L1/sampling/sampler.js';
 
-export { FAMILIES, DENSE_MOE_LLM } from './families.js';
+export { FAMILIES, DENSE_MOE_LLM, familiesOf } from './families.js';
+export { defineL1OpTask, isOpTask, checkCaseAgainstOp, opMetas, type L1OpTaskInit, type OpTaskBinding, type OpTaskDefinition, type OpTensorArg } from './define-op-task.js';
+export { geluTask, geluReference } from './L1/activation/gelu.js';
+export { groupNormTask, groupNormReference } from './L1/norm/group_norm.js';
+export { layerNormTask, layerNormReference } from './L1/norm/layer_norm.js';
 export { VocabParallelEmbedding, embeddingTask } from './L1/embedding/embedding.js';
 export { KV_BLOCK_SIZE } from './L1/kvcache/store_kvcache.js';
 export { cosSinCacheReference } from './L1/rotary/rotary_emb.js';
@@ -24,7 +31,10 @@ export { cosSinCacheReference } from './L1/rotary/rotary_emb.js';
 /** Every shared L1 task, by id. */
 export const sharedL1Tasks: readonly TaskDefinition[] = [
   embeddingTask,
+  geluTask,
   geluAndMulTask,
+  groupNormTask,
+  layerNormTask,
   linearTask,
   pagedDecodeAttentionTask,
   rmsNormTask,
