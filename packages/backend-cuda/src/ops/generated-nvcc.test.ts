@@ -60,7 +60,15 @@ cases.push(['softmax bf16 -> f32 warp', () => rowSoftmaxSource({ log: false, inD
 cases.push(['layer_norm FLUX bf16', () => rowNormSource({ kind: 'layer', inDType: 'bf16', outDType: 'bf16', wDType: 'bf16', hasWeight: true, hasBias: true, vec: 8, tpr: 96, block: 96, npt: 4, weightVector: true })]);
 cases.push(['layer_norm BGE bf16 warp, f32 weight', () => rowNormSource({ kind: 'layer', inDType: 'bf16', outDType: 'bf16', wDType: 'f32', hasWeight: true, hasBias: true, vec: 8, tpr: 32, block: 256, npt: 4, weightVector: false })]);
 cases.push(['layer_norm no affine f32', () => rowNormSource({ kind: 'layer', inDType: 'f32', outDType: 'f32', wDType: null, hasWeight: false, hasBias: false, vec: 4, tpr: 32, block: 256, npt: 8 })]);
-cases.push(['group_norm YOLO f16', () => rowNormSource({ kind: 'group', inDType: 'f16', outDType: 'f16', wDType: 'f16', hasWeight: true, hasBias: true, vec: 8, tpr: 1024, block: 1024, npt: 7, channelPerVector: true })]);
+// the register caps of norm.ts (maxVectorsPerThread): 6 vectors at 1024 threads, 14 at 512, 16 below, no spills
+for (const d of ['bf16', 'f16', 'f32'] as GenDType[]) {
+  const v = d === 'f32' ? 4 : 8;
+  for (const [tpr, npt] of [[1024, 6], [512, 14], [256, 16]] as const) {
+    cases.push([`layer_norm ${d} ${tpr} threads x ${npt} vectors`, () => rowNormSource({ kind: 'layer', inDType: d, outDType: d, wDType: d, hasWeight: true, hasBias: true, vec: v, tpr, block: tpr, npt, weightVector: true })]);
+    cases.push([`group_norm ${d} ${tpr} threads x ${npt} vectors`, () => rowNormSource({ kind: 'group', inDType: d, outDType: d, wDType: d, hasWeight: true, hasBias: true, vec: v, tpr, block: tpr, npt, channelPerVector: false })]);
+  }
+}
+cases.push(['group_norm YOLO f16', () => rowNormSource({ kind: 'group', inDType: 'f16', outDType: 'f16', wDType: 'f16', hasWeight: true, hasBias: true, vec: 8, tpr: 1024, block: 1024, npt: 6, channelPerVector: true })]);
 cases.push(['group_norm odd spatial f32', () => rowNormSource({ kind: 'group', inDType: 'f32', outDType: 'f32', wDType: 'f32', hasWeight: true, hasBias: false, vec: 1, tpr: 32, block: 256, npt: 8, channelPerVector: false })]);
 
 describe(`generated sources compile with nvcc for sm_90a${nvcc ? '' : ' (SKIPPED: nvcc not on PATH)'}`, () => {

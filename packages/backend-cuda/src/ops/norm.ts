@@ -13,8 +13,14 @@ import type { GenKernelCache } from './gen-cache.js';
 import { planReduce, rowVec } from './reduce-plan.js';
 import { rowNormSource } from './norm-source.js';
 
-/** Most vectors a thread keeps in registers; longer rows read the rest again (norm-source.ts). */
-const MAX_NPT = 16;
+/**
+ * Most vectors a thread keeps in registers at a block size, without spills (ptxas -v on sm_90a, bf16 / f16 / f32, layer
+ * and group forms: 1024 threads get 64 registers a thread, 6 vectors fit; 512 get 128, 14 fit); longer rows read the
+ * rest again (norm-source.ts).
+ */
+export function maxVectorsPerThread(block: number): number {
+  return block >= 1024 ? 6 : block >= 512 ? 14 : 16;
+}
 
 export interface NormLaunch {
   readonly tpr: number;
@@ -30,7 +36,7 @@ export function normLaunch(rows: number, nv: number, sms: number): NormLaunch {
     return { tpr: 32, block: 256, npt, grid: Math.max(1, Math.min(Math.ceil(rows / 8), sms * 64)) };
   }
   const tpr = Math.min(1024, Math.ceil(nv / 4 / 32) * 32);
-  return { tpr, block: tpr, npt: Math.min(MAX_NPT, Math.ceil(nv / tpr)), grid: Math.max(1, Math.min(rows, sms * 64)) };
+  return { tpr, block: tpr, npt: Math.min(maxVectorsPerThread(tpr), Math.ceil(nv / tpr)), grid: Math.max(1, Math.min(rows, sms * 64)) };
 }
 
 export class GeneratedNorms {
