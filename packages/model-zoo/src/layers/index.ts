@@ -5,6 +5,7 @@ export * from './norm.js';
 export * from './embedding.js';
 export * from './activation.js';
 export * from './dropout.js';
+export * from './pooling.js';
 export * from './container.js';
 export * from './registry.js';
 export * from './weight-rules.js';

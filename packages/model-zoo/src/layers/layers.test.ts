@@ -8,8 +8,10 @@ import { describe, expect, it } from 'vitest';
 import { cpuBackend } from '../../test/l1-harness.js';
 import {
   BatchNorm2d, Conv1d, Conv2d, Conv3d, ConvTranspose2d, Dropout, Embedding, GELU, GroupNorm, Identity, LayerNorm, Linear,
-  ModuleDict, ModuleList, QuickGELU, RMSNorm, ReLU, Sequential, SiLU, Sigmoid, Tanh, createLayer, registerLayers,
+  AdaptiveAvgPool2d, AvgPool2d, Flatten, MaxPool2d, ModuleDict, ModuleList, QuickGELU, RMSNorm, ReLU, Sequential, SiLU, Sigmoid, Tanh,
+  createLayer, registerLayers,
 } from './index.js';
+import { baselineRegistry } from '../index.js';
 
 
 const registry = registerLayers(new ModuleRegistry());
@@ -275,6 +277,57 @@ describe('activations and dropout', () => {
   });
 });
 
+describe('pooling and flatten', () => {
+  /** Naive 2-D pooling over [N, C, H, W] with window k, stride s, padding p (padded cells are -inf / 0). */
+  function pool(x: number[], [N, C, H, W]: number[], k: number, s: number, p: number, kind: 'max' | 'avg', countPad = true): { out: number[]; shape: number[] } {
+    const Ho = Math.floor((H! + 2 * p - k) / s) + 1;
+    const Wo = Math.floor((W! + 2 * p - k) / s) + 1;
+    const out: number[] = [];
+    for (let nc = 0; nc < N! * C!; nc++) for (let i = 0; i < Ho; i++) for (let j = 0; j < Wo; j++) {
+      let acc = kind === 'max' ? -Infinity : 0;
+      let n = 0;
+      for (let a = 0; a < k; a++) for (let b = 0; b < k; b++) {
+        const h = i * s - p + a;
+        const w = j * s - p + b;
+        const inside = h >= 0 && h < H! && w >= 0 && w < W!;
+        if (inside || countPad) n++;
+        if (!inside) continue;
+        const v = x[(nc * H! + h) * W! + w]!;
+        acc = kind === 'max' ? Math.max(acc, v) : acc + v;
+      }
+      out.push(kind === 'max' ? acc : acc / n);
+    }
+    return { out, shape: [N!, C!, Ho, Wo] };
+  }
+
+  it('MaxPool2d / AvgPool2d (kernel_size, stride, padding, count_include_pad) match naive pooling', () => {
+    inCtx(() => {
+      const x = randT([2, 3, 7, 6]);
+      const m = pool(vals(x), [2, 3, 7, 6], 3, 2, 1, 'max');
+      expectClose(new MaxPool2d(3, 2, 1).forward(x) as T, m.out, m.shape, 0);
+      const a = pool(vals(x), [2, 3, 7, 6], 3, 2, 1, 'avg');
+      expectClose(new AvgPool2d(3, 2, 1).forward(x), a.out, a.shape);
+      const a2 = pool(vals(x), [2, 3, 7, 6], 3, 2, 1, 'avg', false);
+      expectClose(new AvgPool2d(3, 2, 1, false, false).forward(x), a2.out, a2.shape);
+      const d = pool(vals(x), [2, 3, 7, 6], 2, 2, 0, 'max'); // stride None = kernel_size
+      const [out, idx] = new MaxPool2d(2, null, 0, 1, true).forward(x) as [T, T];
+      expectClose(out, d.out, d.shape, 0);
+      expect(idx.dtype).toBe('i64');
+    });
+  });
+
+  it('AdaptiveAvgPool2d(1) is the mean of each plane; Flatten(1) gives [N, C*H*W]', () => {
+    inCtx(() => {
+      const x = randT([2, 3, 4, 5]);
+      const xv = vals(x);
+      const means = [0, 1, 2, 3, 4, 5].map((p) => xv.slice(p * 20, p * 20 + 20).reduce((s, v) => s + v, 0) / 20);
+      expectClose(new AdaptiveAvgPool2d(1).forward(x), means, [2, 3, 1, 1]);
+      expectClose(new Flatten().forward(x), xv, [2, 60], 0);
+      expectClose(new Flatten(0, 1).forward(x), xv, [6, 4, 5], 0);
+    });
+  });
+});
+
 describe('containers and the registry', () => {
   it("Sequential / ModuleList / ModuleDict name children as PyTorch ('0.weight', 'blocks.1.bias', 'heads.cls.weight')", () => {
     inCtx(() => {
@@ -311,6 +364,14 @@ describe('containers and the registry', () => {
     // A registry that knows no layers still builds the built-in class.
     expect(inCtx(() => createLayer('ReLU'), new ModuleRegistry())).toBeInstanceOf(ReLU);
     expect(() => registry.registerModule('nn.Linear', MyLinear)).toThrow(/registered twice/);
+    // A layer that is an L1 task's baseline resolves through the task: a candidate for L1/layer_norm replaces it.
+    class MyLayerNorm extends LayerNorm {}
+    const base = baselineRegistry();
+    expect(inCtx(() => createLayer('LayerNorm', 8), base)).toBeInstanceOf(LayerNorm);
+    const cand = base.child('candidate');
+    cand.override('L1/layer_norm', MyLayerNorm);
+    expect(inCtx(() => createLayer('LayerNorm', 8, 1e-6), cand)).toBeInstanceOf(MyLayerNorm);
+    expect(inCtx(() => createLayer('GroupNorm', 2, 8), cand)).not.toBeInstanceOf(MyLayerNorm);
     expect(() => child.override('nn.Nope', MyLinear)).toThrow(/unknown task 'nn.Nope'/);
   });
 });

@@ -11,6 +11,7 @@ import { Dropout, Identity } from './dropout.js';
 import { Embedding } from './embedding.js';
 import { Linear } from './linear.js';
 import { BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, LayerNorm, RMSNorm } from './norm.js';
+import { AdaptiveAvgPool2d, AvgPool2d, Flatten, MaxPool2d } from './pooling.js';
 
 /** Every layer class createLayer builds, by torch.nn name. */
 export const LAYERS = {
@@ -18,6 +19,7 @@ export const LAYERS = {
   Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d,
   LayerNorm, GroupNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, RMSNorm,
   GELU, SiLU, ReLU, Sigmoid, Tanh, QuickGELU,
+  MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, Flatten,
 } as const;
 export type LayerName = keyof typeof LAYERS;
 type LayerClass<K extends LayerName> = (typeof LAYERS)[K];
