@@ -55,6 +55,13 @@ for (const op of ['sum', 'mean', 'amax', 'amin'] as const) {
 cases.push(['row sum of squares f16 block', () => rowReduceSource({ op: 'sum', prologue: SQUARE, inDType: 'f16', outDType: 'f32', vec: 8, tpr: 512, block: 512 })]);
 cases.push(['row sum i32 -> i64', () => rowReduceSource({ op: 'sum', inDType: 'i32', outDType: 'i64', vec: 4, tpr: 32, block: 256 })]);
 cases.push(['column mean f32', () => columnReduceSource({ op: 'mean', inDType: 'f32', outDType: 'f32' })]);
+// rowLaunch picks up to 1024 threads a row (64 registers a thread)
+for (const d of ['bf16', 'f32'] as GenDType[]) {
+  const v = d === 'f32' ? 4 : 8;
+  cases.push([`row amax ${d} 1024 threads`, () => rowReduceSource({ op: 'amax', inDType: d, outDType: d, vec: v, tpr: 1024, block: 1024 })]);
+  cases.push([`log_softmax ${d} 1024 threads`, () => rowSoftmaxSource({ log: true, inDType: d, outDType: d, vec: v, tpr: 1024, block: 1024 })]);
+  cases.push([`softmax ${d} -> f32 1024 threads`, () => rowSoftmaxSource({ log: false, inDType: d, outDType: 'f32', vec: 4, tpr: 1024, block: 1024 })]);
+}
 cases.push(['log_softmax bf16 block', () => rowSoftmaxSource({ log: true, inDType: 'bf16', outDType: 'bf16', vec: 8, tpr: 256, block: 256 })]);
 cases.push(['softmax bf16 -> f32 warp', () => rowSoftmaxSource({ log: false, inDType: 'bf16', outDType: 'f32', vec: 4, tpr: 32, block: 256 })]);
 cases.push(['layer_norm FLUX bf16', () => rowNormSource({ kind: 'layer', inDType: 'bf16', outDType: 'bf16', wDType: 'bf16', hasWeight: true, hasBias: true, vec: 8, tpr: 96, block: 96, npt: 4, weightVector: true })]);
