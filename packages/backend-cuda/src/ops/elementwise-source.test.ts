@@ -15,11 +15,11 @@ const CHAIN3: Expr = {
 const count = (s: string, re: RegExp) => (s.match(re) ?? []).length;
 
 describe('generated elementwise source', () => {
-  it('a 3-op chain is one kernel; the contiguous class loads and stores 16-byte vectors, UNROLL deep, math in float', () => {
+  it('a 3-op chain is one kernel; the contiguous class loads and stores 16-byte vectors, 2 deep for 3 inputs, math in float', () => {
     const g = elementwiseSource({ expr: CHAIN3, inDTypes: ['bf16', 'bf16', 'bf16'], outDType: 'bf16', cls: { kind: 'contig', vec: 8 } });
     expect(count(g.source, /__global__/g)).toBe(1);
     expect(g.entry).toBe('fk_ew_contig');
-    expect(g.source).toContain('FkV<__nv_bfloat16, 8>');
+    expect(g.source).toContain('FkV<__nv_bfloat16, 8> a0[2];');
     expect(g.source).toMatch(/reinterpret_cast<const FkV<__nv_bfloat16, 8>\*>\(in0\)\[i\]/);
     expect(g.source).toMatch(/reinterpret_cast<FkV<__nv_bfloat16, 8>\*>\(out\)\[i\] = r/);
     // bf16 -> float at the load, float -> bf16 (round to nearest even) once at the store

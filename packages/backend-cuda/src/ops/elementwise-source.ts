@@ -14,8 +14,19 @@ import { GEN_CTYPE, GEN_ITEMSIZE, PRELUDE, computeType, conversionHelpers, type 
 import { emitBody, validateExpr, type Expr } from './expr.js';
 
 export const EW_THREADS = 256;
-/** Vectors of each input a thread loads before the math (memory-level parallelism for the contiguous class). */
-export const EW_UNROLL = 4;
+/**
+ * Vectors of each input a thread loads before the math in the contiguous class (memory-level parallelism): 4 for one
+ * input, 2 for more, so a thread keeps 64 to 96 bytes in flight without the registers (a 3-input bf16 chain at 4 took
+ * 127 registers, 2 blocks an SM).
+ */
+export function contigUnroll(loadedInputs: number): number {
+  return loadedInputs <= 1 ? 4 : 2;
+}
+
+/** Inputs some node reads (others are passed but never loaded). */
+export function loadedInputs(e: Expr): number {
+  return usedInputs(e).filter(Boolean).length;
+}
 export const MAX_EW_RANK = 8;
 /** Positions a thread of the strided class handles an iteration, their loads issued together. */
 export const EW_STRIDED_UNROLL = 2;
@@ -90,6 +101,7 @@ export function elementwiseSource(spec: EwSpec): GeneratedKernel {
 
   if (cls.kind === 'contig') {
     const V = cls.vec;
+    const EW_UNROLL = contigUnroll(ins.filter((x) => x.used).length);
     const entry = 'fk_ew_contig';
     const vt = (T: string) => `FkV<${T}, ${V}>`;
     const src = [

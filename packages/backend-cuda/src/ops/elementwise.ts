@@ -9,7 +9,7 @@ import type { ArgValue } from '../args.js';
 import type { CudaKernel } from '../kernel.js';
 import type { CudaRuntime } from '../runtime.js';
 import { DCODE, genDType, type GenDType } from './ctypes.js';
-import { EW_STRIDED_UNROLL, EW_THREADS, EW_UNROLL, elementwiseSource, geoBytes, type EwClass } from './elementwise-source.js';
+import { EW_STRIDED_UNROLL, EW_THREADS, contigUnroll, elementwiseSource, geoBytes, loadedInputs, type EwClass } from './elementwise-source.js';
 import { encodeGeometry, planElementwise, type EwOperand } from './elementwise-plan.js';
 import { exprKey, validateExpr, type Expr } from './expr.js';
 import type { GenKernelCache } from './gen-cache.js';
@@ -43,6 +43,8 @@ export class ElementwiseRunner {
   /** Expression text: the cache key's first part. */
   readonly key: string;
   private readonly byDTypes = new Map<number, Map<number, Entry>>();
+  /** Vectors a thread of the contiguous class loads per input before the math (the grid follows it). */
+  private readonly unroll: number;
 
   constructor(
     readonly expr: Expr,
@@ -51,6 +53,7 @@ export class ElementwiseRunner {
   ) {
     validateExpr(expr);
     this.key = exprKey(expr);
+    this.unroll = contigUnroll(loadedInputs(expr));
   }
 
   /** out (any strides; usually fresh and contiguous) = expr(ins) with runtime scalars `params`. */
@@ -73,7 +76,7 @@ export class ElementwiseRunner {
     fill(e.args, out, ins, params);
     if (plan.cls.kind === 'contig') {
       e.args[1 + ins.length + P] = n;
-      const tiles = Math.ceil(n / plan.cls.vec / (EW_THREADS * EW_UNROLL));
+      const tiles = Math.ceil(n / plan.cls.vec / (EW_THREADS * this.unroll));
       e.kernel.launch(Math.max(1, Math.min(tiles, sms * 64)), EW_THREADS, 0, e.args);
       return;
     }

@@ -15,7 +15,7 @@ const ptrOf = (t: Tensor) => t.storage.devicePtr! + t.offset * t.itemsize;
 const CHAIN3: Expr = { inputs: 3, nodes: [{ op: 'silu', args: [{ input: 0 }] }, { op: 'mul', args: [{ node: 0 }, { input: 1 }] }, { op: 'add', args: [{ node: 1 }, { input: 2 }] }] };
 
 describe('ElementwiseRunner launches', () => {
-  it('contiguous: out, inputs, n; a grid of tiles of 256 threads x 4 vectors; one kernel reused', () => {
+  it('contiguous: out, inputs, n; a grid of tiles of 256 threads x 2 vectors (3 inputs); one kernel reused', () => {
     const f = fake();
     const r = new ElementwiseRunner(CHAIN3, f.cache, f.runtime);
     const [x, y, z, out] = [f.t([1000, 257]), f.t([1000, 257]), f.t([1000, 257]), f.t([1000, 257])];
@@ -25,7 +25,7 @@ describe('ElementwiseRunner launches', () => {
     const l = f.cache.launches[0]!;
     expect(l.entry).toBe('fk_ew_contig');
     expect(l.args).toEqual([ptrOf(out), ptrOf(x), ptrOf(y), ptrOf(z), 257000]);
-    expect(l.grid).toBe(Math.ceil(257000 / 8 / 1024));
+    expect(l.grid).toBe(Math.ceil(257000 / 8 / 512));
     expect(r.kernels).toBe(1);
   });
 
