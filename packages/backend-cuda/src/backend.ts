@@ -5,7 +5,7 @@ import { CudaHarnessKernels } from './harness-kernels.js';
 import { CudaOps } from './ops.js';
 import { registerGeneratedKernels, type GeneratedOps } from './ops/register.js';
 import { CudaRuntime, formatCudaVersion } from './runtime.js';
-import { cudaTuning } from './tuning/load.js';
+import { cudaTuning, effectiveTuning, type EffectiveTuning } from './tuning/load.js';
 
 /** Device memory from the caching allocator, reference-counted; the last release returns it to the cache. */
 export class CudaStorage implements Storage {
@@ -120,6 +120,12 @@ export class CudaBackend implements Backend {
 
   get ops(): CudaOps {
     return (this.opsImpl ??= new CudaOps(() => this.runtime));
+  }
+
+  /** The tuning in force for this backend's device, with where each value came from (starts the runtime: the device picks the file). */
+  tuning(): EffectiveTuning {
+    void this.runtime;
+    return effectiveTuning();
   }
 
   /** The engine's launch choices from the tuning in force (engine.chainDecode), read by LLMEngine's defaults. */

@@ -209,7 +209,7 @@ describe('linearSiluAndMul: gate_up and silu in one fk_gemv_stream launch (linea
   });
 });
 
-describe('rmsNormLinear: the RMSNorm in fk_gemv_stream\'s prologue (cudaTuning().linear.gemvFuseNorm)', () => {
+describe('rmsNormLinear: the RMSNorm in fk_gemv_stream\'s prologue (linear.gemvFuseNorm)', () => {
   // The same bits as rms_norm (fused_add_rms_norm with a residual) then linear (then siluAndMul), the new residual
   // included, and close to the float64 CPU composition; null wherever the fused kernel would not give those bits.
   const FUSE = { gemvMaxRows: 1, gemvFuseNorm: true };

@@ -48,10 +48,11 @@ export interface EngineOptions {
 
 /**
  * EngineOptions.chainDecode when not given: what the backend's tuning says (the CUDA backend's `engineTuning`, its
- * tuning file's engine section), else on. Duck-typed: the engine does not depend on backend-cuda.
+ * tuning file's engine section), else (no backend given, or one without tuning) on. Duck-typed: the engine does not
+ * depend on backend-cuda.
  */
-export function chainDecodeDefault(backend: Backend): boolean {
-  const t = (backend as { readonly engineTuning?: { readonly chainDecode?: unknown } }).engineTuning;
+export function chainDecodeDefault(backend?: Backend): boolean {
+  const t = (backend as { readonly engineTuning?: { readonly chainDecode?: unknown } } | undefined)?.engineTuning;
   return typeof t?.chainDecode === 'boolean' ? t.chainDecode : true;
 }
 
