@@ -43,7 +43,7 @@ export function rowNormSource(s: RowNormSpec): GeneratedKernel {
   if (affine) {
     if (s.kind === 'group') {
       if (s.channelPerVector) {
-        affineLines.push(`        const long long c = cBase + (long long)(j * ${V}) / hw;`);
+        affineLines.push(`        const long long c = cBase + (j * ${V}) / int(hw);  // 32-bit division: an index in a row is < L < 2^31`);
         if (s.hasWeight) affineLines.push(`        const float wv = fk_ld_${wd}(w[c]);`);
         if (s.hasBias) affineLines.push(`        const float bv = fk_ld_${wd}(b[c]);`);
         affineLines.push(`#pragma unroll`, `        for (int e = 0; e < ${V}; ++e) f[e] = f[e]${s.hasWeight ? ' * wv' : ''}${s.hasBias ? ' + bv' : ''};`);
@@ -51,7 +51,7 @@ export function rowNormSource(s: RowNormSpec): GeneratedKernel {
         affineLines.push(
           `#pragma unroll`,
           `        for (int e = 0; e < ${V}; ++e) {`,
-          `          const long long c = cBase + (long long)(j * ${V} + e) / hw;`,
+          `          const long long c = cBase + (j * ${V} + e) / int(hw);`,
           `          f[e] = f[e]${s.hasWeight ? ` * fk_ld_${wd}(w[c])` : ''}${s.hasBias ? ` + fk_ld_${wd}(b[c])` : ''};`,
           `        }`,
         );
