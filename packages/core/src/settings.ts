@@ -64,7 +64,9 @@ export const SETTINGS = {
   // set by FastKernels for its own processes and test runs
   FASTKERNELS_RDZV_TOKEN: text('the rendezvous token of `fastkernels launch` ranks', { internal: true }),
   FASTKERNELS_LOCAL_RANK: whole('the local rank the launcher gave this process', 0, undefined, { internal: true }),
+  FASTKERNELS_LAUNCHED: onOff('1 on every rank `fastkernels launch` started', undefined, { internal: true }),
   FASTKERNELS_WORKER_ENTRY: path('the script a bench worker process starts (default: this CLI)', { internal: true }),
+  FASTKERNELS_BENCH_ABLATE: text('bench: the ops the decode-profile suite makes launch nothing (its --ablate)', { internal: true }),
   FASTKERNELS_BENCH_GROUP_SEED: whole('the seed a tensor-parallel bench group shares', 0, undefined, { internal: true }),
   FASTKERNELS_BUNDLE: path('the GPU-host bundle folder the tests run from', { internal: true }),
   FASTKERNELS_CLI: path('the CLI launcher the tests start', { internal: true }),
