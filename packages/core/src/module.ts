@@ -49,6 +49,13 @@ export abstract class Module {
     return out;
   }
 
+  /** Every module of the tree with its path ('' for this one), parents before children (torch's named_modules). */
+  namedModules(prefix = ''): [string, Module][] {
+    const out: [string, Module][] = [[prefix, this]];
+    for (const [k, m] of this.children) out.push(...m.namedModules(prefix ? `${prefix}.${k}` : k));
+    return out;
+  }
+
   stateDict(): Map<string, Tensor> {
     return new Map(this.namedParameters());
   }

@@ -345,6 +345,7 @@ describe('containers and the registry', () => {
         forward(): void {}
       }
       expect(new Net().namedParameters().map(([k]) => k)).toEqual(['blocks.0.weight', 'blocks.0.bias', 'blocks.1.weight', 'blocks.1.bias', 'heads.cls.weight', 'heads.cls.bias', 'heads.box.weight']);
+      expect(new Net().namedModules().map(([k]) => k)).toEqual(['', 'blocks', 'blocks.0', 'blocks.1', 'heads', 'heads.cls', 'heads.box']);
       expect(dict.get('box')).toBeInstanceOf(Linear);
       expect(() => dict.get('nope')).toThrow(/no module 'nope' \(keys: cls, box\)/);
       expect(() => list.at(2)).toThrow(/index 2 out of range for 2 modules/);

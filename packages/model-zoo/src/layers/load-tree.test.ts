@@ -12,6 +12,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { cpuBackend } from '../../test/l1-harness.js';
 import { encodeValues } from '../weights/encode.js';
 import { loadWeights } from '../weights/load-weights.js';
+import { initWeightsRandom } from '../weights/random-init.js';
 import { writeSafetensors, type WriteEntry } from '../weights/safetensors.js';
 import { BatchNorm2d, Conv2d, Linear, SiLU, Sequential, createLayer, layerWeightRules, registerLayers } from './index.js';
 
@@ -74,6 +75,19 @@ describe('a tree of layers loads from safetensors by path', () => {
     const [a, b] = [net.forward(x), fresh.forward(x)];
     expect([...a.shape]).toEqual([2, 4, 4, 6]);
     expect([...b.toFloat64Array()]).toEqual([...a.toFloat64Array()]);
+  });
+
+  it('random init by the same rules draws norm weights and running_var around 1, the rest around 0', () => {
+    const fresh = build();
+    const rules = layerWeightRules('test net', fresh);
+    expect(rules.norms?.source).toBe('^(features\\.1\\.weight|features\\.1\\.running_var)$');
+    initWeightsRandom(fresh, rules, 3);
+    const p = new Map(fresh.namedParameters());
+    const mean = (k: string) => [...p.get(k)!.toFloat64Array()].reduce((a, v) => a + v, 0) / p.get(k)!.numel;
+    expect(Math.abs(mean('features.1.weight') - 1)).toBeLessThan(0.1);
+    expect(Math.abs(mean('features.1.running_var') - 1)).toBeLessThan(0.1);
+    expect(Math.abs(mean('head.weight'))).toBeLessThan(0.1);
+    expect(new Set(p.get('head.weight')!.toFloat64Array()).size).toBeGreaterThan(20);
   });
 
   it('missing, mis-shaped and unexpected tensors are listed by name in one UserError', () => {
