@@ -97,7 +97,8 @@ export function defineL1OpTask(op: string, init: L1OpTaskInit): OpTaskDefinition
   if (!firstForward) fail(id, `forward takes none of op ${op}'s inputs`);
   const tensorSpec = (name: string, a: OpTensorArg, optional: boolean): TensorSpec => ({ name, dtype: a.dtype ?? 'act', shape: [...a.shape], optional, ...(a.doc ? { doc: a.doc } : {}) });
   const inputs = spec.inputs.filter((i) => init.forward[i.name]).map((i) => tensorSpec(i.name, init.forward[i.name]!, i.optional ?? false));
-  const outArgs = init.outputs ?? [init.forward[firstForward!.name]!];
+  const first = init.forward[firstForward!.name]!;
+  const outArgs = init.outputs ?? [{ shape: first.shape, ...(first.dtype ? { dtype: first.dtype } : {}) }];
   if (outArgs.length !== spec.outputs.length) fail(id, `op ${op} gives ${spec.outputs.length} outputs (${spec.outputs.join(', ')}), ${outArgs.length} declared`);
   const outputs = spec.outputs.map((name, k) => tensorSpec(name, outArgs[k]!, false));
   const binding: OpTaskBinding = { op, forward: init.forward, params: init.params, attrs: init.attrs };
