@@ -76,6 +76,14 @@ describe('generated elementwise source', () => {
     expect(src('clamp_min')).toContain('((x0 != x0) ? x0 : fmaxf(x0, x1))');
   });
 
+  it('ops that need a device function carry it once (floor division as PyTorch computes it)', () => {
+    const e: Expr = { inputs: 2, nodes: [{ op: 'div_floor', args: [{ input: 0 }, { input: 1 }] }, { op: 'div_floor', args: [{ node: 0 }, { input: 1 }] }] };
+    const src = elementwiseSource({ expr: e, inDTypes: ['f32', 'f32'], outDType: 'f32', cls: { kind: 'contig', vec: 4 } }).source;
+    expect(count(src, /float fk_div_floor\(float a, float b\)/g)).toBe(1);
+    expect(src).toContain('const float mod = fmodf(a, b);');
+    expect(src).toContain('fk_div_floor(x0, x1)');
+  });
+
   it('literals are exact and name inf / nan', () => {
     expect(lit(1, { c: 'float' })).toBe('float(1.0)');
     expect(lit(1e-5, { c: 'double' })).toBe('double(0.00001)');

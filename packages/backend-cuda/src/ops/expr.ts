@@ -37,6 +37,8 @@ type Emit = (a: readonly string[], attrs: Readonly<Record<string, number | strin
 interface OpDef {
   readonly arity: number;
   readonly emit: Emit;
+  /** Device functions the emitted code calls (defined once in the source, before the kernel). */
+  readonly helper?: (m: MathCtx) => string;
 }
 
 /** A C++ literal of the compute type (exact for every double; inf / nan spelled through the intrinsics). */
@@ -140,7 +142,27 @@ export const ELEMENTWISE_OPS: Readonly<Record<string, OpDef>> = {
   clamp_max: { arity: 2, emit: (a, _, m) => `((${a[0]} != ${a[0]}) ? ${a[0]} : ${fn('fmin', m)}(${a[0]}, ${a[1]}))` },
   /** div with rounding_mode 'trunc' / 'floor'. */
   div_trunc: { arity: 2, emit: (a, _, m) => `${fn('trunc', m)}(${a[0]} / ${a[1]})` },
-  div_floor: { arity: 2, emit: (a, _, m) => `${fn('floor', m)}(${a[0]} / ${a[1]})` },
+  /** PyTorch's div_floor_floating: exact where floor(a / b) of the rounded quotient is one off. */
+  div_floor: {
+    arity: 2,
+    emit: (a, _, m) => `fk_div_floor(${a[0]}, ${a[1]})`,
+    helper: (m) => {
+      const c = m.c;
+      const f = (n: string) => fn(n, m);
+      return [
+        `__device__ __forceinline__ ${c} fk_div_floor(${c} a, ${c} b) {`,
+        `  if (b == ${c}(0)) return a / b;`,
+        `  const ${c} mod = ${f('fmod')}(a, b);`,
+        `  ${c} div = (a - mod) / b;`,
+        `  if (mod != ${c}(0) && ((b < ${c}(0)) != (mod < ${c}(0)))) div -= ${c}(1);`,
+        `  if (div == ${c}(0)) return ${f('copysign')}(${c}(0), a / b);`,
+        `  ${c} fl = ${f('floor')}(div);`,
+        `  if (div - fl > ${c}(0.5)) fl += ${c}(1);`,
+        `  return fl;`,
+        `}`,
+      ].join('\n');
+    },
+  },
   /** C's fmod (the sign of input) and Python's remainder (the sign of other), as PyTorch's CUDA kernels compute them. */
   fmod: { arity: 2, emit: (a, _, m) => `${fn('fmod', m)}(${a[0]}, ${a[1]})` },
   remainder: {
@@ -195,6 +217,20 @@ export function exprKey(e: Expr): string {
 /** An expression of one op over fresh inputs: op(x0, x1, ...) with numeric attrs. */
 export function singleOp(op: string, arity: number, attrs?: ExprNode['attrs']): Expr {
   return { inputs: arity, nodes: [{ op, args: Array.from({ length: arity }, (_, i) => ({ input: i })), ...(attrs ? { attrs } : {}) }] };
+}
+
+/** The device functions the expression's ops call, each once. */
+export function exprHelpers(e: Expr, m: MathCtx): string[] {
+  const seen = new Set<string>();
+  const out: string[] = [];
+  for (const n of e.nodes) {
+    const h = ELEMENTWISE_OPS[n.op]?.helper;
+    if (h && !seen.has(n.op)) {
+      seen.add(n.op);
+      out.push(h(m));
+    }
+  }
+  return out;
 }
 
 /**

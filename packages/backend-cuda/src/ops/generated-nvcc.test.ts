@@ -47,6 +47,7 @@ cases.push(['every op once (f32 -> f32, strided)', () => {
     .map((op) => ({ op, args: [{ input: 0 }, { input: 1 }] }));
   return elementwiseSource({ expr: { inputs: 3, nodes: [...nodes, ...bin, { op: 'where', args: [{ input: 2 }, { input: 0 }, { input: 1 }] }] }, inDTypes: ['f32', 'f32', 'bool'], outDType: 'f32', cls: strided(3, 1, [true, true, true]) });
 }]);
+cases.push(['floor division i64 (double compute, its helper function)', () => elementwiseSource({ expr: singleOp('div_floor', 2), inDTypes: ['i64', 'i64'], outDType: 'i64', cls: contig(2) })]);
 cases.push(['compare i32 x f16 -> bool (double compute)', () => elementwiseSource({ expr: singleOp('ge', 2), inDTypes: ['i32', 'f16'], outDType: 'bool', cls: contig(4) })]);
 cases.push(['where bool, bf16, f32 -> f32 with a runtime scalar', () => elementwiseSource({ expr: { inputs: 2, params: 1, nodes: [{ op: 'where', args: [{ input: 0 }, { input: 1 }, { param: 0 }] }] }, inDTypes: ['bool', 'bf16'], outDType: 'f32', cls: strided(2, 4, [true, false]) })]);
 for (const op of ['sum', 'mean', 'amax', 'amin'] as const) {

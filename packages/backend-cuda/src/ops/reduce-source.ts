@@ -12,7 +12,7 @@
  */
 import { GEN_CTYPE, PRELUDE, computeType, conversionHelpers, type GenDType } from './ctypes.js';
 import type { GeneratedKernel } from './elementwise-source.js';
-import { emitBody, lit, validateExpr, type Expr } from './expr.js';
+import { emitBody, exprHelpers, lit, validateExpr, type Expr } from './expr.js';
 
 export type ReduceOp = 'sum' | 'mean' | 'amax' | 'amin';
 
@@ -47,6 +47,7 @@ function reduceLib(op: ReduceOp, inDType: GenDType, outDType: GenDType, prologue
     PRELUDE,
     ...conversionHelpers([inDType], [outDType], A),
     `typedef ${A} fk_acc;`,
+    ...(prologue ? exprHelpers(prologue, m) : []),
     `#define FK_INIT ${init}`,
     `__device__ __forceinline__ fk_acc fk_comb(fk_acc a, fk_acc b) { return ${comb}; }`,
     pro ? `__device__ __forceinline__ fk_acc fk_pro(fk_acc x0) {\n${pro.lines.join('\n')}\n  return ${pro.result};\n}` : '__device__ __forceinline__ fk_acc fk_pro(fk_acc x0) { return x0; }',
