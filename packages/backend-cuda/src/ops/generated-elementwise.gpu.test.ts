@@ -9,6 +9,9 @@ import { G, gpu } from '../../test/spine-helpers.js';
 import { checkOp, rand, randInts } from '../../test/ops-helpers.js';
 import { GENERATED_EXTRA_OPS } from './elementwise-kernels.js';
 
+/** The gpu tag, and time for NVRTC: every dtype / class of every op is a fresh kernel on a first run (no disk cache). */
+const GT = { ...G, timeout: 300_000 };
+
 const DTYPES: DType[] = ['bf16', 'f16', 'f32'];
 const POSITIVE = new Set(['log', 'sqrt', 'rsqrt', 'reciprocal']);
 const ATTRS: Record<string, unknown> = { gelu: { approximate: 'tanh' } };
@@ -16,7 +19,7 @@ const T: (t: Tensor) => Tensor = (t) => t.transpose(0, 1);
 
 describe('generated unary ops vs the float64 CPU backend', () => {
   for (const dtype of DTYPES) {
-    it(`every unary op, ${dtype}: odd contiguous, transposed, sliced, misaligned, empty`, G, () => {
+    it(`every unary op, ${dtype}: odd contiguous, transposed, sliced, misaligned, empty`, GT, () => {
       UNARY_OPS.forEach((op, k) => {
         const positive = POSITIVE.has(op);
         const seed = 100 + k;
@@ -30,14 +33,14 @@ describe('generated unary ops vs the float64 CPU backend', () => {
     });
   }
 
-  it('gelu erf and softplus with beta / threshold', G, () => {
+  it('gelu erf and softplus with beta / threshold', GT, () => {
     for (const dtype of DTYPES) {
       checkOp('gelu erf', { op: 'gelu', inputs: [rand([33, 65], dtype, 1, { scale: 3 })], attrs: { approximate: 'none' } });
       checkOp('softplus beta 2 threshold 5', { op: 'softplus', inputs: [rand([33, 65], dtype, 2, { scale: 4 })], attrs: { beta: 2, threshold: 5 } });
     }
   });
 
-  it('a large contiguous tensor with a tail (vectors, unrolled tiles, n % 8 elements)', G, () => {
+  it('a large contiguous tensor with a tail (vectors, unrolled tiles, n % 8 elements)', GT, () => {
     checkOp('silu 1M+5', { op: 'silu', inputs: [rand([8 * 4096 * 32 + 5], 'bf16', 3)] });
   });
 });
@@ -46,7 +49,7 @@ describe('the activations and math core declares with decompositions, on generat
   const binary = new Set(['logical_and', 'logical_or', 'remainder', 'fmod']);
   const attrs: Record<string, unknown> = { leaky_relu: { negative_slope: 0.2 }, elu: { alpha: 0.5 } };
   for (const dtype of DTYPES) {
-    it(`${dtype}: every one core declares, contiguous and transposed`, G, () => {
+    it(`${dtype}: every one core declares, contiguous and transposed`, GT, () => {
       GENERATED_EXTRA_OPS.filter((op) => hasOp(op)).forEach((op, k) => {
         const s = 300 + 10 * k;
         const inputs = binary.has(op) ? [rand([31, 77], dtype, s, { scale: 4 }), rand([31, 77], dtype, s + 1, { positive: true })] : [rand([31, 77], dtype, s, { scale: 4 })];
@@ -59,7 +62,7 @@ describe('the activations and math core declares with decompositions, on generat
 
 describe('generated binary ops vs the float64 CPU backend', () => {
   for (const dtype of DTYPES) {
-    it(`every binary op, ${dtype}: same shape, bias broadcast, outer broadcast, transposed, Python scalars`, G, () => {
+    it(`every binary op, ${dtype}: same shape, bias broadcast, outer broadcast, transposed, Python scalars`, GT, () => {
       BINARY_OPS.forEach((op, k) => {
         const positive = op === 'pow';
         const s = 200 + 10 * k;
@@ -74,7 +77,7 @@ describe('generated binary ops vs the float64 CPU backend', () => {
     });
   }
 
-  it('add / sub with alpha, div rounding modes, mixed dtypes promote (bf16 + f32 -> f32, bf16 + f16 -> f32)', G, () => {
+  it('add / sub with alpha, div rounding modes, mixed dtypes promote (bf16 + f32 -> f32, bf16 + f16 -> f32)', GT, () => {
     checkOp('add alpha', { op: 'add', inputs: [rand([9, 17], 'bf16', 1), rand([17], 'bf16', 2)], attrs: { alpha: -0.5 } });
     checkOp('sub alpha', { op: 'sub', inputs: [rand([9, 17], 'f32', 3), 3], attrs: { alpha: 2 } });
     checkOp('div floor', { op: 'div', inputs: [rand([9, 17], 'f32', 4, { scale: 10 }), rand([9, 17], 'f32', 5, { positive: true })], attrs: { rounding_mode: 'floor' } });
@@ -83,7 +86,7 @@ describe('generated binary ops vs the float64 CPU backend', () => {
     checkOp('bf16 * f16', { op: 'mul', inputs: [rand([9, 17], 'bf16', 10), rand([17], 'f16', 11)] });
   });
 
-  it('integers: i32 arithmetic stays i32, int / float compares give bool, integer division floors', G, () => {
+  it('integers: i32 arithmetic stays i32, int / float compares give bool, integer division floors', GT, () => {
     checkOp('i32 add', { op: 'add', inputs: [randInts([50, 30], 'i32', 1), randInts([30], 'i32', 2)] });
     checkOp('i32 mul scalar', { op: 'mul', inputs: [randInts([50, 30], 'i32', 3), 3] });
     checkOp('i32 > f32', { op: 'gt', inputs: [randInts([50, 30], 'i32', 4, -3, 3), rand([50, 30], 'f32', 5, { scale: 3 })] });
@@ -92,7 +95,7 @@ describe('generated binary ops vs the float64 CPU backend', () => {
 });
 
 describe('where, clamp, to', () => {
-  it('where with a broadcast condition and a scalar branch; clamp with scalar / tensor / absent bounds; casts', G, () => {
+  it('where with a broadcast condition and a scalar branch; clamp with scalar / tensor / absent bounds; casts', GT, () => {
     for (const dtype of DTYPES) {
       const x = rand([12, 40], dtype, 1);
       const c = rand([40], 'f32', 2);
@@ -116,7 +119,7 @@ describe('where, clamp, to', () => {
 describe('elementwise_chain: one generated kernel for the whole expression', () => {
   const chain3 = { steps: [{ op: 'silu', args: [{ input: 0 }] }, { op: 'mul', args: [{ step: 0 }, { input: 1 }] }, { op: 'add', args: [{ step: 1 }, { input: 2 }] }] };
   for (const dtype of DTYPES) {
-    it(`silu(x) * y + z, ${dtype}: contiguous, broadcast, strided`, G, () => {
+    it(`silu(x) * y + z, ${dtype}: contiguous, broadcast, strided`, GT, () => {
       const before = gpu().generatedOps.cache.size;
       checkOp('contiguous', { op: 'elementwise_chain', inputs: [rand([1000, 257], dtype, 1), rand([1000, 257], dtype, 2), rand([1000, 257], dtype, 3)], attrs: chain3 });
       expect(gpu().generatedOps.cache.size - before).toBe(1); // one kernel for the three ops
@@ -125,7 +128,7 @@ describe('elementwise_chain: one generated kernel for the whole expression', () 
     });
   }
 
-  it("docs/ops.md's chain (alpha, a constant, a rounding `to`) and a chain whose output is not the last step", G, () => {
+  it("docs/ops.md's chain (alpha, a constant, a rounding `to`) and a chain whose output is not the last step", GT, () => {
     const doc = {
       steps: [
         { op: 'mul', args: [{ input: 0 }, { input: 1 }] },

@@ -8,11 +8,14 @@ import type { DType } from '@fastkernels/core';
 import { G } from '../../test/spine-helpers.js';
 import { checkOp, rand } from '../../test/ops-helpers.js';
 
+/** The gpu tag, and time for NVRTC: every dtype / class of every op is a fresh kernel on a first run (no disk cache). */
+const GT = { ...G, timeout: 300_000 };
+
 const DTYPES: DType[] = ['bf16', 'f16', 'f32'];
 
 describe('layer_norm vs the float64 CPU backend', () => {
   for (const dtype of DTYPES) {
-    it(`${dtype}: BGE and FLUX widths, odd widths, no affine, strided rows, 2-d normalized_shape, long rows`, G, () => {
+    it(`${dtype}: BGE and FLUX widths, odd widths, no affine, strided rows, 2-d normalized_shape, long rows`, GT, () => {
       const ln = (label: string, shape: number[], ns: number[], affine: 'both' | 'weight' | 'none', seed: number, view?: (t: import('@fastkernels/core').Tensor) => import('@fastkernels/core').Tensor, wDType: DType = dtype) =>
         checkOp(label, {
           op: 'layer_norm',
@@ -35,7 +38,7 @@ describe('layer_norm vs the float64 CPU backend', () => {
 
 describe('group_norm vs the float64 CPU backend', () => {
   for (const dtype of DTYPES) {
-    it(`${dtype}: YOLO-like map, odd spatial sizes, weight only, no affine, 3-d input`, G, () => {
+    it(`${dtype}: YOLO-like map, odd spatial sizes, weight only, no affine, 3-d input`, GT, () => {
       const gn = (label: string, shape: number[], groups: number, affine: 'both' | 'weight' | 'none', seed: number) =>
         checkOp(label, {
           op: 'group_norm',

@@ -8,13 +8,16 @@ import { describe, it } from 'vitest';
 import { G } from '../../test/spine-helpers.js';
 import { checkOp, rand, randInts } from '../../test/ops-helpers.js';
 
+/** The gpu tag, and time for NVRTC: every dtype / class of every op is a fresh kernel on a first run (no disk cache). */
+const GT = { ...G, timeout: 300_000 };
+
 const DTYPES: DType[] = ['bf16', 'f16', 'f32'];
 const T = (t: import('@fastkernels/core').Tensor) => t.transpose(0, 1);
 
 describe('sum / mean / amax / amin vs the float64 CPU backend', () => {
   for (const dtype of DTYPES) {
     for (const op of ['sum', 'mean', 'amax', 'amin'] as const) {
-      it(`${op} ${dtype}: last dim, middle dim, all dims, scattered dims, keepdim, transposed, long rows`, G, () => {
+      it(`${op} ${dtype}: last dim, middle dim, all dims, scattered dims, keepdim, transposed, long rows`, GT, () => {
         checkOp(`${op} last dim [37, 1000]`, { op, inputs: [rand([37, 1000], dtype, 1)], attrs: { dim: -1 } });
         checkOp(`${op} last dim odd [37, 999]`, { op, inputs: [rand([37, 999], dtype, 2)], attrs: { dim: 1, keepdim: true } });
         checkOp(`${op} middle dim (columns)`, { op, inputs: [rand([4, 37, 64], dtype, 3)], attrs: { dim: 1 } });
@@ -28,7 +31,7 @@ describe('sum / mean / amax / amin vs the float64 CPU backend', () => {
     }
   }
 
-  it('empty reductions give the identity; integer sums give i64', G, () => {
+  it('empty reductions give the identity; integer sums give i64', GT, () => {
     checkOp('sum over an empty dim', { op: 'sum', inputs: [rand([3, 0], 'f32', 1)], attrs: { dim: 1 } });
     checkOp('mean over an empty dim is NaN', { op: 'mean', inputs: [rand([3, 0], 'bf16', 2)], attrs: { dim: 1 } });
     checkOp('sum of an empty output', { op: 'sum', inputs: [rand([0, 5], 'f32', 3)], attrs: { dim: 1 } });
@@ -40,7 +43,7 @@ describe('sum / mean / amax / amin vs the float64 CPU backend', () => {
 
 describe('softmax / log_softmax vs the float64 CPU backend', () => {
   for (const dtype of DTYPES) {
-    it(`${dtype}: last dim (short and long rows), another dim, a transposed input`, G, () => {
+    it(`${dtype}: last dim (short and long rows), another dim, a transposed input`, GT, () => {
       checkOp('log_softmax [64, 1000]', { op: 'log_softmax', inputs: [rand([64, 1000], dtype, 1, { scale: 3 })], attrs: { dim: -1 } });
       checkOp('log_softmax [4, 50000]', { op: 'log_softmax', inputs: [rand([4, 50000], dtype, 2, { scale: 3 })], attrs: { dim: 1 } });
       checkOp('log_softmax odd [9, 77]', { op: 'log_softmax', inputs: [rand([9, 77], dtype, 3)], attrs: { dim: -1 } });
