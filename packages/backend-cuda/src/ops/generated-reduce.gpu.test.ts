@@ -31,6 +31,13 @@ describe('sum / mean / amax / amin vs the float64 CPU backend', () => {
     }
   }
 
+  it('full reductions of large tensors (split in two stages): sum, mean, amax of bf16 and f32, an i32 sum', GT, () => {
+    for (const dtype of ['bf16', 'f32'] as DType[]) {
+      for (const op of ['sum', 'mean', 'amax'] as const) checkOp(`${op} all of [512, 4096] ${dtype}`, { op, inputs: [rand([512, 4096], dtype, 11)], attrs: { dim: null } });
+    }
+    checkOp('i32 sum of [256, 4096]', { op: 'sum', inputs: [randInts([256, 4096], 'i32', 12)], attrs: { dim: null } });
+  });
+
   it('empty reductions give the identity; integer sums give i64', GT, () => {
     checkOp('sum over an empty dim', { op: 'sum', inputs: [rand([3, 0], 'f32', 1)], attrs: { dim: 1 } });
     checkOp('mean over an empty dim is NaN', { op: 'mean', inputs: [rand([3, 0], 'bf16', 2)], attrs: { dim: 1 } });

@@ -72,13 +72,26 @@ describe('reduction and norm launches', () => {
     const red = new GeneratedReductions(f.cache, f.runtime);
     const x = f.t([37, 1000]);
     red.reduce('sum', x, [1], f.t([37]));
-    expect(f.cache.launches[0]).toMatchObject({ entry: 'fk_row_reduce', args: [expect.any(Number), ptrOf(x), 37, 1000, 1000] });
+    expect(f.cache.launches[0]).toMatchObject({ entry: 'fk_row_reduce', args: [expect.any(Number), ptrOf(x), 37, 1000, 1000, 1] });
     const y = f.t([4, 37, 64], 'f32');
     red.reduce('mean', y, [1], f.t([4, 64], 'f32'));
     expect(f.cache.launches[1]).toMatchObject({ entry: 'fk_col_reduce', args: [expect.any(Number), ptrOf(y), 4, 37, 64, 37 * 64, 64] });
     red.reduce('amax', f.t([6, 7, 8]), [0, 2], f.t([7]));
     expect(f.copies).toHaveLength(1);
-    expect(f.cache.launches[2]).toMatchObject({ entry: 'fk_row_reduce', args: [expect.any(Number), ptrOf(f.copies[0]![0]), 7, 48, 48] });
+    expect(f.cache.launches[2]).toMatchObject({ entry: 'fk_row_reduce', args: [expect.any(Number), ptrOf(f.copies[0]![0]), 7, 48, 48, 1] });
+  });
+
+  it('a full reduction of a large tensor is split in two stages: 512 partial rows in f32, then their sum times 1 / N', () => {
+    const f = fake();
+    const red = new GeneratedReductions(f.cache, f.runtime);
+    const x = f.t([4096, 4096]);
+    const out = f.t([]);
+    red.reduce('mean', x, [0, 1], out);
+    const [a, b] = f.cache.launches;
+    expect(a).toMatchObject({ entry: 'fk_row_reduce', args: [expect.any(Number), ptrOf(x), 512, 32768, 32768, 1] });
+    expect(a!.source).toContain('float fk_st_f32');
+    expect(b).toMatchObject({ entry: 'fk_row_reduce', args: [ptrOf(out), a!.args[0], 1, 512, 512, 1 / (4096 * 4096)] });
+    expect(b!.source).toContain('acc * fk_acc(post)');
   });
 
   it('log_softmax over the last dim: out, x, rows, D, row stride; a block a row for vocab rows', () => {

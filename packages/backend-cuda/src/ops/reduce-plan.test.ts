@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { normLaunch } from './norm.js';
-import { planReduce, rowLaunch, rowVec } from './reduce-plan.js';
+import { planReduce, rowLaunch, rowVec, splitRows } from './reduce-plan.js';
 
 describe('planReduce', () => {
   it('the last dim of a contiguous tensor: rows in place', () => {
@@ -20,6 +20,16 @@ describe('planReduce', () => {
   it('a transposed tensor reduced over its last dim reads coalesced as columns; scattered reduced dims are copied', () => {
     expect(planReduce([5, 6], [1, 5], [1])).toEqual({ kind: 'columns', outer: 1, R: 6, inner: 5, sOuter: 0, sR: 5 });
     expect(planReduce([2, 3, 4], [12, 4, 1], [0, 2])).toEqual({ kind: 'copy', rows: 3, D: 8 });
+  });
+});
+
+describe('splitRows', () => {
+  it('few long contiguous rows are cut so the device fills; many rows, short rows or strided rows are not', () => {
+    expect(splitRows(1, 4096 * 4096, 4096 * 4096, 132)).toBe(512);
+    expect(splitRows(3, 100000, 100000, 132)).toBe(8);
+    expect(splitRows(200, 1e6, 1e6, 132)).toBe(1);
+    expect(splitRows(4, 8192, 8192, 132)).toBe(1);
+    expect(splitRows(4, 65536, 70000, 132)).toBe(1);
   });
 });
 

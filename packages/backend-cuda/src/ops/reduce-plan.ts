@@ -59,3 +59,18 @@ export function rowLaunch(rows: number, nv: number, vec: number, sms: number, ve
   const rpb = block / tpr;
   return { vec, tpr, block, grid: Math.max(1, Math.min(Math.ceil(rows / rpb), sms * 64)) };
 }
+
+/**
+ * Stage-1 pieces a row is cut into when there are too few rows to fill the device (a full reduction, a loss): each
+ * row's D contiguous elements become S rows of D / S reduced into partials, then the S partials of each row are
+ * reduced again. 1 when the rows fill the device, are short, or are not contiguous.
+ */
+export function splitRows(rows: number, D: number, rowStride: number, sms: number): number {
+  if (rows >= sms || (rowStride !== D && rows > 1)) return 1;
+  let best = 1;
+  for (let S = 2; S <= 1024; S *= 2) {
+    if (D % S !== 0 || D / S < 8192 || rows * S > 4 * sms) break;
+    best = S;
+  }
+  return best;
+}

@@ -6,11 +6,11 @@
 import { Tensor, type DType } from '@fastkernels/core';
 import type { CudaKernel } from '../kernel.js';
 import type { CudaRuntime } from '../runtime.js';
-import { DCODE, GEN_ITEMSIZE, genDType, type GenDType } from './ctypes.js';
+import { DCODE, GEN_ITEMSIZE, computeType, genDType, type GenDType } from './ctypes.js';
 import { addr } from './elementwise.js';
 import { exprKey, type Expr } from './expr.js';
 import type { GenKernelCache } from './gen-cache.js';
-import { planReduce, rowLaunch, rowVec } from './reduce-plan.js';
+import { planReduce, rowLaunch, rowVec, splitRows } from './reduce-plan.js';
 import { columnReduceSource, rowReduceSource, rowSoftmaxSource, type ReduceOp } from './reduce-source.js';
 
 const OP_CODE: Readonly<Record<ReduceOp, number>> = { sum: 0, mean: 1, amax: 2, amin: 3 };
@@ -58,17 +58,38 @@ export class GeneratedReductions {
       rowStride = p.D;
     }
     try {
-      const vec = rowVec(GEN_ITEMSIZE[inD], p.D, rowStride, [addr(src)]);
-      const l = rowLaunch(p.rows, p.D / vec, vec, sms);
-      const gen = () => rowReduceSource({ op, prologue, inDType: inD, outDType: outD, vec, tpr: l.tpr, block: l.block });
-      const k = prologue
-        ? this.cache.kernel(`rowred|${op}|${proKey}|${inD}>${outD}|${vec}|${l.tpr}|${l.block}`, gen, 'reduce-generated')
-        : this.rowKernel(OP_CODE[op], inD, outD, vec, l.tpr, l.block, () => this.cache.kernel(`rowred|${op}||${inD}>${outD}|${vec}|${l.tpr}|${l.block}`, gen, 'reduce-generated'));
-      k.launch(l.grid, l.block, 0, [addr(out), addr(src), p.rows, p.D, rowStride]);
+      const S = splitRows(p.rows, p.D, rowStride, sms);
+      if (S === 1) {
+        this.rows(op, prologue, proKey, src, out, p.rows, p.D, rowStride, 1, sms);
+      } else {
+        // few long rows: S pieces a row into partials (the accumulation type), then the partials of each row
+        const acc: GenDType = computeType([inD, outD]) === 'double' ? 'f64' : 'f32';
+        const part = Tensor.empty(x.backend, [p.rows * S], acc, { device: x.device });
+        try {
+          const first = op === 'mean' ? 'sum' : op;
+          this.rows(first, prologue, proKey, src, part, p.rows * S, p.D / S, p.D / S, 1, sms);
+          this.rows(first, undefined, '', part, out, p.rows, S, S, op === 'mean' ? 1 / p.D : 1, sms);
+        } finally {
+          part.dispose();
+        }
+      }
     } finally {
       tmp?.dispose();
     }
     return out;
+  }
+
+  /** One row-kernel launch: out[r] = fold over the D elements of row r (rows `rowStride` apart) of pro(x), times post. */
+  private rows(op: ReduceOp, prologue: Expr | undefined, proKey: string, x: Tensor, out: Tensor, rows: number, D: number, rowStride: number, post: number, sms: number): void {
+    const inD = x.dtype as GenDType;
+    const outD = out.dtype as GenDType;
+    const vec = rowVec(GEN_ITEMSIZE[inD], D, rowStride, [addr(x)]);
+    const l = rowLaunch(rows, D / vec, vec, sms);
+    const gen = () => rowReduceSource({ op, prologue, inDType: inD, outDType: outD, vec, tpr: l.tpr, block: l.block });
+    const k = prologue
+      ? this.cache.kernel(`rowred|${op}|${proKey}|${inD}>${outD}|${vec}|${l.tpr}|${l.block}`, gen, 'reduce-generated')
+      : this.rowKernel(OP_CODE[op], inD, outD, vec, l.tpr, l.block, () => this.cache.kernel(`rowred|${op}||${inD}>${outD}|${vec}|${l.tpr}|${l.block}`, gen, 'reduce-generated'));
+    k.launch(l.grid, l.block, 0, [addr(out), addr(x), rows, D, rowStride, post]);
   }
 
   /** softmax / log_softmax of x along dim into a fresh contiguous tensor of dtype `outDType`. */
