@@ -54,8 +54,9 @@ const supports: OpSupports = (call) => {
 };
 
 export function registerElementwiseKernels(table: OpKernelTable, cache: GenKernelCache, runtime: () => CudaRuntime): void {
-  const singles = new RunnerCache<ElementwiseRunner>();
   for (const op of [...GENERATED_ELEMENTWISE_OPS, ...GENERATED_EXTRA_OPS.filter((o) => hasOp(o))]) {
+    // one cache per op: an attrs object is only ever looked up for the op it was parsed for
+    const singles = new RunnerCache<ElementwiseRunner>();
     const kernel: OpKernel = (call: OpCall) => {
       const args = call.inputs;
       let code = 0;
