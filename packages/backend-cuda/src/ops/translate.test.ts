@@ -36,6 +36,17 @@ describe('registry calls -> generated expressions', () => {
     expect(exprKey(expr)).toBe('2:0:exp(i0)[];mul(n0,i1)[]');
   });
 
+  it('the extra ops chain with their attrs (leaky_relu slope, remainder)', () => {
+    const attrs = chainAttrs.parse({
+      steps: [
+        { op: 'leaky_relu', args: [{ input: 0 }], attrs: { negative_slope: 0.2 } },
+        { op: 'remainder', args: [{ step: 0 }, { input: 1 }] },
+      ],
+    });
+    const { steps, output } = resolveChain([m([4, 8], 'f32'), m([8], 'f32')], attrs);
+    expect(exprKey(chainToExpr(steps, output).expr)).toBe('2:0:leaky_relu(i0)[negative_slope=0.2];remainder(n0,i1)[]');
+  });
+
   it('comparison constants round to the common dtype (bf16 == 0.1 compares with bf16(0.1))', () => {
     const attrs = chainAttrs.parse({ steps: [{ op: 'eq', args: [{ input: 0 }, { value: 0.1 }] }] });
     const { steps, output } = resolveChain([m([2], 'bf16')], attrs);
