@@ -1,7 +1,6 @@
 // What the suites' drivers (bench/suites/*/*.mjs, bundled by tools/gpu-host-bundle.mjs) share: flag parsing, the CUDA backend or
 // a clear exit, and the launch settings a timing depends on (recorded in each JSON).
-import { CudaBackend, effectiveTuning } from '@fastkernels/backend-cuda';
-import { chainDecodeDefault } from '@fastkernels/model-zoo';
+import { CudaBackend } from '@fastkernels/backend-cuda';
 
 /** `--name value` and `--flag` lookups over argv (default: this process's arguments). */
 export function benchArgs(argv = process.argv.slice(2)) {
@@ -24,11 +23,13 @@ export function cudaBackendOrExit(label) {
 }
 
 /**
- * The speed settings in force, for the JSON's settings: chained decode (the engine's default; it chains only graph
- * decode at world size 1) by name, the effective tuning whole (the device's tuning file with FASTKERNELS_TUNING laid
- * over it), so a key added there is recorded without a change here, and the files it came from.
+ * The speed settings in force, for the JSON's settings: the effective tuning whole (the device's tuning file with
+ * FASTKERNELS_TUNING laid over it; a key added there is recorded with no change here), the files it came from, and
+ * chained decode as the engine reads it (engine.chainDecode; the engine chains only graph decode at world size 1).
+ * Takes the backend so its runtime has started and the device's own file (not the generic fallback) is the one read.
  */
-export function launchSettings() {
-  const e = effectiveTuning();
-  return { chainDecode: chainDecodeDefault(), tuning: e.tuning, tuningFiles: { device: e.deviceFile, override: e.overrideFile ?? null } };
+export function launchSettings(backend) {
+  if (typeof backend.tuning !== 'function') return { chainDecode: null, tuning: null, tuningFiles: null }; // the CPU backend: no launch choices
+  const e = backend.tuning();
+  return { chainDecode: e.tuning.engine.chainDecode, tuning: e.tuning, tuningFiles: { device: e.deviceFile, override: e.overrideFile ?? null } };
 }

@@ -42,7 +42,7 @@ const rt = backend.runtime;
 const cfgJson = JSON.parse(readFileSync(`${modelDir}/config.json`, 'utf8'));
 const result = {
   side: 'ours', model: modelDir, device: rt.properties().name ?? null, versions: backend.versions(),
-  settings: { steps, promptLen, maxModelLen: maxModelLenOpt === undefined ? null : Number(maxModelLenOpt), graphTiming, copyBw: has('--copy-bw'), ablate, ...launchSettings() }, weights: llamaGemmWeights(cfgJson), errors: [],
+  settings: { steps, promptLen, maxModelLen: maxModelLenOpt === undefined ? null : Number(maxModelLenOpt), graphTiming, copyBw: has('--copy-bw'), ablate, ...launchSettings(backend) }, weights: llamaGemmWeights(cfgJson), errors: [],
 };
 const save = () => jsonOut && writeFileSync(jsonOut, JSON.stringify(result, null, 2));
 

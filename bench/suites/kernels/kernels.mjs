@@ -271,7 +271,7 @@ const result = {
   ceilings: { copyGBps, gemmTflops, copyBytes, gemm: '8192^3 bf16', l2FlushBytes: flushBytes },
   iters: ITERS,
   repeat,
-  settings: launchSettings(), // the speed knobs in force (FASTKERNELS_* sweeps of the kernel bench)
+  settings: launchSettings(backend), // the tuning in force (its files; FASTKERNELS_TUNING overrides for A/B runs)
   seconds: (performance.now() - t0) / 1e3,
   results,
 };

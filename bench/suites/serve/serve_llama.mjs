@@ -34,7 +34,7 @@ const log = (m) => console.error(`serve-llama: ${m}`);
 const cpu = has('--cpu');
 const backend = cpu ? new CpuBackend() : cudaBackendOrExit('serve-llama');
 const randomInit = cpu ? 'host' : 'device';
-const result = { side: 'ours', model: modelDir, device: cpu ? 'cpu' : backend.runtime.properties().name ?? null, versions: backend.versions(), settings: { numRequests, bs1Tokens, util, graphs, quick, ...launchSettings() }, phases: {}, errors: [] };
+const result = { side: 'ours', model: modelDir, device: cpu ? 'cpu' : backend.runtime.properties().name ?? null, versions: backend.versions(), settings: { numRequests, bs1Tokens, util, graphs, quick, ...launchSettings(backend) }, phases: {}, errors: [] };
 const save = () => jsonOut && writeFileSync(jsonOut, JSON.stringify(result, null, 2));
 const maxLen = Number(opt('--max-in', 1024));
 const short = Math.min(128, maxLen);
