@@ -138,6 +138,15 @@ describe('elementwise_chain: one generated kernel for the whole expression', () 
       ],
     };
     checkOp('doc chain', { op: 'elementwise_chain', inputs: [rand([33, 48], 'f32', 1), rand([48], 'f32', 2)], attrs: doc });
+    const extra = {
+      steps: [
+        { op: 'hardswish', args: [{ input: 0 }] },
+        { op: 'leaky_relu', args: [{ input: 1 }], attrs: { negative_slope: 0.2 } },
+        { op: 'mul', args: [{ step: 0 }, { step: 1 }] },
+        { op: 'clamp', args: [{ step: 2 }, { value: -1 }, null] },
+      ],
+    };
+    checkOp('chain of extra ops', { op: 'elementwise_chain', inputs: [rand([33, 48], 'bf16', 5, { scale: 3 }), rand([48], 'bf16', 6)], attrs: extra });
     const early = { steps: [{ op: 'exp', args: [{ input: 0 }] }, { op: 'neg', args: [{ input: 1 }] }], output: 0 };
     checkOp('output step 0', { op: 'elementwise_chain', inputs: [rand([5, 6], 'bf16', 3), rand([6], 'bf16', 4)], attrs: early });
   });
