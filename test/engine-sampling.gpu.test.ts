@@ -28,8 +28,8 @@ describe('sampled decode through CUDA graphs (sampler path variants)', () => {
     const reqs = Array.from({ length: 12 }, (_, i) => ({ promptIds: Array.from({ length: 3 + i }, (_, j) => (i * 37 + j * 11) % 500), params: params(i) }));
     // at a threshold of 8 drawing rows, so that steps take both sampler paths
     const run = (graphs: boolean, chainDecode = false) => withTuning('sampler', { multiCtaMinSampledRows: 8 }, () => {
-      const m = loadLlamaModel(model, { backend, registry: baselineRegistry(), dtype: 'f32' });
-      const e = new LLMEngine(m.model, m.ctx, m.config, { maxModelLen: 256, maxNumSeqs: 16, maxNumBatchedTokens: 512, numKvBlocks: 128, graphs, chainDecode });
+      const m = loadModel(model, { backend, registry: baselineRegistry(), dtype: 'f32' });
+      const e = new LLMEngine(m.model, m.ctx, m.geometry, { maxModelLen: 256, maxNumSeqs: 16, maxNumBatchedTokens: 512, numKvBlocks: 128, graphs, chainDecode });
       try {
         const out = e.generate(reqs).map((o) => o.tokenIds);
         return { out, graphSteps: e.runner.stats.graphSteps, graphs: e.runner.graphCount, buckets: e.runner.graphBuckets, chain: { ...e.chainStats } };

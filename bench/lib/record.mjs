@@ -63,6 +63,13 @@ export const HEADLINES = {
   }),
   verify: (r) => ({ phases: Object.fromEntries((r.phases ?? []).map((p) => [p.phase, p.verdict ?? p.status ?? null])) }),
   'verify-tp': (r) => ({ checks: r.checks ?? null }),
+  ops: (r) => ({
+    ewMinFracCopy: num(r.summary?.ewMinFracCopy),
+    chainMinVsCompiled: num(r.summary?.chainMinVsCompiled),
+    normMinVsEager: num(r.summary?.normMinVsEager),
+    normMinFracCopy: num(r.summary?.normMinFracCopy),
+    notOk: r.summary?.notOk?.length ?? null,
+  }),
 };
 
 /** The file's contents as one JSON object: a .jsonl (one object a line) becomes { phases: [...] }. */

@@ -176,7 +176,7 @@ const result = {
   device: backend.devices()[0],
   ceilings: { copyGBps, copyBytes: 2 * 2 ** 30, l2FlushBytes: flushBytes },
   iters: ITERS,
-  settings: launchSettings(),
+  settings: launchSettings(backend),
   seconds: (performance.now() - t0) / 1e3,
   results,
 };
