@@ -18,6 +18,8 @@ export * from './engine/prompt-logits.js';
 export * from './models/registry.js';
 export * from './models/load-model.js';
 export * from './engine/prompts.js';
+/** Text in and out: tokenizer.json, chat templates, streaming detokenisation, stop strings. */
+export * from './tokenizer/index.js';
 export * from './weights/safetensors.js';
 export * from './weights/weight-plan.js';
 export * from './weights/load-weights.js';

@@ -1,5 +1,5 @@
 import { UserError, type Backend, type DType, type ModuleRegistry } from '@fastkernels/core';
-import { checkPromptVocabulary, generate, loadModel, promptLogits, readPromptFile, writeSafetensors, type GenerateResult, type SourcedPrompt } from '@fastkernels/model-zoo';
+import { checkPromptVocabulary, generate, loadModel, loadTokenizer, type TextTokenizer, promptLogits, readPromptFile, writeSafetensors, type GenerateResult, type SourcedPrompt } from '@fastkernels/model-zoo';
 import type { Argv } from 'yargs';
 import { environment, selectBackend } from '../env.js';
 import { intFlag } from '../flags.js';
@@ -9,6 +9,8 @@ import { TP_HELP, checkTensorParallelRun, runWithTensorParallel, tpFlag } from '
 export interface GenerateArgs {
   model: string;
   promptIds?: string;
+  /** Text, encoded with the folder's tokenizer.json. */
+  prompt?: string;
   promptFile?: string;
   maxTokens: number;
   temperature: number;
@@ -36,8 +38,18 @@ function parsePromptIds(s: string): SourcedPrompt[] {
 
 const DTYPES: Record<string, DType> = { bf16: 'bf16', f16: 'f16', f32: 'f32' };
 
+/** --prompt TEXT: the folder's tokenizer encodes it (with its BOS, as transformers' tokenizer(text) does). */
+function textPrompt(model: string, text: string): { prompts: SourcedPrompt[]; tokenizer: TextTokenizer } {
+  const tokenizer = loadTokenizer(model);
+  if (!tokenizer) throw new UserError(`${model} has no tokenizer.json, so text cannot be encoded`, { field: '--prompt', fix: 'give token ids with --prompt-ids 1,2,3, or add the model\'s tokenizer.json (and tokenizer_config.json) to the folder' });
+  return { prompts: [{ promptIds: tokenizer.encode(text), where: '--prompt' }], tokenizer };
+}
+
 export async function runGenerate(argv: GenerateArgs, processIo: Io, rawArgs: readonly string[] = process.argv.slice(2)): Promise<void> {
-  const prompts = argv.promptFile ? readPromptFile(argv.promptFile) : parsePromptIds(String(argv.promptIds ?? ''));
+  const text = argv.prompt !== undefined ? textPrompt(argv.model, String(argv.prompt)) : null;
+  const prompts = text ? text.prompts : argv.promptFile ? readPromptFile(argv.promptFile) : parsePromptIds(String(argv.promptIds ?? ''));
+  // decoding outputs needs the tokenizer too; a folder without one keeps working with ids (and says so)
+  const tokenizer = text?.tokenizer ?? loadTokenizer(argv.model);
   const maxTokens = intFlag('max-tokens', argv.maxTokens, 1, 1 << 20);
   const topK = intFlag('top-k', argv.topK, -1, 1 << 30);
   const seed = intFlag('seed', argv.seed, 0, Number.MAX_SAFE_INTEGER);
@@ -62,7 +74,7 @@ export async function runGenerate(argv: GenerateArgs, processIo: Io, rawArgs: re
         checkPromptVocabulary(prompts, config.vocabSize, `${argv.model}/config.json`);
       },
     },
-    (rank) => generateOn(argv, rank.io, { backend, registry: env.registry, prompts, maxTokens, topK, seed, initSeed, tp, ...(rank.device !== undefined ? { device: rank.device } : {}) }, rank.primary),
+    (rank) => generateOn(argv, rank.io, { backend, registry: env.registry, prompts, tokenizer, maxTokens, topK, seed, initSeed, tp, ...(rank.device !== undefined ? { device: rank.device } : {}) }, rank.primary),
   );
 }
 
@@ -70,6 +82,7 @@ interface Run {
   readonly backend: Backend;
   readonly registry: ModuleRegistry;
   readonly prompts: SourcedPrompt[];
+  readonly tokenizer: TextTokenizer | null;
   readonly maxTokens: number;
   readonly topK: number;
   readonly seed: number;
@@ -91,7 +104,7 @@ async function generateOn(argv: GenerateArgs, io: Io, run: Run, primary: boolean
   const about = loaded.architecture.describe?.(loaded.config) ?? loaded.architecture.name;
   // Vocabulary check here, where the file and line are known.
   checkPromptVocabulary(prompts, config.vocabSize, `${argv.model}/config.json`);
-  if (!argv.json) io.err(`model ${argv.model}: ${about}, ${WEIGHTS_NOTE[loaded.weights](initSeed)}, ${loaded.ctx.dtype} on ${backend.name}${tp > 1 ? `, tensor parallel over ${tp} GPUs` : ''}\n`);
+  if (!argv.json) io.err(`model ${argv.model}: ${about}, ${WEIGHTS_NOTE[loaded.weights](initSeed)}, ${loaded.ctx.dtype} on ${backend.name}${tp > 1 ? `, tensor parallel over ${tp} GPUs` : ''}${run.tokenizer ? '' : '; no tokenizer.json: token ids in and out'}\n`);
 
   let result: GenerateResult;
   let prompt: Float32Array[] = [];
@@ -153,13 +166,13 @@ async function generateOn(argv: GenerateArgs, io: Io, run: Run, primary: boolean
       model: argv.model, model_type: loaded.modelType, backend: backend.name, dtype: loaded.ctx.dtype, weights: loaded.weights, tp,
       ...(loaded.weights !== 'checkpoint' ? { init_seed: initSeed } : {}),
       sampling: { max_tokens: maxTokens, temperature: argv.temperature, top_k: topK, top_p: argv.topP, seed },
-      outputs: result.outputs.map((o) => ({ prompt_ids: o.promptIds, token_ids: o.tokenIds })),
+      outputs: result.outputs.map((o) => ({ prompt_ids: o.promptIds, token_ids: o.tokenIds, ...(run.tokenizer ? { text: run.tokenizer.decode(o.tokenIds) } : {}) })),
       timing,
       ...(argv.logitsOut ? { logits_out: argv.logitsOut } : {}),
     }, null, 2) + '\n');
     return;
   }
-  result.outputs.forEach((o, i) => io.out(`${i}: ${o.tokenIds.join(',')}\n`));
+  result.outputs.forEach((o, i) => io.out(run.tokenizer ? `${i}: ${JSON.stringify(run.tokenizer.decode(o.tokenIds))} (${o.tokenIds.join(',')})\n` : `${i}: ${o.tokenIds.join(',')}\n`));
   io.err(`${generated} tokens in ${result.steps} steps: prefill ${timing.prefill_ms} ms, decode ${timing.decode_ms} ms${timing.decode_tokens_per_s !== null ? ` (${timing.decode_tokens_per_s} tok/s)` : ''}${argv.logitsOut ? `; logits written to ${argv.logitsOut}` : ''}\n`);
 }
 
@@ -178,6 +191,7 @@ export function generateCommand(io: Io, rawArgs: readonly string[] = process.arg
     builder: (y: Argv) =>
       y
         .option('model', { type: 'string', demandOption: true, describe: 'model folder: config.json and *.safetensors (config.json alone: seeded random weights)' })
+        .option('prompt', { type: 'string', describe: "one prompt as text (encoded with the folder's tokenizer.json)" })
         .option('prompt-ids', { type: 'string', describe: 'one prompt as comma-separated token ids' })
         .option('prompt-file', { type: 'string', describe: 'JSONL, one {"prompt_ids": [...], "max_tokens"?: N} per line' })
         .option('max-tokens', { type: 'number', default: 16, describe: 'tokens to generate per prompt (a line\'s max_tokens overrides)' })
@@ -194,14 +208,16 @@ export function generateCommand(io: Io, rawArgs: readonly string[] = process.arg
         .option('init-seed', { type: 'number', default: 0, describe: 'seed of random weights (no safetensors, or --random-init)' })
         .option('tp', { type: 'number', default: 1, describe: TP_HELP })
         .conflicts('prompt-ids', 'prompt-file')
+        .conflicts('prompt', ['prompt-ids', 'prompt-file'])
         .check((a) => {
           // A UserError, not a plain Error: yargs hands what a check throws to fail(), and main() reports a plain one as internal.
-          if (a['prompt-ids'] === undefined && a['prompt-file'] === undefined) {
-            throw new UserError('no prompt given', { field: '--prompt-ids', fix: 'give one prompt as --prompt-ids 1,2,3, or several as --prompt-file prompts.jsonl (one {"prompt_ids": [...]} per line)' });
+          if (a['prompt-ids'] === undefined && a['prompt-file'] === undefined && a.prompt === undefined) {
+            throw new UserError('no prompt given', { field: '--prompt-ids', fix: 'give one prompt as --prompt "text" (needs tokenizer.json in the folder) or --prompt-ids 1,2,3, or several as --prompt-file prompts.jsonl (one {"prompt_ids": [...]} per line)' });
           }
           return true;
         })
         .example('$0 generate --model ./tiny --prompt-ids 1,2,3 --max-tokens 8', 'greedy continuation of one prompt')
+        .example('$0 generate --model ./llama3-8b --prompt "The capital of France is" --max-tokens 16', 'text in and out (the folder\'s tokenizer.json)')
         .example('$0 generate --model ./llama3-8b-config-only --random-init device --prompt-ids 1,2,3 --max-tokens 64 --json', 'random 8B weights filled on the GPU, timing as JSON')
         .example('$0 generate --model ./llama3-8b --prompt-file prompts.jsonl --temperature 0.7 --top-p 0.9 --seed 1 --json', 'sampled, several prompts, JSON out')
         .example('$0 generate --model ./llama3-8b --prompt-ids 1,2,3 --max-tokens 64 --tp 2 --json', 'tensor parallel over 2 GPUs (each rank reads its slice of every weight); same tokens as --tp 1')
