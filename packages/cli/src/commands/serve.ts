@@ -1,341 +1,21 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { launchEnv } from '@fastkernels/backend-nccl';
-import { UserError, currentTensorParallelGroup, errorMessage, type Backend, type ModuleRegistry } from '@fastkernels/core';
-import { DEFAULT_SAMPLING, LLMEngine, type SamplingParams, type StepOutput } from '@fastkernels/model-zoo';
+import { UserError, currentTensorParallelGroup, type Backend, type ModuleRegistry } from '@fastkernels/core';
+import { LLMEngine, loadTokenizer, type TextTokenizer } from '@fastkernels/model-zoo';
 import type { Argv } from 'yargs';
 import { environment, selectBackend } from '../env.js';
 import { intFlag } from '../flags.js';
 import type { Io } from '../io.js';
-import { ControlReceiver, followControl, openControlChannel, type ControlOp } from '../serve-control.js';
+import { ControlReceiver, followControl, openControlChannel } from '../serve-control.js';
+import type { ServerControl } from '../serve/engine-loop.js';
+import { OpenAIServer, type OpenAIServerOptions } from '../serve/server.js';
 import { TP_HELP, checkTensorParallelRun, runWithTensorParallel, tpFlag } from '../tensor-parallel.js';
 import { engineFlags, engineOptions, modelSource, type EngineArgs } from './e2e.js';
 
-/**
- * An OpenAI-compatible completions server over the engine (vLLM's /v1/completions, token ids in and out: there is
- * no tokenizer, so `prompt` is an array of token ids, or an array of such arrays, and each choice carries
- * `token_ids` with an empty `text`). The engine steps on the event loop between I/O (setImmediate), so requests
- * arriving while others run join the running batch (continuous batching). Streaming is SSE (`stream: true`).
- */
-interface Pending {
-  readonly requestId: number;
-  readonly res: ServerResponse;
-  readonly stream: boolean;
-  readonly id: string;
-  readonly created: number;
-  readonly promptLen: number;
-  readonly index: number;
-  readonly group: Group;
-}
-
-interface Group {
-  remaining: number;
-  readonly choices: { index: number; token_ids: number[]; finish_reason: string }[];
-  promptTokens: number;
-}
-
-const MAX_BODY = 16 << 20;
-
-/**
- * Under `serve --tp N` (rank 0): where each step's control message goes (serve-control.ts's ControlSender). Every
- * engine operation rank 0 makes (add, abort) is queued and sent, in order, before the next step.
- */
-export interface ServerControl {
-  send(m: { ops: readonly ControlOp[]; step: boolean; shutdown: boolean }): Promise<void>;
-}
-
-export interface CompletionServerOptions {
-  /** Tensor parallelism: the control channel to the other ranks (rank 0 only). */
-  readonly control?: ServerControl;
-  /** Under --tp a failed step (or a lost rank) ends the server: called once with the error. */
-  readonly onFatal?: (e: Error) => void;
-}
-
-export class CompletionServer {
-  readonly server: Server;
-  private readonly pending = new Map<number, Pending>();
-  private pumping = false;
-  private seq = 0;
-  /** Set when a step throws: the error every pending request got. */
-  lastError: string | null = null;
-  private readonly control: ServerControl | undefined;
-  /** --tp: the operations since the last control message, in the order they were applied to this engine. */
-  private ops: ControlOp[] = [];
-  /** --tp: a control message is on its way and its step has not run: engine operations wait (see whenOpen). */
-  private gated = false;
-  private readonly deferred: (() => void)[] = [];
-  /** --tp: the step in progress (send + step), awaited by shutdown. */
-  private busy: Promise<void> | null = null;
-  private stopping = false;
-  /** --tp: set when the server failed for good (a step threw, a rank went away). */
-  fatal: string | null = null;
-
-  constructor(
-    readonly engine: LLMEngine,
-    readonly modelName: string,
-    readonly options: CompletionServerOptions = {},
-  ) {
-    this.control = options.control;
-    this.server = createServer((req, res) => void this.handle(req, res));
-  }
-
-  /**
-   * Run an engine operation now, or (--tp, while a control message waits to be flushed before its step) right after
-   * that step: an operation must land between the same two steps on rank 0 as in the message the others apply.
-   */
-  private whenOpen(fn: () => void): void {
-    if (this.gated) this.deferred.push(fn);
-    else fn();
-  }
-
-  /** --tp: stop the server for good (a failed step, a lost rank): pending requests get the error. */
-  fail(e: Error): void {
-    if (this.fatal) return;
-    this.fatal = e.message;
-    this.failPending(e.message);
-    this.options.onFatal?.(e);
-  }
-
-  private failPending(message: string): void {
-    for (const p of this.pending.values()) {
-      if (p.stream) p.res.end(`data: ${JSON.stringify({ error: { message } })}\n\ndata: [DONE]\n\n`);
-      else if (!p.res.headersSent) error(p.res, 500, message);
-    }
-    this.pending.clear();
-  }
-
-  /**
-   * --tp: stop stepping, let the step in progress finish, and send every rank the shutdown (with the operations still
-   * queued), so all leave at the same point. The HTTP server is closed first (open connections are dropped).
-   */
-  async shutdown(): Promise<void> {
-    if (!this.control) return;
-    this.stopping = true;
-    this.server.closeAllConnections();
-    await this.busy;
-    await new Promise((r) => setImmediate(r)); // the dropped connections' cancellations
-    if (this.fatal) return;
-    const ops = this.ops;
-    this.ops = [];
-    await this.control.send({ ops, step: false, shutdown: true });
-  }
-
-  listen(port: number, host = '127.0.0.1'): Promise<AddressInfo> {
-    return new Promise((ok, fail) => {
-      this.server.once('error', fail);
-      this.server.listen(port, host, () => ok(this.server.address() as AddressInfo));
-    });
-  }
-
-  close(): Promise<void> {
-    return new Promise((ok) => this.server.close(() => ok()));
-  }
-
-  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    try {
-      if (req.method === 'GET' && (req.url === '/health' || req.url === '/v1/health')) return json(res, 200, { status: 'ok' });
-      if (req.method === 'GET' && req.url === '/v1/models') return json(res, 200, { object: 'list', data: [{ id: this.modelName, object: 'model', owned_by: 'fastkernels' }] });
-      if (req.method !== 'POST' || req.url !== '/v1/completions') return error(res, 404, `no route ${req.method} ${req.url} (POST /v1/completions, GET /v1/models, GET /health)`);
-      const body = await readBody(req);
-      let parsed: Record<string, unknown>;
-      try {
-        parsed = JSON.parse(body) as Record<string, unknown>;
-      } catch (e) {
-        return error(res, 400, `body is not JSON: ${(e as Error).message}`);
-      }
-      if (this.fatal || this.stopping) return error(res, 503, this.fatal ? `the server failed: ${this.fatal}` : 'the server is shutting down');
-      this.whenOpen(() => {
-        try {
-          this.start(parsed, res);
-        } catch (e) {
-          error(res, 400, errorMessage(e));
-        }
-      });
-    } catch (e) {
-      error(res, 400, errorMessage(e));
-    }
-  }
-
-  private start(b: Record<string, unknown>, res: ServerResponse): void {
-    const prompts = promptsOf(b.prompt);
-    if (b.n !== undefined && b.n !== 1) throw new UserError('only n = 1 is supported');
-    const num = (k: string, d: number) => {
-      const v = b[k];
-      if (v === undefined || v === null) return d;
-      if (typeof v !== 'number' || !Number.isFinite(v)) throw new UserError(`${k} must be a number`);
-      return v;
-    };
-    const params: Partial<SamplingParams> = {
-      maxTokens: num('max_tokens', 16), temperature: num('temperature', 1), topP: num('top_p', 1), topK: num('top_k', 0), seed: num('seed', 0),
-      ignoreEos: b.ignore_eos === true,
-      ...(Array.isArray(b.stop_token_ids) ? { stopTokenIds: (b.stop_token_ids as unknown[]).map(Number) } : {}),
-    };
-    if (params.temperature! < 0) throw new UserError('temperature must be >= 0');
-    const stream = b.stream === true;
-    const id = `cmpl-${++this.seq}`;
-    const created = Math.floor(Date.now() / 1000);
-    const group: Group = { remaining: prompts.length, choices: [], promptTokens: 0 };
-    // validate all before queueing any
-    const ids: number[] = [];
-    try {
-      prompts.forEach((p, index) => {
-        const rid = this.engine.addRequest(p, params);
-        ids.push(rid);
-        if (this.control) this.ops.push({ kind: 'add', requestId: rid, promptIds: p, params: { ...DEFAULT_SAMPLING, ...params } });
-        group.promptTokens += p.length;
-        this.pending.set(rid, { requestId: rid, res, stream, id, created, promptLen: p.length, index, group });
-      });
-    } catch (e) {
-      for (const rid of ids) {
-        this.pending.delete(rid);
-        this.abortRequest(rid);
-      }
-      throw e;
-    }
-    // a client that goes away cancels its requests
-    res.on('close', () => this.whenOpen(() => {
-      for (const rid of ids) if (this.pending.delete(rid)) this.abortRequest(rid);
-    }));
-    if (stream) res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
-    this.schedule();
-  }
-
-  private abortRequest(rid: number): void {
-    this.engine.abortRequest(rid);
-    if (this.control) this.ops.push({ kind: 'abort', requestId: rid });
-  }
-
-  private schedule(): void {
-    if (this.pumping || this.busy || this.stopping || this.fatal) return;
-    this.pumping = true;
-    setImmediate(() => this.pump());
-  }
-
-  private pump(): void {
-    this.pumping = false;
-    if (!this.engine.hasUnfinished || this.stopping || this.fatal) return;
-    if (this.control) {
-      const busy = this.controlledStep(this.control);
-      this.busy = busy;
-      void busy.then(() => {
-        this.busy = null;
-        if (this.engine.hasUnfinished) this.schedule();
-      });
-      return;
-    }
-    this.stepAndDeliver();
-  }
-
-  /**
-   * --tp: send the other ranks this step's message (the operations since the last one, then step), and step once the
-   * bytes are out (never before: a rank that has not read its message would leave this one waiting in a collective).
-   * Operations arriving meanwhile wait for the step (whenOpen). A failed send or step ends the server (fail).
-   */
-  private async controlledStep(control: ServerControl): Promise<void> {
-    this.gated = true;
-    try {
-      const ops = this.ops;
-      this.ops = [];
-      try {
-        await control.send({ ops, step: true, shutdown: false });
-      } catch (e) {
-        this.fail(e instanceof Error ? e : new Error(String(e)));
-        return;
-      }
-      this.stepAndDeliver();
-    } finally {
-      this.gated = false;
-      for (const fn of this.deferred.splice(0)) fn();
-    }
-  }
-
-  /** One engine step; tokens and finished requests go to their clients. */
-  private stepAndDeliver(): void {
-    let out: StepOutput;
-    try {
-      out = this.engine.step();
-    } catch (e) {
-      this.lastError = errorMessage(e);
-      if (this.control) {
-        // the ranks step together: a failed step (a collective error, most likely) ends the tensor-parallel server
-        this.fail(new Error(`a step failed: ${this.lastError}`));
-        return;
-      }
-      this.failPending(this.lastError);
-      this.engine.abort();
-      return;
-    }
-    for (const [rid, token] of out.tokens) {
-      const p = this.pending.get(rid);
-      if (p?.stream) p.res.write(`data: ${JSON.stringify({ id: p.id, object: 'text_completion', created: p.created, model: this.modelName, choices: [{ index: p.index, text: '', token_ids: [token], finish_reason: null, logprobs: null }] })}\n\n`);
-    }
-    for (const f of out.finished) {
-      const p = this.pending.get(f.requestId);
-      if (!p) continue;
-      this.pending.delete(f.requestId);
-      const g = p.group;
-      g.choices.push({ index: p.index, token_ids: f.tokenIds, finish_reason: f.finishReason === 'length' ? 'length' : 'stop' });
-      if (--g.remaining > 0) continue;
-      const completion = g.choices.reduce((a, c) => a + c.token_ids.length, 0);
-      const usage = { prompt_tokens: g.promptTokens, completion_tokens: completion, total_tokens: g.promptTokens + completion };
-      if (p.stream) {
-        p.res.write(`data: ${JSON.stringify({ id: p.id, object: 'text_completion', created: p.created, model: this.modelName, choices: g.choices.map((c) => ({ index: c.index, text: '', token_ids: [], finish_reason: c.finish_reason, logprobs: null })), usage })}\n\n`);
-        p.res.end('data: [DONE]\n\n');
-      } else {
-        json(p.res, 200, {
-          id: p.id, object: 'text_completion', created: p.created, model: this.modelName,
-          choices: g.choices.sort((a, b) => a.index - b.index).map((c) => ({ index: c.index, text: '', token_ids: c.token_ids, logprobs: null, finish_reason: c.finish_reason })),
-          usage,
-        });
-      }
-    }
-    if (!this.control && this.engine.hasUnfinished) this.schedule();
-  }
-}
-
-function promptsOf(p: unknown): number[][] {
-  const isIds = (x: unknown): x is number[] => Array.isArray(x) && x.length > 0 && x.every((v) => Number.isInteger(v) && v >= 0);
-  if (typeof p === 'string' || (Array.isArray(p) && p.some((x) => typeof x === 'string'))) {
-    throw new UserError('prompt must be token ids (this server has no tokenizer): "prompt": [1, 2, 3] or [[1, 2], [3, 4]]');
-  }
-  if (isIds(p)) return [p];
-  if (Array.isArray(p) && p.length > 0 && p.every(isIds)) return p as number[][];
-  throw new UserError('prompt must be a non-empty array of token ids, or an array of such arrays');
-}
-
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((ok, fail) => {
-    const chunks: Buffer[] = [];
-    let n = 0;
-    req.on('data', (c: Buffer) => {
-      n += c.length;
-      if (n > MAX_BODY) {
-        fail(new UserError(`request body over ${MAX_BODY} bytes`));
-        req.destroy();
-        return;
-      }
-      chunks.push(c);
-    });
-    req.on('end', () => ok(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', fail);
-  });
-}
-
-function json(res: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  res.end(text);
-}
-
-function error(res: ServerResponse, status: number, message: string): void {
-  if (res.headersSent) {
-    res.end();
-    return;
-  }
-  json(res, status, { error: { message, type: status === 400 ? 'invalid_request_error' : status === 404 ? 'not_found_error' : 'server_error', code: status } });
-}
+/** The server class (serve/server.ts); the old name stays for callers of `serve --tp`'s rank. */
+export { OpenAIServer as CompletionServer, type ServerControl };
 
 export interface ServeArgs extends EngineArgs {
   model: string;
@@ -343,16 +23,33 @@ export interface ServeArgs extends EngineArgs {
   port: number;
   servedModelName?: string;
   tp?: number;
+  apiKey?: string;
+  maxWaiting?: number;
+  drainTimeout?: number;
+}
+
+/** The server's text side: the folder's tokenizer (or null, ids only) and its end-of-turn id, beside config.json's EOS. */
+function serverOptions(argv: ServeArgs, vocabSize: number, architecture: string, log: (l: string) => void): OpenAIServerOptions & { tokenizer: TextTokenizer | null } {
+  const tokenizer = loadTokenizer(argv.model, vocabSize);
+  if (!tokenizer) log(`no tokenizer.json in ${argv.model}: token ids in and out (/v1/completions with "prompt": [ids]; chat and text prompts answer 400)`);
+  return {
+    tokenizer, architecture, log,
+    eosIds: tokenizer?.eosTokenId !== undefined ? [tokenizer.eosTokenId] : [],
+    ...(argv.apiKey ? { apiKey: argv.apiKey } : {}),
+    maxWaiting: intFlag('max-waiting', argv.maxWaiting ?? 1024, 0, 1 << 24),
+  };
 }
 
 /** Load the model (this rank's shard under --tp) and build the engine, with the model's EOS id(s) from config.json. */
-function buildEngine(argv: ServeArgs, backend: Backend, registry: ModuleRegistry, log: (l: string) => void, tp: { world: number; device?: number } = { world: 1 }): { engine: LLMEngine; name: string; dispose(): void } {
+function buildEngine(argv: ServeArgs, backend: Backend, registry: ModuleRegistry, log: (l: string) => void, tp: { world: number; device?: number } = { world: 1 }): { engine: LLMEngine; name: string; architecture: string; dispose(): void } {
   const src = modelSource(argv.model, backend, argv, tp);
   const loaded = src.load(registry);
   let eos: number | number[] | undefined;
+  let architecture = 'unknown';
   try {
-    const raw = JSON.parse(readFileSync(resolve(argv.model, 'config.json'), 'utf8')) as { eos_token_id?: number | number[] };
+    const raw = JSON.parse(readFileSync(resolve(argv.model, 'config.json'), 'utf8')) as { eos_token_id?: number | number[]; architectures?: string[] };
     eos = raw.eos_token_id;
+    architecture = raw.architectures?.[0] ?? architecture;
   } catch {
     eos = undefined;
   }
@@ -364,7 +61,7 @@ function buildEngine(argv: ServeArgs, backend: Backend, registry: ModuleRegistry
     throw e;
   }
   return {
-    engine, name: src.name,
+    engine, name: src.name, architecture,
     dispose: () => {
       engine.dispose();
       loaded.dispose();
@@ -372,7 +69,7 @@ function buildEngine(argv: ServeArgs, backend: Backend, registry: ModuleRegistry
   };
 }
 
-async function listenOrExplain(server: CompletionServer, port: number, host: string): Promise<AddressInfo> {
+async function listenOrExplain(server: OpenAIServer, port: number, host: string): Promise<AddressInfo> {
   try {
     return await server.listen(port, host);
   } catch (e) {
@@ -381,23 +78,25 @@ async function listenOrExplain(server: CompletionServer, port: number, host: str
 }
 
 /** Start the server; resolves with it (the CLI then waits for SIGINT/SIGTERM to close it). */
-export async function startServe(argv: ServeArgs, io: Io): Promise<{ server: CompletionServer; address: AddressInfo; stop(): Promise<void> }> {
+export async function startServe(argv: ServeArgs, io: Io): Promise<{ server: OpenAIServer; address: AddressInfo; stop(): Promise<void>; drain(timeoutMs: number): Promise<boolean> }> {
   const port = intFlag('port', argv.port, 0, 65535);
   const env = environment();
   const backend = selectBackend(env, argv.backend);
   const log = (l: string) => io.err(`${l}\n`);
   const built = buildEngine(argv, backend, env.registry, log);
-  const server = new CompletionServer(built.engine, argv.servedModelName ?? built.name);
+  let server: OpenAIServer;
   let address: AddressInfo;
   try {
+    server = new OpenAIServer(built.engine, argv.servedModelName ?? built.name, serverOptions(argv, built.engine.geometry.vocabSize, built.architecture, log));
     address = await listenOrExplain(server, port, argv.host);
   } catch (e) {
     built.dispose();
     throw e;
   }
-  log(`serving ${server.modelName} on http://${address.address}:${address.port}/v1/completions (token ids in and out)`);
+  log(`serving ${server.modelName} on http://${address.address}:${address.port}/v1 (completions${server.options.tokenizer ? ', chat' : ', token ids only'}; /metrics, /health)`);
   return {
     server, address,
+    drain: (ms) => server.drain(ms),
     stop: async () => {
       await server.close();
       built.dispose();
@@ -418,8 +117,12 @@ export interface ServeRankOptions {
   readonly log: (line: string) => void;
   /** Rank 0: settles when the server should stop (SIGINT/SIGTERM in the CLI). */
   readonly stop: Promise<void>;
+  /** Rank 0: after `stop`, how long requests in flight may take to finish (default 0: dropped). */
+  readonly drainTimeoutMs?: number;
   /** Rank 0: the server is up. */
-  readonly onListening?: (address: AddressInfo, server: CompletionServer) => void;
+  readonly onListening?: (address: AddressInfo, server: OpenAIServer) => void;
+  /** Rank 0: the server's text side and limits (serve's flags); none: token ids only. */
+  readonly server?: OpenAIServerOptions;
 }
 
 /**
@@ -441,7 +144,7 @@ export async function runServeRank(engine: LLMEngine, o: ServeRankOptions): Prom
   let fatal!: (e: Error) => void;
   const failed = new Promise<never>((_, reject) => (fatal = reject));
   failed.catch(() => {});
-  const server = new CompletionServer(engine, o.modelName, { control: channel, onFatal: (e) => fatal(e) });
+  const server = new OpenAIServer(engine, o.modelName, { ...o.server, control: channel, onFatal: (e) => fatal(e), log: o.log });
   channel.onPeerLost = (why) => server.fail(new Error(why));
   let address: AddressInfo;
   try {
@@ -451,7 +154,7 @@ export async function runServeRank(engine: LLMEngine, o: ServeRankOptions): Prom
     channel.close();
     throw e;
   }
-  o.log(`serving ${o.modelName} on http://${address.address}:${address.port}/v1/completions (token ids in and out; tensor parallel over ${o.world} GPUs, rank 0 serves)`);
+  o.log(`serving ${o.modelName} on http://${address.address}:${address.port}/v1 (tensor parallel over ${o.world} GPUs, rank 0 serves)`);
   o.onListening?.(address, server);
   try {
     await Promise.race([o.stop, failed]);
@@ -461,6 +164,7 @@ export async function runServeRank(engine: LLMEngine, o: ServeRankOptions): Prom
     channel.close();
     throw new Error(`serve --tp ${o.world}: ${(e as Error).message}`);
   }
+  await server.drain(o.drainTimeoutMs ?? 0);
   await server.shutdown();
   await server.close();
   channel.close();
@@ -469,7 +173,7 @@ export async function runServeRank(engine: LLMEngine, o: ServeRankOptions): Prom
 export function serveCommand(io: Io, rawArgs: readonly string[] = process.argv.slice(2)) {
   return {
     command: 'serve',
-    describe: 'An OpenAI-compatible /v1/completions server (token ids in and out) on the engine',
+    describe: 'An OpenAI-compatible server on the engine: /v1/completions, /v1/chat/completions (needs tokenizer.json), /v1/models, /health, /metrics',
     builder: (y: Argv) =>
       engineFlags(y)
         .option('model', { type: 'string', demandOption: true, describe: 'model folder: config.json (+ safetensors)' })
@@ -477,8 +181,17 @@ export function serveCommand(io: Io, rawArgs: readonly string[] = process.argv.s
         .option('port', { type: 'number', default: 8000, describe: '0 = any free port' })
         .option('served-model-name', { type: 'string', describe: 'the model id in responses [default: the folder name]' })
         .option('tp', { type: 'number', default: 1, describe: `${TP_HELP}. Rank 0 serves HTTP and sends every rank each step's new and cancelled requests before the step (a local socket; idle ranks wait there, not in NCCL)` })
-        .example('$0 serve --model ./llama3-8b --port 8000', 'then: curl -s localhost:8000/v1/completions -d \'{"prompt": [1, 2, 3], "max_tokens": 16}\'')
-        .example('$0 serve --model ./llama3-8b --tp 2', 'the same server, the model split over 2 GPUs'),
+        .option('api-key', { type: 'string', describe: 'require "Authorization: Bearer KEY" on every /v1 route (/health and /metrics stay open)' })
+        .option('max-waiting', { type: 'number', default: 1024, describe: 'requests that may wait for the running batch; beyond it new requests get 429' })
+        .option('drain-timeout', { type: 'number', default: 30, describe: 'seconds SIGTERM waits for requests in flight before stopping (new ones get 503 meanwhile); SIGINT stops at once' })
+        .example('$0 serve --model ./llama3-8b --port 8000', 'then: curl -s localhost:8000/v1/completions -d \'{"prompt": "Hello", "max_tokens": 16}\'')
+        .example('$0 serve --model ./llama3-8b --api-key secret', 'then: curl -s localhost:8000/v1/chat/completions -H "Authorization: Bearer secret" -d \'{"messages": [{"role": "user", "content": "Hi"}]}\'')
+        .example('$0 serve --model ./llama3-8b --tp 2', 'the same server, the model split over 2 GPUs')
+        .epilog(
+          'Sampling defaults are OpenAI\'s: temperature 1 (generate\'s --temperature defaults to 0, greedy), top_p 1, max_tokens 16;\n' +
+            'send "temperature": 0 for greedy answers. Without "seed" each request draws a random seed. A folder without\n' +
+            'tokenizer.json serves token ids only ("prompt": [1, 2, 3]; each choice carries token_ids). logprobs are not supported yet.',
+        ),
     handler: (argv: ServeArgs) => runServe(argv, io, rawArgs),
   };
 }
@@ -487,12 +200,16 @@ export async function runServe(argv: ServeArgs, io: Io, rawArgs: readonly string
   const tp = tpFlag(argv.tp);
   const port = intFlag('port', argv.port, 0, 65535);
   if (tp === 1) {
+    const drainMs = intFlag('drain-timeout', argv.drainTimeout ?? 30, 0, 86_400) * 1000;
     const s = await startServe(argv, io);
-    await new Promise<void>((ok) => {
-      const done = () => ok();
-      process.once('SIGINT', done);
-      process.once('SIGTERM', done);
+    const signal = await new Promise<NodeJS.Signals>((ok) => {
+      process.once('SIGINT', () => ok('SIGINT'));
+      process.once('SIGTERM', () => ok('SIGTERM'));
     });
+    if (signal === 'SIGTERM') {
+      io.err(`SIGTERM: draining (${s.server.loop.inFlight} requests in flight, up to ${drainMs / 1000} s; new requests get 503)\n`);
+      if (!(await s.drain(drainMs))) io.err('drain timed out: stopping with requests still in flight\n');
+    }
     await s.stop();
     return;
   }
@@ -502,6 +219,7 @@ export async function runServe(argv: ServeArgs, io: Io, rawArgs: readonly string
   const env = environment();
   const backend = selectBackend(env, argv.backend);
   engineOptions(argv, () => {}); // the engine flags, checked before any rank starts
+  const drainTimeoutMs = intFlag('drain-timeout', argv.drainTimeout ?? 30, 0, 86_400) * 1000;
   await runWithTensorParallel(
     {
       tp, io, rawArgs,
@@ -526,7 +244,8 @@ export async function runServe(argv: ServeArgs, io: Io, rawArgs: readonly string
         await runServeRank(built.engine, {
           rank: rank.rank, world: rank.world, token: launchEnv()?.token ?? '',
           exchangePort: (p) => group.agree([p], 'max', on)[0]!,
-          modelName: argv.servedModelName ?? built.name, host: argv.host, port, log, stop,
+          modelName: argv.servedModelName ?? built.name, host: argv.host, port, log, stop, drainTimeoutMs,
+          ...(rank.rank === 0 ? { server: serverOptions(argv, built.engine.geometry.vocabSize, built.architecture, log) } : {}),
         });
       } finally {
         for (const s of signals) process.off(s, onSignal);
