@@ -6,6 +6,7 @@
  */
 import { Tensor, hasOp, normDim, reductionDims, type OpCall, type OpKernelTable, type OpSupports } from '@fastkernels/core';
 import type { CudaRuntime } from '../runtime.js';
+import { registerAttentionKernels } from './attention/register.js';
 import { isGenDType } from './ctypes.js';
 import { registerElementwiseKernels } from './elementwise-kernels.js';
 import { GenKernelCache } from './gen-cache.js';
@@ -94,5 +95,6 @@ export function registerGeneratedKernels(table: OpKernelTable, runtime: () => Cu
       normSupports,
     );
   }
+  registerAttentionKernels(table, g.cache); // scaled_dot_product_attention (attention/)
   return g;
 }

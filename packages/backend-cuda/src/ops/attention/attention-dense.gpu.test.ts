@@ -1,0 +1,103 @@
+/**
+ * scaled_dot_product_attention on the dense tensor-core kernel (kernels/attention_dense.cu) vs the float64 CPU backend,
+ * through the op registry (CUDA must take its kernel): random shapes (batch, GQA head counts, L != S, one-warp short
+ * queries) at head dims 32 to 256, bf16 and f16; causal (top-left) or not; a boolean mask and an additive bias broadcast
+ * over batch / heads, with rows whose every key is masked (zeros, the CPU kernel's convention); [B, L, H, D] inputs
+ * permuted to [B, H, L, D]; Dv != D; S = 0. Design §4's tolerances (ops-helpers.checkOp).
+ */
+import { Rng, Tensor, callOp1, opRoute, type DType } from '@fastkernels/core';
+import { describe, expect, it } from 'vitest';
+import { G, gpu, poison, releasing, toGpu } from '../../../test/spine-helpers.js';
+import { checkOp, cpu, rand } from '../../../test/ops-helpers.js';
+
+/** The gpu tag, and time for NVRTC (each head dim / plan / mask kind is a fresh kernel on a first run). */
+const GT = { ...G, timeout: 300_000 };
+const SDPA = 'scaled_dot_product_attention';
+const DTYPES: DType[] = ['bf16', 'f16'];
+const HEAD_DIMS = [32, 64, 80, 96, 128, 192, 256];
+
+/** A boolean mask of `shape`, true with probability `p`; rows listed in `deadRows` (of the last-but-one dim) all false. */
+function boolMask(shape: number[], seed: number, p = 0.7, deadRows: number[] = []): Tensor {
+  const rng = new Rng(seed);
+  const [L, S] = shape.slice(-2) as [number, number];
+  const n = shape.reduce((a, b) => a * b, 1);
+  const d = Array.from({ length: n }, (_, i) => (deadRows.includes(Math.floor(i / S) % L) ? 0 : rng.uniform() < p ? 1 : 0));
+  return Tensor.fromArray(cpu(), d, shape, 'bool');
+}
+
+/** An additive bias N(0, 1) of `shape` with -inf at probability p; rows in `deadRows` all -inf. */
+function bias(shape: number[], dtype: DType, seed: number, p = 0.2, deadRows: number[] = []): Tensor {
+  const rng = new Rng(seed);
+  const [L, S] = shape.slice(-2) as [number, number];
+  const n = shape.reduce((a, b) => a * b, 1);
+  const d = Array.from({ length: n }, (_, i) => (deadRows.includes(Math.floor(i / S) % L) || rng.uniform() < p ? -Infinity : rng.normal()));
+  return Tensor.fromArray(cpu(), d, shape, dtype);
+}
+
+const permuted = (t: Tensor) => t.permute(0, 2, 1, 3);
+
+describe('dense SDPA vs the float64 CPU backend', () => {
+  for (const D of HEAD_DIMS) {
+    for (const dtype of DTYPES) {
+      it(`D ${D} ${dtype}: random shapes, GQA, causal, bool mask, additive bias, permuted views`, GT, () => {
+        const rng = new Rng(D * 7 + (dtype === 'f16' ? 1 : 0));
+        let seed = D * 1000;
+        for (let round = 0; round < 3; round++) {
+          const B = rng.int(1, 3);
+          const Hkv = rng.int(1, 3);
+          const Hq = Hkv * rng.int(1, 4);
+          const L = round === 2 ? rng.int(1, 17) : rng.int(17, 150); // round 2: the one-warp plan
+          const S = rng.int(1, 150);
+          const gqa = Hq !== Hkv;
+          const q = () => rand([B, Hq, L, D], dtype, seed++);
+          const kv = () => rand([B, Hkv, S, D], dtype, seed++);
+          const tag = `D ${D} ${dtype} B ${B} Hq ${Hq} Hkv ${Hkv} L ${L} S ${S}`;
+          checkOp(`${tag} plain`, { op: SDPA, inputs: [q(), kv(), kv(), null], attrs: { enable_gqa: gqa } });
+          checkOp(`${tag} causal`, { op: SDPA, inputs: [q(), kv(), kv(), null], attrs: { enable_gqa: gqa, is_causal: true } });
+          checkOp(`${tag} bool mask [L, S], a dead row`, {
+            op: SDPA, inputs: [q(), kv(), kv(), boolMask([L, S], seed++, 0.7, [L - 1])], attrs: { enable_gqa: gqa },
+          });
+          checkOp(`${tag} f32 bias [B, 1, L, S] with -inf, a dead row`, {
+            op: SDPA, inputs: [q(), kv(), kv(), bias([B, 1, L, S], 'f32', seed++, 0.2, [0])], attrs: { enable_gqa: gqa, scale: 0.3 },
+          });
+          checkOp(`${tag} ${dtype} bias [Hq, L, S]`, { op: SDPA, inputs: [q(), kv(), kv(), bias([Hq, L, S], dtype, seed++, 0.05)], attrs: { enable_gqa: gqa } });
+          // [B, L, H, D] storage permuted to [B, H, L, D] (a fused-projection layout), causal
+          checkOp(`${tag} permuted [B, L, H, D] views, causal`, {
+            op: SDPA,
+            inputs: [rand([B, L, Hq, D], dtype, seed++), rand([B, S, Hkv, D], dtype, seed++), rand([B, S, Hkv, D], dtype, seed++), null],
+            views: [permuted, permuted, permuted],
+            attrs: { enable_gqa: gqa, is_causal: true },
+          });
+        }
+      });
+    }
+  }
+
+  it('Dv != D, rank-3 inputs, keys shared by every head (broadcast), L > S causal, a transposed bool mask', GT, () => {
+    for (const dtype of DTYPES) {
+      checkOp(`${dtype} D 64 Dv 128`, { op: SDPA, inputs: [rand([2, 3, 40, 64], dtype, 1), rand([2, 3, 50, 64], dtype, 2), rand([2, 3, 50, 128], dtype, 3), null] });
+      checkOp(`${dtype} D 256 Dv 32, one warp`, { op: SDPA, inputs: [rand([2, 5, 256], dtype, 4), rand([2, 70, 256], dtype, 5), rand([2, 70, 32], dtype, 6), null] });
+      checkOp(`${dtype} k / v [1, 1, S, D] broadcast to [B, H]`, { op: SDPA, inputs: [rand([2, 4, 33, 128], dtype, 7), rand([1, 1, 45, 128], dtype, 8), rand([1, 1, 45, 128], dtype, 9), null] });
+      checkOp(`${dtype} causal L 130 > S 40`, { op: SDPA, inputs: [rand([1, 2, 130, 80], dtype, 10), rand([1, 2, 40, 80], dtype, 11), rand([1, 2, 40, 80], dtype, 12), null], attrs: { is_causal: true } });
+      checkOp(`${dtype} bool mask given as [S, L] transposed`, {
+        op: SDPA, inputs: [rand([2, 2, 30, 64], dtype, 13), rand([2, 2, 60, 64], dtype, 14), rand([2, 2, 60, 64], dtype, 15), boolMask([60, 30], 16)],
+        views: [undefined, undefined, undefined, (t) => t.transpose(0, 1)],
+      });
+      checkOp(`${dtype} rows sliced out of a wider tensor (unaligned: copied)`, {
+        op: SDPA, inputs: [rand([2, 2, 30, 72], dtype, 17), rand([2, 2, 20, 64], dtype, 18), rand([2, 2, 20, 64], dtype, 19), null],
+        views: [(t) => t.narrow(3, 4, 64)],
+      });
+    }
+  });
+
+  it('S = 0: every row sees no key, the output is zeros (written, not left: the freed blocks are poisoned first)', G, () => {
+    releasing((keep) => {
+      const q = keep(toGpu(rand([1, 2, 5, 64], 'bf16', 1)));
+      const k = keep(Tensor.empty(gpu(), [1, 2, 0, 64], 'bf16'));
+      expect(opRoute(SDPA, [q, k, k, null])).toEqual({ via: 'kernel' });
+      poison((2 * 5 * 64) / 2); // f32 elements of the bf16 output's bytes
+      const y = keep(callOp1(SDPA, [q, k, k, null]));
+      expect(Array.from(y.toFloat64Array()).every((x) => x === 0)).toBe(true);
+    });
+  });
+});
