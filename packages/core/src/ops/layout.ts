@@ -785,6 +785,25 @@ function shuffleInfer(op: 'pixel_shuffle' | 'pixel_unshuffle', s: Shape, r: numb
   return [...lead, c * r * r, h / r, w / r];
 }
 
+/**
+ * pixel_shuffle / pixel_unshuffle as a reshape to `split` (the factor r made its own dims), a permute by `perm` over
+ * those dims and a reshape to the output: the same on every backend. The result never aliases the input.
+ */
+function shuffleViaPermute(call: OpCall<any>, split: (c: number, h: number, w: number, r: number) => number[], perm: readonly number[], r: number): Tensor[] {
+  const x = X(call);
+  const lead = x.shape.slice(0, -3);
+  const [c, h, w] = x.shape.slice(-3) as [number, number, number];
+  const n = lead.length;
+  const v = callOp1('reshape', [x], { shape: [...lead, ...split(c, h, w, r)] });
+  const p = v.permute([...lead.keys(), ...perm.map((d) => n + d)]);
+  const out = callOp1('reshape', [p], { shape: call.outputs[0]!.shape });
+  const owned = out.storage === x.storage ? callOp1('to', [out], { dtype: out.dtype }) : out;
+  v.dispose();
+  p.dispose();
+  if (owned !== out) out.dispose();
+  return [owned];
+}
+
 defineOp({
   name: 'pixel_shuffle',
   group: 'layout',
@@ -792,22 +811,8 @@ defineOp({
   inputs: [{ name: 'input' }],
   attrs: z.object({ upscale_factor: z.number().int() }).strict(),
   infer: ([x], a) => [meta(shuffleInfer('pixel_shuffle', T(x).shape, a.upscale_factor), T(x).dtype)],
-  // a reshape, a permute and a copy: the same on every backend
-  decompose: (call) => {
-    const x = X(call);
-    const r = call.attrs.upscale_factor;
-    const lead = x.shape.slice(0, -3);
-    const [c, h, w] = x.shape.slice(-3) as [number, number, number];
-    const n = lead.length;
-    const v = callOp1('reshape', [x], { shape: [...lead, c / (r * r), r, r, h, w] });
-    const p = v.permute([...lead.keys(), n, n + 3, n + 1, n + 4, n + 2]);
-    const out = callOp1('reshape', [p], { shape: call.outputs[0]!.shape });
-    const owned = out.storage === x.storage ? callOp1('to', [out], { dtype: out.dtype }) : out; // never alias the input
-    v.dispose();
-    p.dispose();
-    if (owned !== out) out.dispose();
-    return [owned];
-  },
+  // [c, r, r, h, w] -> [c, h, r, w, r]
+  decompose: (call) => shuffleViaPermute(call, (c, h, w, r) => [c / (r * r), r, r, h, w], [0, 3, 1, 4, 2], call.attrs.upscale_factor),
 });
 
 defineOp({
@@ -817,21 +822,8 @@ defineOp({
   inputs: [{ name: 'input' }],
   attrs: z.object({ downscale_factor: z.number().int() }).strict(),
   infer: ([x], a) => [meta(shuffleInfer('pixel_unshuffle', T(x).shape, a.downscale_factor), T(x).dtype)],
-  decompose: (call) => {
-    const x = X(call);
-    const r = call.attrs.downscale_factor;
-    const lead = x.shape.slice(0, -3);
-    const [c, h, w] = x.shape.slice(-3) as [number, number, number];
-    const n = lead.length;
-    const v = callOp1('reshape', [x], { shape: [...lead, c, h / r, r, w / r, r] });
-    const p = v.permute([...lead.keys(), n, n + 2, n + 4, n + 1, n + 3]);
-    const out = callOp1('reshape', [p], { shape: call.outputs[0]!.shape });
-    const owned = out.storage === x.storage ? callOp1('to', [out], { dtype: out.dtype }) : out; // never alias the input
-    v.dispose();
-    p.dispose();
-    if (owned !== out) out.dispose();
-    return [owned];
-  },
+  // [c, h, r, w, r] -> [c, r, r, h, w]
+  decompose: (call) => shuffleViaPermute(call, (c, h, w, r) => [c, h / r, r, w / r, r], [0, 2, 4, 1, 3], call.attrs.downscale_factor),
 });
 
 // --- front ends ------------------------------------------------------------------------------
