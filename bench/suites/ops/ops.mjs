@@ -6,7 +6,9 @@
 // device events: warm-up, then >= 50 calls each after an L2 flush (a memset of 2x L2), the median. Beside it, in the
 // same process and timed the same way, a device copy of the case's byte count (half read, half written): the floor a
 // memory-bound op can reach at that size. ops_torch.py times PyTorch eager and torch.compile on the same cases; run.sh
-// merges both into ops.json with the table and the targets last.
+// merges both into ops.json with the table and the targets last. The matmul cases (bmm / baddbmm on cuBLASLt, group
+// 'bmm') also carry their FLOPs: their floor is max(the same-size copy, FLOPs / the bf16 matrix rate measured here on an
+// 8192^3 GEMM through the same path).
 // Bundled by tools/gpu-host-bundle.mjs into bench/suites/ops/ops.mjs; on the GPU host:
 //   dist/gpu-host/bench/run ops [--quick] [--only substring]
 //   dist/gpu-host/run-node bench/suites/ops/ops.mjs --json ops_ours.json [--quick] [--only substring]
@@ -125,6 +127,24 @@ add({ name: 'softmax-logits-256x128256-bf16', group: 'softmax', op: 'softmax', a
 add({ name: 'softmax-attn-bge-128x512x512-bf16', group: 'softmax', op: 'softmax', attrs: { dim: -1 }, inputs: [{ shape: [128 * 512, 512], dtype: 'bf16', scale: 3 }], out: { shape: [128 * 512, 512], dtype: 'bf16' } });
 add({ name: 'log_softmax-logits-256x128256-bf16', group: 'softmax', op: 'log_softmax', attrs: { dim: -1 }, inputs: [{ shape: [256, 128256], dtype: 'bf16', scale: 3 }], out: { shape: [256, 128256], dtype: 'bf16' } });
 add({ name: 'softmax-logits-256x128256-bf16-to-f32', group: 'softmax', op: 'softmax', attrs: { dim: -1, dtype: 'f32' }, inputs: [{ shape: [256, 128256], dtype: 'bf16', scale: 3 }], out: { shape: [256, 128256], dtype: 'f32' } });
+// bmm / baddbmm (issue 26's >= 0.97x torch target). An input's `view` is taken after it is made at its stored shape
+// (ops_torch.py does the same): FLUX's q @ k^T reads k [24, 4096, 128] transposed; vLLM's MLA absorbed bmm reads
+// x [T, 128 heads, 512] as [128, T, 512] (transpose(0, 1)); diffusers' get_attention_scores is baddbmm(empty, q, k^T,
+// beta=0, alpha=scale), beta=1 with a mask row; OpenFold3's triangle attention adds a pair bias shared over the batch.
+const mmCase = (name, op, attrs, inputs, out, B, M, K, N) => add({ name, group: 'bmm', op, attrs, inputs, out, flops: 2 * B * M * N * K });
+const kT = { transpose: [1, 2] };
+const heads = { transpose: [0, 1] };
+mmCase('bmm-flux-scores-24x4096x128x4096-bf16', 'bmm', {}, [{ shape: [24, 4096, 128], dtype: 'bf16' }, { shape: [24, 128, 4096], dtype: 'bf16' }], { shape: [24, 4096, 4096], dtype: 'bf16' }, 24, 4096, 128, 4096);
+mmCase('bmm-flux-q@kT-24x4096x128x4096-bf16', 'bmm', {}, [{ shape: [24, 4096, 128], dtype: 'bf16' }, { shape: [24, 4096, 128], dtype: 'bf16', view: kT }], { shape: [24, 4096, 4096], dtype: 'bf16' }, 24, 4096, 128, 4096);
+mmCase('bmm-flux-probs@v-24x4096x4096x128-bf16', 'bmm', {}, [{ shape: [24, 4096, 4096], dtype: 'bf16' }, { shape: [24, 4096, 128], dtype: 'bf16' }], { shape: [24, 4096, 128], dtype: 'bf16' }, 24, 4096, 4096, 128);
+mmCase('baddbmm-flux-beta0-24x4096x128x4096-bf16', 'baddbmm', { beta: 0, alpha: 128 ** -0.5 }, [{ shape: [24, 4096, 4096], dtype: 'bf16' }, { shape: [24, 4096, 128], dtype: 'bf16' }, { shape: [24, 4096, 128], dtype: 'bf16', view: kT }], { shape: [24, 4096, 4096], dtype: 'bf16' }, 24, 4096, 128, 4096);
+mmCase('baddbmm-flux-mask-row-24x4096x128x4096-bf16', 'baddbmm', { beta: 1, alpha: 128 ** -0.5 }, [{ shape: [24, 1, 4096], dtype: 'bf16' }, { shape: [24, 4096, 128], dtype: 'bf16' }, { shape: [24, 4096, 128], dtype: 'bf16', view: kT }], { shape: [24, 4096, 4096], dtype: 'bf16' }, 24, 4096, 128, 4096);
+mmCase('bmm-of3-tri-1024x256x32x256-bf16', 'bmm', {}, [{ shape: [1024, 256, 32], dtype: 'bf16' }, { shape: [1024, 32, 256], dtype: 'bf16' }], { shape: [1024, 256, 256], dtype: 'bf16' }, 1024, 256, 32, 256);
+mmCase('baddbmm-of3-tri-bias-1024x256x32x256-bf16', 'baddbmm', { beta: 1, alpha: 32 ** -0.5 }, [{ shape: [1, 256, 256], dtype: 'bf16' }, { shape: [1024, 256, 32], dtype: 'bf16' }, { shape: [1024, 256, 32], dtype: 'bf16', view: kT }], { shape: [1024, 256, 256], dtype: 'bf16' }, 1024, 256, 32, 256);
+mmCase('bmm-mla-uk-128x1024x128x512-bf16', 'bmm', {}, [{ shape: [1024, 128, 128], dtype: 'bf16', view: heads }, { shape: [128, 128, 512], dtype: 'bf16' }], { shape: [128, 1024, 512], dtype: 'bf16' }, 128, 1024, 128, 512);
+mmCase('bmm-mla-uv-128x1024x512x128-bf16', 'bmm', {}, [{ shape: [1024, 128, 512], dtype: 'bf16', view: heads }, { shape: [128, 512, 128], dtype: 'bf16' }], { shape: [128, 1024, 128], dtype: 'bf16' }, 128, 1024, 512, 128);
+mmCase('bmm-mla-uv-decode-128x64x512x128-bf16', 'bmm', {}, [{ shape: [64, 128, 512], dtype: 'bf16', view: heads }, { shape: [128, 512, 128], dtype: 'bf16' }], { shape: [128, 64, 128], dtype: 'bf16' }, 128, 64, 512, 128);
+if (!quick) mmCase('bmm-of3-tri-1024x256x32x256-f32', 'bmm', {}, [{ shape: [1024, 256, 32], dtype: 'f32' }, { shape: [1024, 32, 256], dtype: 'f32' }], { shape: [1024, 256, 256], dtype: 'f32' }, 1024, 256, 32, 256);
 add({ name: 'sum-last-dim-8192x8192-bf16', group: 'reduction', op: 'sum', attrs: { dim: -1 }, inputs: [{ shape: EW, dtype: 'bf16' }], out: { shape: [EW[0]], dtype: 'bf16' } });
 add({ name: 'mean-dim0-8192x8192-bf16', group: 'reduction', op: 'mean', attrs: { dim: 0 }, inputs: [{ shape: EW, dtype: 'bf16' }], out: { shape: [EW[1]], dtype: 'bf16' } });
 
@@ -132,6 +152,18 @@ copies.clear();
 const copyAll = sameSizeCopyMs(2 * 2 ** 30); // a 2 GiB copy: the device's copy bandwidth, for reference
 const copyGBps = (2 * 2 ** 30) / (copyAll / 1e3) / 1e9;
 console.log(`copy ${copyGBps.toFixed(0)} GB/s (2 GiB D2D, read + write, timed like the cases); ${ITERS} timed calls a case after an L2 flush of ${(flushBytes / 2 ** 20).toFixed(0)} MiB`);
+
+// the bf16 matrix rate: an 8192^3 GEMM through the registry's matmul (cuBLASLt), timed like the cases
+const MR = 8192;
+const matrixTflops = (() => {
+  const [x, y] = [randn([MR, MR], 'bf16', 1), randn([MR, MR], 'bf16', 2)];
+  const mm = prepareOp('matmul');
+  const ms = timeMs(() => mm([x, y]).forEach((t) => t.dispose()));
+  x.dispose();
+  y.dispose();
+  return (2 * MR ** 3) / (ms / 1e3) / 1e12;
+})();
+console.log(`matrix rate ${matrixTflops.toFixed(0)} TFLOP/s (bf16 ${MR}^3 through matmul, timed like the cases)`);
 
 const results = [];
 for (const c of cases) {
@@ -141,6 +173,11 @@ for (const c of cases) {
   const inputs = c.inputs.map((x, i) => {
     if (!x) return null;
     const t = randn(x.shape, x.dtype, i + 1);
+    if (x.view) {
+      const v = t.transpose(...x.view.transpose);
+      t.dispose();
+      return v;
+    }
     if (x.scale && x.scale !== 1) {
       const s = prepareOp('mul')([t, x.scale])[0];
       t.dispose();
@@ -157,9 +194,17 @@ for (const c of cases) {
     row.copyMs = sameSizeCopyMs(bytes);
     row.fracCopy = row.copyMs / row.ms;
     row.gbps = bytes / (row.ms / 1e3) / 1e9;
+    if (c.flops) {
+      row.flops = c.flops;
+      row.tflops = c.flops / (row.ms / 1e3) / 1e12;
+      row.matrixMs = (c.flops / (matrixTflops * 1e12)) * 1e3;
+      row.floorMs = Math.max(row.copyMs, row.matrixMs);
+      row.fracFloor = row.floorMs / row.ms;
+    }
     row.kernelsCompiled = backend.generatedOps.cache.size;
     row.status = 'ok';
     console.log(`${c.name.padEnd(44)} ${(row.ms * 1e3).toFixed(1).padStart(9)} us  ${(bytes / 1e6).toFixed(0).padStart(5)} MB  ${row.gbps.toFixed(0).padStart(5)} GB/s  copy ${(row.copyMs * 1e3).toFixed(1).padStart(8)} us = ${(row.fracCopy * 100).toFixed(0).padStart(3)}%`);
+    if (c.flops) console.log(`${''.padEnd(44)} ${row.tflops.toFixed(0).padStart(9)} TFLOP/s  floor ${(row.floorMs * 1e3).toFixed(1)} us (${row.matrixMs > row.copyMs ? 'matrix' : 'copy'}) = ${(row.fracFloor * 100).toFixed(0)}%`);
   } catch (e) {
     row.status = 'error';
     row.detail = (e instanceof Error ? e.message : String(e)).split('\n').slice(0, 3).join(' | ');
@@ -174,7 +219,7 @@ const result = {
   tool: 'fastkernels',
   versions: backend.versions(),
   device: backend.devices()[0],
-  ceilings: { copyGBps, copyBytes: 2 * 2 ** 30, l2FlushBytes: flushBytes },
+  ceilings: { copyGBps, copyBytes: 2 * 2 ** 30, l2FlushBytes: flushBytes, matrixTflops, matrixShape: [MR, MR, MR] },
   iters: ITERS,
   settings: launchSettings(backend),
   seconds: (performance.now() - t0) / 1e3,

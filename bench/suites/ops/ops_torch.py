@@ -53,7 +53,10 @@ def tensor(spec):
     t = torch.randn(*spec["shape"], device=dev, dtype=torch.float32)
     if spec.get("scale"):
         t = t * spec["scale"]
-    return t.to(DT[spec["dtype"]])
+    t = t.to(DT[spec["dtype"]])
+    if spec.get("view"):  # made at its stored shape, then viewed (ops.mjs does the same): k^T, MLA's heads-first view
+        t = t.transpose(*spec["view"]["transpose"])
+    return t
 
 
 def chain_fn(steps):
@@ -101,6 +104,10 @@ def build(c):
         return (lambda x: x.sum(at["dim"])), xs
     if op == "mean":
         return (lambda x: x.mean(at["dim"])), xs
+    if op == "bmm":
+        return torch.bmm, xs
+    if op == "baddbmm":
+        return (lambda i, b1, b2: torch.baddbmm(i, b1, b2, beta=at.get("beta", 1), alpha=at.get("alpha", 1))), xs
     return None, None
 
 

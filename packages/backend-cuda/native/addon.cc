@@ -1016,7 +1016,8 @@ Napi::Value LtMatmul(const Napi::CallbackInfo& info) {
   CUdeviceptr ws = static_cast<CUdeviceptr>(p[32]);
   CUstream stream = reinterpret_cast<CUstream>(static_cast<uintptr_t>(p[33]));
   cublasStatus_t s;
-  if (key[19] == CUBLASLT_EPILOGUE_BIAS) {
+  // every bias epilogue (BIAS 4, RELU_BIAS 6, GELU_BIAS 36) carries the BIAS bit and reads the vector
+  if ((key[19] & CUBLASLT_EPILOGUE_BIAS) != 0) {
     void* bp = reinterpret_cast<void*>(bias);
     s = lt.cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof(bp));
     if (s != 0) return ThrowLt(env, s, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");

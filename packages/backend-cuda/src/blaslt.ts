@@ -14,6 +14,11 @@ export const CUDA_R: Readonly<Partial<Record<DType, number>>> = { f32: 0, f64: 1
 export const CUBLAS_COMPUTE_32F = 68;
 export const EPILOGUE_DEFAULT = 1;
 export const EPILOGUE_BIAS = 4;
+/** cublasLtEpilogue_t: RELU / GELU (cuBLASLt's GELU is the tanh approximation, torch's gelu(approximate='tanh')), with or without the BIAS bit. */
+export const EPILOGUE_RELU = 2;
+export const EPILOGUE_RELU_BIAS = 6;
+export const EPILOGUE_GELU = 32;
+export const EPILOGUE_GELU_BIAS = 36;
 export const LT_PARAM_COUNT = 34;
 export const DEFAULT_WORKSPACE_BYTES = 32 * 1024 * 1024;
 
@@ -44,6 +49,15 @@ export interface GemmDesc {
   readonly strideC: number;
   readonly alpha: number;
   readonly beta: number;
+  /** cublasLtEpilogue_t; default BIAS when `bias` is set, else DEFAULT. A bias epilogue needs `bias`. */
+  readonly epilogue?: number;
+  /**
+   * beta's input C when it is not the output (out-of-place D = alpha·AB + beta·C): its pointer, leading dimension and
+   * batch stride in elements, laid out like the output (row-major rows). Default: C is the output (ldc, strideC).
+   */
+  readonly cPtr?: number;
+  readonly cLd?: number;
+  readonly cStride?: number;
 }
 
 /** Largest power of two (<= 256) dividing an address: the alignment cuBLASLt may assume. */
@@ -73,22 +87,23 @@ export function fillLtParams(p: Float64Array, g: GemmDesc, workspace: number, wo
   p[9] = CUBLAS_COMPUTE_32F;
   p[10] = g.ldb;
   p[11] = g.lda;
-  p[12] = g.ldc;
+  const cPtr = g.cPtr || g.out;
+  p[12] = g.cPtr ? g.cLd! : g.ldc;
   p[13] = g.ldc;
   p[14] = g.strideB;
   p[15] = g.strideA;
-  p[16] = g.strideC;
+  p[16] = g.cPtr ? g.cStride! : g.strideC;
   p[17] = g.strideC;
   p[18] = g.batch;
-  p[19] = g.bias ? EPILOGUE_BIAS : EPILOGUE_DEFAULT;
+  p[19] = g.epilogue ?? (g.bias ? EPILOGUE_BIAS : EPILOGUE_DEFAULT);
   p[20] = ptrAlignment(g.b);
   p[21] = ptrAlignment(g.a);
-  p[22] = ptrAlignment(g.out);
-  p[23] = p[22]!;
+  p[22] = ptrAlignment(cPtr);
+  p[23] = ptrAlignment(g.out);
   p[24] = workspaceBytes;
   p[25] = g.b;
   p[26] = g.a;
-  p[27] = g.out;
+  p[27] = cPtr;
   p[28] = g.out;
   p[29] = g.bias;
   p[30] = g.alpha;

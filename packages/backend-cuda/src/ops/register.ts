@@ -12,6 +12,7 @@ import { registerElementwiseKernels } from './elementwise-kernels.js';
 import { GenKernelCache } from './gen-cache.js';
 import { GeneratedNorms } from './norm.js';
 import { GeneratedReductions } from './reduce.js';
+import { registerMatmulKernels } from './matmul/kernels.js';
 import type { ReduceOp } from './reduce-source.js';
 
 export class GeneratedOps {
@@ -46,6 +47,7 @@ const normSupports: OpSupports = (call) => {
 export function registerGeneratedKernels(table: OpKernelTable, runtime: () => CudaRuntime, cache?: GenKernelCache): GeneratedOps {
   const g = new GeneratedOps(runtime, cache);
   registerElementwiseKernels(table, g.cache, runtime);
+  registerMatmulKernels(table, g.cache, runtime); // cuBLASLt: matmul, bmm, baddbmm, linear (+ epilogues), einsum
 
   for (const op of ['sum', 'mean', 'amax', 'amin'] as const satisfies readonly ReduceOp[]) {
     table.register(
