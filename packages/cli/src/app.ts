@@ -13,6 +13,7 @@ import { listCommand } from './commands/list.js';
 import { mergeCommand } from './commands/merge.js';
 import { scoreCommand } from './commands/score.js';
 import { serveCommand } from './commands/serve.js';
+import { benchServeCommand } from './commands/bench-serve.js';
 import { stubsCommand } from './commands/stubs.js';
 import { tuningCommand } from './commands/tuning.js';
 import { processIo, type Io } from './io.js';
@@ -41,6 +42,7 @@ export function buildApp(argv: readonly string[], io: Io = processIo, name = 'fa
     .command(e2eCommand(io, argv))
     .command(captureCommand(io))
     .command(serveCommand(io, argv))
+    .command(benchServeCommand(io))
     .command(launchCommand(io))
     .command(scoreCommand(io))
     .command(leaderboardCommand(io))

@@ -1,0 +1,151 @@
+import { writeFileSync } from 'node:fs';
+import { UserError } from '@fastkernels/core';
+import type { Argv } from 'yargs';
+import { runBench } from '../bench-serve/run.js';
+import type { Slo } from '../bench-serve/stats.js';
+import { randomWorkload, shareGptWorkload, type BenchRequest } from '../bench-serve/workload.js';
+import { intFlag, listFlag } from '../flags.js';
+import type { Io } from '../io.js';
+import { formatReport } from '../bench-serve/report.js';
+
+export interface BenchServeArgs {
+  baseUrl: string;
+  model?: string;
+  dataset: string;
+  datasetPath?: string;
+  numPrompts: number;
+  inputLen: string;
+  outputLen: string;
+  idRange: number;
+  requestRate: number | string;
+  maxConcurrency?: number;
+  warmup: number;
+  seed: number;
+  goodput?: string | string[];
+  jsonOut?: string;
+  json?: boolean;
+  apiKey?: string;
+  timeout: number;
+}
+
+/** `N` or `MIN:MAX` (a uniform range) of a length flag. */
+export function rangeFlag(name: string, v: string): [number, number] {
+  const m = /^(\d+)(?::(\d+))?$/.exec(String(v).trim());
+  const lo = m ? Number(m[1]) : NaN;
+  const hi = m?.[2] !== undefined ? Number(m[2]) : lo;
+  if (!m || lo < 1 || hi < lo) throw new UserError(`expected N or MIN:MAX (positive, MIN <= MAX), got '${v}'`, { field: `--${name}`, fix: `--${name} 100:1024 (uniform) or --${name} 128` });
+  return [lo, hi];
+}
+
+/** vLLM's `--goodput ttft:40 tpot:8 e2el:1000` (ms). */
+export function sloFlag(v: string | string[] | undefined): Slo {
+  const slo: { ttftMs?: number; tpotMs?: number; e2eMs?: number } = {};
+  for (const part of listFlag(v).flatMap((s) => s.split(/\s+/)).filter(Boolean)) {
+    const [k, x] = part.split(':');
+    const ms = Number(x);
+    if (!(ms > 0)) throw new UserError(`expected KEY:MS with MS > 0, got '${part}'`, { field: '--goodput', fix: '--goodput ttft:40 tpot:8 (milliseconds; keys ttft, tpot, e2el)' });
+    if (k === 'ttft') slo.ttftMs = ms;
+    else if (k === 'tpot') slo.tpotMs = ms;
+    else if (k === 'e2el') slo.e2eMs = ms;
+    else throw new UserError(`unknown SLO '${k}'`, { field: '--goodput', fix: 'keys: ttft, tpot, e2el (milliseconds)' });
+  }
+  return slo;
+}
+
+function rateFlag(v: number | string): number {
+  if (v === 'inf' || v === Infinity || v === 'Infinity') return Infinity;
+  const r = Number(v);
+  if (!(r > 0)) throw new UserError(`expected requests per second > 0 or inf, got '${v}'`, { field: '--request-rate', fix: '--request-rate 4 (Poisson arrivals) or --request-rate inf (all at once; pace with --max-concurrency)' });
+  return r;
+}
+
+async function modelOf(base: string, apiKey: string | undefined, timeoutMs: number): Promise<string> {
+  let r: Response;
+  try {
+    r = await fetch(`${base}/v1/models`, { headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {}, signal: AbortSignal.timeout(timeoutMs) });
+  } catch (e) {
+    throw new UserError(`cannot reach ${base}/v1/models: ${(e as Error).message}`, { field: '--base-url', fix: 'start the server first (fastkernels serve --model DIR), or point --base-url at it' });
+  }
+  const j = (await r.json().catch(() => null)) as { data?: { id: string }[] } | null;
+  const id = j?.data?.[0]?.id;
+  if (!r.ok || !id) throw new UserError(`${base}/v1/models answered ${r.status} without a model`, { field: '--model', fix: 'name the model with --model' });
+  return id;
+}
+
+export async function runBenchServe(argv: BenchServeArgs, io: Io): Promise<void> {
+  const num = intFlag('num-prompts', argv.numPrompts, 1, 1 << 20);
+  const warmupN = intFlag('warmup', argv.warmup, 0, 1000);
+  const seed = intFlag('seed', argv.seed, 0, 2 ** 32 - 1);
+  const rate = rateFlag(argv.requestRate);
+  const maxConcurrency = argv.maxConcurrency === undefined ? Infinity : intFlag('max-concurrency', argv.maxConcurrency, 1, 1 << 20);
+  const timeoutMs = intFlag('timeout', argv.timeout, 1, 86_400) * 1000;
+  const slo = sloFlag(argv.goodput);
+  const base = String(argv.baseUrl).replace(/\/+$/, '').replace(/\/v1$/, '');
+  if (!/^https?:\/\//.test(base)) throw new UserError(`expected an http(s) URL, got '${argv.baseUrl}'`, { field: '--base-url', fix: '--base-url http://127.0.0.1:8000' });
+  let all: BenchRequest[];
+  if (argv.dataset === 'sharegpt') {
+    if (!argv.datasetPath) throw new UserError('--dataset sharegpt needs the file', { field: '--dataset-path', fix: '--dataset-path ShareGPT_V3_unfiltered_cleaned_split.json' });
+    // a single N fixes every output length; a range (the default) or 'auto' takes each reply's length
+    const out = argv.outputLen === undefined || argv.outputLen === 'auto' || String(argv.outputLen).includes(':') ? undefined : rangeFlag('output-len', argv.outputLen)[0];
+    all = shareGptWorkload(argv.datasetPath, { num: num + warmupN, seed, ...(out !== undefined ? { outputLen: out } : {}) });
+  } else {
+    const [inMin, inMax] = rangeFlag('input-len', argv.inputLen);
+    const [outMin, outMax] = rangeFlag('output-len', argv.outputLen);
+    all = randomWorkload({ num: num + warmupN, inMin, inMax, outMin, outMax, idRange: intFlag('id-range', argv.idRange, 2, 1 << 30), seed });
+  }
+  const model = argv.model ?? (await modelOf(base, argv.apiKey, timeoutMs));
+  const target = { baseUrl: base, model, timeoutMs, ...(argv.apiKey ? { apiKey: argv.apiKey } : {}) };
+  const tty = Boolean(process.stderr.isTTY);
+  let lastPct = -1;
+  io.err(`bench-serve: ${num} requests (${argv.dataset}) to ${base} (${model}), rate ${rate === Infinity ? 'inf' : `${rate}/s`}, max concurrency ${maxConcurrency === Infinity ? 'none' : maxConcurrency}, ${warmupN} warm-up\n`);
+  const run = await runBench({
+    target, warmup: all.slice(0, warmupN), requests: all.slice(warmupN), rate, maxConcurrency, seed, slo,
+    onProgress: (done, total, failed) => {
+      const pct = Math.floor((done / total) * 10);
+      const line = `bench-serve: ${done}/${total} done${failed ? `, ${failed} failed` : ''}`;
+      if (tty) io.err(`\r${line}${done === total ? '\n' : ''}`);
+      else if (pct !== lastPct || done === total) {
+        lastPct = pct;
+        io.err(`${line}\n`);
+      }
+    },
+  });
+  const record = {
+    base_url: base, model, dataset: argv.dataset, num_prompts: num, request_rate: rate === Infinity ? 'inf' : rate,
+    max_concurrency: maxConcurrency === Infinity ? null : maxConcurrency, warmup: warmupN, seed,
+    goodput_slo_ms: slo, ...run.summary, first_error: run.firstError,
+    date: new Date().toISOString(),
+  };
+  if (argv.jsonOut) writeFileSync(argv.jsonOut, JSON.stringify(record, null, 2) + '\n');
+  io.out(argv.json ? JSON.stringify(record, null, 2) + '\n' : formatReport(run.summary));
+  if (run.firstError) io.err(`${run.summary.failed} requests failed; the first: ${run.firstError}\n`);
+}
+
+export function benchServeCommand(io: Io) {
+  return {
+    command: 'bench-serve',
+    describe: 'Load-test an OpenAI-compatible server (ours or another): TTFT, TPOT, ITL, e2e latency percentiles, throughput, goodput',
+    builder: (y: Argv) =>
+      y
+        .option('base-url', { type: 'string', default: 'http://127.0.0.1:8000', describe: 'the server (its /v1/completions streams the requests)' })
+        .option('model', { type: 'string', describe: "model id to send [default: the server's first /v1/models entry]" })
+        .option('dataset', { type: 'string', choices: ['random', 'sharegpt'], default: 'random', describe: 'random token-id prompts, or a ShareGPT JSON file (--dataset-path)' })
+        .option('dataset-path', { type: 'string', describe: 'ShareGPT-format JSON ([{"conversations": [{"from", "value"}, ...]}])' })
+        .option('num-prompts', { type: 'number', default: 100, describe: 'measured requests' })
+        .option('input-len', { type: 'string', default: '100:1024', describe: 'random: prompt tokens, N or MIN:MAX (uniform)' })
+        .option('output-len', { type: 'string', default: '100:1024', describe: 'tokens to generate, N or MIN:MAX (sharegpt: N fixes it, otherwise each reply\'s length at 4 characters a token)' })
+        .option('id-range', { type: 'number', default: 1000, describe: 'random: prompt ids are drawn from [1, N)' })
+        .option('request-rate', { type: 'string', default: 'inf', describe: 'Poisson arrivals per second, or inf (all at once)' })
+        .option('max-concurrency', { type: 'number', describe: 'at most this many requests in flight' })
+        .option('warmup', { type: 'number', default: 1, describe: 'requests sent first, one at a time, not measured' })
+        .option('seed', { type: 'number', default: 0, describe: 'seed of the workload and the arrivals' })
+        .option('goodput', { type: 'string', array: true, describe: 'SLOs in ms for goodput: ttft:40 tpot:8 e2el:2000' })
+        .option('json-out', { type: 'string', describe: 'also write the summary as JSON to this file' })
+        .option('json', { type: 'boolean', describe: 'print the summary as JSON instead of the table' })
+        .option('api-key', { type: 'string', describe: 'bearer token for the server' })
+        .option('timeout', { type: 'number', default: 600, describe: 'seconds one request may take' })
+        .example('$0 bench-serve --num-prompts 256 --input-len 100:1024 --output-len 100:1024', "nano-vllm's workload through HTTP, all at once")
+        .example('$0 bench-serve --request-rate 4 --goodput ttft:40 tpot:8 --json-out serving.json', 'Poisson 4 req/s, goodput under SLOs, JSON out'),
+    handler: (argv: BenchServeArgs) => runBenchServe(argv, io),
+  };
+}
