@@ -10,6 +10,7 @@ export * from './common/inputs.js';
 export * as nn from './layers/index.js';
 export * from './engine/forward-context.js';
 export * from './engine/sequence.js';
+export * from './engine/logprobs.js';
 export * from './engine/block-manager.js';
 export * from './engine/kv-cache.js';
 export * from './engine/model-runner.js';

@@ -10,6 +10,7 @@ import type { CausalLM } from './model-runner.js';
 import { EngineRunner, isCaptureError, sameSeqs, type PendingStep, type RunnerGeometry } from './runner.js';
 import { Scheduler } from './scheduler.js';
 import { DEFAULT_SAMPLING, Sequence, type FinishReason, type SamplingParams } from './sequence.js';
+import { tokenLogprob, type TokenLogprob } from './logprobs.js';
 
 /** The model facts the engine needs (LlamaConfig has them all). */
 export interface EngineGeometry extends RunnerGeometry {
@@ -83,6 +84,8 @@ export interface StepOutput {
   readonly tokens: readonly (readonly [requestId: number, token: number])[];
   readonly finished: readonly RequestOutput[];
   readonly record: StepRecord;
+  /** The new tokens' log-probabilities, for the requests that asked (SamplingParams.logprobs). */
+  readonly logprobs?: readonly (readonly [requestId: number, logprob: TokenLogprob])[];
 }
 
 /** Thrown when a run passes its deadline (checked between steps). */
@@ -294,14 +297,17 @@ export class LLMEngine {
       throw new Error(`scheduler made no progress (${sched.waiting.length} waiting, ${sched.running.length} running, ${this.blockManager.numFreeBlocks} free blocks)`);
     }
     let pending: PendingStep | undefined;
+    // a request that wants logprobs needs this step's logits on the host: an eager step that keeps them
+    const sampling = [...batch.prefills.filter((p) => p.samples).map((p) => p.seq), ...batch.decodes];
+    const wantLogits = sampling.some((s) => s.params.logprobs !== undefined);
     try {
       const ahead = this.inflight;
-      if (ahead && !batch.prefills.length && sameSeqs(ahead.seqs, batch.decodes)) {
+      if (ahead && !wantLogits && !batch.prefills.length && sameSeqs(ahead.seqs, batch.decodes)) {
         this.inflight = null;
         pending = ahead.pending;
         this.chainStats.used++;
       } else this.dropInflight(); // scheduled otherwise: let it finish, drop its tokens
-      pending ??= this.runner.launch(batch);
+      pending ??= this.runner.launch(batch, wantLogits ? { collectLogits: true } : {});
     } catch (e) {
       this.abort();
       throw e;
@@ -324,8 +330,9 @@ export class LLMEngine {
     }
     const t2 = performance.now();
     let tokens: number[];
+    let logits: Float32Array[] | undefined;
     try {
-      tokens = this.runner.collect(pending).tokens;
+      ({ tokens, logits } = this.runner.collect(pending));
     } catch (e) {
       this.abort();
       throw e;
@@ -336,6 +343,8 @@ export class LLMEngine {
     let t = 0;
     for (const p of batch.prefills) if (p.samples) outTokens.push([p.seq.seqId, tokens[t++]!]);
     for (const s of batch.decodes) outTokens.push([s.seqId, tokens[t++]!]);
+    const logprobs: [number, TokenLogprob][] = [];
+    if (logits) sampling.forEach((s, i) => s.params.logprobs !== undefined && logprobs.push([s.seqId, tokenLogprob(logits[i]!, tokens[i]!, s.params.logprobs)]));
     const outputs = finished.map((s) => this.output(s));
     for (const s of finished) this.seqs.delete(s.seqId);
     // a step launched ahead for a sequence that just finished (EOS, a stop id) will not be scheduled: drop it now, so
@@ -349,7 +358,7 @@ export class LLMEngine {
       hostMs: t1 - t0 + (t4 - t3), overlapMs: t2 - t1, stepMs: t4 - t0,
     };
     if (this.keepRecords) this.records.push(record);
-    return { tokens: outTokens, finished: outputs, record };
+    return { tokens: outTokens, finished: outputs, record, ...(logprobs.length ? { logprobs } : {}) };
   }
 
   /** Whether the run passed its deadline; under tensor parallelism decided by all ranks together (see the class). */

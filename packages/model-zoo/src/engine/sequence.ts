@@ -14,6 +14,12 @@ export interface SamplingParams {
   readonly ignoreEos?: boolean;
   /** Further token ids that end the request (the token is kept, as vLLM's stop_token_ids). */
   readonly stopTokenIds?: readonly number[];
+  /**
+   * Return each sampled token's log-probability and this many most likely alternatives (OpenAI's logprobs /
+   * top_logprobs; 0 = the sampled token's only). The steps that sample such a request run eagerly and read the logits
+   * back, so it costs time: unset by default.
+   */
+  readonly logprobs?: number;
 }
 
 export const DEFAULT_SAMPLING: SamplingParams = { temperature: 0, topK: 0, topP: 1, maxTokens: 16, seed: 0 };
