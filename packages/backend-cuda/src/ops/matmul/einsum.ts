@@ -64,14 +64,15 @@ export function mergeDims(t: Tensor, counts: readonly number[]): Tensor | null {
 }
 
 /** mergeDims, or a contiguous copy merged (the copy is then what the view reads). */
-function merged(t: Tensor, counts: readonly number[], temps: Tensor[]): Tensor {
+function merged(ops: GemmOps, t: Tensor, counts: readonly number[], temps: Tensor[]): Tensor {
   const v = mergeDims(t, counts);
   if (v) {
     temps.push(v);
     return v;
   }
-  const c = t.contiguous();
+  const c = Tensor.empty(t.backend, t.shape, t.dtype, { device: t.device });
   temps.push(c);
+  ops.copy(c, t);
   const m = mergeDims(c, counts)!;
   temps.push(m);
   return m;
@@ -147,8 +148,8 @@ export class CudaEinsum {
       temps.push(xp);
       const yp = yv.permute([...batch, ...kdims, ...ndims].map((l) => y.labels.indexOf(l)));
       temps.push(yp);
-      const a = merged(xp, [batch.length, mdims.length, kdims.length], temps);
-      const b = merged(yp, [batch.length, kdims.length, ndims.length], temps);
+      const a = merged(ops, xp, [batch.length, mdims.length, kdims.length], temps);
+      const b = merged(ops, yp, [batch.length, kdims.length, ndims.length], temps);
       const zLabels = [...batch, ...mdims, ...ndims];
       const zShape3 = [prod(batch), prod(mdims), prod(ndims)];
       // the last contraction writes into the output when its [batch, M, N] order is a mergeable view of it

@@ -7,8 +7,9 @@
  * heuristic's algorithm are cached per key in the addon (native/addon.cc LtMatmul); the runner reuses one descriptor
  * object and one plan, so a call that needs no copy allocates nothing here.
  */
-import type { Tensor } from '@fastkernels/core';
+import { Tensor } from '@fastkernels/core';
 import { EPILOGUE_DEFAULT, type GemmDesc } from '../../blaslt.js';
+import { CudaError, CudaFatalError } from '../../errors.js';
 import { newGemmPlan, planC, planGemm, type GemmPlan } from './layout.js';
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
@@ -43,6 +44,27 @@ export class StridedGemm {
     lda: 0, ldb: 0, ldc: 0, strideA: 0, strideB: 0, strideC: 0, alpha: 1, beta: 0, epilogue: EPILOGUE_DEFAULT, cPtr: 0, cLd: 0, cStride: 0,
   };
 
+  /** Whether C may be read apart from D (cleared if cuBLASLt ever finds no algorithm for that: see gemmCApart). */
+  private cApart = true;
+
+  /**
+   * An out-of-place GEMM (C's layout apart from D's, C's batch stride possibly 0). Should cuBLASLt refuse it (its
+   * heuristic reports before anything is launched, so nothing is lost), fall back for good to what torch.baddbmm does:
+   * C copied into the output, then beta * out.
+   */
+  private gemmCApart(ops: GemmOps, d: Mutable<GemmDesc>, out: Tensor, c: Tensor): void {
+    try {
+      ops.gemm(d);
+    } catch (e) {
+      // a cuBLASLt refusal (descriptor, layout or heuristic: NOT_SUPPORTED / INVALID_VALUE), never a CUDA error
+      if (!(e instanceof CudaError) || e instanceof CudaFatalError || e.library !== 'cublasLt') throw e;
+      this.cApart = false;
+      d.cPtr = 0;
+      ops.copy(out, c);
+      ops.gemm(d);
+    }
+  }
+
   /** out = alpha * a @ b + beta * C (+ bias, epilogue). Shapes are the op's (already inferred); K = 0 gives zeros. */
   run(ops: GemmOps, out: Tensor, a: Tensor, b: Tensor, x: GemmExtras = NONE): void {
     if (out.numel === 0) return;
@@ -59,8 +81,8 @@ export class StridedGemm {
       }
       if (g.a.copy || g.b.copy) {
         temps = [];
-        if (g.a.copy) a = materialise(a, out, g.a.expand, temps);
-        if (g.b.copy) b = materialise(b, out, g.b.expand, temps);
+        if (g.a.copy) a = materialise(ops, a, out, g.a.expand, temps);
+        if (g.b.copy) b = materialise(ops, b, out, g.b.expand, temps);
         planGemm(a.shape, a.strides, b.shape, b.strides, out.shape, out.strides, g);
       }
       const d = this.desc;
@@ -90,14 +112,15 @@ export class StridedGemm {
       const c = d.beta !== 0 ? (x.c ?? null) : null;
       if (c) {
         // C read in place when cuBLASLt can address it like the output (the fold never applies: b is batched here)
-        const cl = g.folded ? undefined : planC(c.shape, c.strides);
+        const cl = g.folded || !this.cApart ? undefined : planC(c.shape, c.strides);
         if (cl) {
           d.cPtr = devicePtr(c);
           d.cLd = cl.ld;
           d.cStride = cl.stride;
         } else ops.copy(out, c); // else beta * C in place, as torch.baddbmm does (C copied into the result first)
       }
-      ops.gemm(d);
+      if (d.cPtr) this.gemmCApart(ops, d, out, c!);
+      else ops.gemm(d);
     } finally {
       if (temps) for (const t of temps) t.dispose();
     }
@@ -105,17 +128,14 @@ export class StridedGemm {
 }
 
 /** A contiguous copy of a GEMM operand (expanded to out's batch dims when its batch strides do not flatten). */
-function materialise(t: Tensor, out: Tensor, expand: boolean, temps: Tensor[]): Tensor {
-  if (!expand) {
-    const c = t.contiguous();
+function materialise(ops: GemmOps, t: Tensor, out: Tensor, expand: boolean, temps: Tensor[]): Tensor {
+  const src = expand ? t.expand([...out.shape.slice(0, -2), t.shape[t.rank - 2]!, t.shape[t.rank - 1]!]) : t;
+  try {
+    const c = Tensor.empty(t.backend, src.shape, t.dtype, { device: t.device });
     temps.push(c);
+    ops.copy(c, src);
     return c;
+  } finally {
+    if (src !== t) src.dispose();
   }
-  const shape = out.shape.slice(0, -2);
-  shape.push(t.shape[t.rank - 2]!, t.shape[t.rank - 1]!);
-  const full = t.expand(shape);
-  const c = full.contiguous();
-  full.dispose();
-  temps.push(c);
-  return c;
 }

@@ -8,10 +8,11 @@
  * Every kernel takes bf16 / f16 / f32 (core has checked that the operands share one dtype); `supports` declines the
  * rest with the reason, and callOp falls back.
  */
-import { Tensor, hasOp, type LinearActivation, type OpCall, type OpKernelTable, type OpSupports } from '@fastkernels/core';
+import { Tensor, hasOp, type Backend, type LinearActivation, type OpCall, type OpKernelTable, type OpSupports } from '@fastkernels/core';
 import { EPILOGUE_BIAS } from '../../blaslt.js';
 import type { CudaRuntime } from '../../runtime.js';
 import type { GenKernelCache } from '../gen-cache.js';
+import { GeneratedCopy } from './copy.js';
 import { CudaEinsum } from './einsum.js';
 import { ActivationPass, ltEpilogue } from './epilogue.js';
 import { StridedGemm, type GemmOps } from './gemm.js';
@@ -33,8 +34,6 @@ const rank2: OpSupports = (call) => {
 /** K = 0 with a bias / beta / activation: the decomposition (zeros from the GEMM kernel, then the elementwise ops). */
 const nonEmptyK = (k: (call: OpCall<any>) => number): OpSupports => (call) => (k(call) === 0 ? 'K = 0: the decomposition' : ltDTypes(call));
 
-const gemmOps = (call: OpCall<any>): GemmOps => call.backend.ops as unknown as GemmOps;
-
 function output(call: OpCall<any>, like: Tensor): Tensor {
   const m = call.outputs[0]!;
   return Tensor.empty(call.backend, m.shape, m.dtype, { device: like.device });
@@ -54,6 +53,18 @@ function into(out: Tensor, fill: () => void): Tensor {
 export function registerMatmulKernels(table: OpKernelTable, cache: GenKernelCache, runtime: () => CudaRuntime): void {
   const gemm = new StridedGemm();
   const acts = new ActivationPass(cache, runtime);
+  const copier = new GeneratedCopy(cache, runtime);
+  // the backend's cuBLASLt call and fill (CudaOps), copies on the generated kernels; one object per backend
+  const opsByBackend = new WeakMap<Backend, GemmOps>();
+  const gemmOps = (call: OpCall<any>): GemmOps => {
+    let o = opsByBackend.get(call.backend);
+    if (!o) {
+      const b = call.backend.ops as unknown as GemmOps;
+      o = { gemm: (g) => b.gemm(g), fill: (t, v) => b.fill(t, v), copy: (d, src) => copier.copy(d, src) };
+      opsByBackend.set(call.backend, o);
+    }
+    return o;
+  };
 
   const product = (call: OpCall) => {
     const [a, b] = call.inputs as [Tensor, Tensor];

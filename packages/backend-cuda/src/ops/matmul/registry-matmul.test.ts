@@ -5,10 +5,16 @@
  * next route. The numbers are checked on the GPU (cublaslt-matmul.gpu.test.ts).
  */
 import { Tensor, callOp1, opRoute, type DType } from '@fastkernels/core';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { fake } from '../../../test/ops-fake.js';
+import { makeCudaError } from '../../errors.js';
 import { EPILOGUE_BIAS, EPILOGUE_DEFAULT, EPILOGUE_GELU, EPILOGUE_RELU_BIAS, type GemmDesc } from '../../blaslt.js';
 import { registerGeneratedKernels } from '../register.js';
+import { GeneratedCopy } from './copy.js';
+
+/** The matmul kernels' copies (generated identity kernels on the GPU), recorded per device() instead of launched. */
+let copies: [Tensor, Tensor][] = [];
+vi.spyOn(GeneratedCopy.prototype, 'copy').mockImplementation((d: Tensor, s: Tensor) => void copies.push([d, s]));
 
 const ptr = (t: Tensor) => t.storage.devicePtr! + t.offset * t.itemsize;
 
@@ -23,7 +29,8 @@ function device() {
     return Tensor.empty(f.backend, [...x.shape.slice(0, -1), w.shape[0]!], x.dtype);
   };
   registerGeneratedKernels(f.backend.opKernels!, f.runtime, f.cache);
-  return { ...f, gemms, linears, t: (shape: number[], dtype: DType = 'bf16') => f.t(shape, dtype) };
+  copies = [];
+  return { ...f, copies, gemms, linears, t: (shape: number[], dtype: DType = 'bf16') => f.t(shape, dtype) };
 }
 
 describe('matmul / bmm', () => {
@@ -96,6 +103,25 @@ describe('baddbmm', () => {
     expect(f.copies).toHaveLength(1);
     expect(f.copies[0]![0]).toBe(y);
     expect(f.gemms[0]).toMatchObject({ beta: 0.5, cPtr: 0, out: ptr(y) });
+  });
+
+  it('if cuBLASLt refuses C apart from D, the input is copied into the output from then on', () => {
+    const f = device();
+    const ops = f.backend.ops as unknown as Record<string, unknown>;
+    ops.gemm = (g: GemmDesc) => {
+      if (g.cPtr) throw makeCudaError('cublasLt', 'cublasLtMatmulAlgoGetHeuristic', 15, 'CUBLAS_STATUS_NOT_SUPPORTED', 'no algorithm');
+      f.gemms.push({ ...g });
+    };
+    const [b1, b2] = [f.t([4, 8, 16]), f.t([4, 16, 32])];
+    const y = callOp1('baddbmm', [f.t([1, 8, 32]), b1, b2], { beta: 0.5 });
+    expect(f.copies).toHaveLength(1);
+    expect(f.gemms[0]).toMatchObject({ beta: 0.5, cPtr: 0, out: ptr(y) });
+    callOp1('baddbmm', [f.t([4, 8, 32]), b1, b2], { beta: 0.5 });
+    expect(f.copies).toHaveLength(2);
+    ops.gemm = () => {
+      throw makeCudaError('cuda', 'cuLaunchKernel', 700, 'CUDA_ERROR_ILLEGAL_ADDRESS', 'sticky');
+    };
+    expect(() => callOp1('bmm', [b1, b2])).toThrow(/ILLEGAL_ADDRESS/);
   });
 
   it('beta 0 does not read the input; K = 0 takes the decomposition', () => {
