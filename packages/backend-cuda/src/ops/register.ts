@@ -12,6 +12,8 @@ import { registerElementwiseKernels } from './elementwise-kernels.js';
 import { GenKernelCache } from './gen-cache.js';
 import { GeneratedNorms } from './norm.js';
 import { GeneratedReductions } from './reduce.js';
+import { registerLayoutKernels } from './layout/register.js';
+import { registerReductionExtras } from './reduction/register.js';
 import { registerMatmulKernels } from './matmul/kernels.js';
 import type { ReduceOp } from './reduce-source.js';
 
@@ -47,6 +49,8 @@ const normSupports: OpSupports = (call) => {
 export function registerGeneratedKernels(table: OpKernelTable, runtime: () => CudaRuntime, cache?: GenKernelCache): GeneratedOps {
   const g = new GeneratedOps(runtime, cache);
   registerElementwiseKernels(table, g.cache, runtime);
+  registerReductionExtras(table, g.cache, runtime); // argmax / argmin, cumsum, sort, topk (reduction/)
+  registerLayoutKernels(table, g.cache, runtime); // gather, index_select, scatter(_add), pad, interpolate (layout/)
   registerMatmulKernels(table, g.cache, runtime); // cuBLASLt: matmul, bmm, baddbmm, linear (+ epilogues), einsum
 
   for (const op of ['sum', 'mean', 'amax', 'amin'] as const satisfies readonly ReduceOp[]) {

@@ -1,0 +1,22 @@
+/**
+ * The per-dim source mapping of F.interpolate (pure, CPU-tested), as PyTorch and the CPU reference compute it:
+ * - nearest / nearest-exact: src = floor(dst * s) / floor((dst + 0.5) * s) in float32, s = float32(1 / scale_factor)
+ *   or float32(in / out);
+ * - linear / bilinear / trilinear / bicubic: s = (in - 1) / (out - 1) with align_corners (0 for one output), else
+ *   1 / scale_factor or in / out; the kernel takes src = s * dst or s * (dst + 0.5) - 0.5.
+ */
+import type { InterpolateAttrs } from '@fastkernels/core';
+
+export type InterpMode = InterpolateAttrs['mode'];
+
+export function interpolateScale(mode: InterpMode, alignCorners: boolean, inSize: number, outSize: number, scale: number | null): number {
+  const given = scale !== null && scale > 0;
+  if (mode === 'nearest' || mode === 'nearest-exact') return given ? Math.fround(1 / scale) : Math.fround(inSize / outSize);
+  if (alignCorners) return outSize > 1 ? (inSize - 1) / (outSize - 1) : 0;
+  return given ? 1 / scale : inSize / outSize;
+}
+
+/** Source taps a spatial dim reads per output coordinate. */
+export function interpolateTaps(mode: InterpMode): 1 | 2 | 4 {
+  return mode === 'nearest' || mode === 'nearest-exact' ? 1 : mode === 'bicubic' ? 4 : 2;
+}
