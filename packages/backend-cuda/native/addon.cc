@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cuda_decls.h"
+#include "cudnn.h"
 
 using namespace fk;
 
@@ -1070,6 +1071,7 @@ Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
       {"ltVersion", LtVersion}, {"ltMatmul", LtMatmul}, {"ltPlanCount", LtPlanCount}, {"ltClearPlans", LtClearPlans},
   };
   for (const F& f : fns) exports.Set(f.name, Napi::Function::New(env, f.fn, f.name));
+  fk_cudnn::Register(env, exports, ThrowLib);  // cuDNN convs (native/cudnn.cc)
   exports.Set("abiVersion", Napi::Number::New(env, 1));
   return exports;
 }

@@ -3,6 +3,7 @@ import { OpKernelTable, type AllocateOptions, type Backend, type BackendAvailabi
 import type { DeviceBlock } from './allocator.js';
 import { CudaHarnessKernels } from './harness-kernels.js';
 import { CudaOps } from './ops.js';
+import { cudnnAddon, cudnnVersionEntries, loadCudnn } from './ops/conv/cudnn-library.js';
 import { registerGeneratedKernels, type GeneratedOps } from './ops/register.js';
 import { CudaRuntime, formatCudaVersion } from './runtime.js';
 import { cudaTuning, effectiveTuning, type EffectiveTuning } from './tuning/load.js';
@@ -229,6 +230,7 @@ export class CudaBackend implements Backend {
     } catch (e) {
       v.cublasLt = `unavailable: ${(e as Error).message}`;
     }
+    Object.assign(v, cudnnVersionEntries(loadCudnn(cudnnAddon(rt.addon)))); // doctor's cuDNN line: version and file, or what was tried
     const d = rt.properties();
     v.device = d.name;
     v.computeCapability = d.computeCapability;

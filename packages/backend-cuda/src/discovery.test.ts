@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { cudaIncludeDirs, formatNotFound, libraryCandidates, sitePackagesDirs, type DiscoveryEnv } from './discovery.js';
+import { cudaIncludeDirs, cudnnCandidates, formatCudnnNotFound, formatNotFound, libraryCandidates, sitePackagesDirs, type DiscoveryEnv } from './discovery.js';
 
 /** A fake file system from a list of files (directories are implied). */
 function fakeFs(files: string[]): DiscoveryEnv['fs'] {
@@ -72,6 +72,53 @@ describe('library discovery', () => {
     const m = formatNotFound('cuda', [{ path: 'libcuda.so.1', error: 'libcuda.so.1: cannot open shared object file: No such file or directory' }], ['/usr/local/cuda/lib64']);
     expect(m).toBe(
       'libcuda.so.1 not found (tried: libcuda.so.1 (cannot open shared object file: No such file or directory); no libcuda.so.1/libcuda.so in: /usr/local/cuda/lib64). Set FASTKERNELS_CUDA_LIB_DIRS=<dir>[:<dir>...] to point at it.',
+    );
+  });
+});
+
+describe('cuDNN discovery', () => {
+  const SP = '/opt/torch/.venv/lib/python3.12/site-packages/nvidia';
+  const WHEEL = [
+    `${SP}/cudnn/lib/libcudnn.so.9`,
+    `${SP}/cudnn/lib/libcudnn_ops.so.9`,
+    `${SP}/cudnn/lib/libcudnn_cnn.so.9`,
+    `${SP}/cudnn/lib/libcudnn_graph.so.9`,
+    `${SP}/cudnn/lib/libcudnn_engines_precompiled.so.9`,
+    `${SP}/cudnn/lib/libcudnn_heuristic.so.9`,
+    `${SP}/cudnn/lib/libcudnn_adv.so.9.10.2`,
+    `${SP}/cu13/lib/libcublasLt.so.13`,
+  ];
+
+  it('bare soname first (no preloads), then the places of the other libraries: CUDA_HOME, system, nvidia/cudnn/lib', () => {
+    const de: DiscoveryEnv = { env: { CUDA_HOME: '/usr/local/cuda-13.0' }, fs: fakeFs([...WHEEL, '/usr/lib/x86_64-linux-gnu/libcudnn.so.9']), home: '/root' };
+    const c = cudnnCandidates(de);
+    expect(c.candidates).toEqual(['libcudnn.so.9', '/usr/lib/x86_64-linux-gnu/libcudnn.so.9', `${SP}/cudnn/lib/libcudnn.so.9`]);
+    expect(c.preloads[0]).toEqual([]);
+    // the wheel's sub-libraries, graph first (the others need it), only exact .so.9 sonames
+    expect(c.preloads[2]).toEqual([
+      `${SP}/cudnn/lib/libcudnn_graph.so.9`,
+      `${SP}/cudnn/lib/libcudnn_cnn.so.9`,
+      `${SP}/cudnn/lib/libcudnn_engines_precompiled.so.9`,
+      `${SP}/cudnn/lib/libcudnn_heuristic.so.9`,
+      `${SP}/cudnn/lib/libcudnn_ops.so.9`,
+    ]);
+    expect(c.searchedDirs.slice(0, 2)).toEqual(['/usr/local/cuda-13.0/lib64', '/usr/local/cuda-13.0/lib']);
+    expect(c.searchedDirs).toContain(`${SP}/cu13/lib`);
+  });
+
+  it('FASTKERNELS_CUDA_LIB_DIRS pins the search (no bare soname)', () => {
+    const de: DiscoveryEnv = { env: { FASTKERNELS_CUDA_LIB_DIRS: `/a:${SP}/cudnn/lib` }, fs: fakeFs(WHEEL), home: '/root' };
+    const c = cudnnCandidates(de);
+    expect(c.candidates).toEqual([`${SP}/cudnn/lib/libcudnn.so.9`]);
+    expect(c.preloads[0]![0]).toBe(`${SP}/cudnn/lib/libcudnn_graph.so.9`);
+    expect(c.searchedDirs).toEqual(['/a']);
+  });
+
+  it('says "cuDNN not found: tried ..." with each reason, the folders without it, and that convs fall back', () => {
+    const m = formatCudnnNotFound([{ path: 'libcudnn.so.9', error: 'libcudnn.so.9: cannot open shared object file: No such file or directory' }], ['/usr/local/cuda/lib64']);
+    expect(m).toBe(
+      'cuDNN not found: tried libcudnn.so.9 (cannot open shared object file: No such file or directory); no libcudnn.so.9 in: /usr/local/cuda/lib64. ' +
+        'The conv ops use their own implicit-GEMM kernel instead; set FASTKERNELS_CUDA_LIB_DIRS=<dir> to point at cuDNN.',
     );
   });
 });

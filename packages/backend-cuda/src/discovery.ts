@@ -9,6 +9,8 @@
  *  4. /usr/local/cuda/lib64, /usr/local/cuda-* /lib64 (newest first), the distro's multiarch folders;
  *  5. Python site-packages: nvidia/cu13/lib, nvidia/<component>/lib, for $VIRTUAL_ENV, $CONDA_PREFIX,
  *     /opt/* /.venv, /usr/local/lib/python3*, /usr/lib/python3*, ~/.local/lib/python3*.
+ * cuDNN (optional: the conv ops fall back to their own kernel without it) is searched in the same places, PyTorch's
+ * nvidia/cudnn/lib among them; cudnnCandidates also lists the sub-libraries to preload next to each candidate.
  */
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
@@ -218,4 +220,59 @@ export function formatNotFound(
   const lines = tried.map((t) => `${t.path} (${t.error.replace(/^.*?: /, '')})`);
   const dirs = searchedDirs.length ? `; no ${LIBRARY_NAMES[kind].join('/')} in: ${searchedDirs.join(', ')}` : '';
   return `${soname} not found (tried: ${lines.join('; ') || 'nothing'}${dirs}). Set FASTKERNELS_CUDA_LIB_DIRS=<dir>[:<dir>...] to point at it.`;
+}
+
+// ---------------------------------------------------------------------------------------------------- cuDNN
+
+/** cuDNN's sonames, newest first (9 splits into sub-libraries; the legacy conv API is served by all 9.x). */
+export const CUDNN_NAMES: readonly string[] = ['libcudnn.so.9'];
+
+export interface CudnnCandidates {
+  /** dlopen arguments in order: bare sonames, then absolute paths that exist. */
+  readonly candidates: string[];
+  /**
+   * Per candidate: cuDNN 9's sub-libraries in its folder (libcudnn_graph first), which the libcudnn.so.9 shim opens by
+   * soname and so cannot find outside the loader's path; the addon preloads them RTLD_GLOBAL before the candidate.
+   */
+  readonly preloads: string[][];
+  /** Folders considered that hold no libcudnn.so.9 (listed in the not-found message). */
+  readonly searchedDirs: string[];
+}
+
+/** libcudnn_<part>.so.9 files of a folder, graph first (every other part needs it), the rest by name. */
+export function cudnnSubLibraries(dir: string, fs: DiscoveryFs): string[] {
+  const subs = fs.list(dir).filter((f) => /^libcudnn_[a-z0-9_]+\.so\.9$/.test(f)).sort();
+  return [...subs.filter((f) => f.startsWith('libcudnn_graph.')), ...subs.filter((f) => !f.startsWith('libcudnn_graph.'))].map((f) => join(dir, f));
+}
+
+/** Where libcudnn.so.9 is looked for: the places of the other libraries (libraryDirs), PyTorch's nvidia/cudnn/lib among them. */
+export function cudnnCandidates(de: DiscoveryEnv = defaultDiscoveryEnv()): CudnnCandidates {
+  const { overrides, dirs } = libraryDirs(de);
+  const candidates: string[] = [];
+  const preloads: string[][] = [];
+  const searchedDirs: string[] = [];
+  const fromDir = (d: string) => {
+    const hits = CUDNN_NAMES.map((n) => join(d, n)).filter((p) => de.fs.exists(p));
+    if (hits.length === 0) searchedDirs.push(d);
+    for (const p of hits) {
+      candidates.push(p);
+      preloads.push(cudnnSubLibraries(d, de.fs));
+    }
+  };
+  overrides.forEach(fromDir);
+  if (overrides.length === 0) {
+    for (const n of CUDNN_NAMES) {
+      candidates.push(n);
+      preloads.push([]); // on the loader's path the shim finds its sub-libraries itself
+    }
+    dirs.forEach(fromDir);
+  }
+  return { candidates, preloads, searchedDirs };
+}
+
+/** "cuDNN not found: tried ..." with the loader's reason per place, and the folders that held no libcudnn.so.9. */
+export function formatCudnnNotFound(tried: readonly { path: string; error: string }[], searchedDirs: readonly string[]): string {
+  const lines = tried.map((t) => `${t.path} (${t.error.replace(/^.*?: (?=cannot open)/, '')})`);
+  const dirs = searchedDirs.length ? `; no ${CUDNN_NAMES.join('/')} in: ${searchedDirs.join(', ')}` : '';
+  return `cuDNN not found: tried ${lines.join('; ') || 'nothing'}${dirs}. The conv ops use their own implicit-GEMM kernel instead; set FASTKERNELS_CUDA_LIB_DIRS=<dir> to point at cuDNN.`;
 }

@@ -7,6 +7,8 @@
 import { Tensor, hasOp, normDim, reductionDims, type OpCall, type OpKernelTable, type OpSupports } from '@fastkernels/core';
 import type { CudaRuntime } from '../runtime.js';
 import { registerAttentionKernels } from './attention/register.js';
+import { registerConvKernels } from './conv/register.js';
+import type { ConvKernels } from './conv/conv-kernels.js';
 import { isGenDType } from './ctypes.js';
 import { registerElementwiseKernels } from './elementwise-kernels.js';
 import { GenKernelCache } from './gen-cache.js';
@@ -20,6 +22,8 @@ import type { ReduceOp } from './reduce-source.js';
 export class GeneratedOps {
   readonly reductions: GeneratedReductions;
   readonly norms: GeneratedNorms;
+  /** The conv ops (conv/): cuDNN, else the implicit-GEMM fallback; `conv.library = 'fallback'` forces the fallback. */
+  conv!: ConvKernels;
 
   constructor(
     readonly runtime: () => CudaRuntime,
@@ -49,6 +53,7 @@ const normSupports: OpSupports = (call) => {
 export function registerGeneratedKernels(table: OpKernelTable, runtime: () => CudaRuntime, cache?: GenKernelCache): GeneratedOps {
   const g = new GeneratedOps(runtime, cache);
   registerElementwiseKernels(table, g.cache, runtime);
+  g.conv = registerConvKernels(table, runtime, g.cache); // conv1d/2d/3d, conv_transpose1d/2d/3d
   registerReductionExtras(table, g.cache, runtime); // argmax / argmin, cumsum, sort, topk (reduction/)
   registerLayoutKernels(table, g.cache, runtime); // gather, index_select, scatter(_add), pad, interpolate (layout/)
   registerMatmulKernels(table, g.cache, runtime); // cuBLASLt: matmul, bmm, baddbmm, linear (+ epilogues), einsum

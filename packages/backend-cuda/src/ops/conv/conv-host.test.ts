@@ -1,0 +1,151 @@
+/**
+ * The conv ops' host side without a GPU: tensors on a fake device, a kernel cache that packs each launch as the runtime
+ * would, and a fake cuDNN (absent, present, declining, asking for workspace). Checks which path runs, the fallback's
+ * arguments, the output layout, the parameter block cuDNN gets and the forced fallback; the numbers are GPU-tested.
+ */
+import { describe, expect, it } from 'vitest';
+import type { Tensor } from '@fastkernels/core';
+import { fake } from '../../../test/ops-fake.js';
+import type { CudaRuntime } from '../../runtime.js';
+import { ConvKernels } from './conv-kernels.js';
+import type { CudnnState } from './cudnn-library.js';
+
+const ptrOf = (t: Tensor) => t.storage.devicePtr! + t.offset * t.itemsize;
+const A = { stride: 1, padding: 1, dilation: 1, groups: 1 };
+
+/** A fake runtime with a fake cuDNN addon: `answers` are what successive cudnnConv calls return. */
+function setup(cudnn: CudnnState, answers: number[] = []) {
+  const f = fake();
+  const calls: Float64Array[] = [];
+  const allocs: number[] = [];
+  const addon = {
+    cudnnConv: (p: Float64Array) => {
+      calls.push(p.slice());
+      return answers.length ? answers.shift()! : 0;
+    },
+    cudnnDeclineReason: () => 'CUDNN_STATUS_NOT_SUPPORTED',
+    cudnnEnsureHandle: () => {},
+  };
+  let next = 1 << 30;
+  const rt = {
+    properties: () => ({ multiprocessors: 132 }),
+    addon,
+    device: 0,
+    stream: 77,
+    allocate: (bytes: number) => {
+      allocs.push(bytes);
+      const b = { ptr: next, size: bytes, requested: bytes, stream: 77, live: true };
+      next += bytes;
+      return b;
+    },
+    free: () => {},
+  } as unknown as CudaRuntime;
+  const conv = new ConvKernels(() => rt, f.cache, () => cudnn);
+  return { f, conv, calls, allocs };
+}
+
+const ABSENT: CudnnState = { ok: false, reason: 'cuDNN not found: tried libcudnn.so.9 (cannot open shared object file)' };
+const PRESENT: CudnnState = { ok: true, path: '/x/libcudnn.so.9', version: '9.10.2' };
+
+describe('conv without cuDNN: the implicit-GEMM fallback', () => {
+  it('conv2d NCHW bf16 + bias: one fused launch, geometry and strides in order, a 64 x 64 tile grid a group', () => {
+    const { f, conv } = setup(ABSENT);
+    const [x, w, b] = [f.t([2, 8, 20, 30]), f.t([16, 4, 3, 3]), f.t([16])];
+    const y = conv.run(2, false, x, w, b, [2, 16, 20, 30], { ...A, groups: 2 });
+    expect(conv.lastPath).toBe('fallback');
+    expect(f.cache.launches).toHaveLength(1);
+    const l = f.cache.launches[0]!;
+    expect(l.entry).toBe('fk_conv_igemm');
+    expect(l.source).toContain('#define FK_BIAS 1');
+    expect(l.source).toContain('typedef __nv_bfloat16 T;');
+    expect(l.args.slice(0, 4)).toEqual([ptrOf(y), ptrOf(x), ptrOf(w), ptrOf(b)]);
+    // N C D H W, K OD OH OW, KD KH KW, G, stride, pad, dilation
+    expect(l.args.slice(4, 26)).toEqual([2, 8, 1, 20, 30, 16, 1, 20, 30, 1, 3, 3, 2, 1, 1, 1, 0, 1, 1, 1, 1, 1]);
+    // x strides (n c d h w), weight roles (out, in, kd, kh, kw), y strides
+    expect(l.args.slice(26)).toEqual([4800, 600, 600, 30, 1, 36, 9, 9, 3, 1, 9600, 600, 600, 30, 1]);
+    expect(l.grid).toEqual([Math.ceil((2 * 600) / 64), 1, 2]);
+    expect(y.strides).toEqual([9600, 600, 30, 1]);
+  });
+
+  it('channels-last input: read in place (no copy), the output channels-last as torch', () => {
+    const { f, conv } = setup(ABSENT);
+    const base = f.t([2, 20, 30, 8], 'f16');
+    const x = base.permute(0, 3, 1, 2);
+    const y = conv.run(2, false, x, f.t([16, 8, 3, 3], 'f16'), null, [2, 16, 20, 30], A);
+    expect(f.copies).toHaveLength(0);
+    expect(y.strides).toEqual([9600, 1, 480, 16]);
+    const l = f.cache.launches[0]!;
+    expect(l.args.slice(26, 31)).toEqual([4800, 1, 4800, 240, 8]);
+    expect(l.source).toContain('#define FK_BIAS 0');
+  });
+
+  it('conv_transpose2d: the transposed kernel, weight [C, K / G, ...] read with its roles swapped', () => {
+    const { f, conv } = setup(ABSENT);
+    const w = f.t([6, 2, 3, 3], 'f32');
+    conv.run(2, true, f.t([1, 6, 7, 7], 'f32'), w, null, [1, 6, 15, 15], { stride: 2, padding: 0, dilation: 1, groups: 3 });
+    const l = f.cache.launches[0]!;
+    expect(l.source).toContain('#define FK_TRANSPOSED 1');
+    expect(l.args.slice(31, 36)).toEqual([9, 18, 9, 3, 1]);
+    expect(l.grid).toEqual([Math.ceil(225 / 64), 1, 3]);
+  });
+
+  it("library 'cudnn' without cuDNN: supports() gives the not-found reason (the registry then reports it)", () => {
+    const { f, conv } = setup(ABSENT);
+    conv.library = 'cudnn';
+    expect(conv.supports(2, false, f.t([1, 4, 5, 5]), f.t([4, 4, 3, 3]), [1, 4, 5, 5], A)).toMatch(/^cuDNN not found: tried/);
+    conv.library = 'auto';
+    expect(conv.supports(2, false, f.t([1, 4, 5, 5]), f.t([4, 4, 3, 3]), [1, 4, 5, 5], A)).toBe(true);
+    expect(conv.supports(2, false, f.t([1, 4, 5, 5], 'f64'), f.t([4, 4, 3, 3], 'f64'), [1, 4, 5, 5], A)).toMatch(/dtype f64/);
+  });
+});
+
+describe('conv with cuDNN', () => {
+  it('grows the workspace when the plan asks, runs, then adds the bias in place over the channels-last output', () => {
+    const { f, conv, calls, allocs } = setup(PRESENT, [1000, 0]);
+    const x = f.t([2, 20, 30, 8], 'f16').permute(0, 3, 1, 2);
+    const b = f.t([16], 'f16');
+    const y = conv.run(2, false, x, f.t([16, 8, 3, 3], 'f16'), b, [2, 16, 20, 30], A);
+    expect(conv.lastPath).toBe('cudnn');
+    expect(calls).toHaveLength(2);
+    expect(calls[0]![48]).toBe(0);
+    expect(allocs).toEqual([32 * 1024 * 1024]);
+    expect(calls[1]![48]).toBe(32 * 1024 * 1024);
+    // the weight was KCRS: copied channels-last for cuDNN (filter format 1), x read in place
+    expect(f.copies).toHaveLength(1);
+    expect(calls[1]![21]).toBe(1);
+    expect(calls[1]![44]).toBe(ptrOf(x));
+    expect(calls[1]![46]).toBe(ptrOf(y));
+    expect(calls[1]![49]).toBe(77);
+    const l = f.cache.launches[0]!;
+    expect(l.entry).toBe('fk_conv_bias_add');
+    expect(l.args).toEqual([ptrOf(y), ptrOf(b), 2 * 16 * 600, 16, 1]);
+    expect(l.source).toContain('#define FK_VEC 8');
+  });
+
+  it('f32 math: TF32 tensor ops by default (torch.backends.cudnn.allow_tf32), exact FMA with allowTf32 = false', () => {
+    const { f, conv, calls } = setup(PRESENT);
+    const run = () => conv.run(2, false, f.t([1, 4, 5, 5], 'f32'), f.t([4, 4, 3, 3], 'f32'), null, [1, 4, 5, 5], A);
+    run();
+    conv.allowTf32 = false;
+    run();
+    expect([calls[0]![3], calls[1]![3]]).toEqual([1, 0]);
+  });
+
+  it('a declined shape and asymmetric padding run on the fallback; the forced fallback never calls cuDNN', () => {
+    const { f, conv, calls } = setup(PRESENT, [-1]);
+    conv.run(2, false, f.t([1, 4, 5, 5]), f.t([4, 4, 3, 3]), null, [1, 4, 5, 5], A);
+    expect([conv.lastPath, conv.declined, conv.lastDeclineReason]).toEqual(['fallback', 1, 'CUDNN_STATUS_NOT_SUPPORTED']);
+    conv.run(1, false, f.t([1, 4, 10]), f.t([4, 4, 4]), null, [1, 4, 10], { ...A, padding: 'same' });
+    expect([conv.lastPath, calls.length]).toEqual(['fallback', 1]);
+    expect(conv.lastDeclineReason).toMatch(/asymmetric/);
+    conv.library = 'fallback';
+    conv.run(2, false, f.t([1, 4, 5, 5]), f.t([4, 4, 3, 3]), null, [1, 4, 5, 5], A);
+    expect([conv.lastPath, calls.length]).toEqual(['fallback', 1]);
+  });
+
+  it("library 'cudnn' turns a decline into an error naming the reason", () => {
+    const { f, conv } = setup(PRESENT, [-1]);
+    conv.library = 'cudnn';
+    expect(() => conv.run(2, false, f.t([1, 4, 5, 5]), f.t([4, 4, 3, 3]), null, [1, 4, 5, 5], A)).toThrow(/cuDNN cannot run this call.*NOT_SUPPORTED/);
+  });
+});

@@ -1,0 +1,172 @@
+/**
+ * conv1d / conv2d / conv3d and conv_transpose on CUDA vs the float64 CPU backend, through the op registry: stride,
+ * padding (incl. 'same' with an even kernel: asymmetric, so the fallback even where cuDNN exists), dilation, groups
+ * incl. depthwise, bias, NCHW / channels-last / non-contiguous inputs, unbatched, bf16 / f16 / f32; every case on
+ * cuDNN (where the GPU host has it) and on the implicit-GEMM fallback forced with `conv.library = 'fallback'`.
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import { Tensor, callOp, type DType, type Tolerance } from '@fastkernels/core';
+import { G, expectClose, gpu, toGpu, tolOf } from '../../../test/spine-helpers.js';
+import { rand } from '../../../test/ops-helpers.js';
+import type { ConvLibrary } from './conv-kernels.js';
+import { cudnnState } from './cudnn-library.js';
+
+const GT = { ...G, timeout: 600_000 };
+const DTYPES: DType[] = ['bf16', 'f16', 'f32'];
+type View = (t: Tensor) => Tensor;
+
+interface Case {
+  readonly label: string;
+  readonly op: string;
+  readonly x: number[];
+  readonly w: number[];
+  readonly bias: boolean;
+  readonly attrs: Record<string, unknown>;
+  /** Views taken of x (e.g. channels-last) and of w, alike on both backends. */
+  readonly xView?: View;
+  readonly wView?: View;
+  /** cuDNN cannot take it (the fallback runs even in 'auto'). */
+  readonly fallbackOnly?: boolean;
+}
+
+/** A [N, C, *sp] view whose memory is channels-last (as x.contiguous(memory_format=torch.channels_last)). */
+const channelsLast: View = (t) => {
+  const r = t.rank;
+  const order = [0, ...Array.from({ length: r - 2 }, (_, i) => i + 2), 1];
+  const p = t.permute(order);
+  const c = p.contiguous();
+  p.dispose();
+  const v = c.permute([0, r - 1, ...Array.from({ length: r - 2 }, (_, i) => i + 1)]);
+  c.dispose();
+  return v;
+};
+/** The left part of a wider tensor: non-contiguous rows. */
+const narrowW = (t: Tensor) => t.narrow(t.rank - 1, 1, t.shape[t.rank - 1]! - 2);
+
+const FIXED: Case[] = [
+  { label: 'ResNet 3x3 s1 p1 + bias', op: 'conv2d', x: [2, 16, 14, 14], w: [32, 16, 3, 3], bias: true, attrs: { padding: 1 } },
+  { label: 'stem 7x7 s2 p3', op: 'conv2d', x: [1, 3, 32, 32], w: [8, 3, 7, 7], bias: false, attrs: { stride: 2, padding: 3 } },
+  { label: 'dilation 2, groups 4, odd sizes', op: 'conv2d', x: [2, 8, 13, 11], w: [12, 2, 3, 3], bias: true, attrs: { padding: 2, dilation: 2, groups: 4 } },
+  { label: 'depthwise 3x3 s2 + bias', op: 'conv2d', x: [2, 16, 10, 10], w: [16, 1, 3, 3], bias: true, attrs: { stride: 2, padding: 1, groups: 16 } },
+  { label: 'depthwise channels-last (YOLOv10 SCDown)', op: 'conv2d', x: [1, 32, 20, 20], w: [32, 1, 3, 3], bias: true, attrs: { stride: 2, padding: 1, groups: 32 }, xView: channelsLast, wView: channelsLast },
+  { label: '1x1 channels-last', op: 'conv2d', x: [2, 32, 8, 8], w: [24, 32, 1, 1], bias: true, attrs: {}, xView: channelsLast },
+  { label: 'YOLO 3x3 s2 channels-last, KCRS weight', op: 'conv2d', x: [1, 32, 20, 20], w: [64, 32, 3, 3], bias: true, attrs: { stride: 2, padding: 1 }, xView: channelsLast },
+  { label: 'non-contiguous input (narrowed rows)', op: 'conv2d', x: [2, 4, 9, 12], w: [6, 4, 3, 3], bias: true, attrs: { padding: [1, 0] }, xView: narrowW },
+  { label: "padding='same', even kernel (asymmetric)", op: 'conv2d', x: [1, 4, 9, 9], w: [4, 4, 4, 4], bias: false, attrs: { padding: 'same' }, fallbackOnly: true },
+  { label: 'unbatched [C, H, W]', op: 'conv2d', x: [8, 9, 9], w: [4, 8, 3, 3], bias: true, attrs: { stride: [2, 1] } },
+  { label: 'conv1d groups 2, s2 p2 d2 + bias', op: 'conv1d', x: [2, 8, 50], w: [16, 4, 5], bias: true, attrs: { stride: 2, padding: 2, dilation: 2, groups: 2 } },
+  { label: "conv1d padding='same' odd kernel", op: 'conv1d', x: [3, 6, 33], w: [6, 6, 3], bias: false, attrs: { padding: 'same' } },
+  { label: 'conv3d groups 2 p1 + bias', op: 'conv3d', x: [1, 4, 6, 7, 8], w: [6, 2, 3, 3, 3], bias: true, attrs: { padding: 1, groups: 2 } },
+  { label: 'conv3d channels-last s2', op: 'conv3d', x: [2, 8, 5, 6, 6], w: [8, 8, 3, 3, 3], bias: false, attrs: { stride: 2, padding: 1 }, xView: channelsLast },
+  { label: 'conv_transpose2d s2 p1 op1 groups 2 + bias', op: 'conv_transpose2d', x: [2, 6, 7, 7], w: [6, 4, 3, 3], bias: true, attrs: { stride: 2, padding: 1, output_padding: 1, groups: 2 } },
+  { label: 'conv_transpose1d s3', op: 'conv_transpose1d', x: [2, 4, 10], w: [4, 3, 4], bias: false, attrs: { stride: 3 } },
+];
+
+/** Random conv2d cases: stride, padding, dilation, groups (incl. depthwise), bias and layout drawn from a seeded rng. */
+function randomCases(seed: number, count: number): Case[] {
+  let s = seed >>> 0;
+  const next = (n: number) => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return s % n;
+  };
+  const out: Case[] = [];
+  while (out.length < count) {
+    const groups = [1, 1, 2, 4, 0][next(5)]!; // 0: depthwise
+    const cg = 1 + next(6);
+    const C = groups === 0 ? 4 + next(12) : cg * groups;
+    const G = groups === 0 ? C : groups;
+    const K = G * (1 + next(3));
+    const k = [1, 3, 5][next(3)]!;
+    const stride = 1 + next(2);
+    const dil = 1 + next(2);
+    const pad = next(3);
+    const H = 5 + next(14);
+    const W = 5 + next(14);
+    if (H + 2 * pad < dil * (k - 1) + 1 || W + 2 * pad < dil * (k - 1) + 1) continue;
+    const cl = next(2) === 1;
+    out.push({
+      label: `random ${out.length}: [2, ${C}, ${H}, ${W}] k${k} s${stride} p${pad} d${dil} g${G}${cl ? ' channels-last' : ''}`,
+      op: 'conv2d',
+      x: [2, C, H, W],
+      w: [K, C / G, k, k],
+      bias: next(2) === 1,
+      attrs: { stride, padding: pad, dilation: dil, groups: G },
+      ...(cl ? { xView: channelsLast } : {}),
+    });
+  }
+  return out;
+}
+
+const CASES = [...FIXED, ...randomCases(7, 10)];
+
+/** Both backends on the same values and views; CUDA must take its registered kernel on the expected path. */
+function check(c: Case, dtype: DType, library: ConvLibrary, tol: Tolerance, seed: number): void {
+  const conv = gpu().generatedOps.conv;
+  const owned: Tensor[] = [];
+  const keep = <T extends Tensor>(t: T) => (owned.push(t), t);
+  try {
+    const reduce = c.w.slice(1).reduce((a, b) => a * b, 1);
+    const xs = keep(rand(c.x, dtype, seed));
+    const ws = keep(rand(c.w, dtype, seed + 1, { scale: 1 / Math.sqrt(reduce) }));
+    const outC = c.op.startsWith('conv_transpose') ? c.w[1]! * ((c.attrs.groups as number | undefined) ?? 1) : c.w[0]!;
+    const bs = c.bias ? keep(rand([outC], dtype, seed + 2)) : null;
+    const view = (t: Tensor, v?: View) => (v ? keep(v(t)) : t);
+    const cpuIn = [view(xs, c.xView), view(ws, c.wView), bs];
+    const gpuIn = [view(keep(toGpu(xs)), c.xView), view(keep(toGpu(ws)), c.wView), bs && keep(toGpu(bs))];
+    const want = keep(callOp(c.op, cpuIn, c.attrs)[0]!);
+    const got = keep(callOp(c.op, gpuIn, c.attrs)[0]!);
+    const label = `${c.label} ${dtype} ${library}`;
+    const expectPath = library === 'fallback' || c.fallbackOnly || !cudnnState()?.ok ? 'fallback' : 'cudnn';
+    expect(conv.lastPath, `${label}: path`).toBe(expectPath);
+    expect(got.shape, `${label}: shape`).toEqual(want.shape);
+    expectClose(got, want, tol, label);
+  } finally {
+    for (const t of owned.reverse()) t.dispose();
+  }
+}
+
+describe('CUDA convs vs the float64 CPU backend', () => {
+  afterAll(() => {
+    const conv = gpu().generatedOps.conv;
+    conv.library = 'auto';
+    conv.allowTf32 = true;
+  });
+
+  for (const library of ['auto', 'fallback'] as ConvLibrary[]) {
+    for (const dtype of DTYPES) {
+      it(`${library === 'auto' ? 'cuDNN (where present)' : 'forced implicit-GEMM fallback'}, ${dtype}: ${CASES.length} shapes`, GT, () => {
+        const conv = gpu().generatedOps.conv;
+        conv.library = library;
+        conv.allowTf32 = false; // exact f32 here; TF32 below
+        CASES.forEach((c, i) => check(c, dtype, library, tolOf(dtype), 100 * i + 1));
+      });
+    }
+  }
+
+  it('f32 with TF32 (PyTorch\'s default for cuDNN convs) stays within 1e-2 of float64', GT, () => {
+    const conv = gpu().generatedOps.conv;
+    conv.library = 'auto';
+    conv.allowTf32 = true;
+    for (const c of FIXED.slice(0, 7)) check(c, 'f32', 'auto', { atol: 1e-2, rtol: 1e-2 }, 5);
+  });
+
+  it('doctor names cuDNN: its version and file, or every place tried', GT, () => {
+    const v = gpu().versions();
+    const s = cudnnState();
+    expect(s).toBeDefined();
+    if (s!.ok) expect(v.cudnn).toMatch(/^\d+\.\d+\.\d+$/);
+    else expect(v.cudnn).toMatch(/^unavailable: cuDNN not found: tried /);
+  });
+
+  it("library 'cudnn' runs on cuDNN or reports why it cannot", GT, () => {
+    const conv = gpu().generatedOps.conv;
+    conv.library = 'cudnn';
+    try {
+      const c = FIXED[0]!;
+      if (cudnnState()?.ok) check(c, 'f16', 'cudnn', tolOf('f16'), 9);
+      else expect(() => check(c, 'f16', 'cudnn', tolOf('f16'), 9)).toThrow(/cuDNN not found/);
+    } finally {
+      conv.library = 'auto';
+    }
+  });
+});
