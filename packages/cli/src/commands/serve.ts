@@ -190,7 +190,8 @@ export function serveCommand(io: Io, rawArgs: readonly string[] = process.argv.s
         .epilog(
           'Sampling defaults are OpenAI\'s: temperature 1 (generate\'s --temperature defaults to 0, greedy), top_p 1, max_tokens 16;\n' +
             'send "temperature": 0 for greedy answers. Without "seed" each request draws a random seed. A folder without\n' +
-            'tokenizer.json serves token ids only ("prompt": [1, 2, 3]; each choice carries token_ids). logprobs are not supported yet.',
+            'tokenizer.json serves token ids only ("prompt": [1, 2, 3]; each choice carries token_ids). logprobs / top_logprobs\n' +
+            'make their requests\' steps eager (the logits are read back); not under --tp yet.',
         ),
     handler: (argv: ServeArgs) => runServe(argv, io, rawArgs),
   };

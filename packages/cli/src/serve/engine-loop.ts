@@ -1,5 +1,5 @@
 import { errorMessage } from '@fastkernels/core';
-import { DEFAULT_SAMPLING, type LLMEngine, type RequestOutput, type SamplingParams, type StepOutput } from '@fastkernels/model-zoo';
+import { DEFAULT_SAMPLING, type LLMEngine, type RequestOutput, type SamplingParams, type StepOutput, type TokenLogprob } from '@fastkernels/model-zoo';
 import type { ControlOp } from '../serve-control.js';
 
 /**
@@ -13,6 +13,8 @@ export interface ServerControl {
 /** One engine request's listener: its tokens as they come, then its output (or the error that ended it). */
 export interface RequestSink {
   onToken(token: number): void;
+  /** The token's log-probabilities (requests with SamplingParams.logprobs), just before its onToken. */
+  onLogprob?(lp: TokenLogprob): void;
   onFinish(out: RequestOutput): void;
   onError(message: string): void;
 }
@@ -42,6 +44,11 @@ export class EngineLoop {
     private readonly control?: ServerControl,
     private readonly onFatal?: (e: Error) => void,
   ) {}
+
+  /** Under --tp (the other ranks follow this engine's operations). */
+  get tensorParallel(): boolean {
+    return this.control !== undefined;
+  }
 
   /** Requests in flight (added, not finished or cancelled). */
   get inFlight(): number {
@@ -196,6 +203,7 @@ export class EngineLoop {
       this.engine.abort();
       return;
     }
+    for (const [rid, lp] of out.logprobs ?? []) this.sinks.get(rid)?.onLogprob?.(lp);
     for (const [rid, token] of out.tokens) this.sinks.get(rid)?.onToken(token);
     for (const f of out.finished) {
       const s = this.sinks.get(f.requestId);

@@ -1,4 +1,4 @@
-import { IncrementalDetokenizer, StopStringMatcher, type RequestOutput, type SamplingParams, type TextTokenizer } from '@fastkernels/model-zoo';
+import { IncrementalDetokenizer, StopStringMatcher, type RequestOutput, type SamplingParams, type TextTokenizer, type TokenLogprob } from '@fastkernels/model-zoo';
 import type { EngineLoop } from './engine-loop.js';
 import type { ServerMetrics } from './metrics.js';
 
@@ -7,6 +7,9 @@ export type FinishReason = 'stop' | 'length';
 /** One choice of a request (one engine request): its tokens, its text so far, and how it ended. */
 export class Choice {
   readonly tokens: number[] = [];
+  /** Every token's log-probabilities (when the request asked), and those not yet sent in a streamed chunk. */
+  readonly logprobs: TokenLogprob[] = [];
+  unsentLogprobs: TokenLogprob[] = [];
   text = '';
   finishReason: FinishReason | null = null;
   requestId = -1;
@@ -64,7 +67,7 @@ export class Generation {
   async start(): Promise<void> {
     const ids = await this.loop.add(this.choices.map((c) => ({
       promptIds: c.promptIds, params: c.params,
-      sink: { onToken: (t: number) => this.onToken(c, t), onFinish: (o: RequestOutput) => this.onFinish(c, o), onError: (m: string) => this.onError(m) },
+      sink: { onToken: (t: number) => this.onToken(c, t), onLogprob: (lp: TokenLogprob) => (c.logprobs.push(lp), c.unsentLogprobs.push(lp)), onFinish: (o: RequestOutput) => this.onFinish(c, o), onError: (m: string) => this.onError(m) },
     })));
     ids.forEach((id, i) => (this.choices[i]!.requestId = id));
   }

@@ -104,6 +104,34 @@ describe('openai client: completions and chat', () => {
     await engineIdle();
   });
 
+  it('logprobs: completions (tokens, token_logprobs, top_logprobs) and chat (content entries, streamed too); greedy picks the top', async () => {
+    const r = await client.completions.create({ model: 'x', prompt: [5, 6], max_tokens: 5, temperature: 0, logprobs: 2, ignore_eos: true } as OpenAI.CompletionCreateParamsNonStreaming & Extra);
+    const lp = r.choices[0]!.logprobs!;
+    expect(lp.tokens).toHaveLength(5);
+    expect(lp.token_logprobs).toHaveLength(5);
+    lp.token_logprobs!.forEach((v, i) => {
+      expect(v).toBeLessThanOrEqual(0);
+      const top = Object.values(lp.top_logprobs![i]!);
+      expect(top.length).toBeGreaterThanOrEqual(1); // two ids may decode to the same text
+      expect(v).toBeCloseTo(Math.max(...top), 9);
+    });
+    const messages = [{ role: 'user' as const, content: 'hi' }];
+    const c = await client.chat.completions.create({ model: 'x', messages, max_tokens: 4, temperature: 0, logprobs: true, top_logprobs: 3, ignore_eos: true } as OpenAI.ChatCompletionCreateParamsNonStreaming & Extra);
+    const content = c.choices[0]!.logprobs!.content!;
+    expect(content).toHaveLength(4);
+    for (const e of content) {
+      expect(e.top_logprobs).toHaveLength(3);
+      expect(e.logprob).toBeCloseTo(e.top_logprobs[0]!.logprob, 9);
+      expect(e.bytes).toEqual([...Buffer.from(e.token, 'utf8')]);
+    }
+    const s = await client.chat.completions.create({ model: 'x', messages, max_tokens: 4, temperature: 0, logprobs: true, ignore_eos: true, stream: true } as OpenAI.ChatCompletionCreateParamsStreaming & Extra);
+    const streamed: number[] = [];
+    for await (const chunk of s) for (const e of chunk.choices[0]?.logprobs?.content ?? []) streamed.push(e.logprob);
+    expect(streamed).toEqual(content.map((e) => e.logprob));
+    const bad = await client.chat.completions.create({ model: 'x', messages, top_logprobs: 2 }).catch((x: unknown) => x);
+    expect((bad as InstanceType<typeof OpenAI.APIError>).status).toBe(400);
+  });
+
   it('a client that aborts mid-stream cancels its request: no request and no cache block left, the server goes on', async () => {
     const ac = new AbortController();
     const s = await client.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'go' }], max_tokens: 150, temperature: 0, ignore_eos: true, stream: true } as OpenAI.ChatCompletionCreateParamsStreaming & Extra, { signal: ac.signal });
@@ -128,7 +156,7 @@ describe('openai client: errors in OpenAI\'s shape', () => {
     ['huge max_tokens', { prompt: 'a', max_tokens: 1e9 }, 400, /max-model-len|max_tokens/],
     ['an unknown field', { prompt: 'a', max_token: 3 }, 400, /max_token/],
     ['ids beyond the vocabulary', { prompt: [1, 999] }, 400, /vocabulary/],
-    ['logprobs', { prompt: 'a', logprobs: 2 }, 400, /logprobs/],
+    ['logprobs over 20', { prompt: 'a', logprobs: 21 }, 400, /logprobs/],
     ['n over 16', { prompt: 'a', n: 17 }, 400, /n/],
   ];
   for (const [what, body, status, msg] of bad) {

@@ -1,5 +1,5 @@
 import { randomInt } from 'node:crypto';
-import type { SamplingParams, TextTokenizer } from '@fastkernels/model-zoo';
+import type { SamplingParams, TextTokenizer, TokenLogprob } from '@fastkernels/model-zoo';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import { ApiError, errorBody, fromZod, sendError } from './errors.js';
@@ -15,8 +15,9 @@ function parse<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
 }
 
 /** The sampling parameters of a request's choice `j` (of n): OpenAI's defaults (temperature 1), seeds per choice. */
-function samplingOf(b: CompletionRequest | ChatRequest, maxTokens: number | null | undefined, j: number, seed: number, eos: readonly number[]): Partial<SamplingParams> {
+function samplingOf(b: CompletionRequest | ChatRequest, maxTokens: number | null | undefined, j: number, seed: number, eos: readonly number[], logprobs: number | undefined): Partial<SamplingParams> {
   return {
+    ...(logprobs !== undefined ? { logprobs } : {}),
     maxTokens: maxTokens ?? 16, temperature: b.temperature ?? 1, topP: b.top_p ?? 1, topK: b.top_k ?? 0,
     // n choices of one prompt differ by their seed (each a distinct draw), and are reproducible when `seed` is given
     seed: seed + j,
@@ -48,7 +49,7 @@ function admit(state: ServerState, count: number): void {
 /** The output format of one endpoint (completions or chat), streamed or whole. */
 interface Format {
   readonly id: string;
-  chunk(c: Choice, text: string, ids: readonly number[], finish: string | null, first: boolean): unknown;
+  chunk(c: Choice, text: string, ids: readonly number[], finish: string | null, first: boolean, lps: readonly TokenLogprob[]): unknown;
   whole(g: Generation): unknown;
   usageChunk(g: Generation): unknown;
 }
@@ -64,11 +65,20 @@ async function respond(state: ServerState, reply: FastifyReply, choices: Choice[
     delta: (c, text, ids) => {
       if (!stream) return;
       if (!text && (state.tokenizer || !ids.length)) return; // a held-back byte or stop-string prefix: nothing to show yet
-      write(format.chunk(c, text, ids, null, !started.has(c)));
+      const lps = c.unsentLogprobs;
+      c.unsentLogprobs = [];
+      write(format.chunk(c, text, ids, null, !started.has(c), lps));
       started.add(c);
     },
     finished: (c) => {
-      if (stream) write(format.chunk(c, '', [], c.finishReason, false));
+      if (!stream) return;
+      // logprobs of tokens whose text never showed (a special token, a held-back byte at the end) still go out
+      if (c.unsentLogprobs.length) {
+        write(format.chunk(c, '', [], null, !started.has(c), c.unsentLogprobs));
+        c.unsentLogprobs = [];
+        started.add(c);
+      }
+      write(format.chunk(c, '', [], c.finishReason, false, []));
     },
     done: () => {
       if (stream) {
@@ -99,12 +109,41 @@ async function respond(state: ServerState, reply: FastifyReply, choices: Choice[
   await finished;
 }
 
+/** A token as text in logprobs: its decode (special tokens too), or `token_id:N` without a tokenizer (vLLM's form). */
+const tokenText = (state: ServerState, id: number) => (state.tokenizer ? state.tokenizer.decode([id], false) : `token_id:${id}`);
+
+function noLogprobsUnderTp(state: ServerState): void {
+  // the other ranks would run graph steps where rank 0 runs eager ones: not in the control protocol yet
+  if (state.loop.tensorParallel) throw new ApiError(400, 'logprobs are not supported under serve --tp yet', 'logprobs', 'unsupported');
+}
+
+/** Legacy completions' logprobs object: tokens, their logprobs, the top alternatives by text, text offsets. */
+function completionLogprobs(state: ServerState, lps: readonly TokenLogprob[]) {
+  const tokens = lps.map((lp) => tokenText(state, lp.token));
+  let offset = 0;
+  return {
+    tokens, token_logprobs: lps.map((lp) => lp.logprob),
+    top_logprobs: lps.map((lp) => Object.fromEntries(lp.top.map(([id, v]) => [tokenText(state, id), v]))),
+    text_offset: tokens.map((t) => ((offset += t.length), offset - t.length)),
+  };
+}
+
+/** Chat's logprobs object: one entry per token with its UTF-8 bytes and the top alternatives. */
+function chatLogprobs(state: ServerState, lps: readonly TokenLogprob[]) {
+  const entry = (id: number, logprob: number) => {
+    const token = tokenText(state, id);
+    return { token, logprob, bytes: [...Buffer.from(token, 'utf8')] };
+  };
+  return { content: lps.map((lp) => ({ ...entry(lp.token, lp.logprob), top_logprobs: lp.top.map(([id, v]) => entry(id, v)) })), refusal: null };
+}
+
 const created = () => Math.floor(Date.now() / 1000);
 const newSeed = () => randomInt(0, 2 ** 31 - 1);
 
 export async function completions(state: ServerState, req: FastifyRequest, reply: FastifyReply): Promise<void> {
   const b = parse(completionRequest, req.body);
-  if (b.logprobs != null) throw new ApiError(400, 'logprobs are not supported by this engine yet (its sampler returns token ids only)', 'logprobs', 'unsupported');
+  const logprobs = b.logprobs ?? undefined;
+  if (logprobs !== undefined) noLogprobsUnderTp(state);
   const p = b.prompt;
   const prompts: number[][] =
     typeof p === 'string' ? [needTokenizer(state, 'a text prompt').encode(p)]
@@ -116,16 +155,16 @@ export async function completions(state: ServerState, req: FastifyRequest, reply
   const seed = b.seed ?? newSeed();
   const stops = stopsOf(b.stop);
   if (stops.length && !state.tokenizer) throw new ApiError(400, 'stop strings need a tokenizer, and the model folder has no tokenizer.json: use stop_token_ids', 'stop', 'no_tokenizer');
-  const choices = prompts.flatMap((ids, i) => Array.from({ length: n }, (_, j) => new Choice(i * n + j, ids, samplingOf(b, b.max_tokens, j, seed, state.eosIds), state.tokenizer, stops)));
+  const choices = prompts.flatMap((ids, i) => Array.from({ length: n }, (_, j) => new Choice(i * n + j, ids, samplingOf(b, b.max_tokens, j, seed, state.eosIds, logprobs), state.tokenizer, stops)));
   const id = `cmpl-${state.nextId()}`;
   const t = created();
   const model = state.modelName;
   await respond(state, reply, choices, {
     id,
-    chunk: (c, text, ids, finish) => ({ id, object: 'text_completion', created: t, model, choices: [{ index: c.index, text, token_ids: ids, logprobs: null, finish_reason: finish }] }),
+    chunk: (c, text, ids, finish, _first, lps) => ({ id, object: 'text_completion', created: t, model, choices: [{ index: c.index, text, token_ids: ids, logprobs: logprobs === undefined ? null : completionLogprobs(state, lps), finish_reason: finish }] }),
     whole: (g) => ({
       id, object: 'text_completion', created: t, model,
-      choices: g.choices.map((c) => ({ index: c.index, text: c.text, token_ids: c.tokens, logprobs: null, finish_reason: c.finishReason })),
+      choices: g.choices.map((c) => ({ index: c.index, text: c.text, token_ids: c.tokens, logprobs: logprobs === undefined ? null : completionLogprobs(state, c.logprobs), finish_reason: c.finishReason })),
       usage: g.usage(),
     }),
     usageChunk: (g) => ({ id, object: 'text_completion', created: t, model, choices: [], usage: g.usage() }),
@@ -134,7 +173,9 @@ export async function completions(state: ServerState, req: FastifyRequest, reply
 
 export async function chatCompletions(state: ServerState, req: FastifyRequest, reply: FastifyReply): Promise<void> {
   const b = parse(chatRequest, req.body);
-  if (b.logprobs || b.top_logprobs) throw new ApiError(400, 'logprobs are not supported by this engine yet (its sampler returns token ids only)', 'logprobs', 'unsupported');
+  if (b.top_logprobs != null && !b.logprobs) throw new ApiError(400, 'top_logprobs needs logprobs: true', 'top_logprobs');
+  const logprobs = b.logprobs ? (b.top_logprobs ?? 0) : undefined;
+  if (logprobs !== undefined) noLogprobsUnderTp(state);
   if (b.stream_options && !b.stream) throw new ApiError(400, 'stream_options is only allowed with stream: true', 'stream_options');
   const tok = needTokenizer(state, 'chat');
   const messages = b.messages.map((m) => ({ role: m.role, content: typeof m.content === 'string' ? m.content : (m.content ?? []).map((x) => x.text).join(''), ...(m.name ? { name: m.name } : {}) }));
@@ -143,19 +184,19 @@ export async function chatCompletions(state: ServerState, req: FastifyRequest, r
   admit(state, n);
   const seed = b.seed ?? newSeed();
   const stops = stopsOf(b.stop);
-  const choices = Array.from({ length: n }, (_, j) => new Choice(j, promptIds, samplingOf(b, b.max_completion_tokens ?? b.max_tokens, j, seed, state.eosIds), tok, stops));
+  const choices = Array.from({ length: n }, (_, j) => new Choice(j, promptIds, samplingOf(b, b.max_completion_tokens ?? b.max_tokens, j, seed, state.eosIds, logprobs), tok, stops));
   const id = `chatcmpl-${state.nextId()}`;
   const t = created();
   const model = state.modelName;
   await respond(state, reply, choices, {
     id,
-    chunk: (c, text, _ids, finish, first) => ({
+    chunk: (c, text, _ids, finish, first, lps) => ({
       id, object: 'chat.completion.chunk', created: t, model,
-      choices: [{ index: c.index, delta: finish ? {} : first ? { role: 'assistant', content: text } : { content: text }, logprobs: null, finish_reason: finish }],
+      choices: [{ index: c.index, delta: finish ? {} : first ? { role: 'assistant', content: text } : { content: text }, logprobs: logprobs === undefined || finish ? null : chatLogprobs(state, lps), finish_reason: finish }],
     }),
     whole: (g) => ({
       id, object: 'chat.completion', created: t, model,
-      choices: g.choices.map((c) => ({ index: c.index, message: { role: 'assistant', content: c.text }, logprobs: null, finish_reason: c.finishReason })),
+      choices: g.choices.map((c) => ({ index: c.index, message: { role: 'assistant', content: c.text }, logprobs: logprobs === undefined ? null : chatLogprobs(state, c.logprobs), finish_reason: c.finishReason })),
       usage: g.usage(),
     }),
     usageChunk: (g) => ({ id, object: 'chat.completion.chunk', created: t, model, choices: [], usage: g.usage() }),
