@@ -211,7 +211,7 @@ describe('einsum', () => {
     const f = device();
     const cases: [string, number[][]][] = [
       ['bhk,hdk->bhd', [[6, 8, 32], [8, 64, 32]]], ['bkic,bkjc->bijc', [[2, 10, 12, 4], [2, 10, 9, 4]]], ['bij,jk->bik', [[3, 7, 20], [20, 11]]],
-      ['...ij,...jk->...ik', [[2, 1, 5, 16], [3, 16, 6]]], ['ij,ij->i', [[7, 24], [7, 24]]], ['i,j->ij', [[5], [7]]], ['ij->ji', [[3, 4]]],
+      ['...ij,...jk->...ik', [[2, 1, 5, 16], [3, 16, 6]]], ['ij,ij->i', [[7, 24], [7, 24]]], ['i,j->ij', [[5], [7]]], ['ij->ji', [[3, 4]]], ['i,i->', [[33], [33]]],
     ];
     for (const [equation, shapes] of cases) {
       const y = callOp1('einsum', shapes.map((s) => f.t(s)), { equation });
