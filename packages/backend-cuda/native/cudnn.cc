@@ -321,7 +321,10 @@ Napi::Value Conv(const Napi::CallbackInfo& info) {
   const double* q = pa.Data();
   cudnnStatus_t s;
   cudnnHandle_t h = HandleFor(static_cast<int>(q[5]), &s);
-  if (s != CUDNN_STATUS_SUCCESS) return Throw(env, s, "cudnnCreate");
+  if (s != CUDNN_STATUS_SUCCESS) {  // e.g. a cuDNN built for another CUDA than the driver: the caller falls back
+    declineReason = "cudnnCreate: " + StatusName(s) + (LastError().empty() ? "" : " (" + LastError() + ")");
+    return Napi::Number::New(env, -1);
+  }
   Key key;
   for (int i = 0; i < kKeyLen; i++) key[i] = static_cast<int64_t>(q[i]);
   auto it = plans.find(key);

@@ -43,6 +43,7 @@ export class ConvKernels {
   private readonly launches: ConvLaunches;
   private readonly workspaces = new Map<number, DeviceBlock>();
   private usedCudnn = false;
+  private readonly temps: Tensor[] = [];
 
   constructor(
     private readonly runtime: () => CudaRuntime,
@@ -75,7 +76,8 @@ export class ConvKernels {
     const format = convFormat(nd, g.batched, x, w);
     const y = allocOutput(x, outShape, format);
     if (y.numel === 0) return y;
-    const temps: Tensor[] = [];
+    const temps = this.temps; // reused: run is not re-entered (no callbacks below call back into convs)
+    temps.length = 0;
     try {
       const b = bias && (bias.isContiguous() ? bias : keep(temps, bias.contiguous()));
       if (this.library !== 'fallback' && this.tryCudnn(g, dtype, format, x, w, b, y, temps)) {
@@ -90,6 +92,7 @@ export class ConvKernels {
       throw e;
     } finally {
       for (const t of temps) t.dispose();
+      temps.length = 0;
     }
   }
 
