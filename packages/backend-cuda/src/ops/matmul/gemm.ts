@@ -44,6 +44,7 @@ export class StridedGemm {
     lda: 0, ldb: 0, ldc: 0, strideA: 0, strideB: 0, strideC: 0, alpha: 1, beta: 0, epilogue: EPILOGUE_DEFAULT, cPtr: 0, cLd: 0, cStride: 0,
   };
 
+  private readonly cLayout = { ld: 0, stride: 0 };
   /** Whether C may be read apart from D (cleared if cuBLASLt ever finds no algorithm for that: see gemmCApart). */
   private cApart = true;
 
@@ -112,11 +113,10 @@ export class StridedGemm {
       const c = d.beta !== 0 ? (x.c ?? null) : null;
       if (c) {
         // C read in place when cuBLASLt can address it like the output (the fold never applies: b is batched here)
-        const cl = g.folded || !this.cApart ? undefined : planC(c.shape, c.strides);
-        if (cl) {
+        if (!g.folded && this.cApart && planC(c.shape, c.strides, this.cLayout)) {
           d.cPtr = devicePtr(c);
-          d.cLd = cl.ld;
-          d.cStride = cl.stride;
+          d.cLd = this.cLayout.ld;
+          d.cStride = this.cLayout.stride;
         } else ops.copy(out, c); // else beta * C in place, as torch.baddbmm does (C copied into the result first)
       }
       if (d.cPtr) this.gemmCApart(ops, d, out, c!);

@@ -39,15 +39,10 @@ function output(call: OpCall<any>, like: Tensor): Tensor {
   return Tensor.empty(call.backend, m.shape, m.dtype, { device: like.device });
 }
 
-/** Run `fill` on a fresh output; dispose it if the launch fails. */
-function into(out: Tensor, fill: () => void): Tensor {
-  try {
-    fill();
-  } catch (e) {
-    out.dispose();
-    throw e;
-  }
-  return out;
+/** A failed launch leaves nothing allocated behind: dispose the fresh output, rethrow. */
+function fail(out: Tensor, e: unknown): never {
+  out.dispose();
+  throw e;
 }
 
 export function registerMatmulKernels(table: OpKernelTable, cache: GenKernelCache, runtime: () => CudaRuntime): void {
@@ -69,7 +64,12 @@ export function registerMatmulKernels(table: OpKernelTable, cache: GenKernelCach
   const product = (call: OpCall) => {
     const [a, b] = call.inputs as [Tensor, Tensor];
     const out = output(call, a);
-    return into(out, () => gemm.run(gemmOps(call), out, a, b));
+    try {
+      gemm.run(gemmOps(call), out, a, b);
+    } catch (e) {
+      fail(out, e);
+    }
+    return out;
   };
   if (hasOp('matmul')) table.register('matmul', product, rank2);
   if (hasOp('bmm')) table.register('bmm', product, ltDTypes);
@@ -96,8 +96,7 @@ export function registerMatmulKernels(table: OpKernelTable, cache: GenKernelCach
             gemm.run(ops, out, b1, b2, { alpha, beta, c });
           }
         } catch (e) {
-          out.dispose();
-          throw e;
+          fail(out, e);
         } finally {
           for (const v of views) v.dispose();
         }
@@ -132,8 +131,7 @@ export function registerMatmulKernels(table: OpKernelTable, cache: GenKernelCach
           if (b && b !== bias) views.push(b);
           gemm.run(gemmOps(call), o2, x2, wt, { bias: b, epilogue: epi });
         } catch (e) {
-          out.dispose();
-          throw e;
+          fail(out, e);
         } finally {
           for (const v of views) v.dispose();
         }
@@ -151,7 +149,11 @@ export function registerMatmulKernels(table: OpKernelTable, cache: GenKernelCach
         const ops = call.inputs as Tensor[];
         const out = output(call, ops[0]!);
         if (out.numel === 0) return out;
-        return into(out, () => einsum.run(gemmOps(call), call.attrs.equation, ops, out));
+        try {
+          return einsum.run(gemmOps(call), call.attrs.equation, ops, out);
+        } catch (e) {
+          fail(out, e);
+        }
       },
       ltDTypes,
     );

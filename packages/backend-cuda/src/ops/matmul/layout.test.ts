@@ -5,8 +5,8 @@
  */
 import { contiguousStrides } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
-import { EPILOGUE_GELU, fillLtParams } from '../../blaslt.js';
-import { flatBatchStride, isRowBias, newGemmPlan, planC, planGemm, planOutput } from './layout.js';
+import { EPILOGUE_GELU, fillLtParams, matrixLayout } from '../../blaslt.js';
+import { flatBatchStride, isRowBias, matrixInto, newGemmPlan, newOperandPlan, planC, planGemm, planOutput } from './layout.js';
 
 const cs = (s: number[]) => [...contiguousStrides(s)];
 /** Plan a @ b into a fresh contiguous output. */
@@ -15,6 +15,19 @@ function plan(a: number[], aStrides: number[], b: number[], bStrides: number[], 
   expect(planGemm(a, aStrides, b, bStrides, out, cs(out), g)).toBe(true);
   return g;
 }
+
+describe('matrixInto (blaslt.ts matrixLayout without an allocation)', () => {
+  it('agrees with matrixLayout on row-major, transposed, padded, vector and unaddressable views', () => {
+    const cases: [number, number, number, number][] = [[4, 8, 8, 1], [4, 8, 16, 1], [4, 8, 1, 4], [4, 8, 0, 1], [4, 8, 16, 2], [1, 8, 0, 1], [8, 1, 1, 0], [1, 1, 5, 7], [4, 8, 1, 2]];
+    for (const [r, c, sr, sc] of cases) {
+      const p = newOperandPlan();
+      const ok = matrixInto(r, c, sr, sc, p);
+      const l = matrixLayout(r, c, sr, sc);
+      expect(ok, `${[r, c, sr, sc]}`).toBe(l !== undefined);
+      if (l) expect({ trans: p.trans, ld: p.ld }).toEqual(l);
+    }
+  });
+});
 
 describe('flatBatchStride', () => {
   it('contiguous batches, broadcast batches (0), size-1 out dims skipped, dims that do not flatten (-1)', () => {
@@ -99,10 +112,13 @@ describe('planGemm', () => {
 
 describe("baddbmm's input", () => {
   it('read in place as C when row-major with one batch stride; a broadcast row is not addressable (copy or bias)', () => {
-    expect(planC([4, 8, 32], cs([4, 8, 32]))).toEqual({ ld: 32, stride: 256 });
-    expect(planC([4, 8, 32], [0, 32, 1])).toEqual({ ld: 32, stride: 0 }); // [1, M, N] over the batch
-    expect(planC([4, 8, 32], [0, 0, 1])).toBeUndefined(); // [N] over the rows
-    expect(planC([4, 8, 32], [256, 1, 8])).toBeUndefined(); // transposed
+    const c = { ld: 0, stride: 0 };
+    expect(planC([4, 8, 32], cs([4, 8, 32]), c)).toBe(true);
+    expect(c).toEqual({ ld: 32, stride: 256 });
+    expect(planC([4, 8, 32], [0, 32, 1], c)).toBe(true); // [1, M, N] over the batch
+    expect(c).toEqual({ ld: 32, stride: 0 });
+    expect(planC([4, 8, 32], [0, 0, 1], c)).toBe(false); // [N] over the rows
+    expect(planC([4, 8, 32], [256, 1, 8], c)).toBe(false); // transposed
     expect(isRowBias([32])).toBe(true);
     expect(isRowBias([1, 1, 32])).toBe(true);
     expect(isRowBias([4, 1, 32])).toBe(false);

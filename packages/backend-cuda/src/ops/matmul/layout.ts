@@ -4,12 +4,11 @@
  * out[..., M, N] = a[..., M, K] @ b[..., K, N], the batch dims of a and b broadcasting to out's. cuBLASLt reads one
  * matrix per operand per batch at `base + i * batchStride` with a leading dimension, row-major or transposed (see
  * blaslt.ts matrixLayout: a row-major [K, N] view with strides [1, K] is the transposed operand, no copy). So an operand
- * is read in place when (1) its last two dims are addressable that way and (2) its batch dims, flattened in out's batch
+ * is read in place when (1) its last two dims are addressable that way (the same rule, written here without allocating) and (2) its batch dims, flattened in out's batch
  * order, advance by one stride: every broadcast (size-1 or missing) dim gives stride 0, so a fully broadcast operand is
  * batch stride 0. Anything else is materialised (a copy) first. The planner writes into caller-owned objects: the
  * launch path allocates nothing here.
  */
-import { matrixLayout } from '../../blaslt.js';
 
 /** One GEMM operand as cuBLASLt reads it; `copy`: not addressable, materialise it first. */
 export interface OperandPlan {
@@ -69,17 +68,41 @@ export function flatBatchStride(shape: readonly number[], strides: readonly numb
   return base;
 }
 
+/**
+ * blaslt.ts matrixLayout into `p` (trans, ld): row-major with leading dimension ld, or transposed storage; false when
+ * neither fits.
+ */
+export function matrixInto(rows: number, cols: number, strideRow: number, strideCol: number, p: OperandPlan): boolean {
+  if (strideCol === 1 || cols === 1) {
+    const ld = rows === 1 ? Math.max(cols, 1) : strideRow;
+    if (ld >= Math.max(cols, 1)) {
+      p.trans = false;
+      p.ld = ld;
+      return true;
+    }
+  }
+  if (strideRow === 1 || rows === 1) {
+    const ld = cols === 1 ? Math.max(rows, 1) : strideCol;
+    if (ld >= Math.max(rows, 1)) {
+      p.trans = true;
+      p.ld = ld;
+      return true;
+    }
+  }
+  p.trans = false;
+  p.ld = cols;
+  return false;
+}
+
 /** Fill `p` for an operand whose matrix is [rows, cols] (its last two dims) under out's batch. */
 export function planOperand(shape: readonly number[], strides: readonly number[], outShape: readonly number[], p: OperandPlan): OperandPlan {
   const r = shape.length;
   const rows = shape[r - 2]!;
   const cols = shape[r - 1]!;
   const stride = flatBatchStride(shape, strides, outShape);
-  const l = matrixLayout(rows, cols, strides[r - 2]!, strides[r - 1]!);
+  const addressable = matrixInto(rows, cols, strides[r - 2]!, strides[r - 1]!, p);
   p.expand = stride < 0;
-  p.copy = p.expand || l === undefined;
-  p.trans = l ? l.trans : false;
-  p.ld = l ? l.ld : cols;
+  p.copy = p.expand || !addressable;
   p.stride = stride < 0 ? 0 : stride;
   return p;
 }
@@ -143,18 +166,20 @@ export function planGemm(
 /**
  * baddbmm's input as cuBLASLt's C read in place (out-of-place D = alpha·AB + beta·C): `shape` / `strides` are the
  * input expanded to out's [B, M, N]; it must have unit column stride, rows >= N apart (not broadcast along M unless M is
- * 1) and one batch stride (0 when broadcast over the batch). Undefined: copy the input into the output first.
+ * 1) and one batch stride (0 when broadcast over the batch); written into `c`. False: copy the input into the output first.
  */
-export function planC(shape: readonly number[], strides: readonly number[]): { ld: number; stride: number } | undefined {
+export function planC(shape: readonly number[], strides: readonly number[], c: { ld: number; stride: number }): boolean {
   const r = shape.length;
   const M = shape[r - 2]!;
   const N = shape[r - 1]!;
-  if (N > 1 && strides[r - 1] !== 1) return undefined;
+  if (N > 1 && strides[r - 1] !== 1) return false;
   const ld = M === 1 ? Math.max(N, 1) : strides[r - 2]!;
-  if (ld < Math.max(N, 1)) return undefined;
+  if (ld < Math.max(N, 1)) return false;
   const stride = flatBatchStride(shape, strides, shape);
-  if (stride < 0) return undefined;
-  return { ld, stride };
+  if (stride < 0) return false;
+  c.ld = ld;
+  c.stride = stride;
+  return true;
 }
 
 /** Whether a baddbmm input of `shape` is one row vector for every batch and row ([N], [1, N], [1, 1, N]): a bias epilogue. */
