@@ -62,12 +62,23 @@ describe('bench-serve against the CPU server', () => {
     expect(j).toMatchObject({ completed: 2, failed: 0, totalOutputTokens: 10, request_rate: 50, goodput: 0 });
   }, 60_000);
 
+  it('--disconnect-fraction: those clients leave mid-stream, the rest complete, the server frees every block', async () => {
+    const { out } = await bench({ numPrompts: 10, outputLen: '20:30', maxConcurrency: 4, disconnectFraction: 0.4, seed: 3, json: true });
+    const j = JSON.parse(out) as Record<string, any>;
+    expect(j.disconnected, JSON.stringify(j)).toBeGreaterThan(0);
+    expect(j.completed + j.disconnected).toBe(10);
+    expect(j.failed).toBe(0);
+    for (let i = 0; i < 200 && usedBlocks() > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(usedBlocks()).toBe(0);
+  }, 60_000);
+
   it('flag errors name the flag and the fix; an unreachable server is a clear error', async () => {
     const e = (o: Partial<BenchServeArgs>) => bench(o).then(() => null, (x: unknown) => x as UserError);
     expect((await e({ inputLen: '9:3' }))!.details.field).toBe('--input-len');
     expect((await e({ requestRate: '-1' }))!.details.field).toBe('--request-rate');
     expect((await e({ goodput: ['latency:5'] }))!.details.field).toBe('--goodput');
     expect((await e({ dataset: 'sharegpt' }))!.details.field).toBe('--dataset-path');
+    expect((await e({ disconnectFraction: 2 }))!.details.field).toBe('--disconnect-fraction');
     const down = await e({ baseUrl: 'http://127.0.0.1:1' });
     expect(down).toBeInstanceOf(UserError);
     expect(down!.describe()).toMatch(/cannot reach http:\/\/127\.0\.0\.1:1\/v1\/models[\s\S]*fix: start the server/);

@@ -3,6 +3,8 @@ import type { BenchRequest } from './workload.js';
 /** What one request measured (times in ms, from performance.now()). */
 export interface RequestResult {
   readonly ok: boolean;
+  /** The client went away on purpose after some chunks (--disconnect-fraction): neither a success nor a failure. */
+  readonly disconnected?: boolean;
   readonly error?: string;
   readonly promptLen: number;
   readonly outputTokens: number;
@@ -26,15 +28,17 @@ export interface Target {
  * the workload's; TTFT is the first chunk with text or token ids, ITL the gaps between later chunks; output tokens from
  * the usage of the last chunk (stream_options.include_usage), else the number of chunks.
  */
-export async function sendRequest(t: Target, r: BenchRequest): Promise<RequestResult> {
+export async function sendRequest(t: Target, r: BenchRequest, leaveAfter?: number): Promise<RequestResult> {
   const start = performance.now();
   const base = { ok: false, promptLen: r.promptLen, outputTokens: 0, ttftMs: 0, itlMs: [] as number[], e2eMs: 0, start };
+  const leave = new AbortController();
+  let left: RequestResult | null = null;
   try {
     const res = await fetch(`${t.baseUrl}/v1/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', ...(t.apiKey ? { authorization: `Bearer ${t.apiKey}` } : {}) },
       body: JSON.stringify({ model: t.model, prompt: r.prompt, max_tokens: r.outputLen, temperature: 0, ignore_eos: true, stream: true, stream_options: { include_usage: true } }),
-      signal: AbortSignal.timeout(t.timeoutMs),
+      signal: AbortSignal.any([leave.signal, AbortSignal.timeout(t.timeoutMs)]),
     });
     if (!res.ok || !res.body) return { ...base, error: `HTTP ${res.status}: ${(await res.text()).slice(0, 300)}`, e2eMs: performance.now() - start };
     const decoder = new TextDecoder();
@@ -63,12 +67,18 @@ export async function sendRequest(t: Target, r: BenchRequest): Promise<RequestRe
         else itl.push(now - last);
         last = now;
         chunks++;
+        if (leaveAfter !== undefined && chunks >= leaveAfter) {
+          left = { ...base, disconnected: true, outputTokens: chunks, e2eMs: now - start };
+          leave.abort(); // a client that goes away mid-stream: the server must cancel the request and free its blocks
+          return left;
+        }
       }
     }
     const end = performance.now();
     if (!first) return { ...base, error: 'no tokens streamed', e2eMs: end - start };
     return { ok: true, promptLen: r.promptLen, outputTokens: usage ?? chunks, ttftMs: first - start, itlMs: itl, e2eMs: end - start, start };
   } catch (e) {
+    if (left) return left; // the abort of a planned disconnect surfaces as the stream's error
     return { ...base, error: (e as Error).message, e2eMs: performance.now() - start };
   }
 }

@@ -7,6 +7,7 @@ export function formatReport(s: BenchSummary): string {
   const rows: [string, string][] = [
     ['Successful requests', String(s.completed)],
     ['Failed requests', String(s.failed)],
+    ...(s.disconnected ? [['Disconnected on purpose', String(s.disconnected)] as [string, string]] : []),
     ['Benchmark duration (s)', f(s.durationS)],
     ['Total input tokens', String(s.totalInputTokens)],
     ['Total generated tokens', String(s.totalOutputTokens)],

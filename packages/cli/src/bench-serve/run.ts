@@ -1,6 +1,6 @@
 import { sendRequest, type RequestResult, type Target } from './client.js';
 import { summarize, type BenchSummary, type Slo } from './stats.js';
-import { arrivals, type BenchRequest } from './workload.js';
+import { arrivals, seededRandom, type BenchRequest } from './workload.js';
 
 export interface BenchRunOptions {
   readonly target: Target;
@@ -13,6 +13,8 @@ export interface BenchRunOptions {
   readonly maxConcurrency: number;
   readonly seed: number;
   readonly slo: Slo;
+  /** This fraction of the requests (seeded) disconnect after 1 to 5 streamed chunks. */
+  readonly disconnectFraction?: number;
   /** Called after each measured request completes (the progress line). */
   readonly onProgress?: (done: number, total: number, failed: number) => void;
 }
@@ -33,6 +35,8 @@ export async function runBench(o: BenchRunOptions): Promise<BenchRun> {
     if (!r.ok) throw new Error(`the warm-up request failed: ${r.error}`);
   }
   const at = arrivals(o.requests.length, o.rate, o.seed);
+  const rnd = seededRandom(o.seed ^ 0xd15c);
+  const leaveAfter = o.requests.map(() => (rnd() < (o.disconnectFraction ?? 0) ? 1 + Math.floor(rnd() * 5) : undefined));
   const results: RequestResult[] = new Array(o.requests.length);
   let inFlight = 0;
   let done = 0;
@@ -49,14 +53,14 @@ export async function runBench(o: BenchRunOptions): Promise<BenchRun> {
     if (wait > 0) await new Promise((r) => setTimeout(r, wait));
     await acquire();
     try {
-      results[i] = await sendRequest(o.target, req);
+      results[i] = await sendRequest(o.target, req, leaveAfter[i]);
     } finally {
       release();
     }
     done++;
-    if (!results[i]!.ok) failed++;
+    if (!results[i]!.ok && !results[i]!.disconnected) failed++;
     o.onProgress?.(done, o.requests.length, failed);
   }));
   const elapsed = performance.now() - t0;
-  return { summary: summarize(results, elapsed, o.slo), results, firstError: results.find((r) => !r.ok)?.error ?? null };
+  return { summary: summarize(results, elapsed, o.slo), results, firstError: results.find((r) => !r.ok && !r.disconnected)?.error ?? null };
 }

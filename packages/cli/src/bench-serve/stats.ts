@@ -36,6 +36,8 @@ export const tpotOf = (r: RequestResult): number | undefined => (r.outputTokens 
 export interface BenchSummary {
   readonly completed: number;
   readonly failed: number;
+  /** Requests whose client left mid-stream on purpose (not in the latency or throughput figures). */
+  readonly disconnected: number;
   readonly durationS: number;
   readonly totalInputTokens: number;
   readonly totalOutputTokens: number;
@@ -53,6 +55,7 @@ export interface BenchSummary {
 /** vLLM benchmark_serving's metrics over the measured (non-warm-up) requests. */
 export function summarize(results: readonly RequestResult[], durationMs: number, slo: Slo): BenchSummary {
   const ok = results.filter((r) => r.ok);
+  const disconnected = results.filter((r) => r.disconnected).length;
   const durationS = durationMs / 1000;
   const input = ok.reduce((a, r) => a + r.promptLen, 0);
   const output = ok.reduce((a, r) => a + r.outputTokens, 0);
@@ -60,7 +63,7 @@ export function summarize(results: readonly RequestResult[], durationMs: number,
   const hasSlo = slo.ttftMs !== undefined || slo.tpotMs !== undefined || slo.e2eMs !== undefined;
   const good = ok.filter((r) => (slo.ttftMs === undefined || r.ttftMs <= slo.ttftMs) && (slo.tpotMs === undefined || (tpotOf(r) ?? 0) <= slo.tpotMs) && (slo.e2eMs === undefined || r.e2eMs <= slo.e2eMs)).length;
   return {
-    completed: ok.length, failed: results.length - ok.length, durationS,
+    completed: ok.length, failed: results.length - ok.length - disconnected, disconnected, durationS,
     totalInputTokens: input, totalOutputTokens: output,
     requestThroughput: ok.length / durationS, outputThroughput: output / durationS, totalTokenThroughput: (input + output) / durationS,
     goodput: hasSlo ? good / durationS : null,

@@ -26,6 +26,7 @@ export interface BenchServeArgs {
   json?: boolean;
   apiKey?: string;
   timeout: number;
+  disconnectFraction?: number;
 }
 
 /** `N` or `MIN:MAX` (a uniform range) of a length flag. */
@@ -80,6 +81,8 @@ export async function runBenchServe(argv: BenchServeArgs, io: Io): Promise<void>
   const maxConcurrency = argv.maxConcurrency === undefined ? Infinity : intFlag('max-concurrency', argv.maxConcurrency, 1, 1 << 20);
   const timeoutMs = intFlag('timeout', argv.timeout, 1, 86_400) * 1000;
   const slo = sloFlag(argv.goodput);
+  const disconnectFraction = argv.disconnectFraction ?? 0;
+  if (!(disconnectFraction >= 0 && disconnectFraction <= 1)) throw new UserError(`expected a fraction from 0 to 1, got ${argv.disconnectFraction}`, { field: '--disconnect-fraction', fix: '--disconnect-fraction 0.1 (10% of the clients leave mid-stream)' });
   const base = String(argv.baseUrl).replace(/\/+$/, '').replace(/\/v1$/, '');
   if (!/^https?:\/\//.test(base)) throw new UserError(`expected an http(s) URL, got '${argv.baseUrl}'`, { field: '--base-url', fix: '--base-url http://127.0.0.1:8000' });
   let all: BenchRequest[];
@@ -99,7 +102,7 @@ export async function runBenchServe(argv: BenchServeArgs, io: Io): Promise<void>
   let lastPct = -1;
   io.err(`bench-serve: ${num} requests (${argv.dataset}) to ${base} (${model}), rate ${rate === Infinity ? 'inf' : `${rate}/s`}, max concurrency ${maxConcurrency === Infinity ? 'none' : maxConcurrency}, ${warmupN} warm-up\n`);
   const run = await runBench({
-    target, warmup: all.slice(0, warmupN), requests: all.slice(warmupN), rate, maxConcurrency, seed, slo,
+    target, warmup: all.slice(0, warmupN), requests: all.slice(warmupN), rate, maxConcurrency, seed, slo, disconnectFraction,
     onProgress: (done, total, failed) => {
       const pct = Math.floor((done / total) * 10);
       const line = `bench-serve: ${done}/${total} done${failed ? `, ${failed} failed` : ''}`;
@@ -144,6 +147,7 @@ export function benchServeCommand(io: Io) {
         .option('json', { type: 'boolean', describe: 'print the summary as JSON instead of the table' })
         .option('api-key', { type: 'string', describe: 'bearer token for the server' })
         .option('timeout', { type: 'number', default: 600, describe: 'seconds one request may take' })
+        .option('disconnect-fraction', { type: 'number', default: 0, describe: 'this fraction of the clients (seeded) leave after 1-5 streamed chunks: the server must cancel them (not counted in the latencies)' })
         .example('$0 bench-serve --num-prompts 256 --input-len 100:1024 --output-len 100:1024', "nano-vllm's workload through HTTP, all at once")
         .example('$0 bench-serve --request-rate 4 --goodput ttft:40 tpot:8 --json-out serving.json', 'Poisson 4 req/s, goodput under SLOs, JSON out'),
     handler: (argv: BenchServeArgs) => runBenchServe(argv, io),
