@@ -15,6 +15,8 @@ export class IncrementalDetokenizer {
   private readOffset = 0;
   /** All text emitted so far. */
   text = '';
+  /** Byte-level tokenizers: one streaming UTF-8 decoder over the tokens' bytes (it holds incomplete characters). */
+  private readonly utf8 = new TextDecoder('utf-8', { fatal: false });
 
   constructor(
     private readonly tok: TextTokenizer,
@@ -23,6 +25,12 @@ export class IncrementalDetokenizer {
 
   /** Add one generated token; returns the text it completes ('' while a character is incomplete). */
   push(id: number): string {
+    const bytes = this.tok.tokenBytes(id, this.skipSpecialTokens);
+    if (bytes) {
+      const delta = this.utf8.decode(bytes, { stream: true });
+      this.text += delta;
+      return delta;
+    }
     this.ids.push(id);
     const prefix = this.tok.decode(this.ids.slice(this.prefixOffset, this.readOffset), this.skipSpecialTokens);
     const full = this.tok.decode(this.ids.slice(this.prefixOffset), this.skipSpecialTokens);
@@ -36,6 +44,11 @@ export class IncrementalDetokenizer {
 
   /** At the end: whatever was held back (an incomplete character at the very end is emitted as U+FFFD). */
   flush(): string {
+    const rest = this.utf8.decode();
+    if (rest) {
+      this.text += rest;
+      return rest;
+    }
     if (this.readOffset >= this.ids.length) return '';
     const prefix = this.tok.decode(this.ids.slice(this.prefixOffset, this.readOffset), this.skipSpecialTokens);
     const full = this.tok.decode(this.ids.slice(this.prefixOffset), this.skipSpecialTokens);

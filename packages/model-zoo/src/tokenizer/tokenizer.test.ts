@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync, copyFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -47,6 +47,23 @@ describe('IncrementalDetokenizer', () => {
     expect(chunks.every((c) => !c.includes('\uFFFD'))).toBe(true);
     expect(chunks.join('') + d.flush()).toBe(text);
     expect(chunks.filter((c) => c === '').length).toBe(1 + 3 + 2); // held-back continuation bytes
+  });
+
+  it('both paths (byte-level table, generic window decode) add up to the whole decode, for any ids', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fk-tok-seq-'));
+    const json = JSON.parse(readFileSync(join(CHAT, 'tokenizer.json'), 'utf8')) as { decoder: unknown };
+    json.decoder = { type: 'Sequence', decoders: [json.decoder] }; // same output, not recognised as byte-level
+    writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify(json));
+    copyFileSync(join(CHAT, 'tokenizer_config.json'), join(dir, 'tokenizer_config.json'));
+    const generic = loadTokenizer(dir)!;
+    expect(generic.tokenBytes(65)).toBeNull();
+    expect(tok.tokenBytes(65)).toEqual(Uint8Array.of(65));
+    let x = 7;
+    const ids = Array.from({ length: 300 }, () => ((x = (x * 1103515245 + 12345) % 2 ** 31), x % 256));
+    for (const t of [tok, generic]) {
+      const d = new IncrementalDetokenizer(t);
+      expect(ids.map((id) => d.push(id)).join('') + d.flush()).toBe(t.decode(ids));
+    }
   });
 
   it('skips special tokens and emits an invalid byte once more text follows', () => {

@@ -21,6 +21,21 @@ type TokenizerConfig = z.infer<typeof tokenizerConfigSchema>;
 
 const tokenText = (t: z.infer<typeof specialToken>): string | undefined => (t == null ? undefined : typeof t === 'string' ? t : t.content);
 
+const EMPTY = new Uint8Array(0);
+const utf8 = new TextEncoder();
+
+/** GPT-2's byte-to-unicode map, inverted: the byte each printable stand-in character of a byte-level token means. */
+const UNICODE_TO_BYTE: ReadonlyMap<string, number> = (() => {
+  const bs: number[] = [];
+  for (let b = 33; b <= 126; b++) bs.push(b);
+  for (let b = 161; b <= 172; b++) bs.push(b);
+  for (let b = 174; b <= 255; b++) bs.push(b);
+  const cs = [...bs];
+  let n = 0;
+  for (let b = 0; b < 256; b++) if (!bs.includes(b)) (bs.push(b), cs.push(256 + n++));
+  return new Map(bs.map((b, i) => [String.fromCodePoint(cs[i]!), b]));
+})();
+
 /**
  * A model folder's text tokenizer: tokenizer.json through @huggingface/tokenizers (HF's pure-JS port), the special
  * tokens and chat template from tokenizer_config.json (chat_template.jinja beside it wins, as in transformers).
@@ -35,11 +50,17 @@ export class TextTokenizer {
   /** Largest id the tokenizer can produce, + 1. */
   readonly vocabSize: number;
 
+  /** Byte-level decoders only (GPT-2 style, Llama 3, Qwen): each token's bytes, built on first use (see tokenBytes). */
+  private readonly byteLevel: boolean;
+  private readonly bytesCache = new Map<number, Uint8Array>();
+
   constructor(
     private readonly tok: Tokenizer,
     config: TokenizerConfig,
     chatTemplate: string | null,
+    decoderType: string | null = null,
   ) {
+    this.byteLevel = decoderType === 'ByteLevel';
     this.bosToken = tokenText(config.bos_token);
     this.eosToken = tokenText(config.eos_token);
     this.eosTokenId = this.eosToken === undefined ? undefined : tok.token_to_id(this.eosToken);
@@ -60,6 +81,26 @@ export class TextTokenizer {
   decode(ids: readonly number[], skipSpecialTokens = true): string {
     if (!ids.length) return ''; // the library rejects an empty list
     return this.tok.decode([...ids], { skip_special_tokens: skipSpecialTokens, clean_up_tokenization_spaces: false });
+  }
+
+  /**
+   * A token's UTF-8 bytes, independent of its neighbours, or null where the decoder is not byte-level (SentencePiece's
+   * leading-space rules depend on context): streaming then feeds these to one TextDecoder, one table lookup a token
+   * instead of two window decodes (52 µs a token with a 128k vocabulary, the event loop's budget at 9k tok/s). Special
+   * tokens give an empty array when skipped.
+   */
+  tokenBytes(id: number, skipSpecialTokens = true): Uint8Array | null {
+    if (!this.byteLevel) return null;
+    if (this.specialIds.has(id)) return skipSpecialTokens ? EMPTY : utf8.encode(this.tok.id_to_token(id) ?? '');
+    let b = this.bytesCache.get(id);
+    if (!b) {
+      const piece = this.tok.id_to_token(id);
+      if (piece === undefined) return EMPTY;
+      const added = this.tok.get_added_tokens_decoder().get(id);
+      b = added ? utf8.encode(added.content) : Uint8Array.from([...piece].map((ch) => UNICODE_TO_BYTE.get(ch) ?? 0x3f));
+      this.bytesCache.set(id, b);
+    }
+    return b;
   }
 
   idToToken(id: number): string | undefined {
@@ -96,8 +137,9 @@ export function loadTokenizer(dir: string, modelVocabSize?: number): TextTokeniz
   if (!parsed.success) throw new UserError(`${cfgPath}: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
   const config = parsed.data;
   let tok: Tokenizer;
+  const json = readJson(file) as { decoder?: { type?: string } | null };
   try {
-    tok = new Tokenizer(readJson(file) as object, config);
+    tok = new Tokenizer(json, config);
   } catch (e) {
     throw new UserError(`${file} is not a tokenizer this version can read: ${(e as Error).message}`);
   }
@@ -106,7 +148,7 @@ export function loadTokenizer(dir: string, modelVocabSize?: number): TextTokeniz
   if (existsSync(jinjaPath)) template = readFileSync(jinjaPath, 'utf8');
   else if (typeof config.chat_template === 'string') template = config.chat_template;
   else if (Array.isArray(config.chat_template)) template = config.chat_template.find((t) => t.name === 'default')?.template ?? config.chat_template[0]?.template ?? null;
-  const t = new TextTokenizer(tok, config, template);
+  const t = new TextTokenizer(tok, config, template, json.decoder?.type ?? null);
   if (modelVocabSize !== undefined && t.vocabSize > modelVocabSize) {
     throw new UserError(`${file} has ids up to ${t.vocabSize - 1}, beyond the model's vocab_size ${modelVocabSize}`, { fix: 'use the tokenizer that belongs to this model' });
   }
