@@ -108,3 +108,27 @@ describe('pad and interpolate', () => {
     expect(f64s(f.cache.launches[0]!.args[3], 9)).toEqual([Math.fround(1 / 3), Math.fround(1 / 3)]);
   });
 });
+
+describe('flip, tril / triu, one_hot', () => {
+  it('flip: sizes, strides, a flag per flipped dim', () => {
+    const f = device();
+    const x = f.t([3, 4, 5]);
+    const out = callOp1('flip', [x], { dims: [0, -1] });
+    const l = f.cache.launches[0]!;
+    expect(l.entry).toBe('fk_flip');
+    expect(l.args.slice(0, 3)).toEqual([ptrOf(out), ptrOf(x), 60]);
+    expect(i64s(l.args[3])).toEqual([3, 4, 5, 20, 5, 1, 1, 0, 1]);
+  });
+
+  it('tril / triu of a batch of matrices: the diagonal as an argument; one_hot of i64 classes', () => {
+    const f = device();
+    const x = f.t([2, 6, 7], 'f32');
+    callOp1('triu', [x], { diagonal: 1 });
+    expect(f.cache.launches[0]).toMatchObject({ entry: 'fk_triangle', args: [expect.any(Number), ptrOf(x), 84, 1, expect.any(Uint8Array)] });
+    expect(f.cache.launches[0]!.source).toContain('col - row >= diagonal');
+    const ids = f.t([4, 3], 'i64');
+    const oh = callOp1('one_hot', [ids], { num_classes: 10 });
+    expect(oh.shape).toEqual([4, 3, 10]);
+    expect(f.cache.launches[1]).toMatchObject({ entry: 'fk_one_hot', args: [ptrOf(oh), ptrOf(ids), 120, 10, expect.any(Uint8Array)] });
+  });
+});

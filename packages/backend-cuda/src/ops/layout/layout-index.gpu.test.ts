@@ -1,7 +1,8 @@
 /**
- * gather / index_select / scatter / scatter_add / pad / interpolate on CUDA vs the float64 CPU backend through the op
- * registry: i32 and i64 indices, transposed / broadcast / channels-last inputs, empty and odd sizes, every pad mode and
- * interpolation mode. Selections and pads are compared exactly; sums and interpolations with design §4's tolerance.
+ * gather / index_select / scatter / scatter_add / pad / interpolate / flip / tril / triu / one_hot on CUDA vs the float64
+ * CPU backend through the op registry: i32 and i64 indices, transposed / broadcast / channels-last inputs, empty and odd
+ * sizes, every pad and interpolation mode. Selections and copies are compared exactly; sums and interpolations with
+ * design §4's tolerance.
  */
 import { Tensor, type DType } from '@fastkernels/core';
 import { describe, it } from 'vitest';
@@ -128,5 +129,27 @@ describe('interpolate vs the float64 CPU backend', () => {
   it('f64 bilinear and an empty batch', GT, () => {
     checkOp('bilinear f64', { op: 'interpolate', inputs: [rand([1, 2, 6, 7], 'f64', 1)], attrs: { size: [11, 13], mode: 'bilinear' } });
     checkOp('empty batch', { op: 'interpolate', inputs: [rand([0, 2, 6, 7], 'f32', 2)], attrs: { size: [11, 13], mode: 'bilinear' } });
+  });
+});
+
+describe('flip, tril / triu, one_hot vs the float64 CPU backend', () => {
+  for (const dtype of ['bf16', 'f32', 'i64', 'bool'] as DType[]) {
+    const r = (shape: number[], seed: number) => (dtype === 'i64' || dtype === 'bool' ? randInts(shape, dtype, seed, 0, dtype === 'bool' ? 2 : 50) : rand(shape, dtype, seed));
+    it(`${dtype}: flip of one and several dims, transposed; tril / triu with diagonals, batched, transposed`, GT, () => {
+      checkExact('flip last dim', { op: 'flip', inputs: [r([4, 33], 1)], attrs: { dims: [-1] } });
+      checkExact('flip dims 0 and 2', { op: 'flip', inputs: [r([3, 4, 5], 2)], attrs: { dims: [0, 2] } });
+      checkExact('flip transposed', { op: 'flip', inputs: [r([6, 9], 3)], attrs: { dims: [0] }, views: [T01] });
+      for (const diagonal of [0, 1, -2]) {
+        checkExact(`tril ${diagonal}`, { op: 'tril', inputs: [r([2, 7, 9], 4)], attrs: { diagonal } });
+        checkExact(`triu ${diagonal}`, { op: 'triu', inputs: [r([2, 7, 9], 5)], attrs: { diagonal } });
+      }
+      checkExact('tril transposed', { op: 'tril', inputs: [r([9, 7], 6)], attrs: {}, views: [T01] });
+    });
+  }
+  it('one_hot of i64 / i32 classes, 0-d and empty inputs', GT, () => {
+    checkExact('one_hot i64', { op: 'one_hot', inputs: [randInts([5, 7], 'i64', 1, 0, 10)], attrs: { num_classes: 10 } });
+    checkExact('one_hot i32 transposed', { op: 'one_hot', inputs: [randInts([5, 7], 'i32', 2, 0, 4)], attrs: { num_classes: 4 }, views: [T01] });
+    checkExact('one_hot 0-d', { op: 'one_hot', inputs: [Tensor.fromArray(cpu(), [2], [], 'i64')], attrs: { num_classes: 3 } });
+    checkExact('one_hot empty', { op: 'one_hot', inputs: [randInts([0], 'i64', 3, 0, 3)], attrs: { num_classes: 3 } });
   });
 });

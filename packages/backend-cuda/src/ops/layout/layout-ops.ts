@@ -1,6 +1,6 @@
 /**
- * Running the layout kernels: gather / index_select, scatter / scatter_add, pad (reflect, replicate, circular) and
- * interpolate. Kernels, their argument arrays and geometry structs are cached per numeric key (kind, dtypes, rank,
+ * Running the layout kernels: gather / index_select, scatter / scatter_add, pad (reflect, replicate, circular),
+ * interpolate, flip, tril / triu and one_hot. Kernels, their argument arrays and geometry structs are cached per numeric key (kind, dtypes, rank,
  * mode), so a launch after the first builds no string and compiles nothing. Outputs are fresh and contiguous; inputs
  * may have any strides (broadcast, transposed, sliced).
  */
@@ -16,6 +16,7 @@ import { gatherSource, scatterAccDType, scatterSource, type IndexDType } from '.
 import { interpolateScale } from './interpolate-plan.js';
 import { interpolateSource, type InterpolateSpec } from './interpolate-source.js';
 import { padSource, type PadMode } from './pad-source.js';
+import { flipSource, oneHotSource, triangleSource } from './remap-source.js';
 
 interface Entry {
   readonly kernel: CudaKernel;
@@ -156,6 +157,60 @@ export class LayoutOps {
     a[1] = addr(x);
     a[2] = n;
     e.kernel.launch(this.grid(n), THREADS, 0, a);
+    return out;
+  }
+
+  /** out = x with the dims flagged in `flipped` (normalised, distinct) reversed. */
+  flip(x: Tensor, flipped: readonly number[], out: Tensor): Tensor {
+    const n = out.numel;
+    if (n === 0) return out;
+    const R = Math.max(1, x.rank);
+    const e = this.entry(5, x.itemsize * 16 + R, 3, 3 * R, 0, () => this.cache.kernel(`flip|${R}|${x.itemsize}`, () => flipSource({ rank: R, itemsize: x.itemsize }), 'layout-generated'));
+    const g = e.geo;
+    for (let d = 0; d < R; d++) {
+      g.i(d, x.rank === 0 ? 1 : x.shape[d]!);
+      g.i(R + d, x.rank === 0 ? 0 : x.strides[d]!);
+      g.i(2 * R + d, flipped.includes(d) ? 1 : 0);
+    }
+    return this.launchCopy(e, out, x, n);
+  }
+
+  /** tril (lower) / triu of the last two dims: (i, j) kept where j - i <= diagonal (tril) or >= diagonal (triu). */
+  triangle(x: Tensor, lower: boolean, diagonal: number, out: Tensor): Tensor {
+    const n = out.numel;
+    if (n === 0) return out;
+    const R = x.rank;
+    const e = this.entry(6, (x.itemsize * 2 + (lower ? 1 : 0)) * 16 + R, 4, 2 * R, 0, () =>
+      this.cache.kernel(`triangle|${lower}|${R}|${x.itemsize}`, () => triangleSource({ rank: R, itemsize: x.itemsize, lower }), 'layout-generated'));
+    for (let d = 0; d < R; d++) {
+      e.geo.i(d, x.shape[d]!);
+      e.geo.i(R + d, x.strides[d]!);
+    }
+    e.args[3] = diagonal;
+    return this.launchCopy(e, out, x, n);
+  }
+
+  /** out [..., classes] i64 = 1 where the last index equals x's class. */
+  oneHot(x: Tensor, classes: number, out: Tensor): Tensor {
+    const n = out.numel;
+    if (n === 0) return out;
+    const d = genDType(x.dtype, 'one_hot');
+    const R = Math.max(1, x.rank);
+    const e = this.entry(7, DCODE[d] * 16 + R, 4, 2 * R, 0, () => this.cache.kernel(`one_hot|${R}|${d}`, () => oneHotSource({ rank: R, dtype: d }), 'layout-generated'));
+    for (let k = 0; k < R; k++) {
+      e.geo.i(k, x.rank === 0 ? 1 : x.shape[k]!);
+      e.geo.i(R + k, x.rank === 0 ? 0 : x.strides[k]!);
+    }
+    e.args[3] = classes;
+    return this.launchCopy(e, out, x, n);
+  }
+
+  /** (out, x, n, ...) with the geometry already written. */
+  private launchCopy(e: Entry, out: Tensor, x: Tensor, n: number): Tensor {
+    e.args[0] = addr(out);
+    e.args[1] = addr(x);
+    e.args[2] = n;
+    e.kernel.launch(this.grid(n), THREADS, 0, e.args);
     return out;
   }
 

@@ -1,6 +1,7 @@
 /**
  * Registry kernels of the layout group that need one: gather, index_select, scatter (src or value; reduce 'add'),
- * scatter_add, pad in reflect / replicate / circular mode, interpolate (every mode core declares). cat, stack, repeat,
+ * scatter_add, pad in reflect / replicate / circular mode, interpolate (every mode core declares), flip, tril / triu,
+ * one_hot. cat, stack, repeat,
  * contiguous and constant pad already run as one strided copy each through core's `viaOps` route (CudaOps.copy / fill),
  * and pixel_shuffle / pixel_unshuffle as reshape + permute + that copy: nothing to add for them.
  */
@@ -99,6 +100,34 @@ export function registerLayoutKernels(table: OpKernelTable, cache: GenKernelCach
     (call: OpCall<InterpolateAttrs>) => {
       const x = call.inputs[0] as Tensor;
       return ops.interpolate(x, call.attrs, fresh(call, x));
+    },
+    tensors,
+  );
+  table.register(
+    'flip',
+    (call: OpCall<{ dims: number[] }>) => {
+      const x = call.inputs[0] as Tensor;
+      return ops.flip(x, call.attrs.dims.map((d) => dimOf('flip', x, d)), fresh(call, x));
+    },
+    tensors,
+  );
+
+  for (const name of ['tril', 'triu'] as const) {
+    table.register(
+      name,
+      (call: OpCall<{ diagonal: number }>) => {
+        const x = call.inputs[0] as Tensor;
+        return ops.triangle(x, name === 'tril', call.attrs.diagonal, fresh(call, x));
+      },
+      tensors,
+    );
+  }
+
+  table.register(
+    'one_hot',
+    (call: OpCall<{ num_classes: number }>) => {
+      const x = call.inputs[0] as Tensor;
+      return ops.oneHot(x, call.attrs.num_classes, fresh(call, x));
     },
     tensors,
   );

@@ -5,6 +5,7 @@ import type { GeneratedKernel } from '../elementwise-source.js';
 import { gatherSource, scatterSource } from './index-source.js';
 import { interpolateSource } from './interpolate-source.js';
 import { padSource } from './pad-source.js';
+import { flipSource, oneHotSource, triangleSource } from './remap-source.js';
 
 const cases: [string, () => GeneratedKernel][] = [];
 for (const itemsize of [1, 2, 4, 8]) cases.push([`gather ${itemsize}-byte values rank 3 i64`, () => gatherSource({ rank: 3, itemsize, index: 'i64' })]);
@@ -29,5 +30,10 @@ cases.push(['interpolate linear 1-D', () => interpolateSource({ mode: 'linear', 
 cases.push(['interpolate trilinear', () => interpolateSource({ mode: 'trilinear', alignCorners: false, spatial: 3, dtype: 'bf16' })]);
 cases.push(['interpolate bicubic', () => interpolateSource({ mode: 'bicubic', alignCorners: false, spatial: 2, dtype: 'f32' })]);
 cases.push(['interpolate bicubic align_corners f64', () => interpolateSource({ mode: 'bicubic', alignCorners: true, spatial: 2, dtype: 'f64' })]);
+cases.push(['flip rank 4', () => flipSource({ rank: 4, itemsize: 2 })]);
+cases.push(['tril rank 2 f32', () => triangleSource({ rank: 2, itemsize: 4, lower: true })]);
+cases.push(['triu rank 4 bool', () => triangleSource({ rank: 4, itemsize: 1, lower: false })]);
+cases.push(['one_hot i64 rank 2', () => oneHotSource({ rank: 2, dtype: 'i64' })]);
+cases.push(['one_hot u8 rank 1', () => oneHotSource({ rank: 1, dtype: 'u8' })]);
 
-compileSuite('gather / scatter / pad / interpolate sources', cases);
+compileSuite('gather / scatter / pad / interpolate / flip / triangle / one_hot sources', cases);
