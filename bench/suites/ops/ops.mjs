@@ -92,7 +92,7 @@ function sameSizeCopyMs(bytes) {
   return copies.get(half);
 }
 
-const SIZE = { bf16: 2, f16: 2, f32: 4 };
+const SIZE = { bf16: 2, f16: 2, f32: 4, i64: 8 };
 const numel = (s) => s.reduce((a, b) => a * b, 1);
 const bytesOf = (shape, dtype) => numel(shape) * SIZE[dtype];
 
@@ -131,7 +131,9 @@ add({ name: 'softmax-logits-256x128256-bf16-to-f32', group: 'softmax', op: 'soft
 // (ops_torch.py does the same): FLUX's q @ k^T reads k [24, 4096, 128] transposed; vLLM's MLA absorbed bmm reads
 // x [T, 128 heads, 512] as [128, T, 512] (transpose(0, 1)); diffusers' get_attention_scores is baddbmm(empty, q, k^T,
 // beta=0, alpha=scale), beta=1 with a mask row; OpenFold3's triangle attention adds a pair bias shared over the batch.
-const mmCase = (name, op, attrs, inputs, out, B, M, K, N) => add({ name, group: 'bmm', op, attrs, inputs, out, flops: 2 * B * M * N * K });
+// bytes: what must move (baddbmm with beta 0 never reads its input, so it is left out of the floor)
+const mmCase = (name, op, attrs, inputs, out, B, M, K, N) =>
+  add({ name, group: 'bmm', op, attrs, inputs, out, flops: 2 * B * M * N * K, ...(op === 'baddbmm' && attrs.beta === 0 ? { bytes: [...inputs.slice(1), out].reduce((s, x) => s + bytesOf(x.shape, x.dtype), 0) } : {}) });
 const kT = { transpose: [1, 2] };
 const heads = { transpose: [0, 1] };
 mmCase('bmm-flux-scores-24x4096x128x4096-bf16', 'bmm', {}, [{ shape: [24, 4096, 128], dtype: 'bf16' }, { shape: [24, 128, 4096], dtype: 'bf16' }], { shape: [24, 4096, 4096], dtype: 'bf16' }, 24, 4096, 128, 4096);
@@ -147,6 +149,17 @@ mmCase('bmm-mla-uv-decode-128x64x512x128-bf16', 'bmm', {}, [{ shape: [64, 128, 5
 if (!quick) mmCase('bmm-of3-tri-1024x256x32x256-f32', 'bmm', {}, [{ shape: [1024, 256, 32], dtype: 'f32' }, { shape: [1024, 32, 256], dtype: 'f32' }], { shape: [1024, 256, 256], dtype: 'f32' }, 1024, 256, 32, 256);
 add({ name: 'sum-last-dim-8192x8192-bf16', group: 'reduction', op: 'sum', attrs: { dim: -1 }, inputs: [{ shape: EW, dtype: 'bf16' }], out: { shape: [EW[0]], dtype: 'bf16' } });
 add({ name: 'mean-dim0-8192x8192-bf16', group: 'reduction', op: 'mean', attrs: { dim: 0 }, inputs: [{ shape: EW, dtype: 'bf16' }], out: { shape: [EW[1]], dtype: 'bf16' } });
+// along one dim (src/ops/reduction/): greedy and top-k / top-p sampling over Llama-3's vocabulary, a row sort; `out` is
+// the values output (topk / sort also write i64 indices, counted in bytes by a second out-sized entry)
+const LOGITS = [256, 128256];
+add({ name: 'argmax-logits-256x128256-bf16', group: 'along-dim', op: 'argmax', attrs: { dim: -1 }, inputs: [{ shape: LOGITS, dtype: 'bf16' }], out: { shape: [LOGITS[0]], dtype: 'i64' } });
+add({ name: 'topk50-logits-256x128256-bf16', group: 'along-dim', op: 'topk', attrs: { k: 50 }, inputs: [{ shape: LOGITS, dtype: 'bf16' }], out: { shape: [LOGITS[0], 50 * 5], dtype: 'bf16' } });
+add({ name: 'cumsum-probs-256x128256-f32', group: 'along-dim', op: 'cumsum', attrs: { dim: -1 }, inputs: [{ shape: LOGITS, dtype: 'f32' }], out: { shape: LOGITS, dtype: 'f32' } });
+add({ name: 'sort-rows-8192x1024-f32', group: 'along-dim', op: 'sort', attrs: { dim: -1 }, inputs: [{ shape: [8192, 1024], dtype: 'f32' }], out: { shape: [8192, 1024 * 3], dtype: 'f32' } });
+// layout (src/ops/layout/): YOLO's nearest x2 upsample, a bilinear resize, a reflect pad of a feature map
+add({ name: 'interpolate-nearest2x-yolo-8x256x40x40-f16', group: 'layout', op: 'interpolate', attrs: { scale_factor: 2, mode: 'nearest' }, inputs: [{ shape: [8, 256, 40, 40], dtype: 'f16' }], out: { shape: [8, 256, 80, 80], dtype: 'f16' } });
+add({ name: 'interpolate-bilinear-8x256x80x80-to-160-f16', group: 'layout', op: 'interpolate', attrs: { size: [160, 160], mode: 'bilinear', align_corners: false }, inputs: [{ shape: [8, 256, 80, 80], dtype: 'f16' }], out: { shape: [8, 256, 160, 160], dtype: 'f16' } });
+add({ name: 'pad-reflect1-8x256x80x80-bf16', group: 'layout', op: 'pad', attrs: { pad: [1, 1, 1, 1], mode: 'reflect' }, inputs: [{ shape: [8, 256, 80, 80], dtype: 'bf16' }], out: { shape: [8, 256, 82, 82], dtype: 'bf16' } });
 
 copies.clear();
 const copyAll = sameSizeCopyMs(2 * 2 ** 30); // a 2 GiB copy: the device's copy bandwidth, for reference
@@ -168,7 +181,7 @@ console.log(`matrix rate ${matrixTflops.toFixed(0)} TFLOP/s (bf16 ${MR}^3 throug
 const results = [];
 for (const c of cases) {
   if (only && !c.name.includes(only)) continue;
-  const bytes = c.inputs.reduce((s, x) => s + (x ? bytesOf(x.shape, x.dtype) : 0), 0) + bytesOf(c.out.shape, c.out.dtype);
+  const bytes = c.bytes ?? c.inputs.reduce((s, x) => s + (x ? bytesOf(x.shape, x.dtype) : 0), 0) + bytesOf(c.out.shape, c.out.dtype);
   const row = { name: c.name, group: c.group, op: c.op, attrs: c.attrs, inputs: c.inputs, out: c.out, bytes };
   const inputs = c.inputs.map((x, i) => {
     if (!x) return null;
