@@ -149,8 +149,9 @@ mmCase('bmm-mla-uv-decode-128x64x512x128-bf16', 'bmm', {}, [{ shape: [64, 128, 5
 if (!quick) mmCase('bmm-of3-tri-1024x256x32x256-f32', 'bmm', {}, [{ shape: [1024, 256, 32], dtype: 'f32' }, { shape: [1024, 32, 256], dtype: 'f32' }], { shape: [1024, 256, 256], dtype: 'f32' }, 1024, 256, 32, 256);
 add({ name: 'sum-last-dim-8192x8192-bf16', group: 'reduction', op: 'sum', attrs: { dim: -1 }, inputs: [{ shape: EW, dtype: 'bf16' }], out: { shape: [EW[0]], dtype: 'bf16' } });
 add({ name: 'mean-dim0-8192x8192-bf16', group: 'reduction', op: 'mean', attrs: { dim: 0 }, inputs: [{ shape: EW, dtype: 'bf16' }], out: { shape: [EW[1]], dtype: 'bf16' } });
-// along one dim (src/ops/reduction/): greedy and top-k / top-p sampling over Llama-3's vocabulary, a row sort; `out` is
-// the values output (topk / sort also write i64 indices, counted in bytes by a second out-sized entry)
+// along one dim (src/ops/reduction/): greedy and top-k / top-p sampling over Llama-3's vocabulary, a row sort. `out`
+// only counts bytes: topk / sort also write i64 indices, so their `out` is sized as values + indices (5 bf16 / 3 f32 an
+// element)
 const LOGITS = [256, 128256];
 add({ name: 'argmax-logits-256x128256-bf16', group: 'along-dim', op: 'argmax', attrs: { dim: -1 }, inputs: [{ shape: LOGITS, dtype: 'bf16' }], out: { shape: [LOGITS[0]], dtype: 'i64' } });
 add({ name: 'topk50-logits-256x128256-bf16', group: 'along-dim', op: 'topk', attrs: { k: 50 }, inputs: [{ shape: LOGITS, dtype: 'bf16' }], out: { shape: [LOGITS[0], 50 * 5], dtype: 'bf16' } });

@@ -104,6 +104,18 @@ def build(c):
         return (lambda x: x.sum(at["dim"])), xs
     if op == "mean":
         return (lambda x: x.mean(at["dim"])), xs
+    if op == "argmax":
+        return (lambda x: torch.argmax(x, dim=at["dim"])), xs
+    if op == "topk":
+        return (lambda x: torch.topk(x, at["k"], dim=at.get("dim", -1), largest=at.get("largest", True))), xs
+    if op == "cumsum":
+        return (lambda x: torch.cumsum(x, at["dim"])), xs
+    if op == "sort":
+        return (lambda x: torch.sort(x, dim=at.get("dim", -1), descending=at.get("descending", False))), xs
+    if op == "interpolate":
+        return (lambda x: F.interpolate(x, size=at.get("size"), scale_factor=at.get("scale_factor"), mode=at["mode"], align_corners=at.get("align_corners"))), xs
+    if op == "pad":
+        return (lambda x: F.pad(x, at["pad"], mode=at["mode"])), xs
     if op == "bmm":
         return torch.bmm, xs
     if op == "baddbmm":
