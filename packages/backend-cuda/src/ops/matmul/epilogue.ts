@@ -26,10 +26,12 @@ export function ltEpilogue(act: LinearActivation, bias: boolean): number | undef
   }
 }
 
-/** The generated passes for the activations cuBLASLt lacks (built on first use, kept per backend). */
+/**
+ * The generated passes for the activations cuBLASLt lacks (and for relu / gelu_tanh should cuBLASLt ever refuse their
+ * epilogue), built on first use, kept per backend.
+ */
 export class ActivationPass {
-  private silu?: ElementwiseRunner;
-  private gelu?: ElementwiseRunner;
+  private readonly runners = new Map<LinearActivation, ElementwiseRunner>();
 
   constructor(
     private readonly cache: GenKernelCache,
@@ -40,10 +42,12 @@ export class ActivationPass {
    * act(y) into a fresh tensor, y disposed (not in place: the generated kernels declare their pointers __restrict__).
    * The caching allocator hands the block back at once, so this costs what an in-place pass would.
    */
-  apply(act: 'silu' | 'gelu', y: Tensor): Tensor {
-    const r = act === 'silu'
-      ? (this.silu ??= new ElementwiseRunner(singleOpExpr('silu', {}, ['tensor']), this.cache, this.runtime))
-      : (this.gelu ??= new ElementwiseRunner(singleOpExpr('gelu', { approximate: 'none' }, ['tensor']), this.cache, this.runtime));
+  apply(act: Exclude<LinearActivation, 'none'>, y: Tensor): Tensor {
+    let r = this.runners.get(act);
+    if (!r) {
+      const expr = act === 'gelu' || act === 'gelu_tanh' ? singleOpExpr('gelu', { approximate: act === 'gelu' ? 'none' : 'tanh' }, ['tensor']) : singleOpExpr(act, {}, ['tensor']);
+      this.runners.set(act, (r = new ElementwiseRunner(expr, this.cache, this.runtime)));
+    }
     const out = Tensor.empty(y.backend, y.shape, y.dtype, { device: y.device });
     this.inputs[0] = y;
     try {

@@ -10,6 +10,7 @@
  */
 import { Tensor, hasOp, type Backend, type LinearActivation, type OpCall, type OpKernelTable, type OpSupports } from '@fastkernels/core';
 import { EPILOGUE_BIAS } from '../../blaslt.js';
+import { CudaError, CudaFatalError } from '../../errors.js';
 import type { CudaRuntime } from '../../runtime.js';
 import type { GenKernelCache } from '../gen-cache.js';
 import { GeneratedCopy } from './copy.js';
@@ -49,6 +50,8 @@ export function registerMatmulKernels(table: OpKernelTable, cache: GenKernelCach
   const gemm = new StridedGemm();
   const acts = new ActivationPass(cache, runtime);
   const copier = new GeneratedCopy(cache, runtime);
+  /** Activations whose cuBLASLt epilogue was refused once (they take the generated pass after that). */
+  const refused = new Set<LinearActivation>();
   // the backend's cuBLASLt call and fill (CudaOps), copies on the generated kernels; one object per backend
   const opsByBackend = new WeakMap<Backend, GemmOps>();
   const gemmOps = (call: OpCall<any>): GemmOps => {
@@ -112,11 +115,11 @@ export function registerMatmulKernels(table: OpKernelTable, cache: GenKernelCach
       (call: OpCall<{ activation: LinearActivation }>) => {
         const [x, w, bias] = call.inputs as [Tensor, Tensor, Tensor | null];
         const act = call.attrs.activation;
-        const epi = ltEpilogue(act, !!bias);
+        const epi = refused.has(act) ? undefined : ltEpilogue(act, !!bias);
         if (act === 'none' || epi === undefined) {
-          // the Llama path's linear (GEMV for small M, else cuBLASLt with the bias epilogue), then silu / gelu generated
+          // the Llama path's linear (GEMV for small M, else cuBLASLt with the bias epilogue), then the generated pass
           const y = call.backend.ops.linear(x, w, bias ?? null);
-          return act === 'none' ? y : acts.apply(act as 'silu' | 'gelu', y);
+          return act === 'none' ? y : acts.apply(act, y);
         }
         const out = output(call, x);
         const views: Tensor[] = [];
@@ -131,6 +134,12 @@ export function registerMatmulKernels(table: OpKernelTable, cache: GenKernelCach
           if (b && b !== bias) views.push(b);
           gemm.run(gemmOps(call), o2, x2, wt, { bias: b, epilogue: epi });
         } catch (e) {
+          // cuBLASLt without an algorithm for this epilogue (reported before any launch): the generated pass from now on
+          if (e instanceof CudaError && !(e instanceof CudaFatalError) && e.library === 'cublasLt') {
+            out.dispose();
+            refused.add(act);
+            return acts.apply(act, call.backend.ops.linear(x, w, bias ?? null));
+          }
           fail(out, e);
         } finally {
           for (const v of views) v.dispose();

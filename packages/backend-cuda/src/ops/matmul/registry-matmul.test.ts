@@ -149,6 +149,22 @@ describe('linear', () => {
     expect(f.gemms[0]).toMatchObject({ m: 1, n: 96, epilogue: EPILOGUE_GELU, bias: 0 });
   });
 
+  it('an epilogue cuBLASLt refuses falls back to the linear + the generated pass, from then on', () => {
+    const f = device();
+    const ops = f.backend.ops as unknown as Record<string, unknown>;
+    let tries = 0;
+    ops.gemm = () => {
+      tries++;
+      throw makeCudaError('cublasLt', 'cublasLtMatmulAlgoGetHeuristic', 15, 'CUBLAS_STATUS_NOT_SUPPORTED', 'no algorithm');
+    };
+    const [x, w, b] = [f.t([3, 64], 'f32'), f.t([96, 64], 'f32'), f.t([96], 'f32')];
+    expect(callOp1('linear', [x, w, b], { activation: 'gelu_tanh' }).shape).toEqual([3, 96]);
+    callOp1('linear', [x, w, b], { activation: 'gelu_tanh' });
+    expect(tries).toBe(1);
+    expect(f.linears).toHaveLength(2);
+    expect(f.cache.launches.map((l) => l.source.includes('tanhf'))).toEqual([true, true]);
+  });
+
   it("'none' is the Llama path's linear; silu and erf gelu add one generated elementwise pass", () => {
     const f = device();
     const [x, w, b] = [f.t([3, 64]), f.t([96, 64]), f.t([96])];
