@@ -8,6 +8,7 @@ import type { Tensor } from '@fastkernels/core';
 import { fake } from '../../../test/ops-fake.js';
 import type { CudaRuntime } from '../../runtime.js';
 import { ConvKernels } from './conv-kernels.js';
+import { ConvPools } from './pool.js';
 import type { CudnnState } from './cudnn-library.js';
 
 const ptrOf = (t: Tensor) => t.storage.devicePtr! + t.offset * t.itemsize;
@@ -147,5 +148,34 @@ describe('conv with cuDNN', () => {
     const { f, conv } = setup(PRESENT, [-1]);
     conv.library = 'cudnn';
     expect(() => conv.run(2, false, f.t([1, 4, 5, 5]), f.t([4, 4, 3, 3]), null, [1, 4, 5, 5], A)).toThrow(/cuDNN cannot run this call.*NOT_SUPPORTED/);
+  });
+});
+
+describe('pooling launches', () => {
+  it('max_pool2d with indices on a channels-last input: channels-last outputs, channels-innermost threads, window args', () => {
+    const f = fake();
+    const pools = new ConvPools(f.cache, f.runtime);
+    const x = f.t([2, 10, 11, 8], 'f16').permute(0, 3, 1, 2);
+    const [y, yi] = pools.run('max', 2, true, x, [2, 8, 5, 6], { kernel_size: 3, stride: 2, padding: 1, dilation: 1 });
+    expect(y!.strides).toEqual([240, 1, 48, 8]);
+    expect(yi!.dtype).toBe('i64');
+    const l = f.cache.launches[0]!;
+    expect(l.source).toContain('#define FK_CL 1');
+    expect(l.source).toContain('#define FK_INDICES 1');
+    expect(l.args.slice(0, 3)).toEqual([ptrOf(y!), ptrOf(yi!), ptrOf(x)]);
+    // N C D H W, OD OH OW, kernel, stride (default: the kernel), pad, dilation, countPad, divisor
+    expect(l.args.slice(3, 25)).toEqual([2, 8, 1, 10, 11, 1, 5, 6, 1, 3, 3, 1, 2, 2, 0, 1, 1, 1, 1, 1, 1, 0]);
+    expect(l.args.slice(25)).toEqual([880, 1, 880, 88, 8, 240, 1, 240, 48, 8]);
+  });
+
+  it('avg_pool1d with stride None, no count_include_pad; adaptive_avg_pool2d on an unbatched input', () => {
+    const f = fake();
+    const pools = new ConvPools(f.cache, f.runtime);
+    pools.run('avg', 1, false, f.t([2, 3, 20], 'f32'), [2, 3, 6], { kernel_size: 3, stride: null, padding: 1, count_include_pad: false, divisor_override: null });
+    const l = f.cache.launches[0]!;
+    expect(l.args.slice(11, 25)).toEqual([1, 1, 3, 1, 1, 3, 0, 0, 1, 1, 1, 1, 0, 0]);
+    const [y] = pools.run('adaptive_avg', 2, false, f.t([4, 9, 7]), [4, 2, 3], {});
+    expect(y!.shape).toEqual([4, 2, 3]);
+    expect(f.cache.launches[1]!.args.slice(3, 11)).toEqual([1, 4, 1, 9, 7, 1, 2, 3]);
   });
 });

@@ -1,5 +1,5 @@
 /**
- * Every variant of the conv fallback (dtype x direction x bias) and of the bias add compiles with nvcc for sm_90a,
+ * Every variant of the conv fallback (dtype x direction x bias), of the bias add and of the pooling kernel compiles with nvcc for sm_90a,
  * device code only (-cubin, what NVRTC produces at run time), with no register spills. Skipped where nvcc is absent.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { GeneratedKernel } from '../elementwise-source.js';
 import { biasAddSource, igemmSource, type ConvDType } from './implicit-gemm-source.js';
+import { poolSource, type PoolKind } from './pool-source.js';
 
 function hasNvcc(): boolean {
   try {
@@ -24,6 +25,12 @@ const cases: [string, GeneratedKernel][] = [];
 for (const dtype of ['f32', 'f16', 'bf16'] as ConvDType[]) {
   for (const transposed of [false, true]) for (const bias of [false, true]) cases.push([`igemm ${dtype}${transposed ? ' transposed' : ''}${bias ? ' +bias' : ''}`, igemmSource({ dtype, transposed, bias })]);
   for (const vec of dtype === 'f32' ? [1, 4] : [1, 8]) cases.push([`bias add ${dtype} x${vec}`, biasAddSource(dtype, vec)]);
+  for (const kind of ['max', 'avg', 'adaptive_avg', 'adaptive_max'] as PoolKind[]) {
+    for (const channelsLast of [false, true]) {
+      const indices = kind.endsWith('max');
+      cases.push([`pool ${kind} ${dtype}${indices ? ' +indices' : ''}${channelsLast ? ' channels-last' : ''}`, poolSource({ dtype, kind, indices, channelsLast })]);
+    }
+  }
 }
 
 describe(`conv fallback sources compile with nvcc for sm_90a${nvcc ? '' : ' (SKIPPED: nvcc not on PATH)'}`, () => {
