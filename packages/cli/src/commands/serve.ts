@@ -188,10 +188,10 @@ export function serveCommand(io: Io, rawArgs: readonly string[] = process.argv.s
         .example('$0 serve --model ./llama3-8b --api-key secret', 'then: curl -s localhost:8000/v1/chat/completions -H "Authorization: Bearer secret" -d \'{"messages": [{"role": "user", "content": "Hi"}]}\'')
         .example('$0 serve --model ./llama3-8b --tp 2', 'the same server, the model split over 2 GPUs')
         .epilog(
-          'Sampling defaults are OpenAI\'s: temperature 1 (generate\'s --temperature defaults to 0, greedy), top_p 1, max_tokens 16;\n' +
-            'send "temperature": 0 for greedy answers. Without "seed" each request draws a random seed. A folder without\n' +
-            'tokenizer.json serves token ids only ("prompt": [1, 2, 3]; each choice carries token_ids). logprobs / top_logprobs\n' +
-            'make their requests\' steps eager (the logits are read back); not under --tp yet.',
+          'Sampling defaults are OpenAI\'s: temperature 1 (generate\'s --temperature defaults to 0, greedy), top_p 1, max_tokens 16\n' +
+            '(chat: the rest of the context); send "temperature": 0 for greedy answers. Without "seed" each request draws a random\n' +
+            'seed. A folder without tokenizer.json serves token ids only ("prompt": [1, 2, 3]; each choice carries token_ids).\n' +
+            'logprobs / top_logprobs make their requests\' steps eager (the logits are read back); not under --tp yet.',
         ),
     handler: (argv: ServeArgs) => runServe(argv, io, rawArgs),
   };

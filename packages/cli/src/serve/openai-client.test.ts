@@ -78,6 +78,13 @@ describe('openai client: completions and chat', () => {
     expect(usage).toEqual(whole.usage);
   });
 
+  it('chat without max_tokens generates up to the end of the context (not 16 tokens)', async () => {
+    const messages = [{ role: 'user' as const, content: 'Tell me everything.' }];
+    const r = await client.chat.completions.create({ model: 'x', messages, temperature: 0, ignore_eos: true } as OpenAI.ChatCompletionCreateParamsNonStreaming & Extra);
+    expect(r.usage!.completion_tokens).toBe(256 - tok.encodeChat(messages).length);
+    expect(r.choices[0]!.finish_reason).toBe('length');
+  });
+
   it('n > 1: n choices with their indexes, reproducible with a seed, different draws within a request', async () => {
     const ask = () => client.completions.create({ model: 'x', prompt: [5, 6, 7], n: 3, max_tokens: 8, temperature: 1, seed: 42, ignore_eos: true } as OpenAI.CompletionCreateParamsNonStreaming & Extra);
     const [a, b] = [await ask(), await ask()];

@@ -15,10 +15,10 @@ function parse<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
 }
 
 /** The sampling parameters of a request's choice `j` (of n): OpenAI's defaults (temperature 1), seeds per choice. */
-function samplingOf(b: CompletionRequest | ChatRequest, maxTokens: number | null | undefined, j: number, seed: number, eos: readonly number[], logprobs: number | undefined): Partial<SamplingParams> {
+function samplingOf(b: CompletionRequest | ChatRequest, maxTokens: number, j: number, seed: number, eos: readonly number[], logprobs: number | undefined): Partial<SamplingParams> {
   return {
     ...(logprobs !== undefined ? { logprobs } : {}),
-    maxTokens: maxTokens ?? 16, temperature: b.temperature ?? 1, topP: b.top_p ?? 1, topK: b.top_k ?? 0,
+    maxTokens, temperature: b.temperature ?? 1, topP: b.top_p ?? 1, topK: b.top_k ?? 0,
     // n choices of one prompt differ by their seed (each a distinct draw), and are reproducible when `seed` is given
     seed: seed + j,
     ignoreEos: b.ignore_eos === true,
@@ -96,12 +96,18 @@ async function respond(state: ServerState, reply: FastifyReply, choices: Choice[
     },
   };
   const gen = new Generation(state.loop, choices, listener, state.metrics);
-  await gen.start(); // a UserError here (ids beyond the vocabulary, too long) is the client's 400: nothing was queued
-  // a client that goes away cancels its requests (their cache blocks are freed)
+  // a client that goes away cancels its requests (their cache blocks are freed); watched before the requests are added,
+  // since under --tp adding may wait for the step in progress and the client may leave meanwhile
+  let added = false;
+  let closed = false;
   res.on('close', () => {
-    if (!gen.isDone) gen.cancel();
+    closed = true;
+    if (added && !gen.isDone) gen.cancel();
     settle();
   });
+  await gen.start(); // a UserError here (ids beyond the vocabulary, too long) is the client's 400: nothing was queued
+  added = true;
+  if (closed && !gen.isDone) gen.cancel();
   if (stream) {
     reply.hijack();
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
@@ -155,7 +161,7 @@ export async function completions(state: ServerState, req: FastifyRequest, reply
   const seed = b.seed ?? newSeed();
   const stops = stopsOf(b.stop);
   if (stops.length && !state.tokenizer) throw new ApiError(400, 'stop strings need a tokenizer, and the model folder has no tokenizer.json: use stop_token_ids', 'stop', 'no_tokenizer');
-  const choices = prompts.flatMap((ids, i) => Array.from({ length: n }, (_, j) => new Choice(i * n + j, ids, samplingOf(b, b.max_tokens, j, seed, state.eosIds, logprobs), state.tokenizer, stops)));
+  const choices = prompts.flatMap((ids, i) => Array.from({ length: n }, (_, j) => new Choice(i * n + j, ids, samplingOf(b, b.max_tokens ?? 16, j, seed, state.eosIds, logprobs), state.tokenizer, stops)));
   const id = `cmpl-${state.nextId()}`;
   const t = created();
   const model = state.modelName;
@@ -184,7 +190,9 @@ export async function chatCompletions(state: ServerState, req: FastifyRequest, r
   admit(state, n);
   const seed = b.seed ?? newSeed();
   const stops = stopsOf(b.stop);
-  const choices = Array.from({ length: n }, (_, j) => new Choice(j, promptIds, samplingOf(b, b.max_completion_tokens ?? b.max_tokens, j, seed, state.eosIds, logprobs), tok, stops));
+  // chat's default length is the rest of the context (OpenAI's and vLLM's), not legacy completions' 16 tokens
+  const maxTokens = b.max_completion_tokens ?? b.max_tokens ?? Math.max(1, state.loop.engine.maxModelLen - promptIds.length);
+  const choices = Array.from({ length: n }, (_, j) => new Choice(j, promptIds, samplingOf(b, maxTokens, j, seed, state.eosIds, logprobs), tok, stops));
   const id = `chatcmpl-${state.nextId()}`;
   const t = created();
   const model = state.modelName;
