@@ -27,7 +27,7 @@ function tapLines(mode: InterpMode, ac: boolean, S: number, k: number, dbl: bool
   const o = `o${k}`;
   if (mode === 'nearest' || mode === 'nearest-exact') {
     const pos = mode === 'nearest' ? `float(${o}) * float(${sc})` : `(float(${o}) + 0.5f) * float(${sc})`;
-    return [`    ti${k}[0] = min((long long)floorf(${pos}), ${inSize} - 1); tw${k}[0] = fk_c(1);`];
+    return [`    ti${k}[0] = fk_clamp((long long)floorf(${pos}), 0, ${inSize} - 1); tw${k}[0] = fk_c(1);`];
   }
   if (mode === 'bicubic') {
     return [
@@ -40,12 +40,12 @@ function tapLines(mode: InterpMode, ac: boolean, S: number, k: number, dbl: bool
       `      tw${k}[2] = ((A + fk_c(2)) * x2 - (A + fk_c(3))) * x2 * x2 + fk_c(1);`,
       `      tw${k}[3] = ((A * x3 - fk_c(5) * A) * x3 + fk_c(8) * A) * x3 - fk_c(4) * A;`,
       `#pragma unroll`,
-      `      for (int q = 0; q < 4; ++q) ti${k}[q] = min(max(i0 - 1 + q, 0LL), ${inSize} - 1); }`,
+      `      for (int q = 0; q < 4; ++q) ti${k}[q] = fk_clamp(i0 - 1 + q, 0, ${inSize} - 1); }`,
     ];
   }
   return [
     `    { const fk_c src = ${ac ? `fk_c(${sc}) * fk_c(${o})` : `${fmax}(fk_c(${sc}) * (fk_c(${o}) + fk_c(0.5)) - fk_c(0.5), fk_c(0))`};`,
-    `      const long long i0 = min((long long)${floor}(src), ${inSize} - 1);`,
+    `      const long long i0 = fk_clamp((long long)${floor}(src), 0, ${inSize} - 1);`,
     `      const fk_c l1 = ${fmin}(${fmax}(src - fk_c(i0), fk_c(0)), fk_c(1));`,
     `      ti${k}[0] = i0; ti${k}[1] = i0 + (i0 < ${inSize} - 1 ? 1 : 0); tw${k}[0] = fk_c(1) - l1; tw${k}[1] = l1; }`,
   ];
@@ -70,6 +70,8 @@ export function interpolateSource(s: InterpolateSpec): GeneratedKernel {
     PRELUDE,
     `typedef ${C} fk_c;`,
     ...conversionHelpers([s.dtype], [s.dtype], 'fk_c'),
+    `// integer clamp written out (no reliance on min / max overloads for long long)`,
+    `__device__ __forceinline__ long long fk_clamp(long long v, long long lo, long long hi) { return v < lo ? lo : (v > hi ? hi : v); }`,
     geoStruct(ni, S),
     `extern "C" __global__ void __launch_bounds__(256) fk_interpolate(${T}* __restrict__ out, const ${T}* __restrict__ x, long long total, FkGeo g) {`,
     `  for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < total; p += (long long)gridDim.x * blockDim.x) {`,
