@@ -157,6 +157,35 @@ describe('CUDA convs vs the float64 CPU backend', () => {
     for (const c of FIXED.slice(0, 7)) check(c, 'f32', 'auto', { atol: 1e-2, rtol: 1e-2 }, 5);
   });
 
+  it('captures into a CUDA graph (handle and workspace made before capture) and replays as eager ran', GT, () => {
+    const b = gpu();
+    const conv = b.generatedOps.conv;
+    const rt = b.runtime;
+    for (const library of ['auto', 'fallback'] as ConvLibrary[]) {
+      conv.library = library;
+      const xh = rand([2, 32, 20, 20], 'f16', 31);
+      const x0 = toGpu(xh);
+      const x = channelsLast(x0);
+      const w = toGpu(rand([64, 32, 3, 3], 'f16', 32, { scale: 0.05 }));
+      const bias = toGpu(rand([64], 'f16', 33));
+      const step = () => callOp('conv2d', [x, w, bias], { stride: 2, padding: 1 })[0]!;
+      const eager = step();
+      const want = eager.toFloat64Array();
+      let out: Tensor | undefined;
+      const g = rt.capture(() => {
+        out = step();
+      }, { poolBytes: 64 << 20 });
+      out!.fill_(0);
+      g.replay();
+      expect(out!.toFloat64Array(), `${library}: replay`).toEqual(want);
+      expect(conv.lastPath).toBe(library === 'fallback' || !cudnnState()?.ok ? 'fallback' : 'cudnn');
+      out!.dispose();
+      g.destroy();
+      for (const t of [eager, x, x0, xh, w, bias]) t.dispose();
+    }
+    conv.library = 'auto';
+  });
+
   it('doctor names cuDNN: its version and file, or every place tried', GT, () => {
     const v = gpu().versions();
     const s = cudnnState();
