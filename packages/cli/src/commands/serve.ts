@@ -28,15 +28,27 @@ export interface ServeArgs extends EngineArgs {
   drainTimeout?: number;
 }
 
+/** serve's own flags, checked before the model loads (a typo should not cost a model load). */
+function checkServeFlags(argv: ServeArgs): { port: number; maxWaiting: number; drainMs: number } {
+  return {
+    port: intFlag('port', argv.port, 0, 65535),
+    maxWaiting: intFlag('max-waiting', argv.maxWaiting ?? 1024, 1, 1 << 24),
+    drainMs: intFlag('drain-timeout', argv.drainTimeout ?? 30, 0, 86_400) * 1000,
+  };
+}
+
+const isLoopback = (host: string) => host === 'localhost' || host === '::1' || host.startsWith('127.');
+
 /** The server's text side: the folder's tokenizer (or null, ids only) and its end-of-turn id, beside config.json's EOS. */
 function serverOptions(argv: ServeArgs, vocabSize: number, architecture: string, log: (l: string) => void): OpenAIServerOptions & { tokenizer: TextTokenizer | null } {
   const tokenizer = loadTokenizer(argv.model, vocabSize);
   if (!tokenizer) log(`no tokenizer.json in ${argv.model}: token ids in and out (/v1/completions with "prompt": [ids]; chat and text prompts answer 400)`);
+  if (!argv.apiKey && !isLoopback(argv.host)) log(`warning: serving on ${argv.host} without --api-key: anyone who can reach this address can use the model`);
   return {
     tokenizer, architecture, log,
     eosIds: tokenizer?.eosTokenId !== undefined ? [tokenizer.eosTokenId] : [],
     ...(argv.apiKey ? { apiKey: argv.apiKey } : {}),
-    maxWaiting: intFlag('max-waiting', argv.maxWaiting ?? 1024, 0, 1 << 24),
+    maxWaiting: checkServeFlags(argv).maxWaiting,
   };
 }
 
@@ -79,7 +91,7 @@ async function listenOrExplain(server: OpenAIServer, port: number, host: string)
 
 /** Start the server; resolves with it (the CLI then waits for SIGINT/SIGTERM to close it). */
 export async function startServe(argv: ServeArgs, io: Io): Promise<{ server: OpenAIServer; address: AddressInfo; stop(): Promise<void>; drain(timeoutMs: number): Promise<boolean> }> {
-  const port = intFlag('port', argv.port, 0, 65535);
+  const { port } = checkServeFlags(argv);
   const env = environment();
   const backend = selectBackend(env, argv.backend);
   const log = (l: string) => io.err(`${l}\n`);
@@ -199,9 +211,8 @@ export function serveCommand(io: Io, rawArgs: readonly string[] = process.argv.s
 
 export async function runServe(argv: ServeArgs, io: Io, rawArgs: readonly string[] = process.argv.slice(2)): Promise<void> {
   const tp = tpFlag(argv.tp);
-  const port = intFlag('port', argv.port, 0, 65535);
+  const { port, drainMs } = checkServeFlags(argv);
   if (tp === 1) {
-    const drainMs = intFlag('drain-timeout', argv.drainTimeout ?? 30, 0, 86_400) * 1000;
     const s = await startServe(argv, io);
     const signal = await new Promise<NodeJS.Signals>((ok) => {
       process.once('SIGINT', () => ok('SIGINT'));
@@ -220,7 +231,7 @@ export async function runServe(argv: ServeArgs, io: Io, rawArgs: readonly string
   const env = environment();
   const backend = selectBackend(env, argv.backend);
   engineOptions(argv, () => {}); // the engine flags, checked before any rank starts
-  const drainTimeoutMs = intFlag('drain-timeout', argv.drainTimeout ?? 30, 0, 86_400) * 1000;
+  const drainTimeoutMs = drainMs;
   await runWithTensorParallel(
     {
       tp, io, rawArgs,
