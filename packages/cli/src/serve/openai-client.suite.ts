@@ -24,7 +24,8 @@ export function openAIClientSuite(o: OpenAIClientSuiteOptions): void {
 const MODEL = o.model;
 const it_ = (name: string, fn: () => Promise<void>, timeout = 60_000) => it(name, { tags: o.tags ?? [], timeout }, fn);
 const KEY = 'test-key';
-const io: Io = { out: () => {}, err: () => {} };
+const logged: string[] = [];
+const io: Io = { out: () => {}, err: (l) => void logged.push(l) };
 let tok: TextTokenizer;
 let stop: () => Promise<void>;
 let server: OpenAIServer;
@@ -244,6 +245,13 @@ describe('the new-user findings, over raw HTTP', () => {
     const m = await (await fetch(`${base}/metrics`)).text();
     for (const name of ['vllm:num_requests_running', 'vllm:num_requests_waiting', 'vllm:kv_cache_usage_perc', 'vllm:time_to_first_token_seconds_bucket', 'vllm:e2e_request_latency_seconds_count', 'vllm:prompt_tokens_total', 'vllm:generation_tokens_total', 'vllm:request_success_total']) expect(m).toContain(name);
     expect(m).toMatch(/^vllm:kv_cache_usage_perc\{model_name="tiny-llama-chat"\} 0$/m);
+  });
+});
+
+describe('the server log', () => {
+  it_('holds no error line after all the bad requests above (client errors are not crashes)', async () => {
+    expect(logged.join('')).toMatch(/serving tiny-llama-chat on http:\/\/127\.0\.0\.1:\d+\/v1/);
+    expect(logged.filter((l) => /error|TypeError|^\s+at .+:\d+:\d+/m.test(l))).toEqual([]);
   });
 });
 }
