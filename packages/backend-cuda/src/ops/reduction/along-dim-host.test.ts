@@ -102,10 +102,22 @@ describe('sort / topk on the segmented bitonic sort', () => {
     expect(b!.args.slice(4, 13)).toEqual([1, 1600, 1600, 1, 1, 50, 1600, 1, 2048]);
   });
 
-  it('declines what the shared-memory sort cannot hold; fp8 is not generated', () => {
+  it('a sort longer than 4096 runs the global-memory network: init, chunk-local passes and global steps, out', () => {
     const f = device();
-    expect(() => callOp('sort', [f.t([2, 5000])], { dim: 1 })).toThrow(/at most 4096/);
-    expect(() => callOp('topk', [f.t([2, 9000])], { k: 3000 })).toThrow(/k=3000 > 2048/);
+    const x = f.t([2, 9000], 'f32');
+    const [v, i] = callOp('sort', [x], { dim: 1, descending: true });
+    const entries = f.cache.launches.map((l) => l.entry);
+    // P = 16384: chunks sorted (2..4096), stage 8192 (j 4096, local), stage 16384 (j 8192, 4096, local)
+    expect(entries).toEqual(['fk_lsort_init', 'fk_lsort_local', 'fk_lsort_global', 'fk_lsort_local', 'fk_lsort_global', 'fk_lsort_global', 'fk_lsort_local', 'fk_lsort_out']);
+    const ls = f.cache.launches;
+    expect(ls[0]!.args.slice(2)).toEqual([ptrOf(x), 2, 1, 9000, 9000, 1, 0, 16384]);
+    expect(ls[1]).toMatchObject({ args: [ls[0]!.args[0], ls[0]!.args[1], 16384, 2, 4096], grid: 8, block: 1024 });
+    expect(ls[5]!.args.slice(2)).toEqual([2, 16384, 16384, 4096]);
+    expect(ls[7]!.args).toEqual([ptrOf(v!), ptrOf(i!), ptrOf(x), ls[0]!.args[1], 2, 1, 9000, 1, 0, 16384, 9000]);
+    expect(ls[0]!.source).toContain('~fk_key');
+    // topk with k > 2048 of a long line takes it too; beyond 2^24 elements a line it is declined
+    expect(opRoute('topk', [f.t([2, 9000])], { k: 3000 })).toEqual({ via: 'kernel' });
     expect(opRoute('topk', [f.t([2, 9000])], { k: 2048 })).toEqual({ via: 'kernel' });
+    expect(opRoute('sort', [f.t([1, 2 ** 24 + 1], 'u8')], {})).toEqual({ unsupported: expect.stringMatching(/at most 16777216/) });
   });
 });

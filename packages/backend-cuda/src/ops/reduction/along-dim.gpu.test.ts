@@ -133,4 +133,16 @@ describe('sort / topk vs the float64 CPU backend (stable, NaN the largest)', () 
     checkExact('topk 30 smallest of specials [4, 9001] f32', { op: 'topk', inputs: [specials(4, 9001, 'f32', 34)], attrs: { k: 30, largest: false } });
     checkExact('topk 8 along dim 0 of [9000, 3] (columns, staged)', { op: 'topk', inputs: [rand([9000, 3], 'f32', 35)], attrs: { k: 8, dim: 0 } });
   });
+
+  it('lines longer than 4096 on the global-memory sort: both directions, specials, columns, large k, a vocabulary row', GT, () => {
+    for (const dtype of ['bf16', 'f32', 'i64'] as DType[]) {
+      const x = dtype === 'i64' ? randInts([3, 9001], 'i64', 40, -100, 100) : rand([3, 9001], dtype, 40);
+      for (const descending of [false, true]) checkExact(`sort [3, 9001] ${dtype} desc ${descending}`, { op: 'sort', inputs: [x], attrs: { dim: 1, descending } });
+    }
+    checkExact('sort specials [2, 20000] f16', { op: 'sort', inputs: [specials(2, 20000, 'f16', 41)], attrs: { dim: 1, descending: true } });
+    checkExact('sort specials [2, 20000] f64', { op: 'sort', inputs: [specials(2, 20000, 'f64', 42)], attrs: { dim: 1 } });
+    checkExact('sort along dim 0 of [5000, 3] (columns)', { op: 'sort', inputs: [rand([5000, 3], 'f32', 43)], attrs: { dim: 0 } });
+    checkExact('topk 3000 of [2, 9000] bf16', { op: 'topk', inputs: [rand([2, 9000], 'bf16', 44)], attrs: { k: 3000 } });
+    checkExact('sort a vocabulary row [2, 128256] bf16 descending', { op: 'sort', inputs: [rand([2, 128256], 'bf16', 45)], attrs: { dim: -1, descending: true } });
+  });
 });

@@ -13,8 +13,9 @@ import type { GenKernelCache } from '../gen-cache.js';
 import { argReduceSource } from './arg-source.js';
 import { cumsumSource } from './cumsum-source.js';
 import { contiguousLines, lineThreads, planLines, type Lines } from './lines.js';
-import { planSort, sortThreads, type SortStage } from './sort-plan.js';
-import { keyBytes, sortSource } from './sort-source.js';
+import { planLongSort, planSort, sortThreads, type SortStage } from './sort-plan.js';
+import { longSortSource, type LongSortEntry } from './long-sort-source.js';
+import { SORT_MAX, keyBytes, sortSource } from './sort-source.js';
 
 interface Entry {
   readonly kernel: CudaKernel;
@@ -58,8 +59,9 @@ export class AlongDimOps {
 
   /** Whether a sort / topk of k along a dim of D elements is supported (a reason when not). */
   static sortSupport(D: number, k: number): true | string {
-    const p = planSort(D, k);
-    return typeof p === 'string' ? p : true;
+    if (typeof planSort(D, k) !== 'string') return true;
+    const long = planLongSort(D);
+    return typeof long === 'string' ? long : true;
   }
 
   /**
@@ -69,8 +71,9 @@ export class AlongDimOps {
   sort(x: Tensor, dim: number, k: number, descending: boolean, values: Tensor, indices: Tensor): [Tensor, Tensor] {
     if (values.numel === 0) return [values, indices];
     const d = genDType(x.dtype, 'sort');
-    const stages = planSort(x.rank === 0 ? 1 : x.shape[dim]!, k);
-    if (typeof stages === 'string') throw new RangeError(`sort / topk: ${stages}`);
+    const D = x.rank === 0 ? 1 : x.shape[dim]!;
+    const stages = planSort(D, k);
+    if (typeof stages === 'string') return this.longSort(x, dim, d, k, descending, values, indices);
     const e = this.entry((4 * 16 + DCODE[d]) * 2048 + (descending ? 1 : 0), 13, () =>
       this.cache.kernel(`sort|${d}|${descending}`, () => sortSource({ dtype: d, descending }), 'sort-generated'));
     return this.withLines(x, dim, (src, l) => {
@@ -98,6 +101,35 @@ export class AlongDimOps {
         }
       } finally {
         for (const t of temps) t.dispose();
+      }
+      return [values, indices];
+    });
+  }
+
+  /** sort / topk of lines longer than a block's shared memory: the bitonic network over pairs in global memory. */
+  private longSort(x: Tensor, dim: number, d: GenDType, k: number, descending: boolean, values: Tensor, indices: Tensor): [Tensor, Tensor] {
+    const plan = planLongSort(x.shape[dim]!);
+    if (typeof plan === 'string') throw new RangeError(`sort / topk: ${plan}`);
+    const kernel = (entry: LongSortEntry, n: number, nArgs: number) =>
+      this.entry((5 * 16 + DCODE[d]) * 2048 + (descending ? 1 : 0) * 4 + n, nArgs, () =>
+        this.cache.kernel(`lsort|${d}|${descending}|${entry}`, () => longSortSource(d, descending, entry), 'sort-generated'));
+    const [init, local, global, out] = [kernel('fk_lsort_init', 0, 10), kernel('fk_lsort_local', 1, 5), kernel('fk_lsort_global', 2, 6), kernel('fk_lsort_out', 3, 11)];
+    return this.withLines(x, dim, (src, l) => {
+      const lines = l.outer * l.inner;
+      const P = plan.P;
+      const keys = Tensor.empty(x.backend, [lines, P], keyBytes(d) === 8 ? 'i64' : 'i32', { device: x.device });
+      const pos = Tensor.empty(x.backend, [lines, P], 'i32', { device: x.device });
+      try {
+        const grid = (n: number) => Math.max(1, Math.min(Math.ceil(n / 256), this.sms() * 32));
+        launch(init, grid(lines * P), 256, [addr(keys), addr(pos), addr(src), lines, l.inner, l.D, l.sO, l.sD, l.sI, P]);
+        for (const s of plan.steps) {
+          if (s.local) launch(local, lines * (P / SORT_MAX), 1024, [addr(keys), addr(pos), P, s.kLo, s.kHi]);
+          else launch(global, grid((lines * P) / 2), 256, [addr(keys), addr(pos), lines, P, s.k, s.j]);
+        }
+        launch(out, grid(lines * k), 256, [addr(values), addr(indices), addr(src), addr(pos), lines, l.inner, l.sO, l.sD, l.sI, P, k]);
+      } finally {
+        keys.dispose();
+        pos.dispose();
       }
       return [values, indices];
     });
@@ -132,6 +164,12 @@ export class AlongDimOps {
     if (!e) this.entries.set(code, (e = { kernel: make(), args: new Array<ArgValue>(nArgs).fill(0) }));
     return e;
   }
+}
+
+/** Write `vals` into the entry's reused argument array and launch. */
+function launch(e: Entry, grid: number, block: number, vals: readonly ArgValue[]): void {
+  for (let i = 0; i < vals.length; i++) e.args[i] = vals[i]!;
+  e.kernel.launch(grid, block, 0, e.args);
 }
 
 /** (out, x, lines, inner, D, sO, sD, sI) */

@@ -1,7 +1,7 @@
 /** The pure planning of the along-dim ops: lines over any strides, threads a line, the stages of a sort / topk. */
 import { describe, expect, it } from 'vitest';
 import { contiguousLines, lineThreads, planLines } from './lines.js';
-import { planSort, pow2, sortThreads } from './sort-plan.js';
+import { planLongSort, planSort, pow2, sortThreads } from './sort-plan.js';
 
 describe('planLines', () => {
   it('a contiguous tensor: outer, D, inner around the dim', () => {
@@ -55,7 +55,27 @@ describe('planSort', () => {
     ]);
     const three = planSort(4_000_000, 1000) as { D: number }[];
     expect(three.map((s) => s.D)).toEqual([4_000_000, 977_000, 239_000, 59_000, 15_000, 4_000]);
-    expect(planSort(5000, 5000)).toMatch(/sort of a dim of 5000/);
-    expect(planSort(5000, 3000)).toMatch(/k=3000 > 2048/);
+    expect(planSort(5000, 5000)).toMatch(/sort of a dim of 5000 > 4096/);
+    expect(planSort(5000, 3000)).toMatch(/topk with k=3000 of a dim of 5000/);
+  });
+});
+
+describe('planLongSort', () => {
+  it('chunks sorted locally, then per stage the global steps down to the chunk and one local pass', () => {
+    expect(planLongSort(9000)).toEqual({
+      P: 16384,
+      steps: [
+        { local: true, kLo: 2, kHi: 4096 },
+        { local: false, k: 8192, j: 4096 },
+        { local: true, kLo: 8192, kHi: 8192 },
+        { local: false, k: 16384, j: 8192 },
+        { local: false, k: 16384, j: 4096 },
+        { local: true, kLo: 16384, kHi: 16384 },
+      ],
+    });
+    const vocab = planLongSort(128256) as { P: number; steps: unknown[] };
+    expect(vocab.P).toBe(131072);
+    expect(vocab.steps).toHaveLength(1 + (1 + 2 + 3 + 4 + 5) + 5);
+    expect(planLongSort(2 ** 24 + 1)).toMatch(/at most 16777216/);
   });
 });

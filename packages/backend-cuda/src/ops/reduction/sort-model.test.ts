@@ -1,13 +1,15 @@
 /**
- * A host model of fk_sort_segments (sort-source.ts), step for step: the f32 key, the bitonic network over (key,
- * position) pairs, padding, and the stages planSort chooses, checked against the float64 CPU backend's sort / topk on
+ * A host model of fk_sort_segments (sort-source.ts) and of the long sort (long-sort-source.ts), step for step: the f32
+ * key, the bitonic network over (key, position) pairs, padding, the stages planSort chooses and the launches of
+ * planLongSort (chunk-local passes, global steps), checked against the float64 CPU backend's sort / topk on
  * inputs with NaN, ±inf, ±0 and many ties. It checks the algorithm (the staged topk's tie order above all) where no GPU
  * is; the CUDA source itself is checked by nvcc here and on the GPU by along-dim.gpu.test.ts.
  */
 import { CpuBackend } from '@fastkernels/backend-cpu';
 import { Tensor, callOp } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
-import { planSort, type SortStage } from './sort-plan.js';
+import { planLongSort, planSort, type SortStage } from './sort-plan.js';
+import { SORT_MAX } from './sort-source.js';
 
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);
@@ -80,6 +82,43 @@ function modelTopk(line: Float64Array, k: number, desc: boolean): [number[], num
   return [[...xs], [...ids!]];
 }
 
+/** The long sort's launches on one line (init, planLongSort's steps, out). */
+function modelLongSort(line: Float64Array, k: number, desc: boolean): [number[], number[]] {
+  const plan = planLongSort(line.length);
+  if (typeof plan === 'string') throw new Error(plan);
+  const { P } = plan;
+  const keys = Array.from({ length: P }, (_, p) => (p < line.length ? (desc ? ~key(line[p]!) >>> 0 : key(line[p]!)) : 0xffffffff));
+  const pos = Array.from({ length: P }, (_, p) => p);
+  const step = (a: number, b: number, up: boolean) => {
+    const after = keys[a]! > keys[b]! || (keys[a] === keys[b] && pos[a]! > pos[b]!);
+    if (after === up) {
+      [keys[a], keys[b]] = [keys[b]!, keys[a]!];
+      [pos[a], pos[b]] = [pos[b]!, pos[a]!];
+    }
+  };
+  for (const s of plan.steps) {
+    if (!s.local) {
+      for (let t = 0; t < P / 2; t++) {
+        const a = 2 * t - (t & (s.j - 1));
+        step(a, a + s.j, (a & s.k) === 0);
+      }
+      continue;
+    }
+    for (let chunk = 0; chunk < P / SORT_MAX; chunk++) {
+      const base = chunk * SORT_MAX;
+      for (let kk = s.kLo; kk <= s.kHi; kk *= 2) {
+        for (let j = kk < SORT_MAX ? kk >> 1 : SORT_MAX / 2; j > 0; j >>= 1) {
+          for (let t = 0; t < SORT_MAX / 2; t++) {
+            const a = 2 * t - (t & (j - 1));
+            step(base + a, base + a + j, ((base + a) & kk) === 0);
+          }
+        }
+      }
+    }
+  }
+  return [pos.slice(0, k).map((p) => line[p]!), pos.slice(0, k)];
+}
+
 const cpu = new CpuBackend();
 function specials(n: number, seed: number): Float64Array {
   const pool = [NaN, Infinity, -Infinity, 0, -0, 1, -1, 0.5, 2, -2];
@@ -97,6 +136,21 @@ describe('the segmented bitonic sort, modelled on the host, vs the CPU backend',
         const x = Tensor.fromArray(cpu, line, [D], 'f32');
         const [rv, ri] = callOp('topk', [x], { k, largest: desc });
         const [v, i] = modelTopk(Float64Array.from(x.toFloat64Array()), k, desc);
+        expect(i).toEqual([...ri!.toFloat64Array()]);
+        expect(v.map((a) => (Number.isNaN(a) ? 'NaN' : a))).toEqual([...rv!.toFloat64Array()].map((a) => (Number.isNaN(a) ? 'NaN' : a)));
+        for (const t of [x, rv!, ri!]) t.dispose();
+      });
+    }
+  }
+});
+
+describe('the global-memory long sort, modelled on the host, vs the CPU backend', () => {
+  for (const [D, k] of [[4097, 4097], [9001, 9001], [20000, 3000]] as const) {
+    for (const desc of [true, false]) {
+      it(`D=${D}, k=${k}, ${desc ? 'descending' : 'ascending'}`, () => {
+        const x = Tensor.fromArray(cpu, specials(D, D + k), [D], 'f32');
+        const [rv, ri] = callOp('topk', [x], { k, largest: desc });
+        const [v, i] = modelLongSort(Float64Array.from(x.toFloat64Array()), k, desc);
         expect(i).toEqual([...ri!.toFloat64Array()]);
         expect(v.map((a) => (Number.isNaN(a) ? 'NaN' : a))).toEqual([...rv!.toFloat64Array()].map((a) => (Number.isNaN(a) ? 'NaN' : a)));
         for (const t of [x, rv!, ri!]) t.dispose();

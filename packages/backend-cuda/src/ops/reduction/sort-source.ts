@@ -28,7 +28,7 @@ export function keyBytes(d: GenDType): 4 | 8 {
 }
 
 /** `K fk_key(T x)`: the ascending-order key of a value. */
-function keyFn(d: GenDType): string[] {
+export function keyFn(d: GenDType): string[] {
   const T = GEN_CTYPE[d];
   const head = (K: string) => `__device__ __forceinline__ ${K} fk_key(${T} x) {`;
   switch (d) {

@@ -4,6 +4,7 @@ import type { GenDType } from '../ctypes.js';
 import type { GeneratedKernel } from '../elementwise-source.js';
 import { argReduceSource } from './arg-source.js';
 import { cumsumSource } from './cumsum-source.js';
+import { longSortSource, type LongSortEntry } from './long-sort-source.js';
 import { sortSource } from './sort-source.js';
 
 const cases: [string, () => GeneratedKernel][] = [];
@@ -23,5 +24,9 @@ for (const d of ['bf16', 'f16', 'f32', 'f64', 'i64', 'i32', 'i16', 'i8', 'u8', '
 }
 cases.push(['sort bf16 descending', () => sortSource({ dtype: 'bf16', descending: true })]);
 cases.push(['sort f64 descending', () => sortSource({ dtype: 'f64', descending: true })]);
+for (const entry of ['fk_lsort_init', 'fk_lsort_local', 'fk_lsort_global', 'fk_lsort_out'] as LongSortEntry[]) {
+  cases.push([`long sort f64 descending (${entry})`, () => longSortSource('f64', true, entry)]);
+}
+cases.push(['long sort bf16 ascending', () => longSortSource('bf16', false, 'fk_lsort_local')]);
 
 compileSuite('argmax / argmin / cumsum / sort sources', cases);
