@@ -19,8 +19,8 @@ export interface Case {
   readonly attrs?: unknown;
   /** Per input: a view taken of it on both backends. */
   readonly views?: readonly (View | undefined)[];
-  /** 'kernel' (default): CUDA must run its registered kernel. */
-  readonly via?: 'kernel' | 'ops' | 'any';
+  /** 'kernel' (default): CUDA must run its registered kernel; 'decomposition': its supports() must decline. */
+  readonly via?: 'kernel' | 'ops' | 'decomposition' | 'any';
 }
 
 /** Run the case on both backends, compare every output, dispose everything. */

@@ -42,11 +42,12 @@ describe('baddbmm vs the float64 CPU backend', () => {
   for (const dtype of DTYPES) {
     it(`${dtype}: C in place, broadcast inputs, the bias-epilogue row, beta 0 over NaN`, GT, () => {
       let seed = 100;
-      const bad = (label: string, input: number[], attrs: { beta?: number; alpha?: number }, B = 3, M = 20, K = 48, N = 24, inputT?: Tensor) =>
+      const bad = (label: string, input: number[], attrs: { beta?: number; alpha?: number }, B = 3, M = 20, K = 48, N = 24, inputT?: Tensor, via: 'kernel' | 'decomposition' = 'kernel') =>
         checkOp(`${dtype} baddbmm ${label}`, {
           op: 'baddbmm',
           inputs: [inputT ?? rand(input, dtype, seed++), rand([B, M, K], dtype, seed++), rand([B, K, N], dtype, seed++)],
           attrs,
+          via,
         });
       bad('full input, beta 0.5, alpha 2', [3, 20, 24], { beta: 0.5, alpha: 2 });
       bad('[1, M, N] input (batch stride 0)', [1, 20, 24], { beta: 1.5 });
@@ -57,7 +58,7 @@ describe('baddbmm vs the float64 CPU backend', () => {
       bad('[1] scalar-like input', [1], { beta: 2 });
       const nan = Tensor.fromArray(cpu(), new Float64Array(3 * 20 * 24).fill(NaN), [3, 20, 24], dtype);
       bad('beta 0: a NaN input is not read', [3, 20, 24], { beta: 0, alpha: 0.5 }, 3, 20, 48, 24, nan);
-      bad('K = 0 (the decomposition)', [3, 5, 6], { beta: 0.5 }, 3, 5, 0, 6);
+      bad('K = 0 (the decomposition)', [3, 5, 6], { beta: 0.5 }, 3, 5, 0, 6, undefined, 'decomposition');
     });
   }
 });
