@@ -338,7 +338,8 @@ describe('serve --tp on the CPU: rank 0 serves HTTP, every rank\'s engine follow
     const [b, c, d] = await Promise.all([
       post({ prompt: P.b, max_tokens: 12, temperature: 0.8, top_k: 20, seed: 7, ignore_eos: true }),
       streamed(url, { prompt: P.c, max_tokens: 50, temperature: 0, ignore_eos: true }, 2),
-      new Promise((r) => setTimeout(r, 20)).then(() => post({ prompt: P.d, max_tokens: 6, temperature: 1, top_p: 0.9, seed: 3, stop_token_ids: [5] })),
+      // logprobs travel in the control message: every rank takes the same eager steps for them
+      new Promise((r) => setTimeout(r, 20)).then(() => post({ prompt: P.d, max_tokens: 6, temperature: 1, top_p: 0.9, seed: 3, stop_token_ids: [5], logprobs: 2 })),
     ]);
     const aDone = await a;
     await new Promise((r) => setTimeout(r, 3500)); // idle: longer than the collectives' 3 s deadline
@@ -365,6 +366,7 @@ describe('serve --tp on the CPU: rank 0 serves HTTP, every rank\'s engine follow
     expect(aDone.tokens).toHaveLength(40);
     expect(b.choices.map((x) => x.token_ids)).toEqual([out[idOf(P.b[0]!)], out[idOf(P.b[1]!)]]);
     expect(d.choices[0]!.token_ids).toEqual(out[idOf(P.d)]);
+    expect((d.choices[0] as unknown as { logprobs: { token_logprobs: number[] } }).logprobs.token_logprobs).toHaveLength(out[idOf(P.d)]!.length);
     expect(e.choices[0]!.token_ids).toEqual(out[idOf(P.e)]);
     expect(out[idOf(P.c)]).toBeUndefined(); // cancelled: never finished
   }, 180_000);

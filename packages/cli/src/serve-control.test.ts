@@ -15,6 +15,8 @@ describe('serve --tp control messages', () => {
           { kind: 'add', requestId: 1, promptIds: [31999], params: params({ temperature: 0.8, topP: 0.9, topK: 20, seed: 2 ** 40 + 3, maxTokens: 7, ignoreEos: true }) },
           { kind: 'add', requestId: 2, promptIds: [0], params: params({ stopTokenIds: [2, 128001], temperature: 1 / 3 }) },
           { kind: 'add', requestId: 3, promptIds: [5], params: params({ stopTokenIds: [] }) },
+          { kind: 'add', requestId: 4, promptIds: [6, 7], params: params({ logprobs: 5, stopTokenIds: [9] }) },
+          { kind: 'add', requestId: 5, promptIds: [8], params: params({ logprobs: 0 }) },
           { kind: 'abort', requestId: 1 },
         ],
       },

@@ -42,6 +42,8 @@ const F_STEP = 1;
 const F_SHUTDOWN = 2;
 const P_IGNORE_EOS = 1;
 const P_STOP_IDS = 2;
+/** One more word after the stop ids: SamplingParams.logprobs (every rank must take the same eager steps for it). */
+const P_LOGPROBS = 4;
 /** Largest frame accepted (words): 64 Mi words = 256 MiB. */
 const MAX_WORDS = 64 << 20;
 
@@ -70,8 +72,9 @@ export function encodeControl(m: ControlMessage): Int32Array {
     w.push(OP_ADD, int32(op.requestId, 'request id'), op.promptIds.length);
     for (const id of op.promptIds) w.push(int32(id, 'token id'));
     for (const v of [p.temperature, p.topK, p.topP, p.maxTokens, p.seed]) pushF64(w, v);
-    w.push((p.ignoreEos ? P_IGNORE_EOS : 0) | (p.stopTokenIds ? P_STOP_IDS : 0), p.stopTokenIds?.length ?? 0);
+    w.push((p.ignoreEos ? P_IGNORE_EOS : 0) | (p.stopTokenIds ? P_STOP_IDS : 0) | (p.logprobs !== undefined ? P_LOGPROBS : 0), p.stopTokenIds?.length ?? 0);
     for (const s of p.stopTokenIds ?? []) pushF64(w, s);
+    if (p.logprobs !== undefined) w.push(int32(p.logprobs, 'logprobs'));
   }
   return Int32Array.from(w);
 }
@@ -116,6 +119,7 @@ export function decodeControl(words: Int32Array): ControlMessage {
       temperature, topK, topP, maxTokens, seed,
       ...(pflags & P_IGNORE_EOS ? { ignoreEos: true } : {}),
       ...(pflags & P_STOP_IDS ? { stopTokenIds: stops } : {}),
+      ...(pflags & P_LOGPROBS ? { logprobs: take('logprobs') } : {}),
     };
     ops.push({ kind: 'add', requestId, promptIds, params });
   }

@@ -203,7 +203,7 @@ export function serveCommand(io: Io, rawArgs: readonly string[] = process.argv.s
           'Sampling defaults are OpenAI\'s: temperature 1 (generate\'s --temperature defaults to 0, greedy), top_p 1, max_tokens 16\n' +
             '(chat: the rest of the context); send "temperature": 0 for greedy answers. Without "seed" each request draws a random\n' +
             'seed. A folder without tokenizer.json serves token ids only ("prompt": [1, 2, 3]; each choice carries token_ids).\n' +
-            'logprobs / top_logprobs make their requests\' steps eager (the logits are read back); not under --tp yet.',
+            'logprobs / top_logprobs make their requests\' steps eager (the logits are read back; under --tp on every rank).',
         ),
     handler: (argv: ServeArgs) => runServe(argv, io, rawArgs),
   };

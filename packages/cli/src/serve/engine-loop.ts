@@ -45,11 +45,6 @@ export class EngineLoop {
     private readonly onFatal?: (e: Error) => void,
   ) {}
 
-  /** Under --tp (the other ranks follow this engine's operations). */
-  get tensorParallel(): boolean {
-    return this.control !== undefined;
-  }
-
   /** Requests in flight (added, not finished or cancelled). */
   get inFlight(): number {
     return this.sinks.size;

@@ -118,11 +118,6 @@ async function respond(state: ServerState, reply: FastifyReply, choices: Choice[
 /** A token as text in logprobs: its decode (special tokens too), or `token_id:N` without a tokenizer (vLLM's form). */
 const tokenText = (state: ServerState, id: number) => (state.tokenizer ? state.tokenizer.decode([id], false) : `token_id:${id}`);
 
-function noLogprobsUnderTp(state: ServerState): void {
-  // the other ranks would run graph steps where rank 0 runs eager ones: not in the control protocol yet
-  if (state.loop.tensorParallel) throw new ApiError(400, 'logprobs are not supported under serve --tp yet', 'logprobs', 'unsupported');
-}
-
 /** Legacy completions' logprobs object: tokens, their logprobs, the top alternatives by text, text offsets. */
 function completionLogprobs(state: ServerState, lps: readonly TokenLogprob[]) {
   const tokens = lps.map((lp) => tokenText(state, lp.token));
@@ -149,7 +144,6 @@ const newSeed = () => randomInt(0, 2 ** 31 - 1);
 export async function completions(state: ServerState, req: FastifyRequest, reply: FastifyReply): Promise<void> {
   const b = parse(completionRequest, req.body);
   const logprobs = b.logprobs ?? undefined;
-  if (logprobs !== undefined) noLogprobsUnderTp(state);
   const p = b.prompt;
   const prompts: number[][] =
     typeof p === 'string' ? [needTokenizer(state, 'a text prompt').encode(p)]
@@ -181,7 +175,6 @@ export async function chatCompletions(state: ServerState, req: FastifyRequest, r
   const b = parse(chatRequest, req.body);
   if (b.top_logprobs != null && !b.logprobs) throw new ApiError(400, 'top_logprobs needs logprobs: true', 'top_logprobs');
   const logprobs = b.logprobs ? (b.top_logprobs ?? 0) : undefined;
-  if (logprobs !== undefined) noLogprobsUnderTp(state);
   if (b.stream_options && !b.stream) throw new ApiError(400, 'stream_options is only allowed with stream: true', 'stream_options');
   const tok = needTokenizer(state, 'chat');
   const messages = b.messages.map((m) => ({ role: m.role, content: typeof m.content === 'string' ? m.content : (m.content ?? []).map((x) => x.text).join(''), ...(m.name ? { name: m.name } : {}) }));
