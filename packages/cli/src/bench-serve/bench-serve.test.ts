@@ -60,6 +60,12 @@ describe('bench-serve against the CPU server', () => {
     const { out } = await bench({ dataset: 'sharegpt', datasetPath: file, numPrompts: 2, warmup: 1, outputLen: '5', requestRate: 50, json: true, goodput: ['ttft:0.0001'] });
     const j = JSON.parse(out) as Record<string, any>;
     expect(j).toMatchObject({ completed: 2, failed: 0, totalOutputTokens: 10, request_rate: 50, goodput: 0 });
+    // with the model's tokenizer: exact prompt lengths (one token a byte here), and vLLM's filters (>= 4 tokens each)
+    const counted = shareGptWorkload(file, { num: 2, seed: 0, countTokens: (t) => Buffer.byteLength(t) });
+    expect(counted.map((r) => [r.promptLen, r.outputLen]).sort()).toEqual([[11, 15], [12, 5]].sort());
+    const { out: out2 } = await bench({ dataset: 'sharegpt', datasetPath: file, numPrompts: 1, warmup: 0, outputLen: '3', tokenizer: MODEL, json: true });
+    expect(JSON.parse(out2)).toMatchObject({ completed: 1, failed: 0, totalOutputTokens: 3 });
+    expect(((await bench({ dataset: 'sharegpt', datasetPath: file, numPrompts: 1, tokenizer: '/nonexistent' }).catch((x: unknown) => x)) as UserError).details.field).toBe('--tokenizer');
   }, 60_000);
 
   it('--disconnect-fraction: those clients leave mid-stream, the rest complete, the server frees every block', async () => {

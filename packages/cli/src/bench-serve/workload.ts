@@ -43,11 +43,12 @@ const shareGpt = z.array(
 
 /**
  * A ShareGPT-format file (ShareGPT_V3_unfiltered_cleaned_split.json): each conversation's first turn is the prompt
- * (text); the output length is the reply's length in tokens, estimated at 4 characters a token (no tokenizer on the
- * client), or `outputLen` when given. Conversations with fewer than two turns are skipped; `num` are taken in a seeded
- * shuffle.
+ * (text); the output length is the reply's length in tokens, or `outputLen` when given. Token counts come from
+ * `countTokens` (the model's tokenizer: then vLLM's filters apply, prompts and replies of at least 4 tokens, prompts up
+ * to 1024 and prompt + reply up to 2048), else are estimated at 4 characters a token. Conversations with fewer than two
+ * turns are skipped; `num` are taken in a seeded shuffle.
  */
-export function shareGptWorkload(file: string, o: { num: number; outputLen?: number; seed: number }): BenchRequest[] {
+export function shareGptWorkload(file: string, o: { num: number; outputLen?: number; seed: number; countTokens?: (text: string) => number }): BenchRequest[] {
   let raw: unknown;
   try {
     raw = JSON.parse(readFileSync(file, 'utf8'));
@@ -62,11 +63,18 @@ export function shareGptWorkload(file: string, o: { num: number; outputLen?: num
     const j = Math.floor(rnd() * (i + 1));
     [convs[i], convs[j]] = [convs[j]!, convs[i]!];
   }
-  if (convs.length < o.num) throw new UserError(`${file} has ${convs.length} usable conversations, fewer than --num-prompts ${o.num}`, { field: '--num-prompts' });
-  return convs.slice(0, o.num).map((c) => {
+  const count = o.countTokens ?? ((t: string) => Math.ceil(t.length / 4));
+  const out: BenchRequest[] = [];
+  for (const c of convs) {
+    if (out.length === o.num) break;
     const prompt = c.conversations[0]!.value;
-    return { prompt, promptLen: Math.ceil(prompt.length / 4), outputLen: o.outputLen ?? Math.max(4, Math.ceil(c.conversations[1]!.value.length / 4)) };
-  });
+    const promptLen = count(prompt);
+    const replyLen = count(c.conversations[1]!.value);
+    if (o.countTokens && (promptLen < 4 || replyLen < 4 || promptLen > 1024 || promptLen + replyLen > 2048)) continue;
+    out.push({ prompt, promptLen, outputLen: o.outputLen ?? Math.max(4, replyLen) });
+  }
+  if (out.length < o.num) throw new UserError(`${file} has ${out.length} usable conversations, fewer than --num-prompts ${o.num}`, { field: '--num-prompts' });
+  return out;
 }
 
 /**

@@ -1,5 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import { UserError } from '@fastkernels/core';
+import { loadTokenizer } from '@fastkernels/model-zoo';
 import type { Argv } from 'yargs';
 import { runBench } from '../bench-serve/run.js';
 import type { Slo } from '../bench-serve/stats.js';
@@ -27,6 +28,7 @@ export interface BenchServeArgs {
   apiKey?: string;
   timeout: number;
   disconnectFraction?: number;
+  tokenizer?: string;
 }
 
 /** `N` or `MIN:MAX` (a uniform range) of a length flag. */
@@ -90,7 +92,13 @@ export async function runBenchServe(argv: BenchServeArgs, io: Io): Promise<void>
     if (!argv.datasetPath) throw new UserError('--dataset sharegpt needs the file', { field: '--dataset-path', fix: '--dataset-path ShareGPT_V3_unfiltered_cleaned_split.json' });
     // a single N fixes every output length; a range (the default) or 'auto' takes each reply's length
     const out = argv.outputLen === undefined || argv.outputLen === 'auto' || String(argv.outputLen).includes(':') ? undefined : rangeFlag('output-len', argv.outputLen)[0];
-    all = shareGptWorkload(argv.datasetPath, { num: num + warmupN, seed, ...(out !== undefined ? { outputLen: out } : {}) });
+    let countTokens: ((t: string) => number) | undefined;
+    if (argv.tokenizer) {
+      const tok = loadTokenizer(argv.tokenizer);
+      if (!tok) throw new UserError(`${argv.tokenizer} has no tokenizer.json`, { field: '--tokenizer', fix: 'point --tokenizer at the model folder that holds tokenizer.json' });
+      countTokens = (t) => tok.encode(t, false).length;
+    }
+    all = shareGptWorkload(argv.datasetPath, { num: num + warmupN, seed, ...(out !== undefined ? { outputLen: out } : {}), ...(countTokens ? { countTokens } : {}) });
   } else {
     const [inMin, inMax] = rangeFlag('input-len', argv.inputLen);
     const [outMin, outMax] = rangeFlag('output-len', argv.outputLen);
@@ -134,6 +142,7 @@ export function benchServeCommand(io: Io) {
         .option('model', { type: 'string', describe: "model id to send [default: the server's first /v1/models entry]" })
         .option('dataset', { type: 'string', choices: ['random', 'sharegpt'], default: 'random', describe: 'random token-id prompts, or a ShareGPT JSON file (--dataset-path)' })
         .option('dataset-path', { type: 'string', describe: 'ShareGPT-format JSON ([{"conversations": [{"from", "value"}, ...]}])' })
+        .option('tokenizer', { type: 'string', describe: "sharegpt: a model folder whose tokenizer.json counts the tokens (and vLLM's length filters apply) [default: 4 characters a token]" })
         .option('num-prompts', { type: 'number', default: 100, describe: 'measured requests' })
         .option('input-len', { type: 'string', default: '100:1024', describe: 'random: prompt tokens, N or MIN:MAX (uniform)' })
         .option('output-len', { type: 'string', default: '100:1024', describe: 'tokens to generate, N or MIN:MAX (sharegpt: N fixes it, otherwise each reply\'s length at 4 characters a token)' })
