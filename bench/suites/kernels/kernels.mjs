@@ -18,6 +18,7 @@ import { writeFileSync } from 'node:fs';
 import { ModuleRegistry, Rng, Tensor, hostArgsFor, withContext } from '@fastkernels/core';
 import { denseMoeLlmTasks, initNormal } from '@fastkernels/model-zoo';
 import { cudaBackendOrExit, launchSettings } from '../../lib/common.mjs';
+import { benchTimer, deviceRandom } from '../../lib/timing.mjs';
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -34,56 +35,10 @@ const WARMUP = 3;
 
 const backend = cudaBackendOrExit('bench-kernels');
 const rt = backend.runtime;
-const addon = rt.addon;
-const props = rt.properties();
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const t0 = performance.now();
+const { timeMs, sameSizeCopyMs, flushBytes } = benchTimer(backend, { warmup: WARMUP, iters: ITERS });
 
-// ---- L2 flush: write 2x L2 before each timed call
-const flushBytes = 2 * (props.l2CacheBytes || 64 * 2 ** 20);
-const flushBuf = backend.allocate(flushBytes, 0);
-const flush = () => rt.memset(flushBuf.devicePtr, 0, flushBytes / 4, 4);
-
-/** Median ms of fn over `iters` event-timed calls, each after an L2 flush (outside the events). */
-function timeMs(fn, { warmup = WARMUP, iters = ITERS, flushL2 = true } = {}) {
-  const e0 = rt.acquireEvent();
-  const e1 = rt.acquireEvent();
-  for (let i = 0; i < warmup; i++) fn();
-  rt.synchronize();
-  const ts = [];
-  for (let r = 0; r < iters; r++) {
-    if (flushL2) flush();
-    addon.eventRecord(e0, rt.stream);
-    fn();
-    addon.eventRecord(e1, rt.stream);
-    addon.eventSynchronize(e1);
-    ts.push(addon.eventElapsed(e0, e1));
-  }
-  rt.releaseEvent(e0);
-  rt.releaseEvent(e1);
-  return median(ts);
-}
-
-// ---- device-side random data (host generation of ~1e9 normals would take minutes)
-let pool;
-function fillRandom(t, seed) {
-  const POOL = 1 << 22;
-  if (!pool) pool = Tensor.fromArray(backend, new Rng(12345).fillNormal(POOL, 1), [POOL], 'f32');
-  const flat = t.view([t.numel]);
-  let off = 0;
-  let rot = (seed * 7919) % POOL;
-  while (off < t.numel) {
-    const len = Math.min(t.numel - off, POOL - rot);
-    const dst = flat.narrow(0, off, len);
-    const src = pool.narrow(0, rot, len);
-    backend.ops.copy(dst, src);
-    dst.dispose();
-    src.dispose();
-    off += len;
-    rot = (rot + 104729) % POOL;
-  }
-  flat.dispose();
-}
+const fillRandom = deviceRandom(backend);
 
 // ---- ceilings measured in this run
 const copyBytes = 2 * 2 ** 30;
@@ -111,22 +66,6 @@ let gemmTflops;
 }
 rt.allocator.emptyCache();
 
-// A D2D copy that moves `bytes` (half read, half written), timed exactly like the cases (L2 flush, events around one
-// call): what a memory-bound kernel of that size can reach here. At 16 MB a kernel runs ~4 us, so launch and ramp
-// alone keep it well below the 2 GiB copy rate; this says how far below. Memoized per size.
-const sameSizeCopy = new Map();
-function sameSizeCopyMs(bytes) {
-  const half = Math.max(256, Math.round(bytes / 2 / 256) * 256);
-  if (!sameSizeCopy.has(half)) {
-    const a = backend.allocate(half, 0);
-    const b = backend.allocate(half, 0);
-    rt.memset(a.devicePtr, 1, half);
-    sameSizeCopy.set(half, timeMs(() => rt.copyDtoD(b.devicePtr, a.devicePtr, half)));
-    a.release();
-    b.release();
-  }
-  return sameSizeCopy.get(half);
-}
 console.log(`ceilings: copy ${copyGBps.toFixed(0)} GB/s (2 GiB D2D, read + write), bf16 GEMM ${gemmTflops.toFixed(1)} TFLOP/s (8192^3)`);
 
 // makeInputs / initParameters of the tasks draw every value on the host; above BIG elements the bench substitutes

@@ -14,8 +14,9 @@
 //   dist/gpu-host/run-node bench/suites/ops/ops.mjs --json ops_ours.json [--quick] [--only substring]
 import '../../lib/user-errors.mjs'; // first: a bad FASTKERNELS_* value is one line, not a stack
 import { writeFileSync } from 'node:fs';
-import { Rng, Tensor, prepareOp } from '@fastkernels/core';
+import { Tensor, prepareOp } from '@fastkernels/core';
 import { benchArgs, cudaBackendOrExit, launchSettings } from '../../lib/common.mjs';
+import { benchTimer, deviceRandom } from '../../lib/timing.mjs';
 
 const { opt, has } = benchArgs();
 const quick = has('--quick');
@@ -26,71 +27,12 @@ const WARMUP = 5;
 
 const backend = cudaBackendOrExit('bench-ops');
 const rt = backend.runtime;
-const addon = rt.addon;
-const props = rt.properties();
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const t0 = performance.now();
+const { timeMs, sameSizeCopyMs, flushBytes } = benchTimer(backend, { warmup: WARMUP, iters: ITERS });
 
-const flushBytes = 2 * (props.l2CacheBytes || 64 * 2 ** 20);
-const flushBuf = backend.allocate(flushBytes, 0);
-const flush = () => rt.memset(flushBuf.devicePtr, 0, flushBytes / 4, 4);
+const fillRandom = deviceRandom(backend);
+const randn = (shape, dtype, seed = 1) => fillRandom(Tensor.empty(backend, shape, dtype), seed);
 
-/** Median ms of fn over ITERS event-timed calls, each after an L2 flush (outside the events). */
-function timeMs(fn, { warmup = WARMUP, iters = ITERS } = {}) {
-  const e0 = rt.acquireEvent();
-  const e1 = rt.acquireEvent();
-  for (let i = 0; i < warmup; i++) fn();
-  rt.synchronize();
-  const ts = [];
-  for (let r = 0; r < iters; r++) {
-    flush();
-    addon.eventRecord(e0, rt.stream);
-    fn();
-    addon.eventRecord(e1, rt.stream);
-    addon.eventSynchronize(e1);
-    ts.push(addon.eventElapsed(e0, e1));
-  }
-  rt.releaseEvent(e0);
-  rt.releaseEvent(e1);
-  return median(ts);
-}
-
-// device-side N(0, 1) data: a 4M-value pool copied (converting) at rotating offsets (host draws of 1e8 values are slow)
-const POOL = 1 << 22;
-const pool = Tensor.fromArray(backend, new Rng(12345).fillNormal(POOL, 1), [POOL], 'f32');
-function randn(shape, dtype, seed = 1) {
-  const t = Tensor.empty(backend, shape, dtype);
-  const flat = t.view([t.numel]);
-  let off = 0;
-  let rot = (seed * 7919) % POOL;
-  while (off < t.numel) {
-    const len = Math.min(t.numel - off, POOL - rot);
-    const dst = flat.narrow(0, off, len);
-    const src = pool.narrow(0, rot, len);
-    backend.ops.copy(dst, src);
-    dst.dispose();
-    src.dispose();
-    off += len;
-    rot = (rot + 104729) % POOL;
-  }
-  flat.dispose();
-  return t;
-}
-
-/** A D2D copy moving `bytes` (half read, half written), timed like the cases; memoized per size. */
-const copies = new Map();
-function sameSizeCopyMs(bytes) {
-  const half = Math.max(256, Math.round(bytes / 2 / 256) * 256);
-  if (!copies.has(half)) {
-    const a = backend.allocate(half, 0);
-    const b = backend.allocate(half, 0);
-    rt.memset(a.devicePtr, 1, half);
-    copies.set(half, timeMs(() => rt.copyDtoD(b.devicePtr, a.devicePtr, half)));
-    a.release();
-    b.release();
-  }
-  return copies.get(half);
-}
 
 const SIZE = { bf16: 2, f16: 2, f32: 4, i64: 8 };
 const numel = (s) => s.reduce((a, b) => a * b, 1);
