@@ -9,11 +9,15 @@ Usage: python3 bench/kernels_torch.py --cases ours.json --json out.json [--no-co
 import argparse
 import json
 import math
-import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "lib"))  # bench/lib: the timer shared with the other suite
+from torch_timing import l2_flush_timer  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("--cases", required=True)
@@ -28,24 +32,7 @@ ITERS = 20 if a.quick else 30
 T0 = time.time()
 compile_spent = 0.0
 
-l2 = torch.cuda.get_device_properties(0).L2_cache_size or 64 * 2**20
-flush_buf = torch.empty(2 * l2 // 4, dtype=torch.float32, device=dev)
-
-
-def time_ms(fn, warmup=3, iters=ITERS):
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(iters):
-        flush_buf.zero_()
-        e0.record()
-        fn()
-        e1.record()
-        e1.synchronize()
-        ts.append(e0.elapsed_time(e1))
-    return statistics.median(ts)
+time_ms = l2_flush_timer(dev, warmup=3, iters=ITERS)
 
 
 def randn(*shape, dtype=bf16, scale=1.0):
