@@ -10,6 +10,8 @@ export class Choice {
   /** Every token's log-probabilities (when the request asked), and those not yet sent in a streamed chunk. */
   readonly logprobs: TokenLogprob[] = [];
   unsentLogprobs: TokenLogprob[] = [];
+  /** Token ids not yet sent in a streamed chunk (their text may be held back). */
+  unsentIds: number[] = [];
   text = '';
   finishReason: FinishReason | null = null;
   requestId = -1;

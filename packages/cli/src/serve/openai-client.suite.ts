@@ -122,6 +122,11 @@ describe('openai client: completions and chat', () => {
     let text = '';
     for await (const chunk of s) text += chunk.choices[0]?.text ?? '';
     expect(text).toBe(T.slice(0, cut));
+    // without a stop string the streamed token ids (held-back bytes included) add up to the whole answer's
+    const s2 = await client.completions.create({ model: 'x', prompt: 'abc', max_tokens: 16, temperature: 0, stream: true, ignore_eos: true } as OpenAI.CompletionCreateParamsStreaming & Extra);
+    const ids: number[] = [];
+    for await (const chunk of s2) ids.push(...((chunk.choices[0] as unknown as { token_ids?: number[] } | undefined)?.token_ids ?? []));
+    expect(ids).toEqual((full.choices[0] as unknown as { token_ids: number[] }).token_ids);
     await engineIdle();
   });
 

@@ -64,18 +64,21 @@ async function respond(state: ServerState, reply: FastifyReply, choices: Choice[
   const listener: GenerationListener = {
     delta: (c, text, ids) => {
       if (!stream) return;
+      c.unsentIds.push(...ids);
       if (!text && (state.tokenizer || !ids.length)) return; // a held-back byte or stop-string prefix: nothing to show yet
-      const lps = c.unsentLogprobs;
+      const [lps, sent] = [c.unsentLogprobs, c.unsentIds];
       c.unsentLogprobs = [];
-      write(format.chunk(c, text, ids, null, !started.has(c), lps));
+      c.unsentIds = [];
+      write(format.chunk(c, text, sent, null, !started.has(c), lps));
       started.add(c);
     },
     finished: (c) => {
       if (!stream) return;
       // logprobs of tokens whose text never showed (a special token, a held-back byte at the end) still go out
-      if (c.unsentLogprobs.length) {
-        write(format.chunk(c, '', [], null, !started.has(c), c.unsentLogprobs));
+      if (c.unsentLogprobs.length || c.unsentIds.length) {
+        write(format.chunk(c, '', c.unsentIds, null, !started.has(c), c.unsentLogprobs));
         c.unsentLogprobs = [];
+        c.unsentIds = [];
         started.add(c);
       }
       write(format.chunk(c, '', [], c.finishReason, false, []));
