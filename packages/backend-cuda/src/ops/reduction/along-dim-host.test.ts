@@ -63,11 +63,19 @@ describe('argmax / argmin / cumsum on the line kernels', () => {
     expect(f.cache.launches[2]!.source).toContain('fk_ld_bf16(fk_st_bf16(fk_ld_f32(');
   });
 
-  it('var and std run on core decomposition over generated kernels', () => {
+  it('var / std: one Welford pass over rows or columns in place, scattered dims through a copy; denominator N - correction', () => {
     const f = device();
-    expect(opRoute('var', [f.t([8, 64])], { dim: 1 })).toEqual({ via: 'decomposition' });
-    expect(callOp1('var', [f.t([8, 64])], { dim: 1, correction: 0 }).shape).toEqual([8]);
-    expect(f.cache.launches.map((l) => l.entry)).toContain('fk_row_reduce');
+    const x = f.t([8, 64]);
+    expect(opRoute('var', [x], { dim: 1 })).toEqual({ via: 'kernel' });
+    const v = callOp1('var', [x], { dim: 1, correction: 0 });
+    expect(f.cache.launches[0]).toMatchObject({ entry: 'fk_var', args: [ptrOf(v), ptrOf(x), 8, 1, 64, 64, 1, 0, 64] });
+    const y = f.t([4, 37, 64], 'f32');
+    callOp1('std', [y], { dim: 1, keepdim: true });
+    expect(f.cache.launches[1]).toMatchObject({ entry: 'fk_std', args: [expect.any(Number), ptrOf(y), 256, 64, 37, 37 * 64, 64, 1, 36] });
+    expect(f.cache.launches[1]!.source).toContain('sqrtf(v)');
+    callOp1('var', [f.t([6, 7, 8])], { dim: [0, 2] });
+    expect(f.copies).toHaveLength(1);
+    expect(f.cache.launches[2]!.args.slice(2, 9)).toEqual([7, 1, 48, 48, 1, 0, 47]);
   });
 });
 

@@ -1,8 +1,8 @@
 /**
- * argmax / argmin, cumsum, sort, topk (and var / max through their decompositions) on CUDA vs the float64 CPU backend
- * through the op registry: every line class (a warp a row, a block a row, a thread a column, a copied layout), ties and
- * NaN, ±0, integer and bool inputs, empty and odd sizes, topk of long lines in stages. Selections are compared exactly
- * (values and indices); sums with design §4's tolerance. max / var routes (decompositions) are asserted in along-dim-host.test.ts.
+ * argmax / argmin, cumsum, var / std, sort, topk (and max / min through their decomposition) on CUDA vs the float64 CPU
+ * backend through the op registry: every line class (a warp a row, a block a row, a thread a column, a copied layout),
+ * ties and NaN, ±0, integer and bool inputs, empty and odd sizes, topk of long lines in stages, sorts longer than 4096.
+ * Selections are compared exactly (values and indices); sums and variances with design §4's tolerance.
  */
 import { Tensor, type DType } from '@fastkernels/core';
 import { describe, it } from 'vitest';
@@ -55,13 +55,24 @@ describe('argmax / argmin vs the float64 CPU backend', () => {
     checkExact('argmin 0-d', { op: 'argmin', inputs: [Tensor.fromArray(cpu(), [3], [], 'f32')], attrs: { dim: null } });
   });
 
-  it('max / min (values and indices) through argmax + gather; var and std through their decomposition', GT, () => {
+  it('var of an empty dim is NaN; of one element with correction 1 is NaN; f64', GT, () => {
+    checkExact('var over an empty dim', { op: 'var', inputs: [rand([3, 0], 'f32', 30)], attrs: { dim: 1 } });
+    checkExact('var of one element', { op: 'var', inputs: [rand([4, 1], 'bf16', 31)], attrs: { dim: 1 } });
+    checkOp('var f64', { op: 'var', inputs: [rand([20, 300], 'f64', 32)], attrs: { dim: 1 } });
+  });
+
+  it('max / min (values and indices) through argmax + gather; var and std (Welford) over rows, columns, scattered dims', GT, () => {
     checkExact('max bf16 dim 1', { op: 'max', inputs: [rand([30, 500], 'bf16', 14)], attrs: { dim: 1 }, via: 'any' });
     checkExact('min f32 dim 0 keepdim', { op: 'min', inputs: [rand([30, 50], 'f32', 15)], attrs: { dim: 0, keepdim: true }, via: 'any' });
     for (const dtype of FLOATS) {
-      checkOp(`var ${dtype} last dim`, { op: 'var', inputs: [rand([37, 1000], dtype, 16)], attrs: { dim: -1 }, via: 'any' });
-      checkOp(`var ${dtype} dims [0, 2] correction 0 keepdim`, { op: 'var', inputs: [rand([6, 7, 8], dtype, 17)], attrs: { dim: [0, 2], correction: 0, keepdim: true }, via: 'any' });
-      checkOp(`std ${dtype} all`, { op: 'std', inputs: [rand([64, 64], dtype, 18)], attrs: { dim: null }, via: 'any' });
+      checkOp(`var ${dtype} last dim`, { op: 'var', inputs: [rand([37, 1000], dtype, 16, { scale: 3 })], attrs: { dim: -1 } });
+      checkOp(`var ${dtype} long rows`, { op: 'var', inputs: [rand([3, 100000], dtype, 19)], attrs: { dim: -1 } });
+      checkOp(`var ${dtype} dims [0, 2] correction 0 keepdim`, { op: 'var', inputs: [rand([6, 7, 8], dtype, 17)], attrs: { dim: [0, 2], correction: 0, keepdim: true } });
+      checkOp(`var ${dtype} middle dim (columns)`, { op: 'var', inputs: [rand([50, 40, 512], dtype, 20)], attrs: { dim: 1 } });
+      checkOp(`var ${dtype} spatial dims of NCHW`, { op: 'var', inputs: [rand([2, 8, 9, 10], dtype, 21)], attrs: { dim: [2, 3] } });
+      checkOp(`var ${dtype} transposed`, { op: 'var', inputs: [rand([50, 30], dtype, 22)], attrs: { dim: 1 }, views: [T01] });
+      checkOp(`std ${dtype} all`, { op: 'std', inputs: [rand([64, 64], dtype, 18)], attrs: { dim: null } });
+      checkOp(`std ${dtype} correction 2`, { op: 'std', inputs: [rand([10, 33], dtype, 23)], attrs: { dim: 1, correction: 2 } });
     }
   });
 });

@@ -1,5 +1,5 @@
 /**
- * Running argmax / argmin, cumsum, sort and topk on the generated line kernels. Kernels and their argument arrays are
+ * Running argmax / argmin, cumsum, var / std, sort and topk on the generated line kernels. Kernels and their argument arrays are
  * cached per numeric key (op, dtypes, threads a line), so a launch after the first builds no string and compiles
  * nothing; the per-call work is the line plan (lines.ts), a contiguous copy for layouts it cannot walk, and the launch.
  */
@@ -9,6 +9,7 @@ import type { CudaKernel } from '../../kernel.js';
 import type { CudaRuntime } from '../../runtime.js';
 import { DCODE, genDType, type GenDType } from '../ctypes.js';
 import { addr } from '../elementwise.js';
+import { planReduce } from '../reduce-plan.js';
 import type { GenKernelCache } from '../gen-cache.js';
 import { argReduceSource } from './arg-source.js';
 import { cumsumSource } from './cumsum-source.js';
@@ -16,6 +17,7 @@ import { contiguousLines, lineThreads, planLines, type Lines } from './lines.js'
 import { planLongSort, planSort, sortThreads, type SortStage } from './sort-plan.js';
 import { longSortSource, type LongSortEntry } from './long-sort-source.js';
 import { SORT_MAX, keyBytes, sortSource } from './sort-source.js';
+import { varSource } from './var-source.js';
 
 interface Entry {
   readonly kernel: CudaKernel;
@@ -55,6 +57,41 @@ export class AlongDimOps {
       launchLines(e, t, out, src, l);
       return out;
     });
+  }
+
+  /**
+   * out (contiguous, the kept dims in order) = var (or std) over `dims` (sorted, unique) with `correction`. The reduced
+   * dims are walked in place where they form rows or columns (reduce-plan.ts), else copied with the kept dims first.
+   */
+  variance(x: Tensor, dims: readonly number[], correction: number, sqrt: boolean, out: Tensor): Tensor {
+    if (out.numel === 0) return out;
+    const d = genDType(x.dtype, sqrt ? 'std' : 'var');
+    const N = dims.reduce((a, k) => a * x.shape[k]!, 1);
+    if (N === 0) {
+      out.backend.ops.fill(out, NaN); // 0 / 0, as the reference's mean of nothing
+      return out;
+    }
+    const denom = Math.max(0, N - correction);
+    const p = planReduce(x.shape, x.strides, dims);
+    const run = (src: Tensor, l: Lines) => {
+      const t = lineThreads(l, this.sms());
+      const e = this.entry(((6 * 16 + DCODE[d]) * 2 + (sqrt ? 1 : 0)) * 2048 + t.tpr, 9, () =>
+        this.cache.kernel(`var|${sqrt}|${d}|${t.tpr}|${t.block}`, () => varSource({ dtype: d, sqrt, tpr: t.tpr, block: t.block }), 'var-generated'));
+      e.args[8] = denom;
+      launchLines(e, t, out, src, l);
+      return out;
+    };
+    if (p.kind === 'rows') return run(x, { outer: p.rows, D: p.D, inner: 1, sO: p.rowStride, sD: 1, sI: 0 });
+    if (p.kind === 'columns') return run(x, { outer: p.outer, D: p.R, inner: p.inner, sO: p.sOuter, sD: p.sR, sI: 1 });
+    const kept = x.shape.map((_, k) => k).filter((k) => !dims.includes(k));
+    const view = x.permute([...kept, ...dims]);
+    const c = view.contiguous();
+    view.dispose();
+    try {
+      return run(c, { outer: p.rows, D: p.D, inner: 1, sO: p.D, sD: 1, sI: 0 });
+    } finally {
+      c.dispose();
+    }
   }
 
   /** Whether a sort / topk of k along a dim of D elements is supported (a reason when not). */

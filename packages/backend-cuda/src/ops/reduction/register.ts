@@ -1,9 +1,9 @@
 /**
- * Registry kernels of the reduction group beyond the generated folds (../reduce.ts): argmax / argmin, cumsum, sort and
- * topk on the line kernels of this folder. var / std keep core's decomposition (to f32, mean, sub, square, sum, div),
- * which runs on the generated elementwise kernels and reductions; max / min decompose into argmax + gather.
+ * Registry kernels of the reduction group beyond the generated folds (../reduce.ts): argmax / argmin, cumsum, var /
+ * std (one Welford pass; f64 too), sort and topk on the line kernels of this folder. max / min decompose into argmax +
+ * gather; logsumexp into the generated elementwise kernels and reductions.
  */
-import { Tensor, normDim, type OpCall, type OpKernelTable, type OpSupports } from '@fastkernels/core';
+import { Tensor, normDim, reductionDims, type OpCall, type OpKernelTable, type OpSupports } from '@fastkernels/core';
 import type { CudaRuntime } from '../../runtime.js';
 import { isGenDType } from '../ctypes.js';
 import type { GenKernelCache } from '../gen-cache.js';
@@ -49,6 +49,17 @@ export function registerReductionExtras(table: OpKernelTable, cache: GenKernelCa
     },
     dtypes,
   );
+
+  for (const name of ['var', 'std'] as const) {
+    table.register(
+      name,
+      (call: OpCall<{ dim: number | number[] | null; correction: number; keepdim: boolean }>) => {
+        const x = call.inputs[0] as Tensor;
+        return ops.variance(x, reductionDims(name, x.shape, call.attrs.dim), call.attrs.correction, name === 'std', fresh(call, 0, x));
+      },
+      dtypes,
+    );
+  }
 
   table.register(
     'sort',

@@ -6,6 +6,7 @@ import { argReduceSource } from './arg-source.js';
 import { cumsumSource } from './cumsum-source.js';
 import { longSortSource, type LongSortEntry } from './long-sort-source.js';
 import { sortSource } from './sort-source.js';
+import { varSource } from './var-source.js';
 
 const cases: [string, () => GeneratedKernel][] = [];
 for (const [tpr, block] of [[1, 256], [32, 256], [1024, 1024]] as const) {
@@ -28,5 +29,9 @@ for (const entry of ['fk_lsort_init', 'fk_lsort_local', 'fk_lsort_global', 'fk_l
   cases.push([`long sort f64 descending (${entry})`, () => longSortSource('f64', true, entry)]);
 }
 cases.push(['long sort bf16 ascending', () => longSortSource('bf16', false, 'fk_lsort_local')]);
+for (const [tpr, block] of [[1, 256], [32, 256], [1024, 1024]] as const) {
+  cases.push([`var bf16 tpr ${tpr}`, () => varSource({ dtype: 'bf16', sqrt: false, tpr, block })]);
+  cases.push([`std f64 tpr ${tpr}`, () => varSource({ dtype: 'f64', sqrt: true, tpr, block })]);
+}
 
-compileSuite('argmax / argmin / cumsum / sort sources', cases);
+compileSuite('argmax / argmin / cumsum / var / sort sources', cases);
