@@ -13,7 +13,7 @@ export const tensorParallelProvider: TaskProvider = { family: DENSE_LLM_FAMILY, 
  */
 export const ncclPlugin = definePlugin({
   name: 'backend-nccl',
-  version: '0.1.0',
+  version: '0.2.0',
   register: (c) => {
     c.register(TASK_PROVIDER, { useValue: tensorParallelProvider });
   },

@@ -27,4 +27,4 @@ export function tritonAvailability(): { available: boolean; reason?: string; pyt
  * The Triton plugin registers no Backend: Triton kernels run on the CUDA backend (launched through its runtime
  * in the same context and stream). It exists so the CLI can list it and `doctor` can report tritonAvailability().
  */
-export const tritonPlugin = definePlugin({ name: 'backend-triton', version: '0.1.0', register: () => {} });
+export const tritonPlugin = definePlugin({ name: 'backend-triton', version: '0.2.0', register: () => {} });

@@ -5,7 +5,7 @@ import { definePlugin } from '@fastkernels/core';
  * MacroEval (calibrated correctness, coverage, speed, macro-averaged over families), and the leaderboard
  * (JSON, Markdown, a static HTML page). See README.md.
  */
-export const macroevalPlugin = definePlugin({ name: 'macroeval', version: '0.1.0', register: () => {} });
+export const macroevalPlugin = definePlugin({ name: 'macroeval', version: '0.2.0', register: () => {} });
 
 export * from './config.js';
 export * from './kernel-input.js';

@@ -41,7 +41,7 @@ export function baselineRegistry(providers: readonly TaskProvider[] = taskProvid
 
 export const modelZooPlugin = definePlugin({
   name: 'model-zoo',
-  version: '0.1.0',
+  version: '0.2.0',
   register: (c) => {
     for (const p of taskProviders) c.register(TASK_PROVIDER, { useValue: p });
   },
