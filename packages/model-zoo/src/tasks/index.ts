@@ -15,6 +15,12 @@ import { linearTask } from './L1/linear/linear.js';
 import { groupNormTask } from './L1/norm/group_norm.js';
 import { layerNormTask } from './L1/norm/layer_norm.js';
 import { rmsNormTask } from './L1/norm/rms_norm.js';
+import { gateLinearTask } from './L1/moe/gate_linear.js';
+import { groupedTopkTask } from './L1/moe/grouped_topk.js';
+import { moeAlignTask } from './L1/moe/moe_align.js';
+import { moeGroupedGemmTask } from './L1/moe/moe_grouped_gemm.js';
+import { moeSumTask } from './L1/moe/moe_sum.js';
+import { topkSoftmaxTask } from './L1/moe/topk_softmax.js';
 import { softmaxTask } from './L1/reduction/softmax.js';
 import { rotaryEmbTask } from './L1/rotary/rotary_emb.js';
 import { samplerTask } from './L1/sampling/sampler.js';
@@ -31,11 +37,16 @@ export { cosSinCacheReference } from './L1/rotary/rotary_emb.js';
 /** Every shared L1 task, by id. */
 export const sharedL1Tasks: readonly TaskDefinition[] = [
   embeddingTask,
+  gateLinearTask,
   geluTask,
   geluAndMulTask,
   groupNormTask,
+  groupedTopkTask,
   layerNormTask,
   linearTask,
+  moeAlignTask,
+  moeGroupedGemmTask,
+  moeSumTask,
   pagedDecodeAttentionTask,
   rmsNormTask,
   rotaryEmbTask,
@@ -43,6 +54,7 @@ export const sharedL1Tasks: readonly TaskDefinition[] = [
   siluAndMulTask,
   softmaxTask,
   storeKvcacheTask,
+  topkSoftmaxTask,
   varlenPrefillAttentionTask,
 ];
 

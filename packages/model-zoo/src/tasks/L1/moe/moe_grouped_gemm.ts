@@ -1,0 +1,166 @@
+import { DTYPE_INFO, Module, OpScope, Tensor, defineTask, hostArray, type HostArray, type TaskCase } from '@fastkernels/core';
+import { bytesOf, fromInts, randn } from '../../../common/inputs.js';
+import { DENSE_MOE_LLM } from '../../families.js';
+import { moeAlignReference, moeAlignSizes } from './moe_align.js';
+import { MIXTRAL_8X7B, MOE_TOKENS, QWEN3_30B_A3B, randomRouting, type MoeShape } from './shapes.js';
+
+/**
+ * vLLM's invoke_fused_moe_kernel (the Triton fused_moe_kernel) without quantisation: the grouped GEMM over the slots
+ * moe_align sorted and padded. For each entry i of sortedTokenIds below T*topK (the others are padding), with e the
+ * expert of its block: C[id] = A[id / topK] @ B[e]^T, times topkWeights.flatten()[id] when mulRoutedWeight.
+ * forward(a [M, K], b [E, N, K], topkWeights f32 [M, topK], sortedTokenIds [P], expertIds [NB], numTokensPostPadded [1])
+ * -> c [M, topK, N] (vLLM writes its C argument, [M, topK, N], in place). fused_experts runs it twice: w13 with the
+ * router's topK, then w2 on the activations [M*topK, I] with topK 1 and the routed weights applied.
+ *
+ * Written on the registry's ops (the same module runs on any backend): gather the slots' rows, grouped_gemm with one
+ * expert id per row (-1 for padding: a zero row), scale, scatter back. Entries past numTokensPostPadded hold the
+ * padding id (moe_align fills them so), so they need no read of the count.
+ */
+export class MoeGroupedGemm extends Module {
+  constructor(
+    readonly topK: number,
+    readonly mulRoutedWeight = false,
+  ) {
+    super();
+  }
+
+  forward(a: Tensor, b: Tensor, topkWeights: Tensor, sortedTokenIds: Tensor, expertIds: Tensor, numTokensPostPadded: Tensor): Tensor {
+    void numTokensPostPadded;
+    const [M] = a.shape as [number, number];
+    const N = b.shape[1]!;
+    const P = sortedTokenIds.shape[0]!;
+    const NB = expertIds.shape[0]!;
+    const bs = P / NB;
+    if (!Number.isInteger(bs)) throw new RangeError(`MoeGroupedGemm: ${P} sorted ids do not make ${NB} whole blocks`);
+    const slots = M * this.topK;
+    const s = new OpScope();
+    try {
+      const ids = s.op('to', [sortedTokenIds], { dtype: 'i64' });
+      const valid = s.op('lt', [ids, slots]);
+      const safe = s.op('where', [valid, ids, 0]);
+      const rows = s.op('div', [safe, this.topK], { rounding_mode: 'floor' });
+      const aSorted = s.op('index_select', [a, rows], { dim: 0 });
+      const blockExpert = s.own(expertIds.view(NB, 1).expand(NB, bs));
+      const rowExpert = s.op('reshape', [s.op('contiguous', [blockExpert])], { shape: [P] });
+      const routing = s.op('where', [valid, s.op('to', [rowExpert], { dtype: 'i64' }), -1]);
+      let y = s.op('grouped_gemm', [aSorted, b, null, routing, null]);
+      if (this.mulRoutedWeight) {
+        const w = s.op('index_select', [s.own(topkWeights.reshape(slots)), safe], { dim: 0 });
+        y = s.op('to', [s.op('mul', [y, s.own(w.view(P, 1))])], { dtype: a.dtype });
+      }
+      // scatter the rows to their slots; padding rows go to a spare last row, dropped
+      const dest = s.op('where', [valid, ids, slots]);
+      const index = s.own(dest.view(P, 1).expand(P, N));
+      const out = s.op('scatter', [s.own(Tensor.zeros(this.ctx.backend, [slots + 1, N], a.dtype, { device: this.ctx.device })), index, y], { dim: 0 });
+      const c = s.op('contiguous', [s.own(out.narrow(0, 0, slots))]);
+      return s.keep([c.view(M, this.topK, N)])[0]!;
+    } catch (e) {
+      s.dispose();
+      throw e;
+    }
+  }
+}
+
+/** Golden float64 grouped GEMM over the aligned slots, in plain loops. */
+export function moeGroupedGemmReference(a: HostArray, b: HostArray, topkWeights: HostArray, sorted: HostArray, expertIds: HostArray, topK: number, mulRoutedWeight: boolean): HostArray {
+  const [M, K] = a.shape as [number, number];
+  const N = b.shape[1]!;
+  const bs = sorted.data.length / expertIds.data.length;
+  const c = hostArray([M, topK, N]);
+  sorted.data.forEach((id, i) => {
+    if (id >= M * topK) return;
+    const e = expertIds.data[Math.floor(i / bs)]!;
+    const row = Math.floor(id / topK);
+    const scale = mulRoutedWeight ? topkWeights.data[id]! : 1;
+    for (let n = 0; n < N; n++) {
+      let acc = 0;
+      for (let k = 0; k < K; k++) acc += a.data[row * K + k]! * b.data[(e * N + n) * K + k]!;
+      c.data[id * N + n] = acc * scale;
+    }
+  });
+  return c;
+}
+
+interface GemmCase {
+  T: number;
+  K: number;
+  N: number;
+  E: number;
+  topK: number;
+  blockSize: number;
+  mul: boolean;
+}
+const gemmOf = (c: Pick<TaskCase, 'dims' | 'init' | 'options'>): GemmCase => ({
+  T: c.dims.M!, K: c.dims.K!, N: c.dims.N!, E: c.dims.E!, topK: c.init[0] as number, blockSize: c.options.blockSize as number, mul: (c.init[1] as boolean | undefined) ?? false,
+});
+
+function gemmCase(name: string, dtype: 'f32' | 'bf16', M: number, K: number, N: number, E: number, topK: number, blockSize: number, mul: boolean) {
+  const { maxPadded, numBlocks } = moeAlignSizes(M * topK, E, blockSize);
+  return { name, dtype, dims: { M, K, N, E, TK: topK, P: maxPadded, NB: numBlocks }, init: [topK, mul], options: { blockSize } };
+}
+// the w13 GEMM of a layer (hidden -> 2 * intermediate) at vLLM's block sizes
+const prod = (m: MoeShape, T: number) => gemmCase(`${m.name}-w13-T${T}`, 'bf16', T, m.hidden, 2 * m.intermediate, m.numExperts, m.topK, T <= 64 ? 16 : 64, false);
+
+export const moeGroupedGemmTask = defineTask(
+  {
+    id: 'L1/moe_grouped_gemm',
+    level: 1,
+    className: 'MoeGroupedGemm',
+    family: [DENSE_MOE_LLM],
+    architectures: ['deepseek', 'gemma4', 'glm', 'jamba', 'kimi_linear', 'mixtral', 'qwen3_moe', 'qwen3_next', 'qwen3_vl'],
+    mirrors: 'vllm.model_executor.layers.fused_moe.fused_moe.invoke_fused_moe_kernel',
+    description: "The MoE expert GEMM over moe_align's sorted, block-padded slots: each block of rows times its expert's weight, optionally scaled by the routed weight.",
+    init: [
+      { name: 'topK', type: 'int', doc: 'slots per row of a (1 for the w2 GEMM, whose rows are already the slots)' },
+      { name: 'mulRoutedWeight', type: 'bool', optional: true, default: false },
+    ],
+    inputs: [
+      { name: 'a', dtype: 'act', shape: ['M', 'K'] },
+      { name: 'b', dtype: 'act', shape: ['E', 'N', 'K'], doc: "the experts' weights (w13_weight / w2_weight)" },
+      { name: 'topkWeights', dtype: 'f32', shape: ['M', 'TK'] },
+      { name: 'sortedTokenIds', dtype: 'i32', shape: ['P'], doc: 'from moe_align (data-dependent)' },
+      { name: 'expertIds', dtype: 'i32', shape: ['NB'] },
+      { name: 'numTokensPostPadded', dtype: 'i32', shape: [1] },
+    ],
+    outputs: [{ name: 'c', dtype: 'act', shape: ['M', 'TK', 'N'] }],
+    cases: {
+      ci: [
+        gemmCase('w13-top2-of-8-f32', 'f32', 11, 32, 48, 8, 2, 4, false),
+        gemmCase('w2-weighted-f32', 'f32', 14, 24, 32, 8, 1, 4, true),
+        gemmCase('w13-top4-of-16-bf16', 'bf16', 6, 32, 40, 16, 4, 8, false),
+      ],
+      production: [
+        ...MOE_TOKENS.map((T) => prod(MIXTRAL_8X7B, T)),
+        ...MOE_TOKENS.map((T) => prod(QWEN3_30B_A3B, T)),
+        gemmCase(`${MIXTRAL_8X7B.name}-w2-T32`, 'bf16', 32 * 2, MIXTRAL_8X7B.intermediate, MIXTRAL_8X7B.hidden, 8, 1, 16, true),
+      ],
+    },
+  },
+  {
+    baseline: MoeGroupedGemm,
+    makeInputs: (c, ctx, rng) => {
+      const g = gemmOf(c);
+      const ids = randomRouting(rng, g.T, g.E, g.topK);
+      const [sorted, experts, post] = moeAlignReference({ shape: [g.T, g.topK], data: Float64Array.from(ids) }, g.blockSize, g.E);
+      const weights = rng.fillNormal(g.T * g.topK).map((x) => Math.abs(x));
+      return [
+        randn(ctx, rng, [g.T, g.K], c.dtype),
+        randn(ctx, rng, [g.E, g.N, g.K], c.dtype, 1 / Math.sqrt(g.K)),
+        Tensor.fromArray(ctx.backend, weights, [g.T, g.topK], 'f32', { device: ctx.device }),
+        fromInts(ctx, [...sorted.data], [sorted.data.length], 'i32'),
+        fromInts(ctx, [...experts.data], [experts.data.length], 'i32'),
+        fromInts(ctx, [...post.data], [1], 'i32'),
+      ];
+    },
+    reference: ([a, b, w, sorted, experts], _p, c) => {
+      const g = gemmOf(c);
+      return [moeGroupedGemmReference(a!, b!, w!, sorted!, experts!, g.topK, g.mul)];
+    },
+    work: (c) => {
+      const g = gemmOf(c);
+      const it = DTYPE_INFO[c.dtype].itemsize;
+      const hit = Math.min(g.E, g.T * g.topK);
+      return { bytes: hit * bytesOf([g.N, g.K], it) + bytesOf([g.T, g.K], it) + bytesOf([g.T * g.topK, g.N], it), flops: 2 * g.T * g.topK * g.N * g.K };
+    },
+  },
+);
