@@ -14,6 +14,9 @@ import { varlenPrefillAttentionTask } from '../../tasks/L1/attention/varlen_pref
 import { attentionTask } from './L2/attention.js';
 import { llamaMlpTask } from './L2/llama_mlp.js';
 import { parallelEmbeddingTask } from './L2/parallel_embedding.js';
+import { fusedExpertsTask } from './L2/fused_experts.js';
+import { mixtralMoeTask } from './L2/mixtral_moe.js';
+import { qwen3MoeTask } from './L2/qwen3_moe.js';
 import { llamaDecoderTask } from './L3/llama_decoder.js';
 import { llamaTask } from './L4/llama.js';
 
@@ -25,6 +28,10 @@ export { ParallelLMHead, parallelEmbeddingTask } from './L2/parallel_embedding.j
 export { LlamaDecoderLayer, llamaDecoderTask } from './L3/llama_decoder.js';
 export { LlamaForCausalLM, LlamaModel, llamaTask } from './L4/llama.js';
 export { llamaArchitecture } from './model.js';
+export { FusedExperts, fusedExpertsTask } from './L2/fused_experts.js';
+export { MixtralMoE, mixtralMoeTask } from './L2/mixtral_moe.js';
+export { Qwen3MoE, qwen3MoeTask } from './L2/qwen3_moe.js';
+export { FusedMoE } from './moe/fused-moe.js';
 export { llamaWeightRules } from './weights.js';
 export { checkLlamaTensorParallel, llamaTensorParallelPlan, type LlamaTensorParallelPlan } from './tensor-parallel.js';
 
@@ -47,6 +54,9 @@ export const denseMoeLlmTasks: readonly TaskDefinition[] = [
   attentionTask,
   llamaMlpTask,
   parallelEmbeddingTask,
+  fusedExpertsTask,
+  mixtralMoeTask,
+  qwen3MoeTask,
   llamaDecoderTask,
   llamaTask,
 ];
