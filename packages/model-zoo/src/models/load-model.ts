@@ -8,7 +8,9 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { TensorParallelGroup, UserError, currentTensorParallelGroup, withTensorParallelGroup, type Backend, type DType, type ExecutionContext, type ModuleRegistry } from '@fastkernels/core';
 import type { CausalLM } from '../engine/model-runner.js';
+import type { EncoderModel } from '../engine/encoder-runner.js';
 import { llamaArchitecture } from '../families/dense-moe-llm/model.js';
+import { bgeM3Architecture } from '../families/recsys-specialized/model.js';
 import { writeRandomCheckpoint, type WrittenCheckpoint } from '../weights/checkpoint-writer.js';
 import { loadWeights } from '../weights/load-weights.js';
 import { metaBackend } from '../weights/meta-backend.js';
@@ -18,7 +20,7 @@ import { planWeights, type TensorParallelRank, type WeightMapping } from '../wei
 import { ModelRegistry, resolveConfigFile, type DecoderGeometry, type ModelArchitecture, type ResolvedConfig } from './registry.js';
 
 /** The architectures model-zoo ships. A test or plugin adds its own to a child (modelRegistry.child().register(...)). */
-export const modelRegistry = new ModelRegistry([llamaArchitecture]);
+export const modelRegistry = new ModelRegistry([llamaArchitecture, bgeM3Architecture]);
 
 /** Read and resolve a config.json through the model registry (default: the shipped architectures). */
 export function loadModelConfig(file: string, models: ModelRegistry = modelRegistry): ResolvedConfig {
@@ -64,8 +66,8 @@ export interface LoadModelOptions {
   readonly randomInit?: 'host' | 'device';
 }
 
-export interface LoadedModel<C = unknown> {
-  readonly model: CausalLM;
+export interface LoadedModel<C = unknown, M = CausalLM> {
+  readonly model: M;
   readonly architecture: ModelArchitecture<C>;
   /** The family's parsed config (the architecture's type). */
   readonly config: C;
@@ -80,9 +82,31 @@ export interface LoadedModel<C = unknown> {
   readonly weightsMs: number;
 }
 
-/** Build the model of a folder and fill its weights (see the file comment). */
+/**
+ * Build the decoder model of a folder and fill its weights (see the file comment). An encoder (embedding) model is a
+ * UserError pointing at `embed` / serve's /v1/embeddings: generation and the decoder commands do not run it.
+ */
 export function loadModel(dir: string, opts: LoadModelOptions): LoadedModel {
   const resolved = loadModelFolderConfig(dir, opts.models);
+  if (resolved.architecture.runner !== 'decoder-llm') {
+    throw new UserError(`${dir} is an ${resolved.architecture.runner} model (${resolved.architecture.name}): it does not generate text`, {
+      field: '--model',
+      fix: resolved.architecture.runner === 'encoder' ? 'embed it with `fastkernels embed --model DIR`, or serve it and POST /v1/embeddings' : 'use a decoder LLM folder',
+    });
+  }
+  return buildAndLoad(dir, resolved, opts) as LoadedModel;
+}
+
+/** Build the encoder (embedding) model of a folder and fill its weights; a UserError for any other kind of model. */
+export function loadEncoderModel(dir: string, opts: LoadModelOptions): LoadedModel<unknown, EncoderModel> {
+  const resolved = loadModelFolderConfig(dir, opts.models);
+  if (resolved.architecture.runner !== 'encoder') {
+    throw new UserError(`${dir} is a ${resolved.architecture.runner} model (${resolved.architecture.name}), not an encoder: it has no embeddings`, { field: '--model', fix: 'pass an encoder / embedding model folder (e.g. BGE-M3)' });
+  }
+  return buildAndLoad(dir, resolved, opts) as LoadedModel<unknown, EncoderModel>;
+}
+
+function buildAndLoad(dir: string, resolved: ResolvedConfig, opts: LoadModelOptions): LoadedModel<unknown, CausalLM | EncoderModel> {
   const { architecture: arch, config, geometry, modelType } = resolved;
   // A config that does not split over the group is a UserError naming its field, before anything is built.
   checkSplits(resolved, currentTensorParallelGroup().world);

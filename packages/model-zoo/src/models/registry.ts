@@ -9,9 +9,10 @@ import { UserError, type DType, type ExecutionContext } from '@fastkernels/core'
 import { z } from 'zod';
 import type { EngineGeometry } from '../engine/engine.js';
 import type { CausalLM } from '../engine/model-runner.js';
+import type { EncoderModel } from '../engine/encoder-runner.js';
 import type { WeightRules } from '../weights/weight-plan.js';
 
-/** The production path a model runs on (growth.md §3); only decoder LLMs have a runner today. */
+/** The production path a model runs on (growth.md §3): decoder LLMs (the engine) and encoders (EncoderRunner) today. */
 export type RunnerKind = 'decoder-llm' | 'encoder' | 'pipeline' | 'vision';
 
 /** What the engine sizes itself by (KV cache, graph pool, prompt checks): the model's answer, not a Llama config. */
@@ -33,8 +34,11 @@ export interface ModelArchitecture<C = unknown> {
   /** The dtype the config names (torch_dtype / dtype), if any. */
   dtype(config: C): DType | null;
   geometry(config: C): DecoderGeometry;
-  /** Build the module tree in `ctx` (through ctx.registry, so candidate overrides apply); this rank's shard under TP. */
-  build(ctx: ExecutionContext, config: C): CausalLM;
+  /**
+   * Build the module tree in `ctx` (through ctx.registry, so candidate overrides apply); this rank's shard under TP.
+   * A CausalLM for runner 'decoder-llm', an EncoderModel for 'encoder'.
+   */
+  build(ctx: ExecutionContext, config: C): CausalLM | EncoderModel;
   /** How the tree's parameter names map onto checkpoint tensors. */
   weightRules(config: C): WeightRules;
   /** The config splits over `world` tensor-parallel ranks; a UserError naming the field of `file` otherwise. */

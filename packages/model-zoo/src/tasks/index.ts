@@ -6,6 +6,7 @@
 import type { TaskDefinition, TaskProvider } from '@fastkernels/core';
 import { geluTask } from './L1/activation/gelu.js';
 import { geluAndMulTask } from './L1/activation/gelu_and_mul.js';
+import { reluTask } from './L1/activation/relu.js';
 import { siluAndMulTask } from './L1/activation/silu_and_mul.js';
 import { pagedDecodeAttentionTask } from './L1/attention/paged_decode_attention.js';
 import { varlenPrefillAttentionTask } from './L1/attention/varlen_prefill_attention.js';
@@ -13,6 +14,7 @@ import { embeddingTask } from './L1/embedding/embedding.js';
 import { storeKvcacheTask } from './L1/kvcache/store_kvcache.js';
 import { linearTask } from './L1/linear/linear.js';
 import { groupNormTask } from './L1/norm/group_norm.js';
+import { l2NormTask } from './L1/norm/l2_norm.js';
 import { layerNormTask } from './L1/norm/layer_norm.js';
 import { rmsNormTask } from './L1/norm/rms_norm.js';
 import { gateLinearTask } from './L1/moe/gate_linear.js';
@@ -30,6 +32,8 @@ export { defineL1OpTask, isOpTask, checkCaseAgainstOp, opMetas, type L1OpTaskIni
 export { geluTask, geluReference } from './L1/activation/gelu.js';
 export { groupNormTask, groupNormReference } from './L1/norm/group_norm.js';
 export { layerNormTask, layerNormReference } from './L1/norm/layer_norm.js';
+export { L2Norm, l2NormTask, l2NormReference } from './L1/norm/l2_norm.js';
+export { reluTask, reluReference } from './L1/activation/relu.js';
 export { VocabParallelEmbedding, embeddingTask } from './L1/embedding/embedding.js';
 export { KV_BLOCK_SIZE } from './L1/kvcache/store_kvcache.js';
 export { cosSinCacheReference } from './L1/rotary/rotary_emb.js';
@@ -42,12 +46,14 @@ export const sharedL1Tasks: readonly TaskDefinition[] = [
   geluAndMulTask,
   groupNormTask,
   groupedTopkTask,
+  l2NormTask,
   layerNormTask,
   linearTask,
   moeAlignTask,
   moeGroupedGemmTask,
   moeSumTask,
   pagedDecodeAttentionTask,
+  reluTask,
   rmsNormTask,
   rotaryEmbTask,
   samplerTask,
