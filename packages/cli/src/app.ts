@@ -4,6 +4,7 @@ import { InterruptedError, benchCommand } from './commands/bench.js';
 import { captureCommand } from './commands/capture.js';
 import { doctorCommand } from './commands/doctor.js';
 import { e2eCommand } from './commands/e2e.js';
+import { embedCommand } from './commands/embed.js';
 import { generateCommand } from './commands/generate.js';
 import { infoCommand } from './commands/info.js';
 import { initWeightsCommand } from './commands/init-weights.js';
@@ -38,6 +39,7 @@ export function buildApp(argv: readonly string[], io: Io = processIo, name = 'fa
     .command(mergeCommand(io))
     .command(doctorCommand(io))
     .command(generateCommand(io, argv))
+    .command(embedCommand(io))
     .command(initWeightsCommand(io))
     .command(e2eCommand(io, argv))
     .command(captureCommand(io))
