@@ -13,6 +13,7 @@ import type { ServerControl } from '../serve/engine-loop.js';
 import { OpenAIServer, type OpenAIServerOptions } from '../serve/server.js';
 import { TP_HELP, checkTensorParallelRun, runWithTensorParallel, tpFlag } from '../tensor-parallel.js';
 import { engineFlags, engineOptions, modelSource, type EngineArgs } from './e2e.js';
+import { isEncoderFolder, startEmbeddingServe } from './serve-embeddings.js';
 
 /** The server class (serve/server.ts); the old name stays for callers of `serve --tp`'s rank. */
 export { OpenAIServer as CompletionServer, type ServerControl };
@@ -185,7 +186,7 @@ export async function runServeRank(engine: LLMEngine, o: ServeRankOptions): Prom
 export function serveCommand(io: Io, rawArgs: readonly string[] = process.argv.slice(2)) {
   return {
     command: 'serve',
-    describe: 'An OpenAI-compatible server on the engine: /v1/completions, /v1/chat/completions (needs tokenizer.json), /v1/models, /health, /metrics',
+    describe: 'An OpenAI-compatible server on the engine: /v1/completions, /v1/chat/completions (needs tokenizer.json), /v1/models, /health, /metrics; for an encoder model (BGE-M3): /v1/embeddings',
     builder: (y: Argv) =>
       engineFlags(y)
         .option('model', { type: 'string', demandOption: true, describe: 'model folder: config.json (+ safetensors)' })
@@ -212,6 +213,17 @@ export function serveCommand(io: Io, rawArgs: readonly string[] = process.argv.s
 export async function runServe(argv: ServeArgs, io: Io, rawArgs: readonly string[] = process.argv.slice(2)): Promise<void> {
   const tp = tpFlag(argv.tp);
   const { port, drainMs } = checkServeFlags(argv);
+  if (isEncoderFolder(argv.model)) {
+    // an embedding model: /v1/embeddings on the encoder runner (serve-embeddings.ts)
+    const s = await startEmbeddingServe(argv, io, port);
+    const signal = await new Promise<NodeJS.Signals>((ok) => {
+      process.once('SIGINT', () => ok('SIGINT'));
+      process.once('SIGTERM', () => ok('SIGTERM'));
+    });
+    if (signal === 'SIGTERM' && !(await s.server.drain(drainMs))) io.err('drain timed out: stopping with requests still in flight\n');
+    await s.stop();
+    return;
+  }
   if (tp === 1) {
     const s = await startServe(argv, io);
     const signal = await new Promise<NodeJS.Signals>((ok) => {
