@@ -19,6 +19,10 @@ import { mixtralMoeTask } from './L2/mixtral_moe.js';
 import { qwen3MoeTask } from './L2/qwen3_moe.js';
 import { llamaDecoderTask } from './L3/llama_decoder.js';
 import { llamaTask } from './L4/llama.js';
+import { mixtralDecoderTask } from './L3/mixtral_decoder.js';
+import { qwen3MoeDecoderTask } from './L3/qwen3_moe_decoder.js';
+import { mixtralTask } from './L4/mixtral.js';
+import { qwen3MoeModelTask } from './L4/qwen3_moe.js';
 
 export { FAMILY as DENSE_MOE_LLM };
 export * from './config.js';
@@ -32,6 +36,13 @@ export { FusedExperts, fusedExpertsTask } from './L2/fused_experts.js';
 export { MixtralMoE, mixtralMoeTask } from './L2/mixtral_moe.js';
 export { Qwen3MoE, qwen3MoeTask } from './L2/qwen3_moe.js';
 export { FusedMoE } from './moe/fused-moe.js';
+export { MixtralDecoderLayer, mixtralDecoderTask } from './L3/mixtral_decoder.js';
+export { Qwen3MoEDecoderLayer, qwen3MoeDecoderTask } from './L3/qwen3_moe_decoder.js';
+export { MixtralForCausalLM, mixtralTask } from './L4/mixtral.js';
+export { Qwen3MoeForCausalLM, qwen3MoeModelTask } from './L4/qwen3_moe.js';
+export { mixtralArchitecture, qwen3MoeArchitecture } from './moe/model.js';
+export { parseMoeConfig, type MoeConfig } from './moe/config.js';
+export { moeWeightRules } from './moe/weights.js';
 export { llamaWeightRules } from './weights.js';
 export { checkLlamaTensorParallel, llamaTensorParallelPlan, type LlamaTensorParallelPlan } from './tensor-parallel.js';
 
@@ -58,7 +69,11 @@ export const denseMoeLlmTasks: readonly TaskDefinition[] = [
   mixtralMoeTask,
   qwen3MoeTask,
   llamaDecoderTask,
+  mixtralDecoderTask,
+  qwen3MoeDecoderTask,
   llamaTask,
+  mixtralTask,
+  qwen3MoeModelTask,
 ];
 
 /** The family's own tasks (L2-L4); its L1 tasks are registered once by the shared provider (tasks/index.ts). */

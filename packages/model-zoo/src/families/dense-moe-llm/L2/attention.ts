@@ -152,8 +152,25 @@ export class LlamaAttention extends Module {
     }
   }
 
+  /**
+   * The qkv projection's output before rotary, as the attention reads it: the projection itself here; a subclass
+   * normalises the heads there (Qwen3's q_norm / k_norm). A result other than `qkv` is disposed after the call.
+   */
+  protected prepareQkv(qkv: Tensor): Tensor {
+    return qkv;
+  }
+
   /** forward from the qkv projection [T, q | k | v] (this rank's heads; the caller keeps and disposes it). */
-  private forwardFromQkv(positions: Tensor, qkv: Tensor): Tensor {
+  private forwardFromQkv(positions: Tensor, projected: Tensor): Tensor {
+    const qkv = this.prepareQkv(projected);
+    try {
+      return this.attendQkv(positions, qkv);
+    } finally {
+      if (qkv !== projected) qkv.dispose();
+    }
+  }
+
+  private attendQkv(positions: Tensor, qkv: Tensor): Tensor {
     const fc = getForwardContext();
     const md = fc.attnMetadata;
     const { kCache, vCache } = layerKvCache(fc, this.layerIdx);
