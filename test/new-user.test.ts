@@ -57,7 +57,7 @@ describe('usage errors a newcomer makes: exit 2, what is wrong and the fix', () 
   it('generate without a prompt names the flags (it was an internal error, exit 1)', () => {
     const r = cli(['generate', '--model', 'no-such-model']);
     expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/--prompt-ids: no prompt given\nfix: give one prompt as --prompt-ids 1,2,3, or several as --prompt-file prompts\.jsonl/);
+    expect(r.stderr).toMatch(/--prompt-ids: no prompt given\nfix: give one prompt as --prompt "text" .*or --prompt-ids 1,2,3, or several as --prompt-file prompts\.jsonl/);
     expect(r.stderr).not.toMatch(/internal error|report it/);
   });
 
