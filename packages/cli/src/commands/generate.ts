@@ -187,7 +187,7 @@ const WEIGHTS_NOTE: Record<'checkpoint' | 'random' | 'random-device', (seed: num
 export function generateCommand(io: Io, rawArgs: readonly string[] = process.argv.slice(2)) {
   return {
     command: 'generate',
-    describe: 'Generate tokens with a Llama-family model (HF config.json + safetensors: llama, qwen2, mistral) on the paged engine',
+    describe: 'Generate tokens with a decoder LLM the model registry reads (HF config.json + safetensors; `init-weights --help` lists the types) on the paged engine',
     builder: (y: Argv) =>
       y
         .option('model', { type: 'string', demandOption: true, describe: 'model folder: config.json and *.safetensors (config.json alone: seeded random weights)' })
