@@ -11,8 +11,10 @@ export interface EncoderModel extends Module {
   readonly hiddenSize: number;
   /** last_hidden_state [B, S, H] of padded ids [B, S] (i64) and mask [B, S] (i64, 1 = token). */
   hidden(inputIds: Tensor, attentionMask: Tensor): Tensor;
-  /** The model's own embedding heads, when it has them (BGE-M3). */
+  /** The model's own embedding heads, when it has them (BGE-M3): colbert [B, S - 1, C] has no CLS row. */
   heads?(hidden: Tensor, attentionMask: Tensor): { dense: Tensor; sparse: Tensor; colbert: Tensor };
+  /** Per-token vectors [B, S, D], zero rows for dropped tokens (ColBERT: pads and skiplist punctuation). */
+  vectors?(hidden: Tensor, inputIds: Tensor, attentionMask: Tensor): Tensor;
 }
 
 export function isEncoderModel(m: Module): m is EncoderModel {
@@ -86,8 +88,10 @@ export class EncoderRunner {
 
   /** Embed every sequence with every pooling asked for; results in the input order. */
   embed(sequences: readonly (readonly number[])[], poolings: readonly Pooling[]): EmbedResult[] {
-    const needHeads = poolings.some((p) => p === 'dense' || p === 'sparse' || p === 'multi-vector');
-    if (needHeads && !this.model.heads) throw new UserError(`this model has no embedding heads: pooling ${poolings.join(', ')} needs them`, { fix: 'use pooling cls or mean' });
+    for (const p of poolings) {
+      const has = p === 'cls' || p === 'mean' || (p === 'multi-vector' ? !!(this.model.heads || this.model.vectors) : !!this.model.heads);
+      if (!has) throw new UserError(`this model has no ${p} output`, { fix: this.model.vectors ? 'use pooling multi-vector, cls or mean' : 'use pooling cls or mean' });
+    }
     sequences.forEach((s, i) => {
       if (s.length === 0) throw new UserError(`input ${i} is empty: an embedding needs at least one token`);
       if (s.length > this.options.maxLength) throw new UserError(`input ${i} has ${s.length} tokens; the model takes at most ${this.options.maxLength}`);
@@ -151,6 +155,21 @@ export class EncoderRunner {
             r.multiVector = Array.from({ length: n }, (_, j) => Array.from(v.subarray((b * (S - 1) + j) * C, (b * (S - 1) + j + 1) * C)));
           });
         }
+      }
+      if (!this.model.heads && this.model.vectors && poolings.includes('multi-vector')) {
+        const v = this.model.vectors(h, idsT, maskT);
+        owned.push(v);
+        const D = v.shape[2]!;
+        const x = v.toFloat64Array();
+        results.forEach((r, b) => {
+          // the kept tokens' vectors (ColBERT.doc(keep_dims=False)): dropped tokens are zero rows
+          const rows: number[][] = [];
+          for (let j = 0; j < seqs[b]!.length; j++) {
+            const row = x.subarray((b * S + j) * D, (b * S + j + 1) * D);
+            if (row.some((e) => e !== 0)) rows.push(Array.from(row));
+          }
+          r.multiVector = rows;
+        });
       }
       this.stats.batches++;
       this.stats.sequences += B;

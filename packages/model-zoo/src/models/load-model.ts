@@ -11,7 +11,7 @@ import type { CausalLM } from '../engine/model-runner.js';
 import type { EncoderModel } from '../engine/encoder-runner.js';
 import { llamaArchitecture } from '../families/dense-moe-llm/model.js';
 import { mixtralArchitecture, qwen3MoeArchitecture } from '../families/dense-moe-llm/moe/model.js';
-import { bgeM3Architecture } from '../families/recsys-specialized/model.js';
+import { bgeM3Architecture, colbertArchitecture } from '../families/recsys-specialized/model.js';
 import { writeRandomCheckpoint, type WrittenCheckpoint } from '../weights/checkpoint-writer.js';
 import { loadWeights } from '../weights/load-weights.js';
 import { metaBackend } from '../weights/meta-backend.js';
@@ -21,7 +21,7 @@ import { planWeights, type TensorParallelRank, type WeightMapping } from '../wei
 import { ModelRegistry, resolveConfigFile, type DecoderGeometry, type ModelArchitecture, type ResolvedConfig } from './registry.js';
 
 /** The architectures model-zoo ships. A test or plugin adds its own to a child (modelRegistry.child().register(...)). */
-export const modelRegistry = new ModelRegistry([llamaArchitecture, mixtralArchitecture, qwen3MoeArchitecture, bgeM3Architecture]);
+export const modelRegistry = new ModelRegistry([llamaArchitecture, mixtralArchitecture, qwen3MoeArchitecture, bgeM3Architecture, colbertArchitecture]);
 
 /** Read and resolve a config.json through the model registry (default: the shipped architectures). */
 export function loadModelConfig(file: string, models: ModelRegistry = modelRegistry): ResolvedConfig {

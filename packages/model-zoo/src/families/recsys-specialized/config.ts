@@ -27,6 +27,8 @@ export interface EncoderConfig {
   readonly robertaPositions: boolean;
   readonly initializerRange: number;
   readonly dtype: DType | null;
+  /** ColBERT's projection size (HF_ColBERT config `dim`, default 128); unused by other encoders. */
+  readonly colbertDim: number;
 }
 
 const HfEncoderSchema = z.looseObject({
@@ -43,6 +45,7 @@ const HfEncoderSchema = z.looseObject({
   pad_token_id: z.number().int().nonnegative().nullish(),
   position_embedding_type: z.string().nullish(),
   initializer_range: z.number().positive().default(0.02),
+  dim: z.number().int().positive().default(128),
   torch_dtype: z.string().nullish(),
   dtype: z.string().nullish(),
 });
@@ -98,6 +101,7 @@ export function parseEncoderConfig(raw: unknown, file = 'config.json'): EncoderC
     robertaPositions: roberta,
     initializerRange: c.initializer_range,
     dtype,
+    colbertDim: c.dim,
   };
 }
 
@@ -145,7 +149,7 @@ export function tinyEncoderConfig(over: Partial<EncoderConfig> = {}): EncoderCon
   const base: EncoderConfig = {
     modelType: 'xlm-roberta', vocabSize: 50, hiddenSize: 32, numHiddenLayers: 2, numAttentionHeads: 4, headDim: 8,
     intermediateSize: 64, hiddenAct: 'gelu', maxPositionEmbeddings: 40, typeVocabSize: 1, layerNormEps: 1e-5, padTokenId: 1,
-    robertaPositions: true, initializerRange: 0.02, dtype: null,
+    robertaPositions: true, initializerRange: 0.02, dtype: null, colbertDim: 16,
   };
   const c = { ...base, ...over };
   return { ...c, headDim: c.hiddenSize / c.numAttentionHeads };

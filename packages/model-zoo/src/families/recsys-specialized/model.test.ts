@@ -16,7 +16,7 @@ import { baselineRegistry } from '../../index.js';
 import { loadEncoderModel, loadModel, loadModelConfig, writeRandomModelCheckpoint } from '../../models/load-model.js';
 import { SafetensorsFile } from '../../weights/safetensors.js';
 import { parseEncoderConfig, type EncoderConfig } from './config.js';
-import { refBgeM3Heads, refModel, refNormalizeRows } from './reference.js';
+import { refBgeM3Heads, refLinear, refModel, refNormalizeRows } from './reference.js';
 
 const FIXTURE = join(import.meta.dirname, '../../../fixtures/tiny-bge-m3');
 const tmp = mkdtempSync(join(tmpdir(), 'fk-bge-'));
@@ -96,5 +96,38 @@ describe('BGE-M3 through the model registry', () => {
     const e = userError(() => loadModel(FIXTURE, { backend: cpuBackend(), registry: baselineRegistry() }));
     expect(e.message).toMatch(/is an encoder model \(bge-m3\): it does not generate text/);
     expect(e.details.fix).toMatch(/v1\/embeddings/);
+  });
+});
+
+describe('ColBERTv2 through the model registry', () => {
+  const COLBERT = join(import.meta.dirname, '../../../fixtures/tiny-colbertv2');
+  const craw = JSON.parse(readFileSync(join(COLBERT, 'config.json'), 'utf8')) as Record<string, unknown>;
+  const ccfg = parseEncoderConfig(craw);
+
+  it('HF_ColBERT resolves to colbertv2; its checkpoint names are bert.* and linear.weight; multi-vectors match the float64 reference', () => {
+    expect(loadModelConfig(join(COLBERT, 'config.json')).architecture.name).toBe('colbertv2');
+    const dir = join(tmp, 'colbert');
+    const registry = baselineRegistry();
+    writeRandomModelCheckpoint(dir, craw, { seed: 5, dtype: 'f32', registry });
+    const file = SafetensorsFile.open(join(dir, 'model.safetensors'));
+    const names = [...file.tensors.keys()];
+    file.close();
+    expect(names).toContain('bert.encoder.layer.1.attention.self.key.bias');
+    expect(names).toContain('linear.weight');
+    expect(names).not.toContain('linear.bias');
+    const loaded = loadEncoderModel(dir, { backend: cpuBackend(), registry, dtype: 'f32' });
+    const runner = new EncoderRunner(loaded.model, loaded.ctx, { padTokenId: 0, maxLength: 32 });
+    const seqs = [[1, 9, 17, 4, 2], [1, 33, 2]];
+    const out = runner.embed(seqs, ['multi-vector']);
+    const params = new Map(loaded.model.namedParameters().map(([k, t]) => [k, toHostArray(t)] as const));
+    const bert = new Map([...params].filter(([k]) => k.startsWith('bert.')).map(([k, v]) => [k.slice(5), v]));
+    seqs.forEach((s, i) => {
+      const h = refModel(s, s.map(() => 1), 1, s.length, bert, ccfg);
+      const ref = refNormalizeRows(refLinear(h, s.length, params.get('linear.weight')!, null), 16);
+      expect(out[i]!.multiVector!.length).toBe(s.length);
+      out[i]!.multiVector!.forEach((row, t) => row.forEach((v, j) => expect(v).toBeCloseTo(ref[t * 16 + j]!, 5)));
+    });
+    expect(userError(() => runner.embed(seqs, ['dense'])).message).toMatch(/no dense output/);
+    loaded.model.dispose();
   });
 });

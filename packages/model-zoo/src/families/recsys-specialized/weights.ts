@@ -19,3 +19,13 @@ export function bgeM3WeightRules(config: EncoderConfig): WeightRules {
         : undefined,
   };
 }
+
+/** colbert-ir/colbertv2.0 (HF_ColBERT): `bert.*` and `linear.weight` as the tree names them; no pooler is stored. */
+export function colbertWeightRules(config: EncoderConfig): WeightRules {
+  return {
+    label: `the ${config.modelType} (ColBERTv2) config`,
+    ignore: [/^bert\.pooler\./, /(^|\.)position_ids$/, /(^|\.)token_type_ids$/],
+    norms: /LayerNorm\.weight$/,
+    initStd: config.initializerRange,
+  };
+}
