@@ -23,7 +23,7 @@ export async function startEmbeddingServe(argv: ServeArgs, io: Io, port: number)
   const env = environment();
   const backend = selectBackend(env, argv.backend);
   const log = (l: string) => io.err(`${l}\n`);
-  const dtype = (argv as { dtype?: string }).dtype;
+  const dtype = argv.dtype;
   const loaded = loadEncoderModel(argv.model, { backend, registry: env.registry, ...(dtype && DTYPES[dtype] ? { dtype: DTYPES[dtype] } : {}) });
   try {
     const tokenizer = loadTokenizer(argv.model, loaded.geometry.vocabSize);
@@ -31,7 +31,8 @@ export async function startEmbeddingServe(argv: ServeArgs, io: Io, port: number)
     const runner = new EncoderRunner(loaded.model, loaded.ctx, {
       padTokenId: (loaded.config as { padTokenId?: number }).padTokenId ?? 0,
       maxLength: loaded.geometry.maxPositionEmbeddings,
-      ...((argv as { maxNumBatchedTokens?: number }).maxNumBatchedTokens ? { maxBatchTokens: (argv as { maxNumBatchedTokens: number }).maxNumBatchedTokens } : {}),
+      // the engine's token budget flag bounds each padded forward (B x longest)
+      ...(argv.maxNumBatchedTokens ? { maxBatchTokens: argv.maxNumBatchedTokens } : {}),
     });
     const name = argv.servedModelName ?? argv.model.replace(/\/+$/, '').split('/').pop()!;
     const server = new EmbeddingServer(runner, name, {
