@@ -156,14 +156,18 @@ function caseOptions(taskId: string, args: readonly unknown[]): Record<string, u
     }
     case 'L2/attention':
     case 'L3/llama_decoder':
-    case 'L4/llama': {
+    case 'L3/mixtral_decoder':
+    case 'L3/qwen3_moe_decoder':
+    case 'L4/llama':
+    case 'L4/mixtral':
+    case 'L4/qwen3_moe': {
       if (!hasForwardContext()) return undefined;
       const md = getForwardContext().attnMetadata;
       const cu = md.cuSeqlensQ ? ints(md.cuSeqlensQ)! : [0];
       const lens = md.seqLens ? ints(md.seqLens)! : [];
       // prefill chunks are recorded as prompts from position 0 (the task's step builder has no cached prefix)
       const opts: Record<string, unknown> = { prefillLens: cu.slice(1).map((v, i) => v - cu[i]!), decodeCtxLens: lens.map((n) => Math.max(1, n - 1)) };
-      if (taskId === 'L3/llama_decoder') opts.residual = args[2] instanceof Tensor;
+      if (taskId.startsWith('L3/')) opts.residual = args[2] instanceof Tensor;
       return opts;
     }
     default:

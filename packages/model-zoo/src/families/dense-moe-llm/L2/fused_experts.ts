@@ -95,7 +95,7 @@ export function fusedExpertsReference(x: HostArray, w1: HostArray, w2: HostArray
 }
 
 function expertsCase(name: string, dtype: 'f32' | 'bf16', T: number, H: number, I: number, E: number, K: number, blockSize = 16) {
-  return { name, dtype, dims: { T, H, I, E, K, I2: 2 * I }, init: [E, K, 'silu', blockSize] };
+  return { name, dtype, dims: { T, H, I, E, K, GU: 2 * I }, init: [E, K, 'silu', blockSize] };
 }
 const prod = (m: MoeShape, T: number) => expertsCase(`${m.name}-T${T}`, 'bf16', T, m.hidden, m.intermediate, m.numExperts, m.topK, T <= 64 ? 16 : 64);
 
@@ -142,7 +142,7 @@ export const fusedExpertsTask = defineTask(
     ],
     inputs: [
       { name: 'hiddenStates', dtype: 'act', shape: ['T', 'H'] },
-      { name: 'w1', dtype: 'act', shape: ['E', 'I2', 'H'], doc: 'w13_weight: gate rows then up rows per expert' },
+      { name: 'w1', dtype: 'act', shape: ['E', 'GU', 'H'], doc: 'w13_weight: gate rows then up rows per expert' },
       { name: 'w2', dtype: 'act', shape: ['E', 'H', 'I'] },
       { name: 'topkWeights', dtype: 'f32', shape: ['T', 'K'], doc: 'data-dependent (the router)' },
       { name: 'topkIds', dtype: 'i32', shape: ['T', 'K'], doc: 'data-dependent (the router)' },

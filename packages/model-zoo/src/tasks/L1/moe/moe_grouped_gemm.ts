@@ -90,13 +90,14 @@ interface GemmCase {
   blockSize: number;
   mul: boolean;
 }
-const gemmOf = (c: Pick<TaskCase, 'dims' | 'init' | 'options'>): GemmCase => ({
-  T: c.dims.M!, K: c.dims.K!, N: c.dims.N!, E: c.dims.E!, topK: c.init[0] as number, blockSize: c.options.blockSize as number, mul: (c.init[1] as boolean | undefined) ?? false,
+// the block size is P / NB (moe_align pads P to whole blocks), so a captured case (dims only) gives it too
+const gemmOf = (c: Pick<TaskCase, 'dims' | 'init'>): GemmCase => ({
+  T: c.dims.M!, K: c.dims.K!, N: c.dims.N!, E: c.dims.E!, topK: c.init[0] as number, blockSize: c.dims.P! / c.dims.NB!, mul: (c.init[1] as boolean | undefined) ?? false,
 });
 
 function gemmCase(name: string, dtype: 'f32' | 'bf16', M: number, K: number, N: number, E: number, topK: number, blockSize: number, mul: boolean) {
   const { maxPadded, numBlocks } = moeAlignSizes(M * topK, E, blockSize);
-  return { name, dtype, dims: { M, K, N, E, TK: topK, P: maxPadded, NB: numBlocks }, init: [topK, mul], options: { blockSize } };
+  return { name, dtype, dims: { M, K, N, E, TK: topK, P: maxPadded, NB: numBlocks }, init: [topK, mul] };
 }
 // the w13 GEMM of a layer (hidden -> 2 * intermediate) at vLLM's block sizes
 const prod = (m: MoeShape, T: number) => gemmCase(`${m.name}-w13-T${T}`, 'bf16', T, m.hidden, 2 * m.intermediate, m.numExperts, m.topK, T <= 64 ? 16 : 64, false);
