@@ -2,6 +2,7 @@ import { DTYPE_INFO, F, Module, defineTask, hostArray, type Tensor } from '@fast
 import { bytesOf, randn } from '../../../common/inputs.js';
 import type { LayerNorm } from '../../../layers/norm.js';
 import { createLayer } from '../../../layers/registry.js';
+import type { DenseAttention } from '../../../tasks/L1/attention/dense_attention.js';
 import type { Linear } from '../../../tasks/L1/linear/linear.js';
 import { caseLens, initEncoderParameters, maskTensor } from '../cases.js';
 import { BGE_M3, COLBERTV2, tinyEncoderConfig, type EncoderConfig } from '../config.js';
@@ -10,7 +11,7 @@ import { refAttention } from '../reference.js';
 
 /**
  * HF XLMRobertaAttention / BertAttention as one module (the tsv's EncoderAttention): self.query / key / value
- * (L1/linear with bias), scaled_dot_product_attention over the heads with the padding mask (a key of mask 0 is
+ * (L1/linear with bias), L1/dense_attention (SDPA) over the heads with the padding mask (a key of mask 0 is
  * never attended; pad query rows still see the row's valid keys, as HF's extended mask), then output.dense and
  * output.LayerNorm(out + hidden). Parameter paths are HF's (`self.query.weight`, `output.LayerNorm.bias`).
  * forward(hiddenStates [B, S, H], attentionMask [B, S] bool, true = token) -> [B, S, H].
@@ -21,6 +22,7 @@ export class EncoderAttention extends Module {
   readonly value: Linear;
   readonly dense: Linear;
   readonly layerNorm: LayerNorm;
+  readonly attn: DenseAttention;
   readonly headDim: number;
   constructor(
     readonly hiddenSize: number,
@@ -35,6 +37,7 @@ export class EncoderAttention extends Module {
     this.value = this.createModule('self.value', 'L1/linear', hiddenSize, hiddenSize, true);
     this.dense = this.createModule('output.dense', 'L1/linear', hiddenSize, hiddenSize, true);
     this.layerNorm = this.registerModule('output.LayerNorm', createLayer('LayerNorm', hiddenSize, layerNormEps));
+    this.attn = this.createModule('attn', 'L1/dense_attention'); // no parameters: the checkpoint is unchanged
   }
 
   /** [B, S, H] -> [B, nH, S, d] contiguous (the layout every SDPA kernel takes). */
@@ -59,7 +62,7 @@ export class EncoderAttention extends Module {
     const k = proj(this.key);
     const v = proj(this.value);
     const mask = attentionMask.view(B, 1, 1, S);
-    const ctx = F.scaledDotProductAttention(q, k, v, { attn_mask: mask });
+    const ctx = this.attn.forward(q, k, v, mask);
     for (const t of [q, k, v, mask]) t.dispose();
     const perm = ctx.permute(0, 2, 1, 3);
     const merged = perm.reshape(B, S, this.hiddenSize);
@@ -100,7 +103,7 @@ export const encoderAttentionTask = defineTask(
       { name: 'attentionMask', dtype: 'bool', shape: ['B', 'S'], doc: 'true where a token is (keys with false are never attended)' },
     ],
     outputs: [{ name: 'out', dtype: 'act', shape: ['B', 'S', 'H'] }],
-    imports: ['L1/linear', 'L1/layer_norm'],
+    imports: ['L1/linear', 'L1/layer_norm', 'L1/dense_attention'],
     cases: {
       ci: [
         attnCase('tiny-f32', 'f32', tiny, [7, 3, 5]),
