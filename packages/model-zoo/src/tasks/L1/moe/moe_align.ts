@@ -1,4 +1,4 @@
-import { Module, Tensor, defineTask, hostArray, type HostArray, type TaskCase } from '@fastkernels/core';
+import { F, Module, OpScope, Tensor, defineTask, hostArray, type HostArray, type TaskCase } from '@fastkernels/core';
 import { fromInts } from '../../../common/inputs.js';
 import { DENSE_MOE_LLM } from '../../families.js';
 import { MIXTRAL_8X7B, MOE_TOKENS, QWEN3_30B_A3B, randomRouting, type MoeShape } from './shapes.js';
@@ -21,8 +21,10 @@ export function moeAlignSizes(numel: number, numExperts: number, blockSize: numb
  * Within an expert the slots are in ascending order (vLLM's small-batch kernel's order; its large-batch kernel's
  * atomics give any order, which a consumer must not depend on: a canonical order makes the outputs comparable).
  *
- * The baseline computes on the host (one read of topkIds): it is the reference algorithm, and the CPU backend's path;
- * a device kernel (vLLM's: a per-expert count, a prefix sum and a scatter in one launch) is a candidate's job.
+ * Written on the registry's ops, with no read of the ids on the host (vLLM's kernel does the same in one launch: a
+ * per-expert count, a prefix sum, a scatter): counts by one_hot + sum, block-padded offsets by cumsum, the slots in
+ * expert order by a stable sort, each slot's place = its expert's padded start + its rank within the expert, a
+ * scatter into the padding-filled ids; a block's expert is the number of experts whose padded run ends at or before it.
  */
 export class MoeAlign extends Module {
   constructor(
@@ -34,10 +36,37 @@ export class MoeAlign extends Module {
   }
 
   forward(topkIds: Tensor): [Tensor, Tensor, Tensor] {
-    const ids = topkIds.toFloat64Array();
-    const [sorted, experts, post] = moeAlignReference({ shape: [...topkIds.shape], data: ids }, this.blockSize, this.numExperts);
-    const mk = (a: HostArray) => Tensor.fromArray(this.ctx.backend, a.data, a.shape, 'i32', { device: this.ctx.device });
-    return [mk(sorted), mk(experts), mk(post)];
+    const E = this.numExperts;
+    const bs = this.blockSize;
+    const N = topkIds.numel;
+    const { maxPadded: P, numBlocks: NB } = moeAlignSizes(N, E, bs);
+    const dev = { device: this.ctx.device };
+    const s = new OpScope();
+    try {
+      const flat = s.op('to', [s.own(topkIds.reshape(N))], { dtype: 'i64' });
+      const counts = s.op('sum', [s.op('one_hot', [flat], { num_classes: E })], { dim: 0 }); // [E]
+      const padded = s.op('mul', [s.op('div', [s.op('add', [counts, bs - 1]), bs], { rounding_mode: 'floor' }), bs]);
+      const paddedEnd = s.op('cumsum', [padded], { dim: 0 });
+      const paddedStart = s.op('sub', [paddedEnd, padded]);
+      const countStart = s.op('sub', [s.op('cumsum', [counts], { dim: 0 }), counts]);
+      // slots in expert order (stable: ascending within an expert), and where each goes
+      const [expertOf, order] = F.sort(flat, { stable: true });
+      s.own(expertOf!);
+      s.own(order!);
+      const rank = s.own(Tensor.fromArray(this.ctx.backend, Array.from({ length: N }, (_, j) => j), [N], 'i64', dev));
+      const dest = s.op('add', [s.op('index_select', [paddedStart, expertOf!], { dim: 0 }), s.op('sub', [rank, s.op('index_select', [countStart, expertOf!], { dim: 0 })])]);
+      const fill = s.op('add', [s.own(Tensor.zeros(this.ctx.backend, [P], 'i64', dev)), N]);
+      const sorted = s.op('scatter', [fill, dest, order!], { dim: 0 });
+      // expert of each block: experts whose padded run ends at or before the block's start; -1 past the total
+      const starts = s.own(Tensor.fromArray(this.ctx.backend, Array.from({ length: NB }, (_, b) => b * bs), [NB, 1], 'i64', dev));
+      const before = s.op('sum', [s.op('le', [s.own(paddedEnd.view(1, E)), starts])], { dim: 1 });
+      const total = s.own(paddedEnd.narrow(0, E - 1, 1));
+      const experts = s.op('where', [s.op('lt', [s.own(starts.view(NB)), total]), before, -1]);
+      return s.keep([s.op('to', [sorted], { dtype: 'i32' }), s.op('to', [experts], { dtype: 'i32' }), s.op('to', [total], { dtype: 'i32' })]) as unknown as [Tensor, Tensor, Tensor];
+    } catch (e) {
+      s.dispose();
+      throw e;
+    }
   }
 }
 
