@@ -9,6 +9,7 @@ import { geluAndMulTask } from './L1/activation/gelu_and_mul.js';
 import { reluTask } from './L1/activation/relu.js';
 import { siluAndMulTask } from './L1/activation/silu_and_mul.js';
 import { denseAttentionTask } from './L1/attention/dense_attention.js';
+import { flashAttnVarlenTask } from './L1/attention/flash_attn_varlen.js';
 import { pagedDecodeAttentionTask } from './L1/attention/paged_decode_attention.js';
 import { varlenPrefillAttentionTask } from './L1/attention/varlen_prefill_attention.js';
 import { embeddingTask } from './L1/embedding/embedding.js';
@@ -36,6 +37,7 @@ export { layerNormTask, layerNormReference } from './L1/norm/layer_norm.js';
 export { L2Norm, l2NormTask, l2NormReference } from './L1/norm/l2_norm.js';
 export { reluTask, reluReference } from './L1/activation/relu.js';
 export { DenseAttention, denseAttentionTask, denseAttentionReference } from './L1/attention/dense_attention.js';
+export { FlashAttnVarlen, flashAttnVarlenTask, flashAttnVarlenReference } from './L1/attention/flash_attn_varlen.js';
 export { VocabParallelEmbedding, embeddingTask } from './L1/embedding/embedding.js';
 export { KV_BLOCK_SIZE } from './L1/kvcache/store_kvcache.js';
 export { cosSinCacheReference } from './L1/rotary/rotary_emb.js';
@@ -44,6 +46,7 @@ export { cosSinCacheReference } from './L1/rotary/rotary_emb.js';
 export const sharedL1Tasks: readonly TaskDefinition[] = [
   denseAttentionTask,
   embeddingTask,
+  flashAttnVarlenTask,
   gateLinearTask,
   geluTask,
   geluAndMulTask,
