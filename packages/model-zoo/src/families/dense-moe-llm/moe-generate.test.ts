@@ -5,7 +5,7 @@
  * forward written here over the checkpoint's own tensors by their HF names (separate projections, a loop over each
  * token's top-k experts, HF's softmax -> top-k -> renormalise routing).
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { elementAccessor, parseDType } from '@fastkernels/core';
@@ -14,7 +14,8 @@ import { cpuBackend } from '../../../test/l1-harness.js';
 import { generate } from '../../engine/generate.js';
 import { baselineRegistry } from '../../index.js';
 import { loadModel, loadModelConfig, writeRandomModelCheckpoint } from '../../models/load-model.js';
-import { SafetensorsFile } from '../../weights/safetensors.js';
+import { SafetensorsFile, writeSafetensors } from '../../weights/safetensors.js';
+import { userError } from '../../../test/user-error.js';
 
 const FIXTURES = join(import.meta.dirname, '../../../fixtures');
 const tmp = mkdtempSync(join(tmpdir(), 'fk-moe-'));
@@ -208,5 +209,25 @@ describe.each([
     expect(tb).toEqual(ta);
     a.model.dispose();
     b.model.dispose();
+  });
+});
+
+describe('a Mixtral checkpoint missing an expert', () => {
+  it('is one UserError naming the tensor, the stacked parameter it fills and the config fields to check', () => {
+    const cfgFile = join(FIXTURES, 'tiny-mixtral', 'config.json');
+    const rawCfg = JSON.parse(readFileSync(cfgFile, 'utf8')) as Record<string, any>;
+    const full = join(tmp, 'mixtral-full');
+    writeRandomModelCheckpoint(full, rawCfg, { registry: baselineRegistry(), seed: 3, dtype: 'f32', configPath: cfgFile });
+    const bad = join(tmp, 'mixtral-bad');
+    mkdirSync(bad, { recursive: true });
+    writeFileSync(join(bad, 'config.json'), JSON.stringify(rawCfg));
+    const f = SafetensorsFile.open(join(full, 'model.safetensors'));
+    const gone = 'model.layers.1.block_sparse_moe.experts.3.w2.weight';
+    writeSafetensors(join(bad, 'model.safetensors'), [...f.tensors.values()].filter((t) => t.name !== gone).map((t) => ({ name: t.name, dtype: t.dtype!, shape: t.shape, bytes: () => f.readBytes(t.name) })));
+    f.close();
+    const e = userError(() => loadModel(bad, { backend: cpuBackend(), registry: baselineRegistry() }));
+    expect(e.message).toContain(`missing tensor '${gone}' ([64, 96], for model.layers.1.block_sparse_moe.experts.w2_weight)`);
+    expect(e.details.field).toBe(gone);
+    expect(e.details.fix).toMatch(/num_local_experts/);
   });
 });
