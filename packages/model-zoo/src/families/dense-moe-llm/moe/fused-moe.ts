@@ -1,8 +1,8 @@
 /**
  * vLLM's FusedMoE layer (vllm/model_executor/layers/fused_moe/layer.py) at tp / ep size 1, unquantised: it owns the
  * stacked expert weights under vLLM's names, w13_weight [E, 2I, H] (each expert's gate rows then up rows) and
- * w2_weight [E, H, I], and forward(hiddenStates, routerLogits) routes (L1/topk_softmax, or L1/grouped_topk for
- * DeepSeek-style group-limited routing) and runs L2/fused_experts. Not a task of its own (the original has none):
+ * w2_weight [E, H, I], and forward(hiddenStates, routerLogits) routes (L1/topk_softmax; vLLM's use_grouped_topk path,
+ * L1/grouped_topk, is for the DeepSeek-style models that come later) and runs L2/fused_experts. Not a task of its own (the original has none):
  * the MoE blocks (L2/mixtral_moe, L2/qwen3_moe) hold it as `experts`, so the checkpoint's per-expert tensors stack into
  * `...experts.w13_weight` through the family's weight rules, and both its children resolve through the registry, so
  * a candidate for either task runs inside every MoE model.
