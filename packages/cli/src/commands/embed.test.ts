@@ -45,3 +45,16 @@ describe('embed (an encoder model over a JSONL file)', () => {
     expect(() => run({ ...base, input, pooling: 'max' })).toThrow(/unknown pooling 'max'/);
   });
 });
+
+describe('embed with text (a folder with tokenizer.json: XLM-R ids and template)', () => {
+  it('encodes "<s> text </s>" and gives the vectors of the same ids; sparse weights leave out the special tokens', () => {
+    const model = join(FIXTURES, 'tiny-bge-m3-text');
+    const input = join(tmp, 'text-in.jsonl');
+    writeFileSync(input, '{"text": "Hello world"}\n"Hi"\n[0, 72, 105, 2]\n');
+    const r = run({ ...base, model, input, pooling: 'dense,sparse' });
+    const lines = r.out.trim().split('\n').map((l) => JSON.parse(l) as { tokens: number; embedding: number[]; sparse: Record<string, number> });
+    expect(lines.map((l) => l.tokens)).toEqual([13, 4, 4]);
+    lines[1]!.embedding.forEach((v, j) => expect(v).toBeCloseTo(lines[2]!.embedding[j]!, 6));
+    for (const l of lines) for (const id of ['0', '1', '2']) expect(l.sparse[id]).toBeUndefined();
+  });
+});

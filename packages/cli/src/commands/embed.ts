@@ -7,7 +7,7 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { UserError, type DType } from '@fastkernels/core';
-import { EncoderRunner, POOLINGS, loadEncoderModel, loadTokenizer, type Pooling } from '@fastkernels/model-zoo';
+import { EncoderRunner, POOLINGS, loadEncoderModel, loadModelFolderConfig, loadTokenizer, type Pooling } from '@fastkernels/model-zoo';
 import type { Argv } from 'yargs';
 import { environment, selectBackend } from '../env.js';
 import type { Io } from '../io.js';
@@ -77,8 +77,12 @@ export function runEmbed(argv: EmbedArgs, io: Io): void {
     }
     const seqs = text.split('\n').map((l, i) => [l, i] as const).filter(([l]) => l.trim()).map(([l, i]) => parseEmbedLine(l, `${argv.input}:${i + 1}`, tok ? (s) => tok.encode(s) : null));
     const cfg = loaded.config as { padTokenId?: number };
+    // sparse weights leave out the special tokens (FlagEmbedding: cls, eos, pad, unk): config.json's pad / bos / eos
+    const raw = loadModelFolderConfig(argv.model).raw;
+    const skipTokenIds = [cfg.padTokenId, raw.bos_token_id, raw.eos_token_id].filter((x): x is number => typeof x === 'number');
     const runner = new EncoderRunner(loaded.model, loaded.ctx, {
       padTokenId: cfg.padTokenId ?? 0,
+      skipTokenIds,
       maxLength: loaded.geometry.maxPositionEmbeddings,
       maxBatchTokens: argv.maxBatchTokens,
     });

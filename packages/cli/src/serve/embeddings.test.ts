@@ -69,3 +69,18 @@ describe('/v1/embeddings on an encoder model (openai client)', () => {
     expect((long as { status: number }).status).toBe(400);
   });
 });
+
+describe('/v1/embeddings with text (tokenizer.json in the folder)', () => {
+  it('a string and a list of strings embed as their token ids do', async () => {
+    const s = await startEmbeddingServe({ model: MODEL + '-text', backend: 'cpu', dtype: 'f32', host: '127.0.0.1', port: 0 } as unknown as ServeArgs, { out: () => {}, err: () => {} }, 0);
+    try {
+      const c = new OpenAI({ baseURL: `http://127.0.0.1:${s.address.port}/v1`, apiKey: 'none', maxRetries: 0 });
+      const text = await c.embeddings.create({ model: 'm', input: ['Hi', 'Hello world'] });
+      expect(text.usage.prompt_tokens).toBe(4 + 13);
+      const ids = await c.embeddings.create({ model: 'm', input: [0, 72, 105, 2] });
+      text.data[0]!.embedding.forEach((v, j) => expect(v).toBeCloseTo(ids.data[0]!.embedding[j]!, 6));
+    } finally {
+      await s.stop();
+    }
+  });
+});
