@@ -111,6 +111,10 @@ describe('bad folders, task ids and flags', () => {
     expectBadInput(['stubs', '--out', tempSet(), '--task', 'L9/x'], /--task: unknown task 'L9\/x'/);
   });
 
+  it('a task stem two levels share (qwen3_moe is an L2 block and the L4 model): both ids named', () => {
+    expectBadInput(['info', 'qwen3_moe'], /task 'qwen3_moe' is ambiguous: L2\/qwen3_moe, L4\/qwen3_moe/, /give the full id, e\.g\. L2\/qwen3_moe/);
+  });
+
   it('a task the set has no candidate for', () => {
     expectBadInput(['bench', '--candidates', DEMO, '--task', 'softmax'], /has no candidate for L1\/softmax/);
   });

@@ -83,13 +83,16 @@ export function safeAvailability(b: Backend): { available: boolean; reason?: str
   }
 }
 
-/** A task by id (`L1/rms_norm`) or by a unique stem (`rms_norm`). */
+/** A task by id (`L1/rms_norm`) or by a unique stem (`rms_norm`); a stem several levels share names them all. */
 export function findTask(env: Env, idOrStem: string, field = 'task'): TaskDefinition {
-  const t = env.taskMap.get(idOrStem) ?? (() => {
-    const matches = env.tasks.filter((x) => x.stem === idOrStem);
-    return matches.length === 1 ? matches[0] : undefined;
-  })();
-  if (t) return t;
+  const exact = env.taskMap.get(idOrStem);
+  if (exact) return exact;
+  const matches = env.tasks.filter((x) => x.stem === idOrStem);
+  if (matches.length === 1) return matches[0]!;
+  if (matches.length > 1) {
+    const ids = matches.map((x) => x.id);
+    throw new UserError(`task '${idOrStem}' is ambiguous: ${ids.join(', ')}`, { field, fix: `give the full id, e.g. ${ids[0]}` });
+  }
   const near = nearest(idOrStem, [...env.taskMap.keys(), ...env.tasks.map((x) => x.stem)]);
   throw new UserError(`unknown task '${idOrStem}'`, {
     field,
