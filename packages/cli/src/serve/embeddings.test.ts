@@ -45,7 +45,7 @@ describe('/v1/embeddings on an encoder model (openai client)', () => {
 
   it('concurrent requests share forwards and get the vectors they get alone', async () => {
     const inputs = [[0, 7, 7, 40, 12, 2], [0, 5, 2], [0, 63, 21, 8, 9, 10, 11, 2]];
-    const alone = [];
+    const alone: number[][] = [];
     for (const input of inputs) alone.push((await client.embeddings.create({ model: 'm', input })).data[0]!.embedding);
     const before = server.runner.stats.batches;
     const together = await Promise.all(inputs.map((input) => client.embeddings.create({ model: 'm', input })));
