@@ -124,7 +124,7 @@ describe('fastkernels bench on the cpu-demo set (the main job)', () => {
   });
 });
 
-describe('tensor-parallel tasks (backend-nccl\'s plugin)', () => {
+describe('tensor-parallel tasks (model-zoo\'s plugin)', () => {
   it('list shows them; info gives the world size; bench skips them with the reason and exit 0', () => {
     const list = JSON.parse(cli(['list', '--json']).stdout) as { id: string; className: string }[];
     for (const id of ['L1/allreduce', 'L2/column_parallel_linear', 'L2/row_parallel_linear', 'L2/qkv_parallel_linear', 'L2/merged_column_parallel_linear']) {

@@ -14,9 +14,9 @@ import { Worker } from 'node:worker_threads';
 import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CpuBackend } from '@fastkernels/backend-cpu';
-import { HostCollectives, tensorParallelProvider } from '@fastkernels/backend-nccl';
+import { HostCollectives } from '@fastkernels/backend-nccl';
 import { TensorParallelGroup, UserError, withTensorParallelGroup } from '@fastkernels/core';
-import { baselineRegistry, checkLlamaTensorParallel, loadModel, taskProviders, tinyLlamaConfig, writeRandomModelCheckpoint } from '@fastkernels/model-zoo';
+import { baselineRegistry, checkLlamaTensorParallel, loadModel, taskProviders, tensorParallelProvider, tinyLlamaConfig, writeRandomModelCheckpoint } from '@fastkernels/model-zoo';
 import { cli } from './helpers.js';
 import type { EngineJob, EngineOp, RankJob, RankResult, ServeMessage } from './tp/llama-rank.js';
 

@@ -8,10 +8,11 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { CpuBackend } from '@fastkernels/backend-cpu';
-import { AllReduce, HostCollectives, RowParallelLinear, allreduceTask, parallelLinearTasks, tensorParallelProvider } from '@fastkernels/backend-nccl';
+import { HostCollectives } from '@fastkernels/backend-nccl';
 import { Rng, Tensor, TensorParallelGroup, benchTask, errorMessage, setTensorParallelGroup, type CaseResult, type Module, type ModuleClass, type ModuleRegistry, type TaskDefinition } from '@fastkernels/core';
 import {
-  DEFAULT_SAMPLING, E2eRunner, EmulatedGraphRuntime, LLMEngine, baselineRegistry, generate, isGraphCapturing, loadModel, syntheticWorkload, taskProviders,
+  AllReduce, DEFAULT_SAMPLING, E2eRunner, EmulatedGraphRuntime, LLMEngine, RowParallelLinear, allreduceTask, baselineRegistry, generate, isGraphCapturing, loadModel,
+  parallelLinearTasks, syntheticWorkload, taskProviders, tensorParallelProvider,
   type CapturedGraph, type E2eModelSource, type GraphRuntime, type SamplingParams, type VocabParallelEmbedding,
 } from '@fastkernels/model-zoo';
 import { agreeOnCase, sharedVerifySeed } from '../../packages/cli/src/bench/group.js';

@@ -1,22 +1,18 @@
-import { TASK_PROVIDER, definePlugin, type TaskProvider } from '@fastkernels/core';
-import { DENSE_LLM_FAMILY, tensorParallelTasks } from './tasks.js';
-
-/** The tensor-parallel tasks (L1/allreduce, the L2 parallel linear layers), in the dense LLM family. */
-export const tensorParallelProvider: TaskProvider = { family: DENSE_LLM_FAMILY, tasks: () => tensorParallelTasks };
+import { definePlugin } from '@fastkernels/core';
 
 /**
- * NCCL backend (issue 10): NCCL communicators and collectives (dlopen'ed libnccl.so.2), the multi-process
- * launcher with its local rendezvous, and vLLM's tensor-parallel layers. The plugin registers the layers' tasks
- * (a TaskProvider: `fastkernels list` shows them, the baseline registry builds them, the Llama modules use them at
- * world > 1). Collectives are not a Backend: callers use initDistributed() / NcclCommunicator directly. Registering
- * touches no driver: NCCL is loaded on first use.
+ * NCCL backend (issue 10): NCCL communicators and collectives (dlopen'ed libnccl.so.2) implementing core's
+ * tensor-parallel group contract (Collectives), HostCollectives (the same contract for CPU tensors between threads),
+ * and the multi-process launcher with its local rendezvous. vLLM's tensor-parallel layers and their tasks
+ * (L1/allreduce, L2/*_parallel_linear) live in model-zoo (layers/parallel, tasks/), over core's TensorParallelGroup;
+ * model-zoo's plugin registers the tasks. Collectives are not a Backend: callers use initDistributed() /
+ * NcclCommunicator directly. The plugin registers nothing today; registering touches no driver: NCCL is loaded on
+ * first use.
  */
 export const ncclPlugin = definePlugin({
   name: 'backend-nccl',
   version: '0.2.0',
-  register: (c) => {
-    c.register(TASK_PROVIDER, { useValue: tensorParallelProvider });
-  },
+  register: () => {},
 });
 
 export { NcclError, NcclTimeoutError, makeNcclError } from './errors.js';
@@ -41,15 +37,4 @@ export {
 export { RENDEZVOUS_HOST, RendezvousServer, newToken, rendezvous, type RendezvousClientOptions, type RendezvousInfo, type RendezvousServerOptions } from './rendezvous.js';
 export { launch, rankEnv, runLaunch, type DeviceMode, type LaunchHandle, type LaunchOptions, type LaunchResult, type RankExit } from './launcher.js';
 export { initDistributed, joinRendezvous, launchEnv, type Distributed, type LaunchEnv } from './distributed.js';
-export * from './parallel/index.js';
-export {
-  DENSE_LLM_FAMILY,
-  allreduceTask,
-  columnParallelLinearTask,
-  linearReference,
-  mergedColumnParallelLinearTask,
-  parallelLinearTasks,
-  qkvParallelLinearTask,
-  rowParallelLinearTask,
-  tensorParallelTasks,
-} from './tasks.js';
+export { HostCollectives } from './host-collectives.js';

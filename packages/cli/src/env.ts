@@ -20,8 +20,8 @@ import { baselineRegistry, modelZooPlugin } from '@fastkernels/model-zoo';
 /**
  * The plugins this CLI is built with, composed explicitly (no self-registration on import).
  * Backend selection goes by name through the multi-bound BACKEND token; the CUDA plugin is
- * cheap to register (no driver is touched until a CUDA backend is first used). backend-nccl adds the tensor-parallel
- * tasks (NCCL itself is loaded only by `launch`ed ranks).
+ * cheap to register (no driver is touched until a CUDA backend is first used). model-zoo registers the tensor-parallel
+ * tasks too; backend-nccl brings the collectives and the launcher (NCCL itself is loaded only by `launch`ed ranks).
  */
 export const PLUGINS: readonly Plugin[] = [cpuPlugin, cudaPlugin, modelZooPlugin, ncclPlugin];
 

@@ -2,7 +2,7 @@ import { ModuleRegistry, TASK_PROVIDER, definePlugin, type TaskProvider } from '
 import { denseMoeLlmProvider } from './families/dense-moe-llm/index.js';
 import { recsysSpecializedProvider } from './families/recsys-specialized/index.js';
 import { registerLayers } from './layers/registry.js';
-import { sharedTasksProvider } from './tasks/index.js';
+import { sharedTasksProvider, tensorParallelProvider } from './tasks/index.js';
 
 export * from './tasks/index.js';
 export * from './families/dense-moe-llm/index.js';
@@ -11,6 +11,8 @@ export * from './engine/encoder-runner.js';
 export * from './common/inputs.js';
 /** The torch.nn mirror: nn.Linear, nn.Conv2d, nn.LayerNorm, nn.Sequential, ... (layers/). */
 export * as nn from './layers/index.js';
+/** vLLM's tensor-parallel layers (ColumnParallelLinear, RowParallelLinear, ...) over core's TensorParallelGroup. */
+export * from './layers/parallel/index.js';
 export * from './engine/forward-context.js';
 export * from './engine/sequence.js';
 export * from './engine/logprobs.js';
@@ -46,7 +48,7 @@ export const modelZooPlugin = definePlugin({
   name: 'model-zoo',
   version: '0.2.0',
   register: (c) => {
-    for (const p of taskProviders) c.register(TASK_PROVIDER, { useValue: p });
+    for (const p of [...taskProviders, tensorParallelProvider]) c.register(TASK_PROVIDER, { useValue: p });
   },
 });
 export * from './engine/scheduler.js';

@@ -6,10 +6,9 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CudaBackend } from '@fastkernels/backend-cuda';
 import { CpuBackend } from '@fastkernels/backend-cpu';
-import { ModuleRegistry, Tensor, withContext, type DType } from '@fastkernels/core';
+import { Tensor, TensorParallelGroup, type DType } from '@fastkernels/core';
 import { initDistributed, type Distributed } from '../distributed.js';
 import { NcclTimeoutError } from '../errors.js';
-import { ColumnParallelLinear, RowParallelLinear, TensorParallelGroup, withTensorParallelGroup } from '../parallel/index.js';
 
 type Checks = Record<string, unknown>;
 
@@ -64,7 +63,11 @@ function collectives(d: Distributed, checks: Checks): void {
   expectEqual('allToAll', read(a2a), seq(2 * w, (k) => Math.floor(k / 2) * 100 + r * 10 + (k % 2)));
   checks.allToAll = true;
 
-  // Tensor-parallel layers across the ranks equal the unsharded linear (computed on the CPU backend).
+  // Core's tensor-parallel group over this communicator, as model-zoo's parallel layers use it (RowParallelLinear: a
+  // GEMM over this rank's input columns, then the group's all-reduce; ColumnParallelLinear with gatherOutput: a GEMM
+  // over this rank's output rows, then the group's all-gather), equals the unsharded linear (computed on the CPU
+  // backend). The layers themselves live in model-zoo (which this package does not import); their CPU group tests are
+  // test/tensor-parallel.test.ts, their GPU runs `bench --tp 2` (bench/suites/verify-tp).
   const cpu = new CpuBackend();
   const K = 64, N = 32, M = 5;
   const xs = seq(M * K, (i) => Math.sin(i) / 4);
@@ -73,14 +76,18 @@ function collectives(d: Distributed, checks: Checks): void {
   const full = cpu.ops.linear(Tensor.fromArray(cpu, xs, [M, K], 'f32'), Tensor.fromArray(cpu, ws, [N, K], 'f32'), Tensor.fromArray(cpu, bs, [N], 'f32'));
   const want = [...full.toFloat64Array()];
   const group = TensorParallelGroup.of(d);
-  const ctx = { backend: cuda, device, dtype: 'f32' as const, registry: new ModuleRegistry() };
-  const [row, col] = withTensorParallelGroup(group, () => withContext(ctx, () => [new RowParallelLinear(K, N, true, false), new ColumnParallelLinear(K, N, true, true)] as const));
-  for (const m of [row, col]) {
-    m.weightLoader('weight', T(ws, [N, K]));
-    m.weightLoader('bias', T(bs, [N]));
-  }
-  expectEqual('RowParallelLinear', read(row.forward(T(xs, [M, K]))[0]), want, 1e-4);
-  expectEqual('ColumnParallelLinear gather', read(col.forward(T(xs, [M, K]))[0]), want, 1e-4);
+  const nPart = N / w;
+  const x = T(xs, [M, K]);
+  const wFull = T(ws, [N, K]);
+  // row parallel: input columns and weight columns [r K / W, (r + 1) K / W); the bias on rank 0 only
+  const xCols = group.split(x, -1);
+  const wCols = group.split(wFull, -1).contiguous();
+  const rowOut = cuda.ops.linear(xCols.contiguous(), wCols, r === 0 ? T(bs, [N]) : null);
+  expectEqual('RowParallelLinear', read(group.allReduce_(rowOut)), want, 1e-4);
+  // column parallel with gatherOutput: weight rows and bias [r N / W, (r + 1) N / W), outputs all-gathered
+  const wRows = T(ws.slice(r * nPart * K, (r + 1) * nPart * K), [nPart, K]);
+  const colOut = group.allGather(cuda.ops.linear(x, wRows, T(bs.slice(r * nPart, (r + 1) * nPart), [nPart])), -1);
+  expectEqual('ColumnParallelLinear gather', read(colOut), want, 1e-4);
   checks.parallelLinear = true;
 }
 

@@ -1,5 +1,6 @@
 import { CpuBackend } from '@fastkernels/backend-cpu';
-import { RendezvousServer, allreduceTask, launchEnv, newToken, rendezvous, rowParallelLinearTask, type LaunchEnv } from '@fastkernels/backend-nccl';
+import { RendezvousServer, launchEnv, newToken, rendezvous, type LaunchEnv } from '@fastkernels/backend-nccl';
+import { allreduceTask, rowParallelLinearTask } from '@fastkernels/model-zoo';
 import { TensorParallelGroup, statusSeverity, type CaseResult } from '@fastkernels/core';
 import { FakePeer } from '@fastkernels/core/testing';
 import { describe, expect, it } from 'vitest';

@@ -2,8 +2,8 @@
  * Tasks that need a tensor-parallel process group (TaskDefinition.worldSize > 1: the all-reduce, the parallel linear
  * layers). A bench worker alone is one process, where a collective is a copy and a candidate cannot be told from one.
  * `bench --tp N` (or bench under `fastkernels launch --nproc N`) gives them a group: the ranks' bench workers form one
- * (bench/group.ts) and run the tasks whose cases are rank-aware (all of backend-nccl's: the all-reduce and the four
- * parallel linear layers) in lockstep. The others are skipped, with the reason.
+ * (bench/group.ts) and run the tasks whose cases are rank-aware (all of model-zoo's tensor-parallel tasks: the all-reduce
+ * and the four parallel linear layers) in lockstep. The others are skipped, with the reason.
  */
 import { launchEnv } from '@fastkernels/backend-nccl';
 import type { TaskDefinition } from '@fastkernels/core';

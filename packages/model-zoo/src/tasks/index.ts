@@ -28,6 +28,9 @@ import { topkSoftmaxTask } from './L1/moe/topk_softmax.js';
 import { softmaxTask } from './L1/reduction/softmax.js';
 import { rotaryEmbTask } from './L1/rotary/rotary_emb.js';
 import { samplerTask } from './L1/sampling/sampler.js';
+import { allreduceTask } from './L1/collective/allreduce.js';
+import { parallelLinearTasks } from './L2/linear/parallel_linear.js';
+import { DENSE_MOE_LLM } from './families.js';
 
 export { FAMILIES, DENSE_MOE_LLM, familiesOf } from './families.js';
 export { defineL1OpTask, isOpTask, checkCaseAgainstOp, opMetas, type L1OpTaskInit, type OpTaskBinding, type OpTaskDefinition, type OpTensorArg } from './define-op-task.js';
@@ -41,6 +44,14 @@ export { FlashAttnVarlen, flashAttnVarlenTask, flashAttnVarlenReference } from '
 export { VocabParallelEmbedding, embeddingTask } from './L1/embedding/embedding.js';
 export { KV_BLOCK_SIZE } from './L1/kvcache/store_kvcache.js';
 export { cosSinCacheReference } from './L1/rotary/rotary_emb.js';
+export { allreduceTask } from './L1/collective/allreduce.js';
+export {
+  columnParallelLinearTask,
+  mergedColumnParallelLinearTask,
+  parallelLinearTasks,
+  qkvParallelLinearTask,
+  rowParallelLinearTask,
+} from './L2/linear/parallel_linear.js';
 
 /** Every shared L1 task, by id. */
 export const sharedL1Tasks: readonly TaskDefinition[] = [
@@ -72,3 +83,13 @@ export const sharedL1Tasks: readonly TaskDefinition[] = [
 
 /** The shared tasks as a provider (`fastkernels list` shows them; the baseline registry builds them). */
 export const sharedTasksProvider: TaskProvider = { family: 'shared', tasks: () => sharedL1Tasks };
+
+/** The tensor-parallel tasks, L1 first (register all of them: RowParallelLinear imports L1/allreduce). */
+export const tensorParallelTasks = [allreduceTask, ...parallelLinearTasks] as const;
+
+/**
+ * The tensor-parallel tasks (L1/allreduce, the L2 parallel linear layers), in the dense LLM family: registered by
+ * model-zoo's plugin (`fastkernels list` shows them, the baseline registry of the CLI builds them, the Llama modules use
+ * them at world > 1). Not in taskProviders: baselineRegistry() without arguments leaves them out, as before.
+ */
+export const tensorParallelProvider: TaskProvider = { family: DENSE_MOE_LLM, tasks: () => tensorParallelTasks };

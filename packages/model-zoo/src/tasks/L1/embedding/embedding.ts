@@ -2,7 +2,7 @@ import { DTYPE_INFO, Module, currentTensorParallelGroup, defineTask, hostArray, 
 import { bytesOf, fromInts, initNormal } from '../../../common/inputs.js';
 import { DENSE_MOE_LLM } from '../../families.js';
 
-/** The all-reduce as a module (backend-nccl's AllReduce, task L1/allreduce): forward(x) returns the group's sum of x. */
+/** The all-reduce as a module (layers/parallel's AllReduce, task L1/allreduce): forward(x) returns the group's sum of x. */
 interface AllReduceModule extends Module {
   forward(x: Tensor): Tensor;
 }

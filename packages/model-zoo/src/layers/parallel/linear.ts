@@ -4,10 +4,10 @@
  * disable_tp are not mirrored: forward always returns [output, outputBias] as vLLM's does with return_bias=True,
  * and the group is the current TensorParallelGroup when the layer is built). Parameters are this rank's shards,
  * named weight / bias like vLLM's; weightLoader(param, fullTensor, shardId?) fills them from checkpoint tensors.
- * At world 1 every layer is exactly a Linear.
+ * At world 1 every layer is exactly a Linear. The layers need only core's tensor-parallel group contract
+ * (TensorParallelGroup over any Collectives: backend-nccl's NcclCommunicator, HostCollectives, a test's fake).
  */
-import { Module, mergedColumnPartPiece, qkvLayout, qkvPartPiece, type DType, type QkvLayout, type Tensor } from '@fastkernels/core';
-import { currentTensorParallelGroup, divide, type TensorParallelGroup } from './group.js';
+import { Module, currentTensorParallelGroup, divide, mergedColumnPartPiece, qkvLayout, qkvPartPiece, type DType, type QkvLayout, type Tensor, type TensorParallelGroup } from '@fastkernels/core';
 import { shardColumnParallel, shardMergedColumn, shardQkv, shardRowParallel, takeSlice } from './sharding.js';
 
 /**

@@ -6,8 +6,6 @@
  */
 import { Tensor, columnParallelSlice, divide, equalSlice, mergedColumnPieces, normalizeDim, qkvPieces, rowParallelSlice, type QkvLayout, type ShardSlice } from '@fastkernels/core';
 
-export { qkvLayout, type QkvLayout } from '@fastkernels/core';
-
 /** Concatenate along `dim` into a new contiguous tensor. */
 export function cat(parts: readonly Tensor[], dim = 0): Tensor {
   if (parts.length === 0) throw new RangeError('cat: no tensors');

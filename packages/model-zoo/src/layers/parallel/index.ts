@@ -1,4 +1,4 @@
-export { TensorParallelGroup, currentTensorParallelGroup, setTensorParallelGroup, withTensorParallelGroup, divide } from './group.js';
+/** vLLM's tensor-parallel layers over core's TensorParallelGroup (the group and its collectives come from @fastkernels/core). */
 export { AllReduce, ColumnParallelLinear, MergedColumnParallelLinear, QKVParallelLinear, RowParallelLinear } from './linear.js';
 export {
   cat,
@@ -6,13 +6,10 @@ export {
   mergeMergedColumn,
   mergeQkv,
   mergeRowParallel,
-  qkvLayout,
   shardColumnParallel,
   shardDim,
   shardMergedColumn,
   shardQkv,
   shardRowParallel,
   takeSlice,
-  type QkvLayout,
 } from './sharding.js';
-export { HostCollectives } from './host-collectives.js';

@@ -1,5 +1,5 @@
 import { CpuBackend } from '@fastkernels/backend-cpu';
-import { ModuleRegistry, Rng, Tensor, compareTensors, toHostArray, toleranceFor, withContext, type ExecutionContext, type Module, type TaskDefinition } from '@fastkernels/core';
+import { ModuleRegistry, Rng, Tensor, TensorParallelGroup, currentTensorParallelGroup, qkvLayout, withTensorParallelGroup, compareTensors, toHostArray, toleranceFor, withContext, type ExecutionContext, type Module, type TaskDefinition } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import {
   AllReduce,
@@ -7,21 +7,17 @@ import {
   MergedColumnParallelLinear,
   QKVParallelLinear,
   RowParallelLinear,
-  TensorParallelGroup,
   cat,
-  currentTensorParallelGroup,
   mergeColumnParallel,
   mergeMergedColumn,
   mergeQkv,
   mergeRowParallel,
-  qkvLayout,
   shardColumnParallel,
   shardMergedColumn,
   shardQkv,
   shardRowParallel,
-  withTensorParallelGroup,
-} from './parallel/index.js';
-import { parallelLinearTasks, tensorParallelTasks } from './tasks.js';
+} from './index.js';
+import { parallelLinearTasks, tensorParallelTasks } from '../../tasks/index.js';
 
 const cpu = new CpuBackend();
 const registry = new ModuleRegistry();

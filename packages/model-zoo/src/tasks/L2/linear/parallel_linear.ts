@@ -1,19 +1,17 @@
 /**
- * Task definitions of the tensor-parallel layers, registered with the dense LLM family through this package's plugin
- * (index.ts: a TaskProvider, so `fastkernels list` shows them):
- *   L1/allreduce                     AllReduce                   vLLM tensor_model_parallel_all_reduce
+ * Task definitions of vLLM's tensor-parallel linear layers (layers/parallel/linear.ts), in the dense LLM family
+ * (tasks/index.ts: tensorParallelProvider, registered by model-zoo's plugin, so `fastkernels list` shows them):
  *   L2/column_parallel_linear        ColumnParallelLinear        vllm.model_executor.layers.linear.*
- *   L2/row_parallel_linear           RowParallelLinear           (imports L1/allreduce)
+ *   L2/row_parallel_linear           RowParallelLinear           (imports L1/allreduce: tasks/L1/collective/allreduce.ts)
  *   L2/qkv_parallel_linear           QKVParallelLinear
  *   L2/merged_column_parallel_linear MergedColumnParallelLinear
  * Every task declares worldSize 2: at world 1 the all-reduce is a copy and the layers are plain GEMMs, so a single
  * process cannot tell a good candidate from a copy. Every task has rank-aware cases (rankAwareCases), so `bench --tp 2`
- * (or bench under `fastkernels launch --nproc 2`) runs them in a process group of its bench workers, in lockstep:
- * L1/allreduce's ranks each draw their own input from the case's seeded stream and the float64 reference is the sum of
- * every rank's draw; a parallel linear layer's ranks build the layer at the group's world, load their shards of the
- * same full seeded weights and take the same full input (a row-parallel rank its slice of the input columns), and the
- * reference is the full, unsharded layer's output (a column-parallel rank's slice of its columns; see ShardPlan). At
- * world 1 (this package's tests) every case is the unsharded layer and the reference the float64 x W^T + b.
+ * (or bench under `fastkernels launch --nproc 2`) runs them in a process group of its bench workers, in lockstep: a
+ * parallel linear layer's ranks build the layer at the group's world, load their shards of the same full seeded
+ * weights and take the same full input (a row-parallel rank its slice of the input columns), and the reference is the
+ * full, unsharded layer's output (a column-parallel rank's slice of its columns; see ShardPlan). At world 1 every case
+ * is the unsharded layer and the reference the float64 x W^T + b. The layers need only core's tensor-parallel group.
  */
 import {
   DTYPE_INFO,
@@ -38,15 +36,12 @@ import {
   type ShardSlice,
   type TaskCase,
 } from '@fastkernels/core';
-import { AllReduce, ColumnParallelLinear, MergedColumnParallelLinear, QKVParallelLinear, RowParallelLinear } from './parallel/linear.js';
-import { shardColumnParallel, shardMergedColumn, shardQkv, shardRowParallel, takeSlice } from './parallel/sharding.js';
+import { ColumnParallelLinear, MergedColumnParallelLinear, QKVParallelLinear, RowParallelLinear } from '../../../layers/parallel/linear.js';
+import { shardColumnParallel, shardMergedColumn, shardQkv, shardRowParallel, takeSlice } from '../../../layers/parallel/sharding.js';
+import { DENSE_MOE_LLM } from '../../families.js';
+import { TP_ARCHS as ARCHS, TP_WORLD, llamaT } from '../../L1/collective/allreduce.js';
 
-/** model-zoo's dense LLM family name (the string its leaderboard uses). */
-export const DENSE_LLM_FAMILY = 'Dense & MoE LLMs';
-const ARCHS = ['llama', 'qwen2', 'mistral', 'mixtral', 'deepseek', 'qwen3_next', 'gpt_oss'];
 const LINEAR_MODULE = 'vllm.model_executor.layers.linear';
-/** The smallest group in which a collective does anything (see the header). */
-const TP_WORLD = 2;
 
 /** float64 y = x W^T + b over contiguous host arrays: x [..., K], weight [N, K]. */
 export function linearReference(x: HostArray, weight: HostArray, bias: HostArray | null): HostArray {
@@ -64,74 +59,6 @@ export function linearReference(x: HostArray, weight: HostArray, bias: HostArray
 }
 
 const firstOutput = (_args: readonly (Tensor | null)[], result: unknown): Tensor[] => [(result as [Tensor, Tensor | null])[0]];
-
-const llamaT = [1, 32, 4096];
-
-/** The group's sum of the inputs made last for a case (allreduce's float64 reference); small cases only. */
-const groupSums = new WeakMap<TaskCase, Float64Array>();
-/** Above this many elements no sum is kept (the golden check runs at small shapes only). */
-const SUM_MAX_NUMEL = 1 << 20;
-
-/**
- * Rank r of W draws W normal tensors from the case's stream and takes the r-th (at W = 1: the first, as before), so the
- * ranks' inputs differ (a candidate cannot pass by scaling its own input) and every rank knows the group's sum: the
- * reference, kept for the round that made these inputs.
- */
-function allreduceInputs(c: TaskCase, ctx: ExecutionContext, rng: Rng): Tensor[] {
-  const { rank, world } = currentTensorParallelGroup();
-  const shape = [c.dims.T!, c.dims.H!];
-  const n = shape[0]! * shape[1]!;
-  if (n > SUM_MAX_NUMEL) {
-    // No golden sum at this size: each rank draws only its own input, from a seed of the shared stream (core's
-    // normalTensor: on the device where it can; drawing W full tensors on the host took seconds a round).
-    const seeds = Array.from({ length: world }, () => rng.nextU32());
-    groupSums.delete(c);
-    return [normalTensor(ctx.backend, shape, c.dtype, new Rng(seeds[rank]!), { device: ctx.device })];
-  }
-  let mine: Float64Array | undefined;
-  const sum = world > 1 ? new Float64Array(n) : null;
-  for (let q = 0; q < world; q++) {
-    const v = rng.fillNormal(n, 1);
-    if (q === rank) mine = v;
-    if (sum) for (let i = 0; i < n; i++) sum[i]! += roundToDType(v[i]!, c.dtype);
-  }
-  if (sum) groupSums.set(c, sum);
-  else groupSums.delete(c);
-  return [Tensor.fromArray(ctx.backend, mine!, shape, c.dtype, { device: ctx.device })];
-}
-
-export const allreduceTask = defineTask(
-  {
-    id: 'L1/allreduce',
-    level: 1,
-    className: 'AllReduce',
-    family: [DENSE_LLM_FAMILY],
-    architectures: ARCHS,
-    worldSize: TP_WORLD,
-    rankAwareCases: true,
-    mirrors: 'vllm.distributed.communication_op.tensor_model_parallel_all_reduce',
-    description: 'Sum of a tensor over the tensor-parallel group (out of place); at world 1 a copy. The reduction after RowParallelLinear (o_proj, down_proj).',
-    init: [],
-    inputs: [{ name: 'x', dtype: 'act', shape: ['T', 'H'] }],
-    outputs: [{ name: 'y', dtype: 'act', shape: ['T', 'H'] }],
-    cases: {
-      ci: [
-        { name: 'small-f32', dtype: 'f32', dims: { T: 5, H: 64 }, init: [] },
-        { name: 'small-bf16', dtype: 'bf16', dims: { T: 3, H: 96 }, init: [] },
-      ],
-      production: llamaT.map((T) => ({ name: `llama3-8b-T${T}`, dtype: 'bf16' as const, dims: { T, H: 4096 }, init: [] })),
-    },
-  },
-  {
-    baseline: AllReduce,
-    makeInputs: allreduceInputs,
-    reference: ([x], _params, c) => {
-      const sum = currentTensorParallelGroup().world > 1 ? groupSums.get(c) : undefined;
-      return [hostArray(x!.shape, sum && sum.length === x!.data.length ? Float64Array.from(sum) : Float64Array.from(x!.data))];
-    },
-    work: (c) => ({ bytes: 2 * c.dims.T! * c.dims.H! * DTYPE_INFO[c.dtype].itemsize, flops: 0 }),
-  },
-);
 
 /**
  * Rank-aware cases of the parallel linear layers: every rank builds the layer at the group's world (its shard), draws
@@ -345,7 +272,7 @@ export const columnParallelLinearTask = defineTask(
     id: 'L2/column_parallel_linear',
     level: 2,
     className: 'ColumnParallelLinear',
-    family: [DENSE_LLM_FAMILY],
+    family: [DENSE_MOE_LLM],
     architectures: ARCHS,
     worldSize: TP_WORLD,
     rankAwareCases: true,
@@ -380,7 +307,7 @@ export const rowParallelLinearTask = defineTask(
     id: 'L2/row_parallel_linear',
     level: 2,
     className: 'RowParallelLinear',
-    family: [DENSE_LLM_FAMILY],
+    family: [DENSE_MOE_LLM],
     architectures: ARCHS,
     worldSize: TP_WORLD,
     rankAwareCases: true,
@@ -420,7 +347,7 @@ export const qkvParallelLinearTask = defineTask(
     id: 'L2/qkv_parallel_linear',
     level: 2,
     className: 'QKVParallelLinear',
-    family: [DENSE_LLM_FAMILY],
+    family: [DENSE_MOE_LLM],
     architectures: ARCHS,
     worldSize: TP_WORLD,
     rankAwareCases: true,
@@ -456,7 +383,7 @@ export const mergedColumnParallelLinearTask = defineTask(
     id: 'L2/merged_column_parallel_linear',
     level: 2,
     className: 'MergedColumnParallelLinear',
-    family: [DENSE_LLM_FAMILY],
+    family: [DENSE_MOE_LLM],
     architectures: ARCHS,
     worldSize: TP_WORLD,
     rankAwareCases: true,
@@ -488,6 +415,3 @@ export const mergedColumnParallelLinearTask = defineTask(
 
 /** The parallel_linear group. */
 export const parallelLinearTasks = [columnParallelLinearTask, rowParallelLinearTask, qkvParallelLinearTask, mergedColumnParallelLinearTask] as const;
-
-/** Every task of this package, L1 first (register all of them: RowParallelLinear imports L1/allreduce). */
-export const tensorParallelTasks = [allreduceTask, ...parallelLinearTasks] as const;
