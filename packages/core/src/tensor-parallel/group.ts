@@ -1,7 +1,7 @@
 /**
  * The tensor-parallel group (vLLM's get_tp_group()): this rank, the world size and the collectives. It lives in core
- * because two packages read it: backend-nccl's parallel layers, and model-zoo's Llama wiring and engine (which must not
- * import backend-nccl: model-zoo depends on core only). World 1 is the identity (no communicator needed), so every
+ * because model-zoo's parallel layers and engine read it while backend-nccl implements it (model-zoo must not import
+ * backend-nccl: it depends on core only). World 1 is the identity (no communicator needed), so every
  * layer runs on any backend, CPU included. Layers take the current group when they are constructed (as Module takes
  * the current execution context).
  */

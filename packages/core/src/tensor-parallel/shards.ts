@@ -1,6 +1,6 @@
 /**
  * Which slice of a full (checkpoint-layout) tensor each tensor-parallel rank holds, as vLLM's weight loaders cut
- * them. Pure arithmetic, no tensors: backend-nccl's sharding helpers cut tensors with it, and model-zoo's weight
+ * them. Pure arithmetic, no tensors: model-zoo's sharding helpers (layers/parallel) cut tensors with it, and model-zoo's weight
  * loader reads exactly these bytes from a checkpoint (a rank never reads the whole tensor).
  *  - column parallel (ColumnParallelLinear): rows split; bias split;
  *  - vocab parallel (VocabParallelEmbedding, ParallelLMHead): the table's rows (the vocabulary) split;
