@@ -41,8 +41,8 @@ describe('native addon on a CPU machine', () => {
     expect(cudaPlugin.name).toBe('backend-cuda');
     const b = new CudaBackend();
     expect(b.name).toBe('cuda');
-    // rmsNorm is implemented (src/spine/norm.ts): without a GPU it fails on its (missing) arguments, not with notYet
+    // rmsNorm is implemented (src/ops/norm/rms-norm.ts): without a GPU it fails on its (missing) arguments, not with notYet
     expect(() => (b.ops as unknown as { rmsNorm(): void }).rmsNorm()).toThrow();
-    expect(() => (b.ops as unknown as { pagedDecodeAttention(): void }).pagedDecodeAttention()).toThrow(); // implemented (spine/attention.ts): fails on its missing arguments
+    expect(() => (b.ops as unknown as { pagedDecodeAttention(): void }).pagedDecodeAttention()).toThrow(); // implemented (ops/attention/attention.ts): fails on its missing arguments
   });
 });

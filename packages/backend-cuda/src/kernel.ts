@@ -20,7 +20,7 @@ export interface CudaKernelSpec {
   readonly headers?: Readonly<Record<string, string>>;
   /**
    * The kernel was compiled to wait for the kernel before it (kernels/fk_pdl.cuh with FK_PDL=1): launch() then uses
-   * LAUNCH_PDL. fileKernel (spine/common.ts) sets it when PDL launches are on now: the tuning's launch.pdl, an sm_90+ device,
+   * LAUNCH_PDL. fileKernel (ops/launch/common.ts) sets it when PDL launches are on now: the tuning's launch.pdl, an sm_90+ device,
    * and a graph capture in progress (or launch.pdlEager).
    */
   readonly pdl?: boolean;

@@ -7,17 +7,17 @@ import { DEFAULT_WORKSPACE_BYTES, fillLtParams, LT_PARAM_COUNT, matrixLayout, ty
 import { CudaKernel } from './kernel.js';
 import { KERNEL_SOURCES } from './kernel-sources.generated.js';
 import { captureHooks, type CudaRuntime } from './runtime.js';
-import * as activation from './spine/activation.js';
-import * as attention from './spine/attention.js';
-import { SpineContext } from './spine/context.js';
-import * as embedding from './spine/embedding.js';
-import * as kvcache from './spine/kvcache.js';
-import * as linear from './spine/linear.js';
-import * as norm from './spine/norm.js';
-import * as rotary from './spine/rotary.js';
-import * as rotaryKv from './spine/rotary-kv.js';
-import * as sampler from './spine/sampler.js';
-import * as softmax from './spine/softmax.js';
+import * as activation from './ops/activation/activation.js';
+import * as attention from './ops/attention/attention.js';
+import { SpineContext } from './ops/launch/context.js';
+import * as embedding from './ops/embedding/embedding.js';
+import * as kvcache from './ops/kvcache/kvcache.js';
+import * as linear from './ops/matmul/linear.js';
+import * as norm from './ops/norm/rms-norm.js';
+import * as rotary from './ops/rotary/rotary.js';
+import * as rotaryKv from './ops/rotary/rotary-kv.js';
+import * as sampler from './ops/sampling/sampler.js';
+import * as softmax from './ops/reduction/softmax.js';
 import { broadcastShapes, broadcastStrides, coalesce, encodeStrided, STRIDED_STRUCT_BYTES } from './strided.js';
 
 /** The C++ type of each dtype in kernels/elementwise.cu. */
@@ -248,7 +248,7 @@ export class CudaOps implements Ops {
     return k;
   }
 
-  // ------------------------------------------------------------------ the L1 decoder spine (src/spine/)
+  // ------------------------------------------------------------------ the L1 decoder spine (src/ops/<group>/: activation, attention, embedding, kvcache, matmul/linear, norm, reduction/softmax, rotary, sampling)
 
   /** What spine kernels need from the backend: the runtime, the generic ops (copy, gemm) and a kernel cache. */
   get spine(): SpineContext {

@@ -8,7 +8,7 @@ import { type Backend, type Storage } from '@fastkernels/core';
 import { expect } from 'vitest';
 import { layoutArgs, parseSignature, writeArgs } from '../src/args.js';
 import type { CudaKernelSpec } from '../src/kernel.js';
-import { SpineContext } from '../src/spine/context.js';
+import { SpineContext } from '../src/ops/launch/context.js';
 
 export interface FakeLaunch {
   entry: string;

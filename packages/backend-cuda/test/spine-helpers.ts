@@ -1,5 +1,5 @@
 /**
- * Helpers for the spine GPU tests (src/spine/*.gpu.test.ts): inputs built on the float64 CPU backend and copied
+ * Helpers for the spine GPU tests (the Llama-path launchers' src/ops/<group>/*.gpu.test.ts): inputs built on the float64 CPU backend and copied
  * to CUDA, comparisons with design §4's tolerances (core's DEFAULT_TOLERANCE / the task's), output poisoning,
  * and running a model-zoo L1 task's baseline module on CUDA against the task's float64 reference.
  * Outside src/ so tsc's build of the package does not see the CPU backend or model-zoo (devDependencies).
