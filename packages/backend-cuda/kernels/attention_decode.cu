@@ -18,7 +18,7 @@
 // FK_STAGES - 1 tiles per warp stay in flight while it computes S = Q K^T, the online softmax (log2 domain) and
 // O += P V on the tensor cores. Only warp-level sync in the loop; the warps merge through shared memory at
 // the end. A sequence whose keys fit one split writes its output directly (the combine kernel skips it).
-// FK_EARLY_KV=1 (ATTENTION_TUNING.decodeEarlyKv): under PDL the page ids and the cp.async of the first FK_STAGES - 1
+// FK_EARLY_KV=1 (tuning attention.decodeEarlyKv): under PDL the page ids and the cp.async of the first FK_STAGES - 1
 // tiles are issued before the wait for the kernel before, so the cache's DRAM latency overlaps it (at bs 1 the kernel
 // is ~6 us of mostly latency). Everything but the newest key of each sequence (position seq_lens[b] - 1, which that
 // kernel, the step's rotary + KV write, has just written) was in the cache before; the newest row of those tiles is

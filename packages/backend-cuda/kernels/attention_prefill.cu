@@ -38,7 +38,7 @@
 #ifndef FK_UNROLL
 #define FK_UNROLL 4
 #endif
-// 1: skip the O rescale of a key tile when no row max of the warp moved (exact; ATTENTION_TUNING.prefillSkipRescale).
+// 1: skip the O rescale of a key tile when no row max of the warp moved (exact; tuning attention.prefillSkipRescale).
 #ifndef FK_SKIP_RESCALE
 #define FK_SKIP_RESCALE 1
 #endif

@@ -6,7 +6,7 @@
 // per lane before any FMA. The weight is read once, so it bypasses L1 and leaves L1 to x, which every warp re-reads.
 // fp32 accumulation, one rounding to FK_T at the store (the bias is added in fp32 first, like cuBLASLt's epilogue).
 //
-// No scalar tail and no alignment checks: the host (src/spine/linear.ts, chooseLinearPath) takes this path only when
+// No scalar tail and no alignment checks: the host (src/ops/matmul/linear.ts, chooseLinearPath) takes this path only when
 // K % FK_VEC == 0 and x, W and x's row stride are 16-byte aligned. y and bias are accessed one element at a time.
 // Specialised with -DFK_T=<__nv_bfloat16|__half|float> -DFK_VEC=<8|8|4> -DFK_M -DFK_UNR -DFK_WARPS -DFK_BIAS, and for
 // fk_gemv_stream -DFK_GLU=1 (with -DFK_ACT, fk_act.cuh): the gated MLP's activation in the epilogue, and -DFK_NORM=1|2:
@@ -27,10 +27,10 @@
 #define FK_M 1  // rows of x the kernel is compiled for (the host passes M; 1..8)
 #endif
 #ifndef FK_UNR
-#define FK_UNR 8  // weight vectors in flight per lane (LINEAR_TUNING.gemvUnroll)
+#define FK_UNR 8  // weight vectors in flight per lane (tuning linear.gemvUnroll)
 #endif
 #ifndef FK_WARPS
-#define FK_WARPS 8  // output rows per block (LINEAR_TUNING.gemvWarps)
+#define FK_WARPS 8  // output rows per block (tuning linear.gemvWarps)
 #endif
 #ifndef FK_BIAS
 #define FK_BIAS 0
@@ -252,7 +252,7 @@ __device__ __forceinline__ void fk_gemv_norm_x(FK_T* __restrict__ xn, const FK_T
 //    host checks). The refill is unconditional (past the warp's last chunk it re-reads that chunk, an L2 hit): a
 //    conditional load would need a select on its result, which waits for it and serialises the stream;
 //  - under PDL the first FK_UNR chunks load before the wait for x, and the next kernel is let in right after it
-//    (FK_LATE_TRIGGER=1: only when this kernel's blocks exit; see LINEAR_TUNING.gemvLateTrigger).
+//    (FK_LATE_TRIGGER=1: only when this kernel's blocks exit; see tuning linear.gemvLateTrigger).
 // With FK_GLU (a gated MLP's gate_up projection, W = [gate; up], 2d rows): y [M, d] = act(gate . x) * (up . x). The
 // warp's logical row r is gate row r followed by up row r + d in its stream, so one warp holds both sums and writes
 // act(g) * u itself: fk_act_and_mul's launch and its read of the [M, 2d] projection are gone. Each sum is rounded to
@@ -260,7 +260,7 @@ __device__ __forceinline__ void fk_gemv_norm_x(FK_T* __restrict__ xn, const FK_T
 // With FK_NORM (M 1; a pre-norm projection: qkv after input_layernorm, gate_up after post_attention_layernorm), each block
 // first normalises x (and adds res_in) into shared memory (fk_gemv_norm_x) after the PDL wait, and the products read it
 // there: rms_norm's launch is gone, and its bits are kept (the host fuses only where the blocks match fk_rms_norm's).
-// FK_NORM_PF=1 (LINEAR_TUNING.gemvNormPrefetch): the norm weight is copied into shared memory before the wait, beside xn.
+// FK_NORM_PF=1 (tuning linear.gemvNormPrefetch): the norm weight is copied into shared memory before the wait, beside xn.
 // res_in, res_out (FK_NORM 2), norm_w [K] and eps are read only by the FK_NORM builds (the host passes 0 otherwise).
 extern "C" __global__ void FK_STREAM_BOUNDS
     fk_gemv_stream(FK_T* __restrict__ y, const FK_T* __restrict__ x, const FK_T* __restrict__ w, const FK_T* __restrict__ bias, int M,

@@ -14,7 +14,7 @@
 #define FK_SLOT long long
 #endif
 #ifndef FK_TPB
-#define FK_TPB 4  // tokens per block iteration (KV_STORE_TUNING.tokensPerBlock)
+#define FK_TPB 4  // tokens per block iteration (tuning kvStore.tokensPerBlock)
 #endif
 
 extern "C" __global__ void fk_store_kvcache(const FK_T* __restrict__ key, const FK_T* __restrict__ value, FK_T* __restrict__ kc,

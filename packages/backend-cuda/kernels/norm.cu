@@ -12,7 +12,7 @@
 #define FK_W FK_T
 #endif
 #ifndef FK_NPT
-#define FK_NPT 2  // vectors per thread (NORM_TUNING.vecsPerThread in src/spine/norm.ts; the host always passes it)
+#define FK_NPT 2  // vectors per thread (tuning norm.vecsPerThread in src/ops/norm/rms-norm.ts; the host always passes it)
 #endif
 
 // y [rows, H] (contiguous); x rows at stride xs; residual (nullptr = plain norm) at stride rs; res_out [rows, H].

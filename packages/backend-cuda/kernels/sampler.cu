@@ -212,7 +212,7 @@ extern "C" __global__ void __launch_bounds__(512) fk_sample(long long* __restric
   const int b = blockIdx.x;
   const float* __restrict__ row = logits + b * ls;
 #if FK_SKIP_GREEDY
-  // the greedy split ran before (src/spine/sampler.ts): fk_ms_init has written every greedy row's token; only rows that
+  // the greedy split ran before (src/ops/sampling/sampler.ts): fk_ms_init has written every greedy row's token; only rows that
   // draw are left (none when the caller's hint was right)
   if (!(temperature[b] > 0.f)) return;
 #endif
@@ -361,7 +361,7 @@ extern "C" __global__ void __launch_bounds__(512) fk_sample(long long* __restric
 }
 
 // =====================================================================================================
-// Multi-CTA path (src/spine/sampler.ts: taken from SAMPLER_TUNING.multiCtaMinSampledRows drawing rows on, run 10).
+// Multi-CTA path (src/ops/sampling/sampler.ts: taken from tuning sampler.multiCtaMinSampledRows drawing rows on, run 10).
 // The same algorithm, each row split over C CTAs of FK_MT threads (contiguous slices of `chunk` elements,
 // a multiple of 64), as a fixed sequence of small kernels with no host sync (graph-capturable):
 //   fk_ms_max    (C, B)  per-slice argmax -> part[b][c]; zeroes the row's global histograms

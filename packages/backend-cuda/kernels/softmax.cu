@@ -4,7 +4,7 @@
 // online (max, sum of exp) pair; the pairs are merged across the block; the output is exp(x - max) / sum,
 // rounded once. Rows longer than FK_NPT * blockDim vectors are read a second time (from L2).
 // A row of -inf gives NaN (0/0), like the float64 reference. -DFK_T=<type> -DFK_VEC=<n> -DFK_NPT=<vectors a thread
-// keeps>; the host's choices are in src/spine/softmax.ts (softmaxPlan).
+// keeps>; the host's choices are in src/ops/reduction/softmax.ts (softmaxPlan).
 // compile-cu: -DFK_NPT=8
 // compile-cu: -DFK_NPT=8 -DFK_PDL=1
 // compile-cu: -DFK_CS=4
