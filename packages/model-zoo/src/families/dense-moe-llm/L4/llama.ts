@@ -10,6 +10,7 @@ import { decoderWork, type LlamaDecoderLayer } from '../L3/llama_decoder.js';
 import { denseModel } from '../reference.js';
 import { checkLlamaTensorParallel } from '../tensor-parallel.js';
 import { buildTaskStep, stepSpec, stepTokens, taskStepFor } from '../task-batch.js';
+import { runDecoderStack } from '../decoder-stack.js';
 
 /**
  * vLLM's LlamaModel: embed_tokens (L1/embedding), layers (L3/llama_decoder), norm (L1/rms_norm, fused with
@@ -30,20 +31,7 @@ export class LlamaModel extends Module {
   }
 
   forward(inputIds: Tensor, positions: Tensor): Tensor {
-    let h = this.embedTokens.forward(inputIds);
-    let residual: Tensor | null = null;
-    for (const layer of this.layers) {
-      const [h2, r2] = layer.forward(positions, h, residual);
-      if (residual !== r2) residual?.dispose();
-      if (h !== r2) h.dispose();
-      h = h2;
-      residual = r2;
-    }
-    const [out, sum] = this.norm.forward(h, residual) as [Tensor, Tensor];
-    h.dispose();
-    residual?.dispose();
-    sum.dispose();
-    return out;
+    return runDecoderStack(this.embedTokens, this.layers, this.norm, inputIds, positions);
   }
 }
 

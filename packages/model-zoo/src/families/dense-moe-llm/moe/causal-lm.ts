@@ -9,6 +9,7 @@ import type { VocabParallelEmbedding } from '../../../tasks/L1/embedding/embeddi
 import type { RMSNorm } from '../../../tasks/L1/norm/rms_norm.js';
 import type { ParallelLMHead } from '../L2/parallel_embedding.js';
 import type { MoeConfig } from './config.js';
+import { runDecoderStack } from '../decoder-stack.js';
 
 interface DecoderLayer extends Module {
   forward(positions: Tensor, hiddenStates: Tensor, residual?: Tensor | null): [Tensor, Tensor];
@@ -31,20 +32,7 @@ export class MoeDecoderModel extends Module {
   }
 
   forward(inputIds: Tensor, positions: Tensor): Tensor {
-    let h = this.embedTokens.forward(inputIds);
-    let residual: Tensor | null = null;
-    for (const layer of this.layers) {
-      const [h2, r2] = layer.forward(positions, h, residual);
-      if (residual !== r2) residual?.dispose();
-      if (h !== r2) h.dispose();
-      h = h2;
-      residual = r2;
-    }
-    const [out, sum] = this.norm.forward(h, residual) as [Tensor, Tensor];
-    h.dispose();
-    residual?.dispose();
-    sum.dispose();
-    return out;
+    return runDecoderStack(this.embedTokens, this.layers, this.norm, inputIds, positions);
   }
 }
 
