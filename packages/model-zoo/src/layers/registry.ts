@@ -32,6 +32,7 @@ export const LAYER_TASKS: Partial<Record<LayerName, string>> = {
   LayerNorm: 'L1/layer_norm',
   GroupNorm: 'L1/group_norm',
   GELU: 'L1/gelu',
+  QuickGELU: 'L1/quickgelu',
 };
 
 /** The registry id of a layer: `nn.<Name>`. */

@@ -8,6 +8,10 @@ import { geluTask } from './L1/activation/gelu.js';
 import { geluAndMulTask } from './L1/activation/gelu_and_mul.js';
 import { reluTask } from './L1/activation/relu.js';
 import { siluAndMulTask } from './L1/activation/silu_and_mul.js';
+import { quickgeluTask } from './L1/activation/quickgelu.js';
+import { t5LayerNormTask } from './L1/norm/t5_layer_norm.js';
+import { diffusionRopeTask } from './L1/rotary/diffusion_rope.js';
+import { fluxPosEmbedTask } from './L1/rotary/flux_pos_embed.js';
 import { denseAttentionTask } from './L1/attention/dense_attention.js';
 import { flashAttnVarlenTask } from './L1/attention/flash_attn_varlen.js';
 import { pagedDecodeAttentionTask } from './L1/attention/paged_decode_attention.js';
@@ -39,6 +43,10 @@ export { groupNormTask, groupNormReference } from './L1/norm/group_norm.js';
 export { layerNormTask, layerNormReference } from './L1/norm/layer_norm.js';
 export { L2Norm, l2NormTask, l2NormReference } from './L1/norm/l2_norm.js';
 export { reluTask, reluReference } from './L1/activation/relu.js';
+export { quickgeluTask, quickGeluReference } from './L1/activation/quickgelu.js';
+export { T5LayerNorm, t5LayerNormTask, t5LayerNormReference } from './L1/norm/t5_layer_norm.js';
+export { DiffusionRoPE, diffusionRopeTask, diffusionRopeReference } from './L1/rotary/diffusion_rope.js';
+export { FluxPosEmbed, fluxPosEmbedTask, fluxPosEmbedReference } from './L1/rotary/flux_pos_embed.js';
 export { DenseAttention, denseAttentionTask, denseAttentionReference } from './L1/attention/dense_attention.js';
 export { FlashAttnVarlen, flashAttnVarlenTask, flashAttnVarlenReference } from './L1/attention/flash_attn_varlen.js';
 export { VocabParallelEmbedding, embeddingTask } from './L1/embedding/embedding.js';
@@ -79,6 +87,10 @@ export const sharedL1Tasks: readonly TaskDefinition[] = [
   storeKvcacheTask,
   topkSoftmaxTask,
   varlenPrefillAttentionTask,
+  quickgeluTask,
+  t5LayerNormTask,
+  diffusionRopeTask,
+  fluxPosEmbedTask,
 ];
 
 /** The shared tasks as a provider (`fastkernels list` shows them; the baseline registry builds them). */

@@ -73,7 +73,7 @@ export const embeddingTask = defineTask(
     level: 1,
     className: 'VocabParallelEmbedding',
     family: [DENSE_MOE_LLM],
-    architectures: ['llama', 'qwen2', 'mistral', 'mixtral', 'deepseek', 'glm', 'gemma4', 'gpt_oss', 'qwen3_next', 'jamba', 'kimi_linear', 'llama_eagle3', 'bitnet', 'llada'],
+    architectures: ['llama', 'qwen2', 'mistral', 'mixtral', 'deepseek', 'glm', 'gemma4', 'gpt_oss', 'qwen3_next', 'jamba', 'kimi_linear', 'llama_eagle3', 'bitnet', 'llada', 'flux'],
     mirrors: 'vllm.model_executor.layers.vocab_parallel_embedding.VocabParallelEmbedding',
     description: 'Token embedding: gather rows of the [vocab, hidden] table at the token ids (no padding rows). Under tensor parallelism (W > 1 dividing the vocabulary) each rank holds V / W rows: a masked local gather, then an all-reduce.',
     init: [
