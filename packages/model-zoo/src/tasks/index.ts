@@ -6,6 +6,7 @@
 import type { TaskDefinition, TaskProvider } from '@fastkernels/core';
 import { geluTask } from './L1/activation/gelu.js';
 import { geluAndMulTask } from './L1/activation/gelu_and_mul.js';
+import { logSigmoidTask } from './L1/activation/log_sigmoid.js';
 import { reluTask } from './L1/activation/relu.js';
 import { siluAndMulTask } from './L1/activation/silu_and_mul.js';
 import { quickgeluTask } from './L1/activation/quickgelu.js';
@@ -23,6 +24,10 @@ import { groupNormTask } from './L1/norm/group_norm.js';
 import { l2NormTask } from './L1/norm/l2_norm.js';
 import { layerNormTask } from './L1/norm/layer_norm.js';
 import { rmsNormTask } from './L1/norm/rms_norm.js';
+import { rmsNormGatedTask } from './L1/norm/rms_norm_gated.js';
+import { chunkGlaTask } from './L1/recurrent/chunk_gla.js';
+import { fusedRecurrentGlaTask } from './L1/recurrent/fused_recurrent_gla.js';
+import { glaRecurrenceTask } from './L1/recurrent/gla_recurrence.js';
 import { gateLinearTask } from './L1/moe/gate_linear.js';
 import { groupedTopkTask } from './L1/moe/grouped_topk.js';
 import { moeAlignTask } from './L1/moe/moe_align.js';
@@ -43,6 +48,12 @@ export { groupNormTask, groupNormReference } from './L1/norm/group_norm.js';
 export { layerNormTask, layerNormReference } from './L1/norm/layer_norm.js';
 export { L2Norm, l2NormTask, l2NormReference } from './L1/norm/l2_norm.js';
 export { reluTask, reluReference } from './L1/activation/relu.js';
+export { LogSigmoid, logSigmoidTask, logSigmoidReference } from './L1/activation/log_sigmoid.js';
+export { RMSNormGated, rmsNormGatedTask, rmsNormGatedReference } from './L1/norm/rms_norm_gated.js';
+export { ChunkGLA, chunkGlaTask } from './L1/recurrent/chunk_gla.js';
+export { FusedRecurrentGLA, fusedRecurrentGlaTask } from './L1/recurrent/fused_recurrent_gla.js';
+export { NaiveRecurrentGLA, glaRecurrenceTask } from './L1/recurrent/gla_recurrence.js';
+export { glaRecurrenceReference } from './L1/recurrent/gla-common.js';
 export { quickgeluTask, quickGeluReference } from './L1/activation/quickgelu.js';
 export { T5LayerNorm, t5LayerNormTask, t5LayerNormReference } from './L1/norm/t5_layer_norm.js';
 export { DiffusionRoPE, diffusionRopeTask, diffusionRopeReference } from './L1/rotary/diffusion_rope.js';
@@ -63,23 +74,28 @@ export {
 
 /** Every shared L1 task, by id. */
 export const sharedL1Tasks: readonly TaskDefinition[] = [
+  chunkGlaTask,
   denseAttentionTask,
   embeddingTask,
   flashAttnVarlenTask,
+  fusedRecurrentGlaTask,
   gateLinearTask,
   geluTask,
   geluAndMulTask,
+  glaRecurrenceTask,
   groupNormTask,
   groupedTopkTask,
   l2NormTask,
   layerNormTask,
   linearTask,
+  logSigmoidTask,
   moeAlignTask,
   moeGroupedGemmTask,
   moeSumTask,
   pagedDecodeAttentionTask,
   reluTask,
   rmsNormTask,
+  rmsNormGatedTask,
   rotaryEmbTask,
   samplerTask,
   siluAndMulTask,
