@@ -32,6 +32,11 @@ export const LAYER_TASKS: Partial<Record<LayerName, string>> = {
   LayerNorm: 'L1/layer_norm',
   GroupNorm: 'L1/group_norm',
   GELU: 'L1/gelu',
+  Conv2d: 'L1/conv2d',
+  BatchNorm2d: 'L1/batch_norm2d',
+  MaxPool2d: 'L1/max_pool2d',
+  SiLU: 'L1/silu',
+  Sigmoid: 'L1/sigmoid',
   QuickGELU: 'L1/quickgelu',
 };
 

@@ -8,6 +8,13 @@ import { geluTask } from './L1/activation/gelu.js';
 import { geluAndMulTask } from './L1/activation/gelu_and_mul.js';
 import { logSigmoidTask } from './L1/activation/log_sigmoid.js';
 import { reluTask } from './L1/activation/relu.js';
+import { sigmoidTask } from './L1/activation/sigmoid.js';
+import { siluTask } from './L1/activation/silu.js';
+import { conv2dTask } from './L1/conv/conv2d.js';
+import { maxPool2dTask } from './L1/conv/max_pool2d.js';
+import { interpolateTask } from './L1/layout/interpolate.js';
+import { tensorOpsTask } from './L1/layout/tensor_ops.js';
+import { batchNorm2dTask } from './L1/norm/batch_norm2d.js';
 import { siluAndMulTask } from './L1/activation/silu_and_mul.js';
 import { quickgeluTask } from './L1/activation/quickgelu.js';
 import { t5LayerNormTask } from './L1/norm/t5_layer_norm.js';
@@ -48,6 +55,13 @@ export { groupNormTask, groupNormReference } from './L1/norm/group_norm.js';
 export { layerNormTask, layerNormReference } from './L1/norm/layer_norm.js';
 export { L2Norm, l2NormTask, l2NormReference } from './L1/norm/l2_norm.js';
 export { reluTask, reluReference } from './L1/activation/relu.js';
+export { sigmoidTask, sigmoidReference, sigmoid64 } from './L1/activation/sigmoid.js';
+export { siluTask, siluReference } from './L1/activation/silu.js';
+export { conv2dTask, conv2dReference, conv2dCase, convOut } from './L1/conv/conv2d.js';
+export { maxPool2dTask, maxPool2dReference } from './L1/conv/max_pool2d.js';
+export { Interpolate, interpolateTask, interpolateReference } from './L1/layout/interpolate.js';
+export { Cat, Exp, OneHot, Pad, tensorOpsTask, padReference } from './L1/layout/tensor_ops.js';
+export { batchNorm2dTask, batchNorm2dReference, initBatchNormParameters } from './L1/norm/batch_norm2d.js';
 export { LogSigmoid, logSigmoidTask, logSigmoidReference } from './L1/activation/log_sigmoid.js';
 export { RMSNormGated, rmsNormGatedTask, rmsNormGatedReference } from './L1/norm/rms_norm_gated.js';
 export { ChunkGLA, chunkGlaTask } from './L1/recurrent/chunk_gla.js';
@@ -75,6 +89,8 @@ export {
 /** Every shared L1 task, by id. */
 export const sharedL1Tasks: readonly TaskDefinition[] = [
   chunkGlaTask,
+  batchNorm2dTask,
+  conv2dTask,
   denseAttentionTask,
   embeddingTask,
   flashAttnVarlenTask,
@@ -85,9 +101,11 @@ export const sharedL1Tasks: readonly TaskDefinition[] = [
   glaRecurrenceTask,
   groupNormTask,
   groupedTopkTask,
+  interpolateTask,
   l2NormTask,
   layerNormTask,
   linearTask,
+  maxPool2dTask,
   logSigmoidTask,
   moeAlignTask,
   moeGroupedGemmTask,
@@ -98,9 +116,12 @@ export const sharedL1Tasks: readonly TaskDefinition[] = [
   rmsNormGatedTask,
   rotaryEmbTask,
   samplerTask,
+  sigmoidTask,
+  siluTask,
   siluAndMulTask,
   softmaxTask,
   storeKvcacheTask,
+  tensorOpsTask,
   topkSoftmaxTask,
   varlenPrefillAttentionTask,
   quickgeluTask,
