@@ -80,7 +80,7 @@ if (existsSync(esbuildBin)) {
   say('WARNING: @esbuild/linux-x64 is missing: candidates cannot be loaded on the GPU host');
 }
 
-// 4. bench/: the suite entry (bench/run), what the suites share (bench/lib: lib.sh, record.mjs, hf_random.py, torch_timing.py) and each
+// 4. bench/: the suite entry (bench/run), what the suites share (bench/lib: lib.sh, record.mjs, hf_random.py, torch_timing.py, torch_sdpa.py) and each
 // suite folder (bench/suites/<suite>/) mirrored. The drivers (the .mjs files that import the workspace packages) are
 // bundled by esbuild in one build, their shared code split into bench/lib/chunks/ once; the plain .mjs helpers, the
 // shell and the Python files are copied as they are. The labs stay out (they build with nvcc from a repo checkout).
@@ -90,7 +90,7 @@ const benchDir = join(root, 'bench');
 mkdirSync(join(out, 'bench', 'lib'), { recursive: true });
 copyFileSync(join(benchDir, 'run'), join(out, 'bench', 'run'));
 chmodSync(join(out, 'bench', 'run'), 0o755);
-for (const f of ['lib.sh', 'record.mjs', 'hf_random.py', 'torch_timing.py']) copyFileSync(join(benchDir, 'lib', f), join(out, 'bench', 'lib', f));
+for (const f of ['lib.sh', 'record.mjs', 'hf_random.py', 'torch_timing.py', 'torch_sdpa.py']) copyFileSync(join(benchDir, 'lib', f), join(out, 'bench', 'lib', f));
 const suites = readdirSync(join(benchDir, 'suites')).filter((n) => existsSync(join(benchDir, 'suites', n, 'run.sh'))).sort();
 const drivers = {};
 for (const suite of suites) {

@@ -23,7 +23,7 @@ export const HEADLINES = {
     memMinVsCompiled: num(r.summary?.memMinVsCompiled),
     decodeFracCopyBw: num(r.summary?.decodeFracCopyBw),
     decodeVsBestTorch: num(r.summary?.decodeVsBestTorch),
-    prefillVsSdpaFlash: num(r.summary?.prefillVsSdpaFlash),
+    prefillVsBestSdpa: num(r.summary?.prefillVsBestSdpa),
     notOk: r.summary?.notOk?.length ?? null,
   }),
   parity: (r) => ({
@@ -68,6 +68,10 @@ export const HEADLINES = {
     chainMinVsCompiled: num(r.summary?.chainMinVsCompiled),
     normMinVsEager: num(r.summary?.normMinVsEager),
     normMinFracCopy: num(r.summary?.normMinFracCopy),
+    bmmMinVsTorch: num(r.summary?.bmmMinVsTorch),
+    convGeomeanVsEager: num(r.summary?.convGeomeanVsEager),
+    attnLlamaCausalVsDefault: num(r.summary?.attnLlamaCausalVsDefault),
+    attnNonCausalMinVsBest: num(r.summary?.attnNonCausalMinVsBest),
     notOk: r.summary?.notOk?.length ?? null,
   }),
 };

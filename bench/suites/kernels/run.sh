@@ -27,9 +27,12 @@ for r in ours["results"]:
     t = tmap.get((r["task"], r["case"]), {})
     ms = r.get("ms")
     e, c = t.get("eagerMs"), t.get("compiledMs")
-    best = min([x for x in (e, c) if x is not None], default=None)
+    # attention: eager is PyTorch's default SDPA dispatch; sdpaBestMs the fastest of it and each backend forced
+    best = min([x for x in (e, c, t.get("sdpaBestMs")) if x is not None], default=None)
     row = dict(r)
     row["torchEagerMs"], row["torchCompiledMs"] = e, c
+    for k in ("sdpaBackendsMs", "sdpaBackendErrors", "sdpaPaddedMs", "sdpaBestMs", "sdpaBest"):
+        if k in t: row[k] = t[k]
     row["vsEager"] = (e / ms) if (ms and e) else None  # speedup: torch time / our time (> 1 = we are faster)
     row["vsCompiled"] = (c / ms) if (ms and c) else None
     row["vsBestTorch"] = (best / ms) if (ms and best) else None
@@ -68,7 +71,9 @@ summary = {
     "memGeomeanVsCompiled": math.exp(sum(math.log(x) for x in vc) / len(vc)) if vc else None,
     "decodeFracCopyBw": dec[0]["fracCopyBw"] if dec else None,
     "decodeVsBestTorch": dec[0]["vsBestTorch"] if dec else None,
-    "prefillVsSdpaFlash": pre[0]["vsBestTorch"] if pre else None,
+    "prefillVsBestSdpa": pre[0]["vsBestTorch"] if pre else None,  # the fastest of default dispatch / each backend / padded
+    "prefillBestSdpa": pre[0].get("sdpaBest") if pre else None,
+    "prefillVsSdpaDefault": pre[0]["vsEager"] if pre else None,
     "notOk": ni,
 }
 merged = {"commit": commit, "gpu": (ours.get("device") or {}).get("name"), "driver": driver,
@@ -83,5 +88,8 @@ if S["memMinFracSameSizeCopy"] is not None:
     print(f"  (informative) vs a copy of the same bytes, timed alike: min {S['memMinFracSameSizeCopy'] * 100:.0f}% ({S['memMinFracSameSizeCopyCase']}) over {len(same)} cases")
 print(f"target memory-bound >= 1.2x torch.compile:          min {f(S['memMinVsCompiled'], '.2f')}x ({S['memMinVsCompiledCase']}), geomean {f(S['memGeomeanVsCompiled'], '.2f')}x over {len(vc)} cases  {ok(bool(vc) and S['memMinVsCompiled'] >= 1.2)}")
 print(f"target paged decode b64x2k >= 80% copy BW, >= 1.0x best torch: {f(S['decodeFracCopyBw'] and S['decodeFracCopyBw'] * 100, '.0f')}%, {f(S['decodeVsBestTorch'], '.2f')}x  {ok(bool(dec) and S['decodeFracCopyBw'] >= 0.8 and (S['decodeVsBestTorch'] or 0) >= 1.0)}")
-print(f"target varlen prefill S=4096 >= 1.0x SDPA flash:    {f(S['prefillVsSdpaFlash'], '.2f')}x  {ok(bool(pre) and (S['prefillVsSdpaFlash'] or 0) >= 1.0)}")
+print(f"target varlen prefill S=4096 >= 1.0x the fastest SDPA ({S['prefillBestSdpa']}): {f(S['prefillVsBestSdpa'], '.2f')}x (vs default dispatch {f(S['prefillVsSdpaDefault'], '.2f')}x)  {ok(bool(pre) and (S['prefillVsBestSdpa'] or 0) >= 1.0)}")
+for r in pre:
+    b = r.get("sdpaBackendsMs") or {}
+    print(f"  {r['case']}: ours {f(r['ms'] and r['ms'] * 1e3, '.1f')} us; torch default {f(r['torchEagerMs'] and r['torchEagerMs'] * 1e3, '.1f')} us, " + ", ".join(f"{k} {f(v and v * 1e3, '.1f')}" for k, v in b.items()) + " us")
 PY

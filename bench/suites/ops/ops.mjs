@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Op-level benchmark of the generated CUDA kernels (issue 26 item 3, targets of `bench/ops`): elementwise ops and a
 // fused 3-op chain on >= 64 MB, layer_norm (FLUX 4096x3072, BGE 8192x1024), group_norm (a YOLO-like [8, 256, 80, 80]
-// map), softmax / log_softmax on production shapes, a row sum. Every case runs through the op registry on the CUDA
+// map), softmax / log_softmax on production shapes, a row sum, bmm / baddbmm, along-dim and layout ops, conv2d (ResNet-50
+// and YOLOv10n layers, fp16 channels-last) and dense attention (SDPA). Every case runs through the op registry on the CUDA
 // backend (prepareOp: the attrs parsed once, so a call is the registry's checks, inference and our launch), timed with
 // device events: warm-up, then >= 50 calls each after an L2 flush (a memset of 2x L2), the median. Beside it, in the
 // same process and timed the same way, a device copy of the case's byte count (half read, half written): the floor a
@@ -104,6 +105,60 @@ add({ name: 'interpolate-nearest2x-yolo-8x256x40x40-f16', group: 'layout', op: '
 add({ name: 'interpolate-bilinear-8x256x80x80-to-160-f16', group: 'layout', op: 'interpolate', attrs: { size: [160, 160], mode: 'bilinear', align_corners: false }, inputs: [{ shape: [8, 256, 80, 80], dtype: 'f16' }], out: { shape: [8, 256, 160, 160], dtype: 'f16' } });
 add({ name: 'pad-reflect1-8x256x80x80-bf16', group: 'layout', op: 'pad', attrs: { pad: [1, 1, 1, 1], mode: 'reflect' }, inputs: [{ shape: [8, 256, 80, 80], dtype: 'bf16' }], out: { shape: [8, 256, 82, 82], dtype: 'bf16' } });
 
+// conv (src/ops/conv/, issue 26's conv2d >= 0.95x torch target; issue 34's YOLOv10n shapes): fp16 channels-last as
+// production runs them (ultralytics and torchvision models under .to(memory_format=torch.channels_last).half()). An
+// input is made at its stored NHWC shape and viewed as NCHW (permute), so its strides are channels-last; the weight
+// likewise. YOLO convs carry the bias of the folded BN (ultralytics fuse()); ResNet-50's convs have none (BN follows).
+const NHWC = { permute: [0, 3, 1, 2] };
+const convCase = (name, N, C, H, W, O, k, stride, pad, groups, bias) => {
+  const Ho = Math.floor((H + 2 * pad - k) / stride) + 1;
+  const Wo = Math.floor((W + 2 * pad - k) / stride) + 1;
+  add({
+    name, group: 'conv', op: 'conv2d', attrs: { stride, padding: pad, groups },
+    inputs: [{ shape: [N, H, W, C], dtype: 'f16', view: NHWC }, { shape: [O, k, k, C / groups], dtype: 'f16', view: NHWC }, bias ? { shape: [O], dtype: 'f16' } : null],
+    out: { shape: [N, Ho, Wo, O], dtype: 'f16' },
+    flops: 2 * N * Ho * Wo * O * (C / groups) * k * k,
+  });
+};
+// ResNet-50 (torchvision v1.5: the stride on the 3x3), batch 32 at 224^2
+convCase('conv-r50-stem-7x7s2-32x3x224-64-f16cl', 32, 3, 224, 224, 64, 7, 2, 3, 1, false);
+convCase('conv-r50-l1-1x1-32x64x56-64-f16cl', 32, 64, 56, 56, 64, 1, 1, 0, 1, false);
+convCase('conv-r50-l1-3x3-32x64x56-64-f16cl', 32, 64, 56, 56, 64, 3, 1, 1, 1, false);
+convCase('conv-r50-l1-1x1-32x64x56-256-f16cl', 32, 64, 56, 56, 256, 1, 1, 0, 1, false);
+convCase('conv-r50-l2-3x3s2-32x128x56-128-f16cl', 32, 128, 56, 56, 128, 3, 2, 1, 1, false);
+convCase('conv-r50-l3-3x3-32x256x14-256-f16cl', 32, 256, 14, 14, 256, 3, 1, 1, 1, false);
+convCase('conv-r50-l3-1x1-32x1024x14-256-f16cl', 32, 1024, 14, 14, 256, 1, 1, 0, 1, false);
+convCase('conv-r50-l4-3x3-32x512x7-512-f16cl', 32, 512, 7, 7, 512, 3, 1, 1, 1, false);
+// YOLOv10n (width 0.25) at 640^2, batch 1 and 32: the stem convs, a C2f 1x1 and bottleneck 3x3, SCDown's 1x1 and
+// depthwise 3x3 s2, a head 3x3, a deep depthwise (C2fCIB / PSA region)
+for (const N of quick ? [1] : [1, 32]) {
+  convCase(`conv-y10n-m0-3x3s2-${N}x3x640-16-f16cl`, N, 3, 640, 640, 16, 3, 2, 1, 1, true);
+  convCase(`conv-y10n-m1-3x3s2-${N}x16x320-32-f16cl`, N, 16, 320, 320, 32, 3, 2, 1, 1, true);
+  convCase(`conv-y10n-c2f-1x1-${N}x32x160-32-f16cl`, N, 32, 160, 160, 32, 1, 1, 0, 1, true);
+  convCase(`conv-y10n-c2f-3x3-${N}x16x160-16-f16cl`, N, 16, 160, 160, 16, 3, 1, 1, 1, true);
+  convCase(`conv-y10n-scdown-1x1-${N}x64x80-128-f16cl`, N, 64, 80, 80, 128, 1, 1, 0, 1, true);
+  convCase(`conv-y10n-scdown-dw3x3s2-${N}x128x80-f16cl`, N, 128, 80, 80, 128, 3, 2, 1, 128, true);
+  convCase(`conv-y10n-head-3x3-${N}x64x80-64-f16cl`, N, 64, 80, 80, 64, 3, 1, 1, 1, true);
+  convCase(`conv-y10n-cib-dw3x3-${N}x256x20-f16cl`, N, 256, 20, 20, 256, 3, 1, 1, 256, true);
+}
+// dense attention (issue 28's yardstick: PyTorch's default SDPA dispatch and each backend, ops_torch.py): Llama-3-8B
+// prefill (causal, as the issue measured it with 32 heads of 128 and with its real 8 KV heads), non-causal head dim 128
+// at S = 4096 / 8192 and FLUX's 4608 tokens of 24 heads, head dim 64. FLOPs: 4 B H L S D (causal: the S (S + 1) / 2
+// visible pairs)
+const sdpaCase = (name, B, H, Hkv, S, D, causal) =>
+  add({
+    name, group: 'attention', op: 'scaled_dot_product_attention', attrs: { is_causal: causal, enable_gqa: Hkv !== H },
+    inputs: [{ shape: [B, H, S, D], dtype: 'bf16' }, { shape: [B, Hkv, S, D], dtype: 'bf16' }, { shape: [B, Hkv, S, D], dtype: 'bf16' }, null],
+    out: { shape: [B, H, S, D], dtype: 'bf16' },
+    flops: 4 * B * H * D * (causal ? (S * (S + 1)) / 2 : S * S),
+  });
+sdpaCase('sdpa-llama3-8b-causal-1x32x4096x128', 1, 32, 32, 4096, 128, true);
+sdpaCase('sdpa-llama3-8b-causal-gqa8-1x32x4096x128', 1, 32, 8, 4096, 128, true);
+sdpaCase('sdpa-noncausal-1x32x4096x128', 1, 32, 32, 4096, 128, false);
+if (!quick) sdpaCase('sdpa-noncausal-1x32x8192x128', 1, 32, 32, 8192, 128, false);
+sdpaCase('sdpa-flux-noncausal-1x24x4608x128', 1, 24, 24, 4608, 128, false);
+sdpaCase('sdpa-noncausal-hd64-1x32x4096x64', 1, 32, 32, 4096, 64, false);
+
 copies.clear();
 const copyAll = sameSizeCopyMs(2 * 2 ** 30); // a 2 GiB copy: the device's copy bandwidth, for reference
 const copyGBps = (2 * 2 ** 30) / (copyAll / 1e3) / 1e9;
@@ -130,7 +185,7 @@ for (const c of cases) {
     if (!x) return null;
     const t = randn(x.shape, x.dtype, i + 1);
     if (x.view) {
-      const v = t.transpose(...x.view.transpose);
+      const v = x.view.permute ? t.permute(x.view.permute) : t.transpose(...x.view.transpose);
       t.dispose();
       return v;
     }
@@ -156,6 +211,19 @@ for (const c of cases) {
       row.matrixMs = (c.flops / (matrixTflops * 1e12)) * 1e3;
       row.floorMs = Math.max(row.copyMs, row.matrixMs);
       row.fracFloor = row.floorMs / row.ms;
+    }
+    if (c.group === 'conv') {
+      // the generated implicit-GEMM fallback on the same call (what runs without cuDNN), for its ratio; then back to auto
+      const conv = backend.generatedOps.conv;
+      row.convPath = conv.lastPath;
+      conv.library = 'fallback';
+      try {
+        once();
+        rt.synchronize();
+        row.fallbackMs = timeMs(once);
+      } finally {
+        conv.library = 'auto';
+      }
     }
     row.kernelsCompiled = backend.generatedOps.cache.size;
     row.status = 'ok';

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "lib"))  # bench/lib: the timer shared with the other suite
 from torch_timing import l2_flush_timer  # noqa: E402
+from torch_sdpa import time_sdpa  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("--cases", required=True)
@@ -41,8 +42,9 @@ def tensor(spec):
     if spec.get("scale"):
         t = t * spec["scale"]
     t = t.to(DT[spec["dtype"]])
-    if spec.get("view"):  # made at its stored shape, then viewed (ops.mjs does the same): k^T, MLA's heads-first view
-        t = t.transpose(*spec["view"]["transpose"])
+    if spec.get("view"):  # made at its stored shape, then viewed (ops.mjs does the same): k^T, MLA's heads-first view,
+        v = spec["view"]  # NHWC storage seen as NCHW (channels-last)
+        t = t.permute(*v["permute"]) if "permute" in v else t.transpose(*v["transpose"])
     return t
 
 
@@ -107,6 +109,10 @@ def build(c):
         return torch.bmm, xs
     if op == "baddbmm":
         return (lambda i, b1, b2: torch.baddbmm(i, b1, b2, beta=at.get("beta", 1), alpha=at.get("alpha", 1))), xs
+    if op == "conv2d":
+        return (lambda x, w, b: F.conv2d(x, w, b, stride=at.get("stride", 1), padding=at.get("padding", 0), dilation=at.get("dilation", 1), groups=at.get("groups", 1))), xs
+    if op == "scaled_dot_product_attention":
+        return (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=at.get("is_causal", False), enable_gqa=at.get("enable_gqa", False))), xs
     return None, None
 
 
@@ -120,14 +126,21 @@ for c in cases:
             row["status"] = "no torch version"
             out["results"].append(row)
             continue
-        row["eagerMs"] = time_ms(lambda: fn(*xs))
+        if c["group"] == "attention":
+            # eagerMs = PyTorch's default dispatch; sdpaBestMs = the fastest of it and each backend forced (the yardstick)
+            sd = time_sdpa(time_ms, lambda: fn(*xs))
+            row.update(eagerMs=sd["defaultMs"], sdpaBackendsMs=sd["backendsMs"], sdpaBackendErrors=sd["backendErrors"], sdpaBestMs=sd["bestMs"], sdpaBest=sd["bestBackend"])
+        else:
+            row["eagerMs"] = time_ms(lambda: fn(*xs))
         # the same bytes as one device copy (half read, half written), timed alike: torch's floor at this size
         half = max(256, (c["bytes"] // 2) // 256 * 256)
         src = torch.empty(half, dtype=torch.uint8, device=dev).fill_(1)
         dst = torch.empty_like(src)
         row["copyMs"] = time_ms(lambda: dst.copy_(src))
         del src, dst
-        if not a.no_compile and compile_spent < a.compile_budget_s:
+        if c["group"] == "attention":
+            row["compiled"] = "skipped (torch.compile runs the same SDPA kernels)"
+        elif not a.no_compile and compile_spent < a.compile_budget_s:
             t1 = time.time()
             cfn = torch.compile(fn, dynamic=False)
             cfn(*xs)
