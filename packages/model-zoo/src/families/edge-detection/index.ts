@@ -1,0 +1,46 @@
+import type { TaskDefinition, TaskProvider } from '@fastkernels/core';
+import { FAMILY } from './family.js';
+import { yolov10AttentionTask } from './L2/yolov10_attention.js';
+import { yolov10BottleneckTask } from './L2/yolov10_bottleneck.js';
+import { yolov10C2fTask } from './L2/yolov10_c2f.js';
+import { yolov10CibTask } from './L2/yolov10_cib.js';
+import { yolov10ConcatTask } from './L2/yolov10_concat.js';
+import { yolov10ConvTask } from './L2/yolov10_conv.js';
+import { yolov10DflTask } from './L2/yolov10_dfl.js';
+import { yolov10PsaTask } from './L2/yolov10_psa.js';
+import { yolov10RepvggdwTask } from './L2/yolov10_repvggdw.js';
+import { yolov10ScdownTask } from './L2/yolov10_scdown.js';
+import { yolov10SppfTask } from './L2/yolov10_sppf.js';
+
+export { FAMILY as EDGE_DETECTION };
+export * from './config.js';
+export { yolov10Layers, type LayerSpec } from './graph.js';
+export { foldBatchNorm } from './fuse.js';
+export { YOLOConv, yolov10ConvTask } from './L2/yolov10_conv.js';
+export { YOLOBottleneck, yolov10BottleneckTask } from './L2/yolov10_bottleneck.js';
+export { YOLOC2f, YOLOC2fCIB, yolov10C2fTask } from './L2/yolov10_c2f.js';
+export { YOLOCIB, yolov10CibTask } from './L2/yolov10_cib.js';
+export { YOLOConcat, yolov10ConcatTask } from './L2/yolov10_concat.js';
+export { YOLODFL, yolov10DflTask } from './L2/yolov10_dfl.js';
+export { YOLOPSA, yolov10PsaTask } from './L2/yolov10_psa.js';
+export { YOLOAttention, yolov10AttentionTask } from './L2/yolov10_attention.js';
+export { YOLORepVGGDW, yolov10RepvggdwTask } from './L2/yolov10_repvggdw.js';
+export { YOLOSCDown, yolov10ScdownTask } from './L2/yolov10_scdown.js';
+export { YOLOSPPF, yolov10SppfTask } from './L2/yolov10_sppf.js';
+
+/** The family's own tasks (L2-L4); its L1 tasks (conv2d, batch_norm2d, max_pool2d, interpolate, sigmoid, silu, softmax, tensor_ops) are shared. */
+export const edgeDetectionTasks: readonly TaskDefinition[] = [
+  yolov10ConvTask,
+  yolov10BottleneckTask,
+  yolov10RepvggdwTask,
+  yolov10CibTask,
+  yolov10C2fTask,
+  yolov10ConcatTask,
+  yolov10DflTask,
+  yolov10AttentionTask,
+  yolov10PsaTask,
+  yolov10ScdownTask,
+  yolov10SppfTask,
+];
+
+export const edgeDetectionProvider: TaskProvider = { family: FAMILY, tasks: () => edgeDetectionTasks };
