@@ -3,6 +3,7 @@ import { denseMoeLlmProvider } from './families/dense-moe-llm/index.js';
 import { recsysSpecializedProvider } from './families/recsys-specialized/index.js';
 import { edgeDetectionProvider } from './families/edge-detection/index.js';
 import { visionVideoAudioProvider } from './families/vision-video-audio/index.js';
+import { linearAttentionProvider } from './families/linear-attention/index.js';
 import { registerLayers } from './layers/registry.js';
 import { sharedTasksProvider, tensorParallelProvider } from './tasks/index.js';
 
@@ -11,6 +12,7 @@ export * from './families/dense-moe-llm/index.js';
 export * from './families/recsys-specialized/index.js';
 export * from './families/edge-detection/index.js';
 export * from './families/vision-video-audio/index.js';
+export * from './families/linear-attention/index.js';
 export * from './engine/encoder-runner.js';
 export * from './common/inputs.js';
 /** The torch.nn mirror: nn.Linear, nn.Conv2d, nn.LayerNorm, nn.Sequential, ... (layers/). */
@@ -39,7 +41,7 @@ export * from './weights/checkpoint-writer.js';
 export * from './weights/meta-backend.js';
 
 /** Every task this package provides: the shared L1 tasks, then each family's own. */
-export const taskProviders: readonly TaskProvider[] = [sharedTasksProvider, denseMoeLlmProvider, recsysSpecializedProvider, visionVideoAudioProvider, edgeDetectionProvider];
+export const taskProviders: readonly TaskProvider[] = [sharedTasksProvider, denseMoeLlmProvider, recsysSpecializedProvider, linearAttentionProvider, visionVideoAudioProvider, edgeDetectionProvider];
 
 /** A root registry holding every task's baseline and every layer (`nn.Linear`, ...). */
 export function baselineRegistry(providers: readonly TaskProvider[] = taskProviders): ModuleRegistry {

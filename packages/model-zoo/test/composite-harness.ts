@@ -3,7 +3,7 @@
  * resolve there), every CI case run against the float64 reference, the bench harness (baseline vs baseline,
  * golden check included) passing, and the metadata consistent with the class.
  */
-import { Rng, benchTask, compareTensors, resolveSpecShape, toHostArray, toleranceFor, withContext, type Backend, type ExecutionContext, type Module, type TaskDefinition, type Tensor } from '@fastkernels/core';
+import { Rng, benchTask, compareTensors, resolveSpecShape, specDType, toHostArray, toleranceFor, withContext, type Backend, type ExecutionContext, type Module, type TaskDefinition, type Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { baselineRegistry } from '../src/index.js';
 import { constructorParamCount } from './l1-harness.js';
@@ -50,7 +50,7 @@ export function describeCompositeContract(task: TaskDefinition, backend: () => B
           expect(outs.length).toBe(ref.length);
           outs.forEach((o, i) => {
             expect([...o.shape]).toEqual(resolveSpecShape(task.outputs[i]!, c));
-            expect(o.dtype).toBe(c.dtype);
+            expect(o.dtype).toBe(specDType(task.outputs[i]!, c));
             const cmp = compareTensors(o, ref[i]!, toleranceFor(task, o.dtype));
             expect(cmp.status, `${c.name} seed ${seed} output ${i}: ${cmp.detail ?? ''} maxAbs ${cmp.maxAbsError} maxRel ${cmp.maxRelError} matched ${cmp.matchedRatio}`).toBe('PASSED');
           });

@@ -12,6 +12,8 @@ import type { EncoderModel } from '../engine/encoder-runner.js';
 import { llamaArchitecture } from '../families/dense-moe-llm/model.js';
 import { mixtralArchitecture, qwen3MoeArchitecture } from '../families/dense-moe-llm/moe/model.js';
 import { bgeM3Architecture, colbertArchitecture } from '../families/recsys-specialized/model.js';
+import { glaArchitecture } from '../families/linear-attention/model.js';
+import type { RecurrentCausalLM } from '../engine/recurrent-generate.js';
 import { writeRandomCheckpoint, type WrittenCheckpoint } from '../weights/checkpoint-writer.js';
 import { loadWeights } from '../weights/load-weights.js';
 import { metaBackend } from '../weights/meta-backend.js';
@@ -21,7 +23,7 @@ import { planWeights, type TensorParallelRank, type WeightMapping } from '../wei
 import { ModelRegistry, resolveConfigFile, type DecoderGeometry, type ModelArchitecture, type ResolvedConfig } from './registry.js';
 
 /** The architectures model-zoo ships. A test or plugin adds its own to a child (modelRegistry.child().register(...)). */
-export const modelRegistry = new ModelRegistry([llamaArchitecture, mixtralArchitecture, qwen3MoeArchitecture, bgeM3Architecture, colbertArchitecture]);
+export const modelRegistry = new ModelRegistry([llamaArchitecture, mixtralArchitecture, qwen3MoeArchitecture, bgeM3Architecture, colbertArchitecture, glaArchitecture]);
 
 /** Read and resolve a config.json through the model registry (default: the shipped architectures). */
 export function loadModelConfig(file: string, models: ModelRegistry = modelRegistry): ResolvedConfig {
@@ -92,7 +94,7 @@ export function loadModel(dir: string, opts: LoadModelOptions): LoadedModel {
   if (resolved.architecture.runner !== 'decoder-llm') {
     throw new UserError(`${dir} is an ${resolved.architecture.runner} model (${resolved.architecture.name}): it does not generate text`, {
       field: '--model',
-      fix: resolved.architecture.runner === 'encoder' ? 'embed it with `fastkernels embed --model DIR`, or serve it and POST /v1/embeddings' : 'use a decoder LLM folder',
+      fix: resolved.architecture.runner === 'encoder' ? 'embed it with `fastkernels embed --model DIR`, or serve it and POST /v1/embeddings' : resolved.architecture.runner === 'recurrent-llm' ? 'its per-sequence recurrent state is not in the engine yet (issue 32): use a decoder LLM folder' : 'use a decoder LLM folder',
     });
   }
   return buildAndLoad(dir, resolved, opts) as LoadedModel;
@@ -107,7 +109,14 @@ export function loadEncoderModel(dir: string, opts: LoadModelOptions): LoadedMod
   return buildAndLoad(dir, resolved, opts) as LoadedModel<unknown, EncoderModel>;
 }
 
-function buildAndLoad(dir: string, resolved: ResolvedConfig, opts: LoadModelOptions): LoadedModel<unknown, CausalLM | EncoderModel> {
+/** Build a recurrent-state decoder (GLA) of a folder and fill its weights; a UserError for any other kind of model. */
+export function loadRecurrentModel(dir: string, opts: LoadModelOptions): LoadedModel<unknown, RecurrentCausalLM> {
+  const resolved = loadModelFolderConfig(dir, opts.models);
+  if (resolved.architecture.runner !== 'recurrent-llm') throw new UserError(`${dir} is a ${resolved.architecture.runner} model (${resolved.architecture.name}), not a recurrent-state decoder`, { field: '--model', fix: 'pass a GLA model folder' });
+  return buildAndLoad(dir, resolved, opts) as LoadedModel<unknown, RecurrentCausalLM>;
+}
+
+function buildAndLoad(dir: string, resolved: ResolvedConfig, opts: LoadModelOptions): LoadedModel<unknown, CausalLM | EncoderModel | RecurrentCausalLM> {
   const { architecture: arch, config, geometry, modelType } = resolved;
   // A config that does not split over the group is a UserError naming its field, before anything is built.
   checkSplits(resolved, currentTensorParallelGroup().world);

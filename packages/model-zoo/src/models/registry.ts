@@ -10,10 +10,14 @@ import { z } from 'zod';
 import type { EngineGeometry } from '../engine/engine.js';
 import type { CausalLM } from '../engine/model-runner.js';
 import type { EncoderModel } from '../engine/encoder-runner.js';
+import type { RecurrentCausalLM } from '../engine/recurrent-generate.js';
 import type { WeightRules } from '../weights/weight-plan.js';
 
-/** The production path a model runs on (growth.md §3): decoder LLMs (the engine) and encoders (EncoderRunner) today. */
-export type RunnerKind = 'decoder-llm' | 'encoder' | 'pipeline' | 'vision';
+/**
+ * The production path a model runs on (growth.md §3): decoder LLMs (the engine) and encoders (EncoderRunner) today;
+ * 'recurrent-llm': a decoder whose context is a per-sequence recurrent state (GLA), not on the engine yet (issue 32).
+ */
+export type RunnerKind = 'decoder-llm' | 'recurrent-llm' | 'encoder' | 'pipeline' | 'vision';
 
 /** What the engine sizes itself by (KV cache, graph pool, prompt checks): the model's answer, not a Llama config. */
 export type DecoderGeometry = EngineGeometry;
@@ -38,7 +42,7 @@ export interface ModelArchitecture<C = unknown> {
    * Build the module tree in `ctx` (through ctx.registry, so candidate overrides apply); this rank's shard under TP.
    * A CausalLM for runner 'decoder-llm', an EncoderModel for 'encoder'.
    */
-  build(ctx: ExecutionContext, config: C): CausalLM | EncoderModel;
+  build(ctx: ExecutionContext, config: C): CausalLM | EncoderModel | RecurrentCausalLM;
   /** How the tree's parameter names map onto checkpoint tensors. */
   weightRules(config: C): WeightRules;
   /** The config splits over `world` tensor-parallel ranks; a UserError naming the field of `file` otherwise. */

@@ -24,7 +24,7 @@ const close = (a: Tensor, b: Tensor | Float64Array, tol: number) => {
 };
 
 function inputs(seed: number, dims: { B: number; T: number; H: number; K: number; V: number }, state: boolean, dtype: 'f32' | 'bf16' = 'f32') {
-  return run(() => makeGlaInputs({ name: 't', dtype, dims, init: [], options: { initial_state: state, gateNormalizer: 2 } }, ctx, new Rng(seed)) as [Tensor, Tensor, Tensor, Tensor, Tensor | null]);
+  return run(() => makeGlaInputs({ name: 't', dtype, dims, init: [], options: { initial_state: state, gateNormalizer: 2 }, count: 1 }, ctx, new Rng(seed)) as [Tensor, Tensor, Tensor, Tensor, Tensor | null]);
 }
 
 describe('GLA recurrence reference', () => {
