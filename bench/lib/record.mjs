@@ -74,6 +74,11 @@ export const HEADLINES = {
     attnNonCausalMinVsBest: num(r.summary?.attnNonCausalMinVsBest),
     notOk: r.summary?.notOk?.length ?? null,
   }),
+  attention: (r) => ({
+    attnLlamaCausalVsDefault: num(r.summary?.attnLlamaCausalVsDefault),
+    attnNonCausalMinVsBest: num(r.summary?.attnNonCausalMinVsBest),
+    attnNonCausalHd128MinTflops: num(r.summary?.attnNonCausalHd128MinTflops),
+  }),
 };
 
 /** The file's contents as one JSON object: a .jsonl (one object a line) becomes { phases: [...] }. */
