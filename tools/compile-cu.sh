@@ -24,6 +24,15 @@ build() {
 }
 for f in "${files[@]}"; do
   base=$(basename "$f")
+  # a deliberately broken file (a demo of a compile error) says `// compile-cu: expect-error`: it must FAIL to build
+  if grep -q '^// compile-cu: expect-error' "$f"; then
+    if "$NVCC" -std=c++17 -gencode=arch=compute_90a,code=sm_90a -c "$f" -o "$out/$base.o" ${NVCC_FLAGS:-} >/dev/null 2>&1; then
+      echo "compile-cu: FAIL $f (declares expect-error, but it compiles)" >&2; fail=1
+    else
+      echo "compile-cu: ok   $f (fails to compile, as it declares)"
+    fi
+    continue
+  fi
   build "$f" "$base.o" ""
   # kernels with programmatic-dependent-launch code (fk_pdl.cuh) also build with it compiled in (-DFK_PDL=1)
   if grep -q '#include "fk_pdl.cuh"' "$f"; then build "$f" "$base.pdl.o" "FK_PDL=1" -DFK_PDL=1; fi

@@ -233,7 +233,7 @@ export async function runWorker(): Promise<number> {
     const file = files.find((f) => f.taskId === taskId);
     if (!file || !first.candidates) return undefined;
     const before = guard.resources();
-    const set = await new EsbuildCandidateLoader({ filter: (f) => f.taskId === taskId }).load(first.candidates, env.taskMap);
+    const set = await new EsbuildCandidateLoader({ filter: (f) => f.taskId === taskId, backend: backend.name }).load(first.candidates, env.taskMap);
     const bad = guard.verify(`while ${file.relPath} was imported`);
     const grew = HarnessGuard.growth(before, guard.resources(), `while ${file.relPath} was imported`);
     const fail = set.failures[0];

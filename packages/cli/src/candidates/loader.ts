@@ -16,15 +16,25 @@ import {
   type LoadedCandidate,
   type TaskDefinition,
 } from '@fastkernels/core';
+import { loadCudaCandidate, type CudaLoadOptions } from './cuda/load.js';
 import { SDK_GLOBAL, installSdk, type Sdk } from './sdk.js';
 
 /**
  * Loads a candidate folder: each `L<k>/<stem>.ts|.js` is bundled by esbuild (TypeScript is
  * transpiled, relative imports are inlined, '@fastkernels/*' imports are mapped to the running CLI's
- * own packages), written to a temp file and imported. Every file is validated against its task.
+ * own packages; `.cu`, `.cuh` and `.py` imports are their text), written to a temp file and imported;
+ * each `L<k>/<stem>.cu` is bound by its manifest (cuda/load.ts). Every file is validated against its task.
  */
 export class EsbuildCandidateLoader implements CandidateLoader {
-  constructor(private readonly options: { filter?: (f: CandidateFile) => boolean } = {}) {}
+  constructor(
+    private readonly options: {
+      filter?: (f: CandidateFile) => boolean;
+      /** The backend the candidates will run on (CUDA C++ candidates compile now on 'cuda'; see CudaLoadOptions). */
+      backend?: string;
+      /** Compile CUDA C++ candidates with this instead of the CUDA runtime (tests). */
+      compileCuda?: CudaLoadOptions['compile'];
+    } = {},
+  ) {}
 
   async load(dir: string, tasks: ReadonlyMap<string, TaskDefinition>): Promise<CandidateSet> {
     const files = listCandidateFiles(dir).filter((f) => this.options.filter?.(f) ?? true);
@@ -40,6 +50,11 @@ export class EsbuildCandidateLoader implements CandidateLoader {
           continue;
         }
         try {
+          if (file.path.endsWith('.cu')) {
+            const cls = await loadCudaCandidate(file, task, { backend: this.options.backend, compile: this.options.compileCuda });
+            candidates.push({ file, task, cls: validateCandidateExports(file, task, { [task.className]: cls }) });
+            continue;
+          }
           const exports = await importCandidate(file, sdk, join(tmp, `${i}-${file.level}-${file.stem}.mjs`));
           const named = exports[task.className] ?? (isNamedClass(exports.default, task.className) ? exports.default : undefined);
           const cls = validateCandidateExports(file, task, named === undefined ? exports : { ...exports, [task.className]: named });
@@ -97,7 +112,9 @@ export function listCandidateFiles(dir: string): CandidateFile[] {
         if (depth === 0 && /^L[1-9]$/.test(ent.name)) walk(path, 1);
         continue;
       }
-      if (depth !== 1 || !/\.(ts|mts|js|mjs)$/.test(ent.name)) continue;
+      if (depth !== 1 || !/\.(ts|mts|js|mjs|cu)$/.test(ent.name)) continue;
+      // A .cu beside a class of the same stem is that class's kernel source (imported as text), not a candidate.
+      if (ent.name.endsWith('.cu') && entries.some((e) => /\.(ts|mts|js|mjs)$/.test(e.name) && !e.name.endsWith('.d.ts') && e.name.replace(/\.\w+$/, '') === ent.name.slice(0, -3))) continue;
       const parsed = parseCandidatePath(rel);
       if (!parsed) {
         throw new UserError('is not a candidate file name', {
@@ -149,6 +166,8 @@ async function importCandidate(file: CandidateFile, sdk: Sdk, outFile: string): 
       logLevel: 'silent',
       sourcemap: 'inline',
       tsconfigRaw: { compilerOptions: { useDefineForClassFields: false, experimentalDecorators: true } },
+      // A candidate may keep its kernel in its own file: `import SOURCE from './rms_norm.cu'` gives the text.
+      loader: { '.cu': 'text', '.cuh': 'text', '.py': 'text' },
       plugins: [
         {
           name: 'fastkernels-sdk',

@@ -541,7 +541,7 @@ export function benchCommand(io: Io, rawArgs: readonly string[] = process.argv.s
     describe: 'Check and time a candidate set against the baselines, task by task',
     builder: (y: Argv) =>
       y
-        .option('candidates', { type: 'string', describe: 'candidate folder: L<level>/<task stem>.ts|.js files' })
+        .option('candidates', { type: 'string', describe: 'candidate folder: L<level>/<task stem>.ts|.js files, or .cu with a .cu.json binding' })
         .option('self-test', { type: 'boolean', default: false, describe: 'bench every baseline against itself (every check must pass, speedup CI around 1)' })
         .option('task', { type: 'string', array: true, describe: 'only these tasks (ids or stems; repeat or comma-separate)' })
         .option('level', { type: 'number', describe: 'only candidates of this level (1-4)' })

@@ -5,7 +5,8 @@ import type { TaskDefinition } from '../task.js';
 /**
  * The candidate-set contract. A candidate set is a folder of `L<k>/<stem>.ts|.js` files, each
  * exporting a class named like the baseline (`RMSNorm` for L1/rms_norm) that extends Module and
- * takes the same constructor and forward arguments. Files and folders whose name starts with `_`
+ * takes the same constructor and forward arguments, or of CUDA C++ candidates `L<k>/<stem>.cu` with their
+ * binding `L<k>/<stem>.cu.json` (a .cu beside a .ts of the same stem is that class's kernel source instead). Files and folders whose name starts with `_`
  * or `.` are helpers and are not candidates; `.d.ts` files are ignored.
  *
  * Core holds the types and the validation; the CLI holds the loader (esbuild transpiles and
@@ -48,7 +49,7 @@ export interface CandidateLoader {
   load(dir: string, tasks: ReadonlyMap<string, TaskDefinition>): Promise<CandidateSet>;
 }
 
-const CANDIDATE_PATH = /^L([1-9])\/([a-z0-9_]+)\.(ts|mts|js|mjs)$/;
+const CANDIDATE_PATH = /^L([1-9])\/([a-z0-9_]+)\.(ts|mts|js|mjs|cu)$/;
 
 /** Is this relative path (with '/') a candidate file? Returns its level and stem, or undefined. */
 export function parseCandidatePath(relPath: string): { level: number; stem: string } | undefined {
