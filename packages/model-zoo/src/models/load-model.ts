@@ -12,6 +12,7 @@ import type { EncoderModel } from '../engine/encoder-runner.js';
 import { llamaArchitecture } from '../families/dense-moe-llm/model.js';
 import { mixtralArchitecture, qwen3MoeArchitecture } from '../families/dense-moe-llm/moe/model.js';
 import { bgeM3Architecture, colbertArchitecture } from '../families/recsys-specialized/model.js';
+import { clipTextArchitecture, t5EncoderArchitecture } from '../families/vision-video-audio/model.js';
 import { glaArchitecture } from '../families/linear-attention/model.js';
 import type { RecurrentCausalLM } from '../engine/recurrent-generate.js';
 import { writeRandomCheckpoint, type WrittenCheckpoint } from '../weights/checkpoint-writer.js';
@@ -23,7 +24,7 @@ import { planWeights, type TensorParallelRank, type WeightMapping } from '../wei
 import { ModelRegistry, resolveConfigFile, type DecoderGeometry, type ModelArchitecture, type ResolvedConfig } from './registry.js';
 
 /** The architectures model-zoo ships. A test or plugin adds its own to a child (modelRegistry.child().register(...)). */
-export const modelRegistry = new ModelRegistry([llamaArchitecture, mixtralArchitecture, qwen3MoeArchitecture, bgeM3Architecture, colbertArchitecture, glaArchitecture]);
+export const modelRegistry = new ModelRegistry([llamaArchitecture, mixtralArchitecture, qwen3MoeArchitecture, bgeM3Architecture, colbertArchitecture, glaArchitecture, t5EncoderArchitecture, clipTextArchitecture]);
 
 /** Read and resolve a config.json through the model registry (default: the shipped architectures). */
 export function loadModelConfig(file: string, models: ModelRegistry = modelRegistry): ResolvedConfig {
