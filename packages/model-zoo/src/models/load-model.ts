@@ -9,10 +9,12 @@ import { join } from 'node:path';
 import { TensorParallelGroup, UserError, currentTensorParallelGroup, withTensorParallelGroup, type Backend, type DType, type ExecutionContext, type ModuleRegistry } from '@fastkernels/core';
 import type { CausalLM } from '../engine/model-runner.js';
 import type { EncoderModel } from '../engine/encoder-runner.js';
+import type { VisionModel } from '../engine/vision-model.js';
 import { llamaArchitecture } from '../families/dense-moe-llm/model.js';
 import { mixtralArchitecture, qwen3MoeArchitecture } from '../families/dense-moe-llm/moe/model.js';
 import { bgeM3Architecture, colbertArchitecture } from '../families/recsys-specialized/model.js';
 import { clipTextArchitecture, t5EncoderArchitecture } from '../families/vision-video-audio/model.js';
+import { yolov10Architecture } from '../families/edge-detection/model.js';
 import { glaArchitecture } from '../families/linear-attention/model.js';
 import type { RecurrentCausalLM } from '../engine/recurrent-generate.js';
 import { writeRandomCheckpoint, type WrittenCheckpoint } from '../weights/checkpoint-writer.js';
@@ -24,7 +26,7 @@ import { planWeights, type TensorParallelRank, type WeightMapping } from '../wei
 import { ModelRegistry, resolveConfigFile, type DecoderGeometry, type ModelArchitecture, type ResolvedConfig } from './registry.js';
 
 /** The architectures model-zoo ships. A test or plugin adds its own to a child (modelRegistry.child().register(...)). */
-export const modelRegistry = new ModelRegistry([llamaArchitecture, mixtralArchitecture, qwen3MoeArchitecture, bgeM3Architecture, colbertArchitecture, glaArchitecture, t5EncoderArchitecture, clipTextArchitecture]);
+export const modelRegistry = new ModelRegistry([llamaArchitecture, mixtralArchitecture, qwen3MoeArchitecture, bgeM3Architecture, colbertArchitecture, glaArchitecture, yolov10Architecture, t5EncoderArchitecture, clipTextArchitecture]);
 
 /** Read and resolve a config.json through the model registry (default: the shipped architectures). */
 export function loadModelConfig(file: string, models: ModelRegistry = modelRegistry): ResolvedConfig {
@@ -117,7 +119,16 @@ export function loadRecurrentModel(dir: string, opts: LoadModelOptions): LoadedM
   return buildAndLoad(dir, resolved, opts) as LoadedModel<unknown, RecurrentCausalLM>;
 }
 
-function buildAndLoad(dir: string, resolved: ResolvedConfig, opts: LoadModelOptions): LoadedModel<unknown, CausalLM | EncoderModel | RecurrentCausalLM> {
+/** Build the vision model of a folder (runner 'vision': YOLOv10) and fill its weights, unfused; a UserError otherwise. */
+export function loadVisionModel(dir: string, opts: LoadModelOptions): LoadedModel<unknown, VisionModel> {
+  const resolved = loadModelFolderConfig(dir, opts.models);
+  if (resolved.architecture.runner !== 'vision') {
+    throw new UserError(`${dir} is a ${resolved.architecture.runner} model (${resolved.architecture.name}), not a vision model`, { field: '--model', fix: 'pass a vision model folder (e.g. YOLOv10)' });
+  }
+  return buildAndLoad(dir, resolved, opts) as LoadedModel<unknown, VisionModel>;
+}
+
+function buildAndLoad(dir: string, resolved: ResolvedConfig, opts: LoadModelOptions): LoadedModel<unknown, CausalLM | EncoderModel | RecurrentCausalLM | VisionModel> {
   const { architecture: arch, config, geometry, modelType } = resolved;
   // A config that does not split over the group is a UserError naming its field, before anything is built.
   checkSplits(resolved, currentTensorParallelGroup().world);

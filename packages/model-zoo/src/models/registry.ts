@@ -10,6 +10,7 @@ import { z } from 'zod';
 import type { EngineGeometry } from '../engine/engine.js';
 import type { CausalLM } from '../engine/model-runner.js';
 import type { EncoderModel } from '../engine/encoder-runner.js';
+import type { VisionModel } from '../engine/vision-model.js';
 import type { RecurrentCausalLM } from '../engine/recurrent-generate.js';
 import type { WeightRules } from '../weights/weight-plan.js';
 
@@ -40,9 +41,9 @@ export interface ModelArchitecture<C = unknown> {
   geometry(config: C): DecoderGeometry;
   /**
    * Build the module tree in `ctx` (through ctx.registry, so candidate overrides apply); this rank's shard under TP.
-   * A CausalLM for runner 'decoder-llm', an EncoderModel for 'encoder'.
+   * A CausalLM for runner 'decoder-llm', an EncoderModel for 'encoder', a VisionModel for 'vision'.
    */
-  build(ctx: ExecutionContext, config: C): CausalLM | EncoderModel | RecurrentCausalLM;
+  build(ctx: ExecutionContext, config: C): CausalLM | EncoderModel | RecurrentCausalLM | VisionModel;
   /** How the tree's parameter names map onto checkpoint tensors. */
   weightRules(config: C): WeightRules;
   /** The config splits over `world` tensor-parallel ranks; a UserError naming the field of `file` otherwise. */

@@ -11,6 +11,10 @@ import { yolov10PsaTask } from './L2/yolov10_psa.js';
 import { yolov10RepvggdwTask } from './L2/yolov10_repvggdw.js';
 import { yolov10ScdownTask } from './L2/yolov10_scdown.js';
 import { yolov10SppfTask } from './L2/yolov10_sppf.js';
+import { yolov10BackboneTask } from './L3/yolov10_backbone.js';
+import { yolov10HeadTask } from './L3/yolov10_head.js';
+import { yolov10NeckTask } from './L3/yolov10_neck.js';
+import { yolov10Task } from './L4/yolov10.js';
 
 export { FAMILY as EDGE_DETECTION };
 export * from './config.js';
@@ -27,6 +31,11 @@ export { YOLOAttention, yolov10AttentionTask } from './L2/yolov10_attention.js';
 export { YOLORepVGGDW, yolov10RepvggdwTask } from './L2/yolov10_repvggdw.js';
 export { YOLOSCDown, yolov10ScdownTask } from './L2/yolov10_scdown.js';
 export { YOLOSPPF, yolov10SppfTask } from './L2/yolov10_sppf.js';
+export { YOLOv10Backbone, yolov10BackboneTask } from './L3/yolov10_backbone.js';
+export { YOLOv10Neck, yolov10NeckTask } from './L3/yolov10_neck.js';
+export { YOLOv10DetectHead, yolov10HeadTask } from './L3/yolov10_head.js';
+export { v10Postprocess, type Detections } from './L3/postprocess.js';
+export { YOLOv10ForObjectDetection, yolov10Task } from './L4/yolov10.js';
 
 /** The family's own tasks (L2-L4); its L1 tasks (conv2d, batch_norm2d, max_pool2d, interpolate, sigmoid, silu, softmax, tensor_ops) are shared. */
 export const edgeDetectionTasks: readonly TaskDefinition[] = [
@@ -41,6 +50,10 @@ export const edgeDetectionTasks: readonly TaskDefinition[] = [
   yolov10PsaTask,
   yolov10ScdownTask,
   yolov10SppfTask,
+  yolov10BackboneTask,
+  yolov10NeckTask,
+  yolov10HeadTask,
+  yolov10Task,
 ];
 
 export const edgeDetectionProvider: TaskProvider = { family: FAMILY, tasks: () => edgeDetectionTasks };

@@ -56,3 +56,43 @@ export function productionCases(pick: (layers: LayerShape[], batch: number, cfg:
   }
   return [...seen.values()];
 }
+
+/** Multiply-accumulates of one image through a backbone / neck layer (convolutions and PSA's attention products). */
+export function layerMacs(l: LayerShape): number {
+  const a = l.spec.args as number[];
+  const { c1 } = l;
+  const c2 = l.spec.c2;
+  const pix = l.ho * l.wo;
+  switch (l.spec.module) {
+    case 'Conv':
+      return c1 * c2 * a[2]! * a[2]! * pix;
+    case 'C2f': {
+      const c = c2 / 2;
+      return (c1 * 2 * c + a[2]! * 18 * c * c + (2 + a[2]!) * c * c2) * pix;
+    }
+    case 'C2fCIB': {
+      const c = c2 / 2;
+      const cib = 9 * c + 2 * c * c + (l.spec.args[4] ? 58 : 9) * 2 * c + 2 * c * c + 9 * c;
+      return (c1 * 2 * c + a[2]! * cib + (2 + a[2]!) * c * c2) * pix;
+    }
+    case 'SCDown':
+      return c1 * c2 * l.h * l.w + a[2]! * a[2]! * c2 * pix;
+    case 'SPPF':
+      return (c1 * Math.floor(c1 / 2) + 2 * c1 * c2) * pix;
+    case 'PSA': {
+      const c = c1 / 2;
+      const heads = Math.max(1, Math.floor(c / 64));
+      const kd = c / heads / 2;
+      return (2 * c1 * c1 + c * (c + 2 * kd * heads) + 9 * c + c * c + 4 * c * c) * pix + heads * pix * pix * (kd + c / heads);
+    }
+    default:
+      return 0;
+  }
+}
+
+/** Multiply-accumulates of one image through v10Detect's one-to-one branches, given each level's channels and pixels. */
+export function headMacs(ch: readonly number[], pix: readonly number[], nc: number): number {
+  const c2 = Math.max(16, Math.floor(ch[0]! / 4), 64);
+  const c3 = Math.max(ch[0]!, Math.min(nc, 100));
+  return ch.reduce((s, x, i) => s + pix[i]! * (9 * x * c2 + 9 * c2 * c2 + c2 * 64 + 9 * x + x * c3 + 9 * c3 + c3 * c3 + c3 * nc), 0);
+}

@@ -17,6 +17,7 @@ export class YOLODFL extends Module {
   constructor(readonly c1 = 16) {
     super();
     this.conv = this.registerModule('conv', createLayer('Conv2d', c1, 1, 1, 1, 0, 1, 1, false));
+    if (this.ctx.backend.name === 'meta') return; // a tree built to enumerate parameters holds no values
     const w = Tensor.fromArray(this.ctx.backend, Array.from({ length: c1 }, (_, i) => i), [1, c1, 1, 1], this.conv.weight.dtype, { device: this.ctx.device });
     this.conv.weight.copy_(w);
     w.dispose();
