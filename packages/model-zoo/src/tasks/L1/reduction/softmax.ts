@@ -1,6 +1,8 @@
 import { DTYPE_INFO, Module, defineTask, hostArray, normalizeDim, type HostArray, type Tensor } from '@fastkernels/core';
 import { bytesOf, randn } from '../../../common/inputs.js';
-import { DENSE_MOE_LLM } from '../../families.js';
+import { familiesOf } from '../../families.js';
+
+const SOFTMAX_ARCHITECTURES = ['llama', 'qwen2', 'mistral', 'mixtral', 'flux', 'hunyuan_video', 'openfold3', 'rtdetrv2', 'swinv2', 'ttt_e2e', 'yolov10'];
 
 /**
  * torch.nn.Softmax(dim) as the logits processor / sampler (probabilities over the vocabulary) and eager
@@ -49,8 +51,9 @@ export const softmaxTask = defineTask(
     id: 'L1/softmax',
     level: 1,
     className: 'Softmax',
-    family: [DENSE_MOE_LLM],
-    architectures: ['llama', 'qwen2', 'mistral', 'mixtral', 'flux', 'hunyuan_video', 'openfold3', 'rtdetrv2', 'swinv2', 'ttt_e2e', 'yolov10'],
+    // every family whose models use it (the TSV's shared(5 categories)), not only the LLMs'
+    family: familiesOf(SOFTMAX_ARCHITECTURES),
+    architectures: [...SOFTMAX_ARCHITECTURES],
     mirrors: 'torch.nn.Softmax',
     description: 'Softmax over one dim (the vocabulary for sampling probabilities, the keys for eager attention), accumulated in float32 or wider.',
     init: [{ name: 'dim', type: 'int', optional: true, default: -1 }],
