@@ -1,6 +1,6 @@
 import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, relative, resolve, sep } from 'node:path';
+import { basename, join, relative, resolve, sep } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import {
   UserError,
@@ -51,7 +51,11 @@ export class EsbuildCandidateLoader implements CandidateLoader {
         }
         try {
           if (file.path.endsWith('.cu')) {
-            const cls = await loadCudaCandidate(file, task, { backend: this.options.backend, compile: this.options.compileCuda });
+            const cls = await loadCudaCandidate(file, task, { backend: this.options.backend, compile: this.options.compileCuda }).catch((e: unknown) => {
+              // bench reports a failure under the candidate's .cu: say when it is in the binding (or another file)
+              const other = e instanceof UserError && e.details.file && e.details.file !== file.relPath && !e.message.includes(e.details.file);
+              throw other ? new UserError(`${basename(e.details.file!)}: ${e.message}`, e.details) : e;
+            });
             candidates.push({ file, task, cls: validateCandidateExports(file, task, { [task.className]: cls }) });
             continue;
           }

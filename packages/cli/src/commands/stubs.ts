@@ -1,125 +1,93 @@
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { UserError, errorMessage, type InitParam, type TaskDefinition, type TensorSpec } from '@fastkernels/core';
+import { UserError, errorMessage, type TaskDefinition } from '@fastkernels/core';
 import type { Argv } from 'yargs';
-import { environment, findTask, selectBackend } from '../env.js';
+import { baselineParameterNames } from '../candidates/cuda/load.js';
+import { cudaStub, type StubFile } from '../candidates/stubs/cuda.js';
+import { torchStub } from '../candidates/stubs/torch.js';
+import { tritonStub } from '../candidates/stubs/triton.js';
+import { stubSource } from '../candidates/stubs/ts.js';
+import { environment, findTask } from '../env.js';
 import { levelFlag, listFlag } from '../flags.js';
 import type { Io } from '../io.js';
-import { signature } from './info.js';
 
-const tsType = (p: InitParam): string => {
-  switch (p.type) {
-    case 'int':
-    case 'float':
-      return 'number';
-    case 'bool':
-      return 'boolean';
-    case 'string':
-      return 'string';
-    case 'dtype':
-      return 'DType';
-    case 'enum':
-      return p.choices?.length ? p.choices.map((c) => JSON.stringify(c)).join(' | ') : 'string';
-    default:
-      return 'Record<string, unknown>';
+export { stubSource };
+
+export const STUB_LANGS = ['ts', 'cuda', 'triton', 'torch'] as const;
+export type StubLang = (typeof STUB_LANGS)[number];
+
+/** The files of one task's stub in a language (paths relative to the stubs folder). */
+export function stubFiles(task: TaskDefinition, lang: StubLang): StubFile[] {
+  switch (lang) {
+    case 'ts':
+      return [{ rel: `L${task.level}/${task.stem}.ts`, text: stubSource(task) }];
+    case 'cuda': {
+      let params: readonly string[] = [];
+      try {
+        params = baselineParameterNames(task);
+      } catch {
+        // a baseline that cannot be built on the CPU: the skeleton takes no parameter pointers
+      }
+      return cudaStub(task, params);
+    }
+    case 'triton':
+      return tritonStub(task);
+    case 'torch':
+      return torchStub(task);
   }
+}
+
+const NEXT: Readonly<Record<StubLang, string>> = {
+  ts: 'fill in forward()',
+  cuda: 'make the kernels fast (the skeletons run the baseline until you write the kernel and lift "when" in the .cu.json)',
+  triton: 'make the kernels fast (the .ts launches the kernel in _<stem>_triton.py; off CUDA it runs the baseline)',
+  torch: 'replace the reference ops in forward() (PyTorch candidates run on the GPU host\'s Python)',
 };
-
-function tsParam(p: InitParam, i: number, params: readonly InitParam[]): string {
-  // A JS default only where every later parameter is optional too (keeps Function.length right).
-  const tailOptional = params.slice(i).every((q) => q.optional);
-  if (p.optional && p.default !== undefined && tailOptional) return `${p.name}: ${tsType(p)} = ${JSON.stringify(p.default)}`;
-  if (p.optional && tailOptional) return `${p.name}?: ${tsType(p)}`;
-  return `${p.name}: ${tsType(p)}`;
-}
-
-function forwardParam(s: TensorSpec, i: number, specs: readonly TensorSpec[]): string {
-  const tailOptional = specs.slice(i).every((q) => q.optional);
-  return s.optional && tailOptional ? `${s.name}?: Tensor | null` : `${s.name}: Tensor${s.optional ? ' | null' : ''}`;
-}
-
-/** The baseline's parameters for the first CI case, as a hint (names and shapes must match for loadStateDict). */
-function parameterHint(task: TaskDefinition): string[] {
-  const c = task.cases.ci[0]!;
-  try {
-    const env = environment();
-    const backend = selectBackend(env, 'cpu');
-    const m = env.registry.createIn({ backend, device: 0, dtype: c.dtype, registry: env.registry }, task.id, ...c.init);
-    const params = m.namedParameters().map(([k, t]) => `${k} [${t.shape.join(', ')}] ${t.dtype}`);
-    m.dispose();
-    if (!params.length) return ['// The baseline has no parameters.'];
-    return [`// The baseline's parameters for case '${c.name}' (init ${JSON.stringify(c.init)}); register the same names`, '// and shapes (this.parameter(name, shape)) so the harness can copy the weights in:', ...params.map((p) => `//   ${p}`)];
-  } catch (e) {
-    return [`// (could not build the baseline to list its parameters: ${errorMessage(e)})`];
-  }
-}
-
-export function stubSource(task: TaskDefinition): string {
-  const sig = signature(task);
-  const usesDType = task.init.some((p) => p.type === 'dtype');
-  const ret = task.outputs.length === 1 ? 'Tensor' : task.outputs.some((o) => o.optional) ? 'Tensor | Tensor[]' : 'Tensor[]';
-  return [
-    `// Candidate for ${task.id}: ${task.description}`,
-    `// Mirrors ${task.mirrors}.`,
-    `//   ${sig.constructor}`,
-    `//   ${sig.forward}`,
-    `// Keep the class name, the constructor and forward's parameters; \`fastkernels info ${task.id}\` shows the shapes.`,
-    `import { Module, ${usesDType ? 'type DType, ' : ''}type Tensor } from '@fastkernels/core';`,
-    '',
-    `export class ${task.className} extends Module {`,
-    `  constructor(${task.init.map((p, i) => tsParam(p, i, task.init)).join(', ')}) {`,
-    '    super();',
-    ...parameterHint(task).map((l) => `    ${l}`),
-    ...task.init.map((p) => `    void ${p.name};`),
-    '  }',
-    '',
-    `  forward(${[...task.inputs.map((s, i) => forwardParam(s, i, task.inputs)), ...task.hostInputs.map((h) => `${h.name}?: unknown`)].join(', ')}): ${ret} {`,
-    ...[...task.inputs, ...task.hostInputs].map((s) => `    void ${s.name};`),
-    `    throw new Error('NotImplemented: ${task.className}.forward (${task.id})');`,
-    '  }',
-    '}',
-    '',
-  ].join('\n');
-}
 
 export function stubsCommand(io: Io, name = 'fastkernels') {
   return {
     command: 'stubs',
-    describe: 'Write candidate skeletons (L<k>/<stem>.ts) with the right class names and signatures',
+    describe: 'Write candidate skeletons with the right class names and signatures, in TypeScript, CUDA C++, Triton or PyTorch',
     builder: (y: Argv) =>
       y
         .option('out', { type: 'string', demandOption: true, describe: 'folder to write into (created if missing)' })
         .option('level', { type: 'number', describe: 'only tasks of this level' })
         .option('task', { type: 'string', array: true, describe: 'only these tasks (ids or stems; repeat or comma-separate)' })
+        .option('lang', { type: 'string', choices: STUB_LANGS, default: 'ts', describe: 'ts: L<k>/<stem>.ts; cuda: <stem>.cu + <stem>.cu.json; triton: <stem>.ts + _<stem>_triton.py; torch: <stem>.py (the original format)' })
         .option('force', { type: 'boolean', default: false, describe: 'overwrite existing files' })
         .option('json', { type: 'boolean', describe: 'print the written files as JSON' })
         .example('$0 stubs --out my-kernels', 'a skeleton for every task')
         // yargs replaces $0 in the command column only, so the description names the CLI itself.
-        .example('$0 stubs --out my-kernels --task rms_norm', `just L1/rms_norm.ts; then \`${name} bench --candidates my-kernels\``),
-    handler: (argv: { out: string; level?: number; task?: string[]; force?: boolean; json?: boolean }) => {
+        .example('$0 stubs --out my-kernels --task rms_norm', `just L1/rms_norm.ts; then \`${name} bench --candidates my-kernels\``)
+        .example('$0 stubs --lang cuda --out my-kernels --task rms_norm', 'L1/rms_norm.cu with a correct naive kernel and its binding L1/rms_norm.cu.json'),
+    handler: (argv: { out: string; level?: number; task?: string[]; lang?: string; force?: boolean; json?: boolean }) => {
+      const lang = (argv.lang ?? 'ts') as StubLang;
+      if (!STUB_LANGS.includes(lang)) throw new UserError(`unknown language '${argv.lang}'`, { field: '--lang', fix: `one of ${STUB_LANGS.join(', ')}` });
       const env = environment();
       const level = levelFlag(argv.level);
       const picked = listFlag(argv.task).map((t) => findTask(env, t, '--task'));
       const tasks = (picked.length ? picked : env.tasks).filter((t) => level === undefined || t.level === level);
       if (!tasks.length) throw new UserError('selects no task', { field: '--level/--task', fix: 'run `fastkernels list` for the tasks and levels' });
+      const planned = tasks.flatMap((t) => stubFiles(t, lang).map((f) => ({ task: t.id, file: join(argv.out, f.rel), text: f.text })));
+      const clash = argv.force ? undefined : planned.find((p) => existsSync(p.file));
+      if (clash) throw new UserError('already exists', { file: clash.file, fix: 'pass --force to overwrite, or another --out folder' });
       const written: { task: string; file: string }[] = [];
-      for (const t of tasks) {
-        const file = join(argv.out, `L${t.level}`, `${t.stem}.ts`);
-        if (existsSync(file) && !argv.force) throw new UserError('already exists', { file, fix: 'pass --force to overwrite, or another --out folder' });
+      for (const p of planned) {
         try {
-          mkdirSync(dirname(file), { recursive: true });
-          writeFileSync(file, stubSource(t));
+          mkdirSync(dirname(p.file), { recursive: true });
+          writeFileSync(p.file, p.text);
         } catch (e) {
-          throw new UserError(`cannot write (${(e as NodeJS.ErrnoException).code ?? errorMessage(e)})`, { file, field: '--out', fix: 'pass a writable folder' });
+          throw new UserError(`cannot write (${(e as NodeJS.ErrnoException).code ?? errorMessage(e)})`, { file: p.file, field: '--out', fix: 'pass a writable folder' });
         }
-        written.push({ task: t.id, file });
+        written.push({ task: p.task, file: p.file });
       }
       if (argv.json) {
         io.out(JSON.stringify(written, null, 2) + '\n');
         return;
       }
       for (const w of written) io.out(`wrote ${w.file}\n`);
-      io.out(`${written.length} stub${written.length === 1 ? '' : 's'}; fill in forward(), then: \`${name} bench --candidates ${argv.out}\`\n`);
+      const n = tasks.length;
+      io.out(`${n} stub${n === 1 ? '' : 's'}; ${NEXT[lang]}, then: \`${name} bench --candidates ${argv.out}${lang === 'cuda' ? ' --backend cuda' : ''}\`\n`);
     },
   };
 }

@@ -1,5 +1,4 @@
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { Tensor, withContext, type CaseResult } from '@fastkernels/core';
@@ -9,23 +8,10 @@ import { environment, selectBackend } from '../../env.js';
 import { declaredOutcomes, expectedOutcomeLines } from '../expected.js';
 import { EsbuildCandidateLoader, listCandidateFiles } from '../loader.js';
 import { bindDims, type CudaProgram } from './module.js';
+import { hasNvcc, nvccCompile } from './nvcc.js';
 
 const ROOT = resolve(__dirname, '../../../../..');
 const DEMO = relative(process.cwd(), join(ROOT, 'examples/candidates/cuda-demo'));
-const hasNvcc = spawnSync('nvcc', ['--version']).status === 0;
-
-/** Compile a program the way NVRTC sees it (its name, its in-memory headers) with nvcc: the same front end and log. */
-async function nvccCompile(p: CudaProgram): Promise<void> {
-  const dir = mkdtempSync(join(tmpdir(), 'fk-nvcc-'));
-  try {
-    writeFileSync(join(dir, p.programName), p.source);
-    for (const [name, text] of Object.entries(p.headers)) writeFileSync(join(dir, name), text);
-    const r = spawnSync('nvcc', ['-std=c++17', '-gencode=arch=compute_90a,code=sm_90a', ...p.options, '-c', p.programName, '-o', 'k.o'], { cwd: dir, encoding: 'utf8' });
-    if (r.status !== 0) throw Object.assign(new Error('nvcc failed'), { log: r.stderr });
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
 
 // What NVRTC logs for the demo's rms_norm.cu (program name rms_norm.cu), as captured from nvrtcGetProgramLog.
 const CAPTURED_NVRTC_LOG = [
@@ -50,8 +36,7 @@ describe('CUDA C++ candidates: loading', () => {
     expect(listCandidateFiles(DEMO).map((f) => f.relPath.slice(DEMO.length + 1))).toEqual(['L1/l2_norm.cu', 'L1/relu.cu', 'L1/rms_norm.cu', 'L1/silu_and_mul.cu']);
     const dir = mkdtempSync(join(tmpdir(), 'fk-cu-'));
     try {
-      writeFileSync(join(dir, 'x'), '');
-      spawnSync('mkdir', ['-p', join(dir, 'L1')]);
+      mkdirSync(join(dir, 'L1'));
       for (const f of ['relu.cu', 'relu.ts', 'gelu.cu', 'gelu.cu.json', '_util.cuh']) writeFileSync(join(dir, 'L1', f), '');
       expect(listCandidateFiles(dir).map((f) => f.relPath.slice(dir.length + 1))).toEqual(['L1/gelu.cu', 'L1/relu.ts']);
     } finally {
@@ -59,7 +44,7 @@ describe('CUDA C++ candidates: loading', () => {
     }
   });
 
-  it.skipIf(!hasNvcc)('compiles the demo set (nvcc, sm_90a): three load, the broken one fails naming its file and line, and bench reports it as declared', async () => {
+  it.skipIf(!hasNvcc())('compiles the demo set (nvcc, sm_90a): three load, the broken one fails naming its file and line, and bench reports it as declared', async () => {
     const set = await new EsbuildCandidateLoader({ compileCuda: nvccCompile }).load(DEMO, environment().taskMap);
     expect(set.candidates.map((c) => [c.task.id, c.cls.name])).toEqual([['L1/l2_norm', 'L2Norm'], ['L1/relu', 'ReLU'], ['L1/silu_and_mul', 'SiluAndMul']]);
     expect(set.failures.map((f) => f.file.taskId)).toEqual(['L1/rms_norm']);

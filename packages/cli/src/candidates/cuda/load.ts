@@ -42,16 +42,19 @@ export function candidateHeaders(source: string, dir: string): Record<string, st
   return out;
 }
 
-/** The names of a task baseline's parameters, from a module built on the CPU backend for its first CI case. */
-export function baselineParameterNames(task: TaskDefinition): string[] {
+/** A task baseline's parameters (name, shape), from a module built on the CPU backend for its first CI case. */
+export function baselineParameters(task: TaskDefinition): [string, number[]][] {
   const env = environment();
   const c = task.cases.ci[0]!;
   const ctx = { backend: selectBackend(env, 'cpu'), device: 0, dtype: c.dtype, registry: env.registry };
   const m = withContext(ctx, () => new task.baseline(...c.init));
-  const names = m.namedParameters().map(([k]) => k);
+  const out = m.namedParameters().map(([k, t]): [string, number[]] => [k, [...t.shape]]);
   m.dispose();
-  return names;
+  return out;
 }
+
+/** The names of a task baseline's parameters. */
+export const baselineParameterNames = (task: TaskDefinition): string[] => baselineParameters(task).map(([k]) => k);
 
 async function runtimeCompile(p: CudaProgram): Promise<void> {
   await CudaRuntime.get().compileAsync(p.source, { name: p.programName, options: p.options, headers: p.headers });
