@@ -163,6 +163,54 @@ describe('gated linear attention (fused_recurrent_gla / chunk_gla)', () => {
   });
 });
 
+describe('gla varlen (cu_seqlens) and a state pool (ssm_state_indices)', () => {
+  it('packed sequences equal separate calls; the pool rows are read and written in place, padding slots untouched', () => {
+    const rng = new Rng(5);
+    const [H, K, V] = [2, 4, 3];
+    const lens = [5, 1, 7];
+    const T = lens.reduce((a, b) => a + b, 0);
+    const q = randn(rng, [1, T, H, K], 'f64');
+    const k = randn(rng, [1, T, H, K], 'f64');
+    const v = randn(rng, [1, T, H, V], 'f64');
+    const g = tensor(Array.from(rng.fillNormal(T * H * K, 1), (x) => logSigmoid(x) / 4), [1, T, H, K], 'f64');
+    const pool = randn(rng, [6, H, K, V], 'f32');
+    const before = values(pool);
+    const slots = [4, 0, 2];
+    const per = H * K * V;
+    const cu = tensor([0, 5, 6, 13], [4], 'i32');
+    // the same sequences one call each, from their pool rows
+    const want: { o: number[]; s: number[] }[] = [];
+    let t0 = 0;
+    lens.forEach((n, i) => {
+      const part = (x: typeof q) => x.narrow(1, t0, n);
+      const s0 = tensor(before.slice(slots[i]! * per, (slots[i]! + 1) * per), [1, H, K, V], 'f32');
+      const [o, s] = fusedRecurrentGla(cpu, part(q), part(k), part(v), part(g), { initial_state: s0, output_final_state: true });
+      want.push({ o: values(o), s: values(s!) });
+      t0 += n;
+    });
+    for (const [fn, opts] of [[fusedRecurrentGla, {}], [chunkGla, { chunk_size: 3 }]] as const) {
+      pool.copy_(tensor(before, [6, H, K, V], 'f32'));
+      const out = fn(cpu, q, k, v, g, { ...opts, initial_state: pool, cu_seqlens: cu, ssm_state_indices: tensor(slots, [3], 'i32') });
+      expect(out).toHaveLength(1);
+      expectClose(values(out[0]), want.flatMap((w) => w.o), 1e-9, 1e-9);
+      const after = values(pool);
+      slots.forEach((s, i) => expectClose(after.slice(s * per, (s + 1) * per), want[i]!.s, 1e-6, 1e-6));
+      for (const s of [1, 3, 5]) expect(after.slice(s * per, (s + 1) * per)).toEqual(before.slice(s * per, (s + 1) * per));
+    }
+    // decode rows (B sequences of one token) with a padding row (-1): no read, no write
+    pool.copy_(tensor(before, [6, H, K, V], 'f32'));
+    const one = (x: typeof q) => x.narrow(1, 0, 2).reshape([2, 1, H, x.shape[3]!]);
+    const [od] = fusedRecurrentGla(cpu, one(q), one(k), one(v), one(g), { initial_state: pool, ssm_state_indices: tensor([3, -1], [2], 'i64') });
+    expect(od.shape).toEqual([2, 1, H, V]);
+    const after = values(pool);
+    expect(after.slice(0, 3 * per)).toEqual(before.slice(0, 3 * per));
+    expect(after.slice(4 * per)).toEqual(before.slice(4 * per));
+    expect(after.slice(3 * per, 4 * per)).not.toEqual(before.slice(3 * per, 4 * per));
+    expect(() => fusedRecurrentGla(cpu, q, k, v, g, { initial_state: pool, cu_seqlens: tensor([0, 5, 12], [3], 'i32') })).toThrow(/cu_seqlens must run from 0 to T = 13/);
+    expect(() => fusedRecurrentGla(cpu, q, k, v, g, { initial_state: pool, cu_seqlens: cu, ssm_state_indices: tensor([4, 0, 6], [3], 'i32') })).toThrow(/ssm_state_indices\[2\] = 6 is outside the pool of 6 slots/);
+  });
+});
+
 describe('gated delta rule (fused_recurrent_gated_delta_rule)', () => {
   it('hand-computed one-dim steps', () => {
     const q = tensor([1, 1], [1, 2, 1, 1], 'f64');

@@ -15,12 +15,12 @@ export function registerRecurrentKernels(table: OpKernelTable, backend: Backend)
     return causalConv1dUpdate(backend, x!, st!, w!, { bias, activation: c.attrs.activation });
   });
   table.register('fused_recurrent_gla', (c: OpCall<GlaAttrs>) => {
-    const [q, k, v, g, s0] = ins(c);
-    return fusedRecurrentGla(backend, q!, k!, v!, g!, { ...c.attrs, initial_state: s0 });
+    const [q, k, v, g, s0, cu, idx] = ins(c);
+    return fusedRecurrentGla(backend, q!, k!, v!, g!, { ...c.attrs, initial_state: s0, cu_seqlens: cu, ssm_state_indices: idx });
   });
   table.register('chunk_gla', (c: OpCall<GlaAttrs & { chunk_size: number }>) => {
-    const [q, k, v, g, s0] = ins(c);
-    return chunkGla(backend, q!, k!, v!, g!, { ...c.attrs, initial_state: s0 });
+    const [q, k, v, g, s0, cu, idx] = ins(c);
+    return chunkGla(backend, q!, k!, v!, g!, { ...c.attrs, initial_state: s0, cu_seqlens: cu, ssm_state_indices: idx });
   });
   for (const [name, fn] of [['fused_recurrent_gated_delta_rule', fusedRecurrentGatedDeltaRule], ['fused_recurrent_kda', fusedRecurrentKda]] as const) {
     table.register(name, (c: OpCall<GlaAttrs & { use_qk_l2norm_in_kernel: boolean }>) => {

@@ -6,7 +6,7 @@
  */
 import { formatShape, type Backend, type Tensor } from '@fastkernels/core';
 import { silu } from '../math.js';
-import { expectFloat, gather, output } from '../strided.js';
+import { expectFloat, gather, gatherInts, output, scatter } from '../strided.js';
 
 function expectShape(what: string, name: string, t: Tensor, shape: readonly number[]): void {
   if (t.rank !== shape.length || t.shape.some((d, i) => d !== shape[i])) throw new RangeError(`${what}: ${name} has shape ${formatShape(t.shape)}, expected ${formatShape(shape)}`);
@@ -114,9 +114,22 @@ export function causalConv1dUpdate(backend: Backend, x: Tensor, convState: Tenso
 export interface GlaOptions {
   /** Default K^-0.5. */
   readonly scale?: number | null;
-  /** [B, H, K, V]; zeros when absent. */
+  /** [N, H, K, V] (one per sequence); zeros when absent. With ssm_state_indices: the state pool [slots, H, K, V] f32. */
   readonly initial_state?: Tensor | null;
   readonly output_final_state?: boolean;
+  /** FLA varlen: [N + 1] offsets of N sequences packed along T of a B = 1 input. */
+  readonly cu_seqlens?: Tensor | null;
+  /** vLLM: [N] pool slot of each sequence; the final states are written back into the pool (index < 0: padding). */
+  readonly ssm_state_indices?: Tensor | null;
+}
+
+/** One sequence of a call: its batch row, its token range and where its state comes from / goes to. */
+interface GlaSeq {
+  readonly b: number;
+  readonly t0: number;
+  readonly t1: number;
+  /** Pool slot (ssm_state_indices), -1 for padding, null without a pool. */
+  readonly slot: number | null;
 }
 
 interface GlaInputs {
@@ -129,7 +142,9 @@ interface GlaInputs {
   readonly Kt: Float64Array;
   readonly Vt: Float64Array;
   readonly G: Float64Array;
-  readonly S0: Float64Array;
+  /** Initial states of the sequences, [N, H, K, V]: updated in place to the final states. */
+  readonly S: Float64Array;
+  readonly seqs: readonly GlaSeq[];
   readonly scale: number;
 }
 
@@ -141,36 +156,77 @@ function glaInputs(what: string, q: Tensor, k: Tensor, v: Tensor, gk: Tensor, o:
   expectShape(what, 'gk', gk, [B, T, H, K]);
   if (v.rank !== 4 || v.shape[0] !== B || v.shape[1] !== T || v.shape[2] !== H) throw new RangeError(`${what}: v ${formatShape(v.shape)} must be [${B}, ${T}, ${H}, V] for q ${formatShape(q.shape)}`);
   const V = v.shape[3]!;
+  const ranges: [number, number, number][] = [];
+  if (o.cu_seqlens) {
+    if (B !== 1) throw new RangeError(`${what}: with cu_seqlens q must be [1, T, H, K], got ${formatShape(q.shape)}`);
+    const cu = gatherInts(o.cu_seqlens, what);
+    if (cu[0] !== 0 || cu[cu.length - 1] !== T) throw new RangeError(`${what}: cu_seqlens must run from 0 to T = ${T}, got [${[...cu].join(', ')}]`);
+    for (let n = 0; n + 1 < cu.length; n++) {
+      if (cu[n + 1]! < cu[n]!) throw new RangeError(`${what}: cu_seqlens must not decrease, got [${[...cu].join(', ')}]`);
+      ranges.push([0, cu[n]!, cu[n + 1]!]);
+    }
+  } else for (let b = 0; b < B; b++) ranges.push([b, 0, T]);
+  const N = ranges.length;
+  const per = H * K * V;
   const init = o.initial_state ?? null;
-  if (init) expectShape(what, 'initial_state', init, [B, H, K, V]);
+  const S = new Float64Array(N * per);
+  let slots: Float64Array | null = null;
+  if (o.ssm_state_indices) {
+    slots = gatherInts(o.ssm_state_indices, what);
+    if (!init) throw new RangeError(`${what}: ssm_state_indices needs initial_state, the state pool [slots, ${H}, ${K}, ${V}]`);
+    if (init.rank !== 4 || init.shape[1] !== H || init.shape[2] !== K || init.shape[3] !== V) throw new RangeError(`${what}: the state pool ${formatShape(init.shape)} must be [slots, ${H}, ${K}, ${V}]`);
+    if (slots.length !== N) throw new RangeError(`${what}: ${slots.length} ssm_state_indices for ${N} sequences`);
+    for (let n = 0; n < N; n++) {
+      const s = slots[n]!;
+      if (s >= init.shape[0]!) throw new RangeError(`${what}: ssm_state_indices[${n}] = ${s} is outside the pool of ${init.shape[0]} slots`);
+      if (s < 0) continue; // padding: a zero state, nothing written back
+      const row = init.select(0, s);
+      S.set(gather(row, what), n * per);
+      row.dispose();
+    }
+  } else if (init) {
+    expectShape(what, 'initial_state', init, [N, H, K, V]);
+    S.set(gather(init, what));
+  }
   return {
     B, T, H, K, V,
-    Q: gather(q, what), Kt: gather(k, what), Vt: gather(v, what), G: gather(gk, what),
-    S0: init ? gather(init, what) : new Float64Array(B * H * K * V),
+    Q: gather(q, what), Kt: gather(k, what), Vt: gather(v, what), G: gather(gk, what), S,
+    seqs: ranges.map(([b, t0, t1], n) => ({ b, t0, t1, slot: slots ? slots[n]! : null })),
     scale: o.scale ?? 1 / Math.sqrt(K),
   };
 }
 
-function glaOutputs(backend: Backend, what: string, q: Tensor, inp: GlaInputs, O: Float64Array, S: Float64Array, withState: boolean): [Tensor] | [Tensor, Tensor] {
-  const o = output(backend, [inp.B, inp.T, inp.H, inp.V], q.dtype, O, what);
-  return withState ? [o, output(backend, [inp.B, inp.H, inp.K, inp.V], 'f32', S, what)] : [o];
+/** o in q's dtype; the final states as a second output, or (a pool) written back into their slots in place. */
+function glaOutputs(backend: Backend, what: string, q: Tensor, inp: GlaInputs, O: Float64Array, o: GlaOptions): [Tensor] | [Tensor, Tensor] {
+  const out = output(backend, [inp.B, inp.T, inp.H, inp.V], q.dtype, O, what);
+  const per = inp.H * inp.K * inp.V;
+  if (o.ssm_state_indices) {
+    inp.seqs.forEach((s, n) => {
+      if (s.slot === null || s.slot < 0) return;
+      const row = o.initial_state!.select(0, s.slot);
+      scatter(row, inp.S.subarray(n * per, (n + 1) * per), what);
+      row.dispose();
+    });
+    return [out];
+  }
+  return o.output_final_state ? [out, output(backend, [inp.seqs.length, inp.H, inp.K, inp.V], 'f32', inp.S, what)] : [out];
 }
 
 /**
- * fused_recurrent_gla(q, k, v, gk, scale, initial_state, output_final_state): per head, token by token,
- * S = diag(exp(gk_t)) S + k_t^T v_t and o_t = scale * q_t S. gk is the log forget gate. Returns o [B, T, H, V] in q's
- * dtype and, when asked, the final state [B, H, K, V] in f32.
+ * fused_recurrent_gla(q, k, v, gk, scale, initial_state, output_final_state, cu_seqlens, ssm_state_indices): per
+ * sequence and head, token by token, S = diag(exp(gk_t)) S + k_t^T v_t and o_t = scale * q_t S. gk is the log forget
+ * gate. Returns o [B, T, H, V] in q's dtype and, when asked, the final states [N, H, K, V] in f32 (with a state pool:
+ * written into it instead).
  */
 export function fusedRecurrentGla(backend: Backend, q: Tensor, k: Tensor, v: Tensor, gk: Tensor, options: GlaOptions = {}): [Tensor] | [Tensor, Tensor] {
   const what = 'fused_recurrent_gla';
   const inp = glaInputs(what, q, k, v, gk, options);
-  const { B, T, H, K, V, Q, Kt, Vt, G, scale } = inp;
-  const S = inp.S0.slice();
-  const O = new Float64Array(B * T * H * V);
-  for (let b = 0; b < B; b++) {
+  const { T, H, K, V, Q, Kt, Vt, G, S, scale } = inp;
+  const O = new Float64Array(inp.B * T * H * V);
+  inp.seqs.forEach(({ b, t0, t1 }, n) => {
     for (let h = 0; h < H; h++) {
-      const s0 = (b * H + h) * K * V;
-      for (let t = 0; t < T; t++) {
+      const s0 = (n * H + h) * K * V;
+      for (let t = t0; t < t1; t++) {
         const qk = ((b * T + t) * H + h) * K;
         const vo = ((b * T + t) * H + h) * V;
         for (let i = 0; i < K; i++) {
@@ -185,33 +241,32 @@ export function fusedRecurrentGla(backend: Backend, q: Tensor, k: Tensor, v: Ten
         }
       }
     }
-  }
-  return glaOutputs(backend, what, q, inp, O, S, options.output_final_state ?? false);
+  });
+  return glaOutputs(backend, what, q, inp, O, options);
 }
 
 /**
- * chunk_gla(q, k, v, g, scale, initial_state, output_final_state, chunk_size=64): the same function as
- * fused_recurrent_gla computed chunk by chunk. With b_t the running sum of g inside a chunk,
- * o_t = scale * (q_t * exp(b_t)) S_0 + scale * sum_{s <= t} (q_t . (k_s * exp(b_t - b_s))) v_s and
- * S_end = exp(b_last) * S_0 + sum_s (k_s * exp(b_last - b_s))^T v_s: inter-chunk through the state, intra-chunk as
- * a masked attention (b_t - b_s <= 0 for s <= t when g <= 0, so every exponent is bounded).
+ * chunk_gla(q, k, v, g, scale, initial_state, output_final_state, chunk_size=64, cu_seqlens, ssm_state_indices): the
+ * same function as fused_recurrent_gla computed chunk by chunk (each sequence's chunks start at its first token). With
+ * b_t the running sum of g inside a chunk, o_t = scale * (q_t * exp(b_t)) S_0 + scale * sum_{s <= t} (q_t . (k_s *
+ * exp(b_t - b_s))) v_s and S_end = exp(b_last) * S_0 + sum_s (k_s * exp(b_last - b_s))^T v_s: inter-chunk through the
+ * state, intra-chunk as a masked attention (b_t - b_s <= 0 for s <= t when g <= 0, so every exponent is bounded).
  */
 export function chunkGla(backend: Backend, q: Tensor, k: Tensor, v: Tensor, g: Tensor, options: GlaOptions & { chunk_size?: number } = {}): [Tensor] | [Tensor, Tensor] {
   const what = 'chunk_gla';
   const C = options.chunk_size ?? 64;
   if (!Number.isInteger(C) || C < 1) throw new RangeError(`${what}: chunk_size must be a positive int, got ${C}`);
   const inp = glaInputs(what, q, k, v, g, options);
-  const { B, T, H, K, V, Q, Kt, Vt, G, scale } = inp;
-  const S = inp.S0.slice();
-  const O = new Float64Array(B * T * H * V);
+  const { T, H, K, V, Q, Kt, Vt, G, S, scale } = inp;
+  const O = new Float64Array(inp.B * T * H * V);
   const cum = new Float64Array(C * K);
   const A = new Float64Array(C);
-  for (let b = 0; b < B; b++) {
+  inp.seqs.forEach(({ b, t0, t1 }, seq) => {
     for (let h = 0; h < H; h++) {
-      const s0 = (b * H + h) * K * V;
+      const s0 = (seq * H + h) * K * V;
       const row = (t: number) => ((b * T + t) * H + h);
-      for (let c0 = 0; c0 < T; c0 += C) {
-        const n = Math.min(C, T - c0);
+      for (let c0 = t0; c0 < t1; c0 += C) {
+        const n = Math.min(C, t1 - c0);
         for (let t = 0; t < n; t++) for (let i = 0; i < K; i++) cum[t * K + i] = (t > 0 ? cum[(t - 1) * K + i]! : 0) + G[row(c0 + t) * K + i]!;
         for (let t = 0; t < n; t++) {
           const qk = row(c0 + t) * K;
@@ -242,8 +297,8 @@ export function chunkGla(backend: Backend, q: Tensor, k: Tensor, v: Tensor, g: T
         }
       }
     }
-  }
-  return glaOutputs(backend, what, q, inp, O, S, options.output_final_state ?? false);
+  });
+  return glaOutputs(backend, what, q, inp, O, options);
 }
 
 // ---------------------------------------------------------------------------------------------

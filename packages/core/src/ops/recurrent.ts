@@ -68,7 +68,13 @@ defineOp({
 
 const glaAttrs = z.object({ scale: z.number().nullable().default(null), output_final_state: z.boolean().default(false) }).strict();
 
-function inferGla(op: string, [q, k, v, g, s0]: readonly MetaArg[], a: { output_final_state: boolean }, gName: string) {
+/**
+ * The gated-linear-attention ops take, after the initial state, FLA's varlen `cu_seqlens` (B = 1, the sequences packed
+ * along T, one state per sequence) and vLLM's `ssm_state_indices` (initial_state is then a state pool [slots, H, K, V]:
+ * sequence n starts from pool[indices[n]] and its final state is written back there in place, as vLLM's
+ * inplace_final_state; an index < 0 is padding (vLLM's PAD_SLOT_ID): no read, no write).
+ */
+function inferGla(op: string, [q, k, v, g, s0, cu, idx]: readonly MetaArg[], a: { output_final_state: boolean }, gName: string) {
   const dtype = commonFloatDType(op, [['q', q!], ['k', k!], ['v', v!], [gName, g!]]);
   const qs = shapeOf(q!);
   if (qs.length !== 4) opError(op, `q must be [B, T, H, K], got ${formatShape(qs)}`);
@@ -78,9 +84,25 @@ function inferGla(op: string, [q, k, v, g, s0]: readonly MetaArg[], a: { output_
   const vs = shapeOf(v!);
   if (vs.length !== 4 || vs[0] !== B || vs[1] !== T || vs[2] !== H) opError(op, `v ${formatShape(vs)} must be [${B}, ${T}, ${H}, V] for q ${formatShape(qs)}`);
   const V = vs[3]!;
-  if (s0) expectShape(op, 'initial_state', s0, [B, H, K, V]);
+  let N = B;
+  if (cu) {
+    const cs = shapeOf(cu);
+    if (B !== 1) opError(op, `with cu_seqlens the sequences are packed along T: q must be [1, T, H, K], got ${formatShape(qs)}`);
+    if (cs.length !== 1 || cs[0]! < 1) opError(op, `cu_seqlens must be [num_seqs + 1], got ${formatShape(cs)}`);
+    N = cs[0]! - 1;
+  }
+  if (idx) {
+    expectShape(op, 'ssm_state_indices', idx, [N]);
+    if (!s0) opError(op, 'ssm_state_indices needs initial_state: the state pool [slots, H, K, V] it indexes');
+    const ps = shapeOf(s0);
+    if (ps.length !== 4 || ps[1] !== H || ps[2] !== K || ps[3] !== V) opError(op, `initial_state (the state pool) ${formatShape(ps)} must be [slots, ${H}, ${K}, ${V}]`);
+    if ((s0 as TensorMeta).dtype !== 'f32') opError(op, `the state pool must be f32, got ${(s0 as TensorMeta).dtype}`);
+    if (a.output_final_state) opError(op, 'with ssm_state_indices the final states are written into the pool in place: output_final_state must be false');
+    return [meta([B, T, H, V], dtype)];
+  }
+  if (s0) expectShape(op, 'initial_state', s0, [N, H, K, V]);
   const out = [meta([B, T, H, V], dtype)];
-  return a.output_final_state ? [...out, meta([B, H, K, V], 'f32')] : out;
+  return a.output_final_state ? [...out, meta([N, H, K, V], 'f32')] : out;
 }
 
 const glaInputs = (g: string) => [
@@ -89,12 +111,14 @@ const glaInputs = (g: string) => [
   { name: 'v', dtypes: 'float' as const },
   { name: g, dtypes: 'float' as const },
   { name: 'initial_state', optional: true, dtypes: 'float' as const },
+  { name: 'cu_seqlens', optional: true, dtypes: ['i32', 'i64'] as const },
+  { name: 'ssm_state_indices', optional: true, dtypes: ['i32', 'i64'] as const },
 ];
 
 defineOp({
   name: 'fused_recurrent_gla',
   group: 'recurrent',
-  doc: 'FLA fused_recurrent_gla(q, k, v, gk, scale, initial_state, output_final_state): per head S_t = diag(exp(gk_t)) S_{t-1} + k_t^T v_t, o_t = scale * q_t S_t (scale defaults to K^-0.5). Returns o [B, T, H, V] and optionally the final state [B, H, K, V] f32.',
+  doc: 'FLA fused_recurrent_gla(q, k, v, gk, scale, initial_state, output_final_state, cu_seqlens) + vLLM ssm_state_indices: per head S_t = diag(exp(gk_t)) S_{t-1} + k_t^T v_t, o_t = scale * q_t S_t (scale defaults to K^-0.5). Returns o [B, T, H, V] and optionally the final state [N, H, K, V] f32 (N = B, or the varlen sequences); with ssm_state_indices the states live in the pool initial_state, updated in place.',
   inputs: glaInputs('gk'),
   attrs: glaAttrs,
   outputs: ['out', 'final_state'],
@@ -171,6 +195,8 @@ for (const [recurrent, chunk, channelGate, gate] of [
 }
 
 type GlaOpts = { scale?: number | null; initial_state?: Tensor | null; output_final_state?: boolean };
+/** FLA's varlen cu_seqlens and vLLM's ssm_state_indices (see inferGla). */
+type GlaVarlen = { cu_seqlens?: Tensor | null; ssm_state_indices?: Tensor | null };
 type DeltaOpts = GlaOpts & { use_qk_l2norm_in_kernel?: boolean };
 const delta = (name: string, ins: Tensor[], opts: DeltaOpts): Tensor[] =>
   callOp(name, [...ins, opts.initial_state ?? null], {
@@ -184,10 +210,10 @@ export const recurrentFunctions = {
     callOp('causal_conv1d', [x, weight, opts.bias ?? null, opts.initial_states ?? null], { activation: opts.activation ?? null, return_final_states: opts.return_final_states ?? false }),
   causalConv1dUpdate: (x: Tensor, conv_state: Tensor, weight: Tensor, opts: { bias?: Tensor | null; activation?: 'silu' | 'swish' | null } = {}): [Tensor, Tensor] =>
     callOp('causal_conv1d_update', [x, conv_state, weight, opts.bias ?? null], { activation: opts.activation ?? null }) as [Tensor, Tensor],
-  fusedRecurrentGla: (q: Tensor, k: Tensor, v: Tensor, gk: Tensor, opts: GlaOpts = {}): Tensor[] =>
-    callOp('fused_recurrent_gla', [q, k, v, gk, opts.initial_state ?? null], { scale: opts.scale ?? null, output_final_state: opts.output_final_state ?? false }),
-  chunkGla: (q: Tensor, k: Tensor, v: Tensor, g: Tensor, opts: GlaOpts & { chunk_size?: number } = {}): Tensor[] =>
-    callOp('chunk_gla', [q, k, v, g, opts.initial_state ?? null], { scale: opts.scale ?? null, output_final_state: opts.output_final_state ?? false, chunk_size: opts.chunk_size ?? 64 }),
+  fusedRecurrentGla: (q: Tensor, k: Tensor, v: Tensor, gk: Tensor, opts: GlaOpts & GlaVarlen = {}): Tensor[] =>
+    callOp('fused_recurrent_gla', [q, k, v, gk, opts.initial_state ?? null, opts.cu_seqlens ?? null, opts.ssm_state_indices ?? null], { scale: opts.scale ?? null, output_final_state: opts.output_final_state ?? false }),
+  chunkGla: (q: Tensor, k: Tensor, v: Tensor, g: Tensor, opts: GlaOpts & GlaVarlen & { chunk_size?: number } = {}): Tensor[] =>
+    callOp('chunk_gla', [q, k, v, g, opts.initial_state ?? null, opts.cu_seqlens ?? null, opts.ssm_state_indices ?? null], { scale: opts.scale ?? null, output_final_state: opts.output_final_state ?? false, chunk_size: opts.chunk_size ?? 64 }),
   fusedRecurrentGatedDeltaRule: (q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, opts: DeltaOpts = {}): Tensor[] =>
     delta('fused_recurrent_gated_delta_rule', [q, k, v, g, beta], opts),
   chunkGatedDeltaRule: (q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, opts: DeltaOpts = {}): Tensor[] => delta('chunk_gated_delta_rule', [q, k, v, g, beta], opts),
