@@ -14,6 +14,8 @@ import { t5BlockTask } from './L3/t5_block.js';
 import { clipEncoderLayerTask } from './L3/clip_encoder_layer.js';
 import { t5EncoderTask } from './L4/t5_encoder.js';
 import { clipTextModelTask } from './L4/clip_text_model.js';
+import { sdxlResnetTask } from './L2/sdxl_resnet.js';
+import { sdxlUpsampleTask } from './L2/sdxl_upsample.js';
 
 export { FAMILY as VISION_VIDEO_AUDIO };
 export * from './flux-config.js';
@@ -34,7 +36,12 @@ export { CLIPEncoderLayer, clipEncoderLayerTask } from './L3/clip_encoder_layer.
 export { T5EncoderModel, t5EncoderTask } from './L4/t5_encoder.js';
 export { CLIPTextModel, clipTextModelTask } from './L4/clip_text_model.js';
 export { FluxTransformer2DModel } from './L4/flux_transformer.js';
-export { clipTextWeightRules, fluxTransformerWeightRules, t5WeightRules } from './weights.js';
+export { clipTextWeightRules, fluxTransformerWeightRules, t5WeightRules, vaeWeightRules } from './weights.js';
+export { ResnetBlock2D, sdxlResnetTask } from './L2/sdxl_resnet.js';
+export { Upsample2D, sdxlUpsampleTask } from './L2/sdxl_upsample.js';
+export { AutoencoderKL } from './vae/autoencoder_kl.js';
+export * from './vae/vae-config.js';
+export * from './pipeline/scheduler.js';
 
 /** The family's own tasks (L2-L4); its L1 tasks are shared (tasks/L1). */
 export const visionVideoAudioTasks: readonly TaskDefinition[] = [
@@ -47,6 +54,8 @@ export const visionVideoAudioTasks: readonly TaskDefinition[] = [
   t5DenseTask,
   clipAttentionTask,
   clipMlpTask,
+  sdxlResnetTask,
+  sdxlUpsampleTask,
   fluxTransformerBlockTask,
   t5BlockTask,
   clipEncoderLayerTask,
