@@ -38,7 +38,7 @@ export const yolov10BackboneTask = defineTask(
     className: 'YOLOv10Backbone',
     family: [FAMILY],
     architectures: ['yolov10'],
-    mirrors: 'ultralytics.nn.tasks.DetectionModel.model[0:11]',
+    mirrors: 'ultralytics.nn.tasks.DetectionModel', // its layers 0-10 (DetectionModel.model[0:11])
     description: 'YOLOv10 backbone (layers 0-10): stem, C2f / C2fCIB stages with Conv and SCDown downsampling, SPPF, PSA; returns P3, P4, P5.',
     init: [{ name: 'config', type: 'object', doc: 'YOLOv10Config (scale, width / depth multiples, nc)' }],
     inputs: [{ name: 'images', dtype: 'act', shape: ['B', 3, 'S', 'S'] }],

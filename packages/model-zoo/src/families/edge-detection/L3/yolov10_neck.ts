@@ -35,7 +35,7 @@ export const yolov10NeckTask = defineTask(
     className: 'YOLOv10Neck',
     family: [FAMILY],
     architectures: ['yolov10'],
-    mirrors: 'ultralytics.nn.tasks.DetectionModel.model[11:23]',
+    mirrors: 'ultralytics.nn.tasks.DetectionModel', // its layers 11-22 (DetectionModel.model[11:23])
     description: 'YOLOv10 PAN neck (layers 11-22): upsample + concat + C2f top-down, strided Conv / SCDown + concat + C2f / C2fCIB bottom-up; the head inputs at P3 / P4 / P5.',
     init: [{ name: 'config', type: 'object', doc: 'YOLOv10Config (scale, width / depth multiples, nc)' }],
     inputs: [
