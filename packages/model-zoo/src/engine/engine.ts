@@ -1,6 +1,7 @@
 import { DTYPE_INFO, Tensor, UserError, currentTensorParallelGroup, errorMessage, withContext, type Backend, type ExecutionContext, type TensorParallelGroup } from '@fastkernels/core';
 import { KV_BLOCK_SIZE } from '../tasks/L1/kvcache/store_kvcache.js';
 import { BlockManager } from './block-manager.js';
+import { stateSlotBytes } from './cache-spec.js';
 import type { GraphRuntime } from './device-io.js';
 import { stepIoFor } from './device-io.js';
 import { disposeAttentionMetadata, withForwardContext, type AttentionMetadata } from './forward-context.js';
@@ -9,6 +10,8 @@ import { formatBudget, formatGraphPool, planKvCache, withKvBlocks, type MemoryBu
 import type { CausalLM } from './model-runner.js';
 import { EngineRunner, isCaptureError, sameSeqs, type PendingStep, type RunnerGeometry } from './runner.js';
 import { Scheduler } from './scheduler.js';
+import { StateCache } from './state-cache.js';
+import { StateSlotManager } from './state-slots.js';
 import { DEFAULT_SAMPLING, Sequence, type FinishReason, type SamplingParams } from './sequence.js';
 import { tokenLogprob, type TokenLogprob } from './logprobs.js';
 
@@ -118,11 +121,19 @@ export interface GraphFallback {
  * whether every rank captured its decode graphs (if one failed, every rank decodes eagerly, with the reason logged,
  * instead of raising a capture error), and whether a run passed its deadline (wall clocks differ: checked together
  * every DEADLINE_AGREE_EVERY steps).
+ *
+ * Models whose layers keep a recurrent state (geometry.layerCaches: GLA, the linear layers of hybrid stacks) also get a
+ * state pool beside the paged KV cache, one slot per running sequence, planned from the same budget (docs/recurrent-state.md).
+ * Their decode steps are not chained (chainDecode): a step launched ahead and then dropped would already have advanced
+ * the states in place.
  */
 export class LLMEngine {
   readonly scheduler: Scheduler;
   readonly blockManager: BlockManager;
   readonly kvCache: KvCache;
+  /** The recurrent-state pool and its slots (null for models without recurrent layers). */
+  readonly stateCache: StateCache | null = null;
+  readonly stateSlots: StateSlotManager | null = null;
   readonly runner: EngineRunner;
   readonly budget: MemoryBudget;
   readonly maxModelLen: number;
@@ -166,6 +177,7 @@ export class LLMEngine {
     const graphRt = wantGraphs === false ? null : typeof wantGraphs === 'object' ? wantGraphs : io.graphs;
 
     const spec: KvCacheSpec = kvCacheSpecFor(geometry, ctx.dtype);
+    const slotBytes = stateSlotBytes(geometry);
     const weightsBytes = model.namedParameters().reduce((a, [, t]) => a + t.numel * t.itemsize, 0);
     const profiled = this.profileActivations(maxNumBatchedTokens, Math.min(maxNumSeqs, maxNumBatchedTokens), spec, io.memoryInfo());
     const maxGraphBatch = Math.min(options.maxGraphBatch ?? 256, maxNumSeqs);
@@ -177,16 +189,27 @@ export class LLMEngine {
       totalBytes: total, utilization: options.gpuMemoryUtilization ?? 0.9, weightsBytes, activationPeakBytes: profiled.bytes,
       activationMeasured: profiled.measured, graphPoolBytes: graphEstimate, runnerBytes, spec, maxModelLen, maxNumSeqs,
       ...(options.numKvBlocks !== undefined ? { explicitBlocks: options.numKvBlocks } : {}),
+      stateSlotBytes: slotBytes,
     });
     // every rank must hold the same block count (the scheduler's preemptions depend on it): the smallest one
     if (this.tp.world > 1) plan = withKvBlocks(plan, this.tp.agree([plan.numKvBlocks], 'min', ctx)[0]!);
+    // and the same state slots (they bound the running sequences)
+    if (this.tp.world > 1 && plan.numStateSlots) {
+      const slots = this.tp.agree([plan.numStateSlots], 'min', ctx)[0]!;
+      plan = { ...plan, numStateSlots: slots, stateBytes: slots * plan.stateSlotBytes };
+    }
     this.kvCache = new KvCache(ctx.backend, ctx.device, spec, plan.numKvBlocks);
     this.blockManager = new BlockManager(plan.numKvBlocks, KV_BLOCK_SIZE);
-    this.scheduler = new Scheduler({ maxNumBatchedTokens, maxNumSeqs, chunkedPrefill }, this.blockManager);
-    const runnerConfig = { maxNumBatchedTokens, maxNumSeqs, maxModelLen, maxGraphBatch };
+    if (plan.numStateSlots) {
+      this.stateCache = new StateCache(ctx.backend, ctx.device, geometry, plan.numStateSlots);
+      this.stateSlots = new StateSlotManager(plan.numStateSlots);
+    }
+    // with a state pool, as many sequences run at once as it has slots
+    this.scheduler = new Scheduler({ maxNumBatchedTokens, maxNumSeqs: Math.min(maxNumSeqs, plan.numStateSlots || maxNumSeqs), chunkedPrefill }, this.blockManager, this.stateSlots);
+    const runnerConfig = { maxNumBatchedTokens, maxNumSeqs, maxModelLen, maxGraphBatch, stateCache: this.stateCache };
     this.runner = new EngineRunner(model, ctx, this.kvCache, this.blockManager, { ...runnerConfig, graphs: graphRt ?? false }, io);
     const chain = options.chainDecode ?? chainDecodeDefault(ctx.backend);
-    this.runner.chainsDecode = chain && this.tp.world === 1;
+    this.runner.chainsDecode = chain && this.tp.world === 1 && !this.stateCache;
     try {
       const t0 = performance.now();
       let poolBytes = 0;
@@ -236,12 +259,14 @@ export class LLMEngine {
     }
     const ctx = this.ctx;
     const cache = new KvCache(ctx.backend, ctx.device, spec, 1);
+    const states = stateSlotBytes(this.geometry) ? new StateCache(ctx.backend, ctx.device, this.geometry, 1) : null;
     const fromInts = (v: number[], dtype: 'i32' | 'i64') => Tensor.fromArray(ctx.backend, v, [v.length], dtype, { device: ctx.device });
     const ids = fromInts(new Array(tokens).fill(0), 'i64');
     const pos = fromInts(Array.from({ length: tokens }, (_, i) => i % this.maxModelLen), 'i64');
     const md: AttentionMetadata = {
       numPrefills: 1, numPrefillTokens: tokens, numDecodes: 0, slotMapping: fromInts(new Array(tokens).fill(-1), 'i64'),
       cuSeqlensQ: fromInts([0, tokens], 'i32'), cuSeqlensK: fromInts([0, tokens], 'i32'), maxSeqlenQ: tokens, maxSeqlenK: tokens, blockTables: null, seqLens: null,
+      ...(states ? { stateIndices: fromInts([0], 'i32') } : {}),
     };
     const rowIds = fromInts(Array.from({ length: rows }, (_, i) => tokens - 1 - i), 'i64');
     ctx.backend.synchronize(ctx.device);
@@ -249,7 +274,7 @@ export class LLMEngine {
     mem.resetPeak();
     try {
       withContext(ctx, () => {
-        const hidden = withForwardContext({ attnMetadata: md, kvCaches: cache.layers }, () => this.model.forward(ids, pos));
+        const hidden = withForwardContext({ attnMetadata: md, kvCaches: cache.layers, ...(states ? { stateCaches: states.layers } : {}) }, () => this.model.forward(ids, pos));
         const last = ctx.backend.ops.embedding(rowIds, hidden);
         hidden.dispose();
         const logits = this.model.computeLogits(last);
@@ -264,6 +289,7 @@ export class LLMEngine {
       for (const t of [ids, pos, rowIds]) t.dispose();
       disposeAttentionMetadata(md);
       cache.dispose();
+      states?.dispose();
     }
   }
 
@@ -438,6 +464,7 @@ export class LLMEngine {
     }
     this.runner?.dispose();
     this.kvCache?.dispose();
+    this.stateCache?.dispose();
   }
 }
 

@@ -36,6 +36,11 @@ export interface AttentionMetadata {
   readonly blockTables: Tensor | null;
   /** [numDecodes] i32 tokens in the cache per decoding sequence, the new one included; null without decodes. */
   readonly seqLens: Tensor | null;
+  /**
+   * [numPrefills + numDecodes] i32: the state-pool slot of each sequence, prefills then decodes (vLLM's
+   * state_indices_tensor; -1 = a padding row, PAD_SLOT_ID). Set only for models with recurrent layers.
+   */
+  readonly stateIndices?: Tensor | null;
 }
 
 /** One layer's paged cache: [numBlocks, blockSize, numKvHeads, headDim] each. */
@@ -44,10 +49,17 @@ export interface LayerKvCache {
   readonly vCache: Tensor;
 }
 
+/** One recurrent layer's states in the pool, each [numSlots, ...shape] (StateCache; vLLM's mamba layer kv_cache tuple). */
+export interface LayerStateCache {
+  readonly states: readonly Tensor[];
+}
+
 export interface ForwardContext {
   readonly attnMetadata: AttentionMetadata;
   /** By layer index (vLLM binds kv_cache[layer] to each Attention layer; here attention looks it up by its layerIdx). */
   readonly kvCaches: readonly LayerKvCache[];
+  /** By layer index, the recurrent layers' state pools (absent for models without recurrent layers; holes at attention layers). */
+  readonly stateCaches?: readonly (LayerStateCache | undefined)[];
 }
 
 let current: ForwardContext | null = null;
@@ -91,7 +103,20 @@ export function layerKvCache(ctx: ForwardContext, layerIdx: number): LayerKvCach
   return c;
 }
 
+/**
+ * The state pool of a recurrent layer when the engine runs it (the forward context holds the layer's StateCache entry
+ * and the step's state indices), else null: the layer is called on its own with the state as an argument.
+ */
+export function layerStateCache(layerIdx: number): { cache: LayerStateCache; metadata: AttentionMetadata; stateIndices: Tensor } | null {
+  const ctx = current;
+  const cache = ctx?.stateCaches?.[layerIdx];
+  if (!ctx || !cache) return null;
+  const idx = ctx.attnMetadata.stateIndices;
+  if (!idx) throw new Error(`forward context has a state cache for layer ${layerIdx} but no stateIndices in its metadata`);
+  return { cache, metadata: ctx.attnMetadata, stateIndices: idx };
+}
+
 /** Release the context's metadata tensors (the caches belong to whoever allocated them). */
 export function disposeAttentionMetadata(m: AttentionMetadata): void {
-  for (const t of [m.slotMapping, m.cuSeqlensQ, m.cuSeqlensK, m.blockTables, m.seqLens, m.prefillKvSlots]) t?.dispose();
+  for (const t of [m.slotMapping, m.cuSeqlensQ, m.cuSeqlensK, m.blockTables, m.seqLens, m.prefillKvSlots, m.stateIndices]) t?.dispose();
 }

@@ -1,9 +1,11 @@
 import { UserError, type ExecutionContext } from '@fastkernels/core';
 import { KV_BLOCK_SIZE } from '../tasks/L1/kvcache/store_kvcache.js';
 import { BlockManager } from './block-manager.js';
+import { hasRecurrentState, type LayerCacheSpec } from './cache-spec.js';
 import { KvCache, kvCacheSpecFor, type KvCacheSpec } from './kv-cache.js';
 import { ModelRunner, type CausalLM } from './model-runner.js';
 import { DEFAULT_SAMPLING, Sequence, type SamplingParams } from './sequence.js';
+import { StateCache } from './state-cache.js';
 
 export interface GenerateRequest {
   readonly promptIds: readonly number[];
@@ -39,6 +41,8 @@ export interface ModelGeometry {
   readonly numAttentionHeads: number;
   readonly numKeyValueHeads: number;
   readonly headDim: number;
+  /** Per-layer cache kinds (cache-spec.ts); absent: every layer attends. */
+  readonly layerCaches?: readonly LayerCacheSpec[];
 }
 
 /** Check prompts against the vocabulary and the position limit; UserError names the prompt and token. */
@@ -63,7 +67,7 @@ export function validateRequests(requests: readonly GenerateRequest[], geom: Mod
  * Offline generation, the straightforward loop: allocate a paged cache big enough for every request, prefill
  * all prompts in one varlen batch, then decode step by step for the unfinished sequences until each has
  * its max tokens. (The continuous-batching scheduler replaces the loop; the runner, block manager and
- * sequences stay.)
+ * sequences stay.) A model with recurrent layers gets a state pool with a slot per request.
  */
 export function generate(model: CausalLM, ctx: ExecutionContext, geom: ModelGeometry, requests: readonly GenerateRequest[], options: GenerateOptions = {}): GenerateResult {
   const base: SamplingParams = {
@@ -80,7 +84,9 @@ export function generate(model: CausalLM, ctx: ExecutionContext, geom: ModelGeom
   const spec: KvCacheSpec = kvCacheSpecFor(geom, ctx.dtype);
   const cache = new KvCache(ctx.backend, ctx.device, spec, numBlocks);
   const blocks = new BlockManager(numBlocks, blockSize);
-  const runner = new ModelRunner(model, ctx, cache, blocks);
+  const states = hasRecurrentState(geom) ? new StateCache(ctx.backend, ctx.device, geom, seqs.length) : null;
+  seqs.forEach((s, i) => states && (s.stateSlot = i));
+  const runner = new ModelRunner(model, ctx, cache, blocks, states);
   const logits: Float32Array[][] = seqs.map(() => []);
   const collect = options.collectLogits ?? false;
   let steps = 0;
@@ -122,5 +128,6 @@ export function generate(model: CausalLM, ctx: ExecutionContext, geom: ModelGeom
   } finally {
     runner.dispose();
     cache.dispose();
+    states?.dispose();
   }
 }

@@ -1,10 +1,14 @@
 import { DTYPE_INFO, Tensor, currentTensorParallelGroup, qkvLayout, type Backend, type DType } from '@fastkernels/core';
 import { KV_BLOCK_SIZE } from '../tasks/L1/kvcache/store_kvcache.js';
+import { attentionLayerIds, type LayerCacheSpec } from './cache-spec.js';
 import type { LayerKvCache } from './forward-context.js';
 
 /** KV-cache geometry of a model. */
 export interface KvCacheSpec {
+  /** Layers with paged K/V (all of them, but for hybrid stacks: see layerIds). */
   readonly numLayers: number;
+  /** The model layer index of each cached layer when not every layer attends (hybrid stacks); absent: 0 .. numLayers - 1. */
+  readonly layerIds?: readonly number[];
   readonly numKvHeads: number;
   readonly headDim: number;
   readonly blockSize: number;
@@ -17,6 +21,8 @@ export interface KvGeometry {
   readonly numAttentionHeads: number;
   readonly numKeyValueHeads: number;
   readonly headDim: number;
+  /** Per-layer cache kinds (cache-spec.ts); absent: every layer attends. */
+  readonly layerCaches?: readonly LayerCacheSpec[];
 }
 
 /**
@@ -26,7 +32,9 @@ export interface KvGeometry {
  */
 export function kvCacheSpecFor(g: KvGeometry, dtype: DType, world = currentTensorParallelGroup().world): KvCacheSpec {
   const numKvHeads = world === 1 ? g.numKeyValueHeads : qkvLayout(g.headDim, g.numAttentionHeads, g.numKeyValueHeads, world).numKvHeads;
-  return { numLayers: g.numHiddenLayers, numKvHeads, headDim: g.headDim, blockSize: KV_BLOCK_SIZE, dtype };
+  if (!g.layerCaches) return { numLayers: g.numHiddenLayers, numKvHeads, headDim: g.headDim, blockSize: KV_BLOCK_SIZE, dtype };
+  const layerIds = attentionLayerIds(g);
+  return { numLayers: layerIds.length, layerIds, numKvHeads, headDim: g.headDim, blockSize: KV_BLOCK_SIZE, dtype };
 }
 
 /** Bytes of one block over all layers (keys and values). */
@@ -34,7 +42,8 @@ export const kvBlockBytes = (s: KvCacheSpec): number => 2 * s.numLayers * s.bloc
 
 /**
  * The paged cache (nano-vllm's ModelRunner.allocate_kv_cache): per layer kCache / vCache
- * [numBlocks, blockSize, numKvHeads, headDim] in the model dtype.
+ * [numBlocks, blockSize, numKvHeads, headDim] in the model dtype. `layers` is indexed by model layer; in a hybrid stack
+ * the recurrent layers' entries are empty (their state is in the StateCache).
  */
 export class KvCache {
   readonly layers: LayerKvCache[];
@@ -45,10 +54,12 @@ export class KvCache {
     readonly numBlocks: number,
   ) {
     const shape = [numBlocks, spec.blockSize, spec.numKvHeads, spec.headDim];
-    this.layers = Array.from({ length: spec.numLayers }, () => ({
-      kCache: Tensor.zeros(backend, shape, spec.dtype, { device }),
-      vCache: Tensor.zeros(backend, shape, spec.dtype, { device }),
-    }));
+    const alloc = () => ({ kCache: Tensor.zeros(backend, shape, spec.dtype, { device }), vCache: Tensor.zeros(backend, shape, spec.dtype, { device }) });
+    if (!spec.layerIds) this.layers = Array.from({ length: spec.numLayers }, alloc);
+    else {
+      this.layers = [];
+      for (const i of spec.layerIds) this.layers[i] = alloc();
+    }
   }
 
   get bytes(): number {
@@ -57,8 +68,8 @@ export class KvCache {
 
   dispose(): void {
     for (const l of this.layers) {
-      l.kCache.dispose();
-      l.vCache.dispose();
+      l?.kCache.dispose();
+      l?.vCache.dispose();
     }
   }
 }

@@ -5,6 +5,7 @@ import type { BlockManager } from './block-manager.js';
 import { disposeAttentionMetadata, withForwardContext, type AttentionMetadata } from './forward-context.js';
 import type { KvCache } from './kv-cache.js';
 import type { Sequence } from './sequence.js';
+import type { StateCache } from './state-cache.js';
 
 /** What the runner needs of a model (vLLM's interface of a *ForCausalLM). */
 export interface CausalLM extends Module {
@@ -35,6 +36,8 @@ export class ModelRunner {
     readonly ctx: ExecutionContext,
     readonly kvCache: KvCache,
     readonly blockManager: BlockManager,
+    /** The recurrent-state pool (models with recurrent layers): each sequence's stateSlot indexes it. */
+    readonly stateCache: StateCache | null = null,
   ) {
     this.sampler = ctx.registry.createIn<Sampler>(ctx, 'L1/sampler');
   }
@@ -81,6 +84,7 @@ export class ModelRunner {
       maxSeqlenK: maxQ,
       blockTables: decodes.length ? fromInts(ctx, table, [decodes.length, maxBlocks], 'i32') : null,
       seqLens: decodes.length ? fromInts(ctx, decodes.map((s) => s.numTokens), [decodes.length], 'i32') : null,
+      ...(this.stateCache ? { stateIndices: fromInts(ctx, [...prefills, ...decodes].map((s) => s.stateSlot), [P + decodes.length], 'i32') } : {}),
     };
     return { inputIds: fromInts(ctx, ids, [T], 'i64'), positions: fromInts(ctx, pos, [T], 'i64'), metadata, logitsIndices };
   }
@@ -90,9 +94,12 @@ export class ModelRunner {
     const seqs = [...prefills, ...decodes];
     const { inputIds, positions, metadata, logitsIndices } = this.prepare(prefills, decodes);
     const ctx = this.ctx;
+    // a prefill here is a whole prompt: its sequence starts from a zero state
+    if (prefills.length) this.stateCache?.reset(prefills.map((s) => s.stateSlot));
     try {
       return withContext(ctx, () => {
-        const hidden = withForwardContext({ attnMetadata: metadata, kvCaches: this.kvCache.layers }, () => this.model.forward(inputIds, positions));
+        const fc = { attnMetadata: metadata, kvCaches: this.kvCache.layers, ...(this.stateCache ? { stateCaches: this.stateCache.layers } : {}) };
+        const hidden = withForwardContext(fc, () => this.model.forward(inputIds, positions));
         // hidden[logitsIndices]: a row gather (the embedding op gathers rows of any [N, H] table).
         const idx = fromInts(ctx, logitsIndices, [logitsIndices.length], 'i64');
         const last = ctx.backend.ops.embedding(idx, hidden);

@@ -6,6 +6,8 @@ import { validateRequests, type ModelGeometry } from './generate.js';
 import { KvCache, kvCacheSpecFor } from './kv-cache.js';
 import { ModelRunner, type CausalLM } from './model-runner.js';
 import { DEFAULT_SAMPLING, Sequence } from './sequence.js';
+import { hasRecurrentState } from './cache-spec.js';
+import { StateCache } from './state-cache.js';
 
 /**
  * Float32 logits of every position of one prompt ([P, V] row-major): the prompt alone as one prefill step
@@ -22,13 +24,15 @@ export function promptLogits(model: CausalLM, ctx: ExecutionContext, geom: Model
   const numBlocks = Math.ceil(P / KV_BLOCK_SIZE);
   const cache = new KvCache(ctx.backend, ctx.device, kvCacheSpecFor(geom, ctx.dtype), numBlocks);
   const blocks = new BlockManager(numBlocks, KV_BLOCK_SIZE);
-  const runner = new ModelRunner(model, ctx, cache, blocks);
+  const states = hasRecurrentState(geom) ? new StateCache(ctx.backend, ctx.device, geom, 1) : null; // zeros: slot 0
+  if (states) seq.stateSlot = 0;
+  const runner = new ModelRunner(model, ctx, cache, blocks, states);
   try {
     blocks.allocate(seq);
     const { inputIds, positions, metadata } = runner.prepare([seq], []);
     try {
       return withContext(ctx, () => {
-        const hidden = withForwardContext({ attnMetadata: metadata, kvCaches: cache.layers }, () => model.forward(inputIds, positions));
+        const hidden = withForwardContext({ attnMetadata: metadata, kvCaches: cache.layers, ...(states ? { stateCaches: states.layers } : {}) }, () => model.forward(inputIds, positions));
         const out = new Float32Array(P * V);
         try {
           for (let r = 0; r < P; r += chunk) {
@@ -55,5 +59,6 @@ export function promptLogits(model: CausalLM, ctx: ExecutionContext, geom: Model
   } finally {
     runner.dispose();
     cache.dispose();
+    states?.dispose();
   }
 }

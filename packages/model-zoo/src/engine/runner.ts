@@ -1,8 +1,10 @@
 import { DTYPE_INFO, Tensor, currentTensorParallelGroup, fmix32, withContext, type DType, type ExecutionContext, type SampleHint, type TensorParallelGroup } from '@fastkernels/core';
 import type { Sampler } from '../tasks/L1/sampling/sampler.js';
 import type { BlockManager } from './block-manager.js';
-import { withForwardContext, type AttentionMetadata } from './forward-context.js';
+import { withForwardContext, type AttentionMetadata, type ForwardContext } from './forward-context.js';
+import type { LayerCacheSpec } from './cache-spec.js';
 import type { KvCache } from './kv-cache.js';
+import type { StateCache } from './state-cache.js';
 import type { CausalLM } from './model-runner.js';
 import type { ScheduledBatch } from './scheduler.js';
 import type { Sequence } from './sequence.js';
@@ -12,9 +14,9 @@ import { stepIoFor, type CapturedGraph, type GraphRuntime, type StepIo } from '.
 export const GRAPH_POOL_MARGIN = 1.15;
 
 /** The per-row staging fields a graph decode step uploads (block tables go separately: maxBlocksPerSeq per row). */
-const DECODE_FIELDS = ['inputIds', 'positions', 'slotMapping', 'seqLens', 'temperature', 'topK', 'topP', 'seeds'] as const;
-/** What a chained step uploads: the same but the input ids, which it copies on the device from the step before. */
-const CHAINED_FIELDS = DECODE_FIELDS.filter((f) => f !== 'inputIds');
+const DECODE_FIELDS: readonly FieldName[] = ['inputIds', 'positions', 'slotMapping', 'seqLens', 'temperature', 'topK', 'topP', 'seeds'];
+/** With recurrent layers, also each row's state-pool slot. */
+const STATE_DECODE_FIELDS: readonly FieldName[] = [...DECODE_FIELDS, 'stateIndices'];
 
 let captureDepth = 0;
 const CAPTURE_PHASE = Symbol.for('fastkernels.capturePhase');
@@ -53,6 +55,11 @@ export interface RunnerConfig {
   readonly maxGraphBatch?: number;
   /** Graph pool size; default estimated from the model geometry (doubled and retried when a capture runs out). */
   readonly graphPoolBytes?: number;
+  /**
+   * The recurrent-state pool of a model with recurrent layers: each step then carries every sequence's slot
+   * (AttentionMetadata.stateIndices) and zeroes the slots of sequences that start from position 0.
+   */
+  readonly stateCache?: StateCache | null;
 }
 
 /** What the runner needs of the model's shape, for estimates. */
@@ -64,6 +71,8 @@ export interface RunnerGeometry {
   readonly numKeyValueHeads: number;
   readonly headDim: number;
   readonly vocabSize: number;
+  /** Per-layer cache kinds (cache-spec.ts: attention or recurrent state); absent: every layer attends. */
+  readonly layerCaches?: readonly LayerCacheSpec[];
 }
 
 /** One staging layout (host) mirrored by the device buffers: field -> element offset and capacity. */
@@ -73,7 +82,7 @@ interface Field {
   readonly capacity: number;
 }
 
-type FieldName = 'inputIds' | 'positions' | 'slotMapping' | 'cuQ' | 'cuK' | 'blockTables' | 'seqLens' | 'logitsIdx' | 'temperature' | 'topK' | 'topP' | 'seeds';
+type FieldName = 'inputIds' | 'positions' | 'slotMapping' | 'cuQ' | 'cuK' | 'blockTables' | 'seqLens' | 'logitsIdx' | 'temperature' | 'topK' | 'topP' | 'seeds' | 'stateIndices';
 
 /** Host staging: one buffer, typed views per field (i64 fields written as two i32 words). */
 class Staging {
@@ -216,6 +225,10 @@ export class EngineRunner {
   private poolStats: { estimateBytes: number; attempts: number; peakBytes?: number } | null = null;
   /** The tensor-parallel group the model was built in (world 1: none). */
   private readonly tp: TensorParallelGroup = currentTensorParallelGroup();
+  private readonly stateCache: StateCache | null;
+  /** What a graph decode step uploads; a chained one, the same but the input ids (copied on the device from the step before). */
+  private readonly decodeFields: readonly FieldName[];
+  private readonly chainedFields: readonly FieldName[];
 
   constructor(
     readonly model: CausalLM,
@@ -229,12 +242,16 @@ export class EngineRunner {
     this.graphRt = config.graphs === false ? null : typeof config.graphs === 'object' ? config.graphs : this.io.graphs;
     this.maxBlocksPerSeq = Math.ceil(config.maxModelLen / blockManager.blockSize);
     this.sampler = ctx.registry.createIn<Sampler>(ctx, 'L1/sampler');
+    this.stateCache = config.stateCache ?? null;
+    this.decodeFields = this.stateCache ? STATE_DECODE_FIELDS : DECODE_FIELDS;
+    this.chainedFields = this.decodeFields.filter((f) => f !== 'inputIds');
     const T = config.maxNumBatchedTokens + config.maxNumSeqs;
     const S = config.maxNumSeqs;
     const layout: [FieldName, DType, number][] = [
       ['inputIds', 'i64', T], ['positions', 'i64', T], ['slotMapping', 'i64', T], ['logitsIdx', 'i64', S], ['seeds', 'i64', S],
       ['cuQ', 'i32', S + 1], ['cuK', 'i32', S + 1], ['seqLens', 'i32', S], ['topK', 'i32', S], ['temperature', 'f32', S], ['topP', 'f32', S],
       ['blockTables', 'i32', S * this.maxBlocksPerSeq],
+      ...(this.stateCache ? [['stateIndices', 'i32', S] as [FieldName, DType, number]] : []),
     ];
     let off = 0;
     for (const [name, dtype, cap] of layout) {
@@ -300,8 +317,8 @@ export class EngineRunner {
     s.setI64('seeds', r, seq ? requestStepSeed(seq, ahead) : 0);
   }
 
-  /** Decode rows [row0, row0 + n): one token per sequence, its block table and length. */
-  private stageDecodeRow(s: Staging, tokenRow: number, d: number, seq: Sequence | null, ahead: number): void {
+  /** Decode row d (token row tokenRow, state row stateRow): its token, block table, length and state slot. */
+  private stageDecodeRow(s: Staging, tokenRow: number, d: number, seq: Sequence | null, ahead: number, stateRow = d): void {
     const W = this.maxBlocksPerSeq;
     if (seq) {
       const p = seq.numTokens - 1 + ahead;
@@ -312,12 +329,14 @@ export class EngineRunner {
       const bt = seq.blockTable;
       const w0 = s.word('blockTables', d * W);
       for (let j = 0; j < bt.length; j++) s.i32[w0 + j] = bt[j]!;
+      if (this.stateCache) s.setI32('stateIndices', stateRow, seq.stateSlot);
     } else {
       s.setI64('inputIds', tokenRow, 0);
       s.setI64('positions', tokenRow, 0);
       s.setI64('slotMapping', tokenRow, -1);
       s.setI32('seqLens', d, 1);
       s.setI32('blockTables', d * W, 0);
+      if (this.stateCache) s.setI32('stateIndices', stateRow, -1); // PAD_SLOT_ID: the recurrent ops skip the row
     }
   }
 
@@ -363,7 +382,7 @@ export class EngineRunner {
           this.stageSampling(s, d, seq);
         }
       }
-      for (const f of DECODE_FIELDS) this.upload(s, f, bucket);
+      for (const f of this.decodeFields) this.upload(s, f, bucket);
       this.upload(s, 'blockTables', bucket * this.maxBlocksPerSeq);
       this.graphFor(bucket, batch.decodes).replay();
       this.stats.graphSteps++;
@@ -454,7 +473,7 @@ export class EngineRunner {
     const B = seqs.length;
     const s = pre.staging;
     this.flip = this.staging.indexOf(s);
-    for (const f of CHAINED_FIELDS) this.upload(s, f, pre.bucket);
+    for (const f of this.chainedFields) this.upload(s, f, pre.bucket);
     this.upload(s, 'blockTables', pre.bucket * this.maxBlocksPerSeq);
     // row d takes the token of seqs[d]'s row in the step before (padding rows keep an earlier, valid id)
     const ids = this.views.get('inputIds')!;
@@ -502,10 +521,15 @@ export class EngineRunner {
     let hasContext = false;
     let kvTotal = 0;
     const P = batch.prefills.length;
+    const fresh: number[] = []; // state slots of sequences starting at position 0
     s.setI32('cuQ', 0, 0);
     s.setI32('cuK', 0, 0);
     for (let i = 0; i < P; i++) {
       const c = batch.prefills[i]!;
+      if (this.stateCache) {
+        s.setI32('stateIndices', i, c.seq.stateSlot);
+        if (c.start === 0) fresh.push(c.seq.stateSlot);
+      }
       for (let p = c.start; p < c.start + c.numTokens; p++) {
         s.setI64('inputIds', T, c.seq.tokenIds[p]!);
         s.setI64('positions', T, p);
@@ -530,7 +554,7 @@ export class EngineRunner {
     const B = batch.decodes.length;
     for (let d = 0; d < B; d++) {
       const seq = batch.decodes[d]!;
-      this.stageDecodeRow(s, T, d, seq, 0);
+      this.stageDecodeRow(s, T, d, seq, 0, P + d);
       s.setI64('logitsIdx', nSample, T);
       this.stageSampling(s, nSample, seq);
       if (seq.params.temperature > 0) sampledRows++;
@@ -547,6 +571,10 @@ export class EngineRunner {
       this.upload(s, 'blockTables', B * this.maxBlocksPerSeq);
     }
     for (const f of ['logitsIdx', 'temperature', 'topK', 'topP', 'seeds'] as const) this.upload(s, f, nSample);
+    if (this.stateCache) {
+      this.upload(s, 'stateIndices', P + B);
+      if (fresh.length) this.stateCache.reset(fresh);
+    }
     let kvSlots: Tensor | null = null;
     if (hasContext) {
       this.ensureKvSlots(kvTotal);
@@ -575,6 +603,7 @@ export class EngineRunner {
       blockTables: B ? v('blockTables', B, this.maxBlocksPerSeq) : null,
       seqLens: B ? v('seqLens', B) : null,
       prefillKvSlots: kvSlots,
+      ...(this.stateCache ? { stateIndices: v('stateIndices', P + B) } : {}),
     };
     if (kvSlots) temps.push(kvSlots);
     const ctx = this.ctx;
@@ -589,7 +618,7 @@ export class EngineRunner {
     let done = false;
     try {
       const pending = withContext(ctx, (): PendingStep => {
-        hidden = withForwardContext({ attnMetadata: metadata, kvCaches: this.kvCache.layers }, () => this.model.forward(v('inputIds', T), v('positions', T)));
+        hidden = withForwardContext(this.forwardContext(metadata), () => this.model.forward(v('inputIds', T), v('positions', T)));
         if (nSample === 0) {
           hidden.dispose();
           return { nSample: 0, graph: false, logits: null, t0 };
@@ -663,9 +692,10 @@ export class EngineRunner {
         numPrefills: 0, numPrefillTokens: 0, numDecodes: bs,
         slotMapping: v('slotMapping', bs), cuSeqlensQ: null, cuSeqlensK: null, maxSeqlenQ: 1, maxSeqlenK: this.config.maxModelLen,
         blockTables: v('blockTables', bs, this.maxBlocksPerSeq), seqLens: v('seqLens', bs),
+        ...(this.stateCache ? { stateIndices: v('stateIndices', bs) } : {}),
       };
       withContext(this.ctx, () => {
-        hidden = withForwardContext({ attnMetadata: metadata, kvCaches: this.kvCache.layers }, () => this.model.forward(v('inputIds', bs), v('positions', bs)));
+        hidden = withForwardContext(this.forwardContext(metadata), () => this.model.forward(v('inputIds', bs), v('positions', bs)));
         logitsAct = this.model.computeLogits(hidden);
         hidden.dispose();
         logits = logitsAct.dtype === 'f32' ? logitsAct : logitsAct.to('f32');
@@ -691,8 +721,12 @@ export class EngineRunner {
       this.stageDecodeRow(s, d, d, null, 0);
       this.stageSampling(s, d, null);
     }
-    for (const f of DECODE_FIELDS) this.upload(s, f, bs);
+    for (const f of this.decodeFields) this.upload(s, f, bs);
     this.upload(s, 'blockTables', bs * this.maxBlocksPerSeq);
+  }
+
+  private forwardContext(metadata: AttentionMetadata): ForwardContext {
+    return this.stateCache ? { attnMetadata: metadata, kvCaches: this.kvCache.layers, stateCaches: this.stateCache.layers } : { attnMetadata: metadata, kvCaches: this.kvCache.layers };
   }
 
   /**

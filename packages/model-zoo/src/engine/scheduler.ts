@@ -1,5 +1,6 @@
 import type { BlockManager } from './block-manager.js';
 import type { Sequence } from './sequence.js';
+import type { StateSlotManager } from './state-slots.js';
 
 /** Scheduler limits (vLLM's SchedulerConfig / nano-vllm's Config, the subset this engine uses). */
 export interface SchedulerConfig {
@@ -43,6 +44,8 @@ export interface ScheduledBatch {
  *    budget, the sequence cap and the free blocks allow; the last one admitted may get only a chunk of its
  *    prompt (chunkedPrefill) — the rest follows in later steps as a running prefill.
  * A step may mix prefill chunks and decodes. A chunk that reaches the end of the sequence's tokens samples.
+ * Models with recurrent layers also give each running sequence a state slot (admission waits for one; finishing,
+ * preemption and removal return it), so a chunked prefill carries its state from chunk to chunk in its slot.
  */
 export class Scheduler {
   readonly waiting: Sequence[] = [];
@@ -52,6 +55,8 @@ export class Scheduler {
   constructor(
     readonly config: SchedulerConfig,
     readonly blockManager: BlockManager,
+    /** The recurrent-state slots, for models with recurrent layers. */
+    readonly stateSlots: StateSlotManager | null = null,
   ) {
     if (!(config.maxNumBatchedTokens >= 1) || !(config.maxNumSeqs >= 1)) throw new RangeError('Scheduler: maxNumBatchedTokens and maxNumSeqs must be >= 1');
     this.chunked = config.chunkedPrefill ?? true;
@@ -113,7 +118,9 @@ export class Scheduler {
         const n = Math.min(rest, budget);
         if (n < rest && !this.chunked) break;
         if (!bm.canEnsure(seq, seq.numComputedTokens + n)) break;
+        if (this.stateSlots && !this.stateSlots.numFreeSlots) break;
         bm.ensure(seq, seq.numComputedTokens + n);
+        this.stateSlots?.allocate(seq);
         this.waiting.shift();
         seq.status = 'running';
         this.running.push(seq);
@@ -136,7 +143,7 @@ export class Scheduler {
     let t = 0;
     const sampled = (seq: Sequence) => {
       if (seq.appendToken(tokens[t++]!, eosTokenId)) {
-        this.blockManager.deallocate(seq);
+        this.release(seq);
         finished.push(seq);
       }
     };
@@ -156,11 +163,17 @@ export class Scheduler {
     return finished;
   }
 
-  /** Free a running sequence's blocks and queue it for recompute (front of the waiting queue). */
+  /** Give back a sequence's cache blocks and state slot. */
+  private release(seq: Sequence): void {
+    this.blockManager.deallocate(seq);
+    this.stateSlots?.deallocate(seq);
+  }
+
+  /** Free a running sequence's blocks (and state slot) and queue it for recompute (front of the waiting queue). */
   private preempt(seq: Sequence): void {
     const i = this.running.lastIndexOf(seq);
     if (i >= 0) this.running.splice(i, 1);
-    this.blockManager.deallocate(seq);
+    this.release(seq);
     seq.numComputedTokens = 0;
     seq.numPreemptions++;
     seq.status = 'waiting';
@@ -173,7 +186,7 @@ export class Scheduler {
       const i = q.indexOf(seq);
       if (i >= 0) {
         q.splice(i, 1);
-        this.blockManager.deallocate(seq);
+        this.release(seq);
         seq.status = 'finished';
         return true;
       }
@@ -185,7 +198,7 @@ export class Scheduler {
   abortAll(): Sequence[] {
     const all = [...this.running, ...this.waiting];
     for (const s of all) {
-      this.blockManager.deallocate(s);
+      this.release(s);
       s.status = 'finished';
     }
     this.running.length = 0;

@@ -34,6 +34,8 @@ export class Sequence {
   /** Cache block ids, one per blockSize tokens (the block manager fills it). */
   blockTable: number[] = [];
   status: SequenceStatus = 'waiting';
+  /** Its row in the recurrent-state pool while running (StateSlotManager), -1 when it holds none. */
+  stateSlot = -1;
   /**
    * Tokens whose keys and values are in the cache (chunked prefill advances it chunk by chunk; a decode by one;
    * preemption resets it to 0, so the whole prompt + generated tokens are recomputed on readmission).

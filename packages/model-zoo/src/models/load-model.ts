@@ -16,7 +16,6 @@ import { bgeM3Architecture, colbertArchitecture } from '../families/recsys-speci
 import { clipTextArchitecture, t5EncoderArchitecture } from '../families/vision-video-audio/model.js';
 import { yolov10Architecture } from '../families/edge-detection/model.js';
 import { glaArchitecture } from '../families/linear-attention/model.js';
-import type { RecurrentCausalLM } from '../engine/recurrent-generate.js';
 import { writeRandomCheckpoint, type WrittenCheckpoint } from '../weights/checkpoint-writer.js';
 import { loadWeights } from '../weights/load-weights.js';
 import { metaBackend } from '../weights/meta-backend.js';
@@ -97,7 +96,7 @@ export function loadModel(dir: string, opts: LoadModelOptions): LoadedModel {
   if (resolved.architecture.runner !== 'decoder-llm') {
     throw new UserError(`${dir} is an ${resolved.architecture.runner} model (${resolved.architecture.name}): it does not generate text`, {
       field: '--model',
-      fix: resolved.architecture.runner === 'encoder' ? 'embed it with `fastkernels embed --model DIR`, or serve it and POST /v1/embeddings' : resolved.architecture.runner === 'recurrent-llm' ? 'its per-sequence recurrent state is not in the engine yet (issue 32): use a decoder LLM folder' : 'use a decoder LLM folder',
+      fix: resolved.architecture.runner === 'encoder' ? 'embed it with `fastkernels embed --model DIR`, or serve it and POST /v1/embeddings' : 'use a decoder LLM folder',
     });
   }
   return buildAndLoad(dir, resolved, opts) as LoadedModel;
@@ -112,13 +111,6 @@ export function loadEncoderModel(dir: string, opts: LoadModelOptions): LoadedMod
   return buildAndLoad(dir, resolved, opts) as LoadedModel<unknown, EncoderModel>;
 }
 
-/** Build a recurrent-state decoder (GLA) of a folder and fill its weights; a UserError for any other kind of model. */
-export function loadRecurrentModel(dir: string, opts: LoadModelOptions): LoadedModel<unknown, RecurrentCausalLM> {
-  const resolved = loadModelFolderConfig(dir, opts.models);
-  if (resolved.architecture.runner !== 'recurrent-llm') throw new UserError(`${dir} is a ${resolved.architecture.runner} model (${resolved.architecture.name}), not a recurrent-state decoder`, { field: '--model', fix: 'pass a GLA model folder' });
-  return buildAndLoad(dir, resolved, opts) as LoadedModel<unknown, RecurrentCausalLM>;
-}
-
 /** Build the vision model of a folder (runner 'vision': YOLOv10) and fill its weights, unfused; a UserError otherwise. */
 export function loadVisionModel(dir: string, opts: LoadModelOptions): LoadedModel<unknown, VisionModel> {
   const resolved = loadModelFolderConfig(dir, opts.models);
@@ -128,7 +120,7 @@ export function loadVisionModel(dir: string, opts: LoadModelOptions): LoadedMode
   return buildAndLoad(dir, resolved, opts) as LoadedModel<unknown, VisionModel>;
 }
 
-function buildAndLoad(dir: string, resolved: ResolvedConfig, opts: LoadModelOptions): LoadedModel<unknown, CausalLM | EncoderModel | RecurrentCausalLM | VisionModel> {
+function buildAndLoad(dir: string, resolved: ResolvedConfig, opts: LoadModelOptions): LoadedModel<unknown, CausalLM | EncoderModel | VisionModel> {
   const { architecture: arch, config, geometry, modelType } = resolved;
   // A config that does not split over the group is a UserError naming its field, before anything is built.
   checkSplits(resolved, currentTensorParallelGroup().world);

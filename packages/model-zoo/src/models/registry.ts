@@ -11,14 +11,13 @@ import type { EngineGeometry } from '../engine/engine.js';
 import type { CausalLM } from '../engine/model-runner.js';
 import type { EncoderModel } from '../engine/encoder-runner.js';
 import type { VisionModel } from '../engine/vision-model.js';
-import type { RecurrentCausalLM } from '../engine/recurrent-generate.js';
 import type { WeightRules } from '../weights/weight-plan.js';
 
 /**
- * The production path a model runs on (growth.md §3): decoder LLMs (the engine) and encoders (EncoderRunner) today;
- * 'recurrent-llm': a decoder whose context is a per-sequence recurrent state (GLA), not on the engine yet (issue 32).
+ * The production path a model runs on (growth.md §3): decoder LLMs (the engine: attention layers, recurrent layers or
+ * both, as geometry.layerCaches says) and encoders (EncoderRunner) today.
  */
-export type RunnerKind = 'decoder-llm' | 'recurrent-llm' | 'encoder' | 'pipeline' | 'vision';
+export type RunnerKind = 'decoder-llm' | 'encoder' | 'pipeline' | 'vision';
 
 /** What the engine sizes itself by (KV cache, graph pool, prompt checks): the model's answer, not a Llama config. */
 export type DecoderGeometry = EngineGeometry;
@@ -43,7 +42,7 @@ export interface ModelArchitecture<C = unknown> {
    * Build the module tree in `ctx` (through ctx.registry, so candidate overrides apply); this rank's shard under TP.
    * A CausalLM for runner 'decoder-llm', an EncoderModel for 'encoder', a VisionModel for 'vision'.
    */
-  build(ctx: ExecutionContext, config: C): CausalLM | EncoderModel | RecurrentCausalLM | VisionModel;
+  build(ctx: ExecutionContext, config: C): CausalLM | EncoderModel | VisionModel;
   /** How the tree's parameter names map onto checkpoint tensors. */
   weightRules(config: C): WeightRules;
   /** The config splits over `world` tensor-parallel ranks; a UserError naming the field of `file` otherwise. */

@@ -18,4 +18,5 @@ export const linearAttentionTasks: readonly TaskDefinition[] = [glaAttentionTask
 
 export const linearAttentionProvider: TaskProvider = { family: FAMILY, tasks: () => linearAttentionTasks };
 export { glaArchitecture } from './model.js';
+export { GLACausalLM } from './causal-lm.js';
 export { glaWeightRules } from './weights.js';

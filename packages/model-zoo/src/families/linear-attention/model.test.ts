@@ -2,7 +2,8 @@
  * GLA end to end on the CPU: the registry resolves FLA's config.json (unsupported fields are UserErrors naming them), a
  * seeded random checkpoint in FLA's tensor names loads back by path, a prefill then decode steps with the state carried
  * equals one prefill of the whole sequence (also with the prefill in chunks that switch between the chunked and the
- * recurrent kernel), and greedy generation equals an independent float64 forward of the same weights.
+ * recurrent kernel), and greedy generation (on the engine's generate path, the state in its pool) equals an independent
+ * float64 forward of the same weights.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,11 +12,13 @@ import { Rng, toHostArray, withContext, type ExecutionContext, type Tensor } fro
 import { afterAll, describe, expect, it } from 'vitest';
 import { cpuBackend } from '../../../test/l1-harness.js';
 import { fromInts } from '../../common/inputs.js';
+import { generate } from '../../engine/generate.js';
 import { greedyGenerateRecurrent } from '../../engine/recurrent-generate.js';
 import { baselineRegistry } from '../../index.js';
-import { loadModel, loadModelConfig, loadRecurrentModel, writeRandomModelCheckpoint } from '../../models/load-model.js';
+import { loadModel, loadModelConfig, writeRandomModelCheckpoint } from '../../models/load-model.js';
 import { SafetensorsFile } from '../../weights/safetensors.js';
 import { initGlaParameters } from './cases.js';
+import type { GLACausalLM } from './causal-lm.js';
 import { GLA_2_7B, parseGlaConfig, type GlaConfig } from './config.js';
 import type { GLAForCausalLM } from './L4/gla.js';
 import { refGlaModel } from './reference.js';
@@ -33,7 +36,7 @@ function build(seed: number): { model: GLAForCausalLM; ctx: ExecutionContext } {
   return { model, ctx };
 }
 
-const hostParams = (m: GLAForCausalLM) => new Map(m.namedParameters().map(([k, t]) => [k, toHostArray(t)] as const));
+const hostParams = (m: GLAForCausalLM | GLACausalLM) => new Map(m.namedParameters().map(([k, t]) => [k, toHostArray(t)] as const));
 
 /** forward on ids [1, n] with a state; the logits as float64 and the new state (the caller disposes it). */
 function run(model: GLAForCausalLM, ctx: ExecutionContext, tokens: number[], state: Tensor | null): { logits: Float64Array; state: Tensor } {
@@ -70,12 +73,12 @@ describe('GLA config', () => {
 });
 
 describe('GLA through the model registry', () => {
-  it('resolves GLAForCausalLM to the recurrent-llm runner; the paged decoder path refuses it with the reason', () => {
+  it('resolves GLAForCausalLM to the engine (decoder-llm) with a recurrent state per layer and no attention layer', () => {
     const r = loadModelConfig(join(FIXTURE, 'config.json'));
     expect(r.architecture.name).toBe('gla');
-    expect(r.architecture.runner).toBe('recurrent-llm');
+    expect(r.architecture.runner).toBe('decoder-llm');
     expect(r.geometry).toMatchObject({ hiddenSize: 32, numHiddenLayers: 2, numAttentionHeads: 2, vocabSize: 64 });
-    expect(() => loadModel(FIXTURE, { backend: cpuBackend(), registry: baselineRegistry() })).toThrow(/recurrent-llm model \(gla\)/);
+    expect(r.geometry.layerCaches).toEqual([0, 1].map(() => ({ kind: 'recurrent', states: [{ name: 'recurrent', shape: [cfg.numHeads, cfg.headKDim, cfg.headVDim], dtype: 'f32' }] })));
   });
 
   it('a random checkpoint in FLA names loads back by path, and generates what the float64 reference does with its tensors', () => {
@@ -90,25 +93,29 @@ describe('GLA through the model registry', () => {
     const want = ['model.embeddings.weight', 'model.norm.weight', 'lm_head.weight', ...[0, 1].flatMap((l) => layer.map((n) => `model.layers.${l}.${n}`))].sort();
     expect(names).toEqual(want);
 
-    const loaded = loadRecurrentModel(dir, { backend: cpuBackend(), registry, dtype: 'f32' });
+    const loaded = loadModel(dir, { backend: cpuBackend(), registry, dtype: 'f32' });
     expect(loaded.weights).toBe('checkpoint');
-    const model = loaded.model as GLAForCausalLM;
+    const model = loaded.model as GLACausalLM;
     // HF-scale init (std 0.02) gives near-uniform logits: widen the loaded weights so greedy choices are clear
     initGlaParameters(model, new Rng(8));
-    const prompt = [1, 17, 5, 33, 9];
-    const got = greedyGenerateRecurrent(model, loaded.ctx, prompt, 8);
+    const prompts = [[1, 17, 5, 33, 9], [4, 60, 2]];
+    // the engine's one-batch loop: both prompts prefilled together, then batched decodes, states in the pool
+    const got = generate(model, loaded.ctx, loaded.geometry, prompts.map((promptIds) => ({ promptIds })), { maxTokens: 8 }).outputs.map((o) => o.tokenIds);
     const p = hostParams(model);
-    const seq = [...prompt];
-    const want2: number[] = [];
-    for (let i = 0; i < 8; i++) {
-      const { logits } = refGlaModel(seq, 1, seq.length, null, p, cfg);
-      const last = logits.subarray((seq.length - 1) * cfg.vocabSize);
-      const tok = last.reduce((b, v, j) => (v > last[b]! ? j : b), 0);
-      want2.push(tok);
-      seq.push(tok);
-    }
+    const want2 = prompts.map((prompt) => {
+      const seq = [...prompt];
+      const out: number[] = [];
+      for (let i = 0; i < 8; i++) {
+        const { logits } = refGlaModel(seq, 1, seq.length, null, p, cfg);
+        const last = logits.subarray((seq.length - 1) * cfg.vocabSize);
+        const tok = last.reduce((b, v, j) => (v > last[b]! ? j : b), 0);
+        out.push(tok);
+        seq.push(tok);
+      }
+      return out;
+    });
     expect(got).toEqual(want2);
-    expect(new Set(got).size, 'the continuation is not one repeated token').toBeGreaterThan(2);
+    expect(new Set(got[0]).size, 'the continuation is not one repeated token').toBeGreaterThan(2);
     model.dispose();
   });
 });

@@ -1,12 +1,13 @@
 /**
- * GLA's entry in the model registry: FLA's GLAForCausalLM (model_type gla) -> parseGlaConfig, the L4/gla tree (built
- * through the module registry, so candidates apply), glaWeightRules. Its runner is 'recurrent-llm': forward carries the
- * per-sequence recurrent state (engine/recurrent-generate.ts); the paged engine has no state cache yet (issue 32).
+ * GLA's entry in the model registry: FLA's GLAForCausalLM (model_type gla) -> parseGlaConfig, GLACausalLM (the engine's
+ * model interface over the L4/gla tree; blocks built through the module registry, so candidates apply), glaWeightRules.
+ * It runs on the engine like the Llama models; every layer is recurrent (layerCaches): one [num_heads, head_k_dim,
+ * head_v_dim] f32 state per sequence and layer in the engine's state pool, no KV cache (docs/recurrent-state.md).
  */
 import type { ModelArchitecture } from '../../models/registry.js';
+import { GLACausalLM } from './causal-lm.js';
 import { parseGlaConfig, type GlaConfig } from './config.js';
 import { FAMILY } from './family.js';
-import type { GLAForCausalLM } from './L4/gla.js';
 import { glaWeightRules } from './weights.js';
 
 export const glaArchitecture: ModelArchitecture<GlaConfig> = {
@@ -14,7 +15,7 @@ export const glaArchitecture: ModelArchitecture<GlaConfig> = {
   family: FAMILY,
   architectures: ['GLAForCausalLM'],
   modelTypes: ['gla'],
-  runner: 'recurrent-llm',
+  runner: 'decoder-llm',
   parseConfig: parseGlaConfig,
   dtype: (c) => c.dtype,
   geometry: (c) => ({
@@ -26,8 +27,10 @@ export const glaArchitecture: ModelArchitecture<GlaConfig> = {
     headDim: c.headKDim,
     hiddenSize: c.hiddenSize,
     intermediateSize: c.intermediateSize,
+    // FLA's state per layer: [num_heads, head_k_dim, head_v_dim] in f32 whatever the model dtype
+    layerCaches: Array.from({ length: c.numHiddenLayers }, () => ({ kind: 'recurrent' as const, states: [{ name: 'recurrent', shape: [c.numHeads, c.headKDim, c.headVDim], dtype: 'f32' as const }] })),
   }),
-  build: (ctx, c) => ctx.registry.createIn<GLAForCausalLM>(ctx, 'L4/gla', c),
+  build: (ctx, c) => GLACausalLM.create(ctx, c),
   weightRules: glaWeightRules,
   describe: (c) => `gla, ${c.numHiddenLayers} layers, hidden ${c.hiddenSize}, ${c.numHeads} heads (state ${c.headKDim} x ${c.headVDim} per head)`,
 };

@@ -10,6 +10,7 @@ import { STATE_F32_TOLERANCE, configOf, initGlaParameters } from '../cases.js';
 import { GLA_2_7B, tinyGlaConfig, type GlaConfig } from '../config.js';
 import { FAMILY } from '../family.js';
 import { refGlaAttention } from '../reference.js';
+import { layerStateCache } from '../../../engine/forward-context.js';
 
 /** FLA runs the recurrent kernel up to this many tokens, its chunked one above (GatedLinearAttention.forward). */
 export const RECURRENT_MAX_T = 64;
@@ -21,6 +22,12 @@ export const RECURRENT_MAX_T = 64;
  * g_norm_swish_gate (L1/rms_norm_gated, norm before gate) and o_proj. forward(hiddenStates [B, T, D], initialState
  * [B, H, K, V] f32 | null) -> [out [B, T, D], finalState [B, H, K, V] f32]: FLA keeps the state in past_key_values;
  * here it is passed in and returned, and the caller owns where it lives.
+ *
+ * On the engine (a forward context with this layer's state pool, no initialState) hiddenStates is the step's tokens
+ * packed as [1, T, D], prefill chunks first, then one token per decoding sequence, and the states live in the pool:
+ * the prefills run L1/chunk_gla varlen (cu_seqlens), the decodes L1/fused_recurrent_gla as a batch of one-token rows
+ * (vLLM's split for gated DeltaNet), both updating the pool rows of the step's state indices in place; the second
+ * output is then a view of the pool.
  */
 export class GatedLinearAttention extends Module {
   readonly qProj: Linear;
@@ -67,9 +74,16 @@ export class GatedLinearAttention extends Module {
       const logits = t(this.gkProj.forward(x));
       let gk = t(F.div(t(this.gateAct.forward(logits)), gateLogitNormalizer));
       if (clampMin !== null) gk = t(F.clamp(gk, clampMin, null));
-      // FLA: the recurrent kernel for short inputs (decode), the chunked one for prefills
-      const kernel = T <= RECURRENT_MAX_T || this.config.attnMode === 'fused_recurrent' ? this.recurrent : this.chunk;
-      const [o, finalState] = kernel.forward(q, k, v, t(gk.view([B, T, H, K])), initialState) as [Tensor, Tensor];
+      const g4 = t(gk.view([B, T, H, K]));
+      const pool = initialState ? null : layerStateCache(this.layerIdx);
+      let o: Tensor;
+      let finalState: Tensor;
+      if (pool) [o, finalState] = this.poolRecurrence(q, k, v, g4, pool);
+      else {
+        // FLA: the recurrent kernel for short inputs (decode), the chunked one for prefills
+        const kernel = T <= RECURRENT_MAX_T || this.config.attnMode === 'fused_recurrent' ? this.recurrent : this.chunk;
+        [o, finalState] = kernel.forward(q, k, v, g4, initialState) as [Tensor, Tensor];
+      }
       t(o);
       const g = heads(this.gProj.forward(x), V);
       const normed = t(this.gNormSwishGate.forward(o, g));
@@ -77,6 +91,35 @@ export class GatedLinearAttention extends Module {
       const shaped = out.view([B, T, D]);
       out.dispose();
       return [shaped, finalState];
+    } finally {
+      for (const x of temps) x.dispose();
+    }
+  }
+
+  /** The engine's step over the state pool (see the class comment): o [1, T, H, V] and a view of the pool. */
+  private poolRecurrence(q: Tensor, k: Tensor, v: Tensor, g: Tensor, pool: NonNullable<ReturnType<typeof layerStateCache>>): [Tensor, Tensor] {
+    const { numHeads: H, headVDim: V } = this.config;
+    const { metadata: md, stateIndices } = pool;
+    const state = pool.cache.states[0]!;
+    const T = q.shape[1]!;
+    const [P, Tp, D] = [md.numPrefills, md.numPrefillTokens, md.numDecodes];
+    if (q.shape[0] !== 1 || Tp + D !== T) throw new Error(`GatedLinearAttention (layer ${this.layerIdx}): the engine packs a step as [1, ${Tp + D}, ...], got q ${JSON.stringify(q.shape)}`);
+    const temps: Tensor[] = [];
+    const t = (x: Tensor) => (temps.push(x), x);
+    try {
+      const parts: Tensor[] = [];
+      if (P) {
+        const chunk = (x: Tensor) => t(x.narrow(1, 0, Tp));
+        const [o] = this.chunk.forward(chunk(q), chunk(k), chunk(v), chunk(g), state, md.cuSeqlensQ, t(stateIndices.narrow(0, 0, P))) as [Tensor];
+        parts.push(t(o));
+      }
+      if (D) {
+        const rows = (x: Tensor) => t(t(x.narrow(1, Tp, D)).reshape([D, 1, H, x.shape[3]!]));
+        const [o] = this.recurrent.forward(rows(q), rows(k), rows(v), rows(g), state, null, t(stateIndices.narrow(0, P, D))) as [Tensor];
+        parts.push(t(t(o).view([1, D, H, V])));
+      }
+      const o = parts.length === 1 ? parts[0]!.view([1, T, H, V]) : F.cat(parts, 1);
+      return [o, state.narrow(0, 0, state.shape[0]!)];
     } finally {
       for (const x of temps) x.dispose();
     }

@@ -18,8 +18,9 @@ export class ChunkGLA extends Module {
     if (!Number.isInteger(chunkSize) || chunkSize < 1) throw new RangeError(`ChunkGLA: chunk_size must be a positive integer, got ${chunkSize}`);
   }
 
-  forward(q: Tensor, k: Tensor, v: Tensor, g: Tensor, initialState: Tensor | null = null): Tensor[] {
-    return F.chunkGla(q, k, v, g, { scale: this.scale, initial_state: initialState, output_final_state: true, chunk_size: this.chunkSize });
+  /** cuSeqlens / ssmStateIndices: the engine's varlen prefill over a state pool, as FusedRecurrentGLA.forward. */
+  forward(q: Tensor, k: Tensor, v: Tensor, g: Tensor, initialState: Tensor | null = null, cuSeqlens: Tensor | null = null, ssmStateIndices: Tensor | null = null): Tensor[] {
+    return F.chunkGla(q, k, v, g, { scale: this.scale, initial_state: initialState, output_final_state: !ssmStateIndices, chunk_size: this.chunkSize, cu_seqlens: cuSeqlens, ssm_state_indices: ssmStateIndices });
   }
 }
 

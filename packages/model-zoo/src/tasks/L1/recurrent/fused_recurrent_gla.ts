@@ -12,8 +12,13 @@ export class FusedRecurrentGLA extends Module {
     super();
   }
 
-  forward(q: Tensor, k: Tensor, v: Tensor, gk: Tensor, initialState: Tensor | null = null): Tensor[] {
-    return F.fusedRecurrentGla(q, k, v, gk, { scale: this.scale, initial_state: initialState, output_final_state: true });
+  /**
+   * The engine calls it with a state pool (vLLM's fused_recurrent_gated_delta_rule form): initialState is the pool
+   * [slots, H, K, V] f32, ssmStateIndices [N] picks each sequence's row, which is updated in place; then only o is
+   * returned. cuSeqlens packs N sequences along T of a B = 1 input (FLA's varlen).
+   */
+  forward(q: Tensor, k: Tensor, v: Tensor, gk: Tensor, initialState: Tensor | null = null, cuSeqlens: Tensor | null = null, ssmStateIndices: Tensor | null = null): Tensor[] {
+    return F.fusedRecurrentGla(q, k, v, gk, { scale: this.scale, initial_state: initialState, output_final_state: !ssmStateIndices, cu_seqlens: cuSeqlens, ssm_state_indices: ssmStateIndices });
   }
 }
 
