@@ -66,8 +66,9 @@ export class CaptureRecorder {
     task.inputs.forEach((spec, i) => {
       const a = args[i];
       if (!(a instanceof Tensor)) return;
+      // the first input to name a dim sets it (a state pool [slots, H, K, V] passed as initial_state does not rename B)
       spec.shape.forEach((d, j) => {
-        if (typeof d === 'string' && j < a.rank) dims[d] = a.shape[j]!;
+        if (typeof d === 'string' && j < a.rank && !(d in dims)) dims[d] = a.shape[j]!;
       });
       if (spec.dtype === 'act' && !dtype) dtype = a.dtype;
       if (!firstFloat && isFloat(a.dtype)) firstFloat = a.dtype;
@@ -150,6 +151,14 @@ function caseOptions(taskId: string, args: readonly unknown[]): Record<string, u
       const lens = (cu: number[]) => cu.slice(1).map((v, i) => v - cu[i]!);
       return { qLens: lens(q), kLens: lens(k) };
     }
+    // the recurrent tasks: whether a state comes in (an argument, or on the engine the layer's state pool)
+    case 'L1/chunk_gla':
+    case 'L1/fused_recurrent_gla':
+    case 'L1/gla_recurrence':
+      return { initial_state: args[4] instanceof Tensor };
+    case 'L2/gla_attention':
+    case 'L3/gla_decoder':
+      return { initial_state: args[1] instanceof Tensor || (hasForwardContext() && getForwardContext().stateCaches !== undefined) };
     case 'L1/sampler': {
       const temp = ints(args[1]);
       return temp ? { mode: temp.every((t) => t === 0) ? 'greedy' : 'mixed' } : undefined;

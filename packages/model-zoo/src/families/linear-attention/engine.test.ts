@@ -3,14 +3,20 @@
  * sequence generated alone with the state carried by hand (greedyGenerateRecurrent on L4/gla, the same weights) —
  * batched with prompts of different lengths, with chunked prefill carrying the state across chunks and mixed
  * prefill + decode steps, with recompute preemption, and with (emulated) CUDA-graph decode whose padding rows touch no
- * slot; every state slot is back in the free list after the requests finish or are aborted.
+ * slot; every state slot is back in the free list after the requests finish or are aborted. `e2e` and `capture` run it
+ * on the same engine (a wrong recurrent-decode candidate is caught and dropped).
  */
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Rng, type ExecutionContext } from '@fastkernels/core';
+import { CaptureIndexSchema, Rng, type ExecutionContext, type Tensor } from '@fastkernels/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { cpuBackend } from '../../../test/l1-harness.js';
+import { captureWorkload } from '../../engine/capture.js';
 import { EmulatedGraphRuntime } from '../../engine/device-io.js';
+import { E2eRunner, type E2eModelSource } from '../../engine/e2e.js';
+import { syntheticWorkload } from '../../engine/workloads.js';
+import { FusedRecurrentGLA } from '../../tasks/L1/recurrent/fused_recurrent_gla.js';
 import { LLMEngine, type EngineOptions } from '../../engine/engine.js';
 import { greedyGenerateRecurrent } from '../../engine/recurrent-generate.js';
 import { baselineRegistry } from '../../index.js';
@@ -143,5 +149,45 @@ describe('GLA on the engine: the recurrent state in the state pool', () => {
     } finally {
       e.dispose();
     }
+  });
+});
+
+describe('GLA through e2e and capture', () => {
+  const tmp = mkdtempSync(join(tmpdir(), 'fk-gla-engine-'));
+  afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+  // each run builds its model in the registry it is given (candidates apply), with the test's weights
+  const load = (registry: ReturnType<typeof baselineRegistry>) => {
+    const c: ExecutionContext = { ...ctx, registry };
+    const m = GLACausalLM.create(c, cfg);
+    for (const [name, t] of m.namedParameters()) t.copy_(params.get(name)!);
+    return { model: m, ctx: c, geometry, dispose: () => m.dispose() };
+  };
+  const workload = syntheticWorkload({ numRequests: 5, inputLen: [2, 30], outputLen: [3, 8], seed: 2, vocabSize: cfg.vocabSize });
+
+  it('e2e self-test agrees 100%; a candidate whose recurrent decode drops the state is found and dropped', () => {
+    const source: E2eModelSource = { name: 'tiny-gla', family: 'linear-attention', load };
+    const options = { engine: { maxModelLen: 64, maxNumSeqs: 4, maxNumBatchedTokens: 16, graphs: new EmulatedGraphRuntime() }, throughput: workload, latency: { batchSizes: [1, 2], promptLen: 6, outputLen: 3, warmups: 0, repeats: 1 } };
+    const self = new E2eRunner(source, baselineRegistry(), options).evaluate([]);
+    expect(self.record.outcome).toBe('ok');
+    expect(self.record.discrepancies.every((d) => d === 0)).toBe(true);
+    class StatelessDecode extends FusedRecurrentGLA {
+      override forward(q: Tensor, k: Tensor, v: Tensor, gk: Tensor, initialState: Tensor | null = null, cuSeqlens: Tensor | null = null, idx: Tensor | null = null): Tensor[] {
+        if (idx) initialState!.fill_(0); // forgets every sequence's context before each decode step
+        return super.forward(q, k, v, gk, initialState, cuSeqlens, idx);
+      }
+    }
+    const r = new E2eRunner(source, baselineRegistry(), options).evaluate([{ taskId: 'L1/fused_recurrent_gla', cls: StatelessDecode }]);
+    expect(r.record.drops.map((d) => d.task)).toEqual(['L1/fused_recurrent_gla']);
+  });
+
+  it('capture records the recurrent tasks the engine calls (varlen prefill, pooled decode) and the blocks above them', () => {
+    const { path } = captureWorkload({ baseline: baselineRegistry(), workload, outDir: tmp, model: 'tiny-gla', engine: { maxModelLen: 64, maxNumSeqs: 4, maxNumBatchedTokens: 16 }, load });
+    const index = CaptureIndexSchema.parse(JSON.parse(readFileSync(path, 'utf8')));
+    expect(Object.keys(index.tasks)).toEqual(expect.arrayContaining(['L1/chunk_gla', 'L1/fused_recurrent_gla', 'L2/gla_attention', 'L3/gla_decoder', 'L1/rms_norm_gated', 'L1/sampler']));
+    // the pooled decode: B rows of one token, a state in; the varlen prefill: the step's prefill tokens as one row
+    const H = cfg.numHeads;
+    expect(index.tasks['L1/fused_recurrent_gla']!.forward.every((f) => f.dims.T === 1 && f.dims.H === H && f.options?.initial_state === true)).toBe(true);
+    expect(index.tasks['L1/chunk_gla']!.forward.every((f) => f.dims.B === 1 && f.dims.T! <= 16)).toBe(true);
+    expect(index.tasks['L2/gla_attention']!.forward.every((f) => f.options?.initial_state === true)).toBe(true);
   });
 });
