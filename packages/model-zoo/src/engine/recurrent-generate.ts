@@ -1,8 +1,8 @@
 /**
  * Generation for models whose per-sequence context is a recurrent state instead of a KV cache (GLA; the linear layers of
- * Qwen3-Next / Kimi-Linear next): the model's forward takes the state and returns the new one, so a prefill, a chunk
- * of one and a decode step are the same call. One sequence, greedy: the reference path the engine's state cache will
- * be checked against (issue 32), not the serving path.
+ * Qwen3-Next / Kimi-Linear next), in their state-in / state-out form (L4/gla): forward takes the state and returns the
+ * new one, so a prefill, a chunk of one and a decode step are the same call. One sequence, greedy: the reference path the
+ * engine's state pool is checked against (docs/recurrent-state.md), not the serving path.
  */
 import { withContext, type ExecutionContext, type Module, type Tensor } from '@fastkernels/core';
 import { fromInts } from '../common/inputs.js';
