@@ -6,6 +6,7 @@ import { doctorCommand } from './commands/doctor.js';
 import { e2eCommand } from './commands/e2e.js';
 import { embedCommand } from './commands/embed.js';
 import { generateCommand } from './commands/generate.js';
+import { generateImageCommand } from './commands/generate-image.js';
 import { infoCommand } from './commands/info.js';
 import { initWeightsCommand } from './commands/init-weights.js';
 import { LaunchExitError, launchCommand } from './commands/launch.js';
@@ -40,6 +41,7 @@ export function buildApp(argv: readonly string[], io: Io = processIo, name = 'fa
     .command(doctorCommand(io))
     .command(generateCommand(io, argv))
     .command(embedCommand(io))
+    .command(generateImageCommand(io))
     .command(initWeightsCommand(io))
     .command(e2eCommand(io, argv))
     .command(captureCommand(io))

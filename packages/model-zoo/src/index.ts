@@ -33,6 +33,8 @@ export * from './engine/generate.js';
 export * from './engine/prompt-logits.js';
 export * from './models/registry.js';
 export * from './models/load-model.js';
+export * from './models/load-pipeline.js';
+export * from './engine/pipeline-model.js';
 export * from './engine/prompts.js';
 /** Text in and out: tokenizer.json, chat templates, streaming detokenisation, stop strings. */
 export * from './tokenizer/index.js';

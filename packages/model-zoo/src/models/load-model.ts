@@ -13,7 +13,7 @@ import type { VisionModel } from '../engine/vision-model.js';
 import { llamaArchitecture } from '../families/dense-moe-llm/model.js';
 import { mixtralArchitecture, qwen3MoeArchitecture } from '../families/dense-moe-llm/moe/model.js';
 import { bgeM3Architecture, colbertArchitecture } from '../families/recsys-specialized/model.js';
-import { clipTextArchitecture, t5EncoderArchitecture } from '../families/vision-video-audio/model.js';
+import { clipTextArchitecture, fluxPipelineArchitecture, t5EncoderArchitecture } from '../families/vision-video-audio/model.js';
 import { yolov10Architecture } from '../families/edge-detection/model.js';
 import { glaArchitecture } from '../families/linear-attention/model.js';
 import { writeRandomCheckpoint, type WrittenCheckpoint } from '../weights/checkpoint-writer.js';
@@ -25,7 +25,7 @@ import { planWeights, type TensorParallelRank, type WeightMapping } from '../wei
 import { ModelRegistry, resolveConfigFile, type DecoderGeometry, type ModelArchitecture, type ResolvedConfig } from './registry.js';
 
 /** The architectures model-zoo ships. A test or plugin adds its own to a child (modelRegistry.child().register(...)). */
-export const modelRegistry = new ModelRegistry([llamaArchitecture, mixtralArchitecture, qwen3MoeArchitecture, bgeM3Architecture, colbertArchitecture, glaArchitecture, yolov10Architecture, t5EncoderArchitecture, clipTextArchitecture]);
+export const modelRegistry = new ModelRegistry([llamaArchitecture, mixtralArchitecture, qwen3MoeArchitecture, bgeM3Architecture, colbertArchitecture, glaArchitecture, yolov10Architecture, t5EncoderArchitecture, clipTextArchitecture, fluxPipelineArchitecture]);
 
 /** Read and resolve a config.json through the model registry (default: the shipped architectures). */
 export function loadModelConfig(file: string, models: ModelRegistry = modelRegistry): ResolvedConfig {
@@ -126,7 +126,8 @@ function buildAndLoad(dir: string, resolved: ResolvedConfig, opts: LoadModelOpti
   checkSplits(resolved, currentTensorParallelGroup().world);
   const dtype = opts.dtype ?? arch.dtype(config) ?? 'bf16';
   const ctx: ExecutionContext = { backend: opts.backend, device: opts.device ?? 0, dtype, registry: opts.registry };
-  const model = arch.build(ctx, config);
+  // pipelines load per component (loadPipelineModel); the runners here never build one
+  const model = arch.build(ctx, config) as Exclude<ReturnType<typeof arch.build>, import('../engine/pipeline-model.js').PipelineModel>;
   try {
     const rules = arch.weightRules(config);
     const t0 = performance.now();

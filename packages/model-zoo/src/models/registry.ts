@@ -11,6 +11,7 @@ import type { EngineGeometry } from '../engine/engine.js';
 import type { CausalLM } from '../engine/model-runner.js';
 import type { EncoderModel } from '../engine/encoder-runner.js';
 import type { VisionModel } from '../engine/vision-model.js';
+import type { PipelineModel } from '../engine/pipeline-model.js';
 import type { WeightRules } from '../weights/weight-plan.js';
 
 /**
@@ -40,9 +41,10 @@ export interface ModelArchitecture<C = unknown> {
   geometry(config: C): DecoderGeometry;
   /**
    * Build the module tree in `ctx` (through ctx.registry, so candidate overrides apply); this rank's shard under TP.
-   * A CausalLM for runner 'decoder-llm', an EncoderModel for 'encoder', a VisionModel for 'vision'.
+   * A CausalLM for runner 'decoder-llm', an EncoderModel for 'encoder', a VisionModel for 'vision', a PipelineModel for
+   * 'pipeline' (engine/pipeline-model.ts; loadPipelineModel reads its folder).
    */
-  build(ctx: ExecutionContext, config: C): CausalLM | EncoderModel | VisionModel;
+  build(ctx: ExecutionContext, config: C): CausalLM | EncoderModel | VisionModel | PipelineModel;
   /** How the tree's parameter names map onto checkpoint tensors. */
   weightRules(config: C): WeightRules;
   /** The config splits over `world` tensor-parallel ranks; a UserError naming the field of `file` otherwise. */

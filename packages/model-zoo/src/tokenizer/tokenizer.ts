@@ -107,6 +107,11 @@ export class TextTokenizer {
     return this.tok.id_to_token(id);
   }
 
+  /** The id of a token (a special token's text, e.g. a pad token), or undefined. */
+  tokenToId(token: string): number | undefined {
+    return this.tok.token_to_id(token);
+  }
+
   /**
    * The chat prompt's token ids: the template rendered, then encoded without the post-processor's specials (the
    * template writes its own BOS, as transformers' apply_chat_template does).

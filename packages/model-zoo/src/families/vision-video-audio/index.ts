@@ -15,6 +15,7 @@ import { clipEncoderLayerTask } from './L3/clip_encoder_layer.js';
 import { t5EncoderTask } from './L4/t5_encoder.js';
 import { clipTextModelTask } from './L4/clip_text_model.js';
 import { sdxlResnetTask } from './L2/sdxl_resnet.js';
+import { fluxTask } from './L4/flux.js';
 import { sdxlUpsampleTask } from './L2/sdxl_upsample.js';
 
 export { FAMILY as VISION_VIDEO_AUDIO };
@@ -42,6 +43,11 @@ export { Upsample2D, sdxlUpsampleTask } from './L2/sdxl_upsample.js';
 export { AutoencoderKL } from './vae/autoencoder_kl.js';
 export * from './vae/vae-config.js';
 export * from './pipeline/scheduler.js';
+export * from './pipeline/latents.js';
+export * from './pipeline/model-index.js';
+export { fluxPipelineReference } from './pipeline/reference.js';
+export { encodePadded, loadFluxTokenizers, toRgb8, type FluxTokenizers } from './pipeline/text-to-image.js';
+export { FLUX1_DEV_PIPELINE, FluxPipeline, fluxTask, tinyFluxPipelineConfig, type FluxRunOptions } from './L4/flux.js';
 
 /** The family's own tasks (L2-L4); its L1 tasks are shared (tasks/L1). */
 export const visionVideoAudioTasks: readonly TaskDefinition[] = [
@@ -61,6 +67,7 @@ export const visionVideoAudioTasks: readonly TaskDefinition[] = [
   clipEncoderLayerTask,
   t5EncoderTask,
   clipTextModelTask,
+  fluxTask,
 ];
 
 export const visionVideoAudioProvider: TaskProvider = { family: FAMILY, tasks: () => visionVideoAudioTasks };
