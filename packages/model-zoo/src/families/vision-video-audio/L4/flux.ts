@@ -120,7 +120,12 @@ export class FluxPipeline extends Module implements PipelineModel {
     return s.keep([F.clamp(s.op('add', [s.op('div', [img, 2]), 0.5]), 0, 1)])[0]!;
   }
 
-  forward(clipInputIds: T, t5InputIds: T, latents: T, opts: FluxRunOptions = {}): T {
+  forward(clipInputIds: T, t5InputIds: T, latents: T): T {
+    return this.run(clipInputIds, t5InputIds, latents);
+  }
+
+  /** forward with per-run settings (steps, guidance, a per-step callback). */
+  run(clipInputIds: T, t5InputIds: T, latents: T, opts: FluxRunOptions = {}): T {
     const [, , h, w] = latents.shape as [number, number, number, number];
     const s = new OpScope();
     try {

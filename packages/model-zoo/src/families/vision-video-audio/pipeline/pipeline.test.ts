@@ -40,7 +40,7 @@ describe('FluxPipeline', () => {
       const t5 = fromInts(ctx, Array.from({ length: 7 }, () => rng.int(0, cfg.textEncoder2.vocabSize)), [1, 7]);
       const noise = randn(ctx, rng, [1, cfg.vae.latentChannels, 4, 6], 'f32');
       const steps: HostArray[] = [];
-      const image = pipe.forward(clip, t5, noise, { onStep: (_, x) => steps.push(toHostArray(x)) });
+      const image = pipe.run(clip, t5, noise, { onStep: (_, x) => steps.push(toHostArray(x)) });
       expect(image.shape).toEqual([1, 3, 8, 12]);
       const refSteps: HostArray[] = [];
       const ref = fluxPipelineReference(toHostArray(clip), toHostArray(t5), toHostArray(noise), hostParams(pipe), cfg, 3, 3.5, (_, x) => refSteps.push(x));
