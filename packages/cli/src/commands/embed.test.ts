@@ -8,7 +8,7 @@ import { runEmbed, type EmbedArgs } from './embed.js';
 const FIXTURES = join(resolve(import.meta.dirname, '../../../..'), 'packages/model-zoo/fixtures');
 const tmp = mkdtempSync(join(tmpdir(), 'fk-embed-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
-const base: Omit<EmbedArgs, 'input'> = { model: join(FIXTURES, 'tiny-bge-m3'), pooling: 'dense', backend: 'cpu', dtype: 'f32', maxBatchTokens: 16384 };
+const base: Omit<EmbedArgs, 'input'> = { model: join(FIXTURES, 'tiny-bge-m3'), pooling: 'dense', backend: 'cpu', dtype: 'f32', maxNumBatchedTokens: 16384 };
 
 function run(args: EmbedArgs): { out: string; err: string } {
   let out = '';
@@ -23,7 +23,7 @@ describe('embed (an encoder model over a JSONL file)', () => {
     writeFileSync(input, '[0, 5, 9, 17, 2]\n{"input_ids": [0, 33, 2]}\n\n[0, 7, 7, 40, 12, 63, 21, 8, 2]\n');
     const out = join(tmp, 'out.jsonl');
     const r = run({ ...base, input, out, pooling: 'dense,sparse,multi-vector' });
-    expect(r.err).toMatch(/embedded 3 inputs \(17 tokens, 27 padded\) in 1 batches/);
+    expect(r.err).toMatch(/embedded 3 inputs \(17 tokens, packed\) in 1 batches/);
     const lines = readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { index: number; tokens: number; embedding: number[]; sparse: Record<string, number>; multi_vector: number[][] });
     expect(lines.map((l) => [l.index, l.tokens])).toEqual([[0, 5], [1, 3], [2, 9]]);
     for (const l of lines) {

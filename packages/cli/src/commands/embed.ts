@@ -1,6 +1,7 @@
 /**
  * `fastkernels embed --model DIR --input docs.jsonl --out vectors.jsonl`: an encoder (embedding) model's vectors for a
- * file of inputs, through the model registry and the encoder runner (batched by a token budget, padded, pooled).
+ * file of inputs, through the model registry and the encoder runner (packed by a token budget without padding — the
+ * varlen path production runs — and pooled per input).
  * Each input line is a JSON array of token ids, {"input_ids": [...]}, or {"text": "..."} / a JSON string (needs the
  * folder's tokenizer.json). Each output line: {"index", "tokens", "embedding"?, "sparse"?, "multi_vector"?}.
  * `generate` refuses encoder folders (loadModel's UserError points here).
@@ -19,7 +20,7 @@ export interface EmbedArgs {
   pooling: string;
   backend: string;
   dtype?: string;
-  maxBatchTokens: number;
+  maxNumBatchedTokens: number;
 }
 
 const DTYPES: Record<string, DType> = { f32: 'f32', bf16: 'bf16', f16: 'f16' };
@@ -54,7 +55,7 @@ export function embedCommand(io: Io) {
         .option('pooling', { type: 'string', default: 'dense', describe: `comma-separated: ${POOLINGS.join(', ')}` })
         .option('backend', { type: 'string', default: 'auto', describe: 'cpu, cuda or auto' })
         .option('dtype', { type: 'string', choices: Object.keys(DTYPES), describe: "model dtype (default: the config's)" })
-        .option('max-batch-tokens', { type: 'number', default: 16384, describe: 'padded tokens per forward' })
+        .option('max-num-batched-tokens', { type: 'number', default: 16384, alias: 'max-batch-tokens', describe: "tokens per forward (vLLM's max_num_batched_tokens): inputs are packed up to it" })
         .example('$0 embed --model bge-m3 --input docs.jsonl --out vectors.jsonl --pooling dense,sparse', 'BGE-M3 dense + lexical weights'),
     handler: (argv: EmbedArgs) => runEmbed(argv, io),
   };
@@ -84,7 +85,7 @@ export function runEmbed(argv: EmbedArgs, io: Io): void {
       padTokenId: cfg.padTokenId ?? 0,
       skipTokenIds,
       maxLength: loaded.geometry.maxPositionEmbeddings,
-      maxBatchTokens: argv.maxBatchTokens,
+      maxNumBatchedTokens: argv.maxNumBatchedTokens,
     });
     const t0 = performance.now();
     const results = runner.embed(seqs, poolings);
@@ -94,7 +95,8 @@ export function runEmbed(argv: EmbedArgs, io: Io): void {
     if (argv.out) writeFileSync(argv.out, body);
     else io.out(body);
     const s = runner.stats;
-    io.err(`embedded ${s.sequences} inputs (${s.tokens} tokens, ${s.paddedTokens} padded) in ${s.batches} batches, ${secs.toFixed(2)} s: ${(s.sequences / secs).toFixed(1)} seq/s, ${(s.tokens / secs).toFixed(0)} tokens/s on ${backend.name}\n`);
+    const layout = runner.packed ? 'packed' : `${s.paddedTokens} padded`;
+    io.err(`embedded ${s.sequences} inputs (${s.tokens} tokens, ${layout}) in ${s.batches} batches, ${secs.toFixed(2)} s: ${(s.sequences / secs).toFixed(1)} seq/s, ${(s.tokens / secs).toFixed(0)} tokens/s on ${backend.name}\n`);
   } finally {
     loaded.model.dispose();
   }

@@ -31,8 +31,8 @@ export async function startEmbeddingServe(argv: ServeArgs, io: Io, port: number)
     const runner = new EncoderRunner(loaded.model, loaded.ctx, {
       padTokenId: (loaded.config as { padTokenId?: number }).padTokenId ?? 0,
       maxLength: loaded.geometry.maxPositionEmbeddings,
-      // the engine's token budget flag bounds each padded forward (B x longest)
-      ...(argv.maxNumBatchedTokens ? { maxBatchTokens: argv.maxNumBatchedTokens } : {}),
+      // the engine's token budget flag bounds each forward (packed: the sum of the inputs' tokens)
+      ...(argv.maxNumBatchedTokens ? { maxNumBatchedTokens: argv.maxNumBatchedTokens } : {}),
     });
     const name = argv.servedModelName ?? argv.model.replace(/\/+$/, '').split('/').pop()!;
     const server = new EmbeddingServer(runner, name, {

@@ -1,42 +1,54 @@
-/** Shared task-case helpers of the encoder family: padded variable-length batches and parameter init. */
+/**
+ * Shared task-case helpers of the encoder family: packed variable-length batches (tokens of every sequence back to
+ * back, no padding, as vLLM / TEI run encoders) and parameter init.
+ */
 import { Tensor, type ExecutionContext, type Module, type Rng, type TaskCase } from '@fastkernels/core';
 import { fromInts } from '../../common/inputs.js';
 import type { EncoderConfig } from './config.js';
 
-/** A case's sequence lengths (options.lens), padded to S = max. */
+/** A case's sequence lengths (options.lens). */
 export const caseLens = (c: Pick<TaskCase, 'options'>): number[] => (c.options as { lens: number[] }).lens;
 
-/** Token ids [B, S] (CLS-like id 0 first, then random non-pad ids, pads after each length) and the 0/1 mask. */
-export function paddedIds(rng: Rng, lens: readonly number[], cfg: EncoderConfig): { ids: number[]; mask: number[]; S: number } {
-  const S = Math.max(...lens);
-  const ids: number[] = [];
-  const mask: number[] = [];
-  for (const n of lens) {
-    for (let s = 0; s < S; s++) {
-      if (s >= n) {
-        ids.push(cfg.padTokenId);
-        mask.push(0);
-        continue;
-      }
-      let id = s === 0 ? 0 : rng.int(0, cfg.vocabSize);
-      while (s > 0 && id === cfg.padTokenId) id = rng.int(0, cfg.vocabSize);
-      ids.push(id);
-      mask.push(1);
-    }
-  }
-  return { ids, mask, S };
+/** cu_seqlens [B + 1]: 0, then the running total of the lengths (flash_attn_varlen_func's offsets). */
+export function cuSeqlensOf(lens: readonly number[]): number[] {
+  const cu = [0];
+  for (const n of lens) cu.push(cu[cu.length - 1]! + n);
+  return cu;
 }
 
-/** The 0/1 mask [B, S] of these lengths as a tensor of `dtype` (bool for the attention task, i64 for the models). */
-export function maskTensor(ctx: ExecutionContext, lens: readonly number[], dtype: 'bool' | 'i64'): Tensor {
-  const S = Math.max(...lens);
-  const m = lens.flatMap((n) => Array.from({ length: S }, (_, s) => (s < n ? 1 : 0)));
-  return fromInts(ctx, m, [lens.length, S], dtype);
+/** vLLM's encoder positions: 0..n-1 restarting at every sequence (RoBERTa's offset is the embeddings' business). */
+export function positionsOf(lens: readonly number[]): number[] {
+  return lens.flatMap((n) => Array.from({ length: n }, (_, p) => p));
+}
+
+/** Packed token ids [T]: each sequence a CLS-like first id (XLM-R's <s> 0; 1 where 0 is the pad), then random non-pad ids. */
+export function packedIds(rng: Rng, lens: readonly number[], cfg: EncoderConfig): number[] {
+  const cls = cfg.padTokenId === 0 ? 1 : 0;
+  const ids: number[] = [];
+  for (const n of lens) {
+    for (let s = 0; s < n; s++) {
+      let id = s === 0 ? cls : rng.int(0, cfg.vocabSize);
+      while (id === cfg.padTokenId) id = rng.int(0, cfg.vocabSize);
+      ids.push(id);
+    }
+  }
+  return ids;
+}
+
+/** cu_seqlens of these lengths as the i32 tensor flash_attn_varlen takes. */
+export function cuSeqlensTensor(ctx: ExecutionContext, lens: readonly number[]): Tensor {
+  const cu = cuSeqlensOf(lens);
+  return fromInts(ctx, cu, [cu.length], 'i32');
+}
+
+/** A packed case's dims: T tokens, B1 = B + 1 offsets, plus the rest. */
+export function packedDims(lens: readonly number[], rest: Record<string, number>): Record<string, number> {
+  return { T: lens.reduce((a, n) => a + n, 0), B: lens.length, B1: lens.length + 1, ...rest };
 }
 
 /**
- * Parameters drawn so activations stay O(1) at any width: matrices N(0, 1/K), LayerNorm weights 1 + N(0, 0.01),
- * biases N(0, 0.01), embedding tables N(0, 1).
+ * Parameters drawn so activations stay O(1) at any width: matrices N(0, 1/K), LayerNorm weights 1 + N(0, 0.1^2),
+ * biases N(0, 0.1^2), embedding tables N(0, 1).
  */
 export function initEncoderParameters(m: Module, rng: Rng): void {
   for (const [name, p] of m.namedParameters()) {

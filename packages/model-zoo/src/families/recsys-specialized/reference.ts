@@ -1,7 +1,8 @@
 /**
  * Float64 references of the BERT / XLM-RoBERTa encoder and the BGE-M3 / ColBERT heads on host arrays, transcribed
  * from HF's modeling_xlm_roberta.py / modeling_bert.py (eager path) and FlagEmbedding's BGEM3 heads with plain loops:
- * nothing here calls the modules under test or an op. Layout: padded batches, ids / mask [B, S], states [B, S, H].
+ * nothing here calls the modules under test or an op. Layout: packed tokens (every sequence back to back, no
+ * padding), ids [T], states [T, H], cu_seqlens [B + 1] the sequences' offsets.
  */
 import type { HostArray } from '@fastkernels/core';
 import type { EncoderConfig } from './config.js';
@@ -80,74 +81,78 @@ export function refGelu(x: number, act: EncoderConfig['hiddenAct']): number {
   return 0.5 * x * (1 + erf(x / Math.SQRT2));
 }
 
-/** HF create_position_ids_from_input_ids (RoBERTa: padding_idx + 1 + running count of non-pad tokens) or BERT's arange. */
-export function refPositionIds(ids: ArrayLike<number>, B: number, S: number, cfg: EncoderConfig): number[] {
+/**
+ * HF's position ids of each packed sequence on its own: RoBERTa's create_position_ids_from_input_ids (padding_idx + 1 +
+ * the running count of non-pad tokens, padding_idx at a pad) or BERT's arange; the absolute rows of the position table.
+ */
+export function refPositionIds(ids: ArrayLike<number>, cu: ArrayLike<number>, cfg: EncoderConfig): number[] {
   const pos: number[] = [];
-  for (let b = 0; b < B; b++) {
+  for (let b = 0; b + 1 < cu.length; b++) {
     let count = 0;
-    for (let s = 0; s < S; s++) {
-      if (!cfg.robertaPositions) pos.push(s);
-      else if (ids[b * S + s] !== cfg.padTokenId) pos.push(++count + cfg.padTokenId);
+    for (let t = cu[b]!; t < cu[b + 1]!; t++) {
+      if (!cfg.robertaPositions) pos.push(t - cu[b]!);
+      else if (ids[t] !== cfg.padTokenId) pos.push(++count + cfg.padTokenId);
       else pos.push(cfg.padTokenId);
     }
   }
   return pos;
 }
 
-/** BertEmbeddings / XLMRobertaEmbeddings: word + position + token_type (type ids 0 unless given), LayerNorm. */
-export function refEmbeddings(ids: ArrayLike<number>, B: number, S: number, params: Params, cfg: EncoderConfig, prefix = '', typeIds?: ArrayLike<number>): Float64Array {
+/**
+ * BertEmbeddings / XLMRobertaEmbeddings on packed tokens: word + token_type (ids 0 unless given) + position at the
+ * absolute rows `positionRows` [T], then LayerNorm.
+ */
+export function refEmbeddings(ids: ArrayLike<number>, positionRows: ArrayLike<number>, params: Params, cfg: EncoderConfig, prefix = '', typeIds?: ArrayLike<number>): Float64Array {
   const H = cfg.hiddenSize;
+  const T = ids.length;
   const word = param(params, `${prefix}word_embeddings.weight`);
   const posW = param(params, `${prefix}position_embeddings.weight`);
   const type = param(params, `${prefix}token_type_embeddings.weight`);
-  const pos = refPositionIds(ids, B, S, cfg);
-  const x = new Float64Array(B * S * H);
-  for (let t = 0; t < B * S; t++) {
+  const x = new Float64Array(T * H);
+  for (let t = 0; t < T; t++) {
     const id = ids[t]!;
     const tt = typeIds ? typeIds[t]! : 0;
-    for (let j = 0; j < H; j++) x[t * H + j] = word.data[id * H + j]! + posW.data[pos[t]! * H + j]! + type.data[tt * H + j]!;
+    for (let j = 0; j < H; j++) x[t * H + j] = word.data[id * H + j]! + type.data[tt * H + j]! + posW.data[positionRows[t]! * H + j]!;
   }
   return refLayerNorm(x, H, param(params, `${prefix}LayerNorm.weight`), param(params, `${prefix}LayerNorm.bias`), cfg.layerNormEps);
 }
 
 /**
- * XLMRobertaAttention (self + output): per batch row and head softmax(q k^T / sqrt(d) over the keys whose mask is 1) v,
- * then dense and LayerNorm(out + x). Every query row (pads too) sees the row's valid keys, as HF's extended mask does.
+ * XLMRobertaAttention (self + output) on packed tokens [T, H]: per sequence (cu_seqlens) and head, softmax(q k^T /
+ * sqrt(d)) v over that sequence's tokens only (bidirectional), then dense and LayerNorm(out + x).
  */
-export function refAttention(x: Float64Array, mask: ArrayLike<number>, B: number, S: number, params: Params, cfg: EncoderConfig, prefix = ''): Float64Array {
+export function refAttention(x: Float64Array, cu: ArrayLike<number>, params: Params, cfg: EncoderConfig, prefix = ''): Float64Array {
   const H = cfg.hiddenSize;
   const nH = cfg.numAttentionHeads;
   const d = cfg.headDim;
-  const lin = (name: string, inp: Float64Array) => refLinear(inp, B * S, param(params, `${prefix}${name}.weight`), param(params, `${prefix}${name}.bias`));
+  const T = x.length / H;
+  const lin = (name: string, inp: Float64Array) => refLinear(inp, T, param(params, `${prefix}${name}.weight`), param(params, `${prefix}${name}.bias`));
   const q = lin('self.query', x);
   const k = lin('self.key', x);
   const v = lin('self.value', x);
-  const ctx = new Float64Array(B * S * H);
+  const ctx = new Float64Array(T * H);
   const scale = 1 / Math.sqrt(d);
-  const scores = new Float64Array(S);
-  for (let b = 0; b < B; b++) {
+  for (let b = 0; b + 1 < cu.length; b++) {
+    const [t0, t1] = [cu[b]!, cu[b + 1]!];
+    const scores = new Float64Array(t1 - t0);
     for (let h = 0; h < nH; h++) {
-      for (let i = 0; i < S; i++) {
+      for (let i = t0; i < t1; i++) {
         let max = -Infinity;
-        for (let j = 0; j < S; j++) {
-          if (!mask[b * S + j]) {
-            scores[j] = -Infinity;
-            continue;
-          }
+        for (let j = t0; j < t1; j++) {
           let dot = 0;
-          for (let e = 0; e < d; e++) dot += q[(b * S + i) * H + h * d + e]! * k[(b * S + j) * H + h * d + e]!;
-          scores[j] = dot * scale;
-          max = Math.max(max, scores[j]!);
+          for (let e = 0; e < d; e++) dot += q[i * H + h * d + e]! * k[j * H + h * d + e]!;
+          scores[j - t0] = dot * scale;
+          max = Math.max(max, dot * scale);
         }
         let sum = 0;
-        for (let j = 0; j < S; j++) {
-          scores[j] = scores[j] === -Infinity ? 0 : Math.exp(scores[j]! - max);
+        for (let j = 0; j < scores.length; j++) {
+          scores[j] = Math.exp(scores[j]! - max);
           sum += scores[j]!;
         }
         for (let e = 0; e < d; e++) {
           let acc = 0;
-          for (let j = 0; j < S; j++) acc += scores[j]! * v[(b * S + j) * H + h * d + e]!;
-          ctx[(b * S + i) * H + h * d + e] = sum > 0 ? acc / sum : 0;
+          for (let j = t0; j < t1; j++) acc += scores[j - t0]! * v[j * H + h * d + e]!;
+          ctx[i * H + h * d + e] = acc / sum;
         }
       }
     }
@@ -165,22 +170,26 @@ export function refMlp(x: Float64Array, rows: number, params: Params, cfg: Encod
   return refLayerNorm(o, cfg.hiddenSize, param(params, `${out}LayerNorm.weight`), param(params, `${out}LayerNorm.bias`), cfg.layerNormEps);
 }
 
-/** XLMRobertaLayer / BertLayer. */
-export function refLayer(x: Float64Array, mask: ArrayLike<number>, B: number, S: number, params: Params, cfg: EncoderConfig, prefix = ''): Float64Array {
-  const a = refAttention(x, mask, B, S, params, cfg, `${prefix}attention.`);
-  return refMlp(a, B * S, params, cfg, `${prefix}intermediate.`, `${prefix}output.`);
+/** XLMRobertaLayer / BertLayer on packed tokens. */
+export function refLayer(x: Float64Array, cu: ArrayLike<number>, params: Params, cfg: EncoderConfig, prefix = ''): Float64Array {
+  const a = refAttention(x, cu, params, cfg, `${prefix}attention.`);
+  return refMlp(a, a.length / cfg.hiddenSize, params, cfg, `${prefix}intermediate.`, `${prefix}output.`);
 }
 
 /** XLMRobertaEncoder: the layers `${prefix}layer.<i>.` in order. */
-export function refEncoder(x: Float64Array, mask: ArrayLike<number>, B: number, S: number, params: Params, cfg: EncoderConfig, prefix = ''): Float64Array {
+export function refEncoder(x: Float64Array, cu: ArrayLike<number>, params: Params, cfg: EncoderConfig, prefix = ''): Float64Array {
   let h = x;
-  for (let l = 0; l < cfg.numHiddenLayers; l++) h = refLayer(h, mask, B, S, params, cfg, `${prefix}layer.${l}.`);
+  for (let l = 0; l < cfg.numHiddenLayers; l++) h = refLayer(h, cu, params, cfg, `${prefix}layer.${l}.`);
   return h;
 }
 
-/** XLMRobertaModel / BertModel last_hidden_state [B, S, H] (the pooler is not run: the embedding heads do not read it). */
-export function refModel(ids: ArrayLike<number>, mask: ArrayLike<number>, B: number, S: number, params: Params, cfg: EncoderConfig, prefix = ''): Float64Array {
-  return refEncoder(refEmbeddings(ids, B, S, params, cfg, `${prefix}embeddings.`), mask, B, S, params, cfg, `${prefix}encoder.`);
+/**
+ * XLMRobertaModel / BertModel last_hidden_state [T, H] of packed ids [T] with HF's positions of each sequence alone
+ * (refPositionIds: what HF computes for an unpadded row); the pooler is not run (the embedding heads do not read it).
+ */
+export function refModel(ids: ArrayLike<number>, cu: ArrayLike<number>, params: Params, cfg: EncoderConfig, prefix = ''): Float64Array {
+  const e = refEmbeddings(ids, refPositionIds(ids, cu, cfg), params, cfg, `${prefix}embeddings.`);
+  return refEncoder(e, cu, params, cfg, `${prefix}encoder.`);
 }
 
 /** F.normalize(v, dim=-1) on rows of width n (eps 1e-12). */
@@ -196,19 +205,17 @@ export function refNormalizeRows(x: Float64Array, n: number): Float64Array {
 }
 
 /**
- * FlagEmbedding's BGEM3 heads on last_hidden_state [B, S, H]: dense = normalize(h[:, 0]); sparse = relu(sparse_linear(h))
- * [B, S] (pads zeroed); colbert = normalize(colbert_linear(h[:, 1:]) * mask[:, 1:]) [B, S - 1, C].
+ * FlagEmbedding's BGEM3 heads on packed last_hidden_state [T, H]: dense = normalize(h[cu[b]]) [B, H] (each sequence's
+ * CLS row); sparse = relu(sparse_linear(h)) [T]; colbert = normalize(colbert_linear(h)) [T, C] for every token (the
+ * CLS rows included: vLLM filters them after the projection, FlagEmbedding projects h[:, 1:]; the rows kept agree).
  */
-export function refBgeM3Heads(h: Float64Array, mask: ArrayLike<number>, B: number, S: number, H: number, params: Params): { dense: Float64Array; sparse: Float64Array; colbert: Float64Array } {
+export function refBgeM3Heads(h: Float64Array, cu: ArrayLike<number>, H: number, params: Params): { dense: Float64Array; sparse: Float64Array; colbert: Float64Array } {
+  const T = h.length / H;
+  const B = cu.length - 1;
   const cls = new Float64Array(B * H);
-  for (let b = 0; b < B; b++) for (let j = 0; j < H; j++) cls[b * H + j] = h[b * S * H + j]!;
-  const sw = refLinear(h, B * S, param(params, 'sparse_linear.weight'), param(params, 'sparse_linear.bias'));
-  const sparse = sw.map((w, t) => (mask[t] ? Math.max(w, 0) : 0));
+  for (let b = 0; b < B; b++) cls.set(h.subarray(cu[b]! * H, (cu[b]! + 1) * H), b * H);
+  const sparse = refLinear(h, T, param(params, 'sparse_linear.weight'), param(params, 'sparse_linear.bias')).map((w) => Math.max(w, 0));
   const cw = param(params, 'colbert_linear.weight');
-  const C = cw.shape[0]!;
-  const rest = new Float64Array(B * (S - 1) * H);
-  for (let b = 0; b < B; b++) rest.set(h.subarray((b * S + 1) * H, (b + 1) * S * H), b * (S - 1) * H);
-  const cv = refLinear(rest, B * (S - 1), cw, param(params, 'colbert_linear.bias'));
-  for (let b = 0; b < B; b++) for (let s = 1; s < S; s++) if (!mask[b * S + s]) cv.fill(0, (b * (S - 1) + s - 1) * C, (b * (S - 1) + s) * C);
-  return { dense: refNormalizeRows(cls, H), sparse, colbert: refNormalizeRows(cv, C) };
+  const cv = refLinear(h, T, cw, param(params, 'colbert_linear.bias'));
+  return { dense: refNormalizeRows(cls, H), sparse, colbert: refNormalizeRows(cv, cw.shape[0]!) };
 }

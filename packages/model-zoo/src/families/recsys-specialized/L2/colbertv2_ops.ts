@@ -3,17 +3,21 @@ import { bytesOf, fromInts, randn } from '../../../common/inputs.js';
 import { FAMILY } from '../family.js';
 
 /**
- * ColBERT's document token mask (colbert.modeling.colbert.ColBERT.mask): a token is kept when it is not padding and not
- * in the punctuation skiplist. forward(inputIds [B, S] i64, attentionMask [B, S]) -> keep [B, S] bool. One `ne` per
- * skiplist id (ColBERT's list is the 32 ASCII punctuation tokens): a candidate may fuse it into one gather.
+ * ColBERT's document token mask (colbert.modeling.colbert.ColBERT.mask): a token is kept when it is not the pad token and
+ * not in the punctuation skiplist, from the ids alone, so any layout works: packed tokens [T] or a padded batch [B, S].
+ * forward(inputIds i64) -> keep bool of the same shape. One `ne` per skiplist id (ColBERT's list is the 32 ASCII
+ * punctuation tokens): a candidate may fuse it into one gather.
  */
 export class ColBERTv2TokenMask extends Module {
-  constructor(readonly skiplist: readonly number[] = []) {
+  constructor(
+    readonly skiplist: readonly number[] = [],
+    readonly padTokenId = 0,
+  ) {
     super();
   }
 
-  forward(inputIds: Tensor, attentionMask: Tensor): Tensor {
-    let keep = attentionMask.dtype === 'bool' ? F.contiguous(attentionMask) : F.ne(attentionMask, 0);
+  forward(inputIds: Tensor): Tensor {
+    let keep = F.ne(inputIds, this.padTokenId);
     for (const id of this.skiplist) {
       const ne = F.ne(inputIds, id);
       const next = F.logicalAnd(keep, ne);

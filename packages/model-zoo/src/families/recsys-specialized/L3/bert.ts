@@ -5,15 +5,14 @@
  * XLM-R modules: only the task each one stacks differs.
  */
 import { defineTask, hostArray } from '@fastkernels/core';
-import { randn } from '../../../common/inputs.js';
-import { caseLens, initEncoderParameters, maskTensor } from '../cases.js';
+import { initEncoderParameters } from '../cases.js';
 import type { EncoderConfig } from '../config.js';
 import { FAMILY } from '../family.js';
 import { refEncoder, refLayer, refModel } from '../reference.js';
-import { TINY_BERT, colbertProduction, configOf, encoderCase, layerWork } from './encoder-cases.js';
+import { PACKED_HIDDEN_INPUTS, PACKED_HIDDEN_OUTPUT, TINY_BERT, colbertProduction, configOf, encoderCase, layerWork, packedHiddenInputs } from './encoder-cases.js';
 import { XLMRobertaEncoder } from './xlm_roberta_encoder.js';
 import { XLMRobertaLayer } from './xlm_roberta_layer.js';
-import { XLMRobertaModel, modelInputs, modelWork } from './xlm_roberta_model.js';
+import { PACKED_MODEL_INPUTS, XLMRobertaModel, modelInputs, modelWork } from './xlm_roberta_model.js';
 
 export class BertLayer extends XLMRobertaLayer {
   constructor(config: EncoderConfig) {
@@ -47,32 +46,27 @@ const meta = (id: string, className: string, description: string) => ({
   init: [{ name: 'config', type: 'object' as const, doc: 'the parsed encoder config (EncoderConfig, model_type bert)' }],
   tolerance: { bf16: { atol: 5e-2, rtol: 5e-2 } },
 });
-const hiddenInputs = [
-  { name: 'hiddenStates', dtype: 'act' as const, shape: ['B', 'S', 'H'] },
-  { name: 'attentionMask', dtype: 'bool' as const, shape: ['B', 'S'] },
-];
-const out = [{ name: 'out', dtype: 'act' as const, shape: ['B', 'S', 'H'] }];
-const ci = [encoderCase('tiny-bert-f32', 'f32', TINY_BERT, [7, 3, 5]), encoderCase('tiny-bert-bf16', 'bf16', TINY_BERT, [4, 6])];
+const ci = [encoderCase('tiny-bert-f32', 'f32', TINY_BERT, [7, 3, 5]), encoderCase('tiny-bert-bf16', 'bf16', TINY_BERT, [4, 6]), encoderCase('tiny-bert-len1-max-f32', 'f32', TINY_BERT, [1, 40])];
 
 export const bertLayerTask = defineTask(
-  { ...meta('L3/bert_layer', 'BertLayer', 'One BERT encoder layer over a padded batch with its padding mask.'), inputs: hiddenInputs, outputs: out, imports: ['L2/encoder_attention', 'L2/encoder_mlp'], cases: { ci, production: colbertProduction() } },
+  { ...meta('L3/bert_layer', 'BertLayer', 'One BERT encoder layer on packed sequences (cu_seqlens).'), inputs: PACKED_HIDDEN_INPUTS, outputs: PACKED_HIDDEN_OUTPUT, imports: ['L2/encoder_attention', 'L2/encoder_mlp'], cases: { ci, production: colbertProduction() } },
   {
     baseline: BertLayer,
-    makeInputs: (c, ctx, rng) => [randn(ctx, rng, [c.dims.B!, c.dims.S!, c.dims.H!], c.dtype), maskTensor(ctx, caseLens(c), 'bool')],
+    makeInputs: packedHiddenInputs,
     initParameters: (m, _c, rng) => initEncoderParameters(m, rng),
-    reference: ([x, mask], params, c) => [hostArray(x!.shape, refLayer(x!.data, mask!.data, x!.shape[0]!, x!.shape[1]!, params, configOf(c)))],
+    reference: ([x, cu], params, c) => [hostArray(x!.shape, refLayer(x!.data, cu!.data, params, configOf(c)))],
     work: (c) => layerWork(c, configOf(c)),
   },
 );
 
 export const bertEncoderTask = defineTask(
   // plus L3/bert_layer through the registry (same level: not listed)
-  { ...meta('L3/bert_encoder', 'BertEncoder', 'The stack of BERT encoder layers.'), inputs: hiddenInputs, outputs: out, imports: ['L2/encoder_attention', 'L2/encoder_mlp'], cases: { ci, production: colbertProduction() } },
+  { ...meta('L3/bert_encoder', 'BertEncoder', 'The stack of BERT encoder layers on packed sequences.'), inputs: PACKED_HIDDEN_INPUTS, outputs: PACKED_HIDDEN_OUTPUT, imports: ['L2/encoder_attention', 'L2/encoder_mlp'], cases: { ci, production: colbertProduction() } },
   {
     baseline: BertEncoder,
-    makeInputs: (c, ctx, rng) => [randn(ctx, rng, [c.dims.B!, c.dims.S!, c.dims.H!], c.dtype), maskTensor(ctx, caseLens(c), 'bool')],
+    makeInputs: packedHiddenInputs,
     initParameters: (m, _c, rng) => initEncoderParameters(m, rng),
-    reference: ([x, mask], params, c) => [hostArray(x!.shape, refEncoder(x!.data, mask!.data, x!.shape[0]!, x!.shape[1]!, params, configOf(c)))],
+    reference: ([x, cu], params, c) => [hostArray(x!.shape, refEncoder(x!.data, cu!.data, params, configOf(c)))],
     work: (c) => {
       const w = layerWork(c, configOf(c));
       return { bytes: w.bytes * configOf(c).numHiddenLayers, flops: w.flops * configOf(c).numHiddenLayers };
@@ -83,13 +77,9 @@ export const bertEncoderTask = defineTask(
 export const bertModelTask = defineTask(
   // plus L3/bert_encoder through the registry (same level: not listed)
   {
-    ...meta('L3/bert_model', 'BertModel', 'BERT (add_pooling_layer=False): embeddings (arange positions, token types) and the encoder stack; returns last_hidden_state.'),
-    inputs: [
-      { name: 'inputIds', dtype: 'i64', shape: ['B', 'S'] },
-      { name: 'attentionMask', dtype: 'i64', shape: ['B', 'S'], doc: '1 = token, 0 = pad' },
-      { name: 'tokenTypeIds', dtype: 'i64', shape: ['B', 'S'], optional: true, doc: 'default 0' },
-    ],
-    outputs: [{ name: 'lastHiddenState', dtype: 'act', shape: ['B', 'S', 'H'] }],
+    ...meta('L3/bert_model', 'BertModel', 'BERT (add_pooling_layer=False) on packed sequences: embeddings (positions 0.. per sequence, token types) and the encoder stack; returns last_hidden_state.'),
+    inputs: PACKED_MODEL_INPUTS,
+    outputs: [{ name: 'lastHiddenState', dtype: 'act', shape: ['T', 'H'] }],
     imports: ['L2/encoder_embeddings', 'L2/encoder_attention', 'L2/encoder_mlp'],
     cases: { ci, production: colbertProduction() },
   },
@@ -97,10 +87,7 @@ export const bertModelTask = defineTask(
     baseline: BertModel,
     makeInputs: modelInputs,
     initParameters: (m, _c, rng) => initEncoderParameters(m, rng),
-    reference: ([ids, mask], params, c) => {
-      const [B, S] = ids!.shape as [number, number];
-      return [hostArray([B, S, configOf(c).hiddenSize], refModel(ids!.data, mask!.data, B, S, params, configOf(c)))];
-    },
+    reference: ([ids, , cu], params, c) => [hostArray([ids!.data.length, configOf(c).hiddenSize], refModel(ids!.data, cu!.data, params, configOf(c)))],
     work: modelWork,
   },
 );

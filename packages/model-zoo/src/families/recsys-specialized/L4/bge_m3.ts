@@ -7,23 +7,25 @@ import type { EncoderConfig } from '../config.js';
 import { FAMILY } from '../family.js';
 import { refBgeM3Heads, refModel } from '../reference.js';
 import { TINY_XLMR, bgeM3Production, configOf, encoderCase } from '../L3/encoder-cases.js';
-import { modelInputs, modelWork, type XLMRobertaModel } from '../L3/xlm_roberta_model.js';
+import { PACKED_MODEL_INPUTS, modelInputs, modelWork, type XLMRobertaModel } from '../L3/xlm_roberta_model.js';
 
-/** The three BGE-M3 outputs of a padded batch. */
+/** The three BGE-M3 outputs of a packed batch. */
 export interface BgeM3Outputs {
-  /** normalize(h[:, 0]) [B, H]: the dense (CLS) embedding. */
+  /** normalize(h[cu_seqlens[b]]) [B, H]: each sequence's CLS row, the dense embedding. */
   readonly dense: Tensor;
-  /** relu(sparse_linear(h)) [B, S], zero at pads: per-token lexical weights. */
+  /** relu(sparse_linear(h)) [T]: per-token lexical weights. */
   readonly sparse: Tensor;
-  /** normalize(colbert_linear(h[:, 1:]) * mask[:, 1:]) [B, S - 1, C]: ColBERT multi-vectors (zero rows at pads). */
+  /** normalize(colbert_linear(h)) [T, C]: ColBERT vectors of every token; a sequence's first (CLS) row is not one of its vectors. */
   readonly colbert: Tensor;
 }
 
 /**
- * vLLM's BgeM3EmbeddingModel (FlagEmbedding's BGEM3 heads) over XLMRobertaModel: `model` (L3/xlm_roberta_model; its
- * tensors carry no prefix in BAAI/bge-m3's model.safetensors, weights.ts strips it), `sparse_linear` Linear(H, 1) and
- * `colbert_linear` Linear(H, H) (bge-m3 ships them as sparse_linear.pt / colbert_linear.pt). forward(inputIds [B, S],
- * attentionMask [B, S]) -> [dense, sparse, colbert]; `hidden` gives last_hidden_state for the runner's other poolings.
+ * vLLM's BgeM3EmbeddingModel (FlagEmbedding's BGEM3 heads) over XLMRobertaModel on packed tokens: `model`
+ * (L3/xlm_roberta_model; its tensors carry no prefix in BAAI/bge-m3's model.safetensors, weights.ts strips it),
+ * `sparse_linear` Linear(H, 1) and `colbert_linear` Linear(H, H) (bge-m3 ships them as sparse_linear.pt /
+ * colbert_linear.pt). forward(inputIds [T], positions [T], cuSeqlens [B + 1]) -> [dense, sparse, colbert]; `packedHidden`
+ * gives last_hidden_state for the runner's other poolings. As vLLM's poolers, the heads run on every token and the
+ * caller drops the rows FlagEmbedding leaves out (the CLS row of the ColBERT vectors; special tokens of the sparse ones).
  */
 export class BgeM3EmbeddingModel extends Module {
   readonly model: XLMRobertaModel;
@@ -47,49 +49,56 @@ export class BgeM3EmbeddingModel extends Module {
     return this.config.hiddenSize;
   }
 
-  /** last_hidden_state [B, S, H]. */
-  hidden(inputIds: Tensor, attentionMask: Tensor): Tensor {
-    return this.model.forward(inputIds, attentionMask);
+  /** last_hidden_state [T, H]. */
+  packedHidden(inputIds: Tensor, positions: Tensor, cuSeqlens: Tensor): Tensor {
+    return this.model.forward(inputIds, positions, cuSeqlens);
   }
 
-  /** The three heads on last_hidden_state (see BgeM3Outputs). */
-  heads(h: Tensor, attentionMask: Tensor): BgeM3Outputs {
-    const [B, S, H] = h.shape as [number, number, number];
-    const maskF = F.to(attentionMask, h.dtype);
-    const cls = h.select(1, 0);
+  /** The dense head: each sequence's CLS row (at cu_seqlens[:-1]), normalised [B, H]. */
+  dense(h: Tensor, cuSeqlens: Tensor): Tensor {
+    const starts = cuSeqlens.narrow(0, 0, cuSeqlens.shape[0]! - 1);
+    const cls = F.indexSelect(h, 0, starts);
+    starts.dispose();
     const dense = this.norm.forward(cls);
     cls.dispose();
-    const sw = this.sparseLinear.forward(h);
-    const swFlat = sw.view(B, S);
-    const relu = this.relu.forward(swFlat);
-    const sparse = F.mul(relu, maskF);
-    for (const t of [relu, swFlat, sw]) t.dispose();
-    const rest = h.narrow(1, 1, S - 1);
-    const restC = F.contiguous(rest);
-    rest.dispose();
-    const cv = this.colbertLinear.forward(restC);
-    restC.dispose();
-    const m = maskF.narrow(1, 1, S - 1);
-    const mu = m.unsqueeze(2);
-    const masked = F.mul(cv, mu);
-    for (const t of [mu, m, cv]) t.dispose();
-    const colbert = this.norm.forward(masked);
-    masked.dispose();
-    maskF.dispose();
-    void H;
-    return { dense, sparse, colbert };
+    return dense;
   }
 
-  forward(inputIds: Tensor, attentionMask: Tensor): Tensor[] {
-    const h = this.hidden(inputIds, attentionMask);
+  /** The sparse head: relu(sparse_linear(h)) [T]. */
+  sparse(h: Tensor): Tensor {
+    const sw = this.sparseLinear.forward(h);
+    const flat = sw.view(h.shape[0]!);
+    sw.dispose();
+    const w = this.relu.forward(flat);
+    flat.dispose();
+    return w;
+  }
+
+  /** The ColBERT head: normalize(colbert_linear(h)) [T, C]. */
+  colbert(h: Tensor): Tensor {
+    const cv = this.colbertLinear.forward(h);
+    const v = this.norm.forward(cv);
+    cv.dispose();
+    return v;
+  }
+
+  /** The three heads on last_hidden_state [T, H] (see BgeM3Outputs). */
+  heads(h: Tensor, cuSeqlens: Tensor): BgeM3Outputs {
+    return { dense: this.dense(h, cuSeqlens), sparse: this.sparse(h), colbert: this.colbert(h) };
+  }
+
+  forward(inputIds: Tensor, positions: Tensor, cuSeqlens: Tensor): Tensor[] {
+    const h = this.packedHidden(inputIds, positions, cuSeqlens);
     try {
-      const o = this.heads(h, attentionMask);
+      const o = this.heads(h, cuSeqlens);
       return [o.dense, o.sparse, o.colbert];
     } finally {
       h.dispose();
     }
   }
 }
+
+const bgeCase = (c: ReturnType<typeof encoderCase>) => ({ ...c, dims: { ...c.dims, C: c.dims.H! } });
 
 export const bgeM3Task = defineTask(
   {
@@ -99,47 +108,43 @@ export const bgeM3Task = defineTask(
     family: [FAMILY],
     architectures: ['bge_m3'],
     mirrors: 'vllm.model_executor.models.roberta.BgeM3EmbeddingModel',
-    description: 'BGE-M3: XLM-RoBERTa encoder over a padded batch, then the dense (normalised CLS), sparse (relu lexical weights) and ColBERT (normalised multi-vector) heads.',
+    description: 'BGE-M3: XLM-RoBERTa encoder on packed sequences, then the dense (normalised CLS per sequence), sparse (relu lexical weight per token) and ColBERT (normalised vector per token) heads.',
     init: [
       { name: 'config', type: 'object', doc: 'the parsed encoder config (EncoderConfig)' },
       { name: 'colbertDim', type: 'int', optional: true, doc: 'colbert_linear output size (default hidden_size)' },
     ],
-    inputs: [
-      { name: 'inputIds', dtype: 'i64', shape: ['B', 'S'] },
-      { name: 'attentionMask', dtype: 'i64', shape: ['B', 'S'], doc: '1 = token, 0 = pad' },
-    ],
+    inputs: PACKED_MODEL_INPUTS,
     outputs: [
       { name: 'dense', dtype: 'act', shape: ['B', 'H'] },
-      { name: 'sparse', dtype: 'act', shape: ['B', 'S'] },
-      { name: 'colbert', dtype: 'act', shape: ['B', 'S1', 'H'], doc: 'S1 = S - 1 (the CLS token has no vector)' },
+      { name: 'sparse', dtype: 'act', shape: ['T'] },
+      { name: 'colbert', dtype: 'act', shape: ['T', 'C'], doc: 'every token; the CLS rows (cu_seqlens[:-1]) are not ColBERT vectors' },
     ],
     tolerance: { bf16: { atol: 5e-2, rtol: 5e-2 } },
     imports: ['L3/xlm_roberta_model', 'L1/linear', 'L1/relu', 'L1/l2_norm'],
     cases: {
       ci: [
-        { ...encoderCase('tiny-bge-f32', 'f32', TINY_XLMR, [7, 3, 5]), dims: { B: 3, S: 7, S1: 6, H: TINY_XLMR.hiddenSize } },
-        { ...encoderCase('tiny-bge-bf16', 'bf16', TINY_XLMR, [4, 6]), dims: { B: 2, S: 6, S1: 5, H: TINY_XLMR.hiddenSize } },
+        bgeCase(encoderCase('tiny-bge-f32', 'f32', TINY_XLMR, [7, 3, 5])),
+        bgeCase(encoderCase('tiny-bge-bf16', 'bf16', TINY_XLMR, [4, 6])),
+        bgeCase(encoderCase('tiny-bge-len1-max-f32', 'f32', TINY_XLMR, [1, 38])),
       ],
-      production: bgeM3Production().map((c) => ({ ...c, dims: { ...c.dims, S1: c.dims.S - 1 } })),
+      production: bgeM3Production().map(bgeCase),
     },
   },
   {
     baseline: BgeM3EmbeddingModel,
     makeInputs: modelInputs,
     initParameters: (m, _c, rng) => initEncoderParameters(m, rng),
-    reference: ([ids, mask], params, c) => {
-      const [B, S] = ids!.shape as [number, number];
+    reference: ([ids, , cu], params, c) => {
       const cfg = configOf(c);
-      const H = cfg.hiddenSize;
+      const { T, B, H } = c.dims as { T: number; B: number; H: number };
       const inner = new Map([...params].filter(([k]) => k.startsWith('model.')).map(([k, v]) => [k.slice('model.'.length), v]));
-      const h = refModel(ids!.data, mask!.data, B, S, inner, cfg);
-      const o = refBgeM3Heads(h, mask!.data, B, S, H, params);
-      return [hostArray([B, H], o.dense), hostArray([B, S], o.sparse), hostArray([B, S - 1, H], o.colbert)];
+      const o = refBgeM3Heads(refModel(ids!.data, cu!.data, inner, cfg), cu!.data, H, params);
+      return [hostArray([B, H], o.dense), hostArray([T], o.sparse), hostArray([T, H], o.colbert)];
     },
     work: (c) => {
       const w = modelWork(c);
-      const { B, S, H } = c.dims as { B: number; S: number; H: number };
-      return { bytes: w.bytes, flops: w.flops + 2 * B * S * H * (H + 1) };
+      const { T, H } = c.dims as { T: number; H: number };
+      return { bytes: w.bytes, flops: w.flops + 2 * T * H * (H + 1) };
     },
   },
 );
