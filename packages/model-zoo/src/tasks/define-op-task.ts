@@ -133,12 +133,17 @@ export function defineL1OpTask(op: string, init: L1OpTaskInit): OpTaskDefinition
   return defined;
 }
 
-/** The op's metas for a case: forward inputs and parameters from their symbolic shapes, null for unbound optionals. */
+/**
+ * The op's metas for a case: forward inputs and parameters from their symbolic shapes, null for unbound optionals and
+ * for optional forward inputs the case's options do not name.
+ */
 export function opMetas(task: OpTaskDefinition, c: TaskCase): MetaArg[] {
   const { op, forward, params } = task.opBinding;
   return getOp(op).inputs.map((i) => {
     const a = forward[i.name] ?? params[i.name];
     if (!a) return null;
+    // an optional forward input is there when the case's options name it (as the default makeInputs feeds it)
+    if (i.optional && forward[i.name] && !c.options[i.name]) return null;
     return { shape: resolveSpecShape({ name: i.name, dtype: 'act', shape: [...a.shape], optional: false }, c), dtype: a.dtype && a.dtype !== 'act' ? a.dtype : c.dtype };
   });
 }

@@ -1,6 +1,6 @@
 import { F, Module, type Tensor } from '@fastkernels/core';
 import { defineL1OpTask } from '../../define-op-task.js';
-import { GLA_2_7B_HEADS, GLA_OUTPUTS, caseScale, glaForward, glaRecurrenceReference, glaWork, makeGlaInputs } from './gla-common.js';
+import { GLA_2_7B_HEADS, GLA_OUTPUTS, caseScale, glaForward, withSequenceDims, glaRecurrenceReference, glaWork, makeGlaInputs } from './gla-common.js';
 
 /**
  * FLA's fused_recurrent_gla (fla.ops.gla.fused_recurrent_gla) as a module: the token-by-token recurrence, what
@@ -33,16 +33,16 @@ export const fusedRecurrentGlaTask = defineL1OpTask('fused_recurrent_gla', {
   architectures: ['gla', 'retnet'],
   baseline: FusedRecurrentGLA,
   init: [{ name: 'scale', type: 'float', optional: true, default: null, doc: 'null: K^-0.5' }],
-  forward: glaForward('gk'),
+  forward: glaForward('gk', true),
   params: {},
   outputs: GLA_OUTPUTS,
   attrs: (c) => ({ scale: caseScale(c), output_final_state: true }),
   cases: {
-    ci: [
+    ci: withSequenceDims([
       { name: 'small-decode-state', dtype: 'f32', dims: { B: 3, T: 1, H: 2, K: 8, V: 12 }, init: [], options: { initial_state: true, gateNormalizer: 4 } },
       { name: 'small-prompt-bf16', dtype: 'bf16', dims: { B: 2, T: 9, H: 2, K: 16, V: 8 }, init: [0.25], options: { initial_state: true, gateNormalizer: 2 } },
-    ],
-    production: [decode(1), decode(64), decode(256), { name: 'gla-2.7b-prompt-64', dtype: 'bf16', dims: { B: 1, T: 64, H, K, V }, init: [] }],
+    ]),
+    production: withSequenceDims([decode(1), decode(64), decode(256), { name: 'gla-2.7b-prompt-64', dtype: 'bf16', dims: { B: 1, T: 64, H, K, V }, init: [] }]),
   },
   makeInputs: makeGlaInputs,
   reference: ([q, k, v, g, s0], _p, c) => glaRecurrenceReference(q!, k!, v!, g!, s0 ?? null, caseScale(c)),

@@ -4,7 +4,7 @@
  * their work count. Plain loops, written from the definition (fla.ops.gla.naive.naive_recurrent_gla), not from any
  * backend's kernel.
  */
-import { DTYPE_INFO, F, hostArray, type ExecutionContext, type HostArray, type Rng, type TaskCase, type Tensor, type WorkCount } from '@fastkernels/core';
+import { DTYPE_INFO, F, hostArray, type ExecutionContext, type HostArray, type Rng, type TaskCase, type TaskCaseInput, type Tensor, type WorkCount } from '@fastkernels/core';
 import { bytesOf, randn } from '../../../common/inputs.js';
 import type { OpTensorArg } from '../../define-op-task.js';
 
@@ -39,15 +39,29 @@ export function glaRecurrenceReference(q: HostArray, k: HostArray, v: HostArray,
   return [o, state];
 }
 
-/** The op inputs as forward arguments: q, k, the gate [B, T, H, K], v [B, T, H, V], initial_state f32 (optional). */
-export function glaForward(gate: 'g' | 'gk'): Record<string, OpTensorArg> {
-  return {
+/**
+ * The op inputs as forward arguments: q, k, the gate [B, T, H, K], v [B, T, H, V], initial_state f32 (optional), and the
+ * engine's pooled form (optional): FLA's cu_seqlens, vLLM's ssm_state_indices (initial_state is then the pool).
+ */
+export function glaForward(gate: 'g' | 'gk', pooled = false): Record<string, OpTensorArg> {
+  const base: Record<string, OpTensorArg> = {
     q: { shape: ['B', 'T', 'H', 'K'] },
     k: { shape: ['B', 'T', 'H', 'K'] },
     v: { shape: ['B', 'T', 'H', 'V'] },
     [gate]: { shape: ['B', 'T', 'H', 'K'], doc: 'log forget gate (<= 0): GLA gives logsigmoid(gk_proj(x)) / 16' },
-    initial_state: { shape: ['B', 'H', 'K', 'V'], dtype: 'f32', doc: 'the state carried in (prefill chunk or decode); zeros when absent' },
+    initial_state: { shape: ['B', 'H', 'K', 'V'], dtype: 'f32', doc: `the state carried in (prefill chunk or decode); zeros when absent${pooled ? '. With ssm_state_indices: the state pool [slots, H, K, V], updated in place' : ''}` },
   };
+  if (!pooled) return base;
+  return {
+    ...base,
+    cu_seqlens: { shape: ['N1'], dtype: 'i32', doc: 'FLA varlen: offsets of the sequences packed along T (B = 1); absent in the benchmark cases' },
+    ssm_state_indices: { shape: ['N'], dtype: 'i32', doc: "vLLM: each sequence's pool slot (-1: padding); only o is returned. The engine's form; absent in the benchmark cases" },
+  };
+}
+
+/** The pooled form's dims on cases that do not use it: N sequences = the B rows (cu_seqlens would hold N + 1 offsets). */
+export function withSequenceDims(cases: readonly TaskCaseInput[]): TaskCaseInput[] {
+  return cases.map((c) => ({ ...c, dims: { ...c.dims, N: c.dims.B!, N1: c.dims.B! + 1 } }));
 }
 
 export const GLA_OUTPUTS: readonly OpTensorArg[] = [{ shape: ['B', 'T', 'H', 'V'] }, { shape: ['B', 'H', 'K', 'V'], dtype: 'f32' }];
