@@ -159,7 +159,6 @@ if (!quick) sdpaCase('sdpa-noncausal-1x32x8192x128', 1, 32, 32, 8192, 128, false
 sdpaCase('sdpa-flux-noncausal-1x24x4608x128', 1, 24, 24, 4608, 128, false);
 sdpaCase('sdpa-noncausal-hd64-1x32x4096x64', 1, 32, 32, 4096, 64, false);
 
-copies.clear();
 const copyAll = sameSizeCopyMs(2 * 2 ** 30); // a 2 GiB copy: the device's copy bandwidth, for reference
 const copyGBps = (2 * 2 ** 30) / (copyAll / 1e3) / 1e9;
 console.log(`copy ${copyGBps.toFixed(0)} GB/s (2 GiB D2D, read + write, timed like the cases); ${ITERS} timed calls a case after an L2 flush of ${(flushBytes / 2 ** 20).toFixed(0)} MiB`);

@@ -5,7 +5,6 @@
 // Expected: PASSED
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <stdint.h>
 
 namespace {
 
@@ -34,7 +33,7 @@ __device__ __forceinline__ void l2_norm_rows(const T* __restrict__ x, T* __restr
   const int lane = threadIdx.x;
   const T* xr = x + row * d;
   T* yr = y + row * d;
-  const bool vec = d % EPV == 0 && d <= 32 * MAXV * EPV && ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) & 15) == 0;
+  const bool vec = d % EPV == 0 && d <= 32 * MAXV * EPV && ((reinterpret_cast<unsigned long long>(x) | reinterpret_cast<unsigned long long>(y)) & 15) == 0;
   if (vec) {
     const int nv = d / EPV;
     uint4 v[MAXV];

@@ -65,7 +65,7 @@ extern "C" __global__ void __launch_bounds__(256) fk_pool(
     const int nd_ = ((od + 1) * D + OD - 1) / OD - d0, nh_ = ((oh + 1) * H + OH - 1) / OH - h0, nw_ = ((ow + 1) * W + OW - 1) / OW - w0;
     const int ed = 1, eh = 1, ew = 1;
 #endif
-    float best = -INFINITY;
+    float best = __int_as_float(0xff800000);  // -inf (NVRTC has no math.h INFINITY)
     long long bi = -1;
     for (int a = 0; a < nd_; ++a) {
       const int id = d0 + a * ed;
