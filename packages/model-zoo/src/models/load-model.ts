@@ -6,7 +6,7 @@
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { TensorParallelGroup, UserError, currentTensorParallelGroup, withTensorParallelGroup, type Backend, type DType, type ExecutionContext, type ModuleRegistry } from '@fastkernels/core';
+import { TensorParallelGroup, UserError, currentTensorParallelGroup, withContext, withTensorParallelGroup, type Backend, type DType, type ExecutionContext, type ModuleRegistry } from '@fastkernels/core';
 import type { CausalLM } from '../engine/model-runner.js';
 import type { EncoderModel } from '../engine/encoder-runner.js';
 import type { VisionModel } from '../engine/vision-model.js';
@@ -15,8 +15,10 @@ import { mixtralArchitecture, qwen3MoeArchitecture } from '../families/dense-moe
 import { bgeM3Architecture, colbertArchitecture } from '../families/recsys-specialized/model.js';
 import { clipTextArchitecture, fluxPipelineArchitecture, t5EncoderArchitecture } from '../families/vision-video-audio/model.js';
 import { yolov10Architecture } from '../families/edge-detection/model.js';
+import { convnextv2Architecture } from '../families/edge-detection/convnextv2/model.js';
 import { glaArchitecture } from '../families/linear-attention/model.js';
 import { writeRandomCheckpoint, type WrittenCheckpoint } from '../weights/checkpoint-writer.js';
+import { calibratesRandomWeights, needsCalibration, writeCalibratedCheckpoint } from './vision-checkpoint.js';
 import { loadWeights } from '../weights/load-weights.js';
 import { metaBackend } from '../weights/meta-backend.js';
 import { initWeightsOnDevice, initWeightsRandom } from '../weights/random-init.js';
@@ -25,7 +27,7 @@ import { planWeights, type TensorParallelRank, type WeightMapping } from '../wei
 import { ModelRegistry, resolveConfigFile, type DecoderGeometry, type ModelArchitecture, type ResolvedConfig } from './registry.js';
 
 /** The architectures model-zoo ships. A test or plugin adds its own to a child (modelRegistry.child().register(...)). */
-export const modelRegistry = new ModelRegistry([llamaArchitecture, mixtralArchitecture, qwen3MoeArchitecture, bgeM3Architecture, colbertArchitecture, glaArchitecture, yolov10Architecture, t5EncoderArchitecture, clipTextArchitecture, fluxPipelineArchitecture]);
+export const modelRegistry = new ModelRegistry([llamaArchitecture, mixtralArchitecture, qwen3MoeArchitecture, bgeM3Architecture, colbertArchitecture, glaArchitecture, yolov10Architecture, convnextv2Architecture, t5EncoderArchitecture, clipTextArchitecture, fluxPipelineArchitecture]);
 
 /** Read and resolve a config.json through the model registry (default: the shipped architectures). */
 export function loadModelConfig(file: string, models: ModelRegistry = modelRegistry): ResolvedConfig {
@@ -111,13 +113,18 @@ export function loadEncoderModel(dir: string, opts: LoadModelOptions): LoadedMod
   return buildAndLoad(dir, resolved, opts) as LoadedModel<unknown, EncoderModel>;
 }
 
-/** Build the vision model of a folder (runner 'vision': YOLOv10) and fill its weights, unfused; a UserError otherwise. */
+/**
+ * Build the vision model of a folder (runner 'vision': YOLOv10, ConvNeXtV2) and fill its weights, unfused (random
+ * weights calibrated, as init-weights writes them); a UserError otherwise.
+ */
 export function loadVisionModel(dir: string, opts: LoadModelOptions): LoadedModel<unknown, VisionModel> {
   const resolved = loadModelFolderConfig(dir, opts.models);
   if (resolved.architecture.runner !== 'vision') {
     throw new UserError(`${dir} is a ${resolved.architecture.runner} model (${resolved.architecture.name}), not a vision model`, { field: '--model', fix: 'pass a vision model folder (e.g. YOLOv10)' });
   }
-  return buildAndLoad(dir, resolved, opts) as LoadedModel<unknown, VisionModel>;
+  const loaded = buildAndLoad(dir, resolved, opts) as LoadedModel<unknown, VisionModel>;
+  if (loaded.weights !== 'checkpoint' && needsCalibration(loaded.model)) withContext(loaded.ctx, () => loaded.model.calibrate!(opts.initSeed ?? 0));
+  return loaded;
 }
 
 function buildAndLoad(dir: string, resolved: ResolvedConfig, opts: LoadModelOptions): LoadedModel<unknown, CausalLM | EncoderModel | VisionModel> {
@@ -167,6 +174,8 @@ export interface RandomCheckpointOptions {
   readonly models?: ModelRegistry;
   /** Where the raw config came from: named in errors, and copied as is when it already records the dtype. */
   readonly configPath?: string;
+  /** A backend to calibrate on: models that calibrate random weights (VisionModel.calibrate) are written calibrated. */
+  readonly calibrateOn?: Backend;
 }
 
 /**
@@ -179,8 +188,12 @@ export function writeRandomModelCheckpoint(outDir: string, raw: Record<string, u
   const arch = models.resolve(raw, file);
   const config = arch.parseConfig(raw, file);
   const plan = weightPlanFor(arch, config, opts.registry);
-  const std = arch.weightRules(config).initStd;
-  const w = writeRandomCheckpoint(outDir, raw, plan, { seed: opts.seed, dtype: opts.dtype, std, ...(opts.configPath ? { configPath: opts.configPath } : {}), ...(opts.tiled ? { tiled: true } : {}) });
+  if (opts.calibrateOn && calibratesRandomWeights(arch, config, opts.registry)) {
+    const w = writeCalibratedCheckpoint(outDir, raw, arch, config, { seed: opts.seed, dtype: opts.dtype, registry: opts.registry, backend: opts.calibrateOn, ...(opts.configPath ? { configPath: opts.configPath } : {}) });
+    return { ...w, architecture: arch.name, modelType: typeof raw.model_type === 'string' ? raw.model_type : arch.name };
+  }
+  const { initStd: std, init } = arch.weightRules(config);
+  const w = writeRandomCheckpoint(outDir, raw, plan, { seed: opts.seed, dtype: opts.dtype, std, ...(init ? { init } : {}), ...(opts.configPath ? { configPath: opts.configPath } : {}), ...(opts.tiled ? { tiled: true } : {}) });
   return { ...w, architecture: arch.name, modelType: typeof raw.model_type === 'string' ? raw.model_type : arch.name };
 }
 

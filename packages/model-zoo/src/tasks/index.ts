@@ -12,6 +12,9 @@ import { sigmoidTask } from './L1/activation/sigmoid.js';
 import { siluTask } from './L1/activation/silu.js';
 import { conv2dTask } from './L1/conv/conv2d.js';
 import { maxPool2dTask } from './L1/conv/max_pool2d.js';
+import { globalAvgPool2dTask } from './L1/conv/global_avg_pool2d.js';
+import { grnTask } from './L1/norm/grn.js';
+import { layerNorm2dTask } from './L1/norm/layer_norm2d.js';
 import { interpolateTask } from './L1/layout/interpolate.js';
 import { tensorOpsTask } from './L1/layout/tensor_ops.js';
 import { batchNorm2dTask } from './L1/norm/batch_norm2d.js';
@@ -59,6 +62,9 @@ export { sigmoidTask, sigmoidReference, sigmoid64 } from './L1/activation/sigmoi
 export { siluTask, siluReference } from './L1/activation/silu.js';
 export { conv2dTask, conv2dReference, conv2dCase, convOut } from './L1/conv/conv2d.js';
 export { maxPool2dTask, maxPool2dReference } from './L1/conv/max_pool2d.js';
+export { GlobalAvgPool2d, globalAvgPool2dTask, globalAvgPool2dReference } from './L1/conv/global_avg_pool2d.js';
+export { GRN, grnTask, grnReference } from './L1/norm/grn.js';
+export { LayerNorm2d, layerNorm2dTask, layerNorm2dReference } from './L1/norm/layer_norm2d.js';
 export { Interpolate, interpolateTask, interpolateReference } from './L1/layout/interpolate.js';
 export { Cat, Exp, OneHot, Pad, tensorOpsTask, padReference } from './L1/layout/tensor_ops.js';
 export { batchNorm2dTask, batchNorm2dReference, initBatchNormParameters } from './L1/norm/batch_norm2d.js';
@@ -97,6 +103,8 @@ export const sharedL1Tasks: readonly TaskDefinition[] = [
   fusedRecurrentGlaTask,
   gateLinearTask,
   geluTask,
+  globalAvgPool2dTask,
+  grnTask,
   geluAndMulTask,
   glaRecurrenceTask,
   groupNormTask,
@@ -104,6 +112,7 @@ export const sharedL1Tasks: readonly TaskDefinition[] = [
   interpolateTask,
   l2NormTask,
   layerNormTask,
+  layerNorm2dTask,
   linearTask,
   maxPool2dTask,
   logSigmoidTask,

@@ -8,9 +8,10 @@ import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DTYPE_INFO, numel, type DType } from '@fastkernels/core';
 import { encodeValues } from './encode.js';
-import { poolSegments, poolSize, poolValues, randomTensorValues } from './random-init.js';
+import { tensorDraws } from './init-scale.js';
+import { drawValues, poolSegments, poolSize, poolValues } from './random-init.js';
 import { writeSafetensors, type WriteEntry } from './safetensors.js';
-import { uniqueTensors, type TensorKind, type WeightMapping } from './weight-plan.js';
+import { uniqueTensors, type TensorKind, type WeightMapping, type WeightRules } from './weight-plan.js';
 
 export interface CheckpointWriteOptions {
   readonly seed: number;
@@ -19,6 +20,8 @@ export interface CheckpointWriteOptions {
   readonly configPath?: string;
   /** The std of the random values (the family's initializer_range). */
   readonly std: number;
+  /** Per-fan-in init (WeightRules.init); the values are then drawn per tensor, `tiled` or not. */
+  readonly init?: WeightRules['init'];
   /**
    * Tile each tensor from three seeded pools (the weights initWeightsOnDevice fills): an 8B checkpoint in seconds
    * instead of minutes; the values repeat with the pool's period, fine for timing and comparing runs.
@@ -35,7 +38,10 @@ export interface WrittenCheckpoint {
 /** Write the checkpoint of a (world-1) plan: random values per tensor, or pool tiles. */
 export function writeRandomCheckpoint(outDir: string, rawConfig: Record<string, unknown>, plan: readonly WeightMapping[], opts: CheckpointWriteOptions): WrittenCheckpoint {
   const tensors = uniqueTensors(plan);
-  if (!opts.tiled) return writeCheckpoint(outDir, rawConfig, tensors, opts, (m) => encodeValues(randomTensorValues(m, opts.std, opts.seed), opts.dtype));
+  if (!opts.tiled || opts.init) {
+    const drawOf = tensorDraws(tensors, { initStd: opts.std, ...(opts.init ? { init: opts.init } : {}) });
+    return writeCheckpoint(outDir, rawConfig, tensors, opts, (m) => encodeValues(drawValues(m, drawOf(m), opts.seed), opts.dtype));
+  }
   const N = poolSize(plan);
   const item = DTYPE_INFO[opts.dtype].itemsize;
   const pools = new Map<TensorKind, Uint8Array>();
@@ -57,7 +63,7 @@ export function writeRandomCheckpoint(outDir: string, rawConfig: Record<string, 
 }
 
 /** DIR/model.safetensors from per-tensor bytes (made one tensor at a time), and DIR/config.json with the dtype recorded. */
-function writeCheckpoint(outDir: string, rawConfig: Record<string, unknown>, tensors: readonly WeightMapping[], opts: { dtype: DType; configPath?: string }, bytesOf: (m: WeightMapping) => Uint8Array): WrittenCheckpoint {
+export function writeCheckpoint(outDir: string, rawConfig: Record<string, unknown>, tensors: readonly WeightMapping[], opts: { dtype: DType; configPath?: string }, bytesOf: (m: WeightMapping) => Uint8Array): WrittenCheckpoint {
   if (tensors.some((m) => m.slice)) throw new Error('writeRandomCheckpoint: the plan holds a rank\'s slices; write from a world-1 plan');
   mkdirSync(outDir, { recursive: true });
   const entries: WriteEntry[] = tensors.map((m) => ({ name: m.hfName, dtype: opts.dtype, shape: m.shape, bytes: () => bytesOf(m) }));

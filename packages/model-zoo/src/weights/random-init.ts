@@ -5,6 +5,7 @@
  */
 import { Rng, Tensor, UserError, currentTensorParallelGroup, fmix32, numel, type Module, type ShardSlice } from '@fastkernels/core';
 import { encodeValues } from './encode.js';
+import { tensorDraws, type TensorDraw } from './init-scale.js';
 import { checkPlanFits, targetRows } from './load-weights.js';
 import { loadableParameters, mappedShape, planWeights, type TensorKind, type TensorParallelRank, type WeightMapping, type WeightRules } from './weight-plan.js';
 
@@ -22,6 +23,17 @@ export function tensorSeed(seed: number, name: string): number {
 export function randomTensorValues(m: Pick<WeightMapping, 'hfName' | 'shape' | 'kind'>, std: number, seed: number): Float64Array {
   const v = new Rng(tensorSeed(seed, m.hfName)).fillNormal(numel(m.shape), std);
   if (m.kind === 'norm') for (let i = 0; i < v.length; i++) v[i]! += 1;
+  return v;
+}
+
+/** A tensor's seeded values under its draw (init-scale.ts); the fixed mode's draw gives randomTensorValues' values. */
+export function drawValues(m: Pick<WeightMapping, 'hfName' | 'shape'>, draw: TensorDraw, seed: number): Float64Array {
+  const n = numel(m.shape);
+  if ('constant' in draw) return new Float64Array(n).fill(draw.constant);
+  const rng = new Rng(tensorSeed(seed, m.hfName));
+  if ('uniform' in draw) return rng.fillUniform(n, -draw.uniform, draw.uniform);
+  const v = rng.fillNormal(n, draw.normal);
+  if (draw.mean) for (let i = 0; i < n; i++) v[i]! += draw.mean;
   return v;
 }
 
@@ -43,8 +55,9 @@ export function initWeightsRandom(model: Module, rules: WeightRules, seed: numbe
   const params = loadableParameters(model, rules);
   const plan = planWeights(model, rules, tp);
   checkPlanFits(plan, params);
+  const drawOf = tensorDraws(plan, rules);
   for (const m of plan) {
-    const values = randomTensorValues(m, rules.initStd, seed);
+    const values = drawValues(m, drawOf(m), seed);
     const param = params.get(m.target)!;
     const shape = mappedShape(m);
     const src = Tensor.fromArray(param.backend, m.slice ? sliceValues(values, m.shape, m.slice) : values, shape, param.dtype, { device: param.device });
@@ -95,6 +108,11 @@ export function poolSegments(m: Pick<WeightMapping, 'hfName' | 'shape'>, seed: n
  * not for parity with a checkpoint. Tied tensors get identical values (the same name, hence offset).
  */
 export function initWeightsOnDevice(model: Module, rules: WeightRules, seed: number): { tensors: number; copies: number } {
+  // fan-in init scales each tensor on its own: the pools cannot serve it, and the models using it (conv nets) are small
+  if (rules.init) {
+    initWeightsRandom(model, rules, seed);
+    return { tensors: planWeights(model, rules).length, copies: 0 };
+  }
   const world = currentTensorParallelGroup().world;
   if (world > 1) {
     // The pools tile whole tensors; a rank's slice of that tiling is not implemented.

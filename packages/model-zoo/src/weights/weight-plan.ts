@@ -99,6 +99,11 @@ export interface WeightRules {
   readonly norms?: RegExp;
   /** The std of random init (HF's initializer_range). */
   readonly initStd: number;
+  /**
+   * Per-fan-in random init instead of one std (init-scale.ts): conv / linear weights N(0, (gain / sqrt(fan_in))^2),
+   * norms and BatchNorm statistics as a fresh torch model. Conv nets use it (vision families).
+   */
+  readonly init?: { readonly mode: 'fan-in'; readonly gain: number };
   /** A fix for a missing tensor, when the family knows a likely cause. */
   readonly missingFix?: (hfName: string) => string | undefined;
   /** A fix for unexpected tensors. */

@@ -12,7 +12,9 @@
  *   max_det           detections kept by the NMS-free top-k postprocess                             default 300
  *   imgsz             square input size the model runs at (a multiple of 32)                         default 640
  *   torch_dtype       "float16" (production), "bfloat16" or "float32"                               optional
- *   initializer_range std of seeded random weights (init-weights; not an ultralytics field)         default 0.1
+ *   initializer_range one std for every seeded random weight (init-weights; not ultralytics')         optional
+ *   initializer_gain  without initializer_range, random weights are per fan-in: N(0, (gain / sqrt(fan_in))^2), BN
+ *                     statistics calibrated on noise images (calibrate.ts; not ultralytics')     default 1
  */
 import { UserError, type DType } from '@fastkernels/core';
 import { z } from 'zod';
@@ -35,8 +37,17 @@ export interface YOLOv10Config {
   readonly maxDet: number;
   readonly imgsz: number;
   readonly dtype: DType | null;
-  readonly initializerRange: number;
+  /** One std for every random weight; null: per-fan-in init at initializerGain. */
+  readonly initializerRange: number | null;
+  readonly initializerGain: number;
 }
+
+/**
+ * The default gain of per-fan-in init. Random YOLO models are BatchNorm-calibrated (calibrate.ts), which sets every
+ * normalised layer to unit scale whatever the gain; it only scales the head's plain output convs, where 1 gives class
+ * logits of about 0.6 std (scores mostly in 0.2-0.8).
+ */
+export const YOLO_INIT_GAIN = 1;
 
 const DTYPES: Record<string, DType> = { float16: 'f16', bfloat16: 'bf16', float32: 'f32' };
 
@@ -49,7 +60,8 @@ const Schema = z.looseObject({
   max_det: z.number().int().positive().default(300),
   imgsz: z.number().int().positive().multipleOf(32, 'must be a multiple of 32 (the P5 stride)').default(640),
   torch_dtype: z.enum(['float16', 'bfloat16', 'float32']).optional(),
-  initializer_range: z.number().positive().max(1).default(0.1),
+  initializer_range: z.number().positive().max(1).optional(),
+  initializer_gain: z.number().positive().max(10).default(YOLO_INIT_GAIN),
 });
 
 /** Parse a YOLOv10 config.json; a UserError naming the file and the field otherwise. */
@@ -71,7 +83,8 @@ export function parseYOLOv10Config(raw: unknown, file = 'config.json'): YOLOv10C
     maxDet: c.max_det,
     imgsz: c.imgsz,
     dtype: c.torch_dtype ? DTYPES[c.torch_dtype]! : null,
-    initializerRange: c.initializer_range,
+    initializerRange: c.initializer_range ?? null,
+    initializerGain: c.initializer_gain,
   };
 }
 

@@ -15,6 +15,9 @@ import { yolov10BackboneTask } from './L3/yolov10_backbone.js';
 import { yolov10HeadTask } from './L3/yolov10_head.js';
 import { yolov10NeckTask } from './L3/yolov10_neck.js';
 import { yolov10Task } from './L4/yolov10.js';
+import { convnextv2BlockTask } from './L2/convnextv2_block.js';
+import { convnextv2StageTask } from './L3/convnextv2_stage.js';
+import { convnextv2Task } from './L4/convnextv2.js';
 
 export { FAMILY as EDGE_DETECTION };
 export * from './config.js';
@@ -36,8 +39,16 @@ export { YOLOv10Neck, yolov10NeckTask } from './L3/yolov10_neck.js';
 export { YOLOv10DetectHead, yolov10HeadTask } from './L3/yolov10_head.js';
 export { v10Postprocess, type Detections } from './L3/postprocess.js';
 export { YOLOv10ForObjectDetection, yolov10Task } from './L4/yolov10.js';
+export * from './convnextv2/config.js';
+export { ConvNeXtV2Layer, convnextv2BlockTask } from './L2/convnextv2_block.js';
+export { ConvNeXtV2Stage, convnextv2StageTask } from './L3/convnextv2_stage.js';
+export { ConvNextV2ForImageClassification, IMAGENET_MEAN, IMAGENET_STD, convnextv2Task } from './L4/convnextv2.js';
+export { calibrateBatchNorm } from './calibrate.js';
 
-/** The family's own tasks (L2-L4); its L1 tasks (conv2d, batch_norm2d, max_pool2d, interpolate, sigmoid, silu, softmax, tensor_ops) are shared. */
+/**
+ * The family's own tasks (L2-L4); its L1 tasks (conv2d, batch_norm2d, max_pool2d, interpolate, sigmoid, silu, softmax,
+ * tensor_ops; ConvNeXt-V2's grn, layer_norm2d, global_avg_pool2d, layer_norm, linear, gelu) are shared.
+ */
 export const edgeDetectionTasks: readonly TaskDefinition[] = [
   yolov10ConvTask,
   yolov10BottleneckTask,
@@ -54,6 +65,9 @@ export const edgeDetectionTasks: readonly TaskDefinition[] = [
   yolov10NeckTask,
   yolov10HeadTask,
   yolov10Task,
+  convnextv2BlockTask,
+  convnextv2StageTask,
+  convnextv2Task,
 ];
 
 export const edgeDetectionProvider: TaskProvider = { family: FAMILY, tasks: () => edgeDetectionTasks };

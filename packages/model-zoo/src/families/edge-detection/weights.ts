@@ -12,7 +12,8 @@ import { DETECT_INDEX } from './graph.js';
 
 export function yolov10WeightRules(config: YOLOv10Config): WeightRules {
   return layerWeightRules(`the yolov10${config.scale} config`, undefined, {
-    initStd: config.initializerRange,
+    initStd: config.initializerRange ?? 0,
+    ...(config.initializerRange === null ? { init: { mode: 'fan-in' as const, gain: config.initializerGain } } : {}),
     // BatchNorm weights and running variances are drawn around 1 (by checkpoint name: the renames come first)
     norms: /\.bn\.(weight|running_var)$/,
     renames: [

@@ -1,6 +1,7 @@
 import { Module, defineTask, type Tensor } from '@fastkernels/core';
 import { randn } from '../../../common/inputs.js';
-import type { VisionModel } from '../../../engine/vision-model.js';
+import type { ImagePreprocess, VisionModel } from '../../../engine/vision-model.js';
+import { calibrateBatchNorm } from '../calibrate.js';
 import { initYOLOParameters, itemsizeOf } from '../cases.js';
 import type { YOLOv10Config } from '../config.js';
 import { FAMILY } from '../family.js';
@@ -28,6 +29,8 @@ export class YOLOv10ForObjectDetection extends Module implements VisionModel {
   readonly neck: YOLOv10Neck;
   readonly head: YOLOv10DetectHead;
   readonly imageSize: number;
+  /** ultralytics' predictor: LetterBox(auto=False) with 114 gray borders, pixels / 255. */
+  readonly preprocess: ImagePreprocess = { kind: 'letterbox', fill: 114 };
   constructor(readonly config: YOLOv10Config) {
     super();
     this.imageSize = config.imgsz;
@@ -54,6 +57,11 @@ export class YOLOv10ForObjectDetection extends Module implements VisionModel {
     } finally {
       preds.dispose();
     }
+  }
+
+  /** Random weights: every BatchNorm's running statistics from a forward over seeded noise images (calibrate.ts). */
+  calibrate(seed: number): number {
+    return calibrateBatchNorm(this, this.ctx, seed);
   }
 
   /**
