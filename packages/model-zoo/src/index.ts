@@ -14,6 +14,9 @@ export * from './families/edge-detection/index.js';
 export * from './families/vision-video-audio/index.js';
 export * from './families/linear-attention/index.js';
 export * from './engine/encoder-runner.js';
+export * from './engine/vision-model.js';
+export * from './engine/vision-preprocess.js';
+export * from './engine/vision-runner.js';
 export * from './common/inputs.js';
 /** The torch.nn mirror: nn.Linear, nn.Conv2d, nn.LayerNorm, nn.Sequential, ... (layers/). */
 export * as nn from './layers/index.js';
