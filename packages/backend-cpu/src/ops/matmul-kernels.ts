@@ -1,7 +1,8 @@
 /** The matmul group's float64 kernels in the cpu op table (the functions live in matmul-general.ts). */
-import type { Backend, LinearActivation, OpCall, OpKernelTable, Tensor } from '@fastkernels/core';
+import type { Backend, FusedMoeGemmAttrs, LinearActivation, OpCall, OpKernelTable, Tensor } from '@fastkernels/core';
 import { linearSiluAndMul } from './activation.js';
 import { baddbmm, bmm, einsum, groupedGemm, linear, matmul } from './matmul-general.js';
+import { fusedMoeGemm } from './moe-gemm.js';
 
 export function registerMatmulKernels(table: OpKernelTable, backend: Backend): void {
   const t = (call: { readonly inputs: readonly unknown[] }, i: number) => call.inputs[i] as Tensor;
@@ -15,4 +16,5 @@ export function registerMatmulKernels(table: OpKernelTable, backend: Backend): v
   table.register('grouped_gemm', (c) =>
     groupedGemm(backend, t(c, 0), t(c, 1), { offsets: opt(c, 2) ?? undefined, expertIds: opt(c, 3) ?? undefined, bias: opt(c, 4) }),
   );
+  table.register('fused_moe_gemm', (c: OpCall<FusedMoeGemmAttrs>) => fusedMoeGemm(backend, t(c, 0), t(c, 1), opt(c, 2), t(c, 3), t(c, 4), t(c, 5), c.attrs));
 }

@@ -1,6 +1,6 @@
 /**
  * The matmul group: matmul (torch.matmul with 1-D operands and broadcast batch dims), bmm, baddbmm, linear with an
- * activation epilogue, linear_silu_and_mul (the gated-MLP fusion of the Llama path), einsum over explicit index letters, and grouped_gemm (the MoE expert GEMM). Operands share one
+ * activation epilogue, linear_silu_and_mul (the gated-MLP fusion of the Llama path), einsum over explicit index letters, grouped_gemm (the MoE expert GEMM) and fused_moe_gemm (vLLM's fused_moe_kernel over moe_align's blocks). Operands share one
  * float dtype (torch does not promote inside matmuls); results are in that dtype, computed wider and rounded once.
  */
 import { z } from 'zod';
@@ -8,7 +8,7 @@ import { DTYPE_INFO, type DType } from '../dtype.js';
 import { formatShape, type Shape } from '../shape.js';
 import { Tensor } from '../tensor.js';
 import { broadcastShapesOf } from './broadcast.js';
-import { callOp1, defineOp, meta, opError, type MetaArg, type TensorMeta } from './registry.js';
+import { OpScope, callOp1, defineOp, meta, opError, type MetaArg, type TensorMeta } from './registry.js';
 
 const noAttrs = z.object({}).strict();
 
@@ -371,6 +371,104 @@ export function expertRuns(T: number, E: number, offsets: Float64Array | null, i
 }
 
 // ---------------------------------------------------------------------------------------------
+// fused MoE GEMM (vLLM's fused_moe_kernel over moe_align's blocks)
+
+const fusedMoeAttrs = z.object({ top_k: z.number().int().min(1), mul_routed_weight: z.boolean().default(false) }).strict();
+export type FusedMoeGemmAttrs = z.infer<typeof fusedMoeAttrs>;
+
+defineOp({
+  name: 'fused_moe_gemm',
+  group: 'matmul',
+  doc:
+    "vLLM's fused_moe_kernel (invoke_fused_moe_kernel, unquantised): the expert GEMM over moe_align's block-padded slots. " +
+    'sorted_token_ids [P] is cut into NB = expert_ids.numel blocks of P / NB entries; block b uses expert expert_ids[b] and is skipped ' +
+    'when its first entry is at or past num_tokens_post_padded[0]. An entry s in [0, M * top_k) writes out.view(M * top_k, N)[s] = ' +
+    'input[s // top_k] @ weight[e]^T, times topk_weights.flatten()[s] when mul_routed_weight, rounded once; other entries are padding; ' +
+    'expert -1 (or >= E) writes zero rows (vLLM\'s expert_map). Slots no processed entry names are zero on the CPU and left unwritten ' +
+    "by device kernels (vLLM's torch.empty; moe_align names every slot once).",
+  inputs: [
+    { name: 'input', dtypes: 'float' },
+    { name: 'weight', dtypes: 'float' },
+    { name: 'topk_weights', optional: true, dtypes: 'float' },
+    { name: 'sorted_token_ids', dtypes: 'int' },
+    { name: 'expert_ids', dtypes: 'int' },
+    { name: 'num_tokens_post_padded', dtypes: 'int' },
+  ],
+  attrs: fusedMoeAttrs,
+  infer: ([x, w, tw, sorted, experts, post], a) => {
+    const op = 'fused_moe_gemm';
+    const dtype = commonFloatDType(op, [['input', x!], ['weight', w!]]);
+    const xs = (x as TensorMeta).shape;
+    const ws = (w as TensorMeta).shape;
+    if (xs.length !== 2) opError(op, `input must be [M, K], got ${formatShape(xs)}`);
+    if (ws.length !== 3) opError(op, `weight must be [E, N, K], got ${formatShape(ws)}`);
+    if (xs[1] !== ws[2]) opError(op, `weight ${formatShape(ws)} has K = ${ws[2]} but input ${formatShape(xs)} has K = ${xs[1]}`);
+    const ss = (sorted as TensorMeta).shape;
+    const es = (experts as TensorMeta).shape;
+    if (ss.length !== 1) opError(op, `sorted_token_ids must be 1-D, got ${formatShape(ss)}`);
+    if (es.length !== 1) opError(op, `expert_ids must be 1-D, got ${formatShape(es)}`);
+    if (es[0] === 0 ? ss[0] !== 0 : ss[0]! % es[0]! !== 0) opError(op, `sorted_token_ids ${formatShape(ss)} does not make ${es[0]} whole blocks (expert_ids ${formatShape(es)})`);
+    const ps = (post as TensorMeta).shape;
+    if (ps.reduce((p, d) => p * d, 1) !== 1) opError(op, `num_tokens_post_padded must hold one value, got ${formatShape(ps)}`);
+    const slots = xs[0]! * a.top_k;
+    if (a.mul_routed_weight) {
+      if (tw === null) opError(op, 'mul_routed_weight needs topk_weights');
+      const n = (tw as TensorMeta).shape.reduce((p, d) => p * d, 1);
+      if (n !== slots) opError(op, `topk_weights ${formatShape((tw as TensorMeta).shape)} must hold M * top_k = ${slots} weights`);
+    }
+    return [meta([xs[0]!, a.top_k, ws[1]!], dtype)];
+  },
+  // gather the slots' rows, grouped_gemm with one expert id per row (-1: skipped or padding), scale, scatter back
+  decompose: (call) => {
+    const [x, w, tw, sorted, experts, post] = call.inputs as [Tensor, Tensor, Tensor | null, Tensor, Tensor, Tensor];
+    const { top_k: topK, mul_routed_weight: mul } = call.attrs as FusedMoeGemmAttrs;
+    const [M, , N] = call.outputs[0]!.shape as [number, number, number];
+    const P = sorted.shape[0]!;
+    const NB = experts.shape[0]!;
+    const slots = M * topK;
+    const dev = { device: x.device };
+    const out = Tensor.zeros(call.backend, [slots + 1, N], call.outputs[0]!.dtype, dev); // + a spare row for padding
+    if (P === 0 || slots === 0) return [keepSlots(out, slots, M, topK, N)];
+    const bs = P / NB;
+    const s = new OpScope();
+    try {
+      const ids = s.op('to', [sorted], { dtype: 'i64' });
+      const blockStart = s.own(Tensor.fromArray(call.backend, Array.from({ length: P }, (_, i) => i - (i % bs)), [P], 'i64', dev));
+      const live = s.op('lt', [blockStart, s.op('to', [s.own(post.reshape([1]))], { dtype: 'i64' })]);
+      const valid = s.op('logical_and', [live, s.op('logical_and', [s.op('ge', [ids, 0]), s.op('lt', [ids, slots])])]);
+      const safe = s.op('where', [valid, ids, 0]);
+      const rows = s.op('index_select', [x, s.op('div', [safe, topK], { rounding_mode: 'floor' })], { dim: 0 });
+      const rowExpert = s.op('reshape', [s.op('contiguous', [s.own(experts.view(NB, 1).expand(NB, bs))])], { shape: [P] });
+      const e = s.op('to', [rowExpert], { dtype: 'i64' });
+      const inRange = s.op('logical_and', [valid, s.op('logical_and', [s.op('ge', [e, 0]), s.op('lt', [e, w.shape[0]!])])]);
+      let y = s.op('grouped_gemm', [rows, w, null, s.op('where', [inRange, e, -1]), null]);
+      if (mul) {
+        const wt = s.op('index_select', [s.own(tw!.reshape([slots])), safe], { dim: 0 });
+        y = s.op('to', [s.op('mul', [y, s.own(wt.view(P, 1))])], { dtype: y.dtype });
+      }
+      const dest = s.op('where', [valid, ids, slots]);
+      const filled = callOp1('scatter', [out, s.own(dest.view(P, 1).expand(P, N)), y], { dim: 0 });
+      out.dispose();
+      s.dispose();
+      return [keepSlots(filled, slots, M, topK, N)];
+    } catch (err) {
+      s.dispose();
+      out.dispose();
+      throw err;
+    }
+  },
+});
+
+/** rows [0, slots) of a [slots + 1, N] buffer, viewed [M, top_k, N] (the buffer's handle disposed; the view keeps its storage). */
+function keepSlots(buf: Tensor, slots: number, M: number, topK: number, N: number): Tensor {
+  const head = buf.narrow(0, 0, slots);
+  const v = head.view(M, topK, N);
+  head.dispose();
+  buf.dispose();
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
 // typed front ends
 
 export const matmulFunctions = {
@@ -382,4 +480,8 @@ export const matmulFunctions = {
   einsum: (equation: string, ...operands: Tensor[]): Tensor => callOp1('einsum', operands, { equation }),
   groupedGemm: (input: Tensor, weight: Tensor, routing: { offsets?: Tensor; expertIds?: Tensor }, bias: Tensor | null = null): Tensor =>
     callOp1('grouped_gemm', [input, weight, routing.offsets ?? null, routing.expertIds ?? null, bias]),
+  fusedMoeGemm: (
+    input: Tensor, weight: Tensor, topkWeights: Tensor | null, sortedTokenIds: Tensor, expertIds: Tensor, numTokensPostPadded: Tensor,
+    opts: { top_k: number; mul_routed_weight?: boolean },
+  ): Tensor => callOp1('fused_moe_gemm', [input, weight, topkWeights, sortedTokenIds, expertIds, numTokensPostPadded], opts),
 };

@@ -1,4 +1,4 @@
-import { DTYPE_INFO, Module, OpScope, Tensor, defineTask, hostArray, type HostArray, type TaskCase } from '@fastkernels/core';
+import { DTYPE_INFO, F, Module, Tensor, defineTask, hostArray, type HostArray, type TaskCase } from '@fastkernels/core';
 import { bytesOf, fromInts, randn } from '../../../common/inputs.js';
 import { DENSE_MOE_LLM } from '../../families.js';
 import { moeAlignReference, moeAlignSizes } from './moe_align.js';
@@ -12,9 +12,9 @@ import { MIXTRAL_8X7B, MOE_TOKENS, QWEN3_30B_A3B, randomRouting, type MoeShape }
  * -> c [M, topK, N] (vLLM writes its C argument, [M, topK, N], in place). fused_experts runs it twice: w13 with the
  * router's topK, then w2 on the activations [M*topK, I] with topK 1 and the routed weights applied.
  *
- * Written on the registry's ops (the same module runs on any backend): gather the slots' rows, grouped_gemm with one
- * expert id per row (-1 for padding: a zero row), scale, scatter back. Entries past numTokensPostPadded hold the
- * padding id (moe_align fills them so), so they need no read of the count.
+ * One registry op, fused_moe_gemm: a float64 kernel on the CPU, the block-tiled tensor-core kernel on CUDA (one
+ * launch, the routing read on the device, so it can be captured in a CUDA graph), the gather / grouped_gemm / scatter
+ * decomposition elsewhere.
  */
 export class MoeGroupedGemm extends Module {
   constructor(
@@ -25,39 +25,7 @@ export class MoeGroupedGemm extends Module {
   }
 
   forward(a: Tensor, b: Tensor, topkWeights: Tensor, sortedTokenIds: Tensor, expertIds: Tensor, numTokensPostPadded: Tensor): Tensor {
-    void numTokensPostPadded;
-    const [M] = a.shape as [number, number];
-    const N = b.shape[1]!;
-    const P = sortedTokenIds.shape[0]!;
-    const NB = expertIds.shape[0]!;
-    const bs = P / NB;
-    if (!Number.isInteger(bs)) throw new RangeError(`MoeGroupedGemm: ${P} sorted ids do not make ${NB} whole blocks`);
-    const slots = M * this.topK;
-    const s = new OpScope();
-    try {
-      const ids = s.op('to', [sortedTokenIds], { dtype: 'i64' });
-      const valid = s.op('lt', [ids, slots]);
-      const safe = s.op('where', [valid, ids, 0]);
-      const rows = s.op('div', [safe, this.topK], { rounding_mode: 'floor' });
-      const aSorted = s.op('index_select', [a, rows], { dim: 0 });
-      const blockExpert = s.own(expertIds.view(NB, 1).expand(NB, bs));
-      const rowExpert = s.op('reshape', [s.op('contiguous', [blockExpert])], { shape: [P] });
-      const routing = s.op('where', [valid, s.op('to', [rowExpert], { dtype: 'i64' }), -1]);
-      let y = s.op('grouped_gemm', [aSorted, b, null, routing, null]);
-      if (this.mulRoutedWeight) {
-        const w = s.op('index_select', [s.own(topkWeights.reshape(slots)), safe], { dim: 0 });
-        y = s.op('to', [s.op('mul', [y, s.own(w.view(P, 1))])], { dtype: a.dtype });
-      }
-      // scatter the rows to their slots; padding rows go to a spare last row, dropped
-      const dest = s.op('where', [valid, ids, slots]);
-      const index = s.own(dest.view(P, 1).expand(P, N));
-      const out = s.op('scatter', [s.own(Tensor.zeros(this.ctx.backend, [slots + 1, N], a.dtype, { device: this.ctx.device })), index, y], { dim: 0 });
-      const c = s.op('contiguous', [s.own(out.narrow(0, 0, slots))]);
-      return s.keep([c.view(M, this.topK, N)])[0]!;
-    } catch (e) {
-      s.dispose();
-      throw e;
-    }
+    return F.fusedMoeGemm(a, b, topkWeights, sortedTokenIds, expertIds, numTokensPostPadded, { top_k: this.topK, mul_routed_weight: this.mulRoutedWeight });
   }
 }
 
