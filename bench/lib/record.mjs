@@ -74,6 +74,13 @@ export const HEADLINES = {
     attnNonCausalMinVsBest: num(r.summary?.attnNonCausalMinVsBest),
     notOk: r.summary?.notOk?.length ?? null,
   }),
+  embed: (r) => ({
+    oursTokS: num(r.summary?.oursTokS),
+    oursSeqS: num(r.summary?.oursSeqS),
+    hfSdpaTokS: num(r.summary?.hfSdpaTokS),
+    oursOverHfSdpa: num(r.summary?.oursOverHfSdpa),
+    oursOverHfCompile: num(r.summary?.oursOverHfCompile),
+  }),
   attention: (r) => ({
     attnLlamaCausalVsDefault: num(r.summary?.attnLlamaCausalVsDefault),
     attnNonCausalMinVsBest: num(r.summary?.attnNonCausalMinVsBest),
