@@ -1,0 +1,68 @@
+/**
+ * Routing inputs for the fused MoE GEMM tests (CPU emulation and GPU): random top-k expert choices with some experts
+ * never chosen, and moe_align's layout of them in plain loops (vLLM's moe_align_block_size: slots grouped by expert in
+ * ascending order, each expert padded to whole blocks, padding = numel, blocks past the padded count expert -1).
+ */
+import type { Rng } from '@fastkernels/core';
+
+export interface Alignment {
+  readonly sorted: number[];
+  readonly experts: number[];
+  readonly post: number;
+  readonly blockSize: number;
+}
+
+/** topK distinct experts per row among `allowed` (default: all but the first and last, so zero-token experts exist). */
+export function randomRouting(rng: Rng, M: number, E: number, topK: number, allowed?: readonly number[]): number[] {
+  const pool0 = allowed ?? (E > topK + 1 ? Array.from({ length: E - 2 }, (_, i) => i + 1) : Array.from({ length: E }, (_, i) => i));
+  if (pool0.length < topK) throw new RangeError(`randomRouting: ${pool0.length} experts allowed for top-${topK}`);
+  const ids: number[] = [];
+  for (let m = 0; m < M; m++) {
+    const pool = [...pool0];
+    for (let k = 0; k < topK; k++) {
+      const j = k + rng.int(0, pool.length - k);
+      [pool[k], pool[j]] = [pool[j]!, pool[k]!];
+      ids.push(pool[k]!);
+    }
+  }
+  return ids;
+}
+
+/** moe_align_block_size in plain loops (P = numel + E * (bs - 1) rounded up to whole blocks). */
+export function alignRouting(ids: readonly number[], E: number, blockSize: number): Alignment {
+  const n = ids.length;
+  const NB = Math.ceil((n + E * (blockSize - 1)) / blockSize);
+  const sorted = new Array<number>(NB * blockSize).fill(n);
+  const experts = new Array<number>(NB).fill(-1);
+  let at = 0;
+  for (let e = 0; e < E; e++) {
+    const slots = ids.flatMap((x, s) => (x === e ? [s] : []));
+    slots.forEach((s, j) => (sorted[at + j] = s));
+    const padded = Math.ceil(slots.length / blockSize) * blockSize;
+    for (let b = at / blockSize; b < (at + padded) / blockSize; b++) experts[b] = e;
+    at += padded;
+  }
+  return { sorted, experts, post: at, blockSize };
+}
+
+/** The same layout with `expert`'s blocks marked -1 (a non-local expert under expert parallelism: zero rows). */
+export function withNonLocal(a: Alignment, expert: number): Alignment {
+  return { ...a, experts: a.experts.map((e) => (e === expert ? -1 : e)) };
+}
+
+/** Float64 reference of fused_moe_gemm over an alignment (the op's contract), as a flat [M * topK, N] array. */
+export function fusedMoeReference(x: ArrayLike<number>, w: ArrayLike<number>, tw: ArrayLike<number> | null, a: Alignment, M: number, K: number, N: number, topK: number): Float64Array {
+  const out = new Float64Array(M * topK * N);
+  const bs = a.blockSize;
+  a.sorted.forEach((s, i) => {
+    const b = Math.floor(i / bs);
+    if (s >= M * topK || b * bs >= a.post) return;
+    const e = a.experts[b]!;
+    for (let n = 0; n < N; n++) {
+      let acc = 0;
+      if (e >= 0) for (let k = 0; k < K; k++) acc += x[Math.floor(s / topK) * K + k]! * w[(e * N + n) * K + k]!;
+      out[s * N + n] = acc * (tw ? tw[s]! : 1);
+    }
+  });
+  return out;
+}
