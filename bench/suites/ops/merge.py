@@ -35,6 +35,8 @@ for r in ours["results"]:
     best = min([x for x in (row["torchEagerMs"], row["torchCompiledMs"], t.get("sdpaBestMs")) if x], default=None)
     row["vsTorchBest"] = ratio(best, ms)
     row["fallbackVsEager"] = ratio(row["torchEagerMs"], r.get("fallbackMs"))  # conv: the no-cuDNN path against torch
+    row["torchEagerBenchmarkMs"] = t.get("eagerBenchmarkMs")  # conv: torch with cudnn.benchmark on
+    row["benchmarkVsEagerBenchmark"] = ratio(row["torchEagerBenchmarkMs"], r.get("benchmarkMs"))
     rows.append(row)
 
 
@@ -74,10 +76,12 @@ if mm:
 
 conv = pick({"conv"})
 if conv:
-    print(f"\n{'conv2d case (fp16 channels-last)':46s} {'TFLOP/s':>8s} {'% floor':>7s} {'ours us':>9s} {'eager us':>9s} {'x eager':>7s} {'x comp':>7s} {'fallback x':>10s}")
+    print(f"\n{'conv2d case (fp16 channels-last)':46s} {'TFLOP/s':>8s} {'% floor':>7s} {'ours us':>9s} {'eager us':>9s} {'x eager':>7s} {'x comp':>7s} {'bench us':>9s} {'t.bench':>8s} {'x t.b':>6s} {'algo h/b':>8s} {'fallbk x':>8s}")
     for r in conv:
+        algo = f"{(r.get('cudnnPlan') or {}).get('algo', '-')}/{(r.get('cudnnPlanBenchmark') or {}).get('algo', '-')}"
         print(f"{r['name']:46s} {f(r.get('tflops'), '8.1f')} {f(r.get('fracFloor') and r['fracFloor'] * 100, '7.0f')} {f(r['ms'] * 1e3, '9.1f')} "
-              f"{f(r['torchEagerMs'] and r['torchEagerMs'] * 1e3, '9.1f')} {f(r['vsEager'], '7.2f')} {f(r['vsCompiled'], '7.2f')} {f(r['fallbackVsEager'], '10.2f')}")
+              f"{f(r['torchEagerMs'] and r['torchEagerMs'] * 1e3, '9.1f')} {f(r['vsEager'], '7.2f')} {f(r['vsCompiled'], '7.2f')} "
+              f"{f(r.get('benchmarkMs') and r['benchmarkMs'] * 1e3, '9.1f')} {f(r['torchEagerBenchmarkMs'] and r['torchEagerBenchmarkMs'] * 1e3, '8.1f')} {f(r['benchmarkVsEagerBenchmark'], '6.2f')} {algo:>8s} {f(r['fallbackVsEager'], '8.2f')}")
 att = pick({"attention"})
 if att:
     print(f"\n{'attention case (bf16)':46s} {'TFLOP/s':>8s} {'ours us':>9s} {'default':>9s} {'cudnn':>9s} {'flash':>9s} {'effic.':>9s} {'x dflt':>7s} {'x best':>7s}")
@@ -106,6 +110,9 @@ summary = {
     "bmmMinVsTorch": w_mm and w_mm["vsTorchBest"], "bmmMinVsTorchCase": w_mm and w_mm["name"],
     "convGeomeanVsEager": geomean([r["vsEager"] for r in conv]), "convMinVsEager": (worst(conv, "vsEager") or {}).get("vsEager"),
     "convMinVsEagerCase": (worst(conv, "vsEager") or {}).get("name"), "convFallbackGeomeanVsEager": geomean([r["fallbackVsEager"] for r in conv]),
+    # with measured algorithms on both sides (our algoSearch 'benchmark', torch's cudnn.benchmark)
+    "convBenchmarkGeomeanVsEagerBenchmark": geomean([r["benchmarkVsEagerBenchmark"] for r in conv]),
+    "convBenchmarkGeomeanVsEager": geomean([ratio(r["torchEagerMs"], r.get("benchmarkMs")) for r in conv]),
     # issue 28: causal Llama-3-8B vs the default dispatch; non-causal head dim 128 vs the fastest backend and >= 600 TFLOP/s
     "attnLlamaCausalVsDefault": next((r["vsEager"] for r in att if "llama3-8b-causal-1x" in r["name"]), None),
     "attnNonCausalMinVsBest": (worst([r for r in att if "noncausal" in r["name"]], "vsTorchBest") or {}).get("vsTorchBest"),
@@ -132,6 +139,7 @@ print(f"target bmm / baddbmm >= 0.97x torch (faster of eager, compile): min {f(S
 if conv:
     print(f"target conv2d >= 0.95x torch (cuDNN) geomean, none below 0.8x:  geomean {f(S['convGeomeanVsEager'], '.2f')}x, min {f(S['convMinVsEager'], '.2f')}x ({S['convMinVsEagerCase']}) over {len(conv)} cases  {ok((S['convGeomeanVsEager'] or 0) >= 0.95 and (S['convMinVsEager'] or 0) >= 0.8)}")
     print(f"  (informative) the implicit-GEMM fallback (no cuDNN) vs torch: geomean {f(S['convFallbackGeomeanVsEager'], '.2f')}x")
+    print(f"  (informative) algoSearch 'benchmark': {f(S['convBenchmarkGeomeanVsEager'], '.2f')}x torch default, {f(S['convBenchmarkGeomeanVsEagerBenchmark'], '.2f')}x torch with cudnn.benchmark (geomeans)")
 if att:
     print(f"target (issue 28) Llama-3-8B causal prefill attention >= 1.0x default SDPA: {f(S['attnLlamaCausalVsDefault'], '.2f')}x  {ok((S['attnLlamaCausalVsDefault'] or 0) >= 1.0)}")
     print(f"target (issue 28) non-causal >= 1.0x the fastest SDPA backend: min {f(S['attnNonCausalMinVsBest'], '.2f')}x ({S['attnNonCausalMinVsBestCase']})  {ok((S['attnNonCausalMinVsBest'] or 0) >= 1.0)}")

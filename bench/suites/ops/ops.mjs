@@ -212,9 +212,21 @@ for (const c of cases) {
       row.fracFloor = row.floorMs / row.ms;
     }
     if (c.group === 'conv') {
-      // the generated implicit-GEMM fallback on the same call (what runs without cuDNN), for its ratio; then back to auto
+      // row.ms is cuDNN with its heuristics' algorithm (torch's default); then the algorithm measured on the shape
+      // (cudnn.benchmark), the plan each used, and the generated implicit-GEMM fallback (what runs without cuDNN)
       const conv = backend.generatedOps.conv;
+      const dnn = backend.runtime.addon;
       row.convPath = conv.lastPath;
+      row.cudnnPlan = dnn.cudnnLastPlan?.() ?? null;
+      conv.algoSearch = 'benchmark';
+      try {
+        once();
+        rt.synchronize();
+        row.benchmarkMs = timeMs(once);
+        row.cudnnPlanBenchmark = dnn.cudnnLastPlan?.() ?? null;
+      } finally {
+        conv.algoSearch = 'heuristic';
+      }
       conv.library = 'fallback';
       try {
         once();

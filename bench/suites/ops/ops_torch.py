@@ -132,6 +132,14 @@ for c in cases:
             row.update(eagerMs=sd["defaultMs"], sdpaBackendsMs=sd["backendsMs"], sdpaBackendErrors=sd["backendErrors"], sdpaBestMs=sd["bestMs"], sdpaBest=sd["bestBackend"])
         else:
             row["eagerMs"] = time_ms(lambda: fn(*xs))
+        if c["group"] == "conv":  # also with cudnn.benchmark on (measured algorithms), as ours runs with algoSearch 'benchmark'
+            torch.backends.cudnn.benchmark = True
+            try:
+                fn(*xs)
+                torch.cuda.synchronize()
+                row["eagerBenchmarkMs"] = time_ms(lambda: fn(*xs))
+            finally:
+                torch.backends.cudnn.benchmark = False
         # the same bytes as one device copy (half read, half written), timed alike: torch's floor at this size
         half = max(256, (c["bytes"] // 2) // 256 * 256)
         src = torch.empty(half, dtype=torch.uint8, device=dev).fill_(1)

@@ -13,7 +13,8 @@
 //
 // Parameter block of cudnnConv (a Float64Array; src/ops/conv/cudnn-params.ts writes it):
 //   [0, kKeyLen)   the plan key: mode, nbDims, dataType, math, groups, device, x dims/strides, w dims/format,
-//                  y dims/strides, pad, stride, dilation, workspace limit
+//                  y dims/strides, pad, stride, dilation, workspace limit, algorithm search (0: the heuristics'
+//                  first, 1: measure the candidates once with cudnnFind*AlgorithmEx, as cudnn.benchmark does)
 //   [44, 50)       x, w, y, workspace pointers, workspace bytes, stream
 // Returns 0 when it ran, the workspace bytes it needs when the given workspace is smaller (nothing ran), or -1 when
 // cuDNN declined the shape (cudnnDeclineReason() says why; the caller takes the fallback kernel).
@@ -21,6 +22,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -78,7 +80,19 @@ enum : int { CUDNN_TENSOR_OP_MATH = 1, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION = 2
      cudnnTensorDescriptor_t, int, int*, AlgoPerf*))                                                           \
   X(cudnnConvolutionBackwardData, cudnnStatus_t,                                                               \
     (cudnnHandle_t, const void*, cudnnFilterDescriptor_t, const void*, cudnnTensorDescriptor_t, const void*,   \
-     cudnnConvolutionDescriptor_t, int, void*, size_t, const void*, cudnnTensorDescriptor_t, void*))
+     cudnnConvolutionDescriptor_t, int, void*, size_t, const void*, cudnnTensorDescriptor_t, void*))            \
+  X(cudnnGetConvolutionForwardWorkspaceSize, cudnnStatus_t,                                                    \
+    (cudnnHandle_t, cudnnTensorDescriptor_t, cudnnFilterDescriptor_t, cudnnConvolutionDescriptor_t,            \
+     cudnnTensorDescriptor_t, int, size_t*))                                                                   \
+  X(cudnnGetConvolutionBackwardDataWorkspaceSize, cudnnStatus_t,                                               \
+    (cudnnHandle_t, cudnnFilterDescriptor_t, cudnnTensorDescriptor_t, cudnnConvolutionDescriptor_t,            \
+     cudnnTensorDescriptor_t, int, size_t*))                                                                   \
+  X(cudnnFindConvolutionForwardAlgorithmEx, cudnnStatus_t,                                                     \
+    (cudnnHandle_t, cudnnTensorDescriptor_t, const void*, cudnnFilterDescriptor_t, const void*,                \
+     cudnnConvolutionDescriptor_t, cudnnTensorDescriptor_t, void*, int, int*, AlgoPerf*, void*, size_t))       \
+  X(cudnnFindConvolutionBackwardDataAlgorithmEx, cudnnStatus_t,                                                \
+    (cudnnHandle_t, cudnnFilterDescriptor_t, const void*, cudnnTensorDescriptor_t, const void*,                \
+     cudnnConvolutionDescriptor_t, cudnnTensorDescriptor_t, void*, int, int*, AlgoPerf*, void*, size_t))
 
 #define FK_DECLARE_PTR(name, ret, args) ret(*name) args = nullptr;
 struct Api {
@@ -96,6 +110,7 @@ std::string declineReason;
 std::array<cudnnHandle_t, 64> handles{};
 
 constexpr int kKeyLen = 44;
+constexpr size_t kSearchWorkspace = 64u << 20;  // the workspace an algorithm search offers the candidates
 constexpr int kParamLen = 50;
 using Key = std::array<int64_t, kKeyLen>;
 struct Plan {
@@ -104,9 +119,12 @@ struct Plan {
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
   int algo = 0;
+  int mathType = 0;
   size_t workspace = 0;
+  bool searched = false;  // the algorithm was measured (cudnnFind*AlgorithmEx), not only picked by the heuristics
 };
 std::map<Key, Plan> plans;
+const Plan* lastPlan = nullptr;  // std::map nodes stay put: valid until ClearPlans
 
 std::string StatusName(cudnnStatus_t s) {
   const char* n = dnn.cudnnGetErrorString ? dnn.cudnnGetErrorString(s) : nullptr;
@@ -246,6 +264,15 @@ Napi::Value EnsureHandle(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+// What the chosen algorithm needs: the heuristics' rating can under-state it (grouped / depthwise convs), and
+// cudnnConvolutionForward then refuses with BAD_PARAM, so the plan asks the engine itself.
+size_t RequiredWorkspace(const Plan& p, cudnnHandle_t h, int mode) {
+  size_t bytes = 0;
+  const cudnnStatus_t s = mode == 0 ? dnn.cudnnGetConvolutionForwardWorkspaceSize(h, p.x, p.w, p.conv, p.y, p.algo, &bytes)
+                                    : dnn.cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w, p.x, p.conv, p.y, p.algo, &bytes);
+  return s == CUDNN_STATUS_SUCCESS ? bytes : 0;
+}
+
 // Descriptors and the algorithm for one key; a plan cuDNN cannot do is kept as declined (with the reason).
 Plan MakePlan(const Key& k, cudnnHandle_t h) {
   Plan p;
@@ -304,7 +331,8 @@ Plan MakePlan(const Key& k, cudnnHandle_t h) {
     // the math type the algorithm was rated with is the one it runs with (PyTorch sets it the same way)
     if (dnn.cudnnSetConvolutionMathType(p.conv, r.mathType) != CUDNN_STATUS_SUCCESS) continue;
     p.algo = r.algo;
-    p.workspace = r.memory;
+    p.mathType = r.mathType;
+    p.workspace = std::max(r.memory, RequiredWorkspace(p, h, mode));
     return p;
   }
   declineReason = "no algorithm among " + std::to_string(found) + " fits (workspace limit " + std::to_string(limit) + " bytes)";
@@ -330,14 +358,40 @@ Napi::Value Conv(const Napi::CallbackInfo& info) {
   auto it = plans.find(key);
   if (it == plans.end()) it = plans.emplace(key, MakePlan(key, h)).first;
   Plan& p = it->second;
+  lastPlan = &p;
   if (p.declined) return Napi::Number::New(env, -1);
   const size_t wsBytes = static_cast<size_t>(q[48]);
-  if (p.workspace > wsBytes) return Napi::Number::New(env, static_cast<double>(p.workspace));
   auto ptr = [&](int i) { return reinterpret_cast<void*>(static_cast<uintptr_t>(q[i])); };
+  const bool fwd = key[0] == 0;
+  if (key[42] != 0 && !p.searched) {
+    // measure once, on this call's buffers (y is overwritten, then written by the run below), with a workspace of
+    // up to the search size: ask the caller for it first
+    const size_t want = std::min(static_cast<size_t>(key[41]), kSearchWorkspace);
+    if (wsBytes < want) return Napi::Number::New(env, static_cast<double>(want));
+    s = dnn.cudnnSetStream(h, ptr(49));
+    if (s != CUDNN_STATUS_SUCCESS) return Throw(env, s, "cudnnSetStream");
+    std::array<AlgoPerf, 16> perf{};
+    int found = 0;
+    s = fwd ? dnn.cudnnFindConvolutionForwardAlgorithmEx(h, p.x, ptr(44), p.w, ptr(45), p.conv, p.y, ptr(46), 16, &found, perf.data(), ptr(47), wsBytes)
+            : dnn.cudnnFindConvolutionBackwardDataAlgorithmEx(h, p.w, ptr(45), p.x, ptr(44), p.conv, p.y, ptr(46), 16, &found, perf.data(), ptr(47), wsBytes);
+    p.searched = true;  // measured or not, once: a failed search keeps the heuristics' choice
+    const bool exactF32 = key[3] == 0 && key[2] == CUDNN_DATA_FLOAT;
+    for (int i = 0; s == CUDNN_STATUS_SUCCESS && i < found; i++) {  // sorted by time: the fastest that fits
+      const AlgoPerf& r = perf[static_cast<size_t>(i)];
+      if (r.status != CUDNN_STATUS_SUCCESS || r.memory > wsBytes) continue;
+      if (exactF32 && (r.mathType == CUDNN_TENSOR_OP_MATH || r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)) continue;
+      if (dnn.cudnnSetConvolutionMathType(p.conv, r.mathType) != CUDNN_STATUS_SUCCESS) continue;
+      p.algo = r.algo;
+      p.mathType = r.mathType;
+      p.workspace = std::max(r.memory, RequiredWorkspace(p, h, static_cast<int>(key[0])));
+      break;
+    }
+    dnn.cudnnSetConvolutionMathType(p.conv, p.mathType);
+  }
+  if (p.workspace > wsBytes) return Napi::Number::New(env, static_cast<double>(p.workspace));
   s = dnn.cudnnSetStream(h, ptr(49));
   if (s != CUDNN_STATUS_SUCCESS) return Throw(env, s, "cudnnSetStream");
   const float one = 1.f, zero = 0.f;  // scaling factors are float for f32 / f16 / bf16 data
-  const bool fwd = key[0] == 0;
   s = fwd ? dnn.cudnnConvolutionForward(h, &one, p.x, ptr(44), p.w, ptr(45), p.conv, p.algo, ptr(47), p.workspace, &zero, p.y, ptr(46))
           : dnn.cudnnConvolutionBackwardData(h, &one, p.w, ptr(45), p.x, ptr(44), p.conv, p.algo, ptr(47), p.workspace, &zero, p.y, ptr(46));
   const char* fn = fwd ? "cudnnConvolutionForward" : "cudnnConvolutionBackwardData";
@@ -353,10 +407,23 @@ Napi::Value Conv(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value DeclineReason(const Napi::CallbackInfo& info) { return Napi::String::New(info.Env(), declineReason); }
+// The plan of the last key cudnnConv ran or declined: what a benchmark reports beside its time.
+Napi::Value LastPlan(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Object o = Napi::Object::New(env);
+  if (!lastPlan) return env.Null();
+  o.Set("algo", lastPlan->algo);
+  o.Set("mathType", lastPlan->mathType);
+  o.Set("workspace", static_cast<double>(lastPlan->workspace));
+  o.Set("searched", lastPlan->searched);
+  o.Set("declined", lastPlan->declined);
+  return o;
+}
 Napi::Value PlanCount(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(plans.size())); }
 Napi::Value ClearPlans(const Napi::CallbackInfo& info) {
   for (auto& kv : plans) DestroyPlan(kv.second);
   plans.clear();
+  lastPlan = nullptr;
   return info.Env().Undefined();
 }
 
@@ -371,6 +438,7 @@ void Register(Napi::Env env, Napi::Object exports, ThrowFn thrower) {
   static const F fns[] = {
       {"cudnnLoad", Load}, {"cudnnLoaded", Loaded}, {"cudnnVersion", Version}, {"cudnnEnsureHandle", EnsureHandle},
       {"cudnnConv", Conv}, {"cudnnDeclineReason", DeclineReason}, {"cudnnPlanCount", PlanCount}, {"cudnnClearPlans", ClearPlans},
+      {"cudnnLastPlan", LastPlan},
   };
   for (const F& f : fns) exports.Set(f.name, Napi::Function::New(env, f.fn, f.name));
 }

@@ -132,6 +132,18 @@ describe('conv with cuDNN', () => {
     expect([calls[0]![3], calls[1]![3]]).toEqual([1, 0]);
   });
 
+  it("algoSearch 'benchmark' asks the addon to measure the shape's algorithms, except inside a graph capture", () => {
+    const { f, conv, calls } = setup(PRESENT);
+    const run = () => conv.run(2, false, f.t([1, 4, 5, 5], 'f16'), f.t([4, 4, 3, 3], 'f16'), null, [1, 4, 5, 5], A);
+    run();
+    conv.algoSearch = 'benchmark';
+    run();
+    const rt = (conv as unknown as { runtime: () => { capturing?: boolean } }).runtime();
+    rt.capturing = true;
+    run();
+    expect(calls.map((p) => p[42])).toEqual([0, 1, 0]);
+  });
+
   it('a declined shape and asymmetric padding run on the fallback; the forced fallback never calls cuDNN', () => {
     const { f, conv, calls } = setup(PRESENT, [-1]);
     conv.run(2, false, f.t([1, 4, 5, 5]), f.t([4, 4, 3, 3]), null, [1, 4, 5, 5], A);

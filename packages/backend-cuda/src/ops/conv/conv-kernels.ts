@@ -33,6 +33,12 @@ export class ConvKernels {
   library: ConvLibrary = 'auto';
   /** f32 convs through cuDNN may use TF32 tensor cores (PyTorch's default for cuDNN convs). */
   allowTf32 = true;
+  /**
+   * How cuDNN's algorithm is chosen per shape: 'heuristic' takes the legacy heuristics' first (torch's default with
+   * cudnn.benchmark off), 'benchmark' measures the candidates on the shape's first call (cudnn.benchmark = True: what
+   * fixed-shape vision inference runs). A call inside a graph capture always takes the heuristics' choice.
+   */
+  algoSearch: 'heuristic' | 'benchmark' = 'heuristic';
   /** Which implementation the last call took (tests check it). */
   lastPath: 'cudnn' | 'fallback' | undefined;
   /** Calls cuDNN declined (they ran on the fallback) and the last reason it gave. */
@@ -108,7 +114,7 @@ export class ConvKernels {
     this.usedCudnn = true;
     let block = this.workspace(rt, 0);
     const tensorOps = dtype !== 'f32' || this.allowTf32;
-    const p = fillCudnnParams(this.params, g, format, dtype, tensorOps, rt.device, xs, y);
+    const p = fillCudnnParams(this.params, g, format, dtype, tensorOps, rt.device, xs, y, this.algoSearch === 'benchmark' && !rt.capturing);
     setCudnnPointers(p, addr(xs), addr(ws), addr(y), block?.ptr ?? 0, block?.requested ?? 0, rt.stream);
     let r = api.cudnnConv(p);
     if (r > 0) {

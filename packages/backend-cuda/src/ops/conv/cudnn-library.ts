@@ -16,6 +16,8 @@ export interface CudnnAddon {
   cudnnDeclineReason(): string;
   cudnnPlanCount(): number;
   cudnnClearPlans(): void;
+  /** The plan of the last key cudnnConv saw (null before any): the algorithm, its math type and workspace, measured or not. */
+  cudnnLastPlan(): { algo: number; mathType: number; workspace: number; searched: boolean; declined: boolean } | null;
 }
 
 export type CudnnState = { readonly ok: true; readonly path: string; readonly version: string } | { readonly ok: false; readonly reason: string };

@@ -39,7 +39,8 @@ function putTensor(p: Float64Array, dimAt: number, strideAt: number, g: ConvGeom
 /**
  * Fill the key part of `p` for a conv (mode 0: cudnnConvolutionForward) or conv_transpose (mode 1:
  * cudnnConvolutionBackwardData with x as dy and y as dx). x, w and y must already be in `format` (w packed: KCRS or
- * KRSC). The pointers follow with setCudnnPointers.
+ * KRSC). The pointers follow with setCudnnPointers. `search`: the key's algorithm is measured on its first call (what
+ * torch.backends.cudnn.benchmark does) rather than taken from the heuristics; never while a graph is being captured.
  */
 export function fillCudnnParams(
   p: Float64Array,
@@ -50,6 +51,7 @@ export function fillCudnnParams(
   device: number,
   x: TensorView,
   y: TensorView,
+  search = false,
 ): Float64Array {
   p.fill(0, 0, CUDNN_KEY_LEN);
   const nb = g.nd === 3 ? 5 : 4;
@@ -73,6 +75,7 @@ export function fillCudnnParams(
     p[38 + i] = g.dil[s]!;
   }
   p[41] = CUDNN_WORKSPACE_LIMIT;
+  p[42] = search ? 1 : 0; // measure the candidate algorithms once (cudnnFind*AlgorithmEx) instead of the heuristics' first
   return p;
 }
 

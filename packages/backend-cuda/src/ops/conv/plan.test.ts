@@ -95,6 +95,8 @@ describe('cuDNN parameter block (native/cudnn.cc layout)', () => {
     expect([...p.slice(27, 31)]).toEqual([1872, 1, 208, 16]);
     expect([...p.slice(32, 34), ...p.slice(35, 37), ...p.slice(38, 40)]).toEqual([1, 2, 2, 2, 1, 2]);
     expect(p[41]).toBe(CUDNN_WORKSPACE_LIMIT);
+    expect(p[42]).toBe(0); // heuristics unless asked to measure
+    expect(fillCudnnParams(new Float64Array(CUDNN_PARAM_COUNT), g, 'channels_last', 'f16', true, 0, { shape: [2, 8, 20, 30], strides: cl([2, 8, 20, 30]) }, { shape: [2, 16, 9, 13], strides: cl([2, 16, 9, 13]) }, true)[42]).toBe(1);
     expect([...p.slice(44, 50)]).toEqual([100, 200, 300, 400, 500, 600]);
   });
 
