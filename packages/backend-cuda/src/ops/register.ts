@@ -7,6 +7,7 @@
 import { Tensor, hasOp, normDim, reductionDims, type OpCall, type OpKernelTable, type OpSupports } from '@fastkernels/core';
 import type { CudaRuntime } from '../runtime.js';
 import { registerAttentionKernels } from './attention/register.js';
+import { registerRecurrentKernels } from './recurrent/register.js';
 import { registerConvKernels } from './conv/register.js';
 import type { ConvKernels } from './conv/conv-kernels.js';
 import { isGenDType } from './ctypes.js';
@@ -112,5 +113,6 @@ export function registerGeneratedKernels(table: OpKernelTable, runtime: () => Cu
     );
   }
   registerAttentionKernels(table, g.cache); // scaled_dot_product_attention (attention/)
+  registerRecurrentKernels(table, g.cache, runtime); // fused_recurrent_gla, chunk_gla (recurrent/)
   return g;
 }

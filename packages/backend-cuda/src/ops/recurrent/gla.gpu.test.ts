@@ -1,0 +1,147 @@
+/**
+ * fused_recurrent_gla and chunk_gla on CUDA (gla-source.ts) vs the float64 CPU backend through the op registry (CUDA
+ * must take its kernel): tiny heads and GLA-2.7B's (5 heads, K 256, V 512); batch rows with an initial and a final
+ * state; packed sequences (cu_seqlens) over a state pool with -1 padding rows (the pool rows compared after, the
+ * untouched ones bit for bit); decode batches 1 / 7 / 64; chunk_gla at chunk sizes 16 and 64 (the same function);
+ * bf16, f16 and f32 inputs; i32 and i64 indices; and a decode step captured in a CUDA graph, replayed for other pool
+ * rows. Gates are GLA's, logsigmoid(x) / 16.
+ */
+import { Tensor, callOp, opRoute, type DType } from '@fastkernels/core';
+import { describe, expect, it } from 'vitest';
+import { G, cpu, expectClose, gpu, releasing, tolOf, toGpu } from '../../../test/spine-helpers.js';
+import { rand } from '../../../test/ops-helpers.js';
+
+const GT = { ...G, timeout: 600_000 };
+type Op = 'fused_recurrent_gla' | 'chunk_gla';
+
+interface Case {
+  readonly op: Op;
+  readonly dtype: DType;
+  readonly B: number;
+  readonly T: number;
+  readonly H: number;
+  readonly K: number;
+  readonly V: number;
+  readonly cu?: number[];
+  readonly idx?: number[];
+  readonly slots?: number;
+  readonly idxDType?: DType;
+  readonly init?: boolean;
+  readonly final?: boolean;
+  readonly chunk?: number;
+  readonly scale?: number;
+}
+
+/** GLA's gates: logsigmoid(N(0, 1)) / 16, rounded to dtype. */
+function gates(shape: number[], dtype: DType, seed: number): Tensor {
+  const x = rand(shape, 'f64', seed);
+  const d = x.toFloat64Array().map((z) => -Math.log1p(Math.exp(-z)) / 16);
+  x.dispose();
+  return Tensor.fromArray(cpu(), d, shape, dtype);
+}
+
+function check(label: string, c: Case): void {
+  releasing((keep) => {
+    const N = c.cu ? c.cu.length - 1 : c.B;
+    const { B, T, H, K, V, dtype } = c;
+    const pooled = c.idx !== undefined;
+    const q = keep(rand([B, T, H, K], dtype, 1));
+    const k = keep(rand([B, T, H, K], dtype, 2));
+    const v = keep(rand([B, T, H, V], dtype, 3));
+    const g = keep(gates([B, T, H, K], dtype, 4));
+    const s0 = pooled || c.init ? keep(rand(pooled ? [c.slots!, H, K, V] : [N, H, K, V], 'f32', 5)) : null;
+    const cu = c.cu ? keep(Tensor.fromArray(cpu(), c.cu, [c.cu.length], 'i32')) : null;
+    const idx = c.idx ? keep(Tensor.fromArray(cpu(), c.idx, [c.idx.length], c.idxDType ?? 'i32')) : null;
+    const attrs = { scale: c.scale ?? null, output_final_state: !pooled && (c.final ?? true), ...(c.op === 'chunk_gla' ? { chunk_size: c.chunk ?? 64 } : {}) };
+    const gIn = [q, k, v, g, s0, cu, idx].map((t) => (t ? keep(toGpu(t)) : null));
+    expect(opRoute(c.op, gIn, attrs), `${label}: route`).toEqual({ via: 'kernel' });
+    const poolBefore = s0 ? s0.toFloat64Array() : null;
+    const want = keep(callOp(c.op, [q, k, v, g, s0, cu, idx], attrs));
+    const got = keep(callOp(c.op, gIn, attrs));
+    expect(got.length).toBe(want.length);
+    expectClose(got[0]!, want[0]!, tolOf(dtype), `${label}: o`);
+    if (attrs.output_final_state) expectClose(got[1]!, want[1]!, tolOf('f32'), `${label}: final state`);
+    if (pooled) {
+      const after = gIn[4]!.toFloat64Array();
+      const wantPool = s0!.toFloat64Array();
+      const per = H * K * V;
+      for (let sl = 0; sl < c.slots!; sl++) {
+        const a = after.subarray(sl * per, (sl + 1) * per);
+        if (!c.idx!.includes(sl)) {
+          expect(a.every((x, i) => x === poolBefore![sl * per + i]), `${label}: pool slot ${sl} untouched`).toBe(true);
+          continue;
+        }
+        const row = (d: Float64Array) => Tensor.fromArray(cpu(), d, [per], 'f32');
+        expectClose(keep(row(a)), keep(row(wantPool.subarray(sl * per, (sl + 1) * per))), tolOf('f32'), `${label}: pool slot ${sl}`);
+      }
+    }
+  });
+}
+
+const GLA27 = { H: 5, K: 256, V: 512 };
+
+describe('GLA kernels vs the float64 CPU backend', () => {
+  for (const op of ['fused_recurrent_gla', 'chunk_gla'] as const) {
+    it(`${op}: tiny heads, batch rows, initial and final state, every dtype`, GT, () => {
+      for (const dtype of ['bf16', 'f16', 'f32'] as DType[]) {
+        check(`${op} ${dtype} B 2 T 37 K 8 V 12`, { op, dtype, B: 2, T: 37, H: 2, K: 8, V: 12, init: true, chunk: 16 });
+        check(`${op} ${dtype} B 3 T 5 K 40 V 10 scale 0.3, no state`, { op, dtype, B: 3, T: 5, H: 3, K: 40, V: 10, scale: 0.3, final: false });
+      }
+      if (op === 'chunk_gla') for (const chunk of [16, 64]) check(`chunk_gla chunk_size ${chunk} T 150`, { op, dtype: 'bf16', B: 1, T: 150, H: 2, K: 64, V: 64, init: true, chunk });
+    });
+    it(`${op}: packed sequences (one empty) over a pool with -1 padding, i32 and i64 indices`, GT, () => {
+      for (const idxDType of ['i32', 'i64'] as DType[]) {
+        check(`${op} varlen ${idxDType}`, { op, dtype: 'bf16', B: 1, T: 90, H: 2, K: 32, V: 48, cu: [0, 17, 17, 70, 90], idx: [5, 0, -1, 2], slots: 6, idxDType });
+      }
+    });
+  }
+
+  it('fused_recurrent_gla: GLA-2.7B decode at batch 1, 7 and 64 over a pool (a -1 row in each batch past 1)', GT, () => {
+    for (const D of [1, 7, 64]) {
+      const slots = D + 3;
+      const idx = Array.from({ length: D }, (_, i) => (D > 1 && i === 1 ? -1 : (i * 5 + 2) % slots));
+      check(`decode bs ${D}`, { op: 'fused_recurrent_gla', dtype: 'bf16', B: D, T: 1, ...GLA27, idx, slots });
+    }
+  });
+
+  it('GLA-2.7B prefill: chunk_gla packed 3 sequences over a pool, one 1024-token sequence with states; fused_recurrent at T 64', GT, () => {
+    check('chunk_gla gla-2.7b varlen', { op: 'chunk_gla', dtype: 'bf16', B: 1, T: 600, ...GLA27, cu: [0, 100, 357, 600], idx: [2, -1, 0], slots: 3 });
+    check('chunk_gla gla-2.7b T 1024 states', { op: 'chunk_gla', dtype: 'bf16', B: 1, T: 1024, ...GLA27, init: true });
+    check('fused_recurrent_gla gla-2.7b T 64 x 2', { op: 'fused_recurrent_gla', dtype: 'bf16', B: 2, T: 64, ...GLA27, init: true });
+  });
+
+  it('a decode step captured in a CUDA graph updates the pool rows the index tensor names at each replay', GT, () => {
+    releasing((keep) => {
+      const D = 4;
+      const slots = 8;
+      const { H, K, V } = { H: 2, K: 64, V: 128 };
+      const cpuIn = [rand([D, 1, H, K], 'bf16', 1), rand([D, 1, H, K], 'bf16', 2), rand([D, 1, H, V], 'bf16', 3), gates([D, 1, H, K], 'bf16', 4)].map(keep);
+      const pool = keep(rand([slots, H, K, V], 'f32', 5));
+      const gIn = cpuIn.map((t) => keep(toGpu(t)));
+      const gPool = keep(toGpu(pool));
+      const gIdx = keep(Tensor.zeros(gpu(), [D], 'i32'));
+      const setIdx = (vals: number[]) => gpu().write(gIdx.storage, 0, new Uint8Array(Int32Array.from(vals).buffer));
+      const step = () => callOp('fused_recurrent_gla', [...gIn, gPool, null, gIdx], {})[0]!;
+      setIdx([0, 1, 2, 3]);
+      keep(step()); // compiles the kernel outside the capture; the pool rows 0-3 advance once
+      const cpuStep = (vals: number[]) => keep(callOp('fused_recurrent_gla', [...cpuIn, pool, null, keep(Tensor.fromArray(cpu(), vals, [D], 'i32'))], {})[0]!);
+      cpuStep([0, 1, 2, 3]);
+      let out: Tensor | undefined;
+      const graph = gpu().runtime.capture(() => {
+        out = step();
+      }, { poolBytes: 16 << 20 });
+      try {
+        for (const vals of [[7, -1, 5, 0], [3, 6, -1, 4]]) {
+          setIdx(vals);
+          graph.replay();
+          const want = cpuStep(vals);
+          expectClose(out!, want, tolOf('bf16'), `graph replay ${vals}: o`);
+          expectClose(gPool, pool, tolOf('f32'), `graph replay ${vals}: pool`);
+        }
+      } finally {
+        out?.dispose();
+        graph.destroy();
+      }
+    });
+  });
+});

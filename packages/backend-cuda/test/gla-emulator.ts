@@ -1,0 +1,231 @@
+/**
+ * A host model of the GLA kernels (gla-source.ts) for the CPU tests: every CTA of the plan's grid and every thread of
+ * it, with the kernels' index math (token ranges from cu_seqlens, pool slots and padding rows, the (ct, rg) ownership
+ * of the state, the double-buffered shared arrays, the xor-shuffle reductions over row groups, the per-warp partials)
+ * phase by phase between the barriers, in float64. It checks the index math and the chunk algebra against the float64
+ * CPU backend where no GPU is; the arithmetic's rounding is the GPU tests' business.
+ */
+import type { GlaPlan } from '../src/ops/recurrent/gla-plan.js';
+
+/** An array and the element where a pointer argument points in it. */
+export interface EmuPtr {
+  readonly data: Float64Array;
+  readonly off: number;
+}
+
+export interface GlaEmuInputs {
+  readonly T: number;
+  readonly H: number;
+  readonly K: number;
+  readonly V: number;
+  readonly o: EmuPtr;
+  /** Values and element strides (batch, token, head; the last dim contiguous), as the kernel gets them. */
+  readonly q: EmuPtr;
+  readonly k: EmuPtr;
+  readonly v: EmuPtr;
+  readonly g: EmuPtr;
+  readonly qs: readonly number[];
+  readonly ks: readonly number[];
+  readonly vs: readonly number[];
+  readonly gs: readonly number[];
+  /** The states read / written (the same array for a pool) and their slot strides. */
+  readonly sIn: EmuPtr | null;
+  readonly sInStride: number;
+  readonly sOut: EmuPtr | null;
+  readonly sOutStride: number;
+  readonly cu: EmuPtr | null;
+  readonly idx: EmuPtr | null;
+  readonly scale: number;
+}
+
+/** Runs the plan's grid over x: o and sOut are written in place. */
+export function emulateGla(plan: GlaPlan, x: GlaEmuInputs): void {
+  const [gx, gy, gz] = plan.grid;
+  for (let n = 0; n < gz; n++) for (let h = 0; h < gy; h++) for (let bx = 0; bx < gx; bx++) cta(plan, x, bx, h, n);
+}
+
+function cta(p: GlaPlan, x: GlaEmuInputs, bx: number, h: number, n: number): void {
+  const { K, V, H } = x;
+  const { bv: BV, vec: VEC, threads: TH } = p;
+  const CT = BV / VEC;
+  const RG = TH / CT;
+  const RK = Math.ceil(K / RG);
+  const WARPS = TH / 32;
+  const c0 = bx * BV;
+  // SETUP
+  let bt: number, t0: number, t1: number;
+  if (x.cu) [bt, t0, t1] = [0, x.cu.data[x.cu.off + n]!, x.cu.data[x.cu.off + n + 1]!];
+  else [bt, t0, t1] = [n, 0, x.T];
+  let slot = n;
+  let rd = x.sIn !== null;
+  let wr = x.sOut !== null;
+  if (x.idx) {
+    slot = x.idx.data[x.idx.off + n]!;
+    if (slot < 0) rd = wr = false;
+  }
+  const head = h * K * V;
+  const ctOf = (tid: number) => tid % CT;
+  const rgOf = (tid: number) => Math.floor(tid / CT);
+  const j0Of = (tid: number) => c0 + ctOf(tid) * VEC;
+  const s = Array.from({ length: TH }, (_, tid) => {
+    const st = Array.from({ length: RK }, () => new Float64Array(VEC));
+    for (let r = 0; r < RK; r++) {
+      const i = rgOf(tid) + r * RG;
+      if (rd && j0Of(tid) < V && i < K) for (let e = 0; e < VEC; e++) st[r]![e] = x.sIn!.data[x.sIn!.off + slot * x.sInStride + head + i * V + j0Of(tid) + e]!;
+    }
+    return st;
+  });
+  const at = (a: EmuPtr, st: readonly number[], b: number, t: number, i: number) => a.data[a.off + b * st[0]! + t * st[1]! + h * st[2]! + i]!;
+  const o = x.o.data;
+  const oAt = (t: number, j: number) => x.o.off + (bt * x.T + t) * (H * V) + h * V + j;
+  /** The kernel's xor-shuffle sum over offsets CT..16 of per-thread values (vals[tid][m]), in place. */
+  const shuffleSum = (vals: Float64Array[]) => {
+    for (let off = CT; off < 32; off <<= 1) {
+      const before = vals.map((a) => a.slice());
+      for (let tid = 0; tid < TH; tid++) {
+        const partner = (tid & ~31) | ((tid & 31) ^ off);
+        for (let m = 0; m < vals[tid]!.length; m++) vals[tid]![m] = before[tid]![m]! + before[partner]![m]!;
+      }
+    }
+  };
+
+  if (p.kind === 'recurrent') {
+    const sq = [new Float64Array(K), new Float64Array(K)];
+    const sk = [new Float64Array(K), new Float64Array(K)];
+    const sd = [new Float64Array(K), new Float64Array(K)];
+    const sv = [new Float64Array(BV), new Float64Array(BV)];
+    const red = [new Float64Array(WARPS * BV), new Float64Array(WARPS * BV)];
+    for (let t = t0; t < t1; t++) {
+      const b = (t - t0) & 1;
+      for (let tid = 0; tid < TH; tid++) {
+        for (let i = tid; i < K; i += TH) {
+          sq[b]![i] = at(x.q, x.qs, bt, t, i);
+          sk[b]![i] = at(x.k, x.ks, bt, t, i);
+          sd[b]![i] = Math.exp(at(x.g, x.gs, bt, t, i));
+        }
+        for (let c = tid; c < BV; c += TH) sv[b]![c] = c0 + c < V ? at(x.v, x.vs, bt, t, c0 + c) : 0;
+      }
+      // __syncthreads
+      const acc = Array.from({ length: TH }, () => new Float64Array(VEC));
+      for (let tid = 0; tid < TH; tid++) {
+        for (let r = 0; r < RK; r++) {
+          const i = rgOf(tid) + r * RG;
+          if (i >= K) continue;
+          for (let e = 0; e < VEC; e++) {
+            const st = s[tid]![r]!;
+            st[e] = st[e]! * sd[b]![i]! + sk[b]![i]! * sv[b]![ctOf(tid) * VEC + e]!;
+            acc[tid]![e] += sq[b]![i]! * st[e]!;
+          }
+        }
+      }
+      shuffleSum(acc);
+      for (let tid = 0; tid < TH; tid++) if ((tid & 31) < CT) for (let e = 0; e < VEC; e++) red[b]![(tid >> 5) * BV + ctOf(tid) * VEC + e] = acc[tid]![e]!;
+      // __syncthreads
+      for (let tid = 0; tid < TH; tid++) {
+        for (let c = tid; c < BV; c += TH) {
+          if (c0 + c >= V) continue;
+          let y = 0;
+          for (let w = 0; w < WARPS; w++) y += red[b]![w * BV + c]!;
+          o[oAt(t, c0 + c)] = y * x.scale;
+        }
+      }
+    }
+  } else {
+    const C = p.chunk;
+    const sq = new Float64Array(C * K);
+    const sk = new Float64Array(C * K);
+    const sb = new Float64Array(C * K);
+    const sv = new Float64Array(C * BV);
+    const sA = new Float64Array(C * C);
+    const sdec = new Float64Array(K);
+    const red = new Float64Array(WARPS * C * BV);
+    for (let cs = t0; cs < t1; cs += C) {
+      const L = Math.min(C, t1 - cs);
+      for (let tid = 0; tid < TH; tid++) {
+        for (let xi = tid; xi < C * K; xi += TH) {
+          const tt = Math.floor(xi / K);
+          const i = xi - tt * K;
+          const live = tt < L;
+          sq[xi] = live ? at(x.q, x.qs, bt, cs + tt, i) : 0;
+          sk[xi] = live ? at(x.k, x.ks, bt, cs + tt, i) : 0;
+          sb[xi] = live ? at(x.g, x.gs, bt, cs + tt, i) : 0;
+        }
+        for (let xi = tid; xi < C * BV; xi += TH) {
+          const tt = Math.floor(xi / BV);
+          const c = xi - tt * BV;
+          sv[xi] = tt < L && c0 + c < V ? at(x.v, x.vs, bt, cs + tt, c0 + c) : 0;
+        }
+      }
+      for (let tid = 0; tid < TH; tid++) {
+        for (let i = tid; i < K; i += TH) {
+          let run = 0;
+          for (let tt = 0; tt < C; tt++) sb[tt * K + i] = run += sb[tt * K + i]!;
+          sdec[i] = Math.exp(run);
+        }
+      }
+      for (let warp = 0; warp < WARPS; warp++) {
+        for (let pp = warp; pp < C * C; pp += WARPS) {
+          const tt = Math.floor(pp / C);
+          const sj = pp - tt * C;
+          let a = 0;
+          if (sj <= tt && tt < L) {
+            // the lanes' partial sums, then the xor-shuffle tree (every lane ends with the total)
+            const part = new Float64Array(32);
+            for (let lane = 0; lane < 32; lane++) for (let i = lane; i < K; i += 32) part[lane] += sq[tt * K + i]! * sk[sj * K + i]! * Math.exp(sb[tt * K + i]! - sb[sj * K + i]!);
+            for (let off = 16; off > 0; off >>= 1) {
+              const before = part.slice();
+              for (let lane = 0; lane < 32; lane++) part[lane] = before[lane]! + before[lane ^ off]!;
+            }
+            a = part[0]!;
+          }
+          sA[pp] = a;
+        }
+      }
+      const bl = sb.slice((C - 1) * K, C * K);
+      for (let xi = 0; xi < C * K; xi++) {
+        const bx2 = sb[xi]!;
+        sq[xi] = sq[xi]! * Math.exp(bx2);
+        sk[xi] = sk[xi]! * Math.exp(bl[xi % K]! - bx2);
+      }
+      const acc = Array.from({ length: TH }, () => new Float64Array(C * VEC));
+      for (let tid = 0; tid < TH; tid++) {
+        for (let r = 0; r < RK; r++) {
+          const i = rgOf(tid) + r * RG;
+          if (i >= K) continue;
+          for (let tt = 0; tt < C; tt++) for (let e = 0; e < VEC; e++) acc[tid]![tt * VEC + e] += sq[tt * K + i]! * s[tid]![r]![e]!;
+        }
+      }
+      shuffleSum(acc);
+      for (let tid = 0; tid < TH; tid++) {
+        if ((tid & 31) < CT) for (let tt = 0; tt < C; tt++) for (let e = 0; e < VEC; e++) red[((tid >> 5) * C + tt) * BV + ctOf(tid) * VEC + e] = acc[tid]![tt * VEC + e]!;
+        for (let r = 0; r < RK; r++) {
+          const i = rgOf(tid) + r * RG;
+          if (i >= K) continue;
+          const st = s[tid]![r]!;
+          for (let e = 0; e < VEC; e++) st[e] = st[e]! * sdec[i]!;
+          for (let sj = 0; sj < C; sj++) for (let e = 0; e < VEC; e++) st[e] = st[e]! + sk[sj * K + i]! * sv[sj * BV + ctOf(tid) * VEC + e]!;
+        }
+      }
+      for (let tid = 0; tid < TH; tid++) {
+        for (let xi = tid; xi < C * BV; xi += TH) {
+          const tt = Math.floor(xi / BV);
+          const c = xi - tt * BV;
+          if (tt >= L || c0 + c >= V) continue;
+          let y = 0;
+          for (let w = 0; w < WARPS; w++) y += red[(w * C + tt) * BV + c]!;
+          for (let sj = 0; sj <= tt; sj++) y += sA[tt * C + sj]! * sv[sj * BV + c]!;
+          o[oAt(cs + tt, c0 + c)] = y * x.scale;
+        }
+      }
+    }
+  }
+  // STORE
+  if (!wr) return;
+  for (let tid = 0; tid < TH; tid++) {
+    if (j0Of(tid) >= V) continue;
+    for (let r = 0; r < RK; r++) {
+      const i = rgOf(tid) + r * RG;
+      if (i < K) for (let e = 0; e < VEC; e++) x.sOut!.data[x.sOut!.off + slot * x.sOutStride + head + i * V + j0Of(tid) + e] = s[tid]![r]![e]!;
+    }
+  }
+}
