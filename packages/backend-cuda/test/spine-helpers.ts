@@ -146,9 +146,10 @@ export function variant(base: TaskCase, name: string, patch: { dims?: Record<str
  * Run a task's baseline module on CUDA (registry -> module -> initParameters -> makeInputs on a CUDA context ->
  * forward -> collectOutputs) and compare every output with the task's float64 reference on host arrays.
  */
-export function checkTaskOnCuda(t: TaskDefinition, c: TaskCase, seed: number): void {
-  const registry = new ModuleRegistry();
-  registry.registerTask(t);
+export function checkTaskOnCuda(t: TaskDefinition, c: TaskCase, seed: number, withChildren?: ModuleRegistry): void {
+  // a composite task's children resolve through `withChildren` (e.g. model-zoo's baselineRegistry())
+  const registry = withChildren ?? new ModuleRegistry();
+  if (!withChildren) registry.registerTask(t);
   const ctx: ExecutionContext = { backend: gpu(), device: 0, dtype: c.dtype, registry };
   const module = registry.createIn<Module>(ctx, t.id, ...c.init);
   const rng = new Rng(seed);
