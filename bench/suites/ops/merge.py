@@ -120,6 +120,13 @@ summary = {
     "attnNonCausalHd128MinTflops": min([r["tflops"] for r in att if "noncausal" in r["name"] and "hd64" not in r["name"]], default=None),
     "notOk": [r["name"] for r in rows if r["status"] != "ok"],
 }
+# issue 32: GLA decode as a fraction of the state read floor (bytes = state read + written), prefill vs torch.compile
+gla_dec = [r for r in pick({"recurrent"}) if r["op"] == "fused_recurrent_gla"]
+gla_pre = [r for r in pick({"recurrent"}) if r["op"] == "chunk_gla"]
+summary["glaDecodeMinFracStateFloor"] = (worst(gla_dec, "fracCopy") or {}).get("fracCopy")
+summary["glaDecodeMinFracStateFloorCase"] = (worst(gla_dec, "fracCopy") or {}).get("name")
+summary["glaPrefillMinVsCompiled"] = (worst(gla_pre, "vsCompiled") or {}).get("vsCompiled")
+summary["glaPrefillMaxFracMatrix"] = max([r["fracFloor"] for r in gla_pre if r.get("fracFloor")], default=None)
 merged = {"commit": commit, "gpu": (ours.get("device") or {}).get("name"), "driver": driver,
           "versions": {"ours": ours["versions"], "torch": torch["versions"]}, "ceilings": C, "iters": ours["iters"],
           "settings": ours.get("settings"), "summary": summary, "rows": rows,
@@ -144,3 +151,7 @@ if att:
     print(f"target (issue 28) Llama-3-8B causal prefill attention >= 1.0x default SDPA: {f(S['attnLlamaCausalVsDefault'], '.2f')}x  {ok((S['attnLlamaCausalVsDefault'] or 0) >= 1.0)}")
     print(f"target (issue 28) non-causal >= 1.0x the fastest SDPA backend: min {f(S['attnNonCausalMinVsBest'], '.2f')}x ({S['attnNonCausalMinVsBestCase']})  {ok((S['attnNonCausalMinVsBest'] or 0) >= 1.0)}")
     print(f"target (issue 28) non-causal head dim 128 >= 600 TFLOP/s: min {f(S['attnNonCausalHd128MinTflops'], '.0f')}  {ok((S['attnNonCausalHd128MinTflops'] or 0) >= 600)}")
+if gla_dec or gla_pre:
+    print(f"target (issue 32) GLA decode bs 1-256 >= 80% of the state read floor: min {f(S['glaDecodeMinFracStateFloor'] and S['glaDecodeMinFracStateFloor'] * 100, '.0f')}% ({S['glaDecodeMinFracStateFloorCase']})  {ok((S['glaDecodeMinFracStateFloor'] or 0) >= 0.8)}")
+    print(f"target (issue 32) chunk_gla prefill >= 2x the plain-PyTorch chunked form under torch.compile: min {f(S['glaPrefillMinVsCompiled'], '.2f')}x  {ok((S['glaPrefillMinVsCompiled'] or 0) >= 2.0)}"
+          f"  (tensor-core rate of its FLOPs: {f(S['glaPrefillMaxFracMatrix'] and S['glaPrefillMaxFracMatrix'] * 100, '.1f')}%)")

@@ -38,7 +38,11 @@ time_ms = l2_flush_timer(dev, warmup=5, iters=ITERS)
 def tensor(spec):
     if spec is None:
         return None
+    if spec.get("ints") is not None:  # index tensors (cu_seqlens, state-pool slots)
+        return torch.tensor(spec["ints"], device=dev, dtype=torch.int32 if spec["dtype"] == "i32" else torch.int64)
     t = torch.randn(*spec["shape"], device=dev, dtype=torch.float32)
+    if spec.get("gate"):  # GLA's forget gate: logsigmoid(x) / 16
+        t = F.logsigmoid(t) / 16
     if spec.get("scale"):
         t = t * spec["scale"]
     t = t.to(DT[spec["dtype"]])
@@ -67,6 +71,42 @@ def chain_fn(steps):
                 raise ValueError(f"chain op {op} has no torch twin here")
         return vals[-1]
     return run
+
+
+def gla_recurrent(q, k, v, g, pool, idx, scale):
+    """FLA's fused_recurrent_gla over vLLM's state pool in plain PyTorch: per token S = S * exp(g)[..., None] + k^T v,
+    o = (q * scale) S; the pool rows of idx read and written back (every row valid here)."""
+    rows = idx.long()
+    s = pool[rows].float()
+    out = []
+    for t in range(q.shape[1]):
+        s = s * g[:, t].float().exp()[..., None] + k[:, t].float()[..., None] * v[:, t].float()[..., None, :]
+        out.append(torch.einsum("bhk,bhkv->bhv", q[:, t].float() * scale, s))
+    pool[rows] = s
+    return torch.stack(out, 1).to(q.dtype)
+
+
+def gla_chunk(q, k, v, g, scale, chunk=64):
+    """FLA's chunked GLA in plain PyTorch (its naive chunk form, chunk 64): b = the running sum of g inside a chunk,
+    A = (q e^b)(k e^-b)^T masked causal, o = (q e^b) S + A v, S = e^b_last S + (k e^(b_last - b))^T v; returns o and
+    the final state. T a multiple of the chunk."""
+    B, T, H, K = q.shape
+    V, dtype = v.shape[-1], q.dtype
+    n = T // chunk
+    q, k, v, g = (x.float().transpose(1, 2).reshape(B, H, n, chunk, -1) for x in (q, k, v, g))
+    b = g.cumsum(-2)
+    mask = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()
+    s = q.new_zeros(B, H, K, V)
+    out = []
+    for i in range(n):
+        qi, ki, vi, bi = q[:, :, i], k[:, :, i], v[:, :, i], b[:, :, i]
+        qe = qi * bi.exp() * scale
+        a = (qe @ (ki * (-bi).exp()).transpose(-1, -2)).masked_fill(~mask, 0)
+        out.append(qe @ s + a @ vi)
+        last = bi[:, :, -1:, :]
+        s = s * last.transpose(-1, -2).exp() + (ki * (last - bi).exp()).transpose(-1, -2) @ vi
+    o = torch.stack(out, 2).reshape(B, H, T, V).transpose(1, 2)
+    return o.to(dtype), s
 
 
 def build(c):
@@ -111,6 +151,12 @@ def build(c):
         return (lambda i, b1, b2: torch.baddbmm(i, b1, b2, beta=at.get("beta", 1), alpha=at.get("alpha", 1))), xs
     if op == "conv2d":
         return (lambda x, w, b: F.conv2d(x, w, b, stride=at.get("stride", 1), padding=at.get("padding", 0), dilation=at.get("dilation", 1), groups=at.get("groups", 1))), xs
+    if op == "fused_recurrent_gla":
+        scale = at.get("scale") or xs[0].shape[-1] ** -0.5
+        return (lambda q, k, v, g, pool, cu, idx: gla_recurrent(q, k, v, g, pool, idx, scale)), xs
+    if op == "chunk_gla":
+        scale = at.get("scale") or xs[0].shape[-1] ** -0.5
+        return (lambda q, k, v, g, s0, cu, idx: gla_chunk(q, k, v, g, scale)), xs
     if op == "scaled_dot_product_attention":
         return (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=at.get("is_causal", False), enable_gqa=at.get("enable_gqa", False))), xs
     return None, None
