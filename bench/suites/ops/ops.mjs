@@ -36,7 +36,7 @@ const fillRandom = deviceRandom(backend);
 const randn = (shape, dtype, seed = 1) => fillRandom(Tensor.empty(backend, shape, dtype), seed);
 
 
-const SIZE = { bf16: 2, f16: 2, f32: 4, i64: 8 };
+const SIZE = { bf16: 2, f16: 2, f32: 4, i32: 4, i64: 8 };
 const numel = (s) => s.reduce((a, b) => a * b, 1);
 const bytesOf = (shape, dtype) => numel(shape) * SIZE[dtype];
 
@@ -189,6 +189,66 @@ for (const T of quick ? [4096] : [4096, 8192]) {
   });
 }
 
+// fused MoE GEMM (issue 31, src/ops/moe/): vLLM's fused_moe_kernel over moe_align's blocks at Mixtral-8x7B (top-2 of 8,
+// hidden 4096, intermediate 14336) and Qwen3-30B-A3B (top-8 of 128, hidden 2048, intermediate 768) widths: the w13
+// GEMM (hidden -> 2 x intermediate) and the w2 GEMM (the T x top-k slots, routed weights applied) at decode and prefill
+// token counts, blocks of 16 (T <= 64) or 64 as FusedExperts aligns them, and 128 at prefill beside it. The routing is
+// a seeded draw of distinct experts a token; `routing.slotExperts` carries it so ops_torch.py runs the same one (its
+// per-expert loop and torch._grouped_mm). bytes: the experts actually hit (the read floor), A and C; flops 2 slots N K.
+const moeIds = (T, E, topK, seed) => {
+  let s = seed >>> 0;
+  const next = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+  const ids = [];
+  for (let t = 0; t < T; t++) {
+    const pool = Array.from({ length: E }, (_, i) => i);
+    for (let k = 0; k < topK; k++) {
+      const j = k + Math.floor(next() * (E - k));
+      [pool[k], pool[j]] = [pool[j], pool[k]];
+      ids.push(pool[k]);
+    }
+  }
+  return ids;
+};
+// moe_align_block_size: slots grouped by expert, each expert padded to whole blocks (padding = numel), -1 past the count
+const moeAlign = (ids, E, bs) => {
+  const NB = Math.ceil((ids.length + E * (bs - 1)) / bs);
+  const sorted = new Array(NB * bs).fill(ids.length);
+  const experts = new Array(NB).fill(-1);
+  let at = 0;
+  for (let e = 0; e < E; e++) {
+    const slots = ids.flatMap((x, i) => (x === e ? [i] : []));
+    slots.forEach((x, j) => (sorted[at + j] = x));
+    const padded = Math.ceil(slots.length / bs) * bs;
+    for (let b = at / bs; b < (at + padded) / bs; b++) experts[b] = e;
+    at += padded;
+  }
+  return { sorted, experts, post: at };
+};
+const MOE_MODELS = { mixtral: { E: 8, topK: 2, H: 4096, I: 14336 }, qwen3: { E: 128, topK: 8, H: 2048, I: 768 } };
+const moeCase = (model, gemm, T, bs = T <= 64 ? 16 : 64) => {
+  const m = MOE_MODELS[model];
+  const ids = moeIds(T, m.E, m.topK, 31 * T + m.E);
+  const al = moeAlign(ids, m.E, bs);
+  const slots = T * m.topK;
+  const [M, topK, N, K, mul] = gemm === 'w13' ? [T, m.topK, 2 * m.I, m.H, false] : [slots, 1, m.H, m.I, true];
+  const hit = new Set(ids).size;
+  const ints = (v) => ({ shape: [v.length], dtype: 'i32', ints: v });
+  add({
+    name: `fused_moe-${model}-${gemm}-T${T}-bs${bs}`, group: 'moe', op: 'fused_moe_gemm', attrs: { top_k: topK, mul_routed_weight: mul },
+    inputs: [{ shape: [M, K], dtype: 'bf16' }, { shape: [m.E, N, K], dtype: 'bf16', scale: K ** -0.5 }, { shape: [M, topK], dtype: 'f32' }, ints(al.sorted), ints(al.experts), ints([al.post])],
+    out: { shape: [M, topK, N], dtype: 'bf16' },
+    routing: { slotExperts: ids, E: m.E, hitExperts: hit, blockSize: bs },
+    bytes: hit * bytesOf([N, K], 'bf16') + bytesOf([M, K], 'bf16') + bytesOf([slots, N], 'bf16'),
+    flops: 2 * slots * N * K,
+  });
+};
+for (const model of ['mixtral', 'qwen3']) {
+  for (const gemm of ['w13', 'w2']) {
+    for (const T of quick ? [1, 4096] : [1, 4, 16, 64, 512, 4096]) moeCase(model, gemm, T);
+    if (!quick) moeCase(model, gemm, 4096, 128);
+  }
+}
+
 const copyAll = sameSizeCopyMs(2 * 2 ** 30); // a 2 GiB copy: the device's copy bandwidth, for reference
 const copyGBps = (2 * 2 ** 30) / (copyAll / 1e3) / 1e9;
 console.log(`copy ${copyGBps.toFixed(0)} GB/s (2 GiB D2D, read + write, timed like the cases); ${ITERS} timed calls a case after an L2 flush of ${(flushBytes / 2 ** 20).toFixed(0)} MiB`);
@@ -209,7 +269,10 @@ const results = [];
 for (const c of cases) {
   if (only && !c.name.includes(only)) continue;
   const bytes = c.bytes ?? c.inputs.reduce((s, x) => s + (x ? bytesOf(x.shape, x.dtype) : 0), 0) + bytesOf(c.out.shape, c.out.dtype);
-  const row = { name: c.name, group: c.group, op: c.op, attrs: c.attrs, inputs: c.inputs, out: c.out, bytes };
+  // a MoE case's routing tensors are listed by shape only (`routing` says what they hold)
+  const listed = c.group === 'moe' ? c.inputs.map((x) => (x?.ints ? { shape: x.shape, dtype: x.dtype, ints: 'routing' } : x)) : c.inputs;
+  const row = { name: c.name, group: c.group, op: c.op, attrs: c.attrs, inputs: listed, out: c.out, bytes };
+  if (c.routing) row.routing = c.routing;
   const inputs = c.inputs.map((x, i) => {
     if (!x) return null;
     if (x.ints) return Tensor.fromArray(backend, x.ints, x.shape, x.dtype);
@@ -274,6 +337,7 @@ for (const c of cases) {
         conv.library = 'auto';
       }
     }
+    if (c.group === 'moe') row.moeTile = backend.generatedOps.moe.lastPlan?.tile.name;
     row.kernelsCompiled = backend.generatedOps.cache.size;
     row.status = 'ok';
     console.log(`${c.name.padEnd(44)} ${(row.ms * 1e3).toFixed(1).padStart(9)} us  ${(bytes / 1e6).toFixed(0).padStart(5)} MB  ${row.gbps.toFixed(0).padStart(5)} GB/s  copy ${(row.copyMs * 1e3).toFixed(1).padStart(8)} us = ${(row.fracCopy * 100).toFixed(0).padStart(3)}%`);

@@ -109,8 +109,49 @@ def gla_chunk(q, k, v, g, scale, chunk=64):
     return o.to(dtype), s
 
 
+def build_moe(c):
+    """fused_moe_gemm's twins over the case's routing (slotExperts: the expert of each slot, rows = slot // top_k):
+    the per-expert loop a PyTorch MoE writes (HF Mixtral's shape: gather the expert's rows, matmul, scatter; its index
+    lists made once, outside the timed call, so no host sync is timed), and torch's grouped GEMM (torch._grouped_mm,
+    F.grouped_mm where torch has it) on the slots sorted by expert (the sort made once, as moe_align runs before ours):
+    gather, one grouped GEMM, scale, scatter. Returns the loop, with the grouped form as its `.grouped`."""
+    at = c["attrs"]
+    top_k, mul = at["top_k"], at.get("mul_routed_weight", False)
+    a, w, tw = (tensor(s) for s in c["inputs"][:3])
+    tw = tw.abs().flatten()
+    ex = torch.tensor(c["routing"]["slotExperts"], device=dev, dtype=torch.int64)
+    E, N = w.shape[0], w.shape[1]
+    slots = ex.numel()
+    per_expert = [(e, i, i // top_k) for e, i in ((e, (ex == e).nonzero().squeeze(1)) for e in range(E)) if i.numel()]
+
+    def loop(a, w, tw):
+        out = torch.empty(slots, N, dtype=a.dtype, device=dev)
+        for e, i, rows in per_expert:
+            y = a[rows] @ w[e].t()
+            out[i] = (y.float() * tw[i, None]).to(a.dtype) if mul else y
+        return out
+
+    order = torch.argsort(ex, stable=True)
+    rows_sorted = order // top_k
+    offs = torch.cumsum(torch.bincount(ex, minlength=E), 0).to(torch.int32)
+    gmm = getattr(F, "grouped_mm", None) or torch._grouped_mm
+
+    def grouped(a, w, tw):
+        y = gmm(a[rows_sorted], w.transpose(-2, -1), offs=offs)
+        if mul:
+            y = (y.float() * tw[order, None]).to(a.dtype)
+        out = torch.empty_like(y)
+        out[order] = y
+        return out
+
+    loop.grouped = grouped
+    return loop, [a, w, tw]
+
+
 def build(c):
     op, at = c["op"], c["attrs"]
+    if op == "fused_moe_gemm":
+        return build_moe(c)
     xs = [tensor(s) for s in c["inputs"]]
     if op == "gelu":
         return (lambda x: F.gelu(x, approximate=at.get("approximate", "none"))), xs
@@ -178,6 +219,13 @@ for c in cases:
             row.update(eagerMs=sd["defaultMs"], sdpaBackendsMs=sd["backendsMs"], sdpaBackendErrors=sd["backendErrors"], sdpaBestMs=sd["bestMs"], sdpaBest=sd["bestBackend"])
         else:
             row["eagerMs"] = time_ms(lambda: fn(*xs))
+        if c["group"] == "moe":  # eagerMs is the per-expert loop; groupedMs torch's grouped GEMM
+            try:
+                fn.grouped(*xs)
+                torch.cuda.synchronize()
+                row["groupedMs"] = time_ms(lambda: fn.grouped(*xs))
+            except Exception as e:  # noqa: BLE001
+                row["groupedError"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]
         if c["group"] == "conv":  # also with cudnn.benchmark on (measured algorithms), as ours runs with algoSearch 'benchmark'
             torch.backends.cudnn.benchmark = True
             try:
@@ -194,6 +242,8 @@ for c in cases:
         del src, dst
         if c["group"] == "attention":
             row["compiled"] = "skipped (torch.compile runs the same SDPA kernels)"
+        elif c["group"] == "moe":
+            row["compiled"] = "skipped (the loop and the grouped GEMM are library GEMMs either way)"
         elif not a.no_compile and compile_spent < a.compile_budget_s:
             t1 = time.time()
             cfn = torch.compile(fn, dynamic=False)
