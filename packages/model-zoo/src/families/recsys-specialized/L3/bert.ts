@@ -12,7 +12,7 @@ import { refEncoder, refLayer, refModel } from '../reference.js';
 import { PACKED_HIDDEN_INPUTS, PACKED_HIDDEN_OUTPUT, TINY_BERT, colbertProduction, configOf, encoderCase, layerWork, packedHiddenInputs } from './encoder-cases.js';
 import { XLMRobertaEncoder } from './xlm_roberta_encoder.js';
 import { XLMRobertaLayer } from './xlm_roberta_layer.js';
-import { PACKED_MODEL_INPUTS, XLMRobertaModel, modelInputs, modelWork } from './xlm_roberta_model.js';
+import { PACKED_MODEL_INPUTS_WITH_TYPES, XLMRobertaModel, modelInputs, modelWork } from './xlm_roberta_model.js';
 
 export class BertLayer extends XLMRobertaLayer {
   constructor(config: EncoderConfig) {
@@ -78,14 +78,14 @@ export const bertModelTask = defineTask(
   // plus L3/bert_encoder through the registry (same level: not listed)
   {
     ...meta('L3/bert_model', 'BertModel', 'BERT (add_pooling_layer=False) on packed sequences: embeddings (positions 0.. per sequence, token types) and the encoder stack; returns last_hidden_state.'),
-    inputs: PACKED_MODEL_INPUTS,
+    inputs: PACKED_MODEL_INPUTS_WITH_TYPES,
     outputs: [{ name: 'lastHiddenState', dtype: 'act', shape: ['T', 'H'] }],
     imports: ['L2/encoder_embeddings', 'L2/encoder_attention', 'L2/encoder_mlp'],
     cases: { ci, production: colbertProduction() },
   },
   {
     baseline: BertModel,
-    makeInputs: modelInputs,
+    makeInputs: (c, ctx, rng) => [...modelInputs(c, ctx, rng), null],
     initParameters: (m, _c, rng) => initEncoderParameters(m, rng),
     reference: ([ids, , cu], params, c) => [hostArray([ids!.data.length, configOf(c).hiddenSize], refModel(ids!.data, cu!.data, params, configOf(c)))],
     work: modelWork,

@@ -44,6 +44,12 @@ export const PACKED_MODEL_INPUTS: TaskMetaInput['inputs'] = [
   { name: 'cuSeqlens', dtype: 'i32', shape: ['B1'], doc: 'offsets of the sequences [B + 1]' },
 ];
 
+/** The model tasks' inputs: the packed ones and HF's optional token_type_ids. */
+export const PACKED_MODEL_INPUTS_WITH_TYPES: TaskMetaInput['inputs'] = [
+  ...PACKED_MODEL_INPUTS,
+  { name: 'tokenTypeIds', dtype: 'i64', shape: ['T'], optional: true, doc: 'default 0' },
+];
+
 /** Inputs of a model-level case: packed ids, their per-sequence positions and cu_seqlens. */
 export function modelInputs(c: TaskCase, ctx: ExecutionContext, rng: Rng): Tensor[] {
   const lens = caseLens(c);
@@ -68,7 +74,7 @@ export const xlmRobertaModelTask = defineTask(
     mirrors: 'transformers.models.xlm_roberta.modeling_xlm_roberta.XLMRobertaModel',
     description: 'XLM-RoBERTa on packed sequences: embeddings (positions from padding_idx + 1 per sequence) and the encoder stack; returns last_hidden_state.',
     init: [{ name: 'config', type: 'object', doc: 'the parsed encoder config (EncoderConfig)' }],
-    inputs: PACKED_MODEL_INPUTS,
+    inputs: PACKED_MODEL_INPUTS_WITH_TYPES,
     outputs: [{ name: 'lastHiddenState', dtype: 'act', shape: ['T', 'H'] }],
     tolerance: { bf16: { atol: 5e-2, rtol: 5e-2 } },
     // plus L3/xlm_roberta_encoder through the registry (same level: not listed, imports are lower levels)
@@ -85,7 +91,7 @@ export const xlmRobertaModelTask = defineTask(
   },
   {
     baseline: XLMRobertaModel,
-    makeInputs: modelInputs,
+    makeInputs: (c, ctx, rng) => [...modelInputs(c, ctx, rng), null],
     initParameters: (m, _c, rng) => initEncoderParameters(m, rng),
     // positions from the ids, HF's way per sequence: checks the module's padding_idx + 1 offset too
     reference: ([ids, , cu], params, c) => [hostArray([ids!.data.length, configOf(c).hiddenSize], refModel(ids!.data, cu!.data, params, configOf(c)))],
