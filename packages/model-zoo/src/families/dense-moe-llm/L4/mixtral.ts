@@ -33,7 +33,9 @@ export const mixtralTask = defineTask(
       { name: 'positions', dtype: 'i64', shape: ['T'] },
     ],
     outputs: [{ name: 'hiddenStates', dtype: 'act', shape: ['T', 'H'], doc: 'after the final norm' }],
-    tolerance: { bf16: { atol: 5e-2, rtol: 5e-2 } },
+    // bf16 through two layers of routed experts against float64: the tiny CI case leaves ~1% of its 896 values between
+    // 5e-2 and 1e-1 (bf16 noise spread over the tokens, no routing flip), so 5e-2 sat on the 99% line
+    tolerance: { bf16: { atol: 6e-2, rtol: 6e-2 } },
     imports: ['L1/embedding', 'L3/mixtral_decoder', 'L1/rms_norm', 'L2/parallel_embedding'],
     cases: {
       ci: [
