@@ -18,18 +18,18 @@ import { GeneratedReductions } from './reduce.js';
 import { registerLayoutKernels } from './layout/register.js';
 import { registerReductionExtras } from './reduction/register.js';
 import { registerMatmulKernels } from './matmul/kernels.js';
-import type { ReduceOp } from './reduce-source.js';
 import { registerMoeKernels } from './moe/register.js';
 import type { FusedMoeGemm } from './moe/fused-moe.js';
+import type { ReduceOp } from './reduce-source.js';
 
 export class GeneratedOps {
   readonly reductions: GeneratedReductions;
   readonly norms: GeneratedNorms;
   /** The conv ops (conv/): cuDNN, else the implicit-GEMM fallback; `conv.library = 'fallback'` forces the fallback. */
   conv!: ConvKernels;
-
   /** fused_moe_gemm (moe/): `moe.forceTile` pins a tile configuration (tests, A/B runs). */
   moe!: FusedMoeGemm;
+
   constructor(
     readonly runtime: () => CudaRuntime,
     readonly cache: GenKernelCache = new GenKernelCache(),
@@ -62,8 +62,8 @@ export function registerGeneratedKernels(table: OpKernelTable, runtime: () => Cu
   registerReductionExtras(table, g.cache, runtime); // argmax / argmin, cumsum, sort, topk (reduction/)
   registerLayoutKernels(table, g.cache, runtime); // gather, index_select, scatter(_add), pad, interpolate (layout/)
   registerMatmulKernels(table, g.cache, runtime); // cuBLASLt: matmul, bmm, baddbmm, linear (+ epilogues), einsum
-
   g.moe = registerMoeKernels(table, g.cache, runtime); // fused_moe_gemm: the tensor-core grouped GEMM over moe_align's blocks (moe/)
+
   for (const op of ['sum', 'mean', 'amax', 'amin'] as const satisfies readonly ReduceOp[]) {
     table.register(
       op,
