@@ -3,26 +3,12 @@
  * class) plus the reductions and norms, written to a temp dir and compiled with nvcc (device code only: -cubin, what
  * NVRTC produces at run time). Skipped, saying so, where nvcc is absent.
  */
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { compileSuite } from '../../test/nvcc-compile.js';
 import type { GenDType } from './ctypes.js';
 import { elementwiseSource, type EwClass, type GeneratedKernel } from './elementwise-source.js';
 import { singleOp, type Expr } from './expr.js';
 import { rowNormSource } from './norm-source.js';
 import { columnReduceSource, rowReduceSource, rowSoftmaxSource } from './reduce-source.js';
-
-function findNvcc(): string | null {
-  try {
-    execFileSync('nvcc', ['--version'], { stdio: 'pipe' });
-    return 'nvcc';
-  } catch {
-    return null;
-  }
-}
-const nvcc = findNvcc();
 
 const SQUARE: Expr = singleOp('square', 1);
 /** silu(x) * y + z */
@@ -79,25 +65,10 @@ for (const d of ['bf16', 'f16', 'f32'] as GenDType[]) {
 cases.push(['group_norm YOLO f16', () => rowNormSource({ kind: 'group', inDType: 'f16', outDType: 'f16', wDType: 'f16', hasWeight: true, hasBias: true, vec: 8, tpr: 1024, block: 1024, npt: 6, channelPerVector: true })]);
 cases.push(['group_norm odd spatial f32', () => rowNormSource({ kind: 'group', inDType: 'f32', outDType: 'f32', wDType: 'f32', hasWeight: true, hasBias: false, vec: 1, tpr: 32, block: 256, npt: 8, channelPerVector: false })]);
 
-describe(`generated sources compile with nvcc for sm_90a${nvcc ? '' : ' (SKIPPED: nvcc not on PATH)'}`, () => {
-  const dir = nvcc ? mkdtempSync(join(tmpdir(), 'fk-gen-')) : '';
-  afterAll(() => {
-    if (dir) rmSync(dir, { recursive: true, force: true });
-  });
-  cases.forEach(([name, gen], i) => {
-    it.skipIf(!nvcc)(name, () => {
-      const g = gen();
-      const file = join(dir, `k${i}.cu`);
-      writeFileSync(file, g.source);
-      let log = '';
-      try {
-        log = execFileSync(nvcc!, ['-cubin', '-std=c++17', '-arch=sm_90a', '-Xptxas', '-v', file, '-o', join(dir, `k${i}.cubin`)], { stdio: 'pipe', encoding: 'utf8' }).toString();
-      } catch (e) {
-        const err = e as { stderr?: string };
-        throw new Error(`nvcc failed for ${name}:\n${err.stderr ?? String(e)}\n--- source ---\n${g.source}`);
-      }
-      const all = log + '';
-      expect(all).not.toMatch(/[1-9]\d* bytes spill/);
-    }, 60_000);
-  });
+// Found when the spill check began reading ptxas' report on stderr (it had read stdout, so it could not fail). Both
+// are measured harmless for now (ops suite, H100: chain3 f32 at 96%+ of a same-size copy, group_norm at its targets);
+// fixing them is a tuning change with its GPU check.
+compileSuite('generated sources', cases, {
+  'chain3 f32 contig': { bytes: 12, why: 'the call ABI of expf / the division slow path in silu, 3 f32 inputs x 4 wide x 2 deep' },
+  'group_norm f32 512 threads x 14 vectors': { bytes: 4, why: '128 registers a thread at 512 threads: 14 f32 vectors of the row held for the second pass' },
 });

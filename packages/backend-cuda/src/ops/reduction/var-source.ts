@@ -45,7 +45,8 @@ export function varSource(s: VarSpec): GeneratedKernel {
     `      const fk_acc v = fk_ld_${dtype}(xr[j * sD]);`,
     `      n += fk_acc(1);`,
     `      const fk_acc d = v - mean;`,
-    `      mean += d / n;`,
+    // a reciprocal, not a division: the division's slow-path call made ptxas spill 8 bytes in this loop (tpr 1)
+    `      mean += d * ${A === 'float' ? '__frcp_rn' : '__drcp_rn'}(n);`,
     `      m2 += d * (v - mean);`,
     `    }`,
     ...(tpr >= 32
