@@ -1,11 +1,12 @@
-// cuDNN convolutions (conv1d/2d/3d forward, and transposed convs as backward-data), dlopen'ed at first use.
+// cuDNN convolutions (conv1d/2d/3d forward, and transposed convs as backward-data), dlopen'ed at first use: loading,
+// one handle per device, the plan cache and the dispatch between the two cuDNN APIs.
 //
-// Why the legacy convolution API (cudnnConvolutionForward / BackwardData with cudnnGet*Algorithm_v7) and not the
-// backend graph API: one call per conv with descriptors cached per shape key, the algorithm chosen by cuDNN's
-// heuristics once per key (what PyTorch does with cudnn.benchmark off, its default), and a few dozen entry points
-// instead of the graph API's descriptor plumbing. In cuDNN 9 the legacy calls are served by the same engines (the
-// shim forwards them to libcudnn_cnn), and the graph API's one extra, fused epilogues, is not what PyTorch's default
-// conv path uses either (it adds the bias in a second kernel, as we do). Deprecated in 9.x but present throughout 9.
+// Why the backend (graph) API first (cudnn_graph.cc): it is the path PyTorch takes (cudnn-frontend, since 1.13), and
+// its engines include the NHWC-native kernels the legacy API's algorithm enum never reaches. Measured on an H100 with
+// cuDNN 9 from PyTorch's wheel, fp16 channels-last: the legacy API (cudnnGetConvolutionForwardAlgorithm_v7, algo 1
+// nearly everywhere; cudnnFind*AlgorithmEx did not help) ran at 0.44x torch geomean, 1x1 convs 8-10x slower
+// (ResNet-50 layer1 1x1: 109 us vs 13.6 us). The legacy API (cudnn_legacy.cc) stays as the fallback where the graph
+// symbols are missing or no engine takes a shape; cudnnLastPlan says which API and engine ran.
 //
 // cuDNN 9 splits itself into sub-libraries (libcudnn_graph, _ops, _cnn, _engines_*, _heuristic, _adv) that the
 // libcudnn.so.9 shim dlopens by soname; outside the loader's path (PyTorch's nvidia/cudnn/lib) they are not found,
@@ -14,10 +15,12 @@
 // Parameter block of cudnnConv (a Float64Array; src/ops/conv/cudnn-params.ts writes it):
 //   [0, kKeyLen)   the plan key: mode, nbDims, dataType, math, groups, device, x dims/strides, w dims/format,
 //                  y dims/strides, pad, stride, dilation, workspace limit, algorithm search (0: the heuristics'
-//                  first, 1: measure the candidates once with cudnnFind*AlgorithmEx, as cudnn.benchmark does)
+//                  first, 1: measure the candidates once, as cudnn.benchmark does), API (0: graph, else legacy;
+//                  1: graph only; 2: legacy only)
 //   [44, 50)       x, w, y, workspace pointers, workspace bytes, stream
-// Returns 0 when it ran, the workspace bytes it needs when the given workspace is smaller (nothing ran), or -1 when
-// cuDNN declined the shape (cudnnDeclineReason() says why; the caller takes the fallback kernel).
+// The addon adds the pointers' alignment to the key. Returns 0 when it ran, the workspace bytes it needs when the
+// given workspace is smaller (nothing ran), or -1 when cuDNN declined the shape (cudnnDeclineReason() says why; the
+// caller takes the fallback kernel).
 #include "cudnn.h"
 
 #include <dlfcn.h>
@@ -29,79 +32,68 @@
 #include <map>
 #include <vector>
 
+#include "cudnn_api.h"
+#include "cudnn_graph.h"
+#include "cudnn_legacy.h"
+
 namespace fk_cudnn {
-namespace {
-
-typedef int cudnnStatus_t;
-typedef struct cudnnContext* cudnnHandle_t;
-typedef struct cudnnTensorStruct* cudnnTensorDescriptor_t;
-typedef struct cudnnFilterStruct* cudnnFilterDescriptor_t;
-typedef struct cudnnConvolutionStruct* cudnnConvolutionDescriptor_t;
-struct AlgoPerf {  // cudnnConvolutionFwdAlgoPerf_t and cudnnConvolutionBwdDataAlgoPerf_t (same layout)
-  int algo;
-  cudnnStatus_t status;
-  float time;
-  size_t memory;
-  int determinism;
-  int mathType;
-  int reserved[3];
-};
-enum : int { CUDNN_STATUS_SUCCESS = 0, CUDNN_STATUS_NOT_SUPPORTED = 3000 };
-enum : int { CUDNN_CROSS_CORRELATION = 1, CUDNN_DATA_FLOAT = 0 };
-enum : int { CUDNN_TENSOR_OP_MATH = 1, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION = 2, CUDNN_FMA_MATH = 3 };
-
-#define FK_CUDNN_FUNCS(X)                                                                                       \
-  X(cudnnGetVersion, size_t, ())                                                                               \
-  X(cudnnGetErrorString, const char*, (cudnnStatus_t))                                                         \
-  X(cudnnCreate, cudnnStatus_t, (cudnnHandle_t*))                                                              \
-  X(cudnnSetStream, cudnnStatus_t, (cudnnHandle_t, void*))                                                     \
-  X(cudnnCreateTensorDescriptor, cudnnStatus_t, (cudnnTensorDescriptor_t*))                                    \
-  X(cudnnSetTensorNdDescriptor, cudnnStatus_t, (cudnnTensorDescriptor_t, int, int, const int*, const int*))    \
-  X(cudnnDestroyTensorDescriptor, cudnnStatus_t, (cudnnTensorDescriptor_t))                                    \
-  X(cudnnCreateFilterDescriptor, cudnnStatus_t, (cudnnFilterDescriptor_t*))                                    \
-  X(cudnnSetFilterNdDescriptor, cudnnStatus_t, (cudnnFilterDescriptor_t, int, int, int, const int*))           \
-  X(cudnnDestroyFilterDescriptor, cudnnStatus_t, (cudnnFilterDescriptor_t))                                    \
-  X(cudnnCreateConvolutionDescriptor, cudnnStatus_t, (cudnnConvolutionDescriptor_t*))                          \
-  X(cudnnSetConvolutionNdDescriptor, cudnnStatus_t,                                                            \
-    (cudnnConvolutionDescriptor_t, int, const int*, const int*, const int*, int, int))                         \
-  X(cudnnSetConvolutionGroupCount, cudnnStatus_t, (cudnnConvolutionDescriptor_t, int))                         \
-  X(cudnnSetConvolutionMathType, cudnnStatus_t, (cudnnConvolutionDescriptor_t, int))                           \
-  X(cudnnDestroyConvolutionDescriptor, cudnnStatus_t, (cudnnConvolutionDescriptor_t))                          \
-  X(cudnnGetConvolutionForwardAlgorithmMaxCount, cudnnStatus_t, (cudnnHandle_t, int*))                         \
-  X(cudnnGetConvolutionForwardAlgorithm_v7, cudnnStatus_t,                                                     \
-    (cudnnHandle_t, cudnnTensorDescriptor_t, cudnnFilterDescriptor_t, cudnnConvolutionDescriptor_t,            \
-     cudnnTensorDescriptor_t, int, int*, AlgoPerf*))                                                           \
-  X(cudnnConvolutionForward, cudnnStatus_t,                                                                    \
-    (cudnnHandle_t, const void*, cudnnTensorDescriptor_t, const void*, cudnnFilterDescriptor_t, const void*,   \
-     cudnnConvolutionDescriptor_t, int, void*, size_t, const void*, cudnnTensorDescriptor_t, void*))           \
-  X(cudnnGetConvolutionBackwardDataAlgorithmMaxCount, cudnnStatus_t, (cudnnHandle_t, int*))                    \
-  X(cudnnGetConvolutionBackwardDataAlgorithm_v7, cudnnStatus_t,                                                \
-    (cudnnHandle_t, cudnnFilterDescriptor_t, cudnnTensorDescriptor_t, cudnnConvolutionDescriptor_t,            \
-     cudnnTensorDescriptor_t, int, int*, AlgoPerf*))                                                           \
-  X(cudnnConvolutionBackwardData, cudnnStatus_t,                                                               \
-    (cudnnHandle_t, const void*, cudnnFilterDescriptor_t, const void*, cudnnTensorDescriptor_t, const void*,   \
-     cudnnConvolutionDescriptor_t, int, void*, size_t, const void*, cudnnTensorDescriptor_t, void*))            \
-  X(cudnnGetConvolutionForwardWorkspaceSize, cudnnStatus_t,                                                    \
-    (cudnnHandle_t, cudnnTensorDescriptor_t, cudnnFilterDescriptor_t, cudnnConvolutionDescriptor_t,            \
-     cudnnTensorDescriptor_t, int, size_t*))                                                                   \
-  X(cudnnGetConvolutionBackwardDataWorkspaceSize, cudnnStatus_t,                                               \
-    (cudnnHandle_t, cudnnFilterDescriptor_t, cudnnTensorDescriptor_t, cudnnConvolutionDescriptor_t,            \
-     cudnnTensorDescriptor_t, int, size_t*))                                                                   \
-  X(cudnnFindConvolutionForwardAlgorithmEx, cudnnStatus_t,                                                     \
-    (cudnnHandle_t, cudnnTensorDescriptor_t, const void*, cudnnFilterDescriptor_t, const void*,                \
-     cudnnConvolutionDescriptor_t, cudnnTensorDescriptor_t, void*, int, int*, AlgoPerf*, void*, size_t))       \
-  X(cudnnFindConvolutionBackwardDataAlgorithmEx, cudnnStatus_t,                                                \
-    (cudnnHandle_t, cudnnFilterDescriptor_t, const void*, cudnnTensorDescriptor_t, const void*,                \
-     cudnnConvolutionDescriptor_t, cudnnTensorDescriptor_t, void*, int, int*, AlgoPerf*, void*, size_t))
-
-#define FK_DECLARE_PTR(name, ret, args) ret(*name) args = nullptr;
-struct Api {
-  FK_CUDNN_FUNCS(FK_DECLARE_PTR)
-  void (*cudnnGetLastErrorString)(char*, size_t) = nullptr;  // optional (9.0+)
-};
-#undef FK_DECLARE_PTR
 
 Api dnn;
+
+std::string StatusName(cudnnStatus_t s) {
+  const char* n = dnn.cudnnGetErrorString ? dnn.cudnnGetErrorString(s) : nullptr;
+  return n ? n : "CUDNN_STATUS_" + std::to_string(s);
+}
+
+namespace {
+std::string LastError() {
+  if (!dnn.cudnnGetLastErrorString) return "";
+  char buf[1024] = {0};
+  dnn.cudnnGetLastErrorString(buf, sizeof(buf) - 1);
+  return buf;
+}
+}  // namespace
+
+std::string StatusText(cudnnStatus_t s) {
+  const std::string e = LastError();
+  return StatusName(s) + (e.empty() ? "" : " (" + e + ")");
+}
+
+bool IsNotSupported(cudnnStatus_t s) { return s / 1000 == 3 || s == 9; }
+bool IsRefusal(cudnnStatus_t s) { return IsNotSupported(s) || s / 1000 == 2 || s == 3; }
+
+Problem Decode(const Key& k) {
+  Problem p;
+  p.transposed = k[0] != 0;
+  p.nb = static_cast<int>(k[1]);
+  p.dataType = static_cast<int>(k[2]);
+  p.tensorOps = k[3] != 0;
+  p.groups = static_cast<int>(k[4]);
+  p.device = static_cast<int>(k[5]);
+  for (int i = 0; i < p.nb; i++) {
+    p.xd[i] = k[6 + i];
+    p.xs[i] = k[11 + i];
+    p.wd[i] = k[16 + i];
+    p.yd[i] = k[22 + i];
+    p.ys[i] = k[27 + i];
+  }
+  p.wChannelsLast = k[21] == 1;
+  for (int i = 0; i < p.nb - 2; i++) {
+    p.pad[i] = k[32 + i];
+    p.stride[i] = k[35 + i];
+    p.dil[i] = k[38 + i];
+  }
+  p.workspaceLimit = static_cast<size_t>(k[41]);
+  p.search = k[42] != 0;
+  p.api = k[43] == 1 ? ApiChoice::kGraph : k[43] == 2 ? ApiChoice::kLegacy : ApiChoice::kAuto;
+  p.xAlign = k[kKeyLen] & 0xff;
+  p.wAlign = (k[kKeyLen] >> 8) & 0xff;
+  p.yAlign = (k[kKeyLen] >> 16) & 0xff;
+  return p;
+}
+
+namespace {
+
 void* lib = nullptr;
 std::string libPath;
 std::vector<void*> preloaded;  // sub-libraries kept open for the process (never closed)
@@ -109,60 +101,97 @@ ThrowFn throwLib = nullptr;
 std::string declineReason;
 std::array<cudnnHandle_t, 64> handles{};
 
-constexpr int kKeyLen = 44;
-constexpr size_t kSearchWorkspace = 64u << 20;  // the workspace an algorithm search offers the candidates
-constexpr int kParamLen = 50;
-using Key = std::array<int64_t, kKeyLen>;
 struct Plan {
+  Problem pr;
   bool declined = false;
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
-  cudnnFilterDescriptor_t w = nullptr;
-  cudnnConvolutionDescriptor_t conv = nullptr;
-  int algo = 0;
-  int mathType = 0;
-  size_t workspace = 0;
-  bool searched = false;  // the algorithm was measured (cudnnFind*AlgorithmEx), not only picked by the heuristics
+  bool graph = false;  // the graph API runs it (else the legacy API, or nothing when declined)
+  GraphPlan g;
+  LegacyPlan legacy;
+  std::string graphWhy;  // why the graph API does not run it
+  std::string reason;    // why neither does (declined)
 };
-std::map<Key, Plan> plans;
+// Never destroyed (a static map would destroy descriptors after cuDNN's own statics at exit); ClearPlans empties it.
+std::map<Key, Plan>& Plans() {
+  static auto* plans = new std::map<Key, Plan>();
+  return *plans;
+}
 const Plan* lastPlan = nullptr;  // std::map nodes stay put: valid until ClearPlans
 
-std::string StatusName(cudnnStatus_t s) {
-  const char* n = dnn.cudnnGetErrorString ? dnn.cudnnGetErrorString(s) : nullptr;
-  return n ? n : "CUDNN_STATUS_" + std::to_string(s);
-}
-std::string LastError() {
-  if (!dnn.cudnnGetLastErrorString) return "";
-  char buf[1024] = {0};
-  dnn.cudnnGetLastErrorString(buf, sizeof(buf) - 1);
-  return buf;
-}
-Napi::Value Throw(Napi::Env env, cudnnStatus_t s, const char* fn) {
-  return throwLib(env, "cudnn", fn, s, StatusName(s), LastError());
+Napi::Value Throw(Napi::Env env, cudnnStatus_t s, const std::string& fn) {
+  return throwLib(env, "cudnn", fn.c_str(), s, StatusName(s), LastError());
 }
 Napi::Value Usage(Napi::Env env, const std::string& msg) {
   Napi::TypeError::New(env, msg).ThrowAsJavaScriptException();
   return env.Undefined();
 }
 
-void DestroyPlan(Plan& p) {
-  if (p.x) dnn.cudnnDestroyTensorDescriptor(p.x);
-  if (p.y) dnn.cudnnDestroyTensorDescriptor(p.y);
-  if (p.w) dnn.cudnnDestroyFilterDescriptor(p.w);
-  if (p.conv) dnn.cudnnDestroyConvolutionDescriptor(p.conv);
-  p = Plan();
+void Release(Plan& p) {
+  p.g = GraphPlan();
+  DestroyLegacyPlan(p.legacy);
 }
 
-// cudnnLoad(candidates[], preloads[][]) -> { ok, path?, version?, tried: [{path, error}] }
+// The largest power of two up to 16 dividing the address: what the graph's tensors may promise the engines.
+int64_t Alignment(uintptr_t a) {
+  int64_t al = 1;
+  while (al < 16 && a % static_cast<uintptr_t>(al * 2) == 0) al *= 2;
+  return al;
+}
+
+std::string Join(const std::string& graphWhy, const std::string& legacyWhy) {
+  if (graphWhy.empty()) return "legacy API: " + legacyWhy;
+  if (legacyWhy.empty()) return "graph API: " + graphWhy;
+  return "graph API: " + graphWhy + "; legacy API: " + legacyWhy;
+}
+
+// The legacy plan of a key the graph API does not take; false (declined, with the reason) when that fails too.
+bool ToLegacy(Plan& p, cudnnHandle_t h, const std::string& graphWhy) {
+  p.g = GraphPlan();
+  p.graph = false;
+  p.graphWhy = graphWhy;
+  std::string why;
+  if (p.pr.api != ApiChoice::kGraph) {
+    if (!dnn.legacy) why = "the legacy convolution API is missing from this cuDNN";
+    else if (MakeLegacyPlan(p.pr, h, &p.legacy, &why)) return true;
+  }
+  p.reason = Join(graphWhy, why);
+  p.declined = true;
+  return false;
+}
+
+Plan MakePlan(const Key& k, cudnnHandle_t h) {
+  Plan p;
+  p.pr = Decode(k);
+  std::string why;
+  if (p.pr.api != ApiChoice::kLegacy) {
+    if (!dnn.graph) why = "the backend API is missing from this cuDNN";
+    else if (MakeGraphPlan(p.pr, h, &p.g, &why)) {
+      p.graph = true;
+      return p;
+    }
+  }
+  ToLegacy(p, h, why);
+  return p;
+}
+
+// cudnnLoad(candidates[], preloads[][]) -> { ok, path?, version?, apis?, tried: [{path, error}] }
 // preloads[i]: the sub-libraries to load RTLD_GLOBAL before candidates[i] (its folder's libcudnn_*.so.9).
 Napi::Value Load(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Napi::Object out = Napi::Object::New(env);
   Napi::Array tried = Napi::Array::New(env);
   out.Set("tried", tried);
+  auto apis = [&]() {
+    Napi::Array a = Napi::Array::New(env);
+    uint32_t n = 0;
+    if (dnn.graph) a.Set(n++, "graph");
+    if (dnn.legacy) a.Set(n++, "legacy");
+    return a;
+  };
   if (lib) {
     out.Set("ok", true);
     out.Set("path", libPath);
     out.Set("version", static_cast<double>(dnn.cudnnGetVersion()));
+    out.Set("apis", apis());
     return out;
   }
   Napi::Array cands = info[0].As<Napi::Array>();
@@ -201,14 +230,23 @@ Napi::Value Load(const Napi::CallbackInfo& info) {
       fail(p, e ? e : "dlopen failed");
       continue;
     }
-    std::string missing;
-#define X(name, ret, args)                                          \
-  dnn.name = reinterpret_cast<ret(*) args>(dlsym(h, #name));        \
-  if (!dnn.name) missing += " " #name;
-    FK_CUDNN_FUNCS(X)
+    // core entries are required; then the graph API, the legacy API or both
+    std::string missingCore, missingGraph, missingLegacy;
+#define X(name, ret, args) dnn.name = reinterpret_cast<ret(*) args>(dlsym(h, #name));
+#define CORE(name, ret, args) X(name, ret, args) if (!dnn.name) missingCore += " " #name;
+#define GRAPH(name, ret, args) X(name, ret, args) if (!dnn.name) missingGraph += " " #name;
+#define LEGACY(name, ret, args) X(name, ret, args) if (!dnn.name) missingLegacy += " " #name;
+    FK_CUDNN_CORE_FUNCS(CORE)
+    FK_CUDNN_GRAPH_FUNCS(GRAPH)
+    FK_CUDNN_LEGACY_FUNCS(LEGACY)
 #undef X
-    if (!missing.empty()) {
-      fail(p, "loaded, but missing symbols:" + missing);
+#undef CORE
+#undef GRAPH
+#undef LEGACY
+    dnn.graph = missingGraph.empty();
+    dnn.legacy = missingLegacy.empty();
+    if (!missingCore.empty() || (!dnn.graph && !dnn.legacy)) {
+      fail(p, "loaded, but missing symbols:" + missingCore + missingGraph + missingLegacy);
       dlclose(h);
       dnn = Api();
       continue;
@@ -228,6 +266,7 @@ Napi::Value Load(const Napi::CallbackInfo& info) {
     out.Set("ok", true);
     out.Set("path", libPath);
     out.Set("version", static_cast<double>(v));
+    out.Set("apis", apis());
     return out;
   }
   out.Set("ok", false);
@@ -264,83 +303,6 @@ Napi::Value EnsureHandle(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
-// What the chosen algorithm needs: the heuristics' rating can under-state it (grouped / depthwise convs), and
-// cudnnConvolutionForward then refuses with BAD_PARAM, so the plan asks the engine itself.
-size_t RequiredWorkspace(const Plan& p, cudnnHandle_t h, int mode) {
-  size_t bytes = 0;
-  const cudnnStatus_t s = mode == 0 ? dnn.cudnnGetConvolutionForwardWorkspaceSize(h, p.x, p.w, p.conv, p.y, p.algo, &bytes)
-                                    : dnn.cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w, p.x, p.conv, p.y, p.algo, &bytes);
-  return s == CUDNN_STATUS_SUCCESS ? bytes : 0;
-}
-
-// Descriptors and the algorithm for one key; a plan cuDNN cannot do is kept as declined (with the reason).
-Plan MakePlan(const Key& k, cudnnHandle_t h) {
-  Plan p;
-  const int mode = static_cast<int>(k[0]), nb = static_cast<int>(k[1]), dt = static_cast<int>(k[2]);
-  const bool tensorOps = k[3] != 0;
-  int xd[5], xs[5], wd[5], yd[5], ys[5], pad[3], str[3], dil[3];
-  for (int i = 0; i < nb; i++) {
-    xd[i] = static_cast<int>(k[6 + i]);
-    xs[i] = static_cast<int>(k[11 + i]);
-    wd[i] = static_cast<int>(k[16 + i]);
-    yd[i] = static_cast<int>(k[22 + i]);
-    ys[i] = static_cast<int>(k[27 + i]);
-  }
-  for (int i = 0; i < nb - 2; i++) {
-    pad[i] = static_cast<int>(k[32 + i]);
-    str[i] = static_cast<int>(k[35 + i]);
-    dil[i] = static_cast<int>(k[38 + i]);
-  }
-  const size_t limit = static_cast<size_t>(k[41]);
-  cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
-  const char* step = "";
-#define STEP(call, name) \
-  if (s == CUDNN_STATUS_SUCCESS) { s = (call); step = name; }
-  STEP(dnn.cudnnCreateTensorDescriptor(&p.x), "cudnnCreateTensorDescriptor");
-  STEP(dnn.cudnnCreateTensorDescriptor(&p.y), "cudnnCreateTensorDescriptor");
-  STEP(dnn.cudnnCreateFilterDescriptor(&p.w), "cudnnCreateFilterDescriptor");
-  STEP(dnn.cudnnCreateConvolutionDescriptor(&p.conv), "cudnnCreateConvolutionDescriptor");
-  STEP(dnn.cudnnSetTensorNdDescriptor(p.x, dt, nb, xd, xs), "cudnnSetTensorNdDescriptor(x)");
-  STEP(dnn.cudnnSetTensorNdDescriptor(p.y, dt, nb, yd, ys), "cudnnSetTensorNdDescriptor(y)");
-  STEP(dnn.cudnnSetFilterNdDescriptor(p.w, dt, static_cast<int>(k[21]), nb, wd), "cudnnSetFilterNdDescriptor");
-  STEP(dnn.cudnnSetConvolutionNdDescriptor(p.conv, nb - 2, pad, str, dil, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-       "cudnnSetConvolutionNdDescriptor");
-  STEP(dnn.cudnnSetConvolutionGroupCount(p.conv, static_cast<int>(k[4])), "cudnnSetConvolutionGroupCount");
-  STEP(dnn.cudnnSetConvolutionMathType(p.conv, tensorOps ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH), "cudnnSetConvolutionMathType");
-  int maxCount = 0;
-  if (mode == 0) STEP(dnn.cudnnGetConvolutionForwardAlgorithmMaxCount(h, &maxCount), "cudnnGetConvolutionForwardAlgorithmMaxCount");
-  if (mode == 1) STEP(dnn.cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &maxCount), "cudnnGetConvolutionBackwardDataAlgorithmMaxCount");
-  std::vector<AlgoPerf> perf(static_cast<size_t>(maxCount > 0 ? maxCount : 1));
-  int found = 0;
-  if (mode == 0)
-    STEP(dnn.cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv, p.y, maxCount, &found, perf.data()), "cudnnGetConvolutionForwardAlgorithm_v7");
-  if (mode == 1)
-    STEP(dnn.cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w, p.x, p.conv, p.y, maxCount, &found, perf.data()), "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-#undef STEP
-  if (s != CUDNN_STATUS_SUCCESS) {
-    declineReason = std::string(step) + ": " + StatusName(s) + (LastError().empty() ? "" : " (" + LastError() + ")");
-    DestroyPlan(p);
-    p.declined = true;
-    return p;
-  }
-  // The heuristics' order, first that works within the workspace limit; exact f32 (TF32 off) skips tensor-op results.
-  for (int i = 0; i < found; i++) {
-    const AlgoPerf& r = perf[static_cast<size_t>(i)];
-    if (r.status != CUDNN_STATUS_SUCCESS || r.memory > limit) continue;
-    if (!tensorOps && dt == CUDNN_DATA_FLOAT && (r.mathType == CUDNN_TENSOR_OP_MATH || r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)) continue;
-    // the math type the algorithm was rated with is the one it runs with (PyTorch sets it the same way)
-    if (dnn.cudnnSetConvolutionMathType(p.conv, r.mathType) != CUDNN_STATUS_SUCCESS) continue;
-    p.algo = r.algo;
-    p.mathType = r.mathType;
-    p.workspace = std::max(r.memory, RequiredWorkspace(p, h, mode));
-    return p;
-  }
-  declineReason = "no algorithm among " + std::to_string(found) + " fits (workspace limit " + std::to_string(limit) + " bytes)";
-  DestroyPlan(p);
-  p.declined = true;
-  return p;
-}
-
 Napi::Value Conv(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (!lib) return Usage(env, "cuDNN is not loaded: call cudnnLoad first");
@@ -350,79 +312,72 @@ Napi::Value Conv(const Napi::CallbackInfo& info) {
   cudnnStatus_t s;
   cudnnHandle_t h = HandleFor(static_cast<int>(q[5]), &s);
   if (s != CUDNN_STATUS_SUCCESS) {  // e.g. a cuDNN built for another CUDA than the driver: the caller falls back
-    declineReason = "cudnnCreate: " + StatusName(s) + (LastError().empty() ? "" : " (" + LastError() + ")");
+    declineReason = "cudnnCreate: " + StatusText(s);
     return Napi::Number::New(env, -1);
   }
+  auto ptr = [&](int i) { return reinterpret_cast<void*>(static_cast<uintptr_t>(q[i])); };
+  Buffers b;
+  b.x = ptr(44);
+  b.w = ptr(45);
+  b.y = ptr(46);
+  b.workspace = ptr(47);
+  b.workspaceBytes = static_cast<size_t>(q[48]);
+  b.stream = ptr(49);
   Key key;
   for (int i = 0; i < kKeyLen; i++) key[i] = static_cast<int64_t>(q[i]);
+  key[kKeyLen] = Alignment(reinterpret_cast<uintptr_t>(b.x)) | Alignment(reinterpret_cast<uintptr_t>(b.w)) << 8 |
+                 Alignment(reinterpret_cast<uintptr_t>(b.y)) << 16;
+  auto& plans = Plans();
   auto it = plans.find(key);
   if (it == plans.end()) it = plans.emplace(key, MakePlan(key, h)).first;
   Plan& p = it->second;
   lastPlan = &p;
-  if (p.declined) return Napi::Number::New(env, -1);
-  const size_t wsBytes = static_cast<size_t>(q[48]);
-  auto ptr = [&](int i) { return reinterpret_cast<void*>(static_cast<uintptr_t>(q[i])); };
-  const bool fwd = key[0] == 0;
-  if (key[42] != 0 && !p.searched) {
-    // measure once, on this call's buffers (y is overwritten, then written by the run below), with a workspace of
-    // up to the search size: ask the caller for it first
-    const size_t want = std::min(static_cast<size_t>(key[41]), kSearchWorkspace);
-    if (wsBytes < want) return Napi::Number::New(env, static_cast<double>(want));
-    s = dnn.cudnnSetStream(h, ptr(49));
-    if (s != CUDNN_STATUS_SUCCESS) return Throw(env, s, "cudnnSetStream");
-    std::array<AlgoPerf, 16> perf{};
-    int found = 0;
-    s = fwd ? dnn.cudnnFindConvolutionForwardAlgorithmEx(h, p.x, ptr(44), p.w, ptr(45), p.conv, p.y, ptr(46), 16, &found, perf.data(), ptr(47), wsBytes)
-            : dnn.cudnnFindConvolutionBackwardDataAlgorithmEx(h, p.w, ptr(45), p.x, ptr(44), p.conv, p.y, ptr(46), 16, &found, perf.data(), ptr(47), wsBytes);
-    p.searched = true;  // measured or not, once: a failed search keeps the heuristics' choice
-    const bool exactF32 = key[3] == 0 && key[2] == CUDNN_DATA_FLOAT;
-    for (int i = 0; s == CUDNN_STATUS_SUCCESS && i < found; i++) {  // sorted by time: the fastest that fits
-      const AlgoPerf& r = perf[static_cast<size_t>(i)];
-      if (r.status != CUDNN_STATUS_SUCCESS || r.memory > wsBytes) continue;
-      if (exactF32 && (r.mathType == CUDNN_TENSOR_OP_MATH || r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)) continue;
-      if (dnn.cudnnSetConvolutionMathType(p.conv, r.mathType) != CUDNN_STATUS_SUCCESS) continue;
-      p.algo = r.algo;
-      p.mathType = r.mathType;
-      p.workspace = std::max(r.memory, RequiredWorkspace(p, h, static_cast<int>(key[0])));
-      break;
+  while (!p.declined) {
+    const Outcome o = p.graph ? RunGraph(p.g, p.pr, h, b) : RunLegacy(p.legacy, p.pr, h, b);
+    if (o.kind == Outcome::kRan) return Napi::Number::New(env, 0);
+    if (o.kind == Outcome::kNeedWorkspace) return Napi::Number::New(env, static_cast<double>(o.bytes));
+    if (o.kind == Outcome::kError) return Throw(env, o.status, o.what);
+    // refused at launch (nothing ran): a graph plan moves to the legacy API, a legacy one declines the key for good
+    if (p.graph) {
+      if (ToLegacy(p, h, o.what)) continue;
+    } else {
+      p.reason = Join(p.graphWhy, o.what);
+      p.declined = true;
     }
-    dnn.cudnnSetConvolutionMathType(p.conv, p.mathType);
+    Release(p);
   }
-  if (p.workspace > wsBytes) return Napi::Number::New(env, static_cast<double>(p.workspace));
-  s = dnn.cudnnSetStream(h, ptr(49));
-  if (s != CUDNN_STATUS_SUCCESS) return Throw(env, s, "cudnnSetStream");
-  const float one = 1.f, zero = 0.f;  // scaling factors are float for f32 / f16 / bf16 data
-  s = fwd ? dnn.cudnnConvolutionForward(h, &one, p.x, ptr(44), p.w, ptr(45), p.conv, p.algo, ptr(47), p.workspace, &zero, p.y, ptr(46))
-          : dnn.cudnnConvolutionBackwardData(h, &one, p.w, ptr(45), p.x, ptr(44), p.conv, p.algo, ptr(47), p.workspace, &zero, p.y, ptr(46));
-  const char* fn = fwd ? "cudnnConvolutionForward" : "cudnnConvolutionBackwardData";
-  if (s / 1000 == CUDNN_STATUS_NOT_SUPPORTED / 1000) {
-    // an algorithm the heuristics offered but the engine refuses at launch (nothing ran): decline the key for good
-    declineReason = std::string(fn) + ": " + StatusName(s) + (LastError().empty() ? "" : " (" + LastError() + ")");
-    DestroyPlan(p);
-    p.declined = true;
-    return Napi::Number::New(env, -1);
-  }
-  if (s != CUDNN_STATUS_SUCCESS) return Throw(env, s, fn);
-  return Napi::Number::New(env, 0);
+  declineReason = p.reason;
+  return Napi::Number::New(env, -1);
 }
 
 Napi::Value DeclineReason(const Napi::CallbackInfo& info) { return Napi::String::New(info.Env(), declineReason); }
-// The plan of the last key cudnnConv ran or declined: what a benchmark reports beside its time.
+
+// The plan of the last key cudnnConv ran or declined: which API and engine, what a benchmark reports beside its time.
 Napi::Value LastPlan(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  Napi::Object o = Napi::Object::New(env);
   if (!lastPlan) return env.Null();
-  o.Set("algo", lastPlan->algo);
-  o.Set("mathType", lastPlan->mathType);
-  o.Set("workspace", static_cast<double>(lastPlan->workspace));
-  o.Set("searched", lastPlan->searched);
-  o.Set("declined", lastPlan->declined);
+  const Plan& p = *lastPlan;
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("api", p.declined ? env.Null() : Napi::Value(Napi::String::New(env, p.graph ? "graph" : "legacy")));
+  const EngineConfig* c = p.graph ? CurrentConfig(p.g) : nullptr;
+  o.Set("engine", static_cast<double>(c ? c->engine : -1));
+  o.Set("engineName", c ? c->tag : p.declined ? std::string() : std::string(LegacyAlgoName(p.pr.transposed, p.legacy.algo)));
+  o.Set("algo", p.graph || p.declined ? -1 : p.legacy.algo);
+  o.Set("mathType", p.graph || p.declined ? -1 : p.legacy.mathType);
+  o.Set("workspace", static_cast<double>(p.graph ? p.g.current.workspace : p.legacy.workspace));
+  o.Set("searched", p.graph ? p.g.searched : p.legacy.searched);
+  o.Set("timedPlans", p.graph ? p.g.timedPlans : 0);
+  o.Set("measuredMs", static_cast<double>(p.graph ? p.g.current.ms : -1.f));
+  o.Set("engineConfigs", static_cast<double>(p.g.configs.size()));
+  o.Set("graphDeclined", p.graphWhy);
+  o.Set("note", p.graph ? (p.g.searchNote.empty() ? p.g.skipped : p.g.searchNote) : std::string());
+  o.Set("declined", p.declined);
   return o;
 }
-Napi::Value PlanCount(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(plans.size())); }
+Napi::Value PlanCount(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(Plans().size())); }
 Napi::Value ClearPlans(const Napi::CallbackInfo& info) {
-  for (auto& kv : plans) DestroyPlan(kv.second);
-  plans.clear();
+  for (auto& kv : Plans()) Release(kv.second);
+  Plans().clear();
   lastPlan = nullptr;
   return info.Env().Undefined();
 }

@@ -46,7 +46,7 @@ function setup(cudnn: CudnnState, answers: number[] = []) {
 }
 
 const ABSENT: CudnnState = { ok: false, reason: 'cuDNN not found: tried libcudnn.so.9 (cannot open shared object file)' };
-const PRESENT: CudnnState = { ok: true, path: '/x/libcudnn.so.9', version: '9.10.2' };
+const PRESENT: CudnnState = { ok: true, path: '/x/libcudnn.so.9', version: '9.10.2', apis: ['graph', 'legacy'] };
 
 describe('conv without cuDNN: the implicit-GEMM fallback', () => {
   it('conv2d NCHW bf16 + bias: one fused launch, geometry and strides in order, a 64 x 64 tile grid a group', () => {
@@ -142,6 +142,17 @@ describe('conv with cuDNN', () => {
     rt.capturing = true;
     run();
     expect(calls.map((p) => p[42])).toEqual([0, 1, 0]);
+  });
+
+  it("cudnnApi picks the cuDNN API per call (graph then legacy by default, or one of them only)", () => {
+    const { f, conv, calls } = setup(PRESENT);
+    const run = () => conv.run(2, false, f.t([1, 4, 5, 5], 'f16'), f.t([4, 4, 3, 3], 'f16'), null, [1, 4, 5, 5], A);
+    run();
+    conv.cudnnApi = 'graph';
+    run();
+    conv.cudnnApi = 'legacy';
+    run();
+    expect(calls.map((p) => p[43])).toEqual([0, 1, 2]);
   });
 
   it('a declined shape and asymmetric padding run on the fallback; the forced fallback never calls cuDNN', () => {

@@ -1,6 +1,9 @@
 /**
  * The CUDA conv ops: cuDNN where it is present and takes the shape, else (or when told to) the implicit-GEMM fallback.
  *
+ * - cuDNN through its backend (graph) API as PyTorch (an operation graph, heuristics' engine configs, an execution
+ *   plan per shape key), the legacy API where the graph API is missing or no engine takes the shape (native/cudnn.cc).
+ *
  * - Layout as PyTorch's cuDNN path: the output (and what cuDNN reads) is channels-last when the batched 2-d / 3-d input
  *   or the weight is, else contiguous; an operand in another layout is copied for cuDNN (the fallback reads any strides).
  * - f32: TF32 tensor cores allowed by default, as torch.backends.cudnn.allow_tf32 (True by default, unlike matmul's
@@ -9,8 +12,8 @@
  * - Bias: after cuDNN, an in-place add over the output (PyTorch adds it in a second kernel too); fused in the fallback.
  * - `library`: 'auto' (cuDNN, else the fallback), 'cudnn' (throw if cuDNN cannot), 'fallback' (never cuDNN): the
  *   switch tests and benchmarks use to measure the fallback where cuDNN exists.
- * The hot path fills one reused geometry and one parameter block; descriptors and the algorithm are cached per shape
- * key in the addon, generated kernels per variant.
+ * The hot path fills one reused geometry and one parameter block; plans are cached per shape key in the addon,
+ * generated kernels per variant.
  */
 import { Tensor } from '@fastkernels/core';
 import type { DeviceBlock } from '../../allocator.js';
@@ -18,7 +21,7 @@ import { captureHooks, type CudaRuntime } from '../../runtime.js';
 import { addr } from '../elementwise.js';
 import type { GenKernelCache } from '../gen-cache.js';
 import { cudnnAddon, cudnnState, loadCudnn, type CudnnState } from './cudnn-library.js';
-import { CUDNN_PARAM_COUNT, fillCudnnParams, setCudnnPointers } from './cudnn-params.js';
+import { CUDNN_PARAM_COUNT, fillCudnnParams, setCudnnPointers, type CudnnApi } from './cudnn-params.js';
 import { ConvLaunches } from './fallback.js';
 import type { ConvDType } from './implicit-gemm-source.js';
 import { ConvGeometry, convFormat, cudnnEligible, fallbackEligible, fillGeometry, fromChannelsLastOrder, isChannelsLast, isContiguous, toChannelsLastOrder, type ConvAttrsIn, type ConvFormat, type Nd } from './plan.js';
@@ -34,11 +37,14 @@ export class ConvKernels {
   /** f32 convs through cuDNN may use TF32 tensor cores (PyTorch's default for cuDNN convs). */
   allowTf32 = true;
   /**
-   * How cuDNN's algorithm is chosen per shape: 'heuristic' takes the legacy heuristics' first (torch's default with
-   * cudnn.benchmark off), 'benchmark' measures the candidates on the shape's first call (cudnn.benchmark = True: what
-   * fixed-shape vision inference runs). A call inside a graph capture always takes the heuristics' choice.
+   * How cuDNN's engine is chosen per shape: 'heuristic' takes the first engine config of the heuristics that finalises
+   * (torch's default with cudnn.benchmark off), 'benchmark' times the first few plans on the shape's first call and
+   * keeps the fastest (cudnn.benchmark = True: what fixed-shape vision inference runs). A call inside a graph capture
+   * always takes the heuristics' choice.
    */
   algoSearch: 'heuristic' | 'benchmark' = 'heuristic';
+  /** Which cuDNN API: 'auto' (graph, legacy where the graph API declines), 'graph' or 'legacy' only (A/B and tests). */
+  cudnnApi: CudnnApi = 'auto';
   /** Which implementation the last call took (tests check it). */
   lastPath: 'cudnn' | 'fallback' | undefined;
   /** Calls cuDNN declined (they ran on the fallback) and the last reason it gave. */
@@ -114,7 +120,7 @@ export class ConvKernels {
     this.usedCudnn = true;
     let block = this.workspace(rt, 0);
     const tensorOps = dtype !== 'f32' || this.allowTf32;
-    const p = fillCudnnParams(this.params, g, format, dtype, tensorOps, rt.device, xs, y, this.algoSearch === 'benchmark' && !rt.capturing);
+    const p = fillCudnnParams(this.params, g, format, dtype, tensorOps, rt.device, xs, y, this.algoSearch === 'benchmark' && !rt.capturing, this.cudnnApi);
     setCudnnPointers(p, addr(xs), addr(ws), addr(y), block?.ptr ?? 0, block?.requested ?? 0, rt.stream);
     let r = api.cudnnConv(p);
     if (r > 0) {

@@ -20,12 +20,21 @@ describe('cuDNN loading', () => {
   afterEach(() => resetCudnnState());
 
   it('found: the version decoded, the file kept; loaded once per process', () => {
-    const a = fakeAddon({ ok: true, path: '/w/nvidia/cudnn/lib/libcudnn.so.9', version: 91002, tried: [] });
-    expect(loadCudnn(a, NONE)).toEqual({ ok: true, path: '/w/nvidia/cudnn/lib/libcudnn.so.9', version: '9.10.2' });
+    const a = fakeAddon({ ok: true, path: '/w/nvidia/cudnn/lib/libcudnn.so.9', version: 91002, apis: ['graph', 'legacy'], tried: [] });
+    expect(loadCudnn(a, NONE)).toEqual({ ok: true, path: '/w/nvidia/cudnn/lib/libcudnn.so.9', version: '9.10.2', apis: ['graph', 'legacy'] });
     loadCudnn(a, NONE);
     expect(a.loads).toHaveLength(1);
     expect(a.loads[0]).toEqual([['libcudnn.so.9'], [[]]]);
-    expect(cudnnVersionEntries(cudnnState()!)).toEqual({ cudnn: '9.10.2', libcudnn: '/w/nvidia/cudnn/lib/libcudnn.so.9' });
+    expect(cudnnVersionEntries(cudnnState()!)).toEqual({ cudnn: '9.10.2', libcudnn: '/w/nvidia/cudnn/lib/libcudnn.so.9', cudnnConvApi: 'graph (legacy fallback)' });
+  });
+
+  it('the conv API doctor names: graph, graph only, or legacy (no backend API, or an addon that does not report it)', () => {
+    const entry = (apis?: string[]) => {
+      resetCudnnState();
+      const s = loadCudnn(fakeAddon({ ok: true, path: '/l/libcudnn.so.9', version: 90600, tried: [], ...(apis ? { apis } : {}) }), NONE);
+      return cudnnVersionEntries(s).cudnnConvApi;
+    };
+    expect([entry(['graph']), entry(['legacy']), entry()]).toEqual(['graph', 'legacy (no backend API)', 'legacy (no backend API)']);
   });
 
   it('absent: doctor prints what was tried and that convs use the fallback', () => {

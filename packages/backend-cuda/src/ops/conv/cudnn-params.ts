@@ -1,7 +1,8 @@
 /**
  * The parameter block native cudnnConv reads (layout: native/cudnn.cc), written into one reused Float64Array: the
- * first CUDNN_KEY_LEN entries are the plan key (descriptors and algorithm are cached per key in the addon), the rest
- * the pointers and the stream of this call.
+ * first CUDNN_KEY_LEN entries are the plan key (the graph API's execution plan, or the legacy descriptors and
+ * algorithm, are cached per key in the addon, which adds the pointers' alignment to it), the rest the pointers and the
+ * stream of this call.
  */
 import type { ConvFormat, ConvGeometry } from './plan.js';
 import { strides5 } from './plan.js';
@@ -13,6 +14,12 @@ export const CUDNN_PARAM_COUNT = 50;
 export const CUDNN_DATA: Readonly<Record<ConvDType, number>> = { f32: 0, f16: 2, bf16: 9 };
 /** Most workspace an algorithm may ask for; the heuristics' next choice is taken above it. */
 export const CUDNN_WORKSPACE_LIMIT = 256 * 1024 * 1024;
+/**
+ * Which cuDNN API runs the conv: 'auto' the backend (graph) API, the legacy API where the graph API is missing or no
+ * engine takes the shape; 'graph' / 'legacy' only that one (the other's refusal declines the call to the fallback).
+ */
+export type CudnnApi = 'auto' | 'graph' | 'legacy';
+export const CUDNN_API: Readonly<Record<CudnnApi, number>> = { auto: 0, graph: 1, legacy: 2 };
 
 export interface TensorView {
   readonly shape: readonly number[];
@@ -37,10 +44,11 @@ function putTensor(p: Float64Array, dimAt: number, strideAt: number, g: ConvGeom
 }
 
 /**
- * Fill the key part of `p` for a conv (mode 0: cudnnConvolutionForward) or conv_transpose (mode 1:
- * cudnnConvolutionBackwardData with x as dy and y as dx). x, w and y must already be in `format` (w packed: KCRS or
- * KRSC). The pointers follow with setCudnnPointers. `search`: the key's algorithm is measured on its first call (what
- * torch.backends.cudnn.benchmark does) rather than taken from the heuristics; never while a graph is being captured.
+ * Fill the key part of `p` for a conv (mode 0: the forward convolution) or conv_transpose (mode 1: the backward-data
+ * convolution with x as dy and y as dx). x, w and y must already be in `format` (w packed: KCRS or KRSC). The
+ * pointers follow with setCudnnPointers. `search`: the key's engine (or legacy algorithm) is measured on its first
+ * call (what torch.backends.cudnn.benchmark does) rather than taken from the heuristics; never while a graph is being
+ * captured. `api`: which cuDNN API may run it.
  */
 export function fillCudnnParams(
   p: Float64Array,
@@ -52,6 +60,7 @@ export function fillCudnnParams(
   x: TensorView,
   y: TensorView,
   search = false,
+  api: CudnnApi = 'auto',
 ): Float64Array {
   p.fill(0, 0, CUDNN_KEY_LEN);
   const nb = g.nd === 3 ? 5 : 4;
@@ -75,7 +84,8 @@ export function fillCudnnParams(
     p[38 + i] = g.dil[s]!;
   }
   p[41] = CUDNN_WORKSPACE_LIMIT;
-  p[42] = search ? 1 : 0; // measure the candidate algorithms once (cudnnFind*AlgorithmEx) instead of the heuristics' first
+  p[42] = search ? 1 : 0; // measure the candidates once instead of taking the heuristics' first
+  p[43] = CUDNN_API[api];
   return p;
 }
 

@@ -1,6 +1,6 @@
 /** The conv planning without a GPU: geometry, memory format, strides, eligibility and the cuDNN parameter block. */
 import { describe, expect, it } from 'vitest';
-import { CUDNN_PARAM_COUNT, CUDNN_WORKSPACE_LIMIT, fillCudnnParams, setCudnnPointers } from './cudnn-params.js';
+import { CUDNN_PARAM_COUNT, CUDNN_WORKSPACE_LIMIT, fillCudnnParams, setCudnnPointers, type CudnnApi } from './cudnn-params.js';
 import { ConvGeometry, convFormat, cudnnEligible, fallbackEligible, fillGeometry, isChannelsLast, strides5 } from './plan.js';
 
 const A = (o: Partial<{ stride: number | number[]; padding: number | number[] | 'same' | 'valid'; dilation: number | number[]; groups: number }> = {}) => ({ stride: 1, padding: 0, dilation: 1, groups: 1, ...o });
@@ -96,7 +96,9 @@ describe('cuDNN parameter block (native/cudnn.cc layout)', () => {
     expect([...p.slice(32, 34), ...p.slice(35, 37), ...p.slice(38, 40)]).toEqual([1, 2, 2, 2, 1, 2]);
     expect(p[41]).toBe(CUDNN_WORKSPACE_LIMIT);
     expect(p[42]).toBe(0); // heuristics unless asked to measure
-    expect(fillCudnnParams(new Float64Array(CUDNN_PARAM_COUNT), g, 'channels_last', 'f16', true, 0, { shape: [2, 8, 20, 30], strides: cl([2, 8, 20, 30]) }, { shape: [2, 16, 9, 13], strides: cl([2, 16, 9, 13]) }, true)[42]).toBe(1);
+    expect(p[43]).toBe(0); // graph API, legacy where it declines
+    const again = (search: boolean, api: CudnnApi) => fillCudnnParams(new Float64Array(CUDNN_PARAM_COUNT), g, 'channels_last', 'f16', true, 0, { shape: [2, 8, 20, 30], strides: cl([2, 8, 20, 30]) }, { shape: [2, 16, 9, 13], strides: cl([2, 16, 9, 13]) }, search, api);
+    expect([again(true, 'auto')[42], again(false, 'graph')[43], again(false, 'legacy')[43]]).toEqual([1, 1, 2]);
     expect([...p.slice(44, 50)]).toEqual([100, 200, 300, 400, 500, 600]);
   });
 
