@@ -18,8 +18,10 @@ namespace {
 
 // Unique ids of the graph's tensors, as PyTorch names them.
 constexpr int64_t kUidX = 'x', kUidW = 'w', kUidY = 'y';
-constexpr int kMaxNotes = 32;   // numerical notes read from an engine (cuDNN 9.6 has 10 kinds)
-constexpr int kMaxKnobs = 64;   // knob choices read from an engine config (cuDNN 9.6 has 37 kinds)
+// Numerical notes / knob choices read from an engine (config): room for more kinds than cuDNN 9.6 has (10 / 37),
+// asked again with 9.6's counts where a cuDNN refuses the larger request.
+constexpr int kMaxNotes = 32, kNotes96 = 10;
+constexpr int kMaxKnobs = 64, kKnobs96 = 37;
 // A benchmark search times this many plans at most (torch.backends.cudnn.benchmark_limit's default), each candidate
 // other than the heuristics' choice only if its workspace is within kSearchWorkspace.
 constexpr size_t kBenchmarkPlans = 10;
@@ -217,7 +219,8 @@ bool Inspect(const Desc& cfg, int64_t* engineId, std::vector<int>* notes, std::s
   FK_GET(st, e, "engine", CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, engineId);
   int raw[kMaxNotes];
   int64_t nNotes = 0;
-  FK_GET(st, e, "engine", CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, kMaxNotes, &nNotes, raw);
+  if (st.ok() && dnn.cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, kMaxNotes, &nNotes, raw) != CUDNN_STATUS_SUCCESS)
+    FK_GET(st, e, "engine", CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, kNotes96, &nNotes, raw);
   if (!st.ok()) {
     *why = st.Why();
     return false;
@@ -233,7 +236,8 @@ bool Inspect(const Desc& cfg, int64_t* engineId, std::vector<int>* notes, std::s
     kraw.push_back(knobs.back().get());
   }
   int64_t nKnobs = 0;
-  FK_GET(ks, cfg.get(), "engine config", CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, kMaxKnobs, &nKnobs, kraw.data());
+  if (ks.ok() && dnn.cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, kMaxKnobs, &nKnobs, kraw.data()) != CUDNN_STATUS_SUCCESS)
+    FK_GET(ks, cfg.get(), "engine config", CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, kKnobs96, &nKnobs, kraw.data());
   std::string knobTag;
   for (int64_t i = 0; ks.ok() && i < std::min<int64_t>(nKnobs, kMaxKnobs); i++) {
     int type = 0;

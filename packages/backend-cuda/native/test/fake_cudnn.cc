@@ -6,6 +6,7 @@
 //                       flags: f plan finalize fails, x execute refuses, i instant list only, b fallback list only)
 //   FAKE_CUDNN_FAIL     "set:<attr>" or "finalize:<descriptor type>": that call fails with BAD_PARAM
 //   FAKE_CUDNN_LOG      the log file (appended)
+//   FAKE_CUDNN_STRICT_COUNTS  refuse requests for more numerical notes / knob choices than cuDNN 9.6 has kinds
 // Build with -DFAKE_NO_GRAPH or -DFAKE_NO_LEGACY to leave an API's symbols out.
 #include <cstdint>
 #include <cstdio>
@@ -304,11 +305,13 @@ cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t p, int name, int
       return 0;
     case CUDNN_ATTR_ENGINE_NUMERICAL_NOTE:
       if (d->kind != CUDNN_BACKEND_ENGINE_DESCRIPTOR || type != CUDNN_TYPE_NUMERICAL_NOTE) return BAD_PARAM;
+      if (getenv("FAKE_CUDNN_STRICT_COUNTS") && n > 10) return BAD_PARAM;
       *got = std::min<int64_t>(n, static_cast<int64_t>(e.notes.size()));
       for (int64_t i = 0; i < *got; i++) static_cast<int*>(v)[i] = e.notes[static_cast<size_t>(i)];
       return 0;
     case CUDNN_ATTR_ENGINECFG_KNOB_CHOICES: {  // two knobs: tile size id % 7, stages 3
       if (d->kind != CUDNN_BACKEND_ENGINECFG_DESCRIPTOR || type != CUDNN_TYPE_BACKEND_DESCRIPTOR) return BAD_PARAM;
+      if (getenv("FAKE_CUDNN_STRICT_COUNTS") && n > 37) return BAD_PARAM;
       *got = std::min<int64_t>(n, 2);
       for (int64_t i = 0; i < *got; i++) {
         D* k = static_cast<D**>(v)[i];

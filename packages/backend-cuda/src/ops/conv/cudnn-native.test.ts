@@ -93,7 +93,7 @@ for (const s of cfg) {
 console.log(JSON.stringify({ load, out }));
 `;
 
-function drive(steps: Step[], opts: { engines?: string; fail?: string; lib?: keyof typeof libs } = {}) {
+function drive(steps: Step[], opts: { engines?: string; fail?: string; lib?: keyof typeof libs; strictCounts?: boolean } = {}) {
   const log = join(dir, `log-${Math.random().toString(36).slice(2)}.jsonl`);
   const env = {
     ...process.env,
@@ -103,6 +103,7 @@ function drive(steps: Step[], opts: { engines?: string; fail?: string; lib?: key
     FAKE_CUDNN_LOG: log,
     FAKE_CUDNN_ENGINES: opts.engines ?? '1//0/',
     ...(opts.fail ? { FAKE_CUDNN_FAIL: opts.fail } : {}),
+    ...(opts.strictCounts ? { FAKE_CUDNN_STRICT_COUNTS: '1' } : {}),
   };
   const stdout = execFileSync(process.execPath, ['--input-type=module', '-e', DRIVER], { env, encoding: 'utf8' });
   const res = JSON.parse(stdout) as { load: { ok: boolean; apis?: string[] }; out: StepResult[] };
@@ -188,6 +189,9 @@ describe.skipIf(skip)(`cuDNN in the addon against a fake libcudnn${skip ? ` (ski
     const { out } = drive([{ params: params({ ...f32, tensorOps: false }) }, { params: params({ ...f32, tensorOps: true }) }], { engines: '3/t/0/,4//0/' });
     expect(out.map((o) => [o.r, o.plan!.engine])).toEqual([[0, 4], [0, 3]]);
     expect(out[0]!.plan!.note).toMatch(/1 config\(s\) left out.*TF32 with allowTf32 off/);
+    // a cuDNN that refuses larger note / knob requests than its kinds: asked again with 9.6's counts
+    const strict = drive([{ params: params({ ...f32, tensorOps: false }) }], { engines: '3/t/0/,4//0/', strictCounts: true });
+    expect(strict.out[0]!.plan).toMatchObject({ engine: 4, engineName: 'eng4_k2=4_k14=3' });
   });
 
   it('unit dims get the strides a packed tensor has there (as torch fixSizeOneDimStride); conv1d runs as [N, C, 1, L]', () => {
