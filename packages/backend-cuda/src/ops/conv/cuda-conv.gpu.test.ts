@@ -2,14 +2,16 @@
  * conv1d / conv2d / conv3d and conv_transpose on CUDA vs the float64 CPU backend, through the op registry: stride,
  * padding (incl. 'same' with an even kernel: asymmetric, so the fallback even where cuDNN exists), dilation, groups
  * incl. depthwise, bias, NCHW / channels-last / non-contiguous inputs, unbatched, bf16 / f16 / f32; every case on
- * cuDNN (where the GPU host has it) and on the implicit-GEMM fallback forced with `conv.library = 'fallback'`.
+ * cuDNN's graph API (which must take it), on cuDNN's legacy API, and on the implicit-GEMM fallback forced with
+ * `conv.library = 'fallback'`; then TF32, the benchmark search, an operand off 16 bytes and a CUDA graph capture.
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { Tensor, callOp, type DType, type Tolerance } from '@fastkernels/core';
 import { G, expectClose, gpu, toGpu, tolOf } from '../../../test/spine-helpers.js';
 import { rand } from '../../../test/ops-helpers.js';
 import type { ConvLibrary } from './conv-kernels.js';
-import { cudnnState } from './cudnn-library.js';
+import { cudnnAddon, cudnnState, type CudnnPlanInfo } from './cudnn-library.js';
+import type { CudnnApi } from './cudnn-params.js';
 
 const GT = { ...G, timeout: 600_000 };
 const DTYPES: DType[] = ['bf16', 'f16', 'f32'];
@@ -33,6 +35,15 @@ interface Case {
 
 /** Calls cuDNN declined in 'auto' mode (they ran on the fallback and were checked there); printed at the end. */
 const declines: string[] = [];
+/** The graph engine each case ran on (printed at the end: what a benchmark or a regression hunt wants to know). */
+const engines = new Map<string, string>();
+
+/** Whether the loaded cuDNN has the backend (graph) API: then every case cuDNN can take must run on it. */
+const graphApi = () => {
+  const s = cudnnState();
+  return !!s?.ok && s.apis.includes('graph');
+};
+const lastPlan = (): CudnnPlanInfo | null => cudnnAddon(gpu().runtime.addon).cudnnLastPlan();
 
 /** A [N, C, *sp] view whose memory is channels-last (as x.contiguous(memory_format=torch.channels_last)). */
 const channelsLast: View = (t) => {
@@ -104,9 +115,13 @@ function randomCases(seed: number, count: number): Case[] {
 
 const CASES = [...FIXED, ...randomCases(7, 10)];
 
-/** Both backends on the same values and views; CUDA must take its registered kernel on the expected path. */
-function check(c: Case, dtype: DType, library: ConvLibrary, tol: Tolerance, seed: number): void {
+/**
+ * Both backends on the same values and views; CUDA must take its registered kernel on the expected path. `api`: the
+ * cuDNN API asked for ('graph' must take every case cuDNN can, where the loaded cuDNN has it).
+ */
+function check(c: Case, dtype: DType, library: ConvLibrary, tol: Tolerance, seed: number, api: CudnnApi = 'auto'): void {
   const conv = gpu().generatedOps.conv;
+  conv.cudnnApi = api;
   const owned: Tensor[] = [];
   const keep = <T extends Tensor>(t: T) => (owned.push(t), t);
   try {
@@ -120,10 +135,17 @@ function check(c: Case, dtype: DType, library: ConvLibrary, tol: Tolerance, seed
     const gpuIn = [view(keep(toGpu(xs)), c.xView), view(keep(toGpu(ws)), c.wView), bs && keep(toGpu(bs))];
     const want = keep(callOp(c.op, cpuIn, c.attrs)[0]!);
     const got = keep(callOp(c.op, gpuIn, c.attrs)[0]!);
-    const label = `${c.label} ${dtype} ${library}`;
+    const label = `${c.label} ${dtype} ${library}${library === 'fallback' ? '' : ` ${api}`}`;
     if (library === 'fallback' || c.fallbackOnly || !cudnnState()?.ok) expect(conv.lastPath, `${label}: path`).toBe('fallback');
-    else if (library === 'cudnn' || (c.cudnnMust && dtype !== 'f32')) expect(conv.lastPath, `${label}: path (${conv.lastDeclineReason})`).toBe('cudnn');
+    else if (api === 'graph' && graphApi()) {
+      // the point of the graph path: every shape cuDNN can take runs on one of its engines
+      expect(conv.lastPath, `${label}: path (${conv.lastDeclineReason})`).toBe('cudnn');
+      const plan = lastPlan();
+      expect(plan?.api, `${label}: API (${plan?.graphDeclined})`).toBe('graph');
+      engines.set(label, plan!.engineName);
+    } else if (library === 'cudnn' || (c.cudnnMust && dtype !== 'f32')) expect(conv.lastPath, `${label}: path (${conv.lastDeclineReason})`).toBe('cudnn');
     else if (conv.lastPath !== 'cudnn') declines.push(`${label}: ${conv.lastDeclineReason}`); // reported, not failed: cuDNN may refuse a corner
+    if (api === 'legacy' && conv.lastPath === 'cudnn') expect(lastPlan()?.api, `${label}: API`).toBe('legacy');
     expect(got.shape, `${label}: shape`).toEqual(want.shape);
     expectClose(got, want, tol, label);
   } finally {
@@ -134,33 +156,90 @@ function check(c: Case, dtype: DType, library: ConvLibrary, tol: Tolerance, seed
 describe('CUDA convs vs the float64 CPU backend', () => {
   afterAll(() => {
     if (declines.length) console.log(`cuDNN declined ${declines.length} call(s) in 'auto' (run and checked on the fallback):\n  ${declines.join('\n  ')}`);
+    if (engines.size) console.log(`graph engines:\n  ${[...engines].map(([k, v]) => `${k}: ${v}`).join('\n  ')}`);
     const conv = gpu().generatedOps.conv;
     conv.library = 'auto';
+    conv.cudnnApi = 'auto';
+    conv.algoSearch = 'heuristic';
     conv.allowTf32 = true;
   });
 
-  for (const library of ['auto', 'fallback'] as ConvLibrary[]) {
+  const PATHS: { library: ConvLibrary; api: CudnnApi; name: string }[] = [
+    { library: 'auto', api: 'graph', name: "cuDNN's graph API (where present)" },
+    { library: 'auto', api: 'legacy', name: "cuDNN's legacy API (where present)" },
+    { library: 'fallback', api: 'auto', name: 'forced implicit-GEMM fallback' },
+  ];
+  for (const { library, api, name } of PATHS) {
     for (const dtype of DTYPES) {
-      it(`${library === 'auto' ? 'cuDNN (where present)' : 'forced implicit-GEMM fallback'}, ${dtype}: ${CASES.length} shapes`, GT, () => {
+      it(`${name}, ${dtype}: ${CASES.length} shapes`, GT, () => {
         const conv = gpu().generatedOps.conv;
         conv.library = library;
-        conv.allowTf32 = false; // exact f32 here; TF32 below
-        CASES.forEach((c, i) => check(c, dtype, library, tolOf(dtype), 100 * i + 1));
+        conv.allowTf32 = false; // exact f32 here (tensor-core engines left out); TF32 below
+        CASES.forEach((c, i) => check(c, dtype, library, tolOf(dtype), 100 * i + 1, api));
       });
     }
   }
 
-  it('f32 with TF32 (PyTorch\'s default for cuDNN convs) stays within 1e-2 of float64', GT, () => {
+  it('f32 with TF32 (PyTorch\'s default for cuDNN convs) stays within 1e-2 of float64, on both APIs', GT, () => {
     const conv = gpu().generatedOps.conv;
     conv.library = 'auto';
     conv.allowTf32 = true;
-    for (const c of FIXED.slice(0, 7)) check(c, 'f32', 'auto', { atol: 1e-2, rtol: 1e-2 }, 5);
+    for (const api of ['graph', 'legacy'] as CudnnApi[]) for (const c of FIXED.slice(0, 7)) check(c, 'f32', 'auto', { atol: 1e-2, rtol: 1e-2 }, 5, api);
+  });
+
+  it("algoSearch 'benchmark' times graph plans on the first call and keeps one that matches float64", GT, () => {
+    const conv = gpu().generatedOps.conv;
+    conv.library = 'auto';
+    conv.allowTf32 = false;
+    conv.algoSearch = 'benchmark';
+    try {
+      for (const c of [...FIXED.slice(0, 7).filter((k) => k.cudnnMust || k.label.startsWith('depthwise')), FIXED.find((k) => k.op === 'conv_transpose2d')!]) {
+        for (const dtype of ['f16', 'f32'] as DType[]) {
+          check(c, dtype, 'auto', tolOf(dtype), 11, 'graph');
+          if (!graphApi()) continue;
+          const plan = lastPlan()!;
+          expect(plan.searched, `${c.label} ${dtype}: searched`).toBe(true);
+          expect(plan.timedPlans, `${c.label} ${dtype}: plans timed (${plan.note})`).toBeGreaterThan(0);
+          expect(plan.measuredMs).toBeGreaterThan(0);
+          check(c, dtype, 'auto', tolOf(dtype), 12, 'graph'); // the kept plan, from the cache
+        }
+      }
+    } finally {
+      conv.algoSearch = 'heuristic';
+    }
+  });
+
+  it('an input off 16 bytes (a view one element into its storage) runs on a graph plan of its own alignment', GT, () => {
+    const conv = gpu().generatedOps.conv;
+    conv.library = 'auto';
+    for (const dtype of ['f16', 'f32'] as DType[]) {
+      const shape = [2, 16, 9, 9];
+      const n = shape.reduce((a, b) => a * b, 1);
+      const flat = rand([n + 1], dtype, 41);
+      const w = rand([8, 16, 3, 3], dtype, 42, { scale: 1 / 12 });
+      const x = flat.narrow(0, 1, n).view(shape);
+      const gx = toGpu(flat);
+      const gxv = gx.narrow(0, 1, n).view(shape);
+      const gw = toGpu(w);
+      try {
+        const want = callOp('conv2d', [x, w, null], { padding: 1 })[0]!;
+        const got = callOp('conv2d', [gxv, gw, null], { padding: 1 })[0]!;
+        expect(conv.lastPath).toBe(cudnnState()?.ok ? 'cudnn' : 'fallback');
+        if (graphApi()) expect(lastPlan()?.api, `${dtype}: ${lastPlan()?.graphDeclined}`).toBe('graph');
+        expectClose(got, want, tolOf(dtype), `misaligned ${dtype}`);
+        want.dispose();
+        got.dispose();
+      } finally {
+        for (const t of [gxv, gx, gw, x, flat, w]) t.dispose();
+      }
+    }
   });
 
   it('captures into a CUDA graph (handle and workspace made before capture) and replays as eager ran', GT, () => {
     const b = gpu();
     const conv = b.generatedOps.conv;
     const rt = b.runtime;
+    conv.cudnnApi = 'auto';
     for (const library of ['auto', 'fallback'] as ConvLibrary[]) {
       conv.library = library;
       const xh = rand([2, 32, 20, 20], 'f16', 31);
@@ -179,6 +258,7 @@ describe('CUDA convs vs the float64 CPU backend', () => {
       g.replay();
       expect(out!.toFloat64Array(), `${library}: replay`).toEqual(want);
       expect(conv.lastPath).toBe(library === 'fallback' || !cudnnState()?.ok ? 'fallback' : 'cudnn');
+      if (library === 'auto' && graphApi()) expect(lastPlan()?.api, 'captured plan API').toBe('graph');
       out!.dispose();
       g.destroy();
       for (const t of [eager, x, x0, xh, w, bias]) t.dispose();
