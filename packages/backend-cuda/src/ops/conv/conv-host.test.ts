@@ -123,6 +123,17 @@ describe('conv with cuDNN', () => {
     expect(l.source).toContain('#define FK_VEC 8');
   });
 
+  it('answers for more workspace again (the next plan wants more): grown each time until it runs; endless asking declines', () => {
+    const big = 64 * 1024 * 1024;
+    const { f, conv, calls, allocs } = setup(PRESENT, [1000, big, 0, big, big, big, big, big]);
+    const run = () => conv.run(2, false, f.t([1, 4, 5, 5], 'f16'), f.t([4, 4, 3, 3], 'f16'), null, [1, 4, 5, 5], A);
+    run();
+    expect([conv.lastPath, calls.length, calls[2]![48]]).toEqual(['cudnn', 3, big]);
+    expect(allocs).toEqual([32 * 1024 * 1024, big]);
+    run();
+    expect([conv.lastPath, calls.length, conv.lastDeclineReason]).toEqual(['fallback', 8, `cuDNN still asks for ${big} bytes of workspace after 4 rounds`]);
+  });
+
   it('f32 math: TF32 tensor ops by default (torch.backends.cudnn.allow_tf32), exact FMA with allowTf32 = false', () => {
     const { f, conv, calls } = setup(PRESENT);
     const run = () => conv.run(2, false, f.t([1, 4, 5, 5], 'f32'), f.t([4, 4, 3, 3], 'f32'), null, [1, 4, 5, 5], A);

@@ -123,12 +123,15 @@ export class ConvKernels {
     const p = fillCudnnParams(this.params, g, format, dtype, tensorOps, rt.device, xs, y, this.algoSearch === 'benchmark' && !rt.capturing, this.cudnnApi);
     setCudnnPointers(p, addr(xs), addr(ws), addr(y), block?.ptr ?? 0, block?.requested ?? 0, rt.stream);
     let r = api.cudnnConv(p);
-    if (r > 0) {
+    // a workspace answer (nothing ran): grow it and call again; a plan refused at launch can give way to one that
+    // wants more (the next engine config, the legacy API, a benchmark search), hence a few rounds
+    for (let round = 0; r > 0 && round < 4; round++) {
       block = this.workspace(rt, r);
       p[47] = block!.ptr;
       p[48] = block!.requested;
       r = api.cudnnConv(p);
     }
+    if (r > 0) return this.decline(`cuDNN still asks for ${r} bytes of workspace after 4 rounds`);
     if (r < 0) return this.decline(api.cudnnDeclineReason());
     if (bias) this.launches.biasAdd(g, dtype, format, bias, y);
     return true;
