@@ -2,6 +2,8 @@ import { UserError } from '@fastkernels/core';
 import yargs from 'yargs';
 import { InterruptedError, benchCommand } from './commands/bench.js';
 import { captureCommand } from './commands/capture.js';
+import { classifyCommand } from './commands/classify.js';
+import { detectCommand } from './commands/detect.js';
 import { doctorCommand } from './commands/doctor.js';
 import { e2eCommand } from './commands/e2e.js';
 import { embedCommand } from './commands/embed.js';
@@ -42,6 +44,8 @@ export function buildApp(argv: readonly string[], io: Io = processIo, name = 'fa
     .command(generateCommand(io, argv))
     .command(embedCommand(io))
     .command(generateImageCommand(io))
+    .command(detectCommand(io))
+    .command(classifyCommand(io))
     .command(initWeightsCommand(io))
     .command(e2eCommand(io, argv))
     .command(captureCommand(io))

@@ -2,6 +2,7 @@ import { existsSync, statSync } from 'node:fs';
 import { UserError, type DType } from '@fastkernels/core';
 import { baselineRegistry, modelRegistry, writeInitCheckpoint } from '@fastkernels/model-zoo';
 import type { Argv } from 'yargs';
+import { environment, selectBackend } from '../env.js';
 import { intFlag } from '../flags.js';
 import type { Io } from '../io.js';
 
@@ -11,6 +12,7 @@ export interface InitWeightsArgs {
   seed: number;
   dtype: string;
   tiled?: boolean;
+  backend?: string;
   json?: boolean;
 }
 
@@ -21,7 +23,10 @@ export function runInitWeights(argv: InitWeightsArgs, io: Io): void {
   const dtype = DTYPES[argv.dtype];
   if (!dtype) throw new UserError(`unknown dtype '${argv.dtype}'`, { field: '--dtype', fix: 'use bf16, f16 or f32' });
   if (existsSync(argv.out) && !statSync(argv.out).isDirectory()) throw new UserError(`${argv.out} exists and is not a folder`, { field: '--out' });
-  const r = writeInitCheckpoint(argv.config, argv.out, { seed, dtype, registry: baselineRegistry(), ...(argv.tiled ? { tiled: true } : {}) });
+  // vision models whose random weights need data statistics (YOLOv10's BatchNorms) are calibrated before writing,
+  // so the checkpoint runs like `--model` on config.json alone; other models never touch this backend
+  const calibrateOn = selectBackend(environment(), argv.backend ?? 'cpu');
+  const r = writeInitCheckpoint(argv.config, argv.out, { seed, dtype, registry: baselineRegistry(), calibrateOn, ...(argv.tiled ? { tiled: true } : {}) });
   if (argv.json) {
     io.out(JSON.stringify({ out: argv.out, files: r.files, tensors: r.tensors, bytes: r.bytes, seed, dtype, tiled: Boolean(argv.tiled), model_type: r.modelType }, null, 2) + '\n');
     return;
@@ -40,9 +45,11 @@ export function initWeightsCommand(io: Io) {
         .option('seed', { type: 'number', default: 0, describe: 'seed of the weights (generate on a folder with config.json alone uses 0)' })
         .option('dtype', { type: 'string', choices: Object.keys(DTYPES), default: 'bf16', describe: 'dtype of the written tensors' })
         .option('tiled', { type: 'boolean', default: false, describe: 'tile each tensor from three seeded pools of 4M values (the weights `--random-init device` draws): a Llama-3-8B checkpoint in about a minute instead of several; values repeat with that period' })
+        .option('backend', { type: 'string', default: 'cpu', describe: "where a vision model's random BatchNorm statistics are calibrated (YOLOv10: one forward over seeded noise images); cpu gives the same values everywhere" })
         .option('json', { type: 'boolean', describe: 'print what was written as JSON' })
         .example('$0 init-weights --config tiny/config.json --out /tmp/tiny --seed 1', 'a random tiny model to run generate on')
-        .example('$0 init-weights --config llama3-8b/config.json --out /data/l8b --tiled', 'a full-size random checkpoint fast (for timing and TP runs)'),
+        .example('$0 init-weights --config llama3-8b/config.json --out /data/l8b --tiled', 'a full-size random checkpoint fast (for timing and TP runs)')
+        .example('$0 init-weights --config packages/model-zoo/fixtures/tiny-yolov10/config.json --out /tmp/yolo --dtype f32', 'a random detector, BatchNorms calibrated, to run detect on'),
     handler: (argv: InitWeightsArgs) => runInitWeights(argv, io),
   };
 }

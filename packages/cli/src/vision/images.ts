@@ -58,7 +58,7 @@ export function readImage(file: string, flag = '--image'): RgbImage {
   try {
     bytes = readFileSync(file);
   } catch (e) {
-    throw new UserError(`cannot read ${file}: ${(e as Error).message}`, { field: flag });
+    throw new UserError(`cannot read ${file}: ${(e as Error).message}`, { field: flag, fix: 'check the path (a PNG or JPEG file)' });
   }
   try {
     if (isPng(bytes)) return pngToRgb(bytes);

@@ -19,7 +19,7 @@ export interface VisionModel extends Module {
   readonly imageSize: number;
   /** How images are turned into inputs (vision-preprocess.ts applies it). */
   readonly preprocess: ImagePreprocess;
-  /** Classifiers: class names by index (config.json's id2label), when known. */
+  /** Class names by index, when config.json has them (classifiers: id2label; detectors: ultralytics' names). */
   readonly labels?: readonly string[] | null;
   /** images [B, 3, S, S] (RGB in [0, 1]) -> the model's raw outputs (detectors: [B, 4 + nc, A]). */
   forward(images: Tensor): Tensor;

@@ -12,6 +12,7 @@
  *   max_det           detections kept by the NMS-free top-k postprocess                             default 300
  *   imgsz             square input size the model runs at (a multiple of 32)                         default 640
  *   torch_dtype       "float16" (production), "bfloat16" or "float32"                               optional
+ *   names             class names: a list, or {"0": "person", ...} as ultralytics' model.names; nc of them optional
  *   initializer_range one std for every seeded random weight (init-weights; not ultralytics')         optional
  *   initializer_gain  without initializer_range, random weights are per fan-in: N(0, (gain / sqrt(fan_in))^2), BN
  *                     statistics calibrated on noise images (calibrate.ts; not ultralytics')     default 1
@@ -40,6 +41,8 @@ export interface YOLOv10Config {
   /** One std for every random weight; null: per-fan-in init at initializerGain. */
   readonly initializerRange: number | null;
   readonly initializerGain: number;
+  /** Class names by id (config.json's names), when it has them; ultralytics names a class by its id otherwise. */
+  readonly names: readonly string[] | null;
 }
 
 /**
@@ -62,7 +65,18 @@ const Schema = z.looseObject({
   torch_dtype: z.enum(['float16', 'bfloat16', 'float32']).optional(),
   initializer_range: z.number().positive().max(1).optional(),
   initializer_gain: z.number().positive().max(10).default(YOLO_INIT_GAIN),
+  names: z.union([z.array(z.string()), z.record(z.string(), z.string())]).optional(),
 });
+
+/** config.json's names (a list, or a dict keyed by class id as ultralytics' model.names) as a list of nc names. */
+function classNames(names: readonly string[] | Record<string, string> | undefined, nc: number, file: string): string[] | null {
+  if (names === undefined) return null;
+  const list = Array.isArray(names) ? [...names] : Array.from({ length: Object.keys(names).length }, (_, i) => (names as Record<string, string>)[String(i)]);
+  const missing = list.findIndex((n) => n === undefined);
+  if (missing >= 0) throw new UserError(`invalid field names in ${file}: no name for class ${missing} (keys must be 0 to ${list.length - 1})`, { field: 'names', fix: 'key the names by class id from 0, or give a list' });
+  if (list.length !== nc) throw new UserError(`invalid field names in ${file}: ${list.length} names for nc ${nc} classes`, { field: 'names', fix: `give one name per class (${nc}), or drop names` });
+  return list as string[];
+}
 
 /** Parse a YOLOv10 config.json; a UserError naming the file and the field otherwise. */
 export function parseYOLOv10Config(raw: unknown, file = 'config.json'): YOLOv10Config {
@@ -85,6 +99,7 @@ export function parseYOLOv10Config(raw: unknown, file = 'config.json'): YOLOv10C
     dtype: c.torch_dtype ? DTYPES[c.torch_dtype]! : null,
     initializerRange: c.initializer_range ?? null,
     initializerGain: c.initializer_gain,
+    names: classNames(c.names, c.nc, file),
   };
 }
 

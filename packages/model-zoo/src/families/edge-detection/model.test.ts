@@ -43,6 +43,12 @@ describe('YOLOv10 through the model registry', () => {
     const e = userError(() => parseYOLOv10Config({ ...raw, imgsz: 100 }, 'c.json'));
     expect(e.message).toMatch(/invalid field imgsz in c\.json: must be a multiple of 32/);
     expect(userError(() => parseYOLOv10Config({ scale: 'q' }, 'c.json')).message).toMatch(/invalid field scale in c\.json/);
+    // names: a list or ultralytics' {id: name} dict, one per class
+    expect(cfg.names).toBeNull();
+    expect(parseYOLOv10Config({ ...raw, names: ['a', 'b', 'c', 'd'] }).names).toEqual(['a', 'b', 'c', 'd']);
+    expect(parseYOLOv10Config({ ...raw, names: { 1: 'b', 0: 'a', 3: 'd', 2: 'c' } }).names).toEqual(['a', 'b', 'c', 'd']);
+    expect(userError(() => parseYOLOv10Config({ ...raw, names: ['a'] }, 'c.json')).message).toMatch(/invalid field names in c\.json: 1 names for nc 4 classes/);
+    expect(userError(() => parseYOLOv10Config({ ...raw, names: { 0: 'a', 1: 'b', 2: 'c', 5: 'd' } }, 'c.json')).message).toMatch(/no name for class 3/);
   });
 
   it('yolov10n / s / m channels follow parse_model (width, max_channels, C2fCIB placement)', () => {

@@ -31,9 +31,12 @@ export class YOLOv10ForObjectDetection extends Module implements VisionModel {
   readonly imageSize: number;
   /** ultralytics' predictor: LetterBox(auto=False) with 114 gray borders, pixels / 255. */
   readonly preprocess: ImagePreprocess = { kind: 'letterbox', fill: 114 };
+  /** Class names (config.json's names), null when it has none. */
+  readonly labels: readonly string[] | null;
   constructor(readonly config: YOLOv10Config) {
     super();
     this.imageSize = config.imgsz;
+    this.labels = config.names;
     const layers = yolov10Layers(config);
     this.backbone = this.createModule('backbone', 'L3/yolov10_backbone', config);
     this.neck = this.createModule('neck', 'L3/yolov10_neck', config);
