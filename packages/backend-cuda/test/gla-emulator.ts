@@ -4,6 +4,11 @@
  * of the state, the double-buffered shared arrays, the xor-shuffle reductions over row groups, the per-warp partials)
  * phase by phase between the barriers, in float64. It checks the index math and the chunk algebra against the float64
  * CPU backend where no GPU is; the arithmetic's rounding is the GPU tests' business.
+ *
+ * The CTAs run here one after another, on the GPU at once and in no set order: so every state element is tracked by
+ * the CTAs that touch it, and one that two CTAs touch with at least one write (two sequences naming one pool slot, a
+ * tile that overlaps its neighbour's columns) throws as the race it is on the GPU instead of passing in the order
+ * this loop happens to give.
  */
 import type { GlaPlan } from '../src/ops/recurrent/gla-plan.js';
 
@@ -38,13 +43,57 @@ export interface GlaEmuInputs {
   readonly scale: number;
 }
 
-/** Runs the plan's grid over x: o and sOut are written in place. */
-export function emulateGla(plan: GlaPlan, x: GlaEmuInputs): void {
-  const [gx, gy, gz] = plan.grid;
-  for (let n = 0; n < gz; n++) for (let h = 0; h < gy; h++) for (let bx = 0; bx < gx; bx++) cta(plan, x, bx, h, n);
+/** Thrown when two CTAs of one launch touch a state element and one of them writes it (a data race on the GPU). */
+export class GlaRaceError extends Error {}
+
+/**
+ * Which CTA touched each element of the state arrays: per array, the one CTA id (>= 0), SHARED (read by several) or
+ * unset; and whether it was written. A write to an element another CTA touched, or a read of one another CTA wrote,
+ * is a race whatever the order.
+ */
+class StateAccess {
+  private static readonly UNSET = -1;
+  private static readonly SHARED = -2;
+  private readonly arrays = new Map<Float64Array, { owner: Int32Array; written: Uint8Array }>();
+
+  constructor(private readonly name: (cta: number) => string) {}
+
+  private of(a: Float64Array) {
+    let r = this.arrays.get(a);
+    if (!r) this.arrays.set(a, (r = { owner: new Int32Array(a.length).fill(StateAccess.UNSET), written: new Uint8Array(a.length) }));
+    return r;
+  }
+
+  read(a: Float64Array, e: number, cta: number): void {
+    const { owner, written } = this.of(a);
+    const o = owner[e]!;
+    if (o === StateAccess.UNSET || o === cta) owner[e] = cta;
+    else if (written[e]) this.race(e, cta, o, 'reads', 'wrote');
+    else owner[e] = StateAccess.SHARED;
+  }
+
+  write(a: Float64Array, e: number, cta: number): void {
+    const { owner, written } = this.of(a);
+    const o = owner[e]!;
+    if (o !== StateAccess.UNSET && o !== cta) this.race(e, cta, o, 'writes', written[e] ? 'wrote' : 'read');
+    owner[e] = cta;
+    written[e] = 1;
+  }
+
+  private race(e: number, cta: number, other: number, does: string, did: string): never {
+    const who = other === StateAccess.SHARED ? 'other CTAs' : `CTA ${this.name(other)}`;
+    throw new GlaRaceError(`gla emulator: CTA ${this.name(cta)} ${does} state element ${e}, which ${who} ${did}: CTAs run concurrently, so this is a race (two sequences on one pool slot?)`);
+  }
 }
 
-function cta(p: GlaPlan, x: GlaEmuInputs, bx: number, h: number, n: number): void {
+/** Runs the plan's grid over x: o and sOut are written in place. Throws GlaRaceError where CTAs race on a state. */
+export function emulateGla(plan: GlaPlan, x: GlaEmuInputs): void {
+  const [gx, gy, gz] = plan.grid;
+  const access = new StateAccess((id) => `(x ${id % gx}, head ${Math.floor(id / gx) % gy}, seq ${Math.floor(id / (gx * gy))})`);
+  for (let n = 0; n < gz; n++) for (let h = 0; h < gy; h++) for (let bx = 0; bx < gx; bx++) cta(plan, x, bx, h, n, access, bx + gx * (h + gy * n));
+}
+
+function cta(p: GlaPlan, x: GlaEmuInputs, bx: number, h: number, n: number, access: StateAccess, id: number): void {
   const { K, V, H } = x;
   const { bv: BV, vec: VEC, threads: TH } = p;
   const CT = BV / VEC;
@@ -71,7 +120,13 @@ function cta(p: GlaPlan, x: GlaEmuInputs, bx: number, h: number, n: number): voi
     const st = Array.from({ length: RK }, () => new Float64Array(VEC));
     for (let r = 0; r < RK; r++) {
       const i = rgOf(tid) + r * RG;
-      if (rd && j0Of(tid) < V && i < K) for (let e = 0; e < VEC; e++) st[r]![e] = x.sIn!.data[x.sIn!.off + slot * x.sInStride + head + i * V + j0Of(tid) + e]!;
+      if (rd && j0Of(tid) < V && i < K) {
+        for (let e = 0; e < VEC; e++) {
+          const at = x.sIn!.off + slot * x.sInStride + head + i * V + j0Of(tid) + e;
+          access.read(x.sIn!.data, at, id);
+          st[r]![e] = x.sIn!.data[at]!;
+        }
+      }
     }
     return st;
   });
@@ -225,7 +280,12 @@ function cta(p: GlaPlan, x: GlaEmuInputs, bx: number, h: number, n: number): voi
     if (j0Of(tid) >= V) continue;
     for (let r = 0; r < RK; r++) {
       const i = rgOf(tid) + r * RG;
-      if (i < K) for (let e = 0; e < VEC; e++) x.sOut!.data[x.sOut!.off + slot * x.sOutStride + head + i * V + j0Of(tid) + e] = s[tid]![r]![e]!;
+      if (i >= K) continue;
+      for (let e = 0; e < VEC; e++) {
+        const at = x.sOut!.off + slot * x.sOutStride + head + i * V + j0Of(tid) + e;
+        access.write(x.sOut!.data, at, id);
+        x.sOut!.data[at] = s[tid]![r]![e]!;
+      }
     }
   }
 }

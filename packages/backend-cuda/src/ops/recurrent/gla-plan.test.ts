@@ -13,10 +13,13 @@ import { registerRecurrentKernels } from './register.js';
 const GLA = { H: 5, K: 256, V: 512 };
 
 describe('planGla', () => {
-  it('decode at batch 1 narrows the V tile for two CTAs an SM; at 256 it keeps BV 32 (8 rows of 4 floats a thread)', () => {
+  it('decode at batch 1 narrows the V tile for two CTAs an SM; from 7 to 256 it keeps BV 32 (8 rows of 4 floats a thread)', () => {
     const p1 = planGla('recurrent', { N: 1, ...GLA }, 4, 132);
     expect([p1.bv, p1.vec, p1.threads, p1.rowsPerThread]).toEqual([16, 4, 256, 4]);
     expect(p1.grid).toEqual([32, 5, 1]);
+    // bs 7 (the H100 run of issue 32) already has 560 CTAs at BV 32
+    const p7 = planGla('recurrent', { N: 7, ...GLA }, 4, 132);
+    expect([p7.bv, p7.threads, p7.rowsPerThread, ...p7.grid]).toEqual([32, 256, 8, 16, 5, 7]);
     const p256 = planGla('recurrent', { N: 256, ...GLA }, 4, 132);
     expect([p256.bv, p256.colThreads, p256.rowGroups, p256.rowsPerThread]).toEqual([32, 8, 32, 8]);
     expect(p256.grid).toEqual([16, 5, 256]);

@@ -7,7 +7,8 @@
  * [cu[n], cu[n+1]) of batch row 0 with cu_seqlens, else [0, T) of batch row n; its state comes from s_in[slot] and goes
  * to s_out[slot], slot = si[n] with a pool (s_in == s_out: read and written in place; si[n] < 0 is a padding row: zero
  * state, nothing written), else n (s_in null: a zero state; s_out null: no final state). Nothing is read on the host,
- * so a captured graph replays for whatever the index tensors hold.
+ * so a captured graph replays for whatever the index tensors hold. Live sequences need distinct slots, as vLLM gives
+ * them: the CTAs of two sequences on one slot run at once and race on its tiles (no order is defined; issue 32).
  *
  * fk_gla_recurrent (decode, short prefills): token by token, S = diag(exp(g_t)) S + k_t^T v_t and o_t = scale q_t S,
  * q / k / exp(g) / v staged in shared memory (double-buffered: two barriers a token), o's sum over K reduced over the

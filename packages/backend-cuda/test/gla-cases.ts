@@ -1,0 +1,28 @@
+/**
+ * The GLA decode batches the GPU test (gla.gpu.test.ts) runs and the emulated test (gla-emulated.test.ts) replays with
+ * the same plan: the state pool's size and each row's slot.
+ */
+
+/** GLA-2.7B's heads: 5 heads of K 256 / V 512 (families/linear-attention/config.ts). */
+export const GLA27 = { H: 5, K: 256, V: 512 } as const;
+
+/** The decode batch sizes of the GPU test: one CTA tile each way of the decode plan (BV 16 at 1, BV 32 past it). */
+export const GLA_DECODE_BATCHES = [1, 7, 64] as const;
+
+const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
+
+/**
+ * A decode batch of D rows over a pool of D + 3 slots: row 1 is padding (-1) when D > 1, the others scattered over the
+ * pool by a stride coprime to its size, so no two rows share a slot. Sequences on one slot would race on the GPU (CTAs
+ * of both read and write it in place; vLLM gives each live sequence its own slot), and the float64 CPU op, which
+ * gathers every row before it writes any, cannot say which order the GPU took.
+ */
+export function glaDecodeSlots(D: number): { idx: number[]; slots: number } {
+  const slots = D + 3;
+  let stride = 5;
+  while (gcd(stride, slots) !== 1) stride++;
+  const idx = Array.from({ length: D }, (_, i) => (D > 1 && i === 1 ? -1 : (i * stride + 2) % slots));
+  const live = idx.filter((s) => s >= 0);
+  if (new Set(live).size !== live.length) throw new Error(`glaDecodeSlots(${D}): slots [${idx.join(', ')}] repeat`);
+  return { idx, slots };
+}
