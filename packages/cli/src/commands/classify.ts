@@ -47,7 +47,7 @@ export function runClassify(argv: ClassifyArgs, io: Io, progressStream?: NodeJS.
     const fields = runFields(argv, session, run);
     finishReport(argv, io, {
       schema: ClassifyReportSchema,
-      report: { ...fields, task: 'classify', top, images: run.results },
+      report: { schema_version: 1, task: 'classify', ...fields, top, images: run.results },
       run,
       source: session.source,
       human: () => run.results.map((im) => `${im.file} ${im.width}x${im.height}: ${im.predictions.map((p) => `${p.name} ${p.confidence.toFixed(3)}`).join(', ')}`).join('\n') + '\n',

@@ -62,7 +62,7 @@ export function runDetect(argv: DetectArgs, io: Io, progressStream?: NodeJS.Writ
     const objects = run.results.reduce((n, im) => n + im.detections.length, 0);
     finishReport(argv, io, {
       schema: DetectReportSchema,
-      report: { ...fields, task: 'detect', conf: argv.conf, max_det: maxDet, images: run.results },
+      report: { schema_version: 1, task: 'detect', ...fields, conf: argv.conf, max_det: maxDet, images: run.results },
       run,
       source: session.source,
       human: () => run.results.map((im) => [`${im.file} ${im.width}x${im.height}: ${im.detections.length} object${im.detections.length === 1 ? '' : 's'}`, ...im.detections.map((d) => `  ${d.name === String(d.class) ? `class ${d.class}` : d.name} ${d.confidence.toFixed(3)} [${[d.box.x1, d.box.y1, d.box.x2, d.box.y2].map((v) => v.toFixed(1)).join(', ')}]`)].join('\n')).join('\n') + '\n',

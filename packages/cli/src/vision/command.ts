@@ -93,7 +93,6 @@ function checkKind(dir: string, command: 'detect' | 'classify', registry: Module
 export function runFields(argv: VisionArgs, s: VisionSession, run: ImageRun<unknown>): RunFields {
   const st = s.runner.stats;
   return {
-    schema_version: 1,
     model: argv.model,
     architecture: s.loaded.architecture.name,
     backend: s.backend.name,

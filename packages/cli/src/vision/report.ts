@@ -11,7 +11,6 @@ const probability = z.number().min(0).max(1);
 
 /** The run around the results: model, backend, timings, and where it stopped when a file was bad. */
 const run = {
-  schema_version: z.literal(1),
   model: z.string(),
   architecture: z.string(),
   backend: z.string(),
@@ -45,8 +44,9 @@ export const DetectionSchema = z.strictObject({
 });
 
 export const DetectReportSchema = z.strictObject({
-  ...run,
+  schema_version: z.literal(1),
   task: z.literal('detect'),
+  ...run,
   conf: probability,
   max_det: z.number().int().positive(),
   images: z.array(z.strictObject({ ...image, detections: z.array(DetectionSchema) })),
@@ -55,8 +55,9 @@ export const DetectReportSchema = z.strictObject({
 export const PredictionSchema = z.strictObject({ name: z.string(), class: count, confidence: probability });
 
 export const ClassifyReportSchema = z.strictObject({
-  ...run,
+  schema_version: z.literal(1),
   task: z.literal('classify'),
+  ...run,
   top: z.number().int().positive(),
   images: z.array(z.strictObject({ ...image, predictions: z.array(PredictionSchema) })),
 });
@@ -65,4 +66,4 @@ export type Detection = z.infer<typeof DetectionSchema>;
 export type DetectReport = z.infer<typeof DetectReportSchema>;
 export type Prediction = z.infer<typeof PredictionSchema>;
 export type ClassifyReport = z.infer<typeof ClassifyReportSchema>;
-export type RunFields = Omit<DetectReport, 'task' | 'conf' | 'max_det' | 'images'>;
+export type RunFields = Omit<DetectReport, 'schema_version' | 'task' | 'conf' | 'max_det' | 'images'>;
