@@ -208,6 +208,8 @@ describe('gla varlen (cu_seqlens) and a state pool (ssm_state_indices)', () => {
     expect(after.slice(3 * per, 4 * per)).not.toEqual(before.slice(3 * per, 4 * per));
     expect(() => fusedRecurrentGla(cpu, q, k, v, g, { initial_state: pool, cu_seqlens: tensor([0, 5, 12], [3], 'i32') })).toThrow(/cu_seqlens must run from 0 to T = 13/);
     expect(() => fusedRecurrentGla(cpu, q, k, v, g, { initial_state: pool, cu_seqlens: cu, ssm_state_indices: tensor([4, 0, 6], [3], 'i32') })).toThrow(/ssm_state_indices\[2\] = 6 is outside the pool of 6 slots/);
+    // two live sequences on one slot would race on a device (the kernels update the pool in place, in parallel)
+    expect(() => fusedRecurrentGla(cpu, q, k, v, g, { initial_state: pool, cu_seqlens: cu, ssm_state_indices: tensor([2, -1, 2], [3], 'i32') })).toThrow(/ssm_state_indices\[2\] = 2 repeats ssm_state_indices\[0\]/);
   });
 });
 

@@ -176,10 +176,14 @@ function glaInputs(what: string, q: Tensor, k: Tensor, v: Tensor, gk: Tensor, o:
     if (!init) throw new RangeError(`${what}: ssm_state_indices needs initial_state, the state pool [slots, ${H}, ${K}, ${V}]`);
     if (init.rank !== 4 || init.shape[1] !== H || init.shape[2] !== K || init.shape[3] !== V) throw new RangeError(`${what}: the state pool ${formatShape(init.shape)} must be [slots, ${H}, ${K}, ${V}]`);
     if (slots.length !== N) throw new RangeError(`${what}: ${slots.length} ssm_state_indices for ${N} sequences`);
+    const taken = new Map<number, number>();
     for (let n = 0; n < N; n++) {
       const s = slots[n]!;
       if (s >= init.shape[0]!) throw new RangeError(`${what}: ssm_state_indices[${n}] = ${s} is outside the pool of ${init.shape[0]} slots`);
       if (s < 0) continue; // padding: a zero state, nothing written back
+      // in place and in parallel on a device: two live sequences on one slot would race there
+      if (taken.has(s)) throw new RangeError(`${what}: ssm_state_indices[${n}] = ${s} repeats ssm_state_indices[${taken.get(s)}]: each live sequence needs its own pool slot`);
+      taken.set(s, n);
       const row = init.select(0, s);
       S.set(gather(row, what), n * per);
       row.dispose();

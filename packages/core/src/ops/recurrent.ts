@@ -72,7 +72,9 @@ const glaAttrs = z.object({ scale: z.number().nullable().default(null), output_f
  * The gated-linear-attention ops take, after the initial state, FLA's varlen `cu_seqlens` (B = 1, the sequences packed
  * along T, one state per sequence) and vLLM's `ssm_state_indices` (initial_state is then a state pool [slots, H, K, V]:
  * sequence n starts from pool[indices[n]] and its final state is written back there in place, as vLLM's
- * inplace_final_state; an index < 0 is padding (vLLM's PAD_SLOT_ID): no read, no write).
+ * inplace_final_state; an index < 0 is padding (vLLM's PAD_SLOT_ID): no read, no write). The live indices of a call
+ * must be distinct: kernels update the pool in place, in parallel, so two sequences on one slot race (the engine gives
+ * each running sequence its own slot; the CPU kernel rejects a repeat, a device kernel cannot check without a host read).
  */
 function inferGla(op: string, [q, k, v, g, s0, cu, idx]: readonly MetaArg[], a: { output_final_state: boolean }, gName: string) {
   const dtype = commonFloatDType(op, [['q', q!], ['k', k!], ['v', v!], [gName, g!]]);
