@@ -78,12 +78,14 @@ if mm:
 
 conv = pick({"conv"})
 if conv:
-    print(f"\n{'conv2d case (fp16 channels-last)':46s} {'TFLOP/s':>8s} {'% floor':>7s} {'ours us':>9s} {'eager us':>9s} {'x eager':>7s} {'x comp':>7s} {'bench us':>9s} {'t.bench':>8s} {'x t.b':>6s} {'algo h/b':>8s} {'fallbk x':>8s}")
+    print(f"\n{'conv2d case (fp16 channels-last)':46s} {'TFLOP/s':>8s} {'% floor':>7s} {'ours us':>9s} {'eager us':>9s} {'x eager':>7s} {'x comp':>7s} {'bench us':>9s} {'t.bench':>8s} {'x t.b':>6s} {'engine heur/bench':>25s} {'fallbk x':>8s}")
     for r in conv:
-        algo = f"{(r.get('cudnnPlan') or {}).get('algo', '-')}/{(r.get('cudnnPlanBenchmark') or {}).get('algo', '-')}"
+        # the engine each run used: a graph-API plan's name (its tag), else the legacy algorithm number
+        eng = lambda p: str((p or {}).get("engineName") or (p or {}).get("engine") or (p or {}).get("algo", "-"))[:12]  # noqa: E731
+        algo = f"{eng(r.get('cudnnPlan'))}/{eng(r.get('cudnnPlanBenchmark'))}"
         print(f"{r['name']:46s} {f(r.get('tflops'), '8.1f')} {f(r.get('fracFloor') and r['fracFloor'] * 100, '7.0f')} {f(r['ms'] * 1e3, '9.1f')} "
               f"{f(r['torchEagerMs'] and r['torchEagerMs'] * 1e3, '9.1f')} {f(r['vsEager'], '7.2f')} {f(r['vsCompiled'], '7.2f')} "
-              f"{f(r.get('benchmarkMs') and r['benchmarkMs'] * 1e3, '9.1f')} {f(r['torchEagerBenchmarkMs'] and r['torchEagerBenchmarkMs'] * 1e3, '8.1f')} {f(r['benchmarkVsEagerBenchmark'], '6.2f')} {algo:>8s} {f(r['fallbackVsEager'], '8.2f')}")
+              f"{f(r.get('benchmarkMs') and r['benchmarkMs'] * 1e3, '9.1f')} {f(r['torchEagerBenchmarkMs'] and r['torchEagerBenchmarkMs'] * 1e3, '8.1f')} {f(r['benchmarkVsEagerBenchmark'], '6.2f')} {algo:>25s} {f(r['fallbackVsEager'], '8.2f')}")
 att = pick({"attention"})
 if att:
     print(f"\n{'attention case (bf16)':46s} {'TFLOP/s':>8s} {'ours us':>9s} {'default':>9s} {'cudnn':>9s} {'flash':>9s} {'effic.':>9s} {'x dflt':>7s} {'x best':>7s}")
