@@ -1,4 +1,5 @@
-import { UserError, parseDType, type DType } from '@fastkernels/core';
+import { UserError, type DType } from '@fastkernels/core';
+import { configDType } from '../../models/config-parse.js';
 import { z } from 'zod';
 import type { Llama3RopeScaling } from '../../tasks/L1/rotary/rotary_emb.js';
 
@@ -154,16 +155,7 @@ export function parseLlamaConfig(raw: unknown, file = 'config.json'): LlamaConfi
     }
   }
 
-  const dtypeName = c.dtype ?? c.torch_dtype ?? null;
-  let dtype: DType | null = null;
-  if (dtypeName) {
-    try {
-      dtype = parseDType(dtypeName);
-    } catch {
-      throw new UserError(`unknown dtype '${dtypeName}' in ${file}: use bfloat16, float16 or float32`, { field: c.dtype ? 'dtype' : 'torch_dtype' });
-    }
-    if (!['bf16', 'f16', 'f32', 'f64'].includes(dtype)) throw new UserError(`unsupported dtype '${dtypeName}' in ${file}: supported: bfloat16, float16, float32`, { field: c.dtype ? 'dtype' : 'torch_dtype' });
-  }
+  const dtype = configDType(c, file);
 
   const attentionBias = c.attention_bias ?? false;
   return {

@@ -4,7 +4,8 @@
  * grouped key/value heads, hybrid attention layers, the unfused norm, value gates, attention residuals) are a
  * UserError naming the field, not a silently different model.
  */
-import { UserError, parseDType, type DType } from '@fastkernels/core';
+import { UserError, type DType } from '@fastkernels/core';
+import { configDType } from '../../models/config-parse.js';
 import { z } from 'zod';
 
 export interface GlaConfig {
@@ -101,15 +102,7 @@ export function parseGlaConfig(raw: unknown, file = 'config.json'): GlaConfig {
   }
   const hiddenRatio = c.hidden_ratio ?? 4;
   const intermediateSize = c.intermediate_size ?? 256 * Math.ceil(Math.trunc((c.hidden_size * hiddenRatio * 2) / 3) / 256);
-  const dtypeName = c.dtype ?? c.torch_dtype ?? null;
-  let dtype: DType | null = null;
-  if (dtypeName) {
-    try {
-      dtype = parseDType(dtypeName);
-    } catch {
-      throw new UserError(`unknown dtype '${dtypeName}' in ${file}: use bfloat16, float16 or float32`, { field: c.dtype ? 'dtype' : 'torch_dtype' });
-    }
-  }
+  const dtype = configDType(c, file);
   return {
     vocabSize: c.vocab_size,
     hiddenSize: c.hidden_size,

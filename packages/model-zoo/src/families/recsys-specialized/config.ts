@@ -3,7 +3,8 @@
  * XLMRobertaModel (model_type xlm-roberta), ColBERTv2 is BertModel (model_type bert). Defaults are HF's; the
  * model_type decides BERT's (pad 0, eps 1e-12, arange positions) or RoBERTa's (pad 1, positions from padding_idx + 1).
  */
-import { UserError, parseDType, type DType } from '@fastkernels/core';
+import { UserError, type DType } from '@fastkernels/core';
+import { configDType } from '../../models/config-parse.js';
 import { z } from 'zod';
 
 export const ENCODER_MODEL_TYPES = ['xlm-roberta', 'roberta', 'bert'] as const;
@@ -76,15 +77,7 @@ export function parseEncoderConfig(raw: unknown, file = 'config.json'): EncoderC
   if (roberta && padTokenId + 1 >= c.max_position_embeddings) {
     throw new UserError(`max_position_embeddings ${c.max_position_embeddings} leaves no position after padding_idx ${padTokenId} in ${file}`, { field: 'max_position_embeddings' });
   }
-  const dtypeName = c.dtype ?? c.torch_dtype ?? null;
-  let dtype: DType | null = null;
-  if (dtypeName) {
-    try {
-      dtype = parseDType(dtypeName);
-    } catch {
-      throw new UserError(`unknown dtype '${dtypeName}' in ${file}: use bfloat16, float16 or float32`, { field: c.dtype ? 'dtype' : 'torch_dtype' });
-    }
-  }
+  const dtype = configDType(c, file);
   return {
     modelType: mt,
     vocabSize: c.vocab_size,

@@ -3,7 +3,7 @@
  * the fields the transformer reads, with diffusers' defaults.
  */
 import { z } from 'zod';
-import { check, parseWith } from './config-parse.js';
+import { check, parseWith } from '../../models/config-parse.js';
 
 export interface FluxTransformerConfig {
   readonly patchSize: number;

@@ -5,7 +5,7 @@
  */
 import type { DType } from '@fastkernels/core';
 import { z } from 'zod';
-import { check, configDType, parseWith } from './config-parse.js';
+import { check, configDType, parseWith } from '../../models/config-parse.js';
 
 export interface T5Config {
   readonly vocabSize: number;

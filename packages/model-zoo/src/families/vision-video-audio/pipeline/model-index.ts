@@ -8,7 +8,7 @@ import { dirname, join } from 'node:path';
 import { UserError, type DType } from '@fastkernels/core';
 import { z } from 'zod';
 import { parseClipTextConfig, type ClipTextConfig } from '../clip-config.js';
-import { check, parseWith } from '../config-parse.js';
+import { check, parseWith } from '../../../models/config-parse.js';
 import { parseFluxConfig, type FluxTransformerConfig } from '../flux-config.js';
 import { parseT5Config, type T5Config } from '../t5-config.js';
 import { parseVaeConfig, type AutoencoderKLConfig } from '../vae/vae-config.js';

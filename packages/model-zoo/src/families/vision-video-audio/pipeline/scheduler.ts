@@ -7,7 +7,7 @@
  */
 import { F, OpScope, UserError, type Tensor } from '@fastkernels/core';
 import { z } from 'zod';
-import { check, parseWith } from '../config-parse.js';
+import { check, parseWith } from '../../../models/config-parse.js';
 
 const f32 = Math.fround;
 

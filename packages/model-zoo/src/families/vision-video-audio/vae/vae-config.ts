@@ -3,7 +3,7 @@
  * decoder reads, with diffusers' defaults. The encoder half is not built (text-to-image decodes only).
  */
 import { z } from 'zod';
-import { check, configDType, parseWith } from '../config-parse.js';
+import { check, configDType, parseWith } from '../../../models/config-parse.js';
 import type { DType } from '@fastkernels/core';
 
 export interface AutoencoderKLConfig {

@@ -1,4 +1,4 @@
-/** Shared helpers of the family's config schemas: a zod parse whose failure is a UserError naming file and field. */
+/** Shared by every family's config schema: a zod parse whose failure is a UserError naming file and field, the dtype. */
 import { UserError, parseDType, type DType } from '@fastkernels/core';
 import type { z } from 'zod';
 
@@ -16,12 +16,17 @@ export function parseWith<S extends z.ZodType>(schema: S, raw: unknown, file: st
 export function configDType(c: { dtype?: string | null; torch_dtype?: string | null }, file: string): DType | null {
   const name = c.dtype ?? c.torch_dtype ?? null;
   if (!name) return null;
+  const field = c.dtype ? 'dtype' : 'torch_dtype';
+  let dtype: DType;
   try {
-    return parseDType(name);
+    dtype = parseDType(name);
   } catch {
-    throw new UserError(`unknown dtype '${name}' in ${file}: use bfloat16, float16 or float32`, { field: c.dtype ? 'dtype' : 'torch_dtype' });
+    throw new UserError(`unknown dtype '${name}' in ${file}: use bfloat16, float16 or float32`, { field });
   }
+  if (!FLOAT_DTYPES.has(dtype)) throw new UserError(`unsupported dtype '${name}' in ${file}: supported: bfloat16, float16, float32`, { field });
+  return dtype;
 }
+const FLOAT_DTYPES: ReadonlySet<DType> = new Set<DType>(['bf16', 'f16', 'f32', 'f64']);
 
 /** A UserError naming the field when `ok` is false. */
 export function check(ok: boolean, file: string, field: string, message: string): void {
