@@ -9,6 +9,6 @@ export default defineConfig({
   test: {
     tags: [gpuTag],
     reporters: ['default', new SummaryReporter()],
-    projects: ['packages/*', 'test'],
+    projects: ['packages/*', 'test', 'test/vitest.timing.config.ts'],
   },
 });
