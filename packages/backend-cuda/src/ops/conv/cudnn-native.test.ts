@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { setting } from '@fastkernels/core';
 import { cudnnCandidates } from '../../discovery.js';
 import { addonCandidates } from '../../native.js';
 import { CUDNN_PARAM_COUNT, fillCudnnParams, setCudnnPointers, type CudnnApi } from './cudnn-params.js';
@@ -294,7 +295,7 @@ describe.skipIf(skip)(`cuDNN in the addon against a fake libcudnn${skip ? ` (ski
 function cudnnHeaders(): { cudnn: string; cuda: string } | undefined {
   const c = cudnnCandidates();
   const libDirs = [...c.candidates.filter((p) => p.includes('/')).map((p) => dirname(p)), ...c.searchedDirs];
-  const cudnnDirs = [process.env.FASTKERNELS_CUDNN_INCLUDE, '/usr/include', '/usr/include/x86_64-linux-gnu', '/usr/local/cuda/include', ...libDirs.map((d) => join(d, '../include'))];
+  const cudnnDirs = [setting('FASTKERNELS_CUDNN_INCLUDE'), '/usr/include', '/usr/include/x86_64-linux-gnu', '/usr/local/cuda/include', ...libDirs.map((d) => join(d, '../include'))];
   const cudnn = cudnnDirs.find((d) => d && existsSync(join(d, 'cudnn_graph.h')) && existsSync(join(d, 'cudnn_cnn.h')));
   if (!cudnn) return undefined;
   const cudaDirs = [process.env.CUDA_HOME && join(process.env.CUDA_HOME, 'include'), '/usr/local/cuda/include', '/usr/include', join(cudnn, '../../cuda_runtime/include')];
