@@ -15,6 +15,7 @@ import { generate } from '../engine/generate.js';
 import { loadModel, loadModelConfig, weightPlanFor, writeRandomModelCheckpoint } from '../models/load-model.js';
 import { promptLogits } from '../engine/prompt-logits.js';
 import { encodeValues } from './encode.js';
+import { DEVICE_INIT_POOL, poolSegments, poolSize } from './random-init.js';
 
 const FIXTURES = join(import.meta.dirname, '../../fixtures');
 
@@ -40,6 +41,14 @@ describe('encodeValues', () => {
 });
 
 describe('initWeightsOnDevice', () => {
+  it('the pool is DEVICE_INIT_POOL long, or the largest tensor when none is that long (never the smallest)', () => {
+    const plan = (...shapes: number[][]) => shapes.map((shape) => ({ shape }));
+    expect(poolSize(plan([1], [4096], [250_002, 1024], [1024, 1024]))).toBe(DEVICE_INIT_POOL);
+    expect(poolSize(plan([1], [64], [96, 32]))).toBe(96 * 32);
+    expect(poolSize([])).toBe(1);
+    // a big tensor is a handful of tiles, not one per element
+    expect(poolSegments({ hfName: 'embeddings.word_embeddings.weight', shape: [250_002, 1024] }, 0, poolSize(plan([1], [250_002, 1024]))).length).toBeLessThan(130);
+  });
   for (const name of ['tiny-llama', 'tiny-qwen2']) {
     it(`${name}: every parameter filled at the init scale, seeded, tied embeddings identical`, () => {
       const dir = join(FIXTURES, name);

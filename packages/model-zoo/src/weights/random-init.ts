@@ -71,9 +71,15 @@ export function initWeightsRandom(model: Module, rules: WeightRules, seed: numbe
 /** Elements of the device pools of initWeightsOnDevice (a prime, so tiles do not line up with rows). */
 export const DEVICE_INIT_POOL = 4_194_301;
 
-/** The pool length for a plan: DEVICE_INIT_POOL, or less when no tensor is that long. */
+/**
+ * The pool length for a plan: DEVICE_INIT_POOL, or the largest tensor when none is that long. (Not the smallest: a pool
+ * as short as a norm vector tiles every matrix row from the same few thousand values, and a one-element tensor made
+ * BGE-M3's 256M-value embedding one copy per element — the JS heap ran out.)
+ */
 export function poolSize(plan: readonly Pick<WeightMapping, 'shape'>[]): number {
-  return Math.max(1, Math.min(DEVICE_INIT_POOL, ...plan.map((m) => numel(m.shape))));
+  let largest = 1;
+  for (const m of plan) largest = Math.max(largest, numel(m.shape));
+  return Math.min(DEVICE_INIT_POOL, largest);
 }
 
 const POOL_SALT: Readonly<Record<TensorKind, number>> = { matrix: 0x6d617472, bias: 0x62696173, norm: 0x6e6f726d };
