@@ -36,6 +36,9 @@ import { layerNormTask } from './L1/norm/layer_norm.js';
 import { rmsNormTask } from './L1/norm/rms_norm.js';
 import { rmsNormGatedTask } from './L1/norm/rms_norm_gated.js';
 import { chunkGlaTask } from './L1/recurrent/chunk_gla.js';
+import { causalConv1dTask } from './L1/recurrent/causal_conv1d.js';
+import { chunkGatedDeltaRuleTask } from './L1/recurrent/chunk_gated_delta_rule.js';
+import { fusedRecurrentGatedDeltaRuleTask } from './L1/recurrent/fused_recurrent_gated_delta_rule.js';
 import { fusedRecurrentGlaTask } from './L1/recurrent/fused_recurrent_gla.js';
 import { glaRecurrenceTask } from './L1/recurrent/gla_recurrence.js';
 import { gateLinearTask } from './L1/moe/gate_linear.js';
@@ -75,6 +78,10 @@ export { ChunkGLA, chunkGlaTask } from './L1/recurrent/chunk_gla.js';
 export { FusedRecurrentGLA, fusedRecurrentGlaTask } from './L1/recurrent/fused_recurrent_gla.js';
 export { NaiveRecurrentGLA, glaRecurrenceTask } from './L1/recurrent/gla_recurrence.js';
 export { glaRecurrenceReference } from './L1/recurrent/gla-common.js';
+export { CausalConv1d, causalConv1dReference, causalConv1dTask } from './L1/recurrent/causal_conv1d.js';
+export { ChunkGatedDeltaRule, chunkGatedDeltaRuleTask } from './L1/recurrent/chunk_gated_delta_rule.js';
+export { FusedRecurrentGatedDeltaRule, fusedRecurrentGatedDeltaRuleTask } from './L1/recurrent/fused_recurrent_gated_delta_rule.js';
+export { chunkGatedDeltaRuleReference, gatedDeltaRuleReference } from './L1/recurrent/delta-rule-common.js';
 export { quickgeluTask, quickGeluReference } from './L1/activation/quickgelu.js';
 export { T5LayerNorm, t5LayerNormTask, t5LayerNormReference } from './L1/norm/t5_layer_norm.js';
 export { DiffusionRoPE, diffusionRopeTask, diffusionRopeReference } from './L1/rotary/diffusion_rope.js';
@@ -97,6 +104,9 @@ export {
 /** Every shared L1 task, by id. */
 export const sharedL1Tasks: readonly TaskDefinition[] = [
   chunkGlaTask,
+  causalConv1dTask,
+  chunkGatedDeltaRuleTask,
+  fusedRecurrentGatedDeltaRuleTask,
   batchNorm2dTask,
   conv2dTask,
   denseAttentionTask,

@@ -1,0 +1,53 @@
+import { F, Module, type Tensor } from '@fastkernels/core';
+import { defineL1OpTask } from '../../define-op-task.js';
+import { DELTA_FORWARD, DELTA_OUTPUTS, deltaL2norm, deltaScale, deltaWork, gatedDeltaRuleReference, makeDeltaInputs, qwen3NextDeltaCase } from './delta-rule-common.js';
+
+/**
+ * FLA's fused_recurrent_gated_delta_rule (fla.ops.gated_delta_rule; vLLM's fla/ops copy) as a module: the gated delta
+ * rule token by token, what Qwen3-Next's gated DeltaNet runs for decode steps. forward(q, k, v, g, beta,
+ * initial_state?) -> [o, final_state]; scale and use_qk_l2norm_in_kernel are constructor arguments here (FLA takes them
+ * per call; Qwen3-Next passes use_qk_l2norm_in_kernel = True).
+ */
+export class FusedRecurrentGatedDeltaRule extends Module {
+  constructor(
+    readonly scale: number | null = null,
+    readonly useQkL2normInKernel = false,
+  ) {
+    super();
+  }
+
+  forward(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, initialState: Tensor | null = null): Tensor[] {
+    return F.fusedRecurrentGatedDeltaRule(q, k, v, g, beta, { scale: this.scale, initial_state: initialState, output_final_state: true, use_qk_l2norm_in_kernel: this.useQkL2normInKernel });
+  }
+}
+
+export const fusedRecurrentGatedDeltaRuleTask = defineL1OpTask('fused_recurrent_gated_delta_rule', {
+  id: 'L1/fused_recurrent_gated_delta_rule',
+  className: 'FusedRecurrentGatedDeltaRule',
+  mirrors: 'fla.ops.gated_delta_rule.fused_recurrent_gated_delta_rule',
+  description: 'Recurrent gated delta rule (decode): S = exp(g_t) S; S += k_t (beta_t (v_t - k_t^T S))^T; o_t = scale q_t S; grouped value heads, optional in-kernel q/k l2norm; state [B, HV, K, V] f32 in and out.',
+  architectures: ['qwen3_next'],
+  baseline: FusedRecurrentGatedDeltaRule,
+  init: [
+    { name: 'scale', type: 'float', optional: true, default: null, doc: 'null: K^-0.5' },
+    { name: 'useQkL2normInKernel', type: 'bool', optional: true, default: false },
+  ],
+  forward: DELTA_FORWARD,
+  params: {},
+  outputs: DELTA_OUTPUTS,
+  attrs: (c) => ({ scale: deltaScale(c), output_final_state: true, use_qk_l2norm_in_kernel: deltaL2norm(c) }),
+  cases: {
+    ci: [
+      { name: 'small-decode-state-l2norm', dtype: 'f32', dims: { B: 3, T: 1, H: 2, HV: 4, K: 8, V: 12 }, init: [null, true], options: { initial_state: true } },
+      { name: 'small-prompt-prenormed-bf16', dtype: 'bf16', dims: { B: 2, T: 9, H: 2, HV: 2, K: 16, V: 8 }, init: [0.25, false], options: { initial_state: true } },
+    ],
+    production: [
+      qwen3NextDeltaCase('qwen3-next-80b-decode-b1', 1, 1, true),
+      qwen3NextDeltaCase('qwen3-next-80b-decode-b64', 64, 1, true),
+      qwen3NextDeltaCase('qwen3-next-80b-decode-b256', 256, 1, true),
+    ],
+  },
+  makeInputs: makeDeltaInputs,
+  reference: ([q, k, v, g, beta, s0], _p, c) => gatedDeltaRuleReference({ q: q!, k: k!, v: v!, g: g!, beta: beta!, s0: s0 ?? null, scale: deltaScale(c), l2norm: deltaL2norm(c) }),
+  work: deltaWork,
+});
