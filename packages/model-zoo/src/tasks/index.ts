@@ -34,6 +34,7 @@ import { groupNormTask } from './L1/norm/group_norm.js';
 import { l2NormTask } from './L1/norm/l2_norm.js';
 import { layerNormTask } from './L1/norm/layer_norm.js';
 import { rmsNormTask } from './L1/norm/rms_norm.js';
+import { gemmaRmsNormTask } from './L1/norm/gemma_rms_norm.js';
 import { rmsNormGatedTask } from './L1/norm/rms_norm_gated.js';
 import { chunkGlaTask } from './L1/recurrent/chunk_gla.js';
 import { causalConv1dTask } from './L1/recurrent/causal_conv1d.js';
@@ -82,6 +83,7 @@ export { CausalConv1d, causalConv1dReference, causalConv1dTask } from './L1/recu
 export { ChunkGatedDeltaRule, chunkGatedDeltaRuleTask } from './L1/recurrent/chunk_gated_delta_rule.js';
 export { FusedRecurrentGatedDeltaRule, fusedRecurrentGatedDeltaRuleTask } from './L1/recurrent/fused_recurrent_gated_delta_rule.js';
 export { chunkGatedDeltaRuleReference, gatedDeltaRuleReference } from './L1/recurrent/delta-rule-common.js';
+export { GemmaRMSNorm, gemmaRmsNormReference, gemmaRmsNormTask } from './L1/norm/gemma_rms_norm.js';
 export { quickgeluTask, quickGeluReference } from './L1/activation/quickgelu.js';
 export { T5LayerNorm, t5LayerNormTask, t5LayerNormReference } from './L1/norm/t5_layer_norm.js';
 export { DiffusionRoPE, diffusionRopeTask, diffusionRopeReference } from './L1/rotary/diffusion_rope.js';
@@ -107,6 +109,7 @@ export const sharedL1Tasks: readonly TaskDefinition[] = [
   causalConv1dTask,
   chunkGatedDeltaRuleTask,
   fusedRecurrentGatedDeltaRuleTask,
+  gemmaRmsNormTask,
   batchNorm2dTask,
   conv2dTask,
   denseAttentionTask,

@@ -3,26 +3,21 @@ import { bytesOf, randn } from '../../../common/inputs.js';
 import { defineL1OpTask } from '../../define-op-task.js';
 
 /**
- * Dao-AILab's causal_conv1d_fn (causal_conv1d.causal_conv1d_interface; vLLM's mamba/ops/causal_conv1d) as a module that
- * owns the depthwise weight [dim, width] (HF's conv1d.weight [dim, 1, width] squeezed; no bias, as Qwen3-Next's):
- * forward(x [B, dim, L], initial_states [B, dim, width - 1]?) -> [out [B, dim, L], final_states [B, dim, width - 1]].
- * out = act(the causal depthwise convolution over [initial_states or zeros, x]); final_states = the last width - 1
- * inputs: a decode step is the same call with L = 1 and the conv state as initial_states (causal_conv1d_update's math).
- * Qwen3-Next's gated DeltaNet (silu, no bias) and Mamba mixers use it.
+ * Dao-AILab's causal_conv1d_fn (causal_conv1d.causal_conv1d_interface; vLLM's mamba/ops/causal_conv1d) as a module:
+ * forward(x [B, dim, L], weight [dim, width], initial_states [B, dim, width - 1]?) -> [out [B, dim, L], final_states
+ * [B, dim, width - 1]], the weight passed per call as production passes it (the layer owns it: HF's conv1d.weight
+ * [dim, 1, width], viewed [dim, width]; no bias, as Qwen3-Next's). out = act(the causal depthwise convolution over
+ * [initial_states or zeros, x]); final_states = the last width - 1 inputs: a decode step is the same call with L = 1 and
+ * the conv state as initial_states (causal_conv1d_update's math). Qwen3-Next's gated DeltaNet (silu) and the Mamba
+ * mixers use it.
  */
 export class CausalConv1d extends Module {
-  readonly weight: Tensor;
-  constructor(
-    readonly dim: number,
-    readonly width: number,
-    readonly activation: 'silu' | 'swish' | null = 'silu',
-  ) {
+  constructor(readonly activation: 'silu' | 'swish' | null = 'silu') {
     super();
-    this.weight = this.parameter('weight', [dim, width]);
   }
 
-  forward(x: Tensor, initialStates: Tensor | null = null): Tensor[] {
-    return F.causalConv1d(x, this.weight, { initial_states: initialStates, return_final_states: true, activation: this.activation });
+  forward(x: Tensor, weight: Tensor, initialStates: Tensor | null = null): Tensor[] {
+    return F.causalConv1d(x, weight, { initial_states: initialStates, return_final_states: true, activation: this.activation });
   }
 }
 
@@ -48,9 +43,9 @@ export function causalConv1dReference(x: HostArray, weight: HostArray, bias: Hos
   return [out, fin];
 }
 
-const activationOf = (c: { init: readonly unknown[] }) => (c.init[2] as 'silu' | 'swish' | undefined) ?? 'silu';
+const activationOf = (c: { init: readonly unknown[] }) => (c.init[0] as 'silu' | 'swish' | undefined) ?? 'silu';
 const conv = (name: string, dtype: 'f32' | 'bf16', B: number, D: number, L: number, W: number, state: boolean, activation: 'silu' | 'swish' = 'silu') => ({
-  name, dtype, dims: { B, D, L, W, W1: W - 1 }, init: [D, W, activation], options: state ? { initial_states: true } : {},
+  name, dtype, dims: { B, D, L, W, W1: W - 1 }, init: [activation], options: state ? { initial_states: true } : {},
 });
 /** Qwen3-Next-80B-A3B's gated DeltaNet conv: q, k, v channels 2 * 16 * 128 + 32 * 128 = 8192, kernel 4. */
 const QN = 8192;
@@ -62,16 +57,13 @@ export const causalConv1dTask = defineL1OpTask('causal_conv1d', {
   description: 'Causal depthwise conv1d over [B, dim, L] with a width-W kernel and silu, the previous W - 1 inputs in and out (prefill, or a decode step with L = 1).',
   architectures: ['qwen3_next'],
   baseline: CausalConv1d,
-  init: [
-    { name: 'dim', type: 'int' },
-    { name: 'width', type: 'int' },
-    { name: 'activation', type: 'enum', choices: ['silu', 'swish'], optional: true, default: 'silu' },
-  ],
+  init: [{ name: 'activation', type: 'enum', choices: ['silu', 'swish'], optional: true, default: 'silu' }],
   forward: {
     x: { shape: ['B', 'D', 'L'] },
+    weight: { shape: ['D', 'W'], doc: 'the depthwise kernel (the layer\'s conv1d.weight viewed [dim, width])' },
     initial_states: { shape: ['B', 'D', 'W1'], doc: 'the last width - 1 inputs before x (the conv state); zeros when absent' },
   },
-  params: { weight: { shape: ['D', 'W'] } },
+  params: {},
   outputs: [{ shape: ['B', 'D', 'L'] }, { shape: ['B', 'D', 'W1'] }],
   attrs: (c) => ({ activation: activationOf(c), return_final_states: true }),
   cases: {
@@ -88,9 +80,9 @@ export const causalConv1dTask = defineL1OpTask('causal_conv1d', {
   },
   makeInputs: (c, ctx, rng) => {
     const { B, D, L, W1 } = c.dims as Record<'B' | 'D' | 'L' | 'W1', number>;
-    return [randn(ctx, rng, [B, D, L], c.dtype), c.options.initial_states ? randn(ctx, rng, [B, D, W1], c.dtype) : null];
+    return [randn(ctx, rng, [B, D, L], c.dtype), randn(ctx, rng, [D, W1 + 1], c.dtype, 0.5), c.options.initial_states ? randn(ctx, rng, [B, D, W1], c.dtype) : null];
   },
-  reference: ([x, init], p, c) => causalConv1dReference(x!, p.get('weight')!, null, init ?? null, activationOf(c)),
+  reference: ([x, w, init], _p, c) => causalConv1dReference(x!, w!, null, init ?? null, activationOf(c)),
   work: (c) => {
     const { B, D, L, W } = c.dims as Record<'B' | 'D' | 'L' | 'W', number>;
     const it = DTYPE_INFO[c.dtype].itemsize;
