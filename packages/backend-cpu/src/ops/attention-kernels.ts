@@ -9,11 +9,11 @@ export function registerAttentionKernels(table: OpKernelTable, backend: Backend)
     return scaledDotProductAttention(backend, q, k, v, { ...c.attrs, attn_mask: mask ?? null });
   });
   table.register('paged_decode_attention', (c: OpCall<{ scale: number; sliding_window: number }>) => {
-    const [q, kc, vc, bt, sl] = c.inputs as Tensor[];
-    return pagedDecodeAttention(backend, q!, kc!, vc!, bt!, sl!, c.attrs.scale, c.attrs.sliding_window);
+    const [q, kc, vc, bt, sl, sinks] = c.inputs as (Tensor | null)[];
+    return pagedDecodeAttention(backend, q!, kc!, vc!, bt!, sl!, c.attrs.scale, c.attrs.sliding_window, sinks ?? null);
   });
   table.register('varlen_prefill_attention', (c: OpCall<{ scale: number; causal: boolean; sliding_window: number }>) => {
-    const [q, k, v, cq, ck] = c.inputs as Tensor[];
-    return varlenPrefillAttention(backend, q!, k!, v!, cq!, ck!, c.attrs.scale, c.attrs.causal, c.attrs.sliding_window);
+    const [q, k, v, cq, ck, sinks] = c.inputs as (Tensor | null)[];
+    return varlenPrefillAttention(backend, q!, k!, v!, cq!, ck!, c.attrs.scale, c.attrs.causal, c.attrs.sliding_window, sinks ?? null);
   });
 }

@@ -1,7 +1,10 @@
 import { formatShape, type Backend, type Tensor } from '@fastkernels/core';
 import { expectFloat, expectRank, gather, gatherInts, output, StridedView } from '../strided.js';
 
-/** softmax(scale * q.k) . v over the given keys, in float64; zeros when there are none. */
+/**
+ * softmax(scale * q.k) . v over the given keys, in float64; zeros when there are none. With a sink logit (gpt-oss's
+ * learned per-head sinks), exp(sink) joins the softmax denominator and contributes no value.
+ */
 function attendRow(
   q: Float64Array,
   qBase: number,
@@ -13,6 +16,7 @@ function attendRow(
   readV: (base: number, d: number) => number,
   out: Float64Array,
   outBase: number,
+  sink: number | null = null,
 ): void {
   const n = keyOffsets.length;
   if (n === 0) return; // out is zero-initialised
@@ -24,7 +28,8 @@ function attendRow(
     scores[j] = s * scale;
     if (scores[j]! > max) max = scores[j]!;
   }
-  let sum = 0;
+  if (sink !== null && sink > max) max = sink;
+  let sum = sink === null ? 0 : Math.exp(sink - max);
   for (let j = 0; j < n; j++) {
     scores[j] = Math.exp(scores[j]! - max);
     sum += scores[j]!;
@@ -35,6 +40,12 @@ function attendRow(
   }
 }
 
+function sinksOf(sinks: Tensor | null, nQ: number, what: string): Float64Array | null {
+  if (!sinks) return null;
+  if (sinks.numel !== nQ) throw new RangeError(`${what}: sinks ${formatShape(sinks.shape)} must hold one logit per query head (${nQ})`);
+  return gather(sinks, `${what} sinks`);
+}
+
 function checkGqa(nQ: number, nKv: number, what: string): number {
   if (nKv <= 0 || nQ % nKv !== 0) throw new RangeError(`${what}: ${nQ} query heads are not a multiple of ${nKv} kv heads`);
   return nQ / nKv;
@@ -43,7 +54,8 @@ function checkGqa(nQ: number, nKv: number, what: string): number {
 /**
  * Decode attention over a paged cache. Sequence b has L = seqLens[b] tokens; token t sits in block
  * blockTables[b][t / blockSize] at offset t % blockSize. Query head h reads kv head h / (nQ / nKv).
- * slidingWindow w > 0 keeps only the last w tokens. Output [B, nQ, head] in the query's dtype.
+ * slidingWindow w > 0 keeps only the last w tokens. sinks [nQ] (optional): a per-head logit in every softmax's
+ * denominator. Output [B, nQ, head] in the query's dtype.
  */
 export function pagedDecodeAttention(
   backend: Backend,
@@ -54,6 +66,7 @@ export function pagedDecodeAttention(
   seqLens: Tensor,
   scale: number,
   slidingWindow: number,
+  sinks: Tensor | null = null,
 ): Tensor {
   const what = 'pagedDecodeAttention';
   expectFloat(query, what, 'query');
@@ -68,6 +81,7 @@ export function pagedDecodeAttention(
   }
   if (blockTables.shape[0] !== B || seqLens.numel !== B) throw new RangeError(`${what}: blockTables ${formatShape(blockTables.shape)} and seqLens ${formatShape(seqLens.shape)} must have ${B} rows`);
   const group = checkGqa(nQ, nKv, what);
+  const S = sinksOf(sinks, nQ, what);
   const maxBlocks = blockTables.shape[1]!;
   const tables = gatherInts(blockTables, `${what} blockTables`);
   const lens = gatherInts(seqLens, `${what} seqLens`);
@@ -93,7 +107,7 @@ export function pagedDecodeAttention(
       for (let g = 0; g < group; g++) {
         const h = kvh * group + g;
         const base = (b * nQ + h) * head;
-        attendRow(Q, base, head, scale, kOffs, (o, d) => K.acc.get(o + d * kd), vOffs, (o, d) => V.acc.get(o + d * vd), out, base);
+        attendRow(Q, base, head, scale, kOffs, (o, d) => K.acc.get(o + d * kd), vOffs, (o, d) => V.acc.get(o + d * vd), out, base, S ? S[h]! : null);
       }
     }
   }
@@ -105,7 +119,8 @@ export function pagedDecodeAttention(
  * cuSeqlensK[i]..cuSeqlensK[i+1]. With lq queries and lk keys, query j is aligned to key
  * j + lk - lq (bottom-right). Causal hides keys after that; slidingWindow w > 0 hides keys before
  * (j + lk - lq) - w + 1 (applied with or without causal, like flash-attn's left window).
- * A query row that sees no key is zero. Output [Tq, nQ, head] in q's dtype.
+ * A query row that sees no key is zero. sinks [nQ] (optional): a per-head logit in every softmax's denominator.
+ * Output [Tq, nQ, head] in q's dtype.
  */
 export function varlenPrefillAttention(
   backend: Backend,
@@ -117,6 +132,7 @@ export function varlenPrefillAttention(
   scale: number,
   causal: boolean,
   slidingWindow: number,
+  sinks: Tensor | null = null,
 ): Tensor {
   const what = 'varlenPrefillAttention';
   expectFloat(q, what, 'q');
@@ -127,6 +143,7 @@ export function varlenPrefillAttention(
   const [Tk, nKv] = k.shape as [number, number, number];
   if (k.shape[2] !== head || v.shape.some((d, i) => d !== k.shape[i])) throw new RangeError(`${what}: k ${formatShape(k.shape)} and v ${formatShape(v.shape)} must both be [Tk, nKv, ${head}]`);
   const group = checkGqa(nQ, nKv, what);
+  const S = sinksOf(sinks, nQ, what);
   const cq = gatherInts(cuSeqlensQ, `${what} cuSeqlensQ`);
   const ck = gatherInts(cuSeqlensK, `${what} cuSeqlensK`);
   if (cq.length !== ck.length || cq.length < 1) throw new RangeError(`${what}: cuSeqlensQ (${cq.length}) and cuSeqlensK (${ck.length}) must both have B + 1 entries`);
@@ -153,7 +170,7 @@ export function varlenPrefillAttention(
         for (let key = lo; key <= hi; key++) offs.push(((k0 + key) * nKv + kvh) * head);
         for (let g = 0; g < group; g++) {
           const base = ((q0 + j) * nQ + kvh * group + g) * head;
-          attendRow(Q, base, head, scale, offs, (o, d) => K[o + d]!, offs, (o, d) => V[o + d]!, out, base);
+          attendRow(Q, base, head, scale, offs, (o, d) => K[o + d]!, offs, (o, d) => V[o + d]!, out, base, S ? S[kvh * group + g]! : null);
         }
       }
     }

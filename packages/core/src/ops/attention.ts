@@ -108,22 +108,31 @@ defineOp({
 
 const intIn = ['i32', 'i64'] as const;
 
+/** sinks: one logit per query head. */
+function checkSinks(op: string, sinks: unknown, nQ: number): void {
+  if (!sinks) return;
+  const s = (sinks as TensorMeta).shape;
+  if (s.length !== 1 || s[0] !== nQ) opError(op, `sinks ${formatShape(s)} must be [${nQ}] (one logit per query head)`);
+}
+
 defineOp({
   name: 'paged_decode_attention',
   group: 'attention',
   doc:
     'Decode attention over a paged KV cache (vLLM paged attention): query [B, nQ, head], k_cache / v_cache [num_blocks, block_size, nKv, head], ' +
     'block_tables [B, max_blocks] (int), seq_lens [B] (int); token t of sequence b sits in block block_tables[b, t / block_size] at t % block_size; ' +
-    'GQA when nQ > nKv; sliding_window w > 0 keeps the last w tokens. -> [B, nQ, head].',
+    'GQA when nQ > nKv; sliding_window w > 0 keeps the last w tokens; sinks [nQ] (optional, gpt-oss): a per-head logit that joins every softmax denominator ' +
+    'with no value (flash-attn s_aux; the Ops method has no sinks, so only a backend kernel runs them). -> [B, nQ, head].',
   inputs: [
     { name: 'query', dtypes: 'float' },
     { name: 'k_cache', dtypes: 'float' },
     { name: 'v_cache', dtypes: 'float' },
     { name: 'block_tables', dtypes: intIn },
     { name: 'seq_lens', dtypes: intIn },
+    { name: 'sinks', optional: true, dtypes: 'float' },
   ],
   attrs: z.object({ scale: z.number(), sliding_window: z.number().int().min(0).default(0) }).strict(),
-  infer: ([q, kc, vc, bt, sl]) => {
+  infer: ([q, kc, vc, bt, sl, sinks]) => {
     const op = 'paged_decode_attention';
     const dtype = commonFloatDType(op, [['query', q!], ['k_cache', kc!], ['v_cache', vc!]]);
     const qs = (q as TensorMeta).shape;
@@ -138,10 +147,12 @@ defineOp({
     if (bts.length !== 2 || bts[0] !== B) opError(op, `block_tables ${formatShape(bts)} must be [${B}, max_blocks]`);
     const sls = (sl as TensorMeta).shape;
     if (sls.length !== 1 || sls[0] !== B) opError(op, `seq_lens ${formatShape(sls)} must be [${B}]`);
+    checkSinks(op, sinks, nQ);
     return [meta(qs, dtype)];
   },
   viaOps: (ops, call) => {
-    const [q, kc, vc, bt, sl] = call.inputs as Tensor[];
+    const [q, kc, vc, bt, sl, sinks] = call.inputs as (Tensor | null)[];
+    if (sinks) return undefined;
     return [ops.pagedDecodeAttention(q!, kc!, vc!, bt!, sl!, call.attrs.scale, call.attrs.sliding_window)];
   },
 });
@@ -151,16 +162,18 @@ defineOp({
   group: 'attention',
   doc:
     'Variable-length prefill attention (flash_attn_varlen_func): q [Tq, nQ, head], k / v [Tk, nKv, head], cu_seqlens_q / cu_seqlens_k [B + 1] (int); ' +
-    'causal masks align the ends of each q and k sequence (bottom-right, as flash-attn); sliding_window w > 0 hides keys more than w - 1 before the diagonal. -> [Tq, nQ, head].',
+    'causal masks align the ends of each q and k sequence (bottom-right, as flash-attn); sliding_window w > 0 hides keys more than w - 1 before the diagonal; ' +
+    'sinks [nQ] (optional, gpt-oss): a per-head logit that joins every softmax denominator with no value (flash-attn s_aux; kernel only). -> [Tq, nQ, head].',
   inputs: [
     { name: 'q', dtypes: 'float' },
     { name: 'k', dtypes: 'float' },
     { name: 'v', dtypes: 'float' },
     { name: 'cu_seqlens_q', dtypes: intIn },
     { name: 'cu_seqlens_k', dtypes: intIn },
+    { name: 'sinks', optional: true, dtypes: 'float' },
   ],
   attrs: z.object({ scale: z.number(), causal: z.boolean().default(false), sliding_window: z.number().int().min(0).default(0) }).strict(),
-  infer: ([q, k, v, cq, ck]) => {
+  infer: ([q, k, v, cq, ck, sinks]) => {
     const op = 'varlen_prefill_attention';
     const dtype = commonFloatDType(op, [['q', q!], ['k', k!], ['v', v!]]);
     const qs = (q as TensorMeta).shape;
@@ -173,10 +186,12 @@ defineOp({
     const a = (cq as TensorMeta).shape;
     const b = (ck as TensorMeta).shape;
     if (a.length !== 1 || b.length !== 1 || a[0] !== b[0] || a[0]! < 1) opError(op, `cu_seqlens_q ${formatShape(a)} and cu_seqlens_k ${formatShape(b)} must both be [B + 1]`);
+    checkSinks(op, sinks, qs[1]!);
     return [meta(qs, dtype)];
   },
   viaOps: (ops, call) => {
-    const [q, k, v, cq, ck] = call.inputs as Tensor[];
+    const [q, k, v, cq, ck, sinks] = call.inputs as (Tensor | null)[];
+    if (sinks) return undefined;
     return [ops.varlenPrefillAttention(q!, k!, v!, cq!, ck!, call.attrs.scale, call.attrs.causal, call.attrs.sliding_window)];
   },
 });
@@ -186,8 +201,12 @@ export const attentionFunctions = {
     const { attn_mask = null, ...attrs } = opts;
     return callOp1(OP, [query, key, value, attn_mask], attrs);
   },
-  pagedDecodeAttention: (query: Tensor, k_cache: Tensor, v_cache: Tensor, block_tables: Tensor, seq_lens: Tensor, opts: { scale: number; sliding_window?: number }): Tensor =>
-    callOp1('paged_decode_attention', [query, k_cache, v_cache, block_tables, seq_lens], opts),
-  varlenPrefillAttention: (q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, opts: { scale: number; causal?: boolean; sliding_window?: number }): Tensor =>
-    callOp1('varlen_prefill_attention', [q, k, v, cu_seqlens_q, cu_seqlens_k], opts),
+  pagedDecodeAttention: (query: Tensor, k_cache: Tensor, v_cache: Tensor, block_tables: Tensor, seq_lens: Tensor, opts: { scale: number; sliding_window?: number; sinks?: Tensor | null }): Tensor => {
+    const { sinks = null, ...attrs } = opts;
+    return callOp1('paged_decode_attention', [query, k_cache, v_cache, block_tables, seq_lens, sinks], attrs);
+  },
+  varlenPrefillAttention: (q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, opts: { scale: number; causal?: boolean; sliding_window?: number; sinks?: Tensor | null }): Tensor => {
+    const { sinks = null, ...attrs } = opts;
+    return callOp1('varlen_prefill_attention', [q, k, v, cu_seqlens_q, cu_seqlens_k, sinks], attrs);
+  },
 };

@@ -96,14 +96,14 @@ describe('paged decode == varlen prefill with q_len 1 (independent formulations)
   for (const c of task.cases.ci) {
     it(`${c.name}: same outputs on the same gathered K/V`, () => {
       for (const seed of [3, 4]) {
-        const inputs = task.makeInputs(c, ctxFor(c), new Rng(seed)).map((t) => toHostArray(t!));
-        const [q, kC, vC, tables, lens] = inputs as [HostArray, HostArray, HostArray, HostArray, HostArray];
+        const inputs = task.makeInputs(c, ctxFor(c), new Rng(seed)).map((t) => (t ? toHostArray(t) : null));
+        const [q, kC, vC, tables, lens, sinks] = inputs as [HostArray, HostArray, HostArray, HostArray, HostArray, HostArray | null];
         const window = (c.init[4] as number | undefined) ?? 0;
-        const decode = pagedDecodeAttentionReference(q, kC, vC, tables, lens, c.init[2] as number, window);
+        const decode = pagedDecodeAttentionReference(q, kC, vC, tables, lens, c.init[2] as number, window, sinks);
         const { k, v, cuK } = packSequences(kC, vC, tables, lens);
         const B = q.shape[0]!;
         const cuQ = hostArray([B + 1], [...Array(B + 1).keys()]);
-        const prefill = varlenPrefillAttentionReference(q, k, v, cuQ, cuK, c.init[2] as number, true, window);
+        const prefill = varlenPrefillAttentionReference(q, k, v, cuQ, cuK, c.init[2] as number, true, window, sinks);
         expect(prefill.shape).toEqual(decode.shape);
         let maxDiff = 0;
         decode.data.forEach((x, i) => (maxDiff = Math.max(maxDiff, Math.abs(x - prefill.data[i]!))));
@@ -185,4 +185,36 @@ describe('paged_decode_attention end to end on the CPU backend', () => {
       }
     });
   }
+});
+
+describe('attention sinks (gpt-oss): a per-head logit in the softmax denominator, no value', () => {
+  it('reference by hand: scores 0 and ln 3 with sink ln 4 weigh the values 1/8 and 3/8; another head without sink mass', () => {
+    // nQ 2 over nKv 1, D 2; sinks [ln 4, -inf-like]: head 0 gets exp sum 1 + 3 + 4, head 1 1 + 3 + e^-50
+    const q = hostArray([1, 2, 2], [1, 0, 1, 0]);
+    const k = cacheOf(1, 1, 2, (_b, o, _h, d) => (o === 1 && d === 0 ? Math.log(3) : 0));
+    const v = cacheOf(1, 1, 2, (_b, o, _h, d) => (o === 0 ? [4, 0][d]! : o === 1 ? [0, 8][d]! : 1000));
+    const out = pagedDecodeAttentionReference(q, k, v, hostArray([1, 1], [0]), hostArray([1], [2]), 1, 0, hostArray([2], [Math.log(4), -50]));
+    expect(out.data[0]).toBeCloseTo(0.5, 12); // 1/8 * 4
+    expect(out.data[1]).toBeCloseTo(3, 12); // 3/8 * 8
+    expect(out.data[2]).toBeCloseTo(1, 10);
+    expect(out.data[3]).toBeCloseTo(6, 10);
+  });
+
+  it('the CPU op with sinks equals the reference on random inputs, and differs from the same call without them', () => {
+    const rng = new Rng(11);
+    const c = TaskCaseSchema.parse(task.cases.ci.find((x) => x.name === 'sinks-gqa-window8-f32'));
+    withContext(ctxFor(c), () => {
+      const m = registry.create<Module & { forward(...a: (Tensor | null)[]): Tensor }>('L1/paged_decode_attention', ...c.init);
+      const inputs = task.makeInputs(c, ctxFor(c), rng);
+      const got = m.forward(...inputs);
+      const [ref] = task.reference(inputs.map((t) => (t ? toHostArray(t) : null)), new Map(), c);
+      expect(compareTensors(toHostArray(got), ref!, toleranceFor(task, 'f32')).status).toBe('PASSED');
+      // the same call without sinks differs: the sink mass is real
+      const plain = m.forward(...inputs.slice(0, 5));
+      const a = got.toFloat64Array();
+      const b = plain.toFloat64Array();
+      expect(a.some((x, i) => Math.abs(x - b[i]!) > 1e-3)).toBe(true);
+      for (const t of [got, plain, ...inputs]) t?.dispose();
+    });
+  });
 });

@@ -1,4 +1,4 @@
-import { DTYPE_INFO, Module, defineTask, hostArray, type HostArray, type TaskCase, type Tensor } from '@fastkernels/core';
+import { DTYPE_INFO, F, Module, defineTask, hostArray, type HostArray, type TaskCase, type Tensor } from '@fastkernels/core';
 import { bytesOf, fromInts, randn } from '../../../common/inputs.js';
 import { DENSE_MOE_LLM } from '../../families.js';
 import { KV_BLOCK_SIZE } from '../kvcache/store_kvcache.js';
@@ -7,7 +7,9 @@ import { KV_BLOCK_SIZE } from '../kvcache/store_kvcache.js';
  * The decode path of vLLM's FLASH_ATTN backend (FlashAttentionImpl.forward with q_len 1:
  * flash_attn_varlen_func(..., block_table=..., seqused_k=...)): one query token per sequence
  * attends to that sequence's keys in a paged cache. GQA when numHeads > numKvHeads; a sliding
- * window of w keeps the last w keys (the query's own position included).
+ * window of w keeps the last w keys (the query's own position included). sinks [numHeads] (gpt-oss's learned attention
+ * sinks, flash-attn's s_aux): a per-head logit that joins the softmax denominator with no value; given, the call goes
+ * through the op registry's paged_decode_attention (the backend's kernel), else the backend's Ops method as before.
  */
 export class FlashAttnDecode extends Module {
   constructor(
@@ -21,7 +23,8 @@ export class FlashAttnDecode extends Module {
     if (numHeads % numKvHeads !== 0) throw new RangeError(`FlashAttnDecode: numHeads ${numHeads} is not a multiple of numKvHeads ${numKvHeads}`);
   }
 
-  forward(query: Tensor, kCache: Tensor, vCache: Tensor, blockTables: Tensor, seqLens: Tensor): Tensor {
+  forward(query: Tensor, kCache: Tensor, vCache: Tensor, blockTables: Tensor, seqLens: Tensor, sinks?: Tensor | null): Tensor {
+    if (sinks) return F.pagedDecodeAttention(query, kCache, vCache, blockTables, seqLens, { scale: this.scale, sliding_window: this.slidingWindow, sinks });
     return this.ctx.backend.ops.pagedDecodeAttention(query, kCache, vCache, blockTables, seqLens, this.scale, this.slidingWindow);
   }
 }
@@ -29,7 +32,8 @@ export class FlashAttnDecode extends Module {
 /**
  * Golden paged decode attention on host arrays. Independent formulation: first gather each
  * sequence's keys and values out of the paged cache into dense [L, nKv, D] arrays, then run plain
- * dense softmax attention of the single query over the (windowed) keys.
+ * dense softmax attention of the single query over the (windowed) keys; a head's sink logit, when given, adds
+ * exp(sink) to its denominator.
  */
 export function pagedDecodeAttentionReference(
   query: HostArray,
@@ -39,6 +43,7 @@ export function pagedDecodeAttentionReference(
   seqLens: HostArray,
   scale: number,
   slidingWindow = 0,
+  sinks: HostArray | null = null,
 ): HostArray {
   const [B, nQ, D] = query.shape as [number, number, number];
   const [numBlocks, blockSize, nKv] = kCache.shape as [number, number, number, number];
@@ -72,7 +77,9 @@ export function pagedDecodeAttentionReference(
         scores[j - start] = s;
         if (s > max) max = s;
       }
-      let sum = 0;
+      const sink = sinks ? sinks.data[h]! : -Infinity;
+      if (sink > max) max = sink;
+      let sum = Math.exp(sink - max);
       for (let i = 0; i < scores.length; i++) {
         scores[i] = Math.exp(scores[i]! - max);
         sum += scores[i]!;
@@ -135,6 +142,9 @@ function caseWindow(c: TaskCase): number {
   return (c.init[4] as number | undefined) ?? 0;
 }
 
+/** gpt-oss-20b / -120b attention: 64 query heads of 64 over 8 kv heads, sliding layers of 128. */
+const GPT_OSS: [number, number, number] = [64, 8, 64];
+
 export const pagedDecodeAttentionTask = defineTask(
   {
     id: 'L1/paged_decode_attention',
@@ -161,6 +171,7 @@ export const pagedDecodeAttentionTask = defineTask(
       { name: 'vCache', dtype: 'act', shape: ['NB', KV_BLOCK_SIZE, 'NKV', 'D'] },
       { name: 'blockTables', dtype: 'i32', shape: ['B', 'MB'], doc: 'block ids of each sequence; entries past its length are 0' },
       { name: 'seqLens', dtype: 'i32', shape: ['B'], doc: 'tokens in the cache per sequence, the query\'s own included (1..S)' },
+      { name: 'sinks', dtype: 'f32', shape: ['NQ'], optional: true, doc: "per-head sink logits (gpt-oss); cases with options.sinks" },
     ],
     outputs: [{ name: 'out', dtype: 'act', shape: ['B', 'NQ', 'D'] }],
     cases: {
@@ -169,11 +180,15 @@ export const pagedDecodeAttentionTask = defineTask(
         { name: 'mha-odd-batch-bf16', dtype: 'bf16', dims: decodeDims(3, 2, 2, 64, 50, 2), init: [2, 64, 1 / Math.sqrt(64), 2] },
         { name: 'mqa-sliding-window-f32', dtype: 'f32', dims: decodeDims(6, 4, 1, 16, 70, 1), init: [4, 16, 0.3, 1, 24] },
         { name: 'single-seq-gqa-bf16', dtype: 'bf16', dims: decodeDims(1, 8, 2, 32, 33, 0), init: [8, 32, 1 / Math.sqrt(32), 2] },
+        { name: 'sinks-gqa-window8-f32', dtype: 'f32', dims: decodeDims(5, 4, 2, 16, 40, 1), init: [4, 16, 0.25, 2, 8], options: { sinks: true } },
+        { name: 'sinks-gqa-bf16', dtype: 'bf16', dims: decodeDims(4, 4, 1, 32, 30, 0), init: [4, 32, 1 / Math.sqrt(32), 1], options: { sinks: true } },
       ],
       production: [
         { name: 'llama3-8b-decode-b1-8k', dtype: 'bf16', dims: decodeDims(1, 32, 8, 128, 8192, 0), init: [32, 128, SCALE_128, 8] },
         { name: 'llama3-8b-decode-b32-4k', dtype: 'bf16', dims: decodeDims(32, 32, 8, 128, 4096, 0), init: [32, 128, SCALE_128, 8] },
         { name: 'llama3-8b-decode-b64-2k', dtype: 'bf16', dims: decodeDims(64, 32, 8, 128, 2048, 0), init: [32, 128, SCALE_128, 8] },
+        { name: 'gpt-oss-decode-b32-4k-sliding128', dtype: 'bf16', dims: decodeDims(32, ...GPT_OSS, 4096, 0), init: [64, 64, 1 / 8, 8, 128], options: { sinks: true } },
+        { name: 'gpt-oss-decode-b32-4k-full', dtype: 'bf16', dims: decodeDims(32, ...GPT_OSS, 4096, 0), init: [64, 64, 1 / 8, 8], options: { sinks: true } },
       ],
     },
   },
@@ -198,10 +213,11 @@ export const pagedDecodeAttentionTask = defineTask(
         randn(ctx, rng, cacheShape, c.dtype),
         fromInts(ctx, table, [B, MB], 'i32'),
         fromInts(ctx, lens, [B], 'i32'),
+        c.options.sinks ? randn(ctx, rng, [NQ], 'f32', 2) : null,
       ];
     },
-    reference: ([query, kCache, vCache, blockTables, seqLens], _p, c) =>
-      [pagedDecodeAttentionReference(query!, kCache!, vCache!, blockTables!, seqLens!, c.init[2] as number, caseWindow(c))],
+    reference: ([query, kCache, vCache, blockTables, seqLens, sinks], _p, c) =>
+      [pagedDecodeAttentionReference(query!, kCache!, vCache!, blockTables!, seqLens!, c.init[2] as number, caseWindow(c), sinks ?? null)],
     work: (c) => {
       const { B, NQ, NKV, D, S, MB } = c.dims as Record<'B' | 'NQ' | 'NKV' | 'D' | 'S' | 'MB', number>;
       const it = DTYPE_INFO[c.dtype].itemsize;

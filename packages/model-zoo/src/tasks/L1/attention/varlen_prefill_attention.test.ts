@@ -1,5 +1,5 @@
 import { CpuBackend } from '@fastkernels/backend-cpu';
-import { Rng, TaskCaseSchema, compareTensors, hostArray, toHostArray, toleranceFor, withContext, type ExecutionContext, type Module, type TaskCase, type Tensor } from '@fastkernels/core';
+import { F, Rng, TaskCaseSchema, UnsupportedOpError, compareTensors, hostArray, toHostArray, toleranceFor, withContext, type ExecutionContext, type Module, type TaskCase, type Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { baselineRegistry } from '../../../index.js';
 import { FlashAttnVarlen, varlenPrefillAttentionReference, varlenPrefillAttentionTask, visiblePairs } from './varlen_prefill_attention.js';
@@ -138,4 +138,33 @@ describe('varlen_prefill_attention end to end on the CPU backend', () => {
       }
     });
   }
+});
+
+describe('varlen attention sinks (gpt-oss)', () => {
+  it('reference by hand: one visible key of score 0 and sink 0 halve its value; the sink follows the window and causal mask', () => {
+    const out = varlenPrefillAttentionReference(hostArray([2, 1, 1], [1, 1]), hostArray([2, 1, 1], [0, 0]), hostArray([2, 1, 1], [4, 8]), hostArray([2], [0, 2]), hostArray([2], [0, 2]), 1, true, 1, hostArray([1], [0]));
+    expect(out.data[0]).toBeCloseTo(2, 12); // query 0: key 0 and the sink, 1/2 * 4
+    expect(out.data[1]).toBeCloseTo(4, 12); // window 1: query 1 sees key 1 only, 1/2 * 8
+  });
+
+  it('a backend with only the Ops method (no op kernel) refuses sinks instead of dropping them', () => {
+    const c = TaskCaseSchema.parse(task.cases.ci.find((x) => x.name === 'sinks-gqa-bf16'));
+    const rng = new Rng(5);
+    withContext(ctxFor(c), () => {
+      const [q, k, v, cq, ck, sinks] = task.makeInputs(c, ctxFor(c), rng) as Tensor[];
+      const saved = backend.opKernels.get('varlen_prefill_attention')!;
+      const table = backend.opKernels;
+      table.register('varlen_prefill_attention', saved.kernel, () => 'test: no kernel');
+      try {
+        expect(() => F.varlenPrefillAttention(q!, k!, v!, cq!, ck!, { scale: 0.1, causal: true, sinks })).toThrow(UnsupportedOpError);
+        // without sinks the Ops route still serves it
+        F.varlenPrefillAttention(q!, k!, v!, cq!, ck!, { scale: 0.1, causal: true }).dispose();
+      } finally {
+        table.register('varlen_prefill_attention', saved.kernel, saved.supports);
+      }
+      const short = sinks!.narrow(0, 0, 3);
+      expect(() => F.varlenPrefillAttention(q!, k!, v!, cq!, ck!, { scale: 0.1, sinks: short })).toThrow(/varlen_prefill_attention: sinks \[3\] must be \[4\] \(one logit per query head\)/);
+      for (const t of [q, k, v, cq, ck, sinks, short]) t!.dispose();
+    });
+  });
 });

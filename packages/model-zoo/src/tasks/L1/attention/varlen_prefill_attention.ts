@@ -1,4 +1,4 @@
-import { DTYPE_INFO, Module, defineTask, hostArray, type HostArray, type TaskCase, type TaskCaseInput, type Tensor } from '@fastkernels/core';
+import { DTYPE_INFO, F, Module, defineTask, hostArray, type HostArray, type TaskCase, type TaskCaseInput, type Tensor } from '@fastkernels/core';
 import { bytesOf, fromInts, randn } from '../../../common/inputs.js';
 import { DENSE_MOE_LLM } from '../../families.js';
 
@@ -7,7 +7,9 @@ import { DENSE_MOE_LLM } from '../../families.js';
  * cu_seqlens_q / cu_seqlens_k, GQA when numHeads > numKvHeads. With causal masking the ends of
  * q and k are aligned (bottom-right): query i of a sequence with lq queries and lk keys sits at
  * position i + lk - lq and sees keys j <= that position (chunked prefill: k holds the cached
- * context plus the chunk). A sliding window of w keeps keys j > position - w.
+ * context plus the chunk). A sliding window of w keeps keys j > position - w. sinks [numHeads] (gpt-oss's learned
+ * attention sinks, flash-attn's s_aux): a per-head logit that joins the softmax denominator with no value; given, the
+ * call goes through the op registry's varlen_prefill_attention (the backend's kernel), else the backend's Ops method.
  */
 export class FlashAttnVarlen extends Module {
   constructor(
@@ -22,7 +24,8 @@ export class FlashAttnVarlen extends Module {
     if (numHeads % numKvHeads !== 0) throw new RangeError(`FlashAttnVarlen: numHeads ${numHeads} is not a multiple of numKvHeads ${numKvHeads}`);
   }
 
-  forward(q: Tensor, k: Tensor, v: Tensor, cuSeqlensQ: Tensor, cuSeqlensK: Tensor): Tensor {
+  forward(q: Tensor, k: Tensor, v: Tensor, cuSeqlensQ: Tensor, cuSeqlensK: Tensor, sinks?: Tensor | null): Tensor {
+    if (sinks) return F.varlenPrefillAttention(q, k, v, cuSeqlensQ, cuSeqlensK, { scale: this.scale, causal: this.causal, sliding_window: this.slidingWindow, sinks });
     return this.ctx.backend.ops.varlenPrefillAttention(q, k, v, cuSeqlensQ, cuSeqlensK, this.scale, this.causal, this.slidingWindow);
   }
 }
@@ -37,7 +40,8 @@ function visible(i: number, j: number, lq: number, lk: number, causal: boolean, 
 
 /**
  * Golden varlen attention on host arrays: per sequence, per query token and head, a masked
- * softmax over the sequence's keys. A query that sees no key (lk < lq under causal masking) gives 0.
+ * softmax over the sequence's keys (a head's sink logit, when given, adds exp(sink) to the denominator). A query that
+ * sees no key (lk < lq under causal masking) gives 0.
  */
 export function varlenPrefillAttentionReference(
   q: HostArray,
@@ -48,6 +52,7 @@ export function varlenPrefillAttentionReference(
   scale: number,
   causal = true,
   slidingWindow = 0,
+  sinks: HostArray | null = null,
 ): HostArray {
   const [Tq, nQ, D] = q.shape as [number, number, number];
   const nKv = k.shape[1]!;
@@ -77,7 +82,9 @@ export function varlenPrefillAttentionReference(
           if (w[j]! > max) max = w[j]!;
         }
         if (max === -Infinity) continue; // nothing visible: output stays 0
-        let sum = 0;
+        const sink = sinks ? sinks.data[h]! : -Infinity;
+        if (sink > max) max = sink;
+        let sum = Math.exp(sink - max);
         for (let j = 0; j < lk; j++) {
           w[j] = w[j] === -Infinity ? 0 : Math.exp(w[j]! - max);
           sum += w[j]!;
@@ -119,16 +126,18 @@ function caseLens(c: Pick<TaskCase, 'name' | 'dims' | 'options'>): { qLens: numb
 }
 
 /** A case from its sequence lengths (dims follow from them). */
-function varlenCase(name: string, dtype: 'f32' | 'bf16', heads: [number, number, number], qLens: number[], kLens: number[] = qLens, extra: { scale?: number; causal?: boolean; window?: number } = {}): TaskCaseInput {
+function varlenCase(name: string, dtype: 'f32' | 'bf16', heads: [number, number, number], qLens: number[], kLens: number[] = qLens, extra: { scale?: number; causal?: boolean; window?: number; sinks?: boolean } = {}): TaskCaseInput {
   const [NQ, NKV, D] = heads;
   const sum = (a: number[]) => a.reduce((x, y) => x + y, 0);
   const init: unknown[] = [NQ, D, extra.scale ?? 1 / Math.sqrt(D), NKV];
   if (extra.causal !== undefined || extra.window !== undefined) init.push(extra.causal ?? true);
   if (extra.window !== undefined) init.push(extra.window);
-  return { name, dtype, dims: { TQ: sum(qLens), TK: sum(kLens), B: qLens.length, 'B+1': qLens.length + 1, NQ, NKV, D }, init, options: { qLens, kLens } };
+  return { name, dtype, dims: { TQ: sum(qLens), TK: sum(kLens), B: qLens.length, 'B+1': qLens.length + 1, NQ, NKV, D }, init, options: { qLens, kLens, ...(extra.sinks ? { sinks: true } : {}) } };
 }
 
 const LLAMA3: [number, number, number] = [32, 8, 128];
+/** gpt-oss-20b / -120b: 64 query heads of 64 over 8 kv heads, sliding layers of 128, sinks everywhere. */
+const GPT_OSS: [number, number, number] = [64, 8, 64];
 
 export const varlenPrefillAttentionTask = defineTask(
   {
@@ -158,6 +167,7 @@ export const varlenPrefillAttentionTask = defineTask(
       { name: 'v', dtype: 'act', shape: ['TK', 'NKV', 'D'] },
       { name: 'cuSeqlensQ', dtype: 'i32', shape: ['B+1'], doc: 'prefix sums of the query lengths, from 0' },
       { name: 'cuSeqlensK', dtype: 'i32', shape: ['B+1'], doc: 'prefix sums of the key lengths (>= the query lengths), from 0' },
+      { name: 'sinks', dtype: 'f32', shape: ['NQ'], optional: true, doc: 'per-head sink logits (gpt-oss); cases with options.sinks' },
     ],
     outputs: [{ name: 'out', dtype: 'act', shape: ['TQ', 'NQ', 'D'] }],
     cases: {
@@ -168,6 +178,8 @@ export const varlenPrefillAttentionTask = defineTask(
         varlenCase('chunked-mha-bf16', 'bf16', [2, 2, 64], [6, 2], [17, 30]),
         varlenCase('sliding-window-f32', 'f32', [4, 2, 16], [12, 30, 5], [12, 45, 5], { window: 8 }),
         varlenCase('non-causal-f32', 'f32', [2, 1, 16], [6, 3], [10, 3], { causal: false, scale: 0.2 }),
+        varlenCase('sinks-chunked-window8-f32', 'f32', [4, 2, 16], [9, 3, 12], [9, 20, 30], { window: 8, sinks: true }),
+        varlenCase('sinks-gqa-bf16', 'bf16', [4, 1, 32], [7, 5], [7, 5], { sinks: true }),
       ],
       production: [
         varlenCase('llama3-8b-prefill-4096x1', 'bf16', LLAMA3, [4096]),
@@ -175,6 +187,8 @@ export const varlenPrefillAttentionTask = defineTask(
         varlenCase('llama3-8b-prefill-uneven-x3', 'bf16', LLAMA3, [2600, 1100, 396]),
         varlenCase('llama3-8b-prefill-1024x4', 'bf16', LLAMA3, [1024, 1024, 1024, 1024]),
         varlenCase('llama3-8b-chunked-prefill-2048x2', 'bf16', LLAMA3, [2048, 2048], [8192, 2048]),
+        varlenCase('gpt-oss-prefill-4096-sliding128', 'bf16', GPT_OSS, [4096], [4096], { scale: 1 / 8, window: 128, sinks: true }),
+        varlenCase('gpt-oss-prefill-4096-full', 'bf16', GPT_OSS, [4096], [4096], { scale: 1 / 8, sinks: true }),
       ],
     },
   },
@@ -197,10 +211,11 @@ export const varlenPrefillAttentionTask = defineTask(
         randn(ctx, rng, [TK, NKV, D], c.dtype),
         fromInts(ctx, cuQ, [cuQ.length], 'i32'),
         fromInts(ctx, cuK, [cuK.length], 'i32'),
+        c.options.sinks ? randn(ctx, rng, [NQ], 'f32', 2) : null,
       ];
     },
-    reference: ([q, k, v, cuQ, cuK], _p, c) => [
-      varlenPrefillAttentionReference(q!, k!, v!, cuQ!, cuK!, c.init[2] as number, (c.init[4] as boolean | undefined) ?? true, (c.init[5] as number | undefined) ?? 0),
+    reference: ([q, k, v, cuQ, cuK, sinks], _p, c) => [
+      varlenPrefillAttentionReference(q!, k!, v!, cuQ!, cuK!, c.init[2] as number, (c.init[4] as boolean | undefined) ?? true, (c.init[5] as number | undefined) ?? 0, sinks ?? null),
     ],
     work: (c) => {
       const { qLens, kLens } = caseLens(c);
