@@ -2,6 +2,7 @@ import { UserError, type DType } from '@fastkernels/core';
 import { configDType } from '../../models/config-parse.js';
 import { z } from 'zod';
 import type { Llama3RopeScaling } from '../../tasks/L1/rotary/rotary_emb.js';
+import type { YarnRopeScaling } from '../../tasks/L1/rotary/yarn_rotary_emb.js';
 
 /**
  * The HF config.json fields the Llama family uses (model_type llama, qwen2, mistral), validated with zod,
@@ -18,7 +19,8 @@ export interface LinearRopeScaling {
   readonly ropeType: 'linear';
   readonly factor: number;
 }
-export type LlamaRopeScaling = Llama3RopeScaling | LinearRopeScaling;
+/** What L2/attention takes; YaRN comes from families that read it (gpt-oss), parseLlamaConfig does not. */
+export type LlamaRopeScaling = Llama3RopeScaling | LinearRopeScaling | YarnRopeScaling;
 
 /** What the Llama modules are built from (plain data: it is the L3/L4 tasks' init argument). */
 export interface LlamaConfig {

@@ -5,6 +5,7 @@
  * tokens, and each query attends causally over them (within the sliding window).
  */
 import type { HostArray } from '@fastkernels/core';
+import { yarnAttentionFactor, yarnInvFreq } from '../../tasks/L1/rotary/yarn_rotary_emb.js';
 import type { LlamaConfig, LlamaRopeScaling } from './config.js';
 
 /** A sequence of a step: its new tokens [start, start + n) sit at positions ctx .. ctx + n - 1. */
@@ -64,9 +65,13 @@ export function denseRmsNorm(x: Float64Array, rows: number, w: HostArray, eps: n
   return y;
 }
 
-/** Rotation angle of frequency pair i at position p (neox pairs (i, i + D/2)), with llama3 / linear scaling. */
+/** Rotation angle of frequency pair i at position p (neox pairs (i, i + D/2)), with llama3 / linear / YaRN scaling. */
 export function ropeAngles(headDim: number, theta: number, scaling: LlamaRopeScaling | null): (pos: number, i: number) => number {
   const half = headDim / 2;
+  if (scaling?.ropeType === 'yarn') {
+    const yarn = yarnInvFreq(headDim, theta, scaling);
+    return (pos, i) => pos * yarn[i]!;
+  }
   const inv = new Float64Array(half);
   for (let i = 0; i < half; i++) {
     let f = 1 / Math.pow(theta, (2 * i) / headDim);
@@ -84,6 +89,9 @@ export function ropeAngles(headDim: number, theta: number, scaling: LlamaRopeSca
   const posScale = scaling?.ropeType === 'linear' ? 1 / scaling.factor : 1;
   return (pos, i) => pos * posScale * inv[i]!;
 }
+
+/** The factor rotary scales q and k by (YaRN's attention factor; 1 otherwise): q.k carries its square. */
+export const ropeMagnitude = (scaling: LlamaRopeScaling | null): number => (scaling?.ropeType === 'yarn' ? yarnAttentionFactor(scaling) : 1);
 
 /** Rotate every head of x [T, nHeads * D] in place (neox style) at positions[t]. */
 export function denseRope(x: Float64Array, positions: ArrayLike<number>, nHeads: number, D: number, angle: (pos: number, i: number) => number): void {
@@ -106,9 +114,10 @@ export function denseRope(x: Float64Array, positions: ArrayLike<number>, nHeads:
 
 /**
  * Causal GQA attention per sequence over [cached prefix ; new keys]: q [T, nq*D], k/v [T, nk*D] of the
- * step's tokens (k already rotated). Returns [T, nq*D].
+ * step's tokens (k already rotated). sinks [nq] (gpt-oss): a per-head logit added to each softmax's denominator.
+ * Returns [T, nq*D].
  */
-export function denseCausalAttention(q: Float64Array, k: Float64Array, v: Float64Array, seqs: readonly DenseSeq[], layer: number, g: AttnGeometry, scale: number): Float64Array {
+export function denseCausalAttention(q: Float64Array, k: Float64Array, v: Float64Array, seqs: readonly DenseSeq[], layer: number, g: AttnGeometry, scale: number, sinks: ArrayLike<number> | null = null): Float64Array {
   const { numHeads: nq, numKvHeads: nk, headDim: D, slidingWindow: w } = g;
   const T = q.length / (nq * D);
   const out = new Float64Array(T * nq * D);
@@ -137,7 +146,9 @@ export function denseCausalAttention(q: Float64Array, k: Float64Array, v: Float6
           sc[j - lo] = dot * scale;
           m = Math.max(m, dot * scale);
         }
-        let sum = 0;
+        const sink = sinks ? sinks[h]! : -Infinity;
+        m = Math.max(m, sink);
+        let sum = Math.exp(sink - m);
         for (let j = 0; j < sc.length; j++) sum += sc[j] = Math.exp(sc[j]! - m);
         for (let j = lo; j <= pos; j++) {
           const p = sc[j - lo]! / sum;
@@ -149,7 +160,10 @@ export function denseCausalAttention(q: Float64Array, k: Float64Array, v: Float6
   return out;
 }
 
-/** LlamaAttention: qkv projection, rotary, causal attention over prefix + new tokens, o projection. */
+/**
+ * LlamaAttention: qkv projection, rotary, causal attention over prefix + new tokens, o projection. YaRN's magnitude
+ * scales the rotated q and k; the layer's `sinks` parameter, when it has one, joins each softmax.
+ */
 export function denseAttentionLayer(hidden: Float64Array, positions: ArrayLike<number>, params: Params, prefix: string, g: AttnGeometry, seqs: readonly DenseSeq[], layer: number): Float64Array {
   const T = positions.length;
   const { numHeads: nq, numKvHeads: nk, headDim: D } = g;
@@ -166,7 +180,10 @@ export function denseAttentionLayer(hidden: Float64Array, positions: ArrayLike<n
   const angle = ropeAngles(D, g.ropeTheta, g.ropeScaling);
   denseRope(q, positions, nq, D, angle);
   denseRope(k, positions, nk, D, angle);
-  const attn = denseCausalAttention(q, k, v, seqs, layer, g, 1 / Math.sqrt(D));
+  // YaRN's cache scales the rotated q and k (the step's keys as they enter the cache; a cached prefix is as stored)
+  const mag = ropeMagnitude(g.ropeScaling);
+  if (mag !== 1) for (const x of [q, k]) for (let i = 0; i < x.length; i++) x[i]! *= mag;
+  const attn = denseCausalAttention(q, k, v, seqs, layer, g, 1 / Math.sqrt(D), params.get(`${prefix}sinks`)?.data ?? null);
   return denseLinear(attn, T, param(params, `${prefix}o_proj.weight`), params.get(`${prefix}o_proj.bias`));
 }
 

@@ -7,6 +7,7 @@ import { FAMILY } from '../family.js';
 import type { FlashAttnDecode } from '../../../tasks/L1/attention/paged_decode_attention.js';
 import type { RMSNorm } from '../../../tasks/L1/norm/rms_norm.js';
 import { LLAMA31_ROPE_SCALING, RotaryEmbedding, computeInvFreqF32 } from '../../../tasks/L1/rotary/rotary_emb.js';
+import { GPT_OSS_YARN_SCALING, yarnRotaryArgs } from '../../../tasks/L1/rotary/yarn_rotary_emb.js';
 import { StoreKVCache } from '../../../tasks/L1/kvcache/store_kvcache.js';
 import type { FlashAttnVarlen } from '../../../tasks/L1/attention/varlen_prefill_attention.js';
 import { normedProject, project, type Projection } from '../projection.js';
@@ -26,7 +27,10 @@ import { buildTaskStep, stepAttentionPairs, stepCachedTokens, stepSpec, stepToke
  * the layer index (vLLM derives it from `prefix`) that selects this layer's KV cache.
  * ropeScaling: llama3 goes to L1/rotary_emb as is; linear (LinearScalingRotaryEmbedding) builds the cache over
  * maxPositionEmbeddings * factor positions and rewrites it with positions divided by factor (L1/rotary_emb has
- * no linear mode of its own).
+ * no linear mode of its own); yarn (gpt-oss) builds L1/yarn_rotary_emb, whose cache carries YaRN's magnitude.
+ * sinks (gpt-oss's GptOssAttention, vLLM's `sinks` parameter of the Attention layer): a learned logit per query head,
+ * the parameter `sinks` [numHeads] (float32, as the kernels take it), passed to both attention kernels, where it joins
+ * every softmax denominator.
  *
  * Tensor parallelism (a TensorParallelGroup of world W > 1 current at construction, vLLM's tp_size): qkv_proj is
  * L2/qkv_parallel_linear (this rank's numHeads / W query heads and max(1, numKvHeads / W) kv heads), attention runs
@@ -47,6 +51,8 @@ export class LlamaAttention extends Module {
   private readonly kvStore: StoreKVCache;
   private readonly attnPrefill: FlashAttnVarlen;
   private readonly attnDecode: FlashAttnDecode;
+  /** gpt-oss's per-head sink logits [numLocalHeads] (null without sinks). */
+  readonly sinks: Tensor | null;
 
   constructor(
     readonly hiddenSize: number,
@@ -60,6 +66,7 @@ export class LlamaAttention extends Module {
     headDim = 0,
     readonly slidingWindow = 0,
     readonly layerIdx = 0,
+    readonly hasSinks = false,
   ) {
     super();
     if (numHeads % numKvHeads !== 0) throw new RangeError(`LlamaAttention: numHeads ${numHeads} is not a multiple of numKvHeads ${numKvHeads}`);
@@ -82,8 +89,12 @@ export class LlamaAttention extends Module {
     }
     const linear = ropeScaling?.ropeType === 'linear' ? ropeScaling.factor : 0;
     const cachePositions = linear ? Math.ceil(maxPositionEmbeddings * linear) : maxPositionEmbeddings;
-    this.rotaryEmb = this.createModule('rotary_emb', 'L1/rotary_emb', D, D, cachePositions, ropeTheta, true, this.ctx.dtype, ropeScaling?.ropeType === 'llama3' ? ropeScaling : null);
+    this.rotaryEmb =
+      ropeScaling?.ropeType === 'yarn'
+        ? this.createModule('rotary_emb', 'L1/yarn_rotary_emb', ...yarnRotaryArgs(D, ropeTheta, ropeScaling, this.ctx.dtype))
+        : this.createModule('rotary_emb', 'L1/rotary_emb', D, D, cachePositions, ropeTheta, true, this.ctx.dtype, ropeScaling?.ropeType === 'llama3' ? ropeScaling : null);
     if (linear) this.applyLinearScaling(cachePositions, linear);
+    this.sinks = hasSinks ? this.parameter('sinks', [this.numLocalHeads], 'f32') : null;
     this.kvStore = this.createModule('kv_store', 'L1/store_kvcache');
     const [nq, nk] = [this.numLocalHeads, this.numLocalKvHeads];
     this.attnPrefill = this.createModule('attn_prefill', 'L1/varlen_prefill_attention', nq, D, this.scaling, nk, true, slidingWindow);
@@ -209,11 +220,13 @@ export class LlamaAttention extends Module {
       vP = rows(vCache);
     }
     const prefillKv = (t: Tensor, full: Tensor) => (full === t ? t.narrow(0, 0, Tp) : full);
+    // sinks go to the kernels only when the layer has them (a candidate written for the sink-less call sees its arity)
+    const sink: Tensor[] = this.sinks ? [this.sinks] : [];
     let attn: Tensor;
     if (Td === 0) {
-      attn = this.attnPrefill.forward(q3, kP, vP, md.cuSeqlensQ!, md.cuSeqlensK!);
+      attn = this.attnPrefill.forward(q3, kP, vP, md.cuSeqlensQ!, md.cuSeqlensK!, ...sink);
     } else if (Tp === 0) {
-      attn = this.attnDecode.forward(q3, kCache, vCache, md.blockTables!, md.seqLens!);
+      attn = this.attnDecode.forward(q3, kCache, vCache, md.blockTables!, md.seqLens!, ...sink);
     } else {
       attn = Tensor.empty(this.ctx.backend, [T, nq, D], qkv.dtype, { device: this.ctx.device });
       const parts: [number, number, () => Tensor][] = [
@@ -221,13 +234,13 @@ export class LlamaAttention extends Module {
           const kk = prefillKv(k, kP);
           const vv = prefillKv(v, vP);
           const qq = q3.narrow(0, 0, Tp);
-          const o = this.attnPrefill.forward(qq, kk, vv, md.cuSeqlensQ!, md.cuSeqlensK!);
+          const o = this.attnPrefill.forward(qq, kk, vv, md.cuSeqlensQ!, md.cuSeqlensK!, ...sink);
           for (const t of [qq, kk, vv]) if (t !== kP && t !== vP) t.dispose();
           return o;
         }],
         [Tp, Td, () => {
           const qd = q3.narrow(0, Tp, Td);
-          const o = this.attnDecode.forward(qd, kCache, vCache, md.blockTables!, md.seqLens!);
+          const o = this.attnDecode.forward(qd, kCache, vCache, md.blockTables!, md.seqLens!, ...sink);
           qd.dispose();
           return o;
         }],
@@ -247,7 +260,7 @@ export class LlamaAttention extends Module {
   }
 }
 
-/** Init args of a case: [hidden, nq, nk, theta, scaling, maxPos, bias, biasO, headDim, window, layerIdx]. */
+/** Init args of a case: [hidden, nq, nk, theta, scaling, maxPos, bias, biasO, headDim, window, layerIdx, sinks]. */
 interface AttnInit {
   hidden: number;
   nq: number;
@@ -296,6 +309,10 @@ function attnCase(name: string, dtype: 'f32' | 'bf16', init: unknown[], prefillL
 
 const L8 = LLAMA3_8B;
 const llama8bInit = [L8.hiddenSize, L8.numAttentionHeads, L8.numKeyValueHeads, L8.ropeTheta, null, L8.maxPositionEmbeddings, false, false, L8.headDim, 0, 0];
+/** gpt-oss-20b / -120b attention (64 heads of 64 over 8 kv heads on hidden 2880, biases, YaRN, sinks) at a window and layer. */
+const gptOssInit = (window: number, layer: number) => [2880, 64, 8, 150000, GPT_OSS_YARN_SCALING, 131072, true, true, 64, window, layer, true];
+/** A small YaRN (factor 4 over 64 original positions: 256 cached) for CI cases. */
+const TINY_YARN = { ...GPT_OSS_YARN_SCALING, factor: 4, originalMaxPositionEmbeddings: 64 };
 /** B decode contexts spread evenly up to S. */
 const decodeCtx = (B: number, S: number) => Array.from({ length: B }, (_, i) => Math.max(1, Math.floor(((i + 1) * S) / B)));
 
@@ -305,10 +322,10 @@ export const attentionTask = defineTask(
     level: 2,
     className: 'LlamaAttention',
     family: [FAMILY],
-    architectures: ['llama', 'qwen2', 'mistral'],
+    architectures: ['llama', 'qwen2', 'mistral', 'gpt_oss'],
     mirrors: 'vllm.model_executor.models.llama.LlamaAttention',
     description:
-      'Llama self-attention over a paged KV cache: merged QKV projection (+bias for qwen2), neox RoPE (llama3/linear scaling), cache write, varlen prefill and paged decode attention (GQA, sliding window) in one mixed batch, o_proj. Step metadata and the cache come from the forward context.',
+      'Llama self-attention over a paged KV cache: merged QKV projection (+bias for qwen2 / gpt-oss), neox RoPE (llama3/linear/YaRN scaling), cache write, varlen prefill and paged decode attention (GQA, sliding window, gpt-oss sinks) in one mixed batch, o_proj. Step metadata and the cache come from the forward context.',
     init: [
       { name: 'hiddenSize', type: 'int' },
       { name: 'numHeads', type: 'int' },
@@ -321,6 +338,7 @@ export const attentionTask = defineTask(
       { name: 'headDim', type: 'int', optional: true, default: 0, doc: '0 = hiddenSize / numHeads' },
       { name: 'slidingWindow', type: 'int', optional: true, default: 0, doc: '0 = full attention' },
       { name: 'layerIdx', type: 'int', optional: true, default: 0, doc: 'which KV cache of the forward context' },
+      { name: 'sinks', type: 'bool', optional: true, default: false, doc: "gpt-oss's learned per-head attention sinks (parameter `sinks` [numHeads])" },
     ],
     inputs: [
       { name: 'positions', dtype: 'i64', shape: ['T'] },
@@ -328,7 +346,7 @@ export const attentionTask = defineTask(
     ],
     outputs: [{ name: 'out', dtype: 'act', shape: ['T', 'H'] }],
     tolerance: { bf16: { atol: 2e-2, rtol: 2e-2 } },
-    imports: ['L1/linear', 'L1/rotary_emb', 'L1/store_kvcache', 'L1/varlen_prefill_attention', 'L1/paged_decode_attention'],
+    imports: ['L1/linear', 'L1/rotary_emb', 'L1/yarn_rotary_emb', 'L1/store_kvcache', 'L1/varlen_prefill_attention', 'L1/paged_decode_attention'],
     cases: {
       ci: [
         attnCase('mixed-gqa-f32', 'f32', [64, 4, 2, 10000, null, 256], [5, 3], [20, 6]),
@@ -338,12 +356,19 @@ export const attentionTask = defineTask(
         attnCase('linear-scaled-prefill-f32', 'f32', [64, 4, 2, 10000, { ropeType: 'linear', factor: 2 }, 128], [9, 2], []),
         // a captured layer past the first (`fastkernels capture` records each layer's own layerIdx)
         attnCase('mixed-gqa-layer2-f32', 'f32', [64, 4, 2, 10000, null, 256, false, false, 0, 0, 2], [6], [11, 4]),
+        // gpt-oss: q/k/v/o biases, YaRN, sinks, a head width apart from hidden / heads, sliding and full layers
+        attnCase('gpt-oss-sinks-yarn-window8-f32', 'f32', [64, 4, 2, 10000, TINY_YARN, 256, true, true, 24, 8, 0, true], [12, 3], [19, 7]),
+        attnCase('gpt-oss-sinks-yarn-full-layer1-f32', 'f32', [64, 4, 2, 10000, TINY_YARN, 256, true, true, 24, 0, 1, true], [9], [30, 2]),
+        attnCase('gpt-oss-sinks-yarn-bf16', 'bf16', [64, 4, 1, 10000, TINY_YARN, 256, true, true, 16, 8, 0, true], [7], [13, 1]),
       ],
       production: [
         attnCase('llama3-8b-decode-b32', 'bf16', llama8bInit, [], decodeCtx(32, 2048)),
         attnCase('llama3-8b-prefill-4096', 'bf16', llama8bInit, [4096], []),
         attnCase('llama3-8b-mixed-512+b16', 'bf16', llama8bInit, [512], decodeCtx(16, 1024)),
         attnCase('llama3.1-8b-decode-b32', 'bf16', [...llama8bInit.slice(0, 4), LLAMA31_ROPE_SCALING, 131072, ...llama8bInit.slice(6)], [], decodeCtx(32, 4096)),
+        attnCase('gpt-oss-decode-b32-sliding128', 'bf16', gptOssInit(128, 0), [], decodeCtx(32, 4096)),
+        attnCase('gpt-oss-prefill-4096-full', 'bf16', gptOssInit(0, 1), [4096], []),
+        attnCase('gpt-oss-mixed-512+b16-sliding128', 'bf16', gptOssInit(128, 0), [512], decodeCtx(16, 2048)),
       ],
     },
   },
