@@ -16,6 +16,7 @@ import { llamaMlpTask } from './L2/llama_mlp.js';
 import { parallelEmbeddingTask } from './L2/parallel_embedding.js';
 import { fusedExpertsTask } from './L2/fused_experts.js';
 import { mixtralMoeTask } from './L2/mixtral_moe.js';
+import { gptOssMoeTask } from './L2/gpt_oss_moe.js';
 import { qwen3MoeTask } from './L2/qwen3_moe.js';
 import { llamaDecoderTask } from './L3/llama_decoder.js';
 import { llamaTask } from './L4/llama.js';
@@ -34,6 +35,7 @@ export { LlamaForCausalLM, LlamaModel, llamaTask } from './L4/llama.js';
 export { llamaArchitecture } from './model.js';
 export { FusedExperts, fusedExpertsTask } from './L2/fused_experts.js';
 export { MixtralMoE, mixtralMoeTask } from './L2/mixtral_moe.js';
+export { GptOssExperts, GptOssMoE, gptOssMoeTask } from './L2/gpt_oss_moe.js';
 export { Qwen3MoE, qwen3MoeTask } from './L2/qwen3_moe.js';
 export { FusedMoE } from './moe/fused-moe.js';
 export { MixtralDecoderLayer, mixtralDecoderTask } from './L3/mixtral_decoder.js';
@@ -67,6 +69,7 @@ export const denseMoeLlmTasks: readonly TaskDefinition[] = [
   parallelEmbeddingTask,
   fusedExpertsTask,
   mixtralMoeTask,
+  gptOssMoeTask,
   qwen3MoeTask,
   llamaDecoderTask,
   mixtralDecoderTask,

@@ -1,0 +1,101 @@
+/**
+ * Float64 references of gpt-oss's MoE block on host arrays, from the parameters by their HF names (`router.weight`,
+ * `router.bias`, `experts.gate_up_proj` [E, H, 2I] | `experts.gate_up_proj_blocks` / `_scales` [E, 2I, H/32, 16] /
+ * [E, 2I, H/32], `experts.gate_up_proj_bias` [E, 2I], `experts.down_proj` [E, I, H] | `experts.down_proj_blocks` /
+ * `_scales` [E, H, I/32, 16] / [E, H, I/32], `experts.down_proj_bias` [E, H]). Written from HF's GptOssTopKRouter /
+ * GptOssExperts math in plain loops: router logits, top-k then a softmax over the k, each chosen expert's interleaved
+ * gate / up with biases, the clamped SwiGLU (gate <= limit, |up| <= limit, glu = gate sigmoid(1.702 gate),
+ * (up + 1) glu), down with bias, the weighted sum. MXFP4 tensors are decoded here with their own table.
+ */
+import type { HostArray } from '@fastkernels/core';
+import { GPT_OSS_SWIGLU_ALPHA } from './config.js';
+
+type Params = ReadonlyMap<string, HostArray>;
+
+function param(params: Params, name: string): HostArray {
+  const p = params.get(name);
+  if (!p) throw new Error(`gpt-oss reference: parameter '${name}' missing (have ${[...params.keys()].slice(0, 16).join(', ')} ...)`);
+  return p;
+}
+
+const E2M1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6];
+
+/** OCP MXFP4 decode: blocks [..., G, 16] bytes (low nibble first), scales [..., G] (e8m0, bias 127) -> [..., 32 G]. */
+export function decodeMxfp4(blocks: HostArray, scales: HostArray): HostArray {
+  const G = blocks.shape[blocks.shape.length - 2]!;
+  const rows = scales.data.length / G;
+  const out = new Float64Array(rows * G * 32);
+  for (let b = 0; b < rows * G; b++) {
+    const s = scales.data[b]!;
+    const scale = s === 255 ? NaN : Math.pow(2, s - 127);
+    for (let j = 0; j < 16; j++) {
+      const byte = blocks.data[b * 16 + j]!;
+      for (const [n, nib] of [[0, byte & 15], [1, byte >> 4]] as const) out[b * 32 + 2 * j + n] = (nib & 8 ? -1 : 1) * E2M1[nib & 7]! * scale;
+    }
+  }
+  return { shape: [...blocks.shape.slice(0, -2), G * 32], data: out };
+}
+
+/** An expert's weight as a function (e, out, in) -> value, from the dense HF layout [E, in, out] or MXFP4 [E, out, in]. */
+function expertWeight(params: Params, prefix: string, name: string): (e: number, o: number, i: number) => number {
+  const dense = params.get(`${prefix}${name}`);
+  if (dense) {
+    const [, IN, OUT] = dense.shape as [number, number, number];
+    return (e, o, i) => dense.data[(e * IN + i) * OUT + o]!;
+  }
+  const w = decodeMxfp4(param(params, `${prefix}${name}_blocks`), param(params, `${prefix}${name}_scales`));
+  const [, OUT, IN] = w.shape as [number, number, number];
+  return (e, o, i) => w.data[(e * OUT + o) * IN + i]!;
+}
+
+/** gpt-oss's clamped SwiGLU on one gate / up pair. */
+export function gptOssSwiglu(gate: number, up: number, limit: number): number {
+  const g = Math.min(gate, limit);
+  const u = Math.min(Math.max(up, -limit), limit);
+  return (u + 1) * (g / (1 + Math.exp(-GPT_OSS_SWIGLU_ALPHA * g)));
+}
+
+/** The MoE block (HF GptOssMLP) on x [rows, H]; returns [rows, H]. */
+export function gptOssMoeBlock(x: Float64Array, rows: number, params: Params, prefix: string, topK: number, limit: number): Float64Array {
+  const rw = param(params, `${prefix}router.weight`);
+  const rb = param(params, `${prefix}router.bias`);
+  const [E, H] = rw.shape as [number, number];
+  const gu = expertWeight(params, `${prefix}experts.`, 'gate_up_proj');
+  const dn = expertWeight(params, `${prefix}experts.`, 'down_proj');
+  const guBias = param(params, `${prefix}experts.gate_up_proj_bias`);
+  const dnBias = param(params, `${prefix}experts.down_proj_bias`);
+  const I = guBias.shape[1]! / 2;
+  const out = new Float64Array(rows * H);
+  for (let t = 0; t < rows; t++) {
+    const xt = x.subarray(t * H, (t + 1) * H);
+    const logits = Array.from({ length: E }, (_, e) => {
+      let acc = rb.data[e]!;
+      for (let h = 0; h < H; h++) acc += rw.data[e * H + h]! * xt[h]!;
+      return acc;
+    });
+    // top-k (ties: the lower expert), then softmax over the k values
+    const chosen = logits.map((v, e) => [v, e] as const).sort((a, b) => b[0] - a[0] || a[1] - b[1]).slice(0, topK);
+    const mx = chosen[0]![0];
+    const ex = chosen.map(([v]) => Math.exp(v - mx));
+    const z = ex.reduce((a, b) => a + b, 0);
+    chosen.forEach(([, e], j) => {
+      const act = new Float64Array(I);
+      for (let i = 0; i < I; i++) {
+        let g = guBias.data[e * 2 * I + 2 * i]!;
+        let u = guBias.data[e * 2 * I + 2 * i + 1]!;
+        for (let h = 0; h < H; h++) {
+          g += gu(e, 2 * i, h) * xt[h]!;
+          u += gu(e, 2 * i + 1, h) * xt[h]!;
+        }
+        act[i] = gptOssSwiglu(g, u, limit);
+      }
+      const wgt = ex[j]! / z;
+      for (let h = 0; h < H; h++) {
+        let y = dnBias.data[e * H + h]!;
+        for (let i = 0; i < I; i++) y += dn(e, h, i) * act[i]!;
+        out[t * H + h]! += wgt * y;
+      }
+    });
+  }
+  return out;
+}
