@@ -4,6 +4,11 @@ import { glaAttentionTask } from './L2/gla_attention.js';
 import { glaMlpTask } from './L2/gla_mlp.js';
 import { glaDecoderTask } from './L3/gla_decoder.js';
 import { glaTask } from './L4/gla.js';
+import { qwen3NextAttentionTask } from './L2/qwen3_next_attention.js';
+import { qwen3NextGdnAttentionTask } from './L2/qwen3_next_gdn_attention.js';
+import { sharedExpertMoeTask } from './L2/shared_expert_moe.js';
+import { qwen3NextDecoderTask } from './L3/qwen3_next_decoder.js';
+import { qwen3NextTask } from './L4/qwen3_next.js';
 
 export { FAMILY as LINEAR_ATTENTION };
 export * from './config.js';
@@ -14,9 +19,18 @@ export { GLAForCausalLM, GLAModel, glaStateShape, glaTask } from './L4/gla.js';
 export { refGlaAttention, refGlaBlock, refGlaMlp, refGlaModel } from './reference.js';
 
 /** The family's own tasks (L2-L4); its L1 tasks (chunk_gla, fused_recurrent_gla, gla_recurrence, log_sigmoid, rms_norm_gated, ...) are shared. */
-export const linearAttentionTasks: readonly TaskDefinition[] = [glaAttentionTask, glaMlpTask, glaDecoderTask, glaTask];
+export const linearAttentionTasks: readonly TaskDefinition[] = [glaAttentionTask, glaMlpTask, glaDecoderTask, glaTask, qwen3NextGdnAttentionTask, qwen3NextAttentionTask, sharedExpertMoeTask, qwen3NextDecoderTask, qwen3NextTask];
 
 export const linearAttentionProvider: TaskProvider = { family: FAMILY, tasks: () => linearAttentionTasks };
 export { glaArchitecture } from './model.js';
 export { GLACausalLM } from './causal-lm.js';
 export { glaWeightRules } from './weights.js';
+export * from './qwen3-next-config.js';
+export { Qwen3NextGDNAttention, qwen3NextGdnAttentionTask } from './L2/qwen3_next_gdn_attention.js';
+export { Qwen3NextAttention, qwen3NextAttentionTask } from './L2/qwen3_next_attention.js';
+export { SharedExpertMoE, sharedExpertMoeTask } from './L2/shared_expert_moe.js';
+export { Qwen3NextDecoderLayer, qwen3NextDecoderTask } from './L3/qwen3_next_decoder.js';
+export { Qwen3NextForCausalLM, Qwen3NextModel, qwen3NextTask } from './L4/qwen3_next.js';
+export { refGatedAttention, refGatedDeltaNet, refQwen3NextDecoderLayer, refQwen3NextGreedy, refQwen3NextModel, refSharedExpertMoe } from './qwen3-next-reference.js';
+export { qwen3NextArchitecture, qwen3NextLayerCaches } from './qwen3-next-model.js';
+export { qwen3NextWeightRules } from './qwen3-next-weights.js';
