@@ -4,6 +4,10 @@
  * pools and the step's state indices, as the engine would give them: each sequence its own pool slot (shuffled, with a
  * spare), zeros for the prefills (fresh sequences), random states for the decodes (a context behind them). The states
  * each sequence starts from are kept for the float64 reference.
+ *
+ * A DeltaNet layer updates its pool rows in place, and the harness runs the baseline and then the candidate on one set
+ * of inputs: so each layer's pool entry hands out its states restored to the step's starting values every time a layer
+ * reads them (once per forward call), and every run starts from the same states. The engine's pools are plain.
  */
 import { Tensor, type ExecutionContext, type Rng, type TaskCase } from '@fastkernels/core';
 import { fromInts } from '../../common/inputs.js';
@@ -56,9 +60,15 @@ export function buildQwen3NextStep(c: TaskCase, ctx: ExecutionContext, rng: Rng,
         per.push(null);
       } else per.push({ conv: conv.slice(s * convRow, (s + 1) * convRow), recurrent: rec.slice(s * recRow, (s + 1) * recRow) });
     });
-    const pools = [Tensor.fromArray(ctx.backend, conv, [n + 1, convDim, W - 1], 'f32', { device: ctx.device }), Tensor.fromArray(ctx.backend, rec, [n + 1, HV, K, V], 'f32', { device: ctx.device })];
-    lastPools.push(...pools);
-    stateCaches.push({ states: pools });
+    const make = () => [Tensor.fromArray(ctx.backend, conv, [n + 1, convDim, W - 1], 'f32', { device: ctx.device }), Tensor.fromArray(ctx.backend, rec, [n + 1, HV, K, V], 'f32', { device: ctx.device })];
+    const [pools, start] = [make(), make()];
+    lastPools.push(...pools, ...start);
+    stateCaches.push({
+      get states() {
+        pools.forEach((p, i) => p.copy_(start[i]!));
+        return pools;
+      },
+    });
     states.push(per);
   }
   const fc = getForwardContext();

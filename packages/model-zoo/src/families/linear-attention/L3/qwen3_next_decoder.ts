@@ -120,15 +120,13 @@ export const qwen3NextDecoderTask = defineTask(
     imports: ['L1/gemma_rms_norm', 'L2/qwen3_next_gdn_attention', 'L2/qwen3_next_attention', 'L2/shared_expert_moe', 'L2/gla_mlp'],
     cases: {
       ci: [
-        // DeltaNet layers on fresh prefills only: a decode updates its pool row in place, so a second run of the same
-        // step (the harness runs baseline then candidate on one set of inputs) would start from another state. The
-        // engine tests (engine.test.ts) cover the decodes.
-        decoderCase('tiny-deltanet-prefills-f32', 'f32', TINY, 0, [5, 3, 9], []),
-        decoderCase('tiny-deltanet-dense-mlp-first-layer-f32', 'f32', TINY, 2, [4, 1], [], false),
+        decoderCase('tiny-deltanet-mixed-f32', 'f32', TINY, 0, [5, 3], [20, 6]),
+        decoderCase('tiny-deltanet-dense-mlp-decode-f32', 'f32', TINY, 2, [], [9, 4, 1], false),
         decoderCase('tiny-attention-mixed-f32', 'f32', TINY, 3, [7], [12, 3]),
         decoderCase('tiny-deltanet-prefill-bf16', 'bf16', TINY, 1, [6, 2], []),
       ],
       production: [
+        decoderCase('qwen3-next-80b-deltanet-decode-b32', 'bf16', QWEN3_NEXT_80B, 0, [], decodeCtx(32, 4096)),
         decoderCase('qwen3-next-80b-deltanet-prefill-4096', 'bf16', QWEN3_NEXT_80B, 0, [4096], []),
         decoderCase('qwen3-next-80b-attention-decode-b32', 'bf16', QWEN3_NEXT_80B, 3, [], decodeCtx(32, 4096)),
         decoderCase('qwen3-next-80b-attention-mixed-512+b16', 'bf16', QWEN3_NEXT_80B, 3, [512], decodeCtx(16, 2048)),

@@ -64,6 +64,7 @@ function modelCase(name: string, dtype: 'f32' | 'bf16', cfg: Qwen3NextConfig, pr
   const T = prefillLens.reduce((a, b) => a + b, 0) + decodeCtxLens.length;
   return { name, dtype, dims: { T, H: cfg.hiddenSize }, init: [cfg], options: { prefillLens, decodeCtxLens } };
 }
+const decodeCtx = (B: number, S: number) => Array.from({ length: B }, (_, i) => Math.max(1, Math.floor(((i + 1) * S) / B)));
 /** The 80B's widths with 4 layers (one full pattern: 3 DeltaNet, 1 attention): the whole model does not fit a task case. */
 const QN80_4L = { ...QWEN3_NEXT_80B, numHiddenLayers: 4, layerTypes: QWEN3_NEXT_80B.layerTypes.slice(0, 4), sparseLayers: QWEN3_NEXT_80B.sparseLayers.slice(0, 4) };
 
@@ -86,13 +87,13 @@ export const qwen3NextTask = defineTask(
     imports: ['L1/embedding', 'L3/qwen3_next_decoder', 'L1/gemma_rms_norm', 'L1/linear'],
     cases: {
       ci: [
-        // fresh prefills only (the DeltaNet decodes update their pool rows in place: see L3/qwen3_next_decoder)
-        modelCase('tiny-prefills-f32', 'f32', tinyQwen3NextConfig(), [6, 2, 11], []),
+        modelCase('tiny-mixed-f32', 'f32', tinyQwen3NextConfig(), [6, 2], [21, 4]),
         // bf16 with dense MLPs: with the sparse blocks a near tie of the top-2 routing flips under bf16 rounding through
         // four layers (the sparse block's own bf16 case is L2/shared_expert_moe's)
         modelCase('tiny-prefill-dense-mlp-bf16', 'bf16', tinyQwen3NextConfig({ mlp_only_layers: [0, 1, 2, 3] }), [7], []),
       ],
       production: [
+        modelCase('qwen3-next-80b-4-layers-decode-b32', 'bf16', QN80_4L, [], decodeCtx(32, 4096)),
         modelCase('qwen3-next-80b-4-layers-prefill-4096', 'bf16', QN80_4L, [4096], []),
       ],
     },
