@@ -34,3 +34,20 @@ __device__ __forceinline__ void fk_pdl_entry() {
   fk_pdl_wait();
   fk_pdl_trigger();
 }
+
+// A load of memory an earlier kernel wrote, made after fk_pdl_wait by a kernel whose wait is not its first statement
+// (fk_gemv, fk_gemv_stream). In a PDL build the writer may still have been running when this kernel started; the
+// read-only path (__ldg, or what nvcc makes of a const __restrict__ read: ld.global.nc) requires the data to be
+// read-only for the reading kernel's whole lifetime, and its loads count as invariant, free to be moved above the wait.
+// A tiny GLA model read a wrong x in its first bucket-1 graph replay on an H100 through fk_gemv's __ldg (PDL off, or
+// no GEMV, fixed it). PDL builds use a coherent ld.global that asm volatile keeps after the wait; other builds keep
+// __ldg (the same machine code as before).
+__device__ __forceinline__ uint4 fk_ld_dep(const uint4* p) {
+#if FK_PDL_ON
+  uint4 r;
+  asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+#else
+  return __ldg(p);
+#endif
+}

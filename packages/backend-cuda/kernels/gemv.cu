@@ -88,11 +88,11 @@ __device__ __forceinline__ float fk_dot16(const uint4& w, const uint4& x, float 
 
 // acc[m] += w . x[m, j..j+FK_VEC) for the M rows of x: the one product step of both GEMVs (their bits agree because
 // each lane sums its vectors in the same order through this). x is kilobytes and re-read by every warp: L1/L2 hits
-// through the read-only cache.
+// (fk_ld_dep: through the read-only cache outside PDL builds; under PDL x's writer may overlap this kernel).
 __device__ __forceinline__ void fk_gemv_step(float (&acc)[FK_M], const uint4& w, const FK_T* __restrict__ x, long long xs, int M, int j) {
 #pragma unroll
   for (int m = 0; m < FK_M; ++m)
-    if (m < M) acc[m] = fk_dot16(w, __ldg(reinterpret_cast<const uint4*>(x + m * xs) + j), acc[m]);
+    if (m < M) acc[m] = fk_dot16(w, fk_ld_dep(reinterpret_cast<const uint4*>(x + m * xs) + j), acc[m]);
 }
 
 // A row's M sums reduced over the warp: every lane ends with every sum. Constant indices into acc: it stays in registers.
@@ -197,6 +197,14 @@ __device__ __forceinline__ void fk_gemv_norm_w_prefetch(FK_T* nws, const FK_T* _
 // syncs); after it returns, xn is complete. With FK_NORM_PF the weight is read from nws, where
 // fk_gemv_norm_w_prefetch put it before the wait (at bs 1 the weight's load is a DRAM round trip on the step's critical
 // path: 436 MB of weights pass through L2 between a layer's uses of it).
+// Vector j of p (FkVec<FK_T, FK_VEC>: 16 bytes) through fk_ld_dep.
+__device__ __forceinline__ FkVec<FK_T, FK_VEC> fk_ld_vec(const FK_T* p, int j) {
+  const uint4 r = fk_ld_dep(reinterpret_cast<const uint4*>(p) + j);
+  FkVec<FK_T, FK_VEC> v;
+  memcpy(&v, &r, sizeof(v));
+  return v;
+}
+
 __device__ __forceinline__ void fk_gemv_norm_x(FK_T* __restrict__ xn, const FK_T* __restrict__ x, const FK_T* __restrict__ res_in,
                                                FK_T* __restrict__ res_out, const FK_T* __restrict__ nw, const FK_T* nws, int K, float eps) {
 #if FK_NORM
@@ -206,9 +214,10 @@ __device__ __forceinline__ void fk_gemv_norm_x(FK_T* __restrict__ xn, const FK_T
   V* xo = reinterpret_cast<V*>(xn);
   float ss = 0.f;
   for (int j = threadIdx.x; j < nv; j += blockDim.x) {
-    V a = reinterpret_cast<const V*>(x)[j];
+    // x and the residual come from the kernels before (fk_ld_dep: not the read-only path under PDL)
+    V a = fk_ld_vec(x, j);
 #if FK_NORM == 2
-    const V b = reinterpret_cast<const V*>(res_in)[j];
+    const V b = fk_ld_vec(res_in, j);
 #pragma unroll
     for (int e = 0; e < FK_VEC; ++e) fk_set(a.v[e], fk_f(a.v[e]) + fk_f(b.v[e]));
     if (blockIdx.x == 0) reinterpret_cast<V*>(res_out)[j] = a;
