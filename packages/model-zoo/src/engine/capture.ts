@@ -136,6 +136,7 @@ function ints(t: unknown): number[] | null {
 /** Options the task's input builder reads (see each task's makeInputs), from the forward's arguments. */
 function caseOptions(taskId: string, args: readonly unknown[]): Record<string, unknown> | undefined {
   switch (taskId) {
+    case 'L1/gemma_rms_norm':
     case 'L1/rms_norm':
       return { residual: args[1] instanceof Tensor };
     case 'L1/rotary_emb':
@@ -159,6 +160,14 @@ function caseOptions(taskId: string, args: readonly unknown[]): Record<string, u
     case 'L2/gla_attention':
     case 'L3/gla_decoder':
       return { initial_state: args[1] instanceof Tensor || (hasForwardContext() && getForwardContext().stateCaches !== undefined) };
+    // Qwen3-Next's gated DeltaNet: the delta rule (state after q, k, v, g, beta), the short conv (after x, weight)
+    case 'L1/chunk_gated_delta_rule':
+    case 'L1/fused_recurrent_gated_delta_rule':
+      return { initial_state: args[5] instanceof Tensor };
+    case 'L1/causal_conv1d':
+      return args[2] instanceof Tensor ? { initial_states: true } : {};
+    case 'L2/qwen3_next_gdn_attention':
+      return { initial_state: args[1] instanceof Tensor || (hasForwardContext() && getForwardContext().stateCaches !== undefined) };
     case 'L1/sampler': {
       const temp = ints(args[1]);
       return temp ? { mode: temp.every((t) => t === 0) ? 'greedy' : 'mixed' } : undefined;
@@ -169,7 +178,10 @@ function caseOptions(taskId: string, args: readonly unknown[]): Record<string, u
     case 'L3/qwen3_moe_decoder':
     case 'L4/llama':
     case 'L4/mixtral':
-    case 'L4/qwen3_moe': {
+    case 'L4/qwen3_moe':
+    case 'L2/qwen3_next_attention':
+    case 'L3/qwen3_next_decoder':
+    case 'L4/qwen3_next': {
       if (!hasForwardContext()) return undefined;
       const md = getForwardContext().attnMetadata;
       const cu = md.cuSeqlensQ ? ints(md.cuSeqlensQ)! : [0];

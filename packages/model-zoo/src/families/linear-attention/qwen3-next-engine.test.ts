@@ -6,12 +6,17 @@
  * prefill + decode steps, recompute preemption, (emulated) graph decode whose padding rows touch no slot, and aborts;
  * every slot and block is free again afterwards.
  */
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Rng, toHostArray, type ExecutionContext } from '@fastkernels/core';
+import { CaptureIndexSchema, Rng, toHostArray, type ExecutionContext, type Tensor } from '@fastkernels/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { cpuBackend } from '../../../test/l1-harness.js';
+import { captureWorkload } from '../../engine/capture.js';
 import { EmulatedGraphRuntime } from '../../engine/device-io.js';
+import { E2eRunner, type E2eModelSource } from '../../engine/e2e.js';
+import { syntheticWorkload } from '../../engine/workloads.js';
+import { FusedRecurrentGatedDeltaRule } from '../../tasks/L1/recurrent/fused_recurrent_gated_delta_rule.js';
 import { LLMEngine, type EngineOptions } from '../../engine/engine.js';
 import { baselineRegistry } from '../../index.js';
 import type { Qwen3NextForCausalLM } from './L4/qwen3_next.js';
@@ -144,5 +149,46 @@ describe('Qwen3-Next on the engine: paged K/V for gated attention, conv + delta-
     } finally {
       e.dispose();
     }
+  });
+});
+
+describe('Qwen3-Next through e2e and capture', () => {
+  const tmp = mkdtempSync(join(tmpdir(), 'fk-qwen3-next-engine-'));
+  afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+  const params = new Map(model.namedParameters());
+  // each run builds its model in the registry it is given (candidates apply), with the test's weights
+  const load = (registry: ReturnType<typeof baselineRegistry>) => {
+    const c: ExecutionContext = { ...ctx, registry };
+    const m = qwen3NextArchitecture.build(c, cfg) as Qwen3NextForCausalLM;
+    for (const [name, t] of m.namedParameters()) t.copy_(params.get(name)!);
+    return { model: m, ctx: c, geometry, dispose: () => m.dispose() };
+  };
+  const workload = syntheticWorkload({ numRequests: 5, inputLen: [2, 30], outputLen: [3, 8], seed: 2, vocabSize: cfg.vocabSize });
+
+  it('e2e self-test agrees 100%; a candidate whose recurrent decode drops the state is found and dropped', () => {
+    const source: E2eModelSource = { name: 'tiny-qwen3-next', family: 'linear-attention', load };
+    const options = { engine: { maxModelLen: 64, maxNumSeqs: 4, maxNumBatchedTokens: 16, graphs: false as const }, throughput: workload, latency: { batchSizes: [1, 2], promptLen: 6, outputLen: 3, warmups: 0, repeats: 1 } };
+    const self = new E2eRunner(source, baselineRegistry(), options).evaluate([]);
+    expect(self.record.outcome).toBe('ok');
+    expect(self.record.discrepancies.every((d) => d === 0)).toBe(true);
+    class StatelessDecode extends FusedRecurrentGatedDeltaRule {
+      override forward(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, initialState: Tensor | null = null): Tensor[] {
+        return super.forward(q, k, v, g, beta, initialState ? null : initialState); // forgets every sequence's context
+      }
+    }
+    const r = new E2eRunner(source, baselineRegistry(), options).evaluate([{ taskId: 'L1/fused_recurrent_gated_delta_rule', cls: StatelessDecode }]);
+    expect(r.record.drops.map((d) => d.task)).toEqual(['L1/fused_recurrent_gated_delta_rule']);
+  });
+
+  it('capture records the DeltaNet and attention tasks the engine calls, with the options their cases read', () => {
+    const { path } = captureWorkload({ baseline: baselineRegistry(), workload, outDir: tmp, model: 'tiny-qwen3-next', engine: { maxModelLen: 64, maxNumSeqs: 4, maxNumBatchedTokens: 16 }, load });
+    const index = CaptureIndexSchema.parse(JSON.parse(readFileSync(path, 'utf8')));
+    const ids = ['L1/chunk_gated_delta_rule', 'L1/fused_recurrent_gated_delta_rule', 'L1/causal_conv1d', 'L1/gemma_rms_norm', 'L1/rms_norm_gated', 'L2/qwen3_next_gdn_attention', 'L2/qwen3_next_attention', 'L2/shared_expert_moe', 'L3/qwen3_next_decoder', 'L4/qwen3_next'];
+    expect(Object.keys(index.tasks)).toEqual(expect.arrayContaining(ids));
+    // decodes: one-token rows from the pool's states; prefills: one sequence each, fresh (no state) or continuing
+    expect(index.tasks['L1/fused_recurrent_gated_delta_rule']!.forward.every((f) => f.dims.T === 1 && f.options?.initial_state === true)).toBe(true);
+    expect(index.tasks['L1/chunk_gated_delta_rule']!.forward.every((f) => f.dims.B === 1 && f.dims.T! <= 16)).toBe(true);
+    expect(new Set(index.tasks['L1/chunk_gated_delta_rule']!.forward.map((f) => f.options?.initial_state))).toEqual(new Set([true, false]));
+    expect(index.tasks['L3/qwen3_next_decoder']!.forward.some((f) => (f.options?.decodeCtxLens as number[]).length > 0)).toBe(true);
   });
 });

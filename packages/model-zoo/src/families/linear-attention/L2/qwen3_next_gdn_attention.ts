@@ -219,9 +219,13 @@ export const qwen3NextGdnAttentionTask = defineTask(
   {
     baseline: Qwen3NextGDNAttention,
     makeInputs: (c, ctx, rng) => {
-      const { B, T, D, C, W1, HV, K, V } = c.dims as Record<string, number>;
+      // the state dims from the config: a capture on the engine (states in the pool, not arguments) records B, T, D only
+      const cfg = qnConfigOf(c);
+      const { B, T, D } = c.dims as Record<string, number>;
       const s = !!c.options.initial_state;
-      return [randn(ctx, rng, [B!, T!, D!], c.dtype), s ? randn(ctx, rng, [B!, C!, W1!], c.dtype) : null, s ? randn(ctx, rng, [B!, HV!, K!, V!], 'f32', 0.5) : null];
+      const conv = [B!, cfg.convDim, cfg.linearConvKernelDim - 1];
+      const rec = [B!, cfg.linearNumValueHeads, cfg.linearKeyHeadDim, cfg.linearValueHeadDim];
+      return [randn(ctx, rng, [B!, T!, D!], c.dtype), s ? randn(ctx, rng, conv, c.dtype) : null, s ? randn(ctx, rng, rec, 'f32', 0.5) : null];
     },
     initParameters: (m, _c, rng) => initQwen3NextParameters(m, rng),
     reference: ([x, conv, rec], params, c) => {

@@ -79,8 +79,9 @@ export const causalConv1dTask = defineL1OpTask('causal_conv1d', {
     ],
   },
   makeInputs: (c, ctx, rng) => {
-    const { B, D, L, W1 } = c.dims as Record<'B' | 'D' | 'L' | 'W1', number>;
-    return [randn(ctx, rng, [B, D, L], c.dtype), randn(ctx, rng, [D, W1 + 1], c.dtype, 0.5), c.options.initial_states ? randn(ctx, rng, [B, D, W1], c.dtype) : null];
+    // a captured fresh prefill has no initial_states to name W1: it is W - 1
+    const { B, D, L, W } = c.dims as Record<'B' | 'D' | 'L' | 'W', number>;
+    return [randn(ctx, rng, [B, D, L], c.dtype), randn(ctx, rng, [D, W], c.dtype, 0.5), c.options.initial_states ? randn(ctx, rng, [B, D, W - 1], c.dtype) : null];
   },
   reference: ([x, w, init], _p, c) => causalConv1dReference(x!, w!, null, init ?? null, activationOf(c)),
   work: (c) => {
