@@ -169,8 +169,12 @@ export function parseQwen3NextConfig(raw: unknown, file = 'config.json'): Qwen3N
  * 3 x gated DeltaNet then 1 x gated attention (full_attention_interval 4), hidden 2048; gated attention 16 query / 2 kv
  * heads of 256 with a quarter of each head rotating (theta 1e7); gated DeltaNet 16 key heads and 32 value heads of 128,
  * conv kernel 4; 512 experts, top 10, expert MLP 512, one shared expert of 512, every layer sparse; 262144 positions.
- * Checked against transformers' Qwen3NextConfig defaults (which mirror this checkpoint) and published derivatives of
- * the file (the Coder-Next checkpoints share every field but the expert count and rope_theta).
+ * The file itself was not reachable from here. Checked against transformers' Qwen3NextConfig defaults (documented as
+ * this checkpoint's: the head counts and dims, 512 experts top 10, moe / shared 512), the Qwen team's FP8 release notes
+ * (48 layers in 12 blocks of 3 DeltaNet + 1 attention, hidden 2048, 16 Q / 2 KV heads of 256, 16 QK / 32 V linear heads
+ * of 128, 262144 positions) and published derivatives of the file (Qwen3-Coder-Next configs: intermediate_size 5120,
+ * the same fields otherwise but the expert count and rope_theta). rope_theta 1e7 is the published file's value as
+ * recalled, not re-checked here.
  */
 export const QWEN3_NEXT_80B_RAW = {
   architectures: ['Qwen3NextForCausalLM'],
