@@ -12,6 +12,7 @@ import type { EncoderModel } from '../engine/encoder-runner.js';
 import type { VisionModel } from '../engine/vision-model.js';
 import { llamaArchitecture } from '../families/dense-moe-llm/model.js';
 import { mixtralArchitecture, qwen3MoeArchitecture } from '../families/dense-moe-llm/moe/model.js';
+import { gptOssArchitecture } from '../families/dense-moe-llm/gpt-oss/model.js';
 import { bgeM3Architecture, colbertArchitecture } from '../families/recsys-specialized/model.js';
 import { clipTextArchitecture, fluxPipelineArchitecture, t5EncoderArchitecture } from '../families/vision-video-audio/model.js';
 import { yolov10Architecture } from '../families/edge-detection/model.js';
@@ -28,7 +29,7 @@ import { planWeights, type TensorParallelRank, type WeightMapping } from '../wei
 import { ModelRegistry, resolveConfigFile, type DecoderGeometry, type ModelArchitecture, type ResolvedConfig } from './registry.js';
 
 /** The architectures model-zoo ships. A test or plugin adds its own to a child (modelRegistry.child().register(...)). */
-export const modelRegistry = new ModelRegistry([llamaArchitecture, mixtralArchitecture, qwen3MoeArchitecture, bgeM3Architecture, colbertArchitecture, glaArchitecture, qwen3NextArchitecture, yolov10Architecture, convnextv2Architecture, t5EncoderArchitecture, clipTextArchitecture, fluxPipelineArchitecture]);
+export const modelRegistry = new ModelRegistry([llamaArchitecture, mixtralArchitecture, qwen3MoeArchitecture, gptOssArchitecture, bgeM3Architecture, colbertArchitecture, glaArchitecture, qwen3NextArchitecture, yolov10Architecture, convnextv2Architecture, t5EncoderArchitecture, clipTextArchitecture, fluxPipelineArchitecture]);
 
 /** Read and resolve a config.json through the model registry (default: the shipped architectures). */
 export function loadModelConfig(file: string, models: ModelRegistry = modelRegistry): ResolvedConfig {

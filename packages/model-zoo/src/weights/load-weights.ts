@@ -6,7 +6,7 @@
  * when the dtypes match, else through a staging tensor of the file's dtype and a device-side conversion); a
  * tensor-parallel rank reads only its slice.
  */
-import { DTYPE_INFO, Tensor, UserError, currentTensorParallelGroup, formatShape, numel, shapesEqual, type Module } from '@fastkernels/core';
+import { DTYPE_INFO, Tensor, UserError, currentTensorParallelGroup, formatShape, numel, shapesEqual, type DType, type Module } from '@fastkernels/core';
 import { Checkpoint } from './safetensors.js';
 import { loadableParameters, mappedShape, planWeights, rowElements, type TensorParallelRank, type WeightMapping, type WeightRules } from './weight-plan.js';
 
@@ -55,8 +55,11 @@ interface Problem {
   readonly single: string;
 }
 
-/** Every way the checkpoint disagrees with the plan. */
-function findProblems(ckpt: Checkpoint, plan: readonly WeightMapping[], rules: WeightRules): Problem[] {
+/**
+ * Every way the checkpoint disagrees with the plan. A float parameter reads any float tensor (converted); an integer
+ * parameter (MXFP4 blocks / scales) reads a tensor of its own dtype, bit-exact.
+ */
+function findProblems(ckpt: Checkpoint, plan: readonly WeightMapping[], rules: WeightRules, params: ReadonlyMap<string, Tensor>): Problem[] {
   const problems: Problem[] = [];
   const seen = new Set<string>();
   for (const m of plan) {
@@ -71,8 +74,10 @@ function findProblems(ckpt: Checkpoint, plan: readonly WeightMapping[], rules: W
     if (!shapesEqual(info.shape, m.shape)) {
       const s = `tensor '${m.hfName}' in ${info.file} has shape ${formatShape(info.shape)}, expected ${formatShape(m.shape)} from the config`;
       problems.push({ kind: 'shape', name: m.hfName, line: s, single: s });
-    } else if (!info.dtype || DTYPE_INFO[info.dtype].kind !== 'float') {
-      const s = `tensor '${m.hfName}' in ${info.file} has dtype ${info.stDType}, expected a float dtype (BF16, F16, F32)`;
+    } else if (!info.dtype || !dtypeLoadsInto(info.dtype, params.get(m.target)?.dtype)) {
+      const want = params.get(m.target)?.dtype;
+      const expected = want && DTYPE_INFO[want].kind !== 'float' ? `${want.toUpperCase()} (read bit-exact)` : 'a float dtype (BF16, F16, F32)';
+      const s = `tensor '${m.hfName}' in ${info.file} has dtype ${info.stDType}, expected ${expected}`;
       problems.push({ kind: 'dtype', name: m.hfName, line: s, single: s });
     }
   }
@@ -84,6 +89,9 @@ function findProblems(ckpt: Checkpoint, plan: readonly WeightMapping[], rules: W
   }
   return problems;
 }
+
+const dtypeLoadsInto = (have: DType, want: DType | undefined): boolean =>
+  want && DTYPE_INFO[want].kind !== 'float' ? have === want : DTYPE_INFO[have].kind === 'float';
 
 /** One UserError for all the problems: the old single sentence when there is one, else a list. */
 function problemsError(dir: string, problems: readonly Problem[], rules: WeightRules): UserError {
@@ -109,7 +117,7 @@ export function loadWeights(model: Module, rules: WeightRules, dir: string, tp: 
   checkPlanFits(plan, params);
   const ckpt = Checkpoint.open(dir);
   try {
-    const problems = findProblems(ckpt, plan, rules);
+    const problems = findProblems(ckpt, plan, rules, params);
     if (problems.length) throw problemsError(dir, problems, rules);
     for (const m of plan) {
       const param = params.get(m.target)!;

@@ -22,8 +22,10 @@ import { llamaDecoderTask } from './L3/llama_decoder.js';
 import { llamaTask } from './L4/llama.js';
 import { mixtralDecoderTask } from './L3/mixtral_decoder.js';
 import { qwen3MoeDecoderTask } from './L3/qwen3_moe_decoder.js';
+import { gptOssDecoderTask } from './L3/gpt_oss_decoder.js';
 import { mixtralTask } from './L4/mixtral.js';
 import { qwen3MoeModelTask } from './L4/qwen3_moe.js';
+import { gptOssTask } from './L4/gpt_oss.js';
 
 export { FAMILY as DENSE_MOE_LLM };
 export * from './config.js';
@@ -43,6 +45,11 @@ export { Qwen3MoEDecoderLayer, qwen3MoeDecoderTask } from './L3/qwen3_moe_decode
 export { MixtralForCausalLM, mixtralTask } from './L4/mixtral.js';
 export { Qwen3MoeForCausalLM, qwen3MoeModelTask } from './L4/qwen3_moe.js';
 export { mixtralArchitecture, qwen3MoeArchitecture } from './moe/model.js';
+export { GptOssDecoderLayer, gptOssDecoderTask } from './L3/gpt_oss_decoder.js';
+export { GptOssForCausalLM, gptOssTask } from './L4/gpt_oss.js';
+export { gptOssArchitecture } from './gpt-oss/model.js';
+export { GPT_OSS_20B_CONFIG, GPT_OSS_120B_CONFIG, parseGptOssConfig, tinyGptOssConfig, type GptOssConfig } from './gpt-oss/config.js';
+export { gptOssWeightRules } from './gpt-oss/weights.js';
 export { parseMoeConfig, type MoeConfig } from './moe/config.js';
 export { moeWeightRules } from './moe/weights.js';
 export { llamaWeightRules } from './weights.js';
@@ -74,9 +81,11 @@ export const denseMoeLlmTasks: readonly TaskDefinition[] = [
   llamaDecoderTask,
   mixtralDecoderTask,
   qwen3MoeDecoderTask,
+  gptOssDecoderTask,
   llamaTask,
   mixtralTask,
   qwen3MoeModelTask,
+  gptOssTask,
 ];
 
 /** The family's own tasks (L2-L4); its L1 tasks are registered once by the shared provider (tasks/index.ts). */

@@ -15,12 +15,15 @@ interface DecoderLayer extends Module {
   forward(positions: Tensor, hiddenStates: Tensor, residual?: Tensor | null): [Tensor, Tensor];
 }
 
-export class MoeDecoderModel extends Module {
+/** What the shared model reads of a config (gpt-oss's GptOssConfig shares it without being a MoeConfig). */
+export type MoeModelConfig = Pick<MoeConfig, 'vocabSize' | 'hiddenSize' | 'numHiddenLayers' | 'rmsNormEps'> & { readonly modelType: string };
+
+export class MoeDecoderModel<C extends MoeModelConfig = MoeConfig> extends Module {
   readonly embedTokens: VocabParallelEmbedding;
   readonly layers: DecoderLayer[] = [];
   readonly norm: RMSNorm;
   constructor(
-    readonly config: MoeConfig,
+    readonly config: C,
     layerTask: string,
   ) {
     super();
@@ -36,15 +39,15 @@ export class MoeDecoderModel extends Module {
   }
 }
 
-export abstract class MoeForCausalLMBase extends Module {
-  readonly model: MoeDecoderModel;
+export abstract class MoeForCausalLMBase<C extends MoeModelConfig = MoeConfig> extends Module {
+  readonly model: MoeDecoderModel<C>;
   readonly lmHead: ParallelLMHead;
   constructor(
-    readonly config: MoeConfig,
+    readonly config: C,
     layerTask: string,
   ) {
     super();
-    this.model = this.registerModule('model', new MoeDecoderModel(config, layerTask));
+    this.model = this.registerModule('model', new MoeDecoderModel<C>(config, layerTask));
     this.lmHead = this.createModule('lm_head', 'L2/parallel_embedding', config.vocabSize, config.hiddenSize);
   }
 

@@ -15,13 +15,16 @@ export interface SelfAttention extends Module {
   forward(positions: Tensor, x: Tensor): Tensor;
 }
 
-export abstract class MoeDecoderLayerBase extends Module {
+/** What the shared layer reads of a config (gpt-oss's GptOssConfig shares the layer without being a MoeConfig). */
+export type MoeLayerConfig = Pick<MoeConfig, 'hiddenSize' | 'rmsNormEps'>;
+
+export abstract class MoeDecoderLayerBase<C extends MoeLayerConfig = MoeConfig> extends Module {
   protected readonly inputLayernorm: RMSNorm;
   protected readonly postAttentionLayernorm: RMSNorm;
   protected abstract readonly selfAttn: SelfAttention;
   protected abstract readonly feedForward: FeedForward;
   constructor(
-    readonly config: MoeConfig,
+    readonly config: C,
     readonly layerIdx = 0,
   ) {
     super();

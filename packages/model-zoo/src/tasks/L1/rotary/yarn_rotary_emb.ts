@@ -93,13 +93,16 @@ export class YaRNRotaryEmbedding extends RotaryEmbedding {
     readonly truncate = true,
     readonly attentionFactor: number | null = null,
   ) {
+    // the base class builds a one-row plain cache; the YaRN cache replaces it (built, not copied: the meta backend that
+    // plans weights holds no values to copy into)
+    super(headSize, rotaryDim, 1, base, isNeoxStyle, dtype);
     const positions = Math.floor(maxPositionEmbeddings * scalingFactor);
-    super(headSize, rotaryDim, positions, base, isNeoxStyle, dtype);
     this.scaling = { ropeType: 'yarn', factor: scalingFactor, betaFast, betaSlow, originalMaxPositionEmbeddings: maxPositionEmbeddings, truncate, attentionFactor };
     const cache = yarnCosSinCache(rotaryDim, positions, base, this.scaling, Math.fround);
-    const src = Tensor.fromArray(this.ctx.backend, cache, [positions, rotaryDim], this.dtype, { device: this.ctx.device });
-    this.cosSinCache.copy_(src);
-    src.dispose();
+    const own = this as unknown as { cosSinCache: Tensor; maxPositionEmbeddings: number };
+    own.cosSinCache.dispose();
+    own.cosSinCache = this.registerParameter('cos_sin_cache', Tensor.fromArray(this.ctx.backend, cache, [positions, rotaryDim], this.dtype, { device: this.ctx.device }));
+    own.maxPositionEmbeddings = positions;
   }
 }
 

@@ -1,0 +1,35 @@
+/**
+ * gpt-oss's entry in the model registry: HF GptOssForCausalLM (model_type gpt_oss) -> parseGptOssConfig, the
+ * L4/gpt_oss tree (built through the module registry, so candidates apply), gptOssWeightRules, the decoder-LLM runner.
+ * The KV cache is sized by the attention geometry; sliding layers keep every position for now (the window is applied
+ * by the kernels, not by freeing blocks).
+ */
+import type { CausalLM } from '../../../engine/model-runner.js';
+import type { ModelArchitecture } from '../../../models/registry.js';
+import { FAMILY } from '../family.js';
+import { parseGptOssConfig, type GptOssConfig } from './config.js';
+import { gptOssWeightRules } from './weights.js';
+
+export const gptOssArchitecture: ModelArchitecture<GptOssConfig> = {
+  name: 'gpt_oss',
+  family: FAMILY,
+  architectures: ['GptOssForCausalLM'],
+  modelTypes: ['gpt_oss'],
+  runner: 'decoder-llm',
+  parseConfig: (raw, file) => parseGptOssConfig(raw, file),
+  dtype: (c) => c.dtype,
+  geometry: (c) => ({
+    vocabSize: c.vocabSize,
+    maxPositionEmbeddings: c.maxPositionEmbeddings,
+    numHiddenLayers: c.numHiddenLayers,
+    numAttentionHeads: c.numAttentionHeads,
+    numKeyValueHeads: c.numKeyValueHeads,
+    headDim: c.headDim,
+    hiddenSize: c.hiddenSize,
+    // the widest feed-forward activation a token has: its top-k experts' gate_up
+    intermediateSize: 2 * c.intermediateSize * c.numExpertsPerTok,
+  }),
+  build: (ctx, c) => ctx.registry.createIn<CausalLM>(ctx, 'L4/gpt_oss', c),
+  weightRules: gptOssWeightRules,
+  describe: (c) => `gpt_oss, ${c.numHiddenLayers} layers (sliding ${Math.max(...c.slidingWindows)} / full), hidden ${c.hiddenSize}, ${c.numLocalExperts} experts top-${c.numExpertsPerTok}, ${c.expertsFormat} experts`,
+};

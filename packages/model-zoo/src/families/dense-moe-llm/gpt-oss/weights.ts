@@ -1,0 +1,31 @@
+/**
+ * Where gpt-oss checkpoints differ from the module tree (vLLM's gpt_oss load_weights at tp 1): q/k/v_proj (weights
+ * and biases) stacked into qkv_proj; lm_head read from the embedding when tied; rotary inv_freq ignored. Everything
+ * else is stored under the tree's own names: self_attn.sinks, mlp.router.weight / bias, and the experts' HF tensors
+ * (gate_up_proj / down_proj with their biases, or the released checkpoints' *_blocks / *_scales), which the experts
+ * read in the checkpoint's own layout. One process: nothing is sharded.
+ */
+import type { WeightRules } from '../../../weights/weight-plan.js';
+import type { GptOssConfig } from './config.js';
+
+export function gptOssWeightRules(cfg: GptOssConfig): WeightRules {
+  return {
+    label: 'gpt_oss config',
+    stacked: [{ param: 'qkv_proj', parts: ['q_proj', 'k_proj', 'v_proj'], layout: { kind: 'qkv', headSize: cfg.headDim, numHeads: cfg.numAttentionHeads, numKvHeads: cfg.numKeyValueHeads } }],
+    renames: [{ from: /^lm_head\.linear\./, to: 'lm_head.' }],
+    tied: cfg.tieWordEmbeddings ? { 'lm_head.weight': 'model.embed_tokens.weight' } : {},
+    ignore: [/\.rotary_emb\.inv_freq$/],
+    computed: [/(^|\.)cos_sin_cache$/],
+    norms: /(^|\.)(input_layernorm|post_attention_layernorm|norm)\.weight$/,
+    initStd: cfg.initializerRange,
+    missingFix: (n) =>
+      n === 'lm_head.weight'
+        ? 'set "tie_word_embeddings": true in config.json if the model shares its embedding'
+        : /_blocks$|_scales$/.test(n)
+          ? 'the checkpoint has dense experts: drop quantization_config from config.json'
+          : /experts\.(gate_up_proj|down_proj)$/.test(n)
+            ? 'the checkpoint has MXFP4 experts (*_blocks / *_scales): add "quantization_config": {"quant_method": "mxfp4"} to config.json'
+            : undefined,
+    unexpectedFix: 'check num_hidden_layers, num_local_experts, quantization_config and tie_word_embeddings in config.json',
+  };
+}
