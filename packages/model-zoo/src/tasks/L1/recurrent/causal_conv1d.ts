@@ -3,7 +3,7 @@ import { bytesOf, randn } from '../../../common/inputs.js';
 import { defineL1OpTask } from '../../define-op-task.js';
 
 /**
- * Dao-AILab's causal_conv1d_fn (causal_conv1d.causal_conv1d_interface; vLLM's mamba/ops/causal_conv1d) as a module:
+ * vLLM's causal_conv1d_fn (vllm/model_executor/layers/mamba/ops/causal_conv1d.py; Dao-AILab's causal_conv1d) as a module:
  * forward(x [B, dim, L], weight [dim, width], initial_states [B, dim, width - 1]?) -> [out [B, dim, L], final_states
  * [B, dim, width - 1]], the weight passed per call as production passes it (the layer owns it: HF's conv1d.weight
  * [dim, 1, width], viewed [dim, width]; no bias, as Qwen3-Next's). out = act(the causal depthwise convolution over
@@ -53,7 +53,7 @@ const QN = 8192;
 export const causalConv1dTask = defineL1OpTask('causal_conv1d', {
   id: 'L1/causal_conv1d',
   className: 'CausalConv1d',
-  mirrors: 'causal_conv1d.causal_conv1d_interface.causal_conv1d_fn',
+  mirrors: 'vllm.model_executor.layers.mamba.ops.causal_conv1d.causal_conv1d_fn',
   description: 'Causal depthwise conv1d over [B, dim, L] with a width-W kernel and silu, the previous W - 1 inputs in and out (prefill, or a decode step with L = 1).',
   architectures: ['qwen3_next'],
   baseline: CausalConv1d,
