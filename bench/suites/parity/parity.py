@@ -28,6 +28,12 @@ import time
 import traceback
 
 MODELS = ("llama", "qwen2", "mistral")
+# the other families' causal LMs (--models): MoE (mixtral, qwen3_moe), hybrid linear attention (qwen3_next: HF's
+# pure-PyTorch path when FLA is absent), gpt-oss (sinks, YaRN, alternating windows; bf16 experts, HF's eager attention)
+MORE_MODELS = ("mixtral", "qwen3_moe", "qwen3_next", "gpt_oss")
+ALL_MODELS = MODELS + MORE_MODELS
+# HF attention implementations per model where the default list does not apply: gpt-oss's sinks need its eager path
+ATTN_OVERRIDE = {"gpt_oss": ["eager"]}
 COMMON = {
     "hidden_size": 1024,
     "intermediate_size": 2816,
@@ -69,6 +75,37 @@ def model_configs(window: int, dtype: str = "bf16", head_dim: int = 64):
         "mistral": {**common, "architectures": ["MistralForCausalLM"], "model_type": "mistral", "rope_theta": 10000.0,
                     "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}, "sliding_window": window,
                     "tie_word_embeddings": False},
+        # 8 experts, top-2 (Mixtral-8x7B's routing) at a quarter of the dense width each
+        "mixtral": {**common, "architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "rope_theta": 1000000.0,
+                    "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}, "num_local_experts": 8,
+                    "num_experts_per_tok": 2, "intermediate_size": 704, "sliding_window": None, "router_aux_loss_coef": 0.02,
+                    "output_router_logits": False, "tie_word_embeddings": False},
+        # 16 experts, top-4, q/k norms, a dense first layer (mlp_only_layers)
+        "qwen3_moe": {**common, "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "rope_theta": 1000000.0,
+                      "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}, "num_experts": 16,
+                      "num_experts_per_tok": 4, "moe_intermediate_size": 256, "decoder_sparse_step": 1, "mlp_only_layers": [0],
+                      "norm_topk_prob": True, "attention_bias": False, "use_sliding_window": False, "sliding_window": None,
+                      "output_router_logits": False, "tie_word_embeddings": False},
+        # 3 gated-DeltaNet layers : 1 gated full-attention layer, Qwen3-Next's ratios of heads and partial rotary
+        "qwen3_next": {**common, "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "rope_theta": 10000000.0,
+                       "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0}, "partial_rotary_factor": 0.25,
+                       "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+                       "full_attention_interval": 4, "linear_num_key_heads": 4, "linear_num_value_heads": 8,
+                       "linear_key_head_dim": 64, "linear_value_head_dim": 64, "linear_conv_kernel_dim": 4,
+                       "num_experts": 16, "num_experts_per_tok": 4, "moe_intermediate_size": 256,
+                       "shared_expert_intermediate_size": 256, "decoder_sparse_step": 1, "mlp_only_layers": [],
+                       "norm_topk_prob": True, "attention_bias": False, "output_router_logits": False, "tie_word_embeddings": False},
+        # alternating sliding (window) / full layers, learned sinks, YaRN over a short original context so the prompt
+        # sees the scaled frequencies, clamped SwiGLU experts with biases
+        "gpt_oss": {**common, "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "rope_theta": 150000.0,
+                    "rope_scaling": {"rope_type": "yarn", "factor": 8.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                                     "original_max_position_embeddings": 128, "truncate": False},
+                    "rope_parameters": {"rope_type": "yarn", "rope_theta": 150000.0, "factor": 8.0, "beta_fast": 32.0,
+                                        "beta_slow": 1.0, "original_max_position_embeddings": 128, "truncate": False},
+                    "sliding_window": window, "layer_types": ["sliding_attention", "full_attention"] * (common["num_hidden_layers"] // 2),
+                    "num_local_experts": 8, "num_experts_per_tok": 2, "experts_per_token": 2, "intermediate_size": 512,
+                    "swiglu_limit": 7.0, "attention_bias": True, "router_aux_loss_coef": 0.9, "output_router_logits": False,
+                    "initial_context_length": 128, "tie_word_embeddings": False},
     }
 
 
@@ -82,7 +119,7 @@ def cmd_configs(a):
     ids = [rng.randrange(3, COMMON["vocab_size"]) for _ in range(a.prompt_len)]
     with open(os.path.join(a.dir, "prompt.json"), "w") as f:
         json.dump({"prompt_ids": ids, "max_tokens": a.max_tokens, "window": a.window, "dtype": a.dtype}, f)
-    print(f"parity: {a.dtype} configs for {', '.join(MODELS)} and a {a.prompt_len}-token prompt in {a.dir} "
+    print(f"parity: {a.dtype} configs for {', '.join(ALL_MODELS)} and a {a.prompt_len}-token prompt in {a.dir} "
           f"(mistral window {a.window} < {a.prompt_len + a.max_tokens} tokens)")
 
 
@@ -350,7 +387,7 @@ def cmd_compare(a):
 
     for name in a.models.split(","):
         try:
-            out["models"][name] = compare_model(name, a.dir, prompt, n, attn_list, dtype)
+            out["models"][name] = compare_model(name, a.dir, prompt, n, ATTN_OVERRIDE.get(name, attn_list), dtype)
         except Exception as e:  # noqa: BLE001 - record and go on with the other models
             out["models"][name] = {"model": name, "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-4000:]}
         save()  # after every model: a timeout keeps what was done
@@ -362,7 +399,7 @@ def cmd_compare(a):
         if "error" in r:
             print(f"  {name}: ERROR {r['error'][:300]}")
             continue
-        hf = r["hf"][attn_list[0]]
+        hf = r["hf"][ATTN_OVERRIDE.get(name, attn_list)[0]]
         for d in hf["prompt_logits"]["disagreements"][:3] + hf["decode_logits_teacher_forced"]["disagreements"][:3]:
             print(f"  {name}: top-1 differs at position {d['position']}: ours {d['ours_top']}, hf {d['hf_top']}, hf margin {d['hf_margin']:.4f}, row err {d['row_err_max']:.4f}{' (near-tie)' if d['near_tie'] else ''}")
         at = hf["greedy"].get("at_divergence")
@@ -372,14 +409,14 @@ def cmd_compare(a):
         nf = r.get("hf_noise_floor")
         if nf:
             print(f"  {name}: HF {nf['between'][0]} vs {nf['between'][1]}: prompt max abs {nf['prompt']['max_abs_err']:.4f}, decode max abs {nf['decode']['max_abs_err']:.4f}")
-    print(f"\n{'model':8s} {'prompt maxerr':>13s} {'meanerr':>8s} {'|logit|max':>10s} {'prompt top1':>11s} {'decode maxerr':>13s} {'decode top1':>11s} {'greedy':>7s} {'1st div':>7s} {'HF noise':>8s}  verdict")
+    print(f"\n{'model':10s} {'prompt maxerr':>13s} {'meanerr':>8s} {'|logit|max':>10s} {'prompt top1':>11s} {'decode maxerr':>13s} {'decode top1':>11s} {'greedy':>7s} {'1st div':>7s} {'HF noise':>8s}  verdict")
     for name, r in out["models"].items():
         if "error" in r:
-            print(f"{name:8s} ERROR (see parity.json)")
+            print(f"{name:10s} ERROR (see parity.json)")
             continue
         s = r["summary"]
         nf = r.get("hf_noise_floor", {}).get("prompt", {}).get("max_abs_err")
-        print(f"{name:8s} {fmt(s['prompt_max_abs_err'], '13.4f')} {fmt(s['prompt_mean_abs_err'], '8.5f')} {fmt(s['max_abs_logit'], '10.3f')} {s['prompt_top1']:>11s} "
+        print(f"{name:10s} {fmt(s['prompt_max_abs_err'], '13.4f')} {fmt(s['prompt_mean_abs_err'], '8.5f')} {fmt(s['max_abs_logit'], '10.3f')} {s['prompt_top1']:>11s} "
               f"{fmt(s['decode_max_abs_err'], '13.4f')} {s['decode_top1']:>11s} {s['greedy_identical']:>7s} {str(s['first_divergence'] if s['first_divergence'] is not None else '-'):>7s} {fmt(nf, '8.4f')}  {r['verdict']}")
 
 

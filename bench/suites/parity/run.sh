@@ -3,7 +3,11 @@
 # transformers on the same random bf16 checkpoints (llama with llama3 rope scaling, qwen2 with q/k/v bias and tied
 # embeddings, mistral with a sliding window smaller than the sequence). Writes $OUT/parity.json; the table is last.
 #   dist/gpu-host/bench/run parity [--models llama,qwen2,mistral] [--prompt-len 200] [--max-tokens 64]
-#                                                   [--dtype bf16|f32] [--head-dim 64|128]
+#                                                   [--dtype bf16|f32] [--head-dim 64|128] [--backend cuda|cpu]
+# --models also takes the other families' causal LMs: mixtral, qwen3_moe (MoE), qwen3_next (gated DeltaNet + gated
+# attention), gpt_oss (sinks, YaRN, alternating windows; HF's eager attention). --backend cpu runs our side on the CPU
+# backend (a family whose CUDA kernels do not exist yet; slow: use --dtype f32 and a short --prompt-len); HF stays on
+# the GPU. MoE routing in bf16 can flip an expert on a near-tie: --dtype f32 is the sharper check there.
 # --head-dim 128: 8 / 2 heads of 128 (Llama-3's head size, which the wgmma prefill kernel takes on the H200) instead of
 # 16 / 4 of 64; writes $OUT/parity-hd128.json (parity-f32-hd128.json with --dtype f32).
 # --dtype f32: checkpoints, our engine and HF all in float32 (TF32 off in torch), so bf16 near-ties cannot make
@@ -15,7 +19,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../../lib/lib.sh"
 fk_setup parity
-models="llama,qwen2,mistral"; plen=200; ntok=64; dtype=bf16; hd=64
+models="llama,qwen2,mistral"; plen=200; ntok=64; dtype=bf16; hd=64; backend=cuda
 while [ $# -gt 0 ]; do
   case "$1" in
     --models) models="$2"; shift 2 ;;
@@ -23,6 +27,7 @@ while [ $# -gt 0 ]; do
     --max-tokens) ntok="$2"; shift 2 ;;
     --dtype) dtype="$2"; shift 2 ;;
     --head-dim) hd="$2"; shift 2 ;;
+    --backend) backend="$2"; shift 2 ;;
     *) echo "parity: unknown argument $1" >&2; exit 1 ;;
   esac
 done
@@ -31,12 +36,17 @@ case "$dtype" in
   f32) WORK="${WORK:-$OUT/parity-work-f32}"; json="$OUT/parity-f32.json" ;;
   *) echo "parity: --dtype must be bf16 or f32, got $dtype" >&2; exit 1 ;;
 esac
+case "$backend" in
+  cuda) ;;
+  cpu) WORK="$WORK-cpu"; json="${json%.json}-cpu.json" ;;
+  *) echo "parity: --backend must be cuda or cpu, got $backend" >&2; exit 1 ;;
+esac
 case "$hd" in
   64) ;;
   128) WORK="$WORK-hd128"; json="${json%.json}-hd128.json" ;;
   *) echo "parity: --head-dim must be 64 or 128, got $hd" >&2; exit 1 ;;
 esac
-echo "parity: bundle $bundle (commit ${commit:-?}), python $PY, dtype $dtype, out $OUT, work $WORK"
+echo "parity: bundle $bundle (commit ${commit:-?}), python $PY, dtype $dtype, ours on $backend, out $OUT, work $WORK"
 t0=$SECONDS
 
 "$PY" "$here/parity.py" configs --dir "$WORK" --prompt-len "$plen" --max-tokens "$ntok" --dtype "$dtype" --head-dim "$hd"
@@ -56,10 +66,10 @@ echo "parity: checkpoints written ($((SECONDS - t0)) s)"
 "$PY" "$here/parity.py" preflight || { echo "parity: stopping before the GPU steps (see the PREFLIGHT line above)" >&2; exit 3; }
 
 for m in "${mlist[@]}"; do
-  echo "parity: generate $m on cuda ($plen prompt tokens, $ntok greedy steps)"
+  echo "parity: generate $m on $backend ($plen prompt tokens, $ntok greedy steps)"
   rm -f "$WORK/$m/ours.json" "$WORK/$m/ours_logits.safetensors"
   s=$SECONDS
-  if timeout "${GEN_TIMEOUT:-150}" "$bundle/run" generate --model "$WORK/$m/ckpt" --backend cuda --dtype "$dtype" --prompt-ids "$ids" --max-tokens "$ntok" --temperature 0 \
+  if timeout "${GEN_TIMEOUT:-150}" "$bundle/run" generate --model "$WORK/$m/ckpt" --backend "$backend" --dtype "$dtype" --prompt-ids "$ids" --max-tokens "$ntok" --temperature 0 \
        --json --logits-out "$WORK/$m/ours_logits.safetensors" --prompt-logits > "$WORK/$m/ours.json" 2> "$WORK/$m/ours.stderr"; then
     echo "parity:   ok ($((SECONDS - s)) s)"
   else
