@@ -14,7 +14,7 @@ import { cpuBackend } from '../../../test/l1-harness.js';
 import { generate } from '../../engine/generate.js';
 import { baselineRegistry } from '../../index.js';
 import { loadModel, loadModelConfig, writeRandomModelCheckpoint } from '../../models/load-model.js';
-import { SafetensorsFile } from '../../weights/safetensors.js';
+import { SafetensorsFile, writeSafetensors } from '../../weights/safetensors.js';
 import type { Qwen3NextForCausalLM } from './L4/qwen3_next.js';
 import { initQwen3NextParameters } from './qwen3-next-cases.js';
 import { parseQwen3NextConfig } from './qwen3-next-config.js';
@@ -36,7 +36,7 @@ describe('Qwen3-Next through the model registry', () => {
     expect(r.geometry.layerCaches).toEqual([linear, linear, linear, { kind: 'attention' }]);
   });
 
-  it('a random checkpoint in HF names loads back by path, and greedy generate equals the float64 forward', () => {
+  it('a random checkpoint in HF names loads back by path (an mtp.* tensor beside it ignored), and greedy generate equals the float64 forward', () => {
     const dir = join(tmp, 'ckpt');
     const registry = baselineRegistry();
     const w = writeRandomModelCheckpoint(dir, raw, { seed: 5, dtype: 'f32', registry });
@@ -57,6 +57,8 @@ describe('Qwen3-Next through the model registry', () => {
     expect(sf.tensors.get('model.layers.0.linear_attn.in_proj_qkvz.weight')!.shape).toEqual([2 * 16 + 2 * 32, 32]);
     sf.close();
 
+    // the released checkpoints carry a multi-token-prediction head (mtp.*): not built, ignored on load
+    writeSafetensors(join(dir, 'mtp.safetensors'), [{ name: 'mtp.fc.weight', dtype: 'f32', shape: [32, 64], bytes: () => new Uint8Array(32 * 64 * 4) }]);
     const loaded = loadModel(dir, { backend: cpuBackend(), registry, dtype: 'f32' });
     expect(loaded.weights).toBe('checkpoint');
     const model = loaded.model as Qwen3NextForCausalLM;
