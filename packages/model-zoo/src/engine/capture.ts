@@ -150,8 +150,11 @@ function caseOptions(taskId: string, args: readonly unknown[]): Record<string, u
       const k = ints(args[4]);
       if (!q || !k) return undefined;
       const lens = (cu: number[]) => cu.slice(1).map((v, i) => v - cu[i]!);
-      return { qLens: lens(q), kLens: lens(k) };
+      return { qLens: lens(q), kLens: lens(k), ...(args[5] instanceof Tensor ? { sinks: true } : {}) };
     }
+    // gpt-oss's attention sinks (the kernels' optional last input)
+    case 'L1/paged_decode_attention':
+      return args[5] instanceof Tensor ? { sinks: true } : undefined;
     // the recurrent tasks: whether a state comes in (an argument, or on the engine the layer's state pool)
     case 'L1/chunk_gla':
     case 'L1/fused_recurrent_gla':
@@ -179,6 +182,8 @@ function caseOptions(taskId: string, args: readonly unknown[]): Record<string, u
     case 'L4/llama':
     case 'L4/mixtral':
     case 'L4/qwen3_moe':
+    case 'L3/gpt_oss_decoder':
+    case 'L4/gpt_oss':
     case 'L2/qwen3_next_attention':
     case 'L3/qwen3_next_decoder':
     case 'L4/qwen3_next': {

@@ -11,10 +11,12 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Rng, elementAccessor, parseDType, type DType } from '@fastkernels/core';
+import { CaptureIndexSchema, Rng, casesFromCaptures, compareTensors, elementAccessor, parseDType, toHostArray, toleranceFor, withContext, type DType, type Module, type Tensor } from '@fastkernels/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { cpuBackend } from '../../../test/l1-harness.js';
+import { captureWorkload } from '../../engine/capture.js';
 import { generate } from '../../engine/generate.js';
+import { syntheticWorkload } from '../../engine/workloads.js';
 import { baselineRegistry } from '../../index.js';
 import { loadModel, loadModelConfig, writeRandomModelCheckpoint } from '../../models/load-model.js';
 import { SafetensorsFile, writeSafetensors } from '../../weights/safetensors.js';
@@ -326,5 +328,48 @@ describe('tiny-gpt-oss end to end on the CPU backend', () => {
     const w = readAll(join(dir, 'model.safetensors'));
     writeAll(bad, w, { ...rawCfg, quantization_config: { quant_method: 'mxfp4' } });
     expect(() => loadModel(bad, { backend: cpuBackend(), registry: baselineRegistry() })).toThrow(/missing tensor 'model\.layers\.0\.mlp\.experts\.gate_up_proj_blocks'/);
+  });
+});
+
+describe('capture of tiny-gpt-oss', () => {
+  it('records the sinks and the step of every layer; the captured cases build inputs and match the float64 references', () => {
+    const baseline = baselineRegistry();
+    const workload = syntheticWorkload({ numRequests: 3, inputLen: [6, 20], outputLen: [3, 5], seed: 2, vocabSize: 256 });
+    const out = join(tmp, 'capture');
+    const { path } = captureWorkload({
+      baseline, workload, outDir: out, model: 'tiny-gpt-oss', engine: { maxModelLen: 64, maxNumSeqs: 4, maxNumBatchedTokens: 16 },
+      load: (registry) => {
+        const m = loadModel(FIXTURE, { backend: cpuBackend(), registry, dtype: 'f32', initSeed: 3 });
+        return { model: m.model, ctx: m.ctx, geometry: m.geometry, dispose: () => m.model.dispose() };
+      },
+    });
+    const index = CaptureIndexSchema.parse(JSON.parse(readFileSync(path, 'utf8')));
+    expect(Object.keys(index.tasks)).toEqual(expect.arrayContaining(['L1/yarn_rotary_emb', 'L1/varlen_prefill_attention', 'L1/paged_decode_attention', 'L2/attention', 'L2/gpt_oss_moe', 'L3/gpt_oss_decoder', 'L4/gpt_oss']));
+    for (const id of ['L1/varlen_prefill_attention', 'L1/paged_decode_attention']) expect(index.tasks[id]!.forward.every((f) => f.options?.sinks === true), id).toBe(true);
+    for (const id of ['L3/gpt_oss_decoder', 'L4/gpt_oss']) expect(index.tasks[id]!.forward.every((f) => Array.isArray(f.options?.prefillLens)), id).toBe(true);
+    const ctx = { backend: cpuBackend(), device: 0, dtype: 'f32' as const, registry: baseline };
+    for (const id of ['L1/varlen_prefill_attention', 'L1/paged_decode_attention', 'L2/attention', 'L2/gpt_oss_moe', 'L3/gpt_oss_decoder', 'L4/gpt_oss']) {
+      const task = baseline.task(id)!;
+      for (const c of casesFromCaptures(task, [{ index, resolve: (f) => join(out, f), path }], 2)) {
+        if (id.includes('gpt_oss')) {
+          const w = task.work(c);
+          expect(Number.isFinite(w.flops) && Number.isFinite(w.bytes) && w.flops > 0, `${id} ${c.name} work`).toBe(true);
+        }
+        const rng = new Rng(5);
+        const m = baseline.createIn<Module & { forward(...a: (Tensor | null)[]): Tensor | Tensor[] }>(ctx, id, ...c.init);
+        task.initParameters?.(m, c, rng);
+        withContext(ctx, () => {
+          const inputs = task.makeInputs(c, ctx, rng);
+          expect(inputs.length, `${id} ${c.name}`).toBe(task.inputs.length);
+          const res = m.forward(...inputs);
+          const got = Array.isArray(res) ? res : [res];
+          const params = new Map(m.namedParameters().map(([k, t]) => [k, toHostArray(t)] as const));
+          const ref = task.reference(inputs.map((t) => (t ? toHostArray(t) : null)), params, c);
+          got.forEach((g, i) => expect(compareTensors(g, ref[i]!, toleranceFor(task, 'f32')).status, `${id} ${c.name} output ${i}`).toBe('PASSED'));
+          for (const t of [...inputs, ...got]) t?.dispose();
+        });
+        m.dispose();
+      }
+    }
   });
 });

@@ -162,7 +162,9 @@ const prod = (c: GptOssConfig, label: string, T: number) => moeCase(`${label}-mx
 
 /** Bytes and FLOPs: the router, the experts a step can hit (MXFP4: half a byte per weight plus a scale per 32), the SwiGLU. */
 export function gptOssMoeWork(c: Pick<TaskCase, 'dims' | 'dtype' | 'init'>): { bytes: number; flops: number } {
-  const { T, H, I, E, K } = c.dims as { T: number; H: number; I: number; E: number; K: number };
+  // E, K, I from the init args (a captured case's dims hold only what its inputs show: T, H)
+  const [H, E, K, I] = c.init as [number, number, number, number];
+  const T = c.dims.T!;
   const it = DTYPE_INFO[c.dtype].itemsize;
   const hit = Math.min(E, T * K);
   const perExpert = c.init[5] === 'mxfp4' ? (3 * I * H) / 2 + (3 * I * H) / 32 : bytesOf([3 * I, H], it);
