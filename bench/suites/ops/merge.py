@@ -92,10 +92,10 @@ if conv:
               f"{f(r.get('benchmarkMs') and r['benchmarkMs'] * 1e3, '9.1f')} {f(r['torchEagerBenchmarkMs'] and r['torchEagerBenchmarkMs'] * 1e3, '8.1f')} {f(r['benchmarkVsEagerBenchmark'], '6.2f')} {algo:>25s} {f(r['fallbackVsEager'], '8.2f')}")
 att = pick({"attention"})
 if att:
-    print(f"\n{'attention case (bf16)':46s} {'TFLOP/s':>8s} {'ours us':>9s} {'default':>9s} {'cudnn':>9s} {'flash':>9s} {'effic.':>9s} {'x dflt':>7s} {'x best':>7s}")
+    print(f"\n{'attention case (bf16)':46s} {'TFLOP/s':>8s} {'ours us':>9s} {'route':>8s} {'dense us':>9s} {'default':>9s} {'cudnn':>9s} {'flash':>9s} {'effic.':>9s} {'x dflt':>7s} {'x best':>7s}")
     for r in att:
         b = r.get("sdpaBackendsMs") or {}
-        print(f"{r['name']:46s} {f(r.get('tflops'), '8.0f')} {f(r['ms'] * 1e3, '9.1f')} {f(r['torchEagerMs'] and r['torchEagerMs'] * 1e3, '9.1f')} "
+        print(f"{r['name']:46s} {f(r.get('tflops'), '8.0f')} {f(r['ms'] * 1e3, '9.1f')} {str(r.get('sdpaPath') or '-'):>8s} {f(r.get('denseKernelMs') and r['denseKernelMs'] * 1e3, '9.1f')} {f(r['torchEagerMs'] and r['torchEagerMs'] * 1e3, '9.1f')} "
               + " ".join(f(b.get(k) and b[k] * 1e3, '9.1f') for k in ("cudnn", "flash", "efficient")) + f" {f(r['vsEager'], '7.2f')} {f(r['vsTorchBest'], '7.2f')}")
 
 

@@ -338,6 +338,21 @@ for (const c of cases) {
       }
     }
     if (c.group === 'moe') row.moeTile = backend.generatedOps.moe.lastPlan?.tile.name;
+    if (c.group === 'attention') {
+      // row.ms is the route SDPA takes (the flash prefill kernel where it fits); the dense kernel beside it, informative
+      const sdpa = backend.generatedOps.sdpa;
+      row.sdpaPath = sdpa.lastPath;
+      if (sdpa.lastPath === 'prefill') {
+        sdpa.viaPrefill = false;
+        try {
+          once();
+          rt.synchronize();
+          row.denseKernelMs = timeMs(once);
+        } finally {
+          sdpa.viaPrefill = true;
+        }
+      }
+    }
     row.kernelsCompiled = backend.generatedOps.cache.size;
     row.status = 'ok';
     console.log(`${c.name.padEnd(44)} ${(row.ms * 1e3).toFixed(1).padStart(9)} us  ${(bytes / 1e6).toFixed(0).padStart(5)} MB  ${row.gbps.toFixed(0).padStart(5)} GB/s  copy ${(row.copyMs * 1e3).toFixed(1).padStart(8)} us = ${(row.fracCopy * 100).toFixed(0).padStart(3)}%`);

@@ -20,6 +20,7 @@ import { registerReductionExtras } from './reduction/register.js';
 import { registerMatmulKernels } from './matmul/kernels.js';
 import { registerMoeKernels } from './moe/register.js';
 import type { FusedMoeGemm } from './moe/fused-moe.js';
+import type { DenseSdpa } from './attention/dense-sdpa.js';
 import type { ReduceOp } from './reduce-source.js';
 
 export class GeneratedOps {
@@ -29,6 +30,8 @@ export class GeneratedOps {
   conv!: ConvKernels;
   /** fused_moe_gemm (moe/): `moe.forceTile` pins a tile configuration (tests, A/B runs). */
   moe!: FusedMoeGemm;
+  /** scaled_dot_product_attention (attention/): `sdpa.viaPrefill = false` keeps every call on the dense kernel. */
+  sdpa!: DenseSdpa;
 
   constructor(
     readonly runtime: () => CudaRuntime,
@@ -112,7 +115,7 @@ export function registerGeneratedKernels(table: OpKernelTable, runtime: () => Cu
       normSupports,
     );
   }
-  registerAttentionKernels(table, g.cache); // scaled_dot_product_attention (attention/)
+  g.sdpa = registerAttentionKernels(table, g.cache); // scaled_dot_product_attention (attention/)
   registerRecurrentKernels(table, g.cache, runtime); // fused_recurrent_gla, chunk_gla (recurrent/)
   return g;
 }

@@ -100,4 +100,29 @@ describe('dense SDPA vs the float64 CPU backend', () => {
       expect(Array.from(y.toFloat64Array()).every((x) => x === 0)).toBe(true);
     });
   });
+
+  it('the flash prefill route (bf16 / f16, head dim 64 / 128, no mask) and the dense kernel both equal float64', GT, () => {
+    const sdpa = gpu().generatedOps.sdpa;
+    const shapes: { q: number[]; kv: number[]; causal: boolean }[] = [
+      { q: [1, 8, 512, 128], kv: [1, 2, 512, 128], causal: true }, // the wgmma kernel on sm_90a, GQA 4
+      { q: [2, 4, 130, 128], kv: [2, 4, 301, 128], causal: false },
+      { q: [1, 6, 257, 64], kv: [1, 6, 257, 64], causal: true }, // the mma.sync kernel
+    ];
+    try {
+      for (const viaPrefill of [true, false]) {
+        sdpa.viaPrefill = viaPrefill;
+        for (const dtype of DTYPES) {
+          shapes.forEach((c, i) => {
+            const gqa = c.q[1] !== c.kv[1];
+            checkOp(`${viaPrefill ? 'prefill' : 'dense'} ${dtype} ${c.q.join('x')} / ${c.kv.join('x')}${c.causal ? ' causal' : ''}`, {
+              op: SDPA, inputs: [rand(c.q, dtype, 10 * i), rand(c.kv, dtype, 10 * i + 1), rand(c.kv, dtype, 10 * i + 2), null], attrs: { enable_gqa: gqa, is_causal: c.causal },
+            });
+            expect(sdpa.lastPath).toBe(viaPrefill ? 'prefill' : 'dense');
+          });
+        }
+      }
+    } finally {
+      sdpa.viaPrefill = true;
+    }
+  });
 });

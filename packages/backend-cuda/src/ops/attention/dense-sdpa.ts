@@ -1,16 +1,19 @@
 /**
- * scaled_dot_product_attention on the dense tensor-core kernel (kernels/attention_dense.cu): the registry call's
- * tensors read in place through (batch, head, row, column) strides where their layout allows, a dense copy otherwise
- * (a non-contiguous head dim, rows not 16-byte aligned, batch dims that do not collapse, a float64 mask); one kernel per
- * (dtype, head dims, tile plan, mask kind), cached by a numeric key so a repeated call formats no string.
+ * scaled_dot_product_attention on CUDA. Calls the flash prefill kernel takes (sdpaViaPrefillDecline: bf16 / f16, head
+ * dim 64 or 128, no mask; the wgmma kernel at 128 on sm_90a) run there, one varlen call per batch entry over strided
+ * [L, heads, D] views of q / k / v, its [L, heads, D] result copied into the output's [heads, L, D]; the rest run on the
+ * dense tensor-core kernel (kernels/attention_dense.cu): the registry call's tensors read in place through (batch,
+ * head, row, column) strides where their layout allows, a dense copy otherwise (a non-contiguous head dim, rows not
+ * 16-byte aligned, batch dims that do not collapse, a float64 mask); one kernel per (dtype, head dims, tile plan, mask
+ * kind), cached by a numeric key so a repeated call formats no string.
  */
-import { Tensor, type OpCall, type SdpaAttrs } from '@fastkernels/core';
+import { F, Tensor, type OpCall, type SdpaAttrs } from '@fastkernels/core';
 import type { ArgType, ArgValue } from '../../args.js';
 import type { CudaKernel } from '../../kernel.js';
 import { KERNEL_SOURCES } from '../../kernel-sources.generated.js';
 import type { GenKernelCache } from '../gen-cache.js';
 import { chunkAligned, operandStrides, type OperandStrides } from './layout.js';
-import { denseSdpaDecline, planDenseSdpa, type DenseSdpaPlan, type DenseSdpaShape } from './plan.js';
+import { denseSdpaDecline, planDenseSdpa, sdpaViaPrefillDecline, type DenseSdpaPlan, type DenseSdpaShape } from './plan.js';
 
 const FILE = 'attention_dense.cu';
 const ENTRY = 'fk_sdpa_dense';
@@ -51,8 +54,26 @@ export class DenseSdpa {
   private readonly kernels = new Map<number, CudaKernel>();
   /** Reused for every launch (the kernel packs them at once). */
   private readonly args: ArgValue[] = new Array<ArgValue>(SIGNATURE.length).fill(0);
+  /** Send the calls the flash prefill kernel takes there (false: every call on the dense kernel; tests, A/B runs). */
+  viaPrefill = true;
+  /** The kernel the last call ran on (tests, the ops bench). */
+  lastPath: 'prefill' | 'dense' | null = null;
 
   constructor(private readonly cache: GenKernelCache) {}
+
+  /** Why this call does not take the flash prefill kernel, or null when it does. */
+  prefillDecline(call: OpCall<DenseSdpaAttrs>): string | null {
+    if (!this.viaPrefill) return 'viaPrefill is off';
+    const [q, k, v, mask] = call.inputs as [Tensor, Tensor, Tensor, Tensor | null | undefined];
+    const shape = sdpaShape(call);
+    const lead = (t: Tensor) => t.shape.slice(0, -3);
+    const sameBatch = [q, k, v].every((t) => t.rank >= 3 && lead(t).length === shape.outer.length && lead(t).every((d, i) => d === shape.outer[i]));
+    const kHeads = k.rank >= 3 ? k.shape[k.rank - 3]! : 1;
+    return sdpaViaPrefillDecline({
+      dtype: q.dtype, D: shape.D, Dv: shape.Dv, L: shape.L, S: shape.S, causal: call.attrs.is_causal, masked: !!mask, dropout: call.attrs.dropout_p,
+      sameBatch: sameBatch && k.dtype === q.dtype && v.dtype === q.dtype, gqa: kHeads > 0 && shape.heads % kHeads === 0,
+    });
+  }
 
   /** true, or why the kernel declines (the registry then runs the decomposition). */
   readonly supports = (call: OpCall<DenseSdpaAttrs>): true | string => {
@@ -68,6 +89,17 @@ export class DenseSdpa {
     const shape = sdpaShape(call);
     const { outer, heads: H, L, S, D, Dv } = shape;
     if (out.numel === 0) return out;
+    if (this.prefillDecline(call) === null) {
+      try {
+        this.runViaPrefill(call, out);
+      } catch (e) {
+        out.dispose();
+        throw e;
+      }
+      this.lastPath = 'prefill';
+      return out;
+    }
+    this.lastPath = 'dense';
     const temps: Tensor[] = [];
     try {
       const kHeads = kIn.rank >= 3 ? kIn.shape[kIn.rank - 3]! : 1;
@@ -113,6 +145,40 @@ export class DenseSdpa {
     }
     return out;
   };
+
+  /**
+   * The call on the flash prefill kernel: per batch entry b, q[b] / k[b] / v[b] as strided [rows, heads, D] views (the
+   * kernel reads any row and head strides; it copies what is not 16-byte aligned), one sequence (cu_seqlens [0, L] and
+   * [0, S], written by two fills: nothing is uploaded, so a graph capture may hold the call), the kernel's contiguous
+   * [L, H, D] result copied into out[b] as [L, H, D] (out is [..., H, L, D]).
+   */
+  private runViaPrefill(call: OpCall<DenseSdpaAttrs>, out: Tensor): void {
+    const [qIn, kIn, vIn] = call.inputs as [Tensor, Tensor, Tensor];
+    const { batch: B, heads: H, L, S, D } = sdpaShape(call);
+    const kHeads = kIn.shape[kIn.rank - 3]!;
+    const temps: Tensor[] = [];
+    const t = (x: Tensor) => (temps.push(x), x);
+    try {
+      const as4 = (x: Tensor, heads: number, rows: number) => t(x.reshape([B, heads, rows, D]));
+      const [q4, k4, v4, o4] = [as4(qIn, H, L), as4(kIn, kHeads, S), as4(vIn, kHeads, S), as4(out, H, L)];
+      const cu = (n: number) => {
+        const c = t(Tensor.empty(call.backend, [2], 'i32', { device: qIn.device }));
+        c.fill_(0);
+        t(c.narrow(0, 1, 1)).fill_(n);
+        return c;
+      };
+      const [cuQ, cuK] = [cu(L), cu(S)];
+      const scale = call.attrs.scale ?? 1 / Math.sqrt(D);
+      // [heads, rows, D] of entry b as [rows, heads, D]
+      const rowsMajor = (x: Tensor, b: number) => t(t(x.select(0, b)).transpose(0, 1));
+      for (let b = 0; b < B; b++) {
+        const o = t(F.varlenPrefillAttention(rowsMajor(q4, b), rowsMajor(k4, b), rowsMajor(v4, b), cuQ, cuK, { scale, causal: call.attrs.is_causal }));
+        rowsMajor(o4, b).copy_(o);
+      }
+    } finally {
+      for (const x of temps.reverse()) x.dispose();
+    }
+  }
 
   /** t as the kernel reads it: its strides over [...outer, heads, rows, cols], a dense copy where they do not serve. */
   private operand(t: Tensor, outer: readonly number[], heads: number, rows: number, cols: number, temps: Tensor[]): [Tensor, OperandStrides] {

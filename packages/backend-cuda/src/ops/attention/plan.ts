@@ -78,3 +78,38 @@ export function denseSdpaDecline(c: DenseSdpaCall): string | null {
   if (c.L >= 2 ** 31 || c.S >= 2 ** 31) return `L ${c.L} / S ${c.S}: past 32-bit row indices`;
   return null;
 }
+
+/** What decides whether a dense SDPA call can run on the flash prefill kernel (sdpaViaPrefillDecline). */
+export interface SdpaViaPrefillCall {
+  readonly dtype: string;
+  readonly D: number;
+  readonly Dv: number;
+  readonly L: number;
+  readonly S: number;
+  readonly causal: boolean;
+  readonly masked: boolean;
+  readonly dropout: number;
+  /** q, k and v share the output's leading (batch) dims and each has a head dim: no broadcast over batch. */
+  readonly sameBatch: boolean;
+  /** query heads / key heads is a whole number. */
+  readonly gqa: boolean;
+}
+
+/**
+ * Why a dense SDPA call cannot take the flash prefill kernel (varlen_prefill_attention: the wgmma kernel at head dim 128
+ * on sm_90a, the mma.sync one at 64), or null when it can: bf16 / f16, one head dim of 64 or 128 for q, k and v, no
+ * mask or dropout, and causal only where L = S (SDPA's causal mask is top-left aligned, the prefill kernel's bottom-right:
+ * the same mask then). The dense kernel (attention_dense.cu, mma.sync) takes the rest.
+ */
+export function sdpaViaPrefillDecline(c: SdpaViaPrefillCall): string | null {
+  if (c.dtype !== 'bf16' && c.dtype !== 'f16') return `dtype ${c.dtype}: the prefill kernel takes bf16 / f16`;
+  if (c.D !== c.Dv || (c.D !== 64 && c.D !== 128)) return `head dims ${c.D} / ${c.Dv}: the prefill kernel takes one head dim of 64 or 128`;
+  if (c.S === 0) return 'no keys (the dense kernel writes the zeros)';
+  if (c.masked) return 'an attention mask: the prefill kernel has causal and window masks only';
+  if (c.dropout !== 0) return `dropout_p ${c.dropout}`;
+  if (c.causal && c.L !== c.S) return `causal with L ${c.L} != S ${c.S}: SDPA aligns the mask top-left, the prefill kernel bottom-right`;
+  if (!c.sameBatch) return 'q, k and v do not share their batch dims (or one has no head dim)';
+  if (!c.gqa) return 'query heads are not a multiple of key heads';
+  return null;
+}
+

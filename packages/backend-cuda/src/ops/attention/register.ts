@@ -1,6 +1,7 @@
 /**
- * The attention group's registry kernels on CUDA: scaled_dot_product_attention on the dense tensor-core kernel
- * (dense-sdpa.ts), which declines (with the reason) what it does not take: the registry then decomposes the call.
+ * The attention group's registry kernels on CUDA: scaled_dot_product_attention on the flash prefill kernel or the dense
+ * tensor-core kernel (dense-sdpa.ts), which declines (with the reason) what it does not take: the registry then
+ * decomposes the call.
  */
 import { hasOp, type OpKernelTable } from '@fastkernels/core';
 import type { GenKernelCache } from '../gen-cache.js';

@@ -9,9 +9,10 @@ import { describe, expect, it } from 'vitest';
 import { fake } from '../../../test/ops-fake.js';
 import { registerAttentionKernels } from './register.js';
 
+/** The dense kernel's launches: the calls the flash prefill kernel would take stay here (sdpa-via-prefill.test.ts has those). */
 function device() {
   const f = fake();
-  registerAttentionKernels(f.backend.opKernels!, f.cache);
+  registerAttentionKernels(f.backend.opKernels!, f.cache).viaPrefill = false;
   return f;
 }
 const SDPA = 'scaled_dot_product_attention';
