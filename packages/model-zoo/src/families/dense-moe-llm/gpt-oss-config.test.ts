@@ -33,10 +33,14 @@ describe('parseGptOssConfig', () => {
     expect(parseGptOssConfig(tiny())).toEqual({ ...tinyGptOssConfig(), initializerRange: 0.2, dtype: 'f32' });
   });
 
-  it("applies GptOssConfig's defaults: alternating layers from a sliding one, window 128, 128 experts top-4, limit 7, biases, head_dim 64", () => {
+  it("applies GptOssConfig's defaults: alternating layers from a sliding one, window 128, 128 experts top-4, limit 7 and alpha 1.702, biases, head_dim 64, the released YaRN", () => {
     const { layer_types: _l, sliding_window: _w, num_local_experts: _e, num_experts_per_tok: _k, experts_per_token: _k2, swiglu_limit: _s, attention_bias: _b, head_dim: _h, rope_scaling: _r, ...rest } = tiny();
     const c = parseGptOssConfig({ ...rest, num_hidden_layers: 3 });
-    expect(c).toMatchObject({ slidingWindows: [128, 0, 128], numLocalExperts: 128, numExpertsPerTok: 4, swigluLimit: 7, attentionBias: true, headDim: 64, ropeScaling: null });
+    expect(c).toMatchObject({ slidingWindows: [128, 0, 128], numLocalExperts: 128, numExpertsPerTok: 4, swigluLimit: 7, swigluAlpha: 1.702, attentionBias: true, headDim: 64 });
+    expect(c.ropeScaling).toEqual(GPT_OSS_20B_CONFIG.ropeScaling);
+    expect(parseGptOssConfig({ ...rest, rope_scaling: null }).ropeScaling).toEqual(GPT_OSS_20B_CONFIG.ropeScaling);
+    expect(parseGptOssConfig({ ...rest, rope_scaling: { rope_type: 'default' } }).ropeScaling).toBeNull();
+    expect(parseGptOssConfig({ ...rest, swiglu_alpha: 1.5 }).swigluAlpha).toBe(1.5);
   });
 
   it("reads transformers 5's rope_parameters and HF's YaRN defaults (beta 32 / 1, truncate true, the original length max_position_embeddings)", () => {

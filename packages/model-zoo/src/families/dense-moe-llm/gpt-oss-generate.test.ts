@@ -198,7 +198,7 @@ function oracleLogits(cfg: Record<string, any>, w: W, ids: number[]): number[] {
         for (let i = 0; i < I; i++) {
           const g = Math.min(gu[2 * i]!, limit);
           const u = Math.max(-limit, Math.min(gu[2 * i + 1]!, limit));
-          act[i] = (u + 1) * g / (1 + Math.exp(-1.702 * g));
+          act[i] = (u + 1) * g / (1 + Math.exp(-(cfg.swiglu_alpha ?? 1.702) * g));
         }
         for (let c = 0; c < H; c++) {
           let acc = dB[e * H + c]!;

@@ -18,7 +18,8 @@ export type GptOssExpertsFormat = GptOssConfig['expertsFormat'];
  *   (rows = outputs), down_proj_blocks [E, H, I/32, 16] + down_proj_scales [E, H, I/32], the two biases as above.
  * forward(hiddenStates [T, H], topkWeights f32 [T, K], topkIds i32 [T, K]) -> [T, H]: each token row repeated per
  * choice, grouped_gemm (mxfp4_grouped_gemm) with gate_up and its bias, gate = [..., ::2], up = [..., 1::2], the clamped
- * SwiGLU (gate <= limit, -limit <= up <= limit, (up + 1) * gate * sigmoid(1.702 gate): quick_gelu is that product),
+ * SwiGLU (gate <= limit, -limit <= up <= limit, (up + 1) * gate * sigmoid(alpha gate): quick_gelu is that product at
+ * gpt-oss's alpha 1.702),
  * grouped_gemm with down and its bias, weighted by the router and summed over the k. Not a task of its own: GptOssMoE
  * holds it as `experts` (the original names the whole block).
  */
@@ -40,6 +41,7 @@ export class GptOssExperts extends Module {
     readonly intermediateSize: number,
     readonly swigluLimit = 7,
     readonly format: GptOssExpertsFormat = 'dense',
+    readonly swigluAlpha = GPT_OSS_SWIGLU_ALPHA,
   ) {
     super();
     const [E, H, I] = [numExperts, hiddenSize, intermediateSize];
@@ -79,7 +81,9 @@ export class GptOssExperts extends Module {
     const L = this.swigluLimit;
     const gate = s.op('clamp', [s.op('slice', [gu], { dim: 1, start: 0, end: null, step: 2 }), null, L]);
     const up = s.op('clamp', [s.op('slice', [gu], { dim: 1, start: 1, end: null, step: 2 }), -L, L]);
-    const act = s.op('mul', [s.op('add', [up, 1]), s.op('quick_gelu', [gate])]); // quick_gelu(g) = g sigmoid(1.702 g)
+    // glu = g sigmoid(alpha g): quick_gelu at 1.702
+    const glu = this.swigluAlpha === GPT_OSS_SWIGLU_ALPHA ? s.op('quick_gelu', [gate]) : s.op('mul', [gate, s.op('sigmoid', [s.op('mul', [gate, this.swigluAlpha])])]);
+    const act = s.op('mul', [s.op('add', [up, 1]), glu]);
     const down = this.gemm(s, act, ids, this.downProj, this.downProjBlocks, this.downProjScales, this.downProjBias); // [R, H]
     const w = s.op('to', [s.own(s.own(topkWeights.contiguous()).view(R, 1))], { dtype });
     const weighted = s.op('mul', [down, w]);
@@ -87,14 +91,13 @@ export class GptOssExperts extends Module {
     return s.keep([out])[0]!;
   }
 }
-void GPT_OSS_SWIGLU_ALPHA; // the slope quick_gelu bakes in (1.702)
 
 /**
  * gpt-oss's MoE block (vLLM's gpt_oss MLPBlock; HF GptOssMLP; the original's GptOssMoE) at tp / ep size 1: router
  * (L1/gate_linear with bias: the checkpoint's mlp.router.weight / bias, float32 logits), routing (L1/topk_softmax,
  * renormalised: the softmax over the top-k logits HF takes equals softmax, top-k and renormalise), experts
  * (GptOssExperts, dense or MXFP4). Constructor: (hiddenSize, numExperts, topK, intermediateSize, swigluLimit,
- * expertsFormat). forward(hiddenStates [T, H]) -> [T, H].
+ * expertsFormat, swigluAlpha). forward(hiddenStates [T, H]) -> [T, H].
  */
 export class GptOssMoE extends Module {
   private readonly router: GateLinear;
@@ -107,12 +110,13 @@ export class GptOssMoE extends Module {
     readonly intermediateSize: number,
     readonly swigluLimit = 7,
     readonly expertsFormat: GptOssExpertsFormat = 'dense',
+    readonly swigluAlpha = GPT_OSS_SWIGLU_ALPHA,
   ) {
     super();
     if (topK > numExperts) throw new RangeError(`GptOssMoE: top_k ${topK} exceeds the ${numExperts} experts`);
     this.router = this.createModule('router', 'L1/gate_linear', hiddenSize, numExperts, true);
     this.routing = this.createModule('routing', 'L1/topk_softmax', topK, true);
-    this.experts = this.registerModule('experts', new GptOssExperts(numExperts, hiddenSize, intermediateSize, swigluLimit, expertsFormat));
+    this.experts = this.registerModule('experts', new GptOssExperts(numExperts, hiddenSize, intermediateSize, swigluLimit, expertsFormat, swigluAlpha));
   }
 
   forward(hiddenStates: Tensor): Tensor {
@@ -155,8 +159,8 @@ export function initGptOssMoeParameters(m: Module, rng: Rng): void {
   }
 }
 
-function moeCase(name: string, dtype: 'f32' | 'bf16', T: number, H: number, I: number, E: number, K: number, limit: number, format: GptOssExpertsFormat) {
-  return { name, dtype, dims: { T, H, I, E, K }, init: [H, E, K, I, limit, format] };
+function moeCase(name: string, dtype: 'f32' | 'bf16', T: number, H: number, I: number, E: number, K: number, limit: number, format: GptOssExpertsFormat, alpha?: number) {
+  return { name, dtype, dims: { T, H, I, E, K }, init: alpha === undefined ? [H, E, K, I, limit, format] : [H, E, K, I, limit, format, alpha] };
 }
 const prod = (c: GptOssConfig, label: string, T: number) => moeCase(`${label}-mxfp4-T${T}`, 'bf16', T, c.hiddenSize, c.intermediateSize, c.numLocalExperts, c.numExpertsPerTok, c.swigluLimit, 'mxfp4');
 
@@ -191,6 +195,7 @@ export const gptOssMoeTask = defineTask(
       { name: 'intermediateSize', type: 'int' },
       { name: 'swigluLimit', type: 'float', optional: true, default: 7 },
       { name: 'expertsFormat', type: 'string', optional: true, default: 'dense', doc: "'dense' (gate_up_proj / down_proj) or 'mxfp4' (*_blocks / *_scales)" },
+      { name: 'swigluAlpha', type: 'float', optional: true, default: 1.702, doc: "the SwiGLU's sigmoid gain (transformers 5's swiglu_alpha)" },
     ],
     inputs: [{ name: 'hiddenStates', dtype: 'act', shape: ['T', 'H'] }],
     outputs: [{ name: 'out', dtype: 'act', shape: ['T', 'H'] }],
@@ -200,6 +205,7 @@ export const gptOssMoeTask = defineTask(
       ci: [
         moeCase('dense-top2-of-8-f32', 'f32', 9, 32, 16, 8, 2, 7, 'dense'),
         moeCase('dense-clamped-limit0.6-f32', 'f32', 7, 32, 24, 4, 2, 0.6, 'dense'),
+        moeCase('dense-alpha1-f32', 'f32', 5, 32, 16, 8, 2, 7, 'dense', 1),
         moeCase('dense-top4-of-8-bf16', 'bf16', 6, 32, 16, 8, 4, 7, 'dense'),
         moeCase('mxfp4-top2-of-8-f32', 'f32', 7, 64, 32, 8, 2, 7, 'mxfp4'),
         moeCase('mxfp4-clamped-decode-f32', 'f32', 1, 64, 32, 4, 2, 0.6, 'mxfp4'),
@@ -212,7 +218,7 @@ export const gptOssMoeTask = defineTask(
     baseline: GptOssMoE,
     makeInputs: (c, ctx, rng) => [randn(ctx, rng, [c.dims.T!, c.dims.H!], c.dtype)],
     initParameters: (m, _c, rng) => initGptOssMoeParameters(m, rng),
-    reference: ([x], params, c) => [hostArray(x!.shape, gptOssMoeBlock(x!.data, x!.shape[0]!, params, '', c.init[2] as number, (c.init[4] as number | undefined) ?? 7))],
+    reference: ([x], params, c) => [hostArray(x!.shape, gptOssMoeBlock(x!.data, x!.shape[0]!, params, '', c.init[2] as number, (c.init[4] as number | undefined) ?? 7, (c.init[6] as number | undefined) ?? GPT_OSS_SWIGLU_ALPHA))],
     work: (c) => gptOssMoeWork(c),
   },
 );

@@ -24,7 +24,7 @@ export class GptOssDecoderLayer extends MoeDecoderLayerBase<GptOssConfig> {
       c.hiddenSize, c.numAttentionHeads, c.numKeyValueHeads, c.ropeTheta, c.ropeScaling, c.maxPositionEmbeddings,
       c.attentionBias, c.attentionBias, c.headDim, c.slidingWindows[layerIdx] ?? 0, layerIdx, true,
     );
-    this.feedForward = this.createModule('mlp', 'L2/gpt_oss_moe', c.hiddenSize, c.numLocalExperts, c.numExpertsPerTok, c.intermediateSize, c.swigluLimit, c.expertsFormat);
+    this.feedForward = this.createModule('mlp', 'L2/gpt_oss_moe', c.hiddenSize, c.numLocalExperts, c.numExpertsPerTok, c.intermediateSize, c.swigluLimit, c.expertsFormat, c.swigluAlpha);
   }
 }
 

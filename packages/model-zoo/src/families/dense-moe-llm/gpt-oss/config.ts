@@ -4,8 +4,10 @@
  * own field: 64 heads of 64 on a hidden size of 2880), q/k/v/o biases (attention_bias), learned per-head sinks (always),
  * layer_types (sliding_attention / full_attention; HF's default alternates from a sliding layer 0) with sliding_window,
  * YaRN rotary (rope_scaling, or transformers 5's rope_parameters), the experts (num_local_experts, num_experts_per_tok
- * or the original's experts_per_token, intermediate_size per expert, swiglu_limit) and the MXFP4 quantization_config of
- * the released checkpoints. Errors name the file and the field.
+ * or the original's experts_per_token, intermediate_size per expert, swiglu_limit, transformers 5's swiglu_alpha) and the
+ * MXFP4 quantization_config of the released checkpoints. Without rope_scaling / rope_parameters (or with null) the
+ * rotary is transformers 5's default: YaRN factor 32 over 4096 original positions, truncate false; rope_type 'default'
+ * asks for plain RoPE. Errors name the file and the field.
  */
 import { UserError, type DType } from '@fastkernels/core';
 import { z } from 'zod';
@@ -38,13 +40,15 @@ export interface GptOssConfig {
   readonly numExpertsPerTok: number;
   /** The clamp of the experts' SwiGLU (gate <= limit, -limit <= up <= limit). */
   readonly swigluLimit: number;
+  /** The SwiGLU's sigmoid gain: glu = gate * sigmoid(alpha * gate) (1.702). */
+  readonly swigluAlpha: number;
   /** The experts' weights in the checkpoint: MXFP4 blocks / scales (quantization_config mxfp4) or plain tensors. */
   readonly expertsFormat: 'mxfp4' | 'dense';
   readonly dtype: DType | null;
   readonly initializerRange: number;
 }
 
-/** gpt-oss's fixed SwiGLU slope: glu = gate * sigmoid(1.702 gate). */
+/** gpt-oss's SwiGLU slope: glu = gate * sigmoid(1.702 gate) (transformers 5's swiglu_alpha default). */
 export const GPT_OSS_SWIGLU_ALPHA = 1.702;
 
 const posInt = z.number().int().positive();
@@ -84,6 +88,7 @@ export const HfGptOssConfigSchema = z.looseObject({
   num_experts_per_tok: posInt.optional(),
   experts_per_token: posInt.optional(),
   swiglu_limit: z.number().positive().optional(),
+  swiglu_alpha: z.number().positive().optional(),
   attention_bias: z.boolean().optional(),
   tie_word_embeddings: z.boolean().optional(),
   hidden_act: z.string().optional(),
@@ -134,7 +139,8 @@ export function parseGptOssConfig(raw: unknown, file = 'config.json'): GptOssCon
   const ropeField = c.rope_parameters ? 'rope_parameters' : 'rope_scaling';
   const rope = c.rope_parameters ?? c.rope_scaling ?? null;
   const ropeTheta = c.rope_parameters?.rope_theta ?? c.rope_theta ?? D.theta;
-  const ropeScaling = rope ? parseYarn(rope, ropeField, file, maxPos) : null;
+  // transformers 5's GptOssConfig: no rope_parameters means its YaRN (the released models' values)
+  const ropeScaling = rope ? parseYarn(rope, ropeField, file, maxPos) : GPT_OSS_YARN;
 
   let expertsFormat: GptOssConfig['expertsFormat'] = 'dense';
   if (c.quantization_config) {
@@ -161,6 +167,7 @@ export function parseGptOssConfig(raw: unknown, file = 'config.json'): GptOssCon
     numLocalExperts: numExperts,
     numExpertsPerTok: topK,
     swigluLimit: c.swiglu_limit ?? D.limit,
+    swigluAlpha: c.swiglu_alpha ?? GPT_OSS_SWIGLU_ALPHA,
     expertsFormat,
     dtype: configDType(c, file),
     initializerRange: c.initializer_range ?? 0.02,
@@ -208,6 +215,7 @@ export const GPT_OSS_20B_CONFIG: GptOssConfig = {
   numLocalExperts: 32,
   numExpertsPerTok: 4,
   swigluLimit: 7,
+  swigluAlpha: GPT_OSS_SWIGLU_ALPHA,
   expertsFormat: 'mxfp4',
   dtype: 'bf16',
   initializerRange: 0.02,

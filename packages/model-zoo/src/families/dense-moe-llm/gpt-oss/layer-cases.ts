@@ -68,7 +68,7 @@ export function gptOssDecoderWork(c: TaskCase, cfg: GptOssConfig = gptOssCaseCon
   const it = DTYPE_INFO[c.dtype].itemsize;
   const attnInit = [H, cfg.numAttentionHeads, cfg.numKeyValueHeads, cfg.ropeTheta, cfg.ropeScaling, cfg.maxPositionEmbeddings, cfg.attentionBias, cfg.attentionBias, cfg.headDim, cfg.slidingWindows[layer] ?? 0, layer, true];
   const attn = attentionWork({ ...c, init: attnInit });
-  const moe = gptOssMoeWork({ dtype: c.dtype, dims: { T, H, I: cfg.intermediateSize, E: cfg.numLocalExperts, K: cfg.numExpertsPerTok }, init: [H, cfg.numLocalExperts, cfg.numExpertsPerTok, cfg.intermediateSize, cfg.swigluLimit, cfg.expertsFormat] });
+  const moe = gptOssMoeWork({ dtype: c.dtype, dims: { T, H, I: cfg.intermediateSize, E: cfg.numLocalExperts, K: cfg.numExpertsPerTok }, init: [H, cfg.numLocalExperts, cfg.numExpertsPerTok, cfg.intermediateSize, cfg.swigluLimit, cfg.expertsFormat, cfg.swigluAlpha] });
   return { bytes: attn.bytes + moe.bytes + 2 * bytesOf([H], it) + 8 * bytesOf([T, H], it), flops: attn.flops + moe.flops + 10 * T * H };
 }
 

@@ -50,14 +50,14 @@ function expertWeight(params: Params, prefix: string, name: string): (e: number,
 }
 
 /** gpt-oss's clamped SwiGLU on one gate / up pair. */
-export function gptOssSwiglu(gate: number, up: number, limit: number): number {
+export function gptOssSwiglu(gate: number, up: number, limit: number, alpha = GPT_OSS_SWIGLU_ALPHA): number {
   const g = Math.min(gate, limit);
   const u = Math.min(Math.max(up, -limit), limit);
-  return (u + 1) * (g / (1 + Math.exp(-GPT_OSS_SWIGLU_ALPHA * g)));
+  return (u + 1) * (g / (1 + Math.exp(-alpha * g)));
 }
 
 /** The MoE block (HF GptOssMLP) on x [rows, H]; returns [rows, H]. */
-export function gptOssMoeBlock(x: Float64Array, rows: number, params: Params, prefix: string, topK: number, limit: number): Float64Array {
+export function gptOssMoeBlock(x: Float64Array, rows: number, params: Params, prefix: string, topK: number, limit: number, alpha = GPT_OSS_SWIGLU_ALPHA): Float64Array {
   const rw = param(params, `${prefix}router.weight`);
   const rb = param(params, `${prefix}router.bias`);
   const [E, H] = rw.shape as [number, number];
@@ -88,7 +88,7 @@ export function gptOssMoeBlock(x: Float64Array, rows: number, params: Params, pr
           g += gu(e, 2 * i, h) * xt[h]!;
           u += gu(e, 2 * i + 1, h) * xt[h]!;
         }
-        act[i] = gptOssSwiglu(g, u, limit);
+        act[i] = gptOssSwiglu(g, u, limit, alpha);
       }
       const wgt = ex[j]! / z;
       for (let h = 0; h < H; h++) {
@@ -126,7 +126,7 @@ export function gptOssDecoderLayer(hidden: Float64Array, residual: Float64Array 
   const attn = denseAttentionLayer(x, positions, params, `${prefix}self_attn.`, gptOssAttnGeometry(cfg, layer), seqs, layer);
   const r2 = r1.map((v, i) => v + attn[i]!);
   const y = denseRmsNorm(r2, T, param(params, `${prefix}post_attention_layernorm.weight`), cfg.rmsNormEps);
-  return [gptOssMoeBlock(y, T, params, `${prefix}mlp.`, cfg.numExpertsPerTok, cfg.swigluLimit), r2];
+  return [gptOssMoeBlock(y, T, params, `${prefix}mlp.`, cfg.numExpertsPerTok, cfg.swigluLimit, cfg.swigluAlpha), r2];
 }
 
 /** The gpt-oss model's forward: embed, layers, final norm; the final hidden states [T, H]. */
