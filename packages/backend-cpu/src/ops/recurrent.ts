@@ -4,7 +4,7 @@
  * its per-channel-gated form KDA (fused_recurrent_kda).
  * FLA's layout: q, k [B, T, H, K], v [B, T, H, V] (head_first=False), states [B, H, K, V] in f32.
  */
-import { formatShape, type Backend, type Tensor } from '@fastkernels/core';
+import { DTYPE_INFO, formatShape, type Backend, type Tensor } from '@fastkernels/core';
 import { silu } from '../math.js';
 import { expectFloat, gather, gatherInts, output, scatter } from '../strided.js';
 
@@ -14,6 +14,12 @@ function expectShape(what: string, name: string, t: Tensor, shape: readonly numb
 
 export interface CausalConv1dOptions {
   readonly bias?: Tensor | null;
+  /** vLLM's varlen form: [N + 1] offsets of N sequences packed along L of a B = 1 x (needs cache_indices). */
+  readonly query_start_loc?: Tensor | null;
+  /** vLLM: [N] row of the conv state pool (initial_states [slots, D, S >= W - 1]) of each sequence, updated in place; -1: padding. */
+  readonly cache_indices?: Tensor | null;
+  /** vLLM: [N] bool, false: the sequence starts from zeros (its row is still written). Absent: every live row is read. */
+  readonly has_initial_state?: Tensor | null;
   /** [B, D, W - 1]: the inputs before x (a previous chunk's final_states); zeros when absent. */
   readonly initial_states?: Tensor | null;
   readonly return_final_states?: boolean;
@@ -37,8 +43,15 @@ export function causalConv1d(backend: Backend, x: Tensor, weight: Tensor, option
   const W = weight.shape[1]!;
   if (W < 1) throw new RangeError(`${what}: weight ${formatShape(weight.shape)} has width 0`);
   if (bias) expectShape(what, 'bias', bias, [D]);
-  if (init) expectShape(what, 'initial_states', init, [B, D, W - 1]);
   if (activation !== null && activation !== 'silu' && activation !== 'swish') throw new RangeError(`${what}: activation must be null, 'silu' or 'swish', got '${String(activation)}'`);
+  if (options.cache_indices) {
+    if (!init) throw new RangeError(`${what}: cache_indices needs initial_states, the conv state pool [slots, ${D}, state_len]`);
+    if (return_final_states) throw new RangeError(`${what}: with cache_indices the final states are written into the pool in place: return_final_states must be false`);
+    const ranges = sequenceRanges(what, 'query_start_loc', B, L, options.query_start_loc ?? null, 'x', formatShape(x.shape));
+    return [convPooled(backend, what, x, weight, bias, init, ranges, options.cache_indices, 'cache_indices', options.has_initial_state ?? null, activation)];
+  }
+  if (options.query_start_loc || options.has_initial_state) throw new RangeError(`${what}: query_start_loc and has_initial_state are the pooled form: pass cache_indices and the conv state pool as initial_states`);
+  if (init) expectShape(what, 'initial_states', init, [B, D, W - 1]);
   const X = gather(x, what);
   const Wt = gather(weight, what);
   const bv = bias ? gather(bias, what) : null;
@@ -70,13 +83,26 @@ export function causalConv1d(backend: Backend, x: Tensor, weight: Tensor, option
  * state = the last S columns of x'. S >= W - 1. Dao-AILab's op updates conv_state in place; here the new state is a
  * second output (the registry's ops return fresh tensors), which the caller stores.
  */
-export function causalConv1dUpdate(backend: Backend, x: Tensor, convState: Tensor, weight: Tensor, options: { bias?: Tensor | null; activation?: 'silu' | 'swish' | null } = {}): [Tensor, Tensor] {
+export function causalConv1dUpdate(backend: Backend, x: Tensor, convState: Tensor, weight: Tensor, options: { bias?: Tensor | null; activation?: 'silu' | 'swish' | null; conv_state_indices?: Tensor | null } = {}): [Tensor, Tensor] | [Tensor] {
   const what = 'causal_conv1d_update';
   expectFloat(x, what, 'x');
   expectFloat(convState, what, 'conv_state');
   if (x.rank !== 2 && x.rank !== 3) throw new RangeError(`${what}: x must be [batch, dim] or [batch, dim, seqlen], got ${formatShape(x.shape)}`);
   const [B, D] = x.shape as [number, number];
   const L = x.rank === 3 ? x.shape[2]! : 1;
+  if (options.conv_state_indices) {
+    expectFloat(weight, what, 'weight');
+    if (weight.rank !== 2 || weight.shape[0] !== D || weight.shape[1]! < 1) throw new RangeError(`${what}: weight ${formatShape(weight.shape)} must be [${D}, width]`);
+    if (options.bias) expectShape(what, 'bias', options.bias, [D]);
+    const xs = x.rank === 3 ? x : x.unsqueeze(2);
+    const ranges: [number, number, number][] = Array.from({ length: B }, (_, b) => [b, 0, L]);
+    const y = convPooled(backend, what, xs, weight, options.bias ?? null, convState, ranges, options.conv_state_indices, 'conv_state_indices', null, options.activation ?? null);
+    if (xs === x) return [y];
+    xs.dispose();
+    const out = y.reshape([B, D]);
+    y.dispose();
+    return [out];
+  }
   if (convState.rank !== 3 || convState.shape[0] !== B || convState.shape[1] !== D) throw new RangeError(`${what}: conv_state ${formatShape(convState.shape)} must be [${B}, ${D}, state_len]`);
   const S = convState.shape[2]!;
   if (weight.rank !== 2 || weight.shape[0] !== D) throw new RangeError(`${what}: weight ${formatShape(weight.shape)} must be [${D}, width]`);
@@ -106,6 +132,90 @@ export function causalConv1dUpdate(backend: Backend, x: Tensor, convState: Tenso
   } finally {
     if (xs !== x) xs.dispose();
   }
+}
+
+/** The sequences of a call: FLA's cu_seqlens / vLLM's query_start_loc packing N along the token axis of batch row 0, else the B rows. */
+function sequenceRanges(what: string, cuName: string, B: number, T: number, cu: Tensor | null, xName: string, xShape: string): [number, number, number][] {
+  const ranges: [number, number, number][] = [];
+  if (!cu) {
+    for (let b = 0; b < B; b++) ranges.push([b, 0, T]);
+    return ranges;
+  }
+  if (B !== 1) throw new RangeError(`${what}: with ${cuName} the sequences are packed in batch row 0: ${xName} ${xShape} must have batch 1`);
+  const c = gatherInts(cu, what);
+  if (c.length < 1 || c[0] !== 0 || c[c.length - 1] !== T) throw new RangeError(`${what}: ${cuName} must run from 0 to T = ${T}, got [${[...c].join(', ')}]`);
+  for (let n = 0; n + 1 < c.length; n++) {
+    if (c[n + 1]! < c[n]!) throw new RangeError(`${what}: ${cuName} must not decrease, got [${[...c].join(', ')}]`);
+    ranges.push([0, c[n]!, c[n + 1]!]);
+  }
+  return ranges;
+}
+
+/**
+ * The pool rows a call names, checked: one per sequence, inside the pool, live ones distinct (the kernels update the pool
+ * in place and in parallel on a device, so two live sequences on one row would race there). < 0: padding.
+ */
+function poolSlots(what: string, name: string, idx: Tensor, N: number, slots: number): Float64Array {
+  const s = gatherInts(idx, what);
+  if (s.length !== N || idx.rank !== 1) throw new RangeError(`${what}: ${name} ${formatShape(idx.shape)} must be [${N}], one per sequence`);
+  const taken = new Map<number, number>();
+  for (let n = 0; n < N; n++) {
+    const v = s[n]!;
+    if (v >= slots) throw new RangeError(`${what}: ${name}[${n}] = ${v} is outside the pool of ${slots} slots`);
+    if (v < 0) continue;
+    if (taken.has(v)) throw new RangeError(`${what}: ${name}[${n}] = ${v} repeats ${name}[${taken.get(v)}]: each live sequence needs its own pool slot`);
+    taken.set(v, n);
+  }
+  return s;
+}
+
+/**
+ * The conv over a pool of states (vLLM causal_conv1d_fn with cache_indices, causal_conv1d_update with
+ * conv_state_indices): per sequence, x' = [pool row (S columns; zeros for padding or has_initial_state false), its
+ * tokens], out = the conv over the last W - 1 + L columns of x', the row then set to the last S columns of x' (not for
+ * padding). x [B, D, L] (B = 1 when packed); the pool [slots, D, S >= W - 1], updated in place.
+ */
+function convPooled(backend: Backend, what: string, x: Tensor, weight: Tensor, bias: Tensor | null, pool: Tensor, ranges: readonly [number, number, number][], idx: Tensor, idxName: string, his: Tensor | null, activation: 'silu' | 'swish' | null): Tensor {
+  const [B, D, L] = x.shape as [number, number, number];
+  const W = weight.shape[1]!;
+  expectFloat(pool, what, 'the conv state pool');
+  if (pool.rank !== 3 || pool.shape[1] !== D || pool.shape[2]! < W - 1) throw new RangeError(`${what}: the conv state pool ${formatShape(pool.shape)} must be [slots, ${D}, state_len >= ${W - 1}]`);
+  const S = pool.shape[2]!;
+  const N = ranges.length;
+  const slots = poolSlots(what, idxName, idx, N, pool.shape[0]!);
+  let init: Float64Array | null = null;
+  if (his) {
+    if (his.rank !== 1 || his.shape[0] !== N) throw new RangeError(`${what}: has_initial_state ${formatShape(his.shape)} must be [${N}]`);
+    if (his.dtype !== 'bool' && DTYPE_INFO[his.dtype].kind !== 'int') throw new TypeError(`${what}: has_initial_state must be bool (or an integer 0 / 1), got ${his.dtype}`);
+    init = gather(his, what);
+  }
+  const X = gather(x, what);
+  const Wt = gather(weight, what);
+  const bv = bias ? gather(bias, what) : null;
+  const Y = new Float64Array(B * D * L);
+  ranges.forEach(([b, t0, t1], n) => {
+    const slot = slots[n]!;
+    const n_t = t1 - t0;
+    const row = slot >= 0 ? pool.select(0, slot) : null;
+    const st = row && (!init || init[n]) ? gather(row, what) : new Float64Array(D * S);
+    const xp = new Float64Array(S + n_t);
+    const next = new Float64Array(D * S);
+    for (let d = 0; d < D; d++) {
+      xp.set(st.subarray(d * S, (d + 1) * S), 0);
+      for (let t = 0; t < n_t; t++) xp[S + t] = X[(b * D + d) * L + t0 + t]!;
+      for (let t = 0; t < n_t; t++) {
+        let a = bv ? bv[d]! : 0;
+        for (let w = 0; w < W; w++) a += Wt[d * W + w]! * xp[S - (W - 1) + t + w]!;
+        Y[(b * D + d) * L + t0 + t] = activation ? silu(a) : a;
+      }
+      next.set(xp.subarray(n_t), d * S);
+    }
+    if (row) {
+      scatter(row, next, what);
+      row.dispose();
+    }
+  });
+  return output(backend, [B, D, L], x.dtype, Y, what);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -332,7 +442,11 @@ export function fusedRecurrentKda(backend: Backend, q: Tensor, k: Tensor, v: Ten
   return deltaRule(backend, 'fused_recurrent_kda', q, k, v, g, beta, options, true);
 }
 
-/** The delta rule with a scalar (per head) or per-key-channel (KDA) log decay. */
+/**
+ * The delta rule with a scalar (per head) or per-key-channel (KDA) log decay, over the B rows or the cu_seqlens
+ * sequences; states from initial_state [N, HV, K, V], or the pool rows ssm_state_indices names (written back in place,
+ * -1 padding: a zero state, nothing written).
+ */
 function deltaRule(backend: Backend, what: string, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, options: GatedDeltaRuleOptions, channelGate: boolean): [Tensor] | [Tensor, Tensor] {
   for (const [n, t] of [['q', q], ['k', k], ['v', v], ['g', g], ['beta', beta]] as const) expectFloat(t, what, n);
   if (q.rank !== 4) throw new RangeError(`${what}: q must be [B, T, H, K], got ${formatShape(q.shape)}`);
@@ -344,8 +458,27 @@ function deltaRule(backend: Backend, what: string, q: Tensor, k: Tensor, v: Tens
   if (HV === 0 || H === 0 || HV % H !== 0) throw new RangeError(`${what}: value heads ${HV} (v ${formatShape(v.shape)}) must be a multiple of q/k heads ${H}`);
   expectShape(what, 'g', g, channelGate ? [B, T, HV, K] : [B, T, HV]);
   expectShape(what, 'beta', beta, [B, T, HV]);
+  const ranges = sequenceRanges(what, 'cu_seqlens', B, T, options.cu_seqlens ?? null, 'q', formatShape(q.shape));
+  const N = ranges.length;
+  const per = HV * K * V;
   const init = options.initial_state ?? null;
-  if (init) expectShape(what, 'initial_state', init, [B, HV, K, V]);
+  const S = new Float64Array(N * per);
+  let slots: Float64Array | null = null;
+  if (options.ssm_state_indices) {
+    if (!init) throw new RangeError(`${what}: ssm_state_indices needs initial_state, the state pool [slots, ${HV}, ${K}, ${V}]`);
+    if (init.rank !== 4 || init.shape[1] !== HV || init.shape[2] !== K || init.shape[3] !== V) throw new RangeError(`${what}: the state pool ${formatShape(init.shape)} must be [slots, ${HV}, ${K}, ${V}]`);
+    if (options.output_final_state) throw new RangeError(`${what}: with ssm_state_indices the final states are written into the pool in place: output_final_state must be false`);
+    slots = poolSlots(what, 'ssm_state_indices', options.ssm_state_indices, N, init.shape[0]!);
+    slots.forEach((sl, n) => {
+      if (sl < 0) return; // padding: a zero state
+      const row = init.select(0, sl);
+      S.set(gather(row, what), n * per);
+      row.dispose();
+    });
+  } else if (init) {
+    expectShape(what, 'initial_state', init, [N, HV, K, V]);
+    S.set(gather(init, what));
+  }
   const scale = options.scale ?? 1 / Math.sqrt(K);
   const Q = gather(q, what);
   const Kt = gather(k, what);
@@ -362,15 +495,14 @@ function deltaRule(backend: Backend, what: string, q: Tensor, k: Tensor, v: Tens
   const Vt = gather(v, what);
   const Gt = gather(g, what);
   const Bt = gather(beta, what);
-  const S = init ? gather(init, what) : new Float64Array(B * HV * K * V);
   const O = new Float64Array(B * T * HV * V);
   const u = new Float64Array(V);
   const r = HV / H;
-  for (let b = 0; b < B; b++) {
+  ranges.forEach(([b, t0, t1], n) => {
     for (let hv = 0; hv < HV; hv++) {
       const h = Math.floor(hv / r);
-      const s0 = (b * HV + hv) * K * V;
-      for (let t = 0; t < T; t++) {
+      const s0 = (n * HV + hv) * K * V;
+      for (let t = t0; t < t1; t++) {
         const qk = ((b * T + t) * H + h) * K;
         const vr = (b * T + t) * HV + hv;
         if (channelGate) {
@@ -395,7 +527,16 @@ function deltaRule(backend: Backend, what: string, q: Tensor, k: Tensor, v: Tens
         }
       }
     }
-  }
+  });
   const o = output(backend, [B, T, HV, V], q.dtype, O, what);
-  return options.output_final_state ? [o, output(backend, [B, HV, K, V], 'f32', S, what)] : [o];
+  if (slots) {
+    slots.forEach((sl, n) => {
+      if (sl < 0) return;
+      const row = init!.select(0, sl);
+      scatter(row, S.subarray(n * per, (n + 1) * per), what);
+      row.dispose();
+    });
+    return [o];
+  }
+  return options.output_final_state ? [o, output(backend, [N, HV, K, V], 'f32', S, what)] : [o];
 }
