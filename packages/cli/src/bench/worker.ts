@@ -34,6 +34,8 @@ import { environment, selectBackend } from '../env.js';
 import { agreeOnCase, agreeOnDirty, groupSeedOf, sharedVerifySeed } from './group.js';
 import { sign } from './protocol.js';
 import { candidatesUseTriton, prestartTriton } from './triton-prestart.js';
+import { selfTimedCall } from '../candidates/torch/module.js';
+import { TorchImportHackError } from '../candidates/torch/load.js';
 
 /**
  * `fastkernels __worker`: the bench worker, forked by `fastkernels bench` (one per GPU). It installs
@@ -237,7 +239,7 @@ export async function runWorker(): Promise<number> {
     const bad = guard.verify(`while ${file.relPath} was imported`);
     const grew = HarnessGuard.growth(before, guard.resources(), `while ${file.relPath} was imported`);
     const fail = set.failures[0];
-    const tamper = fail ? guard.tamperAttempt(fail.error.message) : undefined;
+    const tamper = fail ? guard.tamperAttempt(fail.error.message) ?? (fail.error instanceof TorchImportHackError ? fail.error.message : undefined) : undefined;
     if (bad.length || tamper || (grew && /worker/.test(grew))) {
       dirty = bad[0] ?? tamper ?? grew;
       return { taskId, file: file.relPath, message: `REWARD_HACK at import: ${dirty}`, hack: true };
@@ -286,7 +288,7 @@ export async function runWorker(): Promise<number> {
         // in a group every rank must make the same calls: a warm-up counted in calls, shared seeds (bench/group.ts)
         rounds: first.options.rounds, iters: first.options.iters, warmup: first.options.warmup, warmupMs: group ? 0 : first.options.warmupMs,
         seed: first.options.seed, correctnessOnly: first.options.iters === 0,
-        guard, profile, flushBytes: first.options.flushBytes ?? undefined, inputSets: first.options.inputSets,
+        guard, profile, flushBytes: first.options.flushBytes ?? undefined, inputSets: first.options.inputSets, selfTimed: selfTimedCall,
         verifySeed: groupSeed !== undefined ? sharedVerifySeed(groupSeed, m.taskId, i) : randomInt(0, 2 ** 31 - 1), hiddenShape: first.options.hiddenShape,
         ...(values ? { prepareInputs: captureFiller(task, values) } : {}),
         onProgress: (p) => post({ type: 'progress', ...p, caseIndex: i, caseCount: m.cases.length }),

@@ -6,12 +6,37 @@ import { STATUSES, type CandidateFile, type CaseResult, type Status } from '@fas
  * (the comment lines before the first line of code). Demonstration sets use it for their deliberately wrong
  * candidates (examples/candidates/cpu-demo), so that the bench output itself says which failures are on purpose.
  */
-export function declaredOutcome(source: string): Status | undefined {
+export function declaredOutcome(source: string, python = false): Status | undefined {
+  if (python) return declaredPythonOutcome(source);
   for (const line of source.split('\n')) {
     const t = line.trim();
     if (!t) continue;
     if (!/^(\/\/|\/\*|\*)/.test(t)) return undefined; // the header comment ended
     const m = /^(?:\/\/|\/\*+|\*)\s*Expected:\s*([A-Z_]+)/.exec(t);
+    if (m && (STATUSES as readonly string[]).includes(m[1]!)) return m[1] as Status;
+  }
+  return undefined;
+}
+
+/** A Python candidate's header: `#` comment lines and the module docstring before the first line of code. */
+function declaredPythonOutcome(source: string): Status | undefined {
+  let doc: string | undefined; // the docstring's quotes while inside it
+  for (const line of source.split('\n')) {
+    let t = line.trim();
+    if (doc === undefined) {
+      const open = /^[rRuU]?("""|''')/.exec(t);
+      if (!t || t.startsWith('#')) t = t.replace(/^#\s*/, '');
+      else if (open) {
+        const q = open[1]!;
+        t = t.slice(open[0].length);
+        if (t.includes(q)) t = t.slice(0, t.indexOf(q));
+        else doc = q;
+      } else return undefined; // the header ended
+    } else if (t.includes(doc)) {
+      t = t.slice(0, t.indexOf(doc));
+      doc = undefined;
+    }
+    const m = /^Expected:\s*([A-Z_]+)/.exec(t.trim());
     if (m && (STATUSES as readonly string[]).includes(m[1]!)) return m[1] as Status;
   }
   return undefined;
@@ -27,7 +52,7 @@ export function declaredOutcomes(files: readonly CandidateFile[]): Map<string, S
     } catch {
       continue;
     }
-    const s = declaredOutcome(source);
+    const s = declaredOutcome(source, f.path.endsWith('.py'));
     if (s) out.set(f.taskId, s);
   }
   return out;

@@ -17,13 +17,15 @@ import {
   type TaskDefinition,
 } from '@fastkernels/core';
 import { loadCudaCandidate, type CudaLoadOptions } from './cuda/load.js';
+import { loadTorchCandidate } from './torch/load.js';
 import { SDK_GLOBAL, installSdk, type Sdk } from './sdk.js';
 
 /**
  * Loads a candidate folder: each `L<k>/<stem>.ts|.js` is bundled by esbuild (TypeScript is
  * transpiled, relative imports are inlined, '@fastkernels/*' imports are mapped to the running CLI's
  * own packages; `.cu`, `.cuh` and `.py` imports are their text), written to a temp file and imported;
- * each `L<k>/<stem>.cu` is bound by its manifest (cuda/load.ts). Every file is validated against its task.
+ * each `L<k>/<stem>.cu` is bound by its manifest (cuda/load.ts); each `L<k>/<stem>.py` is a PyTorch candidate in the
+ * original's format, run by a Python worker (torch/load.ts). Every file is validated against its task.
  */
 export class EsbuildCandidateLoader implements CandidateLoader {
   constructor(
@@ -56,6 +58,11 @@ export class EsbuildCandidateLoader implements CandidateLoader {
               const other = e instanceof UserError && e.details.file && e.details.file !== file.relPath && !e.message.includes(e.details.file);
               throw other ? new UserError(`${basename(e.details.file!)}: ${e.message}`, e.details) : e;
             });
+            candidates.push({ file, task, cls: validateCandidateExports(file, task, { [task.className]: cls }) });
+            continue;
+          }
+          if (file.path.endsWith('.py')) {
+            const cls = await loadTorchCandidate(file, task);
             candidates.push({ file, task, cls: validateCandidateExports(file, task, { [task.className]: cls }) });
             continue;
           }
@@ -116,9 +123,9 @@ export function listCandidateFiles(dir: string): CandidateFile[] {
         if (depth === 0 && /^L[1-9]$/.test(ent.name)) walk(path, 1);
         continue;
       }
-      if (depth !== 1 || !/\.(ts|mts|js|mjs|cu)$/.test(ent.name)) continue;
-      // A .cu beside a class of the same stem is that class's kernel source (imported as text), not a candidate.
-      if (ent.name.endsWith('.cu') && entries.some((e) => /\.(ts|mts|js|mjs)$/.test(e.name) && !e.name.endsWith('.d.ts') && e.name.replace(/\.\w+$/, '') === ent.name.slice(0, -3))) continue;
+      if (depth !== 1 || !/\.(ts|mts|js|mjs|cu|py)$/.test(ent.name)) continue;
+      // A .cu or .py beside a class of the same stem is that class's kernel source (imported as text), not a candidate.
+      if (/\.(cu|py)$/.test(ent.name) && entries.some((e) => /\.(ts|mts|js|mjs)$/.test(e.name) && !e.name.endsWith('.d.ts') && e.name.replace(/\.\w+$/, '') === ent.name.replace(/\.\w+$/, ''))) continue;
       const parsed = parseCandidatePath(rel);
       if (!parsed) {
         throw new UserError('is not a candidate file name', {

@@ -139,7 +139,17 @@ export interface BenchTaskOptions {
   readonly hiddenShape?: boolean;
   /** Replace generated inputs with captured values (captures), after makeInputs. */
   readonly prepareInputs?: (c: TaskCase, inputs: (Tensor | null)[]) => void;
+  /**
+   * A candidate that runs in another process times itself (a PyTorch candidate: CUDA events in its worker), so the
+   * IPC round trip is not its time: for such a candidate instance, the call that runs forward and returns the
+   * result with the other process's device and host times. Given by the bench worker, which alone can tell such
+   * instances (never by a candidate).
+   */
+  readonly selfTimed?: (candidate: Module) => SelfTimedForward | undefined;
 }
+
+/** A forward call timed by the process that runs it: the result, its device time and its device-synchronised host time. */
+export type SelfTimedForward = (args: readonly unknown[]) => { readonly result: unknown; readonly deviceMs: number; readonly hostMs: number };
 
 export const MIN_ROUNDS = 3;
 /** Poison written into every allocation during correctness calls (0xff: NaN in every float format). */
@@ -629,6 +639,8 @@ function timeCase(env: CaseEnv, seed: number, iters: number, progress: (p: Bench
     let flushDir = 0;
     let timing = false;
     const timerFor = () => backend.createTimer(device);
+    const selfTimed = opts.selfTimed?.(env.candidate);
+    if (selfTimed) env.checks.add('worker-clock');
 
     /** One call: refill the slot, flush, time with the device timer and with a device-synchronised host clock. */
     const call = (side: Side, i: number, keep: boolean): { ev: number; host: number; outs?: Tensor[] } => {
@@ -648,9 +660,16 @@ function timeCase(env: CaseEnv, seed: number, iters: number, progress: (p: Bench
       const state0 = g?.probes.state?.();
       let result: unknown;
       const h0 = performance.now();
+      const self = side === 'candidate' ? selfTimed : undefined;
+      let own: { deviceMs: number; hostMs: number } | undefined;
       g?.track(timing ? `timed-${side}` : undefined);
       try {
         result = onSide(side, 'forward (timing)', () => {
+          if (self) {
+            const r = withContext(ctx, () => self([...args, ...hostCopy]));
+            own = r;
+            return r.result;
+          }
           timer.start();
           const r = withContext(ctx, () => (m.forward as (...a: unknown[]) => unknown)(...args, ...hostCopy));
           timer.stop();
@@ -660,8 +679,12 @@ function timeCase(env: CaseEnv, seed: number, iters: number, progress: (p: Bench
         g?.track(undefined);
       }
       backend.synchronize(device);
-      const host = performance.now() - h0;
-      const ev = timer.elapsedMs();
+      const host = own ? own.hostMs : performance.now() - h0;
+      const ev = own ? own.deviceMs : timer.elapsedMs();
+      if (own && !(Number.isFinite(ev) && Number.isFinite(host) && ev >= 0 && host >= 0)) {
+        disposeResult(result, args);
+        throw new RewardHackError(`timed call ${i}: the candidate's worker reported no valid time (device ${ev} ms, host ${host} ms)`);
+      }
       let outs: Tensor[];
       try {
         outs = onSide(side, 'output (timing)', () => collect(task, args, result));

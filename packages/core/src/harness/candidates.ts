@@ -49,7 +49,7 @@ export interface CandidateLoader {
   load(dir: string, tasks: ReadonlyMap<string, TaskDefinition>): Promise<CandidateSet>;
 }
 
-const CANDIDATE_PATH = /^L([1-9])\/([a-z0-9_]+)\.(ts|mts|js|mjs|cu)$/;
+const CANDIDATE_PATH = /^L([1-9])\/([a-z0-9_]+)\.(ts|mts|js|mjs|cu|py)$/;
 
 /** Is this relative path (with '/') a candidate file? Returns its level and stem, or undefined. */
 export function parseCandidatePath(relPath: string): { level: number; stem: string } | undefined {

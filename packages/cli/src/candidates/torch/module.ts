@@ -1,0 +1,144 @@
+/**
+ * The Module class a PyTorch candidate becomes on the Node side: the task's class name and constructor, the
+ * baseline's parameters (so the harness loads the same weights, and passes them to the worker's
+ * load_state_dict(strict=False) as the original does), and a forward that sends the inputs' buffer handles to the
+ * worker, allocates the outputs the worker reports (fresh, from the harness's allocator, so every output check
+ * applies) and has the worker copy its results into them.
+ *
+ * Timing: the harness times a PyTorch candidate with the worker's own clock (CUDA events on the worker's stream, the
+ * whole device synchronised before its host clock stops; on the CPU a monotonic clock), through `selfTimedCall`:
+ * the IPC round trip is not the candidate's time. Only instances built by this constructor have such a call (a
+ * private WeakMap), so no other candidate can report its own times.
+ */
+import { Module, RewardHackError, Tensor, type Backend, type DType, type ModuleClass, type TaskDefinition } from '@fastkernels/core';
+import { exporterFor, type BufferExporter, type TensorDesc } from './buffers.js';
+import { TorchWorkerError, type TorchWorkerProcess } from './channel.js';
+
+export interface SelfTimed {
+  readonly result: unknown;
+  /** The worker's device time of the call (CUDA events; the CPU: its monotonic clock). */
+  readonly deviceMs: number;
+  /** The worker's host time of the call, device synchronised. */
+  readonly hostMs: number;
+}
+
+export type SelfTimedCall = (args: readonly unknown[]) => SelfTimed;
+
+const timedCalls = new WeakMap<object, SelfTimedCall>();
+
+/** The worker-timed call of a PyTorch candidate instance (undefined for every other module). */
+export function selfTimedCall(m: object): SelfTimedCall | undefined {
+  return timedCalls.get(m);
+}
+
+interface ForwardReply {
+  outputs: ({ shape: number[]; dtype: DType } | null)[];
+  tuple: boolean;
+  ms?: number;
+  host_ms?: number;
+}
+
+/** A worker error as the harness reports it: REWARD_HACK for a failed check, else the error with file and line. */
+function rethrow(e: unknown): never {
+  if (e instanceof TorchWorkerError && e.body.kind === 'hack') throw new RewardHackError(e.message);
+  if (e instanceof TorchWorkerError) {
+    const type = e.body.type && !e.body.message.startsWith(`${e.body.type}:`) ? `${e.body.type}: ` : '';
+    const where = e.body.file ? `${e.body.file}${e.body.line ? `:${e.body.line}` : ''}: ` : '';
+    throw new Error(`${where}${type}${e.body.message}`);
+  }
+  throw e;
+}
+
+export function torchCandidateClass(task: TaskDefinition, worker: TorchWorkerProcess): ModuleClass {
+  let exporter: BufferExporter | undefined;
+  const exporterOf = (backend: Backend): BufferExporter => {
+    if (exporter) return exporter;
+    const e = exporterFor(backend, (n) => worker.path(n));
+    if (typeof e === 'string') throw new Error(e);
+    return (exporter = e);
+  };
+
+  class TorchCandidate extends Module {
+    private readonly baseline: Module;
+    private readonly id: number;
+    private readonly buffers: BufferExporter;
+
+    constructor(...args: unknown[]) {
+      super();
+      this.baseline = new task.baseline(...args);
+      for (const [name, t] of this.baseline.namedParameters()) this.registerParameter(name, t);
+      this.buffers = exporterOf(this.ctx.backend);
+      const init = task.init.map((p, i) => (args[i] === undefined ? (p.default ?? null) : args[i]));
+      while (init.length && init[init.length - 1] === null && task.init[init.length - 1]?.optional) init.pop();
+      const device = this.ctx.backend.name === 'cpu' ? 'cpu' : `cuda:${this.ctx.device}`;
+      try {
+        this.id = worker.request<{ id: number }>('init', { args: init, params: task.init.slice(0, init.length).map((p) => p.type), dtype: this.ctx.dtype, device }).id;
+      } catch (e) {
+        rethrow(e);
+      }
+      timedCalls.set(this, (a) => this.call(a, true) as SelfTimed);
+    }
+
+    override loadStateDict(state: ReadonlyMap<string, Tensor>, options: { strict?: boolean } = {}): { missing: string[]; unexpected: string[] } {
+      const r = super.loadStateDict(state, options);
+      const params = this.namedParameters();
+      const tensors: Record<string, TensorDesc> = {};
+      for (const [k, t] of params) tensors[k] = this.buffers.describe(t);
+      this.buffers.push(params.map(([, t]) => t));
+      try {
+        const w = worker.request<{ missing: string[]; unexpected: string[] }>('load_state', { id: this.id, tensors, release: this.buffers.takeReleased() });
+        // what the worker's module lacks or does not know, as the original's strict=False load reports nothing
+        return { missing: [...r.missing, ...w.missing.map((k) => `${k} (the .py module's)`)], unexpected: [...r.unexpected, ...w.unexpected.map((k) => `${k} (not in the .py module)`)] };
+      } catch (e) {
+        rethrow(e);
+      }
+    }
+
+    forward(...args: unknown[]): Tensor | (Tensor | null)[] {
+      return this.call(args, false) as Tensor | (Tensor | null)[];
+    }
+
+    private call(args: readonly unknown[], timed: boolean): SelfTimed | Tensor | (Tensor | null)[] {
+      const n = task.inputs.length;
+      const tensors = task.inputs.map((_, i) => (args[i] instanceof Tensor ? (args[i] as Tensor) : null));
+      task.inputs.forEach((s, i) => {
+        const a = args[i];
+        if (a !== undefined && a !== null && !(a instanceof Tensor)) throw new Error(`input ${s.name} is a ${typeof a}, not a Tensor`);
+      });
+      const host = args.slice(n);
+      let inputs: (TensorDesc | null)[] = tensors.map((t) => (t ? this.buffers.describe(t) : null));
+      if (!host.length) while (inputs.length && inputs[inputs.length - 1] === null) inputs = inputs.slice(0, -1); // trailing absent optionals
+      this.buffers.push(tensors);
+      let reply: ForwardReply;
+      try {
+        reply = worker.request<ForwardReply>('forward', { id: this.id, inputs, names: task.inputs.map((s) => s.name), host, time: timed, release: this.buffers.takeReleased() });
+      } catch (e) {
+        this.buffers.pull(tensors); // what the candidate wrote before it failed
+        rethrow(e);
+      }
+      const outs: (Tensor | null)[] = reply.outputs.map((o) => (o ? Tensor.empty(this.ctx.backend, o.shape, o.dtype, { device: this.ctx.device }) : null));
+      try {
+        worker.request('collect', { outputs: outs.map((t) => (t ? this.buffers.describe(t) : null)) });
+        this.buffers.pull([...outs, ...tensors]);
+      } catch (e) {
+        for (const t of outs) t?.dispose();
+        rethrow(e);
+      }
+      const result = reply.tuple ? outs : outs[0] ?? null;
+      if (!timed) return result as Tensor | (Tensor | null)[];
+      return { result, deviceMs: reply.ms ?? NaN, hostMs: reply.host_ms ?? NaN };
+    }
+
+    override dispose(): void {
+      timedCalls.delete(this);
+      try {
+        if (!worker.deadReason) worker.request('release', { ids: [this.id], buffers: this.buffers.takeReleased() });
+      } catch {
+        // a dead worker holds nothing
+      }
+      super.dispose();
+    }
+  }
+  Object.defineProperty(TorchCandidate, 'name', { value: task.className });
+  return TorchCandidate;
+}
