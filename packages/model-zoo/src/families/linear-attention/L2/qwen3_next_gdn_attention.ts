@@ -1,4 +1,4 @@
-import { DTYPE_INFO, F, Module, defineTask, hostArray, toHostArray, type Tensor } from '@fastkernels/core';
+import { DTYPE_INFO, F, Module, defineTask, hostArray, type Tensor } from '@fastkernels/core';
 import { bytesOf, randn } from '../../../common/inputs.js';
 import { layerStateCache } from '../../../engine/forward-context.js';
 import type { Conv1d } from '../../../layers/conv.js';
@@ -25,11 +25,12 @@ import { refGatedDeltaNet } from '../qwen3-next-reference.js';
  * forward(hiddenStates [B, T, D], convState [B, convDim, W - 1] | null, recurrentState [B, HV, K, V] f32 | null) ->
  * [out [B, T, D], convState, recurrentState]: HF keeps both states in its cache; here they are passed in and returned.
  * On the engine (a forward context with this layer's state pool, no states given) hiddenStates is the step's tokens as
- * [1, T, D], prefills first, then one token per decoding sequence: each prefill runs from its pool rows (from zeros when
- * it has no cached context: vLLM's has_initial_state), the decodes as
- * one batch of one-token rows, and the final states are written back into the pool rows of the step's state indices;
- * the second and third outputs are then views of the pools. (The rows are found on the host: this form does not
- * capture into a decode graph; pooled ops with state indices on the device, as GLA's, are the next step.)
+ * [1, T, D], prefills first, then one token per decoding sequence, as vLLM runs it: the conv and the delta rule take
+ * the pools themselves with the step's state indices (and cu_seqlens for the prefills) as device tensors, read each
+ * sequence's rows and update them in place (-1 rows are padding: nothing read or written). The prefills run as one
+ * varlen call of each (a new sequence's rows were zeroed by the runner: vLLM's has_initial_state), the decodes as one
+ * batch of one-token rows. Nothing is read on the host, so a decode step captures into a CUDA graph; the second and
+ * third outputs are views of the pools.
  */
 export class Qwen3NextGDNAttention extends Module {
   readonly inProjQkvz: Linear;
@@ -112,56 +113,64 @@ export class Qwen3NextGDNAttention extends Module {
 
   /** The engine's step over the state pools (see the class comment): out [1, T, D] and views of the two pools. */
   private poolForward(hiddenStates: Tensor, pool: NonNullable<ReturnType<typeof layerStateCache>>): Tensor[] {
+    const { hiddenSize: D, linearNumKeyHeads: Hk, linearNumValueHeads: HV, linearKeyHeadDim: dk, linearValueHeadDim: dv, linearKeyDim, linearValueDim, convDim, linearConvKernelDim: W } = this.config;
     const { metadata: md, stateIndices, cache } = pool;
     const [convPool, recPool] = cache.states as [Tensor, Tensor];
     const T = hiddenStates.shape[1]!;
     const [P, Tp, Dn] = [md.numPrefills, md.numPrefillTokens, md.numDecodes];
     if (hiddenStates.shape[0] !== 1 || Tp + Dn !== T) throw new Error(`Qwen3NextGDNAttention (layer ${this.layerIdx}): the engine packs a step as [1, ${Tp + Dn}, D], got ${JSON.stringify(hiddenStates.shape)}`);
-    const slots = Array.from(toHostArray(stateIndices).data.subarray(0, P + Dn));
-    const cu = P ? Array.from(toHostArray(md.cuSeqlensQ!).data) : [0];
-    const cuK = P ? Array.from(toHostArray(md.cuSeqlensK ?? md.cuSeqlensQ!).data) : [0];
+    const r = HV / Hk;
     const temps: Tensor[] = [];
     const t = (x: Tensor) => (temps.push(x), x);
-    // rows of the pools for a group of sequences (stacked), and their write-back
-    const gather = (p: Tensor, ss: number[]) => t(F.stack(ss.map((s) => t(p.select(0, s))), 0));
-    const scatter = (p: Tensor, ss: number[], next: Tensor) => ss.forEach((s, j) => {
-      const dst = t(p.select(0, s));
-      dst.copy_(t(next.select(0, j)));
-    });
     try {
-      const parts: Tensor[] = [];
-      const run = (x: Tensor, ss: number[], fresh = false) => {
-        const [out, conv, rec] = fresh ? this.explicitForward(x, null, null) : this.explicitForward(x, gather(convPool, ss), gather(recPool, ss));
-        t(conv);
-        t(rec);
-        scatter(convPool, ss, conv);
-        scatter(recPool, ss, rec);
-        return t(out);
-      };
-      for (let i = 0; i < P; i++) {
-        if (slots[i]! < 0) throw new Error(`Qwen3NextGDNAttention (layer ${this.layerIdx}): prefill ${i} has no state slot`);
-        // vLLM's has_initial_state: a prefill with no cached context starts from zeros, whatever its rows hold
-        const n = cu[i + 1]! - cu[i]!;
-        parts.push(run(t(hiddenStates.narrow(1, cu[i]!, n)), [slots[i]!], cuK[i + 1]! - cuK[i]! === n));
+      const x = t(hiddenStates.reshape([T, D]));
+      const qkvz = t(t(this.inProjQkvz.forward(x)).view([T, Hk, 2 * dk + 2 * r * dv]));
+      const part = (y: Tensor, start: number, len: number, shape: number[]) => t(t(t(y.narrow(2, start, len)).contiguous()).view(shape));
+      const q = part(qkvz, 0, dk, [1, T, linearKeyDim]);
+      const k = part(qkvz, dk, dk, [1, T, linearKeyDim]);
+      const v = part(qkvz, 2 * dk, r * dv, [1, T, linearValueDim]);
+      const z = part(qkvz, 2 * dk + r * dv, r * dv, [1, T, HV, dv]);
+      const ba = t(t(this.inProjBa.forward(x)).view([T, Hk, 2 * r]));
+      const b = part(ba, 0, r, [1, T, HV]);
+      const a = part(ba, r, r, [1, T, HV]);
+      const mixed = t(F.cat([q, k, v], 2)); // [1, T, convDim]
+      const w = t(this.conv1d.weight.view([convDim, W]));
+      // the short conv, its states read and written in the conv pool on the device: the prefills as one varlen call
+      // over [1, convDim, Tp] (a transposed view), the decodes as Dn rows of one token
+      const convParts: Tensor[] = [];
+      if (P) {
+        const xp = t(t(mixed.narrow(1, 0, Tp)).transpose(1, 2));
+        const [yp] = this.conv.forward(xp, w, convPool, md.cuSeqlensQ, t(stateIndices.narrow(0, 0, P))) as [Tensor];
+        convParts.push(t(t(t(yp).transpose(1, 2)).contiguous()));
       }
       if (Dn) {
-        const live = slots.slice(P).map((s, j) => [s, j] as const).filter(([s]) => s >= 0);
-        const rows = t(t(hiddenStates.narrow(1, Tp, Dn)).reshape([Dn, 1, this.config.hiddenSize]));
-        let out = rows;
-        if (live.length) {
-          // padding rows (slot -1) read and write nothing: they run on zero states into a scratch output
-          const xs = live.length === Dn ? rows : t(F.stack(live.map(([, j]) => t(rows.select(0, j))), 0));
-          const o = run(xs, live.map(([s]) => s));
-          if (live.length === Dn) out = o;
-          else {
-            out = t(F.mul(rows, 0));
-            live.forEach(([, j], n) => t(out.select(0, j)).copy_(t(o.select(0, n))));
-          }
-        }
-        parts.push(t(out.view([1, Dn, this.config.hiddenSize])));
+        const xd = t(t(mixed.narrow(1, Tp, Dn)).reshape([Dn, convDim, 1]));
+        const [yd] = this.conv.forward(xd, w, convPool, null, t(stateIndices.narrow(0, P, Dn))) as [Tensor];
+        convParts.push(t(t(yd).view([1, Dn, convDim])));
       }
-      const out = parts.length === 1 ? parts[0]!.view([1, T, this.config.hiddenSize]) : F.cat(parts, 1);
-      return [out, convPool.narrow(0, 0, convPool.shape[0]!), recPool.narrow(0, 0, recPool.shape[0]!)];
+      const post = convParts.length === 1 ? convParts[0]! : t(F.cat(convParts, 1)); // [1, T, convDim]
+      const split = (start: number, len: number, shape: number[]) => t(t(t(post.narrow(2, start, len)).contiguous()).view(shape));
+      const qc = split(0, linearKeyDim, [1, T, Hk, dk]);
+      const kc = split(linearKeyDim, linearKeyDim, [1, T, Hk, dk]);
+      const vc = split(2 * linearKeyDim, linearValueDim, [1, T, HV, dv]);
+      const beta = t(F.sigmoid(b));
+      const g = t(F.mul(t(F.neg(t(F.exp(this.ALog)))), t(F.softplus(t(F.add(a, this.dtBias))))));
+      // the delta rule over the recurrent pool, in place: the prefills chunked (varlen), the decodes one token a row
+      const oParts: Tensor[] = [];
+      if (P) {
+        const pre = (y: Tensor) => t(y.narrow(1, 0, Tp));
+        const [o] = this.chunk.forward(pre(qc), pre(kc), pre(vc), pre(g), pre(beta), recPool, md.cuSeqlensQ, t(stateIndices.narrow(0, 0, P))) as [Tensor];
+        oParts.push(t(o));
+      }
+      if (Dn) {
+        const rows = (y: Tensor) => t(t(y.narrow(1, Tp, Dn)).reshape([Dn, 1, ...y.shape.slice(2)]));
+        const [o] = this.recurrent.forward(rows(qc), rows(kc), rows(vc), rows(g), rows(beta), recPool, null, t(stateIndices.narrow(0, P, Dn))) as [Tensor];
+        oParts.push(t(t(o).view([1, Dn, HV, dv])));
+      }
+      const o = oParts.length === 1 ? oParts[0]! : t(F.cat(oParts, 1));
+      const normed = t(this.norm.forward(o, z));
+      const out = t(this.outProj.forward(t(normed.view([T, linearValueDim]))));
+      return [out.view([1, T, D]), convPool.narrow(0, 0, convPool.shape[0]!), recPool.narrow(0, 0, recPool.shape[0]!)];
     } finally {
       for (const x of temps) x.dispose();
     }

@@ -1,6 +1,7 @@
 import { DTYPE_INFO, F, Module, hostArray, type HostArray, type Tensor } from '@fastkernels/core';
 import { bytesOf, randn } from '../../../common/inputs.js';
 import { defineL1OpTask } from '../../define-op-task.js';
+import { withSequenceDims } from './gla-common.js';
 
 /**
  * vLLM's causal_conv1d_fn (vllm/model_executor/layers/mamba/ops/causal_conv1d.py; Dao-AILab's causal_conv1d) as a module:
@@ -16,8 +17,14 @@ export class CausalConv1d extends Module {
     super();
   }
 
-  forward(x: Tensor, weight: Tensor, initialStates: Tensor | null = null): Tensor[] {
-    return F.causalConv1d(x, weight, { initial_states: initialStates, return_final_states: true, activation: this.activation });
+  /**
+   * The engine's pooled form (vLLM's causal_conv1d_fn arguments): initialStates is the conv state pool [slots, dim,
+   * width - 1], cacheIndices [N] picks each sequence's row, updated in place (-1: padding), queryStartLoc [N + 1] packs N
+   * sequences along L of a [1, dim, total] x (absent: the B rows are the sequences, e.g. decode rows of L = 1),
+   * hasInitialState [N] (bool) starts a sequence from zeros where false; then only out is returned.
+   */
+  forward(x: Tensor, weight: Tensor, initialStates: Tensor | null = null, queryStartLoc: Tensor | null = null, cacheIndices: Tensor | null = null, hasInitialState: Tensor | null = null): Tensor[] {
+    return F.causalConv1d(x, weight, { initial_states: initialStates, return_final_states: !cacheIndices, activation: this.activation, query_start_loc: queryStartLoc, cache_indices: cacheIndices, has_initial_state: hasInitialState });
   }
 }
 
@@ -61,22 +68,25 @@ export const causalConv1dTask = defineL1OpTask('causal_conv1d', {
   forward: {
     x: { shape: ['B', 'D', 'L'] },
     weight: { shape: ['D', 'W'], doc: 'the depthwise kernel (the layer\'s conv1d.weight viewed [dim, width])' },
-    initial_states: { shape: ['B', 'D', 'W1'], doc: 'the last width - 1 inputs before x (the conv state); zeros when absent' },
+    initial_states: { shape: ['B', 'D', 'W1'], doc: 'the last width - 1 inputs before x (the conv state); zeros when absent. With cache_indices: the conv state pool [slots, D, W1], updated in place' },
+    query_start_loc: { shape: ['N1'], dtype: 'i32', doc: "vLLM varlen: offsets of the sequences packed along L (B = 1); absent in the benchmark cases" },
+    cache_indices: { shape: ['N'], dtype: 'i32', doc: "vLLM: each sequence's conv state pool row (-1: padding); only out is returned. The engine's form; absent in the benchmark cases" },
+    has_initial_state: { shape: ['N'], dtype: 'bool', doc: 'vLLM: false starts the sequence from zeros; absent: every live row is read' },
   },
   params: {},
   outputs: [{ shape: ['B', 'D', 'L'] }, { shape: ['B', 'D', 'W1'] }],
   attrs: (c) => ({ activation: activationOf(c), return_final_states: true }),
   cases: {
-    ci: [
+    ci: withSequenceDims([
       conv('small-prefill-f32', 'f32', 2, 24, 13, 4, false),
       conv('small-decode-state-f32', 'f32', 3, 16, 1, 4, true),
       conv('small-chunk-state-swish-bf16', 'bf16', 1, 32, 9, 3, true, 'swish'),
-    ],
-    production: [
+    ]),
+    production: withSequenceDims([
       conv('qwen3-next-80b-prefill-4096', 'bf16', 1, QN, 4096, 4, false),
       conv('qwen3-next-80b-prefill-chunk-256-state', 'bf16', 1, QN, 256, 4, true),
       conv('qwen3-next-80b-decode-b64', 'bf16', 64, QN, 1, 4, true),
-    ],
+    ]),
   },
   makeInputs: (c, ctx, rng) => {
     // a captured fresh prefill has no initial_states to name W1: it is W - 1

@@ -1,5 +1,6 @@
 import { F, Module, type Tensor } from '@fastkernels/core';
 import { defineL1OpTask } from '../../define-op-task.js';
+import { withSequenceDims } from './gla-common.js';
 import { DELTA_FORWARD, DELTA_OUTPUTS, deltaL2norm, deltaScale, deltaWork, gatedDeltaRuleReference, makeDeltaInputs, qwen3NextDeltaCase } from './delta-rule-common.js';
 
 /**
@@ -17,8 +18,13 @@ export class ChunkGatedDeltaRule extends Module {
     super();
   }
 
-  forward(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, initialState: Tensor | null = null): Tensor[] {
-    return F.chunkGatedDeltaRule(q, k, v, g, beta, { scale: this.scale, initial_state: initialState, output_final_state: true, use_qk_l2norm_in_kernel: this.useQkL2normInKernel });
+  /**
+   * The engine's pooled form (vLLM's): initialState is the state pool [slots, HV, K, V] f32, ssmStateIndices [N] picks
+   * each sequence's row, updated in place (-1: padding); then only o is returned. cuSeqlens packs N sequences along T
+   * of a B = 1 input (FLA's varlen).
+   */
+  forward(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, initialState: Tensor | null = null, cuSeqlens: Tensor | null = null, ssmStateIndices: Tensor | null = null): Tensor[] {
+    return F.chunkGatedDeltaRule(q, k, v, g, beta, { scale: this.scale, initial_state: initialState, output_final_state: !ssmStateIndices, use_qk_l2norm_in_kernel: this.useQkL2normInKernel, cu_seqlens: cuSeqlens, ssm_state_indices: ssmStateIndices });
   }
 }
 
@@ -38,17 +44,17 @@ export const chunkGatedDeltaRuleTask = defineL1OpTask('chunk_gated_delta_rule', 
   outputs: DELTA_OUTPUTS,
   attrs: (c) => ({ scale: deltaScale(c), output_final_state: true, use_qk_l2norm_in_kernel: deltaL2norm(c) }),
   cases: {
-    ci: [
+    ci: withSequenceDims([
       // T past one 64-token chunk with a partial last chunk; the state carried in and out
       { name: 'small-prefill-state-l2norm', dtype: 'f32', dims: { B: 2, T: 70, H: 2, HV: 4, K: 8, V: 12 }, init: [null, true], options: { initial_state: true } },
       { name: 'small-prompt-prenormed-bf16', dtype: 'bf16', dims: { B: 1, T: 23, H: 3, HV: 3, K: 16, V: 8 }, init: [0.5, false] },
-    ],
-    production: [
+    ]),
+    production: withSequenceDims([
       qwen3NextDeltaCase('qwen3-next-80b-prefill-4096', 1, 4096, false),
       qwen3NextDeltaCase('qwen3-next-80b-prefill-16384', 1, 16384, false),
       qwen3NextDeltaCase('qwen3-next-80b-prefill-chunk-256-state', 1, 256, true),
       qwen3NextDeltaCase('qwen3-next-80b-prefill-8x1024', 8, 1024, false),
-    ],
+    ]),
   },
   makeInputs: makeDeltaInputs,
   reference: ([q, k, v, g, beta, s0], _p, c) => gatedDeltaRuleReference({ q: q!, k: k!, v: v!, g: g!, beta: beta!, s0: s0 ?? null, scale: deltaScale(c), l2norm: deltaL2norm(c) }),

@@ -152,14 +152,16 @@ export function chunkGatedDeltaRuleReference(args: DeltaArgs, chunkSize: number)
   return [o, state];
 }
 
-/** The op inputs as forward arguments (initial_state optional). */
+/** The op inputs as forward arguments (initial_state optional; the engine's pooled form: cu_seqlens, ssm_state_indices). */
 export const DELTA_FORWARD: Readonly<Record<string, OpTensorArg>> = {
   q: { shape: ['B', 'T', 'H', 'K'] },
   k: { shape: ['B', 'T', 'H', 'K'] },
   v: { shape: ['B', 'T', 'HV', 'V'] },
   g: { shape: ['B', 'T', 'HV'], doc: 'log decay (<= 0): Qwen3-Next gives -exp(A_log) * softplus(a + dt_bias)' },
   beta: { shape: ['B', 'T', 'HV'], doc: 'write strength in (0, 1): sigmoid(b)' },
-  initial_state: { shape: ['B', 'HV', 'K', 'V'], dtype: 'f32', doc: 'the state carried in (prefill chunk or decode); zeros when absent' },
+  initial_state: { shape: ['B', 'HV', 'K', 'V'], dtype: 'f32', doc: 'the state carried in (prefill chunk or decode); zeros when absent. With ssm_state_indices: the state pool [slots, HV, K, V], updated in place' },
+  cu_seqlens: { shape: ['N1'], dtype: 'i32', doc: 'FLA varlen: offsets of the sequences packed along T (B = 1); absent in the benchmark cases' },
+  ssm_state_indices: { shape: ['N'], dtype: 'i32', doc: "vLLM: each sequence's pool slot (-1: padding); only o is returned. The engine's form; absent in the benchmark cases" },
 };
 
 export const DELTA_OUTPUTS: readonly OpTensorArg[] = [{ shape: ['B', 'T', 'HV', 'V'] }, { shape: ['B', 'HV', 'K', 'V'], dtype: 'f32' }];
