@@ -5,9 +5,25 @@ import { cpuBackend } from '../../../test/l1-harness.js';
 import { describeCompositeContract } from '../../../test/composite-harness.js';
 import { baselineRegistry } from '../../index.js';
 import { GptOssMoE, gptOssMoeTask, initGptOssMoeParameters } from './L2/gpt_oss_moe.js';
+import { mxfp4MoeTask } from './L2/mxfp4_moe.js';
 import { decodeMxfp4, gptOssMoeBlock, gptOssSwiglu } from './gpt-oss/reference.js';
 
 describeCompositeContract(gptOssMoeTask, cpuBackend);
+describeCompositeContract(mxfp4MoeTask, cpuBackend);
+
+describe('the MXFP4 block is built through the registry', () => {
+  it("GptOssMoE's MXFP4 experts are L2/mxfp4_moe (a candidate for it runs inside gpt-oss); dense ones are its own child", () => {
+    const registry = baselineRegistry();
+    const ctx = { backend: cpuBackend(), device: 0, dtype: 'f32', registry } as const;
+    const q = registry.createIn<GptOssMoE>(ctx, 'L2/gpt_oss_moe', 64, 8, 2, 32, 7, 'mxfp4');
+    const d = registry.createIn<GptOssMoE>(ctx, 'L2/gpt_oss_moe', 64, 8, 2, 32, 7, 'dense');
+    expect(q.experts.constructor.name).toBe('Mxfp4MoE');
+    expect(d.experts.constructor.name).toBe('GptOssExperts');
+    expect(q.namedParameters().map(([n]) => n)).toEqual(['router.weight', 'router.bias', 'experts.gate_up_proj_blocks', 'experts.gate_up_proj_scales', 'experts.gate_up_proj_bias', 'experts.down_proj_blocks', 'experts.down_proj_scales', 'experts.down_proj_bias']);
+    q.dispose();
+    d.dispose();
+  });
+});
 
 describe('gpt-oss SwiGLU and MXFP4 by hand', () => {
   it('clamps gate above only and up on both sides; (up + 1) * gate * sigmoid(1.702 gate)', () => {

@@ -17,6 +17,7 @@ import { parallelEmbeddingTask } from './L2/parallel_embedding.js';
 import { fusedExpertsTask } from './L2/fused_experts.js';
 import { mixtralMoeTask } from './L2/mixtral_moe.js';
 import { gptOssMoeTask } from './L2/gpt_oss_moe.js';
+import { mxfp4MoeTask } from './L2/mxfp4_moe.js';
 import { qwen3MoeTask } from './L2/qwen3_moe.js';
 import { llamaDecoderTask } from './L3/llama_decoder.js';
 import { llamaTask } from './L4/llama.js';
@@ -38,6 +39,7 @@ export { llamaArchitecture } from './model.js';
 export { FusedExperts, fusedExpertsTask } from './L2/fused_experts.js';
 export { MixtralMoE, mixtralMoeTask } from './L2/mixtral_moe.js';
 export { GptOssExperts, GptOssMoE, gptOssMoeTask } from './L2/gpt_oss_moe.js';
+export { Mxfp4MoE, mxfp4MoeTask } from './L2/mxfp4_moe.js';
 export { Qwen3MoE, qwen3MoeTask } from './L2/qwen3_moe.js';
 export { FusedMoE } from './moe/fused-moe.js';
 export { MixtralDecoderLayer, mixtralDecoderTask } from './L3/mixtral_decoder.js';
@@ -76,6 +78,7 @@ export const denseMoeLlmTasks: readonly TaskDefinition[] = [
   parallelEmbeddingTask,
   fusedExpertsTask,
   mixtralMoeTask,
+  mxfp4MoeTask,
   gptOssMoeTask,
   qwen3MoeTask,
   llamaDecoderTask,

@@ -16,12 +16,13 @@ export type GptOssExpertsFormat = GptOssConfig['expertsFormat'];
  *   gate_up_proj_bias [E, 2I], down_proj [E, I, H], down_proj_bias [E, H];
  * - 'mxfp4' (the released checkpoints): gate_up_proj_blocks u8 [E, 2I, H/32, 16] + gate_up_proj_scales u8 [E, 2I, H/32]
  *   (rows = outputs), down_proj_blocks [E, H, I/32, 16] + down_proj_scales [E, H, I/32], the two biases as above.
- * forward(hiddenStates [T, H], topkWeights f32 [T, K], topkIds i32 [T, K]) -> [T, H]: each token row repeated per
- * choice, grouped_gemm (mxfp4_grouped_gemm) with gate_up and its bias, gate = [..., ::2], up = [..., 1::2], the clamped
- * SwiGLU (gate <= limit, -limit <= up <= limit, (up + 1) * gate * sigmoid(alpha gate): quick_gelu is that product at
- * gpt-oss's alpha 1.702),
- * grouped_gemm with down and its bias, weighted by the router and summed over the k. Not a task of its own: GptOssMoE
- * holds it as `experts` (the original names the whole block).
+ * forward(hiddenStates [T, H], routerLogits f32 [T, E]) -> [T, H], as vLLM's FusedMoE takes them: routing (L1/topk_softmax,
+ * renormalised: the softmax over the top-k logits HF takes equals softmax, top-k and renormalise), each token row
+ * repeated per choice, grouped_gemm (mxfp4_grouped_gemm) with gate_up and its bias, gate = [..., ::2], up = [..., 1::2],
+ * the clamped SwiGLU (gate <= limit, -limit <= up <= limit, (up + 1) * gate * sigmoid(alpha gate): quick_gelu is that
+ * product at gpt-oss's alpha 1.702), grouped_gemm with down and its bias, weighted by the router and summed over the k.
+ * The MXFP4 form is the task L2/mxfp4_moe (Mxfp4MoE below), which GptOssMoE builds through the registry; the dense form
+ * is GptOssMoE's own child.
  */
 export class GptOssExperts extends Module {
   readonly gateUpProjBias: Tensor;
@@ -35,8 +36,11 @@ export class GptOssExperts extends Module {
   readonly downProjBlocks: Tensor | null = null;
   readonly downProjScales: Tensor | null = null;
 
+  private readonly routing: TopKSoftmax;
+
   constructor(
     readonly numExperts: number,
+    readonly topK: number,
     readonly hiddenSize: number,
     readonly intermediateSize: number,
     readonly swigluLimit = 7,
@@ -44,7 +48,9 @@ export class GptOssExperts extends Module {
     readonly swigluAlpha = GPT_OSS_SWIGLU_ALPHA,
   ) {
     super();
+    if (topK > numExperts) throw new RangeError(`${new.target.name}: top_k ${topK} exceeds the ${numExperts} experts`);
     const [E, H, I] = [numExperts, hiddenSize, intermediateSize];
+    this.routing = this.createModule('routing', 'L1/topk_softmax', topK, true);
     if (format === 'dense') {
       this.gateUpProj = this.parameter('gate_up_proj', [E, H, 2 * I]);
     } else {
@@ -68,7 +74,17 @@ export class GptOssExperts extends Module {
     return s.op('mxfp4_grouped_gemm', [x, blocks!, scales!, null, ids, bias]);
   }
 
-  forward(hiddenStates: Tensor, topkWeights: Tensor, topkIds: Tensor): Tensor {
+  forward(hiddenStates: Tensor, routerLogits: Tensor): Tensor {
+    const [topkWeights, topkIds] = this.routing.forward(routerLogits);
+    try {
+      return this.expertsForward(hiddenStates, topkWeights, topkIds);
+    } finally {
+      topkWeights.dispose();
+      topkIds.dispose();
+    }
+  }
+
+  private expertsForward(hiddenStates: Tensor, topkWeights: Tensor, topkIds: Tensor): Tensor {
     const [T, H] = hiddenStates.shape as [number, number];
     const K = topkIds.shape[1]!;
     const R = T * K;
@@ -94,14 +110,12 @@ export class GptOssExperts extends Module {
 
 /**
  * gpt-oss's MoE block (vLLM's gpt_oss MLPBlock; HF GptOssMLP; the original's GptOssMoE) at tp / ep size 1: router
- * (L1/gate_linear with bias: the checkpoint's mlp.router.weight / bias, float32 logits), routing (L1/topk_softmax,
- * renormalised: the softmax over the top-k logits HF takes equals softmax, top-k and renormalise), experts
- * (GptOssExperts, dense or MXFP4). Constructor: (hiddenSize, numExperts, topK, intermediateSize, swigluLimit,
- * expertsFormat, swigluAlpha). forward(hiddenStates [T, H]) -> [T, H].
+ * (L1/gate_linear with bias: the checkpoint's mlp.router.weight / bias, float32 logits) and experts, which route and
+ * run them: L2/mxfp4_moe for MXFP4 checkpoints, GptOssExperts for dense ones. Constructor: (hiddenSize, numExperts,
+ * topK, intermediateSize, swigluLimit, expertsFormat, swigluAlpha). forward(hiddenStates [T, H]) -> [T, H].
  */
 export class GptOssMoE extends Module {
   private readonly router: GateLinear;
-  private readonly routing: TopKSoftmax;
   readonly experts: GptOssExperts;
   constructor(
     readonly hiddenSize: number,
@@ -115,21 +129,18 @@ export class GptOssMoE extends Module {
     super();
     if (topK > numExperts) throw new RangeError(`GptOssMoE: top_k ${topK} exceeds the ${numExperts} experts`);
     this.router = this.createModule('router', 'L1/gate_linear', hiddenSize, numExperts, true);
-    this.routing = this.createModule('routing', 'L1/topk_softmax', topK, true);
-    this.experts = this.registerModule('experts', new GptOssExperts(numExperts, hiddenSize, intermediateSize, swigluLimit, expertsFormat, swigluAlpha));
+    this.experts =
+      expertsFormat === 'mxfp4'
+        ? this.createModule('experts', 'L2/mxfp4_moe', numExperts, topK, hiddenSize, intermediateSize, swigluLimit, swigluAlpha)
+        : this.registerModule('experts', new GptOssExperts(numExperts, topK, hiddenSize, intermediateSize, swigluLimit, 'dense', swigluAlpha));
   }
 
   forward(hiddenStates: Tensor): Tensor {
     const logits = this.router.forward(hiddenStates);
-    let weights: Tensor | null = null;
-    let ids: Tensor | null = null;
     try {
-      [weights, ids] = this.routing.forward(logits);
-      return this.experts.forward(hiddenStates, weights, ids);
+      return this.experts.forward(hiddenStates, logits);
     } finally {
       logits.dispose();
-      weights?.dispose();
-      ids?.dispose();
     }
   }
 }
@@ -200,7 +211,7 @@ export const gptOssMoeTask = defineTask(
     inputs: [{ name: 'hiddenStates', dtype: 'act', shape: ['T', 'H'] }],
     outputs: [{ name: 'out', dtype: 'act', shape: ['T', 'H'] }],
     tolerance: { bf16: { atol: 3e-2, rtol: 3e-2 } },
-    imports: ['L1/gate_linear', 'L1/topk_softmax'],
+    imports: ['L1/gate_linear', 'L1/topk_softmax', 'L2/mxfp4_moe'],
     cases: {
       ci: [
         moeCase('dense-top2-of-8-f32', 'f32', 9, 32, 16, 8, 2, 7, 'dense'),

@@ -56,26 +56,38 @@ export function gptOssSwiglu(gate: number, up: number, limit: number, alpha = GP
   return (u + 1) * (g / (1 + Math.exp(-alpha * g)));
 }
 
-/** The MoE block (HF GptOssMLP) on x [rows, H]; returns [rows, H]. */
+/** The MoE block (HF GptOssMLP) on x [rows, H]: router logits (with bias), then the experts; returns [rows, H]. */
 export function gptOssMoeBlock(x: Float64Array, rows: number, params: Params, prefix: string, topK: number, limit: number, alpha = GPT_OSS_SWIGLU_ALPHA): Float64Array {
   const rw = param(params, `${prefix}router.weight`);
   const rb = param(params, `${prefix}router.bias`);
   const [E, H] = rw.shape as [number, number];
-  const gu = expertWeight(params, `${prefix}experts.`, 'gate_up_proj');
-  const dn = expertWeight(params, `${prefix}experts.`, 'down_proj');
-  const guBias = param(params, `${prefix}experts.gate_up_proj_bias`);
-  const dnBias = param(params, `${prefix}experts.down_proj_bias`);
+  const logits = new Float64Array(rows * E);
+  for (let t = 0; t < rows; t++) {
+    for (let e = 0; e < E; e++) {
+      let acc = rb.data[e]!;
+      for (let h = 0; h < H; h++) acc += rw.data[e * H + h]! * x[t * H + h]!;
+      logits[t * E + e] = acc;
+    }
+  }
+  return gptOssExperts(x, logits, rows, params, `${prefix}experts.`, topK, limit, alpha);
+}
+
+/**
+ * gpt-oss's experts (HF GptOssExperts, dense or MXFP4 tensors under `prefix`) on x [rows, H] routed by logits [rows, E]:
+ * top-k (ties: the lower expert) then a softmax over the k values, each chosen expert's clamped SwiGLU MLP, weighted sum.
+ */
+export function gptOssExperts(x: Float64Array, logits: ArrayLike<number>, rows: number, params: Params, prefix: string, topK: number, limit: number, alpha = GPT_OSS_SWIGLU_ALPHA): Float64Array {
+  const gu = expertWeight(params, prefix, 'gate_up_proj');
+  const dn = expertWeight(params, prefix, 'down_proj');
+  const guBias = param(params, `${prefix}gate_up_proj_bias`);
+  const dnBias = param(params, `${prefix}down_proj_bias`);
+  const [E, H] = dnBias.shape as [number, number];
   const I = guBias.shape[1]! / 2;
   const out = new Float64Array(rows * H);
   for (let t = 0; t < rows; t++) {
     const xt = x.subarray(t * H, (t + 1) * H);
-    const logits = Array.from({ length: E }, (_, e) => {
-      let acc = rb.data[e]!;
-      for (let h = 0; h < H; h++) acc += rw.data[e * H + h]! * xt[h]!;
-      return acc;
-    });
-    // top-k (ties: the lower expert), then softmax over the k values
-    const chosen = logits.map((v, e) => [v, e] as const).sort((a, b) => b[0] - a[0] || a[1] - b[1]).slice(0, topK);
+    const row = Array.from({ length: E }, (_, e) => logits[t * E + e]!);
+    const chosen = row.map((v, e) => [v, e] as const).sort((a, b) => b[0] - a[0] || a[1] - b[1]).slice(0, topK);
     const mx = chosen[0]![0];
     const ex = chosen.map(([v]) => Math.exp(v - mx));
     const z = ex.reduce((a, b) => a + b, 0);
