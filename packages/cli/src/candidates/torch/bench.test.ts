@@ -1,9 +1,13 @@
 import { spawnSync } from 'node:child_process';
-import { join, resolve } from 'node:path';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
 import { benchTask, type CaseResult } from '@fastkernels/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { environment, selectBackend } from '../../env.js';
+import { stubFiles } from '../../commands/stubs.js';
 import { listCandidateFiles } from '../loader.js';
+import { REFERENCE_TORCH_TASKS } from '../stubs/torch.js';
 import { loadTorchCandidate } from './load.js';
 import { selfTimedCall } from './module.js';
 import { resetTorchPythonCache } from './python.js';
@@ -25,9 +29,9 @@ function pythonWithTorch(): string | undefined {
 const PYTHON = pythonWithTorch();
 if (!PYTHON) console.warn('skipping the PyTorch candidate bench tests: no Python here imports torch (set FASTKERNELS_PYTHON to one that does)');
 
-async function bench(stem: string, iters = 8): Promise<CaseResult[]> {
+async function bench(stem: string, iters = 8, dir = DEMO): Promise<CaseResult[]> {
   const env = environment();
-  const file = listCandidateFiles(DEMO).find((f) => f.stem === stem)!;
+  const file = listCandidateFiles(dir).find((f) => f.stem === stem)!;
   const task = env.taskMap.get(file.taskId)!;
   const cls = await loadTorchCandidate(file, task, { env: { ...process.env, FASTKERNELS_PYTHON: PYTHON } });
   const candidate = env.registry.child(`torch-test:${stem}`);
@@ -66,4 +70,26 @@ describe.skipIf(!PYTHON)('PyTorch candidates on the CPU backend (torch-demo)', (
       expect(r.detail).toMatch(new RegExp(`^forward: .*${join('torch-demo', 'L1', 'relu.py').replace(/[./]/g, '\\$&')}:17: IndexError: index \\d+ is out of bounds`));
     }
   }, 120_000);
+
+  it('`stubs --lang torch` writes stubs that load and pass as written (the reference PyTorch op in forward)', async () => {
+    const env = environment();
+    const dir = mkdtempSync(join(tmpdir(), 'fk-torch-stubs-'));
+    try {
+      for (const id of REFERENCE_TORCH_TASKS) {
+        for (const f of stubFiles(env.taskMap.get(id)!, 'torch')) {
+          mkdirSync(dirname(join(dir, f.rel)), { recursive: true });
+          writeFileSync(join(dir, f.rel), f.text);
+        }
+      }
+      // torch.nn.functional.rms_norm arrived in torch 2.4; Debian's python3-torch (1.13) lacks it
+      const hasRmsNorm = spawnSync(PYTHON!, ['-c', 'import sys, torch.nn.functional as F; sys.exit(0 if hasattr(F, "rms_norm") else 1)']).status === 0;
+      if (!hasRmsNorm) console.warn(`skipping the L1/rms_norm torch stub: ${PYTHON}'s torch has no torch.nn.functional.rms_norm (2.4+)`);
+      for (const id of REFERENCE_TORCH_TASKS.filter((t) => hasRmsNorm || t !== 'L1/rms_norm')) {
+        const rows = await bench(id.split('/')[1]!, 4, dir);
+        expect(rows.map((r) => [id, r.case, r.status, r.detail])).toEqual(rows.map((r) => [id, r.case, 'PASSED', r.detail]));
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 180_000);
 });
