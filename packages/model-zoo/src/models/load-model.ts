@@ -194,8 +194,8 @@ export function writeRandomModelCheckpoint(outDir: string, raw: Record<string, u
     const w = writeCalibratedCheckpoint(outDir, raw, arch, config, { seed: opts.seed, dtype: opts.dtype, registry: opts.registry, backend: opts.calibrateOn, ...(opts.configPath ? { configPath: opts.configPath } : {}) });
     return { ...w, architecture: arch.name, modelType: typeof raw.model_type === 'string' ? raw.model_type : arch.name };
   }
-  const { initStd: std, init } = arch.weightRules(config);
-  const w = writeRandomCheckpoint(outDir, raw, plan, { seed: opts.seed, dtype: opts.dtype, std, ...(init ? { init } : {}), ...(opts.configPath ? { configPath: opts.configPath } : {}), ...(opts.tiled ? { tiled: true } : {}) });
+  const { initStd: std, init, draws } = arch.weightRules(config);
+  const w = writeRandomCheckpoint(outDir, raw, plan, { seed: opts.seed, dtype: opts.dtype, std, ...(init ? { init } : {}), ...(draws ? { draws } : {}), ...(opts.configPath ? { configPath: opts.configPath } : {}), ...(opts.tiled ? { tiled: true } : {}) });
   return { ...w, architecture: arch.name, modelType: typeof raw.model_type === 'string' ? raw.model_type : arch.name };
 }
 

@@ -27,6 +27,8 @@ export interface CheckpointWriteOptions {
    * instead of minutes; the values repeat with the pool's period, fine for timing and comparing runs.
    */
   readonly tiled?: boolean;
+  /** The family's own draws (WeightRules.draws): integer tensors (MXFP4 blocks / scales) are drawn per tensor even when tiled. */
+  readonly draws?: WeightRules['draws'];
 }
 
 export interface WrittenCheckpoint {
@@ -38,10 +40,9 @@ export interface WrittenCheckpoint {
 /** Write the checkpoint of a (world-1) plan: random values per tensor, or pool tiles. */
 export function writeRandomCheckpoint(outDir: string, rawConfig: Record<string, unknown>, plan: readonly WeightMapping[], opts: CheckpointWriteOptions): WrittenCheckpoint {
   const tensors = uniqueTensors(plan);
-  if (!opts.tiled || opts.init) {
-    const drawOf = tensorDraws(tensors, { initStd: opts.std, ...(opts.init ? { init: opts.init } : {}) });
-    return writeCheckpoint(outDir, rawConfig, tensors, opts, (m) => encodeValues(drawValues(m, drawOf(m), opts.seed), opts.dtype));
-  }
+  const drawOf = tensorDraws(tensors, { initStd: opts.std, ...(opts.init ? { init: opts.init } : {}), ...(opts.draws ? { draws: opts.draws } : {}) });
+  const drawn = (m: WeightMapping) => encodeValues(drawValues(m, drawOf(m), opts.seed), m.dtype ?? opts.dtype);
+  if (!opts.tiled || opts.init) return writeCheckpoint(outDir, rawConfig, tensors, opts, drawn);
   const N = poolSize(plan);
   const item = DTYPE_INFO[opts.dtype].itemsize;
   const pools = new Map<TensorKind, Uint8Array>();
@@ -51,6 +52,7 @@ export function writeRandomCheckpoint(outDir: string, rawConfig: Record<string, 
     return b;
   };
   return writeCheckpoint(outDir, rawConfig, tensors, opts, (m) => {
+    if (m.dtype) return drawn(m);
     const src = pool(m.kind);
     const out = new Uint8Array(numel(m.shape) * item);
     let off = 0;
@@ -66,7 +68,7 @@ export function writeRandomCheckpoint(outDir: string, rawConfig: Record<string, 
 export function writeCheckpoint(outDir: string, rawConfig: Record<string, unknown>, tensors: readonly WeightMapping[], opts: { dtype: DType; configPath?: string }, bytesOf: (m: WeightMapping) => Uint8Array): WrittenCheckpoint {
   if (tensors.some((m) => m.slice)) throw new Error('writeRandomCheckpoint: the plan holds a rank\'s slices; write from a world-1 plan');
   mkdirSync(outDir, { recursive: true });
-  const entries: WriteEntry[] = tensors.map((m) => ({ name: m.hfName, dtype: opts.dtype, shape: m.shape, bytes: () => bytesOf(m) }));
+  const entries: WriteEntry[] = tensors.map((m) => ({ name: m.hfName, dtype: m.dtype ?? opts.dtype, shape: m.shape, bytes: () => bytesOf(m) }));
   const st = join(outDir, 'model.safetensors');
   writeSafetensors(st, entries, { format: 'pt' });
   const cfgOut = join(outDir, 'config.json');
@@ -74,6 +76,6 @@ export function writeCheckpoint(outDir: string, rawConfig: Record<string, unknow
   const recorded = rawConfig.dtype ?? rawConfig.torch_dtype;
   if (opts.configPath && recorded === torchName) copyFileSync(opts.configPath, cfgOut);
   else writeFileSync(cfgOut, JSON.stringify({ ...rawConfig, torch_dtype: torchName, ...(rawConfig.dtype !== undefined ? { dtype: torchName } : {}) }, null, 2) + '\n');
-  const bytes = tensors.reduce((a, m) => a + numel(m.shape) * DTYPE_INFO[opts.dtype].itemsize, 0);
+  const bytes = tensors.reduce((a, m) => a + numel(m.shape) * DTYPE_INFO[m.dtype ?? opts.dtype].itemsize, 0);
   return { files: [cfgOut, st], tensors: tensors.length, bytes };
 }

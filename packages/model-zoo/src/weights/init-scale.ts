@@ -16,8 +16,15 @@
 import { numel } from '@fastkernels/core';
 import type { WeightMapping, WeightRules } from './weight-plan.js';
 
-/** One tensor's distribution: N(mean, normal^2), U(-uniform, uniform), or every element `constant`. */
-export type TensorDraw = { readonly normal: number; readonly mean: number } | { readonly uniform: number } | { readonly constant: number };
+/**
+ * One tensor's distribution: N(mean, normal^2), U(-uniform, uniform), every element `constant`, or uniform integers in
+ * [integers[0], integers[1]) (packed MXFP4 bytes).
+ */
+export type TensorDraw =
+  | { readonly normal: number; readonly mean: number }
+  | { readonly uniform: number }
+  | { readonly constant: number }
+  | { readonly integers: readonly [number, number] };
 
 /** fan_in of a weight as torch computes it: shape[1] times the receptive field (the dims after it). */
 export function fanIn(shape: readonly number[]): number {
@@ -26,8 +33,14 @@ export function fanIn(shape: readonly number[]): number {
 
 const siblingWeight = (name: string): string | null => (name.endsWith('.bias') ? `${name.slice(0, -'.bias'.length)}.weight` : name === 'bias' ? 'weight' : null);
 
-/** The draw of every tensor of a plan under the rules (see the file comment). */
-export function tensorDraws(plan: readonly Pick<WeightMapping, 'hfName' | 'shape' | 'kind'>[], rules: Pick<WeightRules, 'initStd' | 'init'>): (m: Pick<WeightMapping, 'hfName' | 'shape' | 'kind'>) => TensorDraw {
+/** The draw of every tensor of a plan under the rules (see the file comment); the family's own draws come first. */
+export function tensorDraws(plan: readonly Pick<WeightMapping, 'hfName' | 'shape' | 'kind'>[], rules: Pick<WeightRules, 'initStd' | 'init' | 'draws'>): (m: Pick<WeightMapping, 'hfName' | 'shape' | 'kind'>) => TensorDraw {
+  const byRules = rulesDraws(plan, rules);
+  const own = rules.draws;
+  return own ? (m) => own(m) ?? byRules(m) : byRules;
+}
+
+function rulesDraws(plan: readonly Pick<WeightMapping, 'hfName' | 'shape' | 'kind'>[], rules: Pick<WeightRules, 'initStd' | 'init'>): (m: Pick<WeightMapping, 'hfName' | 'shape' | 'kind'>) => TensorDraw {
   const std = rules.initStd;
   const init = rules.init;
   if (!init) return (m) => ({ normal: std, mean: m.kind === 'norm' ? 1 : 0 });

@@ -32,6 +32,12 @@ export function drawValues(m: Pick<WeightMapping, 'hfName' | 'shape'>, draw: Ten
   if ('constant' in draw) return new Float64Array(n).fill(draw.constant);
   const rng = new Rng(tensorSeed(seed, m.hfName));
   if ('uniform' in draw) return rng.fillUniform(n, -draw.uniform, draw.uniform);
+  if ('integers' in draw) {
+    const [lo, hi] = draw.integers;
+    const v = new Float64Array(n);
+    for (let i = 0; i < n; i++) v[i] = rng.int(lo, hi);
+    return v;
+  }
   const v = rng.fillNormal(n, draw.normal);
   if (draw.mean) for (let i = 0; i < n; i++) v[i]! += draw.mean;
   return v;
@@ -130,7 +136,9 @@ export function initWeightsOnDevice(model: Module, rules: WeightRules, seed: num
   const params = loadableParameters(model, rules);
   const plan = planWeights(model, rules, { rank: 0, world: 1 });
   checkPlanFits(plan, params);
-  const first = params.values().next().value as Tensor | undefined;
+  // integer tensors (MXFP4 blocks / scales) are drawn on the host, as initWeightsRandom does: no pool of their kind
+  const drawOf = tensorDraws(plan, rules);
+  const first = [...params.values()].find((p) => !plan.some((m) => m.dtype && params.get(m.target) === p));
   if (!first) return { tensors: 0, copies: 0 };
   const { backend, device, dtype } = first;
   const N = poolSize(plan);
@@ -151,6 +159,15 @@ export function initWeightsOnDevice(model: Module, rules: WeightRules, seed: num
     for (const m of plan) {
       const param = params.get(m.target)!;
       if (param.backend !== backend || param.device !== device) throw new Error(`initWeightsOnDevice: ${m.target} is on another backend or device`);
+      if (m.dtype) {
+        const src = Tensor.fromArray(backend, drawValues(m, drawOf(m), seed), m.shape, param.dtype, { device });
+        const dst = targetRows(param, m);
+        dst.copy_(src);
+        dst.dispose();
+        src.dispose();
+        copies++;
+        continue;
+      }
       const rows = targetRows(param, m);
       const flat = rows.view([rows.numel]);
       const pool = pools[m.kind];

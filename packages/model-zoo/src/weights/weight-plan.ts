@@ -15,10 +15,13 @@ import {
   rowParallelSlice,
   columnParallelSlice,
   vocabParallelSlice,
+  DTYPE_INFO,
+  type DType,
   type Module,
   type ShardSlice,
   type Tensor,
 } from '@fastkernels/core';
+import type { TensorDraw } from './init-scale.js';
 
 /** How random init draws a tensor: matrices and biases N(0, std^2), norm weights 1 + N(0, std^2). */
 export type TensorKind = 'matrix' | 'norm' | 'bias';
@@ -38,6 +41,11 @@ export interface WeightMapping {
   readonly kind: TensorKind;
   /** Under tensor parallelism, the part of the tensor this rank holds (the whole tensor when absent). */
   readonly slice?: ShardSlice;
+  /**
+   * Set for a parameter that is not a float (MXFP4 blocks / scales, u8): the checkpoint stores the tensor in this dtype,
+   * read and written bit-exact (float tensors are converted to the model's dtype).
+   */
+  readonly dtype?: DType;
 }
 
 /** This process's place in a tensor-parallel group (the whole model at world 1). */
@@ -100,6 +108,11 @@ export interface WeightRules {
   /** The std of random init (HF's initializer_range). */
   readonly initStd: number;
   /**
+   * A family's own random draw for some tensors, before the std / fan-in rules (gpt-oss's MXFP4 tensors: blocks are
+   * random bytes, scales the exponent that gives the dense weights' std); undefined: the rules' draw.
+   */
+  readonly draws?: (m: Pick<WeightMapping, 'hfName' | 'shape' | 'kind'>) => TensorDraw | undefined;
+  /**
    * Per-fan-in random init instead of one std (init-scale.ts): conv / linear weights N(0, (gain / sqrt(fan_in))^2),
    * norms and BatchNorm statistics as a fresh torch model. Conv nets use it (vision families).
    */
@@ -138,7 +151,7 @@ export function planWeights(model: Module, rules: WeightRules, tp: TensorParalle
       continue;
     }
     const { shape, slice } = shardOf(target, param.shape, rules.sharded ?? [], tp, shapes === 'full');
-    out.push({ ...locate(target, shape), shape, target, rowOffset: 0, ...(slice ? { slice } : {}) });
+    out.push({ ...locate(target, shape), shape, target, rowOffset: 0, ...(slice ? { slice } : {}), ...(DTYPE_INFO[param.dtype].kind !== 'float' ? { dtype: param.dtype } : {}) });
   }
   return out;
 }

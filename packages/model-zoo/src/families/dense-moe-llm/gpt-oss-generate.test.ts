@@ -20,6 +20,9 @@ import { syntheticWorkload } from '../../engine/workloads.js';
 import { baselineRegistry } from '../../index.js';
 import { loadModel, loadModelConfig, writeRandomModelCheckpoint } from '../../models/load-model.js';
 import { SafetensorsFile, writeSafetensors } from '../../weights/safetensors.js';
+import { initWeightsOnDevice } from '../../weights/random-init.js';
+import { gptOssWeightRules, mxfp4ScaleFor } from './gpt-oss/weights.js';
+import { parseGptOssConfig } from './gpt-oss/config.js';
 
 const FIXTURE = join(import.meta.dirname, '../../../fixtures/tiny-gpt-oss');
 const cfgFile = join(FIXTURE, 'config.json');
@@ -371,5 +374,52 @@ describe('capture of tiny-gpt-oss', () => {
         m.dispose();
       }
     }
+  });
+});
+
+describe('random MXFP4 gpt-oss', () => {
+  const mxCfg = { ...rawCfg, quantization_config: { quant_method: 'mxfp4' } };
+  const cfgDir = join(tmp, 'mx-config');
+  const ckDir = join(tmp, 'mx-random');
+
+  it('init-weights writes the experts as U8 blocks (random bytes) and scales (the dense std), the rest as floats', () => {
+    mkdirSync(cfgDir, { recursive: true });
+    writeFileSync(join(cfgDir, 'config.json'), JSON.stringify(mxCfg));
+    writeRandomModelCheckpoint(ckDir, mxCfg, { registry: baselineRegistry(), seed: 5, dtype: 'bf16', configPath: join(cfgDir, 'config.json') });
+    const f = SafetensorsFile.open(join(ckDir, 'model.safetensors'));
+    const info = (n: string) => f.tensors.get(n)!;
+    expect(info('model.layers.0.mlp.experts.gate_up_proj_blocks')).toMatchObject({ stDType: 'U8', shape: [8, 64, 2, 16] });
+    expect(info('model.layers.0.mlp.experts.down_proj_scales')).toMatchObject({ stDType: 'U8', shape: [8, 64, 1] });
+    expect(info('model.layers.0.mlp.experts.down_proj_bias').stDType).toBe('BF16');
+    const blocks = f.readBytes('model.layers.1.mlp.experts.gate_up_proj_blocks');
+    expect(new Set(blocks).size).toBeGreaterThan(200); // random bytes
+    const scales = f.readBytes('model.layers.1.mlp.experts.gate_up_proj_scales');
+    expect(new Set(scales)).toEqual(new Set([mxfp4ScaleFor(0.2)]));
+    f.close();
+    expect(mxfp4ScaleFor(0.02)).toBe(120); // gpt-oss's initializer_range: 2^-7 * 2.93 = 0.023
+  });
+
+  it('config.json alone gives the same model as that checkpoint (host random init), and it generates', () => {
+    const a = loadModel(ckDir, { backend: cpuBackend(), registry: baselineRegistry(), dtype: 'f32' });
+    const b = loadModel(cfgDir, { backend: cpuBackend(), registry: baselineRegistry(), initSeed: 5, dtype: 'f32' });
+    expect([a.weights, b.weights]).toEqual(['checkpoint', 'random']);
+    const req = [{ promptIds: PROMPTS[0]! }];
+    const ta = generate(a.model, a.ctx, a.geometry, req, { maxTokens: 5, temperature: 0 }).outputs[0]!.tokenIds;
+    const tb = generate(b.model, b.ctx, b.geometry, req, { maxTokens: 5, temperature: 0 }).outputs[0]!.tokenIds;
+    expect(tb).toEqual(ta);
+    a.model.dispose();
+    b.model.dispose();
+  });
+
+  it('the device-pool random init fills the integer tensors from their own draws', () => {
+    const cfg = parseGptOssConfig(mxCfg);
+    const registry = baselineRegistry();
+    const m = registry.createIn<import('@fastkernels/core').Module>({ backend: cpuBackend(), device: 0, dtype: 'bf16', registry }, 'L4/gpt_oss', cfg);
+    initWeightsOnDevice(m, gptOssWeightRules(cfg), 9);
+    const p = new Map(m.namedParameters());
+    expect(new Set(p.get('model.layers.0.mlp.experts.down_proj_scales')!.toFloat64Array())).toEqual(new Set([mxfp4ScaleFor(0.2)]));
+    expect(new Set(p.get('model.layers.0.mlp.experts.down_proj_blocks')!.toFloat64Array()).size).toBeGreaterThan(200);
+    expect(p.get('model.layers.0.self_attn.sinks')!.toFloat64Array().some((v) => v !== 0)).toBe(true);
+    m.dispose();
   });
 });

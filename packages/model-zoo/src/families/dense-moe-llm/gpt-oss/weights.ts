@@ -3,10 +3,16 @@
  * and biases) stacked into qkv_proj; lm_head read from the embedding when tied; rotary inv_freq ignored. Everything
  * else is stored under the tree's own names: self_attn.sinks, mlp.router.weight / bias, and the experts' HF tensors
  * (gate_up_proj / down_proj with their biases, or the released checkpoints' *_blocks / *_scales), which the experts
- * read in the checkpoint's own layout. One process: nothing is sharded.
+ * read in the checkpoint's own layout. One process: nothing is sharded. Random init draws the MXFP4 tensors itself
+ * (random bytes, one scale exponent).
  */
 import type { WeightRules } from '../../../weights/weight-plan.js';
 import type { GptOssConfig } from './config.js';
+
+/** The e8m0 scale (2^(s - 127)) under which uniform random fp4 bytes (rms sqrt(68.5 / 8)) have rms `std`. */
+export function mxfp4ScaleFor(std: number): number {
+  return Math.min(254, Math.max(0, 127 + Math.round(Math.log2(std / Math.sqrt(68.5 / 8)))));
+}
 
 export function gptOssWeightRules(cfg: GptOssConfig): WeightRules {
   return {
@@ -18,6 +24,9 @@ export function gptOssWeightRules(cfg: GptOssConfig): WeightRules {
     computed: [/(^|\.)cos_sin_cache$/],
     norms: /(^|\.)(input_layernorm|post_attention_layernorm|norm)\.weight$/,
     initStd: cfg.initializerRange,
+    // MXFP4 experts at random: uniform bytes (every fp4 value, rms 2.93) under the one exponent that gives the dense
+    // matrices' std (initializer_range), so an MXFP4 random model is as tame as a dense one
+    draws: (m) => (/_blocks$/.test(m.hfName) ? { integers: [0, 256] } : /_scales$/.test(m.hfName) ? { constant: mxfp4ScaleFor(cfg.initializerRange) } : undefined),
     missingFix: (n) =>
       n === 'lm_head.weight'
         ? 'set "tie_word_embeddings": true in config.json if the model shares its embedding'
