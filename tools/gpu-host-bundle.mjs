@@ -10,8 +10,8 @@
 //                          the device, runs the suite, records results/<device>/<suite>.json and a history.jsonl line
 //   results/<device>/history.jsonl  the repo's history files (bench/results/), appended to there
 //   gpu-tests/, run-gpu-tests  the GPU tests (tools/gpu-tests.mjs), incl. test/exploits.gpu.test.ts (run-gpu-tests exploits)
-//   exploits/              the GPU exploit candidate sets (test/exploits/gpu-*) that test--exploits benches
-//   examples/              candidate sets for the GPU host: triton-demo, triton-rmsnorm (issue 9), e2e-drops (issue 7), cuda-demo (issue 30)
+//   exploits/              the GPU exploit candidate sets (test/exploits/gpu-*, py-side-stream) that test--exploits benches
+//   examples/              candidate sets for the GPU host: triton-demo, triton-rmsnorm (issue 9), e2e-drops (issue 7), cuda-demo, torch-demo (issue 30)
 //   MANIFEST.json          commit, build time, versions, file sizes
 // Usage: npm run gpu-host [-- --no-build] [-- --allow-missing-cli]
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -131,8 +131,8 @@ const copyTree = (src, dst) => {
   }
 };
 const exploitsDir = join(root, 'test', 'exploits');
-for (const set of readdirSync(exploitsDir).filter((n) => n.startsWith('gpu-'))) copyTree(join(exploitsDir, set), join(out, 'exploits', set));
-for (const set of ['triton-demo', 'triton-rmsnorm', 'e2e-drops', 'cuda-demo']) {
+for (const set of readdirSync(exploitsDir).filter((n) => n.startsWith('gpu-') || n === 'py-side-stream')) copyTree(join(exploitsDir, set), join(out, 'exploits', set));
+for (const set of ['triton-demo', 'triton-rmsnorm', 'e2e-drops', 'cuda-demo', 'torch-demo']) {
   const src = join(root, 'examples', 'candidates', set);
   if (existsSync(src)) copyTree(src, join(out, 'examples', set));
   else say(`WARNING: examples/candidates/${set} is missing: not in the bundle`);

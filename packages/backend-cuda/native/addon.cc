@@ -121,6 +121,9 @@ struct Driver {
   FK_DRIVER_FUNCS(FK_DECLARE_PTR)
   CUresult (*cuLaunchKernelEx)(const CUlaunchConfig*, CUfunction, void**, void**) = nullptr;  // optional (CUDA 12+)
   CUresult (*cuGraphGetEdges_v2)(CUgraph, CUgraphNode*, CUgraphNode*, CUgraphEdgeData*, size_t*) = nullptr;  // optional (12.3+)
+  // optional: CUDA IPC export of device buffers to the PyTorch candidate worker (ipcHandle below)
+  CUresult (*cuMemGetAddressRange_v2)(CUdeviceptr*, size_t*, CUdeviceptr) = nullptr;
+  CUresult (*cuIpcGetMemHandle)(CUipcMemHandle*, CUdeviceptr) = nullptr;
 };
 struct Nvrtc {
   FK_NVRTC_FUNCS(FK_DECLARE_PTR)
@@ -270,6 +273,8 @@ Napi::Value LoadLibrary(const Napi::CallbackInfo& info) {
       cu.cuGraphGetEdges_v2 = reinterpret_cast<CUresult (*)(CUgraph, CUgraphNode*, CUgraphNode*, CUgraphEdgeData*, size_t*)>(dlsym(h, "cuGraphGetEdges_v2"));
       // CUDA 12.8+ drivers export the _v2 elapsed-time entry; prefer it when present (same signature).
       if (void* v2 = dlsym(h, "cuEventElapsedTime_v2")) cu.cuEventElapsedTime = reinterpret_cast<CUresult (*)(float*, CUevent, CUevent)>(v2);
+      cu.cuMemGetAddressRange_v2 = reinterpret_cast<CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr)>(dlsym(h, "cuMemGetAddressRange_v2"));
+      cu.cuIpcGetMemHandle = reinterpret_cast<CUresult (*)(CUipcMemHandle*, CUdeviceptr)>(dlsym(h, "cuIpcGetMemHandle"));
     } else if (kind == "nvrtc") {
 #define X(name, ret, args) FK_RESOLVE(rtc, name, ret, args)
       FK_NVRTC_FUNCS(X)
@@ -502,6 +507,30 @@ Napi::Value MemFree(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   CU(cu.cuMemFree_v2(Ptr(info, 0)), "cuMemFree");
   return env.Undefined();
+}
+
+// ipcHandle(ptr) -> { handle: hex of the 64-byte CUipcMemHandle, base, size } of the allocation holding ptr, for another
+// process (the PyTorch candidate worker) to map with cuIpcOpenMemHandle and read at ptr - base.
+Napi::Value IpcHandle(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!cu.cuMemGetAddressRange_v2 || !cu.cuIpcGetMemHandle) return ThrowUsage(env, "ipcHandle: this driver has no cuIpcGetMemHandle / cuMemGetAddressRange_v2");
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  CU(cu.cuMemGetAddressRange_v2(&base, &size, Ptr(info, 0)), "cuMemGetAddressRange");
+  CUipcMemHandle h;
+  CU(cu.cuIpcGetMemHandle(&h, base), "cuIpcGetMemHandle");
+  static const char* digits = "0123456789abcdef";
+  std::string hex(2 * sizeof(h.reserved), '0');
+  for (size_t i = 0; i < sizeof(h.reserved); i++) {
+    unsigned char b = static_cast<unsigned char>(h.reserved[i]);
+    hex[2 * i] = digits[b >> 4];
+    hex[2 * i + 1] = digits[b & 15];
+  }
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("handle", hex);
+  out.Set("base", Napi::Number::New(env, static_cast<double>(base)));
+  out.Set("size", Napi::Number::New(env, static_cast<double>(size)));
+  return out;
 }
 
 void FreePinned(Napi::Env, void* data) {
@@ -1059,7 +1088,7 @@ Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
       {"streamSynchronize", StreamSynchronize}, {"streamQuery", StreamQuery}, {"streamWaitEvent", StreamWaitEvent},
       {"eventCreate", EventCreate}, {"eventDestroy", EventDestroy}, {"eventRecord", EventRecord},
       {"eventSynchronize", EventSynchronize}, {"eventElapsed", EventElapsed}, {"memAlloc", MemAlloc},
-      {"memAllocOrNull", MemAllocOrNull}, {"memFree", MemFree}, {"memAllocHost", MemAllocHost},
+      {"memAllocOrNull", MemAllocOrNull}, {"memFree", MemFree}, {"memAllocHost", MemAllocHost}, {"ipcHandle", IpcHandle},
       {"memcpyHtoD", MemcpyHtoD}, {"memcpyDtoH", MemcpyDtoH}, {"memcpyDtoD", MemcpyDtoD}, {"memset", Memset},
       {"moduleLoadData", ModuleLoadData}, {"moduleUnload", ModuleUnload}, {"moduleGetFunction", ModuleGetFunction},
       {"funcSetAttribute", FuncSetAttribute}, {"funcGetAttribute", FuncGetAttribute}, {"occupancy", Occupancy},

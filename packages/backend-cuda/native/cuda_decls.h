@@ -19,6 +19,7 @@ typedef struct CUgraph_st* CUgraph;
 typedef struct CUgraphExec_st* CUgraphExec;
 typedef struct CUgraphNode_st* CUgraphNode;
 typedef unsigned long long CUdeviceptr;
+typedef struct { char reserved[64]; } CUipcMemHandle;  // CU_IPC_HANDLE_SIZE = 64
 
 enum : int {
   CUDA_SUCCESS = 0,

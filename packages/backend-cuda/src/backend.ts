@@ -200,6 +200,20 @@ export class CudaBackend implements Backend {
     this.onDevice(dst.device).copyDtoD(dst.devicePtr! + dstOffset, src.devicePtr! + srcOffset, byteLength);
   }
 
+  /**
+   * The CUDA IPC handle of the allocation holding a storage, for another process to map (the PyTorch candidate
+   * worker: cuIpcOpenMemHandle, then the storage's bytes at `offset`). The allocation may hold other storages (the
+   * caching allocator's slabs): the other process must touch only the bytes it is told about.
+   */
+  ipcHandle(storage: Storage): { handle: string; allocationBytes: number; offset: number } {
+    const rt = this.onDevice(storage.device);
+    const fn = rt.addon.ipcHandle;
+    if (!fn) throw new Error('this build of the CUDA addon has no ipcHandle: rebuild it (npm run build:native -w @fastkernels/backend-cuda)');
+    const ptr = storage.devicePtr!;
+    const h = fn.call(rt.addon, ptr);
+    return { handle: h.handle, allocationBytes: h.size, offset: ptr - h.base };
+  }
+
   synchronize(device?: number): void {
     const rt = device === undefined ? this.runtime : this.onDevice(device);
     rt.synchronize({ device: true });

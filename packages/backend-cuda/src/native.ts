@@ -76,6 +76,8 @@ export interface NativeAddon {
   memAllocOrNull(bytes: number): number | null;
   memFree(ptr: number): void;
   memAllocHost(bytes: number): ArrayBuffer;
+  /** The CUDA IPC handle (hex) of the allocation holding ptr, its base and size (absent from addons built before it). */
+  ipcHandle?(ptr: number): { handle: string; base: number; size: number };
   memcpyHtoD(dst: number, src: ArrayBufferView, bytes: number, stream: number, sync: boolean): void;
   memcpyDtoH(dst: ArrayBufferView, src: number, bytes: number, stream: number, sync: boolean): void;
   memcpyDtoD(dst: number, src: number, bytes: number, stream: number): void;

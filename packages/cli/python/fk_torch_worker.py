@@ -130,11 +130,18 @@ class Buffers:
         raw = bytes.fromhex(handle_hex)
         if len(raw) != 64:
             raise WorkerError("request", "a CUDA IPC handle is 64 bytes, got %d" % len(raw))
-        handle = (ctypes.c_char * 64).from_buffer_copy(raw)
+
+        class CUipcMemHandle(ctypes.Structure):  # passed by value, as the driver API takes it
+            _fields_ = [("reserved", ctypes.c_char * 64)]
+
+        handle = CUipcMemHandle.from_buffer_copy(raw)
         ptr = ctypes.c_uint64(0)
-        self.torch.cuda.init()  # the primary context current on this thread, as the driver call needs it
-        # cuIpcOpenMemHandle_v2(CUdeviceptr*, CUipcMemHandle (by value), flags=CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
+        # torch's (primary) context current on this thread for the driver call
+        self.torch.empty(1, device=self.device)
+        # cuIpcOpenMemHandle_v2(CUdeviceptr*, CUipcMemHandle, flags = CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
         fn = getattr(self.libcuda, "cuIpcOpenMemHandle_v2", None) or self.libcuda.cuIpcOpenMemHandle
+        fn.argtypes = [ctypes.POINTER(ctypes.c_uint64), CUipcMemHandle, ctypes.c_uint]
+        fn.restype = ctypes.c_int
         rc = fn(ctypes.byref(ptr), handle, ctypes.c_uint(1))
         if rc != 0:
             raise WorkerError("fatal", "cuIpcOpenMemHandle failed (CUresult %d)" % rc)

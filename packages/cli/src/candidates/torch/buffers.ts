@@ -7,8 +7,9 @@
  *    candidate wrote to, as on the GPU); both copies are outside the worker's clock.
  *  - CUDA backend: a CUDA IPC handle of the storage's allocation, opened once by the worker and wrapped with
  *    __cuda_array_interface__ (torch.as_tensor): the very device memory, no copy anywhere. The handle comes from the
- *    backend's `ipcHandle(storage)` (cuIpcGetMemHandle + cuMemGetAddressRange); the CUDA addon does not provide it
- *    yet, so the CUDA path fails with a clear message until it does (docs: README, PyTorch candidates).
+ *    backend's `ipcHandle(storage)` (the addon's cuMemGetAddressRange + cuIpcGetMemHandle). Before each call the
+ *    harness's device is synchronised (its copies into the inputs run on its own stream, which the worker cannot
+ *    wait on); the worker synchronises its device before it answers. Not yet run on a GPU.
  */
 import { closeSync, ftruncateSync, openSync, readSync, unlinkSync, writeSync } from 'node:fs';
 import type { Backend, Storage, Tensor } from '@fastkernels/core';
@@ -55,7 +56,7 @@ export interface BufferExporter {
 /** The exporter for a backend, or a message saying why this backend cannot share buffers with the worker yet. */
 export function exporterFor(backend: Backend, path: (name: string) => string): BufferExporter | string {
   if (backend.name === 'cpu') return new ShmExporter(path);
-  if (typeof (backend as unknown as Partial<IpcExportable>).ipcHandle === 'function') return new CudaIpcExporter(backend as unknown as IpcExportable);
+  if (typeof (backend as unknown as Partial<IpcExportable>).ipcHandle === 'function') return new CudaIpcExporter(backend as Backend & IpcExportable);
   return `the ${backend.name} backend cannot export its buffers to the PyTorch worker yet (it needs ipcHandle: cuIpcGetMemHandle in the CUDA addon; see the README, "PyTorch candidates")`;
 }
 
@@ -152,7 +153,7 @@ function writeAllAt(fd: number, bytes: Uint8Array): void {
 class CudaIpcExporter implements BufferExporter {
   private nextId = 1;
   private readonly ids = new WeakMap<Storage, number>();
-  constructor(private readonly backend: IpcExportable) {}
+  constructor(private readonly backend: Backend & IpcExportable) {}
 
   describe(t: Tensor): TensorDesc {
     let id = this.ids.get(t.storage);
@@ -170,8 +171,10 @@ class CudaIpcExporter implements BufferExporter {
     };
   }
 
-  push(): void {
-    // shared device memory: nothing to do (the harness synchronised its device before the call)
+  push(ts: readonly (Tensor | null | undefined)[]): void {
+    // shared device memory: only the harness's pending writes (on its stream) must land before the worker reads
+    const t = ts.find((x) => x);
+    this.backend.synchronize(t?.device);
   }
 
   pull(): void {
