@@ -53,7 +53,7 @@ export const SETTINGS = {
   FASTKERNELS_NCCL_LIB_DIRS: paths('search only these folders for libnccl.so.2'),
   FASTKERNELS_CUDA_ADDON: path('the fastkernels_cuda.node addon to load (default: the package or bundle copy)'),
   FASTKERNELS_NCCL_ADDON: path('the fastkernels_nccl.node addon to load (default: the package or bundle copy)'),
-  FASTKERNELS_PYTHON: path('the Python that compiles Triton kernels (only it is tried)', { defaultText: 'the active venv, python3, the torch venv, python' }),
+  FASTKERNELS_PYTHON: path('the Python that compiles Triton kernels and runs PyTorch candidates (only it is tried)', { defaultText: 'the active venv, python3, the torch venv, python' }),
   FASTKERNELS_TRITON_TIMEOUT_MS: whole('time limit of one Triton compile, in ms', 1, 300_000),
   FASTKERNELS_NCCL_TIMEOUT_MS: whole('deadline of NCCL init and every collective wait, in ms', 1, 300_000),
   FASTKERNELS_NCCL_BLOCKING: onOff("0: initDistributed's communicators are non-blocking (slower, abortable mid-call)", true),

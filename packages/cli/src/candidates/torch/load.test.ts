@@ -9,6 +9,7 @@ import { declaredOutcome } from '../expected.js';
 import { listCandidateFiles } from '../loader.js';
 import { loadTorchCandidate } from './load.js';
 import { resetTorchPythonCache } from './python.js';
+import { TORCH_WORKER_SOURCE } from './worker-source.generated.js';
 
 /**
  * The PyTorch candidate's startup errors, which need no torch: no Python, no torch, a broken torch, and candidate
@@ -50,6 +51,11 @@ async function loadError(file: CandidateFile, python: string): Promise<UserError
 const GOOD = ['import torch', '', '', 'class RMSNorm(torch.nn.Module):', '    def __init__(self, hidden_size, eps=1e-6):', '        super().__init__()', '', '    def forward(self, x, residual=None):', '        return x', ''].join('\n');
 
 describe('PyTorch candidates: files', () => {
+  it('the embedded worker is python/fk_torch_worker.py as it is now (npm run embed-torch-worker)', async () => {
+    const { renderTorchWorkerSource } = (await import('../../../scripts/embed-torch-worker.mjs')) as { renderTorchWorkerSource: () => string };
+    expect(renderTorchWorkerSource()).toContain(JSON.stringify(TORCH_WORKER_SOURCE));
+  });
+
   it('lists L<k>/<stem>.py; a .py beside a class of the same stem is its helper; Expected: in the docstring', () => {
     const folder = mkdtempSync(join(dir, 'list-'));
     mkdirSync(join(folder, 'L1'));
