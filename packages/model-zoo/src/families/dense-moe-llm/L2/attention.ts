@@ -13,6 +13,7 @@ import type { FlashAttnVarlen } from '../../../tasks/L1/attention/varlen_prefill
 import { normedProject, project, type Projection } from '../projection.js';
 import { denseAttentionLayer, type AttnGeometry } from '../reference.js';
 import { buildTaskStep, stepAttentionPairs, stepCachedTokens, stepSpec, stepTokens, taskStepFor } from '../task-batch.js';
+import { decodeCtx } from '../../../common/decoder-layer.js';
 
 /**
  * vLLM's LlamaAttention (vllm/model_executor/models/llama.py) at tp_size 1: a merged QKV projection
@@ -314,8 +315,6 @@ const gptOssInit = (window: number, layer: number) => [2880, 64, 8, 150000, GPT_
 /** A small YaRN (factor 4 over 64 original positions: 256 cached) for CI cases. */
 const TINY_YARN = { ...GPT_OSS_YARN_SCALING, factor: 4, originalMaxPositionEmbeddings: 64 };
 /** B decode contexts spread evenly up to S. */
-const decodeCtx = (B: number, S: number) => Array.from({ length: B }, (_, i) => Math.max(1, Math.floor(((i + 1) * S) / B)));
-
 export const attentionTask = defineTask(
   {
     id: 'L2/attention',

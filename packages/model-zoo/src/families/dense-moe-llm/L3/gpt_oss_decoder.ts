@@ -5,7 +5,7 @@ import type { GptOssMoE } from '../L2/gpt_oss_moe.js';
 import { GPT_OSS_20B_CONFIG, tinyGptOssConfig, type GptOssConfig } from '../gpt-oss/config.js';
 import { gptOssDecoderCase, gptOssDecoderInputs, gptOssDecoderReference, gptOssDecoderWork, initGptOssParameters } from '../gpt-oss/layer-cases.js';
 import { MoeDecoderLayerBase } from '../moe/decoder-layer.js';
-import { decodeCtx } from '../moe/layer-cases.js';
+import { DECODER_LAYER_IO, decodeCtx } from '../../../common/decoder-layer.js';
 
 /**
  * vLLM's gpt_oss TransformerBlock / HF GptOssDecoderLayer: input_layernorm, self_attn (L2/attention with q/k/v/o
@@ -44,15 +44,7 @@ export const gptOssDecoderTask = defineTask(
       { name: 'config', type: 'object', doc: 'the normalised HF config (GptOssConfig)' },
       { name: 'layerIdx', type: 'int', optional: true, default: 0, doc: 'even layers slide (layer_types), odd ones attend fully' },
     ],
-    inputs: [
-      { name: 'positions', dtype: 'i64', shape: ['T'] },
-      { name: 'hiddenStates', dtype: 'act', shape: ['T', 'H'] },
-      { name: 'residual', dtype: 'act', shape: ['T', 'H'], optional: true, doc: 'null on the first layer' },
-    ],
-    outputs: [
-      { name: 'hiddenStates', dtype: 'act', shape: ['T', 'H'] },
-      { name: 'residual', dtype: 'act', shape: ['T', 'H'] },
-    ],
+    ...DECODER_LAYER_IO,
     tolerance: { bf16: { atol: 3e-2, rtol: 3e-2 } },
     imports: ['L2/attention', 'L2/gpt_oss_moe', 'L1/rms_norm'],
     cases: {

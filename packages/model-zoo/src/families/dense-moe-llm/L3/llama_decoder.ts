@@ -8,6 +8,7 @@ import { LlamaAttention, attentionWork, initProjections } from '../L2/attention.
 import { LlamaMLP } from '../L2/llama_mlp.js';
 import { denseDecoderLayer } from '../reference.js';
 import { buildTaskStep, stepSpec, stepTokens, taskStepFor } from '../task-batch.js';
+import { DECODER_LAYER_IO, decodeCtx } from '../../../common/decoder-layer.js';
 
 /**
  * vLLM's LlamaDecoderLayer: input_layernorm (fused residual add after the first layer), self_attn,
@@ -93,8 +94,6 @@ function decoderCase(name: string, dtype: 'f32' | 'bf16', config: LlamaConfig, p
   };
 }
 
-const decodeCtx = (B: number, S: number) => Array.from({ length: B }, (_, i) => Math.max(1, Math.floor(((i + 1) * S) / B)));
-
 export const llamaDecoderTask = defineTask(
   {
     id: 'L3/llama_decoder',
@@ -108,15 +107,7 @@ export const llamaDecoderTask = defineTask(
       { name: 'config', type: 'object', doc: 'the normalised HF config (LlamaConfig: hiddenSize, numAttentionHeads, slidingWindows, ...)' },
       { name: 'layerIdx', type: 'int', optional: true, default: 0 },
     ],
-    inputs: [
-      { name: 'positions', dtype: 'i64', shape: ['T'] },
-      { name: 'hiddenStates', dtype: 'act', shape: ['T', 'H'] },
-      { name: 'residual', dtype: 'act', shape: ['T', 'H'], optional: true, doc: 'null on the first layer' },
-    ],
-    outputs: [
-      { name: 'hiddenStates', dtype: 'act', shape: ['T', 'H'] },
-      { name: 'residual', dtype: 'act', shape: ['T', 'H'] },
-    ],
+    ...DECODER_LAYER_IO,
     tolerance: { bf16: { atol: 3e-2, rtol: 3e-2 } },
     imports: ['L2/attention', 'L2/llama_mlp', 'L1/rms_norm'],
     cases: {

@@ -5,7 +5,8 @@ import type { MixtralMoE } from '../L2/mixtral_moe.js';
 import { MIXTRAL_8X7B_CONFIG, tinyMixtralConfig, type MoeConfig } from '../moe/config.js';
 import { MoeDecoderLayerBase } from '../moe/decoder-layer.js';
 import { initMoeParameters } from '../moe/fused-moe.js';
-import { decodeCtx, moeDecoderCase, moeDecoderInputs, moeDecoderReference, moeDecoderWork } from '../moe/layer-cases.js';
+import { moeDecoderCase, moeDecoderInputs, moeDecoderReference, moeDecoderWork } from '../moe/layer-cases.js';
+import { DECODER_LAYER_IO, decodeCtx } from '../../../common/decoder-layer.js';
 
 /**
  * vLLM's MixtralDecoderLayer: input_layernorm, self_attn (L2/attention: Llama's, with Mistral's sliding window when
@@ -43,15 +44,7 @@ export const mixtralDecoderTask = defineTask(
       { name: 'config', type: 'object', doc: 'the normalised HF config (MoeConfig)' },
       { name: 'layerIdx', type: 'int', optional: true, default: 0 },
     ],
-    inputs: [
-      { name: 'positions', dtype: 'i64', shape: ['T'] },
-      { name: 'hiddenStates', dtype: 'act', shape: ['T', 'H'] },
-      { name: 'residual', dtype: 'act', shape: ['T', 'H'], optional: true, doc: 'null on the first layer' },
-    ],
-    outputs: [
-      { name: 'hiddenStates', dtype: 'act', shape: ['T', 'H'] },
-      { name: 'residual', dtype: 'act', shape: ['T', 'H'] },
-    ],
+    ...DECODER_LAYER_IO,
     tolerance: { bf16: { atol: 3e-2, rtol: 3e-2 } },
     imports: ['L2/attention', 'L2/mixtral_moe', 'L1/rms_norm'],
     cases: {

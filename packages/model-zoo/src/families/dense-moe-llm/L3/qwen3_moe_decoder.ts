@@ -4,7 +4,8 @@ import { Qwen3MoeAttention } from '../L2/qwen3_moe_attention.js';
 import { QWEN3_30B_A3B_CONFIG, tinyQwen3MoeConfig, type MoeConfig } from '../moe/config.js';
 import { MoeDecoderLayerBase, type FeedForward } from '../moe/decoder-layer.js';
 import { initMoeParameters } from '../moe/fused-moe.js';
-import { decodeCtx, moeDecoderCase, moeDecoderInputs, moeDecoderReference, moeDecoderWork } from '../moe/layer-cases.js';
+import { moeDecoderCase, moeDecoderInputs, moeDecoderReference, moeDecoderWork } from '../moe/layer-cases.js';
+import { DECODER_LAYER_IO, decodeCtx } from '../../../common/decoder-layer.js';
 
 /**
  * vLLM's Qwen3MoeDecoderLayer (the original's Qwen3MoEDecoderLayer): input_layernorm, self_attn (Qwen3MoeAttention:
@@ -44,15 +45,7 @@ export const qwen3MoeDecoderTask = defineTask(
       { name: 'config', type: 'object', doc: 'the normalised HF config (MoeConfig)' },
       { name: 'layerIdx', type: 'int', optional: true, default: 0 },
     ],
-    inputs: [
-      { name: 'positions', dtype: 'i64', shape: ['T'] },
-      { name: 'hiddenStates', dtype: 'act', shape: ['T', 'H'] },
-      { name: 'residual', dtype: 'act', shape: ['T', 'H'], optional: true, doc: 'null on the first layer' },
-    ],
-    outputs: [
-      { name: 'hiddenStates', dtype: 'act', shape: ['T', 'H'] },
-      { name: 'residual', dtype: 'act', shape: ['T', 'H'] },
-    ],
+    ...DECODER_LAYER_IO,
     tolerance: { bf16: { atol: 3e-2, rtol: 3e-2 } },
     imports: ['L2/attention', 'L2/qwen3_moe', 'L2/llama_mlp', 'L1/rms_norm'],
     cases: {

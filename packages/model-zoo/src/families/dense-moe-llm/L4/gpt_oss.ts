@@ -3,7 +3,7 @@ import { FAMILY } from '../family.js';
 import { GPT_OSS_120B_CONFIG, GPT_OSS_20B_CONFIG, tinyGptOssConfig, type GptOssConfig } from '../gpt-oss/config.js';
 import { gptOssModelCase, gptOssModelInputs, gptOssModelReference, gptOssModelWork, initGptOssParameters } from '../gpt-oss/layer-cases.js';
 import { MoeForCausalLMBase } from '../moe/causal-lm.js';
-import { decodeCtx } from '../moe/layer-cases.js';
+import { decodeCtx } from '../../../common/decoder-layer.js';
 
 /**
  * HF / vLLM GptOssForCausalLM: model (embed_tokens, layers of L3/gpt_oss_decoder, norm) + lm_head. forward(inputIds,

@@ -11,6 +11,7 @@ import { denseModel } from '../reference.js';
 import { checkLlamaTensorParallel } from '../tensor-parallel.js';
 import { buildTaskStep, stepSpec, stepTokens, taskStepFor } from '../task-batch.js';
 import { runDecoderStack } from '../decoder-stack.js';
+import { decodeCtx } from '../../../common/decoder-layer.js';
 
 /**
  * vLLM's LlamaModel: embed_tokens (L1/embedding), layers (L3/llama_decoder), norm (L1/rms_norm, fused with
@@ -64,8 +65,6 @@ function modelCase(name: string, dtype: 'f32' | 'bf16', config: LlamaConfig, pre
   const T = prefillLens.reduce((a, b) => a + b, 0) + decodeCtxLens.length;
   return { name, dtype, dims: { T, H: config.hiddenSize, V: config.vocabSize }, init: [config], options: { prefillLens, decodeCtxLens } };
 }
-
-const decodeCtx = (B: number, S: number) => Array.from({ length: B }, (_, i) => Math.max(1, Math.floor(((i + 1) * S) / B)));
 
 export const llamaTask = defineTask(
   {

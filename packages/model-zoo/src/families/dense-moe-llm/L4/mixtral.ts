@@ -3,7 +3,8 @@ import { FAMILY } from '../family.js';
 import { MIXTRAL_8X7B_CONFIG, tinyMixtralConfig, type MoeConfig } from '../moe/config.js';
 import { MoeForCausalLMBase } from '../moe/causal-lm.js';
 import { initMoeParameters } from '../moe/fused-moe.js';
-import { decodeCtx, moeModelCase, moeModelInputs, moeModelReference, moeModelWork } from '../moe/layer-cases.js';
+import { moeModelCase, moeModelInputs, moeModelReference, moeModelWork } from '../moe/layer-cases.js';
+import { decodeCtx } from '../../../common/decoder-layer.js';
 
 /**
  * vLLM's MixtralForCausalLM: model (embed_tokens, layers of L3/mixtral_decoder, norm) + lm_head. forward(inputIds,

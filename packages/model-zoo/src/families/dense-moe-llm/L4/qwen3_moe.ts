@@ -3,7 +3,8 @@ import { FAMILY } from '../family.js';
 import { QWEN3_30B_A3B_CONFIG, tinyQwen3MoeConfig, type MoeConfig } from '../moe/config.js';
 import { MoeForCausalLMBase } from '../moe/causal-lm.js';
 import { initMoeParameters } from '../moe/fused-moe.js';
-import { decodeCtx, moeModelCase, moeModelInputs, moeModelReference, moeModelWork } from '../moe/layer-cases.js';
+import { moeModelCase, moeModelInputs, moeModelReference, moeModelWork } from '../moe/layer-cases.js';
+import { decodeCtx } from '../../../common/decoder-layer.js';
 
 /**
  * vLLM's Qwen3MoeForCausalLM (the text model): model (embed_tokens, layers of L3/qwen3_moe_decoder, norm) + lm_head. forward(inputIds,

@@ -27,7 +27,6 @@ export function moeModelCase(name: string, dtype: 'f32' | 'bf16', config: MoeCon
   return { name, dtype, dims: { T, H: config.hiddenSize, V: config.vocabSize }, init: [config], options: { prefillLens, decodeCtxLens } };
 }
 
-export const decodeCtx = (B: number, S: number) => Array.from({ length: B }, (_, i) => Math.max(1, Math.floor(((i + 1) * S) / B)));
 
 export function moeDecoderInputs(c: TaskCase, ctx: ExecutionContext, rng: Rng): (Tensor | null)[] {
   const cfg = moeCaseConfig(c);

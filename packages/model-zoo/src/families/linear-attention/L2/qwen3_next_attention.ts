@@ -12,6 +12,7 @@ import { FAMILY } from '../family.js';
 import { initQwen3NextParameters, qnConfigOf, qnLayerOf } from '../qwen3-next-cases.js';
 import { QWEN3_NEXT_80B, tinyQwen3NextConfig, type Qwen3NextConfig } from '../qwen3-next-config.js';
 import { refGatedAttention } from '../qwen3-next-reference.js';
+import { decodeCtx } from '../../../common/decoder-layer.js';
 
 /**
  * HF's Qwen3NextAttention (vLLM's Qwen3NextAttention) with the checkpoint's names: q_proj gives, per head, the query and
@@ -105,7 +106,6 @@ function attnCase(name: string, dtype: 'f32' | 'bf16', cfg: Qwen3NextConfig, lay
   const T = prefillLens.reduce((a, b) => a + b, 0) + decodeCtxLens.length;
   return { name, dtype, dims: { T, H: cfg.hiddenSize }, init: [cfg, layerIdx], options: { prefillLens, decodeCtxLens } };
 }
-const decodeCtx = (B: number, S: number) => Array.from({ length: B }, (_, i) => Math.max(1, Math.floor(((i + 1) * S) / B)));
 const TINY = tinyQwen3NextConfig();
 
 export const qwen3NextAttentionTask = defineTask(

@@ -10,6 +10,7 @@ import { QN_STATE_TOLERANCE, initQwen3NextParameters, qnConfigOf, qnLayerOf } fr
 import { QWEN3_NEXT_80B, tinyQwen3NextConfig, type Qwen3NextConfig } from '../qwen3-next-config.js';
 import { refQwen3NextDecoderLayer } from '../qwen3-next-reference.js';
 import { buildQwen3NextStep, qwen3NextStepFor } from '../qwen3-next-step.js';
+import { decodeCtx } from '../../../common/decoder-layer.js';
 
 interface FeedForward extends Module {
   forward(x: Tensor): Tensor;
@@ -80,7 +81,6 @@ export function decoderCase(name: string, dtype: 'f32' | 'bf16', cfg: Qwen3NextC
   const T = prefillLens.reduce((a, b) => a + b, 0) + decodeCtxLens.length;
   return { name, dtype, dims: { T, H: cfg.hiddenSize }, init: [cfg, layerIdx], options: { prefillLens, decodeCtxLens, residual } };
 }
-const decodeCtx = (B: number, S: number) => Array.from({ length: B }, (_, i) => Math.max(1, Math.floor(((i + 1) * S) / B)));
 const TINY = tinyQwen3NextConfig();
 
 /** One layer: its mixer's, the two norms' and its feed-forward's work over the step. */

@@ -12,6 +12,7 @@ import { QN_STATE_TOLERANCE, initQwen3NextParameters, qnConfigOf } from '../qwen
 import { QWEN3_NEXT_80B, tinyQwen3NextConfig, type Qwen3NextConfig } from '../qwen3-next-config.js';
 import { refQwen3NextModel } from '../qwen3-next-reference.js';
 import { buildQwen3NextStep, qwen3NextStepFor } from '../qwen3-next-step.js';
+import { decodeCtx } from '../../../common/decoder-layer.js';
 
 /**
  * HF's Qwen3NextModel: embed_tokens (L1/embedding), layers (L3/qwen3_next_decoder: gated DeltaNet and gated attention in
@@ -64,7 +65,6 @@ function modelCase(name: string, dtype: 'f32' | 'bf16', cfg: Qwen3NextConfig, pr
   const T = prefillLens.reduce((a, b) => a + b, 0) + decodeCtxLens.length;
   return { name, dtype, dims: { T, H: cfg.hiddenSize }, init: [cfg], options: { prefillLens, decodeCtxLens } };
 }
-const decodeCtx = (B: number, S: number) => Array.from({ length: B }, (_, i) => Math.max(1, Math.floor(((i + 1) * S) / B)));
 /** The 80B's widths with 4 layers (one full pattern: 3 DeltaNet, 1 attention): the whole model does not fit a task case. */
 const QN80_4L = { ...QWEN3_NEXT_80B, numHiddenLayers: 4, layerTypes: QWEN3_NEXT_80B.layerTypes.slice(0, 4), sparseLayers: QWEN3_NEXT_80B.sparseLayers.slice(0, 4) };
 
