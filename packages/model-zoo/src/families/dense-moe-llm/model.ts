@@ -9,6 +9,7 @@ import { SUPPORTED_MODEL_TYPES, parseLlamaConfig, type LlamaConfig } from './con
 import { FAMILY } from './family.js';
 import { checkLlamaTensorParallel } from './tensor-parallel.js';
 import { llamaWeightRules } from './weights.js';
+import { attentionGeometry } from '../../common/decoder-layer.js';
 
 export const llamaArchitecture: ModelArchitecture<LlamaConfig> = {
   name: 'llama',
@@ -19,13 +20,7 @@ export const llamaArchitecture: ModelArchitecture<LlamaConfig> = {
   parseConfig: parseLlamaConfig,
   dtype: (c) => c.dtype,
   geometry: (c) => ({
-    vocabSize: c.vocabSize,
-    maxPositionEmbeddings: c.maxPositionEmbeddings,
-    numHiddenLayers: c.numHiddenLayers,
-    numAttentionHeads: c.numAttentionHeads,
-    numKeyValueHeads: c.numKeyValueHeads,
-    headDim: c.headDim,
-    hiddenSize: c.hiddenSize,
+    ...attentionGeometry(c),
     intermediateSize: c.intermediateSize,
   }),
   build: (ctx, c) => ctx.registry.createIn<CausalLM>(ctx, 'L4/llama', c),

@@ -10,6 +10,7 @@ import type { ModelArchitecture } from '../../models/registry.js';
 import { FAMILY } from './family.js';
 import { parseQwen3NextConfig, type Qwen3NextConfig } from './qwen3-next-config.js';
 import { qwen3NextWeightRules } from './qwen3-next-weights.js';
+import { attentionGeometry } from '../../common/decoder-layer.js';
 
 /** The per-layer cache specs: attention for full_attention layers, the two states for linear_attention layers. */
 export function qwen3NextLayerCaches(c: Qwen3NextConfig) {
@@ -35,13 +36,7 @@ export const qwen3NextArchitecture: ModelArchitecture<Qwen3NextConfig> = {
   parseConfig: parseQwen3NextConfig,
   dtype: (c) => c.dtype,
   geometry: (c) => ({
-    vocabSize: c.vocabSize,
-    maxPositionEmbeddings: c.maxPositionEmbeddings,
-    numHiddenLayers: c.numHiddenLayers,
-    numAttentionHeads: c.numAttentionHeads,
-    numKeyValueHeads: c.numKeyValueHeads,
-    headDim: c.headDim,
-    hiddenSize: c.hiddenSize,
+    ...attentionGeometry(c),
     // the widest feed-forward activation a token has: its top-k experts and the shared expert, or the dense MLP
     intermediateSize: Math.max(c.moeIntermediateSize * c.numExpertsPerTok + c.sharedExpertIntermediateSize, c.sparseLayers.every(Boolean) ? 0 : c.intermediateSize, 2 * c.linearKeyDim + 2 * c.linearValueDim),
     layerCaches: qwen3NextLayerCaches(c),

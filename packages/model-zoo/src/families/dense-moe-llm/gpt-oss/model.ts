@@ -9,6 +9,7 @@ import type { ModelArchitecture } from '../../../models/registry.js';
 import { FAMILY } from '../family.js';
 import { parseGptOssConfig, type GptOssConfig } from './config.js';
 import { gptOssWeightRules } from './weights.js';
+import { attentionGeometry } from '../../../common/decoder-layer.js';
 
 export const gptOssArchitecture: ModelArchitecture<GptOssConfig> = {
   name: 'gpt_oss',
@@ -19,13 +20,7 @@ export const gptOssArchitecture: ModelArchitecture<GptOssConfig> = {
   parseConfig: (raw, file) => parseGptOssConfig(raw, file),
   dtype: (c) => c.dtype,
   geometry: (c) => ({
-    vocabSize: c.vocabSize,
-    maxPositionEmbeddings: c.maxPositionEmbeddings,
-    numHiddenLayers: c.numHiddenLayers,
-    numAttentionHeads: c.numAttentionHeads,
-    numKeyValueHeads: c.numKeyValueHeads,
-    headDim: c.headDim,
-    hiddenSize: c.hiddenSize,
+    ...attentionGeometry(c),
     // the widest feed-forward activation a token has: its top-k experts' gate_up
     intermediateSize: 2 * c.intermediateSize * c.numExpertsPerTok,
   }),

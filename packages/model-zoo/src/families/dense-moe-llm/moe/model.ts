@@ -8,6 +8,7 @@ import type { ModelArchitecture } from '../../../models/registry.js';
 import { FAMILY } from '../family.js';
 import { parseMoeConfig, type MoeConfig, type MoeModelType } from './config.js';
 import { moeWeightRules } from './weights.js';
+import { attentionGeometry } from '../../../common/decoder-layer.js';
 
 function moeArchitecture(modelType: MoeModelType, architecture: string, task: string): ModelArchitecture<MoeConfig> {
   return {
@@ -23,13 +24,7 @@ function moeArchitecture(modelType: MoeModelType, architecture: string, task: st
     },
     dtype: (c) => c.dtype,
     geometry: (c) => ({
-      vocabSize: c.vocabSize,
-      maxPositionEmbeddings: c.maxPositionEmbeddings,
-      numHiddenLayers: c.numHiddenLayers,
-      numAttentionHeads: c.numAttentionHeads,
-      numKeyValueHeads: c.numKeyValueHeads,
-      headDim: c.headDim,
-      hiddenSize: c.hiddenSize,
+      ...attentionGeometry(c),
       // the widest feed-forward activation a token has: its top-k experts'
       intermediateSize: Math.max(c.moeIntermediateSize * c.numExpertsPerTok, c.denseLayers.length ? c.intermediateSize : 0),
     }),
