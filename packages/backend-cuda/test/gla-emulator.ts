@@ -51,7 +51,7 @@ export class GlaRaceError extends Error {}
  * unset; and whether it was written. A write to an element another CTA touched, or a read of one another CTA wrote,
  * is a race whatever the order.
  */
-class StateAccess {
+export class StateAccess {
   private static readonly UNSET = -1;
   private static readonly SHARED = -2;
   private readonly arrays = new Map<Float64Array, { owner: Int32Array; written: Uint8Array }>();

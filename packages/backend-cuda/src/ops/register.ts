@@ -116,6 +116,6 @@ export function registerGeneratedKernels(table: OpKernelTable, runtime: () => Cu
     );
   }
   g.sdpa = registerAttentionKernels(table, g.cache); // scaled_dot_product_attention (attention/)
-  registerRecurrentKernels(table, g.cache, runtime); // fused_recurrent_gla, chunk_gla (recurrent/)
+  registerRecurrentKernels(table, g.cache, runtime); // fused_recurrent_gla, chunk_gla, fused_recurrent_gated_delta_rule, causal_conv1d(_update) (recurrent/)
   return g;
 }

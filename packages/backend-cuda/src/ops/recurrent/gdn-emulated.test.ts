@@ -1,0 +1,242 @@
+/**
+ * The gated-DeltaNet kernels' host path and index math without a GPU: each call goes through the op registry to
+ * GdnKernels on the fake device (its launch recorded with the packed arguments), then test/gdn-emulator.ts runs that
+ * launch — the recorded grid, the source's #defines, every pointer and stride as packed — over CPU copies of the
+ * tensors, and the result is held to the float64 CPU backend's op on the same values: the outputs, and the pool rows
+ * (rows no index names, padding's included, untouched bit for bit). Shapes cover grouped value heads, l2norm in the
+ * kernel or not, partial V tiles, K not a multiple of the row groups, odd V (scalar state access), permuted q, packed
+ * sequences with an empty one, -1 padding, i32 / i64 indices, Qwen3-Next-80B's heads; the conv's decode rows and
+ * packed prefills over a pool (a transposed x, state_len > W - 1, has_initial_state), its batch-row forms with
+ * initial / final states, and the race two sequences on one row are.
+ */
+import { CpuBackend } from '@fastkernels/backend-cpu';
+import { Tensor, callOp, opRoute, type DType, type OpArg } from '@fastkernels/core';
+import { describe, expect, it } from 'vitest';
+import { emulateConv, emulateGdn } from '../../../test/gdn-emulator.js';
+import { GlaRaceError, type EmuPtr } from '../../../test/gla-emulator.js';
+import { fake } from '../../../test/ops-fake.js';
+import { planGdn } from './gdn-plan.js';
+import { registerRecurrentKernels } from './register.js';
+
+const cpu = new CpuBackend();
+const numel = (s: readonly number[]) => s.reduce((a, b) => a * b, 1);
+const rnd = (n: number, seed: number, f: (x: number) => number = (x) => x) => Float64Array.from({ length: n }, (_, i) => f(Math.sin(seed * 12.9898 + i * 78.233) * 1.3));
+
+/** The whole storage of a CPU tensor as float64 (index 0 = storage element 0). */
+function hostData(t: Tensor): Float64Array {
+  const flat = new Tensor({ storage: t.storage, dtype: t.dtype, shape: [t.storage.byteLength / t.itemsize] });
+  const d = flat.toFloat64Array();
+  flat.dispose();
+  return d;
+}
+
+/** An operand: its CPU tensor (f64 values, any layout) and the dtype of its fake-device twin. */
+type Operand = [Tensor, DType] | null;
+
+/**
+ * Runs `op` on the CPU (want) and through the CUDA kernels on the fake device (one recorded launch, emulated), and
+ * compares every output; `pool` (an operand index) is compared after, rows in `named` to the CPU's, the others
+ * untouched. `expectRace`: two CTAs must race (the emulator throws) before anything is compared.
+ */
+function check(op: string, operands: Operand[], attrs: Record<string, unknown>, emulate: (launch: { source: string; grid: unknown; block: unknown; args: number[] }, ptr: (a: number) => EmuPtr | null) => void, pool?: { index: number; named: number[]; per: number }, expectRace = false): void {
+  const f = fake();
+  registerRecurrentKernels(f.backend.opKernels!, f.cache, f.runtime);
+  const mem = new Map<number, { data: Float64Array; itemsize: number; bytes: number }>();
+  const twin = (o: Operand): Tensor | null => {
+    if (!o) return null;
+    const [t, dtype] = o;
+    const base = Tensor.empty(f.backend, [t.storage.byteLength / t.itemsize], dtype);
+    const v = new Tensor({ storage: base.storage, dtype, shape: [...t.shape], strides: [...t.strides], offset: t.offset });
+    mem.set(base.storage.devicePtr!, { data: hostData(t), itemsize: base.itemsize, bytes: base.storage.byteLength });
+    return v;
+  };
+  const ins: OpArg[] = operands.map(twin);
+  const cpuIns = operands.map((o) => (o ? o[0] : null));
+  const poolBefore = pool ? hostData(cpuIns[pool.index]!) : null;
+  const want = expectRace ? [] : callOp(op, cpuIns, attrs); // after the twins copied the pool: it updates it in place
+  expect(opRoute(op, ins, attrs)).toEqual({ via: 'kernel' });
+  const got = callOp(op, ins, attrs);
+  for (const t of got) if (!mem.has(t.storage.devicePtr!)) mem.set(t.storage.devicePtr!, { data: new Float64Array(t.storage.byteLength / t.itemsize).fill(Number.NaN), itemsize: t.itemsize, bytes: t.storage.byteLength });
+  expect(f.cache.launches.length).toBe(1);
+  const l = f.cache.launches[0]!;
+  const ptr = (address: number): EmuPtr | null => {
+    if (address === 0) return null;
+    for (const [base, r] of mem) if (address >= base && address < base + Math.max(r.bytes, 1)) return { data: r.data, off: (address - base) / r.itemsize };
+    throw new Error(`address ${address} is in no tensor`);
+  };
+  emulate({ source: l.source, grid: l.grid, block: l.block, args: l.args as number[] }, ptr);
+  if (expectRace) throw new Error('two live sequences shared a pool row and the emulator did not report a race');
+  const close = (x: Float64Array, y: Float64Array, what: string) => {
+    expect(x.length, what).toBe(y.length);
+    const bad = y.findIndex((w, i) => !(Math.abs(x[i]! - w) < 1e-6 * (1 + Math.abs(w))));
+    expect(bad, bad < 0 ? what : `${what} [${bad}]: ${x[bad]} vs ${y[bad]}`).toBe(-1);
+  };
+  expect(got.length, 'outputs').toBe(want.length);
+  got.forEach((g, i) => close(mem.get(g.storage.devicePtr!)!.data.subarray(0, g.numel), want[i]!.toFloat64Array(), `output ${i}`));
+  if (pool) {
+    const p = ins[pool.index] as Tensor;
+    const after = mem.get(p.storage.devicePtr!)!.data;
+    close(after, hostData(cpuIns[pool.index]!), 'pool');
+    const rows = after.length / pool.per;
+    for (let sl = 0; sl < rows; sl++) {
+      if (pool.named.includes(sl)) continue;
+      const changed = after.subarray(sl * pool.per, (sl + 1) * pool.per).findIndex((x, i) => !Object.is(x, poolBefore![sl * pool.per + i]));
+      expect(changed, `pool row ${sl} untouched`).toBe(-1);
+    }
+  }
+}
+
+const def = (source: string, name: string) => Number(new RegExp(`#define ${name} (\\d+)`).exec(source)![1]);
+const f64 = (shape: number[], seed: number, f?: (x: number) => number) => Tensor.fromArray(cpu, rnd(numel(shape), seed, f), shape, 'f64');
+
+interface DeltaCase {
+  readonly B: number;
+  readonly T: number;
+  readonly H: number;
+  readonly HV: number;
+  readonly K: number;
+  readonly V: number;
+  readonly cu?: number[];
+  readonly idx?: number[];
+  readonly slots?: number;
+  readonly init?: boolean;
+  readonly final?: boolean;
+  readonly l2norm?: boolean;
+  readonly permuteQ?: boolean;
+  readonly scale?: number;
+  readonly idxDType?: DType;
+  readonly race?: boolean;
+}
+
+function checkDelta(c: DeltaCase): void {
+  const { B, T, H, HV, K, V } = c;
+  const N = c.cu ? c.cu.length - 1 : B;
+  const pooled = c.idx !== undefined;
+  const q = c.permuteQ ? f64([B, H, T, K], 1).permute([0, 2, 1, 3]) : f64([B, T, H, K], 1);
+  // |k| ~ 1 without the in-kernel l2norm (the delta rule's domain)
+  const k = c.l2norm ? f64([B, T, H, K], 2) : f64([B, T, H, K], 2, (x) => x / Math.sqrt(K));
+  const v = f64([B, T, HV, V], 3);
+  const g = f64([B, T, HV], 4, (x) => -Math.log1p(Math.exp(x)) / 2);
+  const beta = f64([B, T, HV], 5, (x) => 1 / (1 + Math.exp(-x)));
+  const sShape = pooled ? [c.slots!, HV, K, V] : [N, HV, K, V];
+  const s0 = pooled || c.init ? Tensor.fromArray(cpu, rnd(numel(sShape), 6, (x) => x / 2), sShape, 'f32') : null;
+  const cu = c.cu ? Tensor.fromArray(cpu, c.cu, [c.cu.length], 'i32') : null;
+  const idxDType = c.idxDType ?? 'i64';
+  const idx = c.idx ? Tensor.fromArray(cpu, c.idx, [c.idx.length], idxDType) : null;
+  const attrs = { scale: c.scale ?? null, output_final_state: !pooled && (c.final ?? true), use_qk_l2norm_in_kernel: c.l2norm ?? false };
+  check(
+    'fused_recurrent_gated_delta_rule',
+    [[q, 'bf16'], [k, 'bf16'], [v, 'bf16'], [g, 'f32'], [beta, 'bf16'], s0 && [s0, 'f32'], cu && [cu, 'i32'], idx && [idx, idxDType]],
+    attrs,
+    (l, ptr) => {
+      const a = l.args;
+      const plan = planGdn({ N, HV, K, V }, def(l.source, 'FK_VEC'), 132);
+      expect([def(l.source, 'FK_K'), def(l.source, 'FK_BV'), def(l.source, 'FK_THREADS'), def(l.source, 'FK_L2')]).toEqual([K, plan.bv, plan.threads, c.l2norm ? 1 : 0]);
+      expect(l.grid).toEqual(plan.grid);
+      expect(l.block).toBe(plan.threads);
+      emulateGdn(plan, {
+        T: a[27]!, HV: a[28]!, V: a[29]!, R: a[30]!, scale: a[31]!, K, l2norm: def(l.source, 'FK_L2') === 1,
+        o: ptr(a[0]!)!, q: ptr(a[1]!)!, k: ptr(a[2]!)!, v: ptr(a[3]!)!, g: ptr(a[4]!)!, beta: ptr(a[5]!)!,
+        qs: a.slice(6, 9), ks: a.slice(9, 12), vs: a.slice(12, 15), gs: a.slice(15, 18), bs: a.slice(18, 21),
+        sIn: ptr(a[21]!), sInStride: a[22]!, sOut: ptr(a[23]!), sOutStride: a[24]!, cu: ptr(a[25]!), idx: ptr(a[26]!),
+      });
+    },
+    pooled ? { index: 5, named: c.idx!.filter((s) => s >= 0), per: HV * K * V } : undefined,
+    c.race,
+  );
+}
+
+interface ConvCase {
+  /** causal_conv1d: x [B, D, L] (packed when cu), its pool / initial state; causal_conv1d_update: decode rows. */
+  readonly op: 'causal_conv1d' | 'causal_conv1d_update';
+  readonly B: number;
+  readonly D: number;
+  readonly L: number;
+  readonly W: number;
+  readonly cu?: number[];
+  readonly idx?: number[];
+  readonly slots?: number;
+  /** State columns (the pool's or the update's state). */
+  readonly S?: number;
+  readonly his?: number[];
+  readonly init?: boolean;
+  readonly final?: boolean;
+  readonly bias?: boolean;
+  readonly silu?: boolean;
+  /** x stored [B, L, D] and seen transposed (the engine's view). */
+  readonly transposed?: boolean;
+  /** causal_conv1d_update's x as [B, D] (L 1). */
+  readonly rank2?: boolean;
+  readonly race?: boolean;
+}
+
+function checkConv(c: ConvCase): void {
+  const { B, D, L, W } = c;
+  const pooled = c.idx !== undefined;
+  const S = c.S ?? W - 1;
+  const x = c.rank2 ? f64([B, D], 1) : c.transposed ? f64([B, L, D], 1).transpose(1, 2) : f64([B, D, L], 1);
+  const w = f64([D, W], 2, (v) => v / 2);
+  const bias = c.bias ? f64([D], 3) : null;
+  const stShape = pooled ? [c.slots!, D, S] : [B, D, S];
+  const st = pooled || c.init || c.op === 'causal_conv1d_update' ? Tensor.fromArray(cpu, rnd(numel(stShape), 4), stShape, 'f32') : null;
+  const cu = c.cu ? Tensor.fromArray(cpu, c.cu, [c.cu.length], 'i64') : null;
+  const idx = c.idx ? Tensor.fromArray(cpu, c.idx, [c.idx.length], 'i32') : null;
+  const his = c.his ? Tensor.fromArray(cpu, c.his, [c.his.length], 'bool') : null;
+  const activation = c.silu === false ? null : 'silu';
+  const operands: Operand[] =
+    c.op === 'causal_conv1d'
+      ? [[x, 'bf16'], [w, 'bf16'], bias && [bias, 'bf16'], st && [st, 'f32'], cu && [cu, 'i64'], idx && [idx, 'i32'], his && [his, 'bool']]
+      : [[x, 'bf16'], [st!, 'f32'], [w, 'bf16'], bias && [bias, 'bf16'], idx && [idx, 'i32']];
+  const attrs = c.op === 'causal_conv1d' ? { activation, return_final_states: !pooled && (c.final ?? true) } : { activation };
+  check(
+    c.op,
+    operands,
+    attrs,
+    (l, ptr) => {
+      const a = l.args;
+      emulateConv({
+        W: def(l.source, 'FK_W'), ct: def(l.source, 'FK_CT'), tg: def(l.source, 'FK_TG'), silu: def(l.source, 'FK_SILU') === 1,
+        grid: l.grid as number[], block: l.block as number,
+        out: ptr(a[0]!)!, x: ptr(a[1]!)!, w: ptr(a[2]!)!, bias: ptr(a[3]!), xs: a.slice(4, 7),
+        sIn: ptr(a[7]!), sIns: a.slice(8, 11), sOut: ptr(a[11]!), sOuts: a.slice(12, 15),
+        cu: ptr(a[15]!), idx: ptr(a[16]!), his: ptr(a[17]!), L: a[18]!, D: a[19]!, S: a[20]!,
+      });
+      expect(def(l.source, 'FK_W')).toBe(W);
+    },
+    pooled ? { index: c.op === 'causal_conv1d' ? 3 : 1, named: c.idx!.filter((s) => s >= 0), per: D * S } : undefined,
+    c.race,
+  );
+}
+
+describe('gated delta rule kernel: the recorded launch emulated on the host vs the float64 CPU op', () => {
+  it('batch rows, grouped value heads (HV 4 over H 2), initial and final state, l2norm, a partial V tile', () => checkDelta({ B: 3, T: 5, H: 2, HV: 4, K: 8, V: 12, init: true, l2norm: true }));
+  it('K 40 (not a multiple of the row groups), V 10 (2-float access), permuted q, scale 0.3, no l2norm', () => checkDelta({ B: 2, T: 7, H: 1, HV: 2, K: 40, V: 10, permuteQ: true, scale: 0.3 }));
+  it('V 7 (scalar access), no initial state, no final state', () => checkDelta({ B: 1, T: 6, H: 2, HV: 2, K: 16, V: 7, final: false, l2norm: true }));
+  it('packed sequences (one empty) over a pool with a -1 padding row, i32 indices', () =>
+    checkDelta({ B: 1, T: 14, H: 2, HV: 4, K: 24, V: 16, cu: [0, 5, 5, 11, 14], idx: [5, 0, -1, 2], slots: 6, l2norm: true, idxDType: 'i32' }));
+  it('decode rows over a pool, i64 indices', () => checkDelta({ B: 5, T: 1, H: 1, HV: 3, K: 32, V: 64, idx: [4, -1, 0, 2, 1], slots: 6, l2norm: true }));
+  it("Qwen3-Next-80B's head dims (K 128, V 128, HV / H = 2): decode rows over a pool", { timeout: 120_000 }, () =>
+    checkDelta({ B: 3, T: 1, H: 1, HV: 2, K: 128, V: 128, idx: [2, -1, 0], slots: 4, l2norm: true, idxDType: 'i32' }));
+  it('two sequences on one pool row are a race between their CTAs', () => {
+    expect(() => checkDelta({ B: 3, T: 1, H: 1, HV: 1, K: 8, V: 16, idx: [1, -1, 1], slots: 2, race: true })).toThrow(GlaRaceError);
+  });
+});
+
+describe('causal conv kernel: the recorded launch emulated on the host vs the float64 CPU op', () => {
+  it('causal_conv1d: packed prefills (one empty, one shorter than the width) over a pool, a transposed x, padding, has_initial_state', () =>
+    checkConv({ op: 'causal_conv1d', B: 1, D: 40, L: 19, W: 4, cu: [0, 7, 7, 9, 19], idx: [3, 0, -1, 5], slots: 6, his: [1, 1, 1, 0], transposed: true, bias: true }));
+  it('causal_conv1d: decode rows over a pool (L 1, the batch rows the sequences), no bias, no activation', () =>
+    checkConv({ op: 'causal_conv1d', B: 4, D: 130, L: 1, W: 4, idx: [2, -1, 0, 4], slots: 5, silu: false }));
+  it('causal_conv1d: batch rows with initial and final states; without states; width 1', () => {
+    checkConv({ op: 'causal_conv1d', B: 2, D: 33, L: 11, W: 4, init: true, bias: true });
+    checkConv({ op: 'causal_conv1d', B: 2, D: 9, L: 3, W: 3, final: false });
+    checkConv({ op: 'causal_conv1d', B: 1, D: 5, L: 4, W: 1 });
+  });
+  it('causal_conv1d_update: decode rows over a pool with state_len 5 > W - 1, [B, D] x; a new state out without a pool', () => {
+    checkConv({ op: 'causal_conv1d_update', B: 4, D: 20, L: 1, W: 4, S: 5, idx: [1, 3, -1, 0], slots: 4, rank2: true, bias: true });
+    checkConv({ op: 'causal_conv1d_update', B: 2, D: 20, L: 3, W: 4, S: 6, bias: true });
+  });
+  it('two sequences on one pool row are a race between their CTAs', () => {
+    expect(() => checkConv({ op: 'causal_conv1d_update', B: 2, D: 8, L: 1, W: 4, idx: [1, 1], slots: 2, rank2: true, race: true })).toThrow(GlaRaceError);
+  });
+});

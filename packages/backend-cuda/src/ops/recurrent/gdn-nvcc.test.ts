@@ -1,0 +1,52 @@
+/**
+ * Every gated-DeltaNet kernel variant the plans produce compiles with nvcc for sm_90a (what NVRTC builds at run time)
+ * with no register spills. The delta rule: the three float dtypes at Qwen3-Next-80B's heads (HV 32, K 128, V 128) at
+ * decode batch 1 and 256, with and without the in-kernel l2norm, f32 gates under bf16 inputs, i32 / i64 indices, the
+ * largest K taken (1024), odd V (2-float and scalar state access). The conv: decode (128 channels a thread each) and
+ * prefill (32 x 8) plans, every dtype, widths 1, 4 and 16, an f32 state pool under bf16 x, has_initial_state dtypes.
+ * Skipped, saying so, without nvcc.
+ */
+import { compileSuite } from '../../../test/nvcc-compile.js';
+import { planConv, planGdn, type GdnShape } from './gdn-plan.js';
+import { convSource, gdnSource, type ConvHasInitDType, type GdnDType, type GdnIndexDType } from './gdn-source.js';
+
+const shapes: [string, GdnShape, number][] = [
+  ['qwen3-next heads, 1 sequence', { N: 1, HV: 32, K: 128, V: 128 }, 4],
+  ['qwen3-next heads, 256 sequences', { N: 256, HV: 32, K: 128, V: 128 }, 4],
+  ['K 1024', { N: 2, HV: 2, K: 1024, V: 64 }, 4],
+  ['V 10 (2-float access)', { N: 2, HV: 1, K: 40, V: 10 }, 4],
+  ['V 12 unaligned state (scalar access)', { N: 3, HV: 2, K: 8, V: 12 }, 1],
+];
+
+const cases: [string, () => ReturnType<typeof gdnSource>][] = [];
+for (const [label, shape, maxVec] of shapes) {
+  const dtypes: GdnDType[] = label.startsWith('qwen3-next') ? ['bf16', 'f16', 'f32'] : ['bf16'];
+  for (const dtype of dtypes) {
+    for (const l2norm of label.startsWith('qwen3-next') ? [true, false] : [true]) {
+      const idx: GdnIndexDType = dtype === 'f16' ? 'i64' : 'i32';
+      const gDType: GdnDType = dtype === 'bf16' && !l2norm ? 'f32' : dtype;
+      const p = planGdn(shape, maxVec, 132);
+      cases.push([
+        `gated delta rule ${label} ${dtype} (g ${gDType}${l2norm ? ', l2norm' : ''}; BV ${p.bv} x${p.vec}, ${p.threads} threads, ${idx} indices)`,
+        () => gdnSource({ dtype, gDType, betaDType: dtype, cuDType: idx, idxDType: idx, K: shape.K, bv: p.bv, vec: p.vec, threads: p.threads, l2norm }),
+      ]);
+    }
+  }
+}
+const convCases: [string, number, GdnDType, GdnDType, ConvHasInitDType, number][] = [
+  ['decode', 1, 'bf16', 'f32', 'bool', 4],
+  ['decode', 1, 'f16', 'f16', 'bool', 4],
+  ['prefill', 256, 'bf16', 'f32', 'bool', 4],
+  ['prefill', 256, 'f32', 'f32', 'i32', 4],
+  ['prefill', 256, 'f16', 'bf16', 'i64', 16],
+  ['decode', 1, 'bf16', 'bf16', 'u8', 1],
+];
+for (const [label, tokens, dtype, sDType, his, W] of convCases) {
+  const p = planConv(64, 8192, tokens);
+  cases.push([
+    `causal conv ${label} ${dtype} (state ${sDType}, has_initial_state ${his}, width ${W}; ${p.ct} x ${p.tg} threads)`,
+    () => convSource({ dtype, wDType: dtype, sInDType: sDType, sOutDType: sDType, cuDType: 'i32', idxDType: 'i32', hisDType: his, W, ct: p.ct, tg: p.tg, silu: true }),
+  ]);
+}
+
+compileSuite('gated DeltaNet kernels (src/ops/recurrent/gdn-source.ts)', cases);

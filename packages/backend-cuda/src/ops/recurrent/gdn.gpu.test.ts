@@ -1,0 +1,250 @@
+/**
+ * Qwen3-Next's gated-DeltaNet ops on CUDA (gdn-source.ts) vs the float64 CPU backend through the op registry (CUDA must
+ * take its kernel, or for chunk_gated_delta_rule its decomposition into the recurrent kernel):
+ * fused_recurrent_gated_delta_rule with batch rows and states, grouped value heads, the in-kernel l2norm on and off,
+ * packed sequences (one empty) over a state pool with -1 padding (pool rows compared after, untouched ones bit for bit),
+ * decode batches 1 / 7 / 64 at Qwen3-Next-80B's head dims (each live row its own slot: test/gla-cases.ts), i32 and i64
+ * indices, bf16 / f16 / f32 inputs (f32 gates under bf16); causal_conv1d packed prefills over a conv pool (a transposed
+ * x as the engine passes it, has_initial_state) and with batch-row states, causal_conv1d_update decode rows over the
+ * pool (state_len > W - 1); and a decode step of both (conv update, then the delta rule) captured in a CUDA graph,
+ * replayed for other pool rows.
+ *
+ * The GPU host runs this under a time limit and the float64 CPU op is the slow half: the production-shape cases take the
+ * fewest heads that keep the plan (gdn-plan.ts) of the full shape.
+ */
+import { F, Tensor, callOp, opRoute, type DType } from '@fastkernels/core';
+import { describe, expect, it } from 'vitest';
+import { G, cpu, expectClose, gpu, releasing, tolOf, toGpu } from '../../../test/spine-helpers.js';
+import { rand } from '../../../test/ops-helpers.js';
+import { GLA_DECODE_BATCHES, glaDecodeSlots } from '../../../test/gla-cases.js';
+import { planGdn, type GdnShape } from './gdn-plan.js';
+
+const GT = { ...G, timeout: 600_000 };
+/** Qwen3-Next-80B's gated DeltaNet heads: 32 value heads over 16 q / k heads, K = V = 128. */
+const QN = { H: 16, HV: 32, K: 128, V: 128 } as const;
+const sms = () => gpu().runtime.properties().multiprocessors;
+
+/** Gated DeltaNet's gates: g = -softplus(x) / 2 (log decay), beta = sigmoid(x), rounded to dtype. */
+function gate(shape: number[], dtype: DType, seed: number, kind: 'g' | 'beta'): Tensor {
+  const x = rand(shape, 'f64', seed);
+  const d = x.toFloat64Array().map((z) => (kind === 'g' ? -Math.log1p(Math.exp(z)) / 2 : 1 / (1 + Math.exp(-z))));
+  x.dispose();
+  return Tensor.fromArray(cpu(), d, shape, dtype);
+}
+
+interface DeltaCase {
+  readonly op?: 'fused_recurrent_gated_delta_rule' | 'chunk_gated_delta_rule';
+  readonly dtype: DType;
+  readonly gDType?: DType;
+  readonly B: number;
+  readonly T: number;
+  readonly H: number;
+  readonly HV: number;
+  readonly K: number;
+  readonly V: number;
+  readonly cu?: number[];
+  readonly idx?: number[];
+  readonly slots?: number;
+  readonly idxDType?: DType;
+  readonly init?: boolean;
+  readonly final?: boolean;
+  readonly l2norm?: boolean;
+  readonly scale?: number;
+}
+
+function checkDelta(label: string, c: DeltaCase): void {
+  releasing((keep) => {
+    const op = c.op ?? 'fused_recurrent_gated_delta_rule';
+    const N = c.cu ? c.cu.length - 1 : c.B;
+    const { B, T, H, HV, K, V, dtype } = c;
+    const pooled = c.idx !== undefined;
+    const live = (c.idx ?? []).filter((s) => s >= 0);
+    expect(new Set(live).size, `${label}: every live row its own pool slot`).toBe(live.length);
+    const l2 = c.l2norm ?? true;
+    // without the in-kernel l2norm, q and k come normalised (the delta rule's domain)
+    const qk = (seed: number) => {
+      const x = keep(rand([B, T, H, K], dtype, seed));
+      return l2 ? x : keep(F.l2Norm(x));
+    };
+    const q = qk(1);
+    const k = qk(2);
+    const v = keep(rand([B, T, HV, V], dtype, 3));
+    const g = keep(gate([B, T, HV], c.gDType ?? dtype, 4, 'g'));
+    const beta = keep(gate([B, T, HV], dtype, 5, 'beta'));
+    const s0 = pooled || c.init ? keep(rand(pooled ? [c.slots!, HV, K, V] : [N, HV, K, V], 'f32', 6, { scale: 0.5 })) : null;
+    const cu = c.cu ? keep(Tensor.fromArray(cpu(), c.cu, [c.cu.length], 'i32')) : null;
+    const idx = c.idx ? keep(Tensor.fromArray(cpu(), c.idx, [c.idx.length], c.idxDType ?? 'i32')) : null;
+    const attrs = { scale: c.scale ?? null, output_final_state: !pooled && (c.final ?? true), use_qk_l2norm_in_kernel: l2 };
+    const gIn = [q, k, v, g, beta, s0, cu, idx].map((t) => (t ? keep(toGpu(t)) : null));
+    expect(opRoute(op, gIn, attrs), `${label}: route`).toEqual({ via: op === 'chunk_gated_delta_rule' ? 'decomposition' : 'kernel' });
+    const poolBefore = s0 ? s0.toFloat64Array() : null;
+    const want = keep(callOp(op, [q, k, v, g, beta, s0, cu, idx], attrs));
+    const got = keep(callOp(op, gIn, attrs));
+    expect(got.length).toBe(want.length);
+    expectClose(got[0]!, want[0]!, tolOf(dtype), `${label}: o`);
+    if (attrs.output_final_state) expectClose(got[1]!, want[1]!, tolOf('f32'), `${label}: final state`);
+    if (pooled) {
+      const after = gIn[5]!.toFloat64Array();
+      const wantPool = s0!.toFloat64Array();
+      const per = HV * K * V;
+      for (let sl = 0; sl < c.slots!; sl++) {
+        const a = after.subarray(sl * per, (sl + 1) * per);
+        if (!c.idx!.includes(sl)) {
+          expect(a.every((x, i) => x === poolBefore![sl * per + i]), `${label}: pool slot ${sl} untouched`).toBe(true);
+          continue;
+        }
+        const row = (d: Float64Array) => Tensor.fromArray(cpu(), d, [per], 'f32');
+        expectClose(keep(row(a)), keep(row(wantPool.subarray(sl * per, (sl + 1) * per))), tolOf('f32'), `${label}: pool slot ${sl}`);
+      }
+    }
+  });
+}
+
+interface ConvCase {
+  readonly op: 'causal_conv1d' | 'causal_conv1d_update';
+  readonly dtype: DType;
+  readonly B: number;
+  readonly D: number;
+  readonly L: number;
+  readonly W: number;
+  readonly cu?: number[];
+  readonly idx?: number[];
+  readonly slots?: number;
+  readonly S?: number;
+  readonly his?: number[];
+  readonly init?: boolean;
+  readonly bias?: boolean;
+  readonly transposed?: boolean;
+  readonly idxDType?: DType;
+}
+
+function checkConv(label: string, c: ConvCase): void {
+  releasing((keep) => {
+    const { B, D, L, W, dtype } = c;
+    const pooled = c.idx !== undefined;
+    const S = c.S ?? W - 1;
+    const x = c.transposed ? keep(keep(rand([B, L, D], dtype, 1)).transpose(1, 2)) : keep(rand([B, D, L], dtype, 1));
+    const w = keep(rand([D, W], dtype, 2, { scale: 0.5 }));
+    const bias = c.bias ? keep(rand([D], dtype, 3)) : null;
+    const st = pooled || c.init || c.op === 'causal_conv1d_update' ? keep(rand(pooled ? [c.slots!, D, S] : [B, D, S], pooled ? 'f32' : dtype, 4)) : null;
+    const cu = c.cu ? keep(Tensor.fromArray(cpu(), c.cu, [c.cu.length], c.idxDType ?? 'i32')) : null;
+    const idx = c.idx ? keep(Tensor.fromArray(cpu(), c.idx, [c.idx.length], c.idxDType ?? 'i32')) : null;
+    const his = c.his ? keep(Tensor.fromArray(cpu(), c.his, [c.his.length], 'bool')) : null;
+    const ins = c.op === 'causal_conv1d' ? [x, w, bias, st, cu, idx, his] : [x, st, w, bias, idx];
+    const stIdx = c.op === 'causal_conv1d' ? 3 : 1;
+    const attrs = c.op === 'causal_conv1d' ? { activation: 'silu', return_final_states: !pooled } : { activation: 'silu' };
+    const gIn = ins.map((t) => (t ? keep(toGpu(t)) : null));
+    expect(opRoute(c.op, gIn, attrs), `${label}: route`).toEqual({ via: 'kernel' });
+    const poolBefore = st ? st.toFloat64Array() : null;
+    const want = keep(callOp(c.op, ins, attrs));
+    const got = keep(callOp(c.op, gIn, attrs));
+    expect(got.length).toBe(want.length);
+    expectClose(got[0]!, want[0]!, tolOf(dtype), `${label}: out`);
+    if (got[1]) expectClose(got[1], want[1]!, tolOf(want[1]!.dtype), `${label}: state`);
+    if (pooled) {
+      const after = gIn[stIdx]!.toFloat64Array();
+      const wantPool = st!.toFloat64Array();
+      const per = D * S;
+      for (let sl = 0; sl < c.slots!; sl++) {
+        const a = after.subarray(sl * per, (sl + 1) * per);
+        const ref = c.idx!.includes(sl) ? wantPool : poolBefore!;
+        // the pool is f32 and the new rows are x's values or old rows: exact
+        expect(a.every((v, i) => v === ref[sl * per + i]), `${label}: pool row ${sl}`).toBe(true);
+      }
+    }
+  });
+}
+
+function samePlan(full: GdnShape, cut: GdnShape): void {
+  const tile = (s: GdnShape) => ({ ...planGdn(s, 4, sms()), grid: null });
+  expect(tile(cut), `${JSON.stringify(cut)} plans as ${JSON.stringify(full)}`).toEqual(tile(full));
+}
+
+describe('gated DeltaNet kernels vs the float64 CPU backend', () => {
+  it('fused_recurrent_gated_delta_rule: batch rows, grouped value heads, states in and out, l2norm on and off, every dtype', GT, () => {
+    for (const dtype of ['bf16', 'f16', 'f32'] as DType[]) {
+      checkDelta(`${dtype} B 2 T 37 H 2 HV 4 K 16 V 12`, { dtype, B: 2, T: 37, H: 2, HV: 4, K: 16, V: 12, init: true });
+      checkDelta(`${dtype} B 3 T 5 K 40 V 10 scale 0.3, prenormed q / k, no state`, { dtype, B: 3, T: 5, H: 1, HV: 3, K: 40, V: 10, scale: 0.3, l2norm: false, final: false });
+    }
+    checkDelta('bf16 with f32 gates', { dtype: 'bf16', gDType: 'f32', B: 2, T: 9, H: 2, HV: 2, K: 32, V: 32, init: true });
+  });
+
+  it('packed sequences (one empty) over a pool with -1 padding, i32 and i64 indices; chunk_gated_delta_rule the same', GT, () => {
+    for (const idxDType of ['i32', 'i64'] as DType[]) {
+      for (const op of ['fused_recurrent_gated_delta_rule', 'chunk_gated_delta_rule'] as const) {
+        checkDelta(`${op} varlen ${idxDType}`, { op, dtype: 'bf16', B: 1, T: 90, H: 2, HV: 4, K: 32, V: 48, cu: [0, 17, 17, 70, 90], idx: [5, 0, -1, 2], slots: 6, idxDType });
+      }
+    }
+  });
+
+  it('Qwen3-Next-80B decode at batch 1, 7 and 64 over a pool (a -1 row in each batch past 1, distinct slots)', GT, () => {
+    for (const D of GLA_DECODE_BATCHES) {
+      // bs 64 on 4 value heads: the full shape's tile (BV 64) over an 8x smaller pool for the CPU to fill and hold
+      const heads = D === 64 ? { H: 2, HV: 4, K: QN.K, V: QN.V } : QN;
+      samePlan({ N: D, HV: QN.HV, K: QN.K, V: QN.V }, { N: D, HV: heads.HV, K: QN.K, V: QN.V });
+      checkDelta(`decode bs ${D}`, { dtype: 'bf16', B: D, T: 1, ...heads, ...glaDecodeSlots(D) });
+    }
+  });
+
+  it('causal_conv1d: packed prefills over a conv pool (transposed x, has_initial_state, padding), batch rows with states, every dtype', GT, () => {
+    for (const dtype of ['bf16', 'f16', 'f32'] as DType[]) {
+      checkConv(`${dtype} varlen pool`, { op: 'causal_conv1d', dtype, B: 1, D: 300, L: 70, W: 4, cu: [0, 2, 2, 50, 70], idx: [3, 0, -1, 5], slots: 6, his: [1, 1, 1, 0], transposed: true });
+      checkConv(`${dtype} batch rows, states`, { op: 'causal_conv1d', dtype, B: 2, D: 96, L: 33, W: 4, init: true, bias: true });
+    }
+    checkConv('i64 offsets and indices', { op: 'causal_conv1d', dtype: 'bf16', B: 1, D: 64, L: 9, W: 4, cu: [0, 4, 9], idx: [1, 0], slots: 2, idxDType: 'i64' });
+  });
+
+  it('causal_conv1d_update: decode rows over the conv pool (state_len 5 > W - 1), i32 / i64 indices; a new state without a pool', GT, () => {
+    for (const idxDType of ['i32', 'i64'] as DType[]) {
+      checkConv(`update ${idxDType}`, { op: 'causal_conv1d_update', dtype: 'bf16', B: 7, D: 8192, L: 1, W: 4, S: 5, ...glaDecodeSlots(7), idxDType, bias: true });
+    }
+    checkConv('update without a pool', { op: 'causal_conv1d_update', dtype: 'f32', B: 3, D: 200, L: 2, W: 4, S: 3 });
+  });
+
+  it('a decode step (conv update, then the delta rule) captured in a CUDA graph updates the pool rows the index tensor names at each replay', GT, () => {
+    releasing((keep) => {
+      const D = 4;
+      const slots = 8;
+      const [Cd, W, H, HV, K, V] = [256, 4, 1, 2, 128, 128];
+      const convIn = [rand([D, Cd], 'bf16', 7), rand([Cd, W], 'bf16', 8, { scale: 0.5 })].map(keep);
+      const cpuIn = [rand([D, 1, H, K], 'bf16', 1), rand([D, 1, H, K], 'bf16', 2), rand([D, 1, HV, V], 'bf16', 3), gate([D, 1, HV], 'bf16', 4, 'g'), gate([D, 1, HV], 'bf16', 5, 'beta')].map(keep);
+      const convPool = keep(rand([slots, Cd, W - 1], 'f32', 9));
+      const pool = keep(rand([slots, HV, K, V], 'f32', 6, { scale: 0.5 }));
+      const gConv = convIn.map((t) => keep(toGpu(t)));
+      const gIn = cpuIn.map((t) => keep(toGpu(t)));
+      const [gConvPool, gPool] = [keep(toGpu(convPool)), keep(toGpu(pool))];
+      const gIdx = keep(Tensor.zeros(gpu(), [D], 'i32'));
+      const setIdx = (vals: number[]) => gpu().write(gIdx.storage, 0, new Uint8Array(Int32Array.from(vals).buffer));
+      const attrs = { use_qk_l2norm_in_kernel: true };
+      const step = () => [
+        callOp('causal_conv1d_update', [gConv[0]!, gConvPool, gConv[1]!, null, gIdx], { activation: 'silu' })[0]!,
+        callOp('fused_recurrent_gated_delta_rule', [...gIn, gPool, null, gIdx], attrs)[0]!,
+      ];
+      const cpuStep = (vals: number[]) => {
+        const i = keep(Tensor.fromArray(cpu(), vals, [D], 'i32'));
+        return [keep(callOp('causal_conv1d_update', [convIn[0]!, convPool, convIn[1]!, null, i], { activation: 'silu' })[0]!), keep(callOp('fused_recurrent_gated_delta_rule', [...cpuIn, pool, null, i], attrs)[0]!)];
+      };
+      setIdx([0, 1, 2, 3]);
+      keep(step()); // compiles the kernels outside the capture; pool rows 0-3 advance once
+      cpuStep([0, 1, 2, 3]);
+      let out: Tensor[] = [];
+      const graph = gpu().runtime.capture(() => {
+        out = step();
+      }, { poolBytes: 16 << 20 });
+      try {
+        for (const vals of [[7, -1, 5, 0], [3, 6, -1, 4]]) {
+          setIdx(vals);
+          graph.replay();
+          const [wantConv, wantO] = cpuStep(vals);
+          expectClose(out[0]!, wantConv!, tolOf('bf16'), `graph replay ${vals}: conv out`);
+          expectClose(out[1]!, wantO!, tolOf('bf16'), `graph replay ${vals}: o`);
+          expectClose(gConvPool, convPool, tolOf('f32'), `graph replay ${vals}: conv pool`);
+          expectClose(gPool, pool, tolOf('f32'), `graph replay ${vals}: recurrent pool`);
+        }
+      } finally {
+        for (const t of out) t.dispose();
+        graph.destroy();
+      }
+    });
+  });
+});

@@ -1,0 +1,277 @@
+/**
+ * A host model of the gated-DeltaNet kernels (src/ops/recurrent/gdn-source.ts) for the CPU tests, in the manner of
+ * gla-emulator.ts: every CTA of the launch's grid and every thread of it, with the kernels' index math (sequence ranges
+ * from cu_seqlens / query_start_loc, pool rows and padding, has_initial_state, the (ct, rg) ownership of the delta
+ * rule's state slice, the xor-shuffle and per-warp reductions, the conv's token groups, its barrier and in-place state
+ * shift) phase by phase between the barriers, in float64. CTAs run one after another here and at once on the GPU: every
+ * state element is tracked by the CTAs that touch it (StateAccess), and two CTAs touching one with a write throw
+ * GlaRaceError (two sequences on one pool row).
+ */
+import type { GlaPlan } from '../src/ops/recurrent/gla-plan.js';
+import { StateAccess, type EmuPtr } from './gla-emulator.js';
+
+export interface GdnEmuInputs {
+  readonly T: number;
+  readonly HV: number;
+  readonly R: number;
+  readonly K: number;
+  readonly V: number;
+  readonly l2norm: boolean;
+  readonly scale: number;
+  readonly o: EmuPtr;
+  readonly q: EmuPtr;
+  readonly k: EmuPtr;
+  readonly v: EmuPtr;
+  readonly g: EmuPtr;
+  readonly beta: EmuPtr;
+  /** Element strides (batch, token, head) as the kernel gets them. */
+  readonly qs: readonly number[];
+  readonly ks: readonly number[];
+  readonly vs: readonly number[];
+  readonly gs: readonly number[];
+  readonly bs: readonly number[];
+  readonly sIn: EmuPtr | null;
+  readonly sInStride: number;
+  readonly sOut: EmuPtr | null;
+  readonly sOutStride: number;
+  readonly cu: EmuPtr | null;
+  readonly idx: EmuPtr | null;
+}
+
+const rd = (p: EmuPtr, i: number) => p.data[p.off + i]!;
+
+/** Runs fk_gdn_recurrent's grid over x: o and sOut are written in place. Throws GlaRaceError where CTAs race. */
+export function emulateGdn(p: GlaPlan, x: GdnEmuInputs): void {
+  const [gx, gy, gz] = p.grid;
+  const access = new StateAccess((id) => `(x ${id % gx}, value head ${Math.floor(id / gx) % gy}, seq ${Math.floor(id / (gx * gy))})`);
+  for (let n = 0; n < gz; n++) for (let hv = 0; hv < gy; hv++) for (let bx = 0; bx < gx; bx++) gdnCta(p, x, bx, hv, n, access, bx + gx * (hv + gy * n));
+}
+
+function gdnCta(p: GlaPlan, x: GdnEmuInputs, bx: number, hv: number, n: number, access: StateAccess, id: number): void {
+  const { K, V, HV } = x;
+  const { bv: BV, vec: VEC, threads: TH } = p;
+  const CT = BV / VEC;
+  const RG = TH / CT;
+  const RK = Math.ceil(K / RG);
+  const WARPS = TH / 32;
+  const c0 = bx * BV;
+  const h = Math.floor(hv / x.R);
+  let br: number, t0: number, t1: number;
+  if (x.cu) [br, t0, t1] = [0, rd(x.cu, n), rd(x.cu, n + 1)];
+  else [br, t0, t1] = [n, 0, x.T];
+  let slot = n;
+  let doRead = x.sIn !== null;
+  let doWrite = x.sOut !== null;
+  if (x.idx) {
+    slot = rd(x.idx, n);
+    if (slot < 0) doRead = doWrite = false;
+  }
+  const head = hv * K * V;
+  const ctOf = (tid: number) => tid % CT;
+  const rgOf = (tid: number) => Math.floor(tid / CT);
+  const j0Of = (tid: number) => c0 + ctOf(tid) * VEC;
+  const s = Array.from({ length: TH }, (_, tid) => {
+    const st = Array.from({ length: RK }, () => new Float64Array(VEC));
+    for (let r = 0; r < RK; r++) {
+      const i = rgOf(tid) + r * RG;
+      if (doRead && j0Of(tid) < V && i < K) {
+        for (let e = 0; e < VEC; e++) {
+          const at = x.sIn!.off + slot * x.sInStride + head + i * V + j0Of(tid) + e;
+          access.read(x.sIn!.data, at, id);
+          st[r]![e] = x.sIn!.data[at]!;
+        }
+      }
+    }
+    return st;
+  });
+  const at = (a: EmuPtr, st: readonly number[], t: number, hh: number, i: number) => rd(a, br * st[0]! + t * st[1]! + hh * st[2]! + i);
+  /** The kernel's xor-shuffle sum over offsets CT..16 of per-thread values (vals[tid][m]), in place. */
+  const shuffleSum = (vals: Float64Array[]) => {
+    for (let off = CT; off < 32; off <<= 1) {
+      const before = vals.map((a) => a.slice());
+      for (let tid = 0; tid < TH; tid++) {
+        const partner = (tid & ~31) | ((tid & 31) ^ off);
+        for (let m = 0; m < vals[tid]!.length; m++) vals[tid]![m] = before[tid]![m]! + before[partner]![m]!;
+      }
+    }
+  };
+  for (let t = t0; t < t1; t++) {
+    // stage (one buffer suffices here: the phases run in order)
+    const sq = new Float64Array(K);
+    const sk = new Float64Array(K);
+    const sv = new Float64Array(BV);
+    for (let i = 0; i < K; i++) {
+      sq[i] = at(x.q, x.qs, t, h, i);
+      sk[i] = at(x.k, x.ks, t, h, i);
+    }
+    for (let c = 0; c < BV; c++) sv[c] = c0 + c < V ? at(x.v, x.vs, t, hv, c0 + c) : 0;
+    const d = Math.exp(at(x.g, x.gs, t, hv, 0));
+    const be = at(x.beta, x.bs, t, hv, 0);
+    // [ak (VEC), aq (VEC), qq, kk, qk] a thread
+    const acc = Array.from({ length: TH }, (_, tid) => {
+      const a = new Float64Array(2 * VEC + 3);
+      for (let r = 0; r < RK; r++) {
+        const i = rgOf(tid) + r * RG;
+        if (i >= K) continue;
+        for (let e = 0; e < VEC; e++) {
+          a[e] += sk[i]! * s[tid]![r]![e]!;
+          a[VEC + e] += sq[i]! * s[tid]![r]![e]!;
+        }
+        a[2 * VEC + 2] += sq[i]! * sk[i]!;
+        if (x.l2norm) {
+          a[2 * VEC] += sq[i]! ** 2;
+          a[2 * VEC + 1] += sk[i]! ** 2;
+        }
+      }
+      return a;
+    });
+    shuffleSum(acc);
+    const red = new Float64Array(WARPS * 2 * BV);
+    const reds = new Float64Array(WARPS * 3);
+    for (let tid = 0; tid < TH; tid++) {
+      const w = tid >> 5;
+      if ((tid & 31) < CT) {
+        for (let e = 0; e < VEC; e++) {
+          red[(w * 2 + 0) * BV + ctOf(tid) * VEC + e] = acc[tid]![e]!;
+          red[(w * 2 + 1) * BV + ctOf(tid) * VEC + e] = acc[tid]![VEC + e]!;
+        }
+      }
+      if ((tid & 31) === 0) for (let m = 0; m < 3; m++) reds[w * 3 + m] = acc[tid]![2 * VEC + m]!;
+    }
+    // __syncthreads
+    for (let tid = 0; tid < TH; tid++) {
+      const kS = new Float64Array(VEC);
+      const qS = new Float64Array(VEC);
+      let [qq, kk, qk] = [0, 0, 0];
+      for (let w = 0; w < WARPS; w++) {
+        for (let e = 0; e < VEC; e++) {
+          kS[e] += red[(w * 2) * BV + ctOf(tid) * VEC + e]!;
+          qS[e] += red[(w * 2 + 1) * BV + ctOf(tid) * VEC + e]!;
+        }
+        qq += reds[w * 3]!;
+        kk += reds[w * 3 + 1]!;
+        qk += reds[w * 3 + 2]!;
+      }
+      const rq = x.l2norm ? 1 / Math.sqrt(qq + 1e-6) : 1;
+      const rk = x.l2norm ? 1 / Math.sqrt(kk + 1e-6) : 1;
+      const u = Array.from({ length: VEC }, (_, e) => be * (sv[ctOf(tid) * VEC + e]! - d * rk * kS[e]!));
+      const j0 = j0Of(tid);
+      if (rgOf(tid) === 0 && j0 < V) {
+        for (let e = 0; e < VEC; e++) x.o.data[x.o.off + ((br * x.T + t) * HV + hv) * V + j0 + e] = x.scale * rq * (d * qS[e]! + rk * qk * u[e]!);
+      }
+      for (let r = 0; r < RK; r++) {
+        const i = rgOf(tid) + r * RG;
+        if (i >= K) continue;
+        for (let e = 0; e < VEC; e++) s[tid]![r]![e] = sk[i]! * rk * u[e]! + d * s[tid]![r]![e]!;
+      }
+    }
+  }
+  if (!doWrite) return;
+  for (let tid = 0; tid < TH; tid++) {
+    if (j0Of(tid) >= V) continue;
+    for (let r = 0; r < RK; r++) {
+      const i = rgOf(tid) + r * RG;
+      if (i >= K) continue;
+      for (let e = 0; e < VEC; e++) {
+        const a = x.sOut!.off + slot * x.sOutStride + head + i * V + j0Of(tid) + e;
+        access.write(x.sOut!.data, a, id);
+        x.sOut!.data[a] = s[tid]![r]![e]!;
+      }
+    }
+  }
+}
+
+export interface ConvEmuInputs {
+  readonly W: number;
+  readonly ct: number;
+  readonly tg: number;
+  readonly silu: boolean;
+  readonly grid: readonly number[];
+  readonly block: number;
+  readonly out: EmuPtr;
+  readonly x: EmuPtr;
+  readonly w: EmuPtr;
+  readonly bias: EmuPtr | null;
+  /** x's (batch, channel, token) strides; the states' (slot, channel, column) strides. */
+  readonly xs: readonly number[];
+  readonly sIn: EmuPtr | null;
+  readonly sIns: readonly number[];
+  readonly sOut: EmuPtr | null;
+  readonly sOuts: readonly number[];
+  readonly cu: EmuPtr | null;
+  readonly idx: EmuPtr | null;
+  readonly his: EmuPtr | null;
+  readonly L: number;
+  readonly D: number;
+  readonly S: number;
+}
+
+/** Runs fk_causal_conv1d's grid over x: out and sOut are written in place. Throws GlaRaceError where CTAs race. */
+export function emulateConv(x: ConvEmuInputs): void {
+  const [gx, gy] = x.grid as [number, number];
+  if (x.block !== x.ct * x.tg) throw new Error(`conv emulator: block ${x.block} for ${x.ct} x ${x.tg} threads`);
+  const access = new StateAccess((id) => `(channel block ${id % gx}, seq ${Math.floor(id / gx)})`);
+  const W1 = x.W - 1;
+  for (let n = 0; n < gy; n++) {
+    for (let bxi = 0; bxi < gx; bxi++) {
+      const id = bxi + gx * n;
+      let br: number, t0: number, t1: number;
+      if (x.cu) [br, t0, t1] = [0, rd(x.cu, n), rd(x.cu, n + 1)];
+      else [br, t0, t1] = [n, 0, x.L];
+      const len = t1 - t0;
+      let slot = n;
+      let doRead = x.sIn !== null;
+      let doWrite = x.sOut !== null;
+      if (x.idx) {
+        slot = rd(x.idx, n);
+        if (slot < 0) doRead = doWrite = false;
+      }
+      if (x.his && rd(x.his, n) === 0) doRead = false;
+      const sInAt = (d: number, j: number) => x.sIn!.off + slot * x.sIns[0]! + d * x.sIns[1]! + j * x.sIns[2]!;
+      const xAt = (d: number, t: number) => rd(x.x, br * x.xs[0]! + d * x.xs[1]! + t * x.xs[2]!);
+      // phase 1: every thread's outputs from its taps and the state's tail
+      for (let tid = 0; tid < x.block; tid++) {
+        const c = tid % x.ct;
+        const tg = Math.floor(tid / x.ct);
+        const d = bxi * x.ct + c;
+        if (d >= x.D) continue;
+        const taps = Array.from({ length: x.W }, (_, j) => rd(x.w, d * x.W + j));
+        const b0 = x.bias ? rd(x.bias, d) : 0;
+        const tail = Array.from({ length: W1 }, (_, j) => {
+          if (!doRead) return 0;
+          const a = sInAt(d, x.S - W1 + j);
+          access.read(x.sIn!.data, a, id);
+          return x.sIn!.data[a]!;
+        });
+        for (let tt = tg; tt < len; tt += x.tg) {
+          let acc = b0;
+          for (let j = 0; j < x.W; j++) {
+            const p = tt + j - W1;
+            acc += taps[j]! * (p < 0 ? tail[p + W1]! : xAt(d, t0 + p));
+          }
+          x.out.data[x.out.off + (br * x.D + d) * x.L + t0 + tt] = x.silu ? acc / (1 + Math.exp(-acc)) : acc;
+        }
+      }
+      // __syncthreads; phase 2: one thread a channel shifts the row in place, in increasing column order
+      if (!doWrite) continue;
+      for (let tid = 0; tid < x.ct; tid++) {
+        const d = bxi * x.ct + tid;
+        if (d >= x.D) continue;
+        for (let j = 0; j < x.S; j++) {
+          const p = len + j;
+          let val = 0;
+          if (p < x.S) {
+            if (doRead) {
+              const a = sInAt(d, p);
+              access.read(x.sIn!.data, a, id);
+              val = x.sIn!.data[a]!;
+            }
+          } else val = xAt(d, t0 + p - x.S);
+          const a = x.sOut!.off + slot * x.sOuts[0]! + d * x.sOuts[1]! + j * x.sOuts[2]!;
+          access.write(x.sOut!.data, a, id);
+          x.sOut!.data[a] = val;
+        }
+      }
+    }
+  }
+}
