@@ -10,6 +10,8 @@ import { sharedExpertMoeTask } from './L2/shared_expert_moe.js';
 import { qwen3NextDecoderTask } from './L3/qwen3_next_decoder.js';
 import { qwen3NextTask } from './L4/qwen3_next.js';
 import { kimiDeltaAttentionTask } from './L2/kimi_delta_attention.js';
+import { kimiMlaAttentionTask } from './L2/kimi_mla_attention.js';
+import { kimiMoeTask } from './L2/kimi_moe.js';
 
 export { FAMILY as LINEAR_ATTENTION };
 export * from './config.js';
@@ -20,7 +22,7 @@ export { GLAForCausalLM, GLAModel, glaStateShape, glaTask } from './L4/gla.js';
 export { refGlaAttention, refGlaBlock, refGlaMlp, refGlaModel } from './reference.js';
 
 /** The family's own tasks (L2-L4); its L1 tasks (chunk_gla, fused_recurrent_gla, gla_recurrence, log_sigmoid, rms_norm_gated, ...) are shared. */
-export const linearAttentionTasks: readonly TaskDefinition[] = [glaAttentionTask, glaMlpTask, glaDecoderTask, glaTask, qwen3NextGdnAttentionTask, qwen3NextAttentionTask, sharedExpertMoeTask, qwen3NextDecoderTask, qwen3NextTask, kimiDeltaAttentionTask];
+export const linearAttentionTasks: readonly TaskDefinition[] = [glaAttentionTask, glaMlpTask, glaDecoderTask, glaTask, qwen3NextGdnAttentionTask, qwen3NextAttentionTask, sharedExpertMoeTask, qwen3NextDecoderTask, qwen3NextTask, kimiDeltaAttentionTask, kimiMlaAttentionTask, kimiMoeTask];
 
 export const linearAttentionProvider: TaskProvider = { family: FAMILY, tasks: () => linearAttentionTasks };
 export { glaArchitecture } from './model.js';
@@ -37,4 +39,6 @@ export { qwen3NextArchitecture, qwen3NextLayerCaches } from './qwen3-next-model.
 export { qwen3NextWeightRules } from './qwen3-next-weights.js';
 export * from './kimi-linear-config.js';
 export { KimiDeltaAttention, kimiDeltaAttentionTask } from './L2/kimi_delta_attention.js';
+export { KimiMLAAttention, kimiMlaAttentionTask } from './L2/kimi_mla_attention.js';
+export { KimiFusedMoE, KimiMoE, kimiMoeTask } from './L2/kimi_moe.js';
 export { refKda, refKimiDecoderLayer, refKimiLinearGreedy, refKimiLinearModel, refKimiMoe, refKimiRouting, refMla } from './kimi-linear-reference.js';

@@ -1,0 +1,165 @@
+import { DTYPE_INFO, F, Module, defineTask, hostArray, type Tensor, type TaskCase } from '@fastkernels/core';
+import { bytesOf, fromInts, randn } from '../../../common/inputs.js';
+import { getForwardContext, layerKvCache } from '../../../engine/forward-context.js';
+import type { FlashAttnDecode } from '../../../tasks/L1/attention/paged_decode_attention.js';
+import type { FlashAttnVarlen } from '../../../tasks/L1/attention/varlen_prefill_attention.js';
+import type { StoreKVCache } from '../../../tasks/L1/kvcache/store_kvcache.js';
+import type { Linear } from '../../../tasks/L1/linear/linear.js';
+import type { RMSNorm } from '../../../tasks/L1/norm/rms_norm.js';
+import { buildTaskStep, stepAttentionPairs, stepSpec, stepTokens, taskStepFor } from '../../dense-moe-llm/task-batch.js';
+import { FAMILY } from '../family.js';
+import { initKimiParameters, kimiConfigOf, kimiLayerOf } from '../kimi-linear-cases.js';
+import { KIMI_LINEAR_48B, tinyKimiLinearConfig, type KimiLinearConfig } from '../kimi-linear-config.js';
+import { refMla } from '../kimi-linear-reference.js';
+
+/**
+ * Kimi-Linear's KimiMLAAttention (the remote code's; vLLM's KimiMLAAttention over its MLA layer) with the checkpoint's
+ * names: q_proj (no query LoRA: q_lora_rank is null) gives each head's query [nope | rope]; kv_a_proj_with_mqa gives
+ * the compressed kv (kv_lora_rank) and one rope key shared by all heads; kv_a_layernorm (L1/rms_norm) then kv_b_proj
+ * decompress each head's k_nope and v; the key is [k_nope | k_rope]. NoPE: Kimi-Linear's MLA layers apply no rotary at
+ * all (mla_use_nope; position comes from the KDA layers), so the "rope" dims are plain dims here. Attention with scale
+ * (qk_nope + qk_rope)^-0.5, o_proj. forward(positions [T], hiddenStates [T, D]) -> [T, D]; the step's metadata and this
+ * layer's cache come from the forward context (vLLM's signature; positions are unused, NoPE).
+ *
+ * The paged cache keeps the decompressed per-head keys [H, qk_nope + qk_rope] and values zero-padded to the same width
+ * (the simplest correct form, over the engine's one-head-dim cache; the output drops the padding): vLLM's MLA backends
+ * cache the latent instead (kv_lora_rank + qk_rope per token, one "head"), absorb kv_b_proj into the query and the
+ * output for decode and decompress only for prefill, which is the memory-lean form and the next step here.
+ */
+export class KimiMLAAttention extends Module {
+  readonly qProj: Linear;
+  readonly kvAProjWithMqa: Linear;
+  readonly kvALayernorm: RMSNorm;
+  readonly kvBProj: Linear;
+  readonly oProj: Linear;
+  private readonly kvStore: StoreKVCache;
+  private readonly attnPrefill: FlashAttnVarlen;
+  private readonly attnDecode: FlashAttnDecode;
+  constructor(
+    readonly config: KimiLinearConfig,
+    readonly layerIdx = 0,
+  ) {
+    super();
+    const { hiddenSize: D, numAttentionHeads: H, kvLoraRank: R, qkNopeHeadDim: dn, qkRopeHeadDim: dr, vHeadDim: dv, qHeadDim: dq, rmsNormEps } = config;
+    this.qProj = this.createModule('q_proj', 'L1/linear', D, H * dq, false);
+    this.kvAProjWithMqa = this.createModule('kv_a_proj_with_mqa', 'L1/linear', D, R + dr, false);
+    this.kvALayernorm = this.createModule('kv_a_layernorm', 'L1/rms_norm', R, rmsNormEps);
+    this.kvBProj = this.createModule('kv_b_proj', 'L1/linear', R, H * (dn + dv), false);
+    this.oProj = this.createModule('o_proj', 'L1/linear', H * dv, D, false);
+    this.kvStore = this.createModule('kv_store', 'L1/store_kvcache');
+    const scale = 1 / Math.sqrt(dq);
+    this.attnPrefill = this.createModule('attn_prefill', 'L1/varlen_prefill_attention', H, dq, scale, H, true, 0);
+    this.attnDecode = this.createModule('attn_decode', 'L1/paged_decode_attention', H, dq, scale, H, 0);
+  }
+
+  forward(_positions: Tensor, hiddenStates: Tensor): Tensor {
+    const { numAttentionHeads: H, kvLoraRank: R, qkNopeHeadDim: dn, qkRopeHeadDim: dr, vHeadDim: dv, qHeadDim: dq } = this.config;
+    const fc = getForwardContext();
+    const md = fc.attnMetadata;
+    const { kCache, vCache } = layerKvCache(fc, this.layerIdx);
+    const T = hiddenStates.shape[0]!;
+    const [Tp, Td] = [md.numPrefillTokens, md.numDecodes];
+    if (T !== Tp + Td) throw new RangeError(`KimiMLAAttention: ${T} tokens, the forward context describes ${Tp} prefill + ${Td} decode tokens`);
+    const temps: Tensor[] = [];
+    const t = (x: Tensor) => (temps.push(x), x);
+    try {
+      const q = t(t(this.qProj.forward(hiddenStates)).view([T, H, dq]));
+      const ckv = t(this.kvAProjWithMqa.forward(hiddenStates)); // [T, R + dr]
+      const latent = t(t(ckv.narrow(1, 0, R)).contiguous());
+      const kvb = t(t(this.kvBProj.forward(t(this.kvALayernorm.forward(latent) as Tensor))).view([T, H, dn + dv]));
+      const kNope = t(kvb.narrow(2, 0, dn));
+      const kRope = t(t(t(t(ckv.narrow(1, R, dr)).contiguous()).view([T, 1, dr])).expand([T, H, dr]));
+      const k = t(F.cat([kNope, kRope], 2)); // [T, H, dq]
+      const vRaw = t(t(kvb.narrow(2, dn, dv)).contiguous());
+      const v = dv === dq ? vRaw : t(F.pad(vRaw, [0, dq - dv])); // zero-padded to the key width
+      this.kvStore.forward(k, v, kCache, vCache, md.slotMapping);
+      const parts: Tensor[] = [];
+      if (Tp) {
+        // chunked prefill: a chunk's keys are its cached context + the chunk, gathered from the cache (written above)
+        let kP = Td ? t(k.narrow(0, 0, Tp)) : k;
+        let vP = Td ? t(v.narrow(0, 0, Tp)) : v;
+        if (md.prefillKvSlots) {
+          const slots = kCache.shape[0]! * kCache.shape[1]!;
+          const rows = (c: Tensor) => t(t(F.embedding(md.prefillKvSlots!, t(c.view([slots, H * dq])))).view([md.prefillKvSlots!.shape[0]!, H, dq]));
+          kP = rows(kCache);
+          vP = rows(vCache);
+        }
+        const qP = Td ? t(q.narrow(0, 0, Tp)) : q;
+        parts.push(t(this.attnPrefill.forward(qP, kP, vP, md.cuSeqlensQ!, md.cuSeqlensK!)));
+      }
+      if (Td) parts.push(t(this.attnDecode.forward(t(q.narrow(0, Tp, Td)), kCache, vCache, md.blockTables!, md.seqLens!)));
+      const attn = parts.length === 1 ? parts[0]! : t(F.cat(parts, 0)); // [T, H, dq]
+      const o = dv === dq ? attn : t(t(t(attn.view([T, H, dq])).narrow(2, 0, dv)).contiguous());
+      return this.oProj.forward(t(o.reshape([T, H * dv])));
+    } finally {
+      for (const x of temps) x.dispose();
+    }
+  }
+}
+
+function mlaCase(name: string, dtype: 'f32' | 'bf16', cfg: KimiLinearConfig, layerIdx: number, prefillLens: number[], decodeCtxLens: number[]) {
+  const T = prefillLens.reduce((a, b) => a + b, 0) + decodeCtxLens.length;
+  return { name, dtype, dims: { T, H: cfg.hiddenSize }, init: [cfg, layerIdx], options: { prefillLens, decodeCtxLens } };
+}
+const decodeCtx = (B: number, S: number) => Array.from({ length: B }, (_, i) => Math.max(1, Math.floor(((i + 1) * S) / B)));
+const TINY = tinyKimiLinearConfig();
+
+export const kimiMlaAttentionTask = defineTask(
+  {
+    id: 'L2/kimi_mla_attention',
+    level: 2,
+    className: 'KimiMLAAttention',
+    family: [FAMILY],
+    architectures: ['kimi_linear'],
+    mirrors: 'vllm.model_executor.models.kimi_linear.KimiMLAAttention',
+    description: "Kimi-Linear's NoPE multi-latent attention over the paged KV cache: q_proj, kv_a_proj_with_mqa -> latent + shared rope key, kv_a_layernorm, kv_b_proj -> per-head k_nope and v, no rotary, cache write (decompressed keys, values padded to the key width), varlen prefill and paged decode, o_proj.",
+    init: [
+      { name: 'config', type: 'object', doc: 'the parsed Kimi-Linear config (KimiLinearConfig)' },
+      { name: 'layerIdx', type: 'int', optional: true, default: 0, doc: 'which KV cache of the forward context' },
+    ],
+    inputs: [
+      { name: 'positions', dtype: 'i64', shape: ['T'], doc: 'unused (NoPE); kept for vLLM\'s signature' },
+      { name: 'hiddenStates', dtype: 'act', shape: ['T', 'H'], doc: 'prefill tokens first, then one token per decoding sequence (forward context)' },
+    ],
+    outputs: [{ name: 'out', dtype: 'act', shape: ['T', 'H'] }],
+    tolerance: { bf16: { atol: 3e-2, rtol: 3e-2 } },
+    imports: ['L1/linear', 'L1/rms_norm', 'L1/store_kvcache', 'L1/varlen_prefill_attention', 'L1/paged_decode_attention'],
+    cases: {
+      ci: [
+        mlaCase('tiny-mixed-f32', 'f32', TINY, 2, [5, 3], [20, 6]),
+        mlaCase('tiny-decode-bf16', 'bf16', TINY, 2, [], [17, 1, 33]),
+        mlaCase('tiny-prefill-layer0-f32', 'f32', TINY, 0, [9, 2], []),
+      ],
+      production: [
+        mlaCase('kimi-linear-48b-decode-b32', 'bf16', KIMI_LINEAR_48B, 3, [], decodeCtx(32, 4096)),
+        mlaCase('kimi-linear-48b-prefill-4096', 'bf16', KIMI_LINEAR_48B, 3, [4096], []),
+        mlaCase('kimi-linear-48b-mixed-512+b16', 'bf16', KIMI_LINEAR_48B, 3, [512], decodeCtx(16, 2048)),
+      ],
+    },
+  },
+  {
+    baseline: KimiMLAAttention,
+    makeInputs: (c, ctx, rng) => {
+      const cfg = kimiConfigOf(c);
+      const step = buildTaskStep(c, ctx, rng, { numLayers: kimiLayerOf(c) + 1, numKvHeads: cfg.numAttentionHeads, headDim: cfg.qHeadDim, lastLayerOnly: true });
+      return [fromInts(ctx, step.positions, [step.positions.length], 'i64'), randn(ctx, rng, [step.positions.length, cfg.hiddenSize], c.dtype)];
+    },
+    initParameters: (m, _c, rng) => initKimiParameters(m, rng),
+    reference: ([, hidden], params, c) => [hostArray(hidden!.shape, refMla(hidden!.data, params, '', kimiConfigOf(c), taskStepFor(c).seqs, kimiLayerOf(c)))],
+    work: (c) => mlaWork(c),
+  },
+);
+
+/** Weights once, the step's activations, the cache reads of decodes and prefill contexts; projections and attention pairs. */
+export function mlaWork(c: TaskCase, cfg: KimiLinearConfig = kimiConfigOf(c)) {
+  const s = stepSpec(c);
+  const T = stepTokens(s);
+  const it = DTYPE_INFO[c.dtype].itemsize;
+  const { hiddenSize: D, numAttentionHeads: H, kvLoraRank: R, qkNopeHeadDim: dn, qkRopeHeadDim: dr, vHeadDim: dv, qHeadDim: dq } = cfg;
+  const weights = D * H * dq + D * (R + dr) + R * H * (dn + dv) + H * dv * D + R;
+  const cached = s.decodeCtxLens.reduce((a, b) => a + b, 0);
+  return {
+    bytes: weights * it + 2 * bytesOf([T, D], it) + 2 * bytesOf([cached + T, H * dq], it),
+    flops: 2 * T * weights + 4 * stepAttentionPairs(s, 0) * H * dq,
+  };
+}
