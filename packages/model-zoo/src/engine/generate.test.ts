@@ -14,6 +14,7 @@ import { baselineRegistry } from '../index.js';
 import { SafetensorsFile } from '../weights/safetensors.js';
 import { generate } from './generate.js';
 import { loadModel, writeRandomModelCheckpoint } from '../models/load-model.js';
+import { oracleRmsNorm } from '../../test/float64-oracle.js';
 
 const FIXTURES = join(import.meta.dirname, '../../fixtures');
 const tmp = mkdtempSync(join(tmpdir(), 'fk-llama-'));
@@ -47,18 +48,6 @@ function lin(x: Float64Array, n: number, w: Float64Array, m: number, b?: Float64
     let s = b ? b[j]! : 0;
     for (let p = 0; p < k; p++) s += x[i * k + p]! * w[j * k + p]!;
     y[i * m + j] = s;
-  }
-  return y;
-}
-
-function rms(x: Float64Array, n: number, w: Float64Array, eps: number): Float64Array {
-  const h = w.length;
-  const y = new Float64Array(x.length);
-  for (let i = 0; i < n; i++) {
-    let ss = 0;
-    for (let j = 0; j < h; j++) ss += x[i * h + j]! ** 2;
-    const r = 1 / Math.sqrt(ss / h + eps);
-    for (let j = 0; j < h; j++) y[i * h + j] = x[i * h + j]! * r * w[j]!;
   }
   return y;
 }
@@ -105,7 +94,7 @@ function oracleLogits(cfg: Record<string, any>, w: W, ids: number[]): Float64Arr
   for (let l = 0; l < cfg.num_hidden_layers; l++) {
     const p = `model.layers.${l}.`;
     const g = (k: string) => w.get(p + k);
-    const hN = rms(x, n, g('input_layernorm.weight')!, eps);
+    const hN = oracleRmsNorm(x, n, g('input_layernorm.weight')!, eps);
     const q = lin(hN, n, g('self_attn.q_proj.weight')!, nh * hd, g('self_attn.q_proj.bias'));
     const k = lin(hN, n, g('self_attn.k_proj.weight')!, nkv * hd, g('self_attn.k_proj.bias'));
     const v = lin(hN, n, g('self_attn.v_proj.weight')!, nkv * hd, g('self_attn.v_proj.bias'));
@@ -132,14 +121,14 @@ function oracleLogits(cfg: Record<string, any>, w: W, ids: number[]): Float64Arr
     }
     const o = lin(att, n, g('self_attn.o_proj.weight')!, H, g('self_attn.o_proj.bias'));
     x = x.map((val, i) => val + o[i]!);
-    const h2 = rms(x, n, g('post_attention_layernorm.weight')!, eps);
+    const h2 = oracleRmsNorm(x, n, g('post_attention_layernorm.weight')!, eps);
     const gate = lin(h2, n, g('mlp.gate_proj.weight')!, I);
     const up = lin(h2, n, g('mlp.up_proj.weight')!, I);
     const act = gate.map((a, i) => (a / (1 + Math.exp(-a))) * up[i]!);
     const down = lin(act, n, g('mlp.down_proj.weight')!, H);
     x = x.map((val, i) => val + down[i]!);
   }
-  const last = rms(x.subarray((n - 1) * H), 1, w.get('model.norm.weight')!, eps);
+  const last = oracleRmsNorm(x.subarray((n - 1) * H), 1, w.get('model.norm.weight')!, eps);
   const head = cfg.tie_word_embeddings ? w.get('model.embed_tokens.weight')! : w.get('lm_head.weight')!;
   return lin(last, 1, head, V);
 }

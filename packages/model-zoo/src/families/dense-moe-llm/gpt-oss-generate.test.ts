@@ -23,6 +23,7 @@ import { SafetensorsFile, writeSafetensors } from '../../weights/safetensors.js'
 import { initWeightsOnDevice } from '../../weights/random-init.js';
 import { gptOssWeightRules, mxfp4ScaleFor } from './gpt-oss/weights.js';
 import { parseGptOssConfig } from './gpt-oss/config.js';
+import { oracleLinear, oracleRmsNorm } from '../../../test/float64-oracle.js';
 
 const FIXTURE = join(import.meta.dirname, '../../../fixtures/tiny-gpt-oss');
 const cfgFile = join(FIXTURE, 'config.json');
@@ -54,30 +55,6 @@ function writeAll(dir: string, w: W, cfg: Record<string, unknown>): void {
     name, dtype: t.dtype, shape: t.shape,
     bytes: () => (t.dtype === 'u8' ? Uint8Array.from(t.data) : new Uint8Array(Float32Array.from(t.data).buffer)),
   })));
-}
-
-/** y = x W^T + b for x [n, K], W [N, K]. */
-function lin(x: Float64Array, n: number, w: T, b?: T): Float64Array {
-  const [N, K] = w.shape as [number, number];
-  const y = new Float64Array(n * N);
-  for (let r = 0; r < n; r++) for (let j = 0; j < N; j++) {
-    let acc = b ? b.data[j]! : 0;
-    for (let k = 0; k < K; k++) acc += x[r * K + k]! * w.data[j * K + k]!;
-    y[r * N + j] = acc;
-  }
-  return y;
-}
-
-function rms(x: Float64Array, n: number, w: Float64Array, eps: number): Float64Array {
-  const H = w.length;
-  const y = new Float64Array(x.length);
-  for (let r = 0; r < n; r++) {
-    let ss = 0;
-    for (let j = 0; j < H; j++) ss += x[r * H + j]! ** 2;
-    const inv = 1 / Math.sqrt(ss / H + eps);
-    for (let j = 0; j < H; j++) y[r * H + j] = x[r * H + j]! * inv * w[j]!;
-  }
-  return y;
 }
 
 /** HF _compute_yarn_parameters (truncate false) -> inv_freq and the attention factor. */
@@ -153,10 +130,10 @@ function oracleLogits(cfg: Record<string, any>, w: W, ids: number[]): number[] {
   for (let l = 0; l < cfg.num_hidden_layers; l++) {
     const pre = `model.layers.${l}.`;
     const a = `${pre}self_attn.`;
-    const x = rms(h, L, t(`${pre}input_layernorm.weight`).data, eps);
-    const q = lin(x, L, t(`${a}q_proj.weight`), t(`${a}q_proj.bias`));
-    const k = lin(x, L, t(`${a}k_proj.weight`), t(`${a}k_proj.bias`));
-    const v = lin(x, L, t(`${a}v_proj.weight`), t(`${a}v_proj.bias`));
+    const x = oracleRmsNorm(h, L, t(`${pre}input_layernorm.weight`).data, eps);
+    const q = oracleLinear(x, L, t(`${a}q_proj.weight`), t(`${a}q_proj.bias`));
+    const k = oracleLinear(x, L, t(`${a}k_proj.weight`), t(`${a}k_proj.bias`));
+    const v = oracleLinear(x, L, t(`${a}v_proj.weight`), t(`${a}v_proj.bias`));
     rope(q, L, nq, D, ry);
     rope(k, L, nk, D, ry);
     const sliding = cfg.layer_types[l] === 'sliding_attention';
@@ -175,11 +152,11 @@ function oracleLogits(cfg: Record<string, any>, w: W, ids: number[]): number[] {
       const z = e.reduce((s, y) => s + y, 0);
       for (let j = 0; j <= i; j++) for (let d = 0; d < D; d++) attn[(i * nq + hq) * D + d]! += (e[j]! / z) * v[(j * nk + hk) * D + d]!;
     }
-    const o = lin(attn, L, t(`${a}o_proj.weight`), t(`${a}o_proj.bias`));
+    const o = oracleLinear(attn, L, t(`${a}o_proj.weight`), t(`${a}o_proj.bias`));
     h = h.map((y, i) => y + o[i]!);
-    const y = rms(h, L, t(`${pre}post_attention_layernorm.weight`).data, eps);
+    const y = oracleRmsNorm(h, L, t(`${pre}post_attention_layernorm.weight`).data, eps);
     const m = `${pre}mlp.`;
-    const logits = lin(y, L, t(`${m}router.weight`), t(`${m}router.bias`));
+    const logits = oracleLinear(y, L, t(`${m}router.weight`), t(`${m}router.bias`));
     const blocks = w.get(`${m}experts.gate_up_proj_blocks`);
     const gateUp = blocks ? swapLast(dequant(blocks, t(`${m}experts.gate_up_proj_scales`)), E, 2 * I, H) : t(`${m}experts.gate_up_proj`).data; // [E, H, 2I]
     const down = blocks ? swapLast(dequant(t(`${m}experts.down_proj_blocks`), t(`${m}experts.down_proj_scales`)), E, H, I) : t(`${m}experts.down_proj`).data; // [E, I, H]
@@ -211,8 +188,8 @@ function oracleLogits(cfg: Record<string, any>, w: W, ids: number[]): number[] {
       });
     }
   }
-  const last = rms(h.subarray((L - 1) * H), 1, t('model.norm.weight').data, eps);
-  return Array.from(lin(last, 1, t('lm_head.weight')));
+  const last = oracleRmsNorm(h.subarray((L - 1) * H), 1, t('model.norm.weight').data, eps);
+  return Array.from(oracleLinear(last, 1, t('lm_head.weight')));
 }
 
 const argmax = (a: ArrayLike<number>) => {

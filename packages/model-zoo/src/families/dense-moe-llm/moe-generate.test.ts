@@ -16,6 +16,7 @@ import { baselineRegistry } from '../../index.js';
 import { loadModel, loadModelConfig, writeRandomModelCheckpoint } from '../../models/load-model.js';
 import { SafetensorsFile, writeSafetensors } from '../../weights/safetensors.js';
 import { userError } from '../../../test/user-error.js';
+import { oracleLinear, oracleRmsNorm } from '../../../test/float64-oracle.js';
 
 const FIXTURES = join(import.meta.dirname, '../../../fixtures');
 const tmp = mkdtempSync(join(tmpdir(), 'fk-moe-'));
@@ -34,30 +35,6 @@ function readAll(file: string): W {
   }
   f.close();
   return out;
-}
-
-/** y = x W^T for x [n, K], W [N, K]. */
-function lin(x: Float64Array, n: number, w: { shape: number[]; data: Float64Array }): Float64Array {
-  const [N, K] = w.shape as [number, number];
-  const y = new Float64Array(n * N);
-  for (let r = 0; r < n; r++) for (let j = 0; j < N; j++) {
-    let acc = 0;
-    for (let k = 0; k < K; k++) acc += x[r * K + k]! * w.data[j * K + k]!;
-    y[r * N + j] = acc;
-  }
-  return y;
-}
-
-function rms(x: Float64Array, n: number, w: Float64Array, eps: number): Float64Array {
-  const H = w.length;
-  const y = new Float64Array(x.length);
-  for (let r = 0; r < n; r++) {
-    let ss = 0;
-    for (let j = 0; j < H; j++) ss += x[r * H + j]! ** 2;
-    const inv = 1 / Math.sqrt(ss / H + eps);
-    for (let j = 0; j < H; j++) y[r * H + j] = x[r * H + j]! * inv * w[j]!;
-  }
-  return y;
 }
 
 /** HF's rotate_half RoPE on [L, heads, D] at positions 0..L-1. */
@@ -93,13 +70,13 @@ function oracleLogits(cfg: Record<string, any>, w: W, ids: number[]): number[] {
   ids.forEach((id, p) => h.set(t('model.embed_tokens.weight').data.subarray(id * H, (id + 1) * H), p * H));
   for (let l = 0; l < cfg.num_hidden_layers; l++) {
     const pre = `model.layers.${l}.`;
-    const x = rms(h, L, t(`${pre}input_layernorm.weight`).data, eps);
-    let q = lin(x, L, t(`${pre}self_attn.q_proj.weight`));
-    let k = lin(x, L, t(`${pre}self_attn.k_proj.weight`));
-    const v = lin(x, L, t(`${pre}self_attn.v_proj.weight`));
+    const x = oracleRmsNorm(h, L, t(`${pre}input_layernorm.weight`).data, eps);
+    let q = oracleLinear(x, L, t(`${pre}self_attn.q_proj.weight`));
+    let k = oracleLinear(x, L, t(`${pre}self_attn.k_proj.weight`));
+    const v = oracleLinear(x, L, t(`${pre}self_attn.v_proj.weight`));
     if (!mixtral) {
-      q = rms(q, L * nq, t(`${pre}self_attn.q_norm.weight`).data, eps);
-      k = rms(k, L * nk, t(`${pre}self_attn.k_norm.weight`).data, eps);
+      q = oracleRmsNorm(q, L * nq, t(`${pre}self_attn.q_norm.weight`).data, eps);
+      k = oracleRmsNorm(k, L * nk, t(`${pre}self_attn.k_norm.weight`).data, eps);
     }
     rope(q, L, nq, D, cfg.rope_theta);
     rope(k, L, nk, D, cfg.rope_theta);
@@ -117,12 +94,12 @@ function oracleLogits(cfg: Record<string, any>, w: W, ids: number[]): number[] {
       const z = e.reduce((a, b) => a + b, 0);
       for (let j = 0; j <= i; j++) for (let d = 0; d < D; d++) attn[(i * nq + hq) * D + d]! += (e[j]! / z) * v[(j * nk + hk) * D + d]!;
     }
-    const o = lin(attn, L, t(`${pre}self_attn.o_proj.weight`));
+    const o = oracleLinear(attn, L, t(`${pre}self_attn.o_proj.weight`));
     h = h.map((a, i) => a + o[i]!);
-    const y = rms(h, L, t(`${pre}post_attention_layernorm.weight`).data, eps);
+    const y = oracleRmsNorm(h, L, t(`${pre}post_attention_layernorm.weight`).data, eps);
     const block = mixtral ? `${pre}block_sparse_moe.` : `${pre}mlp.`;
     const [gw, uw, dw] = mixtral ? ['w1', 'w3', 'w2'] : ['gate_proj', 'up_proj', 'down_proj'];
-    const logits = lin(y, L, t(`${block}gate.weight`));
+    const logits = oracleLinear(y, L, t(`${block}gate.weight`));
     for (let p = 0; p < L; p++) {
       const row = logits.subarray(p * E, (p + 1) * E);
       const mx = Math.max(...row);
@@ -132,17 +109,17 @@ function oracleLogits(cfg: Record<string, any>, w: W, ids: number[]): number[] {
       const total = order.reduce((a, [pr]) => a + pr, 0);
       const xp = y.subarray(p * H, (p + 1) * H);
       for (const [pr, e] of order) {
-        const g = lin(xp, 1, t(`${block}experts.${e}.${gw}.weight`));
-        const u = lin(xp, 1, t(`${block}experts.${e}.${uw}.weight`));
+        const g = oracleLinear(xp, 1, t(`${block}experts.${e}.${gw}.weight`));
+        const u = oracleLinear(xp, 1, t(`${block}experts.${e}.${uw}.weight`));
         const act = g.map((a, i) => (a / (1 + Math.exp(-a))) * u[i]!);
-        const d = lin(act, 1, t(`${block}experts.${e}.${dw}.weight`));
+        const d = oracleLinear(act, 1, t(`${block}experts.${e}.${dw}.weight`));
         const wgt = renorm ? pr / total : pr;
         for (let j = 0; j < H; j++) h[p * H + j]! += wgt * d[j]!;
       }
     }
   }
-  const last = rms(h.subarray((L - 1) * H), 1, t('model.norm.weight').data, eps);
-  return Array.from(lin(last, 1, t('lm_head.weight')));
+  const last = oracleRmsNorm(h.subarray((L - 1) * H), 1, t('model.norm.weight').data, eps);
+  return Array.from(oracleLinear(last, 1, t('lm_head.weight')));
 }
 
 const argmax = (a: ArrayLike<number>) => {
