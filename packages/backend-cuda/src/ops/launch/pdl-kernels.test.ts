@@ -18,7 +18,7 @@ import { cudaTuning } from '../../tuning/load.js';
  */
 /** What a GEMV that waits later must not do before its wait (it may run while the kernel before it writes). */
 const BEFORE_WAIT_FORBIDDEN =
-  /__ldg\(|fk_gemv_step\(|fk_gemv_store_row\(|fk_gemv_norm_x\(|fk_set\(|\by\s*\[|\bbias\s*\[|\bx\s*[[+,)]|\bxs\b|\bres_in\b|\bres_out\b|\bnorm_w\b/;
+  /__ldg\(|fk_ld_dep\(|fk_ld_vec\(|fk_gemv_step\(|fk_gemv_store_row\(|fk_gemv_norm_x\(|fk_set\(|\by\s*\[|\bbias\s*\[|\bx\s*[[+,)]|\bxs\b|\bres_in\b|\bres_out\b|\bnorm_w\b/;
 
 /** The one use of the norm weight allowed before the wait: fk_gemv_stream's copy of it into shared memory (FK_NORM_PF). */
 const NORM_WEIGHT_PREFETCH = 'fk_gemv_norm_w_prefetch(nws, norm_w, K);';
@@ -197,7 +197,7 @@ describe('PDL-ready kernels wait before touching memory', () => {
     }
     for (const pre of ['  float v = x[0];\n', '  fk_gemv_step(acc, a, x, xs, 1, 0);\n', '  float b = bias[0];\n', '  y[0] = 0.f;\n', '  float q = __ldg(x + 1);\n',
       '  fk_gemv_norm_x(xn, x, res_in, res_out, norm_w, nws, K, eps);\n', '  float r = res_in[0];\n', '  float g = norm_w[0];\n',
-      '  fk_gemv_norm_w_prefetch(nws, res_in, K);\n', '  fk_gemv_norm_w_prefetch(nws, x, K);\n']) {
+      '  fk_gemv_norm_w_prefetch(nws, res_in, K);\n', '  fk_gemv_norm_w_prefetch(nws, x, K);\n', '  uint4 e = fk_ld_dep(xv);\n', '  V a0 = fk_ld_vec(x, 0);\n']) {
       const [[, body]] = kernelBodies(gemvLike(pre)) as [[string, string]];
       expect(waitsLaterProblem(body), pre).not.toBeNull();
     }
