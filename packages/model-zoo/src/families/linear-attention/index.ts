@@ -12,6 +12,7 @@ import { qwen3NextTask } from './L4/qwen3_next.js';
 import { kimiDeltaAttentionTask } from './L2/kimi_delta_attention.js';
 import { kimiMlaAttentionTask } from './L2/kimi_mla_attention.js';
 import { kimiMoeTask } from './L2/kimi_moe.js';
+import { kimiLinearDecoderTask } from './L3/kimi_linear_decoder.js';
 
 export { FAMILY as LINEAR_ATTENTION };
 export * from './config.js';
@@ -22,7 +23,7 @@ export { GLAForCausalLM, GLAModel, glaStateShape, glaTask } from './L4/gla.js';
 export { refGlaAttention, refGlaBlock, refGlaMlp, refGlaModel } from './reference.js';
 
 /** The family's own tasks (L2-L4); its L1 tasks (chunk_gla, fused_recurrent_gla, gla_recurrence, log_sigmoid, rms_norm_gated, ...) are shared. */
-export const linearAttentionTasks: readonly TaskDefinition[] = [glaAttentionTask, glaMlpTask, glaDecoderTask, glaTask, qwen3NextGdnAttentionTask, qwen3NextAttentionTask, sharedExpertMoeTask, qwen3NextDecoderTask, qwen3NextTask, kimiDeltaAttentionTask, kimiMlaAttentionTask, kimiMoeTask];
+export const linearAttentionTasks: readonly TaskDefinition[] = [glaAttentionTask, glaMlpTask, glaDecoderTask, glaTask, qwen3NextGdnAttentionTask, qwen3NextAttentionTask, sharedExpertMoeTask, qwen3NextDecoderTask, qwen3NextTask, kimiDeltaAttentionTask, kimiMlaAttentionTask, kimiMoeTask, kimiLinearDecoderTask];
 
 export const linearAttentionProvider: TaskProvider = { family: FAMILY, tasks: () => linearAttentionTasks };
 export { glaArchitecture } from './model.js';
@@ -41,4 +42,5 @@ export * from './kimi-linear-config.js';
 export { KimiDeltaAttention, kimiDeltaAttentionTask } from './L2/kimi_delta_attention.js';
 export { KimiMLAAttention, kimiMlaAttentionTask } from './L2/kimi_mla_attention.js';
 export { KimiFusedMoE, KimiMoE, kimiMoeTask } from './L2/kimi_moe.js';
+export { KimiLinearDecoderLayer, kimiLinearDecoderTask } from './L3/kimi_linear_decoder.js';
 export { refKda, refKimiDecoderLayer, refKimiLinearGreedy, refKimiLinearModel, refKimiMoe, refKimiRouting, refMla } from './kimi-linear-reference.js';
