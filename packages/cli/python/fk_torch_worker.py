@@ -19,7 +19,8 @@ candidate (the candidate raised), hack (an anti-gaming check failed), request (a
 (a sticky device error: the worker cannot go on), internal.
 
 Ops: init (build an instance with the task's init args, moved to the device and the case's float dtype),
-load_state (load_state_dict(strict=False) from host buffers), forward (run; with "time": true, timed with
+bind (its parameters and buffers become views of the harness's, by name; what only one side has is reported, as
+the original's load_state_dict(strict=False) skips it), forward (run; with "time": true, timed with
 CUDA events on the worker's stream, the whole device synchronised before the host clock stops; on the CPU
 a monotonic clock), collect (copy the pending outputs into host-given buffers), release, shutdown.
 
@@ -256,13 +257,30 @@ class Worker:
             return self.to_torch[v]
         return v
 
-    def op_load_state(self, req):
+    def op_bind(self, req):
+        """Make the module's parameters and buffers the harness's own tensors (the baseline's, by name): whatever the
+        harness loads into them (the bench's load_state_dict, the engine's weight loader) is what forward reads. A
+        name only one side has is reported, as the original's load_state_dict(strict=False) would skip it."""
+        torch = self.torch
         m, device = self.modules[req["id"]]
-        sd = {k: self.tensor(d, device) for k, d in req["tensors"].items()}
-        with self.torch.no_grad():
-            r = m.load_state_dict(sd, strict=False)
-        self._sync(device)
-        return {"missing": list(r.missing_keys), "unexpected": list(r.unexpected_keys)}
+        given = req["tensors"]
+        own = dict(m.named_parameters())
+        own.update(dict(m.named_buffers()))
+        for name, d in given.items():
+            if name not in own:
+                continue
+            t = self.tensor(d, device)
+            if tuple(own[name].shape) != tuple(t.shape):
+                raise WorkerError("candidate", "'%s' is %s in the .py module, the baseline's is %s (keep the baseline's parameter names and shapes)" % (name, list(own[name].shape), list(t.shape)))
+            owner = m
+            *path, leaf = name.split(".")
+            for part in path:
+                owner = getattr(owner, part)
+            if isinstance(own[name], torch.nn.Parameter):
+                setattr(owner, leaf, torch.nn.Parameter(t, requires_grad=False))
+            else:
+                owner._buffers[leaf] = t
+        return {"missing": sorted(k for k in own if k not in given), "unexpected": sorted(k for k in given if k not in own)}
 
     def _sync(self, device):
         if str(device).startswith("cuda"):
@@ -354,7 +372,7 @@ class Worker:
                 b.release(rel)
         if self.broken and op not in ("release", "shutdown"):
             raise WorkerError("fatal", "the worker hit a sticky device error earlier: %s" % self.broken)
-        fn = getattr(self, "op_" + str(op), None) if op in ("init", "load_state", "forward", "collect", "release") else None
+        fn = getattr(self, "op_" + str(op), None) if op in ("init", "bind", "forward", "collect", "release") else None
         if fn is None:
             raise WorkerError("request", "unknown op %r" % (op,))
         return fn(req)
@@ -418,7 +436,7 @@ def main():
         "torch.cuda.current_stream": (torch.cuda, "current_stream"),
         "threading.active_count": (threading, "active_count"),
     }
-    for k in ("op_init", "op_load_state", "op_forward", "op_collect", "op_release", "handle", "tensor", "patched", "_storage_range"):
+    for k in ("op_init", "op_bind", "op_forward", "op_collect", "op_release", "handle", "tensor", "patched", "_storage_range"):
         table["Worker.%s" % k] = (Worker, k)
     table["Buffers.base"] = (Buffers, "base")
 

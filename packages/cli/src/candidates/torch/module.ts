@@ -1,7 +1,7 @@
 /**
  * The Module class a PyTorch candidate becomes on the Node side: the task's class name and constructor, the
- * baseline's parameters (so the harness loads the same weights, and passes them to the worker's
- * load_state_dict(strict=False) as the original does), and a forward that sends the inputs' buffer handles to the
+ * baseline's parameters, which the worker's module uses in place of its own (bound by name, without a copy: the
+ * harness's loadStateDict and the engine's weight loader write into them), and a forward that sends the inputs' buffer handles to the
  * worker, allocates the outputs the worker reports (fresh, from the harness's allocator, so every output check
  * applies) and has the worker copy its results into them.
  *
@@ -62,6 +62,7 @@ export function torchCandidateClass(task: TaskDefinition, worker: TorchWorkerPro
     private readonly baseline: Module;
     private readonly id: number;
     private readonly buffers: BufferExporter;
+    private readonly bound: { missing: string[]; unexpected: string[] };
 
     constructor(...args: unknown[]) {
       super();
@@ -71,27 +72,30 @@ export function torchCandidateClass(task: TaskDefinition, worker: TorchWorkerPro
       const init = task.init.map((p, i) => (args[i] === undefined ? (p.default ?? null) : args[i]));
       while (init.length && init[init.length - 1] === null && task.init[init.length - 1]?.optional) init.pop();
       const device = this.ctx.backend.name === 'cpu' ? 'cpu' : `cuda:${this.ctx.device}`;
+      let bound: { missing: string[]; unexpected: string[] };
       try {
         this.id = worker.request<{ id: number }>('init', { args: init, params: task.init.slice(0, init.length).map((p) => p.type), dtype: this.ctx.dtype, device }).id;
+        // The module's parameters become views of the harness's (the baseline's, by name): loadStateDict below and the
+        // engine's weight loader write into them, and the worker reads them without a copy.
+        const params = this.namedParameters();
+        const tensors: Record<string, TensorDesc> = {};
+        for (const [k, t] of params) tensors[k] = this.buffers.describe(t);
+        this.buffers.push(params.map(([, t]) => t));
+        bound = worker.request<{ missing: string[]; unexpected: string[] }>('bind', { id: this.id, tensors });
       } catch (e) {
         rethrow(e);
       }
+      this.bound = bound;
       timedCalls.set(this, (a) => this.call(a, true) as SelfTimed);
     }
 
     override loadStateDict(state: ReadonlyMap<string, Tensor>, options: { strict?: boolean } = {}): { missing: string[]; unexpected: string[] } {
       const r = super.loadStateDict(state, options);
-      const params = this.namedParameters();
-      const tensors: Record<string, TensorDesc> = {};
-      for (const [k, t] of params) tensors[k] = this.buffers.describe(t);
-      this.buffers.push(params.map(([, t]) => t));
-      try {
-        const w = worker.request<{ missing: string[]; unexpected: string[] }>('load_state', { id: this.id, tensors, release: this.buffers.takeReleased() });
-        // what the worker's module lacks or does not know, as the original's strict=False load reports nothing
-        return { missing: [...r.missing, ...w.missing.map((k) => `${k} (the .py module's)`)], unexpected: [...r.unexpected, ...w.unexpected.map((k) => `${k} (not in the .py module)`)] };
-      } catch (e) {
-        rethrow(e);
-      }
+      // names only one side has (the original's strict=False load skips them silently; the bench notes them)
+      return {
+        missing: [...r.missing, ...this.bound.missing.map((k) => `${k} (only in the .py module)`)],
+        unexpected: [...r.unexpected, ...this.bound.unexpected.map((k) => `${k} (not in the .py module)`)],
+      };
     }
 
     forward(...args: unknown[]): Tensor | (Tensor | null)[] {
@@ -108,7 +112,8 @@ export function torchCandidateClass(task: TaskDefinition, worker: TorchWorkerPro
       const host = args.slice(n);
       let inputs: (TensorDesc | null)[] = tensors.map((t) => (t ? this.buffers.describe(t) : null));
       if (!host.length) while (inputs.length && inputs[inputs.length - 1] === null) inputs = inputs.slice(0, -1); // trailing absent optionals
-      this.buffers.push(tensors);
+      const params = this.namedParameters().map(([, t]) => t);
+      this.buffers.push([...tensors, ...params]); // CPU: the parameters too, whoever wrote them since
       let reply: ForwardReply;
       try {
         reply = worker.request<ForwardReply>('forward', { id: this.id, inputs, names: task.inputs.map((s) => s.name), host, time: timed, release: this.buffers.takeReleased() });
