@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,6 +17,35 @@ const bundle = gpuHostBundle();
 const from = (bundled: string, repo: string) => (bundle && existsSync(join(bundle, bundled)) ? join(bundle, bundled) : join(ROOT, repo));
 const DEMO = from('examples/torch-demo', 'examples/candidates/torch-demo');
 const SIDE_STREAM = from('exploits/py-side-stream', 'test/exploits/py-side-stream');
+
+/**
+ * PyTorch timing one module's forward by itself, as the harness's protocol does: 4 rotating bf16 input sets, the L2
+ * flushed (2x its size written) before each call, CUDA events around the call, 10 warm-ups, the median of 200 calls.
+ * argv: the .py, T, H, residual (0/1). Prints the median in ms.
+ */
+const TIMING = `
+import importlib.util, statistics, sys, torch
+path, T, H, res = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+spec = importlib.util.spec_from_file_location("cand", path); mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+m = mod.RMSNorm(H, 1e-5).cuda().to(torch.bfloat16)
+with torch.no_grad():
+    m.weight.normal_()
+sets = [(torch.randn(T, H, device="cuda", dtype=torch.bfloat16), torch.randn(T, H, device="cuda", dtype=torch.bfloat16) if res else None) for _ in range(4)]
+l2 = torch.cuda.get_device_properties(0).L2_cache_size
+flush = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
+times = []
+with torch.no_grad():
+    for i in range(210):
+        x, r = sets[i % 4]
+        flush.zero_()
+        torch.cuda.synchronize()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record(); m(x, r); b.record()
+        torch.cuda.synchronize()
+        if i >= 10:
+            times.append(a.elapsed_time(b))
+print(statistics.median(times))
+`;
 
 async function bench(args: string[]): Promise<BenchReport> {
   const r = await startCli(['bench', '--backend', 'cuda', '--json', ...args], { timeoutMs: 900_000 }).result;
@@ -42,6 +72,22 @@ describe('PyTorch candidates (GPU)', () => {
     expect(s.code, s.stderr).toBe(0);
     const report = await bench(['--candidates', out, '--shapes', 'production', '--iters', '100']);
     for (const x of report.results) expect(x.status, `${x.task} ${x.case}: ${x.detail}`).toBe('PASSED');
+  });
+
+  it('the worker adds no hidden cost: its time for the reference op is PyTorch\'s own CUDA-event time within 5% (issue 30)', G, async () => {
+    const out = mkdtempSync(join(tmpdir(), 'fk-torch-timing-'));
+    const s = await startCli(['stubs', '--lang', 'torch', '--out', out, '--task', 'L1/rms_norm']).result;
+    expect(s.code, s.stderr).toBe(0);
+    const report = await bench(['--candidates', out, '--shapes', 'production', '--iters', '200']);
+    const python = [process.env.FASTKERNELS_PYTHON, 'python3', '/opt/torch/.venv/bin/python3'].find((p) => p && spawnSync(p, ['-c', 'import torch'], { timeout: 60_000 }).status === 0)!;
+    for (const x of report.results) {
+      expect(x.status, `${x.case}: ${x.detail}`).toBe('PASSED');
+      const [T, H] = [x.case.includes('decode') ? 32 : x.case.includes('first-layer') ? 1024 : 4096, 4096];
+      const r = spawnSync(python, ['-c', TIMING, join(out, 'L1', 'rms_norm.py'), String(T), String(H), x.case.includes('first-layer') ? '0' : '1'], { encoding: 'utf8', timeout: 300_000 });
+      expect(r.status, r.stderr).toBe(0);
+      const own = Number(r.stdout.trim());
+      expect(Math.abs(x.candidateMs! / own - 1), `${x.case}: the bench says ${x.candidateMs} ms, PyTorch's own events ${own} ms`).toBeLessThan(0.05);
+    }
   });
 
   it('py-side-stream: work left on a side stream is caught by the escape check', G, async () => {
