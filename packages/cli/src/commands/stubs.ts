@@ -41,7 +41,7 @@ const NEXT: Readonly<Record<StubLang, string>> = {
   ts: 'fill in forward()',
   cuda: 'make the kernels fast (the skeletons run the baseline until you write the kernel and lift "when" in the .cu.json)',
   triton: 'make the kernels fast (the .ts launches the kernel in _<stem>_triton.py; off CUDA it runs the baseline)',
-  torch: 'replace the reference ops in forward() (PyTorch candidates run on the GPU host\'s Python)',
+  torch: 'replace the reference ops in forward() (PyTorch candidates run in a Python with torch: FASTKERNELS_PYTHON)',
 };
 
 export function stubsCommand(io: Io, name = 'fastkernels') {

@@ -1,8 +1,8 @@
 /**
  * `fastkernels stubs --lang torch`: `L<k>/<stem>.py` in the original FastKernels / KernelBench format, a
  * `torch.nn.Module` with the production class name and its Python signature (snake_case). For the tasks below its
- * forward calls the reference PyTorch op(s); for the others it raises NotImplementedError. These are run by the
- * PyTorch-candidate worker on the GPU host (issue 30, item 3).
+ * forward calls the reference PyTorch op(s); for the others it raises NotImplementedError. They are run by the
+ * PyTorch candidate worker (candidates/torch/), on any backend with a Python that has torch.
  */
 import type { InitParam, TaskDefinition } from '@fastkernels/core';
 import type { StubFile } from './cuda.js';
