@@ -19,6 +19,7 @@ import { yolov10Architecture } from '../families/edge-detection/model.js';
 import { convnextv2Architecture } from '../families/edge-detection/convnextv2/model.js';
 import { glaArchitecture } from '../families/linear-attention/model.js';
 import { qwen3NextArchitecture } from '../families/linear-attention/qwen3-next-model.js';
+import { kimiLinearArchitecture } from '../families/linear-attention/kimi-linear-model.js';
 import { writeRandomCheckpoint, type WrittenCheckpoint } from '../weights/checkpoint-writer.js';
 import { calibratesRandomWeights, needsCalibration, writeCalibratedCheckpoint } from './vision-checkpoint.js';
 import { loadWeights } from '../weights/load-weights.js';
@@ -29,7 +30,7 @@ import { planWeights, type TensorParallelRank, type WeightMapping } from '../wei
 import { ModelRegistry, resolveConfigFile, type DecoderGeometry, type ModelArchitecture, type ResolvedConfig } from './registry.js';
 
 /** The architectures model-zoo ships. A test or plugin adds its own to a child (modelRegistry.child().register(...)). */
-export const modelRegistry = new ModelRegistry([llamaArchitecture, mixtralArchitecture, qwen3MoeArchitecture, gptOssArchitecture, bgeM3Architecture, colbertArchitecture, glaArchitecture, qwen3NextArchitecture, yolov10Architecture, convnextv2Architecture, t5EncoderArchitecture, clipTextArchitecture, fluxPipelineArchitecture]);
+export const modelRegistry = new ModelRegistry([llamaArchitecture, mixtralArchitecture, qwen3MoeArchitecture, gptOssArchitecture, bgeM3Architecture, colbertArchitecture, glaArchitecture, qwen3NextArchitecture, kimiLinearArchitecture, yolov10Architecture, convnextv2Architecture, t5EncoderArchitecture, clipTextArchitecture, fluxPipelineArchitecture]);
 
 /** Read and resolve a config.json through the model registry (default: the shipped architectures). */
 export function loadModelConfig(file: string, models: ModelRegistry = modelRegistry): ResolvedConfig {

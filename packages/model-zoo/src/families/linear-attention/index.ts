@@ -13,6 +13,7 @@ import { kimiDeltaAttentionTask } from './L2/kimi_delta_attention.js';
 import { kimiMlaAttentionTask } from './L2/kimi_mla_attention.js';
 import { kimiMoeTask } from './L2/kimi_moe.js';
 import { kimiLinearDecoderTask } from './L3/kimi_linear_decoder.js';
+import { kimiLinearTask } from './L4/kimi_linear.js';
 
 export { FAMILY as LINEAR_ATTENTION };
 export * from './config.js';
@@ -23,7 +24,7 @@ export { GLAForCausalLM, GLAModel, glaStateShape, glaTask } from './L4/gla.js';
 export { refGlaAttention, refGlaBlock, refGlaMlp, refGlaModel } from './reference.js';
 
 /** The family's own tasks (L2-L4); its L1 tasks (chunk_gla, fused_recurrent_gla, gla_recurrence, log_sigmoid, rms_norm_gated, ...) are shared. */
-export const linearAttentionTasks: readonly TaskDefinition[] = [glaAttentionTask, glaMlpTask, glaDecoderTask, glaTask, qwen3NextGdnAttentionTask, qwen3NextAttentionTask, sharedExpertMoeTask, qwen3NextDecoderTask, qwen3NextTask, kimiDeltaAttentionTask, kimiMlaAttentionTask, kimiMoeTask, kimiLinearDecoderTask];
+export const linearAttentionTasks: readonly TaskDefinition[] = [glaAttentionTask, glaMlpTask, glaDecoderTask, glaTask, qwen3NextGdnAttentionTask, qwen3NextAttentionTask, sharedExpertMoeTask, qwen3NextDecoderTask, qwen3NextTask, kimiDeltaAttentionTask, kimiMlaAttentionTask, kimiMoeTask, kimiLinearDecoderTask, kimiLinearTask];
 
 export const linearAttentionProvider: TaskProvider = { family: FAMILY, tasks: () => linearAttentionTasks };
 export { glaArchitecture } from './model.js';
@@ -43,4 +44,7 @@ export { KimiDeltaAttention, kimiDeltaAttentionTask } from './L2/kimi_delta_atte
 export { KimiMLAAttention, kimiMlaAttentionTask } from './L2/kimi_mla_attention.js';
 export { KimiFusedMoE, KimiMoE, kimiMoeTask } from './L2/kimi_moe.js';
 export { KimiLinearDecoderLayer, kimiLinearDecoderTask } from './L3/kimi_linear_decoder.js';
+export { KimiLinearForCausalLM, KimiLinearModel, kimiLinearTask } from './L4/kimi_linear.js';
+export { kimiLinearArchitecture, kimiLinearLayerCaches } from './kimi-linear-model.js';
+export { kimiLinearWeightRules } from './kimi-linear-weights.js';
 export { refKda, refKimiDecoderLayer, refKimiLinearGreedy, refKimiLinearModel, refKimiMoe, refKimiRouting, refMla } from './kimi-linear-reference.js';

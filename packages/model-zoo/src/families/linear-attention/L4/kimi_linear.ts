@@ -1,0 +1,130 @@
+import { DTYPE_INFO, Module, UserError, currentTensorParallelGroup, defineTask, hostArray, type TaskCase, type Tensor } from '@fastkernels/core';
+import { bytesOf, fromInts } from '../../../common/inputs.js';
+import type { CausalLM } from '../../../engine/model-runner.js';
+import type { VocabParallelEmbedding } from '../../../tasks/L1/embedding/embedding.js';
+import type { Linear } from '../../../tasks/L1/linear/linear.js';
+import type { RMSNorm } from '../../../tasks/L1/norm/rms_norm.js';
+import { runDecoderStack } from '../../dense-moe-llm/decoder-stack.js';
+import { stepSpec, stepTokens } from '../../dense-moe-llm/task-batch.js';
+import { FAMILY } from '../family.js';
+import { kimiDecoderWork, type KimiLinearDecoderLayer } from '../L3/kimi_linear_decoder.js';
+import { KIMI_STATE_TOLERANCE, initKimiParameters, kimiConfigOf } from '../kimi-linear-cases.js';
+import { KIMI_LINEAR_48B, tinyKimiLinearConfig, type KimiLinearConfig } from '../kimi-linear-config.js';
+import { refKimiLinearModel } from '../kimi-linear-reference.js';
+import { buildKimiStep, kimiStepFor } from '../kimi-linear-step.js';
+
+/**
+ * Kimi-Linear's KimiLinearModel: embed_tokens (L1/embedding), layers (L3/kimi_linear_decoder: KDA and MLA in the
+ * config's pattern), norm (RMSNorm, fused with the last residual). forward(inputIds [T], positions [T]) -> final hidden
+ * states [T, D]. One process only (no tensor / expert parallelism yet).
+ */
+export class KimiLinearModel extends Module {
+  readonly embedTokens: VocabParallelEmbedding;
+  readonly layers: KimiLinearDecoderLayer[] = [];
+  readonly norm: RMSNorm;
+  constructor(readonly config: KimiLinearConfig) {
+    super();
+    const world = currentTensorParallelGroup().world;
+    if (world > 1) throw new UserError(`kimi_linear models do not run tensor parallel yet (${world} ranks)`, { field: '--tp', fix: 'drop --tp' });
+    this.embedTokens = this.createModule('embed_tokens', 'L1/embedding', config.vocabSize, config.hiddenSize);
+    for (let i = 0; i < config.numHiddenLayers; i++) this.layers.push(this.createModule(`layers.${i}`, 'L3/kimi_linear_decoder', config, i));
+    this.norm = this.createModule('norm', 'L1/rms_norm', config.hiddenSize, config.rmsNormEps);
+  }
+
+  forward(inputIds: Tensor, positions: Tensor): Tensor {
+    return runDecoderStack(this.embedTokens, this.layers, this.norm, inputIds, positions);
+  }
+}
+
+/**
+ * KimiLinearForCausalLM on the engine (vLLM's model interface): model + lm_head (L1/linear). forward(inputIds,
+ * positions) -> final hidden states [T, D] over the step's packed tokens, the MLA layers' K/V in the paged cache and the
+ * KDA layers' conv and recurrent states in the state pool (forward context); computeLogits(hidden rows) -> [rows, vocab].
+ */
+export class KimiLinearForCausalLM extends Module implements CausalLM {
+  readonly model: KimiLinearModel;
+  readonly lmHead: Linear;
+  constructor(readonly config: KimiLinearConfig) {
+    super();
+    this.model = this.registerModule('model', new KimiLinearModel(config));
+    this.lmHead = this.createModule('lm_head', 'L1/linear', config.hiddenSize, config.vocabSize, false);
+  }
+
+  forward(inputIds: Tensor, positions: Tensor): Tensor {
+    return this.model.forward(inputIds, positions);
+  }
+
+  computeLogits(hiddenStates: Tensor): Tensor {
+    return this.lmHead.forward(hiddenStates);
+  }
+}
+
+function modelCase(name: string, dtype: 'f32' | 'bf16', cfg: KimiLinearConfig, prefillLens: number[], decodeCtxLens: number[]) {
+  const T = prefillLens.reduce((a, b) => a + b, 0) + decodeCtxLens.length;
+  return { name, dtype, dims: { T, H: cfg.hiddenSize }, init: [cfg], options: { prefillLens, decodeCtxLens } };
+}
+const decodeCtx = (B: number, S: number) => Array.from({ length: B }, (_, i) => Math.max(1, Math.floor(((i + 1) * S) / B)));
+/** The 48B's widths with its first 4 layers (3 KDA, then MLA; layer 0 dense): the whole model does not fit a task case. */
+const KL48_4L = { ...KIMI_LINEAR_48B, numHiddenLayers: 4, layerTypes: KIMI_LINEAR_48B.layerTypes.slice(0, 4), sparseLayers: KIMI_LINEAR_48B.sparseLayers.slice(0, 4) };
+
+export const kimiLinearTask = defineTask(
+  {
+    id: 'L4/kimi_linear',
+    level: 4,
+    className: 'KimiLinearForCausalLM',
+    family: [FAMILY],
+    architectures: ['kimi_linear'],
+    mirrors: 'vllm.model_executor.models.kimi_linear.KimiLinearForCausalLM',
+    description: 'The Kimi-Linear text model: embedding, the hybrid layer stack (KDA with states in the pool, NoPE MLA over the paged cache, DeepSeek-V3-style sparse MoE with shared experts), final RMSNorm; computeLogits applies the LM head.',
+    init: [{ name: 'config', type: 'object', doc: 'the parsed Kimi-Linear config (KimiLinearConfig)' }],
+    inputs: [
+      { name: 'inputIds', dtype: 'i64', shape: ['T'], doc: 'prefill tokens first, then one token per decoding sequence (forward context)' },
+      { name: 'positions', dtype: 'i64', shape: ['T'] },
+    ],
+    outputs: [{ name: 'hiddenStates', dtype: 'act', shape: ['T', 'H'], doc: 'after the final norm' }],
+    tolerance: { bf16: { atol: 8e-2, rtol: 8e-2 }, f32: KIMI_STATE_TOLERANCE },
+    imports: ['L1/embedding', 'L3/kimi_linear_decoder', 'L1/rms_norm', 'L1/linear'],
+    cases: {
+      ci: [
+        modelCase('tiny-mixed-f32', 'f32', tinyKimiLinearConfig(), [6, 2], [21, 4]),
+        // bf16 with dense MLPs: through four layers a near tie of the routing can flip under bf16 rounding (the sparse
+        // block's own bf16 case is L2/kimi_moe's)
+        modelCase('tiny-prefill-dense-mlp-bf16', 'bf16', tinyKimiLinearConfig({ first_k_dense_replace: 4 }), [7], []),
+      ],
+      production: [
+        modelCase('kimi-linear-48b-4-layers-decode-b32', 'bf16', KL48_4L, [], decodeCtx(32, 4096)),
+        modelCase('kimi-linear-48b-4-layers-prefill-4096', 'bf16', KL48_4L, [4096], []),
+      ],
+    },
+  },
+  {
+    baseline: KimiLinearForCausalLM,
+    makeInputs: (c, ctx, rng) => {
+      const cfg = kimiConfigOf(c);
+      const step = buildKimiStep(c, ctx, rng, cfg, cfg.numHiddenLayers);
+      const T = step.positions.length;
+      return [fromInts(ctx, Array.from({ length: T }, () => rng.int(0, cfg.vocabSize)), [T], 'i64'), fromInts(ctx, step.positions, [T], 'i64')];
+    },
+    initParameters: (m, _c, rng) => initKimiParameters(m, rng),
+    reference: ([ids], params, c) => {
+      const cfg = kimiConfigOf(c);
+      const step = kimiStepFor(c);
+      return [hostArray([ids!.data.length, cfg.hiddenSize], refKimiLinearModel(ids!.data, params, cfg, step.seqs, step.states))];
+    },
+    work: (c) => modelWork(c),
+  },
+);
+
+function modelWork(c: TaskCase) {
+  const cfg = kimiConfigOf(c);
+  const T = stepTokens(stepSpec(c));
+  const it = DTYPE_INFO[c.dtype].itemsize;
+  let bytes = 3 * bytesOf([T, cfg.hiddenSize], it) + bytesOf([cfg.hiddenSize], it) + bytesOf([T], 8);
+  let flops = 4 * T * cfg.hiddenSize;
+  for (let l = 0; l < cfg.numHiddenLayers; l++) {
+    const w = kimiDecoderWork(c, cfg, l);
+    bytes += w.bytes;
+    flops += w.flops;
+  }
+  return { bytes, flops };
+}
