@@ -157,16 +157,17 @@ class CudaIpcExporter implements BufferExporter {
 
   describe(t: Tensor): TensorDesc {
     let id = this.ids.get(t.storage);
-    const fresh = id === undefined;
+    let buffer: BufferDesc | undefined;
     if (id === undefined) {
       id = this.nextId++;
       this.ids.set(t.storage, id);
+      const h = this.backend.ipcHandle(t.storage);
+      // the worker opens each allocation once (by handle); the buffer is the storage's bytes within it
+      buffer = { kind: 'cuda_ipc', handle: h.handle, bytes: t.storage.byteLength, offset: h.offset };
     }
-    const h = this.backend.ipcHandle(t.storage);
     return {
       buf: id,
-      // the worker caches the opened allocation by handle; the buffer is the storage's bytes within it
-      ...(fresh ? { buffer: { kind: 'cuda_ipc' as const, handle: h.handle, bytes: t.storage.byteLength, offset: h.offset } } : {}),
+      ...(buffer ? { buffer } : {}),
       dtype: t.dtype, shape: t.shape, strides: t.strides, offset: t.offset, storage_bytes: t.storage.byteLength,
     };
   }

@@ -123,7 +123,10 @@ export function torchCandidateClass(task: TaskDefinition, worker: TorchWorkerPro
       }
       const outs: (Tensor | null)[] = reply.outputs.map((o) => (o ? Tensor.empty(this.ctx.backend, o.shape, o.dtype, { device: this.ctx.device }) : null));
       try {
-        worker.request('collect', { outputs: outs.map((t) => (t ? this.buffers.describe(t) : null)) });
+        const descs = outs.map((t) => (t ? this.buffers.describe(t) : null));
+        // the harness's writes to the fresh outputs (the guard's poison, on its stream) land before the worker's copy
+        this.buffers.push(outs);
+        worker.request('collect', { outputs: descs });
         this.buffers.pull([...outs, ...tensors]);
       } catch (e) {
         for (const t of outs) t?.dispose();
