@@ -1,0 +1,149 @@
+/**
+ * Kimi-Linear on the engine (CPU, f32): a hybrid stack — the MLA layer's decompressed K / padded V in the paged cache,
+ * the three KDA layers' q / k / v conv states and KDA state in the state pool (four states per layer, one slot per
+ * sequence). Continuous batching equals each sequence generated alone (and the float64 forward for some): batched with
+ * prompts of different lengths, with chunked prefill (a continuing chunk reads its states from the pool and its keys
+ * from the cache), mixed prefill + decode steps, recompute preemption, (emulated) graph decode whose padding rows touch
+ * no slot, and aborts; every slot and block is free again afterwards.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Rng, toHostArray, type ExecutionContext } from '@fastkernels/core';
+import { afterAll, describe, expect, it } from 'vitest';
+import { cpuBackend } from '../../../test/l1-harness.js';
+import { EmulatedGraphRuntime } from '../../engine/device-io.js';
+import { LLMEngine, type EngineOptions } from '../../engine/engine.js';
+import { baselineRegistry } from '../../index.js';
+import type { KimiLinearForCausalLM } from './L4/kimi_linear.js';
+import { initKimiParameters } from './kimi-linear-cases.js';
+import { parseKimiLinearConfig } from './kimi-linear-config.js';
+import { kimiLinearArchitecture } from './kimi-linear-model.js';
+import { refKimiLinearGreedy } from './kimi-linear-reference.js';
+
+const FIXTURE = join(import.meta.dirname, '../../../fixtures/tiny-kimi-linear');
+const cfg = parseKimiLinearConfig(JSON.parse(readFileSync(join(FIXTURE, 'config.json'), 'utf8')));
+const ctx: ExecutionContext = { backend: cpuBackend(), device: 0, dtype: 'f32', registry: baselineRegistry() };
+const geometry = kimiLinearArchitecture.geometry(cfg);
+const model = kimiLinearArchitecture.build(ctx, cfg) as KimiLinearForCausalLM;
+initKimiParameters(model, new Rng(31));
+afterAll(() => model.dispose());
+
+function engine(opts: EngineOptions): LLMEngine {
+  return new LLMEngine(model, ctx, geometry, { maxModelLen: 128, maxNumSeqs: 8, maxNumBatchedTokens: 256, graphs: false, ...opts });
+}
+
+/** Prompts of assorted lengths: one token, short ones, and a few longer than a 64-token chunk. */
+function prompts(n: number, seed: number): number[][] {
+  const rng = new Rng(seed);
+  const lens = [1, 70, 5, 23, 2, 81, 12, 40, 9, 3];
+  return Array.from({ length: n }, (_, i) => Array.from({ length: lens[i % lens.length]! }, () => rng.int(0, cfg.vocabSize)));
+}
+const PS = prompts(8, 3);
+const MAXT = (i: number) => 2 + ((i * 5) % 9);
+/** Each sequence alone on the engine: one sequence at a time, its prompt prefilled whole. */
+const WANT = PS.map((p, i) => {
+  const e = engine({ maxNumSeqs: 1 });
+  try {
+    return e.generate([{ promptIds: p, params: { maxTokens: MAXT(i) } }])[0]!.tokenIds;
+  } finally {
+    e.dispose();
+  }
+});
+
+/** Run PS through an engine; checks that every slot and block is free again. */
+function run(opts: EngineOptions) {
+  const e = engine(opts);
+  try {
+    const out = e.generate(PS.map((p, i) => ({ promptIds: p, params: { maxTokens: MAXT(i) } })));
+    expect(e.stateSlots!.numUsedSlots).toBe(0);
+    expect(e.blockManager.numUsedBlocks).toBe(0);
+    return { out, records: e.records };
+  } finally {
+    e.dispose();
+  }
+}
+
+describe('Kimi-Linear on the engine: paged K/V for MLA, q/k/v conv + KDA states in the pool', () => {
+  it('sizes both: a KV cache for the one MLA layer, a state pool with four states per KDA layer', () => {
+    const lines: string[] = [];
+    const e = engine({ log: (l) => lines.push(l) });
+    try {
+      const layers = e.stateCache!.layers;
+      expect(layers[2]).toBeUndefined();
+      const kda = [[8, 16, 3], [8, 16, 3], [8, 16, 3], [8, 2, 8, 8]];
+      expect([0, 1, 3].map((l) => layers[l]!.states.map((s) => s.shape))).toEqual([kda, kda, kda]);
+      expect(e.kvCache.layers.filter(Boolean)).toHaveLength(1);
+      expect(e.budget.numStateSlots).toBe(8);
+      expect(e.budget.stateSlotBytes).toBe(3 * (3 * 16 * 3 + 2 * 8 * 8) * 4);
+      expect(lines.join('\n')).toMatch(/recurrent state .*: 8 slots/);
+    } finally {
+      e.dispose();
+    }
+  });
+
+  it('each sequence alone equals the float64 forward (token for token)', () => {
+    const p = new Map(model.namedParameters().map(([k, t]) => [k, toHostArray(t)] as const));
+    for (const i of [0, 1, 2, 5]) expect(WANT[i], `prompt ${i} (${PS[i]!.length} tokens)`).toEqual(refKimiLinearGreedy(PS[i]!, MAXT(i), p, cfg));
+    expect(new Set(WANT.flat()).size, 'the continuations are not one token').toBeGreaterThan(3);
+  });
+
+  it('batched generation of sequences with different prompt lengths = each sequence alone', () => {
+    const { out, records } = run({});
+    expect(out.map((o) => o.tokenIds)).toEqual(WANT);
+    expect(new Set(records.filter((r) => r.kind === 'decode').map((r) => r.numSeqs)).size).toBeGreaterThan(2);
+  });
+
+  it('chunked prefill (8 tokens a step) carries states and keys across chunks; mixed prefill + decode steps; = alone', () => {
+    const { out, records } = run({ maxNumBatchedTokens: 8, maxNumSeqs: 3 });
+    expect(out.map((o) => o.tokenIds)).toEqual(WANT);
+    expect(records.some((r) => r.kind === 'mixed')).toBe(true);
+    expect(records.every((r) => r.numTokens <= 8 && r.numSeqs <= 3)).toBe(true);
+  });
+
+  it('a preempted sequence is recomputed into a fresh slot and continues as an uninterrupted one', () => {
+    const rng = new Rng(9);
+    const ps = Array.from({ length: 6 }, (_, i) => Array.from({ length: 12 + i }, () => rng.int(0, cfg.vocabSize)));
+    const want = ps.map((p) => {
+      const e = engine({ maxNumSeqs: 1, maxModelLen: 32 });
+      try {
+        return e.generate([{ promptIds: p, params: { maxTokens: 9 } }])[0]!.tokenIds;
+      } finally {
+        e.dispose();
+      }
+    });
+    for (const opts of [{ numKvBlocks: 6, maxModelLen: 32 }, { numKvBlocks: 7, maxModelLen: 32, maxNumBatchedTokens: 10, maxNumSeqs: 5 }]) {
+      const e = engine(opts);
+      try {
+        const out = e.generate(ps.map((p) => ({ promptIds: p, params: { maxTokens: 9 } })));
+        expect(out.map((o) => o.tokenIds)).toEqual(want);
+        expect(out.reduce((a, o) => a + o.numPreemptions, 0)).toBeGreaterThan(0);
+        expect(e.stateSlots!.numUsedSlots).toBe(0);
+      } finally {
+        e.dispose();
+      }
+    }
+  });
+
+  it('graph decode (emulated on the CPU): padding rows touch no slot, = eager', () => {
+    const { out, records } = run({ graphs: new EmulatedGraphRuntime(), maxGraphBatch: 8 });
+    expect(out.map((o) => o.tokenIds)).toEqual(WANT);
+    expect(records.some((r) => r.graph)).toBe(true);
+  });
+
+  it('aborting requests (running, mid-prefill or waiting) frees their slots; the others are unaffected', () => {
+    const e = engine({ maxNumBatchedTokens: 16, maxNumSeqs: 4 });
+    try {
+      const ids = PS.map((p, i) => e.addRequest(p, { maxTokens: MAXT(i) }));
+      const done = new Map<number, number[]>();
+      for (let s = 0; s < 3; s++) for (const f of e.step().finished) done.set(f.requestId, f.tokenIds);
+      expect(e.stateSlots!.numUsedSlots).toBeGreaterThan(0);
+      const dropped = [ids[1]!, ids[2]!, ids[7]!];
+      for (const id of dropped) expect(e.abortRequest(id)).toBe(true);
+      while (e.hasUnfinished) for (const f of e.step().finished) done.set(f.requestId, f.tokenIds);
+      expect(e.stateSlots!.numUsedSlots).toBe(0);
+      ids.forEach((id, i) => (dropped.includes(id) ? expect(done.has(id)).toBe(false) : expect(done.get(id)).toEqual(WANT[i])));
+    } finally {
+      e.dispose();
+    }
+  });
+});
