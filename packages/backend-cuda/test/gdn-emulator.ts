@@ -40,11 +40,132 @@ export interface GdnEmuInputs {
 
 const rd = (p: EmuPtr, i: number) => p.data[p.off + i]!;
 
-/** Runs fk_gdn_recurrent's grid over x: o and sOut are written in place. Throws GlaRaceError where CTAs race. */
+/** Runs fk_gdn_recurrent's (plan.kind 'recurrent') or fk_gdn_chunk's grid over x: o and sOut are written in place. Throws GlaRaceError where CTAs race. */
 export function emulateGdn(p: GlaPlan, x: GdnEmuInputs): void {
   const [gx, gy, gz] = p.grid;
   const access = new StateAccess((id) => `(x ${id % gx}, value head ${Math.floor(id / gx) % gy}, seq ${Math.floor(id / (gx * gy))})`);
   for (let n = 0; n < gz; n++) for (let hv = 0; hv < gy; hv++) for (let bx = 0; bx < gx; bx++) gdnCta(p, x, bx, hv, n, access, bx + gx * (hv + gy * n));
+}
+
+/** fk_gdn_chunk's chunk loop over one CTA's state slice s[tid][r][e] (SETUP and STORE are the recurrent kernel's). */
+function chunkLoop(p: GlaPlan, x: GdnEmuInputs, c: { br: number; t0: number; t1: number; h: number; hv: number; c0: number; s: Float64Array[][] }, shuffleSum: (vals: Float64Array[]) => void): void {
+  const { K, V, HV } = x;
+  const { bv: BV, vec: VEC, threads: TH, chunk: C } = p;
+  const CT = BV / VEC;
+  const RG = TH / CT;
+  const RK = Math.ceil(K / RG);
+  const WARPS = TH / 32;
+  const { br, h, hv, c0, s } = c;
+  const at = (a: EmuPtr, st: readonly number[], t: number, hh: number, i: number) => rd(a, br * st[0]! + t * st[1]! + hh * st[2]! + i);
+  for (let cs = c.t0; cs < c.t1; cs += C) {
+    const L = Math.min(C, c.t1 - cs);
+    // (1)
+    const cq = new Float64Array(C * K);
+    const ck = new Float64Array(C * K);
+    const cv = new Float64Array(C * BV);
+    const cG = new Float64Array(C);
+    const cB = new Float64Array(C);
+    for (let xi = 0; xi < C * K; xi++) {
+      const tt = Math.floor(xi / K);
+      const i = xi - tt * K;
+      if (tt < L) {
+        cq[xi] = at(x.q, x.qs, cs + tt, h, i);
+        ck[xi] = at(x.k, x.ks, cs + tt, h, i);
+      }
+    }
+    for (let xi = 0; xi < C * BV; xi++) {
+      const tt = Math.floor(xi / BV);
+      const cc = xi - tt * BV;
+      cv[xi] = tt < L && c0 + cc < V ? at(x.v, x.vs, cs + tt, hv, c0 + cc) : 0;
+    }
+    for (let tt = 0; tt < C; tt++) {
+      cG[tt] = tt < L ? at(x.g, x.gs, cs + tt, hv, 0) : 0;
+      cB[tt] = tt < L ? at(x.beta, x.bs, cs + tt, hv, 0) : 0;
+    }
+    // (2)
+    if (x.l2norm) {
+      for (let tt = 0; tt < C; tt++) {
+        let [a, b2] = [0, 0];
+        for (let i = 0; i < K; i++) {
+          a += cq[tt * K + i]! ** 2;
+          b2 += ck[tt * K + i]! ** 2;
+        }
+        const [rq, rk] = [1 / Math.sqrt(a + 1e-6), 1 / Math.sqrt(b2 + 1e-6)];
+        for (let i = 0; i < K; i++) {
+          cq[tt * K + i] = cq[tt * K + i]! * rq;
+          ck[tt * K + i] = ck[tt * K + i]! * rk;
+        }
+      }
+    }
+    for (let tt = 0, run = 0; tt < C; tt++) cG[tt] = run += cG[tt]!;
+    // (3)
+    const cAkk = new Float64Array(C * C);
+    const cAqk = new Float64Array(C * C);
+    for (let pp = 0; pp < C * C; pp++) {
+      const tt = Math.floor(pp / C);
+      const sj = pp - tt * C;
+      let [a, b2] = [0, 0];
+      if (sj <= tt && tt < L) {
+        for (let i = 0; i < K; i++) {
+          a += ck[tt * K + i]! * ck[sj * K + i]!;
+          b2 += cq[tt * K + i]! * ck[sj * K + i]!;
+        }
+      }
+      const dec = sj <= tt && tt < L ? Math.exp(cG[tt]! - cG[sj]!) : 0;
+      cAkk[pp] = sj < tt ? cB[tt]! * dec * a : 0;
+      cAqk[pp] = dec * b2;
+    }
+    // (4) the two passes: per-thread partials over its rows, the xor shuffles, the warps' partials, their sum
+    const passes = [ck, cq].map((src) => {
+      const acc = Array.from({ length: TH }, (_, tid) => {
+        const a = new Float64Array(C * VEC);
+        for (let r = 0; r < RK; r++) {
+          const i = Math.floor(tid / CT) + r * RG;
+          if (i >= K) continue;
+          for (let tt = 0; tt < C; tt++) for (let e = 0; e < VEC; e++) a[tt * VEC + e] += src[tt * K + i]! * s[tid]![r]![e]!;
+        }
+        return a;
+      });
+      shuffleSum(acc);
+      const red = new Float64Array(WARPS * C * BV);
+      for (let tid = 0; tid < TH; tid++) if ((tid & 31) < CT) for (let tt = 0; tt < C; tt++) for (let e = 0; e < VEC; e++) red[((tid >> 5) * C + tt) * BV + (tid % CT) * VEC + e] = acc[tid]![tt * VEC + e]!;
+      const dst = new Float64Array(C * BV);
+      for (let xi = 0; xi < C * BV; xi++) for (let w = 0; w < WARPS; w++) dst[xi] += red[w * C * BV + xi]!;
+      return dst;
+    });
+    const [cKS, cQS] = passes as [Float64Array, Float64Array];
+    // (5)
+    for (let cc = 0; cc < BV; cc++) {
+      for (let tt = 0; tt < L; tt++) {
+        let u = cB[tt]! * (cv[tt * BV + cc]! - Math.exp(cG[tt]!) * cKS[tt * BV + cc]!);
+        for (let sj = 0; sj < tt; sj++) u -= cAkk[tt * C + sj]! * cv[sj * BV + cc]!;
+        cv[tt * BV + cc] = u;
+      }
+    }
+    // (6)
+    for (let xi = 0; xi < C * BV; xi++) {
+      const tt = Math.floor(xi / BV);
+      const cc = xi - tt * BV;
+      if (tt >= L || c0 + cc >= V) continue;
+      let y = Math.exp(cG[tt]!) * cQS[xi]!;
+      for (let sj = 0; sj <= tt; sj++) y += cAqk[tt * C + sj]! * cv[sj * BV + cc]!;
+      x.o.data[x.o.off + ((br * x.T + cs + tt) * HV + hv) * V + c0 + cc] = x.scale * y;
+    }
+    // (7)
+    const gl = cG[L - 1]!;
+    for (let tid = 0; tid < TH; tid++) {
+      for (let r = 0; r < RK; r++) {
+        const i = Math.floor(tid / CT) + r * RG;
+        if (i >= K) continue;
+        const st = s[tid]![r]!;
+        for (let e = 0; e < VEC; e++) st[e] = st[e]! * Math.exp(gl);
+        for (let sj = 0; sj < L; sj++) {
+          const kd = ck[sj * K + i]! * Math.exp(gl - cG[sj]!);
+          for (let e = 0; e < VEC; e++) st[e] = st[e]! + kd * cv[sj * BV + (tid % CT) * VEC + e]!;
+        }
+      }
+    }
+  }
 }
 
 function gdnCta(p: GlaPlan, x: GdnEmuInputs, bx: number, hv: number, n: number, access: StateAccess, id: number): void {
@@ -95,7 +216,8 @@ function gdnCta(p: GlaPlan, x: GdnEmuInputs, bx: number, hv: number, n: number, 
       }
     }
   };
-  for (let t = t0; t < t1; t++) {
+  if (p.kind === 'chunk') chunkLoop(p, x, { br, t0, t1, h, hv, c0, s }, shuffleSum);
+  else for (let t = t0; t < t1; t++) {
     // stage (one buffer suffices here: the phases run in order)
     const sq = new Float64Array(K);
     const sk = new Float64Array(K);

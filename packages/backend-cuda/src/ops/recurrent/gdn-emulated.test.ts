@@ -38,7 +38,7 @@ type Operand = [Tensor, DType] | null;
  * compares every output; `pool` (an operand index) is compared after, rows in `named` to the CPU's, the others
  * untouched. `expectRace`: two CTAs must race (the emulator throws) before anything is compared.
  */
-function check(op: string, operands: Operand[], attrs: Record<string, unknown>, emulate: (launch: { source: string; grid: unknown; block: unknown; args: number[] }, ptr: (a: number) => EmuPtr | null) => void, pool?: { index: number; named: number[]; per: number }, expectRace = false): void {
+function check(op: string, operands: Operand[], attrs: Record<string, unknown>, emulate: (launch: { entry: string; source: string; grid: unknown; block: unknown; args: number[] }, ptr: (a: number) => EmuPtr | null) => void, pool?: { index: number; named: number[]; per: number }, expectRace = false): void {
   const f = fake();
   registerRecurrentKernels(f.backend.opKernels!, f.cache, f.runtime);
   const mem = new Map<number, { data: Float64Array; itemsize: number; bytes: number }>();
@@ -64,7 +64,7 @@ function check(op: string, operands: Operand[], attrs: Record<string, unknown>, 
     for (const [base, r] of mem) if (address >= base && address < base + Math.max(r.bytes, 1)) return { data: r.data, off: (address - base) / r.itemsize };
     throw new Error(`address ${address} is in no tensor`);
   };
-  emulate({ source: l.source, grid: l.grid, block: l.block, args: l.args as number[] }, ptr);
+  emulate({ entry: l.entry, source: l.source, grid: l.grid, block: l.block, args: l.args as number[] }, ptr);
   if (expectRace) throw new Error('two live sequences shared a pool row and the emulator did not report a race');
   const close = (x: Float64Array, y: Float64Array, what: string) => {
     expect(x.length, what).toBe(y.length);
@@ -90,6 +90,7 @@ const def = (source: string, name: string) => Number(new RegExp(`#define ${name}
 const f64 = (shape: number[], seed: number, f?: (x: number) => number) => Tensor.fromArray(cpu, rnd(numel(shape), seed, f), shape, 'f64');
 
 interface DeltaCase {
+  readonly op?: 'fused_recurrent_gated_delta_rule' | 'chunk_gated_delta_rule';
   readonly B: number;
   readonly T: number;
   readonly H: number;
@@ -124,13 +125,17 @@ function checkDelta(c: DeltaCase): void {
   const idxDType = c.idxDType ?? 'i64';
   const idx = c.idx ? Tensor.fromArray(cpu, c.idx, [c.idx.length], idxDType) : null;
   const attrs = { scale: c.scale ?? null, output_final_state: !pooled && (c.final ?? true), use_qk_l2norm_in_kernel: c.l2norm ?? false };
+  const op = c.op ?? 'fused_recurrent_gated_delta_rule';
+  const kind = op === 'chunk_gated_delta_rule' ? 'chunk' : 'recurrent';
   check(
-    'fused_recurrent_gated_delta_rule',
+    op,
     [[q, 'bf16'], [k, 'bf16'], [v, 'bf16'], [g, 'f32'], [beta, 'bf16'], s0 && [s0, 'f32'], cu && [cu, 'i32'], idx && [idx, idxDType]],
     attrs,
     (l, ptr) => {
       const a = l.args;
-      const plan = planGdn({ N, HV, K, V }, def(l.source, 'FK_VEC'), 132);
+      const plan = planGdn({ N, HV, K, V }, def(l.source, 'FK_VEC'), 132, kind);
+      expect(l.entry).toBe(`fk_gdn_${kind}`);
+      expect(def(l.source, 'FK_C')).toBe(plan.chunk || 1);
       expect([def(l.source, 'FK_K'), def(l.source, 'FK_BV'), def(l.source, 'FK_THREADS'), def(l.source, 'FK_L2')]).toEqual([K, plan.bv, plan.threads, c.l2norm ? 1 : 0]);
       expect(l.grid).toEqual(plan.grid);
       expect(l.block).toBe(plan.threads);
@@ -219,7 +224,19 @@ describe('gated delta rule kernel: the recorded launch emulated on the host vs t
     checkDelta({ B: 3, T: 1, H: 1, HV: 2, K: 128, V: 128, idx: [2, -1, 0], slots: 4, l2norm: true, idxDType: 'i32' }));
   it('two sequences on one pool row are a race between their CTAs', () => {
     expect(() => checkDelta({ B: 3, T: 1, H: 1, HV: 1, K: 8, V: 16, idx: [1, -1, 1], slots: 2, race: true })).toThrow(GlaRaceError);
+    expect(() => checkDelta({ op: 'chunk_gated_delta_rule', B: 1, T: 6, H: 1, HV: 1, K: 8, V: 16, cu: [0, 2, 6], idx: [1, 1], slots: 2, race: true })).toThrow(GlaRaceError);
   });
+});
+
+describe('chunked gated delta rule kernel (chunk_gated_delta_rule): the recorded launch emulated vs the float64 CPU op', () => {
+  const op = 'chunk_gated_delta_rule' as const;
+  it('batch rows across chunk ends (T 37 = 2 chunks of 16 + 5), grouped value heads, initial and final state, l2norm', () => checkDelta({ op, B: 2, T: 37, H: 2, HV: 4, K: 8, V: 12, init: true, l2norm: true }));
+  it('K 40, V 10 (2-float access), permuted q, scale 0.3, prenormed k, no state in', () => checkDelta({ op, B: 1, T: 20, H: 1, HV: 2, K: 40, V: 10, permuteQ: true, scale: 0.3 }));
+  it('V 7 (scalar access), no state at all', () => checkDelta({ op, B: 1, T: 17, H: 2, HV: 2, K: 16, V: 7, final: false, l2norm: true }));
+  it('packed sequences (one empty, ends inside and across chunks) over a pool with a -1 padding row', () =>
+    checkDelta({ op, B: 1, T: 45, H: 2, HV: 4, K: 24, V: 16, cu: [0, 17, 17, 40, 45], idx: [5, 0, -1, 2], slots: 6, l2norm: true, idxDType: 'i32' }));
+  it("Qwen3-Next-80B's head dims (K 128, V 128): two packed prefills over a pool", { timeout: 120_000 }, () =>
+    checkDelta({ op, B: 1, T: 21, H: 1, HV: 2, K: 128, V: 128, cu: [0, 3, 21], idx: [1, 3], slots: 4, l2norm: true }));
 });
 
 describe('causal conv kernel: the recorded launch emulated on the host vs the float64 CPU op', () => {

@@ -4,10 +4,10 @@
  * decode batch 1 and 256, with and without the in-kernel l2norm, f32 gates under bf16 inputs, i32 / i64 indices, the
  * largest K taken (1024), odd V (2-float and scalar state access). The conv: decode (128 channels a thread each) and
  * prefill (32 x 8) plans, every dtype, widths 1, 4 and 16, an f32 state pool under bf16 x, has_initial_state dtypes.
- * Skipped, saying so, without nvcc.
+ * The chunked delta rule at Qwen3-Next's prefill plans (every dtype) and the odd shapes above. Skipped, saying so, without nvcc.
  */
 import { compileSuite } from '../../../test/nvcc-compile.js';
-import { planConv, planGdn, type GdnShape } from './gdn-plan.js';
+import { gdnDecline, planConv, planGdn, type GdnShape } from './gdn-plan.js';
 import { convSource, gdnSource, type ConvHasInitDType, type GdnDType, type GdnIndexDType } from './gdn-source.js';
 
 const shapes: [string, GdnShape, number][] = [
@@ -31,6 +31,17 @@ for (const [label, shape, maxVec] of shapes) {
         () => gdnSource({ dtype, gDType, betaDType: dtype, cuDType: idx, idxDType: idx, K: shape.K, bv: p.bv, vec: p.vec, threads: p.threads, l2norm }),
       ]);
     }
+  }
+}
+// the chunked kernel (chunk_gated_delta_rule): prefill plans at Qwen3-Next's heads, every dtype; odd shapes in bf16
+for (const [label, shape, maxVec] of [['qwen3-next heads, 1 sequence', { N: 1, HV: 32, K: 128, V: 128 }, 4], ['qwen3-next heads, 8 sequences', { N: 8, HV: 32, K: 128, V: 128 }, 4], ...shapes.slice(2)] as [string, GdnShape, number][]) {
+  const p = planGdn(shape, maxVec, 132, 'chunk');
+  if (gdnDecline({ op: 'chunk_gated_delta_rule', dtypes: ['bf16', 'bf16', 'bf16'], H: 1, pool: null, ...shape })) continue;
+  for (const dtype of label.startsWith('qwen3-next heads, 1') ? (['bf16', 'f16', 'f32'] as GdnDType[]) : (['bf16'] as GdnDType[])) {
+    cases.push([
+      `chunked gated delta rule ${label} ${dtype} (BV ${p.bv} x${p.vec}, ${p.threads} threads, chunk ${p.chunk}, ${p.sharedBytes} B shared)`,
+      () => gdnSource({ kind: 'chunk', chunk: p.chunk, dtype, gDType: 'f32', betaDType: dtype, cuDType: 'i32', idxDType: 'i64', K: shape.K, bv: p.bv, vec: p.vec, threads: p.threads, l2norm: true }),
+    ]);
   }
 }
 const convCases: [string, number, GdnDType, GdnDType, ConvHasInitDType, number][] = [

@@ -1,7 +1,7 @@
 /**
  * The gated-DeltaNet launch plans and host path on the fake device: the delta rule's tiling at Qwen3-Next-80B's decode
- * shapes, the conv's decode / prefill plans, what the kernels decline (naming why), chunk_gated_delta_rule reaching the
- * recurrent kernel through its decomposition, the pools passed in place (no copy) and no host read of any tensor (the
+ * shapes, the conv's decode / prefill plans, what the kernels decline (naming why), chunk_gated_delta_rule's chunked
+ * kernel (f64 to its decomposition), the pools passed in place (no copy) and no host read of any tensor (the
  * launches pack device addresses only: the fake device has no memory to read).
  */
 import { Tensor, callOp, opRoute } from '@fastkernels/core';
@@ -75,17 +75,22 @@ describe('GdnKernels on the fake device', () => {
     expect(f.copies).toHaveLength(0);
   });
 
-  it('chunk_gated_delta_rule reaches the recurrent kernel through its decomposition (packed prefills over a pool)', () => {
+  it('chunk_gated_delta_rule: packed prefills over a pool to the chunked kernel (its shared memory planned); f64 to its decomposition', () => {
     const f = setup();
     const [q, k] = [0, 1].map(() => f.t([1, 9, 1, 16]));
     const v = f.t([1, 9, 2, 16]);
     const [g, beta] = [0, 1].map(() => f.t([1, 9, 2]));
     const pool = f.t([3, 2, 16, 16], 'f32');
     const ins = [q!, k!, v, g!, beta!, pool, f.t([3], 'i32'), f.t([2], 'i64')];
-    expect(opRoute('chunk_gated_delta_rule', ins, {})).toEqual({ via: 'decomposition' });
+    expect(opRoute('chunk_gated_delta_rule', ins, {})).toEqual({ via: 'kernel' });
     callOp('chunk_gated_delta_rule', ins, {});
-    expect(f.cache.launches.map((l) => l.entry)).toEqual(['fk_gdn_recurrent']);
+    expect(f.cache.launches.map((l) => l.entry)).toEqual(['fk_gdn_chunk']);
     expect(f.cache.launches[0]!.source).toContain('typedef long long SI_T;');
+    expect(f.cache.launches[0]!.source).toContain('#define FK_C 16');
+    const p = planGdn({ N: 2, HV: 2, K: 16, V: 16 }, 4, 132, 'chunk');
+    expect(p.sharedBytes).toBe(4 * (2 * 16 * 16 + 3 * 16 * p.bv + (p.threads / 32) * 16 * p.bv + 2 * 16 * 16 + 2 * 16));
+    const x64 = [f.t([1, 2, 1, 8], 'f64'), f.t([1, 2, 1, 8], 'f64'), f.t([1, 2, 1, 8], 'f64'), f.t([1, 2, 1], 'f64'), f.t([1, 2, 1], 'f64')];
+    expect(opRoute('chunk_gated_delta_rule', [...x64, null, null, null], {})).toEqual({ via: 'decomposition' });
   });
 
   it('causal_conv1d over the pool with a transposed x: strides passed, nothing copied; update over the pool; declines say why', () => {

@@ -3,7 +3,8 @@
  * dtypes, unit-tested without a GPU. The delta rule tiles its state as GLA's recurrent kernel does (gla-plan.ts, one
  * CTA per V tile x value head x sequence); the conv gives a CTA channels x token groups of one sequence.
  */
-import { GLA_MAX_K, planGla, type GlaPlan } from './gla-plan.js';
+import { GLA_MAX_K, GLA_MAX_SHARED, planGla, type GlaPlan } from './gla-plan.js';
+import { gdnChunkSharedFloats } from './gdn-source.js';
 
 export interface GdnShape {
   /** Sequences (B, or cu_seqlens' N), value heads, key and value head dims. */
@@ -13,9 +14,13 @@ export interface GdnShape {
   readonly V: number;
 }
 
-/** The delta rule's plan: GLA's recurrent tiling over the value heads (grid x: V tiles, y: value heads, z: sequences). */
-export function planGdn(s: GdnShape, maxVec: number, sms: number): GlaPlan {
-  return planGla('recurrent', { N: s.N, H: s.HV, K: s.K, V: s.V }, maxVec, sms);
+/**
+ * The delta rule's plan: GLA's tiling over the value heads (grid x: V tiles, y: value heads, z: sequences), the
+ * recurrent kernel's or the chunked one's (its shared memory sized for gdn-source.ts's chunk layout).
+ */
+export function planGdn(s: GdnShape, maxVec: number, sms: number, kind: 'recurrent' | 'chunk' = 'recurrent'): GlaPlan {
+  const p = planGla(kind, { N: s.N, H: s.HV, K: s.K, V: s.V }, maxVec, sms);
+  return kind === 'chunk' ? { ...p, sharedBytes: 4 * gdnChunkSharedFloats(s.K, p.bv, p.chunk, p.threads) } : p;
 }
 
 const FLOAT = ['f32', 'bf16', 'f16'];
@@ -39,6 +44,10 @@ export function gdnDecline(c: GdnCall): string | null {
   if (c.H < 1 || c.HV % c.H !== 0) return `value heads ${c.HV} must be a multiple of q / k heads ${c.H}`;
   if (c.HV > 65535 || c.N > 65535) return `${c.N} sequences x ${c.HV} value heads: past the grid's 65535 limit on y / z`;
   if (c.pool && !c.pool.slotContiguous) return `the state pool's slots must each be one contiguous [HV, K, V] block (updated in place; a copy would not be)`;
+  if (c.op === 'chunk_gated_delta_rule') {
+    const p = planGdn(c, 4, 1, 'chunk');
+    if (p.sharedBytes > GLA_MAX_SHARED) return `K ${c.K}: the chunked kernel's ${p.sharedBytes} bytes of shared memory exceed ${GLA_MAX_SHARED}`;
+  }
   return null;
 }
 

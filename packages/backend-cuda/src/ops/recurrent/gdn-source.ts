@@ -15,6 +15,13 @@
  * o = scale (d q^T S + (q.k) u) (= scale q^T S_new) and S = d S + k u^T, all in registers. Two barriers a token (the
  * shared arrays double-buffered). Value head hv reads q / k head hv / R.
  *
+ * fk_gdn_chunk (chunk_gated_delta_rule, prefill): FLA's chunked form with CUDA-core FMAs in f32, C = FK_C tokens at a
+ * time, the same CTA and state tiling. With G_t the running sum of g inside the chunk: the corrections solve
+ * u_t = beta_t (v_t - exp(G_t) k_t^T S0) - sum_{s < t} beta_t exp(G_t - G_s) (k_t . k_s) u_s (the UT transform, by
+ * forward substitution a thread a column), o_t = scale (exp(G_t) q_t^T S0 + sum_{s <= t} exp(G_t - G_s) (q_t . k_s) u_s)
+ * and S_C = exp(G_last) S0 + sum_s exp(G_last - G_s) k_s u_s^T (every exponent <= 0 for g <= 0). The scores are
+ * recomputed by each V tile: a first step, as chunk_gla's was (the tensor-core form computes them once a chunk).
+ *
  * fk_causal_conv1d: a CTA per (FK_CT channels, sequence), FK_TG token groups: each thread keeps its channel's W taps
  * and the last W - 1 state columns in registers and computes the outputs of tokens tg, tg + TG, ...; after a barrier
  * (every thread has read the state) one thread a channel writes the new state, the last S columns of [state, x], in
@@ -32,6 +39,10 @@ export type GdnIndexDType = 'i32' | 'i64';
 const I64 = (n: number): ArgType[] => new Array<ArgType>(n).fill('i64');
 
 export interface GdnKernelSpec {
+  /** The recurrent kernel (decode) or the chunked one (prefill). */
+  readonly kind?: 'recurrent' | 'chunk';
+  /** Tokens a chunk (the chunked kernel). */
+  readonly chunk?: number;
   /** q / k / v and o; g and beta. */
   readonly dtype: GdnDType;
   readonly gDType: GdnDType;
@@ -210,6 +221,212 @@ extern "C" __global__ void __launch_bounds__(FK_THREADS) fk_gdn_recurrent(
 }
 `;
 
+const GDN_CHUNK_BODY = String.raw`
+extern "C" __global__ void __launch_bounds__(FK_THREADS) fk_gdn_chunk(
+    T* __restrict__ o, const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const TGATE* __restrict__ g,
+    const TBETA* __restrict__ beta,
+    long long qb, long long qt, long long qh, long long kb, long long kt, long long kh, long long vb, long long vt, long long vh,
+    long long gb, long long gt, long long gh, long long bb, long long btk, long long bh,
+    const float* s_in, long long s_in_n, float* s_out, long long s_out_n,
+    const CU_T* __restrict__ cu, const SI_T* __restrict__ si, int T_len, int HV, int V, int R, float scale) {
+  constexpr int CT = FK_BV / FK_VEC;        // threads across a row of the tile
+  constexpr int RG = FK_THREADS / CT;       // row groups
+  constexpr int RK = (FK_K + RG - 1) / RG;  // rows a thread
+  constexpr int WARPS = FK_THREADS / 32;
+  typedef FkV<float, FK_VEC> SV;
+  extern __shared__ float smem[];
+  float* cq = smem;                     // [C][K]: q (l2-normalised)
+  float* ck = cq + FK_C * FK_K;         // [C][K]: k (l2-normalised)
+  float* cv = ck + FK_C * FK_K;         // [C][BV]: the v tile, then the corrections u
+  float* cKS = cv + FK_C * FK_BV;       // [C][BV]: k_t^T S0
+  float* cQS = cKS + FK_C * FK_BV;      // [C][BV]: q_t^T S0
+  float* cred = cQS + FK_C * FK_BV;     // [WARPS][C][BV]: the warps' partials
+  float* cAkk = cred + WARPS * FK_C * FK_BV;  // [C][C]
+  float* cAqk = cAkk + FK_C * FK_C;     // [C][C]
+  float* cG = cAqk + FK_C * FK_C;       // [C]: g, then its running sum in the chunk
+  float* cB = cG + FK_C;                // [C]: beta
+  const int tid = threadIdx.x, ct = tid % CT, rg = tid / CT;
+  const int lane = tid & 31, warp = tid >> 5;
+  const int hv = blockIdx.y, n = blockIdx.z, h = hv / R;
+  const int c0 = blockIdx.x * FK_BV;
+  const int j0 = c0 + ct * FK_VEC;  // this thread's first column (VEC divides V: all VEC in or all out)
+  const bool col_ok = j0 < V;
+  long long br;
+  int t0, t1;                       // batch row and token range of the sequence
+  if (cu != nullptr) { br = 0; t0 = (int)cu[n]; t1 = (int)cu[n + 1]; }
+  else { br = n; t0 = 0; t1 = T_len; }
+  long long slot = n;
+  bool rd = s_in != nullptr, wr = s_out != nullptr;
+  if (si != nullptr) {
+    slot = (long long)si[n];
+    if (slot < 0) { rd = false; wr = false; }  // PAD_SLOT_ID: a zero state, nothing written back
+  }
+  const long long head = (long long)hv * FK_K * V;
+  float s[RK][FK_VEC];
+#pragma unroll
+  for (int r = 0; r < RK; ++r) {
+    const int i = rg + r * RG;
+    SV x;
+#pragma unroll
+    for (int e = 0; e < FK_VEC; ++e) x.v[e] = 0.f;
+    if (rd && col_ok && (RK * RG == FK_K || i < FK_K)) x = *reinterpret_cast<const SV*>(s_in + slot * s_in_n + head + (long long)i * V + j0);
+#pragma unroll
+    for (int e = 0; e < FK_VEC; ++e) s[r][e] = x.v[e];
+  }
+  for (int cs = t0; cs < t1; cs += FK_C) {
+    const int L = min(FK_C, t1 - cs);
+    // (1) the chunk's q, k (rows past L: zeros), the v tile, g and beta
+    for (int x = tid; x < FK_C * FK_K; x += FK_THREADS) {
+      const int tt = x / FK_K, i = x - tt * FK_K;
+      float qv = 0.f, kv = 0.f;
+      if (tt < L) {
+        const long long t = cs + tt;
+        qv = LD_T(q[br * qb + t * qt + h * qh + i]);
+        kv = LD_T(k[br * kb + t * kt + h * kh + i]);
+      }
+      cq[x] = qv;
+      ck[x] = kv;
+    }
+    for (int x = tid; x < FK_C * FK_BV; x += FK_THREADS) {
+      const int tt = x / FK_BV, c = x - tt * FK_BV;
+      cv[x] = tt < L && c0 + c < V ? LD_T(v[br * vb + (long long)(cs + tt) * vt + hv * vh + c0 + c]) : 0.f;
+    }
+    for (int tt = tid; tt < FK_C; tt += FK_THREADS) {
+      const long long t = cs + tt;
+      cG[tt] = tt < L ? LD_G(g[br * gb + t * gt + hv * gh]) : 0.f;
+      cB[tt] = tt < L ? LD_B(beta[br * bb + t * btk + hv * bh]) : 0.f;
+    }
+    __syncthreads();
+    // (2) q, k l2-normalised a warp a token; the running sum G of g (thread 0)
+#if FK_L2
+    for (int tt = warp; tt < FK_C; tt += WARPS) {
+      float a = 0.f, b2 = 0.f;
+      for (int i = lane; i < FK_K; i += 32) { a = fmaf(cq[tt * FK_K + i], cq[tt * FK_K + i], a); b2 = fmaf(ck[tt * FK_K + i], ck[tt * FK_K + i], b2); }
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) { a += __shfl_xor_sync(0xffffffffu, a, off); b2 += __shfl_xor_sync(0xffffffffu, b2, off); }
+      const float rq = rsqrtf(a + 1e-6f), rk = rsqrtf(b2 + 1e-6f);
+      for (int i = lane; i < FK_K; i += 32) { cq[tt * FK_K + i] *= rq; ck[tt * FK_K + i] *= rk; }
+    }
+#endif
+    if (tid == 0) {
+      float run = 0.f;
+      for (int tt = 0; tt < FK_C; ++tt) { run += cG[tt]; cG[tt] = run; }
+    }
+    __syncthreads();
+    // (3) Akk[t][s] = beta_t exp(G_t - G_s) k_t.k_s (s < t), Aqk[t][s] = exp(G_t - G_s) q_t.k_s (s <= t): a warp a pair
+    for (int p = warp; p < FK_C * FK_C; p += WARPS) {
+      const int tt = p / FK_C, sj = p - tt * FK_C;
+      float a = 0.f, b2 = 0.f;
+      if (sj <= tt && tt < L) {
+        for (int i = lane; i < FK_K; i += 32) {
+          const float kk = ck[sj * FK_K + i];
+          a = fmaf(ck[tt * FK_K + i], kk, a);
+          b2 = fmaf(cq[tt * FK_K + i], kk, b2);
+        }
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) { a += __shfl_xor_sync(0xffffffffu, a, off); b2 += __shfl_xor_sync(0xffffffffu, b2, off); }
+      }
+      if (lane == 0) {
+        const float dec = sj <= tt && tt < L ? expf(cG[tt] - cG[sj]) : 0.f;
+        cAkk[p] = sj < tt ? cB[tt] * dec * a : 0.f;
+        cAqk[p] = dec * b2;
+      }
+    }
+    // (4) k_t^T S0 then q_t^T S0 for the tile's columns: this thread's rows, the warp's row groups, then the warps
+#pragma unroll
+    for (int pass = 0; pass < 2; ++pass) {
+      const float* src = pass == 0 ? ck : cq;
+      float* dst = pass == 0 ? cKS : cQS;
+      float acc[FK_C][FK_VEC];
+#pragma unroll
+      for (int tt = 0; tt < FK_C; ++tt)
+#pragma unroll
+        for (int e = 0; e < FK_VEC; ++e) acc[tt][e] = 0.f;
+#pragma unroll
+      for (int r = 0; r < RK; ++r) {
+        const int i = rg + r * RG;
+        if (RK * RG == FK_K || i < FK_K) {
+#pragma unroll
+          for (int tt = 0; tt < FK_C; ++tt) {
+            const float x = src[tt * FK_K + i];
+#pragma unroll
+            for (int e = 0; e < FK_VEC; ++e) acc[tt][e] = fmaf(x, s[r][e], acc[tt][e]);
+          }
+        }
+      }
+#pragma unroll
+      for (int off = CT; off < 32; off <<= 1)
+#pragma unroll
+        for (int tt = 0; tt < FK_C; ++tt)
+#pragma unroll
+          for (int e = 0; e < FK_VEC; ++e) acc[tt][e] += __shfl_xor_sync(0xffffffffu, acc[tt][e], off);
+      if (lane < CT)
+#pragma unroll
+        for (int tt = 0; tt < FK_C; ++tt)
+#pragma unroll
+          for (int e = 0; e < FK_VEC; ++e) cred[(warp * FK_C + tt) * FK_BV + ct * FK_VEC + e] = acc[tt][e];
+      __syncthreads();
+      for (int x = tid; x < FK_C * FK_BV; x += FK_THREADS) {
+        float y = 0.f;
+#pragma unroll
+        for (int w = 0; w < WARPS; ++w) y += cred[w * FK_C * FK_BV + x];
+        dst[x] = y;
+      }
+      __syncthreads();
+    }
+    // (5) the corrections u_t = beta_t (v_t - exp(G_t) k_t^T S0) - sum_{s < t} Akk[t][s] u_s, a thread a column, into cv
+    for (int c = tid; c < FK_BV; c += FK_THREADS) {
+      for (int tt = 0; tt < L; ++tt) {
+        float u = cB[tt] * (cv[tt * FK_BV + c] - expf(cG[tt]) * cKS[tt * FK_BV + c]);
+        for (int sj = 0; sj < tt; ++sj) u = fmaf(-cAkk[tt * FK_C + sj], cv[sj * FK_BV + c], u);
+        cv[tt * FK_BV + c] = u;
+      }
+    }
+    __syncthreads();
+    // (6) o_t = scale (exp(G_t) q_t^T S0 + sum_{s <= t} Aqk[t][s] u_s)
+    for (int x = tid; x < FK_C * FK_BV; x += FK_THREADS) {
+      const int tt = x / FK_BV, c = x - tt * FK_BV;
+      if (tt < L && c0 + c < V) {
+        float y = expf(cG[tt]) * cQS[x];
+        for (int sj = 0; sj <= tt; ++sj) y = fmaf(cAqk[tt * FK_C + sj], cv[sj * FK_BV + c], y);
+        o[((br * T_len + cs + tt) * HV + hv) * (long long)V + c0 + c] = ST_T(scale * y);
+      }
+    }
+    // (7) the state over the chunk, in registers: exp(G_last) S0 + sum_s exp(G_last - G_s) k_s u_s^T
+    {
+      const float gl = cG[L - 1];
+      const float dl = expf(gl);
+#pragma unroll
+      for (int r = 0; r < RK; ++r) {
+        const int i = rg + r * RG;
+        if (RK * RG == FK_K || i < FK_K) {
+#pragma unroll
+          for (int e = 0; e < FK_VEC; ++e) s[r][e] *= dl;
+          for (int sj = 0; sj < L; ++sj) {
+            const float kd = ck[sj * FK_K + i] * expf(gl - cG[sj]);
+#pragma unroll
+            for (int e = 0; e < FK_VEC; ++e) s[r][e] = fmaf(kd, cv[sj * FK_BV + ct * FK_VEC + e], s[r][e]);
+          }
+        }
+      }
+    }
+    __syncthreads();  // the next chunk overwrites what (6) and (7) read
+  }
+  if (wr && col_ok) {
+#pragma unroll
+    for (int r = 0; r < RK; ++r) {
+      const int i = rg + r * RG;
+      if (RK * RG == FK_K || i < FK_K) {
+        SV x;
+#pragma unroll
+        for (int e = 0; e < FK_VEC; ++e) x.v[e] = s[r][e];
+        *reinterpret_cast<SV*>(s_out + slot * s_out_n + head + (long long)i * V + j0) = x;
+      }
+    }
+  }
+}
+`;
+
 const INDEX_CTYPE: Readonly<Record<GdnIndexDType, string>> = { i32: 'int', i64: 'long long' };
 
 function header(comment: string, loads: Record<string, GenDType>, stores: Record<string, GenDType>, types: Record<string, string>): string[] {
@@ -225,21 +442,27 @@ function header(comment: string, loads: Record<string, GenDType>, stores: Record
   ];
 }
 
-/** One fused_recurrent_gated_delta_rule variant: its #defines, the dtypes' conversions and the kernel body. */
+/** Floats of the chunked kernel's dynamic shared memory (GDN_CHUNK_BODY's layout). */
+export function gdnChunkSharedFloats(K: number, bv: number, chunk: number, threads: number): number {
+  return 2 * chunk * K + 3 * chunk * bv + (threads / 32) * chunk * bv + 2 * chunk * chunk + 2 * chunk;
+}
+
+/** One fused_recurrent_gated_delta_rule / chunk_gated_delta_rule variant: its #defines, the dtypes' conversions and the kernel body. */
 export function gdnSource(spec: GdnKernelSpec): GeneratedKernel {
   const { dtype, K, bv, vec, threads } = spec;
+  const kind = spec.kind ?? 'recurrent';
   if (bv % vec !== 0 || threads % 32 !== 0 || 32 % (bv / vec) !== 0) throw new RangeError(`gdn: bv ${bv} / vec ${vec} / threads ${threads} do not tile (bv / vec must divide 32)`);
   const source = [
     ...header(
-      `// fk_gdn_recurrent ${dtype} (g ${spec.gDType}, beta ${spec.betaDType}) K ${K} BV ${bv} x${vec} ${threads} threads${spec.l2norm ? ' l2norm' : ''} (src/ops/recurrent/gdn-source.ts)`,
+      `// fk_gdn_${kind} ${dtype} (g ${spec.gDType}, beta ${spec.betaDType}) K ${K} BV ${bv} x${vec} ${threads} threads${spec.l2norm ? ' l2norm' : ''} (src/ops/recurrent/gdn-source.ts)`,
       { LD_T: dtype, LD_G: spec.gDType, LD_B: spec.betaDType },
       { ST_T: dtype },
       { T: GEN_CTYPE[dtype], TGATE: GEN_CTYPE[spec.gDType], TBETA: GEN_CTYPE[spec.betaDType], CU_T: INDEX_CTYPE[spec.cuDType], SI_T: INDEX_CTYPE[spec.idxDType] },
     ),
-    `#define FK_K ${K}`, `#define FK_BV ${bv}`, `#define FK_VEC ${vec}`, `#define FK_THREADS ${threads}`, `#define FK_L2 ${spec.l2norm ? 1 : 0}`,
-    GDN_BODY,
+    `#define FK_K ${K}`, `#define FK_BV ${bv}`, `#define FK_VEC ${vec}`, `#define FK_THREADS ${threads}`, `#define FK_L2 ${spec.l2norm ? 1 : 0}`, `#define FK_C ${spec.chunk || 1}`,
+    kind === 'chunk' ? GDN_CHUNK_BODY : GDN_BODY,
   ].join('\n');
-  return { source, entry: 'fk_gdn_recurrent', signature: GDN_SIGNATURE };
+  return { source, entry: `fk_gdn_${kind}`, signature: GDN_SIGNATURE };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 /**
  * Qwen3-Next's gated-DeltaNet ops on CUDA (gdn-source.ts) vs the float64 CPU backend through the op registry (CUDA must
- * take its kernel, or for chunk_gated_delta_rule its decomposition into the recurrent kernel):
- * fused_recurrent_gated_delta_rule with batch rows and states, grouped value heads, the in-kernel l2norm on and off,
+ * take its kernel): fused_recurrent_gated_delta_rule and chunk_gated_delta_rule (the chunked kernel: chunks of 16, sequence
+ * ends inside and across them, a 1024-token prefill, held to the CPU's recurrent op) with batch rows and states, grouped value heads, the in-kernel l2norm on and off,
  * packed sequences (one empty) over a state pool with -1 padding (pool rows compared after, untouched ones bit for bit),
  * decode batches 1 / 7 / 64 at Qwen3-Next-80B's head dims (each live row its own slot: test/gla-cases.ts), i32 and i64
  * indices, bf16 / f16 / f32 inputs (f32 gates under bf16); causal_conv1d packed prefills over a conv pool (a transposed
@@ -76,7 +76,7 @@ function checkDelta(label: string, c: DeltaCase): void {
     const idx = c.idx ? keep(Tensor.fromArray(cpu(), c.idx, [c.idx.length], c.idxDType ?? 'i32')) : null;
     const attrs = { scale: c.scale ?? null, output_final_state: !pooled && (c.final ?? true), use_qk_l2norm_in_kernel: l2 };
     const gIn = [q, k, v, g, beta, s0, cu, idx].map((t) => (t ? keep(toGpu(t)) : null));
-    expect(opRoute(op, gIn, attrs), `${label}: route`).toEqual({ via: op === 'chunk_gated_delta_rule' ? 'decomposition' : 'kernel' });
+    expect(opRoute(op, gIn, attrs), `${label}: route`).toEqual({ via: 'kernel' });
     const poolBefore = s0 ? s0.toFloat64Array() : null;
     const want = keep(callOp(op, [q, k, v, g, beta, s0, cu, idx], attrs));
     const got = keep(callOp(op, gIn, attrs));
@@ -175,6 +175,14 @@ describe('gated DeltaNet kernels vs the float64 CPU backend', () => {
         checkDelta(`${op} varlen ${idxDType}`, { op, dtype: 'bf16', B: 1, T: 90, H: 2, HV: 4, K: 32, V: 48, cu: [0, 17, 17, 70, 90], idx: [5, 0, -1, 2], slots: 6, idxDType });
       }
     }
+  });
+
+  it('chunk_gated_delta_rule: batch rows across chunk ends, every dtype; Qwen3-Next-80B heads, packed prefills over a pool and 1024 tokens', GT, () => {
+    const op = 'chunk_gated_delta_rule' as const;
+    for (const dtype of ['bf16', 'f16', 'f32'] as DType[]) checkDelta(`chunk ${dtype} B 2 T 37`, { op, dtype, B: 2, T: 37, H: 2, HV: 4, K: 16, V: 12, init: true });
+    checkDelta('chunk prenormed q / k, scale 0.3', { op, dtype: 'bf16', B: 1, T: 40, H: 1, HV: 2, K: 40, V: 10, scale: 0.3, l2norm: false, init: true });
+    checkDelta('chunk qwen3-next varlen pool', { op, dtype: 'bf16', B: 1, T: 150, H: 1, HV: 2, K: QN.K, V: QN.V, cu: [0, 37, 100, 150], idx: [2, -1, 0], slots: 3 });
+    checkDelta('chunk qwen3-next T 1024 states', { op, dtype: 'bf16', B: 1, T: 1024, H: 1, HV: 2, K: QN.K, V: QN.V, init: true });
   });
 
   it('Qwen3-Next-80B decode at batch 1, 7 and 64 over a pool (a -1 row in each batch past 1, distinct slots)', GT, () => {

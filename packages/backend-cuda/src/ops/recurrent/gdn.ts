@@ -1,6 +1,7 @@
 /**
- * Qwen3-Next's gated-DeltaNet ops on CUDA (gdn-source.ts): fused_recurrent_gated_delta_rule (and through its
- * decomposition chunk_gated_delta_rule), causal_conv1d and causal_conv1d_update. The registry call's tensors are read
+ * Qwen3-Next's gated-DeltaNet ops on CUDA (gdn-source.ts): fused_recurrent_gated_delta_rule, chunk_gated_delta_rule
+ * (its own CUDA-core chunked kernel; where that declines, its decomposition into the recurrent one), causal_conv1d and
+ * causal_conv1d_update. The registry call's tensors are read
  * in place through their strides (a copy only where a head dim, the conv weight or the bias is not contiguous), the
  * state pools read and written in place through the index tensors, cu_seqlens / query_start_loc / has_initial_state
  * read on the device. No host read of any tensor: the launch depends on shapes alone, so it is safe inside a captured
@@ -19,7 +20,7 @@ import { CONV_SIGNATURE, GDN_SIGNATURE, convSource, gdnSource, type ConvHasInitD
 
 export type GdnAttrs = { scale: number | null; output_final_state: boolean; use_qk_l2norm_in_kernel: boolean };
 export type ConvAttrs = { activation: 'silu' | 'swish' | null; return_final_states?: boolean };
-export type GdnOp = 'fused_recurrent_gated_delta_rule' | 'causal_conv1d' | 'causal_conv1d_update';
+export type GdnOp = 'fused_recurrent_gated_delta_rule' | 'chunk_gated_delta_rule' | 'causal_conv1d' | 'causal_conv1d_update';
 
 export class GdnKernels {
   private readonly kernels = new Map<string, CudaKernel>();
@@ -29,10 +30,10 @@ export class GdnKernels {
     private readonly runtime: () => CudaRuntime,
   ) {}
 
-  /** true, or why the kernel declines (the call then fails with the reason: none of these ops decomposes). */
+  /** true, or why the kernel declines (chunk_gated_delta_rule then runs its decomposition, the others fail with the reason). */
   readonly supports = (op: GdnOp) => (call: OpCall<GdnAttrs & ConvAttrs>): true | string => {
     const ins = call.inputs as (Tensor | null)[];
-    if (op === 'fused_recurrent_gated_delta_rule') {
+    if (op === 'fused_recurrent_gated_delta_rule' || op === 'chunk_gated_delta_rule') {
       const [q, , v, g, beta, s0, cu, idx] = ins;
       const N = cu ? cu.shape[0]! - 1 : q!.shape[0]!;
       const pool = idx && s0 ? { dtype: s0.dtype, slotContiguous: slotContiguous(s0) } : null;
@@ -42,9 +43,9 @@ export class GdnKernels {
     return convDecline({ op, dtypes: [c.x.dtype, c.w.dtype, c.bias?.dtype ?? null, c.sIn?.dtype ?? null, c.sOutDType], hisDType: c.his?.dtype ?? null, N: c.N, W: c.W }) ?? true;
   };
 
-  readonly run = (op: GdnOp) => (call: OpCall<GdnAttrs & ConvAttrs>): Tensor[] => (op === 'fused_recurrent_gated_delta_rule' ? this.runDelta(call as unknown as OpCall<GdnAttrs>) : this.runConv(op, call as unknown as OpCall<ConvAttrs>));
+  readonly run = (op: GdnOp) => (call: OpCall<GdnAttrs & ConvAttrs>): Tensor[] => (op === 'causal_conv1d' || op === 'causal_conv1d_update' ? this.runConv(op, call as unknown as OpCall<ConvAttrs>) : this.runDelta(op === 'chunk_gated_delta_rule' ? 'chunk' : 'recurrent', call as unknown as OpCall<GdnAttrs>));
 
-  private runDelta(call: OpCall<GdnAttrs>): Tensor[] {
+  private runDelta(kind: 'recurrent' | 'chunk', call: OpCall<GdnAttrs>): Tensor[] {
     const temps: Tensor[] = [];
     try {
       const [q, k, v, g, beta, s0, cu, idx] = (call.inputs as (Tensor | null)[]).map((t, i) => (t && i < 3 ? headContiguous(t, temps) : t));
@@ -66,14 +67,14 @@ export class GdnKernels {
         else if (fin) fin.fill_(0);
         return outs;
       }
-      const launch = gdnLaunch({ o, q: q!, k: k!, v: v!, g: g!, beta: beta!, sIn, sOut, cu, idx, pooled: idx !== null }, call.attrs, this.runtime().properties().multiprocessors);
+      const launch = gdnLaunch(kind, { o, q: q!, k: k!, v: v!, g: g!, beta: beta!, sIn, sOut, cu, idx, pooled: idx !== null }, call.attrs, this.runtime().properties().multiprocessors);
       const kernel = this.kernel(launch.key, () =>
         gdnSource({
-          dtype: q!.dtype as GdnDType, gDType: g!.dtype as GdnDType, betaDType: beta!.dtype as GdnDType, cuDType: idxDType(cu), idxDType: idxDType(idx),
+          kind, chunk: launch.plan.chunk, dtype: q!.dtype as GdnDType, gDType: g!.dtype as GdnDType, betaDType: beta!.dtype as GdnDType, cuDType: idxDType(cu), idxDType: idxDType(idx),
           K, bv: launch.plan.bv, vec: launch.plan.vec, threads: launch.plan.threads, l2norm: call.attrs.use_qk_l2norm_in_kernel,
         }),
       );
-      kernel.launch(launch.plan.grid, launch.plan.threads, 0, launch.args);
+      kernel.launch(launch.plan.grid, launch.plan.threads, launch.plan.sharedBytes, launch.args);
       return outs;
     } finally {
       for (const t of temps) t.dispose();
@@ -130,14 +131,14 @@ export interface GdnOperands {
 }
 
 /** The plan, the kernel's cache key and the packed arguments of one delta-rule call (GDN_SIGNATURE's order). */
-export function gdnLaunch(x: GdnOperands, attrs: GdnAttrs, sms: number): { plan: GlaPlan; key: string; args: ArgValue[] } {
+export function gdnLaunch(kind: 'recurrent' | 'chunk', x: GdnOperands, attrs: GdnAttrs, sms: number): { plan: GlaPlan; key: string; args: ArgValue[] } {
   const [B, T, H, K] = x.q.shape as [number, number, number, number];
   const [HV, V] = [x.v.shape[2]!, x.v.shape[3]!];
   const N = x.cu ? x.cu.shape[0]! - 1 : B;
   const slotStride = (t: Tensor) => (x.pooled ? t.strides[0]! : HV * K * V);
   const states = [x.sIn, x.sOut].filter((t): t is Tensor => t !== null).map((t) => ({ byteAddress: addr(t), slotStride: slotStride(t) }));
-  const plan = planGdn({ N, HV, K, V }, stateVec(states), sms);
-  const key = `gdn|${x.q.dtype}|${x.g.dtype}|${x.beta.dtype}|${idxDType(x.cu)}|${idxDType(x.idx)}|${K}|${plan.bv}|${plan.vec}|${plan.threads}|${attrs.use_qk_l2norm_in_kernel ? 1 : 0}`;
+  const plan = planGdn({ N, HV, K, V }, stateVec(states), sms, kind);
+  const key = `gdn|${kind}|${plan.chunk}|${x.q.dtype}|${x.g.dtype}|${x.beta.dtype}|${idxDType(x.cu)}|${idxDType(x.idx)}|${K}|${plan.bv}|${plan.vec}|${plan.threads}|${attrs.use_qk_l2norm_in_kernel ? 1 : 0}`;
   const strides = (t: Tensor) => [t.strides[0]!, t.strides[1]!, t.strides[2]!];
   const args: ArgValue[] = [
     addr(x.o), addr(x.q), addr(x.k), addr(x.v), addr(x.g), addr(x.beta),
