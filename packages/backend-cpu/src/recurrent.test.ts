@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { roundToDType, type DType } from '@fastkernels/core';
+import { roundToDType, type DType, type Tensor } from '@fastkernels/core';
 import { conv1d } from './ops/conv.js';
 import { causalConv1d, causalConv1dUpdate, chunkGla, fusedRecurrentGatedDeltaRule, fusedRecurrentGla, fusedRecurrentKda } from './ops/recurrent.js';
 import { cpu, expectClose, randn, relayout, Rng, tensor, values } from './test-helpers.js';
@@ -53,7 +53,7 @@ describe('causal_conv1d', () => {
 describe('causal_conv1d_update (decode steps)', () => {
   it('hand-computed: one token over a state longer than width - 1', () => {
     const st = tensor([7, 5, 6], [1, 1, 3]); // state_len 3, width 3: taps see the last 2 state columns
-    const [y, next] = causalConv1dUpdate(cpu, tensor([1], [1, 1]), st, tensor([1, 10, 100], [1, 3]));
+    const [y, next] = causalConv1dUpdate(cpu, tensor([1], [1, 1]), st, tensor([1, 10, 100], [1, 3])) as [Tensor, Tensor];
     expect(y.shape).toEqual([1, 1]);
     expect(values(y)).toEqual([5 + 60 + 100]);
     expect(values(next)).toEqual([5, 6, 1]);
@@ -70,11 +70,11 @@ describe('causal_conv1d_update (decode steps)', () => {
     // a zero state of length S is what a fresh sequence has; feed 3 tokens at once, then one at a time
     let state = tensor(new Array(B * D * S).fill(0), [B, D, S], 'f64');
     const got: number[][] = Array.from({ length: B * D }, () => []);
-    const [y3, s3] = causalConv1dUpdate(cpu, x.narrow(2, 0, 3), state, w, { bias: b, activation: 'silu' });
+    const [y3, s3] = causalConv1dUpdate(cpu, x.narrow(2, 0, 3), state, w, { bias: b, activation: 'silu' }) as [Tensor, Tensor];
     values(y3).forEach((v, i) => got[Math.floor(i / 3)]!.push(v));
     state = s3;
     for (let t = 3; t < L; t++) {
-      const [y, s] = causalConv1dUpdate(cpu, relayout(x.select(2, t).contiguous(), 'transposed'), state, w, { bias: b, activation: 'silu' });
+      const [y, s] = causalConv1dUpdate(cpu, relayout(x.select(2, t).contiguous(), 'transposed'), state, w, { bias: b, activation: 'silu' }) as [Tensor, Tensor];
       values(y).forEach((v, i) => got[i]!.push(v));
       state = s;
     }
