@@ -144,7 +144,6 @@ export function parseKimiLinearConfig(raw: unknown, file = 'config.json'): KimiL
   const qkNope = hasMla ? required(c.qk_nope_head_dim, file, 'qk_nope_head_dim') : (c.qk_nope_head_dim ?? 1);
   const qkRope = hasMla ? required(c.qk_rope_head_dim, file, 'qk_rope_head_dim') : (c.qk_rope_head_dim ?? 0);
   const vHead = hasMla ? required(c.v_head_dim, file, 'v_head_dim') : (c.v_head_dim ?? 1);
-  check(vHead <= qkNope + qkRope, file, 'v_head_dim', `v_head_dim ${vHead} exceeds the query head width qk_nope_head_dim + qk_rope_head_dim = ${qkNope + qkRope} (the paged cache pads values to the key width)`);
   const E = c.num_experts ?? 0;
   const K = E > 0 ? required(c.num_experts_per_token, file, 'num_experts_per_token') : 1;
   const moeI = E > 0 ? required(c.moe_intermediate_size, file, 'moe_intermediate_size') : 1;

@@ -1,5 +1,5 @@
 /**
- * Kimi-Linear on the engine (CPU, f32): a hybrid stack — the MLA layer's decompressed K / padded V in the paged cache,
+ * Kimi-Linear on the engine (CPU, f32): a hybrid stack — the MLA layer's latent rows in the paged cache,
  * the three KDA layers' q / k / v conv states and KDA state in the state pool (four states per layer, one slot per
  * sequence). Continuous batching equals each sequence generated alone (and the float64 forward for some): batched with
  * prompts of different lengths, with chunked prefill (a continuing chunk reads its states from the pool and its keys
@@ -63,7 +63,7 @@ function run(opts: EngineOptions) {
   }
 }
 
-describe('Kimi-Linear on the engine: paged K/V for MLA, q/k/v conv + KDA states in the pool', () => {
+describe('Kimi-Linear on the engine: MLA latent rows in the paged cache, q/k/v conv + KDA states in the pool', () => {
   it('sizes both: a KV cache for the one MLA layer, a state pool with four states per KDA layer', () => {
     const lines: string[] = [];
     const e = engine({ log: (l) => lines.push(l) });
@@ -73,6 +73,7 @@ describe('Kimi-Linear on the engine: paged K/V for MLA, q/k/v conv + KDA states 
       const kda = [[8, 16, 3], [8, 16, 3], [8, 16, 3], [8, 2, 8, 8]];
       expect([0, 1, 3].map((l) => layers[l]!.states.map((s) => s.shape))).toEqual([kda, kda, kda]);
       expect(e.kvCache.layers.filter(Boolean)).toHaveLength(1);
+      expect(e.kvCache.layers[2]!.kCache.shape.slice(2)).toEqual([1, 16 + 4]);
       expect(e.budget.numStateSlots).toBe(8);
       expect(e.budget.stateSlotBytes).toBe(3 * (3 * 16 * 3 + 2 * 8 * 8) * 4);
       expect(lines.join('\n')).toMatch(/recurrent state .*: 8 slots/);

@@ -1,9 +1,9 @@
 /**
  * Kimi-Linear's entry in the model registry: KimiLinearForCausalLM (model_type kimi_linear, remote code in the model
  * repo) -> parseKimiLinearConfig, the L4/kimi_linear tree (built through the module registry, so candidates apply),
- * kimiLinearWeightRules, the engine. A hybrid stack (docs/recurrent-state.md): the MLA layers keep paged K/V (the
- * decompressed keys, H heads of qk_nope + qk_rope, and the values zero-padded to that width; vLLM caches the latent
- * kv_lora_rank + qk_rope per token instead); the KDA layers keep four states per sequence in the state pool, the q, k
+ * kimiLinearWeightRules, the engine. A hybrid stack (docs/recurrent-state.md): the MLA layers keep their latent in the
+ * paged cache (one kv head of kv_lora_rank + qk_rope_head_dim per token, as vLLM's MLA; written to both the K and V
+ * cache, which the engine allocates in pairs); the KDA layers keep four states per sequence in the state pool, the q, k
  * and v conv states [H * head_dim, W - 1] (vLLM's three conv states) and the delta-rule state [H, K, V], all f32.
  */
 import type { CausalLM } from '../../engine/model-runner.js';
@@ -43,9 +43,9 @@ export const kimiLinearArchitecture: ModelArchitecture<KimiLinearConfig> = {
     maxPositionEmbeddings: c.maxPositionEmbeddings,
     numHiddenLayers: c.numHiddenLayers,
     numAttentionHeads: c.numAttentionHeads,
-    // the paged cache holds every head's decompressed key and padded value (see the file comment)
-    numKeyValueHeads: c.numAttentionHeads,
-    headDim: c.qHeadDim,
+    // the paged cache holds the MLA latent row: one kv head of kv_lora_rank + qk_rope_head_dim (see the file comment)
+    numKeyValueHeads: 1,
+    headDim: c.kvLoraRank + c.qkRopeHeadDim,
     hiddenSize: c.hiddenSize,
     // the widest feed-forward activation a token has: its top-k experts and the shared experts, or the dense MLP
     intermediateSize: Math.max(c.moeIntermediateSize * (c.numExpertsPerToken + c.numSharedExperts), c.sparseLayers.every(Boolean) ? 0 : c.intermediateSize, 3 * c.kdaProjSize),

@@ -9,7 +9,7 @@
 import { hostArray, type HostArray } from '@fastkernels/core';
 import { rmsNormReference } from '../../tasks/L1/norm/rms_norm.js';
 import { causalConv1dReference } from '../../tasks/L1/recurrent/causal_conv1d.js';
-import { denseCausalAttention, type DenseSeq } from '../dense-moe-llm/reference.js';
+import type { DenseSeq } from '../dense-moe-llm/reference.js';
 import type { KimiLinearConfig } from './kimi-linear-config.js';
 import { refGlaMlp, refLinear } from './reference.js';
 
@@ -112,37 +112,64 @@ export function refKda(x: Float64Array, B: number, T: number, s0: KdaState | nul
 }
 
 /**
- * KimiMLAAttention (NoPE, no query LoRA) on hidden [T, D], tokens of `seqs` whose cached context keys / values are
- * given per layer as [ctx, H, qHeadDim] (values zero-padded from v_head_dim to the key width, as the cache keeps them):
- * q = q_proj(x) per head [nope | rope]; kv_a_proj_with_mqa(x) = [latent (kv_lora_rank) | k_rope (qk_rope_head_dim, one
- * for all heads)]; kv_b_proj(rmsnorm(latent)) per head [k_nope | v]; k = [k_nope | k_rope], no rotary; causal softmax
- * attention with scale qHeadDim^-0.5; o_proj over the heads' values.
+ * KimiMLAAttention (NoPE, no query LoRA) on hidden [T, D], tokens of `seqs` whose cached context is given per layer as
+ * the cache keeps it, one row [normed latent (kv_lora_rank) | k_rope] per position ([ctx, 1, R + dr]): q = q_proj(x) per
+ * head [nope | rope]; kv_a_proj_with_mqa(x) = [latent | k_rope (one for all heads)]; every position's row decompressed
+ * by kv_b_proj into each head's [k_nope | v]; k = [k_nope | k_rope], no rotary; causal softmax attention with scale
+ * qHeadDim^-0.5; o_proj over the heads' values. Decompressed explicitly (not the absorbed form the module runs).
  */
 export function refMla(hidden: Float64Array, p: Params, prefix: string, cfg: KimiLinearConfig, seqs: readonly DenseSeq[], layer: number): Float64Array {
-  const { numAttentionHeads: H, kvLoraRank: R, qkNopeHeadDim: dn, qkRopeHeadDim: dr, vHeadDim: dvh, qHeadDim: dq } = cfg;
+  const { numAttentionHeads: H, kvLoraRank: R, qkNopeHeadDim: dn, qkRopeHeadDim: dr, vHeadDim: dv, qHeadDim: dq } = cfg;
   const T = hidden.length / cfg.hiddenSize;
   const P = (n: string) => param(p, prefix + n);
   const q = refLinear(hidden, T, P('q_proj.weight')); // [T, H, dq]
   const ckv = refLinear(hidden, T, P('kv_a_proj_with_mqa.weight')); // [T, R + dr]
   const latent = new Float64Array(T * R);
   for (let t = 0; t < T; t++) latent.set(ckv.subarray(t * (R + dr), t * (R + dr) + R), t * R);
-  const kvb = refLinear(refRmsNorm(latent, P('kv_a_layernorm.weight'), cfg.rmsNormEps), T, P('kv_b_proj.weight')); // [T, H, dn + dvh]
-  const k = new Float64Array(T * H * dq);
-  const v = new Float64Array(T * H * dq);
+  const normed = refRmsNorm(latent, P('kv_a_layernorm.weight'), cfg.rmsNormEps);
+  const row = R + dr;
+  const rows = new Float64Array(T * row); // this step's cache rows
   for (let t = 0; t < T; t++) {
-    for (let h = 0; h < H; h++) {
-      const src = (t * H + h) * (dn + dvh);
-      const dst = (t * H + h) * dq;
-      for (let i = 0; i < dn; i++) k[dst + i] = kvb[src + i]!;
-      for (let i = 0; i < dr; i++) k[dst + dn + i] = ckv[t * (R + dr) + R + i]!;
-      for (let i = 0; i < dvh; i++) v[dst + i] = kvb[src + dn + i]!;
+    rows.set(normed.subarray(t * R, (t + 1) * R), t * row);
+    rows.set(ckv.subarray(t * row + R, (t + 1) * row), t * row + R);
+  }
+  const wb = P('kv_b_proj.weight'); // [H * (dn + dv), R]
+  const out = new Float64Array(T * H * dv);
+  const scale = 1 / Math.sqrt(dq);
+  for (const s of seqs) {
+    const L = s.ctx + s.n;
+    const all = new Float64Array(L * row);
+    if (s.ctx > 0) all.set(s.prefixK[layer]!.subarray(0, s.ctx * row));
+    all.set(rows.subarray(s.start * row, (s.start + s.n) * row), s.ctx * row);
+    const c = new Float64Array(L * R);
+    for (let j = 0; j < L; j++) c.set(all.subarray(j * row, j * row + R), j * R);
+    const kvb = refLinear(c, L, wb); // [L, H, dn + dv]
+    for (let i = 0; i < s.n; i++) {
+      const pos = s.ctx + i;
+      for (let h = 0; h < H; h++) {
+        const qo = ((s.start + i) * H + h) * dq;
+        const sc = new Float64Array(pos + 1);
+        let m = -Infinity;
+        for (let j = 0; j <= pos; j++) {
+          const kb = (j * H + h) * (dn + dv);
+          let dot = 0;
+          for (let d = 0; d < dn; d++) dot += q[qo + d]! * kvb[kb + d]!;
+          for (let d = 0; d < dr; d++) dot += q[qo + dn + d]! * all[j * row + R + d]!;
+          sc[j] = dot * scale;
+          m = Math.max(m, sc[j]!);
+        }
+        let sum = 0;
+        for (let j = 0; j <= pos; j++) sum += sc[j] = Math.exp(sc[j]! - m);
+        const oo = ((s.start + i) * H + h) * dv;
+        for (let j = 0; j <= pos; j++) {
+          const pj = sc[j]! / sum;
+          const vb = (j * H + h) * (dn + dv) + dn;
+          for (let d = 0; d < dv; d++) out[oo + d]! += pj * kvb[vb + d]!;
+        }
+      }
     }
   }
-  const geom = { hiddenSize: cfg.hiddenSize, numHeads: H, numKvHeads: H, headDim: dq, ropeTheta: 10000, ropeScaling: null, slidingWindow: 0 };
-  const attn = denseCausalAttention(q, k, v, seqs, layer, geom, 1 / Math.sqrt(dq));
-  const o = new Float64Array(T * H * dvh);
-  for (let r = 0; r < T * H; r++) for (let i = 0; i < dvh; i++) o[r * dvh + i] = attn[r * dq + i]!;
-  return refLinear(o, T, P('o_proj.weight'));
+  return refLinear(out, T, P('o_proj.weight'));
 }
 
 /**

@@ -1,7 +1,6 @@
 /**
  * Inputs of the Kimi-Linear tasks that run one engine step (L3 decoder, L4 model): the dense-moe-llm step harness
- * (task-batch.ts: a mixed batch over a valid paged KV cache of the MLA layers' decompressed keys / padded values, the
- * forward context set) plus the KDA layers' four state pools (q, k, v conv states and the recurrent state) and the
+ * (task-batch.ts: a mixed batch over a valid paged KV cache of the MLA layers' latent rows, the forward context set) plus the KDA layers' four state pools (q, k, v conv states and the recurrent state) and the
  * step's state indices, as the engine gives them: each sequence its own slot (shuffled, with a spare), zeros for the
  * prefills (fresh sequences), random states for the decodes. The states each sequence starts from are kept for the
  * float64 reference. As in qwen3-next-step.ts, each layer's pools are restored to the step's starting values every time
@@ -32,7 +31,7 @@ export function kimiStepFor(c: TaskCase): KimiStep {
 
 /** Build the step for layers [0, numLayers) (an L3 case: up to its layer; the others' pools are empty holes). */
 export function buildKimiStep(c: TaskCase, ctx: ExecutionContext, rng: Rng, cfg: KimiLinearConfig, numLayers: number, onlyLayer: number | null = null): KimiStep {
-  const step = buildTaskStep(c, ctx, rng, { numLayers, numKvHeads: cfg.numAttentionHeads, headDim: cfg.qHeadDim, lastLayerOnly: onlyLayer !== null });
+  const step = buildTaskStep(c, ctx, rng, { numLayers, numKvHeads: 1, headDim: cfg.kvLoraRank + cfg.qkRopeHeadDim, lastLayerOnly: onlyLayer !== null });
   const spec = stepSpec(c);
   const P = spec.prefillLens.length;
   const n = P + spec.decodeCtxLens.length;

@@ -21,10 +21,14 @@ import { refMla } from '../kimi-linear-reference.js';
  * (qk_nope + qk_rope)^-0.5, o_proj. forward(positions [T], hiddenStates [T, D]) -> [T, D]; the step's metadata and this
  * layer's cache come from the forward context (vLLM's signature; positions are unused, NoPE).
  *
- * The paged cache keeps the decompressed per-head keys [H, qk_nope + qk_rope] and values zero-padded to the same width
- * (the simplest correct form, over the engine's one-head-dim cache; the output drops the padding): vLLM's MLA backends
- * cache the latent instead (kv_lora_rank + qk_rope per token, one "head"), absorb kv_b_proj into the query and the
- * output for decode and decompress only for prefill, which is the memory-lean form and the next step here.
+ * The paged cache keeps the latent, as vLLM's MLA does: one row of [normed kv latent (kv_lora_rank) | k_rope] per token
+ * (a single "kv head" of kv_lora_rank + qk_rope_head_dim), written to both the K and the V cache (the engine's cache has
+ * both; vLLM keeps one). Attention runs in the absorbed form over that row: each head's q_nope is multiplied into the
+ * latent space by its slice of kv_b_proj (W_UK), so q' = [W_UK^T q_nope | q_rope] attends the cached rows as MQA with
+ * the rows themselves as values, and the result's latent part goes back through the head's value slice (W_UV) before
+ * o_proj: the same function as decompressing every cached token. Decodes (L1/paged_decode_attention) and prefills
+ * (L1/varlen_prefill_attention over the chunk and its cached context) both run absorbed here; vLLM decompresses the
+ * context for prefill (fewer flops at long prompts). The kv_b_proj slices are taken per call (vLLM precomputes them).
  */
 export class KimiMLAAttention extends Module {
   readonly qProj: Linear;
@@ -48,8 +52,8 @@ export class KimiMLAAttention extends Module {
     this.oProj = this.createModule('o_proj', 'L1/linear', H * dv, D, false);
     this.kvStore = this.createModule('kv_store', 'L1/store_kvcache');
     const scale = 1 / Math.sqrt(dq);
-    this.attnPrefill = this.createModule('attn_prefill', 'L1/varlen_prefill_attention', H, dq, scale, H, true, 0);
-    this.attnDecode = this.createModule('attn_decode', 'L1/paged_decode_attention', H, dq, scale, H, 0);
+    this.attnPrefill = this.createModule('attn_prefill', 'L1/varlen_prefill_attention', H, R + dr, scale, 1, true, 0);
+    this.attnDecode = this.createModule('attn_decode', 'L1/paged_decode_attention', H, R + dr, scale, 1, 0);
   }
 
   forward(_positions: Tensor, hiddenStates: Tensor): Tensor {
@@ -65,32 +69,34 @@ export class KimiMLAAttention extends Module {
     try {
       const q = t(t(this.qProj.forward(hiddenStates)).view([T, H, dq]));
       const ckv = t(this.kvAProjWithMqa.forward(hiddenStates)); // [T, R + dr]
-      const latent = t(t(ckv.narrow(1, 0, R)).contiguous());
-      const kvb = t(t(this.kvBProj.forward(t(this.kvALayernorm.forward(latent) as Tensor))).view([T, H, dn + dv]));
-      const kNope = t(kvb.narrow(2, 0, dn));
-      const kRope = t(t(t(t(ckv.narrow(1, R, dr)).contiguous()).view([T, 1, dr])).expand([T, H, dr]));
-      const k = t(F.cat([kNope, kRope], 2)); // [T, H, dq]
-      const vRaw = t(t(kvb.narrow(2, dn, dv)).contiguous());
-      const v = dv === dq ? vRaw : t(F.pad(vRaw, [0, dq - dv])); // zero-padded to the key width
-      this.kvStore.forward(k, v, kCache, vCache, md.slotMapping);
+      const latent = t(this.kvALayernorm.forward(t(t(ckv.narrow(1, 0, R)).contiguous())) as Tensor);
+      // the cached row of each token: [normed latent | k_rope], one kv head
+      const kv = t(t(F.cat([latent, t(ckv.narrow(1, R, dr))], 1)).view([T, 1, R + dr]));
+      this.kvStore.forward(kv, kv, kCache, vCache, md.slotMapping);
+      // absorb W_UK into the query: q' = [q_nope W_UK_h | q_rope] per head
+      const w = t(this.kvBProj.weight.view([H, dn + dv, R]));
+      const wUK = t(t(w.narrow(1, 0, dn)).contiguous()); // [H, dn, R]
+      const wUVt = t(t(t(w.narrow(1, dn, dv)).transpose(1, 2)).contiguous()); // [H, R, dv]
+      const qNope = t(t(t(q.narrow(2, 0, dn)).transpose(0, 1)).contiguous()); // [H, T, dn]
+      const qAbs = t(t(t(F.bmm(qNope, wUK)).transpose(0, 1)).contiguous()); // [T, H, R]
+      const qq = t(F.cat([qAbs, t(q.narrow(2, dn, dr))], 2)); // [T, H, R + dr]
       const parts: Tensor[] = [];
       if (Tp) {
-        // chunked prefill: a chunk's keys are its cached context + the chunk, gathered from the cache (written above)
-        let kP = Td ? t(k.narrow(0, 0, Tp)) : k;
-        let vP = Td ? t(v.narrow(0, 0, Tp)) : v;
+        // chunked prefill: a chunk attends its cached context + itself, the rows gathered from the cache (written above)
+        let kvP = Td ? t(kv.narrow(0, 0, Tp)) : kv;
         if (md.prefillKvSlots) {
           const slots = kCache.shape[0]! * kCache.shape[1]!;
-          const rows = (c: Tensor) => t(t(F.embedding(md.prefillKvSlots!, t(c.view([slots, H * dq])))).view([md.prefillKvSlots!.shape[0]!, H, dq]));
-          kP = rows(kCache);
-          vP = rows(vCache);
+          kvP = t(t(F.embedding(md.prefillKvSlots, t(kCache.view([slots, R + dr])))).view([md.prefillKvSlots.shape[0]!, 1, R + dr]));
         }
-        const qP = Td ? t(q.narrow(0, 0, Tp)) : q;
-        parts.push(t(this.attnPrefill.forward(qP, kP, vP, md.cuSeqlensQ!, md.cuSeqlensK!)));
+        const qP = Td ? t(qq.narrow(0, 0, Tp)) : qq;
+        parts.push(t(this.attnPrefill.forward(qP, kvP, kvP, md.cuSeqlensQ!, md.cuSeqlensK!)));
       }
-      if (Td) parts.push(t(this.attnDecode.forward(t(q.narrow(0, Tp, Td)), kCache, vCache, md.blockTables!, md.seqLens!)));
-      const attn = parts.length === 1 ? parts[0]! : t(F.cat(parts, 0)); // [T, H, dq]
-      const o = dv === dq ? attn : t(t(t(attn.view([T, H, dq])).narrow(2, 0, dv)).contiguous());
-      return this.oProj.forward(t(o.reshape([T, H * dv])));
+      if (Td) parts.push(t(this.attnDecode.forward(t(qq.narrow(0, Tp, Td)), kCache, kCache, md.blockTables!, md.seqLens!)));
+      const attn = parts.length === 1 ? parts[0]! : t(F.cat(parts, 0)); // [T, H, R + dr]
+      // back from the latent through each head's W_UV
+      const oLat = t(t(t(t(attn.view([T, H, R + dr])).narrow(2, 0, R)).transpose(0, 1)).contiguous()); // [H, T, R]
+      const o = t(t(t(F.bmm(oLat, wUVt)).transpose(0, 1)).contiguous()); // [T, H, dv]
+      return this.oProj.forward(t(o.view([T, H * dv])));
     } finally {
       for (const x of temps) x.dispose();
     }
@@ -112,7 +118,7 @@ export const kimiMlaAttentionTask = defineTask(
     family: [FAMILY],
     architectures: ['kimi_linear'],
     mirrors: 'vllm.model_executor.models.kimi_linear.KimiMLAAttention',
-    description: "Kimi-Linear's NoPE multi-latent attention over the paged KV cache: q_proj, kv_a_proj_with_mqa -> latent + shared rope key, kv_a_layernorm, kv_b_proj -> per-head k_nope and v, no rotary, cache write (decompressed keys, values padded to the key width), varlen prefill and paged decode, o_proj.",
+    description: "Kimi-Linear's NoPE multi-latent attention over the paged KV cache: q_proj, kv_a_proj_with_mqa -> latent + shared rope key, kv_a_layernorm, kv_b_proj -> per-head k_nope and v, no rotary; the cache keeps the latent row, attention absorbed (q_nope through W_UK, MQA over the rows, W_UV after), varlen prefill and paged decode, o_proj.",
     init: [
       { name: 'config', type: 'object', doc: 'the parsed Kimi-Linear config (KimiLinearConfig)' },
       { name: 'layerIdx', type: 'int', optional: true, default: 0, doc: 'which KV cache of the forward context' },
@@ -141,7 +147,7 @@ export const kimiMlaAttentionTask = defineTask(
     baseline: KimiMLAAttention,
     makeInputs: (c, ctx, rng) => {
       const cfg = kimiConfigOf(c);
-      const step = buildTaskStep(c, ctx, rng, { numLayers: kimiLayerOf(c) + 1, numKvHeads: cfg.numAttentionHeads, headDim: cfg.qHeadDim, lastLayerOnly: true });
+      const step = buildTaskStep(c, ctx, rng, { numLayers: kimiLayerOf(c) + 1, numKvHeads: 1, headDim: cfg.kvLoraRank + cfg.qkRopeHeadDim, lastLayerOnly: true });
       return [fromInts(ctx, step.positions, [step.positions.length], 'i64'), randn(ctx, rng, [step.positions.length, cfg.hiddenSize], c.dtype)];
     },
     initParameters: (m, _c, rng) => initKimiParameters(m, rng),
@@ -159,7 +165,7 @@ export function mlaWork(c: TaskCase, cfg: KimiLinearConfig = kimiConfigOf(c)) {
   const weights = D * H * dq + D * (R + dr) + R * H * (dn + dv) + H * dv * D + R;
   const cached = s.decodeCtxLens.reduce((a, b) => a + b, 0);
   return {
-    bytes: weights * it + 2 * bytesOf([T, D], it) + 2 * bytesOf([cached + T, H * dq], it),
-    flops: 2 * T * weights + 4 * stepAttentionPairs(s, 0) * H * dq,
+    bytes: weights * it + 2 * bytesOf([T, D], it) + 2 * bytesOf([cached + T, R + dr], it),
+    flops: 2 * T * (weights + H * (dn + dv) * R) + 2 * stepAttentionPairs(s, 0) * H * (2 * R + dr),
   };
 }
