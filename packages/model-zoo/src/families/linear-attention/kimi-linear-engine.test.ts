@@ -8,12 +8,15 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Rng, toHostArray, type ExecutionContext } from '@fastkernels/core';
+import { Rng, toHostArray, type ExecutionContext, type Tensor } from '@fastkernels/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { cpuBackend } from '../../../test/l1-harness.js';
 import { EmulatedGraphRuntime } from '../../engine/device-io.js';
+import { E2eRunner, type E2eModelSource } from '../../engine/e2e.js';
+import { syntheticWorkload } from '../../engine/workloads.js';
 import { LLMEngine, type EngineOptions } from '../../engine/engine.js';
 import { baselineRegistry } from '../../index.js';
+import { KimiMoE } from './L2/kimi_moe.js';
 import type { KimiLinearForCausalLM } from './L4/kimi_linear.js';
 import { initKimiParameters } from './kimi-linear-cases.js';
 import { parseKimiLinearConfig } from './kimi-linear-config.js';
@@ -146,5 +149,37 @@ describe('Kimi-Linear on the engine: MLA latent rows in the paged cache, q/k/v c
     } finally {
       e.dispose();
     }
+  });
+});
+
+describe('Kimi-Linear through e2e', () => {
+  const params = new Map(model.namedParameters());
+  // each run builds its model in the registry it is given (candidates apply), with the test's weights
+  const load = (registry: ReturnType<typeof baselineRegistry>) => {
+    const c: ExecutionContext = { ...ctx, registry };
+    const m = kimiLinearArchitecture.build(c, cfg) as KimiLinearForCausalLM;
+    for (const [name, t] of m.namedParameters()) t.copy_(params.get(name)!);
+    return { model: m, ctx: c, geometry, dispose: () => m.dispose() };
+  };
+  const workload = syntheticWorkload({ numRequests: 5, inputLen: [2, 30], outputLen: [3, 8], seed: 2, vocabSize: cfg.vocabSize });
+
+  it('e2e self-test agrees 100%; a candidate MoE that drops the shared experts is found and dropped', () => {
+    const source: E2eModelSource = { name: 'tiny-kimi-linear', family: 'linear-attention', load };
+    const options = { engine: { maxModelLen: 64, maxNumSeqs: 4, maxNumBatchedTokens: 16, graphs: false as const }, throughput: workload, latency: { batchSizes: [1, 2], promptLen: 6, outputLen: 3, warmups: 0, repeats: 1 } };
+    const self = new E2eRunner(source, baselineRegistry(), options).evaluate([]);
+    expect(self.record.outcome).toBe('ok');
+    expect(self.record.discrepancies.every((d) => d === 0)).toBe(true);
+    class NoSharedExperts extends KimiMoE {
+      override forward(hiddenStates: Tensor): Tensor {
+        const logits = this.gateLogits(hiddenStates);
+        try {
+          return this.experts.forward(hiddenStates, logits, this.eScoreCorrectionBias);
+        } finally {
+          logits.dispose();
+        }
+      }
+    }
+    const r = new E2eRunner(source, baselineRegistry(), options).evaluate([{ taskId: 'L2/kimi_moe', cls: NoSharedExperts }]);
+    expect(r.record.drops.map((d) => d.task)).toEqual(['L2/kimi_moe']);
   });
 });

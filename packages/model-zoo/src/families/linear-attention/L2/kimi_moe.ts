@@ -66,11 +66,16 @@ export class KimiMoE extends Module {
     if (config.numSharedExperts > 0) this.sharedExperts = this.createModule<GLAMLP>('shared_experts', 'L2/gla_mlp', D, null, config.moeIntermediateSize * config.numSharedExperts, 'swish');
   }
 
+  /** The router logits [T, E] (L1/gate_linear). */
+  gateLogits(hiddenStates: Tensor): Tensor {
+    return this.gate.forward(hiddenStates);
+  }
+
   forward(hiddenStates: Tensor): Tensor {
     const temps: Tensor[] = [];
     const t = (x: Tensor) => (temps.push(x), x);
     try {
-      const logits = t(this.gate.forward(hiddenStates));
+      const logits = t(this.gateLogits(hiddenStates));
       const routed = this.experts.forward(hiddenStates, logits, this.eScoreCorrectionBias);
       if (!this.sharedExperts) return routed;
       t(routed);
