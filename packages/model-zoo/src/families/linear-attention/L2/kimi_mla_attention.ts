@@ -71,7 +71,7 @@ export class KimiMLAAttention extends Module {
       const ckv = t(this.kvAProjWithMqa.forward(hiddenStates)); // [T, R + dr]
       const latent = t(this.kvALayernorm.forward(t(t(ckv.narrow(1, 0, R)).contiguous())) as Tensor);
       // the cached row of each token: [normed latent | k_rope], one kv head
-      const kv = t(t(F.cat([latent, t(ckv.narrow(1, R, dr))], 1)).view([T, 1, R + dr]));
+      const kv = t((dr ? t(F.cat([latent, t(ckv.narrow(1, R, dr))], 1)) : latent).view([T, 1, R + dr]));
       this.kvStore.forward(kv, kv, kCache, vCache, md.slotMapping);
       // absorb W_UK into the query: q' = [q_nope W_UK_h | q_rope] per head
       const w = t(this.kvBProj.weight.view([H, dn + dv, R]));
@@ -79,7 +79,7 @@ export class KimiMLAAttention extends Module {
       const wUVt = t(t(t(w.narrow(1, dn, dv)).transpose(1, 2)).contiguous()); // [H, R, dv]
       const qNope = t(t(t(q.narrow(2, 0, dn)).transpose(0, 1)).contiguous()); // [H, T, dn]
       const qAbs = t(t(t(F.bmm(qNope, wUK)).transpose(0, 1)).contiguous()); // [T, H, R]
-      const qq = t(F.cat([qAbs, t(q.narrow(2, dn, dr))], 2)); // [T, H, R + dr]
+      const qq = dr ? t(F.cat([qAbs, t(q.narrow(2, dn, dr))], 2)) : qAbs; // [T, H, R + dr]
       const parts: Tensor[] = [];
       if (Tp) {
         // chunked prefill: a chunk attends its cached context + itself, the rows gathered from the cache (written above)
@@ -135,6 +135,7 @@ export const kimiMlaAttentionTask = defineTask(
         mlaCase('tiny-mixed-f32', 'f32', TINY, 2, [5, 3], [20, 6]),
         mlaCase('tiny-decode-bf16', 'bf16', TINY, 2, [], [17, 1, 33]),
         mlaCase('tiny-prefill-layer0-f32', 'f32', TINY, 0, [9, 2], []),
+        mlaCase('tiny-no-rope-dims-mixed-f32', 'f32', tinyKimiLinearConfig({ qk_rope_head_dim: 0 }), 2, [4], [7, 2]),
       ],
       production: [
         mlaCase('kimi-linear-48b-decode-b32', 'bf16', KIMI_LINEAR_48B, 3, [], decodeCtx(32, 4096)),
