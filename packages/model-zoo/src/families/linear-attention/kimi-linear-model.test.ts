@@ -86,6 +86,23 @@ describe('Kimi-Linear through the model registry', () => {
     model.dispose();
   });
 
+  it('loads at bf16 with A_log, dt_bias and the correction bias kept f32, and generates', () => {
+    const dir = join(tmp, 'ckpt-bf16');
+    const registry = baselineRegistry();
+    writeRandomModelCheckpoint(dir, raw, { seed: 6, dtype: 'bf16', registry });
+    const loaded = loadModel(dir, { backend: cpuBackend(), registry, dtype: 'bf16' });
+    const model = loaded.model as KimiLinearForCausalLM;
+    const dtypes = new Map(model.namedParameters().map(([n, t]) => [n, t.dtype] as const));
+    expect(dtypes.get('model.layers.0.self_attn.A_log')).toBe('f32');
+    expect(dtypes.get('model.layers.0.self_attn.dt_bias')).toBe('f32');
+    expect(dtypes.get('model.layers.1.block_sparse_moe.e_score_correction_bias')).toBe('f32');
+    expect(dtypes.get('model.layers.0.self_attn.q_proj.weight')).toBe('bf16');
+    const out = generate(model, loaded.ctx, loaded.geometry, [{ promptIds: [3, 9, 27, 81 % 64] }, { promptIds: [5] }], { maxTokens: 4 }).outputs;
+    expect(out.map((o) => o.tokenIds.length)).toEqual([4, 4]);
+    expect(out.flatMap((o) => o.tokenIds).every((t) => t >= 0 && t < 64)).toBe(true);
+    model.dispose();
+  });
+
   it('bad configs are UserErrors naming the field', () => {
     expect(() => writeRandomModelCheckpoint(join(tmp, 'bad'), { ...raw, q_lora_rank: 8 }, { seed: 1, dtype: 'f32', registry: baselineRegistry() })).toThrow(/unsupported q_lora_rank 8 in .*config.json/);
   });
