@@ -1,6 +1,6 @@
 import { DTYPE_INFO, F, Module, defineTask, hostArray, type Tensor } from '@fastkernels/core';
 import { bytesOf, randn } from '../../../common/inputs.js';
-import { layerStateCache } from '../../../engine/forward-context.js';
+import { layerStateCache, setForwardContext } from '../../../engine/forward-context.js';
 import type { Conv1d } from '../../../layers/conv.js';
 import { createLayer } from '../../../layers/registry.js';
 import type { Linear } from '../../../tasks/L1/linear/linear.js';
@@ -230,6 +230,9 @@ export const kimiDeltaAttentionTask = defineTask(
   {
     baseline: KimiDeltaAttention,
     makeInputs: (c, ctx, rng) => {
+      // a standalone call with explicit states: drop any forward context an engine-step case left (its pools would
+      // otherwise be taken for this layer's)
+      setForwardContext(null);
       // the state dims from the config: a capture on the engine (states in the pool) records B, T, D only
       const cfg = kimiConfigOf(c);
       const { B, T, D } = c.dims as Record<string, number>;
