@@ -27,6 +27,14 @@ const raw = JSON.parse(readFileSync(join(FIXTURE, 'config.json'), 'utf8')) as Re
 const cfg = parseKimiLinearConfig(raw);
 
 describe('Kimi-Linear through the model registry', () => {
+  it('registers the original task ids at their levels', () => {
+    const tasks = new Map(baselineRegistry().allTasks().map((t) => [t.id, t] as const));
+    for (const [id, cls] of [['L2/kimi_delta_attention', 'KimiDeltaAttention'], ['L2/kimi_mla_attention', 'KimiMLAAttention'], ['L2/kimi_moe', 'KimiMoE'], ['L3/kimi_linear_decoder', 'KimiLinearDecoderLayer'], ['L4/kimi_linear', 'KimiLinearForCausalLM']] as const) {
+      expect(tasks.get(id)?.className, id).toBe(cls);
+      expect(tasks.get(id)?.architectures).toEqual(['kimi_linear']);
+    }
+  });
+
   it('resolves KimiLinearForCausalLM to the engine: an attention cache of MLA latent rows, four states per KDA layer', () => {
     const r = loadModelConfig(join(FIXTURE, 'config.json'));
     expect(r.architecture.name).toBe('kimi_linear');
