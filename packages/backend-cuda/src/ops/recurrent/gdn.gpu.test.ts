@@ -1,13 +1,13 @@
 /**
  * Qwen3-Next's gated-DeltaNet ops on CUDA (gdn-source.ts) vs the float64 CPU backend through the op registry (CUDA must
- * take its kernel): fused_recurrent_gated_delta_rule and chunk_gated_delta_rule (the chunked kernel: chunks of 16, sequence
- * ends inside and across them, a 1024-token prefill, held to the CPU's recurrent op) with batch rows and states, grouped value heads, the in-kernel l2norm on and off,
- * packed sequences (one empty) over a state pool with -1 padding (pool rows compared after, untouched ones bit for bit),
- * decode batches 1 / 7 / 64 at Qwen3-Next-80B's head dims (each live row its own slot: test/gla-cases.ts), i32 and i64
- * indices, bf16 / f16 / f32 inputs (f32 gates under bf16); causal_conv1d packed prefills over a conv pool (a transposed
- * x as the engine passes it, has_initial_state) and with batch-row states, causal_conv1d_update decode rows over the
- * pool (state_len > W - 1); and a decode step of both (conv update, then the delta rule) captured in a CUDA graph,
- * replayed for other pool rows.
+ * take its kernel): fused_recurrent_gated_delta_rule and chunk_gated_delta_rule (the chunked kernel: chunks of 16,
+ * sequence ends inside and across them, a 1024-token prefill; the CPU's chunk op is its recurrent decomposition) with
+ * batch rows and states, grouped value heads, the in-kernel l2norm on and off, packed sequences (one empty) over a state
+ * pool with -1 padding (pool rows compared after, untouched ones bit for bit), decode batches 1 / 7 / 64 at
+ * Qwen3-Next-80B's head dims (each live row its own slot: test/gla-cases.ts), i32 and i64 indices, bf16 / f16 / f32
+ * inputs (f32 gates under bf16); causal_conv1d packed prefills over a conv pool (a transposed x as the engine passes it,
+ * has_initial_state) and with batch-row states, causal_conv1d_update decode rows over the pool (state_len > W - 1); and
+ * a decode step of both (conv update, then the delta rule) captured in a CUDA graph, replayed for other pool rows.
  *
  * The GPU host runs this under a time limit and the float64 CPU op is the slow half: the production-shape cases take the
  * fewest heads that keep the plan (gdn-plan.ts) of the full shape.
