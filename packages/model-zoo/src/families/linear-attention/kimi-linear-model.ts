@@ -8,6 +8,7 @@
  */
 import type { CausalLM } from '../../engine/model-runner.js';
 import type { ModelArchitecture } from '../../models/registry.js';
+import { attentionGeometry } from '../../common/decoder-layer.js';
 import { FAMILY } from './family.js';
 import { parseKimiLinearConfig, type KimiLinearConfig } from './kimi-linear-config.js';
 import { kimiLinearWeightRules } from './kimi-linear-weights.js';
@@ -39,14 +40,8 @@ export const kimiLinearArchitecture: ModelArchitecture<KimiLinearConfig> = {
   parseConfig: parseKimiLinearConfig,
   dtype: (c) => c.dtype,
   geometry: (c) => ({
-    vocabSize: c.vocabSize,
-    maxPositionEmbeddings: c.maxPositionEmbeddings,
-    numHiddenLayers: c.numHiddenLayers,
-    numAttentionHeads: c.numAttentionHeads,
     // the paged cache holds the MLA latent row: one kv head of kv_lora_rank + qk_rope_head_dim (see the file comment)
-    numKeyValueHeads: 1,
-    headDim: c.kvLoraRank + c.qkRopeHeadDim,
-    hiddenSize: c.hiddenSize,
+    ...attentionGeometry({ ...c, numKeyValueHeads: 1, headDim: c.kvLoraRank + c.qkRopeHeadDim }),
     // the widest feed-forward activation a token has: its top-k experts and the shared experts, or the dense MLP
     intermediateSize: Math.max(c.moeIntermediateSize * (c.numExpertsPerToken + c.numSharedExperts), c.sparseLayers.every(Boolean) ? 0 : c.intermediateSize, 3 * c.kdaProjSize),
     layerCaches: kimiLinearLayerCaches(c),

@@ -7,6 +7,7 @@ import type { StoreKVCache } from '../../../tasks/L1/kvcache/store_kvcache.js';
 import type { Linear } from '../../../tasks/L1/linear/linear.js';
 import type { RMSNorm } from '../../../tasks/L1/norm/rms_norm.js';
 import { buildTaskStep, stepAttentionPairs, stepSpec, stepTokens, taskStepFor } from '../../dense-moe-llm/task-batch.js';
+import { decodeCtx } from '../../../common/decoder-layer.js';
 import { FAMILY } from '../family.js';
 import { initKimiParameters, kimiConfigOf, kimiLayerOf } from '../kimi-linear-cases.js';
 import { KIMI_LINEAR_48B, tinyKimiLinearConfig, type KimiLinearConfig } from '../kimi-linear-config.js';
@@ -107,7 +108,6 @@ function mlaCase(name: string, dtype: 'f32' | 'bf16', cfg: KimiLinearConfig, lay
   const T = prefillLens.reduce((a, b) => a + b, 0) + decodeCtxLens.length;
   return { name, dtype, dims: { T, H: cfg.hiddenSize }, init: [cfg, layerIdx], options: { prefillLens, decodeCtxLens } };
 }
-const decodeCtx = (B: number, S: number) => Array.from({ length: B }, (_, i) => Math.max(1, Math.floor(((i + 1) * S) / B)));
 const TINY = tinyKimiLinearConfig();
 
 export const kimiMlaAttentionTask = defineTask(

@@ -2,6 +2,7 @@ import { DTYPE_INFO, Module, defineTask, hostArray, type TaskCase, type Tensor }
 import { bytesOf, fromInts, randn } from '../../../common/inputs.js';
 import type { RMSNorm } from '../../../tasks/L1/norm/rms_norm.js';
 import { stepSpec, stepTokens } from '../../dense-moe-llm/task-batch.js';
+import { DECODER_LAYER_IO, decodeCtx } from '../../../common/decoder-layer.js';
 import { FAMILY } from '../family.js';
 import { kdaWork, type KimiDeltaAttention } from '../L2/kimi_delta_attention.js';
 import { mlaWork, type KimiMLAAttention } from '../L2/kimi_mla_attention.js';
@@ -78,7 +79,6 @@ export function kimiDecoderCase(name: string, dtype: 'f32' | 'bf16', cfg: KimiLi
   const T = prefillLens.reduce((a, b) => a + b, 0) + decodeCtxLens.length;
   return { name, dtype, dims: { T, H: cfg.hiddenSize }, init: [cfg, layerIdx], options: { prefillLens, decodeCtxLens, residual } };
 }
-const decodeCtx = (B: number, S: number) => Array.from({ length: B }, (_, i) => Math.max(1, Math.floor(((i + 1) * S) / B)));
 const TINY = tinyKimiLinearConfig();
 
 /** One layer: its mixer's, the two norms' and its feed-forward's work over the step. */
@@ -105,15 +105,7 @@ export const kimiLinearDecoderTask = defineTask(
       { name: 'config', type: 'object', doc: 'the parsed Kimi-Linear config (KimiLinearConfig)' },
       { name: 'layerIdx', type: 'int', optional: true, default: 0 },
     ],
-    inputs: [
-      { name: 'positions', dtype: 'i64', shape: ['T'] },
-      { name: 'hiddenStates', dtype: 'act', shape: ['T', 'H'], doc: 'prefill tokens first, then one token per decoding sequence (forward context)' },
-      { name: 'residual', dtype: 'act', shape: ['T', 'H'], optional: true, doc: 'null on the first layer' },
-    ],
-    outputs: [
-      { name: 'hiddenStates', dtype: 'act', shape: ['T', 'H'] },
-      { name: 'residual', dtype: 'act', shape: ['T', 'H'] },
-    ],
+    ...DECODER_LAYER_IO,
     tolerance: { bf16: { atol: 5e-2, rtol: 5e-2 }, f32: KIMI_STATE_TOLERANCE },
     imports: ['L1/rms_norm', 'L2/kimi_delta_attention', 'L2/kimi_mla_attention', 'L2/kimi_moe', 'L2/gla_mlp'],
     cases: {

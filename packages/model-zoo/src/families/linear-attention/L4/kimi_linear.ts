@@ -6,6 +6,7 @@ import type { Linear } from '../../../tasks/L1/linear/linear.js';
 import type { RMSNorm } from '../../../tasks/L1/norm/rms_norm.js';
 import { runDecoderStack } from '../../dense-moe-llm/decoder-stack.js';
 import { stepSpec, stepTokens } from '../../dense-moe-llm/task-batch.js';
+import { decodeCtx } from '../../../common/decoder-layer.js';
 import { FAMILY } from '../family.js';
 import { kimiDecoderWork, type KimiLinearDecoderLayer } from '../L3/kimi_linear_decoder.js';
 import { KIMI_STATE_TOLERANCE, initKimiParameters, kimiConfigOf } from '../kimi-linear-cases.js';
@@ -63,7 +64,6 @@ function modelCase(name: string, dtype: 'f32' | 'bf16', cfg: KimiLinearConfig, p
   const T = prefillLens.reduce((a, b) => a + b, 0) + decodeCtxLens.length;
   return { name, dtype, dims: { T, H: cfg.hiddenSize }, init: [cfg], options: { prefillLens, decodeCtxLens } };
 }
-const decodeCtx = (B: number, S: number) => Array.from({ length: B }, (_, i) => Math.max(1, Math.floor(((i + 1) * S) / B)));
 /** The 48B's widths with its first 4 layers (3 KDA, then MLA; layer 0 dense): the whole model does not fit a task case. */
 const KL48_4L = { ...KIMI_LINEAR_48B, numHiddenLayers: 4, layerTypes: KIMI_LINEAR_48B.layerTypes.slice(0, 4), sparseLayers: KIMI_LINEAR_48B.sparseLayers.slice(0, 4) };
 
