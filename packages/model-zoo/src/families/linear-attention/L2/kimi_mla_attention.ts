@@ -27,9 +27,12 @@ import { refMla } from '../kimi-linear-reference.js';
  * both; vLLM keeps one). Attention runs in the absorbed form over that row: each head's q_nope is multiplied into the
  * latent space by its slice of kv_b_proj (W_UK), so q' = [W_UK^T q_nope | q_rope] attends the cached rows as MQA with
  * the rows themselves as values, and the result's latent part goes back through the head's value slice (W_UV) before
- * o_proj: the same function as decompressing every cached token. Decodes (L1/paged_decode_attention) and prefills
- * (L1/varlen_prefill_attention over the chunk and its cached context) both run absorbed here; vLLM decompresses the
- * context for prefill (fewer flops at long prompts). The kv_b_proj slices are taken per call (vLLM precomputes them).
+ * o_proj: the same function as decompressing every cached token. Decodes run that way (L1/paged_decode_attention, MQA
+ * over the latent rows: vLLM's FlashMLA decode). Prefills run as vLLM's MLA prefill does: the chunk's rows and its cached
+ * context's (gathered from the cache) are decompressed by kv_b_proj into per-head keys [k_nope | k_rope] and values
+ * (zero-padded to the key width for the one-head-dim kernel), then L1/varlen_prefill_attention over H heads (vLLM runs
+ * the context and the new tokens as two calls merged with merge_attn_states; one varlen call here). The kv_b_proj slices
+ * of the absorbed decode are taken per call (vLLM precomputes them after loading).
  */
 export class KimiMLAAttention extends Module {
   readonly qProj: Linear;
@@ -53,7 +56,7 @@ export class KimiMLAAttention extends Module {
     this.oProj = this.createModule('o_proj', 'L1/linear', H * dv, D, false);
     this.kvStore = this.createModule('kv_store', 'L1/store_kvcache');
     const scale = 1 / Math.sqrt(dq);
-    this.attnPrefill = this.createModule('attn_prefill', 'L1/varlen_prefill_attention', H, R + dr, scale, 1, true, 0);
+    this.attnPrefill = this.createModule('attn_prefill', 'L1/varlen_prefill_attention', H, dq, scale, H, true, 0);
     this.attnDecode = this.createModule('attn_decode', 'L1/paged_decode_attention', H, R + dr, scale, 1, 0);
   }
 
@@ -74,29 +77,38 @@ export class KimiMLAAttention extends Module {
       // the cached row of each token: [normed latent | k_rope], one kv head
       const kv = t((dr ? t(F.cat([latent, t(ckv.narrow(1, R, dr))], 1)) : latent).view([T, 1, R + dr]));
       this.kvStore.forward(kv, kv, kCache, vCache, md.slotMapping);
-      // absorb W_UK into the query: q' = [q_nope W_UK_h | q_rope] per head
-      const w = t(this.kvBProj.weight.view([H, dn + dv, R]));
-      const wUK = t(t(w.narrow(1, 0, dn)).contiguous()); // [H, dn, R]
-      const wUVt = t(t(t(w.narrow(1, dn, dv)).transpose(1, 2)).contiguous()); // [H, R, dv]
-      const qNope = t(t(t(q.narrow(2, 0, dn)).transpose(0, 1)).contiguous()); // [H, T, dn]
-      const qAbs = t(t(t(F.bmm(qNope, wUK)).transpose(0, 1)).contiguous()); // [T, H, R]
-      const qq = dr ? t(F.cat([qAbs, t(q.narrow(2, dn, dr))], 2)) : qAbs; // [T, H, R + dr]
       const parts: Tensor[] = [];
       if (Tp) {
-        // chunked prefill: a chunk attends its cached context + itself, the rows gathered from the cache (written above)
-        let kvP = Td ? t(kv.narrow(0, 0, Tp)) : kv;
+        // prefill, decompressed: the chunk's rows and its cached context's (gathered from the cache, written above)
+        let kvP = t(t(kv.view([T, R + dr])).narrow(0, 0, Tp));
         if (md.prefillKvSlots) {
           const slots = kCache.shape[0]! * kCache.shape[1]!;
-          kvP = t(t(F.embedding(md.prefillKvSlots, t(kCache.view([slots, R + dr])))).view([md.prefillKvSlots.shape[0]!, 1, R + dr]));
+          kvP = t(F.embedding(md.prefillKvSlots, t(kCache.view([slots, R + dr]))));
         }
-        const qP = Td ? t(qq.narrow(0, 0, Tp)) : qq;
-        parts.push(t(this.attnPrefill.forward(qP, kvP, kvP, md.cuSeqlensQ!, md.cuSeqlensK!)));
+        const L = kvP.shape[0]!;
+        const kvb = t(t(this.kvBProj.forward(t(t(kvP.narrow(1, 0, R)).contiguous()))).view([L, H, dn + dv]));
+        const kNope = t(kvb.narrow(2, 0, dn));
+        const k = dr ? t(F.cat([kNope, t(t(t(t(kvP.narrow(1, R, dr)).contiguous()).view([L, 1, dr])).expand([L, H, dr]))], 2)) : t(kNope.contiguous());
+        const vRaw = t(t(kvb.narrow(2, dn, dv)).contiguous());
+        const v = dv === dq ? vRaw : t(F.pad(vRaw, [0, dq - dv]));
+        const qP = Td ? t(q.narrow(0, 0, Tp)) : q;
+        const o = t(this.attnPrefill.forward(qP, k, v, md.cuSeqlensQ!, md.cuSeqlensK!)); // [Tp, H, dq]
+        parts.push(dv === dq ? o : t(t(t(o.view([Tp, H, dq])).narrow(2, 0, dv)).contiguous()));
       }
-      if (Td) parts.push(t(this.attnDecode.forward(t(qq.narrow(0, Tp, Td)), kCache, kCache, md.blockTables!, md.seqLens!)));
-      const attn = parts.length === 1 ? parts[0]! : t(F.cat(parts, 0)); // [T, H, R + dr]
-      // back from the latent through each head's W_UV
-      const oLat = t(t(t(t(attn.view([T, H, R + dr])).narrow(2, 0, R)).transpose(0, 1)).contiguous()); // [H, T, R]
-      const o = t(t(t(F.bmm(oLat, wUVt)).transpose(0, 1)).contiguous()); // [T, H, dv]
+      if (Td) {
+        // decode, absorbed: q' = [q_nope W_UK_h | q_rope] per head attends the latent rows (MQA), W_UV_h after
+        const w = t(this.kvBProj.weight.view([H, dn + dv, R]));
+        const wUK = t(t(w.narrow(1, 0, dn)).contiguous()); // [H, dn, R]
+        const wUVt = t(t(t(w.narrow(1, dn, dv)).transpose(1, 2)).contiguous()); // [H, R, dv]
+        const qD = t(q.narrow(0, Tp, Td));
+        const qNope = t(t(t(qD.narrow(2, 0, dn)).transpose(0, 1)).contiguous()); // [H, Td, dn]
+        const qAbs = t(t(t(F.bmm(qNope, wUK)).transpose(0, 1)).contiguous()); // [Td, H, R]
+        const qq = dr ? t(F.cat([qAbs, t(qD.narrow(2, dn, dr))], 2)) : qAbs; // [Td, H, R + dr]
+        const attn = t(this.attnDecode.forward(qq, kCache, kCache, md.blockTables!, md.seqLens!)); // [Td, H, R + dr]
+        const oLat = t(t(t(t(attn.view([Td, H, R + dr])).narrow(2, 0, R)).transpose(0, 1)).contiguous()); // [H, Td, R]
+        parts.push(t(t(t(F.bmm(oLat, wUVt)).transpose(0, 1)).contiguous())); // [Td, H, dv]
+      }
+      const o = parts.length === 1 ? parts[0]! : t(F.cat(parts, 0)); // [T, H, dv]
       return this.oProj.forward(t(o.view([T, H * dv])));
     } finally {
       for (const x of temps) x.dispose();
@@ -118,7 +130,7 @@ export const kimiMlaAttentionTask = defineTask(
     family: [FAMILY],
     architectures: ['kimi_linear'],
     mirrors: 'vllm.model_executor.models.kimi_linear.KimiMLAAttention',
-    description: "Kimi-Linear's NoPE multi-latent attention over the paged KV cache: q_proj, kv_a_proj_with_mqa -> latent + shared rope key, kv_a_layernorm, kv_b_proj -> per-head k_nope and v, no rotary; the cache keeps the latent row, attention absorbed (q_nope through W_UK, MQA over the rows, W_UV after), varlen prefill and paged decode, o_proj.",
+    description: "Kimi-Linear's NoPE multi-latent attention over the paged KV cache: q_proj, kv_a_proj_with_mqa -> latent + shared rope key, kv_a_layernorm, kv_b_proj -> per-head k_nope and v, no rotary; the cache keeps the latent row; prefill decompresses the chunk and its context (varlen attention over H heads), decode runs absorbed (q_nope through W_UK, MQA over the rows, W_UV after), o_proj.",
     init: [
       { name: 'config', type: 'object', doc: 'the parsed Kimi-Linear config (KimiLinearConfig)' },
       { name: 'layerIdx', type: 'int', optional: true, default: 0, doc: 'which KV cache of the forward context' },
@@ -167,6 +179,8 @@ export function mlaWork(c: TaskCase, cfg: KimiLinearConfig = kimiConfigOf(c)) {
   const cached = s.decodeCtxLens.reduce((a, b) => a + b, 0);
   return {
     bytes: weights * it + 2 * bytesOf([T, D], it) + 2 * bytesOf([cached + T, R + dr], it),
-    flops: 2 * T * (weights + H * (dn + dv) * R) + 2 * stepAttentionPairs(s, 0) * H * (2 * R + dr),
+    // each token's rows through kv_b_proj (decompressed for prefill, absorbed into q and out of o for decode); prefill
+    // pairs over H heads of dq (scores) + dv (values), decode pairs over the latent rows (R + dr, then R)
+    flops: 2 * T * (weights + R * H * (dn + dv)) + 2 * stepAttentionPairs({ prefillLens: s.prefillLens, decodeCtxLens: [] }, 0) * H * (dq + dv) + 2 * stepAttentionPairs({ prefillLens: [], decodeCtxLens: s.decodeCtxLens }, 0) * H * (2 * R + dr),
   };
 }
