@@ -46,12 +46,13 @@ export class GroupedTopK extends Module {
         s.own(top2i!);
         groupScores = s.op('sum', [top2!], { dim: -1 });
       } else groupScores = s.op('amax', [grouped], { dim: -1 });
-      const [, groupIdx] = F.topk(groupScores, this.topkGroup, { dim: -1 });
+      const [groupTop, groupIdx] = F.topk(groupScores, this.topkGroup, { dim: -1 });
+      s.own(groupTop!);
       s.own(groupIdx!);
       const zeros = s.own(Tensor.zeros(this.ctx.backend, [T, G], 'f32', { device: this.ctx.device }));
       const groupMask = s.op('scatter', [zeros, groupIdx!, 1], { dim: 1 });
-      const scoreMask = s.op('contiguous', [groupMask.view(T, G, 1).expand(T, G, E / G)]).view(T, E);
-      s.own(scoreMask);
+      const perExpert = s.own(s.own(groupMask.view(T, G, 1)).expand(T, G, E / G));
+      const scoreMask = s.own(s.op('contiguous', [perExpert]).view(T, E));
       const masked = s.op('where', [s.op('gt', [scoreMask, 0]), biased, -Infinity]);
       const [topv, ids] = F.topk(masked, this.topk, { dim: -1 });
       s.own(topv!);

@@ -83,4 +83,17 @@ describe('grouped_topk', () => {
     expect([...idsb.toFloat64Array()]).toEqual([2, 3]);
     close(wb.toFloat64Array(), [1.2, 0.8]);
   });
+
+  it('module: leaves nothing allocated but its two outputs (it runs once per MoE layer and step)', () => {
+    const live = () => (cpuBackend() as unknown as { memoryStats(): { liveStorages: number } }).memoryStats().liveStorages;
+    const m = make<Module & { forward(h: Tensor, g: Tensor, b?: Tensor | null): [Tensor, Tensor] }>('L1/grouped_topk', 2, true, 2, 1, 'sigmoid', 2.5);
+    const [h, g, b] = [t([0, 0, 0], [3, 1]), t([0.1, 2, -1, 0.5, 1, 1, 0, 3, 2, -2, 0.3, 0.7], [3, 4]), t([0, 0.1, 0.2, 0], [4])];
+    for (const bias of [null, b]) {
+      const before = live();
+      const outs = m.forward(h, g, bias);
+      expect(live() - before, bias ? 'with a correction bias' : 'without').toBe(2);
+      for (const o of outs) o.dispose();
+      expect(live()).toBe(before);
+    }
+  });
 });
