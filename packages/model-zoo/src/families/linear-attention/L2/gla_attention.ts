@@ -10,7 +10,7 @@ import { STATE_F32_TOLERANCE, configOf, initGlaParameters } from '../cases.js';
 import { GLA_2_7B, tinyGlaConfig, type GlaConfig } from '../config.js';
 import { FAMILY } from '../family.js';
 import { refGlaAttention } from '../reference.js';
-import { layerStateCache } from '../../../engine/forward-context.js';
+import { layerStateCache, setForwardContext } from '../../../engine/forward-context.js';
 
 /** FLA runs the recurrent kernel up to this many tokens, its chunked one above (GatedLinearAttention.forward). */
 export const RECURRENT_MAX_T = 64;
@@ -175,6 +175,9 @@ export const glaAttentionTask = defineTask(
   {
     baseline: GatedLinearAttention,
     makeInputs: (c, ctx, rng) => {
+      // a standalone call (states in and out as arguments): drop any forward context an engine-step case left set, whose
+      // state pools the layer would otherwise take for its own
+      setForwardContext(null);
       const { B, T, D, H, K, V } = c.dims as Record<string, number>;
       return [randn(ctx, rng, [B!, T!, D!], c.dtype), c.options.initial_state ? randn(ctx, rng, [B!, H!, K!, V!], 'f32') : null];
     },

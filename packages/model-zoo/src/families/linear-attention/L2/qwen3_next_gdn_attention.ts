@@ -1,6 +1,6 @@
 import { DTYPE_INFO, F, Module, defineTask, hostArray, type Tensor } from '@fastkernels/core';
 import { bytesOf, randn } from '../../../common/inputs.js';
-import { layerStateCache } from '../../../engine/forward-context.js';
+import { layerStateCache, setForwardContext } from '../../../engine/forward-context.js';
 import type { Conv1d } from '../../../layers/conv.js';
 import { createLayer } from '../../../layers/registry.js';
 import type { Linear } from '../../../tasks/L1/linear/linear.js';
@@ -228,6 +228,9 @@ export const qwen3NextGdnAttentionTask = defineTask(
   {
     baseline: Qwen3NextGDNAttention,
     makeInputs: (c, ctx, rng) => {
+      // a standalone call (states in and out as arguments): drop any forward context an engine-step case left set, whose
+      // state pools the layer would otherwise take for its own
+      setForwardContext(null);
       // the state dims from the config: a capture on the engine (states in the pool, not arguments) records B, T, D only
       const cfg = qnConfigOf(c);
       const { B, T, D } = c.dims as Record<string, number>;

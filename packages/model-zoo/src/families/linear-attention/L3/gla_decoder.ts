@@ -7,6 +7,7 @@ import { FAMILY } from '../family.js';
 import { attentionWork, type GatedLinearAttention } from '../L2/gla_attention.js';
 import type { GLAMLP } from '../L2/gla_mlp.js';
 import { refGlaBlock } from '../reference.js';
+import { setForwardContext } from '../../../engine/forward-context.js';
 
 /**
  * FLA's GLABlock (fla/models/gla/modeling_gla.py), the original's GLADecoderLayer: pre-norm residual block,
@@ -102,6 +103,9 @@ export const glaDecoderTask = defineTask(
   {
     baseline: GLADecoderLayer,
     makeInputs: (c, ctx, rng) => {
+      // a standalone call (states in and out as arguments): drop any forward context an engine-step case left set, whose
+      // state pools the layer would otherwise take for its own
+      setForwardContext(null);
       const { B, T, D, H, K, V } = c.dims as Record<string, number>;
       return [randn(ctx, rng, [B!, T!, D!], c.dtype), c.options.initial_state ? randn(ctx, rng, [B!, H!, K!, V!], 'f32') : null];
     },

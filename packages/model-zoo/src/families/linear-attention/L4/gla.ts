@@ -8,6 +8,7 @@ import { GLA_2_7B, tinyGlaConfig, type GlaConfig } from '../config.js';
 import { FAMILY } from '../family.js';
 import { blockWork, type GLADecoderLayer } from '../L3/gla_decoder.js';
 import { refGlaModel } from '../reference.js';
+import { setForwardContext } from '../../../engine/forward-context.js';
 
 /** The per-sequence recurrent state of every layer, stacked: [num_hidden_layers, B, num_heads, head_k_dim, head_v_dim] f32. */
 export function glaStateShape(cfg: GlaConfig, B: number): number[] {
@@ -128,6 +129,9 @@ export const glaTask = defineTask(
   {
     baseline: GLAForCausalLM,
     makeInputs: (c, ctx, rng) => {
+      // a standalone call (states in and out as arguments): drop any forward context an engine-step case left set, whose
+      // state pools the layer would otherwise take for its own
+      setForwardContext(null);
       const cfg = configOf(c);
       const { B, T } = c.dims as { B: number; T: number };
       const ids = Array.from({ length: B * T }, () => rng.int(0, cfg.vocabSize));
