@@ -1,5 +1,5 @@
 /**
- * A host model of the gated-DeltaNet kernels (src/ops/recurrent/gdn-source.ts) for the CPU tests, in the manner of
+ * A host model of the gated-DeltaNet kernels (src/ops/recurrent/gdn-source.ts, KDA's per-key-channel decay included) for the CPU tests, in the manner of
  * gla-emulator.ts: every CTA of the launch's grid and every thread of it, with the kernels' index math (sequence ranges
  * from cu_seqlens / query_start_loc, pool rows and padding, has_initial_state, the (ct, rg) ownership of the delta
  * rule's state slice, the xor-shuffle and per-warp reductions, the conv's token groups, its barrier and in-place state
@@ -17,6 +17,8 @@ export interface GdnEmuInputs {
   readonly K: number;
   readonly V: number;
   readonly l2norm: boolean;
+  /** FK_KDA: g [.., HV, K], a decay a key channel. */
+  readonly kda: boolean;
   readonly scale: number;
   readonly o: EmuPtr;
   readonly q: EmuPtr;
@@ -63,7 +65,8 @@ function chunkLoop(p: GlaPlan, x: GdnEmuInputs, c: { br: number; t0: number; t1:
     const cq = new Float64Array(C * K);
     const ck = new Float64Array(C * K);
     const cv = new Float64Array(C * BV);
-    const cG = new Float64Array(C);
+    const GW = x.kda ? K : 1; // gate values a token
+    const cG = new Float64Array(C * GW);
     const cB = new Float64Array(C);
     for (let xi = 0; xi < C * K; xi++) {
       const tt = Math.floor(xi / K);
@@ -79,9 +82,11 @@ function chunkLoop(p: GlaPlan, x: GdnEmuInputs, c: { br: number; t0: number; t1:
       cv[xi] = tt < L && c0 + cc < V ? at(x.v, x.vs, cs + tt, hv, c0 + cc) : 0;
     }
     for (let tt = 0; tt < C; tt++) {
-      cG[tt] = tt < L ? at(x.g, x.gs, cs + tt, hv, 0) : 0;
+      for (let i = 0; i < GW; i++) cG[tt * GW + i] = tt < L ? at(x.g, x.gs, cs + tt, hv, i) : 0;
       cB[tt] = tt < L ? at(x.beta, x.bs, cs + tt, hv, 0) : 0;
     }
+    /** The running gate sum of token tt at key channel i (one a token without KDA). */
+    const G = (tt: number, i: number) => cG[tt * GW + (x.kda ? i : 0)]!;
     // (2)
     if (x.l2norm) {
       for (let tt = 0; tt < C; tt++) {
@@ -97,7 +102,7 @@ function chunkLoop(p: GlaPlan, x: GdnEmuInputs, c: { br: number; t0: number; t1:
         }
       }
     }
-    for (let tt = 0, run = 0; tt < C; tt++) cG[tt] = run += cG[tt]!;
+    for (let i = 0; i < GW; i++) for (let tt = 0, run = 0; tt < C; tt++) cG[tt * GW + i] = run += cG[tt * GW + i]!;
     // (3)
     const cAkk = new Float64Array(C * C);
     const cAqk = new Float64Array(C * C);
@@ -107,11 +112,12 @@ function chunkLoop(p: GlaPlan, x: GdnEmuInputs, c: { br: number; t0: number; t1:
       let [a, b2] = [0, 0];
       if (sj <= tt && tt < L) {
         for (let i = 0; i < K; i++) {
-          a += ck[tt * K + i]! * ck[sj * K + i]!;
-          b2 += cq[tt * K + i]! * ck[sj * K + i]!;
+          const kk = ck[sj * K + i]! * (x.kda ? Math.exp(G(tt, i) - G(sj, i)) : 1);
+          a += ck[tt * K + i]! * kk;
+          b2 += cq[tt * K + i]! * kk;
         }
       }
-      const dec = sj <= tt && tt < L ? Math.exp(cG[tt]! - cG[sj]!) : 0;
+      const dec = sj <= tt && tt < L ? (x.kda ? 1 : Math.exp(G(tt, 0) - G(sj, 0))) : 0;
       cAkk[pp] = sj < tt ? cB[tt]! * dec * a : 0;
       cAqk[pp] = dec * b2;
     }
@@ -122,7 +128,10 @@ function chunkLoop(p: GlaPlan, x: GdnEmuInputs, c: { br: number; t0: number; t1:
         for (let r = 0; r < RK; r++) {
           const i = Math.floor(tid / CT) + r * RG;
           if (i >= K) continue;
-          for (let tt = 0; tt < C; tt++) for (let e = 0; e < VEC; e++) a[tt * VEC + e] += src[tt * K + i]! * s[tid]![r]![e]!;
+          for (let tt = 0; tt < C; tt++) {
+            const xv = src[tt * K + i]! * (x.kda ? Math.exp(G(tt, i)) : 1);
+            for (let e = 0; e < VEC; e++) a[tt * VEC + e] += xv * s[tid]![r]![e]!;
+          }
         }
         return a;
       });
@@ -137,7 +146,7 @@ function chunkLoop(p: GlaPlan, x: GdnEmuInputs, c: { br: number; t0: number; t1:
     // (5)
     for (let cc = 0; cc < BV; cc++) {
       for (let tt = 0; tt < L; tt++) {
-        let u = cB[tt]! * (cv[tt * BV + cc]! - Math.exp(cG[tt]!) * cKS[tt * BV + cc]!);
+        let u = cB[tt]! * (cv[tt * BV + cc]! - (x.kda ? 1 : Math.exp(G(tt, 0))) * cKS[tt * BV + cc]!);
         for (let sj = 0; sj < tt; sj++) u -= cAkk[tt * C + sj]! * cv[sj * BV + cc]!;
         cv[tt * BV + cc] = u;
       }
@@ -147,20 +156,20 @@ function chunkLoop(p: GlaPlan, x: GdnEmuInputs, c: { br: number; t0: number; t1:
       const tt = Math.floor(xi / BV);
       const cc = xi - tt * BV;
       if (tt >= L || c0 + cc >= V) continue;
-      let y = Math.exp(cG[tt]!) * cQS[xi]!;
+      let y = (x.kda ? 1 : Math.exp(G(tt, 0))) * cQS[xi]!;
       for (let sj = 0; sj <= tt; sj++) y += cAqk[tt * C + sj]! * cv[sj * BV + cc]!;
       x.o.data[x.o.off + ((br * x.T + cs + tt) * HV + hv) * V + c0 + cc] = x.scale * y;
     }
     // (7)
-    const gl = cG[L - 1]!;
     for (let tid = 0; tid < TH; tid++) {
       for (let r = 0; r < RK; r++) {
         const i = Math.floor(tid / CT) + r * RG;
         if (i >= K) continue;
+        const gl = G(L - 1, i);
         const st = s[tid]![r]!;
         for (let e = 0; e < VEC; e++) st[e] = st[e]! * Math.exp(gl);
         for (let sj = 0; sj < L; sj++) {
-          const kd = ck[sj * K + i]! * Math.exp(gl - cG[sj]!);
+          const kd = ck[sj * K + i]! * Math.exp(gl - G(sj, i));
           for (let e = 0; e < VEC; e++) st[e] = st[e]! + kd * cv[sj * BV + (tid % CT) * VEC + e]!;
         }
       }
@@ -227,7 +236,9 @@ function gdnCta(p: GlaPlan, x: GdnEmuInputs, bx: number, hv: number, n: number, 
       sk[i] = at(x.k, x.ks, t, h, i);
     }
     for (let c = 0; c < BV; c++) sv[c] = c0 + c < V ? at(x.v, x.vs, t, hv, c0 + c) : 0;
-    const d = Math.exp(at(x.g, x.gs, t, hv, 0));
+    // KDA: row i decays by exp(g_t[i]) in the pass that reads it, and d is 1
+    const dk = x.kda ? Float64Array.from({ length: K }, (_, i) => Math.exp(at(x.g, x.gs, t, hv, i))) : null;
+    const d = dk ? 1 : Math.exp(at(x.g, x.gs, t, hv, 0));
     const be = at(x.beta, x.bs, t, hv, 0);
     // [ak (VEC), aq (VEC), qq, kk, qk] a thread
     const acc = Array.from({ length: TH }, (_, tid) => {
@@ -235,6 +246,7 @@ function gdnCta(p: GlaPlan, x: GdnEmuInputs, bx: number, hv: number, n: number, 
       for (let r = 0; r < RK; r++) {
         const i = rgOf(tid) + r * RG;
         if (i >= K) continue;
+        if (dk) for (let e = 0; e < VEC; e++) s[tid]![r]![e] = s[tid]![r]![e]! * dk[i]!;
         for (let e = 0; e < VEC; e++) {
           a[e] += sk[i]! * s[tid]![r]![e]!;
           a[VEC + e] += sq[i]! * s[tid]![r]![e]!;

@@ -7,7 +7,8 @@
  * kernel or not, partial V tiles, K not a multiple of the row groups, odd V (scalar state access), permuted q, packed
  * sequences with an empty one, -1 padding, i32 / i64 indices, Qwen3-Next-80B's heads; the conv's decode rows and
  * packed prefills over a pool (a transposed x, state_len > W - 1, has_initial_state), its batch-row forms with
- * initial / final states, and the race two sequences on one row are.
+ * initial / final states, and the race two sequences on one row are. KDA (fused_recurrent_kda, chunk_kda: g a decay a
+ * key channel) over the same shapes, a permuted g, and Kimi-Linear-48B's heads.
  */
 import { CpuBackend } from '@fastkernels/backend-cpu';
 import { Tensor, callOp, opRoute, type DType, type OpArg } from '@fastkernels/core';
@@ -15,7 +16,7 @@ import { describe, expect, it } from 'vitest';
 import { emulateConv, emulateGdn } from '../../../test/gdn-emulator.js';
 import { GlaRaceError, type EmuPtr } from '../../../test/gla-emulator.js';
 import { fake } from '../../../test/ops-fake.js';
-import { planGdn } from './gdn-plan.js';
+import { DELTA_OPS, planGdn, type DeltaOp } from './gdn-plan.js';
 import { registerRecurrentKernels } from './register.js';
 
 const cpu = new CpuBackend();
@@ -90,7 +91,9 @@ const def = (source: string, name: string) => Number(new RegExp(`#define ${name}
 const f64 = (shape: number[], seed: number, f?: (x: number) => number) => Tensor.fromArray(cpu, rnd(numel(shape), seed, f), shape, 'f64');
 
 interface DeltaCase {
-  readonly op?: 'fused_recurrent_gated_delta_rule' | 'chunk_gated_delta_rule';
+  readonly op?: DeltaOp;
+  /** KDA's g [B, H, T, K] seen as [B, T, H, K] (strided tokens and heads, channels contiguous). */
+  readonly permuteG?: boolean;
   readonly B: number;
   readonly T: number;
   readonly H: number;
@@ -117,7 +120,11 @@ function checkDelta(c: DeltaCase): void {
   // |k| ~ 1 without the in-kernel l2norm (the delta rule's domain)
   const k = c.l2norm ? f64([B, T, H, K], 2) : f64([B, T, H, K], 2, (x) => x / Math.sqrt(K));
   const v = f64([B, T, HV, V], 3);
-  const g = f64([B, T, HV], 4, (x) => -Math.log1p(Math.exp(x)) / 2);
+  const op = c.op ?? 'fused_recurrent_gated_delta_rule';
+  const { kind, gate } = DELTA_OPS[op];
+  const logDecay = (x: number) => -Math.log1p(Math.exp(x)) / 2;
+  // KDA: a decay a key channel
+  const g = gate === 'head' ? f64([B, T, HV], 4, logDecay) : c.permuteG ? f64([B, HV, T, K], 4, logDecay).permute([0, 2, 1, 3]) : f64([B, T, HV, K], 4, logDecay);
   const beta = f64([B, T, HV], 5, (x) => 1 / (1 + Math.exp(-x)));
   const sShape = pooled ? [c.slots!, HV, K, V] : [N, HV, K, V];
   const s0 = pooled || c.init ? Tensor.fromArray(cpu, rnd(numel(sShape), 6, (x) => x / 2), sShape, 'f32') : null;
@@ -125,22 +132,21 @@ function checkDelta(c: DeltaCase): void {
   const idxDType = c.idxDType ?? 'i64';
   const idx = c.idx ? Tensor.fromArray(cpu, c.idx, [c.idx.length], idxDType) : null;
   const attrs = { scale: c.scale ?? null, output_final_state: !pooled && (c.final ?? true), use_qk_l2norm_in_kernel: c.l2norm ?? false };
-  const op = c.op ?? 'fused_recurrent_gated_delta_rule';
-  const kind = op === 'chunk_gated_delta_rule' ? 'chunk' : 'recurrent';
   check(
     op,
     [[q, 'bf16'], [k, 'bf16'], [v, 'bf16'], [g, 'f32'], [beta, 'bf16'], s0 && [s0, 'f32'], cu && [cu, 'i32'], idx && [idx, idxDType]],
     attrs,
     (l, ptr) => {
       const a = l.args;
-      const plan = planGdn({ N, HV, K, V }, def(l.source, 'FK_VEC'), 132, kind);
-      expect(l.entry).toBe(`fk_gdn_${kind}`);
+      const plan = planGdn({ N, HV, K, V }, def(l.source, 'FK_VEC'), 132, kind, gate);
+      expect(l.entry).toBe(`fk_${gate === 'channel' ? 'kda' : 'gdn'}_${kind}`);
+      expect(def(l.source, 'FK_KDA')).toBe(gate === 'channel' ? 1 : 0);
       expect(def(l.source, 'FK_C')).toBe(plan.chunk || 1);
       expect([def(l.source, 'FK_K'), def(l.source, 'FK_BV'), def(l.source, 'FK_THREADS'), def(l.source, 'FK_L2')]).toEqual([K, plan.bv, plan.threads, c.l2norm ? 1 : 0]);
       expect(l.grid).toEqual(plan.grid);
       expect(l.block).toBe(plan.threads);
       emulateGdn(plan, {
-        T: a[27]!, HV: a[28]!, V: a[29]!, R: a[30]!, scale: a[31]!, K, l2norm: def(l.source, 'FK_L2') === 1,
+        T: a[27]!, HV: a[28]!, V: a[29]!, R: a[30]!, scale: a[31]!, K, l2norm: def(l.source, 'FK_L2') === 1, kda: def(l.source, 'FK_KDA') === 1,
         o: ptr(a[0]!)!, q: ptr(a[1]!)!, k: ptr(a[2]!)!, v: ptr(a[3]!)!, g: ptr(a[4]!)!, beta: ptr(a[5]!)!,
         qs: a.slice(6, 9), ks: a.slice(9, 12), vs: a.slice(12, 15), gs: a.slice(15, 18), bs: a.slice(18, 21),
         sIn: ptr(a[21]!), sInStride: a[22]!, sOut: ptr(a[23]!), sOutStride: a[24]!, cu: ptr(a[25]!), idx: ptr(a[26]!),
@@ -237,6 +243,26 @@ describe('chunked gated delta rule kernel (chunk_gated_delta_rule): the recorded
     checkDelta({ op, B: 1, T: 45, H: 2, HV: 4, K: 24, V: 16, cu: [0, 17, 17, 40, 45], idx: [5, 0, -1, 2], slots: 6, l2norm: true, idxDType: 'i32' }));
   it("Qwen3-Next-80B's head dims (K 128, V 128): two packed prefills over a pool", { timeout: 120_000 }, () =>
     checkDelta({ op, B: 1, T: 21, H: 1, HV: 2, K: 128, V: 128, cu: [0, 3, 21], idx: [1, 3], slots: 4, l2norm: true }));
+});
+
+describe('KDA kernels (fused_recurrent_kda, chunk_kda: a decay a key channel): the recorded launch emulated vs the float64 CPU op', () => {
+  for (const op of ['fused_recurrent_kda', 'chunk_kda'] as const) {
+    it(`${op}: batch rows across chunk ends, grouped value heads, initial and final state, l2norm, a partial V tile`, () => checkDelta({ op, B: 2, T: 37, H: 2, HV: 4, K: 8, V: 12, init: true, l2norm: true }));
+    it(`${op}: K 40 (not a multiple of the row groups), V 10, permuted q and g, scale 0.3, no l2norm, no state in`, () =>
+      checkDelta({ op, B: 1, T: 20, H: 1, HV: 2, K: 40, V: 10, permuteQ: true, permuteG: true, scale: 0.3 }));
+    it(`${op}: V 7 (scalar access), no state at all`, () => checkDelta({ op, B: 1, T: 17, H: 2, HV: 2, K: 16, V: 7, final: false, l2norm: true }));
+    it(`${op}: packed sequences (one empty, ends inside and across chunks) over a pool with a -1 padding row, i32 indices`, () =>
+      checkDelta({ op, B: 1, T: 45, H: 2, HV: 4, K: 24, V: 16, cu: [0, 17, 17, 40, 45], idx: [5, 0, -1, 2], slots: 6, l2norm: true, idxDType: 'i32' }));
+  }
+  it('fused_recurrent_kda: decode rows over a pool, i64 indices', () => checkDelta({ op: 'fused_recurrent_kda', B: 5, T: 1, H: 1, HV: 3, K: 32, V: 64, idx: [4, -1, 0, 2, 1], slots: 6, l2norm: true }));
+  it("Kimi-Linear-48B's head dims (K = V = 128, HV = H): decode rows and two packed prefills over a pool", { timeout: 120_000 }, () => {
+    checkDelta({ op: 'fused_recurrent_kda', B: 3, T: 1, H: 2, HV: 2, K: 128, V: 128, idx: [2, -1, 0], slots: 4, l2norm: true, idxDType: 'i32' });
+    checkDelta({ op: 'chunk_kda', B: 1, T: 21, H: 1, HV: 1, K: 128, V: 128, cu: [0, 3, 21], idx: [1, 3], slots: 4, l2norm: true });
+  });
+  it('two sequences on one pool row are a race between their CTAs', () => {
+    expect(() => checkDelta({ op: 'fused_recurrent_kda', B: 3, T: 1, H: 1, HV: 1, K: 8, V: 16, idx: [1, -1, 1], slots: 2, race: true })).toThrow(GlaRaceError);
+    expect(() => checkDelta({ op: 'chunk_kda', B: 1, T: 6, H: 1, HV: 1, K: 8, V: 16, cu: [0, 2, 6], idx: [1, 1], slots: 2, race: true })).toThrow(GlaRaceError);
+  });
 });
 
 describe('causal conv kernel: the recorded launch emulated on the host vs the float64 CPU op', () => {

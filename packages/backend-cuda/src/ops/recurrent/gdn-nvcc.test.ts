@@ -4,7 +4,8 @@
  * decode batch 1 and 256, with and without the in-kernel l2norm, f32 gates under bf16 inputs, i32 / i64 indices, the
  * largest K taken (1024), odd V (2-float and scalar state access). The conv: decode (128 channels a thread each) and
  * prefill (32 x 8) plans, every dtype, widths 1, 4 and 16, an f32 state pool under bf16 x, has_initial_state dtypes.
- * The chunked delta rule at Qwen3-Next's prefill plans (every dtype) and the odd shapes above. Skipped, saying so, without nvcc.
+ * The chunked delta rule at Qwen3-Next's prefill plans (every dtype) and the odd shapes above; KDA's recurrent and chunked
+ * variants at Kimi-Linear-48B's heads (every dtype) and the odd shapes. Skipped, saying so, without nvcc.
  */
 import { compileSuite } from '../../../test/nvcc-compile.js';
 import { gdnDecline, planConv, planGdn, type GdnShape } from './gdn-plan.js';
@@ -42,6 +43,22 @@ for (const [label, shape, maxVec] of [['qwen3-next heads, 1 sequence', { N: 1, H
       `chunked gated delta rule ${label} ${dtype} (BV ${p.bv} x${p.vec}, ${p.threads} threads, chunk ${p.chunk}, ${p.sharedBytes} B shared)`,
       () => gdnSource({ kind: 'chunk', chunk: p.chunk, dtype, gDType: 'f32', betaDType: dtype, cuDType: 'i32', idxDType: 'i64', K: shape.K, bv: p.bv, vec: p.vec, threads: p.threads, l2norm: true }),
     ]);
+  }
+}
+// KDA (fused_recurrent_kda / chunk_kda, a decay a key channel): Kimi-Linear-48B's heads (32 heads, K = V = 128) at decode
+// batch 1 / 64 and its prefill plans, every dtype, f32 gates, i32 / i64 indices; the odd shapes in bf16
+for (const [label, shape, maxVec] of [['kimi-linear heads, 1 sequence', { N: 1, HV: 32, K: 128, V: 128 }, 4], ['kimi-linear heads, 64 sequences', { N: 64, HV: 32, K: 128, V: 128 }, 4], ...shapes.slice(2)] as [string, GdnShape, number][]) {
+  for (const kind of ['recurrent', 'chunk'] as const) {
+    const op = kind === 'chunk' ? 'chunk_kda' : 'fused_recurrent_kda';
+    if (gdnDecline({ op, dtypes: ['bf16', 'bf16', 'bf16'], H: 1, pool: null, ...shape })) continue;
+    const p = planGdn(shape, maxVec, 132, kind, 'channel');
+    for (const dtype of label.startsWith('kimi-linear heads, 1') ? (['bf16', 'f16', 'f32'] as GdnDType[]) : (['bf16'] as GdnDType[])) {
+      const idx: GdnIndexDType = dtype === 'f16' ? 'i64' : 'i32';
+      cases.push([
+        `KDA ${kind} ${label} ${dtype} (g f32; BV ${p.bv} x${p.vec}, ${p.threads} threads${kind === 'chunk' ? `, chunk ${p.chunk}, ${p.sharedBytes} B shared` : ''}, ${idx} indices)`,
+        () => gdnSource({ kind, gate: 'channel', chunk: p.chunk, dtype, gDType: 'f32', betaDType: dtype, cuDType: idx, idxDType: idx, K: shape.K, bv: p.bv, vec: p.vec, threads: p.threads, l2norm: true }),
+      ]);
+    }
   }
 }
 const convCases: [string, number, GdnDType, GdnDType, ConvHasInitDType, number][] = [

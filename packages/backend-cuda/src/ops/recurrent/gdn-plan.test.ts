@@ -93,6 +93,37 @@ describe('GdnKernels on the fake device', () => {
     expect(opRoute('chunk_gated_delta_rule', [...x64, null, null, null], {})).toEqual({ via: 'decomposition' });
   });
 
+  it("KDA (a decay a key channel): fused_recurrent_kda's decode over a pool and chunk_kda's packed prefill to fk_kda_*, g's strides passed; f64 declined with the reason", () => {
+    const f = setup();
+    const D = 3;
+    const [q, k] = [0, 1].map(() => f.t([D, 1, 2, 128]));
+    const v = f.t([D, 1, 2, 128]);
+    const g = f.t([D, 2, 1, 128]).transpose(1, 2); // [D, 1, 2, 128] with the channels contiguous: read in place
+    const beta = f.t([D, 1, 2]);
+    const pool = f.t([5, 2, 128, 128], 'f32');
+    const idx = f.t([D], 'i64');
+    const [o, ...rest] = callOp('fused_recurrent_kda', [q!, k!, v, g, beta, pool, null, idx], { use_qk_l2norm_in_kernel: true });
+    expect(rest).toHaveLength(0);
+    expect(o!.shape).toEqual([D, 1, 2, 128]);
+    const l = f.cache.launches[0]!;
+    expect(l.entry).toBe('fk_kda_recurrent');
+    expect(l.source).toContain('#define FK_KDA 1');
+    const a = l.args as number[];
+    expect(a.slice(15, 18)).toEqual([g.strides[0], g.strides[1], g.strides[2]]);
+    expect([a[21], a[23], a[22], a[26]]).toEqual([pool.storage.devicePtr, pool.storage.devicePtr, 2 * 128 * 128, idx.storage.devicePtr]);
+    expect(f.copies).toHaveLength(0);
+    const ins = [f.t([1, 9, 1, 16]), f.t([1, 9, 1, 16]), f.t([1, 9, 2, 16]), f.t([1, 9, 2, 16]), f.t([1, 9, 2]), f.t([3, 2, 16, 16], 'f32'), f.t([3], 'i32'), f.t([2], 'i32')];
+    expect(opRoute('chunk_kda', ins, {})).toEqual({ via: 'kernel' });
+    callOp('chunk_kda', ins, {});
+    expect(f.cache.launches[1]!.entry).toBe('fk_kda_chunk');
+    const [gdn, kda] = [planGdn({ N: 2, HV: 2, K: 16, V: 16 }, 4, 132, 'chunk'), planGdn({ N: 2, HV: 2, K: 16, V: 16 }, 4, 132, 'chunk', 'channel')];
+    expect(kda.sharedBytes - gdn.sharedBytes).toBe(4 * 16 * (16 - 1)); // the gate sums [C][K] instead of [C]
+    const x64 = [f.t([1, 2, 1, 8], 'f64'), f.t([1, 2, 1, 8], 'f64'), f.t([1, 2, 1, 8], 'f64'), f.t([1, 2, 1, 8], 'f64'), f.t([1, 2, 1], 'f64')];
+    expect(opRoute('chunk_kda', [...x64, null, null, null], {})).toEqual({ via: 'decomposition' });
+    expect(opRoute('fused_recurrent_kda', [...x64, null, null, null], {})).toEqual({ unsupported: expect.stringMatching(/dtype f64: the CUDA fused_recurrent_kda kernel/) });
+    expect(gdnDecline({ op: 'chunk_kda', dtypes: ['bf16', 'bf16', 'bf16'], N: 1, H: 1, HV: 1, K: 2048, V: 64, pool: null })).toMatch(/key head dim 2048: the CUDA chunk_kda kernel/);
+  });
+
   it('causal_conv1d over the pool with a transposed x: strides passed, nothing copied; update over the pool; declines say why', () => {
     const f = setup();
     const x = f.t([1, 7, 24]).transpose(1, 2); // [1, 24, 7], channels contiguous

@@ -16,12 +16,22 @@ export interface GdnShape {
 
 /**
  * The delta rule's plan: GLA's tiling over the value heads (grid x: V tiles, y: value heads, z: sequences), the
- * recurrent kernel's or the chunked one's (its shared memory sized for gdn-source.ts's chunk layout).
+ * recurrent kernel's or the chunked one's (its shared memory sized for gdn-source.ts's chunk layout; KDA's per-channel
+ * gate sums take [C][K] more).
  */
-export function planGdn(s: GdnShape, maxVec: number, sms: number, kind: 'recurrent' | 'chunk' = 'recurrent'): GlaPlan {
+export function planGdn(s: GdnShape, maxVec: number, sms: number, kind: 'recurrent' | 'chunk' = 'recurrent', gate: 'head' | 'channel' = 'head'): GlaPlan {
   const p = planGla(kind, { N: s.N, H: s.HV, K: s.K, V: s.V }, maxVec, sms);
-  return kind === 'chunk' ? { ...p, sharedBytes: 4 * gdnChunkSharedFloats(s.K, p.bv, p.chunk, p.threads) } : p;
+  return kind === 'chunk' ? { ...p, sharedBytes: 4 * gdnChunkSharedFloats(s.K, p.bv, p.chunk, p.threads, gate) } : p;
 }
+
+/** The delta-rule ops these kernels run: gated DeltaNet's (a decay a head) and KDA's (a decay a key channel). */
+export const DELTA_OPS = {
+  fused_recurrent_gated_delta_rule: { kind: 'recurrent', gate: 'head' },
+  chunk_gated_delta_rule: { kind: 'chunk', gate: 'head' },
+  fused_recurrent_kda: { kind: 'recurrent', gate: 'channel' },
+  chunk_kda: { kind: 'chunk', gate: 'channel' },
+} as const satisfies Record<string, { kind: 'recurrent' | 'chunk'; gate: 'head' | 'channel' }>;
+export type DeltaOp = keyof typeof DELTA_OPS;
 
 const FLOAT = ['f32', 'bf16', 'f16'];
 
@@ -44,8 +54,9 @@ export function gdnDecline(c: GdnCall): string | null {
   if (c.H < 1 || c.HV % c.H !== 0) return `value heads ${c.HV} must be a multiple of q / k heads ${c.H}`;
   if (c.HV > 65535 || c.N > 65535) return `${c.N} sequences x ${c.HV} value heads: past the grid's 65535 limit on y / z`;
   if (c.pool && !c.pool.slotContiguous) return `the state pool's slots must each be one contiguous [HV, K, V] block (updated in place; a copy would not be)`;
-  if (c.op === 'chunk_gated_delta_rule') {
-    const p = planGdn(c, 4, 1, 'chunk');
+  const d = DELTA_OPS[c.op as DeltaOp];
+  if (d?.kind === 'chunk') {
+    const p = planGdn(c, 4, 1, 'chunk', d.gate);
     if (p.sharedBytes > GLA_MAX_SHARED) return `K ${c.K}: the chunked kernel's ${p.sharedBytes} bytes of shared memory exceed ${GLA_MAX_SHARED}`;
   }
   return null;

@@ -22,6 +22,12 @@
  * and S_C = exp(G_last) S0 + sum_s exp(G_last - G_s) k_s u_s^T (every exponent <= 0 for g <= 0). The scores are
  * recomputed by each V tile: a first step, as chunk_gla's was (the tensor-core form computes them once a chunk).
  *
+ * KDA (Kimi-Linear's fused_recurrent_kda / chunk_kda, FK_KDA 1: entries fk_kda_recurrent / fk_kda_chunk) is the same two
+ * bodies with the decay per key channel, g [B, T, HV, K]: the recurrent kernel scales each state row i by
+ * exp(g_t[i]) in the pass that reads it (then d = 1 below); the chunked one keeps the running sums G_t[i] per channel
+ * ([C][K] in shared memory), so exp(G_t - G_s) moves inside the key-channel sums of the scores, k_t^T S0 / q_t^T S0
+ * read k_t[i] exp(G_t[i]) / q_t[i] exp(G_t[i]), and the state update decays row i by exp(G_last[i]).
+ *
  * fk_causal_conv1d: a CTA per (FK_CT channels, sequence), FK_TG token groups: each thread keeps its channel's W taps
  * and the last W - 1 state columns in registers and computes the outputs of tokens tg, tg + TG, ...; after a barrier
  * (every thread has read the state) one thread a channel writes the new state, the last S columns of [state, x], in
@@ -43,6 +49,8 @@ export interface GdnKernelSpec {
   readonly kind?: 'recurrent' | 'chunk';
   /** Tokens a chunk (the chunked kernel). */
   readonly chunk?: number;
+  /** One decay a value head (gated DeltaNet, g [B, T, HV]) or one a key channel (KDA, g [B, T, HV, K]). */
+  readonly gate?: 'head' | 'channel';
   /** q / k / v and o; g and beta. */
   readonly dtype: GdnDType;
   readonly gDType: GdnDType;
@@ -66,7 +74,7 @@ export const GDN_SIGNATURE: readonly ArgType[] = [
 ];
 
 const GDN_BODY = String.raw`
-extern "C" __global__ void __launch_bounds__(FK_THREADS) fk_gdn_recurrent(
+extern "C" __global__ void __launch_bounds__(FK_THREADS) FK_ENTRY(
     T* __restrict__ o, const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const TGATE* __restrict__ g,
     const TBETA* __restrict__ beta,
     long long qb, long long qt, long long qh, long long kb, long long kt, long long kh, long long vb, long long vt, long long vh,
@@ -79,6 +87,9 @@ extern "C" __global__ void __launch_bounds__(FK_THREADS) fk_gdn_recurrent(
   constexpr int WARPS = FK_THREADS / 32;
   typedef FkV<float, FK_VEC> SV;
   __shared__ float sq[2][FK_K], sk[2][FK_K], sv[2][FK_BV], sgb[2][2];
+#if FK_KDA
+  __shared__ float sdk[2][FK_K];  // exp(g_t[i]): the decay of state row i
+#endif
   __shared__ float red[2][WARPS][2][FK_BV];
   __shared__ float reds[2][WARPS][3];
   const int tid = threadIdx.x, ct = tid % CT, rg = tid / CT;
@@ -117,14 +128,20 @@ extern "C" __global__ void __launch_bounds__(FK_THREADS) fk_gdn_recurrent(
     for (int i = tid; i < FK_K; i += FK_THREADS) {
       sq[b][i] = LD_T(qp[i]);
       sk[b][i] = LD_T(kp[i]);
+#if FK_KDA
+      sdk[b][i] = expf(LD_G(g[br * gb + t * gt + hv * gh + i]));
+#endif
     }
     for (int c = tid; c < FK_BV; c += FK_THREADS) sv[b][c] = c0 + c < V ? LD_T(vp[c0 + c]) : 0.f;
     if (tid == 0) {
+#if !FK_KDA
       sgb[b][0] = expf(LD_G(g[br * gb + t * gt + hv * gh]));
+#endif
       sgb[b][1] = LD_B(beta[br * bb + t * btk + hv * bh]);
     }
     __syncthreads();
     // one pass over the old state: k^T S and q^T S for this thread's columns, its rows' parts of q.q, k.k, q.k
+    // (KDA: each row decayed by its channel's exp(g_t[i]) first, so the d below is 1)
     float ak[FK_VEC], aq[FK_VEC];
     float pqq = 0.f, pkk = 0.f, pqk = 0.f;
 #pragma unroll
@@ -134,6 +151,11 @@ extern "C" __global__ void __launch_bounds__(FK_THREADS) fk_gdn_recurrent(
       const int i = rg + r * RG;
       if (RK * RG == FK_K || i < FK_K) {
         const float kk = sk[b][i], qq = sq[b][i];
+#if FK_KDA
+        const float dk = sdk[b][i];
+#pragma unroll
+        for (int e = 0; e < FK_VEC; ++e) s[r][e] *= dk;
+#endif
 #pragma unroll
         for (int e = 0; e < FK_VEC; ++e) {
           ak[e] = fmaf(kk, s[r][e], ak[e]);
@@ -187,7 +209,11 @@ extern "C" __global__ void __launch_bounds__(FK_THREADS) fk_gdn_recurrent(
 #else
     const float rq = 1.f, rk = 1.f;
 #endif
+#if FK_KDA
+    const float d = 1.f, be = sgb[b][1];
+#else
     const float d = sgb[b][0], be = sgb[b][1];
+#endif
     float u[FK_VEC];
 #pragma unroll
     for (int e = 0; e < FK_VEC; ++e) u[e] = be * (sv[b][ct * FK_VEC + e] - d * rk * kS[e]);
@@ -222,7 +248,7 @@ extern "C" __global__ void __launch_bounds__(FK_THREADS) fk_gdn_recurrent(
 `;
 
 const GDN_CHUNK_BODY = String.raw`
-extern "C" __global__ void __launch_bounds__(FK_THREADS) fk_gdn_chunk(
+extern "C" __global__ void __launch_bounds__(FK_THREADS) FK_ENTRY(
     T* __restrict__ o, const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const TGATE* __restrict__ g,
     const TBETA* __restrict__ beta,
     long long qb, long long qt, long long qh, long long kb, long long kt, long long kh, long long vb, long long vt, long long vh,
@@ -243,8 +269,8 @@ extern "C" __global__ void __launch_bounds__(FK_THREADS) fk_gdn_chunk(
   float* cred = cQS + FK_C * FK_BV;     // [WARPS][C][BV]: the warps' partials
   float* cAkk = cred + WARPS * FK_C * FK_BV;  // [C][C]
   float* cAqk = cAkk + FK_C * FK_C;     // [C][C]
-  float* cG = cAqk + FK_C * FK_C;       // [C]: g, then its running sum in the chunk
-  float* cB = cG + FK_C;                // [C]: beta
+  float* cB = cAqk + FK_C * FK_C;       // [C]: beta
+  float* cG = cB + FK_C;                // [C] ([C][K] for KDA): g, then its running sum in the chunk
   const int tid = threadIdx.x, ct = tid % CT, rg = tid / CT;
   const int lane = tid & 31, warp = tid >> 5;
   const int hv = blockIdx.y, n = blockIdx.z, h = hv / R;
@@ -293,9 +319,17 @@ extern "C" __global__ void __launch_bounds__(FK_THREADS) fk_gdn_chunk(
     }
     for (int tt = tid; tt < FK_C; tt += FK_THREADS) {
       const long long t = cs + tt;
+#if !FK_KDA
       cG[tt] = tt < L ? LD_G(g[br * gb + t * gt + hv * gh]) : 0.f;
+#endif
       cB[tt] = tt < L ? LD_B(beta[br * bb + t * btk + hv * bh]) : 0.f;
     }
+#if FK_KDA
+    for (int x = tid; x < FK_C * FK_K; x += FK_THREADS) {
+      const int tt = x / FK_K, i = x - tt * FK_K;
+      cG[x] = tt < L ? LD_G(g[br * gb + (long long)(cs + tt) * gt + hv * gh + i]) : 0.f;
+    }
+#endif
     __syncthreads();
     // (2) q, k l2-normalised a warp a token; the running sum G of g (thread 0)
 #if FK_L2
@@ -308,18 +342,30 @@ extern "C" __global__ void __launch_bounds__(FK_THREADS) fk_gdn_chunk(
       for (int i = lane; i < FK_K; i += 32) { cq[tt * FK_K + i] *= rq; ck[tt * FK_K + i] *= rk; }
     }
 #endif
+#if FK_KDA
+    for (int i = tid; i < FK_K; i += FK_THREADS) {
+      float run = 0.f;
+      for (int tt = 0; tt < FK_C; ++tt) { run += cG[tt * FK_K + i]; cG[tt * FK_K + i] = run; }
+    }
+#else
     if (tid == 0) {
       float run = 0.f;
       for (int tt = 0; tt < FK_C; ++tt) { run += cG[tt]; cG[tt] = run; }
     }
+#endif
     __syncthreads();
     // (3) Akk[t][s] = beta_t exp(G_t - G_s) k_t.k_s (s < t), Aqk[t][s] = exp(G_t - G_s) q_t.k_s (s <= t): a warp a pair
+    // (KDA: the decay exp(G_t[i] - G_s[i]) inside the sums over the key channels)
     for (int p = warp; p < FK_C * FK_C; p += WARPS) {
       const int tt = p / FK_C, sj = p - tt * FK_C;
       float a = 0.f, b2 = 0.f;
       if (sj <= tt && tt < L) {
         for (int i = lane; i < FK_K; i += 32) {
+#if FK_KDA
+          const float kk = ck[sj * FK_K + i] * expf(cG[tt * FK_K + i] - cG[sj * FK_K + i]);
+#else
           const float kk = ck[sj * FK_K + i];
+#endif
           a = fmaf(ck[tt * FK_K + i], kk, a);
           b2 = fmaf(cq[tt * FK_K + i], kk, b2);
         }
@@ -327,12 +373,17 @@ extern "C" __global__ void __launch_bounds__(FK_THREADS) fk_gdn_chunk(
         for (int off = 16; off > 0; off >>= 1) { a += __shfl_xor_sync(0xffffffffu, a, off); b2 += __shfl_xor_sync(0xffffffffu, b2, off); }
       }
       if (lane == 0) {
+#if FK_KDA
+        const float dec = sj <= tt && tt < L ? 1.f : 0.f;
+#else
         const float dec = sj <= tt && tt < L ? expf(cG[tt] - cG[sj]) : 0.f;
+#endif
         cAkk[p] = sj < tt ? cB[tt] * dec * a : 0.f;
         cAqk[p] = dec * b2;
       }
     }
     // (4) k_t^T S0 then q_t^T S0 for the tile's columns: this thread's rows, the warp's row groups, then the warps
+    // (KDA: k_t[i] exp(G_t[i]) and q_t[i] exp(G_t[i]); gated DeltaNet's exp(G_t) multiplies in (5) / (6))
 #pragma unroll
     for (int pass = 0; pass < 2; ++pass) {
       const float* src = pass == 0 ? ck : cq;
@@ -348,7 +399,11 @@ extern "C" __global__ void __launch_bounds__(FK_THREADS) fk_gdn_chunk(
         if (RK * RG == FK_K || i < FK_K) {
 #pragma unroll
           for (int tt = 0; tt < FK_C; ++tt) {
+#if FK_KDA
+            const float x = src[tt * FK_K + i] * expf(cG[tt * FK_K + i]);
+#else
             const float x = src[tt * FK_K + i];
+#endif
 #pragma unroll
             for (int e = 0; e < FK_VEC; ++e) acc[tt][e] = fmaf(x, s[r][e], acc[tt][e]);
           }
@@ -377,7 +432,7 @@ extern "C" __global__ void __launch_bounds__(FK_THREADS) fk_gdn_chunk(
     // (5) the corrections u_t = beta_t (v_t - exp(G_t) k_t^T S0) - sum_{s < t} Akk[t][s] u_s, a thread a column, into cv
     for (int c = tid; c < FK_BV; c += FK_THREADS) {
       for (int tt = 0; tt < L; ++tt) {
-        float u = cB[tt] * (cv[tt * FK_BV + c] - expf(cG[tt]) * cKS[tt * FK_BV + c]);
+        float u = cB[tt] * (cv[tt * FK_BV + c] - CHUNK_DECAY(tt) * cKS[tt * FK_BV + c]);
         for (int sj = 0; sj < tt; ++sj) u = fmaf(-cAkk[tt * FK_C + sj], cv[sj * FK_BV + c], u);
         cv[tt * FK_BV + c] = u;
       }
@@ -387,23 +442,31 @@ extern "C" __global__ void __launch_bounds__(FK_THREADS) fk_gdn_chunk(
     for (int x = tid; x < FK_C * FK_BV; x += FK_THREADS) {
       const int tt = x / FK_BV, c = x - tt * FK_BV;
       if (tt < L && c0 + c < V) {
-        float y = expf(cG[tt]) * cQS[x];
+        float y = CHUNK_DECAY(tt) * cQS[x];
         for (int sj = 0; sj <= tt; ++sj) y = fmaf(cAqk[tt * FK_C + sj], cv[sj * FK_BV + c], y);
         o[((br * T_len + cs + tt) * HV + hv) * (long long)V + c0 + c] = ST_T(scale * y);
       }
     }
-    // (7) the state over the chunk, in registers: exp(G_last) S0 + sum_s exp(G_last - G_s) k_s u_s^T
+    // (7) the state over the chunk, in registers: exp(G_last) S0 + sum_s exp(G_last - G_s) k_s u_s^T (KDA: row i's G)
     {
-      const float gl = cG[L - 1];
-      const float dl = expf(gl);
 #pragma unroll
       for (int r = 0; r < RK; ++r) {
         const int i = rg + r * RG;
         if (RK * RG == FK_K || i < FK_K) {
+#if FK_KDA
+          const float gl = cG[(L - 1) * FK_K + i];
+          const float* gs = cG + i;
+          constexpr int GS = FK_K;
+#else
+          const float gl = cG[L - 1];
+          const float* gs = cG;
+          constexpr int GS = 1;
+#endif
+          const float dl = expf(gl);
 #pragma unroll
           for (int e = 0; e < FK_VEC; ++e) s[r][e] *= dl;
           for (int sj = 0; sj < L; ++sj) {
-            const float kd = ck[sj * FK_K + i] * expf(gl - cG[sj]);
+            const float kd = ck[sj * FK_K + i] * expf(gl - gs[sj * GS]);
 #pragma unroll
             for (int e = 0; e < FK_VEC; ++e) s[r][e] = fmaf(kd, cv[sj * FK_BV + ct * FK_VEC + e], s[r][e]);
           }
@@ -442,27 +505,35 @@ function header(comment: string, loads: Record<string, GenDType>, stores: Record
   ];
 }
 
-/** Floats of the chunked kernel's dynamic shared memory (GDN_CHUNK_BODY's layout). */
-export function gdnChunkSharedFloats(K: number, bv: number, chunk: number, threads: number): number {
-  return 2 * chunk * K + 3 * chunk * bv + (threads / 32) * chunk * bv + 2 * chunk * chunk + 2 * chunk;
+/** Floats of the chunked kernel's dynamic shared memory (GDN_CHUNK_BODY's layout; KDA's running gate sums are [C][K]). */
+export function gdnChunkSharedFloats(K: number, bv: number, chunk: number, threads: number, gate: 'head' | 'channel' = 'head'): number {
+  return 2 * chunk * K + 3 * chunk * bv + (threads / 32) * chunk * bv + 2 * chunk * chunk + chunk + (gate === 'channel' ? chunk * K : chunk);
 }
 
-/** One fused_recurrent_gated_delta_rule / chunk_gated_delta_rule variant: its #defines, the dtypes' conversions and the kernel body. */
+/**
+ * One fused_recurrent_gated_delta_rule / chunk_gated_delta_rule variant, or (gate 'channel') one fused_recurrent_kda /
+ * chunk_kda variant: its #defines, the dtypes' conversions and the kernel body.
+ */
 export function gdnSource(spec: GdnKernelSpec): GeneratedKernel {
   const { dtype, K, bv, vec, threads } = spec;
   const kind = spec.kind ?? 'recurrent';
+  const kda = spec.gate === 'channel';
+  const entry = `fk_${kda ? 'kda' : 'gdn'}_${kind}`;
   if (bv % vec !== 0 || threads % 32 !== 0 || 32 % (bv / vec) !== 0) throw new RangeError(`gdn: bv ${bv} / vec ${vec} / threads ${threads} do not tile (bv / vec must divide 32)`);
   const source = [
     ...header(
-      `// fk_gdn_${kind} ${dtype} (g ${spec.gDType}, beta ${spec.betaDType}) K ${K} BV ${bv} x${vec} ${threads} threads${spec.l2norm ? ' l2norm' : ''} (src/ops/recurrent/gdn-source.ts)`,
+      `// ${entry} ${dtype} (g ${spec.gDType}, beta ${spec.betaDType}) K ${K} BV ${bv} x${vec} ${threads} threads${spec.l2norm ? ' l2norm' : ''} (src/ops/recurrent/gdn-source.ts)`,
       { LD_T: dtype, LD_G: spec.gDType, LD_B: spec.betaDType },
       { ST_T: dtype },
       { T: GEN_CTYPE[dtype], TGATE: GEN_CTYPE[spec.gDType], TBETA: GEN_CTYPE[spec.betaDType], CU_T: INDEX_CTYPE[spec.cuDType], SI_T: INDEX_CTYPE[spec.idxDType] },
     ),
     `#define FK_K ${K}`, `#define FK_BV ${bv}`, `#define FK_VEC ${vec}`, `#define FK_THREADS ${threads}`, `#define FK_L2 ${spec.l2norm ? 1 : 0}`, `#define FK_C ${spec.chunk || 1}`,
+    `#define FK_KDA ${kda ? 1 : 0}`, `#define FK_ENTRY ${entry}`,
+    // the decay of chunk row tt's k_t^T S0 / q_t^T S0: gated DeltaNet's exp(G_t); KDA's is inside them (step 4)
+    kda ? '#define CHUNK_DECAY(tt) 1.f' : '#define CHUNK_DECAY(tt) expf(cG[tt])',
     kind === 'chunk' ? GDN_CHUNK_BODY : GDN_BODY,
   ].join('\n');
-  return { source, entry: `fk_gdn_${kind}`, signature: GDN_SIGNATURE };
+  return { source, entry, signature: GDN_SIGNATURE };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 /**
  * Qwen3-Next's gated-DeltaNet ops on CUDA (gdn-source.ts): fused_recurrent_gated_delta_rule, chunk_gated_delta_rule
  * (its own CUDA-core chunked kernel; where that declines, its decomposition into the recurrent one), causal_conv1d and
- * causal_conv1d_update. The registry call's tensors are read
+ * causal_conv1d_update; Kimi-Linear's fused_recurrent_kda and chunk_kda are the same kernels with the decay per key
+ * channel (g [B, T, HV, K], read through its strides with the channels contiguous). The registry call's tensors are read
  * in place through their strides (a copy only where a head dim, the conv weight or the bias is not contiguous), the
  * state pools read and written in place through the index tensors, cu_seqlens / query_start_loc / has_initial_state
  * read on the device. No host read of any tensor: the launch depends on shapes alone, so it is safe inside a captured
@@ -15,12 +16,12 @@ import { addr } from '../elementwise.js';
 import type { GenKernelCache } from '../gen-cache.js';
 import { stateVec } from './gla.js';
 import type { GlaPlan } from './gla-plan.js';
-import { convDecline, gdnDecline, planConv, planGdn, type ConvPlan } from './gdn-plan.js';
+import { DELTA_OPS, convDecline, gdnDecline, planConv, planGdn, type ConvPlan, type DeltaOp } from './gdn-plan.js';
 import { CONV_SIGNATURE, GDN_SIGNATURE, convSource, gdnSource, type ConvHasInitDType, type GdnDType, type GdnIndexDType } from './gdn-source.js';
 
 export type GdnAttrs = { scale: number | null; output_final_state: boolean; use_qk_l2norm_in_kernel: boolean };
 export type ConvAttrs = { activation: 'silu' | 'swish' | null; return_final_states?: boolean };
-export type GdnOp = 'fused_recurrent_gated_delta_rule' | 'chunk_gated_delta_rule' | 'causal_conv1d' | 'causal_conv1d_update';
+export type GdnOp = DeltaOp | 'causal_conv1d' | 'causal_conv1d_update';
 
 export class GdnKernels {
   private readonly kernels = new Map<string, CudaKernel>();
@@ -30,10 +31,10 @@ export class GdnKernels {
     private readonly runtime: () => CudaRuntime,
   ) {}
 
-  /** true, or why the kernel declines (chunk_gated_delta_rule then runs its decomposition, the others fail with the reason). */
+  /** true, or why the kernel declines (chunk_gated_delta_rule / chunk_kda then run their decomposition, the others fail with the reason). */
   readonly supports = (op: GdnOp) => (call: OpCall<GdnAttrs & ConvAttrs>): true | string => {
     const ins = call.inputs as (Tensor | null)[];
-    if (op === 'fused_recurrent_gated_delta_rule' || op === 'chunk_gated_delta_rule') {
+    if (op !== 'causal_conv1d' && op !== 'causal_conv1d_update') {
       const [q, , v, g, beta, s0, cu, idx] = ins;
       const N = cu ? cu.shape[0]! - 1 : q!.shape[0]!;
       const pool = idx && s0 ? { dtype: s0.dtype, slotContiguous: slotContiguous(s0) } : null;
@@ -43,12 +44,14 @@ export class GdnKernels {
     return convDecline({ op, dtypes: [c.x.dtype, c.w.dtype, c.bias?.dtype ?? null, c.sIn?.dtype ?? null, c.sOutDType], hisDType: c.his?.dtype ?? null, N: c.N, W: c.W }) ?? true;
   };
 
-  readonly run = (op: GdnOp) => (call: OpCall<GdnAttrs & ConvAttrs>): Tensor[] => (op === 'causal_conv1d' || op === 'causal_conv1d_update' ? this.runConv(op, call as unknown as OpCall<ConvAttrs>) : this.runDelta(op === 'chunk_gated_delta_rule' ? 'chunk' : 'recurrent', call as unknown as OpCall<GdnAttrs>));
+  readonly run = (op: GdnOp) => (call: OpCall<GdnAttrs & ConvAttrs>): Tensor[] => (op === 'causal_conv1d' || op === 'causal_conv1d_update' ? this.runConv(op, call as unknown as OpCall<ConvAttrs>) : this.runDelta(op, call as unknown as OpCall<GdnAttrs>));
 
-  private runDelta(kind: 'recurrent' | 'chunk', call: OpCall<GdnAttrs>): Tensor[] {
+  private runDelta(op: DeltaOp, call: OpCall<GdnAttrs>): Tensor[] {
+    const { kind, gate } = DELTA_OPS[op];
     const temps: Tensor[] = [];
     try {
-      const [q, k, v, g, beta, s0, cu, idx] = (call.inputs as (Tensor | null)[]).map((t, i) => (t && i < 3 ? headContiguous(t, temps) : t));
+      // q, k, v and KDA's g [B, T, HV, K] are read along their last dim at stride 1
+      const [q, k, v, g, beta, s0, cu, idx] = (call.inputs as (Tensor | null)[]).map((t, i) => (t && (i < 3 || (i === 3 && gate === 'channel')) ? headContiguous(t, temps) : t));
       const [B, T, , K] = q!.shape as [number, number, number, number];
       const [HV, V] = [v!.shape[2]!, v!.shape[3]!];
       const N = cu ? cu.shape[0]! - 1 : B;
@@ -67,10 +70,10 @@ export class GdnKernels {
         else if (fin) fin.fill_(0);
         return outs;
       }
-      const launch = gdnLaunch(kind, { o, q: q!, k: k!, v: v!, g: g!, beta: beta!, sIn, sOut, cu, idx, pooled: idx !== null }, call.attrs, this.runtime().properties().multiprocessors);
+      const launch = gdnLaunch(kind, { o, q: q!, k: k!, v: v!, g: g!, beta: beta!, sIn, sOut, cu, idx, pooled: idx !== null }, call.attrs, this.runtime().properties().multiprocessors, gate);
       const kernel = this.kernel(launch.key, () =>
         gdnSource({
-          kind, chunk: launch.plan.chunk, dtype: q!.dtype as GdnDType, gDType: g!.dtype as GdnDType, betaDType: beta!.dtype as GdnDType, cuDType: idxDType(cu), idxDType: idxDType(idx),
+          kind, gate, chunk: launch.plan.chunk, dtype: q!.dtype as GdnDType, gDType: g!.dtype as GdnDType, betaDType: beta!.dtype as GdnDType, cuDType: idxDType(cu), idxDType: idxDType(idx),
           K, bv: launch.plan.bv, vec: launch.plan.vec, threads: launch.plan.threads, l2norm: call.attrs.use_qk_l2norm_in_kernel,
         }),
       );
@@ -131,14 +134,14 @@ export interface GdnOperands {
 }
 
 /** The plan, the kernel's cache key and the packed arguments of one delta-rule call (GDN_SIGNATURE's order). */
-export function gdnLaunch(kind: 'recurrent' | 'chunk', x: GdnOperands, attrs: GdnAttrs, sms: number): { plan: GlaPlan; key: string; args: ArgValue[] } {
+export function gdnLaunch(kind: 'recurrent' | 'chunk', x: GdnOperands, attrs: GdnAttrs, sms: number, gate: 'head' | 'channel' = 'head'): { plan: GlaPlan; key: string; args: ArgValue[] } {
   const [B, T, H, K] = x.q.shape as [number, number, number, number];
   const [HV, V] = [x.v.shape[2]!, x.v.shape[3]!];
   const N = x.cu ? x.cu.shape[0]! - 1 : B;
   const slotStride = (t: Tensor) => (x.pooled ? t.strides[0]! : HV * K * V);
   const states = [x.sIn, x.sOut].filter((t): t is Tensor => t !== null).map((t) => ({ byteAddress: addr(t), slotStride: slotStride(t) }));
-  const plan = planGdn({ N, HV, K, V }, stateVec(states), sms, kind);
-  const key = `gdn|${kind}|${plan.chunk}|${x.q.dtype}|${x.g.dtype}|${x.beta.dtype}|${idxDType(x.cu)}|${idxDType(x.idx)}|${K}|${plan.bv}|${plan.vec}|${plan.threads}|${attrs.use_qk_l2norm_in_kernel ? 1 : 0}`;
+  const plan = planGdn({ N, HV, K, V }, stateVec(states), sms, kind, gate);
+  const key = `${gate === 'channel' ? 'kda' : 'gdn'}|${kind}|${plan.chunk}|${x.q.dtype}|${x.g.dtype}|${x.beta.dtype}|${idxDType(x.cu)}|${idxDType(x.idx)}|${K}|${plan.bv}|${plan.vec}|${plan.threads}|${attrs.use_qk_l2norm_in_kernel ? 1 : 0}`;
   const strides = (t: Tensor) => [t.strides[0]!, t.strides[1]!, t.strides[2]!];
   const args: ArgValue[] = [
     addr(x.o), addr(x.q), addr(x.k), addr(x.v), addr(x.g), addr(x.beta),
