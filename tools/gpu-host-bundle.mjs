@@ -91,6 +91,9 @@ mkdirSync(join(out, 'bench', 'lib'), { recursive: true });
 copyFileSync(join(benchDir, 'run'), join(out, 'bench', 'run'));
 chmodSync(join(out, 'bench', 'run'), 0o755);
 for (const f of ['lib.sh', 'record.mjs', 'hf_random.py', 'torch_timing.py', 'torch_sdpa.py']) copyFileSync(join(benchDir, 'lib', f), join(out, 'bench', 'lib', f));
+// bench/reference: the plain-PyTorch oracles (FLUX, YOLOv10, ConvNeXt-V2) the vision-parity suite imports
+mkdirSync(join(out, 'bench', 'reference'), { recursive: true });
+for (const f of readdirSync(join(benchDir, 'reference')).filter((n) => n.endsWith('.py'))) copyFileSync(join(benchDir, 'reference', f), join(out, 'bench', 'reference', f));
 const suites = readdirSync(join(benchDir, 'suites')).filter((n) => existsSync(join(benchDir, 'suites', n, 'run.sh'))).sort();
 const drivers = {};
 for (const suite of suites) {
