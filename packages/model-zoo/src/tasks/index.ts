@@ -40,6 +40,8 @@ import { chunkGlaTask } from './L1/recurrent/chunk_gla.js';
 import { causalConv1dTask } from './L1/recurrent/causal_conv1d.js';
 import { chunkGatedDeltaRuleTask } from './L1/recurrent/chunk_gated_delta_rule.js';
 import { fusedRecurrentGatedDeltaRuleTask } from './L1/recurrent/fused_recurrent_gated_delta_rule.js';
+import { chunkKdaTask } from './L1/recurrent/chunk_kda.js';
+import { fusedRecurrentKdaTask } from './L1/recurrent/fused_recurrent_kda.js';
 import { fusedRecurrentGlaTask } from './L1/recurrent/fused_recurrent_gla.js';
 import { glaRecurrenceTask } from './L1/recurrent/gla_recurrence.js';
 import { gateLinearTask } from './L1/moe/gate_linear.js';
@@ -83,6 +85,8 @@ export { CausalConv1d, causalConv1dReference, causalConv1dTask } from './L1/recu
 export { ChunkGatedDeltaRule, chunkGatedDeltaRuleTask } from './L1/recurrent/chunk_gated_delta_rule.js';
 export { FusedRecurrentGatedDeltaRule, fusedRecurrentGatedDeltaRuleTask } from './L1/recurrent/fused_recurrent_gated_delta_rule.js';
 export { chunkGatedDeltaRuleReference, gatedDeltaRuleReference } from './L1/recurrent/delta-rule-common.js';
+export { ChunkKDA, chunkKdaTask } from './L1/recurrent/chunk_kda.js';
+export { FusedRecurrentKDA, fusedRecurrentKdaTask } from './L1/recurrent/fused_recurrent_kda.js';
 export { GemmaRMSNorm, gemmaRmsNormReference, gemmaRmsNormTask } from './L1/norm/gemma_rms_norm.js';
 export { quickgeluTask, quickGeluReference } from './L1/activation/quickgelu.js';
 export { T5LayerNorm, t5LayerNormTask, t5LayerNormReference } from './L1/norm/t5_layer_norm.js';
@@ -109,6 +113,8 @@ export const sharedL1Tasks: readonly TaskDefinition[] = [
   causalConv1dTask,
   chunkGatedDeltaRuleTask,
   fusedRecurrentGatedDeltaRuleTask,
+  chunkKdaTask,
+  fusedRecurrentKdaTask,
   gemmaRmsNormTask,
   batchNorm2dTask,
   conv2dTask,

@@ -6,6 +6,8 @@ import { createLayer } from '../../../layers/registry.js';
 import type { Linear } from '../../../tasks/L1/linear/linear.js';
 import type { RMSNormGated } from '../../../tasks/L1/norm/rms_norm_gated.js';
 import type { CausalConv1d } from '../../../tasks/L1/recurrent/causal_conv1d.js';
+import type { ChunkKDA } from '../../../tasks/L1/recurrent/chunk_kda.js';
+import type { FusedRecurrentKDA } from '../../../tasks/L1/recurrent/fused_recurrent_kda.js';
 import { FAMILY } from '../family.js';
 import { KIMI_STATE_TOLERANCE, initKimiParameters, kimiConfigOf } from '../kimi-linear-cases.js';
 import { KIMI_LINEAR_48B, tinyKimiLinearConfig, type KimiLinearConfig } from '../kimi-linear-config.js';
@@ -16,8 +18,8 @@ import { refKda } from '../kimi-linear-reference.js';
  * the checkpoint's names: q_proj / k_proj / v_proj (num_heads * head_dim each), each through its own short depthwise
  * conv (q_conv1d / k_conv1d / v_conv1d [C, 1, W], silu; L1/causal_conv1d with its conv state), the low-rank per-channel
  * decay g = -exp(A_log[h]) * softplus(f_b_proj(f_a_proj(x)) + dt_bias) (FLA's fused_kda_gate), beta =
- * sigmoid(b_proj(x)), the KDA delta rule with in-kernel q / k l2norm (the core ops fused_recurrent_kda for one-token
- * steps, chunk_kda otherwise, as vLLM splits decode and prefill), the gated output norm rmsnorm(o) * w *
+ * sigmoid(b_proj(x)), the KDA delta rule with in-kernel q / k l2norm (L1/fused_recurrent_kda for one-token steps,
+ * L1/chunk_kda otherwise, as vLLM splits decode and prefill; built through the registry, so candidates apply), the gated output norm rmsnorm(o) * w *
  * sigmoid(g_b_proj(g_a_proj(x))) per head (o_norm; L1/rms_norm_gated) and o_proj. g and beta are computed in f32 (FLA's
  * gate kernel and the remote code's beta are f32).
  *
@@ -45,6 +47,8 @@ export class KimiDeltaAttention extends Module {
   readonly oNorm: RMSNormGated;
   readonly oProj: Linear;
   private readonly conv: CausalConv1d;
+  private readonly chunk: ChunkKDA;
+  private readonly recurrent: FusedRecurrentKDA;
   constructor(
     readonly config: KimiLinearConfig,
     readonly layerIdx = 0,
@@ -69,6 +73,8 @@ export class KimiDeltaAttention extends Module {
     this.oNorm = this.createModule('o_norm', 'L1/rms_norm_gated', dk, rmsNormEps, null, true, 'sigmoid');
     this.oProj = this.createModule('o_proj', 'L1/linear', C, D, false);
     this.conv = this.createModule('causal_conv1d', 'L1/causal_conv1d', 'silu');
+    this.chunk = this.createModule('chunk_kda', 'L1/chunk_kda', null, true);
+    this.recurrent = this.createModule('fused_recurrent_kda', 'L1/fused_recurrent_kda', null, true);
   }
 
   forward(hiddenStates: Tensor, qConv: Tensor | null = null, kConv: Tensor | null = null, vConv: Tensor | null = null, recurrentState: Tensor | null = null): Tensor[] {
@@ -113,8 +119,8 @@ export class KimiDeltaAttention extends Module {
         return t(t(t(out.transpose(1, 2)).contiguous()).view([B, T, H, dk]));
       });
       const [g, beta] = this.gates(x, B, T, t);
-      const kernel = T === 1 ? F.fusedRecurrentKda : F.chunkKda;
-      const [o, finalState] = kernel(heads[0]!, heads[1]!, heads[2]!, g, beta, { initial_state: recurrentState, output_final_state: true, use_qk_l2norm_in_kernel: true }) as [Tensor, Tensor];
+      const kernel = T === 1 ? this.recurrent : this.chunk;
+      const [o, finalState] = kernel.forward(heads[0]!, heads[1]!, heads[2]!, g, beta, recurrentState) as [Tensor, Tensor];
       t(o);
       const out = t(this.output(o, x, N, t));
       return [out.view([B, T, D]), ...finals, finalState];
@@ -158,12 +164,12 @@ export class KimiDeltaAttention extends Module {
       const oParts: Tensor[] = [];
       if (P) {
         const pre = (y: Tensor) => t(y.narrow(1, 0, Tp));
-        const [o] = F.chunkKda(pre(heads[0]!), pre(heads[1]!), pre(heads[2]!), pre(g), pre(beta), { initial_state: recPool, cu_seqlens: md.cuSeqlensQ, ssm_state_indices: prefillIdx, use_qk_l2norm_in_kernel: true });
+        const [o] = this.chunk.forward(pre(heads[0]!), pre(heads[1]!), pre(heads[2]!), pre(g), pre(beta), recPool, md.cuSeqlensQ, prefillIdx);
         oParts.push(t(o!));
       }
       if (Dn) {
         const rows = (y: Tensor) => t(t(y.narrow(1, Tp, Dn)).reshape([Dn, 1, ...y.shape.slice(2)]));
-        const [o] = F.fusedRecurrentKda(rows(heads[0]!), rows(heads[1]!), rows(heads[2]!), rows(g), rows(beta), { initial_state: recPool, ssm_state_indices: decodeIdx, use_qk_l2norm_in_kernel: true });
+        const [o] = this.recurrent.forward(rows(heads[0]!), rows(heads[1]!), rows(heads[2]!), rows(g), rows(beta), recPool, null, decodeIdx);
         oParts.push(t(t(o!).view([1, Dn, H, dk])));
       }
       const o = oParts.length === 1 ? oParts[0]! : t(F.cat(oParts, 1));
@@ -212,7 +218,7 @@ export const kimiDeltaAttentionTask = defineTask(
       { name: 'recurrentState', dtype: 'f32', shape: ['B', 'H', 'K', 'V'] },
     ],
     tolerance: { bf16: { atol: 5e-2, rtol: 5e-2 }, f32: KIMI_STATE_TOLERANCE },
-    imports: ['L1/linear', 'L1/causal_conv1d', 'L1/rms_norm_gated'],
+    imports: ['L1/linear', 'L1/causal_conv1d', 'L1/chunk_kda', 'L1/fused_recurrent_kda', 'L1/rms_norm_gated'],
     cases: {
       ci: [
         kdaCase({ name: 'tiny-decode-state-f32', dtype: 'f32', cfg: tinyKimiLinearConfig(), B: 3, T: 1, state: true }),
