@@ -171,6 +171,12 @@ function caseOptions(taskId: string, args: readonly unknown[]): Record<string, u
       return args[2] instanceof Tensor ? { initial_states: true } : {};
     case 'L2/qwen3_next_gdn_attention':
       return { initial_state: args[1] instanceof Tensor || (hasForwardContext() && getForwardContext().stateCaches !== undefined) };
+    // Kimi-Linear's KDA: the delta rule as Qwen3-Next's (state after q, k, v, g, beta); the layer's states after x
+    case 'L1/chunk_kda':
+    case 'L1/fused_recurrent_kda':
+      return { initial_state: args[5] instanceof Tensor };
+    case 'L2/kimi_delta_attention':
+      return { initial_state: args.slice(1, 5).some((a) => a instanceof Tensor) || (hasForwardContext() && getForwardContext().stateCaches !== undefined) };
     case 'L1/sampler': {
       const temp = ints(args[1]);
       return temp ? { mode: temp.every((t) => t === 0) ? 'greedy' : 'mixed' } : undefined;
@@ -186,7 +192,10 @@ function caseOptions(taskId: string, args: readonly unknown[]): Record<string, u
     case 'L4/gpt_oss':
     case 'L2/qwen3_next_attention':
     case 'L3/qwen3_next_decoder':
-    case 'L4/qwen3_next': {
+    case 'L4/qwen3_next':
+    case 'L2/kimi_mla_attention':
+    case 'L3/kimi_linear_decoder':
+    case 'L4/kimi_linear': {
       if (!hasForwardContext()) return undefined;
       const md = getForwardContext().attnMetadata;
       const cu = md.cuSeqlensQ ? ints(md.cuSeqlensQ)! : [0];

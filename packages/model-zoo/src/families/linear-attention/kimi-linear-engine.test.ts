@@ -4,14 +4,18 @@
  * sequence). Continuous batching equals each sequence generated alone (and the float64 forward for some): batched with
  * prompts of different lengths, with chunked prefill (a continuing chunk reads its states from the pool and its keys
  * from the cache), mixed prefill + decode steps, recompute preemption, (emulated) graph decode whose padding rows touch
- * no slot, and aborts; every slot and block is free again afterwards.
+ * no slot, and aborts; every slot and block is free again afterwards. Through e2e (candidates for L2/kimi_moe and
+ * L1/fused_recurrent_kda are used and dropped) and capture (the KDA / MLA / step tasks with the options their cases read).
  */
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Rng, toHostArray, type ExecutionContext, type Tensor } from '@fastkernels/core';
+import { CaptureIndexSchema, Rng, toHostArray, type ExecutionContext, type Tensor } from '@fastkernels/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { cpuBackend } from '../../../test/l1-harness.js';
+import { captureWorkload } from '../../engine/capture.js';
 import { EmulatedGraphRuntime } from '../../engine/device-io.js';
+import { FusedRecurrentKDA } from '../../tasks/L1/recurrent/fused_recurrent_kda.js';
 import { E2eRunner, type E2eModelSource } from '../../engine/e2e.js';
 import { syntheticWorkload } from '../../engine/workloads.js';
 import { LLMEngine, type EngineOptions } from '../../engine/engine.js';
@@ -152,7 +156,7 @@ describe('Kimi-Linear on the engine: MLA latent rows in the paged cache, q/k/v c
   });
 });
 
-describe('Kimi-Linear through e2e', () => {
+describe('Kimi-Linear through e2e and capture', () => {
   const params = new Map(model.namedParameters());
   // each run builds its model in the registry it is given (candidates apply), with the test's weights
   const load = (registry: ReturnType<typeof baselineRegistry>) => {
@@ -163,7 +167,7 @@ describe('Kimi-Linear through e2e', () => {
   };
   const workload = syntheticWorkload({ numRequests: 5, inputLen: [2, 30], outputLen: [3, 8], seed: 2, vocabSize: cfg.vocabSize });
 
-  it('e2e self-test agrees 100%; a candidate MoE that drops the shared experts is found and dropped', () => {
+  it('e2e self-test agrees 100%; a candidate MoE that drops the shared experts and a KDA decode that forgets the state are each found and dropped', () => {
     const source: E2eModelSource = { name: 'tiny-kimi-linear', family: 'linear-attention', load };
     const options = { engine: { maxModelLen: 64, maxNumSeqs: 4, maxNumBatchedTokens: 16, graphs: false as const }, throughput: workload, latency: { batchSizes: [1, 2], promptLen: 6, outputLen: 3, warmups: 0, repeats: 1 } };
     const self = new E2eRunner(source, baselineRegistry(), options).evaluate([]);
@@ -181,5 +185,41 @@ describe('Kimi-Linear through e2e', () => {
     }
     const r = new E2eRunner(source, baselineRegistry(), options).evaluate([{ taskId: 'L2/kimi_moe', cls: NoSharedExperts }]);
     expect(r.record.drops.map((d) => d.task)).toEqual(['L2/kimi_moe']);
+    // the KDA layers build their delta rule through the registry: a candidate decode that forgets the state is used, found and dropped
+    class StatelessDecode extends FusedRecurrentKDA {
+      override forward(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, initialState: Tensor | null = null, cuSeqlens: Tensor | null = null, ssmStateIndices: Tensor | null = null): Tensor[] {
+        if (!ssmStateIndices) return super.forward(q, k, v, g, beta, null, cuSeqlens);
+        // rows of a scratch pool of zeros: every decode forgets its sequence's context
+        const scratch = initialState!.clone().fill_(0);
+        try {
+          return super.forward(q, k, v, g, beta, scratch, cuSeqlens, ssmStateIndices);
+        } finally {
+          scratch.dispose();
+        }
+      }
+    }
+    const kda = new E2eRunner(source, baselineRegistry(), options).evaluate([{ taskId: 'L1/fused_recurrent_kda', cls: StatelessDecode }]);
+    expect(kda.record.drops.map((d) => d.task)).toEqual(['L1/fused_recurrent_kda']);
+  });
+
+  it('capture records the KDA, MLA and MoE tasks the engine calls, with the options their cases read', () => {
+    const tmp = mkdtempSync(join(tmpdir(), 'fk-kimi-linear-capture-'));
+    try {
+      const { path } = captureWorkload({ baseline: baselineRegistry(), workload, outDir: tmp, model: 'tiny-kimi-linear', engine: { maxModelLen: 64, maxNumSeqs: 4, maxNumBatchedTokens: 16 }, load });
+      const index = CaptureIndexSchema.parse(JSON.parse(readFileSync(path, 'utf8')));
+      const ids = ['L1/chunk_kda', 'L1/fused_recurrent_kda', 'L1/causal_conv1d', 'L1/rms_norm_gated', 'L2/kimi_delta_attention', 'L2/kimi_mla_attention', 'L2/kimi_moe', 'L3/kimi_linear_decoder', 'L4/kimi_linear'];
+      expect(Object.keys(index.tasks)).toEqual(expect.arrayContaining(ids));
+      // decodes: one-token rows from the pool's states; prefills: one sequence each (16-token steps), over the pool
+      expect(index.tasks['L1/fused_recurrent_kda']!.forward.every((f) => f.dims.T === 1 && f.dims.K === cfg.kdaHeadDim && f.options?.initial_state === true)).toBe(true);
+      expect(index.tasks['L1/chunk_kda']!.forward.every((f) => f.dims.B === 1 && f.dims.T! <= 16 && f.options?.initial_state === true)).toBe(true);
+      expect(index.tasks['L2/kimi_delta_attention']!.forward.every((f) => f.options?.initial_state === true)).toBe(true);
+      for (const id of ['L2/kimi_mla_attention', 'L3/kimi_linear_decoder', 'L4/kimi_linear']) {
+        expect(index.tasks[id]!.forward.some((f) => (f.options?.decodeCtxLens as number[]).length > 0), id).toBe(true);
+        expect(index.tasks[id]!.forward.some((f) => (f.options?.prefillLens as number[]).length > 0), id).toBe(true);
+      }
+      expect(index.tasks['L3/kimi_linear_decoder']!.forward.every((f) => typeof f.options?.residual === 'boolean')).toBe(true);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
   });
 });
