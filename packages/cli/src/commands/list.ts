@@ -28,7 +28,8 @@ export function listCommand(io: Io) {
       }
       io.out(renderTable(
         [{ header: 'task' }, { header: 'level', align: 'right' }, { header: 'family' }, { header: 'class' }, { header: 'mirrors' }],
-        tasks.map((t) => [t.id, String(t.level), t.family.join(', '), t.className, t.mirrors]),
+        // a task shared by several families shows its first and how many more (--json and `info` list them all)
+        tasks.map((t) => [t.id, String(t.level), t.family.length > 1 ? `${t.family[0]} +${t.family.length - 1}` : (t.family[0] ?? ''), t.className, t.mirrors]),
       ));
       io.out(`${tasks.length} task${tasks.length === 1 ? '' : 's'}. \`fastkernels info <task>\` shows one task's interface.\n`);
     },
