@@ -10,7 +10,7 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CaptureIndexSchema, Rng, toHostArray, type ExecutionContext, type Tensor } from '@fastkernels/core';
+import { CaptureIndexSchema, Rng, casesFromCaptures, compareTensors, toHostArray, toleranceFor, withContext, type ExecutionContext, type Module, type Tensor } from '@fastkernels/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { cpuBackend } from '../../../test/l1-harness.js';
 import { captureWorkload } from '../../engine/capture.js';
@@ -202,7 +202,7 @@ describe('Kimi-Linear through e2e and capture', () => {
     expect(kda.record.drops.map((d) => d.task)).toEqual(['L1/fused_recurrent_kda']);
   });
 
-  it('capture records the KDA, MLA and MoE tasks the engine calls, with the options their cases read', () => {
+  it('capture records the KDA, MLA and MoE tasks the engine calls, with the options their cases read; the captured cases build inputs and match the float64 references', () => {
     const tmp = mkdtempSync(join(tmpdir(), 'fk-kimi-linear-capture-'));
     try {
       const { path } = captureWorkload({ baseline: baselineRegistry(), workload, outDir: tmp, model: 'tiny-kimi-linear', engine: { maxModelLen: 64, maxNumSeqs: 4, maxNumBatchedTokens: 16 }, load });
@@ -218,6 +218,29 @@ describe('Kimi-Linear through e2e and capture', () => {
         expect(index.tasks[id]!.forward.some((f) => (f.options?.prefillLens as number[]).length > 0), id).toBe(true);
       }
       expect(index.tasks['L3/kimi_linear_decoder']!.forward.every((f) => typeof f.options?.residual === 'boolean')).toBe(true);
+      const baseline = baselineRegistry();
+      const cctx: ExecutionContext = { ...ctx, registry: baseline };
+      for (const id of ['L1/chunk_kda', 'L1/fused_recurrent_kda', 'L2/kimi_delta_attention', 'L2/kimi_mla_attention', 'L2/kimi_moe', 'L3/kimi_linear_decoder', 'L4/kimi_linear']) {
+        const task = baseline.task(id)!;
+        const cases = casesFromCaptures(task, [{ index, resolve: (f) => join(tmp, f), path }], 2);
+        expect(cases.length, id).toBeGreaterThan(0);
+        for (const c of cases) {
+          const rng = new Rng(5);
+          const m = baseline.createIn<Module & { forward(...a: (Tensor | null)[]): Tensor | Tensor[] }>(cctx, id, ...c.init);
+          task.initParameters?.(m, c, rng);
+          withContext(cctx, () => {
+            const inputs = task.makeInputs(c, cctx, rng);
+            expect(inputs.length, `${id} ${c.name}`).toBeLessThanOrEqual(task.inputs.length); // the L1 delta rules leave the pooled form's inputs out
+            const res = m.forward(...inputs);
+            const got = Array.isArray(res) ? res : [res];
+            const params = new Map(m.namedParameters().map(([k, t]) => [k, toHostArray(t)] as const));
+            const ref = task.reference(inputs.map((t) => (t ? toHostArray(t) : null)), params, c);
+            got.forEach((g, i) => expect(compareTensors(g, ref[i]!, toleranceFor(task, 'f32')).status, `${id} ${c.name} output ${i}`).toBe('PASSED'));
+            for (const t of [...inputs, ...got]) t?.dispose();
+          });
+          m.dispose();
+        }
+      }
     } finally {
       rmSync(tmp, { recursive: true, force: true });
     }
