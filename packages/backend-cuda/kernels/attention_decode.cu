@@ -24,10 +24,21 @@
 // kernel, the step's rotary + KV write, has just written) was in the cache before; the newest row of those tiles is
 // skipped then and loaded after the wait. The contract: the kernel just before wrote no other row of these caches.
 //
+// FK_SINKS=1 (gpt-oss's learned sinks, flash-attn's s_aux): every kernel takes a last parameter, a pointer to one float
+// logit per query head (natural-log units), that joins the softmax denominator with no value. The parameter is declared
+// only in that build, so the default build is the code from before sinks; the host's signature (parsed from this text,
+// preprocessor lines skipped) always has it and the launcher always passes it (0 without sinks): the driver reads only
+// the parameters a kernel declares. With the row's max m and sum l (log2 domain) the output is
+// acc / (l + exp2(sink * log2(e) - m)), computed with the larger of m and the sink as the max (no overflow). The sink is
+// added once a row: by the kernel that writes the output (one split, or the mma kernel's sequences that fit one split),
+// else by the combine kernel. A row with no key is zero, as without sinks.
+//
 // Specialised by NVRTC with -DFK_T=<element> -DFK_D=<head dim> -DFK_VB=<vector bytes> -DFK_HG=<heads per CTA>
 // -DFK_UNROLL=<tokens per row in flight> -DFK_BS=<cache block size> -DFK_WARPS=<warps>; the defaults below
 // make the file compile standalone with `nvcc -std=c++17 -arch=sm_90a -c`.
 // compile-cu: -DFK_DEC_PATH=2 -DFK_PDL=1 -DFK_EARLY_KV=1 -DFK_STAGES=2
+// compile-cu: -DFK_SINKS=1
+// compile-cu: -DFK_SINKS=1 -DFK_DEC_PATH=2 -DFK_PDL=1 -DFK_EARLY_KV=1 -DFK_STAGES=2
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include "fk_pdl.cuh"
@@ -68,6 +79,9 @@
 // 0: every kernel of the file (standalone compile); 1: fk_paged_decode + combine; 2: fk_paged_decode_mma + combine.
 #ifndef FK_DEC_PATH
 #define FK_DEC_PATH 0
+#endif
+#ifndef FK_SINKS
+#define FK_SINKS 0  // 1: the per-head sink logits join the softmax denominator (see above)
 #endif
 
 namespace fkdec {
@@ -120,6 +134,24 @@ __device__ __forceinline__ RawT zero_raw() {
   return v.raw;
 }
 
+#if FK_SINKS
+// The factor that turns a row's unnormalised output (sum l, max m, log2 domain) into its output with the sink s2 (the
+// sink logit times log2(e)) in the denominator: exp2(m - M) / (l exp2(m - M) + exp2(s2 - M)), M = max(m, s2). 0 for a
+// row with no key (l == 0).
+__device__ __forceinline__ float sink_inv(float l, float m, float s2) {
+  if (!(l > 0.f)) return 0.f;
+  const float mx = fmaxf(m, s2);
+  const float r = exp2f(m - mx);
+  return r / fmaf(l, r, exp2f(s2 - mx));
+}
+// A volatile load, read after the kernel's PDL wait: sinks converted to fp32 by the kernel just before may still be
+// being written when a PDL launch of this one starts, and a read-only-path load (what nvcc makes of a plain const read
+// where it can) counts as invariant, free to move above the wait (fk_pdl.cuh).
+__device__ __forceinline__ float sink_log2(const float* sinks, int h) {
+  return *reinterpret_cast<const volatile float*>(sinks + h) * 1.4426950408889634f;
+}
+#endif
+
 }  // namespace fkdec
 
 using namespace fkdec;
@@ -133,7 +165,11 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_paged_decode(
     const FK_T* __restrict__ kc, long long k_sblk, long long k_stok, long long k_sh,
     const FK_T* __restrict__ vc, long long v_sblk, long long v_stok, long long v_sh,
     const int* __restrict__ block_tables, long long bt_stride, int max_blocks,
-    const int* __restrict__ seq_lens, int n_q_heads, int group, int window, float scale_log2, int chunk, int num_splits) {
+    const int* __restrict__ seq_lens, int n_q_heads, int group, int window, float scale_log2, int chunk, int num_splits
+#if FK_SINKS
+    , const float* sinks  // [nQ]; declared only with sinks (see FK_SINKS above)
+#endif
+    ) {
   fk_pdl_entry();
   const int split = blockIdx.x;
   const int h0 = blockIdx.y * HG;
@@ -323,7 +359,11 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_paged_decode(
     }
     const long long bh = (long long)b * n_q_heads + h0 + g;
     if (num_splits == 1) {
+#if FK_SINKS
+      st(out + bh * D + d, a * sink_inv(sum, M, sink_log2(sinks, h0 + g)));
+#else
       st(out + bh * D + d, sum > 0.f ? a / sum : 0.f);
+#endif
     } else {
       const long long ps = bh * num_splits + split;
       part_acc[ps * D + d] = a;
@@ -350,7 +390,11 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_paged_decode(
 #endif
 template <int U>
 __device__ __forceinline__ void combine_splits(FK_T* __restrict__ out, const float* part_acc, const float* part_ml, int n, long long bh,
-                                               int head_dim, int num_splits) {
+                                               int head_dim, int num_splits
+#if FK_SINKS
+                                               , float s2  // the sink logit times log2(e)
+#endif
+) {
   const float* ml = part_ml + bh * num_splits * 2;
   const float* pa = part_acc + bh * num_splits * head_dim;
   if (U > 0 && n <= U) {
@@ -368,11 +412,17 @@ __device__ __forceinline__ void combine_splits(FK_T* __restrict__ out, const flo
 #pragma unroll
     for (int s = 0; s < U; s++)
       if (s < n) M = fmaxf(M, mv[s]);
+#if FK_SINKS
+    if (n > 0) M = fmaxf(M, s2);  // the sink's share of the denominator, with the max over it too (no overflow)
+#endif
     const float mb = M == neg_inf() ? 0.f : M;
     float sum = 0.f;
 #pragma unroll
     for (int s = 0; s < U; s++)
       if (s < n) sum = fmaf(exp2f(mv[s] - mb), lv[s], sum);
+#if FK_SINKS
+    if (n > 0) sum += exp2f(s2 - mb);
+#endif
     const float inv = sum > 0.f ? 1.f / sum : 0.f;
     for (; d < head_dim; d += blockDim.x) {
       if (d != (int)threadIdx.x) {
@@ -390,9 +440,15 @@ __device__ __forceinline__ void combine_splits(FK_T* __restrict__ out, const flo
   }
   float M = neg_inf();
   for (int s = 0; s < n; s++) M = fmaxf(M, ml[2 * s]);
+#if FK_SINKS
+  if (n > 0) M = fmaxf(M, s2);
+#endif
   const float mb = M == neg_inf() ? 0.f : M;
   float sum = 0.f;
   for (int s = 0; s < n; s++) sum = fmaf(exp2f(ml[2 * s] - mb), ml[2 * s + 1], sum);
+#if FK_SINKS
+  if (n > 0) sum += exp2f(s2 - mb);
+#endif
   const float inv = sum > 0.f ? 1.f / sum : 0.f;
   for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
     float a = 0.f;
@@ -403,7 +459,11 @@ __device__ __forceinline__ void combine_splits(FK_T* __restrict__ out, const flo
 
 extern "C" __global__ void fk_paged_decode_combine(FK_T* __restrict__ out, const float* __restrict__ part_acc, const float* __restrict__ part_ml,
                                                    const int* __restrict__ seq_lens, int max_tokens, int n_q_heads, int head_dim, int window, int chunk,
-                                                   int num_splits, int skip_single) {
+                                                   int num_splits, int skip_single
+#if FK_SINKS
+                                                   , const float* sinks  // [nQ] (see FK_SINKS above)
+#endif
+                                                   ) {
   const int h = blockIdx.x;
   const int b = blockIdx.y;
   const int L = min(seq_lens[b], max_tokens);
@@ -411,7 +471,11 @@ extern "C" __global__ void fk_paged_decode_combine(FK_T* __restrict__ out, const
   const int lo = window > 0 ? max(0, L - window) : 0;
   const int n = min(num_splits, max(0, (L - lo + chunk - 1) / chunk));
   if (skip_single && n <= 1) return;
-  combine_splits<FK_COMBINE_UNROLL>(out, part_acc, part_ml, n, (long long)b * n_q_heads + h, head_dim, num_splits);
+  combine_splits<FK_COMBINE_UNROLL>(out, part_acc, part_ml, n, (long long)b * n_q_heads + h, head_dim, num_splits
+#if FK_SINKS
+                                    , sink_log2(sinks, h)
+#endif
+  );
 }
 
 // ------------------------------------------------------------------------------------- tensor-core decode
@@ -448,7 +512,11 @@ extern "C" __global__ void __launch_bounds__(FK_MWARPS * 32) fk_paged_decode_mma
     const FK_T* __restrict__ kc, long long k_sblk, long long k_stok, long long k_sh,
     const FK_T* __restrict__ vc, long long v_sblk, long long v_stok, long long v_sh,
     const int* __restrict__ block_tables, long long bt_stride, int max_blocks,
-    const int* __restrict__ seq_lens, int n_q_heads, int group, int window, float scale_log2, int chunk, int num_splits) {
+    const int* __restrict__ seq_lens, int n_q_heads, int group, int window, float scale_log2, int chunk, int num_splits
+#if FK_SINKS
+    , const float* sinks  // [nQ]; declared only with sinks (see FK_SINKS above)
+#endif
+    ) {
 #if !FK_EARLY_KV
   fk_pdl_entry();
 #endif
@@ -704,7 +772,11 @@ extern "C" __global__ void __launch_bounds__(FK_MWARPS * 32) fk_paged_decode_mma
     }
     const long long bh = (long long)b * n_q_heads + h0 + hh;
     if (direct) {
+#if FK_SINKS
+      st(out + bh * D + d, a * sink_inv(sum, M, sink_log2(sinks, h0 + hh)));
+#else
       st(out + bh * D + d, sum > 0.f ? a / sum : 0.f);
+#endif
     } else {
       const long long ps = bh * num_splits + split;
       part_acc[ps * D + d] = a;

@@ -20,8 +20,18 @@
 // fk_varlen_prefill_simple (fp32, or any head dim up to 256): one warp per (query row, head); lanes split the
 // head dim; keys one group of FK_UNROLL at a time with warp reductions. Correct for every case, not fast.
 //
-// NVRTC specialisation: -DFK_T=<element> -DFK_D=<head dim> -DFK_WARPS=<warps> -DFK_SKIP_RESCALE=<0|1>; defaults
-// compile standalone.
+// FK_SINKS=1 (gpt-oss's learned sinks, flash-attn's s_aux): each kernel takes a last parameter, a pointer to one float
+// logit per query head (natural-log units), that joins every row's softmax denominator with no value. The parameter is
+// declared only in that build, so the default build is the code from before sinks; the host's signature (parsed from
+// this text, preprocessor lines skipped) always has it and the launcher always passes it (0 without sinks): the driver
+// reads only the parameters a kernel declares. With the row's max m and sum l (log2 domain) the output is
+// O / (l + exp2(sink * log2(e) - m)), computed with the larger of m and the sink as the max (no overflow). A row that
+// sees no key is zero, as without sinks.
+//
+// NVRTC specialisation: -DFK_T=<element> -DFK_D=<head dim> -DFK_WARPS=<warps> -DFK_SKIP_RESCALE=<0|1> [-DFK_SINKS=1];
+// defaults compile standalone.
+// compile-cu: -DFK_SINKS=1
+// compile-cu: -DFK_SINKS=1 -DFK_PDL=1 -DFK_D=64
 #include <cuda_fp16.h>
 #include "fk_pdl.cuh"
 #include <cuda_bf16.h>
@@ -42,6 +52,9 @@
 #ifndef FK_SKIP_RESCALE
 #define FK_SKIP_RESCALE 1
 #endif
+#ifndef FK_SINKS
+#define FK_SINKS 0  // 1: the per-head sink logits join the softmax denominator (see above)
+#endif
 
 namespace fkpre {
 
@@ -61,6 +74,24 @@ __device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float
 __device__ __forceinline__ void st(float* p, float x) { *p = x; }
 __device__ __forceinline__ void st(__half* p, float x) { *p = __float2half_rn(x); }
 __device__ __forceinline__ void st(__nv_bfloat16* p, float x) { *p = __float2bfloat16_rn(x); }
+
+#if FK_SINKS
+// The factor that turns a row's unnormalised output (sum l, max m, log2 domain) into its output with the sink s2 (the
+// sink logit times log2(e)) in the denominator: exp2(m - M) / (l exp2(m - M) + exp2(s2 - M)), M = max(m, s2). 0 for a
+// row with no key (l == 0).
+__device__ __forceinline__ float sink_inv(float l, float m, float s2) {
+  if (!(l > 0.f)) return 0.f;
+  const float mx = fmaxf(m, s2);
+  const float r = exp2f(m - mx);
+  return r / fmaf(l, r, exp2f(s2 - mx));
+}
+// A volatile load, read after the kernel's PDL wait: sinks converted to fp32 by the kernel just before may still be
+// being written when a PDL launch of this one starts, and a read-only-path load (what nvcc makes of a plain const read
+// where it can) counts as invariant, free to move above the wait (fk_pdl.cuh).
+__device__ __forceinline__ float sink_log2(const float* sinks, int h) {
+  return *reinterpret_cast<const volatile float*>(sinks + h) * 1.4426950408889634f;
+}
+#endif
 
 #include "fk_mma.cuh"
 #include "fk_wgmma.cuh"
@@ -219,14 +250,24 @@ __device__ __forceinline__ void pack_p(const float (&s)[BN / 8][4], int kk, u32 
 }
 
 // The rows' outputs: O / l (the quad's partial sums added), rows past the sequence end (i >= lq) not written, rows that
-// saw no key as zeros. outA: row A's output at this thread's first column (2 t4); row B's is 8 rows on.
-__device__ __forceinline__ void store_rows(T* outA, long long orow, const float (&o)[D / 8][4], float lA, float lB, int iA, int iB, int lq) {
+// saw no key as zeros. outA: row A's output at this thread's first column (2 t4); row B's is 8 rows on. With FK_SINKS,
+// mA / mB are the rows' maxima and s2 the head's sink (log2 domain).
+__device__ __forceinline__ void store_rows(T* outA, long long orow, const float (&o)[D / 8][4], float lA, float lB, int iA, int iB, int lq
+#if FK_SINKS
+                                           , float mA, float mB, float s2
+#endif
+) {
   lA += __shfl_xor_sync(0xffffffffu, lA, 1);
   lA += __shfl_xor_sync(0xffffffffu, lA, 2);
   lB += __shfl_xor_sync(0xffffffffu, lB, 1);
   lB += __shfl_xor_sync(0xffffffffu, lB, 2);
+#if FK_SINKS
+  const float invA = sink_inv(lA, mA, s2);
+  const float invB = sink_inv(lB, mB, s2);
+#else
   const float invA = lA > 0.f ? 1.f / lA : 0.f;
   const float invB = lB > 0.f ? 1.f / lB : 0.f;
+#endif
   T* outB = outA + 8 * orow;
 #pragma unroll
   for (int j = 0; j < D / 8; j++) {
@@ -245,7 +286,11 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_varlen_prefill(
     const FK_T* __restrict__ k, long long k_sr, long long k_sh,
     const FK_T* __restrict__ v, long long v_sr, long long v_sh,
     const int* __restrict__ cu_q, const int* __restrict__ cu_k, int num_seqs, int total_q, int n_q_heads, int group, int causal,
-    int window, float scale_log2) {
+    int window, float scale_log2
+#if FK_SINKS
+    , const float* sinks  // [nQ]; declared only with sinks (see FK_SINKS above)
+#endif
+    ) {
   fk_pdl_entry();
 #if (FK_D % 32 == 0) && (FK_D <= 256)  // the mma path (the host launches it for head dim 64 and 128 only)
   extern __shared__ __align__(128) unsigned char fk_smem[];
@@ -358,7 +403,11 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_varlen_prefill(
   cp_async_wait<0>();
 
   const long long orow = (long long)n_q_heads * D;
-  store_rows(out + (long long)(q0 + iA) * orow + (long long)h * D + 2 * t4, orow, o, lA, lB, iA, iB, lq);
+  store_rows(out + (long long)(q0 + iA) * orow + (long long)h * D + 2 * t4, orow, o, lA, lB, iA, iB, lq
+#if FK_SINKS
+             , mA, mB, sink_log2(sinks, h)
+#endif
+  );
 #endif
 }
 
@@ -387,7 +436,11 @@ extern "C" __global__ void __launch_bounds__(fkpre::WG_NT, 2) fk_varlen_prefill_
     const FK_T* __restrict__ k, long long k_sr, long long k_sh,
     const FK_T* __restrict__ v, long long v_sr, long long v_sh,
     const int* __restrict__ cu_q, const int* __restrict__ cu_k, int num_seqs, int total_q, int n_q_heads, int group, int causal,
-    int window, float scale_log2) {
+    int window, float scale_log2
+#if FK_SINKS
+    , const float* sinks  // [nQ]; declared only with sinks (see FK_SINKS above)
+#endif
+    ) {
   fk_pdl_entry();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) && FK_D == 128  // (the host launches it on compute capability 9.0 only)
   extern __shared__ __align__(128) unsigned char fk_wg_smem[];
@@ -470,7 +523,11 @@ extern "C" __global__ void __launch_bounds__(fkpre::WG_NT, 2) fk_varlen_prefill_
   cp_async_wait<0>();
 
   const long long orow = (long long)n_q_heads * D;
-  store_rows(out + (long long)(q0 + iA) * orow + (long long)h * D + 2 * t4, orow, o, lA, lB, iA, iB, lq);
+  store_rows(out + (long long)(q0 + iA) * orow + (long long)h * D + 2 * t4, orow, o, lA, lB, iA, iB, lq
+#if FK_SINKS
+             , mA, mB, sink_log2(sinks, h)
+#endif
+  );
 #endif
 }
 
@@ -482,7 +539,11 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_varlen_prefill_si
     const FK_T* __restrict__ k, long long k_sr, long long k_sh,
     const FK_T* __restrict__ v, long long v_sr, long long v_sh,
     const int* __restrict__ cu_q, const int* __restrict__ cu_k, int num_seqs, int total_q, int n_q_heads, int group, int causal,
-    int window, float scale_log2) {
+    int window, float scale_log2
+#if FK_SINKS
+    , const float* sinks  // [nQ]; declared only with sinks (see FK_SINKS above)
+#endif
+    ) {
   fk_pdl_entry();
   constexpr int NPL = (D + 31) / 32;  // dims per lane: lane + 32 * i
   constexpr int U = FK_UNROLL;
@@ -572,7 +633,11 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_varlen_prefill_si
       acc[e] = a;
     }
   }
+#if FK_SINKS
+  const float inv = sink_inv(l, m, sink_log2(sinks, h));
+#else
   const float inv = l > 0.f ? 1.f / l : 0.f;
+#endif
 #pragma unroll
   for (int e = 0; e < NPL; e++)
     if (lane + 32 * e < D) st(orow + lane + 32 * e, acc[e] * inv);

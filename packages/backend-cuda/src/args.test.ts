@@ -62,4 +62,14 @@ describe('kernel argument packing', () => {
     expect(() => parseSignature(src, 'missing')).toThrow(/cannot find the __global__ entry 'missing'/);
     expect(() => parseSignature('extern "C" __global__ void k(MyStruct s) {}', 'k')).toThrow(/type 'MyStruct'.*pass signature explicitly/);
   });
+
+  it('counts a parameter declared under a preprocessor condition in every build', () => {
+    const src = `#define FK_X 0
+extern "C" __global__ void k(float* out, int n
+#if FK_X
+    , const float* __restrict__ extra  // only in FK_X builds
+#endif
+    ) {}`;
+    expect(parseSignature(src, 'k')).toEqual(['ptr', 'i32', 'ptr']);
+  });
 });

@@ -180,10 +180,13 @@ function describe(v: unknown): string {
 /**
  * Parse the parameter list of an `extern "C" __global__` entry to argument types, so candidates can
  * call `cudaKernel({ source, entry })` without spelling a signature. Pointers become 'ptr'; the common
- * scalar spellings map to their types; anything else (a struct by value) needs an explicit signature.
+ * scalar spellings map to their types; anything else (a struct by value) needs an explicit signature. A parameter
+ * declared under a preprocessor condition counts in every build (attention's FK_SINKS pointer).
  */
 export function parseSignature(source: string, entry: string): ArgType[] {
-  const clean = source.replace(/\/\*[\s\S]*?\*\//g, ' ').replace(/\/\/.*$/gm, ' ');
+  // comments and preprocessor lines dropped: a parameter under `#if` (declared in some builds only) is in the signature
+  // of every build, and the launcher always passes it (the driver reads only the parameters the compiled kernel has)
+  const clean = source.replace(/\/\*[\s\S]*?\*\//g, ' ').replace(/\/\/.*$/gm, ' ').replace(/^[ \t]*#.*$/gm, ' ');
   const re = new RegExp(`__global__[^;{]*?\\b${entry.replace(/[$]/g, '\\$')}\\s*\\(([^)]*)\\)`, 'm');
   const m = re.exec(clean);
   if (!m) throw new Error(`cannot find the __global__ entry '${entry}' in the source to infer its signature: pass signature explicitly`);

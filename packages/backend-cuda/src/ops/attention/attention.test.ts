@@ -1,8 +1,10 @@
-import { Tensor } from '@fastkernels/core';
+import { callOp1, OpKernelTable, opRoute, Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { KERNEL_SOURCES } from '../../kernel-sources.generated.js';
 import { lanesPerRow, largestDivisorAtMost, planDecode, planPrefill, PREFILL_WGMMA_SMEM_BYTES, vectorBytes } from './attention-plan.js';
 import { pagedDecodeAttention, varlenPrefillAttention } from './attention.js';
+import { registerAttentionKernels } from './register.js';
+import { GenKernelCache } from '../gen-cache.js';
 import { fakeDevice } from '../../../test/fake-device.js';
 import { withTuning } from '../../../test/spine-helpers.js';
 import { ptr } from '../launch/common.js';
@@ -143,8 +145,11 @@ describe('attention ops on a fake device (argument packing, grids, specialisatio
     expect(main.options.some((o: string) => o.startsWith('-DFK_EARLY_KV'))).toBe(false); // no KV-cache write just before
     expect(main.shared).toBe(4 * 2 * 8192);
     expect(main.grid).toEqual([4, 8, 64]);
-    expect(main.args.at(-2)).toBe(512); // chunk
-    expect(launches[1]!.args.at(-1)).toBe(1); // skip_single
+    expect(main.args.at(-3)).toBe(512); // chunk
+    expect(main.args.at(-1)).toBe(0); // no sinks
+    expect(launches[1]!.args.at(-2)).toBe(1); // skip_single
+    expect(launches[1]!.args.at(-1)).toBe(0); // no sinks
+    expect([...main.options, ...launches[1]!.options].some((o: string) => o.startsWith('-DFK_SINKS'))).toBe(false);
     expect(launches[1]!.options).toContain(`-DFK_COMBINE_UNROLL=${cudaTuning().attention.decodeCombineUnroll}`);
     if (process.env.FASTKERNELS_TUNING === undefined) expect(cudaTuning().attention.decodeCombineUnroll).toBe(8); // run 20's default
     // early cache loads (attention.decodeEarlyKv, on by default since run 15): only right after the KV-cache
@@ -203,7 +208,7 @@ describe('attention ops on a fake device (argument packing, grids, specialisatio
     const q1 = Tensor.empty(backend, [1, 32, 128], 'bf16');
     pagedDecodeAttention(ctx, q1, kc, vc, Tensor.empty(backend, [1, 512], 'i32'), Tensor.empty(backend, [1], 'i32'), 0.088, 0);
     expect(launches.map((l) => l.entry)).toEqual(['fk_paged_decode', 'fk_paged_decode_combine']);
-    expect(launches[1]!.args.at(-1)).toBe(0); // skip_single off: the combine writes every output
+    expect(launches[1]!.args.at(-2)).toBe(0); // skip_single off: the combine writes every output
   }
 
   it('paged decode: a strided query view (a slice of fused qkv) is read in place', () => {
@@ -247,5 +252,146 @@ describe('attention ops on a fake device (argument packing, grids, specialisatio
     const cu3 = Tensor.empty(backend, [3], 'i32');
     const k = Tensor.empty(backend, [5, 2, 64], 'bf16');
     expect(() => varlenPrefillAttention(ctx, Tensor.empty(backend, [5, 4, 64], 'bf16'), k, k, cu2, cu3, 1, true, 0)).toThrow('B + 1');
+  });
+});
+
+// ------------------------------------------------------------------------ attention sinks (gpt-oss), fake device
+
+describe('attention sinks on a fake device: the FK_SINKS build, the sinks pointer last, the combine adding them', () => {
+  const hasSinks = (l: { options: readonly string[] }) => l.options.includes('-DFK_SINKS=1');
+
+  it('paged decode, the mma kernel: main + combine both built with sinks and given the f32 sinks; none without sinks', () => {
+    const { backend, ctx, launches } = fakeDevice();
+    const q = Tensor.empty(backend, [64, 32, 128], 'bf16');
+    const kc = Tensor.empty(backend, [9000, 16, 8, 128], 'bf16');
+    const bt = Tensor.empty(backend, [64, 128], 'i32');
+    const lens = Tensor.empty(backend, [64], 'i32');
+    const sinks = Tensor.empty(backend, [32], 'f32');
+    pagedDecodeAttention(ctx, q, kc, kc, bt, lens, 0.088, 0, sinks);
+    expect(launches.map((l) => l.entry)).toEqual(['fk_paged_decode_mma', 'fk_paged_decode_combine']);
+    for (const l of launches) {
+      expect(hasSinks(l), l.entry).toBe(true);
+      expect(l.args.at(-1), l.entry).toBe(ptr(sinks)); // an f32 [nQ] tensor is read in place
+    }
+    expect(launches[0]!.args.at(-3)).toBe(512); // chunk: the plan is the one without sinks
+    expect(launches[1]!.args.at(-2)).toBe(1); // skip_single: the mma kernel adds the sinks of the sequences it writes
+    // without sinks: the build from before (no define), the pointer 0
+    launches.length = 0;
+    pagedDecodeAttention(ctx, q, kc, kc, bt, lens, 0.088, 0, null);
+    for (const l of launches) {
+      expect(hasSinks(l), l.entry).toBe(false);
+      expect(l.args.at(-1), l.entry).toBe(0);
+    }
+  });
+
+  it('paged decode, the register kernel: one split (the main kernel adds them) and several (the combine does)', () => {
+    withTuning('attention', { decodeMma: false }, () => {
+      const { backend, ctx, launches } = fakeDevice();
+      const kc = Tensor.empty(backend, [100, 16, 2, 64], 'f32');
+      const sinks = Tensor.empty(backend, [8], 'f32');
+      // a sliding window of 16 keys: one split
+      pagedDecodeAttention(ctx, Tensor.empty(backend, [3, 8, 64], 'f32'), kc, kc, Tensor.empty(backend, [3, 8], 'i32'), Tensor.empty(backend, [3], 'i32'), 0.125, 16, sinks);
+      expect(launches.map((l) => l.entry)).toEqual(['fk_paged_decode']);
+      expect(launches[0]!.args.at(-2)).toBe(1); // num_splits
+      expect(hasSinks(launches[0]!)).toBe(true);
+      expect(launches[0]!.args.at(-1)).toBe(ptr(sinks));
+      launches.length = 0;
+      // batch 1 over 1024 keys: split, and merged
+      pagedDecodeAttention(ctx, Tensor.empty(backend, [1, 8, 64], 'f32'), kc, kc, Tensor.empty(backend, [1, 64], 'i32'), Tensor.empty(backend, [1], 'i32'), 0.125, 0, sinks);
+      expect(launches.map((l) => l.entry)).toEqual(['fk_paged_decode', 'fk_paged_decode_combine']);
+      expect(launches[0]!.args.at(-2)).toBeGreaterThan(1);
+      expect(launches.every(hasSinks)).toBe(true);
+      expect(launches[1]!.args.at(-2)).toBe(0); // skip_single off: the combine adds every sink
+      expect(launches[1]!.args.at(-1)).toBe(ptr(sinks));
+    });
+  });
+
+  it('bf16 sinks are converted to f32 first (a launch: no early cache loads then); a strided f32 view is copied', () => {
+    const { backend, ctx, launches } = fakeDevice();
+    const q = Tensor.empty(backend, [64, 32, 128], 'bf16');
+    const kc = Tensor.empty(backend, [9000, 16, 8, 128], 'bf16');
+    const bt = Tensor.empty(backend, [64, 128], 'i32');
+    const lens = Tensor.empty(backend, [64], 'i32');
+    const run = (sinks: Tensor) => {
+      ctx.noteKvWrite(ptr(kc), ptr(kc), 64);
+      launches.length = 0;
+      withTuning('attention', { decodeEarlyKv: true }, () => pagedDecodeAttention(ctx, q, kc, kc, bt, lens, 0.088, 0, sinks));
+      return launches[0]!;
+    };
+    const f32 = Tensor.empty(backend, [32], 'f32');
+    expect(run(f32).options).toContain('-DFK_EARLY_KV=1'); // read in place: nothing launched in between
+    const bf = Tensor.empty(backend, [32], 'bf16');
+    const main = run(bf);
+    expect(main.options).not.toContain('-DFK_EARLY_KV=1');
+    expect(main.args.at(-1)).not.toBe(ptr(bf));
+    expect(main.args.at(-1)).not.toBe(0);
+    const strided = Tensor.empty(backend, [64], 'f32').reshape([32, 2]).select(1, 0);
+    expect(run(strided).args.at(-1)).not.toBe(ptr(strided));
+  });
+
+  it('varlen prefill: mma, wgmma and simple builds with sinks, the pointer last', () => {
+    const { backend, ctx, launches } = fakeDevice();
+    const sinks = Tensor.empty(backend, [32], 'f32');
+    const q = Tensor.empty(backend, [300, 32, 128], 'bf16');
+    const k = Tensor.empty(backend, [300, 8, 128], 'bf16');
+    const cu = Tensor.empty(backend, [3], 'i32');
+    varlenPrefillAttention(ctx, q, k, k, cu, cu, 0.088, true, 128, sinks);
+    varlenPrefillAttention(ctx, q, k, k, cu, cu, 0.088, true, 0, null);
+    const props = ctx.runtime.properties;
+    (ctx.runtime as unknown as { properties: () => object }).properties = () => ({ ...props(), arch: 'sm_90a' });
+    varlenPrefillAttention(ctx, q, k, k, cu, cu, 0.088, true, 0, sinks);
+    const qf = Tensor.empty(backend, [10, 32, 96], 'f32');
+    const kf = Tensor.empty(backend, [12, 8, 96], 'f32');
+    varlenPrefillAttention(ctx, qf, kf, kf, cu, cu, 0.1, false, 0, sinks);
+    expect(launches.map((l) => l.entry)).toEqual(['fk_varlen_prefill', 'fk_varlen_prefill', 'fk_varlen_prefill_wgmma', 'fk_varlen_prefill_simple']);
+    expect(launches.map(hasSinks)).toEqual([true, false, true, true]);
+    expect(launches.map((l) => l.args.at(-1))).toEqual([ptr(sinks), 0, ptr(sinks), ptr(sinks)]);
+    expect(launches[0]!.args.at(-3)).toBe(128); // window, then scale_log2
+  });
+
+  it('rejects sinks that are not one logit per query head', () => {
+    const { backend, ctx } = fakeDevice();
+    const q = Tensor.empty(backend, [2, 8, 64], 'bf16');
+    const kc = Tensor.empty(backend, [4, 16, 2, 64], 'bf16');
+    const bt = Tensor.empty(backend, [2, 2], 'i32');
+    const sl = Tensor.empty(backend, [2], 'i32');
+    expect(() => pagedDecodeAttention(ctx, q, kc, kc, bt, sl, 1, 0, Tensor.empty(backend, [2], 'f32'))).toThrow(/sinks \[2\] must be \[8\]/);
+    expect(() => pagedDecodeAttention(ctx, q, kc, kc, bt, sl, 1, 0, Tensor.empty(backend, [8], 'i32'))).toThrow(/sinks dtype i32/);
+    const k = Tensor.empty(backend, [5, 2, 64], 'bf16');
+    const cu = Tensor.empty(backend, [2], 'i32');
+    expect(() => varlenPrefillAttention(ctx, Tensor.empty(backend, [5, 8, 64], 'bf16'), k, k, cu, cu, 1, true, 0, Tensor.empty(backend, [4, 2], 'f32'))).toThrow(/sinks \[4, ?2\] must be \[8\]/);
+  });
+
+  it('the registry routes sinks calls to these kernels (they declined before: the Ops methods take no sinks)', () => {
+    const { backend, ctx, launches } = fakeDevice();
+    const table = new OpKernelTable('fake');
+    Object.assign(backend, { opKernels: table });
+    Object.assign(backend.ops, { spine: ctx });
+    registerAttentionKernels(table, new GenKernelCache());
+    const q = Tensor.empty(backend, [2, 8, 64], 'bf16');
+    const kc = Tensor.empty(backend, [4, 16, 2, 64], 'bf16');
+    const bt = Tensor.empty(backend, [2, 2], 'i32');
+    const sl = Tensor.empty(backend, [2], 'i32');
+    const sinks = Tensor.empty(backend, [8], 'f32');
+    const inputs = [q, kc, kc, bt, sl, sinks];
+    expect(opRoute('paged_decode_attention', inputs, { scale: 0.125, sliding_window: 16 })).toEqual({ via: 'kernel' });
+    const o = callOp1('paged_decode_attention', inputs, { scale: 0.125, sliding_window: 16 });
+    expect(o.shape).toEqual([2, 8, 64]);
+    const main = launches[0]!;
+    expect(main.entry).toBe('fk_paged_decode_mma');
+    expect(main.options).toContain('-DFK_SINKS=1');
+    expect(main.args.at(-1)).toBe(ptr(sinks));
+    expect(main.args.at(-5)).toBe(16); // window
+    expect(main.args.at(-4)).toBeCloseTo(0.125 * Math.LOG2E, 12);
+    launches.length = 0;
+    const t = Tensor.empty(backend, [7, 8, 64], 'bf16');
+    const kv = Tensor.empty(backend, [9, 2, 64], 'bf16');
+    const cu = Tensor.empty(backend, [3], 'i32');
+    const p = callOp1('varlen_prefill_attention', [t, kv, kv, cu, cu, sinks], { scale: 0.125, causal: true });
+    expect(p.shape).toEqual([7, 8, 64]);
+    expect(launches[0]!.entry).toBe('fk_varlen_prefill');
+    expect(launches[0]!.options).toContain('-DFK_SINKS=1');
+    expect(launches[0]!.args.at(-1)).toBe(ptr(sinks));
+    expect(launches[0]!.args.at(-4)).toBe(1); // causal
   });
 });

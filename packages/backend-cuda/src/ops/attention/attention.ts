@@ -14,12 +14,16 @@
  *
  * Both read strided q/k/v/caches in place (any row and head strides, the head dim contiguous), so a slice of a
  * fused qkv projection needs no copy; anything else is copied contiguous first.
+ *
+ * Both take optional sinks [nQ] (gpt-oss's per-head logits in every softmax denominator): the kernels' FK_SINKS=1 build,
+ * reading them as fp32 (converted first when they are not). Every kernel's last argument is the sinks pointer, 0 without
+ * sinks (the build without them does not declare it: kernels/attention_decode.cu).
  */
-import { formatShape, Tensor, type DType } from '@fastkernels/core';
+import { formatShape, Tensor, type Backend, type DType } from '@fastkernels/core';
 import type { CudaKernel } from '../../kernel.js';
 import { cudaTuning } from '../../tuning/load.js';
 import { planDecode, planPrefill, vectorBytes } from './attention-plan.js';
-import { fileKernel, lastDimContiguous, ptr } from '../launch/common.js';
+import { asDType, fileKernel, lastDimContiguous, ptr } from '../launch/common.js';
 import type { SpineContext } from '../launch/context.js';
 
 
@@ -51,6 +55,25 @@ function outerStrides(t: Tensor): number[] {
   return t.strides.slice(0, -1).map((s, i) => (t.shape[i] === 1 ? 0 : s));
 }
 
+/** The sinks [nQ] as a contiguous fp32 tensor (converted or copied into temps when needed), or null without sinks. */
+function sinksF32(what: string, sinks: Tensor | null | undefined, query: Tensor, nQ: number, temps: Tensor[]): Tensor | null {
+  if (!sinks) return null;
+  if (sinks.numel !== nQ || sinks.rank !== 1) throw new RangeError(`${what}: sinks ${formatShape(sinks.shape)} must be [${nQ}] (one logit per query head)`);
+  if (sinks.dtype !== 'f32' && sinks.dtype !== 'f16' && sinks.dtype !== 'bf16') throw new TypeError(`${what}: sinks dtype ${sinks.dtype} is not supported on CUDA (f32, f16, bf16)`);
+  if (sinks.device !== query.device) throw new RangeError(`${what}: sinks are on device ${sinks.device}, the query on ${query.device}`);
+  return asDType(sinks, 'f32', temps);
+}
+
+/** The spine context of a CUDA backend (CudaOps.spine), for the registry kernels (register.ts). */
+export function spineOf(what: string, backend: Backend): SpineContext {
+  const spine = (backend.ops as { spine?: SpineContext }).spine;
+  if (!spine) throw new Error(`${what}: backend '${backend.name}' has no CUDA spine context (backend.ops.spine)`);
+  return spine;
+}
+
+/** The FK_SINKS define of a build with sinks (none without: the build from before sinks). */
+const sinkDefines = (sinks: Tensor | null): string[] => (sinks ? ['-DFK_SINKS=1'] : []);
+
 // ------------------------------------------------------------------------------------------------- decode
 
 export function pagedDecodeAttention(
@@ -62,6 +85,7 @@ export function pagedDecodeAttention(
   seqLens: Tensor,
   scale: number,
   slidingWindow: number,
+  sinks: Tensor | null = null,
 ): Tensor {
   const what = 'pagedDecodeAttention';
   if (query.rank !== 3) throw new RangeError(`${what}: query must be [B, nQ, head], got ${formatShape(query.shape)}`);
@@ -88,6 +112,7 @@ export function pagedDecodeAttention(
     const vc = lastDimContiguous(vCache, temps);
     const bt = int32Contiguous(`${what} blockTables`, blockTables, temps);
     const lens = int32Contiguous(`${what} seqLens`, seqLens, temps);
+    const sk = sinksF32(what, sinks, query, nQ, temps); // before earlyKv below: a conversion is a launch
     // FK_EARLY_KV reads the caches, the table and the lengths before its PDL wait, all but each sequence's newest key:
     // only right after the KV-cache write of one token a sequence into these caches (the decode step's), with nothing of
     // ours launched since (a copy above would be such a launch)
@@ -107,11 +132,11 @@ export function pagedDecodeAttention(
     const main = plan.mma
       ? decodeKernel(ctx, 'fk_paged_decode_mma', [
           `-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_MHG=${plan.headsPerCta}`, `-DFK_MWARPS=${plan.warps}`, `-DFK_STAGES=${plan.stages}`, `-DFK_BS=${blockSize}`, '-DFK_DEC_PATH=2',
-          ...(earlyKv ? ['-DFK_EARLY_KV=1'] : []),
+          ...(earlyKv ? ['-DFK_EARLY_KV=1'] : []), ...sinkDefines(sk),
         ])
       : decodeKernel(ctx, 'fk_paged_decode', [
           `-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_VB=${plan.vecBytes}`, `-DFK_HG=${plan.headsPerCta}`, `-DFK_UNROLL=${plan.unroll}`, `-DFK_BS=${blockSize}`, `-DFK_WARPS=${plan.warps}`,
-          '-DFK_DEC_PATH=1',
+          '-DFK_DEC_PATH=1', ...sinkDefines(sk),
         ]);
     let partAcc: Tensor | undefined;
     let partMl: Tensor | undefined;
@@ -128,13 +153,14 @@ export function pagedDecodeAttention(
       ptr(kc), ksb, kst, ksh,
       ptr(vc), vsb, vst, vsh,
       ptr(bt), outerStrides(bt)[0]!, maxBlocks,
-      ptr(lens), nQ, group, window, scaleLog2, plan.chunk, plan.splits,
+      ptr(lens), nQ, group, window, scaleLog2, plan.chunk, plan.splits, sk ? ptr(sk) : 0,
     ]);
     if (plan.splits > 1) {
       // Only FK_T and the unroll matter to the combine kernel; the other macros keep one compiled module per (T).
-      const combine = decodeKernel(ctx, 'fk_paged_decode_combine', [`-DFK_T=${T}`, `-DFK_COMBINE_UNROLL=${cudaTuning().attention.decodeCombineUnroll}`]);
+      // With sinks the combine kernel adds them for the sequences it merges (the main kernel for those it writes).
+      const combine = decodeKernel(ctx, 'fk_paged_decode_combine', [`-DFK_T=${T}`, `-DFK_COMBINE_UNROLL=${cudaTuning().attention.decodeCombineUnroll}`, ...sinkDefines(sk)]);
       combine.launch([nQ, B, 1], Math.min(256, Math.ceil(D / 32) * 32), 0, [
-        ptr(out), ptr(partAcc!), ptr(partMl!), ptr(lens), maxBlocks * blockSize, nQ, D, window, plan.chunk, plan.splits, plan.mma ? 1 : 0,
+        ptr(out), ptr(partAcc!), ptr(partMl!), ptr(lens), maxBlocks * blockSize, nQ, D, window, plan.chunk, plan.splits, plan.mma ? 1 : 0, sk ? ptr(sk) : 0,
       ]);
     }
   } finally {
@@ -159,6 +185,7 @@ export function varlenPrefillAttention(
   scale: number,
   causal: boolean,
   slidingWindow: number,
+  sinks: Tensor | null = null,
 ): Tensor {
   const what = 'varlenPrefillAttention';
   if (qIn.rank !== 3 || kIn.rank !== 3 || vIn.rank !== 3) throw new RangeError(`${what}: q, k, v must be [T, heads, head], got ${formatShape(qIn.shape)}, ${formatShape(kIn.shape)}, ${formatShape(vIn.shape)}`);
@@ -178,6 +205,7 @@ export function varlenPrefillAttention(
     const numSeqs = cuSeqlensQ.numel - 1;
     const cuQ = int32Contiguous(`${what} cuSeqlensQ`, cuSeqlensQ, temps);
     const cuK = int32Contiguous(`${what} cuSeqlensK`, cuSeqlensK, temps);
+    const sk = sinksF32(what, sinks, qIn, nQ, temps);
     const plan = planPrefill({ totalQ: Tq, qHeads: nQ, headDim: D, dtype: qIn.dtype, numSeqs, arch: ctx.runtime.properties().arch });
     let q = lastDimContiguous(qIn, temps);
     let k = lastDimContiguous(kIn, temps);
@@ -198,17 +226,17 @@ export function varlenPrefillAttention(
     const scaleLog2 = scale * LOG2E;
     if (plan.mma) {
       const entry = plan.kernel === 'wgmma' ? 'fk_varlen_prefill_wgmma' : 'fk_varlen_prefill';
-      const kernel = fileKernel(ctx, 'attention_prefill.cu', entry, [`-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_WARPS=${plan.warps}`, `-DFK_SKIP_RESCALE=${plan.skipRescale ? 1 : 0}`]);
+      const kernel = fileKernel(ctx, 'attention_prefill.cu', entry, [`-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_WARPS=${plan.warps}`, `-DFK_SKIP_RESCALE=${plan.skipRescale ? 1 : 0}`, ...sinkDefines(sk)]);
       kernel.launch(plan.grid, plan.block, plan.sharedBytes, [
         ptr(out), ptr(q), qsr, qsh, ptr(k), ksr, ksh, ptr(v), vsr, vsh,
-        ptr(cuQ), ptr(cuK), numSeqs, Tq, nQ, group, causal ? 1 : 0, window, scaleLog2,
+        ptr(cuQ), ptr(cuK), numSeqs, Tq, nQ, group, causal ? 1 : 0, window, scaleLog2, sk ? ptr(sk) : 0,
       ]);
     } else {
-      const kernel = fileKernel(ctx, 'attention_prefill.cu', 'fk_varlen_prefill_simple', [`-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_WARPS=${plan.warps}`]);
+      const kernel = fileKernel(ctx, 'attention_prefill.cu', 'fk_varlen_prefill_simple', [`-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_WARPS=${plan.warps}`, ...sinkDefines(sk)]);
       if (plan.grid[0] > 2 ** 31 - 1 || plan.grid[1] > 65535) throw new RangeError(`${what}: grid ${plan.grid.join('x')} too large`);
       kernel.launch(plan.grid, plan.block, 0, [
         ptr(out), ptr(q), qsr, qsh, ptr(k), ksr, ksh, ptr(v), vsr, vsh,
-        ptr(cuQ), ptr(cuK), numSeqs, Tq, nQ, group, causal ? 1 : 0, window, scaleLog2,
+        ptr(cuQ), ptr(cuK), numSeqs, Tq, nQ, group, causal ? 1 : 0, window, scaleLog2, sk ? ptr(sk) : 0,
       ]);
     }
   } finally {
