@@ -128,12 +128,20 @@ class FluxAttention(nn.Module):
             k = torch.cat([self.norm_added_k(self.heads_of(self.add_k_proj(ctx))), k], dim=2)
             v = torch.cat([self.heads_of(self.add_v_proj(ctx)), v], dim=2)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        a = torch.softmax((q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim), dim=-1) @ v
+        a = attention(q, k, v)
         B, H, S, D = a.shape
         a = a.transpose(1, 2).reshape(B, S, H * D)
         if ctx is None:
             return a
         return self.to_out[0](a[:, St:]), self.to_add_out(a[:, :St])
+
+
+def attention(q, k, v):
+    """softmax(q k^T / sqrt(d)) v over [..., S, d]: torch's SDPA where it has one (diffusers' processors call it; in
+    bf16 it keeps the scores in fp32), else the plain product (Debian's torch 1.13)."""
+    if hasattr(F, 'scaled_dot_product_attention'):
+        return F.scaled_dot_product_attention(q, k, v)
+    return torch.softmax((q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1]), dim=-1) @ v
 
 
 def layer_norm(x, eps=1e-6):
@@ -297,7 +305,7 @@ class MidAttention(nn.Module):
         B, C, H, W = x.shape
         h = self.group_norm(x).view(B, C, H * W).transpose(1, 2)
         q, k, v = self.to_q(h), self.to_k(h), self.to_v(h)
-        a = torch.softmax((q @ k.transpose(1, 2)) / math.sqrt(C), dim=-1) @ v
+        a = attention(q, k, v)
         return x + self.to_out[0](a).transpose(1, 2).reshape(B, C, H, W)
 
 

@@ -165,7 +165,9 @@ class PSA(nn.Module):
         self.c = int(c1 * 0.5)
         self.cv1 = Conv(c1, 2 * self.c, 1)
         self.cv2 = Conv(2 * self.c, c1, 1)
-        self.attn = Attention(self.c, max(self.c // 64, 1))
+        if self.c < 64:
+            raise ValueError(f'yolov10_ref: PSA over {self.c} channels has c // 64 = 0 heads (a width_multiple too small for the scale)')
+        self.attn = Attention(self.c, self.c // 64)
         self.ffn = nn.Sequential(Conv(self.c, 2 * self.c, 1), Conv(2 * self.c, self.c, 1, act=False))
 
     def forward(self, x):
