@@ -6,8 +6,10 @@
 # checkpoints and the same input tensors: raw outputs, no image pre- or postprocessing. Writes
 # $OUT/vision-parity.json; the table is last.
 #   dist/gpu-host/bench/run vision-parity [--models yolov10n,yolov10s,convnextv2_base,flux_transformer,flux_vae]
-#       [--dtypes f32,bf16] [--backend cuda|cpu] [--flux-size 1024] [--flux-layers 2,2] [--batch 2] [--tiny]
-# --tiny: the CI fixtures' tiny configs, oracle on the CPU too (a smoke run of the whole chain without a GPU).
+#       [--dtypes f32,bf16] [--backend cuda|cpu] [--oracle-device cuda|cpu] [--flux-size 1024] [--flux-layers 2,2]
+#       [--batch 2] [--tiny]
+# --tiny: the CI fixtures' tiny configs; with --backend cpu the oracle runs on the CPU too (a smoke run of the whole
+# chain without a GPU: `FASTKERNELS_BUNDLE=... OUT=/tmp/vp bench/suites/vision-parity/run.sh --tiny --backend cpu`).
 # Steps: configs + inputs (vision_parity.py configs), init-weights (our CLI) for the YOLO / ConvNeXt checkpoints,
 # preflight (torch, CUDA, bench/reference), vision-parity.mjs per dtype (FLUX's checkpoints written on the first,
 # bf16, diffusers' names), vision_parity.py compare. A model whose run fails is recorded with its log and the others
@@ -16,7 +18,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../../lib/lib.sh"
 fk_setup vision-parity
-models="yolov10n,yolov10s,convnextv2_base,flux_transformer,flux_vae"; dtypes="f32,bf16"; backend=cuda; fsize=1024; flayers="2,2"; batch=2; tiny=""
+models="yolov10n,yolov10s,convnextv2_base,flux_transformer,flux_vae"; dtypes="f32,bf16"; backend=cuda; fsize=1024; flayers="2,2"; batch=2; tiny=""; odev=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --models) models="$2"; shift 2 ;;
@@ -26,11 +28,14 @@ while [ $# -gt 0 ]; do
     --flux-layers) flayers="$2"; shift 2 ;;
     --batch) batch="$2"; shift 2 ;;
     --tiny) tiny="--tiny"; shift ;;
-    *) echo "vision-parity: unknown argument $1 (--models, --dtypes f32,bf16, --backend cuda|cpu, --flux-size N, --flux-layers D,S, --batch N, --tiny)" >&2; exit 1 ;;
+    --oracle-device) odev="$2"; shift 2 ;;
+    *) echo "vision-parity: unknown argument $1 (--models, --dtypes f32,bf16, --backend cuda|cpu, --oracle-device cuda|cpu, --flux-size N, --flux-layers D,S, --batch N, --tiny)" >&2; exit 1 ;;
   esac
 done
 case "$backend" in cuda|cpu) ;; *) echo "vision-parity: --backend must be cuda or cpu, got $backend" >&2; exit 1 ;; esac
 device=cuda; [ -n "$tiny" ] && [ "$backend" = cpu ] && device=cpu
+device="${odev:-$device}"
+case "$device" in cuda|cpu) ;; *) echo "vision-parity: --oracle-device must be cuda or cpu, got $device" >&2; exit 1 ;; esac
 WORK="${WORK:-$OUT/vision-parity-work}"
 echo "vision-parity: bundle $bundle (commit ${commit:-?}), python $PY, ours on $backend ($dtypes), oracle on $device, out $OUT, work $WORK"
 t0=$SECONDS
