@@ -101,6 +101,10 @@ describe('paged decode attention with sinks vs the float64 CPU kernel', () => {
   it('gpt-oss-20b heads (64 q / 8 kv, D 64), batch 1 x 3000 (many splits)', G, () => {
     checkDecode({ nQ: 64, nKv: 8, D: 64, dtype: 'bf16', lens: [3000] });
   });
+  it("tiny-gpt-oss's head widths on the register kernel (D 24 f32, D 16 bf16; window 8)", G, () => {
+    checkDecode({ nQ: 4, nKv: 2, D: 24, dtype: 'f32', lens: [12, 3, 40], window: 8 });
+    checkDecode({ nQ: 4, nKv: 1, D: 16, dtype: 'bf16', lens: [13, 1, 200] });
+  });
 });
 
 // ------------------------------------------------------------------------------------------------ prefill
@@ -173,5 +177,7 @@ describe('varlen prefill attention with sinks vs the float64 CPU kernel', () => 
     checkPrefill({ nQ: 64, nKv: 8, D: 64, dtype: 'bf16', qLens: [129, 7], window: 128 });
     checkPrefill({ nQ: 4, nKv: 2, D: 80, dtype: 'bf16', qLens: [33], kLens: [40] });
     checkPrefill({ nQ: 2, nKv: 2, D: 256, dtype: 'f32', qLens: [17, 9], window: 5 });
+    checkPrefill({ nQ: 4, nKv: 2, D: 24, dtype: 'f32', qLens: [12, 3], kLens: [19, 7], window: 8 }); // tiny-gpt-oss widths
+    checkPrefill({ nQ: 4, nKv: 1, D: 16, dtype: 'bf16', qLens: [7], kLens: [13] });
   });
 });
