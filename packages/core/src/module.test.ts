@@ -275,4 +275,22 @@ describe('Module parameters and state dicts', () => {
     expect(backend.liveStorages.size).toBe(0);
     expect(net.blocks[0]!.leaf.weight.isDisposed).toBe(true);
   });
+
+  it("dispose runs each child's own dispose (a cache a child keeps beyond its parameters is released with the tree)", () => {
+    const { base, ctxFor, backend } = setup();
+    class CachingLeaf extends Leaf {
+      cache: Tensor | null = Tensor.fromArray(this.ctx.backend, [1, 2], [2], 'f32');
+      override dispose(): void {
+        this.cache?.dispose();
+        this.cache = null;
+        super.dispose();
+      }
+    }
+    const child = base.child('caching');
+    child.registerTask(task('L1/leaf', 1, 'Leaf', CachingLeaf as unknown as typeof Leaf));
+    const net = child.createIn<Net>(ctxFor(child), 'L3/net', 2);
+    expect(backend.liveStorages.size).toBe(8); // 6 parameters + the two blocks' leaf caches
+    net.dispose();
+    expect(backend.liveStorages.size).toBe(0);
+  });
 });

@@ -83,9 +83,10 @@ export abstract class Module {
     return { missing, unexpected };
   }
 
-  /** Release every parameter. */
+  /** Release every parameter, and what each child releases in its own dispose() (caches a module keeps, as torch's buffers). */
   dispose(): void {
-    for (const [, t] of this.namedParameters()) t.dispose();
+    for (const t of this.params.values()) t.dispose();
+    for (const m of this.children.values()) m.dispose();
   }
 }
 
