@@ -47,7 +47,7 @@ export class CLIPAttention extends Module {
     try {
       const [B, S, H] = hiddenStates.shape as [number, number, number];
       const { numAttentionHeads: nh, headDim: d } = this.config;
-      const heads = (m: Linear) => s.op('contiguous', [s.own(s.own(m.forward(hiddenStates)).view(B, S, nh, d).permute(0, 2, 1, 3))]);
+      const heads = (m: Linear) => s.op('contiguous', [s.own(s.own(s.own(m.forward(hiddenStates)).view(B, S, nh, d)).permute(0, 2, 1, 3))]);
       const ctx = s.own(this.attn.forward(heads(this.qProj), heads(this.kProj), heads(this.vProj), attentionMask));
       const merged = s.own(s.op('contiguous', [s.own(ctx.permute(0, 2, 1, 3))]).view(B, S, H));
       return s.keep([this.outProj.forward(merged)])[0];
