@@ -90,7 +90,7 @@ export class T5SelfAttention extends Module {
     try {
       const [B, S] = hiddenStates.shape as [number, number];
       const bias = positionBias ?? this.computeBias(B, S, mask, hiddenStates.dtype, hiddenStates);
-      const heads = (m: Linear) => s.op('contiguous', [s.own(s.own(m.forward(hiddenStates)).view(B, S, this.config.numHeads, this.config.dKv).permute(0, 2, 1, 3))]);
+      const heads = (m: Linear) => s.op('contiguous', [s.own(s.own(s.own(m.forward(hiddenStates)).view(B, S, this.config.numHeads, this.config.dKv)).permute(0, 2, 1, 3))]);
       const ctx = s.own(this.attn.forward(heads(this.q), heads(this.k), heads(this.v), bias));
       const merged = s.own(s.op('contiguous', [s.own(ctx.permute(0, 2, 1, 3))]).view(B, S, this.innerDim));
       const out = this.o.forward(merged);
