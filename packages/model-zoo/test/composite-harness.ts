@@ -1,12 +1,14 @@
 /**
  * Test-only contract for composite tasks (L2-L4): built through the full baseline registry (their imports
- * resolve there), every CI case run against the float64 reference, the bench harness (baseline vs baseline,
+ * resolve there), every CI case run against the float64 reference and leaving no storage allocated beyond its outputs
+ * (leak-check.ts), the bench harness (baseline vs baseline,
  * golden check included) passing, and the metadata consistent with the class.
  */
 import { Rng, benchTask, compareTensors, resolveSpecShape, specDType, toHostArray, toleranceFor, withContext, type Backend, type ExecutionContext, type Module, type TaskDefinition, type Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { baselineRegistry } from '../src/index.js';
 import { constructorParamCount } from './l1-harness.js';
+import { disposeAndFindLeaks, leakSnapshot } from './leak-check.js';
 
 export function describeCompositeContract(task: TaskDefinition, backend: () => Backend): void {
   describe(`${task.id} contract`, () => {
@@ -44,6 +46,9 @@ export function describeCompositeContract(task: TaskDefinition, backend: () => B
           const inputs = withContext(ctx, () => task.makeInputs(c, ctx, rng));
           const host = inputs.map((t) => (t ? toHostArray(t) : null));
           const params = new Map(module.namedParameters().map(([k, t]) => [k, toHostArray(t)] as const));
+          // Counted after makeInputs: an engine step's caches, metadata and state pools (task-batch.ts, qwen3-next-step.ts,
+          // kimi-linear-step.ts) are built there and live across calls on purpose; only what forward leaves is counted.
+          const leaks = leakSnapshot(ctx.backend, inputs, module);
           const result = withContext(ctx, () => (module as unknown as { forward(...a: unknown[]): unknown }).forward(...inputs));
           const outs = (Array.isArray(result) ? result : [result]) as Tensor[];
           const ref = task.reference(host, params, c);
@@ -58,7 +63,8 @@ export function describeCompositeContract(task: TaskDefinition, backend: () => B
           inputs.forEach((t, i) => {
             if (t) expect([...t.toFloat64Array()], `input ${i}`).toEqual([...host[i]!.data]);
           });
-          module.dispose();
+          if (leaks) expect(disposeAndFindLeaks(leaks, result, outs, module), `${c.name} seed ${seed}: what forward leaves beyond its outputs`).toEqual([]);
+          else module.dispose();
         }
       });
     }

@@ -29,6 +29,7 @@ import {
 import { CpuBackend } from '@fastkernels/backend-cpu';
 import { describe, expect, it } from 'vitest';
 import { initNormal } from '../src/common/inputs.js';
+import { disposeAndFindLeaks, leakSnapshot, type LeakSnapshot } from './leak-check.js';
 
 let cpu: Backend | undefined;
 /** The CPU backend (one shared instance). */
@@ -44,10 +45,17 @@ export interface CaseRun {
   readonly inputs: (Tensor | null)[];
   /** Whether every input holds the same values after forward as before (none of these tasks is in place). */
   readonly inputsUnchanged: boolean;
+  /** What forward returned (before collectOutputs), for the leak check. */
+  readonly result: unknown;
+  /** Taken right before forward with trackLeaks (null: not asked, or the backend counts nothing), for leak-check.ts. */
+  readonly leaks: LeakSnapshot | null;
 }
 
-/** Build the baseline through a root registry holding just this task, run one case with a seed, compare to the reference. */
-export function runCase(task: TaskDefinition, c: TaskCase, backend: Backend, seed: number): CaseRun {
+/**
+ * Build the baseline through a root registry holding just this task, run one case with a seed, compare to the reference.
+ * trackLeaks: snapshot for the leak check right before forward (the caller then runs disposeAndFindLeaks).
+ */
+export function runCase(task: TaskDefinition, c: TaskCase, backend: Backend, seed: number, trackLeaks = false): CaseRun {
   const registry = new ModuleRegistry();
   registry.registerTask(task);
   const ctx: ExecutionContext = { backend, device: 0, dtype: c.dtype, registry };
@@ -60,6 +68,7 @@ export function runCase(task: TaskDefinition, c: TaskCase, backend: Backend, see
   const hostInputs = inputs.map((t) => (t ? toHostArray(t) : null));
   const params = new Map(module.namedParameters().map(([k, t]) => [k, toHostArray(t)] as const));
   const host = hostArgsFor(task, inputs, c); // the task's host inputs (the sampler's hint), as the harness passes them
+  const leaks = trackLeaks ? leakSnapshot(backend, inputs, module) : null;
   const result = withContext(ctx, () => (module as unknown as { forward(...a: unknown[]): unknown }).forward(...inputs, ...host));
   const outputs = task.collectOutputs
     ? task.collectOutputs(inputs, result)
@@ -72,7 +81,7 @@ export function runCase(task: TaskDefinition, c: TaskCase, backend: Backend, see
     const after = t.toFloat64Array();
     return after.every((v, j) => Object.is(v, before[j]));
   });
-  return { outputs, expected, comparisons, module, inputs, inputsUnchanged };
+  return { outputs, expected, comparisons, module, inputs, inputsUnchanged, result, leaks };
 }
 
 /** Output specs present for a case (optional ones only when the run produced them). */
@@ -175,7 +184,7 @@ export function describeTaskContract(task: TaskDefinition, backend: () => Backen
       it.skipIf(!backend())(`baseline matches the float64 reference: ${c.name} (${c.dtype})`, () => {
         const b = backend()!;
         for (const seed of seeds) {
-          const run = runCase(task, c, b, seed * 7919 + 17);
+          const run = runCase(task, c, b, seed * 7919 + 17, true);
           const shapes = expectedOutputShapes(task, c, run.outputs.length);
           expect(run.outputs.length).toBe(run.expected.length);
           run.outputs.forEach((o, i) => {
@@ -186,8 +195,12 @@ export function describeTaskContract(task: TaskDefinition, backend: () => Backen
             expect(cmp.status, `${c.name} seed ${seed} output ${i}: ${cmp.detail ?? ''} maxAbs ${cmp.maxAbsError}`).toBe('PASSED');
           });
           expect(run.inputsUnchanged, `${c.name}: forward changed an input`).toBe(true);
-          run.module.dispose();
-          for (const t of [...run.outputs, ...run.inputs]) t?.dispose();
+          if (run.leaks) expect(disposeAndFindLeaks(run.leaks, run.result, run.outputs, run.module), `${c.name} seed ${seed}: what forward leaves beyond its outputs`).toEqual([]);
+          else {
+            run.module.dispose();
+            for (const t of run.outputs) t.dispose();
+          }
+          for (const t of run.inputs) t?.dispose();
         }
       });
     }

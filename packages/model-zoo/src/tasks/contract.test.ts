@@ -4,13 +4,15 @@
  * loader accepts it), every symbolic shape resolves in every case, work counts are finite; a task built on an op
  * (defineL1OpTask) has the op's interface (inputs in the op's order, the module's parameters as bound, the op's shape
  * inference giving the declared outputs); and every L1 task's CPU module, run on each CI case with fresh random inputs,
- * returns the declared shapes and dtypes and matches the task's float64 reference.
+ * returns the declared shapes and dtypes, matches the task's float64 reference, and leaves no storage allocated beyond
+ * its outputs (test/leak-check.ts).
  */
 import { getOp, resolveSpecShape, specDType, validateCandidateExports, withContext, type CandidateFile, type ExecutionContext, type Module, type TaskDefinition } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { checkSpecsResolve, constructorParamCount, cpuBackend, expectedOutputShapes, runCase } from '../../test/l1-harness.js';
 import { baselineRegistry } from '../index.js';
 import { checkCaseAgainstOp, isOpTask } from './define-op-task.js';
+import { disposeAndFindLeaks } from '../../test/leak-check.js';
 
 const registry = baselineRegistry();
 const tasks: readonly TaskDefinition[] = registry.allTasks();
@@ -100,7 +102,7 @@ describe('every registered task', () => {
           it(`the CPU module matches the float64 reference with the declared shapes: ${c.name} (${c.dtype})`, () => {
             // A fresh seed each run (named in the messages, to replay a failure).
             const seed = (Date.now() % 100_000) + 13;
-            const run = runCase(task, c, cpuBackend(), seed);
+            const run = runCase(task, c, cpuBackend(), seed, true);
             const shapes = expectedOutputShapes(task, c, run.outputs.length);
             expect(run.outputs.length).toBe(run.expected.length);
             run.outputs.forEach((o, i) => {
@@ -111,8 +113,9 @@ describe('every registered task', () => {
             run.comparisons.forEach((cmp, i) => expect(cmp.status, `seed ${seed} output ${i}: ${cmp.detail ?? ''} maxAbs ${cmp.maxAbsError}`).toBe('PASSED'));
             // In-place tasks (store_kvcache writes the caches it is given) name their outputs with collectOutputs.
             if (!task.collectOutputs) expect(run.inputsUnchanged, 'forward changed an input').toBe(true);
-            run.module.dispose();
-            for (const t of [...run.outputs, ...run.inputs]) t?.dispose();
+            // Leaks: forward's intermediates are released; what is left once its outputs are disposed is a leak per call.
+            expect(disposeAndFindLeaks(run.leaks!, run.result, run.outputs, run.module), 'what forward leaves beyond its outputs').toEqual([]);
+            for (const t of run.inputs) t?.dispose();
           });
         }
       }
