@@ -130,21 +130,31 @@ export class TextTokenizer {
 export function loadTokenizer(dir: string, modelVocabSize?: number): TextTokenizer | null {
   const file = join(dir, 'tokenizer.json');
   if (!existsSync(file)) return null;
-  const readJson = (p: string): unknown => {
-    try {
-      return JSON.parse(readFileSync(p, 'utf8'));
-    } catch (e) {
-      throw new UserError(`cannot read ${p}: ${(e as Error).message}`);
-    }
-  };
+  return tokenizerFromJson(readJsonFile(file), dir, file, modelVocabSize);
+}
+
+/** A JSON file's value; an unreadable or invalid file is a UserError naming it. */
+export function readJsonFile(p: string): unknown {
+  try {
+    return JSON.parse(readFileSync(p, 'utf8'));
+  } catch (e) {
+    throw new UserError(`cannot read ${p}: ${(e as Error).message}`, { file: p });
+  }
+}
+
+/**
+ * A TextTokenizer from a tokenizer.json value (read from `file`, or built in memory from other files, which `file`
+ * then names for error messages) and the folder's tokenizer_config.json / chat_template.jinja. `configOverride`, when
+ * given, replaces tokenizer_config.json (a caller that has already merged the folder's special-token files).
+ */
+export function tokenizerFromJson(json: unknown, dir: string, file: string, modelVocabSize?: number, configOverride?: Record<string, unknown>): TextTokenizer {
   const cfgPath = join(dir, 'tokenizer_config.json');
-  const parsed = tokenizerConfigSchema.safeParse(existsSync(cfgPath) ? readJson(cfgPath) : {});
+  const parsed = tokenizerConfigSchema.safeParse(configOverride ?? (existsSync(cfgPath) ? readJsonFile(cfgPath) : {}));
   if (!parsed.success) throw new UserError(`${cfgPath}: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
   const config = parsed.data;
   let tok: Tokenizer;
-  const json = readJson(file) as { decoder?: { type?: string } | null };
   try {
-    tok = new Tokenizer(json, config);
+    tok = new Tokenizer(json as object, config);
   } catch (e) {
     throw new UserError(`${file} is not a tokenizer this version can read: ${(e as Error).message}`);
   }
@@ -153,7 +163,8 @@ export function loadTokenizer(dir: string, modelVocabSize?: number): TextTokeniz
   if (existsSync(jinjaPath)) template = readFileSync(jinjaPath, 'utf8');
   else if (typeof config.chat_template === 'string') template = config.chat_template;
   else if (Array.isArray(config.chat_template)) template = config.chat_template.find((t) => t.name === 'default')?.template ?? config.chat_template[0]?.template ?? null;
-  const t = new TextTokenizer(tok, config, template, json.decoder?.type ?? null);
+  const decoder = (json as { decoder?: { type?: string } | null }).decoder;
+  const t = new TextTokenizer(tok, config, template, decoder?.type ?? null);
   if (modelVocabSize !== undefined && t.vocabSize > modelVocabSize) {
     throw new UserError(`${file} has ids up to ${t.vocabSize - 1}, beyond the model's vocab_size ${modelVocabSize}`, { fix: 'use the tokenizer that belongs to this model' });
   }

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { Rng, Tensor, UserError, toHostArray } from '@fastkernels/core';
 import { z } from 'zod';
 import type { GeneratedImage, ImageRequest, ImageTimings } from '../../../engine/pipeline-model.js';
+import { hasSlowClipFiles, loadSlowClipTokenizer } from '../../../tokenizer/clip-slow.js';
 import { loadTokenizer, type TextTokenizer } from '../../../tokenizer/tokenizer.js';
 import type { FluxPipeline } from '../L4/flux.js';
 import { latentSize, packLatents } from './latents.js';
@@ -36,9 +37,17 @@ const TokenizerConfigSchema = z.looseObject({
 function loadPadded(dir: string, sub: string, vocabSize: number): PaddedTokenizer {
   const folder = join(dir, sub);
   const json = join(folder, 'tokenizer.json');
+  // CLIP's slow files (FLUX.1-dev ships tokenizer/ as vocab.json + merges.txt): CLIPTokenizerFast's tokenizer built here
+  if (sub === 'tokenizer' && hasSlowClipFiles(folder)) {
+    const slow = loadSlowClipTokenizer(folder, vocabSize);
+    return { tokenizer: slow.tokenizer, padId: slow.tokenizer.tokenToId(slow.specials.pad_token)!, modelMaxLength: slow.modelMaxLength };
+  }
   if (!existsSync(json)) {
     throw new UserError(`${json} is missing`, {
-      fix: `the pipeline reads fast tokenizers: in Python, AutoTokenizer.from_pretrained('<model>', subfolder='${sub}').save_pretrained('${folder}') writes tokenizer.json beside vocab.json / spiece.model`,
+      fix:
+        sub === 'tokenizer'
+          ? `CLIP's tokenizer is read from tokenizer.json or from vocab.json + merges.txt (+ tokenizer_config.json): copy the model's ${sub}/ folder whole`
+          : `the pipeline reads fast tokenizers: in Python, AutoTokenizer.from_pretrained('<model>', subfolder='${sub}').save_pretrained('${folder}') writes tokenizer.json beside spiece.model`,
     });
   }
   const tokenizer = loadTokenizer(folder, vocabSize)!;
@@ -62,7 +71,10 @@ function loadPadded(dir: string, sub: string, vocabSize: number): PaddedTokenize
   return { tokenizer, padId, modelMaxLength: mml && mml < 1e9 ? mml : null };
 }
 
-/** tokenizer/ and tokenizer_2/ of a pipeline folder (tokenizer.json + tokenizer_config.json each). */
+/**
+ * tokenizer/ and tokenizer_2/ of a pipeline folder (tokenizer.json + tokenizer_config.json each; CLIP's tokenizer/ may
+ * instead be the slow vocab.json + merges.txt, see tokenizer/clip-slow.ts).
+ */
 export function loadFluxTokenizers(dir: string, c: FluxPipelineConfig): FluxTokenizers {
   return { clip: loadPadded(dir, 'tokenizer', c.textEncoder.vocabSize), t5: loadPadded(dir, 'tokenizer_2', c.textEncoder2.vocabSize) };
 }
