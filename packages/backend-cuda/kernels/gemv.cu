@@ -197,12 +197,27 @@ __device__ __forceinline__ void fk_gemv_norm_w_prefetch(FK_T* nws, const FK_T* _
 // syncs); after it returns, xn is complete. With FK_NORM_PF the weight is read from nws, where
 // fk_gemv_norm_w_prefetch put it before the wait (at bs 1 the weight's load is a DRAM round trip on the step's critical
 // path: 436 MB of weights pass through L2 between a layer's uses of it).
-// Vector j of p (FkVec<FK_T, FK_VEC>: 16 bytes) through fk_ld_dep.
+// Element e of a 16-byte vector held as four 32-bit words (1 float or 2 halves / bfloat16s a word, low half first).
+__device__ __forceinline__ void fk_from_word(float& d, unsigned w, int) { d = __uint_as_float(w); }
+__device__ __forceinline__ void fk_from_word(__half& d, unsigned w, int hi) { d = __ushort_as_half(static_cast<unsigned short>(hi ? w >> 16 : w & 0xffffu)); }
+__device__ __forceinline__ void fk_from_word(__nv_bfloat16& d, unsigned w, int hi) { d = __ushort_as_bfloat16(static_cast<unsigned short>(hi ? w >> 16 : w & 0xffffu)); }
+
+// Vector j of p (FkVec<FK_T, FK_VEC>: 16 bytes): in PDL builds through fk_ld_dep (p was written by the kernels before),
+// its words unpacked element by element; otherwise the plain load the kernel was measured with (the same PTX as before
+// PDL builds read x this way). The f32 FK_NORM_PF PDL build then keeps 16 bytes on the stack under its FK_MINB register
+// bound (no bf16 / f16 build does): f32 GEMVs at M 1 are the tiny test models'.
 __device__ __forceinline__ FkVec<FK_T, FK_VEC> fk_ld_vec(const FK_T* p, int j) {
+#if FK_PDL_ON
   const uint4 r = fk_ld_dep(reinterpret_cast<const uint4*>(p) + j);
+  const unsigned w[4] = {r.x, r.y, r.z, r.w};
+  constexpr int per = FK_VEC / 4;  // elements a word
   FkVec<FK_T, FK_VEC> v;
-  memcpy(&v, &r, sizeof(v));
+#pragma unroll
+  for (int e = 0; e < FK_VEC; ++e) fk_from_word(v.v[e], w[e / per], e % per);
   return v;
+#else
+  return reinterpret_cast<const FkVec<FK_T, FK_VEC>*>(p)[j];
+#endif
 }
 
 __device__ __forceinline__ void fk_gemv_norm_x(FK_T* __restrict__ xn, const FK_T* __restrict__ x, const FK_T* __restrict__ res_in,
