@@ -73,7 +73,6 @@ export const SETTINGS = {
   FASTKERNELS_EXPLOITS: path('the exploit candidate sets the GPU tests bench', { internal: true }),
   FASTKERNELS_TEST_FILTER: text('the GPU host test runner runs only tests whose name contains this', { internal: true }),
   FASTKERNELS_TEST_PYTHON: path('the Python the Triton tests use', { internal: true }),
-  FASTKERNELS_CUDNN_INCLUDE: path('tests: a folder with cuDNN 9 headers (cudnn_graph.h) to check the addon\'s declarations against, where none sits beside the library', { internal: true }),
   FASTKERNELS_UPDATE_SCHEMAS: onOff('tests: 1 rewrites the committed JSON schemas', false, { internal: true }),
   FASTKERNELS_UPDATE_FIXTURES: onOff('tests: 1 rewrites the committed demo fixtures', false, { internal: true }),
   FASTKERNELS_CHROMIUM: path('tests: the Chromium that renders the leaderboard page', { internal: true }),

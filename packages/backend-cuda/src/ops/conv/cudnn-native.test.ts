@@ -11,7 +11,6 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { setting } from '@fastkernels/core';
 import { cudnnCandidates } from '../../discovery.js';
 import { addonCandidates } from '../../native.js';
 import { CUDNN_PARAM_COUNT, fillCudnnParams, setCudnnPointers, type CudnnApi } from './cudnn-params.js';
@@ -289,13 +288,13 @@ describe.skipIf(skip)(`cuDNN in the addon against a fake libcudnn${skip ? ` (ski
 });
 
 /**
- * Real cuDNN 9 headers: $FASTKERNELS_CUDNN_INCLUDE, the system's, or the include/ beside a libcudnn the loader would
+ * Real cuDNN 9 headers: the system's, or the include/ beside a libcudnn the loader would
  * try (PyTorch's nvidia/cudnn/lib -> nvidia/cudnn/include), with cuda_runtime_api.h from CUDA or the wheel beside it.
  */
 function cudnnHeaders(): { cudnn: string; cuda: string } | undefined {
   const c = cudnnCandidates();
   const libDirs = [...c.candidates.filter((p) => p.includes('/')).map((p) => dirname(p)), ...c.searchedDirs];
-  const cudnnDirs = [setting('FASTKERNELS_CUDNN_INCLUDE'), '/usr/include', '/usr/include/x86_64-linux-gnu', '/usr/local/cuda/include', ...libDirs.map((d) => join(d, '../include'))];
+  const cudnnDirs = ['/usr/include', '/usr/include/x86_64-linux-gnu', '/usr/local/cuda/include', ...libDirs.map((d) => join(d, '../include'))];
   const cudnn = cudnnDirs.find((d) => d && existsSync(join(d, 'cudnn_graph.h')) && existsSync(join(d, 'cudnn_cnn.h')));
   if (!cudnn) return undefined;
   const cudaDirs = [process.env.CUDA_HOME && join(process.env.CUDA_HOME, 'include'), '/usr/local/cuda/include', '/usr/include', join(cudnn, '../../cuda_runtime/include')];
@@ -303,7 +302,7 @@ function cudnnHeaders(): { cudnn: string; cuda: string } | undefined {
   return cuda ? { cudnn, cuda } : undefined;
 }
 const headers = gxx ? cudnnHeaders() : undefined;
-const noHeaders = !gxx ? 'no g++' : !headers ? 'no cuDNN 9 headers found (set FASTKERNELS_CUDNN_INCLUDE=<dir with cudnn_graph.h>)' : '';
+const noHeaders = !gxx ? 'no g++' : !headers ? 'no cuDNN 9 headers found in /usr/include, /usr/local/cuda/include or beside a libcudnn the loader tries (install libcudnn9-dev, or the nvidia-cudnn-cu12 wheel)' : '';
 
 describe.skipIf(noHeaders)(`native/cudnn_decls.h against cuDNN's own headers${noHeaders ? ` (skipped: ${noHeaders})` : ''}`, () => {
   it('every enum value, the perf struct and each entry point\'s parameters match', () => {
