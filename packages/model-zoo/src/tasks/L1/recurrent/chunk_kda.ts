@@ -1,7 +1,7 @@
-import { F, Module, type Tensor } from '@fastkernels/core';
+import { F } from '@fastkernels/core';
 import { defineL1OpTask } from '../../define-op-task.js';
 import { withSequenceDims } from './gla-common.js';
-import { DELTA_OUTPUTS, KDA_FORWARD, deltaL2norm, deltaScale, gatedDeltaRuleReference, kdaWork, kimiKdaCase, makeKdaInputs } from './delta-rule-common.js';
+import { DeltaRuleModule, deltaRuleTaskFields, kimiKdaCase } from './delta-rule-common.js';
 
 /**
  * FLA's chunk_kda (fla.ops.kda.chunk; vLLM's fla/ops/kda copy) as a module: Kimi Delta Attention over a prefill, the
@@ -10,21 +10,11 @@ import { DELTA_OUTPUTS, KDA_FORWARD, deltaL2norm, deltaScale, gatedDeltaRuleRefe
  * delta-rule.test.ts). forward(q, k, v, g, beta, initial_state?) -> [o, final_state]; scale and
  * use_qk_l2norm_in_kernel are constructor arguments (FLA takes them per call; Kimi-Linear passes the l2norm on).
  */
-export class ChunkKDA extends Module {
-  constructor(
-    readonly scale: number | null = null,
-    readonly useQkL2normInKernel = false,
-  ) {
-    super();
-  }
-
-  /**
-   * The engine's pooled form (vLLM's): initialState is the state pool [slots, HV, K, V] f32, ssmStateIndices [N] picks
-   * each sequence's row, updated in place (-1: padding); then only o is returned. cuSeqlens packs N sequences along T
-   * of a B = 1 input (FLA's varlen).
-   */
-  forward(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, initialState: Tensor | null = null, cuSeqlens: Tensor | null = null, ssmStateIndices: Tensor | null = null): Tensor[] {
-    return F.chunkKda(q, k, v, g, beta, { scale: this.scale, initial_state: initialState, output_final_state: !ssmStateIndices, use_qk_l2norm_in_kernel: this.useQkL2normInKernel, cu_seqlens: cuSeqlens, ssm_state_indices: ssmStateIndices });
+export class ChunkKDA extends DeltaRuleModule {
+  protected readonly op = F.chunkKda;
+  // its own constructor: the task contract and the candidate loader read the parameters from it
+  constructor(scale: number | null = null, useQkL2normInKernel = false) {
+    super(scale, useQkL2normInKernel);
   }
 }
 
@@ -35,14 +25,7 @@ export const chunkKdaTask = defineL1OpTask('chunk_kda', {
   description: 'Chunked Kimi Delta Attention (prefill): the gated delta rule with a per-key-channel decay, S = diag(exp(g_t)) S; S += k_t (beta_t (v_t - k_t^T S))^T; o_t = scale q_t S, computed chunkwise; optional in-kernel q/k l2norm; state [B, HV, K, V] f32 in and out.',
   architectures: ['kimi_linear'],
   baseline: ChunkKDA,
-  init: [
-    { name: 'scale', type: 'float', optional: true, default: null, doc: 'null: K^-0.5' },
-    { name: 'useQkL2normInKernel', type: 'bool', optional: true, default: false },
-  ],
-  forward: KDA_FORWARD,
-  params: {},
-  outputs: DELTA_OUTPUTS,
-  attrs: (c) => ({ scale: deltaScale(c), output_final_state: true, use_qk_l2norm_in_kernel: deltaL2norm(c) }),
+  ...deltaRuleTaskFields('channel'),
   cases: {
     ci: withSequenceDims([
       // T past one 64-token chunk with a partial last chunk; the state carried in and out
@@ -56,7 +39,4 @@ export const chunkKdaTask = defineL1OpTask('chunk_kda', {
       kimiKdaCase('kimi-linear-48b-prefill-8x1024', 8, 1024, false),
     ]),
   },
-  makeInputs: makeKdaInputs,
-  reference: ([q, k, v, g, beta, s0], _p, c) => gatedDeltaRuleReference({ q: q!, k: k!, v: v!, g: g!, beta: beta!, s0: s0 ?? null, scale: deltaScale(c), l2norm: deltaL2norm(c) }),
-  work: kdaWork,
 });

@@ -9,7 +9,7 @@
  * states [B, HV, K, V]. With HV = r * H value heads, value head hv reads q/k head floor(hv / r) (HF's repeat_interleave
  * of q and k).
  */
-import { DTYPE_INFO, F, hostArray, type ExecutionContext, type HostArray, type Rng, type TaskCase, type TaskCaseInput, type Tensor, type WorkCount } from '@fastkernels/core';
+import { DTYPE_INFO, F, Module, hostArray, type ExecutionContext, type HostArray, type Rng, type TaskCase, type TaskCaseInput, type Tensor, type WorkCount } from '@fastkernels/core';
 import { bytesOf, randn } from '../../../common/inputs.js';
 import type { OpTensorArg } from '../../define-op-task.js';
 
@@ -264,3 +264,51 @@ export const kimiKdaCase = (name: string, B: number, T: number, state: boolean):
   init: [null, true],
   options: state ? { initial_state: true } : {},
 });
+
+/** The four delta-rule ops' call: the registry op's name on F and its pooled / unpooled arguments. */
+type DeltaOpCall = (q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, opts: {
+  scale: number | null; initial_state: Tensor | null; output_final_state: boolean; use_qk_l2norm_in_kernel: boolean; cu_seqlens: Tensor | null; ssm_state_indices: Tensor | null;
+}) => Tensor[];
+
+/**
+ * What the four FLA delta-rule modules share (fused_recurrent / chunk x gated delta rule / KDA): scale and
+ * use_qk_l2norm_in_kernel as constructor arguments (FLA takes them per call), forward(q, k, v, g, beta, initial_state?)
+ * -> [o, final_state]; the engine's pooled form (vLLM's): initialState is the state pool [slots, HV, K, V] f32,
+ * ssmStateIndices [N] picks each sequence's row, updated in place (-1: padding), and only o is returned; cuSeqlens packs
+ * N sequences along T of a B = 1 input (FLA's varlen).
+ */
+export abstract class DeltaRuleModule extends Module {
+  protected abstract readonly op: DeltaOpCall;
+  constructor(
+    readonly scale: number | null = null,
+    readonly useQkL2normInKernel = false,
+  ) {
+    super();
+  }
+
+  forward(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, initialState: Tensor | null = null, cuSeqlens: Tensor | null = null, ssmStateIndices: Tensor | null = null): Tensor[] {
+    return this.op(q, k, v, g, beta, { scale: this.scale, initial_state: initialState, output_final_state: !ssmStateIndices, use_qk_l2norm_in_kernel: this.useQkL2normInKernel, cu_seqlens: cuSeqlens, ssm_state_indices: ssmStateIndices });
+  }
+}
+
+/**
+ * The task fields the four delta-rule L1 tasks share; `gate` picks the gated delta rule's per-head decay (g [B, T, HV])
+ * or KDA's per-key-channel one (g [B, T, HV, K]): inputs, work and the forward spec follow it; the reference is the
+ * recurrence for all four (the chunked algorithm is checked against it in delta-rule.test.ts).
+ */
+export function deltaRuleTaskFields(gate: 'head' | 'channel') {
+  return {
+    init: [
+      { name: 'scale', type: 'float' as const, optional: true, default: null, doc: 'null: K^-0.5' },
+      { name: 'useQkL2normInKernel', type: 'bool' as const, optional: true, default: false },
+    ],
+    forward: gate === 'head' ? DELTA_FORWARD : KDA_FORWARD,
+    params: {},
+    outputs: DELTA_OUTPUTS,
+    attrs: (c: TaskCase) => ({ scale: deltaScale(c), output_final_state: true, use_qk_l2norm_in_kernel: deltaL2norm(c) }),
+    makeInputs: gate === 'head' ? makeDeltaInputs : makeKdaInputs,
+    reference: ([q, k, v, g, beta, s0]: readonly (HostArray | null)[], _p: unknown, c: TaskCase) =>
+      gatedDeltaRuleReference({ q: q!, k: k!, v: v!, g: g!, beta: beta!, s0: s0 ?? null, scale: deltaScale(c), l2norm: deltaL2norm(c) }),
+    work: gate === 'head' ? deltaWork : kdaWork,
+  };
+}

@@ -1,7 +1,7 @@
-import { F, Module, type Tensor } from '@fastkernels/core';
+import { F } from '@fastkernels/core';
 import { defineL1OpTask } from '../../define-op-task.js';
 import { withSequenceDims } from './gla-common.js';
-import { DELTA_FORWARD, DELTA_OUTPUTS, deltaL2norm, deltaScale, deltaWork, gatedDeltaRuleReference, makeDeltaInputs, qwen3NextDeltaCase } from './delta-rule-common.js';
+import { DeltaRuleModule, deltaRuleTaskFields, qwen3NextDeltaCase } from './delta-rule-common.js';
 
 /**
  * FLA's fused_recurrent_gated_delta_rule (fla.ops.gated_delta_rule; vLLM's fla/ops copy) as a module: the gated delta
@@ -9,21 +9,11 @@ import { DELTA_FORWARD, DELTA_OUTPUTS, deltaL2norm, deltaScale, deltaWork, gated
  * initial_state?) -> [o, final_state]; scale and use_qk_l2norm_in_kernel are constructor arguments here (FLA takes them
  * per call; Qwen3-Next passes use_qk_l2norm_in_kernel = True).
  */
-export class FusedRecurrentGatedDeltaRule extends Module {
-  constructor(
-    readonly scale: number | null = null,
-    readonly useQkL2normInKernel = false,
-  ) {
-    super();
-  }
-
-  /**
-   * The engine's pooled form (vLLM's): initialState is the state pool [slots, HV, K, V] f32, ssmStateIndices [N] picks
-   * each sequence's row, updated in place (-1: padding); then only o is returned. cuSeqlens packs N sequences along T
-   * of a B = 1 input (FLA's varlen).
-   */
-  forward(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, initialState: Tensor | null = null, cuSeqlens: Tensor | null = null, ssmStateIndices: Tensor | null = null): Tensor[] {
-    return F.fusedRecurrentGatedDeltaRule(q, k, v, g, beta, { scale: this.scale, initial_state: initialState, output_final_state: !ssmStateIndices, use_qk_l2norm_in_kernel: this.useQkL2normInKernel, cu_seqlens: cuSeqlens, ssm_state_indices: ssmStateIndices });
+export class FusedRecurrentGatedDeltaRule extends DeltaRuleModule {
+  protected readonly op = F.fusedRecurrentGatedDeltaRule;
+  // its own constructor: the task contract and the candidate loader read the parameters from it
+  constructor(scale: number | null = null, useQkL2normInKernel = false) {
+    super(scale, useQkL2normInKernel);
   }
 }
 
@@ -34,14 +24,7 @@ export const fusedRecurrentGatedDeltaRuleTask = defineL1OpTask('fused_recurrent_
   description: 'Recurrent gated delta rule (decode): S = exp(g_t) S; S += k_t (beta_t (v_t - k_t^T S))^T; o_t = scale q_t S; grouped value heads, optional in-kernel q/k l2norm; state [B, HV, K, V] f32 in and out.',
   architectures: ['qwen3_next'],
   baseline: FusedRecurrentGatedDeltaRule,
-  init: [
-    { name: 'scale', type: 'float', optional: true, default: null, doc: 'null: K^-0.5' },
-    { name: 'useQkL2normInKernel', type: 'bool', optional: true, default: false },
-  ],
-  forward: DELTA_FORWARD,
-  params: {},
-  outputs: DELTA_OUTPUTS,
-  attrs: (c) => ({ scale: deltaScale(c), output_final_state: true, use_qk_l2norm_in_kernel: deltaL2norm(c) }),
+  ...deltaRuleTaskFields('head'),
   cases: {
     ci: withSequenceDims([
       { name: 'small-decode-state-l2norm', dtype: 'f32', dims: { B: 3, T: 1, H: 2, HV: 4, K: 8, V: 12 }, init: [null, true], options: { initial_state: true } },
@@ -53,7 +36,4 @@ export const fusedRecurrentGatedDeltaRuleTask = defineL1OpTask('fused_recurrent_
       qwen3NextDeltaCase('qwen3-next-80b-decode-b256', 256, 1, true),
     ]),
   },
-  makeInputs: makeDeltaInputs,
-  reference: ([q, k, v, g, beta, s0], _p, c) => gatedDeltaRuleReference({ q: q!, k: k!, v: v!, g: g!, beta: beta!, s0: s0 ?? null, scale: deltaScale(c), l2norm: deltaL2norm(c) }),
-  work: deltaWork,
 });
