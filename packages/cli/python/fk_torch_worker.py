@@ -21,8 +21,8 @@ candidate (the candidate raised), hack (an anti-gaming check failed), request (a
 Ops: init (build an instance with the task's init args, moved to the device and the case's float dtype),
 bind (its parameters and buffers become views of the harness's, by name; what only one side has is reported, as
 the original's load_state_dict(strict=False) skips it), forward (run; with "time": true, timed with
-CUDA events on the worker's stream, the whole device synchronised before the host clock stops; on the CPU
-a monotonic clock), collect (copy the pending outputs into host-given buffers), release, shutdown.
+CUDA events on the worker's stream, the whole device synchronised before the host clock stops, and the
+fixed cost of that path measured just before as host_fixed_ms; on the CPU a monotonic clock), collect (copy the pending outputs into host-given buffers), release, shutdown.
 
 Buffers: {"kind": "shm", "path", "bytes"} is a file in /dev/shm mapped MAP_SHARED (torch.frombuffer over
 an mmap: no copy); {"kind": "cuda_ipc", "handle": hex, "bytes", "offset"} is a CUDA IPC handle of a host
@@ -286,6 +286,20 @@ class Worker:
         if str(device).startswith("cuda"):
             self._cuda_sync()
 
+    def _fixed_cost(self, stream):
+        """The timing path's own cost with nothing between the events (two records, a device sync, the clock), run
+        just before the timed call on an idle device. The harness subtracts it from the host clock before comparing
+        that with the event time (work escaping the events). Without it a 4 us relu read 0.157 ms on the host clock
+        against 0.004 ms of events on an H100 (plain PyTorch in its own process: 0.02 ms over the events), and the
+        harness flagged honest candidates. A candidate cannot reach it: the functions used are the protected ones."""
+        start, end = self._Event(enable_timing=True), self._Event(enable_timing=True)
+        h0 = self._perf()
+        self._record(start, stream)
+        self._record(end, stream)
+        self._cuda_sync()
+        host_ms = (self._perf() - h0) * 1000.0
+        return max(0.0, host_ms - self._elapsed(start, end))
+
     def op_forward(self, req):
         torch = self.torch
         m, device = self.modules[req["id"]]
@@ -297,10 +311,13 @@ class Worker:
         self.pending = None
         stream = torch.cuda.current_stream() if cuda else None
         ms = host_ms = None
+        fixed_ms = 0.0
         with torch.no_grad():
             if cuda:
                 self._cuda_sync()
                 start, end = self._Event(enable_timing=True), self._Event(enable_timing=True)
+                if timed:
+                    fixed_ms = self._fixed_cost(stream)
                 h0 = self._perf()
                 self._record(start, stream)
                 out = m(*inputs, *host)
@@ -341,6 +358,7 @@ class Worker:
         if timed:
             r["ms"] = ms
             r["host_ms"] = host_ms
+            r["host_fixed_ms"] = fixed_ms
         return r
 
     def op_collect(self, req):

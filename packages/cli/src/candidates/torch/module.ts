@@ -36,6 +36,8 @@ interface ForwardReply {
   tuple: boolean;
   ms?: number;
   host_ms?: number;
+  /** the timing path's fixed cost, measured just before the call (worker's _fixed_cost) */
+  host_fixed_ms?: number;
 }
 
 /** A worker error as the harness reports it: REWARD_HACK for a failed check, else the error with file and line. */
@@ -134,7 +136,8 @@ export function torchCandidateClass(task: TaskDefinition, worker: TorchWorkerPro
       }
       const result = reply.tuple ? outs : outs[0] ?? null;
       if (!timed) return result as Tensor | (Tensor | null)[];
-      return { result, deviceMs: reply.ms ?? NaN, hostMs: reply.host_ms ?? NaN };
+      // the host clock less the timing path's own fixed cost (records, sync, the GPU's switch to the worker's context)
+      return { result, deviceMs: reply.ms ?? NaN, hostMs: (reply.host_ms ?? NaN) - (reply.host_fixed_ms ?? 0) };
     }
 
     override dispose(): void {
