@@ -8,17 +8,27 @@
 #   3. disconnect: 1,000 concurrent streaming clients, 10% leaving mid-stream (target: every other request completes,
 #      KV usage back to 0, the server up, /metrics consistent)
 #   4. HF transformers behind serve_hf_openai.py (one request at a time), measured by the same bench-serve on
-#      HF_NUM_PROMPTS (default 8) requests of the same workload
-# Writes $OUT/serving.json; the last lines are the targets.
-#   dist/gpu-host/bench/run serving [--no-hf] [--no-inprocess]
+#      --hf-prompts N (default 4; HF_NUM_PROMPTS still read) requests of the same workload, cut after --hf-timeout
+#      S seconds (default 150: HF eager makes ~30 tok/s, a 1,000-token answer takes half a minute)
+# Writes $OUT/serving.json after step 3 and again after step 4 (a cut HF step loses nothing measured before it); the
+# last lines are the targets.
+#   dist/gpu-host/bench/run serving [--no-hf] [--no-inprocess] [--hf-prompts N] [--hf-timeout S]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../../lib/lib.sh"
 fk_setup serving
 model="$OUT/serving-llama3-8b"
 fk_llama3_8b_config "$model/config.json"
-hf=1; inproc=1
-for x in "$@"; do case "$x" in --no-hf) hf=0 ;; --no-inprocess) inproc=0 ;; esac; done
+hf=1; inproc=1; hf_prompts="${HF_NUM_PROMPTS:-4}"; hf_timeout=150
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-hf) hf=0; shift ;;
+    --no-inprocess) inproc=0; shift ;;
+    --hf-prompts) hf_prompts="$2"; shift 2 ;;
+    --hf-timeout) hf_timeout="$2"; shift 2 ;;
+    *) echo "serving: unknown argument $1 (--no-hf, --no-inprocess, --hf-prompts N, --hf-timeout SECONDS)" >&2; exit 1 ;;
+  esac
+done
 node_bin="$("$bundle/run" --print-node)"
 "$node_bin" "$drv/tokenizer_128k.mjs" "$model"
 echo "serving: bundle $bundle (commit ${commit:-?}), out $OUT"
@@ -57,6 +67,7 @@ sleep 1
 curl -s "$base/metrics" > "$OUT/serving-metrics-after.txt" || true
 curl -s "$base/health" > "$OUT/serving-health-after.json" || true
 kill -TERM "$srv"; wait "$srv" || true
+"$node_bin" "$drv/merge.mjs" "$OUT"   # our figures are on disk before the (slow, optional) HF step
 
 # 4. HF transformers behind a small server, the same client
 if [ "$hf" = 1 ] && [ -n "$PY" ] && "$PY" -c 'import torch, transformers' 2>/dev/null; then
@@ -64,7 +75,8 @@ if [ "$hf" = 1 ] && [ -n "$PY" ] && "$PY" -c 'import torch, transformers' 2>/dev
   "$PY" "$here/serve_hf_openai.py" --config "$model/config.json" --port "$hport" > "$OUT/serving-hf-server.log" 2>&1 &
   pids+=($!); hsrv=$!
   hport="$(wait_port "$OUT/serving-hf-server.log" "$hsrv")"
-  "$bundle/run" bench-serve --base-url "http://127.0.0.1:$hport" --id-range 128000 --seed 0 --num-prompts "${HF_NUM_PROMPTS:-8}" --input-len 100:1024 --output-len 100:1024 --max-concurrency 1 --warmup 1 --json-out "$OUT/serving-hf.json" || echo "serving: the HF run failed" >&2
+  timeout "$hf_timeout" "$bundle/run" bench-serve --base-url "http://127.0.0.1:$hport" --id-range 128000 --seed 0 --num-prompts "$hf_prompts" --input-len 100:1024 --output-len 100:1024 --max-concurrency 1 --warmup 1 --json-out "$OUT/serving-hf.json" \
+    || echo "serving: the HF run failed or was cut after $hf_timeout s (--hf-timeout); HF figures left out" >&2
   kill -TERM "$hsrv" || true
 else
   echo "serving: HF comparison skipped (--no-hf, or no python with torch and transformers)" >&2
