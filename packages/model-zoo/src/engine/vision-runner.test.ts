@@ -55,6 +55,19 @@ describe('VisionRunner', () => {
     ref.model.dispose();
   });
 
+  it('forwardInPlace: the device forward alone (captured on first use, replayed after), no images moved', () => {
+    const loaded = loadVisionModel(join(FIXTURES, 'tiny-yolov10'), { backend: cpuBackend(), registry: baselineRegistry(), dtype: 'f32' });
+    const graphs = new EmulatedGraphRuntime();
+    const runner = new VisionRunner(loaded.model, loaded.ctx, { maxBatch: 2, graphs });
+    runner.forwardInPlace(2);
+    runner.forwardInPlace(2);
+    expect(graphs.captures).toBe(1);
+    expect(runner.stats).toMatchObject({ images: 0, forwards: 0, graphReplays: 2, captures: 1 });
+    expect(() => runner.forwardInPlace(3)).toThrow(/batch must be an integer in \[1, 2\], got 3/);
+    runner.dispose();
+    loaded.model.dispose();
+  });
+
   it("ConvNeXt-V2: eager on the CPU, the logits are the model's forward; topK is softmax's best", () => {
     const loaded = loadVisionModel(join(FIXTURES, 'tiny-convnextv2'), { backend: cpuBackend(), registry: baselineRegistry(), dtype: 'f32' });
     const S = loaded.model.imageSize;

@@ -94,12 +94,33 @@ export class VisionRunner {
     return out;
   }
 
+  /**
+   * One forward of `batch` images on whatever that batch size's input buffer holds, the results left in its static
+   * outputs on the device: run()'s device work without the upload and the read-back (captured first where graphs are,
+   * as run() does). What the vision speed suite times as the model's latency.
+   */
+  forwardInPlace(batch: number): void {
+    if (!Number.isInteger(batch) || batch < 1 || batch > this.maxBatch) throw new RangeError(`VisionRunner: batch must be an integer in [1, ${this.maxBatch}], got ${batch}`);
+    this.execute(this.bucket(batch));
+  }
+
   private forward(images: readonly Float32Array[]): VisionResult[] {
     const b = images.length;
     const bucket = this.bucket(b);
     this.upload(bucket, images);
-    if (this.graphRt && !bucket.graph) this.capture(bucket);
+    if (this.graphRt && !bucket.graph) this.capture(bucket); // outside forwardMs
     const t0 = performance.now();
+    this.execute(bucket);
+    const results = this.read(bucket);
+    this.stats.forwardMs += performance.now() - t0;
+    this.stats.forwards++;
+    this.stats.images += b;
+    return results;
+  }
+
+  /** The bucket's forward: its graph replayed (captured on first use where graphs are), else the body run eagerly. */
+  private execute(bucket: Bucket): void {
+    if (this.graphRt && !bucket.graph) this.capture(bucket);
     if (bucket.graph) {
       bucket.graph.replay();
       this.stats.graphReplays++;
@@ -107,11 +128,6 @@ export class VisionRunner {
       this.body(bucket);
       this.stats.eagerForwards++;
     }
-    const results = this.read(bucket);
-    this.stats.forwardMs += performance.now() - t0;
-    this.stats.forwards++;
-    this.stats.images += b;
-    return results;
   }
 
   private bucket(b: number): Bucket {
