@@ -60,7 +60,10 @@ mkdirSync(out, { recursive: true });
 // 2. the CLI bundle
 const esb = { bundle: true, platform: 'node', format: 'esm', target: 'node20', banner: { js: BANNER }, logLevel: 'warning', legalComments: 'none' };
 if (haveCli) {
-  await build({ ...esb, entryPoints: [cliBin], outfile: join(out, 'fastkernels.mjs') });
+  // the bundle has no package.json beside it: stamp the CLI's version (cli/src/version.ts reads it)
+  const cliVersion = JSON.parse(readFileSync(join(root, 'packages', 'cli', 'package.json'), 'utf8')).version;
+  const banner = `${BANNER} globalThis.__FASTKERNELS_VERSION__ = ${JSON.stringify(cliVersion)};`;
+  await build({ ...esb, banner: { js: banner }, entryPoints: [cliBin], outfile: join(out, 'fastkernels.mjs') });
   say(`fastkernels.mjs ${(statSync(join(out, 'fastkernels.mjs')).size / 1e6).toFixed(2)} MB`);
 } else {
   say('WARNING: packages/cli/dist/bin.js missing: no fastkernels.mjs in this bundle');
