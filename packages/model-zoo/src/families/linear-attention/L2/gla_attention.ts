@@ -11,6 +11,7 @@ import { GLA_2_7B, tinyGlaConfig, type GlaConfig } from '../config.js';
 import { FAMILY } from '../family.js';
 import { refGlaAttention } from '../reference.js';
 import { layerStateCache, setForwardContext } from '../../../engine/forward-context.js';
+import { pooledRecurrence, pooledStep, poolViews, type LayerStatePool } from '../pooled-recurrence.js';
 
 /** FLA runs the recurrent kernel up to this many tokens, its chunked one above (GatedLinearAttention.forward). */
 export const RECURRENT_MAX_T = 64;
@@ -97,29 +98,17 @@ export class GatedLinearAttention extends Module {
   }
 
   /** The engine's step over the state pool (see the class comment): o [1, T, H, V] and a view of the pool. */
-  private poolRecurrence(q: Tensor, k: Tensor, v: Tensor, g: Tensor, pool: NonNullable<ReturnType<typeof layerStateCache>>): [Tensor, Tensor] {
-    const { numHeads: H, headVDim: V } = this.config;
-    const { metadata: md, stateIndices } = pool;
+  private poolRecurrence(q: Tensor, k: Tensor, v: Tensor, g: Tensor, pool: LayerStatePool): [Tensor, Tensor] {
     const state = pool.cache.states[0]!;
-    const T = q.shape[1]!;
-    const [P, Tp, D] = [md.numPrefills, md.numPrefillTokens, md.numDecodes];
-    if (q.shape[0] !== 1 || Tp + D !== T) throw new Error(`GatedLinearAttention (layer ${this.layerIdx}): the engine packs a step as [1, ${Tp + D}, ...], got q ${JSON.stringify(q.shape)}`);
     const temps: Tensor[] = [];
     const t = (x: Tensor) => (temps.push(x), x);
     try {
-      const parts: Tensor[] = [];
-      if (P) {
-        const chunk = (x: Tensor) => t(x.narrow(1, 0, Tp));
-        const [o] = this.chunk.forward(chunk(q), chunk(k), chunk(v), chunk(g), state, md.cuSeqlensQ, t(stateIndices.narrow(0, 0, P))) as [Tensor];
-        parts.push(t(o));
-      }
-      if (D) {
-        const rows = (x: Tensor) => t(t(x.narrow(1, Tp, D)).reshape([D, 1, H, x.shape[3]!]));
-        const [o] = this.recurrent.forward(rows(q), rows(k), rows(v), rows(g), state, null, t(stateIndices.narrow(0, P, D))) as [Tensor];
-        parts.push(t(t(o).view([1, D, H, V])));
-      }
-      const o = parts.length === 1 ? parts[0]!.view([1, T, H, V]) : F.cat(parts, 1);
-      return [o, state.narrow(0, 0, state.shape[0]!)];
+      const step = pooledStep(pool, q, `GatedLinearAttention (layer ${this.layerIdx}), q`, t);
+      const o = pooledRecurrence([q, k, v, g], {
+        prefill: ([qp, kp, vp, gp], cuSeqlens, indices) => this.chunk.forward(qp!, kp!, vp!, gp!, state, cuSeqlens, indices)[0]!,
+        decode: ([qd, kd, vd, gd], indices) => this.recurrent.forward(qd!, kd!, vd!, gd!, state, null, indices)[0]!,
+      }, step, t);
+      return [o.view(o.shape), ...poolViews([state])] as [Tensor, Tensor];
     } finally {
       for (const x of temps) x.dispose();
     }

@@ -12,6 +12,7 @@ import { FAMILY } from '../family.js';
 import { KIMI_STATE_TOLERANCE, initKimiParameters, kimiConfigOf } from '../kimi-linear-cases.js';
 import { KIMI_LINEAR_48B, tinyKimiLinearConfig, type KimiLinearConfig } from '../kimi-linear-config.js';
 import { refKda } from '../kimi-linear-reference.js';
+import { deltaRuleKernels, pooledRecurrence, pooledShortConv, pooledStep, poolViews, type LayerStatePool } from '../pooled-recurrence.js';
 
 /**
  * Kimi-Linear's KimiDeltaAttention (the remote code's modeling_kimi.py over FLA's KDA; vLLM's KimiDeltaAttention) with
@@ -130,51 +131,26 @@ export class KimiDeltaAttention extends Module {
   }
 
   /** The engine's step over the state pools (see the class comment): out [1, T, D] and views of the four pools. */
-  private poolForward(hiddenStates: Tensor, pool: NonNullable<ReturnType<typeof layerStateCache>>): Tensor[] {
+  private poolForward(hiddenStates: Tensor, pool: LayerStatePool): Tensor[] {
     const { hiddenSize: D, kdaNumHeads: H, kdaHeadDim: dk, kdaProjSize: C, kdaConvKernelSize: W } = this.config;
-    const { metadata: md, stateIndices, cache } = pool;
-    const pools = cache.states as [Tensor, Tensor, Tensor, Tensor];
+    const pools = pool.cache.states as [Tensor, Tensor, Tensor, Tensor];
     const T = hiddenStates.shape[1]!;
-    const [P, Tp, Dn] = [md.numPrefills, md.numPrefillTokens, md.numDecodes];
-    if (hiddenStates.shape[0] !== 1 || Tp + Dn !== T) throw new Error(`KimiDeltaAttention (layer ${this.layerIdx}): the engine packs a step as [1, ${Tp + Dn}, D], got ${JSON.stringify(hiddenStates.shape)}`);
     const temps: Tensor[] = [];
     const t = (x: Tensor) => (temps.push(x), x);
     try {
+      const step = pooledStep(pool, hiddenStates, `KimiDeltaAttention (layer ${this.layerIdx})`, t);
       const x = t(hiddenStates.reshape([T, D]));
-      const prefillIdx = P ? t(stateIndices.narrow(0, 0, P)) : null;
-      const decodeIdx = Dn ? t(stateIndices.narrow(0, P, Dn)) : null;
-      // each short conv over its pool in place: the prefills as one varlen call over [1, C, Tp], the decodes as Dn rows
+      // each short conv over its pool in place
       const heads = ([this.qProj, this.kProj, this.vProj] as const).map((proj, i) => {
         const w = t([this.qConv1d, this.kConv1d, this.vConv1d][i]!.weight.view([C, W]));
         const y = t(t(proj.forward(x)).view([1, T, C]));
-        const parts: Tensor[] = [];
-        if (P) {
-          const [yp] = this.conv.forward(t(t(y.narrow(1, 0, Tp)).transpose(1, 2)), w, pools[i]!, md.cuSeqlensQ, prefillIdx) as [Tensor];
-          parts.push(t(t(t(yp).transpose(1, 2)).contiguous()));
-        }
-        if (Dn) {
-          const [yd] = this.conv.forward(t(t(y.narrow(1, Tp, Dn)).reshape([Dn, C, 1])), w, pools[i]!, null, decodeIdx) as [Tensor];
-          parts.push(t(t(yd).view([1, Dn, C])));
-        }
-        const post = parts.length === 1 ? parts[0]! : t(F.cat(parts, 1));
+        const post = pooledShortConv(this.conv, y, w, pools[i]!, step, t);
         return t(t(post.contiguous()).view([1, T, H, dk]));
       });
       const [g, beta] = this.gates(x, 1, T, t);
-      const recPool = pools[3];
-      const oParts: Tensor[] = [];
-      if (P) {
-        const pre = (y: Tensor) => t(y.narrow(1, 0, Tp));
-        const [o] = this.chunk.forward(pre(heads[0]!), pre(heads[1]!), pre(heads[2]!), pre(g), pre(beta), recPool, md.cuSeqlensQ, prefillIdx);
-        oParts.push(t(o!));
-      }
-      if (Dn) {
-        const rows = (y: Tensor) => t(t(y.narrow(1, Tp, Dn)).reshape([Dn, 1, ...y.shape.slice(2)]));
-        const [o] = this.recurrent.forward(rows(heads[0]!), rows(heads[1]!), rows(heads[2]!), rows(g), rows(beta), recPool, null, decodeIdx);
-        oParts.push(t(t(o!).view([1, Dn, H, dk])));
-      }
-      const o = oParts.length === 1 ? oParts[0]! : t(F.cat(oParts, 1));
+      const o = pooledRecurrence([heads[0]!, heads[1]!, heads[2]!, g, beta], deltaRuleKernels(this.chunk, this.recurrent, pools[3]), step, t);
       const out = t(this.output(o, x, T, t));
-      return [out.view([1, T, D]), ...pools.map((p) => p.narrow(0, 0, p.shape[0]!))];
+      return [out.view([1, T, D]), ...poolViews(pools)];
     } finally {
       for (const x of temps) x.dispose();
     }

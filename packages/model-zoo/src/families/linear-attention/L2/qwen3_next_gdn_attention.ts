@@ -12,6 +12,7 @@ import { FAMILY } from '../family.js';
 import { QN_STATE_TOLERANCE, initQwen3NextParameters, qnConfigOf } from '../qwen3-next-cases.js';
 import { QWEN3_NEXT_80B, tinyQwen3NextConfig, type Qwen3NextConfig } from '../qwen3-next-config.js';
 import { refGatedDeltaNet } from '../qwen3-next-reference.js';
+import { deltaRuleKernels, pooledRecurrence, pooledShortConv, pooledStep, poolViews, type LayerStatePool } from '../pooled-recurrence.js';
 
 /**
  * HF's Qwen3NextGatedDeltaNet (transformers/models/qwen3_next/modeling_qwen3_next.py; vLLM's Qwen3NextGatedDeltaNet, the
@@ -112,17 +113,15 @@ export class Qwen3NextGDNAttention extends Module {
   }
 
   /** The engine's step over the state pools (see the class comment): out [1, T, D] and views of the two pools. */
-  private poolForward(hiddenStates: Tensor, pool: NonNullable<ReturnType<typeof layerStateCache>>): Tensor[] {
+  private poolForward(hiddenStates: Tensor, pool: LayerStatePool): Tensor[] {
     const { hiddenSize: D, linearNumKeyHeads: Hk, linearNumValueHeads: HV, linearKeyHeadDim: dk, linearValueHeadDim: dv, linearKeyDim, linearValueDim, convDim, linearConvKernelDim: W } = this.config;
-    const { metadata: md, stateIndices, cache } = pool;
-    const [convPool, recPool] = cache.states as [Tensor, Tensor];
+    const [convPool, recPool] = pool.cache.states as [Tensor, Tensor];
     const T = hiddenStates.shape[1]!;
-    const [P, Tp, Dn] = [md.numPrefills, md.numPrefillTokens, md.numDecodes];
-    if (hiddenStates.shape[0] !== 1 || Tp + Dn !== T) throw new Error(`Qwen3NextGDNAttention (layer ${this.layerIdx}): the engine packs a step as [1, ${Tp + Dn}, D], got ${JSON.stringify(hiddenStates.shape)}`);
     const r = HV / Hk;
     const temps: Tensor[] = [];
     const t = (x: Tensor) => (temps.push(x), x);
     try {
+      const step = pooledStep(pool, hiddenStates, `Qwen3NextGDNAttention (layer ${this.layerIdx})`, t);
       const x = t(hiddenStates.reshape([T, D]));
       const qkvz = t(t(this.inProjQkvz.forward(x)).view([T, Hk, 2 * dk + 2 * r * dv]));
       const part = (y: Tensor, start: number, len: number, shape: number[]) => t(t(t(y.narrow(2, start, len)).contiguous()).view(shape));
@@ -135,20 +134,8 @@ export class Qwen3NextGDNAttention extends Module {
       const a = part(ba, r, r, [1, T, HV]);
       const mixed = t(F.cat([q, k, v], 2)); // [1, T, convDim]
       const w = t(this.conv1d.weight.view([convDim, W]));
-      // the short conv, its states read and written in the conv pool on the device: the prefills as one varlen call
-      // over [1, convDim, Tp] (a transposed view), the decodes as Dn rows of one token
-      const convParts: Tensor[] = [];
-      if (P) {
-        const xp = t(t(mixed.narrow(1, 0, Tp)).transpose(1, 2));
-        const [yp] = this.conv.forward(xp, w, convPool, md.cuSeqlensQ, t(stateIndices.narrow(0, 0, P))) as [Tensor];
-        convParts.push(t(t(t(yp).transpose(1, 2)).contiguous()));
-      }
-      if (Dn) {
-        const xd = t(t(mixed.narrow(1, Tp, Dn)).reshape([Dn, convDim, 1]));
-        const [yd] = this.conv.forward(xd, w, convPool, null, t(stateIndices.narrow(0, P, Dn))) as [Tensor];
-        convParts.push(t(t(yd).view([1, Dn, convDim])));
-      }
-      const post = convParts.length === 1 ? convParts[0]! : t(F.cat(convParts, 1)); // [1, T, convDim]
+      // the short conv, its states read and written in the conv pool on the device
+      const post = pooledShortConv(this.conv, mixed, w, convPool, step, t); // [1, T, convDim]
       const split = (start: number, len: number, shape: number[]) => t(t(t(post.narrow(2, start, len)).contiguous()).view(shape));
       const qc = split(0, linearKeyDim, [1, T, Hk, dk]);
       const kc = split(linearKeyDim, linearKeyDim, [1, T, Hk, dk]);
@@ -156,21 +143,10 @@ export class Qwen3NextGDNAttention extends Module {
       const beta = t(F.sigmoid(b));
       const g = t(F.mul(t(F.neg(t(F.exp(this.ALog)))), t(F.softplus(t(F.add(a, this.dtBias))))));
       // the delta rule over the recurrent pool, in place: the prefills chunked (varlen), the decodes one token a row
-      const oParts: Tensor[] = [];
-      if (P) {
-        const pre = (y: Tensor) => t(y.narrow(1, 0, Tp));
-        const [o] = this.chunk.forward(pre(qc), pre(kc), pre(vc), pre(g), pre(beta), recPool, md.cuSeqlensQ, t(stateIndices.narrow(0, 0, P))) as [Tensor];
-        oParts.push(t(o));
-      }
-      if (Dn) {
-        const rows = (y: Tensor) => t(t(y.narrow(1, Tp, Dn)).reshape([Dn, 1, ...y.shape.slice(2)]));
-        const [o] = this.recurrent.forward(rows(qc), rows(kc), rows(vc), rows(g), rows(beta), recPool, null, t(stateIndices.narrow(0, P, Dn))) as [Tensor];
-        oParts.push(t(t(o).view([1, Dn, HV, dv])));
-      }
-      const o = oParts.length === 1 ? oParts[0]! : t(F.cat(oParts, 1));
+      const o = pooledRecurrence([qc, kc, vc, g, beta], deltaRuleKernels(this.chunk, this.recurrent, recPool), step, t);
       const normed = t(this.norm.forward(o, z));
       const out = t(this.outProj.forward(t(normed.view([T, linearValueDim]))));
-      return [out.view([1, T, D]), convPool.narrow(0, 0, convPool.shape[0]!), recPool.narrow(0, 0, recPool.shape[0]!)];
+      return [out.view([1, T, D]), ...poolViews([convPool, recPool])];
     } finally {
       for (const x of temps) x.dispose();
     }

@@ -4,6 +4,7 @@ import type { RMSNorm } from '../../../tasks/L1/norm/rms_norm.js';
 import { stepSpec, stepTokens } from '../../dense-moe-llm/task-batch.js';
 import { DECODER_LAYER_IO, decodeCtx } from '../../../common/decoder-layer.js';
 import { FAMILY } from '../family.js';
+import { hybridDecoderForward, type FeedForward } from '../hybrid-decoder.js';
 import { kdaWork, type KimiDeltaAttention } from '../L2/kimi_delta_attention.js';
 import { mlaWork, type KimiMLAAttention } from '../L2/kimi_mla_attention.js';
 import { kimiMoeWork } from '../L2/kimi_moe.js';
@@ -11,10 +12,6 @@ import { KIMI_STATE_TOLERANCE, initKimiParameters, kimiConfigOf, kimiLayerOf } f
 import { KIMI_LINEAR_48B, tinyKimiLinearConfig, type KimiLinearConfig } from '../kimi-linear-config.js';
 import { refKimiDecoderLayer } from '../kimi-linear-reference.js';
 import { buildKimiStep, kimiStepFor } from '../kimi-linear-step.js';
-
-interface FeedForward extends Module {
-  forward(x: Tensor): Tensor;
-}
 
 /**
  * Kimi-Linear's decoder layer (the remote code's KimiDecoderLayer; vLLM's KimiDecoderLayer) in vLLM's residual form:
@@ -45,33 +42,8 @@ export class KimiLinearDecoderLayer extends Module {
   }
 
   forward(positions: Tensor, hiddenStates: Tensor, residual: Tensor | null = null): [Tensor, Tensor] {
-    const T = hiddenStates.shape[0]!;
-    const D = this.config.hiddenSize;
-    const temps: Tensor[] = [];
-    const t = (x: Tensor) => (temps.push(x), x);
-    try {
-      let x: Tensor;
-      let r1: Tensor;
-      if (residual) {
-        [x, r1] = this.inputLayernorm.forward(hiddenStates, residual) as [Tensor, Tensor];
-        t(x);
-      } else {
-        x = t(this.inputLayernorm.forward(hiddenStates) as Tensor);
-        r1 = hiddenStates;
-      }
-      let mixed: Tensor;
-      if (this.kda) {
-        const [o, ...states] = this.kda.forward(t(x.view([1, T, D])));
-        for (const s of states) t(s);
-        mixed = t(t(o!).view([T, D]));
-      } else mixed = t(this.mla!.forward(positions, x));
-      const [y, r2] = this.postAttentionLayernorm.forward(mixed, r1) as [Tensor, Tensor];
-      if (r1 !== hiddenStates) r1.dispose();
-      t(y);
-      return [this.feedForward.forward(y), r2];
-    } finally {
-      for (const x of temps) x.dispose();
-    }
+    const { inputLayernorm, postAttentionLayernorm } = this;
+    return hybridDecoderForward({ inputLayernorm, recurrent: this.kda, attention: this.mla, postAttentionLayernorm, feedForward: this.feedForward }, positions, hiddenStates, residual);
   }
 }
 

@@ -3,6 +3,7 @@ import { bytesOf, fromInts, randn } from '../../../common/inputs.js';
 import type { GemmaRMSNorm } from '../../../tasks/L1/norm/gemma_rms_norm.js';
 import { stepSpec, stepTokens } from '../../dense-moe-llm/task-batch.js';
 import { FAMILY } from '../family.js';
+import { hybridDecoderForward, type FeedForward } from '../hybrid-decoder.js';
 import { gatedAttentionWork, type Qwen3NextAttention } from '../L2/qwen3_next_attention.js';
 import { gdnWork, type Qwen3NextGDNAttention } from '../L2/qwen3_next_gdn_attention.js';
 import { sharedExpertMoeWork } from '../L2/shared_expert_moe.js';
@@ -11,10 +12,6 @@ import { QWEN3_NEXT_80B, tinyQwen3NextConfig, type Qwen3NextConfig } from '../qw
 import { refQwen3NextDecoderLayer } from '../qwen3-next-reference.js';
 import { buildQwen3NextStep, qwen3NextStepFor } from '../qwen3-next-step.js';
 import { decodeCtx } from '../../../common/decoder-layer.js';
-
-interface FeedForward extends Module {
-  forward(x: Tensor): Tensor;
-}
 
 /**
  * HF's Qwen3NextDecoderLayer (vLLM's Qwen3NextDecoderLayer) in vLLM's residual form: input_layernorm (zero-centred,
@@ -46,34 +43,8 @@ export class Qwen3NextDecoderLayer extends Module {
   }
 
   forward(positions: Tensor, hiddenStates: Tensor, residual: Tensor | null = null): [Tensor, Tensor] {
-    const T = hiddenStates.shape[0]!;
-    const D = this.config.hiddenSize;
-    const temps: Tensor[] = [];
-    const t = (x: Tensor) => (temps.push(x), x);
-    try {
-      let x: Tensor;
-      let r1: Tensor;
-      if (residual) {
-        [x, r1] = this.inputLayernorm.forward(hiddenStates, residual) as [Tensor, Tensor];
-        t(x);
-      } else {
-        x = t(this.inputLayernorm.forward(hiddenStates) as Tensor);
-        r1 = hiddenStates;
-      }
-      let mixed: Tensor;
-      if (this.linearAttn) {
-        const [o, conv, rec] = this.linearAttn.forward(t(x.view([1, T, D])));
-        t(conv!);
-        t(rec!);
-        mixed = t(t(o!).view([T, D]));
-      } else mixed = t(this.selfAttn!.forward(positions, x));
-      const [y, r2] = this.postAttentionLayernorm.forward(mixed, r1) as [Tensor, Tensor];
-      if (r1 !== hiddenStates) r1.dispose();
-      t(y);
-      return [this.mlp.forward(y), r2];
-    } finally {
-      for (const x of temps) x.dispose();
-    }
+    const { inputLayernorm, postAttentionLayernorm } = this;
+    return hybridDecoderForward({ inputLayernorm, recurrent: this.linearAttn, attention: this.selfAttn, postAttentionLayernorm, feedForward: this.mlp }, positions, hiddenStates, residual);
   }
 }
 
