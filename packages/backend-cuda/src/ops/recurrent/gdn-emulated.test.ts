@@ -10,85 +10,12 @@
  * initial / final states, and the race two sequences on one row are. KDA (fused_recurrent_kda, chunk_kda: g a decay a
  * key channel) over the same shapes, a permuted g, and Kimi-Linear-48B's heads.
  */
-import { CpuBackend } from '@fastkernels/backend-cpu';
-import { Tensor, callOp, opRoute, type DType, type OpArg } from '@fastkernels/core';
+import { Tensor, type DType } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { emulateConv, emulateGdn } from '../../../test/gdn-emulator.js';
-import { GlaRaceError, type EmuPtr } from '../../../test/gla-emulator.js';
-import { fake } from '../../../test/ops-fake.js';
+import { GlaRaceError } from '../../../test/gla-emulator.js';
+import { checkEmulated, cpu, def, f64, numel, rnd, type Operand } from '../../../test/recurrent-emulation.js';
 import { DELTA_OPS, planGdn, type DeltaOp } from './gdn-plan.js';
-import { registerRecurrentKernels } from './register.js';
-
-const cpu = new CpuBackend();
-const numel = (s: readonly number[]) => s.reduce((a, b) => a * b, 1);
-const rnd = (n: number, seed: number, f: (x: number) => number = (x) => x) => Float64Array.from({ length: n }, (_, i) => f(Math.sin(seed * 12.9898 + i * 78.233) * 1.3));
-
-/** The whole storage of a CPU tensor as float64 (index 0 = storage element 0). */
-function hostData(t: Tensor): Float64Array {
-  const flat = new Tensor({ storage: t.storage, dtype: t.dtype, shape: [t.storage.byteLength / t.itemsize] });
-  const d = flat.toFloat64Array();
-  flat.dispose();
-  return d;
-}
-
-/** An operand: its CPU tensor (f64 values, any layout) and the dtype of its fake-device twin. */
-type Operand = [Tensor, DType] | null;
-
-/**
- * Runs `op` on the CPU (want) and through the CUDA kernels on the fake device (one recorded launch, emulated), and
- * compares every output; `pool` (an operand index) is compared after, rows in `named` to the CPU's, the others
- * untouched. `expectRace`: two CTAs must race (the emulator throws) before anything is compared.
- */
-function check(op: string, operands: Operand[], attrs: Record<string, unknown>, emulate: (launch: { entry: string; source: string; grid: unknown; block: unknown; args: number[] }, ptr: (a: number) => EmuPtr | null) => void, pool?: { index: number; named: number[]; per: number }, expectRace = false): void {
-  const f = fake();
-  registerRecurrentKernels(f.backend.opKernels!, f.cache, f.runtime);
-  const mem = new Map<number, { data: Float64Array; itemsize: number; bytes: number }>();
-  const twin = (o: Operand): Tensor | null => {
-    if (!o) return null;
-    const [t, dtype] = o;
-    const base = Tensor.empty(f.backend, [t.storage.byteLength / t.itemsize], dtype);
-    const v = new Tensor({ storage: base.storage, dtype, shape: [...t.shape], strides: [...t.strides], offset: t.offset });
-    mem.set(base.storage.devicePtr!, { data: hostData(t), itemsize: base.itemsize, bytes: base.storage.byteLength });
-    return v;
-  };
-  const ins: OpArg[] = operands.map(twin);
-  const cpuIns = operands.map((o) => (o ? o[0] : null));
-  const poolBefore = pool ? hostData(cpuIns[pool.index]!) : null;
-  const want = expectRace ? [] : callOp(op, cpuIns, attrs); // after the twins copied the pool: it updates it in place
-  expect(opRoute(op, ins, attrs)).toEqual({ via: 'kernel' });
-  const got = callOp(op, ins, attrs);
-  for (const t of got) if (!mem.has(t.storage.devicePtr!)) mem.set(t.storage.devicePtr!, { data: new Float64Array(t.storage.byteLength / t.itemsize).fill(Number.NaN), itemsize: t.itemsize, bytes: t.storage.byteLength });
-  expect(f.cache.launches.length).toBe(1);
-  const l = f.cache.launches[0]!;
-  const ptr = (address: number): EmuPtr | null => {
-    if (address === 0) return null;
-    for (const [base, r] of mem) if (address >= base && address < base + Math.max(r.bytes, 1)) return { data: r.data, off: (address - base) / r.itemsize };
-    throw new Error(`address ${address} is in no tensor`);
-  };
-  emulate({ entry: l.entry, source: l.source, grid: l.grid, block: l.block, args: l.args as number[] }, ptr);
-  if (expectRace) throw new Error('two live sequences shared a pool row and the emulator did not report a race');
-  const close = (x: Float64Array, y: Float64Array, what: string) => {
-    expect(x.length, what).toBe(y.length);
-    const bad = y.findIndex((w, i) => !(Math.abs(x[i]! - w) < 1e-6 * (1 + Math.abs(w))));
-    expect(bad, bad < 0 ? what : `${what} [${bad}]: ${x[bad]} vs ${y[bad]}`).toBe(-1);
-  };
-  expect(got.length, 'outputs').toBe(want.length);
-  got.forEach((g, i) => close(mem.get(g.storage.devicePtr!)!.data.subarray(0, g.numel), want[i]!.toFloat64Array(), `output ${i}`));
-  if (pool) {
-    const p = ins[pool.index] as Tensor;
-    const after = mem.get(p.storage.devicePtr!)!.data;
-    close(after, hostData(cpuIns[pool.index]!), 'pool');
-    const rows = after.length / pool.per;
-    for (let sl = 0; sl < rows; sl++) {
-      if (pool.named.includes(sl)) continue;
-      const changed = after.subarray(sl * pool.per, (sl + 1) * pool.per).findIndex((x, i) => !Object.is(x, poolBefore![sl * pool.per + i]));
-      expect(changed, `pool row ${sl} untouched`).toBe(-1);
-    }
-  }
-}
-
-const def = (source: string, name: string) => Number(new RegExp(`#define ${name} (\\d+)`).exec(source)![1]);
-const f64 = (shape: number[], seed: number, f?: (x: number) => number) => Tensor.fromArray(cpu, rnd(numel(shape), seed, f), shape, 'f64');
 
 interface DeltaCase {
   readonly op?: DeltaOp;
@@ -132,7 +59,7 @@ function checkDelta(c: DeltaCase): void {
   const idxDType = c.idxDType ?? 'i64';
   const idx = c.idx ? Tensor.fromArray(cpu, c.idx, [c.idx.length], idxDType) : null;
   const attrs = { scale: c.scale ?? null, output_final_state: !pooled && (c.final ?? true), use_qk_l2norm_in_kernel: c.l2norm ?? false };
-  check(
+  checkEmulated(
     op,
     [[q, 'bf16'], [k, 'bf16'], [v, 'bf16'], [g, 'f32'], [beta, 'bf16'], s0 && [s0, 'f32'], cu && [cu, 'i32'], idx && [idx, idxDType]],
     attrs,
@@ -199,7 +126,7 @@ function checkConv(c: ConvCase): void {
       ? [[x, 'bf16'], [w, 'bf16'], bias && [bias, 'bf16'], st && [st, 'f32'], cu && [cu, 'i64'], idx && [idx, 'i32'], his && [his, 'bool']]
       : [[x, 'bf16'], [st!, 'f32'], [w, 'bf16'], bias && [bias, 'bf16'], idx && [idx, 'i32']];
   const attrs = c.op === 'causal_conv1d' ? { activation, return_final_states: !pooled && (c.final ?? true) } : { activation };
-  check(
+  checkEmulated(
     c.op,
     operands,
     attrs,
