@@ -1,0 +1,269 @@
+// Issue 28, attention at FA3 class: the FlashAttention-3-style prefill kernel (fk_varlen_prefill_fa3,
+// packages/backend-cuda/kernels/attention_fa3.cu: TMA, a producer warp, two ping-ponging consumer warpgroups) against
+// today's default on sm_90a (fk_varlen_prefill_wgmma, attention_prefill.cu), bf16, head dim 128, on one case a run:
+//   small       2 sequences (300, 77 tokens), 4 / 2 heads, causal: partial tiles, masks, GQA (a quick first look)
+//   llama-4096  1 sequence of 4096, 32 / 8 heads, causal (Llama-3-8B prefill; bench/results/h100: wgmma 431 us)
+//   llama-8192  1 sequence of 8192, 32 / 8 heads, causal
+//   varlen      8 sequences of 100 .. 2000 tokens, 32 / 8 heads, causal
+//   flux        1 sequence of 4608, 24 / 24 heads, not causal (FLUX.1's joint attention)
+// Checks: the FA3 kernel's output against the wgmma kernel's (every element; its output buffer starts as NaN, so a row
+// never written shows), both against a float32 reference (every row of 3 heads), and the FA3 kernel's LSE against the
+// reference's. Times: CUDA events, median of 20 after 3 warm-ups, L2 not flushed (the 8B case's K / V fit in L2, as in
+// the engine's prefill). TFLOP/s count 4 D flops a visible (query, key) pair: causal is about half of dense.
+// Prints a check line, a table row ("attention-fa3 row:") and a JSON line ("attention-fa3 json:"); exit 1 when a check
+// fails, 3 when the FA3 kernel's launch fails (a fault: the context is lost, so run.sh runs each case in its own process).
+//   Build: nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a bench/labs/attention-fa3/attention_fa3_lab.cu
+//   Run: ./attention_fa3_lab CASE [REPS]
+#include "../../../packages/backend-cuda/kernels/attention_prefill.cu"  // fk_varlen_prefill_wgmma (FK_T bf16, FK_D 128)
+#include "../../../packages/backend-cuda/kernels/attention_fa3.cu"      // fk_varlen_prefill_fa3
+#define LAB_NAME "attention-fa3"
+#include "../common/lab_common.cuh"
+
+#include <cuda.h>  // CUtensorMap and cuTensorMapEncodeTiled's types (the function itself comes from the runtime)
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+static_assert(FK_D == 128, "the lab is head dim 128");
+static_assert(sizeof(CUtensorMap) == sizeof(FkTensorMap), "FkTensorMap mirrors the driver's CUtensorMap");
+
+namespace lab {
+typedef __nv_bfloat16 T;
+constexpr int D = 128;
+
+struct Case {
+  const char* name;
+  std::vector<int> lens;
+  int nQ, nKV, causal;
+};
+static const Case CASES[] = {
+    {"small", {300, 77}, 4, 2, 1},
+    {"llama-4096", {4096}, 32, 8, 1},
+    {"llama-8192", {8192}, 32, 8, 1},
+    {"varlen", {1000, 100, 2000, 517, 1536, 250, 1789, 640}, 32, 8, 1},
+    {"flux", {4608}, 24, 24, 0},
+};
+
+// float32 reference of the heads in `heads` (nh of them): one thread a query row, two passes over its keys (the max,
+// then the weighted sum). out [nh][T][D], lse [nh][T] (natural log; -inf for a row that sees no key).
+__global__ void ref32(float* __restrict__ out, float* __restrict__ lse, const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                      const int* __restrict__ cu, int num_seqs, int total, int nQ, int nKV, int causal, float scale, const int* __restrict__ heads) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= total) return;
+  const int h = heads[blockIdx.y], kvh = h / (nQ / nKV);
+  int s = 0;
+  while (s + 1 < num_seqs && cu[s + 1] <= r) ++s;
+  const int q0 = cu[s], len = cu[s + 1] - q0, i = r - q0;
+  const int hi = causal ? i : len - 1;  // self-attention: as many keys as queries
+  const T* qr = q + ((long long)r * nQ + h) * D;
+  auto dot = [&](int t) {
+    const T* kr = k + ((long long)(q0 + t) * nKV + kvh) * D;
+    float x = 0.f;
+    for (int d = 0; d < D; ++d) x += __bfloat162float(qr[d]) * __bfloat162float(kr[d]);
+    return x * scale;
+  };
+  float m = -INFINITY;
+  for (int t = 0; t <= hi; ++t) m = fmaxf(m, dot(t));
+  float acc[D], l = 0.f;
+  for (int d = 0; d < D; ++d) acc[d] = 0.f;
+  for (int t = 0; t <= hi; ++t) {
+    const float p = expf(dot(t) - m);
+    const T* vr = v + ((long long)(q0 + t) * nKV + kvh) * D;
+    l += p;
+    for (int d = 0; d < D; ++d) acc[d] += p * __bfloat162float(vr[d]);
+  }
+  float* o = out + ((long long)blockIdx.y * total + r) * D;
+  for (int d = 0; d < D; ++d) o[d] = l > 0.f ? acc[d] / l : 0.f;
+  lse[(long long)blockIdx.y * total + r] = l > 0.f ? m + logf(l) : -INFINITY;
+}
+
+typedef CUresult (*EncodeTiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// The tensor map the FA3 kernel reads a packed [rows, heads, 128] bf16 tensor through: 3-D {D, heads, rows}, boxes of
+// 64 columns x 1 head x box_rows rows, 128-byte swizzle, zeros past the end.
+static FkTensorMap tensor_map(EncodeTiled encode, const T* base, int rows, int heads, int box_rows) {
+  CUtensorMap m;
+  const cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)heads, (cuuint64_t)rows};
+  const cuuint64_t strides[2] = {(cuuint64_t)D * 2, (cuuint64_t)heads * D * 2};  // bytes, of dims 1 and 2
+  const cuuint32_t box[3] = {64, 1, (cuuint32_t)box_rows};
+  const cuuint32_t elem[3] = {1, 1, 1};
+  const CUresult r = encode(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<T*>(base), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "attention-fa3: cuTensorMapEncodeTiled failed (%d)\n", (int)r);
+    std::exit(2);
+  }
+  FkTensorMap f;
+  std::memcpy(&f, &m, sizeof f);
+  return f;
+}
+
+static float bf(unsigned short x) {
+  const unsigned u = (unsigned)x << 16;
+  float r;
+  std::memcpy(&r, &u, 4);
+  return r;
+}
+}  // namespace lab
+
+int main(int argc, char** argv) {
+  using lab::Case;
+  using lab::bf;
+  typedef lab::T T;  // (local names: attention_prefill.cu's `using namespace fkpre` has a T and a D too)
+  constexpr int D = lab::D;
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  const std::string want = argc > 1 ? argv[1] : "small";
+  const int reps = argc > 2 ? std::max(1, std::atoi(argv[2])) : 20;
+  const Case* cs = nullptr;
+  for (const Case& c : lab::CASES)
+    if (want == c.name) cs = &c;
+  if (!cs) {
+    std::fprintf(stderr, "attention-fa3: unknown case %s (small, llama-4096, llama-8192, varlen, flux)\n", want.c_str());
+    return 2;
+  }
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  if (prop.major != 9) {
+    std::fprintf(stderr, "attention-fa3: %s is sm_%d%d; the kernels are sm_90a\n", prop.name, prop.major, prop.minor);
+    return 2;
+  }
+  const int B = (int)cs->lens.size(), nQ = cs->nQ, nKV = cs->nKV, group = nQ / nKV, causal = cs->causal, window = 0;
+  std::vector<int> cu(B + 1, 0);
+  for (int i = 0; i < B; ++i) cu[i + 1] = cu[i] + cs->lens[i];
+  const int total = cu[B];
+  double pairs = 0;  // visible (query, key) pairs
+  for (int len : cs->lens) pairs += causal ? (double)len * (len + 1) / 2 : (double)len * len;
+  const double flops = 4.0 * D * nQ * pairs;
+  const float scale = 1.f / std::sqrt((float)D), scaleLog2 = scale * 1.4426950408889634f;
+
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const long long nq = (long long)total * nQ * D, nk = (long long)total * nKV * D;
+  T *q, *k, *v, *outWg, *outFa3;
+  float* lse;
+  int* cuDev;
+  CK(cudaMalloc(&q, nq * 2));
+  CK(cudaMalloc(&k, nk * 2));
+  CK(cudaMalloc(&v, nk * 2));
+  CK(cudaMalloc(&outWg, nq * 2));
+  CK(cudaMalloc(&outFa3, nq * 2));
+  CK(cudaMalloc(&lse, (long long)nQ * total * 4));
+  CK(cudaMalloc(&cuDev, (B + 1) * 4));
+  CK(cudaMemcpy(cuDev, cu.data(), (B + 1) * 4, cudaMemcpyHostToDevice));
+  lab_fill_bf16<<<1024, 256, 0, s>>>(q, nq, 1, 1.f);
+  lab_fill_bf16<<<1024, 256, 0, s>>>(k, nk, 2, 1.f);
+  lab_fill_bf16<<<1024, 256, 0, s>>>(v, nk, 3, 1.f);
+  CK(cudaMemsetAsync(outWg, 0xff, nq * 2, s));  // NaN: a row a kernel never writes shows
+  CK(cudaMemsetAsync(outFa3, 0xff, nq * 2, s));
+  CK(cudaStreamSynchronize(s));
+
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult qr;
+  CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &qr));
+  if (!fn || qr != cudaDriverEntryPointSuccess) {
+    std::fprintf(stderr, "attention-fa3: the driver has no cuTensorMapEncodeTiled\n");
+    return 2;
+  }
+  const lab::EncodeTiled encode = (lab::EncodeTiled)fn;
+  FkTensorMap tmQ = lab::tensor_map(encode, q, total, nQ, fkfa3::WG_ROWS);
+  FkTensorMap tmK = lab::tensor_map(encode, k, total, nKV, fkfa3::BN);
+  FkTensorMap tmV = lab::tensor_map(encode, v, total, nKV, fkfa3::BN);
+
+  // both kernels: grid (nQ, an upper bound on the 128-row tiles); spare CTAs exit
+  const int tiles = (total + 127) / 128 + B;
+  long long qsr = (long long)nQ * D, qsh = D, ksr = (long long)nKV * D, ksh = D;
+  int nseq = B, totalA = total, nQa = nQ, groupA = group, causalA = causal, windowA = window;
+  float sl = scaleLog2;
+  CK(cudaFuncSetAttribute(fk_varlen_prefill_wgmma, cudaFuncAttributeMaxDynamicSharedMemorySize, fkpre::WGMMA_SMEM_BYTES));
+  auto runWg = [&] {
+    void* args[] = {&outWg, &q, &qsr, &qsh, &k, &ksr, &ksh, &v, &ksr, &ksh, &cuDev, &cuDev, &nseq, &totalA, &nQa, &groupA, &causalA, &windowA, &sl};
+    CK(cudaLaunchKernel((const void*)fk_varlen_prefill_wgmma, dim3(nQ, tiles), dim3(fkpre::WG_NT), args, fkpre::WGMMA_SMEM_BYTES, s));
+  };
+  CK(cudaFuncSetAttribute(fk_varlen_prefill_fa3, cudaFuncAttributeMaxDynamicSharedMemorySize, fkfa3::FA3_SMEM_BYTES));
+  auto launchFa3 = [&] {
+    void* args[] = {&tmQ, &tmK, &tmV, &outFa3, &lse, &cuDev, &cuDev, &nseq, &totalA, &nQa, &groupA, &causalA, &windowA, &sl};
+    return cudaLaunchKernel((const void*)fk_varlen_prefill_fa3, dim3(nQ, tiles), dim3(fkfa3::THREADS), args, fkfa3::FA3_SMEM_BYTES, s);
+  };
+  auto runFa3 = [&] { CK(launchFa3()); };
+
+  const std::string head = std::string("attention-fa3: ") + prop.name + ", " + cs->name + " (" + std::to_string(B) + " seq, " + std::to_string(total) +
+                           " tokens, " + std::to_string(nQ) + " / " + std::to_string(nKV) + " heads x 128, " + (causal ? "causal" : "not causal") + ", bf16)";
+  runWg();
+  CK(cudaStreamSynchronize(s));
+  // the FA3 kernel's first launch: a fault (or a launch error) ends this case with a line that says so
+  cudaError_t e = launchFa3();
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  if (e != cudaSuccess) {
+    std::printf("%s: fk_varlen_prefill_fa3 FAILED to run: %s\n", head.c_str(), cudaGetErrorString(e));
+    std::printf("attention-fa3 row: %-11s %9s %9s %8s %8s %7s %10s  %s\n", cs->name, "-", "-", "-", "-", "-", "-", "FAULT");
+    std::printf("attention-fa3 json: {\"case\":\"%s\",\"device\":\"%s\",\"ok\":false,\"error\":\"%s\"}\n", cs->name, prop.name, cudaGetErrorString(e));
+    return 3;
+  }
+
+  // checks
+  std::vector<unsigned short> a(nq), b(nq);
+  CK(cudaMemcpy(a.data(), outWg, nq * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(b.data(), outFa3, nq * 2, cudaMemcpyDeviceToHost));
+  double diffWg = 0;
+  long long nonFinite = 0, worst = -1;
+  for (long long i = 0; i < nq; ++i) {
+    const float y = bf(b[i]);
+    if (!std::isfinite(y)) {
+      if (nonFinite++ == 0) worst = i;
+      continue;
+    }
+    const double d = std::fabs((double)bf(a[i]) - y);
+    if (d > diffWg) diffWg = d, worst = nonFinite ? worst : i;
+  }
+  const int heads[3] = {0, nQ / 2 + 1 < nQ ? nQ / 2 + 1 : nQ - 1, nQ - 1};
+  int* headsDev;
+  float *r32, *rLse;
+  CK(cudaMalloc(&headsDev, sizeof heads));
+  CK(cudaMemcpy(headsDev, heads, sizeof heads, cudaMemcpyHostToDevice));
+  CK(cudaMalloc(&r32, 3LL * total * D * 4));
+  CK(cudaMalloc(&rLse, 3LL * total * 4));
+  lab::ref32<<<dim3((total + 127) / 128, 3), 128, 0, s>>>(r32, rLse, q, k, v, cuDev, B, total, nQ, nKV, causal, scale, headsDev);
+  CK(cudaGetLastError());
+  CK(cudaStreamSynchronize(s));
+  std::vector<float> h32((size_t)3 * total * D), hLse((size_t)3 * total), gotLse((size_t)nQ * total);
+  CK(cudaMemcpy(h32.data(), r32, h32.size() * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(hLse.data(), rLse, hLse.size() * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(gotLse.data(), lse, gotLse.size() * 4, cudaMemcpyDeviceToHost));
+  double wg32 = 0, fa32 = 0, lseErr = 0;
+  for (int hi = 0; hi < 3; ++hi)
+    for (int r = 0; r < total; ++r) {
+      for (int d = 0; d < D; ++d) {
+        const long long at = ((long long)r * nQ + heads[hi]) * D + d;
+        const float want = h32[((size_t)hi * total + r) * D + d];
+        wg32 = std::max(wg32, (double)std::fabs(bf(a[at]) - want));
+        const double e32 = std::fabs(bf(b[at]) - want);
+        fa32 = std::max(fa32, std::isfinite(e32) ? e32 : INFINITY);
+      }
+      const float wl = hLse[(size_t)hi * total + r], gl = gotLse[(size_t)heads[hi] * total + r];
+      const double el = std::isinf(wl) && std::isinf(gl) && wl == gl ? 0.0 : std::fabs((double)wl - gl);
+      lseErr = std::max(lseErr, std::isfinite(el) ? el : INFINITY);
+    }
+  const bool ok = nonFinite == 0 && fa32 <= 2.5 * std::max(wg32, 4e-3) && diffWg < 3e-2 && lseErr < 1e-2;
+  std::printf("%s: FA3 vs wgmma max |diff| %.3g, vs float32 (every row of heads %d, %d, %d): wgmma %.3g, FA3 %.3g, FA3 LSE %.3g, FA3 non-finite %lld: %s\n",
+              head.c_str(), diffWg, heads[0], heads[1], heads[2], wg32, fa32, lseErr, nonFinite, ok ? "ok" : "WRONG");
+  if (!ok && worst >= 0) {  // where: the first non-finite element, else the largest difference from the wgmma kernel
+    const long long row = worst / ((long long)nQ * D), h = worst / D % nQ, col = worst % D;
+    int sq = 0;
+    while (sq + 1 < B && cu[sq + 1] <= row) ++sq;
+    std::printf("attention-fa3:   worst element: token %lld (sequence %d, row %lld of it), head %lld, column %lld: FA3 %.5g, wgmma %.5g\n", row, sq,
+                row - cu[sq], h, col, bf(b[worst]), bf(a[worst]));
+  }
+
+  const float wgMs = lab_median_ms(s, runWg, reps, 3), faMs = lab_median_ms(s, runFa3, reps, 3);
+  const double wgTf = flops / wgMs / 1e9, faTf = flops / faMs / 1e9;
+  std::printf("attention-fa3 row: %-11s %9.4f %9.4f %8.1f %8.1f %7.2f %10.3g  %s\n", cs->name, faMs, wgMs, faTf, wgTf, wgMs / faMs, diffWg, ok ? "ok" : "WRONG");
+  std::printf(
+      "attention-fa3 json: {\"case\":\"%s\",\"device\":\"%s\",\"seqs\":%d,\"tokens\":%d,\"q_heads\":%d,\"kv_heads\":%d,\"head_dim\":%d,\"causal\":%s,"
+      "\"fa3_ms\":%.5f,\"wgmma_ms\":%.5f,\"fa3_tflops\":%.1f,\"wgmma_tflops\":%.1f,\"speedup_vs_wgmma\":%.3f,\"max_abs_vs_wgmma\":%.4g,"
+      "\"max_abs_vs_f32_fa3\":%.4g,\"max_abs_vs_f32_wgmma\":%.4g,\"lse_max_abs\":%.4g,\"l2_flushed\":false,\"reps\":%d,\"ok\":%s}\n",
+      cs->name, prop.name, B, total, nQ, nKV, D, causal ? "true" : "false", faMs, wgMs, faTf, wgTf, wgMs / faMs, diffWg, fa32, wg32, lseErr, reps,
+      ok ? "true" : "false");
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Issue 28, attention at FA3 class: builds bench/labs/attention-fa3/attention_fa3_lab.cu on the GPU host (nvcc there; no
+# Node, no bundle) and runs each case in its own process (a fault in the new kernel loses only its case; a hang is cut
+# at 60 s): the FlashAttention-3-style kernel (attention_fa3.cu) against fk_varlen_prefill_wgmma, bf16, head dim 128,
+# checked against the wgmma kernel and a float32 reference. Run from the repository's working tree.
+#   OUT=/tmp/out bench/labs/attention-fa3/run.sh [CASE ...]   (default: small llama-4096 llama-8192 varlen flux; ~1 min)
+# Writes $OUT/attention-fa3.build.log, $OUT/attention-fa3-<case>.log and $OUT/attention-fa3.jsonl (a line a case), and
+# prints the check lines, then the table. Exit 1 when a case fails its check, faults or hangs.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/../../lib/lib.sh"
+fk_lab_setup
+bin="$OUT/attention_fa3_lab"
+fk_lab_build "$here/attention_fa3_lab.cu" "$bin" "$OUT/attention-fa3.build.log" 'fk_varlen_prefill_\(fa3\|wgmma\)'
+rc=0
+cases=("$@"); [ ${#cases[@]} -gt 0 ] || cases=(small llama-4096 llama-8192 varlen flux)
+: > "$OUT/attention-fa3.jsonl"
+for c in "${cases[@]}"; do
+  log="$OUT/attention-fa3-$c.log"
+  code=0
+  timeout 60 "$bin" "$c" > "$log" 2>&1 || code=$?
+  if [ $code -ne 0 ]; then
+    rc=1
+    [ $code -eq 124 ] && echo "attention-fa3: $c: timed out after 60 s (a pipeline hang?)" | tee -a "$log"
+    grep -q '^attention-fa3' "$log" || tail -5 "$log"
+  fi
+  grep '^attention-fa3: ' "$log" || true
+  sed -n 's/^attention-fa3 json: //p' "$log" >> "$OUT/attention-fa3.jsonl"
+done
+echo
+echo "attention-fa3 table (bf16, head dim 128; ms: median of 20, L2 not flushed; x: wgmma ms / FA3 ms)"
+printf '%-11s %9s %9s %8s %8s %7s %10s  %s\n' case fa3_ms wgmma_ms fa3_TF wgmma_TF x max_diff check
+for c in "${cases[@]}"; do
+  sed -n 's/^attention-fa3 row: //p' "$OUT/attention-fa3-$c.log" | grep . || printf '%-11s %s\n' "$c" "(no result: see $OUT/attention-fa3-$c.log)"
+done
+rm -f "$bin"
+exit $rc
