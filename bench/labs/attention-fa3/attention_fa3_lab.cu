@@ -6,6 +6,7 @@
 //   llama-8192  1 sequence of 8192, 32 / 8 heads, causal
 //   varlen      8 sequences of 100 .. 2000 tokens, 32 / 8 heads, causal
 //   flux        1 sequence of 4608, 24 / 24 heads, not causal (FLUX.1's joint attention)
+//   unit        the kernel's TMA loads and two wgmma forms alone against float64 (lab::unit: for a WRONG case)
 // Checks: the FA3 kernel's output against the wgmma kernel's (every element; its output buffer starts as NaN, so a row
 // never written shows), both against a float32 reference (every row of 3 heads), and the FA3 kernel's LSE against the
 // reference's. Times: CUDA events, median of 20 after 3 warm-ups, L2 not flushed (the 8B case's K / V fit in L2, as in
@@ -100,11 +101,126 @@ static FkTensorMap tensor_map(EncodeTiled encode, const T* base, int rows, int h
   return f;
 }
 
+// The kernel's pieces alone, for a run that comes out WRONG (one CTA, one warpgroup): a [64 x 128], b [128 x 128] and
+// v [128 x 128] loaded by the TMA through the same kind of tensor maps (1 head), then s = a b^T (issue_qk) and o = p v
+// (issue_pv, p [64 x 128] packed into A fragments by the accumulator layout), written out by that layout. A wrong s
+// points at the TMA layout or the K-major descriptors, a wrong o (with s right) at the N-major V descriptor.
+__global__ void __launch_bounds__(128) unit(const __grid_constant__ FkTensorMap ta, const __grid_constant__ FkTensorMap tb,
+                                            const __grid_constant__ FkTensorMap tv, const T* __restrict__ p, float* __restrict__ s_out,
+                                            float* __restrict__ o_out) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) unsigned char unit_smem[];
+  unsigned char* smp = unit_smem + ((1024 - (fkfa3::smem_u32(unit_smem) & 1023)) & 1023);
+  const unsigned sa = fkfa3::smem_u32(smp), sb = sa + fkfa3::Q_WG_BYTES, sv = sb + fkfa3::KV_BYTES, bar = sv + fkfa3::KV_BYTES;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+  if (tid == 0) {
+    fkbar::init(bar, 1);
+    fkbar::init_fence();
+  }
+  __syncthreads();
+  if (tid == 0) {
+    fkbar::arrive_expect_tx(bar, fkfa3::Q_WG_BYTES + 2 * fkfa3::KV_BYTES);
+    for (int blk = 0; blk < 2; ++blk) {
+      fktma::load_3d(sa + blk * fkfa3::Q_BLOCK_BYTES, &ta, bar, 64 * blk, 0, 0);
+      fktma::load_3d(sb + blk * fkfa3::KV_BLOCK_BYTES, &tb, bar, 64 * blk, 0, 0);
+      fktma::load_3d(sv + blk * fkfa3::KV_BLOCK_BYTES, &tv, bar, 64 * blk, 0, 0);
+    }
+  }
+  fkbar::wait(bar, 0);
+  float s[64], o[64];
+  for (int i = 0; i < 64; ++i) s[i] = o[i] = 0.f;
+  fkwg::fence();
+  fkfa3::issue_qk(s, sa, sb);
+  fkwg::commit();
+  fkwg::wait<0>();
+  fkwg::pin(s);
+  const int rowA = 16 * warp + g, rowB = rowA + 8;
+  auto pk = [&](int r, int c) { return fkfa3::pack(__bfloat162float(p[r * D + c]), __bfloat162float(p[r * D + c + 1])); };
+  unsigned pa[fkfa3::BN / 16][4];
+  for (int kk = 0; kk < fkfa3::BN / 16; ++kk) {
+    pa[kk][0] = pk(rowA, 16 * kk + 2 * t4);
+    pa[kk][1] = pk(rowB, 16 * kk + 2 * t4);
+    pa[kk][2] = pk(rowA, 16 * kk + 8 + 2 * t4);
+    pa[kk][3] = pk(rowB, 16 * kk + 8 + 2 * t4);
+  }
+  fkwg::fence();
+  fkfa3::issue_pv(o, pa, sv);
+  fkwg::commit();
+  fkwg::wait<0>();
+  fkwg::pin(o);
+  for (int i = 0; i < 16; ++i) {
+    const int c = 8 * i + 2 * t4;
+    s_out[rowA * 128 + c] = s[4 * i], s_out[rowA * 128 + c + 1] = s[4 * i + 1];
+    s_out[rowB * 128 + c] = s[4 * i + 2], s_out[rowB * 128 + c + 1] = s[4 * i + 3];
+    o_out[rowA * 128 + c] = o[4 * i], o_out[rowA * 128 + c + 1] = o[4 * i + 1];
+    o_out[rowB * 128 + c] = o[4 * i + 2], o_out[rowB * 128 + c + 1] = o[4 * i + 3];
+  }
+#endif
+}
+
 static float bf(unsigned short x) {
   const unsigned u = (unsigned)x << 16;
   float r;
   std::memcpy(&r, &u, 4);
   return r;
+}
+// The "unit" case: lab::unit against float64 on the host; for a wrong element, where its value belongs instead.
+static int run_unit(EncodeTiled encode, const cudaDeviceProp& prop) {
+  const int n = 128 * D;
+  T* buf;  // a [64 x 128], b, v, p [128 x 128] (p's first 64 rows used)
+  float* res;  // s, o [64 x 128]
+  CK(cudaMalloc(&buf, 4LL * n * 2));
+  CK(cudaMalloc(&res, 2LL * 64 * D * 4));
+  T *a = buf, *b = buf + n, *v = buf + 2 * n, *p = buf + 3 * n;
+  lab_fill_bf16<<<64, 256>>>(a, n, 11, 1.f);
+  lab_fill_bf16<<<64, 256>>>(b, n, 12, 1.f);
+  lab_fill_bf16<<<64, 256>>>(v, n, 13, 1.f);
+  lab_fill_bf16<<<64, 256>>>(p, n, 14, 1.f);
+  const FkTensorMap ta = tensor_map(encode, a, 64, 1, fkfa3::WG_ROWS), tb = tensor_map(encode, b, 128, 1, fkfa3::BN),
+                    tv = tensor_map(encode, v, 128, 1, fkfa3::BN);
+  const int smem = fkfa3::Q_WG_BYTES + 2 * fkfa3::KV_BYTES + 1024 + 64;
+  CK(cudaFuncSetAttribute(unit, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  unit<<<1, 128, smem>>>(ta, tb, tv, p, res, res + 64 * D);
+  const cudaError_t e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) {
+    std::printf("attention-fa3: %s, unit: FAILED to run: %s\n", prop.name, cudaGetErrorString(e));
+    std::printf("attention-fa3 row: %-11s %9s %9s %8s %8s %7s %10s  %s\n", "unit", "-", "-", "-", "-", "-", "-", "FAULT");
+    return 3;
+  }
+  std::vector<unsigned short> h(4LL * n);
+  std::vector<float> got(2LL * 64 * D);
+  CK(cudaMemcpy(h.data(), buf, h.size() * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(got.data(), res, got.size() * 4, cudaMemcpyDeviceToHost));
+  std::vector<double> want(2LL * 64 * D, 0.0);
+  for (int r = 0; r < 64; ++r)
+    for (int c = 0; c < D; ++c)
+      for (int x = 0; x < D; ++x) {
+        want[r * D + c] += (double)bf(h[r * D + x]) * bf(h[n + c * D + x]);                   // s = a b^T
+        want[64 * D + r * D + c] += (double)bf(h[3 * n + r * D + x]) * bf(h[2 * n + x * D + c]);  // o = p v
+      }
+  bool all = true;
+  for (int part = 0; part < 2; ++part) {
+    const float* g = got.data() + part * 64 * D;
+    const double* w = want.data() + part * 64 * D;
+    double err = 0, scale = 1;
+    for (int i = 0; i < 64 * D; ++i) err = std::max(err, std::fabs(g[i] - w[i])), scale = std::max(scale, std::fabs(w[i]));
+    const bool good = err <= 1e-3 * scale;
+    all = all && good;
+    std::printf("attention-fa3: %s, unit %s: max |error| %.3g (values up to %.3g): %s\n", prop.name,
+                part == 0 ? "S = A B^T (TMA boxes, K-major, m64n128k16)" : "O = P V (P in registers, V N-major)", err, scale, good ? "ok" : "WRONG");
+    for (int i = 0, shown = 0; !good && i < 64 * D && shown < 4; ++i) {
+      if (std::fabs(g[i] - w[i]) <= 1e-3 * scale) continue;
+      ++shown;
+      int at = -1;
+      for (int j = 0; j < 64 * D && at < 0; ++j)
+        if (std::fabs(g[i] - w[j]) <= 1e-4 * scale) at = j;
+      std::printf("attention-fa3:   [%d][%d] got %.5g want %.5g; %s [%d][%d]\n", i / D, i % D, g[i], w[i], at < 0 ? "no element expects it, e.g." : "expected at",
+                  (at < 0 ? i : at) / D, (at < 0 ? i : at) % D);
+    }
+  }
+  std::printf("attention-fa3 row: %-11s %9s %9s %8s %8s %7s %10s  %s\n", "unit", "-", "-", "-", "-", "-", "-", all ? "ok" : "WRONG");
+  std::printf("attention-fa3 json: {\"case\":\"unit\",\"device\":\"%s\",\"ok\":%s}\n", prop.name, all ? "true" : "false");
+  return all ? 0 : 1;
 }
 }  // namespace lab
 
@@ -119,8 +235,8 @@ int main(int argc, char** argv) {
   const Case* cs = nullptr;
   for (const Case& c : lab::CASES)
     if (want == c.name) cs = &c;
-  if (!cs) {
-    std::fprintf(stderr, "attention-fa3: unknown case %s (small, llama-4096, llama-8192, varlen, flux)\n", want.c_str());
+  if (!cs && want != "unit") {
+    std::fprintf(stderr, "attention-fa3: unknown case %s (unit, small, llama-4096, llama-8192, varlen, flux)\n", want.c_str());
     return 2;
   }
   cudaDeviceProp prop;
@@ -129,6 +245,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "attention-fa3: %s is sm_%d%d; the kernels are sm_90a\n", prop.name, prop.major, prop.minor);
     return 2;
   }
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult qr;
+  CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &qr));
+  if (!fn || qr != cudaDriverEntryPointSuccess) {
+    std::fprintf(stderr, "attention-fa3: the driver has no cuTensorMapEncodeTiled\n");
+    return 2;
+  }
+  const lab::EncodeTiled encode = (lab::EncodeTiled)fn;
+  if (!cs) return lab::run_unit(encode, prop);
   const int B = (int)cs->lens.size(), nQ = cs->nQ, nKV = cs->nKV, group = nQ / nKV, causal = cs->causal, window = 0;
   std::vector<int> cu(B + 1, 0);
   for (int i = 0; i < B; ++i) cu[i + 1] = cu[i] + cs->lens[i];
@@ -159,14 +284,6 @@ int main(int argc, char** argv) {
   CK(cudaMemsetAsync(outFa3, 0xff, nq * 2, s));
   CK(cudaStreamSynchronize(s));
 
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult qr;
-  CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &qr));
-  if (!fn || qr != cudaDriverEntryPointSuccess) {
-    std::fprintf(stderr, "attention-fa3: the driver has no cuTensorMapEncodeTiled\n");
-    return 2;
-  }
-  const lab::EncodeTiled encode = (lab::EncodeTiled)fn;
   FkTensorMap tmQ = lab::tensor_map(encode, q, total, nQ, fkfa3::WG_ROWS);
   FkTensorMap tmK = lab::tensor_map(encode, k, total, nKV, fkfa3::BN);
   FkTensorMap tmV = lab::tensor_map(encode, v, total, nKV, fkfa3::BN);

@@ -3,7 +3,7 @@
 # Node, no bundle) and runs each case in its own process (a fault in the new kernel loses only its case; a hang is cut
 # at 60 s): the FlashAttention-3-style kernel (attention_fa3.cu) against fk_varlen_prefill_wgmma, bf16, head dim 128,
 # checked against the wgmma kernel and a float32 reference. Run from the repository's working tree.
-#   OUT=/tmp/out bench/labs/attention-fa3/run.sh [CASE ...]   (default: small llama-4096 llama-8192 varlen flux; ~1 min)
+#   OUT=/tmp/out bench/labs/attention-fa3/run.sh [CASE ...]   (default: unit small llama-4096 llama-8192 varlen flux; ~1 min)
 # Writes $OUT/attention-fa3.build.log, $OUT/attention-fa3-<case>.log and $OUT/attention-fa3.jsonl (a line a case), and
 # prints the check lines, then the table. Exit 1 when a case fails its check, faults or hangs.
 set -euo pipefail
@@ -13,7 +13,7 @@ fk_lab_setup
 bin="$OUT/attention_fa3_lab"
 fk_lab_build "$here/attention_fa3_lab.cu" "$bin" "$OUT/attention-fa3.build.log" 'fk_varlen_prefill_\(fa3\|wgmma\)'
 rc=0
-cases=("$@"); [ ${#cases[@]} -gt 0 ] || cases=(small llama-4096 llama-8192 varlen flux)
+cases=("$@"); [ ${#cases[@]} -gt 0 ] || cases=(unit small llama-4096 llama-8192 varlen flux)
 : > "$OUT/attention-fa3.jsonl"
 for c in "${cases[@]}"; do
   log="$OUT/attention-fa3-$c.log"
