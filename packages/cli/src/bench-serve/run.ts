@@ -15,6 +15,8 @@ export interface BenchRunOptions {
   readonly slo: Slo;
   /** This fraction of the requests (seeded) disconnect after 1 to 5 streamed chunks. */
   readonly disconnectFraction?: number;
+  /** How one request is sent (default: a streamed /v1/completions request). */
+  readonly send?: (t: Target, r: BenchRequest, leaveAfter?: number) => Promise<RequestResult>;
   /** Called after each measured request completes (the progress line). */
   readonly onProgress?: (done: number, total: number, failed: number) => void;
 }
@@ -23,6 +25,8 @@ export interface BenchRun {
   readonly summary: BenchSummary;
   readonly results: readonly RequestResult[];
   readonly firstError: string | null;
+  /** From the first send to the last answer (ms). */
+  readonly durationMs: number;
 }
 
 /**
@@ -30,8 +34,9 @@ export interface BenchRun {
  * at its Poisson arrival time, capped at maxConcurrency in flight; the clock runs from the first send to the last answer.
  */
 export async function runBench(o: BenchRunOptions): Promise<BenchRun> {
+  const send = o.send ?? sendRequest;
   for (const w of o.warmup) {
-    const r = await sendRequest(o.target, w);
+    const r = await send(o.target, w);
     if (!r.ok) throw new Error(`the warm-up request failed: ${r.error}`);
   }
   const at = arrivals(o.requests.length, o.rate, o.seed);
@@ -53,7 +58,7 @@ export async function runBench(o: BenchRunOptions): Promise<BenchRun> {
     if (wait > 0) await new Promise((r) => setTimeout(r, wait));
     await acquire();
     try {
-      results[i] = await sendRequest(o.target, req, leaveAfter[i]);
+      results[i] = await send(o.target, req, leaveAfter[i]);
     } finally {
       release();
     }
@@ -62,5 +67,5 @@ export async function runBench(o: BenchRunOptions): Promise<BenchRun> {
     o.onProgress?.(done, o.requests.length, failed);
   }));
   const elapsed = performance.now() - t0;
-  return { summary: summarize(results, elapsed, o.slo), results, firstError: results.find((r) => !r.ok && !r.disconnected)?.error ?? null };
+  return { summary: summarize(results, elapsed, o.slo), results, firstError: results.find((r) => !r.ok && !r.disconnected)?.error ?? null, durationMs: elapsed };
 }

@@ -70,3 +70,28 @@ export function summarize(results: readonly RequestResult[], durationMs: number,
     ttftMs: dist(ok.map((r) => r.ttftMs)), tpotMs: dist(tpots), itlMs: dist(ok.flatMap((r) => r.itlMs)), e2eMs: dist(ok.map((r) => r.e2eMs)),
   };
 }
+
+/** /v1/embeddings' metrics: requests/s, input tokens/s, whole-request latency (no streaming, so no TTFT / TPOT / ITL). */
+export interface EmbeddingsSummary {
+  readonly completed: number;
+  readonly failed: number;
+  readonly durationS: number;
+  readonly totalInputTokens: number;
+  readonly requestThroughput: number;
+  readonly inputThroughput: number;
+  /** Requests/s within the e2el SLO (null when none was given). */
+  readonly goodput: number | null;
+  readonly e2eMs: Dist;
+}
+
+export function summarizeEmbeddings(results: readonly RequestResult[], durationMs: number, slo: Slo): EmbeddingsSummary {
+  const ok = results.filter((r) => r.ok);
+  const durationS = durationMs / 1000;
+  const input = ok.reduce((a, r) => a + r.promptLen, 0);
+  return {
+    completed: ok.length, failed: results.length - ok.length, durationS, totalInputTokens: input,
+    requestThroughput: ok.length / durationS, inputThroughput: input / durationS,
+    goodput: slo.e2eMs === undefined ? null : ok.filter((r) => r.e2eMs <= slo.e2eMs!).length / durationS,
+    e2eMs: dist(ok.map((r) => r.e2eMs)),
+  };
+}

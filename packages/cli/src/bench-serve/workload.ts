@@ -77,6 +77,37 @@ export function shareGptWorkload(file: string, o: { num: number; outputLen?: num
   return out;
 }
 
+const idsLine = z.union([z.array(z.number().int().nonnegative()).min(1), z.object({ input_ids: z.array(z.number().int().nonnegative()).min(1) }).loose()]);
+
+/**
+ * A token-id file, one document a line: a JSON array of ids or {"input_ids": [...]} (the embed suite's workload, what
+ * `embed --input` reads). The first `num` lines in file order, each sent as ids; `outputLen` for /v1/completions.
+ */
+export function tokenIdsWorkload(file: string, o: { num: number; outputLen: number }): BenchRequest[] {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new UserError(`cannot read ${file}: ${(e as Error).message}`, { field: '--dataset-path' });
+  }
+  const out: BenchRequest[] = [];
+  for (const [i, line] of text.split('\n').entries()) {
+    if (out.length === o.num) break;
+    if (!line.trim()) continue;
+    let parsed;
+    try {
+      parsed = idsLine.safeParse(JSON.parse(line));
+    } catch (e) {
+      throw new UserError(`${file}:${i + 1} is not JSON: ${(e as Error).message}`, { field: '--dataset-path' });
+    }
+    if (!parsed.success) throw new UserError(`${file}:${i + 1}: expected a JSON array of token ids or {"input_ids": [...]}`, { field: '--dataset-path' });
+    const ids = Array.isArray(parsed.data) ? parsed.data : parsed.data.input_ids;
+    out.push({ prompt: ids, promptLen: ids.length, outputLen: o.outputLen });
+  }
+  if (out.length < o.num) throw new UserError(`${file} has ${out.length} documents, fewer than --num-prompts ${o.num}`, { field: '--num-prompts' });
+  return out;
+}
+
 /**
  * Arrival offsets (ms from the start) of `n` requests: a Poisson process at `rate` requests/s (exponential gaps, seeded),
  * or all at time 0 for rate Infinity (then only --max-concurrency paces them).

@@ -2,15 +2,19 @@ import { writeFileSync } from 'node:fs';
 import { UserError } from '@fastkernels/core';
 import { loadTokenizer } from '@fastkernels/model-zoo';
 import type { Argv } from 'yargs';
+import { sendEmbeddingRequest, type EncodingFormat } from '../bench-serve/embeddings-client.js';
 import { runBench } from '../bench-serve/run.js';
-import type { Slo } from '../bench-serve/stats.js';
-import { randomWorkload, shareGptWorkload, type BenchRequest } from '../bench-serve/workload.js';
+import { summarizeEmbeddings, type Slo } from '../bench-serve/stats.js';
+import { randomWorkload, seededRandom, shareGptWorkload, tokenIdsWorkload, type BenchRequest } from '../bench-serve/workload.js';
 import { intFlag, listFlag } from '../flags.js';
 import type { Io } from '../io.js';
-import { formatReport } from '../bench-serve/report.js';
+import { formatEmbeddingsReport, formatReport } from '../bench-serve/report.js';
 
 export interface BenchServeArgs {
   baseUrl: string;
+  /** completions (streamed /v1/completions, the default) or embeddings (/v1/embeddings, one input a request). */
+  endpoint?: string;
+  encodingFormat?: string;
   model?: string;
   dataset: string;
   datasetPath?: string;
@@ -85,10 +89,24 @@ export async function runBenchServe(argv: BenchServeArgs, io: Io): Promise<void>
   const slo = sloFlag(argv.goodput);
   const disconnectFraction = argv.disconnectFraction ?? 0;
   if (!(disconnectFraction >= 0 && disconnectFraction <= 1)) throw new UserError(`expected a fraction from 0 to 1, got ${argv.disconnectFraction}`, { field: '--disconnect-fraction', fix: '--disconnect-fraction 0.1 (10% of the clients leave mid-stream)' });
+  const endpoint = argv.endpoint ?? 'completions';
+  if (endpoint !== 'completions' && endpoint !== 'embeddings') throw new UserError(`unknown endpoint '${argv.endpoint}'`, { field: '--endpoint', fix: '--endpoint completions (streamed /v1/completions) or --endpoint embeddings (/v1/embeddings)' });
+  const embeddings = endpoint === 'embeddings';
+  const encodingFormat = (argv.encodingFormat ?? 'float') as EncodingFormat;
+  if (encodingFormat !== 'float' && encodingFormat !== 'base64') throw new UserError(`expected float or base64, got '${argv.encodingFormat}'`, { field: '--encoding-format' });
+  if (embeddings && disconnectFraction > 0) throw new UserError('--disconnect-fraction needs a streamed endpoint', { field: '--disconnect-fraction', fix: 'drop it with --endpoint embeddings (an embedding request does not stream)' });
+  if (embeddings && (slo.ttftMs !== undefined || slo.tpotMs !== undefined)) throw new UserError('ttft and tpot do not apply to embeddings', { field: '--goodput', fix: '--goodput e2el:MS (the whole request) with --endpoint embeddings' });
   const base = String(argv.baseUrl).replace(/\/+$/, '').replace(/\/v1$/, '');
   if (!/^https?:\/\//.test(base)) throw new UserError(`expected an http(s) URL, got '${argv.baseUrl}'`, { field: '--base-url', fix: '--base-url http://127.0.0.1:8000' });
   let all: BenchRequest[];
-  if (argv.dataset === 'sharegpt') {
+  if (argv.dataset === 'token-ids') {
+    if (!argv.datasetPath) throw new UserError('--dataset token-ids needs the file', { field: '--dataset-path', fix: '--dataset-path docs.jsonl (one JSON array of token ids, or {"input_ids": [...]}, a line)' });
+    const [outMin, outMax] = rangeFlag('output-len', argv.outputLen);
+    const rnd = seededRandom(seed);
+    // the file's first N documents are the measured run, in order; the warm-up resends the first ones
+    const docs = tokenIdsWorkload(argv.datasetPath, { num, outputLen: outMin }).map((r) => ({ ...r, outputLen: outMin + Math.floor(rnd() * (outMax - outMin + 1)) }));
+    all = [...docs.slice(0, warmupN), ...docs];
+  } else if (argv.dataset === 'sharegpt') {
     if (!argv.datasetPath) throw new UserError('--dataset sharegpt needs the file', { field: '--dataset-path', fix: '--dataset-path ShareGPT_V3_unfiltered_cleaned_split.json' });
     // a single N fixes every output length; a range (the default) or 'auto' takes each reply's length
     const out = argv.outputLen === undefined || argv.outputLen === 'auto' || String(argv.outputLen).includes(':') ? undefined : rangeFlag('output-len', argv.outputLen)[0];
@@ -108,9 +126,10 @@ export async function runBenchServe(argv: BenchServeArgs, io: Io): Promise<void>
   const target = { baseUrl: base, model, timeoutMs, ...(argv.apiKey ? { apiKey: argv.apiKey } : {}) };
   const tty = Boolean(process.stderr.isTTY);
   let lastPct = -1;
-  io.err(`bench-serve: ${num} requests (${argv.dataset}) to ${base} (${model}), rate ${rate === Infinity ? 'inf' : `${rate}/s`}, max concurrency ${maxConcurrency === Infinity ? 'none' : maxConcurrency}, ${warmupN} warm-up\n`);
+  io.err(`bench-serve: ${num} ${embeddings ? '/v1/embeddings' : '/v1/completions'} requests (${argv.dataset}) to ${base} (${model}), rate ${rate === Infinity ? 'inf' : `${rate}/s`}, max concurrency ${maxConcurrency === Infinity ? 'none' : maxConcurrency}, ${warmupN} warm-up\n`);
   const run = await runBench({
     target, warmup: all.slice(0, warmupN), requests: all.slice(warmupN), rate, maxConcurrency, seed, slo, disconnectFraction,
+    ...(embeddings ? { send: (t, r) => sendEmbeddingRequest(t, r, encodingFormat) } : {}),
     onProgress: (done, total, failed) => {
       const pct = Math.floor((done / total) * 10);
       const line = `bench-serve: ${done}/${total} done${failed ? `, ${failed} failed` : ''}`;
@@ -121,27 +140,32 @@ export async function runBenchServe(argv: BenchServeArgs, io: Io): Promise<void>
       }
     },
   });
+  const embedSummary = embeddings ? summarizeEmbeddings(run.results, run.durationMs, slo) : null;
+  const summary = embedSummary ?? run.summary;
   const record = {
-    base_url: base, model, dataset: argv.dataset, num_prompts: num, request_rate: rate === Infinity ? 'inf' : rate,
+    base_url: base, endpoint, model, dataset: argv.dataset, num_prompts: num, request_rate: rate === Infinity ? 'inf' : rate,
     max_concurrency: maxConcurrency === Infinity ? null : maxConcurrency, warmup: warmupN, seed,
-    goodput_slo_ms: slo, ...run.summary, first_error: run.firstError,
+    ...(embeddings ? { encoding_format: encodingFormat } : {}),
+    goodput_slo_ms: slo, ...summary, first_error: run.firstError,
     date: new Date().toISOString(),
   };
   if (argv.jsonOut) writeFileSync(argv.jsonOut, JSON.stringify(record, null, 2) + '\n');
-  io.out(argv.json ? JSON.stringify(record, null, 2) + '\n' : formatReport(run.summary));
-  if (run.firstError) io.err(`${run.summary.failed} requests failed; the first: ${run.firstError}\n`);
+  io.out(argv.json ? JSON.stringify(record, null, 2) + '\n' : embedSummary ? formatEmbeddingsReport(embedSummary) : formatReport(run.summary));
+  if (run.firstError) io.err(`${summary.failed} requests failed; the first: ${run.firstError}\n`);
 }
 
 export function benchServeCommand(io: Io) {
   return {
     command: 'bench-serve',
-    describe: 'Load-test an OpenAI-compatible server (ours or another): TTFT, TPOT, ITL, e2e latency percentiles, throughput, goodput',
+    describe: 'Load-test an OpenAI-compatible server (ours or another): TTFT, TPOT, ITL, e2e latency percentiles, throughput, goodput; or its /v1/embeddings (--endpoint embeddings): requests/s, input tokens/s, latency',
     builder: (y: Argv) =>
       y
-        .option('base-url', { type: 'string', default: 'http://127.0.0.1:8000', describe: 'the server (its /v1/completions streams the requests)' })
+        .option('base-url', { type: 'string', default: 'http://127.0.0.1:8000', describe: 'the server (its /v1/completions streams the requests, or /v1/embeddings answers them)' })
+        .option('endpoint', { type: 'string', choices: ['completions', 'embeddings'], default: 'completions', describe: 'completions: streamed generation; embeddings: one input a request (the prompt: ids or text), output lengths unused' })
+        .option('encoding-format', { type: 'string', choices: ['float', 'base64'], default: 'float', describe: 'embeddings: the encoding asked for (the openai clients send base64)' })
         .option('model', { type: 'string', describe: "model id to send [default: the server's first /v1/models entry]" })
-        .option('dataset', { type: 'string', choices: ['random', 'sharegpt'], default: 'random', describe: 'random token-id prompts, or a ShareGPT JSON file (--dataset-path)' })
-        .option('dataset-path', { type: 'string', describe: 'ShareGPT-format JSON ([{"conversations": [{"from", "value"}, ...]}])' })
+        .option('dataset', { type: 'string', choices: ['random', 'sharegpt', 'token-ids'], default: 'random', describe: 'random token-id prompts, a ShareGPT JSON file, or a token-id file (--dataset-path)' })
+        .option('dataset-path', { type: 'string', describe: 'sharegpt: ShareGPT-format JSON ([{"conversations": [{"from", "value"}, ...]}]); token-ids: one JSON array of ids or {"input_ids": [...]} a line (its first --num-prompts lines in order; the warm-up resends the first ones)' })
         .option('tokenizer', { type: 'string', describe: "sharegpt: a model folder whose tokenizer.json counts the tokens (and vLLM's length filters apply) [default: 4 characters a token]" })
         .option('num-prompts', { type: 'number', default: 100, describe: 'measured requests' })
         .option('input-len', { type: 'string', default: '100:1024', describe: 'random: prompt tokens, N or MIN:MAX (uniform)' })
@@ -158,7 +182,8 @@ export function benchServeCommand(io: Io) {
         .option('timeout', { type: 'number', default: 600, describe: 'seconds one request may take' })
         .option('disconnect-fraction', { type: 'number', default: 0, describe: 'this fraction of the clients (seeded) leave after 1-5 streamed chunks: the server must cancel them (not counted in the latencies)' })
         .example('$0 bench-serve --num-prompts 256 --input-len 100:1024 --output-len 100:1024', "nano-vllm's workload through HTTP, all at once")
-        .example('$0 bench-serve --request-rate 4 --goodput ttft:40 tpot:8 --json-out serving.json', 'Poisson 4 req/s, goodput under SLOs, JSON out'),
+        .example('$0 bench-serve --request-rate 4 --goodput ttft:40 tpot:8 --json-out serving.json', 'Poisson 4 req/s, goodput under SLOs, JSON out')
+        .example('$0 bench-serve --endpoint embeddings --dataset token-ids --dataset-path docs.jsonl --num-prompts 10000 --max-concurrency 64', 'an embedding server under 64 clients, one document a request'),
     handler: (argv: BenchServeArgs) => runBenchServe(argv, io),
   };
 }

@@ -5,7 +5,7 @@
  */
 import type { AddressInfo } from 'node:net';
 import { UserError, type DType } from '@fastkernels/core';
-import { EncoderRunner, loadEncoderModel, loadModelFolderConfig, loadTokenizer } from '@fastkernels/model-zoo';
+import { Checkpoint, EncoderRunner, loadEncoderModel, loadModelFolderConfig, loadTokenizer } from '@fastkernels/model-zoo';
 import { environment, selectBackend } from '../env.js';
 import type { Io } from '../io.js';
 import { EmbeddingServer } from '../serve/embedding-server.js';
@@ -24,7 +24,10 @@ export async function startEmbeddingServe(argv: ServeArgs, io: Io, port: number)
   const backend = selectBackend(env, argv.backend);
   const log = (l: string) => io.err(`${l}\n`);
   const dtype = argv.dtype;
-  const loaded = loadEncoderModel(argv.model, { backend, registry: env.registry, ...(dtype && DTYPES[dtype] ? { dtype: DTYPES[dtype] } : {}) });
+  // the folder's safetensors unless --random-init; without them, seeded random weights, filled on the device on cuda
+  // (as the decoder path: a config-only folder of a real-size model, the embed suite's serving step)
+  const randomInit = (argv.randomInit ?? (Checkpoint.exists(argv.model) ? undefined : backend.name === 'cuda' ? 'device' : undefined)) as 'host' | 'device' | undefined;
+  const loaded = loadEncoderModel(argv.model, { backend, registry: env.registry, ...(randomInit ? { randomInit } : {}), ...(dtype && DTYPES[dtype] ? { dtype: DTYPES[dtype] } : {}) });
   try {
     const tokenizer = loadTokenizer(argv.model, loaded.geometry.vocabSize);
     if (!tokenizer) log(`no tokenizer.json in ${argv.model}: token ids only ("input": [0, 5, 2] or [[...], [...]])`);
