@@ -12,7 +12,7 @@
 // reference's. Times: CUDA events, median of 20 after 3 warm-ups, L2 not flushed (the 8B case's K / V fit in L2, as in
 // the engine's prefill). TFLOP/s count 4 D flops a visible (query, key) pair: causal is about half of dense.
 // Prints a check line, a table row ("attention-fa3 row:") and a JSON line ("attention-fa3 json:"); exit 1 when a check
-// fails, 3 when the FA3 kernel's launch fails (a fault: the context is lost, so run.sh runs each case in its own process).
+// fails, 3 when the FA3 kernel's launch fails (a fault: the context is lost, so run.sh runs each case in its own process, under a timeout).
 //   Build: nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a bench/labs/attention-fa3/attention_fa3_lab.cu
 //   Run: ./attention_fa3_lab CASE [REPS]
 #include "../../../packages/backend-cuda/kernels/attention_prefill.cu"  // fk_varlen_prefill_wgmma (FK_T bf16, FK_D 128)
