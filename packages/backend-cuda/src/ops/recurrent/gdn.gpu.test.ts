@@ -12,93 +12,19 @@
  * The GPU host runs this under a time limit and the float64 CPU op is the slow half: the production-shape cases take the
  * fewest heads that keep the plan (gdn-plan.ts) of the full shape.
  */
-import { F, Tensor, callOp, opRoute, type DType } from '@fastkernels/core';
+import { Tensor, callOp, opRoute, type DType } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
-import { G, cpu, expectClose, gpu, releasing, tolOf, toGpu } from '../../../test/spine-helpers.js';
+import { cpu, expectClose, releasing, tolOf, toGpu } from '../../../test/spine-helpers.js';
 import { rand } from '../../../test/ops-helpers.js';
 import { GLA_DECODE_BATCHES, glaDecodeSlots } from '../../../test/gla-cases.js';
+import { GRAPH_DECODE_ROWS, GT, checkDecodeGraph, checkDeltaRule, deltaGate, sms, type DeltaRuleCase } from '../../../test/recurrent-gpu.js';
 import { planGdn, type GdnShape } from './gdn-plan.js';
 
-const GT = { ...G, timeout: 600_000 };
 /** Qwen3-Next-80B's gated DeltaNet heads: 32 value heads over 16 q / k heads, K = V = 128. */
 const QN = { H: 16, HV: 32, K: 128, V: 128 } as const;
-const sms = () => gpu().runtime.properties().multiprocessors;
 
-/** Gated DeltaNet's gates: g = -softplus(x) / 2 (log decay), beta = sigmoid(x), rounded to dtype. */
-function gate(shape: number[], dtype: DType, seed: number, kind: 'g' | 'beta'): Tensor {
-  const x = rand(shape, 'f64', seed);
-  const d = x.toFloat64Array().map((z) => (kind === 'g' ? -Math.log1p(Math.exp(z)) / 2 : 1 / (1 + Math.exp(-z))));
-  x.dispose();
-  return Tensor.fromArray(cpu(), d, shape, dtype);
-}
-
-interface DeltaCase {
-  readonly op?: 'fused_recurrent_gated_delta_rule' | 'chunk_gated_delta_rule';
-  readonly dtype: DType;
-  readonly gDType?: DType;
-  readonly B: number;
-  readonly T: number;
-  readonly H: number;
-  readonly HV: number;
-  readonly K: number;
-  readonly V: number;
-  readonly cu?: number[];
-  readonly idx?: number[];
-  readonly slots?: number;
-  readonly idxDType?: DType;
-  readonly init?: boolean;
-  readonly final?: boolean;
-  readonly l2norm?: boolean;
-  readonly scale?: number;
-}
-
-function checkDelta(label: string, c: DeltaCase): void {
-  releasing((keep) => {
-    const op = c.op ?? 'fused_recurrent_gated_delta_rule';
-    const N = c.cu ? c.cu.length - 1 : c.B;
-    const { B, T, H, HV, K, V, dtype } = c;
-    const pooled = c.idx !== undefined;
-    const live = (c.idx ?? []).filter((s) => s >= 0);
-    expect(new Set(live).size, `${label}: every live row its own pool slot`).toBe(live.length);
-    const l2 = c.l2norm ?? true;
-    // without the in-kernel l2norm, q and k come normalised (the delta rule's domain)
-    const qk = (seed: number) => {
-      const x = keep(rand([B, T, H, K], dtype, seed));
-      return l2 ? x : keep(F.l2Norm(x));
-    };
-    const q = qk(1);
-    const k = qk(2);
-    const v = keep(rand([B, T, HV, V], dtype, 3));
-    const g = keep(gate([B, T, HV], c.gDType ?? dtype, 4, 'g'));
-    const beta = keep(gate([B, T, HV], dtype, 5, 'beta'));
-    const s0 = pooled || c.init ? keep(rand(pooled ? [c.slots!, HV, K, V] : [N, HV, K, V], 'f32', 6, { scale: 0.5 })) : null;
-    const cu = c.cu ? keep(Tensor.fromArray(cpu(), c.cu, [c.cu.length], 'i32')) : null;
-    const idx = c.idx ? keep(Tensor.fromArray(cpu(), c.idx, [c.idx.length], c.idxDType ?? 'i32')) : null;
-    const attrs = { scale: c.scale ?? null, output_final_state: !pooled && (c.final ?? true), use_qk_l2norm_in_kernel: l2 };
-    const gIn = [q, k, v, g, beta, s0, cu, idx].map((t) => (t ? keep(toGpu(t)) : null));
-    expect(opRoute(op, gIn, attrs), `${label}: route`).toEqual({ via: 'kernel' });
-    const poolBefore = s0 ? s0.toFloat64Array() : null;
-    const want = keep(callOp(op, [q, k, v, g, beta, s0, cu, idx], attrs));
-    const got = keep(callOp(op, gIn, attrs));
-    expect(got.length).toBe(want.length);
-    expectClose(got[0]!, want[0]!, tolOf(dtype), `${label}: o`);
-    if (attrs.output_final_state) expectClose(got[1]!, want[1]!, tolOf('f32'), `${label}: final state`);
-    if (pooled) {
-      const after = gIn[5]!.toFloat64Array();
-      const wantPool = s0!.toFloat64Array();
-      const per = HV * K * V;
-      for (let sl = 0; sl < c.slots!; sl++) {
-        const a = after.subarray(sl * per, (sl + 1) * per);
-        if (!c.idx!.includes(sl)) {
-          expect(a.every((x, i) => x === poolBefore![sl * per + i]), `${label}: pool slot ${sl} untouched`).toBe(true);
-          continue;
-        }
-        const row = (d: Float64Array) => Tensor.fromArray(cpu(), d, [per], 'f32');
-        expectClose(keep(row(a)), keep(row(wantPool.subarray(sl * per, (sl + 1) * per))), tolOf('f32'), `${label}: pool slot ${sl}`);
-      }
-    }
-  });
-}
+type DeltaCase = Omit<DeltaRuleCase, 'op'> & { readonly op?: 'fused_recurrent_gated_delta_rule' | 'chunk_gated_delta_rule' };
+const checkDelta = (label: string, c: DeltaCase) => checkDeltaRule(label, { ...c, op: c.op ?? 'fused_recurrent_gated_delta_rule' });
 
 interface ConvCase {
   readonly op: 'causal_conv1d' | 'causal_conv1d_update';
@@ -211,48 +137,22 @@ describe('gated DeltaNet kernels vs the float64 CPU backend', () => {
 
   it('a decode step (conv update, then the delta rule) captured in a CUDA graph updates the pool rows the index tensor names at each replay', GT, () => {
     releasing((keep) => {
-      const D = 4;
+      const D = GRAPH_DECODE_ROWS;
       const slots = 8;
       const [Cd, W, H, HV, K, V] = [256, 4, 1, 2, 128, 128];
       const convIn = [rand([D, Cd], 'bf16', 7), rand([Cd, W], 'bf16', 8, { scale: 0.5 })].map(keep);
-      const cpuIn = [rand([D, 1, H, K], 'bf16', 1), rand([D, 1, H, K], 'bf16', 2), rand([D, 1, HV, V], 'bf16', 3), gate([D, 1, HV], 'bf16', 4, 'g'), gate([D, 1, HV], 'bf16', 5, 'beta')].map(keep);
+      const cpuIn = [rand([D, 1, H, K], 'bf16', 1), rand([D, 1, H, K], 'bf16', 2), rand([D, 1, HV, V], 'bf16', 3), deltaGate([D, 1, HV], 'bf16', 4, 'g'), deltaGate([D, 1, HV], 'bf16', 5, 'beta')].map(keep);
       const convPool = keep(rand([slots, Cd, W - 1], 'f32', 9));
       const pool = keep(rand([slots, HV, K, V], 'f32', 6, { scale: 0.5 }));
       const gConv = convIn.map((t) => keep(toGpu(t)));
       const gIn = cpuIn.map((t) => keep(toGpu(t)));
       const [gConvPool, gPool] = [keep(toGpu(convPool)), keep(toGpu(pool))];
-      const gIdx = keep(Tensor.zeros(gpu(), [D], 'i32'));
-      const setIdx = (vals: number[]) => gpu().write(gIdx.storage, 0, new Uint8Array(Int32Array.from(vals).buffer));
       const attrs = { use_qk_l2norm_in_kernel: true };
-      const step = () => [
-        callOp('causal_conv1d_update', [gConv[0]!, gConvPool, gConv[1]!, null, gIdx], { activation: 'silu' })[0]!,
-        callOp('fused_recurrent_gated_delta_rule', [...gIn, gPool, null, gIdx], attrs)[0]!,
+      const step = (conv: Tensor[], convState: Tensor, ins: Tensor[], state: Tensor) => (i: Tensor) => [
+        callOp('causal_conv1d_update', [conv[0]!, convState, conv[1]!, null, i], { activation: 'silu' })[0]!,
+        callOp('fused_recurrent_gated_delta_rule', [...ins, state, null, i], attrs)[0]!,
       ];
-      const cpuStep = (vals: number[]) => {
-        const i = keep(Tensor.fromArray(cpu(), vals, [D], 'i32'));
-        return [keep(callOp('causal_conv1d_update', [convIn[0]!, convPool, convIn[1]!, null, i], { activation: 'silu' })[0]!), keep(callOp('fused_recurrent_gated_delta_rule', [...cpuIn, pool, null, i], attrs)[0]!)];
-      };
-      setIdx([0, 1, 2, 3]);
-      keep(step()); // compiles the kernels outside the capture; pool rows 0-3 advance once
-      cpuStep([0, 1, 2, 3]);
-      let out: Tensor[] = [];
-      const graph = gpu().runtime.capture(() => {
-        out = step();
-      }, { poolBytes: 16 << 20 });
-      try {
-        for (const vals of [[7, -1, 5, 0], [3, 6, -1, 4]]) {
-          setIdx(vals);
-          graph.replay();
-          const [wantConv, wantO] = cpuStep(vals);
-          expectClose(out[0]!, wantConv!, tolOf('bf16'), `graph replay ${vals}: conv out`);
-          expectClose(out[1]!, wantO!, tolOf('bf16'), `graph replay ${vals}: o`);
-          expectClose(gConvPool, convPool, tolOf('f32'), `graph replay ${vals}: conv pool`);
-          expectClose(gPool, pool, tolOf('f32'), `graph replay ${vals}: recurrent pool`);
-        }
-      } finally {
-        for (const t of out) t.dispose();
-        graph.destroy();
-      }
+      checkDecodeGraph(keep, step(gConv, gConvPool, gIn, gPool), step(convIn, convPool, cpuIn, pool), ['conv out', 'o'], [[gConvPool, convPool, 'conv pool'], [gPool, pool, 'recurrent pool']]);
     });
   });
 });

@@ -13,12 +13,12 @@
  */
 import { Tensor, callOp, opRoute, type DType } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
-import { G, cpu, expectClose, gpu, releasing, tolOf, toGpu } from '../../../test/spine-helpers.js';
+import { cpu, expectClose, releasing, tolOf, toGpu } from '../../../test/spine-helpers.js';
 import { rand } from '../../../test/ops-helpers.js';
 import { GLA27, GLA_DECODE_BATCHES, glaDecodeSlots } from '../../../test/gla-cases.js';
+import { GRAPH_DECODE_ROWS, GT, checkDecodeGraph, expectPoolRows, sms } from '../../../test/recurrent-gpu.js';
 import { planGla, type GlaShape } from './gla-plan.js';
 
-const GT = { ...G, timeout: 600_000 };
 type Op = 'fused_recurrent_gla' | 'chunk_gla';
 
 interface Case {
@@ -55,8 +55,6 @@ function samePlan(kind: 'recurrent' | 'chunk', full: GlaShape, cut: GlaShape): v
   expect(tile(cut), `${kind} ${JSON.stringify(cut)} plans as ${JSON.stringify(full)}`).toEqual(tile(full));
 }
 
-const sms = () => gpu().runtime.properties().multiprocessors;
-
 function check(label: string, c: Case): void {
   releasing((keep) => {
     const N = c.cu ? c.cu.length - 1 : c.B;
@@ -81,20 +79,7 @@ function check(label: string, c: Case): void {
     expect(got.length).toBe(want.length);
     expectClose(got[0]!, want[0]!, tolOf(dtype), `${label}: o`);
     if (attrs.output_final_state) expectClose(got[1]!, want[1]!, tolOf('f32'), `${label}: final state`);
-    if (pooled) {
-      const after = gIn[4]!.toFloat64Array();
-      const wantPool = s0!.toFloat64Array();
-      const per = H * K * V;
-      for (let sl = 0; sl < c.slots!; sl++) {
-        const a = after.subarray(sl * per, (sl + 1) * per);
-        if (!c.idx!.includes(sl)) {
-          expect(a.every((x, i) => x === poolBefore![sl * per + i]), `${label}: pool slot ${sl} untouched`).toBe(true);
-          continue;
-        }
-        const row = (d: Float64Array) => Tensor.fromArray(cpu(), d, [per], 'f32');
-        expectClose(keep(row(a)), keep(row(wantPool.subarray(sl * per, (sl + 1) * per))), tolOf('f32'), `${label}: pool slot ${sl}`);
-      }
-    }
+    if (pooled) expectPoolRows(label, keep, { after: gIn[4]!.toFloat64Array(), want: s0!.toFloat64Array(), before: poolBefore! }, c.idx!, c.slots!, H * K * V);
   });
 }
 
@@ -135,36 +120,14 @@ describe('GLA kernels vs the float64 CPU backend', () => {
 
   it('a decode step captured in a CUDA graph updates the pool rows the index tensor names at each replay', GT, () => {
     releasing((keep) => {
-      const D = 4;
+      const D = GRAPH_DECODE_ROWS;
       const slots = 8;
       const { H, K, V } = { H: 2, K: 64, V: 128 };
       const cpuIn = [rand([D, 1, H, K], 'bf16', 1), rand([D, 1, H, K], 'bf16', 2), rand([D, 1, H, V], 'bf16', 3), gates([D, 1, H, K], 'bf16', 4)].map(keep);
       const pool = keep(rand([slots, H, K, V], 'f32', 5));
       const gIn = cpuIn.map((t) => keep(toGpu(t)));
       const gPool = keep(toGpu(pool));
-      const gIdx = keep(Tensor.zeros(gpu(), [D], 'i32'));
-      const setIdx = (vals: number[]) => gpu().write(gIdx.storage, 0, new Uint8Array(Int32Array.from(vals).buffer));
-      const step = () => callOp('fused_recurrent_gla', [...gIn, gPool, null, gIdx], {})[0]!;
-      setIdx([0, 1, 2, 3]);
-      keep(step()); // compiles the kernel outside the capture; the pool rows 0-3 advance once
-      const cpuStep = (vals: number[]) => keep(callOp('fused_recurrent_gla', [...cpuIn, pool, null, keep(Tensor.fromArray(cpu(), vals, [D], 'i32'))], {})[0]!);
-      cpuStep([0, 1, 2, 3]);
-      let out: Tensor | undefined;
-      const graph = gpu().runtime.capture(() => {
-        out = step();
-      }, { poolBytes: 16 << 20 });
-      try {
-        for (const vals of [[7, -1, 5, 0], [3, 6, -1, 4]]) {
-          setIdx(vals);
-          graph.replay();
-          const want = cpuStep(vals);
-          expectClose(out!, want, tolOf('bf16'), `graph replay ${vals}: o`);
-          expectClose(gPool, pool, tolOf('f32'), `graph replay ${vals}: pool`);
-        }
-      } finally {
-        out?.dispose();
-        graph.destroy();
-      }
+      checkDecodeGraph(keep, (i) => [callOp('fused_recurrent_gla', [...gIn, gPool, null, i], {})[0]!], (i) => [callOp('fused_recurrent_gla', [...cpuIn, pool, null, i], {})[0]!], ['o'], [[gPool, pool, 'pool']]);
     });
   });
 });
