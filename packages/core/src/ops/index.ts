@@ -15,6 +15,7 @@ export * from './conv.js';
 export * from './attention.js';
 export * from './quant.js';
 export * from './recurrent.js';
+export * from './arange.js';
 
 import { elementwiseFunctions } from './elementwise.js';
 import { reductionFunctions } from './reduction.js';

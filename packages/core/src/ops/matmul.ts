@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { DTYPE_INFO, type DType } from '../dtype.js';
 import { formatShape, type Shape } from '../shape.js';
 import { Tensor } from '../tensor.js';
+import { deviceArange } from './arange.js';
 import { broadcastShapesOf } from './broadcast.js';
 import { OpScope, callOp1, defineOp, meta, opError, type MetaArg, type TensorMeta } from './registry.js';
 
@@ -433,7 +434,8 @@ defineOp({
     const s = new OpScope();
     try {
       const ids = s.op('to', [sorted], { dtype: 'i64' });
-      const blockStart = s.own(Tensor.fromArray(call.backend, Array.from({ length: P }, (_, i) => i - (i % bs)), [P], 'i64', dev));
+      // each entry's block start, built on the device (a host upload would fail a CUDA graph capture)
+      const blockStart = s.op('mul', [s.op('div', [s.own(deviceArange(call.backend, P, x.device)), bs], { rounding_mode: 'floor' }), bs]);
       const live = s.op('lt', [blockStart, s.op('to', [s.own(post.reshape([1]))], { dtype: 'i64' })]);
       const valid = s.op('logical_and', [live, s.op('logical_and', [s.op('ge', [ids, 0]), s.op('lt', [ids, slots])])]);
       const safe = s.op('where', [valid, ids, 0]);

@@ -1,4 +1,4 @@
-import { DTYPE_INFO, Module, OpScope, Tensor, defineTask, hostArray, type Rng, type TaskCase } from '@fastkernels/core';
+import { DTYPE_INFO, Module, OpScope, Tensor, defineTask, deviceArange, hostArray, type Rng, type TaskCase } from '@fastkernels/core';
 import { bytesOf, randn } from '../../../common/inputs.js';
 import { FAMILY } from '../family.js';
 import type { GateLinear } from '../../../tasks/L1/moe/gate_linear.js';
@@ -90,7 +90,8 @@ export class GptOssExperts extends Module {
     const R = T * K;
     const dtype = hiddenStates.dtype;
     const s = new OpScope();
-    const rowOf = s.own(Tensor.fromArray(this.ctx.backend, Array.from({ length: R }, (_, r) => Math.floor(r / K)), [R], 'i64', { device: this.ctx.device }));
+    // row r of the repeated input is token r / K, indices built on the device (a host upload fails a CUDA graph capture)
+    const rowOf = s.op('div', [s.own(deviceArange(this.ctx.backend, R, this.ctx.device)), K], { rounding_mode: 'floor' });
     const x = s.op('index_select', [hiddenStates, rowOf], { dim: 0 });
     const ids = s.own(s.own(topkIds.contiguous()).view(R));
     const gu = this.gemm(s, x, ids, this.gateUpProj, this.gateUpProjBlocks, this.gateUpProjScales, this.gateUpProjBias); // [R, 2I]

@@ -1,4 +1,4 @@
-import { F, Module, OpScope, Tensor, defineTask, hostArray, type HostArray, type TaskCase } from '@fastkernels/core';
+import { F, Module, OpScope, Tensor, defineTask, deviceArange, hostArray, type HostArray, type TaskCase } from '@fastkernels/core';
 import { fromInts } from '../../../common/inputs.js';
 import { DENSE_MOE_LLM } from '../../families.js';
 import { MIXTRAL_8X7B, MOE_TOKENS, QWEN3_30B_A3B, randomRouting, type MoeShape } from './shapes.js';
@@ -53,12 +53,13 @@ export class MoeAlign extends Module {
       const [expertOf, order] = F.sort(flat, { stable: true });
       s.own(expertOf!);
       s.own(order!);
-      const rank = s.own(Tensor.fromArray(this.ctx.backend, Array.from({ length: N }, (_, j) => j), [N], 'i64', dev));
+      // index constants are built on the device: a host upload would fail a CUDA graph capture of the decode step
+      const rank = s.own(deviceArange(this.ctx.backend, N, this.ctx.device));
       const dest = s.op('add', [s.op('index_select', [paddedStart, expertOf!], { dim: 0 }), s.op('sub', [rank, s.op('index_select', [countStart, expertOf!], { dim: 0 })])]);
       const fill = s.op('add', [s.own(Tensor.zeros(this.ctx.backend, [P], 'i64', dev)), N]);
       const sorted = s.op('scatter', [fill, dest, order!], { dim: 0 });
       // expert of each block: experts whose padded run ends at or before the block's start; -1 past the total
-      const starts = s.own(Tensor.fromArray(this.ctx.backend, Array.from({ length: NB }, (_, b) => b * bs), [NB, 1], 'i64', dev));
+      const starts = s.own(s.op('mul', [s.own(deviceArange(this.ctx.backend, NB, this.ctx.device)), bs]).view(NB, 1));
       const before = s.op('sum', [s.op('le', [s.own(paddedEnd.view(1, E)), starts])], { dim: 1 });
       const total = s.own(paddedEnd.narrow(0, E - 1, 1));
       const experts = s.op('where', [s.op('lt', [s.own(starts.view(NB)), total]), before, -1]);
