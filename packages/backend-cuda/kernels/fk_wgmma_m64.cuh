@@ -1,0 +1,102 @@
+// Hopper warpgroup MMA (wgmma, sm_90a) at m64 for the FlashAttention-3-style kernel (attention_fa3.cu):
+// S [64 x 128 keys] = Q K^T with both operands in shared memory (K-major, m64n128k16), and O [64 x D] += P V with P
+// from registers and V N-major in shared memory (m64n128k16 for head dim 128, m64n64k16 for 64). Tiles are the TMA's 128-byte-swizzled boxes: a 64-column block of R rows
+// x 128 B, 8-row atoms of 1024 B, blocks R x 128 B apart (base 1024-byte aligned). Included at file scope (its own
+// namespace); scripts/embed-kernels.mjs inlines it for NVRTC.
+//
+// Accumulator layout (thread t of the warpgroup, warp w = t / 32, lane l): registers 4 i .. 4 i + 3 hold row
+// 16 w + l / 4 (the first two) and that row + 8 (the last two), columns 8 i + 2 (l % 4) and + 1 (as fk_wgmma.cuh).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace fkwg {
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+// A shared-memory matrix descriptor: start address, leading and stride byte offsets, 128-byte swizzle.
+__device__ __forceinline__ u64 desc(u32 addr, u32 lbo, u32 sbo) {
+  return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+// Waits until at most N of this warpgroup's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+// Keeps the compiler from moving uses of an accumulator above the wait (the asm outputs count as written at issue).
+template <int N>
+__device__ __forceinline__ void pin(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+#define FK_WG128_D "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
+    "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, " \
+    "%41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, " \
+    "%61, %62, %63}"
+#define FK_WG128_OUT \
+      "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
+      "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), \
+      "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), \
+      "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), \
+      "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), \
+      "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), \
+      "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), \
+      "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+
+// The two products for one element type (ty: its PTX name). ss: d = (acc ? d : 0) + A B^T, A and B K-major
+// descriptors. rs: d += A B, A as 4 registers of element pairs (the m64k16 A fragment), B an N-major descriptor.
+#define FK_WG128_PRODUCTS(X, ty)                                                                                   \
+  template <>                                                                                                      \
+  struct M64N128<X> {                                                                                              \
+    static __device__ __forceinline__ void ss(float (&d)[64], u64 da, u64 db, int acc) {                          \
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32." ty "." ty  \
+                   " " FK_WG128_D ", %64, %65, p, 1, 1, 0, 0;\n}\n"                                               \
+                   : FK_WG128_OUT                                                                                   \
+                   : "l"(da), "l"(db), "r"(acc));                                                                   \
+    }                                                                                                              \
+    static __device__ __forceinline__ void rs(float (&d)[64], const u32 (&a)[4], u64 db) {                         \
+      asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32." ty "." ty " " FK_WG128_D                         \
+                   ", {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"                                                   \
+                   : FK_WG128_OUT                                                                                   \
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));                                          \
+    }                                                                                                              \
+  };
+
+template <typename X> struct M64N128;
+FK_WG128_PRODUCTS(__nv_bfloat16, "bf16")
+FK_WG128_PRODUCTS(__half, "f16")
+#undef FK_WG128_PRODUCTS
+#undef FK_WG128_D
+#undef FK_WG128_OUT
+
+#define FK_WG64_D "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
+    "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define FK_WG64_OUT                                                                                                   \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),          \
+      "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),          \
+      "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),         \
+      "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+
+// rs at n64 (head dim 64's P V): d += A B, A as 4 registers, B an N-major descriptor.
+#define FK_WG64_PRODUCTS(X, ty)                                                                                    \
+  template <>                                                                                                      \
+  struct M64N64<X> {                                                                                               \
+    static __device__ __forceinline__ void rs(float (&d)[32], const u32 (&a)[4], u64 db) {                         \
+      asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32." ty "." ty " " FK_WG64_D                           \
+                   ", {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"                                                     \
+                   : FK_WG64_OUT                                                                                    \
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));                                          \
+    }                                                                                                              \
+  };
+
+template <typename X> struct M64N64;
+FK_WG64_PRODUCTS(__nv_bfloat16, "bf16")
+FK_WG64_PRODUCTS(__half, "f16")
+#undef FK_WG64_PRODUCTS
+#undef FK_WG64_D
+#undef FK_WG64_OUT
+
+}  // namespace fkwg
