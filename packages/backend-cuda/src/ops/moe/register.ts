@@ -1,5 +1,6 @@
 /**
- * The MoE kernels of the CUDA backend: fused_moe_gemm on the tensor-core grouped GEMM (fused-moe.ts), which declines
+ * The MoE kernels of the CUDA backend: grouped_gemm on CUDA cores for decode steps and graph captures (grouped-gemm.ts);
+ * fused_moe_gemm on the tensor-core grouped GEMM (fused-moe.ts). Each declines
  * (with the reason) what it does not take: the registry then runs the op's decomposition. Nothing touches CUDA before
  * the first call.
  */
@@ -7,9 +8,12 @@ import { hasOp, type OpKernelTable } from '@fastkernels/core';
 import type { CudaRuntime } from '../../runtime.js';
 import type { GenKernelCache } from '../gen-cache.js';
 import { FusedMoeGemm } from './fused-moe.js';
+import { GroupedGemm } from './grouped-gemm.js';
 
 export function registerMoeKernels(table: OpKernelTable, cache: GenKernelCache, runtime: () => CudaRuntime): FusedMoeGemm {
   const gemm = new FusedMoeGemm(cache, runtime);
   if (hasOp('fused_moe_gemm')) table.register('fused_moe_gemm', gemm.run, gemm.supports);
+  const grouped = new GroupedGemm(cache, runtime);
+  if (hasOp('grouped_gemm')) table.register('grouped_gemm', grouped.run, grouped.supports);
   return gemm;
 }

@@ -1,0 +1,91 @@
+/**
+ * grouped_gemm on CUDA (grouped-gemm-source.ts): one launch, the routing read on the device, so MoE layers that call it
+ * (gpt-oss's experts, fused_moe_gemm's decomposition at f32) stay capturable in a CUDA graph. It takes calls of up to
+ * `GROUPED_GEMM_EAGER_ROWS` rows, and any call made while a graph is captured; larger eager calls (prefill) decline to
+ * the op's decomposition, one cuBLAS GEMM per expert run with the routing read on the host, which reuses each expert's
+ * weights across its rows.
+ */
+import { Tensor, type OpCall } from '@fastkernels/core';
+import type { ArgValue } from '../../args.js';
+import type { CudaKernel } from '../../kernel.js';
+import type { CudaRuntime } from '../../runtime.js';
+import type { GenKernelCache } from '../gen-cache.js';
+import { GROUPED_GEMM_SIGNATURE, GROUPED_GEMM_THREADS, groupedGemmColumnsPerCta, groupedGemmSource, type GroupedGemmVariant } from './grouped-gemm-source.js';
+
+/** Rows an eager call may have and still take the kernel (a decode step's routed rows); more go to per-expert GEMMs. */
+export const GROUPED_GEMM_EAGER_ROWS = 64;
+const MAX_GRID_Y = 65535;
+const DTYPES = new Set(['f32', 'f16', 'bf16']);
+
+/** Why the kernel cannot take the call at all (dtypes, layouts, sizes), or null. */
+export function groupedGemmDecline(x: Tensor, w: Tensor, route: Tensor, bias: Tensor | null): string | null {
+  if (!DTYPES.has(x.dtype) || w.dtype !== x.dtype || (bias && bias.dtype !== x.dtype)) return `dtypes ${x.dtype} / ${w.dtype}${bias ? ` / ${bias.dtype}` : ''}: the kernel takes one of f32, f16, bf16 throughout`;
+  if (route.dtype !== 'i32' && route.dtype !== 'i64') return `routing dtype ${route.dtype}: the kernel reads i32 or i64`;
+  if (x.shape[0]! > MAX_GRID_Y) return `${x.shape[0]} rows: more than a grid's ${MAX_GRID_Y}`;
+  if (w.shape[1]! * x.shape[0]! >= 2 ** 31) return 'output too large for 32-bit indexing';
+  return null;
+}
+
+export class GroupedGemm {
+  private readonly kernels = new Map<string, CudaKernel>();
+  private readonly args: ArgValue[] = new Array<ArgValue>(GROUPED_GEMM_SIGNATURE.length).fill(0);
+
+  constructor(
+    private readonly cache: GenKernelCache,
+    private readonly runtime: () => CudaRuntime,
+  ) {}
+
+  readonly supports = (call: OpCall): true | string => {
+    const [x, w, offs, ids, bias] = call.inputs as [Tensor, Tensor, Tensor | null, Tensor | null, Tensor | null];
+    const why = groupedGemmDecline(x, w, (ids ?? offs)!, bias);
+    if (why) return why;
+    if (x.shape[0]! <= GROUPED_GEMM_EAGER_ROWS) return true;
+    return this.runtime().capturing ? true : `${x.shape[0]} rows outside a graph capture: per-expert GEMMs reuse the weights`;
+  };
+
+  readonly run = (call: OpCall): Tensor => {
+    const [xIn, w, offs, ids, biasIn] = call.inputs as [Tensor, Tensor, Tensor | null, Tensor | null, Tensor | null];
+    const meta = call.outputs[0]!;
+    const out = Tensor.empty(call.backend, meta.shape, meta.dtype, { device: xIn.device });
+    const [rows, N] = meta.shape as [number, number];
+    if (out.numel === 0) return out;
+    const temps: Tensor[] = [];
+    try {
+      // x rows and bias rows are read with a unit last stride; routing contiguous (graph-safe device copies otherwise)
+      const x = xIn.strides[1] === 1 || xIn.shape[1]! <= 1 ? xIn : keep(temps, xIn.contiguous());
+      const route0 = (ids ?? offs)!;
+      const route = route0.isContiguous() ? route0 : keep(temps, route0.contiguous());
+      const bias = biasIn && !(biasIn.strides[1] === 1 || biasIn.shape[1]! <= 1) ? keep(temps, biasIn.contiguous()) : biasIn;
+      const layout = w.strides[2] === 1 || w.shape[2]! <= 1 ? 'k-contiguous' : 'n-contiguous';
+      const variant: GroupedGemmVariant = { dtype: x.dtype as GroupedGemmVariant['dtype'], routing: ids ? 'ids' : 'offsets', index: route.dtype as 'i32' | 'i64', bias: bias !== null, layout };
+      const g = this.args;
+      let i = 0;
+      g[i++] = out; g[i++] = x; g[i++] = w; g[i++] = route; g[i++] = bias ?? 0;
+      g[i++] = rows; g[i++] = N; g[i++] = w.shape[2]!; g[i++] = w.shape[0]!;
+      g[i++] = x.strides[0]!; g[i++] = w.strides[0]!; g[i++] = w.strides[1]!; g[i++] = w.strides[2]!; g[i++] = bias ? bias.strides[0]! : 0;
+      const cols = groupedGemmColumnsPerCta(layout);
+      this.kernel(variant).launch([Math.ceil(N / cols), rows, 1], GROUPED_GEMM_THREADS, 0, g);
+    } catch (e) {
+      out.dispose();
+      throw e;
+    } finally {
+      for (const t of temps) t.dispose();
+    }
+    return out;
+  };
+
+  private kernel(v: GroupedGemmVariant): CudaKernel {
+    const key = JSON.stringify(v);
+    let k = this.kernels.get(key);
+    if (!k) {
+      k = this.cache.kernel(`grouped_gemm ${key}`, () => groupedGemmSource(v), 'grouped_gemm');
+      this.kernels.set(key, k);
+    }
+    return k;
+  }
+}
+
+function keep(temps: Tensor[], t: Tensor): Tensor {
+  temps.push(t);
+  return t;
+}
