@@ -80,6 +80,8 @@ export const HEADLINES = {
     hfSdpaTokS: num(r.summary?.hfSdpaTokS),
     oursOverHfSdpa: num(r.summary?.oursOverHfSdpa),
     oursOverHfCompile: num(r.summary?.oursOverHfCompile),
+    serveTokS: num(r.summary?.serveTokS),
+    serveOverOffline: num(r.summary?.serveOverOffline),
   }),
   attention: (r) => ({
     attnLlamaCausalVsDefault: num(r.summary?.attnLlamaCausalVsDefault),

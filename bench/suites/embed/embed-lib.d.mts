@@ -24,6 +24,7 @@ export interface EmbedTarget {
   target: number;
 }
 export const TARGETS: readonly EmbedTarget[];
+export const SERVE_CLIENTS: number;
 export interface EmbedSummary {
   docs: number | null;
   tokens: number | null;
@@ -33,6 +34,9 @@ export interface EmbedSummary {
   hfCompileTokS: number | null;
   oursOverHfSdpa: number | null;
   oursOverHfCompile: number | null;
+  serveTokS: number | null;
+  serveReqS: number | null;
+  serveOverOffline: number | null;
 }
 export interface EmbedMerged {
   commit: string | null;
@@ -43,7 +47,8 @@ export interface EmbedMerged {
   targets: (EmbedTarget & { value: number | null; met: boolean | null })[];
   ours: Record<string, unknown> | null;
   hf: Record<string, unknown> | null;
+  serve: Record<string, unknown> | null;
 }
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-export function mergeEmbed(ours: any, hf: any, opts?: { commit?: string }): EmbedMerged;
+export function mergeEmbed(ours: any, hf: any, opts?: { commit?: string; serve?: any }): EmbedMerged;
 export function formatEmbed(m: EmbedMerged): string[];

@@ -78,11 +78,18 @@ export function makeWorkload({ n, minLen, maxLen, seed }, vocab = 250002) {
 /** The workload as JSONL (one {"input_ids": [...]} a line): what embed_hf.py reads. */
 export const workloadJsonl = (docs) => docs.map((ids) => JSON.stringify({ input_ids: ids })).join('\n') + '\n';
 
-/** Issue 35's offline targets (H200): ours over HF sdpa padded batches of 64, and over HF under torch.compile. */
+/**
+ * Issue 35's targets (H200): offline, ours over HF sdpa padded batches of 64 and over HF under torch.compile; serving,
+ * /v1/embeddings under 64 concurrent clients (bench-serve) over the offline figure of the same run.
+ */
 export const TARGETS = [
   { key: 'oursOverHfSdpa', label: 'tokens/s vs HF transformers sdpa (padded batches of 64)', target: 2 },
   { key: 'oursOverHfCompile', label: 'tokens/s vs HF transformers under torch.compile', target: 1.2 },
+  { key: 'serveOverOffline', label: '/v1/embeddings tokens/s under 64 clients (bench-serve) vs the offline embed figure', target: 0.9 },
 ];
+
+/** Clients of the serving step (the issue's 64). */
+export const SERVE_CLIENTS = 64;
 
 const rate = (side, run) => side?.runs?.[run]?.tokPerS ?? null;
 const ratio = (a, b) => (typeof a === 'number' && typeof b === 'number' && b > 0 ? a / b : null);
@@ -93,9 +100,15 @@ function describeModel(c) {
   return `${c.architecture} shape (${c.numHiddenLayers} layers, hidden ${c.hiddenSize}, ${c.numAttentionHeads} heads, vocab ${c.vocabSize}), random ${c.dtype} weights`;
 }
 
-/** ours (embed.mjs's JSON) + hf (embed_hf.py's, or null) -> embed.json's object: both sides, a summary, the targets. */
-export function mergeEmbed(ours, hf, { commit = '' } = {}) {
+/**
+ * ours (embed.mjs's JSON) + hf (embed_hf.py's, or null) + serve (bench-serve --endpoint embeddings' JSON, or null)
+ * -> embed.json's object: every side, a summary, the targets. A serving run with failed requests gives no ratio (its
+ * tokens/s would count fewer documents than the offline figure).
+ */
+export function mergeEmbed(ours, hf, { commit = '', serve = null } = {}) {
   const oursTokS = ours?.summary?.tokPerS ?? null;
+  const serveOk = serve && serve.completed > 0 && !serve.failed;
+  const serveTokS = serveOk && typeof serve.inputThroughput === 'number' ? serve.inputThroughput : null;
   const summary = {
     docs: ours?.workload?.n ?? hf?.workload?.n ?? null,
     tokens: ours?.workload?.tokens ?? hf?.workload?.tokens ?? null,
@@ -105,6 +118,9 @@ export function mergeEmbed(ours, hf, { commit = '' } = {}) {
     hfCompileTokS: rate(hf, 'compile'),
     oursOverHfSdpa: ratio(oursTokS, rate(hf, 'sdpa')),
     oursOverHfCompile: ratio(oursTokS, rate(hf, 'compile')),
+    serveTokS,
+    serveReqS: serveOk ? serve.requestThroughput ?? null : null,
+    serveOverOffline: ratio(serveTokS, oursTokS),
   };
   const targets = TARGETS.map((t) => ({ ...t, value: summary[t.key], met: summary[t.key] === null ? null : summary[t.key] >= t.target }));
   return {
@@ -116,6 +132,7 @@ export function mergeEmbed(ours, hf, { commit = '' } = {}) {
     targets,
     ours: ours ?? null,
     hf: hf ?? null,
+    serve: serve ?? null,
   };
 }
 
@@ -135,6 +152,12 @@ export function formatEmbed(m) {
     const r = m.hf?.runs?.[run];
     if (r) lines.push(`${label} of ${m.hf?.settings?.batch ?? '?'}: ${f(r.seqPerS, 1)} seq/s, ${f(r.tokPerS)} tokens/s (${f(r.paddedTokens)} padded tokens${r.compileS != null ? `, compile ${f(r.compileS, 1)} s excluded` : ''})`);
     else if (m.hf?.skipped?.includes(run)) lines.push(`${label}: skipped`);
+  }
+  const v = m.serve;
+  if (!v) lines.push('serve: not measured (--no-serve, no workload, or the step failed: see the log above)');
+  else {
+    lines.push(`serve (/v1/embeddings, ${v.max_concurrency ?? '?'} clients through bench-serve, ${v.num_prompts ?? '?'} documents, ${v.encoding_format ?? 'float'}): ${f(v.requestThroughput, 1)} req/s, ${f(v.inputThroughput)} tokens/s, latency p50 ${f(v.e2eMs?.p50, 1)} / p99 ${f(v.e2eMs?.p99, 1)} ms`);
+    if (v.failed) lines.push(`serve: ${v.failed} requests failed; the first: ${String(v.first_error).slice(0, 400)}`);
   }
   for (const t of m.targets) lines.push(`target: ${t.label} >= ${t.target}x: ${t.value === null ? '-' : `${t.value.toFixed(2)}x`} ${t.met === null ? 'NOT MEASURED' : t.met ? 'MET' : 'MISSED'}`);
   return lines;

@@ -1,6 +1,6 @@
 // Merges the embed suite's two sides into embed.json and prints the report (issue 35's targets last). Plain ESM, run
-// by run.sh with the bundle's node:  node merge.mjs OURS.json HF.json OUT.json [COMMIT]   (a missing side: a file that
-// does not exist or is empty; the merge still writes what there is)
+// by run.sh with the bundle's node:  node merge.mjs OURS.json HF.json OUT.json [COMMIT] [--serve SERVE.json]   (a
+// missing side: a file that does not exist or is empty; the merge still writes what there is)
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { formatEmbed, mergeEmbed } from './embed-lib.mjs';
@@ -16,12 +16,15 @@ export function readSide(file) {
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  const [oursFile, hfFile, outFile, commit = ''] = process.argv.slice(2);
+  const args = process.argv.slice(2);
+  const k = args.indexOf('--serve');
+  const serveFile = k >= 0 ? args.splice(k, 2)[1] : null;
+  const [oursFile, hfFile, outFile, commit = ''] = args;
   if (!outFile) {
-    console.error('usage: node merge.mjs OURS.json HF.json OUT.json [COMMIT]');
+    console.error('usage: node merge.mjs OURS.json HF.json OUT.json [COMMIT] [--serve SERVE.json]');
     process.exit(2);
   }
-  const merged = mergeEmbed(readSide(oursFile), readSide(hfFile), { commit });
+  const merged = mergeEmbed(readSide(oursFile), readSide(hfFile), { commit, serve: readSide(serveFile) });
   writeFileSync(outFile, JSON.stringify(merged, null, 2));
   console.log(`\n${formatEmbed(merged).join('\n')}`);
 }
