@@ -19,6 +19,7 @@ import { registerLayoutKernels } from './layout/register.js';
 import { registerReductionExtras } from './reduction/register.js';
 import { registerMatmulKernels } from './matmul/kernels.js';
 import { registerMoeKernels } from './moe/register.js';
+import { registerQuantKernels } from './quant/register.js';
 import type { FusedMoeGemm } from './moe/fused-moe.js';
 import type { DenseSdpa } from './attention/dense-sdpa.js';
 import type { ReduceOp } from './reduce-source.js';
@@ -65,7 +66,8 @@ export function registerGeneratedKernels(table: OpKernelTable, runtime: () => Cu
   registerReductionExtras(table, g.cache, runtime); // argmax / argmin, cumsum, sort, topk (reduction/)
   registerLayoutKernels(table, g.cache, runtime); // gather, index_select, scatter(_add), pad, interpolate (layout/)
   registerMatmulKernels(table, g.cache, runtime); // cuBLASLt: matmul, bmm, baddbmm, linear (+ epilogues), einsum
-  g.moe = registerMoeKernels(table, g.cache, runtime); // fused_moe_gemm: the tensor-core grouped GEMM over moe_align's blocks (moe/)
+  g.moe = registerMoeKernels(table, g.cache, runtime); // fused_moe_gemm: the tensor-core grouped GEMM over moe_align's blocks; grouped_gemm (moe/)
+  registerQuantKernels(table, g.cache, runtime); // mxfp4_dequant (quant/)
 
   for (const op of ['sum', 'mean', 'amax', 'amin'] as const satisfies readonly ReduceOp[]) {
     table.register(
