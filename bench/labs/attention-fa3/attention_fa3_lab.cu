@@ -1,21 +1,28 @@
 // Issue 28, attention at FA3 class: the FlashAttention-3-style prefill kernel (fk_varlen_prefill_fa3,
 // packages/backend-cuda/kernels/attention_fa3.cu: TMA, a producer warp, two ping-ponging consumer warpgroups) against
-// today's default on sm_90a (fk_varlen_prefill_wgmma, attention_prefill.cu), bf16, head dim 128, on one case a run:
+// the engine's kernel for the shape on sm_90a, bf16, one case a run. Head dim 128 (the default build) against
+// fk_varlen_prefill_wgmma (attention_prefill.cu):
 //   small       2 sequences (300, 77 tokens), 4 / 2 heads, causal: partial tiles, masks, GQA (a quick first look)
 //   llama-4096  1 sequence of 4096, 32 / 8 heads, causal (Llama-3-8B prefill; bench/results/h100: wgmma 431 us)
 //   llama-8192  1 sequence of 8192, 32 / 8 heads, causal
 //   varlen      8 sequences of 100 .. 2000 tokens, 32 / 8 heads, causal
 //   flux        1 sequence of 4608, 24 / 24 heads, not causal (FLUX.1's joint attention)
 //   unit        the kernel's TMA loads and two wgmma forms alone against float64 (lab::unit: for a WRONG case)
-// Checks: the FA3 kernel's output against the wgmma kernel's (every element; its output buffer starts as NaN, so a row
+// Head dim 64 (attention_fa3_lab_hd64.cu: this file with FK_D 64) against fk_varlen_prefill (mma.sync, 8 warps; no wgmma kernel at 64): hd64-small,
+// hd64-4096, hd64-varlen, hd64-dense (the shapes above) and hd64-unit.
+// Checks: the FA3 kernel's output against the baseline's (every element; its output buffer starts as NaN, so a row
 // never written shows), both against a float32 reference (every row of 3 heads), and the FA3 kernel's LSE against the
 // reference's. Times: CUDA events, median of 20 after 3 warm-ups, L2 not flushed (the 8B case's K / V fit in L2, as in
 // the engine's prefill). TFLOP/s count 4 D flops a visible (query, key) pair: causal is about half of dense.
 // Prints a check line, a table row ("attention-fa3 row:") and a JSON line ("attention-fa3 json:"); exit 1 when a check
-// fails, 3 when the FA3 kernel's launch fails (a fault: the context is lost, so run.sh runs each case in its own process, under a timeout).
-//   Build: nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a bench/labs/attention-fa3/attention_fa3_lab.cu
+// fails, 3 when the FA3 kernel's launch fails (a fault: the context is lost, so run.sh runs each case in its
+// own process, under a timeout).
+//   Build: nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a bench/labs/attention-fa3/attention_fa3_lab[_hd64].cu
 //   Run: ./attention_fa3_lab CASE [REPS]
-#include "../../../packages/backend-cuda/kernels/attention_prefill.cu"  // fk_varlen_prefill_wgmma (FK_T bf16, FK_D 128)
+#ifndef FK_WARPS
+#define FK_WARPS 8  // the mma kernel (the head-dim-64 baseline) as the engine builds it (ATTENTION_TUNING.prefillWarps)
+#endif
+#include "../../../packages/backend-cuda/kernels/attention_prefill.cu"  // the baselines (FK_T bf16; FK_D 128 by default)
 #include "../../../packages/backend-cuda/kernels/attention_fa3.cu"      // fk_varlen_prefill_fa3
 #define LAB_NAME "attention-fa3"
 #include "../common/lab_common.cuh"
@@ -26,18 +33,24 @@
 #include <cstring>
 #include <string>
 
-static_assert(FK_D == 128, "the lab is head dim 128");
+// The baseline: the engine's kernel for the head dim on sm_90a (wgmma at 128; the mma.sync kernel, 8 warps, at 64).
+#if FK_D == 128
+#define LAB_BASE "wgmma"
+#else
+#define LAB_BASE "mma"
+#endif
 static_assert(sizeof(CUtensorMap) == sizeof(FkTensorMap), "FkTensorMap mirrors the driver's CUtensorMap");
 
 namespace lab {
 typedef __nv_bfloat16 T;
-constexpr int D = 128;
+constexpr int D = FK_D;
 
 struct Case {
   const char* name;
   std::vector<int> lens;
   int nQ, nKV, causal;
 };
+#if FK_D == 128
 static const Case CASES[] = {
     {"small", {300, 77}, 4, 2, 1},
     {"llama-4096", {4096}, 32, 8, 1},
@@ -45,6 +58,14 @@ static const Case CASES[] = {
     {"varlen", {1000, 100, 2000, 517, 1536, 250, 1789, 640}, 32, 8, 1},
     {"flux", {4608}, 24, 24, 0},
 };
+#else
+static const Case CASES[] = {
+    {"hd64-small", {300, 77}, 4, 2, 1},
+    {"hd64-4096", {4096}, 32, 8, 1},
+    {"hd64-varlen", {1000, 100, 2000, 517, 1536, 250, 1789, 640}, 32, 8, 1},
+    {"hd64-dense", {4608}, 24, 24, 0},
+};
+#endif
 
 // float32 reference of the heads in `heads` (nh of them): one thread a query row, two passes over its keys (the max,
 // then the weighted sum). out [nh][T][D], lse [nh][T] (natural log; -inf for a row that sees no key).
@@ -101,8 +122,8 @@ static FkTensorMap tensor_map(EncodeTiled encode, const T* base, int rows, int h
   return f;
 }
 
-// The kernel's pieces alone, for a run that comes out WRONG (one CTA, one warpgroup): a [64 x 128], b [128 x 128] and
-// v [128 x 128] loaded by the TMA through the same kind of tensor maps (1 head), then s = a b^T (issue_qk) and o = p v
+// The kernel's pieces alone, for a run that comes out WRONG (one CTA, one warpgroup): a [64 x D], b [128 x D] and
+// v [128 x D] loaded by the TMA through the same kind of tensor maps (1 head), then s = a b^T (issue_qk) and o = p v
 // (issue_pv, p [64 x 128] packed into A fragments by the accumulator layout), written out by that layout. A wrong s
 // points at the TMA layout or the K-major descriptors, a wrong o (with s right) at the N-major V descriptor.
 __global__ void __launch_bounds__(128) unit(const __grid_constant__ FkTensorMap ta, const __grid_constant__ FkTensorMap tb,
@@ -127,15 +148,16 @@ __global__ void __launch_bounds__(128) unit(const __grid_constant__ FkTensorMap 
     }
   }
   fkbar::wait(bar, 0);
-  float s[64], o[64];
-  for (int i = 0; i < 64; ++i) s[i] = o[i] = 0.f;
+  float s[64], o[fkfa3::O_REGS];
+  for (int i = 0; i < 64; ++i) s[i] = 0.f;
+  for (int i = 0; i < fkfa3::O_REGS; ++i) o[i] = 0.f;
   fkwg::fence();
   fkfa3::issue_qk(s, sa, sb);
   fkwg::commit();
   fkwg::wait<0>();
   fkwg::pin(s);
   const int rowA = 16 * warp + g, rowB = rowA + 8;
-  auto pk = [&](int r, int c) { return fkfa3::pack(__bfloat162float(p[r * D + c]), __bfloat162float(p[r * D + c + 1])); };
+  auto pk = [&](int r, int c) { return fkfa3::pack(__bfloat162float(p[r * 128 + c]), __bfloat162float(p[r * 128 + c + 1])); };
   unsigned pa[fkfa3::BN / 16][4];
   for (int kk = 0; kk < fkfa3::BN / 16; ++kk) {
     pa[kk][0] = pk(rowA, 16 * kk + 2 * t4);
@@ -148,12 +170,15 @@ __global__ void __launch_bounds__(128) unit(const __grid_constant__ FkTensorMap 
   fkwg::commit();
   fkwg::wait<0>();
   fkwg::pin(o);
-  for (int i = 0; i < 16; ++i) {
+  for (int i = 0; i < 16; ++i) {  // s [64 x 128 keys]
     const int c = 8 * i + 2 * t4;
     s_out[rowA * 128 + c] = s[4 * i], s_out[rowA * 128 + c + 1] = s[4 * i + 1];
     s_out[rowB * 128 + c] = s[4 * i + 2], s_out[rowB * 128 + c + 1] = s[4 * i + 3];
-    o_out[rowA * 128 + c] = o[4 * i], o_out[rowA * 128 + c + 1] = o[4 * i + 1];
-    o_out[rowB * 128 + c] = o[4 * i + 2], o_out[rowB * 128 + c + 1] = o[4 * i + 3];
+  }
+  for (int i = 0; i < D / 8; ++i) {  // o [64 x D]
+    const int c = 8 * i + 2 * t4;
+    o_out[rowA * D + c] = o[4 * i], o_out[rowA * D + c + 1] = o[4 * i + 1];
+    o_out[rowB * D + c] = o[4 * i + 2], o_out[rowB * D + c + 1] = o[4 * i + 3];
   }
 #endif
 }
@@ -166,60 +191,67 @@ static float bf(unsigned short x) {
 }
 // The "unit" case: lab::unit against float64 on the host; for a wrong element, where its value belongs instead.
 static int run_unit(EncodeTiled encode, const cudaDeviceProp& prop) {
-  const int n = 128 * D;
-  T* buf;  // a [64 x 128], b, v, p [128 x 128] (p's first 64 rows used)
-  float* res;  // s, o [64 x 128]
-  CK(cudaMalloc(&buf, 4LL * n * 2));
-  CK(cudaMalloc(&res, 2LL * 64 * D * 4));
-  T *a = buf, *b = buf + n, *v = buf + 2 * n, *p = buf + 3 * n;
-  lab_fill_bf16<<<64, 256>>>(a, n, 11, 1.f);
-  lab_fill_bf16<<<64, 256>>>(b, n, 12, 1.f);
-  lab_fill_bf16<<<64, 256>>>(v, n, 13, 1.f);
-  lab_fill_bf16<<<64, 256>>>(p, n, 14, 1.f);
-  const FkTensorMap ta = tensor_map(encode, a, 64, 1, fkfa3::WG_ROWS), tb = tensor_map(encode, b, 128, 1, fkfa3::BN),
-                    tv = tensor_map(encode, v, 128, 1, fkfa3::BN);
+  constexpr int KEYS = fkfa3::BN;  // 128
+  const char* name = D == 128 ? "unit" : "hd64-unit";
+  T *a, *b, *v, *p;  // a [64 x D], b and v [KEYS x D], p [64 x KEYS]
+  float *sDev, *oDev;  // s [64 x KEYS], o [64 x D]
+  CK(cudaMalloc(&a, 64 * D * 2));
+  CK(cudaMalloc(&b, KEYS * D * 2));
+  CK(cudaMalloc(&v, KEYS * D * 2));
+  CK(cudaMalloc(&p, 64 * KEYS * 2));
+  CK(cudaMalloc(&sDev, 64 * KEYS * 4));
+  CK(cudaMalloc(&oDev, 64 * D * 4));
+  lab_fill_bf16<<<64, 256>>>(a, 64 * D, 11, 1.f);
+  lab_fill_bf16<<<64, 256>>>(b, KEYS * D, 12, 1.f);
+  lab_fill_bf16<<<64, 256>>>(v, KEYS * D, 13, 1.f);
+  lab_fill_bf16<<<64, 256>>>(p, 64 * KEYS, 14, 1.f);
+  const FkTensorMap ta = tensor_map(encode, a, 64, 1, fkfa3::WG_ROWS), tb = tensor_map(encode, b, KEYS, 1, fkfa3::BN),
+                    tv = tensor_map(encode, v, KEYS, 1, fkfa3::BN);
   const int smem = fkfa3::Q_WG_BYTES + 2 * fkfa3::KV_BYTES + 1024 + 64;
   CK(cudaFuncSetAttribute(unit, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  unit<<<1, 128, smem>>>(ta, tb, tv, p, res, res + 64 * D);
+  unit<<<1, 128, smem>>>(ta, tb, tv, p, sDev, oDev);
   const cudaError_t e = cudaDeviceSynchronize();
   if (e != cudaSuccess) {
-    std::printf("attention-fa3: %s, unit: FAILED to run: %s\n", prop.name, cudaGetErrorString(e));
-    std::printf("attention-fa3 row: %-11s %9s %9s %8s %8s %7s %10s  %s\n", "unit", "-", "-", "-", "-", "-", "-", "FAULT");
+    std::printf("attention-fa3: %s, %s: FAILED to run: %s\n", prop.name, name, cudaGetErrorString(e));
+    std::printf("attention-fa3 row: %-11s %9s %9s %8s %8s %7s %10s  %s\n", name, "-", "-", "-", "-", "-", "-", "FAULT");
     return 3;
   }
-  std::vector<unsigned short> h(4LL * n);
-  std::vector<float> got(2LL * 64 * D);
-  CK(cudaMemcpy(h.data(), buf, h.size() * 2, cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(got.data(), res, got.size() * 4, cudaMemcpyDeviceToHost));
-  std::vector<double> want(2LL * 64 * D, 0.0);
+  std::vector<unsigned short> ha(64 * D), hb(KEYS * D), hv(KEYS * D), hp(64 * KEYS);
+  std::vector<float> gs(64 * KEYS), go(64 * D);
+  CK(cudaMemcpy(ha.data(), a, ha.size() * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(hb.data(), b, hb.size() * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(hv.data(), v, hv.size() * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(hp.data(), p, hp.size() * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(gs.data(), sDev, gs.size() * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(go.data(), oDev, go.size() * 4, cudaMemcpyDeviceToHost));
+  std::vector<double> ws(64 * KEYS, 0.0), wo(64 * D, 0.0);
+  for (int r = 0; r < 64; ++r)
+    for (int c = 0; c < KEYS; ++c)
+      for (int x = 0; x < D; ++x) ws[r * KEYS + c] += (double)bf(ha[r * D + x]) * bf(hb[c * D + x]);  // s = a b^T
   for (int r = 0; r < 64; ++r)
     for (int c = 0; c < D; ++c)
-      for (int x = 0; x < D; ++x) {
-        want[r * D + c] += (double)bf(h[r * D + x]) * bf(h[n + c * D + x]);                   // s = a b^T
-        want[64 * D + r * D + c] += (double)bf(h[3 * n + r * D + x]) * bf(h[2 * n + x * D + c]);  // o = p v
-      }
+      for (int x = 0; x < KEYS; ++x) wo[r * D + c] += (double)bf(hp[r * KEYS + x]) * bf(hv[x * D + c]);  // o = p v
   bool all = true;
-  for (int part = 0; part < 2; ++part) {
-    const float* g = got.data() + part * 64 * D;
-    const double* w = want.data() + part * 64 * D;
+  auto report = [&](const char* what, const std::vector<float>& g, const std::vector<double>& w, int cols) {
     double err = 0, scale = 1;
-    for (int i = 0; i < 64 * D; ++i) err = std::max(err, std::fabs(g[i] - w[i])), scale = std::max(scale, std::fabs(w[i]));
+    for (size_t i = 0; i < g.size(); ++i) err = std::max(err, std::fabs(g[i] - w[i])), scale = std::max(scale, std::fabs(w[i]));
     const bool good = err <= 1e-3 * scale;
     all = all && good;
-    std::printf("attention-fa3: %s, unit %s: max |error| %.3g (values up to %.3g): %s\n", prop.name,
-                part == 0 ? "S = A B^T (TMA boxes, K-major, m64n128k16)" : "O = P V (P in registers, V N-major)", err, scale, good ? "ok" : "WRONG");
-    for (int i = 0, shown = 0; !good && i < 64 * D && shown < 4; ++i) {
+    std::printf("attention-fa3: %s, %s %s: max |error| %.3g (values up to %.3g): %s\n", prop.name, name, what, err, scale, good ? "ok" : "WRONG");
+    for (size_t i = 0, shown = 0; !good && i < g.size() && shown < 4; ++i) {
       if (std::fabs(g[i] - w[i]) <= 1e-3 * scale) continue;
       ++shown;
-      int at = -1;
-      for (int j = 0; j < 64 * D && at < 0; ++j)
-        if (std::fabs(g[i] - w[j]) <= 1e-4 * scale) at = j;
-      std::printf("attention-fa3:   [%d][%d] got %.5g want %.5g; %s [%d][%d]\n", i / D, i % D, g[i], w[i], at < 0 ? "no element expects it, e.g." : "expected at",
-                  (at < 0 ? i : at) / D, (at < 0 ? i : at) % D);
+      long long at = -1;
+      for (size_t j = 0; j < w.size() && at < 0; ++j)
+        if (std::fabs(g[i] - w[j]) <= 1e-4 * scale) at = (long long)j;
+      if (at < 0) std::printf("attention-fa3:   [%zu][%zu] got %.5g want %.5g; no element expects that value\n", i / cols, i % cols, g[i], w[i]);
+      else std::printf("attention-fa3:   [%zu][%zu] got %.5g want %.5g; [%lld][%lld] expects it\n", i / cols, i % cols, g[i], w[i], at / cols, at % cols);
     }
-  }
-  std::printf("attention-fa3 row: %-11s %9s %9s %8s %8s %7s %10s  %s\n", "unit", "-", "-", "-", "-", "-", "-", all ? "ok" : "WRONG");
-  std::printf("attention-fa3 json: {\"case\":\"unit\",\"device\":\"%s\",\"ok\":%s}\n", prop.name, all ? "true" : "false");
+  };
+  report("S = A B^T (TMA boxes, K-major, m64n128k16)", gs, ws, KEYS);
+  report("O = P V (P in registers, V N-major)", go, wo, D);
+  std::printf("attention-fa3 row: %-11s %9s %9s %8s %8s %7s %10s  %s\n", name, "-", "-", "-", "-", "-", "-", all ? "ok" : "WRONG");
+  std::printf("attention-fa3 json: {\"case\":\"%s\",\"device\":\"%s\",\"head_dim\":%d,\"ok\":%s}\n", name, prop.name, D, all ? "true" : "false");
   return all ? 0 : 1;
 }
 }  // namespace lab
@@ -235,8 +267,11 @@ int main(int argc, char** argv) {
   const Case* cs = nullptr;
   for (const Case& c : lab::CASES)
     if (want == c.name) cs = &c;
-  if (!cs && want != "unit") {
-    std::fprintf(stderr, "attention-fa3: unknown case %s (unit, small, llama-4096, llama-8192, varlen, flux)\n", want.c_str());
+  const std::string unitName = D == 128 ? "unit" : "hd64-unit";
+  if (!cs && want != unitName) {
+    std::fprintf(stderr, "attention-fa3: unknown case %s (this build: %s", want.c_str(), unitName.c_str());
+    for (const Case& c : lab::CASES) std::fprintf(stderr, ", %s", c.name);
+    std::fprintf(stderr, ")\n");
     return 2;
   }
   cudaDeviceProp prop;
@@ -266,13 +301,13 @@ int main(int argc, char** argv) {
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   const long long nq = (long long)total * nQ * D, nk = (long long)total * nKV * D;
-  T *q, *k, *v, *outWg, *outFa3;
+  T *q, *k, *v, *outBase, *outFa3;
   float* lse;
   int* cuDev;
   CK(cudaMalloc(&q, nq * 2));
   CK(cudaMalloc(&k, nk * 2));
   CK(cudaMalloc(&v, nk * 2));
-  CK(cudaMalloc(&outWg, nq * 2));
+  CK(cudaMalloc(&outBase, nq * 2));
   CK(cudaMalloc(&outFa3, nq * 2));
   CK(cudaMalloc(&lse, (long long)nQ * total * 4));
   CK(cudaMalloc(&cuDev, (B + 1) * 4));
@@ -280,7 +315,7 @@ int main(int argc, char** argv) {
   lab_fill_bf16<<<1024, 256, 0, s>>>(q, nq, 1, 1.f);
   lab_fill_bf16<<<1024, 256, 0, s>>>(k, nk, 2, 1.f);
   lab_fill_bf16<<<1024, 256, 0, s>>>(v, nk, 3, 1.f);
-  CK(cudaMemsetAsync(outWg, 0xff, nq * 2, s));  // NaN: a row a kernel never writes shows
+  CK(cudaMemsetAsync(outBase, 0xff, nq * 2, s));  // NaN: a row a kernel never writes shows
   CK(cudaMemsetAsync(outFa3, 0xff, nq * 2, s));
   CK(cudaStreamSynchronize(s));
 
@@ -288,15 +323,22 @@ int main(int argc, char** argv) {
   FkTensorMap tmK = lab::tensor_map(encode, k, total, nKV, fkfa3::BN);
   FkTensorMap tmV = lab::tensor_map(encode, v, total, nKV, fkfa3::BN);
 
-  // both kernels: grid (nQ, an upper bound on the 128-row tiles); spare CTAs exit
-  const int tiles = (total + 127) / 128 + B;
+  // grids (nQ, an upper bound on the query tiles of the kernel's size); spare CTAs exit
+  const int tiles = (total + fkfa3::BM - 1) / fkfa3::BM + B;
   long long qsr = (long long)nQ * D, qsh = D, ksr = (long long)nKV * D, ksh = D;
   int nseq = B, totalA = total, nQa = nQ, groupA = group, causalA = causal, windowA = window;
   float sl = scaleLog2;
-  CK(cudaFuncSetAttribute(fk_varlen_prefill_wgmma, cudaFuncAttributeMaxDynamicSharedMemorySize, fkpre::WGMMA_SMEM_BYTES));
-  auto runWg = [&] {
-    void* args[] = {&outWg, &q, &qsr, &qsh, &k, &ksr, &ksh, &v, &ksr, &ksh, &cuDev, &cuDev, &nseq, &totalA, &nQa, &groupA, &causalA, &windowA, &sl};
-    CK(cudaLaunchKernel((const void*)fk_varlen_prefill_wgmma, dim3(nQ, tiles), dim3(fkpre::WG_NT), args, fkpre::WGMMA_SMEM_BYTES, s));
+#if FK_D == 128  // the baseline: the wgmma kernel, as the engine launches it on sm_90a (128 rows a CTA, 256 threads)
+  const void* baseFn = (const void*)fk_varlen_prefill_wgmma;
+  const int baseSmem = fkpre::WGMMA_SMEM_BYTES, baseThreads = fkpre::WG_NT, baseTiles = (total + fkpre::WG_BM - 1) / fkpre::WG_BM + B;
+#else  // the mma.sync kernel (16 rows a warp), which the engine runs at head dim 64
+  const void* baseFn = (const void*)fk_varlen_prefill;
+  const int baseSmem = (fkpre::BM * D + 4 * fkpre::BN * D) * 2, baseThreads = fkpre::NT, baseTiles = (total + fkpre::BM - 1) / fkpre::BM + B;
+#endif
+  CK(cudaFuncSetAttribute(baseFn, cudaFuncAttributeMaxDynamicSharedMemorySize, baseSmem));
+  auto runBase = [&] {
+    void* args[] = {&outBase, &q, &qsr, &qsh, &k, &ksr, &ksh, &v, &ksr, &ksh, &cuDev, &cuDev, &nseq, &totalA, &nQa, &groupA, &causalA, &windowA, &sl};
+    CK(cudaLaunchKernel(baseFn, dim3(nQ, baseTiles), dim3(baseThreads), args, baseSmem, s));
   };
   CK(cudaFuncSetAttribute(fk_varlen_prefill_fa3, cudaFuncAttributeMaxDynamicSharedMemorySize, fkfa3::FA3_SMEM_BYTES));
   auto launchFa3 = [&] {
@@ -307,7 +349,7 @@ int main(int argc, char** argv) {
 
   const std::string head = std::string("attention-fa3: ") + prop.name + ", " + cs->name + " (" + std::to_string(B) + " seq, " + std::to_string(total) +
                            " tokens, " + std::to_string(nQ) + " / " + std::to_string(nKV) + " heads x 128, " + (causal ? "causal" : "not causal") + ", bf16)";
-  runWg();
+  runBase();
   CK(cudaStreamSynchronize(s));
   // the FA3 kernel's first launch: a fault (or a launch error) ends this case with a line that says so
   cudaError_t e = launchFa3();
@@ -321,9 +363,9 @@ int main(int argc, char** argv) {
 
   // checks
   std::vector<unsigned short> a(nq), b(nq);
-  CK(cudaMemcpy(a.data(), outWg, nq * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(a.data(), outBase, nq * 2, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(b.data(), outFa3, nq * 2, cudaMemcpyDeviceToHost));
-  double diffWg = 0;
+  double diffBase = 0;
   long long nonFinite = 0, worst = -1;
   for (long long i = 0; i < nq; ++i) {
     const float y = bf(b[i]);
@@ -332,7 +374,7 @@ int main(int argc, char** argv) {
       continue;
     }
     const double d = std::fabs((double)bf(a[i]) - y);
-    if (d > diffWg) diffWg = d, worst = nonFinite ? worst : i;
+    if (d > diffBase) diffBase = d, worst = nonFinite ? worst : i;
   }
   const int heads[3] = {0, nQ / 2 + 1 < nQ ? nQ / 2 + 1 : nQ - 1, nQ - 1};
   int* headsDev;
@@ -348,13 +390,13 @@ int main(int argc, char** argv) {
   CK(cudaMemcpy(h32.data(), r32, h32.size() * 4, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(hLse.data(), rLse, hLse.size() * 4, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(gotLse.data(), lse, gotLse.size() * 4, cudaMemcpyDeviceToHost));
-  double wg32 = 0, fa32 = 0, lseErr = 0;
+  double base32 = 0, fa32 = 0, lseErr = 0;
   for (int hi = 0; hi < 3; ++hi)
     for (int r = 0; r < total; ++r) {
       for (int d = 0; d < D; ++d) {
         const long long at = ((long long)r * nQ + heads[hi]) * D + d;
         const float want = h32[((size_t)hi * total + r) * D + d];
-        wg32 = std::max(wg32, (double)std::fabs(bf(a[at]) - want));
+        base32 = std::max(base32, (double)std::fabs(bf(a[at]) - want));
         const double e32 = std::fabs(bf(b[at]) - want);
         fa32 = std::max(fa32, std::isfinite(e32) ? e32 : INFINITY);
       }
@@ -362,25 +404,25 @@ int main(int argc, char** argv) {
       const double el = std::isinf(wl) && std::isinf(gl) && wl == gl ? 0.0 : std::fabs((double)wl - gl);
       lseErr = std::max(lseErr, std::isfinite(el) ? el : INFINITY);
     }
-  const bool ok = nonFinite == 0 && fa32 <= 2.5 * std::max(wg32, 4e-3) && diffWg < 3e-2 && lseErr < 1e-2;
-  std::printf("%s: FA3 vs wgmma max |diff| %.3g, vs float32 (every row of heads %d, %d, %d): wgmma %.3g, FA3 %.3g, FA3 LSE %.3g, FA3 non-finite %lld: %s\n",
-              head.c_str(), diffWg, heads[0], heads[1], heads[2], wg32, fa32, lseErr, nonFinite, ok ? "ok" : "WRONG");
-  if (!ok && worst >= 0) {  // where: the first non-finite element, else the largest difference from the wgmma kernel
+  const bool ok = nonFinite == 0 && fa32 <= 2.5 * std::max(base32, 4e-3) && diffBase < 3e-2 && lseErr < 1e-2;
+  std::printf("%s: FA3 vs " LAB_BASE " max |diff| %.3g, vs float32 (every row of heads %d, %d, %d): " LAB_BASE " %.3g, FA3 %.3g, FA3 LSE %.3g, FA3 non-finite %lld: %s\n",
+              head.c_str(), diffBase, heads[0], heads[1], heads[2], base32, fa32, lseErr, nonFinite, ok ? "ok" : "WRONG");
+  if (!ok && worst >= 0) {  // where: the first non-finite element, else the largest difference from the baseline
     const long long row = worst / ((long long)nQ * D), h = worst / D % nQ, col = worst % D;
     int sq = 0;
     while (sq + 1 < B && cu[sq + 1] <= row) ++sq;
-    std::printf("attention-fa3:   worst element: token %lld (sequence %d, row %lld of it), head %lld, column %lld: FA3 %.5g, wgmma %.5g\n", row, sq,
+    std::printf("attention-fa3:   worst element: token %lld (sequence %d, row %lld of it), head %lld, column %lld: FA3 %.5g, " LAB_BASE " %.5g\n", row, sq,
                 row - cu[sq], h, col, bf(b[worst]), bf(a[worst]));
   }
 
-  const float wgMs = lab_median_ms(s, runWg, reps, 3), faMs = lab_median_ms(s, runFa3, reps, 3);
-  const double wgTf = flops / wgMs / 1e9, faTf = flops / faMs / 1e9;
-  std::printf("attention-fa3 row: %-11s %9.4f %9.4f %8.1f %8.1f %7.2f %10.3g  %s\n", cs->name, faMs, wgMs, faTf, wgTf, wgMs / faMs, diffWg, ok ? "ok" : "WRONG");
+  const float baseMs = lab_median_ms(s, runBase, reps, 3), faMs = lab_median_ms(s, runFa3, reps, 3);
+  const double baseTf = flops / baseMs / 1e9, faTf = flops / faMs / 1e9;
+  std::printf("attention-fa3 row: %-11s %9.4f %9.4f %8.1f %8.1f %7.2f %10.3g  %s\n", cs->name, faMs, baseMs, faTf, baseTf, baseMs / faMs, diffBase, ok ? "ok" : "WRONG");
   std::printf(
       "attention-fa3 json: {\"case\":\"%s\",\"device\":\"%s\",\"seqs\":%d,\"tokens\":%d,\"q_heads\":%d,\"kv_heads\":%d,\"head_dim\":%d,\"causal\":%s,"
-      "\"fa3_ms\":%.5f,\"wgmma_ms\":%.5f,\"fa3_tflops\":%.1f,\"wgmma_tflops\":%.1f,\"speedup_vs_wgmma\":%.3f,\"max_abs_vs_wgmma\":%.4g,"
-      "\"max_abs_vs_f32_fa3\":%.4g,\"max_abs_vs_f32_wgmma\":%.4g,\"lse_max_abs\":%.4g,\"l2_flushed\":false,\"reps\":%d,\"ok\":%s}\n",
-      cs->name, prop.name, B, total, nQ, nKV, D, causal ? "true" : "false", faMs, wgMs, faTf, wgTf, wgMs / faMs, diffWg, fa32, wg32, lseErr, reps,
+      "\"baseline\":\"" LAB_BASE "\",\"fa3_ms\":%.5f,\"base_ms\":%.5f,\"fa3_tflops\":%.1f,\"base_tflops\":%.1f,\"speedup_vs_base\":%.3f,"
+      "\"max_abs_vs_base\":%.4g,\"max_abs_vs_f32_fa3\":%.4g,\"max_abs_vs_f32_base\":%.4g,\"lse_max_abs\":%.4g,\"l2_flushed\":false,\"reps\":%d,\"ok\":%s}\n",
+      cs->name, prop.name, B, total, nQ, nKV, D, causal ? "true" : "false", faMs, baseMs, faTf, baseTf, baseMs / faMs, diffBase, fa32, base32, lseErr, reps,
       ok ? "true" : "false");
   return ok ? 0 : 1;
 }
