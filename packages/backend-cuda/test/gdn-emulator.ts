@@ -9,6 +9,7 @@
  */
 import type { GlaPlan } from '../src/ops/recurrent/gla-plan.js';
 import { StateAccess, type EmuPtr } from './gla-emulator.js';
+import { StateTile, ctaSequence, shuffleSum } from './recurrent-cta.js';
 
 export interface GdnEmuInputs {
   readonly T: number;
@@ -50,7 +51,7 @@ export function emulateGdn(p: GlaPlan, x: GdnEmuInputs): void {
 }
 
 /** fk_gdn_chunk's chunk loop over one CTA's state slice s[tid][r][e] (SETUP and STORE are the recurrent kernel's). */
-function chunkLoop(p: GlaPlan, x: GdnEmuInputs, c: { br: number; t0: number; t1: number; h: number; hv: number; c0: number; s: Float64Array[][] }, shuffleSum: (vals: Float64Array[]) => void): void {
+function chunkLoop(p: GlaPlan, x: GdnEmuInputs, c: { br: number; t0: number; t1: number; h: number; hv: number; c0: number; s: Float64Array[][] }): void {
   const { K, V, HV } = x;
   const { bv: BV, vec: VEC, threads: TH, chunk: C } = p;
   const CT = BV / VEC;
@@ -135,7 +136,7 @@ function chunkLoop(p: GlaPlan, x: GdnEmuInputs, c: { br: number; t0: number; t1:
         }
         return a;
       });
-      shuffleSum(acc);
+      shuffleSum(acc, CT, TH);
       const red = new Float64Array(WARPS * C * BV);
       for (let tid = 0; tid < TH; tid++) if ((tid & 31) < CT) for (let tt = 0; tt < C; tt++) for (let e = 0; e < VEC; e++) red[((tid >> 5) * C + tt) * BV + (tid % CT) * VEC + e] = acc[tid]![tt * VEC + e]!;
       const dst = new Float64Array(C * BV);
@@ -180,52 +181,16 @@ function chunkLoop(p: GlaPlan, x: GdnEmuInputs, c: { br: number; t0: number; t1:
 function gdnCta(p: GlaPlan, x: GdnEmuInputs, bx: number, hv: number, n: number, access: StateAccess, id: number): void {
   const { K, V, HV } = x;
   const { bv: BV, vec: VEC, threads: TH } = p;
-  const CT = BV / VEC;
-  const RG = TH / CT;
-  const RK = Math.ceil(K / RG);
   const WARPS = TH / 32;
   const c0 = bx * BV;
   const h = Math.floor(hv / x.R);
-  let br: number, t0: number, t1: number;
-  if (x.cu) [br, t0, t1] = [0, rd(x.cu, n), rd(x.cu, n + 1)];
-  else [br, t0, t1] = [n, 0, x.T];
-  let slot = n;
-  let doRead = x.sIn !== null;
-  let doWrite = x.sOut !== null;
-  if (x.idx) {
-    slot = rd(x.idx, n);
-    if (slot < 0) doRead = doWrite = false;
-  }
+  const { row: br, t0, t1, slot, read, write } = ctaSequence(x, n, x.T);
+  const tile = new StateTile(p, K, V, c0);
+  const { CT, RG, RK, ct: ctOf, rg: rgOf, j0: j0Of } = tile;
   const head = hv * K * V;
-  const ctOf = (tid: number) => tid % CT;
-  const rgOf = (tid: number) => Math.floor(tid / CT);
-  const j0Of = (tid: number) => c0 + ctOf(tid) * VEC;
-  const s = Array.from({ length: TH }, (_, tid) => {
-    const st = Array.from({ length: RK }, () => new Float64Array(VEC));
-    for (let r = 0; r < RK; r++) {
-      const i = rgOf(tid) + r * RG;
-      if (doRead && j0Of(tid) < V && i < K) {
-        for (let e = 0; e < VEC; e++) {
-          const at = x.sIn!.off + slot * x.sInStride + head + i * V + j0Of(tid) + e;
-          access.read(x.sIn!.data, at, id);
-          st[r]![e] = x.sIn!.data[at]!;
-        }
-      }
-    }
-    return st;
-  });
+  const s = tile.load(x.sIn, slot * x.sInStride + head, read, access, id);
   const at = (a: EmuPtr, st: readonly number[], t: number, hh: number, i: number) => rd(a, br * st[0]! + t * st[1]! + hh * st[2]! + i);
-  /** The kernel's xor-shuffle sum over offsets CT..16 of per-thread values (vals[tid][m]), in place. */
-  const shuffleSum = (vals: Float64Array[]) => {
-    for (let off = CT; off < 32; off <<= 1) {
-      const before = vals.map((a) => a.slice());
-      for (let tid = 0; tid < TH; tid++) {
-        const partner = (tid & ~31) | ((tid & 31) ^ off);
-        for (let m = 0; m < vals[tid]!.length; m++) vals[tid]![m] = before[tid]![m]! + before[partner]![m]!;
-      }
-    }
-  };
-  if (p.kind === 'chunk') chunkLoop(p, x, { br, t0, t1, h, hv, c0, s }, shuffleSum);
+  if (p.kind === 'chunk') chunkLoop(p, x, { br, t0, t1, h, hv, c0, s });
   else for (let t = t0; t < t1; t++) {
     // stage (one buffer suffices here: the phases run in order)
     const sq = new Float64Array(K);
@@ -259,7 +224,7 @@ function gdnCta(p: GlaPlan, x: GdnEmuInputs, bx: number, hv: number, n: number, 
       }
       return a;
     });
-    shuffleSum(acc);
+    shuffleSum(acc, CT, TH);
     const red = new Float64Array(WARPS * 2 * BV);
     const reds = new Float64Array(WARPS * 3);
     for (let tid = 0; tid < TH; tid++) {
@@ -300,19 +265,7 @@ function gdnCta(p: GlaPlan, x: GdnEmuInputs, bx: number, hv: number, n: number, 
       }
     }
   }
-  if (!doWrite) return;
-  for (let tid = 0; tid < TH; tid++) {
-    if (j0Of(tid) >= V) continue;
-    for (let r = 0; r < RK; r++) {
-      const i = rgOf(tid) + r * RG;
-      if (i >= K) continue;
-      for (let e = 0; e < VEC; e++) {
-        const a = x.sOut!.off + slot * x.sOutStride + head + i * V + j0Of(tid) + e;
-        access.write(x.sOut!.data, a, id);
-        x.sOut!.data[a] = s[tid]![r]![e]!;
-      }
-    }
-  }
+  if (write) tile.store(s, x.sOut!, slot * x.sOutStride + head, access, id);
 }
 
 export interface ConvEmuInputs {
@@ -349,18 +302,10 @@ export function emulateConv(x: ConvEmuInputs): void {
   for (let n = 0; n < gy; n++) {
     for (let bxi = 0; bxi < gx; bxi++) {
       const id = bxi + gx * n;
-      let br: number, t0: number, t1: number;
-      if (x.cu) [br, t0, t1] = [0, rd(x.cu, n), rd(x.cu, n + 1)];
-      else [br, t0, t1] = [n, 0, x.L];
+      const { row: br, t0, t1, slot, read, write: doWrite } = ctaSequence(x, n, x.L);
       const len = t1 - t0;
-      let slot = n;
-      let doRead = x.sIn !== null;
-      let doWrite = x.sOut !== null;
-      if (x.idx) {
-        slot = rd(x.idx, n);
-        if (slot < 0) doRead = doWrite = false;
-      }
-      if (x.his && rd(x.his, n) === 0) doRead = false;
+      // has_initial_state false: a fresh sequence, its state not read
+      const doRead = read && !(x.his && rd(x.his, n) === 0);
       const sInAt = (d: number, j: number) => x.sIn!.off + slot * x.sIns[0]! + d * x.sIns[1]! + j * x.sIns[2]!;
       const xAt = (d: number, t: number) => rd(x.x, br * x.xs[0]! + d * x.xs[1]! + t * x.xs[2]!);
       // phase 1: every thread's outputs from its taps and the state's tail

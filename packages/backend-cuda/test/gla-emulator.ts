@@ -11,6 +11,7 @@
  * this loop happens to give.
  */
 import type { GlaPlan } from '../src/ops/recurrent/gla-plan.js';
+import { StateTile, ctaSequence, shuffleSum } from './recurrent-cta.js';
 
 /** An array and the element where a pointer argument points in it. */
 export interface EmuPtr {
@@ -96,53 +97,17 @@ export function emulateGla(plan: GlaPlan, x: GlaEmuInputs): void {
 function cta(p: GlaPlan, x: GlaEmuInputs, bx: number, h: number, n: number, access: StateAccess, id: number): void {
   const { K, V, H } = x;
   const { bv: BV, vec: VEC, threads: TH } = p;
-  const CT = BV / VEC;
-  const RG = TH / CT;
-  const RK = Math.ceil(K / RG);
   const WARPS = TH / 32;
   const c0 = bx * BV;
   // SETUP
-  let bt: number, t0: number, t1: number;
-  if (x.cu) [bt, t0, t1] = [0, x.cu.data[x.cu.off + n]!, x.cu.data[x.cu.off + n + 1]!];
-  else [bt, t0, t1] = [n, 0, x.T];
-  let slot = n;
-  let rd = x.sIn !== null;
-  let wr = x.sOut !== null;
-  if (x.idx) {
-    slot = x.idx.data[x.idx.off + n]!;
-    if (slot < 0) rd = wr = false;
-  }
+  const { row: bt, t0, t1, slot, read, write } = ctaSequence(x, n, x.T);
+  const tile = new StateTile(p, K, V, c0);
+  const { CT, RG, RK, ct: ctOf, rg: rgOf } = tile;
   const head = h * K * V;
-  const ctOf = (tid: number) => tid % CT;
-  const rgOf = (tid: number) => Math.floor(tid / CT);
-  const j0Of = (tid: number) => c0 + ctOf(tid) * VEC;
-  const s = Array.from({ length: TH }, (_, tid) => {
-    const st = Array.from({ length: RK }, () => new Float64Array(VEC));
-    for (let r = 0; r < RK; r++) {
-      const i = rgOf(tid) + r * RG;
-      if (rd && j0Of(tid) < V && i < K) {
-        for (let e = 0; e < VEC; e++) {
-          const at = x.sIn!.off + slot * x.sInStride + head + i * V + j0Of(tid) + e;
-          access.read(x.sIn!.data, at, id);
-          st[r]![e] = x.sIn!.data[at]!;
-        }
-      }
-    }
-    return st;
-  });
+  const s = tile.load(x.sIn, slot * x.sInStride + head, read, access, id);
   const at = (a: EmuPtr, st: readonly number[], b: number, t: number, i: number) => a.data[a.off + b * st[0]! + t * st[1]! + h * st[2]! + i]!;
   const o = x.o.data;
   const oAt = (t: number, j: number) => x.o.off + (bt * x.T + t) * (H * V) + h * V + j;
-  /** The kernel's xor-shuffle sum over offsets CT..16 of per-thread values (vals[tid][m]), in place. */
-  const shuffleSum = (vals: Float64Array[]) => {
-    for (let off = CT; off < 32; off <<= 1) {
-      const before = vals.map((a) => a.slice());
-      for (let tid = 0; tid < TH; tid++) {
-        const partner = (tid & ~31) | ((tid & 31) ^ off);
-        for (let m = 0; m < vals[tid]!.length; m++) vals[tid]![m] = before[tid]![m]! + before[partner]![m]!;
-      }
-    }
-  };
 
   if (p.kind === 'recurrent') {
     const sq = [new Float64Array(K), new Float64Array(K)];
@@ -173,7 +138,7 @@ function cta(p: GlaPlan, x: GlaEmuInputs, bx: number, h: number, n: number, acce
           }
         }
       }
-      shuffleSum(acc);
+      shuffleSum(acc, CT, TH);
       for (let tid = 0; tid < TH; tid++) if ((tid & 31) < CT) for (let e = 0; e < VEC; e++) red[b]![(tid >> 5) * BV + ctOf(tid) * VEC + e] = acc[tid]![e]!;
       // __syncthreads
       for (let tid = 0; tid < TH; tid++) {
@@ -250,7 +215,7 @@ function cta(p: GlaPlan, x: GlaEmuInputs, bx: number, h: number, n: number, acce
           for (let tt = 0; tt < C; tt++) for (let e = 0; e < VEC; e++) acc[tid]![tt * VEC + e] += sq[tt * K + i]! * s[tid]![r]![e]!;
         }
       }
-      shuffleSum(acc);
+      shuffleSum(acc, CT, TH);
       for (let tid = 0; tid < TH; tid++) {
         if ((tid & 31) < CT) for (let tt = 0; tt < C; tt++) for (let e = 0; e < VEC; e++) red[((tid >> 5) * C + tt) * BV + ctOf(tid) * VEC + e] = acc[tid]![tt * VEC + e]!;
         for (let r = 0; r < RK; r++) {
@@ -275,17 +240,5 @@ function cta(p: GlaPlan, x: GlaEmuInputs, bx: number, h: number, n: number, acce
     }
   }
   // STORE
-  if (!wr) return;
-  for (let tid = 0; tid < TH; tid++) {
-    if (j0Of(tid) >= V) continue;
-    for (let r = 0; r < RK; r++) {
-      const i = rgOf(tid) + r * RG;
-      if (i >= K) continue;
-      for (let e = 0; e < VEC; e++) {
-        const at = x.sOut!.off + slot * x.sOutStride + head + i * V + j0Of(tid) + e;
-        access.write(x.sOut!.data, at, id);
-        x.sOut!.data[at] = s[tid]![r]![e]!;
-      }
-    }
-  }
+  if (write) tile.store(s, x.sOut!, slot * x.sOutStride + head, access, id);
 }
