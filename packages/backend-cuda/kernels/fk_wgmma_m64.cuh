@@ -47,7 +47,8 @@ __device__ __forceinline__ void pin(float (&r)[N]) {
       "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
 
 // The two products for one element type (ty: its PTX name). ss: d = (acc ? d : 0) + A B^T, A and B K-major
-// descriptors. rs: d += A B, A as 4 registers of element pairs (the m64k16 A fragment), B an N-major descriptor.
+// descriptors. rs: d += A B, A as 4 registers of element pairs (the m64k16 A fragment), B an N-major descriptor
+// (scale-d is a predicate operand: set from a register, as the verified fk_wgmma.cuh does, not an immediate).
 #define FK_WG128_PRODUCTS(X, ty)                                                                                   \
   template <>                                                                                                      \
   struct M64N128<X> {                                                                                              \
@@ -58,10 +59,10 @@ __device__ __forceinline__ void pin(float (&r)[N]) {
                    : "l"(da), "l"(db), "r"(acc));                                                                   \
     }                                                                                                              \
     static __device__ __forceinline__ void rs(float (&d)[64], const u32 (&a)[4], u64 db) {                         \
-      asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32." ty "." ty " " FK_WG128_D                         \
-                   ", {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"                                                   \
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32." ty "." ty  \
+                   " " FK_WG128_D ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"                                  \
                    : FK_WG128_OUT                                                                                   \
-                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));                                          \
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));                                  \
     }                                                                                                              \
   };
 
@@ -85,10 +86,10 @@ FK_WG128_PRODUCTS(__half, "f16")
   template <>                                                                                                      \
   struct M64N64<X> {                                                                                               \
     static __device__ __forceinline__ void rs(float (&d)[32], const u32 (&a)[4], u64 db) {                         \
-      asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32." ty "." ty " " FK_WG64_D                           \
-                   ", {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"                                                     \
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32." ty "." ty    \
+                   " " FK_WG64_D ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"                                   \
                    : FK_WG64_OUT                                                                                    \
-                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));                                          \
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));                                  \
     }                                                                                                              \
   };
 
