@@ -42,19 +42,22 @@ def _ref_modules():
     return bge_m3_ref, colbert_ref, encoder_ref, st_io
 
 
-def hf_backbone(name, ckpt, dtype, impl, device):
-    """transformers' XLMRobertaModel / BertModel from our checkpoint (ColBERT's `bert.` prefix stripped by
-    from_pretrained), attention `impl`: a callable (ids, mask) -> last_hidden_state; every backbone weight loaded."""
+def hf_backbone(name, ckpt, dtype, impl, device, tensors):
+    """transformers' XLMRobertaModel / BertModel of our checkpoint's config, attention `impl`, then the checkpoint's
+    backbone tensors loaded by name (ColBERT's `bert.` prefix removed here, not left to from_pretrained's prefix
+    rules): a callable (ids, mask) -> last_hidden_state; a backbone parameter the checkpoint lacks is an error."""
     import transformers
+    _, _, encoder_ref, _ = _ref_modules()
     cls = transformers.XLMRobertaModel if name == 'bge_m3' else transformers.BertModel
-    kw = dict(attn_implementation=impl, output_loading_info=True)
     try:
-        model, info = cls.from_pretrained(ckpt, dtype=dtype, **kw)
+        model = cls.from_pretrained(ckpt, dtype=dtype, attn_implementation=impl)
     except TypeError:
-        model, info = cls.from_pretrained(ckpt, torch_dtype=dtype, **kw)
-    missing = [k for k in info.get('missing_keys', []) if not k.startswith('pooler.') and not k.endswith('position_ids')]
-    if missing:
-        raise RuntimeError(f'{cls.__name__} from {ckpt}: backbone weights missing from the checkpoint: {missing[:8]}')
+        model = cls.from_pretrained(ckpt, torch_dtype=dtype, attn_implementation=impl)
+    state = {k: v.to(dtype) for k, v in encoder_ref.backbone_state(tensors, 'bert.' if name == 'colbertv2' else '').items()}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [k for k in missing if not k.startswith('pooler.') and not k.endswith(('position_ids', 'token_type_ids'))]
+    if missing or unexpected:
+        raise RuntimeError(f'{cls.__name__} from {ckpt}: backbone parameters missing {missing[:8]}, unexpected {list(unexpected)[:8]}')
     got = getattr(model.config, '_attn_implementation', impl)
     if got != impl:
         raise RuntimeError(f'{cls.__name__}: asked for {impl} attention, the model runs {got}')
@@ -163,7 +166,7 @@ def compare_heads(name, mdir, dtype, *, device='cuda', backbone_kind='hf', facto
     td = {'f32': torch.float32, 'bf16': torch.bfloat16, 'f16': torch.float16}[dtype]
     with open(os.path.join(mdir, 'config.json')) as f:
         cfg = json.load(f)
-    res = {'model': name, 'architecture': cfg['architectures'][0], 'backbone': 'transformers' if backbone_kind == 'hf' else 'encoder_ref.py (plain torch, a dry run)', 'poolings': POOLINGS[name]}
+    res = {'model': name, 'dtype': dtype, 'architecture': cfg['architectures'][0], 'backbone': 'transformers' if backbone_kind == 'hf' else 'encoder_ref.py (plain torch, a dry run)', 'poolings': POOLINGS[name]}
     ours_path = os.path.join(mdir, 'ours_heads.jsonl')
     if not os.path.exists(ours_path) or os.path.getsize(ours_path) == 0:
         err = os.path.join(mdir, 'ours_heads.stderr')
@@ -176,8 +179,8 @@ def compare_heads(name, mdir, dtype, *, device='cuda', backbone_kind='hf', facto
     _, _, _, st_io = _ref_modules()
     tensors = st_io.load_dir(ckpt)
     if backbone_kind == 'hf':
-        eager = reference_rows(name, ckpt, cfg, seqs, hf_backbone(name, ckpt, td, 'eager', device), td, device, tensors)
-        sdpa = reference_rows(name, ckpt, cfg, seqs, hf_backbone(name, ckpt, td, 'sdpa', device), td, device, tensors)
+        eager = reference_rows(name, ckpt, cfg, seqs, hf_backbone(name, ckpt, td, 'eager', device, tensors), td, device, tensors)
+        sdpa = reference_rows(name, ckpt, cfg, seqs, hf_backbone(name, ckpt, td, 'sdpa', device, tensors), td, device, tensors)
     else:
         eager = reference_rows(name, ckpt, cfg, seqs, plain_backbone(name, ckpt, td, device, tensors), td, device, tensors)
         sdpa = None
@@ -189,6 +192,11 @@ def compare_heads(name, mdir, dtype, *, device='cuda', backbone_kind='hf', facto
     res['bounds'] = bounds(dtype, res['hf_sdpa_vs_eager'], factor)
     res['bound_from'] = 'fixed (f32)' if dtype == 'f32' else (f'{factor} x HF sdpa vs eager' if sdpa is not None else 'fixed (no sdpa run)')
     res['verdict'], res['failed_outputs'] = verdict(res['metrics'], res['bounds'])
+    if dtype != 'f32':
+        # context for the verdict: how far ours and HF's eager run each are from HF eager in float32 (same weights)
+        f32 = reference_rows(name, ckpt, cfg, seqs, hf_backbone(name, ckpt, torch.float32, 'eager', device, tensors) if backbone_kind == 'hf'
+                             else plain_backbone(name, ckpt, torch.float32, device, tensors), torch.float32, device, tensors)
+        res['vs_f32'] = {'ours': compare_outputs(ours, f32), 'hf_eager': compare_outputs(eager, f32)}
     return res
 
 
@@ -210,4 +218,11 @@ def table_lines(models):
             else:
                 cells = f"{m['min_cos']:11.7f} {m['max_abs']:9.2e} {'':>10s} {'' if m.get('rows_equal', True) else 'ROWS':>7s} {s.get('min_cos', float('nan')):11.7f} {s.get('max_abs', float('nan')):9.2e}"
             lines.append(f"{name:10s} {o:13s} {cells}  {'MISMATCH' if bad else 'match'}")
+        v = r.get('vs_f32')
+        if v:
+            parts = []
+            for o, m in v['ours'].items():
+                h = v['hf_eager'][o]
+                parts.append(f"{o} rel {m['max_rel']:.2e} (HF {h['max_rel']:.2e})" if o == 'sparse' else f"{o} min cos {m['min_cos']:.6f} (HF {h['min_cos']:.6f})")
+            lines.append(f"{'':10s} vs HF f32 eager: ours / HF's own {r.get('dtype', 'low-precision')} eager: " + ', '.join(parts))
     return lines
