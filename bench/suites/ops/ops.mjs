@@ -338,6 +338,8 @@ for (const c of cases) {
       }
     }
     if (c.group === 'moe') row.moeTile = backend.generatedOps.moe.lastPlan?.tile.name;
+    // the kernel a softmax / log_softmax ran (softmax.cu's fk_softmax / fk_softmax_cluster / fk_softmax_smem, or 'generated')
+    if (c.group === 'softmax') row.softmaxPath = backend.generatedOps.softmaxPath;
     if (c.group === 'attention') {
       // row.ms is the route SDPA takes (the flash prefill kernel where it fits); the dense kernel beside it, informative
       const sdpa = backend.generatedOps.sdpa;

@@ -1,4 +1,5 @@
-// FastKernels softmax over the last (contiguous) dim, fp32 accumulation, result in the input dtype.
+// FastKernels softmax / log_softmax over the last (contiguous) dim, fp32 accumulation, result in FK_OT (the input
+// dtype unless told; FK_LOG=1: log_softmax).
 //
 // One block per row. Each thread keeps up to FK_NPT vectors of the row in registers and folds them into an
 // online (max, sum of exp) pair; the pairs are merged across the block; the output is exp(x - max) / sum,
@@ -8,9 +9,20 @@
 // compile-cu: -DFK_NPT=8
 // compile-cu: -DFK_NPT=8 -DFK_PDL=1
 // compile-cu: -DFK_CS=4
+// compile-cu: -DFK_LOG=1 -DFK_CS=2
+// compile-cu: -DFK_OT=float -DFK_T=__half
+// compile-cu: -DFK_LOG=1 -DFK_OT=float -DFK_VEC=4
+// compile-cu: -DFK_T=float -DFK_VEC=1 -DFK_LOG=1
+// compile-cu: -DFK_VEC=1 -DFK_OT=float
 #include "fk_vec.cuh"
 #include "fk_pdl.cuh"
 #define FK_NEG_INF (-__int_as_float(0x7f800000))
+#ifndef FK_OT
+#define FK_OT FK_T
+#endif
+#ifndef FK_LOG
+#define FK_LOG 0
+#endif
 
 // Merge (m2, s2) into (m, s): s = s e^(m - M) + s2 e^(m2 - M), M = max(m, m2); -inf maxima contribute nothing.
 __device__ __forceinline__ void fk_merge(float& m, float& s, float m2, float s2) {
@@ -86,11 +98,29 @@ __device__ __forceinline__ V fk_opaque(V a) {
   return a;
 }
 
+typedef FkVec<FK_OT, FK_VEC> FkOutVec;
+
+// What the write needs of a row's (max, sum): softmax 1 / sum; log_softmax the shift max + log(sum) (a row of -inf:
+// -inf, so x - shift is NaN, as 0/0 is for softmax).
+__device__ __forceinline__ float fk_row_post(float m, float s) {
+#if FK_LOG
+  return m + logf(s);
+#else
+  return 1.f / s;
+#endif
+}
+
 template <class V>
-__device__ __forceinline__ V fk_out_vec(const V& a, float m, float inv) {
-  V r;
+__device__ __forceinline__ FkOutVec fk_out_vec(const V& a, float m, float post) {
+  FkOutVec r;
 #pragma unroll
-  for (int e = 0; e < FK_VEC; ++e) fk_set(r.v[e], __expf(fk_f(a.v[e]) - m) * inv);
+  for (int e = 0; e < FK_VEC; ++e) {
+#if FK_LOG
+    fk_set(r.v[e], fk_f(a.v[e]) - post);
+#else
+    fk_set(r.v[e], __expf(fk_f(a.v[e]) - m) * post);
+#endif
+  }
   return r;
 }
 
@@ -111,18 +141,18 @@ __device__ __forceinline__ void fk_fold_slice(const V* __restrict__ xr, int n, V
 }
 
 template <class V>
-__device__ __forceinline__ void fk_write_slice(V* __restrict__ yr, const V* __restrict__ xr, int n, const V (&a)[FK_NPT], float m, float inv) {
+__device__ __forceinline__ void fk_write_slice(FkOutVec* __restrict__ yr, const V* __restrict__ xr, int n, const V (&a)[FK_NPT], float m, float post) {
   const int t = threadIdx.x, T = blockDim.x;
 #pragma unroll
   for (int k = 0; k < FK_NPT; ++k)
-    if (t + k * T < n) yr[t + k * T] = fk_out_vec<V>(fk_opaque(a[k]), m, inv);
+    if (t + k * T < n) yr[t + k * T] = fk_out_vec<V>(fk_opaque(a[k]), m, post);
   for (int j = t + FK_NPT * T; j < n; j += T) {
     const V av = xr[j];
-    yr[j] = fk_out_vec<V>(av, m, inv);
+    yr[j] = fk_out_vec<V>(av, m, post);
   }
 }
 
-extern "C" __global__ void __launch_bounds__(1024, 1) fk_softmax(FK_T* __restrict__ y, const FK_T* __restrict__ x, int rows, int D, long long xs) {
+extern "C" __global__ void __launch_bounds__(1024, 1) fk_softmax(FK_OT* __restrict__ y, const FK_T* __restrict__ x, int rows, int D, long long xs) {
   fk_pdl_entry();
   typedef FkVec<FK_T, FK_VEC> V;
   __shared__ float rm[32], rsum[32];
@@ -130,7 +160,7 @@ extern "C" __global__ void __launch_bounds__(1024, 1) fk_softmax(FK_T* __restric
   if (row >= rows) return;
   const int nv = D / FK_VEC;
   const V* xr = reinterpret_cast<const V*>(x + row * xs);
-  V* yr = reinterpret_cast<V*>(y + (long long)row * D);
+  FkOutVec* yr = reinterpret_cast<FkOutVec*>(y + (long long)row * D);
   V a[FK_NPT];
   float m = FK_NEG_INF, s = 0.f;
   fk_fold_slice<V>(xr, nv, a, m, s);
@@ -145,7 +175,7 @@ extern "C" __global__ void __launch_bounds__(1024, 1) fk_softmax(FK_T* __restric
   m = lane < nw ? rm[lane] : FK_NEG_INF;
   s = lane < nw ? rsum[lane] : 0.f;
   fk_warp_merge(m, s);
-  fk_write_slice<V>(yr, xr, nv, a, m, 1.f / s);
+  fk_write_slice<V>(yr, xr, nv, a, m, fk_row_post(m, s));
 }
 
 // ---- long rows: one thread-block cluster of FK_CS CTAs per row (Hopper, sm_90).
@@ -180,7 +210,7 @@ __device__ __forceinline__ float fk_ld_cluster(const float* p, unsigned rank) {
 }
 
 extern "C" __global__ void __cluster_dims__(FK_CS, 1, 1) __launch_bounds__(1024, 1)
-    fk_softmax_cluster(FK_T* __restrict__ y, const FK_T* __restrict__ x, int rows, int D, long long xs) {
+    fk_softmax_cluster(FK_OT* __restrict__ y, const FK_T* __restrict__ x, int rows, int D, long long xs) {
   fk_pdl_entry();
   typedef FkVec<FK_T, FK_VEC> V;
   __shared__ float rm[32], rsum[32];
@@ -192,7 +222,7 @@ extern "C" __global__ void __cluster_dims__(FK_CS, 1, 1) __launch_bounds__(1024,
   const int lo = min(nv, (int)rank * per);
   const int n = min(nv, lo + per) - lo;  // vectors of this CTA's slice (may be 0)
   const V* xr = reinterpret_cast<const V*>(x + row * xs) + lo;
-  V* yr = reinterpret_cast<V*>(y + (long long)row * D) + lo;
+  FkOutVec* yr = reinterpret_cast<FkOutVec*>(y + (long long)row * D) + lo;
   V a[FK_NPT];
   float m = FK_NEG_INF, s = 0.f;
   fk_fold_slice<V>(xr, n, a, m, s);
@@ -218,5 +248,89 @@ extern "C" __global__ void __cluster_dims__(FK_CS, 1, 1) __launch_bounds__(1024,
 #pragma unroll
   for (int r = 0; r < FK_CS; ++r) fk_merge(m, s, fk_ld_cluster(&part[0], r), fk_ld_cluster(&part[1], r));
   fk_cluster_sync();  // no CTA leaves (freeing its shared memory) while another may still read it
-  fk_write_slice<V>(yr, xr, n, a, m, 1.f / s);
+  fk_write_slice<V>(yr, xr, n, a, m, fk_row_post(m, s));
+}
+
+// ---- long rows read once: one cluster of FK_CS CTAs a row, each CTA's slice in shared memory (Hopper, sm_90).
+//
+// fk_softmax_smem: grid rows * FK_CS, cluster (FK_CS, 1, 1) set at compile time, dynamic shared memory of one slice
+// (ceil(nv / FK_CS) vectors, rounded up to 16 bytes; the host checks it fits a CTA) and then the block's merge scratch
+// (a (max, sum) a warp, the CTA's pair: no static arrays sized for 32 warps, so 7 CTAs of 32 KiB slices fit an SM's
+// 228 KiB with their 1 KiB each reserved). Every thread copies its vectors j = t, t + T, ... of the
+// slice global -> shared with cp.async (no registers held, so the whole slice is in flight at once), waits for its own
+// copies, folds them; the (max, sum) is merged over the block, then over the cluster through distributed shared memory
+// as in fk_softmax_cluster, and the output is written from shared memory. One read and one write of the row at any
+// length the cluster's shared memory holds (fk_softmax_cluster re-reads what its registers do not keep). A thread reads
+// back only what it copied itself: no block barrier between the copies and the fold.
+template <int B>
+__device__ __forceinline__ void fk_copy_async(void* dst, const void* src) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  if constexpr (B == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(d), "l"(src), "n"(B) : "memory");
+}
+
+template <class V>
+__device__ __forceinline__ void fk_copy_vec(V* dst, const V* src) {
+  if constexpr (sizeof(V) == 16 || sizeof(V) == 8 || sizeof(V) == 4)
+    fk_copy_async<(int)sizeof(V)>(dst, src);
+  else
+    *dst = *src;  // a 2-byte scalar (16-bit dtype, odd length): cp.async moves 4 bytes at least
+}
+
+extern "C" __global__ void __cluster_dims__(FK_CS, 1, 1) __launch_bounds__(1024)
+    fk_softmax_smem(FK_OT* __restrict__ y, const FK_T* __restrict__ x, int rows, int D, long long xs) {
+  fk_pdl_entry();
+  typedef FkVec<FK_T, FK_VEC> V;
+  extern __shared__ __align__(16) unsigned char fk_slice_bytes[];
+  const unsigned rank = fk_cluster_rank();
+  const int row = blockIdx.x / FK_CS;  // every CTA of a cluster has the same row (grid = rows * FK_CS exactly)
+  const int nv = D / FK_VEC;
+  const int per = (nv + FK_CS - 1) / FK_CS;
+  const int t = threadIdx.x, T = blockDim.x;
+  const int warp = t >> 5, lane = t & 31, nw = (T + 31) >> 5;
+  // the layout the host sizes (oneReadSmemBytes): slice | rm[nw] | rsum[nw] | part[2]; the same in every CTA
+  V* slice = reinterpret_cast<V*>(fk_slice_bytes);
+  float* rm = reinterpret_cast<float*>(fk_slice_bytes + ((per * (int)sizeof(V) + 15) & ~15));
+  float* rsum = rm + nw;
+  float* part = rsum + nw;
+  const int lo = min(nv, (int)rank * per);
+  const int n = min(nv, lo + per) - lo;  // vectors of this CTA's slice (may be 0)
+  const V* xr = reinterpret_cast<const V*>(x + row * xs) + lo;
+  FkOutVec* yr = reinterpret_cast<FkOutVec*>(y + (long long)row * D) + lo;
+#pragma unroll 4
+  for (int j = t; j < n; j += T) fk_copy_vec<V>(slice + j, xr + j);
+  asm volatile("cp.async.wait_all;" ::: "memory");
+  float m = FK_NEG_INF, s = 0.f;
+  for (int j = t; j < n; j += T) {
+    const V av = slice[j];
+    fk_fold_vec<V>(m, s, av);
+  }
+  fk_warp_merge(m, s);
+  if (lane == 0) {
+    rm[warp] = m;
+    rsum[warp] = s;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    m = lane < nw ? rm[lane] : FK_NEG_INF;
+    s = lane < nw ? rsum[lane] : 0.f;
+    fk_warp_merge(m, s);
+    if (lane == 0) {
+      part[0] = m;
+      part[1] = s;
+    }
+  }
+  fk_cluster_sync();  // every CTA's part is written (release / acquire at cluster scope)
+  m = FK_NEG_INF;
+  s = 0.f;
+#pragma unroll
+  for (int r = 0; r < FK_CS; ++r) fk_merge(m, s, fk_ld_cluster(&part[0], r), fk_ld_cluster(&part[1], r));
+  fk_cluster_sync();  // no CTA leaves (freeing its shared memory) while another may still read it
+  const float post = fk_row_post(m, s);
+  for (int j = t; j < n; j += T) {
+    const V av = slice[j];
+    yr[j] = fk_out_vec<V>(av, m, post);
+  }
 }

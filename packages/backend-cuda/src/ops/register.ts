@@ -1,6 +1,7 @@
 /**
  * The CUDA backend's registry kernels from this folder: the elementwise group (generated), sum / mean / amax / amin,
- * softmax / log_softmax (generated; softmax in the input dtype goes to the tuned spine kernel, backend.ops.softmax),
+ * softmax / log_softmax (f32 / f16 / bf16 in and out: the tuned kernels of kernels/softmax.cu, reduction/softmax.ts;
+ * other dtypes generated),
  * layer_norm / group_norm (generated row norms) where core declares them. One GeneratedOps per backend holds the kernel
  * cache; nothing touches CUDA before the first call.
  */
@@ -23,6 +24,8 @@ import { registerQuantKernels } from './quant/register.js';
 import type { FusedMoeGemm } from './moe/fused-moe.js';
 import type { DenseSdpa } from './attention/dense-sdpa.js';
 import type { ReduceOp } from './reduce-source.js';
+import { lastSoftmaxLaunch, softmax as tunedSoftmax } from './reduction/softmax.js';
+import type { SpineContext } from './launch/context.js';
 
 export class GeneratedOps {
   readonly reductions: GeneratedReductions;
@@ -33,6 +36,8 @@ export class GeneratedOps {
   moe!: FusedMoeGemm;
   /** scaled_dot_product_attention (attention/): `sdpa.viaPrefill = false` keeps every call on the dense kernel. */
   sdpa!: DenseSdpa;
+  /** The kernel the last registry softmax / log_softmax ran (a softmax.cu entry, or 'generated'): the ops bench's route. */
+  softmaxPath: string | null = null;
 
   constructor(
     readonly runtime: () => CudaRuntime,
@@ -89,8 +94,14 @@ export function registerGeneratedKernels(table: OpKernelTable, runtime: () => Cu
         const x = call.inputs[0] as Tensor;
         const outDType = call.outputs[0]!.dtype;
         const dim = normDim(name, call.attrs.dim, x.rank);
-        // softmax in the input's dtype: the tuned hand-written kernel (kernels/softmax.cu) already is the production one
-        if (name === 'softmax' && outDType === x.dtype && FLOAT16_32.has(x.dtype) && x.rank > 0) return call.backend.ops.softmax(x, dim);
+        // f32 / f16 / bf16 in and out: the tuned kernels (kernels/softmax.cu, the one-read cluster kernel for long rows)
+        const spine = (call.backend.ops as { spine?: SpineContext }).spine;
+        if (spine && FLOAT16_32.has(x.dtype) && FLOAT16_32.has(outDType) && x.rank > 0) {
+          const y = tunedSoftmax(spine, x, dim, { log: name === 'log_softmax', outDType });
+          g.softmaxPath = lastSoftmaxLaunch?.kernel ?? null;
+          return y;
+        }
+        g.softmaxPath = 'generated';
         return g.reductions.softmax(x, dim, outDType, name === 'log_softmax');
       },
       genDTypes,

@@ -59,6 +59,8 @@ export const TUNING_SECTIONS = {
     longRowVectors: count(1).describe('vectors a thread keeps in registers on one block a row for long 16-bit rows (FK_NPT)'),
     clusterMaxRows: count(0).describe('most rows (of long rows) that take the cluster path; 0: fewer rows than SMs'),
     clusterSize: count(2, 8).refine((v) => [2, 4, 8].includes(v), 'expected 2, 4 or 8').describe('CTAs a row on the cluster path (2, 4 or 8)'),
+    oneReadMinRowBytes: count(0).describe('rows of more input bytes than this take the one-read kernel (a cluster a row, slices in shared memory; sm_90); 0 = off'),
+    oneReadSliceBytes: count(1024).describe("a one-read row's bytes per CTA aimed at: its cluster is the fewest CTAs (2, 4 or 8) that keep the slices at most this"),
   }),
   sampler: z.strictObject({
     multiCta: z.boolean().describe('force the multi-CTA sampler for every call'),
