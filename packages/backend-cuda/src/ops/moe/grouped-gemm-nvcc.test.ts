@@ -1,14 +1,14 @@
 /**
- * Every grouped_gemm variant the launcher can generate (dtype x routing x index type x bias x weight layout) compiles
- * with nvcc for sm_90a, device code only (-cubin, as NVRTC builds it), with no spills and no stack frame. Skipped where
- * nvcc is absent.
+ * Every grouped_gemm variant the launcher can generate (dtype x routing x index type x bias x weight layout), and every
+ * mxfp4_grouped_gemm variant (dtype x routing x index type x bias), compiles with nvcc for sm_90a, device code only
+ * (-cubin, as NVRTC builds it), with no spills and no stack frame. Skipped where nvcc is absent.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { groupedGemmSource, type GroupedGemmVariant } from './grouped-gemm-source.js';
+import { groupedGemmSource, mxfp4GroupedGemmSource, type GroupedGemmVariant } from './grouped-gemm-source.js';
 
 function hasNvcc(): boolean {
   try {
@@ -27,6 +27,16 @@ for (const dtype of ['f32', 'f16', 'bf16'] as const)
       for (const bias of [false, true])
         for (const layout of ['k-contiguous', 'n-contiguous'] as const) variants.push({ dtype, routing, index, bias, layout });
 
+function compiles(file: string, source: string, label: string): void {
+  writeFileSync(file, source);
+  const r = spawnSync('nvcc', ['-cubin', '-std=c++17', '-arch=sm_90a', '-Xptxas', '-v', file, '-o', `${file}.cubin`], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`nvcc failed for ${label}:\n${r.stderr}`);
+  const log = `${r.stdout}${r.stderr}`;
+  expect(log, label).toMatch(/Used \d+ registers/);
+  expect(log, label).not.toMatch(/[1-9]\d* bytes spill/);
+  expect(log, label).not.toMatch(/[1-9]\d* bytes stack frame/);
+}
+
 describe(`grouped_gemm variants compile with nvcc for sm_90a${nvcc ? '' : ' (SKIPPED: nvcc not on PATH)'}`, () => {
   const dir = nvcc ? mkdtempSync(join(tmpdir(), 'fk-grouped-gemm-')) : '';
   afterAll(() => {
@@ -34,16 +44,11 @@ describe(`grouped_gemm variants compile with nvcc for sm_90a${nvcc ? '' : ' (SKI
   });
   // one nvcc run per dtype over its 16 variants keeps the file fast; each variant is a file of its own
   for (const dtype of ['f32', 'f16', 'bf16'] as const) {
-    it.skipIf(!nvcc)(`${dtype}: 16 variants, no spills`, () => {
-      for (const [n, v] of variants.filter((x) => x.dtype === dtype).entries()) {
-        const file = join(dir, `gg-${dtype}-${n}.cu`);
-        writeFileSync(file, groupedGemmSource(v).source);
-        const r = spawnSync('nvcc', ['-cubin', '-std=c++17', '-arch=sm_90a', '-Xptxas', '-v', file, '-o', `${file}.cubin`], { encoding: 'utf8' });
-        if (r.status !== 0) throw new Error(`nvcc failed for ${JSON.stringify(v)}:\n${r.stderr}`);
-        const log = `${r.stdout}${r.stderr}`;
-        expect(log, JSON.stringify(v)).toMatch(/Used \d+ registers/);
-        expect(log, JSON.stringify(v)).not.toMatch(/[1-9]\d* bytes spill/);
-        expect(log, JSON.stringify(v)).not.toMatch(/[1-9]\d* bytes stack frame/);
+    it.skipIf(!nvcc)(`${dtype}: 16 grouped_gemm + 8 mxfp4_grouped_gemm variants, no spills`, () => {
+      for (const [n, v] of variants.filter((x) => x.dtype === dtype).entries()) compiles(join(dir, `gg-${dtype}-${n}.cu`), groupedGemmSource(v).source, JSON.stringify(v));
+      // the MXFP4 form: the variants without a layout (k-contiguous rows of blocks)
+      for (const [n, v] of variants.filter((x) => x.dtype === dtype && x.layout === 'k-contiguous').entries()) {
+        compiles(join(dir, `mx-${dtype}-${n}.cu`), mxfp4GroupedGemmSource({ dtype: v.dtype, routing: v.routing, index: v.index, bias: v.bias }).source, `mxfp4 ${JSON.stringify(v)}`);
       }
     }, 300_000);
   }

@@ -3,13 +3,14 @@
  * expert_ids (with -1 rows) and by offsets (with padding rows past offsets[E]), with and without bias, weights as [E, N,
  * K] rows and as the transposed view of HF's [E, K, N] (gpt-oss's gate_up_proj), K / N tails; the route each call takes
  * (the kernel up to GROUPED_GEMM_EAGER_ROWS rows, the per-expert decomposition past it eagerly); a CUDA graph capture of
- * a call past that row count (the kernel under capture), replayed over new expert ids; L2/gpt_oss_moe (dense experts)
- * end to end on CUDA against its float64 reference.
+ * a call past that row count (the kernel under capture), replayed over new expert ids. mxfp4_grouped_gemm (the packed
+ * form read in place) the same way, random blocks and scales around 1 / sqrt(K). L2/gpt_oss_moe (dense and MXFP4
+ * experts) end to end on CUDA against its float64 reference.
  */
 import { describe, expect, it } from 'vitest';
 import { ModuleRegistry, Rng, Tensor, callOp1, opRoute, type DType } from '@fastkernels/core';
 import { baselineRegistry } from '@fastkernels/model-zoo';
-import { G, checkTaskOnCuda, expectClose, gpu, intsCpu, randCpu, releasing, task, toGpu, tolOf } from '../../../test/spine-helpers.js';
+import { G, checkTaskOnCuda, cpu, expectClose, gpu, intsCpu, randCpu, releasing, task, toGpu, tolOf } from '../../../test/spine-helpers.js';
 import { GROUPED_GEMM_EAGER_ROWS } from './grouped-gemm.js';
 
 interface Case {
@@ -105,6 +106,42 @@ describe('grouped_gemm in a CUDA graph', () => {
       }
     });
   });
+});
+
+function checkMxfp4(c: Omit<Case, 'transposed'>, dtype: DType, seed: number): void {
+  releasing((keep) => {
+    const rng = new Rng(seed);
+    const G_ = c.K / 32;
+    const x = keep(randCpu([c.T, c.K], dtype, seed + 1));
+    const blocks = keep(Tensor.fromArray(cpu(), Array.from({ length: c.E * c.N * G_ * 16 }, () => rng.int(0, 256)), [c.E, c.N, G_, 16], 'u8'));
+    const center = 127 - Math.round(Math.log2(Math.sqrt(c.K)) + 1.5);
+    const scales = keep(Tensor.fromArray(cpu(), Array.from({ length: c.E * c.N * G_ }, () => center + rng.int(-1, 2)), [c.E, c.N, G_], 'u8'));
+    const bias = c.bias ? keep(randCpu([c.E, c.N], dtype, seed + 3, 0.1)) : null;
+    const route = routingFor({ ...c, transposed: false }, rng);
+    const r = keep(intsCpu(route, [route.length], seed % 2 ? 'i32' : 'i64'));
+    const args = (xx: Tensor, bb: Tensor, ss: Tensor, rr: Tensor, bi: Tensor | null) => (c.routing === 'ids' ? [xx, bb, ss, null, rr, bi] : [xx, bb, ss, rr, null, bi]);
+    const want = keep(callOp1('mxfp4_grouped_gemm', args(x, blocks, scales, r, bias)));
+    const gArgs = args(keep(toGpu(x)), keep(toGpu(blocks)), keep(toGpu(scales)), keep(toGpu(r)), bias ? keep(toGpu(bias)) : null);
+    expect(opRoute('mxfp4_grouped_gemm', gArgs), JSON.stringify(c)).toEqual({ via: c.T <= GROUPED_GEMM_EAGER_ROWS ? 'kernel' : 'decomposition' });
+    const got = keep(callOp1('mxfp4_grouped_gemm', gArgs));
+    expectClose(got, want, tolOf(dtype), `mxfp4_grouped_gemm ${JSON.stringify(c)} ${dtype}`);
+  });
+}
+
+const MXFP4_CASES: Omit<Case, 'transposed'>[] = [
+  { T: 1, E: 8, N: 64, K: 64, routing: 'ids', bias: true },
+  { T: 9, E: 8, N: 70, K: 96, routing: 'ids', bias: false },
+  { T: 12, E: 6, N: 33, K: 128, routing: 'offsets', bias: true },
+  { T: 8, E: 32, N: 720, K: 2880, routing: 'ids', bias: true }, // gpt-oss-20b's K (90 blocks a row), N cut
+  { T: 100, E: 4, N: 64, K: 64, routing: 'ids', bias: true }, // past the eager rows: dequant + grouped_gemm
+];
+
+describe('mxfp4_grouped_gemm on CUDA = the float64 CPU op', () => {
+  for (const dtype of ['f32', 'bf16', 'f16'] as DType[]) {
+    it(`${dtype}: ids / offsets, bias, tails, gpt-oss-20b's K`, G, () => {
+      MXFP4_CASES.forEach((c, i) => checkMxfp4(c, dtype, 70 + i));
+    });
+  }
 });
 
 describe('L2/gpt_oss_moe on CUDA (router, top-k softmax, grouped_gemm with biases, clamped SwiGLU) = its float64 reference', () => {

@@ -26,6 +26,12 @@ export function groupedGemmDecline(x: Tensor, w: Tensor, route: Tensor, bias: Te
   return null;
 }
 
+/** null when a call of `rows` rows takes the kernel: few rows, or any number inside a graph capture. */
+export function groupedGemmRowsDecline(rows: number, runtime: () => CudaRuntime): string | null {
+  if (rows <= GROUPED_GEMM_EAGER_ROWS) return null;
+  return runtime().capturing ? null : `${rows} rows outside a graph capture: per-expert GEMMs reuse the weights`;
+}
+
 export class GroupedGemm {
   private readonly kernels = new Map<string, CudaKernel>();
   private readonly args: ArgValue[] = new Array<ArgValue>(GROUPED_GEMM_SIGNATURE.length).fill(0);
@@ -38,9 +44,7 @@ export class GroupedGemm {
   readonly supports = (call: OpCall): true | string => {
     const [x, w, offs, ids, bias] = call.inputs as [Tensor, Tensor, Tensor | null, Tensor | null, Tensor | null];
     const why = groupedGemmDecline(x, w, (ids ?? offs)!, bias);
-    if (why) return why;
-    if (x.shape[0]! <= GROUPED_GEMM_EAGER_ROWS) return true;
-    return this.runtime().capturing ? true : `${x.shape[0]} rows outside a graph capture: per-expert GEMMs reuse the weights`;
+    return why ?? groupedGemmRowsDecline(x.shape[0]!, this.runtime) ?? true;
   };
 
   readonly run = (call: OpCall): Tensor => {
