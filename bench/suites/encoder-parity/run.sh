@@ -4,8 +4,8 @@
 # (FLUX's): per input, the first row and the mean of the last hidden states, L2-normalised, on both sides: cosine and
 # max abs error. And the embedding heads (heads_parity.py): BGE-M3's dense / sparse / multi-vector and ColBERTv2's
 # multi-vectors against HF XLMRobertaModel / BertModel + the plain-PyTorch heads of bench/reference (f32: cosine >=
-# 0.99999; bf16 / f16: within --bound-factor x HF's own eager-vs-sdpa difference). Writes $OUT/encoder-parity.json;
-# the tables are last.
+# 0.99999; bf16 / f16: within --bound-factor x HF's own eager-vs-sdpa difference). Writes $OUT/encoder-parity.json
+# (f32) or $OUT/encoder-parity-<dtype>.json (bf16, f16: bench/run records each under its own name); the tables are last.
 #   dist/gpu-host/bench/run encoder-parity [--models xlm_roberta,clip_text,t5_encoder,bge_m3,colbertv2]
 #                                          [--dtype f32|bf16|f16] [--backend cuda|cpu] [--n 16] [--bound-factor 2]
 # Steps: configs (encoder_parity.py configs), init-weights (our CLI, CPU), preflight (torch + CUDA), embed per model
@@ -49,6 +49,8 @@ for m in "${mlist[@]}"; do
       || { echo "encoder-parity:   FAILED (exit $?); stderr tail:" >&2; tail -n 20 "$WORK/$m/ours_$f.stderr" >&2 || true; rm -f "$WORK/$m/ours_$f.jsonl"; }
   done
 done
-timeout "${COMPARE_TIMEOUT:-300}" "$PY" "$here/encoder_parity.py" compare --dir "$WORK" --json "$OUT/encoder-parity.json" --models "$models" \
+result="$OUT/encoder-parity.json"
+[ "$dtype" = f32 ] || result="$OUT/encoder-parity-$dtype.json"
+timeout "${COMPARE_TIMEOUT:-300}" "$PY" "$here/encoder_parity.py" compare --dir "$WORK" --json "$result" --models "$models" \
   --dtype "$dtype" --backend "$backend" --bound-factor "$factor" --meta-commit "$commit"
 echo "encoder-parity: total $((SECONDS - t0)) s"
