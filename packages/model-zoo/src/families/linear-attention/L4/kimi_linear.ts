@@ -1,13 +1,9 @@
-import { DTYPE_INFO, Module, UserError, currentTensorParallelGroup, defineTask, hostArray, type TaskCase, type Tensor } from '@fastkernels/core';
-import { bytesOf, fromInts } from '../../../common/inputs.js';
-import type { CausalLM } from '../../../engine/model-runner.js';
-import type { VocabParallelEmbedding } from '../../../tasks/L1/embedding/embedding.js';
-import type { Linear } from '../../../tasks/L1/linear/linear.js';
+import { defineTask, hostArray, type TaskCase } from '@fastkernels/core';
+import { fromInts } from '../../../common/inputs.js';
 import type { RMSNorm } from '../../../tasks/L1/norm/rms_norm.js';
-import { runDecoderStack } from '../../dense-moe-llm/decoder-stack.js';
-import { stepSpec, stepTokens } from '../../dense-moe-llm/task-batch.js';
 import { decodeCtx } from '../../../common/decoder-layer.js';
 import { FAMILY } from '../family.js';
+import { HybridForCausalLM, HybridModel, hybridStackWork } from '../hybrid-model.js';
 import { kimiDecoderWork, type KimiLinearDecoderLayer } from '../L3/kimi_linear_decoder.js';
 import { KIMI_STATE_TOLERANCE, initKimiParameters, kimiConfigOf } from '../kimi-linear-cases.js';
 import { KIMI_LINEAR_48B, tinyKimiLinearConfig, type KimiLinearConfig } from '../kimi-linear-config.js';
@@ -19,21 +15,9 @@ import { buildKimiStep, kimiStepFor } from '../kimi-linear-step.js';
  * config's pattern), norm (RMSNorm, fused with the last residual). forward(inputIds [T], positions [T]) -> final hidden
  * states [T, D]. One process only (no tensor / expert parallelism yet).
  */
-export class KimiLinearModel extends Module {
-  readonly embedTokens: VocabParallelEmbedding;
-  readonly layers: KimiLinearDecoderLayer[] = [];
-  readonly norm: RMSNorm;
+export class KimiLinearModel extends HybridModel<KimiLinearDecoderLayer, RMSNorm> {
   constructor(readonly config: KimiLinearConfig) {
-    super();
-    const world = currentTensorParallelGroup().world;
-    if (world > 1) throw new UserError(`kimi_linear models do not run tensor parallel yet (${world} ranks)`, { field: '--tp', fix: 'drop --tp' });
-    this.embedTokens = this.createModule('embed_tokens', 'L1/embedding', config.vocabSize, config.hiddenSize);
-    for (let i = 0; i < config.numHiddenLayers; i++) this.layers.push(this.createModule(`layers.${i}`, 'L3/kimi_linear_decoder', config, i));
-    this.norm = this.createModule('norm', 'L1/rms_norm', config.hiddenSize, config.rmsNormEps);
-  }
-
-  forward(inputIds: Tensor, positions: Tensor): Tensor {
-    return runDecoderStack(this.embedTokens, this.layers, this.norm, inputIds, positions);
+    super(config, { modelType: 'kimi_linear', decoder: 'L3/kimi_linear_decoder', norm: 'L1/rms_norm' });
   }
 }
 
@@ -42,21 +26,9 @@ export class KimiLinearModel extends Module {
  * positions) -> final hidden states [T, D] over the step's packed tokens, the MLA layers' K/V in the paged cache and the
  * KDA layers' conv and recurrent states in the state pool (forward context); computeLogits(hidden rows) -> [rows, vocab].
  */
-export class KimiLinearForCausalLM extends Module implements CausalLM {
-  readonly model: KimiLinearModel;
-  readonly lmHead: Linear;
+export class KimiLinearForCausalLM extends HybridForCausalLM<KimiLinearModel> {
   constructor(readonly config: KimiLinearConfig) {
-    super();
-    this.model = this.registerModule('model', new KimiLinearModel(config));
-    this.lmHead = this.createModule('lm_head', 'L1/linear', config.hiddenSize, config.vocabSize, false);
-  }
-
-  forward(inputIds: Tensor, positions: Tensor): Tensor {
-    return this.model.forward(inputIds, positions);
-  }
-
-  computeLogits(hiddenStates: Tensor): Tensor {
-    return this.lmHead.forward(hiddenStates);
+    super(config, () => new KimiLinearModel(config));
   }
 }
 
@@ -117,14 +89,5 @@ export const kimiLinearTask = defineTask(
 
 function modelWork(c: TaskCase) {
   const cfg = kimiConfigOf(c);
-  const T = stepTokens(stepSpec(c));
-  const it = DTYPE_INFO[c.dtype].itemsize;
-  let bytes = 3 * bytesOf([T, cfg.hiddenSize], it) + bytesOf([cfg.hiddenSize], it) + bytesOf([T], 8);
-  let flops = 4 * T * cfg.hiddenSize;
-  for (let l = 0; l < cfg.numHiddenLayers; l++) {
-    const w = kimiDecoderWork(c, cfg, l);
-    bytes += w.bytes;
-    flops += w.flops;
-  }
-  return { bytes, flops };
+  return hybridStackWork(c, cfg, (l) => kimiDecoderWork(c, cfg, l));
 }

@@ -1,12 +1,8 @@
-import { DTYPE_INFO, Module, UserError, currentTensorParallelGroup, defineTask, hostArray, type TaskCase, type Tensor } from '@fastkernels/core';
-import { bytesOf, fromInts } from '../../../common/inputs.js';
-import type { CausalLM } from '../../../engine/model-runner.js';
-import type { VocabParallelEmbedding } from '../../../tasks/L1/embedding/embedding.js';
-import type { Linear } from '../../../tasks/L1/linear/linear.js';
+import { defineTask, hostArray, type TaskCase } from '@fastkernels/core';
+import { fromInts } from '../../../common/inputs.js';
 import type { GemmaRMSNorm } from '../../../tasks/L1/norm/gemma_rms_norm.js';
-import { runDecoderStack } from '../../dense-moe-llm/decoder-stack.js';
-import { stepSpec, stepTokens } from '../../dense-moe-llm/task-batch.js';
 import { FAMILY } from '../family.js';
+import { HybridForCausalLM, HybridModel, hybridStackWork } from '../hybrid-model.js';
 import { decoderWork, type Qwen3NextDecoderLayer } from '../L3/qwen3_next_decoder.js';
 import { QN_STATE_TOLERANCE, initQwen3NextParameters, qnConfigOf } from '../qwen3-next-cases.js';
 import { QWEN3_NEXT_80B, tinyQwen3NextConfig, type Qwen3NextConfig } from '../qwen3-next-config.js';
@@ -19,21 +15,9 @@ import { decodeCtx } from '../../../common/decoder-layer.js';
  * the config's pattern), norm (zero-centred, fused with the last residual). forward(inputIds [T], positions [T]) ->
  * final hidden states [T, D]. One process only (no tensor / expert parallelism yet).
  */
-export class Qwen3NextModel extends Module {
-  readonly embedTokens: VocabParallelEmbedding;
-  readonly layers: Qwen3NextDecoderLayer[] = [];
-  readonly norm: GemmaRMSNorm;
+export class Qwen3NextModel extends HybridModel<Qwen3NextDecoderLayer, GemmaRMSNorm> {
   constructor(readonly config: Qwen3NextConfig) {
-    super();
-    const world = currentTensorParallelGroup().world;
-    if (world > 1) throw new UserError(`qwen3_next models do not run tensor parallel yet (${world} ranks)`, { field: '--tp', fix: 'drop --tp' });
-    this.embedTokens = this.createModule('embed_tokens', 'L1/embedding', config.vocabSize, config.hiddenSize);
-    for (let i = 0; i < config.numHiddenLayers; i++) this.layers.push(this.createModule(`layers.${i}`, 'L3/qwen3_next_decoder', config, i));
-    this.norm = this.createModule('norm', 'L1/gemma_rms_norm', config.hiddenSize, config.rmsNormEps);
-  }
-
-  forward(inputIds: Tensor, positions: Tensor): Tensor {
-    return runDecoderStack(this.embedTokens, this.layers, this.norm, inputIds, positions);
+    super(config, { modelType: 'qwen3_next', decoder: 'L3/qwen3_next_decoder', norm: 'L1/gemma_rms_norm' });
   }
 }
 
@@ -43,21 +27,9 @@ export class Qwen3NextModel extends Module {
  * and the DeltaNet layers' conv and recurrent states in the state pool (forward context); computeLogits(hidden rows) ->
  * [rows, vocab]. The MTP head of the released checkpoints is not built (its tensors are ignored on load).
  */
-export class Qwen3NextForCausalLM extends Module implements CausalLM {
-  readonly model: Qwen3NextModel;
-  readonly lmHead: Linear;
+export class Qwen3NextForCausalLM extends HybridForCausalLM<Qwen3NextModel> {
   constructor(readonly config: Qwen3NextConfig) {
-    super();
-    this.model = this.registerModule('model', new Qwen3NextModel(config));
-    this.lmHead = this.createModule('lm_head', 'L1/linear', config.hiddenSize, config.vocabSize, false);
-  }
-
-  forward(inputIds: Tensor, positions: Tensor): Tensor {
-    return this.model.forward(inputIds, positions);
-  }
-
-  computeLogits(hiddenStates: Tensor): Tensor {
-    return this.lmHead.forward(hiddenStates);
+    super(config, () => new Qwen3NextModel(config));
   }
 }
 
@@ -118,14 +90,5 @@ export const qwen3NextTask = defineTask(
 
 function modelWork(c: TaskCase) {
   const cfg = qnConfigOf(c);
-  const T = stepTokens(stepSpec(c));
-  const it = DTYPE_INFO[c.dtype].itemsize;
-  let bytes = 3 * bytesOf([T, cfg.hiddenSize], it) + bytesOf([cfg.hiddenSize], it) + bytesOf([T], 8);
-  let flops = 4 * T * cfg.hiddenSize;
-  for (let l = 0; l < cfg.numHiddenLayers; l++) {
-    const w = decoderWork(c, cfg, l);
-    bytes += w.bytes;
-    flops += w.flops;
-  }
-  return { bytes, flops };
+  return hybridStackWork(c, cfg, (l) => decoderWork(c, cfg, l));
 }
