@@ -11,6 +11,7 @@ import { rmsNormReference } from '../../tasks/L1/norm/rms_norm.js';
 import { causalConv1dReference } from '../../tasks/L1/recurrent/causal_conv1d.js';
 import type { DenseSeq } from '../dense-moe-llm/reference.js';
 import type { KimiLinearConfig } from './kimi-linear-config.js';
+import { refHybridDecoderLayer, refHybridGreedy, refHybridModel } from './hybrid-reference.js';
 import { refGlaMlp, refLinear } from './reference.js';
 
 type Params = ReadonlyMap<string, HostArray>;
@@ -254,55 +255,34 @@ export function refKimiMoe(x: Float64Array, rows: number, p: Params, prefix: str
  * sequence's final states.
  */
 export function refKimiDecoderLayer(hidden: Float64Array, residual: Float64Array | null, p: Params, prefix: string, cfg: KimiLinearConfig, layer: number, seqs: readonly DenseSeq[], states: readonly (KdaState | null)[]): { out: Float64Array; residual: Float64Array; states: KdaState[] } {
-  const D = cfg.hiddenSize;
-  const T = hidden.length / D;
-  const r1 = residual ? hidden.map((x, i) => x + residual[i]!) : Float64Array.from(hidden);
-  const x = refRmsNorm(r1, param(p, `${prefix}input_layernorm.weight`), cfg.rmsNormEps);
-  let mixed: Float64Array;
-  const finals: KdaState[] = [];
-  if (cfg.layerTypes[layer] === 'kda') {
-    mixed = new Float64Array(T * D);
-    seqs.forEach((s, i) => {
-      const { out, ...st } = refKda(x.subarray(s.start * D, (s.start + s.n) * D), 1, s.n, states[i] ?? null, p, `${prefix}self_attn.`, cfg);
-      mixed.set(out, s.start * D);
-      finals.push(st);
-    });
-  } else mixed = refMla(x, p, `${prefix}self_attn.`, cfg, seqs, layer);
-  const r2 = r1.map((v, i) => v + mixed[i]!);
-  const y = refRmsNorm(r2, param(p, `${prefix}post_attention_layernorm.weight`), cfg.rmsNormEps);
-  const out = cfg.sparseLayers[layer] ? refKimiMoe(y, T, p, `${prefix}block_sparse_moe.`, cfg) : refGlaMlp(y, T, p, `${prefix}mlp.`);
-  return { out, residual: r2, states: finals };
+  return refHybridDecoderLayer<KdaState>(hidden, residual, cfg.hiddenSize, {
+    norm: (x, weight) => refRmsNorm(x, param(p, `${prefix}${weight}`), cfg.rmsNormEps),
+    recurrent:
+      cfg.layerTypes[layer] === 'kda'
+        ? (x, n, state) => {
+            const { out, ...st } = refKda(x, 1, n, state, p, `${prefix}self_attn.`, cfg);
+            return { out, state: st };
+          }
+        : null,
+    attention: (x) => refMla(x, p, `${prefix}self_attn.`, cfg, seqs, layer),
+    feedForward: (y, T) => (cfg.sparseLayers[layer] ? refKimiMoe(y, T, p, `${prefix}block_sparse_moe.`, cfg) : refGlaMlp(y, T, p, `${prefix}mlp.`)),
+  }, seqs, states);
 }
 
 /** KimiLinearModel on the step's tokens: embed, the layers, the final norm; hidden states [T, D]. states[l][i]: sequence i's KDA state in layer l (absent: zeros). */
 export function refKimiLinearModel(ids: ArrayLike<number>, p: Params, cfg: KimiLinearConfig, seqs: readonly DenseSeq[], states: readonly (readonly (KdaState | null)[])[] = []): Float64Array {
-  const T = ids.length;
-  const D = cfg.hiddenSize;
-  const emb = param(p, 'model.embed_tokens.weight');
-  let h: Float64Array = new Float64Array(T * D);
-  for (let t = 0; t < T; t++) h.set(emb.data.subarray(ids[t]! * D, (ids[t]! + 1) * D), t * D);
-  let res: Float64Array | null = null;
-  for (let l = 0; l < cfg.numHiddenLayers; l++) {
-    const r = refKimiDecoderLayer(h, res, p, `model.layers.${l}.`, cfg, l, seqs, states[l] ?? []);
-    h = r.out;
-    res = r.residual;
-  }
-  return refRmsNorm(h.map((v, i) => v + res![i]!), param(p, 'model.norm.weight'), cfg.rmsNormEps);
+  return refHybridModel(
+    ids,
+    param(p, 'model.embed_tokens.weight'),
+    cfg.hiddenSize,
+    cfg.numHiddenLayers,
+    (h, res, l) => refKimiDecoderLayer(h, res, p, `model.layers.${l}.`, cfg, l, seqs, states[l] ?? []),
+    (x) => refRmsNorm(x, param(p, 'model.norm.weight'), cfg.rmsNormEps),
+  );
 }
 
 /** Greedy continuation of `prompt` by full forwards of the whole sequence (no cache, no state carried): the tokens the model picks. */
 export function refKimiLinearGreedy(prompt: readonly number[], steps: number, p: Params, cfg: KimiLinearConfig): number[] {
-  const seq = [...prompt];
-  const out: number[] = [];
   const head = cfg.tieWordEmbeddings && !p.has('lm_head.weight') ? param(p, 'model.embed_tokens.weight') : param(p, 'lm_head.weight');
-  for (let s = 0; s < steps; s++) {
-    const T = seq.length;
-    const empty = Array.from({ length: cfg.numHiddenLayers }, () => new Float64Array(0));
-    const h = refKimiLinearModel(seq, p, cfg, [{ start: 0, n: T, ctx: 0, prefixK: empty, prefixV: empty }]);
-    const logits = refLinear(h.subarray((T - 1) * cfg.hiddenSize), 1, head);
-    const tok = logits.reduce((b, v, j) => (v > logits[b]! ? j : b), 0);
-    out.push(tok);
-    seq.push(tok);
-  }
-  return out;
+  return refHybridGreedy(prompt, steps, head, cfg.hiddenSize, cfg.numHiddenLayers, (seq, _positions, seqs) => refKimiLinearModel(seq, p, cfg, seqs));
 }

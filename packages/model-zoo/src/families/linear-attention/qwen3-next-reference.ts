@@ -13,6 +13,7 @@ import { gatedDeltaRuleReference } from '../../tasks/L1/recurrent/delta-rule-com
 import { denseMoeBlock } from '../dense-moe-llm/moe/reference.js';
 import { denseCausalAttention, type DenseSeq } from '../dense-moe-llm/reference.js';
 import type { Qwen3NextConfig } from './qwen3-next-config.js';
+import { refHybridDecoderLayer, refHybridGreedy, refHybridModel } from './hybrid-reference.js';
 import { refGlaMlp, refLinear } from './reference.js';
 
 type Params = ReadonlyMap<string, HostArray>;
@@ -160,26 +161,18 @@ export function refSharedExpertMoe(x: Float64Array, rows: number, p: Params, pre
  * mlp(post_attention_layernorm(r')). Returns [mlp output, r'] and, for a DeltaNet layer, each sequence's final state.
  */
 export function refQwen3NextDecoderLayer(hidden: Float64Array, residual: Float64Array | null, positions: ArrayLike<number>, p: Params, prefix: string, cfg: Qwen3NextConfig, layer: number, seqs: readonly DenseSeq[], states: readonly (GdnState | null)[]): { out: Float64Array; residual: Float64Array; states: GdnState[] } {
-  const T = positions.length;
-  const D = cfg.hiddenSize;
-  const r1 = residual ? hidden.map((x, i) => x + residual[i]!) : Float64Array.from(hidden);
-  const x = refZcRmsNorm(r1, param(p, `${prefix}input_layernorm.weight`), cfg.rmsNormEps);
-  let mixed: Float64Array;
-  const finals: GdnState[] = [];
-  if (cfg.layerTypes[layer] === 'linear_attention') {
-    mixed = new Float64Array(T * D);
-    seqs.forEach((s, i) => {
-      const r = refGatedDeltaNet(x.subarray(s.start * D, (s.start + s.n) * D), 1, s.n, states[i] ?? null, p, `${prefix}linear_attn.`, cfg);
-      mixed.set(r.out, s.start * D);
-      finals.push({ conv: r.conv, recurrent: r.recurrent });
-    });
-  } else {
-    mixed = refGatedAttention(x, positions, p, `${prefix}self_attn.`, cfg, seqs, layer);
-  }
-  const r2 = r1.map((v, i) => v + mixed[i]!);
-  const y = refZcRmsNorm(r2, param(p, `${prefix}post_attention_layernorm.weight`), cfg.rmsNormEps);
-  const out = cfg.sparseLayers[layer] ? refSharedExpertMoe(y, T, p, `${prefix}mlp.`, cfg) : refGlaMlp(y, T, p, `${prefix}mlp.`);
-  return { out, residual: r2, states: finals };
+  return refHybridDecoderLayer<GdnState>(hidden, residual, cfg.hiddenSize, {
+    norm: (x, weight) => refZcRmsNorm(x, param(p, `${prefix}${weight}`), cfg.rmsNormEps),
+    recurrent:
+      cfg.layerTypes[layer] === 'linear_attention'
+        ? (x, n, state) => {
+            const r = refGatedDeltaNet(x, 1, n, state, p, `${prefix}linear_attn.`, cfg);
+            return { out: r.out, state: { conv: r.conv, recurrent: r.recurrent } };
+          }
+        : null,
+    attention: (x) => refGatedAttention(x, positions, p, `${prefix}self_attn.`, cfg, seqs, layer),
+    feedForward: (y, T) => (cfg.sparseLayers[layer] ? refSharedExpertMoe(y, T, p, `${prefix}mlp.`, cfg) : refGlaMlp(y, T, p, `${prefix}mlp.`)),
+  }, seqs, states);
 }
 
 /**
@@ -187,33 +180,18 @@ export function refQwen3NextDecoderLayer(hidden: Float64Array, residual: Float64
  * sequence i's state in DeltaNet layer l (absent: zeros, a fresh sequence).
  */
 export function refQwen3NextModel(ids: ArrayLike<number>, positions: ArrayLike<number>, p: Params, cfg: Qwen3NextConfig, seqs: readonly DenseSeq[], states: readonly (readonly (GdnState | null)[])[] = []): Float64Array {
-  const T = ids.length;
-  const D = cfg.hiddenSize;
-  const emb = param(p, 'model.embed_tokens.weight');
-  let h: Float64Array = new Float64Array(T * D);
-  for (let t = 0; t < T; t++) h.set(emb.data.subarray(ids[t]! * D, (ids[t]! + 1) * D), t * D);
-  let res: Float64Array | null = null;
-  for (let l = 0; l < cfg.numHiddenLayers; l++) {
-    const r = refQwen3NextDecoderLayer(h, res, positions, p, `model.layers.${l}.`, cfg, l, seqs, states[l] ?? []);
-    h = r.out;
-    res = r.residual;
-  }
-  return refZcRmsNorm(h.map((v, i) => v + res![i]!), param(p, 'model.norm.weight'), cfg.rmsNormEps);
+  return refHybridModel(
+    ids,
+    param(p, 'model.embed_tokens.weight'),
+    cfg.hiddenSize,
+    cfg.numHiddenLayers,
+    (h, res, l) => refQwen3NextDecoderLayer(h, res, positions, p, `model.layers.${l}.`, cfg, l, seqs, states[l] ?? []),
+    (x) => refZcRmsNorm(x, param(p, 'model.norm.weight'), cfg.rmsNormEps),
+  );
 }
 
 /** Greedy continuation of `prompt` by full forwards of the whole sequence (no cache): the tokens the model picks. */
 export function refQwen3NextGreedy(prompt: readonly number[], steps: number, p: Params, cfg: Qwen3NextConfig): number[] {
-  const seq = [...prompt];
-  const out: number[] = [];
   const head = cfg.tieWordEmbeddings && !p.has('lm_head.weight') ? param(p, 'model.embed_tokens.weight') : param(p, 'lm_head.weight');
-  for (let s = 0; s < steps; s++) {
-    const T = seq.length;
-    const empty = Array.from({ length: cfg.numHiddenLayers }, () => new Float64Array(0));
-    const h = refQwen3NextModel(seq, seq.map((_, i) => i), p, cfg, [{ start: 0, n: T, ctx: 0, prefixK: empty, prefixV: empty }]);
-    const logits = refLinear(h.subarray((T - 1) * cfg.hiddenSize), 1, head);
-    const tok = logits.reduce((b, v, j) => (v > logits[b]! ? j : b), 0);
-    out.push(tok);
-    seq.push(tok);
-  }
-  return out;
+  return refHybridGreedy(prompt, steps, head, cfg.hiddenSize, cfg.numHiddenLayers, (seq, positions, seqs) => refQwen3NextModel(seq, positions, p, cfg, seqs));
 }
