@@ -153,7 +153,7 @@ __device__ __forceinline__ void release(u32 bar, int lane) {
   if (lane == 0) fkbar::arrive(bar);
 }
 
-// S = Q K^T issued (not waited for): 8 steps of 16 along the head dim, 32 B a step inside a 64-column block.
+// S = Q K^T issued (not waited for): D / 16 steps of 16 along the head dim, 32 B a step inside a 64-column block.
 __device__ __forceinline__ void issue_qk(float (&s)[64], u32 q, u32 k) {
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks)
@@ -168,8 +168,8 @@ template <> struct PvMma<128> {
 template <> struct PvMma<64> {
   static __device__ __forceinline__ void rs(float (&o)[32], const u32 (&a)[4], u64 dv) { fkwg::M64N64<T>::rs(o, a, dv); }
 };
-// O += P V issued (not waited for): 8 steps of 16 keys (16 rows of 128 B), V N-major: the next 64 columns a block on
-// (leading offset), the next 8 keys an atom on (stride offset).
+// O += P V issued (not waited for): BN / 16 steps of 16 keys (16 rows of 128 B), V N-major: the next 64 columns a
+// block on (leading offset), the next 8 keys an atom on (stride offset).
 __device__ __forceinline__ void issue_pv(float (&o)[O_REGS], const u32 (&pa)[BN / 16][4], u32 v) {
 #pragma unroll
   for (int kk = 0; kk < BN / 16; ++kk) {

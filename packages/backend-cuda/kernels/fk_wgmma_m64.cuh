@@ -1,8 +1,8 @@
 // Hopper warpgroup MMA (wgmma, sm_90a) at m64 for the FlashAttention-3-style kernel (attention_fa3.cu):
 // S [64 x 128 keys] = Q K^T with both operands in shared memory (K-major, m64n128k16), and O [64 x D] += P V with P
-// from registers and V N-major in shared memory (m64n128k16 for head dim 128, m64n64k16 for 64). Tiles are the TMA's 128-byte-swizzled boxes: a 64-column block of R rows
-// x 128 B, 8-row atoms of 1024 B, blocks R x 128 B apart (base 1024-byte aligned). Included at file scope (its own
-// namespace); scripts/embed-kernels.mjs inlines it for NVRTC.
+// from registers and V N-major in shared memory (m64n128k16 for head dim 128, m64n64k16 for 64). Tiles are the TMA's
+// 128-byte-swizzled boxes: a 64-column block of R rows x 128 B, 8-row atoms of 1024 B, blocks R x 128 B apart (base
+// 1024-byte aligned). Included at file scope (its own namespace); scripts/embed-kernels.mjs inlines it for NVRTC.
 //
 // Accumulator layout (thread t of the warpgroup, warp w = t / 32, lane l): registers 4 i .. 4 i + 3 hold row
 // 16 w + l / 4 (the first two) and that row + 8 (the last two), columns 8 i + 2 (l % 4) and + 1 (as fk_wgmma.cuh).
