@@ -1,4 +1,4 @@
-import { DTYPE_INFO, Module, OpScope, Tensor, defineTask, deviceArange, hostArray, type Rng, type TaskCase } from '@fastkernels/core';
+import { DTYPE_INFO, Module, OpScope, Tensor, defineTask, deviceArange, hostArray, type ChainStep, type Rng, type TaskCase } from '@fastkernels/core';
 import { bytesOf, randn } from '../../../common/inputs.js';
 import { FAMILY } from '../family.js';
 import type { GateLinear } from '../../../tasks/L1/moe/gate_linear.js';
@@ -95,18 +95,37 @@ export class GptOssExperts extends Module {
     const x = s.op('index_select', [hiddenStates, rowOf], { dim: 0 });
     const ids = s.own(s.own(topkIds.contiguous()).view(R));
     const gu = this.gemm(s, x, ids, this.gateUpProj, this.gateUpProjBlocks, this.gateUpProjScales, this.gateUpProjBias); // [R, 2I]
-    const L = this.swigluLimit;
-    const gate = s.op('clamp', [s.op('slice', [gu], { dim: 1, start: 0, end: null, step: 2 }), null, L]);
-    const up = s.op('clamp', [s.op('slice', [gu], { dim: 1, start: 1, end: null, step: 2 }), -L, L]);
-    // glu = g sigmoid(alpha g): quick_gelu at 1.702
-    const glu = this.swigluAlpha === GPT_OSS_SWIGLU_ALPHA ? s.op('quick_gelu', [gate]) : s.op('mul', [gate, s.op('sigmoid', [s.op('mul', [gate, this.swigluAlpha])])]);
-    const act = s.op('mul', [s.op('add', [up, 1]), glu]);
+    const gate = s.op('slice', [gu], { dim: 1, start: 0, end: null, step: 2 });
+    const up = s.op('slice', [gu], { dim: 1, start: 1, end: null, step: 2 });
+    const act = s.op('elementwise_chain', [gate, up], { steps: swigluoaiSteps(this.swigluLimit, this.swigluAlpha) });
     const down = this.gemm(s, act, ids, this.downProj, this.downProjBlocks, this.downProjScales, this.downProjBias); // [R, H]
     const w = s.op('to', [s.own(s.own(topkWeights.contiguous()).view(R, 1))], { dtype });
     const weighted = s.op('mul', [down, w]);
     const out = s.op('sum', [s.own(weighted.view(T, K, H))], { dim: 1 });
     return s.keep([out])[0]!;
   }
+}
+
+/**
+ * The clamped SwiGLU of gpt-oss (vLLM's swigluoai_and_mul) over the chain inputs (gate, up) as one elementwise chain:
+ * gate <= limit, -limit <= up <= limit, glu = gate sigmoid(alpha gate) (quick_gelu at alpha 1.702), out = (up + 1) glu,
+ * the intermediates in float and one rounding, as vLLM's kernel (one launch on CUDA, no temporaries).
+ */
+export function swigluoaiSteps(limit: number, alpha: number): ChainStep[] {
+  const steps: ChainStep[] = [
+    { op: 'clamp', args: [{ input: 0 }, null, { value: limit }], attrs: {} }, // 0: gate
+    { op: 'clamp', args: [{ input: 1 }, { value: -limit }, { value: limit }], attrs: {} }, // 1: up
+  ];
+  if (alpha === GPT_OSS_SWIGLU_ALPHA) steps.push({ op: 'quick_gelu', args: [{ step: 0 }], attrs: {} }); // 2: glu
+  else {
+    steps.push({ op: 'mul', args: [{ step: 0 }, { value: alpha }], attrs: {} }); // 2
+    steps.push({ op: 'sigmoid', args: [{ step: 2 }], attrs: {} }); // 3
+    steps.push({ op: 'mul', args: [{ step: 0 }, { step: 3 }], attrs: {} }); // 4: glu
+  }
+  const glu = steps.length - 1;
+  steps.push({ op: 'add', args: [{ step: 1 }, { value: 1 }], attrs: {} });
+  steps.push({ op: 'mul', args: [{ step: steps.length - 1 }, { step: glu }], attrs: {} });
+  return steps;
 }
 
 /**
