@@ -141,7 +141,7 @@ __global__ void __launch_bounds__(128) unit(const __grid_constant__ FkTensorMap 
   __syncthreads();
   if (tid == 0) {
     fkbar::arrive_expect_tx(bar, fkfa3::Q_WG_BYTES + 2 * fkfa3::KV_BYTES);
-    for (int blk = 0; blk < 2; ++blk) {
+    for (int blk = 0; blk < fkfa3::D_BLOCKS; ++blk) {
       fktma::load_3d(sa + blk * fkfa3::Q_BLOCK_BYTES, &ta, bar, 64 * blk, 0, 0);
       fktma::load_3d(sb + blk * fkfa3::KV_BLOCK_BYTES, &tb, bar, 64 * blk, 0, 0);
       fktma::load_3d(sv + blk * fkfa3::KV_BLOCK_BYTES, &tv, bar, 64 * blk, 0, 0);
@@ -348,7 +348,7 @@ int main(int argc, char** argv) {
   auto runFa3 = [&] { CK(launchFa3()); };
 
   const std::string head = std::string("attention-fa3: ") + prop.name + ", " + cs->name + " (" + std::to_string(B) + " seq, " + std::to_string(total) +
-                           " tokens, " + std::to_string(nQ) + " / " + std::to_string(nKV) + " heads x 128, " + (causal ? "causal" : "not causal") + ", bf16)";
+                           " tokens, " + std::to_string(nQ) + " / " + std::to_string(nKV) + " heads x " + std::to_string(D) + ", " + (causal ? "causal" : "not causal") + ", bf16)";
   runBase();
   CK(cudaStreamSynchronize(s));
   // the FA3 kernel's first launch: a fault (or a launch error) ends this case with a line that says so
