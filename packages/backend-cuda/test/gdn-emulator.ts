@@ -9,36 +9,17 @@
  */
 import type { GlaPlan } from '../src/ops/recurrent/gla-plan.js';
 import { StateAccess, type EmuPtr } from './gla-emulator.js';
-import { StateTile, ctaSequence, shuffleSum } from './recurrent-cta.js';
+import { StateTile, ctaSequence, shuffleSum, type RecurrentEmuInputs } from './recurrent-cta.js';
 
-export interface GdnEmuInputs {
-  readonly T: number;
+export interface GdnEmuInputs extends RecurrentEmuInputs {
   readonly HV: number;
+  /** Value heads a q / k head (HV / H). */
   readonly R: number;
-  readonly K: number;
-  readonly V: number;
   readonly l2norm: boolean;
   /** FK_KDA: g [.., HV, K], a decay a key channel. */
   readonly kda: boolean;
-  readonly scale: number;
-  readonly o: EmuPtr;
-  readonly q: EmuPtr;
-  readonly k: EmuPtr;
-  readonly v: EmuPtr;
-  readonly g: EmuPtr;
   readonly beta: EmuPtr;
-  /** Element strides (batch, token, head) as the kernel gets them. */
-  readonly qs: readonly number[];
-  readonly ks: readonly number[];
-  readonly vs: readonly number[];
-  readonly gs: readonly number[];
   readonly bs: readonly number[];
-  readonly sIn: EmuPtr | null;
-  readonly sInStride: number;
-  readonly sOut: EmuPtr | null;
-  readonly sOutStride: number;
-  readonly cu: EmuPtr | null;
-  readonly idx: EmuPtr | null;
 }
 
 const rd = (p: EmuPtr, i: number) => p.data[p.off + i]!;

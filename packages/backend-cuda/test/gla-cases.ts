@@ -26,3 +26,20 @@ export function glaDecodeSlots(D: number): { idx: number[]; slots: number } {
   if (new Set(live).size !== live.length) throw new Error(`glaDecodeSlots(${D}): slots [${idx.join(', ')}] repeat`);
   return { idx, slots };
 }
+
+/** The shape fields every recurrent kernel test case has (gla / gdn / kda, GPU and emulated). */
+export interface RecurrentCaseShape {
+  readonly B: number;
+  readonly T: number;
+  readonly H: number;
+  readonly K: number;
+  readonly V: number;
+  /** cu_seqlens: packed sequences along T of batch row 0. */
+  readonly cu?: number[];
+  /** Pool slots (ssm_state_indices, -1 padding) and the pool's size; else an initial state when `init`. */
+  readonly idx?: number[];
+  readonly slots?: number;
+  readonly init?: boolean;
+  readonly final?: boolean;
+  readonly scale?: number;
+}

@@ -11,7 +11,7 @@
  * this loop happens to give.
  */
 import type { GlaPlan } from '../src/ops/recurrent/gla-plan.js';
-import { StateTile, ctaSequence, shuffleSum } from './recurrent-cta.js';
+import { StateTile, ctaSequence, shuffleSum, type RecurrentEmuInputs } from './recurrent-cta.js';
 
 /** An array and the element where a pointer argument points in it. */
 export interface EmuPtr {
@@ -19,29 +19,8 @@ export interface EmuPtr {
   readonly off: number;
 }
 
-export interface GlaEmuInputs {
-  readonly T: number;
+export interface GlaEmuInputs extends RecurrentEmuInputs {
   readonly H: number;
-  readonly K: number;
-  readonly V: number;
-  readonly o: EmuPtr;
-  /** Values and element strides (batch, token, head; the last dim contiguous), as the kernel gets them. */
-  readonly q: EmuPtr;
-  readonly k: EmuPtr;
-  readonly v: EmuPtr;
-  readonly g: EmuPtr;
-  readonly qs: readonly number[];
-  readonly ks: readonly number[];
-  readonly vs: readonly number[];
-  readonly gs: readonly number[];
-  /** The states read / written (the same array for a pool) and their slot strides. */
-  readonly sIn: EmuPtr | null;
-  readonly sInStride: number;
-  readonly sOut: EmuPtr | null;
-  readonly sOutStride: number;
-  readonly cu: EmuPtr | null;
-  readonly idx: EmuPtr | null;
-  readonly scale: number;
 }
 
 /** Thrown when two CTAs of one launch touch a state element and one of them writes it (a data race on the GPU). */

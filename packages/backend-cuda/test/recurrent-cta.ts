@@ -9,6 +9,31 @@ import type { EmuPtr, StateAccess } from './gla-emulator.js';
 
 const rd = (p: EmuPtr, i: number) => p.data[p.off + i]!;
 
+/** A recurrence launch's arguments both models read, as the kernel gets them. */
+export interface RecurrentEmuInputs {
+  readonly T: number;
+  readonly K: number;
+  readonly V: number;
+  readonly scale: number;
+  readonly o: EmuPtr;
+  readonly q: EmuPtr;
+  readonly k: EmuPtr;
+  readonly v: EmuPtr;
+  readonly g: EmuPtr;
+  /** Element strides (batch, token, head; the last dim contiguous). */
+  readonly qs: readonly number[];
+  readonly ks: readonly number[];
+  readonly vs: readonly number[];
+  readonly gs: readonly number[];
+  /** The states read / written (the same array for a pool) and their slot strides. */
+  readonly sIn: EmuPtr | null;
+  readonly sInStride: number;
+  readonly sOut: EmuPtr | null;
+  readonly sOutStride: number;
+  readonly cu: EmuPtr | null;
+  readonly idx: EmuPtr | null;
+}
+
 /** What sequence n of a launch covers. */
 export interface CtaSequence {
   /** Its batch row (0 when cu_seqlens packs the sequences along the tokens) and tokens [t0, t1). */

@@ -7,6 +7,7 @@
 import { F, Tensor, callOp, opRoute, type DType } from '@fastkernels/core';
 import { expect } from 'vitest';
 import { G, cpu, expectClose, gpu, releasing, tolOf, toGpu } from './spine-helpers.js';
+import type { RecurrentCaseShape } from './gla-cases.js';
 import { rand } from './ops-helpers.js';
 import { DELTA_OPS, type DeltaOp } from '../src/ops/recurrent/gdn-plan.js';
 
@@ -40,26 +41,15 @@ export function expectPoolRows(label: string, keep: Keep, pools: { after: Float6
   }
 }
 
-export interface DeltaRuleCase {
+export interface DeltaRuleCase extends RecurrentCaseShape {
   readonly op: DeltaOp;
   readonly dtype: DType;
   readonly gDType?: DType;
-  readonly B: number;
-  readonly T: number;
-  readonly H: number;
   readonly HV: number;
-  readonly K: number;
-  readonly V: number;
-  readonly cu?: number[];
   /** cu_seqlens' dtype (default i32). */
   readonly cuDType?: DType;
-  readonly idx?: number[];
-  readonly slots?: number;
   readonly idxDType?: DType;
-  readonly init?: boolean;
-  readonly final?: boolean;
   readonly l2norm?: boolean;
-  readonly scale?: number;
   /** KDA: g stored [B, HV, T, K] and passed as its [B, T, HV, K] view. */
   readonly permuteG?: boolean;
   /** The pool to run over (a chunked prefill carries one across calls); else a fresh random one. */

@@ -14,27 +14,17 @@ import { Tensor, type DType } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { emulateConv, emulateGdn } from '../../../test/gdn-emulator.js';
 import { GlaRaceError } from '../../../test/gla-emulator.js';
+import type { RecurrentCaseShape } from '../../../test/gla-cases.js';
 import { checkEmulated, cpu, def, f64, numel, rnd, type Operand } from '../../../test/recurrent-emulation.js';
 import { DELTA_OPS, planGdn, type DeltaOp } from './gdn-plan.js';
 
-interface DeltaCase {
+interface DeltaCase extends RecurrentCaseShape {
   readonly op?: DeltaOp;
   /** KDA's g [B, H, T, K] seen as [B, T, H, K] (strided tokens and heads, channels contiguous). */
   readonly permuteG?: boolean;
-  readonly B: number;
-  readonly T: number;
-  readonly H: number;
   readonly HV: number;
-  readonly K: number;
-  readonly V: number;
-  readonly cu?: number[];
-  readonly idx?: number[];
-  readonly slots?: number;
-  readonly init?: boolean;
-  readonly final?: boolean;
   readonly l2norm?: boolean;
   readonly permuteQ?: boolean;
-  readonly scale?: number;
   readonly idxDType?: DType;
   readonly race?: boolean;
 }

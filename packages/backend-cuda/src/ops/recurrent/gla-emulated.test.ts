@@ -10,26 +10,14 @@
  */
 import { Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
-import { GLA27, GLA_DECODE_BATCHES, glaDecodeSlots } from '../../../test/gla-cases.js';
+import { GLA27, GLA_DECODE_BATCHES, glaDecodeSlots, type RecurrentCaseShape } from '../../../test/gla-cases.js';
 import { GlaRaceError, emulateGla } from '../../../test/gla-emulator.js';
 import { checkEmulated, cpu, def, f64, numel, rnd } from '../../../test/recurrent-emulation.js';
 import { planGla } from './gla-plan.js';
 
-interface Case {
-  readonly B: number;
-  readonly T: number;
-  readonly H: number;
-  readonly K: number;
-  readonly V: number;
-  readonly cu?: number[];
-  /** Pool slots (ssm_state_indices) and the pool's size; else an initial state when `init`. */
-  readonly idx?: number[];
-  readonly slots?: number;
-  readonly init?: boolean;
-  readonly final?: boolean;
+interface Case extends RecurrentCaseShape {
   /** q stored [B, H, T, K] and seen through a permute. */
   readonly permuteQ?: boolean;
-  readonly scale?: number;
   readonly idxI32?: boolean;
 }
 

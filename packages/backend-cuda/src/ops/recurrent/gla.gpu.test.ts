@@ -15,28 +15,17 @@ import { Tensor, callOp, opRoute, type DType } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { cpu, expectClose, releasing, tolOf, toGpu } from '../../../test/spine-helpers.js';
 import { rand } from '../../../test/ops-helpers.js';
-import { GLA27, GLA_DECODE_BATCHES, glaDecodeSlots } from '../../../test/gla-cases.js';
+import { GLA27, GLA_DECODE_BATCHES, glaDecodeSlots, type RecurrentCaseShape } from '../../../test/gla-cases.js';
 import { GRAPH_DECODE_ROWS, GT, checkDecodeGraph, expectPoolRows, sms } from '../../../test/recurrent-gpu.js';
 import { planGla, type GlaShape } from './gla-plan.js';
 
 type Op = 'fused_recurrent_gla' | 'chunk_gla';
 
-interface Case {
+interface Case extends RecurrentCaseShape {
   readonly op: Op;
   readonly dtype: DType;
-  readonly B: number;
-  readonly T: number;
-  readonly H: number;
-  readonly K: number;
-  readonly V: number;
-  readonly cu?: number[];
-  readonly idx?: number[];
-  readonly slots?: number;
   readonly idxDType?: DType;
-  readonly init?: boolean;
-  readonly final?: boolean;
   readonly chunk?: number;
-  readonly scale?: number;
   /** The CPU op the result is held to (default: the same op). */
   readonly ref?: Op;
 }
