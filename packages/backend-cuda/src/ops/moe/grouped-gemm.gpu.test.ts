@@ -59,7 +59,7 @@ const CASES: Case[] = [
   { T: 16, E: 4, N: 96, K: 64, routing: 'ids', bias: true, transposed: true },
   { T: 12, E: 6, N: 33, K: 130, routing: 'offsets', bias: true, transposed: false },
   { T: 20, E: 5, N: 300, K: 24, routing: 'offsets', bias: false, transposed: true },
-  { T: 8, E: 32, N: 2 * 2880 / 8, K: 2880, routing: 'ids', bias: true, transposed: true }, // gpt-oss-20b's K, N cut
+  { T: 8, E: 8, N: 2 * 2880 / 8, K: 2880, routing: 'ids', bias: true, transposed: true }, // gpt-oss-20b's K, N and E cut
   { T: 100, E: 8, N: 64, K: 48, routing: 'ids', bias: true, transposed: false }, // past the eager rows: decomposition
 ];
 
@@ -132,7 +132,7 @@ const MXFP4_CASES: Omit<Case, 'transposed'>[] = [
   { T: 1, E: 8, N: 64, K: 64, routing: 'ids', bias: true },
   { T: 9, E: 8, N: 70, K: 96, routing: 'ids', bias: false },
   { T: 12, E: 6, N: 33, K: 128, routing: 'offsets', bias: true },
-  { T: 8, E: 32, N: 720, K: 2880, routing: 'ids', bias: true }, // gpt-oss-20b's K (90 blocks a row), N cut
+  { T: 8, E: 8, N: 720, K: 2880, routing: 'ids', bias: true }, // gpt-oss-20b's K (90 blocks a row), N and E cut
   { T: 100, E: 4, N: 64, K: 64, routing: 'ids', bias: true }, // past the eager rows: dequant + grouped_gemm
 ];
 
