@@ -8,7 +8,7 @@
 import { Tensor, type OpCall } from '@fastkernels/core';
 import type { ArgValue } from '../../args.js';
 import type { CudaKernel } from '../../kernel.js';
-import type { CudaRuntime } from '../../runtime.js';
+import { captureHooks, type CudaRuntime } from '../../runtime.js';
 import type { GenKernelCache } from '../gen-cache.js';
 import { GROUPED_GEMM_SIGNATURE, GROUPED_GEMM_THREADS, groupedGemmColumnsPerCta, groupedGemmSource, type GroupedGemmVariant } from './grouped-gemm-source.js';
 
@@ -32,19 +32,50 @@ export function groupedGemmRowsDecline(rows: number, runtime: () => CudaRuntime)
   return runtime().capturing ? null : `${rows} rows outside a graph capture: per-expert GEMMs reuse the weights`;
 }
 
+/**
+ * Kernels an eager call declined (too many rows) that a capture of the same call will launch: compiled by a capture
+ * hook before the stream is captured, since a module load during capture fails (the engine's warm-up runs each decode
+ * shape eagerly first, and at more than GROUPED_GEMM_EAGER_ROWS rows that run took the decomposition).
+ */
+export class CompileBeforeCapture {
+  private readonly pending = new Map<string, () => CudaKernel>();
+
+  constructor(runtime: () => CudaRuntime) {
+    captureHooks.push((rt) => {
+      if (this.pending.size === 0 || rt !== runtime()) return;
+      for (const kernel of this.pending.values()) kernel().compile();
+      this.pending.clear();
+    });
+  }
+
+  add(key: string, kernel: () => CudaKernel): void {
+    this.pending.set(key, kernel);
+  }
+}
+
 export class GroupedGemm {
   private readonly kernels = new Map<string, CudaKernel>();
   private readonly args: ArgValue[] = new Array<ArgValue>(GROUPED_GEMM_SIGNATURE.length).fill(0);
+  private readonly beforeCapture: CompileBeforeCapture;
 
   constructor(
     private readonly cache: GenKernelCache,
     private readonly runtime: () => CudaRuntime,
-  ) {}
+  ) {
+    this.beforeCapture = new CompileBeforeCapture(runtime);
+  }
 
   readonly supports = (call: OpCall): true | string => {
     const [x, w, offs, ids, bias] = call.inputs as [Tensor, Tensor, Tensor | null, Tensor | null, Tensor | null];
-    const why = groupedGemmDecline(x, w, (ids ?? offs)!, bias);
-    return why ?? groupedGemmRowsDecline(x.shape[0]!, this.runtime) ?? true;
+    const route = (ids ?? offs)!;
+    const shapeWhy = groupedGemmDecline(x, w, route, bias);
+    if (shapeWhy) return shapeWhy;
+    const rowsWhy = groupedGemmRowsDecline(x.shape[0]!, this.runtime);
+    if (rowsWhy === null) return true;
+    // a capture of this call will take the kernel: compile it before then
+    const v = variantOf(x, w, ids !== null, route, bias);
+    this.beforeCapture.add(JSON.stringify(v), () => this.kernel(v));
+    return rowsWhy;
   };
 
   readonly run = (call: OpCall): Tensor => {
@@ -60,8 +91,8 @@ export class GroupedGemm {
       const route0 = (ids ?? offs)!;
       const route = route0.isContiguous() ? route0 : keep(temps, route0.contiguous());
       const bias = biasIn && !(biasIn.strides[1] === 1 || biasIn.shape[1]! <= 1) ? keep(temps, biasIn.contiguous()) : biasIn;
-      const layout = w.strides[2] === 1 || w.shape[2]! <= 1 ? 'k-contiguous' : 'n-contiguous';
-      const variant: GroupedGemmVariant = { dtype: x.dtype as GroupedGemmVariant['dtype'], routing: ids ? 'ids' : 'offsets', index: route.dtype as 'i32' | 'i64', bias: bias !== null, layout };
+      const variant = variantOf(x, w, ids !== null, route, bias);
+      const layout = variant.layout;
       const g = this.args;
       let i = 0;
       g[i++] = out; g[i++] = x; g[i++] = w; g[i++] = route; g[i++] = bias ?? 0;
@@ -87,6 +118,12 @@ export class GroupedGemm {
     }
     return k;
   }
+}
+
+/** The generated variant a call runs (x's dtype throughout, the routing's form and index type, the weight's layout). */
+function variantOf(x: Tensor, w: Tensor, byIds: boolean, route: Tensor, bias: Tensor | null): GroupedGemmVariant {
+  const layout = w.strides[2] === 1 || w.shape[2]! <= 1 ? 'k-contiguous' : 'n-contiguous';
+  return { dtype: x.dtype as GroupedGemmVariant['dtype'], routing: byIds ? 'ids' : 'offsets', index: route.dtype as 'i32' | 'i64', bias: bias !== null, layout };
 }
 
 function keep(temps: Tensor[], t: Tensor): Tensor {

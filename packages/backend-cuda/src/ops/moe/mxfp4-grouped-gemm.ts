@@ -9,7 +9,7 @@ import type { ArgValue } from '../../args.js';
 import type { CudaKernel } from '../../kernel.js';
 import type { CudaRuntime } from '../../runtime.js';
 import type { GenKernelCache } from '../gen-cache.js';
-import { groupedGemmRowsDecline } from './grouped-gemm.js';
+import { CompileBeforeCapture, groupedGemmRowsDecline } from './grouped-gemm.js';
 import { GROUPED_GEMM_THREADS, MXFP4_GROUPED_GEMM_SIGNATURE, groupedGemmColumnsPerCta, mxfp4GroupedGemmSource, type Mxfp4GroupedGemmVariant } from './grouped-gemm-source.js';
 
 const DTYPES = new Set(['f32', 'f16', 'bf16']);
@@ -18,11 +18,14 @@ const MAX_GRID_Y = 65535;
 export class Mxfp4GroupedGemm {
   private readonly kernels = new Map<string, CudaKernel>();
   private readonly args: ArgValue[] = new Array<ArgValue>(MXFP4_GROUPED_GEMM_SIGNATURE.length).fill(0);
+  private readonly beforeCapture: CompileBeforeCapture;
 
   constructor(
     private readonly cache: GenKernelCache,
     private readonly runtime: () => CudaRuntime,
-  ) {}
+  ) {
+    this.beforeCapture = new CompileBeforeCapture(runtime);
+  }
 
   readonly supports = (call: OpCall): true | string => {
     const [x, blocks, , offs, ids, bias] = call.inputs as [Tensor, Tensor, Tensor, Tensor | null, Tensor | null, Tensor | null];
@@ -31,7 +34,12 @@ export class Mxfp4GroupedGemm {
     if (route.dtype !== 'i32' && route.dtype !== 'i64') return `routing dtype ${route.dtype}: the kernel reads i32 or i64`;
     if (x.shape[0]! > MAX_GRID_Y) return `${x.shape[0]} rows: more than a grid's ${MAX_GRID_Y}`;
     if (blocks.shape[1]! * x.shape[0]! >= 2 ** 31) return 'output too large for 32-bit indexing';
-    return groupedGemmRowsDecline(x.shape[0]!, this.runtime) ?? true;
+    const rowsWhy = groupedGemmRowsDecline(x.shape[0]!, this.runtime);
+    if (rowsWhy === null) return true;
+    // a capture of this call will take the kernel: compile it before then (route and bias may be made contiguous, not retyped)
+    const v: Mxfp4GroupedGemmVariant = { dtype: x.dtype as Mxfp4GroupedGemmVariant['dtype'], routing: ids ? 'ids' : 'offsets', index: route.dtype as 'i32' | 'i64', bias: bias !== null };
+    this.beforeCapture.add(JSON.stringify(v), () => this.kernel(v));
+    return rowsWhy;
   };
 
   readonly run = (call: OpCall): Tensor => {
