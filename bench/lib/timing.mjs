@@ -1,7 +1,7 @@
 // How the kernel-level suites time and feed a kernel (kernels, ops): device events around one call after an L2
 // flush, medians; N(0, 1) data filled on the device; a same-size device copy timed alike (what a memory-bound kernel
 // of that size can reach here: at 16 MB launch and ramp alone keep a copy well below the 2 GiB copy rate).
-import { Rng, Tensor } from '@fastkernels/core';
+import { Rng, Tensor, prepareOp } from '@fastkernels/core';
 
 export const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
@@ -78,4 +78,39 @@ export function deviceRandom(backend) {
     flat.dispose();
     return t;
   };
+}
+
+/**
+ * The same `timeMs(fn, { warmup, iters })` on the host clock, a device sync around each call: for a backend without
+ * device events (the CPU backend of the suites' smoke runs; its figures only test the plumbing).
+ */
+export function hostClockTimer(backend, { warmup, iters }, device = 0) {
+  function timeMs(fn, { warmup: w = warmup, iters: n = iters } = {}) {
+    for (let i = 0; i < w; i++) fn();
+    backend.synchronize(device);
+    const ts = [];
+    for (let r = 0; r < n; r++) {
+      const t0 = performance.now();
+      fn();
+      backend.synchronize(device);
+      ts.push(performance.now() - t0);
+    }
+    return median(ts);
+  }
+  return { timeMs };
+}
+
+/**
+ * The dense bf16 matrix rate in TFLOP/s: an n^3 GEMM through the op registry's matmul (cuBLASLt on CUDA) timed by
+ * `timeMs` (benchTimer's, or hostClockTimer's): the ceiling FLOP-bound work is held to (ops: the bmm / MoE floors;
+ * vision: a model's fraction of it).
+ */
+export function matrixRateTflops(backend, timeMs, n = 8192) {
+  const fillRandom = deviceRandom(backend);
+  const [x, y] = [1, 2].map((seed) => fillRandom(Tensor.empty(backend, [n, n], 'bf16'), seed));
+  const mm = prepareOp('matmul');
+  const ms = timeMs(() => mm([x, y]).forEach((t) => t.dispose()));
+  x.dispose();
+  y.dispose();
+  return (2 * n ** 3) / (ms / 1e3) / 1e12;
 }

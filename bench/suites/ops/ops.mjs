@@ -18,7 +18,7 @@ import '../../lib/user-errors.mjs'; // first: a bad FASTKERNELS_* value is one l
 import { writeFileSync } from 'node:fs';
 import { Tensor, prepareOp } from '@fastkernels/core';
 import { benchArgs, cudaBackendOrExit, launchSettings } from '../../lib/common.mjs';
-import { benchTimer, deviceRandom } from '../../lib/timing.mjs';
+import { benchTimer, deviceRandom, matrixRateTflops } from '../../lib/timing.mjs';
 
 const { opt, has } = benchArgs();
 const quick = has('--quick');
@@ -255,14 +255,7 @@ console.log(`copy ${copyGBps.toFixed(0)} GB/s (2 GiB D2D, read + write, timed li
 
 // the bf16 matrix rate: an 8192^3 GEMM through the registry's matmul (cuBLASLt), timed like the cases
 const MR = 8192;
-const matrixTflops = (() => {
-  const [x, y] = [randn([MR, MR], 'bf16', 1), randn([MR, MR], 'bf16', 2)];
-  const mm = prepareOp('matmul');
-  const ms = timeMs(() => mm([x, y]).forEach((t) => t.dispose()));
-  x.dispose();
-  y.dispose();
-  return (2 * MR ** 3) / (ms / 1e3) / 1e12;
-})();
+const matrixTflops = matrixRateTflops(backend, timeMs, MR);
 console.log(`matrix rate ${matrixTflops.toFixed(0)} TFLOP/s (bf16 ${MR}^3 through matmul, timed like the cases)`);
 
 const results = [];
