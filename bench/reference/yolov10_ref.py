@@ -212,11 +212,12 @@ class V10Detect(nn.Module):
         anchors, strides = [], []
         for x, s in zip(xs, (8, 16, 32)):
             h, w = x.shape[2:]
-            sy, sx = torch.meshgrid(torch.arange(h, dtype=x.dtype) + 0.5, torch.arange(w, dtype=x.dtype) + 0.5, indexing='ij')
+            # made on the input's device: no host tensor in the forward (torch.compile's CUDA graphs refuse one)
+            sy, sx = torch.meshgrid(torch.arange(h, dtype=x.dtype, device=x.device) + 0.5, torch.arange(w, dtype=x.dtype, device=x.device) + 0.5, indexing='ij')
             anchors.append(torch.stack((sx, sy), -1).view(-1, 2))
-            strides.append(torch.full((h * w, 1), float(s), dtype=x.dtype))
-        anchors = torch.cat(anchors).transpose(0, 1).unsqueeze(0).to(x.device)  # [1, 2, A]
-        strides = torch.cat(strides).transpose(0, 1).unsqueeze(0).to(x.device)  # [1, 1, A]
+            strides.append(torch.full((h * w, 1), float(s), dtype=x.dtype, device=x.device))
+        anchors = torch.cat(anchors).transpose(0, 1).unsqueeze(0)  # [1, 2, A]
+        strides = torch.cat(strides).transpose(0, 1).unsqueeze(0)  # [1, 1, A]
         A = box.shape[2]
         p = box.view(B, 4, self.reg_max, A).softmax(2)
         dist = (p * torch.arange(self.reg_max, dtype=p.dtype, device=p.device).view(1, 1, -1, 1)).sum(2)  # [B, 4, A]
