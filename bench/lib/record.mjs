@@ -83,6 +83,11 @@ export const HEADLINES = {
     serveTokS: num(r.summary?.serveTokS),
     serveOverOffline: num(r.summary?.serveOverOffline),
   }),
+  vision: (r) => ({
+    ...Object.fromEntries(Object.entries(r.summary ?? {}).filter(([k]) => !['targetsPassed', 'oursMs'].includes(k)).map(([k, v]) => [k, num(v)])),
+    oursMs: Object.fromEntries(Object.entries(r.summary?.oursMs ?? {}).map(([k, v]) => [k, num(v)])),
+    targetsPassed: r.summary?.targetsPassed ?? null,
+  }),
   attention: (r) => ({
     attnLlamaCausalVsDefault: num(r.summary?.attnLlamaCausalVsDefault),
     attnNonCausalMinVsBest: num(r.summary?.attnNonCausalMinVsBest),
