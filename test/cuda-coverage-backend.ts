@@ -5,7 +5,9 @@
  * a gap (recorded, then run on the CPU kernel anyway so one run lists every gap). A CUDA kernel's own `supports` is
  * asked too (a decline is a gap only where no route remains). `captureGraphs()` is a GraphRuntime for the engine that
  * records each host read or write made while a decode graph is captured: on CUDA a synchronous copy fails the capture.
- * Not covered: the CUDA Ops methods' own argument limits (head dims and the like), and numerics.
+ * Not covered: the CUDA Ops methods' own argument limits (head dims and the like), and numerics. A kernel check that
+ * reads device addresses (16-byte alignment) sees none on CPU tensors and declines: such calls show as decompositions
+ * here (bf16 fused_moe_gemm); one that needs the device itself is taken as a yes and noted.
  */
 import { CpuBackend } from '@fastkernels/backend-cpu';
 import { CudaBackend } from '@fastkernels/backend-cuda';

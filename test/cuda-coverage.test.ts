@@ -20,11 +20,11 @@ import { checkEngineParity } from './engine-cuda-parity.js';
 const tmp = mkdtempSync(join(tmpdir(), 'fk-cuda-coverage-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-function coverage(name: string, raw: Record<string, unknown>): CoverageReport {
-  const dir = join(tmp, name);
-  writeRandomModelCheckpoint(dir, raw, { registry: baselineRegistry(), seed: 7, dtype: 'f32' });
+function coverage(name: string, raw: Record<string, unknown>, dtype: 'f32' | 'bf16' = 'f32'): CoverageReport {
+  const dir = join(tmp, `${name}-${dtype}`);
+  writeRandomModelCheckpoint(dir, raw, { registry: baselineRegistry(), seed: 7, dtype });
   const backend = new CudaCoverageBackend();
-  const m = loadModel(dir, { backend, registry: baselineRegistry(), dtype: 'f32' });
+  const m = loadModel(dir, { backend, registry: baselineRegistry(), dtype });
   const vocab = raw.vocab_size as number;
   const reqs = [1, 40, 5, 70].map((n, i) => ({ promptIds: Array.from({ length: n }, (_, j) => (i * 37 + j * 11 + 3) % vocab), params: { maxTokens: 4 } }));
   const e = new LLMEngine(m.model, m.ctx, m.geometry, { maxModelLen: 128, maxNumSeqs: 4, maxNumBatchedTokens: 64, graphs: backend.captureGraphs(), maxGraphBatch: 4 });
@@ -35,9 +35,10 @@ function coverage(name: string, raw: Record<string, unknown>): CoverageReport {
     m.model.dispose();
   }
   const show = (map: Map<string, Set<string>>) => [...map].map(([op, s]) => `  ${op}: ${[...s].join('; ')}`).join('\n');
-  console.log(`[${name}] routes off a CUDA kernel:\n${show(new Map([...backend.report.routes].filter(([, s]) => [...s].some((r) => r !== 'kernel'))))}`);
-  console.log(`[${name}] gaps:\n${show(backend.report.gaps) || '  none'}`);
-  console.log(`[${name}] host transfers inside a captured decode step:\n${[...backend.report.captureTransfers].map((t) => `  ${t}`).join('\n') || '  none'}`);
+  const label = `${name} ${dtype}`;
+  console.log(`[${label}] routes off a CUDA kernel:\n${show(new Map([...backend.report.routes].filter(([, s]) => [...s].some((r) => r !== 'kernel'))))}`);
+  console.log(`[${label}] gaps:\n${show(backend.report.gaps) || '  none'}`);
+  console.log(`[${label}] host transfers inside a captured decode step:\n${[...backend.report.captureTransfers].map((t) => `  ${t}`).join('\n') || '  none'}`);
   return backend.report;
 }
 
@@ -50,11 +51,13 @@ const MODELS: [string, Record<string, unknown>][] = [
 
 describe('CUDA coverage of the tiny models (CPU)', () => {
   for (const [name, raw] of MODELS) {
-    it(`${name}: every op has a CUDA kernel or route; no host transfer inside a captured decode step`, () => {
-      const r = coverage(name, raw);
-      expect([...r.gaps.keys()]).toEqual([]);
-      expect([...r.captureTransfers]).toEqual([]);
-    });
+    for (const dtype of ['f32', 'bf16'] as const) {
+      it(`${name} ${dtype}: every op has a CUDA kernel or route; no host transfer inside a captured decode step`, () => {
+        const r = coverage(name, raw, dtype);
+        expect([...r.gaps.keys()]).toEqual([]);
+        expect([...r.captureTransfers]).toEqual([]);
+      });
+    }
   }
 });
 
