@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { Rng, toHostArray, type ExecutionContext, type HostArray, type Module, type ModuleRegistry } from '@fastkernels/core';
 import { afterAll, expect, it } from 'vitest';
 import { cpuBackend } from './l1-harness.js';
+import { PREEMPT_MAX_TOKENS, engineMaxTokens, enginePrompts, expectAbortsFreeSlots, expectPreemptionsRecompute, preemptionPrompts } from './recurrent-engine-checks.js';
 import { EmulatedGraphRuntime } from '../src/engine/device-io.js';
 import { E2eRunner, type CandidateOverride, type E2eModelSource } from '../src/engine/e2e.js';
 import { LLMEngine, type EngineOptions } from '../src/engine/engine.js';
@@ -28,13 +29,6 @@ export interface HybridEngineModel<C extends { readonly vocabSize: number }> {
   float64Greedy(prompt: readonly number[], steps: number, params: ReadonlyMap<string, HostArray>, cfg: C): number[];
 }
 
-/** Prompts of assorted lengths: one token, short ones, and a few longer than a 64-token chunk. */
-function prompts(n: number, seed: number, vocabSize: number): number[][] {
-  const rng = new Rng(seed);
-  const lens = [1, 70, 5, 23, 2, 81, 12, 40, 9, 3];
-  return Array.from({ length: n }, (_, i) => Array.from({ length: lens[i % lens.length]! }, () => rng.int(0, vocabSize)));
-}
-
 /** Builds the model on the CPU (f32, seed 31) and generates each prompt alone; disposes the model after the file. */
 export function hybridEngineHarness<C extends { readonly vocabSize: number }>(spec: HybridEngineModel<C>) {
   const cfg = spec.architecture.parseConfig(JSON.parse(readFileSync(join(import.meta.dirname, '../fixtures', spec.fixture, 'config.json'), 'utf8')), 'config.json');
@@ -45,8 +39,8 @@ export function hybridEngineHarness<C extends { readonly vocabSize: number }>(sp
   afterAll(() => model.dispose());
 
   const engine = (opts: EngineOptions): LLMEngine => new LLMEngine(model, ctx, geometry, { maxModelLen: 128, maxNumSeqs: 8, maxNumBatchedTokens: 256, graphs: false, ...opts });
-  const PS = prompts(8, 3, cfg.vocabSize);
-  const MAXT = (i: number) => 2 + ((i * 5) % 9);
+  const PS = enginePrompts(8, 3, cfg.vocabSize);
+  const MAXT = engineMaxTokens;
   /** Each sequence alone on the engine: one sequence at a time, its prompt prefilled whole. */
   const WANT = PS.map((p, i) => {
     const e = engine({ maxNumSeqs: 1 });
@@ -115,27 +109,16 @@ export function describeHybridEngineEquivalence<C extends { readonly vocabSize: 
   });
 
   it('a preempted sequence is recomputed into a fresh slot and continues as an uninterrupted one', () => {
-    const rng = new Rng(9);
-    const ps = Array.from({ length: 6 }, (_, i) => Array.from({ length: 12 + i }, () => rng.int(0, cfg.vocabSize)));
+    const ps = preemptionPrompts(cfg.vocabSize);
     const want = ps.map((p) => {
       const e = engine({ maxNumSeqs: 1, maxModelLen: 32 });
       try {
-        return e.generate([{ promptIds: p, params: { maxTokens: 9 } }])[0]!.tokenIds;
+        return e.generate([{ promptIds: p, params: { maxTokens: PREEMPT_MAX_TOKENS } }])[0]!.tokenIds;
       } finally {
         e.dispose();
       }
     });
-    for (const opts of [{ numKvBlocks: 6, maxModelLen: 32 }, { numKvBlocks: 7, maxModelLen: 32, maxNumBatchedTokens: 10, maxNumSeqs: 5 }]) {
-      const e = engine(opts);
-      try {
-        const out = e.generate(ps.map((p) => ({ promptIds: p, params: { maxTokens: 9 } })));
-        expect(out.map((o) => o.tokenIds)).toEqual(want);
-        expect(out.reduce((a, o) => a + o.numPreemptions, 0)).toBeGreaterThan(0);
-        expect(e.stateSlots!.numUsedSlots).toBe(0);
-      } finally {
-        e.dispose();
-      }
-    }
+    expectPreemptionsRecompute(engine, ps, want);
   });
 
   it('graph decode (emulated on the CPU): padding rows touch no slot, = eager', () => {
@@ -147,15 +130,7 @@ export function describeHybridEngineEquivalence<C extends { readonly vocabSize: 
   it('aborting requests (running, mid-prefill or waiting) frees their slots; the others are unaffected', () => {
     const e = engine({ maxNumBatchedTokens: 16, maxNumSeqs: 4 });
     try {
-      const ids = PS.map((p, i) => e.addRequest(p, { maxTokens: MAXT(i) }));
-      const done = new Map<number, number[]>();
-      for (let s = 0; s < 3; s++) for (const f of e.step().finished) done.set(f.requestId, f.tokenIds);
-      expect(e.stateSlots!.numUsedSlots).toBeGreaterThan(0);
-      const dropped = [ids[1]!, ids[2]!, ids[7]!];
-      for (const id of dropped) expect(e.abortRequest(id)).toBe(true);
-      while (e.hasUnfinished) for (const f of e.step().finished) done.set(f.requestId, f.tokenIds);
-      expect(e.stateSlots!.numUsedSlots).toBe(0);
-      ids.forEach((id, i) => (dropped.includes(id) ? expect(done.has(id)).toBe(false) : expect(done.get(id)).toEqual(WANT[i])));
+      expectAbortsFreeSlots(e, PS, MAXT, WANT);
     } finally {
       e.dispose();
     }

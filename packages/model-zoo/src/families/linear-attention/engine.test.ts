@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { CaptureIndexSchema, Rng, type ExecutionContext, type Tensor } from '@fastkernels/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { cpuBackend } from '../../../test/l1-harness.js';
+import { PREEMPT_MAX_TOKENS, engineMaxTokens, enginePrompts, expectAbortsFreeSlots, expectPreemptionsRecompute, preemptionPrompts } from '../../../test/recurrent-engine-checks.js';
 import { captureWorkload } from '../../engine/capture.js';
 import { EmulatedGraphRuntime } from '../../engine/device-io.js';
 import { E2eRunner, type E2eModelSource } from '../../engine/e2e.js';
@@ -42,14 +43,9 @@ afterAll(() => {
   model.dispose();
 });
 
-/** Prompts of assorted lengths: one token, short ones, and two longer than FLA's recurrent cut-off (64). */
-function prompts(n: number, seed: number): number[][] {
-  const rng = new Rng(seed);
-  const lens = [1, 70, 5, 23, 2, 81, 12, 40, 9, 3];
-  return Array.from({ length: n }, (_, i) => Array.from({ length: lens[i % lens.length]! }, () => Math.floor(rng.uniform() * cfg.vocabSize)));
-}
-const PS = prompts(8, 3);
-const MAXT = (i: number) => 2 + ((i * 5) % 9);
+// prompts of assorted lengths, two longer than FLA's recurrent cut-off (64)
+const PS = enginePrompts(8, 3, cfg.vocabSize);
+const MAXT = engineMaxTokens;
 const WANT = PS.map((p, i) => greedyGenerateRecurrent(reference, ctx, p, MAXT(i)));
 
 function engine(opts: EngineOptions): LLMEngine {
@@ -103,20 +99,9 @@ describe('GLA on the engine: the recurrent state in the state pool', () => {
   it('a preempted sequence is recomputed into a fresh slot and continues as an uninterrupted one', () => {
     // prompts just under a 16-position block that grow past it: with one block per sequence to spare nothing, the
     // scheduler preempts the newest (GLA's blocks hold no memory; here they only bound positions)
-    const rng = new Rng(9);
-    const ps = Array.from({ length: 6 }, (_, i) => Array.from({ length: 12 + i }, () => Math.floor(rng.uniform() * cfg.vocabSize)));
-    const want = ps.map((p) => greedyGenerateRecurrent(reference, ctx, p, 9));
-    for (const opts of [{ numKvBlocks: 6, maxModelLen: 32 }, { numKvBlocks: 7, maxModelLen: 32, maxNumBatchedTokens: 10, maxNumSeqs: 5 }]) {
-      const e = engine(opts);
-      try {
-        const out = e.generate(ps.map((p) => ({ promptIds: p, params: { maxTokens: 9 } })));
-        expect(out.map((o) => o.tokenIds)).toEqual(want);
-        expect(out.reduce((a, o) => a + o.numPreemptions, 0)).toBeGreaterThan(0);
-        expect(e.stateSlots!.numUsedSlots).toBe(0);
-      } finally {
-        e.dispose();
-      }
-    }
+    const ps = preemptionPrompts(cfg.vocabSize);
+    const want = ps.map((p) => greedyGenerateRecurrent(reference, ctx, p, PREEMPT_MAX_TOKENS));
+    expectPreemptionsRecompute(engine, ps, want);
   });
 
   it('graph decode (emulated on the CPU): padding rows touch no slot, = eager; decode steps are not chained', () => {
@@ -130,15 +115,7 @@ describe('GLA on the engine: the recurrent state in the state pool', () => {
   it('aborting requests (running, mid-prefill or waiting) frees their slots; the others are unaffected', () => {
     const e = engine({ maxNumBatchedTokens: 16, maxNumSeqs: 4 });
     try {
-      const ids = PS.map((p, i) => e.addRequest(p, { maxTokens: MAXT(i) }));
-      const done = new Map<number, number[]>();
-      for (let s = 0; s < 3; s++) for (const f of e.step().finished) done.set(f.requestId, f.tokenIds);
-      expect(e.stateSlots!.numUsedSlots).toBeGreaterThan(0);
-      const dropped = [ids[1]!, ids[2]!, ids[7]!];
-      for (const id of dropped) expect(e.abortRequest(id)).toBe(true);
-      while (e.hasUnfinished) for (const f of e.step().finished) done.set(f.requestId, f.tokenIds);
-      expect(e.stateSlots!.numUsedSlots).toBe(0);
-      ids.forEach((id, i) => (dropped.includes(id) ? expect(done.has(id)).toBe(false) : expect(done.get(id)).toEqual(WANT[i])));
+      expectAbortsFreeSlots(e, PS, MAXT, WANT);
       // abort() after an error drops everything
       for (const p of PS.slice(0, 4)) e.addRequest(p, { maxTokens: 4 });
       e.step();
