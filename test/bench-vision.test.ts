@@ -162,7 +162,7 @@ describe('bench/suites/vision/run.sh --tiny --backend cpu (the whole chain on th
     const doc = VisionJsonSchema.parse(JSON.parse(readFileSync(join(out, 'vision.json'), 'utf8')));
     expect(doc.commit).toBe('smoke123');
     expect(doc.settings.fluxLayers).toEqual([2, 2]);
-    expect(doc.rows.map((x) => x.id)).toEqual(['yolov10n-bs1', 'yolov10n-bs2', 'yolov10s-bs1', 'yolov10s-bs2', 'convnextv2_base-bs2', 'flux_transformer-bs1', 'flux_vae-bs1']);
+    expect(doc.rows.map((x) => x.id)).toEqual(['yolov10n-bs1', 'yolov10n-bs2', 'convnextv2_base-bs2', 'flux_transformer-bs1', 'flux_vae-bs1', 'yolov10s-bs1', 'yolov10s-bs2']);
     expect(r.stdout.trim().split('\n').slice(-8, -1).every((l) => l.startsWith('target: '))).toBe(true); // the targets last, then the total
     if (py.torch) {
       expect(doc.torchSkipped).toBeNull();

@@ -5,8 +5,8 @@
 # run: eager, torch.compile and, where a target names it, torch.compile with CUDA graphs; FLOPs, TFLOP/s and the fraction
 # of the dense bf16 matmul rate measured here; FLUX's step beside its GEMMs + attention timed alone. Writes
 # $OUT/vision.json; the table is last, issue 33's / 34's targets (H200; informative elsewhere) its last lines.
-#   dist/gpu-host/bench/run vision [--models yolov10n,yolov10s,convnextv2_base,flux_transformer,flux_vae] [--quick]
-#       [--flux-layers 19,38 (tiny: 2,2)] [--no-compile] [--no-torch] [--backend cuda|cpu] [--tiny]
+#   dist/gpu-host/bench/run vision [--models yolov10n,convnextv2_base,flux_transformer,flux_vae,yolov10s] [--quick]
+#       [--flux-layers 19,38 (tiny: 2,2)] [--no-compile] [--no-torch] [--deadline 540] [--backend cuda|cpu] [--tiny]
 # --tiny --backend cpu: the CI fixtures' tiny configs, both sides on the CPU (a smoke run of the whole chain without a
 # GPU; its timings mean nothing): `FASTKERNELS_BUNDLE=... OUT=/tmp/vs bench/suites/vision/run.sh --tiny --backend cpu`.
 # Steps, each model its own processes (a failure or a timeout is recorded and the others still run):
@@ -20,7 +20,8 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../../lib/lib.sh"
 fk_setup vision
-models="yolov10n,yolov10s,convnextv2_base,flux_transformer,flux_vae"; backend=cuda; flayers=""; tiny=""; quick=""; nocompile=""; notorch=""
+# the informative yolov10s last: the --deadline cuts it first
+models="yolov10n,convnextv2_base,flux_transformer,flux_vae,yolov10s"; backend=cuda; flayers=""; tiny=""; quick=""; nocompile=""; notorch=""; deadline=540
 while [ $# -gt 0 ]; do
   case "$1" in
     --models) models="$2"; shift 2 ;;
@@ -30,11 +31,13 @@ while [ $# -gt 0 ]; do
     --quick) quick="--quick"; shift ;;
     --no-compile) nocompile="--no-compile"; shift ;;
     --no-torch) notorch=1; shift ;;
-    *) echo "vision: unknown argument $1 (--models a,b, --quick, --flux-layers D,S, --no-compile, --no-torch, --backend cuda|cpu, --tiny)" >&2; exit 1 ;;
+    --deadline) deadline="$2"; shift 2 ;;
+    *) echo "vision: unknown argument $1 (--models a,b, --quick, --flux-layers D,S, --no-compile, --no-torch, --deadline S, --backend cuda|cpu, --tiny)" >&2; exit 1 ;;
   esac
 done
 case "$backend" in cuda|cpu) ;; *) echo "vision: --backend must be cuda or cpu, got $backend" >&2; exit 1 ;; esac
 [ -n "$flayers" ] || { if [ -n "$tiny" ]; then flayers="2,2"; else flayers="19,38"; fi; }
+[[ "$deadline" =~ ^[0-9]+$ ]] || { echo "vision: --deadline must be seconds, got $deadline" >&2; exit 1; }
 [[ "$flayers" =~ ^[0-9]+,[0-9]+$ ]] || { echo "vision: --flux-layers must be D,S (double, single blocks), got $flayers" >&2; exit 1; }
 device=cuda; [ "$backend" = cpu ] && device=cpu
 WORK="${WORK:-$OUT/vision-work}"
@@ -45,9 +48,17 @@ rm -f "$WORK"/rate-*.json
 "$PY" "$here/vision_bench.py" configs --dir "$WORK" --models "$models" --flux-layers "$flayers" $quick $tiny
 IFS=',' read -r -a mlist <<< "$models"
 
-# step LOG TIMEOUT CMD...: the command's output into LOG and, indented, here; its exit status is reported, not fatal
+# step LOG TIMEOUT CMD...: the command's output into LOG and, indented, here; its exit status is reported, not fatal.
+# No step runs past the suite's --deadline (seconds from the start; default 540, inside one 10-minute device call, so
+# the merge always comes): a step is cut to what is left, and skipped when under 20 s is.
 step() {
-  local log="$1" limit="$2" rc; shift 2
+  local log="$1" limit="$2" rc left; shift 2
+  left=$((deadline - (SECONDS - t0)))
+  if [ "$left" -lt 20 ]; then
+    echo "vision: skipped: the --deadline of $deadline s is reached" | tee "$log" >&2
+    return 0
+  fi
+  [ "$limit" -le "$left" ] || limit=$left
   set +e
   timeout "$limit" "$@" 2>&1 | tee "$log" | sed 's/^/    /'
   rc=${PIPESTATUS[0]}
@@ -83,10 +94,10 @@ if [ -n "$torch_ok" ]; then step "$WORK/rate-torch.log" 120 "$PY" "$here/vision_
 
 for m in "${mlist[@]}"; do
   echo "vision: ours $m on $backend ($((SECONDS - t0)) s)"
-  step "$WORK/$m/ours.log" "${OURS_TIMEOUT:-300}" "$bundle/run-node" "$drv/vision.mjs" --work "$WORK" --model "$m" --backend "$backend"
+  step "$WORK/$m/ours.log" "${OURS_TIMEOUT:-180}" "$bundle/run-node" "$drv/vision.mjs" --work "$WORK" --model "$m" --backend "$backend"
   if [ -n "$torch_ok" ]; then
     echo "vision: torch $m on $device ($((SECONDS - t0)) s)"
-    step "$WORK/$m/torch.log" "${TORCH_TIMEOUT:-420}" "$PY" "$here/vision_bench.py" torch --dir "$WORK" --model "$m" --device "$device" $nocompile
+    step "$WORK/$m/torch.log" "${TORCH_TIMEOUT:-240}" "$PY" "$here/vision_bench.py" torch --dir "$WORK" --model "$m" --device "$device" $nocompile
   fi
 done
 "$("$bundle/run" --print-node)" "$here/merge.mjs" "$WORK" "$OUT/vision.json" "${commit:-}"
