@@ -1,6 +1,7 @@
 /**
  * The GLA decode batches the GPU test (gla.gpu.test.ts) runs and the emulated test (gla-emulated.test.ts) replays with
- * the same plan: the state pool's size and each row's slot.
+ * the same plan: the state pool's size and each row's slot (the gated-delta-rule and KDA tests take them too); and the
+ * case shapes the recurrent kernels' GPU and emulated tests share.
  */
 
 /** GLA-2.7B's heads: 5 heads of K 256 / V 512 (families/linear-attention/config.ts). */
@@ -42,4 +43,24 @@ export interface RecurrentCaseShape {
   readonly init?: boolean;
   readonly final?: boolean;
   readonly scale?: number;
+}
+
+/** The fields every causal conv test case has (causal_conv1d, causal_conv1d_update; GPU and emulated). */
+export interface ConvCaseShape {
+  /** causal_conv1d: x [B, D, L] (packed when cu), its pool / initial state; causal_conv1d_update: decode rows. */
+  readonly op: 'causal_conv1d' | 'causal_conv1d_update';
+  readonly B: number;
+  readonly D: number;
+  readonly L: number;
+  readonly W: number;
+  readonly cu?: number[];
+  readonly idx?: number[];
+  readonly slots?: number;
+  /** State columns (the pool's or the update's state). */
+  readonly S?: number;
+  readonly his?: number[];
+  readonly init?: boolean;
+  readonly bias?: boolean;
+  /** x stored [B, L, D] and seen transposed (the engine's view). */
+  readonly transposed?: boolean;
 }

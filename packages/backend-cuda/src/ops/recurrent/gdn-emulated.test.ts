@@ -14,7 +14,7 @@ import { Tensor, type DType } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { emulateConv, emulateGdn } from '../../../test/gdn-emulator.js';
 import { GlaRaceError } from '../../../test/gla-emulator.js';
-import type { RecurrentCaseShape } from '../../../test/gla-cases.js';
+import type { ConvCaseShape, RecurrentCaseShape } from '../../../test/gla-cases.js';
 import { checkEmulated, cpu, def, f64, numel, rnd, type Operand } from '../../../test/recurrent-emulation.js';
 import { DELTA_OPS, planGdn, type DeltaOp } from './gdn-plan.js';
 
@@ -74,25 +74,9 @@ function checkDelta(c: DeltaCase): void {
   );
 }
 
-interface ConvCase {
-  /** causal_conv1d: x [B, D, L] (packed when cu), its pool / initial state; causal_conv1d_update: decode rows. */
-  readonly op: 'causal_conv1d' | 'causal_conv1d_update';
-  readonly B: number;
-  readonly D: number;
-  readonly L: number;
-  readonly W: number;
-  readonly cu?: number[];
-  readonly idx?: number[];
-  readonly slots?: number;
-  /** State columns (the pool's or the update's state). */
-  readonly S?: number;
-  readonly his?: number[];
-  readonly init?: boolean;
+interface ConvCase extends ConvCaseShape {
   readonly final?: boolean;
-  readonly bias?: boolean;
   readonly silu?: boolean;
-  /** x stored [B, L, D] and seen transposed (the engine's view). */
-  readonly transposed?: boolean;
   /** causal_conv1d_update's x as [B, D] (L 1). */
   readonly rank2?: boolean;
   readonly race?: boolean;

@@ -16,7 +16,7 @@ import { Tensor, callOp, opRoute, type DType } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { cpu, expectClose, releasing, tolOf, toGpu } from '../../../test/spine-helpers.js';
 import { rand } from '../../../test/ops-helpers.js';
-import { GLA_DECODE_BATCHES, glaDecodeSlots } from '../../../test/gla-cases.js';
+import { GLA_DECODE_BATCHES, glaDecodeSlots, type ConvCaseShape } from '../../../test/gla-cases.js';
 import { GRAPH_DECODE_ROWS, GT, checkDecodeGraph, checkDeltaRule, deltaGate, sms, type DeltaRuleCase } from '../../../test/recurrent-gpu.js';
 import { planGdn, type GdnShape } from './gdn-plan.js';
 
@@ -26,21 +26,8 @@ const QN = { H: 16, HV: 32, K: 128, V: 128 } as const;
 type DeltaCase = Omit<DeltaRuleCase, 'op'> & { readonly op?: 'fused_recurrent_gated_delta_rule' | 'chunk_gated_delta_rule' };
 const checkDelta = (label: string, c: DeltaCase) => checkDeltaRule(label, { ...c, op: c.op ?? 'fused_recurrent_gated_delta_rule' });
 
-interface ConvCase {
-  readonly op: 'causal_conv1d' | 'causal_conv1d_update';
+interface ConvCase extends ConvCaseShape {
   readonly dtype: DType;
-  readonly B: number;
-  readonly D: number;
-  readonly L: number;
-  readonly W: number;
-  readonly cu?: number[];
-  readonly idx?: number[];
-  readonly slots?: number;
-  readonly S?: number;
-  readonly his?: number[];
-  readonly init?: boolean;
-  readonly bias?: boolean;
-  readonly transposed?: boolean;
   readonly idxDType?: DType;
 }
 
