@@ -13,9 +13,11 @@
 #   configs + plan (vision_bench.py configs: bench/reference/vision_configs.py, vision-parity's configs), init-weights
 #   (our CLI) for the YOLO / ConvNeXt checkpoints, the matrix rates, then per model ours (vision.mjs) and torch
 #   (vision_bench.py torch), then merge.mjs. Work files: $OUT/vision-work (WORK=... to move them).
-# Budget on an H200 (estimate): ~1 min our side (NVRTC compiles, graph captures, FLUX's 12B weights filled on the
-# device), ~3-4 min torch (torch.compile of YOLOv10n x 3, YOLOv10s x 2, ConvNeXt, FLUX's two block kinds, the VAE;
-# less with a warm inductor cache); --quick halves the timed calls, --no-compile drops torch.compile.
+# Budget on an H200 (estimate, not yet measured): ~20 s checkpoints, ~1-1.5 min our side (NVRTC compiles, graph
+# captures, FLUX's 12B weights filled on the device), ~4 min torch, most of it inductor compiles (YOLOv10n bs 1 in two
+# modes and bs 32, ConvNeXt, FLUX's two block kinds, the VAE, YOLOv10s bs 1 and 32; less with a warm inductor cache):
+# ~5.5-6 min cold. --deadline (540 s) keeps it inside one 10-minute device call whatever happens (YOLOv10s, last, is
+# cut first); --quick shortens the timed loops and skips YOLOv10s's compiles (~4.5 min), --no-compile drops them all.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../../lib/lib.sh"

@@ -46,18 +46,17 @@ FLOOR_BUDGET_S = 0.25
 
 # ------------------------------------------------------------------------------------------------- work folder
 
-def plan_rows(models, tiny):
-    """The rows: (model, batch); `compile` lists the torch.compile modes timed (reduce-overhead where a target names
-    torch.compile with CUDA graphs)."""
+def plan_rows(models, tiny, quick):
+    """The rows: (model, batch); `compile` lists the torch.compile modes timed: reduce-overhead (CUDA graphs) where a
+    target names it (YOLOv10n bs 1), the default mode elsewhere; the informative YOLOv10s none under --quick. Each
+    mode costs an inductor compile per batch size (15-60 s on the GPU host)."""
     big = 2 if tiny else 32  # the tiny smoke keeps the CPU run short
     rows = []
     for m in models:
         if m.startswith('yolov10'):
-            # the n targets name compile + CUDA graphs at bs 1 and torch.compile at bs 32 (both modes timed: the faster
-            # is held to); the s rows are informative: the default mode only (its compiles cost a minute)
-            modes = ['default', 'reduce-overhead'] if m == 'yolov10n' else ['default']
-            rows.append({'model': m, 'batch': 1, 'compile': modes})
-            rows.append({'model': m, 'batch': big, 'compile': modes})
+            s_modes = [] if quick else ['default']
+            rows.append({'model': m, 'batch': 1, 'compile': ['default', 'reduce-overhead'] if m == 'yolov10n' else s_modes})
+            rows.append({'model': m, 'batch': big, 'compile': ['default'] if m == 'yolov10n' else s_modes})
         elif m == 'convnextv2_base':
             rows.append({'model': m, 'batch': big, 'compile': ['default']})
         else:
@@ -97,7 +96,7 @@ def cmd_configs(a):
             lat = spec['size'] // spec['vae_scale']
             inputs[name] = {'imageSize': spec['size'], 'latent': [cfg['latent_channels'], lat, lat]}
     plan = {
-        'tiny': a.tiny, 'quick': a.quick, 'models': models, 'inputs': inputs, 'rows': plan_rows(models, a.tiny),
+        'tiny': a.tiny, 'quick': a.quick, 'models': models, 'inputs': inputs, 'rows': plan_rows(models, a.tiny, a.quick),
         'fluxLayers': [D, S], 'fluxFullDepth': [D, S] == list(FLUX_FULL) and not a.tiny,
         # a measurement's time budget: iterations = budget / one call's time, clamped (both sides use the same rule)
         'timeBudgetS': 0.4 if a.quick or a.tiny else 1.5, 'minIters': 3, 'maxIters': 20 if a.quick else 100,
@@ -239,14 +238,22 @@ def fuse_yolo(model):
         if isinstance(m, yolov10_ref.Conv) and isinstance(m.bn, nn.BatchNorm2d):
             conv = fuse_conv_bn_eval(m.conv, m.bn)
             m.conv, m.bn = conv, nn.Identity()
-    for m in list(model.modules()):
-        if isinstance(m, yolov10_ref.RepVGGDW):
-            big, small = m.conv.conv, m.conv1.conv
-            with torch.no_grad():
-                big.weight += nn.functional.pad(small.weight, [2, 2, 2, 2])
-                big.bias += small.bias
-            m.forward = (lambda x, c=m.conv: nn.functional.silu(c(x)))
-            del m.conv1
+    class MergedRepVGGDW(nn.Module):
+        def __init__(self, conv):
+            super().__init__()
+            self.conv = conv
+
+        def forward(self, x):
+            return nn.functional.silu(self.conv(x))
+
+    for parent in list(model.modules()):
+        for key, m in list(parent.named_children()):
+            if isinstance(m, yolov10_ref.RepVGGDW):
+                big, small = m.conv.conv, m.conv1.conv
+                with torch.no_grad():
+                    big.weight += nn.functional.pad(small.weight, [2, 2, 2, 2])
+                    big.bias += small.bias
+                setattr(parent, key, MergedRepVGGDW(m.conv))
     return model
 
 
