@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Vision speed on the GPU host (issues 33, 34): our YOLOv10n / s at 640 (fp16; batch 1 and 32), ConvNeXt-V2-base at 384
-# (bf16, batch 32), the FLUX.1-dev transformer step (bf16, 1024^2: 4096 image + 512 text tokens, 19 double + 38 single
-# blocks) and FLUX.1's VAE decoder (bf16, 1024^2) against the plain-PyTorch references of bench/reference/ in the same
-# run: eager, torch.compile and, where a target names it, torch.compile with CUDA graphs; FLOPs, TFLOP/s and the fraction
-# of the dense bf16 matmul rate measured here; FLUX's step beside its GEMMs + attention timed alone. Writes
+# (fp16, batch 32; --convnext-dtype bf16 for docs/detection.md's production dtype), the FLUX.1-dev transformer step
+# (bf16, 1024^2: 4096 image + 512 text tokens, 19 double + 38 single blocks) and FLUX.1's VAE decoder (bf16, 1024^2)
+# against the plain-PyTorch references of bench/reference/ in the same run: eager, torch.compile and, where a target
+# names it, torch.compile with CUDA graphs; FLOPs, TFLOP/s and the fraction of the dense bf16 matmul rate measured
+# here; FLUX's step beside its GEMMs + attention timed alone. Writes
 # $OUT/vision.json; the table is last, issue 33's / 34's targets (H200; informative elsewhere) its last lines.
 #   dist/gpu-host/bench/run vision [--models yolov10n,convnextv2_base,flux_transformer,flux_vae,yolov10s] [--quick]
-#       [--flux-layers 19,38 (tiny: 2,2)] [--no-compile] [--no-torch] [--deadline 540] [--backend cuda|cpu] [--tiny]
+#       [--flux-layers 19,38 (tiny: 2,2)] [--no-compile] [--no-torch] [--deadline 540] [--convnext-dtype f16]
+#       [--backend cuda|cpu] [--tiny]
 # --tiny --backend cpu: the CI fixtures' tiny configs, both sides on the CPU (a smoke run of the whole chain without a
 # GPU; its timings mean nothing): `FASTKERNELS_BUNDLE=... OUT=/tmp/vs bench/suites/vision/run.sh --tiny --backend cpu`.
 # Steps, each model its own processes (a failure or a timeout is recorded and the others still run):
@@ -23,7 +25,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../../lib/lib.sh"
 fk_setup vision
 # the informative yolov10s last: the --deadline cuts it first
-models="yolov10n,convnextv2_base,flux_transformer,flux_vae,yolov10s"; backend=cuda; flayers=""; tiny=""; quick=""; nocompile=""; notorch=""; deadline=540
+models="yolov10n,convnextv2_base,flux_transformer,flux_vae,yolov10s"; backend=cuda; flayers=""; tiny=""; quick=""; nocompile=""; notorch=""; deadline=540; cxdtype=f16
 while [ $# -gt 0 ]; do
   case "$1" in
     --models) models="$2"; shift 2 ;;
@@ -34,7 +36,8 @@ while [ $# -gt 0 ]; do
     --no-compile) nocompile="--no-compile"; shift ;;
     --no-torch) notorch=1; shift ;;
     --deadline) deadline="$2"; shift 2 ;;
-    *) echo "vision: unknown argument $1 (--models a,b, --quick, --flux-layers D,S, --no-compile, --no-torch, --deadline S, --backend cuda|cpu, --tiny)" >&2; exit 1 ;;
+    --convnext-dtype) cxdtype="$2"; shift 2 ;;
+    *) echo "vision: unknown argument $1 (--models a,b, --quick, --flux-layers D,S, --no-compile, --no-torch, --deadline S, --convnext-dtype f16|bf16|f32, --backend cuda|cpu, --tiny)" >&2; exit 1 ;;
   esac
 done
 case "$backend" in cuda|cpu) ;; *) echo "vision: --backend must be cuda or cpu, got $backend" >&2; exit 1 ;; esac
@@ -47,7 +50,7 @@ mkdir -p "$WORK"
 echo "vision: bundle $bundle (commit ${commit:-?}), python $PY, ours on $backend, torch on $device, models $models, FLUX blocks $flayers, out $OUT, work $WORK"
 t0=$SECONDS
 rm -f "$WORK"/rate-*.json
-"$PY" "$here/vision_bench.py" configs --dir "$WORK" --models "$models" --flux-layers "$flayers" $quick $tiny
+"$PY" "$here/vision_bench.py" configs --dir "$WORK" --models "$models" --flux-layers "$flayers" --convnext-dtype "$cxdtype" $quick $tiny
 IFS=',' read -r -a mlist <<< "$models"
 
 # step LOG TIMEOUT CMD...: the command's output into LOG and, indented, here; its exit status is reported, not fatal.
