@@ -77,7 +77,7 @@ for m in "${mlist[@]}"; do
   case "$m" in flux_*) continue ;; esac
   [ -f "$WORK/$m/ckpt/model.safetensors" ] && cmp -s "$WORK/$m/config.json" "$WORK/$m/ckpt/config.json" && continue
   echo "vision: init-weights $m"
-  "$bundle/run" init-weights --config "$WORK/$m/config.json" --out "$WORK/$m/ckpt" --seed 1 --dtype f32 --backend "$backend" --json > "$WORK/$m/init.json" \
+  timeout 180 "$bundle/run" init-weights --config "$WORK/$m/config.json" --out "$WORK/$m/ckpt" --seed 1 --dtype f32 --backend "$backend" --json > "$WORK/$m/init.json" \
     || echo "vision: init-weights $m failed (its rows will say so)" >&2
 done
 for m in "${mlist[@]}"; do rm -f "$WORK/$m/ours.json" "$WORK/$m/torch.json"; done
