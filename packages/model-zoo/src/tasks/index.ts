@@ -25,6 +25,8 @@ import { diffusionRopeTask } from './L1/rotary/diffusion_rope.js';
 import { fluxPosEmbedTask } from './L1/rotary/flux_pos_embed.js';
 import { denseAttentionTask } from './L1/attention/dense_attention.js';
 import { flashAttnVarlenTask } from './L1/attention/flash_attn_varlen.js';
+import { flashAttnDecodeTask } from './L1/attention/flash_attn_decode.js';
+import { flashAttnPrefillTask } from './L1/attention/flash_attn_prefill.js';
 import { pagedDecodeAttentionTask } from './L1/attention/paged_decode_attention.js';
 import { varlenPrefillAttentionTask } from './L1/attention/varlen_prefill_attention.js';
 import { embeddingTask } from './L1/embedding/embedding.js';
@@ -95,6 +97,8 @@ export { YaRNRotaryEmbedding, yarnRotaryEmbTask, yarnInvFreq, yarnCosSinCache, y
 export { FluxPosEmbed, fluxPosEmbedTask, fluxPosEmbedReference } from './L1/rotary/flux_pos_embed.js';
 export { DenseAttention, denseAttentionTask, denseAttentionReference } from './L1/attention/dense_attention.js';
 export { FlashAttnVarlen, flashAttnVarlenTask, flashAttnVarlenReference } from './L1/attention/flash_attn_varlen.js';
+export { FlashAttnPrefill, flashAttnPrefillTask, slidingWindowOf, type WindowSize } from './L1/attention/flash_attn_prefill.js';
+export { flashAttnDecodeTask } from './L1/attention/flash_attn_decode.js';
 export { VocabParallelEmbedding, embeddingTask } from './L1/embedding/embedding.js';
 export { KV_BLOCK_SIZE } from './L1/kvcache/store_kvcache.js';
 export { cosSinCacheReference } from './L1/rotary/rotary_emb.js';
@@ -121,6 +125,8 @@ export const sharedL1Tasks: readonly TaskDefinition[] = [
   denseAttentionTask,
   embeddingTask,
   flashAttnVarlenTask,
+  flashAttnPrefillTask,
+  flashAttnDecodeTask,
   fusedRecurrentGlaTask,
   gateLinearTask,
   geluTask,

@@ -115,7 +115,7 @@ export function decodeBlocksBound(B: number, S: number): number {
 }
 
 /** Dims of a decode case: max blocks per sequence MB = ceil(S / 16), NB = enough blocks + `spare` unused. */
-function decodeDims(B: number, NQ: number, NKV: number, D: number, S: number, spare: number): Record<string, number> {
+export function decodeDims(B: number, NQ: number, NKV: number, D: number, S: number, spare: number): Record<string, number> {
   return { B, NQ, NKV, D, S, MB: Math.ceil(S / KV_BLOCK_SIZE), NB: decodeBlocksBound(B, S) + spare };
 }
 
@@ -123,7 +123,7 @@ function decodeDims(B: number, NQ: number, NKV: number, D: number, S: number, sp
 const keysSeen = (L: number, window: number) => (window > 0 ? Math.min(L, window) : L);
 
 /** Expected keys attended over one call (exact without a window, where every pair sums to S + 1). */
-function expectedKeys(B: number, S: number, window: number): number {
+export function expectedKeys(B: number, S: number, window: number): number {
   let total = 0;
   if (B >= 2) total += keysSeen(1, window) + keysSeen(S, window);
   if (B % 2) total += keysSeen(S, window);
