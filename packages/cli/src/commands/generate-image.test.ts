@@ -42,6 +42,8 @@ describe('generate-image (tiny FLUX pipeline on the CPU)', () => {
     expect(new Set(a.data).size).toBeGreaterThan(8);
     run({ height: 16, width: 24, out: join(tmp, 'b.png') });
     expect(decode(readFileSync(join(tmp, 'b.png'))).data).toEqual(a.data);
+    run({ height: 16, width: 24, graphs: false, out: join(tmp, 'd.png') }); // --no-graphs: the same eager loop here
+    expect(decode(readFileSync(join(tmp, 'd.png'))).data).toEqual(a.data);
     run({ height: 16, width: 24, seed: 1, out: join(tmp, 'c.png') });
     expect(decode(readFileSync(join(tmp, 'c.png'))).data).not.toEqual(a.data);
   });
@@ -55,6 +57,7 @@ describe('generate-image (tiny FLUX pipeline on the CPU)', () => {
     expect(rec).toMatchObject({ width: 16, height: 16, steps: 2, architecture: 'flux' });
     expect(rec.timings.step_ms.length).toBe(2);
     expect(rec.timings.images_per_s).toBeGreaterThan(0);
+    expect(rec).toMatchObject({ graphs: false }); // the CPU backend has no graphs: the step ran eagerly
     expect(r.err).toBe('');
     expect(lines).toEqual([`denoising ${progressBar(0, 2)} 0/2`, expect.stringMatching(/^denoising \[#{12}-{12}\] 1\/2, [\d.]+ s\/step$/), expect.stringMatching(/^denoising \[#{24}\] 2\/2/)]);
   });

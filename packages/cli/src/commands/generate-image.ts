@@ -31,6 +31,7 @@ export interface GenerateImageArgs {
   initSeed: number;
   json?: boolean;
   progress?: boolean;
+  graphs?: boolean;
 }
 
 const DTYPES: Record<string, DType> = { bf16: 'bf16', f16: 'f16', f32: 'f32' };
@@ -62,6 +63,7 @@ export function generateImageCommand(io: Io) {
         .option('init-seed', { type: 'number', default: 0, describe: 'seed of the random weights of components without safetensors' })
         .option('json', { type: 'boolean', default: false, describe: 'print the run record (sizes, timings) as JSON on stdout' })
         .option('progress', { type: 'boolean', describe: 'show the progress bar even when stderr is not a terminal' })
+        .option('graphs', { type: 'boolean', default: true, describe: 'replay the transformer step from a CUDA graph (captured on the first step; CUDA only). --no-graphs: eager every step' })
         .example('$0 generate-image --model FLUX.1-dev --prompt "a red fox in the snow" --steps 28 --size 1024 --seed 0 --out fox.png', 'FLUX.1-dev, 28 steps at 1024²')
         .example('$0 generate-image --model packages/model-zoo/fixtures/tiny-flux --prompt "a cat" --size 32 --steps 2 --backend cpu --out cat.png', 'the tiny fixture on the CPU (random weights: noise)'),
     handler: (argv: GenerateImageArgs) => runGenerateImage(argv, io),
@@ -88,7 +90,7 @@ export function runGenerateImage(argv: GenerateImageArgs, io: Io, progressStream
     const progress = new Progress({ force: Boolean(argv.progress), ...(progressStream ? { stream: progressStream } : {}) });
     const started = performance.now();
     progress.update(`denoising ${progressBar(0, steps)} 0/${steps}`, '0');
-    const { images, timings } = loaded.model.generateImage({ prompt: String(argv.prompt), height, width, steps, seed, guidanceScale: argv.guidance, maxSequenceLength }, (i, n) => {
+    const { images, timings } = loaded.model.generateImage({ prompt: String(argv.prompt), height, width, steps, seed, guidanceScale: argv.guidance, maxSequenceLength, graphs: argv.graphs !== false }, (i, n) => {
       const perStep = (performance.now() - started) / 1000 / i;
       progress.update(`denoising ${progressBar(i, n)} ${i}/${n}, ${perStep.toFixed(2)} s/step`, String(i));
     });
@@ -107,6 +109,7 @@ export function runGenerateImage(argv: GenerateImageArgs, io: Io, progressStream
       io.out(JSON.stringify({
         model: argv.model, architecture: loaded.architecture.name, backend: backend.name, dtype: loaded.ctx.dtype, weights: loaded.weights,
         prompt: String(argv.prompt), width: img.width, height: img.height, steps, seed, guidance: argv.guidance, max_sequence_length: maxSequenceLength,
+        graphs: argv.graphs !== false && backend.capabilities.graphs,
         out: argv.out, png_bytes: png.length,
         timings: { load_s: loadS, encode_ms: timings.encodeMs, step_ms: timings.stepMs, mean_step_ms: stepMean, decode_ms: timings.decodeMs, total_s: totalS, images_per_s: 1 / totalS },
       }, null, 2) + '\n');

@@ -5,6 +5,7 @@
  */
 import type { Module } from '@fastkernels/core';
 import type { WeightRules } from '../weights/weight-plan.js';
+import type { GraphRuntime } from './device-io.js';
 
 /** One sub-model of a pipeline and the folder it loads from (`<dir>/<name>`: transformer, vae, text_encoder, ...). */
 export interface PipelineComponent {
@@ -25,6 +26,11 @@ export interface ImageRequest {
   readonly guidanceScale?: number;
   /** Text-encoder tokens (FLUX: T5's max_sequence_length, 512). */
   readonly maxSequenceLength?: number;
+  /**
+   * The denoiser step replayed from a graph: true (default) where the backend has graphs (CUDA), false eager, a
+   * GraphRuntime that one (tests: the emulated graphs on the CPU).
+   */
+  readonly graphs?: boolean | GraphRuntime;
 }
 
 export interface GeneratedImage {

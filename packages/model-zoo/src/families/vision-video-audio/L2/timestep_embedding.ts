@@ -29,12 +29,30 @@ export class Timesteps extends Module {
     return Array.from({ length: half }, (_, k) => Math.exp((-Math.log(maxPeriod) * k) / (half - downscaleFreqShift)));
   }
 
+  /** The frequencies [1, C/2] on the timesteps' device, uploaded once (a CUDA graph of the step may not copy from the host). */
+  private freqs: Tensor | null = null;
+  private frequencyTable(like: Tensor, half: number): Tensor {
+    if (this.freqs && (this.freqs.backend !== like.backend || this.freqs.device !== like.device)) this.releaseFrequencies();
+    this.freqs ??= Tensor.fromArray(like.backend, Timesteps.frequencies(this.numChannels, this.downscaleFreqShift), [1, half], 'f32', { device: like.device });
+    return this.freqs;
+  }
+
+  private releaseFrequencies(): void {
+    this.freqs?.dispose();
+    this.freqs = null;
+  }
+
+  override dispose(): void {
+    this.releaseFrequencies();
+    super.dispose();
+  }
+
   forward(timesteps: Tensor): Tensor {
     const B = timesteps.shape[0]!;
     const half = this.numChannels / 2;
     const s = new OpScope();
     const t = s.own(s.op('to', [timesteps], { dtype: 'f32' }).view(B, 1));
-    const freqs = s.own(Tensor.fromArray(timesteps.backend, Timesteps.frequencies(this.numChannels, this.downscaleFreqShift), [1, half], 'f32', { device: timesteps.device }));
+    const freqs = this.frequencyTable(timesteps, half);
     let arg = s.op('mul', [t, freqs]);
     if (this.scale !== 1) arg = s.op('mul', [arg, this.scale]);
     const sin = s.op('sin', [arg]);

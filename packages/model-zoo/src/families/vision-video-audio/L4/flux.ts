@@ -1,5 +1,6 @@
 import { DTYPE_INFO, F, Module, OpScope, Tensor, defineTask, type Tensor as T } from '@fastkernels/core';
 import { fromInts, randn } from '../../../common/inputs.js';
+import { stepIoFor, type GraphRuntime } from '../../../engine/device-io.js';
 import type { GeneratedImage, ImageRequest, ImageTimings, PipelineComponent, PipelineModel } from '../../../engine/pipeline-model.js';
 import { initFamilyParameters } from '../cases.js';
 import { CLIP_L, tinyClipConfig } from '../clip-config.js';
@@ -9,6 +10,7 @@ import { latentImageIds, packLatents, unpackLatents } from '../pipeline/latents.
 import type { FluxPipelineConfig } from '../pipeline/model-index.js';
 import { fluxPipelineReference, fluxPipelineWork } from '../pipeline/reference.js';
 import { FLUX1_DEV_SCHEDULER_RAW, FlowMatchEulerDiscreteScheduler, calculateShift, fluxDefaultSigmas, parseSchedulerConfig } from '../pipeline/scheduler.js';
+import { FluxTransformerGraphs } from '../pipeline/transformer-graph.js';
 import { fluxTextToImage, loadFluxTokenizers, type FluxTokenizers } from '../pipeline/text-to-image.js';
 import { T5_XXL, tinyT5Config } from '../t5-config.js';
 import { FLUX1_DEV_VAE, tinyVaeConfig } from '../vae/vae-config.js';
@@ -24,6 +26,11 @@ export interface FluxRunOptions {
   readonly guidanceScale?: number;
   /** After each step: its index (from 0) and the packed latents [B, S, 4C] (borrowed: copy to keep). */
   readonly onStep?: (step: number, latents: T) => void;
+  /**
+   * Replay the transformer step from a graph of this runtime (captured on the first step of a shape, kept for later
+   * runs of that shape; see pipeline/transformer-graph.ts); null or absent: the step runs eagerly.
+   */
+  readonly graphs?: GraphRuntime | null;
 }
 
 /**
@@ -40,6 +47,8 @@ export class FluxPipeline extends Module implements PipelineModel {
   readonly textEncoder: CLIPTextModel;
   readonly textEncoder2: T5EncoderModel;
   private tokenizers: FluxTokenizers | null = null;
+  /** The transformer step's graphs and static buffers, for the runtime they were captured with. */
+  private stepGraphs: { runtime: GraphRuntime; graphs: FluxTransformerGraphs } | null = null;
   constructor(
     readonly config: FluxPipelineConfig,
     readonly numInferenceSteps = 28,
@@ -88,10 +97,15 @@ export class FluxPipeline extends Module implements PipelineModel {
     scheduler.setTimesteps(fluxDefaultSigmas(steps), calculateShift(S, sc.baseImageSeqLen, sc.maxImageSeqLen, sc.baseShift, sc.maxShift));
     const s = new OpScope();
     try {
-      const imgIds = s.own(latentImageIds(packed, h, w, dtype));
-      const txtIds = s.own(Tensor.zeros(packed.backend, [promptEmbeds.shape[1]!, 3], dtype, { device: packed.device }));
       const g = opts.guidanceScale ?? this.guidanceScale;
       const guidance = this.config.transformer.guidanceEmbeds ? s.own(Tensor.fromArray(packed.backend, new Array<number>(B).fill(g), [B], 'f32', { device: packed.device })) : null;
+      if (opts.graphs) {
+        const out = this.denoiseGraphed(opts.graphs, packed, promptEmbeds, pooled, guidance, h, w, scheduler, steps, opts.onStep);
+        s.dispose();
+        return out;
+      }
+      const imgIds = s.own(latentImageIds(packed, h, w, dtype));
+      const txtIds = s.own(Tensor.zeros(packed.backend, [promptEmbeds.shape[1]!, 3], dtype, { device: packed.device }));
       let x = packed;
       for (let i = 0; i < steps; i++) {
         // diffusers: t.expand(B).to(latents.dtype), then timestep / 1000 in that dtype
@@ -110,6 +124,56 @@ export class FluxPipeline extends Module implements PipelineModel {
       s.dispose();
       throw e;
     }
+  }
+
+  /**
+   * denoise's loop with the transformer step replayed from a graph: the timesteps of the whole schedule made before the
+   * loop ([steps, B], t / 1000 in the model dtype as the eager loop rounds them), each step a row copied into the static
+   * timestep, the replay, and the Euler step written back into the static latents.
+   */
+  private denoiseGraphed(runtime: GraphRuntime, packed: T, promptEmbeds: T, pooled: T, guidance: T | null, h: number, w: number, scheduler: FlowMatchEulerDiscreteScheduler, steps: number, onStep: FluxRunOptions['onStep']): T {
+    const s = new OpScope();
+    try {
+      const [B] = packed.shape as [number];
+      const graphs = this.graphsFor(runtime, packed);
+      const all = s.own(Tensor.fromArray(packed.backend, Array.from({ length: steps * B }, (_, k) => scheduler.timesteps[Math.floor(k / B)]!), [steps, B], 'f32', { device: packed.device }));
+      const timesteps = s.op('div', [s.op('to', [all], { dtype: packed.dtype }), 1000]);
+      const step = graphs.bind(packed, promptEmbeds, pooled, guidance, h, w);
+      for (let i = 0; i < steps; i++) {
+        const v = step.run(timesteps, i);
+        const next = scheduler.step(v, step.latents);
+        step.latents.copy_(next);
+        next.dispose();
+        onStep?.(i, step.latents);
+      }
+      return F.contiguous(step.latents);
+    } finally {
+      s.dispose();
+    }
+  }
+
+  private graphsFor(runtime: GraphRuntime, like: T): FluxTransformerGraphs {
+    if (this.stepGraphs?.runtime !== runtime) {
+      this.releaseGraphs();
+      this.stepGraphs = { runtime, graphs: new FluxTransformerGraphs(this.transformer, runtime, stepIoFor(like.backend)) };
+    }
+    return this.stepGraphs.graphs;
+  }
+
+  /** Counts of the transformer step's captures and replays (null before any graphed run). */
+  get graphStats(): FluxTransformerGraphs['stats'] | null {
+    return this.stepGraphs?.graphs.stats ?? null;
+  }
+
+  /** Release the step graphs, their pool and static buffers (the next graphed run captures again). */
+  releaseGraphs(): void {
+    this.stepGraphs?.graphs.dispose();
+    this.stepGraphs = null;
+  }
+
+  override dispose(): void {
+    this.releaseGraphs();
+    super.dispose();
   }
 
   /** Packed latents -> the image in [0, 1]: unpack, / scaling_factor + shift_factor, vae.decode, (x / 2 + 0.5).clamp(0, 1). */

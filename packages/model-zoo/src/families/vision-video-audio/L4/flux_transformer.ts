@@ -51,13 +51,26 @@ export class FluxTransformer2DModel extends Module {
   }
 
   forward(hiddenStates: Tensor, encoderHiddenStates: Tensor, pooledProjections: Tensor, timestep: Tensor, imgIds: Tensor, txtIds: Tensor, guidance: Tensor | null = null): Tensor {
+    const [cos, sin] = this.rotary(imgIds, txtIds);
+    try {
+      return this.forwardWithRotary(hiddenStates, encoderHiddenStates, pooledProjections, timestep, cos, sin, guidance);
+    } finally {
+      cos.dispose();
+      sin.dispose();
+    }
+  }
+
+  /**
+   * forward with the rotary tables given (rotary(imgIds, txtIds), [St + S, head_dim / 2] each): the step as the CUDA
+   * graph captures it, the tables made once per shape outside (FluxPosEmbed uploads its frequencies from the host).
+   */
+  forwardWithRotary(hiddenStates: Tensor, encoderHiddenStates: Tensor, pooledProjections: Tensor, timestep: Tensor, cos: Tensor, sin: Tensor, guidance: Tensor | null = null): Tensor {
     const s = new OpScope();
     try {
       let h = s.own(this.xEmbedder.forward(hiddenStates));
       const scaled = (t: Tensor) => s.op('mul', [s.op('to', [t], { dtype: h.dtype }), 1000]);
       const temb = s.own(this.timeTextEmbed.forward(scaled(timestep), guidance ? scaled(guidance) : null, pooledProjections));
       let e = s.own(this.contextEmbedder.forward(encoderHiddenStates));
-      const [cos, sin] = this.rotary(imgIds, txtIds).map((t) => s.own(t)) as [Tensor, Tensor];
       for (const block of this.transformerBlocks) [e, h] = block.forward(h, e, temb, cos, sin).map((t) => s.own(t)) as [Tensor, Tensor];
       const St = e.shape[1]!;
       const S = h.shape[1]!;

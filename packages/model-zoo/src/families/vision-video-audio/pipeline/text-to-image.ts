@@ -1,12 +1,14 @@
 /**
  * The FLUX text-to-image runner: the prompt through both tokenizers (padded / truncated as FluxPipeline asks them:
  * CLIP to model_max_length, T5 to max_sequence_length), seeded N(0, 1) noise, the pipeline's denoising loop with a
- * per-step callback, VAE decode, and VaeImageProcessor's postprocess to 8-bit RGB ((x * 255).round(), x in [0, 1]).
+ * per-step callback (the transformer step replayed from a CUDA graph where the backend has them, unless the request
+ * says graphs: false), VAE decode (eager), and VaeImageProcessor's postprocess to 8-bit RGB ((x * 255).round(), x in [0, 1]).
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Rng, Tensor, UserError, toHostArray } from '@fastkernels/core';
 import { z } from 'zod';
+import { stepIoFor } from '../../../engine/device-io.js';
 import type { GeneratedImage, ImageRequest, ImageTimings } from '../../../engine/pipeline-model.js';
 import { hasSlowClipFiles, loadSlowClipTokenizer } from '../../../tokenizer/clip-slow.js';
 import { loadTokenizer, type TextTokenizer } from '../../../tokenizer/tokenizer.js';
@@ -144,6 +146,7 @@ export function fluxTextToImage(pipe: FluxPipeline, tok: FluxTokenizers, req: Im
       pipe.denoise(packed, embeds, pooled, h, w, {
         steps: req.steps,
         ...(req.guidanceScale !== undefined ? { guidanceScale: req.guidanceScale } : {}),
+        graphs: req.graphs === false ? null : typeof req.graphs === 'object' ? req.graphs : stepIoFor(backend).graphs,
         onStep: (i) => {
           sync();
           const now = performance.now();
