@@ -9,6 +9,7 @@
 import { DTYPE_INFO, Tensor, UserError, currentTensorParallelGroup, formatShape, numel, shapesEqual, type DType, type Module } from '@fastkernels/core';
 import { Checkpoint } from './safetensors.js';
 import { loadableParameters, mappedShape, planWeights, rowElements, type TensorParallelRank, type WeightMapping, type WeightRules } from './weight-plan.js';
+import { currentExpertParallel } from '../layers/parallel/expert-parallel.js';
 
 /**
  * Each mapping's values must land inside its parameter with the parameter's trailing dims, and the mappings of a
@@ -59,7 +60,7 @@ interface Problem {
  * Every way the checkpoint disagrees with the plan. A float parameter reads any float tensor (converted); an integer
  * parameter (MXFP4 blocks / scales) reads a tensor of its own dtype, bit-exact.
  */
-function findProblems(ckpt: Checkpoint, plan: readonly WeightMapping[], rules: WeightRules, params: ReadonlyMap<string, Tensor>): Problem[] {
+function findProblems(ckpt: Checkpoint, plan: readonly WeightMapping[], rules: WeightRules, params: ReadonlyMap<string, Tensor>, expertParallel = false): Problem[] {
   const problems: Problem[] = [];
   const seen = new Set<string>();
   for (const m of plan) {
@@ -82,7 +83,10 @@ function findProblems(ckpt: Checkpoint, plan: readonly WeightMapping[], rules: W
     }
   }
   const tiedAway = new Set(Object.keys(rules.tied ?? {}));
-  const unexpected = ckpt.names().filter((n) => !seen.has(n) && !tiedAway.has(n) && !(rules.ignore ?? []).some((r) => r.test(n)));
+  // expert parallelism: another expert of a tensor this rank reads some experts of is another rank's, not unexpected
+  const expertPattern = (n: string) => n.replace(/\.experts\.\d+\./, '.experts.*.');
+  const otherRanks = new Set([...seen].filter((n) => /\.experts\.\d+\./.test(n)).map(expertPattern));
+  const unexpected = ckpt.names().filter((n) => !seen.has(n) && !tiedAway.has(n) && !(rules.ignore ?? []).some((r) => r.test(n)) && !(expertParallel && otherRanks.has(expertPattern(n))));
   if (unexpected.length) {
     const list = unexpected.map((n) => `'${n}'`).join(', ');
     problems.push({ kind: 'unexpected', name: unexpected[0]!, line: `unused by the model: ${list}`, single: `checkpoint ${ckpt.dir} has tensors the ${rules.label} does not use: ${list}` });
@@ -117,7 +121,7 @@ export function loadWeights(model: Module, rules: WeightRules, dir: string, tp: 
   checkPlanFits(plan, params);
   const ckpt = Checkpoint.open(dir);
   try {
-    const problems = findProblems(ckpt, plan, rules, params);
+    const problems = findProblems(ckpt, plan, rules, params, tp.world > 1 && currentExpertParallel());
     if (problems.length) throw problemsError(dir, problems, rules);
     for (const m of plan) {
       const param = params.get(m.target)!;

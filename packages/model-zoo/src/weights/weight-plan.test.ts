@@ -12,6 +12,7 @@ import { cpuBackend } from '../../test/l1-harness.js';
 import { loadWeights } from './load-weights.js';
 import { writeSafetensors } from './safetensors.js';
 import { planWeights, type WeightRules } from './weight-plan.js';
+import { withExpertParallel } from '../layers/parallel/expert-parallel.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'fk-plan-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -69,12 +70,22 @@ describe('planWeights', () => {
   });
 
   it("a column-parallel rank's slice is the same planned from the whole tree or from its shard", () => {
-    const dense = { ...rules, stacked: [] }; // expert tensors are replicated-only for now (planWeights refuses them at world > 1)
+    const dense = { ...rules, stacked: [] }; // expert tensors split over ranks only by expert parallelism (below)
     const fromFull = planWeights(build(1), dense, { rank: 1, world: 2 }, 'full').find((m) => m.target.endsWith('up.weight'));
     const fromShard = planWeights(build(2), dense, { rank: 1, world: 2 }).find((m) => m.target.endsWith('up.weight'));
-    expect(() => planWeights(build(1), rules, { rank: 1, world: 2 }, 'full')).toThrow(/expert tensors are not split over tensor-parallel ranks yet/);
+    expect(() => planWeights(build(1), rules, { rank: 1, world: 2 }, 'full')).toThrow(/expert tensors are split over ranks only by expert parallelism \(--ep\)/);
     expect(fromFull).toEqual(fromShard);
     expect(fromShard).toMatchObject({ shape: [6, H], slice: { dim: 0, start: 3, length: 3 } });
+  });
+
+  it('expert parallelism: rank r reads only its experts, stacked from row 0 of its shard', () => {
+    const plan = withExpertParallel(true, () => planWeights(build(), rules, { rank: 1, world: 3 }, 'full'));
+    const w13 = plan.filter((m) => m.target.endsWith('w13_weight')).map((m) => [m.hfName, m.rowOffset, m.slice]);
+    expect(w13).toEqual([
+      ['model.layers.0.mlp.experts.1.gate_proj.weight', 0, undefined],
+      ['model.layers.0.mlp.experts.1.up_proj.weight', I, undefined],
+    ]);
+    expect(plan.filter((m) => m.target.endsWith('w2_weight')).map((m) => m.hfName)).toEqual(['model.layers.0.mlp.experts.1.down_proj.weight']);
   });
 });
 

@@ -22,6 +22,7 @@ import {
   type Tensor,
 } from '@fastkernels/core';
 import type { TensorDraw } from './init-scale.js';
+import { currentExpertParallel, expertParallelRange } from '../layers/parallel/expert-parallel.js';
 
 /** How random init draws a tensor: matrices and biases N(0, std^2), norm weights 1 + N(0, std^2). */
 export type TensorKind = 'matrix' | 'norm' | 'bias';
@@ -69,8 +70,8 @@ export type StackedLayout =
   | { readonly kind: 'merged'; readonly sizes: readonly number[] }
   /**
    * A fused expert tensor [numExperts, sum(sizes), ...] (vLLM's FusedMoE w13_weight) from per-expert parts: the part
-   * segment becomes `<expert>.<part>` (experts.w13_weight <- experts.3.gate_proj.weight). Replicated for now (expert
-   * parallelism is its own issue).
+   * segment becomes `<expert>.<part>` (experts.w13_weight <- experts.3.gate_proj.weight). Whole on every rank at
+   * world 1; under expert parallelism each rank reads its own experts only (layers/parallel/expert-parallel.ts).
    */
   | { readonly kind: 'experts'; readonly numExperts: number; readonly sizes: readonly number[] };
 
@@ -187,13 +188,15 @@ function stackedMappings(
     out.push({ ...locate(nameOf(part), shape), shape, target, rowOffset, ...(slice ? { slice } : {}) });
   };
   if (layout.kind === 'experts') {
-    if (tp.world > 1) throw new Error(`${target}: expert tensors are not split over tensor-parallel ranks yet`);
+    // expert parallelism: the rank reads its own experts' tensors only, stacked from row 0 of its shard
+    if (tp.world > 1 && !currentExpertParallel()) throw new Error(`${target}: expert tensors are split over ranks only by expert parallelism (--ep)`);
+    const { start, count } = tp.world > 1 ? expertParallelRange(layout.numExperts, tp.rank, tp.world) : { start: 0, count: layout.numExperts };
     const per = layout.sizes.reduce((a, b) => a + b, 0);
     const inner = paramShape.slice(2);
-    for (let e = 0; e < layout.numExperts; e++) {
+    for (let e = start; e < start + count; e++) {
       let off = 0;
       rule.parts.forEach((p, i) => {
-        push(`${e}.${p}`, [layout.sizes[i]!, ...inner], e * per + off);
+        push(`${e}.${p}`, [layout.sizes[i]!, ...inner], (e - start) * per + off);
         off += layout.sizes[i]!;
       });
     }

@@ -13,3 +13,4 @@ export {
   shardRowParallel,
   takeSlice,
 } from './sharding.js';
+export { checkExpertParallel, currentExpertParallel, expertParallelRange, setExpertParallel, withExpertParallel } from './expert-parallel.js';

@@ -42,7 +42,10 @@ export class FusedExperts extends Module {
     const [T, H] = hiddenStates.shape as [number, number];
     const K = topkIds.shape[1]!;
     if (K !== this.topK) throw new RangeError(`FusedExperts: topkIds has ${K} experts per token, built for ${this.topK}`);
-    if (w1.shape[0] !== this.numExperts || w2.shape[0] !== this.numExperts) throw new RangeError(`FusedExperts: weights hold ${w1.shape[0]} / ${w2.shape[0]} experts, built for ${this.numExperts}`);
+    // numExperts routing buckets: the weights hold all of them, or all but the last under expert parallelism (the
+    // bucket of other ranks' experts, whose slots fused_moe_gemm writes as zero rows)
+    const held = w1.shape[0]!;
+    if (w2.shape[0] !== held || (held !== this.numExperts && held !== this.numExperts - 1)) throw new RangeError(`FusedExperts: weights hold ${w1.shape[0]} / ${w2.shape[0]} experts, built for ${this.numExperts}`);
     const I = w2.shape[2]!;
     const owned: Tensor[] = [];
     try {

@@ -1,14 +1,28 @@
 /**
  * The MoE decoders' entries in the model registry: HF MixtralForCausalLM (model_type mixtral) and Qwen3MoeForCausalLM
  * (qwen3_moe) -> parseMoeConfig, the L4/mixtral or L4/qwen3_moe tree (built through the module registry, so candidates
- * apply), moeWeightRules, the decoder-LLM runner. The KV cache is sized by the attention geometry alone, as for Llama.
+ * apply), moeWeightRules, the decoder-LLM runner; over ranks only with expert parallelism (checkMoeParallel). The KV cache is sized by the attention geometry alone, as for Llama.
  */
+import { UserError } from '@fastkernels/core';
 import type { CausalLM } from '../../../engine/model-runner.js';
 import type { ModelArchitecture } from '../../../models/registry.js';
 import { FAMILY } from '../family.js';
 import { parseMoeConfig, type MoeConfig, type MoeModelType } from './config.js';
 import { moeWeightRules } from './weights.js';
 import { attentionGeometry } from '../../../common/decoder-layer.js';
+import { checkLlamaTensorParallel } from '../tensor-parallel.js';
+import { checkExpertParallel, currentExpertParallel } from '../../../layers/parallel/expert-parallel.js';
+
+/**
+ * A MoE config over `world` ranks: only with expert parallelism (the experts are never tensor-parallel here), the
+ * attention heads (and the dense layers' MLP) split as Llama's, the experts by the expert-parallel size.
+ */
+export function checkMoeParallel(c: MoeConfig, world: number, file = 'config.json'): void {
+  if (world === 1) return;
+  if (!currentExpertParallel()) throw new UserError(`${c.modelType} models run over ${world} ranks only with expert parallelism`, { field: '--tp', fix: `add --ep ${world}` });
+  checkLlamaTensorParallel({ ...c, intermediateSize: c.denseLayers.length ? c.intermediateSize : world }, world, file);
+  checkExpertParallel(c.numExperts, world, file, c.modelType === 'mixtral' ? 'num_local_experts' : 'num_experts');
+}
 
 function moeArchitecture(modelType: MoeModelType, architecture: string, task: string): ModelArchitecture<MoeConfig> {
   return {
@@ -30,6 +44,7 @@ function moeArchitecture(modelType: MoeModelType, architecture: string, task: st
     }),
     build: (ctx, c) => ctx.registry.createIn<CausalLM>(ctx, task, c),
     weightRules: moeWeightRules,
+    checkTensorParallel: checkMoeParallel,
     describe: (c) => `${c.modelType}, ${c.numHiddenLayers} layers, hidden ${c.hiddenSize}, ${c.numExperts} experts top-${c.numExpertsPerTok}`,
   };
 }

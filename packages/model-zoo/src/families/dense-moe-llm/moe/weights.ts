@@ -3,7 +3,8 @@
  * q/k/v_proj stacked into qkv_proj; each expert's gate and up projections stacked into the layer's
  * experts.w13_weight [E, 2I, H] and its down projection into experts.w2_weight [E, H, I] (Mixtral's experts.N.w1 /
  * w3 / w2, Qwen3-MoE's experts.N.gate_proj / up_proj / down_proj); Qwen3-MoE's dense layers' gate/up_proj into
- * gate_up_proj; lm_head read from the embedding when tied; rotary inv_freq ignored. One process: nothing is sharded.
+ * gate_up_proj; lm_head read from the embedding when tied; rotary inv_freq ignored. Over ranks (expert parallelism,
+ * issue 31) attention, the dense layers' MLP and the vocabulary split as Llama's do; the expert tensors by expert.
  */
 import type { StackedRule, WeightRules } from '../../../weights/weight-plan.js';
 import type { MoeConfig } from './config.js';
@@ -22,6 +23,11 @@ export function moeWeightRules(cfg: MoeConfig): WeightRules {
     label: `${cfg.modelType} config`,
     stacked,
     renames: [{ from: /^lm_head\.linear\./, to: 'lm_head.' }],
+    sharded: [
+      { match: /\.(o_proj|down_proj)\.weight$/, kind: 'row' },
+      { match: /^model\.embed_tokens\.weight$/, kind: 'vocab', size: cfg.vocabSize },
+      { match: /^lm_head\.linear\.weight$/, kind: 'vocab', size: cfg.vocabSize },
+    ],
     tied: cfg.tieWordEmbeddings ? { 'lm_head.weight': 'model.embed_tokens.weight' } : {},
     ignore: [/\.rotary_emb\.inv_freq$/],
     computed: [/(^|\.)cos_sin_cache$/],

@@ -1,0 +1,143 @@
+/**
+ * Expert parallelism (issue 31) on the CPU: W ranks are W worker threads of this process (test/tp/moe-rank.ts,
+ * bundled with esbuild) joined by backend-nccl's HostCollectives, as test/tensor-parallel.test.ts runs tensor
+ * parallelism. Each rank loads a tiny MoE checkpoint with attention tensor-parallel and E / W experts, routes every
+ * token, computes its experts' part and all-reduces (the naive EP dispatch / combine); the greedy tokens must equal
+ * one rank's in float32 and each rank must hold only its experts' bytes. Also: a routing that sends every token to
+ * one rank's experts (the other rank's dispatch is empty), the divisibility errors, and the CLI's --ep refusals.
+ */
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import { build } from 'esbuild';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HostCollectives } from '@fastkernels/backend-nccl';
+import { UserError } from '@fastkernels/core';
+import { baselineRegistry, checkModelTensorParallel, withExpertParallel, writeRandomModelCheckpoint } from '@fastkernels/model-zoo';
+import { cli } from './helpers.js';
+import type { MoeRankJob, MoeRankResult } from './tp/moe-rank.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const FIXTURES = join(here, '..', 'packages', 'model-zoo', 'fixtures');
+const BANNER = "import { createRequire as __fkCreateRequire } from 'node:module'; const require = __fkCreateRequire(import.meta.url);";
+let work: string;
+let rankScript: string;
+
+/** A float32 checkpoint of a fixture's config with `over` applied. */
+function modelDir(name: string, fixture: string, over: Record<string, unknown> = {}): string {
+  const raw = { ...JSON.parse(readFileSync(join(FIXTURES, fixture, 'config.json'), 'utf8')), ...over } as Record<string, unknown>;
+  const dir = join(work, name);
+  mkdirSync(dir, { recursive: true });
+  writeRandomModelCheckpoint(dir, raw, { registry: baselineRegistry(), seed: 11, dtype: 'f32' });
+  return dir;
+}
+
+beforeAll(async () => {
+  work = mkdtempSync(join(tmpdir(), 'fk-ep-'));
+  rankScript = join(work, 'moe-rank.mjs');
+  await build({
+    entryPoints: [join(here, 'tp', 'moe-rank.ts')],
+    outfile: rankScript,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    conditions: ['@fastkernels/source'],
+    banner: { js: BANNER },
+    logLevel: 'warning',
+  });
+}, 120_000);
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+async function runRanks(world: number, job: Omit<MoeRankJob, 'rank' | 'world' | 'shared'>): Promise<MoeRankResult[]> {
+  const shared = world > 1 ? HostCollectives.shared(world, 1 << 16) : null;
+  const workers = Array.from({ length: world }, (_, rank) => new Worker(rankScript, { workerData: { ...job, rank, world, shared } satisfies MoeRankJob }));
+  try {
+    const results = await Promise.all(
+      workers.map((w) => new Promise<MoeRankResult>((resolve, reject) => {
+        w.once('message', resolve);
+        w.once('error', reject);
+        w.once('exit', (code) => reject(new Error(`rank thread exited with ${code} before reporting`)));
+      })),
+    );
+    for (const r of results) if (r.error) throw new Error(`rank ${r.rank}: ${r.error}`);
+    return results;
+  } finally {
+    await Promise.all(workers.map((w) => w.terminate()));
+  }
+}
+
+const maxAbsDiff = (a: number[][][], b: number[][][]) => {
+  let m = 0;
+  a.forEach((p, i) => p.forEach((row, s) => row.forEach((v, j) => (m = Math.max(m, Math.abs(v - b[i]![s]![j]!))))));
+  return m;
+};
+
+const PROMPTS = [[1, 5, 9, 13, 17, 21, 25], [3, 4]];
+
+describe('expert-parallel MoE on the CPU (W ranks as threads) equals W = 1 in float32', () => {
+  const cases = [
+    { name: 'mixtral', fixture: 'tiny-mixtral', block: 'block_sparse_moe', E: 8, I: 96 },
+    { name: 'qwen3-moe', fixture: 'tiny-qwen3-moe', block: 'mlp', E: 16, I: 32 },
+  ];
+  for (const c of cases) {
+    it(`${c.name}: greedy tokens identical, logits within f32 rounding; each rank holds E / W experts, its own`, async () => {
+      const dir = modelDir(c.name, c.fixture);
+      const job = { scenario: 'model' as const, model: dir, prompts: PROMPTS, maxTokens: 8 };
+      const [single] = await runRanks(1, job);
+      expect(single!.tokens!.map((t) => t.length)).toEqual([8, 8]);
+      const ranks = await runRanks(2, job);
+      const w13 = `model.layers.0.${c.block}.experts.w13_weight`;
+      const w2 = `model.layers.0.${c.block}.experts.w2_weight`;
+      const perExpertW2 = 64 * c.I;
+      for (const r of ranks) {
+        expect(r.tokens, `rank ${r.rank}`).toEqual(single!.tokens);
+        expect(maxAbsDiff(r.logits!, single!.logits!), `rank ${r.rank}`).toBeLessThan(1e-4);
+        // only its experts: half the expert bytes, and the values of experts [r E / 2, (r + 1) E / 2)
+        expect(r.experts![w13]).toEqual({ shape: [c.E / 2, 2 * c.I, 64], bytes: (c.E / 2) * 2 * c.I * 64 * 4 });
+        expect(r.experts![w2]).toEqual({ shape: [c.E / 2, 64, c.I], bytes: (c.E / 2) * perExpertW2 * 4 });
+        expect(r.experts![w13]!.bytes * 2).toBe(single!.experts![w13]!.bytes);
+        const start = (r.rank * c.E) / 2;
+        expect(r.w2).toEqual(single!.w2!.slice(start * perExpertW2, (start + c.E / 2) * perExpertW2));
+      }
+    }, 180_000);
+  }
+});
+
+describe('EP dispatch with a rank that owns none of the routed experts', () => {
+  it('every token routed to rank 0\'s experts (rank 1 computes nothing, its part is zero): the all-reduced output equals W = 1, and the reverse', async () => {
+    const E = 4;
+    const T = 5;
+    for (const favoured of [[0, 1], [2, 3]]) {
+      // router logits: the favoured experts far ahead for every token
+      const logits = Array.from({ length: T * E }, (_, i) => (favoured.includes(i % E) ? 4 + ((i * 7) % 5) * 0.1 : -4));
+      const block = { E, K: 2, H: 16, I: 24, T, logits };
+      const [single] = await runRanks(1, { scenario: 'block', block });
+      const ranks = await runRanks(2, { scenario: 'block', block });
+      expect(ranks.map((r) => r.localExperts)).toEqual([{ start: 0, count: 2 }, { start: 2, count: 2 }]);
+      for (const r of ranks) {
+        expect(r.out!.length).toBe(T * 16);
+        r.out!.forEach((v, i) => expect(Math.abs(v - single!.out![i]!), `rank ${r.rank} value ${i}`).toBeLessThan(1e-5));
+      }
+      expect(single!.out!.some((v) => v !== 0)).toBe(true);
+    }
+  }, 120_000);
+});
+
+describe('expert-parallel sizes', () => {
+  it('the experts must split over the ranks; a MoE model over ranks without --ep is refused with the fix', () => {
+    const dir = modelDir('odd-experts', 'tiny-qwen3-moe', { num_experts: 6 });
+    const check = (world: number, ep: boolean) => () => withExpertParallel(ep, () => checkModelTensorParallel(dir, world));
+    expect(check(4, true)).toThrow(UserError);
+    expect(check(4, true)).toThrow(/number of experts 6 is not divisible by the expert-parallel size 4 \(.*config\.json: num_experts\)/);
+    try {
+      check(4, true)();
+    } catch (e) {
+      expect((e as UserError).details).toMatchObject({ field: '--ep', fix: 'use --ep 1, 2 (sizes that split the experts)' });
+    }
+    expect(check(2, true)).not.toThrow();
+    expect(check(2, false)).toThrow(/qwen3_moe models run over 2 ranks only with expert parallelism/);
+  });
+});
