@@ -8,6 +8,7 @@ export * from './ops/index.js';
 export * from './tensor.js';
 export * from './context.js';
 export * from './module.js';
+export * from './graph-capture.js';
 export * from './registry.js';
 export * from './tensor-parallel/index.js';
 export * from './task.js';

@@ -65,6 +65,13 @@ export const E2eModelRecordSchema = z
     drops: z.array(DropSchema).default([]),
     /** The as-is run: every winner deployed, nothing dropped. */
     asIs: E2eRunSchema.optional(),
+    /**
+     * false when CUDA-graph decode was asked for but every run of this model (baseline included) decoded eagerly,
+     * because a candidate cannot be captured (a PyTorch candidate runs in another process); absent otherwise.
+     */
+    graphs: z.boolean().optional(),
+    /** Why graphs were off, naming the candidates. */
+    graphsReason: z.string().optional(),
   })
   .strict()
   .refine(hasSpeed, needsSpeed);

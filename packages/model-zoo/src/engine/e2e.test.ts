@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { Tensor as TensorClass, TensorParallelGroup, type Tensor } from '@fastkernels/core';
+import { Tensor as TensorClass, TensorParallelGroup, markNotGraphCapturable, type Tensor } from '@fastkernels/core';
 import { FakePeer } from '@fastkernels/core/testing';
 import { describe, expect, it } from 'vitest';
 import { cpuBackend } from '../../test/l1-harness.js';
@@ -190,6 +190,54 @@ describe('e2e: baseline, noise, candidate runs with drop-and-retry', () => {
   it('token agreement: matched prefix over the reference length, and calibrated correctness', () => {
     expect(tokenDiscrepancies([[1, 2, 3, 4], [5, 6]], [[1, 2, 9, 4], [5, 6]])).toEqual([0.5, 0]);
     expect(calibratedCorrectness([0, 0.5, 1], [0, 0])).toBeCloseTo(1 / 3);
+  });
+});
+
+/** A stand-in for an out-of-process (PyTorch worker) candidate: right when run eagerly, a broken graph if captured. */
+class OutOfProcessEmbedding extends VocabParallelEmbedding {
+  override forward(ids: Tensor): Tensor {
+    if (isGraphCapturing()) throw new Error('captured a call that runs in another process (simulated)');
+    return super.forward(ids);
+  }
+}
+markNotGraphCapturable(OutOfProcessEmbedding, 'a PyTorch candidate (simulated)');
+
+describe('e2e and CUDA-graph decode: candidates that cannot be captured', () => {
+  it('a candidate marked not capturable: every run decodes eagerly (baseline included), it is deployed, and the record says why', () => {
+    const graphs = new EmulatedGraphRuntime();
+    const lines: string[] = [];
+    const runner = new E2eRunner(source, baselineRegistry(), { ...options, engine: { ...options.engine, graphs }, log: (l) => lines.push(l) });
+    const { record, details } = runner.evaluate([{ taskId: 'L1/linear', cls: GoodLinear }, { taskId: 'L1/embedding', cls: OutOfProcessEmbedding }]);
+    expect(graphs.captures).toBe(0); // not in the baseline's run either: both sides eager
+    expect(graphs.replays).toBe(0);
+    expect(record.drops).toEqual([]);
+    expect(details.deployed).toEqual(['L1/linear', 'L1/embedding']);
+    expect(record.outcome).toBe('ok');
+    expect(record.discrepancies.every((d) => d === 0)).toBe(true);
+    expect(record.graphs).toBe(false);
+    expect(record.graphsReason).toBe('L1/embedding: a PyTorch candidate (simulated): not capturable');
+    expect(lines.filter((l) => /CUDA graphs off in every run, baseline included/.test(l))).toHaveLength(1);
+  });
+
+  it('capturable candidates (TypeScript, or unmarked) keep graph decode, and the record has no graphs field', () => {
+    const graphs = new EmulatedGraphRuntime();
+    const { record } = new E2eRunner(source, baselineRegistry(), { ...options, engine: { ...options.engine, graphs } }).evaluate([{ taskId: 'L1/linear', cls: GoodLinear }]);
+    expect(graphs.captures).toBeGreaterThan(0);
+    expect(graphs.replays).toBeGreaterThan(0);
+    expect(record.outcome).toBe('ok');
+    expect(record.graphs).toBeUndefined();
+    expect(record.graphsReason).toBeUndefined();
+  });
+
+  it('nothing to turn off: --no-graphs, or a backend without graphs, leaves the record without the field', () => {
+    const set = [{ taskId: 'L1/embedding', cls: OutOfProcessEmbedding }];
+    const noGraphs = new E2eRunner(source, baselineRegistry(), { ...options, latency: undefined, engine: { ...options.engine, graphs: false } }).evaluate(set);
+    const cpuOnly = new E2eRunner(source, baselineRegistry(), { ...options, latency: undefined, engine: { ...options.engine, graphs: true } }).evaluate(set);
+    for (const { record } of [noGraphs, cpuOnly]) {
+      expect(record.outcome).toBe('ok');
+      expect(record.drops).toEqual([]);
+      expect(record.graphs).toBeUndefined();
+    }
   });
 });
 

@@ -1,4 +1,4 @@
-import { UserError, bootstrapGeomeanSpeedup, currentTensorParallelGroup, errorMessage, geomean, median, type Backend, type ExecutionContext, type ModuleClass, type ModuleRegistry, type TensorParallelGroup } from '@fastkernels/core';
+import { UserError, bootstrapGeomeanSpeedup, graphCaptureBlocker, currentTensorParallelGroup, errorMessage, geomean, median, type Backend, type ExecutionContext, type ModuleClass, type ModuleRegistry, type TensorParallelGroup } from '@fastkernels/core';
 import { LLMEngine, EngineTimeoutError, summarizeSteps, type EngineGeometry, type EngineOptions } from './engine.js';
 import { blamedTask, blamingRegistry } from './instrument.js';
 import type { CausalLM } from './model-runner.js';
@@ -30,6 +30,13 @@ import type { Workload } from './workloads.js';
  * broken run of the group: it ends the evaluation with an error (the launcher then stops every rank). A failure that
  * leaves a peer waiting inside a collective ends the same way, through the communicator's timeout.
  * Only the timings differ between ranks: rank 0 reports its own.
+ *
+ * CUDA-graph decode and candidates that cannot be captured (core's graphCaptureBlocker: a PyTorch candidate runs in its
+ * worker process, which no graph of this process can replay): when the set holds one and the run would capture decode
+ * graphs, every run of the evaluation — baseline, noise, candidates, bisection — decodes eagerly, so the speedups
+ * compare like with like, and the record says so (graphs: false, graphsReason). Capturing anyway would replay graphs
+ * that skip the candidate's work; dropping the candidate would leave a set that never runs as written; refusing would
+ * make every .py set need --no-graphs to ask for what this does.
  */
 
 export type DropCategory = 'compile' | 'runtime' | 'timeout' | 'import' | 'incorrect';
@@ -136,6 +143,10 @@ export interface E2eModelRecordOut extends E2eRunRecord {
   requested: string[];
   drops: { task: string; category: DropCategory; detail?: string }[];
   asIs?: E2eRunRecord;
+  /** Set (false) when graph decode was asked for but every run decoded eagerly: a candidate cannot be captured. */
+  graphs?: false;
+  /** Why, naming the candidates (e.g. "L1/rms_norm: a PyTorch candidate (...)"). */
+  graphsReason?: string;
 }
 
 export interface E2eDetails {
@@ -273,6 +284,11 @@ export class E2eRunner {
   private readonly tp: TensorParallelGroup = currentTensorParallelGroup();
   /** Whether the baseline run decoded eagerly after a failed graph capture (tensor parallelism). */
   private baselineGraphFallback = false;
+  /**
+   * This evaluation's graph policy (see the header): why its runs must decode eagerly (null: nothing in the set
+   * prevents capture), and whether that turned graphs off (they were asked for and the backend has them).
+   */
+  private eager: { reason: string | null; applied: boolean } = { reason: null, applied: false };
 
   constructor(
     readonly source: E2eModelSource,
@@ -309,7 +325,7 @@ export class E2eRunner {
     try {
       loaded = this.source.load(reg);
       loadedOn(loaded.ctx);
-      engine = new LLMEngine(loaded.model, loaded.ctx, loaded.geometry, this.options.engine ?? {});
+      engine = new LLMEngine(loaded.model, loaded.ctx, loaded.geometry, this.engineOptionsOn(loaded.ctx));
       if (engine.graphFallback) {
         // Tensor parallelism: a failed capture falls back to eager decode on every rank. When the baseline captured
         // and this registry did not, its candidates broke the capture: the compile failure of world 1.
@@ -393,10 +409,29 @@ export class E2eRunner {
     }
   }
 
+  /**
+   * The engine options of a run on this context: graphs off when the evaluation's set cannot be captured and the run
+   * would otherwise capture (an explicit GraphRuntime, or a backend with graphs); said once per evaluation.
+   */
+  private engineOptionsOn(ctx: ExecutionContext): EngineOptions {
+    const engine = this.options.engine ?? {};
+    const asked = engine.graphs ?? true;
+    const wouldCapture = asked !== false && (typeof asked === 'object' || ctx.backend.capabilities.graphs);
+    if (!this.eager.reason || !wouldCapture) return engine;
+    if (!this.eager.applied) this.log(`${this.source.name}: CUDA graphs off in every run, baseline included (decode runs eagerly on both sides, so the speedups stay comparable): ${this.eager.reason}`);
+    this.eager.applied = true;
+    return { ...engine, graphs: false };
+  }
+
   /** The full evaluation of a candidate set: baseline, noise, as-is, drop-and-retry, deployable. */
   evaluate(candidates: readonly CandidateOverride[]): { record: E2eModelRecordOut; details: E2eDetails } {
     const { source } = this;
     const requested = [...candidates.map((c) => c.taskId), ...(this.options.importFailures ?? []).map((f) => f.taskId)];
+    const blockers = candidates.flatMap((c) => {
+      const why = graphCaptureBlocker(c.cls);
+      return why ? [`${c.taskId}: ${why}`] : [];
+    });
+    this.eager = { reason: blockers.length ? `${blockers.join('; ')}: not capturable` : null, applied: false };
     this.log(`${source.name}: baseline run`);
     const base = this.runOnce(this.baseline, true);
     if (isFailure(base)) {
@@ -496,6 +531,7 @@ export class E2eRunner {
     const record: E2eModelRecordOut = {
       model: source.name, family: source.family, ...rec, noiseDiscrepancies: noiseD, requested, drops,
       ...(asIs ? { asIs } : {}),
+      ...(this.eager.applied && this.eager.reason ? { graphs: false as const, graphsReason: this.eager.reason } : {}),
     };
     const { tokens: _b, ...baseInfo } = base;
     const { tokens: _f, ...finalInfo } = finalRun;
