@@ -82,6 +82,18 @@ export class RotaryEmbedding extends Module {
     await expect(runE2e({ ...base, selfTest: true, throughputRepeats: 0 }, io())).rejects.toMatchObject({ details: { field: '--throughput-repeats' }, message: expect.stringMatching(/from 1 to 100, got 0/) });
   });
 
+  it('.cu candidates load for the run\'s backend: on the CPU the load fails naming it (exit 2); --keep-going records import drops', async () => {
+    const cu = join(ROOT, 'examples/candidates/cuda-demo');
+    await expect(runE2e({ ...base, candidates: cu, workload: 'throughput' }, io())).rejects.toThrow(/this run's backend is cpu, which cannot run its kernels/);
+    const out = join(tmp, 'cu-cpu.json');
+    const o = io();
+    await runE2e({ ...base, candidates: cu, workload: 'throughput', keepGoing: true, out }, o);
+    const m = E2eReportSchema.parse(JSON.parse(readFileSync(out, 'utf8'))).models[0]!;
+    expect(m.drops.map((d) => [d.task, d.category])).toEqual([['L1/l2_norm', 'import'], ['L1/relu', 'import'], ['L1/rms_norm', 'import'], ['L1/silu_and_mul', 'import']]);
+    expect(m.outcome).toBe('ok');
+    expect(m.graphs).toBeUndefined(); // nothing deployed, nothing to turn graphs off for (and the CPU has none)
+  });
+
   it('capture writes an index the bench reader accepts', () => {
     const out = join(tmp, 'cap');
     const o = io();

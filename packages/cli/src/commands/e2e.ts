@@ -11,7 +11,8 @@ import { EsbuildCandidateLoader, listCandidateFiles } from '../candidates/loader
 import { environment, selectBackend, type Env } from '../env.js';
 import { intFlag, listFlag } from '../flags.js';
 import type { Io } from '../io.js';
-import { TP_HELP, checkTensorParallelDevices, checkTensorParallelModel, runWithTensorParallel, tpFlag, type RankRun } from '../tensor-parallel.js';
+import { TP_HELP, checkTensorParallelDevices, checkTensorParallelModel, runWithTensorParallel, type RankRun } from '../tensor-parallel.js';
+import { EP_HELP, resolveParallelFlags } from '../expert-parallel.js';
 
 /** Engine flags shared by e2e, capture (and serve). */
 export interface EngineArgs {
@@ -94,12 +95,14 @@ export interface E2eArgs extends EngineArgs {
   agent?: string;
   json?: boolean;
   tp?: number;
+  ep?: number;
 }
 
-async function loadCandidates(env: Env, dir: string, keepGoing: boolean): Promise<{ set: CandidateOverride[]; failures: { taskId: string; detail: string }[] }> {
+async function loadCandidates(env: Env, dir: string, keepGoing: boolean, backend: Backend): Promise<{ set: CandidateOverride[]; failures: { taskId: string; detail: string }[] }> {
   const files = listCandidateFiles(dir);
   if (!files.length) throw new UserError('holds no candidate files', { file: dir, field: '--candidates', fix: 'put candidates at L<level>/<task stem>.ts (`fastkernels stubs --out DIR` writes skeletons)' });
-  const loaded = await new EsbuildCandidateLoader().load(dir, env.taskMap);
+  // the backend, so a .cu candidate compiles now (a compile error is an import failure naming its line, as in bench)
+  const loaded = await new EsbuildCandidateLoader({ backend: backend.name }).load(dir, env.taskMap);
   const failures = loaded.failures.map((f) => ({ taskId: f.file.taskId, detail: f.error.describe().split('\n')[0]! }));
   if (failures.length && !keepGoing) {
     throw new UserError(`${failures.length} candidate file${failures.length === 1 ? '' : 's'} failed to load:\n${loaded.failures.map((f) => `  ${f.error.describe().replace(/\n/g, '\n    ')}`).join('\n')}`, {
@@ -122,11 +125,11 @@ export async function runE2e(argv: E2eArgs, io: Io, rawArgs: readonly string[] =
   if (!argv.selfTest && !argv.candidates) throw new UserError('missing --candidates', { field: '--candidates', fix: 'pass --candidates DIR, or --self-test' });
   const kinds = { throughput: ['throughput'], latency: ['latency'], all: ['throughput', 'latency'] }[argv.workload];
   if (!kinds) throw new UserError(`unknown workload '${argv.workload}'`, { field: '--workload', fix: 'throughput, latency or all' });
-  const tp = tpFlag(argv.tp);
+  const models = Array.isArray(argv.model) ? argv.model : [argv.model];
+  const tp = resolveParallelFlags(argv, models);
   if (tp > 1 && argv.randomInit === 'device') {
     throw new UserError('device random init cannot be sharded over ranks', { field: '--random-init', fix: 'with --tp, use --random-init host (the default then) or a checkpoint (`fastkernels init-weights`)' });
   }
-  const models = Array.isArray(argv.model) ? argv.model : [argv.model];
   const env = environment();
   const backend = selectBackend(env, argv.backend);
   engineOptions(argv, () => {}); // the engine flags, checked before any rank starts
@@ -147,7 +150,7 @@ export async function runE2e(argv: E2eArgs, io: Io, rawArgs: readonly string[] =
       preflight: async () => {
         // what a rank would refuse, refused here once: the models split over tp, the candidates, the workload, the devices
         for (const dir of models) checkTensorParallelModel(tp, dir);
-        if (!argv.selfTest) await loadCandidates(env, argv.candidates!, Boolean(argv.keepGoing));
+        if (!argv.selfTest) await loadCandidates(env, argv.candidates!, Boolean(argv.keepGoing), backend);
         if (kinds.includes('throughput')) for (const dir of models) throughputFor(argv, dir, argv.maxModelLen);
         checkTensorParallelDevices(tp, backend);
       },
@@ -175,7 +178,7 @@ async function e2eOn(argv: E2eArgs, rank: RankRun, plan: E2ePlan): Promise<void>
   const io = rank.io;
   const log = (l: string) => io.err(`${l}\n`);
   const engine = engineOptions(argv, log);
-  const { set, failures } = argv.selfTest ? { set: [], failures: [] } : await loadCandidates(env, argv.candidates!, Boolean(argv.keepGoing));
+  const { set, failures } = argv.selfTest ? { set: [], failures: [] } : await loadCandidates(env, argv.candidates!, Boolean(argv.keepGoing), backend);
   if (rank.world > 1) log(`e2e: tensor parallel over ${rank.world} GPUs (rank 0 reports; every rank runs the same evaluation on its shard)`);
 
   const records: E2eModelRecordOut[] = [];
@@ -215,7 +218,8 @@ async function e2eOn(argv: E2eArgs, rank: RankRun, plan: E2ePlan): Promise<void>
     const f = (x?: number, ci?: [number, number]) => (x === undefined ? '-' : `${x.toFixed(3)}x${ci ? ` [${ci[0].toFixed(3)}, ${ci[1].toFixed(3)}]` : ''}`);
     const agree = rec.discrepancies.filter((d) => d === 0).length;
     io.out(`${src.name}: ${rec.outcome}, throughput ${f(rec.throughputSpeedup, rec.throughputSpeedupCi)}, latency ${f(rec.latencySpeedup, rec.latencySpeedupCi)}, exact agreement ${agree}/${rec.discrepancies.length}` +
-      `${rec.drops.length ? `, dropped ${rec.drops.map((d) => `${d.task} (${d.category})`).join(', ')}` : ''}${rec.asIs && rec.asIs.outcome !== 'ok' ? `; as-is: ${rec.asIs.outcome}` : ''}\n`);
+      `${rec.drops.length ? `, dropped ${rec.drops.map((d) => `${d.task} (${d.category})`).join(', ')}` : ''}${rec.asIs && rec.asIs.outcome !== 'ok' ? `; as-is: ${rec.asIs.outcome}` : ''}` +
+      `${rec.graphs === false ? `; eager decode on both sides (${rec.graphsReason})` : ''}\n`);
     const spread = r.details.runToRun;
     if (r.details.baseline.throughputTokS) io.err(`  baseline ${r.details.baseline.throughputTokS.toFixed(1)} output tok/s; ${r.details.runs} runs; intervals widened by the noise run's spread (throughput ${spread.throughput.toFixed(4)}x, latency ${spread.latency.toFixed(4)}x)\n`);
   }
@@ -229,7 +233,7 @@ export function e2eCommand(io: Io, rawArgs: readonly string[] = process.argv.sli
     builder: (y: Argv) =>
       engineFlags(y)
         .option('model', { type: 'string', demandOption: true, describe: 'model folder(s): config.json (+ safetensors); repeat for several' })
-        .option('candidates', { type: 'string', describe: 'candidate folder: L<level>/<task stem>.ts|.js' })
+        .option('candidates', { type: 'string', describe: 'candidate folder: L<level>/<task stem>.ts|.js|.cu|.py' })
         .option('self-test', { type: 'boolean', describe: 'the baselines as the candidate (expect 100% agreement, speedups ~1)' })
         .option('workload', { type: 'string', choices: ['throughput', 'latency', 'all'], default: 'all' })
         .option('requests', { type: 'string', default: 'synthetic:256:100-1024:100-1024:0', describe: 'throughput requests: a JSONL file ({"prompt_ids": [...], "output_len": N} per line) or synthetic:N:IN_LO-IN_HI:OUT_LO-OUT_HI:SEED' })
@@ -246,6 +250,7 @@ export function e2eCommand(io: Io, rawArgs: readonly string[] = process.argv.sli
         .option('agent', { type: 'string', describe: 'agent name for the report' })
         .option('json', { type: 'boolean', describe: 'print the report and details as JSON' })
         .option('tp', { type: 'number', default: 1, describe: TP_HELP })
+        .option('ep', { type: 'number', describe: EP_HELP })
         .example('$0 e2e --model ./llama3-8b --candidates my-kernels --out e2e.json', 'all workloads, drop-and-retry, MacroEval record')
         .example('$0 e2e --model ./tiny --self-test --backend cpu --requests synthetic:8:4-32:4-8:0 --latency-batch-sizes 1', 'the self-test on the CPU')
         .example('$0 e2e --model ./llama3-8b --candidates my-kernels --tp 2 --out e2e-tp2.json', 'the same evaluation with the model split over 2 GPUs')
@@ -260,6 +265,10 @@ export function e2eCommand(io: Io, rawArgs: readonly string[] = process.argv.sli
             'before any rank starts (exit 2): the candidates, the workload, --backend cuda, N GPUs, NCCL, and',
             'heads, kv heads and intermediate_size divisible by N. Without safetensors, --tp draws the random',
             'weights on the host.',
+            '',
+            'Candidates in any language: .ts/.js, .cu (compiled at load; --backend cuda) and .py (a PyTorch worker',
+            'process). A .py candidate cannot be captured into a CUDA graph, so when the set holds one, every run',
+            '(baseline included) decodes eagerly and the record says why (graphs: false, graphsReason).',
           ].join('\n'),
         ),
     handler: (argv: E2eArgs) => runE2e(argv, io, rawArgs),

@@ -4,6 +4,11 @@
  * cudaKernel (NVRTC, the disk cubin cache), baseline ops through F — on contiguous inputs and freshly allocated
  * outputs. Outside the dtypes / condition the manifest names, it runs the baseline module (fallback "baseline") or
  * fails the call.
+ *
+ * Graph capture: capturable (not marked, see core's graph-capture.ts). Every step is a kernel launched on the current
+ * stream or a baseline op, outputs and scratch come from the allocator (the graph pool during a capture), and nothing
+ * reads back to the host; the NVRTC compile happens at load (e2e and bench pass the backend) or at the first launch,
+ * which the engine's eager warm-up makes before it captures.
  */
 import { F, Module, Tensor, DTYPES, type DType, type ModuleClass, type TaskDefinition, type TensorSpec } from '@fastkernels/core';
 import { cudaKernel, type ArgValue, type CudaKernel, type Dim3, type ScalarArgType } from '@fastkernels/backend-cuda';

@@ -10,7 +10,7 @@
  * the IPC round trip is not the candidate's time. Only instances built by this constructor have such a call (a
  * private WeakMap), so no other candidate can report its own times.
  */
-import { Module, RewardHackError, Tensor, type Backend, type DType, type ModuleClass, type TaskDefinition } from '@fastkernels/core';
+import { Module, RewardHackError, Tensor, markNotGraphCapturable, type Backend, type DType, type ModuleClass, type TaskDefinition } from '@fastkernels/core';
 import { exporterFor, type BufferExporter, type TensorDesc } from './buffers.js';
 import { TorchWorkerError, type TorchWorkerProcess } from './channel.js';
 
@@ -151,5 +151,8 @@ export function torchCandidateClass(task: TaskDefinition, worker: TorchWorkerPro
     }
   }
   Object.defineProperty(TorchCandidate, 'name', { value: task.className });
+  // Each call is a synchronous round trip to the worker process, which launches on its own stream: a CUDA graph captured
+  // here would record only this side's allocations and copies, and its replay would never call the worker.
+  markNotGraphCapturable(TorchCandidate, 'a PyTorch candidate (runs in its worker process, out of this CUDA graph\'s reach)');
   return TorchCandidate;
 }
