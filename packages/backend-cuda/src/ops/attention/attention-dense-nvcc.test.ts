@@ -3,25 +3,13 @@
  * register spills at every head dim the plan takes, each mask kind, bf16 and f16 (ptxas -v via nvcc -cubin). Skipped,
  * saying so, where nvcc is absent. The registers and stack of each variant are printed.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, it } from 'vitest';
+import { expectNoSpills, nvcc, nvccCubin, nvccScratch } from '../../../test/nvcc-compile.js';
 import { denseSdpaDefines, denseSdpaSource } from './dense-sdpa.js';
 import { planDenseSdpa } from './plan.js';
 
-function hasNvcc(): boolean {
-  try {
-    execFileSync('nvcc', ['--version'], { stdio: 'pipe' });
-    return true;
-  } catch {
-    return false;
-  }
-}
-const nvcc = hasNvcc();
-const dir = mkdtempSync(join(tmpdir(), 'fk-sdpa-nvcc-'));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const dir = nvccScratch('fk-sdpa-nvcc-');
 
 // [label, dtype, D, Dv, L, mask kind, mask dtype]: every head dim of the issue, both tile plans, both warp counts
 const cases: [string, string, number, number, number, number, string][] = [
@@ -42,19 +30,9 @@ describe.skipIf(!nvcc)('attention_dense.cu through nvcc (sm_90a, no spills)', ()
     it(label, { timeout: 120_000 }, () => {
       const plan = planDenseSdpa({ batch: 1, heads: 1, L, S: 64, D, Dv });
       const src = denseSdpaSource(denseSdpaDefines(dtype, D, Dv, plan, maskKind, maskDType));
-      const file = join(dir, `${label.replace(/\W+/g, '_')}.cu`);
-      writeFileSync(file, src.source);
-      const r = spawnSync('nvcc', ['-std=c++17', '-gencode=arch=compute_90a,code=sm_90a', '-cubin', '-Xptxas', '-v', '-o', `${file}.cubin`, file], { encoding: 'utf8' });
-      const err = `${r.stdout}${r.stderr}`; // ptxas reports on stderr
-      expect(r.status, err).toBe(0);
-      const regs = /Used (\d+) registers/.exec(err)?.[1];
-      const spill = /(\d+) bytes spill stores, (\d+) bytes spill loads/.exec(err);
-      const stack = /(\d+) bytes stack frame/.exec(err)?.[1];
-      console.log(`${label}: ${regs} registers, stack ${stack}, spills ${spill?.[1]}/${spill?.[2]}`);
-      expect(regs, err).toBeDefined();
-      expect(spill?.[1], err).toBe('0');
-      expect(spill?.[2], err).toBe('0');
-      expect(stack, err).toBe('0');
+      const r = nvccCubin(join(dir, `${label.replace(/\W+/g, '_')}.cu`), src.source, label);
+      console.log(`${label}: ${r.registers} registers, stack ${r.stackBytes}, spill stores ${r.spillStoreBytes}`);
+      expectNoSpills(r, label);
     });
   }
 });
