@@ -6,7 +6,7 @@
  * one rank's in float32 and each rank must hold only its experts' bytes. Also: a routing that sends every token to
  * one rank's experts (the other rank's dispatch is empty), the divisibility errors, and the CLI's --ep refusals.
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -139,5 +139,59 @@ describe('expert-parallel sizes', () => {
     }
     expect(check(2, true)).not.toThrow();
     expect(check(2, false)).toThrow(/qwen3_moe models run over 2 ranks only with expert parallelism/);
+  });
+});
+
+describe('--ep on generate / e2e / serve: refusals before any rank starts (exit 2); runs need 2 GPUs (expert-parallel.gpu.test.ts)', () => {
+  let moe: string;
+  let dense: string;
+  beforeAll(() => {
+    moe = modelDir('cli-moe', 'tiny-mixtral');
+    dense = join(work, 'cli-dense');
+    mkdirSync(dense, { recursive: true });
+    writeFileSync(join(dense, 'config.json'), readFileSync(join(FIXTURES, 'tiny-llama', 'config.json')));
+  });
+  const generate = (dir: string, ...more: string[]) => cli(['generate', '--model', dir, '--prompt-ids', '1,2,3', '--backend', 'cpu', ...more]);
+
+  it('--ep on a dense model: exit 2 naming --ep, the fix is --tp', () => {
+    const r = generate(dense, '--ep', '2');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--ep: .* is a llama model: it has no experts to split/);
+    expect(r.stderr).toMatch(/fix: drop --ep \(use --tp 2 for tensor parallelism\)/);
+  });
+
+  it('--ep 2 with --tp 4: exit 2, the sizes must be equal', () => {
+    const r = generate(moe, '--ep', '2', '--tp', '4');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--ep: --ep 2 with --tp 4: expert parallelism spans the tensor-parallel ranks/);
+    expect(r.stderr).toMatch(/fix: use --tp 2 --ep 2/);
+  });
+
+  it('--ep 3 on 8 experts (and 4 heads): exit 2 naming the config field; --tp 2 on a MoE model without --ep: exit 2, add --ep 2', () => {
+    const odd = modelDir('cli-moe-heads6', 'tiny-mixtral', { num_attention_heads: 6, num_key_value_heads: 3, head_dim: 16 });
+    const r = generate(odd, '--ep', '3');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--ep: the number of experts 8 is not divisible by the expert-parallel size 3 \(.*config\.json: num_local_experts\)/);
+    expect(r.stderr).toMatch(/fix: use --ep 1, 2, 4, 8/);
+    const noEp = generate(moe, '--tp', '2');
+    expect(noEp.code).toBe(2);
+    expect(noEp.stderr).toMatch(/--tp: mixtral models run over 2 ranks only with expert parallelism/);
+    expect(noEp.stderr).toMatch(/fix: add --ep 2/);
+  });
+
+  it('--ep 2 alone implies --tp 2: on the CPU backend the tensor-parallel refusal (NCCL needs CUDA); e2e and serve the same', () => {
+    const g = generate(moe, '--ep', '2');
+    expect(g.code).toBe(2);
+    expect(g.stderr).toMatch(/tensor parallelism runs on the cuda backend/);
+    const e = cli(['e2e', '--model', moe, '--self-test', '--requests', 'synthetic:2:4-8:2-4:0', '--workload', 'throughput', '--ep', '2', '--backend', 'cpu']);
+    expect(e.code).toBe(2);
+    expect(e.stderr).toMatch(/tensor parallelism runs on the cuda backend/);
+    const s = cli(['serve', '--model', dense, '--ep', '2', '--backend', 'cpu', '--port', '0']);
+    expect(s.code).toBe(2);
+    expect(s.stderr).toMatch(/--ep: .* has no experts to split/);
+  });
+
+  it('--help documents --ep on generate, e2e and serve', () => {
+    for (const cmd of ['generate', 'e2e', 'serve']) expect(cli([cmd, '--help']).stdout, cmd).toMatch(/--ep[\s\S]*expert parallelism over the N ranks of --tp N/);
   });
 });

@@ -4,7 +4,8 @@ import type { Argv } from 'yargs';
 import { environment, selectBackend } from '../env.js';
 import { intFlag } from '../flags.js';
 import type { Io } from '../io.js';
-import { TP_HELP, checkTensorParallelRun, runWithTensorParallel, tpFlag } from '../tensor-parallel.js';
+import { TP_HELP, checkTensorParallelRun, runWithTensorParallel } from '../tensor-parallel.js';
+import { EP_HELP, resolveParallelFlags } from '../expert-parallel.js';
 
 export interface GenerateArgs {
   model: string;
@@ -25,6 +26,7 @@ export interface GenerateArgs {
   randomInit?: string;
   initSeed: number;
   tp?: number;
+  ep?: number;
 }
 
 function parsePromptIds(s: string): SourcedPrompt[] {
@@ -59,7 +61,7 @@ export async function runGenerate(argv: GenerateArgs, processIo: Io, rawArgs: re
   if (argv.promptLogits && !argv.logitsOut) throw new UserError('--prompt-logits needs --logits-out FILE.safetensors', { field: '--prompt-logits' });
   if (argv.randomInit !== undefined && argv.randomInit !== 'host' && argv.randomInit !== 'device') throw new UserError(`expected host or device, got '${argv.randomInit}'`, { field: '--random-init' });
   const initSeed = intFlag('init-seed', argv.initSeed, 0, 2 ** 32 - 1);
-  const tp = tpFlag(argv.tp);
+  const tp = resolveParallelFlags(argv, [argv.model]);
   if (tp > 1 && argv.randomInit === 'device') {
     throw new UserError('device random init cannot be sharded over ranks', { field: '--random-init', fix: 'with --tp, use --random-init host or a checkpoint (`fastkernels init-weights`)' });
   }
@@ -207,6 +209,7 @@ export function generateCommand(io: Io, rawArgs: readonly string[] = process.arg
         .option('random-init', { type: 'string', choices: ['host', 'device'], describe: "random weights even if the folder has safetensors: host = init-weights' values for --init-seed; device = seeded pools tiled on the device (fast, for big models; other values)" })
         .option('init-seed', { type: 'number', default: 0, describe: 'seed of random weights (no safetensors, or --random-init)' })
         .option('tp', { type: 'number', default: 1, describe: TP_HELP })
+        .option('ep', { type: 'number', describe: EP_HELP })
         .conflicts('prompt-ids', 'prompt-file')
         .conflicts('prompt', ['prompt-ids', 'prompt-file'])
         .check((a) => {
@@ -221,6 +224,7 @@ export function generateCommand(io: Io, rawArgs: readonly string[] = process.arg
         .example('$0 generate --model ./llama3-8b-config-only --random-init device --prompt-ids 1,2,3 --max-tokens 64 --json', 'random 8B weights filled on the GPU, timing as JSON')
         .example('$0 generate --model ./llama3-8b --prompt-file prompts.jsonl --temperature 0.7 --top-p 0.9 --seed 1 --json', 'sampled, several prompts, JSON out')
         .example('$0 generate --model ./llama3-8b --prompt-ids 1,2,3 --max-tokens 64 --tp 2 --json', 'tensor parallel over 2 GPUs (each rank reads its slice of every weight); same tokens as --tp 1')
+        .example('$0 generate --model ./mixtral-8x7b --prompt-ids 1,2,3 --max-tokens 64 --ep 2 --json', 'expert parallel over 2 GPUs: attention tensor-parallel, 4 of the 8 experts per rank')
         .epilog(
           '--tp N: the command starts N ranks through `fastkernels launch` (one process per GPU; rank r uses GPU r) and each loads\n' +
             'its shard of the model: num_attention_heads, num_key_value_heads (or N a multiple of it) and intermediate_size must divide\n' +

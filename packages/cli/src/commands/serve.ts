@@ -11,7 +11,8 @@ import type { Io } from '../io.js';
 import { ControlReceiver, followControl, openControlChannel } from '../serve-control.js';
 import type { ServerControl } from '../serve/engine-loop.js';
 import { OpenAIServer, type OpenAIServerOptions } from '../serve/server.js';
-import { TP_HELP, checkTensorParallelRun, runWithTensorParallel, tpFlag } from '../tensor-parallel.js';
+import { TP_HELP, checkTensorParallelRun, runWithTensorParallel } from '../tensor-parallel.js';
+import { EP_HELP, resolveParallelFlags } from '../expert-parallel.js';
 import { engineFlags, engineOptions, modelSource, type EngineArgs } from './e2e.js';
 import { isEncoderFolder, startEmbeddingServe } from './serve-embeddings.js';
 
@@ -24,6 +25,7 @@ export interface ServeArgs extends EngineArgs {
   port: number;
   servedModelName?: string;
   tp?: number;
+  ep?: number;
   apiKey?: string;
   maxWaiting?: number;
   drainTimeout?: number;
@@ -194,6 +196,7 @@ export function serveCommand(io: Io, rawArgs: readonly string[] = process.argv.s
         .option('port', { type: 'number', default: 8000, describe: '0 = any free port' })
         .option('served-model-name', { type: 'string', describe: 'the model id in responses [default: the folder name]' })
         .option('tp', { type: 'number', default: 1, describe: `${TP_HELP}. Rank 0 serves HTTP and sends every rank each step's new and cancelled requests before the step (a local socket; idle ranks wait there, not in NCCL)` })
+        .option('ep', { type: 'number', describe: `${EP_HELP}; rank 0 serves HTTP as under --tp` })
         .option('api-key', { type: 'string', describe: 'require "Authorization: Bearer KEY" on every /v1 route (/health and /metrics stay open)' })
         .option('max-waiting', { type: 'number', default: 1024, describe: 'requests that may wait for the running batch; beyond it new requests get 429' })
         .option('drain-timeout', { type: 'number', default: 30, describe: 'seconds SIGTERM waits for requests in flight before stopping (new ones get 503 meanwhile); SIGINT stops at once' })
@@ -211,7 +214,7 @@ export function serveCommand(io: Io, rawArgs: readonly string[] = process.argv.s
 }
 
 export async function runServe(argv: ServeArgs, io: Io, rawArgs: readonly string[] = process.argv.slice(2)): Promise<void> {
-  const tp = tpFlag(argv.tp);
+  const tp = resolveParallelFlags(argv, [argv.model]);
   const { port, drainMs } = checkServeFlags(argv);
   if (isEncoderFolder(argv.model)) {
     // an embedding model: /v1/embeddings on the encoder runner (serve-embeddings.ts)
