@@ -106,6 +106,26 @@ describe('expert-parallel MoE on the CPU (W ranks as threads) equals W = 1 in fl
   }
 });
 
+describe('the paged engine under expert parallelism (W = 2 threads) equals W = 1', () => {
+  // greedy and seeded sampling, chunked prefill (16-token steps), decode steps replayed from emulated graphs (the EP
+  // all-reduce is inside the captured step, as NCCL's is under CUDA graphs)
+  const requests = [
+    { promptIds: [1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41, 45, 49, 53, 57, 61, 65, 69], params: { maxTokens: 16, ignoreEos: true } },
+    { promptIds: [3, 4], params: { maxTokens: 12, temperature: 0.8, topK: 20, seed: 7, ignoreEos: true } },
+    { promptIds: [200, 100, 50], params: { maxTokens: 10, ignoreEos: true } },
+  ];
+  it('qwen3-moe: same tokens, decode graphs replayed on every rank', async () => {
+    const dir = modelDir('engine-qwen3-moe', 'tiny-qwen3-moe');
+    const [single] = await runRanks(1, { scenario: 'engine', model: dir, requests });
+    expect(single!.steps!.graph).toBeGreaterThan(0);
+    const ranks = await runRanks(2, { scenario: 'engine', model: dir, requests });
+    for (const r of ranks) {
+      expect(r.tokens, `rank ${r.rank}`).toEqual(single!.tokens);
+      expect(r.steps, `rank ${r.rank}`).toEqual(single!.steps);
+    }
+  }, 180_000);
+});
+
 describe('EP dispatch with a rank that owns none of the routed experts', () => {
   it('every token routed to rank 0\'s experts (rank 1 computes nothing, its part is zero): the all-reduced output equals W = 1, and the reverse', async () => {
     const E = 4;

@@ -8,10 +8,10 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { CpuBackend } from '@fastkernels/backend-cpu';
 import { HostCollectives } from '@fastkernels/backend-nccl';
 import { Rng, Tensor, TensorParallelGroup, setTensorParallelGroup } from '@fastkernels/core';
-import { FusedMoE, baselineRegistry, generate, loadModel, setExpertParallel, taskProviders, tensorParallelProvider } from '@fastkernels/model-zoo';
+import { EmulatedGraphRuntime, LLMEngine, baselineRegistry, generate, loadModel, setExpertParallel, taskProviders, tensorParallelProvider, type FusedMoE, type SamplingParams } from '@fastkernels/model-zoo';
 
 export interface MoeRankJob {
-  readonly scenario: 'model' | 'block';
+  readonly scenario: 'model' | 'block' | 'engine';
   readonly rank: number;
   readonly world: number;
   readonly shared: SharedArrayBuffer | null;
@@ -21,6 +21,8 @@ export interface MoeRankJob {
   readonly maxTokens?: number;
   /** block: FusedMoE(E, K, H, I) with seeded weights, T tokens, router logits [T, E] as given. */
   readonly block?: { readonly E: number; readonly K: number; readonly H: number; readonly I: number; readonly T: number; readonly logits: number[] };
+  /** engine: the paged engine (chunked prefill, emulated decode graphs) over these requests. */
+  readonly requests?: { promptIds: number[]; params: Partial<SamplingParams> }[];
 }
 
 export interface MoeRankResult {
@@ -35,6 +37,8 @@ export interface MoeRankResult {
   /** block: the output [T, H]. */
   readonly out?: number[];
   readonly localExperts?: { start: number; count: number };
+  /** engine: decode steps replayed from a (emulated) graph and eager ones. */
+  readonly steps?: { graph: number; eager: number; fallback: string | null };
 }
 
 const job = workerData as MoeRankJob;
@@ -47,6 +51,16 @@ function run(): MoeRankResult {
   const registry = baselineRegistry([...taskProviders, tensorParallelProvider]);
   if (job.scenario === 'block') return blockRun(registry);
   const loaded = loadModel(job.model!, { backend, registry, dtype: 'f32' });
+  if (job.scenario === 'engine') {
+    const engine = new LLMEngine(loaded.model, loaded.ctx, loaded.geometry, { maxNumSeqs: 4, maxNumBatchedTokens: 16, maxModelLen: 64, numKvBlocks: 12, graphs: new EmulatedGraphRuntime() });
+    try {
+      const out = engine.generate(job.requests!);
+      return { rank: job.rank, tokens: out.map((o) => o.tokenIds), steps: { graph: engine.runner.stats.graphSteps, eager: engine.runner.stats.eagerSteps, fallback: engine.graphFallback?.reason ?? null } };
+    } finally {
+      engine.dispose();
+      loaded.model.dispose();
+    }
+  }
   const experts = Object.fromEntries(
     loaded.model.namedParameters().filter(([k]) => /experts\.(w13|w2)_weight$/.test(k)).map(([k, p]) => [k, { shape: [...p.shape], bytes: p.numel * p.itemsize }]),
   );
