@@ -75,3 +75,4 @@ export * from './engine/workloads.js';
 export * from './engine/instrument.js';
 export * from './engine/e2e.js';
 export * from './engine/capture.js';
+export * from './engine/pipeline-capture.js';

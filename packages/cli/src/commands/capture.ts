@@ -1,17 +1,21 @@
 import { existsSync, statSync } from 'node:fs';
-import { UserError } from '@fastkernels/core';
+import { join } from 'node:path';
+import { UserError, type DType } from '@fastkernels/core';
 import { captureWorkload, checkWorkload, loadModelFolderConfig, resolveWorkload } from '@fastkernels/model-zoo';
 import type { Argv } from 'yargs';
 import { environment, selectBackend } from '../env.js';
 import type { Io } from '../io.js';
+import { runPipelineCapture, type PipelineCaptureArgs } from './capture-pipeline.js';
 import { engineFlags, engineOptions, modelSource, type EngineArgs } from './e2e.js';
 
-export interface CaptureArgs extends EngineArgs {
+export interface CaptureArgs extends EngineArgs, PipelineCaptureArgs {
   model: string;
   workload: string;
   out: string;
   json?: boolean;
 }
+
+const DTYPES: Record<string, DType> = { bf16: 'bf16', f16: 'f16', f32: 'f32' };
 
 /**
  * `fastkernels capture`: run a workload through the engine (eagerly) with every registry-built module
@@ -22,6 +26,8 @@ export function runCapture(argv: CaptureArgs, io: Io): void {
   if (existsSync(argv.out) && !statSync(argv.out).isDirectory()) throw new UserError(`${argv.out} exists and is not a folder`, { field: '--out' });
   const env = environment();
   const backend = selectBackend(env, argv.backend);
+  // a pipeline folder (FLUX.1): text-to-image requests instead of an LLM workload
+  if (existsSync(join(argv.model, 'model_index.json'))) return runPipelineCapture(argv, io, backend, env.registry, argv.dtype ? DTYPES[argv.dtype] : undefined);
   const log = (l: string) => io.err(`${l}\n`);
   const engine = engineOptions({ ...argv, graphs: false }, log);
   const src = modelSource(argv.model, backend, argv);
@@ -50,8 +56,14 @@ export function captureCommand(io: Io) {
         .option('workload', { type: 'string', default: 'synthetic:64:100-1024:16-128:0', describe: 'a JSONL file ({"prompt_ids": [...], "output_len": N} per line) or synthetic:N:IN_LO-IN_HI:OUT_LO-OUT_HI:SEED' })
         .option('out', { type: 'string', demandOption: true, describe: 'output folder: index.json + values.safetensors' })
         .option('json', { type: 'boolean', describe: 'print a summary as JSON' })
+        .option('prompt', { type: 'string', array: true, describe: 'pipeline folders (FLUX.1): one image per prompt [default: one prompt]' })
+        .option('size', { type: 'number', describe: 'pipeline folders: square image size in pixels [default: 1024]' })
+        .option('steps', { type: 'number', describe: 'pipeline folders: denoising steps [default: 28]' })
+        .option('seed', { type: 'number', describe: 'pipeline folders: noise seed of the first image (then +1 each) [default: 0]' })
+        .option('max-sequence-length', { type: 'number', describe: 'pipeline folders: T5 prompt tokens [default: 512]' })
         .example('$0 capture --model ./llama3-8b --out captures/llama3-8b', 'the default synthetic workload')
-        .example('$0 capture --model ./tiny --backend cpu --workload synthetic:4:8-32:4-8:0 --out /tmp/cap', 'a small capture on the CPU'),
+        .example('$0 capture --model ./tiny --backend cpu --workload synthetic:4:8-32:4-8:0 --out /tmp/cap', 'a small capture on the CPU')
+        .example('$0 capture --model packages/model-zoo/fixtures/tiny-flux --backend cpu --size 32 --steps 2 --out /tmp/cap-flux', 'a FLUX pipeline folder: the tasks of a text-to-image run'),
     handler: (argv: CaptureArgs) => runCapture(argv, io),
   };
 }
