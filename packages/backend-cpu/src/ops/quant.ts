@@ -17,7 +17,11 @@ function expectDType(t: Tensor, allowed: readonly DType[], what: string, name: s
   if (!allowed.includes(t.dtype)) throw new TypeError(`${what}: ${name} must be ${allowed.join(' or ')}, got ${t.dtype}`);
 }
 
-/** x / scale clamped to the e4m3 range (rounding to nearest even happens on store). NaN stays NaN. */
+/**
+ * x / scale clamped to the e4m3 range (rounding to nearest even happens on store). NaN stays NaN. Callers round the
+ * quotient to float32 first, as vLLM's kernels divide: with bf16 inputs x / scale often sits within a float32 ulp of an
+ * e4m3 tie, and the float32 quotient decides which way it rounds.
+ */
 const toE4m3Range = (v: number): number => (v > FP8_E4M3_MAX ? FP8_E4M3_MAX : v < -FP8_E4M3_MAX ? -FP8_E4M3_MAX : v);
 
 /** A per-tensor scale: a tensor of one element (shape [] or [1]). */
@@ -45,7 +49,7 @@ export function scaledFp8Quant(backend: Backend, input: Tensor, options: { scale
     // the scale is a float32 in vLLM; dividing by its rounded value keeps q and scale consistent
     scale = Math.fround(Math.max(amax / FP8_E4M3_MAX, FP8_MIN_SCALE));
   }
-  for (let i = 0; i < X.length; i++) X[i] = toE4m3Range(X[i]! / scale);
+  for (let i = 0; i < X.length; i++) X[i] = toE4m3Range(Math.fround(X[i]! / scale));
   const q = output(backend, input.shape, 'fp8e4m3', X, what);
   return [q, output(backend, [1], 'f32', Float64Array.of(scale), what)];
 }
@@ -92,7 +96,7 @@ export function perTokenGroupQuantFp8(backend: Backend, x: Tensor, groupSize: nu
     let s = Math.fround(Math.max(amax, eps) / FP8_E4M3_MAX);
     if (scale_ue8m0) s = 2 ** Math.ceil(Math.log2(s));
     scales[g] = s;
-    for (let i = g * groupSize; i < (g + 1) * groupSize; i++) X[i] = toE4m3Range(X[i]! / s);
+    for (let i = g * groupSize; i < (g + 1) * groupSize; i++) X[i] = toE4m3Range(Math.fround(X[i]! / s));
   }
   const q = output(backend, x.shape, 'fp8e4m3', X, what);
   return [q, output(backend, [...x.shape.slice(0, -1), H / groupSize], 'f32', scales, what)];

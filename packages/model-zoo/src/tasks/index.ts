@@ -27,6 +27,9 @@ import { denseAttentionTask } from './L1/attention/dense_attention.js';
 import { flashAttnVarlenTask } from './L1/attention/flash_attn_varlen.js';
 import { flashAttnDecodeTask } from './L1/attention/flash_attn_decode.js';
 import { flashAttnPrefillTask } from './L1/attention/flash_attn_prefill.js';
+import { fp8LinearTask } from './L1/quant/fp8_linear.js';
+import { perTokenGroupQuantFp8Task } from './L1/quant/per_token_group_quant_fp8.js';
+import { siluMulQuantFp8Task } from './L1/quant/silu_mul_quant_fp8.js';
 import { pagedDecodeAttentionTask } from './L1/attention/paged_decode_attention.js';
 import { varlenPrefillAttentionTask } from './L1/attention/varlen_prefill_attention.js';
 import { embeddingTask } from './L1/embedding/embedding.js';
@@ -99,6 +102,10 @@ export { DenseAttention, denseAttentionTask, denseAttentionReference } from './L
 export { FlashAttnVarlen, flashAttnVarlenTask, flashAttnVarlenReference } from './L1/attention/flash_attn_varlen.js';
 export { FlashAttnPrefill, flashAttnPrefillTask, slidingWindowOf, type WindowSize } from './L1/attention/flash_attn_prefill.js';
 export { flashAttnDecodeTask } from './L1/attention/flash_attn_decode.js';
+export { Fp8Linear, fp8LinearTask, fp8LinearReference } from './L1/quant/fp8_linear.js';
+export { PerTokenGroupQuantFp8, perTokenGroupQuantFp8Task } from './L1/quant/per_token_group_quant_fp8.js';
+export { SiluMulQuantFp8, siluMulQuantFp8Task, siluMulQuantFp8Reference } from './L1/quant/silu_mul_quant_fp8.js';
+export { groupQuantFp8Reference, roundE4m3 } from './L1/quant/fp8-reference.js';
 export { VocabParallelEmbedding, embeddingTask } from './L1/embedding/embedding.js';
 export { KV_BLOCK_SIZE } from './L1/kvcache/store_kvcache.js';
 export { cosSinCacheReference } from './L1/rotary/rotary_emb.js';
@@ -127,6 +134,9 @@ export const sharedL1Tasks: readonly TaskDefinition[] = [
   flashAttnVarlenTask,
   flashAttnPrefillTask,
   flashAttnDecodeTask,
+  fp8LinearTask,
+  perTokenGroupQuantFp8Task,
+  siluMulQuantFp8Task,
   fusedRecurrentGlaTask,
   gateLinearTask,
   geluTask,
