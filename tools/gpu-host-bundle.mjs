@@ -84,7 +84,7 @@ if (existsSync(esbuildBin)) {
   say('WARNING: @esbuild/linux-x64 is missing: candidates cannot be loaded on the GPU host');
 }
 
-// 4. bench/: the suite entry (bench/run), what the suites share (bench/lib: lib.sh, record.mjs, hf_random.py, torch_timing.py, torch_sdpa.py) and each
+// 4. bench/: the suite entry (bench/run), what the suites share (bench/lib: lib.sh, record.mjs, the *.py helpers) and each
 // suite folder (bench/suites/<suite>/) mirrored. The drivers (the .mjs files that import the workspace packages) are
 // bundled by esbuild in one build, their shared code split into bench/lib/chunks/ once; the plain .mjs helpers, the
 // shell and the Python files are copied as they are. The labs stay out (they build with nvcc from a repo checkout).
@@ -94,7 +94,9 @@ const benchDir = join(root, 'bench');
 mkdirSync(join(out, 'bench', 'lib'), { recursive: true });
 copyFileSync(join(benchDir, 'run'), join(out, 'bench', 'run'));
 chmodSync(join(out, 'bench', 'run'), 0o755);
-for (const f of ['lib.sh', 'record.mjs', 'hf_random.py', 'torch_timing.py', 'torch_sdpa.py']) copyFileSync(join(benchDir, 'lib', f), join(out, 'bench', 'lib', f));
+// every Python helper (a new one must not be left out of the bundle), lib.sh and record.mjs; the .mjs modules the
+// drivers import are bundled into them
+for (const f of ['lib.sh', 'record.mjs', ...readdirSync(join(benchDir, 'lib')).filter((n) => n.endsWith('.py'))]) copyFileSync(join(benchDir, 'lib', f), join(out, 'bench', 'lib', f));
 // bench/reference: the plain-PyTorch oracles (FLUX, YOLOv10, ConvNeXt-V2) the vision-parity suite imports
 mkdirSync(join(out, 'bench', 'reference'), { recursive: true });
 for (const f of readdirSync(join(benchDir, 'reference')).filter((n) => n.endsWith('.py'))) copyFileSync(join(benchDir, 'reference', f), join(out, 'bench', 'reference', f));

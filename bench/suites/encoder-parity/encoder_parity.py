@@ -27,6 +27,9 @@ import sys
 import time
 import traceback
 
+sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'lib')))
+import torch_env  # noqa: E402  (bench/lib: versions and the preflight every PyTorch-side script shares)
+
 from heads_parity import HEAD_MODELS, POOLINGS, compare_heads, table_lines
 
 DTYPES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}
@@ -149,32 +152,11 @@ def compare_model(name, wdir, dtype):
 
 
 def versions():
-    v = {"python": sys.version.split()[0]}
-    for mod in ("torch", "transformers", "safetensors"):
-        try:
-            v[mod] = __import__(mod).__version__
-        except Exception as e:  # noqa: BLE001
-            v[f"{mod}_error"] = str(e)
-    try:
-        import torch
-        v["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    except Exception:  # noqa: BLE001
-        pass
-    return v
+    return torch_env.versions(('transformers', 'safetensors'))
 
 
 def cmd_preflight(_a):
-    try:
-        import torch
-        import transformers  # noqa: F401
-        import safetensors  # noqa: F401
-    except Exception as e:  # noqa: BLE001
-        print(f"encoder-parity: PREFLIGHT FAILED: {type(e).__name__}: {e} (python {sys.executable}: needs torch, transformers, safetensors; on the GPU host use /opt/torch/.venv/bin/python3 or set PYTHON)", file=sys.stderr)
-        sys.exit(3)
-    if not torch.cuda.is_available():
-        print(f"encoder-parity: PREFLIGHT FAILED: torch {torch.__version__} sees no CUDA device", file=sys.stderr)
-        sys.exit(3)
-    print(f"encoder-parity: preflight ok: {json.dumps(versions())}")
+    torch_env.preflight('encoder-parity', 'cuda', ('transformers', 'safetensors'))
 
 
 def cmd_poolings(a):

@@ -27,6 +27,9 @@ import sys
 import time
 import traceback
 
+sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'lib')))
+import torch_env  # noqa: E402  (bench/lib: versions and the preflight every PyTorch-side script shares)
+
 MODELS = ("llama", "qwen2", "mistral")
 # the other families' causal LMs (--models): MoE (mixtral, qwen3_moe), hybrid linear attention (qwen3_next: HF's
 # pure-PyTorch path when FLA is absent), gpt-oss (sinks, YaRN, alternating windows; bf16 experts, HF's eager attention)
@@ -330,33 +333,12 @@ def compare_model(name, wdir, prompt, n, attn_list, dtype="bf16"):
 
 
 def versions():
-    v = {"python": sys.version.split()[0]}
-    try:
-        import torch
-        v.update(torch=torch.__version__, cuda=torch.version.cuda, gpu=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
-    except Exception as e:  # noqa: BLE001
-        v["torch_error"] = str(e)
-    for mod in ("transformers", "safetensors"):
-        try:
-            v[mod] = __import__(mod).__version__
-        except Exception as e:  # noqa: BLE001
-            v[f"{mod}_error"] = str(e)
-    return v
+    return torch_env.versions(('transformers', 'safetensors'))
 
 
 def cmd_preflight(_a):
     """Exit 3 with one clear line when torch / transformers / CUDA are missing (what compare needs)."""
-    try:
-        import torch
-        import transformers  # noqa: F401
-        import safetensors  # noqa: F401
-    except Exception as e:  # noqa: BLE001
-        print(f"parity: PREFLIGHT FAILED: {type(e).__name__}: {e} (python {sys.executable}: needs torch, transformers, safetensors; on the H200 use /opt/torch/.venv/bin/python3 or set PYTHON)", file=sys.stderr)
-        sys.exit(3)
-    if not torch.cuda.is_available():
-        print(f"parity: PREFLIGHT FAILED: torch {torch.__version__} sees no CUDA device", file=sys.stderr)
-        sys.exit(3)
-    print(f"parity: preflight ok: {json.dumps(versions())}")
+    torch_env.preflight('parity', 'cuda', ('transformers', 'safetensors'))
 
 
 def fmt(x, f):

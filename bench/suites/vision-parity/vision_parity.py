@@ -26,6 +26,8 @@ import traceback
 here = os.path.dirname(os.path.abspath(__file__))
 REF_DIR = os.path.normpath(os.path.join(here, '..', '..', 'reference'))
 sys.path.insert(0, REF_DIR)
+sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'lib')))
+import torch_env  # noqa: E402  (bench/lib: versions and the preflight every PyTorch-side script shares)
 
 MODELS = ('yolov10n', 'yolov10s', 'convnextv2_base', 'flux_transformer', 'flux_vae')
 # ours must be within max(FLOOR, SLACK x PyTorch's own error at that dtype) of the float64 oracle, in rel and in 1 - cos
@@ -68,29 +70,12 @@ def cmd_configs(a):
 
 
 def versions():
-    v = {'python': sys.version.split()[0]}
-    try:
-        import torch
-        v['torch'] = torch.__version__
-        v['gpu'] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    except Exception as e:  # noqa: BLE001
-        v['torch_error'] = str(e)
-    return v
+    return torch_env.versions()
 
 
 def cmd_preflight(a):
-    try:
-        import torch
-    except Exception as e:  # noqa: BLE001
-        print(f'vision-parity: PREFLIGHT FAILED: {type(e).__name__}: {e} (python {sys.executable} needs torch; on the GPU host use /opt/torch/.venv/bin/python3 or set PYTHON)', file=sys.stderr)
-        sys.exit(3)
-    if a.device == 'cuda' and not torch.cuda.is_available():
-        print(f'vision-parity: PREFLIGHT FAILED: torch {torch.__version__} sees no CUDA device', file=sys.stderr)
-        sys.exit(3)
-    if not os.path.exists(os.path.join(REF_DIR, 'flux_ref.py')):
-        print(f'vision-parity: PREFLIGHT FAILED: no bench/reference at {REF_DIR}', file=sys.stderr)
-        sys.exit(3)
-    print(f'vision-parity: preflight ok: {json.dumps(versions())}')
+    no_ref = lambda: None if os.path.exists(os.path.join(REF_DIR, 'flux_ref.py')) else f'no bench/reference at {REF_DIR}'
+    torch_env.preflight('vision-parity', a.device, check=no_ref)
 
 
 def reference(name, ckpt, dtype, inputs, device):

@@ -34,6 +34,7 @@ REF_DIR = os.path.normpath(os.path.join(here, '..', '..', 'reference'))
 LIB_DIR = os.path.normpath(os.path.join(here, '..', '..', 'lib'))
 sys.path.insert(0, REF_DIR)
 sys.path.insert(0, LIB_DIR)
+import torch_env  # noqa: E402
 
 MODELS = ('yolov10n', 'yolov10s', 'convnextv2_base', 'flux_transformer', 'flux_vae')
 # the dtypes timed: YOLOv10 fp16 (production), FLUX bf16; ConvNeXt-V2 fp16 as issue 34's speed run asks (the vision
@@ -111,26 +112,11 @@ def cmd_configs(a):
 # ------------------------------------------------------------------------------------------------- timing
 
 def versions():
-    v = {'python': sys.version.split()[0]}
-    try:
-        import torch
-        v['torch'] = torch.__version__
-        v['gpu'] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    except Exception as e:  # noqa: BLE001
-        v['torch_error'] = str(e)
-    return v
+    return torch_env.versions()
 
 
 def cmd_preflight(a):
-    try:
-        import torch
-    except Exception as e:  # noqa: BLE001
-        print(f'vision: PREFLIGHT FAILED: {type(e).__name__}: {e} (python {sys.executable} needs torch; on the GPU host /opt/torch/.venv/bin/python3 or PYTHON=...)', file=sys.stderr)
-        sys.exit(3)
-    if a.device == 'cuda' and not torch.cuda.is_available():
-        print(f'vision: PREFLIGHT FAILED: torch {torch.__version__} sees no CUDA device', file=sys.stderr)
-        sys.exit(3)
-    print(f'vision: preflight ok: {json.dumps(versions())}')
+    torch_env.preflight('vision', a.device)
 
 
 def make_timer(device, plan):
