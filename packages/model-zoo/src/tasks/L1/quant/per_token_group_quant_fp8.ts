@@ -21,14 +21,19 @@ export class PerTokenGroupQuantFp8 extends Module {
 
   forward(x: Tensor): [Tensor, Tensor] {
     const [q, scales] = F.perTokenGroupQuantFp8(x, this.groupSize, { scale_ue8m0: this.useUe8m0 });
-    if (!this.columnMajorScales || scales.rank !== 2) return [q, scales];
-    const transposed = scales.transpose(0, 1);
-    const columns = transposed.contiguous();
-    for (const t of [scales, transposed, columns]) if (t !== columns) t.dispose();
-    const view = columns.transpose(0, 1);
-    columns.dispose();
-    return [q, view];
+    return [q, this.columnMajorScales ? toColumnMajor(scales) : scales];
   }
+}
+
+/** [T, G] scales stored as [G, T] and returned as the transposed view (vLLM's column-major scales); consumes scales. */
+export function toColumnMajor(scales: Tensor): Tensor {
+  if (scales.rank !== 2) return scales;
+  const transposed = scales.transpose(0, 1);
+  const columns = transposed.contiguous();
+  for (const t of [scales, transposed, columns]) if (t !== columns) t.dispose();
+  const view = columns.transpose(0, 1);
+  columns.dispose();
+  return view;
 }
 
 const init = (c: TaskCase) => ({ group: (c.init[0] as number | undefined) ?? 128, ue8m0: (c.init[2] as boolean | undefined) ?? false });

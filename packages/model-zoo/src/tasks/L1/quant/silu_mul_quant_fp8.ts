@@ -2,11 +2,13 @@ import { DTYPE_INFO, F, Module, defineTask, hostArray, type HostArray, type Task
 import { bytesOf, randn } from '../../../common/inputs.js';
 import { DENSE_MOE_LLM } from '../../families.js';
 import { groupQuantFp8Reference } from './fp8-reference.js';
+import { toColumnMajor } from './per_token_group_quant_fp8.js';
 
 /**
- * vLLM's fused SwiGLU + fp8 group quantisation (silu_mul_fp8_quant for the block-fp8 MLP and DeepGEMM MoE, dense
- * form): x [T, 2I] (gate, then up) -> silu(gate) * up in float32, then per-token-group fp8 e4m3 quantisation:
- * q [T, I] fp8e4m3 and float32 scales [T, I / group_size] (UE8M0 optional), what the down projection's fp8 GEMM takes.
+ * vLLM's fused SwiGLU + fp8 group quantisation (silu_mul_per_token_group_quant_fp8_colmajor, the block-fp8 MoE's
+ * activation before DeepGEMM): x [T, 2I] (gate, then up) -> silu(gate) * up in float32, then per-token-group fp8 e4m3
+ * quantisation: q [T, I] fp8e4m3 and float32 scales [T, I / group_size] (UE8M0 optional; column-major as vLLM's by
+ * default, row-major on request), what the down projection's fp8 GEMM takes.
  * The baseline is two registry ops (silu_and_mul in float32, per_token_group_quant_fp8); a fused kernel keeps the
  * product on chip.
  */
@@ -14,6 +16,7 @@ export class SiluMulQuantFp8 extends Module {
   constructor(
     readonly groupSize = 128,
     readonly useUe8m0 = false,
+    readonly columnMajorScales = true,
   ) {
     super();
   }
@@ -23,7 +26,8 @@ export class SiluMulQuantFp8 extends Module {
     const act = F.siluAndMul(x32 ?? x);
     x32?.dispose();
     try {
-      return F.perTokenGroupQuantFp8(act, this.groupSize, { scale_ue8m0: this.useUe8m0 });
+      const [q, scales] = F.perTokenGroupQuantFp8(act, this.groupSize, { scale_ue8m0: this.useUe8m0 });
+      return [q, this.columnMajorScales ? toColumnMajor(scales) : scales];
     } finally {
       act.dispose();
     }
@@ -59,12 +63,13 @@ export const siluMulQuantFp8Task = defineTask(
     className: 'SiluMulQuantFp8',
     family: [DENSE_MOE_LLM],
     architectures: ['deepseek', 'gemma4', 'glm', 'jamba', 'kimi_linear', 'mixtral', 'qwen3_next', 'qwen3_vl'],
-    mirrors: 'vllm.model_executor.layers.quantization.utils.fp8_utils.silu_mul_per_token_group_quant_fp8',
+    mirrors: 'vllm.model_executor.layers.quantization.utils.fp8_utils.silu_mul_per_token_group_quant_fp8_colmajor',
     description:
       'SwiGLU (silu(gate) * up, float32) fused with per-token-group fp8 e4m3 quantisation (group 128, float32 scales, UE8M0 optional): the block-fp8 down projection\'s input.',
     init: [
       { name: 'groupSize', type: 'int', optional: true, default: 128 },
       { name: 'useUe8m0', type: 'bool', optional: true, default: false },
+      { name: 'columnMajorScales', type: 'bool', optional: true, default: true, doc: "vLLM's (DeepGEMM's) layout: a transposed view" },
     ],
     inputs: [{ name: 'x', dtype: 'act', shape: ['T', 'I2'], doc: 'gate then up (MergedColumnParallelLinear order)' }],
     outputs: [
@@ -74,7 +79,7 @@ export const siluMulQuantFp8Task = defineTask(
     cases: {
       ci: [
         actCase('group128-bf16', 'bf16', 6, 256),
-        actCase('group64-f32', 'f32', 4, 192, [64]),
+        actCase('group64-row-major-f32', 'f32', 4, 192, [64, false, false]),
         actCase('ue8m0-bf16', 'bf16', 3, 128, [128, true]),
       ],
       production: [
