@@ -78,29 +78,41 @@ const maxAbsDiff = (a: number[][][], b: number[][][]) => {
 const PROMPTS = [[1, 5, 9, 13, 17, 21, 25], [3, 4]];
 
 describe('expert-parallel MoE on the CPU (W ranks as threads) equals W = 1 in float32', () => {
+  // per family: the experts' parameters on one rank ([E, ...] at W = 1) and the down projection's elements per expert
+  const H = 64;
   const cases = [
-    { name: 'mixtral', fixture: 'tiny-mixtral', block: 'block_sparse_moe', E: 8, I: 96 },
-    { name: 'qwen3-moe', fixture: 'tiny-qwen3-moe', block: 'mlp', E: 16, I: 32 },
+    { name: 'mixtral', fixture: 'tiny-mixtral', over: {}, E: 8, perExpert: { 'block_sparse_moe.experts.w13_weight': 2 * 96 * H, 'block_sparse_moe.experts.w2_weight': H * 96 }, down: H * 96 },
+    { name: 'qwen3-moe', fixture: 'tiny-qwen3-moe', over: {}, E: 16, perExpert: { 'mlp.experts.w13_weight': 2 * 32 * H, 'mlp.experts.w2_weight': H * 32 }, down: H * 32 },
+    {
+      name: 'gpt-oss', fixture: 'tiny-gpt-oss', over: {}, E: 8, down: 32 * H,
+      perExpert: { 'mlp.experts.gate_up_proj': H * 64, 'mlp.experts.gate_up_proj_bias': 64, 'mlp.experts.down_proj': 32 * H, 'mlp.experts.down_proj_bias': H },
+    },
+    {
+      name: 'gpt-oss-mxfp4', fixture: 'tiny-gpt-oss', over: { quantization_config: { quant_method: 'mxfp4' } }, E: 8, down: H * (32 / 32) * 16,
+      perExpert: { 'mlp.experts.gate_up_proj_blocks': 64 * (H / 32) * 16, 'mlp.experts.gate_up_proj_scales': 64 * (H / 32), 'mlp.experts.down_proj_blocks': H * 16, 'mlp.experts.down_proj_scales': H },
+    },
   ];
   for (const c of cases) {
     it(`${c.name}: greedy tokens identical, logits within f32 rounding; each rank holds E / W experts, its own`, async () => {
-      const dir = modelDir(c.name, c.fixture);
+      const dir = modelDir(c.name, c.fixture, c.over);
       const job = { scenario: 'model' as const, model: dir, prompts: PROMPTS, maxTokens: 8 };
       const [single] = await runRanks(1, job);
       expect(single!.tokens!.map((t) => t.length)).toEqual([8, 8]);
       const ranks = await runRanks(2, job);
-      const w13 = `model.layers.0.${c.block}.experts.w13_weight`;
-      const w2 = `model.layers.0.${c.block}.experts.w2_weight`;
-      const perExpertW2 = 64 * c.I;
       for (const r of ranks) {
         expect(r.tokens, `rank ${r.rank}`).toEqual(single!.tokens);
         expect(maxAbsDiff(r.logits!, single!.logits!), `rank ${r.rank}`).toBeLessThan(1e-4);
-        // only its experts: half the expert bytes, and the values of experts [r E / 2, (r + 1) E / 2)
-        expect(r.experts![w13]).toEqual({ shape: [c.E / 2, 2 * c.I, 64], bytes: (c.E / 2) * 2 * c.I * 64 * 4 });
-        expect(r.experts![w2]).toEqual({ shape: [c.E / 2, 64, c.I], bytes: (c.E / 2) * perExpertW2 * 4 });
-        expect(r.experts![w13]!.bytes * 2).toBe(single!.experts![w13]!.bytes);
+        // only its experts: E / 2 of every expert tensor (half the bytes), the values of experts [r E / 2, (r + 1) E / 2)
+        for (const [name, elements] of Object.entries(c.perExpert)) {
+          const full = single!.experts![`model.layers.0.${name}`]!;
+          const mine = r.experts![`model.layers.0.${name}`]!;
+          expect(full.shape[0], name).toBe(c.E);
+          expect(mine.shape, name).toEqual([c.E / 2, ...full.shape.slice(1)]);
+          expect(mine.bytes * 2, name).toBe(full.bytes);
+          expect(full.bytes / c.E / elements, name).toBe(name.endsWith('_blocks') || name.endsWith('_scales') ? 1 : 4);
+        }
         const start = (r.rank * c.E) / 2;
-        expect(r.w2).toEqual(single!.w2!.slice(start * perExpertW2, (start + c.E / 2) * perExpertW2));
+        expect(r.w2).toEqual(single!.w2!.slice(start * c.down, (start + c.E / 2) * c.down));
       }
     }, 180_000);
   }

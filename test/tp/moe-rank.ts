@@ -32,7 +32,7 @@ export interface MoeRankResult {
   readonly logits?: number[][][];
   /** Expert parameter name -> [shape, bytes] on this rank. */
   readonly experts?: Record<string, { shape: number[]; bytes: number }>;
-  /** Layer 0's w2_weight values as loaded (row-major). */
+  /** Layer 0's down projection of the experts (w2_weight, down_proj or its MXFP4 blocks) as loaded (row-major). */
   readonly w2?: number[];
   /** block: the output [T, H]. */
   readonly out?: number[];
@@ -62,9 +62,9 @@ function run(): MoeRankResult {
     }
   }
   const experts = Object.fromEntries(
-    loaded.model.namedParameters().filter(([k]) => /experts\.(w13|w2)_weight$/.test(k)).map(([k, p]) => [k, { shape: [...p.shape], bytes: p.numel * p.itemsize }]),
+    loaded.model.namedParameters().filter(([k]) => /\.experts\.[a-z0-9_]+$/.test(k)).map(([k, p]) => [k, { shape: [...p.shape], bytes: p.numel * p.itemsize }]),
   );
-  const w2 = loaded.model.namedParameters().find(([k]) => /^model\.layers\.0\.\w+\.experts\.w2_weight$/.test(k))![1];
+  const w2 = loaded.model.namedParameters().find(([k]) => /^model\.layers\.0\.\w+\.experts\.(w2_weight|down_proj|down_proj_blocks)$/.test(k))![1];
   const w2Values = [...w2.toFloat64Array()];
   const res = generate(loaded.model, loaded.ctx, loaded.geometry, job.prompts!.map((p) => ({ promptIds: p })), { maxTokens: job.maxTokens!, collectLogits: true });
   loaded.model.dispose();

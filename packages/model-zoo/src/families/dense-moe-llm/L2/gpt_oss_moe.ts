@@ -1,4 +1,5 @@
-import { DTYPE_INFO, Module, OpScope, Tensor, defineTask, deviceArange, hostArray, type ChainStep, type Rng, type TaskCase } from '@fastkernels/core';
+import { DTYPE_INFO, Module, OpScope, Tensor, currentTensorParallelGroup, defineTask, deviceArange, hostArray, type ChainStep, type Rng, type TaskCase, type TensorParallelGroup } from '@fastkernels/core';
+import { currentExpertParallel, expertParallelRange } from '../../../layers/parallel/expert-parallel.js';
 import { bytesOf, randn } from '../../../common/inputs.js';
 import { FAMILY } from '../family.js';
 import type { GateLinear } from '../../../tasks/L1/moe/gate_linear.js';
@@ -23,6 +24,11 @@ export type GptOssExpertsFormat = GptOssConfig['expertsFormat'];
  * product at gpt-oss's alpha 1.702), grouped_gemm with down and its bias, weighted by the router and summed over the k.
  * The MXFP4 form is the task L2/mxfp4_moe (Mxfp4MoE below), which GptOssMoE builds through the registry; the dense form
  * is GptOssMoE's own child.
+ *
+ * Expert parallelism (layers/parallel/expert-parallel.ts on, a group of W > 1 ranks): the parameters hold this rank's
+ * E / W experts (the checkpoint tensors' rows [r E / W, (r + 1) E / W)); every rank routes every (replicated) token,
+ * another rank's choices get expert id -1 (grouped_gemm's zero row) and router weight 0, and the parts are summed by
+ * one all-reduce, as FusedMoE does.
  */
 export class GptOssExperts extends Module {
   readonly gateUpProjBias: Tensor;
@@ -37,6 +43,8 @@ export class GptOssExperts extends Module {
   readonly downProjScales: Tensor | null = null;
 
   private readonly routing: TopKSoftmax;
+  /** Expert parallelism: the group the parts are summed over and this rank's experts (null: every expert here). */
+  private readonly ep: { readonly group: TensorParallelGroup; readonly start: number; readonly count: number } | null;
 
   constructor(
     readonly numExperts: number,
@@ -49,7 +57,9 @@ export class GptOssExperts extends Module {
   ) {
     super();
     if (topK > numExperts) throw new RangeError(`${new.target.name}: top_k ${topK} exceeds the ${numExperts} experts`);
-    const [E, H, I] = [numExperts, hiddenSize, intermediateSize];
+    const group = currentTensorParallelGroup();
+    this.ep = currentExpertParallel() && group.world > 1 ? { group, ...expertParallelRange(numExperts, group.rank, group.world) } : null;
+    const [E, H, I] = [this.ep?.count ?? numExperts, hiddenSize, intermediateSize];
     this.routing = this.createModule('routing', 'L1/topk_softmax', topK, true);
     if (format === 'dense') {
       this.gateUpProj = this.parameter('gate_up_proj', [E, H, 2 * I]);
@@ -77,7 +87,18 @@ export class GptOssExperts extends Module {
   forward(hiddenStates: Tensor, routerLogits: Tensor): Tensor {
     const [topkWeights, topkIds] = this.routing.forward(routerLogits);
     try {
-      return this.expertsForward(hiddenStates, topkWeights, topkIds);
+      if (!this.ep) return this.expertsForward(hiddenStates, topkWeights, topkIds);
+      const s = new OpScope();
+      try {
+        // this rank's choices: local ids, the others id -1 (a zero row) and weight 0
+        const shifted = s.op('sub', [topkIds, this.ep.start]);
+        const mine = s.op('logical_and', [s.op('ge', [shifted, 0]), s.op('lt', [shifted, this.ep.count])]);
+        const ids = s.op('to', [s.op('where', [mine, shifted, -1])], { dtype: topkIds.dtype });
+        const weights = s.op('to', [s.op('where', [mine, topkWeights, 0])], { dtype: topkWeights.dtype });
+        return this.ep.group.allReduce_(this.expertsForward(hiddenStates, weights, ids)); // the combine
+      } finally {
+        s.dispose();
+      }
     } finally {
       topkWeights.dispose();
       topkIds.dispose();

@@ -3,7 +3,7 @@
  * and biases) stacked into qkv_proj; lm_head read from the embedding when tied; rotary inv_freq ignored. Everything
  * else is stored under the tree's own names: self_attn.sinks, mlp.router.weight / bias, and the experts' HF tensors
  * (gate_up_proj / down_proj with their biases, or the released checkpoints' *_blocks / *_scales), which the experts
- * read in the checkpoint's own layout. One process: nothing is sharded. Random init draws the MXFP4 tensors itself
+ * read in the checkpoint's own layout. Over ranks (expert parallelism, issue 31) see `sharded`. Random init draws the MXFP4 tensors itself
  * (random bytes, one scale exponent).
  */
 import type { WeightRules } from '../../../weights/weight-plan.js';
@@ -19,6 +19,15 @@ export function gptOssWeightRules(cfg: GptOssConfig): WeightRules {
     label: 'gpt_oss config',
     stacked: [{ param: 'qkv_proj', parts: ['q_proj', 'k_proj', 'v_proj'], layout: { kind: 'qkv', headSize: cfg.headDim, numHeads: cfg.numAttentionHeads, numKvHeads: cfg.numKeyValueHeads } }],
     renames: [{ from: /^lm_head\.linear\./, to: 'lm_head.' }],
+    // over ranks (expert parallelism): attention and the vocabulary as Llama's, the sinks by head, the expert tensors
+    // (stored whole, [E, ...]) by expert: rank r reads rows [r E / W, (r + 1) E / W)
+    sharded: [
+      { match: /\.o_proj\.weight$/, kind: 'row' },
+      { match: /\.self_attn\.sinks$/, kind: 'column' },
+      { match: /\.experts\.(gate_up_proj|down_proj)(_bias|_blocks|_scales)?$/, kind: 'column' },
+      { match: /^model\.embed_tokens\.weight$/, kind: 'vocab', size: cfg.vocabSize },
+      { match: /^lm_head\.linear\.weight$/, kind: 'vocab', size: cfg.vocabSize },
+    ],
     tied: cfg.tieWordEmbeddings ? { 'lm_head.weight': 'model.embed_tokens.weight' } : {},
     ignore: [/\.rotary_emb\.inv_freq$/],
     computed: [/(^|\.)cos_sin_cache$/],
