@@ -1,6 +1,6 @@
 /**
  * Expert parallelism on 2 GPUs (issue 31; tag gpu): `generate --ep 2` gives the greedy tokens of one GPU in float32
- * for a tiny Mixtral and a tiny Qwen3-MoE (attention tensor-parallel, 4 of 8 / 8 of 16 experts per rank, the experts'
+ * for a tiny Mixtral, Qwen3-MoE and gpt-oss (attention tensor-parallel, 4 of 8 / 8 of 16 experts per rank, the experts'
  * parts all-reduced), and `e2e --ep 2 --self-test` is ok with 100% agreement (the paged engine, decode graphs captured
  * with the MoE all-reduce in them, or a logged fallback). The CPU version with threads as ranks: expert-parallel.test.ts.
  * Run: `FASTKERNELS_GPU=1 npx vitest run test/expert-parallel.gpu.test.ts` (or the bundle's
@@ -18,6 +18,8 @@ const G = { tags: ['gpu'], timeout: 600_000 };
 const COMMON = { hidden_size: 256, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 512, max_position_embeddings: 8192, rms_norm_eps: 1e-5, rope_theta: 10000, hidden_act: 'silu', tie_word_embeddings: false, initializer_range: 0.2, torch_dtype: 'float32' };
 const MODELS = {
   mixtral: { ...COMMON, architectures: ['MixtralForCausalLM'], model_type: 'mixtral', intermediate_size: 384, num_local_experts: 8, num_experts_per_tok: 2 },
+  // the CPU fixture (dense experts, sinks, biases, YaRN, a sliding layer), its weights drawn here
+  gpt_oss: JSON.parse(readFileSync(join(import.meta.dirname, '..', 'packages', 'model-zoo', 'fixtures', 'tiny-gpt-oss', 'config.json'), 'utf8')) as Record<string, unknown>,
   qwen3_moe: { ...COMMON, architectures: ['Qwen3MoeForCausalLM'], model_type: 'qwen3_moe', head_dim: 64, intermediate_size: 512, moe_intermediate_size: 128, num_experts: 16, num_experts_per_tok: 4, norm_topk_prob: true, decoder_sparse_step: 1, mlp_only_layers: [] },
 };
 

@@ -10,7 +10,7 @@ import { intFlag } from './flags.js';
 import { tpFlag } from './tensor-parallel.js';
 
 export const EP_HELP =
-  'expert parallelism over the N ranks of --tp N (implies --tp N): attention stays tensor-parallel, each rank holds 1/N of every MoE layer\'s experts (rank r: experts [rE/N, (r+1)E/N)) and their parts are summed by one all-reduce; MoE models only (Mixtral, Qwen3-MoE)';
+  'expert parallelism over the N ranks of --tp N (implies --tp N): attention stays tensor-parallel, each rank holds 1/N of every MoE layer\'s experts (rank r: experts [rE/N, (r+1)E/N)) and their parts are summed by one all-reduce; MoE models only (Mixtral, Qwen3-MoE, gpt-oss)';
 
 /** The expert count of a model folder's config, or undefined for a model without experts. */
 function expertCount(dir: string): number | undefined {
@@ -35,7 +35,7 @@ export function resolveParallelFlags(argv: { readonly tp?: number; readonly ep?:
   }
   for (const dir of models) {
     if (expertCount(dir) === undefined) {
-      throw new UserError(`${dir} is a ${loadModelFolderConfig(dir).architecture.name} model: it has no experts to split`, { field: '--ep', fix: `drop --ep (use --tp ${ep} for tensor parallelism), or pass a MoE model (Mixtral, Qwen3-MoE)` });
+      throw new UserError(`${dir} is a ${loadModelFolderConfig(dir).architecture.name} model: it has no experts to split`, { field: '--ep', fix: `drop --ep (use --tp ${ep} for tensor parallelism), or pass a MoE model (Mixtral, Qwen3-MoE, gpt-oss)` });
     }
   }
   setExpertParallel(true);
