@@ -76,3 +76,4 @@ export * from './engine/instrument.js';
 export * from './engine/e2e.js';
 export * from './engine/capture.js';
 export * from './engine/pipeline-capture.js';
+export * from './engine/pipeline-e2e.js';

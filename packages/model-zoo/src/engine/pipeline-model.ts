@@ -3,7 +3,7 @@
  * components, each a module loaded from its own sub-folder, plus the assets that are not weights (tokenizers), and
  * text-to-image generation over its denoising loop. The commands know pipelines only through this interface.
  */
-import type { Module } from '@fastkernels/core';
+import type { Module, Tensor } from '@fastkernels/core';
 import type { WeightRules } from '../weights/weight-plan.js';
 import type { GraphRuntime } from './device-io.js';
 
@@ -52,8 +52,8 @@ export interface PipelineModel extends Module {
   components(): readonly PipelineComponent[];
   /** Read the folder's non-weight parts (tokenizers) once, after the weights are in; a UserError naming a bad file. */
   loadAssets(dir: string): void;
-  /** Text to images; onStep after each denoising step (step counts from 1). */
-  generateImage(req: ImageRequest, onStep?: (step: number, steps: number) => void): { images: GeneratedImage[]; timings: ImageTimings };
+  /** Text to images; onStep after each denoising step (step counts from 1; the latents after it, borrowed: copy to keep). */
+  generateImage(req: ImageRequest, onStep?: (step: number, steps: number, latents: Tensor) => void): { images: GeneratedImage[]; timings: ImageTimings };
 }
 
 export function isPipelineModel(m: Module): m is PipelineModel {

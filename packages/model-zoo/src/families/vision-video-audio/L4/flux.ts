@@ -75,7 +75,7 @@ export class FluxPipeline extends Module implements PipelineModel {
     this.tokenizers = loadFluxTokenizers(dir, this.config);
   }
 
-  generateImage(req: ImageRequest, onStep?: (step: number, steps: number) => void): { images: GeneratedImage[]; timings: ImageTimings } {
+  generateImage(req: ImageRequest, onStep?: (step: number, steps: number, latents: T) => void): { images: GeneratedImage[]; timings: ImageTimings } {
     if (!this.tokenizers) throw new Error('FluxPipeline.generateImage: call loadAssets(dir) first (the tokenizers)');
     return fluxTextToImage(this, this.tokenizers, req, onStep);
   }

@@ -118,8 +118,8 @@ export function toRgb8(image: Tensor): GeneratedImage[] {
   return out;
 }
 
-/** Generate one image for a prompt (see the file comment); onStep(step from 1, steps) after each denoising step. */
-export function fluxTextToImage(pipe: FluxPipeline, tok: FluxTokenizers, req: ImageRequest, onStep?: (step: number, steps: number) => void): { images: GeneratedImage[]; timings: ImageTimings } {
+/** Generate one image for a prompt (see the file comment); onStep(step from 1, steps, the packed latents) after each denoising step. */
+export function fluxTextToImage(pipe: FluxPipeline, tok: FluxTokenizers, req: ImageRequest, onStep?: (step: number, steps: number, latents: Tensor) => void): { images: GeneratedImage[]; timings: ImageTimings } {
   const c = pipe.config;
   const h = latentSize(req.height, c.vae.vaeScaleFactor, '--size');
   const w = latentSize(req.width, c.vae.vaeScaleFactor, '--size');
@@ -147,12 +147,12 @@ export function fluxTextToImage(pipe: FluxPipeline, tok: FluxTokenizers, req: Im
         steps: req.steps,
         ...(req.guidanceScale !== undefined ? { guidanceScale: req.guidanceScale } : {}),
         graphs: req.graphs === false ? null : typeof req.graphs === 'object' ? req.graphs : stepIoFor(backend).graphs,
-        onStep: (i) => {
+        onStep: (i, x) => {
           sync();
           const now = performance.now();
           stepMs.push(now - t0);
           t0 = now;
-          onStep?.(i + 1, req.steps);
+          onStep?.(i + 1, req.steps, x);
         },
       }),
     );
