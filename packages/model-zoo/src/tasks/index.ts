@@ -27,6 +27,9 @@ import { denseAttentionTask } from './L1/attention/dense_attention.js';
 import { flashAttnVarlenTask } from './L1/attention/flash_attn_varlen.js';
 import { flashAttnDecodeTask } from './L1/attention/flash_attn_decode.js';
 import { flashAttnPrefillTask } from './L1/attention/flash_attn_prefill.js';
+import { flashinferDecodeTask } from './L1/attention/flashinfer_decode.js';
+import { flashinferPrefillTask } from './L1/attention/flashinfer_prefill.js';
+import { storeKvcacheHndTask } from './L1/kvcache/store_kvcache_hnd.js';
 import { fp8LinearTask } from './L1/quant/fp8_linear.js';
 import { perTokenGroupQuantFp8Task } from './L1/quant/per_token_group_quant_fp8.js';
 import { siluMulQuantFp8Task } from './L1/quant/silu_mul_quant_fp8.js';
@@ -102,6 +105,9 @@ export { DenseAttention, denseAttentionTask, denseAttentionReference } from './L
 export { FlashAttnVarlen, flashAttnVarlenTask, flashAttnVarlenReference } from './L1/attention/flash_attn_varlen.js';
 export { FlashAttnPrefill, flashAttnPrefillTask, slidingWindowOf, type WindowSize } from './L1/attention/flash_attn_prefill.js';
 export { flashAttnDecodeTask } from './L1/attention/flash_attn_decode.js';
+export { TRTLLMPrefill, flashinferPrefillTask } from './L1/attention/flashinfer_prefill.js';
+export { TRTLLMDecode, flashinferDecodeTask } from './L1/attention/flashinfer_decode.js';
+export { StoreKVCacheHND, storeKvcacheHndTask, storeKvcacheHndReference } from './L1/kvcache/store_kvcache_hnd.js';
 export { Fp8Linear, fp8LinearTask, fp8LinearReference } from './L1/quant/fp8_linear.js';
 export { PerTokenGroupQuantFp8, perTokenGroupQuantFp8Task } from './L1/quant/per_token_group_quant_fp8.js';
 export { SiluMulQuantFp8, siluMulQuantFp8Task, siluMulQuantFp8Reference } from './L1/quant/silu_mul_quant_fp8.js';
@@ -134,6 +140,9 @@ export const sharedL1Tasks: readonly TaskDefinition[] = [
   flashAttnVarlenTask,
   flashAttnPrefillTask,
   flashAttnDecodeTask,
+  flashinferPrefillTask,
+  flashinferDecodeTask,
+  storeKvcacheHndTask,
   fp8LinearTask,
   perTokenGroupQuantFp8Task,
   siluMulQuantFp8Task,
