@@ -18,6 +18,8 @@ import { fusedExpertsTask } from './L2/fused_experts.js';
 import { mixtralMoeTask } from './L2/mixtral_moe.js';
 import { gptOssMoeTask } from './L2/gpt_oss_moe.js';
 import { mxfp4MoeTask } from './L2/mxfp4_moe.js';
+import { trtllmBf16MoeTask } from './L2/trtllm_bf16_moe.js';
+import { trtllmMxfp4MoeTask } from './L2/trtllm_mxfp4_moe.js';
 import { qwen3MoeTask } from './L2/qwen3_moe.js';
 import { llamaDecoderTask } from './L3/llama_decoder.js';
 import { llamaTask } from './L4/llama.js';
@@ -40,6 +42,8 @@ export { FusedExperts, fusedExpertsTask } from './L2/fused_experts.js';
 export { MixtralMoE, mixtralMoeTask } from './L2/mixtral_moe.js';
 export { GptOssExperts, GptOssMoE, gptOssMoeTask } from './L2/gpt_oss_moe.js';
 export { Mxfp4MoE, mxfp4MoeTask } from './L2/mxfp4_moe.js';
+export { TrtLlmBf16MoE, trtllmBf16MoeTask } from './L2/trtllm_bf16_moe.js';
+export { TrtLlmMxfp4MoE, trtllmMxfp4MoeTask } from './L2/trtllm_mxfp4_moe.js';
 export { Qwen3MoE, qwen3MoeTask } from './L2/qwen3_moe.js';
 export { FusedMoE } from './moe/fused-moe.js';
 export { MixtralDecoderLayer, mixtralDecoderTask } from './L3/mixtral_decoder.js';
@@ -79,6 +83,8 @@ export const denseMoeLlmTasks: readonly TaskDefinition[] = [
   fusedExpertsTask,
   mixtralMoeTask,
   mxfp4MoeTask,
+  trtllmBf16MoeTask,
+  trtllmMxfp4MoeTask,
   gptOssMoeTask,
   qwen3MoeTask,
   llamaDecoderTask,
