@@ -1,5 +1,5 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname, basename, resolve } from 'node:path';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, basename, join, resolve } from 'node:path';
 import { UserError, type Backend, type DType, type ModuleRegistry } from '@fastkernels/core';
 import { E2eReportSchema, type E2eReportInput } from '@fastkernels/macroeval';
 import {
@@ -11,6 +11,7 @@ import { EsbuildCandidateLoader, listCandidateFiles } from '../candidates/loader
 import { environment, selectBackend, type Env } from '../env.js';
 import { intFlag, listFlag } from '../flags.js';
 import type { Io } from '../io.js';
+import { runPipelineE2e, type PipelineE2eArgs } from './e2e-pipeline.js';
 import { TP_HELP, checkTensorParallelDevices, checkTensorParallelModel, runWithTensorParallel, type RankRun } from '../tensor-parallel.js';
 import { EP_HELP, resolveParallelFlags } from '../expert-parallel.js';
 
@@ -76,7 +77,7 @@ export function modelSource(dir: string, backend: Backend, a: EngineArgs, tp: { 
   };
 }
 
-export interface E2eArgs extends EngineArgs {
+export interface E2eArgs extends EngineArgs, PipelineE2eArgs {
   model: string | string[];
   candidates?: string;
   selfTest?: boolean;
@@ -126,6 +127,13 @@ export async function runE2e(argv: E2eArgs, io: Io, rawArgs: readonly string[] =
   const kinds = { throughput: ['throughput'], latency: ['latency'], all: ['throughput', 'latency'] }[argv.workload];
   if (!kinds) throw new UserError(`unknown workload '${argv.workload}'`, { field: '--workload', fix: 'throughput, latency or all' });
   const models = Array.isArray(argv.model) ? argv.model : [argv.model];
+  if (models.some((m) => existsSync(join(m, 'model_index.json')))) {
+    // a pipeline folder (FLUX.1): images, not an LLM workload (see e2e-pipeline.ts)
+    const env = environment();
+    const backend = selectBackend(env, argv.backend);
+    const { set } = argv.selfTest ? { set: [] } : await loadCandidates(env, argv.candidates!, Boolean(argv.keepGoing), backend);
+    return runPipelineE2e(argv, io, { backend, baseline: env.registry, set, ...(argv.dtype ? { dtype: DTYPES[argv.dtype]! } : {}) });
+  }
   const tp = resolveParallelFlags(argv, models);
   if (tp > 1 && argv.randomInit === 'device') {
     throw new UserError('device random init cannot be sharded over ranks', { field: '--random-init', fix: 'with --tp, use --random-init host (the default then) or a checkpoint (`fastkernels init-weights`)' });
@@ -245,6 +253,11 @@ export function e2eCommand(io: Io, rawArgs: readonly string[] = process.argv.sli
         .option('throughput-repeats', { type: 'number', describe: 'timed passes over the throughput workload per run (median; 2+ give a bootstrap interval of the throughput speedup) [default: 3 with --self-test, else 1]' })
         .option('timeout', { type: 'number', default: 3600, describe: 'seconds one run may take (checked between steps)' })
         .option('keep-going', { type: 'boolean', describe: 'candidate files that fail to load are dropped (category import) instead of stopping with exit 2' })
+        .option('prompt', { type: 'string', array: true, describe: 'pipeline folders (model_index.json, FLUX.1): one image per prompt [default: one prompt]' })
+        .option('size', { type: 'number', describe: 'pipeline folders: square image size [default: 1024]' })
+        .option('steps', { type: 'number', describe: 'pipeline folders: denoising steps [default: 28]' })
+        .option('seed', { type: 'number', describe: 'pipeline folders: noise seed of the first image (then +1 each) [default: 0]' })
+        .option('max-sequence-length', { type: 'number', describe: 'pipeline folders: T5 prompt tokens [default: 512]' })
         .option('out', { type: 'string', describe: 'write the E2eReport (MacroEval input) JSON here, updated after each model' })
         .option('details', { type: 'string', describe: 'write raw numbers (baseline tok/s, latencies, host fraction) here' })
         .option('agent', { type: 'string', describe: 'agent name for the report' })
@@ -254,6 +267,7 @@ export function e2eCommand(io: Io, rawArgs: readonly string[] = process.argv.sli
         .example('$0 e2e --model ./llama3-8b --candidates my-kernels --out e2e.json', 'all workloads, drop-and-retry, MacroEval record')
         .example('$0 e2e --model ./tiny --self-test --backend cpu --requests synthetic:8:4-32:4-8:0 --latency-batch-sizes 1', 'the self-test on the CPU')
         .example('$0 e2e --model ./llama3-8b --candidates my-kernels --tp 2 --out e2e-tp2.json', 'the same evaluation with the model split over 2 GPUs')
+        .example('$0 e2e --model ./FLUX.1-dev --candidates my-kernels --size 1024 --steps 28 --warmups 1 --repeats 3 --out e2e-flux.json', 'a FLUX pipeline folder: images/s, step latency, latents at every step, image PSNR')
         .epilog(
           [
             '--tp N: the command starts N ranks through `fastkernels launch` (one process per GPU), and every',
