@@ -54,7 +54,6 @@ export class CompileBeforeCapture {
 }
 
 export class GroupedGemm {
-  private readonly kernels = new Map<string, CudaKernel>();
   private readonly args: ArgValue[] = new Array<ArgValue>(GROUPED_GEMM_SIGNATURE.length).fill(0);
   private readonly beforeCapture: CompileBeforeCapture;
 
@@ -110,13 +109,7 @@ export class GroupedGemm {
   };
 
   private kernel(v: GroupedGemmVariant): CudaKernel {
-    const key = JSON.stringify(v);
-    let k = this.kernels.get(key);
-    if (!k) {
-      k = this.cache.kernel(`grouped_gemm ${key}`, () => groupedGemmSource(v), 'grouped_gemm');
-      this.kernels.set(key, k);
-    }
-    return k;
+    return this.cache.kernel(`grouped_gemm ${JSON.stringify(v)}`, () => groupedGemmSource(v), 'grouped_gemm');
   }
 }
 

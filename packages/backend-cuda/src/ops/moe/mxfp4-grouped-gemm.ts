@@ -16,7 +16,6 @@ const DTYPES = new Set(['f32', 'f16', 'bf16']);
 const MAX_GRID_Y = 65535;
 
 export class Mxfp4GroupedGemm {
-  private readonly kernels = new Map<string, CudaKernel>();
   private readonly args: ArgValue[] = new Array<ArgValue>(MXFP4_GROUPED_GEMM_SIGNATURE.length).fill(0);
   private readonly beforeCapture: CompileBeforeCapture;
 
@@ -76,12 +75,6 @@ export class Mxfp4GroupedGemm {
   };
 
   private kernel(v: Mxfp4GroupedGemmVariant): CudaKernel {
-    const key = JSON.stringify(v);
-    let k = this.kernels.get(key);
-    if (!k) {
-      k = this.cache.kernel(`mxfp4_grouped_gemm ${key}`, () => mxfp4GroupedGemmSource(v), 'mxfp4_grouped_gemm');
-      this.kernels.set(key, k);
-    }
-    return k;
+    return this.cache.kernel(`mxfp4_grouped_gemm ${JSON.stringify(v)}`, () => mxfp4GroupedGemmSource(v), 'mxfp4_grouped_gemm');
   }
 }

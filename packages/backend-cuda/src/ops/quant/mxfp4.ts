@@ -14,7 +14,6 @@ const OUT_DTYPES = new Set<DType>(['f32', 'f16', 'bf16']);
 const MAX_CTAS = 65536;
 
 export class Mxfp4Dequant {
-  private readonly kernels = new Map<Mxfp4OutDType, CudaKernel>();
   private readonly args: ArgValue[] = new Array<ArgValue>(MXFP4_DEQUANT_SIGNATURE.length).fill(0);
 
   constructor(
@@ -51,12 +50,7 @@ export class Mxfp4Dequant {
   };
 
   private kernel(dtype: Mxfp4OutDType): CudaKernel {
-    let k = this.kernels.get(dtype);
-    if (!k) {
-      k = this.cache.kernel(`mxfp4_dequant ${dtype}`, () => mxfp4DequantSource(dtype), 'mxfp4_dequant');
-      this.kernels.set(dtype, k);
-    }
-    return k;
+    return this.cache.kernel(`mxfp4_dequant ${dtype}`, () => mxfp4DequantSource(dtype), 'mxfp4_dequant');
   }
 }
 
