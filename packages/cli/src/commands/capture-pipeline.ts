@@ -37,7 +37,7 @@ export function runPipelineCapture(argv: PipelineCaptureArgs, io: Io, backend: B
     io.out(JSON.stringify({ index: r.path, model: argv.model, workload: r.index.workload, tasks: Object.fromEntries(tasks.map(([k, t]) => [k, { init: t.init.length, shapes: t.forward.length, calls: t.forward.reduce((a, f) => a + f.count, 0) }])) }, null, 2) + '\n');
     return;
   }
-  io.out(`captured ${r.images} images (${r.steps} denoising steps) in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${tasks.length} tasks\n`);
+  io.out(`captured ${r.images} image${r.images === 1 ? '' : 's'} (${r.steps} denoising steps) in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${tasks.length} tasks\n`);
   for (const [id, t] of tasks) io.out(`  ${id.padEnd(30)} ${String(t.init.length).padStart(3)} init  ${String(t.forward.length).padStart(5)} shapes  ${String(t.forward.reduce((a, f) => a + f.count, 0)).padStart(7)} calls\n`);
   io.out(`wrote ${r.path}\n`);
 }

@@ -160,7 +160,7 @@ function compare(base: Trace, cand: Trace, o: PipelineE2eOptions): PipelineCorre
 export function pipelineE2e(baseline: ModuleRegistry, candidate: ModuleRegistry, o: PipelineE2eOptions): PipelineE2eResult {
   if (!o.requests.length) throw new RangeError('pipelineE2e: no requests');
   const log = o.log ?? (() => {});
-  log(`baseline: ${o.requests.length} requests, ${o.warmups ?? 1} warm-up and ${o.repeats ?? 3} timed passes`);
+  log(`baseline: ${o.requests.length} request${o.requests.length === 1 ? '' : 's'}, ${o.warmups ?? 1} warm-up and ${o.repeats ?? 3} timed passes`);
   const base = runSide(baseline, o);
   log('candidate');
   const cand = runSide(candidate, o);
