@@ -12,6 +12,7 @@ import { softmaxTask } from '../../tasks/L1/reduction/softmax.js';
 import { storeKvcacheTask } from '../../tasks/L1/kvcache/store_kvcache.js';
 import { varlenPrefillAttentionTask } from '../../tasks/L1/attention/varlen_prefill_attention.js';
 import { attentionTask } from './L2/attention.js';
+import { attentionImplTask } from './L2/attention_impl.js';
 import { llamaMlpTask } from './L2/llama_mlp.js';
 import { parallelEmbeddingTask } from './L2/parallel_embedding.js';
 import { fusedExpertsTask } from './L2/fused_experts.js';
@@ -33,6 +34,7 @@ import { gptOssTask } from './L4/gpt_oss.js';
 export { FAMILY as DENSE_MOE_LLM };
 export * from './config.js';
 export { LlamaAttention, attentionTask } from './L2/attention.js';
+export { Attention, attentionImplTask, attentionImplReference } from './L2/attention_impl.js';
 export { LlamaMLP, llamaMlpTask } from './L2/llama_mlp.js';
 export { ParallelLMHead, parallelEmbeddingTask } from './L2/parallel_embedding.js';
 export { LlamaDecoderLayer, llamaDecoderTask } from './L3/llama_decoder.js';
@@ -78,6 +80,7 @@ export const denseMoeLlmTasks: readonly TaskDefinition[] = [
   storeKvcacheTask,
   varlenPrefillAttentionTask,
   attentionTask,
+  attentionImplTask,
   llamaMlpTask,
   parallelEmbeddingTask,
   fusedExpertsTask,
