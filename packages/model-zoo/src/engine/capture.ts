@@ -134,6 +134,15 @@ function ints(t: unknown): number[] | null {
 }
 
 /** Options the task's input builder reads (see each task's makeInputs), from the forward's arguments. */
+/** A varlen attention call's sequence lengths from its cu_seqlens (and whether sinks came): the varlen tasks' options. */
+function varlenOptions(cuQ: unknown, cuK: unknown, sinks: unknown): Record<string, unknown> | undefined {
+  const q = ints(cuQ);
+  const k = ints(cuK);
+  if (!q || !k) return undefined;
+  const lens = (cu: number[]) => cu.slice(1).map((v, i) => v - cu[i]!);
+  return { qLens: lens(q), kLens: lens(k), ...(sinks instanceof Tensor ? { sinks: true } : {}) };
+}
+
 function caseOptions(taskId: string, args: readonly unknown[]): Record<string, unknown> | undefined {
   switch (taskId) {
     case 'L1/gemma_rms_norm':
@@ -145,16 +154,23 @@ function caseOptions(taskId: string, args: readonly unknown[]): Record<string, u
       const slots = ints(args[4]);
       return slots ? { pad: slots.filter((s) => s < 0).length } : undefined;
     }
-    case 'L1/varlen_prefill_attention': {
-      const q = ints(args[3]);
-      const k = ints(args[4]);
-      if (!q || !k) return undefined;
-      const lens = (cu: number[]) => cu.slice(1).map((v, i) => v - cu[i]!);
-      return { qLens: lens(q), kLens: lens(k), ...(args[5] instanceof Tensor ? { sinks: true } : {}) };
+    case 'L1/varlen_prefill_attention':
+    case 'L1/flash_attn_prefill':
+      return varlenOptions(args[3], args[4], args[5]);
+    // FlashInfer's context attention: (query, kv_cache, block_tables, seq_lens, cum_seq_lens_q, cum_seq_lens_kv, sinks)
+    case 'L1/flashinfer_prefill':
+      return varlenOptions(args[4], args[5], args[6]);
+    case 'L1/store_kvcache_hnd': {
+      const slots = ints(args[4]);
+      return slots ? { pad: slots.filter((s) => s < 0).length } : undefined;
     }
-    // gpt-oss's attention sinks (the kernels' optional last input)
+    // gpt-oss's attention sinks (the kernels' optional input after the tensors they always take)
     case 'L1/paged_decode_attention':
       return args[5] instanceof Tensor ? { sinks: true } : undefined;
+    case 'L1/flash_attn_decode':
+      return args[6] instanceof Tensor ? { sinks: true } : undefined;
+    case 'L1/flashinfer_decode':
+      return args[4] instanceof Tensor ? { sinks: true } : undefined;
     // the recurrent tasks: whether a state comes in (an argument, or on the engine the layer's state pool)
     case 'L1/chunk_gla':
     case 'L1/fused_recurrent_gla':
@@ -182,6 +198,7 @@ function caseOptions(taskId: string, args: readonly unknown[]): Record<string, u
       return temp ? { mode: temp.every((t) => t === 0) ? 'greedy' : 'mixed' } : undefined;
     }
     case 'L2/attention':
+    case 'L2/attention_impl':
     case 'L3/llama_decoder':
     case 'L3/mixtral_decoder':
     case 'L3/qwen3_moe_decoder':
