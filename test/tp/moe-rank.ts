@@ -8,7 +8,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { CpuBackend } from '@fastkernels/backend-cpu';
 import { HostCollectives } from '@fastkernels/backend-nccl';
 import { Rng, Tensor, TensorParallelGroup, setTensorParallelGroup } from '@fastkernels/core';
-import { EmulatedGraphRuntime, LLMEngine, baselineRegistry, generate, loadModel, setExpertParallel, taskProviders, tensorParallelProvider, type FusedMoE, type SamplingParams } from '@fastkernels/model-zoo';
+import { EmulatedGraphRuntime, LLMEngine, baselineRegistry, generate, loadModel, setExpertParallel, taskProviders, tensorParallelProvider, type MixtralMoE, type SamplingParams } from '@fastkernels/model-zoo';
 
 export interface MoeRankJob {
   readonly scenario: 'model' | 'block' | 'engine';
@@ -75,7 +75,7 @@ function run(): MoeRankResult {
 function blockRun(registry: ReturnType<typeof baselineRegistry>): MoeRankResult {
   const { E, K, H, I, T, logits } = job.block!;
   const ctx = { backend, device: 0, dtype: 'f32' as const, registry };
-  const m = registry.createIn<FusedMoE>(ctx, 'L2/mixtral_moe', E, K, H, I).experts;
+  const m = registry.createIn<MixtralMoE>(ctx, 'L2/mixtral_moe', E, K, H, I).experts;
   const { start, count } = m.localExperts;
   const rng = new Rng(5);
   const w13 = rng.fillNormal(E * 2 * I * H, 1 / Math.sqrt(H));
