@@ -6,12 +6,12 @@
  * and the MoE expert GEMM. Quantised values saturate to +-448 and round to nearest even.
  */
 import { z } from 'zod';
-import { DTYPE_INFO, type DType } from '../dtype.js';
+import { DTYPE_INFO, FP8_E4M3_MAX, type DType } from '../dtype.js';
 import { formatShape } from '../shape.js';
 import type { Tensor } from '../tensor.js';
 import { expandsTo } from './matmul.js';
 import { dtypeSchema } from './elementwise.js';
-import { callOp, callOp1, defineOp, meta, opError, type TensorMeta } from './registry.js';
+import { OpScope, callOp, callOp1, defineOp, meta, opError, type TensorMeta } from './registry.js';
 
 const FP8: readonly DType[] = ['fp8e4m3', 'fp8e5m2'];
 const floatDType = dtypeSchema.refine((d) => DTYPE_INFO[d].kind === 'float', { message: 'must be a float dtype' });
@@ -41,6 +41,18 @@ defineOp({
     if (!expandsTo(shapeOf(s), xs)) opError('fp8_dequant', `scale ${formatShape(shapeOf(s))} does not broadcast to input ${formatShape(xs)}`);
     return [meta(xs, a.output_dtype)];
   },
+  // where a backend has no kernel (CUDA): widen to float32 (the converting copy), multiply by the scale, narrow
+  decompose: (call) => {
+    const [x, scale] = call.inputs as [Tensor, Tensor];
+    const s = new OpScope();
+    try {
+      const y = s.op('mul', [s.op('to', [x], { dtype: 'f32' }), scale]);
+      return s.keep([call.attrs.output_dtype === y.dtype ? y : s.op('to', [y], { dtype: call.attrs.output_dtype })]);
+    } catch (e) {
+      s.dispose();
+      throw e;
+    }
+  },
 });
 
 defineOp({
@@ -55,6 +67,27 @@ defineOp({
     const H = xs[xs.length - 1];
     if (H === undefined || H % a.group_size !== 0) opError('per_token_group_quant_fp8', `the last dim of x ${formatShape(xs)} must be divisible by group_size ${a.group_size}`);
     return [meta(xs, 'fp8e4m3'), meta([...xs.slice(0, -1), H / a.group_size], 'f32')];
+  },
+  // where a backend has no kernel (CUDA): float32 groups [..., G, group_size], amax, scale = max(amax, eps) / 448,
+  // q = fp8(clamp(x / scale)) through the converting copy (round to nearest even). No power-of-two rounding op exists
+  // for UE8M0 scales, so that form needs the backend's kernel.
+  decompose: (call) => {
+    const [x] = call.inputs as [Tensor];
+    const { group_size, eps, scale_ue8m0 } = call.attrs;
+    if (scale_ue8m0) opError('per_token_group_quant_fp8', 'scale_ue8m0 has no decomposition (no power-of-two rounding op): this backend needs a kernel for it');
+    const lead = x.shape.slice(0, -1);
+    const groups = x.shape[x.shape.length - 1]! / group_size;
+    const s = new OpScope();
+    try {
+      const xg = s.own(s.op('to', [x], { dtype: 'f32' }).view([...lead, groups, group_size]));
+      const amax = s.op('amax', [s.op('abs', [xg])], { dim: -1, keepdim: true });
+      const scale = s.op('div', [s.op('maximum', [amax, eps]), FP8_E4M3_MAX]);
+      const q = s.op('to', [s.op('clamp', [s.op('div', [xg, scale]), -FP8_E4M3_MAX, FP8_E4M3_MAX])], { dtype: 'fp8e4m3' });
+      return s.keep([s.own(q.view([...lead, groups * group_size])), s.own(scale.view([...lead, groups]))]);
+    } catch (e) {
+      s.dispose();
+      throw e;
+    }
   },
 });
 
