@@ -25,12 +25,13 @@ const BANNER = "import { createRequire as __fkCreateRequire } from 'node:module'
 let work: string;
 let rankScript: string;
 
-/** A float32 checkpoint of a fixture's config with `over` applied. */
-function modelDir(name: string, fixture: string, over: Record<string, unknown> = {}): string {
+/** A float32 checkpoint of a fixture's config with `over` applied (configOnly: config.json alone, random init at load). */
+function modelDir(name: string, fixture: string, over: Record<string, unknown> = {}, configOnly = false): string {
   const raw = { ...JSON.parse(readFileSync(join(FIXTURES, fixture, 'config.json'), 'utf8')), ...over } as Record<string, unknown>;
   const dir = join(work, name);
   mkdirSync(dir, { recursive: true });
-  writeRandomModelCheckpoint(dir, raw, { registry: baselineRegistry(), seed: 11, dtype: 'f32' });
+  if (configOnly) writeFileSync(join(dir, 'config.json'), JSON.stringify(raw));
+  else writeRandomModelCheckpoint(dir, raw, { registry: baselineRegistry(), seed: 11, dtype: 'f32' });
   return dir;
 }
 
@@ -83,6 +84,8 @@ describe('expert-parallel MoE on the CPU (W ranks as threads) equals W = 1 in fl
   const cases = [
     { name: 'mixtral', fixture: 'tiny-mixtral', over: {}, E: 8, perExpert: { 'block_sparse_moe.experts.w13_weight': 2 * 96 * H, 'block_sparse_moe.experts.w2_weight': H * 96 }, down: H * 96 },
     { name: 'qwen3-moe', fixture: 'tiny-qwen3-moe', over: {}, E: 16, perExpert: { 'mlp.experts.w13_weight': 2 * 32 * H, 'mlp.experts.w2_weight': H * 32 }, down: H * 32 },
+    // no checkpoint: host random init, each tensor drawn by its name, so rank r draws exactly its experts' values
+    { name: 'mixtral-random-init', configOnly: true, fixture: 'tiny-mixtral', over: {}, E: 8, perExpert: { 'block_sparse_moe.experts.w13_weight': 2 * 96 * H }, down: H * 96 },
     {
       name: 'gpt-oss', fixture: 'tiny-gpt-oss', over: {}, E: 8, down: 32 * H,
       perExpert: { 'mlp.experts.gate_up_proj': H * 64, 'mlp.experts.gate_up_proj_bias': 64, 'mlp.experts.down_proj': 32 * H, 'mlp.experts.down_proj_bias': H },
@@ -94,7 +97,7 @@ describe('expert-parallel MoE on the CPU (W ranks as threads) equals W = 1 in fl
   ];
   for (const c of cases) {
     it(`${c.name}: greedy tokens identical, logits within f32 rounding; each rank holds E / W experts, its own`, async () => {
-      const dir = modelDir(c.name, c.fixture, c.over);
+      const dir = modelDir(c.name, c.fixture, c.over, 'configOnly' in c && c.configOnly);
       const job = { scenario: 'model' as const, model: dir, prompts: PROMPTS, maxTokens: 8 };
       const [single] = await runRanks(1, job);
       expect(single!.tokens!.map((t) => t.length)).toEqual([8, 8]);
