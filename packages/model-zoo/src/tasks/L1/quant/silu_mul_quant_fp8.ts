@@ -63,9 +63,9 @@ export const siluMulQuantFp8Task = defineTask(
     className: 'SiluMulQuantFp8',
     family: [DENSE_MOE_LLM],
     architectures: ['deepseek', 'gemma4', 'glm', 'jamba', 'kimi_linear', 'mixtral', 'qwen3_next', 'qwen3_vl'],
-    mirrors: 'vllm.model_executor.layers.quantization.utils.fp8_utils.silu_mul_per_token_group_quant_fp8_colmajor',
+    mirrors: 'vllm.model_executor.layers.quantization.utils.fp8_utils',
     description:
-      'SwiGLU (silu(gate) * up, float32) fused with per-token-group fp8 e4m3 quantisation (group 128, float32 scales, UE8M0 optional): the block-fp8 down projection\'s input.',
+      'silu_mul_per_token_group_quant_fp8_colmajor: SwiGLU (silu(gate) * up, float32) fused with per-token-group fp8 e4m3 quantisation (group 128, float32 scales, UE8M0 optional): the block-fp8 down projection\'s input.',
     init: [
       { name: 'groupSize', type: 'int', optional: true, default: 128 },
       { name: 'useUe8m0', type: 'bool', optional: true, default: false },
