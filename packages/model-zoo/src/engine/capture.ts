@@ -67,8 +67,12 @@ export class CaptureRecorder {
       const a = args[i];
       if (!(a instanceof Tensor)) return;
       // the first input to name a dim sets it (a state pool [slots, H, K, V] passed as initial_state does not rename B)
+      // an input of another rank than the spec's, as the caller's torch code passes it: extra leading dims fold into
+      // the first (a linear / norm on [B, S, K] is T = B x S rows), missing trailing dims are 1 (a group norm on [N, C, L])
+      const extra = Math.max(0, a.rank - spec.shape.length);
+      const sizeAt = (j: number) => (j >= a.rank - extra ? 1 : j === 0 ? a.shape.slice(0, extra + 1).reduce((x, y) => x * y, 1) : a.shape[j + extra]!);
       spec.shape.forEach((d, j) => {
-        if (typeof d === 'string' && j < a.rank && !(d in dims)) dims[d] = a.shape[j]!;
+        if (typeof d === 'string' && !(d in dims)) dims[d] = sizeAt(j);
       });
       if (spec.dtype === 'act' && !dtype) dtype = a.dtype;
       if (!firstFloat && isFloat(a.dtype)) firstFloat = a.dtype;
@@ -193,6 +197,26 @@ function caseOptions(taskId: string, args: readonly unknown[]): Record<string, u
       return { initial_state: args[5] instanceof Tensor };
     case 'L2/kimi_delta_attention':
       return { initial_state: args.slice(1, 5).some((a) => a instanceof Tensor) || (hasForwardContext() && getForwardContext().stateCaches !== undefined) };
+    case 'L4/t5_encoder': {
+      // the task's cases name each row's valid length; FLUX passes no mask (every token valid)
+      const ids = args[0] instanceof Tensor ? args[0] : null;
+      if (!ids) return undefined;
+      const [B, S] = ids.shape as [number, number];
+      const mask = ints(args[1]);
+      return { lens: Array.from({ length: B }, (_, b) => (mask ? mask.slice(b * S, (b + 1) * S).reduce((a, v) => a + v, 0) : S)) };
+    }
+    case 'L1/flux_pos_embed': {
+      // the ids are txt zero rows then (0, row, col) for an h x w grid (whose first row is zeros too): h, w from the maxima
+      const ids = args[0] instanceof Tensor ? args[0].toFloat64Array() : null;
+      if (!ids) return undefined;
+      let h = 0;
+      let w = 0;
+      for (let i = 0; i < ids.length; i += 3) {
+        h = Math.max(h, ids[i + 1]! + 1);
+        w = Math.max(w, ids[i + 2]! + 1);
+      }
+      return { txt: ids.length / 3 - h * w, h, w };
+    }
     case 'L1/sampler': {
       const temp = ints(args[1]);
       return temp ? { mode: temp.every((t) => t === 0) ? 'greedy' : 'mixed' } : undefined;

@@ -1,12 +1,12 @@
 /**
  * capture on a pipeline folder (the tiny-flux fixture, CPU): the FLUX tasks recorded from a real generateImage run —
  * the transformer blocks once a step at the image's latent tokens and the padded T5 length, the text encoders once a
- * prompt, the VAE's pieces at the latent grid — in an index the bench reader takes.
+ * prompt, the VAE's pieces at the latent grid — in an index the bench reader takes (each case's inputs build).
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CaptureIndexSchema } from '@fastkernels/core';
+import { CaptureIndexSchema, Rng, casesFromCaptures } from '@fastkernels/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { cpuBackend } from '../../test/l1-harness.js';
 import { baselineRegistry } from '../index.js';
@@ -35,5 +35,16 @@ describe('capturePipeline', () => {
     // the VAE decoder's pieces once an image
     expect(index.tasks['L2/sdxl_upsample']!.forward.reduce((a, f) => a + f.count, 0) % 2).toBe(0);
     expect(Object.keys(index.tasks)).toEqual(expect.arrayContaining(['L1/dense_attention', 'L1/flux_pos_embed', 'L2/sdxl_resnet', 'L1/conv2d', 'L1/group_norm']));
+    // what bench --captures does: every captured case of every task builds its inputs with the task's own builder
+    const baseline = baselineRegistry();
+    const ctx = { backend: cpuBackend(), device: 0, dtype: 'f32' as const, registry: baseline };
+    for (const id of Object.keys(index.tasks)) {
+      const task = baseline.task(id)!;
+      for (const c of casesFromCaptures(task, [{ index, resolve: (f) => join(tmp, f), path: r.path }], 3)) {
+        const inputs = task.makeInputs(c, ctx, new Rng(1));
+        expect(inputs.length, `${id} ${c.name}`).toBe(task.inputs.length);
+        for (const t of inputs) t?.dispose();
+      }
+    }
   });
 });
