@@ -6,6 +6,7 @@
 import { Rng, Tensor, withContext, type Module } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { cpuBackend } from '../../../test/l1-harness.js';
+import { disposeAndFindLeaks, leakSnapshot } from '../../../test/leak-check.js';
 import { describeCompositeContract } from '../../../test/composite-harness.js';
 import { baselineRegistry } from '../../index.js';
 import { getForwardContext } from '../../engine/forward-context.js';
@@ -31,5 +32,23 @@ describe('Attention (vLLM layer)', () => {
     expect([...fc.kvCaches[0]!.kCache.toFloat64Array().slice(slot * 4, slot * 4 + 4)]).toEqual([1, 0, 0, 1]);
     expect([...fc.kvCaches[0]!.vCache.toFloat64Array().slice(slot * 4, slot * 4 + 4)]).toEqual([9, 8, 7, 6]);
     m.dispose();
+  });
+});
+
+describe('Attention (vLLM layer) leaks', () => {
+  it('forward leaves nothing allocated beyond its output on any CI case', () => {
+    const registry = baselineRegistry();
+    for (const c of attentionImplTask.cases.ci) {
+      const backend = cpuBackend();
+      const ctx = { backend, device: 0, dtype: c.dtype, registry };
+      const m = registry.createIn<Module & { forward(q: Tensor, k: Tensor, v: Tensor): Tensor }>(ctx, attentionImplTask.id, ...c.init);
+      const rng = new Rng(7);
+      attentionImplTask.initParameters!(m, c, rng);
+      const [q, k, v] = withContext(ctx, () => attentionImplTask.makeInputs(c, ctx, rng)) as [Tensor, Tensor, Tensor];
+      const snap = leakSnapshot(backend, [q, k, v], m)!;
+      const out = withContext(ctx, () => m.forward(q, k, v));
+      expect(disposeAndFindLeaks(snap, out, [out], m), c.name).toEqual([]);
+      for (const t of [q, k, v]) t.dispose();
+    }
   });
 });
