@@ -6,11 +6,12 @@ import { FlashAttnDecode } from './flash_attn_decode.js';
 import { FlashAttnPrefill, maxSeqlen, slidingWindowOf } from './flash_attn_prefill.js';
 
 describe('flash_attn_varlen_func interface (L1/flash_attn_prefill, L1/flash_attn_decode)', () => {
-  it("window_size maps to the ops' sliding window: (w - 1, 0) keeps w keys, -1 is unbounded, a right window is refused", () => {
+  it("window_size maps to the ops' sliding window: (w - 1, 0) keeps w keys, -1 is unbounded, a non-causal right window is refused", () => {
     expect(slidingWindowOf([-1, -1], true)).toBe(0);
     expect(slidingWindowOf([127, 0], true)).toBe(128);
     expect(slidingWindowOf([3, -1], false)).toBe(4);
-    expect(() => slidingWindowOf([3, 2], true)).toThrow(/right window/);
+    expect(slidingWindowOf([3, 2], true)).toBe(4); // causal: the right side is 0 whatever it says
+    expect(() => slidingWindowOf([3, 2], false)).toThrow(/right window/);
     expect(maxSeqlen([0, 3, 10, 12])).toBe(7);
   });
 

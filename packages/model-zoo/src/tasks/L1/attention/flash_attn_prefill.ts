@@ -8,12 +8,12 @@ export type WindowSize = readonly [number, number];
 
 /**
  * FlashAttention's window_size as our ops' sliding_window: (left, right) keeps keys with pos - left <= j <= pos + right;
- * the ops keep the last w keys (pos - j < w), so w = left + 1 (vLLM passes (w - 1, 0) for a window of w). A bounded
- * right side other than causal's 0 is not a production form and is refused.
+ * the ops keep the last w keys (pos - j < w), so w = left + 1 (vLLM passes (w - 1, 0) for a window of w). Causal sets
+ * the right side to 0 (as flash-attn does); a bounded right side without causal is not a production form and is refused.
  */
 export function slidingWindowOf(windowSize: WindowSize, causal: boolean): number {
   const [left, right] = windowSize;
-  if (right >= 0 && !(causal && right === 0)) throw new RangeError(`window_size (${left}, ${right}): a bounded right window is supported only as causal's 0`);
+  if (right >= 0 && !causal) throw new RangeError(`window_size (${left}, ${right}): a bounded right window is supported only with causal (where it is 0)`);
   return left < 0 ? 0 : left + 1;
 }
 
