@@ -18,3 +18,15 @@ export function graphCaptureBlocker(cls: ModuleClass): string | undefined {
   const r = (cls as unknown as Record<symbol, unknown>)[NOT_CAPTURABLE];
   return typeof r === 'string' ? r : undefined;
 }
+
+/**
+ * Why a candidate set cannot run inside CUDA graphs ("<task>: <reason>; ...: not capturable"), or undefined when every
+ * class in it can. The e2e drivers (LLM engine, image pipeline) turn graphs off on both sides when this is set.
+ */
+export function setCaptureBlocker(set: readonly { readonly taskId: string; readonly cls: ModuleClass }[]): string | undefined {
+  const why = set.flatMap((c) => {
+    const r = graphCaptureBlocker(c.cls);
+    return r ? [`${c.taskId}: ${r}`] : [];
+  });
+  return why.length ? `${why.join('; ')}: not capturable` : undefined;
+}

@@ -6,7 +6,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { UserError, type Backend, type DType, type ModuleRegistry } from '@fastkernels/core';
+import { UserError, setCaptureBlocker, type Backend, type DType, type ModuleRegistry } from '@fastkernels/core';
 import { pipelineE2e, type CandidateOverride, type Estimate } from '@fastkernels/model-zoo';
 import { intFlag } from '../flags.js';
 import type { Io } from '../io.js';
@@ -42,11 +42,16 @@ export function runPipelineE2e(argv: PipelineE2eArgs, io: Io, on: { readonly bac
   const candidate = on.baseline.child('candidate');
   for (const c of on.set) candidate.override(c.taskId, c.cls);
   const log = (l: string) => io.err(`${l}\n`);
+  // As the LLM e2e: a candidate that cannot be recorded into a CUDA graph (a PyTorch worker's) turns the step's graph
+  // off on both sides, so the comparison stays like with like (a captured step would replay without calling it)
+  const wouldCapture = argv.graphs !== false && on.backend.capabilities.graphs;
+  const graphsReason = wouldCapture ? setCaptureBlocker(on.set) : undefined;
+  if (graphsReason) log(`CUDA graphs off on both sides (the transformer step runs eagerly, baseline included): ${graphsReason}`);
   const r = pipelineE2e(on.baseline, candidate, {
-    dir, backend: on.backend, requests, graphs: argv.graphs !== false, log,
+    dir, backend: on.backend, requests, graphs: argv.graphs !== false && !graphsReason, log,
     warmups: intFlag('warmups', argv.warmups, 1, 1000), repeats: intFlag('repeats', argv.repeats, 1, 1000), ...(on.dtype ? { dtype: on.dtype } : {}),
   });
-  const record = { model: dir, mode: argv.selfTest ? 'self-test' : 'composed', gpu: on.backend.devices()[0]?.name ?? on.backend.name, candidates: on.set.map((c) => c.taskId), size, steps, prompts: prompts.length, ...r };
+  const record = { model: dir, mode: argv.selfTest ? 'self-test' : 'composed', gpu: on.backend.devices()[0]?.name ?? on.backend.name, candidates: on.set.map((c) => c.taskId), size, steps, prompts: prompts.length, ...(graphsReason ? { graphs: false, graphsReason } : {}), ...r };
   const text = JSON.stringify(record, null, 2) + '\n';
   if (argv.out) {
     mkdirSync(dirname(resolve(argv.out)), { recursive: true });

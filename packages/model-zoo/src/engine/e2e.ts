@@ -1,4 +1,4 @@
-import { UserError, bootstrapGeomeanSpeedup, graphCaptureBlocker, currentTensorParallelGroup, errorMessage, geomean, median, type Backend, type ExecutionContext, type ModuleClass, type ModuleRegistry, type TensorParallelGroup } from '@fastkernels/core';
+import { UserError, bootstrapGeomeanSpeedup, setCaptureBlocker, currentTensorParallelGroup, errorMessage, geomean, median, type Backend, type ExecutionContext, type ModuleClass, type ModuleRegistry, type TensorParallelGroup } from '@fastkernels/core';
 import { LLMEngine, EngineTimeoutError, summarizeSteps, type EngineGeometry, type EngineOptions } from './engine.js';
 import { blamedTask, blamingRegistry } from './instrument.js';
 import type { CausalLM } from './model-runner.js';
@@ -427,11 +427,7 @@ export class E2eRunner {
   evaluate(candidates: readonly CandidateOverride[]): { record: E2eModelRecordOut; details: E2eDetails } {
     const { source } = this;
     const requested = [...candidates.map((c) => c.taskId), ...(this.options.importFailures ?? []).map((f) => f.taskId)];
-    const blockers = candidates.flatMap((c) => {
-      const why = graphCaptureBlocker(c.cls);
-      return why ? [`${c.taskId}: ${why}`] : [];
-    });
-    this.eager = { reason: blockers.length ? `${blockers.join('; ')}: not capturable` : null, applied: false };
+    this.eager = { reason: setCaptureBlocker(candidates) ?? null, applied: false };
     this.log(`${source.name}: baseline run`);
     const base = this.runOnce(this.baseline, true);
     if (isFailure(base)) {
