@@ -106,7 +106,7 @@ add({ name: 'interpolate-nearest2x-yolo-8x256x40x40-f16', group: 'layout', op: '
 add({ name: 'interpolate-bilinear-8x256x80x80-to-160-f16', group: 'layout', op: 'interpolate', attrs: { size: [160, 160], mode: 'bilinear', align_corners: false }, inputs: [{ shape: [8, 256, 80, 80], dtype: 'f16' }], out: { shape: [8, 256, 160, 160], dtype: 'f16' } });
 add({ name: 'pad-reflect1-8x256x80x80-bf16', group: 'layout', op: 'pad', attrs: { pad: [1, 1, 1, 1], mode: 'reflect' }, inputs: [{ shape: [8, 256, 80, 80], dtype: 'bf16' }], out: { shape: [8, 256, 82, 82], dtype: 'bf16' } });
 
-// conv (src/ops/conv/, issue 26's conv2d >= 0.95x torch target; issue 34's YOLOv10n shapes): fp16 channels-last as
+// conv (src/ops/conv/, issue 26's conv2d >= 0.95x torch target; issue 34's YOLOv10n and ConvNeXt-V2 shapes): fp16 channels-last as
 // production runs them (ultralytics and torchvision models under .to(memory_format=torch.channels_last).half()). An
 // input is made at its stored NHWC shape and viewed as NCHW (permute), so its strides are channels-last; the weight
 // likewise. YOLO convs carry the bias of the folded BN (ultralytics fuse()); ResNet-50's convs have none (BN follows).
@@ -141,6 +141,13 @@ for (const N of quick ? [1] : [1, 32]) {
   convCase(`conv-y10n-scdown-dw3x3s2-${N}x128x80-f16cl`, N, 128, 80, 80, 128, 3, 2, 1, 128, true);
   convCase(`conv-y10n-head-3x3-${N}x64x80-64-f16cl`, N, 64, 80, 80, 64, 3, 1, 1, 1, true);
   convCase(`conv-y10n-cib-dw3x3-${N}x256x20-f16cl`, N, 256, 20, 20, 256, 3, 1, 1, 256, true);
+}
+// ConvNeXt-V2-base (dims 128 / 256 / 512 / 1024) at 384^2, batch 32 (issue 34's shapes): the 4x4 s4 stem, each stage's
+// 7x7 depthwise conv and the 2x2 s2 downsampling convs between stages; every conv carries a bias
+if (!quick) {
+  convCase('conv-cnx2b-stem-4x4s4-32x3x384-128-f16cl', 32, 3, 384, 384, 128, 4, 4, 0, 1, true);
+  for (const [C, H] of [[128, 96], [256, 48], [512, 24], [1024, 12]]) convCase(`conv-cnx2b-dw7x7-32x${C}x${H}-f16cl`, 32, C, H, H, C, 7, 1, 3, C, true);
+  for (const [C, H] of [[128, 96], [256, 48], [512, 24]]) convCase(`conv-cnx2b-down-2x2s2-32x${C}x${H}-${2 * C}-f16cl`, 32, C, H, H, 2 * C, 2, 2, 0, 1, true);
 }
 // dense attention (issue 28's yardstick: PyTorch's default SDPA dispatch and each backend, ops_torch.py): Llama-3-8B
 // prefill (causal, as the issue measured it with 32 heads of 128 and with its real 8 KV heads), non-causal head dim 128
