@@ -10,71 +10,29 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Worker } from 'node:worker_threads';
-import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HostCollectives } from '@fastkernels/backend-nccl';
 import { UserError } from '@fastkernels/core';
-import { baselineRegistry, checkModelTensorParallel, withExpertParallel, writeRandomModelCheckpoint } from '@fastkernels/model-zoo';
+import { checkModelTensorParallel, withExpertParallel } from '@fastkernels/model-zoo';
 import { cli } from './helpers.js';
+import { bundleRankScript, fixtureModelDir, maxAbsDiff, runRankThreads } from './tp/rank-threads.js';
 import type { MoeRankJob, MoeRankResult } from './tp/moe-rank.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const FIXTURES = join(here, '..', 'packages', 'model-zoo', 'fixtures');
-const BANNER = "import { createRequire as __fkCreateRequire } from 'node:module'; const require = __fkCreateRequire(import.meta.url);";
 let work: string;
 let rankScript: string;
 
 /** A float32 checkpoint of a fixture's config with `over` applied (configOnly: config.json alone, random init at load). */
-function modelDir(name: string, fixture: string, over: Record<string, unknown> = {}, configOnly = false): string {
-  const raw = { ...JSON.parse(readFileSync(join(FIXTURES, fixture, 'config.json'), 'utf8')), ...over } as Record<string, unknown>;
-  const dir = join(work, name);
-  mkdirSync(dir, { recursive: true });
-  if (configOnly) writeFileSync(join(dir, 'config.json'), JSON.stringify(raw));
-  else writeRandomModelCheckpoint(dir, raw, { registry: baselineRegistry(), seed: 11, dtype: 'f32' });
-  return dir;
-}
+const modelDir = (name: string, fixture: string, over: Record<string, unknown> = {}, configOnly = false) => fixtureModelDir(work, name, fixture, over, { configOnly, seed: 11 });
 
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'fk-ep-'));
-  rankScript = join(work, 'moe-rank.mjs');
-  await build({
-    entryPoints: [join(here, 'tp', 'moe-rank.ts')],
-    outfile: rankScript,
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    conditions: ['@fastkernels/source'],
-    banner: { js: BANNER },
-    logLevel: 'warning',
-  });
+  rankScript = await bundleRankScript('moe-rank', work);
 }, 120_000);
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
-async function runRanks(world: number, job: Omit<MoeRankJob, 'rank' | 'world' | 'shared'>): Promise<MoeRankResult[]> {
-  const shared = world > 1 ? HostCollectives.shared(world, 1 << 16) : null;
-  const workers = Array.from({ length: world }, (_, rank) => new Worker(rankScript, { workerData: { ...job, rank, world, shared } satisfies MoeRankJob }));
-  try {
-    const results = await Promise.all(
-      workers.map((w) => new Promise<MoeRankResult>((resolve, reject) => {
-        w.once('message', resolve);
-        w.once('error', reject);
-        w.once('exit', (code) => reject(new Error(`rank thread exited with ${code} before reporting`)));
-      })),
-    );
-    for (const r of results) if (r.error) throw new Error(`rank ${r.rank}: ${r.error}`);
-    return results;
-  } finally {
-    await Promise.all(workers.map((w) => w.terminate()));
-  }
-}
-
-const maxAbsDiff = (a: number[][][], b: number[][][]) => {
-  let m = 0;
-  a.forEach((p, i) => p.forEach((row, s) => row.forEach((v, j) => (m = Math.max(m, Math.abs(v - b[i]![s]![j]!))))));
-  return m;
-};
+/** Run `world` ranks (threads) of a job; resolves with every rank's result, rank order. */
+const runRanks = (world: number, job: Omit<MoeRankJob, 'rank' | 'world' | 'shared'>) => runRankThreads<MoeRankJob, MoeRankResult>(rankScript, world, job);
 
 const PROMPTS = [[1, 5, 9, 13, 17, 21, 25], [3, 4]];
 

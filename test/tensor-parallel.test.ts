@@ -6,77 +6,33 @@
  * W = 1 run's and the logits match it to float32 rounding. Also: the divisibility errors and `generate --tp`'s
  * refusals (exit 2) through the built CLI.
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
-import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CpuBackend } from '@fastkernels/backend-cpu';
 import { HostCollectives } from '@fastkernels/backend-nccl';
 import { TensorParallelGroup, UserError, withTensorParallelGroup } from '@fastkernels/core';
-import { baselineRegistry, checkLlamaTensorParallel, loadModel, taskProviders, tensorParallelProvider, tinyLlamaConfig, writeRandomModelCheckpoint } from '@fastkernels/model-zoo';
+import { baselineRegistry, checkLlamaTensorParallel, loadModel, taskProviders, tensorParallelProvider, tinyLlamaConfig } from '@fastkernels/model-zoo';
 import { cli } from './helpers.js';
+import { bundleRankScript, fixtureModelDir, maxAbsDiff, runRankThreads } from './tp/rank-threads.js';
 import type { EngineJob, EngineOp, RankJob, RankResult, ServeMessage } from './tp/llama-rank.js';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const FIXTURES = join(here, '..', 'packages', 'model-zoo', 'fixtures');
-const BANNER = "import { createRequire as __fkCreateRequire } from 'node:module'; const require = __fkCreateRequire(import.meta.url);";
 let work: string;
 let rankScript: string;
 
-/** A model folder: the fixture's config with `over` applied, and a float32 checkpoint unless configOnly. */
-function modelDir(name: string, fixture: string, over: Record<string, unknown>, configOnly = false): string {
-  const raw = { ...JSON.parse(readFileSync(join(FIXTURES, fixture, 'config.json'), 'utf8')), ...over } as Record<string, unknown>;
-  const dir = join(work, name);
-  mkdirSync(dir, { recursive: true });
-  if (configOnly) writeFileSync(join(dir, 'config.json'), JSON.stringify(raw));
-  else writeRandomModelCheckpoint(dir, raw, { registry: baselineRegistry(), seed: 7, dtype: 'f32' });
-  return dir;
-}
+/** A float32 checkpoint of a fixture's config with `over` applied (configOnly: config.json alone, random init at load). */
+const modelDir = (name: string, fixture: string, over: Record<string, unknown> = {}, configOnly = false) => fixtureModelDir(work, name, fixture, over, { configOnly, seed: 7 });
 
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'fk-tp-'));
-  rankScript = join(work, 'llama-rank.mjs');
-  await build({
-    entryPoints: [join(here, 'tp', 'llama-rank.ts')],
-    outfile: rankScript,
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    conditions: ['@fastkernels/source'],
-    banner: { js: BANNER },
-    logLevel: 'warning',
-  });
+  rankScript = await bundleRankScript('llama-rank', work);
 }, 120_000);
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 /** Run `world` ranks (threads) of a job; resolves with every rank's result, rank order. */
-async function runRanks(world: number, job: Omit<RankJob, 'rank' | 'world' | 'shared'>): Promise<RankResult[]> {
-  const shared = world > 1 ? HostCollectives.shared(world, 1 << 16) : null;
-  const workers = Array.from({ length: world }, (_, rank) => new Worker(rankScript, { workerData: { ...job, rank, world, shared } satisfies RankJob }));
-  try {
-    const results = await Promise.all(
-      workers.map((w) => new Promise<RankResult>((resolve, reject) => {
-        w.once('message', resolve);
-        w.once('error', reject);
-        w.once('exit', (code) => reject(new Error(`rank thread exited with ${code} before reporting`)));
-      })),
-    );
-    for (const r of results) if (r.error) throw new Error(`rank ${r.rank}: ${r.error}`);
-    return results;
-  } finally {
-    await Promise.all(workers.map((w) => w.terminate()));
-  }
-}
-
-const maxAbsDiff = (a: number[][][], b: number[][][]) => {
-  let m = 0;
-  a.forEach((p, i) => p.forEach((row, s) => row.forEach((v, j) => (m = Math.max(m, Math.abs(v - b[i]![s]![j]!))))));
-  return m;
-};
+const runRanks = (world: number, job: Omit<RankJob, 'rank' | 'world' | 'shared'>) => runRankThreads<RankJob, RankResult>(rankScript, world, job);
 
 const PROMPTS = [[1, 5, 9, 13, 17, 21, 25], [3, 4]];
 
