@@ -77,3 +77,6 @@ export * from './engine/e2e.js';
 export * from './engine/capture.js';
 export * from './engine/pipeline-capture.js';
 export * from './engine/pipeline-e2e.js';
+export * from './engine/encoder-documents.js';
+export * from './engine/encoder-e2e.js';
+export * from './engine/encoder-capture.js';
