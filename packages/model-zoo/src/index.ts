@@ -80,3 +80,5 @@ export * from './engine/pipeline-e2e.js';
 export * from './engine/encoder-documents.js';
 export * from './engine/encoder-e2e.js';
 export * from './engine/encoder-capture.js';
+export * from './engine/vision-e2e.js';
+export * from './engine/vision-capture.js';
