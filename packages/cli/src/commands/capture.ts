@@ -6,9 +6,11 @@ import type { Argv } from 'yargs';
 import { environment, selectBackend } from '../env.js';
 import type { Io } from '../io.js';
 import { runPipelineCapture, type PipelineCaptureArgs } from './capture-pipeline.js';
+import { runEncoderCapture, type EncoderCaptureArgs } from './capture-encoder.js';
+import { isEncoderFolder } from './e2e-encoder.js';
 import { engineFlags, engineOptions, modelSource, type EngineArgs } from './e2e.js';
 
-export interface CaptureArgs extends EngineArgs, PipelineCaptureArgs {
+export interface CaptureArgs extends EngineArgs, PipelineCaptureArgs, EncoderCaptureArgs {
   model: string;
   workload: string;
   out: string;
@@ -28,6 +30,8 @@ export function runCapture(argv: CaptureArgs, io: Io): void {
   const backend = selectBackend(env, argv.backend);
   // a pipeline folder (FLUX.1): text-to-image requests instead of an LLM workload
   if (existsSync(join(argv.model, 'model_index.json'))) return runPipelineCapture(argv, io, backend, env.registry, argv.dtype ? DTYPES[argv.dtype] : undefined);
+  // an encoder folder (BGE-M3, ColBERTv2): seeded documents through the packed encoder runner
+  if (isEncoderFolder(argv.model)) return runEncoderCapture(argv, io, backend, env.registry, argv.dtype ? DTYPES[argv.dtype] : undefined);
   const log = (l: string) => io.err(`${l}\n`);
   const engine = engineOptions({ ...argv, graphs: false }, log);
   const src = modelSource(argv.model, backend, argv);
@@ -61,8 +65,11 @@ export function captureCommand(io: Io) {
         .option('steps', { type: 'number', describe: 'pipeline folders: denoising steps [default: 28]' })
         .option('seed', { type: 'number', describe: 'pipeline folders: noise seed of the first image (then +1 each) [default: 0]' })
         .option('max-sequence-length', { type: 'number', describe: 'pipeline folders: T5 prompt tokens [default: 512]' })
+        .option('documents', { type: 'number', describe: 'encoder folders (BGE-M3, ColBERTv2): seeded token-id documents (--seed), packed by --max-num-batched-tokens [default: 64]' })
+        .option('lengths', { type: 'string', describe: 'encoder folders: document lengths, uniform: LO-HI or U[LO, HI] [default: U[32, 512]]' })
         .example('$0 capture --model ./llama3-8b --out captures/llama3-8b', 'the default synthetic workload')
         .example('$0 capture --model ./tiny --backend cpu --workload synthetic:4:8-32:4-8:0 --out /tmp/cap', 'a small capture on the CPU')
+        .example('$0 capture --model ./bge-m3 --documents 64 --lengths 32-512 --out captures/bge-m3', 'an encoder folder: the tasks of packed embedding batches')
         .example('$0 capture --model packages/model-zoo/fixtures/tiny-flux --backend cpu --size 32 --steps 2 --out /tmp/cap-flux', 'a FLUX pipeline folder: the tasks of a text-to-image run'),
     handler: (argv: CaptureArgs) => runCapture(argv, io),
   };

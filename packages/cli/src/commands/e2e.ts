@@ -12,6 +12,7 @@ import { environment, selectBackend, type Env } from '../env.js';
 import { intFlag, listFlag } from '../flags.js';
 import type { Io } from '../io.js';
 import { runPipelineE2e, type PipelineE2eArgs } from './e2e-pipeline.js';
+import { isEncoderFolder, runEncoderE2e, type EncoderE2eArgs } from './e2e-encoder.js';
 import { TP_HELP, checkTensorParallelDevices, checkTensorParallelModel, runWithTensorParallel, type RankRun } from '../tensor-parallel.js';
 import { EP_HELP, resolveParallelFlags } from '../expert-parallel.js';
 
@@ -77,7 +78,7 @@ export function modelSource(dir: string, backend: Backend, a: EngineArgs, tp: { 
   };
 }
 
-export interface E2eArgs extends EngineArgs, PipelineE2eArgs {
+export interface E2eArgs extends EngineArgs, PipelineE2eArgs, EncoderE2eArgs {
   model: string | string[];
   candidates?: string;
   selfTest?: boolean;
@@ -133,6 +134,13 @@ export async function runE2e(argv: E2eArgs, io: Io, rawArgs: readonly string[] =
     const backend = selectBackend(env, argv.backend);
     const { set } = argv.selfTest ? { set: [] } : await loadCandidates(env, argv.candidates!, Boolean(argv.keepGoing), backend);
     return runPipelineE2e(argv, io, { backend, baseline: env.registry, set, ...(argv.dtype ? { dtype: DTYPES[argv.dtype]! } : {}) });
+  }
+  if (models.some(isEncoderFolder)) {
+    // an encoder folder (BGE-M3, ColBERTv2): embeddings of seeded documents (see e2e-encoder.ts)
+    const env = environment();
+    const backend = selectBackend(env, argv.backend);
+    const { set } = argv.selfTest ? { set: [] } : await loadCandidates(env, argv.candidates!, Boolean(argv.keepGoing), backend);
+    return runEncoderE2e(argv, io, { backend, baseline: env.registry, set, ...(argv.dtype ? { dtype: DTYPES[argv.dtype]! } : {}) });
   }
   const tp = resolveParallelFlags(argv, models);
   if (tp > 1 && argv.randomInit === 'device') {
@@ -258,6 +266,8 @@ export function e2eCommand(io: Io, rawArgs: readonly string[] = process.argv.sli
         .option('steps', { type: 'number', describe: 'pipeline folders: denoising steps [default: 28]' })
         .option('seed', { type: 'number', describe: 'pipeline folders: noise seed of the first image (then +1 each) [default: 0]' })
         .option('max-sequence-length', { type: 'number', describe: 'pipeline folders: T5 prompt tokens [default: 512]' })
+        .option('documents', { type: 'number', describe: 'encoder folders (BGE-M3, ColBERTv2): seeded token-id documents (--seed), packed by --max-num-batched-tokens [default: 256]' })
+        .option('lengths', { type: 'string', describe: 'encoder folders: document lengths, uniform: LO-HI or U[LO, HI] [default: U[32, 512]]' })
         .option('out', { type: 'string', describe: 'write the E2eReport (MacroEval input) JSON here, updated after each model' })
         .option('details', { type: 'string', describe: 'write raw numbers (baseline tok/s, latencies, host fraction) here' })
         .option('agent', { type: 'string', describe: 'agent name for the report' })
