@@ -34,7 +34,7 @@ describe('fastkernels e2e on an encoder folder (CPU)', () => {
     const out = join(tmp, 'self.json');
     const o = io();
     await runE2e({ ...base, selfTest: true, out }, o);
-    expect(o.stdout).toMatch(/8 documents \(\d+ tokens, lengths U\[4, 30\]\), f32, \d+ packed batches; outputs dense, sparse, multi-vector; candidates: none/);
+    expect(o.stdout).toMatch(/8 documents \(\d+ tokens, lengths U\[4, 30\]\), f32, \d+ packed batches; outputs dense, sparse, multi-vector \(timed: dense, sparse\); candidates: none/);
     expect(o.stdout).toMatch(/sequences\/s\s+baseline [\d.]+ \[[\d.-]+, [\d.]+\]\s+candidate [\d.]+ \[/);
     expect(o.stdout).toMatch(/tokens\/s\s+baseline \d+ \[-?\d+, \d+\]/);
     expect(o.stdout).toMatch(/correct\s+yes; 8\/8 identical; least cosine 1\.0000000 \(threshold 0\.99999\)/);

@@ -59,7 +59,7 @@ export function runEncoderE2e(argv: EncoderE2eArgs, io: Io, on: { readonly backe
   }
   if (argv.json) return io.out(text);
   const c = r.correctness;
-  io.out(`${dir}: ${r.documents} documents (${r.tokens} tokens, lengths U[${spec.lengths[0]}, ${spec.lengths[1]}]), ${r.dtype}, ${r.baseline.batches} packed batches; outputs ${r.poolings.join(', ')}; candidates: ${on.set.map((s) => s.taskId).join(', ') || 'none (the baseline)'}\n`);
+  io.out(`${dir}: ${r.documents} documents (${r.tokens} tokens, lengths U[${spec.lengths[0]}, ${spec.lengths[1]}]), ${r.dtype}, ${r.baseline.batches} packed batches; outputs ${r.poolings.join(', ')} (timed: ${r.timedPoolings.join(', ')}); candidates: ${on.set.map((s) => s.taskId).join(', ') || 'none (the baseline)'}\n`);
   io.out(`  sequences/s  baseline ${fmt(r.baseline.sequencesPerS)}  candidate ${fmt(r.candidate.sequencesPerS)}\n`);
   io.out(`  tokens/s     baseline ${fmt(r.baseline.tokensPerS, 0)}  candidate ${fmt(r.candidate.tokensPerS, 0)}\n`);
   io.out(`  speedup      ${fmt(r.speedup, 3)}\n`);

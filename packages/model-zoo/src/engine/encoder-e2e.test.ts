@@ -40,6 +40,7 @@ describe('encoderE2e (CPU)', () => {
     expect(documents.flat().every((id) => id >= 3 && id < 64)).toBe(true);
     const r = encoderE2e(baseline, baseline.child('candidate'), { dir: BGE, backend, documents, repeats: 3, maxNumBatchedTokens: 48 });
     expect(r.poolings).toEqual(['dense', 'sparse', 'multi-vector']);
+    expect(r.timedPoolings).toEqual(['dense', 'sparse']);
     expect(r.correctness).toMatchObject({ passed: true, identical: 6, worst: 1, minCosine: 0.99999 });
     expect(r.correctness.sparse).toHaveLength(6);
     expect(r.baseline.batches).toBeGreaterThan(1);
