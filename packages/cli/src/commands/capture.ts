@@ -6,11 +6,13 @@ import type { Argv } from 'yargs';
 import { environment, selectBackend } from '../env.js';
 import type { Io } from '../io.js';
 import { runPipelineCapture, type PipelineCaptureArgs } from './capture-pipeline.js';
+import { runVisionCapture, type VisionCaptureArgs } from './capture-vision.js';
+import { isVisionFolder } from './e2e-vision.js';
 import { runEncoderCapture, type EncoderCaptureArgs } from './capture-encoder.js';
 import { isEncoderFolder } from './e2e-encoder.js';
 import { engineFlags, engineOptions, modelSource, type EngineArgs } from './e2e.js';
 
-export interface CaptureArgs extends EngineArgs, PipelineCaptureArgs, EncoderCaptureArgs {
+export interface CaptureArgs extends EngineArgs, PipelineCaptureArgs, VisionCaptureArgs, EncoderCaptureArgs {
   model: string;
   workload: string;
   out: string;
@@ -30,6 +32,8 @@ export function runCapture(argv: CaptureArgs, io: Io): void {
   const backend = selectBackend(env, argv.backend);
   // a pipeline folder (FLUX.1): text-to-image requests instead of an LLM workload
   if (existsSync(join(argv.model, 'model_index.json'))) return runPipelineCapture(argv, io, backend, env.registry, argv.dtype ? DTYPES[argv.dtype] : undefined);
+  // a vision folder (YOLOv10, ConvNeXt-V2): one batch of seeded noise images per --batch-sizes
+  if (isVisionFolder(argv.model)) return runVisionCapture(argv, io, backend, env.registry, argv.dtype ? DTYPES[argv.dtype] : undefined);
   // an encoder folder (BGE-M3, ColBERTv2): seeded documents through the packed encoder runner
   if (isEncoderFolder(argv.model)) return runEncoderCapture(argv, io, backend, env.registry, argv.dtype ? DTYPES[argv.dtype] : undefined);
   const log = (l: string) => io.err(`${l}\n`);
@@ -65,6 +69,7 @@ export function captureCommand(io: Io) {
         .option('steps', { type: 'number', describe: 'pipeline folders: denoising steps [default: 28]' })
         .option('seed', { type: 'number', describe: 'pipeline folders: noise seed of the first image (then +1 each) [default: 0]' })
         .option('max-sequence-length', { type: 'number', describe: 'pipeline folders: T5 prompt tokens [default: 512]' })
+        .option('batch-sizes', { type: 'string', describe: 'vision folders (YOLOv10, ConvNeXt-V2): one batch of seeded noise images (--seed) at each size, comma-separated [default: 1,32]' })
         .option('documents', { type: 'number', describe: 'encoder folders (BGE-M3, ColBERTv2): seeded token-id documents (--seed), packed by --max-num-batched-tokens [default: 64]' })
         .option('lengths', { type: 'string', describe: 'encoder folders: document lengths, uniform: LO-HI or U[LO, HI] [default: U[32, 512]]' })
         .example('$0 capture --model ./llama3-8b --out captures/llama3-8b', 'the default synthetic workload')

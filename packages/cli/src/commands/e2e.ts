@@ -12,6 +12,7 @@ import { environment, selectBackend, type Env } from '../env.js';
 import { intFlag, listFlag } from '../flags.js';
 import type { Io } from '../io.js';
 import { runPipelineE2e, type PipelineE2eArgs } from './e2e-pipeline.js';
+import { isVisionFolder, runVisionE2e, type VisionE2eArgs } from './e2e-vision.js';
 import { isEncoderFolder, runEncoderE2e, type EncoderE2eArgs } from './e2e-encoder.js';
 import { TP_HELP, checkTensorParallelDevices, checkTensorParallelModel, runWithTensorParallel, type RankRun } from '../tensor-parallel.js';
 import { EP_HELP, resolveParallelFlags } from '../expert-parallel.js';
@@ -78,7 +79,7 @@ export function modelSource(dir: string, backend: Backend, a: EngineArgs, tp: { 
   };
 }
 
-export interface E2eArgs extends EngineArgs, PipelineE2eArgs, EncoderE2eArgs {
+export interface E2eArgs extends EngineArgs, PipelineE2eArgs, VisionE2eArgs, EncoderE2eArgs {
   model: string | string[];
   candidates?: string;
   selfTest?: boolean;
@@ -134,6 +135,13 @@ export async function runE2e(argv: E2eArgs, io: Io, rawArgs: readonly string[] =
     const backend = selectBackend(env, argv.backend);
     const { set } = argv.selfTest ? { set: [] } : await loadCandidates(env, argv.candidates!, Boolean(argv.keepGoing), backend);
     return runPipelineE2e(argv, io, { backend, baseline: env.registry, set, ...(argv.dtype ? { dtype: DTYPES[argv.dtype]! } : {}) });
+  }
+  if (models.some(isVisionFolder)) {
+    // a vision folder (YOLOv10, ConvNeXt-V2): seeded image batches through the vision runner (see e2e-vision.ts)
+    const env = environment();
+    const backend = selectBackend(env, argv.backend);
+    const { set } = argv.selfTest ? { set: [] } : await loadCandidates(env, argv.candidates!, Boolean(argv.keepGoing), backend);
+    return runVisionE2e(argv, io, { backend, baseline: env.registry, set, ...(argv.dtype ? { dtype: DTYPES[argv.dtype]! } : {}) });
   }
   if (models.some(isEncoderFolder)) {
     // an encoder folder (BGE-M3, ColBERTv2): embeddings of seeded documents (see e2e-encoder.ts)
@@ -266,6 +274,8 @@ export function e2eCommand(io: Io, rawArgs: readonly string[] = process.argv.sli
         .option('steps', { type: 'number', describe: 'pipeline folders: denoising steps [default: 28]' })
         .option('seed', { type: 'number', describe: 'pipeline folders: noise seed of the first image (then +1 each) [default: 0]' })
         .option('max-sequence-length', { type: 'number', describe: 'pipeline folders: T5 prompt tokens [default: 512]' })
+        .option('batch-sizes', { type: 'string', describe: 'vision folders (YOLOv10, ConvNeXt-V2): batch sizes, comma-separated [default: 1,32]' })
+        .option('images', { type: 'number', describe: 'vision folders: seeded noise images (from --seed) in one timed pass [default: 64]' })
         .option('documents', { type: 'number', describe: 'encoder folders (BGE-M3, ColBERTv2): seeded token-id documents (--seed), packed by --max-num-batched-tokens [default: 256]' })
         .option('lengths', { type: 'string', describe: 'encoder folders: document lengths, uniform: LO-HI or U[LO, HI] [default: U[32, 512]]' })
         .option('out', { type: 'string', describe: 'write the E2eReport (MacroEval input) JSON here, updated after each model' })
@@ -278,6 +288,7 @@ export function e2eCommand(io: Io, rawArgs: readonly string[] = process.argv.sli
         .example('$0 e2e --model ./tiny --self-test --backend cpu --requests synthetic:8:4-32:4-8:0 --latency-batch-sizes 1', 'the self-test on the CPU')
         .example('$0 e2e --model ./llama3-8b --candidates my-kernels --tp 2 --out e2e-tp2.json', 'the same evaluation with the model split over 2 GPUs')
         .example('$0 e2e --model ./FLUX.1-dev --candidates my-kernels --size 1024 --steps 28 --warmups 1 --repeats 3 --out e2e-flux.json', 'a FLUX pipeline folder: images/s, step latency, latents at every step, image PSNR')
+        .example('$0 e2e --model ./yolov10n --candidates my-kernels --batch-sizes 1,32 --images 256 --out e2e-yolo.json', 'a vision folder: images/s and batch latency per batch size, head output and top-k against the baseline')
         .epilog(
           [
             '--tp N: the command starts N ranks through `fastkernels launch` (one process per GPU), and every',
