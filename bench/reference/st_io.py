@@ -57,3 +57,22 @@ def load_dir(path):
     for p in sorted(glob.glob(os.path.join(path, '*.safetensors'))):
         out.update(load(p))
     return out
+
+
+def image_model_main(doc, load_model, out_key):
+    """The command line the image references share: --model DIR --inputs IN.safetensors ('pixel_values') --out
+    OUT.safetensors ({out_key}: the forward's output in float32) [--dtype float64|float32|bfloat16] [--device]."""
+    import argparse
+    ap = argparse.ArgumentParser(description=doc.split('\n')[0])
+    ap.add_argument('--model', required=True)
+    ap.add_argument('--inputs', required=True)
+    ap.add_argument('--out', required=True)
+    ap.add_argument('--dtype', default='float64', choices=['float64', 'float32', 'bfloat16'])
+    ap.add_argument('--device', default='cpu')
+    a = ap.parse_args()
+    dt = getattr(torch, a.dtype)
+    m = load_model(a.model, dt).to(a.device)
+    x = load(a.inputs)['pixel_values'].to(a.device, dt)
+    with torch.no_grad():
+        y = m(x)
+    save(a.out, {out_key: y.float().cpu()})

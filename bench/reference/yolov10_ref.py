@@ -8,7 +8,6 @@ v10Detect hands to its NMS-free postprocess. No ultralytics import: the oracle f
 CLI: python3 yolov10_ref.py --model DIR --inputs IN.safetensors --out OUT.safetensors [--dtype float64|float32|bfloat16]
   IN holds `pixel_values` [B, 3, S, S] (already scaled to [0, 1]); OUT gets `preds` [B, 4 + nc, A] (float32 copy).
 """
-import argparse
 import json
 import math
 import os
@@ -297,21 +296,5 @@ def load_model(model_dir, dtype):
     return m.to(dtype).eval()
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    ap.add_argument('--model', required=True)
-    ap.add_argument('--inputs', required=True)
-    ap.add_argument('--out', required=True)
-    ap.add_argument('--dtype', default='float64', choices=['float64', 'float32', 'bfloat16'])
-    ap.add_argument('--device', default='cpu')
-    a = ap.parse_args()
-    dt = getattr(torch, a.dtype)
-    m = load_model(a.model, dt).to(a.device)
-    x = st_io.load(a.inputs)['pixel_values'].to(a.device, dt)
-    with torch.no_grad():
-        y = m(x)
-    st_io.save(a.out, {'preds': y.float().cpu()})
-
-
 if __name__ == '__main__':
-    main()
+    st_io.image_model_main(__doc__, load_model, 'preds')
