@@ -66,3 +66,26 @@ export function fusedMoeReference(x: ArrayLike<number>, w: ArrayLike<number>, tw
   });
   return out;
 }
+
+/** A grouped_gemm call's shape: T routed rows, E experts of an [N, K] weight, its routing form, bias and weight layout. */
+export interface GroupedGemmCase {
+  readonly T: number;
+  readonly E: number;
+  readonly N: number;
+  readonly K: number;
+  readonly routing: 'ids' | 'offsets';
+  readonly bias: boolean;
+  /** weights as the transposed view of an [E, K, N] tensor (n contiguous) */
+  readonly transposed: boolean;
+}
+
+/**
+ * grouped_gemm's routing for a case: 'ids' gives each row an expert, every `skipEvery`-th row (from `skipAt`) -1 (a row
+ * no expert takes); 'offsets' gives [E + 1] sorted run starts with some experts empty and the last two rows padding.
+ */
+export function groupedGemmRouting(c: GroupedGemmCase, rng: Rng, skipEvery = 7, skipAt = 3): number[] {
+  if (c.routing === 'ids') return Array.from({ length: c.T }, (_, t) => (t % skipEvery === skipAt ? -1 : rng.int(0, c.E)));
+  const live = Math.max(0, c.T - 2);
+  const cuts = Array.from({ length: c.E - 1 }, () => rng.int(0, live + 1)).sort((a, b) => a - b);
+  return [0, ...cuts, live];
+}

@@ -8,27 +8,11 @@
 import { CpuBackend } from '@fastkernels/backend-cpu';
 import { Rng, Tensor, callOp1 } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
+import { groupedGemmRouting, type GroupedGemmCase } from '../../../test/moe-routing.js';
 import { cArray, hasGxx, runOnHost } from '../../../test/host-cuda.js';
 import { GROUPED_GEMM_THREADS, groupedGemmColumnsPerCta, groupedGemmSource, mxfp4GroupedGemmSource } from './grouped-gemm-source.js';
 
 const cpu = new CpuBackend();
-
-interface Case {
-  readonly T: number;
-  readonly E: number;
-  readonly N: number;
-  readonly K: number;
-  readonly routing: 'ids' | 'offsets';
-  readonly bias: boolean;
-  readonly transposed: boolean;
-}
-
-function routingFor(c: Case, rng: Rng): number[] {
-  if (c.routing === 'ids') return Array.from({ length: c.T }, (_, t) => (t % 5 === 2 ? -1 : rng.int(0, c.E)));
-  const live = Math.max(0, c.T - 2);
-  const cuts = Array.from({ length: c.E - 1 }, () => rng.int(0, live + 1)).sort((a, b) => a - b);
-  return [0, ...cuts, live];
-}
 
 function expectNear(got: number[], want: Float64Array, label: string): void {
   expect(got.length, label).toBe(want.length);
@@ -37,7 +21,7 @@ function expectNear(got: number[], want: Float64Array, label: string): void {
   expect(worst, `${label}: worst error / tolerance`).toBeLessThanOrEqual(1);
 }
 
-const CASES: Case[] = [
+const CASES: GroupedGemmCase[] = [
   { T: 5, E: 4, N: 19, K: 40, routing: 'ids', bias: true, transposed: false },
   { T: 6, E: 3, N: 9, K: 33, routing: 'ids', bias: false, transposed: true },
   { T: 7, E: 4, N: 13, K: 70, routing: 'offsets', bias: true, transposed: false },
@@ -51,7 +35,7 @@ describe(`grouped_gemm's generated kernel on the host${hasGxx ? '' : ' (SKIPPED:
       const x = rng.fillNormal(c.T * c.K, 1);
       const wStored = rng.fillNormal(c.E * c.N * c.K, 1 / Math.sqrt(c.K)); // [E, N, K], or [E, K, N] when transposed
       const b = rng.fillNormal(c.E * c.N, 0.1);
-      const route = routingFor(c, rng);
+      const route = groupedGemmRouting(c, rng, 5, 2);
       const tx = Tensor.fromArray(cpu, x, [c.T, c.K], 'f32');
       const tw0 = Tensor.fromArray(cpu, wStored, c.transposed ? [c.E, c.K, c.N] : [c.E, c.N, c.K], 'f32');
       const tw = c.transposed ? tw0.transpose(1, 2) : tw0;
@@ -88,7 +72,7 @@ describe(`mxfp4_grouped_gemm's generated kernel on the host${hasGxx ? '' : ' (SK
       const blocks = Array.from({ length: c.E * c.N * G * 16 }, () => rng.int(0, 256));
       const scales = Array.from({ length: c.E * c.N * G }, () => 124 + rng.int(0, 4));
       const b = rng.fillNormal(c.E * c.N, 0.1);
-      const route = routingFor(c, rng);
+      const route = groupedGemmRouting(c, rng, 5, 2);
       const tx = Tensor.fromArray(cpu, x, [c.T, c.K], 'f32');
       const tbl = Tensor.fromArray(cpu, blocks, [c.E, c.N, G, 16], 'u8');
       const tsc = Tensor.fromArray(cpu, scales, [c.E, c.N, G], 'u8');

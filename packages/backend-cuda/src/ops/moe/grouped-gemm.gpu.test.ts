@@ -8,37 +8,19 @@
  * experts) end to end on CUDA against its float64 reference.
  */
 import { describe, expect, it } from 'vitest';
+import { groupedGemmRouting, type GroupedGemmCase } from '../../../test/moe-routing.js';
 import { ModuleRegistry, Rng, Tensor, callOp1, opRoute, type DType } from '@fastkernels/core';
 import { baselineRegistry } from '@fastkernels/model-zoo';
 import { G, checkTaskOnCuda, cpu, expectClose, gpu, intsCpu, randCpu, releasing, task, toGpu, tolOf } from '../../../test/spine-helpers.js';
 import { GROUPED_GEMM_EAGER_ROWS } from './grouped-gemm.js';
 
-interface Case {
-  readonly T: number;
-  readonly E: number;
-  readonly N: number;
-  readonly K: number;
-  readonly routing: 'ids' | 'offsets';
-  readonly bias: boolean;
-  /** weights as the transposed view of an [E, K, N] tensor (n contiguous) */
-  readonly transposed: boolean;
-}
-
-function routingFor(c: Case, rng: Rng): number[] {
-  if (c.routing === 'ids') return Array.from({ length: c.T }, (_, t) => (t % 7 === 3 ? -1 : rng.int(0, c.E)));
-  // offsets: sorted runs, some experts empty, the last two rows padding
-  const live = Math.max(0, c.T - 2);
-  const cuts = Array.from({ length: c.E - 1 }, () => rng.int(0, live + 1)).sort((a, b) => a - b);
-  return [0, ...cuts, live];
-}
-
-function check(c: Case, dtype: DType, seed: number): void {
+function check(c: GroupedGemmCase, dtype: DType, seed: number): void {
   releasing((keep) => {
     const rng = new Rng(seed);
     const x = keep(randCpu([c.T, c.K], dtype, seed + 1));
     const wBase = keep(randCpu(c.transposed ? [c.E, c.K, c.N] : [c.E, c.N, c.K], dtype, seed + 2, 1 / Math.sqrt(c.K)));
     const bias = c.bias ? keep(randCpu([c.E, c.N], dtype, seed + 3, 0.1)) : null;
-    const route = routingFor(c, rng);
+    const route = groupedGemmRouting(c, rng);
     const r = keep(intsCpu(route, [route.length], seed % 2 ? 'i32' : 'i64'));
     const w = keep(c.transposed ? wBase.transpose(1, 2) : wBase.view(...wBase.shape));
     const args = (xx: Tensor, ww: Tensor, rr: Tensor, bb: Tensor | null) => (c.routing === 'ids' ? [xx, ww, null, rr, bb] : [xx, ww, rr, null, bb]);
@@ -53,7 +35,7 @@ function check(c: Case, dtype: DType, seed: number): void {
   });
 }
 
-const CASES: Case[] = [
+const CASES: GroupedGemmCase[] = [
   { T: 1, E: 8, N: 64, K: 32, routing: 'ids', bias: true, transposed: false },
   { T: 9, E: 8, N: 70, K: 45, routing: 'ids', bias: false, transposed: false },
   { T: 16, E: 4, N: 96, K: 64, routing: 'ids', bias: true, transposed: true },
@@ -110,7 +92,7 @@ describe('grouped_gemm in a CUDA graph', () => {
   });
 });
 
-function checkMxfp4(c: Omit<Case, 'transposed'>, dtype: DType, seed: number): void {
+function checkMxfp4(c: Omit<GroupedGemmCase, 'transposed'>, dtype: DType, seed: number): void {
   releasing((keep) => {
     const rng = new Rng(seed);
     const G_ = c.K / 32;
@@ -119,7 +101,7 @@ function checkMxfp4(c: Omit<Case, 'transposed'>, dtype: DType, seed: number): vo
     const center = 127 - Math.round(Math.log2(Math.sqrt(c.K)) + 1.5);
     const scales = keep(Tensor.fromArray(cpu(), Array.from({ length: c.E * c.N * G_ }, () => center + rng.int(-1, 2)), [c.E, c.N, G_], 'u8'));
     const bias = c.bias ? keep(randCpu([c.E, c.N], dtype, seed + 3, 0.1)) : null;
-    const route = routingFor({ ...c, transposed: false }, rng);
+    const route = groupedGemmRouting({ ...c, transposed: false }, rng);
     const r = keep(intsCpu(route, [route.length], seed % 2 ? 'i32' : 'i64'));
     const args = (xx: Tensor, bb: Tensor, ss: Tensor, rr: Tensor, bi: Tensor | null) => (c.routing === 'ids' ? [xx, bb, ss, null, rr, bi] : [xx, bb, ss, rr, null, bi]);
     const want = keep(callOp1('mxfp4_grouped_gemm', args(x, blocks, scales, r, bias)));
@@ -130,7 +112,7 @@ function checkMxfp4(c: Omit<Case, 'transposed'>, dtype: DType, seed: number): vo
   });
 }
 
-const MXFP4_CASES: Omit<Case, 'transposed'>[] = [
+const MXFP4_CASES: Omit<GroupedGemmCase, 'transposed'>[] = [
   { T: 1, E: 8, N: 64, K: 64, routing: 'ids', bias: true },
   { T: 9, E: 8, N: 70, K: 96, routing: 'ids', bias: false },
   { T: 12, E: 6, N: 33, K: 128, routing: 'offsets', bias: true },
