@@ -56,6 +56,22 @@ __device__ __forceinline__ void fk_warp_merge(float& m, float& s) {
   }
 }
 
+// The block merge after fk_warp_merge, first half: lane 0 of every warp publishes its warp's (m, s) in rm / rsum[warp].
+__device__ __forceinline__ void fk_publish_warp_pair(float m, float s, float* rm, float* rsum, int warp, int lane) {
+  if (lane == 0) {
+    rm[warp] = m;
+    rsum[warp] = s;
+  }
+  __syncthreads();
+}
+
+// Second half: one warp merges the nw published pairs in warp order (every lane of it ends with the block's pair).
+__device__ __forceinline__ void fk_merge_warp_pairs(float& m, float& s, const float* rm, const float* rsum, int lane, int nw) {
+  m = lane < nw ? rm[lane] : FK_NEG_INF;
+  s = lane < nw ? rsum[lane] : 0.f;
+  fk_warp_merge(m, s);
+}
+
 // Every thread folds its vectors j = t, t + T, t + 2T, ... < n (T threads) in that order, and the block merges
 // (warp xor tree, then warps in order; then cluster ranks in order): the bits depend on T, not on FK_NPT.
 // The first FK_NPT vectors stay in registers raw (16 bytes each, not FK_VEC floats: converting again at the write
@@ -167,14 +183,8 @@ extern "C" __global__ void __launch_bounds__(1024, 1) fk_softmax(FK_OT* __restri
   // NaN anywhere in the row makes the whole row NaN (as Math.max does in the reference).
   fk_warp_merge(m, s);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = (blockDim.x + 31) >> 5;
-  if (lane == 0) {
-    rm[warp] = m;
-    rsum[warp] = s;
-  }
-  __syncthreads();
-  m = lane < nw ? rm[lane] : FK_NEG_INF;
-  s = lane < nw ? rsum[lane] : 0.f;
-  fk_warp_merge(m, s);
+  fk_publish_warp_pair(m, s, rm, rsum, warp, lane);
+  fk_merge_warp_pairs(m, s, rm, rsum, lane, nw);  // in every warp: every thread needs the row's pair
   fk_write_slice<V>(yr, xr, nv, a, m, fk_row_post(m, s));
 }
 
@@ -209,6 +219,27 @@ __device__ __forceinline__ float fk_ld_cluster(const float* p, unsigned rank) {
   return v;
 }
 
+// After fk_warp_merge, the row's (m, s) over the cluster (fk_softmax_cluster and fk_softmax_smem): the block's pair,
+// merged by warp 0, is published in this CTA's part[0..1]; after a cluster barrier every CTA merges the FK_CS parts in
+// rank order (so every CTA gets the same bits). A second barrier keeps every CTA's shared memory alive until the others
+// have read it.
+__device__ __forceinline__ void fk_cluster_merge(float& m, float& s, float* rm, float* rsum, float* part, int warp, int lane, int nw) {
+  fk_publish_warp_pair(m, s, rm, rsum, warp, lane);
+  if (warp == 0) {
+    fk_merge_warp_pairs(m, s, rm, rsum, lane, nw);
+    if (lane == 0) {
+      part[0] = m;
+      part[1] = s;
+    }
+  }
+  fk_cluster_sync();  // every CTA's part is written (release / acquire at cluster scope)
+  m = FK_NEG_INF;
+  s = 0.f;
+#pragma unroll
+  for (int r = 0; r < FK_CS; ++r) fk_merge(m, s, fk_ld_cluster(&part[0], r), fk_ld_cluster(&part[1], r));
+  fk_cluster_sync();  // no CTA leaves (freeing its shared memory) while another may still read it
+}
+
 extern "C" __global__ void __cluster_dims__(FK_CS, 1, 1) __launch_bounds__(1024, 1)
     fk_softmax_cluster(FK_OT* __restrict__ y, const FK_T* __restrict__ x, int rows, int D, long long xs) {
   fk_pdl_entry();
@@ -228,26 +259,7 @@ extern "C" __global__ void __cluster_dims__(FK_CS, 1, 1) __launch_bounds__(1024,
   fk_fold_slice<V>(xr, n, a, m, s);
   fk_warp_merge(m, s);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = (blockDim.x + 31) >> 5;
-  if (lane == 0) {
-    rm[warp] = m;
-    rsum[warp] = s;
-  }
-  __syncthreads();
-  if (warp == 0) {
-    m = lane < nw ? rm[lane] : FK_NEG_INF;
-    s = lane < nw ? rsum[lane] : 0.f;
-    fk_warp_merge(m, s);
-    if (lane == 0) {
-      part[0] = m;
-      part[1] = s;
-    }
-  }
-  fk_cluster_sync();  // every CTA's part is written (release / acquire at cluster scope)
-  m = FK_NEG_INF;
-  s = 0.f;
-#pragma unroll
-  for (int r = 0; r < FK_CS; ++r) fk_merge(m, s, fk_ld_cluster(&part[0], r), fk_ld_cluster(&part[1], r));
-  fk_cluster_sync();  // no CTA leaves (freeing its shared memory) while another may still read it
+  fk_cluster_merge(m, s, rm, rsum, part, warp, lane, nw);
   fk_write_slice<V>(yr, xr, n, a, m, fk_row_post(m, s));
 }
 
@@ -308,26 +320,7 @@ extern "C" __global__ void __cluster_dims__(FK_CS, 1, 1) __launch_bounds__(1024)
     fk_fold_vec<V>(m, s, av);
   }
   fk_warp_merge(m, s);
-  if (lane == 0) {
-    rm[warp] = m;
-    rsum[warp] = s;
-  }
-  __syncthreads();
-  if (warp == 0) {
-    m = lane < nw ? rm[lane] : FK_NEG_INF;
-    s = lane < nw ? rsum[lane] : 0.f;
-    fk_warp_merge(m, s);
-    if (lane == 0) {
-      part[0] = m;
-      part[1] = s;
-    }
-  }
-  fk_cluster_sync();  // every CTA's part is written (release / acquire at cluster scope)
-  m = FK_NEG_INF;
-  s = 0.f;
-#pragma unroll
-  for (int r = 0; r < FK_CS; ++r) fk_merge(m, s, fk_ld_cluster(&part[0], r), fk_ld_cluster(&part[1], r));
-  fk_cluster_sync();  // no CTA leaves (freeing its shared memory) while another may still read it
+  fk_cluster_merge(m, s, rm, rsum, part, warp, lane, nw);
   const float post = fk_row_post(m, s);
   for (int j = t; j < n; j += T) {
     const V av = slice[j];
