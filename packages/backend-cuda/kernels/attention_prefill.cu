@@ -35,6 +35,7 @@
 #include <cuda_fp16.h>
 #include "fk_pdl.cuh"
 #include <cuda_bf16.h>
+#include "fk_varlen_tiles.cuh"  // fkvar: which (sequence, query tile) a CTA owns, each row's keys, the uncovered rows
 
 #ifndef FK_T
 #define FK_T __nv_bfloat16
@@ -110,70 +111,6 @@ __device__ __forceinline__ void load_tile(T* tile, const T* base, long long row_
     const T* src = ok ? base + (long long)(row0 + r) * row_stride + ch * 8 : base;
     cp_async16(smem_u32(tile + swz(r, ch)), src, ok ? 16 : 0);
   }
-}
-
-// Which (sequence, tile of ROWS query rows) linear tile index y is, from cu_seqlens_q (every warp computes the same
-// answer). On a miss, `tile` is the total number of tiles.
-template <int ROWS>
-__device__ __forceinline__ bool find_tile(const int* __restrict__ cu_q, int num_seqs, int y, int lane, int& seq, int& tile) {
-  int before = 0;
-  for (int base = 0; base < num_seqs; base += 32) {
-    const int s = base + lane;
-    int nt = 0;
-    if (s < num_seqs) nt = (max(0, cu_q[s + 1] - cu_q[s]) + ROWS - 1) / ROWS;
-    int inc = nt;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int v = __shfl_up_sync(0xffffffffu, inc, o);
-      if (lane >= o) inc += v;
-    }
-    const int excl = inc - nt;
-    const unsigned hit = __ballot_sync(0xffffffffu, nt > 0 && y >= before + excl && y < before + inc);
-    if (hit) {
-      const int src = __ffs(hit) - 1;
-      seq = base + src;
-      const int ntile = __shfl_sync(0xffffffffu, nt, src);
-      tile = ntile - 1 - (y - before - __shfl_sync(0xffffffffu, excl, src));  // last tile first
-      return true;
-    }
-    before += __shfl_sync(0xffffffffu, inc, 31);
-  }
-  tile = before;
-  return false;
-}
-
-// A spare CTA (the grid is an upper bound on the tiles): spare number e zeroes rows [e * ROWS, e * ROWS + ROWS) of those
-// no sequence covers, [0, cu_q[0]) and [cu_q[B], Tq) (there are always enough spare CTAs for them).
-template <int ROWS, int THREADS>
-__device__ __forceinline__ void zero_uncovered(T* __restrict__ out, const int* __restrict__ cu_q, int num_seqs, int total_q, int n_q_heads,
-                                               int h, int e, int tid) {
-  const int c0 = min(max(cu_q[0], 0), total_q);
-  const int cb = min(max(cu_q[num_seqs], c0), total_q);
-  const int uncovered = c0 + (total_q - cb);
-  for (int idx = tid; idx < ROWS * (D / 2); idx += THREADS) {
-    const int u = e * ROWS + idx / (D / 2);
-    if (u >= uncovered) break;
-    const int r = u < c0 ? u : cb + (u - c0);
-    *reinterpret_cast<u32*>(out + ((long long)r * n_q_heads + h) * D + 2 * (idx % (D / 2))) = 0u;
-  }
-}
-
-// A sequence of the batch: its query rows [q0, q0 + lq) and keys [k0, k0 + lk), and each query row's key range, bottom-right
-// causal (query i sits at key position i + lk - lq) and a left sliding window.
-struct SeqKeys {
-  int q0, lq, k0, lk, off, causal, window;  // off = lk - lq
-  __device__ __forceinline__ int hi(int i) const { return causal ? min(i + off, lk - 1) : lk - 1; }
-  __device__ __forceinline__ int lo(int i) const { return window > 0 ? max(0, i + off - window + 1) : 0; }
-  // The BN-key tiles that query rows [first, last] see: the first one's start and how many (0: none).
-  __device__ __forceinline__ void tiles(int first, int last, int& n_start, int& n_tiles) const {
-    const int kbeg = lo(first), kend = hi(last);
-    n_start = kend >= kbeg ? (kbeg / BN) * BN : 0;
-    n_tiles = kend >= kbeg ? (kend - n_start) / BN + 1 : 0;
-  }
-};
-__device__ __forceinline__ SeqKeys seq_keys(const int* __restrict__ cu_q, const int* __restrict__ cu_k, int seq, int causal, int window) {
-  const int q0 = cu_q[seq], lq = cu_q[seq + 1] - q0, k0 = cu_k[seq], lk = max(0, cu_k[seq + 1] - k0);
-  return {q0, lq, k0, lk, lk - lq, causal, window};
 }
 
 // Both tensor-core kernels hold a warp's 16 query rows by the mma accumulator layout: this thread has rows rA and rA + 8
@@ -303,18 +240,18 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_varlen_prefill(
   const int warp = tid >> 5;
   const int lane = tid & 31;
   int seq, tile;
-  if (!find_tile<BM>(cu_q, num_seqs, blockIdx.y, lane, seq, tile)) {
-    zero_uncovered<BM, NT>(out, cu_q, num_seqs, total_q, n_q_heads, h, blockIdx.y - tile, tid);
+  if (!fkvar::find_tile<BM>(cu_q, num_seqs, blockIdx.y, lane, seq, tile)) {
+    fkvar::zero_uncovered<T, D, BM, NT>(out, cu_q, num_seqs, total_q, n_q_heads, h, blockIdx.y - tile, tid);
     return;
   }
 
-  const SeqKeys sk = seq_keys(cu_q, cu_k, seq, causal, window);
+  const fkvar::SeqKeys sk = fkvar::seq_keys(cu_q, cu_k, seq, causal, window);
   const int q0 = sk.q0, lq = sk.lq, k0 = sk.k0, lk = sk.lk;
   const int kvh = h / group;
   const int m0 = tile * BM;
   const int m_last = min(m0 + BM, lq) - 1;
   int n_start, n_tiles;
-  sk.tiles(m0, m_last, n_start, n_tiles);
+  sk.tiles<BN>(m0, m_last, n_start, n_tiles);
   // Tiles entirely inside every row's window need no mask.
   const int hi_first = sk.hi(m0);
   const int lo_last = sk.lo(m_last);
@@ -453,18 +390,18 @@ extern "C" __global__ void __launch_bounds__(fkpre::WG_NT, 2) fk_varlen_prefill_
   const int tid = threadIdx.x;
   const int wgi = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
   int seq, tile;
-  if (!find_tile<WG_BM>(cu_q, num_seqs, blockIdx.y, lane, seq, tile)) {
-    zero_uncovered<WG_BM, WG_NT>(out, cu_q, num_seqs, total_q, n_q_heads, h, blockIdx.y - tile, tid);
+  if (!fkvar::find_tile<WG_BM>(cu_q, num_seqs, blockIdx.y, lane, seq, tile)) {
+    fkvar::zero_uncovered<T, D, WG_BM, WG_NT>(out, cu_q, num_seqs, total_q, n_q_heads, h, blockIdx.y - tile, tid);
     return;
   }
 
-  const SeqKeys sk = seq_keys(cu_q, cu_k, seq, causal, window);
+  const fkvar::SeqKeys sk = fkvar::seq_keys(cu_q, cu_k, seq, causal, window);
   const int q0 = sk.q0, lq = sk.lq, lk = sk.lk;
   const int kvh = h / group;
   // the CTA's key tiles
   const int m0 = tile * WG_BM;
   int n_start, n_tiles;
-  sk.tiles(m0, min(m0 + WG_BM, lq) - 1, n_start, n_tiles);
+  sk.tiles<BN>(m0, min(m0 + WG_BM, lq) - 1, n_start, n_tiles);
   // this warpgroup's rows [w0, w_last] and the keys they see (none when the sequence ends before its rows)
   const int w0 = m0 + wgi * wg::ROWS;
   const int w_last = min(w0 + wg::ROWS, lq) - 1;

@@ -1,8 +1,7 @@
-// Varlen (cu_seqlens) tile bookkeeping for the FlashAttention-3-style prefill kernel (attention_fa3.cu): which
-// (sequence, query tile) a CTA owns, the keys each query row sees, and the zeroing of rows no sequence covers. The same
-// rules as attention_prefill.cu's helpers (bottom-right causal, left sliding window, last tile first), written for any
-// tile size; attention_prefill.cu keeps its own copy until the FA3 kernel is integrated. Included at file scope (its
-// own namespace); scripts/embed-kernels.mjs inlines it for NVRTC.
+// Varlen (cu_seqlens) tile bookkeeping of the prefill kernels (attention_prefill.cu's mma and wgmma kernels,
+// attention_fa3.cu): which (sequence, query tile) a CTA owns, the keys each query row sees (bottom-right causal, left
+// sliding window, last tile first), and the zeroing of rows no sequence covers; for any tile size. Included at file
+// scope (its own namespace); scripts/embed-kernels.mjs inlines it for NVRTC.
 #pragma once
 
 namespace fkvar {
