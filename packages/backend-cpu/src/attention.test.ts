@@ -38,6 +38,17 @@ describe('storeKvcache_', () => {
     expect(values(vc)).toEqual([0, 0, 1, 2]);
   });
 
+  it('a latent cache (one tensor as both caches, one row as key and value) is written once; two sources for it are an error', () => {
+    const cache = Tensor.zeros(cpu, [2, 2, 1, 3], 'f32');
+    const rows = tensor([1, 2, 3, 4, 5, 6], [2, 1, 3]);
+    ops.storeKvcache_(rows, rows, cache, cache, tensor([2, 1], [2], 'i64'));
+    expect(values(cache)).toEqual([0, 0, 0, 4, 5, 6, 1, 2, 3, 0, 0, 0]);
+    ops.storeKvcache_(rows, rows.view([2, 1, 3]), cache, cache.view([2, 2, 1, 3]), tensor([0, -1], [2], 'i64')); // views of them
+    expect(values(cache).slice(0, 3)).toEqual([1, 2, 3]);
+    expect(() => ops.storeKvcache_(rows, tensor([0, 0, 0, 0, 0, 0], [2, 1, 3]), cache, cache, tensor([0, 1], [2], 'i64'))).toThrow(/one tensor \(a latent cache\) but key and value differ/);
+    expect(values(cache).slice(0, 3)).toEqual([1, 2, 3]); // nothing written
+  });
+
   it('rejects mismatched shapes and slots beyond the cache', () => {
     const kc = Tensor.zeros(cpu, [1, 2, 1, 2], 'f32');
     const k = tensor([1, 2], [1, 1, 2]);

@@ -6,7 +6,10 @@
 // skipped; slot >= capacity is skipped and sets *flag (when flag is not null). FK_TPB tokens per block (all their loads
 // issued before the stores, without waiting for the slot ids: a padding token's row is read, not stored), 16-byte
 // accesses.
-// -DFK_T=<type> -DFK_VEC=<n> -DFK_SLOT=<int | long long> -DFK_TPB=<tokens per block>.
+// FK_KV_PARTS=1: a latent cache (MLA: one tensor whose rows are the keys and the values): only key -> kc is written;
+// value and vc are not read (the host passes null).
+// -DFK_T=<type> -DFK_VEC=<n> -DFK_SLOT=<int | long long> -DFK_TPB=<tokens per block> [-DFK_KV_PARTS=1].
+// compile-cu: -DFK_KV_PARTS=1
 #include "fk_vec.cuh"  // FK_T / FK_VEC defaults and FkVec, as the other memory-bound kernels
 #include "fk_pdl.cuh"
 #include "fk_kv_slot.cuh"
@@ -15,6 +18,9 @@
 #endif
 #ifndef FK_TPB
 #define FK_TPB 4  // tokens per block iteration (tuning kvStore.tokensPerBlock)
+#endif
+#ifndef FK_KV_PARTS
+#define FK_KV_PARTS 2  // K and V; 1: the key alone (a latent cache)
 #endif
 
 extern "C" __global__ void fk_store_kvcache(const FK_T* __restrict__ key, const FK_T* __restrict__ value, FK_T* __restrict__ kc,
@@ -34,9 +40,9 @@ extern "C" __global__ void fk_store_kvcache(const FK_T* __restrict__ key, const 
     FK_SLOT sid[FK_TPB];
 #pragma unroll
     for (int u = 0; u < FK_TPB; ++u) sid[u] = t0 + u < T ? slots[t0 + u] : (FK_SLOT)-1;
-    for (int j = threadIdx.x; j < 2 * per; j += blockDim.x) {
-      // item j of a token's 2 * per vectors: K (j < per) or V, head h, first element c
-      const bool isV = j >= per;
+    for (int j = threadIdx.x; j < FK_KV_PARTS * per; j += blockDim.x) {
+      // item j of a token's FK_KV_PARTS * per vectors: K (j < per) or V, head h, first element c
+      const bool isV = FK_KV_PARTS == 2 && j >= per;
       const int jj = isV ? j - per : j;
       const int h = jj / nv;
       const int c = (jj - h * nv) * FK_VEC;

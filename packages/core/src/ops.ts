@@ -65,6 +65,8 @@ export interface Ops {
   /**
    * Paged KV-cache write (vLLM reshape_and_cache_flash): key/value [T, nKv, head] into
    * kCache/vCache [numBlocks, blockSize, nKv, head] at slotMapping [T] (slot = block * blockSize + offset; -1 skips).
+   * A latent cache (MLA: one tensor whose rows are keys and values) is one tensor given as both caches with one tensor
+   * as key and value: each row is written once (one cache with two different sources is an error).
    */
   storeKvcache_(key: Tensor, value: Tensor, kCache: Tensor, vCache: Tensor, slotMapping: Tensor): void;
   /**

@@ -5,6 +5,7 @@ import { encoderFor, expectRank, gather, gatherInts, StridedView } from '../stri
  * vLLM reshape_and_cache_flash: key/value [T, nKv, head] written in place into
  * kCache/vCache [numBlocks, blockSize, nKv, head] (any strides) at slotMapping[t]
  * (= block * blockSize + offset; negative slots are padding and skipped). Values convert to the cache dtype.
+ * One tensor given as both caches (a latent cache, MLA) with one tensor as key and value is written once.
  */
 export function storeKvcache_(key: Tensor, value: Tensor, kCache: Tensor, vCache: Tensor, slotMapping: Tensor): void {
   const what = 'storeKvcache_';
@@ -38,6 +39,18 @@ export function storeKvcache_(key: Tensor, value: Tensor, kCache: Tensor, vCache
       }
     }
   };
+  const latent = latentWrite(what, key, value, kCache, vCache);
   write(key, kCache, 'key');
-  write(value, vCache, 'value');
+  if (!latent) write(value, vCache, 'value');
+}
+
+/**
+ * Whether a cache write is a latent one (MLA: one tensor as both caches, its rows the keys and the values): then the
+ * value is the key and the cache is written once. One cache with a different value would lose one of them: an error.
+ */
+function latentWrite(what: string, key: Tensor, value: Tensor, kCache: Tensor, vCache: Tensor): boolean {
+  const same = (a: Tensor, b: Tensor) => a === b || (a.storage === b.storage && a.offset === b.offset && a.strides.every((s, i) => s === b.strides[i]));
+  if (!same(kCache, vCache)) return false;
+  if (!same(key, value)) throw new RangeError(`${what}: kCache and vCache are one tensor (a latent cache) but key and value differ`);
+  return true;
 }

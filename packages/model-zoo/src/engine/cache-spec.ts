@@ -1,7 +1,8 @@
 /**
  * Per-layer cache specs (vLLM v1's KVCacheSpec per layer: FullAttentionSpec / MambaSpec): what each decoder layer keeps
  * per sequence between steps. An attention layer keeps paged keys and values (KvCache, blocks from the BlockManager);
- * a recurrent layer (linear attention, SSM) keeps fixed-size states, one slot per running sequence (StateCache, slots
+ * a multi-latent attention layer (MLA: DeepSeek-V2/V3, Kimi-Linear) keeps one paged latent row per token instead, which
+ * its absorbed attention reads as both key and value (vLLM's MLAAttentionSpec: one tensor, half the bytes); a recurrent layer (linear attention, SSM) keeps fixed-size states, one slot per running sequence (StateCache, slots
  * from the StateSlotManager). A model may mix them (Qwen3-Next: 3 gated-DeltaNet layers to 1 attention layer; Kimi-Linear:
  * KDA and MLA): each kind is allocated only for its own layers, from one memory budget (memory.ts).
  */
@@ -19,6 +20,11 @@ export interface StateShape {
 export type LayerCacheSpec =
   /** Paged K/V with the geometry's kv heads and head dim, in the model dtype. */
   | { readonly kind: 'attention' }
+  /**
+   * Paged latent rows (MLA): one tensor of the geometry's kv heads (1) and head dim (kv_lora_rank + qk_rope_head_dim),
+   * no separate values: the layer reads the row as its key and its value.
+   */
+  | { readonly kind: 'latent' }
   /** Fixed-size states per sequence (MambaSpec): GLA has one ([H, K, V] f32); gated DeltaNet / KDA add a conv state. */
   | { readonly kind: 'recurrent'; readonly states: readonly StateShape[] };
 
@@ -35,9 +41,14 @@ export function layerCacheSpecs(g: CacheGeometry): readonly LayerCacheSpec[] {
   return g.layerCaches;
 }
 
-/** Indices of the layers with paged K/V. */
-export function attentionLayerIds(g: CacheGeometry): number[] {
-  return layerCacheSpecs(g).flatMap((s, i) => (s.kind === 'attention' ? [i] : []));
+/** Indices of the layers with a paged cache (K/V or latent): the layers the KvCache allocates. */
+export function pagedLayerIds(g: CacheGeometry): number[] {
+  return layerCacheSpecs(g).flatMap((s, i) => (s.kind === 'recurrent' ? [] : [i]));
+}
+
+/** Indices of the layers whose paged cache is one latent tensor (MLA). */
+export function latentLayerIds(g: CacheGeometry): number[] {
+  return layerCacheSpecs(g).flatMap((s, i) => (s.kind === 'latent' ? [i] : []));
 }
 
 /** Whether any layer keeps a recurrent state (the engine then runs a state pool beside the KV cache). */

@@ -43,11 +43,22 @@ export interface AttentionMetadata {
   readonly stateIndices?: Tensor | null;
 }
 
-/** One layer's paged cache: [numBlocks, blockSize, numKvHeads, headDim] each. */
+/** One attention layer's paged cache: [numBlocks, blockSize, numKvHeads, headDim] each. */
 export interface LayerKvCache {
   readonly kCache: Tensor;
   readonly vCache: Tensor;
 }
+
+/**
+ * One MLA layer's paged cache (LayerCacheSpec 'latent'): the latent rows [numBlocks, blockSize, 1, width], one tensor that
+ * the layer writes once and reads as both its keys and its values.
+ */
+export interface LayerLatentCache {
+  readonly latentCache: Tensor;
+}
+
+/** A layer's paged cache, either kind. */
+export type LayerPagedCache = LayerKvCache | LayerLatentCache;
 
 /** One recurrent layer's states in the pool, each [numSlots, ...shape] (StateCache; vLLM's mamba layer kv_cache tuple). */
 export interface LayerStateCache {
@@ -57,7 +68,7 @@ export interface LayerStateCache {
 export interface ForwardContext {
   readonly attnMetadata: AttentionMetadata;
   /** By layer index (vLLM binds kv_cache[layer] to each Attention layer; here attention looks it up by its layerIdx). */
-  readonly kvCaches: readonly LayerKvCache[];
+  readonly kvCaches: readonly LayerPagedCache[];
   /** By layer index, the recurrent layers' state pools (absent for models without recurrent layers; holes at attention layers). */
   readonly stateCaches?: readonly (LayerStateCache | undefined)[];
 }
@@ -96,11 +107,24 @@ export function hasForwardContext(): boolean {
   return current !== null;
 }
 
-/** The cache of one layer, with a clear error when the context lacks it. */
-export function layerKvCache(ctx: ForwardContext, layerIdx: number): LayerKvCache {
+function pagedCache(ctx: ForwardContext, layerIdx: number): LayerPagedCache {
   const c = ctx.kvCaches[layerIdx];
   if (!c) throw new Error(`forward context has KV caches for ${ctx.kvCaches.length} layers, none for layer ${layerIdx}`);
   return c;
+}
+
+/** The K/V cache of one attention layer, with a clear error when the context lacks it or holds a latent cache there. */
+export function layerKvCache(ctx: ForwardContext, layerIdx: number): LayerKvCache {
+  const c = pagedCache(ctx, layerIdx);
+  if ('latentCache' in c) throw new Error(`layer ${layerIdx}'s cache is one latent tensor (an MLA layer's), not K and V`);
+  return c;
+}
+
+/** The latent cache of one MLA layer, with a clear error when the context lacks it or holds K and V there. */
+export function layerLatentCache(ctx: ForwardContext, layerIdx: number): Tensor {
+  const c = pagedCache(ctx, layerIdx);
+  if (!('latentCache' in c)) throw new Error(`layer ${layerIdx}'s cache is K and V, not one latent tensor: the model's geometry declares its MLA layers' caches as { kind: 'latent' }`);
+  return c.latentCache;
 }
 
 /**

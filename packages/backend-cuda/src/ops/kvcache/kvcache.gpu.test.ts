@@ -52,6 +52,18 @@ describe('store_kvcache vs the CPU backend (exact, in place)', () => {
     expectClose(gvc, vc, EXACT, 'strided vCache');
   });
 
+  it('a latent cache (MLA: one tensor as both caches, one row as key and value) is written once, as the CPU writes it', G, () => {
+    for (const [dtype, T, width, NB] of [['bf16', 37, 576, 8], ['f32', 9, 20, 3], ['bf16', 64, 128, 16]] as const) {
+      const row = randCpu([T, 1, width], dtype, width);
+      const cache = randCpu([NB, 16, 1, width], dtype, width + 1);
+      const sm = intsCpu(slots(T, NB * 16, 3, width), [T], 'i64');
+      const [grow, gcache] = [toGpu(row), toGpu(cache)];
+      gpu().ops.storeKvcache_(grow, grow, gcache, gcache, toGpu(sm));
+      cpu().ops.storeKvcache_(row, row, cache, cache, sm);
+      expectClose(gcache, cache, EXACT, `latent ${dtype} T=${T} width ${width}`);
+    }
+  });
+
   it('a slot past the cache is skipped; with index checks on it throws a RangeError', G, () => {
     const k = toGpu(randCpu([2, 1, 8], 'f32', 1));
     const kc = toGpu(randCpu([1, 4, 1, 8], 'f32', 2));

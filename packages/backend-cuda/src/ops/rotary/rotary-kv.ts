@@ -4,7 +4,8 @@
  * (ops/kvcache/kvcache.ts) of the rotated key viewed as [T, nKv, headSize] and the value. The kernel rotates with fk_rotary's
  * device code and finds slots with fk_store_kvcache's, so q, k and both caches get the same bits as the two launches.
  * Declines (null: the caller runs the two ops) while the tuning's rotary.fuseKvStore is off, and where storeKvcache_ would
- * convert or copy: value or caches of another dtype than query, a cache whose head dim is strided, no key heads.
+ * convert or copy: value or caches of another dtype than query, a cache whose head dim is strided, no key heads, one
+ * tensor as both caches (a latent cache: storeKvcache_ writes it once).
  * One difference on an error path: with index checks on, an out-of-range position throws after the launch, when the
  * token's slot already holds the zeros the kernel wrote; the two ops throw after the rotary, before any cache write.
  */
@@ -33,6 +34,8 @@ export function rotaryStoreKvcache(
   const { T, maxPos, rot, nq, nk, C, P, Tq } = rotaryGeometry(op, positions, query, key, cosSinCache, headSize);
   const { numBlocks, blockSize, S } = kvStoreGeometry(op, [T, nk, headSize], value, kCache, vCache, slotMapping);
   if (nk === 0 || value.dtype !== query.dtype || kCache.dtype !== query.dtype || !hasContiguousLastDim(kCache) || !hasContiguousLastDim(vCache)) return null;
+  // one tensor as both caches (a latent cache): the fused kernel writes K and V through separate __restrict__ pointers
+  if (kCache.storage === vCache.storage) return null;
   const qOut = Tensor.empty(query.backend, query.shape, query.dtype, { device: query.device });
   const kOut = Tensor.empty(key.backend, key.shape, key.dtype, { device: key.device });
   if (T === 0) return [qOut, kOut];

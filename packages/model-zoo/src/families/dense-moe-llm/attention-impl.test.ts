@@ -9,7 +9,7 @@ import { cpuBackend } from '../../../test/l1-harness.js';
 import { disposeAndFindLeaks, leakSnapshot } from '../../../test/leak-check.js';
 import { describeCompositeContract } from '../../../test/composite-harness.js';
 import { baselineRegistry } from '../../index.js';
-import { getForwardContext } from '../../engine/forward-context.js';
+import { getForwardContext, layerKvCache } from '../../engine/forward-context.js';
 import { attentionImplTask } from './L2/attention_impl.js';
 import { buildTaskStep } from './task-batch.js';
 
@@ -29,8 +29,8 @@ describe('Attention (vLLM layer)', () => {
     expect([...out.toFloat64Array()]).toEqual([9, 8, 7, 6, 9, 8, 7, 6]);
     const fc = getForwardContext();
     const slot = fc.attnMetadata.slotMapping.toFloat64Array()[0]!;
-    expect([...fc.kvCaches[0]!.kCache.toFloat64Array().slice(slot * 4, slot * 4 + 4)]).toEqual([1, 0, 0, 1]);
-    expect([...fc.kvCaches[0]!.vCache.toFloat64Array().slice(slot * 4, slot * 4 + 4)]).toEqual([9, 8, 7, 6]);
+    expect([...layerKvCache(fc, 0).kCache.toFloat64Array().slice(slot * 4, slot * 4 + 4)]).toEqual([1, 0, 0, 1]);
+    expect([...layerKvCache(fc, 0).vCache.toFloat64Array().slice(slot * 4, slot * 4 + 4)]).toEqual([9, 8, 7, 6]);
     m.dispose();
   });
 });

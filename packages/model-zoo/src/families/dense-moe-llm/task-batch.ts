@@ -9,7 +9,7 @@
  */
 import { Tensor, roundToDType, type DType, type ExecutionContext, type Rng, type TaskCase } from '@fastkernels/core';
 import { fromInts } from '../../common/inputs.js';
-import { disposeAttentionMetadata, setForwardContext, type AttentionMetadata, type ForwardContext } from '../../engine/forward-context.js';
+import { disposeAttentionMetadata, setForwardContext, type AttentionMetadata, type ForwardContext, type LayerPagedCache } from '../../engine/forward-context.js';
 import type { DenseSeq } from './reference.js';
 import { KV_BLOCK_SIZE } from '../../tasks/L1/kvcache/store_kvcache.js';
 
@@ -73,6 +73,11 @@ export interface StepGeometry {
    * of a production capture would otherwise hold 31 unread copies, GBs each).
    */
   readonly lastLayerOnly?: boolean;
+  /**
+   * Each layer's cache is one latent tensor (MLA, LayerCacheSpec 'latent'), filled with the keys' random values (the
+   * values' are still drawn, so the random stream is the K/V step's); absent: K and V.
+   */
+  readonly latent?: boolean;
 }
 
 /**
@@ -125,11 +130,10 @@ export function buildTaskStep(c: TaskCase, ctx: ExecutionContext, rng: Rng, geom
   });
 
   const cacheShape = [numBlocks, KV_BLOCK_SIZE, nk, D];
-  const kvCaches = cacheHost.map(([k, v]) => ({
-    kCache: Tensor.fromArray(ctx.backend, k, cacheShape, dtype, { device: ctx.device }),
-    vCache: Tensor.fromArray(ctx.backend, v, cacheShape, dtype, { device: ctx.device }),
-  }));
-  while (kvCaches.length < numLayers) kvCaches.push(geom.lastLayerOnly ? kvCaches[0]! : { kCache: kvCaches[0]!.kCache.clone(), vCache: kvCaches[0]!.vCache.clone() });
+  const toDevice = (h: Float64Array) => Tensor.fromArray(ctx.backend, h, cacheShape, dtype, { device: ctx.device });
+  const kvCaches: LayerPagedCache[] = cacheHost.map(([k, v]) => (geom.latent ? { latentCache: toDevice(k) } : { kCache: toDevice(k), vCache: toDevice(v) }));
+  const cloneOf = (l: LayerPagedCache): LayerPagedCache => ('latentCache' in l ? { latentCache: l.latentCache.clone() } : { kCache: l.kCache.clone(), vCache: l.vCache.clone() });
+  while (kvCaches.length < numLayers) kvCaches.push(geom.lastLayerOnly ? kvCaches[0]! : cloneOf(kvCaches[0]!));
   const P = spec.prefillLens.length;
   const Dn = spec.decodeCtxLens.length;
   const cu = [0];
@@ -155,8 +159,11 @@ export function buildTaskStep(c: TaskCase, ctx: ExecutionContext, rng: Rng, geom
   if (lastContext) {
     disposeAttentionMetadata(lastContext.attnMetadata);
     for (const kv of lastContext.kvCaches) {
-      kv.kCache.dispose();
-      kv.vCache.dispose();
+      if ('latentCache' in kv) kv.latentCache.dispose();
+      else {
+        kv.kCache.dispose();
+        kv.vCache.dispose();
+      }
     }
   }
   lastContext = forwardContext;

@@ -21,8 +21,8 @@ export interface HybridStep<S> extends TaskStep {
 
 /** What differs between the models: the paged cache's layout, which layers are recurrent, their pools. */
 export interface HybridStepModel<C, S> {
-  /** What the model's attention layers keep per token in the paged cache. */
-  kvLayout(cfg: C): { numKvHeads: number; headDim: number };
+  /** What the model's attention layers keep per token in the paged cache (latent: one tensor, MLA's rows). */
+  kvLayout(cfg: C): { numKvHeads: number; headDim: number; latent?: boolean };
   isRecurrent(cfg: C, layer: number): boolean;
   /** A recurrent layer's pools in order: one slot's shape, and the scale of a decode's random starting state. */
   pools(cfg: C): { slotShape: number[]; scale: number }[];

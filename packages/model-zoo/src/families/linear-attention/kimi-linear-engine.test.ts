@@ -1,5 +1,5 @@
 /**
- * Kimi-Linear on the engine (CPU, f32): a hybrid stack — the MLA layer's latent rows in the paged cache,
+ * Kimi-Linear on the engine (CPU, f32): a hybrid stack — the MLA layer's latent rows in the paged cache (one tensor),
  * the three KDA layers' q / k / v conv states and KDA state in the state pool (four states per layer, one slot per
  * sequence). Continuous batching equals each sequence generated alone (and the float64 forward for some): batched with
  * prompts of different lengths, with chunked prefill (a continuing chunk reads its states from the pool and its keys
@@ -34,7 +34,11 @@ describe('Kimi-Linear on the engine: MLA latent rows in the paged cache, q/k/v c
       const kda = [[8, 16, 3], [8, 16, 3], [8, 16, 3], [8, 2, 8, 8]];
       expect([0, 1, 3].map((l) => layers[l]!.states.map((s) => s.shape))).toEqual([kda, kda, kda]);
       expect(e.kvCache.layers.filter(Boolean)).toHaveLength(1);
-      expect(e.kvCache.layers[2]!.kCache.shape.slice(2)).toEqual([1, 16 + 4]);
+      // the MLA layer's cache is one latent tensor [blocks, 16, 1, kv_lora_rank + rope dims], no K/V pair
+      const mla = e.kvCache.layers[2]!;
+      expect(Object.keys(mla)).toEqual(['latentCache']);
+      expect('latentCache' in mla && mla.latentCache.shape).toEqual([e.budget.numKvBlocks, 16, 1, cfg.kvLoraRank + cfg.qkRopeHeadDim]);
+      expect(e.budget.kvBlockBytes).toBe(16 * (cfg.kvLoraRank + cfg.qkRopeHeadDim) * 4); // one f32 tensor, one layer
       expect(e.budget.numStateSlots).toBe(8);
       expect(e.budget.stateSlotBytes).toBe(3 * (3 * 16 * 3 + 2 * 8 * 8) * 4);
       expect(lines.join('\n')).toMatch(/recurrent state .*: 8 slots/);

@@ -35,14 +35,14 @@ describe('Kimi-Linear through the model registry', () => {
     }
   });
 
-  it('resolves KimiLinearForCausalLM to the engine: an attention cache of MLA latent rows, four states per KDA layer', () => {
+  it('resolves KimiLinearForCausalLM to the engine: a latent cache of MLA rows, four states per KDA layer', () => {
     const r = loadModelConfig(join(FIXTURE, 'config.json'));
     expect(r.architecture.name).toBe('kimi_linear');
     expect(r.architecture.runner).toBe('decoder-llm');
     expect(r.geometry).toMatchObject({ hiddenSize: 32, numHiddenLayers: 4, numAttentionHeads: 4, numKeyValueHeads: 1, headDim: 16 + 4, vocabSize: 64 });
     const conv = { shape: [16, 3], dtype: 'f32' };
     const kda = { kind: 'recurrent', states: [{ name: 'q_conv', ...conv }, { name: 'k_conv', ...conv }, { name: 'v_conv', ...conv }, { name: 'recurrent', shape: [2, 8, 8], dtype: 'f32' }] };
-    expect(r.geometry.layerCaches).toEqual([kda, kda, { kind: 'attention' }, kda]);
+    expect(r.geometry.layerCaches).toEqual([kda, kda, { kind: 'latent' }, kda]);
   });
 
   it('a random checkpoint in HF names loads back by path, and greedy generate equals the float64 forward', () => {

@@ -2,8 +2,8 @@
  * Kimi-Linear's entry in the model registry: KimiLinearForCausalLM (model_type kimi_linear, remote code in the model
  * repo) -> parseKimiLinearConfig, the L4/kimi_linear tree (built through the module registry, so candidates apply),
  * kimiLinearWeightRules, the engine. A hybrid stack (docs/recurrent-state.md): the MLA layers keep their latent in the
- * paged cache (one kv head of kv_lora_rank + qk_rope_head_dim per token, as vLLM's MLA; written to both the K and V
- * cache, which the engine allocates in pairs); the KDA layers keep four states per sequence in the state pool, the q, k
+ * paged cache as one latent tensor (LayerCacheSpec 'latent': one kv head of kv_lora_rank + qk_rope_head_dim per token, no
+ * separate values, as vLLM's MLA: half the bytes of a K/V pair, so twice the blocks fit); the KDA layers keep four states per sequence in the state pool, the q, k
  * and v conv states [H * head_dim, W - 1] (vLLM's three conv states) and the delta-rule state [H, K, V], all f32.
  */
 import type { CausalLM } from '../../engine/model-runner.js';
@@ -13,12 +13,12 @@ import { FAMILY } from './family.js';
 import { parseKimiLinearConfig, type KimiLinearConfig } from './kimi-linear-config.js';
 import { kimiLinearWeightRules } from './kimi-linear-weights.js';
 
-/** The per-layer cache specs: attention for MLA layers, the four states for KDA layers. */
+/** The per-layer cache specs: a latent cache for MLA layers, the four states for KDA layers. */
 export function kimiLinearLayerCaches(c: KimiLinearConfig) {
   const conv = [c.kdaProjSize, c.kdaConvKernelSize - 1];
   return c.layerTypes.map((t) =>
     t === 'mla'
-      ? { kind: 'attention' as const }
+      ? { kind: 'latent' as const }
       : {
           kind: 'recurrent' as const,
           states: [

@@ -1,6 +1,6 @@
 import { Rng, compareTensors, toHostArray, type Module, type ModuleRegistry, type Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
-import { getForwardContext } from '../../../engine/forward-context.js';
+import { getForwardContext, layerKvCache } from '../../../engine/forward-context.js';
 import { blamingRegistry, instrumentRegistry } from '../../../engine/instrument.js';
 import { baselineRegistry } from '../../../index.js';
 import { RecordingBackend, type FusedMode } from '../../../../test/recording-backend.js';
@@ -32,7 +32,7 @@ function runAttention(backend: RecordingBackend, caseName: string, registry: Mod
   const [positions, hidden] = attentionTask.makeInputs(c, ctx, rng) as [Tensor, Tensor];
   patch?.(m);
   const out = m.forward(positions, hidden);
-  const { kCache, vCache } = getForwardContext().kvCaches[0]!;
+  const { kCache, vCache } = layerKvCache(getForwardContext(), 0);
   const host = { out: toHostArray(out), kCache: toHostArray(kCache), vCache: toHostArray(vCache) };
   const params = new Map(m.namedParameters().map(([k, t]) => [k, toHostArray(t)] as const));
   const expected = attentionTask.reference([toHostArray(positions), toHostArray(hidden)], params, c)[0]!;

@@ -1,6 +1,6 @@
 import { DTYPE_INFO, F, Module, defineTask, hostArray, type Tensor, type TaskCase } from '@fastkernels/core';
 import { bytesOf, fromInts, randn } from '../../../common/inputs.js';
-import { getForwardContext, layerKvCache } from '../../../engine/forward-context.js';
+import { getForwardContext, layerLatentCache } from '../../../engine/forward-context.js';
 import type { FlashAttnDecode } from '../../../tasks/L1/attention/paged_decode_attention.js';
 import type { FlashAttnVarlen } from '../../../tasks/L1/attention/varlen_prefill_attention.js';
 import type { StoreKVCache } from '../../../tasks/L1/kvcache/store_kvcache.js';
@@ -23,8 +23,8 @@ import { refMla } from '../kimi-linear-reference.js';
  * layer's cache come from the forward context (vLLM's signature; positions are unused, NoPE).
  *
  * The paged cache keeps the latent, as vLLM's MLA does: one row of [normed kv latent (kv_lora_rank) | k_rope] per token
- * (a single "kv head" of kv_lora_rank + qk_rope_head_dim), written to both the K and the V cache (the engine's cache has
- * both; vLLM keeps one). Attention runs in the absorbed form over that row: each head's q_nope is multiplied into the
+ * (a single "kv head" of kv_lora_rank + qk_rope_head_dim) in the layer's one latent tensor (LayerCacheSpec 'latent'; no
+ * separate values), written once by L1/store_kvcache given that tensor as both caches. Attention runs in the absorbed form over that row: each head's q_nope is multiplied into the
  * latent space by its slice of kv_b_proj (W_UK), so q' = [W_UK^T q_nope | q_rope] attends the cached rows as MQA with
  * the rows themselves as values, and the result's latent part goes back through the head's value slice (W_UV) before
  * o_proj: the same function as decompressing every cached token. Decodes run that way (L1/paged_decode_attention, MQA
@@ -64,7 +64,7 @@ export class KimiMLAAttention extends Module {
     const { numAttentionHeads: H, kvLoraRank: R, qkNopeHeadDim: dn, qkRopeHeadDim: dr, vHeadDim: dv, qHeadDim: dq } = this.config;
     const fc = getForwardContext();
     const md = fc.attnMetadata;
-    const { kCache, vCache } = layerKvCache(fc, this.layerIdx);
+    const cache = layerLatentCache(fc, this.layerIdx); // [numBlocks, blockSize, 1, R + dr]
     const T = hiddenStates.shape[0]!;
     const [Tp, Td] = [md.numPrefillTokens, md.numDecodes];
     if (T !== Tp + Td) throw new RangeError(`KimiMLAAttention: ${T} tokens, the forward context describes ${Tp} prefill + ${Td} decode tokens`);
@@ -76,14 +76,15 @@ export class KimiMLAAttention extends Module {
       const latent = t(this.kvALayernorm.forward(t(t(ckv.narrow(1, 0, R)).contiguous())) as Tensor);
       // the cached row of each token: [normed latent | k_rope], one kv head
       const kv = t((dr ? t(F.cat([latent, t(ckv.narrow(1, R, dr))], 1)) : latent).view([T, 1, R + dr]));
-      this.kvStore.forward(kv, kv, kCache, vCache, md.slotMapping);
+      // one tensor as key and value and as both caches: the store writes each row once
+      this.kvStore.forward(kv, kv, cache, cache, md.slotMapping);
       const parts: Tensor[] = [];
       if (Tp) {
         // prefill, decompressed: the chunk's rows and its cached context's (gathered from the cache, written above)
         let kvP = t(t(kv.view([T, R + dr])).narrow(0, 0, Tp));
         if (md.prefillKvSlots) {
-          const slots = kCache.shape[0]! * kCache.shape[1]!;
-          kvP = t(F.embedding(md.prefillKvSlots, t(kCache.view([slots, R + dr]))));
+          const slots = cache.shape[0]! * cache.shape[1]!;
+          kvP = t(F.embedding(md.prefillKvSlots, t(cache.view([slots, R + dr]))));
         }
         const L = kvP.shape[0]!;
         const kvb = t(t(this.kvBProj.forward(t(t(kvP.narrow(1, 0, R)).contiguous()))).view([L, H, dn + dv]));
@@ -104,7 +105,7 @@ export class KimiMLAAttention extends Module {
         const qNope = t(t(t(qD.narrow(2, 0, dn)).transpose(0, 1)).contiguous()); // [H, Td, dn]
         const qAbs = t(t(t(F.bmm(qNope, wUK)).transpose(0, 1)).contiguous()); // [Td, H, R]
         const qq = dr ? t(F.cat([qAbs, t(qD.narrow(2, dn, dr))], 2)) : qAbs; // [Td, H, R + dr]
-        const attn = t(this.attnDecode.forward(qq, kCache, kCache, md.blockTables!, md.seqLens!)); // [Td, H, R + dr]
+        const attn = t(this.attnDecode.forward(qq, cache, cache, md.blockTables!, md.seqLens!)); // [Td, H, R + dr]: the rows are keys and values
         const oLat = t(t(t(t(attn.view([Td, H, R + dr])).narrow(2, 0, R)).transpose(0, 1)).contiguous()); // [H, Td, R]
         parts.push(t(t(t(F.bmm(oLat, wUVt)).transpose(0, 1)).contiguous())); // [Td, H, dv]
       }
@@ -160,7 +161,7 @@ export const kimiMlaAttentionTask = defineTask(
     baseline: KimiMLAAttention,
     makeInputs: (c, ctx, rng) => {
       const cfg = kimiConfigOf(c);
-      const step = buildTaskStep(c, ctx, rng, { numLayers: kimiLayerOf(c) + 1, numKvHeads: 1, headDim: cfg.kvLoraRank + cfg.qkRopeHeadDim, lastLayerOnly: true });
+      const step = buildTaskStep(c, ctx, rng, { numLayers: kimiLayerOf(c) + 1, numKvHeads: 1, headDim: cfg.kvLoraRank + cfg.qkRopeHeadDim, lastLayerOnly: true, latent: true });
       return [fromInts(ctx, step.positions, [step.positions.length], 'i64'), randn(ctx, rng, [step.positions.length, cfg.hiddenSize], c.dtype)];
     },
     initParameters: (m, _c, rng) => initKimiParameters(m, rng),

@@ -8,7 +8,8 @@ export const KV_BLOCK_SIZE = 16;
 /**
  * The paged KV-cache write: vLLM's `reshape_and_cache_flash` (nano-vllm's Triton `store_kvcache`).
  * key/value [T, nKv, D] go to kCache/vCache [numBlocks, 16, nKv, D] at slotMapping [T]
- * (slot = block * 16 + offset; -1 = a padding token, skipped). Writes in place, returns nothing.
+ * (slot = block * 16 + offset; -1 = a padding token, skipped). Writes in place, returns nothing. An MLA layer's latent
+ * cache (one tensor) is given as both caches with its rows as both key and value: each row is written once.
  */
 export class StoreKVCache extends Module {
   constructor() {
