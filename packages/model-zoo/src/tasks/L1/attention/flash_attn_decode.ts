@@ -1,9 +1,11 @@
-import { DTYPE_INFO, F, Module, defineTask, toHostArray, type TaskCase, type Tensor } from '@fastkernels/core';
-import { bytesOf, fromInts, randn } from '../../../common/inputs.js';
+import { F, Module, defineTask, toHostArray, type TaskCase, type Tensor } from '@fastkernels/core';
+import { fromInts, randn } from '../../../common/inputs.js';
 import { DENSE_MOE_LLM } from '../../families.js';
 import { KV_BLOCK_SIZE } from '../kvcache/store_kvcache.js';
-import { maxSeqlen, slidingWindowOf, type WindowSize } from './flash_attn_prefill.js';
-import { decodeDims, decodeSeqLens, expectedKeys, pagedDecodeAttentionReference } from './paged_decode_attention.js';
+import {
+  GPT_OSS, INTERFACE_ARCHITECTURES, LLAMA3, QWEN3_MOE, flashAttnInit, flashAttnInitOf, maxSeqlen, pagedDecodeCase, slidingWindowOf, type Heads, type WindowSize,
+} from './interface-tasks.js';
+import { decodeSeqLens, pagedBlockTable, pagedDecodeAttentionReference, pagedDecodeWork } from './paged_decode_attention.js';
 
 /**
  * FlashAttention's flash_attn_varlen_func in its paged-KV decode form, as vLLM's FlashAttentionImpl calls it for decode
@@ -41,20 +43,14 @@ export class FlashAttnDecode extends Module {
   }
 }
 
-const initOf = (c: TaskCase) => ({
-  scale: (c.init[0] as number | null | undefined) ?? 1 / Math.sqrt(c.dims.D!),
-  window: slidingWindowOf((c.init[2] as WindowSize | undefined) ?? [-1, -1], (c.init[1] as boolean | undefined) ?? true),
-});
+/** causal defaults to true here (vLLM's decoders), false in L1/flash_attn_prefill (flash-attn's default). */
+const initOf = (c: TaskCase) => flashAttnInitOf(c, true);
 
-/** A decode case: B sequences of up to S tokens, `spare` unused cache blocks; init is (softmax_scale, causal, window_size). */
-const decodeCase = (name: string, dtype: 'f32' | 'bf16', B: number, heads: [number, number, number], S: number, spare: number, init: unknown[], sinks = false) => {
-  const [NQ, NKV, D] = heads;
-  return { name, dtype, dims: { ...decodeDims(B, NQ, NKV, D, S, spare), B1: B + 1 }, init, options: sinks ? { sinks: true } : {} };
+/** A decode case (pagedDecodeCase) with B1 = B + 1 for cu_seqlens_q; init is (softmax_scale, causal, window_size). */
+const decodeCase = (name: string, dtype: 'f32' | 'bf16', B: number, heads: Heads, S: number, spare: number, init: unknown[], sinks = false) => {
+  const c = pagedDecodeCase(name, dtype, B, heads, S, spare, init, sinks);
+  return { ...c, dims: { ...c.dims, B1: B + 1 } };
 };
-
-const LLAMA3: [number, number, number] = [32, 8, 128];
-const GPT_OSS: [number, number, number] = [64, 8, 64];
-const QWEN3_MOE: [number, number, number] = [32, 4, 128];
 
 export const flashAttnDecodeTask = defineTask(
   {
@@ -62,18 +58,11 @@ export const flashAttnDecodeTask = defineTask(
     level: 1,
     className: 'FlashAttnDecode',
     family: [DENSE_MOE_LLM],
-    architectures: [
-      'bitnet', 'cosyvoice3', 'gemma4', 'gpt_oss', 'hunyuan_video', 'jamba', 'llama', 'llama_eagle3', 'mixtral', 'qwen2_5_omni',
-      'qwen2_vl', 'qwen3_next', 'qwen3_vl', 'whisper',
-    ],
+    architectures: INTERFACE_ARCHITECTURES,
     mirrors: 'flash_attn.flash_attn_varlen_func',
     description:
       "flash_attn_varlen_func's paged decode form: one query per sequence over an NHD paged cache (block_table, seqused_k), softmax_scale, window_size, s_aux sinks; GQA.",
-    init: [
-      { name: 'softmaxScale', type: 'float', optional: true, doc: 'default 1 / sqrt(D)' },
-      { name: 'causal', type: 'bool', optional: true, default: true },
-      { name: 'windowSize', type: 'object', optional: true, default: [-1, -1], doc: '(left, right), -1 = unbounded; vLLM passes (w - 1, 0)' },
-    ],
+    init: flashAttnInit(true),
     inputs: [
       { name: 'q', dtype: 'act', shape: ['B', 'NQ', 'D'] },
       { name: 'k_cache', dtype: 'act', shape: ['NB', KV_BLOCK_SIZE, 'NKV', 'D'] },
@@ -109,13 +98,7 @@ export const flashAttnDecodeTask = defineTask(
     makeInputs: (c, ctx, rng) => {
       const { B, NQ, NKV, D, S, MB, NB } = c.dims as Record<string, number>;
       const lens = decodeSeqLens(B!, S!, rng);
-      // Each sequence gets distinct blocks in a shuffled order (neighbours in a table are not neighbours in memory).
-      const pool = rng.permutation(NB!);
-      const table = new Array<number>(B! * MB!).fill(0);
-      let next = 0;
-      lens.forEach((L, b) => {
-        for (let i = 0; i < Math.ceil(L / KV_BLOCK_SIZE); i++) table[b * MB! + i] = pool[next++]!;
-      });
+      const table = pagedBlockTable(lens, MB!, NB!, rng, `flash_attn_decode: case '${c.name}'`);
       const cacheShape = [NB!, KV_BLOCK_SIZE, NKV!, D!];
       return [
         randn(ctx, rng, [B!, NQ!, D!], c.dtype),
@@ -132,15 +115,6 @@ export const flashAttnDecodeTask = defineTask(
       const { scale, window } = initOf(c);
       return [pagedDecodeAttentionReference(q!, kCache!, vCache!, table!, seqused!, scale, window, sAux ?? null)];
     },
-    work: (c) => {
-      const { B, NQ, NKV, D, S, MB } = c.dims as Record<string, number>;
-      const it = DTYPE_INFO[c.dtype].itemsize;
-      const keys = expectedKeys(B!, S!, initOf(c).window);
-      return {
-        // q in, out written, each attended key / value head once, the table, seqused_k and cu_seqlens_q
-        bytes: 2 * bytesOf([B!, NQ!, D!], it) + 2 * keys * NKV! * D! * it + bytesOf([B!, MB!], 4) + bytesOf([2 * B! + 1], 4),
-        flops: 4 * NQ! * D! * keys,
-      };
-    },
+    work: (c) => pagedDecodeWork(c, initOf(c).window, 2 * c.dims.B! + 1), // seqused_k and cu_seqlens_q: 2B + 1 i32
   },
 );

@@ -1,28 +1,9 @@
-import { DTYPE_INFO, F, Module, defineTask, toHostArray, type TaskCase, type TaskCaseInput, type Tensor } from '@fastkernels/core';
-import { bytesOf, fromInts, randn } from '../../../common/inputs.js';
+import { F, Module, defineTask, toHostArray, type TaskCase, type TaskCaseInput, type Tensor } from '@fastkernels/core';
 import { DENSE_MOE_LLM } from '../../families.js';
-import { varlenPrefillAttentionReference, visiblePairs } from './varlen_prefill_attention.js';
+import { GPT_OSS, INTERFACE_ARCHITECTURES, LLAMA3, MIXTRAL, QWEN3_MOE, flashAttnInit, flashAttnInitOf, maxSeqlen, slidingWindowOf, type Heads, type WindowSize } from './interface-tasks.js';
+import { varlenPrefillAttentionReference, varlenPrefillInputs, varlenPrefillWork } from './varlen_prefill_attention.js';
 
-/** FlashAttention's window_size (left, right): -1 = unbounded on that side. */
-export type WindowSize = readonly [number, number];
-
-/**
- * FlashAttention's window_size as our ops' sliding_window: (left, right) keeps keys with pos - left <= j <= pos + right;
- * the ops keep the last w keys (pos - j < w), so w = left + 1 (vLLM passes (w - 1, 0) for a window of w). Causal sets
- * the right side to 0 (as flash-attn does); a bounded right side without causal is not a production form and is refused.
- */
-export function slidingWindowOf(windowSize: WindowSize, causal: boolean): number {
-  const [left, right] = windowSize;
-  if (right >= 0 && !causal) throw new RangeError(`window_size (${left}, ${right}): a bounded right window is supported only with causal (where it is 0)`);
-  return left < 0 ? 0 : left + 1;
-}
-
-/** Largest difference of consecutive offsets (flash-attn's max_seqlen_q / max_seqlen_k). */
-export function maxSeqlen(cuSeqlens: ArrayLike<number>): number {
-  let max = 0;
-  for (let b = 0; b + 1 < cuSeqlens.length; b++) max = Math.max(max, cuSeqlens[b + 1]! - cuSeqlens[b]!);
-  return max;
-}
+export { maxSeqlen, slidingWindowOf, type WindowSize } from './interface-tasks.js';
 
 /**
  * FlashAttention's flash_attn_varlen_func for prefill, as vLLM's FlashAttentionImpl calls it: q [TQ, Hq, D], k / v
@@ -56,24 +37,14 @@ function caseLens(c: Pick<TaskCase, 'options'>): { qLens: number[]; kLens: numbe
   return { qLens, kLens: (c.options.kLens as number[] | undefined) ?? qLens };
 }
 
-const initOf = (c: TaskCase) => ({
-  scale: (c.init[0] as number | null | undefined) ?? 1 / Math.sqrt(c.dims.D!),
-  causal: (c.init[1] as boolean | undefined) ?? false,
-  window: slidingWindowOf((c.init[2] as WindowSize | undefined) ?? [-1, -1], (c.init[1] as boolean | undefined) ?? false),
-});
+/** causal defaults to false here (flash-attn's default; encoders), true in L1/flash_attn_decode. */
+const initOf = (c: TaskCase) => flashAttnInitOf(c, false);
 
 /** A case from its sequence lengths; init is flash-attn's (softmax_scale, causal, window_size). */
-function prefillCase(name: string, dtype: 'f32' | 'bf16', heads: [number, number, number], qLens: number[], kLens: number[], init: unknown[], sinks = false): TaskCaseInput {
+function prefillCase(name: string, dtype: 'f32' | 'bf16', heads: Heads, qLens: number[], kLens: number[], init: unknown[], sinks = false): TaskCaseInput {
   const [NQ, NKV, D] = heads;
   return { name, dtype, dims: { TQ: sum(qLens), TK: sum(kLens), B1: qLens.length + 1, NQ, NKV, D }, init, options: { qLens, kLens, ...(sinks ? { sinks: true } : {}) } };
 }
-
-const LLAMA3: [number, number, number] = [32, 8, 128];
-/** gpt-oss-20b / -120b: 64 query heads of 64 over 8 kv heads; sliding layers of 128 (window_size (127, 0)), sinks. */
-const GPT_OSS: [number, number, number] = [64, 8, 64];
-/** Mixtral-8x7B: 32 query heads of 128 over 8; Qwen3-30B-A3B: 32 over 4 of 128. */
-const MIXTRAL: [number, number, number] = [32, 8, 128];
-const QWEN3_MOE: [number, number, number] = [32, 4, 128];
 
 export const flashAttnPrefillTask = defineTask(
   {
@@ -81,18 +52,11 @@ export const flashAttnPrefillTask = defineTask(
     level: 1,
     className: 'FlashAttnPrefill',
     family: [DENSE_MOE_LLM],
-    architectures: [
-      'bitnet', 'cosyvoice3', 'gemma4', 'gpt_oss', 'hunyuan_video', 'jamba', 'llama', 'llama_eagle3', 'mixtral', 'qwen2_5_omni',
-      'qwen2_vl', 'qwen3_next', 'qwen3_vl', 'whisper',
-    ],
+    architectures: INTERFACE_ARCHITECTURES,
     mirrors: 'flash_attn.flash_attn_varlen_func',
     description:
       "flash_attn_varlen_func's prefill form: packed q / k / v with cu_seqlens_q / _k, softmax_scale, causal (bottom-right), window_size (left, right), s_aux sinks; GQA.",
-    init: [
-      { name: 'softmaxScale', type: 'float', optional: true, doc: 'default 1 / sqrt(D)' },
-      { name: 'causal', type: 'bool', optional: true, default: false },
-      { name: 'windowSize', type: 'object', optional: true, default: [-1, -1], doc: '(left, right), -1 = unbounded; vLLM passes (w - 1, 0)' },
-    ],
+    init: flashAttnInit(false),
     inputs: [
       { name: 'q', dtype: 'act', shape: ['TQ', 'NQ', 'D'] },
       { name: 'k', dtype: 'act', shape: ['TK', 'NKV', 'D'] },
@@ -127,22 +91,7 @@ export const flashAttnPrefillTask = defineTask(
     baseline: FlashAttnPrefill,
     makeInputs: (c, ctx, rng) => {
       const { qLens, kLens } = caseLens(c);
-      const { TQ, TK, NQ, NKV, D } = c.dims as Record<string, number>;
-      const order = rng.permutation(qLens.length); // the (lq, lk) pairs are the case's, their order per call
-      const cuQ = [0];
-      const cuK = [0];
-      for (const i of order) {
-        cuQ.push(cuQ[cuQ.length - 1]! + qLens[i]!);
-        cuK.push(cuK[cuK.length - 1]! + kLens[i]!);
-      }
-      return [
-        randn(ctx, rng, [TQ!, NQ!, D!], c.dtype),
-        randn(ctx, rng, [TK!, NKV!, D!], c.dtype),
-        randn(ctx, rng, [TK!, NKV!, D!], c.dtype),
-        fromInts(ctx, cuQ, [cuQ.length], 'i32'),
-        fromInts(ctx, cuK, [cuK.length], 'i32'),
-        c.options.sinks ? randn(ctx, rng, [NQ!], 'f32', 2) : null,
-      ];
+      return varlenPrefillInputs(c, ctx, rng, qLens, kLens);
     },
     hostArgs: ([, , , cuQ, cuK]) => [maxSeqlen(toHostArray(cuQ!).data), maxSeqlen(toHostArray(cuK!).data)],
     reference: ([q, k, v, cuQ, cuK, sAux], _p, c) => {
@@ -151,14 +100,8 @@ export const flashAttnPrefillTask = defineTask(
     },
     work: (c) => {
       const { qLens, kLens } = caseLens(c);
-      const { TQ, TK, NQ, NKV, D } = c.dims as Record<string, number>;
       const { causal, window } = initOf(c);
-      const it = DTYPE_INFO[c.dtype].itemsize;
-      const pairs = sum(qLens.map((lq, i) => visiblePairs(lq, kLens[i]!, causal, window)));
-      return {
-        bytes: 2 * bytesOf([TQ!, NQ!, D!], it) + 2 * bytesOf([TK!, NKV!, D!], it) + 2 * bytesOf([qLens.length + 1], 4),
-        flops: 4 * NQ! * D! * pairs,
-      };
+      return varlenPrefillWork(c, qLens, kLens, causal, window);
     },
   },
 );

@@ -2,9 +2,10 @@ import { DTYPE_INFO, F, Module, Tensor, defineTask, hostArray, toHostArray, type
 import { bytesOf, fromInts, randn } from '../../../common/inputs.js';
 import { DENSE_MOE_LLM } from '../../families.js';
 import { KV_BLOCK_SIZE } from '../kvcache/store_kvcache.js';
-import { maxSeqlen } from './flash_attn_prefill.js';
+import { GPT_OSS, INTERFACE_ARCHITECTURES, LLAMA3, MIXTRAL, TRTLLM_INIT, maxSeqlen, scaledByBmm2, scaledReference, trtllmInitOf, type Heads } from './interface-tasks.js';
+import { pagedBlockTable } from './paged_decode_attention.js';
 import { nhdCachesOf, nhdHalfReference, slidingWindowOfLeft } from './trtllm-kv-layout.js';
-import { varlenPrefillAttentionReference, visiblePairs } from './varlen_prefill_attention.js';
+import { packedOffsets, varlenPrefillAttentionReference, visiblePairs } from './varlen_prefill_attention.js';
 
 /** Cache slots of every key of every sequence, in order (sequence b's keys are positions 0 .. kvLen_b - 1). */
 export function pagedKeySlots(blockTables: ArrayLike<number>, maxPages: number, cuSeqLensKv: ArrayLike<number>, pageSize: number): number[] {
@@ -59,19 +60,15 @@ export class TRTLLMPrefill extends Module {
     const [k, v] = [keysOf(kNhd), keysOf(vNhd)];
     const out = F.varlenPrefillAttention(query, k, v, cumSeqLensQ, cumSeqLensKv, { scale: this.bmm1Scale, causal: true, sliding_window: slidingWindowOfLeft(this.windowLeft), sinks: sinks ?? null });
     for (const t of owned) t.dispose();
-    if (this.bmm2Scale === 1) return out;
-    const scaled = F.mul(out, this.bmm2Scale);
-    out.dispose();
-    return scaled;
+    return scaledByBmm2(out, this.bmm2Scale);
   }
 }
 
 const sum = (a: readonly number[]) => a.reduce((x, y) => x + y, 0);
 const lensOf = (c: Pick<TaskCase, 'options'>) => ({ qLens: c.options.qLens as number[], kLens: c.options.kLens as number[] });
-const initOf = (c: TaskCase) => ({ bmm1: c.init[0] as number, bmm2: (c.init[1] as number | undefined) ?? 1, window: slidingWindowOfLeft((c.init[2] as number | undefined) ?? -1) });
 
 /** A case from (query, key) lengths per sequence: pages for every key plus `spare`, MB pages per table row. */
-function prefillCase(name: string, dtype: 'f32' | 'bf16', heads: [number, number, number], qLens: number[], kLens: number[], init: unknown[], spare = 1, sinks = false): TaskCaseInput {
+function prefillCase(name: string, dtype: 'f32' | 'bf16', heads: Heads, qLens: number[], kLens: number[], init: unknown[], spare = 1, sinks = false): TaskCaseInput {
   const [NQ, NKV, D] = heads;
   const pages = kLens.map((n) => Math.ceil(n / KV_BLOCK_SIZE));
   return {
@@ -83,7 +80,7 @@ function prefillCase(name: string, dtype: 'f32' | 'bf16', heads: [number, number
 
 /** Float64: each sequence's keys gathered from the HND cache through its table, then masked softmax attention. */
 function trtllmPrefillReference(q: HostArray, kv: HostArray, table: HostArray, cuQ: HostArray, cuKv: HostArray, sinks: HostArray | null, c: TaskCase): HostArray {
-  const { bmm1, bmm2, window } = initOf(c);
+  const { bmm1, bmm2, window } = trtllmInitOf(c);
   const [, , H, S, D] = kv.shape as number[] as [number, number, number, number, number];
   const slots = pagedKeySlots(table.data, table.shape[1]!, cuKv.data, S);
   const gather = (half: 0 | 1) => {
@@ -93,12 +90,8 @@ function trtllmPrefillReference(q: HostArray, kv: HostArray, table: HostArray, c
     return out;
   };
   const out = varlenPrefillAttentionReference(q, gather(0), gather(1), cuQ, cuKv, bmm1, true, window, sinks);
-  return hostArray(out.shape, out.data.map((x) => x * bmm2));
+  return scaledReference(out, bmm2);
 }
-
-const LLAMA3: [number, number, number] = [32, 8, 128];
-const GPT_OSS: [number, number, number] = [64, 8, 64];
-const MIXTRAL: [number, number, number] = [32, 8, 128];
 
 export const flashinferPrefillTask = defineTask(
   {
@@ -106,18 +99,11 @@ export const flashinferPrefillTask = defineTask(
     level: 1,
     className: 'TRTLLMPrefill',
     family: [DENSE_MOE_LLM],
-    architectures: [
-      'bitnet', 'cosyvoice3', 'gemma4', 'gpt_oss', 'hunyuan_video', 'jamba', 'llama', 'llama_eagle3', 'mixtral', 'qwen2_5_omni',
-      'qwen2_vl', 'qwen3_next', 'qwen3_vl', 'whisper',
-    ],
+    architectures: INTERFACE_ARCHITECTURES,
     mirrors: 'flashinfer.prefill.trtllm_batch_context_with_kv_cache',
     description:
       'FlashInfer trtllm-gen context attention over an HND paged kv_cache: packed queries (cum_seq_lens_q) against each sequence\'s cached context + chunk (block_tables, cum_seq_lens_kv), causal bottom-right, bmm1 / bmm2 scales, window_left, sinks; GQA.',
-    init: [
-      { name: 'bmm1Scale', type: 'float', doc: 'q_scale * k_scale * softmax_scale' },
-      { name: 'bmm2Scale', type: 'float', optional: true, default: 1, doc: 'v_scale (multiplies the output)' },
-      { name: 'windowLeft', type: 'int', optional: true, default: -1, doc: 'sliding window w - 1; -1 = none' },
-    ],
+    init: TRTLLM_INIT,
     inputs: [
       { name: 'query', dtype: 'act', shape: ['TQ', 'NQ', 'D'] },
       { name: 'kv_cache', dtype: 'act', shape: ['NB', 2, 'NKV', KV_BLOCK_SIZE, 'D'], doc: 'HND; every key of every sequence already written' },
@@ -152,16 +138,9 @@ export const flashinferPrefillTask = defineTask(
       const { qLens, kLens } = lensOf(c);
       const { TQ, B, NQ, NKV, D, MB, NB } = c.dims as Record<string, number>;
       const order = rng.permutation(B!); // the (lq, lk) pairs are the case's, their order and pages per call
-      const pool = rng.permutation(NB!);
-      const table = new Array<number>(B! * MB!).fill(0);
-      const [cuQ, cuKv, seqLens] = [[0], [0], [] as number[]];
-      let next = 0;
-      order.forEach((i, b) => {
-        for (let p = 0; p < Math.ceil(kLens[i]! / KV_BLOCK_SIZE); p++) table[b * MB! + p] = pool[next++]!;
-        cuQ.push(cuQ[b]! + qLens[i]!);
-        cuKv.push(cuKv[b]! + kLens[i]!);
-        seqLens.push(kLens[i]!);
-      });
+      const seqLens = order.map((i) => kLens[i]!);
+      const table = pagedBlockTable(seqLens, MB!, NB!, rng, `flashinfer_prefill: case '${c.name}'`);
+      const [cuQ, cuKv] = [packedOffsets(qLens, order), packedOffsets(kLens, order)];
       return [
         randn(ctx, rng, [TQ!, NQ!, D!], c.dtype),
         randn(ctx, rng, [NB!, 2, NKV!, KV_BLOCK_SIZE, D!], c.dtype),
@@ -178,7 +157,7 @@ export const flashinferPrefillTask = defineTask(
       const { qLens, kLens } = lensOf(c);
       const { TQ, NQ, NKV, D, B, MB } = c.dims as Record<string, number>;
       const it = DTYPE_INFO[c.dtype].itemsize;
-      const pairs = sum(qLens.map((lq, i) => visiblePairs(lq, kLens[i]!, true, initOf(c).window)));
+      const pairs = sum(qLens.map((lq, i) => visiblePairs(lq, kLens[i]!, true, trtllmInitOf(c).window)));
       return {
         bytes: 2 * bytesOf([TQ!, NQ!, D!], it) + 2 * bytesOf([sum(kLens), NKV!, D!], it) + bytesOf([B!, MB!], 4) + bytesOf([3 * B! + 2], 4),
         flops: 4 * NQ! * D! * pairs,

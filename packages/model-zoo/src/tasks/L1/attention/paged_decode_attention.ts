@@ -1,4 +1,4 @@
-import { DTYPE_INFO, F, Module, defineTask, hostArray, type HostArray, type TaskCase, type Tensor } from '@fastkernels/core';
+import { DTYPE_INFO, F, Module, defineTask, hostArray, type HostArray, type TaskCase, type Tensor, type WorkCount } from '@fastkernels/core';
 import { bytesOf, fromInts, randn } from '../../../common/inputs.js';
 import { DENSE_MOE_LLM } from '../../families.js';
 import { KV_BLOCK_SIZE } from '../kvcache/store_kvcache.js';
@@ -136,6 +136,38 @@ export function expectedKeys(B: number, S: number, window: number): number {
   return total;
 }
 
+/**
+ * A block table [B, MB] for sequences of these lengths: each sequence gets distinct blocks of the NB, drawn in a shuffled
+ * order (so neighbours in a table are not neighbours in memory); entries past a sequence's length are 0. `what` names
+ * the case in the error when the blocks do not suffice.
+ */
+export function pagedBlockTable(lens: readonly number[], MB: number, NB: number, rng: { permutation(n: number): number[] }, what: string): number[] {
+  const pool = rng.permutation(NB);
+  const table = new Array<number>(lens.length * MB).fill(0);
+  let next = 0;
+  lens.forEach((L, b) => {
+    const need = Math.ceil(L / KV_BLOCK_SIZE);
+    if (need > MB || next + need > NB) throw new RangeError(`${what} has too few blocks (MB ${MB}, NB ${NB})`);
+    for (let i = 0; i < need; i++) table[b * MB + i] = pool[next++]!;
+  });
+  return table;
+}
+
+/**
+ * Work of one paged decode call over a case's dims (B, NQ, NKV, D, S, MB): the query in and the output out, each
+ * attended key and value head once, the block table, and `int32s` more i32 values (lengths, offsets).
+ */
+export function pagedDecodeWork(c: TaskCase, window: number, int32s: number): WorkCount {
+  const { B, NQ, NKV, D, S, MB } = c.dims as Record<'B' | 'NQ' | 'NKV' | 'D' | 'S' | 'MB', number>;
+  const it = DTYPE_INFO[c.dtype].itemsize;
+  const keys = expectedKeys(B, S, window);
+  return {
+    bytes: 2 * bytesOf([B, NQ, D], it) + 2 * keys * NKV * D * it + bytesOf([B, MB], 4) + bytesOf([int32s], 4),
+    // per (query head, key): q.k (2D) and p*v (2D)
+    flops: 4 * NQ * D * keys,
+  };
+}
+
 const SCALE_128 = 1 / Math.sqrt(128);
 
 function caseWindow(c: TaskCase): number {
@@ -197,15 +229,7 @@ export const pagedDecodeAttentionTask = defineTask(
     makeInputs: (c, ctx, rng) => {
       const { B, NQ, NKV, D, S, MB, NB } = c.dims as Record<'B' | 'NQ' | 'NKV' | 'D' | 'S' | 'MB' | 'NB', number>;
       const lens = decodeSeqLens(B, S, rng);
-      // Each sequence gets distinct blocks in a shuffled order, so neighbours in a table are not neighbours in memory.
-      const pool = rng.permutation(NB);
-      const table = new Array<number>(B * MB).fill(0);
-      let next = 0;
-      lens.forEach((L, b) => {
-        const need = Math.ceil(L / KV_BLOCK_SIZE);
-        if (need > MB || next + need > NB) throw new RangeError(`paged_decode_attention: case '${c.name}' has too few blocks (MB ${MB}, NB ${NB})`);
-        for (let i = 0; i < need; i++) table[b * MB + i] = pool[next++]!;
-      });
+      const table = pagedBlockTable(lens, MB, NB, rng, `paged_decode_attention: case '${c.name}'`);
       const cacheShape = [NB, KV_BLOCK_SIZE, NKV, D];
       return [
         randn(ctx, rng, [B, NQ, D], c.dtype),
@@ -218,16 +242,6 @@ export const pagedDecodeAttentionTask = defineTask(
     },
     reference: ([query, kCache, vCache, blockTables, seqLens, sinks], _p, c) =>
       [pagedDecodeAttentionReference(query!, kCache!, vCache!, blockTables!, seqLens!, c.init[2] as number, caseWindow(c), sinks ?? null)],
-    work: (c) => {
-      const { B, NQ, NKV, D, S, MB } = c.dims as Record<'B' | 'NQ' | 'NKV' | 'D' | 'S' | 'MB', number>;
-      const it = DTYPE_INFO[c.dtype].itemsize;
-      const keys = expectedKeys(B, S, caseWindow(c));
-      return {
-        // query in, output out, each attended key and value head once, the block tables and lengths
-        bytes: 2 * bytesOf([B, NQ, D], it) + 2 * keys * NKV * D * it + bytesOf([B, MB], 4) + bytesOf([B], 4),
-        // per (query head, key): q.k (2D) and p*v (2D)
-        flops: 4 * NQ * D * keys,
-      };
-    },
+    work: (c) => pagedDecodeWork(c, caseWindow(c), c.dims.B!), // the lengths: B i32
   },
 );

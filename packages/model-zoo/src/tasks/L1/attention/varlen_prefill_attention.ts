@@ -1,4 +1,4 @@
-import { DTYPE_INFO, F, Module, defineTask, hostArray, type HostArray, type TaskCase, type TaskCaseInput, type Tensor } from '@fastkernels/core';
+import { DTYPE_INFO, F, Module, defineTask, hostArray, type ExecutionContext, type HostArray, type Rng, type TaskCase, type TaskCaseInput, type Tensor, type WorkCount } from '@fastkernels/core';
 import { bytesOf, fromInts, randn } from '../../../common/inputs.js';
 import { DENSE_MOE_LLM } from '../../families.js';
 
@@ -113,6 +113,46 @@ export function visiblePairs(lq: number, lk: number, causal: boolean, slidingWin
   return n;
 }
 
+/** Offsets [0, l_a, l_a + l_b, ...] of the lengths taken in `order` (cu_seqlens of a packed batch). */
+export function packedOffsets(lens: readonly number[], order: readonly number[]): number[] {
+  const cu = [0];
+  for (const i of order) cu.push(cu[cu.length - 1]! + lens[i]!);
+  return cu;
+}
+
+/**
+ * One varlen prefill call's inputs over a case's dims (TQ, TK, NQ, NKV, D): q, k, v, cu_seqlens_q / _k, and the sinks
+ * where options.sinks (else null). The multiset of (lq, lk) pairs is the case's; their order in the batch is shuffled
+ * per call.
+ */
+export function varlenPrefillInputs(c: TaskCase, ctx: ExecutionContext, rng: Rng, qLens: readonly number[], kLens: readonly number[]): (Tensor | null)[] {
+  const { TQ, TK, NQ, NKV, D } = c.dims as Record<'TQ' | 'TK' | 'NQ' | 'NKV' | 'D', number>;
+  const order = rng.permutation(qLens.length);
+  const cuQ = packedOffsets(qLens, order);
+  const cuK = packedOffsets(kLens, order);
+  return [
+    randn(ctx, rng, [TQ, NQ, D], c.dtype),
+    randn(ctx, rng, [TK, NKV, D], c.dtype),
+    randn(ctx, rng, [TK, NKV, D], c.dtype),
+    fromInts(ctx, cuQ, [cuQ.length], 'i32'),
+    fromInts(ctx, cuK, [cuK.length], 'i32'),
+    c.options.sinks ? randn(ctx, rng, [NQ], 'f32', 2) : null,
+  ];
+}
+
+/** Work of one varlen prefill call over a case's dims: q in, out written, k and v read once each, two cu_seqlens. */
+export function varlenPrefillWork(c: TaskCase, qLens: readonly number[], kLens: readonly number[], causal: boolean, window: number): WorkCount {
+  const { TQ, TK, NQ, NKV, D } = c.dims as Record<'TQ' | 'TK' | 'NQ' | 'NKV' | 'D', number>;
+  const it = DTYPE_INFO[c.dtype].itemsize;
+  let pairs = 0;
+  qLens.forEach((lq, i) => (pairs += visiblePairs(lq, kLens[i]!, causal, window)));
+  return {
+    bytes: 2 * bytesOf([TQ, NQ, D], it) + 2 * bytesOf([TK, NKV, D], it) + 2 * bytesOf([qLens.length + 1], 4),
+    // per (query head, visible key): q.k (2D) and p*v (2D)
+    flops: 4 * NQ * D * pairs,
+  };
+}
+
 /** Sequence lengths of a case (options.qLens / options.kLens; kLens defaults to qLens). */
 function caseLens(c: Pick<TaskCase, 'name' | 'dims' | 'options'>): { qLens: number[]; kLens: number[] } {
   const qLens = c.options.qLens as number[] | undefined;
@@ -196,41 +236,14 @@ export const varlenPrefillAttentionTask = defineTask(
     baseline: FlashAttnVarlen,
     makeInputs: (c, ctx, rng) => {
       const { qLens, kLens } = caseLens(c);
-      const { TQ, TK, NQ, NKV, D } = c.dims as Record<'TQ' | 'TK' | 'NQ' | 'NKV' | 'D', number>;
-      // The multiset of (lq, lk) pairs is the case's; their order in the batch is shuffled per call.
-      const order = rng.permutation(qLens.length);
-      const cuQ = [0];
-      const cuK = [0];
-      for (const i of order) {
-        cuQ.push(cuQ[cuQ.length - 1]! + qLens[i]!);
-        cuK.push(cuK[cuK.length - 1]! + kLens[i]!);
-      }
-      return [
-        randn(ctx, rng, [TQ, NQ, D], c.dtype),
-        randn(ctx, rng, [TK, NKV, D], c.dtype),
-        randn(ctx, rng, [TK, NKV, D], c.dtype),
-        fromInts(ctx, cuQ, [cuQ.length], 'i32'),
-        fromInts(ctx, cuK, [cuK.length], 'i32'),
-        c.options.sinks ? randn(ctx, rng, [NQ], 'f32', 2) : null,
-      ];
+      return varlenPrefillInputs(c, ctx, rng, qLens, kLens);
     },
     reference: ([q, k, v, cuQ, cuK, sinks], _p, c) => [
       varlenPrefillAttentionReference(q!, k!, v!, cuQ!, cuK!, c.init[2] as number, (c.init[4] as boolean | undefined) ?? true, (c.init[5] as number | undefined) ?? 0, sinks ?? null),
     ],
     work: (c) => {
       const { qLens, kLens } = caseLens(c);
-      const { TQ, TK, NQ, NKV, D } = c.dims as Record<'TQ' | 'TK' | 'NQ' | 'NKV' | 'D', number>;
-      const causal = (c.init[4] as boolean | undefined) ?? true;
-      const window = (c.init[5] as number | undefined) ?? 0;
-      const it = DTYPE_INFO[c.dtype].itemsize;
-      let pairs = 0;
-      qLens.forEach((lq, i) => (pairs += visiblePairs(lq, kLens[i]!, causal, window)));
-      return {
-        // q in, out written, k and v read once each, two cu_seqlens
-        bytes: 2 * bytesOf([TQ, NQ, D], it) + 2 * bytesOf([TK, NKV, D], it) + 2 * bytesOf([qLens.length + 1], 4),
-        // per (query head, visible key): q.k (2D) and p*v (2D)
-        flops: 4 * NQ * D * pairs,
-      };
+      return varlenPrefillWork(c, qLens, kLens, (c.init[4] as boolean | undefined) ?? true, (c.init[5] as number | undefined) ?? 0);
     },
   },
 );
