@@ -256,6 +256,37 @@ for (const model of ['mixtral', 'qwen3']) {
   }
 }
 
+// MXFP4 grouped GEMM (issue 31, src/ops/moe/grouped-gemm-tc.ts): gpt-oss-20b's gate_up (top-4 of 32 experts, hidden
+// 2880 -> 2 x 2880, MXFP4 experts + bias) at prefill's routed rows, each weight tile decoded inside the tensor-core GEMM.
+// ops_torch.py dequantises every expert to bf16, then loops over the hit experts (the work of the op's decomposition).
+// bytes: the hit experts' packed weights (4.25 bits a weight), x, bias and out; flops 2 rows N K.
+const GPT_OSS_20B = { E: 32, topK: 4, H: 2880, I: 2880 };
+const mxfp4Case = (tokens) => {
+  const m = GPT_OSS_20B;
+  const [N, K, rows] = [2 * m.I, m.H, tokens * m.topK];
+  const ids = moeIds(tokens, m.E, m.topK, 131 * tokens);
+  const hit = new Set(ids).size;
+  add({
+    name: `mxfp4_grouped_gemm-gptoss20b-gate_up-R${rows}`, group: 'moe-mxfp4', op: 'mxfp4_grouped_gemm', attrs: {},
+    inputs: [
+      { shape: [rows, K], dtype: 'bf16' }, { shape: [m.E, N, K / 32, 16], dtype: 'u8', bytes: [0, 256] }, { shape: [m.E, N, K / 32], dtype: 'u8', bytes: [118, 123] },
+      null, { shape: [rows], dtype: 'i64', ints: ids }, { shape: [m.E, N], dtype: 'bf16', scale: 0.1 },
+    ],
+    out: { shape: [rows, N], dtype: 'bf16' },
+    routing: { slotExperts: ids, E: m.E, hitExperts: hit },
+    bytes: (hit * N * K * 17) / 32 + bytesOf([rows, K], 'bf16') + bytesOf([m.E, N], 'bf16') + bytesOf([rows, N], 'bf16'),
+    flops: 2 * rows * N * K,
+  });
+};
+for (const tokens of quick ? [1024] : [128, 1024]) mxfp4Case(tokens);
+// uniform bytes in [lo, hi) (MXFP4 blocks and scales), from a seeded LCG
+const randomBytes = (n, [lo, hi], seed) => {
+  let s = seed >>> 0;
+  const out = new Uint8Array(n);
+  for (let i = 0; i < n; i++) out[i] = lo + (((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) >>> 24) % (hi - lo));
+  return out;
+};
+
 const copyAll = sameSizeCopyMs(2 * 2 ** 30); // a 2 GiB copy: the device's copy bandwidth, for reference
 const copyGBps = (2 * 2 ** 30) / (copyAll / 1e3) / 1e9;
 console.log(`copy ${copyGBps.toFixed(0)} GB/s (2 GiB D2D, read + write, timed like the cases); ${ITERS} timed calls a case after an L2 flush of ${(flushBytes / 2 ** 20).toFixed(0)} MiB`);
@@ -270,12 +301,13 @@ for (const c of cases) {
   if (only && !c.name.includes(only)) continue;
   const bytes = c.bytes ?? c.inputs.reduce((s, x) => s + (x ? bytesOf(x.shape, x.dtype) : 0), 0) + bytesOf(c.out.shape, c.out.dtype);
   // a MoE case's routing tensors are listed by shape only (`routing` says what they hold)
-  const listed = c.group === 'moe' ? c.inputs.map((x) => (x?.ints ? { shape: x.shape, dtype: x.dtype, ints: 'routing' } : x)) : c.inputs;
+  const listed = c.group.startsWith('moe') ? c.inputs.map((x) => (x?.ints ? { shape: x.shape, dtype: x.dtype, ints: 'routing' } : x)) : c.inputs;
   const row = { name: c.name, group: c.group, op: c.op, attrs: c.attrs, inputs: listed, out: c.out, bytes };
   if (c.routing) row.routing = c.routing;
   const inputs = c.inputs.map((x, i) => {
     if (!x) return null;
     if (x.ints) return Tensor.fromArray(backend, x.ints, x.shape, x.dtype);
+    if (x.bytes) return Tensor.fromArray(backend, randomBytes(numel(x.shape), x.bytes, i + 1), x.shape, x.dtype);
     let t = randn(x.shape, x.dtype, i + 1);
     if (x.gate) {
       // GLA's forget gate: logsigmoid(x) / 16

@@ -2,8 +2,9 @@
  * grouped_gemm on the GPU (grouped-gemm-source.ts, CUDA cores) against the float64 CPU op: f32 / f16 / bf16, routing by
  * expert_ids (with -1 rows) and by offsets (with padding rows past offsets[E]), with and without bias, weights as [E, N,
  * K] rows and as the transposed view of HF's [E, K, N] (gpt-oss's gate_up_proj), K / N tails; the route each call takes
- * (the kernel up to GROUPED_GEMM_EAGER_ROWS rows, the per-expert decomposition past it eagerly); a CUDA graph capture of
- * a call past that row count (the kernel under capture), replayed over new expert ids. mxfp4_grouped_gemm (the packed
+ * (the kernel up to GROUPED_GEMM_EAGER_ROWS rows; past it the tensor-core kernel at bf16 / f16 on [E, N, K] rows, see
+ * grouped-gemm-tc.gpu.test.ts, else the per-expert decomposition eagerly); a CUDA graph capture of an f32 call past that
+ * row count (the GEMV kernel under capture), replayed over new expert ids. mxfp4_grouped_gemm (the packed
  * form read in place) the same way, random blocks and scales around 1 / sqrt(K). L2/gpt_oss_moe (dense and MXFP4
  * experts) end to end on CUDA against its float64 reference.
  */
@@ -29,7 +30,9 @@ function check(c: GroupedGemmCase, dtype: DType, seed: number): void {
     const wGpu = keep(c.transposed ? wGpuBase.transpose(1, 2) : wGpuBase.view(...wGpuBase.shape));
     const gArgs = args(keep(toGpu(x)), wGpu, keep(toGpu(r)), bias ? keep(toGpu(bias)) : null);
     const route0 = opRoute('grouped_gemm', gArgs);
-    expect(route0, JSON.stringify(c)).toEqual({ via: c.T <= GROUPED_GEMM_EAGER_ROWS ? 'kernel' : 'decomposition' });
+    // past the eager rows: the tensor-core kernel at bf16 / f16 on [E, N, K] rows, else the decomposition
+    const tensorCore = dtype !== 'f32' && !c.transposed && c.K % 8 === 0;
+    expect(route0, JSON.stringify(c)).toEqual({ via: c.T <= GROUPED_GEMM_EAGER_ROWS || tensorCore ? 'kernel' : 'decomposition' });
     const got = keep(callOp1('grouped_gemm', gArgs));
     expectClose(got, want, tolOf(dtype), `grouped_gemm ${JSON.stringify(c)} ${dtype}`);
   });
@@ -42,7 +45,8 @@ const CASES: GroupedGemmCase[] = [
   { T: 12, E: 6, N: 33, K: 130, routing: 'offsets', bias: true, transposed: false },
   { T: 20, E: 5, N: 300, K: 24, routing: 'offsets', bias: false, transposed: true },
   { T: 8, E: 8, N: 2 * 2880 / 8, K: 2880, routing: 'ids', bias: true, transposed: true }, // gpt-oss-20b's K, N and E cut
-  { T: 100, E: 8, N: 64, K: 48, routing: 'ids', bias: true, transposed: false }, // past the eager rows: decomposition
+  { T: 100, E: 8, N: 64, K: 48, routing: 'ids', bias: true, transposed: false }, // past the eager rows: tensor cores (f32: decomposition)
+  { T: 100, E: 8, N: 64, K: 48, routing: 'ids', bias: true, transposed: true }, // past the eager rows, a transposed view: decomposition
 ];
 
 describe('grouped_gemm on CUDA = the float64 CPU op', () => {
@@ -106,7 +110,7 @@ function checkMxfp4(c: Omit<GroupedGemmCase, 'transposed'>, dtype: DType, seed: 
     const args = (xx: Tensor, bb: Tensor, ss: Tensor, rr: Tensor, bi: Tensor | null) => (c.routing === 'ids' ? [xx, bb, ss, null, rr, bi] : [xx, bb, ss, rr, null, bi]);
     const want = keep(callOp1('mxfp4_grouped_gemm', args(x, blocks, scales, r, bias)));
     const gArgs = args(keep(toGpu(x)), keep(toGpu(blocks)), keep(toGpu(scales)), keep(toGpu(r)), bias ? keep(toGpu(bias)) : null);
-    expect(opRoute('mxfp4_grouped_gemm', gArgs), JSON.stringify(c)).toEqual({ via: c.T <= GROUPED_GEMM_EAGER_ROWS ? 'kernel' : 'decomposition' });
+    expect(opRoute('mxfp4_grouped_gemm', gArgs), JSON.stringify(c)).toEqual({ via: c.T <= GROUPED_GEMM_EAGER_ROWS || dtype !== 'f32' ? 'kernel' : 'decomposition' });
     const got = keep(callOp1('mxfp4_grouped_gemm', gArgs));
     expectClose(got, want, tolOf(dtype), `mxfp4_grouped_gemm ${JSON.stringify(c)} ${dtype}`);
   });
@@ -117,7 +121,7 @@ const MXFP4_CASES: Omit<GroupedGemmCase, 'transposed'>[] = [
   { T: 9, E: 8, N: 70, K: 96, routing: 'ids', bias: false },
   { T: 12, E: 6, N: 33, K: 128, routing: 'offsets', bias: true },
   { T: 8, E: 8, N: 720, K: 2880, routing: 'ids', bias: true }, // gpt-oss-20b's K (90 blocks a row), N and E cut
-  { T: 100, E: 4, N: 64, K: 64, routing: 'ids', bias: true }, // past the eager rows: dequant + grouped_gemm
+  { T: 100, E: 4, N: 64, K: 64, routing: 'ids', bias: true }, // past the eager rows: tensor cores (f32: dequant + grouped_gemm)
 ];
 
 describe('mxfp4_grouped_gemm on CUDA = the float64 CPU op', () => {

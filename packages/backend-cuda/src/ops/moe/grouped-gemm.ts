@@ -1,9 +1,10 @@
 /**
- * grouped_gemm on CUDA (grouped-gemm-source.ts): one launch, the routing read on the device, so MoE layers that call it
- * (gpt-oss's experts, fused_moe_gemm's decomposition at f32) stay capturable in a CUDA graph. It takes calls of up to
- * `GROUPED_GEMM_EAGER_ROWS` rows, and any call made while a graph is captured; larger eager calls (prefill) decline to
- * the op's decomposition, one cuBLAS GEMM per expert run with the routing read on the host, which reuses each expert's
- * weights across its rows.
+ * grouped_gemm on CUDA: one launch of the CUDA-core GEMV kernel (grouped-gemm-source.ts) for calls of up to
+ * `GROUPED_GEMM_EAGER_ROWS` rows (decode steps), and the tensor-core grouped GEMM (grouped-gemm-tc.ts: bf16 / f16,
+ * weight [E, N, K] rows read in place) past them, both with the routing read on the device, so MoE layers that call it
+ * (gpt-oss's experts, fused_moe_gemm's decomposition at f32) stay capturable in a CUDA graph. A larger call the
+ * tensor-core kernel declines (f32, a transposed weight view) takes the GEMV kernel under a graph capture and otherwise
+ * the op's decomposition: one cuBLAS GEMM per expert run with the routing read on the host.
  */
 import { Tensor, type OpCall } from '@fastkernels/core';
 import type { ArgValue } from '../../args.js';
@@ -11,8 +12,9 @@ import type { CudaKernel } from '../../kernel.js';
 import { captureHooks, type CudaRuntime } from '../../runtime.js';
 import type { GenKernelCache } from '../gen-cache.js';
 import { GROUPED_GEMM_SIGNATURE, GROUPED_GEMM_THREADS, groupedGemmColumnsPerCta, groupedGemmSource, type GroupedGemmVariant } from './grouped-gemm-source.js';
+import { GroupedGemmTc, groupedTcDecline, type GroupedTcCall } from './grouped-gemm-tc.js';
 
-/** Rows an eager call may have and still take the kernel (a decode step's routed rows); more go to per-expert GEMMs. */
+/** Rows a call may have and still take the CUDA-core GEMV kernel (a decode step's routed rows); more take the tensor-core kernel. */
 export const GROUPED_GEMM_EAGER_ROWS = 64;
 const MAX_GRID_Y = 65535;
 const DTYPES = new Set(['f32', 'f16', 'bf16']);
@@ -26,10 +28,20 @@ export function groupedGemmDecline(x: Tensor, w: Tensor, route: Tensor, bias: Te
   return null;
 }
 
-/** null when a call of `rows` rows takes the kernel: few rows, or any number inside a graph capture. */
-export function groupedGemmRowsDecline(rows: number, runtime: () => CudaRuntime): string | null {
+/**
+ * null when a call of `rows` rows takes the GEMV kernel: few rows, or any number inside a graph capture; `tcWhy` says why
+ * the tensor-core kernel declined it (the caller asks it first past GROUPED_GEMM_EAGER_ROWS rows).
+ */
+export function groupedGemmRowsDecline(rows: number, runtime: () => CudaRuntime, tcWhy: string): string | null {
   if (rows <= GROUPED_GEMM_EAGER_ROWS) return null;
-  return runtime().capturing ? null : `${rows} rows outside a graph capture: per-expert GEMMs reuse the weights`;
+  return runtime().capturing ? null : `${rows} rows outside a graph capture, and the tensor-core kernel declines: ${tcWhy}`;
+}
+
+/** Whether a call takes the tensor-core kernel: past the GEMV's rows and accepted by it (else why not). */
+export function tensorCoreRoute(c: GroupedTcCall): { readonly take: boolean; readonly why: string } {
+  if (c.x.shape[0]! <= GROUPED_GEMM_EAGER_ROWS) return { take: false, why: 'a decode-sized call' };
+  const why = groupedTcDecline(c);
+  return { take: why === null, why: why ?? '' };
 }
 
 /**
@@ -60,6 +72,7 @@ export class GroupedGemm {
   constructor(
     private readonly cache: GenKernelCache,
     private readonly runtime: () => CudaRuntime,
+    private readonly tc: GroupedGemmTc = new GroupedGemmTc(cache),
   ) {
     this.beforeCapture = new CompileBeforeCapture(runtime);
   }
@@ -67,9 +80,11 @@ export class GroupedGemm {
   readonly supports = (call: OpCall): true | string => {
     const [x, w, offs, ids, bias] = call.inputs as [Tensor, Tensor, Tensor | null, Tensor | null, Tensor | null];
     const route = (ids ?? offs)!;
+    const tc = tensorCoreRoute(tcCall(x, w, offs, ids, bias));
+    if (tc.take) return true;
     const shapeWhy = groupedGemmDecline(x, w, route, bias);
     if (shapeWhy) return shapeWhy;
-    const rowsWhy = groupedGemmRowsDecline(x.shape[0]!, this.runtime);
+    const rowsWhy = groupedGemmRowsDecline(x.shape[0]!, this.runtime, tc.why);
     if (rowsWhy === null) return true;
     // a capture of this call will take the kernel: compile it before then
     const v = variantOf(x, w, ids !== null, route, bias);
@@ -90,6 +105,10 @@ export class GroupedGemm {
       const route0 = (ids ?? offs)!;
       const route = route0.isContiguous() ? route0 : keep(temps, route0.contiguous());
       const bias = biasIn && !(biasIn.strides[1] === 1 || biasIn.shape[1]! <= 1) ? keep(temps, biasIn.contiguous()) : biasIn;
+      if (tensorCoreRoute(tcCall(x, w, offs, ids, bias)).take) {
+        this.tc.run(out, { x, weight: { kind: 'dense', w }, route, byIds: ids !== null, bias, N, E: w.shape[0]! });
+        return out;
+      }
       const variant = variantOf(x, w, ids !== null, route, bias);
       const layout = variant.layout;
       const g = this.args;
@@ -117,6 +136,11 @@ export class GroupedGemm {
 function variantOf(x: Tensor, w: Tensor, byIds: boolean, route: Tensor, bias: Tensor | null): GroupedGemmVariant {
   const layout = w.strides[2] === 1 || w.shape[2]! <= 1 ? 'k-contiguous' : 'n-contiguous';
   return { dtype: x.dtype as GroupedGemmVariant['dtype'], routing: byIds ? 'ids' : 'offsets', index: route.dtype as 'i32' | 'i64', bias: bias !== null, layout };
+}
+
+/** The call as the tensor-core kernel sees it. */
+function tcCall(x: Tensor, w: Tensor, offs: Tensor | null, ids: Tensor | null, bias: Tensor | null): GroupedTcCall {
+  return { x, weight: { kind: 'dense', w }, route: (ids ?? offs)!, byIds: ids !== null, bias, N: w.shape[1]!, E: w.shape[0]! };
 }
 
 function keep(temps: Tensor[], t: Tensor): Tensor {
