@@ -86,6 +86,7 @@ __device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
 __device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
 
 #include "fk_mma.cuh"
+#include "fk_online_softmax.cuh"
 
 // Rows [row0, row0 + ROWS) of a row-major matrix (row stride rs elements, WIDTH valid elements a row) into a tile of
 // pitch PITCH; rows >= n and the pad chunks past WIDTH are zero-filled.
@@ -148,29 +149,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[BN / 8][4], const Rows
     mxA = fmaxf(mxA, fmaxf(s[j][0], s[j][1]));
     mxB = fmaxf(mxB, fmaxf(s[j][2], s[j][3]));
   }
-  mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 1));
-  mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 2));
-  mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 1));
-  mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 2));
-  // a row with nothing seen yet keeps max -inf: subtract 0 so exp2 gives 0, not NaN
-  const float bA = mxA == neg_inf() ? 0.f : mxA;
-  const float bB = mxB == neg_inf() ? 0.f : mxB;
-  alphaA = exp2f(mA - bA);
-  alphaB = exp2f(mB - bB);
-  mA = mxA;
-  mB = mxB;
-  float sumA = 0.f, sumB = 0.f;
-#pragma unroll
-  for (int j = 0; j < BN / 8; j++) {
-    s[j][0] = exp2f(s[j][0] - bA);
-    s[j][1] = exp2f(s[j][1] - bA);
-    s[j][2] = exp2f(s[j][2] - bB);
-    s[j][3] = exp2f(s[j][3] - bB);
-    sumA += s[j][0] + s[j][1];
-    sumB += s[j][2] + s[j][3];
-  }
-  lA = lA * alphaA + sumA;  // per-thread partials; the quad is summed at the end
-  lB = lB * alphaB + sumB;
+  softmax_update(s, mxA, mxB, mA, mB, lA, lB, alphaA, alphaB);
 }
 
 }  // namespace fksdpa
@@ -293,10 +272,7 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_sdpa_dense(
 #pragma unroll
     for (int kk = 0; kk < BN / 16; kk++) {
       u32 pa[4];
-      pa[0] = Mma<T>::pack(s[2 * kk][0], s[2 * kk][1]);
-      pa[1] = Mma<T>::pack(s[2 * kk][2], s[2 * kk][3]);
-      pa[2] = Mma<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      pa[3] = Mma<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      pack_p(s, kk, pa);
 #pragma unroll
       for (int dp = 0; dp < DVP / 16; dp++) {
         u32 b0, b1, b2, b3;
@@ -311,10 +287,8 @@ extern "C" __global__ void __launch_bounds__(FK_WARPS * 32) fk_sdpa_dense(
   cp_async_wait<0>();
 
   // O / l (the quad's partial sums added); rows that saw no key (l = 0) are zeros; rows >= L are not written.
-  lA += __shfl_xor_sync(0xffffffffu, lA, 1);
-  lA += __shfl_xor_sync(0xffffffffu, lA, 2);
-  lB += __shfl_xor_sync(0xffffffffu, lB, 1);
-  lB += __shfl_xor_sync(0xffffffffu, lB, 2);
+  lA = quad_sum(lA);
+  lB = quad_sum(lB);
   const float invA = lA > 0.f ? 1.f / lA : 0.f;
   const float invB = lB > 0.f ? 1.f / lB : 0.f;
   T* oA = out + (long long)b * o_sb + (long long)h * o_sh + (long long)rw.iA * o_sr + 2 * t4;

@@ -95,6 +95,7 @@ __device__ __forceinline__ float sink_log2(const float* sinks, int h) {
 #endif
 
 #include "fk_mma.cuh"
+#include "fk_online_softmax.cuh"
 #include "fk_wgmma.cuh"
 
 // Element offset of 16-byte chunk ch of row r in a swizzled [rows][D] tile.
@@ -137,28 +138,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[BN / 8][4], bool full,
     mxA = fmaxf(mxA, fmaxf(s[j][0], s[j][1]));
     mxB = fmaxf(mxB, fmaxf(s[j][2], s[j][3]));
   }
-  mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 1));
-  mxA = fmaxf(mxA, __shfl_xor_sync(0xffffffffu, mxA, 2));
-  mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 1));
-  mxB = fmaxf(mxB, __shfl_xor_sync(0xffffffffu, mxB, 2));
-  const float bA = mxA == neg_inf() ? 0.f : mxA;
-  const float bB = mxB == neg_inf() ? 0.f : mxB;
-  alphaA = exp2f(mA - bA);
-  alphaB = exp2f(mB - bB);
-  mA = mxA;
-  mB = mxB;
-  float sumA = 0.f, sumB = 0.f;
-#pragma unroll
-  for (int j = 0; j < BN / 8; j++) {
-    s[j][0] = exp2f(s[j][0] - bA);
-    s[j][1] = exp2f(s[j][1] - bA);
-    s[j][2] = exp2f(s[j][2] - bB);
-    s[j][3] = exp2f(s[j][3] - bB);
-    sumA += s[j][0] + s[j][1];
-    sumB += s[j][2] + s[j][3];
-  }
-  lA = lA * alphaA + sumA;  // per-thread partial; the quad is summed at the end
-  lB = lB * alphaB + sumB;
+  softmax_update(s, mxA, mxB, mA, mB, lA, lB, alphaA, alphaB);
 }
 
 // O *= alpha. With FK_SKIP_RESCALE the multiply is skipped when no row max of the warp moved (every alpha is exactly 1:
@@ -178,14 +158,6 @@ __device__ __forceinline__ void rescale_o(float (&o)[D / 8][4], float alphaA, fl
   }
 }
 
-// P's keys 16 kk .. 16 kk + 15 as an A fragment of m16n8k16 (and of wgmma with A from registers), from the S accumulators.
-__device__ __forceinline__ void pack_p(const float (&s)[BN / 8][4], int kk, u32 (&pa)[4]) {
-  pa[0] = Mma<T>::pack(s[2 * kk][0], s[2 * kk][1]);
-  pa[1] = Mma<T>::pack(s[2 * kk][2], s[2 * kk][3]);
-  pa[2] = Mma<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-  pa[3] = Mma<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-}
-
 // The rows' outputs: O / l (the quad's partial sums added), rows past the sequence end (i >= lq) not written, rows that
 // saw no key as zeros. outA: row A's output at this thread's first column (2 t4); row B's is 8 rows on. With FK_SINKS,
 // mA / mB are the rows' maxima and s2 the head's sink (log2 domain).
@@ -194,10 +166,8 @@ __device__ __forceinline__ void store_rows(T* outA, long long orow, const float 
                                            , float mA, float mB, float s2
 #endif
 ) {
-  lA += __shfl_xor_sync(0xffffffffu, lA, 1);
-  lA += __shfl_xor_sync(0xffffffffu, lA, 2);
-  lB += __shfl_xor_sync(0xffffffffu, lB, 1);
-  lB += __shfl_xor_sync(0xffffffffu, lB, 2);
+  lA = quad_sum(lA);
+  lB = quad_sum(lB);
 #if FK_SINKS
   const float invA = sink_inv(lA, mA, s2);
   const float invB = sink_inv(lB, mB, s2);
