@@ -201,7 +201,14 @@ export function denseMlp(x: Float64Array, rows: number, params: Params, prefix: 
   return denseLinear(a, rows, param(params, `${prefix}down_proj.weight`), params.get(`${prefix}down_proj.bias`));
 }
 
-export function attnGeometry(cfg: LlamaConfig, layer: number): AttnGeometry {
+/** The config fields the attention geometry and the decoder stack read: Llama's, the MoE models' and gpt-oss's have them. */
+export type DecoderStackConfig = Pick<
+  LlamaConfig,
+  'hiddenSize' | 'numAttentionHeads' | 'numKeyValueHeads' | 'headDim' | 'ropeTheta' | 'ropeScaling' | 'slidingWindows' | 'rmsNormEps' | 'numHiddenLayers'
+>;
+
+/** A layer's attention geometry (its sliding window, or 0 for full attention). */
+export function attnGeometry(cfg: DecoderStackConfig, layer: number): AttnGeometry {
   return {
     hiddenSize: cfg.hiddenSize,
     numHeads: cfg.numAttentionHeads,
@@ -214,28 +221,57 @@ export function attnGeometry(cfg: LlamaConfig, layer: number): AttnGeometry {
 }
 
 /**
- * LlamaDecoderLayer, unfused: residual' = hidden (+ residual); x = norm(residual'); residual'' = residual' + attn(x);
- * y = mlp(norm(residual'')). Returns [y, residual''] as vLLM's layer does.
+ * A pre-norm decoder layer over the module tree's parameters (prefix `model.layers.N.` or ''), unfused, as vLLM's
+ * decoder layers run: residual' = hidden (+ residual); residual'' = residual' + attn(norm(residual'));
+ * returns [ffn(norm(residual'')), residual'']. attn and ffn take [T, H] rows (T = positions.length).
  */
-export function denseDecoderLayer(hidden: Float64Array, residual: Float64Array | null, positions: ArrayLike<number>, params: Params, prefix: string, cfg: LlamaConfig, layer: number, seqs: readonly DenseSeq[]): [Float64Array, Float64Array] {
+export function preNormDecoderLayer(
+  hidden: Float64Array,
+  residual: Float64Array | null,
+  positions: ArrayLike<number>,
+  params: Params,
+  prefix: string,
+  rmsNormEps: number,
+  attn: (x: Float64Array) => Float64Array,
+  ffn: (y: Float64Array) => Float64Array,
+): [Float64Array, Float64Array] {
   const T = positions.length;
   const r1 = residual ? hidden.map((x, i) => x + residual[i]!) : Float64Array.from(hidden);
-  const x = denseRmsNorm(r1, T, param(params, `${prefix}input_layernorm.weight`), cfg.rmsNormEps);
-  const attn = denseAttentionLayer(x, positions, params, `${prefix}self_attn.`, attnGeometry(cfg, layer), seqs, layer);
-  const r2 = r1.map((v, i) => v + attn[i]!);
-  const y = denseMlp(denseRmsNorm(r2, T, param(params, `${prefix}post_attention_layernorm.weight`), cfg.rmsNormEps), T, params, `${prefix}mlp.`);
-  return [y, r2];
+  const a = attn(denseRmsNorm(r1, T, param(params, `${prefix}input_layernorm.weight`), rmsNormEps));
+  const r2 = r1.map((v, i) => v + a[i]!);
+  return [ffn(denseRmsNorm(r2, T, param(params, `${prefix}post_attention_layernorm.weight`), rmsNormEps)), r2];
 }
 
-/** LlamaForCausalLM.forward: embed, layers, final norm (of hidden + residual). Returns [T, H]. */
-export function denseModel(ids: ArrayLike<number>, positions: ArrayLike<number>, params: Params, cfg: LlamaConfig, seqs: readonly DenseSeq[]): Float64Array {
+/** LlamaDecoderLayer, unfused: preNormDecoderLayer with Llama's attention and MLP. */
+export function denseDecoderLayer(hidden: Float64Array, residual: Float64Array | null, positions: ArrayLike<number>, params: Params, prefix: string, cfg: LlamaConfig, layer: number, seqs: readonly DenseSeq[]): [Float64Array, Float64Array] {
+  return preNormDecoderLayer(
+    hidden, residual, positions, params, prefix, cfg.rmsNormEps,
+    (x) => denseAttentionLayer(x, positions, params, `${prefix}self_attn.`, attnGeometry(cfg, layer), seqs, layer),
+    (y) => denseMlp(y, positions.length, params, `${prefix}mlp.`),
+  );
+}
+
+/**
+ * A decoder-only model's forward over its parameters: embed the ids, run `decoderLayer` for each layer (prefix
+ * `model.layers.N.`), final norm of hidden + residual. Returns the final hidden states [T, H].
+ */
+export function decoderStackReference(
+  ids: ArrayLike<number>,
+  params: Params,
+  cfg: Pick<DecoderStackConfig, 'hiddenSize' | 'numHiddenLayers' | 'rmsNormEps'>,
+  decoderLayer: (hidden: Float64Array, residual: Float64Array | null, prefix: string, layer: number) => [Float64Array, Float64Array],
+): Float64Array {
   const T = ids.length;
   const H = cfg.hiddenSize;
   const emb = param(params, 'model.embed_tokens.weight');
   let h: Float64Array = new Float64Array(T * H);
   for (let t = 0; t < T; t++) h.set(emb.data.subarray(ids[t]! * H, (ids[t]! + 1) * H), t * H);
   let res: Float64Array | null = null;
-  for (let l = 0; l < cfg.numHiddenLayers; l++) [h, res] = denseDecoderLayer(h, res, positions, params, `model.layers.${l}.`, cfg, l, seqs);
-  const sum = h.map((v, i) => v + res![i]!);
-  return denseRmsNorm(sum, T, param(params, 'model.norm.weight'), cfg.rmsNormEps);
+  for (let l = 0; l < cfg.numHiddenLayers; l++) [h, res] = decoderLayer(h, res, `model.layers.${l}.`, l);
+  return denseRmsNorm(h.map((v, i) => v + res![i]!), T, param(params, 'model.norm.weight'), cfg.rmsNormEps);
+}
+
+/** LlamaForCausalLM.forward: embed, layers, final norm (of hidden + residual). Returns [T, H]. */
+export function denseModel(ids: ArrayLike<number>, positions: ArrayLike<number>, params: Params, cfg: LlamaConfig, seqs: readonly DenseSeq[]): Float64Array {
+  return decoderStackReference(ids, params, cfg, (h, res, prefix, l) => denseDecoderLayer(h, res, positions, params, prefix, cfg, l, seqs));
 }

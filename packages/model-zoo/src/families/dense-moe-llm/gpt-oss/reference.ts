@@ -8,7 +8,7 @@
  * (up + 1) glu), down with bias, the weighted sum. MXFP4 tensors are decoded here with their own table.
  */
 import type { HostArray } from '@fastkernels/core';
-import { denseAttentionLayer, denseRmsNorm, type AttnGeometry, type DenseSeq } from '../reference.js';
+import { attnGeometry, decoderStackReference, denseAttentionLayer, preNormDecoderLayer, type DenseSeq } from '../reference.js';
 import { GPT_OSS_SWIGLU_ALPHA, type GptOssConfig } from './config.js';
 
 type Params = ReadonlyMap<string, HostArray>;
@@ -113,42 +113,20 @@ export function gptOssExperts(x: Float64Array, logits: ArrayLike<number>, rows: 
   return out;
 }
 
-/** gpt-oss's attention geometry at a layer (its sliding window or full). */
-export function gptOssAttnGeometry(cfg: GptOssConfig, layer: number): AttnGeometry {
-  return {
-    hiddenSize: cfg.hiddenSize,
-    numHeads: cfg.numAttentionHeads,
-    numKvHeads: cfg.numKeyValueHeads,
-    headDim: cfg.headDim,
-    ropeTheta: cfg.ropeTheta,
-    ropeScaling: cfg.ropeScaling,
-    slidingWindow: cfg.slidingWindows[layer] ?? 0,
-  };
-}
-
 /**
  * A gpt-oss decoder layer over the module tree's parameters (prefix `model.layers.N.` or ''), unfused: residual' =
  * hidden (+ residual); residual'' = residual' + attn(norm(residual')) (biases, YaRN, sinks, the layer's window);
  * returns [moe(norm(residual'')), residual''] as vLLM's layer does.
  */
 export function gptOssDecoderLayer(hidden: Float64Array, residual: Float64Array | null, positions: ArrayLike<number>, params: Params, prefix: string, cfg: GptOssConfig, layer: number, seqs: readonly DenseSeq[]): [Float64Array, Float64Array] {
-  const T = positions.length;
-  const r1 = residual ? hidden.map((x, i) => x + residual[i]!) : Float64Array.from(hidden);
-  const x = denseRmsNorm(r1, T, param(params, `${prefix}input_layernorm.weight`), cfg.rmsNormEps);
-  const attn = denseAttentionLayer(x, positions, params, `${prefix}self_attn.`, gptOssAttnGeometry(cfg, layer), seqs, layer);
-  const r2 = r1.map((v, i) => v + attn[i]!);
-  const y = denseRmsNorm(r2, T, param(params, `${prefix}post_attention_layernorm.weight`), cfg.rmsNormEps);
-  return [gptOssMoeBlock(y, T, params, `${prefix}mlp.`, cfg.numExpertsPerTok, cfg.swigluLimit, cfg.swigluAlpha), r2];
+  return preNormDecoderLayer(
+    hidden, residual, positions, params, prefix, cfg.rmsNormEps,
+    (x) => denseAttentionLayer(x, positions, params, `${prefix}self_attn.`, attnGeometry(cfg, layer), seqs, layer),
+    (y) => gptOssMoeBlock(y, positions.length, params, `${prefix}mlp.`, cfg.numExpertsPerTok, cfg.swigluLimit, cfg.swigluAlpha),
+  );
 }
 
 /** The gpt-oss model's forward: embed, layers, final norm; the final hidden states [T, H]. */
 export function gptOssModel(ids: ArrayLike<number>, positions: ArrayLike<number>, params: Params, cfg: GptOssConfig, seqs: readonly DenseSeq[]): Float64Array {
-  const T = ids.length;
-  const H = cfg.hiddenSize;
-  const emb = param(params, 'model.embed_tokens.weight');
-  let h: Float64Array = new Float64Array(T * H);
-  for (let t = 0; t < T; t++) h.set(emb.data.subarray(ids[t]! * H, (ids[t]! + 1) * H), t * H);
-  let res: Float64Array | null = null;
-  for (let l = 0; l < cfg.numHiddenLayers; l++) [h, res] = gptOssDecoderLayer(h, res, positions, params, `model.layers.${l}.`, cfg, l, seqs);
-  return denseRmsNorm(h.map((v, i) => v + res![i]!), T, param(params, 'model.norm.weight'), cfg.rmsNormEps);
+  return decoderStackReference(ids, params, cfg, (h, res, prefix, l) => gptOssDecoderLayer(h, res, positions, params, prefix, cfg, l, seqs));
 }

@@ -7,7 +7,7 @@ import type { HostArray } from '@fastkernels/core';
 import { gateLinearReference } from '../../../tasks/L1/moe/gate_linear.js';
 import { topkSoftmaxReference } from '../../../tasks/L1/moe/topk_softmax.js';
 import { fusedExpertsReference } from '../L2/fused_experts.js';
-import { denseCausalAttention, denseLinear, denseMlp, denseRmsNorm, denseRope, ropeAngles, type AttnGeometry, type DenseSeq } from '../reference.js';
+import { attnGeometry, decoderStackReference, denseCausalAttention, denseLinear, denseMlp, denseRmsNorm, denseRope, preNormDecoderLayer, ropeAngles, type AttnGeometry, type DenseSeq } from '../reference.js';
 import type { MoeConfig } from './config.js';
 
 type Params = ReadonlyMap<string, HostArray>;
@@ -53,42 +53,21 @@ export function denseMoeAttention(hidden: Float64Array, positions: ArrayLike<num
   return denseLinear(attn, T, param(params, `${prefix}o_proj.weight`), params.get(`${prefix}o_proj.bias`));
 }
 
-export function moeAttnGeometry(cfg: MoeConfig, layer: number): AttnGeometry {
-  return {
-    hiddenSize: cfg.hiddenSize,
-    numHeads: cfg.numAttentionHeads,
-    numKvHeads: cfg.numKeyValueHeads,
-    headDim: cfg.headDim,
-    ropeTheta: cfg.ropeTheta,
-    ropeScaling: cfg.ropeScaling,
-    slidingWindow: cfg.slidingWindows[layer] ?? 0,
-  };
-}
-
 /** The feed-forward block's name in the layer: Mixtral's block_sparse_moe, Qwen3-MoE's mlp. */
 export const moeBlockName = (cfg: Pick<MoeConfig, 'modelType'>): string => (cfg.modelType === 'mixtral' ? 'block_sparse_moe' : 'mlp');
 
 /** A MoE decoder layer, unfused: as denseDecoderLayer with the sparse block (or a dense MLP on Qwen3's dense layers). */
 export function denseMoeDecoderLayer(hidden: Float64Array, residual: Float64Array | null, positions: ArrayLike<number>, params: Params, prefix: string, cfg: MoeConfig, layer: number, seqs: readonly DenseSeq[]): [Float64Array, Float64Array] {
   const T = positions.length;
-  const r1 = residual ? hidden.map((x, i) => x + residual[i]!) : Float64Array.from(hidden);
-  const x = denseRmsNorm(r1, T, param(params, `${prefix}input_layernorm.weight`), cfg.rmsNormEps);
-  const attn = denseMoeAttention(x, positions, params, `${prefix}self_attn.`, moeAttnGeometry(cfg, layer), seqs, layer, cfg.qkNorm ? cfg.rmsNormEps : null);
-  const r2 = r1.map((v, i) => v + attn[i]!);
-  const y = denseRmsNorm(r2, T, param(params, `${prefix}post_attention_layernorm.weight`), cfg.rmsNormEps);
   const ffPrefix = `${prefix}${moeBlockName(cfg)}.`;
-  const out = cfg.denseLayers.includes(layer) ? denseMlp(y, T, params, ffPrefix) : denseMoeBlock(y, T, params, ffPrefix, cfg.numExpertsPerTok, cfg.normTopkProb);
-  return [out, r2];
+  return preNormDecoderLayer(
+    hidden, residual, positions, params, prefix, cfg.rmsNormEps,
+    (x) => denseMoeAttention(x, positions, params, `${prefix}self_attn.`, attnGeometry(cfg, layer), seqs, layer, cfg.qkNorm ? cfg.rmsNormEps : null),
+    (y) => (cfg.denseLayers.includes(layer) ? denseMlp(y, T, params, ffPrefix) : denseMoeBlock(y, T, params, ffPrefix, cfg.numExpertsPerTok, cfg.normTopkProb)),
+  );
 }
 
 /** The MoE model's forward: embed, layers, final norm. Returns the final hidden states [T, H]. */
 export function denseMoeModel(ids: ArrayLike<number>, positions: ArrayLike<number>, params: Params, cfg: MoeConfig, seqs: readonly DenseSeq[]): Float64Array {
-  const T = ids.length;
-  const H = cfg.hiddenSize;
-  const emb = param(params, 'model.embed_tokens.weight');
-  let h: Float64Array = new Float64Array(T * H);
-  for (let t = 0; t < T; t++) h.set(emb.data.subarray(ids[t]! * H, (ids[t]! + 1) * H), t * H);
-  let res: Float64Array | null = null;
-  for (let l = 0; l < cfg.numHiddenLayers; l++) [h, res] = denseMoeDecoderLayer(h, res, positions, params, `model.layers.${l}.`, cfg, l, seqs);
-  return denseRmsNorm(h.map((v, i) => v + res![i]!), T, param(params, 'model.norm.weight'), cfg.rmsNormEps);
+  return decoderStackReference(ids, params, cfg, (h, res, prefix, l) => denseMoeDecoderLayer(h, res, positions, params, prefix, cfg, l, seqs));
 }
