@@ -6,7 +6,7 @@
 // a CTA takes R consecutive sorted entries (R divides bs, so they share one expert) and FK_BN output columns, gathers the
 // R token rows of A (row = slot / top_k) straight from global memory with cp.async, streams that expert's weight rows
 // [FK_BN, K] beside them through an FK_STAGES-deep shared-memory ring of FK_BK-wide k tiles, and multiplies on tensor
-// cores (ldmatrix; W is [N, K] row-major, which is the mma's column-major B). The epilogue multiplies by the routed
+// cores (fk_mma_warp_tile.cuh: ldmatrix; W is [N, K] row-major, which is the mma's column-major B). The epilogue multiplies by the routed
 // weight (FK_MUL: topk_weights.flatten()[slot], fp32), rounds once and scatters each row to C[slot] ([M * top_k, N]).
 //
 // Everything the routing decides is read on the device (no host sync: the launch can be captured in a CUDA graph):
@@ -81,19 +81,12 @@ constexpr int RSTEP = NT / CPR;   // tile rows one pass of the threads copies
 static_assert(NT % CPR == 0 && A_CHUNKS % NT == 0 && B_CHUNKS % NT == 0, "every thread copies the same chunk column, the same number of chunks a stage");
 
 #include "fk_mma.cuh"
+#include "fk_mma_warp_tile.cuh"
+#include "fk_tile_order.cuh"
 
 __device__ __forceinline__ void store1(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
 __device__ __forceinline__ void store1(__half* p, float v) { *p = __float2half_rn(v); }
 
-// pid -> (row tile, column tile), group_m row tiles at a time over every column tile (row tile fastest in a group).
-__device__ __forceinline__ void tile_of(int pid, int m_tiles, int n_tiles, int group_m, int& pm, int& pn) {
-  const int per_group = group_m * n_tiles;
-  const int first = (pid / per_group) * group_m;
-  const int size = min(m_tiles - first, group_m);
-  const int in = pid % per_group;
-  pm = first + in % size;
-  pn = in / size;
-}
 
 }  // namespace fkmoe
 
@@ -188,25 +181,7 @@ extern "C" __global__ void __launch_bounds__(fkmoe::NT) fk_fused_moe(
     const T* sa = smem + (kt % STAGES) * STAGE_ELEMS;
     const T* sb = sa + BM * PITCH;
 #pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {
-      u32 af[MI][4];
-#pragma unroll
-      for (int i = 0; i < MI; ++i) {
-        const int r = wm * WTM + i * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-        ldsm_x4(smem_u32(sa + r * PITCH + kk * 16 + (lane >> 4) * 8), af[i][0], af[i][1], af[i][2], af[i][3]);
-      }
-      u32 bf[NI][2];
-#pragma unroll
-      for (int j = 0; j < NI / 2; ++j) {
-        // matrices (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15): b0 / b1 of two n8 tiles
-        const int n = wn * WTN + j * 16 + (lane >> 4) * 8 + (lane & 7);
-        ldsm_x4(smem_u32(sb + n * PITCH + kk * 16 + ((lane >> 3) & 1) * 8), bf[2 * j][0], bf[2 * j][1], bf[2 * j + 1][0], bf[2 * j + 1][1]);
-      }
-#pragma unroll
-      for (int i = 0; i < MI; ++i)
-#pragma unroll
-        for (int j = 0; j < NI; ++j) Mma<T>::mma(acc[i][j], af[i], bf[j][0], bf[j][1]);
-    }
+    for (int kk = 0; kk < BK / 16; ++kk) warp_tile_k16<T, MI, NI, PITCH>(acc, sa, sb, wm * WTM, wn * WTN, kk * 16, lane);
   }
   cp_async_wait<0>();
 

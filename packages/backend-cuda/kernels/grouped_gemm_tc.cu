@@ -6,9 +6,11 @@
 //
 // A CTA takes one slot and FK_BN output columns: it gathers its (up to) BM rows of x by perm with cp.async, streams the
 // expert's weight rows beside them through an FK_STAGES-deep shared-memory ring of FK_BK-wide k tiles, and multiplies
-// on tensor cores (fk_mma_warp_tile.cuh). The weight, by FK_MXFP4:
-// - 0: bf16 / f16 rows W [E, N, K] read in place (k contiguous, rows 16-byte aligned);
-// - 1: MXFP4 blocks u8 [E, N, K / 32, 16] + scales u8 [E, N, K / 32]: the ring holds the packed bytes (4.25 bits a
+// on tensor cores (fk_mma_warp_tile.cuh). The weight, by FK_MXFP4 / FK_NCONTIG:
+// - bf16 / f16 W [E, N, K] read in place, k contiguous (rows 16-byte aligned; the ring's tile is [n][k]), or with
+//   FK_NCONTIG n contiguous (the transposed view of HF's [E, K, N], gpt-oss's dense experts: k rows of 16-byte aligned
+//   n chunks; the tile is [k][n], read by ldmatrix.trans);
+// - FK_MXFP4: MXFP4 blocks u8 [E, N, K / 32, 16] + scales u8 [E, N, K / 32]: the ring holds the packed bytes (4.25 bits a
 //   weight); each k tile is decoded one tile ahead of the mma into a double-buffered bf16 / f16 tile: value =
 //   fp4 e2m1 * 2^(scale - 127) computed exactly in float and rounded once to T, as mxfp4_dequant does (element 2j of a
 //   block is the low nibble of byte j, 2j + 1 the high; scale 255 is NaN). The scales go global -> registers two tiles
@@ -18,12 +20,15 @@
 // is even). Rows past the slot's group, columns past N and k past K are zero-filled in shared memory, never read.
 //
 // Requirements the host checks (else the op's decomposition runs): x rows 16-byte aligned (pointer and row stride) and
-// K % 8 == 0; dense W rows likewise; MXFP4 blocks contiguous from a 16-byte boundary.
-// NVRTC specialisation (the host prepends #defines): FK_T, FK_BM, FK_BN, FK_BK, FK_WM, FK_WN, FK_STAGES, FK_MXFP4, FK_BIAS.
+// K % 8 == 0; dense W rows likewise (FK_NCONTIG: N % 8 == 0, the k and expert strides multiples of 8 elements);
+// MXFP4 blocks contiguous from a 16-byte boundary. w_s is the weight's row stride: n's, or k's under FK_NCONTIG.
+// NVRTC specialisation (the host prepends #defines): FK_T, FK_BM, FK_BN, FK_BK, FK_WM, FK_WN, FK_STAGES, FK_MXFP4,
+// FK_NCONTIG, FK_BIAS.
 // The configurations the host can launch are compiled with no spills by src/ops/moe/grouped-gemm-tc-nvcc.test.ts; the
 // defaults compile standalone.
-// compile-cu: -DFK_BM=128 -DFK_BN=128 -DFK_BK=64 -DFK_WM=2 -DFK_WN=4 -DFK_STAGES=4 -DFK_MXFP4=1 -DFK_BIAS=1
-// compile-cu: -DFK_BM=64 -DFK_BN=128 -DFK_BK=64 -DFK_WM=2 -DFK_WN=4 -DFK_STAGES=3 -DFK_MXFP4=0 -DFK_T=__half
+// compile-cu: -DFK_BM=128 -DFK_BN=128 -DFK_BK=64 -DFK_WM=2 -DFK_WN=4 -DFK_STAGES=3 -DFK_MXFP4=1 -DFK_BIAS=1
+// compile-cu: -DFK_BM=64 -DFK_BN=128 -DFK_BK=64 -DFK_WM=2 -DFK_WN=4 -DFK_STAGES=4 -DFK_MXFP4=0 -DFK_T=__half
+// compile-cu: -DFK_BM=128 -DFK_BN=128 -DFK_BK=64 -DFK_WM=2 -DFK_WN=4 -DFK_STAGES=3 -DFK_MXFP4=0 -DFK_NCONTIG=1 -DFK_BIAS=1
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
@@ -50,6 +55,9 @@
 #endif
 #ifndef FK_MXFP4
 #define FK_MXFP4 1
+#endif
+#ifndef FK_NCONTIG
+#define FK_NCONTIG 0
 #endif
 #ifndef FK_BIAS
 #define FK_BIAS 0
@@ -85,6 +93,13 @@ constexpr int DEC = RAW_CHUNKS / NT;     // blocks a thread copies and decodes a
 constexpr int STAGE_BYTES = A_ELEMS * 2 + RAW_CHUNKS * 16;
 constexpr int DEC_ELEMS = BN * PITCH;    // one decoded tile
 static_assert(RAW_CHUNKS % NT == 0, "every thread decodes the same number of blocks");
+#elif FK_NCONTIG
+constexpr int PITCH_N = BN + 8;          // [k][n] tile pitch: 16 bytes past the row (distinct banks for ldmatrix.trans)
+constexpr int NCPR = BN / 8;             // 16-byte chunks of a k row of the weight tile
+constexpr int KSTEP = NT / NCPR;         // k rows one pass of the threads copies
+constexpr int B_CHUNKS = BK * NCPR;
+constexpr int STAGE_BYTES = (A_ELEMS + BK * PITCH_N) * 2;
+static_assert(NT % NCPR == 0 && B_CHUNKS % NT == 0, "every thread copies the same chunk column, the same number of weight chunks a stage");
 #else
 constexpr int B_CHUNKS = BN * CPR;
 constexpr int STAGE_BYTES = (A_ELEMS + BN * PITCH) * 2;
@@ -94,6 +109,7 @@ static_assert(STAGE_BYTES % 16 == 0, "stages start 16-byte aligned");
 
 #include "fk_mma.cuh"
 #include "fk_mma_warp_tile.cuh"
+#include "fk_tile_order.cuh"  // pid -> (slot, column tile): one expert's slots run together
 
 __device__ __forceinline__ void store1(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
 __device__ __forceinline__ void store1(__half* p, float v) { *p = __float2half_rn(v); }
@@ -110,27 +126,18 @@ __device__ __forceinline__ float e8m0(u32 s) {
 __device__ __forceinline__ float fp4(u32 c) { return __int_as_float((int)(((c & 7u) << 22) | ((c & 8u) << 28))) * 0x1p126f; }
 #endif
 
-// pid -> (slot, column tile), group_m slots at a time over every column tile (slots of one expert run together and
-// share its weight tiles in L2)
-__device__ __forceinline__ void tile_of(int pid, int m_tiles, int n_tiles, int group_m, int& pm, int& pn) {
-  const int per_group = group_m * n_tiles;
-  const int first = (pid / per_group) * group_m;
-  const int size = min(m_tiles - first, group_m);
-  const int in = pid % per_group;
-  pm = first + in % size;
-  pn = in / size;
-}
-
 }  // namespace fkgg
 
 extern "C" __global__ void __launch_bounds__(fkgg::NT) fk_grouped_gemm_tc(
     FK_T* __restrict__ out, const FK_T* __restrict__ x, const void* __restrict__ w, const unsigned char* __restrict__ scales,
     const int* __restrict__ perm, const int4* __restrict__ tiles, const FK_T* __restrict__ bias, int N, int K, int E,
-    int slots, int n_tiles, int group_m, long long xs, long long w_e, long long w_n, long long bs) {
+    int slots, int n_tiles, int group_m, long long xs, long long w_e, long long w_s, long long bs) {
   using namespace fkgg;
   extern __shared__ __align__(16) unsigned char fk_smem[];
   __shared__ int s_row[BM];  // output row of each tile row, -1 past the group
+#if FK_BIAS
   __shared__ const T* s_bias;  // the expert's bias row (kept here, not in registers, over the main loop)
+#endif
 
   int pm, pn;
   tile_of(blockIdx.x, slots, n_tiles, group_m, pm, pn);
@@ -140,7 +147,9 @@ extern "C" __global__ void __launch_bounds__(fkgg::NT) fk_grouped_gemm_tc(
   const int n0 = pn * BN;
   const int tid = threadIdx.x;
   for (int r = tid; r < BM; r += NT) s_row[r] = tile.y + r < tile.z ? perm[tile.y + r] : -1;
-  if (tid == 0) s_bias = FK_BIAS && e < E ? bias + (long long)e * bs : nullptr;
+#if FK_BIAS
+  if (tid == 0) s_bias = e < E ? bias + (long long)e * bs : nullptr;
+#endif
   __syncthreads();
 
   if (e >= E) {
@@ -184,9 +193,14 @@ extern "C" __global__ void __launch_bounds__(fkgg::NT) fk_grouped_gemm_tc(
 #pragma unroll
     for (int i = 0; i < DEC; ++i) sc[i] = block_in(i, kt) ? (u32)__ldg(scales + blk_row[i] + kt * BLK) : 256u;  // 256: no block, zeros
   };
+#elif FK_NCONTIG
+  const T* wt = static_cast<const T*>(w);
+  const int bcol = (tid % NCPR) * 8, brow = tid / NCPR;  // this thread's weight chunks: n bcol.. of k rows brow + i KSTEP
+  const T* b_base = wt + (long long)e * w_e + n0 + bcol;
+  const bool b_nin = n0 + bcol < N;  // N % 8 == 0: a chunk is wholly in or out
 #else
   const T* wt = static_cast<const T*>(w);
-  const T* b_base = wt + (long long)e * w_e + (long long)(n0 + crow) * w_n + ccol;
+  const T* b_base = wt + (long long)e * w_e + (long long)(n0 + crow) * w_s + ccol;
 #endif
 
   // k tile kt into ring slot st (chunks past K, rows past the group or N: 16 zero bytes, nothing read)
@@ -207,12 +221,20 @@ extern "C" __global__ void __launch_bounds__(fkgg::NT) fk_grouped_gemm_tc(
       const bool ok = block_in(i, kt);
       cp_async16(smem_u32(raw + (tid + i * NT) * 16), ok ? blocks + (blk_row[i] + kt * BLK) * 16 : blocks, ok ? 16 : 0);
     }
+#elif FK_NCONTIG
+    T* sb = sa + A_ELEMS;
+#pragma unroll
+    for (int i = 0; i < B_CHUNKS / NT; ++i) {
+      const int k = k0 + brow + i * KSTEP;
+      const bool ok = b_nin && k < K;
+      cp_async16(smem_u32(sb + (brow + i * KSTEP) * PITCH_N + bcol), ok ? b_base + (long long)k * w_s : wt, ok ? 16 : 0);
+    }
 #else
     T* sb = sa + A_ELEMS;
 #pragma unroll
     for (int i = 0; i < B_CHUNKS / NT; ++i) {
       const bool ok = n0 + crow + i * RSTEP < N && kin;
-      cp_async16(smem_u32(sb + (crow + i * RSTEP) * PITCH + ccol), ok ? b_base + (long long)i * RSTEP * w_n + k0 : wt, ok ? 16 : 0);
+      cp_async16(smem_u32(sb + (crow + i * RSTEP) * PITCH + ccol), ok ? b_base + (long long)i * RSTEP * w_s + k0 : wt, ok ? 16 : 0);
     }
 #endif
   };
@@ -281,10 +303,10 @@ extern "C" __global__ void __launch_bounds__(fkgg::NT) fk_grouped_gemm_tc(
       for (int i = 0; i < DEC; ++i) sc_cur[i] = sc_next[i];
       load_scales(sc_next, kt + 3);
     }
-    const T* sa = reinterpret_cast<const T*>(fk_smem + (kt % STAGES) * STAGE_BYTES) + wm * WTM * PITCH;
-    const T* sb = dec + (kt & 1) * DEC_ELEMS + wn * WTN * PITCH;
+    const T* sa = reinterpret_cast<const T*>(fk_smem + (kt % STAGES) * STAGE_BYTES);
+    const T* sb = dec + (kt & 1) * DEC_ELEMS;
 #pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) warp_tile_k16<T, MI, NI, PITCH>(acc, sa, sb, kk * 16, lane);
+    for (int kk = 0; kk < BK / 16; ++kk) warp_tile_k16<T, MI, NI, PITCH>(acc, sa, sb, wm * WTM, wn * WTN, kk * 16, lane);
   }
 #else
   for (int kt = 0; kt < KT; ++kt) {
@@ -296,10 +318,15 @@ extern "C" __global__ void __launch_bounds__(fkgg::NT) fk_grouped_gemm_tc(
       cp_async_commit();
     }
     const T* sa = reinterpret_cast<const T*>(fk_smem + (kt % STAGES) * STAGE_BYTES);
-    const T* sb = sa + A_ELEMS + wn * WTN * PITCH;
-    sa += wm * WTM * PITCH;
+    const T* sb = sa + A_ELEMS;
 #pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) warp_tile_k16<T, MI, NI, PITCH>(acc, sa, sb, kk * 16, lane);
+    for (int kk = 0; kk < BK / 16; ++kk) {
+#if FK_NCONTIG
+      warp_tile_k16_kn<T, MI, NI, PITCH, PITCH_N>(acc, sa, sb, wm * WTM, wn * WTN, kk * 16, lane);
+#else
+      warp_tile_k16<T, MI, NI, PITCH>(acc, sa, sb, wm * WTM, wn * WTN, kk * 16, lane);
+#endif
+    }
   }
 #endif
   cp_async_wait<0>();

@@ -9,7 +9,10 @@
  *   zero rows of group E, the column tile's bounds) over that table: every output element written exactly once, with
  *   the row's expert (or zero) as the op defines it;
  * - the MXFP4 decode of the GEMM (fp4 bits placed as a float's, one exact multiply; the e8m0 scale from its bits) run
- *   on the host against the decode mxfp4_dequant's kernel uses, for every code and scale: the same floats, bit for bit.
+ *   on the host against the decode mxfp4_dequant's kernel uses, for every code and scale: the same floats, bit for bit;
+ * - the B fragments of fk_mma_warp_tile.cuh's two loaders (ldmatrix from a [n][k] tile, ldmatrix.trans from a [k][n]
+ *   tile), their lane addresses transcribed and ldmatrix's delivery as the PTX ISA defines it, against the m16n8k16 B
+ *   fragment layout: the same values in every lane's registers.
  * The tensor-core arithmetic itself is GPU-tested (grouped-gemm-tc.gpu.test.ts). Skipped where g++ is absent.
  */
 import { Rng } from '@fastkernels/core';
@@ -155,7 +158,7 @@ describe(`tensor-core grouped GEMM routing and schedule on the host${hasGxx ? ''
       const c = make(new Rng(700 + n));
       const tile = GROUPED_TC_TILES.find((t) => t.BM === c.BM)!;
       const N = 300;
-      const plan = planGroupedTc({ T: c.T, N, K: 64, E: c.E, mxfp4: false }, tile);
+      const plan = planGroupedTc({ T: c.T, N, K: 64, E: c.E, format: 'k-contiguous' }, tile);
       const { perm, tiles } = runRoute(c, plan.slots);
       const want = expectedLayout(c, plan.slots);
       expect(tiles).toEqual(want.tiles);
@@ -194,4 +197,34 @@ describe(`tensor-core grouped GEMM's MXFP4 decode on the host${hasGxx ? '' : ' (
     expect(same.length).toBe(256 * 16);
     expect(same.every((v) => v === 1), `mismatch at (scale, code) ${same.findIndex((v) => v !== 1)}`).toBe(true);
   }, 120_000);
+});
+
+/** ldmatrix .x4: lane l addresses row l % 8 of matrix l / 8 (8 elements from its address); lane t gets, of matrix m,
+ * (row t / 4, columns 2 (t % 4) + h), or with .trans (row 2 (t % 4) + h, column t / 4), h = 0, 1. */
+function ldmatrixX4(read: (addr: number) => number, addrOf: (lane: number) => number, trans: boolean): number[][][] {
+  const rows = Array.from({ length: 32 }, (_, l) => Array.from({ length: 8 }, (_, c) => read(addrOf(l) + c)));
+  return Array.from({ length: 32 }, (_, t) =>
+    Array.from({ length: 4 }, (_, m) => [0, 1].map((h) => (trans ? rows[8 * m + 2 * (t % 4) + h]![Math.floor(t / 4)]! : rows[8 * m + Math.floor(t / 4)]![2 * (t % 4) + h]!))),
+  );
+}
+
+describe('fk_mma_warp_tile.cuh: B fragments from a [n][k] tile and from a [k][n] tile (ldmatrix.trans)', () => {
+  it('both give the m16n8k16 B layout: b0 = B[k 2 (t % 4) + h][n t / 4], b1 the same 8 k further, two n8 tiles a load', () => {
+    const [P_NK, P_KN, b0, k0] = [72, 136, 32, 16]; // the kernel's pitches (BK 64, BN 128); a warp's column / k offsets
+    const B = (k: number, n: number) => 1000 * k + n; // the operand's element (k, n), distinct values
+    const nk = (addr: number) => B(addr % P_NK, Math.floor(addr / P_NK)); // tile [n][k]
+    const kn = (addr: number) => B(Math.floor(addr / P_KN), addr % P_KN); // tile [k][n]
+    for (const j of [0, 1]) {
+      // warp_tile_k16's and warp_tile_k16_kn's lane addresses (element offsets into the tile)
+      const fromNk = ldmatrixX4(nk, (l) => (b0 + j * 16 + (l >> 4) * 8 + (l & 7)) * P_NK + k0 + ((l >> 3) & 1) * 8, false);
+      const fromKn = ldmatrixX4(kn, (l) => (k0 + (l & 7) + ((l >> 3) & 1) * 8) * P_KN + b0 + j * 16 + (l >> 4) * 8, true);
+      for (let t = 0; t < 32; t++) {
+        const [g, c] = [Math.floor(t / 4), 2 * (t % 4)];
+        // registers bf[2j][0], bf[2j][1], bf[2j + 1][0], bf[2j + 1][1]: n8 tile 2j then 2j + 1, each b0 (k 0-7) and b1 (k 8-15)
+        const want = [0, 1].flatMap((tile) => [0, 8].map((dk) => [0, 1].map((h) => B(k0 + dk + c + h, b0 + j * 16 + tile * 8 + g))));
+        expect(fromNk[t], `lane ${t} [n][k]`).toEqual(want);
+        expect(fromKn[t], `lane ${t} [k][n]`).toEqual(want);
+      }
+    }
+  });
 });

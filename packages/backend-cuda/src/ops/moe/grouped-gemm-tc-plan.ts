@@ -11,6 +11,8 @@
  */
 
 export type GroupedTcDType = 'bf16' | 'f16';
+/** The weight operand: bf16 / f16 [E, N, K] with k contiguous (rows) or n contiguous (a transposed view), or MXFP4. */
+export type GroupedTcFormat = 'k-contiguous' | 'n-contiguous' | 'mxfp4';
 
 /** One compiled variant of fk_grouped_gemm_tc (FK_BM, FK_BN, FK_BK, FK_WM x FK_WN warps, FK_STAGES by weight format). */
 export interface GroupedTcTile {
@@ -42,7 +44,7 @@ export interface GroupedTcShape {
   readonly N: number;
   readonly K: number;
   readonly E: number;
-  readonly mxfp4: boolean;
+  readonly format: GroupedTcFormat;
 }
 
 export interface GroupedTcPlan {
@@ -67,11 +69,15 @@ export function chooseGroupedTcTile(s: GroupedTcShape): GroupedTcTile {
   return GROUPED_TC_TILES.find((t) => t.name === name)!;
 }
 
-/** Shared memory of one GEMM CTA: stages x (A tile + weight tile), plus two decoded tiles for MXFP4 (rows of BK + 8). */
-export function groupedTcSmemBytes(t: GroupedTcTile, mxfp4: boolean): number {
+/**
+ * Shared memory of one GEMM CTA: stages x (A tile + weight tile: [BN][BK + 8], or [BK][BN + 8] n contiguous), for MXFP4
+ * the packed bytes a stage plus two decoded [BN][BK + 8] tiles.
+ */
+export function groupedTcSmemBytes(t: GroupedTcTile, format: GroupedTcFormat): number {
   const pitchBytes = (t.BK + 8) * 2;
   const aTile = t.BM * pitchBytes;
-  if (!mxfp4) return t.stagesDense * (aTile + t.BN * pitchBytes);
+  if (format === 'k-contiguous') return t.stagesDense * (aTile + t.BN * pitchBytes);
+  if (format === 'n-contiguous') return t.stagesDense * (aTile + t.BK * (t.BN + 8) * 2);
   return t.stagesMxfp4 * (aTile + t.BN * (t.BK / 2)) + 2 * t.BN * pitchBytes;
 }
 
@@ -81,18 +87,18 @@ export function planGroupedTc(s: GroupedTcShape, force?: GroupedTcTile): Grouped
   const nTiles = Math.ceil(s.N / tile.BN);
   return {
     tile,
-    stages: s.mxfp4 ? tile.stagesMxfp4 : tile.stagesDense,
+    stages: s.format === 'mxfp4' ? tile.stagesMxfp4 : tile.stagesDense,
     slots,
     nTiles,
     grid: slots * nTiles,
     threads: 32 * tile.WM * tile.WN,
-    smemBytes: groupedTcSmemBytes(tile, s.mxfp4),
+    smemBytes: groupedTcSmemBytes(tile, s.format),
     routeSmemBytes: 3 * (s.E + 2) * 4,
   };
 }
 
 /** The GEMM kernel's #defines. */
-export function groupedTcDefines(plan: GroupedTcPlan, dtype: GroupedTcDType, mxfp4: boolean, bias: boolean): Record<string, string | number> {
+export function groupedTcDefines(plan: GroupedTcPlan, dtype: GroupedTcDType, format: GroupedTcFormat, bias: boolean): Record<string, string | number> {
   const t = plan.tile;
   return {
     FK_T: dtype === 'bf16' ? '__nv_bfloat16' : '__half',
@@ -102,7 +108,8 @@ export function groupedTcDefines(plan: GroupedTcPlan, dtype: GroupedTcDType, mxf
     FK_WM: t.WM,
     FK_WN: t.WN,
     FK_STAGES: plan.stages,
-    FK_MXFP4: mxfp4 ? 1 : 0,
+    FK_MXFP4: format === 'mxfp4' ? 1 : 0,
+    FK_NCONTIG: format === 'n-contiguous' ? 1 : 0,
     FK_BIAS: bias ? 1 : 0,
   };
 }

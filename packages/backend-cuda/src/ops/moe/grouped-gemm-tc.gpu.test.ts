@@ -2,11 +2,13 @@
  * The tensor-core grouped GEMM (grouped-gemm-tc.ts: routing kernel + kernels/grouped_gemm_tc.cu) on the GPU, the path
  * grouped_gemm and mxfp4_grouped_gemm take past GROUPED_GEMM_EAGER_ROWS rows at bf16 / f16, fresh random inputs each:
  * - reduced gpt-oss-20b-like shapes (E 32, top-4 rows token-major, experts hit unevenly and some never; offsets with
- *   padding rows; K and N tails, odd N) against the float64 CPU op, MXFP4 and bf16 / f16 weights, each tile size (the
- *   planner's choice by rows an expert: 16, 64 and 128 a expert on average);
+ *   padding rows; K and N tails, odd N) against the float64 CPU op, MXFP4 and bf16 / f16 weights as [E, N, K] rows and
+ *   as the transposed view of HF's [E, K, N] (gpt-oss's dense experts; odd N declines there), each tile size (the
+ *   planner's choice by rows an expert: 16, 64 and 128 an expert on average);
  * - gpt-oss-20b's gate_up at its real shape (E 32, K 2880, N 5760, MXFP4, bias) at 512 and 4096 routed rows: equal bit
- *   for bit to mxfp4_dequant + grouped_gemm on dense bf16 weights (the same tile, k order and bf16 weights), and close
- *   to one cuBLAS linear per expert (the decomposition's GEMMs) within bf16 rounding;
+ *   for bit to mxfp4_dequant + grouped_gemm on dense bf16 weights, [E, N, K] rows and HF's [E, K, N] view alike (the
+ *   same tile, k order and bf16 weights), and close to one cuBLAS linear per expert (the decomposition's GEMMs) within
+ *   bf16 rounding;
  * - a CUDA graph capture of the call: its replays equal eager calls bit for bit, over two routings.
  */
 import { describe, expect, it } from 'vitest';
@@ -91,19 +93,25 @@ function routingOf(c: TcCase, rng: Rng): { route: Tensor; args: (x: Tensor, w: T
   return { route, args: (x, w, r, b) => (c.routing === 'ids' ? [x, ...w, null, r, b] : [x, ...w, r, null, b]) };
 }
 
-function checkAgainstCpu(c: TcCase, dtype: DType, mxfp4: boolean, seed: number): void {
+type Format = 'k-contiguous' | 'n-contiguous' | 'mxfp4';
+
+function checkAgainstCpu(c: TcCase, dtype: DType, format: Format, seed: number): void {
   releasing((keep) => {
     const rng = new Rng(seed);
     const T = c.tokens * c.topK;
     const x = keep(randCpu([T, c.K], dtype, seed + 1));
-    const w = mxfp4 ? mxfp4Cpu(keep, rng, c.E, c.N, c.K) : [keep(randCpu([c.E, c.N, c.K], dtype, seed + 2, 1 / Math.sqrt(c.K)))];
+    const scale = 1 / Math.sqrt(c.K);
+    // dense weights as stored ([E, N, K], or HF's [E, K, N]) and the [E, N, K] view the op takes
+    const stored = format === 'mxfp4' ? mxfp4Cpu(keep, rng, c.E, c.N, c.K) : [keep(randCpu(format === 'k-contiguous' ? [c.E, c.N, c.K] : [c.E, c.K, c.N], dtype, seed + 2, scale))];
+    const asOp = (t: Tensor[]) => (format === 'n-contiguous' ? [keep(t[0]!.transpose(1, 2))] : t);
     const bias = c.bias ? keep(randCpu([c.E, c.N], dtype, seed + 3, 0.1)) : null;
     const { route, args } = routingOf(c, rng);
     keep(route);
-    const op = mxfp4 ? 'mxfp4_grouped_gemm' : 'grouped_gemm';
-    const want = keep(callOp1(op, args(x, w, route, bias)));
-    const gArgs = args(keep(toGpu(x)), w.map((t) => keep(toGpu(t))), keep(toGpu(route)), bias ? keep(toGpu(bias)) : null);
-    expect(opRoute(op, gArgs), c.name).toEqual({ via: 'kernel' });
+    const op = format === 'mxfp4' ? 'mxfp4_grouped_gemm' : 'grouped_gemm';
+    const want = keep(callOp1(op, args(x, asOp(stored), route, bias)));
+    const gArgs = args(keep(toGpu(x)), asOp(stored.map((t) => keep(toGpu(t)))), keep(toGpu(route)), bias ? keep(toGpu(bias)) : null);
+    const declines = format === 'n-contiguous' && c.N % 8 !== 0; // chunks of 8 columns
+    expect(opRoute(op, gArgs), c.name).toEqual({ via: declines ? 'decomposition' : 'kernel' });
     const got = keep(callOp1(op, gArgs));
     expectClose(got, want, tolOf(dtype), `${op} ${c.name} ${dtype}`);
   });
@@ -111,9 +119,9 @@ function checkAgainstCpu(c: TcCase, dtype: DType, mxfp4: boolean, seed: number):
 
 describe('the tensor-core grouped GEMM = the float64 CPU op', () => {
   for (const dtype of ['bf16', 'f16'] as DType[]) {
-    for (const mxfp4 of [true, false]) {
-      it(`${mxfp4 ? 'mxfp4_grouped_gemm' : 'grouped_gemm'} ${dtype}: gpt-oss-like routing, each tile, tails`, G, () => {
-        CASES.forEach((c, i) => checkAgainstCpu(c, dtype, mxfp4, 300 + 10 * i + (mxfp4 ? 1 : 0)));
+    for (const [f, format] of (['mxfp4', 'k-contiguous', 'n-contiguous'] as Format[]).entries()) {
+      it(`${format === 'mxfp4' ? 'mxfp4_grouped_gemm' : `grouped_gemm (${format})`} ${dtype}: gpt-oss-like routing, each tile, tails`, G, () => {
+        CASES.forEach((c, i) => checkAgainstCpu(c, dtype, format, 300 + 10 * i + f));
       });
     }
   }
@@ -122,7 +130,7 @@ describe('the tensor-core grouped GEMM = the float64 CPU op', () => {
 describe("gpt-oss-20b's gate_up at its real shape (E 32, K 2880, N 5760, MXFP4 + bias, bf16)", () => {
   const [E, K, N, topK] = [32, 2880, 5760, 4];
   for (const tokens of [128, 1024]) {
-    it(`${tokens * topK} routed rows: = mxfp4_dequant + grouped_gemm bit for bit, ~ one cuBLAS linear an expert`, G, () => {
+    it(`${tokens * topK} routed rows: = mxfp4_dequant + grouped_gemm (both layouts) bit for bit, ~ one cuBLAS linear an expert`, G, () => {
       releasing((keep) => {
         const rng = new Rng(900 + tokens);
         const T = tokens * topK;
@@ -135,6 +143,9 @@ describe("gpt-oss-20b's gate_up at its real shape (E 32, K 2880, N 5760, MXFP4 +
         const got = keep(callOp1('mxfp4_grouped_gemm', [x, blocks, scales, null, ids, bias]));
         const dense = keep(callOp1('mxfp4_dequant', [blocks, scales], { dtype: 'bf16' }));
         expectBitEqual(got, keep(callOp1('grouped_gemm', [x, dense, null, ids, bias])), 'vs dequant + grouped_gemm');
+        // gpt-oss's dense form: HF's [E, K, N] storage seen as [E, N, K] (n contiguous), the same values: the same bits
+        const hf = keep(keep(dense.transpose(1, 2)).contiguous());
+        expectBitEqual(got, keep(callOp1('grouped_gemm', [x, keep(hf.transpose(1, 2)), null, ids, bias])), 'vs grouped_gemm on the [E, K, N] view');
         // the decomposition's GEMMs: one cuBLAS linear over each expert's rows
         for (let e = 0; e < E; e++) {
           const rows = idsHost.flatMap((v, r) => (v === e ? [r] : []));

@@ -1,6 +1,6 @@
 /**
  * The tensor-core grouped GEMM (kernels/grouped_gemm_route.cu, then kernels/grouped_gemm_tc.cu): the prefill path of
- * grouped_gemm (bf16 / f16 weights [E, N, K] read in place) and mxfp4_grouped_gemm (MXFP4 blocks decoded inside the
+ * grouped_gemm (bf16 / f16 weights [E, N, K] read in place, k or n contiguous) and mxfp4_grouped_gemm (MXFP4 blocks decoded inside the
  * GEMM, never to a bf16 copy of the experts). Two launches planned from shapes alone (grouped-gemm-tc-plan.ts): the
  * routing kernel groups the rows by expert on the device into two small scratch tensors, the GEMM reads them, so the
  * call never synchronises and can be captured in a CUDA graph. The launchers (grouped-gemm.ts, mxfp4-grouped-gemm.ts)
@@ -14,11 +14,11 @@ import { KERNEL_SOURCES } from '../../kernel-sources.generated.js';
 import type { GenKernelCache } from '../gen-cache.js';
 import type { GeneratedKernel } from '../elementwise-source.js';
 import { rowsAligned } from './fused-moe.js';
-import { GROUPED_TC_ROUTE_THREADS, groupedTcDefines, groupedTcRouteDefines, planGroupedTc, type GroupedTcDType, type GroupedTcPlan, type GroupedTcTile } from './grouped-gemm-tc-plan.js';
+import { GROUPED_TC_ROUTE_THREADS, groupedTcDefines, groupedTcRouteDefines, planGroupedTc, type GroupedTcDType, type GroupedTcFormat } from './grouped-gemm-tc-plan.js';
 
 /** route, perm, tiles; T E BM slots */
 export const GROUPED_TC_ROUTE_SIGNATURE: readonly ArgType[] = ['ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i32'];
-/** out, x, w (rows or blocks), scales, perm, tiles, bias; N K E slots n_tiles group_m; x row stride, w expert / row strides, bias row stride */
+/** out, x, w (rows or blocks), scales, perm, tiles, bias; N K E slots n_tiles group_m; x row stride, w expert / row (n's, or k's when n is contiguous) strides, bias row stride */
 export const GROUPED_TC_SIGNATURE: readonly ArgType[] = [
   'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr',
   'i32', 'i32', 'i32', 'i32', 'i32', 'i32',
@@ -75,23 +75,30 @@ export function groupedTcDecline(c: GroupedTcCall): string | null {
   if (K % 8 !== 0) return `K = ${K} is not a multiple of 8 (the tensor-core kernel copies 16-byte chunks)`;
   if (c.E > MAX_EXPERTS) return `${c.E} experts: more than the routing kernel's ${MAX_EXPERTS}`;
   if (x.shape[0]! >= 2 ** 31 / 2) return `${x.shape[0]} rows: too many for the routing kernel's 32-bit positions`;
-  if (weight.kind === 'dense') {
-    const w = weight.w;
-    if (w.shape[2]! > 1 && w.strides[2] !== 1) return 'weight is a transposed view ([E, K, N] storage): the tensor-core kernel reads [E, N, K] rows';
-    if (!rowsAligned(w)) return 'weight rows are not 16-byte aligned';
+  const format = formatOf(weight);
+  if (format === 'k-contiguous' && !rowsAligned((weight as { w: Tensor }).w)) return 'weight rows are not 16-byte aligned';
+  if (format === 'n-contiguous') {
+    const w = (weight as { w: Tensor }).w;
+    if (w.strides[1] !== 1 && w.shape[1]! > 1) return 'weight has neither k nor n contiguous';
+    if (c.N % 8 !== 0) return `N = ${c.N} is not a multiple of 8 (an n-contiguous weight is copied in 16-byte chunks)`;
+    const p = w.storage.devicePtr;
+    if (p === undefined || (p + w.offset * w.itemsize) % 16 !== 0 || w.strides[0]! % 8 !== 0 || w.strides[2]! % 8 !== 0) return 'weight columns are not 16-byte aligned';
   }
-  const plan = planGroupedTc({ T: x.shape[0]!, N: c.N, K, E: c.E, mxfp4: weight.kind === 'mxfp4' });
+  const plan = planGroupedTc({ T: x.shape[0]!, N: c.N, K, E: c.E, format });
   if (plan.grid > MAX_GRID) return 'grid too large';
   return null;
+}
+
+/** The kernel's weight format: MXFP4, or dense by which of k / n is contiguous (k where both are: a single column). */
+export function formatOf(weight: GroupedTcWeight): GroupedTcFormat {
+  if (weight.kind === 'mxfp4') return 'mxfp4';
+  const w = weight.w;
+  return w.strides[2] === 1 || w.shape[2]! <= 1 ? 'k-contiguous' : 'n-contiguous';
 }
 
 export class GroupedGemmTc {
   private readonly args: ArgValue[] = new Array<ArgValue>(GROUPED_TC_SIGNATURE.length).fill(0);
   private readonly routeArgs: ArgValue[] = new Array<ArgValue>(GROUPED_TC_ROUTE_SIGNATURE.length).fill(0);
-  /** A tile every call takes instead of the planner's choice (tests run each; A/B runs). */
-  forceTile: GroupedTcTile | undefined;
-  /** The plan of the last launch (tests check which tile ran). */
-  lastPlan: GroupedTcPlan | undefined;
 
   constructor(private readonly cache: GenKernelCache) {}
 
@@ -99,9 +106,8 @@ export class GroupedGemmTc {
   run(out: Tensor, c: GroupedTcCall): void {
     const T = c.x.shape[0]!;
     const K = c.x.shape[1]!;
-    const mxfp4 = c.weight.kind === 'mxfp4';
-    const plan = planGroupedTc({ T, N: c.N, K, E: c.E, mxfp4 }, this.forceTile);
-    this.lastPlan = plan;
+    const format = formatOf(c.weight);
+    const plan = planGroupedTc({ T, N: c.N, K, E: c.E, format });
     const temps: Tensor[] = [];
     const keep = (t: Tensor) => (temps.push(t), t);
     try {
@@ -115,14 +121,15 @@ export class GroupedGemmTc {
       const routeDefines = groupedTcRouteDefines(c.route.dtype as 'i32' | 'i64', c.byIds);
       this.kernel(`grouped_gemm_route ${JSON.stringify(routeDefines)}`, () => groupedTcRouteSource(routeDefines)).launch(1, GROUPED_TC_ROUTE_THREADS, plan.routeSmemBytes, r);
 
-      const defines = groupedTcDefines(plan, x.dtype as GroupedTcDType, mxfp4, c.bias !== null);
+      const defines = groupedTcDefines(plan, x.dtype as GroupedTcDType, format, c.bias !== null);
       const w = c.weight;
       const g = this.args;
       i = 0;
       g[i++] = out; g[i++] = x; g[i++] = w.kind === 'dense' ? w.w : w.blocks; g[i++] = w.kind === 'mxfp4' ? w.scales : 0;
       g[i++] = perm; g[i++] = tiles; g[i++] = c.bias ?? 0;
       g[i++] = c.N; g[i++] = K; g[i++] = c.E; g[i++] = plan.slots; g[i++] = plan.nTiles; g[i++] = plan.tile.groupM;
-      g[i++] = x.strides[0]!; g[i++] = w.kind === 'dense' ? w.w.strides[0]! : 0; g[i++] = w.kind === 'dense' ? w.w.strides[1]! : 0;
+      g[i++] = x.strides[0]!; g[i++] = w.kind === 'dense' ? w.w.strides[0]! : 0;
+      g[i++] = w.kind === 'dense' ? w.w.strides[format === 'n-contiguous' ? 2 : 1]! : 0;
       g[i++] = c.bias ? c.bias.strides[0]! : 0;
       this.kernel(`grouped_gemm_tc ${JSON.stringify(defines)}`, () => groupedTcSource(defines)).launch(plan.grid, plan.threads, plan.smemBytes, g);
     } finally {

@@ -2,7 +2,7 @@
  * grouped_gemm on the GPU (grouped-gemm-source.ts, CUDA cores) against the float64 CPU op: f32 / f16 / bf16, routing by
  * expert_ids (with -1 rows) and by offsets (with padding rows past offsets[E]), with and without bias, weights as [E, N,
  * K] rows and as the transposed view of HF's [E, K, N] (gpt-oss's gate_up_proj), K / N tails; the route each call takes
- * (the kernel up to GROUPED_GEMM_EAGER_ROWS rows; past it the tensor-core kernel at bf16 / f16 on [E, N, K] rows, see
+ * (the kernel up to GROUPED_GEMM_EAGER_ROWS rows; past it the tensor-core kernel at bf16 / f16, see
  * grouped-gemm-tc.gpu.test.ts, else the per-expert decomposition eagerly); a CUDA graph capture of an f32 call past that
  * row count (the GEMV kernel under capture), replayed over new expert ids. mxfp4_grouped_gemm (the packed
  * form read in place) the same way, random blocks and scales around 1 / sqrt(K). L2/gpt_oss_moe (dense and MXFP4
@@ -31,7 +31,7 @@ function check(c: GroupedGemmCase, dtype: DType, seed: number): void {
     const gArgs = args(keep(toGpu(x)), wGpu, keep(toGpu(r)), bias ? keep(toGpu(bias)) : null);
     const route0 = opRoute('grouped_gemm', gArgs);
     // past the eager rows: the tensor-core kernel at bf16 / f16 on [E, N, K] rows, else the decomposition
-    const tensorCore = dtype !== 'f32' && !c.transposed && c.K % 8 === 0;
+    const tensorCore = dtype !== 'f32' && c.K % 8 === 0 && (!c.transposed || c.N % 8 === 0);
     expect(route0, JSON.stringify(c)).toEqual({ via: c.T <= GROUPED_GEMM_EAGER_ROWS || tensorCore ? 'kernel' : 'decomposition' });
     const got = keep(callOp1('grouped_gemm', gArgs));
     expectClose(got, want, tolOf(dtype), `grouped_gemm ${JSON.stringify(c)} ${dtype}`);
@@ -46,7 +46,8 @@ const CASES: GroupedGemmCase[] = [
   { T: 20, E: 5, N: 300, K: 24, routing: 'offsets', bias: false, transposed: true },
   { T: 8, E: 8, N: 2 * 2880 / 8, K: 2880, routing: 'ids', bias: true, transposed: true }, // gpt-oss-20b's K, N and E cut
   { T: 100, E: 8, N: 64, K: 48, routing: 'ids', bias: true, transposed: false }, // past the eager rows: tensor cores (f32: decomposition)
-  { T: 100, E: 8, N: 64, K: 48, routing: 'ids', bias: true, transposed: true }, // past the eager rows, a transposed view: decomposition
+  { T: 100, E: 8, N: 64, K: 48, routing: 'ids', bias: true, transposed: true }, // past the eager rows, a transposed view: tensor cores
+  { T: 100, E: 8, N: 60, K: 48, routing: 'ids', bias: true, transposed: true }, // the same with N % 8 != 0: decomposition
 ];
 
 describe('grouped_gemm on CUDA = the float64 CPU op', () => {

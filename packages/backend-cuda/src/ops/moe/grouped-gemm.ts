@@ -1,10 +1,10 @@
 /**
  * grouped_gemm on CUDA: one launch of the CUDA-core GEMV kernel (grouped-gemm-source.ts) for calls of up to
- * `GROUPED_GEMM_EAGER_ROWS` rows (decode steps), and the tensor-core grouped GEMM (grouped-gemm-tc.ts: bf16 / f16,
- * weight [E, N, K] rows read in place) past them, both with the routing read on the device, so MoE layers that call it
- * (gpt-oss's experts, fused_moe_gemm's decomposition at f32) stay capturable in a CUDA graph. A larger call the
- * tensor-core kernel declines (f32, a transposed weight view) takes the GEMV kernel under a graph capture and otherwise
- * the op's decomposition: one cuBLAS GEMM per expert run with the routing read on the host.
+ * `GROUPED_GEMM_EAGER_ROWS` rows (decode steps), and the tensor-core grouped GEMM (grouped-gemm-tc.ts: bf16 / f16, the
+ * weight read in place, k or n contiguous) past them, both with the routing read on the device, so MoE layers that call
+ * it (gpt-oss's experts, fused_moe_gemm's decomposition at f32) stay capturable in a CUDA graph. A larger call the
+ * tensor-core kernel declines (f32, unaligned weights) takes the GEMV kernel under a graph capture and otherwise the
+ * op's decomposition: one cuBLAS GEMM per expert run with the routing read on the host.
  */
 import { Tensor, type OpCall } from '@fastkernels/core';
 import type { ArgValue } from '../../args.js';
