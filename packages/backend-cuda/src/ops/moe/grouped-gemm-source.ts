@@ -9,7 +9,8 @@
  * - 'n-contiguous' (a transposed view, HF's gate_up_proj [E, K, N] seen as [E, N, K]): a thread a column, 256 columns a
  *   CTA, each k step one coalesced row of the weight.
  * Weights are read once per row (no reuse across rows of one expert): the path for decode steps and CUDA graphs; large
- * prefills take the op's decomposition (one cuBLAS GEMM per expert run, the routing read on the host).
+ * prefills take the tensor-core grouped GEMM (grouped-gemm-tc.ts) at bf16 / f16, else the op's decomposition (one
+ * cuBLAS GEMM per expert run, the routing read on the host).
  * `mxfp4GroupedGemmSource` is the same kernel over MXFP4 experts (mxfp4_grouped_gemm: blocks u8 [E, N, K / 32, 16],
  * scales u8 [E, N, K / 32]): a warp a column, a lane a 32-value block (one 16-byte load and its scale, decoded in
  * registers), so a decode step reads the hit experts' 4.25 bits a weight and nothing else.
