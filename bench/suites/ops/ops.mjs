@@ -256,29 +256,32 @@ for (const model of ['mixtral', 'qwen3']) {
   }
 }
 
-// MXFP4 grouped GEMM (issue 31, src/ops/moe/grouped-gemm-tc.ts): gpt-oss-20b's gate_up (top-4 of 32 experts, hidden
-// 2880 -> 2 x 2880, MXFP4 experts + bias) at prefill's routed rows, each weight tile decoded inside the tensor-core GEMM.
-// ops_torch.py dequantises every expert to bf16, then loops over the hit experts (the work of the op's decomposition).
-// bytes: the hit experts' packed weights (4.25 bits a weight), x, bias and out; flops 2 rows N K.
+// The tensor-core grouped GEMM (issue 31, src/ops/moe/grouped-gemm-tc.ts): gpt-oss-20b's gate_up (top-4 of 32 experts,
+// hidden 2880 -> 2 x 2880, bias) at prefill's routed rows, its experts in MXFP4 (mxfp4_grouped_gemm: each weight tile
+// decoded inside the GEMM) and dense bf16 in HF's [E, K, N] layout (grouped_gemm on the transposed view): their gap is
+// the decode's cost. ops_torch.py dequantises every expert to bf16 (MXFP4) and loops over the hit experts.
+// bytes: the hit experts' weights (4.25 or 16 bits a weight), x, bias and out; flops 2 rows N K.
 const GPT_OSS_20B = { E: 32, topK: 4, H: 2880, I: 2880 };
-const mxfp4Case = (tokens) => {
+const groupedCase = (tokens, format) => {
   const m = GPT_OSS_20B;
   const [N, K, rows] = [2 * m.I, m.H, tokens * m.topK];
   const ids = moeIds(tokens, m.E, m.topK, 131 * tokens);
   const hit = new Set(ids).size;
+  const [x, routing, bias] = [{ shape: [rows, K], dtype: 'bf16' }, { shape: [rows], dtype: 'i64', ints: ids }, { shape: [m.E, N], dtype: 'bf16', scale: 0.1 }];
+  const mx = format === 'mxfp4';
+  const weights = mx
+    ? [{ shape: [m.E, N, K / 32, 16], dtype: 'u8', bytes: [0, 256] }, { shape: [m.E, N, K / 32], dtype: 'u8', bytes: [118, 123] }]
+    : [{ shape: [m.E, K, N], dtype: 'bf16', view: { transpose: [1, 2] } }]; // HF's layout, seen as [E, N, K]
   add({
-    name: `mxfp4_grouped_gemm-gptoss20b-gate_up-R${rows}`, group: 'moe-mxfp4', op: 'mxfp4_grouped_gemm', attrs: {},
-    inputs: [
-      { shape: [rows, K], dtype: 'bf16' }, { shape: [m.E, N, K / 32, 16], dtype: 'u8', bytes: [0, 256] }, { shape: [m.E, N, K / 32], dtype: 'u8', bytes: [118, 123] },
-      null, { shape: [rows], dtype: 'i64', ints: ids }, { shape: [m.E, N], dtype: 'bf16', scale: 0.1 },
-    ],
+    name: `${mx ? 'mxfp4_grouped_gemm' : 'grouped_gemm-bf16'}-gptoss20b-gate_up-R${rows}`, group: 'moe-grouped', op: mx ? 'mxfp4_grouped_gemm' : 'grouped_gemm', attrs: {},
+    inputs: [x, ...weights, null, routing, bias],
     out: { shape: [rows, N], dtype: 'bf16' },
     routing: { slotExperts: ids, E: m.E, hitExperts: hit },
-    bytes: (hit * N * K * 17) / 32 + bytesOf([rows, K], 'bf16') + bytesOf([m.E, N], 'bf16') + bytesOf([rows, N], 'bf16'),
+    bytes: (hit * N * K * (mx ? 17 : 64)) / 32 + bytesOf([rows, K], 'bf16') + bytesOf([m.E, N], 'bf16') + bytesOf([rows, N], 'bf16'),
     flops: 2 * rows * N * K,
   });
 };
-for (const tokens of quick ? [1024] : [128, 1024]) mxfp4Case(tokens);
+for (const tokens of quick ? [1024] : [128, 1024]) for (const format of ['mxfp4', 'bf16']) groupedCase(tokens, format);
 // uniform bytes in [lo, hi) (MXFP4 blocks and scales), from a seeded LCG
 const randomBytes = (n, [lo, hi], seed) => {
   let s = seed >>> 0;

@@ -153,34 +153,40 @@ def build_moe(c):
 FP4_E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
 
 
-def build_mxfp4(c):
-    """mxfp4_grouped_gemm's twin as a PyTorch MoE without an MXFP4 GEMM runs it: every expert dequantised to bf16 (fp4
-    e2m1 by a 16-entry table times 2^(scale - 127); element 2j is the low nibble of byte j), then the per-expert loop
-    over the hit experts with the bias (index lists made once, outside the timed call)."""
-    x, blocks, scales = (tensor(s) for s in c["inputs"][:3])
-    bias = tensor(c["inputs"][5])
+def build_grouped(c):
+    """grouped_gemm / mxfp4_grouped_gemm's twin as a PyTorch MoE runs it: for MXFP4 every expert dequantised to bf16
+    first (fp4 e2m1 by a 16-entry table times 2^(scale - 127); element 2j is the low nibble of byte j), then the
+    per-expert loop over the hit experts with the bias (index lists made once, outside the timed call)."""
+    mx = c["op"] == "mxfp4_grouped_gemm"
+    ins = c["inputs"]
+    x, bias = tensor(ins[0]), tensor(ins[-1])
+    ws = [tensor(s) for s in ins[1:3]] if mx else [tensor(ins[1])]
     lut = torch.tensor(FP4_E2M1, device=dev, dtype=torch.float32)
     ex = torch.tensor(c["routing"]["slotExperts"], device=dev, dtype=torch.int64)
-    N = blocks.shape[1]
-    per_expert = [(e, i) for e, i in ((e, (ex == e).nonzero().squeeze(1)) for e in range(blocks.shape[0])) if i.numel()]
+    E, N = ws[0].shape[0], ws[0].shape[1]
+    per_expert = [(e, i) for e, i in ((e, (ex == e).nonzero().squeeze(1)) for e in range(E)) if i.numel()]
 
-    def run(x, blocks, scales, bias):
+    def dequant(blocks, scales):
         vals = torch.stack((lut[(blocks & 15).long()], lut[(blocks >> 4).long()]), -1).flatten(-2)  # [E, N, G, 32]
-        w = (vals * torch.exp2(scales.float() - 127)[..., None]).flatten(-2).to(x.dtype)  # [E, N, K]
+        return (vals * torch.exp2(scales.float() - 127)[..., None]).flatten(-2).to(x.dtype)  # [E, N, K]
+
+    def run(x, *args):
+        *wargs, bias = args
+        w = dequant(*wargs) if mx else wargs[0]  # [E, N, K] (the dense one a transposed view)
         out = torch.empty(x.shape[0], N, dtype=x.dtype, device=dev)
         for e, i in per_expert:
             out[i] = torch.addmm(bias[e], x[i], w[e].t())
         return out
 
-    return run, [x, blocks, scales, bias]
+    return run, [x, *ws, bias]
 
 
 def build(c):
     op, at = c["op"], c["attrs"]
     if op == "fused_moe_gemm":
         return build_moe(c)
-    if op == "mxfp4_grouped_gemm":
-        return build_mxfp4(c)
+    if op in ("mxfp4_grouped_gemm", "grouped_gemm"):
+        return build_grouped(c)
     xs = [tensor(s) for s in c["inputs"]]
     if op == "gelu":
         return (lambda x: F.gelu(x, approximate=at.get("approximate", "none"))), xs
