@@ -11,7 +11,7 @@
 //   FK_NCONTIG n contiguous (the transposed view of HF's [E, K, N], gpt-oss's dense experts: k rows of 16-byte aligned
 //   n chunks; the tile is [k][n], read by ldmatrix.trans);
 // - FK_MXFP4: MXFP4 blocks u8 [E, N, K / 32, 16] + scales u8 [E, N, K / 32]: the ring holds the packed bytes (4.25 bits a
-//   weight); each k tile is decoded one tile ahead of the mma into a double-buffered bf16 / f16 tile: value =
+//   weight); each k tile is decoded one tile ahead of the mma (between its k16 steps) into a double-buffered tile: value =
 //   fp4 e2m1 * 2^(scale - 127) computed exactly in float and rounded once to T, as mxfp4_dequant does (element 2j of a
 //   block is the low nibble of byte j, 2j + 1 the high; scale 255 is NaN). The scales go global -> registers two tiles
 //   ahead of their use (a scale row is not 4-byte aligned for cp.async).
@@ -259,33 +259,39 @@ extern "C" __global__ void __launch_bounds__(fkgg::NT) fk_grouped_gemm_tc(
 #if FK_MXFP4
   T* dec = reinterpret_cast<T*>(fk_smem + STAGES * STAGE_BYTES);  // two decoded tiles [BN][PITCH]
   // the blocks of ring slot st (k tile with scales sc) decoded into dec buffer d: 4 16-byte stores a block
-  auto decode = [&](int st, int d, const u32 (&sc)[DEC]) {
+  // A k tile's blocks (ring slot st) into registers: this thread's raw words and scale factors (0 for a missing block).
+  auto fetch = [&](int st, const u32 (&sc)[DEC], u32 (&words)[DEC][4], float (&f)[DEC]) {
     const unsigned char* raw = fk_smem + st * STAGE_BYTES + A_ELEMS * 2;
 #pragma unroll
     for (int i = 0; i < DEC; ++i) {
-      const int c = tid + i * NT;
-      const uint4 q = *reinterpret_cast<const uint4*>(raw + c * 16);
-      const float f = sc[i] > 255u ? 0.f : e8m0(sc[i]);
-      const u32 words[4] = {q.x, q.y, q.z, q.w};
-      T* dst = dec + d * DEC_ELEMS + (c / BLK) * PITCH + (c % BLK) * 32;
-#pragma unroll
-      for (int wq = 0; wq < 4; ++wq) {
-        u32 p[4];
-#pragma unroll
-        for (int b = 0; b < 4; ++b) {
-          const u32 byte = words[wq] >> (8 * b);
-          p[b] = Mma<T>::pack(fp4(byte) * f, fp4(byte >> 4) * f);
-        }
-        *reinterpret_cast<uint4*>(dst + wq * 8) = make_uint4(p[0], p[1], p[2], p[3]);
-      }
+      const uint4 q = *reinterpret_cast<const uint4*>(raw + (tid + i * NT) * 16);
+      words[i][0] = q.x, words[i][1] = q.y, words[i][2] = q.z, words[i][3] = q.w;
+      f[i] = sc[i] > 255u ? 0.f : e8m0(sc[i]);
     }
   };
+  // Word w (8 values) of them decoded into dec buffer d: one 16-byte store.
+  auto decode_word = [&](int d, const u32 (&words)[DEC][4], const float (&f)[DEC], int w) {
+    const int i = w / 4, wq = w % 4, c = tid + i * NT;
+    u32 p[4];
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      const u32 byte = words[i][wq] >> (8 * b);
+      p[b] = Mma<T>::pack(fp4(byte) * f[i], fp4(byte >> 4) * f[i]);
+    }
+    *reinterpret_cast<uint4*>(dec + d * DEC_ELEMS + (c / BLK) * PITCH + (c % BLK) * 32 + wq * 8) = make_uint4(p[0], p[1], p[2], p[3]);
+  };
+  constexpr int WORDS = DEC * 4, KSTEPS = BK / 16;
+  static_assert(WORDS % KSTEPS == 0, "a tile's words spread evenly over the next tile's k16 steps");
   u32 sc_cur[DEC], sc_next[DEC];
+  u32 words[DEC][4];
+  float f[DEC];
   load_scales(sc_cur, 0);
   load_scales(sc_next, 1);
   cp_async_wait<STAGES - 2>();
   __syncthreads();  // tile 0 landed
-  decode(0, 0, sc_cur);
+  fetch(0, sc_cur, words, f);
+#pragma unroll
+  for (int w = 0; w < WORDS; ++w) decode_word(0, words, f, w);
 #pragma unroll
   for (int i = 0; i < DEC; ++i) sc_cur[i] = sc_next[i];
   load_scales(sc_next, 2);
@@ -297,16 +303,24 @@ extern "C" __global__ void __launch_bounds__(fkgg::NT) fk_grouped_gemm_tc(
       if (next < KT) load_stage(next % STAGES, next);
       cp_async_commit();
     }
-    if (kt + 1 < KT) {
-      decode((kt + 1) % STAGES, (kt + 1) & 1, sc_cur);
+    const bool more = kt + 1 < KT;  // uniform over the CTA
+    if (more) fetch((kt + 1) % STAGES, sc_cur, words, f);
+    const T* sa = reinterpret_cast<const T*>(fk_smem + (kt % STAGES) * STAGE_BYTES);
+    const T* sb = dec + (kt & 1) * DEC_ELEMS;
+    // tile kt's mma steps with tile kt + 1's decode between them (tensor and ALU work of one warp interleaved)
+#pragma unroll
+    for (int kk = 0; kk < KSTEPS; ++kk) {
+      warp_tile_k16<T, MI, NI, PITCH>(acc, sa, sb, wm * WTM, wn * WTN, kk * 16, lane);
+      if (more) {
+#pragma unroll
+        for (int w = kk * (WORDS / KSTEPS); w < (kk + 1) * (WORDS / KSTEPS); ++w) decode_word((kt + 1) & 1, words, f, w);
+      }
+    }
+    if (more) {
 #pragma unroll
       for (int i = 0; i < DEC; ++i) sc_cur[i] = sc_next[i];
       load_scales(sc_next, kt + 3);
     }
-    const T* sa = reinterpret_cast<const T*>(fk_smem + (kt % STAGES) * STAGE_BYTES);
-    const T* sb = dec + (kt & 1) * DEC_ELEMS;
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) warp_tile_k16<T, MI, NI, PITCH>(acc, sa, sb, wm * WTM, wn * WTN, kk * 16, lane);
   }
 #else
   for (int kt = 0; kt < KT; ++kt) {
