@@ -40,6 +40,20 @@ interface ForwardReply {
   host_fixed_ms?: number;
 }
 
+/**
+ * The worker's host clock less the timing path's own fixed cost (records, sync, the GPU's switch to the worker's
+ * context), never below the device time it encloses: the fixed cost is measured on a separate, equally noisy run, so
+ * the difference of the two went negative on an H100 for a 0.1 ms call and the harness rejected an honest candidate.
+ * A raw clock that is missing, negative or not finite stays NaN (the harness's "no valid time").
+ */
+export function workerHostMs(reply: { ms?: number; host_ms?: number; host_fixed_ms?: number }): number {
+  const raw = reply.host_ms;
+  const device = reply.ms;
+  if (raw === undefined || !Number.isFinite(raw) || raw < 0 || device === undefined || !Number.isFinite(device)) return NaN;
+  const fixed = reply.host_fixed_ms !== undefined && Number.isFinite(reply.host_fixed_ms) && reply.host_fixed_ms > 0 ? reply.host_fixed_ms : 0;
+  return Math.max(device, raw - fixed);
+}
+
 /** A worker error as the harness reports it: REWARD_HACK for a failed check, else the error with file and line. */
 function rethrow(e: unknown): never {
   if (e instanceof TorchWorkerError && e.body.kind === 'hack') throw new RewardHackError(e.message);
@@ -136,8 +150,7 @@ export function torchCandidateClass(task: TaskDefinition, worker: TorchWorkerPro
       }
       const result = reply.tuple ? outs : outs[0] ?? null;
       if (!timed) return result as Tensor | (Tensor | null)[];
-      // the host clock less the timing path's own fixed cost (records, sync, the GPU's switch to the worker's context)
-      return { result, deviceMs: reply.ms ?? NaN, hostMs: (reply.host_ms ?? NaN) - (reply.host_fixed_ms ?? 0) };
+      return { result, deviceMs: reply.ms ?? NaN, hostMs: workerHostMs(reply) };
     }
 
     override dispose(): void {
