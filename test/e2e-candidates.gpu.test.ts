@@ -71,7 +71,7 @@ describe('e2e with CUDA C++ and PyTorch candidates in the Llama engine (GPU)', (
   it('a working .cu (rms_norm.cu with its typo fixed) in every layer: graph decode, tokens agree, a speed ratio', G, async () => {
     const set = join(tmp, 'cuda-rms-norm');
     mkdirSync(join(set, 'L1'), { recursive: true });
-    writeFileSync(join(set, 'L1/rms_norm.cu'), readFileSync(join(CUDA_DEMO, 'L1/rms_norm.cu'), 'utf8').replace('inv_rsm', 'inv_rms'));
+    writeFileSync(join(set, 'L1/rms_norm.cu'), readFileSync(join(CUDA_DEMO, 'L1/rms_norm.cu'), 'utf8').replace('v * inv_rsm *', 'v * inv_rms *'));
     cpSync(join(CUDA_DEMO, 'L1/rms_norm.cu.json'), join(set, 'L1/rms_norm.cu.json'));
     const r = await e2e(set, 'cuda-rms-norm');
     expect(r.record.drops, why(r)).toEqual([]);
