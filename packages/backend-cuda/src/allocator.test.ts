@@ -103,7 +103,7 @@ describe('caching allocator', () => {
     const x = a.allocate(100, 1);
     const y = a.allocate(100, 1);
     expect(x.ptr).toBe(pool.base);
-    expect(y.ptr).toBe(pool.base + 256);
+    expect(y.ptr).toBe(pool.base + 512); // the 512-byte class of a 100-byte request
     expect(() => a.allocate(2 << 20, 1)).toThrow(/graph pool exhausted/);
     a.release(x);
     a.endCapture();
@@ -114,5 +114,51 @@ describe('caching allocator', () => {
     pool.destroy();
     expect(raw.live.size).toBe(0);
     expect(a.stats().reserved).toBe(0);
+  });
+
+  it('a pool block freed during its capture is reused by the next request of its class on its stream (a deep forward needs its peak, not its sum)', () => {
+    const a = new CachingAllocator(fakeRaw());
+    const pool = a.createGraphPool(16 << 20);
+    a.beginCapture(pool);
+    // 40 layers, each making a 3 MiB activation and freeing the one before: 120 MiB bumped without reuse
+    let prev = a.allocate(3 << 20, 1);
+    const first = prev.ptr;
+    for (let layer = 1; layer < 40; layer++) {
+      const next = a.allocate(3 << 20, 1);
+      a.release(prev);
+      prev = next;
+    }
+    expect(pool.peak).toBeLessThanOrEqual(2 * roundSize(3 << 20));
+    // the freed block serves its class only: a smaller class bumps; another stream does not take it
+    a.release(prev);
+    expect(a.allocate(3 << 20, 2).ptr).not.toBe(prev.ptr);
+    expect([first, prev.ptr]).toContain(a.allocate(3 << 20, 1).ptr);
+    a.endCapture();
+    pool.destroy();
+  });
+
+  it('a pool block is not reused when another stream used it, or when it was freed after its capture or in a later one', () => {
+    const a = new CachingAllocator(fakeRaw());
+    const pool = a.createGraphPool(64 << 20);
+    a.beginCapture(pool);
+    const shared = a.allocate(1 << 20, 1);
+    a.recordStream(shared, 2);
+    a.release(shared);
+    expect(a.allocate(1 << 20, 1).ptr).not.toBe(shared.ptr);
+    const output = a.allocate(2 << 20, 1); // a graph output, alive after the capture
+    a.endCapture();
+    a.release(output); // freed between captures: the pool keeps it, nothing to reuse
+    a.beginCapture(pool);
+    const early = a.allocate(2 << 20, 1);
+    const late = a.allocate(2 << 20, 1);
+    expect(late.ptr).not.toBe(early.ptr);
+    a.endCapture();
+    a.beginCapture(pool);
+    a.release(early); // made in the previous capture: freeing it now must not hand its address out twice
+    const x = a.allocate(2 << 20, 1);
+    const y = a.allocate(2 << 20, 1);
+    expect(x.ptr).not.toBe(y.ptr);
+    a.endCapture();
+    pool.destroy();
   });
 });

@@ -8,8 +8,11 @@
  *    without a sync. A block used on another stream (`recordStream`) waits for the next synchronize().
  *  - When cuMemAlloc runs out of memory, the cache is emptied (after a device sync) and the call retried.
  *  - During CUDA graph capture every allocation comes from a pre-reserved `GraphPool` (a bump allocator
- *    over one slab); allocating without one is an error, since cuMemAlloc is not capturable and a reused
- *    cached block would alias memory the graph replays into.
+ *    over one slab, in size classes); allocating without one is an error, since cuMemAlloc is not capturable
+ *    and a reused cached block would alias memory the graph replays into. A pool block freed during the
+ *    capture that made it is reused by a later request of its class on its stream in the same capture, as
+ *    the eager cache does: the captured work is stream-ordered, so the graph replays the reuse safely, and a
+ *    deep forward needs about its peak rather than the sum of every intermediate it allocates.
  */
 
 export interface RawDeviceMemory {
@@ -46,6 +49,8 @@ export interface DeviceBlock {
   readonly stream: number;
   /** Set when the block belongs to a graph pool (released with the pool, not to the cache). */
   readonly pool?: GraphPool;
+  /** The pool's capture the block was made in (only a block of the current capture is reused). */
+  readonly capture?: number;
   /** Streams other than `stream` that used the block (see recordStream). */
   crossStream?: boolean;
   live: boolean;
@@ -65,10 +70,13 @@ export function roundSize(bytes: number): number {
   return Math.ceil(bytes / step) * step;
 }
 
-/** A slab reserved before capture; allocations inside capture bump through it. */
+/** A slab reserved before capture; allocations inside capture bump through it or reuse what the capture freed. */
 export class GraphPool {
   private offset = 0;
   private peakOffset = 0;
+  private captureId = 0;
+  /** Addresses freed in the current capture, by `${stream}:${class size}`. */
+  private readonly freed = new Map<string, number[]>();
   constructor(
     readonly base: number,
     readonly size: number,
@@ -80,18 +88,37 @@ export class GraphPool {
   get peak(): number {
     return this.peakOffset;
   }
-  /** Bump-allocate; 256-byte aligned (what cuMemAlloc guarantees). */
-  take(bytes: number): number | undefined {
+  /** The current capture's number (bumped by reset). */
+  get capture(): number {
+    return this.captureId;
+  }
+  /**
+   * A block of `bytes`' size class: one the capture freed on `stream`, else bumped from the slab (256-byte aligned,
+   * what cuMemAlloc guarantees). undefined when the slab is spent.
+   */
+  take(bytes: number, stream = 0): { ptr: number; size: number } | undefined {
+    const size = roundSize(Math.max(bytes, 1));
+    const reused = this.freed.get(`${stream}:${size}`)?.pop();
+    if (reused !== undefined) return { ptr: reused, size };
     const start = Math.ceil(this.offset / 256) * 256;
-    const end = start + Math.max(bytes, 1);
+    const end = start + size;
     if (end > this.size) return undefined;
     this.offset = end;
     this.peakOffset = Math.max(this.peakOffset, end);
-    return this.base + start;
+    return { ptr: this.base + start, size };
+  }
+  /** A block of the current capture freed in it: later requests of its class on its stream take it. */
+  giveBack(ptr: number, size: number, stream: number): void {
+    const key = `${stream}:${size}`;
+    const list = this.freed.get(key);
+    if (list) list.push(ptr);
+    else this.freed.set(key, [ptr]);
   }
   /** Start over (a re-capture lays the same allocations out at the same addresses). */
   reset(): void {
     this.offset = 0;
+    this.freed.clear();
+    this.captureId++;
   }
   destroy(): void {
     this.onDestroy(this);
@@ -125,10 +152,10 @@ export class CachingAllocator {
             'Reserve one: capture(fn, { poolBytes }) or pass a GraphPool, or allocate before capturing.',
         );
       }
-      const ptr = pool.take(bytes);
-      if (ptr === undefined) throw new Error(`graph pool exhausted during capture: ${bytes} bytes requested, ${pool.size - pool.used} of ${pool.size} left; reserve a larger pool`);
+      const got = pool.take(bytes, stream);
+      if (got === undefined) throw new Error(`graph pool exhausted during capture: ${bytes} bytes requested, ${pool.size - pool.used} of ${pool.size} left; reserve a larger pool`);
       this.s.numAllocs++;
-      return { ptr, size: bytes, requested, stream, pool, live: true };
+      return { ptr: got.ptr, size: got.size, requested, stream, pool, capture: pool.capture, live: true };
     }
     const size = roundSize(bytes);
     this.s.numAllocs++;
@@ -154,7 +181,11 @@ export class CachingAllocator {
   release(block: DeviceBlock): void {
     if (!block.live) throw new Error(`double free of device block 0x${block.ptr.toString(16)}`);
     block.live = false;
-    if (block.pool) return; // owned by its graph pool
+    if (block.pool) {
+      // owned by its graph pool; reusable in the capture that made it when only its own stream used it
+      if (this.capturePool === block.pool && block.capture === block.pool.capture && !block.crossStream) block.pool.giveBack(block.ptr, block.size, block.stream);
+      return;
+    }
     this.s.allocated -= block.size;
     if (block.crossStream || this.capturePool !== undefined) {
       // During capture, the graph may still read it at replay; other streams may still use it.
