@@ -1,7 +1,8 @@
 // FastKernels varlen prefill attention, FlashAttention-3 style (sm_90a, bf16 / fp16, head dim 128 or 64): issue #28.
 // flash_attn_varlen_func semantics as fk_varlen_prefill_wgmma (attention_prefill.cu): packed [T, H, D] q / k / v,
 // cu_seqlens, GQA, bottom-right causal or not, a left sliding window, output [Tq, nQ, D], optionally the rows' LSE.
-// Not routed by the engine yet: bench/labs/attention-fa3/ measures it against fk_varlen_prefill_wgmma first.
+// The prefill route on sm_90a (src/ops/attention/prefill-fa3.ts; attention.prefillFa3 in the tuning turns it off): on an
+// H100 1.65 to 2.6x fk_varlen_prefill_wgmma / the mma.sync kernel (bench/labs/attention-fa3/README.md, the decision).
 //
 // One CTA per (query head, tile of BM = 128 query rows of one sequence), 384 threads in three warpgroups:
 //   - warpgroup 0, the producer (setmaxnreg down to 24 registers): one thread issues every copy. Q's tile once, then
@@ -30,11 +31,13 @@
 // Grid (nQ, ceil(Tq / BM) + B): the tile count is an upper bound found on the device from cu_seqlens_q (no host sync);
 // spare CTAs zero the rows no sequence covers (not their LSE). Dynamic shared memory: FA3_SMEM_BYTES.
 // Host: tensor maps from cuTensorMapEncodeTiled (bf16 / fp16, 3-D {D, heads, T}, strides {head, row} in bytes, box
-// {64, 1, BM / 2} for Q and {64, 1, BN} for K and V, CU_TENSOR_MAP_SWIZZLE_128B, zero OOB fill); see the lab.
+// {64, 1, BM / 2} for Q and {64, 1, BN} for K and V, CU_TENSOR_MAP_SWIZZLE_128B, zero OOB fill); see the lab and
+// prefill-fa3.ts (fa3TensorMapSpec), which encodes them per launch through the addon's tensorMapEncodeTiled.
 //
 // NVRTC / nvcc specialisation: -DFK_T=<element> (bf16 default, __half), -DFK_D=<head dim> (128 default, 64).
 // compile-cu: -DFK_T=__half
 // compile-cu: -DFK_D=64
+// compile-cu: -DFK_T=__half -DFK_D=64
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 

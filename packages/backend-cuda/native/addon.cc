@@ -124,6 +124,8 @@ struct Driver {
   // optional: CUDA IPC export of device buffers to the PyTorch candidate worker (ipcHandle below)
   CUresult (*cuMemGetAddressRange_v2)(CUdeviceptr*, size_t*, CUdeviceptr) = nullptr;
   CUresult (*cuIpcGetMemHandle)(CUipcMemHandle*, CUdeviceptr) = nullptr;
+  // optional (CUDA 12.0+): TMA descriptors for the warp-specialised kernels (tensorMapEncodeTiled below)
+  FkTensorMapEncodeTiled cuTensorMapEncodeTiled = nullptr;
 };
 struct Nvrtc {
   FK_NVRTC_FUNCS(FK_DECLARE_PTR)
@@ -275,6 +277,7 @@ Napi::Value LoadLibrary(const Napi::CallbackInfo& info) {
       if (void* v2 = dlsym(h, "cuEventElapsedTime_v2")) cu.cuEventElapsedTime = reinterpret_cast<CUresult (*)(float*, CUevent, CUevent)>(v2);
       cu.cuMemGetAddressRange_v2 = reinterpret_cast<CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr)>(dlsym(h, "cuMemGetAddressRange_v2"));
       cu.cuIpcGetMemHandle = reinterpret_cast<CUresult (*)(CUipcMemHandle*, CUdeviceptr)>(dlsym(h, "cuIpcGetMemHandle"));
+      cu.cuTensorMapEncodeTiled = reinterpret_cast<FkTensorMapEncodeTiled>(dlsym(h, "cuTensorMapEncodeTiled"));
     } else if (kind == "nvrtc") {
 #define X(name, ret, args) FK_RESOLVE(rtc, name, ret, args)
       FK_NVRTC_FUNCS(X)
@@ -690,6 +693,8 @@ Napi::Value Launch(const Napi::CallbackInfo& info) {
   if (argc > kMaxArgs) return ThrowUsage(env, "launch: too many arguments");
   const uint32_t* offs = reinterpret_cast<const uint32_t*>(launchBuf + 64);
   uint8_t* args = launchBuf + kArgBase;
+  // a pointer to each argument's bytes: the driver copies each parameter's size from it (a by-value struct such as a
+  // 128-byte CUtensorMap too; args.ts aligns it as the kernel declares, 64 bytes in the argument area)
   for (uint32_t i = 0; i < argc; i++) paramPtrs[i] = args + offs[i];
   CUfunction f = reinterpret_cast<CUfunction>(static_cast<uintptr_t>(fh));
   CUstream s = reinterpret_cast<CUstream>(static_cast<uintptr_t>(sh));
@@ -706,6 +711,55 @@ Napi::Value Launch(const Napi::CallbackInfo& info) {
   }
   CU(cu.cuLaunchKernel(f, h[0], h[1], h[2], h[3], h[4], h[5], h[6], s, paramPtrs, nullptr), "cuLaunchKernel");
   return env.Undefined();
+}
+
+// tensorMapEncodeTiled(dataType, address, dims[], stridesBytes[], box[], elementStrides[], interleave, swizzle,
+// l2Promotion, oobFill) -> ArrayBuffer of the 128-byte CUtensorMap (cuTensorMapEncodeTiled; rank = dims.length, strides
+// of dims 1 .. rank - 1 in bytes). The bytes go to a kernel as a by-value (__grid_constant__) parameter: args.ts's
+// TENSOR_MAP_ARG, 64-byte aligned in the argument area. Needs no context (the driver only packs the descriptor).
+bool U64Array(const Napi::Value& v, size_t n, cuuint64_t* out) {
+  if (!v.IsArray()) return false;
+  Napi::Array a = v.As<Napi::Array>();
+  if (a.Length() != n) return false;
+  for (uint32_t i = 0; i < n; i++) {
+    Napi::Value x = a.Get(i);
+    if (!x.IsNumber()) return false;
+    const double d = x.As<Napi::Number>().DoubleValue();
+    if (!(d >= 0) || d > 9007199254740991.0 || d != static_cast<double>(static_cast<cuuint64_t>(d))) return false;
+    out[i] = static_cast<cuuint64_t>(d);
+  }
+  return true;
+}
+Napi::Value TensorMapEncodeTiled(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  NEED(cudaLib, "libcuda");
+  if (!cu.cuTensorMapEncodeTiled)
+    return ThrowUsage(env, "tensorMapEncodeTiled: the CUDA driver (" + cudaPath + ") has no cuTensorMapEncodeTiled: TMA needs a CUDA 12.0+ driver");
+  if (info.Length() != 10) return ThrowUsage(env, "tensorMapEncodeTiled(dataType, address, dims, stridesBytes, box, elementStrides, interleave, swizzle, l2Promotion, oobFill)");
+  for (size_t i : {0, 1, 6, 7, 8, 9})
+    if (!info[i].IsNumber()) return ThrowUsage(env, "tensorMapEncodeTiled: argument " + std::to_string(i) + " must be a number");
+  if (!info[2].IsArray()) return ThrowUsage(env, "tensorMapEncodeTiled: dims must be an array");
+  const size_t rank = info[2].As<Napi::Array>().Length();
+  if (rank < 1 || rank > 5) return ThrowUsage(env, "tensorMapEncodeTiled: rank " + std::to_string(rank) + " (1 to 5 dims)");
+  cuuint64_t dims[5], strides[5], box64[5], elem64[5];
+  if (!U64Array(info[2], rank, dims)) return ThrowUsage(env, "tensorMapEncodeTiled: dims must be non-negative integers");
+  if (!U64Array(info[3], rank - 1, strides)) return ThrowUsage(env, "tensorMapEncodeTiled: stridesBytes must be rank - 1 non-negative integers");
+  if (!U64Array(info[4], rank, box64)) return ThrowUsage(env, "tensorMapEncodeTiled: box must be rank non-negative integers");
+  if (!U64Array(info[5], rank, elem64)) return ThrowUsage(env, "tensorMapEncodeTiled: elementStrides must be rank non-negative integers");
+  cuuint32_t box[5], elem[5];
+  for (size_t i = 0; i < rank; i++) {
+    if (box64[i] > 0xffffffffull || elem64[i] > 0xffffffffull) return ThrowUsage(env, "tensorMapEncodeTiled: box and element strides are 32-bit");
+    box[i] = static_cast<cuuint32_t>(box64[i]);
+    elem[i] = static_cast<cuuint32_t>(elem64[i]);
+  }
+  CUtensorMap map{};
+  void* address = reinterpret_cast<void*>(static_cast<uintptr_t>(Num(info, 1)));
+  CU(cu.cuTensorMapEncodeTiled(&map, static_cast<int>(Num(info, 0)), static_cast<cuuint32_t>(rank), address, dims, strides, box, elem,
+                               static_cast<int>(Num(info, 6)), static_cast<int>(Num(info, 7)), static_cast<int>(Num(info, 8)), static_cast<int>(Num(info, 9))),
+     "cuTensorMapEncodeTiled");
+  Napi::ArrayBuffer out = Napi::ArrayBuffer::New(env, sizeof(map));
+  memcpy(out.Data(), &map, sizeof(map));
+  return out;
 }
 
 // ------------------------------------------------------------------------------------------------------------
@@ -1092,7 +1146,7 @@ Napi::Object InitAddon(Napi::Env env, Napi::Object exports) {
       {"memcpyHtoD", MemcpyHtoD}, {"memcpyDtoH", MemcpyDtoH}, {"memcpyDtoD", MemcpyDtoD}, {"memset", Memset},
       {"moduleLoadData", ModuleLoadData}, {"moduleUnload", ModuleUnload}, {"moduleGetFunction", ModuleGetFunction},
       {"funcSetAttribute", FuncSetAttribute}, {"funcGetAttribute", FuncGetAttribute}, {"occupancy", Occupancy},
-      {"setLaunchBuffer", SetLaunchBuffer}, {"launch", Launch}, {"streamBeginCapture", StreamBeginCapture},
+      {"setLaunchBuffer", SetLaunchBuffer}, {"launch", Launch}, {"tensorMapEncodeTiled", TensorMapEncodeTiled}, {"streamBeginCapture", StreamBeginCapture},
       {"streamEndCapture", StreamEndCapture}, {"streamCaptureStatus", StreamCaptureStatus},
       {"graphInstantiate", GraphInstantiate}, {"graphLaunch", GraphLaunch}, {"graphExecUpdate", GraphExecUpdate},
       {"graphNodeCount", GraphNodeCount}, {"graphEdgeKinds", GraphEdgeKinds}, {"graphDestroy", GraphDestroy}, {"graphExecDestroy", GraphExecDestroy},

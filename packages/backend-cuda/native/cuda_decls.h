@@ -100,6 +100,20 @@ struct CUlaunchConfig {
   unsigned numAttrs;
 };
 
+// cuTensorMapEncodeTiled (CUDA 12.0+): the TMA descriptor of a tiled box over a tensor in global memory. CUtensorMap is
+// 128 opaque bytes (cuda.h 12.x aligns it to 64, 13.x to 128: the stricter one here, for the map the driver writes); the
+// enums are passed as their int values (from TypeScript: src/tensor-map.ts).
+struct alignas(128) CUtensorMap {
+  unsigned long long opaque[16];
+};
+static_assert(sizeof(CUtensorMap) == 128, "CUtensorMap layout");
+typedef unsigned long long cuuint64_t;
+typedef unsigned int cuuint32_t;
+typedef CUresult (*FkTensorMapEncodeTiled)(CUtensorMap*, int /* CUtensorMapDataType */, cuuint32_t rank, void* globalAddress,
+                                           const cuuint64_t* globalDim, const cuuint64_t* globalStrides /* bytes, rank - 1 */,
+                                           const cuuint32_t* boxDim, const cuuint32_t* elementStrides, int /* interleave */,
+                                           int /* swizzle */, int /* l2Promotion */, int /* oobFill */);
+
 // ---------------------------------------------------------------- NVRTC
 typedef int nvrtcResult;  // NVRTC_SUCCESS = 0
 typedef struct _nvrtcProgram* nvrtcProgram;

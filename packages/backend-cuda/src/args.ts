@@ -14,6 +14,13 @@ export interface StructArgType {
 }
 export type ArgType = ScalarArgType | StructArgType;
 
+/**
+ * A CUtensorMap by value (kernels/fk_tma.cuh FkTensorMap: 128 bytes, alignas(64)), the __grid_constant__ parameter of
+ * the TMA kernels: placed at a multiple of 64 in the argument area, as the kernel's parameter layout has it (the argument
+ * area itself starts at ARG_BASE, a multiple of 64). Values: the bytes from tensor-map.ts.
+ */
+export const TENSOR_MAP_ARG: StructArgType = { struct: 128, align: 64 };
+
 const SCALAR_SIZE: Readonly<Record<ScalarArgType, number>> = { ptr: 8, i64: 8, u64: 8, f64: 8, i32: 4, u32: 4, f32: 4, i16: 2, u16: 2, i8: 1, u8: 1 };
 
 export function argSize(t: ArgType): number {
@@ -196,11 +203,16 @@ export function parseSignature(source: string, entry: string): ArgType[] {
     const s = p.replace(/\b(const|volatile|__restrict__|__restrict|restrict)\b/g, ' ').replace(/__grid_constant__/g, ' ').replace(/\s+/g, ' ').trim();
     if (s.includes('*')) return 'ptr';
     const type = s.replace(/\s+[A-Za-z_]\w*$/, '').trim(); // drop the parameter name
+    const st = STRUCT_SPELLINGS[type];
+    if (st) return st;
     const t = SCALAR_SPELLINGS[type];
     if (!t) throw new Error(`parameter ${i} of '${entry}' has type '${type}', which cannot be inferred: pass signature explicitly (e.g. { struct: 48, align: 8 })`);
     return t;
   });
 }
+
+/** By-value structs the kernels declare (their size and alignment known here). */
+const STRUCT_SPELLINGS: Readonly<Record<string, StructArgType>> = { FkTensorMap: TENSOR_MAP_ARG };
 
 const SCALAR_SPELLINGS: Readonly<Record<string, ScalarArgType>> = {
   int: 'i32', int32_t: 'i32', 'signed int': 'i32', unsigned: 'u32', 'unsigned int': 'u32', uint32_t: 'u32',

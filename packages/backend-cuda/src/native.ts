@@ -90,6 +90,15 @@ export interface NativeAddon {
   occupancy(f: number, blockSize: number, dynamicSharedBytes: number): { activeBlocksPerSM: number; suggestedBlockSize: number; minGridSize: number };
   setLaunchBuffer(buf: ArrayBuffer): { maxArgs: number; argBase: number };
   launch(): void;
+  /**
+   * cuTensorMapEncodeTiled: the 128-byte CUtensorMap (rank = dims.length; strides of dims 1 .. rank - 1 in bytes; enum
+   * values as src/tensor-map.ts names them). Throws when the driver lacks the entry (before CUDA 12.0). Absent from
+   * addons built before it.
+   */
+  tensorMapEncodeTiled?(
+    dataType: number, address: number, dims: number[], stridesBytes: number[], box: number[], elementStrides: number[],
+    interleave: number, swizzle: number, l2Promotion: number, oobFill: number,
+  ): ArrayBuffer;
   streamBeginCapture(s: number, mode?: number): void;
   streamEndCapture(s: number): number;
   streamCaptureStatus(s: number): number;

@@ -10,6 +10,7 @@ import { archFor, CudaCompileError, formatCompileError, nvrtcOptions, parseCompi
 import { cudaIncludeDirs, defaultDiscoveryEnv, formatNotFound, libraryCandidates, type CudaLibraryKind, type DiscoveryEnv } from './discovery.js';
 import { CudaError, CudaFatalError, makeCudaError, type CudaLibrary } from './errors.js';
 import { loadAddon, tryLoadAddon, type NativeAddon, type NativeDeviceProps } from './native.js';
+import { TENSOR_MAP_DTYPE, TENSOR_MAP_INTERLEAVE_NONE, TENSOR_MAP_L2_PROMOTION, TENSOR_MAP_OOB_FILL, TENSOR_MAP_SWIZZLE, TensorMapCache, type TensorMapEncoder, type TensorMapSpec } from './tensor-map.js';
 import { activateDeviceTuning } from './tuning/load.js';
 
 export const CU_FUNC_ATTRIBUTE = { MAX_THREADS_PER_BLOCK: 0, SHARED_SIZE_BYTES: 1, CONST_SIZE_BYTES: 2, LOCAL_SIZE_BYTES: 3, NUM_REGS: 4, MAX_DYNAMIC_SHARED_SIZE_BYTES: 8 } as const;
@@ -398,6 +399,41 @@ export class CudaRuntime {
     const optin = this.current.props.sharedPerBlockOptin;
     if (bytes > optin) throw new RangeError(`${bytes} bytes of dynamic shared memory requested; this device allows ${optin} per block`);
     this.addon.funcSetAttribute(func, CU_FUNC_ATTRIBUTE.MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
+  }
+
+  // -------------------------------------------------------------------------------------- TMA tensor maps
+
+  private tma: { encode?: TensorMapEncoder; cache: TensorMapCache; unavailable: string | null } | undefined;
+
+  /**
+   * Why TMA tensor maps cannot be encoded here (an addon built before tensorMapEncodeTiled, a driver without
+   * cuTensorMapEncodeTiled), or null. Probed once, by encoding a small map (the driver does not touch the address).
+   */
+  tensorMapUnavailable(): string | null {
+    return this.tmaState().unavailable;
+  }
+
+  /** The 128 bytes of a tensor map, a kernel's TENSOR_MAP_ARG (cached by the map's description, address included). */
+  tensorMap(spec: TensorMapSpec): Uint8Array {
+    const st = this.tmaState();
+    if (st.unavailable !== null) throw new Error(`TMA tensor maps are unavailable: ${st.unavailable}`);
+    return st.cache.get(st.encode!, spec);
+  }
+
+  private tmaState(): { encode?: TensorMapEncoder; cache: TensorMapCache; unavailable: string | null } {
+    if (this.tma) return this.tma;
+    const fn = this.addon.tensorMapEncodeTiled;
+    let unavailable: string | null = null;
+    const encode: TensorMapEncoder | undefined = fn ? (...a) => fn.apply(this.addon, a) : undefined;
+    if (!encode) unavailable = 'this build of the addon has no tensorMapEncodeTiled (rebuild it: npm run build:native -w @fastkernels/backend-cuda)';
+    else {
+      try {
+        encode(TENSOR_MAP_DTYPE.bf16, 1024, [64], [], [64], [1], TENSOR_MAP_INTERLEAVE_NONE, TENSOR_MAP_SWIZZLE.none, TENSOR_MAP_L2_PROMOTION.none, TENSOR_MAP_OOB_FILL.zeros);
+      } catch (e) {
+        unavailable = (e as Error).message;
+      }
+    }
+    return (this.tma = { encode, cache: new TensorMapCache(), unavailable });
   }
 
   // -------------------------------------------------------------------------------------- graphs

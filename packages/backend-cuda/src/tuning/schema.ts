@@ -54,6 +54,7 @@ export const TUNING_SECTIONS = {
     prefillSkipRescale: z.boolean().describe('skip the O rescale of a key tile when no row max of the warp moved (head dim 128)'),
     prefillMma: z.boolean().describe('use the tensor-core prefill kernel where it applies'),
     prefillWgmma: z.boolean().describe('on sm_90a at head dim 128, the wgmma prefill kernel instead of mma.sync'),
+    prefillFa3: z.boolean().describe('on sm_90a, bf16 / f16 at head dim 64 or 128 without sinks, the FlashAttention-3-style TMA prefill kernel (fk_varlen_prefill_fa3) before the wgmma / mma.sync ones'),
   }),
   softmax: z.strictObject({
     longRowVectors: count(1).describe('vectors a thread keeps in registers on one block a row for long 16-bit rows (FK_NPT)'),

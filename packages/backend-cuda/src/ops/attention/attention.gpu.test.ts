@@ -225,11 +225,12 @@ function checkPrefill(c: PrefillCase, seed = 5): void {
   const half = c.dtype !== 'f32' && (c.D === 64 || c.D === 128);
   const paths: [string, Partial<Tuning['attention']>][] = half
     ? [
-        ['default (wgmma on sm_90a at D 128)', {}],
-        ['default, always rescale', { prefillSkipRescale: false }],
-        ['mma 4 warps', { prefillWgmma: false, prefillWarps: 4 }],
-        ['mma 8 warps', { prefillWgmma: false, prefillWarps: 8 }],
-        ['mma 8 warps, always rescale', { prefillWgmma: false, prefillWarps: 8, prefillSkipRescale: false }],
+        ['default (FA3 on sm_90a)', {}],
+        ['wgmma on sm_90a at D 128', { prefillFa3: false }],
+        ['wgmma, always rescale', { prefillFa3: false, prefillSkipRescale: false }],
+        ['mma 4 warps', { prefillFa3: false, prefillWgmma: false, prefillWarps: 4 }],
+        ['mma 8 warps', { prefillFa3: false, prefillWgmma: false, prefillWarps: 8 }],
+        ['mma 8 warps, always rescale', { prefillFa3: false, prefillWgmma: false, prefillWarps: 8, prefillSkipRescale: false }],
         ['simple', { prefillMma: false }],
       ]
     : [['simple', {}]];
@@ -317,7 +318,7 @@ describe('prefill at production size: the tensor-core kernels vs the simple fp32
       const { gpuIn, cpuIn } = prefillInputs(c, 9);
       const scale = 1 / Math.sqrt(128);
       const slow = withAttention({ prefillMma: false }, () => gpu().ops.varlenPrefillAttention(...gpuIn, scale, true, 0));
-      for (const [name, tuning] of [['default', {}], ['mma', { prefillWgmma: false }]] as const) {
+      for (const [name, tuning] of [['default (FA3 on sm_90a)', {}], ['wgmma', { prefillFa3: false }], ['mma', { prefillFa3: false, prefillWgmma: false }]] as const) {
         const fast = withAttention(tuning, () => gpu().ops.varlenPrefillAttention(...gpuIn, scale, true, 0));
         expectClose(fast, slow, tolOf('bf16'), `prefill production ${JSON.stringify(c.qLens)} [${name}]`);
         fast.dispose();
@@ -367,9 +368,10 @@ describe('attention speed at the issue targets (printed, not asserted; bench/ ow
       const cp = tp.cases.production.find((c) => c.name === name)!;
       const inP = tp.makeInputs(cp, { ...ctx, dtype: cp.dtype }, new Rng(2)) as Tensor[];
       for (const [label, tuning] of [
-        ['4 warps', { prefillWarps: 4 }],
-        ['8 warps', { prefillWarps: 8 }],
-        ['8 warps always rescale', { prefillWarps: 8, prefillSkipRescale: false }],
+        ['default (FA3 on sm_90a)', {}],
+        ['wgmma / 4 warps', { prefillFa3: false, prefillWarps: 4 }],
+        ['wgmma / 8 warps', { prefillFa3: false, prefillWarps: 8 }],
+        ['wgmma / 8 warps always rescale', { prefillFa3: false, prefillWarps: 8, prefillSkipRescale: false }],
       ] as const) {
         const ms = withAttention(tuning, () => medianMs(() => b.ops.varlenPrefillAttention(inP[0]!, inP[1]!, inP[2]!, inP[3]!, inP[4]!, scale, true, 0).dispose(), 20));
         const wp = tp.work(cp);

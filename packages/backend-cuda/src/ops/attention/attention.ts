@@ -8,7 +8,9 @@
  *   register-streaming kernel.
  *   The split size is chosen from the block table's capacity (seq_lens stay on the device: no host sync, so
  *   decode is graph-capturable; splits past a sequence's length exit at once).
- * - varlenPrefillAttention: FlashAttention-2 style mma.sync kernel for bf16/f16 at head dim 64/128; a simple
+ * - varlenPrefillAttention: on sm_90a the FlashAttention-3-style TMA kernel (prefill-fa3.ts: bf16/f16, head dim 64/128,
+ *   no sinks, TMA-addressable operands; attention.prefillFa3), else the wgmma kernel (sm_90a, head dim 128) or the
+ *   FlashAttention-2 style mma.sync kernel for bf16/f16 at head dim 64/128; a simple
  *   fp32-accumulating warp-per-row kernel for fp32 and other head dims (<= 256). Tiles are found on the device
  *   from cu_seqlens_q (no host sync either).
  *
@@ -24,6 +26,7 @@ import type { CudaKernel } from '../../kernel.js';
 import { cudaTuning } from '../../tuning/load.js';
 import { planDecode, planPrefill, vectorBytes } from './attention-plan.js';
 import { asDType, fileKernel, lastDimContiguous, ptr } from '../launch/common.js';
+import { fa3Operand, launchPrefillFa3, prefillFa3Decline, type Fa3Operand } from './prefill-fa3.js';
 import type { SpineContext } from '../launch/context.js';
 
 
@@ -169,6 +172,23 @@ export function pagedDecodeAttention(
   return out;
 }
 
+/**
+ * Whether this prefill takes the FA3 kernel (prefill-fa3.ts): its operands as the tensor maps address them, or why not.
+ * Every cheap test first; the runtime is asked about tensor maps last (once a process: CudaRuntime.tensorMapUnavailable).
+ */
+export function prefillFa3Route(
+  ctx: SpineContext, q: Tensor, k: Tensor, v: Tensor, totalQ: number, numSeqs: number, sinks: boolean,
+): { take: true; q: Fa3Operand; k: Fa3Operand; v: Fa3Operand } | { take: false; reason: string } {
+  const props = ctx.runtime.properties();
+  const call = {
+    arch: props.arch, dtype: q.dtype, headDim: q.shape[2]!, sinks, totalQ, numSeqs, q: fa3Operand(q), k: fa3Operand(k), v: fa3Operand(v),
+    sharedPerBlockOptin: props.sharedPerBlockOptin,
+  };
+  const tuning = cudaTuning().attention;
+  const reason = prefillFa3Decline({ ...call, tensorMapsUnavailable: null }, tuning) ?? prefillFa3Decline({ ...call, tensorMapsUnavailable: ctx.runtime.tensorMapUnavailable() }, tuning);
+  return reason === null ? { take: true, q: call.q, k: call.k, v: call.v } : { take: false, reason };
+}
+
 function decodeKernel(ctx: SpineContext, entry: string, options: string[]): CudaKernel {
   return fileKernel(ctx, 'attention_decode.cu', entry, options);
 }
@@ -210,6 +230,15 @@ export function varlenPrefillAttention(
     let q = lastDimContiguous(qIn, temps);
     let k = lastDimContiguous(kIn, temps);
     let v = lastDimContiguous(vIn, temps);
+    const window = Math.max(0, slidingWindow);
+    const scaleLog2 = scale * LOG2E;
+    const fa3 = prefillFa3Route(ctx, q, k, v, Tq, numSeqs, sk !== null);
+    if (fa3.take) {
+      launchPrefillFa3(ctx, {
+        out, q: fa3.q, k: fa3.k, v: fa3.v, dtype: qIn.dtype as 'bf16' | 'f16', headDim: D, cuQ, cuK, numSeqs, totalQ: Tq, qHeads: nQ, group, causal, window, scaleLog2,
+      });
+      return out;
+    }
     if (plan.mma) {
       // cp.async moves 16-byte chunks: every row/head start must be 16-byte aligned, else copy contiguous.
       const aligned = (t: Tensor) => [ptr(t), ...outerStrides(t).map((s) => s * t.itemsize)].every((x) => x % 16 === 0);
@@ -222,8 +251,6 @@ export function varlenPrefillAttention(
     const [qsr, qsh] = outerStrides(q) as [number, number];
     const [ksr, ksh] = outerStrides(k) as [number, number];
     const [vsr, vsh] = outerStrides(v) as [number, number];
-    const window = Math.max(0, slidingWindow);
-    const scaleLog2 = scale * LOG2E;
     if (plan.mma) {
       const entry = plan.kernel === 'wgmma' ? 'fk_varlen_prefill_wgmma' : 'fk_varlen_prefill';
       const kernel = fileKernel(ctx, 'attention_prefill.cu', entry, [`-DFK_T=${T}`, `-DFK_D=${D}`, `-DFK_WARPS=${plan.warps}`, `-DFK_SKIP_RESCALE=${plan.skipRescale ? 1 : 0}`, ...sinkDefines(sk)]);

@@ -1,0 +1,173 @@
+/**
+ * The FA3 prefill route (prefill-fa3.ts, kernels/attention_fa3.cu) on an sm_90a GPU: varlen_prefill_attention through the
+ * op registry on CUDA, checked against the float64 CPU backend and against the route before it (attention.prefillFa3
+ * off: the wgmma kernel at head dim 128, mma.sync at 64) on the lab's small case, odd-length batches, head dims 64 and
+ * 128, causal and not, GQA, bf16 and f16, sliding windows, chunked prefill, fused-qkv views, and a CUDA graph's replay
+ * against the eager call. Each case first asserts the route takes the FA3 kernel (a decline names its reason), so a
+ * silent fallback cannot pass as FA3.
+ */
+import { callOp1, Tensor, type DType } from '@fastkernels/core';
+import { describe, expect, it } from 'vitest';
+import { G, cpu, expectClose, gpu, poison, randCpu, toGpu, tolOf, withTuning } from '../../../test/spine-helpers.js';
+import type { Tuning } from '../../tuning/schema.js';
+import { fileKernel } from '../launch/common.js';
+import { prefillFa3Route, spineOf } from './attention.js';
+
+const withAttention = <R>(patch: Partial<Tuning['attention']>, fn: () => R): R => withTuning('attention', patch, fn);
+const OFF = { prefillFa3: false };
+
+interface Fa3Case {
+  nQ: number;
+  nKv: number;
+  D: 64 | 128;
+  dtype: DType;
+  qLens: number[];
+  kLens?: number[];
+  causal?: boolean;
+  window?: number;
+  /** q / k / v as slices of one fused [T, nQ + 2 nKv, D] tensor (strided views the tensor maps read in place). */
+  fused?: boolean;
+}
+
+function inputs(c: Fa3Case, seed: number) {
+  const kLens = c.kLens ?? c.qLens;
+  const cuQ = [0];
+  const cuK = [0];
+  c.qLens.forEach((l, i) => {
+    cuQ.push(cuQ.at(-1)! + l);
+    cuK.push(cuK.at(-1)! + kLens[i]!);
+  });
+  const Tq = cuQ.at(-1)!;
+  const Tk = cuK.at(-1)!;
+  let cpuQkv: Tensor[];
+  let gpuQkv: Tensor[];
+  if (c.fused) {
+    const f = randCpu([Tq, c.nQ + 2 * c.nKv, c.D], c.dtype, seed);
+    const g = toGpu(f);
+    const split = (t: Tensor) => [t.narrow(1, 0, c.nQ), t.narrow(1, c.nQ, c.nKv), t.narrow(1, c.nQ + c.nKv, c.nKv)];
+    cpuQkv = split(f);
+    gpuQkv = split(g);
+  } else {
+    cpuQkv = [randCpu([Tq, c.nQ, c.D], c.dtype, seed), randCpu([Tk, c.nKv, c.D], c.dtype, seed + 1), randCpu([Tk, c.nKv, c.D], c.dtype, seed + 2)];
+    gpuQkv = cpuQkv.map(toGpu);
+  }
+  const cq = Tensor.fromArray(cpu(), cuQ, [cuQ.length], 'i32');
+  const ck = Tensor.fromArray(cpu(), cuK, [cuK.length], 'i32');
+  return { cpuIn: [...cpuQkv, cq, ck, null], gpuIn: [...gpuQkv, toGpu(cq), toGpu(ck), null], Tq, numSeqs: c.qLens.length };
+}
+
+const label = (c: Fa3Case) => JSON.stringify({ ...c, qLens: c.qLens.length > 8 ? `${c.qLens.length} seqs` : c.qLens });
+
+function check(c: Fa3Case, seed = 3): void {
+  const { cpuIn, gpuIn, Tq, numSeqs } = inputs(c, seed);
+  const [q, k, v] = gpuIn as Tensor[];
+  const route = prefillFa3Route(spineOf('fa3 test', gpu()), q!, k!, v!, Tq, numSeqs, false);
+  expect(route.take ? 'fa3' : route.reason, `route of ${label(c)}`).toBe('fa3');
+  const attrs = { scale: 1 / Math.sqrt(c.D), causal: c.causal ?? true, sliding_window: c.window ?? 0 };
+  const expected = callOp1('varlen_prefill_attention', cpuIn, attrs);
+  const n = expected.numel;
+  poison(n, n * 4);
+  const fa3 = callOp1('varlen_prefill_attention', gpuIn, attrs);
+  expectClose(fa3, expected, tolOf(c.dtype), `FA3 vs float64 ${label(c)}`);
+  poison(n, n * 4);
+  const before = withAttention(OFF, () => callOp1('varlen_prefill_attention', gpuIn, attrs));
+  expectClose(before, expected, tolOf(c.dtype), `the route before FA3 vs float64 ${label(c)}`);
+  expectClose(fa3, before, tolOf(c.dtype), `FA3 vs the route before it ${label(c)}`);
+  for (const t of [fa3, before, expected, ...gpuIn, ...cpuIn]) t?.dispose();
+}
+
+describe('varlen prefill on the FA3 kernel (sm_90a) vs float64 and vs the wgmma / mma.sync route', () => {
+  it("the lab's small case: 2 sequences (300, 77), 4 / 2 heads, causal, bf16, head dim 128 and 64", G, () => {
+    check({ nQ: 4, nKv: 2, D: 128, dtype: 'bf16', qLens: [300, 77] });
+    check({ nQ: 4, nKv: 2, D: 64, dtype: 'bf16', qLens: [300, 77] });
+  });
+  for (const dtype of ['bf16', 'f16'] as DType[]) {
+    for (const D of [64, 128] as const) {
+      for (const causal of [true, false]) {
+        it(`${dtype} D=${D} ${causal ? 'causal' : 'not causal'}: odd lengths, GQA 4 and 1`, G, () => {
+          check({ nQ: 8, nKv: 2, D, dtype, qLens: [1, 15, 127, 129, 255, 333], causal });
+          check({ nQ: 3, nKv: 3, D, dtype, qLens: [17, 200], causal });
+        });
+      }
+    }
+  }
+  for (const window of [1, 64, 100, 300]) {
+    it(`sliding window ${window}: bf16 D 128 causal, f16 D 64 not causal`, G, () => {
+      check({ nQ: 4, nKv: 1, D: 128, dtype: 'bf16', qLens: [500, 17, 130], window });
+      check({ nQ: 4, nKv: 2, D: 64, dtype: 'f16', qLens: [260, 30], causal: false, window });
+    });
+  }
+  it('chunked prefill (more keys than queries) and rows that see no key (q longer than k, causal: zeros)', G, () => {
+    check({ nQ: 8, nKv: 2, D: 128, dtype: 'bf16', qLens: [16, 100, 1, 65], kLens: [500, 100, 1000, 130] });
+    check({ nQ: 4, nKv: 2, D: 64, dtype: 'f16', qLens: [100, 20, 3], kLens: [30, 0, 1] });
+  });
+  it('empty sequences in the batch; more than 32 sequences (the tile search over several warps of cu_seqlens)', G, () => {
+    check({ nQ: 4, nKv: 2, D: 128, dtype: 'bf16', qLens: [0, 33, 0, 130, 0] });
+    const lens = Array.from({ length: 45 }, (_, i) => (i * 37) % 41);
+    check({ nQ: 4, nKv: 4, D: 64, dtype: 'bf16', qLens: lens, kLens: lens.map((l, i) => l + (i % 3)) });
+  });
+  it('q / k / v as views of one fused qkv tensor (the tensor maps take their strides), Llama-3-8B heads', G, () => {
+    check({ nQ: 32, nKv: 8, D: 128, dtype: 'bf16', qLens: [300, 77], fused: true });
+    check({ nQ: 8, nKv: 2, D: 64, dtype: 'f16', qLens: [140, 9], fused: true, window: 16 });
+  });
+});
+
+describe('the FA3 kernel as NVRTC builds it, and the routes through it', () => {
+  it('NVRTC compiles the body for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL: an empty body would use a few registers), no local memory', G, () => {
+    const ctx = spineOf('fa3 build test', gpu());
+    expect(ctx.runtime.properties().arch).toBe('sm_90a');
+    for (const T of ['__nv_bfloat16', '__half']) {
+      for (const D of [64, 128]) {
+        const a = fileKernel(ctx, 'attention_fa3.cu', 'fk_varlen_prefill_fa3', [`-DFK_T=${T}`, `-DFK_D=${D}`]).attributes();
+        expect(a.numRegs, `${T} D ${D}: registers`).toBeGreaterThanOrEqual(128);
+        expect(a.localBytes, `${T} D ${D}: local memory (spills)`).toBe(0);
+      }
+    }
+  });
+
+  it('scaled_dot_product_attention on the flash prefill route takes it too (causal L = S, GQA): vs float64 and the route before', G, () => {
+    const [qc, kc, vc] = [randCpu([2, 8, 300, 128], 'bf16', 21), randCpu([2, 2, 300, 128], 'bf16', 22), randCpu([2, 2, 300, 128], 'bf16', 23)];
+    const [q, k, v] = [qc, kc, vc].map(toGpu) as [Tensor, Tensor, Tensor];
+    const attrs = { is_causal: true, enable_gqa: true };
+    const want = callOp1('scaled_dot_product_attention', [qc, kc, vc, null], attrs);
+    const fa3 = callOp1('scaled_dot_product_attention', [q, k, v, null], attrs);
+    const before = withAttention(OFF, () => callOp1('scaled_dot_product_attention', [q, k, v, null], attrs));
+    expectClose(fa3, want, tolOf('bf16'), 'SDPA via prefill (FA3) vs float64');
+    expectClose(fa3, before, tolOf('bf16'), 'SDPA via prefill: FA3 vs the route before');
+    for (const t of [qc, kc, vc, q, k, v, want, fa3, before]) t.dispose();
+  });
+});
+
+describe('the FA3 route in a CUDA graph', () => {
+  it('a captured prefill replays to the eager result (maps baked in as by-value parameters); new inputs copied in', G, () => {
+    const b = gpu();
+    const c: Fa3Case = { nQ: 8, nKv: 2, D: 128, dtype: 'bf16', qLens: [257, 31, 700] };
+    const { gpuIn, cpuIn, Tq, numSeqs } = inputs(c, 11);
+    const [q, k, v] = gpuIn as Tensor[];
+    expect(prefillFa3Route(spineOf('fa3 graph test', b), q!, k!, v!, Tq, numSeqs, false)).toMatchObject({ take: true });
+    const attrs = { scale: 1 / Math.sqrt(c.D), causal: true, sliding_window: 0 };
+    const eager = callOp1('varlen_prefill_attention', gpuIn, attrs);
+    b.synchronize();
+    let captured: Tensor | undefined;
+    const g = b.runtime.capture(() => {
+      captured = callOp1('varlen_prefill_attention', gpuIn, attrs);
+    }, { poolBytes: 64 << 20 });
+    try {
+      captured!.fill_(0);
+      g.replay();
+      expect(Array.from(captured!.toFloat64Array())).toEqual(Array.from(eager.toFloat64Array()));
+      // new values in the same buffers: the replay reads them (the maps hold addresses, not data)
+      const q2 = randCpu(q!.shape, c.dtype, 99);
+      const q2Gpu = toGpu(q2);
+      q!.copy_(q2Gpu);
+      const eager2 = callOp1('varlen_prefill_attention', gpuIn, attrs);
+      g.replay();
+      expect(Array.from(captured!.toFloat64Array())).toEqual(Array.from(eager2.toFloat64Array()));
+      expect(Array.from(eager2.toFloat64Array())).not.toEqual(Array.from(eager.toFloat64Array()));
+      for (const t of [eager2, q2, q2Gpu]) t.dispose();
+    } finally {
+      g.destroy();
+    }
+    for (const t of [eager, ...gpuIn, ...cpuIn]) t?.dispose();
+  });
+});
