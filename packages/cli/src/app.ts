@@ -15,6 +15,7 @@ import { LaunchExitError, launchCommand } from './commands/launch.js';
 import { leaderboardCommand } from './commands/leaderboard.js';
 import { listCommand } from './commands/list.js';
 import { mergeCommand } from './commands/merge.js';
+import { profileCommand } from './commands/profile.js';
 import { scoreCommand } from './commands/score.js';
 import { serveCommand } from './commands/serve.js';
 import { benchServeCommand } from './commands/bench-serve.js';
@@ -49,6 +50,7 @@ export function buildApp(argv: readonly string[], io: Io = processIo, name = 'fa
     .command(initWeightsCommand(io))
     .command(e2eCommand(io, argv))
     .command(captureCommand(io))
+    .command(profileCommand(io))
     .command(serveCommand(io, argv))
     .command(benchServeCommand(io))
     .command(launchCommand(io))

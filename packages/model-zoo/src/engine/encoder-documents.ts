@@ -61,8 +61,10 @@ export interface LoadedEncoder {
 }
 
 /** Load an encoder folder from `registry` and its runner, as `fastkernels embed` does. */
-export function loadEncoder(dir: string, o: { backend: Backend; registry: ModuleRegistry; dtype?: DType; initSeed?: number; maxNumBatchedTokens?: number }): LoadedEncoder {
-  const loaded = loadEncoderModel(dir, { backend: o.backend, registry: o.registry, ...(o.dtype ? { dtype: o.dtype } : {}), ...(o.initSeed !== undefined ? { initSeed: o.initSeed } : {}) });
+export function loadEncoder(dir: string, o: { backend: Backend; registry: ModuleRegistry; dtype?: DType; initSeed?: number; randomInit?: 'host' | 'device'; maxNumBatchedTokens?: number }): LoadedEncoder {
+  const loaded = loadEncoderModel(dir, {
+    backend: o.backend, registry: o.registry, ...(o.dtype ? { dtype: o.dtype } : {}), ...(o.initSeed !== undefined ? { initSeed: o.initSeed } : {}), ...(o.randomInit ? { randomInit: o.randomInit } : {}),
+  });
   const pad = (loaded.config as { padTokenId?: number }).padTokenId;
   const specialIds = specialIdsOf(loadModelFolderConfig(dir).raw, pad);
   const m = loaded.model;
