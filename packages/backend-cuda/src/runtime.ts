@@ -10,7 +10,7 @@ import { archFor, CudaCompileError, formatCompileError, nvrtcOptions, parseCompi
 import { cudaIncludeDirs, defaultDiscoveryEnv, formatNotFound, libraryCandidates, type CudaLibraryKind, type DiscoveryEnv } from './discovery.js';
 import { CudaError, CudaFatalError, makeCudaError, type CudaLibrary } from './errors.js';
 import { loadAddon, tryLoadAddon, type NativeAddon, type NativeDeviceProps } from './native.js';
-import { TENSOR_MAP_DTYPE, TENSOR_MAP_INTERLEAVE_NONE, TENSOR_MAP_L2_PROMOTION, TENSOR_MAP_OOB_FILL, TENSOR_MAP_SWIZZLE, TensorMapCache, type TensorMapEncoder, type TensorMapSpec } from './tensor-map.js';
+import { TensorMapCache, type TensorMapSpec } from './tensor-map.js';
 import { activateDeviceTuning } from './tuning/load.js';
 
 export const CU_FUNC_ATTRIBUTE = { MAX_THREADS_PER_BLOCK: 0, SHARED_SIZE_BYTES: 1, CONST_SIZE_BYTES: 2, LOCAL_SIZE_BYTES: 3, NUM_REGS: 4, MAX_DYNAMIC_SHARED_SIZE_BYTES: 8 } as const;
@@ -403,37 +403,22 @@ export class CudaRuntime {
 
   // -------------------------------------------------------------------------------------- TMA tensor maps
 
-  private tma: { encode?: TensorMapEncoder; cache: TensorMapCache; unavailable: string | null } | undefined;
+  private readonly tensorMaps = new TensorMapCache();
 
   /**
-   * Why TMA tensor maps cannot be encoded here (an addon built before tensorMapEncodeTiled, a driver without
-   * cuTensorMapEncodeTiled), or null. Probed once, by encoding a small map (the driver does not touch the address).
+   * Why TMA tensor maps cannot be encoded here (an addon built before tensorMapEncodeTiled), or null. A driver without
+   * cuTensorMapEncodeTiled (before CUDA 12.0) shows when a map is encoded: tensorMap throws saying so.
    */
   tensorMapUnavailable(): string | null {
-    return this.tmaState().unavailable;
+    return this.addon.tensorMapEncodeTiled ? null : 'this build of the addon has no tensorMapEncodeTiled (rebuild it: npm run build:native -w @fastkernels/backend-cuda)';
   }
 
   /** The 128 bytes of a tensor map, a kernel's TENSOR_MAP_ARG (cached by the map's description, address included). */
   tensorMap(spec: TensorMapSpec): Uint8Array {
-    const st = this.tmaState();
-    if (st.unavailable !== null) throw new Error(`TMA tensor maps are unavailable: ${st.unavailable}`);
-    return st.cache.get(st.encode!, spec);
-  }
-
-  private tmaState(): { encode?: TensorMapEncoder; cache: TensorMapCache; unavailable: string | null } {
-    if (this.tma) return this.tma;
-    const fn = this.addon.tensorMapEncodeTiled;
-    let unavailable: string | null = null;
-    const encode: TensorMapEncoder | undefined = fn ? (...a) => fn.apply(this.addon, a) : undefined;
-    if (!encode) unavailable = 'this build of the addon has no tensorMapEncodeTiled (rebuild it: npm run build:native -w @fastkernels/backend-cuda)';
-    else {
-      try {
-        encode(TENSOR_MAP_DTYPE.bf16, 1024, [64], [], [64], [1], TENSOR_MAP_INTERLEAVE_NONE, TENSOR_MAP_SWIZZLE.none, TENSOR_MAP_L2_PROMOTION.none, TENSOR_MAP_OOB_FILL.zeros);
-      } catch (e) {
-        unavailable = (e as Error).message;
-      }
-    }
-    return (this.tma = { encode, cache: new TensorMapCache(), unavailable });
+    const unavailable = this.tensorMapUnavailable();
+    if (unavailable !== null) throw new Error(`TMA tensor maps are unavailable: ${unavailable}`);
+    const addon = this.addon;
+    return this.tensorMaps.get((...a) => addon.tensorMapEncodeTiled!(...a), spec);
   }
 
   // -------------------------------------------------------------------------------------- graphs

@@ -104,9 +104,9 @@ describe('dense SDPA vs the float64 CPU backend', () => {
   it('the flash prefill route (bf16 / f16, head dim 64 / 128, no mask) and the dense kernel both equal float64', GT, () => {
     const sdpa = gpu().generatedOps.sdpa;
     const shapes: { q: number[]; kv: number[]; causal: boolean }[] = [
-      { q: [1, 8, 512, 128], kv: [1, 2, 512, 128], causal: true }, // the wgmma kernel on sm_90a, GQA 4
+      { q: [1, 8, 512, 128], kv: [1, 2, 512, 128], causal: true }, // the FA3 kernel on sm_90a (prefill-fa3.ts; wgmma with attention.prefillFa3 off), GQA 4
       { q: [2, 4, 130, 128], kv: [2, 4, 301, 128], causal: false },
-      { q: [1, 6, 257, 64], kv: [1, 6, 257, 64], causal: true }, // the mma.sync kernel
+      { q: [1, 6, 257, 64], kv: [1, 6, 257, 64], causal: true }, // FA3 on sm_90a too; the mma.sync kernel elsewhere
     ];
     try {
       for (const viaPrefill of [true, false]) {

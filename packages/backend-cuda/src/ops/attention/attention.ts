@@ -22,11 +22,12 @@
  * sinks (the build without them does not declare it: kernels/attention_decode.cu).
  */
 import { formatShape, Tensor, type Backend, type DType } from '@fastkernels/core';
+import { CudaFatalError } from '../../errors.js';
 import type { CudaKernel } from '../../kernel.js';
 import { cudaTuning } from '../../tuning/load.js';
 import { planDecode, planPrefill, vectorBytes } from './attention-plan.js';
 import { asDType, fileKernel, lastDimContiguous, ptr } from '../launch/common.js';
-import { fa3Operand, launchPrefillFa3, prefillFa3Decline, type Fa3Operand } from './prefill-fa3.js';
+import { fa3Operand, fa3TensorMaps, launchPrefillFa3, prefillFa3Decline, type Fa3Maps } from './prefill-fa3.js';
 import type { SpineContext } from '../launch/context.js';
 
 
@@ -173,20 +174,27 @@ export function pagedDecodeAttention(
 }
 
 /**
- * Whether this prefill takes the FA3 kernel (prefill-fa3.ts): its operands as the tensor maps address them, or why not.
- * Every cheap test first; the runtime is asked about tensor maps last (once a process: CudaRuntime.tensorMapUnavailable).
+ * Whether this prefill takes the FA3 kernel (prefill-fa3.ts): its encoded tensor maps, or why not. Every cheap test
+ * first; then the maps are encoded (cached), and a layout the driver refuses declines with the driver's words.
  */
 export function prefillFa3Route(
   ctx: SpineContext, q: Tensor, k: Tensor, v: Tensor, totalQ: number, numSeqs: number, sinks: boolean,
-): { take: true; q: Fa3Operand; k: Fa3Operand; v: Fa3Operand } | { take: false; reason: string } {
-  const props = ctx.runtime.properties();
+): { take: true; maps: Fa3Maps } | { take: false; reason: string } {
+  const rt = ctx.runtime;
+  const props = rt.properties();
   const call = {
     arch: props.arch, dtype: q.dtype, headDim: q.shape[2]!, sinks, totalQ, numSeqs, q: fa3Operand(q), k: fa3Operand(k), v: fa3Operand(v),
     sharedPerBlockOptin: props.sharedPerBlockOptin,
   };
   const tuning = cudaTuning().attention;
-  const reason = prefillFa3Decline({ ...call, tensorMapsUnavailable: null }, tuning) ?? prefillFa3Decline({ ...call, tensorMapsUnavailable: ctx.runtime.tensorMapUnavailable() }, tuning);
-  return reason === null ? { take: true, q: call.q, k: call.k, v: call.v } : { take: false, reason };
+  const reason = prefillFa3Decline({ ...call, tensorMapsUnavailable: null }, tuning) ?? prefillFa3Decline({ ...call, tensorMapsUnavailable: rt.tensorMapUnavailable() }, tuning);
+  if (reason !== null) return { take: false, reason };
+  try {
+    return { take: true, maps: fa3TensorMaps(ctx, q.dtype as 'bf16' | 'f16', call.headDim, call.q, call.k, call.v) };
+  } catch (e) {
+    if (e instanceof CudaFatalError) throw e; // the context is lost: no other route would run either
+    return { take: false, reason: `a tensor map was refused: ${(e as Error).message}` };
+  }
 }
 
 function decodeKernel(ctx: SpineContext, entry: string, options: string[]): CudaKernel {
@@ -235,7 +243,7 @@ export function varlenPrefillAttention(
     const fa3 = prefillFa3Route(ctx, q, k, v, Tq, numSeqs, sk !== null);
     if (fa3.take) {
       launchPrefillFa3(ctx, {
-        out, q: fa3.q, k: fa3.k, v: fa3.v, dtype: qIn.dtype as 'bf16' | 'f16', headDim: D, cuQ, cuK, numSeqs, totalQ: Tq, qHeads: nQ, group, causal, window, scaleLog2,
+        out, maps: fa3.maps, dtype: qIn.dtype as 'bf16' | 'f16', headDim: D, cuQ, cuK, numSeqs, totalQ: Tq, qHeads: nQ, group, causal, window, scaleLog2,
       });
       return out;
     }

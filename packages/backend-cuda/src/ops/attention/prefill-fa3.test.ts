@@ -13,7 +13,7 @@ import { KERNEL_SOURCES } from '../../kernel-sources.generated.js';
 import { TENSOR_MAP_BYTES, TensorMapCache, tensorMapProblem, type TensorMapSpec } from '../../tensor-map.js';
 import { cudaTuning } from '../../tuning/load.js';
 import { ptr } from '../launch/common.js';
-import { varlenPrefillAttention } from './attention.js';
+import { prefillFa3Route, varlenPrefillAttention } from './attention.js';
 import { fa3Grid, fa3Operand, fa3SharedBytes, fa3TensorMapSpec, prefillFa3Decline, type Fa3Call, type Fa3Operand } from './prefill-fa3.js';
 
 const packed = (address: number, rows: number, heads: number, D: number): Fa3Operand => ({ address, rows, heads, rowStrideBytes: heads * D * 2, headStrideBytes: D * 2 });
@@ -122,7 +122,7 @@ describe('FA3 tensor maps: as the lab encodes them', () => {
 // ------------------------------------------------------------------------------------------- the op on a fake device
 
 /** A fake sm_90a device whose runtime encodes maps by recording their specs (the bytes say which map it is). */
-function hopper(opts: { unavailable?: string } = {}) {
+function hopper(opts: { unavailable?: string; refuse?: string } = {}) {
   const f = fakeDevice();
   const rt = f.ctx.runtime as unknown as Record<string, unknown>;
   const props = (rt.properties as () => object)();
@@ -130,6 +130,7 @@ function hopper(opts: { unavailable?: string } = {}) {
   rt.properties = () => ({ ...props, arch: 'sm_90a', sharedPerBlockOptin: 232448 });
   rt.tensorMapUnavailable = () => opts.unavailable ?? null;
   rt.tensorMap = (s: TensorMapSpec) => {
+    if (opts.refuse) throw new Error(opts.refuse);
     specs.push(s);
     return new Uint8Array(TENSOR_MAP_BYTES).fill(specs.length);
   };
@@ -203,9 +204,30 @@ describe('varlen prefill on a fake sm_90a device: the FA3 launch', () => {
     expect(run(hopper(), 'f32', 128)).toBe('fk_varlen_prefill_simple');
     expect(run(hopper(), 'bf16', 96)).toBe('fk_varlen_prefill_simple');
     expect(run(hopper({ unavailable: 'an addon built before tensorMapEncodeTiled' }), 'bf16', 128)).toBe('fk_varlen_prefill_wgmma');
+    expect(run(hopper({ refuse: 'cuTensorMapEncodeTiled failed: CUDA_ERROR_INVALID_VALUE' }), 'bf16', 64)).toBe('fk_varlen_prefill');
     expect(withTuning('attention', { prefillFa3: false }, () => run(hopper(), 'bf16', 128))).toBe('fk_varlen_prefill_wgmma');
     expect(withTuning('attention', { prefillFa3: false }, () => run(hopper(), 'bf16', 64))).toBe('fk_varlen_prefill');
     expect(run(fakeDevice() as ReturnType<typeof hopper>, 'bf16', 128)).toBe('fk_varlen_prefill'); // an sm_80 device
+  });
+});
+
+describe('prefillFa3Route: the decision the op makes, with its reason', () => {
+  it('takes with the three maps; declines naming the tuning, the device, a missing entry, or the driver refusing a map', () => {
+    const mk = (h: ReturnType<typeof hopper>) => {
+      const q = Tensor.empty(h.backend, [100, 8, 128], 'bf16');
+      const k = Tensor.empty(h.backend, [100, 2, 128], 'bf16');
+      return prefillFa3Route(h.ctx, q, k, k, 100, 1, false);
+    };
+    const taken = mk(hopper());
+    expect(taken.take).toBe(true);
+    if (taken.take) expect([taken.maps.q[0], taken.maps.k[0], taken.maps.v[0]]).toEqual([1, 2, 3]);
+    expect(withTuning('attention', { prefillFa3: false }, () => mk(hopper()))).toEqual({ take: false, reason: 'attention.prefillFa3 is off in the tuning' });
+    expect(mk(fakeDevice() as ReturnType<typeof hopper>)).toMatchObject({ take: false, reason: expect.stringMatching(/device target unknown/) });
+    expect(mk(hopper({ unavailable: 'no entry' }))).toEqual({ take: false, reason: 'no TMA tensor maps: no entry' });
+    expect(mk(hopper({ refuse: 'CUDA_ERROR_INVALID_VALUE' }))).toEqual({ take: false, reason: 'a tensor map was refused: CUDA_ERROR_INVALID_VALUE' });
+    const sinks = hopper();
+    const q = Tensor.empty(sinks.backend, [100, 8, 128], 'bf16');
+    expect(prefillFa3Route(sinks.ctx, q, q, q, 100, 1, true)).toMatchObject({ take: false, reason: expect.stringMatching(/sinks/) });
   });
 });
 

@@ -116,11 +116,23 @@ export function fa3TensorMapSpec(dtype: 'bf16' | 'f16', headDim: number, o: Fa3O
   };
 }
 
+/** The q, k and v maps (fa3TensorMapSpec's boxes), encoded by the runtime; throws what the driver says of a layout. */
+export function fa3TensorMaps(ctx: SpineContext, dtype: 'bf16' | 'f16', headDim: number, q: Fa3Operand, k: Fa3Operand, v: Fa3Operand): Fa3Maps {
+  const rt = ctx.runtime;
+  const map = (o: Fa3Operand, boxRows: number) => rt.tensorMap(fa3TensorMapSpec(dtype, headDim, o, boxRows));
+  return { q: map(q, FA3_BLOCK_M / 2), k: map(k, FA3_BLOCK_N), v: map(v, FA3_BLOCK_N) };
+}
+
+/** The three encoded maps (TENSOR_MAP_ARG values). */
+export interface Fa3Maps {
+  readonly q: Uint8Array;
+  readonly k: Uint8Array;
+  readonly v: Uint8Array;
+}
+
 export interface Fa3Launch {
   readonly out: Tensor;
-  readonly q: Fa3Operand;
-  readonly k: Fa3Operand;
-  readonly v: Fa3Operand;
+  readonly maps: Fa3Maps;
   readonly dtype: 'bf16' | 'f16';
   readonly headDim: number;
   readonly cuQ: Tensor;
@@ -139,13 +151,11 @@ export function fa3Grid(qHeads: number, totalQ: number, numSeqs: number): [numbe
   return [qHeads, Math.ceil(totalQ / FA3_BLOCK_M) + numSeqs, 1];
 }
 
-/** Encode the three maps and launch fk_varlen_prefill_fa3 (out: [Tq, nQ, D] contiguous; no LSE). */
+/** Launch fk_varlen_prefill_fa3 (out: [Tq, nQ, D] contiguous; no LSE). */
 export function launchPrefillFa3(ctx: SpineContext, l: Fa3Launch): void {
-  const rt = ctx.runtime;
-  const map = (o: Fa3Operand, boxRows: number) => rt.tensorMap(fa3TensorMapSpec(l.dtype, l.headDim, o, boxRows));
   const kernel = fileKernel(ctx, 'attention_fa3.cu', 'fk_varlen_prefill_fa3', [`-DFK_T=${l.dtype === 'bf16' ? '__nv_bfloat16' : '__half'}`, `-DFK_D=${l.headDim}`]);
   kernel.launch(fa3Grid(l.qHeads, l.totalQ, l.numSeqs), FA3_THREADS, fa3SharedBytes(l.headDim), [
-    map(l.q, FA3_BLOCK_M / 2), map(l.k, FA3_BLOCK_N), map(l.v, FA3_BLOCK_N),
+    l.maps.q, l.maps.k, l.maps.v,
     ptr(l.out), 0, ptr(l.cuQ), ptr(l.cuK), l.numSeqs, l.totalQ, l.qHeads, l.group, l.causal ? 1 : 0, l.window, l.scaleLog2,
   ]);
 }
