@@ -4,7 +4,7 @@
  * cuTensorMapEncodeTiled records its arguments in the map: the FA3 route's q / k / v maps reach the driver exactly as
  * the lab encodes them, a driver without the entry (before CUDA 12.0) and bad arguments give clear errors, and the enum
  * values TypeScript passes equal cuda.h's (native/test/tma_decls_check.cc, where cuda.h is installed). Each scenario
- * runs in a child process (the addon keeps one libcuda per process). On a GPU: prefill-fa3.gpu.test.ts.
+ * runs in a child process (the addon keeps one libcuda per process). On a GPU: attention-fa3.gpu.test.ts.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';

@@ -2,7 +2,7 @@
  * The FA3 prefill route's host side without a GPU: which calls take fk_varlen_prefill_fa3 and why the others decline,
  * the tensor maps it asks for (as the lab encodes them), the launch (grid, block, shared memory, defines), and the three
  * 128-byte maps packed by value at 64-byte offsets of the launch staging buffer. The kernel itself runs in
- * prefill-fa3.gpu.test.ts (GPU host); its sm_90a build in prefill-fa3-nvcc.test.ts.
+ * attention-fa3.gpu.test.ts (GPU host); its sm_90a build in prefill-fa3-nvcc.test.ts.
  */
 import { Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
