@@ -180,6 +180,7 @@ export function pagedDecodeAttention(
 export function prefillFa3Route(
   ctx: SpineContext, q: Tensor, k: Tensor, v: Tensor, totalQ: number, numSeqs: number, sinks: boolean,
 ): { take: true; maps: Fa3Maps } | { take: false; reason: string } {
+  if (k.shape[0] === 0) return { take: false, reason: 'no keys (a tensor map needs a row)' };
   const rt = ctx.runtime;
   const props = rt.properties();
   const call = {

@@ -225,6 +225,10 @@ describe('prefillFa3Route: the decision the op makes, with its reason', () => {
     expect(mk(fakeDevice() as ReturnType<typeof hopper>)).toMatchObject({ take: false, reason: expect.stringMatching(/device target unknown/) });
     expect(mk(hopper({ unavailable: 'no entry' }))).toEqual({ take: false, reason: 'no TMA tensor maps: no entry' });
     expect(mk(hopper({ refuse: 'CUDA_ERROR_INVALID_VALUE' }))).toEqual({ take: false, reason: 'a tensor map was refused: CUDA_ERROR_INVALID_VALUE' });
+    const empty = hopper();
+    const q0 = Tensor.empty(empty.backend, [10, 8, 128], 'bf16');
+    const k0 = Tensor.empty(empty.backend, [0, 2, 128], 'bf16');
+    expect(prefillFa3Route(empty.ctx, q0, k0, k0, 10, 2, false)).toEqual({ take: false, reason: 'no keys (a tensor map needs a row)' });
     const sinks = hopper();
     const q = Tensor.empty(sinks.backend, [100, 8, 128], 'bf16');
     expect(prefillFa3Route(sinks.ctx, q, q, q, 100, 1, true)).toMatchObject({ take: false, reason: expect.stringMatching(/sinks/) });
