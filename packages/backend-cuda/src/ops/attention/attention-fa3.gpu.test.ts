@@ -128,6 +128,11 @@ describe('the FA3 kernel as NVRTC builds it, and the routes through it', () => {
   it('scaled_dot_product_attention on the flash prefill route takes it too (causal L = S, GQA): vs float64 and the route before', G, () => {
     const [qc, kc, vc] = [randCpu([2, 8, 300, 128], 'bf16', 21), randCpu([2, 2, 300, 128], 'bf16', 22), randCpu([2, 2, 300, 128], 'bf16', 23)];
     const [q, k, v] = [qc, kc, vc].map(toGpu) as [Tensor, Tensor, Tensor];
+    // the views the SDPA route hands the prefill op ([rows, heads, D] of a batch entry: head stride > row stride)
+    const [qv, kv] = [q.select(0, 1).transpose(0, 1), k.select(0, 1).transpose(0, 1)];
+    const route = prefillFa3Route(spineOf('fa3 sdpa test', gpu()), qv, kv, kv, 300, 1, false);
+    expect(route.take ? 'fa3' : route.reason, 'route of the SDPA views').toBe('fa3');
+    for (const t of [qv, kv]) t.dispose();
     const attrs = { is_causal: true, enable_gqa: true };
     const want = callOp1('scaled_dot_product_attention', [qc, kc, vc, null], attrs);
     const fa3 = callOp1('scaled_dot_product_attention', [q, k, v, null], attrs);
