@@ -41,7 +41,21 @@ for (const op of ['sum', 'mean', 'amax', 'amin'] as const) {
 }
 cases.push(['row sum of squares f16 block', () => rowReduceSource({ op: 'sum', prologue: SQUARE, inDType: 'f16', outDType: 'f32', vec: 8, tpr: 512, block: 512 })]);
 cases.push(['row sum i32 -> i64', () => rowReduceSource({ op: 'sum', inDType: 'i32', outDType: 'i64', vec: 4, tpr: 32, block: 256 })]);
-cases.push(['column mean f32', () => columnReduceSource({ op: 'mean', inDType: 'f32', outDType: 'f32' })]);
+// the column kernel's launch shapes (columnLaunch): 32 x 8 for wide inner, 4 x 64 for an odd inner of 3, 128 x 2 for a
+// short R; split stages: f32 / f64 partials in, the output dtype out
+for (const op of ['sum', 'mean', 'amax', 'amin'] as const) {
+  cases.push([`column ${op} bf16 vec 8, 32 x 8`, () => columnReduceSource({ op, inDType: 'bf16', outDType: 'bf16', vec: 8, tx: 32, ty: 8 })]);
+}
+cases.push(['column mean f32 vec 4, 32 x 8', () => columnReduceSource({ op: 'mean', inDType: 'f32', outDType: 'f32', vec: 4, tx: 32, ty: 8 })]);
+cases.push(['column amax f32 scalar, 4 x 64 (inner 3)', () => columnReduceSource({ op: 'amax', inDType: 'f32', outDType: 'f32', vec: 1, tx: 4, ty: 64 })]);
+cases.push(['column sum bf16 -> f32 partials, 128 x 2', () => columnReduceSource({ op: 'sum', inDType: 'bf16', outDType: 'f32', vec: 8, tx: 128, ty: 2 })]);
+cases.push(['column mean f32 partials -> bf16 (stage 2), 256 x 1', () => columnReduceSource({ op: 'mean', inDType: 'f32', outDType: 'bf16', vec: 4, tx: 256, ty: 1 })]);
+cases.push(['column sum of squares f16 -> f32', () => columnReduceSource({ op: 'sum', prologue: SQUARE, inDType: 'f16', outDType: 'f32', vec: 8, tx: 32, ty: 8 })]);
+cases.push(['column sum i32 -> f64 partials', () => columnReduceSource({ op: 'sum', inDType: 'i32', outDType: 'f64', vec: 4, tx: 32, ty: 8 })]);
+cases.push(['column sum f64 partials -> i64 (stage 2)', () => columnReduceSource({ op: 'sum', inDType: 'f64', outDType: 'i64', vec: 2, tx: 32, ty: 8 })]);
+cases.push(['column sum u8 -> i64 vec 8', () => columnReduceSource({ op: 'sum', inDType: 'u8', outDType: 'i64', vec: 8, tx: 32, ty: 8 })]);
+cases.push(['column amin i16 vec 8, 8 x 32', () => columnReduceSource({ op: 'amin', inDType: 'i16', outDType: 'i16', vec: 8, tx: 8, ty: 32 })]);
+cases.push(['column mean f64 scalar, 1 x 256', () => columnReduceSource({ op: 'mean', inDType: 'f64', outDType: 'f64', vec: 1, tx: 1, ty: 256 })]);
 // rowLaunch picks up to 1024 threads a row (64 registers a thread)
 for (const d of ['bf16', 'f32'] as GenDType[]) {
   const v = d === 'f32' ? 4 : 8;

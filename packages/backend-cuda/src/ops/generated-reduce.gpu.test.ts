@@ -1,18 +1,26 @@
 /**
  * Generated reductions and softmaxes on CUDA vs the float64 CPU backend through the op registry: every layout class
  * (rows in place, columns in place, copied), a warp a row and a block a row, keepdim, all dims, empty inputs, integer
- * sums, softmax / log_softmax along the last and another dim with an output dtype.
+ * sums, column reductions split along R (odd inner, strided outer, misaligned, NaN, bit-identical reruns), softmax /
+ * log_softmax along the last and another dim with an output dtype.
  */
-import type { DType } from '@fastkernels/core';
-import { describe, it } from 'vitest';
-import { G } from '../../test/spine-helpers.js';
-import { checkOp, rand, randInts } from '../../test/ops-helpers.js';
+import { Tensor, callOp1, type DType } from '@fastkernels/core';
+import { describe, expect, it } from 'vitest';
+import { G, gpu } from '../../test/spine-helpers.js';
+import { checkOp, cpu, rand, randInts } from '../../test/ops-helpers.js';
 
 /** The gpu tag, and time for NVRTC: every dtype / class of every op is a fresh kernel on a first run (no disk cache). */
 const GT = { ...G, timeout: 300_000 };
 
 const DTYPES: DType[] = ['bf16', 'f16', 'f32'];
-const T = (t: import('@fastkernels/core').Tensor) => t.transpose(0, 1);
+const T = (t: Tensor) => t.transpose(0, 1);
+/** [A, B, C] viewed [B, A, :32] (the permuted view released: the narrowed one holds the storage). */
+const permutedNarrow = (t: Tensor) => {
+  const p = t.permute([1, 0, 2]);
+  const v = p.narrow(2, 0, 32);
+  p.dispose();
+  return v;
+};
 
 describe('sum / mean / amax / amin vs the float64 CPU backend', () => {
   for (const dtype of DTYPES) {
@@ -36,6 +44,41 @@ describe('sum / mean / amax / amin vs the float64 CPU backend', () => {
       for (const op of ['sum', 'mean', 'amax'] as const) checkOp(`${op} all of [512, 4096] ${dtype}`, { op, inputs: [rand([512, 4096], dtype, 11)], attrs: { dim: null } });
     }
     checkOp('i32 sum of [256, 4096]', { op: 'sum', inputs: [randInts([256, 4096], 'i32', 12)], attrs: { dim: null } });
+  });
+
+  it('column reductions split along R (too few tiles to fill the device): stage-1 partials, stage 2 in order', GT, () => {
+    checkOp('mean dim 0 of [8192, 8192] bf16 (the ops bench row)', { op: 'mean', inputs: [rand([8192, 8192], 'bf16', 21)], attrs: { dim: 0 } });
+    checkOp('sum dim 1 of [4, 4096, 1024] bf16', { op: 'sum', inputs: [rand([4, 4096, 1024], 'bf16', 22)], attrs: { dim: 1 } });
+    checkOp('channels-last pooling: mean over dims 1, 2 of [8, 7, 7, 2048] bf16 (unsplit)', { op: 'mean', inputs: [rand([8, 7, 7, 2048], 'bf16', 23)], attrs: { dim: [1, 2] } });
+    checkOp('channels-last pooling: mean over dims 1, 2 of [2, 32, 32, 512] f16 (split)', { op: 'mean', inputs: [rand([2, 32, 32, 512], 'f16', 24)], attrs: { dim: [1, 2], keepdim: true } });
+    checkOp('i32 sum dim 1 of [2, 3000, 12] -> i64 (f64 partials)', { op: 'sum', inputs: [randInts([2, 3000, 12], 'i32', 25)], attrs: { dim: 1 } });
+    checkOp('odd inner 3: amin dim 1 of [3, 5000, 3] f32 (scalar loads)', { op: 'amin', inputs: [rand([3, 5000, 3], 'f32', 26)], attrs: { dim: 1 } });
+    checkOp('sum dim 0 of [20000, 7] f32 (inner 7)', { op: 'sum', inputs: [rand([20000, 7], 'f32', 27)], attrs: { dim: 0 } });
+    // outer stride 40 < R stride 160 (a permuted, narrowed view), and a view one element off 16-byte alignment
+    checkOp('non-contiguous outer stride: sum dim 1 of [3000, 4, 40] viewed [4, 3000, 32]', { op: 'sum', inputs: [rand([3000, 4, 40], 'bf16', 28)], attrs: { dim: 1 }, views: [permutedNarrow] });
+    checkOp('misaligned view: mean dim 0 of [4000, 34] narrowed to [:, 1:33] bf16', { op: 'mean', inputs: [rand([4000, 34], 'bf16', 29)], attrs: { dim: 0 }, views: [(t) => t.narrow(1, 1, 32)] });
+    checkOp('mean dim 0 of [4096, 1024] f32 (vec 4, split)', { op: 'mean', inputs: [rand([4096, 1024], 'f32', 30)], attrs: { dim: 0 } });
+  });
+
+  it('column amax / amin keep NaN through both stages', GT, () => {
+    const d = rand([6000, 64], 'f32', 31).toFloat64Array();
+    for (const i of [5 * 64 + 3, 4321 * 64 + 3, 5999 * 64 + 40, 100 * 64 + 63]) d[i] = NaN;
+    for (const op of ['amax', 'amin'] as const) {
+      const x = Tensor.fromArray(cpu(), d, [6000, 64], 'f32');
+      checkOp(`${op} dim 0 of [6000, 64] f32 with NaNs`, { op, inputs: [x], attrs: { dim: 0 } });
+      x.dispose();
+    }
+  });
+
+  it('column reductions are deterministic: two runs give the same bits (split and unsplit; f32 out, no rounding hides a change)', GT, () => {
+    for (const [shape, dims, dtype] of [[[8192, 8192], [0], 'bf16'], [[4, 4096, 1024], [1], 'f32'], [[8, 7, 7, 2048], [1, 2], 'bf16']] as const) {
+      const c = rand(shape, dtype, 41);
+      const g = c.to(gpu());
+      const a = callOp1('sum', [g], { dim: [...dims], dtype: 'f32' });
+      const b = callOp1('sum', [g], { dim: [...dims], dtype: 'f32' });
+      expect(Array.from(b.toFloat64Array()), `${shape.join('x')} ${dtype}`).toEqual(Array.from(a.toFloat64Array()));
+      for (const t of [c, g, a, b]) t.dispose();
+    }
   });
 
   it('empty reductions give the identity; integer sums give i64', GT, () => {

@@ -75,7 +75,7 @@ describe('reduction and norm launches', () => {
     expect(f.cache.launches[0]).toMatchObject({ entry: 'fk_row_reduce', args: [expect.any(Number), ptrOf(x), 37, 1000, 1000, 1] });
     const y = f.t([4, 37, 64], 'f32');
     red.reduce('mean', y, [1], f.t([4, 64], 'f32'));
-    expect(f.cache.launches[1]).toMatchObject({ entry: 'fk_col_reduce', args: [expect.any(Number), ptrOf(y), 4, 37, 64, 37 * 64, 64] });
+    expect(f.cache.launches[1]).toMatchObject({ entry: 'fk_col_reduce', args: [expect.any(Number), ptrOf(y), 4, 37, 64, 37 * 64, 64, 37, 37], grid: 4, block: 16 * 16 });
     red.reduce('amax', f.t([6, 7, 8]), [0, 2], f.t([7]));
     expect(f.copies).toHaveLength(1);
     expect(f.cache.launches[2]).toMatchObject({ entry: 'fk_row_reduce', args: [expect.any(Number), ptrOf(f.copies[0]![0]), 7, 48, 48, 1] });
@@ -92,6 +92,28 @@ describe('reduction and norm launches', () => {
     expect(a!.source).toContain('float fk_st_f32');
     expect(b).toMatchObject({ entry: 'fk_row_reduce', args: [ptrOf(out), a!.args[0], 1, 512, 512, 1 / (4096 * 4096)] });
     expect(b!.source).toContain('acc * fk_acc(post)');
+  });
+
+  it('a column reduction with too few tiles is split along R: [S, n] f32 partials, then their mean over the true R', () => {
+    const f = fake();
+    const red = new GeneratedReductions(f.cache, f.runtime);
+    const x = f.t([8192, 8192]);
+    const out = f.t([8192]);
+    red.reduce('mean', x, [0], out);
+    const [a, b] = f.cache.launches;
+    expect(a).toMatchObject({ entry: 'fk_col_reduce', grid: [32, 64], block: 256, args: [expect.any(Number), ptrOf(x), 1, 8192, 8192, 0, 8192, 128, 8192] });
+    expect(a!.source).toContain('float fk_st_f32');
+    expect(a!.source).toContain('sum over the middle dim');
+    expect(b).toMatchObject({ entry: 'fk_col_reduce', grid: 64, block: 256, args: [ptrOf(out), a!.args[0], 1, 64, 8192, 0, 8192, 64, 8192] });
+    expect(b!.source).toContain('v / fk_acc(div)');
+    // an i32 sum: f64 partials, i64 out; a misaligned view reads scalars
+    const xi = f.t([4, 4096, 1024], 'i32');
+    red.reduce('sum', xi, [1], f.t([4, 1024], 'i64'));
+    expect(f.cache.launches[2]!.source).toContain('double fk_st_f64');
+    expect(f.cache.launches[3]!.source).toContain('long long fk_st_i64');
+    const v = f.t([4096, 1025]).narrow(1, 1, 1024);
+    red.reduce('sum', v, [0], f.t([1024]));
+    expect(f.cache.launches[4]!.source).toContain('vec 1,');
   });
 
   it('log_softmax over the last dim: out, x, rows, D, row stride; a block a row for vocab rows', () => {

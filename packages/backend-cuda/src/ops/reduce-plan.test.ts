@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { normLaunch } from './norm.js';
-import { planReduce, rowLaunch, rowVec, splitRows } from './reduce-plan.js';
+import { columnLaunch, columnVec, planReduce, rowLaunch, rowVec, splitColumns, splitRows } from './reduce-plan.js';
 
 describe('planReduce', () => {
   it('the last dim of a contiguous tensor: rows in place', () => {
@@ -51,5 +51,78 @@ describe('row launch shapes', () => {
     expect(normLaunch(4096, 3072 / 8, 132)).toEqual({ tpr: 96, block: 96, npt: 4, grid: 4096 });
     expect(normLaunch(256, (8 * 80 * 80) / 8, 132)).toMatchObject({ tpr: 1024, npt: 6 });
     expect(normLaunch(2, 17500, 132)).toMatchObject({ tpr: 1024, npt: 6 }); // longer rows: the rest is read again
+  });
+});
+
+describe('column launch shapes', () => {
+  /** The launch of a column reduction of [outer, R, inner] of `itemsize`-byte elements at pointer `ptr`, on 132 SMs. */
+  const plan = (outer: number, R: number, inner: number, itemsize = 2, sOuter = R * inner, sR = inner, ptr = 0) => {
+    const vec = columnVec(itemsize, inner, sOuter, sR, [ptr]);
+    const l = columnLaunch(outer, R, inner, vec, 132);
+    return { ...l, ...splitColumns(l.tiles, R, l.ty, 132) };
+  };
+
+  it('mean over dim 0 of [8192, 8192] bf16: 16-byte loads, 32 x 8 threads, R cut so >= 2 waves of 132 SMs run', () => {
+    const p = plan(1, 8192, 8192);
+    expect(p).toMatchObject({ vec: 8, tx: 32, ty: 8, block: 256, colTiles: 32, tiles: 32, grid: 32 });
+    expect(p.tiles * p.S).toBeGreaterThanOrEqual(2 * 132);
+    expect(p).toMatchObject({ S: 64, rChunk: 128 }); // 2048 CTAs, 16 rows a thread
+    expect(p.rChunk * p.S).toBeGreaterThanOrEqual(8192);
+  });
+
+  it('[4, 4096, 1024] over dim 1, channels-last pooling: few tiles, R split into slices of >= 32 rows, none empty', () => {
+    expect(plan(4, 4096, 1024)).toMatchObject({ vec: 8, tx: 32, ty: 8, tiles: 16, S: 128, rChunk: 32 });
+    expect(plan(2, 32 * 32, 512)).toMatchObject({ tiles: 4, S: 32, rChunk: 32 });
+    const cl = plan(8, 14 * 14, 2048);
+    expect(cl).toMatchObject({ tiles: 64, S: 5, rChunk: 40 });
+    expect((cl.S - 1) * cl.rChunk).toBeLessThan(196);
+    expect(plan(8, 7 * 7, 2048)).toMatchObject({ tiles: 64, S: 1, rChunk: 49 }); // too short to cut
+  });
+
+  it('vectors narrow to what inner, both strides and the pointer allow; at most 8 elements', () => {
+    expect(columnVec(2, 8192, 0, 8192, [256])).toBe(8);
+    expect(columnVec(4, 8192, 0, 8192, [256])).toBe(4);
+    expect(columnVec(1, 4096, 0, 4096, [0])).toBe(8);
+    expect(columnVec(2, 1000, 0, 1000, [0])).toBe(8);
+    expect(columnVec(2, 1004, 0, 1004, [0])).toBe(4);
+    expect(columnVec(2, 1024, 1030, 1024, [0])).toBe(2); // a non-contiguous outer stride
+    expect(columnVec(2, 1024, 0, 1028, [0])).toBe(4);
+    expect(columnVec(2, 8192, 0, 8192, [2])).toBe(1); // a misaligned pointer
+    expect(columnVec(4, 8192, 0, 8192, [8])).toBe(2);
+  });
+
+  it('small odd inner: scalar loads, the CTA mostly along R (inner 1..7)', () => {
+    for (const inner of [1, 2, 3, 4, 5, 6, 7]) {
+      const p = plan(2, 10000, inner, 4);
+      const vec = inner % 4 === 0 ? 4 : inner % 2 === 0 ? 2 : 1;
+      expect(p.vec, `inner ${inner}`).toBe(vec);
+      expect(p.tx * p.vec, `inner ${inner}`).toBeGreaterThanOrEqual(inner); // one tile covers the row
+      expect(p.tx * p.vec, `inner ${inner}`).toBeLessThan(2 * inner);
+      expect(p.block, `inner ${inner}`).toBe(256);
+      expect(p.colTiles, `inner ${inner}`).toBe(1);
+      expect(p.S, `inner ${inner}`).toBeGreaterThan(1);
+    }
+    expect(plan(1, 1000, 3, 4)).toMatchObject({ vec: 1, tx: 4, ty: 64 });
+  });
+
+  it('huge outer: the tiles fill the device, grid-strided past sms * 64, no split', () => {
+    expect(plan(1_000_000, 16, 64)).toMatchObject({ vec: 8, tx: 8, ty: 16, block: 128, tiles: 1_000_000, grid: 132 * 64, S: 1, rChunk: 16 });
+    expect(plan(64, 2048, 4096)).toMatchObject({ tiles: 64 * 16, S: 1 }); // 1024 CTAs: about a wave at 8 an SM
+    expect(plan(16, 2048, 4096)).toMatchObject({ tiles: 256, S: 9, rChunk: 232 });
+  });
+
+  it('short R gives the threads to inner; R = 1 (a split second stage never cuts its few rows)', () => {
+    expect(plan(1, 2, 1 << 22)).toMatchObject({ vec: 8, tx: 128, ty: 2, block: 256, S: 1 });
+    expect(plan(1, 1, 8192, 4)).toMatchObject({ vec: 4, tx: 256, ty: 1, S: 1, rChunk: 1 });
+    expect(planReduce([1, 64], [64, 1], [0]).kind).toBe('rows'); // a reduction over a size-1 dim is never columns
+    expect(plan(1, 32, 8192, 4)).toMatchObject({ vec: 4, tx: 32, ty: 8, S: 1 });
+    expect(plan(3, 5, 16)).toMatchObject({ vec: 8, tx: 2, ty: 8, block: 16, tiles: 3, S: 1 });
+  });
+
+  it('inner not a multiple of the widest vector: a narrower one covering inner exactly', () => {
+    const p = plan(2, 4096, 1020);
+    expect(p.vec).toBe(4);
+    expect(p.colTiles * p.tx * p.vec).toBeGreaterThanOrEqual(1020);
+    expect(plan(2, 4096, 1021).vec).toBe(1);
   });
 });

@@ -5,7 +5,9 @@
  * - columns: the reduced dims collapse to one strided dim and the kept dims to [outer, inner] with inner contiguous ->
  *   the column kernel, in place (a mean over a middle dim reads coalesced across inner);
  * - copy: anything else is copied contiguous (kept dims first) and reduced as rows.
- * Also the launch shape of a row kernel: a warp a row for short rows, a block a row (about 4 vectors a thread) for long.
+ * Also the launch shapes: a row kernel's (a warp a row for short rows, a block a row of about 4 vectors a thread for
+ * long), and a column kernel's (a tile of TX vectors along inner x TY rows along R a CTA, R cut across CTAs when the
+ * tiles alone cannot fill the device).
  */
 import { coalesce } from '../strided.js';
 
@@ -45,11 +47,16 @@ export interface RowLaunch {
   readonly grid: number;
 }
 
+/** Widest vector of at most `most` elements and 16 bytes dividing every extent and the pointers' alignment. */
+function widestVec(itemsize: number, extents: readonly number[], ptrs: readonly number[], most = 16): number {
+  let v = Math.max(1, Math.min(most, 16 / itemsize));
+  while (v > 1 && (extents.some((e) => e % v !== 0) || ptrs.some((p) => p % (v * itemsize) !== 0))) v >>= 1;
+  return v;
+}
+
 /** Widest vector <= 16 bytes dividing D, the row stride and the pointers' alignment. */
 export function rowVec(itemsize: number, D: number, rowStride: number, ptrs: readonly number[]): number {
-  let v = Math.max(1, 16 / itemsize);
-  while (v > 1 && (D % v !== 0 || rowStride % v !== 0 || ptrs.some((p) => p % (v * itemsize) !== 0))) v >>= 1;
-  return v;
+  return widestVec(itemsize, [D, rowStride], ptrs);
 }
 
 /** Threads a row and block size for rows of nv vectors; rows per block = block / tpr. */
@@ -73,4 +80,65 @@ export function splitRows(rows: number, D: number, rowStride: number, sms: numbe
     best = S;
   }
   return best;
+}
+
+/**
+ * Column kernel vector: the widest <= 16 bytes (and <= 8 elements: a thread keeps one accumulator an element, and the
+ * CTA's partials sit in static shared memory) dividing inner, both strides and the pointers' alignment.
+ */
+export function columnVec(itemsize: number, inner: number, sOuter: number, sR: number, ptrs: readonly number[]): number {
+  return widestVec(itemsize, [inner, sOuter, sR], ptrs, 8);
+}
+
+export interface ColumnLaunch {
+  readonly vec: number;
+  /** Threads along inner (consecutive vectors, coalesced) and along R (each walks every ty-th row). */
+  readonly tx: number;
+  readonly ty: number;
+  /** tx * ty: 256, fewer only for tensors too small to fill it. */
+  readonly block: number;
+  /** Tiles of tx * vec inner elements a row of outer, and tiles in all (outer * colTiles). */
+  readonly colTiles: number;
+  readonly tiles: number;
+  /** CTAs along x: the tiles, grid-strided past sms * 64. */
+  readonly grid: number;
+}
+
+/** Threads a column kernel's CTA is, and their tiles, for [outer, R, inner] with inner a multiple of vec. */
+export function columnLaunch(outer: number, R: number, inner: number, vec: number, sms: number, threads = 256): ColumnLaunch {
+  const pow2 = (n: number) => 2 ** Math.ceil(Math.log2(Math.max(1, n)));
+  const nv = inner / vec;
+  // a warp's worth along inner first (a full 512-byte row segment), the rest of the CTA along R, but no more rows
+  // than R has: a short R gives the threads back to inner
+  const ty = Math.min(threads / Math.min(32, pow2(nv)), pow2(R));
+  const tx = Math.min(threads / ty, pow2(nv));
+  const colTiles = Math.ceil(nv / tx);
+  const tiles = outer * colTiles;
+  return { vec, tx, ty, block: tx * ty, colTiles, tiles, grid: Math.max(1, Math.min(tiles, sms * 64)) };
+}
+
+export interface ColumnSplit {
+  /** Slices R is cut into (CTAs along y); 1: no split. */
+  readonly S: number;
+  /** Rows a slice (the last may have fewer). */
+  readonly rChunk: number;
+}
+
+/**
+ * R cut across CTAs when the tiles alone cannot fill the device (a mean over the tokens of a few sequences, over dim 0
+ * of a square matrix): below 4 CTAs an SM, the slices make about 16 CTAs an SM in all (several waves of ~6 resident
+ * CTAs at 40 registers, so the last wave's tail is short), each slice at least max(32, 4 ty) rows (its f32 partial,
+ * written and read back, costs at most 8 / 64 of a bf16 input's traffic). Stage 1 writes [S, outer * inner] partials,
+ * stage 2 folds them in order (a column reduction with R = S). A long slice is rounded up to a multiple of ty, so every
+ * thread walks as many rows.
+ */
+export function splitColumns(tiles: number, R: number, ty: number, sms: number): ColumnSplit {
+  if (tiles >= 4 * sms) return { S: 1, rChunk: R };
+  const want = Math.ceil((16 * sms) / tiles);
+  const most = Math.floor(R / Math.max(32, 4 * ty));
+  const S = Math.min(want, most, 65535);
+  if (S < 2) return { S: 1, rChunk: R };
+  let rChunk = Math.ceil(R / S);
+  if (rChunk > 4 * ty) rChunk = Math.ceil(rChunk / ty) * ty;
+  return { S: Math.ceil(R / rChunk), rChunk };
 }

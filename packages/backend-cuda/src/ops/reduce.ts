@@ -1,6 +1,7 @@
 /**
- * Running the generated reductions: sum / mean / amax / amin over any dims (with an optional elementwise prologue) and
- * softmax / log_softmax along one dim. Kernels are cached per (op, prologue, dtypes, layout, launch shape) in the
+ * Running the generated reductions: sum / mean / amax / amin over any dims (with an optional elementwise prologue; rows,
+ * or columns of [outer, R, inner] in place, R split across CTAs in two launches when the tiles cannot fill the device)
+ * and softmax / log_softmax along one dim. Kernels are cached per (op, prologue, dtypes, layout, launch shape) in the
  * GenKernelCache; the per-call work is the layout plan (reduce-plan.ts) and the launch.
  */
 import { Tensor, type DType } from '@fastkernels/core';
@@ -10,7 +11,7 @@ import { DCODE, GEN_ITEMSIZE, computeType, genDType, type GenDType } from './cty
 import { addr } from './elementwise.js';
 import { exprKey, type Expr } from './expr.js';
 import type { GenKernelCache } from './gen-cache.js';
-import { planReduce, rowLaunch, rowVec, splitRows } from './reduce-plan.js';
+import { columnLaunch, columnVec, planReduce, rowLaunch, rowVec, splitColumns, splitRows, type ColumnLaunch, type ReducePlan } from './reduce-plan.js';
 import { columnReduceSource, rowReduceSource, rowSoftmaxSource, type ReduceOp } from './reduce-source.js';
 
 const OP_CODE: Readonly<Record<ReduceOp, number>> = { sum: 0, mean: 1, amax: 2, amin: 3 };
@@ -18,6 +19,8 @@ const OP_CODE: Readonly<Record<ReduceOp, number>> = { sum: 0, mean: 1, amax: 2, 
 export class GeneratedReductions {
   /** Row kernels without a prologue and softmax kernels by a numeric key (no string work per launch). */
   private readonly rowKernels = new Map<number, CudaKernel>();
+  /** Column kernels without a prologue by a numeric key of (op, dtypes, vec, tx, ty). */
+  private readonly colKernels = new Map<number, CudaKernel>();
 
   constructor(
     private readonly cache: GenKernelCache,
@@ -40,10 +43,7 @@ export class GeneratedReductions {
     const proKey = prologue ? exprKey(prologue) : '';
     const p = planReduce(x.shape, x.strides, dims);
     if (p.kind === 'columns') {
-      const make = () => this.cache.kernel(`colred|${op}|${proKey}|${inD}>${outD}`, () => columnReduceSource({ op, prologue, inDType: inD, outDType: outD }), 'reduce-generated');
-      const k = prologue ? make() : this.rowKernel(8 + OP_CODE[op], inD, outD, 0, 0, 0, make);
-      const n = p.outer * p.inner;
-      k.launch(Math.max(1, Math.min(Math.ceil(n / 256), sms * 32)), 256, 0, [addr(out), addr(x), p.outer, p.R, p.inner, p.sOuter, p.sR]);
+      this.columns(op, prologue, proKey, x, out, p, sms);
       return out;
     }
     let src = x;
@@ -77,6 +77,51 @@ export class GeneratedReductions {
       tmp?.dispose();
     }
     return out;
+  }
+
+  /**
+   * A reduction over the middle dim of [outer, R, inner] (inner contiguous), in place. Too few tiles to fill the device:
+   * R is cut into S slices whose partials ([S, outer * inner], the accumulation type) a second launch folds in order,
+   * mean dividing by the true R there.
+   */
+  private columns(op: ReduceOp, prologue: Expr | undefined, proKey: string, x: Tensor, out: Tensor, p: Extract<ReducePlan, { kind: 'columns' }>, sms: number): void {
+    const inD = x.dtype as GenDType;
+    const outD = out.dtype as GenDType;
+    const vec = columnVec(GEN_ITEMSIZE[inD], p.inner, p.sOuter, p.sR, [addr(x)]);
+    const l = columnLaunch(p.outer, p.R, p.inner, vec, sms);
+    const split = splitColumns(l.tiles, p.R, l.ty, sms);
+    if (split.S === 1) {
+      this.columnPass(op, prologue, proKey, x, out, l, 1, [p.outer, p.R, p.inner, p.sOuter, p.sR, p.R, p.R]);
+      return;
+    }
+    const acc: GenDType = computeType([inD, outD]) === 'double' ? 'f64' : 'f32';
+    const n = p.outer * p.inner;
+    const part = Tensor.empty(x.backend, [split.S * n], acc, { device: x.device });
+    try {
+      this.columnPass(op === 'mean' ? 'sum' : op, prologue, proKey, x, part, l, split.S, [p.outer, p.R, p.inner, p.sOuter, p.sR, split.rChunk, p.R]);
+      const l2 = columnLaunch(1, split.S, n, columnVec(GEN_ITEMSIZE[acc], n, 0, n, [addr(part)]), sms);
+      this.columnPass(op, undefined, '', part, out, l2, 1, [1, split.S, n, 0, n, split.S, p.R]);
+    } finally {
+      part.dispose();
+    }
+  }
+
+  /** One column-kernel launch, S slices of R along grid y; dims: outer, R, inner, sOuter, sR, rChunk, the mean's divisor. */
+  private columnPass(op: ReduceOp, prologue: Expr | undefined, proKey: string, x: Tensor, out: Tensor, l: ColumnLaunch, S: number, dims: readonly number[]): void {
+    const inD = x.dtype as GenDType;
+    const outD = out.dtype as GenDType;
+    const make = () =>
+      this.cache.kernel(`colred|${op}|${proKey}|${inD}>${outD}|${l.vec}|${l.tx}|${l.ty}`, () => columnReduceSource({ op, prologue, inDType: inD, outDType: outD, vec: l.vec, tx: l.tx, ty: l.ty }), 'reduce-generated');
+    let k: CudaKernel;
+    if (prologue) {
+      k = make();
+    } else {
+      const key = ((((OP_CODE[op] * 16 + DCODE[inD]) * 16 + DCODE[outD]) * 16 + l.vec) * 1024 + l.tx) * 1024 + l.ty;
+      let found = this.colKernels.get(key);
+      if (!found) this.colKernels.set(key, (found = make()));
+      k = found;
+    }
+    k.launch(S > 1 ? [l.grid, S] : l.grid, l.block, 0, [addr(out), addr(x), ...dims]);
   }
 
   /** One row-kernel launch: out[r] = fold over the D elements of row r (rows `rowStride` apart) of pro(x), times post. */
