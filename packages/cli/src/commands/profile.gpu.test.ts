@@ -1,5 +1,5 @@
 /**
- * `fastkernels profile` on CUDA (tag gpu): the tiny YOLOv10 (fp16, the production dtype) and BGE-M3 configs, random
+ * `fastkernels profile` on CUDA (tag gpu): the tiny YOLOv10 (fp16, the production dtype), BGE-M3 and Llama configs, random
  * weights (BGE-M3's drawn on the device). Modules are timed by device events: the report names them, the self times and the rest sum
  * to the profiled forward, the vision runner's graph replay is timed beside the eager forward, and the tasks are the
  * CPU run's (the same model). The fixtures' configs travel as JSON imports (the GPU host has no checkout).
@@ -9,12 +9,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import bgeConfig from '../../../model-zoo/fixtures/tiny-bge-m3/config.json' with { type: 'json' };
+import llamaConfig from '../../../model-zoo/fixtures/tiny-llama/config.json' with { type: 'json' };
 import yoloConfig from '../../../model-zoo/fixtures/tiny-yolov10/config.json' with { type: 'json' };
 import type { ProfileReport } from '../profile/report.js';
 import { runProfile, type ProfileArgs } from './profile.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'fk-profile-gpu-'));
-for (const [name, cfg] of [['tiny-yolov10', yoloConfig], ['tiny-bge-m3', bgeConfig]] as const) {
+for (const [name, cfg] of [['tiny-yolov10', yoloConfig], ['tiny-bge-m3', bgeConfig], ['tiny-llama', llamaConfig]] as const) {
   mkdirSync(join(tmp, name));
   writeFileSync(join(tmp, name, 'config.json'), JSON.stringify(cfg));
 }
@@ -50,5 +51,16 @@ describe('fastkernels profile on CUDA', () => {
     expect(r).toMatchObject({ kind: 'encoder', timer: 'device events', forward: { graphs: null } });
     expect(r.tasks.map((t) => t.task)).toContain('L1/flash_attn_varlen');
     expectConsistent(r);
+  });
+
+  it('tiny Llama bf16: a decode step of 4 sequences (eager and its captured graph timed) and a prefill step', { tags: ['gpu'], timeout: 300_000 }, () => {
+    const dec = profileOn('cuda', { model: join(tmp, 'tiny-llama'), dtype: 'bf16', phase: 'decode', batch: 4, tokens: 32 });
+    expect(dec).toMatchObject({ kind: 'llm', timer: 'device events', workload: { phase: 'decode', batch: 4 } });
+    expect(dec.forward.graphs).not.toBeNull();
+    expect(dec.tasks.map((t) => t.task)).toContain('L1/paged_decode_attention');
+    expectConsistent(dec);
+    const pre = profileOn('cuda', { model: join(tmp, 'tiny-llama'), dtype: 'bf16', phase: 'prefill', tokens: 64 });
+    expect(pre).toMatchObject({ kind: 'llm', workload: { phase: 'prefill', prompt_tokens: 64 }, forward: { graphs: null } });
+    expectConsistent(pre);
   });
 });

@@ -1,8 +1,9 @@
 /**
- * `fastkernels profile` on the CPU with the tiny fixtures (random weights): YOLOv10 and BGE-M3 / ColBERTv2. The report's
+ * `fastkernels profile` on the CPU with the tiny fixtures (random weights): YOLOv10, BGE-M3 / ColBERTv2 and Llama (a
+ * prefill step and a decode step of the engine). The report's
  * tasks are exactly those whose forward the model runs (recorded here by a separate instrumented load), the self times
  * and the unattributed rest sum to the profiled forward, inclusive >= self; the table (top rows, "other", the rest);
- * --by-shape; the JSON schema; bad input (not a model folder, an unknown model type, a causal LM, a flag that does not
+ * --by-shape; the JSON schema; bad input (not a model folder, an unknown model type, a pipeline, a flag that does not
  * apply, a bad number) is exit 2 with the flag and the fix, no stack trace.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -15,13 +16,15 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { main } from '../app.js';
 import { environment } from '../env.js';
 import { ProfileReportSchema, type ProfileReport } from '../profile/report.js';
-import { loadEncoderWorkload, loadVisionWorkload } from '../profile/workloads.js';
+import { loadLlmWorkload, type LlmPhase } from '../profile/llm-workload.js';
+import { loadEncoderWorkload, loadVisionWorkload, type LoadedWorkload } from '../profile/workloads.js';
 import { runProfile, type ProfileArgs } from './profile.js';
 
 const FIXTURES = join(resolve(import.meta.dirname, '../../../..'), 'packages/model-zoo/fixtures');
 const YOLO = join(FIXTURES, 'tiny-yolov10');
 const BGE = join(FIXTURES, 'tiny-bge-m3');
 const COLBERT = join(FIXTURES, 'tiny-colbertv2');
+const LLAMA = join(FIXTURES, 'tiny-llama');
 const tmp = mkdtempSync(join(tmpdir(), 'fk-profile-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
@@ -35,11 +38,16 @@ function profile(args: Partial<ProfileArgs>): { report: ProfileReport; out: stri
 }
 
 /** The tasks whose forward one un-profiled forward of the same workload runs, recorded by a hook of our own. */
-function tasksRun(kind: 'vision' | 'encoder', dir: string, batch: number, lengths?: [number, number]): string[] {
+function tasksRun(kind: 'vision' | 'encoder' | LlmPhase, dir: string, batch: number, lengths?: [number, number]): string[] {
   const seen = new Set<string>();
   const registry = instrumentRegistry(environment().registry, { onForward: (id, _m, _a, run) => (seen.add(id), run()) }, 'seen');
   const spec = { dir, backend: new CpuBackend(), dtype: 'f32' as const, batch, seed: 0, ...(lengths ? { lengths } : {}) };
-  const w = kind === 'vision' ? loadVisionWorkload(spec, registry, false) : loadEncoderWorkload(spec, registry);
+  const load = (): LoadedWorkload => {
+    if (kind === 'vision') return loadVisionWorkload(spec, registry, false);
+    if (kind === 'encoder') return loadEncoderWorkload(spec, registry);
+    return loadLlmWorkload({ ...spec, phase: kind, tokens: 12, steps: 2 }, registry, false);
+  };
+  const w = load();
   try {
     seen.clear(); // the load's own first forward counts the same; start from one clean forward
     w.eager();
@@ -90,6 +98,22 @@ describe('fastkernels profile (CPU)', () => {
     }
   });
 
+  it('Llama: one prefill step of --tokens and one decode step of --batch sequences; the tasks each runs', { timeout: 120_000 }, () => {
+    const pre = profile({ model: LLAMA, phase: 'prefill', tokens: 12, batch: undefined }).report;
+    expect(pre).toMatchObject({ kind: 'llm', architecture: 'llama', workload: { batch: 1, phase: 'prefill', prompt_tokens: 12, tokens: 12 } });
+    expect(pre.workload.description).toMatch(/one engine step prefilling 1 sequence of 12 tokens/);
+    expect(pre.forward.graphs_note).toMatch(/prefills eagerly/);
+    expect(pre.tasks.map((t) => t.task).sort()).toEqual(tasksRun('prefill', LLAMA, 1));
+    expect(pre.tasks.map((t) => t.task)).toContain('L1/varlen_prefill_attention');
+    expectConsistent(pre);
+    const dec = profile({ model: LLAMA, phase: 'decode', tokens: 12, batch: 3 }).report;
+    expect(dec).toMatchObject({ kind: 'llm', workload: { batch: 3, phase: 'decode', prompt_tokens: 12, tokens: 3 } });
+    expect(dec.tasks.map((t) => t.task).sort()).toEqual(tasksRun('decode', LLAMA, 3));
+    expect(dec.tasks.map((t) => t.task)).toContain('L1/paged_decode_attention');
+    expect(dec.tasks.find((t) => t.task === 'L4/llama')!.calls).toBe(1);
+    expectConsistent(dec);
+  });
+
   it('--by-shape: a row per task and input shapes, the same totals per task', () => {
     const { report } = profile({ model: BGE, batch: 2, lengths: '6-6', byShape: true, repeats: 1 });
     expectConsistent(report);
@@ -131,7 +155,7 @@ describe('fastkernels profile (CPU)', () => {
       mkdirSync(odd);
       writeFileSync(join(odd, 'config.json'), JSON.stringify({ model_type: 'nope', architectures: ['NopeModel'] }));
       expect(await run('--model', odd, '--backend', 'cpu')).toMatchObject({ code: 2, err: expect.stringMatching(/no registered model reads .*'nope' in .*odd\/config.json\nfix: registered: /) });
-      expect(await run('--model', join(FIXTURES, 'tiny-llama'), '--backend', 'cpu')).toMatchObject({ code: 2, err: expect.stringMatching(/--model: .* is a decoder-llm model \(llama\); profile runs vision and encoder models only\nfix: causal LMs are not profiled yet/) });
+      expect(await run('--model', join(FIXTURES, 'tiny-flux'), '--backend', 'cpu')).toMatchObject({ code: 2, err: expect.stringMatching(/--model: .*tiny-flux is a diffusers pipeline \(model_index.json\).*\nfix: /) });
     });
     it('a flag that does not apply, bad numbers, an unknown flag', async () => {
       expect(await run('--model', YOLO, '--lengths', '8-9', '--backend', 'cpu')).toMatchObject({ code: 2, err: expect.stringMatching(/--lengths: does not apply to a vision model \(yolov10\).*\nfix: drop --lengths/) });
@@ -140,6 +164,11 @@ describe('fastkernels profile (CPU)', () => {
       expect(await run('--model', BGE, '--lengths', '9-3', '--backend', 'cpu')).toMatchObject({ code: 2, err: expect.stringMatching(/--lengths: expected LO-HI or U\[LO, HI\]/) });
       expect(await run('--model', YOLO, '--repeats', '0', '--backend', 'cpu')).toMatchObject({ code: 2, err: expect.stringMatching(/--repeats: must be an integer from 1/) });
       expect(await run('--model', YOLO, '--size', '3')).toMatchObject({ code: 2, err: expect.stringMatching(/Unknown argument: size/) });
+      expect(await run('--model', YOLO, '--phase', 'decode', '--backend', 'cpu')).toMatchObject({ code: 2, err: expect.stringMatching(/--phase: does not apply to a vision model \(yolov10\)\nfix: drop --phase/) });
+      expect(await run('--model', BGE, '--tokens', '8', '--backend', 'cpu')).toMatchObject({ code: 2, err: expect.stringMatching(/--tokens: does not apply to an encoder model \(bge-m3\)\nfix: drop --tokens: pass --lengths/) });
+      expect(await run('--model', LLAMA, '--lengths', '3-4', '--backend', 'cpu')).toMatchObject({ code: 2, err: expect.stringMatching(/--lengths: does not apply to a causal LM \(llama\)\nfix: drop --lengths: pass --tokens/) });
+      expect(await run('--model', LLAMA, '--phase', 'prefill', '--batch', '3', '--backend', 'cpu')).toMatchObject({ code: 2, err: expect.stringMatching(/--batch: does not apply to --phase prefill.*\nfix: drop --batch, or pass --phase decode/) });
+      expect(await run('--model', LLAMA, '--tokens', '300', '--backend', 'cpu')).toMatchObject({ code: 2, err: expect.stringMatching(/--tokens: 300 tokens and \d+ generated exceed the model's 256 positions \(max_position_embeddings\)\nfix: pass --tokens \d+ or less/) });
     });
     it('runProfile throws UserErrors naming the flag', () => {
       expect(() => runProfile({ ...base, top: 0 }, { out: () => {}, err: () => {} })).toThrow(UserError);

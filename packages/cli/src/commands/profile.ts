@@ -3,8 +3,11 @@
  * an instrumented registry (profile/profiler.ts) and run eagerly: warm-ups, then --repeats profiled forwards, each
  * module forward timed by the backend's timer; per task (and input shapes with --by-shape): calls, inclusive and self
  * ms, the share of the forward, ms per call. The same batch on the un-instrumented model (eager and, where the runner
- * has them, as a CUDA graph) shows what profiling costs. Vision and encoder folders; causal LMs are not profiled yet.
+ * has them, as a CUDA graph) shows what profiling costs. Vision, encoder and causal-LM folders (an LM: one engine step,
+ * a prefill of --tokens or a decode of --batch sequences, --phase).
  */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { UserError, type DType } from '@fastkernels/core';
 import { loadModelFolderConfig, parseLengthRange } from '@fastkernels/model-zoo';
 import type { Argv } from 'yargs';
@@ -13,6 +16,7 @@ import { intFlag } from '../flags.js';
 import type { Io } from '../io.js';
 import { ModuleProfiler } from '../profile/profiler.js';
 import { ProfileReportSchema, profileRows, renderProfile, type ProfileReport, type Timing } from '../profile/report.js';
+import { loadLlmWorkload, type LlmPhase } from '../profile/llm-workload.js';
 import { loadEncoderWorkload, loadVisionWorkload, type LoadedWorkload, type WorkloadSpec } from '../profile/workloads.js';
 
 export interface ProfileArgs {
@@ -21,6 +25,8 @@ export interface ProfileArgs {
   dtype?: string;
   batch?: number;
   lengths?: string;
+  phase?: string;
+  tokens?: number;
   warmups: number;
   repeats: number;
   top: number;
@@ -30,7 +36,8 @@ export interface ProfileArgs {
 }
 
 const DTYPES: Record<string, DType> = { f32: 'f32', bf16: 'bf16', f16: 'f16' };
-const DEFAULT_BATCH = { vision: 32, encoder: 64 } as const;
+const DEFAULT_BATCH = { vision: 32, encoder: 64, llm: 32 } as const;
+const DEFAULT_TOKENS = 512;
 const DEFAULT_LENGTHS = 'U[32, 512]';
 /** The encoder runner's sequences per forward (vLLM's max_num_seqs): one profiled forward holds the whole batch. */
 const MAX_ENCODER_BATCH = 256;
@@ -41,11 +48,13 @@ export function profileCommand(io: Io) {
     describe: "Where a model's forward time goes, by task (L1..L4 module): calls, inclusive / self ms, share, per call",
     builder: (y: Argv) =>
       y
-        .option('model', { type: 'string', demandOption: true, describe: 'model folder: config.json (+ safetensors; seeded random weights without). Vision (YOLOv10, ConvNeXt-V2) or encoder (BGE-M3, ColBERTv2, XLM-R)' })
+        .option('model', { type: 'string', demandOption: true, describe: 'model folder: config.json (+ safetensors; seeded random weights without). Vision (YOLOv10, ConvNeXt-V2), encoder (BGE-M3, ColBERTv2, XLM-R) or causal LM (Llama, Qwen, Mixtral, ...)' })
         .option('backend', { type: 'string', choices: ['auto', 'cpu', 'cuda'], default: 'auto', describe: 'auto = cuda when available, else cpu' })
         .option('dtype', { type: 'string', choices: Object.keys(DTYPES), describe: "model dtype [default: the config's, else bf16]" })
-        .option('batch', { type: 'number', describe: `images (vision) or sequences (encoder) in the forward [default: ${DEFAULT_BATCH.vision} images, ${DEFAULT_BATCH.encoder} sequences]` })
+        .option('batch', { type: 'number', describe: `images (vision), sequences (encoder) in the forward, or sequences in the LM's decode step [default: ${DEFAULT_BATCH.vision} images, ${DEFAULT_BATCH.encoder} sequences, ${DEFAULT_BATCH.llm} decodes]` })
         .option('lengths', { type: 'string', describe: `encoders: the sequences' lengths in tokens, LO-HI or U[LO, HI] (seeded, uniform) [default: ${DEFAULT_LENGTHS}]` })
+        .option('phase', { type: 'string', choices: ['prefill', 'decode'], describe: 'causal LMs: the engine step to profile, one prefill of --tokens or one decode step of --batch sequences [default: decode]' })
+        .option('tokens', { type: 'number', describe: `causal LMs: the prefill's prompt tokens; in decode, each sequence's context [default: ${DEFAULT_TOKENS}]` })
         .option('warmups', { type: 'number', default: 2, describe: 'untimed forwards before the timed ones (each of: un-instrumented eager, graphs, profiled)' })
         .option('repeats', { type: 'number', default: 5, describe: 'timed forwards; the table is their mean' })
         .option('top', { type: 'number', default: 25, describe: 'rows in the table (the rest sum into one "other" row); --json has them all' })
@@ -56,13 +65,15 @@ export function profileCommand(io: Io) {
         .example('$0 profile --model yolov10n --batch 32 --by-shape --top 40', 'a row per conv shape')
         .example('$0 profile --model convnextv2-base --dtype f16 --batch 32', 'a classifier')
         .example("$0 profile --model bge-m3 --dtype bf16 --batch 64 --lengths 'U[32, 512]' --json > bge.json", 'an encoder: 64 documents in one packed forward')
+        .example('$0 profile --model llama-3-8b --phase prefill --tokens 2048', 'a causal LM: one 2048-token prefill step')
+        .example('$0 profile --model llama-3-8b --phase decode --batch 64 --tokens 1024', 'a causal LM: one decode step of 64 sequences at 1024 tokens of context')
         .example('$0 profile --model packages/model-zoo/fixtures/tiny-yolov10 --backend cpu --batch 2', 'the tiny fixture on the CPU (random weights)')
         .epilog(
           [
             "Profiled forwards run EAGERLY (CUDA graphs off: a graph replay calls no module forward), every module wrapped and timed by the backend's timer (device events on CUDA, the host clock on the CPU). Milliseconds are per forward, the mean of --repeats. self = a module's time less its children's; '(outside modules)' is what no module covers (the runner's glue).",
             "Caveat: wrapping a module replaces its class's forward, so a layer that fuses its children (runsOwnForward, e.g. an MLP running gate/up + SiLU as one kernel) runs them unfused here: the children carry the time, and the header's un-instrumented eager forward (the real model, fusions on) shows what fusing saves.",
             "Reading it: the gap between the un-instrumented eager and graphs forwards is launch overhead; 'host self ms' near or above 'self ms' marks a launch-bound module (the device waits for the host). With --by-shape, each task's calls split by their input shapes (e.g. one row per conv shape).",
-            'Vision and encoder folders; causal LMs are not profiled yet.',
+            "Causal LMs: the unit is one step of the paged engine (schedule, forward, LM head, sampling, tokens read back), run without overlap or chained decode; the header's graphs time is the captured decode step (prefills always run eagerly).",
           ].join('\n\n'),
         ),
     handler: (argv: ProfileArgs) => void runProfile(argv, io),
@@ -75,16 +86,24 @@ export function runProfile(argv: ProfileArgs, io: Io): ProfileReport {
   const repeats = intFlag('repeats', argv.repeats, 1, 10000);
   const top = intFlag('top', argv.top, 1, 100000);
   const seed = intFlag('seed', argv.seed, 0, 2 ** 32 - 1);
-  const { architecture } = loadModelFolderConfig(argv.model);
-  const kind = architecture.runner;
-  if (kind !== 'vision' && kind !== 'encoder') {
-    throw new UserError(`${argv.model} is a ${kind} model (${architecture.name}); profile runs vision and encoder models only`, {
-      field: '--model',
-      fix: kind === 'decoder-llm' ? 'causal LMs are not profiled yet: use `fastkernels capture` for their shapes and `fastkernels e2e` for their speed' : 'pass a vision (YOLOv10, ConvNeXt-V2) or encoder (BGE-M3, ColBERTv2) folder',
-    });
+  if (existsSync(join(argv.model, 'model_index.json')) && !existsSync(join(argv.model, 'config.json'))) {
+    throw new UserError(`${argv.model} is a diffusers pipeline (model_index.json); profile runs one model, and pipelines (FLUX) are not profiled yet`, { field: '--model', fix: 'pass a vision, encoder or causal-LM folder (with a config.json)' });
   }
-  if (kind === 'vision' && argv.lengths !== undefined) throw new UserError(`does not apply to a vision model (${architecture.name}): it runs images at its config's input size`, { field: '--lengths', fix: 'drop --lengths (pass --batch for the images per forward)' });
+  const { architecture } = loadModelFolderConfig(argv.model);
+  const runner = architecture.runner;
+  if (runner !== 'vision' && runner !== 'encoder' && runner !== 'decoder-llm') {
+    throw new UserError(`${argv.model} is a ${runner} model (${architecture.name}); profile runs vision, encoder and causal-LM models`, { field: '--model', fix: 'pass a vision (YOLOv10, ConvNeXt-V2), encoder (BGE-M3, ColBERTv2) or causal LM (Llama, ...) folder; a pipeline (FLUX) is profiled by its components' });
+  }
+  const kind = runner === 'decoder-llm' ? 'llm' : runner;
+  const what = kind === 'llm' ? 'a causal LM' : kind === 'encoder' ? 'an encoder model' : 'a vision model';
+  const notFor = (flag: string, fix: string) => new UserError(`does not apply to ${what} (${architecture.name})`, { field: flag, fix });
+  if (kind !== 'encoder' && argv.lengths !== undefined) throw notFor('--lengths', kind === 'vision' ? "drop --lengths: a vision model runs images at its config's input size (--batch: images per forward)" : 'drop --lengths: pass --tokens (the prompt) and --phase');
+  if (kind !== 'llm' && argv.phase !== undefined) throw notFor('--phase', 'drop --phase: it picks a causal LM\'s prefill or decode step');
+  if (kind !== 'llm' && argv.tokens !== undefined) throw notFor('--tokens', kind === 'encoder' ? "drop --tokens: pass --lengths for the sequences' lengths" : 'drop --tokens: a vision model runs images (--batch)');
+  const phase: LlmPhase = argv.phase === 'prefill' ? 'prefill' : 'decode';
+  if (kind === 'llm' && phase === 'prefill' && argv.batch !== undefined) throw new UserError('does not apply to --phase prefill (one sequence of --tokens)', { field: '--batch', fix: 'drop --batch, or pass --phase decode' });
   const batch = argv.batch === undefined ? DEFAULT_BATCH[kind] : intFlag('batch', argv.batch, 1, kind === 'encoder' ? MAX_ENCODER_BATCH : 1024);
+  const tokens = kind === 'llm' ? intFlag('tokens', argv.tokens ?? DEFAULT_TOKENS, 1, 1 << 20) : 0;
   const env = environment();
   const backend = selectBackend(env, argv.backend);
   const spec: WorkloadSpec = {
@@ -92,7 +111,9 @@ export function runProfile(argv: ProfileArgs, io: Io): ProfileReport {
     ...(argv.dtype ? { dtype: DTYPES[argv.dtype]! } : {}),
     ...(kind === 'encoder' ? { lengths: parseLengthRange(argv.lengths ?? DEFAULT_LENGTHS) } : {}),
   };
-  const load = (registry: typeof env.registry, graphs: boolean): LoadedWorkload => (kind === 'vision' ? loadVisionWorkload(spec, registry, graphs) : loadEncoderWorkload(spec, registry));
+  const llm = { ...spec, phase, tokens, batch: phase === 'prefill' ? 1 : batch, steps: warmups + repeats };
+  const load = (registry: typeof env.registry, graphs: boolean): LoadedWorkload =>
+    kind === 'vision' ? loadVisionWorkload(spec, registry, graphs) : kind === 'encoder' ? loadEncoderWorkload(spec, registry) : loadLlmWorkload(llm, registry, graphs);
   const log = (l: string) => io.err(`profile: ${l}\n`);
   const device = 0;
   const timeOf = (forward: () => void): Timing => {
@@ -146,10 +167,11 @@ export function runProfile(argv: ProfileArgs, io: Io): ProfileReport {
     dtype: w.dtype,
     weights: w.weights,
     workload: {
-      batch, seed, description: w.description,
+      batch: kind === 'llm' ? llm.batch : batch, seed, description: w.description,
       ...(w.imageSize !== undefined ? { image_size: w.imageSize } : {}),
       ...(spec.lengths ? { lengths: [...spec.lengths] } : {}),
       ...(w.tokens !== undefined ? { tokens: w.tokens } : {}),
+      ...(kind === 'llm' ? { phase, prompt_tokens: tokens } : {}),
     },
     warmups, repeats, by_shape: Boolean(argv.byShape),
     timer: backend.name === 'cuda' ? 'device events' : 'host clock',

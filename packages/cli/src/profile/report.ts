@@ -36,7 +36,7 @@ export const ProfileReportSchema = z.strictObject({
   model: z.string(),
   architecture: z.string(),
   /** The runner the folder's architecture uses. */
-  kind: z.enum(['vision', 'encoder']),
+  kind: z.enum(['vision', 'encoder', 'llm']),
   backend: z.string(),
   device: z.string(),
   dtype: z.string(),
@@ -48,7 +48,11 @@ export const ProfileReportSchema = z.strictObject({
     image_size: z.number().int().positive().optional(),
     /** Encoder: the sequences' length range and the packed forward's tokens. */
     lengths: z.tuple([z.number().int().positive(), z.number().int().positive()]).optional(),
+    /** Encoder: the packed forward's tokens; causal LM: the step's tokens (prefill: the prompt; decode: one a sequence). */
     tokens: z.number().int().positive().optional(),
+    /** Causal LM: the engine step profiled, and the prompt length (decode: each sequence's context before the steps). */
+    phase: z.enum(['prefill', 'decode']).optional(),
+    prompt_tokens: z.number().int().positive().optional(),
     seed: z.number().int().nonnegative(),
     description: z.string(),
   }),
