@@ -52,7 +52,7 @@ function cValues(dtype: string, values: readonly number[]): string {
   return values.map(f).join(', ') || '0';
 }
 
-/** The column launches recorded on the fake device, run in order on the host; returns the buffers they wrote. */
+/** The column launches recorded on the fake device, run in order on the host, each output's values stored in `buffers`. */
 function replay(launches: ReturnType<typeof fake>['cache']['launches'], buffers: Buffer[]): void {
   const find = (p: number) => buffers.find((b) => p >= b.ptr && p < b.ptr + Math.max(1, b.values.length) * ITEMSIZE[b.dtype]!);
   for (const l of launches) {
@@ -78,7 +78,7 @@ int main() {
 }`;
     const got = runOnHost(`${CTA_SHIM}\n${src}`, main);
     expect(got.length).toBe(out.values.length);
-    // cells this launch did not write keep what they held (the kernel writes every cell of its output region here)
+    // every launch here writes its whole output buffer (the out tensor, or all S slices of the partials)
     out.values = got;
   }
 }
