@@ -93,6 +93,9 @@ mmCase('bmm-mla-uv-decode-128x64x512x128-bf16', 'bmm', {}, [{ shape: [64, 128, 5
 if (!quick) mmCase('bmm-of3-tri-1024x256x32x256-f32', 'bmm', {}, [{ shape: [1024, 256, 32], dtype: 'f32' }, { shape: [1024, 32, 256], dtype: 'f32' }], { shape: [1024, 256, 256], dtype: 'f32' }, 1024, 256, 32, 256);
 add({ name: 'sum-last-dim-8192x8192-bf16', group: 'reduction', op: 'sum', attrs: { dim: -1 }, inputs: [{ shape: EW, dtype: 'bf16' }], out: { shape: [EW[0]], dtype: 'bf16' } });
 add({ name: 'mean-dim0-8192x8192-bf16', group: 'reduction', op: 'mean', attrs: { dim: 0 }, inputs: [{ shape: EW, dtype: 'bf16' }], out: { shape: [EW[1]], dtype: 'bf16' } });
+// the column reductions models make: BGE-M3's mean pooling over tokens, ConvNeXt-V2's global pool of a channels-last map
+add({ name: 'mean-tokens-64x512x1024-bf16', group: 'reduction', op: 'mean', attrs: { dim: 1 }, inputs: [{ shape: [64, 512, 1024], dtype: 'bf16' }], out: { shape: [64, 1024], dtype: 'bf16' } });
+add({ name: 'mean-pool-nhwc-32x12x12x1024-f16', group: 'reduction', op: 'mean', attrs: { dim: [1, 2] }, inputs: [{ shape: [32, 12, 12, 1024], dtype: 'f16' }], out: { shape: [32, 1024], dtype: 'f16' } });
 // along one dim (src/ops/reduction/): greedy and top-k / top-p sampling over Llama-3's vocabulary, a row sort. `out`
 // only counts bytes: topk / sort also write i64 indices, so their `out` is sized as values + indices (5 bf16 / 3 f32 an
 // element)
