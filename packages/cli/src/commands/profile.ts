@@ -8,7 +8,7 @@
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { UserError, type DType } from '@fastkernels/core';
+import { UserError, type Backend, type DType, type ModuleRegistry } from '@fastkernels/core';
 import { loadModelFolderConfig, parseLengthRange } from '@fastkernels/model-zoo';
 import type { Argv } from 'yargs';
 import { environment, selectBackend } from '../env.js';
@@ -86,34 +86,10 @@ export function runProfile(argv: ProfileArgs, io: Io): ProfileReport {
   const repeats = intFlag('repeats', argv.repeats, 1, 10000);
   const top = intFlag('top', argv.top, 1, 100000);
   const seed = intFlag('seed', argv.seed, 0, 2 ** 32 - 1);
-  if (existsSync(join(argv.model, 'model_index.json')) && !existsSync(join(argv.model, 'config.json'))) {
-    throw new UserError(`${argv.model} is a diffusers pipeline (model_index.json); profile runs one model, and pipelines (FLUX) are not profiled yet`, { field: '--model', fix: 'pass a vision, encoder or causal-LM folder (with a config.json)' });
-  }
-  const { architecture } = loadModelFolderConfig(argv.model);
-  const runner = architecture.runner;
-  if (runner !== 'vision' && runner !== 'encoder' && runner !== 'decoder-llm') {
-    throw new UserError(`${argv.model} is a ${runner} model (${architecture.name}); profile runs vision, encoder and causal-LM models`, { field: '--model', fix: 'pass a vision (YOLOv10, ConvNeXt-V2), encoder (BGE-M3, ColBERTv2) or causal LM (Llama, ...) folder; a pipeline (FLUX) is profiled by its components' });
-  }
-  const kind = runner === 'decoder-llm' ? 'llm' : runner;
-  const what = kind === 'llm' ? 'a causal LM' : kind === 'encoder' ? 'an encoder model' : 'a vision model';
-  const notFor = (flag: string, fix: string) => new UserError(`does not apply to ${what} (${architecture.name})`, { field: flag, fix });
-  if (kind !== 'encoder' && argv.lengths !== undefined) throw notFor('--lengths', kind === 'vision' ? "drop --lengths: a vision model runs images at its config's input size (--batch: images per forward)" : 'drop --lengths: pass --tokens (the prompt) and --phase');
-  if (kind !== 'llm' && argv.phase !== undefined) throw notFor('--phase', 'drop --phase: it picks a causal LM\'s prefill or decode step');
-  if (kind !== 'llm' && argv.tokens !== undefined) throw notFor('--tokens', kind === 'encoder' ? "drop --tokens: pass --lengths for the sequences' lengths" : 'drop --tokens: a vision model runs images (--batch)');
-  const phase: LlmPhase = argv.phase === 'prefill' ? 'prefill' : 'decode';
-  if (kind === 'llm' && phase === 'prefill' && argv.batch !== undefined) throw new UserError('does not apply to --phase prefill (one sequence of --tokens)', { field: '--batch', fix: 'drop --batch, or pass --phase decode' });
-  const batch = argv.batch === undefined ? DEFAULT_BATCH[kind] : intFlag('batch', argv.batch, 1, kind === 'encoder' ? MAX_ENCODER_BATCH : 1024);
-  const tokens = kind === 'llm' ? intFlag('tokens', argv.tokens ?? DEFAULT_TOKENS, 1, 1 << 20) : 0;
+  const { kind, loader, batch, phase, tokens, lengths } = resolveWorkload(argv, seed, warmups + repeats);
   const env = environment();
   const backend = selectBackend(env, argv.backend);
-  const spec: WorkloadSpec = {
-    dir: argv.model, backend, batch, seed,
-    ...(argv.dtype ? { dtype: DTYPES[argv.dtype]! } : {}),
-    ...(kind === 'encoder' ? { lengths: parseLengthRange(argv.lengths ?? DEFAULT_LENGTHS) } : {}),
-  };
-  const llm = { ...spec, phase, tokens, batch: phase === 'prefill' ? 1 : batch, steps: warmups + repeats };
-  const load = (registry: typeof env.registry, graphs: boolean): LoadedWorkload =>
-    kind === 'vision' ? loadVisionWorkload(spec, registry, graphs) : kind === 'encoder' ? loadEncoderWorkload(spec, registry) : loadLlmWorkload(llm, registry, graphs);
+  const load = (registry: ModuleRegistry, graphs: boolean) => loader(backend, registry, graphs);
   const log = (l: string) => io.err(`profile: ${l}\n`);
   const device = 0;
   const timeOf = (forward: () => void): Timing => {
@@ -167,9 +143,9 @@ export function runProfile(argv: ProfileArgs, io: Io): ProfileReport {
     dtype: w.dtype,
     weights: w.weights,
     workload: {
-      batch: kind === 'llm' ? llm.batch : batch, seed, description: w.description,
+      batch, seed, description: w.description,
       ...(w.imageSize !== undefined ? { image_size: w.imageSize } : {}),
-      ...(spec.lengths ? { lengths: [...spec.lengths] } : {}),
+      ...(lengths ? { lengths } : {}),
       ...(w.tokens !== undefined ? { tokens: w.tokens } : {}),
       ...(kind === 'llm' ? { phase, prompt_tokens: tokens } : {}),
     },
@@ -188,4 +164,38 @@ export function runProfile(argv: ProfileArgs, io: Io): ProfileReport {
   } satisfies ProfileReport);
   io.out(argv.json ? JSON.stringify(report, null, 2) + '\n' : renderProfile(report, top));
   return report;
+}
+
+type Kind = 'vision' | 'encoder' | 'llm';
+
+/**
+ * What one profiled forward is for this folder: its kind (from config.json's architecture), the flags that apply to
+ * it checked (one that does not is a UserError naming it), and how to load it from a registry.
+ */
+function resolveWorkload(argv: ProfileArgs, seed: number, steps: number) {
+  if (existsSync(join(argv.model, 'model_index.json')) && !existsSync(join(argv.model, 'config.json'))) {
+    throw new UserError(`${argv.model} is a diffusers pipeline (model_index.json); profile runs one model, and pipelines (FLUX) are not profiled yet`, { field: '--model', fix: 'pass a vision, encoder or causal-LM folder (with a config.json)' });
+  }
+  const { architecture } = loadModelFolderConfig(argv.model);
+  const runner = architecture.runner;
+  if (runner !== 'vision' && runner !== 'encoder' && runner !== 'decoder-llm') {
+    throw new UserError(`${argv.model} is a ${runner} model (${architecture.name}); profile runs vision, encoder and causal-LM models`, { field: '--model', fix: 'pass a vision (YOLOv10, ConvNeXt-V2), encoder (BGE-M3, ColBERTv2) or causal LM (Llama, ...) folder' });
+  }
+  const kind: Kind = runner === 'decoder-llm' ? 'llm' : runner;
+  const what = kind === 'llm' ? 'a causal LM' : kind === 'encoder' ? 'an encoder model' : 'a vision model';
+  const notFor = (flag: string, fix: string) => new UserError(`does not apply to ${what} (${architecture.name})`, { field: flag, fix });
+  if (kind !== 'encoder' && argv.lengths !== undefined) throw notFor('--lengths', kind === 'vision' ? "drop --lengths: a vision model runs images at its config's input size (--batch: images per forward)" : 'drop --lengths: pass --tokens (the prompt) and --phase');
+  if (kind !== 'llm' && argv.phase !== undefined) throw notFor('--phase', "drop --phase: it picks a causal LM's prefill or decode step");
+  if (kind !== 'llm' && argv.tokens !== undefined) throw notFor('--tokens', kind === 'encoder' ? "drop --tokens: pass --lengths for the sequences' lengths" : 'drop --tokens: a vision model runs images (--batch)');
+  const phase: LlmPhase = argv.phase === 'prefill' ? 'prefill' : 'decode';
+  if (kind === 'llm' && phase === 'prefill' && argv.batch !== undefined) throw new UserError('does not apply to --phase prefill (one sequence of --tokens)', { field: '--batch', fix: 'drop --batch, or pass --phase decode' });
+  const asked = argv.batch === undefined ? DEFAULT_BATCH[kind] : intFlag('batch', argv.batch, 1, kind === 'encoder' ? MAX_ENCODER_BATCH : 1024);
+  const batch = kind === 'llm' && phase === 'prefill' ? 1 : asked;
+  const tokens = kind === 'llm' ? intFlag('tokens', argv.tokens ?? DEFAULT_TOKENS, 1, 1 << 20) : 0;
+  const lengths = kind === 'encoder' ? parseLengthRange(argv.lengths ?? DEFAULT_LENGTHS) : undefined;
+  const loader = (backend: Backend, registry: ModuleRegistry, graphs: boolean): LoadedWorkload => {
+    const spec: WorkloadSpec = { dir: argv.model, backend, batch, seed, ...(argv.dtype ? { dtype: DTYPES[argv.dtype]! } : {}), ...(lengths ? { lengths } : {}) };
+    return kind === 'vision' ? loadVisionWorkload(spec, registry, graphs) : kind === 'encoder' ? loadEncoderWorkload(spec, registry) : loadLlmWorkload({ ...spec, phase, tokens, steps }, registry, graphs);
+  };
+  return { kind, loader, batch, phase, tokens, lengths };
 }
