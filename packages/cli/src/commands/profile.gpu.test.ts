@@ -40,6 +40,13 @@ describe('fastkernels profile on CUDA', () => {
     expect(gpu.forward.graphs!.mean_ms).toBeGreaterThan(0);
     expect(gpu.forward.eager.mean_ms).toBeGreaterThan(0);
     expect(gpu.workload.description).toMatch(/channels-last/);
+    // the head start: matmuls queued ahead of each profiled forward; a tiny model launches in well under its lead
+    expect(gpu.queue_ahead).not.toBeNull();
+    expect(gpu.queue_ahead!.lead_ms).toBeGreaterThan(10);
+    expect(gpu.queue_ahead!.held).toBeGreaterThanOrEqual(1); // a GC pause mid-launch may outlast one lead
+    const asLaunched = profileOn('cuda', { dtype: 'f16', batch: 4, queueAhead: false });
+    expect(asLaunched.queue_ahead).toBeNull();
+    expectConsistent(asLaunched);
     expectConsistent(gpu);
     const cpu = profileOn('cpu', { dtype: 'f32', batch: 1, warmups: 0, repeats: 1 });
     expect(gpu.tasks.map((t) => t.task).sort()).toEqual(cpu.tasks.map((t) => t.task).sort());
@@ -48,7 +55,7 @@ describe('fastkernels profile on CUDA', () => {
 
   it('tiny BGE-M3 bf16, --by-shape: one packed forward, device-event timings', { tags: ['gpu'], timeout: 300_000 }, () => {
     const r = profileOn('cuda', { model: join(tmp, 'tiny-bge-m3'), dtype: 'bf16', batch: 8, lengths: '4-30', byShape: true });
-    expect(r).toMatchObject({ kind: 'encoder', timer: 'device events', forward: { graphs: null } });
+    expect(r).toMatchObject({ kind: 'encoder', timer: 'device events', forward: { graphs: null }, queue_ahead: null });
     expect(r.tasks.map((t) => t.task)).toContain('L1/flash_attn_varlen');
     expectConsistent(r);
   });

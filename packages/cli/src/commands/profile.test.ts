@@ -69,7 +69,7 @@ function expectConsistent(r: ProfileReport): void {
   }
   const selves = r.tasks.map((t) => t.self_ms);
   expect(selves).toEqual([...selves].sort((a, b) => b - a));
-  expect(r).toMatchObject({ profiled_graphs: false, timer: 'host clock', backend: 'cpu', forward: { graphs: null } });
+  expect(r).toMatchObject({ profiled_graphs: false, timer: 'host clock', backend: 'cpu', forward: { graphs: null }, queue_ahead: null });
 }
 
 describe('fastkernels profile (CPU)', () => {
@@ -164,6 +164,7 @@ describe('fastkernels profile (CPU)', () => {
       expect(await run('--model', BGE, '--lengths', '9-3', '--backend', 'cpu')).toMatchObject({ code: 2, err: expect.stringMatching(/--lengths: expected LO-HI or U\[LO, HI\]/) });
       expect(await run('--model', YOLO, '--repeats', '0', '--backend', 'cpu')).toMatchObject({ code: 2, err: expect.stringMatching(/--repeats: must be an integer from 1/) });
       expect(await run('--model', YOLO, '--size', '3')).toMatchObject({ code: 2, err: expect.stringMatching(/Unknown argument: size/) });
+      expect(await run('--model', YOLO, '--queue-ahead', '--backend', 'cpu')).toMatchObject({ code: 2, err: expect.stringMatching(/--queue-ahead: does not apply to a vision model on cpu: the cpu backend runs every op before it returns.*\nfix: drop --queue-ahead/) });
       expect(await run('--model', YOLO, '--phase', 'decode', '--backend', 'cpu')).toMatchObject({ code: 2, err: expect.stringMatching(/--phase: does not apply to a vision model \(yolov10\)\nfix: drop --phase/) });
       expect(await run('--model', BGE, '--tokens', '8', '--backend', 'cpu')).toMatchObject({ code: 2, err: expect.stringMatching(/--tokens: does not apply to an encoder model \(bge-m3\)\nfix: drop --tokens: pass --lengths/) });
       expect(await run('--model', LLAMA, '--lengths', '3-4', '--backend', 'cpu')).toMatchObject({ code: 2, err: expect.stringMatching(/--lengths: does not apply to a causal LM \(llama\)\nfix: drop --lengths: pass --tokens/) });

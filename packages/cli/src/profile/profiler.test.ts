@@ -8,6 +8,7 @@
 import { CpuBackend } from '@fastkernels/backend-cpu';
 import { Module, ModuleRegistry, Tensor, defineTask, type Backend, type TaskBehaviour, type TaskDefinition, type Timer } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
+import { HeadStart } from './head-start.js';
 import { ModuleProfiler, shapeSignature } from './profiler.js';
 
 /** The virtual clock, in ms; the fake backend's timers read it. */
@@ -155,5 +156,33 @@ describe('ModuleProfiler', () => {
     })).toThrow('boom');
     profiler.profile(() => void net.forward());
     expect(profiler.result().forwards).toBe(1);
+  });
+
+  it('profile(forward, around): the timed launch runs inside `around` (a head start queues work before it, untimed)', () => {
+    const { profiler, net } = setup();
+    let arounds = 0;
+    const ms = profiler.profile(() => void net.forward(), (launch) => {
+      arounds++;
+      burn(5); // queued ahead: not part of the forward
+      launch();
+    });
+    expect(arounds).toBe(1);
+    expect(ms).toBe(20);
+    expect(profiler.result()).toMatchObject({ forwardMs: 20, unattributedMs: 0 });
+  });
+});
+
+describe('HeadStart (CPU backend: every op runs before it returns, so it never holds)', () => {
+  it('calibrates to a count of matmuls, launches the forward once behind them, and reports whether it held', () => {
+    const backend = new CpuBackend();
+    const hs = new HeadStart(backend, 0, 48);
+    hs.calibrate(2);
+    expect(hs.leadMs).toBeGreaterThan(0);
+    let launches = 0;
+    const r = hs.run(() => void launches++);
+    expect(launches).toBe(1);
+    expect(r.leadMs).toBeGreaterThan(0);
+    expect(r.held).toBe(false);
+    hs.dispose();
   });
 });

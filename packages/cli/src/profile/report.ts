@@ -72,6 +72,11 @@ export const ProfileReportSchema = z.strictObject({
     graphs: TimingSchema.nullable(),
     graphs_note: z.string().optional(),
   }),
+  /**
+   * The head start queued before each profiled forward (CUDA vision): its device ms, and in how many forwards the
+   * device was still busy with it when the host had launched the whole forward (module times free of launch gaps).
+   */
+  queue_ahead: z.strictObject({ lead_ms: ms, held: z.number().int().nonnegative(), of: z.number().int().positive() }).nullable(),
   /** The profiled forward's time no module covers (the runner's glue, the top model's own ops). */
   unattributed_ms: z.number(),
   unattributed_share: z.number(),
@@ -104,6 +109,10 @@ export function renderProfile(r: ProfileReport, top: number): string {
   lines.push(`${r.model}: ${r.architecture} (${r.kind}), ${r.dtype}, ${r.weights === 'checkpoint' ? 'checkpoint weights' : 'random weights'}, on ${r.device} (${r.backend})`);
   lines.push(`  one forward: ${r.workload.description}; ${r.warmups} warm-up${r.warmups === 1 ? '' : 's'}, ${r.repeats} profiled`);
   lines.push(`  profiled EAGERLY (CUDA graphs off), every module wrapped and timed by the ${r.timer}; ms are per forward`);
+  const q = r.queue_ahead;
+  if (q) {
+    lines.push(`  each profiled forward queued behind ${formatMs(q.lead_ms)} ms of matmuls: ${q.held === q.of ? 'module times are device time, no launch gaps' : `held in ${q.held} of ${q.of} forwards (the others include launch gaps)`}`);
+  } else if (r.timer === 'device events') lines.push('  launched as eager code launches (no head start): a module\'s device time includes any gap waiting for its launch');
   lines.push(`  forward  profiled ${fmtTiming(r.forward.profiled)}  |  un-instrumented eager ${fmtTiming(r.forward.eager)}  |  graphs ${r.forward.graphs ? fmtTiming(r.forward.graphs) : `- (${r.forward.graphs_note ?? 'none'})`}`);
   const overhead = r.forward.profiled.mean_ms / Math.max(r.forward.eager.mean_ms, Number.MIN_VALUE);
   lines.push(`  profiling overhead: the profiled forward takes ${overhead.toFixed(2)}x the un-instrumented eager one`);
