@@ -137,7 +137,7 @@ export function renderProfile(r: ProfileReport, top: number): string {
   lines.push(renderTable(columns, rows, '  ').trimEnd());
   lines.push('');
   lines.push('  read it: self = the module less its children; a layer that fuses its children (runsOwnForward) runs them unfused here,');
-  lines.push('  so its children carry the time and the un-instrumented forward shows what the fusion saves. host self ms near or above');
-  lines.push('  self ms: the module is launch-bound (the device waits for the host; CUDA graphs hide that).');
+  lines.push('  so its children carry the time and the un-instrumented forward shows what the fusion saves. host self ms is the');
+  lines.push("  module's launch cost; without a head start, host self ms near or above self ms marks a launch-bound module.");
   return lines.join('\n') + '\n';
 }
