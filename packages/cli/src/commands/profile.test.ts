@@ -1,5 +1,6 @@
 /**
- * `fastkernels profile` on the CPU with the tiny fixtures (random weights): YOLOv10, BGE-M3 / ColBERTv2 and Llama (a
+ * `fastkernels profile` on the CPU with the tiny fixtures (random weights; ConvNeXt-V2 from an init-weights checkpoint):
+ * YOLOv10, BGE-M3 / ColBERTv2 and Llama (a
  * prefill step and a decode step of the engine). The report's
  * tasks are exactly those whose forward the model runs (recorded here by a separate instrumented load), the self times
  * and the unattributed rest sum to the profiled forward, inclusive >= self; the table (top rows, "other", the rest);
@@ -18,6 +19,7 @@ import { environment } from '../env.js';
 import { ProfileReportSchema, type ProfileReport } from '../profile/report.js';
 import { loadLlmWorkload, type LlmPhase } from '../profile/llm-workload.js';
 import { loadEncoderWorkload, loadVisionWorkload, type LoadedWorkload } from '../profile/workloads.js';
+import { runInitWeights } from './init-weights.js';
 import { runProfile, type ProfileArgs } from './profile.js';
 
 const FIXTURES = join(resolve(import.meta.dirname, '../../../..'), 'packages/model-zoo/fixtures');
@@ -25,6 +27,7 @@ const YOLO = join(FIXTURES, 'tiny-yolov10');
 const BGE = join(FIXTURES, 'tiny-bge-m3');
 const COLBERT = join(FIXTURES, 'tiny-colbertv2');
 const LLAMA = join(FIXTURES, 'tiny-llama');
+const CONVNEXT = join(FIXTURES, 'tiny-convnextv2');
 const tmp = mkdtempSync(join(tmpdir(), 'fk-profile-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
@@ -83,6 +86,17 @@ describe('fastkernels profile (CPU)', () => {
     expect(report.forward.graphs_note).toMatch(/no CUDA graphs/);
     // the heaviest task on the CPU is the convolution
     expect(report.tasks[0]!.task).toBe('L1/conv2d');
+  });
+
+  it('ConvNeXt-V2 from an init-weights checkpoint: a classifier forward (logits), the checkpoint loaded', { timeout: 120_000 }, () => {
+    const ckpt = join(tmp, 'convnext-ckpt');
+    runInitWeights({ config: join(CONVNEXT, 'config.json'), out: ckpt, seed: 1, dtype: 'f32', backend: 'cpu' }, { out: () => {}, err: () => {} });
+    const { report } = profile({ model: ckpt, batch: 2 });
+    expect(report).toMatchObject({ kind: 'vision', architecture: 'convnextv2', weights: 'checkpoint', workload: { batch: 2 } });
+    expect(report.workload.description).toMatch(/2 images at \d+x\d+, the vision runner's device forward \(logits\)/);
+    expect(report.tasks.map((t) => t.task).sort()).toEqual(tasksRun('vision', ckpt, 2));
+    expect(report.tasks.map((t) => t.task)).toContain('L2/convnextv2_block');
+    expectConsistent(report);
   });
 
   it('BGE-M3 and ColBERTv2: one packed forward of the batch; the tasks the model runs', { timeout: 120_000 }, () => {
