@@ -1,9 +1,8 @@
 /**
  * `fastkernels profile` on the CPU with the tiny fixtures (random weights; ConvNeXt-V2 from an init-weights checkpoint):
- * YOLOv10, BGE-M3 / ColBERTv2 and Llama (a
- * prefill step and a decode step of the engine). The report's
- * tasks are exactly those whose forward the model runs (recorded here by a separate instrumented load), the self times
- * and the unattributed rest sum to the profiled forward, inclusive >= self; the table (top rows, "other", the rest);
+ * YOLOv10, BGE-M3 / ColBERTv2 and Llama (a prefill step and a decode step of the engine). The report's tasks are
+ * exactly those whose forward the model runs (recorded here by a separate instrumented load), the self times and the
+ * unattributed rest sum to the profiled forward, inclusive >= self; the table (top rows, "other", the rest);
  * --by-shape; the JSON schema; bad input (not a model folder, an unknown model type, a pipeline, a flag that does not
  * apply, a bad number) is exit 2 with the flag and the fix, no stack trace.
  */
