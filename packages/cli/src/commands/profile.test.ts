@@ -133,7 +133,7 @@ describe('fastkernels profile (CPU)', () => {
     const linear = report.tasks.filter((t) => t.task === 'L1/linear');
     expect(linear.length).toBeGreaterThan(1);
     expect(new Set(linear.map((t) => t.shape)).size).toBe(linear.length);
-    expect(linear.map((t) => t.shape)).toContain('12x32'); // 2 x 6 packed tokens, hidden 32
+    expect(linear.map((t) => t.shape)).toContain('12x32 | w 32x32'); // 2 x 6 packed tokens, hidden 32: a square projection
   });
 
   it('the table: eager and forward times, the top rows by self time, "other", outside modules, total', { timeout: 180_000 }, () => {

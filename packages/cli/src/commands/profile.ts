@@ -60,7 +60,7 @@ export function profileCommand(io: Io) {
         .option('warmups', { type: 'number', default: 2, describe: 'untimed forwards before the timed ones (each of: un-instrumented eager, graphs, profiled)' })
         .option('repeats', { type: 'number', default: 5, describe: 'timed forwards; the table is their mean' })
         .option('top', { type: 'number', default: 25, describe: 'rows in the table (the rest sum into one "other" row); --json has them all' })
-        .option('by-shape', { type: 'boolean', default: false, describe: 'a row per task and input shapes (e.g. each conv shape on its own)' })
+        .option('by-shape', { type: 'boolean', default: false, describe: "a row per task, input shapes and the module's own weight shape (e.g. each conv shape on its own)" })
         .option('queue-ahead', { type: 'boolean', describe: 'CUDA, vision: queue ~3x the launch time of matmuls before each profiled forward, so its kernels run back to back and module times are device time without launch gaps (--no-queue-ahead: as launched) [default: on there]' })
         .option('json', { type: 'boolean', default: false, describe: 'print the report as one JSON document on stdout' })
         .option('seed', { type: 'number', default: 0, describe: 'seed of the inputs (images, token ids) and of random weights' })

@@ -9,7 +9,7 @@ import { CpuBackend } from '@fastkernels/backend-cpu';
 import { Module, ModuleRegistry, Tensor, defineTask, type Backend, type TaskBehaviour, type TaskDefinition, type Timer } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { HeadStart } from './head-start.js';
-import { ModuleProfiler, shapeSignature } from './profiler.js';
+import { ModuleProfiler, shapeSignature, weightSignature } from './profiler.js';
 
 /** The virtual clock, in ms; the fake backend's timers read it. */
 let virtualNow = 0;
@@ -51,8 +51,10 @@ class Leaf extends Module {
 class Block extends Module {
   readonly fast: Leaf;
   readonly slow: Leaf;
+  readonly scale: Tensor;
   constructor(fastMs: number, slowMs: number) {
     super();
+    this.scale = this.parameter('scale', [3], 'f32');
     this.fast = this.createModule<Leaf>('fast', 'L1/fast', fastMs);
     this.slow = this.createModule<Leaf>('slow', 'L1/slow', slowMs);
   }
@@ -137,15 +139,21 @@ describe('ModuleProfiler', () => {
     });
     const slow = profiler.result().tasks.filter((t) => t.task === 'L1/slow');
     expect(slow.map((t) => [t.shape, t.calls]).sort()).toEqual([['2x3', 2], ['4', 2]]);
+    // a module with a weight of its own adds its shape: the same input, another layer
+    const block = profiler.result().tasks.filter((t) => t.task === 'L2/block');
+    expect(block.map((t) => t.shape).sort()).toEqual(['2x3 | w 3', '4 | w 3']);
     a.dispose();
     b.dispose();
   });
 
-  it('shapeSignature names the tensors among the arguments', () => {
+  it('shapeSignature names the tensors among the arguments; weightSignature a module\'s own weight', () => {
     const backend = new CpuBackend();
     const x = Tensor.zeros(backend, [2, 8, 4, 4], 'f32');
     expect(shapeSignature([x, 3, 'same', x])).toBe('2x8x4x4, 2x8x4x4');
     expect(shapeSignature([1, 2])).toBe('-');
+    const { net } = setup();
+    expect(weightSignature(net)).toBe(''); // its parameters are its blocks'
+    expect(weightSignature(net.blocks[0]!)).toBe('w 3');
     x.dispose();
   });
 

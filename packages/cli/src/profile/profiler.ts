@@ -6,7 +6,8 @@
  * ops outside its children) is the unattributed rest. Timings are read once per forward, after one synchronise: device
  * events recorded on one stream nest exactly without a synchronise per module (a module that moves work to another
  * stream is timed on the stream it started on). Host milliseconds (the JS time between start and stop) come with them,
- * so a launch-bound module shows host time close to or above its device time.
+ * so a launch-bound module shows host time close to or above its device time. With byShape, each task's calls split by
+ * their input shapes and the module's own weight shape (a conv's or a linear's: the same input, another layer).
  *
  * A wrapped module no longer runs its class's own forward, so a layer that fuses its children (runsOwnForward) runs
  * them unfused here: profile the eager, unfused model, and compare the un-instrumented forward for the cost.
@@ -18,7 +19,7 @@ import { instrumentRegistry } from '@fastkernels/model-zoo';
 /** One task's (or task and input shapes') totals per profiled forward. */
 export interface TaskProfile {
   readonly task: string;
-  /** The input tensors' shapes ('2x3x8x8, 16x3x3x3'), with byShape; else null. */
+  /** With byShape: the input tensors' shapes and the module's own weight's ('2x3x8x8 | w 16x3x3x3'); else null. */
   readonly shape: string | null;
   /** Calls per forward. */
   readonly calls: number;
@@ -59,10 +60,18 @@ interface Totals {
   hostSelfMs: number;
 }
 
-/** The tensors' shapes among a forward's arguments, e.g. '32x16x320x320, 16x16x3x3' ('-' when none is a tensor). */
+const dims = (t: Tensor) => (t.shape.length ? t.shape.join('x') : 'scalar');
+
+/** The tensors' shapes among a forward's arguments, e.g. '32x16x320x320, 32x16' ('-' when none is a tensor). */
 export function shapeSignature(args: readonly unknown[]): string {
-  const shapes = args.filter((a): a is Tensor => a instanceof Tensor).map((t) => (t.shape.length ? t.shape.join('x') : 'scalar'));
+  const shapes = args.filter((a): a is Tensor => a instanceof Tensor).map(dims);
   return shapes.length ? shapes.join(', ') : '-';
+}
+
+/** A module's own weight shape ('w 64x32x3x3'), which tells apart calls with the same input (convs, linears); '' without. */
+export function weightSignature(m: Module): string {
+  const own = m.namedParameters().find(([name]) => !name.includes('.'));
+  return own ? `w ${dims(own[1])}` : '';
 }
 
 export class ModuleProfiler {
@@ -73,6 +82,7 @@ export class ModuleProfiler {
   private stack: number[] = [];
   private active = false;
   private readonly totals = new Map<string, Totals>();
+  private readonly weightOf = new WeakMap<Module, string>();
   private forwards = 0;
   private forwardMs = 0;
   private unattributedMs = 0;
@@ -122,9 +132,9 @@ export class ModuleProfiler {
     return { forwards: this.forwards, forwardMs: this.forwardMs / n, unattributedMs: this.unattributedMs / n, tasks };
   }
 
-  private around(task: string, _m: Module, args: readonly unknown[], run: () => unknown): unknown {
+  private around(task: string, m: Module, args: readonly unknown[], run: () => unknown): unknown {
     if (!this.active) return run();
-    const shape = this.options.byShape ? shapeSignature(args) : null;
+    const shape = this.options.byShape ? this.signature(m, args) : null;
     const index = this.calls.length;
     const call: Call = { key: shape === null ? task : `${task}\u0000${shape}`, task, shape, timer: this.timerAt(index), parent: this.stack.at(-1) ?? -1, hostStart: 0, hostMs: 0 };
     this.calls.push(call);
@@ -138,6 +148,13 @@ export class ModuleProfiler {
       call.hostMs = performance.now() - call.hostStart;
       this.stack.pop();
     }
+  }
+
+  /** Input shapes, then the module's own weight shape (cached: a module's parameters keep their shapes). */
+  private signature(m: Module, args: readonly unknown[]): string {
+    let w = this.weightOf.get(m);
+    if (w === undefined) this.weightOf.set(m, (w = weightSignature(m)));
+    return w ? `${shapeSignature(args)} | ${w}` : shapeSignature(args);
   }
 
   /** Timers are reused call by call across forwards (a CUDA timer holds two events). */

@@ -15,7 +15,7 @@ export type Timing = z.infer<typeof TimingSchema>;
 
 export const ProfileRowSchema = z.strictObject({
   task: z.string(),
-  /** Input tensors' shapes, with --by-shape. */
+  /** With --by-shape: the input tensors' shapes, then the module's own weight's ('32x64x80x80 | w 128x64x3x3'). */
   shape: z.string().nullable(),
   /** Calls per forward. */
   calls: count,
