@@ -10,6 +10,9 @@
 //   unit        the kernel's TMA loads and two wgmma forms alone against float64 (lab::unit: for a WRONG case)
 // Head dim 64 (attention_fa3_lab_hd64.cu: this file with FK_D 64) against fk_varlen_prefill (mma.sync, 8 warps; no wgmma kernel at 64): hd64-small,
 // hd64-4096, hd64-varlen, hd64-dense (the shapes above) and hd64-unit.
+// Attention sinks (attention_fa3_lab_sinks.cu: this file with FK_D 64 and FK_SINKS 1, so both kernels take the sinks
+// pointer): sinks, gpt-oss-20b-like (1 x 4096, 64 / 8 heads x 64, causal, sliding window 128, random per-head sinks,
+// one far above the scores and one far below) against the mma.sync sinks kernel; the float32 reference adds the sink.
 // Checks: the FA3 kernel's output against the baseline's (every element; its output buffer starts as NaN, so a row
 // never written shows), both against a float32 reference (every row of 3 heads), and the FA3 kernel's LSE against the
 // reference's. Times: CUDA events, median of 20 after 3 warm-ups, L2 not flushed (the 8B case's K / V fit in L2, as in
@@ -17,7 +20,7 @@
 // Prints a check line, a table row ("attention-fa3 row:") and a JSON line ("attention-fa3 json:"); exit 1 when a check
 // fails, 3 when the FA3 kernel's launch fails (a fault: the context is lost, so run.sh runs each case in its
 // own process, under a timeout).
-//   Build: nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a bench/labs/attention-fa3/attention_fa3_lab[_hd64].cu
+//   Build: nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a bench/labs/attention-fa3/attention_fa3_lab[_hd64|_sinks].cu
 //   Run: ./attention_fa3_lab CASE [REPS]
 #ifndef FK_WARPS
 #define FK_WARPS 8  // the mma kernel (the head-dim-64 baseline) as the engine builds it (ATTENTION_TUNING.prefillWarps)
@@ -39,6 +42,9 @@
 #else
 #define LAB_BASE "mma"
 #endif
+#if FK_SINKS && FK_D != 64
+#error "the sinks lab is the head-dim-64 build (attention_fa3_lab_sinks.cu)"
+#endif
 static_assert(sizeof(CUtensorMap) == sizeof(FkTensorMap), "FkTensorMap mirrors the driver's CUtensorMap");
 
 namespace lab {
@@ -49,8 +55,13 @@ struct Case {
   const char* name;
   std::vector<int> lens;
   int nQ, nKV, causal;
+  int window = 0;  // > 0: each row sees the last `window` keys up to its own
 };
-#if FK_D == 128
+#if FK_SINKS
+static const Case CASES[] = {
+    {"sinks", {4096}, 64, 8, 1, 128},  // gpt-oss-20b's attention layers (its sliding-window half)
+};
+#elif FK_D == 128
 static const Case CASES[] = {
     {"small", {300, 77}, 4, 2, 1},
     {"llama-4096", {4096}, 32, 8, 1},
@@ -68,9 +79,11 @@ static const Case CASES[] = {
 #endif
 
 // float32 reference of the heads in `heads` (nh of them): one thread a query row, two passes over its keys (the max,
-// then the weighted sum). out [nh][T][D], lse [nh][T] (natural log; -inf for a row that sees no key).
+// then the weighted sum). out [nh][T][D], lse [nh][T] (natural log; -inf for a row that sees no key). window > 0: the
+// last `window` keys up to the row's own. sinks (or null): a logit a query head in the denominator, with no value.
 __global__ void ref32(float* __restrict__ out, float* __restrict__ lse, const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                      const int* __restrict__ cu, int num_seqs, int total, int nQ, int nKV, int causal, float scale, const int* __restrict__ heads) {
+                      const int* __restrict__ cu, int num_seqs, int total, int nQ, int nKV, int causal, int window, float scale,
+                      const int* __restrict__ heads, const float* __restrict__ sinks) {
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= total) return;
   const int h = heads[blockIdx.y], kvh = h / (nQ / nKV);
@@ -78,6 +91,7 @@ __global__ void ref32(float* __restrict__ out, float* __restrict__ lse, const T*
   while (s + 1 < num_seqs && cu[s + 1] <= r) ++s;
   const int q0 = cu[s], len = cu[s + 1] - q0, i = r - q0;
   const int hi = causal ? i : len - 1;  // self-attention: as many keys as queries
+  const int lo = window > 0 ? max(0, i - window + 1) : 0;
   const T* qr = q + ((long long)r * nQ + h) * D;
   auto dot = [&](int t) {
     const T* kr = k + ((long long)(q0 + t) * nKV + kvh) * D;
@@ -86,10 +100,12 @@ __global__ void ref32(float* __restrict__ out, float* __restrict__ lse, const T*
     return x * scale;
   };
   float m = -INFINITY;
-  for (int t = 0; t <= hi; ++t) m = fmaxf(m, dot(t));
-  float acc[D], l = 0.f;
+  for (int t = lo; t <= hi; ++t) m = fmaxf(m, dot(t));
+  const float sink = sinks ? sinks[h] : -INFINITY;
+  if (lo <= hi) m = fmaxf(m, sink);  // a row that sees no key stays zeros, as in the kernels
+  float acc[D], l = lo <= hi ? expf(sink - m) : 0.f;
   for (int d = 0; d < D; ++d) acc[d] = 0.f;
-  for (int t = 0; t <= hi; ++t) {
+  for (int t = lo; t <= hi; ++t) {
     const float p = expf(dot(t) - m);
     const T* vr = v + ((long long)(q0 + t) * nKV + kvh) * D;
     l += p;
@@ -267,10 +283,11 @@ int main(int argc, char** argv) {
   const Case* cs = nullptr;
   for (const Case& c : lab::CASES)
     if (want == c.name) cs = &c;
-  const std::string unitName = D == 128 ? "unit" : "hd64-unit";
-  if (!cs && want != unitName) {
-    std::fprintf(stderr, "attention-fa3: unknown case %s (this build: %s", want.c_str(), unitName.c_str());
-    for (const Case& c : lab::CASES) std::fprintf(stderr, ", %s", c.name);
+  const std::string unitName = FK_SINKS ? "" : D == 128 ? "unit" : "hd64-unit";  // (the sinks build has none)
+  if (!cs && (unitName.empty() || want != unitName)) {
+    std::fprintf(stderr, "attention-fa3: unknown case %s (this build:", want.c_str());
+    if (!unitName.empty()) std::fprintf(stderr, " %s", unitName.c_str());
+    for (const Case& c : lab::CASES) std::fprintf(stderr, " %s", c.name);
     std::fprintf(stderr, ")\n");
     return 2;
   }
@@ -289,12 +306,13 @@ int main(int argc, char** argv) {
   }
   const lab::EncodeTiled encode = (lab::EncodeTiled)fn;
   if (!cs) return lab::run_unit(encode, prop);
-  const int B = (int)cs->lens.size(), nQ = cs->nQ, nKV = cs->nKV, group = nQ / nKV, causal = cs->causal, window = 0;
+  const int B = (int)cs->lens.size(), nQ = cs->nQ, nKV = cs->nKV, group = nQ / nKV, causal = cs->causal, window = cs->window;
   std::vector<int> cu(B + 1, 0);
   for (int i = 0; i < B; ++i) cu[i + 1] = cu[i] + cs->lens[i];
   const int total = cu[B];
   double pairs = 0;  // visible (query, key) pairs
-  for (int len : cs->lens) pairs += causal ? (double)len * (len + 1) / 2 : (double)len * len;
+  for (int len : cs->lens)
+    for (int i = 0; i < len; ++i) pairs += (causal ? i : len - 1) - (window > 0 ? std::max(0, i - window + 1) : 0) + 1;  // keys [lo, hi]
   const double flops = 4.0 * D * nQ * pairs;
   const float scale = 1.f / std::sqrt((float)D), scaleLog2 = scale * 1.4426950408889634f;
 
@@ -312,6 +330,14 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&lse, (long long)nQ * total * 4));
   CK(cudaMalloc(&cuDev, (B + 1) * 4));
   CK(cudaMemcpy(cuDev, cu.data(), (B + 1) * 4, cudaMemcpyHostToDevice));
+  // sinks: moderate ones in [-1, 3), the last head's far above the scores (its output ~0: the overflow-safe max), the
+  // one after the middle (a checked head, as the last) far below (no effect); without FK_SINKS passed but unread
+  std::vector<float> hSinks(nQ);
+  for (int h = 0; h < nQ; ++h) hSinks[h] = -1.f + 4.f * (float)((h * 2654435761u) >> 8 & 0xffff) / 65536.f;
+  if (nQ > 2) hSinks[nQ - 1] = 40.f, hSinks[nQ / 2 + 1] = -60.f;
+  float* sinksDev;
+  CK(cudaMalloc(&sinksDev, nQ * 4));
+  CK(cudaMemcpy(sinksDev, hSinks.data(), nQ * 4, cudaMemcpyHostToDevice));
   lab_fill_bf16<<<1024, 256, 0, s>>>(q, nq, 1, 1.f);
   lab_fill_bf16<<<1024, 256, 0, s>>>(k, nk, 2, 1.f);
   lab_fill_bf16<<<1024, 256, 0, s>>>(v, nk, 3, 1.f);
@@ -337,18 +363,19 @@ int main(int argc, char** argv) {
 #endif
   CK(cudaFuncSetAttribute(baseFn, cudaFuncAttributeMaxDynamicSharedMemorySize, baseSmem));
   auto runBase = [&] {
-    void* args[] = {&outBase, &q, &qsr, &qsh, &k, &ksr, &ksh, &v, &ksr, &ksh, &cuDev, &cuDev, &nseq, &totalA, &nQa, &groupA, &causalA, &windowA, &sl};
+    void* args[] = {&outBase, &q, &qsr, &qsh, &k, &ksr, &ksh, &v, &ksr, &ksh, &cuDev, &cuDev, &nseq, &totalA, &nQa, &groupA, &causalA, &windowA, &sl, &sinksDev};
     CK(cudaLaunchKernel(baseFn, dim3(nQ, baseTiles), dim3(baseThreads), args, baseSmem, s));
   };
   CK(cudaFuncSetAttribute(fk_varlen_prefill_fa3, cudaFuncAttributeMaxDynamicSharedMemorySize, fkfa3::FA3_SMEM_BYTES));
   auto launchFa3 = [&] {
-    void* args[] = {&tmQ, &tmK, &tmV, &outFa3, &lse, &cuDev, &cuDev, &nseq, &totalA, &nQa, &groupA, &causalA, &windowA, &sl};
+    void* args[] = {&tmQ, &tmK, &tmV, &outFa3, &lse, &cuDev, &cuDev, &nseq, &totalA, &nQa, &groupA, &causalA, &windowA, &sl, &sinksDev};
     return cudaLaunchKernel((const void*)fk_varlen_prefill_fa3, dim3(nQ, tiles), dim3(fkfa3::THREADS), args, fkfa3::FA3_SMEM_BYTES, s);
   };
   auto runFa3 = [&] { CK(launchFa3()); };
 
   const std::string head = std::string("attention-fa3: ") + prop.name + ", " + cs->name + " (" + std::to_string(B) + " seq, " + std::to_string(total) +
-                           " tokens, " + std::to_string(nQ) + " / " + std::to_string(nKV) + " heads x " + std::to_string(D) + ", " + (causal ? "causal" : "not causal") + ", bf16)";
+                           " tokens, " + std::to_string(nQ) + " / " + std::to_string(nKV) + " heads x " + std::to_string(D) + ", " + (causal ? "causal" : "not causal") +
+                           (window > 0 ? ", window " + std::to_string(window) : std::string()) + (FK_SINKS ? ", sinks" : "") + ", bf16)";
   runBase();
   CK(cudaStreamSynchronize(s));
   // the FA3 kernel's first launch: a fault (or a launch error) ends this case with a line that says so
@@ -383,7 +410,8 @@ int main(int argc, char** argv) {
   CK(cudaMemcpy(headsDev, heads, sizeof heads, cudaMemcpyHostToDevice));
   CK(cudaMalloc(&r32, 3LL * total * D * 4));
   CK(cudaMalloc(&rLse, 3LL * total * 4));
-  lab::ref32<<<dim3((total + 127) / 128, 3), 128, 0, s>>>(r32, rLse, q, k, v, cuDev, B, total, nQ, nKV, causal, scale, headsDev);
+  lab::ref32<<<dim3((total + 127) / 128, 3), 128, 0, s>>>(r32, rLse, q, k, v, cuDev, B, total, nQ, nKV, causal, window, scale, headsDev,
+                                                          FK_SINKS ? sinksDev : nullptr);
   CK(cudaGetLastError());
   CK(cudaStreamSynchronize(s));
   std::vector<float> h32((size_t)3 * total * D), hLse((size_t)3 * total), gotLse((size_t)nQ * total);

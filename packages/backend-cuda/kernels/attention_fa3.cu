@@ -25,6 +25,13 @@
 //   Output: O / l staged in the warpgroup's Q tile in shared memory (swizzled: conflict-free), then 16-byte rows to
 //   global (rows past the sequence end are not written). Rows that see no key are zeros (LSE -inf).
 //
+// FK_SINKS=1 (gpt-oss's learned sinks): a last parameter, one float logit per query head (natural-log units, not scaled
+// by the softmax scale), joins every row's softmax denominator with no value, as in attention_prefill.cu (the same
+// parameter convention: declared only in that build, so the default build is unchanged; the host always passes it).
+// At the end of a row with max m and sum l (scaled log2 domain) and s2 = sink log2(e), M = max(m, s2): O is scaled by
+// 2^(m - M) / (l 2^(m - M) + 2^(s2 - M)), and the LSE is that denominator's (natural) log. A row that sees no key is
+// zeros with LSE -inf, as without sinks.
+//
 // Loads through a tensor map never fault at the end of a sequence: rows past the tensor's end arrive as zeros, rows of
 // the next sequence are masked (keys) or not stored (queries).
 //
@@ -34,10 +41,13 @@
 // {64, 1, BM / 2} for Q and {64, 1, BN} for K and V, CU_TENSOR_MAP_SWIZZLE_128B, zero OOB fill); see the lab and
 // prefill-fa3.ts (fa3TensorMapSpec), which encodes them per launch through the addon's tensorMapEncodeTiled.
 //
-// NVRTC / nvcc specialisation: -DFK_T=<element> (bf16 default, __half), -DFK_D=<head dim> (128 default, 64).
+// NVRTC / nvcc specialisation: -DFK_T=<element> (bf16 default, __half), -DFK_D=<head dim> (128 default, 64),
+// [-DFK_SINKS=1].
 // compile-cu: -DFK_T=__half
 // compile-cu: -DFK_D=64
 // compile-cu: -DFK_T=__half -DFK_D=64
+// compile-cu: -DFK_SINKS=1
+// compile-cu: -DFK_SINKS=1 -DFK_T=__half -DFK_D=64
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -51,6 +61,9 @@
 #endif
 #ifndef FK_D
 #define FK_D 128
+#endif
+#ifndef FK_SINKS
+#define FK_SINKS 0  // 1: the per-head sink logits join the softmax denominator (see above)
 #endif
 
 namespace fkfa3 {
@@ -180,6 +193,19 @@ __device__ __forceinline__ void issue_pv(float (&o)[O_REGS], const u32 (&pa)[BN 
   }
 }
 
+#if FK_SINKS
+// The factor that turns a row's unnormalised output (sum l > 0, max m, scaled log2 domain) into its output with the
+// sink s2 (log2 domain) in the denominator: 2^(m - M) / (l 2^(m - M) + 2^(s2 - M)), M = max(m, s2) (no overflow
+// whichever is larger). The denominator's log2 relative to m goes to lse2 (for the LSE).
+__device__ __forceinline__ float sink_inv(float l, float m, float s2, float& lse2) {
+  const float mx = fmaxf(m, s2);
+  const float r = ex2(m - mx);
+  const float den = fmaf(l, r, ex2(s2 - mx));
+  lse2 = mx + __log2f(den);
+  return r / den;
+}
+#endif
+
 // A thread's two query rows (A and B = A + 8) by the accumulator layout: the keys each sees and its softmax state (max
 // m in the scaled log2 domain, this thread's partial sum l; the quad's four partials are added at the end).
 struct Rows {
@@ -256,14 +282,24 @@ __device__ __forceinline__ void pack_p(const float (&s)[64], u32 (&pa)[BN / 16][
 // 32 banks), a warpgroup barrier, then 16-byte chunks of whole rows to global (rows i >= lq not written); the rows'
 // LSE (natural log) too when lse is given.
 __device__ __forceinline__ void store_out(T* __restrict__ out, float* __restrict__ lse, u32 stage, unsigned char* stage_ptr, const Rows& r,
-                                          const float (&o)[O_REGS], int c, int ctid, int w0, int q0, int lq, int h, int n_q_heads, int total_q) {
+                                          const float (&o)[O_REGS], int c, int ctid, int w0, int q0, int lq, int h, int n_q_heads, int total_q
+#if FK_SINKS
+                                          , float s2  // the head's sink logit times log2(e)
+#endif
+) {
   const int warp = ctid >> 5, lane = ctid & 31, g = lane >> 2, t4 = lane & 3;
   float lA = r.lA, lB = r.lB;
   lA += __shfl_xor_sync(0xffffffffu, lA, 1);
   lA += __shfl_xor_sync(0xffffffffu, lA, 2);
   lB += __shfl_xor_sync(0xffffffffu, lB, 1);
   lB += __shfl_xor_sync(0xffffffffu, lB, 2);
+#if FK_SINKS
+  // rows that saw no key (l == 0) stay zeros with LSE -inf, as without sinks
+  float lseA = neg_inf(), lseB = neg_inf();
+  const float invA = lA > 0.f ? sink_inv(lA, r.mA, s2, lseA) : 0.f, invB = lB > 0.f ? sink_inv(lB, r.mB, s2, lseB) : 0.f;
+#else
   const float invA = lA > 0.f ? 1.f / lA : 0.f, invB = lB > 0.f ? 1.f / lB : 0.f;
+#endif
   const int rA = 16 * warp + g, rB = rA + 8;
   // chunk j (columns 8 j .. 8 j + 7) of row rr in a [64 x 128] tile: the 128-byte-swizzled TMA layout
   auto chunk = [](int rr, int j) { return (u32)((j >> 3) * Q_BLOCK_BYTES + rr * 128 + (((j & 7) ^ (rr & 7)) << 4)); };
@@ -274,8 +310,13 @@ __device__ __forceinline__ void store_out(T* __restrict__ out, float* __restrict
   }
   if (lse != nullptr && t4 == 0) {
     constexpr float LN2 = 0.6931471805599453f;
+#if FK_SINKS
+    if (w0 + rA < lq) lse[(long long)h * total_q + q0 + w0 + rA] = lseA * LN2;
+    if (w0 + rB < lq) lse[(long long)h * total_q + q0 + w0 + rB] = lseB * LN2;
+#else
     if (w0 + rA < lq) lse[(long long)h * total_q + q0 + w0 + rA] = lA > 0.f ? (r.mA + __log2f(lA)) * LN2 : neg_inf();
     if (w0 + rB < lq) lse[(long long)h * total_q + q0 + w0 + rB] = lB > 0.f ? (r.mB + __log2f(lB)) * LN2 : neg_inf();
+#endif
   }
   fkbar::named_sync(BAR_WG + c, 128);
   const long long orow = (long long)n_q_heads * D;
@@ -293,7 +334,11 @@ __device__ __forceinline__ void store_out(T* __restrict__ out, float* __restrict
 // e.g. the lab's, which includes attention_prefill.cu too). The tensor maps stay in parameter space: passed by address.
 __device__ __forceinline__ void forward(const FkTensorMap* tm_q, const FkTensorMap* tm_k, const FkTensorMap* tm_v, T* __restrict__ out,
                                         float* __restrict__ lse, const int* __restrict__ cu_q, const int* __restrict__ cu_k, int num_seqs,
-                                        int total_q, int n_q_heads, int group, int causal, int window, float scale_log2) {
+                                        int total_q, int n_q_heads, int group, int causal, int window, float scale_log2
+#if FK_SINKS
+                                        , const float* __restrict__ sinks
+#endif
+) {
   extern __shared__ __align__(1024) unsigned char fk_fa3_smem[];
   unsigned char* smp = fk_fa3_smem + ((1024 - (smem_u32(fk_fa3_smem) & 1023)) & 1023);
   const u32 sm = smem_u32(smp);
@@ -330,6 +375,9 @@ __device__ __forceinline__ void forward(const FkTensorMap* tm_q, const FkTensorM
   }
 
   regs_inc<CONSUMER_REGS>();
+#if FK_SINKS
+  const float s2 = sinks[h] * 1.4426950408889634f;  // loaded now, used at the end: its latency hides behind the loop
+#endif
   const int c = wgi - 1, ctid = tid & 127, warp = ctid >> 5, g = lane >> 2, t4 = lane & 3;
   const int w0 = m0 + c * WG_ROWS;  // this warpgroup's first (sequence-local) query row
   Rows r;
@@ -409,7 +457,11 @@ __device__ __forceinline__ void forward(const FkTensorMap* tm_q, const FkTensorM
     release(bars.v_empty(lst), lane);
   }
   // (with no key tile, Q was never loaded and its tile is free for the staging as well)
-  store_out(out, lse, q_s, smp + OFF_Q + c * Q_WG_BYTES, r, o, c, ctid, w0, sk.q0, sk.lq, h, n_q_heads, total_q);
+  store_out(out, lse, q_s, smp + OFF_Q + c * Q_WG_BYTES, r, o, c, ctid, w0, sk.q0, sk.lq, h, n_q_heads, total_q
+#if FK_SINKS
+            , s2
+#endif
+  );
 }
 
 }  // namespace fkfa3
@@ -421,8 +473,16 @@ extern "C" __global__ void __launch_bounds__(fkfa3::THREADS, 1) fk_varlen_prefil
     FK_T* __restrict__ out,                    // [Tq, nQ, D] contiguous
     float* __restrict__ lse,                   // [nQ, Tq] natural-log LSE of each row, or null
     const int* __restrict__ cu_q, const int* __restrict__ cu_k, int num_seqs, int total_q, int n_q_heads, int group, int causal,
-    int window, float scale_log2) {
+    int window, float scale_log2
+#if FK_SINKS
+    , const float* __restrict__ sinks  // [nQ] fp32; declared only with sinks (see FK_SINKS above)
+#endif
+    ) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  fkfa3::forward(&tm_q, &tm_k, &tm_v, out, lse, cu_q, cu_k, num_seqs, total_q, n_q_heads, group, causal, window, scale_log2);
+  fkfa3::forward(&tm_q, &tm_k, &tm_v, out, lse, cu_q, cu_k, num_seqs, total_q, n_q_heads, group, causal, window, scale_log2
+#if FK_SINKS
+                 , sinks
+#endif
+  );
 #endif
 }

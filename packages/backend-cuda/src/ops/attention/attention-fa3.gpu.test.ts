@@ -2,16 +2,18 @@
  * The FA3 prefill route (prefill-fa3.ts, kernels/attention_fa3.cu) on an sm_90a GPU: varlen_prefill_attention through the
  * op registry on CUDA, checked against the float64 CPU backend and against the route before it (attention.prefillFa3
  * off: the wgmma kernel at head dim 128, mma.sync at 64) on the lab's small case, odd-length batches, head dims 64 and
- * 128, causal and not, GQA, bf16 and f16, sliding windows, chunked prefill, fused-qkv views, and a CUDA graph's replay
- * against the eager call. Each case first asserts the route takes the FA3 kernel (a decline names its reason), so a
+ * 128, causal and not, GQA, bf16 and f16, sliding windows, chunked prefill, fused-qkv views, attention sinks (gpt-oss:
+ * the FK_SINKS=1 build, vs the float64 kernel with sinks and the wgmma / mma.sync sinks kernels), and a CUDA graph's
+ * replay against the eager call. Each case first asserts the route takes the FA3 kernel (a decline names its reason), so a
  * silent fallback cannot pass as FA3.
  */
-import { callOp1, Tensor, type DType } from '@fastkernels/core';
+import { callOp1, Rng, Tensor, type DType } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { G, cpu, expectClose, gpu, poison, randCpu, toGpu, tolOf, withTuning } from '../../../test/spine-helpers.js';
 import type { Tuning } from '../../tuning/schema.js';
 import { fileKernel } from '../launch/common.js';
 import { prefillFa3Route, spineOf } from './attention.js';
+import { fa3Defines } from './prefill-fa3.js';
 
 const withAttention = <R>(patch: Partial<Tuning['attention']>, fn: () => R): R => withTuning('attention', patch, fn);
 const OFF = { prefillFa3: false };
@@ -27,6 +29,18 @@ interface Fa3Case {
   window?: number;
   /** q / k / v as slices of one fused [T, nQ + 2 nKv, D] tensor (strided views the tensor maps read in place). */
   fused?: boolean;
+  /** nQ fp32 sink logits (gpt-oss): moderate ones, and (nQ > 2) one far above the scores and one far below. */
+  sinks?: boolean;
+}
+
+function sinksCpu(nQ: number, seed: number): Tensor {
+  const rng = new Rng(seed);
+  const v = Array.from({ length: nQ }, () => rng.uniform() * 4 - 1);
+  if (nQ > 2) {
+    v[1] = 40; // 2^(40 log2(e) - m) overflows fp32 unless the max takes the sink
+    v[2] = -60;
+  }
+  return Tensor.fromArray(cpu(), v, [nQ], 'f32');
 }
 
 function inputs(c: Fa3Case, seed: number) {
@@ -53,7 +67,8 @@ function inputs(c: Fa3Case, seed: number) {
   }
   const cq = Tensor.fromArray(cpu(), cuQ, [cuQ.length], 'i32');
   const ck = Tensor.fromArray(cpu(), cuK, [cuK.length], 'i32');
-  return { cpuIn: [...cpuQkv, cq, ck, null], gpuIn: [...gpuQkv, toGpu(cq), toGpu(ck), null], Tq, numSeqs: c.qLens.length };
+  const sinks = c.sinks ? sinksCpu(c.nQ, seed + 7) : null;
+  return { cpuIn: [...cpuQkv, cq, ck, sinks], gpuIn: [...gpuQkv, toGpu(cq), toGpu(ck), sinks && toGpu(sinks)], Tq, numSeqs: c.qLens.length };
 }
 
 const label = (c: Fa3Case) => JSON.stringify({ ...c, qLens: c.qLens.length > 8 ? `${c.qLens.length} seqs` : c.qLens });
@@ -61,7 +76,7 @@ const label = (c: Fa3Case) => JSON.stringify({ ...c, qLens: c.qLens.length > 8 ?
 function check(c: Fa3Case, seed = 3): void {
   const { cpuIn, gpuIn, Tq, numSeqs } = inputs(c, seed);
   const [q, k, v] = gpuIn as Tensor[];
-  const route = prefillFa3Route(spineOf('fa3 test', gpu()), q!, k!, v!, Tq, numSeqs, false);
+  const route = prefillFa3Route(spineOf('fa3 test', gpu()), q!, k!, v!, Tq, numSeqs);
   expect(route.take ? 'fa3' : route.reason, `route of ${label(c)}`).toBe('fa3');
   const attrs = { scale: 1 / Math.sqrt(c.D), causal: c.causal ?? true, sliding_window: c.window ?? 0 };
   const expected = callOp1('varlen_prefill_attention', cpuIn, attrs);
@@ -73,6 +88,14 @@ function check(c: Fa3Case, seed = 3): void {
   const before = withAttention(OFF, () => callOp1('varlen_prefill_attention', gpuIn, attrs));
   expectClose(before, expected, tolOf(c.dtype), `the route before FA3 vs float64 ${label(c)}`);
   expectClose(fa3, before, tolOf(c.dtype), `FA3 vs the route before it ${label(c)}`);
+  if (c.sinks) {
+    // the sinks matter here (else the comparisons above would pass with them ignored)
+    const without = callOp1('varlen_prefill_attention', [...cpuIn.slice(0, 5), null], attrs);
+    const e = expected.toFloat64Array();
+    const w = without.toFloat64Array();
+    expect(e.some((x, i) => Math.abs(x - w[i]!) > 0.05 * (Math.abs(w[i]!) + 0.05)), `sinks change ${label(c)}`).toBe(true);
+    without.dispose();
+  }
   for (const t of [fa3, before, expected, ...gpuIn, ...cpuIn]) t?.dispose();
 }
 
@@ -112,15 +135,39 @@ describe('varlen prefill on the FA3 kernel (sm_90a) vs float64 and vs the wgmma 
   });
 });
 
+describe('varlen prefill with attention sinks (gpt-oss) on the FA3 kernel vs float64 and vs the wgmma / mma.sync sinks kernels', () => {
+  for (const dtype of ['bf16', 'f16'] as DType[]) {
+    for (const D of [64, 128] as const) {
+      it(`${dtype} D=${D}: causal and not, GQA 4 and 1, odd lengths; rows that see no key stay zeros`, G, () => {
+        check({ nQ: 8, nKv: 2, D, dtype, qLens: [1, 15, 127, 129, 333], sinks: true });
+        check({ nQ: 3, nKv: 3, D, dtype, qLens: [17, 200], causal: false, sinks: true });
+        check({ nQ: 4, nKv: 2, D, dtype, qLens: [100, 20, 3], kLens: [30, 0, 1], sinks: true });
+      });
+    }
+  }
+  for (const window of [1, 128]) {
+    it(`sliding window ${window} (gpt-oss's 128): bf16 D 64 causal, f16 D 128 not causal, chunked`, G, () => {
+      check({ nQ: 8, nKv: 1, D: 64, dtype: 'bf16', qLens: [500, 17, 130], window, sinks: true });
+      check({ nQ: 4, nKv: 2, D: 128, dtype: 'f16', qLens: [150, 30], kLens: [300, 30], causal: false, window, sinks: true });
+    });
+  }
+  it('gpt-oss-20b heads (64 q / 8 kv, D 64, window 128) on a fused qkv, 1000 + 129 tokens', G, () => {
+    check({ nQ: 64, nKv: 8, D: 64, dtype: 'bf16', qLens: [1000, 129], window: 128, fused: true, sinks: true });
+  });
+});
+
 describe('the FA3 kernel as NVRTC builds it, and the routes through it', () => {
   it('NVRTC compiles the body for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL: an empty body would use a few registers), no local memory', G, () => {
     const ctx = spineOf('fa3 build test', gpu());
     expect(ctx.runtime.properties().arch).toBe('sm_90a');
-    for (const T of ['__nv_bfloat16', '__half']) {
+    for (const dtype of ['bf16', 'f16'] as const) {
       for (const D of [64, 128]) {
-        const a = fileKernel(ctx, 'attention_fa3.cu', 'fk_varlen_prefill_fa3', [`-DFK_T=${T}`, `-DFK_D=${D}`]).attributes();
-        expect(a.numRegs, `${T} D ${D}: registers`).toBeGreaterThanOrEqual(128);
-        expect(a.localBytes, `${T} D ${D}: local memory (spills)`).toBe(0);
+        for (const sinks of [false, true]) {
+          const name = fa3Defines(dtype, D, sinks).join(' ');
+          const a = fileKernel(ctx, 'attention_fa3.cu', 'fk_varlen_prefill_fa3', fa3Defines(dtype, D, sinks)).attributes();
+          expect(a.numRegs, `${name}: registers`).toBeGreaterThanOrEqual(128);
+          expect(a.localBytes, `${name}: local memory (spills)`).toBe(0);
+        }
       }
     }
   });
@@ -130,7 +177,7 @@ describe('the FA3 kernel as NVRTC builds it, and the routes through it', () => {
     const [q, k, v] = [qc, kc, vc].map(toGpu) as [Tensor, Tensor, Tensor];
     // the views the SDPA route hands the prefill op ([rows, heads, D] of a batch entry: head stride > row stride)
     const [qv, kv] = [q.select(0, 1).transpose(0, 1), k.select(0, 1).transpose(0, 1)];
-    const route = prefillFa3Route(spineOf('fa3 sdpa test', gpu()), qv, kv, kv, 300, 1, false);
+    const route = prefillFa3Route(spineOf('fa3 sdpa test', gpu()), qv, kv, kv, 300, 1);
     expect(route.take ? 'fa3' : route.reason, 'route of the SDPA views').toBe('fa3');
     for (const t of [qv, kv]) t.dispose();
     const attrs = { is_causal: true, enable_gqa: true };
@@ -149,7 +196,7 @@ describe('the FA3 route in a CUDA graph', () => {
     const c: Fa3Case = { nQ: 8, nKv: 2, D: 128, dtype: 'bf16', qLens: [257, 31, 700] };
     const { gpuIn, cpuIn, Tq, numSeqs } = inputs(c, 11);
     const [q, k, v] = gpuIn as Tensor[];
-    expect(prefillFa3Route(spineOf('fa3 graph test', b), q!, k!, v!, Tq, numSeqs, false)).toMatchObject({ take: true });
+    expect(prefillFa3Route(spineOf('fa3 graph test', b), q!, k!, v!, Tq, numSeqs)).toMatchObject({ take: true });
     const attrs = { scale: 1 / Math.sqrt(c.D), causal: true, sliding_window: 0 };
     const eager = callOp1('varlen_prefill_attention', gpuIn, attrs);
     b.synchronize();

@@ -1,5 +1,6 @@
 /**
- * Attention sinks (FK_SINKS) in the paged decode and varlen prefill kernels, checked through nvcc (skipped, saying so,
+ * Attention sinks (FK_SINKS) in the paged decode and varlen prefill kernels (the FA3 prefill kernel too,
+ * attention_fa3.cu), checked through nvcc (skipped, saying so,
  * where nvcc is absent):
  * - the builds without sinks are the PTX they were before sinks came, byte for byte (comment lines aside), for the
  *   defines the launchers pass (each path, PDL on and off): the hash of each build's PTX is the one recorded from the
@@ -39,9 +40,14 @@ const VARIANTS: readonly (readonly [string, string, readonly string[]])[] = [
   ['prefill bf16 D128 (mma, wgmma)', 'attention_prefill.cu', [`-DFK_T=${BF}`, '-DFK_D=128', '-DFK_WARPS=8', '-DFK_SKIP_RESCALE=1', '-DFK_PDL=1']],
   ['prefill f16 D64 (mma)', 'attention_prefill.cu', ['-DFK_T=__half', '-DFK_D=64', '-DFK_WARPS=4', '-DFK_SKIP_RESCALE=0']],
   ['prefill simple f32 D96', 'attention_prefill.cu', ['-DFK_T=float', '-DFK_D=96', '-DFK_WARPS=4']],
+  ['prefill fa3 bf16 D128', 'attention_fa3.cu', [`-DFK_T=${BF}`, '-DFK_D=128']],
+  ['prefill fa3 f16 D64', 'attention_fa3.cu', ['-DFK_T=__half', '-DFK_D=64']],
 ];
 
-/** sha256 of each variant's PTX from the sources before sinks (comment lines dropped), nvcc RECORDED_WITH. */
+/**
+ * sha256 of each variant's PTX from the sources before sinks (comment lines dropped), nvcc RECORDED_WITH. The FA3
+ * kernel's from attention_fa3.cu before its sinks (commit 00da0f8).
+ */
 const PTX_BEFORE_SINKS: Readonly<Record<string, string>> = {
   'decode simple bf16 D128': 'af6dbeb5cdf2898c27ee6e3fe880eff05660ef5240dc6daf93d84a500ef81097',
   'decode simple f32 D80 PDL': 'a9ef9fc643879895377dd3875125e145ed8f3b3bd1a381156ea3236fdbb02362',
@@ -51,6 +57,8 @@ const PTX_BEFORE_SINKS: Readonly<Record<string, string>> = {
   'prefill bf16 D128 (mma, wgmma)': '10b2f852046ede56954ba536dc9b9b1e400a05018fde3a06d081e80bdf5f8c7f',
   'prefill f16 D64 (mma)': '71a8d71b27b4b8f75f9599091048d2355a2fa4b68d791f8bdd1834e880ac85f2',
   'prefill simple f32 D96': '91166deab99aedb670668ecf2a9150051d23ec54f99e39994f8a243a7b8e6bcd',
+  'prefill fa3 bf16 D128': 'fcbf8fa1763f704ef2df3c86df1b5429f24a6e7e14a1548138cb3a5df7bfa5a7',
+  'prefill fa3 f16 D64': '4c6c9556d13204c629ff3d0e19d101b32197d64f41fe3989a104e91ae63097d2',
 };
 
 /** The PTX without its comment lines (nvcc's version and build id). */

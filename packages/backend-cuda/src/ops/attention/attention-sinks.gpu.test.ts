@@ -2,7 +2,8 @@
  * Attention sinks (gpt-oss's per-head logits in every softmax denominator) on CUDA vs the float64 CPU kernels, through
  * the op registry (paged_decode_attention / varlen_prefill_attention with their sinks input): decode on the mma and the
  * register kernel with one split (the kernel that writes adds the sink) and several (the combine adds it), prefill on
- * the wgmma (sm_90a, D 128), mma.sync and simple kernels; GQA, sliding windows, empty sequences (zeros, as the CPU
+ * the FA3 (sm_90a, D 64 / 128; attention-fa3.gpu.test.ts has more of it), wgmma (sm_90a, D 128), mma.sync and simple
+ * kernels; GQA, sliding windows, empty sequences (zeros, as the CPU
  * kernel), bf16 / f16 / f32, and sinks far above and below the scores (the overflow-safe form). Outputs are poisoned
  * first (an unwritten element shows as NaN).
  */
@@ -141,9 +142,10 @@ function checkPrefill(c: PrefillCase, seed = 13): void {
   const half = c.dtype !== 'f32' && (c.D === 64 || c.D === 128);
   const paths: [string, Partial<Tuning['attention']>][] = half
     ? [
-        ['default (wgmma on sm_90a at D 128)', {}],
-        ['mma 4 warps', { prefillWgmma: false, prefillWarps: 4 }],
-        ['mma 8 warps, always rescale', { prefillWgmma: false, prefillWarps: 8, prefillSkipRescale: false }],
+        ['default (FA3 on sm_90a)', {}],
+        ['FA3 off (wgmma on sm_90a at D 128)', { prefillFa3: false }],
+        ['mma 4 warps', { prefillFa3: false, prefillWgmma: false, prefillWarps: 4 }],
+        ['mma 8 warps, always rescale', { prefillFa3: false, prefillWgmma: false, prefillWarps: 8, prefillSkipRescale: false }],
         ['simple', { prefillMma: false }],
       ]
     : [['simple', {}]];

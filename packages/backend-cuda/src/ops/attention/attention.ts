@@ -9,7 +9,7 @@
  *   The split size is chosen from the block table's capacity (seq_lens stay on the device: no host sync, so
  *   decode is graph-capturable; splits past a sequence's length exit at once).
  * - varlenPrefillAttention: on sm_90a the FlashAttention-3-style TMA kernel (prefill-fa3.ts: bf16/f16, head dim 64/128,
- *   no sinks, TMA-addressable operands; attention.prefillFa3), else the wgmma kernel (sm_90a, head dim 128) or the
+ *   with or without sinks, TMA-addressable operands; attention.prefillFa3), else the wgmma kernel (sm_90a, head dim 128) or the
  *   FlashAttention-2 style mma.sync kernel for bf16/f16 at head dim 64/128; a simple
  *   fp32-accumulating warp-per-row kernel for fp32 and other head dims (<= 256). Tiles are found on the device
  *   from cu_seqlens_q (no host sync either).
@@ -178,13 +178,13 @@ export function pagedDecodeAttention(
  * first; then the maps are encoded (cached), and a layout the driver refuses declines with the driver's words.
  */
 export function prefillFa3Route(
-  ctx: SpineContext, q: Tensor, k: Tensor, v: Tensor, totalQ: number, numSeqs: number, sinks: boolean,
+  ctx: SpineContext, q: Tensor, k: Tensor, v: Tensor, totalQ: number, numSeqs: number,
 ): { take: true; maps: Fa3Maps } | { take: false; reason: string } {
   if (k.shape[0] === 0) return { take: false, reason: 'no keys (a tensor map needs a row)' };
   const rt = ctx.runtime;
   const props = rt.properties();
   const call = {
-    arch: props.arch, dtype: q.dtype, headDim: q.shape[2]!, sinks, totalQ, numSeqs, q: fa3Operand(q), k: fa3Operand(k), v: fa3Operand(v),
+    arch: props.arch, dtype: q.dtype, headDim: q.shape[2]!, totalQ, numSeqs, q: fa3Operand(q), k: fa3Operand(k), v: fa3Operand(v),
     sharedPerBlockOptin: props.sharedPerBlockOptin,
   };
   const tuning = cudaTuning().attention;
@@ -241,10 +241,10 @@ export function varlenPrefillAttention(
     let v = lastDimContiguous(vIn, temps);
     const window = Math.max(0, slidingWindow);
     const scaleLog2 = scale * LOG2E;
-    const fa3 = prefillFa3Route(ctx, q, k, v, Tq, numSeqs, sk !== null);
+    const fa3 = prefillFa3Route(ctx, q, k, v, Tq, numSeqs);
     if (fa3.take) {
       launchPrefillFa3(ctx, {
-        out, maps: fa3.maps, dtype: qIn.dtype as 'bf16' | 'f16', headDim: D, cuQ, cuK, numSeqs, totalQ: Tq, qHeads: nQ, group, causal, window, scaleLog2,
+        out, maps: fa3.maps, dtype: qIn.dtype as 'bf16' | 'f16', headDim: D, cuQ, cuK, sinks: sk, numSeqs, totalQ: Tq, qHeads: nQ, group, causal, window, scaleLog2,
       });
       return out;
     }

@@ -18,7 +18,7 @@ import { fa3Grid, fa3Operand, fa3SharedBytes, fa3TensorMapSpec, prefillFa3Declin
 
 const packed = (address: number, rows: number, heads: number, D: number): Fa3Operand => ({ address, rows, heads, rowStrideBytes: heads * D * 2, headStrideBytes: D * 2 });
 const llama: Fa3Call = {
-  arch: 'sm_90a', dtype: 'bf16', headDim: 128, sinks: false, totalQ: 4096, numSeqs: 1,
+  arch: 'sm_90a', dtype: 'bf16', headDim: 128, totalQ: 4096, numSeqs: 1,
   q: packed(1 << 20, 4096, 32, 128), k: packed(1 << 28, 4096, 8, 128), v: packed(1 << 29, 4096, 8, 128),
   sharedPerBlockOptin: 232448, tensorMapsUnavailable: null,
 };
@@ -32,7 +32,7 @@ describe('FA3 prefill: which calls take it, and why the others do not', () => {
     expect(cudaTuning().attention.prefillFa3).toBe(true); // on by default (generic.json, h200.json)
   });
 
-  it('declines, with the reason: the tuning, the device, dtypes, head dims, sinks, the grid, shared memory, layouts, tensor maps', () => {
+  it('declines, with the reason: the tuning, the device, dtypes, head dims, the grid, shared memory, layouts, tensor maps', () => {
     const cases: [Partial<Fa3Call>, RegExp][] = [
       [{ arch: 'sm_90' }, /sm_90a/],
       [{ arch: 'sm_89' }, /device target sm_89/],
@@ -41,7 +41,6 @@ describe('FA3 prefill: which calls take it, and why the others do not', () => {
       [{ dtype: 'f32' }, /dtype f32/],
       [{ headDim: 96 }, /head dim 96/],
       [{ headDim: 256 }, /head dim 256/],
-      [{ sinks: true }, /sinks/],
       [{ totalQ: 65535 * 128 }, /65535/],
       [{ sharedPerBlockOptin: 101376 }, /164936 bytes of shared memory/],
       [{ q: { ...llama.q, address: (1 << 20) + 2 } }, /q at byte address .*16-byte aligned/],
@@ -188,7 +187,44 @@ describe('varlen prefill on a fake sm_90a device: the FA3 launch', () => {
     expect(specs.map((s) => s.stridesBytes)).toEqual([[256, 48 * 256], [256, 48 * 256], [256, 48 * 256]]);
   });
 
-  it('declined calls keep the route before FA3: sinks, a misaligned q, f32, other head dims, no tensor maps, the tuning off', () => {
+  it('gpt-oss prefill with sinks: the FK_SINKS=1 build, the fp32 sinks pointer as the last argument', () => {
+    const { backend, ctx, launches } = hopper();
+    const q = Tensor.empty(backend, [4096, 64, 64], 'bf16');
+    const k = Tensor.empty(backend, [4096, 8, 64], 'bf16');
+    const cu = Tensor.empty(backend, [2], 'i32');
+    const sinks = Tensor.empty(backend, [64], 'f32');
+    varlenPrefillAttention(ctx, q, k, k, cu, cu, 0.125, true, 128, sinks);
+    expect(launches).toHaveLength(1);
+    const l = launches[0]!;
+    expect(l.entry).toBe('fk_varlen_prefill_fa3');
+    expect(l.options).toEqual(['-DFK_T=__nv_bfloat16', '-DFK_D=64', '-DFK_SINKS=1']);
+    expect(l.grid).toEqual([64, 32 + 1, 1]);
+    expect(l.args).toHaveLength(15);
+    expect(l.args.slice(7, 13)).toEqual([1, 4096, 64, 8, 1, 128]);
+    expect(l.args[14]).toBe(ptr(sinks));
+  });
+
+  it('sinks of another dtype are converted to fp32 first (one launch before) and the temporary is passed; none: 0', () => {
+    const { backend, ctx, launches } = hopper();
+    const q = Tensor.empty(backend, [300, 8, 128], 'f16');
+    const k = Tensor.empty(backend, [300, 2, 128], 'f16');
+    const cu = Tensor.empty(backend, [2], 'i32');
+    const sinks = Tensor.empty(backend, [8], 'bf16');
+    const count = () => (ctx.runtime as unknown as { launches: number }).launches;
+    const before = count();
+    varlenPrefillAttention(ctx, q, k, k, cu, cu, 0.088, false, 0, sinks);
+    const l = launches.at(-1)!;
+    expect(l.entry).toBe('fk_varlen_prefill_fa3');
+    expect(l.options).toEqual(['-DFK_T=__half', '-DFK_D=128', '-DFK_SINKS=1']);
+    expect(count()).toBe(before + 2); // the bf16 -> f32 conversion, then the kernel
+    expect(l.args[14]).not.toBe(0);
+    expect(l.args[14]).not.toBe(ptr(sinks));
+    varlenPrefillAttention(ctx, q, k, k, cu, cu, 0.088, false, 0);
+    expect(launches.at(-1)!.options).toEqual(['-DFK_T=__half', '-DFK_D=128']);
+    expect(launches.at(-1)!.args[14]).toBe(0);
+  });
+
+  it('declined calls keep the route before FA3: a misaligned q, f32, other head dims, no tensor maps, the tuning off (with sinks too)', () => {
     const run = (h: ReturnType<typeof hopper>, dtype: 'bf16' | 'f32', D: number, opts: { sinks?: boolean; oddQ?: boolean } = {}) => {
       const { backend, ctx } = h;
       let q = Tensor.empty(backend, [40, 4, D], dtype);
@@ -198,8 +234,11 @@ describe('varlen prefill on a fake sm_90a device: the FA3 launch', () => {
       varlenPrefillAttention(ctx, q, k, k, cu, cu, 0.1, true, 0, opts.sinks ? Tensor.empty(backend, [4], 'f32') : null);
       return h.launches.at(-1)!.entry;
     };
-    expect(run(hopper(), 'bf16', 128, { sinks: true })).toBe('fk_varlen_prefill_wgmma');
-    expect(run(hopper(), 'bf16', 64, { sinks: true })).toBe('fk_varlen_prefill');
+    expect(run(hopper(), 'bf16', 128, { sinks: true })).toBe('fk_varlen_prefill_fa3');
+    expect(run(hopper(), 'bf16', 64, { sinks: true })).toBe('fk_varlen_prefill_fa3');
+    expect(run(hopper(), 'f32', 128, { sinks: true })).toBe('fk_varlen_prefill_simple');
+    expect(withTuning('attention', { prefillFa3: false }, () => run(hopper(), 'bf16', 128, { sinks: true }))).toBe('fk_varlen_prefill_wgmma');
+    expect(withTuning('attention', { prefillFa3: false }, () => run(hopper(), 'bf16', 64, { sinks: true }))).toBe('fk_varlen_prefill');
     expect(run(hopper(), 'bf16', 128, { oddQ: true })).toBe('fk_varlen_prefill_wgmma'); // copied contiguous for cp.async
     expect(run(hopper(), 'f32', 128)).toBe('fk_varlen_prefill_simple');
     expect(run(hopper(), 'bf16', 96)).toBe('fk_varlen_prefill_simple');
@@ -216,7 +255,7 @@ describe('prefillFa3Route: the decision the op makes, with its reason', () => {
     const mk = (h: ReturnType<typeof hopper>) => {
       const q = Tensor.empty(h.backend, [100, 8, 128], 'bf16');
       const k = Tensor.empty(h.backend, [100, 2, 128], 'bf16');
-      return prefillFa3Route(h.ctx, q, k, k, 100, 1, false);
+      return prefillFa3Route(h.ctx, q, k, k, 100, 1);
     };
     const taken = mk(hopper());
     expect(taken.take).toBe(true);
@@ -228,17 +267,14 @@ describe('prefillFa3Route: the decision the op makes, with its reason', () => {
     const empty = hopper();
     const q0 = Tensor.empty(empty.backend, [10, 8, 128], 'bf16');
     const k0 = Tensor.empty(empty.backend, [0, 2, 128], 'bf16');
-    expect(prefillFa3Route(empty.ctx, q0, k0, k0, 10, 2, false)).toEqual({ take: false, reason: 'no keys (a tensor map needs a row)' });
-    const sinks = hopper();
-    const q = Tensor.empty(sinks.backend, [100, 8, 128], 'bf16');
-    expect(prefillFa3Route(sinks.ctx, q, q, q, 100, 1, true)).toMatchObject({ take: false, reason: expect.stringMatching(/sinks/) });
+    expect(prefillFa3Route(empty.ctx, q0, k0, k0, 10, 2)).toEqual({ take: false, reason: 'no keys (a tensor map needs a row)' });
   });
 });
 
 describe('the launch staging buffer: the 128-byte maps by value at 64-byte offsets', () => {
-  it("fk_varlen_prefill_fa3's signature parses to three TENSOR_MAP_ARGs and the scalar tail", () => {
+  it("fk_varlen_prefill_fa3's signature parses to three TENSOR_MAP_ARGs, the scalar tail and the sinks pointer (declared under FK_SINKS)", () => {
     const sig = parseSignature(KERNEL_SOURCES['attention_fa3.cu']!, 'fk_varlen_prefill_fa3');
-    expect(sig).toEqual([TENSOR_MAP_ARG, TENSOR_MAP_ARG, TENSOR_MAP_ARG, 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32']);
+    expect(sig).toEqual([TENSOR_MAP_ARG, TENSOR_MAP_ARG, TENSOR_MAP_ARG, 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'ptr']);
     expect(TENSOR_MAP_ARG).toEqual({ struct: 128, align: 64 });
     // a map after a 4-byte scalar is pushed to the next multiple of 64
     expect(Array.from(layoutArgs(['i32', TENSOR_MAP_ARG, 'ptr', TENSOR_MAP_ARG]).offsets)).toEqual([0, 64, 192, 256]);
@@ -247,15 +283,16 @@ describe('the launch staging buffer: the 128-byte maps by value at 64-byte offse
   it('packDims writes the map bytes verbatim at ARG_BASE + offset, ARG_BASE a multiple of 64', () => {
     expect(ARG_BASE % 64).toBe(0);
     const layout = layoutArgs(parseSignature(KERNEL_SOURCES['attention_fa3.cu']!, 'fk_varlen_prefill_fa3'));
-    expect(Array.from(layout.offsets)).toEqual([0, 128, 256, 384, 392, 400, 408, 416, 420, 424, 428, 432, 436, 440]);
+    expect(Array.from(layout.offsets)).toEqual([0, 128, 256, 384, 392, 400, 408, 416, 420, 424, 428, 432, 436, 440, 448]);
     const maps = [1, 2, 3].map((m) => Uint8Array.from({ length: 128 }, (_, i) => (m * 37 + i) & 255));
     const lb = new LaunchBuffer();
-    lb.packDims(7, 0, 32, 33, 1, 384, 1, 1, fa3SharedBytes(128), layout, [...maps, 0x10000, 0, 0x20000, 0x20000, 1, 4096, 32, 4, 1, 0, 0.5]);
+    lb.packDims(7, 0, 32, 33, 1, 384, 1, 1, fa3SharedBytes(128), layout, [...maps, 0x10000, 0, 0x20000, 0x20000, 1, 4096, 32, 4, 1, 0, 0.5, 0x30000]);
     const all = new Uint8Array(lb.buffer);
     maps.forEach((m, i) => expect(Array.from(all.subarray(ARG_BASE + 128 * i, ARG_BASE + 128 * (i + 1)))).toEqual(Array.from(m)));
     expect(Array.from(lb.offsets.subarray(0, 3))).toEqual([0, 128, 256]);
     expect(lb.view.getUint32(384, true)).toBe(0x10000);
     expect(lb.view.getFloat32(440, true)).toBe(0.5);
-    expect(() => lb.packDims(7, 0, 1, 1, 1, 1, 1, 1, 0, layout, [new Uint8Array(64), ...maps.slice(1), 0, 0, 0, 0, 1, 1, 1, 1, 1, 0, 0.5])).toThrow(/128 bytes/);
+    expect(lb.view.getUint32(448, true)).toBe(0x30000); // the sinks pointer
+    expect(() => lb.packDims(7, 0, 1, 1, 1, 1, 1, 1, 0, layout, [new Uint8Array(64), ...maps.slice(1), 0, 0, 0, 0, 1, 1, 1, 1, 1, 0, 0.5, 0])).toThrow(/128 bytes/);
   });
 });

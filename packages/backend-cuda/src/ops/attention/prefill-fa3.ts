@@ -2,8 +2,9 @@
  * The FlashAttention-3-style varlen prefill route (kernels/attention_fa3.cu, fk_varlen_prefill_fa3: TMA loads into an
  * mbarrier ring, a producer warpgroup and two ping-ponging consumer warpgroups; issue #28). On an H100 it ran 1.65 to
  * 2.6x the wgmma / mma.sync kernels (bench/labs/attention-fa3/README.md), so on sm_90a it comes first for what it
- * implements: bf16 / f16, head dim 64 or 128, GQA, bottom-right causal or not, a left sliding window. Sinks (and the
- * fp32 / other head-dim paths) stay on attention_prefill.cu. attention.prefillFa3 in the tuning switches it off.
+ * implements: bf16 / f16, head dim 64 or 128, GQA, bottom-right causal or not, a left sliding window, attention sinks
+ * (gpt-oss: the kernel's FK_SINKS=1 build, as attention_prefill.cu's). The fp32 / other head-dim paths stay on
+ * attention_prefill.cu. attention.prefillFa3 in the tuning switches it off.
  *
  * The kernel reads q, k and v through TMA tensor maps (3-D {D, heads, rows}, boxes of 64 columns x 1 head x 64 or 128
  * rows, 128-byte swizzle, zeros past the end): encoded on the host per launch (cached by address and shape), passed by
@@ -44,7 +45,6 @@ export interface Fa3Call {
   readonly arch?: string;
   readonly dtype: string;
   readonly headDim: number;
-  readonly sinks: boolean;
   readonly totalQ: number;
   readonly numSeqs: number;
   /** q, k, v (their last dim contiguous). */
@@ -67,7 +67,6 @@ export function prefillFa3Decline(c: Fa3Call, tuning: Pick<AttentionTuning, 'pre
   if (c.arch !== 'sm_90a') return `device target ${c.arch ?? 'unknown'}: the FA3 kernel needs sm_90a (TMA, wgmma, setmaxnreg)`;
   if (c.dtype !== 'bf16' && c.dtype !== 'f16') return `dtype ${c.dtype}: the FA3 kernel takes bf16 / f16`;
   if (c.headDim !== 64 && c.headDim !== 128) return `head dim ${c.headDim}: the FA3 kernel takes 64 or 128`;
-  if (c.sinks) return 'attention sinks: the FA3 kernel has none';
   const tiles = Math.ceil(c.totalQ / FA3_BLOCK_M) + c.numSeqs;
   if (tiles > 65535) return `${tiles} query tiles exceed the grid's 65535 on y`;
   if (c.sharedPerBlockOptin !== undefined && c.sharedPerBlockOptin < fa3SharedBytes(c.headDim)) {
@@ -137,6 +136,8 @@ export interface Fa3Launch {
   readonly headDim: number;
   readonly cuQ: Tensor;
   readonly cuK: Tensor;
+  /** [nQ] fp32 sink logits (gpt-oss), or null: the FK_SINKS=1 build, the pointer as the last argument (0 without). */
+  readonly sinks: Tensor | null;
   readonly numSeqs: number;
   readonly totalQ: number;
   readonly qHeads: number;
@@ -151,11 +152,20 @@ export function fa3Grid(qHeads: number, totalQ: number, numSeqs: number): [numbe
   return [qHeads, Math.ceil(totalQ / FA3_BLOCK_M) + numSeqs, 1];
 }
 
-/** Launch fk_varlen_prefill_fa3 (out: [Tq, nQ, D] contiguous; no LSE). */
+/** The build of fk_varlen_prefill_fa3 for a call: element type, head dim, and FK_SINKS=1 only with sinks. */
+export function fa3Defines(dtype: 'bf16' | 'f16', headDim: number, sinks: boolean): string[] {
+  return [`-DFK_T=${dtype === 'bf16' ? '__nv_bfloat16' : '__half'}`, `-DFK_D=${headDim}`, ...(sinks ? ['-DFK_SINKS=1'] : [])];
+}
+
+/**
+ * Launch fk_varlen_prefill_fa3 (out: [Tq, nQ, D] contiguous; no LSE). The sinks pointer is always the last argument (0
+ * without sinks, whose build does not declare it: the driver reads only the parameters a kernel has).
+ */
 export function launchPrefillFa3(ctx: SpineContext, l: Fa3Launch): void {
-  const kernel = fileKernel(ctx, 'attention_fa3.cu', 'fk_varlen_prefill_fa3', [`-DFK_T=${l.dtype === 'bf16' ? '__nv_bfloat16' : '__half'}`, `-DFK_D=${l.headDim}`]);
+  const kernel = fileKernel(ctx, 'attention_fa3.cu', 'fk_varlen_prefill_fa3', fa3Defines(l.dtype, l.headDim, l.sinks !== null));
   kernel.launch(fa3Grid(l.qHeads, l.totalQ, l.numSeqs), FA3_THREADS, fa3SharedBytes(l.headDim), [
     l.maps.q, l.maps.k, l.maps.v,
     ptr(l.out), 0, ptr(l.cuQ), ptr(l.cuK), l.numSeqs, l.totalQ, l.qHeads, l.group, l.causal ? 1 : 0, l.window, l.scaleLog2,
+    l.sinks ? ptr(l.sinks) : 0,
   ]);
 }
