@@ -6,7 +6,7 @@
  * --by-shape; the JSON schema; bad input (not a model folder, an unknown model type, a pipeline, a flag that does not
  * apply, a bad number) is exit 2 with the flag and the fix, no stack trace.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { CpuBackend } from '@fastkernels/backend-cpu';
@@ -136,8 +136,10 @@ describe('fastkernels profile (CPU)', () => {
     expect(linear.map((t) => t.shape)).toContain('12x32 | w 32x32'); // 2 x 6 packed tokens, hidden 32: a square projection
   });
 
-  it('the table: eager and forward times, the top rows by self time, "other", outside modules, total', { timeout: 180_000 }, () => {
-    const { out } = profile({ batch: 1, json: false, top: 3 });
+  it('the table: eager and forward times, the top rows by self time, "other", outside modules, total; --out the JSON', { timeout: 180_000 }, () => {
+    const file = join(tmp, 'sub', 'yolo.json');
+    const { out, report } = profile({ batch: 1, json: false, top: 3, out: file });
+    expect(ProfileReportSchema.parse(JSON.parse(readFileSync(file, 'utf8')))).toEqual(report);
     expect(out).toMatch(/tiny-yolov10: yolov10 \(vision\), f32, random weights, on .* \(cpu\)/);
     expect(out).toMatch(/one forward: 1 image at 64x64/);
     expect(out).toMatch(/profiled EAGERLY \(CUDA graphs off\)/);
@@ -176,6 +178,7 @@ describe('fastkernels profile (CPU)', () => {
       expect(await run('--model', BGE, '--batch', '300', '--backend', 'cpu')).toMatchObject({ code: 2, err: expect.stringMatching(/--batch: must be an integer from 1 to 256/) });
       expect(await run('--model', BGE, '--lengths', '9-3', '--backend', 'cpu')).toMatchObject({ code: 2, err: expect.stringMatching(/--lengths: expected LO-HI or U\[LO, HI\]/) });
       expect(await run('--model', YOLO, '--repeats', '0', '--backend', 'cpu')).toMatchObject({ code: 2, err: expect.stringMatching(/--repeats: must be an integer from 1/) });
+      expect(await run('--model', YOLO, '--out', tmp, '--backend', 'cpu')).toMatchObject({ code: 2, err: expect.stringMatching(/--out: .* is a folder\nfix: pass a file name/) });
       expect(await run('--model', YOLO, '--size', '3')).toMatchObject({ code: 2, err: expect.stringMatching(/Unknown argument: size/) });
       expect(await run('--model', YOLO, '--queue-ahead', '--backend', 'cpu')).toMatchObject({ code: 2, err: expect.stringMatching(/--queue-ahead: does not apply to a vision model on cpu: the cpu backend runs every op before it returns.*\nfix: drop --queue-ahead/) });
       expect(await run('--model', YOLO, '--phase', 'decode', '--backend', 'cpu')).toMatchObject({ code: 2, err: expect.stringMatching(/--phase: does not apply to a vision model \(yolov10\)\nfix: drop --phase/) });

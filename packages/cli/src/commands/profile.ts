@@ -6,8 +6,8 @@
  * has them, as a CUDA graph) shows what profiling costs. Vision, encoder and causal-LM folders (an LM: one engine step,
  * a prefill of --tokens or a decode of --batch sequences, --phase).
  */
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { UserError, type Backend, type DType, type ModuleRegistry } from '@fastkernels/core';
 import { loadModelFolderConfig, parseLengthRange } from '@fastkernels/model-zoo';
 import type { Argv } from 'yargs';
@@ -34,6 +34,7 @@ export interface ProfileArgs {
   byShape?: boolean;
   queueAhead?: boolean;
   json?: boolean;
+  out?: string;
   seed: number;
 }
 
@@ -62,10 +63,11 @@ export function profileCommand(io: Io) {
         .option('top', { type: 'number', default: 25, describe: 'rows in the table (the rest sum into one "other" row); --json has them all' })
         .option('by-shape', { type: 'boolean', default: false, describe: "a row per task, input shapes and the module's own weight shape (e.g. each conv shape on its own)" })
         .option('queue-ahead', { type: 'boolean', describe: 'CUDA, vision: queue ~3x the launch time of matmuls before each profiled forward, so its kernels run back to back and module times are device time without launch gaps (--no-queue-ahead: as launched) [default: on there]' })
-        .option('json', { type: 'boolean', default: false, describe: 'print the report as one JSON document on stdout' })
+        .option('json', { type: 'boolean', default: false, describe: 'print the report as one JSON document on stdout (instead of the table)' })
+        .option('out', { type: 'string', describe: 'also write the JSON report to this file (the table still prints)' })
         .option('seed', { type: 'number', default: 0, describe: 'seed of the inputs (images, token ids) and of random weights' })
         .example('$0 profile --model yolov10n --backend cuda --dtype f16 --batch 32', 'YOLOv10n, 32 images at 640: which tasks hold the time')
-        .example('$0 profile --model yolov10n --batch 32 --by-shape --top 40', 'a row per conv shape')
+        .example('$0 profile --model yolov10n --batch 32 --by-shape --top 40 --out yolo.json', 'a row per conv shape; the whole report in yolo.json')
         .example('$0 profile --model convnextv2-base --dtype f16 --batch 32', 'a classifier')
         .example("$0 profile --model bge-m3 --dtype bf16 --batch 64 --lengths 'U[32, 512]' --json > bge.json", 'an encoder: 64 documents in one packed forward')
         .example('$0 profile --model llama-3-8b --phase prefill --tokens 2048', 'a causal LM: one 2048-token prefill step')
@@ -89,6 +91,7 @@ export function runProfile(argv: ProfileArgs, io: Io): ProfileReport {
   const repeats = intFlag('repeats', argv.repeats, 1, 10000);
   const top = intFlag('top', argv.top, 1, 100000);
   const seed = intFlag('seed', argv.seed, 0, 2 ** 32 - 1);
+  if (argv.out !== undefined && existsSync(argv.out) && statSync(argv.out).isDirectory()) throw new UserError(`${argv.out} is a folder`, { field: '--out', fix: 'pass a file name, e.g. --out profile.json' });
   const { kind, loader, batch, phase, tokens, lengths } = resolveWorkload(argv, seed, warmups + repeats);
   const env = environment();
   const backend = selectBackend(env, argv.backend);
@@ -184,7 +187,16 @@ export function runProfile(argv: ProfileArgs, io: Io): ProfileReport {
     unattributed_share: totals.unattributedMs / whole,
     tasks: profileRows(totals),
   } satisfies ProfileReport);
-  io.out(argv.json ? JSON.stringify(report, null, 2) + '\n' : renderProfile(report, top));
+  const text = JSON.stringify(report, null, 2) + '\n';
+  if (argv.out !== undefined) {
+    try {
+      mkdirSync(dirname(resolve(argv.out)), { recursive: true });
+      writeFileSync(argv.out, text);
+    } catch (e) {
+      throw new UserError(`cannot write ${argv.out}: ${(e as Error).message}`, { field: '--out', fix: 'pass a writable file path' });
+    }
+  }
+  io.out(argv.json ? text : renderProfile(report, top));
   return report;
 }
 
