@@ -59,34 +59,14 @@ namespace fkmoe {
 
 typedef FK_T T;
 typedef unsigned int u32;
-constexpr int BM = FK_BM;
-constexpr int BN = FK_BN;
-constexpr int BK = FK_BK;
-constexpr int WM = FK_WM;
-constexpr int WN = FK_WN;
-constexpr int STAGES = FK_STAGES;
-constexpr int NT = 32 * WM * WN;  // threads
-constexpr int WTM = BM / WM;      // rows of C a warp computes
-constexpr int WTN = BN / WN;      // columns of C a warp computes
-constexpr int MI = WTM / 16;      // m16 tiles a warp
-constexpr int NI = WTN / 8;       // n8 tiles a warp
-constexpr int PITCH = BK + 8;     // shared row pitch (elements): 16 bytes past the row, so ldmatrix's 8 rows hit distinct banks
-constexpr int CPR = BK / 8;       // 16-byte chunks a tile row
-constexpr int A_CHUNKS = BM * CPR;
-constexpr int B_CHUNKS = BN * CPR;
-constexpr int STAGE_ELEMS = (BM + BN) * PITCH;
-static_assert(BM % (16 * WM) == 0 && BN % (16 * WN) == 0, "warp tiles: multiples of 16 x 16");
-static_assert(BK % 16 == 0 && STAGES >= 2, "BK: a multiple of 16; at least 2 stages");
-constexpr int RSTEP = NT / CPR;   // tile rows one pass of the threads copies
-static_assert(NT % CPR == 0 && A_CHUNKS % NT == 0 && B_CHUNKS % NT == 0, "every thread copies the same chunk column, the same number of chunks a stage");
 
 #include "fk_mma.cuh"
+#include "fk_moe_gemm_tile.cuh"  // BM .. STAGES, the warp tile (MI x NI), the chunk loaders, the ring fill
 #include "fk_mma_warp_tile.cuh"
 #include "fk_tile_order.cuh"
 
-__device__ __forceinline__ void store1(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
-__device__ __forceinline__ void store1(__half* p, float v) { *p = __float2half_rn(v); }
-
+constexpr int STAGE_ELEMS = (BM + BN) * PITCH;
+static_assert(BK % 16 == 0 && STAGES >= 2, "BK: a multiple of 16; at least 2 stages");
 
 }  // namespace fkmoe
 
@@ -128,45 +108,22 @@ extern "C" __global__ void __launch_bounds__(fkmoe::NT) fk_fused_moe(
   // gathered (one source row each, computed once); W's rows are consecutive (one base pointer, a stride per row).
   const int ccol = (tid % CPR) * 8, crow = tid / CPR;
   const T* a_src[A_CHUNKS / NT];
-#pragma unroll
-  for (int i = 0; i < A_CHUNKS / NT; ++i) {
-    const int s = s_slot[crow + i * RSTEP];
-    a_src[i] = s >= 0 ? a + (long long)(s / top_k) * stride_am + ccol : nullptr;
-  }
+  a_row_sources(a_src, s_slot, a, stride_am, top_k, crow, ccol);
   const T* b_base = b + (long long)e * stride_be + (long long)(n0 + crow) * stride_bn + ccol;
 
   const int KT = (K + BK - 1) / BK;
   // k tile kt into ring slot st (chunks past K, rows past R or N: 16 zero bytes, nothing read)
   auto load_stage = [&](int st, int kt) {
     T* sa = smem + st * STAGE_ELEMS;
-    T* sb = sa + BM * PITCH;
     const int k0 = kt * BK;
     const bool kin = k0 + ccol < K;
-#pragma unroll
-    for (int i = 0; i < A_CHUNKS / NT; ++i) {
-      const bool ok = a_src[i] != nullptr && kin;
-      cp_async16(smem_u32(sa + (crow + i * RSTEP) * PITCH + ccol), ok ? a_src[i] + k0 : a, ok ? 16 : 0);
-    }
-#pragma unroll
-    for (int i = 0; i < B_CHUNKS / NT; ++i) {
-      const bool ok = n0 + crow + i * RSTEP < N && kin;
-      cp_async16(smem_u32(sb + (crow + i * RSTEP) * PITCH + ccol), ok ? b_base + (long long)i * RSTEP * stride_bn + k0 : b, ok ? 16 : 0);
-    }
+    load_a_rows(sa, a_src, a, crow, ccol, k0, kin);
+    load_w_rows(sa + BM * PITCH, b_base, stride_bn, b, n0, N, crow, ccol, k0, kin);
   };
 
   float acc[MI][NI][4];
-#pragma unroll
-  for (int i = 0; i < MI; ++i)
-#pragma unroll
-    for (int j = 0; j < NI; ++j)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.f;
-
-#pragma unroll
-  for (int st = 0; st < STAGES - 1; ++st) {
-    if (st < KT) load_stage(st, st);
-    cp_async_commit();  // empty groups keep the count uniform
-  }
+  zero_acc(acc);
+  ring_fill(KT, load_stage);
 
   const int warp = tid / 32, lane = tid % 32;
   const int wm = warp / WN, wn = warp % WN;

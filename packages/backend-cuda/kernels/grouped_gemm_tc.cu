@@ -67,25 +67,14 @@ namespace fkgg {
 
 typedef FK_T T;
 typedef unsigned int u32;
-constexpr int BM = FK_BM;
-constexpr int BN = FK_BN;
-constexpr int BK = FK_BK;
-constexpr int WM = FK_WM;
-constexpr int WN = FK_WN;
-constexpr int STAGES = FK_STAGES;
-constexpr int NT = 32 * WM * WN;  // threads
-constexpr int WTM = BM / WM;      // rows of C a warp computes
-constexpr int WTN = BN / WN;      // columns of C a warp computes
-constexpr int MI = WTM / 16;      // m16 tiles a warp
-constexpr int NI = WTN / 8;       // n8 tiles a warp
-constexpr int PITCH = BK + 8;     // shared row pitch (elements): 16 bytes past the row, so ldmatrix's 8 rows hit distinct banks
-constexpr int CPR = BK / 8;       // 16-byte chunks of a T row of a k tile
-constexpr int RSTEP = NT / CPR;   // tile rows one pass of the threads copies
-constexpr int A_CHUNKS = BM * CPR;
+
+#include "fk_mma.cuh"
+#include "fk_moe_gemm_tile.cuh"  // BM .. STAGES, the warp tile (MI x NI), the chunk loaders, the ring fill
+#include "fk_mma_warp_tile.cuh"
+#include "fk_tile_order.cuh"  // pid -> (slot, column tile): one expert's slots run together
+
 constexpr int A_ELEMS = BM * PITCH;
-static_assert(BM % (16 * WM) == 0 && BN % (16 * WN) == 0, "warp tiles: multiples of 16 x 16");
 static_assert(BK % 32 == 0 && STAGES >= 3, "BK: a multiple of 32 (whole MXFP4 blocks); at least 3 stages");
-static_assert(NT % CPR == 0 && A_CHUNKS % NT == 0, "every thread copies the same chunk column of A, the same number of chunks a stage");
 #if FK_MXFP4
 constexpr int BLK = BK / 32;             // 32-value blocks of a weight row in a k tile
 constexpr int RAW_CHUNKS = BN * BLK;     // 16 bytes each
@@ -101,18 +90,10 @@ constexpr int B_CHUNKS = BK * NCPR;
 constexpr int STAGE_BYTES = (A_ELEMS + BK * PITCH_N) * 2;
 static_assert(NT % NCPR == 0 && B_CHUNKS % NT == 0, "every thread copies the same chunk column, the same number of weight chunks a stage");
 #else
-constexpr int B_CHUNKS = BN * CPR;
 constexpr int STAGE_BYTES = (A_ELEMS + BN * PITCH) * 2;
-static_assert(B_CHUNKS % NT == 0, "every thread copies the same number of weight chunks a stage");
 #endif
 static_assert(STAGE_BYTES % 16 == 0, "stages start 16-byte aligned");
 
-#include "fk_mma.cuh"
-#include "fk_mma_warp_tile.cuh"
-#include "fk_tile_order.cuh"  // pid -> (slot, column tile): one expert's slots run together
-
-__device__ __forceinline__ void store1(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
-__device__ __forceinline__ void store1(__half* p, float v) { *p = __float2half_rn(v); }
 __device__ __forceinline__ float load1(const __nv_bfloat16* p) { return __bfloat162float(*p); }
 __device__ __forceinline__ float load1(const __half* p) { return __half2float(*p); }
 
@@ -171,11 +152,7 @@ extern "C" __global__ void __launch_bounds__(fkgg::NT) fk_grouped_gemm_tc(
   // this thread's A chunks: column ccol of rows crow + i * RSTEP (one gathered source row each, fixed over the k loop)
   const int ccol = (tid % CPR) * 8, crow = tid / CPR;
   const T* a_src[A_CHUNKS / NT];
-#pragma unroll
-  for (int i = 0; i < A_CHUNKS / NT; ++i) {
-    const int r = s_row[crow + i * RSTEP];
-    a_src[i] = r >= 0 ? x + (long long)r * xs + ccol : nullptr;
-  }
+  a_row_sources(a_src, s_row, x, xs, 1, crow, ccol);
   const int KT = (K + BK - 1) / BK;
 
 #if FK_MXFP4
@@ -209,11 +186,7 @@ extern "C" __global__ void __launch_bounds__(fkgg::NT) fk_grouped_gemm_tc(
     T* sa = reinterpret_cast<T*>(base);
     const int k0 = kt * BK;
     const bool kin = k0 + ccol < K;
-#pragma unroll
-    for (int i = 0; i < A_CHUNKS / NT; ++i) {
-      const bool ok = a_src[i] != nullptr && kin;
-      cp_async16(smem_u32(sa + (crow + i * RSTEP) * PITCH + ccol), ok ? a_src[i] + k0 : x, ok ? 16 : 0);
-    }
+    load_a_rows(sa, a_src, x, crow, ccol, k0, kin);
 #if FK_MXFP4
     unsigned char* raw = base + A_ELEMS * 2;
 #pragma unroll
@@ -230,28 +203,13 @@ extern "C" __global__ void __launch_bounds__(fkgg::NT) fk_grouped_gemm_tc(
       cp_async16(smem_u32(sb + (brow + i * KSTEP) * PITCH_N + bcol), ok ? b_base + (long long)k * w_s : wt, ok ? 16 : 0);
     }
 #else
-    T* sb = sa + A_ELEMS;
-#pragma unroll
-    for (int i = 0; i < B_CHUNKS / NT; ++i) {
-      const bool ok = n0 + crow + i * RSTEP < N && kin;
-      cp_async16(smem_u32(sb + (crow + i * RSTEP) * PITCH + ccol), ok ? b_base + (long long)i * RSTEP * w_s + k0 : wt, ok ? 16 : 0);
-    }
+    load_w_rows(sa + A_ELEMS, b_base, w_s, wt, n0, N, crow, ccol, k0, kin);
 #endif
   };
 
   float acc[MI][NI][4];
-#pragma unroll
-  for (int i = 0; i < MI; ++i)
-#pragma unroll
-    for (int j = 0; j < NI; ++j)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.f;
-
-#pragma unroll
-  for (int st = 0; st < STAGES - 1; ++st) {
-    if (st < KT) load_stage(st, st);
-    cp_async_commit();  // empty groups keep the count uniform
-  }
+  zero_acc(acc);
+  ring_fill(KT, load_stage);
 
   const int warp = tid / 32, lane = tid % 32;
   const int wm = warp / WN, wn = warp % WN;
