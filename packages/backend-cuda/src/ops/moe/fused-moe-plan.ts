@@ -12,16 +12,12 @@
  * idle on a pure weight stream).
  */
 
-export type MoeDType = 'bf16' | 'f16';
+import { mmaTileDefines, type MmaDType, type MmaTile } from './mma-tile.js';
+
+export type MoeDType = MmaDType;
 
 /** One compiled variant of fk_fused_moe (FK_BM, FK_BN, FK_BK, FK_WM x FK_WN warps, FK_STAGES). */
-export interface MoeTile {
-  readonly name: string;
-  readonly BM: number;
-  readonly BN: number;
-  readonly BK: number;
-  readonly WM: number;
-  readonly WN: number;
+export interface MoeTile extends MmaTile {
   readonly stages: number;
   /** Row tiles grouped over all column tiles (Triton's GROUP_SIZE_M). */
   readonly groupM: number;
@@ -132,12 +128,7 @@ export function planFusedMoe(s: MoeShape, sms: number, force?: MoeTile): MoePlan
 /** The kernel's #defines for a tile, dtype and epilogue. */
 export function moeDefines(t: MoeTile, dtype: MoeDType, mulRoutedWeight: boolean): Record<string, string | number> {
   return {
-    FK_T: dtype === 'bf16' ? '__nv_bfloat16' : '__half',
-    FK_BM: t.BM,
-    FK_BN: t.BN,
-    FK_BK: t.BK,
-    FK_WM: t.WM,
-    FK_WN: t.WN,
+    ...mmaTileDefines(t, dtype),
     FK_STAGES: t.stages,
     FK_MUL: mulRoutedWeight ? 1 : 0,
   };

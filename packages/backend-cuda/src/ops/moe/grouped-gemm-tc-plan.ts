@@ -10,18 +10,14 @@
  * thread allow two). Not yet tuned on a GPU.
  */
 
-export type GroupedTcDType = 'bf16' | 'f16';
+import { mmaTileDefines, type MmaDType, type MmaTile } from './mma-tile.js';
+
+export type GroupedTcDType = MmaDType;
 /** The weight operand: bf16 / f16 [E, N, K] with k contiguous (rows) or n contiguous (a transposed view), or MXFP4. */
 export type GroupedTcFormat = 'k-contiguous' | 'n-contiguous' | 'mxfp4';
 
 /** One compiled variant of fk_grouped_gemm_tc (FK_BM, FK_BN, FK_BK, FK_WM x FK_WN warps, FK_STAGES by weight format). */
-export interface GroupedTcTile {
-  readonly name: string;
-  readonly BM: number;
-  readonly BN: number;
-  readonly BK: number;
-  readonly WM: number;
-  readonly WN: number;
+export interface GroupedTcTile extends MmaTile {
   /** ring stages with bf16 / f16 weights and with MXFP4 weights (whose ring holds packed bytes beside two decoded tiles) */
   readonly stagesDense: number;
   readonly stagesMxfp4: number;
@@ -99,14 +95,8 @@ export function planGroupedTc(s: GroupedTcShape, force?: GroupedTcTile): Grouped
 
 /** The GEMM kernel's #defines. */
 export function groupedTcDefines(plan: GroupedTcPlan, dtype: GroupedTcDType, format: GroupedTcFormat, bias: boolean): Record<string, string | number> {
-  const t = plan.tile;
   return {
-    FK_T: dtype === 'bf16' ? '__nv_bfloat16' : '__half',
-    FK_BM: t.BM,
-    FK_BN: t.BN,
-    FK_BK: t.BK,
-    FK_WM: t.WM,
-    FK_WN: t.WN,
+    ...mmaTileDefines(plan.tile, dtype),
     FK_STAGES: plan.stages,
     FK_MXFP4: format === 'mxfp4' ? 1 : 0,
     FK_NCONTIG: format === 'n-contiguous' ? 1 : 0,
