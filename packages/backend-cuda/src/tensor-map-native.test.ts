@@ -12,22 +12,13 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { addonCandidates } from './native.js';
+import { builtAddon as addon, fakeLibrarySkip } from '../test/native-fake.js';
 import { fa3TensorMapSpec } from './ops/attention/prefill-fa3.js';
 import { TENSOR_MAP_DTYPE, TENSOR_MAP_INTERLEAVE_NONE, TENSOR_MAP_L2_PROMOTION, TENSOR_MAP_OOB_FILL, TENSOR_MAP_SWIZZLE, type TensorMapSpec } from './tensor-map.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const NATIVE = join(here, '..', 'native');
-const addon = addonCandidates().find((p) => existsSync(p));
-const gxx = (() => {
-  try {
-    execFileSync('g++', ['--version'], { stdio: 'pipe' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
-const skip = !addon ? 'the addon is not built (npm run build:native -w @fastkernels/backend-cuda)' : !gxx ? 'no g++ to build the fake libcuda' : '';
+const skip = fakeLibrarySkip('libcuda');
 const cudaInclude = ['/usr/local/cuda/include', process.env.CUDA_HOME ? join(process.env.CUDA_HOME, 'include') : ''].find((d) => d && existsSync(join(d, 'cuda.h')));
 
 /** The driver entries the addon requires (FK_DRIVER_FUNCS in addon.cc): the fake library must export each. */

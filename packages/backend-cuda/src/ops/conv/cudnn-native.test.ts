@@ -12,7 +12,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cudnnCandidates } from '../../discovery.js';
-import { addonCandidates } from '../../native.js';
+import { hasGxx as gxx } from '../../../test/host-cuda.js';
+import { builtAddon as addon, fakeLibrarySkip } from '../../../test/native-fake.js';
 import { CUDNN_PARAM_COUNT, fillCudnnParams, setCudnnPointers, type CudnnApi } from './cudnn-params.js';
 import type { CudnnPlanInfo } from './cudnn-library.js';
 import type { ConvDType } from './implicit-gemm-source.js';
@@ -21,16 +22,7 @@ import { ConvGeometry, fillGeometry, type ConvFormat, type Nd } from './plan.js'
 const here = dirname(fileURLToPath(import.meta.url));
 const FAKE_SRC = join(here, '../../../native/test/fake_cudnn.cc');
 const CHECK_SRC = join(here, '../../../native/test/cudnn_decls_check.cc');
-const addon = addonCandidates().find((p) => existsSync(p));
-const gxx = (() => {
-  try {
-    execFileSync('g++', ['--version'], { stdio: 'pipe' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
-const skip = !addon ? 'the addon is not built (npm run build:native -w @fastkernels/backend-cuda)' : !gxx ? 'no g++ to build the fake libcudnn' : '';
+const skip = fakeLibrarySkip('libcudnn');
 
 // backend descriptor types and attributes the checks read (native/cudnn_decls.h)
 const TENSOR = 17, CONVOLUTION = 1, OP_FORWARD = 10, OP_BWD_DATA = 12, OPERATIONGRAPH = 15, ENGINEHEUR = 4, VARIANT_PACK = 16;
