@@ -9,6 +9,7 @@
  */
 import { callOp1, Rng, Tensor, type DType } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
+import { varlenOffsets } from '../../../test/varlen-batch.js';
 import { G, cpu, expectClose, gpu, poison, randCpu, toGpu, tolOf, withTuning } from '../../../test/spine-helpers.js';
 import type { Tuning } from '../../tuning/schema.js';
 import { fileKernel } from '../launch/common.js';
@@ -44,15 +45,7 @@ function sinksCpu(nQ: number, seed: number): Tensor {
 }
 
 function inputs(c: Fa3Case, seed: number) {
-  const kLens = c.kLens ?? c.qLens;
-  const cuQ = [0];
-  const cuK = [0];
-  c.qLens.forEach((l, i) => {
-    cuQ.push(cuQ.at(-1)! + l);
-    cuK.push(cuK.at(-1)! + kLens[i]!);
-  });
-  const Tq = cuQ.at(-1)!;
-  const Tk = cuK.at(-1)!;
+  const { cq, ck, Tq, Tk } = varlenOffsets(c.qLens, c.kLens);
   let cpuQkv: Tensor[];
   let gpuQkv: Tensor[];
   if (c.fused) {
@@ -65,8 +58,6 @@ function inputs(c: Fa3Case, seed: number) {
     cpuQkv = [randCpu([Tq, c.nQ, c.D], c.dtype, seed), randCpu([Tk, c.nKv, c.D], c.dtype, seed + 1), randCpu([Tk, c.nKv, c.D], c.dtype, seed + 2)];
     gpuQkv = cpuQkv.map(toGpu);
   }
-  const cq = Tensor.fromArray(cpu(), cuQ, [cuQ.length], 'i32');
-  const ck = Tensor.fromArray(cpu(), cuK, [cuK.length], 'i32');
   const sinks = c.sinks ? sinksCpu(c.nQ, seed + 7) : null;
   return { cpuIn: [...cpuQkv, cq, ck, sinks], gpuIn: [...gpuQkv, toGpu(cq), toGpu(ck), sinks && toGpu(sinks)], Tq, numSeqs: c.qLens.length };
 }

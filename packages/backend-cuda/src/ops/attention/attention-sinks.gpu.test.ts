@@ -9,6 +9,7 @@
  */
 import { callOp1, Rng, Tensor, type DType } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
+import { varlenOffsets } from '../../../test/varlen-batch.js';
 import { G, cpu, expectClose, gpu, poison, randCpu, toGpu, tolOf, withTuning } from '../../../test/spine-helpers.js';
 import type { Tuning } from '../../tuning/schema.js';
 
@@ -122,18 +123,10 @@ interface PrefillCase {
 }
 
 function checkPrefill(c: PrefillCase, seed = 13): void {
-  const kLens = c.kLens ?? c.qLens;
-  const cuQ = [0];
-  const cuK = [0];
-  c.qLens.forEach((l, i) => {
-    cuQ.push(cuQ.at(-1)! + l);
-    cuK.push(cuK.at(-1)! + kLens[i]!);
-  });
-  const q = randCpu([cuQ.at(-1)!, c.nQ, c.D], c.dtype, seed);
-  const k = randCpu([cuK.at(-1)!, c.nKv, c.D], c.dtype, seed + 1);
-  const v = randCpu([cuK.at(-1)!, c.nKv, c.D], c.dtype, seed + 2);
-  const cq = Tensor.fromArray(cpu(), cuQ, [cuQ.length], 'i32');
-  const ck = Tensor.fromArray(cpu(), cuK, [cuK.length], 'i32');
+  const { cq, ck, Tq, Tk } = varlenOffsets(c.qLens, c.kLens);
+  const q = randCpu([Tq, c.nQ, c.D], c.dtype, seed);
+  const k = randCpu([Tk, c.nKv, c.D], c.dtype, seed + 1);
+  const v = randCpu([Tk, c.nKv, c.D], c.dtype, seed + 2);
   const cpuIn = [q, k, v, cq, ck, sinksCpu(c.nQ, seed + 3)];
   const gpuIn = cpuIn.map(toGpu);
   const attrs = { scale: 1 / Math.sqrt(c.D), causal: c.causal ?? true, sliding_window: c.window ?? 0 };

@@ -7,6 +7,7 @@
  */
 import { ModuleRegistry, Rng, Tensor, type DType } from '@fastkernels/core';
 import { describe, it } from 'vitest';
+import { varlenOffsets } from '../../../test/varlen-batch.js';
 import { G, measureCopy, medianMs, checkTaskOnCuda, cpu, expectClose, gpu, poison, randCpu, task, taskCases, toGpu, tolOf, variant, withTuning, printedAfterAll } from '../../../test/spine-helpers.js';
 import type { Tuning } from '../../tuning/schema.js';
 import { cudaTuning } from '../../tuning/load.js';
@@ -182,15 +183,8 @@ interface PrefillCase {
 }
 
 function prefillInputs(c: PrefillCase, seed: number) {
-  const kLens = c.kLens ?? c.qLens;
-  const cuQ = [0];
-  const cuK = [0];
-  c.qLens.forEach((l, i) => {
-    cuQ.push(cuQ.at(-1)! + l);
-    cuK.push(cuK.at(-1)! + kLens[i]!);
-  });
-  const Tq = cuQ.at(-1)! + (c.tailRows ?? 0);
-  const Tk = cuK.at(-1)!;
+  const { cq, ck, Tq: covered, Tk } = varlenOffsets(c.qLens, c.kLens);
+  const Tq = covered + (c.tailRows ?? 0);
   let q: Tensor, k: Tensor, v: Tensor, gq: Tensor, gk: Tensor, gv: Tensor;
   if (c.fused) {
     const f = randCpu([Tq, c.nQ + 2 * c.nKv, c.D], c.dtype, seed);
@@ -210,8 +204,6 @@ function prefillInputs(c: PrefillCase, seed: number) {
     v = randCpu([Tk, c.nKv, c.D], c.dtype, seed + 2);
     [gk, gv] = [toGpu(k), toGpu(v)];
   }
-  const cq = Tensor.fromArray(cpu(), cuQ, [cuQ.length], 'i32');
-  const ck = Tensor.fromArray(cpu(), cuK, [cuK.length], 'i32');
   return { cpuIn: [q, k, v, cq, ck] as const, gpuIn: [gq, gk, gv, toGpu(cq), toGpu(ck)] as const };
 }
 
