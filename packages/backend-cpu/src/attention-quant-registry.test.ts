@@ -115,6 +115,30 @@ describe('quant group via the registry', () => {
     expect(() => F.perTokenGroupQuantFp8(tensor([1, 2, 3], [3]), 2)).toThrow(/per_token_group_quant_fp8: the last dim of x \[3\] must be divisible by group_size 2/);
   });
 
+  it('per_token_group_quant_fp8 decomposition (the CUDA route) = the kernel, UE8M0 scales included, exact at powers of two', () => {
+    const rng = new Rng(5);
+    const run = (x: Tensor, attrs: Record<string, unknown>) => {
+      const { spec, attrs: parsed, outputs } = inferOp('per_token_group_quant_fp8', [x], attrs);
+      return spec.decompose!({ op: spec, backend: cpu, inputs: [x], attrs: parsed as Record<string, unknown>, outputs }) as Tensor[];
+    };
+    // random groups, and groups whose scale is an exact power of two (amax 448 * 2^k) or a hair either side of one
+    // (2^29 and 2^-57: log(s) / ln 2 reads 29.000000000000004 in float64 and -56.999996 in float32, so a plain ceil is off)
+    const edge = [448, 448 * 2 ** -6, 448 * 2 ** 5, 448 * 2 ** 29, 448 * 2 ** -57, Math.fround(448 * 2 ** -3 * (1 + 2 ** -20)), Math.fround(448 * 2 ** 4 * (1 - 2 ** -20)), 1e-12];
+    const x = tensor([...values(randn(rng, [4, 64], 'f32', 3)), ...edge.flatMap((a) => [a, -a / 3, a / 2, -a / 4])], [4 * 64 / 4 + edge.length, 4], 'f32');
+    for (const scale_ue8m0 of [false, true]) {
+      // eps far below the smallest scale, so every edge group's own amax sets it
+      const attrs = { group_size: 4, scale_ue8m0, eps: 1e-30 };
+      const [kq, ks] = F.perTokenGroupQuantFp8(x, 4, { scale_ue8m0, eps: 1e-30 });
+      const [dq, ds] = run(x, attrs);
+      expect(values(ds)).toEqual(values(ks));
+      expect(values(dq)).toEqual(values(kq));
+    }
+    const [, s] = run(x, { group_size: 4, scale_ue8m0: true, eps: 1e-30 });
+    const tail = values(s).slice(-edge.length);
+    expect(tail.slice(0, 5)).toEqual([1, 2 ** -6, 2 ** 5, 2 ** 29, 2 ** -57]);
+    expect(tail.slice(5, 7)).toEqual([2 ** -2, 2 ** 4]);
+  });
+
   it('scaled_mm honours out_dtype and checks scales', () => {
     const a = tensor([1, 2, 3, 4], [2, 2], 'fp8e4m3');
     const b = tensor([1, 0, 0, 1], [2, 2], 'fp8e4m3');

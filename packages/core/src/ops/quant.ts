@@ -55,6 +55,19 @@ defineOp({
   },
 });
 
+/**
+ * 2^ceil(log2(s)) of positive f32 scales, exactly (UE8M0: the exponent byte alone). log(s) / ln 2 can land a hair off
+ * an integer (an exact power of two reading 3.0000002 would round up to the next one), so the estimated exponent is
+ * corrected by one in each direction against the exact powers: e - 1 where 2^(e-1) >= s, e + 1 where 2^e < s.
+ */
+function ue8m0RoundUp(s: OpScope, scale: Tensor): Tensor {
+  const e0 = s.op('ceil', [s.op('div', [s.op('log', [scale]), Math.LN2])]);
+  const down = s.op('sub', [e0, 1]);
+  const e1 = s.op('where', [s.op('ge', [s.op('pow', [2, down]), scale]), down, e0]);
+  const e = s.op('where', [s.op('lt', [s.op('pow', [2, e1]), scale]), s.op('add', [e1, 1]), e1]);
+  return s.op('pow', [2, e]);
+}
+
 defineOp({
   name: 'per_token_group_quant_fp8',
   group: 'quant',
@@ -68,20 +81,20 @@ defineOp({
     if (H === undefined || H % a.group_size !== 0) opError('per_token_group_quant_fp8', `the last dim of x ${formatShape(xs)} must be divisible by group_size ${a.group_size}`);
     return [meta(xs, 'fp8e4m3'), meta([...xs.slice(0, -1), H / a.group_size], 'f32')];
   },
-  // where a backend has no kernel (CUDA): float32 groups [..., G, group_size], amax, scale = max(amax, eps) / 448,
-  // q = fp8(clamp(x / scale)) through the converting copy (round to nearest even). No power-of-two rounding op exists
-  // for UE8M0 scales, so that form needs the backend's kernel.
+  // where a backend has no kernel (CUDA): float32 groups [..., G, group_size], amax, scale = max(amax, eps) / 448
+  // (UE8M0: rounded up to a power of two, ue8m0RoundUp), q = fp8(clamp(x / scale)) through the converting copy (round
+  // to nearest even).
   decompose: (call) => {
     const [x] = call.inputs as [Tensor];
     const { group_size, eps, scale_ue8m0 } = call.attrs;
-    if (scale_ue8m0) opError('per_token_group_quant_fp8', 'scale_ue8m0 has no decomposition (no power-of-two rounding op): this backend needs a kernel for it');
     const lead = x.shape.slice(0, -1);
     const groups = x.shape[x.shape.length - 1]! / group_size;
     const s = new OpScope();
     try {
       const xg = s.own(s.op('to', [x], { dtype: 'f32' }).view([...lead, groups, group_size]));
       const amax = s.op('amax', [s.op('abs', [xg])], { dim: -1, keepdim: true });
-      const scale = s.op('div', [s.op('maximum', [amax, eps]), FP8_E4M3_MAX]);
+      const raw = s.op('div', [s.op('maximum', [amax, eps]), FP8_E4M3_MAX]);
+      const scale = scale_ue8m0 ? ue8m0RoundUp(s, raw) : raw;
       const q = s.op('to', [s.op('clamp', [s.op('div', [xg, scale]), -FP8_E4M3_MAX, FP8_E4M3_MAX])], { dtype: 'fp8e4m3' });
       return s.keep([s.own(q.view([...lead, groups * group_size])), s.own(scale.view([...lead, groups]))]);
     } catch (e) {
