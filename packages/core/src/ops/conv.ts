@@ -1,7 +1,8 @@
 /**
  * The conv & pool group, PyTorch's F.* semantics: conv1d/2d/3d (stride, padding int | tuple | 'same' | 'valid', dilation,
  * groups incl. depthwise, bias), conv_transpose1d/2d/3d (output_padding), max_pool{1,2,3}d (+ _with_indices),
- * avg_pool{1,2,3}d, adaptive_avg_pool{1,2,3}d, adaptive_max_pool{1,2,3}d (+ _with_indices). Inputs are [N, C, *spatial]
+ * avg_pool{1,2,3}d, adaptive_avg_pool{1,2,3}d, adaptive_max_pool{1,2,3}d (+ _with_indices), and conv2d_act (conv2d then SiLU /
+ * ReLU, one fused op). Inputs are [N, C, *spatial]
  * or unbatched [C, *spatial] with any strides: channels-last is a memory format, not another op.
  */
 import { z } from 'zod';
@@ -123,6 +124,37 @@ for (const nd of [1, 2, 3] as const) {
     },
   });
 }
+
+// ---------------------------------------------------------------------------------------------
+// conv + activation (the conv blocks of CNNs: YOLO's Conv = SiLU(conv(x) + folded BatchNorm bias))
+
+export const CONV_ACTIVATIONS = ['silu', 'relu'] as const;
+export type ConvActivation = (typeof CONV_ACTIVATIONS)[number];
+const convActAttrs = convAttrs.extend({ activation: z.enum(CONV_ACTIVATIONS) }).strict();
+
+defineOp({
+  name: 'conv2d_act',
+  group: 'conv',
+  doc: "activation(F.conv2d(input, weight, bias, stride, padding, dilation, groups)), activation 'silu' or 'relu': one fused kernel where a backend has it (cuDNN's conv -> bias -> pointwise graph), else conv2d then the activation op.",
+  inputs: [{ name: 'input', dtypes: 'float' }, { name: 'weight', dtypes: 'float' }, { name: 'bias', optional: true, dtypes: 'float' }],
+  attrs: convActAttrs,
+  infer: ([x, w, b], a) => {
+    const dtype = commonFloatDType('conv2d_act', [['input', x!], ['weight', w!], ['bias', b ?? null]]);
+    const shape = convOutputShape('conv2d_act', 2, x as TensorMeta, w as TensorMeta, a);
+    checkBias('conv2d_act', b as TensorMeta | null, (w as TensorMeta).shape[0]!);
+    return [meta(shape, dtype)];
+  },
+  // the activation as a separate elementwise op (the conv output rounded to the dtype in between, as torch eager)
+  decompose: (call) => {
+    const { activation, ...conv } = call.attrs;
+    const y = callOp1('conv2d', [call.inputs[0]!, call.inputs[1]!, call.inputs[2] ?? null], conv);
+    try {
+      return [callOp1(activation, [y])];
+    } finally {
+      y.dispose();
+    }
+  },
+});
 
 // ---------------------------------------------------------------------------------------------
 // pooling
@@ -254,6 +286,7 @@ for (const nd of [1, 2, 3] as const) {
 // typed front ends
 
 type ConvOpts = { stride?: IntOrTuple; padding?: IntOrTuple | 'same' | 'valid'; dilation?: IntOrTuple; groups?: number };
+type ConvActOpts = ConvOpts & { activation: ConvActivation };
 type ConvTOpts = { stride?: IntOrTuple; padding?: IntOrTuple; output_padding?: IntOrTuple; groups?: number; dilation?: IntOrTuple };
 type MaxPoolOpts = { stride?: IntOrTuple | null; padding?: IntOrTuple; dilation?: IntOrTuple; ceil_mode?: boolean };
 type AvgPoolOpts = { stride?: IntOrTuple | null; padding?: IntOrTuple; ceil_mode?: boolean; count_include_pad?: boolean; divisor_override?: number | null };
@@ -269,6 +302,8 @@ const adaptiveIdx = (name: string) => (input: Tensor, output_size: OutSize): [Te
 
 export const convFunctions = {
   conv1d: conv('conv1d'), conv2d: conv('conv2d'), conv3d: conv('conv3d'),
+  /** activation(conv2d(...)) in one op (fused where the backend can). */
+  conv2dAct: (input: Tensor, weight: Tensor, bias: Tensor | null, opts: ConvActOpts): Tensor => callOp1('conv2d_act', [input, weight, bias], opts),
   convTranspose1d: convT('conv_transpose1d'), convTranspose2d: convT('conv_transpose2d'), convTranspose3d: convT('conv_transpose3d'),
   maxPool1d: maxPool('max_pool1d'), maxPool2d: maxPool('max_pool2d'), maxPool3d: maxPool('max_pool3d'),
   maxPool1dWithIndices: maxPoolIdx('max_pool1d_with_indices'), maxPool2dWithIndices: maxPoolIdx('max_pool2d_with_indices'), maxPool3dWithIndices: maxPoolIdx('max_pool3d_with_indices'),

@@ -1,4 +1,4 @@
-import { Module, defineTask, withContext, type Tensor } from '@fastkernels/core';
+import { F, Module, defineTask, withContext, type Tensor } from '@fastkernels/core';
 import { randn } from '../../../common/inputs.js';
 import type { SiLU } from '../../../layers/activation.js';
 import type { Conv2d } from '../../../layers/conv.js';
@@ -15,7 +15,7 @@ import { BN_EPS, refConv } from '../reference.js';
  * ultralytics.nn.modules.conv.Conv(c1, c2, k=1, s=1, p=None, g=1, d=1, act=True): a bias-free Conv2d with autopad,
  * BatchNorm2d (eps 1e-3, as ultralytics' initialize_weights sets) and SiLU (act=false: none). fuse() folds the
  * BatchNorm into the conv as ultralytics' fuse() does (the conv gets a bias, bn is dropped); forward then runs
- * act(conv(x)), ultralytics' forward_fuse.
+ * act(conv(x)), ultralytics' forward_fuse, as one conv2d_act when act is SiLU.
  */
 export class YOLOConv extends Module {
   conv: Conv2d;
@@ -44,6 +44,7 @@ export class YOLOConv extends Module {
   }
 
   forward(x: Tensor): Tensor {
+    if (!this.bn && this.act) return this.convSilu(x);
     let y = this.conv.forward(x);
     if (this.bn) {
       const z = this.bn.forward(y);
@@ -54,6 +55,17 @@ export class YOLOConv extends Module {
     const a = this.act.forward(y);
     y.dispose();
     return a;
+  }
+
+  /**
+   * SiLU(conv(x)) as one conv2d_act (one cuDNN conv -> bias -> SiLU graph where the backend has it: no separate SiLU
+   * pass over the activation), whatever `act` says: RepVGGDW runs its fused act-less conv through it too. After fuse()
+   * only (the BatchNorm sits between the conv and the SiLU before).
+   */
+  convSilu(x: Tensor): Tensor {
+    if (this.bn) throw new Error('YOLOConv.convSilu: call fuse() first (the BatchNorm sits between the conv and the SiLU)');
+    const c = this.conv;
+    return F.conv2dAct(x, c.weight, c.bias, { stride: c.stride, padding: c.padding, dilation: c.dilation, groups: c.groups, activation: 'silu' });
   }
 
   /** Fold bn into conv (idempotent): a conv with bias replaces both, the BatchNorm's tensors are released. */

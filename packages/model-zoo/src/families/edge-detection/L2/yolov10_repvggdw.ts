@@ -25,12 +25,9 @@ export class YOLORepVGGDW extends Module {
   }
 
   forward(x: Tensor): Tensor {
+    // fused: one depthwise conv with the SiLU in the same op (conv2d_act)
+    if (!this.conv1) return this.conv.convSilu(x);
     const a = this.conv.forward(x);
-    if (!this.conv1) {
-      const y = this.act.forward(a);
-      a.dispose();
-      return y;
-    }
     const b = this.conv1.forward(x);
     const s = F.add(a, b);
     a.dispose();
