@@ -123,6 +123,27 @@ describe('conv with cuDNN', () => {
     expect(l.source).toContain('#define FK_VEC 8');
   });
 
+  it('conv2d_act: the bias and the activation in one pass after cuDNN (or the activation alone without a bias)', () => {
+    const { f, conv, calls } = setup(PRESENT, [0, 0]);
+    const x = f.t([2, 20, 30, 8], 'f16').permute(0, 3, 1, 2);
+    const w = f.t([16, 3, 3, 8], 'f16').permute(0, 3, 1, 2);
+    const b = f.t([16], 'f16');
+    const y = conv.run(2, false, x, w, b, [2, 16, 20, 30], A, 'silu');
+    expect(conv.lastPath).toBe('cudnn');
+    expect(calls).toHaveLength(1);
+    expect(f.cache.launches).toHaveLength(1);
+    const l = f.cache.launches[0]!;
+    expect(l.entry).toBe('fk_conv_bias_add');
+    expect(l.args).toEqual([ptrOf(y), ptrOf(b), 2 * 16 * 600, 16, 1]);
+    expect(l.source).toContain('#define FK_ACT 1');
+    expect(l.source).toContain('#define FK_BIAS 1');
+    const y2 = conv.run(2, false, x, w, null, [2, 16, 20, 30], A, 'relu');
+    const l2 = f.cache.launches[1]!;
+    expect(l2.args).toEqual([ptrOf(y2), 0, 2 * 16 * 600, 16, 1]);
+    expect(l2.source).toContain('#define FK_ACT 2');
+    expect(l2.source).toContain('#define FK_BIAS 0');
+  });
+
   it('answers for more workspace again (the next plan wants more): grown each time until it runs; endless asking declines', () => {
     const big = 64 * 1024 * 1024;
     const { f, conv, calls, allocs } = setup(PRESENT, [1000, big, 0, big, big, big, big, big]);

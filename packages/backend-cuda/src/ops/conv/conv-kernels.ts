@@ -10,6 +10,8 @@
  *   flag); `allowTf32 = false` gives exact f32 FMA math. f16 / bf16: tensor cores, f32 accumulation. The fallback always
  *   accumulates in f32 FMA.
  * - Bias: after cuDNN, an in-place add over the output (PyTorch adds it in a second kernel too); fused in the fallback.
+ *   conv2d_act's activation rides in the same pass (one read + write of the output, not two passes and a new tensor)
+ *   or the fallback's epilogue.
  * - `library`: 'auto' (cuDNN, else the fallback), 'cudnn' (throw if cuDNN cannot), 'fallback' (never cuDNN): the
  *   switch tests and benchmarks use to measure the fallback where cuDNN exists.
  * The hot path fills one reused geometry and one parameter block; plans are cached per shape key in the addon,
@@ -23,7 +25,7 @@ import type { GenKernelCache } from '../gen-cache.js';
 import { cudnnAddon, cudnnState, loadCudnn, type CudnnState } from './cudnn-library.js';
 import { CUDNN_PARAM_COUNT, fillCudnnParams, setCudnnPointers, type CudnnApi } from './cudnn-params.js';
 import { ConvLaunches } from './fallback.js';
-import type { ConvDType } from './implicit-gemm-source.js';
+import type { ConvDType, ConvEpilogueAct } from './implicit-gemm-source.js';
 import { ConvGeometry, convFormat, cudnnEligible, fallbackEligible, fillGeometry, fromChannelsLastOrder, isChannelsLast, isContiguous, toChannelsLastOrder, type ConvAttrsIn, type ConvFormat, type Nd } from './plan.js';
 
 export type ConvLibrary = 'auto' | 'cudnn' | 'fallback';
@@ -82,7 +84,8 @@ export class ConvKernels {
     return fallbackEligible(fillGeometry(this.geo, nd, transposed, x.shape, w.shape, outShape, attrs));
   }
 
-  run(nd: Nd, transposed: boolean, x: Tensor, w: Tensor, bias: Tensor | null, outShape: readonly number[], attrs: ConvAttrsIn): Tensor {
+  /** The conv (act 'none') or conv2d_act: act(conv(x, w) + bias). */
+  run(nd: Nd, transposed: boolean, x: Tensor, w: Tensor, bias: Tensor | null, outShape: readonly number[], attrs: ConvAttrsIn, act: ConvEpilogueAct = 'none'): Tensor {
     const g = fillGeometry(this.geo, nd, transposed, x.shape, w.shape, outShape, attrs);
     const dtype = x.dtype as ConvDType;
     const format = convFormat(nd, g.batched, x, w);
@@ -92,11 +95,11 @@ export class ConvKernels {
     temps.length = 0;
     try {
       const b = bias && (bias.isContiguous() ? bias : keep(temps, bias.contiguous()));
-      if (this.library !== 'fallback' && this.tryCudnn(g, dtype, format, x, w, b, y, temps)) {
+      if (this.library !== 'fallback' && this.tryCudnn(g, dtype, format, x, w, b, y, temps, act)) {
         this.lastPath = 'cudnn';
         return y;
       }
-      this.launches.igemm(g, dtype, x, w, b, y);
+      this.launches.igemm(g, dtype, x, w, b, y, act);
       this.lastPath = 'fallback';
       return y;
     } catch (e) {
@@ -109,7 +112,7 @@ export class ConvKernels {
   }
 
   /** Run on cuDNN; false when it is absent or declines (then the fallback runs), unless library is 'cudnn'. */
-  private tryCudnn(g: ConvGeometry, dtype: ConvDType, format: ConvFormat, x: Tensor, w: Tensor, bias: Tensor | null, y: Tensor, temps: Tensor[]): boolean {
+  private tryCudnn(g: ConvGeometry, dtype: ConvDType, format: ConvFormat, x: Tensor, w: Tensor, bias: Tensor | null, y: Tensor, temps: Tensor[], act: ConvEpilogueAct): boolean {
     const rt = this.runtime();
     const s = this.cudnn(rt);
     const why = s.ok ? cudnnEligible(g, x.numel, w.numel, y.numel) : s.reason;
@@ -133,7 +136,7 @@ export class ConvKernels {
     }
     if (r > 0) return this.decline(`cuDNN still asks for ${r} bytes of workspace after 4 rounds`);
     if (r < 0) return this.decline(api.cudnnDeclineReason());
-    if (bias) this.launches.biasAdd(g, dtype, format, bias, y);
+    if (bias || act !== 'none') this.launches.biasAdd(g, dtype, format, bias, y, act);
     return true;
   }
 

@@ -1,6 +1,6 @@
 /**
  * Launches of the generated conv kernels (implicit-gemm-source.ts): the implicit-GEMM fallback conv, and the in-place
- * bias add after a cuDNN conv. Kernels are cached by a small number per variant; the argument array, the grid and the
+ * bias add / activation (conv2d_act) after a cuDNN conv. Kernels are cached by a small number per variant; the argument array, the grid and the
  * stride scratch are reused, so a launch allocates nothing but what the runtime's packing does.
  */
 import type { Tensor } from '@fastkernels/core';
@@ -8,10 +8,12 @@ import type { CudaKernel } from '../../kernel.js';
 import type { CudaRuntime } from '../../runtime.js';
 import { addr } from '../elementwise.js';
 import type { GenKernelCache } from '../gen-cache.js';
-import { biasAddSource, IGEMM_SIGNATURE, IGEMM_TILE, igemmSource, type ConvDType } from './implicit-gemm-source.js';
+import { biasAddSource, CONV_ACTS, IGEMM_SIGNATURE, IGEMM_TILE, igemmSource, type ConvDType, type ConvEpilogueAct } from './implicit-gemm-source.js';
 import { strides5, type ConvFormat, type ConvGeometry } from './plan.js';
 
 const DT: Readonly<Record<ConvDType, number>> = { f32: 0, f16: 1, bf16: 2 };
+/** Kernel numbers: igemm variants below 64 (36 of them), the epilogue's from 64. */
+const EPILOGUE_KEYS = 64;
 
 export class ConvLaunches {
   private readonly kernels = new Map<number, CudaKernel>();
@@ -31,10 +33,10 @@ export class ConvLaunches {
     return k;
   }
 
-  /** y = conv(x, w) (+ bias) by the implicit-GEMM kernel; x, w, y with any strides, y already allocated. */
-  igemm(g: ConvGeometry, dtype: ConvDType, x: Tensor, w: Tensor, bias: Tensor | null, y: Tensor): void {
-    const key = DT[dtype] * 4 + (g.transposed ? 2 : 0) + (bias ? 1 : 0);
-    const k = this.kernel(key, () => this.cache.kernel(`conv-igemm|${key}`, () => igemmSource({ dtype, transposed: g.transposed, bias: bias !== null }), 'conv-igemm-generated'));
+  /** y = act(conv(x, w) (+ bias)) by the implicit-GEMM kernel; x, w, y with any strides, y already allocated. */
+  igemm(g: ConvGeometry, dtype: ConvDType, x: Tensor, w: Tensor, bias: Tensor | null, y: Tensor, act: ConvEpilogueAct = 'none'): void {
+    const key = (DT[dtype] * 4 + (g.transposed ? 2 : 0) + (bias ? 1 : 0)) * CONV_ACTS.length + CONV_ACTS.indexOf(act);
+    const k = this.kernel(key, () => this.cache.kernel(`conv-igemm|${key}`, () => igemmSource({ dtype, transposed: g.transposed, bias: bias !== null, act }), 'conv-igemm-generated'));
     const s = this.s;
     strides5(s, 0, g.nd, g.batched, x.shape, x.strides);
     strides5(s, 5, g.nd, true, w.shape, w.strides);
@@ -74,15 +76,17 @@ export class ConvLaunches {
     k.launch(this.grid, IGEMM_TILE.threads, 0, a);
   }
 
-  /** y += bias[channel] in place; y contiguous in `format` (channels innermost for channels-last). */
-  biasAdd(g: ConvGeometry, dtype: ConvDType, format: ConvFormat, bias: Tensor, y: Tensor): void {
+  /** y = act(y + bias[channel]) in place (bias or act may be absent); y contiguous in `format` (channels innermost for channels-last). */
+  biasAdd(g: ConvGeometry, dtype: ConvDType, format: ConvFormat, bias: Tensor | null, y: Tensor, act: ConvEpilogueAct = 'none'): void {
     const n = y.numel;
     const full = dtype === 'f32' ? 4 : 8;
     const vec = n % full === 0 && addr(y) % 16 === 0 ? full : 1;
-    const k = this.kernel(16 + DT[dtype] * 2 + (vec > 1 ? 1 : 0), () => this.cache.kernel(`conv-bias|${dtype}|${vec}`, () => biasAddSource(dtype, vec), 'conv-bias-generated'));
+    const key = EPILOGUE_KEYS + ((DT[dtype] * 2 + (vec > 1 ? 1 : 0)) * CONV_ACTS.length + CONV_ACTS.indexOf(act)) * 2 + (bias ? 1 : 0);
+    const suffix = `${act === 'none' ? '' : `|${act}`}${bias ? '' : '|nobias'}`; // the conv ops' own names unchanged
+    const k = this.kernel(key, () => this.cache.kernel(`conv-bias|${dtype}|${vec}${suffix}`, () => biasAddSource(dtype, vec, act, bias !== null), 'conv-bias-generated'));
     const a = this.biasArgs;
     a[0] = addr(y);
-    a[1] = addr(bias);
+    a[1] = bias ? addr(bias) : 0;
     a[2] = n;
     a[3] = g.K;
     a[4] = format === 'channels_last' ? 1 : g.out[0]! * g.out[1]! * g.out[2]!;

@@ -10,13 +10,16 @@ import { CpuBackend } from '@fastkernels/backend-cpu';
 import { fake } from '../../../test/ops-fake.js';
 import { ConvKernels } from './conv-kernels.js';
 import type { CudnnState } from './cudnn-library.js';
-import { IGEMM_TILE } from './implicit-gemm-source.js';
+import { CONV_ACTS, IGEMM_TILE, type ConvEpilogueAct } from './implicit-gemm-source.js';
+
+/** fk_act of the epilogue (FK_ACT), as the kernel writes it. */
+const ACT_FNS: Readonly<Record<ConvEpilogueAct, (v: number) => number>> = { none: (v) => v, silu: (v) => v / (1 + Math.exp(-v)), relu: (v) => (v <= 0 ? 0 : v) };
 
 const { BM, BN, BK } = IGEMM_TILE;
 const div = (a: number, b: number) => Math.trunc(a / b);
 
 /** fk_conv_igemm on the host: x, w, bias, y are element arrays indexed from the packed offsets (all 0 here). */
-function emulate(args: number[], x: Float64Array, w: Float64Array, bias: Float64Array | null, y: Float64Array, transposed: boolean, grid: number[]): void {
+function emulate(args: number[], x: Float64Array, w: Float64Array, bias: Float64Array | null, y: Float64Array, transposed: boolean, grid: number[], act: (v: number) => number): void {
   const [N, C, D, H, W, K, OD, OH, OW, KD, KH, KW, G, sd, sh, sw, pd, ph, pw, dd, dh, dw] = args.slice(4, 26) as number[];
   const [xn, xc, xd, xh, xw, wo, wi, wd, wh, ww, yn, yc, yd, yh, yw] = args.slice(26) as number[];
   const Cg = div(C!, G!), Kg = div(K!, G!);
@@ -88,7 +91,7 @@ function emulate(args: number[], x: Float64Array, w: Float64Array, bias: Float64
               const kl = n0 + tx + 16 * j;
               if (kl >= Kg) continue;
               const k = g * Kg + kl;
-              y[n * yn! + od * yd! + oh * yh! + ow * yw! + k * yc!] = acc[t]![i * 4 + j]! + (bias ? bias[k]! : 0);
+              y[n * yn! + od * yd! + oh * yh! + ow * yw! + k * yc!] = act(acc[t]![i * 4 + j]! + (bias ? bias[k]! : 0));
             }
           }
         }
@@ -99,7 +102,7 @@ const cpu = new CpuBackend();
 const ABSENT: CudnnState = { ok: false, reason: 'absent' };
 
 /** Launch through ConvKernels on the fake device, emulate the recorded launch over CPU copies, compare with the CPU op. */
-function check(op: string, nd: 1 | 2 | 3, xShape: number[], wShape: number[], withBias: boolean, attrs: Record<string, unknown>, channelsLast = false): void {
+function check(op: string, nd: 1 | 2 | 3, xShape: number[], wShape: number[], withBias: boolean, attrs: Record<string, unknown>, channelsLast = false, act: ConvEpilogueAct = 'none'): void {
   const transposed = op.startsWith('conv_transpose');
   const rnd = (n: number, seed: number) => Float64Array.from({ length: n }, (_, i) => Math.sin(seed * 7.3 + i * 1.7) * 2);
   const numel = (s: number[]) => s.reduce((a, b) => a * b, 1);
@@ -113,17 +116,18 @@ function check(op: string, nd: 1 | 2 | 3, xShape: number[], wShape: number[], wi
   const groups = (attrs.groups as number | undefined) ?? 1;
   const outC = transposed ? wShape[1]! * groups : wShape[0]!;
   const bc = withBias ? Tensor.fromArray(cpu, rnd(outC, 3), [outC], 'f64') : null;
-  const want = callOp(op, [xc, wc, bc], attrs)[0]!;
+  const want = callOp(act === 'none' ? op : 'conv2d_act', [xc, wc, bc], act === 'none' ? attrs : { ...attrs, activation: act })[0]!;
   // the same call through ConvKernels on the fake device: f32 tensors laid out as the CPU ones (same strides, offset 0)
   const f = fake();
   const conv = new ConvKernels(f.runtime, f.cache, () => ABSENT);
   const r = xShape.length;
   const x = channelsLast ? f.t([xShape[0]!, ...xShape.slice(2), xShape[1]!], 'f32').permute([0, r - 1, ...Array.from({ length: r - 2 }, (_, i) => i + 1)]) : f.t(xShape, 'f32');
   expect(x.strides).toEqual(xc.strides);
-  const yt = conv.run(nd, transposed, x, f.t(wShape, 'f32'), withBias ? f.t([outC], 'f32') : null, want.shape, { stride: 1, padding: 0, dilation: 1, groups: 1, ...attrs } as never);
+  const yt = conv.run(nd, transposed, x, f.t(wShape, 'f32'), withBias ? f.t([outC], 'f32') : null, want.shape, { stride: 1, padding: 0, dilation: 1, groups: 1, ...attrs } as never, act);
   const l = f.cache.launches[0]!;
+  expect(l.source).toContain(`#define FK_ACT ${CONV_ACTS.indexOf(act)}`);
   const y = new Float64Array(yt.storage.byteLength / 4);
-  emulate(l.args as number[], hostData(xc), hostData(wc), bc ? hostData(bc) : null, y, transposed, l.grid as number[]);
+  emulate(l.args as number[], hostData(xc), hostData(wc), bc ? hostData(bc) : null, y, transposed, l.grid as number[], ACT_FNS[act]);
   const got = Tensor.fromArray(cpu, gather(y, yt.shape, yt.strides), [...yt.shape], 'f64');
   const a = got.toFloat64Array();
   const e = want.toFloat64Array();
@@ -165,6 +169,13 @@ describe('fk_conv_igemm emulated on the host vs the float64 CPU conv', () => {
     check('conv1d', 1, [2, 4, 20], [6, 2, 5], true, { stride: 2, padding: 2, dilation: 2, groups: 2 });
     check('conv3d', 3, [1, 2, 4, 5, 6], [3, 2, 2, 3, 3], true, { padding: 1 });
     check('conv2d', 2, [3, 6, 6], [2, 3, 3, 3], false, {});
+  });
+
+  it('conv2d_act: the activation in the epilogue (silu / relu; bias or none; depthwise stride 2 channels-last)', () => {
+    check('conv2d', 2, [2, 4, 9, 10], [6, 4, 3, 3], true, { stride: 2, padding: 1 }, false, 'silu');
+    check('conv2d', 2, [1, 5, 6, 7], [70, 5, 1, 1], false, {}, false, 'silu');
+    check('conv2d', 2, [2, 6, 7, 7], [6, 1, 3, 3], true, { stride: 2, padding: 1, groups: 6 }, true, 'silu');
+    check('conv2d', 2, [1, 4, 8, 8], [8, 2, 3, 3], true, { padding: 1, groups: 2 }, false, 'relu');
   });
 
   it('conv_transpose: stride, padding, output_padding, dilation, groups', () => {

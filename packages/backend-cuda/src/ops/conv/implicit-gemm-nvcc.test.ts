@@ -1,5 +1,6 @@
 /**
- * Every variant of the conv fallback (dtype x direction x bias), of the bias add and of the pooling kernel compiles with nvcc for sm_90a,
+ * Every variant of the conv fallback (dtype x direction x bias, and conv2d_act's activations), of the bias add / activation
+ * epilogue and of the pooling kernel compiles with nvcc for sm_90a,
  * device code only (-cubin, what NVRTC produces at run time), with no register spills. Skipped where nvcc is absent.
  */
 import { join } from 'node:path';
@@ -12,7 +13,11 @@ import { poolSource, type PoolKind } from './pool-source.js';
 const cases: [string, GeneratedKernel][] = [];
 for (const dtype of ['f32', 'f16', 'bf16'] as ConvDType[]) {
   for (const transposed of [false, true]) for (const bias of [false, true]) cases.push([`igemm ${dtype}${transposed ? ' transposed' : ''}${bias ? ' +bias' : ''}`, igemmSource({ dtype, transposed, bias })]);
-  for (const vec of dtype === 'f32' ? [1, 4] : [1, 8]) cases.push([`bias add ${dtype} x${vec}`, biasAddSource(dtype, vec)]);
+  for (const act of ['silu', 'relu'] as const) for (const bias of [false, true]) cases.push([`igemm ${dtype}${bias ? ' +bias' : ''} +${act}`, igemmSource({ dtype, transposed: false, bias, act })]);
+  for (const vec of dtype === 'f32' ? [1, 4] : [1, 8]) {
+    cases.push([`bias add ${dtype} x${vec}`, biasAddSource(dtype, vec)]);
+    for (const act of ['silu', 'relu'] as const) for (const bias of [false, true]) cases.push([`epilogue ${dtype} x${vec}${bias ? ' +bias' : ''} +${act}`, biasAddSource(dtype, vec, act, bias)]);
+  }
   for (const kind of ['max', 'avg', 'adaptive_avg', 'adaptive_max'] as PoolKind[]) {
     for (const channelsLast of [false, true]) {
       const indices = kind.endsWith('max');

@@ -9,18 +9,23 @@
  * operands staged 16 reduction steps at a time in shared memory and read from global memory through arbitrary element
  * strides (NCHW, channels-last, any view: nothing is copied first), zero padding by bounds checks. conv1d / conv2d run
  * as conv3d with unit leading dims. FK_TRANSPOSED gathers conv_transpose's input instead: output position o takes
- * input i where o + pad - k * dil = i * stride. Bias (in f32) and one rounding to the output dtype in the epilogue.
+ * input i where o + pad - k * dil = i * stride. Bias and the activation of conv2d_act (in f32) and one rounding to the
+ * output dtype in the epilogue.
  */
 import { GEN_CTYPE, loadFn, storeFn } from '../ctypes.js';
 import type { ArgType } from '../../args.js';
 import type { GeneratedKernel } from '../elementwise-source.js';
 
 export type ConvDType = 'f32' | 'f16' | 'bf16';
+/** The epilogue activation: 'none' for the conv ops, conv2d_act's 'silu' / 'relu' (core's ConvActivation). */
+export type ConvEpilogueAct = 'none' | 'silu' | 'relu';
+export const CONV_ACTS: readonly ConvEpilogueAct[] = ['none', 'silu', 'relu'];
 
 export interface IgemmSpec {
   readonly dtype: ConvDType;
   readonly transposed: boolean;
   readonly bias: boolean;
+  readonly act?: ConvEpilogueAct;
 }
 
 /** Block tile: pixels x channels x reduction steps, and threads (each computes TM x TN = 4 x 4 outputs). */
@@ -148,37 +153,54 @@ extern "C" __global__ void __launch_bounds__(256) fk_conv_igemm(
 #if FK_BIAS
       v += fk_ld(bias[k]);
 #endif
-      yp[(long long)k * yc] = fk_st(v);
+      yp[(long long)k * yc] = fk_st(fk_act(v));
     }
   }
 }
 `;
 
-function prelude(dtype: ConvDType): string {
+// the activation in f32 before the one rounding; the same expressions as the generated silu / relu ops (expr.ts)
+const ACT_FN = String.raw`
+__device__ __forceinline__ float fk_act(float v) {
+#if FK_ACT == 1
+  return v / (1.0f + expf(-v));
+#elif FK_ACT == 2
+  return v <= 0.0f ? 0.0f : v;
+#else
+  return v;
+#endif
+}
+`;
+
+function prelude(dtype: ConvDType, act: ConvEpilogueAct): string {
   return [
     '#include <cuda_fp16.h>',
     '#include <cuda_bf16.h>',
     `typedef ${GEN_CTYPE[dtype]} T;`,
     loadFn(dtype, 'float').replace(`fk_ld_${dtype}`, 'fk_ld'),
     storeFn(dtype, 'float').replace(`fk_st_${dtype}`, 'fk_st'),
+    `#define FK_ACT ${CONV_ACTS.indexOf(act)}`,
+    ACT_FN,
   ].join('\n');
 }
 
-/** The fallback conv kernel for one dtype / direction / bias. */
+/** The fallback conv kernel for one dtype / direction / bias / activation. */
 export function igemmSource(spec: IgemmSpec): GeneratedKernel {
-  const head = `// fk_conv_igemm ${spec.dtype}${spec.transposed ? ' transposed' : ''}${spec.bias ? ' +bias' : ''} (src/ops/conv/implicit-gemm-source.ts)\n`;
+  const act = spec.act ?? 'none';
+  const head = `// fk_conv_igemm ${spec.dtype}${spec.transposed ? ' transposed' : ''}${spec.bias ? ' +bias' : ''}${act === 'none' ? '' : ` +${act}`} (src/ops/conv/implicit-gemm-source.ts)\n`;
   const defs = `#define FK_TRANSPOSED ${spec.transposed ? 1 : 0}\n#define FK_BIAS ${spec.bias ? 1 : 0}\n`;
-  return { source: head + prelude(spec.dtype) + '\n' + defs + IGEMM_BODY, entry: 'fk_conv_igemm', signature: IGEMM_SIGNATURE };
+  return { source: head + prelude(spec.dtype, act) + '\n' + defs + IGEMM_BODY, entry: 'fk_conv_igemm', signature: IGEMM_SIGNATURE };
 }
 
-/** Arguments: y, bias, n (elements of y), C, inner (elements between channels: H x W for NCHW, 1 for channels-last). */
+/** Arguments: y, bias (0 without), n (elements of y), C, inner (elements between channels: H x W for NCHW, 1 for channels-last). */
 export const BIAS_SIGNATURE: readonly ArgType[] = ['ptr', 'ptr', 'i64', 'i32', 'i64'];
 
 /**
- * y[i] += bias[channel of i] in place over a contiguous (NCHW or channels-last) conv output, FK_VEC elements a thread
- * per step (16-byte accesses when the host found y aligned and its size a multiple), in f32 with one rounding.
+ * y[i] = act(y[i] + bias[channel of i]) in place over a contiguous (NCHW or channels-last) conv output (the bias and
+ * activation cuDNN's conv leaves to a second pass; either may be absent, not both), FK_VEC elements a thread per step
+ * (16-byte accesses when the host found y aligned and its size a multiple), in f32 with one rounding.
  */
-export function biasAddSource(dtype: ConvDType, vec: number): GeneratedKernel {
+export function biasAddSource(dtype: ConvDType, vec: number, act: ConvEpilogueAct = 'none', bias = true): GeneratedKernel {
   const body = String.raw`
 template <int N> struct alignas(sizeof(T) * N) Vec { T v[N]; };
 extern "C" __global__ void fk_conv_bias_add(T* __restrict__ y, const T* __restrict__ bias, long long n, int C, long long inner) {
@@ -188,15 +210,19 @@ extern "C" __global__ void fk_conv_bias_add(T* __restrict__ y, const T* __restri
     V a = reinterpret_cast<V*>(y)[j];
 #pragma unroll
     for (int e = 0; e < FK_VEC; ++e) {
+#if FK_BIAS
       const int c = (int)(((j * FK_VEC + e) / inner) % C);
-      a.v[e] = fk_st(fk_ld(a.v[e]) + fk_ld(bias[c]));
+      a.v[e] = fk_st(fk_act(fk_ld(a.v[e]) + fk_ld(bias[c])));
+#else
+      a.v[e] = fk_st(fk_act(fk_ld(a.v[e])));
+#endif
     }
     reinterpret_cast<V*>(y)[j] = a;
   }
 }
 `;
   return {
-    source: `// fk_conv_bias_add ${dtype} x${vec} (src/ops/conv/implicit-gemm-source.ts)\n${prelude(dtype)}\n#define FK_VEC ${vec}\n${body}`,
+    source: `// fk_conv_bias_add ${dtype} x${vec}${bias ? ' +bias' : ''}${act === 'none' ? '' : ` +${act}`} (src/ops/conv/implicit-gemm-source.ts)\n${prelude(dtype, act)}\n#define FK_VEC ${vec}\n#define FK_BIAS ${bias ? 1 : 0}\n${body}`,
     entry: 'fk_conv_bias_add',
     signature: BIAS_SIGNATURE,
   };

@@ -1,6 +1,6 @@
 /**
  * conv1d / conv2d / conv3d and conv_transpose1d / 2d / 3d as CUDA registry kernels (conv-kernels.ts: cuDNN, else the
- * implicit-GEMM fallback), and the pooling ops (pool.ts: generated, as PyTorch's own CUDA pooling). Registered only for
+ * implicit-GEMM fallback), conv2d_act the same with its activation in the bias pass after cuDNN (or the fallback's epilogue), and the pooling ops (pool.ts: generated, as PyTorch's own CUDA pooling). Registered only for
  * ops core declares; nothing touches CUDA before the first call.
  */
 import { hasOp, type OpCall, type OpKernelTable, type Tensor } from '@fastkernels/core';
@@ -9,9 +9,11 @@ import type { GenKernelCache } from '../gen-cache.js';
 import { ConvKernels } from './conv-kernels.js';
 import { ConvPools, type PoolAttrs } from './pool.js';
 import type { PoolKind } from './pool-source.js';
+import type { ConvEpilogueAct } from './implicit-gemm-source.js';
 import type { ConvAttrsIn, Nd } from './plan.js';
 
 type TransposeAttrs = ConvAttrsIn & { readonly output_padding: number | readonly number[] };
+type ConvActAttrs = ConvAttrsIn & { readonly activation: Exclude<ConvEpilogueAct, 'none'> };
 
 export function registerConvKernels(table: OpKernelTable, runtime: () => CudaRuntime, cache: GenKernelCache): ConvKernels {
   const conv = new ConvKernels(runtime, cache);
@@ -31,6 +33,20 @@ export function registerConvKernels(table: OpKernelTable, runtime: () => CudaRun
         },
       );
     }
+  }
+  if (hasOp('conv2d_act')) {
+    table.register(
+      'conv2d_act',
+      (call: OpCall<ConvActAttrs>) => {
+        const [x, w, b] = call.inputs as [Tensor, Tensor, Tensor | null];
+        const { activation, ...attrs } = call.attrs;
+        return conv.run(2, false, x, w, b ?? null, call.outputs[0]!.shape, attrs, activation);
+      },
+      (call: OpCall<ConvActAttrs>) => {
+        const [x, w] = call.inputs as [Tensor, Tensor];
+        return conv.supports(2, false, x, w, call.outputs[0]!.shape, call.attrs);
+      },
+    );
   }
   registerPools(table, new ConvPools(cache, runtime));
   return conv;
