@@ -114,11 +114,11 @@ add({ name: 'pad-reflect1-8x256x80x80-bf16', group: 'layout', op: 'pad', attrs: 
 // input is made at its stored NHWC shape and viewed as NCHW (permute), so its strides are channels-last; the weight
 // likewise. YOLO convs carry the bias of the folded BN (ultralytics fuse()); ResNet-50's convs have none (BN follows).
 const NHWC = { permute: [0, 3, 1, 2] };
-const convCase = (name, N, C, H, W, O, k, stride, pad, groups, bias) => {
+const convCase = (name, N, C, H, W, O, k, stride, pad, groups, bias, activation = null) => {
   const Ho = Math.floor((H + 2 * pad - k) / stride) + 1;
   const Wo = Math.floor((W + 2 * pad - k) / stride) + 1;
   add({
-    name, group: 'conv', op: 'conv2d', attrs: { stride, padding: pad, groups },
+    name, group: 'conv', op: activation ? 'conv2d_act' : 'conv2d', attrs: { stride, padding: pad, groups, ...(activation ? { activation } : {}) },
     inputs: [{ shape: [N, H, W, C], dtype: 'f16', view: NHWC }, { shape: [O, k, k, C / groups], dtype: 'f16', view: NHWC }, bias ? { shape: [O], dtype: 'f16' } : null],
     out: { shape: [N, Ho, Wo, O], dtype: 'f16' },
     flops: 2 * N * Ho * Wo * O * (C / groups) * k * k,
@@ -144,6 +144,14 @@ for (const N of quick ? [1] : [1, 32]) {
   convCase(`conv-y10n-scdown-dw3x3s2-${N}x128x80-f16cl`, N, 128, 80, 80, 128, 3, 2, 1, 128, true);
   convCase(`conv-y10n-head-3x3-${N}x64x80-64-f16cl`, N, 64, 80, 80, 64, 3, 1, 1, 1, true);
   convCase(`conv-y10n-cib-dw3x3-${N}x256x20-f16cl`, N, 256, 20, 20, 256, 3, 1, 1, 256, true);
+}
+// issue 34: YOLOv10's Conv block after fuse() is SiLU(conv + bias), conv2d_act: beside the conv2d rows above, the same
+// shapes with the SiLU (torch: F.silu(F.conv2d(...)), eager and compiled)
+for (const N of quick ? [1] : [1, 32]) {
+  convCase(`conv-silu-y10n-m1-3x3s2-${N}x16x320-32-f16cl`, N, 16, 320, 320, 32, 3, 2, 1, 1, true, 'silu');
+  convCase(`conv-silu-y10n-c2f-1x1-${N}x32x160-32-f16cl`, N, 32, 160, 160, 32, 1, 1, 0, 1, true, 'silu');
+  convCase(`conv-silu-y10n-scdown-dw3x3s2-${N}x128x80-f16cl`, N, 128, 80, 80, 128, 3, 2, 1, 128, true, 'silu');
+  convCase(`conv-silu-y10n-head-3x3-${N}x64x80-64-f16cl`, N, 64, 80, 80, 64, 3, 1, 1, 1, true, 'silu');
 }
 // ConvNeXt-V2-base (dims 128 / 256 / 512 / 1024) at 384^2, batch 32 (issue 34's shapes): the 4x4 s4 stem, each stage's
 // 7x7 depthwise conv and the 2x2 s2 downsampling convs between stages; every conv carries a bias

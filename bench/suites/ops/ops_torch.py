@@ -227,6 +227,9 @@ def build(c):
         return (lambda i, b1, b2: torch.baddbmm(i, b1, b2, beta=at.get("beta", 1), alpha=at.get("alpha", 1))), xs
     if op == "conv2d":
         return (lambda x, w, b: F.conv2d(x, w, b, stride=at.get("stride", 1), padding=at.get("padding", 0), dilation=at.get("dilation", 1), groups=at.get("groups", 1))), xs
+    if op == "conv2d_act":
+        act = {"silu": F.silu, "relu": F.relu}[at["activation"]]
+        return (lambda x, w, b: act(F.conv2d(x, w, b, stride=at.get("stride", 1), padding=at.get("padding", 0), dilation=at.get("dilation", 1), groups=at.get("groups", 1)))), xs
     if op == "fused_recurrent_gla":
         scale = at.get("scale") or xs[0].shape[-1] ** -0.5
         return (lambda q, k, v, g, pool, cu, idx: gla_recurrent(q, k, v, g, pool, idx, scale)), xs
