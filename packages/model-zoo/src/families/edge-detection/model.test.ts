@@ -19,6 +19,8 @@ import { SafetensorsFile, writeSafetensors } from '../../weights/safetensors.js'
 import { parseYOLOv10Config } from './config.js';
 import { yolov10Layers } from './graph.js';
 import type { YOLOv10ForObjectDetection } from './L4/yolov10.js';
+import { YOLOConv } from './L2/yolov10_conv.js';
+import { SiLU } from '../../layers/activation.js';
 import { refPostprocess, refYOLOv10 } from './reference.js';
 
 const FIXTURE = join(import.meta.dirname, '../../../fixtures/tiny-yolov10');
@@ -116,6 +118,20 @@ describe('YOLOv10 through the model registry', () => {
     expect(after.length).toBeLessThan(before);
     const fused = withContext(loaded.ctx, () => model.forward(images));
     expect(relErr(fused, ref)).toBeLessThan(1e-4);
+    // every Conv block with a SiLU now runs it as one conv2d_act, unless a candidate (or a capture) stands in its SiLU
+    const convBlocks = model.namedModules().map(([, m]) => m).filter((m): m is YOLOConv => m instanceof YOLOConv && m.act !== null);
+    expect(convBlocks.length).toBeGreaterThan(5);
+    expect(convBlocks.every((m) => m.fusesConvSilu())).toBe(true);
+    const block = convBlocks[0]!;
+    const own = block.act!;
+    const CandidateSiLU = class extends SiLU {
+      override forward(x: Tensor): Tensor {
+        return super.forward(x);
+      }
+    };
+    (block as unknown as { act: SiLU }).act = withContext(loaded.ctx, () => new CandidateSiLU());
+    expect(block.fusesConvSilu()).toBe(false);
+    (block as unknown as { act: SiLU }).act = own;
     withContext(loaded.ctx, () => model.fuse()); // idempotent
     for (const t of [images, preds, fused, det.boxes, det.scores, det.classes]) t.dispose();
     model.dispose();

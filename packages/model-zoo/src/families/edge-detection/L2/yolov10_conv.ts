@@ -1,7 +1,8 @@
 import { F, Module, defineTask, withContext, type Tensor } from '@fastkernels/core';
 import { randn } from '../../../common/inputs.js';
-import type { SiLU } from '../../../layers/activation.js';
-import type { Conv2d } from '../../../layers/conv.js';
+import { SiLU } from '../../../layers/activation.js';
+import { Conv2d } from '../../../layers/conv.js';
+import { runsOwnForward } from '../../../common/fusion.js';
 import type { BatchNorm2d } from '../../../layers/norm.js';
 import { createLayer } from '../../../layers/registry.js';
 import { convOut } from '../../../tasks/L1/conv/conv2d.js';
@@ -44,7 +45,7 @@ export class YOLOConv extends Module {
   }
 
   forward(x: Tensor): Tensor {
-    if (!this.bn && this.act) return this.convSilu(x);
+    if (this.fusesConvSilu()) return this.convSilu(x);
     let y = this.conv.forward(x);
     if (this.bn) {
       const z = this.bn.forward(y);
@@ -62,6 +63,14 @@ export class YOLOConv extends Module {
    * pass over the activation), whatever `act` says: RepVGGDW runs its fused act-less conv through it too. After fuse()
    * only (the BatchNorm sits between the conv and the SiLU before).
    */
+  /**
+   * Whether forward runs conv + SiLU as one conv2d_act: after fuse(), with SiLU, and only while the conv and the SiLU
+   * are our own layers (runsOwnForward) — a candidate for either, or a capture's wrapped module, runs as it is.
+   */
+  fusesConvSilu(): boolean {
+    return !this.bn && this.act !== null && runsOwnForward(this.conv, Conv2d) && runsOwnForward(this.act, SiLU);
+  }
+
   convSilu(x: Tensor): Tensor {
     if (this.bn) throw new Error('YOLOConv.convSilu: call fuse() first (the BatchNorm sits between the conv and the SiLU)');
     const c = this.conv;

@@ -1,12 +1,14 @@
 import { F, Module, defineTask, withContext, type Tensor } from '@fastkernels/core';
 import { randn } from '../../../common/inputs.js';
-import type { SiLU } from '../../../layers/activation.js';
+import { SiLU } from '../../../layers/activation.js';
+import { Conv2d } from '../../../layers/conv.js';
+import { runsOwnForward } from '../../../common/fusion.js';
 import { createLayer } from '../../../layers/registry.js';
 import { initYOLOParameters, itemsizeOf } from '../cases.js';
 import { FAMILY } from '../family.js';
 import { productionCases } from '../production.js';
 import { refRepVGGDW } from '../reference.js';
-import type { YOLOConv } from './yolov10_conv.js';
+import { YOLOConv } from './yolov10_conv.js';
 
 /**
  * ultralytics.nn.modules.block.RepVGGDW(ed): SiLU(dw 7x7 Conv(x) + dw 3x3 Conv(x)), both without activation. fuse()
@@ -25,8 +27,15 @@ export class YOLORepVGGDW extends Module {
   }
 
   forward(x: Tensor): Tensor {
-    // fused: one depthwise conv with the SiLU in the same op (conv2d_act)
-    if (!this.conv1) return this.conv.convSilu(x);
+    // fused: one depthwise conv with the SiLU in the same op (conv2d_act), while the conv block, its conv and the SiLU
+    // are our own modules (a candidate or a capture's wrapped module runs as it is)
+    if (!this.conv1) {
+      if (runsOwnForward(this.conv, YOLOConv) && runsOwnForward(this.conv.conv, Conv2d) && runsOwnForward(this.act, SiLU)) return this.conv.convSilu(x);
+      const y = this.conv.forward(x);
+      const a = this.act.forward(y);
+      y.dispose();
+      return a;
+    }
     const a = this.conv.forward(x);
     const b = this.conv1.forward(x);
     const s = F.add(a, b);
