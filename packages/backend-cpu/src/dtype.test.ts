@@ -1,5 +1,4 @@
-import { numberToBf16, roundToDType, type DType } from '@fastkernels/core';
-import { f64ToBf16Bits } from './codec.js';
+import { roundToDType, type DType } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { cpu, randn, Rng, tensor, values } from './test-helpers.js';
 
@@ -60,20 +59,5 @@ describe('output dtype rounding', () => {
     const y = ops.rmsNorm(tensor([1, 2], [1, 2], 'f32'), tensor([1, 1], [2], 'f32'), 0);
     expect(values(y).some(Number.isNaN)).toBe(false);
     expect(cpu.memoryStats().liveStorages).toBeGreaterThan(before);
-  });
-});
-
-describe('fast bf16 encoder', () => {
-  it('is bit-identical to core numberToBf16 on random, tie, subnormal and overflow values', () => {
-    const rng = new Rng(13);
-    const xs: number[] = [0, -0, 1, -1, NaN, Infinity, -Infinity, 3.3895313892515355e38, 3.4e38, 3.5e38, 1e-40, -1e-45, 1e-46, 5e-324, 2 ** -133, 2 ** -134];
-    for (let i = 0; i < 20000; i++) {
-      const m = rng.normal() * 2 ** rng.int(-140, 130);
-      xs.push(m, Math.fround(m));
-      // exact bf16 ties and values a hair either side of them
-      const tie = (1 + (2 * rng.int(0, 128) + 1) / 256) * 2 ** rng.int(-130, 127);
-      xs.push(tie, tie * (1 + 2 ** -40), tie * (1 - 2 ** -40), -tie);
-    }
-    for (const x of xs) if (f64ToBf16Bits(x) !== numberToBf16(x)) throw new Error(`bf16 mismatch at ${x}: ${f64ToBf16Bits(x)} vs ${numberToBf16(x)}`);
   });
 });

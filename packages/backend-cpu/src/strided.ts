@@ -3,7 +3,6 @@
  * Ops gather their (possibly non-contiguous, broadcast) inputs into row-major Float64Arrays,
  * compute in float64 and write a fresh contiguous output, rounding once with the dtype's codec.
  */
-import { f64ToBf16Bits } from './codec.js';
 import { DTYPE_INFO, Tensor, elementAccessor, forEachOffset, formatShape, numel, type Backend, type DType, type ElementAccessor, type Shape } from '@fastkernels/core';
 
 /** The host bytes of a tensor's storage, or a clear error (disposed, released, or not host memory). */
@@ -51,15 +50,6 @@ export function gatherBroadcast(t: Tensor, shape: Shape, what: string): Float64A
 
 /** Write row-major float64 values into every element of a (possibly strided) view. */
 export function scatter(dst: Tensor, values: Float64Array, what: string): void {
-  if (dst.dtype === 'bf16') {
-    // the common model dtype gets the fast exact encoder
-    const bytes = hostBytesOf(dst, what);
-    const u16 = new Uint16Array(bytes.buffer, bytes.byteOffset, bytes.byteLength >>> 1);
-    forEachOffset(dst.shape, dst.strides, dst.offset, (off, i) => {
-      u16[off] = f64ToBf16Bits(values[i]!);
-    });
-    return;
-  }
   const acc = accessorOf(dst, what);
   const enc = encoderFor(dst.dtype);
   forEachOffset(dst.shape, dst.strides, dst.offset, (off, i) => {

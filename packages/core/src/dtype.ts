@@ -163,20 +163,48 @@ const u32Scratch = new Uint32Array(f32Scratch.buffer);
 export function bf16ToNumber(bits: number): number {
   return (bf16Table ??= decodeTable(BF16))[bits & 0xffff]!;
 }
+/**
+ * float64 -> bf16 bits, one round-to-nearest-even. Fast path: round to float32 *to odd* (float32 keeps 16 more
+ * mantissa bits than bf16, so a sticky odd bit keeps the exact tie / above-tie information), then RNE on the float32
+ * bits; inf, NaN and float32 overflow take the exact general encoder.
+ */
 export function numberToBf16(x: number): number {
-  // Fast exact path: x is a float32 value, so RNE on its bits is a single rounding.
-  if (Math.fround(x) === x && Number.isFinite(x)) {
-    f32Scratch[0] = x;
-    const u = u32Scratch[0]!;
-    return ((u + 0x7fff + ((u >>> 16) & 1)) >>> 16) & 0xffff;
+  const u = float32BitsRoundedToOdd(x);
+  if (u < 0) return encodeSmallFloat(x, BF16, false);
+  return ((u + 0x7fff + ((u >>> 16) & 1)) >>> 16) & 0xffff;
+}
+
+/**
+ * float64 -> float16 bits, one round-to-nearest-even: the same round-to-odd step (float32 keeps 13 more mantissa bits),
+ * then RNE on the float32 bits for float16's normal range; zeros, subnormals, values near overflow, inf and NaN take
+ * the exact general encoder.
+ */
+export function numberToF16(x: number): number {
+  const u = float32BitsRoundedToOdd(x);
+  const a = u & 0x7fffffff;
+  // 0x38800000 = 2^-14 (float16's least normal); 0x47000000 = 2^15 (every larger value is near or past 65504)
+  if (u < 0 || a < 0x38800000 || a >= 0x47000000) return encodeSmallFloat(x, F16, false);
+  const rebiased = a - (112 << 23); // float32 exponent bias 127 -> float16's 15
+  return ((u >>> 16) & 0x8000) | ((rebiased + 0x0fff + ((rebiased >>> 13) & 1)) >>> 13);
+}
+
+/**
+ * The float32 bits of x rounded to odd (truncated toward zero, then the last bit set when inexact), or -1 where
+ * float32 cannot hold x (NaN, inf, overflow).
+ */
+function float32BitsRoundedToOdd(x: number): number {
+  const f = Math.fround(x);
+  if (f === Infinity || f === -Infinity || Number.isNaN(f)) return -1;
+  f32Scratch[0] = f;
+  let u = u32Scratch[0]!;
+  if (f !== x) {
+    if (Math.abs(f) > Math.abs(x)) u -= 1; // fround rounded away from zero: step back to the truncation
+    u = (u | 1) >>> 0; // unsigned: the sign bit stays a bit, not a negative number
   }
-  return encodeSmallFloat(x, BF16, false);
+  return u;
 }
 export function f16ToNumber(bits: number): number {
   return (f16Table ??= decodeTable(F16))[bits & 0xffff]!;
-}
-export function numberToF16(x: number): number {
-  return encodeSmallFloat(x, F16, false);
 }
 export function fp8e4m3ToNumber(bits: number): number {
   return (e4m3Table ??= decodeTable(E4M3))[bits & 0xff]!;
