@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pythonCandidates } from '@fastkernels/backend-triton';
 import { BenchReportSchema, type BenchReport } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { ROOT, gpuHostBundle, startCli } from './helpers.js';
@@ -21,7 +22,9 @@ const SIDE_STREAM = from('exploits/py-side-stream', 'test/exploits/py-side-strea
 /**
  * PyTorch timing one module's forward by itself, as the harness's protocol does: 4 rotating bf16 input sets, the L2
  * flushed (2x its size written) before each call, CUDA events around the call, 10 warm-ups, the median of 200 calls.
- * argv: the .py, T, H, residual (0/1). Prints the median in ms.
+ * Between calls this process never sleeps (synchronize spins); the worker polls its request channel while the harness
+ * times, for the same reason: a launch-bound case's event time is the launching CPU's pace. argv: the .py, T, H,
+ * residual (0/1). Prints the median in ms.
  */
 const TIMING = `
 import importlib.util, statistics, sys, torch
@@ -79,15 +82,23 @@ describe('PyTorch candidates (GPU)', () => {
     const s = await startCli(['stubs', '--lang', 'torch', '--out', out, '--task', 'L1/rms_norm']).result;
     expect(s.code, s.stderr).toBe(0);
     const report = await bench(['--candidates', out, '--shapes', 'production', '--iters', '200']);
-    const python = [process.env.FASTKERNELS_PYTHON, 'python3', '/opt/torch/.venv/bin/python3'].find((p) => p && spawnSync(p, ['-c', 'import torch'], { timeout: 60_000 }).status === 0)!;
+    // the interpreter (so the torch) the worker runs: the first of its list that imports torch
+    const python = pythonCandidates(process.env).find((p) => spawnSync(p, ['-c', 'import torch'], { timeout: 60_000 }).status === 0)!;
+    const rows: string[] = [];
+    const off: string[] = [];
     for (const x of report.results) {
       expect(x.status, `${x.case}: ${x.detail}`).toBe('PASSED');
       const [T, H] = [x.case.includes('decode') ? 32 : x.case.includes('first-layer') ? 1024 : 4096, 4096];
       const r = spawnSync(python, ['-c', TIMING, join(out, 'L1', 'rms_norm.py'), String(T), String(H), x.case.includes('first-layer') ? '0' : '1'], { encoding: 'utf8', timeout: 300_000 });
       expect(r.status, r.stderr).toBe(0);
       const own = Number(r.stdout.trim());
-      expect(Math.abs(x.candidateMs! / own - 1), `${x.case}: the bench says ${x.candidateMs} ms, PyTorch's own events ${own} ms`).toBeLessThan(0.05);
+      const row = `${x.case}: the bench says ${x.candidateMs} ms (host ${x.hostMs} ms), PyTorch's own events ${own} ms (${((x.candidateMs! / own - 1) * 100).toFixed(1)}%)`;
+      rows.push(row);
+      if (!(Math.abs(x.candidateMs! / own - 1) < 0.05)) off.push(row);
     }
+    // every case measured before judging, so one run shows whether only the launch-bound (decode) case is off
+    console.log(`worker vs PyTorch's own CUDA events (${python}):\n  ${rows.join('\n  ')}`);
+    expect(off, rows.join('\n')).toEqual([]);
   });
 
   it('py-side-stream: work left on a side stream is caught by the escape check', G, async () => {
