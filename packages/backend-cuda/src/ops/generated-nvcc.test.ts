@@ -56,6 +56,12 @@ cases.push(['column sum f64 partials -> i64 (stage 2)', () => columnReduceSource
 cases.push(['column sum u8 -> i64 vec 8', () => columnReduceSource({ op: 'sum', inDType: 'u8', outDType: 'i64', vec: 8, tx: 32, ty: 8 })]);
 cases.push(['column amin i16 vec 8, 8 x 32', () => columnReduceSource({ op: 'amin', inDType: 'i16', outDType: 'i16', vec: 8, tx: 8, ty: 32 })]);
 cases.push(['column mean f64 scalar, 1 x 256', () => columnReduceSource({ op: 'mean', inDType: 'f64', outDType: 'f64', vec: 1, tx: 1, ty: 256 })]);
+// planColumns' narrow tiles (one pass over outer x inner): a mean over tokens and a channels-last pool at 8 x 32, f32
+// tokens at 16 x 16, a split's second stage at 8 x 32
+cases.push(['column mean bf16 vec 8, 8 x 32 (narrow tiles)', () => columnReduceSource({ op: 'mean', inDType: 'bf16', outDType: 'bf16', vec: 8, tx: 8, ty: 32 })]);
+cases.push(['column mean f16 vec 8, 8 x 32 (narrow tiles)', () => columnReduceSource({ op: 'mean', inDType: 'f16', outDType: 'f16', vec: 8, tx: 8, ty: 32 })]);
+cases.push(['column mean f32 vec 4, 16 x 16 (narrow tiles)', () => columnReduceSource({ op: 'mean', inDType: 'f32', outDType: 'f32', vec: 4, tx: 16, ty: 16 })]);
+cases.push(['column mean f32 partials -> bf16 (stage 2), 8 x 32', () => columnReduceSource({ op: 'mean', inDType: 'f32', outDType: 'bf16', vec: 4, tx: 8, ty: 32 })]);
 // rowLaunch picks up to 1024 threads a row (64 registers a thread)
 for (const d of ['bf16', 'f32'] as GenDType[]) {
   const v = d === 'f32' ? 4 : 8;

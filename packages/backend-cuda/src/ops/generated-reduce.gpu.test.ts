@@ -1,8 +1,9 @@
 /**
  * Generated reductions and softmaxes on CUDA vs the float64 CPU backend through the op registry: every layout class
  * (rows in place, columns in place, copied), a warp a row and a block a row, keepdim, all dims, empty inputs, integer
- * sums, column reductions split along R (odd inner, strided outer, misaligned, NaN, bit-identical reruns), softmax /
- * log_softmax along the last and another dim with an output dtype.
+ * sums, column reductions split along R (odd inner, strided outer, misaligned, NaN, bit-identical reruns) and in one pass
+ * on narrow tiles over outer x inner (a mean over tokens, channels-last pools), softmax / log_softmax along the last and
+ * another dim with an output dtype.
  */
 import { Tensor, callOp1, type DType } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
@@ -60,6 +61,17 @@ describe('sum / mean / amax / amin vs the float64 CPU backend', () => {
     checkOp('mean dim 0 of [4096, 1024] f32 (vec 4, split)', { op: 'mean', inputs: [rand([4096, 1024], 'f32', 30)], attrs: { dim: 0 } });
   });
 
+  it('outer x inner columns in one pass on narrow tiles (planColumns): a mean over tokens, channels-last global pools', GT, () => {
+    // the ops bench rows: 1024 and 512 CTAs of 8 x 32 threads (before: 32 x 8 tiles split along R, two launches)
+    checkOp('mean dim 1 of [64, 512, 1024] bf16 (mean-tokens)', { op: 'mean', inputs: [rand([64, 512, 1024], 'bf16', 51)], attrs: { dim: 1 } });
+    checkOp('mean over H, W of NHWC [32, 12, 12, 1024] f16 (mean-pool)', { op: 'mean', inputs: [rand([32, 12, 12, 1024], 'f16', 52)], attrs: { dim: [1, 2] } });
+    checkOp('mean dim 1 of [32, 144, 1024] bf16, keepdim', { op: 'mean', inputs: [rand([32, 144, 1024], 'bf16', 53)], attrs: { dim: 1, keepdim: true } });
+    checkOp('mean dim 1 of [64, 512, 1024] f32 (16 x 16 tiles)', { op: 'mean', inputs: [rand([64, 512, 1024], 'f32', 54)], attrs: { dim: 1 } });
+    checkOp('sum dim 1 of [8, 196, 2048] bf16 -> f32 (was split)', { op: 'sum', inputs: [rand([8, 196, 2048], 'bf16', 55)], attrs: { dim: 1, dtype: 'f32' } });
+    checkOp('odd: amax dim 1 of [3, 50, 72] f32, the last narrow tile part-full', { op: 'amax', inputs: [rand([3, 50, 72], 'f32', 56)], attrs: { dim: 1 } });
+    checkOp('odd: mean dim 1 of [40, 100, 1000] bf16 (125 vectors a row in 16 tiles of 8)', { op: 'mean', inputs: [rand([40, 100, 1000], 'bf16', 57)], attrs: { dim: 1 } });
+  });
+
   it('column amax / amin keep NaN through both stages', GT, () => {
     const d = rand([6000, 64], 'f32', 31).toFloat64Array();
     for (const i of [5 * 64 + 3, 4321 * 64 + 3, 5999 * 64 + 40, 100 * 64 + 63]) d[i] = NaN;
@@ -71,7 +83,7 @@ describe('sum / mean / amax / amin vs the float64 CPU backend', () => {
   });
 
   it('column reductions are deterministic: two runs give the same bits (split and unsplit; f32 out, no rounding hides a change)', GT, () => {
-    for (const [shape, dims, dtype] of [[[8192, 8192], [0], 'bf16'], [[4, 4096, 1024], [1], 'f32'], [[8, 7, 7, 2048], [1, 2], 'bf16']] as const) {
+    for (const [shape, dims, dtype] of [[[8192, 8192], [0], 'bf16'], [[4, 4096, 1024], [1], 'f32'], [[8, 7, 7, 2048], [1, 2], 'bf16'], [[32, 12, 12, 1024], [1, 2], 'f16']] as const) {
       const c = rand(shape, dtype, 41);
       const g = c.to(gpu());
       const a = callOp1('sum', [g], { dim: [...dims], dtype: 'f32' });

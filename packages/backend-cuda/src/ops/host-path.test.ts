@@ -75,7 +75,9 @@ describe('reduction and norm launches', () => {
     expect(f.cache.launches[0]).toMatchObject({ entry: 'fk_row_reduce', args: [expect.any(Number), ptrOf(x), 37, 1000, 1000, 1] });
     const y = f.t([4, 37, 64], 'f32');
     red.reduce('mean', y, [1], f.t([4, 64], 'f32'));
-    expect(f.cache.launches[1]).toMatchObject({ entry: 'fk_col_reduce', args: [expect.any(Number), ptrOf(y), 4, 37, 64, 37 * 64, 64, 37, 37], grid: 4, block: 16 * 16 });
+    // 4 x 16 vectors: narrow tiles of 8 x 32 threads (planColumns), one pass
+    expect(f.cache.launches[1]).toMatchObject({ entry: 'fk_col_reduce', args: [expect.any(Number), ptrOf(y), 4, 37, 64, 37 * 64, 64, 37, 37], grid: 8, block: 8 * 32 });
+    expect(f.cache.launches[1]!.source).toContain('threadIdx.x % 8,');
     red.reduce('amax', f.t([6, 7, 8]), [0, 2], f.t([7]));
     expect(f.copies).toHaveLength(1);
     expect(f.cache.launches[2]).toMatchObject({ entry: 'fk_row_reduce', args: [expect.any(Number), ptrOf(f.copies[0]![0]), 7, 48, 48, 1] });
@@ -104,7 +106,9 @@ describe('reduction and norm launches', () => {
     expect(a).toMatchObject({ entry: 'fk_col_reduce', grid: [32, 64], block: 256, args: [expect.any(Number), ptrOf(x), 1, 8192, 8192, 0, 8192, 128, 8192] });
     expect(a!.source).toContain('float fk_st_f32');
     expect(a!.source).toContain('sum over the middle dim');
-    expect(b).toMatchObject({ entry: 'fk_col_reduce', grid: 64, block: 256, args: [ptrOf(out), a!.args[0], 1, 64, 8192, 0, 8192, 64, 8192] });
+    // stage 2 never cut: [64, 8192] f32 partials in one pass of 256 CTAs of 8 x 32
+    expect(b).toMatchObject({ entry: 'fk_col_reduce', grid: 256, block: 256, args: [ptrOf(out), a!.args[0], 1, 64, 8192, 0, 8192, 64, 8192] });
+    expect(b!.source).toContain('threadIdx.x % 8,');
     expect(b!.source).toContain('v / fk_acc(div)');
     // an i32 sum: f64 partials, i64 out; a misaligned view reads scalars
     const xi = f.t([4, 4096, 1024], 'i32');
@@ -114,6 +118,22 @@ describe('reduction and norm launches', () => {
     const v = f.t([4096, 1025]).narrow(1, 1, 1024);
     red.reduce('sum', v, [0], f.t([1024]));
     expect(f.cache.launches[4]!.source).toContain('vec 1,');
+  });
+
+  it('a mean over tokens and a channels-last global pool: one launch over outer x inner on narrow tiles, no partials', () => {
+    const f = fake();
+    const red = new GeneratedReductions(f.cache, f.runtime);
+    const tokens = f.t([64, 512, 1024]);
+    const pooled = f.t([64, 1024]);
+    red.reduce('mean', tokens, [1], pooled);
+    expect(f.cache.launches).toHaveLength(1);
+    expect(f.cache.launches[0]).toMatchObject({ entry: 'fk_col_reduce', grid: 1024, block: 256, args: [ptrOf(pooled), ptrOf(tokens), 64, 512, 1024, 512 * 1024, 1024, 512, 512] });
+    const map = f.t([32, 12, 12, 1024], 'f16');
+    const pool = f.t([32, 1024], 'f16');
+    red.reduce('mean', map, [1, 2], pool);
+    expect(f.cache.launches).toHaveLength(2);
+    expect(f.cache.launches[1]).toMatchObject({ entry: 'fk_col_reduce', grid: 512, block: 256, args: [ptrOf(pool), ptrOf(map), 32, 144, 1024, 144 * 1024, 1024, 144, 144] });
+    for (const l of f.cache.launches) expect(l.source).toContain('threadIdx.x % 8,');
   });
 
   it('log_softmax over the last dim: out, x, rows, D, row stride; a block a row for vocab rows', () => {

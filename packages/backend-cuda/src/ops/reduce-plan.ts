@@ -6,8 +6,8 @@
  *   the column kernel, in place (a mean over a middle dim reads coalesced across inner);
  * - copy: anything else is copied contiguous (kept dims first) and reduced as rows.
  * Also the launch shapes: a row kernel's (a warp a row for short rows, a block a row of about 4 vectors a thread for
- * long), and a column kernel's (a tile of TX vectors along inner x TY rows along R a CTA, R cut across CTAs when the
- * tiles alone cannot fill the device).
+ * long), and a column kernel's (planColumns: a tile of TX vectors along inner x TY rows along R a CTA, over outer x
+ * inner; narrower tiles before R is cut across CTAs, so a mean over tokens or a global pool runs in one pass).
  */
 import { coalesce } from '../strided.js';
 
@@ -104,18 +104,29 @@ export interface ColumnLaunch {
   readonly grid: number;
 }
 
-/** Threads a column kernel's CTA is, and their tiles, for [outer, R, inner] with inner a multiple of vec. */
-export function columnLaunch(outer: number, R: number, inner: number, vec: number, sms: number, threads = 256): ColumnLaunch {
+/**
+ * Threads a column kernel's CTA is, and their tiles, for [outer, R, inner] with inner a multiple of vec: at most `widest`
+ * threads along inner (a power of two; 32: a warp's 512-byte row segment), the rest of the CTA along R, but no more
+ * rows than R has (a short R gives the threads back to inner). The tiles are outer x colTiles: every row of outer is
+ * its own tiles, so the outer dim adds CTAs as inner does.
+ */
+export function columnLaunch(outer: number, R: number, inner: number, vec: number, sms: number, threads = 256, widest = 32): ColumnLaunch {
   const pow2 = (n: number) => 2 ** Math.ceil(Math.log2(Math.max(1, n)));
   const nv = inner / vec;
-  // a warp's worth along inner first (a full 512-byte row segment), the rest of the CTA along R, but no more rows
-  // than R has: a short R gives the threads back to inner
-  const ty = Math.min(threads / Math.min(32, pow2(nv)), pow2(R));
+  const ty = Math.min(threads / Math.min(widest, pow2(nv)), pow2(R));
   const tx = Math.min(threads / ty, pow2(nv));
   const colTiles = Math.ceil(nv / tx);
   const tiles = outer * colTiles;
   return { vec, tx, ty, block: tx * ty, colTiles, tiles, grid: Math.max(1, Math.min(tiles, sms * 64)) };
 }
+
+/**
+ * CTAs an SM the tiles must make for a pass that is not cut along R: 4 (256 threads each, 4 loads of up to 16 bytes in
+ * flight a thread: 64 KB an SM).
+ */
+const FILL_PER_SM = 4;
+/** Bytes a row segment of a tile keeps at least when tiles narrow: a whole 128-byte line, every sector of it used. */
+const MIN_SEGMENT_BYTES = 128;
 
 export interface ColumnSplit {
   /** Slices R is cut into (CTAs along y); 1: no split. */
@@ -133,7 +144,7 @@ export interface ColumnSplit {
  * thread walks as many rows.
  */
 export function splitColumns(tiles: number, R: number, ty: number, sms: number): ColumnSplit {
-  if (tiles >= 4 * sms) return { S: 1, rChunk: R };
+  if (tiles >= FILL_PER_SM * sms) return { S: 1, rChunk: R };
   const want = Math.ceil((16 * sms) / tiles);
   const most = Math.floor(R / Math.max(32, 4 * ty));
   const S = Math.min(want, most, 65535);
@@ -141,4 +152,38 @@ export function splitColumns(tiles: number, R: number, ty: number, sms: number):
   let rChunk = Math.ceil(R / S);
   if (rChunk > 4 * ty) rChunk = Math.ceil(rChunk / ty) * ty;
   return { S: Math.ceil(R / rChunk), rChunk };
+}
+
+export interface ColumnPlan {
+  readonly launch: ColumnLaunch;
+  /** S = 1: one pass, no partials. */
+  readonly split: ColumnSplit;
+}
+
+/**
+ * The column kernel's launch for [outer, R, inner] (inner a multiple of vec, `itemsize`-byte elements) on `sms` SMs:
+ * - wide tiles (32 vectors along inner) when they make >= 4 CTAs an SM;
+ * - else tiles narrowed (16, then 8 threads along inner, TY growing to 16, 32; rows no shorter than 128 bytes) until
+ *   they do: a mean over the tokens of [64, 512, 1024] bf16 is 1024 CTAs of 8 x 32 threads, one pass;
+ * - still short, R is cut across CTAs (splitColumns, partials folded in order by a second pass) only when R is long
+ *   enough to cut even under the narrowest tiles' TY (>= 2 slices of max(32, 4 TY) rows); the cut then takes the wide
+ *   tiles, as measured on the H100 (mean over dim 0 of 8192 x 8192: 32 x 64 CTAs). A short R stays one pass on the
+ *   narrow tiles: the channels-last pool [32, 144, 1024] f16 is 512 CTAs of 8 x 32 threads, 4 or 5 rows a thread,
+ *   where a cut would add a launch and a partial round trip and shorten nothing.
+ * `split: false` (the second stage of a split) never cuts.
+ */
+export function planColumns(outer: number, R: number, inner: number, vec: number, itemsize: number, sms: number, opts: { split?: boolean } = {}): ColumnPlan {
+  const fill = FILL_PER_SM * sms;
+  const whole = { S: 1, rChunk: R };
+  const wide = columnLaunch(outer, R, inner, vec, sms);
+  if (wide.tiles >= fill) return { launch: wide, split: whole };
+  const narrowest = Math.max(1, MIN_SEGMENT_BYTES / (vec * itemsize));
+  let narrow = wide;
+  for (let widest = wide.tx / 2; widest >= narrowest && narrow.tiles < fill; widest /= 2) {
+    const l = columnLaunch(outer, R, inner, vec, sms, 256, widest);
+    if (l.tiles <= narrow.tiles) break; // R too short to take the threads off inner
+    narrow = l;
+  }
+  if (narrow.tiles >= fill || opts.split === false || splitColumns(narrow.tiles, R, narrow.ty, sms).S === 1) return { launch: narrow, split: whole };
+  return { launch: wide, split: splitColumns(wide.tiles, R, wide.ty, sms) };
 }

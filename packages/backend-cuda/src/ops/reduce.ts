@@ -1,8 +1,8 @@
 /**
  * Running the generated reductions: sum / mean / amax / amin over any dims (with an optional elementwise prologue; rows,
- * or columns of [outer, R, inner] in place, R split across CTAs in two launches when the tiles cannot fill the device)
- * and softmax / log_softmax along one dim. Kernels are cached per (op, prologue, dtypes, layout, launch shape) in the
- * GenKernelCache; the per-call work is the layout plan (reduce-plan.ts) and the launch.
+ * or columns of [outer, R, inner] in place, R split across CTAs in two launches only when even narrowed tiles cannot
+ * fill the device and R is long) and softmax / log_softmax along one dim. Kernels are cached per (op, prologue, dtypes,
+ * layout, launch shape) in the GenKernelCache; the per-call work is the layout plan (reduce-plan.ts) and the launch.
  */
 import { Tensor, type DType } from '@fastkernels/core';
 import type { CudaKernel } from '../kernel.js';
@@ -11,7 +11,7 @@ import { DCODE, GEN_ITEMSIZE, computeType, genDType, type GenDType } from './cty
 import { addr } from './elementwise.js';
 import { exprKey, type Expr } from './expr.js';
 import type { GenKernelCache } from './gen-cache.js';
-import { columnLaunch, columnVec, planReduce, rowLaunch, rowVec, splitColumns, splitRows, type ColumnLaunch, type ReducePlan } from './reduce-plan.js';
+import { columnVec, planColumns, planReduce, rowLaunch, rowVec, splitRows, type ColumnLaunch, type ReducePlan } from './reduce-plan.js';
 import { columnReduceSource, rowReduceSource, rowSoftmaxSource, type ReduceOp } from './reduce-source.js';
 
 const OP_CODE: Readonly<Record<ReduceOp, number>> = { sum: 0, mean: 1, amax: 2, amin: 3 };
@@ -80,16 +80,15 @@ export class GeneratedReductions {
   }
 
   /**
-   * A reduction over the middle dim of [outer, R, inner] (inner contiguous), in place. Too few tiles to fill the device:
-   * R is cut into S slices whose partials ([S, outer * inner], the accumulation type) a second launch folds in order,
-   * mean dividing by the true R there.
+   * A reduction over the middle dim of [outer, R, inner] (inner contiguous), in place, in one pass where the tiles over
+   * outer x inner (narrowed if need be) fill the device. Else R is cut into S slices whose partials ([S, outer * inner],
+   * the accumulation type) a second launch folds in order, mean dividing by the true R there.
    */
   private columns(op: ReduceOp, prologue: Expr | undefined, proKey: string, x: Tensor, out: Tensor, p: Extract<ReducePlan, { kind: 'columns' }>, sms: number): void {
     const inD = x.dtype as GenDType;
     const outD = out.dtype as GenDType;
     const vec = columnVec(GEN_ITEMSIZE[inD], p.inner, p.sOuter, p.sR, [addr(x)]);
-    const l = columnLaunch(p.outer, p.R, p.inner, vec, sms);
-    const split = splitColumns(l.tiles, p.R, l.ty, sms);
+    const { launch: l, split } = planColumns(p.outer, p.R, p.inner, vec, GEN_ITEMSIZE[inD], sms);
     if (split.S === 1) {
       this.columnPass(op, prologue, proKey, x, out, l, 1, [p.outer, p.R, p.inner, p.sOuter, p.sR, p.R, p.R]);
       return;
@@ -99,7 +98,7 @@ export class GeneratedReductions {
     const part = Tensor.empty(x.backend, [split.S * n], acc, { device: x.device });
     try {
       this.columnPass(op === 'mean' ? 'sum' : op, prologue, proKey, x, part, l, split.S, [p.outer, p.R, p.inner, p.sOuter, p.sR, split.rChunk, p.R]);
-      const l2 = columnLaunch(1, split.S, n, columnVec(GEN_ITEMSIZE[acc], n, 0, n, [addr(part)]), sms);
+      const l2 = planColumns(1, split.S, n, columnVec(GEN_ITEMSIZE[acc], n, 0, n, [addr(part)]), GEN_ITEMSIZE[acc], sms, { split: false }).launch;
       this.columnPass(op, undefined, '', part, out, l2, 1, [1, split.S, n, 0, n, split.S, p.R]);
     } finally {
       part.dispose();
