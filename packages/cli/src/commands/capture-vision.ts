@@ -5,29 +5,26 @@
  */
 import type { Backend, DType, ModuleRegistry } from '@fastkernels/core';
 import { captureVision } from '@fastkernels/model-zoo';
-import { intFlag } from '../flags.js';
+import type { Argv } from 'yargs';
 import type { Io } from '../io.js';
+import { printCaptureSummary, type CaptureCommonArgs } from './capture-common.js';
+import { seedFlag } from './e2e-common.js';
 import { batchSizesFlag } from './e2e-vision.js';
 
-export interface VisionCaptureArgs {
-  model: string;
-  out: string;
+export interface VisionCaptureArgs extends CaptureCommonArgs {
   batchSizes?: string;
-  seed?: number;
-  json?: boolean;
+}
+
+/** The vision folders' capture flag with its help (one batch at each size; e2e times batches of each: e2e-vision.ts). */
+export function visionCaptureFlags<T>(y: Argv<T>) {
+  return y.option('batch-sizes', { type: 'string', describe: 'vision folders (YOLOv10, ConvNeXt-V2): one batch of seeded noise images (--seed) at each size, comma-separated [default: 1,32]' });
 }
 
 export function runVisionCapture(argv: VisionCaptureArgs, io: Io, backend: Backend, baseline: ModuleRegistry, dtype?: DType): void {
   const batchSizes = batchSizesFlag(argv.batchSizes);
-  const seed = intFlag('seed', argv.seed ?? 0, 0, Number.MAX_SAFE_INTEGER);
-  const t0 = performance.now();
+  const seed = seedFlag(argv.seed);
+  const startedAt = performance.now();
   const r = captureVision({ baseline, dir: argv.model, backend, batchSizes, seed, outDir: argv.out, model: argv.model, ...(dtype ? { dtype } : {}) });
-  const tasks = Object.entries(r.index.tasks);
-  if (argv.json) {
-    io.out(JSON.stringify({ index: r.path, model: argv.model, workload: r.index.workload, tasks: Object.fromEntries(tasks.map(([k, t]) => [k, { init: t.init.length, shapes: t.forward.length, calls: t.forward.reduce((a, f) => a + f.count, 0) }])) }, null, 2) + '\n');
-    return;
-  }
-  io.out(`captured ${r.images} image${r.images === 1 ? '' : 's'} at ${r.imageSize}x${r.imageSize} (batch sizes ${batchSizes.join(', ')}) in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${tasks.length} tasks\n`);
-  for (const [id, t] of tasks) io.out(`  ${id.padEnd(30)} ${String(t.init.length).padStart(3)} init  ${String(t.forward.length).padStart(5)} shapes  ${String(t.forward.reduce((a, f) => a + f.count, 0)).padStart(7)} calls\n`);
-  io.out(`wrote ${r.path}\n`);
+  const what = `${r.images} image${r.images === 1 ? '' : 's'} at ${r.imageSize}x${r.imageSize} (batch sizes ${batchSizes.join(', ')})`;
+  printCaptureSummary(io, argv, r, { model: argv.model, workload: r.index.workload, what, startedAt });
 }

@@ -4,21 +4,19 @@
  * --seed + 1, ...: per-step latents and the images' PSNR against the baseline's, images/s and per-step latency with
  * intervals. Prints a summary; --out / --json write the result (PSNR null where the images are equal).
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
-import { UserError, setCaptureBlocker, type Backend, type DType, type ModuleRegistry } from '@fastkernels/core';
-import { pipelineE2e, type CandidateOverride, type Estimate } from '@fastkernels/model-zoo';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { UserError, setCaptureBlocker } from '@fastkernels/core';
+import { pipelineE2e, type ImageRequest } from '@fastkernels/model-zoo';
+import type { Argv } from 'yargs';
 import { intFlag } from '../flags.js';
 import type { Io } from '../io.js';
+import {
+  candidateNames, candidateRegistry, emitRecord, formatEstimate as fmt, recordHead, seedFlag, singleFolder, timingCounts, type E2eCommonArgs, type E2eSides,
+} from './e2e-common.js';
 
-export interface PipelineE2eArgs {
-  model: string | string[];
-  selfTest?: boolean;
-  graphs: boolean;
-  warmups: number;
-  repeats: number;
-  out?: string;
-  json?: boolean;
+/** The options of a pipeline folder's requests, in e2e and capture alike (--seed is a common flag). */
+export interface PipelineRequestArgs {
   prompt?: string[];
   size?: number;
   steps?: number;
@@ -26,21 +24,41 @@ export interface PipelineE2eArgs {
   maxSequenceLength?: number;
 }
 
-const fmt = (e: Estimate, digits = 2) => `${e.mean.toFixed(digits)} [${e.ci95[0].toFixed(digits)}, ${e.ci95[1].toFixed(digits)}]`;
+export interface PipelineE2eArgs extends E2eCommonArgs, PipelineRequestArgs {
+  graphs: boolean;
+}
 
-export function runPipelineE2e(argv: PipelineE2eArgs, io: Io, on: { readonly backend: Backend; readonly baseline: ModuleRegistry; readonly set: readonly CandidateOverride[]; readonly dtype?: DType }): void {
-  const models = Array.isArray(argv.model) ? argv.model : [argv.model];
-  if (models.length !== 1) throw new UserError('e2e takes one pipeline folder at a time', { field: '--model' });
-  const dir = models[0]!;
-  const prompts = argv.prompt?.length ? argv.prompt.map(String) : ['a red fox in the snow'];
+/** Whether a folder holds a pipeline (model_index.json: FLUX.1). */
+export function isPipelineFolder(dir: string): boolean {
+  return existsSync(join(dir, 'model_index.json'));
+}
+
+/** The pipeline folders' flags with their help (e2e and capture). */
+export function pipelineFlags<T>(y: Argv<T>) {
+  return y
+    .option('prompt', { type: 'string', array: true, describe: 'pipeline folders (model_index.json, FLUX.1): one image per prompt [default: one prompt]' })
+    .option('size', { type: 'number', describe: 'pipeline folders: square image size in pixels [default: 1024]' })
+    .option('steps', { type: 'number', describe: 'pipeline folders: denoising steps [default: 28]' })
+    .option('max-sequence-length', { type: 'number', describe: 'pipeline folders: T5 prompt tokens [default: 512]' });
+}
+
+const DEFAULT_PROMPT = 'a red fox in the snow';
+
+/** The requests the pipeline flags ask for: one a --prompt, all at --size / --steps, seeds --seed, --seed + 1, ... */
+export function pipelineRequests(argv: PipelineRequestArgs): { prompts: string[]; size: number; steps: number; requests: ImageRequest[] } {
+  const prompts = argv.prompt?.length ? argv.prompt.map(String) : [DEFAULT_PROMPT];
   if (prompts.some((p) => !p.trim())) throw new UserError('a prompt is empty', { field: '--prompt' });
   const size = intFlag('size', argv.size ?? 1024, 1, 1 << 14);
   const steps = intFlag('steps', argv.steps ?? 28, 1, 1000);
-  const seed = intFlag('seed', argv.seed ?? 0, 0, Number.MAX_SAFE_INTEGER);
+  const seed = seedFlag(argv.seed);
   const maxSequenceLength = intFlag('max-sequence-length', argv.maxSequenceLength ?? 512, 1, 512);
-  const requests = prompts.map((prompt, i) => ({ prompt, height: size, width: size, steps, seed: seed + i, maxSequenceLength }));
-  const candidate = on.baseline.child('candidate');
-  for (const c of on.set) candidate.override(c.taskId, c.cls);
+  return { prompts, size, steps, requests: prompts.map((prompt, i) => ({ prompt, height: size, width: size, steps, seed: seed + i, maxSequenceLength })) };
+}
+
+export function runPipelineE2e(argv: PipelineE2eArgs, io: Io, on: E2eSides): void {
+  const dir = singleFolder(argv, 'pipeline');
+  const { prompts, size, steps, requests } = pipelineRequests(argv);
+  const candidate = candidateRegistry(on);
   const log = (l: string) => io.err(`${l}\n`);
   // As the LLM e2e: a candidate that cannot be recorded into a CUDA graph (a PyTorch worker's) turns the step's graph
   // off on both sides, so the comparison stays like with like (a captured step would replay without calling it)
@@ -48,19 +66,13 @@ export function runPipelineE2e(argv: PipelineE2eArgs, io: Io, on: { readonly bac
   const graphsReason = wouldCapture ? setCaptureBlocker(on.set) : undefined;
   if (graphsReason) log(`CUDA graphs off on both sides (the transformer step runs eagerly, baseline included): ${graphsReason}`);
   const r = pipelineE2e(on.baseline, candidate, {
-    dir, backend: on.backend, requests, graphs: argv.graphs !== false && !graphsReason, log,
-    warmups: intFlag('warmups', argv.warmups, 1, 1000), repeats: intFlag('repeats', argv.repeats, 1, 1000), ...(on.dtype ? { dtype: on.dtype } : {}),
+    dir, backend: on.backend, requests, graphs: argv.graphs !== false && !graphsReason, log, ...timingCounts(argv, 1), ...(on.dtype ? { dtype: on.dtype } : {}),
   });
-  const record = { model: dir, mode: argv.selfTest ? 'self-test' : 'composed', gpu: on.backend.devices()[0]?.name ?? on.backend.name, candidates: on.set.map((c) => c.taskId), size, steps, prompts: prompts.length, ...(graphsReason ? { graphs: false, graphsReason } : {}), ...r };
-  const text = JSON.stringify(record, null, 2) + '\n';
-  if (argv.out) {
-    mkdirSync(dirname(resolve(argv.out)), { recursive: true });
-    writeFileSync(argv.out, text);
-  }
-  if (argv.json) return io.out(text);
+  const record = { ...recordHead(dir, argv, on), size, steps, prompts: prompts.length, ...(graphsReason ? { graphs: false, graphsReason } : {}), ...r };
+  if (emitRecord(argv, io, record)) return;
   const c = r.correctness;
-  io.out(`${dir}: ${prompts.length} image${prompts.length === 1 ? '' : 's'} at ${size}x${size}, ${steps} steps; candidates: ${on.set.map((s) => s.taskId).join(', ') || 'none (the baseline)'}\n`);
-  io.out(`  images/s   baseline ${fmt(r.baseline.imagesPerS, 3)}  candidate ${fmt(r.candidate.imagesPerS, 3)}  speedup ${fmt(r.speedup.imagesPerS)}\n`);
-  io.out(`  step ms    baseline ${fmt(r.baseline.stepMs, 1)}  candidate ${fmt(r.candidate.stepMs, 1)}  speedup ${fmt(r.speedup.stepLatency)}\n`);
+  io.out(`${dir}: ${prompts.length} image${prompts.length === 1 ? '' : 's'} at ${size}x${size}, ${steps} steps; candidates: ${candidateNames(on)}\n`);
+  io.out(`  images/s   baseline ${fmt(r.baseline.imagesPerS, 3)}  candidate ${fmt(r.candidate.imagesPerS, 3)}  speedup ${fmt(r.speedup.imagesPerS, 2)}\n`);
+  io.out(`  step ms    baseline ${fmt(r.baseline.stepMs, 1)}  candidate ${fmt(r.candidate.stepMs, 1)}  speedup ${fmt(r.speedup.stepLatency, 2)}\n`);
   io.out(`  correct    ${c.passed ? 'yes' : `no: ${c.reason}`}; latents max rel err ${c.maxStepError.toExponential(2)}; image PSNR min ${Math.min(...c.psnr).toFixed(1)} dB\n`);
 }

@@ -1,5 +1,5 @@
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
-import { dirname, basename, join, resolve } from 'node:path';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, basename, resolve } from 'node:path';
 import { UserError, type Backend, type DType, type ModuleRegistry } from '@fastkernels/core';
 import { E2eReportSchema, type E2eReportInput } from '@fastkernels/macroeval';
 import {
@@ -11,9 +11,10 @@ import { EsbuildCandidateLoader, listCandidateFiles } from '../candidates/loader
 import { environment, selectBackend, type Env } from '../env.js';
 import { intFlag, listFlag } from '../flags.js';
 import type { Io } from '../io.js';
-import { runPipelineE2e, type PipelineE2eArgs } from './e2e-pipeline.js';
-import { isVisionFolder, runVisionE2e, type VisionE2eArgs } from './e2e-vision.js';
-import { isEncoderFolder, runEncoderE2e, type EncoderE2eArgs } from './e2e-encoder.js';
+import { checkE2eCommonArgs, e2eCommonFlags, modelFolders, timingCounts, type E2eCommonArgs, type FolderE2eRunner } from './e2e-common.js';
+import { isPipelineFolder, pipelineFlags, runPipelineE2e, type PipelineE2eArgs } from './e2e-pipeline.js';
+import { isVisionFolder, runVisionE2e, visionE2eFlags, type VisionE2eArgs } from './e2e-vision.js';
+import { E2E_DOCUMENTS, encoderFlags, isEncoderFolder, runEncoderE2e, type EncoderE2eArgs } from './e2e-encoder.js';
 import { TP_HELP, checkTensorParallelDevices, checkTensorParallelModel, runWithTensorParallel, type RankRun } from '../tensor-parallel.js';
 import { EP_HELP, resolveParallelFlags } from '../expert-parallel.js';
 
@@ -31,6 +32,11 @@ export interface EngineArgs {
 }
 
 const DTYPES: Record<string, DType> = { bf16: 'bf16', f16: 'f16', f32: 'f32' };
+
+/** --dtype as a DType (undefined: the config's). */
+export function dtypeFlag(a: Pick<EngineArgs, 'dtype'>): DType | undefined {
+  return a.dtype ? DTYPES[a.dtype]! : undefined;
+}
 
 export function engineOptions(a: EngineArgs, log: (l: string) => void): EngineOptions {
   if (!(a.gpuMemoryUtilization > 0 && a.gpuMemoryUtilization <= 1)) throw new UserError(`must be in (0, 1], got ${a.gpuMemoryUtilization}`, { field: '--gpu-memory-utilization' });
@@ -73,33 +79,39 @@ export function modelSource(dir: string, backend: Backend, a: EngineArgs, tp: { 
     name: basename(resolve(dir)),
     family: architecture.family,
     load: (registry: ModuleRegistry) => {
-      const m = loadModel(dir, { backend, registry, ...(randomInit ? { randomInit } : {}), ...(tp.device !== undefined ? { device: tp.device } : {}), ...(a.dtype ? { dtype: DTYPES[a.dtype]! } : {}) });
+      const m = loadModel(dir, { backend, registry, ...(randomInit ? { randomInit } : {}), ...(tp.device !== undefined ? { device: tp.device } : {}), ...(a.dtype ? { dtype: dtypeFlag(a)! } : {}) });
       return { model: m.model, ctx: m.ctx, geometry: m.geometry, dispose: () => m.model.dispose() };
     },
   };
 }
 
-export interface E2eArgs extends EngineArgs, PipelineE2eArgs, VisionE2eArgs, EncoderE2eArgs {
-  model: string | string[];
-  candidates?: string;
-  selfTest?: boolean;
+/** The LLM runner's own options (the common ones: e2e-common.ts; the other folders': their runners). */
+interface LlmE2eArgs {
   workload: string;
   requests: string;
   latencyBatchSizes: string;
   latencyPrompt: number;
   latencyOutput: number;
-  warmups: number;
-  repeats: number;
   throughputRepeats?: number;
   timeout: number;
-  keepGoing?: boolean;
-  out?: string;
   details?: string;
   agent?: string;
-  json?: boolean;
   tp?: number;
   ep?: number;
 }
+
+export interface E2eArgs extends EngineArgs, E2eCommonArgs, LlmE2eArgs, PipelineE2eArgs, VisionE2eArgs, EncoderE2eArgs {}
+
+/**
+ * The folders that are not LLMs, each with its runner: where any --model folder is of one of these kinds, the first
+ * such kind's runner takes the run (and refuses more than one folder). Pipeline folders (FLUX.1): images; vision
+ * (YOLOv10, ConvNeXt-V2): seeded image batches; encoders (BGE-M3, ColBERTv2): embeddings of seeded documents.
+ */
+const FOLDER_RUNNERS: readonly { readonly is: (dir: string) => boolean; readonly run: FolderE2eRunner<E2eArgs> }[] = [
+  { is: isPipelineFolder, run: runPipelineE2e },
+  { is: isVisionFolder, run: runVisionE2e },
+  { is: isEncoderFolder, run: runEncoderE2e },
+];
 
 async function loadCandidates(env: Env, dir: string, keepGoing: boolean, backend: Backend): Promise<{ set: CandidateOverride[]; failures: { taskId: string; detail: string }[] }> {
   const files = listCandidateFiles(dir);
@@ -124,31 +136,17 @@ function throughputFor(argv: E2eArgs, dir: string, maxModelLen: number | undefin
 }
 
 export async function runE2e(argv: E2eArgs, io: Io, rawArgs: readonly string[] = process.argv.slice(2)): Promise<void> {
-  if (argv.selfTest && argv.candidates) throw new UserError('--self-test runs the baselines as the candidate; it takes no --candidates', { field: '--self-test' });
-  if (!argv.selfTest && !argv.candidates) throw new UserError('missing --candidates', { field: '--candidates', fix: 'pass --candidates DIR, or --self-test' });
+  checkE2eCommonArgs(argv);
   const kinds = { throughput: ['throughput'], latency: ['latency'], all: ['throughput', 'latency'] }[argv.workload];
   if (!kinds) throw new UserError(`unknown workload '${argv.workload}'`, { field: '--workload', fix: 'throughput, latency or all' });
-  const models = Array.isArray(argv.model) ? argv.model : [argv.model];
-  if (models.some((m) => existsSync(join(m, 'model_index.json')))) {
-    // a pipeline folder (FLUX.1): images, not an LLM workload (see e2e-pipeline.ts)
+  const models = modelFolders(argv);
+  const folder = FOLDER_RUNNERS.find((r) => models.some(r.is));
+  if (folder) {
     const env = environment();
     const backend = selectBackend(env, argv.backend);
     const { set } = argv.selfTest ? { set: [] } : await loadCandidates(env, argv.candidates!, Boolean(argv.keepGoing), backend);
-    return runPipelineE2e(argv, io, { backend, baseline: env.registry, set, ...(argv.dtype ? { dtype: DTYPES[argv.dtype]! } : {}) });
-  }
-  if (models.some(isVisionFolder)) {
-    // a vision folder (YOLOv10, ConvNeXt-V2): seeded image batches through the vision runner (see e2e-vision.ts)
-    const env = environment();
-    const backend = selectBackend(env, argv.backend);
-    const { set } = argv.selfTest ? { set: [] } : await loadCandidates(env, argv.candidates!, Boolean(argv.keepGoing), backend);
-    return runVisionE2e(argv, io, { backend, baseline: env.registry, set, ...(argv.dtype ? { dtype: DTYPES[argv.dtype]! } : {}) });
-  }
-  if (models.some(isEncoderFolder)) {
-    // an encoder folder (BGE-M3, ColBERTv2): embeddings of seeded documents (see e2e-encoder.ts)
-    const env = environment();
-    const backend = selectBackend(env, argv.backend);
-    const { set } = argv.selfTest ? { set: [] } : await loadCandidates(env, argv.candidates!, Boolean(argv.keepGoing), backend);
-    return runEncoderE2e(argv, io, { backend, baseline: env.registry, set, ...(argv.dtype ? { dtype: DTYPES[argv.dtype]! } : {}) });
+    const dtype = dtypeFlag(argv);
+    return folder.run(argv, io, { backend, baseline: env.registry, set, ...(dtype ? { dtype } : {}) });
   }
   const tp = resolveParallelFlags(argv, models);
   if (tp > 1 && argv.randomInit === 'device') {
@@ -162,8 +160,7 @@ export async function runE2e(argv: E2eArgs, io: Io, rawArgs: readonly string[] =
     batchSizes: listFlag(argv.latencyBatchSizes).map((s) => intFlag('latency-batch-sizes', s, 1, 4096)),
     promptLen: intFlag('latency-prompt', argv.latencyPrompt, 1, 1 << 20),
     outputLen: intFlag('latency-output', argv.latencyOutput, 1, 1 << 20),
-    warmups: intFlag('warmups', argv.warmups, 0, 1000),
-    repeats: intFlag('repeats', argv.repeats, 1, 1000),
+    ...timingCounts(argv, 0),
   } : undefined;
   const timeoutS = intFlag('timeout', argv.timeout, 1, 1 << 30);
   // the self-test is where the interval is checked (it must contain 1): time it three times by default
@@ -250,40 +247,29 @@ async function e2eOn(argv: E2eArgs, rank: RankRun, plan: E2ePlan): Promise<void>
   if (argv.json) io.out(JSON.stringify({ report: E2eReportSchema.parse(report()), details }, null, 2) + '\n');
 }
 
+/** The LLM runner's own flags with their help. */
+function llmE2eFlags<T>(y: Argv<T>) {
+  return y
+    .option('workload', { type: 'string', choices: ['throughput', 'latency', 'all'], default: 'all' })
+    .option('requests', { type: 'string', default: 'synthetic:256:100-1024:100-1024:0', describe: 'throughput requests: a JSONL file ({"prompt_ids": [...], "output_len": N} per line) or synthetic:N:IN_LO-IN_HI:OUT_LO-OUT_HI:SEED' })
+    .option('latency-batch-sizes', { type: 'string', default: '1,32' })
+    .option('latency-prompt', { type: 'number', default: 128 })
+    .option('latency-output', { type: 'number', default: 128 })
+    .option('throughput-repeats', { type: 'number', describe: 'timed passes over the throughput workload per run (median; 2+ give a bootstrap interval of the throughput speedup) [default: 3 with --self-test, else 1]' })
+    .option('timeout', { type: 'number', default: 3600, describe: 'seconds one run may take (checked between steps)' })
+    .option('details', { type: 'string', describe: 'write raw numbers (baseline tok/s, latencies, host fraction) here' })
+    .option('agent', { type: 'string', describe: 'agent name for the report' })
+    .option('tp', { type: 'number', default: 1, describe: TP_HELP })
+    .option('ep', { type: 'number', describe: EP_HELP });
+}
+
 export function e2eCommand(io: Io, rawArgs: readonly string[] = process.argv.slice(2)) {
   return {
     command: 'e2e',
     describe: 'Run models end to end with a candidate set: baseline, noise and candidate runs, drop-and-retry, MacroEval record',
+    // in --help: the engine's flags, the common ones, the LLM runner's, then the pipeline, vision and encoder folders'
     builder: (y: Argv) =>
-      engineFlags(y)
-        .option('model', { type: 'string', demandOption: true, describe: 'model folder(s): config.json (+ safetensors); repeat for several' })
-        .option('candidates', { type: 'string', describe: 'candidate folder: L<level>/<task stem>.ts|.js|.cu|.py' })
-        .option('self-test', { type: 'boolean', describe: 'the baselines as the candidate (expect 100% agreement, speedups ~1)' })
-        .option('workload', { type: 'string', choices: ['throughput', 'latency', 'all'], default: 'all' })
-        .option('requests', { type: 'string', default: 'synthetic:256:100-1024:100-1024:0', describe: 'throughput requests: a JSONL file ({"prompt_ids": [...], "output_len": N} per line) or synthetic:N:IN_LO-IN_HI:OUT_LO-OUT_HI:SEED' })
-        .option('latency-batch-sizes', { type: 'string', default: '1,32' })
-        .option('latency-prompt', { type: 'number', default: 128 })
-        .option('latency-output', { type: 'number', default: 128 })
-        .option('warmups', { type: 'number', default: 3 })
-        .option('repeats', { type: 'number', default: 5, describe: 'timed latency runs (median; 2+ give a bootstrap interval of the latency speedup)' })
-        .option('throughput-repeats', { type: 'number', describe: 'timed passes over the throughput workload per run (median; 2+ give a bootstrap interval of the throughput speedup) [default: 3 with --self-test, else 1]' })
-        .option('timeout', { type: 'number', default: 3600, describe: 'seconds one run may take (checked between steps)' })
-        .option('keep-going', { type: 'boolean', describe: 'candidate files that fail to load are dropped (category import) instead of stopping with exit 2' })
-        .option('prompt', { type: 'string', array: true, describe: 'pipeline folders (model_index.json, FLUX.1): one image per prompt [default: one prompt]' })
-        .option('size', { type: 'number', describe: 'pipeline folders: square image size [default: 1024]' })
-        .option('steps', { type: 'number', describe: 'pipeline folders: denoising steps [default: 28]' })
-        .option('seed', { type: 'number', describe: 'pipeline folders: noise seed of the first image (then +1 each) [default: 0]' })
-        .option('max-sequence-length', { type: 'number', describe: 'pipeline folders: T5 prompt tokens [default: 512]' })
-        .option('batch-sizes', { type: 'string', describe: 'vision folders (YOLOv10, ConvNeXt-V2): batch sizes, comma-separated [default: 1,32]' })
-        .option('images', { type: 'number', describe: 'vision folders: seeded noise images (from --seed) in one timed pass [default: 64]' })
-        .option('documents', { type: 'number', describe: 'encoder folders (BGE-M3, ColBERTv2): seeded token-id documents (--seed), packed by --max-num-batched-tokens [default: 256]' })
-        .option('lengths', { type: 'string', describe: 'encoder folders: document lengths, uniform: LO-HI or U[LO, HI] [default: U[32, 512]]' })
-        .option('out', { type: 'string', describe: 'write the E2eReport (MacroEval input) JSON here, updated after each model' })
-        .option('details', { type: 'string', describe: 'write raw numbers (baseline tok/s, latencies, host fraction) here' })
-        .option('agent', { type: 'string', describe: 'agent name for the report' })
-        .option('json', { type: 'boolean', describe: 'print the report and details as JSON' })
-        .option('tp', { type: 'number', default: 1, describe: TP_HELP })
-        .option('ep', { type: 'number', describe: EP_HELP })
+      encoderFlags(visionE2eFlags(pipelineFlags(llmE2eFlags(e2eCommonFlags(engineFlags(y))))), E2E_DOCUMENTS)
         .example('$0 e2e --model ./llama3-8b --candidates my-kernels --out e2e.json', 'all workloads, drop-and-retry, MacroEval record')
         .example('$0 e2e --model ./tiny --self-test --backend cpu --requests synthetic:8:4-32:4-8:0 --latency-batch-sizes 1', 'the self-test on the CPU')
         .example('$0 e2e --model ./llama3-8b --candidates my-kernels --tp 2 --out e2e-tp2.json', 'the same evaluation with the model split over 2 GPUs')
