@@ -2,23 +2,20 @@
  * `fastkernels capture` on the tiny-flux pipeline folder (CPU): the text-to-image run's tasks written as an index the
  * bench reader parses, the summary table and --json; bad pipeline flags are UserErrors naming them.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { CaptureIndexSchema, UserError } from '@fastkernels/core';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { runCapture, type CaptureArgs } from './capture.js';
+import { recordingIo, cpuCaptureArgs, fixture, tempDir } from './e2e-fixtures.suite.js';
 
-const FIXTURE = join(resolve(import.meta.dirname, '../../../..'), 'packages/model-zoo/fixtures/tiny-flux');
-const tmp = mkdtempSync(join(tmpdir(), 'fk-capture-flux-'));
-afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+const FIXTURE = fixture('tiny-flux');
+const tmp = tempDir('fk-capture-flux-');
 
 function run(args: Partial<CaptureArgs>): { out: string; err: string } {
-  let out = '';
-  let err = '';
-  const base = { model: FIXTURE, out: join(tmp, 'cap'), workload: 'synthetic:1:1-1:1-1:0', backend: 'cpu', dtype: 'f32', size: 16, steps: 2, maxSequenceLength: 12 } as CaptureArgs;
-  runCapture({ ...base, ...args }, { out: (s) => (out += s), err: (s) => (err += s) });
-  return { out, err };
+  const io = recordingIo();
+  runCapture({ ...cpuCaptureArgs(FIXTURE, join(tmp, 'cap'), { dtype: 'f32', size: 16, steps: 2, maxSequenceLength: 12 }), ...args }, io);
+  return { out: io.stdout, err: io.stderr };
 }
 
 describe('capture on a FLUX pipeline folder (CPU)', () => {

@@ -1,36 +1,16 @@
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { CaptureIndexSchema, UserError } from '@fastkernels/core';
 import { E2eReportSchema } from '@fastkernels/macroeval';
-import { afterAll, describe, expect, it } from 'vitest';
-import type { Io } from '../io.js';
+import { describe, expect, it } from 'vitest';
 import { runCapture } from './capture.js';
-import { runE2e, type E2eArgs } from './e2e.js';
+import { runE2e } from './e2e.js';
+import { ROOT, recordingIo as io, cpuE2eArgs, fixture, tempDir, writeFiles } from './e2e-fixtures.suite.js';
 
-const ROOT = resolve(import.meta.dirname, '../../../..');
-const TINY = join(ROOT, 'packages/model-zoo/fixtures/tiny-llama');
-const tmp = mkdtempSync(join(tmpdir(), 'fk-cli-e2e-'));
-afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+const TINY = fixture('tiny-llama');
+const tmp = tempDir('fk-cli-e2e-');
 
-function io(): Io & { stdout: string; stderr: string } {
-  const o = { stdout: '', stderr: '', out: (t: string) => void (o.stdout += t), err: (t: string) => void (o.stderr += t) };
-  return o;
-}
-
-const base: E2eArgs = {
-  model: TINY, backend: 'cpu', dtype: 'f32', maxNumSeqs: 4, maxNumBatchedTokens: 32, maxModelLen: 128, gpuMemoryUtilization: 0.9,
-  graphs: true, workload: 'all', requests: 'synthetic:5:3-30:3-8:0', latencyBatchSizes: '1,2', latencyPrompt: 8, latencyOutput: 3,
-  warmups: 1, repeats: 1, timeout: 600,
-};
-
-function files(dir: string, fs: Record<string, string>): string {
-  for (const [rel, text] of Object.entries(fs)) {
-    mkdirSync(dirname(join(dir, rel)), { recursive: true });
-    writeFileSync(join(dir, rel), text);
-  }
-  return dir;
-}
+const base = cpuE2eArgs(TINY, { dtype: 'f32', maxModelLen: 128, requests: 'synthetic:5:3-30:3-8:0', latencyBatchSizes: '1,2', repeats: 1 });
 
 describe('fastkernels e2e (CPU)', () => {
   it('--self-test: 100% greedy agreement and a report MacroEval accepts', async () => {
@@ -51,7 +31,7 @@ describe('fastkernels e2e (CPU)', () => {
   });
 
   it('drops a wrong and a throwing candidate file with their categories; keeps the as-is result', async () => {
-    const dir = files(join(tmp, 'cands'), {
+    const dir = writeFiles(join(tmp, 'cands'), {
       'L1/silu_and_mul.ts': `import { Module, type Tensor } from '@fastkernels/core';
 export class SiluAndMul extends Module {
   forward(x: Tensor): Tensor { return this.ctx.backend.ops.siluAndMul(x).fill_(1); }
@@ -77,7 +57,7 @@ export class RotaryEmbedding extends Module {
     await expect(runE2e({ ...base, selfTest: true, requests: wl }, io())).rejects.toThrow(/line 2: not valid JSON/);
     await expect(runE2e({ ...base, selfTest: true, gpuMemoryUtilization: 1e-9 }, io())).rejects.toThrow(UserError);
     await expect(runE2e({ ...base, selfTest: true, gpuMemoryUtilization: 1e-9 }, io())).rejects.toThrow(/the model does not fit/);
-    const bad = files(join(tmp, 'bad-cands'), { 'L1/rms_norm.ts': 'export class Nope {}' });
+    const bad = writeFiles(join(tmp, 'bad-cands'), { 'L1/rms_norm.ts': 'export class Nope {}' });
     await expect(runE2e({ ...base, candidates: bad }, io())).rejects.toThrow(/1 candidate file failed to load/);
     await expect(runE2e({ ...base, selfTest: true, throughputRepeats: 0 }, io())).rejects.toMatchObject({ details: { field: '--throughput-repeats' }, message: expect.stringMatching(/from 1 to 100, got 0/) });
   });
