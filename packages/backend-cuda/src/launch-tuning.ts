@@ -19,6 +19,7 @@ import { cudaTuning } from './tuning/load.js';
 export const PDL_READY_FILES: ReadonlySet<string> = new Set([
   'activation.cu',
   'attention_decode.cu',
+  'attention_mla_decode.cu',
   'attention_prefill.cu',
   'embedding.cu',
   'gemv.cu',

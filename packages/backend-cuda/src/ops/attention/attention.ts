@@ -29,6 +29,7 @@ import { planDecode, planPrefill, vectorBytes } from './attention-plan.js';
 import { asDType, fileKernel, lastDimContiguous, ptr } from '../launch/common.js';
 import { fa3Operand, fa3TensorMaps, launchPrefillFa3, prefillFa3Decline, type Fa3Maps } from './prefill-fa3.js';
 import type { SpineContext } from '../launch/context.js';
+import { mlaRouteDecline, pagedMlaDecode } from './mla-decode.js';
 
 
 const CTYPE: Partial<Record<DType, string>> = { f32: 'float', f16: '__half', bf16: '__nv_bfloat16' };
@@ -104,7 +105,12 @@ export function pagedDecodeAttention(
   const T = ctype(what, query);
   if (kCache.dtype !== query.dtype || vCache.dtype !== query.dtype) throw new TypeError(`${what}: caches (${kCache.dtype}, ${vCache.dtype}) must have the query's dtype ${query.dtype}`);
   const group = checkGqa(what, nQ, nKv);
-  if (D > 256) throw new RangeError(`${what}: head size ${D} > 256 is not supported on CUDA`);
+  if (D > 256) {
+    // MLA's absorbed decode (one latent kv head, the rows both keys and values): its own kernel (mla-decode.ts)
+    const mla = mlaRouteDecline(query, kCache, vCache, sinks, slidingWindow);
+    if (mla === null) return pagedMlaDecode(ctx, query, kCache, blockTables, seqLens, scale);
+    throw new RangeError(`${what}: head size ${D} > 256 is supported on CUDA only for MLA's latent cache, not here: ${mla}`);
+  }
   if (B > 65535) throw new RangeError(`${what}: batch ${B} > 65535`);
 
   const out = Tensor.empty(query.backend, [B, nQ, D], query.dtype, { device: query.device });

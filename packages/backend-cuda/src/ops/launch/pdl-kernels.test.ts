@@ -286,7 +286,7 @@ describe('which launches are PDL launches (spineKernel / fileKernel)', () => {
   it('the spine ops build their kernels through spineKernel / fileKernel only (so none misses the PDL build)', () => {
     // the spine launchers, in their op groups' folders under src/ops/ (common.ts / context.ts here define the two)
     const ops = join(import.meta.dirname, '..');
-    const launchers = ['activation/activation.ts', 'attention/attention.ts', 'attention/attention-plan.ts', 'attention/prefill-fa3.ts', 'embedding/embedding.ts',
+    const launchers = ['activation/activation.ts', 'attention/attention.ts', 'attention/attention-plan.ts', 'attention/prefill-fa3.ts', 'attention/mla-decode.ts', 'embedding/embedding.ts',
       'kvcache/kvcache.ts', 'matmul/linear.ts', 'norm/rms-norm.ts', 'reduction/softmax.ts', 'rotary/rotary.ts', 'rotary/rotary-kv.ts',
       'sampling/sampler.ts'];
     for (const f of launchers) {
