@@ -63,3 +63,25 @@ export function forEachOffset(shape: Shape, strides: readonly number[], offset: 
     if (d < 0) break;
   }
 }
+
+/** Memory order of a 4-d / 5-d channels-last tensor ([N, *spatial, C] in memory), outermost dim first. */
+export const CHANNELS_LAST_ORDER: Readonly<Record<number, readonly number[]>> = { 4: [0, 2, 3, 1], 5: [0, 2, 3, 4, 1] };
+
+/**
+ * Whether strides order a 4-d / 5-d tensor's dims as channels-last (C innermost, then the spatial dims from the last,
+ * then N), packed or not: PyTorch's is_channels_last_strides_2d / _3d, which suggest_memory_format (and so the
+ * memory-format choice of conv, cat and elementwise results) reads. A channel slice of a channels-last tensor (C2f's
+ * split) counts; ambiguous cases (N111, a 1C1W permutation) fall back to contiguous as in torch.
+ */
+export function stridesLikeChannelsLast(shape: Shape, strides: readonly number[]): boolean {
+  const order = CHANNELS_LAST_ORDER[shape.length];
+  if (!order || strides[1] === 0) return false;
+  let min = 0;
+  for (let i = order.length - 1; i >= 0; i--) {
+    const d = order[i]!;
+    if (shape[d] === 0 || strides[d]! < min) return false;
+    if (d === 0 && min === strides[1]) return false;
+    min = strides[d]! * (shape[d]! > 1 ? shape[d]! : 1);
+  }
+  return true;
+}

@@ -2,12 +2,14 @@
  * Registry kernels of the elementwise group on the generated kernels: every unary / binary op, where, clamp, to and
  * elementwise_chain. Each call finds its runner without string work when the attrs object is the one it saw before
  * (prepareOp, a module holding its attrs): a WeakMap by attrs, then a number for which arguments are tensors /
- * numbers / null (single ops) or the input dtypes (chains, whose constants round per dtype).
+ * numbers / null (single ops) or the input dtypes (chains, whose constants round per dtype). A fresh output is
+ * channels-last when its first input of the output's shape is (PyTorch's rule; elementwise-plan's outputMemoryOrder).
  */
 import { BINARY_OPS, DTYPES, Tensor, UNARY_OPS, hasOp, operandDType, resolveChain, type DType, type ElementwiseChainAttrs, type OpCall, type OpKernel, type OpKernelTable, type OpSupports } from '@fastkernels/core';
 import type { CudaRuntime } from '../runtime.js';
 import { isGenDType } from './ctypes.js';
 import { ElementwiseRunner } from './elementwise.js';
+import { outputMemoryOrder } from './elementwise-plan.js';
 import { MAX_EW_RANK } from './elementwise-source.js';
 import type { GenKernelCache } from './gen-cache.js';
 import { chainToExpr, roundScalar, singleOpExpr } from './translate.js';
@@ -106,7 +108,23 @@ const NO_PARAMS: readonly number[] = [];
 
 function run(runner: ElementwiseRunner, call: OpCall<any>, tensors: readonly Tensor[], params: readonly number[]): Tensor {
   const meta = call.outputs[0]!;
-  const out = Tensor.empty(call.backend, meta.shape, meta.dtype, { device: tensors[0]?.device ?? 0 });
-  runner.run(out, tensors, params);
+  const out = emptyInOrder(call.backend, meta.shape, meta.dtype, tensors[0]?.device ?? 0, outputMemoryOrder(meta.shape, tensors));
+  try {
+    runner.run(out, tensors, params);
+  } catch (e) {
+    out.dispose();
+    throw e;
+  }
+  return out;
+}
+
+/** A fresh tensor of `shape` laid out in memory in `order` (outermost first; null: contiguous), viewed in logical order. */
+function emptyInOrder(backend: Tensor['backend'], shape: readonly number[], dtype: DType, device: number, order: readonly number[] | null): Tensor {
+  if (!order) return Tensor.empty(backend, shape, dtype, { device });
+  const base = Tensor.empty(backend, order.map((d) => shape[d]!), dtype, { device });
+  const inverse = new Array<number>(order.length);
+  order.forEach((d, i) => (inverse[d] = i));
+  const out = base.permute(inverse);
+  base.dispose();
   return out;
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { denseLayout, encodeGeometry, planElementwise, type EwOperand } from './elementwise-plan.js';
+import { denseLayout, denseMemoryOrder, encodeGeometry, outputMemoryOrder, planElementwise, type EwOperand } from './elementwise-plan.js';
 import type { GenDType } from './ctypes.js';
 
 const contiguous = (shape: number[]) => {
@@ -73,5 +73,45 @@ describe('planElementwise', () => {
     expect([...new Int32Array(b.buffer)]).toEqual([5, 7, 7, 1, 0, 1]);
     const w = encodeGeometry(new Uint8Array(8 * 2 * 2), [3, 2 ** 33], [[2 ** 33, 1]], 'i64');
     expect([...new BigInt64Array(w.buffer)]).toEqual([3n, 2n ** 33n, 2n ** 33n, 1n]);
+  });
+});
+
+describe('channels-last operands', () => {
+  // [N, C, H, W] viewed over [N, H, W, C] memory, as the conv ops' channels-last outputs are
+  const cl = (n: number, c: number, h: number, w: number) => [h * w * c, 1, w * c, c];
+
+  it('denseMemoryOrder: row-major, channels-last, a transpose; null for a slice or a broadcast', () => {
+    expect(denseMemoryOrder([2, 3, 4], contiguous([2, 3, 4]))).toEqual([0, 1, 2]);
+    expect(denseMemoryOrder([2, 16, 5, 7], cl(2, 16, 5, 7))).toEqual([0, 2, 3, 1]);
+    expect(denseMemoryOrder([1, 16, 5, 7], cl(1, 16, 5, 7))).toEqual([0, 2, 3, 1]);
+    expect(denseMemoryOrder([3, 4], [1, 3])).toEqual([1, 0]);
+    expect(denseMemoryOrder([4, 3], [6, 1])).toBeNull(); // every other row
+    expect(denseMemoryOrder([4, 3], [0, 1])).toBeNull();
+  });
+
+  it('outputMemoryOrder: a channels-last input of the output shape gives a channels-last output; row-major, transposes and broadcasts do not', () => {
+    expect(outputMemoryOrder([2, 16, 5, 7], [{ shape: [2, 16, 5, 7], strides: cl(2, 16, 5, 7) }])).toEqual([0, 2, 3, 1]);
+    expect(outputMemoryOrder([1, 16, 5, 7], [{ shape: [1, 16, 5, 7], strides: cl(1, 16, 5, 7) }])).toEqual([0, 2, 3, 1]);
+    // a bias [1, C, 1, 1] first does not decide: the channels-last input after it does
+    expect(outputMemoryOrder([2, 16, 5, 7], [{ shape: [1, 16, 1, 1], strides: [16, 1, 1, 1] }, { shape: [2, 16, 5, 7], strides: cl(2, 16, 5, 7) }])).toEqual([0, 2, 3, 1]);
+    // the first full-shape input decides: row-major first, row-major out (as TensorIterator)
+    expect(outputMemoryOrder([2, 16, 5, 7], [{ shape: [2, 16, 5, 7], strides: contiguous([2, 16, 5, 7]) }, { shape: [2, 16, 5, 7], strides: cl(2, 16, 5, 7) }])).toBeNull();
+    expect(outputMemoryOrder([5, 7], [{ shape: [5, 7], strides: [1, 5] }])).toBeNull(); // a transposed view stays contiguous
+    expect(outputMemoryOrder([2, 16, 5, 7], [{ shape: [2, 7, 5, 16], strides: contiguous([2, 7, 5, 16]) }])).toBeNull();
+    // a channel slice of a channels-last tensor (C2f's split: 16 of 32 channels) is channels-last too, as torch's suggest_memory_format says
+    expect(outputMemoryOrder([2, 16, 5, 7], [{ shape: [2, 16, 5, 7], strides: cl(2, 32, 5, 7) }])).toEqual([0, 2, 3, 1]);
+    // C = 1 is both layouts: plainly contiguous
+    expect(outputMemoryOrder([2, 1, 5, 7], [{ shape: [2, 1, 5, 7], strides: [35, 1, 7, 1] }])).toBeNull();
+  });
+
+  it('channels-last output and inputs take the contiguous class (one flat vectorised pass), not a strided transpose', () => {
+    const s = [2, 64, 20, 20];
+    const p = planElementwise(op(s, 'f16', cl(2, 64, 20, 20)), [op(s, 'f16', cl(2, 64, 20, 20)), op(s, 'f16', cl(2, 64, 20, 20))]);
+    expect(p.cls).toEqual({ kind: 'contig', vec: 8 });
+    expect(p.n).toBe(2 * 64 * 400);
+    // a channels-last output over a row-major input is a real transpose: strided
+    expect(planElementwise(op(s, 'f16', cl(2, 64, 20, 20)), [op(s, 'f16')]).cls.kind).toBe('strided');
+    // and a channels-last input into a row-major output (what every SiLU of a channels-last net did before)
+    expect(planElementwise(op(s, 'f16'), [op(s, 'f16', cl(2, 64, 20, 20))]).cls.kind).toBe('strided');
   });
 });

@@ -1,11 +1,12 @@
 /**
  * Which class of generated elementwise kernel a call takes, and its geometry (pure, CPU-tested):
- * - contig: the output and every input contiguous over the same elements (an input may differ by size-1 dims), with
- *   the widest vector every pointer is aligned to;
+ * - contig: the output and every input contiguous over the same elements (an input may differ by size-1 dims), or
+ *   all in one dense permuted layout (channels-last), with the widest vector every pointer is aligned to;
  * - strided: dims coalesced (size-1 dims dropped, dims contiguous in every operand merged), then vectors along the
  *   innermost dim where the output is contiguous in it, every input is contiguous in it or broadcast along it, and
  *   sizes, strides and pointers line up on the vector.
  */
+import { CHANNELS_LAST_ORDER, stridesLikeChannelsLast } from '@fastkernels/core';
 import { broadcastStrides, coalesce } from '../strided.js';
 import { MAX_EW_RANK, maxVec, type EwClass } from './elementwise-source.js';
 import type { GenDType } from './ctypes.js';
@@ -56,9 +57,61 @@ function alignedVec(start: number, ops: readonly EwOperand[]): number {
   return v;
 }
 
-/** Whether the contiguous class applies (no allocation: the launch path asks this every call). */
+/**
+ * The order of the dims in memory, outermost first, when the tensor is non-overlapping and dense (its elements fill
+ * numel consecutive slots in some order of its dims: row-major, channels-last, any permutation); null otherwise.
+ * Size-1 dims come first (their strides are arbitrary).
+ */
+export function denseMemoryOrder(shape: readonly number[], strides: readonly number[]): number[] | null {
+  const unit: number[] = [];
+  const dims: number[] = [];
+  for (let d = 0; d < shape.length; d++) (shape[d] === 1 ? unit : dims).push(d);
+  dims.sort((a, b) => strides[b]! - strides[a]! || a - b);
+  let expect = 1;
+  for (let i = dims.length - 1; i >= 0; i--) {
+    const d = dims[i]!;
+    if (strides[d] !== expect) return null;
+    expect *= shape[d]!;
+  }
+  return [...unit, ...dims];
+}
+
+/**
+ * The memory order of a fresh elementwise output (outermost first), as PyTorch lays it out for channels-last operands:
+ * the first input of the output's shape decides, and a 4-d / 5-d one whose strides are channels-last (a conv output on
+ * the channels-last path, or a channel slice of one: C2f's split) gives a channels-last output, so a conv net stays
+ * channels-last through its activations and residual adds instead of falling back to NCHW at the first one. null:
+ * plainly contiguous (a row-major first input, any other layout, or no input of that shape). TensorIterator would keep
+ * any dense permutation; only channels-last is kept here, so a transposed view's elementwise result stays contiguous as
+ * the ops around it expect.
+ */
+export function outputMemoryOrder(shape: readonly number[], ins: readonly { readonly shape: readonly number[]; readonly strides: readonly number[] }[]): readonly number[] | null {
+  for (const x of ins) {
+    if (x.shape.length !== shape.length || x.shape.some((s, d) => s !== shape[d])) continue;
+    if (denseLayout(x.shape, x.strides)) return null; // the common case, nothing to work out
+    return stridesLikeChannelsLast(x.shape, x.strides) ? CHANNELS_LAST_ORDER[shape.length]! : null;
+  }
+  return null;
+}
+
+/** Same shape and the same strides on every dim of size > 1: element i sits at the same offset in both. */
+function sameLayout(a: EwOperand, b: EwOperand): boolean {
+  if (a.shape.length !== b.shape.length) return false;
+  for (let d = 0; d < a.shape.length; d++) if (a.shape[d] !== b.shape[d] || (a.shape[d] !== 1 && a.strides[d] !== b.strides[d])) return false;
+  return true;
+}
+
+/**
+ * Whether the contiguous class applies: every operand row-major dense over the same elements, or the output dense in
+ * another order (channels-last) with every input in that same layout. The first test allocates nothing (the launch
+ * path asks this every call); the second runs only for a permuted output.
+ */
 export function contigClass(out: EwOperand, ins: readonly EwOperand[]): boolean {
-  if (!denseLayout(out.shape, out.strides)) return false;
+  if (!denseLayout(out.shape, out.strides)) {
+    if (!denseMemoryOrder(out.shape, out.strides)) return false;
+    for (const x of ins) if (!sameLayout(out, x)) return false;
+    return true;
+  }
   const n = numelOf(out.shape);
   for (const x of ins) if (numelOf(x.shape) !== n || !denseLayout(x.shape, x.strides)) return false;
   return true;

@@ -40,6 +40,21 @@ describe('registry calls on the generated kernels', () => {
     expect(callOp1('mul', [x, f.t([40], 'f16')]).dtype).toBe('f32');
   });
 
+  it('a channels-last input gives a channels-last output in one flat pass (silu, a residual add), as PyTorch', () => {
+    const f = device();
+    const clOf = () => f.t([2, 40, 40, 64], 'f16').permute(0, 3, 1, 2); // [N, C, H, W] over NHWC memory
+    const a = clOf();
+    const y = callOp1('silu', [a]);
+    expect(y.shape).toEqual([2, 64, 40, 40]);
+    expect(y.strides).toEqual([40 * 40 * 64, 1, 40 * 64, 64]);
+    expect(f.cache.launches[0]!.entry).toBe('fk_ew_contig');
+    const z = callOp1('add', [y, clOf()]);
+    expect(z.strides).toEqual(y.strides);
+    expect(f.cache.launches[1]!.entry).toBe('fk_ew_contig');
+    // a row-major input stays row-major
+    expect(callOp1('silu', [f.t([2, 64, 40, 40], 'f16')]).strides).toEqual([64 * 1600, 1600, 40, 1]);
+  });
+
   it('elementwise_chain: one kernel; a prepared call launches again without generating anything', () => {
     const f = device();
     const attrs = { steps: [{ op: 'silu', args: [{ input: 0 }] }, { op: 'mul', args: [{ step: 0 }, { input: 1 }] }, { op: 'add', args: [{ step: 1 }, { input: 2 }] }] };

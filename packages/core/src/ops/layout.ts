@@ -10,7 +10,7 @@
  */
 import { z } from 'zod';
 import type { DType } from '../dtype.js';
-import { contiguousStrides, formatShape, numel, shapesEqual, type Shape } from '../shape.js';
+import { CHANNELS_LAST_ORDER, contiguousStrides, formatShape, numel, shapesEqual, stridesLikeChannelsLast, type Shape } from '../shape.js';
 import { Tensor } from '../tensor.js';
 import { resultType } from './promote.js';
 import { callOp, callOp1, defineOp, meta, normDim, opError, OpScope, type MetaArg, type OpCall, type TensorMeta } from './registry.js';
@@ -76,6 +76,24 @@ function viewOf(op: string, x: Tensor, shape: Shape): Tensor | null {
 /** A fresh contiguous tensor on the input's backend and device. */
 function emptyLike(x: Tensor, shape: Shape, dtype: DType = x.dtype): Tensor {
   return Tensor.empty(x.backend, shape, dtype, { device: x.device });
+}
+
+/**
+ * cat's output in the memory format its inputs share, as PyTorch's cat picks it (every input's suggest_memory_format
+ * channels-last: channels-last; else contiguous), so a conv net's C2f / neck concats stay channels-last for the convs
+ * after them.
+ */
+function catOutput(ts: readonly Tensor[], shape: Shape, dtype: DType): Tensor {
+  const x = ts[0]!;
+  const cl = CHANNELS_LAST_ORDER[shape.length];
+  const inputs = ts.filter((t) => t.numel > 0);
+  if (!cl || inputs.length === 0 || !inputs.every((t) => stridesLikeChannelsLast(t.shape, t.strides))) return emptyLike(x, shape, dtype);
+  const base = Tensor.empty(x.backend, cl.map((d) => shape[d]!), dtype, { device: x.device });
+  const inverse = new Array<number>(cl.length);
+  cl.forEach((d, i) => (inverse[d] = i));
+  const out = base.permute(inverse);
+  base.dispose();
+  return out;
 }
 
 // --- views -----------------------------------------------------------------------------------
@@ -411,7 +429,7 @@ defineOp({
   viaOps: (ops, call) => {
     const ts = call.inputs as Tensor[];
     const { shape, dtype, d } = catInfer('cat', ts, call.attrs.dim);
-    const out = emptyLike(ts[0]!, shape, dtype);
+    const out = catOutput(ts, shape, dtype);
     let off = 0;
     for (const t of ts) {
       if (t.numel === 0) continue; // nothing to copy (and the legacy 1-D empty tensors)

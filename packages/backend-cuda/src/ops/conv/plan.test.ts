@@ -70,6 +70,15 @@ describe('memory format and strides', () => {
     expect(convFormat(1, true, { shape: [2, 8, 5], strides: [40, 1, 8] }, { shape: [4, 8, 3], strides: [24, 3, 1] })).toBe('contiguous');
   });
 
+  it("a channel slice of a channels-last tensor (C2f's split) is channels-last, as torch's suggest_memory_format: packed for cuDNN, not run NCHW", () => {
+    const w = { shape: [16, 8, 3, 3], strides: contig([16, 8, 3, 3]) };
+    const half = { shape: [2, 8, 5, 6], strides: cl([2, 16, 5, 6]) }; // 8 of 16 channels
+    expect(isChannelsLast(half.shape, half.strides)).toBe(false); // not packed: inFormat copies it
+    expect(convFormat(2, true, half, w)).toBe('channels_last');
+    // a channel slice of a row-major tensor stays contiguous
+    expect(convFormat(2, true, { shape: [2, 8, 5, 6], strides: contig([2, 16, 5, 6]) }, w)).toBe('contiguous');
+  });
+
   it('strides5: (n, c, d, h, w); the dims conv1d / conv2d lack get packed strides; unbatched n = numel', () => {
     const s = new Array<number>(5).fill(0);
     strides5(s, 0, 2, true, [2, 8, 5, 6], cl([2, 8, 5, 6]));

@@ -4,6 +4,8 @@
  * cuDNN can take it. One ConvGeometry is reused for every call of a backend (numbers and fixed-size arrays, no per-call
  * allocation); nothing here touches CUDA.
  */
+import { stridesLikeChannelsLast } from '@fastkernels/core';
+
 export type Nd = 1 | 2 | 3;
 /** 'channels_last': C is the innermost dim (NHWC / NDHWC in memory), the layout PyTorch's channels_last models use. */
 export type ConvFormat = 'contiguous' | 'channels_last';
@@ -105,12 +107,14 @@ export function isContiguous(shape: readonly number[], strides: readonly number[
 
 /**
  * The memory format of the output and of what cuDNN is given, as PyTorch's cudnn_conv_suggest_memory_format picks it:
- * channels-last when the batched 2-d / 3-d input or the weight is channels-last (and not plainly contiguous), else
+ * channels-last when the batched 2-d / 3-d input's or the weight's suggest_memory_format is (strides ordered
+ * channels-last and not plainly contiguous; a channel slice of a channels-last tensor, as C2f's split gives the
+ * bottlenecks, counts: it is then packed for cuDNN as torch packs it, rather than taking the NCHW path), else
  * contiguous. conv1d and unbatched inputs are always contiguous.
  */
 export function convFormat(nd: Nd, batched: boolean, x: { shape: readonly number[]; strides: readonly number[] }, w: { shape: readonly number[]; strides: readonly number[] }): ConvFormat {
   if (nd === 1 || !batched) return 'contiguous';
-  const cl = (t: { shape: readonly number[]; strides: readonly number[] }) => !isContiguous(t.shape, t.strides) && isChannelsLast(t.shape, t.strides);
+  const cl = (t: { shape: readonly number[]; strides: readonly number[] }) => !isContiguous(t.shape, t.strides) && stridesLikeChannelsLast(t.shape, t.strides);
   return cl(x) || cl(w) ? 'channels_last' : 'contiguous';
 }
 
