@@ -13,6 +13,10 @@
  *    capture that made it is reused by a later request of its class on its stream in the same capture, as
  *    the eager cache does: the captured work is stream-ordered, so the graph replays the reuse safely, and a
  *    deep forward needs about its peak rather than the sum of every intermediate it allocates.
+ *  - A pool's size need not be guessed from the eager peak (reuse is by exact class, so a capture takes the sum over
+ *    classes of the most blocks of each alive at once, more than the peak of live bytes where sizes vary, as in a conv
+ *    net): `measurePoolBytes(fn)` runs fn eagerly and replays its allocations through a pool's own rules, giving the
+ *    bytes a capture of the same allocations takes.
  */
 
 export interface RawDeviceMemory {
@@ -130,6 +134,8 @@ export class CachingAllocator {
   private readonly pending: DeviceBlock[] = [];
   private readonly pools = new Set<GraphPool>();
   private capturePool: GraphPool | null | undefined; // undefined: not capturing; null: capturing without a pool
+  /** While measurePoolBytes runs: a boundless pool that takes the same classes, and where each live block sits in it. */
+  private meter: { pool: GraphPool; at: Map<DeviceBlock, number> } | null = null;
   private s = { allocated: 0, reserved: 0, peak: 0, numAllocs: 0, cacheHits: 0, numDeviceAllocs: 0, cachedBlocks: 0, cachedBytes: 0 };
 
   constructor(private readonly raw: RawDeviceMemory) {}
@@ -170,7 +176,28 @@ export class CachingAllocator {
     }
     this.s.allocated += size;
     if (this.s.allocated > this.s.peak) this.s.peak = this.s.allocated;
-    return { ptr, size, requested, stream, live: true };
+    const block: DeviceBlock = { ptr, size, requested, stream, live: true };
+    if (this.meter) this.meter.at.set(block, this.meter.pool.take(bytes, stream)!.ptr);
+    return block;
+  }
+
+  /**
+   * The graph-pool bytes a capture of fn's allocations would take: fn runs eagerly (outside capture) while every
+   * allocation and release it makes is replayed through a pool's rules (bump, reuse of a freed block by its class on
+   * its stream, no reuse of one another stream used). What fn allocates and keeps (outputs, a grown workspace) counts
+   * too, so it errs high when a warm-up makes lazy state a capture would not.
+   */
+  measurePoolBytes(fn: () => void): number {
+    if (this.capturePool !== undefined) throw new Error('measurePoolBytes() during CUDA graph capture');
+    if (this.meter) throw new Error('measurePoolBytes() calls do not nest');
+    const meter = { pool: new GraphPool(0, Number.MAX_SAFE_INTEGER, () => {}), at: new Map<DeviceBlock, number>() };
+    this.meter = meter;
+    try {
+      fn();
+    } finally {
+      this.meter = null;
+    }
+    return meter.pool.peak;
   }
 
   /** Mark a block as used on another stream: on release it waits for the next synchronize() before reuse. */
@@ -187,6 +214,11 @@ export class CachingAllocator {
       return;
     }
     this.s.allocated -= block.size;
+    const metered = this.meter?.at.get(block);
+    if (metered !== undefined) {
+      this.meter!.at.delete(block);
+      if (!block.crossStream) this.meter!.pool.giveBack(metered, roundSize(Math.max(block.requested, 1)), block.stream);
+    }
     if (block.crossStream || this.capturePool !== undefined) {
       // During capture, the graph may still read it at replay; other streams may still use it.
       this.pending.push(block);

@@ -20,6 +20,11 @@ export interface GraphRuntime {
   poolBytes(pool: unknown): number;
   /** Most bytes any one capture took from the pool (for calibrating the estimate), where the runtime tracks it. */
   poolPeakBytes?(pool: unknown): number;
+  /**
+   * Run fn eagerly and return the pool bytes a capture of the same allocations would take (the allocator replays them
+   * through the pool's reuse rules), where the runtime can tell; sizes a pool from the warm-up run instead of a guess.
+   */
+  measurePoolBytes?(fn: () => void): number;
   destroyPool(pool: unknown): void;
 }
 
@@ -50,7 +55,7 @@ interface CudaRuntimeLike {
   copyHtoD(dst: number, src: ArrayBufferView, bytes?: number, async?: boolean): void;
   copyDtoH(dst: ArrayBufferView, src: number, bytes?: number, async?: boolean): void;
   fence(): () => void;
-  allocator: { stats(): { allocated: number; peak: number; reserved: number }; resetPeak(): void };
+  allocator: { stats(): { allocated: number; peak: number; reserved: number }; resetPeak(): void; measurePoolBytes?(fn: () => void): number };
   withStream?: unknown;
 }
 
@@ -90,6 +95,7 @@ export function stepIoFor(backend: Backend, options: { graphs?: boolean } = {}):
     poolPeakBytes: (pool) => (pool as { peak: number }).peak,
     destroyPool: (pool) => (pool as { destroy(): void }).destroy(),
   };
+  if (typeof rt.allocator.measurePoolBytes === 'function') graphs.measurePoolBytes = (fn) => rt.allocator.measurePoolBytes!(fn);
   return {
     hostBuffer: (n) => rt.allocPinned(Math.max(n, 8)),
     upload: (dst, src, n) => {

@@ -5,7 +5,7 @@
  * LetterBox geometry and scale_boxes on hand-computed values, HF's resize / crop / normalise.
  */
 import { join } from 'node:path';
-import { Rng, Tensor, withContext } from '@fastkernels/core';
+import { Rng, Tensor, UserError, withContext } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { cpuBackend } from '../../test/l1-harness.js';
 import { baselineRegistry } from '../index.js';
@@ -66,6 +66,81 @@ describe('VisionRunner', () => {
     expect(() => runner.forwardInPlace(3)).toThrow(/batch must be an integer in \[1, 2\], got 3/);
     runner.dispose();
     loaded.model.dispose();
+  });
+
+  describe('graph pool sizing', () => {
+    /** Emulated graphs whose captures need `required` pool bytes; measurePoolBytes reports `measured` (when given). */
+    class SizedGraphs extends EmulatedGraphRuntime {
+      readonly pools: number[] = [];
+      destroyed = 0;
+      measurePoolBytes?: (fn: () => void) => number;
+      constructor(readonly required: number, measured?: number) {
+        super();
+        if (measured !== undefined) this.measurePoolBytes = (fn) => (fn(), measured);
+      }
+      override createPool(bytes: number): unknown {
+        this.pools.push(bytes);
+        return super.createPool(bytes);
+      }
+      override capture(fn: () => void, pool?: unknown) {
+        const bytes = this.poolBytes(pool);
+        if (bytes < this.required) throw new Error(`graph pool exhausted during capture: 2048000 bytes requested, 4096 of ${bytes} left; reserve a larger pool`);
+        return super.capture(fn);
+      }
+      override destroyPool(): void {
+        this.destroyed++;
+      }
+    }
+    const MiB = 2 ** 20;
+    // the tiny ConvNeXt-V2: a forward in milliseconds on the CPU (sizing is all these tests look at)
+    const load = () => loadVisionModel(join(FIXTURES, 'tiny-convnextv2'), { backend: cpuBackend(), registry: baselineRegistry(), dtype: 'f32' });
+
+    it('the pool is what the warm-up measured, scaled to maxBatch with 25% headroom: the capture fits the first time', () => {
+      const loaded = load();
+      const graphs = new SizedGraphs(350 * MiB, 300 * MiB);
+      const runner = new VisionRunner(loaded.model, loaded.ctx, { maxBatch: 2, graphs });
+      runner.forwardInPlace(2);
+      expect(graphs.pools).toEqual([375 * MiB]);
+      expect(graphs.captures).toBe(1);
+      runner.dispose();
+      loaded.model.dispose();
+    });
+
+    it('a pool a capture outgrows is doubled and every graph captured again on its next use', () => {
+      const loaded = load();
+      const graphs = new SizedGraphs(300 * MiB); // no measurement: twice the live peak (0 here), at least 256 MiB
+      const runner = new VisionRunner(loaded.model, loaded.ctx, { maxBatch: 2, graphs });
+      runner.forwardInPlace(2);
+      expect(graphs.pools).toEqual([256 * MiB, 512 * MiB]);
+      expect(graphs.destroyed).toBe(1);
+      expect(runner.stats.captures).toBe(1);
+      runner.forwardInPlace(1); // fits the larger pool
+      runner.forwardInPlace(2);
+      expect(graphs.pools).toHaveLength(2);
+      expect(runner.stats).toMatchObject({ captures: 2, graphReplays: 3 });
+      runner.dispose();
+      loaded.model.dispose();
+    });
+
+    it('a pool still too small, or one the caller sized, ends in a UserError saying what to change', () => {
+      const loaded = load();
+      const grown = new VisionRunner(loaded.model, loaded.ctx, { maxBatch: 2, graphs: new SizedGraphs(4096 * MiB) });
+      const e1 = (() => {
+        try {
+          grown.forwardInPlace(2);
+        } catch (e) {
+          return e as UserError;
+        }
+      })();
+      expect(e1).toBeInstanceOf(UserError);
+      expect(e1!.message).toMatch(/batch of 2 needs more graph pool than the 1024 MiB reserved after 2 doublings/);
+      expect(e1!.details.fix).toMatch(/smaller batch, or without CUDA graphs/);
+      grown.dispose();
+      const fixed = new VisionRunner(loaded.model, loaded.ctx, { maxBatch: 2, graphs: new SizedGraphs(300 * MiB), graphPoolBytes: 100 * MiB });
+      expect(() => fixed.forwardInPlace(2)).toThrow(/needs more graph pool than the 100 MiB given \(graphPoolBytes\)/);
+      fixed.dispose();
+      loaded.model.dispose();
+    });
   });
 
   it("ConvNeXt-V2: eager on the CPU, the logits are the model's forward; topK is softmax's best", () => {

@@ -13,7 +13,7 @@
  *   takes its channels-last path from the first conv on and every conv output stays channels-last (PyTorch's rule).
  *   The weights keep their layout (cuDNN reorders a contiguous filter itself).
  */
-import { DTYPE_INFO, Tensor, withContext, type ExecutionContext } from '@fastkernels/core';
+import { DTYPE_INFO, Tensor, UserError, withContext, type ExecutionContext } from '@fastkernels/core';
 import { encodeValues } from '../weights/encode.js';
 import { stepIoFor, type CapturedGraph, type GraphRuntime } from './device-io.js';
 import type { VisionModel } from './vision-model.js';
@@ -27,7 +27,11 @@ export interface VisionRunnerOptions {
   readonly channelsLast?: boolean;
   /** true: graphs where the backend has them (default); false: eager; a GraphRuntime: that one (tests). */
   readonly graphs?: boolean | GraphRuntime;
-  /** Graph pool bytes (default: twice the warm-up's activation peak where the backend tells it, else 256 MiB). */
+  /**
+   * Graph pool bytes (default: what the warm-up's capture needs as the allocator measures it, scaled to maxBatch, with
+   * 25% headroom, at least 256 MiB; twice the warm-up's live peak where the runtime cannot measure). Given here, the
+   * pool is never grown: a capture that outgrows it throws a UserError.
+   */
   readonly graphPoolBytes?: number;
 }
 
@@ -64,6 +68,9 @@ export class VisionRunner {
   private readonly graphRt: GraphRuntime | null;
   private readonly buckets = new Map<number, Bucket>();
   private pool: unknown = null;
+  /** The current pool's bytes, and the last one's (a replacement is at least twice that). */
+  private poolSize = 0;
+  private lastPoolSize = 0;
   private readonly io;
 
   constructor(
@@ -169,22 +176,62 @@ export class VisionRunner {
     });
   }
 
-  /** Warm up eagerly (static outputs made, kernels compiled), then capture the body into the shared pool. */
+  /**
+   * Warm up eagerly (static outputs made, kernels compiled, the pool's need measured), then capture the body into the
+   * shared pool. A pool the capture outgrows (sized from another batch, or a runtime that cannot measure) is replaced
+   * by one twice as large, every graph in it captured again on its next use; one the caller sized, or still too small
+   * after that, ends in a UserError that says what to change.
+   */
   private capture(bucket: Bucket): void {
     const rt = this.graphRt!;
     const t0 = performance.now();
+    const need = this.warmUp(rt, bucket);
+    this.ctx.backend.synchronize(this.ctx.device);
+    const fixed = this.options.graphPoolBytes;
+    for (let attempt = 0; ; attempt++) {
+      if (!this.pool) {
+        const scaled = need * (this.maxBatch / bucket.batch);
+        this.poolSize = fixed ?? Math.max(Math.ceil(POOL_MARGIN * scaled), MIN_POOL_BYTES, 2 * this.lastPoolSize);
+        this.pool = rt.createPool(this.poolSize);
+        this.lastPoolSize = this.poolSize;
+      }
+      try {
+        bucket.graph = rt.capture(() => this.body(bucket), this.pool);
+        break;
+      } catch (e) {
+        if (!isPoolExhausted(e)) throw e;
+        const size = this.poolSize;
+        this.dropGraphs();
+        if (fixed !== undefined || attempt >= MAX_POOL_GROWTHS) throw poolTooSmall(bucket.batch, size, need, fixed !== undefined, e);
+      }
+    }
+    this.stats.captures++;
+    this.stats.captureMs += performance.now() - t0;
+  }
+
+  /**
+   * The eager warm-up run; returns the pool bytes its capture should take: measured by the allocator where the
+   * runtime can (a capture reuses only blocks of a freed block's exact class, so the need is the sum over classes of
+   * the most blocks alive at once, which can be several times the live peak in a conv net: YOLOv10n at batch 32
+   * outgrew 2x its peak), else twice the live peak.
+   */
+  private warmUp(rt: GraphRuntime, bucket: Bucket): number {
+    if (rt.measurePoolBytes) return rt.measurePoolBytes(() => this.body(bucket));
     const mem = this.io.memoryInfo();
     mem?.resetPeak();
     const before = mem?.allocatedBytes ?? 0;
     this.body(bucket);
-    this.ctx.backend.synchronize(this.ctx.device);
-    if (!this.pool) {
-      const peak = mem ? Math.max(0, mem.peakBytes - before) : 0;
-      this.pool = rt.createPool(this.options.graphPoolBytes ?? Math.max(2 * peak * (this.maxBatch / bucket.batch), 256 * 2 ** 20));
+    return mem ? 2 * Math.max(0, mem.peakBytes - before) : 0;
+  }
+
+  /** Every bucket's graph and the pool they share (the next use of each bucket captures again). */
+  private dropGraphs(): void {
+    for (const b of this.buckets.values()) {
+      b.graph?.destroy();
+      b.graph = null;
     }
-    bucket.graph = rt.capture(() => this.body(bucket), this.pool);
-    this.stats.captures++;
-    this.stats.captureMs += performance.now() - t0;
+    if (this.pool && this.graphRt) this.graphRt.destroyPool(this.pool);
+    this.pool = null;
   }
 
   private read(bucket: Bucket): VisionResult[] {
@@ -224,6 +271,28 @@ export class VisionRunner {
     if (this.pool && this.graphRt) this.graphRt.destroyPool(this.pool);
     this.pool = null;
   }
+}
+
+/** Headroom over the measured (and batch-scaled) need: other batch sizes share the pool and scale only roughly. */
+const POOL_MARGIN = 1.25;
+const MIN_POOL_BYTES = 256 * 2 ** 20;
+/** Times a pool that a capture outgrew is doubled before giving up. */
+const MAX_POOL_GROWTHS = 2;
+
+function isPoolExhausted(e: unknown): boolean {
+  return /graph pool exhausted/.test(String((e as Error)?.message ?? e));
+}
+
+function fmtMiB(bytes: number): string {
+  return `${(bytes / 2 ** 20).toFixed(0)} MiB`;
+}
+
+/** The user-facing end of a pool that stays too small: what ran out and what to change. */
+function poolTooSmall(batch: number, size: number, need: number, fixed: boolean, cause: unknown): UserError {
+  const what = `the CUDA graph of a batch of ${batch} needs more graph pool than the ${fmtMiB(size)} ${fixed ? 'given (graphPoolBytes)' : `reserved after ${MAX_POOL_GROWTHS} doublings`}` +
+    ` (warm-up measured ${fmtMiB(need)}): ${(cause as Error)?.message ?? String(cause)}`;
+  const fix = fixed ? 'pass a larger graphPoolBytes to the vision runner, or leave it out to have it measured' : 'run a smaller batch, or without CUDA graphs (eagerly), and report the model and batch: the measured need should have fit';
+  return new UserError(what, { fix });
 }
 
 /** Softmax of logits and the k best (index, probability), best first (ties: lower index first). */
