@@ -352,6 +352,7 @@ int main(int argc, char** argv) {
   // grids (nQ, an upper bound on the query tiles of the kernel's size); spare CTAs exit
   const int tiles = (total + fkfa3::BM - 1) / fkfa3::BM + B;
   long long qsr = (long long)nQ * D, qsh = D, ksr = (long long)nKV * D, ksh = D;
+  long long outRow = (long long)nQ * D, outHead = D;  // the FA3 kernel's output strides (elements): packed [T, nQ, D]
   int nseq = B, totalA = total, nQa = nQ, groupA = group, causalA = causal, windowA = window;
   float sl = scaleLog2;
 #if FK_D == 128  // the baseline: the wgmma kernel, as the engine launches it on sm_90a (128 rows a CTA, 256 threads)
@@ -368,7 +369,7 @@ int main(int argc, char** argv) {
   };
   CK(cudaFuncSetAttribute(fk_varlen_prefill_fa3, cudaFuncAttributeMaxDynamicSharedMemorySize, fkfa3::FA3_SMEM_BYTES));
   auto launchFa3 = [&] {
-    void* args[] = {&tmQ, &tmK, &tmV, &outFa3, &lse, &cuDev, &cuDev, &nseq, &totalA, &nQa, &groupA, &causalA, &windowA, &sl, &sinksDev};
+    void* args[] = {&tmQ, &tmK, &tmV, &outFa3, &lse, &cuDev, &cuDev, &nseq, &totalA, &nQa, &groupA, &causalA, &windowA, &sl, &outRow, &outHead, &sinksDev};
     return cudaLaunchKernel((const void*)fk_varlen_prefill_fa3, dim3(nQ, tiles), dim3(fkfa3::THREADS), args, fkfa3::FA3_SMEM_BYTES, s);
   };
   auto runFa3 = [&] { CK(launchFa3()); };

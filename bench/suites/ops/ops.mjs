@@ -389,8 +389,9 @@ for (const c of cases) {
     if (c.group === 'attention') {
       // row.ms is the route SDPA takes (the flash prefill kernel where it fits); the dense kernel beside it, informative
       const sdpa = backend.generatedOps.sdpa;
-      row.sdpaPath = sdpa.lastPath;
-      if (sdpa.lastPath === 'prefill') {
+      row.sdpaPath = sdpa.lastPath; // 'fa3' (the FA3 kernel in place), 'prefill' (the varlen op and a copy) or 'dense'
+      if (sdpa.lastPath !== 'fa3') row.sdpaFa3Decline = sdpa.lastFa3Decline;
+      if (sdpa.lastPath === 'prefill' || sdpa.lastPath === 'fa3') {
         sdpa.viaPrefill = false;
         try {
           once();

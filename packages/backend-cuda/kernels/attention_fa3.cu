@@ -1,6 +1,8 @@
 // FastKernels varlen prefill attention, FlashAttention-3 style (sm_90a, bf16 / fp16, head dim 128 or 64): issue #28.
-// flash_attn_varlen_func semantics as fk_varlen_prefill_wgmma (attention_prefill.cu): packed [T, H, D] q / k / v,
-// cu_seqlens, GQA, bottom-right causal or not, a left sliding window, output [Tq, nQ, D], optionally the rows' LSE.
+// flash_attn_varlen_func semantics as fk_varlen_prefill_wgmma (attention_prefill.cu): [T, H, D] q / k / v (any 16-byte
+// row and head strides: the tensor maps carry them), cu_seqlens, GQA, bottom-right causal or not, a left sliding window,
+// output [Tq, nQ, D] through a row and a head stride (elements; packed: nQ D and D, dense SDPA's [nQ, Tq, D]: D and
+// Tq D, written in place), optionally the rows' LSE.
 // The prefill route on sm_90a (src/ops/attention/prefill-fa3.ts; attention.prefillFa3 in the tuning turns it off): on an
 // H100 1.65 to 2.6x fk_varlen_prefill_wgmma / the mma.sync kernel (bench/labs/attention-fa3/README.md, the decision).
 //
@@ -23,7 +25,8 @@
 //   above the diagonal are never loaded. Both consumers walk the CTA's whole key-tile list (the barrier hand-offs stay
 //   balanced); a tile a warpgroup's rows do not see is fully masked and adds nothing.
 //   Output: O / l staged in the warpgroup's Q tile in shared memory (swizzled: conflict-free), then 16-byte rows to
-//   global (rows past the sequence end are not written). Rows that see no key are zeros (LSE -inf).
+//   global at out + row out_row_stride + head out_head_stride (rows past the sequence end are not written; the strides
+//   are read only there, after the main loop). Rows that see no key are zeros (LSE -inf).
 //
 // FK_SINKS=1 (gpt-oss's learned sinks): a last parameter, one float logit per query head (natural-log units, not scaled
 // by the softmax scale), joins every row's softmax denominator with no value, as in attention_prefill.cu (the same
@@ -282,7 +285,8 @@ __device__ __forceinline__ void pack_p(const float (&s)[64], u32 (&pa)[BN / 16][
 // 32 banks), a warpgroup barrier, then 16-byte chunks of whole rows to global (rows i >= lq not written); the rows'
 // LSE (natural log) too when lse is given.
 __device__ __forceinline__ void store_out(T* __restrict__ out, float* __restrict__ lse, u32 stage, unsigned char* stage_ptr, const Rows& r,
-                                          const float (&o)[O_REGS], int c, int ctid, int w0, int q0, int lq, int h, int n_q_heads, int total_q
+                                          const float (&o)[O_REGS], int c, int ctid, int w0, int q0, int lq, int h, int total_q,
+                                          long long out_row_stride, long long out_head_stride
 #if FK_SINKS
                                           , float s2  // the head's sink logit times log2(e)
 #endif
@@ -319,13 +323,13 @@ __device__ __forceinline__ void store_out(T* __restrict__ out, float* __restrict
 #endif
   }
   fkbar::named_sync(BAR_WG + c, 128);
-  const long long orow = (long long)n_q_heads * D;
+  T* out_h = out + (long long)h * out_head_stride;
 #pragma unroll 4
   for (int i = ctid; i < WG_ROWS * (D / 8); i += 128) {
     const int rr = i / (D / 8), j = i % (D / 8);
     if (w0 + rr >= lq) continue;
     const uint4 v = *reinterpret_cast<const uint4*>(stage_ptr + chunk(rr, j));
-    *reinterpret_cast<uint4*>(out + (long long)(q0 + w0 + rr) * orow + (long long)h * D + 8 * j) = v;
+    *reinterpret_cast<uint4*>(out_h + (long long)(q0 + w0 + rr) * out_row_stride + 8 * j) = v;
   }
 }
 
@@ -334,7 +338,8 @@ __device__ __forceinline__ void store_out(T* __restrict__ out, float* __restrict
 // e.g. the lab's, which includes attention_prefill.cu too). The tensor maps stay in parameter space: passed by address.
 __device__ __forceinline__ void forward(const FkTensorMap* tm_q, const FkTensorMap* tm_k, const FkTensorMap* tm_v, T* __restrict__ out,
                                         float* __restrict__ lse, const int* __restrict__ cu_q, const int* __restrict__ cu_k, int num_seqs,
-                                        int total_q, int n_q_heads, int group, int causal, int window, float scale_log2
+                                        int total_q, int group, int causal, int window, float scale_log2, long long out_row_stride,
+                                        long long out_head_stride
 #if FK_SINKS
                                         , const float* __restrict__ sinks
 #endif
@@ -348,7 +353,7 @@ __device__ __forceinline__ void forward(const FkTensorMap* tm_q, const FkTensorM
   const int tid = threadIdx.x, wgi = tid >> 7, lane = tid & 31;
   int seq, tile;
   if (!fkvar::find_tile<BM>(cu_q, num_seqs, blockIdx.y, lane, seq, tile)) {
-    fkvar::zero_uncovered<T, D, BM, THREADS>(out, cu_q, num_seqs, total_q, n_q_heads, h, blockIdx.y - tile, tid);
+    fkvar::zero_uncovered_rows<T, D, BM, THREADS>(out + (long long)h * out_head_stride, out_row_stride, cu_q, num_seqs, total_q, blockIdx.y - tile, tid);
     return;
   }
   const fkvar::SeqKeys sk = fkvar::seq_keys(cu_q, cu_k, seq, causal, window);
@@ -457,7 +462,7 @@ __device__ __forceinline__ void forward(const FkTensorMap* tm_q, const FkTensorM
     release(bars.v_empty(lst), lane);
   }
   // (with no key tile, Q was never loaded and its tile is free for the staging as well)
-  store_out(out, lse, q_s, smp + OFF_Q + c * Q_WG_BYTES, r, o, c, ctid, w0, sk.q0, sk.lq, h, n_q_heads, total_q
+  store_out(out, lse, q_s, smp + OFF_Q + c * Q_WG_BYTES, r, o, c, ctid, w0, sk.q0, sk.lq, h, total_q, out_row_stride, out_head_stride
 #if FK_SINKS
             , s2
 #endif
@@ -470,16 +475,19 @@ extern "C" __global__ void __launch_bounds__(fkfa3::THREADS, 1) fk_varlen_prefil
     const __grid_constant__ FkTensorMap tm_q,  // q [Tq, nQ, D]: box {64, 1, 64}
     const __grid_constant__ FkTensorMap tm_k,  // k [Tk, nKv, D]: box {64, 1, 128}
     const __grid_constant__ FkTensorMap tm_v,  // v [Tk, nKv, D]: box {64, 1, 128}
-    FK_T* __restrict__ out,                    // [Tq, nQ, D] contiguous
+    FK_T* __restrict__ out,                    // [Tq, nQ, D]: row r of head h at out + r out_row_stride + h out_head_stride
     float* __restrict__ lse,                   // [nQ, Tq] natural-log LSE of each row, or null
     const int* __restrict__ cu_q, const int* __restrict__ cu_k, int num_seqs, int total_q, int n_q_heads, int group, int causal,
-    int window, float scale_log2
+    int window, float scale_log2,
+    long long out_row_stride,   // elements, multiples of 8 (16-byte stores): packed nQ D
+    long long out_head_stride   // packed D
 #if FK_SINKS
     , const float* __restrict__ sinks  // [nQ] fp32; declared only with sinks (see FK_SINKS above)
 #endif
     ) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  fkfa3::forward(&tm_q, &tm_k, &tm_v, out, lse, cu_q, cu_k, num_seqs, total_q, n_q_heads, group, causal, window, scale_log2
+  (void)n_q_heads;  // the grid's x; kept in the signature (the heads of a launch, as the other prefill kernels take it)
+  fkfa3::forward(&tm_q, &tm_k, &tm_v, out, lse, cu_q, cu_k, num_seqs, total_q, group, causal, window, scale_log2, out_row_stride, out_head_stride
 #if FK_SINKS
                  , sinks
 #endif

@@ -71,4 +71,21 @@ __device__ __forceinline__ void zero_uncovered(T* __restrict__ out, const int* _
   }
 }
 
+// zero_uncovered for an output addressed through strides (the FA3 kernel: dense SDPA's [H, L, D] in place): row r of
+// the head starts at out_h + r row_stride (elements). A function of its own, not zero_uncovered rewritten over it: the
+// other prefill kernels' PTX stays byte for byte what attention-sinks-nvcc.test.ts pins.
+template <typename T, int D, int ROWS, int THREADS>
+__device__ __forceinline__ void zero_uncovered_rows(T* __restrict__ out_h, long long row_stride, const int* __restrict__ cu_q, int num_seqs,
+                                                    int total_q, int e, int tid) {
+  const int c0 = min(max(cu_q[0], 0), total_q);
+  const int cb = min(max(cu_q[num_seqs], c0), total_q);
+  const int uncovered = c0 + (total_q - cb);
+  for (int idx = tid; idx < ROWS * (D / 2); idx += THREADS) {
+    const int u = e * ROWS + idx / (D / 2);
+    if (u >= uncovered) break;
+    const int r = u < c0 ? u : cb + (u - c0);
+    *reinterpret_cast<unsigned*>(out_h + (long long)r * row_stride + 2 * (idx % (D / 2))) = 0u;
+  }
+}
+
 }  // namespace fkvar

@@ -60,28 +60,53 @@ export function encodeTensorMap(encode: TensorMapEncoder, s: TensorMapSpec): Uin
   return bytes;
 }
 
-const keyOf = (s: TensorMapSpec) =>
-  `${s.dataType}|${s.address}|${s.dims.join(',')}|${s.stridesBytes.join(',')}|${s.box.join(',')}|${s.elementStrides.join(',')}|${s.interleave}|${s.swizzle}|${s.l2Promotion}|${s.oobFill}`;
+/** The numbers of a spec, in a fixed order (what the cache hashes and compares). */
+function specNumbers(s: TensorMapSpec): number[] {
+  return [s.dataType, s.address, s.dims.length, ...s.dims, ...s.stridesBytes, ...s.box, ...s.elementStrides, s.interleave, s.swizzle, s.l2Promotion, s.oobFill];
+}
+
+/** A 32-bit FNV-1a hash of a spec's numbers (each as its low and high 32 bits: addresses pass 2^32). */
+export function tensorMapSpecHash(s: TensorMapSpec): number {
+  let h = 0x811c9dc5;
+  for (const x of specNumbers(s)) {
+    h = Math.imul(h ^ (x | 0), 0x01000193);
+    h = Math.imul(h ^ ((x / 4294967296) | 0), 0x01000193);
+  }
+  return h >>> 0;
+}
+
+function sameNumbers(a: readonly number[], b: readonly number[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
 
 /**
  * Encoded maps by their full description (address included), so a prefill repeated on the same buffers (a decode loop's
- * chunks, a captured graph's replays being recaptured) skips the driver call. Bounded: the oldest entries go first.
+ * chunks, a captured graph's replays being recaptured) skips the driver call. Keyed by a numeric hash of the description
+ * (no string is built per launch); an entry keeps the description's numbers and a hit compares them all, so a hash
+ * collision re-encodes (and replaces the entry) rather than returning another map. Bounded: the oldest entries go first.
  */
 export class TensorMapCache {
-  private readonly maps = new Map<string, Uint8Array>();
-  constructor(private readonly capacity = 256) {}
+  private readonly maps = new Map<number, { numbers: number[]; bytes: Uint8Array }>();
+  constructor(
+    private readonly capacity = 256,
+    private readonly hash: (s: TensorMapSpec) => number = tensorMapSpecHash,
+  ) {}
 
   get size(): number {
     return this.maps.size;
   }
 
   get(encode: TensorMapEncoder, s: TensorMapSpec): Uint8Array {
-    const key = keyOf(s);
-    let m = this.maps.get(key);
-    if (m) return m;
-    m = encodeTensorMap(encode, s);
-    if (this.maps.size >= this.capacity) this.maps.delete(this.maps.keys().next().value!);
-    this.maps.set(key, m);
-    return m;
+    const key = this.hash(s);
+    const numbers = specNumbers(s);
+    const hit = this.maps.get(key);
+    if (hit && sameNumbers(hit.numbers, numbers)) return hit.bytes;
+    const bytes = encodeTensorMap(encode, s);
+    if (hit) this.maps.delete(key);
+    else if (this.maps.size >= this.capacity) this.maps.delete(this.maps.keys().next().value!);
+    this.maps.set(key, { numbers, bytes });
+    return bytes;
   }
 }

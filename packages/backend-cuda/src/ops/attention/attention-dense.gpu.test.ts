@@ -3,11 +3,14 @@
  * through the op registry (CUDA must take its kernel): random shapes (batch, GQA head counts, L != S, one-warp short
  * queries) at head dims 32 to 256, bf16 and f16; causal (top-left) or not; a boolean mask and an additive bias broadcast
  * over batch / heads, with rows whose every key is masked (zeros, the CPU kernel's convention); [B, L, H, D] inputs
- * permuted to [B, H, L, D]; Dv != D; S = 0. Design §4's tolerances (ops-helpers.checkOp).
+ * permuted to [B, H, L, D]; Dv != D; S = 0. Design §4's tolerances (ops-helpers.checkOp). On sm_90a the prefill route's
+ * calls run on the FA3 kernel in place (dense-sdpa-fa3.ts: no layout copy; DenseSdpa.lastPath 'fa3'): [B, H, S, D] at
+ * B 1 and 2 (the batch folded into the heads), GQA, causal and not, head dims 64 and 128, permuted views (a launch per
+ * batch entry), and the route before it (attention.prefillFa3 off: the varlen op and a copy), all against float64.
  */
 import { Rng, Tensor, callOp1, opRoute, type DType } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
-import { G, gpu, poison, releasing, toGpu } from '../../../test/spine-helpers.js';
+import { G, gpu, poison, releasing, toGpu, withTuning } from '../../../test/spine-helpers.js';
 import { checkOp, cpu, rand } from '../../../test/ops-helpers.js';
 
 /** The gpu tag, and time for NVRTC (each head dim / plan / mask kind is a fresh kernel on a first run). */
@@ -103,6 +106,7 @@ describe('dense SDPA vs the float64 CPU backend', () => {
 
   it('the flash prefill route (bf16 / f16, head dim 64 / 128, no mask) and the dense kernel both equal float64', GT, () => {
     const sdpa = gpu().generatedOps.sdpa;
+    const prefillPath = gpu().runtime.properties().arch === 'sm_90a' ? 'fa3' : 'prefill';
     const shapes: { q: number[]; kv: number[]; causal: boolean }[] = [
       { q: [1, 8, 512, 128], kv: [1, 2, 512, 128], causal: true }, // the FA3 kernel on sm_90a (prefill-fa3.ts; wgmma with attention.prefillFa3 off), GQA 4
       { q: [2, 4, 130, 128], kv: [2, 4, 301, 128], causal: false },
@@ -117,12 +121,52 @@ describe('dense SDPA vs the float64 CPU backend', () => {
             checkOp(`${viaPrefill ? 'prefill' : 'dense'} ${dtype} ${c.q.join('x')} / ${c.kv.join('x')}${c.causal ? ' causal' : ''}`, {
               op: SDPA, inputs: [rand(c.q, dtype, 10 * i), rand(c.kv, dtype, 10 * i + 1), rand(c.kv, dtype, 10 * i + 2), null], attrs: { enable_gqa: gqa, is_causal: c.causal },
             });
-            expect(sdpa.lastPath).toBe(viaPrefill ? 'prefill' : 'dense');
+            expect(sdpa.lastPath, sdpa.lastFa3Decline ?? '').toBe(viaPrefill ? prefillPath : 'dense');
           });
         }
       }
     } finally {
       sdpa.viaPrefill = true;
     }
+  });
+  it('sm_90a: the FA3 kernel in place on [B, H, S, D] (B 1 and 2, GQA, causal and not, head dim 64 and 128, permuted views) equals float64', GT, () => {
+    expect(gpu().runtime.properties().arch, 'the FA3 kernel needs an sm_90a device').toBe('sm_90a');
+    const sdpa = gpu().generatedOps.sdpa;
+    const shapes: { q: number[]; kv: number[]; causal: boolean; permuted?: boolean }[] = [
+      { q: [1, 8, 777, 128], kv: [1, 2, 777, 128], causal: true }, // Llama-3-8B's GQA 4, one sequence, a partial last tile
+      { q: [1, 8, 600, 128], kv: [1, 8, 600, 128], causal: false },
+      { q: [1, 4, 513, 64], kv: [1, 4, 513, 64], causal: true },
+      { q: [2, 4, 333, 64], kv: [2, 1, 333, 64], causal: true }, // B 2: one launch over 8 query heads, 2 key heads
+      { q: [2, 6, 200, 128], kv: [2, 3, 450, 128], causal: false }, // L != S
+      { q: [2, 4, 129, 128], kv: [2, 2, 129, 128], causal: true, permuted: true }, // [B, L, H, D] storage: a launch per entry
+      { q: [2, 4, 70, 64], kv: [2, 4, 90, 64], causal: false, permuted: true },
+      { q: [1, 1, 1, 64], kv: [1, 1, 1, 64], causal: true }, // one head, one row
+    ];
+    const bshd = (s: number[]) => [s[0]!, s[2]!, s[1]!, s[3]!];
+    for (const dtype of DTYPES) {
+      shapes.forEach((c, i) => {
+        const gqa = c.q[1] !== c.kv[1];
+        const label = `FA3 ${dtype} ${c.q.join('x')} / ${c.kv.join('x')}${c.causal ? ' causal' : ''}${c.permuted ? ' permuted' : ''}`;
+        const [qs, kvs] = c.permuted ? [bshd(c.q), bshd(c.kv)] : [c.q, c.kv];
+        const n = c.q.reduce((a, b) => a * b, 1);
+        poison(n / 2, n);
+        checkOp(label, {
+          op: SDPA, inputs: [rand(qs, dtype, 100 + 10 * i), rand(kvs, dtype, 101 + 10 * i), rand(kvs, dtype, 102 + 10 * i), null],
+          views: c.permuted ? [permuted, permuted, permuted] : undefined,
+          attrs: { enable_gqa: gqa, is_causal: c.causal },
+        });
+        expect(sdpa.lastPath, `${label}: ${sdpa.lastFa3Decline}`).toBe('fa3');
+        expect(sdpa.lastFa3Decline).toBeNull();
+      });
+    }
+    // the route before it (the varlen op per batch entry and a copy) still equals float64, and says why it ran
+    withTuning('attention', { prefillFa3: false }, () => {
+      checkOp('prefillFa3 off: bf16 2x4x129x128 causal', {
+        op: SDPA, inputs: [rand([2, 4, 129, 128], 'bf16', 7), rand([2, 2, 129, 128], 'bf16', 8), rand([2, 2, 129, 128], 'bf16', 9), null],
+        attrs: { enable_gqa: true, is_causal: true },
+      });
+    });
+    expect(sdpa.lastPath).toBe('prefill');
+    expect(sdpa.lastFa3Decline).toMatch(/attention.prefillFa3 is off/);
   });
 });

@@ -4,7 +4,8 @@
  * off: the wgmma kernel at head dim 128, mma.sync at 64) on the lab's small case, odd-length batches, head dims 64 and
  * 128, causal and not, GQA, bf16 and f16, sliding windows, chunked prefill, fused-qkv views, attention sinks (gpt-oss:
  * the FK_SINKS=1 build, vs the float64 kernel with sinks and the wgmma / mma.sync sinks kernels), and a CUDA graph's
- * replay against the eager call. Each case first asserts the route takes the FA3 kernel (a decline names its reason), so a
+ * replay against the eager call. Dense SDPA on it in place ([B, H, S, D] read through maps of their own strides, the
+ * output written through its [H, L, D] strides): bit for bit the varlen op on packed copies, and in a graph. Each case first asserts the route takes the FA3 kernel (a decline names its reason), so a
  * silent fallback cannot pass as FA3.
  */
 import { callOp1, Rng, Tensor, type DType } from '@fastkernels/core';
@@ -178,6 +179,56 @@ describe('the FA3 kernel as NVRTC builds it, and the routes through it', () => {
     expectClose(fa3, want, tolOf('bf16'), 'SDPA via prefill (FA3) vs float64');
     expectClose(fa3, before, tolOf('bf16'), 'SDPA via prefill: FA3 vs the route before');
     for (const t of [qc, kc, vc, q, k, v, want, fa3, before]) t.dispose();
+  });
+
+  it('SDPA on the FA3 kernel in place (no copy) is bit for bit the varlen op on packed copies of each batch entry, B 1 and 2, hd 64 and 128', G, () => {
+    const sdpa = gpu().generatedOps.sdpa;
+    const cases = [
+      { q: [1, 8, 700, 128], kv: [1, 2, 700, 128], causal: true },
+      { q: [2, 8, 300, 128], kv: [2, 2, 300, 128], causal: true }, // the batch folded into the heads: one launch
+      { q: [2, 4, 257, 64], kv: [2, 4, 400, 64], causal: false },
+    ];
+    cases.forEach((c, i) => {
+      const [q, k, v] = [randCpu(c.q, 'bf16', 40 + i), randCpu(c.kv, 'bf16', 50 + i), randCpu(c.kv, 'bf16', 60 + i)].map(toGpu) as [Tensor, Tensor, Tensor];
+      const [B, H, L, D] = c.q as [number, number, number, number];
+      const S = c.kv[2]!;
+      poison(q.numel / 2, q.numel);
+      const out = callOp1('scaled_dot_product_attention', [q, k, v, null], { is_causal: c.causal, enable_gqa: c.kv[1] !== H });
+      expect(sdpa.lastPath, `${c.q.join('x')}: ${sdpa.lastFa3Decline}`).toBe('fa3');
+      const cu = (n: number) => toGpu(Tensor.fromArray(cpu(), [0, n], [2], 'i32'));
+      const [cq, ck] = [cu(L), cu(S)];
+      for (let b = 0; b < B; b++) {
+        // [rows, heads, D] packed copies of entry b: the varlen op's own layout
+        const packed = (t: Tensor) => t.select(0, b).transpose(0, 1).contiguous();
+        const [qp, kp, vp] = [packed(q), packed(k), packed(v)];
+        const ref = callOp1('varlen_prefill_attention', [qp, kp, vp, cq, ck, null], { scale: 1 / Math.sqrt(D), causal: c.causal, sliding_window: 0 });
+        const got = out.select(0, b).transpose(0, 1).contiguous();
+        expect(Array.from(got.toFloat64Array()), `${c.q.join('x')} entry ${b}`).toEqual(Array.from(ref.toFloat64Array()));
+        for (const t of [qp, kp, vp, ref, got]) t.dispose();
+      }
+      for (const t of [q, k, v, out, cq, ck]) t.dispose();
+    });
+  });
+
+  it('SDPA on the FA3 kernel in place in a CUDA graph: the replay equals the eager call (the cu_seqlens fills captured)', G, () => {
+    const b = gpu();
+    const [q, k] = [toGpu(randCpu([2, 8, 300, 128], 'bf16', 71)), toGpu(randCpu([2, 2, 300, 128], 'bf16', 72))];
+    const attrs = { is_causal: true, enable_gqa: true };
+    const eager = callOp1('scaled_dot_product_attention', [q, k, k, null], attrs);
+    expect(b.generatedOps.sdpa.lastPath).toBe('fa3');
+    b.synchronize();
+    let captured: Tensor | undefined;
+    const g = b.runtime.capture(() => {
+      captured = callOp1('scaled_dot_product_attention', [q, k, k, null], attrs);
+    }, { poolBytes: 64 << 20 });
+    try {
+      captured!.fill_(0);
+      g.replay();
+      expect(Array.from(captured!.toFloat64Array())).toEqual(Array.from(eager.toFloat64Array()));
+    } finally {
+      g.destroy();
+    }
+    for (const t of [q, k, eager]) t.dispose();
   });
 });
 

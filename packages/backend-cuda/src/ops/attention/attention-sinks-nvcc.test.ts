@@ -46,7 +46,8 @@ const VARIANTS: readonly (readonly [string, string, readonly string[]])[] = [
 
 /**
  * sha256 of each variant's PTX from the sources before sinks (comment lines dropped), nvcc RECORDED_WITH. The FA3
- * kernel's from attention_fa3.cu before its sinks (commit 00da0f8).
+ * kernel's from attention_fa3.cu with its output row / head stride parameters (dense SDPA's in-place [H, L, D] output;
+ * recorded again then: the build without sinks checked as before, a different PTX from 00da0f8's by those parameters).
  */
 const PTX_BEFORE_SINKS: Readonly<Record<string, string>> = {
   'decode simple bf16 D128': 'af6dbeb5cdf2898c27ee6e3fe880eff05660ef5240dc6daf93d84a500ef81097',
@@ -57,8 +58,8 @@ const PTX_BEFORE_SINKS: Readonly<Record<string, string>> = {
   'prefill bf16 D128 (mma, wgmma)': '10b2f852046ede56954ba536dc9b9b1e400a05018fde3a06d081e80bdf5f8c7f',
   'prefill f16 D64 (mma)': '71a8d71b27b4b8f75f9599091048d2355a2fa4b68d791f8bdd1834e880ac85f2',
   'prefill simple f32 D96': '91166deab99aedb670668ecf2a9150051d23ec54f99e39994f8a243a7b8e6bcd',
-  'prefill fa3 bf16 D128': 'fcbf8fa1763f704ef2df3c86df1b5429f24a6e7e14a1548138cb3a5df7bfa5a7',
-  'prefill fa3 f16 D64': '4c6c9556d13204c629ff3d0e19d101b32197d64f41fe3989a104e91ae63097d2',
+  'prefill fa3 bf16 D128': 'e9967663eec38630bbee99d9a2035d55d25260071fd73daee4e56f4a3e300657',
+  'prefill fa3 f16 D64': '1f170b95b4d5d2cb579bf30455fb258a0bf0ea6296415b11b2cac3e532368874',
 };
 
 /** The PTX without its comment lines (nvcc's version and build id). */

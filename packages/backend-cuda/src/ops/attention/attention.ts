@@ -22,12 +22,11 @@
  * sinks (the build without them does not declare it: kernels/attention_decode.cu).
  */
 import { formatShape, Tensor, type Backend, type DType } from '@fastkernels/core';
-import { CudaFatalError } from '../../errors.js';
 import type { CudaKernel } from '../../kernel.js';
 import { cudaTuning } from '../../tuning/load.js';
 import { planDecode, planPrefill, vectorBytes } from './attention-plan.js';
 import { asDType, fileKernel, lastDimContiguous, ptr } from '../launch/common.js';
-import { fa3Operand, fa3TensorMaps, launchPrefillFa3, prefillFa3Decline, type Fa3Maps } from './prefill-fa3.js';
+import { fa3Operand, fa3Route, launchPrefillFa3, type Fa3Maps } from './prefill-fa3.js';
 import type { SpineContext } from '../launch/context.js';
 import { mlaRouteDecline, pagedMlaDecode } from './mla-decode.js';
 
@@ -180,28 +179,13 @@ export function pagedDecodeAttention(
 }
 
 /**
- * Whether this prefill takes the FA3 kernel (prefill-fa3.ts): its encoded tensor maps, or why not. Every cheap test
- * first; then the maps are encoded (cached), and a layout the driver refuses declines with the driver's words.
+ * Whether this prefill takes the FA3 kernel (prefill-fa3.ts, fa3Route): its encoded tensor maps, or why not. Every cheap
+ * test first; then the maps are encoded (cached), and a layout the driver refuses declines with the driver's words.
  */
 export function prefillFa3Route(
   ctx: SpineContext, q: Tensor, k: Tensor, v: Tensor, totalQ: number, numSeqs: number,
 ): { take: true; maps: Fa3Maps } | { take: false; reason: string } {
-  if (k.shape[0] === 0) return { take: false, reason: 'no keys (a tensor map needs a row)' };
-  const rt = ctx.runtime;
-  const props = rt.properties();
-  const call = {
-    arch: props.arch, dtype: q.dtype, headDim: q.shape[2]!, totalQ, numSeqs, q: fa3Operand(q), k: fa3Operand(k), v: fa3Operand(v),
-    sharedPerBlockOptin: props.sharedPerBlockOptin,
-  };
-  const tuning = cudaTuning().attention;
-  const reason = prefillFa3Decline({ ...call, tensorMapsUnavailable: null }, tuning) ?? prefillFa3Decline({ ...call, tensorMapsUnavailable: rt.tensorMapUnavailable() }, tuning);
-  if (reason !== null) return { take: false, reason };
-  try {
-    return { take: true, maps: fa3TensorMaps(ctx, q.dtype as 'bf16' | 'f16', call.headDim, call.q, call.k, call.v) };
-  } catch (e) {
-    if (e instanceof CudaFatalError) throw e; // the context is lost: no other route would run either
-    return { take: false, reason: `a tensor map was refused: ${(e as Error).message}` };
-  }
+  return fa3Route(ctx, q.dtype, q.shape[2]!, { q: fa3Operand(q), k: fa3Operand(k), v: fa3Operand(v) }, totalQ, numSeqs);
 }
 
 function decodeKernel(ctx: SpineContext, entry: string, options: string[]): CudaKernel {

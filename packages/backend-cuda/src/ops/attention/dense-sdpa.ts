@@ -1,7 +1,9 @@
 /**
  * scaled_dot_product_attention on CUDA. Calls the flash prefill kernel takes (sdpaViaPrefillDecline: bf16 / f16, head
- * dim 64 or 128, no mask; the wgmma kernel at 128 on sm_90a) run there, one varlen call per batch entry over strided
- * [L, heads, D] views of q / k / v, its [L, heads, D] result copied into the output's [heads, L, D]; the rest run on the
+ * dim 64 or 128, no mask) run on the FA3 kernel in place where it takes them (dense-sdpa-fa3.ts: sm_90a, q / k / v read
+ * through tensor maps over their [heads, rows, D] storage, the output's [heads, L, D] written through its strides, no
+ * copy), else one varlen call per batch entry over strided [L, heads, D] views of q / k / v (the wgmma / mma.sync
+ * kernels), its [L, heads, D] result copied into the output's [heads, L, D]; the rest run on the
  * dense tensor-core kernel (kernels/attention_dense.cu): the registry call's tensors read in place through (batch,
  * head, row, column) strides where their layout allows, a dense copy otherwise (a non-contiguous head dim, rows not
  * 16-byte aligned, batch dims that do not collapse, a float64 mask); one kernel per (dtype, head dims, tile plan, mask
@@ -12,6 +14,8 @@ import type { ArgType, ArgValue } from '../../args.js';
 import type { CudaKernel } from '../../kernel.js';
 import { KERNEL_SOURCES } from '../../kernel-sources.generated.js';
 import type { GenKernelCache } from '../gen-cache.js';
+import type { SpineContext } from '../launch/context.js';
+import { runSdpaOnFa3 } from './dense-sdpa-fa3.js';
 import { chunkAligned, operandStrides, type OperandStrides } from './layout.js';
 import { denseSdpaDecline, planDenseSdpa, sdpaViaPrefillDecline, type DenseSdpaPlan, type DenseSdpaShape } from './plan.js';
 
@@ -56,8 +60,13 @@ export class DenseSdpa {
   private readonly args: ArgValue[] = new Array<ArgValue>(SIGNATURE.length).fill(0);
   /** Send the calls the flash prefill kernel takes there (false: every call on the dense kernel; tests, A/B runs). */
   viaPrefill = true;
-  /** The kernel the last call ran on (tests, the ops bench). */
-  lastPath: 'prefill' | 'dense' | null = null;
+  /**
+   * The kernel the last call ran on (tests, the ops bench): 'fa3' the FA3 kernel in place, 'prefill' the varlen prefill
+   * op per batch entry and a copy, 'dense' attention_dense.cu.
+   */
+  lastPath: 'fa3' | 'prefill' | 'dense' | null = null;
+  /** Why the last call that took the prefill route did not run on the FA3 kernel in place (null: it did). */
+  lastFa3Decline: string | null = null;
 
   constructor(private readonly cache: GenKernelCache) {}
 
@@ -91,6 +100,15 @@ export class DenseSdpa {
     if (out.numel === 0) return out;
     if (this.prefillDecline(call) === null) {
       try {
+        const kHeads = kIn.shape[kIn.rank - 3]!;
+        const fa3 = runSdpaOnFa3(spineContext(call), {
+          q: qIn, k: kIn, v: vIn, out, outer, heads: H, kvHeads: kHeads, L, S, D, causal: call.attrs.is_causal, scale: call.attrs.scale ?? 1 / Math.sqrt(D),
+        });
+        this.lastFa3Decline = fa3;
+        if (fa3 === null) {
+          this.lastPath = 'fa3';
+          return out;
+        }
         this.runViaPrefill(call, out);
       } catch (e) {
         out.dispose();
@@ -221,6 +239,11 @@ export function denseSdpaSource(defines: Readonly<Record<string, string | number
   if (source === undefined) throw new Error(`kernel source ${FILE} is not embedded (run npm run embed-kernels -w @fastkernels/backend-cuda)`);
   const head = Object.entries(defines).map(([k, v]) => `#define ${k} ${v}`).join('\n');
   return { source: `${head}\n${source}`, entry: ENTRY, signature: SIGNATURE };
+}
+
+/** The CUDA spine context of the call's backend (absent on other backends: the CPU tests of the host side). */
+function spineContext(call: OpCall<DenseSdpaAttrs>): SpineContext | undefined {
+  return (call.backend.ops as { spine?: SpineContext }).spine;
 }
 
 function keep(temps: Tensor[], t: Tensor): Tensor {

@@ -10,11 +10,11 @@ import { fakeDevice } from '../../../test/fake-device.js';
 import { withTuning } from '../../../test/spine-helpers.js';
 import { ARG_BASE, LaunchBuffer, layoutArgs, parseSignature, TENSOR_MAP_ARG } from '../../args.js';
 import { KERNEL_SOURCES } from '../../kernel-sources.generated.js';
-import { TENSOR_MAP_BYTES, TensorMapCache, tensorMapProblem, type TensorMapSpec } from '../../tensor-map.js';
+import { TENSOR_MAP_BYTES, TensorMapCache, tensorMapProblem, tensorMapSpecHash, type TensorMapSpec } from '../../tensor-map.js';
 import { cudaTuning } from '../../tuning/load.js';
 import { ptr } from '../launch/common.js';
 import { prefillFa3Route, varlenPrefillAttention } from './attention.js';
-import { fa3Grid, fa3Operand, fa3SharedBytes, fa3TensorMapSpec, prefillFa3Decline, type Fa3Call, type Fa3Operand } from './prefill-fa3.js';
+import { fa3Grid, fa3Kernel, fa3Operand, fa3SharedBytes, fa3TensorMapSpec, prefillFa3Decline, type Fa3Call, type Fa3Operand } from './prefill-fa3.js';
 
 const packed = (address: number, rows: number, heads: number, D: number): Fa3Operand => ({ address, rows, heads, rowStrideBytes: heads * D * 2, headStrideBytes: D * 2 });
 const llama: Fa3Call = {
@@ -47,8 +47,14 @@ describe('FA3 prefill: which calls take it, and why the others do not', () => {
       [{ k: { ...llama.k, rowStrideBytes: 8 * 128 * 2 + 8 } }, /k's byte strides .*multiples of 16/],
       [{ v: { ...llama.v, headStrideBytes: 0 } }, /v's byte strides/],
       [{ tensorMapsUnavailable: 'no cuTensorMapEncodeTiled' }, /no TMA tensor maps: no cuTensorMapEncodeTiled/],
+      [{ out: { address: (1 << 22) + 8, rowStrideBytes: 256, headStrideBytes: 4096 * 256 } }, /out at byte address .*16-byte chunks/],
+      [{ out: { address: 1 << 22, rowStrideBytes: 256 + 2, headStrideBytes: 4096 * 256 } }, /out .*byte strides 258/],
     ];
     for (const [patch, why] of cases) expect(prefillFa3Decline({ ...llama, ...patch }, on), JSON.stringify(patch)).toMatch(why);
+    // dense SDPA's BHSD views: head stride S D above the row stride D (either order is a valid map), output [H, L, D]
+    const bhsd = (address: number, heads: number): Fa3Operand => ({ address, rows: 4096, heads, rowStrideBytes: 256, headStrideBytes: 4096 * 256 });
+    const dense = { ...llama, q: bhsd(1 << 20, 32), k: bhsd(1 << 28, 8), v: bhsd(1 << 29, 8), out: { address: 1 << 30, rowStrideBytes: 256, headStrideBytes: 4096 * 256 } };
+    expect(prefillFa3Decline(dense, on)).toBeNull();
     expect(prefillFa3Decline(llama, { ...on, prefillFa3: false })).toMatch(/attention.prefillFa3 is off/);
     expect(prefillFa3Decline(llama, { ...on, prefillMma: false })).toMatch(/prefillMma is off/);
   });
@@ -84,6 +90,20 @@ describe('FA3 tensor maps: as the lab encodes them', () => {
     expect(fa3Operand(one)).toMatchObject({ rows: 1, heads: 1, rowStrideBytes: 128, headStrideBytes: 128 });
   });
 
+  it("dense SDPA's [rows, heads, D] view of a [B, H, S, D] tensor: head stride S D above the row stride D, in place", () => {
+    const { backend } = fakeDevice();
+    const bhsd = Tensor.empty(backend, [2, 8, 4096, 128], 'bf16');
+    const entry1 = bhsd.select(0, 1).transpose(0, 1); // [S, H, D] of batch entry 1
+    const o = fa3Operand(entry1);
+    expect(o).toEqual({ address: ptr(bhsd) + 8 * 4096 * 128 * 2, rows: 4096, heads: 8, rowStrideBytes: 256, headStrideBytes: 4096 * 256 });
+    const k = fa3TensorMapSpec('bf16', 128, o, 128);
+    expect(k).toMatchObject({ dims: [128, 8, 4096], stridesBytes: [4096 * 256, 256], box: [64, 1, 128] });
+    expect(tensorMapProblem(k)).toBeNull();
+    // head dim 64, one head: the head stride is the packed one (never stepped)
+    const one = Tensor.empty(backend, [1, 1, 300, 64], 'f16').select(0, 0).transpose(0, 1);
+    expect(fa3TensorMapSpec('f16', 64, fa3Operand(one), 64)).toMatchObject({ dims: [64, 1, 300], stridesBytes: [128, 128] });
+  });
+
   it('tensorMapProblem: the TMA limits checked before the driver is asked', () => {
     const s = fa3TensorMapSpec('bf16', 128, llama.q, 64);
     expect(tensorMapProblem({ ...s, address: 8 })).toMatch(/16-byte aligned/);
@@ -115,6 +135,28 @@ describe('FA3 tensor maps: as the lab encodes them', () => {
     expect(calls).toHaveLength(4);
     expect(() => cache.get(encode, { ...s, address: 3 })).toThrow(/16-byte aligned/);
     expect(() => cache.get(() => new ArrayBuffer(64), { ...s, address: 4096 })).toThrow(/64 bytes, not 128/);
+  });
+
+  it('the cache key is a number; a hit compares the whole description, so a hash collision re-encodes, never returns another map', () => {
+    let n = 0;
+    const encode = () => {
+      const b = new Uint8Array(TENSOR_MAP_BYTES);
+      b[0] = ++n;
+      return b.buffer;
+    };
+    const s = fa3TensorMapSpec('bf16', 128, llama.q, 64);
+    expect(Number.isInteger(tensorMapSpecHash(s))).toBe(true);
+    expect(tensorMapSpecHash(s)).toBe(tensorMapSpecHash({ ...s, dims: [...s.dims] }));
+    expect(tensorMapSpecHash({ ...s, address: s.address + 2 ** 32 })).not.toBe(tensorMapSpecHash(s)); // the high bits count
+    expect(tensorMapSpecHash({ ...s, stridesBytes: [s.stridesBytes[1]!, s.stridesBytes[0]!] })).not.toBe(tensorMapSpecHash(s));
+    const colliding = new TensorMapCache(4, () => 7); // every description on one key
+    const a = colliding.get(encode, s);
+    const b = colliding.get(encode, { ...s, box: [64, 1, 128] });
+    expect(b[0]).toBe(2);
+    expect(colliding.get(encode, { ...s, box: [64, 1, 128] })).toBe(b);
+    expect(colliding.get(encode, s)[0]).toBe(3); // not b: encoded again
+    expect(a[0]).toBe(1);
+    expect(colliding.size).toBe(1);
   });
 });
 
@@ -157,6 +199,8 @@ describe('varlen prefill on a fake sm_90a device: the FA3 launch', () => {
     // out, lse (none), cu_q, cu_k, num_seqs, total_q, n_q_heads, group, causal, window, scale_log2
     expect(l.args.slice(3, 13)).toEqual([ptr(out), 0, ptr(cu), ptr(cu), 1, 4096, 32, 4, 1, 0]);
     expect(l.args[13]).toBeCloseTo(0.088 * Math.LOG2E, 12);
+    // the output's row and head strides (elements): the packed [Tq, nQ, D] the op returns; no sinks
+    expect(l.args.slice(14)).toEqual([32 * 128, 128, 0]);
   });
 
   it('head dim 64, f16, a sliding window, not causal, several sequences', () => {
@@ -173,6 +217,7 @@ describe('varlen prefill on a fake sm_90a device: the FA3 launch', () => {
     expect(specs.map((s) => s.dataType)).toEqual([6, 6, 6]);
     expect(specs[1]).toMatchObject({ dims: [64, 2, 500], box: [64, 1, 128] });
     expect(l.args.slice(7, 13)).toEqual([2, 377, 4, 2, 0, 100]);
+    expect(l.args.slice(14, 16)).toEqual([4 * 64, 64]);
   });
 
   it('a fused qkv projection is read in place (maps over the strided views, no copy)', () => {
@@ -199,9 +244,10 @@ describe('varlen prefill on a fake sm_90a device: the FA3 launch', () => {
     expect(l.entry).toBe('fk_varlen_prefill_fa3');
     expect(l.options).toEqual(['-DFK_T=__nv_bfloat16', '-DFK_D=64', '-DFK_SINKS=1']);
     expect(l.grid).toEqual([64, 32 + 1, 1]);
-    expect(l.args).toHaveLength(15);
+    expect(l.args).toHaveLength(17);
     expect(l.args.slice(7, 13)).toEqual([1, 4096, 64, 8, 1, 128]);
-    expect(l.args[14]).toBe(ptr(sinks));
+    expect(l.args.slice(14, 16)).toEqual([64 * 64, 64]);
+    expect(l.args[16]).toBe(ptr(sinks));
   });
 
   it('sinks of another dtype are converted to fp32 first (one launch before) and the temporary is passed; none: 0', () => {
@@ -217,11 +263,11 @@ describe('varlen prefill on a fake sm_90a device: the FA3 launch', () => {
     expect(l.entry).toBe('fk_varlen_prefill_fa3');
     expect(l.options).toEqual(['-DFK_T=__half', '-DFK_D=128', '-DFK_SINKS=1']);
     expect(count()).toBe(before + 2); // the bf16 -> f32 conversion, then the kernel
-    expect(l.args[14]).not.toBe(0);
-    expect(l.args[14]).not.toBe(ptr(sinks));
+    expect(l.args[16]).not.toBe(0);
+    expect(l.args[16]).not.toBe(ptr(sinks));
     varlenPrefillAttention(ctx, q, k, k, cu, cu, 0.088, false, 0);
     expect(launches.at(-1)!.options).toEqual(['-DFK_T=__half', '-DFK_D=128']);
-    expect(launches.at(-1)!.args[14]).toBe(0);
+    expect(launches.at(-1)!.args[16]).toBe(0);
   });
 
   it('declined calls keep the route before FA3: a misaligned q, f32, other head dims, no tensor maps, the tuning off (with sinks too)', () => {
@@ -250,6 +296,21 @@ describe('varlen prefill on a fake sm_90a device: the FA3 launch', () => {
   });
 });
 
+describe('the kernel lookup: a numeric slot per build, no options string per launch', () => {
+  it('one ctx.kernel call per (dtype, head dim, sinks) build, the same kernel after', () => {
+    const { ctx } = hopper();
+    const c = ctx as unknown as { kernel: (spec: { options?: readonly string[] }) => unknown };
+    const asked: string[] = [];
+    const kernel = c.kernel.bind(ctx);
+    c.kernel = (spec) => (asked.push((spec.options ?? []).join(' ')), kernel(spec as never));
+    const a = fa3Kernel(ctx, 'bf16', 128, false);
+    expect(fa3Kernel(ctx, 'bf16', 128, false)).toBe(a);
+    expect(fa3Kernel(ctx, 'f16', 64, true)).not.toBe(a);
+    fa3Kernel(ctx, 'f16', 64, true);
+    expect(asked).toEqual(['-DFK_T=__nv_bfloat16 -DFK_D=128', '-DFK_T=__half -DFK_D=64 -DFK_SINKS=1']);
+  });
+});
+
 describe('prefillFa3Route: the decision the op makes, with its reason', () => {
   it('takes with the three maps; declines naming the tuning, the device, a missing entry, or the driver refusing a map', () => {
     const mk = (h: ReturnType<typeof hopper>) => {
@@ -272,9 +333,9 @@ describe('prefillFa3Route: the decision the op makes, with its reason', () => {
 });
 
 describe('the launch staging buffer: the 128-byte maps by value at 64-byte offsets', () => {
-  it("fk_varlen_prefill_fa3's signature parses to three TENSOR_MAP_ARGs, the scalar tail and the sinks pointer (declared under FK_SINKS)", () => {
+  it("fk_varlen_prefill_fa3's signature parses to three TENSOR_MAP_ARGs, the scalar tail, the output strides and the sinks pointer (declared under FK_SINKS)", () => {
     const sig = parseSignature(KERNEL_SOURCES['attention_fa3.cu']!, 'fk_varlen_prefill_fa3');
-    expect(sig).toEqual([TENSOR_MAP_ARG, TENSOR_MAP_ARG, TENSOR_MAP_ARG, 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'ptr']);
+    expect(sig).toEqual([TENSOR_MAP_ARG, TENSOR_MAP_ARG, TENSOR_MAP_ARG, 'ptr', 'ptr', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'i64', 'i64', 'ptr']);
     expect(TENSOR_MAP_ARG).toEqual({ struct: 128, align: 64 });
     // a map after a 4-byte scalar is pushed to the next multiple of 64
     expect(Array.from(layoutArgs(['i32', TENSOR_MAP_ARG, 'ptr', TENSOR_MAP_ARG]).offsets)).toEqual([0, 64, 192, 256]);
@@ -283,16 +344,18 @@ describe('the launch staging buffer: the 128-byte maps by value at 64-byte offse
   it('packDims writes the map bytes verbatim at ARG_BASE + offset, ARG_BASE a multiple of 64', () => {
     expect(ARG_BASE % 64).toBe(0);
     const layout = layoutArgs(parseSignature(KERNEL_SOURCES['attention_fa3.cu']!, 'fk_varlen_prefill_fa3'));
-    expect(Array.from(layout.offsets)).toEqual([0, 128, 256, 384, 392, 400, 408, 416, 420, 424, 428, 432, 436, 440, 448]);
+    expect(Array.from(layout.offsets)).toEqual([0, 128, 256, 384, 392, 400, 408, 416, 420, 424, 428, 432, 436, 440, 448, 456, 464]);
     const maps = [1, 2, 3].map((m) => Uint8Array.from({ length: 128 }, (_, i) => (m * 37 + i) & 255));
     const lb = new LaunchBuffer();
-    lb.packDims(7, 0, 32, 33, 1, 384, 1, 1, fa3SharedBytes(128), layout, [...maps, 0x10000, 0, 0x20000, 0x20000, 1, 4096, 32, 4, 1, 0, 0.5, 0x30000]);
+    lb.packDims(7, 0, 32, 33, 1, 384, 1, 1, fa3SharedBytes(128), layout, [...maps, 0x10000, 0, 0x20000, 0x20000, 1, 4096, 32, 4, 1, 0, 0.5, 128, 4096 * 128, 0x30000]);
     const all = new Uint8Array(lb.buffer);
     maps.forEach((m, i) => expect(Array.from(all.subarray(ARG_BASE + 128 * i, ARG_BASE + 128 * (i + 1)))).toEqual(Array.from(m)));
     expect(Array.from(lb.offsets.subarray(0, 3))).toEqual([0, 128, 256]);
     expect(lb.view.getUint32(384, true)).toBe(0x10000);
     expect(lb.view.getFloat32(440, true)).toBe(0.5);
-    expect(lb.view.getUint32(448, true)).toBe(0x30000); // the sinks pointer
-    expect(() => lb.packDims(7, 0, 1, 1, 1, 1, 1, 1, 0, layout, [new Uint8Array(64), ...maps.slice(1), 0, 0, 0, 0, 1, 1, 1, 1, 1, 0, 0.5, 0])).toThrow(/128 bytes/);
+    expect(lb.view.getBigInt64(448, true)).toBe(128n); // the output's row stride
+    expect(lb.view.getBigInt64(456, true)).toBe(4096n * 128n); // and head stride (dense SDPA's [H, L, D])
+    expect(lb.view.getUint32(464, true)).toBe(0x30000); // the sinks pointer
+    expect(() => lb.packDims(7, 0, 1, 1, 1, 1, 1, 1, 0, layout, [new Uint8Array(64), ...maps.slice(1), 0, 0, 0, 0, 1, 1, 1, 1, 1, 0, 0.5, 8, 8, 0])).toThrow(/128 bytes/);
   });
 });

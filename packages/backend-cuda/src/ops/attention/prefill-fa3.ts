@@ -8,13 +8,23 @@
  *
  * The kernel reads q, k and v through TMA tensor maps (3-D {D, heads, rows}, boxes of 64 columns x 1 head x 64 or 128
  * rows, 128-byte swizzle, zeros past the end): encoded on the host per launch (cached by address and shape), passed by
- * value as __grid_constant__ parameters, so a captured graph keeps them (its buffers' addresses are fixed).
+ * value as __grid_constant__ parameters, so a captured graph keeps them (its buffers' addresses are fixed). A map takes
+ * any 16-byte row and head strides, in either order: packed [T, H, D] (head stride < row stride) and a [rows, heads, D]
+ * view of [H, rows, D] (dense SDPA's [B, H, S, D]: head stride > row stride) alike. The output is written through a row
+ * and a head stride too (Fa3Launch), so dense SDPA's [H, L, D] output is written in place (dense-sdpa-fa3.ts).
  */
 import type { Tensor } from '@fastkernels/core';
+import { CudaFatalError } from '../../errors.js';
+import type { CudaKernel } from '../../kernel.js';
+import { PDL_READY_FILES } from '../../launch-tuning.js';
+import { cudaTuning } from '../../tuning/load.js';
 import type { AttentionTuning } from '../../tuning/schema.js';
 import { TENSOR_MAP_DTYPE, TENSOR_MAP_INTERLEAVE_NONE, TENSOR_MAP_L2_PROMOTION, TENSOR_MAP_OOB_FILL, TENSOR_MAP_SWIZZLE, type TensorMapSpec } from '../../tensor-map.js';
 import { fileKernel, ptr } from '../launch/common.js';
 import type { SpineContext } from '../launch/context.js';
+
+const FILE = 'attention_fa3.cu';
+const ENTRY = 'fk_varlen_prefill_fa3';
 
 /** Query rows a CTA (two consumer warpgroups of 64), keys a tile, threads (three warpgroups): fkfa3::BM, BN, THREADS. */
 export const FA3_BLOCK_M = 128;
@@ -39,6 +49,13 @@ export interface Fa3Operand {
   readonly headStrideBytes: number;
 }
 
+/** Where the kernel writes: its first element's byte address, the byte strides between rows and between heads. */
+export interface Fa3Output {
+  readonly address: number;
+  readonly rowStrideBytes: number;
+  readonly headStrideBytes: number;
+}
+
 /** What decides whether a varlen prefill takes the FA3 kernel (prefillFa3Decline). */
 export interface Fa3Call {
   /** The device's SASS target (DeviceProperties.arch). */
@@ -51,6 +68,8 @@ export interface Fa3Call {
   readonly q: Fa3Operand;
   readonly k: Fa3Operand;
   readonly v: Fa3Operand;
+  /** The output when it is not a fresh packed [Tq, nQ, D] tensor (dense SDPA's in-place [H, L, D]). */
+  readonly out?: Fa3Output;
   /** Most dynamic shared memory a block may opt in to. */
   readonly sharedPerBlockOptin?: number;
   /** Why tensor maps cannot be encoded in this process (CudaRuntime.tensorMapUnavailable), or null. */
@@ -78,6 +97,12 @@ export function prefillFa3Decline(c: Fa3Call, tuning: Pick<AttentionTuning, 'pre
       if (s <= 0 || s % 16 !== 0 || s >= 2 ** 40) return `${name}'s byte strides ${o.rowStrideBytes} / ${o.headStrideBytes}: the TMA needs positive multiples of 16 below 2^40`;
     }
     if (o.rows >= 2 ** 31) return `${name} has ${o.rows} rows: past 32-bit coordinates`;
+  }
+  if (c.out) {
+    const o = c.out;
+    if ([o.address, o.rowStrideBytes, o.headStrideBytes].some((x) => x % 16 !== 0 || x < 0)) {
+      return `out at byte address ${o.address}, byte strides ${o.rowStrideBytes} / ${o.headStrideBytes}: the kernel stores 16-byte chunks (aligned address and strides)`;
+    }
   }
   if (c.tensorMapsUnavailable !== null) return `no TMA tensor maps: ${c.tensorMapsUnavailable}`;
   return null;
@@ -122,6 +147,29 @@ export function fa3TensorMaps(ctx: SpineContext, dtype: 'bf16' | 'f16', headDim:
   return { q: map(q, FA3_BLOCK_M / 2), k: map(k, FA3_BLOCK_N), v: map(v, FA3_BLOCK_N) };
 }
 
+/**
+ * Whether a call on these operands takes the FA3 kernel: its encoded tensor maps, or why not. Every cheap test first
+ * (prefillFa3Decline without, then with the runtime's tensor-map availability); then the maps are encoded (cached), and
+ * a layout the driver refuses declines with the driver's words.
+ */
+export function fa3Route(
+  ctx: SpineContext, dtype: string, headDim: number, ops: { q: Fa3Operand; k: Fa3Operand; v: Fa3Operand; out?: Fa3Output }, totalQ: number, numSeqs: number,
+): { take: true; maps: Fa3Maps } | { take: false; reason: string } {
+  if (ops.k.rows === 0) return { take: false, reason: 'no keys (a tensor map needs a row)' };
+  const rt = ctx.runtime;
+  const props = rt.properties();
+  const call = { arch: props.arch, dtype, headDim, totalQ, numSeqs, ...ops, sharedPerBlockOptin: props.sharedPerBlockOptin };
+  const tuning = cudaTuning().attention;
+  const reason = prefillFa3Decline({ ...call, tensorMapsUnavailable: null }, tuning) ?? prefillFa3Decline({ ...call, tensorMapsUnavailable: rt.tensorMapUnavailable() }, tuning);
+  if (reason !== null) return { take: false, reason };
+  try {
+    return { take: true, maps: fa3TensorMaps(ctx, dtype as 'bf16' | 'f16', headDim, ops.q, ops.k, ops.v) };
+  } catch (e) {
+    if (e instanceof CudaFatalError) throw e; // the context is lost: no other route would run either
+    return { take: false, reason: `a tensor map was refused: ${(e as Error).message}` };
+  }
+}
+
 /** The three encoded maps (TENSOR_MAP_ARG values). */
 export interface Fa3Maps {
   readonly q: Uint8Array;
@@ -130,7 +178,8 @@ export interface Fa3Maps {
 }
 
 export interface Fa3Launch {
-  readonly out: Tensor;
+  /** The output tensor, or its first element's device address (a view's, written through the strides below). */
+  readonly out: Tensor | number;
   readonly maps: Fa3Maps;
   readonly dtype: 'bf16' | 'f16';
   readonly headDim: number;
@@ -145,6 +194,9 @@ export interface Fa3Launch {
   readonly causal: boolean;
   readonly window: number;
   readonly scaleLog2: number;
+  /** Output strides in elements (multiples of 8); packed [Tq, nQ, D] when absent: qHeads * D and D. */
+  readonly outRowStride?: number;
+  readonly outHeadStride?: number;
 }
 
 /** Grid of the FA3 kernel: (query heads, an upper bound on the query tiles over all sequences); spare CTAs zero the rest. */
@@ -158,14 +210,30 @@ export function fa3Defines(dtype: 'bf16' | 'f16', headDim: number, sinks: boolea
 }
 
 /**
- * Launch fk_varlen_prefill_fa3 (out: [Tq, nQ, D] contiguous; no LSE). The sinks pointer is always the last argument (0
- * without sinks, whose build does not declare it: the driver reads only the parameters a kernel has).
+ * Launch fk_varlen_prefill_fa3 (out: [Tq, nQ, D] through its row and head strides; no LSE). The sinks pointer is always
+ * the last argument (0 without sinks, whose build does not declare it: the driver reads only the parameters a kernel has).
  */
 export function launchPrefillFa3(ctx: SpineContext, l: Fa3Launch): void {
-  const kernel = fileKernel(ctx, 'attention_fa3.cu', 'fk_varlen_prefill_fa3', fa3Defines(l.dtype, l.headDim, l.sinks !== null));
+  const kernel = fa3Kernel(ctx, l.dtype, l.headDim, l.sinks !== null);
   kernel.launch(fa3Grid(l.qHeads, l.totalQ, l.numSeqs), FA3_THREADS, fa3SharedBytes(l.headDim), [
     l.maps.q, l.maps.k, l.maps.v,
-    ptr(l.out), 0, ptr(l.cuQ), ptr(l.cuK), l.numSeqs, l.totalQ, l.qHeads, l.group, l.causal ? 1 : 0, l.window, l.scaleLog2,
+    typeof l.out === 'number' ? l.out : ptr(l.out), 0, ptr(l.cuQ), ptr(l.cuK), l.numSeqs, l.totalQ, l.qHeads, l.group, l.causal ? 1 : 0, l.window, l.scaleLog2,
+    l.outRowStride ?? l.qHeads * l.headDim, l.outHeadStride ?? l.headDim,
     l.sinks ? ptr(l.sinks) : 0,
   ]);
+}
+
+/**
+ * The kernel of a build, from a per-context array indexed by a number (dtype, head dim, sinks): a launch formats no
+ * options string. The file is not PDL-ready (launch-tuning.ts), so its build does not depend on capture state; were it
+ * made so, fileKernel (which picks the build per launch) is asked every time.
+ */
+const fa3Kernels = new WeakMap<SpineContext, CudaKernel[]>();
+export function fa3Kernel(ctx: SpineContext, dtype: 'bf16' | 'f16', headDim: number, sinks: boolean): CudaKernel {
+  const build = () => fileKernel(ctx, FILE, ENTRY, fa3Defines(dtype, headDim, sinks));
+  if (PDL_READY_FILES.has(FILE)) return build();
+  const slot = (dtype === 'f16' ? 4 : 0) + (headDim === 64 ? 2 : 0) + (sinks ? 1 : 0);
+  let kernels = fa3Kernels.get(ctx);
+  if (!kernels) fa3Kernels.set(ctx, (kernels = []));
+  return (kernels[slot] ??= build());
 }

@@ -288,7 +288,7 @@ describe('which launches are PDL launches (spineKernel / fileKernel)', () => {
     const ops = join(import.meta.dirname, '..');
     const launchers = ['activation/activation.ts', 'attention/attention.ts', 'attention/attention-plan.ts', 'attention/prefill-fa3.ts', 'attention/mla-decode.ts', 'embedding/embedding.ts',
       'kvcache/kvcache.ts', 'matmul/linear.ts', 'norm/rms-norm.ts', 'reduction/softmax.ts', 'rotary/rotary.ts', 'rotary/rotary-kv.ts',
-      'sampling/sampler.ts'];
+      'sampling/sampler.ts', 'attention/dense-sdpa.ts', 'attention/dense-sdpa-fa3.ts'];
     for (const f of launchers) {
       expect(readFileSync(join(ops, f), 'utf8'), f).not.toMatch(/\bctx\.kernel\(/);
     }
