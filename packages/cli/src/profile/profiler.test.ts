@@ -151,6 +151,10 @@ describe('ModuleProfiler', () => {
     const x = Tensor.zeros(backend, [2, 8, 4, 4], 'f32');
     expect(shapeSignature([x, 3, 'same', x])).toBe('2x8x4x4, 2x8x4x4');
     expect(shapeSignature([1, 2])).toBe('-');
+    const cl = x.permute(0, 2, 3, 1).contiguous();
+    const xcl = cl.permute(0, 3, 1, 2);
+    expect(shapeSignature([xcl, x])).toBe('2x8x4x4 cl, 2x8x4x4'); // channels-last marked: which convs run NHWC
+    for (const t of [cl, xcl]) t.dispose();
     const { net } = setup();
     expect(weightSignature(net)).toBe(''); // its parameters are its blocks'
     expect(weightSignature(net.blocks[0]!)).toBe('w 3');

@@ -7,13 +7,14 @@
  * events recorded on one stream nest exactly without a synchronise per module (a module that moves work to another
  * stream is timed on the stream it started on). Host milliseconds (the JS time between start and stop) come with them,
  * so a launch-bound module shows host time close to or above its device time. With byShape, each task's calls split by
- * their input shapes and the module's own weight shape (a conv's or a linear's: the same input, another layer).
+ * their input shapes and the module's own weight shape (a conv's or a linear's: the same input, another layer), a
+ * channels-last tensor marked 'cl'.
  *
  * A wrapped module no longer runs its class's own forward, so a layer that fuses its children (runsOwnForward) runs
  * them unfused here: profile the eager, unfused model, and compare the un-instrumented forward for the cost.
  */
 import type { Backend, Module, ModuleRegistry, Timer } from '@fastkernels/core';
-import { Tensor } from '@fastkernels/core';
+import { Tensor, stridesLikeChannelsLast } from '@fastkernels/core';
 import { instrumentRegistry } from '@fastkernels/model-zoo';
 
 /** One task's (or task and input shapes') totals per profiled forward. */
@@ -60,7 +61,8 @@ interface Totals {
   hostSelfMs: number;
 }
 
-const dims = (t: Tensor) => (t.shape.length ? t.shape.join('x') : 'scalar');
+/** '1x64x40x40', with ' cl' for a channels-last 4-d / 5-d tensor (so a profile shows which convs run NHWC). */
+const dims = (t: Tensor) => (t.shape.length ? t.shape.join('x') + (!t.isContiguous() && stridesLikeChannelsLast(t.shape, t.strides) ? ' cl' : '') : 'scalar');
 
 /** The tensors' shapes among a forward's arguments, e.g. '32x16x320x320, 32x16' ('-' when none is a tensor). */
 export function shapeSignature(args: readonly unknown[]): string {

@@ -37,6 +37,10 @@ describe('VisionRunner', () => {
       const graphs = new EmulatedGraphRuntime();
       const runner = new VisionRunner(loaded.model, loaded.ctx, { maxBatch: 2, graphs, channelsLast });
       expect(loaded.model.namedParameters().some(([k]) => k.includes('.bn.'))).toBe(false); // fused at load
+      // channels-last: every k x k conv weight laid out channels-last once (1x1 and depthwise filters are both layouts)
+      const filters = loaded.model.namedParameters().filter(([, t]) => t.rank === 4 && t.shape[1]! > 1 && t.shape[2]! > 1);
+      expect(filters.length).toBeGreaterThan(0);
+      for (const [k, t] of filters) expect(t.isContiguous(), k).toBe(!channelsLast);
       const first = runner.run(images);
       const second = runner.run(images);
       expect(graphs.captures).toBe(2); // batch 2 and the last batch of 1

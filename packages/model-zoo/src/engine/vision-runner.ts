@@ -11,9 +11,11 @@
  *   CPU the body runs eagerly (tests pass EmulatedGraphRuntime to run the capture / replay path).
  * - channelsLast (default on where graphs are, i.e. CUDA): the input buffer is NHWC memory viewed as NCHW, so cuDNN
  *   takes its channels-last path from the first conv on and every conv output stays channels-last (PyTorch's rule).
- *   The weights keep their layout (cuDNN reorders a contiguous filter itself).
+ *   The conv weights are laid out channels-last once, after fuse() (torch's model.to(memory_format=channels_last)):
+ *   cuDNN's channels-last path takes the filter packed so, and the conv ops repacked a contiguous one every call.
  */
 import { DTYPE_INFO, Tensor, UserError, withContext, type ExecutionContext } from '@fastkernels/core';
+import { convWeightsToChannelsLast } from '../layers/conv.js';
 import { encodeValues } from '../weights/encode.js';
 import { stepIoFor, type CapturedGraph, type GraphRuntime } from './device-io.js';
 import type { VisionModel } from './vision-model.js';
@@ -85,6 +87,7 @@ export class VisionRunner {
     this.channelsLast = options.channelsLast ?? this.io.graphs !== null;
     this.imageSize = model.imageSize;
     if (options.fuse !== false && model.fuse) withContext(ctx, () => model.fuse!());
+    if (this.channelsLast) withContext(ctx, () => convWeightsToChannelsLast(model));
   }
 
   /** Whether forwards replay CUDA graphs (else they run eagerly). */

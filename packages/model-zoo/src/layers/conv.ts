@@ -3,7 +3,7 @@
  * F.conv_transpose{n}d). PyTorch's constructor arguments, in order, and parameter names: weight
  * [out, in / groups, *k] (transposed: [in, out / groups, *k]), bias [out].
  */
-import { F, Module, type Tensor } from '@fastkernels/core';
+import { CHANNELS_LAST_ORDER, F, Module, type Tensor } from '@fastkernels/core';
 import { positiveInt } from './linear.js';
 
 export type IntOrTuple = number | readonly number[];
@@ -27,7 +27,8 @@ function channels(layer: string, inChannels: number, outChannels: number, groups
 }
 
 abstract class ConvNd extends Module {
-  readonly weight: Tensor;
+  /** [out, in / groups, *k]; contiguous, or channels-last after toChannelsLast(). */
+  weight: Tensor;
   readonly bias: Tensor | null;
   readonly kernelSize: number[];
   readonly stride: number[];
@@ -73,6 +74,27 @@ abstract class ConvNd extends Module {
     }
   }
 
+  /**
+   * Lay the weight out channels-last ([out, *k, in / groups] in memory, the same values), as torch's
+   * module.to(memory_format=torch.channels_last) does to 4-d / 5-d weights: on the channels-last path cuDNN takes the
+   * filter packed that way, and a contiguous one is repacked on every call (a copy kernel and a temporary a conv, in
+   * CUDA graphs too). Conv1d, and a weight already packed so (a 1x1 filter is), stay as they are; true when it changed.
+   */
+  toChannelsLast(): boolean {
+    const w = this.weight;
+    const order = CHANNELS_LAST_ORDER[w.rank];
+    if (!order || packedInOrder(w, order)) return false;
+    const packed = w.permute(order);
+    const base = packed.contiguous();
+    packed.dispose();
+    const inverse = new Array<number>(order.length);
+    order.forEach((d, i) => (inverse[d] = i));
+    this.weight = this.registerParameter('weight', base.permute(inverse));
+    base.dispose();
+    w.dispose();
+    return true;
+  }
+
   /** torch's _reversed_padding_repeated_twice ('same': the extra element on the right). */
   private reversedPadding(): number[] {
     const out: number[] = [];
@@ -85,6 +107,28 @@ abstract class ConvNd extends Module {
     }
     return out;
   }
+}
+
+/** Whether t's elements are packed in `order` (outermost dim first), size-1 dims ignored (a 1x1 filter is both layouts). */
+function packedInOrder(t: Tensor, order: readonly number[]): boolean {
+  let expect = 1;
+  for (let i = order.length - 1; i >= 0; i--) {
+    const d = order[i]!;
+    if (t.shape[d] === 1) continue;
+    if (t.strides[d] !== expect) return false;
+    expect *= t.shape[d]!;
+  }
+  return true;
+}
+
+/**
+ * Every Conv2d / Conv3d of the tree with its weight laid out channels-last (ConvNd.toChannelsLast); how many changed.
+ * What a model fed channels-last inputs wants once its weights are final (after a fuse()).
+ */
+export function convWeightsToChannelsLast(root: Module): number {
+  let n = 0;
+  for (const [, m] of root.namedModules()) if (m instanceof ConvNd && m.toChannelsLast()) n++;
+  return n;
 }
 
 /** torch.nn.Conv1d(in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True, padding_mode='zeros'). */

@@ -12,6 +12,7 @@ import {
   createLayer, registerLayers,
 } from './index.js';
 import { baselineRegistry } from '../index.js';
+import { convWeightsToChannelsLast } from './conv.js';
 
 
 const registry = registerLayers(new ModuleRegistry());
@@ -110,6 +111,24 @@ describe('convolutions', () => {
       const x = randT([2, 4, 7, 6]);
       const want = naiveConv2d(vals(x), [2, 4, 7, 6], vals(c.weight), [6, 2, 3, 2], vals(c.bias!), [2, 1], [1, 2], [1, 2], 2);
       expectClose(c.forward(x), want.out, want.shape);
+    });
+  });
+
+  it('toChannelsLast: the same weight values laid out [out, *k, in / groups], the same outputs; idempotent; Conv1d untouched', () => {
+    inCtx(() => {
+      const c = new Conv2d(4, 6, 3, 1, 1, 1, 2);
+      randomize(c);
+      const x = randT([2, 4, 5, 6]);
+      const before = vals(c.weight);
+      const want = vals(c.forward(x));
+      expect(c.toChannelsLast()).toBe(true);
+      expect(c.weight.strides).toEqual([18, 1, 6, 2]); // [6, 2, 3, 3] stored as [6, 3, 3, 2]
+      expect(c.namedParameters()[0]![1]).toBe(c.weight);
+      expect(vals(c.weight)).toEqual(before);
+      expectClose(c.forward(x), want, [2, 6, 5, 6]);
+      expect(c.toChannelsLast()).toBe(false);
+      const net = new Sequential(new Conv1d(2, 2, 3), new Conv2d(2, 2, 1), new Conv3d(2, 2, 2));
+      expect(convWeightsToChannelsLast(net)).toBe(1); // the 1x1 Conv2d is both layouts already: Conv3d only
     });
   });
 

@@ -5,7 +5,7 @@
  * cuDNN's NCHW path), that the values match the float64 CPU backend, and that the allocator's measurePoolBytes of the
  * chain is exactly what its capture takes from a graph pool. Prints the chain's eager and graph device times.
  */
-import { Tensor, callOp, callOp1, stridesLikeChannelsLast } from '@fastkernels/core';
+import { callOp, callOp1, stridesLikeChannelsLast, type Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { G, expectClose, gpu, graphMs, medianMs, printedAfterAll, toGpu } from '../../../test/spine-helpers.js';
 import { rand } from '../../../test/ops-helpers.js';
@@ -53,18 +53,27 @@ describe('channels-last through a C2f block on CUDA (f16)', () => {
     w2: rand([C, 3 * c, 1, 1], 'f16', 6, { scale: 0.1 }), b2: rand([C], 'f16', 7, { scale: 0.1 }),
   };
 
-  it('every result is channels-last and the output matches the float64 CPU chain', GT, () => {
-    const x0 = toGpu(host.x);
-    const x = channelsLast(x0);
-    const w = { w1: toGpu(host.w1), b1: toGpu(host.b1), wm: toGpu(host.wm), bm: toGpu(host.bm), w2: toGpu(host.w2), b2: toGpu(host.b2) };
-    const seen: Tensor[] = [];
-    const got = c2f(x, w, seen);
-    const want = c2f(host.x, host);
-    try {
-      for (const t of [...seen, got]) expect(stridesLikeChannelsLast(t.shape, t.strides) && !t.isContiguous(), `[${t.shape}] strides [${t.strides}]`).toBe(true);
-      expectClose(got, want, { atol: 2e-2, rtol: 2e-2 }, 'C2f chain');
-    } finally {
-      for (const t of [...seen, got, want, x, x0, ...Object.values(w)]) t.dispose();
+  it('every result is channels-last and the output matches the float64 CPU chain (contiguous or channels-last weights)', GT, () => {
+    for (const clWeights of [false, true]) {
+      const x0 = toGpu(host.x);
+      const x = channelsLast(x0);
+      const dev = (t: Tensor) => {
+        const g = toGpu(t);
+        if (!clWeights || t.rank !== 4) return g;
+        const v = channelsLast(g); // as the vision runner lays conv weights out
+        g.dispose();
+        return v;
+      };
+      const w = { w1: dev(host.w1), b1: dev(host.b1), wm: dev(host.wm), bm: dev(host.bm), w2: dev(host.w2), b2: dev(host.b2) };
+      const seen: Tensor[] = [];
+      const got = c2f(x, w, seen);
+      const want = c2f(host.x, host);
+      try {
+        for (const t of [...seen, got]) expect(stridesLikeChannelsLast(t.shape, t.strides) && !t.isContiguous(), `[${t.shape}] strides [${t.strides}]`).toBe(true);
+        expectClose(got, want, { atol: 2e-2, rtol: 2e-2 }, `C2f chain, ${clWeights ? 'channels-last' : 'contiguous'} weights`);
+      } finally {
+        for (const t of [...seen, got, want, x, x0, ...Object.values(w)]) t.dispose();
+      }
     }
   });
 
@@ -72,7 +81,10 @@ describe('channels-last through a C2f block on CUDA (f16)', () => {
     const b = gpu();
     const x0 = toGpu(host.x);
     const x = channelsLast(x0);
-    const w = { w1: toGpu(host.w1), b1: toGpu(host.b1), wm: toGpu(host.wm), bm: toGpu(host.bm), w2: toGpu(host.w2), b2: toGpu(host.b2) };
+    const wm0 = toGpu(host.wm);
+    // the 3x3 filter channels-last, as the vision runner lays it out (the 1x1 ones are both layouts)
+    const w = { w1: toGpu(host.w1), b1: toGpu(host.b1), wm: channelsLast(wm0), bm: toGpu(host.bm), w2: toGpu(host.w2), b2: toGpu(host.b2) };
+    wm0.dispose();
     const run = () => {
       const seen: Tensor[] = [];
       const out = c2f(x, w, seen);

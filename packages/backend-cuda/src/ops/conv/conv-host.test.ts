@@ -123,6 +123,24 @@ describe('conv with cuDNN', () => {
     expect(l.source).toContain('#define FK_VEC 8');
   });
 
+  it("a channels-last weight (the vision runner's, as torch's model.to(channels_last)) is read in place; a channel slice of a channels-last x is packed NHWC, not run NCHW", () => {
+    const { f, conv, calls } = setup(PRESENT, [0, 0]);
+    const x = f.t([2, 20, 30, 8], 'f16').permute(0, 3, 1, 2);
+    const w = f.t([16, 3, 3, 8], 'f16').permute(0, 3, 1, 2); // [16, 8, 3, 3] stored KRSC
+    const y = conv.run(2, false, x, w, null, [2, 16, 20, 30], A);
+    expect(f.copies).toHaveLength(0);
+    expect(calls[0]![21]).toBe(1);
+    expect(calls[0]![45]).toBe(ptrOf(w));
+    expect(y.strides).toEqual([9600, 1, 480, 16]);
+    // C2f's split: 8 of 16 channels of a channels-last tensor
+    const wide = f.t([2, 20, 30, 16], 'f16').permute(0, 3, 1, 2);
+    const half = wide.narrow(1, 8, 8);
+    const y2 = conv.run(2, false, half, w, null, [2, 16, 20, 30], A);
+    expect(f.copies).toHaveLength(1); // x packed channels-last for cuDNN, as torch's input.contiguous(channels_last)
+    expect(calls[1]![21]).toBe(1);
+    expect(y2.strides).toEqual([9600, 1, 480, 16]);
+  });
+
   it('conv2d_act: the bias and the activation in one pass after cuDNN (or the activation alone without a bias)', () => {
     const { f, conv, calls } = setup(PRESENT, [0, 0]);
     const x = f.t([2, 20, 30, 8], 'f16').permute(0, 3, 1, 2);
