@@ -155,16 +155,46 @@ __device__ __forceinline__ void fk_find_nth_key(const float* __restrict__ row, i
   }
 }
 
-// Walk the histogram h[0, nb) from the top bin down: the bin b with above(b) < target <= above(b) + h[b]
-// (above(b) = sum of the bins over b). Warp 0 does it: 32 lanes x (nb / 32) bins each, one warp scan.
+// One radix pass's count / mass histogram in shared memory, updated with 32-bit atomics only: a 64-bit shared
+// atomicAdd is a compare-and-swap loop on sm_90, and logits crowd a few dozen bins of the top key bits (sign, exponent,
+// two mantissa bits), so those loops spun on every element (B32 mixed took 244 us). A bin's mass stays an exact u64,
+// mhi * 2^32 + mlo: the add that wraps mlo carries one into mhi (atomics are serialised, so each wrap is seen once).
+// Integer sums: the result does not depend on the order of the adds. Counts fit 32 bits (V < 2^32), and mhi does for
+// V < 2^23 (each mass is at most 2^40: at most 2^8 in mhi, plus carries).
+struct FkSharedHist {
+  unsigned cnt[FK_NB];
+  unsigned mlo[FK_NB];
+  unsigned mhi[FK_NB];
+};
+
+__device__ __forceinline__ void fk_hist_clear(FkSharedHist& h) {
+  for (int j = threadIdx.x; j < FK_NB; j += blockDim.x) {
+    h.cnt[j] = 0;
+    h.mlo[j] = 0;
+    h.mhi[j] = 0;
+  }
+}
+
+__device__ __forceinline__ void fk_hist_add_mass(FkSharedHist& h, unsigned bin, u64 m) {
+  const unsigned lo = (unsigned)m;
+  const unsigned old = atomicAdd(&h.mlo[bin], lo);
+  const unsigned hi = (unsigned)(m >> 32) + (old + lo < old ? 1u : 0u);
+  if (hi) atomicAdd(&h.mhi[bin], hi);
+}
+
+__device__ __forceinline__ u64 fk_hist_mass(const FkSharedHist& h, int j) { return ((u64)h.mhi[j] << 32) + h.mlo[j]; }
+
+// Walk the histogram (bin j's value is h(j), j in [0, nb)) from the top bin down: the bin b with above(b) < target <=
+// above(b) + h(b) (above(b) = sum of the bins over b). Warp 0 does it: 32 lanes x (nb / 32) bins each, one warp scan.
 // Writes *bin (-1 when the total is below target) and *above; the caller synchronises.
-__device__ void fk_find_bin(const u64* h, int nb, double target, int* bin, u64* above) {
+template <class H>
+__device__ void fk_find_bin(H h, int nb, double target, int* bin, u64* above) {
   if (threadIdx.x >= 32) return;
   const int lane = threadIdx.x;
   const int per = nb / 32;
   const int hi = nb - 1 - lane * per;  // this lane's bins: hi, hi - 1, ..., hi - per + 1
   u64 own = 0;
-  for (int q = 0; q < per; ++q) own += h[hi - q];
+  for (int q = 0; q < per; ++q) own += h(hi - q);
   u64 incl = own;
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
@@ -185,7 +215,7 @@ __device__ void fk_find_bin(const u64* h, int nb, double target, int* bin, u64* 
     u64 cum = excl;
     int found = hi - per + 1;
     for (int q = 0; q < per; ++q) {
-      const u64 c = h[hi - q];
+      const u64 c = h(hi - q);
       if ((double)cum < target && target <= (double)(cum + c)) {
         found = hi - q;
         break;
@@ -201,8 +231,7 @@ extern "C" __global__ void __launch_bounds__(512) fk_sample(long long* __restric
                                                              const float* __restrict__ temperature, const int* __restrict__ topK,
                                                              const float* __restrict__ topP, const long long* __restrict__ seeds) {
   fk_pdl_entry();
-  __shared__ u64 s_cnt[FK_NB];
-  __shared__ u64 s_mass[FK_NB];
+  __shared__ FkSharedHist s_h;
   __shared__ u64 s_red[32];
   __shared__ unsigned s_bal[32];
   __shared__ int s_bin;
@@ -244,16 +273,16 @@ extern "C" __global__ void __launch_bounds__(512) fk_sample(long long* __restric
     for (int pass = 0; pass < 3; ++pass) {
       const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0;
       const unsigned bmask = pass == 2 ? 1023u : 2047u;
-      for (int j = threadIdx.x; j < FK_NB; j += blockDim.x) s_cnt[j] = 0;
+      for (int j = threadIdx.x; j < FK_NB; j += blockDim.x) s_h.cnt[j] = 0;
       __syncthreads();
       fk_row_foreach(row, V, [&](int, float v) {
         if (v == v) {
           const unsigned key = fk_key(v);
-          if ((key & mask) == prefix) atomicAdd(&s_cnt[(key >> shift) & bmask], 1ull);
+          if ((key & mask) == prefix) atomicAdd(&s_h.cnt[(key >> shift) & bmask], 1u);
         }
       });
       __syncthreads();
-      fk_find_bin(s_cnt, (int)bmask + 1, need, &s_bin, &s_above);
+      fk_find_bin([&](int j) -> u64 { return s_h.cnt[j]; }, (int)bmask + 1, need, &s_bin, &s_above);
       __syncthreads();
       const int bin = s_bin;
       const u64 above = s_above;
@@ -291,24 +320,21 @@ extern "C" __global__ void __launch_bounds__(512) fk_sample(long long* __restric
     for (int pass = 0; pass < 3 && useP; ++pass) {
       const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0;
       const unsigned bmask = pass == 2 ? 1023u : 2047u;
-      for (int j = threadIdx.x; j < FK_NB; j += blockDim.x) {
-        s_cnt[j] = 0;
-        s_mass[j] = 0;
-      }
+      fk_hist_clear(s_h);
       __syncthreads();
       fk_row_foreach(row, V, [&](int, float v) {
         if (v == v) {
           const unsigned key = fk_key(v);
           if (key >= kthr && (key & mask) == prefix) {
             const unsigned bin = (key >> shift) & bmask;
-            atomicAdd(&s_cnt[bin], 1ull);
+            atomicAdd(&s_h.cnt[bin], 1u);
             const u64 m = massOf(v);
-            if (m) atomicAdd(&s_mass[bin], m);
+            if (m) fk_hist_add_mass(s_h, bin, m);
           }
         }
       });
       __syncthreads();
-      fk_find_bin(s_mass, (int)bmask + 1, target - (double)aboveAll, &s_bin, &s_above);
+      fk_find_bin([&](int j) { return fk_hist_mass(s_h, j); }, (int)bmask + 1, target - (double)aboveAll, &s_bin, &s_above);
       __syncthreads();
       const int bin = s_bin;
       const u64 above = s_above;
@@ -324,8 +350,8 @@ extern "C" __global__ void __launch_bounds__(512) fk_sample(long long* __restric
     }
     if (useP) {
       tau = prefix;
-      const u64 cnt = s_cnt[lastBin];
-      const u64 each = s_mass[lastBin] / (cnt ? cnt : 1);  // equal keys: equal masses
+      const u64 cnt = s_h.cnt[lastBin];
+      const u64 each = fk_hist_mass(s_h, lastBin) / (cnt ? cnt : 1);  // equal keys: equal masses
       double nTake = each ? ceil((target - (double)aboveAll) / (double)each) : 1.0;
       if (nTake < 1.0) nTake = 1.0;
       if (nTake < (double)cnt) {
@@ -363,20 +389,19 @@ extern "C" __global__ void __launch_bounds__(512) fk_sample(long long* __restric
 // =====================================================================================================
 // Multi-CTA path (src/ops/sampling/sampler.ts: taken from tuning sampler.multiCtaMinSampledRows drawing rows on, run 10).
 // The same algorithm, each row split over C CTAs of FK_MT threads (contiguous slices of `chunk` elements,
-// a multiple of 64), as a fixed sequence of small kernels with no host sync (graph-capturable):
+// a multiple of 64), as a fixed sequence of 9 kernels with no host sync (graph-capturable):
 //   fk_ms_max    (C, B)  per-slice argmax -> part[b][c]; zeroes the row's global histograms
 //   fk_ms_init   (B)     combine -> amax; greedy / non-finite rows write out[b] and are marked done
 //   fk_ms_hist   (C, B)  stage s = 0..2 top-k radix passes (counts), 3..5 top-p passes (counts + masses):
-//                        a shared histogram per CTA, its non-zero bins atomically added to the row's global one
-//   fk_ms_select (B)     stage s: the bin walk (fk_find_bin) on the global histogram, the state update, the
-//                        histogram zeroed for the next stage; stage 3 also gets Z = the sum of its mass bins
-//                        (pass 0 sees every kept logit, so that is the reference's Z exactly)
-//   fk_ms_cut    (B)     top-p inside a tied group: index of the n-th element equal to tau (one CTA per row,
-//                        only rows that need it do any work)
-//   fk_ms_race   (C, B)  per-slice exponential-race argmax -> part[b][c]
-//   fk_ms_final  (B)     combine -> out[b]
+//                        a shared histogram per CTA, its non-zero bins atomically added to the row's global one;
+//                        the row's last CTA to finish (an arrival count) then selects (fk_ms_select_row): the bin
+//                        walk on the global histogram, the state update, the histogram zeroed for the next stage;
+//                        stage 3 also gets Z = the sum of its mass bins (pass 0 sees every kept logit, so that is the
+//                        reference's Z exactly); stage 5 also finds the top-p cut inside a tied group (the index of
+//                        the n-th element equal to tau: only rows whose cut falls in a tie do that pass)
+//   fk_ms_race   (C, B)  per-slice exponential-race argmax -> part[b][c]; the row's last CTA combines -> out[b]
 // Every sum is an integer (counts, 2^40 fixed-point masses) and every max a packed (key, ~index), so the atomics
-// are order-free: the same inputs give the same tokens on every run.
+// are order-free: the same inputs give the same tokens on every run, whichever CTA arrives last.
 // =====================================================================================================
 #ifndef FK_MT
 #define FK_MT 256
@@ -394,13 +419,34 @@ struct FkRowState {
   int lastBin;
   u64 aboveAll;
   double target;
-  int needCut;     // > 0: fk_ms_cut finds the needCut-th element equal to tau
+  int needCut;     // > 0: stage 5's select finds the needCut-th element equal to tau
   int cut;
+  unsigned arrived;  // CTAs of the row done with the current kernel (fk_ms_hist, fk_ms_race); 0 between kernels
 };
-
+// the host's scratch has 16 words a row (samplerScratchWords)
+static_assert(sizeof(FkRowState) <= 16 * 8, "FkRowState outgrew its 16 scratch words");
 
 // Global scratch per row: hist[b] = FK_NB counts then FK_NB masses (u64); part[b][C]; st[b].
 #define FK_HIST_PER_ROW (2 * FK_NB)
+
+// After every thread of the CTA has published its share of row b (atomics / stores to global memory, then a
+// __syncthreads): true in the row's last CTA to get here (in every thread), whose reads after it see the others'
+// shares (a fence on each side of the count, as the CUDA programming guide's last-block reduction). That CTA resets
+// the count for the next kernel.
+__device__ __forceinline__ bool fk_row_last_cta(FkRowState* s, int C) {
+  __shared__ int s_last;
+  if (threadIdx.x == 0) {
+    __threadfence();
+    s_last = atomicAdd(&s->arrived, 1u) == (unsigned)(C - 1);
+  }
+  __syncthreads();
+  const bool last = s_last != 0;
+  if (last) {
+    __threadfence();
+    if (threadIdx.x == 0) s->arrived = 0;
+  }
+  return last;
+}
 
 extern "C" __global__ void __launch_bounds__(FK_MT) fk_ms_max(const float* __restrict__ logits, long long ls, int V, int chunk,
                                                               u64* __restrict__ part, u64* __restrict__ hist) {
@@ -463,78 +509,30 @@ extern "C" __global__ void fk_ms_init(long long* __restrict__ out, const float* 
   s.target = (double)topP[b];  // p until fk_ms_select stage 3 makes it p * Z
   s.needCut = 0;
   s.cut = 0x7fffffff;
+  s.arrived = 0;
   st[b] = s;
 }
 
-extern "C" __global__ void __launch_bounds__(FK_MT) fk_ms_hist(const float* __restrict__ logits, long long ls, int V, int chunk,
-                                                               const FkRowState* __restrict__ st, u64* __restrict__ hist, int stage) {
-  fk_pdl_entry();
-  __shared__ u64 s_cnt[FK_NB];
-  __shared__ u64 s_mass[FK_NB];
-  const int b = blockIdx.y, c = blockIdx.x;
-  const bool topp = stage >= 3;
-  const FkRowState& s = st[b];
-  if (s.done || (topp ? !s.useP : !s.kActive)) return;
-  const int pass = topp ? stage - 3 : stage;
-  const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0;
-  const unsigned bmask = pass == 2 ? 1023u : 2047u;
-  const unsigned prefix = topp ? s.pprefix : s.kprefix;
-  const unsigned mask = topp ? s.pmask : s.kmask;
-  const unsigned kthr = topp ? s.kthr : 0u;
-  const float lmax = s.lmax, T = s.T;
-  const int nb = (int)bmask + 1;
-  for (int j = threadIdx.x; j < nb; j += blockDim.x) {
-    s_cnt[j] = 0;
-    s_mass[j] = 0;
-  }
-  __syncthreads();
-  const float* __restrict__ row = logits + b * ls;
-  const int lo = c * chunk, hi = min(V, lo + chunk);
-  fk_range_foreach(row, lo, hi, [&](int, float v) {
-    if (v == v) {
-      const unsigned key = fk_key(v);
-      if (key >= kthr && (key & mask) == prefix) {
-        const unsigned bin = (key >> shift) & bmask;
-        atomicAdd(&s_cnt[bin], 1ull);
-        if (topp) {
-          const u64 m = (u64)__float2ull_rn(expf((v - lmax) / T) * FK_MASS_SCALE);
-          if (m) atomicAdd(&s_mass[bin], m);
-        }
-      }
-    }
-  });
-  __syncthreads();
-  u64* h = hist + (long long)b * FK_HIST_PER_ROW;
-  for (int j = threadIdx.x; j < nb; j += blockDim.x) {
-    const u64 n = s_cnt[j];
-    if (n) atomicAdd(&h[j], n);
-    const u64 m = s_mass[j];
-    if (m) atomicAdd(&h[FK_NB + j], m);
-  }
-}
-
-// 256 threads per row (warp 0 walks the bins; all zero the histogram afterwards).
-extern "C" __global__ void __launch_bounds__(256) fk_ms_select(FkRowState* __restrict__ st, u64* __restrict__ hist, int stage) {
-  fk_pdl_entry();
+// Stage `stage`'s select for row b, in the row's last CTA of fk_ms_hist (every thread calls it). h: the row's global
+// histogram, complete (read through L2: the other CTAs' atomics are there, not in this SM's L1).
+__device__ void fk_ms_select_row(FkRowState* s, u64* h, int stage, const float* __restrict__ row, int V) {
   __shared__ int s_bin;
   __shared__ u64 s_above;
   __shared__ double s_z;
-  const int b = blockIdx.x;
-  FkRowState* s = st + b;
+  __shared__ unsigned s_bal[32];
+  __shared__ int s_need, s_cut;
   const bool topp = stage >= 3;
-  if (s->done || (topp ? !s->useP : !s->kActive)) return;
   const int pass = topp ? stage - 3 : stage;
   const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0;
   const unsigned bmask = pass == 2 ? 1023u : 2047u;
   const int nb = (int)bmask + 1;
-  u64* h = hist + (long long)b * FK_HIST_PER_ROW;
   const u64* hc = h;
   const u64* hm = h + FK_NB;
   if (topp && pass == 0) {
     // Z = sum of every kept mass (u64 adds: exact, order-free)
     if (threadIdx.x < 32) {
       u64 z = 0;
-      for (int j = threadIdx.x; j < nb; j += 32) z += hm[j];
+      for (int j = threadIdx.x; j < nb; j += 32) z += __ldcg(hm + j);
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) z += __shfl_xor_sync(0xffffffffu, z, o);
       if (threadIdx.x == 0) s_z = (double)z;
@@ -548,7 +546,8 @@ extern "C" __global__ void __launch_bounds__(256) fk_ms_select(FkRowState* __res
     __syncthreads();
   }
   const double goal = topp ? s->target - (double)s->aboveAll : s->kneed;
-  fk_find_bin(topp ? hm : hc, nb, goal, &s_bin, &s_above);
+  const u64* hp = topp ? hm : hc;
+  fk_find_bin([&](int j) { return __ldcg(hp + j); }, nb, goal, &s_bin, &s_above);
   __syncthreads();
   if (threadIdx.x == 0) {
     const int bin = s_bin;
@@ -576,50 +575,84 @@ extern "C" __global__ void __launch_bounds__(256) fk_ms_select(FkRowState* __res
         s->lastBin = bin;
         if (pass == 2) {
           s->tau = s->pprefix;
-          const u64 cnt = hc[bin];
-          const u64 each = hm[bin] / (cnt ? cnt : 1);  // equal keys: equal masses
+          const u64 cnt = __ldcg(hc + bin);
+          const u64 each = __ldcg(hm + bin) / (cnt ? cnt : 1);  // equal keys: equal masses
           double nTake = each ? ceil((s->target - (double)s->aboveAll) / (double)each) : 1.0;
           if (nTake < 1.0) nTake = 1.0;
           s->needCut = nTake < (double)cnt ? (int)nTake : 0;
         }
       }
     }
-  }
-  __syncthreads();
-  for (int j = threadIdx.x; j < FK_HIST_PER_ROW; j += blockDim.x) h[j] = 0;
-}
-
-// 512 threads per row; only rows whose top-p cut falls inside a tied group work.
-extern "C" __global__ void __launch_bounds__(512) fk_ms_cut(const float* __restrict__ logits, long long ls, int V, FkRowState* __restrict__ st) {
-  fk_pdl_entry();
-  __shared__ unsigned s_bal[32];
-  __shared__ int s_need, s_cut;
-  const int b = blockIdx.x;
-  FkRowState* s = st + b;
-  if (s->done || !s->useP || s->needCut <= 0) return;
-  const unsigned tau = s->tau;
-  const float* __restrict__ row = logits + b * ls;
-  if (threadIdx.x == 0) {
-    s_need = s->needCut;
+    s_need = topp && pass == 2 && s->useP ? s->needCut : 0;
     s_cut = -1;
   }
   __syncthreads();
-  fk_find_nth_key(row, V, tau, s_bal, s_need, s_cut);
-  if (threadIdx.x == 0) s->cut = s_cut >= 0 ? s_cut : 0x7fffffff;
+  if (s_need > 0) {
+    // top-p inside a tied group: the index of the needCut-th element (in index order) whose key is tau
+    fk_find_nth_key(row, V, s->tau, s_bal, s_need, s_cut);
+    if (threadIdx.x == 0) s->cut = s_cut >= 0 ? s_cut : 0x7fffffff;
+  }
+  for (int j = threadIdx.x; j < FK_HIST_PER_ROW; j += blockDim.x) h[j] = 0;
 }
 
-extern "C" __global__ void __launch_bounds__(FK_MT) fk_ms_race(const float* __restrict__ logits, long long ls, int V, int chunk,
-                                                               const FkRowState* __restrict__ st, const long long* __restrict__ seeds,
+extern "C" __global__ void __launch_bounds__(FK_MT) fk_ms_hist(const float* __restrict__ logits, long long ls, int V, int chunk,
+                                                               FkRowState* st, u64* __restrict__ hist, int stage) {
+  fk_pdl_entry();
+  __shared__ FkSharedHist s_h;
+  const int b = blockIdx.y, c = blockIdx.x;
+  const bool topp = stage >= 3;
+  FkRowState* s = st + b;
+  // the state is only written by this row's last CTA, after every CTA of the row has read it here
+  if (s->done || (topp ? !s->useP : !s->kActive)) return;
+  const int pass = topp ? stage - 3 : stage;
+  const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0;
+  const unsigned bmask = pass == 2 ? 1023u : 2047u;
+  const unsigned prefix = topp ? s->pprefix : s->kprefix;
+  const unsigned mask = topp ? s->pmask : s->kmask;
+  const unsigned kthr = topp ? s->kthr : 0u;
+  const float lmax = s->lmax, T = s->T;
+  const int nb = (int)bmask + 1;
+  fk_hist_clear(s_h);
+  __syncthreads();
+  const float* __restrict__ row = logits + b * ls;
+  const int lo = c * chunk, hi = min(V, lo + chunk);
+  fk_range_foreach(row, lo, hi, [&](int, float v) {
+    if (v == v) {
+      const unsigned key = fk_key(v);
+      if (key >= kthr && (key & mask) == prefix) {
+        const unsigned bin = (key >> shift) & bmask;
+        atomicAdd(&s_h.cnt[bin], 1u);
+        if (topp) {
+          const u64 m = (u64)__float2ull_rn(expf((v - lmax) / T) * FK_MASS_SCALE);
+          if (m) fk_hist_add_mass(s_h, bin, m);
+        }
+      }
+    }
+  });
+  __syncthreads();
+  u64* h = hist + (long long)b * FK_HIST_PER_ROW;
+  for (int j = threadIdx.x; j < nb; j += blockDim.x) {
+    const unsigned n = s_h.cnt[j];
+    if (n) atomicAdd(&h[j], (u64)n);
+    const u64 m = fk_hist_mass(s_h, j);
+    if (m) atomicAdd(&h[FK_NB + j], m);
+  }
+  __syncthreads();
+  if (fk_row_last_cta(s, gridDim.x)) fk_ms_select_row(s, h, stage, row, V);
+}
+
+extern "C" __global__ void __launch_bounds__(FK_MT) fk_ms_race(long long* __restrict__ out, const float* __restrict__ logits, long long ls, int V,
+                                                               int chunk, FkRowState* st, const long long* __restrict__ seeds,
                                                                u64* __restrict__ part) {
   fk_pdl_entry();
   __shared__ u64 s_red[32];
   const int b = blockIdx.y, c = blockIdx.x, C = gridDim.x;
-  const FkRowState& s = st[b];
-  if (s.done) return;
-  const unsigned kthr = s.kthr, tau = s.tau;
-  const bool useP = s.useP != 0;
-  const int cut = s.cut;
-  const float lmax = s.lmax, T = s.T;
+  FkRowState* s = st + b;
+  if (s->done) return;
+  const unsigned kthr = s->kthr, tau = s->tau;
+  const bool useP = s->useP != 0;
+  const int cut = s->cut;
+  const float lmax = s->lmax, T = s->T;
   const u64 seed = (u64)seeds[b];
   const float* __restrict__ row = logits + b * ls;
   const int lo = c * chunk, hi = min(V, lo + chunk);
@@ -637,16 +670,12 @@ extern "C" __global__ void __launch_bounds__(FK_MT) fk_ms_race(const float* __re
   });
   win = fk_block_max(win, s_red);
   if (threadIdx.x == 0) part[(long long)b * C + c] = win;
-}
-
-// One warp per row.
-extern "C" __global__ void fk_ms_final(long long* __restrict__ out, int C, const u64* __restrict__ part, const FkRowState* __restrict__ st) {
-  fk_pdl_entry();
-  const int b = blockIdx.x, lane = threadIdx.x;
-  if (st[b].done) return;
-  u64 win = 0;
-  for (int c = lane; c < C; c += 32) {
-    const u64 v = part[(long long)b * C + c];
+  __syncthreads();
+  if (!fk_row_last_cta(s, C) || threadIdx.x >= 32) return;
+  // the row's token: the largest partial (warp 0)
+  win = 0;
+  for (int j = threadIdx.x; j < C; j += 32) {
+    const u64 v = __ldcg(part + (long long)b * C + j);
     win = v > win ? v : win;
   }
 #pragma unroll
@@ -654,9 +683,8 @@ extern "C" __global__ void fk_ms_final(long long* __restrict__ out, int C, const
     const u64 w = __shfl_xor_sync(0xffffffffu, win, o);
     win = w > win ? w : win;
   }
-  if (lane == 0) {
-    const u64 best = st[b].best;
-    const int amax = best ? (int)(0xffffffffu - (unsigned)(best & 0xffffffffu)) : 0;
+  if (threadIdx.x == 0) {
+    const int amax = s->best ? (int)(0xffffffffu - (unsigned)(s->best & 0xffffffffu)) : 0;
     out[b] = win ? (long long)(0xffffffffu - (unsigned)(win & 0xffffffffu)) : amax;
   }
 }

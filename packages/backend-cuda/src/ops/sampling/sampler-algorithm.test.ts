@@ -89,3 +89,27 @@ it('the sampler kernel algorithm (emulated) matches the CPU backend token for to
   console.log(`emulated sampler: ${mism} / ${total} rows differ`);
   expect(mism).toBe(0);
 });
+
+// kernels/sampler.cu's shared mass bins (fk_hist_add_mass): 32-bit atomics only, mlo plus a carry into mhi from the add
+// that wraps it. Any order of the adds must give the exact u64 sum (the histogram walk and Z depend on it bit for bit).
+it('the 32-bit mass bins (mlo, carry into mhi) sum 2^40 fixed-point masses exactly, in any order', () => {
+  const rng = new Rng(11);
+  for (let trial = 0; trial < 20; trial++) {
+    const n = 1 + rng.int(0, 5000);
+    // masses as the kernel makes them: round(exp(d) * 2^40), d <= 0 (the top logit's is exactly 2^40)
+    const masses = Array.from({ length: n }, (_, i) => (i === 0 ? 2n ** 40n : BigInt(Math.round(Math.exp(-rng.uniform() * (trial % 4 === 0 ? 0.01 : 12)) * 2 ** 40))));
+    const exact = masses.reduce((a, m) => a + m, 0n);
+    for (const order of [masses, [...masses].reverse(), rng.permutation(n).map((i) => masses[i]!)]) {
+      let mlo = 0, mhi = 0;
+      for (const m of order) {
+        if (m === 0n) continue;
+        const lo = Number(m & 0xffffffffn);
+        const old = mlo;
+        mlo = (old + lo) >>> 0; // the atomicAdd's wrap-around
+        const hi = Number(m >> 32n) + (mlo < old ? 1 : 0); // old + lo < old in 32 bits: the add wrapped
+        mhi = (mhi + hi) >>> 0;
+      }
+      expect((BigInt(mhi) << 32n) + BigInt(mlo)).toBe(exact);
+    }
+  }
+});

@@ -7,7 +7,7 @@
  * throws; checking would need a host sync); float32 arithmetic may pick differently only at near-ties.
  *
  * Two paths, chosen per call by chooseSamplerPath: one 512-thread CTA per row (fk_sample), or the multi-CTA path
- * of sampler.cu (fk_ms_*): each row split over C CTAs, 17 small kernels in sequence, scratch from the allocator.
+ * of sampler.cu (fk_ms_*): each row split over C CTAs, 9 kernels in sequence, scratch from the allocator.
  * Both draw the same tokens; the kernels cannot see how many rows draw without a host sync, so the caller's
  * SampleHint (rows with temperature > 0, known on the host) picks: multi-CTA when many rows draw, one CTA per row
  * otherwise; without a hint the tuning's sampler.unhinted decides; sampler.multiCta forces the multi-CTA path.
@@ -41,7 +41,7 @@ export function planSampler(B: number, V: number, multiprocessors: number, tunin
   return { ctas: Math.ceil(V / chunk), chunk, threads: tuning.multiCtaThreads };
 }
 
-/** Scratch of the multi-CTA path, in 8-byte words: histograms (2 x 2048 per row), partials (C per row), row states (16 per row). */
+/** Scratch of the multi-CTA path, in 8-byte words: histograms (2 x 2048 per row), partials (C per row), row states (16 per row: FkRowState). */
 export function samplerScratchWords(B: number, ctas: number): { hist: number; part: number; state: number; total: number } {
   const hist = B * 4096;
   const part = B * ctas;
@@ -100,7 +100,8 @@ export function sample(ctx: SpineContext, logits: Tensor, temperature: Tensor, t
 }
 
 /**
- * The multi-CTA path: fk_ms_max, fk_ms_init, 3 x (hist, select) top-k, 3 x (hist, select) top-p, cut, race, final.
+ * The multi-CTA path: fk_ms_max, fk_ms_init, 3 x fk_ms_hist top-k, 3 x fk_ms_hist top-p (each row's last CTA of a pass
+ * selects its bin, and of the last pass finds the cut in a tie), fk_ms_race (each row's last CTA writes its token).
  * `greedyOnly` (the greedy split: the hint said no row draws): the first two, which write every greedy row's token, then
  * fk_sample built to leave greedy rows alone (FK_SKIP_GREEDY), so a row that does draw despite the hint still gets its
  * token (a wrong hint costs speed only, as Ops.sample promises); with a right hint its CTAs exit at once.
@@ -125,12 +126,6 @@ function multiCta(ctx: SpineContext, out: Tensor, l: Tensor, ls: number, B: numb
     return;
   }
   const histK = kn('fk_ms_hist');
-  const selK = kn('fk_ms_select');
-  for (let stage = 0; stage < 6; stage++) {
-    histK.launch(grid, plan.threads, 0, [l, ls, V, plan.chunk, state, hist, stage]);
-    selK.launch(B, 256, 0, [state, hist, stage]);
-  }
-  kn('fk_ms_cut').launch(B, 512, 0, [l, ls, V, state]);
-  kn('fk_ms_race').launch(grid, plan.threads, 0, [l, ls, V, plan.chunk, state, s, part]);
-  kn('fk_ms_final').launch(B, 32, 0, [out, C, part, state]);
+  for (let stage = 0; stage < 6; stage++) histK.launch(grid, plan.threads, 0, [l, ls, V, plan.chunk, state, hist, stage]);
+  kn('fk_ms_race').launch(grid, plan.threads, 0, [out, l, ls, V, plan.chunk, state, s, part]);
 }
