@@ -1,6 +1,6 @@
 /** The attention and quant groups through the op registry on the cpu backend. */
 import { describe, expect, it } from 'vitest';
-import { F, inferOp, OpError, supportedOps, type OpCall, type Tensor } from '@fastkernels/core';
+import { F, getOp, inferOp, OpError, supportedOps, type OpCall, type Tensor } from '@fastkernels/core';
 import { cpu, expectClose, randn, Rng, tensor, values } from './test-helpers.js';
 
 describe('attention group via the registry', () => {
@@ -77,6 +77,46 @@ describe('the engine attention ops agree with scaled_dot_product_attention', () 
         expectClose(values(y.narrow(0, b, 1)), values(want), 1e-6, 1e-6);
       }
     }
+  });
+
+  it("paged_decode_attention's v_head_dim over a latent cache (one tensor as both caches): the first dims of the whole row's result", () => {
+    // MLA's absorbed decode in small: one kv head of 20 (latent 16 + rope 4), the values the first 16 dims of each row
+    const rng = new Rng(12);
+    const [B, nQ, head, dv, blockSize, numBlocks] = [3, 4, 20, 16, 4, 9];
+    const q = randn(rng, [B, nQ, head], 'f64');
+    const cache = randn(rng, [numBlocks, blockSize, 1, head], 'f64');
+    const bt = tensor([6, 2, 0, 1, 8, 3, 5, 4, 7], [B, 3], 'i32');
+    const lens = tensor([9, 0, 12], [B], 'i32');
+    const full = F.pagedDecodeAttention(q, cache, cache, bt, lens, { scale: 0.2 });
+    const narrow = F.pagedDecodeAttention(q, cache, cache, bt, lens, { scale: 0.2, v_head_dim: dv });
+    expect(narrow.shape).toEqual([B, nQ, dv]);
+    expect(values(narrow)).toEqual(values(full.narrow(2, 0, dv).contiguous())); // the same float64 sums
+    expect(values(F.pagedDecodeAttention(q, cache, cache, bt, lens, { scale: 0.2, v_head_dim: head }))).toEqual(values(full));
+    // with sinks (the kernel route only) and a window: still the first dims of the whole-row call
+    const sinks = randn(rng, [nQ], 'f32');
+    const fullS = F.pagedDecodeAttention(q, cache, cache, bt, lens, { scale: 0.2, sliding_window: 5, sinks });
+    const narrowS = F.pagedDecodeAttention(q, cache, cache, bt, lens, { scale: 0.2, sliding_window: 5, sinks, v_head_dim: dv });
+    expect(values(narrowS)).toEqual(values(fullS.narrow(2, 0, dv).contiguous()));
+  });
+
+  it('paged_decode_attention v_head_dim: the Ops route (a backend without the kernel) narrows the whole-row result; bad widths say why', () => {
+    const rng = new Rng(13);
+    const q = randn(rng, [2, 2, 6], 'f32');
+    const cache = randn(rng, [3, 2, 1, 6], 'f32');
+    const bt = tensor([2, 0, 1, 0], [2, 2], 'i32');
+    const lens = tensor([3, 2], [2], 'i32');
+    const inputs = [q, cache, cache, bt, lens, null];
+    const spec = getOp('paged_decode_attention');
+    const inferred = inferOp('paged_decode_attention', inputs, { scale: 0.5, v_head_dim: 4 });
+    expect(inferred.outputs[0]!.shape).toEqual([2, 2, 4]);
+    const call = { op: spec, backend: cpu, inputs, attrs: inferred.attrs as Record<string, unknown>, outputs: inferred.outputs } as OpCall;
+    const [viaOps] = spec.viaOps!(cpu.ops, call)!;
+    expect(viaOps!.shape).toEqual([2, 2, 4]);
+    expect(viaOps!.isContiguous()).toBe(true);
+    expect(values(viaOps!)).toEqual(values(F.pagedDecodeAttention(q, cache, cache, bt, lens, { scale: 0.5, v_head_dim: 4 })));
+    expect(() => F.pagedDecodeAttention(q, cache, cache, bt, lens, { scale: 0.5, v_head_dim: 7 })).toThrow(/paged_decode_attention: v_head_dim 7 must be in 1\.\.6/);
+    expect(() => F.pagedDecodeAttention(q, cache, cache, bt, lens, { scale: 0.5, v_head_dim: 0 })).toThrow(OpError);
+    expect(() => F.pagedDecodeAttention(q, cache, cache, bt, lens, { scale: 0.5, v_head_dim: 1.5 })).toThrow(/bad arguments: v_head_dim/);
   });
 
   it('varlen_prefill_attention = per-sequence sdpa with a bottom-right causal mask', () => {

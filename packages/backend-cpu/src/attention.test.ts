@@ -1,5 +1,6 @@
 import { Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
+import { pagedDecodeAttention } from './ops/attention.js';
 import { cpu, expectClose, randn, Rng, tensor, values } from './test-helpers.js';
 
 const ops = cpu.ops;
@@ -123,6 +124,19 @@ describe('pagedDecodeAttention', () => {
     expect(() => ops.pagedDecodeAttention(q, kc, kc, tbl, tensor([3], [1], 'i32'), 1, 0)).toThrow(/exceeds/);
     expect(() => ops.pagedDecodeAttention(q, kc, kc, tensor([5], [1, 1], 'i32'), tensor([1], [1], 'i32'), 1, 0)).toThrow(/out of range/);
     expect(() => ops.pagedDecodeAttention(Tensor.zeros(cpu, [1, 2, 3], 'f32'), kc, kc, tbl, tensor([1], [1], 'i32'), 1, 0)).toThrow(/head size/);
+  });
+
+  it('a value width below the row width keeps the first dims of each value row; out of range is an error', () => {
+    // one token: the output is its value row's first valueDim dims
+    const kc = tensor([1, 0, 0, 1, 9, 9], [3, 1, 1, 2], 'f64');
+    const vc = tensor([10, 20, 30, 40, 7, 7], [3, 1, 1, 2], 'f64');
+    const q = tensor([2, 0], [1, 1, 2], 'f64');
+    const [tbl, one] = [tensor([1, 0], [1, 2], 'i32'), tensor([1], [1], 'i32')];
+    const out = pagedDecodeAttention(cpu, q, kc, vc, tbl, one, 0.5, 0, null, 1);
+    expect(out.shape).toEqual([1, 1, 1]);
+    expect(values(out)).toEqual([30]);
+    expect(values(pagedDecodeAttention(cpu, q, kc, vc, tbl, one, 0.5, 0, null, 2))).toEqual([30, 40]);
+    for (const bad of [0, 3, 1.5]) expect(() => pagedDecodeAttention(cpu, q, kc, vc, tbl, one, 0.5, 0, null, bad)).toThrow(`value width ${bad} must be an integer in 1..2`);
   });
 });
 

@@ -8,9 +8,9 @@ export function registerAttentionKernels(table: OpKernelTable, backend: Backend)
     const [q, k, v, mask] = c.inputs as [Tensor, Tensor, Tensor, Tensor | null];
     return scaledDotProductAttention(backend, q, k, v, { ...c.attrs, attn_mask: mask ?? null });
   });
-  table.register('paged_decode_attention', (c: OpCall<{ scale: number; sliding_window: number }>) => {
+  table.register('paged_decode_attention', (c: OpCall<{ scale: number; sliding_window: number; v_head_dim: number | null }>) => {
     const [q, kc, vc, bt, sl, sinks] = c.inputs as (Tensor | null)[];
-    return pagedDecodeAttention(backend, q!, kc!, vc!, bt!, sl!, c.attrs.scale, c.attrs.sliding_window, sinks ?? null);
+    return pagedDecodeAttention(backend, q!, kc!, vc!, bt!, sl!, c.attrs.scale, c.attrs.sliding_window, sinks ?? null, c.attrs.v_head_dim ?? q!.shape[2]!);
   });
   table.register('varlen_prefill_attention', (c: OpCall<{ scale: number; causal: boolean; sliding_window: number }>) => {
     const [q, k, v, cq, ck, sinks] = c.inputs as (Tensor | null)[];

@@ -2,13 +2,15 @@ import { formatShape, type Backend, type Tensor } from '@fastkernels/core';
 import { expectFloat, expectRank, gather, gatherInts, output, StridedView } from '../strided.js';
 
 /**
- * softmax(scale * q.k) . v over the given keys, in float64; zeros when there are none. With a sink logit (gpt-oss's
- * learned per-head sinks), exp(sink) joins the softmax denominator and contributes no value.
+ * softmax(scale * q.k) . v over the given keys, in float64; zeros when there are none. q.k spans `head` dims, the
+ * values their first `valueDim`. With a sink logit (gpt-oss's learned per-head sinks), exp(sink) joins the softmax
+ * denominator and contributes no value.
  */
 function attendRow(
   q: Float64Array,
   qBase: number,
   head: number,
+  valueDim: number,
   scale: number,
   keyOffsets: readonly number[],
   readK: (base: number, d: number) => number,
@@ -36,7 +38,7 @@ function attendRow(
   }
   for (let j = 0; j < n; j++) {
     const p = scores[j]! / sum;
-    for (let d = 0; d < head; d++) out[outBase + d]! += p * readV(valueOffsets[j]!, d);
+    for (let d = 0; d < valueDim; d++) out[outBase + d]! += p * readV(valueOffsets[j]!, d);
   }
 }
 
@@ -55,7 +57,8 @@ function checkGqa(nQ: number, nKv: number, what: string): number {
  * Decode attention over a paged cache. Sequence b has L = seqLens[b] tokens; token t sits in block
  * blockTables[b][t / blockSize] at offset t % blockSize. Query head h reads kv head h / (nQ / nKv).
  * slidingWindow w > 0 keeps only the last w tokens. sinks [nQ] (optional): a per-head logit in every softmax's
- * denominator. Output [B, nQ, head] in the query's dtype.
+ * denominator. valueDim (default head): the values are the first valueDim dims of each vCache row (MLA's latent rows,
+ * keys and values at once). Output [B, nQ, valueDim] in the query's dtype.
  */
 export function pagedDecodeAttention(
   backend: Backend,
@@ -67,6 +70,7 @@ export function pagedDecodeAttention(
   scale: number,
   slidingWindow: number,
   sinks: Tensor | null = null,
+  valueDim: number = query.shape[2]!,
 ): Tensor {
   const what = 'pagedDecodeAttention';
   expectFloat(query, what, 'query');
@@ -80,6 +84,7 @@ export function pagedDecodeAttention(
     throw new RangeError(`${what}: caches ${formatShape(kCache.shape)} / ${formatShape(vCache.shape)} do not match each other or head size ${head}`);
   }
   if (blockTables.shape[0] !== B || seqLens.numel !== B) throw new RangeError(`${what}: blockTables ${formatShape(blockTables.shape)} and seqLens ${formatShape(seqLens.shape)} must have ${B} rows`);
+  if (!Number.isInteger(valueDim) || valueDim < 1 || valueDim > head) throw new RangeError(`${what}: value width ${valueDim} must be an integer in 1..${head} (the first dims of each value row)`);
   const group = checkGqa(nQ, nKv, what);
   const S = sinksOf(sinks, nQ, what);
   const maxBlocks = blockTables.shape[1]!;
@@ -90,7 +95,7 @@ export function pagedDecodeAttention(
   const V = new StridedView(vCache, `${what} vCache`);
   const kd = K.strides[3]!;
   const vd = V.strides[3]!;
-  const out = new Float64Array(B * nQ * head);
+  const out = new Float64Array(B * nQ * valueDim);
   for (let b = 0; b < B; b++) {
     const L = lens[b]!;
     if (L < 0 || L > maxBlocks * blockSize) throw new RangeError(`${what}: seqLens[${b}] = ${L} exceeds the ${maxBlocks} blocks of ${blockSize} in its block table`);
@@ -106,12 +111,12 @@ export function pagedDecodeAttention(
       }
       for (let g = 0; g < group; g++) {
         const h = kvh * group + g;
-        const base = (b * nQ + h) * head;
-        attendRow(Q, base, head, scale, kOffs, (o, d) => K.acc.get(o + d * kd), vOffs, (o, d) => V.acc.get(o + d * vd), out, base, S ? S[h]! : null);
+        const row = b * nQ + h;
+        attendRow(Q, row * head, head, valueDim, scale, kOffs, (o, d) => K.acc.get(o + d * kd), vOffs, (o, d) => V.acc.get(o + d * vd), out, row * valueDim, S ? S[h]! : null);
       }
     }
   }
-  return output(backend, query.shape, query.dtype, out, what);
+  return output(backend, [B, nQ, valueDim], query.dtype, out, what);
 }
 
 /**
@@ -170,7 +175,7 @@ export function varlenPrefillAttention(
         for (let key = lo; key <= hi; key++) offs.push(((k0 + key) * nKv + kvh) * head);
         for (let g = 0; g < group; g++) {
           const base = ((q0 + j) * nQ + kvh * group + g) * head;
-          attendRow(Q, base, head, scale, offs, (o, d) => K[o + d]!, offs, (o, d) => V[o + d]!, out, base, S ? S[kvh * group + g]! : null);
+          attendRow(Q, base, head, head, scale, offs, (o, d) => K[o + d]!, offs, (o, d) => V[o + d]!, out, base, S ? S[kvh * group + g]! : null);
         }
       }
     }

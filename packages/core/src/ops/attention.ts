@@ -122,7 +122,9 @@ defineOp({
     'Decode attention over a paged KV cache (vLLM paged attention): query [B, nQ, head], k_cache / v_cache [num_blocks, block_size, nKv, head], ' +
     'block_tables [B, max_blocks] (int), seq_lens [B] (int); token t of sequence b sits in block block_tables[b, t / block_size] at t % block_size; ' +
     'GQA when nQ > nKv; sliding_window w > 0 keeps the last w tokens; sinks [nQ] (optional, gpt-oss): a per-head logit that joins every softmax denominator ' +
-    'with no value (flash-attn s_aux; the Ops method has no sinks, so only a backend kernel runs them). -> [B, nQ, head].',
+    'with no value (flash-attn s_aux; the Ops method has no sinks, so only a backend kernel runs them); v_head_dim (optional, default head): the values are ' +
+    'the first v_head_dim dims of each v_cache row (MLA\'s absorbed decode: the latent rows are keys and values, the output keeps kv_lora_rank of them, as ' +
+    'FlashMLA\'s head_dim_v). -> [B, nQ, v_head_dim].',
   inputs: [
     { name: 'query', dtypes: 'float' },
     { name: 'k_cache', dtypes: 'float' },
@@ -131,8 +133,8 @@ defineOp({
     { name: 'seq_lens', dtypes: intIn },
     { name: 'sinks', optional: true, dtypes: 'float' },
   ],
-  attrs: z.object({ scale: z.number(), sliding_window: z.number().int().min(0).default(0) }).strict(),
-  infer: ([q, kc, vc, bt, sl, sinks]) => {
+  attrs: z.object({ scale: z.number(), sliding_window: z.number().int().min(0).default(0), v_head_dim: z.number().int().nullable().default(null) }).strict(),
+  infer: ([q, kc, vc, bt, sl, sinks], a) => {
     const op = 'paged_decode_attention';
     const dtype = commonFloatDType(op, [['query', q!], ['k_cache', kc!], ['v_cache', vc!]]);
     const qs = (q as TensorMeta).shape;
@@ -148,12 +150,24 @@ defineOp({
     const sls = (sl as TensorMeta).shape;
     if (sls.length !== 1 || sls[0] !== B) opError(op, `seq_lens ${formatShape(sls)} must be [${B}]`);
     checkSinks(op, sinks, nQ);
-    return [meta(qs, dtype)];
+    const dv = a.v_head_dim ?? head;
+    if (dv < 1 || dv > head) opError(op, `v_head_dim ${dv} must be in 1..${head} (the values are the first v_head_dim dims of each v_cache row of ${head})`);
+    return [meta([B, nQ, dv], dtype)];
   },
   viaOps: (ops, call) => {
     const [q, kc, vc, bt, sl, sinks] = call.inputs as (Tensor | null)[];
     if (sinks) return undefined;
-    return [ops.pagedDecodeAttention(q!, kc!, vc!, bt!, sl!, call.attrs.scale, call.attrs.sliding_window)];
+    const out = ops.pagedDecodeAttention(q!, kc!, vc!, bt!, sl!, call.attrs.scale, call.attrs.sliding_window);
+    const dv = call.attrs.v_head_dim ?? out.shape[2]!;
+    if (dv === out.shape[2]) return [out];
+    // the Ops method has no value width: its whole-row result, narrowed
+    const view = out.narrow(2, 0, dv);
+    try {
+      return [view.contiguous()];
+    } finally {
+      view.dispose();
+      out.dispose();
+    }
   },
 });
 
@@ -201,7 +215,10 @@ export const attentionFunctions = {
     const { attn_mask = null, ...attrs } = opts;
     return callOp1(OP, [query, key, value, attn_mask], attrs);
   },
-  pagedDecodeAttention: (query: Tensor, k_cache: Tensor, v_cache: Tensor, block_tables: Tensor, seq_lens: Tensor, opts: { scale: number; sliding_window?: number; sinks?: Tensor | null }): Tensor => {
+  pagedDecodeAttention: (
+    query: Tensor, k_cache: Tensor, v_cache: Tensor, block_tables: Tensor, seq_lens: Tensor,
+    opts: { scale: number; sliding_window?: number; v_head_dim?: number | null; sinks?: Tensor | null },
+  ): Tensor => {
     const { sinks = null, ...attrs } = opts;
     return callOp1('paged_decode_attention', [query, k_cache, v_cache, block_tables, seq_lens, sinks], attrs);
   },

@@ -102,6 +102,13 @@ describe('attention, quant and recurrent specs', () => {
     fails('scaled_dot_product_attention', [t([2, 8, 5, 64]), t([2, 2, 9, 64]), t([2, 2, 9, 64]), null], {}, /different head counts need enable_gqa=true/);
     expect(out('paged_decode_attention', [t([3, 8, 64], 'bf16'), t([10, 16, 2, 64], 'bf16'), t([10, 16, 2, 64], 'bf16'), t([3, 4], 'i32'), t([3], 'i32')], { scale: 0.125 })).toEqual([['bf16', [3, 8, 64]]]);
     fails('paged_decode_attention', [t([3, 8, 64]), t([10, 16, 3, 64]), t([10, 16, 3, 64]), t([3, 4], 'i32'), t([3], 'i32')], { scale: 1 }, /8 query heads are not a multiple of 3 kv heads/);
+    // v_head_dim: the values are the first dims of each row (MLA's latent rows: 576 wide, the value kv_lora_rank 512)
+    const mla = [t([2, 32, 576], 'bf16'), t([10, 16, 1, 576], 'bf16'), t([10, 16, 1, 576], 'bf16'), t([2, 4], 'i32'), t([2], 'i32')];
+    expect(out('paged_decode_attention', mla, { scale: 0.07, v_head_dim: 512 })).toEqual([['bf16', [2, 32, 512]]]);
+    expect(out('paged_decode_attention', mla, { scale: 0.07, v_head_dim: 576 })).toEqual([['bf16', [2, 32, 576]]]);
+    fails('paged_decode_attention', mla, { scale: 0.07, v_head_dim: 577 }, /v_head_dim 577 must be in 1\.\.576/);
+    fails('paged_decode_attention', mla, { scale: 0.07, v_head_dim: 0 }, /v_head_dim 0 must be in 1\.\.576/);
+    fails('paged_decode_attention', mla, { scale: 0.07, v_head_dim: 2.5 }, /bad arguments: v_head_dim/);
     expect(out('varlen_prefill_attention', [t([9, 8, 64]), t([12, 2, 64]), t([12, 2, 64]), t([3], 'i32'), t([3], 'i32')], { scale: 0.125, causal: true })).toEqual([['f32', [9, 8, 64]]]);
     fails('scaled_dot_product_attention', [t([2, 4, 5, 16]), t([2, 4, 9, 16]), t([2, 4, 9, 16]), t([5, 9], 'bool')], { is_causal: true }, /must not be given when is_causal/);
     fails('scaled_dot_product_attention', [t([2, 4, 5, 16]), t([2, 4, 9, 16]), t([2, 4, 9, 16]), t([5, 9], 'i32')], {}, /attn_mask must be bool or float/);

@@ -80,6 +80,11 @@ const sinkDefines = (sinks: Tensor | null): string[] => (sinks ? ['-DFK_SINKS=1'
 
 // ------------------------------------------------------------------------------------------------- decode
 
+/**
+ * valueDim (default the head size): the values are the first valueDim dims of each vCache row; the output is
+ * [B, nQ, valueDim]. The MLA kernel (D > 256) computes only those columns; the kernels up to 256 compute the whole row
+ * and the first valueDim columns are copied out (one more launch: nothing at those sizes passes a narrower value yet).
+ */
 export function pagedDecodeAttention(
   ctx: SpineContext,
   query: Tensor,
@@ -90,6 +95,7 @@ export function pagedDecodeAttention(
   scale: number,
   slidingWindow: number,
   sinks: Tensor | null = null,
+  valueDim: number = query.shape[2]!,
 ): Tensor {
   const what = 'pagedDecodeAttention';
   if (query.rank !== 3) throw new RangeError(`${what}: query must be [B, nQ, head], got ${formatShape(query.shape)}`);
@@ -104,11 +110,22 @@ export function pagedDecodeAttention(
   const T = ctype(what, query);
   if (kCache.dtype !== query.dtype || vCache.dtype !== query.dtype) throw new TypeError(`${what}: caches (${kCache.dtype}, ${vCache.dtype}) must have the query's dtype ${query.dtype}`);
   const group = checkGqa(what, nQ, nKv);
+  if (!Number.isInteger(valueDim) || valueDim < 1 || valueDim > D) throw new RangeError(`${what}: value width ${valueDim} must be an integer in 1..${D} (the first dims of each value row)`);
   if (D > 256) {
     // MLA's absorbed decode (one latent kv head, the rows both keys and values): its own kernel (mla-decode.ts)
     const mla = mlaRouteDecline(query, kCache, vCache, sinks, slidingWindow);
-    if (mla === null) return pagedMlaDecode(ctx, query, kCache, blockTables, seqLens, scale);
+    if (mla === null) return pagedMlaDecode(ctx, query, kCache, blockTables, seqLens, scale, valueDim);
     throw new RangeError(`${what}: head size ${D} > 256 is supported on CUDA only for MLA's latent cache, not here: ${mla}`);
+  }
+  if (valueDim !== D) {
+    const full = pagedDecodeAttention(ctx, query, kCache, vCache, blockTables, seqLens, scale, slidingWindow, sinks);
+    const view = full.narrow(2, 0, valueDim);
+    try {
+      return view.contiguous();
+    } finally {
+      view.dispose();
+      full.dispose();
+    }
   }
   if (B > 65535) throw new RangeError(`${what}: batch ${B} > 65535`);
 

@@ -4,8 +4,8 @@
  * emulated lane by lane (test/warp-mma-host.ts: mma.sync m16n8k16 and ldmatrix fragment layouts as the PTX ISA gives
  * them, bf16 as bits), on the launch geometry the plan makes or a forced split size. Its direct outputs and, for split
  * sequences, its fp32 partials merged as attention_decode.cu's fk_paged_decode_combine merges them (transcribed below),
- * are held to the float64 CPU paged_decode_attention over the same bf16-rounded inputs: Kimi-Linear-48B's 576-wide
- * rows (value 576 as the op routes, and 512), head groups with padding heads, the tiny config's 20-wide rows (8-byte
+ * are held to the float64 CPU paged_decode_attention with the same value width (its v_head_dim) over the same
+ * bf16-rounded inputs: Kimi-Linear-48B's 576-wide rows (value 512 as the model asks, and the whole row), head groups with padding heads, the tiny config's 20-wide rows (8-byte
  * chunks), odd and empty sequences, several blocks a sequence, shuffled pages, several splits. What it cannot see:
  * races between warps, f16, timing. Skipped where g++ is absent.
  */
@@ -33,8 +33,8 @@ interface MlaCase {
 }
 
 const CASES: MlaCase[] = [
-  { name: 'Kimi-48B rows (D 576, value 576 as routed), 32 heads, plan splits', nQ: 32, D: 576, DV: 576, blockSize: 16, lens: [1, 77, 300], multiprocessors: 12, chunkBytes: 16 },
-  { name: 'D 576, value 512, 32 heads, 64-key splits', nQ: 32, D: 576, DV: 512, blockSize: 16, lens: [130, 33, 0], chunk: 64, chunkBytes: 16 },
+  { name: 'Kimi-48B rows (D 576, value 576: the op without v_head_dim), 32 heads, plan splits', nQ: 32, D: 576, DV: 576, blockSize: 16, lens: [1, 77, 300], multiprocessors: 12, chunkBytes: 16 },
+  { name: 'D 576, value 512 (v_head_dim, as Kimi-Linear calls the op), 32 heads, 64-key splits', nQ: 32, D: 576, DV: 512, blockSize: 16, lens: [130, 33, 0], chunk: 64, chunkBytes: 16 },
   { name: 'D 576, 40 heads (two head groups, padding heads), 48-key splits, block size 32', nQ: 40, D: 576, DV: 576, blockSize: 32, lens: [97, 5], chunk: 48, chunkBytes: 16 },
   { name: 'D 320, 16 heads (one head tile), one split', nQ: 16, D: 320, DV: 288, blockSize: 8, lens: [45, 64, 1], chunk: 4096, chunkBytes: 16 },
   { name: 'tiny config rows (D 20: 4 heads, 8-byte chunks), 32-key splits', nQ: 4, D: 20, DV: 20, blockSize: 4, lens: [0, 5, 33, 70], chunk: 32, chunkBytes: 8 },
@@ -94,7 +94,8 @@ describe(`fk_paged_mla_decode replayed on the host${hasGxx ? '' : ' (SKIPPED: g+
       const tc = Tensor.fromArray(cpu, cache, [numBlocks, c.blockSize, 1, c.D], 'f64');
       const tbt = Tensor.fromArray(cpu, bt, [B, maxBlocks], 'i32');
       const tl = Tensor.fromArray(cpu, c.lens, [B], 'i32');
-      const want = callOp1('paged_decode_attention', [tq, tc, tc, tbt, tl, null], { scale }).toFloat64Array();
+      const want = callOp1('paged_decode_attention', [tq, tc, tc, tbt, tl, null], { scale, v_head_dim: c.DV }).toFloat64Array();
+      expect(want.length).toBe(B * c.nQ * c.DV);
 
       const defines = [
         ['FK_HOST_REPLAY', 1], ['FK_T', '__nv_bfloat16'], ['FK_MLA_D', c.D], ['FK_MLA_DV', c.DV], ['FK_MLA_MT', heads], ['FK_STAGES', 3],
@@ -134,7 +135,7 @@ int main() {
           const vals = splits > 1 && nsp > 1 ? combine(part, ml, row, nsp, splits, c.DV) : outDirect.slice(row * c.DV, (row + 1) * c.DV);
           if (splits > 1 && nsp > 1) merged++;
           for (let d = 0; d < c.DV; d++) {
-            const w = want[row * c.D + d]!;
+            const w = want[row * c.DV + d]!;
             const e = Math.abs(vals[d]! - w) / (1e-2 + 1e-2 * Math.abs(w));
             if (!(e <= worst)) worst = Number.isNaN(e) ? Infinity : Math.max(worst, e);
           }

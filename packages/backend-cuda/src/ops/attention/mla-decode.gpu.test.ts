@@ -2,12 +2,13 @@
  * The paged MLA decode kernel (mla-decode.ts, kernels/attention_mla_decode.cu) on the GPU vs the float64 CPU backend's
  * paged decode attention with one tensor as both caches: Kimi-Linear-48B's latent rows (32 query heads on one
  * 576-wide row, kv_lora_rank 512 + rope 64) through paged_decode_attention as the model calls it (the route of
- * attention.ts), bs 1 to 64 and context 1 to 4096; the 512-wide value the kernel also takes; f16; 40 heads (two head
- * groups); the tiny config's 20-wide rows through the kernel directly (8-byte chunks); a CUDA graph capture replayed
- * after seq_lens change on the device. Outputs are poisoned first (an unwritten element shows as NaN). The last describe
+ * attention.ts), bs 1 to 64 and context 1 to 4096; the 512-wide value (the op's v_head_dim, as Kimi-Linear calls it,
+ * and pagedMlaDecode directly); f16; 40 heads (two head groups); the tiny config's 20-wide rows through the kernel
+ * directly (8-byte chunks) and through the op with a narrower value (the whole-row kernel, then a copy); a CUDA graph
+ * capture of both the whole row and the op with v_head_dim 512, replayed after seq_lens change on the device. Outputs are poisoned first (an unwritten element shows as NaN). The last describe
  * prints the decode's cache bandwidth at the production shapes (no asserts).
  */
-import { Rng, Tensor, type DType } from '@fastkernels/core';
+import { F, Rng, Tensor, type DType } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { G, cpu, expectClose, gpu, graphMs, measureCopy, poison, printedAfterAll, randCpu, toGpu, tolOf } from '../../../test/spine-helpers.js';
 import { pagedMlaDecode } from './mla-decode.js';
@@ -70,16 +71,23 @@ describe('paged MLA decode (one latent kv head, D > 256) vs the float64 CPU back
     checkMla({ nQ: 16, D: 576, dtype: 'bf16', lens: [1500, 31] });
     checkMla({ nQ: 32, D: 576, dtype: 'bf16', lens: [1500, 31, 64], blockSize: 64 });
   });
-  it('a 512-wide value (the first 512 dims of each row) through pagedMlaDecode: the first 512 dims of the op', G, () => {
+  it('a 512-wide value (the first 512 dims of each row): the op with v_head_dim 512 (as Kimi-Linear calls it) and pagedMlaDecode', G, () => {
     const c = { nQ: 32, D: 576, dtype: 'bf16' as DType, lens: [2000, 5, 700] };
     const { cpuIn, gpuIn } = mlaInputs(c, 3);
     const [q, cache, bt, lens] = cpuIn;
     const full = cpu().ops.pagedDecodeAttention(q, cache, cache, bt, lens, SCALE, 0);
     const want = full.narrow(2, 0, 512).contiguous();
+    const wantOp = F.pagedDecodeAttention(q, cache, cache, bt, lens, { scale: SCALE, v_head_dim: 512 });
+    expect(wantOp.toFloat64Array()).toEqual(want.toFloat64Array());
+    const [gq, gc, gbt, gl] = gpuIn;
+    poison(full.numel, full.numel * 8);
+    const viaOp = F.pagedDecodeAttention(gq, gc, gc, gbt, gl, { scale: SCALE, v_head_dim: 512 });
+    expect(viaOp.shape).toEqual([3, 32, 512]);
+    expectClose(viaOp, want, tolOf('bf16'), 'paged_decode_attention, v_head_dim 512');
     const out = pagedMlaDecode(gpu().ops.spine, ...gpuIn, SCALE, 512);
     expect(out.shape).toEqual([3, 32, 512]);
     expectClose(out, want, tolOf('bf16'), 'mla decode, value 512');
-    for (const t of [out, full, want, ...gpuIn, ...cpuIn]) t.dispose();
+    for (const t of [out, viaOp, full, want, wantOp, ...gpuIn, ...cpuIn]) t.dispose();
   });
   it("the tiny config's rows (4 heads, D 20: the op keeps them on the paged decode kernels) through the MLA kernel directly", G, () => {
     const c = { nQ: 4, D: 20, dtype: 'bf16' as DType, lens: [17, 1, 33, 0, 300] };
@@ -90,19 +98,28 @@ describe('paged MLA decode (one latent kv head, D > 256) vs the float64 CPU back
     expectClose(out, want, tolOf('bf16'), 'mla decode, tiny rows');
     const viaOp = gpu().ops.pagedDecodeAttention(gpuIn[0], gpuIn[1], gpuIn[1], gpuIn[2], gpuIn[3], 0.3, 0);
     expectClose(viaOp, want, tolOf('bf16'), 'paged decode, tiny rows');
-    for (const t of [out, viaOp, want, ...gpuIn, ...cpuIn]) t.dispose();
+    // the tiny config's value width (kv_lora_rank 16 of the 20-wide row): the paged decode kernel, then a copy
+    const want16 = F.pagedDecodeAttention(q, cache, cache, bt, lens, { scale: 0.3, v_head_dim: 16 });
+    const narrow = F.pagedDecodeAttention(gpuIn[0], gpuIn[1], gpuIn[1], gpuIn[2], gpuIn[3], { scale: 0.3, v_head_dim: 16 });
+    expect(narrow.shape).toEqual([5, 4, 16]);
+    expectClose(narrow, want16, tolOf('bf16'), 'paged decode, tiny rows, v_head_dim 16');
+    for (const t of [out, viaOp, narrow, want, want16, ...gpuIn, ...cpuIn]) t.dispose();
   });
-  it('captured in a CUDA graph: replays after seq_lens change on the device give the eager results', GL, () => {
+  it('captured in a CUDA graph (the whole row, and the op with v_head_dim 512): replays after seq_lens change on the device give the eager results', GL, () => {
     const c = { nQ: 32, D: 576, dtype: 'bf16' as DType, lens: [4000, 100, 1, 2500] };
     const { cpuIn, gpuIn } = mlaInputs(c, 9);
     const [gq, gc, gbt, gl] = gpuIn;
     const b = gpu();
     const step = () => b.ops.pagedDecodeAttention(gq, gc, gc, gbt, gl, SCALE, 0);
+    const step512 = () => F.pagedDecodeAttention(gq, gc, gc, gbt, gl, { scale: SCALE, v_head_dim: 512 });
     step().dispose(); // compile outside the capture
+    step512().dispose();
     b.synchronize();
     let out: Tensor | undefined;
+    let out512: Tensor | undefined;
     const g = b.runtime.capture(() => {
       out = step();
+      out512 = step512();
     }, { poolBytes: 64 << 20 });
     try {
       for (const lens of [[4000, 100, 1, 2500], [17, 4001, 0, 256], [1, 1, 1, 1]]) {
@@ -112,7 +129,9 @@ describe('paged MLA decode (one latent kv head, D > 256) vs the float64 CPU back
         g.replay();
         const want = cpu().ops.pagedDecodeAttention(cpuIn[0], cpuIn[1], cpuIn[1], cpuIn[2], t, SCALE, 0);
         expectClose(out!, want, tolOf('bf16'), `graph replay, lens ${lens.join(',')}`);
-        for (const x of [t, tg, want]) x.dispose();
+        const want512 = F.pagedDecodeAttention(cpuIn[0], cpuIn[1], cpuIn[1], cpuIn[2], t, { scale: SCALE, v_head_dim: 512 });
+        expectClose(out512!, want512, tolOf('bf16'), `graph replay, v_head_dim 512, lens ${lens.join(',')}`);
+        for (const x of [t, tg, want, want512]) x.dispose();
       }
     } finally {
       g.destroy();

@@ -3,12 +3,15 @@
  * sized from the block table's capacity), what it declines, and paged decode attention's route on a fake device
  * (test/fake-device.ts): a D > 256 call over one latent kv head given as both caches launches fk_paged_mla_decode
  * (and attention_decode.cu's combine, skipping single-split sequences, when it splits) with the arguments its
- * signature declares; anything else past 256 still throws, saying why; D <= 256 keeps the paged decode kernels.
+ * signature declares; anything else past 256 still throws, saying why; D <= 256 keeps the paged decode kernels. The
+ * op's v_head_dim (Kimi-Linear's kv_lora_rank 512 of the 576-wide row) reaches the kernel as FK_MLA_DV through the registry.
  */
-import { Tensor } from '@fastkernels/core';
+import { callOp1, OpKernelTable, opRoute, Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { fakeDevice } from '../../../test/fake-device.js';
+import { GenKernelCache } from '../gen-cache.js';
 import { pagedDecodeAttention } from './attention.js';
+import { registerAttentionKernels } from './register.js';
 import { MLA_MIN_SPLIT_TOKENS, MLA_STAGES, MLA_THREADS, MLA_TILE, mlaDecodeDecline, mlaSharedBytes, planMlaDecode } from './mla-decode-plan.js';
 
 const kimi = { qHeads: 32, headDim: 576, blockSize: 16, multiprocessors: 132, sharedPerBlockOptin: 227 * 1024 };
@@ -105,6 +108,43 @@ describe("paged decode attention's MLA route (fake device)", () => {
     pagedDecodeAttention(ctx, w.q, w.cache, w.cache, w.bt, w.lens, 0.07, 0);
     expect(launches[0]!.options).toContain('-DFK_MLA_CB=8');
     expect(launches[0]!.options).toContain('-DFK_MLA_MT=1');
+  });
+
+  it("the op's v_head_dim 512 through the registry (Kimi-Linear's absorbed decode): FK_MLA_DV 512, a [B, 32, 512] output, the combine over 512", () => {
+    const { backend, ctx, launches } = fakeDevice();
+    const table = new OpKernelTable('fake');
+    Object.assign(backend, { opKernels: table });
+    Object.assign(backend.ops, { spine: ctx });
+    registerAttentionKernels(table, new GenKernelCache());
+    const { q, cache, bt, lens } = inputs(backend, 1, 256);
+    const args = [q, cache, cache, bt, lens, null];
+    expect(opRoute('paged_decode_attention', args, { scale: 0.07, v_head_dim: 512 })).toEqual({ via: 'kernel' });
+    const out = callOp1('paged_decode_attention', args, { scale: 0.07, v_head_dim: 512 });
+    expect([...out.shape]).toEqual([1, 32, 512]);
+    expect(launches.map((l) => l.entry)).toEqual(['fk_paged_mla_decode', 'fk_paged_decode_combine']);
+    const [main, combine] = launches as [(typeof launches)[0], (typeof launches)[0]];
+    expect(main.options).toContain('-DFK_MLA_D=576');
+    expect(main.options).toContain('-DFK_MLA_DV=512');
+    expect(combine.block).toBe(256);
+    expect(combine.args.slice(4, 7)).toEqual([4096, 32, 512]); // max tokens, nQ, DV
+    // without the attribute: the whole row, as before
+    launches.length = 0;
+    expect([...callOp1('paged_decode_attention', args, { scale: 0.07 }).shape]).toEqual([1, 32, 576]);
+    expect(launches[0]!.options).toContain('-DFK_MLA_DV=576');
+    expect(() => callOp1('paged_decode_attention', args, { scale: 0.07, v_head_dim: 600 })).toThrow(/v_head_dim 600 must be in 1\.\.576/);
+  });
+
+  it('a value width below the row at D <= 256: the paged decode kernel over the whole row, then its first columns copied out', () => {
+    const { backend, ctx, launches } = fakeDevice();
+    const tiny = inputs(backend, 2, 4, 20, 4);
+    const before = ctx.runtime.launches;
+    const out = pagedDecodeAttention(ctx, tiny.q, tiny.cache, tiny.cache, tiny.bt, tiny.lens, 0.2, 0, null, 16);
+    expect([...out.shape]).toEqual([2, 4, 16]);
+    expect(out.isContiguous()).toBe(true);
+    expect(launches.map((l) => l.entry)).toEqual(['fk_paged_decode']);
+    expect(launches[0]!.options).toContain('-DFK_D=20');
+    expect(ctx.runtime.launches - before).toBe(2); // the kernel, then the copy
+    expect(() => pagedDecodeAttention(ctx, tiny.q, tiny.cache, tiny.cache, tiny.bt, tiny.lens, 0.2, 0, null, 21)).toThrow(/value width 21 must be an integer in 1..20/);
   });
 
   it('past 256 anything but one latent kv head given as both caches still throws, saying why; 256 and below keep the paged decode kernels', () => {

@@ -3,8 +3,8 @@
  * whose cached rows are both the keys and the values (k_cache and v_cache one tensor), at head sizes past the paged
  * decode kernels' 256: Kimi-Linear-48B's and DeepSeek-V3's 576-wide rows (kv_lora_rank 512 + rope 64), 32 query heads
  * on each row. All the query heads of a sequence share a CTA, so each row is read from memory once for all of them.
- * pagedDecodeAttention (attention.ts) routes such calls here; the value width is the op's head size (the whole row:
- * the model keeps its first kv_lora_rank dims), and pagedMlaDecode takes a narrower one too.
+ * pagedDecodeAttention (attention.ts) routes such calls here with the op's value width (v_head_dim: Kimi-Linear passes
+ * kv_lora_rank, so only those columns are computed and written; absent, the whole row).
  */
 import { formatShape, Tensor, type DType } from '@fastkernels/core';
 import { cudaTuning } from '../../tuning/load.js';

@@ -2,7 +2,8 @@
  * The attention group's registry kernels on CUDA: scaled_dot_product_attention on the flash prefill kernel or the dense
  * tensor-core kernel (dense-sdpa.ts), which declines (with the reason) what it does not take: the registry then
  * decomposes the call. paged_decode_attention and varlen_prefill_attention on the engine's kernels (attention.ts), with
- * their optional sinks (gpt-oss), which the Ops methods (the ops' viaOps route) do not take.
+ * their optional sinks (gpt-oss) and the decode's value width (v_head_dim: MLA), which the Ops methods (the ops' viaOps
+ * route) do not take.
  */
 import { hasOp, type OpCall, type OpKernelTable, type Tensor } from '@fastkernels/core';
 import type { GenKernelCache } from '../gen-cache.js';
@@ -13,9 +14,10 @@ export function registerAttentionKernels(table: OpKernelTable, cache: GenKernelC
   const sdpa = new DenseSdpa(cache);
   if (hasOp('scaled_dot_product_attention')) table.register('scaled_dot_product_attention', sdpa.run, sdpa.supports);
   if (hasOp('paged_decode_attention')) {
-    table.register('paged_decode_attention', (c: OpCall<{ scale: number; sliding_window: number }>) => {
+    table.register('paged_decode_attention', (c: OpCall<{ scale: number; sliding_window: number; v_head_dim: number | null }>) => {
       const [q, kc, vc, bt, sl, sinks] = c.inputs as (Tensor | null)[];
-      return [pagedDecodeAttention(spineOf(c.op.name, c.backend), q!, kc!, vc!, bt!, sl!, c.attrs.scale, c.attrs.sliding_window, sinks ?? null)];
+      const spine = spineOf(c.op.name, c.backend);
+      return [pagedDecodeAttention(spine, q!, kc!, vc!, bt!, sl!, c.attrs.scale, c.attrs.sliding_window, sinks ?? null, c.attrs.v_head_dim ?? q!.shape[2]!)];
     });
   }
   if (hasOp('varlen_prefill_attention')) {

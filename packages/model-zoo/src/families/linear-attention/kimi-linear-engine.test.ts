@@ -96,9 +96,11 @@ describe('Kimi-Linear through e2e and capture', () => {
         expect(index.tasks[id]!.forward.some((f) => (f.options?.prefillLens as number[]).length > 0), id).toBe(true);
       }
       expect(index.tasks['L3/kimi_linear_decoder']!.forward.every((f) => typeof f.options?.residual === 'boolean')).toBe(true);
+      // the absorbed decode's attention: one latent kv head of kv_lora_rank + rope, the values its first kv_lora_rank dims
+      expect(index.tasks['L1/paged_decode_attention']!.init).toContainEqual([cfg.numAttentionHeads, cfg.kvLoraRank + cfg.qkRopeHeadDim, 1 / Math.sqrt(cfg.qHeadDim), 1, 0, cfg.kvLoraRank]);
       const baseline = baselineRegistry();
       const cctx: ExecutionContext = { ...ctx, registry: baseline };
-      for (const id of ['L1/chunk_kda', 'L1/fused_recurrent_kda', 'L2/kimi_delta_attention', 'L2/kimi_mla_attention', 'L2/kimi_moe', 'L3/kimi_linear_decoder', 'L4/kimi_linear']) {
+      for (const id of ['L1/paged_decode_attention', 'L1/chunk_kda', 'L1/fused_recurrent_kda', 'L2/kimi_delta_attention', 'L2/kimi_mla_attention', 'L2/kimi_moe', 'L3/kimi_linear_decoder', 'L4/kimi_linear']) {
         const task = baseline.task(id)!;
         const cases = casesFromCaptures(task, [{ index, resolve: (f) => join(tmp, f), path }], 2);
         expect(cases.length, id).toBeGreaterThan(0);

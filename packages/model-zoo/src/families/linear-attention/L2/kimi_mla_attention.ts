@@ -26,9 +26,9 @@ import { refMla } from '../kimi-linear-reference.js';
  * (a single "kv head" of kv_lora_rank + qk_rope_head_dim) in the layer's one latent tensor (LayerCacheSpec 'latent'; no
  * separate values), written once by L1/store_kvcache given that tensor as both caches. Attention runs in the absorbed form over that row: each head's q_nope is multiplied into the
  * latent space by its slice of kv_b_proj (W_UK), so q' = [W_UK^T q_nope | q_rope] attends the cached rows as MQA with
- * the rows themselves as values, and the result's latent part goes back through the head's value slice (W_UV) before
- * o_proj: the same function as decompressing every cached token. Decodes run that way (L1/paged_decode_attention, MQA
- * over the latent rows: vLLM's FlashMLA decode). Prefills run as vLLM's MLA prefill does: the chunk's rows and its cached
+ * the rows' latent part as values, and the result goes back through the head's value slice (W_UV) before o_proj: the
+ * same function as decompressing every cached token. Decodes run that way (L1/paged_decode_attention, MQA over the
+ * latent rows with valueHeadSize kv_lora_rank: vLLM's FlashMLA decode with head_dim_v). Prefills run as vLLM's MLA prefill does: the chunk's rows and its cached
  * context's (gathered from the cache) are decompressed by kv_b_proj into per-head keys [k_nope | k_rope] and values
  * (zero-padded to the key width for the one-head-dim kernel), then L1/varlen_prefill_attention over H heads (vLLM runs
  * the context and the new tokens as two calls merged with merge_attn_states; one varlen call here). The kv_b_proj slices
@@ -57,7 +57,8 @@ export class KimiMLAAttention extends Module {
     this.kvStore = this.createModule('kv_store', 'L1/store_kvcache');
     const scale = 1 / Math.sqrt(dq);
     this.attnPrefill = this.createModule('attn_prefill', 'L1/varlen_prefill_attention', H, dq, scale, H, true, 0);
-    this.attnDecode = this.createModule('attn_decode', 'L1/paged_decode_attention', H, R + dr, scale, 1, 0);
+    // the values are the rows' first R dims (the latent; FlashMLA's head_dim_v): no P.V over the rope columns
+    this.attnDecode = this.createModule('attn_decode', 'L1/paged_decode_attention', H, R + dr, scale, 1, 0, R);
   }
 
   forward(_positions: Tensor, hiddenStates: Tensor): Tensor {
@@ -105,8 +106,8 @@ export class KimiMLAAttention extends Module {
         const qNope = t(t(t(qD.narrow(2, 0, dn)).transpose(0, 1)).contiguous()); // [H, Td, dn]
         const qAbs = t(t(t(F.bmm(qNope, wUK)).transpose(0, 1)).contiguous()); // [Td, H, R]
         const qq = dr ? t(F.cat([qAbs, t(qD.narrow(2, dn, dr))], 2)) : qAbs; // [Td, H, R + dr]
-        const attn = t(this.attnDecode.forward(qq, cache, cache, md.blockTables!, md.seqLens!)); // [Td, H, R + dr]: the rows are keys and values
-        const oLat = t(t(t(t(attn.view([Td, H, R + dr])).narrow(2, 0, R)).transpose(0, 1)).contiguous()); // [H, Td, R]
+        const attn = t(this.attnDecode.forward(qq, cache, cache, md.blockTables!, md.seqLens!)); // [Td, H, R]: the rows are keys, their latent part values
+        const oLat = t(t(attn.transpose(0, 1)).contiguous()); // [H, Td, R]
         parts.push(t(t(t(F.bmm(oLat, wUVt)).transpose(0, 1)).contiguous())); // [Td, H, dv]
       }
       const o = parts.length === 1 ? parts[0]! : t(F.cat(parts, 0)); // [T, H, dv]

@@ -218,3 +218,43 @@ describe('attention sinks (gpt-oss): a per-head logit in the softmax denominator
     });
   });
 });
+
+describe("valueHeadSize (MLA's absorbed decode: the latent rows are keys, their first kv_lora_rank dims values)", () => {
+  it('reference by hand: the output keeps the first valueDim dims of the weighted values', () => {
+    const q = hostArray([1, 1, 2], [1, 0]);
+    const k = cacheOf(1, 1, 2, (_b, o, _h, d) => (o === 1 && d === 0 ? Math.log(3) : 0));
+    const v = cacheOf(1, 1, 2, (_b, o, _h, d) => (o === 0 ? [4, 0][d]! : o === 1 ? [0, 8][d]! : 1000));
+    const out = pagedDecodeAttentionReference(q, k, v, hostArray([1, 1], [0]), hostArray([1], [2]), 1, 0, null, 1);
+    expect(out.shape).toEqual([1, 1, 1]);
+    expect(out.data[0]).toBeCloseTo(1, 12); // 1/4 * 4
+  });
+
+  it('the module over one latent cache given as both caches: the reference with valueDim, the first dims of the whole-row call', () => {
+    // the tiny Kimi shape: 4 heads on one 20-wide row (latent 16 + rope 4)
+    const c = TaskCaseSchema.parse({ name: 'latent', dtype: 'f32', dims: { B: 3, NQ: 4, NKV: 1, D: 20, S: 40, MB: 3, NB: 12 }, init: [4, 20, 0.2, 1, 0, 16] });
+    withContext(ctxFor(c), () => {
+      const narrow = registry.create<FlashAttnDecode>('L1/paged_decode_attention', ...c.init);
+      const whole = registry.create<FlashAttnDecode>('L1/paged_decode_attention', ...c.init.slice(0, 5));
+      const [q, cache, , bt, lens] = task.makeInputs(c, ctxFor(c), new Rng(5)) as Tensor[];
+      const got = narrow.forward(q!, cache!, cache!, bt!, lens!);
+      expect([...got.shape]).toEqual([3, 4, 16]);
+      const host = [q!, cache!, cache!, bt!, lens!].map((t) => toHostArray(t));
+      const [ref] = task.reference([...host, null], new Map(), c);
+      expect(ref!.shape).toEqual([3, 4, 16]);
+      expect(compareTensors(toHostArray(got), ref!, toleranceFor(task, 'f32')).status).toBe('PASSED');
+      const all = whole.forward(q!, cache!, cache!, bt!, lens!);
+      const firstDims = all.narrow(2, 0, 16).contiguous();
+      expect([...got.toFloat64Array()]).toEqual([...firstDims.toFloat64Array()]);
+      for (const t of [got, all, firstDims, q, cache, bt, lens]) t?.dispose();
+    });
+  });
+
+  it('rejects a value width outside 1..headSize; work counts P.V over the value width only', () => {
+    const make = (dv: number) => () => withContext(ctxFor(task.cases.ci[0]!), () => registry.create('L1/paged_decode_attention', 4, 20, 0.2, 1, 0, dv));
+    expect(make(21)).toThrow(/valueHeadSize 21 must be an integer in 1..headSize \(20\)/);
+    expect(make(0)).toThrow(/valueHeadSize 0/);
+    const c = TaskCaseSchema.parse({ name: 'w', dtype: 'bf16', dims: { B: 2, NQ: 4, NKV: 1, D: 8, S: 10, MB: 1, NB: 3 }, init: [4, 8, 0.3, 1, 0, 6] });
+    // keys 11; bytes: q 2*4*8*2 = 128, out 2*4*6*2 = 96, K + V 11*(8 + 6)*2 = 308, tables 8, lens 8
+    expect(task.work(c)).toEqual({ bytes: 128 + 96 + 308 + 8 + 8, flops: 2 * 4 * (8 + 6) * 11 });
+  });
+});

@@ -8,7 +8,9 @@ import { KV_BLOCK_SIZE } from '../kvcache/store_kvcache.js';
  * flash_attn_varlen_func(..., block_table=..., seqused_k=...)): one query token per sequence
  * attends to that sequence's keys in a paged cache. GQA when numHeads > numKvHeads; a sliding
  * window of w keeps the last w keys (the query's own position included). sinks [numHeads] (gpt-oss's learned attention
- * sinks, flash-attn's s_aux): a per-head logit that joins the softmax denominator with no value; given, the call goes
+ * sinks, flash-attn's s_aux): a per-head logit that joins the softmax denominator with no value. valueHeadSize (MLA's
+ * absorbed decode over latent rows, FlashMLA's head_dim_v = kv_lora_rank): the values are the first valueHeadSize dims
+ * of each cached value row, the output [B, numHeads, valueHeadSize]. With sinks or a narrower value the call goes
  * through the op registry's paged_decode_attention (the backend's kernel), else the backend's Ops method as before.
  */
 export class FlashAttnDecode extends Module {
@@ -18,13 +20,22 @@ export class FlashAttnDecode extends Module {
     readonly scale: number,
     readonly numKvHeads: number,
     readonly slidingWindow = 0,
+    readonly valueHeadSize = headSize,
   ) {
     super();
     if (numHeads % numKvHeads !== 0) throw new RangeError(`FlashAttnDecode: numHeads ${numHeads} is not a multiple of numKvHeads ${numKvHeads}`);
+    if (!Number.isInteger(valueHeadSize) || valueHeadSize < 1 || valueHeadSize > headSize) {
+      throw new RangeError(`FlashAttnDecode: valueHeadSize ${valueHeadSize} must be an integer in 1..headSize (${headSize})`);
+    }
   }
 
   forward(query: Tensor, kCache: Tensor, vCache: Tensor, blockTables: Tensor, seqLens: Tensor, sinks?: Tensor | null): Tensor {
-    if (sinks) return F.pagedDecodeAttention(query, kCache, vCache, blockTables, seqLens, { scale: this.scale, sliding_window: this.slidingWindow, sinks });
+    const narrow = this.valueHeadSize !== this.headSize;
+    if (sinks || narrow) {
+      return F.pagedDecodeAttention(query, kCache, vCache, blockTables, seqLens, {
+        scale: this.scale, sliding_window: this.slidingWindow, sinks: sinks ?? null, ...(narrow ? { v_head_dim: this.valueHeadSize } : {}),
+      });
+    }
     return this.ctx.backend.ops.pagedDecodeAttention(query, kCache, vCache, blockTables, seqLens, this.scale, this.slidingWindow);
   }
 }
@@ -33,7 +44,7 @@ export class FlashAttnDecode extends Module {
  * Golden paged decode attention on host arrays. Independent formulation: first gather each
  * sequence's keys and values out of the paged cache into dense [L, nKv, D] arrays, then run plain
  * dense softmax attention of the single query over the (windowed) keys; a head's sink logit, when given, adds
- * exp(sink) to its denominator.
+ * exp(sink) to its denominator. valueDim (default D): the output [B, nQ, valueDim] keeps the values' first dims.
  */
 export function pagedDecodeAttentionReference(
   query: HostArray,
@@ -44,12 +55,13 @@ export function pagedDecodeAttentionReference(
   scale: number,
   slidingWindow = 0,
   sinks: HostArray | null = null,
+  valueDim = query.shape[2]!,
 ): HostArray {
   const [B, nQ, D] = query.shape as [number, number, number];
   const [numBlocks, blockSize, nKv] = kCache.shape as [number, number, number, number];
   const maxBlocks = blockTables.shape[1]!;
   const group = nQ / nKv;
-  const out = hostArray([B, nQ, D]);
+  const out = hostArray([B, nQ, valueDim]);
   for (let b = 0; b < B; b++) {
     const L = seqLens.data[b]!;
     if (L > maxBlocks * blockSize) throw new RangeError(`pagedDecodeAttentionReference: seq ${b} has ${L} tokens, its table holds ${maxBlocks * blockSize}`);
@@ -84,9 +96,10 @@ export function pagedDecodeAttentionReference(
         scores[i] = Math.exp(scores[i]! - max);
         sum += scores[i]!;
       }
+      const o = (b * nQ + h) * valueDim;
       for (let j = start; j < L; j++) {
         const w = scores[j - start]! / sum;
-        for (let d = 0; d < D; d++) out.data[q + d]! += w * V[(j * nKv + kvh) * D + d]!;
+        for (let d = 0; d < valueDim; d++) out.data[o + d]! += w * V[(j * nKv + kvh) * D + d]!;
       }
     }
   }
@@ -157,14 +170,15 @@ export function pagedBlockTable(lens: readonly number[], MB: number, NB: number,
  * Work of one paged decode call over a case's dims (B, NQ, NKV, D, S, MB): the query in and the output out, each
  * attended key and value head once, the block table, and `int32s` more i32 values (lengths, offsets).
  */
-export function pagedDecodeWork(c: TaskCase, window: number, int32s: number): WorkCount {
+export function pagedDecodeWork(c: TaskCase, window: number, int32s: number, valueDim?: number): WorkCount {
   const { B, NQ, NKV, D, S, MB } = c.dims as Record<'B' | 'NQ' | 'NKV' | 'D' | 'S' | 'MB', number>;
+  const DV = valueDim ?? D;
   const it = DTYPE_INFO[c.dtype].itemsize;
   const keys = expectedKeys(B, S, window);
   return {
-    bytes: 2 * bytesOf([B, NQ, D], it) + 2 * keys * NKV * D * it + bytesOf([B, MB], 4) + bytesOf([int32s], 4),
-    // per (query head, key): q.k (2D) and p*v (2D)
-    flops: 4 * NQ * D * keys,
+    bytes: bytesOf([B, NQ, D], it) + bytesOf([B, NQ, DV], it) + keys * NKV * (D + DV) * it + bytesOf([B, MB], 4) + bytesOf([int32s], 4),
+    // per (query head, key): q.k (2D) and p*v (2DV)
+    flops: 2 * NQ * (D + DV) * keys,
   };
 }
 
@@ -172,6 +186,11 @@ const SCALE_128 = 1 / Math.sqrt(128);
 
 function caseWindow(c: TaskCase): number {
   return (c.init[4] as number | undefined) ?? 0;
+}
+
+/** The case's valueHeadSize (init[5]; absent: the head size). */
+function caseValueDim(c: TaskCase): number | undefined {
+  return c.init[5] as number | undefined;
 }
 
 /** gpt-oss-20b / -120b attention: 64 query heads of 64 over 8 kv heads, sliding layers of 128. */
@@ -196,6 +215,10 @@ export const pagedDecodeAttentionTask = defineTask(
       { name: 'scale', type: 'float' },
       { name: 'numKvHeads', type: 'int' },
       { name: 'slidingWindow', type: 'int', optional: true, default: 0, doc: 'keep the last w keys; 0 = no window' },
+      {
+        name: 'valueHeadSize', type: 'int', optional: true,
+        doc: 'the values are the first valueHeadSize dims of each cached value row (MLA: kv_lora_rank of the latent row); absent = headSize',
+      },
     ],
     inputs: [
       { name: 'query', dtype: 'act', shape: ['B', 'NQ', 'D'] },
@@ -205,7 +228,7 @@ export const pagedDecodeAttentionTask = defineTask(
       { name: 'seqLens', dtype: 'i32', shape: ['B'], doc: 'tokens in the cache per sequence, the query\'s own included (1..S)' },
       { name: 'sinks', dtype: 'f32', shape: ['NQ'], optional: true, doc: "per-head sink logits (gpt-oss); cases with options.sinks" },
     ],
-    outputs: [{ name: 'out', dtype: 'act', shape: ['B', 'NQ', 'D'] }],
+    outputs: [{ name: 'out', dtype: 'act', shape: ['B', 'NQ', 'D'], doc: '[B, NQ, valueHeadSize] when valueHeadSize is given' }],
     cases: {
       ci: [
         { name: 'gqa-f32', dtype: 'f32', dims: decodeDims(4, 4, 2, 32, 40, 3), init: [4, 32, 1 / Math.sqrt(32), 2] },
@@ -241,7 +264,7 @@ export const pagedDecodeAttentionTask = defineTask(
       ];
     },
     reference: ([query, kCache, vCache, blockTables, seqLens, sinks], _p, c) =>
-      [pagedDecodeAttentionReference(query!, kCache!, vCache!, blockTables!, seqLens!, c.init[2] as number, caseWindow(c), sinks ?? null)],
-    work: (c) => pagedDecodeWork(c, caseWindow(c), c.dims.B!), // the lengths: B i32
+      [pagedDecodeAttentionReference(query!, kCache!, vCache!, blockTables!, seqLens!, c.init[2] as number, caseWindow(c), sinks ?? null, caseValueDim(c))],
+    work: (c) => pagedDecodeWork(c, caseWindow(c), c.dims.B!, caseValueDim(c)), // the lengths: B i32
   },
 );
