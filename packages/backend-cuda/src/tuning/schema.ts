@@ -56,6 +56,9 @@ export const TUNING_SECTIONS = {
     prefillWgmma: z.boolean().describe('on sm_90a at head dim 128, the wgmma prefill kernel instead of mma.sync'),
     prefillFa3: z.boolean().describe('on sm_90a, bf16 / f16 at head dim 64 or 128 without sinks, the FlashAttention-3-style TMA prefill kernel (fk_varlen_prefill_fa3) before the wgmma / mma.sync ones'),
   }),
+  recurrent: z.strictObject({
+    chunkGlaTensorCore: z.boolean().describe('on sm_80+, bf16 / f16 chunk_gla with K <= 256 and K, V multiples of 16 on the tensor-core chunked kernels (fk_gla_chunk_prep + fk_gla_chunk_tc) instead of the CUDA-core fk_gla_chunk'),
+  }),
   softmax: z.strictObject({
     longRowVectors: count(1).describe('vectors a thread keeps in registers on one block a row for long 16-bit rows (FK_NPT)'),
     clusterMaxRows: count(0).describe('most rows (of long rows) that take the cluster path; 0: fewer rows than SMs'),
@@ -87,6 +90,7 @@ export type NormTuning = Tuning['norm'];
 export type KvStoreTuning = Tuning['kvStore'];
 export type RotaryTuning = Tuning['rotary'];
 export type AttentionTuning = Tuning['attention'];
+export type RecurrentTuning = Tuning['recurrent'];
 export type SoftmaxTuning = Tuning['softmax'];
 export type SamplerTuning = Tuning['sampler'];
 export type EngineTuning = Tuning['engine'];
@@ -118,6 +122,7 @@ export const OverrideTuningFileSchema = z.strictObject({
   kvStore: TUNING_SECTIONS.kvStore.partial().optional(),
   rotary: TUNING_SECTIONS.rotary.partial().optional(),
   attention: TUNING_SECTIONS.attention.partial().optional(),
+  recurrent: TUNING_SECTIONS.recurrent.partial().optional(),
   softmax: TUNING_SECTIONS.softmax.partial().optional(),
   sampler: TUNING_SECTIONS.sampler.partial().optional(),
   engine: TUNING_SECTIONS.engine.partial().optional(),

@@ -7,17 +7,25 @@
  * and f32 inputs; i32 and i64 indices; and a decode step captured in a CUDA graph, replayed for other pool rows. Gates
  * are GLA's, logsigmoid(x) / 16.
  *
+ * chunk_gla calls in bf16 / f16 with K and V multiples of 16 take the tensor-core kernels (gla-tc.ts; the route is
+ * asserted): their o and final state are held to a tolerance of the tensor's scale (1% of its largest value, plus 1%
+ * of each value), as their operands are bf16 / f16 roundings (Qg, Kd, A, the state as o's operand: FLA's too); the
+ * CUDA-core kernels keep the dtype's tolerance and f32's for the state. GLA-2.7B's bench prefill shape runs in full
+ * (5 heads, 4096 tokens and a 37-token tail, initial and final state) on the tensor-core plan of the bench.
+ *
  * The GPU host runs this under a time limit and the float64 CPU op is the slow half: the production-shape cases take
  * the fewest heads and tokens that keep the plan (gla-plan.ts) of the full shape, and chunk_gla's are held to the CPU's
  * fused_recurrent_gla (the same function, a quarter of the CPU chunked form's time).
  */
-import { Tensor, callOp, opRoute, type DType } from '@fastkernels/core';
+import { Tensor, callOp, opRoute, type DType, type Tolerance } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
-import { cpu, expectClose, releasing, tolOf, toGpu } from '../../../test/spine-helpers.js';
+import { cpu, expectClose, gpu, releasing, tolOf, toGpu } from '../../../test/spine-helpers.js';
 import { rand } from '../../../test/ops-helpers.js';
 import { GLA27, GLA_DECODE_BATCHES, glaDecodeSlots, type RecurrentCaseShape } from '../../../test/gla-cases.js';
 import { GRAPH_DECODE_ROWS, GT, checkDecodeGraph, expectPoolRows, sms } from '../../../test/recurrent-gpu.js';
+import { cudaTuning, withTuning } from '../../tuning/load.js';
 import { planGla, type GlaShape } from './gla-plan.js';
+import { glaTcDecline, planGlaTc } from './gla-tc-plan.js';
 
 type Op = 'fused_recurrent_gla' | 'chunk_gla';
 
@@ -28,6 +36,8 @@ interface Case extends RecurrentCaseShape {
   readonly chunk?: number;
   /** The CPU op the result is held to (default: the same op). */
   readonly ref?: Op;
+  /** Asserted: whether the call takes the tensor-core chunk_gla (on an sm_80+ device with the knob on). */
+  readonly tensorCores?: boolean;
 }
 
 /** GLA's gates: logsigmoid(N(0, 1)) / 16, rounded to dtype. */
@@ -36,6 +46,19 @@ function gates(shape: number[], dtype: DType, seed: number): Tensor {
   const d = x.toFloat64Array().map((z) => -Math.log1p(Math.exp(-z)) / 16);
   x.dispose();
   return Tensor.fromArray(cpu(), d, shape, dtype);
+}
+
+/** Whether a chunk_gla call of this case takes the tensor-core kernels on this device. */
+function tensorCores(c: Case, N: number): boolean {
+  const major = (gpu().runtime.properties() as { major?: number }).major;
+  return c.op === 'chunk_gla' && glaTcDecline({ dtype: c.dtype, N, T: c.T, H: c.H, K: c.K, V: c.V, smMajor: major, enabled: cudaTuning().recurrent.chunkGlaTensorCore }) === null;
+}
+
+/** The tensor-core path's tolerance: 1% of the tensor's largest value, plus 1% of each value. */
+function scaleTol(want: Float64Array): Tolerance {
+  let m = 0;
+  for (const x of want) m = Math.max(m, Math.abs(x));
+  return { atol: 0.01 * m, rtol: 0.01 };
 }
 
 /** The cut-down shape launches the full one's kernel: the same tile, threads and shared memory (H only moves grid.y). */
@@ -66,9 +89,14 @@ function check(label: string, c: Case): void {
     const want = keep(callOp(ref, [q, k, v, g, s0, cu, idx], ref === 'chunk_gla' ? attrs : { scale: attrs.scale, output_final_state: attrs.output_final_state }));
     const got = keep(callOp(c.op, gIn, attrs));
     expect(got.length).toBe(want.length);
-    expectClose(got[0]!, want[0]!, tolOf(dtype), `${label}: o`);
-    if (attrs.output_final_state) expectClose(got[1]!, want[1]!, tolOf('f32'), `${label}: final state`);
-    if (pooled) expectPoolRows(label, keep, { after: gIn[4]!.toFloat64Array(), want: s0!.toFloat64Array(), before: poolBefore! }, c.idx!, c.slots!, H * K * V);
+    const tc = tensorCores(c, N);
+    if (c.tensorCores !== undefined) expect(tc, `${label}: takes the tensor-core kernels`).toBe(c.tensorCores);
+    expectClose(got[0]!, want[0]!, tc ? scaleTol(want[0]!.toFloat64Array()) : tolOf(dtype), `${label}: o`);
+    if (attrs.output_final_state) expectClose(got[1]!, want[1]!, tc ? scaleTol(want[1]!.toFloat64Array()) : tolOf('f32'), `${label}: final state`);
+    if (pooled) {
+      const pool = s0!.toFloat64Array();
+      expectPoolRows(label, keep, { after: gIn[4]!.toFloat64Array(), want: pool, before: poolBefore! }, c.idx!, c.slots!, H * K * V, tc ? scaleTol(pool) : tolOf('f32'));
+    }
   });
 }
 
@@ -97,14 +125,28 @@ describe('GLA kernels vs the float64 CPU backend', () => {
     }
   });
 
-  it('GLA-2.7B prefill: chunk_gla packed 3 sequences over a pool, one 1024-token sequence with states; fused_recurrent at T 64', GT, () => {
-    // sequence ends inside chunks of 16 and across them; 5 heads keep the BV 32 plan (its 68 KiB of shared memory)
-    check('chunk_gla gla-2.7b varlen', { op: 'chunk_gla', dtype: 'bf16', B: 1, T: 150, ...GLA27, cu: [0, 37, 100, 150], idx: [2, -1, 0], slots: 3, ref: 'fused_recurrent_gla' });
+  it('GLA-2.7B prefill: chunk_gla packed 3 sequences over a pool, one 1024-token sequence with states (both chunked kernels); fused_recurrent at T 64', GT, () => {
+    // sequence ends inside chunks and across them: the tensor-core kernels (the default), then the CUDA-core
+    // fk_gla_chunk with the knob off (5 heads keep its BV 32 plan, 68 KiB of shared memory)
+    const varlen: Case = { op: 'chunk_gla', dtype: 'bf16', B: 1, T: 150, ...GLA27, cu: [0, 37, 100, 150], idx: [2, -1, 0], slots: 3, ref: 'fused_recurrent_gla' };
+    check('chunk_gla gla-2.7b varlen', varlen);
+    withTuning('recurrent', { chunkGlaTensorCore: false }, () => check('chunk_gla gla-2.7b varlen, CUDA cores', { ...varlen, tensorCores: false }));
     expect(planGla('chunk', { N: 3, ...GLA27 }, 4, sms()).bv).toBe(32);
-    // 64 chunks of one sequence: one head has the plan of 5 (BV 16)
+    // 64 chunks of one sequence: one head has the CUDA-core plan of 5 (BV 16)
     samePlan('chunk', { N: 1, ...GLA27 }, { N: 1, ...GLA27, H: 1 });
-    check('chunk_gla gla-2.7b T 1024 states', { op: 'chunk_gla', dtype: 'bf16', B: 1, T: 1024, ...GLA27, H: 1, init: true, ref: 'fused_recurrent_gla' });
+    const long: Case = { op: 'chunk_gla', dtype: 'bf16', B: 1, T: 1024, ...GLA27, H: 1, init: true, ref: 'fused_recurrent_gla' };
+    check('chunk_gla gla-2.7b T 1024 states', long);
+    withTuning('recurrent', { chunkGlaTensorCore: false }, () => check('chunk_gla gla-2.7b T 1024 states, CUDA cores', { ...long, tensorCores: false }));
     check('fused_recurrent_gla gla-2.7b T 64 x 2', { op: 'fused_recurrent_gla', dtype: 'bf16', B: 2, T: 64, ...GLA27, init: true });
+  });
+
+  it('GLA-2.7B bench prefill on tensor cores: 5 heads, 4096 tokens and a 37-token tail, initial and final state (BV 32, 80 CTAs)', GT, () => {
+    const T = 4096 + 37;
+    expect(planGlaTc({ N: 1, T, ...GLA27, varlen: false }, sms()).mainGrid).toEqual(planGlaTc({ N: 1, T: 4096, ...GLA27, varlen: false }, sms()).mainGrid);
+    const tc = cudaTuning().recurrent.chunkGlaTensorCore;
+    check(`chunk_gla gla-2.7b T ${T} states`, { op: 'chunk_gla', dtype: 'bf16', B: 1, T, ...GLA27, init: true, ref: 'fused_recurrent_gla', tensorCores: tc });
+    // f16 on the same kernels, one head, a sequence that ends inside its second chunk
+    check('chunk_gla gla-2.7b f16 T 100', { op: 'chunk_gla', dtype: 'f16', B: 1, T: 100, ...GLA27, H: 1, init: true, ref: 'fused_recurrent_gla', tensorCores: tc });
   });
 
   it('a decode step captured in a CUDA graph updates the pool rows the index tensor names at each replay', GT, () => {

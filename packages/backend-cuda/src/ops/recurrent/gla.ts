@@ -2,7 +2,9 @@
  * fused_recurrent_gla and chunk_gla on CUDA (gla-source.ts): the registry call's q / k / v / g read in place through
  * their (batch, token, head) strides (a copy only where the head dim is not contiguous), the state pool read and
  * written in place through ssm_state_indices, cu_seqlens read on the device. No host read of any tensor: the launch
- * depends on shapes alone, so it is safe inside a captured CUDA graph.
+ * depends on shapes alone, so it is safe inside a captured CUDA graph. chunk_gla takes the tensor-core kernels
+ * (gla-tc.ts) where glaTcDecline accepts the call (bf16 / f16 on sm_80+, recurrent.chunkGlaTensorCore on), else the
+ * CUDA-core fk_gla_chunk.
  */
 import { Tensor, type OpCall } from '@fastkernels/core';
 import type { ArgValue } from '../../args.js';
@@ -10,8 +12,11 @@ import type { CudaKernel } from '../../kernel.js';
 import type { CudaRuntime } from '../../runtime.js';
 import { addr } from '../elementwise.js';
 import type { GenKernelCache } from '../gen-cache.js';
+import { cudaTuning } from '../../tuning/load.js';
 import { glaDecline, planGla, type GlaPlan } from './gla-plan.js';
 import { GLA_SIGNATURE, glaSource, type GlaDType, type GlaIndexDType } from './gla-source.js';
+import { GlaTcRunner } from './gla-tc.js';
+import { glaTcDecline } from './gla-tc-plan.js';
 
 export type GlaAttrs = { scale: number | null; output_final_state: boolean; chunk_size?: number };
 export type GlaOp = 'fused_recurrent_gla' | 'chunk_gla';
@@ -31,11 +36,21 @@ export interface GlaLaunch {
 
 export class GlaKernels {
   private readonly kernels = new Map<string, CudaKernel>();
+  private readonly tc: GlaTcRunner;
 
   constructor(
     private readonly cache: GenKernelCache,
     private readonly runtime: () => CudaRuntime,
-  ) {}
+  ) {
+    this.tc = new GlaTcRunner(cache);
+  }
+
+  /** Why a chunk_gla call does not take the tensor-core kernels, or null (they do). */
+  tensorCoreDecline(q: Tensor, v: Tensor, N: number): string | null {
+    const [, T, H, K] = q.shape as [number, number, number, number];
+    const props = this.runtime().properties() as { major?: number };
+    return glaTcDecline({ dtype: q.dtype, N, T, H, K, V: v.shape[3]!, smMajor: props.major, enabled: cudaTuning().recurrent.chunkGlaTensorCore });
+  }
 
   /** true, or why the kernel declines (fused_recurrent_gla has no decomposition: the call then fails with the reason). */
   readonly supports = (op: GlaOp) => (call: OpCall<GlaAttrs>): true | string => {
@@ -66,7 +81,13 @@ export class GlaKernels {
       }
       const outs = fin ? [o, fin] : [o];
       if (N === 0 || H === 0) return outs;
-      const launch = glaLaunch(kind, { o, q: q!, k: k!, v: v!, g: g!, sIn, sOut, cu, idx, pooled: idx !== null }, call.attrs.scale, this.runtime().properties().multiprocessors);
+      const operands: GlaOperands = { o, q: q!, k: k!, v: v!, g: g!, sIn, sOut, cu, idx, pooled: idx !== null };
+      const sms = this.runtime().properties().multiprocessors;
+      if (kind === 'chunk' && T > 0 && this.tensorCoreDecline(q!, v!, N) === null) {
+        this.tc.run(operands, call.attrs.scale, sms, temps);
+        return outs;
+      }
+      const launch = glaLaunch(kind, operands, call.attrs.scale, sms);
       const kernel = this.kernel(launch.key, () =>
         glaSource({ kind, dtype: q!.dtype as GlaDType, cuDType: idxDType(cu), idxDType: idxDType(idx), K, bv: launch.plan.bv, vec: launch.plan.vec, threads: launch.plan.threads, chunk: launch.plan.chunk }),
       );

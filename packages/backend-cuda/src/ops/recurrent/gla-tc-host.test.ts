@@ -1,0 +1,279 @@
+/**
+ * The tensor-core chunk_gla (kernels/gla_chunk_tc.cu, as embedded) replayed on the host: its real source built with
+ * FK_HOST_REPLAY=1 by g++ (test/host-cuda.ts: a CTA's threads as std::threads, CTAs one after another), the
+ * tensor-core primitives emulated lane by lane below (mma.sync m16n8k16 bf16 and ldmatrix x2 / x4 / x4.trans with the
+ * fragment layouts of the PTX ISA, bf16 as its bits, cp.async as a copy with the zero fill), both launches on the
+ * plan's grids and the #defines and argument order the launcher uses (gla-tc.ts). o and the final state (or the pool
+ * rows) are held to the float64 CPU chunk_gla over the same bf16-rounded inputs: several chunks with a tail, batch
+ * rows with an initial state, packed sequences (one empty, ends inside chunks) over a pool with a -1 row, gates near 0
+ * and strongly negative (down to -40 a token: the intra-chunk factors must underflow, never overflow), K 32 (one
+ * 32-channel slab, two warps across K) and K 128 (two 64-channel slabs, eight warps across K). What it cannot see:
+ * races between warps, bank conflicts, f16, timing. Skipped where g++ is absent.
+ */
+import { CpuBackend } from '@fastkernels/backend-cpu';
+import { Tensor, callOp } from '@fastkernels/core';
+import { describe, expect, it } from 'vitest';
+import { cArray, hasGxx, runOnHost } from '../../../test/host-cuda.js';
+import { KERNEL_SOURCES } from '../../kernel-sources.generated.js';
+import { GLA_TC_PREP_THREADS, glaTcDefines, planGlaTc, type GlaTcPlan } from './gla-tc-plan.js';
+import { GLA_TC_FILE } from './gla-tc.js';
+
+const cpu = new CpuBackend();
+
+/** The CUDA types and tensor-core primitives gla_chunk_tc.cu uses, for one launch's CTAs at a time. */
+const SHIM = `#include <algorithm>
+#include <cstdint>
+using std::min;
+using std::max;
+#undef __launch_bounds__
+#define __launch_bounds__(...)
+#define __shared__
+#define __align__(n)
+typedef unsigned int u32;
+struct __nv_bfloat16 { unsigned short x; };
+alignas(128) unsigned char smem[1 << 18];
+std::barrier<>* fk_cta_barrier;
+inline void __syncthreads() { fk_cta_barrier->arrive_and_wait(); }
+inline unsigned short bf16_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (unsigned short)(u >> 16);
+}
+inline float bf16_float(unsigned short b) {
+  const uint32_t u = (uint32_t)b << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline float to_f(__nv_bfloat16 x) { return bf16_float(x.x); }
+template <typename X> X from_f(float x);
+template <> __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return {bf16_bits(x)}; }
+inline u32 smem_u32(const void* p) { return (u32)((const unsigned char*)p - smem); }
+inline unsigned short smem_u16(u32 at) { unsigned short v; std::memcpy(&v, smem + at, 2); return v; }
+inline float half_of(u32 v, int hi) { return bf16_float((unsigned short)(hi ? v >> 16 : v & 0xffffu)); }
+struct warp_slot { uint32_t a[32][4]; uint32_t b[32][2]; uint32_t addr[32]; };
+static warp_slot slots[32];
+inline warp_slot& slot() { return slots[threadIdx.x >> 5]; }
+inline void warp_sync() { fk_this_warp->bar.arrive_and_wait(); }
+template <typename X> struct Mma;
+template <> struct Mma<__nv_bfloat16> {
+  static u32 pack(float lo, float hi) { return (u32)bf16_bits(lo) | ((u32)bf16_bits(hi) << 16); }
+  // c (16 x 8) += a (16 x 16) b (16 x 8): lane l = 4 g + t4 holds a rows g / g + 8 at k 2 t4 (+1) / 8 + 2 t4 (+1),
+  // b at k 2 t4 (+1) / 8 + 2 t4 (+1) of column g, c rows g / g + 8 at columns 2 t4 (+1)
+  static void mma(float c[4], const u32 a[4], u32 b0, u32 b1) {
+    warp_slot& s = slot();
+    const int lane = threadIdx.x & 31;
+    for (int i = 0; i < 4; i++) s.a[lane][i] = a[i];
+    s.b[lane][0] = b0;
+    s.b[lane][1] = b1;
+    warp_sync();
+    const int g = lane >> 2, t4 = lane & 3;
+    for (int i = 0; i < 4; i++) {
+      const int r = g + 8 * (i >> 1), n = 2 * t4 + (i & 1);
+      double acc = 0;
+      for (int kk = 0; kk < 16; kk++) {
+        const double av = half_of(s.a[(r & 7) * 4 + ((kk & 7) >> 1)][(r >> 3) + 2 * (kk >> 3)], kk & 1);
+        const double bv = half_of(s.b[n * 4 + ((kk & 7) >> 1)][kk >> 3], kk & 1);
+        acc += av * bv;
+      }
+      c[i] = (float)((double)c[i] + acc);
+    }
+    warp_sync();
+  }
+};
+// ldmatrix: lanes 8 i .. 8 i + 7 address the rows of matrix i; lane l gets row l / 4, columns 2 (l % 4) and + 1
+// (.trans: column l / 4, rows 2 (l % 4) and + 1)
+template <int N, bool TRANS> inline void ldsm(u32 addr, u32* r) {
+  warp_slot& s = slot();
+  const int lane = threadIdx.x & 31;
+  s.addr[lane] = addr;
+  warp_sync();
+  for (int i = 0; i < N; i++) {
+    const unsigned short lo = TRANS ? smem_u16(s.addr[8 * i + 2 * (lane & 3)] + 2 * (lane >> 2)) : smem_u16(s.addr[8 * i + (lane >> 2)] + 4 * (lane & 3));
+    const unsigned short hi = TRANS ? smem_u16(s.addr[8 * i + 2 * (lane & 3) + 1] + 2 * (lane >> 2)) : smem_u16(s.addr[8 * i + (lane >> 2)] + 4 * (lane & 3) + 2);
+    r[i] = (u32)lo | ((u32)hi << 16);
+  }
+  warp_sync();
+}
+inline void ldsm_x4(u32 a, u32& r0, u32& r1, u32& r2, u32& r3) { u32 r[4]; ldsm<4, false>(a, r); r0 = r[0]; r1 = r[1]; r2 = r[2]; r3 = r[3]; }
+inline void ldsm_x4_t(u32 a, u32& r0, u32& r1, u32& r2, u32& r3) { u32 r[4]; ldsm<4, true>(a, r); r0 = r[0]; r1 = r[1]; r2 = r[2]; r3 = r[3]; }
+inline void ldsm_x2(u32 a, u32& r0, u32& r1) { u32 r[2]; ldsm<2, false>(a, r); r0 = r[0]; r1 = r[1]; }
+inline void cp_async16(u32 dst, const void* src, int n) {
+  std::memcpy(smem + dst, src, n);
+  std::memset(smem + dst + n, 0, 16 - n);
+}
+inline void cp_async_commit() {}
+template <int N> inline void cp_async_wait() {}
+inline void cta_threads(unsigned n) { static std::unique_ptr<std::barrier<>> b; b = std::make_unique<std::barrier<>>(n); fk_cta_barrier = b.get(); }
+`;
+
+/** bf16 round-to-nearest-even, as a float, and its bits. */
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+function bf16Bits(x: number): number {
+  f32[0] = x;
+  return ((u32[0]! + 0x7fff + ((u32[0]! >> 16) & 1)) >>> 16) & 0xffff;
+}
+function bf16(x: number): number {
+  u32[0] = bf16Bits(x) << 16;
+  return f32[0]!;
+}
+
+interface Case {
+  readonly B: number;
+  readonly T: number;
+  readonly H: number;
+  readonly K: number;
+  readonly V: number;
+  readonly cu?: number[];
+  readonly idx?: number[];
+  readonly slots?: number;
+  readonly init?: boolean;
+  readonly scale?: number;
+  /**
+   * Values every step keeps exact (q, k, v in {-1, 0, 1}, g = 0, scale 1 / 4, an integer state): each operand and
+   * product is then exact in bf16 and f32, so o must equal the op's up to o's own rounding and the state exactly; any
+   * misplaced fragment, row or chunk shows as an error instead of hiding in the rounding.
+   */
+  readonly exact?: boolean;
+  /** The log gate of element e (token-major [B, T, H, K] order) from a value in about [-1.3, 1.3]. */
+  readonly gate: (x: number, e: number) => number;
+}
+
+const rnd = (n: number, seed: number, f: (x: number, i: number) => number = (x) => x) => Float64Array.from({ length: n }, (_, i) => f(Math.sin(seed * 12.9898 + i * 78.233) * 1.3, i));
+const numel = (s: readonly number[]) => s.reduce((a, b) => a * b, 1);
+
+/** Runs both launches on the host; returns o [B, T, H, V] and the state array after (the final states or the pool). */
+function replay(c: Case, p: GlaTcPlan, x: { q: Float64Array; k: Float64Array; v: Float64Array; g: Float64Array; s0: Float64Array | null }): { o: number[]; state: number[] } {
+  const { B, T, H, K, V } = c;
+  const N = c.cu ? c.cu.length - 1 : B;
+  const pooled = c.idx !== undefined;
+  const defines = glaTcDefines('bf16', K, p, 'i32', 'i32');
+  const source = `#define FK_HOST_REPLAY 1\n${Object.entries(defines).map(([k, v]) => `#define ${k} ${v}`).join('\n')}\n${KERNEL_SOURCES[GLA_TC_FILE]!}`;
+  const bits = (a: Float64Array) => Array.from(a, bf16Bits);
+  const stateLen = pooled ? c.slots! * H * K * V : N * H * K * V;
+  const scale = c.exact ? 0.25 : (c.scale ?? 1 / Math.sqrt(K));
+  // q, k, v, g, o: [B, T, H, *] contiguous: strides (T H D, H D, D)
+  const st = (D: number) => `${T * H * D}LL, ${H * D}LL, ${D}LL`;
+  const main = `${cArray('unsigned short', 'q_', bits(x.q))}
+${cArray('unsigned short', 'k_', bits(x.k))}
+${cArray('unsigned short', 'v_', bits(x.v))}
+${cArray('unsigned short', 'g_', bits(x.g))}
+${cArray('float', 's_in', x.s0 ?? [0])}
+${cArray('int', 'cu', c.cu ?? [0])}
+${cArray('int', 'si', c.idx ?? [0])}
+static float s_out[${stateLen}];
+static unsigned short o_[${B * T * H * V}], qg_[${B * T * H * K}], kd_[${B * T * H * K}], A_[${p.slots * H * 64 * 64}];
+static float dec[${p.slots * H * K}];
+#define BF(a) reinterpret_cast<__nv_bfloat16*>(a)
+int main() {
+  const int* cup = ${c.cu ? 'cu' : 'nullptr'};
+  const int* sip = ${pooled ? 'si' : 'nullptr'};
+  float* sin_ = ${pooled ? 's_in' : x.s0 ? 's_in' : 'nullptr'};
+  float* sout = ${pooled ? 's_in' : 's_out'};
+  cta_threads(${GLA_TC_PREP_THREADS});
+  fk_launch({${p.prepGrid.join(', ')}}, ${GLA_TC_PREP_THREADS}, [&] {
+    fk_gla_chunk_prep(BF(q_), BF(k_), BF(g_), ${st(K)}, ${st(K)}, ${st(K)}, cup, ${T}, ${H}, ${N}, ${p.ncMax}, ${scale.toPrecision(9)}f, BF(qg_), BF(kd_), BF(A_), dec);
+  });
+  cta_threads(${p.threads});
+  fk_launch({${p.mainGrid.join(', ')}}, ${p.threads}, [&] {
+    fk_gla_chunk_tc(BF(o_), BF(v_), ${st(V)}, BF(qg_), BF(kd_), BF(A_), dec, sin_, ${pooled ? H * K * V : H * K * V}LL, sout, ${H * K * V}LL, cup, sip, ${T}, ${H}, ${V}, ${p.ncMax});
+  });
+  for (int i = 0; i < ${B * T * H * V}; i++) printf("%.9g\\n", bf16_float(o_[i]));
+  const float* s = ${pooled ? 's_in' : 's_out'};
+  for (int i = 0; i < ${stateLen}; i++) printf("%.9g\\n", s[i]);
+}`;
+  const out = runOnHost(`${SHIM}\n${source}`, main);
+  return { o: out.slice(0, B * T * H * V), state: out.slice(B * T * H * V) };
+}
+
+/** max |got - want| over max |want|: the error relative to the output's scale. */
+function scaledError(got: ArrayLike<number>, want: ArrayLike<number>): number {
+  let err = 0;
+  let mag = 0;
+  for (let i = 0; i < want.length; i++) {
+    err = Math.max(err, Math.abs(got[i]! - want[i]!));
+    mag = Math.max(mag, Math.abs(want[i]!));
+  }
+  return mag === 0 ? err : err / mag;
+}
+
+function check(c: Case): void {
+  const { B, T, H, K, V } = c;
+  const N = c.cu ? c.cu.length - 1 : B;
+  const pooled = c.idx !== undefined;
+  const value = c.exact ? (z: number) => Math.round(z) : bf16;
+  const x = {
+    q: rnd(B * T * H * K, 1).map(value),
+    k: rnd(B * T * H * K, 2).map(value),
+    v: rnd(B * T * H * V, 3).map(value),
+    g: c.exact ? new Float64Array(B * T * H * K) : rnd(B * T * H * K, 4, c.gate).map(bf16),
+    s0: pooled || c.init ? rnd(pooled ? c.slots! * H * K * V : N * H * K * V, 5, (z) => (c.exact ? Math.round(2 * z) : Math.fround(z))) : null,
+  };
+  const plan = planGlaTc({ N, T, H, K, V, varlen: c.cu !== undefined }, 132);
+  const got = replay(c, plan, x);
+  const t = (d: Float64Array, shape: number[]) => Tensor.fromArray(cpu, d, shape, 'f64');
+  const sShape = pooled ? [c.slots!, H, K, V] : [N, H, K, V];
+  const s0 = x.s0 ? Tensor.fromArray(cpu, x.s0.slice(), sShape, 'f32') : null;
+  const ins = [t(x.q, [B, T, H, K]), t(x.k, [B, T, H, K]), t(x.v, [B, T, H, V]), t(x.g, [B, T, H, K]), s0,
+    c.cu ? Tensor.fromArray(cpu, c.cu, [c.cu.length], 'i32') : null, c.idx ? Tensor.fromArray(cpu, c.idx, [c.idx.length], 'i32') : null];
+  const want = callOp('chunk_gla', ins, { scale: c.exact ? 0.25 : (c.scale ?? null), output_final_state: !pooled, chunk_size: 64 });
+  const wantO = want[0]!.toFloat64Array();
+  const wantS = pooled ? s0!.toFloat64Array() : want[1]!.toFloat64Array();
+  if (c.exact) {
+    const badO = wantO.findIndex((w, i) => got.o[i] !== bf16(w));
+    expect(badO, badO < 0 ? 'o' : `o[${badO}]: ${got.o[badO]} vs ${wantO[badO]}`).toBe(-1);
+    const badS = wantS.findIndex((w, i) => got.state[i] !== w);
+    expect(badS, badS < 0 ? 'state' : `state[${badS}]: ${got.state[badS]} vs ${wantS[badS]}`).toBe(-1);
+  } else {
+    // bf16 operands (Qg, Kd, A, the state as o's operand; FLA rounds the same ones) and a bf16 o: the worst element
+    // is off by a few 2^-9 of the output's scale (the state's error is Kd's rounding summed over a chunk's tokens)
+    const eo = scaledError(got.o, wantO);
+    const es = scaledError(got.state, wantS);
+    expect(eo, `o: max error ${eo} of the output's scale`).toBeLessThan(0.015);
+    expect(es, `state: max error ${es} of the state's scale`).toBeLessThan(0.015);
+  }
+  if (pooled) {
+    // the rows no live sequence names (the -1 row's too) are untouched
+    const per = H * K * V;
+    for (let sl = 0; sl < c.slots!; sl++) {
+      if (c.idx!.includes(sl)) continue;
+      const moved = got.state.slice(sl * per, (sl + 1) * per).findIndex((z, i) => Math.fround(z) !== Math.fround(x.s0![sl * per + i]!)); // printed with 9 digits: the float again
+      expect(moved, moved < 0 ? '' : `pool row ${sl} [${moved}]: ${got.state[sl * per + moved]} vs ${x.s0![sl * per + moved]}`).toBe(-1);
+    }
+  }
+}
+
+const glaGate = (z: number) => -Math.log1p(Math.exp(-z)) / 16; // GLA's logsigmoid(x) / 16
+
+describe(`tensor-core chunk_gla replayed on the host vs the float64 CPU op${hasGxx ? '' : ' (SKIPPED: g++ not on PATH)'}`, () => {
+  it.skipIf(!hasGxx)('exact values: batch rows with initial states, 150 tokens (a 22-token tail), K 32 / V 48: o and the states bit-exact', { timeout: 600_000 }, () => {
+    check({ B: 2, T: 150, H: 2, K: 32, V: 48, init: true, exact: true, gate: () => 0 });
+  });
+  it.skipIf(!hasGxx)('exact values: packed sequences over a pool with a -1 row, K 128 / V 64 (two slabs, 4 x 2 warps)', { timeout: 600_000 }, () => {
+    check({ B: 1, T: 140, H: 2, K: 128, V: 64, cu: [0, 70, 70, 133, 140], idx: [2, -1, 0, 3], slots: 4, exact: true, gate: () => 0 });
+  });
+  it.skipIf(!hasGxx)('batch rows, 150 tokens (two chunks and a 22-token tail), an initial and a final state, K 32 / V 48', { timeout: 600_000 }, () => {
+    check({ B: 2, T: 150, H: 2, K: 32, V: 48, init: true, gate: glaGate });
+  });
+  it.skipIf(!hasGxx)('packed sequences (one empty, ends inside chunks) over a pool with a -1 row, scale 0.3', { timeout: 600_000 }, () => {
+    check({ B: 1, T: 150, H: 2, K: 32, V: 32, cu: [0, 17, 17, 90, 130, 150], idx: [3, 0, -1, 4, 1], slots: 6, scale: 0.3, gate: glaGate });
+  });
+  it.skipIf(!hasGxx)('gates near 0 on some channels and down to -40 a token on others (strong forgetting), K 128 (two slabs)', { timeout: 600_000 }, () => {
+    // channel i % 4: 0 -> about -1e-4 (the state barely decays), 1 -> GLA's, 2 -> -3 .. -10, 3 -> -20 .. -40
+    const K = 128;
+    check({ B: 1, T: 100, H: 1, K, V: 32, init: true, gate: (z, e) => [-1e-4 * (1 + Math.abs(z)), glaGate(z), -3 - 5 * Math.abs(z), -20 - 15 * Math.abs(z)][(e % K) % 4]! });
+  });
+});
+
+describe('the plan the host replay runs', () => {
+  it('K 32 takes one 32-channel slab and two warps across K; K 128 two 64-channel slabs and eight', () => {
+    const a = planGlaTc({ N: 2, T: 150, H: 2, K: 32, V: 48, varlen: false }, 132);
+    expect([a.bv, a.wm, a.wk, a.threads, a.ks, a.ncMax, a.slots]).toEqual([16, 1, 2, 64, 32, 3, 6]);
+    const b = planGlaTc({ N: 1, T: 100, H: 1, K: 128, V: 32, varlen: false }, 132);
+    expect([b.bv, b.wk, b.threads, b.ks]).toEqual([16, 8, 256, 64]);
+    expect(numel(b.mainGrid)).toBe(2);
+  });
+});
