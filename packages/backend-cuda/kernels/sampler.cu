@@ -389,10 +389,11 @@ extern "C" __global__ void __launch_bounds__(512) fk_sample(long long* __restric
 // =====================================================================================================
 // Multi-CTA path (src/ops/sampling/sampler.ts: taken from tuning sampler.multiCtaMinSampledRows drawing rows on, run 10).
 // The same algorithm, each row split over C CTAs of FK_MT threads (contiguous slices of `chunk` elements,
-// a multiple of 64), as a fixed sequence of 9 kernels with no host sync (graph-capturable):
-//   fk_ms_max    (C, B)  per-slice argmax -> part[b][c]; zeroes the row's global histograms
-//   fk_ms_init   (B)     combine -> amax; greedy / non-finite rows write out[b] and are marked done
-//   fk_ms_hist   (C, B)  stage s = 0..2 top-k radix passes (counts), 3..5 top-p passes (counts + masses):
+// a multiple of 64), as a fixed sequence of 8 kernels with no host sync (graph-capturable):
+//   fk_ms_max    (C, B)  per-slice argmax -> part[b][c]; zeroes the row's global histograms and arrival count
+//   fk_ms_hist   (C, B)  stage 0 first combines part[b] -> amax in every CTA of the row (greedy / non-finite rows:
+//                        CTA 0 writes out[b] and marks the row done); the row state is written by stage 0
+//                        stage s = 0..2 top-k radix passes (counts), 3..5 top-p passes (counts + masses):
 //                        a shared histogram per CTA, its non-zero bins atomically added to the row's global one;
 //                        the row's last CTA to finish (an arrival count) then selects (fk_ms_select_row): the bin
 //                        walk on the global histogram, the state update, the histogram zeroed for the next stage;
@@ -449,13 +450,14 @@ __device__ __forceinline__ bool fk_row_last_cta(FkRowState* s, int C) {
 }
 
 extern "C" __global__ void __launch_bounds__(FK_MT) fk_ms_max(const float* __restrict__ logits, long long ls, int V, int chunk,
-                                                              u64* __restrict__ part, u64* __restrict__ hist) {
+                                                              u64* __restrict__ part, u64* __restrict__ hist, FkRowState* st) {
   fk_pdl_entry();
   __shared__ u64 s_red[32];
   const int b = blockIdx.y, c = blockIdx.x, C = gridDim.x;
   const float* __restrict__ row = logits + b * ls;
   u64* h = hist + (long long)b * FK_HIST_PER_ROW;
   for (int j = c * blockDim.x + threadIdx.x; j < FK_HIST_PER_ROW; j += C * blockDim.x) h[j] = 0;
+  if (c == 0 && threadIdx.x == 0) st[b].arrived = 0;  // stage 0's arrival count (the rest of the state is stage 0's)
   const int lo = c * chunk, hi = min(V, lo + chunk);
   u64 best = 0;
   fk_range_foreach(row, lo, hi, [&](int i, float v) {
@@ -468,15 +470,12 @@ extern "C" __global__ void __launch_bounds__(FK_MT) fk_ms_max(const float* __res
   if (threadIdx.x == 0) part[(long long)b * C + c] = best;
 }
 
-// One warp per row.
-extern "C" __global__ void fk_ms_init(long long* __restrict__ out, const float* __restrict__ logits, long long ls, int V, int C,
-                                      const u64* __restrict__ part, FkRowState* __restrict__ st, const float* __restrict__ temperature,
-                                      const int* __restrict__ topK, const float* __restrict__ topP) {
-  fk_pdl_entry();
-  const int b = blockIdx.x, lane = threadIdx.x;
+// The row's packed argmax from fk_ms_max's C partials (a whole warp calls it; every lane gets it).
+__device__ __forceinline__ u64 fk_ms_row_best(const u64* __restrict__ rowPart, int C) {
+  const int lane = threadIdx.x & 31;
   u64 best = 0;
   for (int c = lane; c < C; c += 32) {
-    const u64 v = part[(long long)b * C + c];
+    const u64 v = rowPart[c];
     best = v > best ? v : best;
   }
 #pragma unroll
@@ -484,32 +483,48 @@ extern "C" __global__ void fk_ms_init(long long* __restrict__ out, const float* 
     const u64 w = __shfl_xor_sync(0xffffffffu, best, o);
     best = w > best ? w : best;
   }
-  if (lane != 0) return;
-  const float* row = logits + b * ls;
+  return best;
+}
+
+// The row's state before the radix passes: amax, and done for greedy / non-finite rows (whose token is amax).
+__device__ FkRowState fk_ms_row_state(u64 best, const float* row, int V, float T, int k, float p) {
   const int amax = best ? (int)(0xffffffffu - (unsigned)(best & 0xffffffffu)) : 0;
-  const float T = temperature[b];
   FkRowState s;
   s.best = best;
   s.T = T;
   s.lmax = row[amax];
   s.done = (!(T > 0.f) || best == 0 || (__float_as_uint(row[amax]) & 0x7fffffffu) == 0x7f800000u) ? 1 : 0;
-  if (s.done) out[b] = amax;
-  const int k = topK[b];
   s.kActive = !s.done && k > 0 && k < V;
   s.kprefix = 0;
   s.kmask = 0;
   s.kthr = 0;
   s.kneed = (double)k;
-  s.useP = !s.done && topP[b] < 1.f;
+  s.useP = !s.done && p < 1.f;
   s.pprefix = 0;
   s.pmask = 0;
   s.tau = 0;
   s.lastBin = 0;
   s.aboveAll = 0;
-  s.target = (double)topP[b];  // p until fk_ms_select stage 3 makes it p * Z
+  s.target = (double)p;  // p until stage 3's select makes it p * Z
   s.needCut = 0;
   s.cut = 0x7fffffff;
   s.arrived = 0;
+  return s;
+}
+
+__device__ __forceinline__ int fk_ms_amax(u64 best) { return best ? (int)(0xffffffffu - (unsigned)(best & 0xffffffffu)) : 0; }
+
+// The greedy split's (sampler.ts): one warp per row writes the state and the token of greedy / non-finite rows.
+// (The full multi-CTA path does this in fk_ms_hist's stage 0.)
+extern "C" __global__ void fk_ms_init(long long* __restrict__ out, const float* __restrict__ logits, long long ls, int V, int C,
+                                      const u64* __restrict__ part, FkRowState* __restrict__ st, const float* __restrict__ temperature,
+                                      const int* __restrict__ topK, const float* __restrict__ topP) {
+  fk_pdl_entry();
+  const int b = blockIdx.x;
+  const u64 best = fk_ms_row_best(part + (long long)b * C, C);
+  if (threadIdx.x != 0) return;
+  const FkRowState s = fk_ms_row_state(best, logits + b * ls, V, temperature[b], topK[b], topP[b]);
+  if (s.done) out[b] = fk_ms_amax(best);
   st[b] = s;
 }
 
@@ -539,7 +554,7 @@ __device__ void fk_ms_select_row(FkRowState* s, u64* h, int stage, const float* 
     }
     __syncthreads();
     if (threadIdx.x == 0) {
-      double target = s->target * s_z;  // fk_ms_init stashed p in target
+      double target = s->target * s_z;  // the initial state holds p in target
       if (!(target >= 0.5)) target = 0.5;  // p <= 0: the first token only (the top logit has mass 2^40)
       s->target = target;
     }
@@ -595,26 +610,49 @@ __device__ void fk_ms_select_row(FkRowState* s, u64* h, int stage, const float* 
   for (int j = threadIdx.x; j < FK_HIST_PER_ROW; j += blockDim.x) h[j] = 0;
 }
 
-extern "C" __global__ void __launch_bounds__(FK_MT) fk_ms_hist(const float* __restrict__ logits, long long ls, int V, int chunk,
-                                                               FkRowState* st, u64* __restrict__ hist, int stage) {
+extern "C" __global__ void __launch_bounds__(FK_MT) fk_ms_hist(long long* __restrict__ out, const float* __restrict__ logits, long long ls, int V,
+                                                               int chunk, const u64* __restrict__ part, FkRowState* st, u64* __restrict__ hist,
+                                                               const float* __restrict__ temperature, const int* __restrict__ topK,
+                                                               const float* __restrict__ topP, int stage) {
   fk_pdl_entry();
   __shared__ FkSharedHist s_h;
-  const int b = blockIdx.y, c = blockIdx.x;
+  __shared__ FkRowState s_cur;
+  const int b = blockIdx.y, c = blockIdx.x, C = gridDim.x;
   const bool topp = stage >= 3;
   FkRowState* s = st + b;
-  // the state is only written by this row's last CTA, after every CTA of the row has read it here
-  if (s->done || (topp ? !s->useP : !s->kActive)) return;
+  const float* __restrict__ row = logits + b * ls;
+  if (stage == 0) {
+    // the row's initial state, the same in every CTA of the row (from fk_ms_max's partials and the row's parameters);
+    // written by the row's last CTA after its select, or here by CTA 0 where no top-k pass runs
+    if (threadIdx.x < 32) {
+      const u64 best = fk_ms_row_best(part + (long long)b * C, C);
+      if (threadIdx.x == 0) s_cur = fk_ms_row_state(best, row, V, temperature[b], topK[b], topP[b]);
+    }
+    __syncthreads();
+    if (!s_cur.kActive) {
+      if (c == 0 && threadIdx.x == 0) {
+        if (s_cur.done) out[b] = fk_ms_amax(s_cur.best);
+        *s = s_cur;
+      }
+      return;
+    }
+  } else {
+    // the state is only written by this row's last CTA, after every CTA of the row has read it here
+    if (threadIdx.x == 0) s_cur = *s;
+    __syncthreads();
+    if (s_cur.done || (topp ? !s_cur.useP : !s_cur.kActive)) return;
+  }
+  const FkRowState& cur = s_cur;
   const int pass = topp ? stage - 3 : stage;
   const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0;
   const unsigned bmask = pass == 2 ? 1023u : 2047u;
-  const unsigned prefix = topp ? s->pprefix : s->kprefix;
-  const unsigned mask = topp ? s->pmask : s->kmask;
-  const unsigned kthr = topp ? s->kthr : 0u;
-  const float lmax = s->lmax, T = s->T;
+  const unsigned prefix = topp ? cur.pprefix : cur.kprefix;
+  const unsigned mask = topp ? cur.pmask : cur.kmask;
+  const unsigned kthr = topp ? cur.kthr : 0u;
+  const float lmax = cur.lmax, T = cur.T;
   const int nb = (int)bmask + 1;
   fk_hist_clear(s_h);
   __syncthreads();
-  const float* __restrict__ row = logits + b * ls;
   const int lo = c * chunk, hi = min(V, lo + chunk);
   fk_range_foreach(row, lo, hi, [&](int, float v) {
     if (v == v) {
@@ -638,7 +676,12 @@ extern "C" __global__ void __launch_bounds__(FK_MT) fk_ms_hist(const float* __re
     if (m) atomicAdd(&h[FK_NB + j], m);
   }
   __syncthreads();
-  if (fk_row_last_cta(s, gridDim.x)) fk_ms_select_row(s, h, stage, row, V);
+  if (!fk_row_last_cta(s, C)) return;
+  if (stage == 0) {
+    if (threadIdx.x == 0) *s = cur;  // the initial state (arrived 0), then the select's update
+    __syncthreads();
+  }
+  fk_ms_select_row(s, h, stage, row, V);
 }
 
 extern "C" __global__ void __launch_bounds__(FK_MT) fk_ms_race(long long* __restrict__ out, const float* __restrict__ logits, long long ls, int V,

@@ -173,7 +173,7 @@ describe('sampler speed, old vs new (printed, not asserted)', () => {
       const dev = inputs(B, V, rows, 4).map(toGpu) as unknown as ReturnType<typeof inputs>;
       const bytes = B * V * 4;
       for (const [name, patch] of PATHS) {
-        // in a CUDA graph, as the engine's decode step runs it (the multi-CTA path is 9 launches: eager timing is host-bound)
+        // in a CUDA graph, as the engine's decode step runs it (the multi-CTA path is 8 launches: eager timing is host-bound)
         const ms = withSampler(patch, () => graphMs(() => b.ops.sample(...dev).dispose(), 4));
         const gbs = bytes / ms / 1e6;
         lines.push(`kernel-speed: sample ${label} (${drawing} drawing) [${name}] ${(ms * 1e3).toFixed(1)} us = ${gbs.toFixed(0)} GB/s (${((gbs / copyGBs) * 100).toFixed(0)}% of copy; in a CUDA graph)`);

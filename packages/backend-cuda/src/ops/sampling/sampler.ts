@@ -7,7 +7,7 @@
  * throws; checking would need a host sync); float32 arithmetic may pick differently only at near-ties.
  *
  * Two paths, chosen per call by chooseSamplerPath: one 512-thread CTA per row (fk_sample), or the multi-CTA path
- * of sampler.cu (fk_ms_*): each row split over C CTAs, 9 kernels in sequence, scratch from the allocator.
+ * of sampler.cu (fk_ms_*): each row split over C CTAs, 8 kernels in sequence, scratch from the allocator.
  * Both draw the same tokens; the kernels cannot see how many rows draw without a host sync, so the caller's
  * SampleHint (rows with temperature > 0, known on the host) picks: multi-CTA when many rows draw, one CTA per row
  * otherwise; without a hint the tuning's sampler.unhinted decides; sampler.multiCta forces the multi-CTA path.
@@ -55,7 +55,7 @@ export type SamplerPath = 'single' | 'multi' | 'greedy-split';
  * Which sampler path runs a [B, V] call (pure; unit-tested without a GPU). tuning.multiCta forces 'multi' (grid y
  * limit permitting: B <= 65535). With a hint, 'multi' only when the host says at least tuning.multiCtaMinSampledRows
  * rows draw (temperature > 0), else 'single' (or the greedy split for small all-greedy calls); without one (undefined),
- * tuning.unhinted. Greedy rows inside the multi-CTA path are finished by fk_ms_init. V is not used yet (the threshold
+ * tuning.unhinted. Greedy rows inside the multi-CTA path are finished by fk_ms_hist's stage 0. V is not used yet (the threshold
  * was measured at V = 128256 only); it is in the signature for a vocabulary-dependent rule.
  */
 export function chooseSamplerPath(B: number, V: number, sampledRows: number | undefined, tuning: SamplerTuning = cudaTuning().sampler): SamplerPath {
@@ -100,9 +100,10 @@ export function sample(ctx: SpineContext, logits: Tensor, temperature: Tensor, t
 }
 
 /**
- * The multi-CTA path: fk_ms_max, fk_ms_init, 3 x fk_ms_hist top-k, 3 x fk_ms_hist top-p (each row's last CTA of a pass
- * selects its bin, and of the last pass finds the cut in a tie), fk_ms_race (each row's last CTA writes its token).
- * `greedyOnly` (the greedy split: the hint said no row draws): the first two, which write every greedy row's token, then
+ * The multi-CTA path: fk_ms_max, 3 x fk_ms_hist top-k (the first also sets up each row's state and writes the greedy
+ * rows' tokens), 3 x fk_ms_hist top-p (each row's last CTA of a pass selects its bin, and of the last pass finds the cut
+ * in a tie), fk_ms_race (each row's last CTA writes its token): 8 launches.
+ * `greedyOnly` (the greedy split: the hint said no row draws): fk_ms_max and fk_ms_init, which write every greedy row's token, then
  * fk_sample built to leave greedy rows alone (FK_SKIP_GREEDY), so a row that does draw despite the hint still gets its
  * token (a wrong hint costs speed only, as Ops.sample promises); with a right hint its CTAs exit at once.
  */
@@ -119,13 +120,13 @@ function multiCta(ctx: SpineContext, out: Tensor, l: Tensor, ls: number, B: numb
   const defs = { FK_VEC4: vec4, FK_MT: plan.threads };
   const kn = (entry: string) => spineKernel(ctx, 'sampler.cu', entry, defs);
   const grid: [number, number] = [C, B];
-  kn('fk_ms_max').launch(grid, plan.threads, 0, [l, ls, V, plan.chunk, part, hist]);
-  kn('fk_ms_init').launch(B, 32, 0, [out, l, ls, V, C, part, state, temp, k, p]);
+  kn('fk_ms_max').launch(grid, plan.threads, 0, [l, ls, V, plan.chunk, part, hist, state]);
   if (greedyOnly) {
+    kn('fk_ms_init').launch(B, 32, 0, [out, l, ls, V, C, part, state, temp, k, p]);
     spineKernel(ctx, 'sampler.cu', 'fk_sample', { FK_VEC4: vec4, FK_SKIP_GREEDY: 1 }).launch(B, THREADS, 0, [out, l, ls, V, temp, k, p, s]);
     return;
   }
   const histK = kn('fk_ms_hist');
-  for (let stage = 0; stage < 6; stage++) histK.launch(grid, plan.threads, 0, [l, ls, V, plan.chunk, state, hist, stage]);
+  for (let stage = 0; stage < 6; stage++) histK.launch(grid, plan.threads, 0, [out, l, ls, V, plan.chunk, part, state, hist, temp, k, p, stage]);
   kn('fk_ms_race').launch(grid, plan.threads, 0, [out, l, ls, V, plan.chunk, state, s, part]);
 }
