@@ -126,4 +126,6 @@ describe('L1/sampler task on CUDA vs its float64 reference (token for token)', (
     variant(b, 'greedy-odd', { dims: { B: 9, V: 333 }, options: { mode: 'greedy' } }),
   ];
   for (const { c, seed } of taskCases(t, extra)) it(`${c.name} seed ${seed}`, G, () => checkTaskOnCuda(t, c, seed));
+  // the kernels bench's cases (B32 mixed with its hint: the multi-CTA path; B64 greedy), token for token
+  for (const c of t.cases.production) it(`production ${c.name} seed 14`, { ...G, timeout: 120_000 }, () => checkTaskOnCuda(t, c, 14));
 });
