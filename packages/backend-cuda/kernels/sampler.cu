@@ -124,34 +124,48 @@ __device__ __forceinline__ u64 fk_block_sum(u64 v, u64* red) {
 }
 
 // The index of the s_need-th element of the row (in index order) whose key is tau, left in s_cut (-1: fewer than that).
-// Block-wide: every thread calls it; s_need and s_cut (set by the caller, then synchronised) are shared.
+// Block-wide: every thread calls it; s_need and s_cut (set by the caller, then synchronised) are shared; s_bal holds a
+// count a warp. Tiles of 8 x blockDim consecutive elements, 8 a thread (thread t's before thread t + 1's): a block scan
+// of the per-thread hit counts finds the thread holding the s_need-th, two barriers a tile. (A tie at the top-p cut:
+// common with bf16 logits, which repeat values; the row is scanned from the start until the cut.)
 __device__ __forceinline__ void fk_find_nth_key(const float* __restrict__ row, int V, unsigned tau, unsigned* s_bal, int& s_need, int& s_cut) {
-  for (int base = 0; base < V; base += blockDim.x) {
-    const int i = base + threadIdx.x;
-    bool hit = false;
-    if (i < V) {
-      const float v = row[i];
-      hit = v == v && fk_key(v) == tau;
-    }
-    const unsigned bal = __ballot_sync(0xffffffffu, hit);
-    if ((threadIdx.x & 31) == 0) s_bal[threadIdx.x >> 5] = bal;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      int need = s_need;
-      for (int w = 0; w < (int)(blockDim.x >> 5); ++w) {
-        unsigned m = s_bal[w];
-        const int c = __popc(m);
-        if (need <= c) {
-          for (int q = 1; q < need; ++q) m &= m - 1;
-          s_cut = base + w * 32 + __ffs(m) - 1;
-          break;
-        }
-        need -= c;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  for (int base = 0; base < V; base += 8 * blockDim.x) {
+    const int i0 = base + 8 * threadIdx.x;
+    unsigned hits = 0;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const int i = i0 + e;
+      if (i < V) {
+        const float v = row[i];
+        if (v == v && fk_key(v) == tau) hits |= 1u << e;
       }
-      s_need = need;
+    }
+    const int cnt = __popc(hits);
+    int incl = cnt;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int n = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += n;
+    }
+    if (lane == 31) s_bal[warp] = (unsigned)incl;
+    __syncthreads();
+    const int need = s_need;
+    int before = 0, total = 0;
+    for (int w = 0; w < nw; ++w) {
+      const int c = (int)s_bal[w];
+      before += w < warp ? c : 0;
+      total += c;
+    }
+    const int excl = before + incl - cnt;  // hits of the tile before this thread's 8
+    if (excl < need && need <= excl + cnt) {
+      unsigned m = hits;
+      for (int q = 1; q < need - excl; ++q) m &= m - 1;
+      s_cut = i0 + __ffs(m) - 1;
     }
     __syncthreads();
-    if (s_cut >= 0) break;
+    if (s_cut >= 0) return;
+    if (threadIdx.x == 0) s_need = need - total;  // read after the next tile's first barrier
   }
 }
 

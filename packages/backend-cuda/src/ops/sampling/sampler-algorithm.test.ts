@@ -113,3 +113,45 @@ it('the 32-bit mass bins (mlo, carry into mhi) sum 2^40 fixed-point masses exact
     }
   }
 });
+
+// kernels/sampler.cu's fk_find_nth_key (the top-p cut inside a tied group), modelled tile by tile: 8 consecutive elements
+// a thread, an exclusive scan of the per-thread hit counts, the thread whose range holds the need-th hit picks its bit.
+function findNthByTiles(hit: boolean[], need0: number, threads: number): number {
+  const V = hit.length;
+  let need = need0;
+  for (let base = 0; base < V; base += 8 * threads) {
+    const masks: number[] = [];
+    for (let t = 0; t < threads; t++) {
+      let m = 0;
+      for (let e = 0; e < 8; e++) if (base + 8 * t + e < V && hit[base + 8 * t + e]) m |= 1 << e;
+      masks.push(m);
+    }
+    const counts = masks.map((m) => m.toString(2).split('').filter((c) => c === '1').length);
+    let excl = 0, cut = -1;
+    for (let t = 0; t < threads; t++) {
+      if (excl < need && need <= excl + counts[t]!) {
+        let m = masks[t]!;
+        for (let q = 1; q < need - excl; q++) m &= m - 1;
+        cut = base + 8 * t + Math.log2(m & -m);
+      }
+      excl += counts[t]!;
+    }
+    if (cut >= 0) return cut;
+    need -= excl;
+  }
+  return -1;
+}
+
+it('the tie cut (fk_find_nth_key by tiles) finds the need-th tied element in index order, or none', () => {
+  const rng = new Rng(5);
+  for (let trial = 0; trial < 200; trial++) {
+    const V = 1 + rng.int(0, 6000);
+    const density = [0.001, 0.01, 0.2, 0.9][trial % 4]!;
+    const hit = Array.from({ length: V }, () => rng.uniform() < density);
+    const positions = hit.flatMap((h, i) => (h ? [i] : []));
+    const threads = [32, 64, 256, 512][trial % 4]!;
+    for (const need of [1, 2, 3, Math.max(1, positions.length), positions.length + 1]) {
+      expect(findNthByTiles(hit, need, threads), `V=${V} threads=${threads} need=${need}`).toBe(positions[need - 1] ?? -1);
+    }
+  }
+});
