@@ -1,5 +1,8 @@
 // FastKernels chunked gated linear attention on tensor cores (FLA's chunk_gla, issue 32): two launches over chunks of
-// C = 64 tokens, bf16 / f16 operands on mma.sync m16n8k16 with f32 accumulation, the state in f32.
+// C = 64 tokens on mma.sync m16n8k16 (bf16 / f16 operands, f32 accumulation), the state in f32. Every operand that is
+// not an input as given (Qg, Kd, A, the state) goes in as a hi + lo pair of T values (x = hi + lo to about 2^-16), and
+// its products are the pair's (the lo x lo term dropped): o and the state then match the float64 op as closely as the
+// CUDA-core kernel's f32 (FLA's single bf16 roundings miss f32's 1e-3 on the state and bf16's 1% on small outputs).
 //
 // Per chunk, with b_t the running sum of the log gates g inside the chunk (so every exponent below is <= 0 for g <= 0):
 //   A[t][s] = scale sum_i q_t,i k_s,i exp(b_t,i - b_s,i)   (s <= t)
@@ -7,10 +10,10 @@
 //   S'      = diag(exp(b_last)) S + sum_s (k_s exp(b_last - b_s))^T v_s
 //
 // fk_gla_chunk_prep: a CTA per (chunk slot, head), fully parallel. It computes what depends on q / k / g alone, once a
-// chunk instead of once a V tile: Qg = scale q exp(b) and Kd = k exp(b_last - b) (workspaces shaped like q), the chunk's
-// decay exp(b_last) and A (rounded to T: the A v product takes it as an mma operand). The key channels go in slabs of
+// chunk instead of once a V tile: Qg = scale q exp(b) and Kd = k exp(b_last - b) (workspaces [B T, H, 2, K]: hi, lo),
+// the chunk's decay exp(b_last) and A ([slot, H, 2, C, C]: hi, lo). The key channels go in slabs of
 // FK_KS (the scores are sums over channels; the running sums are per channel). A's blocks of 16 x 16 sub-chunks:
-//   - below the diagonal (sub-chunk ti > sj): one mma product q' k''^T with q'_t = q_t exp(b_t - r) and
+//   - below the diagonal (sub-chunk ti > sj): one mma product q' k''^T (hi + lo pairs) with q'_t = q_t exp(b_t - r) and
 //     k''_s = k_s exp(r - b_s), r = b at the last token before sub-chunk ti; both factors <= 1, so strongly negative
 //     gates underflow to the true (tiny) value instead of overflowing;
 //   - on the diagonal: exp(b_t - b_s) per element in f32 (no reference point is safe inside a sub-chunk).
@@ -20,11 +23,11 @@
 //
 // fk_gla_chunk_tc: a CTA per (V tile of FK_BV columns, head, sequence) walks the sequence's chunks in order, its
 // [BV, K] slice of S^T in f32 mma accumulators (warp (wm, wk): value rows wm * 16 .. + 16, key columns wk * KW .. + KW).
-// Holding S transposed lets the accumulators feed the next mma directly as A fragments (o^T = S^T Qg^T), and the
-// state update S^T = S^T diag(decay) + V^T Kd accumulates into them in place. Per chunk: Qg, Kd, A, the v tile and
-// the decay go global -> shared by cp.async, double-buffered (the next chunk's loads fly during this chunk's math);
-// o^T's partial sums over the WK key slices (plus the intra-chunk V^T A^T, its tokens split over the WK warps) are
-// added in shared memory and stored. Nothing is read on the host: sequences, pool slots and -1 padding rows are read
+// Holding S transposed lets the accumulators feed the next mma directly as A fragments (o^T = S^T Qg^T, S^T split
+// into hi + lo on the fly), and the state update S^T = S^T diag(decay) + V^T Kd accumulates into them in place.
+// Per chunk, by cp.async: Qg (hi, lo) of the next chunk loads while this one updates the state, Kd of the next while
+// it computes o; A, the v tile and the decay are double-buffered. o^T's partial sums over the WK key slices (plus the
+// intra-chunk V^T A^T, its tokens split over the WK warps) are added in shared memory and stored. Nothing is read on the host: sequences, pool slots and -1 padding rows are read
 // on the device as fk_gla_chunk does (gla-source.ts), so the launches can be captured in a CUDA graph.
 //
 // Specialised by NVRTC with -DFK_T=<__nv_bfloat16 | __half> -DFK_K -DFK_BV -DFK_WK -DFK_KS -DFK_CU_T -DFK_SI_T
@@ -94,16 +97,16 @@ constexpr int BP = KS + 1;       // prep: b rows
 constexpr int PP = KS + 8;       // prep: q', k'' rows (ldmatrix)
 constexpr int KP_ROWS = SUB * (NSUB - 1) * NSUB / 2;  // k'' rows of sub-chunks 1 .. NSUB - 1: 16 + 32 + 48
 
-// main kernel's shared memory: two stages of { Qg, Kd [C][QP], A [C][AP], v [C][VP] (T); decay [K] (float) }, then the
-// o partials [WK][C][RP] (float)
-constexpr int STAGE_T = 2 * C * QP + C * AP + C * VP;
-constexpr int STAGE_BYTES = STAGE_T * (int)sizeof(T) + K * 4;
-constexpr int MAIN_SMEM = 2 * STAGE_BYTES + WK * C * RP * 4;
-// prep's: q, k [C][SP] (T); b [C][BP] (float); q' [C][PP], k'' [KP_ROWS][PP] (T); the diagonal sums [NSUB][TRI] and the
-// segment totals of the running sum [PREP_THREADS] (float)
-constexpr int PREP_SMEM = 2 * C * SP * (int)sizeof(T) + C * BP * 4 + (C + KP_ROWS) * PP * (int)sizeof(T) + NSUB * TRI * 4 + PREP_THREADS * 4;
+// main kernel's shared memory: Qg hi, lo and Kd hi, lo [C][QP] (T, one buffer each); two stages of { A hi, lo [C][AP],
+// v [C][VP] (T); decay [K] (float) }; the o partials [WK][C][RP] (float)
+constexpr int QK_BYTES = 4 * C * QP * (int)sizeof(T);
+constexpr int STAGE_BYTES = (2 * C * AP + C * VP) * (int)sizeof(T) + K * 4;
+constexpr int MAIN_SMEM = QK_BYTES + 2 * STAGE_BYTES + WK * C * RP * 4;
+// prep's: q, k [C][SP] (T); b [C][BP] (float); q' hi, lo [C][PP], k'' hi, lo [KP_ROWS][PP] (T); the diagonal sums
+// [NSUB][TRI] and the segment totals of the running sum [PREP_THREADS] (float)
+constexpr int PREP_SMEM = 2 * C * SP * (int)sizeof(T) + C * BP * 4 + 2 * (C + KP_ROWS) * PP * (int)sizeof(T) + NSUB * TRI * 4 + PREP_THREADS * 4;
 static_assert(MAIN_SMEM <= 227 * 1024 && PREP_SMEM <= 227 * 1024, "shared memory past sm_90's 227 KiB a CTA");
-static_assert(STAGE_BYTES % 16 == 0 && (C * QP * (int)sizeof(T)) % 16 == 0 && (C * AP * (int)sizeof(T)) % 16 == 0, "16-byte stage parts");
+static_assert(STAGE_BYTES % 16 == 0 && (C * QP * (int)sizeof(T)) % 16 == 0 && (C * AP * (int)sizeof(T)) % 16 == 0 && (C * VP * (int)sizeof(T)) % 16 == 0, "16-byte parts");
 
 #if !FK_HOST_REPLAY
 #include "fk_mma.cuh"
@@ -123,6 +126,18 @@ __device__ __forceinline__ long long chunk_slot(const CU_T* cu, int n, int c, in
 }
 // Row base of k'' for sub-chunk ti (its 16 ti rows: the tokens before it).
 __device__ __forceinline__ int kp_base(int ti) { return SUB * (ti - 1) * ti / 2; }
+// x as hi + lo, both T: hi = x rounded, lo = the rest rounded.
+__device__ __forceinline__ void split_store(T* hi, T* lo, float x) {
+  const T h = from_f<T>(x);
+  *hi = h;
+  *lo = from_f<T>(x - to_f(h));
+}
+// Two floats as packed hi and lo pairs (A fragments of the state).
+__device__ __forceinline__ void split_pack(float x0, float x1, u32& hi, u32& lo) {
+  const float h0 = to_f(from_f<T>(x0)), h1 = to_f(from_f<T>(x1));
+  hi = Mma<T>::pack(h0, h1);
+  lo = Mma<T>::pack(x0 - h0, x1 - h1);
+}
 }  // namespace fkgla
 
 extern "C" __global__ void __launch_bounds__(fkgla::PREP_THREADS) fk_gla_chunk_prep(
@@ -135,9 +150,9 @@ extern "C" __global__ void __launch_bounds__(fkgla::PREP_THREADS) fk_gla_chunk_p
   T* sQ = reinterpret_cast<T*>(smem);
   T* sK = sQ + C * SP;
   float* sB = reinterpret_cast<float*>(sK + C * SP);
-  T* sQp = reinterpret_cast<T*>(sB + C * BP);
-  T* sKp = sQp + C * PP;
-  float* sDiag = reinterpret_cast<float*>(sKp + KP_ROWS * PP);
+  T* sQp = reinterpret_cast<T*>(sB + C * BP);  // hi rows, then lo rows
+  T* sKp = sQp + 2 * C * PP;                      // hi rows, then lo rows
+  float* sDiag = reinterpret_cast<float*>(sKp + 2 * KP_ROWS * PP);
   float* sSeg = sDiag + NSUB * TRI;
 
   const long long j = blockIdx.x;
@@ -217,14 +232,17 @@ extern "C" __global__ void __launch_bounds__(fkgla::PREP_THREADS) fk_gla_chunk_p
       const float bx = sB[t * BP + i], blast = sB[(C - 1) * BP + i];
       const float qv = to_f(sQ[t * SP + i]), kv = to_f(sK[t * SP + i]);
       if (t < L) {
-        const long long at = ((row0 + t) * H + h) * K + i0 + i;
-        qg[at] = from_f<T>(qv * expf(bx) * scale);
-        kd[at] = from_f<T>(kv * expf(blast - bx));
+        const long long at = ((row0 + t) * H + h) * (2 * K) + i0 + i;
+        split_store(qg + at, qg + at + K, qv * expf(bx) * scale);
+        split_store(kd + at, kd + at + K, kv * expf(blast - bx));
       }
       if (t == 0) dec[(j * H + h) * K + i0 + i] = expf(blast);
       const int d = t / SUB;
-      if (d > 0) sQp[t * PP + i] = from_f<T>(qv * expf(bx - sB[(d * SUB - 1) * BP + i]));
-      for (int ti = d + 1; ti < NSUB; ++ti) sKp[(kp_base(ti) + t) * PP + i] = from_f<T>(kv * expf(sB[(ti * SUB - 1) * BP + i] - bx));
+      if (d > 0) split_store(sQp + t * PP + i, sQp + (C + t) * PP + i, qv * expf(bx - sB[(d * SUB - 1) * BP + i]));
+      for (int ti = d + 1; ti < NSUB; ++ti) {
+        const int r = kp_base(ti) + t;
+        split_store(sKp + r * PP + i, sKp + (KP_ROWS + r) * PP + i, kv * expf(sB[(ti * SUB - 1) * BP + i] - bx));
+      }
     }
     // (4) the diagonal blocks, a thread a pair (s <= t), summed over the slabs in f32
     for (int p = tid; p < NSUB * TRI; p += PREP_THREADS) {
@@ -246,24 +264,30 @@ extern "C" __global__ void __launch_bounds__(fkgla::PREP_THREADS) fk_gla_chunk_p
         const int nt = u - (ti == 1 ? 0 : ti == 2 ? 2 : 6);
 #pragma unroll
         for (int kk = 0; kk < KS; kk += 16) {
-          u32 a[4], b0, b1;
-          ldsm_x4(smem_u32(sQp + (ti * SUB + (lane & 15)) * PP + kk + (lane >> 4) * 8), a[0], a[1], a[2], a[3]);
-          ldsm_x2(smem_u32(sKp + (kp_base(ti) + nt * 8 + (lane & 7)) * PP + kk + ((lane >> 3) & 1) * 8), b0, b1);
+          u32 a[4], al[4], b0, b1, bl0, bl1;
+          const int qr = ti * SUB + (lane & 15), kr = kp_base(ti) + nt * 8 + (lane & 7);
+          const int qc = kk + (lane >> 4) * 8, kc = kk + ((lane >> 3) & 1) * 8;
+          ldsm_x4(smem_u32(sQp + qr * PP + qc), a[0], a[1], a[2], a[3]);
+          ldsm_x4(smem_u32(sQp + (C + qr) * PP + qc), al[0], al[1], al[2], al[3]);
+          ldsm_x2(smem_u32(sKp + kr * PP + kc), b0, b1);
+          ldsm_x2(smem_u32(sKp + (KP_ROWS + kr) * PP + kc), bl0, bl1);
           Mma<T>::mma(acc[w2], a, b0, b1);
+          Mma<T>::mma(acc[w2], al, b0, b1);
+          Mma<T>::mma(acc[w2], a, bl0, bl1);
         }
       }
     }
     __syncthreads();  // the next slab overwrites every array
   }
 
-  // (6) A: zeros above the diagonal, the diagonal blocks from shared memory, the blocks below from the mma tiles
-  T* Aj = A + (j * H + h) * (long long)(C * C);
+  // (6) A (hi, lo): zeros above the diagonal, the diagonal blocks from shared memory, the blocks below from the tiles
+  T* Aj = A + (j * H + h) * (long long)(2 * C * C);
   for (int x = tid; x < C * C; x += PREP_THREADS) {
     const int t = x / C, s = x - t * C;
-    if (s > t) Aj[x] = from_f<T>(0.f);
+    if (s > t) split_store(Aj + x, Aj + C * C + x, 0.f);
     else if (s / SUB == t / SUB) {
       const int d = t / SUB, tt = t - d * SUB, ss = s - d * SUB;
-      Aj[x] = from_f<T>(sDiag[d * TRI + tt * (tt + 1) / 2 + ss] * scale);
+      split_store(Aj + x, Aj + C * C + x, sDiag[d * TRI + tt * (tt + 1) / 2 + ss] * scale);
     }
   }
 #pragma unroll
@@ -273,7 +297,10 @@ extern "C" __global__ void __launch_bounds__(fkgla::PREP_THREADS) fk_gla_chunk_p
       const int ti = u < 2 ? 1 : u < 6 ? 2 : 3;
       const int nt = u - (ti == 1 ? 0 : ti == 2 ? 2 : 6);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) Aj[(ti * SUB + g8 + (e >> 1) * 8) * C + nt * 8 + 2 * q4 + (e & 1)] = from_f<T>(acc[w2][e] * scale);
+      for (int e = 0; e < 4; ++e) {
+        const int x = (ti * SUB + g8 + (e >> 1) * 8) * C + nt * 8 + 2 * q4 + (e & 1);
+        split_store(Aj + x, Aj + C * C + x, acc[w2][e] * scale);
+      }
     }
   }
 }
@@ -285,7 +312,12 @@ extern "C" __global__ void __launch_bounds__(fkgla::MAIN_THREADS, 1) fk_gla_chun
     const FK_CU_T* __restrict__ cu, const FK_SI_T* __restrict__ si, int T_len, int H, int V, int nc_max) {
   using namespace fkgla;
   extern __shared__ __align__(16) unsigned char smem[];
-  float* red = reinterpret_cast<float*>(smem + 2 * STAGE_BYTES);
+  T* sQh = reinterpret_cast<T*>(smem);  // Qg hi, lo; Kd hi, lo: one buffer each
+  T* sQl = sQh + C * QP;
+  T* sKh = sQl + C * QP;
+  T* sKl = sKh + C * QP;
+  unsigned char* stages = smem + QK_BYTES;
+  float* red = reinterpret_cast<float*>(stages + 2 * STAGE_BYTES);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp % WM, wk = warp / WM;
   const int g8 = lane >> 2, q4 = lane & 3;
@@ -302,7 +334,7 @@ extern "C" __global__ void __launch_bounds__(fkgla::MAIN_THREADS, 1) fk_gla_chun
   }
   const long long head = (long long)h * K * V;
 
-  // S^T: fragment e of n8 tile nt holds value column vrow(e) and key row kcol(nt, e)
+  // S^T: fragment e of n8 tile nt holds value column vrow0 + (e >> 1) 8 and key row wk KW + nt 8 + 2 q4 + (e & 1)
   const int vrow0 = c0 + wm * 16 + g8;
   float S[KW / 8][4];
 #pragma unroll
@@ -313,28 +345,32 @@ extern "C" __global__ void __launch_bounds__(fkgla::MAIN_THREADS, 1) fk_gla_chun
       S[nt][e] = rd ? s_in[slot * s_in_n + head + i * V + vrow0 + (e >> 1) * 8] : 0.f;
     }
 
-  // one chunk's operands into stage st: rows past the sequence zero-filled (cp.async of 0 source bytes)
-  auto load_chunk = [&](int c, int st) {
-    T* sQ = reinterpret_cast<T*>(smem + st * STAGE_BYTES);
-    T* sKd = sQ + C * QP;
-    T* sA = sKd + C * QP;
-    T* sV = sA + C * AP;
-    float* sDec = reinterpret_cast<float*>(sV + C * VP);
+  // loads of chunk c: rows past the sequence zero-filled (cp.async of 0 source bytes)
+  auto rows = [&](int c, const T* src, T* hi, T* lo) {  // a [C][2][K] workspace slice -> hi, lo [C][QP]
     const int cs = t0 + c * C, L = min(C, t1 - cs);
-    const long long jj = chunk_slot(cu, n, c, nc_max);
     const long long row0 = (long long)bt * T_len + cs;
     constexpr int KCH = K / 8;
     for (int x = tid; x < C * KCH; x += MAIN_THREADS) {
       const int t = x / KCH, cc = x - t * KCH;
       const bool ok = t < L;
-      const long long at = ((row0 + (ok ? t : 0)) * H + h) * K + cc * 8;
-      cp_async16(smem_u32(sQ + t * QP + cc * 8), qg + at, ok ? 16 : 0);
-      cp_async16(smem_u32(sKd + t * QP + cc * 8), kd + at, ok ? 16 : 0);
+      const long long at = ((row0 + (ok ? t : 0)) * H + h) * (2 * K) + cc * 8;
+      cp_async16(smem_u32(hi + t * QP + cc * 8), src + at, ok ? 16 : 0);
+      cp_async16(smem_u32(lo + t * QP + cc * 8), src + at + K, ok ? 16 : 0);
     }
-    const T* Aj = A + (jj * H + h) * (long long)(C * C);
+  };
+  auto load_q = [&](int c) {  // Qg of chunk c, and its stage: A (hi, lo), the v tile, the decay
+    rows(c, qg, sQh, sQl);
+    T* sAh = reinterpret_cast<T*>(stages + (c & 1) * STAGE_BYTES);
+    T* sAl = sAh + C * AP;
+    T* sV = sAl + C * AP;
+    float* sDec = reinterpret_cast<float*>(sV + C * VP);
+    const int cs = t0 + c * C, L = min(C, t1 - cs);
+    const long long jj = chunk_slot(cu, n, c, nc_max);
+    const T* Aj = A + (jj * H + h) * (long long)(2 * C * C);
     for (int x = tid; x < C * (C / 8); x += MAIN_THREADS) {
       const int t = x / (C / 8), cc = x - t * (C / 8);
-      cp_async16(smem_u32(sA + t * AP + cc * 8), Aj + t * C + cc * 8, 16);
+      cp_async16(smem_u32(sAh + t * AP + cc * 8), Aj + t * C + cc * 8, 16);
+      cp_async16(smem_u32(sAl + t * AP + cc * 8), Aj + C * C + t * C + cc * 8, 16);
     }
     for (int x = tid; x < C * (BV / 8); x += MAIN_THREADS) {
       const int t = x / (BV / 8), cc = x - t * (BV / 8);
@@ -344,25 +380,21 @@ extern "C" __global__ void __launch_bounds__(fkgla::MAIN_THREADS, 1) fk_gla_chun
     for (int x = tid; x < K / 4; x += MAIN_THREADS) cp_async16(smem_u32(sDec + x * 4), dec + (jj * H + h) * K + x * 4, 16);
   };
 
+  // cp.async groups in flight at the top of chunk c: Q(c), then K(c). Q(c + 1) is issued once every warp is past
+  // (1) (the Qg buffer is free), K(c + 1) once every warp is past (4) (the Kd buffer is).
   const int nc = (t1 - t0 + C - 1) / C;
   if (nc > 0) {
-    load_chunk(0, 0);
+    load_q(0);
+    cp_async_commit();
+    rows(0, kd, sKh, sKl);
     cp_async_commit();
   }
   for (int c = 0; c < nc; ++c) {
-    const int st = c & 1;
-    if (c + 1 < nc) {
-      load_chunk(c + 1, st ^ 1);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+    cp_async_wait<1>();  // Q(c)
     __syncthreads();
-    const T* sQ = reinterpret_cast<const T*>(smem + st * STAGE_BYTES);
-    const T* sKd = sQ + C * QP;
-    const T* sA = sKd + C * QP;
-    const T* sV = sA + C * AP;
+    const T* sAh = reinterpret_cast<const T*>(stages + (c & 1) * STAGE_BYTES);
+    const T* sAl = sAh + C * AP;
+    const T* sV = sAl + C * AP;
     const float* sDec = reinterpret_cast<const float*>(sV + C * VP);
     const int cs = t0 + c * C, L = min(C, t1 - cs);
 
@@ -372,7 +404,8 @@ extern "C" __global__ void __launch_bounds__(fkgla::MAIN_THREADS, 1) fk_gla_chun
     for (int ks = 0; ks < C / 16; ++ks)
       ldsm_x4_t(smem_u32(sV + (ks * 16 + (lane & 7) + ((lane >> 4) << 3)) * VP + wm * 16 + ((lane >> 3) & 1) * 8), vf[ks][0], vf[ks][1], vf[ks][2], vf[ks][3]);
 
-    // (1) o^T over this warp's key columns: S^T Qg^T (the accumulators of two n8 tiles are one A fragment)
+    // (1) o^T over this warp's key columns: S^T Qg^T as (S_hi + S_lo)(Qg_hi + Qg_lo) less the lo x lo term (the
+    // accumulators of two n8 tiles are one A fragment)
     float oacc[C / 8][4];
 #pragma unroll
     for (int nt = 0; nt < C / 8; ++nt)
@@ -380,26 +413,38 @@ extern "C" __global__ void __launch_bounds__(fkgla::MAIN_THREADS, 1) fk_gla_chun
       for (int e = 0; e < 4; ++e) oacc[nt][e] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < KW / 16; ++kk) {
-      const u32 a[4] = {Mma<T>::pack(S[2 * kk][0], S[2 * kk][1]), Mma<T>::pack(S[2 * kk][2], S[2 * kk][3]),
-                        Mma<T>::pack(S[2 * kk + 1][0], S[2 * kk + 1][1]), Mma<T>::pack(S[2 * kk + 1][2], S[2 * kk + 1][3])};
+      u32 a[4], al[4];
+      split_pack(S[2 * kk][0], S[2 * kk][1], a[0], al[0]);
+      split_pack(S[2 * kk][2], S[2 * kk][3], a[1], al[1]);
+      split_pack(S[2 * kk + 1][0], S[2 * kk + 1][1], a[2], al[2]);
+      split_pack(S[2 * kk + 1][2], S[2 * kk + 1][3], a[3], al[3]);
 #pragma unroll
       for (int np = 0; np < C / 16; ++np) {
-        u32 b0, b1, b2, b3;
-        ldsm_x4(smem_u32(sQ + (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * QP + wk * KW + kk * 16 + ((lane >> 3) & 1) * 8), b0, b1, b2, b3);
+        const int at = (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * QP + wk * KW + kk * 16 + ((lane >> 3) & 1) * 8;
+        u32 b0, b1, b2, b3, l0, l1, l2, l3;
+        ldsm_x4(smem_u32(sQh + at), b0, b1, b2, b3);
+        ldsm_x4(smem_u32(sQl + at), l0, l1, l2, l3);
         Mma<T>::mma(oacc[2 * np], a, b0, b1);
+        Mma<T>::mma(oacc[2 * np], al, b0, b1);
+        Mma<T>::mma(oacc[2 * np], a, l0, l1);
         Mma<T>::mma(oacc[2 * np + 1], a, b2, b3);
+        Mma<T>::mma(oacc[2 * np + 1], al, b2, b3);
+        Mma<T>::mma(oacc[2 * np + 1], a, l2, l3);
       }
     }
-    // (2) the intra-chunk V^T A^T for this warp's TW tokens (A is zero above the diagonal: those k steps skipped)
+    // (2) the intra-chunk V^T (A_hi + A_lo)^T for this warp's TW tokens (A is zero above the diagonal: skipped)
 #pragma unroll
     for (int nt = 0; nt < C / 8; ++nt) {
       if (nt / (TW / 8) != wk) continue;
 #pragma unroll
       for (int ks = 0; ks < C / 16; ++ks) {
         if (ks * 16 > nt * 8 + 7) continue;
-        u32 b0, b1;
-        ldsm_x2(smem_u32(sA + (nt * 8 + (lane & 7)) * AP + ks * 16 + ((lane >> 3) & 1) * 8), b0, b1);
+        const int at = (nt * 8 + (lane & 7)) * AP + ks * 16 + ((lane >> 3) & 1) * 8;
+        u32 b0, b1, l0, l1;
+        ldsm_x2(smem_u32(sAh + at), b0, b1);
+        ldsm_x2(smem_u32(sAl + at), l0, l1);
         Mma<T>::mma(oacc[nt], vf[ks], b0, b1);
+        Mma<T>::mma(oacc[nt], vf[ks], l0, l1);
       }
     }
     // (3) the partials to shared memory (summed over the WK key slices below)
@@ -407,7 +452,16 @@ extern "C" __global__ void __launch_bounds__(fkgla::MAIN_THREADS, 1) fk_gla_chun
     for (int nt = 0; nt < C / 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) red[(wk * C + nt * 8 + 2 * q4 + (e & 1)) * RP + wm * 16 + g8 + (e >> 1) * 8] = oacc[nt][e];
-    // (4) the state over the chunk: S^T diag(decay) + V^T Kd, in the accumulators (S was read as o's operand above)
+    __syncthreads();  // every warp is past (1): the Qg buffer takes chunk c + 1
+    if (c + 1 < nc) {
+      load_q(c + 1);
+      cp_async_commit();
+      cp_async_wait<1>();  // K(c)
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    // (4) the state over the chunk: S^T diag(decay) + V^T (Kd_hi + Kd_lo), in the accumulators
 #pragma unroll
     for (int nt = 0; nt < KW / 8; ++nt) {
       const int i = wk * KW + nt * 8 + 2 * q4;
@@ -421,12 +475,15 @@ extern "C" __global__ void __launch_bounds__(fkgla::MAIN_THREADS, 1) fk_gla_chun
     for (int np = 0; np < KW / 16; ++np)
 #pragma unroll
       for (int ks = 0; ks < C / 16; ++ks) {
+        const int at = (ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * QP + wk * KW + np * 16 + (lane >> 4) * 8;
         u32 b0, b1, b2, b3;
-        ldsm_x4_t(smem_u32(sKd + (ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * QP + wk * KW + np * 16 + (lane >> 4) * 8), b0, b1, b2, b3);
+        ldsm_x4_t(smem_u32(sKh + at), b0, b1, b2, b3);
+        Mma<T>::mma(S[2 * np], vf[ks], b0, b1);
+        Mma<T>::mma(S[2 * np + 1], vf[ks], b2, b3);
+        ldsm_x4_t(smem_u32(sKl + at), b0, b1, b2, b3);
         Mma<T>::mma(S[2 * np], vf[ks], b0, b1);
         Mma<T>::mma(S[2 * np + 1], vf[ks], b2, b3);
       }
-    __syncthreads();
     // (5) o = the sum of the partials, two columns a thread at a time
     for (int x = tid; x < C * (BV / 2); x += MAIN_THREADS) {
       const int t = x / (BV / 2), cp = (x - t * (BV / 2)) * 2;
@@ -442,7 +499,11 @@ extern "C" __global__ void __launch_bounds__(fkgla::MAIN_THREADS, 1) fk_gla_chun
         op[1] = from_f<T>(y1);
       }
     }
-    __syncthreads();  // the next chunk's loads refill this stage; its partials overwrite red
+    __syncthreads();  // every warp is past (4) and (5): the Kd buffer takes chunk c + 1, red the next partials
+    if (c + 1 < nc) {
+      rows(c + 1, kd, sKh, sKl);
+      cp_async_commit();
+    }
   }
 
   if (wr) {

@@ -4,7 +4,7 @@
  * op, the state pool's rows compared after a pooled call, and a decode step captured in a CUDA graph and replayed for
  * other pool rows.
  */
-import { F, Tensor, callOp, opRoute, type DType, type Tolerance } from '@fastkernels/core';
+import { F, Tensor, callOp, opRoute, type DType } from '@fastkernels/core';
 import { expect } from 'vitest';
 import { G, cpu, expectClose, gpu, releasing, tolOf, toGpu } from './spine-helpers.js';
 import type { RecurrentCaseShape } from './gla-cases.js';
@@ -29,7 +29,7 @@ export function deltaGate(shape: number[], dtype: DType, seed: number, kind: 'g'
  * A pool after a pooled call: the rows the indices name hold the CPU's states (f32 tolerance), every other row
  * (padding's too) what it held before, bit for bit.
  */
-export function expectPoolRows(label: string, keep: Keep, pools: { after: Float64Array; want: Float64Array; before: Float64Array }, idx: readonly number[], slots: number, per: number, tol: Tolerance = tolOf('f32')): void {
+export function expectPoolRows(label: string, keep: Keep, pools: { after: Float64Array; want: Float64Array; before: Float64Array }, idx: readonly number[], slots: number, per: number): void {
   for (let sl = 0; sl < slots; sl++) {
     const a = pools.after.subarray(sl * per, (sl + 1) * per);
     if (!idx.includes(sl)) {
@@ -37,7 +37,7 @@ export function expectPoolRows(label: string, keep: Keep, pools: { after: Float6
       continue;
     }
     const row = (d: Float64Array) => Tensor.fromArray(cpu(), d, [per], 'f32');
-    expectClose(keep(row(a)), keep(row(pools.want.subarray(sl * per, (sl + 1) * per))), tol, `${label}: pool slot ${sl}`);
+    expectClose(keep(row(a)), keep(row(pools.want.subarray(sl * per, (sl + 1) * per))), tolOf('f32'), `${label}: pool slot ${sl}`);
   }
 }
 

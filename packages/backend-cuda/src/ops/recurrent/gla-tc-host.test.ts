@@ -4,14 +4,16 @@
  * tensor-core primitives emulated lane by lane below (mma.sync m16n8k16 bf16 and ldmatrix x2 / x4 / x4.trans with the
  * fragment layouts of the PTX ISA, bf16 as its bits, cp.async as a copy with the zero fill), both launches on the
  * plan's grids and the #defines and argument order the launcher uses (gla-tc.ts). o and the final state (or the pool
- * rows) are held to the float64 CPU chunk_gla over the same bf16-rounded inputs: several chunks with a tail, batch
- * rows with an initial state, packed sequences (one empty, ends inside chunks) over a pool with a -1 row, gates near 0
- * and strongly negative (down to -40 a token: the intra-chunk factors must underflow, never overflow), K 32 (one
- * 32-channel slab, two warps across K) and K 128 (two 64-channel slabs, eight warps across K). What it cannot see:
- * races between warps, bank conflicts, f16, timing. Skipped where g++ is absent.
+ * rows) are held to the float64 CPU chunk_gla over the same bf16-rounded inputs: bit for bit where the values keep
+ * every step exact (any misplaced fragment, row or chunk shows), else at the tolerances the CUDA-core kernel meets
+ * (bf16's for o, f32's for the state: the hi + lo operands must hold them): several chunks with a tail, batch rows
+ * with an initial state, packed sequences (one empty, ends inside chunks) over a pool with a -1 row, the L1 task's
+ * normal inputs at K 256, gates near 0 and strongly negative (down to -40 a token: the intra-chunk factors must
+ * underflow, never overflow), K 32 (one 32-channel slab, two warps across K), K 128 (two slabs, eight warps). What it
+ * cannot see: races between warps, bank conflicts, f16, timing. Skipped where g++ is absent.
  */
 import { CpuBackend } from '@fastkernels/backend-cpu';
-import { Tensor, callOp } from '@fastkernels/core';
+import { Rng, Tensor, callOp } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { cArray, hasGxx, runOnHost } from '../../../test/host-cuda.js';
 import { KERNEL_SOURCES } from '../../kernel-sources.generated.js';
@@ -138,11 +140,15 @@ interface Case {
    * misplaced fragment, row or chunk shows as an error instead of hiding in the rounding.
    */
   readonly exact?: boolean;
+  /** Normal values (the L1 task's distribution) instead of the sine pattern in about [-1.3, 1.3]. */
+  readonly normal?: boolean;
   /** The log gate of element e (token-major [B, T, H, K] order) from a value in about [-1.3, 1.3]. */
   readonly gate: (x: number, e: number) => number;
 }
 
-const rnd = (n: number, seed: number, f: (x: number, i: number) => number = (x) => x) => Float64Array.from({ length: n }, (_, i) => f(Math.sin(seed * 12.9898 + i * 78.233) * 1.3, i));
+const sines = (n: number, seed: number) => Float64Array.from({ length: n }, (_, i) => Math.sin(seed * 12.9898 + i * 78.233) * 1.3);
+let normal = false;
+const rnd = (n: number, seed: number, f: (x: number, i: number) => number = (x) => x) => (normal ? new Rng(seed).fillNormal(n) : sines(n, seed)).map(f);
 const numel = (s: readonly number[]) => s.reduce((a, b) => a * b, 1);
 
 /** Runs both launches on the host; returns o [B, T, H, V] and the state array after (the final states or the pool). */
@@ -165,7 +171,7 @@ ${cArray('float', 's_in', x.s0 ?? [0])}
 ${cArray('int', 'cu', c.cu ?? [0])}
 ${cArray('int', 'si', c.idx ?? [0])}
 static float s_out[${stateLen}];
-static unsigned short o_[${B * T * H * V}], qg_[${B * T * H * K}], kd_[${B * T * H * K}], A_[${p.slots * H * 64 * 64}];
+static unsigned short o_[${B * T * H * V}], qg_[${2 * B * T * H * K}], kd_[${2 * B * T * H * K}], A_[${2 * p.slots * H * 64 * 64}];
 static float dec[${p.slots * H * K}];
 #define BF(a) reinterpret_cast<__nv_bfloat16*>(a)
 int main() {
@@ -204,6 +210,7 @@ function check(c: Case): void {
   const { B, T, H, K, V } = c;
   const N = c.cu ? c.cu.length - 1 : B;
   const pooled = c.idx !== undefined;
+  normal = c.normal ?? false;
   const value = c.exact ? (z: number) => Math.round(z) : bf16;
   const x = {
     q: rnd(B * T * H * K, 1).map(value),
@@ -228,12 +235,24 @@ function check(c: Case): void {
     const badS = wantS.findIndex((w, i) => got.state[i] !== w);
     expect(badS, badS < 0 ? 'state' : `state[${badS}]: ${got.state[badS]} vs ${wantS[badS]}`).toBe(-1);
   } else {
-    // bf16 operands (Qg, Kd, A, the state as o's operand; FLA rounds the same ones) and a bf16 o: the worst element
-    // is off by a few 2^-9 of the output's scale (the state's error is Kd's rounding summed over a chunk's tokens)
-    const eo = scaledError(got.o, wantO);
-    const es = scaledError(got.state, wantS);
-    expect(eo, `o: max error ${eo} of the output's scale`).toBeLessThan(0.015);
-    expect(es, `state: max error ${es} of the state's scale`).toBeLessThan(0.015);
+    // the hi + lo operands leave o's own bf16 rounding and f32 sums: within the tolerances the GPU tests and the L1
+    // task hold the CUDA-core kernel to (compareTensors: 99% of the elements within atol + rtol |want|, none past 8x;
+    // bf16's for o, f32's for the state), and far inside them by scale
+    const within = (g: ArrayLike<number>, w: Float64Array, atol: number, rtol: number, what: string) => {
+      let matched = 0;
+      let worst = 0;
+      w.forEach((x, i) => {
+        const r = Math.abs(g[i]! - x) / (atol + rtol * Math.abs(x));
+        if (r <= 1) matched++;
+        worst = Math.max(worst, r);
+      });
+      expect(matched / w.length, `${what}: matched`).toBeGreaterThanOrEqual(0.99);
+      expect(worst, `${what}: worst error / tolerance`).toBeLessThanOrEqual(8);
+    };
+    within(got.o, wantO, 1e-2, 1e-2, 'o');
+    within(got.state, wantS, 1e-5, 1e-3, 'state');
+    expect(scaledError(got.o, wantO)).toBeLessThan(0.005);
+    expect(scaledError(got.state, wantS)).toBeLessThan(1e-4);
   }
   if (pooled) {
     // the rows no live sequence names (the -1 row's too) are untouched
@@ -260,6 +279,9 @@ describe(`tensor-core chunk_gla replayed on the host vs the float64 CPU op${hasG
   });
   it.skipIf(!hasGxx)('packed sequences (one empty, ends inside chunks) over a pool with a -1 row, scale 0.3', { timeout: 600_000 }, () => {
     check({ B: 1, T: 150, H: 2, K: 32, V: 32, cu: [0, 17, 17, 90, 130, 150], idx: [3, 0, -1, 4, 1], slots: 6, scale: 0.3, gate: glaGate });
+  });
+  it.skipIf(!hasGxx)("the L1 task's inputs (q, k, v, the state ~ N(0, 1), GLA's gates) at K 256: 256 tokens, 4 slabs, 8 warps across K", { timeout: 600_000 }, () => {
+    check({ B: 1, T: 256, H: 1, K: 256, V: 32, init: true, normal: true, gate: glaGate });
   });
   it.skipIf(!hasGxx)('gates near 0 on some channels and down to -40 a token on others (strong forgetting), K 128 (two slabs)', { timeout: 600_000 }, () => {
     // channel i % 4: 0 -> about -1e-4 (the state barely decays), 1 -> GLA's, 2 -> -3 .. -10, 3 -> -20 .. -40

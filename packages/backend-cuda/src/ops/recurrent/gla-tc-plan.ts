@@ -2,15 +2,15 @@
  * Launch plans of the tensor-core chunk_gla (kernels/gla_chunk_tc.cu) and what it declines to the CUDA-core
  * fk_gla_chunk (gla-plan.ts): pure functions of the shapes, unit-tested without a GPU.
  *
- * Two launches. fk_gla_chunk_prep: a CTA per (chunk slot, head), PREP_THREADS threads, fully parallel: Qg, Kd, A and
- * the decay of each chunk, computed once a chunk. fk_gla_chunk_tc: a CTA per (V tile of BV columns, head, sequence)
+ * Two launches. fk_gla_chunk_prep: a CTA per (chunk slot, head), PREP_THREADS threads, fully parallel: Qg, Kd, A (as
+ * hi + lo pairs of the dtype) and the decay of each chunk, computed once a chunk. fk_gla_chunk_tc: a CTA per (V tile of BV columns, head, sequence)
  * walks the chunks in order with its [BV, K] slice of the state in mma accumulators: WM = BV / 16 warps down the value
  * rows times WK warps across the key columns (KW = K / WK each).
  *
  * Why this split and not FLA's two passes (every chunk's state to memory, then the outputs in parallel): at GLA-2.7B
  * (5 heads of 256 x 512) FLA's per-chunk states are 64 chunks x 2.6 MB = 168 MB of f32 (84 MB in bf16) written and
  * read back a 4096-token prefill, about 50-100 us of HBM time alone, while the sequential walk keeps the state on chip.
- * Its chain of 64 dependent chunk steps is short (a step is ~2.4 MFLOP of mma a CTA plus ~83 KB of L2 reads), and
+ * Its chain of 64 dependent chunk steps is short (a step is ~5.5 MFLOP of mma a CTA plus ~150 KB of L2 reads), and
  * what depends on q / k / g alone (the exponentials, the intra-chunk scores) is hoisted into the parallel prep pass
  * so the walk is loads and mma only. The walk's grid is the one choice: a CTA reads the chunk's Qg / Kd / A whatever
  * its BV, so narrower tiles mean more CTAs but the same per-CTA load time; the plan takes the narrowest tile whose grid
@@ -22,7 +22,7 @@
 export const GLA_TC_CHUNK = 64;
 export const GLA_TC_SUB = 16;
 export const GLA_TC_PREP_THREADS = 256;
-/** The largest key head dim: two stages of Qg / Kd [64, K + 8] (bf16) must fit a CTA's shared memory. */
+/** The largest key head dim: Qg and Kd as hi + lo [64, K + 8] (bf16) must fit a CTA's shared memory beside the rest. */
 export const GLA_TC_MAX_K = 256;
 /** Key columns a warp's state slice may hold (KW / 2 accumulator registers a thread). */
 const MAX_KW = 128;
@@ -67,11 +67,14 @@ function tileFits(K: number, V: number, bv: number): boolean {
   return V % bv === 0 && K / warpsAcrossK(K, bv) <= MAX_KW;
 }
 
-/** The main kernel's dynamic shared memory (gla_chunk_tc.cu MAIN_SMEM), bytes: two stages and the o partials. */
+/**
+ * The main kernel's dynamic shared memory (gla_chunk_tc.cu MAIN_SMEM), bytes: Qg and Kd (hi, lo) once, two stages of
+ * A (hi, lo), the v tile and the decay, and the o partials.
+ */
 export function glaTcMainShared(K: number, bv: number, wk: number): number {
   const C = GLA_TC_CHUNK;
-  const stage = (2 * C * (K + 8) + C * (C + 8) + C * (bv + 8)) * 2 + K * 4;
-  return 2 * stage + wk * C * (bv + 4) * 4;
+  const stage = (2 * C * (C + 8) + C * (bv + 8)) * 2 + K * 4;
+  return 4 * C * (K + 8) * 2 + 2 * stage + wk * C * (bv + 4) * 4;
 }
 
 /** The prep kernel's (gla_chunk_tc.cu PREP_SMEM), bytes. */
@@ -79,7 +82,7 @@ export function glaTcPrepShared(ks: number): number {
   const C = GLA_TC_CHUNK;
   const kpRows = (GLA_TC_SUB * (C / GLA_TC_SUB - 1) * (C / GLA_TC_SUB)) / 2;
   const tri = (GLA_TC_SUB * (GLA_TC_SUB + 1)) / 2;
-  return 2 * C * (ks + 2) * 2 + C * (ks + 1) * 4 + (C + kpRows) * (ks + 8) * 2 + (C / GLA_TC_SUB) * tri * 4 + GLA_TC_PREP_THREADS * 4;
+  return 2 * C * (ks + 2) * 2 + C * (ks + 1) * 4 + 2 * (C + kpRows) * (ks + 8) * 2 + (C / GLA_TC_SUB) * tri * 4 + GLA_TC_PREP_THREADS * 4;
 }
 
 /** The plan for `s` on a device of `sms` multiprocessors (the shape must pass glaTcDecline). */

@@ -1,6 +1,7 @@
 /**
  * The tensor-core chunk_gla launcher (kernels/gla_chunk_tc.cu, planned by gla-tc-plan.ts): four workspaces sized from
- * shapes (Qg and Kd shaped like q, A [slots, H, 64, 64] in the input dtype, the decay [slots, H, K] f32), then
+ * shapes (Qg and Kd [B T, H, 2, K] and A [slots, H, 2, 64, 64]: hi, lo pairs in the input dtype; the decay [slots, H, K]
+ * f32), then
  * fk_gla_chunk_prep and fk_gla_chunk_tc. No host read of any tensor, so the call can be captured in a CUDA graph; the
  * workspaces go back to the stream-ordered allocator when the call returns, as the launcher's other temporaries do.
  */
@@ -31,9 +32,9 @@ export function glaTcSource(entry: 'fk_gla_chunk_prep' | 'fk_gla_chunk_tc', defi
   return { source: `${head}\n${source}`, entry, signature: entry === 'fk_gla_chunk_prep' ? GLA_TC_PREP_SIGNATURE : GLA_TC_MAIN_SIGNATURE };
 }
 
-/** The workspaces' shapes (elements) for a plan. */
+/** The workspaces' shapes (elements) for a plan: Qg / Kd and A as hi, lo pairs (the 2), the decay in f32. */
 export function glaTcWorkspaceShapes(B: number, T: number, H: number, K: number, p: GlaTcPlan): { qk: number[]; A: number[]; dec: number[] } {
-  return { qk: [B * T, H, K], A: [p.slots, H, 64, 64], dec: [p.slots, H, K] };
+  return { qk: [B * T, H, 2, K], A: [p.slots, H, 2, 64, 64], dec: [p.slots, H, K] };
 }
 
 export interface GlaTcWorkspaces {
