@@ -204,6 +204,9 @@ extern "C" __global__ void __launch_bounds__(1024, 1) fk_softmax(FK_OT* __restri
 __device__ __forceinline__ void fk_cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
+// The two halves of a cluster barrier, for a wait that comes later than the arrive (work in between).
+__device__ __forceinline__ void fk_cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
+__device__ __forceinline__ void fk_cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
 __device__ __forceinline__ unsigned fk_cluster_rank() {
   unsigned r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
@@ -221,8 +224,9 @@ __device__ __forceinline__ float fk_ld_cluster(const float* p, unsigned rank) {
 
 // After fk_warp_merge, the row's (m, s) over the cluster (fk_softmax_cluster and fk_softmax_smem): the block's pair,
 // merged by warp 0, is published in this CTA's part[0..1]; after a cluster barrier every CTA merges the FK_CS parts in
-// rank order (so every CTA gets the same bits). A second barrier keeps every CTA's shared memory alive until the others
-// have read it.
+// rank order (so every CTA gets the same bits), then arrives at a second barrier whose wait is the kernel's last
+// statement (fk_cluster_wait): it keeps every CTA's shared memory alive until the others have read it, and the slice's
+// write goes out before it instead of after (one cluster barrier less on the path of few long rows).
 __device__ __forceinline__ void fk_cluster_merge(float& m, float& s, float* rm, float* rsum, float* part, int warp, int lane, int nw) {
   fk_publish_warp_pair(m, s, rm, rsum, warp, lane);
   if (warp == 0) {
@@ -237,7 +241,7 @@ __device__ __forceinline__ void fk_cluster_merge(float& m, float& s, float* rm, 
   s = 0.f;
 #pragma unroll
   for (int r = 0; r < FK_CS; ++r) fk_merge(m, s, fk_ld_cluster(&part[0], r), fk_ld_cluster(&part[1], r));
-  fk_cluster_sync();  // no CTA leaves (freeing its shared memory) while another may still read it
+  fk_cluster_arrive();  // this CTA's reads of the others' parts are done (the kernel waits for everyone's at its end)
 }
 
 extern "C" __global__ void __cluster_dims__(FK_CS, 1, 1) __launch_bounds__(1024, 1)
@@ -261,6 +265,7 @@ extern "C" __global__ void __cluster_dims__(FK_CS, 1, 1) __launch_bounds__(1024,
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = (blockDim.x + 31) >> 5;
   fk_cluster_merge(m, s, rm, rsum, part, warp, lane, nw);
   fk_write_slice<V>(yr, xr, n, a, m, fk_row_post(m, s));
+  fk_cluster_wait();  // no CTA leaves (freeing its shared memory) while another may still read it
 }
 
 // ---- long rows read once: one cluster of FK_CS CTAs a row, each CTA's slice in shared memory (Hopper, sm_90).
@@ -326,4 +331,5 @@ extern "C" __global__ void __cluster_dims__(FK_CS, 1, 1) __launch_bounds__(1024)
     const V av = slice[j];
     yr[j] = fk_out_vec<V>(av, m, post);
   }
+  fk_cluster_wait();  // no CTA leaves (freeing its shared memory) while another may still read it
 }
