@@ -36,6 +36,14 @@ describe('planGlaTc', () => {
     expect(p.mainSharedBytes).toBeLessThanOrEqual(227 * 1024);
   });
 
+  it('recurrent.chunkGlaTileColumns forces the tile where V takes it, else the plan stands', () => {
+    const s = { N: 1, T: 4096, ...GLA, varlen: false };
+    expect(planGlaTc(s, 132, 64).mainGrid).toEqual([8, 5, 1]);
+    expect(planGlaTc(s, 132, 16).bv).toBe(16);
+    expect(planGlaTc({ ...s, V: 48 }, 132, 32).bv).toBe(16);
+    expect(planGlaTc(s, 132, 0).bv).toBe(32);
+  });
+
   it('a small grid takes the narrowest tile; K whose k16 steps do not split eight ways takes fewer warps across K', () => {
     expect(planGlaTc({ N: 1, T: 100, H: 1, K: 256, V: 512, varlen: false }, 132).bv).toBe(16);
     const p = planGlaTc({ N: 1, T: 100, H: 1, K: 48, V: 16, varlen: false }, 132);

@@ -85,12 +85,15 @@ export function glaTcPrepShared(ks: number): number {
   return 2 * C * (ks + 2) * 2 + C * (ks + 1) * 4 + 2 * (C + kpRows) * (ks + 8) * 2 + (C / GLA_TC_SUB) * tri * 4 + GLA_TC_PREP_THREADS * 4;
 }
 
-/** The plan for `s` on a device of `sms` multiprocessors (the shape must pass glaTcDecline). */
-export function planGlaTc(s: GlaTcShape, sms: number): GlaTcPlan {
+/**
+ * The plan for `s` on a device of `sms` multiprocessors (the shape must pass glaTcDecline); `tileColumns`
+ * (recurrent.chunkGlaTileColumns) forces the V tile where it fits the shape.
+ */
+export function planGlaTc(s: GlaTcShape, sms: number, tileColumns = 0): GlaTcPlan {
   const ok = BVS.filter((bv) => tileFits(s.K, s.V, bv));
   if (ok.length === 0) throw new RangeError(`gla tc: no tile for K ${s.K} / V ${s.V}`);
   const ctas = (bv: number) => s.N * s.H * (s.V / bv);
-  const bv = ok.find((b) => ctas(b) <= sms) ?? ok[ok.length - 1]!;
+  const bv = ok.find((b) => b === tileColumns) ?? ok.find((b) => ctas(b) <= sms) ?? ok[ok.length - 1]!;
   const wm = bv / 16;
   const wk = warpsAcrossK(s.K, bv);
   const ks = s.K % 64 === 0 ? 64 : s.K % 32 === 0 ? 32 : 16;

@@ -12,6 +12,7 @@ import { KERNEL_SOURCES } from '../../kernel-sources.generated.js';
 import type { GeneratedKernel } from '../elementwise-source.js';
 import { addr } from '../elementwise.js';
 import type { GenKernelCache } from '../gen-cache.js';
+import { cudaTuning } from '../../tuning/load.js';
 import type { GlaOperands } from './gla.js';
 import { GLA_TC_PREP_THREADS, glaTcDefines, planGlaTc, type GlaTcPlan } from './gla-tc-plan.js';
 
@@ -58,11 +59,11 @@ export function rowsReadable16(t: Tensor): boolean {
   return addr(t) % 16 === 0 && [0, 1, 2].every((d) => t.shape[d]! <= 1 || (t.strides[d]! * t.itemsize) % 16 === 0);
 }
 
-export function glaTcLaunch(x: GlaOperands, w: GlaTcWorkspaces, scale: number | null, sms: number): GlaTcLaunch {
+export function glaTcLaunch(x: GlaOperands, w: GlaTcWorkspaces, scale: number | null, sms: number, tileColumns = 0): GlaTcLaunch {
   const [B, T, H, K] = x.q.shape as [number, number, number, number];
   const V = x.v.shape[3]!;
   const N = x.cu ? x.cu.shape[0]! - 1 : B;
-  const plan = planGlaTc({ N, T, H, K, V, varlen: x.cu !== null }, sms);
+  const plan = planGlaTc({ N, T, H, K, V, varlen: x.cu !== null }, sms, tileColumns);
   const idx = (t: Tensor | null) => (t?.dtype === 'i64' ? 'i64' : 'i32');
   const defines = glaTcDefines(x.q.dtype as 'bf16' | 'f16', K, plan, idx(x.cu), idx(x.idx));
   const key = `gla-tc|${Object.values(defines).join('|')}`;
@@ -96,7 +97,8 @@ export class GlaTcRunner {
     const [B, T, H, K] = x.q.shape as [number, number, number, number];
     const V = x.v.shape[3]!;
     const N = x.cu ? x.cu.shape[0]! - 1 : B;
-    const plan = planGlaTc({ N, T, H, K, V, varlen: x.cu !== null }, sms);
+    const tileColumns = cudaTuning().recurrent.chunkGlaTileColumns;
+    const plan = planGlaTc({ N, T, H, K, V, varlen: x.cu !== null }, sms, tileColumns);
     const shapes = glaTcWorkspaceShapes(B, T, H, K, plan);
     const make = (shape: number[], dtype: DType) => {
       const t = Tensor.empty(x.q.backend, shape, dtype, { device: x.q.device });
@@ -105,7 +107,7 @@ export class GlaTcRunner {
     };
     const w = { qg: make(shapes.qk, x.q.dtype), kd: make(shapes.qk, x.q.dtype), A: make(shapes.A, x.q.dtype), dec: make(shapes.dec, 'f32') };
     const v = rowsReadable16(x.v) ? x.v : (temps.push(x.v.contiguous()), temps[temps.length - 1]!);
-    const l = glaTcLaunch({ ...x, v }, w, scale, sms);
+    const l = glaTcLaunch({ ...x, v }, w, scale, sms, tileColumns);
     this.kernel(`${l.key}|prep`, 'fk_gla_chunk_prep', l.defines).launch(l.plan.prepGrid, GLA_TC_PREP_THREADS, l.plan.prepSharedBytes, l.prepArgs);
     this.kernel(`${l.key}|main`, 'fk_gla_chunk_tc', l.defines).launch(l.plan.mainGrid, l.plan.threads, l.plan.mainSharedBytes, l.mainArgs);
   }
