@@ -19,7 +19,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const MODELS = ['yolov10n', 'yolov10s', 'convnextv2_base', 'flux_transformer', 'flux_vae'];
 const plan: VisionPlan = {
-  tiny: false, quick: false, models: MODELS, fluxLayers: [19, 38], fluxFullDepth: true, timeBudgetS: 1.5, minIters: 3, maxIters: 100,
+  tiny: false, quick: false, models: MODELS, fluxLayers: [19, 38], fluxFullDepth: true, timeBudgetS: 1.5, minIters: 3, maxIters: 100, convAlgoSearch: 'benchmark',
   inputs: { yolov10n: { imageSize: 640 }, yolov10s: { imageSize: 640 }, convnextv2_base: { imageSize: 384 }, flux_transformer: { imageTokens: 4096 }, flux_vae: { latent: [16, 128, 128] } },
   rows: [
     { id: 'yolov10n-bs1', model: 'yolov10n', batch: 1, dtype: 'f16', compile: ['default', 'reduce-overhead'] },
@@ -86,6 +86,11 @@ describe('bench/suites/vision/vision-lib.mjs', () => {
     const lines = formatVision(m);
     expect(lines.slice(-7).every((l: string) => l.startsWith('target: '))).toBe(true);
     expect(lines.join('\n')).toMatch(/flux_transformer-bs1: GEMMs 160.00 ms \+ attention 20.00 ms = 180.00 ms/);
+    // both sides ran the plan's conv algorithm policy; the header and the JSON say which
+    expect(m.settings.convAlgoSearch).toBe('benchmark');
+    expect(lines.join('\n')).toMatch(/conv algorithms: cuDNN's benchmark search on both sides/);
+    const { convAlgoSearch: _, ...oldPlan } = plan;
+    expect(mergeVision({ plan: oldPlan, ...sides('NVIDIA H200') }).settings.convAlgoSearch).toMatch(/^mixed/);
   });
 
   it('elsewhere the verdicts are informative and say why; a side that wrote nothing or torch not run is an error', () => {
@@ -162,6 +167,7 @@ describe('bench/suites/vision/run.sh --tiny --backend cpu (the whole chain on th
     const doc = VisionJsonSchema.parse(JSON.parse(readFileSync(join(out, 'vision.json'), 'utf8')));
     expect(doc.commit).toBe('smoke123');
     expect(doc.settings.fluxLayers).toEqual([2, 2]);
+    expect(doc.settings).toMatchObject({ convAlgoSearch: 'benchmark' }); // run.sh's default, both sides
     expect(doc.rows.map((x) => x.id)).toEqual(['yolov10n-bs1', 'yolov10n-bs2', 'convnextv2_base-bs2', 'flux_transformer-bs1', 'flux_vae-bs1', 'yolov10s-bs1', 'yolov10s-bs2']);
     expect(r.stdout.trim().split('\n').slice(-8, -1).every((l) => l.startsWith('target: '))).toBe(true); // the targets last, then the total
     if (py.torch) {

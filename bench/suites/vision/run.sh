@@ -8,7 +8,10 @@
 # $OUT/vision.json; the table is last, issue 33's / 34's targets (H200; informative elsewhere) its last lines.
 #   dist/gpu-host/bench/run vision [--models yolov10n,convnextv2_base,flux_transformer,flux_vae,yolov10s] [--quick]
 #       [--flux-layers 19,38 (tiny: 2,2)] [--no-compile] [--no-torch] [--deadline 540] [--convnext-dtype f16]
-#       [--backend cuda|cpu] [--tiny]
+#       [--conv-algo-search benchmark|heuristic] [--backend cuda|cpu] [--tiny]
+# --conv-algo-search (default benchmark): how BOTH sides pick cuDNN's conv algorithms, so the comparison is like for
+# like: benchmark = each shape's candidates timed once (torch.backends.cudnn.benchmark, our conv.algoSearch), what
+# fixed-shape inference runs; heuristic = cuDNN's heuristics' first choice on both sides.
 # --tiny --backend cpu: the CI fixtures' tiny configs, both sides on the CPU (a smoke run of the whole chain without a
 # GPU; its timings mean nothing): `FASTKERNELS_BUNDLE=... OUT=/tmp/vs bench/suites/vision/run.sh --tiny --backend cpu`.
 # Steps, each model its own processes (a failure or a timeout is recorded and the others still run):
@@ -25,7 +28,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../../lib/lib.sh"
 fk_setup vision
 # the informative yolov10s last: the --deadline cuts it first
-models="yolov10n,convnextv2_base,flux_transformer,flux_vae,yolov10s"; backend=cuda; flayers=""; tiny=""; quick=""; nocompile=""; notorch=""; deadline=540; cxdtype=f16
+models="yolov10n,convnextv2_base,flux_transformer,flux_vae,yolov10s"; backend=cuda; flayers=""; tiny=""; quick=""; nocompile=""; notorch=""; deadline=540; cxdtype=f16; convsearch=benchmark
 while [ $# -gt 0 ]; do
   case "$1" in
     --models) models="$2"; shift 2 ;;
@@ -37,10 +40,12 @@ while [ $# -gt 0 ]; do
     --no-torch) notorch=1; shift ;;
     --deadline) deadline="$2"; shift 2 ;;
     --convnext-dtype) cxdtype="$2"; shift 2 ;;
-    *) echo "vision: unknown argument $1 (--models a,b, --quick, --flux-layers D,S, --no-compile, --no-torch, --deadline S, --convnext-dtype f16|bf16|f32, --backend cuda|cpu, --tiny)" >&2; exit 1 ;;
+    --conv-algo-search) convsearch="$2"; shift 2 ;;
+    *) echo "vision: unknown argument $1 (--models a,b, --quick, --flux-layers D,S, --no-compile, --no-torch, --deadline S, --convnext-dtype f16|bf16|f32, --conv-algo-search benchmark|heuristic, --backend cuda|cpu, --tiny)" >&2; exit 1 ;;
   esac
 done
 case "$backend" in cuda|cpu) ;; *) echo "vision: --backend must be cuda or cpu, got $backend" >&2; exit 1 ;; esac
+case "$convsearch" in benchmark|heuristic) ;; *) echo "vision: --conv-algo-search must be benchmark or heuristic, got $convsearch" >&2; exit 1 ;; esac
 [ -n "$flayers" ] || { if [ -n "$tiny" ]; then flayers="2,2"; else flayers="19,38"; fi; }
 [[ "$deadline" =~ ^[0-9]+$ ]] || { echo "vision: --deadline must be seconds, got $deadline" >&2; exit 1; }
 [[ "$flayers" =~ ^[0-9]+,[0-9]+$ ]] || { echo "vision: --flux-layers must be D,S (double, single blocks), got $flayers" >&2; exit 1; }
@@ -50,7 +55,7 @@ mkdir -p "$WORK"
 echo "vision: bundle $bundle (commit ${commit:-?}), python $PY, ours on $backend, torch on $device, models $models, FLUX blocks $flayers, out $OUT, work $WORK"
 t0=$SECONDS
 rm -f "$WORK"/rate-*.json
-"$PY" "$here/vision_bench.py" configs --dir "$WORK" --models "$models" --flux-layers "$flayers" --convnext-dtype "$cxdtype" $quick $tiny
+"$PY" "$here/vision_bench.py" configs --dir "$WORK" --models "$models" --flux-layers "$flayers" --convnext-dtype "$cxdtype" --conv-algo-search "$convsearch" $quick $tiny
 IFS=',' read -r -a mlist <<< "$models"
 
 # step LOG TIMEOUT CMD...: the command's output into LOG and, indented, here; its exit status is reported, not fatal.

@@ -10,7 +10,10 @@ export interface VisionPlan {
   timeBudgetS: number;
   minIters: number;
   maxIters: number;
+  /** How both sides pick cuDNN's conv algorithms (absent in plans written before it was recorded). */
+  convAlgoSearch?: 'benchmark' | 'heuristic';
 }
+export function convAlgoSearchOf(plan: Pick<VisionPlan, 'convAlgoSearch'>): string;
 export function itersFor(plan: Pick<VisionPlan, 'timeBudgetS' | 'minIters' | 'maxIters'>, oneMs: number, budgetS?: number): number;
 export interface VisionTarget {
   id: string;

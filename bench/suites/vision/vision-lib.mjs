@@ -115,6 +115,7 @@ export function mergeVision({ plan, ours = {}, torch = {}, torchSkipped = null, 
     settings: {
       tiny: plan.tiny, quick: plan.quick, models: plan.models, fluxLayers: plan.fluxLayers, fluxFullDepth: plan.fluxFullDepth,
       timeBudgetS: plan.timeBudgetS, iters: [plan.minIters, plan.maxIters],
+      convAlgoSearch: convAlgoSearchOf(plan),
       timing: 'device events around one call after an L2 flush, median (ours: bench/lib/timing.mjs; torch: bench/lib/torch_timing.py); the host clock on the CPU backend',
       ours: 'YOLOv10 / ConvNeXt-V2: the vision runner (fused at load, static buffers, channels-last, one CUDA graph per batch size), its device forward (forwardInPlace: no upload or read-back; endToEndMs is run() with both); FLUX transformer / VAE decoder: eager module calls, weights filled on the device',
       torch: firstTorch?.settings ?? null,
@@ -129,9 +130,16 @@ export function mergeVision({ plan, ours = {}, torch = {}, torchSkipped = null, 
 const f = (x, digits = 2, width = 8) => (num(x) === null ? '-' : x.toFixed(digits)).padStart(width);
 
 /** The report's lines: the rows, FLUX's floor, the errors, the targets last. */
+/** The conv algorithm policy both sides ran (plan.json's convAlgoSearch; plans from before it was recorded: torch benchmark, ours heuristic, named so). */
+export function convAlgoSearchOf(plan) {
+  return plan.convAlgoSearch ?? 'mixed (torch benchmark, ours heuristic: a plan from before convAlgoSearch)';
+}
+
 export function formatVision(m) {
   const lines = [];
   lines.push(`vision.json (commit ${m.commit ?? '?'}; ${m.gpu ?? '?'}, ours on ${m.backend ?? '?'}; torch ${m.versions.torch?.torch ?? '-'})${m.settings.tiny ? ' TINY CONFIGS: timings test the plumbing only' : ''}`);
+  const search = m.settings.convAlgoSearch;
+  lines.push(`conv algorithms: ${search === 'benchmark' ? "cuDNN's benchmark search on both sides (torch.backends.cudnn.benchmark = True, our conv.algoSearch 'benchmark')" : search === 'heuristic' ? "cuDNN's heuristics on both sides (torch.backends.cudnn.benchmark = False, our conv.algoSearch 'heuristic')" : search}`);
   lines.push(`matrix rate ${f(m.matrix.tflops, 0, 0)} TFLOP/s (dense bf16 ${m.matrix.ours?.n ?? m.matrix.torch?.n ?? '?'}^3 through ${m.matrix.ours ? 'our matmul' : 'torch.matmul'}, this run); ms: one forward of the batch; x: torch's time over ours (> 1: ours faster)`);
   lines.push(`${'row'.padEnd(22)} ${'dtype'.padEnd(5)} ${'GFLOP'.padStart(8)} ${'ours ms'.padStart(9)} ${'img/s'.padStart(8)} ${'TFLOP/s'.padStart(8)} ${'%matrix'.padStart(7)} ${'eager ms'.padStart(9)} ${'comp ms'.padStart(9)} ${'comp+cg'.padStart(9)} ${'x eager'.padStart(7)} ${'x comp'.padStart(7)} ${'x cg'.padStart(7)}`);
   for (const r of m.rows) {

@@ -52,6 +52,9 @@ if (has('--matrix-rate')) {
   process.exit(0);
 }
 
+// cuDNN's conv algorithm choice: the plan's policy, the one torch's side runs (torch.backends.cudnn.benchmark)
+const convAlgoSearch = plan.convAlgoSearch ?? 'benchmark';
+if (backendName === 'cuda') backend.generatedOps.conv.algoSearch = convAlgoSearch;
 const rows = plan.rows.filter((r) => r.model === model);
 if (!rows.length) {
   console.error(`vision.mjs: ${model} has no rows in ${join(work, 'plan.json')} (models: ${plan.models.join(', ')})`);
@@ -61,7 +64,7 @@ const dir = join(work, model);
 const registry = baselineRegistry();
 const result = {
   side: 'ours', model, backend: backendName, device: deviceName(), versions: backendName === 'cuda' ? backend.versions() : null,
-  launch: launchSettings(backend), rows: {}, errors: [],
+  launch: launchSettings(backend), convAlgoSearch: backendName === 'cuda' ? convAlgoSearch : null, rows: {}, errors: [],
 };
 const save = () => writeFileSync(join(dir, 'ours.json'), JSON.stringify(result, null, 1));
 save();

@@ -103,6 +103,10 @@ def cmd_configs(a):
         'fluxLayers': [D, S], 'fluxFullDepth': [D, S] == list(FLUX_FULL) and not a.tiny,
         # a measurement's time budget: iterations = budget / one call's time, clamped (both sides use the same rule)
         'timeBudgetS': 0.4 if a.quick or a.tiny else 1.5, 'minIters': 3, 'maxIters': 20 if a.quick else 100,
+        # how both sides pick cuDNN's conv algorithms: 'benchmark' (each shape's candidates timed on its first call:
+        # torch.backends.cudnn.benchmark = True, our conv.algoSearch = 'benchmark'; fixed-shape inference's setting) or
+        # 'heuristic' (cuDNN's heuristics' first choice on both sides)
+        'convAlgoSearch': a.conv_algo_search,
     }
     with open(os.path.join(a.dir, 'plan.json'), 'w') as f:
         json.dump(plan, f, indent=1)
@@ -349,15 +353,16 @@ def cmd_torch(a):
     name = a.model
     rows = [r for r in plan['rows'] if r['model'] == name]
     out_path = os.path.join(a.dir, name, 'torch.json')
+    search = plan.get('convAlgoSearch', 'benchmark')
     res = {'side': 'torch', 'model': name, 'device': a.device, 'versions': versions(), 'rows': {}, 'errors': [],
-           'settings': {'cudnnBenchmark': True, 'compile': 'torch.compile default mode' + (' per block (regional)' if name == 'flux_transformer' else ''),
+           'settings': {'cudnnBenchmark': search == 'benchmark', 'compile': 'torch.compile default mode' + (' per block (regional)' if name == 'flux_transformer' else ''),
                         'cudagraphs': 'torch.compile mode="reduce-overhead"', 'yolo': 'Conv+BN folded, RepVGGDW merged (ultralytics fuse)'}}
 
     def save():
         with open(out_path, 'w') as f:
             json.dump(res, f, indent=1)
     save()
-    torch.backends.cudnn.benchmark = True  # fixed shapes: the tuned deployment's setting, the stricter yardstick
+    torch.backends.cudnn.benchmark = search == 'benchmark'  # the plan's policy, the one our side runs too (vision.mjs)
     dt = {'f16': torch.float16, 'bf16': torch.bfloat16, 'f32': torch.float32}[rows[0]['dtype']]
     time_ms = make_timer(a.device, plan)
     t0 = time.time()
@@ -443,6 +448,7 @@ def main():
     c.add_argument('--quick', action='store_true')
     c.add_argument('--tiny', action='store_true')
     c.add_argument('--convnext-dtype', default='f16', choices=['f16', 'bf16', 'f32'])
+    c.add_argument('--conv-algo-search', default='benchmark', choices=['benchmark', 'heuristic'])
     p = sub.add_parser('preflight')
     p.add_argument('--device', default='cuda', choices=['cuda', 'cpu'])
     r = sub.add_parser('rate')
