@@ -108,6 +108,14 @@ add({ name: 'sort-rows-8192x1024-f32', group: 'along-dim', op: 'sort', attrs: { 
 add({ name: 'interpolate-nearest2x-yolo-8x256x40x40-f16', group: 'layout', op: 'interpolate', attrs: { scale_factor: 2, mode: 'nearest' }, inputs: [{ shape: [8, 256, 40, 40], dtype: 'f16' }], out: { shape: [8, 256, 80, 80], dtype: 'f16' } });
 add({ name: 'interpolate-bilinear-8x256x80x80-to-160-f16', group: 'layout', op: 'interpolate', attrs: { size: [160, 160], mode: 'bilinear', align_corners: false }, inputs: [{ shape: [8, 256, 80, 80], dtype: 'f16' }], out: { shape: [8, 256, 160, 160], dtype: 'f16' } });
 add({ name: 'pad-reflect1-8x256x80x80-bf16', group: 'layout', op: 'pad', attrs: { pad: [1, 1, 1, 1], mode: 'reflect' }, inputs: [{ shape: [8, 256, 80, 80], dtype: 'bf16' }], out: { shape: [8, 256, 82, 82], dtype: 'bf16' } });
+// permutation copies (issue 34 item 3: CudaOps.copy's rows / tiled-transpose kernels): x.permute(...).contiguous() of a
+// tensor made at its stored shape, as torch's x.permute(...).contiguous(); the floor is the same-size copy
+for (const [name, shape, permute] of [
+  ['contiguous-bhsd-to-bshd-8x32x2048x128-f16', [8, 32, 2048, 128], [0, 2, 1, 3]],
+  ['contiguous-bshd-to-bhsd-8x2048x32x128-f16', [8, 2048, 32, 128], [0, 2, 1, 3]],
+  ['contiguous-nchw-to-nhwc-32x256x80x80-f16', [32, 256, 80, 80], [0, 2, 3, 1]],
+  ['contiguous-nhwc-to-nchw-32x80x80x256-f16', [32, 80, 80, 256], [0, 3, 1, 2]],
+]) add({ name, group: 'layout', op: 'contiguous', attrs: {}, inputs: [{ shape, dtype: 'f16', view: { permute } }], out: { shape: permute.map((p) => shape[p]), dtype: 'f16' } });
 
 // conv (src/ops/conv/, issue 26's conv2d >= 0.95x torch target; issue 34's YOLOv10n and ConvNeXt-V2 shapes): fp16 channels-last as
 // production runs them (ultralytics and torchvision models under .to(memory_format=torch.channels_last).half()). An

@@ -219,6 +219,8 @@ def build(c):
         return (lambda x: torch.sort(x, dim=at.get("dim", -1), descending=at.get("descending", False))), xs
     if op == "interpolate":
         return (lambda x: F.interpolate(x, size=at.get("size"), scale_factor=at.get("scale_factor"), mode=at["mode"], align_corners=at.get("align_corners"))), xs
+    if op == "contiguous":  # the input is a permuted view (spec "view"): the layout change is the op
+        return (lambda x: x.contiguous()), xs
     if op == "pad":
         return (lambda x: F.pad(x, at["pad"], mode=at["mode"])), xs
     if op == "bmm":

@@ -18,6 +18,7 @@ import * as rotary from './ops/rotary/rotary.js';
 import * as rotaryKv from './ops/rotary/rotary-kv.js';
 import * as sampler from './ops/sampling/sampler.js';
 import * as softmax from './ops/reduction/softmax.js';
+import { COPY_THREADS, encodeCopyGeometry, planCopy, ROWS_GEO_BYTES, TRANSPOSE_GEO_BYTES, type CopyPlan } from './ops/layout/copy-plan.js';
 import { broadcastShapes, broadcastStrides, coalesce, encodeStrided, STRIDED_STRUCT_BYTES } from './strided.js';
 
 /** The C++ type of each dtype in kernels/elementwise.cu. */
@@ -95,10 +96,40 @@ export class CudaOps implements Ops {
       rt.copyDtoD(ptrOf(dst), ptrOf(src), n * dst.itemsize);
       return;
     }
+    if (dst.dtype === src.dtype && this.permuteCopy(dst, src)) return;
     const c = coalesce(dst.shape, [dst.strides, src.strides]);
     const k = this.kernel('fk_copy', dst.dtype, src.dtype, src.dtype, accType(dst.dtype, src.dtype));
     k.launch(this.grid(n), THREADS, 0, [ptrOf(dst), ptrOf(src), encodeStrided(this.structBuf, c.shape, c.strides, n)]);
   }
+
+  /** A same-dtype copy on kernels/permute_copy.cu's vectorised rows / tiled transpose (ops/layout/copy-plan.ts); false: fk_copy's case. */
+  private permuteCopy(dst: Tensor, src: Tensor): boolean {
+    const rt = this.runtime();
+    const [d, s] = [ptrOf(dst), ptrOf(src)];
+    const plan = planCopy(dst.shape, dst.itemsize, { strides: dst.strides, ptr: d }, { strides: src.strides, ptr: s }, rt.properties().multiprocessors);
+    this.lastCopyPath = plan.kind;
+    if (plan.kind === 'generic') return false;
+    if (plan.kind === 'memcpy') {
+      rt.copyDtoD(d, s, dst.numel * dst.itemsize);
+      return true;
+    }
+    const rows = plan.kind === 'rows';
+    const entry = rows ? 'fk_copy_rows' : 'fk_copy_transpose';
+    const options = [`-DFK_ELEM_BYTES=${dst.itemsize}`, `-DFK_INDEX=${rows ? plan.index : 'long long'}`];
+    const key = `${entry}|${options.join(' ')}`;
+    let k = this.kernels.get(key);
+    if (!k) {
+      const geo = { struct: rows ? ROWS_GEO_BYTES : TRANSPOSE_GEO_BYTES, align: 8 };
+      this.kernels.set(key, (k = new CudaKernel({ source: KERNEL_SOURCES['permute_copy.cu']!, entry, name: 'permute_copy.cu', signature: ['ptr', 'ptr', geo], options })));
+    }
+    const buf = rows ? (this.rowsGeoBuf ??= new Uint8Array(ROWS_GEO_BYTES)) : (this.transposeGeoBuf ??= new Uint8Array(TRANSPOSE_GEO_BYTES));
+    k.launch(plan.grid, COPY_THREADS, 0, [d, s, encodeCopyGeometry(buf, plan)]);
+    return true;
+  }
+  /** The path the last same-dtype strided copy took (memcpy, rows, transpose, generic): for tests and the ops bench. */
+  lastCopyPath: CopyPlan['kind'] | null = null;
+  private rowsGeoBuf: Uint8Array | undefined;
+  private transposeGeoBuf: Uint8Array | undefined;
 
   add(a: Tensor, b: Tensor): Tensor {
     return this.binary('fk_add', a, b);

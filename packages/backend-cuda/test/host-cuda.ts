@@ -73,6 +73,29 @@ inline void fk_launch(fk_dim3 grid, unsigned threads, const std::function<void()
 }
 `;
 
+/** For kernels with __syncthreads / __shared__ (prepend to the source): a CTA-wide barrier, static shared memory, a 2-d grid of any block (fk_launch_ctas). */
+export const CTA_SHIM = `#define __shared__ static
+std::barrier<>* fk_cta_bar;
+inline void __syncthreads() { fk_cta_bar->arrive_and_wait(); }
+inline void fk_launch_ctas(unsigned gx, unsigned gy, unsigned threads, const std::function<void()>& kernel) {
+  gridDim = {gx, gy, 1};
+  blockDim = {threads, 1, 1};
+  for (unsigned by = 0; by < gy; by++)
+    for (unsigned bx = 0; bx < gx; bx++) {
+      std::barrier<> bar(threads);
+      fk_cta_bar = &bar;
+      std::vector<std::thread> ts;
+      for (unsigned t = 0; t < threads; t++)
+        ts.emplace_back([&, t] {
+          threadIdx = {t, 0, 0};
+          blockIdx = {bx, by, 0};
+          kernel();
+        });
+      for (auto& th : ts) th.join();
+    }
+}
+`;
+
 /** A C++ array initialiser of numbers (floats printed round-trip exact). */
 export function cArray(type: string, name: string, values: ArrayLike<number>): string {
   const items = Array.from(values, (v) => (type === 'float' ? `${Number.isNaN(v) ? 'NAN' : Math.fround(v).toPrecision(9)}f` : String(v)));

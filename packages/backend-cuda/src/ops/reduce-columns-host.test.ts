@@ -12,34 +12,11 @@
  */
 import { Rng, type Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
-import { hasGxx, runOnHost } from '../../test/host-cuda.js';
+import { CTA_SHIM, hasGxx, runOnHost } from '../../test/host-cuda.js';
 import { fake } from '../../test/ops-fake.js';
 import { singleOp, type Expr } from './expr.js';
 import { GeneratedReductions } from './reduce.js';
 import type { ReduceOp } from './reduce-source.js';
-
-/** What the host run needs beyond host-cuda.ts: a CTA-wide barrier, static shared memory, a 2-d grid of any block. */
-const CTA_SHIM = `#define __shared__ static
-std::barrier<>* fk_cta_bar;
-inline void __syncthreads() { fk_cta_bar->arrive_and_wait(); }
-inline void fk_launch_ctas(unsigned gx, unsigned gy, unsigned threads, const std::function<void()>& kernel) {
-  gridDim = {gx, gy, 1};
-  blockDim = {threads, 1, 1};
-  for (unsigned by = 0; by < gy; by++)
-    for (unsigned bx = 0; bx < gx; bx++) {
-      std::barrier<> bar(threads);
-      fk_cta_bar = &bar;
-      std::vector<std::thread> ts;
-      for (unsigned t = 0; t < threads; t++)
-        ts.emplace_back([&, t] {
-          threadIdx = {t, 0, 0};
-          blockIdx = {bx, by, 0};
-          kernel();
-        });
-      for (auto& th : ts) th.join();
-    }
-}
-`;
 
 const CTYPE: Readonly<Record<string, string>> = { f32: 'float', f64: 'double', i32: 'int', i64: 'long long' };
 const ITEMSIZE: Readonly<Record<string, number>> = { f32: 4, f64: 8, i32: 4, i64: 8 };
