@@ -1,4 +1,4 @@
-import { F, OpError, callOp, callOp1, inferOp, supportedOps, viewStrides, type DType } from '@fastkernels/core';
+import { F, OpError, callOp, callOp1, inferOp, stridesLikeChannelsLast, supportedOps, viewStrides, type DType } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { LAYOUTS, Rng, cpu, expectClose, randn, relayout, tensor, values } from './test-helpers.js';
 
@@ -238,6 +238,20 @@ describe('interpolate, pixel_shuffle', () => {
     // 2 -> 3 outputs; output 1 maps to 1.5 / 1.7 - 0.5 (given scale) or 1.5 * 2 / 3 - 0.5 = 0.5 (recomputed)
     expectClose(values(F.interpolate(l, { scale_factor: 1.7, mode: 'linear' })), [0, 10 * (1.5 / 1.7 - 0.5), 10 * (2.5 / 1.7 - 0.5)]);
     expectClose(values(F.interpolate(l, { scale_factor: 1.7, mode: 'linear', recompute_scale_factor: true })), [0, 5, 10]);
+  });
+
+  it('a channels-last input gives a channels-last output (as PyTorch), the same values as the contiguous input', () => {
+    const x = arange(2 * 3 * 4 * 5, [2, 3, 4, 5]);
+    const clBase = F.contiguous(x.permute([0, 2, 3, 1])); // [N, H, W, C] in memory
+    const cl = clBase.permute([0, 3, 1, 2]);
+    for (const attrs of [{ scale_factor: 2 }, { size: [7, 9], mode: 'bilinear' as const }]) {
+      const want = F.interpolate(x, attrs);
+      const got = F.interpolate(cl, attrs);
+      expect(want.isContiguous()).toBe(true);
+      expect(stridesLikeChannelsLast(got.shape, got.strides) && !got.isContiguous()).toBe(true);
+      expect(got.strides).toEqual([got.shape[1]! * got.shape[2]! * got.shape[3]!, 1, got.shape[1]! * got.shape[3]!, got.shape[1]!]);
+      expect(values(got)).toEqual(values(want));
+    }
   });
 
   it('bilinear with and without align_corners: hand values', () => {

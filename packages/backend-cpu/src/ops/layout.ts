@@ -4,10 +4,10 @@
  * builds them from Tensor views and the backend's strided copy.
  */
 import {
-  OpError, contiguousStrides, interpolatePlan, numel,
+  OpError, contiguousStrides, emptyLikeMemoryFormat, interpolatePlan, numel,
   type Backend, type InterpolateAttrs, type OpCall, type OpKernelTable, type Shape, type Tensor,
 } from '@fastkernels/core';
-import { gather, gatherInts, output } from '../strided.js';
+import { gather, gatherInts, output, scatter } from '../strided.js';
 
 /** Row-major multi-index of linear position `i` of `shape` into `idx`. */
 function unravel(i: number, shape: Shape, idx: number[]): void {
@@ -218,7 +218,7 @@ function axis(mode: InterpolateAttrs['mode'], alignCorners: boolean, inSize: num
   return a;
 }
 
-function interpolateKernel(backend: Backend) {
+function interpolateKernel() {
   return (call: OpCall<InterpolateAttrs>): Tensor => {
     const x = call.inputs[0] as Tensor;
     const out = call.outputs[0]!;
@@ -253,7 +253,15 @@ function interpolateKernel(backend: Backend) {
         for (let q = 0; q < planes; q++) Y[q * outPlane + p]! += w * X[q * inPlane + off]!;
       }
     }
-    return output(backend, out.shape, out.dtype, Y, 'interpolate');
+    // in the input's memory format, as PyTorch's upsample: a channels-last net stays channels-last through its neck
+    const y = emptyLikeMemoryFormat(x, out.shape, out.dtype);
+    try {
+      scatter(y, Y, 'interpolate');
+    } catch (e) {
+      y.dispose();
+      throw e;
+    }
+    return y;
   };
 }
 
@@ -296,7 +304,7 @@ export function registerLayoutKernels(table: OpKernelTable, backend: Backend): v
   table.register('scatter_add', scatterKernel(backend, 'scatter_add'));
   table.register('one_hot', oneHotKernel(backend));
   table.register('pad', padKernel(backend));
-  table.register('interpolate', interpolateKernel(backend));
+  table.register('interpolate', interpolateKernel());
   table.register('flip', flipKernel(backend));
   table.register('tril', triangleKernel(backend, true));
   table.register('triu', triangleKernel(backend, false));

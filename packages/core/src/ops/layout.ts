@@ -85,15 +85,30 @@ function emptyLike(x: Tensor, shape: Shape, dtype: DType = x.dtype): Tensor {
  */
 function catOutput(ts: readonly Tensor[], shape: Shape, dtype: DType): Tensor {
   const x = ts[0]!;
-  const cl = CHANNELS_LAST_ORDER[shape.length];
   const inputs = ts.filter((t) => t.numel > 0);
-  if (!cl || inputs.length === 0 || !inputs.every((t) => stridesLikeChannelsLast(t.shape, t.strides))) return emptyLike(x, shape, dtype);
+  if (!CHANNELS_LAST_ORDER[shape.length] || inputs.length === 0 || !inputs.every((t) => stridesLikeChannelsLast(t.shape, t.strides))) return emptyLike(x, shape, dtype);
+  return emptyChannelsLast(x, shape, dtype);
+}
+
+/** A fresh 4-d / 5-d tensor on x's backend and device, laid out channels-last ([N, *spatial, C] in memory). */
+function emptyChannelsLast(x: Tensor, shape: Shape, dtype: DType): Tensor {
+  const cl = CHANNELS_LAST_ORDER[shape.length]!;
   const base = Tensor.empty(x.backend, cl.map((d) => shape[d]!), dtype, { device: x.device });
   const inverse = new Array<number>(cl.length);
   cl.forEach((d, i) => (inverse[d] = i));
   const out = base.permute(inverse);
   base.dispose();
   return out;
+}
+
+/**
+ * A fresh tensor of `shape` in x's suggested memory format, as PyTorch allocates the results of spatial ops that keep
+ * it (upsample / interpolate): channels-last when x (4-d / 5-d, the same rank) has channels-last strides, else
+ * contiguous. Keeps a channels-last conv net channels-last through its neck's upsamples.
+ */
+export function emptyLikeMemoryFormat(x: Tensor, shape: Shape, dtype: DType = x.dtype): Tensor {
+  if (x.rank === shape.length && CHANNELS_LAST_ORDER[shape.length] && stridesLikeChannelsLast(x.shape, x.strides)) return emptyChannelsLast(x, shape, dtype);
+  return emptyLike(x, shape, dtype);
 }
 
 // --- views -----------------------------------------------------------------------------------

@@ -20,3 +20,17 @@ export function interpolateScale(mode: InterpMode, alignCorners: boolean, inSize
 export function interpolateTaps(mode: InterpMode): 1 | 2 | 4 {
   return mode === 'nearest' || mode === 'nearest-exact' ? 1 : mode === 'bicubic' ? 4 : 2;
 }
+
+/**
+ * Elements a thread moves along C in the channels-last kernel (interpolate-source.ts interpolateChannelsLastSource):
+ * 16 bytes' worth where C is contiguous in x and the pointers, C and x's other strides (dims of size > 1) line up on
+ * that many elements; halved until they do (1: one element, C read at its stride).
+ */
+export function channelsLastVec(shape: readonly number[], strides: readonly number[], itemsize: number, xPtr: number, outPtr: number): number {
+  const C = shape[1]!;
+  const fits = (v: number) =>
+    C % v === 0 && strides[1] === 1 && xPtr % (v * itemsize) === 0 && outPtr % (v * itemsize) === 0 && strides.every((s, d) => d === 1 || shape[d] === 1 || s % v === 0);
+  let v = 16 / itemsize;
+  while (v > 1 && !fits(v)) v >>= 1;
+  return v;
+}

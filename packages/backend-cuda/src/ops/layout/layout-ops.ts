@@ -4,7 +4,7 @@
  * mode), so a launch after the first builds no string and compiles nothing. Outputs are fresh and contiguous; inputs
  * may have any strides (broadcast, transposed, sliced).
  */
-import { Tensor, contiguousStrides, interpolatePlan, roundToDType, type InterpolateAttrs } from '@fastkernels/core';
+import { CHANNELS_LAST_ORDER, Tensor, contiguousStrides, interpolatePlan, roundToDType, type InterpolateAttrs } from '@fastkernels/core';
 import type { ArgValue } from '../../args.js';
 import type { CudaKernel } from '../../kernel.js';
 import type { CudaRuntime } from '../../runtime.js';
@@ -13,8 +13,8 @@ import { addr } from '../elementwise.js';
 import type { GenKernelCache } from '../gen-cache.js';
 import { Geo } from './geo.js';
 import { gatherSource, scatterAccDType, scatterSource, type IndexDType } from './index-source.js';
-import { interpolateScale } from './interpolate-plan.js';
-import { interpolateSource, type InterpolateSpec } from './interpolate-source.js';
+import { channelsLastVec, interpolateScale } from './interpolate-plan.js';
+import { interpolateChannelsLastSource, interpolateSource, type InterpolateSpec } from './interpolate-source.js';
 import { padSource, type PadMode } from './pad-source.js';
 import { flipSource, oneHotSource, triangleSource } from './remap-source.js';
 
@@ -134,7 +134,10 @@ export class LayoutOps {
     return out;
   }
 
-  /** F.interpolate of [N, C, *spatial] into the contiguous `out`. */
+  /**
+   * F.interpolate of [N, C, *spatial] into `out`: contiguous, or channels-last (dense [N, *spatial, C] in memory, what
+   * the op allocates for a channels-last x, as PyTorch) on the kernel that walks C in vectors.
+   */
   interpolate(x: Tensor, attrs: InterpolateAttrs, out: Tensor): Tensor {
     const n = out.numel;
     if (n === 0) return out;
@@ -143,7 +146,13 @@ export class LayoutOps {
     const ac = attrs.align_corners ?? false;
     const { scales } = interpolatePlan(x.shape, attrs);
     const code = ((DCODE[d] * 8 + MODE_CODE[attrs.mode]) * 2 + (ac ? 1 : 0)) * 4 + S;
-    const e = this.entry(4, code, 3, 3 + 3 * S, S, () => this.cache.kernel(`interpolate|${attrs.mode}|${ac}|${S}|${d}`, () => interpolateSource({ mode: attrs.mode, alignCorners: ac, spatial: S, dtype: d }), 'layout-generated'));
+    const cl = !out.isContiguous();
+    if (cl && !denseChannelsLast(out)) throw new Error(`interpolate: internal error, output strides [${out.strides}] are neither contiguous nor channels-last`);
+    const vec = cl ? channelsLastVec(x.shape, x.strides, x.itemsize, addr(x), addr(out)) : 1;
+    const spec = { mode: attrs.mode, alignCorners: ac, spatial: S, dtype: d };
+    const e = cl
+      ? this.entry(8, code * 32 + vec, 3, 3 + 3 * S, S, () => this.cache.kernel(`interpolate-cl|${attrs.mode}|${ac}|${S}|${d}|${vec}`, () => interpolateChannelsLastSource({ ...spec, vec }), 'layout-generated'))
+      : this.entry(4, code, 3, 3 + 3 * S, S, () => this.cache.kernel(`interpolate|${attrs.mode}|${ac}|${S}|${d}`, () => interpolateSource(spec), 'layout-generated'));
     const g = e.geo;
     g.i(0, x.shape[1]!);
     for (let k = 0; k < S; k++) {
@@ -155,8 +164,8 @@ export class LayoutOps {
     const a = e.args;
     a[0] = addr(out);
     a[1] = addr(x);
-    a[2] = n;
-    e.kernel.launch(this.grid(n), THREADS, 0, a);
+    a[2] = n / vec;
+    e.kernel.launch(this.grid(n / vec), THREADS, 0, a);
     return out;
   }
 
@@ -231,4 +240,17 @@ export class LayoutOps {
     }
     return e;
   }
+}
+
+/** Dense channels-last: [N, *spatial, C] packed in memory (size-1 dims' strides ignored). */
+function denseChannelsLast(t: Tensor): boolean {
+  const order = CHANNELS_LAST_ORDER[t.rank];
+  if (!order) return false;
+  let expect = 1;
+  for (let k = order.length - 1; k >= 0; k--) {
+    const dim = order[k]!;
+    if (t.shape[dim]! !== 1 && t.strides[dim] !== expect) return false;
+    expect *= t.shape[dim]!;
+  }
+  return true;
 }

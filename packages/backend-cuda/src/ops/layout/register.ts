@@ -5,7 +5,7 @@
  * contiguous and constant pad already run as one strided copy each through core's `viaOps` route (CudaOps.copy / fill),
  * and pixel_shuffle / pixel_unshuffle as reshape + permute + that copy: nothing to add for them.
  */
-import { Tensor, normDim, type InterpolateAttrs, type OpCall, type OpKernelTable, type OpSupports } from '@fastkernels/core';
+import { Tensor, emptyLikeMemoryFormat, normDim, type InterpolateAttrs, type OpCall, type OpKernelTable, type OpSupports } from '@fastkernels/core';
 import type { CudaRuntime } from '../../runtime.js';
 import { isGenDType } from '../ctypes.js';
 import type { GenKernelCache } from '../gen-cache.js';
@@ -99,7 +99,8 @@ export function registerLayoutKernels(table: OpKernelTable, cache: GenKernelCach
     'interpolate',
     (call: OpCall<InterpolateAttrs>) => {
       const x = call.inputs[0] as Tensor;
-      return ops.interpolate(x, call.attrs, fresh(call, x));
+      const m = call.outputs[0]!;
+      return ops.interpolate(x, call.attrs, emptyLikeMemoryFormat(x, m.shape, m.dtype)); // channels-last in, channels-last out
     },
     tensors,
   );

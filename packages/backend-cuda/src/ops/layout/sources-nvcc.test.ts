@@ -3,7 +3,7 @@ import { compileSuite } from '../../../test/nvcc-compile.js';
 import type { GenDType } from '../ctypes.js';
 import type { GeneratedKernel } from '../elementwise-source.js';
 import { gatherSource, scatterSource } from './index-source.js';
-import { interpolateSource } from './interpolate-source.js';
+import { interpolateChannelsLastSource, interpolateSource } from './interpolate-source.js';
 import { padSource } from './pad-source.js';
 import { flipSource, oneHotSource, triangleSource } from './remap-source.js';
 
@@ -30,6 +30,13 @@ cases.push(['interpolate linear 1-D', () => interpolateSource({ mode: 'linear', 
 cases.push(['interpolate trilinear', () => interpolateSource({ mode: 'trilinear', alignCorners: false, spatial: 3, dtype: 'bf16' })]);
 cases.push(['interpolate bicubic', () => interpolateSource({ mode: 'bicubic', alignCorners: false, spatial: 2, dtype: 'f32' })]);
 cases.push(['interpolate bicubic align_corners f64', () => interpolateSource({ mode: 'bicubic', alignCorners: true, spatial: 2, dtype: 'f64' })]);
+// channels-last: 16-byte vectors along C (8 halves, 4 floats, 2 doubles) and the scalar fallback
+cases.push(['interpolate channels-last nearest f16 x8', () => interpolateChannelsLastSource({ mode: 'nearest', alignCorners: false, spatial: 2, dtype: 'f16', vec: 8 })]);
+cases.push(['interpolate channels-last nearest bf16 x1', () => interpolateChannelsLastSource({ mode: 'nearest', alignCorners: false, spatial: 2, dtype: 'bf16', vec: 1 })]);
+cases.push(['interpolate channels-last bilinear f16 x8', () => interpolateChannelsLastSource({ mode: 'bilinear', alignCorners: false, spatial: 2, dtype: 'f16', vec: 8 })]);
+cases.push(['interpolate channels-last bilinear bf16 x1 align_corners', () => interpolateChannelsLastSource({ mode: 'bilinear', alignCorners: true, spatial: 2, dtype: 'bf16', vec: 1 })]);
+cases.push(['interpolate channels-last bicubic f32 x4', () => interpolateChannelsLastSource({ mode: 'bicubic', alignCorners: false, spatial: 2, dtype: 'f32', vec: 4 })]);
+cases.push(['interpolate channels-last trilinear f64 x2', () => interpolateChannelsLastSource({ mode: 'trilinear', alignCorners: false, spatial: 3, dtype: 'f64', vec: 2 })]);
 cases.push(['flip rank 4', () => flipSource({ rank: 4, itemsize: 2 })]);
 cases.push(['tril rank 2 f32', () => triangleSource({ rank: 2, itemsize: 4, lower: true })]);
 cases.push(['triu rank 4 bool', () => triangleSource({ rank: 4, itemsize: 1, lower: false })]);
