@@ -10,6 +10,7 @@ import type { CudaRuntime } from '../../runtime.js';
 import { ConvKernels } from './conv-kernels.js';
 import { ConvPools } from './pool.js';
 import type { CudnnState } from './cudnn-library.js';
+import { cudnnPlanKey } from './cudnn-params.js';
 
 const ptrOf = (t: Tensor) => t.storage.devicePtr! + t.offset * t.itemsize;
 const A = { stride: 1, padding: 1, dilation: 1, groups: 1 };
@@ -182,16 +183,18 @@ describe('conv with cuDNN', () => {
     expect([calls[0]![3], calls[1]![3]]).toEqual([1, 0]);
   });
 
-  it("algoSearch 'benchmark' asks the addon to measure the shape's algorithms, except inside a graph capture", () => {
+  it("algoSearch 'benchmark' asks the addon to measure the shape's algorithms; a capture reuses only keys measured before", () => {
     const { f, conv, calls } = setup(PRESENT);
-    const run = () => conv.run(2, false, f.t([1, 4, 5, 5], 'f16'), f.t([4, 4, 3, 3], 'f16'), null, [1, 4, 5, 5], A);
+    const run = (C = 4) => conv.run(2, false, f.t([1, C, 5, 5], 'f16'), f.t([C, C, 3, 3], 'f16'), null, [1, C, 5, 5], A);
     run();
     conv.algoSearch = 'benchmark';
     run();
     const rt = (conv as unknown as { runtime: () => { capturing?: boolean } }).runtime();
     rt.capturing = true;
-    run();
-    expect(calls.map((p) => p[42])).toEqual([0, 1, 0]);
+    run(); // the key the eager call measured: the capture asks for it (the addon runs the measured plan, times nothing)
+    run(8); // a shape first seen in the capture: no search (timing cannot run in a capture), the heuristics' plan
+    expect(calls.map((p) => p[42])).toEqual([0, 1, 1, 0]);
+    expect(cudnnPlanKey(calls[1]!)).toBe(cudnnPlanKey(calls[2]!));
   });
 
   it("cudnnApi picks the cuDNN API per call (graph then legacy by default, or one of them only)", () => {

@@ -47,8 +47,8 @@ function putTensor(p: Float64Array, dimAt: number, strideAt: number, g: ConvGeom
  * Fill the key part of `p` for a conv (mode 0: the forward convolution) or conv_transpose (mode 1: the backward-data
  * convolution with x as dy and y as dx). x, w and y must already be in `format` (w packed: KCRS or KRSC). The
  * pointers follow with setCudnnPointers. `search`: the key's engine (or legacy algorithm) is measured on its first
- * call (what torch.backends.cudnn.benchmark does) rather than taken from the heuristics; never while a graph is being
- * captured. `api`: which cuDNN API may run it.
+ * call (what torch.backends.cudnn.benchmark does) rather than taken from the heuristics; in a graph capture only for a key
+ * measured before (cudnnPlanKey). `api`: which cuDNN API may run it.
  */
 export function fillCudnnParams(
   p: Float64Array,
@@ -98,4 +98,21 @@ export function setCudnnPointers(p: Float64Array, x: number, w: number, y: numbe
   p[48] = workspaceBytes;
   p[49] = stream;
   return p;
+}
+
+/** The addon's alignment of a pointer in its plan key (native/cudnn.cc Alignment): the largest power of 2 up to 16 dividing it. */
+function keyAlignment(ptr: number): number {
+  let al = 1;
+  while (al < 16 && ptr % (al * 2) === 0) al *= 2;
+  return al;
+}
+
+/**
+ * The addon's plan key of a filled parameter block (key entries and the x, w, y pointers' alignment), as a string: the
+ * conv kernels remember the keys they ran with the search on outside a capture, so a graph capture of the same conv
+ * asks for that key (already measured: the addon runs its measured plan, nothing is timed) rather than a key of its
+ * own with the heuristics' plan; a key never measured keeps the search off in a capture (timing cannot run there).
+ */
+export function cudnnPlanKey(p: Float64Array): string {
+  return `${Array.from(p.subarray(0, CUDNN_KEY_LEN)).join(',')}|${keyAlignment(p[44]!)},${keyAlignment(p[45]!)},${keyAlignment(p[46]!)}`;
 }
