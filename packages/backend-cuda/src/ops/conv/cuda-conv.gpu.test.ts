@@ -266,6 +266,40 @@ describe('CUDA convs vs the float64 CPU backend', () => {
     conv.library = 'auto';
   });
 
+  it("algoSearch 'benchmark': a capture replays the plan the eager call measured (searched, same engine), and replays right", GT, () => {
+    const b = gpu();
+    const conv = b.generatedOps.conv;
+    if (!cudnnState()?.ok || !graphApi()) return;
+    conv.library = 'auto';
+    conv.cudnnApi = 'auto';
+    conv.algoSearch = 'benchmark';
+    const [xh, wh] = [rand([1, 64, 20, 20], 'f16', 51), rand([64, 1, 3, 3], 'f16', 52, { scale: 0.2 })];
+    const x0 = toGpu(xh);
+    const x = channelsLast(x0);
+    const w = toGpu(wh);
+    try {
+      const step = () => callOp('conv2d', [x, w, null], { padding: 1, groups: 64 })[0]!; // a depthwise 3x3, YOLOv10's CIB kind
+      const eager = step();
+      const measured = lastPlan()!;
+      expect(measured.searched).toBe(true);
+      let out: Tensor | undefined;
+      const g = b.runtime.capture(() => {
+        out = step();
+      }, { poolBytes: 16 << 20 });
+      const captured = lastPlan()!;
+      expect(captured).toMatchObject({ searched: true, engineName: measured.engineName });
+      out!.fill_(0);
+      g.replay();
+      expect(out!.toFloat64Array()).toEqual(eager.toFloat64Array());
+      out!.dispose();
+      g.destroy();
+      eager.dispose();
+    } finally {
+      conv.algoSearch = 'heuristic';
+      for (const t of [x, x0, w, xh, wh]) t.dispose();
+    }
+  });
+
   it('doctor names cuDNN: its version and file, or every place tried', GT, () => {
     const v = gpu().versions();
     const s = cudnnState();
