@@ -33,12 +33,8 @@
 // `nvcc -std=c++17 -arch=sm_90a -c`.
 // compile-cu: -DFK_MLA_DV=576
 // compile-cu: -DFK_T=__half -DFK_MLA_D=20 -DFK_MLA_DV=20 -DFK_MLA_MT=1 -DFK_MLA_CB=8 -DFK_STAGES=2
-#ifndef FK_HOST_REPLAY
-#define FK_HOST_REPLAY 0
-#endif
+#include "fk_host_replay.cuh"
 #if !FK_HOST_REPLAY
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
 #include "fk_pdl.cuh"
 #endif
 
@@ -115,10 +111,6 @@ __device__ __forceinline__ void cp_async_chunk(u32 dst, const void* src, int src
   } else {
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(B), "r"(src_bytes) : "memory");
   }
-}
-// Two transposed 8 x 8 matrices (the last, odd n8 column tile of a warp): lanes 0-15 address the rows.
-__device__ __forceinline__ void ldsm_x2_t(u32 addr, u32& r0, u32& r1) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(addr));
 }
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 __device__ __forceinline__ void st(__half* p, float x) { *p = __float2half_rn(x); }

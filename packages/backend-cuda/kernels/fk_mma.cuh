@@ -1,5 +1,6 @@
-// Shared by the tensor-core attention kernels (attention_decode.cu, attention_prefill.cu): the m16n8k16 mma per
-// element type, ldmatrix, and cp.async. Included inside each kernel's namespace, after `typedef unsigned int u32;`.
+// Shared by the tensor-core kernels (attention_decode.cu, attention_prefill.cu, attention_mla_decode.cu,
+// gla_chunk_tc.cu, ...): the m16n8k16 mma per element type, ldmatrix, and cp.async. Included inside each kernel's
+// namespace, after `typedef unsigned int u32;`.
 // Included as a file by nvcc; scripts/embed-kernels.mjs inlines it for NVRTC.
 #pragma once
 
@@ -39,6 +40,13 @@ __device__ __forceinline__ void ldsm_x4(u32 addr, u32& r0, u32& r1, u32& r2, u32
 }
 __device__ __forceinline__ void ldsm_x4_t(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+// Two 8 x 8 matrices (an n8 B fragment): lanes 0-15 address the rows.
+__device__ __forceinline__ void ldsm_x2(u32 addr, u32& r0, u32& r1) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x2_t(u32 addr, u32& r0, u32& r1) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(addr));
 }
 // 16-byte global -> shared copy; src_bytes 0 writes zeros (rows past the end of a sequence).
 __device__ __forceinline__ void cp_async16(u32 dst, const void* src, int src_bytes) {

@@ -31,16 +31,10 @@
 // on the device as fk_gla_chunk does (gla-source.ts), so the launches can be captured in a CUDA graph.
 //
 // Specialised by NVRTC with -DFK_T=<__nv_bfloat16 | __half> -DFK_K -DFK_BV -DFK_WK -DFK_KS -DFK_CU_T -DFK_SI_T
-// (src/ops/recurrent/gla-tc-plan.ts); the defaults (GLA-2.7B heads) compile standalone. Host replay (FK_HOST_REPLAY=1,
-// gla-tc-host.test.ts) supplies its own stand-ins for the CUDA types and the tensor-core primitives.
+// (src/ops/recurrent/gla-tc-plan.ts); the defaults (GLA-2.7B heads) compile standalone. A host replay (FK_HOST_REPLAY=1,
+// gla-tc-host.test.ts) supplies its own stand-ins for the CUDA types and the tensor-core primitives (test/warp-mma-host.ts).
 // compile-cu: -DFK_T=__half -DFK_BV=64 -DFK_WK=2
-#ifndef FK_HOST_REPLAY
-#define FK_HOST_REPLAY 0
-#endif
-#if !FK_HOST_REPLAY
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-#endif
+#include "fk_host_replay.cuh"
 
 #ifndef FK_T
 #define FK_T __nv_bfloat16
@@ -110,9 +104,6 @@ static_assert(STAGE_BYTES % 16 == 0 && (C * QP * (int)sizeof(T)) % 16 == 0 && (C
 
 #if !FK_HOST_REPLAY
 #include "fk_mma.cuh"
-__device__ __forceinline__ void ldsm_x2(u32 addr, u32& r0, u32& r1) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(addr));
-}
 __device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
 template <typename X> __device__ __forceinline__ X from_f(float x);
@@ -126,6 +117,14 @@ __device__ __forceinline__ long long chunk_slot(const CU_T* cu, int n, int c, in
 }
 // Row base of k'' for sub-chunk ti (its 16 ti rows: the tokens before it).
 __device__ __forceinline__ int kp_base(int ti) { return SUB * (ti - 1) * ti / 2; }
+// A's n8 tiles below the diagonal blocks, numbered u = 0 .. BELOW_TILES - 1 sub-chunk row by row (row ti has 2 ti
+// tiles: its 16 ti earlier tokens; warp w takes u = w and w + 8): tile u's sub-chunk row ti and its n8 column nt.
+constexpr int BELOW_TILES = 2 * (NSUB - 1) * NSUB / 2;
+static_assert(NSUB == 4, "below_tile numbers the 2 + 4 + 6 tiles of four sub-chunks");
+__device__ __forceinline__ void below_tile(int u, int& ti, int& nt) {
+  ti = u < 2 ? 1 : u < 6 ? 2 : 3;
+  nt = u - (ti == 1 ? 0 : ti == 2 ? 2 : 6);
+}
 // x as hi + lo, both T: hi = x rounded, lo = the rest rounded.
 __device__ __forceinline__ void split_store(T* hi, T* lo, float x) {
   const T h = from_f<T>(x);
@@ -146,8 +145,8 @@ extern "C" __global__ void __launch_bounds__(fkgla::PREP_THREADS) fk_gla_chunk_p
     const FK_CU_T* __restrict__ cu, int T_len, int H, int N, int nc_max, float scale,
     FK_T* __restrict__ qg, FK_T* __restrict__ kd, FK_T* __restrict__ A, float* __restrict__ dec) {
   using namespace fkgla;
-  extern __shared__ __align__(16) unsigned char smem[];
-  T* sQ = reinterpret_cast<T*>(smem);
+  extern __shared__ __align__(16) unsigned char fk_smem[];
+  T* sQ = reinterpret_cast<T*>(fk_smem);
   T* sK = sQ + C * SP;
   float* sB = reinterpret_cast<float*>(sK + C * SP);
   T* sQp = reinterpret_cast<T*>(sB + C * BP);  // hi rows, then lo rows
@@ -259,9 +258,9 @@ extern "C" __global__ void __launch_bounds__(fkgla::PREP_THREADS) fk_gla_chunk_p
 #pragma unroll
     for (int w2 = 0; w2 < 2; ++w2) {
       const int u = warp + 8 * w2;
-      if (u < 12) {
-        const int ti = u < 2 ? 1 : u < 6 ? 2 : 3;
-        const int nt = u - (ti == 1 ? 0 : ti == 2 ? 2 : 6);
+      if (u < BELOW_TILES) {
+        int ti, nt;
+        below_tile(u, ti, nt);
 #pragma unroll
         for (int kk = 0; kk < KS; kk += 16) {
           u32 a[4], al[4], b0, b1, bl0, bl1;
@@ -293,9 +292,9 @@ extern "C" __global__ void __launch_bounds__(fkgla::PREP_THREADS) fk_gla_chunk_p
 #pragma unroll
   for (int w2 = 0; w2 < 2; ++w2) {
     const int u = warp + 8 * w2;
-    if (u < 12) {
-      const int ti = u < 2 ? 1 : u < 6 ? 2 : 3;
-      const int nt = u - (ti == 1 ? 0 : ti == 2 ? 2 : 6);
+    if (u < BELOW_TILES) {
+      int ti, nt;
+      below_tile(u, ti, nt);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int x = (ti * SUB + g8 + (e >> 1) * 8) * C + nt * 8 + 2 * q4 + (e & 1);
@@ -311,12 +310,12 @@ extern "C" __global__ void __launch_bounds__(fkgla::MAIN_THREADS, 1) fk_gla_chun
     const float* s_in, long long s_in_n, float* s_out, long long s_out_n,
     const FK_CU_T* __restrict__ cu, const FK_SI_T* __restrict__ si, int T_len, int H, int V, int nc_max) {
   using namespace fkgla;
-  extern __shared__ __align__(16) unsigned char smem[];
-  T* sQh = reinterpret_cast<T*>(smem);  // Qg hi, lo; Kd hi, lo: one buffer each
+  extern __shared__ __align__(16) unsigned char fk_smem[];
+  T* sQh = reinterpret_cast<T*>(fk_smem);  // Qg hi, lo; Kd hi, lo: one buffer each
   T* sQl = sQh + C * QP;
   T* sKh = sQl + C * QP;
   T* sKl = sKh + C * QP;
-  unsigned char* stages = smem + QK_BYTES;
+  unsigned char* stages = fk_smem + QK_BYTES;
   float* red = reinterpret_cast<float*>(stages + 2 * STAGE_BYTES);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp % WM, wk = warp / WM;

@@ -1,6 +1,7 @@
 /**
- * Host stand-ins for the tensor-core primitives of fk_mma.cuh (mma.sync m16n8k16 with bf16 operands, ldmatrix x4 / x4.trans /
- * x2.trans, cp.async), for running a kernel's real source under test/host-cuda.ts (g++, a CTA's threads as std::threads).
+ * Host stand-ins for the tensor-core primitives of fk_mma.cuh (mma.sync m16n8k16 with bf16 operands, ldmatrix x4 / x2,
+ * plain and .trans, cp.async), for running a kernel's real source under test/host-cuda.ts (g++, a CTA's threads as
+ * std::threads; attention_mla_decode.cu in mla-decode-host.test.ts, gla_chunk_tc.cu in gla-tc-host.test.ts).
  * Each collective is a warp exchange: the 32 lanes deposit their registers (or row addresses) in a per-warp slot, meet
  * at the warp's barrier, and each lane builds its own result from the slot as the PTX ISA lays the fragments out; a
  * second barrier frees the slot. bf16 is its bit pattern (round-to-nearest-even from float), the mma's products are
@@ -9,19 +10,23 @@
  * `extern __shared__` names; no static __shared__ arrays), and `smem_u32` gives offsets into it. What this cannot see:
  * races between warps, bank conflicts, f16.
  *
- * `namespace` is the kernel's namespace: the stand-ins are declared in it, as fk_mma.cuh is included there.
+ * `namespace` is the kernel's namespace: the stand-ins are declared in it, as fk_mma.cuh is included there. The CTA
+ * barrier is for `ctaThreads` threads; a source with launches of other block sizes calls `fk_cta_threads(n)` before each.
  */
 export function warpMmaHostShim(namespace: string, ctaThreads: number): string {
   return `#include <algorithm>
 #include <cstdint>
 using std::min;
 using std::max;
+#undef __launch_bounds__
+#define __launch_bounds__(...)
 #define __shared__
 #define __align__(n)
 struct __nv_bfloat16 { unsigned short x; };
 alignas(128) unsigned char fk_smem[1 << 18];
-std::barrier<> fk_cta_barrier(${ctaThreads});
-inline void __syncthreads() { fk_cta_barrier.arrive_and_wait(); }
+std::unique_ptr<std::barrier<>> fk_cta_barrier = std::make_unique<std::barrier<>>(${ctaThreads});
+inline void fk_cta_threads(unsigned n) { fk_cta_barrier = std::make_unique<std::barrier<>>(n); }
+inline void __syncthreads() { fk_cta_barrier->arrive_and_wait(); }
 inline void fk_pdl_entry() {}
 template <typename X> inline X __ldg(const X* p) { return *p; }
 inline unsigned short fk_bf16_bits(float f) {
@@ -38,7 +43,7 @@ inline float fk_bf16_float(unsigned short b) {
   return f;
 }
 struct fk_warp_slot { int i[32]; uint32_t a[32][4]; uint32_t b[32][2]; uint32_t addr[32]; };
-static fk_warp_slot fk_slots[${Math.ceil(ctaThreads / 32)}];
+static fk_warp_slot fk_slots[32];  // a CTA of up to 1024 threads
 inline fk_warp_slot& fk_slot() { return fk_slots[threadIdx.x >> 5]; }
 inline void fk_warp_sync() { fk_this_warp->bar.arrive_and_wait(); }
 inline int __shfl_sync(unsigned, int v, int src) {
@@ -52,6 +57,9 @@ namespace ${namespace} {
 typedef unsigned int u32;
 inline float neg_inf() { return -INFINITY; }
 inline void st(__nv_bfloat16* p, float x) { p->x = fk_bf16_bits(x); }
+inline float to_f(__nv_bfloat16 x) { return fk_bf16_float(x.x); }
+template <typename X> X from_f(float x);
+template <> inline __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return {fk_bf16_bits(x)}; }
 inline u32 smem_u32(const void* p) { return (u32)((const unsigned char*)p - fk_smem); }
 inline float fk_half_of(u32 v, int hi) { return fk_bf16_float((unsigned short)(hi ? v >> 16 : v & 0xffffu)); }
 template <typename X> struct Mma;
@@ -104,11 +112,13 @@ inline void fk_ldsm(u32 addr, u32* r) {
 }
 inline void ldsm_x4(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) { u32 r[4]; fk_ldsm<4, false>(addr, r); r0 = r[0]; r1 = r[1]; r2 = r[2]; r3 = r[3]; }
 inline void ldsm_x4_t(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) { u32 r[4]; fk_ldsm<4, true>(addr, r); r0 = r[0]; r1 = r[1]; r2 = r[2]; r3 = r[3]; }
+inline void ldsm_x2(u32 addr, u32& r0, u32& r1) { u32 r[2]; fk_ldsm<2, false>(addr, r); r0 = r[0]; r1 = r[1]; }
 inline void ldsm_x2_t(u32 addr, u32& r0, u32& r1) { u32 r[2]; fk_ldsm<2, true>(addr, r); r0 = r[0]; r1 = r[1]; }
 template <int B> inline void cp_async_chunk(u32 dst, const void* src, int src_bytes) {
   std::memcpy(fk_smem + dst, src, src_bytes);
   std::memset(fk_smem + dst + src_bytes, 0, B - src_bytes);
 }
+inline void cp_async16(u32 dst, const void* src, int src_bytes) { cp_async_chunk<16>(dst, src, src_bytes); }
 inline void cp_async_commit() {}
 template <int N> inline void cp_async_wait() {}
 }  // namespace ${namespace}

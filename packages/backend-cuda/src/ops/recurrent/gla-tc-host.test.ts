@@ -1,9 +1,9 @@
 /**
  * The tensor-core chunk_gla (kernels/gla_chunk_tc.cu, as embedded) replayed on the host: its real source built with
  * FK_HOST_REPLAY=1 by g++ (test/host-cuda.ts: a CTA's threads as std::threads, CTAs one after another), the
- * tensor-core primitives emulated lane by lane below (mma.sync m16n8k16 bf16 and ldmatrix x2 / x4 / x4.trans with the
- * fragment layouts of the PTX ISA, bf16 as its bits, cp.async as a copy with the zero fill), both launches on the
- * plan's grids and the #defines and argument order the launcher uses (gla-tc.ts). o and the final state (or the pool
+ * tensor-core primitives emulated lane by lane (test/warp-mma-host.ts: mma.sync m16n8k16 bf16 and ldmatrix x2 / x4 /
+ * x4.trans with the fragment layouts of the PTX ISA, bf16 as its bits, cp.async as a copy with the zero fill), both
+ * launches on the plan's grids and the #defines and argument order the launcher uses (gla-tc.ts). o and the final state (or the pool
  * rows) are held to the float64 CPU chunk_gla over the same bf16-rounded inputs: bit for bit where the values keep
  * every step exact (any misplaced fragment, row or chunk shows), else at the tolerances the CUDA-core kernel meets
  * (bf16's for o, f32's for the state: the hi + lo operands must hold them): several chunks with a tail, batch rows
@@ -16,100 +16,13 @@ import { CpuBackend } from '@fastkernels/backend-cpu';
 import { Rng, Tensor, callOp } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { cArray, hasGxx, runOnHost } from '../../../test/host-cuda.js';
+import type { RecurrentCaseShape } from '../../../test/gla-cases.js';
+import { warpMmaHostShim } from '../../../test/warp-mma-host.js';
 import { KERNEL_SOURCES } from '../../kernel-sources.generated.js';
 import { GLA_TC_PREP_THREADS, glaTcDefines, planGlaTc, type GlaTcPlan } from './gla-tc-plan.js';
 import { GLA_TC_FILE } from './gla-tc.js';
 
 const cpu = new CpuBackend();
-
-/** The CUDA types and tensor-core primitives gla_chunk_tc.cu uses, for one launch's CTAs at a time. */
-const SHIM = `#include <algorithm>
-#include <cstdint>
-using std::min;
-using std::max;
-#undef __launch_bounds__
-#define __launch_bounds__(...)
-#define __shared__
-#define __align__(n)
-typedef unsigned int u32;
-struct __nv_bfloat16 { unsigned short x; };
-alignas(128) unsigned char smem[1 << 18];
-std::barrier<>* fk_cta_barrier;
-inline void __syncthreads() { fk_cta_barrier->arrive_and_wait(); }
-inline unsigned short bf16_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (unsigned short)(u >> 16);
-}
-inline float bf16_float(unsigned short b) {
-  const uint32_t u = (uint32_t)b << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-inline float to_f(__nv_bfloat16 x) { return bf16_float(x.x); }
-template <typename X> X from_f(float x);
-template <> __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return {bf16_bits(x)}; }
-inline u32 smem_u32(const void* p) { return (u32)((const unsigned char*)p - smem); }
-inline unsigned short smem_u16(u32 at) { unsigned short v; std::memcpy(&v, smem + at, 2); return v; }
-inline float half_of(u32 v, int hi) { return bf16_float((unsigned short)(hi ? v >> 16 : v & 0xffffu)); }
-struct warp_slot { uint32_t a[32][4]; uint32_t b[32][2]; uint32_t addr[32]; };
-static warp_slot slots[32];
-inline warp_slot& slot() { return slots[threadIdx.x >> 5]; }
-inline void warp_sync() { fk_this_warp->bar.arrive_and_wait(); }
-template <typename X> struct Mma;
-template <> struct Mma<__nv_bfloat16> {
-  static u32 pack(float lo, float hi) { return (u32)bf16_bits(lo) | ((u32)bf16_bits(hi) << 16); }
-  // c (16 x 8) += a (16 x 16) b (16 x 8): lane l = 4 g + t4 holds a rows g / g + 8 at k 2 t4 (+1) / 8 + 2 t4 (+1),
-  // b at k 2 t4 (+1) / 8 + 2 t4 (+1) of column g, c rows g / g + 8 at columns 2 t4 (+1)
-  static void mma(float c[4], const u32 a[4], u32 b0, u32 b1) {
-    warp_slot& s = slot();
-    const int lane = threadIdx.x & 31;
-    for (int i = 0; i < 4; i++) s.a[lane][i] = a[i];
-    s.b[lane][0] = b0;
-    s.b[lane][1] = b1;
-    warp_sync();
-    const int g = lane >> 2, t4 = lane & 3;
-    for (int i = 0; i < 4; i++) {
-      const int r = g + 8 * (i >> 1), n = 2 * t4 + (i & 1);
-      double acc = 0;
-      for (int kk = 0; kk < 16; kk++) {
-        const double av = half_of(s.a[(r & 7) * 4 + ((kk & 7) >> 1)][(r >> 3) + 2 * (kk >> 3)], kk & 1);
-        const double bv = half_of(s.b[n * 4 + ((kk & 7) >> 1)][kk >> 3], kk & 1);
-        acc += av * bv;
-      }
-      c[i] = (float)((double)c[i] + acc);
-    }
-    warp_sync();
-  }
-};
-// ldmatrix: lanes 8 i .. 8 i + 7 address the rows of matrix i; lane l gets row l / 4, columns 2 (l % 4) and + 1
-// (.trans: column l / 4, rows 2 (l % 4) and + 1)
-template <int N, bool TRANS> inline void ldsm(u32 addr, u32* r) {
-  warp_slot& s = slot();
-  const int lane = threadIdx.x & 31;
-  s.addr[lane] = addr;
-  warp_sync();
-  for (int i = 0; i < N; i++) {
-    const unsigned short lo = TRANS ? smem_u16(s.addr[8 * i + 2 * (lane & 3)] + 2 * (lane >> 2)) : smem_u16(s.addr[8 * i + (lane >> 2)] + 4 * (lane & 3));
-    const unsigned short hi = TRANS ? smem_u16(s.addr[8 * i + 2 * (lane & 3) + 1] + 2 * (lane >> 2)) : smem_u16(s.addr[8 * i + (lane >> 2)] + 4 * (lane & 3) + 2);
-    r[i] = (u32)lo | ((u32)hi << 16);
-  }
-  warp_sync();
-}
-inline void ldsm_x4(u32 a, u32& r0, u32& r1, u32& r2, u32& r3) { u32 r[4]; ldsm<4, false>(a, r); r0 = r[0]; r1 = r[1]; r2 = r[2]; r3 = r[3]; }
-inline void ldsm_x4_t(u32 a, u32& r0, u32& r1, u32& r2, u32& r3) { u32 r[4]; ldsm<4, true>(a, r); r0 = r[0]; r1 = r[1]; r2 = r[2]; r3 = r[3]; }
-inline void ldsm_x2(u32 a, u32& r0, u32& r1) { u32 r[2]; ldsm<2, false>(a, r); r0 = r[0]; r1 = r[1]; }
-inline void cp_async16(u32 dst, const void* src, int n) {
-  std::memcpy(smem + dst, src, n);
-  std::memset(smem + dst + n, 0, 16 - n);
-}
-inline void cp_async_commit() {}
-template <int N> inline void cp_async_wait() {}
-inline void cta_threads(unsigned n) { static std::unique_ptr<std::barrier<>> b; b = std::make_unique<std::barrier<>>(n); fk_cta_barrier = b.get(); }
-`;
 
 /** bf16 round-to-nearest-even, as a float, and its bits. */
 const f32 = new Float32Array(1);
@@ -123,17 +36,7 @@ function bf16(x: number): number {
   return f32[0]!;
 }
 
-interface Case {
-  readonly B: number;
-  readonly T: number;
-  readonly H: number;
-  readonly K: number;
-  readonly V: number;
-  readonly cu?: number[];
-  readonly idx?: number[];
-  readonly slots?: number;
-  readonly init?: boolean;
-  readonly scale?: number;
+interface Case extends RecurrentCaseShape {
   /**
    * Values every step keeps exact (q, k, v in {-1, 0, 1}, g = 0, scale 1 / 4, an integer state): each operand and
    * product is then exact in bf16 and f32, so o must equal the op's up to o's own rounding and the state exactly; any
@@ -179,19 +82,19 @@ int main() {
   const int* sip = ${pooled ? 'si' : 'nullptr'};
   float* sin_ = ${pooled ? 's_in' : x.s0 ? 's_in' : 'nullptr'};
   float* sout = ${pooled ? 's_in' : 's_out'};
-  cta_threads(${GLA_TC_PREP_THREADS});
+  fk_cta_threads(${GLA_TC_PREP_THREADS});
   fk_launch({${p.prepGrid.join(', ')}}, ${GLA_TC_PREP_THREADS}, [&] {
     fk_gla_chunk_prep(BF(q_), BF(k_), BF(g_), ${st(K)}, ${st(K)}, ${st(K)}, cup, ${T}, ${H}, ${N}, ${p.ncMax}, ${scale.toPrecision(9)}f, BF(qg_), BF(kd_), BF(A_), dec);
   });
-  cta_threads(${p.threads});
+  fk_cta_threads(${p.threads});
   fk_launch({${p.mainGrid.join(', ')}}, ${p.threads}, [&] {
     fk_gla_chunk_tc(BF(o_), BF(v_), ${st(V)}, BF(qg_), BF(kd_), BF(A_), dec, sin_, ${pooled ? H * K * V : H * K * V}LL, sout, ${H * K * V}LL, cup, sip, ${T}, ${H}, ${V}, ${p.ncMax});
   });
-  for (int i = 0; i < ${B * T * H * V}; i++) printf("%.9g\\n", bf16_float(o_[i]));
+  for (int i = 0; i < ${B * T * H * V}; i++) printf("%.9g\\n", fk_bf16_float(o_[i]));
   const float* s = ${pooled ? 's_in' : 's_out'};
   for (int i = 0; i < ${stateLen}; i++) printf("%.9g\\n", s[i]);
 }`;
-  const out = runOnHost(`${SHIM}\n${source}`, main);
+  const out = runOnHost(`${warpMmaHostShim('fkgla', GLA_TC_PREP_THREADS)}\n${source}`, main);
   return { o: out.slice(0, B * T * H * V), state: out.slice(B * T * H * V) };
 }
 
