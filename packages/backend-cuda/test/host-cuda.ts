@@ -73,7 +73,11 @@ inline void fk_launch(fk_dim3 grid, unsigned threads, const std::function<void()
 }
 `;
 
-/** For kernels with __syncthreads / __shared__ (prepend to the source): a CTA-wide barrier, static shared memory, a 2-d grid of any block (fk_launch_ctas). */
+/**
+ * For kernels with __syncthreads / __shared__ (prepend to the source): a CTA-wide barrier, static shared memory, a 2-d
+ * grid of any block (fk_launch_ctas) with the warps' shuffle slots; a thread that returns leaves the CTA barrier, as
+ * on the GPU (a kernel whose threads exit early still meets its later barriers).
+ */
 export const CTA_SHIM = `#define __shared__ static
 std::barrier<>* fk_cta_bar;
 inline void __syncthreads() { fk_cta_bar->arrive_and_wait(); }
@@ -84,12 +88,16 @@ inline void fk_launch_ctas(unsigned gx, unsigned gy, unsigned threads, const std
     for (unsigned bx = 0; bx < gx; bx++) {
       std::barrier<> bar(threads);
       fk_cta_bar = &bar;
+      std::vector<std::unique_ptr<fk_warp>> warps;
+      for (unsigned w = 0; w < (threads + 31) / 32; w++) warps.push_back(std::make_unique<fk_warp>());
       std::vector<std::thread> ts;
       for (unsigned t = 0; t < threads; t++)
         ts.emplace_back([&, t] {
           threadIdx = {t, 0, 0};
           blockIdx = {bx, by, 0};
+          fk_this_warp = warps[t / 32].get();
           kernel();
+          bar.arrive_and_drop();
         });
       for (auto& th : ts) th.join();
     }

@@ -14,7 +14,7 @@ import { CpuBackend } from '@fastkernels/backend-cpu';
 import { Rng, Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { fakeDevice } from '../../../test/fake-device.js';
-import { cArray, hasGxx, runOnHost } from '../../../test/host-cuda.js';
+import { CTA_SHIM, cArray, hasGxx, runOnHost } from '../../../test/host-cuda.js';
 import { KERNEL_SOURCES } from '../../kernel-sources.generated.js';
 import { planSampler, sample } from './sampler.js';
 
@@ -41,13 +41,10 @@ describe('sampler launches (fake device)', () => {
   });
 });
 
-/** What the host run needs beyond host-cuda.ts's prelude. */
-const SHIM = `#include <atomic>
-#include <barrier>
-#define __shared__ static
+/** What the host run needs beyond host-cuda.ts's prelude and CTA_SHIM (its CTA barrier, __shared__, fk_launch_ctas). */
+const SHIM = `${CTA_SHIM}
+#include <atomic>
 typedef unsigned long long fk_u64;
-std::barrier<>* fk_cta_bar;
-inline void __syncthreads() { fk_cta_bar->arrive_and_wait(); }
 static fk_u64 fk_slots[32][32];
 template <class T> T fk_from_lane(T v, unsigned src) {
   const unsigned lane = threadIdx.x & 31u, w = threadIdx.x >> 5;
@@ -81,28 +78,6 @@ inline fk_u64 __float2ull_rn(float f) { return (fk_u64)std::nearbyint((double)f)
 inline int __popc(unsigned m) { return __builtin_popcount(m); }
 inline int __ffs(unsigned m) { return __builtin_ffs((int)m); }
 inline int min(int a, int b) { return a < b ? a : b; }
-// every CTA of a 2-d grid, one after another; a thread that returns leaves the CTA barrier (as on the GPU)
-inline void fk_launch_ctas(unsigned gx, unsigned gy, unsigned threads, const std::function<void()>& kernel) {
-  gridDim = {gx, gy, 1};
-  blockDim = {threads, 1, 1};
-  for (unsigned by = 0; by < gy; by++)
-    for (unsigned bx = 0; bx < gx; bx++) {
-      std::barrier<> bar(threads);
-      fk_cta_bar = &bar;
-      std::vector<std::unique_ptr<fk_warp>> warps;
-      for (unsigned w = 0; w < threads / 32; w++) warps.push_back(std::make_unique<fk_warp>());
-      std::vector<std::thread> ts;
-      for (unsigned t = 0; t < threads; t++)
-        ts.emplace_back([&, t] {
-          threadIdx = {t, 0, 0};
-          blockIdx = {bx, by, 0};
-          fk_this_warp = warps[t / 32].get();
-          kernel();
-          bar.arrive_and_drop();
-        });
-      for (auto& th : ts) th.join();
-    }
-}
 `;
 
 interface Row { t: number; k: number; p: number; seed: number }
