@@ -9,6 +9,7 @@
  */
 import { callOp1, Rng, Tensor, type DType } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
+import { shuffledBlockTable } from '../../../test/paged-block-table.js';
 import { varlenOffsets } from '../../../test/varlen-batch.js';
 import { G, cpu, expectClose, gpu, poison, randCpu, toGpu, tolOf, withTuning } from '../../../test/spine-helpers.js';
 import type { Tuning } from '../../tuning/schema.js';
@@ -41,19 +42,10 @@ interface DecodeCase {
 function decodeInputs(c: DecodeCase, seed: number) {
   const B = c.lens.length;
   const bs = 16;
-  const maxBlocks = Math.max(1, ...c.lens.map((L) => Math.ceil(L / bs))) + 1;
-  const need = c.lens.reduce((a, L) => a + Math.ceil(L / bs), 0);
-  const NB = need + 3;
-  const pool = new Rng(seed).permutation(NB);
-  const table = new Array<number>(B * maxBlocks).fill(0);
-  let next = 0;
-  c.lens.forEach((L, b) => {
-    for (let i = 0; i < Math.ceil(L / bs); i++) table[b * maxBlocks + i] = pool[next++]!;
-  });
+  const { bt, numBlocks: NB } = shuffledBlockTable(c.lens, bs, seed);
   const q = randCpu([B, c.nQ, c.D], c.dtype, seed + 1);
   const kc = randCpu([NB, bs, c.nKv, c.D], c.dtype, seed + 2);
   const vc = randCpu([NB, bs, c.nKv, c.D], c.dtype, seed + 3);
-  const bt = Tensor.fromArray(cpu(), table, [B, maxBlocks], 'i32');
   const lens = Tensor.fromArray(cpu(), c.lens, [B], 'i32');
   const sinks = sinksCpu(c.nQ, seed + 4, c.sinkDType);
   const cpuIn = [q, kc, vc, bt, lens, sinks];

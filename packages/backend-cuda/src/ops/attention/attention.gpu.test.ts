@@ -7,6 +7,7 @@
  */
 import { ModuleRegistry, Rng, Tensor, type DType } from '@fastkernels/core';
 import { describe, it } from 'vitest';
+import { shuffledBlockTable } from '../../../test/paged-block-table.js';
 import { varlenOffsets } from '../../../test/varlen-batch.js';
 import { G, measureCopy, medianMs, checkTaskOnCuda, cpu, expectClose, gpu, poison, randCpu, task, taskCases, toGpu, tolOf, variant, withTuning, printedAfterAll } from '../../../test/spine-helpers.js';
 import type { Tuning } from '../../tuning/schema.js';
@@ -34,16 +35,7 @@ interface DecodeCase {
 function decodeInputs(c: DecodeCase, seed: number) {
   const B = c.lens.length;
   const bs = 16;
-  const maxBlocks = Math.max(1, ...c.lens.map((L) => Math.ceil(L / bs))) + 1;
-  const need = c.lens.reduce((a, L) => a + Math.ceil(L / bs), 0);
-  const NB = need + 3;
-  const rng = new Rng(seed);
-  const pool = rng.permutation(NB);
-  const table = new Array<number>(B * maxBlocks).fill(0);
-  let next = 0;
-  c.lens.forEach((L, b) => {
-    for (let i = 0; i < Math.ceil(L / bs); i++) table[b * maxBlocks + i] = pool[next++]!;
-  });
+  const { bt, numBlocks: NB } = shuffledBlockTable(c.lens, bs, seed);
   let q = randCpu([B, c.nQ, c.D], c.dtype, seed + 1);
   let qGpu = toGpu(q);
   if (c.fusedQ) {
@@ -57,7 +49,6 @@ function decodeInputs(c: DecodeCase, seed: number) {
   }
   const kc = randCpu([NB, bs, c.nKv, c.D], c.dtype, seed + 2);
   const vc = randCpu([NB, bs, c.nKv, c.D], c.dtype, seed + 3);
-  const bt = Tensor.fromArray(cpu(), table, [B, maxBlocks], 'i32');
   const lens = Tensor.fromArray(cpu(), c.lens, [B], 'i32');
   return { cpuIn: [q, kc, vc, bt, lens] as const, gpuIn: [qGpu, toGpu(kc), toGpu(vc), toGpu(bt), toGpu(lens)] as const };
 }

@@ -10,6 +10,7 @@
  */
 import { F, Rng, Tensor, type DType } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
+import { shuffledBlockTable } from '../../../test/paged-block-table.js';
 import { G, cpu, expectClose, gpu, graphMs, measureCopy, poison, printedAfterAll, randCpu, toGpu, tolOf } from '../../../test/spine-helpers.js';
 import { pagedMlaDecode } from './mla-decode.js';
 
@@ -25,17 +26,9 @@ interface MlaGpuCase {
 function mlaInputs(c: MlaGpuCase, seed: number) {
   const B = c.lens.length;
   const bs = c.blockSize ?? 16;
-  const maxBlocks = Math.max(1, ...c.lens.map((L) => Math.ceil(L / bs))) + 1;
-  const NB = c.lens.reduce((a, L) => a + Math.ceil(L / bs), 0) + 3;
-  const pool = new Rng(seed).permutation(NB);
-  const table = new Array<number>(B * maxBlocks).fill(0);
-  let next = 0;
-  c.lens.forEach((L, b) => {
-    for (let i = 0; i < Math.ceil(L / bs); i++) table[b * maxBlocks + i] = pool[next++]!;
-  });
+  const { bt, numBlocks: NB } = shuffledBlockTable(c.lens, bs, seed);
   const q = randCpu([B, c.nQ, c.D], c.dtype, seed + 1);
   const cache = randCpu([NB, bs, 1, c.D], c.dtype, seed + 2);
-  const bt = Tensor.fromArray(cpu(), table, [B, maxBlocks], 'i32');
   const lens = Tensor.fromArray(cpu(), [...c.lens], [B], 'i32');
   return { cpuIn: [q, cache, bt, lens] as const, gpuIn: [toGpu(q), toGpu(cache), toGpu(bt), toGpu(lens)] as const };
 }

@@ -7,7 +7,7 @@
  */
 import { Tensor } from '@fastkernels/core';
 import { describe, it } from 'vitest';
-import { G, gpu, printedAfterAll, randCpu, toGpu, withTuning } from '../../../test/spine-helpers.js';
+import { G, gpu, medianMs, printedAfterAll, randCpu, toGpu, withTuning } from '../../../test/spine-helpers.js';
 import type { Tuning } from '../../tuning/schema.js';
 import { lastSoftmaxLaunch } from './softmax.js';
 
@@ -23,29 +23,6 @@ const ROUTES: readonly (readonly [string, Partial<Tuning['softmax']>])[] = [
   ['clusterMaxRows 1', { clusterMaxRows: 1 }],
 ];
 
-/** Median device time of fn (one eager call) with L2 flushed before each call, as bench/lib/timing.mjs does. */
-function flushedMs(fn: () => void, reps = 20): number {
-  const b = gpu();
-  const l2 = b.runtime.properties().l2CacheBytes || 64 * 2 ** 20;
-  const flush = Tensor.empty(b, [(2 * l2) / 4], 'f32');
-  try {
-    for (let i = 0; i < 3; i++) fn();
-    const ts: number[] = [];
-    for (let r = 0; r < reps; r++) {
-      flush.fill_(0);
-      const timer = b.createTimer();
-      timer.start();
-      fn();
-      timer.stop();
-      ts.push(timer.elapsedMs());
-    }
-    ts.sort((x, y) => x - y);
-    return ts[Math.floor(ts.length / 2)]!;
-  } finally {
-    flush.dispose();
-  }
-}
-
 describe('softmax routes for vocabulary rows (printed, not asserted)', () => {
   const lines = printedAfterAll();
   it('bf16 [1 | 32 | 256, 128256]: every route, L2 flushed, against a same-size copy', { ...G, timeout: 300_000 }, () => {
@@ -57,11 +34,11 @@ describe('softmax routes for vocabulary rows (printed, not asserted)', () => {
       const dst = Tensor.empty(b, [B * V], 'bf16');
       try {
         src.fill_(1);
-        const copyMs = flushedMs(() => b.ops.copy(dst, src));
+        const copyMs = medianMs(() => b.ops.copy(dst, src), 20, { flushL2: true });
         lines.push(`kernel-speed: softmax copy ${bytes} B ${(copyMs * 1e3).toFixed(1)} us`);
         for (const [name, patch] of ROUTES) {
           withTuning('softmax', patch, () => {
-            const ms = flushedMs(() => b.ops.softmax(x, -1).dispose());
+            const ms = medianMs(() => b.ops.softmax(x, -1).dispose(), 20, { flushL2: true });
             const p = lastSoftmaxLaunch?.plan;
             const route = p ? `${p.entry} cs ${p.cluster} x ${p.threads} threads${p.smem ? `, ${p.smem} B smem` : ''}` : 'unknown';
             lines.push(`kernel-speed: softmax bf16 [${B}, ${V}] [${name}: ${route}] ${(ms * 1e3).toFixed(1)} us = ${((copyMs / ms) * 100).toFixed(0)}% of a same-size copy`);
