@@ -118,6 +118,26 @@ function fusedAddRmsNorm(backend: Backend) {
   };
 }
 
+/** layer_norm(input + residual): the sum rounded to the input dtype (as the unfused add stores it), then the norm. */
+function addLayerNorm(backend: Backend) {
+  return (call: OpCall<{ normalized_shape: number[]; eps: number }>): Tensor => {
+    const [x, r] = call.inputs as [Tensor, Tensor];
+    const S = gather(x, 'add_layer_norm input');
+    const R = gather(r, 'add_layer_norm residual');
+    for (let i = 0; i < S.length; i++) S[i] = roundToDType(S[i]! + R[i]!, x.dtype);
+    const W = valuesOrNull(call.inputs[2]!, 'add_layer_norm weight');
+    const B = valuesOrNull(call.inputs[3]!, 'add_layer_norm bias');
+    const K = numel(call.attrs.normalized_shape);
+    const Y = new Float64Array(S.length);
+    for (let base = 0; K > 0 && base < S.length; base += K) {
+      const [mean, v] = moments(S, base, K);
+      const inv = 1 / Math.sqrt(v + call.attrs.eps);
+      for (let k = 0; k < K; k++) Y[base + k] = (S[base + k]! - mean) * inv * (W ? W[k]! : 1) + (B ? B[k]! : 0);
+    }
+    return output(backend, x.shape, x.dtype, Y, 'add_layer_norm');
+  };
+}
+
 function normalize(backend: Backend) {
   return (call: OpCall<{ p: number; dim: number; eps: number }>): Tensor => {
     const x = call.inputs[0] as Tensor;
@@ -163,6 +183,7 @@ export function registerNormKernels(table: OpKernelTable, backend: Backend): voi
   table.register('batch_norm', batchNorm(backend));
   table.register('rms_norm', rmsNorm(backend));
   table.register('fused_add_rms_norm', fusedAddRmsNorm(backend));
+  table.register('add_layer_norm', addLayerNorm(backend));
   table.register('normalize', normalize(backend));
   table.register('l2_norm', l2Norm(backend));
 }

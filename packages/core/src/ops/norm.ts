@@ -257,6 +257,39 @@ defineOp({
   },
 });
 
+// The post-LayerNorm residual of BERT / XLM-R / T5-style encoders (HF's LayerNorm(dense(h) + input)): one pass reads
+// both operands where the backend has the kernel, instead of an add writing the sum and a layer_norm reading it back.
+defineOp({
+  name: 'add_layer_norm',
+  group: 'norm',
+  doc:
+    'layer_norm(input + residual) over the trailing normalized_shape (post-LN residual: BERT, XLM-R). The sum is rounded ' +
+    'to the input dtype first, as the unfused add stores it, and is not returned; the norm then as layer_norm.',
+  inputs: [{ name: 'input', dtypes: 'float' }, { name: 'residual', dtypes: 'float' }, { name: 'weight', optional: true, dtypes: 'float' }, { name: 'bias', optional: true, dtypes: 'float' }],
+  attrs: layerNormAttrs,
+  infer: ([x, r, w, b], a) => {
+    const s = T(x).shape;
+    if (!shapesEqual(T(r).shape, s)) opError('add_layer_norm', `residual ${formatShape(T(r).shape)} must have the input's shape ${formatShape(s)}`);
+    if (T(r).dtype !== T(x).dtype) opError('add_layer_norm', `residual dtype ${T(r).dtype} must equal the input dtype ${T(x).dtype}`);
+    const ns = a.normalized_shape;
+    if (ns.length === 0 || ns.length > s.length || !shapesEqual(s.slice(s.length - ns.length), ns)) {
+      opError('add_layer_norm', `normalized_shape ${formatShape(ns)} must be a non-empty suffix of the input shape ${formatShape(s)}`);
+    }
+    checkParam('add_layer_norm', 'weight', w!, ns, 'normalized_shape');
+    checkParam('add_layer_norm', 'bias', b!, ns, 'normalized_shape');
+    return [meta(s, T(x).dtype)];
+  },
+  decompose: (call) => {
+    const [x, r, w, b] = call.inputs as [Tensor, Tensor, Tensor | null, Tensor | null];
+    const sum = callOp1('add', [x, r]);
+    try {
+      return [callOp1('layer_norm', [sum, w ?? null, b ?? null], call.attrs)];
+    } finally {
+      sum.dispose();
+    }
+  },
+});
+
 // --- L2 norms ---------------------------------------------------------------------------------
 
 defineOp({
@@ -319,6 +352,9 @@ export const normFunctions = {
   },
   fusedAddRmsNorm: (input: Tensor, residual: Tensor, weight: Tensor, eps = 1e-6, weightOffset = 0): [Tensor, Tensor] =>
     callOp('fused_add_rms_norm', [input, residual, weight], { eps, weight_offset: weightOffset }) as [Tensor, Tensor],
+  /** layer_norm(input + residual): the post-LN residual (BERT, XLM-R) in one op, the sum rounded to the input dtype. */
+  addLayerNorm: (input: Tensor, residual: Tensor, normalizedShape: readonly number[], weight: Tensor | null = null, bias: Tensor | null = null, eps = 1e-5): Tensor =>
+    callOp1('add_layer_norm', [input, residual, weight, bias], { normalized_shape: normalizedShape, eps }),
   normalize: (input: Tensor, opts: { p?: number; dim?: number; eps?: number } = {}): Tensor => callOp1('normalize', [input], opts),
   l2Norm: (input: Tensor, eps = 1e-6): Tensor => callOp1('l2_norm', [input], { eps }),
 };
