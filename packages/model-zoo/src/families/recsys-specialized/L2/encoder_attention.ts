@@ -1,4 +1,4 @@
-import { DTYPE_INFO, F, Module, defineTask, hostArray, type Tensor } from '@fastkernels/core';
+import { DTYPE_INFO, Module, defineTask, hostArray, type Tensor } from '@fastkernels/core';
 import { bytesOf, randn } from '../../../common/inputs.js';
 import type { LayerNorm } from '../../../layers/norm.js';
 import { createLayer } from '../../../layers/registry.js';
@@ -7,13 +7,15 @@ import type { Linear } from '../../../tasks/L1/linear/linear.js';
 import { caseLens, cuSeqlensTensor, initEncoderParameters, packedDims } from '../cases.js';
 import { BGE_M3, COLBERTV2, tinyEncoderConfig, type EncoderConfig } from '../config.js';
 import { FAMILY } from '../family.js';
+import { residualLayerNorm } from '../fusion.js';
 import { refAttention } from '../reference.js';
 
 /**
  * HF XLMRobertaAttention / BertAttention as one module (the tsv's EncoderAttention), on packed tokens as vLLM's
  * BertAttention runs it: self.query / key / value (L1/linear with bias), L1/flash_attn_varlen over the heads
  * (bidirectional, each sequence attending only to itself through cu_seqlens: no padding, no mask), then output.dense
- * and output.LayerNorm(out + hidden). Parameter paths are HF's (`self.query.weight`, `output.LayerNorm.bias`).
+ * and output.LayerNorm(out + hidden) (one add_layer_norm while the LayerNorm is ours: fusion.ts). Parameter paths are
+ * HF's (`self.query.weight`, `output.LayerNorm.bias`).
  * forward(hiddenStates [T, H], cuSeqlens [B + 1] i32) -> [T, H].
  */
 export class EncoderAttention extends Module {
@@ -59,11 +61,11 @@ export class EncoderAttention extends Module {
     ctx.dispose();
     const o = this.dense.forward(merged);
     merged.dispose();
-    const sum = F.add(o, hiddenStates);
-    o.dispose();
-    const y = this.layerNorm.forward(sum);
-    sum.dispose();
-    return y;
+    try {
+      return residualLayerNorm(this.layerNorm, o, hiddenStates);
+    } finally {
+      o.dispose();
+    }
   }
 }
 

@@ -7,12 +7,14 @@ import type { VocabParallelEmbedding } from '../../../tasks/L1/embedding/embeddi
 import { caseLens, initEncoderParameters, packedDims, packedIds, positionsOf } from '../cases.js';
 import { BGE_M3, COLBERTV2, tinyEncoderConfig, type EncoderConfig } from '../config.js';
 import { FAMILY } from '../family.js';
+import { residualLayerNorm } from '../fusion.js';
 import { refEmbeddings } from '../reference.js';
 
 /**
  * HF BertEmbeddings on packed tokens, as vLLM's BertEmbedding runs it: word_embeddings (L1/embedding) +
  * token_type_embeddings + position_embeddings (nn.Embedding), then LayerNorm (L1/layer_norm); dropout is the identity at
- * inference. forward(inputIds [T], positions [T], tokenTypeIds? [T]) -> [T, H]: `positions` restart at 0 for every
+ * inference (the last add and the LayerNorm are one add_layer_norm while the norm is ours). forward(inputIds [T],
+ * positions [T], tokenTypeIds? [T]) -> [T, H]: `positions` restart at 0 for every
  * sequence (the runner's); token types default to 0 (HF's buffered zeros: row 0 broadcast, no gather).
  */
 export class BertEmbeddings extends Module {
@@ -43,12 +45,12 @@ export class BertEmbeddings extends Module {
     const rows = this.positionOffset ? F.add(positions, this.positionOffset) : positions;
     const p = this.positionEmbeddings.forward(rows);
     if (rows !== positions) rows.dispose();
-    const sum = F.add(wt, p);
-    wt.dispose();
-    p.dispose();
-    const y = this.layerNorm.forward(sum);
-    sum.dispose();
-    return y;
+    try {
+      return residualLayerNorm(this.layerNorm, wt, p);
+    } finally {
+      wt.dispose();
+      p.dispose();
+    }
   }
 }
 

@@ -1,4 +1,4 @@
-import { DTYPE_INFO, F, Module, defineTask, hostArray, type Tensor } from '@fastkernels/core';
+import { DTYPE_INFO, Module, defineTask, hostArray, type Tensor } from '@fastkernels/core';
 import { bytesOf, randn } from '../../../common/inputs.js';
 import type { GELU } from '../../../layers/activation.js';
 import type { LayerNorm } from '../../../layers/norm.js';
@@ -7,13 +7,15 @@ import type { Linear } from '../../../tasks/L1/linear/linear.js';
 import { initEncoderParameters } from '../cases.js';
 import { BGE_M3, COLBERTV2, tinyEncoderConfig, type EncoderConfig } from '../config.js';
 import { FAMILY } from '../family.js';
+import { linearGelu, residualLayerNorm } from '../fusion.js';
 import { refGelu, refLinear } from '../reference.js';
 
 type Act = EncoderConfig['hiddenAct'];
 
 /**
  * HF XLMRobertaIntermediate / BertIntermediate: dense (L1/linear, bias) then the activation (L1/gelu: exact for
- * hidden_act 'gelu', tanh for gelu_new). forward(hiddenStates [..., H]) -> [..., I]. The task's module.
+ * hidden_act 'gelu', tanh for gelu_new), as linear's activation epilogue while both are ours (fusion.ts).
+ * forward(hiddenStates [..., H]) -> [..., I]. The task's module.
  */
 export class EncoderIntermediate extends Module {
   readonly dense: Linear;
@@ -29,15 +31,13 @@ export class EncoderIntermediate extends Module {
   }
 
   forward(hiddenStates: Tensor): Tensor {
-    const h = this.dense.forward(hiddenStates);
-    const y = this.act.forward(h);
-    h.dispose();
-    return y;
+    return linearGelu(this.dense, this.act, hiddenStates);
   }
 }
 
 /**
- * HF XLMRobertaOutput / BertOutput: LayerNorm(dense(h) + input). forward(h [..., I], input [..., H]) -> [..., H].
+ * HF XLMRobertaOutput / BertOutput: LayerNorm(dense(h) + input) (one add_layer_norm while the LayerNorm is ours).
+ * forward(h [..., I], input [..., H]) -> [..., H].
  * Built with `new` by the layer (it is the second class of the encoder_mlp task, not a task of its own); its children
  * resolve through the registry, so L1 candidates apply inside it.
  */
@@ -56,11 +56,11 @@ export class EncoderOutput extends Module {
 
   forward(hiddenStates: Tensor, inputTensor: Tensor): Tensor {
     const o = this.dense.forward(hiddenStates);
-    const sum = F.add(o, inputTensor);
-    o.dispose();
-    const y = this.layerNorm.forward(sum);
-    sum.dispose();
-    return y;
+    try {
+      return residualLayerNorm(this.layerNorm, o, inputTensor);
+    } finally {
+      o.dispose();
+    }
   }
 }
 
