@@ -1,6 +1,6 @@
 /** The norm group of the op registry in float64 (statistics and results in float64, rounded once on store). */
 import { finfoEps, numel, roundToDType, sigmoid, silu, type Backend, type OpCall, type OpKernelTable, type RmsNormAttrs, type Tensor } from '@fastkernels/core';
-import { gather, output } from '../strided.js';
+import { gather, gatherBroadcast, output } from '../strided.js';
 
 const valuesOrNull = (t: Tensor | null | number, what: string) => (t === null || typeof t === 'number' ? null : gather(t, what));
 
@@ -28,6 +28,24 @@ function layerNorm(backend: Backend) {
       for (let k = 0; k < K; k++) Y[base + k] = (X[base + k]! - mean) * inv * (W ? W[k]! : 1) + (B ? B[k]! : 0);
     }
     return output(backend, x.shape, x.dtype, Y, 'layer_norm');
+  };
+}
+
+/** adaLN: layer_norm over the last dim (no affine), then * (scale_offset + scale) + shift, both broadcast to x. */
+function layerNormModulate(backend: Backend) {
+  return (call: OpCall<{ eps: number; scale_offset: number }>): Tensor => {
+    const [x, scale, shift] = call.inputs as [Tensor, Tensor, Tensor];
+    const X = gather(x, 'layer_norm_modulate');
+    const SC = gatherBroadcast(scale, x.shape, 'layer_norm_modulate scale');
+    const SH = gatherBroadcast(shift, x.shape, 'layer_norm_modulate shift');
+    const K = x.shape[x.rank - 1]!;
+    const Y = new Float64Array(X.length);
+    for (let base = 0; K > 0 && base < X.length; base += K) {
+      const [mean, v] = moments(X, base, K);
+      const inv = 1 / Math.sqrt(v + call.attrs.eps);
+      for (let k = 0; k < K; k++) Y[base + k] = (X[base + k]! - mean) * inv * (call.attrs.scale_offset + SC[base + k]!) + SH[base + k]!;
+    }
+    return output(backend, x.shape, x.dtype, Y, 'layer_norm_modulate');
   };
 }
 
@@ -179,6 +197,7 @@ function l2Norm(backend: Backend) {
 
 export function registerNormKernels(table: OpKernelTable, backend: Backend): void {
   table.register('layer_norm', layerNorm(backend));
+  table.register('layer_norm_modulate', layerNormModulate(backend));
   table.register('group_norm', groupNorm(backend));
   table.register('batch_norm', batchNorm(backend));
   table.register('rms_norm', rmsNorm(backend));

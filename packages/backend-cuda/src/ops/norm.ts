@@ -3,14 +3,16 @@
  * layer_norm's rows are the trailing normalized_shape elements (read in place when the rows are one stride apart),
  * group_norm's are the (C / G) x spatial elements of one group of one sample of a contiguous NCHW tensor. The launch
  * keeps a row in registers: a warp a row up to 8 vectors a lane, else a block a row of about 4 vectors a thread.
+ * layer_norm_modulate (adaLN) is layer_norm over the last dim with the modulation epilogue (modulation-rows.ts).
  */
-import { Tensor } from '@fastkernels/core';
+import { Tensor, broadcastStridesTo } from '@fastkernels/core';
 import type { CudaKernel } from '../kernel.js';
 import type { CudaRuntime } from '../runtime.js';
 import { DCODE, GEN_ITEMSIZE, genDType, type GenDType } from './ctypes.js';
 import { addr } from './elementwise.js';
 import type { GenKernelCache } from './gen-cache.js';
 import { planReduce, rowVec } from './reduce-plan.js';
+import { modulationRows, type ModulationRows } from './modulation-rows.js';
 import { rowNormSource } from './norm-source.js';
 
 /**
@@ -20,6 +22,11 @@ import { rowNormSource } from './norm-source.js';
  */
 export function maxVectorsPerThread(block: number): number {
   return block >= 1024 ? 6 : block >= 512 ? 14 : 16;
+}
+
+/** The adaLN epilogue's two row pointers cost a vector at 1024 threads (ptxas -v on sm_90a: f32 x 6 spilled 16 bytes). */
+export function maxModulateVectorsPerThread(block: number): number {
+  return block >= 1024 ? 5 : maxVectorsPerThread(block);
 }
 
 export interface NormLaunch {
@@ -41,6 +48,7 @@ export function normLaunch(rows: number, nv: number, sms: number): NormLaunch {
 
 export class GeneratedNorms {
   private readonly kernels = new Map<number, CudaKernel>();
+  private readonly modKernels = new Map<string, CudaKernel>();
 
   constructor(
     private readonly cache: GenKernelCache,
@@ -62,6 +70,45 @@ export class GeneratedNorms {
       const w = weight && denseOf(weight, temps);
       const b = bias && denseOf(bias.dtype === (weight?.dtype ?? bias.dtype) ? bias : keep(temps, bias.to(weight!.dtype)), temps);
       this.launch('layer', src, y, w, b, rows, L, rowStride, eps, 1, 1, 1);
+    } finally {
+      for (const t of temps) t.dispose();
+    }
+    return y;
+  }
+
+  /**
+   * adaLN: y = layer_norm(x) over the last dim (no affine) * (offset + scale) + shift; scale / shift broadcast to x with
+   * the last dim whole (layer_norm_modulate). One read of x; the modulation rows are read in place where one
+   * (groupRows, stride) pair addresses them (a chunk view of the modulation vector is), else copied dense first.
+   */
+  layerNormModulate(x: Tensor, scale: Tensor, shift: Tensor, eps: number, offset: number, outDType = x.dtype): Tensor {
+    const y = Tensor.empty(x.backend, x.shape, outDType, { device: x.device });
+    if (y.numel === 0) return y;
+    const p = planReduce(x.shape, x.strides, [x.rank - 1]);
+    const temps: Tensor[] = [];
+    try {
+      const src = p.kind === 'rows' ? x : keep(temps, x.contiguous());
+      const L = x.shape[x.rank - 1]!;
+      const rowStride = p.kind === 'rows' ? p.rowStride : L;
+      const sc = scale;
+      const sh = shift.dtype === scale.dtype ? shift : keep(temps, shift.to(scale.dtype));
+      const [scT, scR] = rowsOf(sc, x.shape, temps);
+      const [shT, shR] = rowsOf(sh, x.shape, temps);
+      const inD = genDType(src.dtype, 'layer_norm_modulate');
+      const outD = genDType(y.dtype, 'layer_norm_modulate');
+      const mD = genDType(scT.dtype, 'layer_norm_modulate scale');
+      const vec = Math.min(rowVec(GEN_ITEMSIZE[inD], L, rowStride, [addr(src)]), rowVec(GEN_ITEMSIZE[outD], L, L, [addr(y)]));
+      const modVector = [[scT, scR], [shT, shR]].every(([t, m]) => addr(t as Tensor) % (vec * (t as Tensor).itemsize) === 0 && (m as ModulationRows).stride % vec === 0);
+      const launch = normLaunch(y.numel / L, L / vec, this.runtime().properties().multiprocessors);
+      const l = { ...launch, npt: Math.min(launch.npt, maxModulateVectorsPerThread(launch.block)) };
+      const key = `norm-mod|${inD}|${outD}|${mD}|${vec}|${l.tpr}|${l.block}|${l.npt}|${modVector ? 1 : 0}`;
+      let k = this.modKernels.get(key);
+      if (!k) {
+        const spec = { kind: 'layer' as const, inDType: inD, outDType: outD, wDType: null, hasWeight: false, hasBias: false, vec, tpr: l.tpr, block: l.block, npt: l.npt, modulate: { dtype: mD, vector: modVector } };
+        k = this.cache.kernel(`norm|${JSON.stringify(spec)}`, () => rowNormSource(spec), 'layer-norm-modulate-generated');
+        this.modKernels.set(key, k);
+      }
+      k.launch(l.grid, l.block, 0, [addr(y), addr(src), 0, 0, y.numel / L, L, rowStride, eps, 1, 1, 1, addr(scT), addr(shT), scR.groupRows, scR.stride, shR.groupRows, shR.stride, offset]);
     } finally {
       for (const t of temps) t.dispose();
     }
@@ -112,6 +159,18 @@ export class GeneratedNorms {
     }
     k.launch(l.grid, l.block, 0, [addr(y), addr(x), w ? addr(w) : 0, b ? addr(b) : 0, rows, L, rowStride, eps, G, cpg, hw]);
   }
+}
+
+/** A modulation operand and how the kernel reads its rows against x's shape (a dense copy where no one pair does). */
+function rowsOf(t: Tensor, shape: readonly number[], temps: Tensor[]): [Tensor, ModulationRows] {
+  const m = modulationRows(shape, broadcastStridesTo('layer_norm_modulate', t.shape, t.strides, shape));
+  if (m) return [t, m];
+  const dense = keep(temps, t.contiguous());
+  const again = modulationRows(shape, broadcastStridesTo('layer_norm_modulate', dense.shape, dense.strides, shape));
+  if (again) return [dense, again];
+  // an outer broadcast dim (e.g. [1, S, L] against [B, S, L]): the operand expanded to x's shape
+  const full = keep(temps, t.expand(...shape).contiguous());
+  return [full, { groupRows: 1, stride: shape[shape.length - 1]! }];
 }
 
 function keep(temps: Tensor[], t: Tensor): Tensor {

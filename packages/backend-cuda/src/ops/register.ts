@@ -2,7 +2,7 @@
  * The CUDA backend's registry kernels from this folder: the elementwise group (generated), sum / mean / amax / amin,
  * softmax / log_softmax (f32 / f16 / bf16 in and out: the tuned kernels of kernels/softmax.cu, reduction/softmax.ts;
  * other dtypes generated),
- * layer_norm / group_norm (generated row norms) where core declares them. One GeneratedOps per backend holds the kernel
+ * layer_norm / layer_norm_modulate / group_norm (generated row norms) where core declares them. One GeneratedOps per backend holds the kernel
  * cache; nothing touches CUDA before the first call.
  */
 import { Tensor, hasOp, normDim, reductionDims, type OpCall, type OpKernelTable, type OpSupports } from '@fastkernels/core';
@@ -114,6 +114,16 @@ export function registerGeneratedKernels(table: OpKernelTable, runtime: () => Cu
       (call: OpCall<{ normalized_shape: number[]; eps: number }>) => {
         const [x, w, b] = call.inputs as [Tensor, Tensor | null, Tensor | null];
         return g.norms.layerNorm(x, call.attrs.normalized_shape.length, w ?? null, b ?? null, call.attrs.eps, call.outputs[0]!.dtype);
+      },
+      normSupports,
+    );
+  }
+  if (hasOp('layer_norm_modulate')) {
+    table.register(
+      'layer_norm_modulate',
+      (call: OpCall<{ eps: number; scale_offset: number }>) => {
+        const [x, scale, shift] = call.inputs as [Tensor, Tensor, Tensor];
+        return g.norms.layerNormModulate(x, scale, shift, call.attrs.eps, call.attrs.scale_offset, call.outputs[0]!.dtype);
       },
       normSupports,
     );

@@ -1,7 +1,7 @@
 /**
  * Normalisations: layer_norm, group_norm, batch_norm (inference: running statistics), rms_norm (plain, Gemma's
  * (1 + w) through weight_offset, gated as FLA / vLLM RMSNormGated), normalize (F.normalize), l2_norm (FLA's l2norm),
- * and the fused residual form fused_add_rms_norm (vLLM).
+ * the fused residual form fused_add_rms_norm (vLLM), and layer_norm_modulate (adaLN: layer_norm then x * (1 + scale) + shift).
  *
  * Every op has a decomposition into elementwise and reduction ops computed in float32 (float64 for f64 inputs), so a
  * backend without the fused kernel still runs it; the results round once to the input's dtype. Statistics are biased
@@ -11,6 +11,7 @@ import { z } from 'zod';
 import type { DType } from '../dtype.js';
 import { formatShape, shapesEqual, type Shape } from '../shape.js';
 import type { Tensor } from '../tensor.js';
+import { broadcastShapesOf } from './broadcast.js';
 import { callOp, callOp1, defineOp, meta, normDim, opError, OpScope, type MetaArg, type OpCall, type TensorMeta } from './registry.js';
 
 const T = (a: MetaArg) => a as TensorMeta;
@@ -68,6 +69,45 @@ defineOp({
     let y = s.op('mul', [d, s.op('rsqrt', [s.op('add', [v, call.attrs.eps])])]);
     if (I(call, 1)) y = s.op('mul', [y, I(call, 1)]);
     if (I(call, 2)) y = s.op('add', [y, I(call, 2)]);
+    return s.keep([s.op('to', [y], { dtype: x.dtype })]);
+  },
+});
+
+// --- layer_norm_modulate (adaLN) ------------------------------------------------------------------
+
+export const layerNormModulateAttrs = z.object({ eps: z.number().default(1e-6), scale_offset: z.number().default(1) }).strict();
+export type LayerNormModulateAttrs = z.output<typeof layerNormModulateAttrs>;
+
+defineOp({
+  name: 'layer_norm_modulate',
+  group: 'norm',
+  doc:
+    "adaLN (DiT, FLUX, SD3, HunyuanVideo, Wan): layer_norm(x) over the last dim without affine, then * (scale_offset + scale) + shift. " +
+    'scale and shift broadcast to the input with the last dim whole ([B, 1, D] against [B, S, D]: one modulation row a sample). ' +
+    'Computed in float32 (float64 for f64) and rounded once to the input dtype.',
+  inputs: [{ name: 'input', dtypes: 'float' }, { name: 'scale', dtypes: 'float' }, { name: 'shift', dtypes: 'float' }],
+  attrs: layerNormModulateAttrs,
+  infer: ([x, sc, sh]) => {
+    const s = T(x).shape;
+    if (s.length === 0) opError('layer_norm_modulate', 'input must have at least one dim');
+    const D = s[s.length - 1]!;
+    for (const [name, m] of [['scale', T(sc!)], ['shift', T(sh!)]] as const) {
+      if (m.shape.length === 0 || m.shape[m.shape.length - 1] !== D) opError('layer_norm_modulate', `${name} ${formatShape(m.shape)} must end in the input's last dim ${D} (input ${formatShape(s)})`);
+      if (!shapesEqual(broadcastShapesOf('layer_norm_modulate', [s, m.shape], ['input', name]), s)) opError('layer_norm_modulate', `${name} ${formatShape(m.shape)} must broadcast to the input ${formatShape(s)}`);
+    }
+    return [meta(s, T(x).dtype)];
+  },
+  decompose: (call) => {
+    const [x, sc, sh] = call.inputs as [Tensor, Tensor, Tensor];
+    const w = wide(x.dtype);
+    const s = new OpScope();
+    const xf = s.op('to', [x], { dtype: w });
+    const mean = s.op('mean', [xf], { dim: [-1], keepdim: true });
+    const d = s.op('sub', [xf, mean]);
+    const v = s.op('mean', [s.op('square', [d])], { dim: [-1], keepdim: true });
+    const n = s.op('mul', [d, s.op('rsqrt', [s.op('add', [v, call.attrs.eps])])]);
+    const factor = s.op('add', [s.op('to', [sc], { dtype: w }), call.attrs.scale_offset]);
+    const y = s.op('add', [s.op('mul', [n, factor]), s.op('to', [sh], { dtype: w })]);
     return s.keep([s.op('to', [y], { dtype: x.dtype })]);
   },
 });
@@ -340,6 +380,9 @@ defineOp({
 export const normFunctions = {
   layerNorm: (input: Tensor, normalizedShape: readonly number[], weight: Tensor | null = null, bias: Tensor | null = null, eps = 1e-5): Tensor =>
     callOp1('layer_norm', [input, weight, bias], { normalized_shape: normalizedShape, eps }),
+  /** adaLN: layer_norm(input) (no affine) * (scaleOffset + scale) + shift, scale / shift broadcast over the tokens. */
+  layerNormModulate: (input: Tensor, scale: Tensor, shift: Tensor, eps = 1e-6, scaleOffset = 1): Tensor =>
+    callOp1('layer_norm_modulate', [input, scale, shift], { eps, scale_offset: scaleOffset }),
   groupNorm: (input: Tensor, numGroups: number, weight: Tensor | null = null, bias: Tensor | null = null, eps = 1e-5): Tensor =>
     callOp1('group_norm', [input, weight, bias], { num_groups: numGroups, eps }),
   batchNorm: (input: Tensor, runningMean: Tensor, runningVar: Tensor, weight: Tensor | null = null, bias: Tensor | null = null, training = false, momentum = 0.1, eps = 1e-5): Tensor =>
