@@ -8,13 +8,14 @@ import { initFamilyParameters } from '../cases.js';
 import { FAMILY } from '../family.js';
 import { FLUX1_DEV } from '../flux-config.js';
 import { layerNorm, linear, param, silu } from '../host-math.js';
-import { modulate } from './modulate.js';
+import { normModulate } from './modulate.js';
 
 /**
  * diffusers' AdaLayerNormZero (adaLN-Zero of DiT; FLUX's norm1 / norm1_context): emb = linear(silu(temb)) [B, 6D]
  * chunked into shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp; x -> LayerNorm(x, no affine, eps
  * 1e-6) * (1 + scale_msa) + shift_msa. forward(x [B, S, D], emb [B, D]) -> [x, gate_msa, shift_mlp, scale_mlp,
- * gate_mlp] (the four [B, D] rows contiguous). Only the layer_norm form without class labels (FLUX's) is built.
+ * gate_mlp] (the four [B, D] rows contiguous). Only the layer_norm form without class labels (FLUX's) is built. The norm
+ * and the modulation are one layer_norm_modulate while `norm` is our LayerNorm (modulate.ts: normModulate).
  */
 export class AdaLayerNormZero extends Module {
   readonly silu: SiLU;
@@ -70,9 +71,7 @@ function adaForward(m: { silu: SiLU; linear: Linear; norm: LayerNorm }, x: Tenso
   const e = m.linear.forward(a);
   a.dispose();
   const parts = F.chunk(e, n, 1);
-  const h = m.norm.forward(x);
-  const y = modulate(h, parts[1]!, parts[0]!);
-  h.dispose();
+  const y = normModulate(m.norm, x, parts[1]!, parts[0]!);
   const rest = parts.slice(2).map((p) => F.contiguous(p));
   for (const p of parts) p.dispose();
   e.dispose();

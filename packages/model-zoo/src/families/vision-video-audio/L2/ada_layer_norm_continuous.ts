@@ -8,7 +8,7 @@ import { initFamilyParameters } from '../cases.js';
 import { FAMILY } from '../family.js';
 import { FLUX1_DEV } from '../flux-config.js';
 import { layerNorm, linear, param, silu } from '../host-math.js';
-import { modulate } from './modulate.js';
+import { normModulate } from './modulate.js';
 
 /**
  * diffusers' AdaLayerNormContinuous (FLUX's norm_out): emb = linear(silu(cond)) [B, 2D] chunked as scale, shift
@@ -40,9 +40,8 @@ export class AdaLayerNormContinuous extends Module {
     const e = this.linear.forward(a2);
     a2.dispose();
     const [scale, shift] = F.chunk(e, 2, 1) as [Tensor, Tensor];
-    const h = this.norm.forward(x);
-    const y = modulate(h, scale, shift);
-    for (const t of [h, scale, shift, e]) t.dispose();
+    const y = normModulate(this.norm, x, scale, shift);
+    for (const t of [scale, shift, e]) t.dispose();
     return y;
   }
 }

@@ -12,7 +12,7 @@ import { geluTanh, layerNorm, linear, param, sub } from '../host-math.js';
 import { AdaLayerNormZeroSingle, adaLayerNormZeroReference, type AdaLayerNormZero } from '../L2/ada_layer_norm.js';
 import { fluxAttentionReference, type FluxAttention } from '../L2/flux_attention.js';
 import { feedForwardReference, type FeedForward } from '../L2/flux_feedforward.js';
-import { gatedResidual, modulate } from '../L2/modulate.js';
+import { gatedResidual, normModulate } from '../L2/modulate.js';
 
 /**
  * diffusers' FluxTransformerBlock (double stream): adaLN-Zero on the image (norm1) and text (norm1_context) streams,
@@ -46,10 +46,13 @@ export class FluxTransformerBlock extends Module {
     this.ffContext = this.createModule('ff_context', 'L2/flux_feedforward', dim, dim);
   }
 
-  /** x + gate_msa * attn; then x + gate_mlp * ff(norm2(x) * (1 + scale_mlp) + shift_mlp). */
+  /**
+   * x + gate_msa * attn; then x + gate_mlp * ff(norm2(x) * (1 + scale_mlp) + shift_mlp): the gated residuals are
+   * elementwise chains, norm2 and its modulation one layer_norm_modulate while norm2 is our LayerNorm (modulate.ts).
+   */
   private stream(s: OpScope, x: Tensor, attnOut: Tensor, [gateMsa, shiftMlp, scaleMlp, gateMlp]: Tensor[], norm: LayerNorm, ff: FeedForward): Tensor {
     const h = s.own(gatedResidual(x, gateMsa!, attnOut));
-    const n = s.own(modulate(s.own(norm.forward(h)), scaleMlp!, shiftMlp!));
+    const n = s.own(normModulate(norm, h, scaleMlp!, shiftMlp!));
     return gatedResidual(h, gateMlp!, s.own(ff.forward(n)));
   }
 
