@@ -1,6 +1,6 @@
 /**
  * The matmul group: matmul (torch.matmul with 1-D operands and broadcast batch dims), bmm, baddbmm, linear with an
- * activation epilogue, linear_silu_and_mul (the gated-MLP fusion of the Llama path), einsum over explicit index letters, grouped_gemm (the MoE expert GEMM) and fused_moe_gemm (vLLM's fused_moe_kernel over moe_align's blocks). Operands share one
+ * activation epilogue, linear_silu_and_mul (the gated-MLP fusion of the Llama path), einsum over explicit index letters, grouped_gemm (the MoE expert GEMM), fused_moe_gemm (vLLM's fused_moe_kernel over moe_align's blocks) and moe_align (that block layout). Operands share one
  * float dtype (torch does not promote inside matmuls); results are in that dtype, computed wider and rounded once.
  */
 import { z } from 'zod';
@@ -9,7 +9,7 @@ import { formatShape, type Shape } from '../shape.js';
 import { Tensor } from '../tensor.js';
 import { deviceArange } from './arange.js';
 import { broadcastShapesOf } from './broadcast.js';
-import { OpScope, callOp1, defineOp, meta, opError, type MetaArg, type TensorMeta } from './registry.js';
+import { OpScope, callOp, callOp1, defineOp, meta, opError, type MetaArg, type TensorMeta } from './registry.js';
 
 const noAttrs = z.object({}).strict();
 
@@ -461,6 +461,77 @@ defineOp({
   },
 });
 
+// ---------------------------------------------------------------------------------------------
+// moe_align (vLLM's moe_align_block_size: the layout fused_moe_gemm reads)
+
+const moeAlignAttrs = z.object({ block_size: z.number().int().min(1), num_experts: z.number().int().min(1) }).strict();
+export type MoeAlignAttrs = z.infer<typeof moeAlignAttrs>;
+
+/**
+ * moe_align's output sizes (vLLM's pad_sorted_ids): sorted_token_ids holds numel + E (blockSize - 1) entries rounded up to
+ * whole blocks (a consumer finds the block size as P / NB), expert_ids one per block.
+ */
+export function moeAlignSizes(numel: number, numExperts: number, blockSize: number): { maxPadded: number; numBlocks: number } {
+  const numBlocks = Math.ceil((numel + numExperts * (blockSize - 1)) / blockSize);
+  return { maxPadded: numBlocks * blockSize, numBlocks };
+}
+
+defineOp({
+  name: 'moe_align',
+  group: 'matmul',
+  doc:
+    "vLLM's moe_align_block_size: the flattened (token, k) slots of topk_ids grouped by expert, each expert's run padded to whole " +
+    'blocks of block_size entries. Outputs sorted_token_ids i32 [P] (P = numel + E (block_size - 1) rounded up to whole blocks; ' +
+    'within an expert the slots ascend; padding entries hold numel), expert_ids i32 [P / block_size] (-1 for blocks at or past the ' +
+    'padded total) and num_tokens_post_padded i32 [1]. Slots whose id is outside [0, num_experts) (-1: an expert another rank ' +
+    'serves) are in no block. Decomposition: one_hot counts, cumsum offsets, a stable sort and a scatter, all on the device.',
+  inputs: [{ name: 'topk_ids', dtypes: 'int' }],
+  outputs: ['sorted_token_ids', 'expert_ids', 'num_tokens_post_padded'],
+  attrs: moeAlignAttrs,
+  infer: ([ids], a) => {
+    const n = (ids as TensorMeta).shape.reduce((p, d) => p * d, 1);
+    const { maxPadded, numBlocks } = moeAlignSizes(n, a.num_experts, a.block_size);
+    return [meta([maxPadded], 'i32'), meta([numBlocks], 'i32'), meta([1], 'i32')];
+  },
+  decompose: (call) => {
+    const { block_size: bs, num_experts: E } = call.attrs as MoeAlignAttrs;
+    const topkIds = call.inputs[0] as Tensor;
+    const [P, NB] = [call.outputs[0]!.shape[0]!, call.outputs[1]!.shape[0]!];
+    const N = topkIds.numel;
+    const dev = topkIds.device;
+    const s = new OpScope();
+    try {
+      const flat = s.op('to', [s.own(topkIds.reshape(N))], { dtype: 'i64' });
+      // bucket E: the slots no expert here takes (sorted last, sent to a spare entry P)
+      const bucket = s.op('where', [s.op('logical_and', [s.op('ge', [flat, 0]), s.op('lt', [flat, E])]), flat, E]);
+      const counts = s.op('sum', [s.op('one_hot', [bucket], { num_classes: E + 1 })], { dim: 0 }); // [E + 1]
+      const padded = s.op('mul', [s.op('div', [s.op('add', [counts, bs - 1]), bs], { rounding_mode: 'floor' }), bs]);
+      const paddedEnd = s.op('cumsum', [padded], { dim: 0 });
+      const paddedStart = s.op('sub', [paddedEnd, padded]);
+      const countStart = s.op('sub', [s.op('cumsum', [counts], { dim: 0 }), counts]);
+      const [bucketOf, order] = callOp('sort', [bucket], { dim: 0, stable: true }) as [Tensor, Tensor];
+      s.own(bucketOf);
+      s.own(order);
+      // index constants built on the device: a host upload would fail a CUDA graph capture
+      const rank = s.own(deviceArange(call.backend, N, dev));
+      const place = s.op('add', [s.op('index_select', [paddedStart, bucketOf], { dim: 0 }), s.op('sub', [rank, s.op('index_select', [countStart, bucketOf], { dim: 0 })])]);
+      const dest = s.op('where', [s.op('lt', [bucketOf, E]), place, P]);
+      const fill = s.op('add', [s.own(Tensor.zeros(call.backend, [P + 1], 'i64', { device: dev })), N]);
+      const sorted = s.own(s.op('scatter', [fill, dest, order], { dim: 0 }).narrow(0, 0, P));
+      // a block's expert: the experts whose padded run ends at or before the block's start; -1 past the total
+      const starts = s.own(s.op('mul', [s.own(deviceArange(call.backend, NB, dev)), bs]).view(NB, 1));
+      const ends = s.own(s.own(paddedEnd.narrow(0, 0, E)).view(1, E));
+      const before = s.op('sum', [s.op('le', [ends, starts])], { dim: 1 });
+      const total = s.own(paddedEnd.narrow(0, E - 1, 1));
+      const experts = s.op('where', [s.op('lt', [s.own(starts.view(NB)), total]), before, -1]);
+      return s.keep([s.op('to', [sorted], { dtype: 'i32' }), s.op('to', [experts], { dtype: 'i32' }), s.op('to', [total], { dtype: 'i32' })]);
+    } catch (e) {
+      s.dispose();
+      throw e;
+    }
+  },
+});
+
 /** rows [0, slots) of a [slots + 1, N] buffer, viewed [M, top_k, N] (the buffer's handle disposed; the view keeps its storage). */
 function keepSlots(buf: Tensor, slots: number, M: number, topK: number, N: number): Tensor {
   const head = buf.narrow(0, 0, slots);
@@ -486,4 +557,5 @@ export const matmulFunctions = {
     input: Tensor, weight: Tensor, topkWeights: Tensor | null, sortedTokenIds: Tensor, expertIds: Tensor, numTokensPostPadded: Tensor,
     opts: { top_k: number; mul_routed_weight?: boolean },
   ): Tensor => callOp1('fused_moe_gemm', [input, weight, topkWeights, sortedTokenIds, expertIds, numTokensPostPadded], opts),
+  moeAlign: (topkIds: Tensor, opts: { block_size: number; num_experts: number }): [Tensor, Tensor, Tensor] => callOp('moe_align', [topkIds], opts) as [Tensor, Tensor, Tensor],
 };

@@ -46,12 +46,17 @@ describe('moe_align', () => {
     expect({ sorted: [...sorted.data], experts: [...experts.data], post: [...post.data] }).toEqual(want);
   });
 
-  it('module: the same, as i32; an id outside the experts is an error (the CPU backend checks one_hot)', () => {
+  it("module: the same, as i32; ids outside the experts (-1: another rank's) are in no block, as in the reference", () => {
     const m = make<Module & { forward(x: Tensor): Tensor[] }>('L1/moe_align', 2, 3);
     const out = m.forward(t(ids, [3, 2], 'i32'));
     expect(out.map((o) => o.dtype)).toEqual(['i32', 'i32', 'i32']);
     expect({ sorted: [...out[0]!.toFloat64Array()], experts: [...out[1]!.toFloat64Array()], post: [...out[2]!.toFloat64Array()] }).toEqual(want);
-    expect(() => m.forward(t([0, 3], [1, 2], 'i32'))).toThrow(/outside \[0, (num_classes = )?3\)/);
+    // slots 0:e0 1:e3 (none) | 2:-1 (none) 3:e1
+    const skipped = { sorted: [0, 4, 3, 4, 4, 4, 4, 4], experts: [0, 1, -1, -1], post: [4] };
+    const got = m.forward(t([0, 3, -1, 1], [2, 2], 'i32'));
+    expect({ sorted: [...got[0]!.toFloat64Array()], experts: [...got[1]!.toFloat64Array()], post: [...got[2]!.toFloat64Array()] }).toEqual(skipped);
+    const [rs, re, rp] = moeAlignReference({ shape: [2, 2], data: Float64Array.from([0, 3, -1, 1]) }, 2, 3);
+    expect({ sorted: [...rs.data], experts: [...re.data], post: [...rp.data] }).toEqual(skipped);
   });
 });
 

@@ -1,16 +1,10 @@
-import { F, Module, OpScope, Tensor, defineTask, deviceArange, hostArray, type HostArray, type TaskCase } from '@fastkernels/core';
+import { F, Module, defineTask, hostArray, moeAlignSizes, type HostArray, type TaskCase, type Tensor } from '@fastkernels/core';
 import { fromInts } from '../../../common/inputs.js';
 import { DENSE_MOE_LLM } from '../../families.js';
 import { MIXTRAL_8X7B, MOE_TOKENS, QWEN3_30B_A3B, randomRouting, type MoeShape } from './shapes.js';
 
-/**
- * vLLM's sizes with pad_sorted_ids: sorted_token_ids holds numel + E * (blockSize - 1) entries rounded up to a whole
- * block (so a consumer finds the block size as P / NB), expert_ids one per block.
- */
-export function moeAlignSizes(numel: number, numExperts: number, blockSize: number): { maxPadded: number; numBlocks: number } {
-  const numBlocks = Math.ceil((numel + numExperts * (blockSize - 1)) / blockSize);
-  return { maxPadded: numBlocks * blockSize, numBlocks };
-}
+/** vLLM's sizes with pad_sorted_ids (core's moe_align op infers its outputs with them). */
+export { moeAlignSizes };
 
 /**
  * vLLM's moe_align_block_size (torch.ops._moe_C.moe_align_block_size): the flattened (token, k) slots of topkIds
@@ -21,10 +15,9 @@ export function moeAlignSizes(numel: number, numExperts: number, blockSize: numb
  * Within an expert the slots are in ascending order (vLLM's small-batch kernel's order; its large-batch kernel's
  * atomics give any order, which a consumer must not depend on: a canonical order makes the outputs comparable).
  *
- * Written on the registry's ops, with no read of the ids on the host (vLLM's kernel does the same in one launch: a
- * per-expert count, a prefix sum, a scatter): counts by one_hot + sum, block-padded offsets by cumsum, the slots in
- * expert order by a stable sort, each slot's place = its expert's padded start + its rank within the expert, a
- * scatter into the padding-filled ids; a block's expert is the number of experts whose padded run ends at or before it.
+ * One registry op, moe_align: on CUDA one launch of one CTA (kernels/moe_align.cu: counts, offsets, a stable scatter,
+ * as vLLM's kernel), elsewhere its decomposition (one_hot counts, cumsum offsets, a stable sort, a scatter), with no
+ * read of the ids on the host either way.
  */
 export class MoeAlign extends Module {
   constructor(
@@ -36,38 +29,7 @@ export class MoeAlign extends Module {
   }
 
   forward(topkIds: Tensor): [Tensor, Tensor, Tensor] {
-    const E = this.numExperts;
-    const bs = this.blockSize;
-    const N = topkIds.numel;
-    const { maxPadded: P, numBlocks: NB } = moeAlignSizes(N, E, bs);
-    const dev = { device: this.ctx.device };
-    const s = new OpScope();
-    try {
-      const flat = s.op('to', [s.own(topkIds.reshape(N))], { dtype: 'i64' });
-      const counts = s.op('sum', [s.op('one_hot', [flat], { num_classes: E })], { dim: 0 }); // [E]
-      const padded = s.op('mul', [s.op('div', [s.op('add', [counts, bs - 1]), bs], { rounding_mode: 'floor' }), bs]);
-      const paddedEnd = s.op('cumsum', [padded], { dim: 0 });
-      const paddedStart = s.op('sub', [paddedEnd, padded]);
-      const countStart = s.op('sub', [s.op('cumsum', [counts], { dim: 0 }), counts]);
-      // slots in expert order (stable: ascending within an expert), and where each goes
-      const [expertOf, order] = F.sort(flat, { stable: true });
-      s.own(expertOf!);
-      s.own(order!);
-      // index constants are built on the device: a host upload would fail a CUDA graph capture of the decode step
-      const rank = s.own(deviceArange(this.ctx.backend, N, this.ctx.device));
-      const dest = s.op('add', [s.op('index_select', [paddedStart, expertOf!], { dim: 0 }), s.op('sub', [rank, s.op('index_select', [countStart, expertOf!], { dim: 0 })])]);
-      const fill = s.op('add', [s.own(Tensor.zeros(this.ctx.backend, [P], 'i64', dev)), N]);
-      const sorted = s.op('scatter', [fill, dest, order!], { dim: 0 });
-      // expert of each block: experts whose padded run ends at or before the block's start; -1 past the total
-      const starts = s.own(s.op('mul', [s.own(deviceArange(this.ctx.backend, NB, this.ctx.device)), bs]).view(NB, 1));
-      const before = s.op('sum', [s.op('le', [s.own(paddedEnd.view(1, E)), starts])], { dim: 1 });
-      const total = s.own(paddedEnd.narrow(0, E - 1, 1));
-      const experts = s.op('where', [s.op('lt', [s.own(starts.view(NB)), total]), before, -1]);
-      return s.keep([s.op('to', [sorted], { dtype: 'i32' }), s.op('to', [experts], { dtype: 'i32' }), s.op('to', [total], { dtype: 'i32' })]) as unknown as [Tensor, Tensor, Tensor];
-    } catch (e) {
-      s.dispose();
-      throw e;
-    }
+    return F.moeAlign(topkIds, { block_size: this.blockSize, num_experts: this.numExperts });
   }
 }
 
@@ -77,8 +39,8 @@ export function moeAlignReference(topkIds: HostArray, blockSize: number, numExpe
   const { maxPadded, numBlocks } = moeAlignSizes(numel, numExperts, blockSize);
   const perExpert: number[][] = Array.from({ length: numExperts }, () => []);
   topkIds.data.forEach((e, i) => {
-    if (!Number.isInteger(e) || e < 0 || e >= numExperts) throw new RangeError(`moe_align: expert id ${e} at ${i} is outside [0, ${numExperts})`);
-    perExpert[e]!.push(i);
+    if (!Number.isInteger(e)) throw new RangeError(`moe_align: expert id ${e} at ${i} is not an integer`);
+    if (e >= 0 && e < numExperts) perExpert[e]!.push(i); // others (-1: another rank's expert) are in no block
   });
   const sorted = hostArray([maxPadded]);
   sorted.data.fill(numel);
