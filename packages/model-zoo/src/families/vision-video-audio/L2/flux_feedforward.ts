@@ -7,11 +7,13 @@ import { initFamilyParameters } from '../cases.js';
 import { FAMILY } from '../family.js';
 import { FLUX1_DEV } from '../flux-config.js';
 import { geluTanh, linear, param } from '../host-math.js';
+import { geluProjection } from './gelu-projection.js';
 
 /**
  * diffusers' / vllm-omni's FeedForward(dim, dim_out, mult=4, activation_fn='gelu-approximate'): net.0.proj (Linear dim
  * -> inner, then GELU tanh), net.2 (Linear inner -> dim_out); net.1 is the dropout slot (no parameters).
- * forward(hiddenStates [..., dim]) -> [..., dim_out].
+ * forward(hiddenStates [..., dim]) -> [..., dim_out]. net.0 and its GELU are one linear with the gelu_tanh epilogue while
+ * both are ours (gelu-projection.ts).
  */
 export class FeedForward extends Module {
   readonly proj: Linear;
@@ -34,9 +36,7 @@ export class FeedForward extends Module {
   }
 
   forward(hiddenStates: Tensor): Tensor {
-    const h = this.proj.forward(hiddenStates);
-    const a = this.act.forward(h);
-    h.dispose();
+    const a = geluProjection(this.proj, this.act, hiddenStates);
     const y = this.out.forward(a);
     a.dispose();
     return y;

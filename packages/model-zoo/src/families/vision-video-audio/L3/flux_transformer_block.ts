@@ -12,6 +12,7 @@ import { geluTanh, layerNorm, linear, param, sub } from '../host-math.js';
 import { AdaLayerNormZeroSingle, adaLayerNormZeroReference, type AdaLayerNormZero } from '../L2/ada_layer_norm.js';
 import { fluxAttentionReference, type FluxAttention } from '../L2/flux_attention.js';
 import { feedForwardReference, type FeedForward } from '../L2/flux_feedforward.js';
+import { geluProjection } from '../L2/gelu-projection.js';
 import { gatedResidual, normModulate } from '../L2/modulate.js';
 
 /**
@@ -104,7 +105,7 @@ export class FluxSingleTransformerBlock extends Module {
     const s = new OpScope();
     try {
       const [n, gate] = this.norm.forward(hiddenStates, temb).map((t) => s.own(t)) as [Tensor, Tensor];
-      const mlp = s.own(this.actMlp.forward(s.own(this.projMlp.forward(n))));
+      const mlp = s.own(geluProjection(this.projMlp, this.actMlp, n));
       const attnOut = s.own(this.attn.forward(n, null, cos, sin) as Tensor);
       const out = s.own(this.projOut.forward(s.own(F.cat([attnOut, mlp], 2))));
       return s.keep([gatedResidual(hiddenStates, gate, out)])[0];

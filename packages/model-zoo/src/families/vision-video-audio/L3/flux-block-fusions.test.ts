@@ -1,20 +1,22 @@
 /**
- * FLUX's adaLN arithmetic (modulate.ts) on the CPU: the elementwise chains (modulate, gatedResidual) against float64
- * loops rounded once; the blocks run their norms and modulations as layer_norm_modulate while the LayerNorms are ours
- * and fall back to the LayerNorm's own forward for a candidate standing in one (runsOwnForward), with the same result;
+ * FLUX's block fusions on the CPU: the elementwise chains (modulate.ts: modulate, gatedResidual) against float64 loops
+ * rounded once; the blocks run their norms and modulations as layer_norm_modulate while the LayerNorms are ours, and
+ * the MLP up-projections with GELU(tanh) as one linear with the gelu_tanh epilogue (gelu-projection.ts), each falling
+ * back to the module's own forward for a candidate standing in it (runsOwnForward), with the same result;
  * both block forms match their float64 references in f32 and bf16.
  */
-import { F, Rng, compareTensors, roundToDType, toHostArray, withContext, type DType, type ExecutionContext, type Tensor } from '@fastkernels/core';
+import { F, Rng, compareTensors, roundToDType, toHostArray, withContext, type DType, type ExecutionContext, type OpCall, type Tensor } from '@fastkernels/core';
 import { CpuBackend } from '@fastkernels/backend-cpu';
 import { describe, expect, it } from 'vitest';
 import { cpuBackend } from '../../../../test/l1-harness.js';
 import { randn } from '../../../common/inputs.js';
+import { GELU } from '../../../layers/activation.js';
 import { LayerNorm } from '../../../layers/norm.js';
 import { randomCosSin } from '../../../tasks/L1/rotary/diffusion_rope.js';
 import { baselineRegistry } from '../../../index.js';
 import { initFamilyParameters } from '../cases.js';
 import { FluxSingleTransformerBlock, FluxTransformerBlock, fluxBlockReference, fluxSingleBlockReference } from '../L3/flux_transformer_block.js';
-import { gatedResidual, modulate } from './modulate.js';
+import { gatedResidual, modulate } from '../L2/modulate.js';
 
 const ctxOf = (dtype: DType): ExecutionContext => ({ backend: cpuBackend(), device: 0, dtype, registry: baselineRegistry() });
 const host = (t: Tensor) => [...t.toFloat64Array()];
@@ -29,16 +31,28 @@ class CandidateLayerNorm extends LayerNorm {
   }
 }
 
-/** A CPU backend of its own whose layer_norm_modulate kernel counts its calls. */
-function countingContext(dtype: DType): [ExecutionContext, { calls: number }] {
+/** A CPU backend of its own that counts its layer_norm_modulate calls and its linear calls with the gelu_tanh epilogue. */
+function countingContext(dtype: DType): [ExecutionContext, { calls: number; geluLinears: number }] {
   const backend = new CpuBackend();
-  const entry = backend.opKernels!.get('layer_norm_modulate')!;
-  const count = { calls: 0 };
+  const count = { calls: 0, geluLinears: 0 };
+  const norm = backend.opKernels!.get('layer_norm_modulate')!;
   backend.opKernels!.register('layer_norm_modulate', (call) => {
     count.calls++;
-    return entry.kernel(call);
-  }, entry.supports);
+    return norm.kernel(call);
+  }, norm.supports);
+  const lin = backend.opKernels!.get('linear')!;
+  backend.opKernels!.register('linear', (call: OpCall<{ activation: string }>) => {
+    if (call.attrs.activation === 'gelu_tanh') count.geluLinears++;
+    return lin.kernel(call);
+  }, lin.supports);
   return [{ backend, device: 0, dtype, registry: baselineRegistry() }, count];
+}
+
+/** A candidate for L1/gelu: GELU's math under its own forward. */
+class CandidateGELU extends GELU {
+  override forward(x: Tensor): Tensor {
+    return super.forward(x);
+  }
 }
 
 describe('modulate / gatedResidual (elementwise chains)', () => {
@@ -66,7 +80,7 @@ describe('modulate / gatedResidual (elementwise chains)', () => {
 
 describe('the FLUX blocks fuse norm + modulation while the LayerNorms are ours', () => {
   for (const dtype of ['f32', 'bf16'] as const) {
-    it(`${dtype}: double-stream block: 4 layer_norm_modulate calls, 3 with a candidate norm2 (its forward runs), same result, matches the float64 reference`, () => {
+    it(`${dtype}: double-stream block: 4 layer_norm_modulate and 2 gelu-epilogue linears, 3 and 1 with a candidate norm2 / ff GELU (their forwards run), same result, matches the float64 reference`, () => {
       const [ctx, count] = countingContext(dtype);
       withContext(ctx, () => {
         const rng = new Rng(7);
@@ -79,6 +93,7 @@ describe('the FLUX blocks fuse norm + modulation while the LayerNorms are ours',
         const [cos, sin] = randomCosSin(ctx, rng, S + St, D / H / 2);
         const fused = block.forward(h, e, temb, cos, sin);
         expect(count.calls).toBe(4); // norm1, norm1_context, norm2, norm2_context
+        expect(count.geluLinears).toBe(2); // ff and ff_context: net.0 with its GELU
         const ref = fluxBlockReference(toHostArray(h), toHostArray(e), toHostArray(temb), toHostArray(cos), toHostArray(sin), paramsOf(block), H);
         const tol = dtype === 'f32' ? { atol: 1e-4, rtol: 1e-3 } : { atol: 6e-2, rtol: 5e-2 };
         fused.forEach((t, i) => expect(compareTensors(t, ref[i]!, tol).status).toBe('PASSED'));
@@ -86,10 +101,14 @@ describe('the FLUX blocks fuse norm + modulation while the LayerNorms are ours',
         const own = block.norm2;
         const candidate = new CandidateLayerNorm(D, 1e-6, false);
         (block as unknown as { norm2: LayerNorm }).norm2 = candidate;
-        count.calls = 0;
+        const ownAct = block.ff.act;
+        (block.ff as unknown as { act: GELU }).act = new CandidateGELU('tanh');
+        count.calls = count.geluLinears = 0;
         const unfused = block.forward(h, e, temb, cos, sin);
         expect(count.calls).toBe(3);
         expect(candidate.calls).toBe(1);
+        expect(count.geluLinears).toBe(1); // ff_context only: ff's GELU is a candidate
+        (block.ff as unknown as { act: GELU }).act = ownAct;
         unfused.forEach((t, i) => expect(compareTensors(t, toHostArray(fused[i]!), dtype === 'f32' ? { atol: 1e-5, rtol: 1e-5 } : { atol: 2e-2, rtol: 2e-2 }).status).toBe('PASSED'));
         (block as unknown as { norm2: LayerNorm }).norm2 = own;
         candidate.dispose();
@@ -98,7 +117,7 @@ describe('the FLUX blocks fuse norm + modulation while the LayerNorms are ours',
       });
     });
 
-    it(`${dtype}: single-stream block: one layer_norm_modulate, matches the float64 reference`, () => {
+    it(`${dtype}: single-stream block: one layer_norm_modulate and one gelu-epilogue linear, matches the float64 reference`, () => {
       const [ctx, count] = countingContext(dtype);
       withContext(ctx, () => {
         const rng = new Rng(8);
@@ -110,6 +129,7 @@ describe('the FLUX blocks fuse norm + modulation while the LayerNorms are ours',
         const [cos, sin] = randomCosSin(ctx, rng, N, D / H / 2);
         const out = block.forward(h, temb, cos, sin);
         expect(count.calls).toBe(1);
+        expect(count.geluLinears).toBe(1); // proj_mlp with act_mlp
         const ref = fluxSingleBlockReference(toHostArray(h), toHostArray(temb), toHostArray(cos), toHostArray(sin), paramsOf(block), H);
         expect(compareTensors(out, ref, dtype === 'f32' ? { atol: 1e-4, rtol: 1e-3 } : { atol: 6e-2, rtol: 5e-2 }).status).toBe('PASSED');
         for (const t of [h, temb, cos, sin, out]) t.dispose();
