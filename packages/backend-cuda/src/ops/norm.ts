@@ -46,6 +46,17 @@ export function normLaunch(rows: number, nv: number, sms: number): NormLaunch {
   return { tpr, block: tpr, npt: Math.min(maxVectorsPerThread(tpr), Math.ceil(nv / tpr)), grid: Math.max(1, Math.min(rows, sms * 64)) };
 }
 
+/**
+ * add_layer_norm's launch: layer_norm's, at most 512 threads a row and 10 vectors a thread at 512 (ptxas -v on sm_90a:
+ * the residual's loads in flight beside x's spill at 1024 threads even at 3 vectors, and at 512 above 10); longer rows
+ * read the rest again. BGE-M3's 1024-wide bf16 rows keep layer_norm's warp a row x 4 vectors.
+ */
+export function addNormLaunch(rows: number, nv: number, sms: number): NormLaunch {
+  const l = normLaunch(rows, nv, sms);
+  if (l.tpr < 512) return l;
+  return { tpr: 512, block: 512, npt: Math.min(10, Math.ceil(nv / 512)), grid: l.grid };
+}
+
 export class GeneratedNorms {
   private readonly kernels = new Map<number, CudaKernel>();
   private readonly modKernels = new Map<string, CudaKernel>();
@@ -55,21 +66,28 @@ export class GeneratedNorms {
     private readonly runtime: () => CudaRuntime,
   ) {}
 
-  /** y = layer_norm over the trailing `normDims` dims of x (weight / bias of that shape, or null). */
-  layerNorm(x: Tensor, normDims: number, weight: Tensor | null, bias: Tensor | null, eps: number, outDType = x.dtype): Tensor {
+  /**
+   * y = layer_norm over the trailing `normDims` dims of x (weight / bias of that shape, or null); with a residual r (x's
+   * shape and dtype: add_layer_norm), of x + r rounded to x's dtype, read in the same pass (fk_add_layer_norm).
+   */
+  layerNorm(x: Tensor, normDims: number, weight: Tensor | null, bias: Tensor | null, eps: number, outDType = x.dtype, residual: Tensor | null = null): Tensor {
     const y = Tensor.empty(x.backend, x.shape, outDType, { device: x.device });
     if (y.numel === 0) return y;
     const dims = Array.from({ length: normDims }, (_, i) => x.rank - normDims + i);
-    const p = planReduce(x.shape, x.strides, dims);
     const temps: Tensor[] = [];
     try {
-      const src = p.kind === 'rows' ? x : keep(temps, x.contiguous());
+      // each operand's rows read in place where they are one stride apart, else a contiguous copy
+      const rowsOfOperand = (t: Tensor): [Tensor, number] => {
+        const p = planReduce(t.shape, t.strides, dims);
+        return p.kind === 'rows' ? [t, p.rowStride] : [keep(temps, t.contiguous()), L];
+      };
       const L = dims.reduce((a, d) => a * x.shape[d]!, 1);
+      const [src, rowStride] = rowsOfOperand(x);
       const rows = y.numel / L;
-      const rowStride = p.kind === 'rows' ? p.rowStride : L;
       const w = weight && denseOf(weight, temps);
       const b = bias && denseOf(bias.dtype === (weight?.dtype ?? bias.dtype) ? bias : keep(temps, bias.to(weight!.dtype)), temps);
-      this.launch('layer', src, y, w, b, rows, L, rowStride, eps, 1, 1, 1);
+      const r = residual && rowsOfOperand(residual);
+      this.launch('layer', src, y, w, b, rows, L, rowStride, eps, 1, 1, 1, r);
     } finally {
       for (const t of temps) t.dispose();
     }
@@ -136,28 +154,31 @@ export class GeneratedNorms {
     return y;
   }
 
-  private launch(kind: 'layer' | 'group', x: Tensor, y: Tensor, w: Tensor | null, b: Tensor | null, rows: number, L: number, rowStride: number, eps: number, G: number, cpg: number, hw: number): void {
+  /** residual: [r, r's row stride] (add_layer_norm's r, x's dtype), or null. */
+  private launch(kind: 'layer' | 'group', x: Tensor, y: Tensor, w: Tensor | null, b: Tensor | null, rows: number, L: number, rowStride: number, eps: number, G: number, cpg: number, hw: number, residual: [Tensor, number] | null = null): void {
     const inD = genDType(x.dtype, `${kind}_norm`);
     const outD = genDType(y.dtype, `${kind}_norm`);
     const wD: GenDType | null = w ? genDType(w.dtype, `${kind}_norm weight`) : b ? genDType(b.dtype, `${kind}_norm bias`) : null;
-    const vec = Math.min(rowVec(GEN_ITEMSIZE[inD], L, rowStride, [addr(x)]), rowVec(GEN_ITEMSIZE[outD], L, L, [addr(y)]));
+    let vec = Math.min(rowVec(GEN_ITEMSIZE[inD], L, rowStride, [addr(x)]), rowVec(GEN_ITEMSIZE[outD], L, L, [addr(y)]));
+    if (residual) vec = Math.min(vec, rowVec(GEN_ITEMSIZE[inD], L, residual[1], [addr(residual[0])]));
     // a layer-norm weight is read as vectors when aligned; group norm reads one channel value a vector or element
     const wAligned = (v: number) => [w, b].every((t) => !t || addr(t) % (v * t.itemsize) === 0);
     const weightVector = kind === 'layer' && wD !== null && wAligned(vec);
     const channelPerVector = kind === 'group' && hw % vec === 0;
     const sms = this.runtime().properties().multiprocessors;
-    const l = normLaunch(rows, L / vec, sms);
+    const l = residual ? addNormLaunch(rows, L / vec, sms) : normLaunch(rows, L / vec, sms);
     // a numeric key (no string work per launch): every field below fits its bits
     const key =
       ((((((((kind === 'group' ? 1 : 0) * 16 + DCODE[inD]) * 16 + DCODE[outD]) * 16 + (wD ? DCODE[wD] : 0)) * 4 + (w ? 2 : 0) + (b ? 1 : 0)) * 32 + vec) * 64 + l.tpr / 32) * 64 + l.block / 32) * 32 * 4 +
-      l.npt * 4 + (channelPerVector ? 2 : 0) + (weightVector ? 1 : 0);
+      l.npt * 4 + (channelPerVector ? 2 : 0) + (weightVector ? 1 : 0) + (residual ? 2 ** 48 : 0);
     let k = this.kernels.get(key);
     if (!k) {
-      const spec = { kind, inDType: inD, outDType: outD, wDType: wD, hasWeight: !!w, hasBias: !!b, vec, tpr: l.tpr, block: l.block, npt: l.npt, channelPerVector, weightVector };
-      k = this.cache.kernel(`norm|${JSON.stringify(spec)}`, () => rowNormSource(spec), `${kind}-norm-generated`);
+      const spec = { kind, inDType: inD, outDType: outD, wDType: wD, hasWeight: !!w, hasBias: !!b, vec, tpr: l.tpr, block: l.block, npt: l.npt, channelPerVector, weightVector, ...(residual ? { residual: true } : {}) };
+      k = this.cache.kernel(`norm|${JSON.stringify(spec)}`, () => rowNormSource(spec), residual ? 'add-layer-norm-generated' : `${kind}-norm-generated`);
       this.kernels.set(key, k);
     }
-    k.launch(l.grid, l.block, 0, [addr(y), addr(x), w ? addr(w) : 0, b ? addr(b) : 0, rows, L, rowStride, eps, G, cpg, hw]);
+    const args = [addr(y), addr(x), w ? addr(w) : 0, b ? addr(b) : 0, rows, L, rowStride, eps, G, cpg, hw];
+    k.launch(l.grid, l.block, 0, residual ? [...args, addr(residual[0]), residual[1]] : args);
   }
 }
 

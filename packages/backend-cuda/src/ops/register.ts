@@ -2,7 +2,7 @@
  * The CUDA backend's registry kernels from this folder: the elementwise group (generated), sum / mean / amax / amin,
  * softmax / log_softmax (f32 / f16 / bf16 in and out: the tuned kernels of kernels/softmax.cu, reduction/softmax.ts;
  * other dtypes generated),
- * layer_norm / layer_norm_modulate / group_norm (generated row norms) where core declares them. One GeneratedOps per backend holds the kernel
+ * layer_norm / layer_norm_modulate / add_layer_norm / group_norm (generated row norms) where core declares them. One GeneratedOps per backend holds the kernel
  * cache; nothing touches CUDA before the first call.
  */
 import { Tensor, hasOp, normDim, reductionDims, type OpCall, type OpKernelTable, type OpSupports } from '@fastkernels/core';
@@ -124,6 +124,17 @@ export function registerGeneratedKernels(table: OpKernelTable, runtime: () => Cu
       (call: OpCall<{ eps: number; scale_offset: number }>) => {
         const [x, scale, shift] = call.inputs as [Tensor, Tensor, Tensor];
         return g.norms.layerNormModulate(x, scale, shift, call.attrs.eps, call.attrs.scale_offset, call.outputs[0]!.dtype);
+      },
+      normSupports,
+    );
+  }
+  if (hasOp('add_layer_norm')) {
+    // the post-LN residual: one pass over x and r (fk_add_layer_norm) instead of an add and a layer_norm
+    table.register(
+      'add_layer_norm',
+      (call: OpCall<{ normalized_shape: number[]; eps: number }>) => {
+        const [x, r, w, b] = call.inputs as [Tensor, Tensor, Tensor | null, Tensor | null];
+        return g.norms.layerNorm(x, call.attrs.normalized_shape.length, w ?? null, b ?? null, call.attrs.eps, call.outputs[0]!.dtype, r);
       },
       normSupports,
     );
