@@ -11,7 +11,8 @@
 // The order within an expert is the slots' order (a stable sort, as the float64 reference), so every run writes the same
 // outputs. Three passes over the slots, no global atomics, everything on the device (graph-capturable):
 // 1. counts: warp w owns the w-th contiguous chunk of slots and counts its chunk's slots an expert in cnt[w][e]
-//    (__match_any_sync groups a step's equal ids; the lowest lane of each group adds its size: no atomics);
+//    (__match_any_sync groups a step's equal ids; the lowest lane of each group adds its size: no atomics), loading
+//    AHEAD steps' ids at a time;
 // 2. offsets: each expert's count per warp becomes that warp's first rank inside the expert (a scan over the W warps),
 //    and warp 0 scans the experts' padded counts into start[e] (start[E] = the padded total);
 // 3. scatter: each warp walks its chunk again, a slot's place = start[e] + its warp's rank + its rank among the step's
@@ -27,6 +28,21 @@
 namespace fkalign {
 
 constexpr unsigned FULL = 0xffffffffu;
+// steps of 32 slots whose ids a warp loads together before using them: a 4096-token prefill's chunks take 32 steps a
+// pass, and one load in flight per step would make each pass a chain of 32 memory latencies
+constexpr int AHEAD = 4;
+
+// The experts of slots s0 + 32 u + lane (u < AHEAD): the id where it is a slot before hi and in [0, E), else -1.
+__device__ __forceinline__ void experts_ahead(const FK_IDX* __restrict__ ids, int s0, int hi, int E, int lane, int (&e)[AHEAD]) {
+  long long id[AHEAD];
+#pragma unroll
+  for (int u = 0; u < AHEAD; ++u) {
+    const int s = s0 + 32 * u + lane;
+    id[u] = s < hi ? (long long)ids[s] : -1;
+  }
+#pragma unroll
+  for (int u = 0; u < AHEAD; ++u) e[u] = id[u] >= 0 && id[u] < E ? (int)id[u] : -1;
+}
 
 // Warp 0: out[i] = the padded counts of experts before i, out[n] the padded total (in and out distinct).
 __device__ __forceinline__ void padded_exclusive_scan(const int* counts, int* out, int n, int bs, int lane) {
@@ -74,13 +90,16 @@ extern "C" __global__ void __launch_bounds__(1024) fk_moe_align(const FK_IDX* __
 
   for (int i = tid; i < W * E; i += blockDim.x) cnt[i] = 0;
   __syncthreads();
-  for (int s0 = lo; s0 < hi; s0 += 32) {
-    const int s = s0 + lane;
-    const long long id = s < hi ? (long long)topk_ids[s] : -1;
-    const int e = id >= 0 && id < E ? (int)id : -1;
-    const unsigned peers = __match_any_sync(FULL, e);
-    if (e >= 0 && (peers & below) == 0) mine[e] += __popc(peers);
-    __syncwarp();
+  for (int s0 = lo; s0 < hi; s0 += 32 * AHEAD) {
+    int e[AHEAD];
+    experts_ahead(topk_ids, s0, hi, E, lane, e);
+#pragma unroll
+    for (int u = 0; u < AHEAD; ++u) {
+      if (s0 + 32 * u >= hi) break;  // uniform over the warp
+      const unsigned peers = __match_any_sync(FULL, e[u]);
+      if (e[u] >= 0 && (peers & below) == 0) mine[e[u]] += __popc(peers);
+      __syncwarp();
+    }
   }
   __syncthreads();
   for (int e = tid; e < E; e += blockDim.x) {
@@ -98,15 +117,18 @@ extern "C" __global__ void __launch_bounds__(1024) fk_moe_align(const FK_IDX* __
 
   const int padded = start[E];
   if (tid == 0) post[0] = padded;
-  for (int s0 = lo; s0 < hi; s0 += 32) {
-    const int s = s0 + lane;
-    const long long id = s < hi ? (long long)topk_ids[s] : -1;
-    const int e = id >= 0 && id < E ? (int)id : -1;
-    const unsigned peers = __match_any_sync(FULL, e);
-    if (e >= 0) sorted[start[e] + mine[e] + __popc(peers & below)] = s;
-    __syncwarp();
-    if (e >= 0 && (peers & below) == 0) mine[e] += __popc(peers);
-    __syncwarp();
+  for (int s0 = lo; s0 < hi; s0 += 32 * AHEAD) {
+    int e[AHEAD];
+    experts_ahead(topk_ids, s0, hi, E, lane, e);
+#pragma unroll
+    for (int u = 0; u < AHEAD; ++u) {
+      if (s0 + 32 * u >= hi) break;  // uniform over the warp
+      const unsigned peers = __match_any_sync(FULL, e[u]);
+      if (e[u] >= 0) sorted[start[e[u]] + mine[e[u]] + __popc(peers & below)] = s0 + 32 * u + lane;
+      __syncwarp();
+      if (e[u] >= 0 && (peers & below) == 0) mine[e[u]] += __popc(peers);
+      __syncwarp();
+    }
   }
   // padding: past the padded total, or past its expert's slots inside the expert's run (never a slot's place)
   for (int p = tid; p < P; p += blockDim.x) {
