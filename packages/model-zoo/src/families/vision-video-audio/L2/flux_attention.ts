@@ -1,6 +1,7 @@
 import { DTYPE_INFO, F, Module, OpScope, defineTask, hostArray, type HostArray, type Tensor, type TaskCase } from '@fastkernels/core';
 import { bytesOf, randn } from '../../../common/inputs.js';
-import type { DenseAttention } from '../../../tasks/L1/attention/dense_attention.js';
+import { runsOwnForward } from '../../../common/fusion.js';
+import { DenseAttention } from '../../../tasks/L1/attention/dense_attention.js';
 import type { Linear } from '../../../tasks/L1/linear/linear.js';
 import type { RMSNorm } from '../../../tasks/L1/norm/rms_norm.js';
 import type { DiffusionRoPE } from '../../../tasks/L1/rotary/diffusion_rope.js';
@@ -71,12 +72,23 @@ export class FluxAttention extends Module {
     this.attn = this.createModule('attn', 'L1/dense_attention');
   }
 
-  /** q, k, v [B, S, H, d] (contiguous) of a fused projection, q and k RMS-normed per head. */
+  /**
+   * q, k, v [B, S, H, d] of a fused projection, q and k RMS-normed per head (from contiguous copies: the norms' rows
+   * are one stride apart only there); v stays a view of the projection while the attention is ours (the joint cat or
+   * the SDPA reads it in place; a candidate gets it contiguous).
+   */
   private project(s: OpScope, x: Tensor, proj: Linear, nq: RMSNorm, nk: RMSNorm): Tensor[] {
     const [B, S] = x.shape as [number, number];
     const qkv = s.own(proj.forward(x));
-    const part = (i: number) => s.own(s.op('contiguous', [s.own(qkv.narrow(2, i * this.innerDim, this.innerDim))]).view(B, S, this.heads, this.headDim));
-    return [s.own(nq.forward(part(0)) as Tensor), s.own(nk.forward(part(1)) as Tensor), part(2)];
+    const slice = (i: number) => s.own(qkv.narrow(2, i * this.innerDim, this.innerDim));
+    const part = (i: number) => s.own(s.op('contiguous', [slice(i)]).view(B, S, this.heads, this.headDim));
+    const v = this.readsStrided() ? s.own(s.own(qkv.view(B, S, 3, this.heads, this.headDim)).select(2, 2)) : part(2);
+    return [s.own(nq.forward(part(0)) as Tensor), s.own(nk.forward(part(1)) as Tensor), v];
+  }
+
+  /** Whether SDPA gets q / k / v as strided views (our DenseAttention: the kernels read them in place; FA3's own layout is [B, S, H, d]). */
+  private readsStrided(): boolean {
+    return runsOwnForward(this.attn, DenseAttention);
   }
 
   forward(hiddenStates: Tensor, encoderHiddenStates: Tensor | null = null, cos: Tensor | null = null, sin: Tensor | null = null): Tensor | Tensor[] {
@@ -98,7 +110,8 @@ export class FluxAttention extends Module {
         k = s.own(this.rope.forward(k, cos, sin));
       }
       const N = S + St;
-      const heads = (t: Tensor) => s.op('contiguous', [s.own(t.permute(0, 2, 1, 3))]);
+      // [B, N, H, d] -> [B, H, N, d]: a view where SDPA reads strided operands in place, else a copy
+      const heads = (t: Tensor) => (this.readsStrided() ? s.own(t.permute(0, 2, 1, 3)) : s.op('contiguous', [s.own(t.permute(0, 2, 1, 3))]));
       const ctx = s.own(this.attn.forward(heads(q), heads(k), heads(v)));
       const merged = s.op('contiguous', [s.own(ctx.permute(0, 2, 1, 3))]).view(B, N, this.innerDim);
       s.own(merged);

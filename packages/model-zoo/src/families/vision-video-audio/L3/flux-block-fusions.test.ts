@@ -12,6 +12,7 @@ import { cpuBackend } from '../../../../test/l1-harness.js';
 import { randn } from '../../../common/inputs.js';
 import { GELU } from '../../../layers/activation.js';
 import { LayerNorm } from '../../../layers/norm.js';
+import { DenseAttention } from '../../../tasks/L1/attention/dense_attention.js';
 import { randomCosSin } from '../../../tasks/L1/rotary/diffusion_rope.js';
 import { baselineRegistry } from '../../../index.js';
 import { initFamilyParameters } from '../cases.js';
@@ -46,6 +47,16 @@ function countingContext(dtype: DType): [ExecutionContext, { calls: number; gelu
     return lin.kernel(call);
   }, lin.supports);
   return [{ backend, device: 0, dtype, registry: baselineRegistry() }, count];
+}
+
+/** A candidate for L1/dense_attention that takes only contiguous q / k / v (as a hand-written kernel may). */
+class ContiguousOnlyAttention extends DenseAttention {
+  calls = 0;
+  override forward(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | null = null): Tensor {
+    this.calls++;
+    expect([q, k, v].every((t) => t.isContiguous())).toBe(true);
+    return super.forward(q, k, v, mask);
+  }
 }
 
 /** A candidate for L1/gelu: GELU's math under its own forward. */
@@ -117,7 +128,7 @@ describe('the FLUX blocks fuse norm + modulation while the LayerNorms are ours',
       });
     });
 
-    it(`${dtype}: single-stream block: one layer_norm_modulate and one gelu-epilogue linear, matches the float64 reference`, () => {
+    it(`${dtype}: single-stream block: one layer_norm_modulate and one gelu-epilogue linear, matches the float64 reference; a candidate SDPA gets contiguous q / k / v`, () => {
       const [ctx, count] = countingContext(dtype);
       withContext(ctx, () => {
         const rng = new Rng(8);
@@ -132,7 +143,16 @@ describe('the FLUX blocks fuse norm + modulation while the LayerNorms are ours',
         expect(count.geluLinears).toBe(1); // proj_mlp with act_mlp
         const ref = fluxSingleBlockReference(toHostArray(h), toHostArray(temb), toHostArray(cos), toHostArray(sin), paramsOf(block), H);
         expect(compareTensors(out, ref, dtype === 'f32' ? { atol: 1e-4, rtol: 1e-3 } : { atol: 6e-2, rtol: 5e-2 }).status).toBe('PASSED');
-        for (const t of [h, temb, cos, sin, out]) t.dispose();
+        // our SDPA reads q / k / v as strided views; a candidate for L1/dense_attention gets them contiguous, same result
+        const ownAttn = block.attn.attn;
+        const candidate = new ContiguousOnlyAttention();
+        (block.attn as unknown as { attn: DenseAttention }).attn = candidate;
+        const viaCandidate = block.forward(h, temb, cos, sin);
+        expect(candidate.calls).toBe(1);
+        expect(compareTensors(viaCandidate, toHostArray(out), { atol: 0, rtol: 0 }).status).toBe('PASSED');
+        (block.attn as unknown as { attn: DenseAttention }).attn = ownAttn;
+        candidate.dispose();
+        for (const t of [h, temb, cos, sin, out, viaCandidate]) t.dispose();
         block.dispose();
       });
     });
