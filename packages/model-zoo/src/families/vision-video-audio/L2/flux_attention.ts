@@ -1,11 +1,10 @@
-import { DTYPE_INFO, F, Module, OpScope, defineTask, hostArray, type HostArray, type Tensor, type TaskCase } from '@fastkernels/core';
+import { DTYPE_INFO, F, Module, OpScope, defineTask, deviceArange, hostArray, type HostArray, type Tensor, type TaskCase } from '@fastkernels/core';
 import { bytesOf, randn } from '../../../common/inputs.js';
 import { runsOwnForward } from '../../../common/fusion.js';
 import { DenseAttention } from '../../../tasks/L1/attention/dense_attention.js';
 import type { Linear } from '../../../tasks/L1/linear/linear.js';
 import type { RMSNorm } from '../../../tasks/L1/norm/rms_norm.js';
-import type { DiffusionRoPE } from '../../../tasks/L1/rotary/diffusion_rope.js';
-import { randomCosSin } from '../../../tasks/L1/rotary/diffusion_rope.js';
+import { DiffusionRoPE, randomCosSin } from '../../../tasks/L1/rotary/diffusion_rope.js';
 import { initFamilyParameters } from '../cases.js';
 import { FAMILY } from '../family.js';
 import { FLUX1_DEV } from '../flux-config.js';
@@ -86,6 +85,25 @@ export class FluxAttention extends Module {
     return [s.own(nq.forward(part(0)) as Tensor), s.own(nk.forward(part(1)) as Tensor), v];
   }
 
+  /**
+   * q and k [B, N, H, d] rotated by cos / sin [N, R/2]. While the rope is ours, both in one launch of the backend's
+   * rotary kernel (vLLM's rotary_embedding: f32 math with the f32 cos / sin, one rounding, as DiffusionRoPE; FLUX's
+   * interleaved pairs are its GPT-J style) over the tokens' positions 0..N-1 of each batch entry, instead of
+   * DiffusionRoPE's ~10 elementwise ops a tensor; else the rope module's forward on each.
+   */
+  private rotate(s: OpScope, q: Tensor, k: Tensor, cos: Tensor, sin: Tensor): [Tensor, Tensor] {
+    const [B, N] = q.shape as [number, number];
+    const ops = q.backend.ops;
+    if (!runsOwnForward(this.rope, DiffusionRoPE) || cos.dtype !== 'f32' || sin.dtype !== 'f32' || cos.shape[0] !== N || !q.isContiguous() || !k.isContiguous()) {
+      return [s.own(this.rope.forward(q, cos, sin)), s.own(this.rope.forward(k, cos, sin))];
+    }
+    const cache = s.own(F.cat([cos, sin], 1));
+    const arange = s.own(deviceArange(q.backend, N, q.device));
+    const positions = B === 1 ? arange : s.own(s.own(arange.unsqueeze(0)).expand(B, N));
+    const [qr, kr] = ops.rotaryEmbedding(positions, q, k, cache, this.headDim, !this.rope.interleaved);
+    return [s.own(qr), s.own(kr!)];
+  }
+
   /** Whether SDPA gets q / k / v as strided views (our DenseAttention: the kernels read them in place; FA3's own layout is [B, S, H, d]). */
   private readsStrided(): boolean {
     return runsOwnForward(this.attn, DenseAttention);
@@ -105,10 +123,7 @@ export class FluxAttention extends Module {
         k = s.own(F.cat([ek, k], 1));
         v = s.own(F.cat([ev, v], 1));
       }
-      if (cos && sin) {
-        q = s.own(this.rope.forward(q, cos, sin));
-        k = s.own(this.rope.forward(k, cos, sin));
-      }
+      if (cos && sin) [q, k] = this.rotate(s, q, k, cos, sin);
       const N = S + St;
       // [B, N, H, d] -> [B, H, N, d]: a view where SDPA reads strided operands in place, else a copy
       const heads = (t: Tensor) => (this.readsStrided() ? s.own(t.permute(0, 2, 1, 3)) : s.op('contiguous', [s.own(t.permute(0, 2, 1, 3))]));

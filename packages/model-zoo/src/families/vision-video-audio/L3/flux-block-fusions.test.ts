@@ -1,11 +1,12 @@
 /**
  * FLUX's block fusions on the CPU: the elementwise chains (modulate.ts: modulate, gatedResidual) against float64 loops
  * rounded once; the blocks run their norms and modulations as layer_norm_modulate while the LayerNorms are ours, and
- * the MLP up-projections with GELU(tanh) as one linear with the gelu_tanh epilogue (gelu-projection.ts), each falling
+ * the MLP up-projections with GELU(tanh) as one linear with the gelu_tanh epilogue (gelu-projection.ts), RoPE on q and
+ * k as one rotary launch, strided q / k / v into our SDPA, each falling
  * back to the module's own forward for a candidate standing in it (runsOwnForward), with the same result;
  * both block forms match their float64 references in f32 and bf16.
  */
-import { F, Rng, compareTensors, roundToDType, toHostArray, withContext, type DType, type ExecutionContext, type OpCall, type Tensor } from '@fastkernels/core';
+import { F, Rng, compareTensors, roundToDType, toHostArray, withContext, type DType, type ExecutionContext, type OpCall, type Ops, type Tensor } from '@fastkernels/core';
 import { CpuBackend } from '@fastkernels/backend-cpu';
 import { describe, expect, it } from 'vitest';
 import { cpuBackend } from '../../../../test/l1-harness.js';
@@ -13,7 +14,7 @@ import { randn } from '../../../common/inputs.js';
 import { GELU } from '../../../layers/activation.js';
 import { LayerNorm } from '../../../layers/norm.js';
 import { DenseAttention } from '../../../tasks/L1/attention/dense_attention.js';
-import { randomCosSin } from '../../../tasks/L1/rotary/diffusion_rope.js';
+import { DiffusionRoPE, randomCosSin } from '../../../tasks/L1/rotary/diffusion_rope.js';
 import { baselineRegistry } from '../../../index.js';
 import { initFamilyParameters } from '../cases.js';
 import { FluxSingleTransformerBlock, FluxTransformerBlock, fluxBlockReference, fluxSingleBlockReference } from '../L3/flux_transformer_block.js';
@@ -32,10 +33,18 @@ class CandidateLayerNorm extends LayerNorm {
   }
 }
 
-/** A CPU backend of its own that counts its layer_norm_modulate calls and its linear calls with the gelu_tanh epilogue. */
-function countingContext(dtype: DType): [ExecutionContext, { calls: number; geluLinears: number }] {
+/** A CPU backend of its own that counts its layer_norm_modulate calls, its linear calls with the gelu_tanh epilogue and its rotary launches. */
+function countingContext(dtype: DType): [ExecutionContext, { calls: number; geluLinears: number; rotary: number }] {
   const backend = new CpuBackend();
-  const count = { calls: 0, geluLinears: 0 };
+  const count = { calls: 0, geluLinears: 0, rotary: 0 };
+  const ops = backend.ops; // frozen: the backend gets a copy with a counting rotaryEmbedding
+  (backend as { ops: Ops }).ops = {
+    ...ops,
+    rotaryEmbedding: (...a) => {
+      count.rotary++;
+      return ops.rotaryEmbedding(...a);
+    },
+  };
   const norm = backend.opKernels!.get('layer_norm_modulate')!;
   backend.opKernels!.register('layer_norm_modulate', (call) => {
     count.calls++;
@@ -56,6 +65,15 @@ class ContiguousOnlyAttention extends DenseAttention {
     this.calls++;
     expect([q, k, v].every((t) => t.isContiguous())).toBe(true);
     return super.forward(q, k, v, mask);
+  }
+}
+
+/** A candidate for L1/diffusion_rope (counts its calls). */
+class CandidateRoPE extends DiffusionRoPE {
+  calls = 0;
+  override forward(x: Tensor, cos: Tensor, sin: Tensor): Tensor {
+    this.calls++;
+    return super.forward(x, cos, sin);
   }
 }
 
@@ -91,7 +109,7 @@ describe('modulate / gatedResidual (elementwise chains)', () => {
 
 describe('the FLUX blocks fuse norm + modulation while the LayerNorms are ours', () => {
   for (const dtype of ['f32', 'bf16'] as const) {
-    it(`${dtype}: double-stream block: 4 layer_norm_modulate and 2 gelu-epilogue linears, 3 and 1 with a candidate norm2 / ff GELU (their forwards run), same result, matches the float64 reference`, () => {
+    it(`${dtype}: double-stream block: 4 layer_norm_modulate and 2 gelu-epilogue linears, 3 and 1 with a candidate norm2 / ff GELU, one rotary launch or a candidate rope's two calls (their forwards run), same result, matches the float64 reference`, () => {
       const [ctx, count] = countingContext(dtype);
       withContext(ctx, () => {
         const rng = new Rng(7);
@@ -105,6 +123,7 @@ describe('the FLUX blocks fuse norm + modulation while the LayerNorms are ours',
         const fused = block.forward(h, e, temb, cos, sin);
         expect(count.calls).toBe(4); // norm1, norm1_context, norm2, norm2_context
         expect(count.geluLinears).toBe(2); // ff and ff_context: net.0 with its GELU
+        expect(count.rotary).toBe(1); // q and k of the joint sequence in one launch
         const ref = fluxBlockReference(toHostArray(h), toHostArray(e), toHostArray(temb), toHostArray(cos), toHostArray(sin), paramsOf(block), H);
         const tol = dtype === 'f32' ? { atol: 1e-4, rtol: 1e-3 } : { atol: 6e-2, rtol: 5e-2 };
         fused.forEach((t, i) => expect(compareTensors(t, ref[i]!, tol).status).toBe('PASSED'));
@@ -112,13 +131,19 @@ describe('the FLUX blocks fuse norm + modulation while the LayerNorms are ours',
         const own = block.norm2;
         const candidate = new CandidateLayerNorm(D, 1e-6, false);
         (block as unknown as { norm2: LayerNorm }).norm2 = candidate;
+        const ownRope = block.attn.rope;
+        const rope = new CandidateRoPE();
+        (block.attn as unknown as { rope: DiffusionRoPE }).rope = rope;
         const ownAct = block.ff.act;
         (block.ff as unknown as { act: GELU }).act = new CandidateGELU('tanh');
-        count.calls = count.geluLinears = 0;
+        count.calls = count.geluLinears = count.rotary = 0;
         const unfused = block.forward(h, e, temb, cos, sin);
         expect(count.calls).toBe(3);
         expect(candidate.calls).toBe(1);
         expect(count.geluLinears).toBe(1); // ff_context only: ff's GELU is a candidate
+        expect([count.rotary, rope.calls]).toEqual([0, 2]); // a candidate rope rotates q and k by its own forward
+        (block.attn as unknown as { rope: DiffusionRoPE }).rope = ownRope;
+        rope.dispose();
         (block.ff as unknown as { act: GELU }).act = ownAct;
         unfused.forEach((t, i) => expect(compareTensors(t, toHostArray(fused[i]!), dtype === 'f32' ? { atol: 1e-5, rtol: 1e-5 } : { atol: 2e-2, rtol: 2e-2 }).status).toBe('PASSED'));
         (block as unknown as { norm2: LayerNorm }).norm2 = own;
@@ -141,6 +166,7 @@ describe('the FLUX blocks fuse norm + modulation while the LayerNorms are ours',
         const out = block.forward(h, temb, cos, sin);
         expect(count.calls).toBe(1);
         expect(count.geluLinears).toBe(1); // proj_mlp with act_mlp
+        expect(count.rotary).toBe(1);
         const ref = fluxSingleBlockReference(toHostArray(h), toHostArray(temb), toHostArray(cos), toHostArray(sin), paramsOf(block), H);
         expect(compareTensors(out, ref, dtype === 'f32' ? { atol: 1e-4, rtol: 1e-3 } : { atol: 6e-2, rtol: 5e-2 }).status).toBe('PASSED');
         // our SDPA reads q / k / v as strided views; a candidate for L1/dense_attention gets them contiguous, same result
