@@ -108,9 +108,8 @@ export class GeneratedNorms {
       const src = p.kind === 'rows' ? x : keep(temps, x.contiguous());
       const L = x.shape[x.rank - 1]!;
       const rowStride = p.kind === 'rows' ? p.rowStride : L;
-      const sc = scale;
-      const sh = shift.dtype === scale.dtype ? shift : keep(temps, shift.to(scale.dtype));
-      const [scT, scR] = rowsOf(sc, x.shape, temps);
+      const sh = shift.dtype === scale.dtype ? shift : keep(temps, shift.to(scale.dtype)); // one modulation dtype in the kernel
+      const [scT, scR] = rowsOf(scale, x.shape, temps);
       const [shT, shR] = rowsOf(sh, x.shape, temps);
       const inD = genDType(src.dtype, 'layer_norm_modulate');
       const outD = genDType(y.dtype, 'layer_norm_modulate');
