@@ -20,27 +20,12 @@
 #define FK_ROUTE_IDS 1
 #endif
 
+#include "fk_warp_scan.cuh"
+
 namespace fkroute {
 
 constexpr int NT = 1024;
 constexpr unsigned FULL = 0xffffffffu;
-
-// Warp 0: out[i] = in[0] + ... + in[i - 1] for i <= n (out[n] the total); in and out distinct.
-__device__ __forceinline__ void warp_exclusive_scan(const int* in, int* out, int n, int lane) {
-  int carry = 0;
-  for (int base = 0; base < n; base += 32) {
-    const int v = base + lane < n ? in[base + lane] : 0;
-    int inc = v;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int y = __shfl_up_sync(FULL, inc, o);
-      if (lane >= o) inc += y;
-    }
-    if (base + lane < n) out[base + lane] = carry + inc - v;
-    carry += __shfl_sync(FULL, inc, 31);
-  }
-  if (lane == 0) out[n] = carry;
-}
 
 #if FK_ROUTE_IDS
 // The group of a row: its expert, or E for a row no expert takes.
@@ -63,7 +48,7 @@ extern "C" __global__ void __launch_bounds__(fkroute::NT) fk_grouped_gemm_route(
   __syncthreads();
   for (int t = tid; t < T; t += NT) atomicAdd(&cnt[group_of((long long)route[t], E)], 1);
   __syncthreads();
-  if (tid < 32) warp_exclusive_scan(cnt, off, E + 1, lane);
+  if (tid < 32) fk_warp_exclusive_scan([&](int i) { return cnt[i]; }, off, E + 1, lane);
   __syncthreads();
   for (int g = tid; g <= E; g += NT) cnt[g] = off[g];  // cursors
   __syncthreads();
@@ -98,7 +83,7 @@ extern "C" __global__ void __launch_bounds__(fkroute::NT) fk_grouped_gemm_route(
 #endif
   for (int g = tid; g <= E; g += NT) cnt[g] = (off[g + 1] - off[g] + BM - 1) / BM;
   __syncthreads();
-  if (tid < 32) warp_exclusive_scan(cnt, ts, E + 1, lane);
+  if (tid < 32) fk_warp_exclusive_scan([&](int i) { return cnt[i]; }, ts, E + 1, lane);
   __syncthreads();
   for (int y = tid; y < slots; y += NT) {
     if (y >= ts[E + 1]) {

@@ -25,6 +25,8 @@
 #define FK_IDX int
 #endif
 
+#include "fk_warp_scan.cuh"
+
 namespace fkalign {
 
 constexpr unsigned FULL = 0xffffffffu;
@@ -42,23 +44,6 @@ __device__ __forceinline__ void experts_ahead(const FK_IDX* __restrict__ ids, in
   }
 #pragma unroll
   for (int u = 0; u < AHEAD; ++u) e[u] = id[u] >= 0 && id[u] < E ? (int)id[u] : -1;
-}
-
-// Warp 0: out[i] = the padded counts of experts before i, out[n] the padded total (in and out distinct).
-__device__ __forceinline__ void padded_exclusive_scan(const int* counts, int* out, int n, int bs, int lane) {
-  int carry = 0;
-  for (int base = 0; base < n; base += 32) {
-    const int v = base + lane < n ? (counts[base + lane] + bs - 1) / bs * bs : 0;
-    int inc = v;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int y = __shfl_up_sync(FULL, inc, o);
-      if (lane >= o) inc += y;
-    }
-    if (base + lane < n) out[base + lane] = carry + inc - v;
-    carry += __shfl_sync(FULL, inc, 31);
-  }
-  if (lane == 0) out[n] = carry;
 }
 
 // The expert whose padded run holds position p: the last e with start[e] <= p (start non-decreasing, p < start[E]).
@@ -112,7 +97,7 @@ extern "C" __global__ void __launch_bounds__(1024) fk_moe_align(const FK_IDX* __
     total[e] = run;
   }
   __syncthreads();
-  if (warp == 0) padded_exclusive_scan(total, start, E, bs, lane);
+  if (warp == 0) fk_warp_exclusive_scan([&](int e) { return (total[e] + bs - 1) / bs * bs; }, start, E, lane);  // padded counts
   __syncthreads();
 
   const int padded = start[E];
