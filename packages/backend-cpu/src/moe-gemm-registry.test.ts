@@ -101,3 +101,28 @@ describe('fused_moe_gemm (cpu)', () => {
     expect(() => F.fusedMoeGemm(x, w.to('bf16'), null, ids, tensor([0, 0], [2], 'i32'), post, { top_k: 1 })).toThrow(/input is f32 but weight is bf16/);
   });
 });
+
+describe('moe_align (cpu)', () => {
+  for (const c of [
+    { M: 7, topK: 2, E: 8, bs: 4 },
+    { M: 33, topK: 8, E: 128, bs: 16 },
+    { M: 64, topK: 4, E: 32, bs: 64 },
+    { M: 1, topK: 1, E: 3, bs: 5 },
+  ]) {
+    it(`M ${c.M} top-${c.topK} of ${c.E} experts, block ${c.bs}, some slots -1: kernel = plain loops = decomposition`, () => {
+      const rng = new Rng(c.M * 31 + c.E);
+      const ids = Array.from({ length: c.M * c.topK }, (_, s) => (s % 11 === 5 ? -1 : rng.int(0, c.E)));
+      const t = tensor(ids, [c.M, c.topK], 'i64');
+      const want = align(ids, c.E, c.bs);
+      const attrs = { block_size: c.bs, num_experts: c.E };
+      const got = F.moeAlign(t, attrs);
+      const { spec, attrs: parsed, outputs } = inferOp('moe_align', [t], attrs);
+      const dec = spec.decompose!({ op: spec, backend: cpu, inputs: [t], attrs: parsed as Record<string, unknown>, outputs }) as Tensor[];
+      for (const [label, outs] of [['kernel', got], ['decomposition', dec]] as const) {
+        expect(values(outs[0]!), `${label}: sorted_token_ids`).toEqual(want.sorted);
+        expect(values(outs[1]!), `${label}: expert_ids`).toEqual(want.experts);
+        expect(values(outs[2]!), `${label}: num_tokens_post_padded`).toEqual([want.post]);
+      }
+    });
+  }
+});

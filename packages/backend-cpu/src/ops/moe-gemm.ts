@@ -51,3 +51,28 @@ export function fusedMoeGemm(
   }
   return output(backend, [M, topK, N], input.dtype, Y, what);
 }
+
+/**
+ * moe_align (vLLM's moe_align_block_size) in loops: the flattened slots of topk_ids grouped by expert in ascending slot
+ * order, each expert's run padded to whole blocks of `blockSize` with the slot count n; ids outside [0, E) join no
+ * block; a block's expert, -1 at or past the padded total; the padded total. P and NB come from core's moeAlignSizes.
+ */
+export function moeAlign(backend: Backend, topkIds: Tensor, blockSize: number, numExperts: number, P: number, NB: number): [Tensor, Tensor, Tensor] {
+  const what = 'moe_align';
+  const ids = gatherInts(topkIds, what);
+  const n = ids.length;
+  const slotsOf: number[][] = Array.from({ length: numExperts }, () => []);
+  ids.forEach((e, s) => {
+    if (e >= 0 && e < numExperts) slotsOf[e]!.push(s);
+  });
+  const sorted = new Float64Array(P).fill(n);
+  const experts = new Float64Array(NB).fill(-1);
+  let at = 0;
+  slotsOf.forEach((slots, e) => {
+    slots.forEach((s, j) => (sorted[at + j] = s));
+    const padded = Math.ceil(slots.length / blockSize) * blockSize;
+    for (let b = at / blockSize; b < (at + padded) / blockSize; b++) experts[b] = e;
+    at += padded;
+  });
+  return [output(backend, [P], 'i32', sorted, what), output(backend, [NB], 'i32', experts, what), output(backend, [1], 'i32', Float64Array.of(at), what)];
+}
