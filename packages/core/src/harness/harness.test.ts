@@ -262,6 +262,31 @@ describe('benchTask', () => {
     expect(r.ciLow!).toBeLessThanOrEqual(r.ciHigh!);
   });
 
+  it("the harness's own work between timed pairs (a progress report) comes before each side equally often", async () => {
+    // A report wakes the parent process and the IPC pipe: the call after it runs slower. Alternating the order pair by
+    // pair put a candidate after every report (one every 8 pairs), and CPU self-tests read the baselines 2-8% slower
+    // as candidates; the order now flips at each report.
+    let pending = false;
+    const hits = { baseline: 0, candidate: 0 };
+    class CountingScale extends Scale {
+      override forward(x: Tensor): Tensor {
+        if (pending) hits[this instanceof CandidateScale ? 'candidate' : 'baseline']++;
+        pending = false;
+        return super.forward(x);
+      }
+    }
+    class CandidateScale extends CountingScale {}
+    const baseline = new ModuleRegistry();
+    baseline.registerTask({ ...scaleTask, baseline: CountingScale });
+    const candidate = baseline.child('candidates');
+    candidate.override('L1/scale', CandidateScale);
+    const onProgress = (p: { phase: string }) => void (pending = p.phase === 'timing');
+    const [r] = await benchTask({ task: scaleTask, baseline, candidate, backend: testBackend, iters: 200, warmup: 2, cases: [scaleTask.cases.ci[0]!], onProgress });
+    expect(r!.status).toBe('PASSED');
+    expect(hits.baseline + hits.candidate).toBeGreaterThanOrEqual(24);
+    expect(Math.abs(hits.baseline - hits.candidate)).toBeLessThanOrEqual(1);
+  });
+
   it('reports progress and respects rounds', async () => {
     const phases = new Set<string>();
     const rs = await run(CorrectScale, { rounds: 5, onProgress: (p) => phases.add(p.phase) });
