@@ -135,6 +135,20 @@ summary["glaDecodeMinFracStateFloor"] = (worst(gla_dec, "fracCopy") or {}).get("
 summary["glaDecodeMinFracStateFloorCase"] = (worst(gla_dec, "fracCopy") or {}).get("name")
 summary["glaPrefillMinVsCompiled"] = (worst(gla_pre, "vsCompiled") or {}).get("vsCompiled")
 summary["glaPrefillMaxFracMatrix"] = max([r["fracFloor"] for r in gla_pre if r.get("fracFloor")], default=None)
+# issue 32: gated delta rule / KDA prefill vs torch.compile and (GDN) FLA's published H200 times; their decode vs the
+# state read floor
+delta_pre = [r for r in pick({"recurrent"}) if r["op"] in ("chunk_gated_delta_rule", "chunk_kda")]
+delta_dec = [r for r in pick({"recurrent"}) if r["op"] in ("fused_recurrent_gated_delta_rule", "fused_recurrent_kda")]
+for r in delta_pre:
+    r["vsYardstick"] = ratio(r.get("yardstickMs"), r["ms"])
+gdn_fla = [r for r in delta_pre if r.get("vsYardstick")]
+summary["deltaPrefillMinVsCompiled"] = (worst(delta_pre, "vsCompiled") or {}).get("vsCompiled")
+summary["deltaPrefillMinVsCompiledCase"] = (worst(delta_pre, "vsCompiled") or {}).get("name")
+summary["deltaPrefillMaxFracMatrix"] = max([r["fracFloor"] for r in delta_pre if r.get("fracFloor")], default=None)
+summary["gdnPrefillMinVsFla"] = (worst(gdn_fla, "vsYardstick") or {}).get("vsYardstick")
+summary["gdnPrefillMinVsFlaCase"] = (worst(gdn_fla, "vsYardstick") or {}).get("name")
+summary["deltaDecodeMinFracStateFloor"] = (worst(delta_dec, "fracCopy") or {}).get("fracCopy")
+summary["deltaDecodeMinFracStateFloorCase"] = (worst(delta_dec, "fracCopy") or {}).get("name")
 # issue 31: the fused MoE GEMM at decode (T <= 16) against the read floor of the experts hit, at prefill (T 4096)
 # against the dense bf16 GEMM rate of this run, and against PyTorch's per-expert loop and grouped GEMM
 moe = pick({"moe"})
@@ -179,6 +193,14 @@ if gla_dec or gla_pre:
     print(f"target (issue 32) GLA decode bs 1-256 >= 80% of the state read floor: min {f(S['glaDecodeMinFracStateFloor'] and S['glaDecodeMinFracStateFloor'] * 100, '.0f')}% ({S['glaDecodeMinFracStateFloorCase']})  {ok((S['glaDecodeMinFracStateFloor'] or 0) >= 0.8)}")
     print(f"target (issue 32) chunk_gla prefill >= 2x the plain-PyTorch chunked form under torch.compile: min {f(S['glaPrefillMinVsCompiled'], '.2f')}x  {ok((S['glaPrefillMinVsCompiled'] or 0) >= 2.0)}"
           f"  (tensor-core rate of its FLOPs: {f(S['glaPrefillMaxFracMatrix'] and S['glaPrefillMaxFracMatrix'] * 100, '.1f')}%)")
+if delta_pre or delta_dec:
+    print(f"target (issue 32) gated delta rule / KDA prefill >= 2x the plain-PyTorch chunked form under torch.compile: min {f(S['deltaPrefillMinVsCompiled'], '.2f')}x ({S['deltaPrefillMinVsCompiledCase']})  {ok((S['deltaPrefillMinVsCompiled'] or 0) >= 2.0)}"
+          f"  (tensor-core rate of its FLOPs: {f(S['deltaPrefillMaxFracMatrix'] and S['deltaPrefillMaxFracMatrix'] * 100, '.1f')}%)")
+    for r in gdn_fla:
+        print(f"  {r['name']:44s} {f(r['ms'], '.3f')} ms vs FLA 0.5.1 on an H200 {r['yardstickMs']:.3f} ms: {f(r['vsYardstick'], '.2f')}x")
+    print(f"target (issue 32) gated delta rule at least as fast as FLA 0.5.1 (H200 figures): min {f(S['gdnPrefillMinVsFla'], '.2f')}x ({S['gdnPrefillMinVsFlaCase']})  {ok((S['gdnPrefillMinVsFla'] or 0) >= 1.0)}"
+          f"{'' if 'H200' in str(merged['gpu']) else '  (this GPU is not an H200: informative)'}")
+    print(f"target (issue 32) delta-rule / KDA decode bs 1-256 >= 80% of the state read floor: min {f(S['deltaDecodeMinFracStateFloor'] and S['deltaDecodeMinFracStateFloor'] * 100, '.0f')}% ({S['deltaDecodeMinFracStateFloorCase']})  {ok((S['deltaDecodeMinFracStateFloor'] or 0) >= 0.8)}")
 if moe:
     print(f"\n{'fused MoE GEMM case (bf16)':46s} {'tile':>11s} {'ours us':>9s} {'% copy':>7s} {'TFLOP/s':>8s} {'loop us':>9s} {'grouped':>9s} {'x loop':>7s} {'x grp':>7s}")
     for r in moe:

@@ -3,7 +3,7 @@
 // fused 3-op chain on >= 64 MB, layer_norm (FLUX 4096x3072, BGE 8192x1024), group_norm (a YOLO-like [8, 256, 80, 80]
 // map), softmax / log_softmax on production shapes, a row sum, bmm / baddbmm, along-dim and layout ops, conv2d (ResNet-50
 // and YOLOv10n layers, fp16 channels-last), dense attention (SDPA) and gated linear attention (GLA decode and
-// prefill). Every case runs through the op registry on the CUDA backend (prepareOp: the attrs parsed once, so a call
+// prefill; gated delta rule / KDA prefill and decode). Every case runs through the op registry on the CUDA backend (prepareOp: the attrs parsed once, so a call
 // is the registry's checks, inference and our launch), timed with device events: warm-up, then >= 50 calls each
 // after an L2 flush (a memset of 2x L2), the median. Beside it, in the
 // same process and timed the same way, a device copy of the case's byte count (half read, half written): the floor a
@@ -215,6 +215,53 @@ for (const T of quick ? [4096] : [4096, 8192]) {
   });
 }
 
+// gated delta rule / KDA (issue 32, src/ops/recurrent/gdn.ts): Qwen3-Next-80B's gated DeltaNet heads (16 q / k heads,
+// 32 value heads, 128 each) and Kimi-Linear-48B's KDA heads (32 / 32, 128), q / k l2-normalised in the op as both models
+// call it. Prefill: one sequence with the final state out, the issue's yardstick (FLA 0.5.1 on an H200, one layer at
+// these heads: 0.247 / 0.472 / 0.930 ms at T = 4k / 8k / 16k) in `yardstickMs`; FLOPs 6 T HV K V (the recurrence's).
+// Decode: one token a sequence over a state pool read and written in place; `bytes` is the state read + written plus
+// the token's tensors, so fracCopy is the fraction of the state-read floor (target >= 0.8). beta is sigmoid(x) (`prob`).
+const QWEN3_NEXT_DELTA = { H: 16, HV: 32, K: 128, V: 128 };
+const KIMI_KDA = { H: 32, HV: 32, K: 128, V: 128 };
+const FLA_GDN_H200_MS = { 4096: 0.247, 8192: 0.472, 16384: 0.93 };
+const deltaAttrs = (finalState) => ({ scale: null, output_final_state: finalState, use_qk_l2norm_in_kernel: true });
+for (const [op, model, heads, Ts] of [
+  ['chunk_gated_delta_rule', 'qwen3next', QWEN3_NEXT_DELTA, quick ? [4096] : [4096, 8192, 16384]],
+  ['chunk_kda', 'kimi48b', KIMI_KDA, quick ? [4096] : [4096, 16384]],
+]) {
+  const { H, HV, K, V } = heads;
+  for (const T of Ts) {
+    add({
+      name: `${op}-prefill-${model}-T${T}`, group: 'recurrent', op, attrs: deltaAttrs(true),
+      inputs: [
+        { shape: [1, T, H, K], dtype: 'bf16' }, { shape: [1, T, H, K], dtype: 'bf16' }, { shape: [1, T, HV, V], dtype: 'bf16' },
+        { shape: op === 'chunk_kda' ? [1, T, HV, K] : [1, T, HV], dtype: 'bf16', gate: true }, { shape: [1, T, HV], dtype: 'bf16', prob: true }, null, null, null,
+      ],
+      out: { shape: [1, T, HV, V], dtype: 'bf16' },
+      flops: 6 * T * HV * K * V,
+      ...(op === 'chunk_gated_delta_rule' ? { yardstickMs: FLA_GDN_H200_MS[T] } : {}),
+    });
+  }
+}
+for (const [op, model, heads] of [['fused_recurrent_gated_delta_rule', 'qwen3next', QWEN3_NEXT_DELTA], ['fused_recurrent_kda', 'kimi48b', KIMI_KDA]]) {
+  const { H, HV, K, V } = heads;
+  for (const bs of quick ? [1, 256] : [1, 8, 64, 256]) {
+    const state = bs * HV * K * V * 4;
+    const gK = op === 'fused_recurrent_kda' ? K : 1;
+    add({
+      name: `${op}-decode-${model}-bs${bs}`, group: 'recurrent', op, attrs: deltaAttrs(false),
+      inputs: [
+        { shape: [1, bs, H, K], dtype: 'bf16' }, { shape: [1, bs, H, K], dtype: 'bf16' }, { shape: [1, bs, HV, V], dtype: 'bf16' },
+        { shape: gK > 1 ? [1, bs, HV, K] : [1, bs, HV], dtype: 'bf16', gate: true }, { shape: [1, bs, HV], dtype: 'bf16', prob: true },
+        { shape: [bs, HV, K, V], dtype: 'f32', scale: 0.1 }, { shape: [bs + 1], dtype: 'i32', ints: Array.from({ length: bs + 1 }, (_, i) => i) },
+        { shape: [bs], dtype: 'i32', ints: Array.from({ length: bs }, (_, i) => i) },
+      ],
+      out: { shape: [1, bs, HV, V], dtype: 'bf16' },
+      bytes: 2 * state + bs * (2 * H * K + 2 * HV * V + HV * (gK + 1)) * 2,
+    });
+  }
+}
+
 // fused MoE GEMM (issue 31, src/ops/moe/): vLLM's fused_moe_kernel over moe_align's blocks at Mixtral-8x7B (top-2 of 8,
 // hidden 4096, intermediate 14336) and Qwen3-30B-A3B (top-8 of 128, hidden 2048, intermediate 768) widths: the w13
 // GEMM (hidden -> 2 x intermediate) and the w2 GEMM (the T x top-k slots, routed weights applied) at decode and prefill
@@ -326,6 +373,7 @@ for (const c of cases) {
   const listed = c.group.startsWith('moe') ? c.inputs.map((x) => (x?.ints ? { shape: x.shape, dtype: x.dtype, ints: 'routing' } : x)) : c.inputs;
   const row = { name: c.name, group: c.group, op: c.op, attrs: c.attrs, inputs: listed, out: c.out, bytes };
   if (c.routing) row.routing = c.routing;
+  if (c.yardstickMs) row.yardstickMs = c.yardstickMs;
   const inputs = c.inputs.map((x, i) => {
     if (!x) return null;
     if (x.ints) return Tensor.fromArray(backend, x.ints, x.shape, x.dtype);
@@ -337,6 +385,12 @@ for (const c of cases) {
       t.dispose();
       t = prepareOp('mul')([ls, 1 / 16])[0];
       ls.dispose();
+    }
+    if (x.prob) {
+      // a delta rule's beta: sigmoid(x), in (0, 1)
+      const p = prepareOp('sigmoid')([t])[0];
+      t.dispose();
+      t = p;
     }
     if (x.view) {
       const v = x.view.permute ? t.permute(x.view.permute) : t.transpose(...x.view.transpose);

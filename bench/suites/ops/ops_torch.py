@@ -45,6 +45,8 @@ def tensor(spec):
     t = torch.randn(*spec["shape"], device=dev, dtype=torch.float32)
     if spec.get("gate"):  # GLA's forget gate: logsigmoid(x) / 16
         t = F.logsigmoid(t) / 16
+    if spec.get("prob"):  # a delta rule's beta: sigmoid(x)
+        t = torch.sigmoid(t)
     if spec.get("scale"):
         t = t * spec["scale"]
     t = t.to(DT[spec["dtype"]])
@@ -109,6 +111,73 @@ def gla_chunk(q, k, v, g, scale, chunk=64):
         s = s * last.transpose(-1, -2).exp() + (ki * (last - bi).exp()).transpose(-1, -2) @ vi
     o = torch.stack(out, 2).reshape(B, H, T, V).transpose(1, 2)
     return o.to(dtype), s
+
+
+def delta_chunk(q, k, v, g, beta, scale, chunk=64):
+    """The chunked gated delta rule in plain PyTorch (the UT transform of FLA's chunk form and HF Qwen3-Next's
+    torch_chunk_gated_delta_rule, chunk 64), q / k l2-normalised in the op as Qwen3-Next and Kimi-Linear call it. g is
+    [B, T, HV] (Gated DeltaNet: one log decay a head) or [B, T, HV, K] (KDA: one a key channel); HV = r H value heads
+    read q / k head hv // r. Per chunk, G the running sum of g: A = -strictly-lower(beta_i k_i D_ij k_j), solved by
+    forward substitution into (I + A')^-1, w = that (beta k e^G), u = that (beta v); then v' = u - w S,
+    o = (q e^G) S + (q D k^T masked) v', S = e^G_last S + (k e^(G_last - G))^T v'. T a multiple of the chunk."""
+    B, T, H, K = q.shape
+    HV, V, dtype = v.shape[2], v.shape[-1], q.dtype
+    r = HV // H
+    q, k = (F.normalize(x.float(), dim=-1, eps=1e-6).repeat_interleave(r, dim=2) for x in (q, k))
+    n = T // chunk
+    chan = g.dim() == 4
+    q, k, v = (x.float().transpose(1, 2).reshape(B, HV, n, chunk, -1) for x in (q, k, v))
+    g = g.float().transpose(1, 2).reshape(B, HV, n, chunk, -1 if chan else 1)
+    beta = beta.float().transpose(1, 2).reshape(B, HV, n, chunk, 1)
+    G = g.cumsum(-2)  # [.., C, 1] or [.., C, K]
+    strict = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril(-1)
+    causal = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()
+    eye = torch.eye(chunk, device=q.device)
+
+    def scores(a, b):  # sum_d a_id b_jd exp(G_id - G_jd) over the chunk's pairs (i >= j kept by the callers' masks)
+        if chan:  # per channel: factor through the chunk's start (the gates here are mild)
+            return (a * G.exp()) @ (b * (-G).exp()).transpose(-1, -2)
+        return (a @ b.transpose(-1, -2)) * (G - G.transpose(-1, -2)).exp()
+
+    kb = k * beta
+    a = -scores(kb, k).masked_fill(~strict, 0)
+    for i in range(1, chunk):
+        a[..., i, :i] = a[..., i, :i] + (a[..., i, :, None] * a[..., :, :i]).sum(-2)
+    t = a + eye
+    w = t @ (kb * G.exp())
+    u = t @ (v * beta)
+    s = q.new_zeros(B, HV, K, V)
+    out = []
+    for i in range(n):
+        qi, ki, Gi = q[:, :, i], k[:, :, i], G[:, :, i]
+        vn = u[:, :, i] - w[:, :, i] @ s
+        qg = qi * Gi.exp() * scale
+        if chan:
+            att = (qg @ (ki * (-Gi).exp()).transpose(-1, -2)).masked_fill(~causal, 0)
+        else:
+            att = ((qi @ ki.transpose(-1, -2)) * (Gi - Gi.transpose(-1, -2)).exp() * scale).masked_fill(~causal, 0)
+        out.append(qg @ s + att @ vn)
+        last = Gi[:, :, -1:, :]
+        s = s * last.transpose(-1, -2).exp() + (ki * (last - Gi).exp()).transpose(-1, -2) @ vn
+    o = torch.stack(out, 2).reshape(B, HV, T, V).transpose(1, 2)
+    return o.to(dtype), s
+
+
+def delta_recurrent(q, k, v, g, beta, pool, cu, idx, scale):
+    """FLA's fused_recurrent_gated_delta_rule / fused_recurrent_kda at decode in plain PyTorch: one token a sequence
+    (cu_seqlens 0..N), q / k l2-normalised, per token S = D S, u = beta (v - k S), S += k^T u, o = scale q S, over
+    vLLM's state pool (the rows of idx read and written back)."""
+    rows = idx.long()
+    HV = v.shape[2]
+    r = HV // q.shape[2]
+    q, k = (F.normalize(x[0].float(), dim=-1, eps=1e-6).repeat_interleave(r, dim=1) for x in (q, k))  # [N, HV, K]
+    s = pool[rows]
+    d = g[0].float().exp()
+    s = s * (d[..., None] if d.dim() == 3 else d[..., None, None])
+    u = beta[0].float()[..., None] * (v[0].float() - torch.einsum("nhk,nhkv->nhv", k, s))
+    s = s + k[..., None] * u[..., None, :]
+    pool[rows] = s
+    return (scale * torch.einsum("nhk,nhkv->nhv", q, s))[None].to(v.dtype)
 
 
 def build_moe(c):
@@ -238,6 +307,12 @@ def build(c):
     if op == "chunk_gla":
         scale = at.get("scale") or xs[0].shape[-1] ** -0.5
         return (lambda q, k, v, g, s0, cu, idx: gla_chunk(q, k, v, g, scale)), xs
+    if op in ("chunk_gated_delta_rule", "chunk_kda"):
+        scale = at.get("scale") or xs[0].shape[-1] ** -0.5
+        return (lambda q, k, v, g, beta, s0, cu, idx: delta_chunk(q, k, v, g, beta, scale)), xs
+    if op in ("fused_recurrent_gated_delta_rule", "fused_recurrent_kda"):
+        scale = at.get("scale") or xs[0].shape[-1] ** -0.5
+        return (lambda q, k, v, g, beta, pool, cu, idx: delta_recurrent(q, k, v, g, beta, pool, cu, idx, scale)), xs
     if op == "scaled_dot_product_attention":
         return (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=at.get("is_causal", False), enable_gqa=at.get("enable_gqa", False))), xs
     return None, None
