@@ -104,6 +104,46 @@ inline void fk_launch_ctas(unsigned gx, unsigned gy, unsigned threads, const std
 }
 `;
 
+/**
+ * Warp exchanges of any value up to 8 bytes (ints for fk_warp_scan.cuh's scans, votes, the sampler's keys): each lane
+ * deposits its value in its warp's slot row, the warp meets at its barrier, each lane reads the lane it asked for, and a
+ * second barrier frees the row. __shfl_sync, __shfl_up_sync, __shfl_xor_sync (beside the prelude's float one),
+ * __ballot_sync and __match_any_sync; a CTA of up to 1024 threads (one CTA at a time, as the launchers here run them).
+ */
+export const WARP_LANES_SHIM = `#include <cstdint>
+static unsigned long long fk_lane_slots[32][32];
+template <class X> X fk_from_lane(X v, unsigned src) {
+  const unsigned lane = threadIdx.x & 31u, w = threadIdx.x >> 5;
+  unsigned long long u = 0;
+  std::memcpy(&u, &v, sizeof(X));
+  fk_lane_slots[w][lane] = u;
+  fk_this_warp->bar.arrive_and_wait();
+  const unsigned long long r = fk_lane_slots[w][src & 31u];
+  fk_this_warp->bar.arrive_and_wait();
+  X out;
+  std::memcpy(&out, &r, sizeof(X));
+  return out;
+}
+template <class X> X __shfl_sync(unsigned, X v, int src) { return fk_from_lane(v, (unsigned)src); }
+template <class X> X __shfl_up_sync(unsigned, X v, unsigned d) { const unsigned lane = threadIdx.x & 31u; return fk_from_lane(v, lane >= d ? lane - d : lane); }
+template <class X> X __shfl_xor_sync(unsigned, X v, int o) { return fk_from_lane(v, (threadIdx.x & 31u) ^ (unsigned)o); }
+// the lanes whose value satisfies keep(lane's value), as one mask, seen by every lane
+template <class Keep> unsigned fk_lane_mask(unsigned long long mine, Keep keep) {
+  const unsigned w = threadIdx.x >> 5;
+  fk_lane_slots[w][threadIdx.x & 31u] = mine;
+  fk_this_warp->bar.arrive_and_wait();
+  unsigned m = 0;
+  for (int i = 0; i < 32; i++) if (keep(fk_lane_slots[w][i])) m |= 1u << i;
+  fk_this_warp->bar.arrive_and_wait();
+  return m;
+}
+inline unsigned __ballot_sync(unsigned, bool p) { return fk_lane_mask(p ? 1 : 0, [](unsigned long long x) { return x != 0; }); }
+inline unsigned __match_any_sync(unsigned, int v) {
+  const unsigned long long mine = (unsigned)v;
+  return fk_lane_mask(mine, [mine](unsigned long long x) { return x == mine; });
+}
+`;
+
 /** A C++ array initialiser of numbers (floats printed round-trip exact). */
 export function cArray(type: string, name: string, values: ArrayLike<number>): string {
   const items = Array.from(values, (v) => (type === 'float' ? `${Number.isNaN(v) ? 'NAN' : Math.fround(v).toPrecision(9)}f` : String(v)));

@@ -17,7 +17,7 @@
  */
 import { Rng } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
-import { cArray, hasGxx, runOnHost } from '../../../test/host-cuda.js';
+import { WARP_LANES_SHIM, cArray, hasGxx, runOnHost } from '../../../test/host-cuda.js';
 import { KERNEL_SOURCES } from '../../kernel-sources.generated.js';
 import { MXFP4_DEVICE_FUNCTIONS } from '../quant/mxfp4-source.js';
 import { groupedTcRouteSource } from './grouped-gemm-tc.js';
@@ -34,17 +34,7 @@ inline int4 make_int4(int a, int b, int c, int d) { return {a, b, c, d}; }
 std::barrier<> fk_cta_barrier(${GROUPED_TC_ROUTE_THREADS});
 inline void __syncthreads() { fk_cta_barrier.arrive_and_wait(); }
 inline int atomicAdd(int* p, int v) { return std::atomic_ref<int>(*p).fetch_add(v); }
-int fk_ishfl[32][32];
-inline int fk_shfl(int v, int src) {
-  const unsigned w = threadIdx.x >> 5, lane = threadIdx.x & 31u;
-  fk_ishfl[w][lane] = v;
-  fk_this_warp->bar.arrive_and_wait();
-  const int r = fk_ishfl[w][src];
-  fk_this_warp->bar.arrive_and_wait();
-  return r;
-}
-inline int __shfl_up_sync(unsigned, int v, int d) { const int lane = threadIdx.x & 31u; const int r = fk_shfl(v, lane >= d ? lane - d : lane); return r; }
-inline int __shfl_sync(unsigned, int v, int src) { return fk_shfl(v, src); }
+${WARP_LANES_SHIM}
 static int fk_route_smem[1 << 14];
 `;
 

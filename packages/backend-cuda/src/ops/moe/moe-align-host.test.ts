@@ -10,7 +10,7 @@ import { CpuBackend } from '@fastkernels/backend-cpu';
 import { Rng, Tensor, callOp } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { alignRouting, randomRouting } from '../../../test/moe-routing.js';
-import { cArray, hasGxx, runOnHost } from '../../../test/host-cuda.js';
+import { WARP_LANES_SHIM, cArray, hasGxx, runOnHost } from '../../../test/host-cuda.js';
 import { moeAlignSource } from './moe-align.js';
 import { MOE_ALIGN_THREADS, planMoeAlign } from './moe-align-plan.js';
 
@@ -25,27 +25,7 @@ std::barrier<> fk_cta_barrier(${MOE_ALIGN_THREADS});
 inline void __syncthreads() { fk_cta_barrier.arrive_and_wait(); }
 inline void __syncwarp() { fk_this_warp->bar.arrive_and_wait(); }
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
-int fk_ishfl[32][32];
-// every lane's value, seen by each lane of the warp between two warp barriers
-inline int fk_shfl(int v, int src) {
-  const unsigned w = threadIdx.x >> 5, lane = threadIdx.x & 31u;
-  fk_ishfl[w][lane] = v;
-  fk_this_warp->bar.arrive_and_wait();
-  const int r = fk_ishfl[w][src];
-  fk_this_warp->bar.arrive_and_wait();
-  return r;
-}
-inline int __shfl_up_sync(unsigned, int v, int d) { const int lane = threadIdx.x & 31u; return fk_shfl(v, lane >= d ? lane - d : lane); }
-inline int __shfl_sync(unsigned, int v, int src) { return fk_shfl(v, src); }
-inline unsigned __match_any_sync(unsigned, int v) {
-  const unsigned w = threadIdx.x >> 5, lane = threadIdx.x & 31u;
-  fk_ishfl[w][lane] = v;
-  fk_this_warp->bar.arrive_and_wait();
-  unsigned m = 0;
-  for (int l = 0; l < 32; l++) if (fk_ishfl[w][l] == v) m |= 1u << l;
-  fk_this_warp->bar.arrive_and_wait();
-  return m;
-}
+${WARP_LANES_SHIM}
 static int fk_align_smem[1 << 14];
 `;
 

@@ -14,7 +14,7 @@ import { CpuBackend } from '@fastkernels/backend-cpu';
 import { Rng, Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { fakeDevice } from '../../../test/fake-device.js';
-import { CTA_SHIM, cArray, hasGxx, runOnHost } from '../../../test/host-cuda.js';
+import { CTA_SHIM, WARP_LANES_SHIM, cArray, hasGxx, runOnHost } from '../../../test/host-cuda.js';
 import { KERNEL_SOURCES } from '../../kernel-sources.generated.js';
 import { planSampler, sample } from './sampler.js';
 
@@ -45,31 +45,7 @@ describe('sampler launches (fake device)', () => {
 const SHIM = `${CTA_SHIM}
 #include <atomic>
 typedef unsigned long long fk_u64;
-static fk_u64 fk_slots[32][32];
-template <class T> T fk_from_lane(T v, unsigned src) {
-  const unsigned lane = threadIdx.x & 31u, w = threadIdx.x >> 5;
-  fk_u64 u = 0;
-  std::memcpy(&u, &v, sizeof(T));
-  fk_slots[w][lane] = u;
-  fk_this_warp->bar.arrive_and_wait();
-  const fk_u64 r = fk_slots[w][src];
-  fk_this_warp->bar.arrive_and_wait();
-  T out;
-  std::memcpy(&out, &r, sizeof(T));
-  return out;
-}
-template <class T> T __shfl_xor_sync(unsigned, T v, int o) { return fk_from_lane(v, (threadIdx.x & 31u) ^ (unsigned)o); }
-template <class T> T __shfl_up_sync(unsigned, T v, unsigned d) { const unsigned lane = threadIdx.x & 31u; return fk_from_lane(v, lane >= d ? lane - d : lane); }
-inline unsigned __ballot_sync(unsigned, bool p) {
-  const unsigned w = threadIdx.x >> 5;
-  fk_slots[w][threadIdx.x & 31u] = p ? 1 : 0;
-  fk_this_warp->bar.arrive_and_wait();
-  unsigned m = 0;
-  for (int i = 0; i < 32; i++) if (fk_slots[w][i]) m |= 1u << i;
-  fk_this_warp->bar.arrive_and_wait();
-  return m;
-}
-template <class T> T atomicAdd(T* p, T v) { return std::atomic_ref<T>(*p).fetch_add(v); }
+${WARP_LANES_SHIM}template <class T> T atomicAdd(T* p, T v) { return std::atomic_ref<T>(*p).fetch_add(v); }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 template <class T> T __ldcg(const T* p) { return std::atomic_ref<T>(*const_cast<T*>(p)).load(); }
 template <class T> T __ldg(const T* p) { return *p; }
