@@ -1,0 +1,151 @@
+/**
+ * Launch plans of the tensor-core chunk_gated_delta_rule (kernels/gdn_chunk_tc.cu) and what it declines to the
+ * CUDA-core fk_gdn_chunk (gdn-plan.ts): pure functions of the shapes, unit-tested without a GPU.
+ *
+ * Two launches, as the tensor-core chunk_gla's (gla-tc-plan.ts). fk_gdn_chunk_prep: a CTA per (chunk slot, value
+ * head), PREP_THREADS threads, fully parallel: the l2-normalised q, k, the scores, the triangular inverse and W, U of
+ * each chunk (hi + lo pairs of the dtype), computed once a chunk. fk_gdn_chunk_tc: a CTA per (V tile of BV columns,
+ * value head, sequence) walks the chunks in order with its [BV, K] slice of the state in mma accumulators: WM = BV / 16
+ * warps down the value rows times WK warps across the key columns (KW = K / WK each). The walk holds qn, W and kn of a
+ * chunk (hi + lo [64, K + 8] each) in shared memory at once: K past 128 does not fit beside the rest, so the plan
+ * declines it (Qwen3-Next's heads are 128). The tile choice is chunk_gla's: the narrowest whose grid fits one wave
+ * (Qwen3-Next's 32 value heads of 128 at one sequence: BV 32, 128 CTAs on 132 SMs), else the widest.
+ */
+
+/** Tokens a chunk, as the kernel's constant. */
+export const GDN_TC_CHUNK = 64;
+export const GDN_TC_PREP_THREADS = 256;
+/** Key columns a warp's state slice may hold (KW / 2 accumulator registers a thread). */
+const MAX_KW = 128;
+const MAX_SHARED = 227 * 1024;
+const BVS = [16, 32, 64] as const;
+
+export interface GdnTcShape {
+  /** Sequences (B, or cu_seqlens' N), tokens a batch row (T), q / k heads, value heads, key and value head dims. */
+  readonly N: number;
+  readonly T: number;
+  readonly H: number;
+  readonly HV: number;
+  readonly K: number;
+  readonly V: number;
+  /** cu_seqlens given: the sequences packed along batch row 0 (chunk slots floor(cu[n] / 64) + n + c). */
+  readonly varlen: boolean;
+}
+
+export interface GdnTcPlan {
+  readonly bv: number;
+  readonly wm: number;
+  readonly wk: number;
+  readonly threads: number;
+  /** Chunks a batch row can hold (ceil(T / 64)) and the workspace's chunk slots. */
+  readonly ncMax: number;
+  readonly slots: number;
+  readonly prepGrid: readonly [number, number, number];
+  readonly mainGrid: readonly [number, number, number];
+  readonly prepSharedBytes: number;
+  readonly mainSharedBytes: number;
+}
+
+/** WK for a tile of BV columns: the most warps (a power of two, WM x WK <= 8) whose key slices are whole k16 steps. */
+function warpsAcrossK(K: number, bv: number): number {
+  let wk = 8 / (bv / 16);
+  while (wk > 1 && (K / 16) % wk !== 0) wk /= 2;
+  return wk;
+}
+
+function tileFits(K: number, V: number, bv: number): boolean {
+  return V % bv === 0 && K / warpsAcrossK(K, bv) <= MAX_KW && gdnTcMainShared(K, bv, warpsAcrossK(K, bv)) <= MAX_SHARED;
+}
+
+/**
+ * The walk's dynamic shared memory (gdn_chunk_tc.cu MAIN_SMEM), bytes: qn, W, kn (hi, lo) [64][K + 8], Aqk (hi, lo)
+ * [64][72], U, V' and V' exp(G_last - G) (hi, lo) [64][BV + 8] (2-byte values), G twice [64] and the partials
+ * [WK][64][BV + 4] (f32).
+ */
+export function gdnTcMainShared(K: number, bv: number, wk: number): number {
+  const C = GDN_TC_CHUNK;
+  return (6 * C * (K + 8) + 2 * C * (C + 8) + 6 * C * (bv + 8)) * 2 + 2 * C * 4 + wk * C * (bv + 4) * 4;
+}
+
+/**
+ * The prep kernel's (gdn_chunk_tc.cu PREP_SMEM), bytes: k (hi, lo) [64][K + 8]; q (hi, lo) [64][K + 8] or, in its
+ * place later, Tw and Tu (hi, lo) [64][72]; v [64][V + 8] (2-byte values); A [64][68], G and beta [64] (f32).
+ */
+export function gdnTcPrepShared(K: number, V: number): number {
+  const C = GDN_TC_CHUNK;
+  return 2 * C * (K + 8) * 2 + Math.max(2 * C * (K + 8), 4 * C * (C + 8)) * 2 + C * (V + 8) * 2 + C * (C + 4) * 4 + 2 * C * 4;
+}
+
+/**
+ * The plan for `s` on a device of `sms` multiprocessors (the shape must pass gdnTcDecline); `tileColumns` forces the
+ * V tile where it fits the shape (0: the plan's choice).
+ */
+export function planGdnTc(s: GdnTcShape, sms: number, tileColumns = 0): GdnTcPlan {
+  const ok = BVS.filter((bv) => tileFits(s.K, s.V, bv));
+  if (ok.length === 0) throw new RangeError(`gdn tc: no tile for K ${s.K} / V ${s.V}`);
+  const ctas = (bv: number) => s.N * s.HV * (s.V / bv);
+  const bv = ok.find((b) => b === tileColumns) ?? ok.find((b) => ctas(b) <= sms) ?? ok[ok.length - 1]!;
+  const wm = bv / 16;
+  const wk = warpsAcrossK(s.K, bv);
+  const ncMax = Math.ceil(s.T / GDN_TC_CHUNK);
+  const slots = s.varlen ? Math.floor(s.T / GDN_TC_CHUNK) + s.N : s.N * ncMax;
+  return {
+    bv, wm, wk, threads: 32 * wm * wk, ncMax, slots,
+    prepGrid: [slots, s.HV, 1],
+    mainGrid: [s.V / bv, s.HV, s.N],
+    prepSharedBytes: gdnTcPrepShared(s.K, s.V),
+    mainSharedBytes: gdnTcMainShared(s.K, bv, wk),
+  };
+}
+
+export interface GdnTcCall {
+  /** The registry op: chunk_gated_delta_rule takes these kernels; chunk_kda (a decay a key channel) does not. */
+  readonly op: string;
+  /** q / k / v, g, beta. */
+  readonly dtypes: readonly [string, string, string];
+  readonly N: number;
+  readonly T: number;
+  readonly H: number;
+  readonly HV: number;
+  readonly K: number;
+  readonly V: number;
+  /** The device's compute capability major (undefined: unknown, declined). */
+  readonly smMajor: number | undefined;
+  /** recurrent.chunkDeltaTensorCore in the tuning. */
+  readonly enabled: boolean;
+}
+
+const GATE_DTYPES = ['f32', 'bf16', 'f16'];
+
+/** Why the tensor-core chunk_gated_delta_rule does not take a call (the CUDA-core fk_gdn_chunk then does), or null. */
+export function gdnTcDecline(c: GdnTcCall): string | null {
+  if (c.op === 'chunk_kda') return 'chunk_kda: a decay a key channel (its scores need per-channel reference points): the CUDA-core fk_kda_chunk runs it';
+  if (c.op !== 'chunk_gated_delta_rule') return `${c.op}: the tensor-core kernels run chunk_gated_delta_rule only`;
+  if (!c.enabled) return 'recurrent.chunkDeltaTensorCore is off in the tuning';
+  if (c.smMajor === undefined || c.smMajor < 8) return `compute capability ${c.smMajor ?? 'unknown'}: mma.sync bf16 needs sm_80+`;
+  const [dt, gdt, bdt] = c.dtypes;
+  if (dt !== 'bf16' && dt !== 'f16') return `dtype ${dt}: the tensor-core kernels take bf16 and f16`;
+  if (!GATE_DTYPES.includes(gdt) || !GATE_DTYPES.includes(bdt)) return `g ${gdt} / beta ${bdt}: the tensor-core kernels take f32, bf16, f16 gates`;
+  if (c.K % 16 !== 0 || c.K < 16) return `key head dim ${c.K}: the tensor-core kernels take multiples of 16`;
+  if (c.V % 16 !== 0 || c.V < 16) return `value head dim ${c.V}: the tensor-core kernels take multiples of 16`;
+  if (c.H < 1 || c.HV % c.H !== 0) return `value heads ${c.HV} must be a multiple of q / k heads ${c.H}`;
+  if (!BVS.some((bv) => tileFits(c.K, c.V, bv))) return `K ${c.K} / V ${c.V}: no state tile fits (the walk holds qn, W, kn of a chunk in shared memory: K up to 128)`;
+  if (c.HV > 65535 || c.N > 65535) return `${c.N} sequences x ${c.HV} value heads: past the grid's 65535 limit on y / z`;
+  const p = planGdnTc({ ...c, varlen: true }, 1);
+  if (Math.max(p.slots, c.N * p.ncMax) > 2 ** 31 - 1) return 'too many chunks for the grid';
+  if (p.prepSharedBytes > MAX_SHARED) return `V ${c.V}: the prep kernel's ${p.prepSharedBytes} bytes of shared memory exceed ${MAX_SHARED}`;
+  return null;
+}
+
+const CTYPE: Record<string, string> = { f32: 'float', bf16: '__nv_bfloat16', f16: '__half' };
+
+/** The #defines of one build of gdn_chunk_tc.cu (both entries share them). */
+export function gdnTcDefines(
+  dtypes: readonly [string, string, string], K: number, V: number, p: GdnTcPlan, l2norm: boolean, cuDType: 'i32' | 'i64', idxDType: 'i32' | 'i64',
+): Record<string, string | number> {
+  const ctype = (d: 'i32' | 'i64') => (d === 'i64' ? 'long long' : 'int');
+  return {
+    FK_T: CTYPE[dtypes[0]]!, FK_TG: CTYPE[dtypes[1]]!, FK_TB: CTYPE[dtypes[2]]!, FK_K: K, FK_V: V, FK_BV: p.bv, FK_WK: p.wk, FK_L2: l2norm ? 1 : 0,
+    FK_CU_T: ctype(cuDType), FK_SI_T: ctype(idxDType),
+  };
+}
