@@ -7,8 +7,8 @@
  * each chunk (hi + lo pairs of the dtype), computed once a chunk. fk_gdn_chunk_tc: a CTA per (V tile of BV columns,
  * value head, sequence) walks the chunks in order with its [BV, K] slice of the state in mma accumulators: WM = BV / 16
  * warps down the value rows times WK warps across the key columns (KW = K / WK each). The walk holds qn, W and kn of a
- * chunk (hi + lo [64, K + 8] each) in shared memory at once: K past 128 does not fit beside the rest, so the plan
- * declines it (Qwen3-Next's heads are 128). The tile choice is chunk_gla's: the narrowest whose grid fits one wave
+ * chunk (hi + lo [64, K + 8] each) in shared memory at once: K 256 does not fit beside the rest, so the plan declines
+ * it (up to 224 fits; Qwen3-Next's heads are 128). The tile choice is chunk_gla's: the narrowest whose grid fits one wave
  * (Qwen3-Next's 32 value heads of 128 at one sequence: BV 32, 128 CTAs on 132 SMs), else the widest.
  */
 
@@ -129,7 +129,7 @@ export function gdnTcDecline(c: GdnTcCall): string | null {
   if (c.K % 16 !== 0 || c.K < 16) return `key head dim ${c.K}: the tensor-core kernels take multiples of 16`;
   if (c.V % 16 !== 0 || c.V < 16) return `value head dim ${c.V}: the tensor-core kernels take multiples of 16`;
   if (c.H < 1 || c.HV % c.H !== 0) return `value heads ${c.HV} must be a multiple of q / k heads ${c.H}`;
-  if (!BVS.some((bv) => tileFits(c.K, c.V, bv))) return `K ${c.K} / V ${c.V}: no state tile fits (the walk holds qn, W, kn of a chunk in shared memory: K up to 128)`;
+  if (!BVS.some((bv) => tileFits(c.K, c.V, bv))) return `K ${c.K} / V ${c.V}: no state tile fits (the walk holds qn, W, kn of a chunk in shared memory, hi + lo [64, K + 8] each: K up to 224)`;
   if (c.HV > 65535 || c.N > 65535) return `${c.N} sequences x ${c.HV} value heads: past the grid's 65535 limit on y / z`;
   const p = planGdnTc({ ...c, varlen: true }, 1);
   if (Math.max(p.slots, c.N * p.ncMax) > 2 ** 31 - 1) return 'too many chunks for the grid';

@@ -1,8 +1,10 @@
 /**
  * Qwen3-Next's gated-DeltaNet ops on CUDA (gdn-source.ts): fused_recurrent_gated_delta_rule, chunk_gated_delta_rule
  * (its own CUDA-core chunked kernel; where that declines, its decomposition into the recurrent one), causal_conv1d and
- * causal_conv1d_update; Kimi-Linear's fused_recurrent_kda and chunk_kda are the same kernels with the decay per key
- * channel (g [B, T, HV, K], read through its strides with the channels contiguous). The registry call's tensors are read
+ * causal_conv1d_update; chunk_gated_delta_rule takes the tensor-core kernels (gdn-tc.ts) where gdnTcDecline accepts
+ * the call (bf16 / f16 on sm_80+, recurrent.chunkDeltaTensorCore on). Kimi-Linear's fused_recurrent_kda and chunk_kda
+ * are the CUDA-core kernels with the decay per key channel (g [B, T, HV, K], read through its strides with the
+ * channels contiguous). The registry call's tensors are read
  * in place through their strides (a copy only where a head dim, the conv weight or the bias is not contiguous), the
  * state pools read and written in place through the index tensors, cu_seqlens / query_start_loc / has_initial_state
  * read on the device. No host read of any tensor: the launch depends on shapes alone, so it is safe inside a captured
@@ -14,10 +16,13 @@ import type { CudaKernel } from '../../kernel.js';
 import type { CudaRuntime } from '../../runtime.js';
 import { addr } from '../elementwise.js';
 import type { GenKernelCache } from '../gen-cache.js';
+import { cudaTuning } from '../../tuning/load.js';
 import { stateVec } from './gla.js';
 import type { GlaPlan } from './gla-plan.js';
 import { DELTA_OPS, convDecline, gdnDecline, planConv, planGdn, type ConvPlan, type DeltaOp } from './gdn-plan.js';
 import { CONV_SIGNATURE, GDN_SIGNATURE, convSource, gdnSource, type ConvHasInitDType, type GdnDType, type GdnIndexDType } from './gdn-source.js';
+import { GdnTcRunner } from './gdn-tc.js';
+import { gdnTcDecline } from './gdn-tc-plan.js';
 
 export type GdnAttrs = { scale: number | null; output_final_state: boolean; use_qk_l2norm_in_kernel: boolean };
 export type ConvAttrs = { activation: 'silu' | 'swish' | null; return_final_states?: boolean };
@@ -25,11 +30,23 @@ export type GdnOp = DeltaOp | 'causal_conv1d' | 'causal_conv1d_update';
 
 export class GdnKernels {
   private readonly kernels = new Map<string, CudaKernel>();
+  private readonly tc: GdnTcRunner;
 
   constructor(
     private readonly cache: GenKernelCache,
     private readonly runtime: () => CudaRuntime,
-  ) {}
+  ) {
+    this.tc = new GdnTcRunner(cache);
+  }
+
+  /** Why a chunked delta-rule call does not take the tensor-core kernels (gdn-tc-plan.ts), or null (they do). */
+  tensorCoreDecline(op: DeltaOp, q: Tensor, v: Tensor, g: Tensor, beta: Tensor, N: number): string | null {
+    const [, T, H, K] = q.shape as [number, number, number, number];
+    const props = this.runtime().properties() as { major?: number };
+    return gdnTcDecline({
+      op, dtypes: [q.dtype, g.dtype, beta.dtype], N, T, H, HV: v.shape[2]!, K, V: v.shape[3]!, smMajor: props.major, enabled: cudaTuning().recurrent.chunkDeltaTensorCore,
+    });
+  }
 
   /** true, or why the kernel declines (chunk_gated_delta_rule / chunk_kda then run their decomposition, the others fail with the reason). */
   readonly supports = (op: GdnOp) => (call: OpCall<GdnAttrs & ConvAttrs>): true | string => {
@@ -70,7 +87,13 @@ export class GdnKernels {
         else if (fin) fin.fill_(0);
         return outs;
       }
-      const launch = gdnLaunch(kind, { o, q: q!, k: k!, v: v!, g: g!, beta: beta!, sIn, sOut, cu, idx, pooled: idx !== null }, call.attrs, this.runtime().properties().multiprocessors, gate);
+      const operands: GdnOperands = { o, q: q!, k: k!, v: v!, g: g!, beta: beta!, sIn, sOut, cu, idx, pooled: idx !== null };
+      const sms = this.runtime().properties().multiprocessors;
+      if (kind === 'chunk' && this.tensorCoreDecline(op, q!, v!, g!, beta!, N) === null) {
+        this.tc.run(operands, call.attrs, sms, temps);
+        return outs;
+      }
+      const launch = gdnLaunch(kind, operands, call.attrs, sms, gate);
       const kernel = this.kernel(launch.key, () =>
         gdnSource({
           kind, gate, chunk: launch.plan.chunk, dtype: q!.dtype as GdnDType, gDType: g!.dtype as GdnDType, betaDType: beta!.dtype as GdnDType, cuDType: idxDType(cu), idxDType: idxDType(idx),

@@ -1,0 +1,129 @@
+/**
+ * The tensor-core chunk_gated_delta_rule's plans and route without a GPU: the tile at Qwen3-Next's 4096-token prefill
+ * (one wave of 128 CTAs) and at many sequences, the shared memory the kernel's layout takes, what it declines (and that
+ * the CUDA-core kernel then runs: chunk_kda, f32, K past 128, the knob off), and the two launches a call makes on a fake
+ * sm_90 device: their grids, and the workspaces the prep kernel writes being the ones the walk reads.
+ */
+import { callOp, opRoute } from '@fastkernels/core';
+import { describe, expect, it } from 'vitest';
+import { fake } from '../../../test/ops-fake.js';
+import type { CudaRuntime } from '../../runtime.js';
+import { withTuning } from '../../tuning/load.js';
+import { addr } from '../elementwise.js';
+import { gdnTcDecline, gdnTcMainShared, gdnTcPrepShared, planGdnTc } from './gdn-tc-plan.js';
+import { registerRecurrentKernels } from './register.js';
+
+/** Qwen3-Next's gated DeltaNet heads. */
+const QN = { H: 16, HV: 32, K: 128, V: 128 };
+
+describe('planGdnTc', () => {
+  it("Qwen3-Next, one 4096-token sequence: BV 32 (128 CTAs, one wave; BV 16 would be 256), 8 warps as 2 x 4, 64 chunk slots", () => {
+    const p = planGdnTc({ N: 1, T: 4096, ...QN, varlen: false }, 132);
+    expect([p.bv, p.wm, p.wk, p.threads, p.ncMax, p.slots]).toEqual([32, 2, 4, 256, 64, 64]);
+    expect(p.mainGrid).toEqual([4, 32, 1]);
+    expect(p.prepGrid).toEqual([64, 32, 1]);
+    // qn, W, kn hi + lo [64][136]; Aqk hi + lo [64][72]; U, V', V'd hi + lo [64][40] (bf16); G [2][64], partials [4][64][36] (f32)
+    expect(p.mainSharedBytes).toBe((6 * 64 * 136 + 2 * 64 * 72 + 6 * 64 * 40) * 2 + 2 * 64 * 4 + 4 * 64 * 36 * 4);
+    expect(p.mainSharedBytes).toBeLessThanOrEqual(227 * 1024);
+    // k hi + lo [64][136]; the q region max(q hi + lo, Tw / Tu hi + lo [64][72]); v [64][136]; A [64][68], G, beta
+    expect(p.prepSharedBytes).toBe(2 * 64 * 136 * 2 + 4 * 64 * 72 * 2 + 64 * 136 * 2 + 64 * 68 * 4 + 2 * 64 * 4);
+    expect(p.prepSharedBytes).toBeLessThan((227 * 1024) / 2); // two prep CTAs an SM
+  });
+
+  it('no tile fits a wave (64 packed sequences): the widest, BV 64; varlen slots floor(T / 64) + N', () => {
+    const p = planGdnTc({ N: 64, T: 8192, ...QN, varlen: true }, 132);
+    expect([p.bv, p.wm, p.wk, p.slots]).toEqual([64, 4, 2, 128 + 64]);
+    expect(p.mainSharedBytes).toBe(gdnTcMainShared(128, 64, 2));
+    expect(p.prepSharedBytes).toBe(gdnTcPrepShared(128, 128));
+  });
+
+  it('a small grid takes the narrowest tile; K whose k16 steps do not split eight ways takes fewer warps across K', () => {
+    expect(planGdnTc({ N: 1, T: 100, H: 1, HV: 2, K: 128, V: 128, varlen: false }, 132).bv).toBe(16);
+    const p = planGdnTc({ N: 1, T: 100, H: 1, HV: 1, K: 48, V: 16, varlen: false }, 132);
+    expect([p.bv, p.wk, p.threads]).toEqual([16, 1, 32]);
+  });
+
+  it('declines, naming why: chunk_kda, the knob, pre-Ampere, f32, f64 gates, K not a multiple of 16 or 256, V not a multiple of 16', () => {
+    const base = { op: 'chunk_gated_delta_rule', dtypes: ['bf16', 'f32', 'bf16'] as [string, string, string], N: 1, T: 4096, ...QN, smMajor: 9, enabled: true };
+    expect(gdnTcDecline(base)).toBeNull();
+    expect(gdnTcDecline({ ...base, dtypes: ['f16', 'f16', 'f16'], smMajor: 8 })).toBeNull();
+    expect(gdnTcDecline({ ...base, op: 'chunk_kda' })).toMatch(/chunk_kda: a decay a key channel/);
+    expect(gdnTcDecline({ ...base, enabled: false })).toMatch(/recurrent.chunkDeltaTensorCore is off/);
+    expect(gdnTcDecline({ ...base, smMajor: 7 })).toMatch(/sm_80/);
+    expect(gdnTcDecline({ ...base, smMajor: undefined })).toMatch(/unknown/);
+    expect(gdnTcDecline({ ...base, dtypes: ['f32', 'f32', 'f32'] })).toMatch(/bf16 and f16/);
+    expect(gdnTcDecline({ ...base, dtypes: ['bf16', 'f64', 'bf16'] })).toMatch(/gates/);
+    expect(gdnTcDecline({ ...base, K: 72 })).toMatch(/key head dim 72/);
+    expect(gdnTcDecline({ ...base, K: 192 })).toBeNull(); // BV 16, 4 warps across K of 48 columns: 206 KiB
+    expect(gdnTcDecline({ ...base, K: 256 })).toMatch(/K up to 224/);
+    expect(gdnTcDecline({ ...base, V: 12 })).toMatch(/value head dim 12/);
+    expect(gdnTcDecline({ ...base, HV: 24, H: 16 })).toMatch(/multiple of q \/ k heads/);
+  });
+});
+
+describe('the chunk_gated_delta_rule route on a fake sm_90 device', () => {
+  function device() {
+    const f = fake();
+    const runtime = (() => ({ properties: () => ({ multiprocessors: 132, major: 9 }) })) as unknown as () => CudaRuntime;
+    registerRecurrentKernels(f.backend.opKernels!, f.cache, runtime);
+    return f;
+  }
+  const attrs = { output_final_state: true, use_qk_l2norm_in_kernel: true };
+
+  it("bf16 at Qwen3-Next's heads (f32 g): the prep launch, then the walk, reading the workspaces the prep wrote", () => {
+    const f = device();
+    const T = 200;
+    const [q, k] = [0, 1].map(() => f.t([1, T, 16, 128]));
+    const v = f.t([1, T, 32, 128]);
+    const g = f.t([1, T, 32], 'f32');
+    const beta = f.t([1, T, 32]);
+    const ins = [q!, k!, v, g, beta, null, null, null];
+    expect(opRoute('chunk_gated_delta_rule', ins, attrs)).toEqual({ via: 'kernel' });
+    const [o, fin] = callOp('chunk_gated_delta_rule', ins, attrs);
+    expect(f.cache.launches.map((l) => l.entry)).toEqual(['fk_gdn_chunk_prep', 'fk_gdn_chunk_tc']);
+    const [prep, walk] = f.cache.launches as [(typeof f.cache.launches)[0], (typeof f.cache.launches)[0]];
+    const p = planGdnTc({ N: 1, T, ...QN, varlen: false }, 132);
+    expect([prep.grid, prep.block, walk.grid, walk.block]).toEqual([p.prepGrid, 256, p.mainGrid, p.threads]);
+    expect(prep.source).toContain('#define FK_T __nv_bfloat16');
+    expect(prep.source).toContain('#define FK_TG float');
+    expect(prep.source).toContain('#define FK_L2 1');
+    expect(walk.source).toContain(`#define FK_BV ${p.bv}`);
+    const a = prep.args as number[];
+    const b = walk.args as number[];
+    expect(a.slice(0, 5)).toEqual([addr(q!), addr(k!), addr(v), addr(g), addr(beta)]);
+    expect(a.slice(21, 26)).toEqual([T, 16, 32, 1, p.ncMax]);
+    // qn, kn, W, U, Aqk, G: written by the prep, read by the walk
+    expect(b.slice(1, 7)).toEqual(a.slice(27, 33));
+    expect(new Set(a.slice(27, 33)).size).toBe(6);
+    expect([b[0], b[7], b[9]]).toEqual([addr(o!), 0, addr(fin!)]);
+  });
+
+  it('f32, K 256, chunk_kda, or the knob off: the CUDA-core chunked kernel, one launch', () => {
+    const run = (op: 'chunk_gated_delta_rule' | 'chunk_kda', dtype: 'f32' | 'bf16', K: number) => {
+      const f = device();
+      const g = op === 'chunk_kda' ? f.t([1, 70, 4, K], 'f32') : f.t([1, 70, 4], 'f32');
+      callOp(op, [f.t([1, 70, 2, K], dtype), f.t([1, 70, 2, K], dtype), f.t([1, 70, 4, 64], dtype), g, f.t([1, 70, 4], dtype), null, null, null], {});
+      return f.cache.launches.map((l) => l.entry);
+    };
+    expect(run('chunk_gated_delta_rule', 'f32', 64)).toEqual(['fk_gdn_chunk']);
+    expect(run('chunk_gated_delta_rule', 'bf16', 256)).toEqual(['fk_gdn_chunk']);
+    expect(run('chunk_kda', 'bf16', 64)).toEqual(['fk_kda_chunk']);
+    expect(run('chunk_gated_delta_rule', 'bf16', 64)).toEqual(['fk_gdn_chunk_prep', 'fk_gdn_chunk_tc']);
+    withTuning('recurrent', { chunkDeltaTensorCore: false }, () => expect(run('chunk_gated_delta_rule', 'bf16', 64)).toEqual(['fk_gdn_chunk']));
+  });
+
+  it('packed sequences over a pool: cu_seqlens and the indices reach both launches; slots floor(T / 64) + N', () => {
+    const f = device();
+    const T = 300;
+    const cu = f.t([4], 'i32'); // [0, 100, 100, 300] on a device: the host never reads it
+    const idx = f.t([3], 'i64');
+    const pool = f.t([4, 4, 64, 64], 'f32');
+    callOp('chunk_gated_delta_rule', [f.t([1, T, 2, 64]), f.t([1, T, 2, 64]), f.t([1, T, 4, 64]), f.t([1, T, 4], 'f32'), f.t([1, T, 4]), pool, cu, idx], {});
+    const [prep, walk] = f.cache.launches as [(typeof f.cache.launches)[0], (typeof f.cache.launches)[0]];
+    expect(prep.grid).toEqual([Math.floor(T / 64) + 3, 4, 1]);
+    expect(walk.source).toContain('#define FK_SI_T long long');
+    expect((prep.args as number[])[20]).toBe(addr(cu));
+    const b = walk.args as number[];
+    expect([b[7], b[8], b[9], b[10], b[11], b[12]]).toEqual([addr(pool), pool.strides[0], addr(pool), pool.strides[0], addr(cu), addr(idx)]);
+  });
+});
