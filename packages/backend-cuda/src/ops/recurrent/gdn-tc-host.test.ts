@@ -110,9 +110,6 @@ function scaledError(got: ArrayLike<number>, want: ArrayLike<number>): number {
   return mag === 0 ? err : err / mag;
 }
 
-/** The errors of the last check, for the report. */
-export const lastErrors: { o: number; state: number }[] = [];
-
 function check(c: Case): void {
   const { B, T, H, HV, K, V } = c;
   const N = c.cu ? c.cu.length - 1 : B;
@@ -150,7 +147,6 @@ function check(c: Case): void {
     expect(worst, `${what}: worst error / tolerance`).toBeLessThanOrEqual(8);
   };
   const errors = { o: scaledError(got.o, wantO), state: scaledError(got.state, wantS) };
-  lastErrors.push(errors);
   console.log(`gdn tc host replay ${JSON.stringify({ B, T, H, HV, K, V, cu: c.cu, l2norm: c.l2norm })}: max |err| / max |want|: o ${errors.o.toExponential(2)}, state ${errors.state.toExponential(2)}`);
   within(got.o, wantO, 1e-2, 1e-2, 'o');
   within(got.state, wantS, 1e-5, 1e-3, 'state');

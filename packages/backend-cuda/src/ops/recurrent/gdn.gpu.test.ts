@@ -8,23 +8,46 @@
  * inputs (f32 gates under bf16); causal_conv1d packed prefills over a conv pool (a transposed x as the engine passes it,
  * has_initial_state) and with batch-row states, causal_conv1d_update decode rows over the pool (state_len > W - 1); and
  * a decode step of both (conv update, then the delta rule) captured in a CUDA graph, replayed for other pool rows.
+ * chunk_gated_delta_rule's tensor-core kernels (gdn_chunk_tc.cu, the default for bf16 / f16 at head dims of multiples
+ * of 16): Qwen3-Next's full bench shape (16 / 32 heads, K = V = 128, 4096 + 37 tokens) against the float64 op and
+ * against the CUDA-core fk_gdn_chunk at T 4096, f16 over a pool; the CUDA-core kernel keeps its cases with
+ * recurrent.chunkDeltaTensorCore off.
  *
  * The GPU host runs this under a time limit and the float64 CPU op is the slow half: the production-shape cases take the
  * fewest heads that keep the plan (gdn-plan.ts) of the full shape.
  */
 import { Tensor, callOp, opRoute, type DType } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
-import { cpu, expectClose, releasing, tolOf, toGpu } from '../../../test/spine-helpers.js';
+import { cpu, expectClose, gpu, releasing, tolOf, toGpu } from '../../../test/spine-helpers.js';
 import { rand } from '../../../test/ops-helpers.js';
 import { GLA_DECODE_BATCHES, glaDecodeSlots, type ConvCaseShape } from '../../../test/gla-cases.js';
 import { GRAPH_DECODE_ROWS, GT, checkDecodeGraph, checkDeltaRule, deltaGate, sms, type DeltaRuleCase } from '../../../test/recurrent-gpu.js';
+import { cudaTuning, withTuning } from '../../tuning/load.js';
 import { planGdn, type GdnShape } from './gdn-plan.js';
+import { gdnTcDecline, planGdnTc } from './gdn-tc-plan.js';
 
 /** Qwen3-Next-80B's gated DeltaNet heads: 32 value heads over 16 q / k heads, K = V = 128. */
 const QN = { H: 16, HV: 32, K: 128, V: 128 } as const;
 
-type DeltaCase = Omit<DeltaRuleCase, 'op'> & { readonly op?: 'fused_recurrent_gated_delta_rule' | 'chunk_gated_delta_rule' };
-const checkDelta = (label: string, c: DeltaCase) => checkDeltaRule(label, { ...c, op: c.op ?? 'fused_recurrent_gated_delta_rule' });
+type DeltaCase = Omit<DeltaRuleCase, 'op'> & {
+  readonly op?: 'fused_recurrent_gated_delta_rule' | 'chunk_gated_delta_rule';
+  /** chunk_gated_delta_rule: whether the call must take the tensor-core kernels (gdn_chunk_tc.cu) or the CUDA-core fk_gdn_chunk. */
+  readonly tensorCores?: boolean;
+};
+const checkDelta = (label: string, c: DeltaCase) => {
+  if (c.tensorCores !== undefined) expect(takesTensorCores(c), `${label}: takes the tensor-core kernels`).toBe(c.tensorCores);
+  checkDeltaRule(label, { ...c, op: c.op ?? 'fused_recurrent_gated_delta_rule' });
+};
+
+/** Whether a call of this case takes the tensor-core chunk_gated_delta_rule on this device (the route's own test). */
+function takesTensorCores(c: DeltaCase): boolean {
+  const major = (gpu().runtime.properties() as { major?: number }).major;
+  const N = c.cu ? c.cu.length - 1 : c.B;
+  return gdnTcDecline({
+    op: c.op ?? 'fused_recurrent_gated_delta_rule', dtypes: [c.dtype, c.gDType ?? c.dtype, c.dtype], N, T: c.T, H: c.H, HV: c.HV, K: c.K, V: c.V,
+    smMajor: major, enabled: cudaTuning().recurrent.chunkDeltaTensorCore,
+  }) === null;
+}
 
 interface ConvCase extends ConvCaseShape {
   readonly dtype: DType;
@@ -94,8 +117,42 @@ describe('gated DeltaNet kernels vs the float64 CPU backend', () => {
     const op = 'chunk_gated_delta_rule' as const;
     for (const dtype of ['bf16', 'f16', 'f32'] as DType[]) checkDelta(`chunk ${dtype} B 2 T 37`, { op, dtype, B: 2, T: 37, H: 2, HV: 4, K: 16, V: 12, init: true });
     checkDelta('chunk prenormed q / k, scale 0.3', { op, dtype: 'bf16', B: 1, T: 40, H: 1, HV: 2, K: 40, V: 10, scale: 0.3, l2norm: false, init: true });
-    checkDelta('chunk qwen3-next varlen pool', { op, dtype: 'bf16', B: 1, T: 150, H: 1, HV: 2, K: QN.K, V: QN.V, cu: [0, 37, 100, 150], idx: [2, -1, 0], slots: 3 });
-    checkDelta('chunk qwen3-next T 1024 states', { op, dtype: 'bf16', B: 1, T: 1024, H: 1, HV: 2, K: QN.K, V: QN.V, init: true });
+    // bf16 at Qwen3-Next's head dims takes the tensor-core kernels (the default), then the CUDA-core fk_gdn_chunk with
+    // the knob off
+    const tc = cudaTuning().recurrent.chunkDeltaTensorCore;
+    const varlen: DeltaCase = { op, dtype: 'bf16', B: 1, T: 150, H: 1, HV: 2, K: QN.K, V: QN.V, cu: [0, 37, 100, 150], idx: [2, -1, 0], slots: 3 };
+    checkDelta('chunk qwen3-next varlen pool', { ...varlen, tensorCores: tc });
+    withTuning('recurrent', { chunkDeltaTensorCore: false }, () => checkDelta('chunk qwen3-next varlen pool, CUDA cores', { ...varlen, tensorCores: false }));
+    const long: DeltaCase = { op, dtype: 'bf16', B: 1, T: 1024, H: 1, HV: 2, K: QN.K, V: QN.V, init: true };
+    checkDelta('chunk qwen3-next T 1024 states', { ...long, tensorCores: tc });
+    withTuning('recurrent', { chunkDeltaTensorCore: false }, () => checkDelta('chunk qwen3-next T 1024 states, CUDA cores', { ...long, tensorCores: false }));
+  });
+
+  it("chunk_gated_delta_rule on tensor cores at Qwen3-Next's bench shape: 16 / 32 heads, K = V = 128, 4096 tokens and a 37-token tail, f32 g, states in and out (BV 32, 128 CTAs)", GT, () => {
+    const T = 4096 + 37;
+    const shape = { N: 1, T, ...QN, varlen: false };
+    expect(planGdnTc(shape, sms()).mainGrid).toEqual(planGdnTc({ ...shape, T: 4096 }, sms()).mainGrid);
+    const tc = cudaTuning().recurrent.chunkDeltaTensorCore;
+    const op = 'chunk_gated_delta_rule' as const;
+    checkDelta(`chunk qwen3-next T ${T} states`, { op, dtype: 'bf16', gDType: 'f32', B: 1, T, ...QN, init: true, tensorCores: tc });
+    // f16 on the same kernels, q / k normalised outside, packed sequences of odd lengths over a pool with a -1 row
+    checkDelta('chunk qwen3-next f16 varlen pool, no l2norm', { op, dtype: 'f16', B: 1, T: 301, ...QN, H: 2, HV: 4, cu: [0, 17, 190, 301], idx: [1, -1, 3], slots: 4, l2norm: false, tensorCores: tc });
+  });
+
+  it('chunk_gated_delta_rule at T 4096, Qwen3-Next heads: the tensor-core kernels agree with the CUDA-core fk_gdn_chunk (o, final state)', GT, () => {
+    releasing((keep) => {
+      const { H, HV, K, V } = QN;
+      const T = 4096;
+      const ins = [rand([1, T, H, K], 'bf16', 1), rand([1, T, H, K], 'bf16', 2), rand([1, T, HV, V], 'bf16', 3), deltaGate([1, T, HV], 'f32', 4, 'g'), deltaGate([1, T, HV], 'bf16', 5, 'beta'), rand([1, HV, K, V], 'f32', 6, { scale: 0.5 })].map(
+        (t) => keep(toGpu(keep(t))),
+      );
+      const attrs = { output_final_state: true, use_qk_l2norm_in_kernel: true };
+      const all = [...ins, null, null];
+      const tc = keep(callOp('chunk_gated_delta_rule', all, attrs));
+      const cc = keep(withTuning('recurrent', { chunkDeltaTensorCore: false }, () => callOp('chunk_gated_delta_rule', all, attrs)));
+      expectClose(tc[0]!, cc[0]!, tolOf('bf16'), 'o: tensor cores vs CUDA cores');
+      expectClose(tc[1]!, cc[1]!, tolOf('f32'), 'final state: tensor cores vs CUDA cores');
+    });
   });
 
   it('Qwen3-Next-80B decode at batch 1, 7 and 64 over a pool (a -1 row in each batch past 1, distinct slots)', GT, () => {
