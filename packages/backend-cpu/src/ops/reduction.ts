@@ -1,6 +1,7 @@
 /** The reduction group of the op registry in float64 (sums accumulate in float64, results round once on store). */
-import { reductionDims, roundToDType, type Backend, type DType, type OpCall, type OpKernelTable, type Shape, type Tensor } from '@fastkernels/core';
+import { reductionDims, roundToDType, type Backend, type DType, type OpCall, type OpKernelTable, type Shape, type Tensor, type TopkSoftmaxAttrs } from '@fastkernels/core';
 import { gather, output } from '../strided.js';
+import { topkSoftmax } from './moe-routing.js';
 
 /** The input's values, rounded to `dtype` first when the op's dtype argument asks for a cast (PyTorch casts before). */
 function valuesOf(x: Tensor, what: string, dtype?: DType): Float64Array {
@@ -241,4 +242,5 @@ export function registerReductionKernels(table: OpKernelTable, backend: Backend)
   table.register('cumsum', cumsum(backend));
   table.register('sort', ordered(backend, 'sort'));
   table.register('topk', ordered(backend, 'topk'));
+  table.register('topk_softmax', (call: OpCall<TopkSoftmaxAttrs>) => topkSoftmax(backend, call.inputs[0] as Tensor, call.attrs));
 }

@@ -1,6 +1,6 @@
 /**
  * Reductions and scans: sum, mean, amax, amin, argmax, argmin, var over dims (keepdim); softmax, log_softmax; cumsum;
- * topk; sort. PyTorch semantics: `dim=null` reduces every dim; integer and bool sums give i64; NaN propagates through
+ * topk; sort; topk_softmax (MoE routing: softmax, top-k, renormalise in one op). PyTorch semantics: `dim=null` reduces every dim; integer and bool sums give i64; NaN propagates through
  * amax / amin and counts as the largest value for argmax, topk and sort.
  */
 import { z } from 'zod';
@@ -285,6 +285,48 @@ defineOp({
   },
 });
 
+// --- MoE routing ------------------------------------------------------------------------------
+
+export const topkSoftmaxAttrs = z.object({ k: z.number().int().min(1), renormalize: z.boolean().default(false) }).strict();
+export type TopkSoftmaxAttrs = z.output<typeof topkSoftmaxAttrs>;
+
+defineOp({
+  name: 'topk_softmax',
+  group: 'reduction',
+  doc:
+    "vLLM's topk_softmax (the MoE router's fused_topk): softmax over each row of gating_output [T, E] in float32 or wider, " +
+    'the k largest probabilities as weights f32 [T, k] and their expert ids i32 [T, k], descending, ties to the lower id; ' +
+    'renormalize divides the k weights by their sum. Softmax over the k largest logits (gpt-oss) is the renormalized form. ' +
+    'Decomposes to softmax, topk, sum, div and a cast.',
+  inputs: [{ name: 'gating_output', dtypes: 'float' }],
+  outputs: ['topk_weights', 'topk_ids'],
+  attrs: topkSoftmaxAttrs,
+  infer: ([x], a) => {
+    const t = x as TensorMeta;
+    if (t.shape.length !== 2) opError('topk_softmax', `gating_output must be [T, E], got ${formatShape(t.shape)}`);
+    const [T, E] = t.shape as [number, number];
+    if (a.k > E) opError('topk_softmax', `k=${a.k} is larger than the ${E} experts of gating_output ${formatShape(t.shape)}`);
+    return [meta([T, a.k], 'f32'), meta([T, a.k], 'i32')];
+  },
+  // the five ops the L1 task ran before the op existed: every backend with softmax and topk runs it
+  decompose: (call) => {
+    const x = call.inputs[0] as Tensor;
+    const { k, renormalize } = call.attrs as TopkSoftmaxAttrs;
+    const s = new OpScope();
+    try {
+      const probs = s.op('softmax', [x], { dim: -1, dtype: 'f32' });
+      const [values, indices] = callOp('topk', [probs], { k, dim: -1 }) as [Tensor, Tensor];
+      let weights = s.own(values);
+      s.own(indices);
+      if (renormalize) weights = s.op('div', [weights, s.op('sum', [weights], { dim: -1, keepdim: true })]);
+      return s.keep([weights, s.op('to', [indices], { dtype: 'i32' })]);
+    } catch (e) {
+      s.dispose();
+      throw e;
+    }
+  },
+});
+
 // --- front ends ------------------------------------------------------------------------------
 
 export type Dims = number | readonly number[] | null;
@@ -309,4 +351,7 @@ export const reductionFunctions = {
     callOp('topk', [input], { k, ...opts }) as [Tensor, Tensor],
   sort: (input: Tensor, opts: { dim?: number; descending?: boolean; stable?: boolean } = {}): [Tensor, Tensor] =>
     callOp('sort', [input], opts) as [Tensor, Tensor],
+  /** MoE routing: [topk_weights f32 [T, k], topk_ids i32 [T, k]] of gating_output [T, E]. */
+  topkSoftmax: (gatingOutput: Tensor, k: number, opts: { renormalize?: boolean } = {}): [Tensor, Tensor] =>
+    callOp('topk_softmax', [gatingOutput], { k, ...opts }) as [Tensor, Tensor],
 };

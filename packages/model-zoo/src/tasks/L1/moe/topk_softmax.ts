@@ -1,4 +1,4 @@
-import { DTYPE_INFO, F, Module, OpScope, defineTask, hostArray, type HostArray, type Tensor } from '@fastkernels/core';
+import { DTYPE_INFO, F, Module, defineTask, hostArray, type HostArray, type Tensor } from '@fastkernels/core';
 import { bytesOf, randn } from '../../../common/inputs.js';
 import { DENSE_MOE_LLM } from '../../families.js';
 import { MIXTRAL_8X7B, MOE_TOKENS, QWEN3_30B_A3B, type MoeShape } from './shapes.js';
@@ -6,8 +6,9 @@ import { MIXTRAL_8X7B, MOE_TOKENS, QWEN3_30B_A3B, type MoeShape } from './shapes
 /**
  * vLLM's topk_softmax (torch.ops._moe_C.topk_softmax, called by fused_topk): softmax over each token's router logits
  * in float32, the top-k probabilities and their expert ids (descending; ties: the lower expert id first), renormalised
- * to sum to 1 when `renormalize` (Mixtral always; Qwen3-MoE with norm_topk_prob). forward(gatingOutput [T, E]) ->
- * [topkWeights f32 [T, K], topkIds i32 [T, K]], as fused_topk returns them (its token_expert_indices are not kept).
+ * to sum to 1 when `renormalize` (Mixtral always; Qwen3-MoE with norm_topk_prob; gpt-oss, whose softmax over the k
+ * largest logits is the same thing). forward(gatingOutput [T, E]) -> [topkWeights f32 [T, K], topkIds i32 [T, K]], as
+ * fused_topk returns them (its token_expert_indices are not kept): core's topk_softmax op.
  */
 export class TopKSoftmax extends Module {
   constructor(
@@ -21,13 +22,8 @@ export class TopKSoftmax extends Module {
   forward(gatingOutput: Tensor): [Tensor, Tensor] {
     const E = gatingOutput.shape[1]!;
     if (this.topk > E) throw new RangeError(`TopKSoftmax: topk ${this.topk} exceeds the ${E} experts`);
-    const s = new OpScope();
-    const probs = s.op('softmax', [gatingOutput], { dim: -1, dtype: 'f32' });
-    const [w, ids] = F.topk(probs, this.topk, { dim: -1 });
-    s.own(ids);
-    let weights = s.own(w!);
-    if (this.renormalize) weights = s.op('div', [weights, s.op('sum', [weights], { dim: -1, keepdim: true })]);
-    return s.keep([weights, s.op('to', [ids!], { dtype: 'i32' })]) as unknown as [Tensor, Tensor];
+    // one registry op (one launch where a backend has the kernel; its decomposition elsewhere)
+    return F.topkSoftmax(gatingOutput, this.topk, { renormalize: this.renormalize });
   }
 }
 
