@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Issue 31, the MoE GEMM at prefill on Hopper: builds bench/labs/moe-wgmma/moe_wgmma_lab.cu on the GPU host (nvcc there;
+# no Node, no bundle) twice, BN 256 (the kernel's default: m64n256k16, 4 stages) and BN 128 (m64n128k16, 6 stages: the
+# wgmma form the FA3 kernel verified, the first suspect when BN 256 comes out WRONG), and runs each case of each in its
+# own process (a fault loses only its case; a hang is cut at 120 s and skips that build's later cases): the wgmma + TMA
+# kernel against fk_fused_moe (the engine's mma.sync kernel) and cuBLAS's dense-equivalent GEMM, bf16, checked against a
+# float32 reference and fk_fused_moe. Run from the repository's working tree.
+#   OUT=/tmp/out bench/labs/moe-wgmma/run.sh [CASE ...]   (default: all 5 cases; a few minutes, most of it the checks)
+# Writes $OUT/moe-wgmma-bn<BN>.build.log, $OUT/moe-wgmma-bn<BN>-<case>.log and $OUT/moe-wgmma.jsonl (a line a case and
+# build), and prints the check lines, then the table. Exit 1 when a case fails its check, faults or hangs.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/../../lib/lib.sh"
+fk_lab_setup
+# cuBLAS: the toolkit's, else the pip wheel's (PyTorch's) headers and library, else none (the lab leaves its column out)
+blas=(-lcublas)
+if ! echo '#include <cublas_v2.h>' | "$NVCC" -x cu -E - >/dev/null 2>&1; then
+  wheel="$(python3 -c 'import nvidia.cublas, os; print(list(nvidia.cublas.__path__)[0])' 2>/dev/null || true)"
+  lib="$( [ -n "$wheel" ] && ls "$wheel/lib" 2>/dev/null | grep -m1 '^libcublas\.so' || true)"
+  if [ -n "$lib" ] && [ -e "$wheel/include/cublas_v2.h" ]; then
+    blas=(-I"$wheel/include" -L"$wheel/lib" -l:"$lib" -Xlinker -rpath="$wheel/lib")
+  else
+    blas=()
+    echo "moe-wgmma: no cuBLAS headers found: the cuBLAS column is left out"
+  fi
+fi
+cases=("$@")
+[ ${#cases[@]} -gt 0 ] || cases=(small mixtral-w13 mixtral-w2 qwen3-w13 qwen3-w2)
+: > "$OUT/moe-wgmma.jsonl"
+rc=0
+for bn in 256 128; do
+  bin="$OUT/moe_wgmma_lab_bn$bn"
+  log="$OUT/moe-wgmma-bn$bn.build.log"
+  "$NVCC" -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -DFK_MOE_WG_BN=$bn "$here/moe_wgmma_lab.cu" "${blas[@]}" -o "$bin" \
+    > "$log" 2>&1 || { cat "$log"; exit 1; }
+  grep -A2 'Function properties for fk_fused_moe_wgmma' "$log" | grep -E 'spill|registers' | sed "s/^/moe-wgmma: BN $bn: /" || true
+  hung=""
+  for c in "${cases[@]}"; do
+    clog="$OUT/moe-wgmma-bn$bn-$c.log"
+    if [ -n "$hung" ]; then
+      echo "moe-wgmma: BN $bn $c: skipped after the hang in $hung" | tee "$clog"
+      continue
+    fi
+    code=0
+    timeout 120 "$bin" "$c" > "$clog" 2>&1 || code=$?
+    if [ $code -ne 0 ]; then
+      rc=1
+      if [ $code -eq 124 ]; then
+        echo "moe-wgmma: BN $bn $c: timed out after 120 s (a pipeline hang? rebuild with -DFK_MBAR_WATCHDOG_CYCLES=2000000000)" | tee -a "$clog"
+        hung=$c
+      fi
+      grep -q '^moe-wgmma' "$clog" || tail -5 "$clog"
+    fi
+    grep '^moe-wgmma: ' "$clog" || true
+    sed -n 's/^moe-wgmma json: //p' "$clog" >> "$OUT/moe-wgmma.jsonl"
+  done
+  rm -f "$bin"
+done
+echo
+echo "moe-wgmma table (bf16, bs 128; ms: median of 20, L2 not flushed; wgmma = gather + GEMM; TF: 2 slots N K / time;"
+echo "  %dense: wgmma TF / cuBLAS dense TF (target >= 70% at T 4096); x: fk_fused_moe ms / wgmma ms)"
+for bn in 256 128; do
+  echo "BN $bn:"
+  printf '%-12s %9s %9s %9s %9s %9s %8s %8s %8s %8s %7s  %s\n' case gather gemm wgmma engine cublas wg_TF eng_TF dense_TF %dense x check
+  for c in "${cases[@]}"; do
+    sed -n 's/^moe-wgmma row: //p' "$OUT/moe-wgmma-bn$bn-$c.log" | grep . || printf '%-12s %s\n' "$c" "(no result: see $OUT/moe-wgmma-bn$bn-$c.log)"
+  done
+done
+exit $rc
