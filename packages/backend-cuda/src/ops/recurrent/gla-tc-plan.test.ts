@@ -62,12 +62,23 @@ describe('planGlaTc', () => {
     expect(glaTcDecline({ ...base, K: 512 })).toMatch(/up to 256/);
     expect(glaTcDecline({ ...base, V: 12 })).toMatch(/value head dim 12/);
   });
+
+  it("declines where the device's shared memory opt-in is below a tile's (A100 163 KiB, sm_86 / sm_89 99 KiB: the launch would throw)", () => {
+    const base = { dtype: 'bf16', N: 1, T: 4096, ...GLA, smMajor: 8, enabled: true };
+    const sm80 = 163 * 1024;
+    expect(glaTcDecline({ ...base, sharedPerBlockOptin: 227 * 1024 })).toBeNull();
+    expect(glaTcDecline({ ...base, sharedPerBlockOptin: sm80 })).toMatch(/shared memory: \d+ bytes \(walk\).*allows 166912/);
+    // K 128: every tile's walk fits 163 KiB (the widest, BV 64, takes 160768 bytes), not 99 KiB
+    expect(glaTcDecline({ ...base, K: 128, V: 128, sharedPerBlockOptin: sm80 })).toBeNull();
+    expect(glaTcDecline({ ...base, K: 128, V: 128, sharedPerBlockOptin: 99 * 1024 })).toMatch(/allows 101376/);
+    for (const bv of [16, 32, 64]) expect(planGlaTc({ N: 1, T: 4096, H: 1, K: 128, V: 128, varlen: false }, 132, bv).mainSharedBytes).toBeLessThanOrEqual(sm80);
+  });
 });
 
 describe('the chunk_gla route on a fake sm_90 device', () => {
-  function device() {
+  function device(props: { major: number; sharedPerBlockOptin?: number } = { major: 9 }) {
     const f = fake();
-    const runtime = (() => ({ properties: () => ({ multiprocessors: 132, major: 9 }) })) as unknown as () => CudaRuntime;
+    const runtime = (() => ({ properties: () => ({ multiprocessors: 132, ...props }) })) as unknown as () => CudaRuntime;
     registerRecurrentKernels(f.backend.opKernels!, f.cache, runtime);
     return f;
   }
@@ -107,6 +118,13 @@ describe('the chunk_gla route on a fake sm_90 device', () => {
     expect(run('bf16', 12)).toEqual(['fk_gla_chunk']);
     expect(run('bf16', 64)).toEqual(['fk_gla_chunk_prep', 'fk_gla_chunk_tc']);
     withTuning('recurrent', { chunkGlaTensorCore: false }, () => expect(run('bf16', 64)).toEqual(['fk_gla_chunk']));
+  });
+
+  it("an sm_86 device (99 KiB of shared memory a block) at GLA-2.7B heads: the CUDA-core fk_gla_chunk, not a launch that throws", () => {
+    const f = device({ major: 8, sharedPerBlockOptin: 99 * 1024 });
+    const T = 70;
+    callOp('chunk_gla', [f.t([1, T, 5, 256]), f.t([1, T, 5, 256]), f.t([1, T, 5, 512]), f.t([1, T, 5, 256]), null, null, null], {});
+    expect(f.cache.launches.map((l) => l.entry)).toEqual(['fk_gla_chunk']);
   });
 
   it('packed sequences over a pool: cu_seqlens and the indices reach both launches; slots floor(T / 64) + N', () => {

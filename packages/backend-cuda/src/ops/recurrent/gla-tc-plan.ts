@@ -119,6 +119,11 @@ export interface GlaTcCall {
   readonly smMajor: number | undefined;
   /** recurrent.chunkGlaTensorCore in the tuning. */
   readonly enabled: boolean;
+  /**
+   * Most dynamic shared memory a block may opt in to (DeviceProperties.sharedPerBlockOptin; absent: sm_90's 227 KiB).
+   * sm_80 has 163 KiB and sm_86 / sm_89 99 KiB, under the walk's 151-222 KiB at K 128-256: there the launch would throw.
+   */
+  readonly sharedPerBlockOptin?: number;
 }
 
 /** Why the tensor-core chunk_gla does not take a call (the CUDA-core fk_gla_chunk then does), or null. */
@@ -132,7 +137,10 @@ export function glaTcDecline(c: GlaTcCall): string | null {
   if (c.H > 65535 || c.N > 65535) return `${c.N} sequences x ${c.H} heads: past the grid's 65535 limit on y / z`;
   const p = planGlaTc({ ...c, varlen: true }, 1);
   if (Math.max(p.slots, c.N * p.ncMax) > 2 ** 31 - 1) return 'too many chunks for the grid';
-  if (p.mainSharedBytes > MAX_SHARED || p.prepSharedBytes > MAX_SHARED) return `shared memory past ${MAX_SHARED} bytes`;
+  const limit = Math.min(MAX_SHARED, c.sharedPerBlockOptin ?? MAX_SHARED);
+  // the run's tile depends on the SM count and the tuning: every tile that fits the shape must fit the device
+  const main = Math.max(...BVS.filter((bv) => tileFits(c.K, c.V, bv)).map((bv) => glaTcMainShared(c.K, bv, warpsAcrossK(c.K, bv))));
+  if (main > limit || p.prepSharedBytes > limit) return `shared memory: ${main} bytes (walk) / ${p.prepSharedBytes} (prep) a block, the device allows ${limit}`;
   return null;
 }
 

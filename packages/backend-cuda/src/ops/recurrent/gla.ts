@@ -48,8 +48,11 @@ export class GlaKernels {
   /** Why a chunk_gla call does not take the tensor-core kernels, or null (they do). */
   tensorCoreDecline(q: Tensor, v: Tensor, N: number): string | null {
     const [, T, H, K] = q.shape as [number, number, number, number];
-    const props = this.runtime().properties() as { major?: number };
-    return glaTcDecline({ dtype: q.dtype, N, T, H, K, V: v.shape[3]!, smMajor: props.major, enabled: cudaTuning().recurrent.chunkGlaTensorCore });
+    const props = this.runtime().properties() as { major?: number; sharedPerBlockOptin?: number };
+    return glaTcDecline({
+      dtype: q.dtype, N, T, H, K, V: v.shape[3]!, smMajor: props.major, enabled: cudaTuning().recurrent.chunkGlaTensorCore,
+      sharedPerBlockOptin: props.sharedPerBlockOptin,
+    });
   }
 
   /** true, or why the kernel declines (fused_recurrent_gla has no decomposition: the call then fails with the reason). */
