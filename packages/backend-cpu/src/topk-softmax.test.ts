@@ -96,6 +96,18 @@ describe('topk_softmax (cpu)', () => {
     }
   });
 
+  it('the decomposition and the kernel free what they allocate', () => {
+    for (const renormalize of [true, false]) {
+      for (const route of ['decomposition', 'kernel'] as const) {
+        const before = cpu.memoryStats().liveStorages;
+        const x = randn(new Rng(2), [4, 16], 'bf16');
+        const outs = route === 'kernel' ? F.topkSoftmax(x, 3, { renormalize }) : decomposed(x, 3, renormalize);
+        for (const o of [...outs, x]) o.dispose();
+        expect(cpu.memoryStats().liveStorages, `${route}${renormalize ? ' renormalised' : ''}`).toBe(before);
+      }
+    }
+  });
+
   it('no tokens: empty outputs', () => {
     const [w, ids] = F.topkSoftmax(tensor([], [0, 8]), 2);
     expect([w!.shape, ids!.shape]).toEqual([[0, 2], [0, 2]]);

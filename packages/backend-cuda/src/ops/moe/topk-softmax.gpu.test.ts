@@ -24,7 +24,7 @@ function logits(rng: Rng, T: number, E: number, dtype: DType): { x: Tensor; x64:
   return { x, x64: Tensor.fromArray(cpu(), x.toFloat64Array(), [T, E], 'f64') };
 }
 
-/** The GPU outputs against the float64 CPU op: ids equal, weights within float32 rounding. */
+/** The GPU outputs against the float64 CPU op: ids equal, weights within float32 rounding (expf, a sum of up to 512 terms). */
 function expectRouted(outs: Tensor[], x64: Tensor, k: number, renormalize: boolean, label: string): void {
   const [w, ids] = callOp('topk_softmax', [x64], { k, renormalize });
   try {
@@ -32,7 +32,7 @@ function expectRouted(outs: Tensor[], x64: Tensor, k: number, renormalize: boole
     const got = outs[0]!.toFloat64Array();
     const want = w!.toFloat64Array();
     for (let i = 0; i < want.length; i++) {
-      if (!(Math.abs(got[i]! - want[i]!) <= 2e-7 + 2e-6 * want[i]!)) throw new Error(`${label}: weight ${i} is ${got[i]}, float64 says ${want[i]}`);
+      if (!(Math.abs(got[i]! - want[i]!) <= 2e-7 + 5e-6 * want[i]!)) throw new Error(`${label}: weight ${i} is ${got[i]}, float64 says ${want[i]}`);
     }
   } finally {
     w!.dispose();
