@@ -170,7 +170,7 @@ describe(`moe_topk_softmax's kernel on the host${hasGxx ? '' : ' (SKIPPED: g++ n
         { name: 'E 20 top-3 (32 lanes, 12 idle)', T: 9, E: 20, k: 3, renormalize: false, dtype: 'f16' },
         { name: 'E 1', T: 5, E: 1, k: 1, renormalize: true, dtype: 'f32' },
         { name: 'k = E = 8', T: 6, E: 8, k: 8, renormalize: false, dtype: 'bf16' },
-        { name: 'k = 32 of 64 (two results a lane)', T: 3, E: 64, k: 32, renormalize: true, dtype: 'f32' },
+        { name: 'k = 32 of 64 (a result in every lane)', T: 3, E: 64, k: 32, renormalize: true, dtype: 'f32' },
         { name: 'row stride 40 for E 32', T: 7, E: 32, k: 4, renormalize: true, dtype: 'bf16', stride: 40 },
         { name: 'equal logits: ids 0..k-1', T: 3, E: 128, k: 8, renormalize: true, dtype: 'bf16', logit: () => 0.5 },
         { name: 'few distinct logits, -0 and +0', T: 8, E: 32, k: 6, renormalize: true, dtype: 'f32', logit: (_t, e, rng) => (e % 5 === 0 ? (rng.int(0, 2) ? -0 : 0) : rng.int(-2, 3)) },
