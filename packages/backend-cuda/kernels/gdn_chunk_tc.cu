@@ -1,30 +1,29 @@
 // FastKernels chunked gated delta rule on tensor cores (FLA's chunk_gated_delta_rule, Qwen3-Next's linear attention,
 // issue 32): two launches over chunks of C = 64 tokens on mma.sync m16n8k16 (bf16 / f16 operands, f32 accumulation),
-// the state in f32. As in gla_chunk_tc.cu, every operand that is not an input as given goes in as a hi + lo pair of T
-// values (x = hi + lo to about 2^-16) and its products are the pair's (lo x lo dropped), so o and the state match the
-// float64 op as closely as the CUDA-core fk_gdn_chunk's f32 does.
+// the state in f32. q, k and v enter the products as given (exact in T); every operand computed here goes in as a
+// hi + lo pair of T values (x = hi + lo to about 2^-16) and its products are the pair's (lo x lo dropped), as in
+// gla_chunk_tc.cu, so o and the state match the float64 op as closely as the CUDA-core fk_gdn_chunk's f32 does.
 //
-// The chunked WY form. Per value head, with q, k l2-normalised when FK_L2, G_t the running sum of the log decays g
-// inside the chunk (so G_t - G_s <= 0 for s <= t when g <= 0: no factor below can overflow) and S the state at the
-// chunk's start:
-//   A[t][s]   = beta_t exp(G_t - G_s) (k_t . k_s)        (s < t)      T = (I + A)^-1 (unit lower triangular)
-//   W         = T diag(beta exp(G)) k                    U = T diag(beta) v
-//   V'        = U - W S                                  (the delta rule's corrected values, u_t of the recurrence)
-//   o_t       = scale exp(G_t) q_t S + sum_{s <= t} Aqk[t][s] V'_s,   Aqk[t][s] = scale exp(G_t - G_s) (q_t . k_s)
-//   S'        = exp(G_last) S + sum_s exp(G_last - G_s) k_s V'_s^T
-// (u_t = beta_t (v_t - k_t^T S_{t-1}') with S_{t-1}' the decayed state: the recurrence's row t, solved for the chunk
-// at once by the triangular inverse.) One decay a head makes exp(G_t - G_s) a scalar a token pair: it multiplies the
-// dot products after the mma, so no reference points are needed (gla_chunk_tc.cu's per-channel decays need them).
+// The chunked WY form. Per value head, with G_t the running sum of the log decays g inside the chunk (G_t - G_s <= 0
+// for s <= t when g <= 0: no factor below can overflow), n_t = 1 / |q_t| and m_t = 1 / |k_t| (FK_L2: FLA's in-kernel
+// l2norm, x / sqrt(sum x^2 + 1e-6); else 1) and S the state at the chunk's start:
+//   A[t][s]   = beta_t e^(G_t - G_s) m_t m_s (k_t . k_s)     (s < t)      T = (I + A)^-1 (unit lower triangular)
+//   W         = Tw k,  Tw = T diag(beta e^G m)               U = Tu v,  Tu = T diag(beta)
+//   V'        = U - W S                                      (the recurrence's corrected values, all tokens at once)
+//   o_t       = scale e^(G_t) n_t q_t S + sum_{s <= t} Aqk[t][s] V'_s,   Aqk[t][s] = scale e^(G_t - G_s) n_t m_s (q_t . k_s)
+//   S'        = e^(G_last) S + sum_s k_s (m_s e^(G_last - G_s) V'_s)^T
+// One decay a head (and the norms) are scalars a token: they scale the rows and columns of the products of the raw
+// q, k, so no reference points are needed (gla_chunk_tc.cu's per-channel decays need them) and q, k need no lo half.
 //
 // fk_gdn_chunk_prep: a CTA per (chunk slot, value head), fully parallel; everything that does not depend on the state:
 //   (0) g and beta of the chunk's tokens (zeros past its end: beta 0 makes those rows of A, W, U zero), G by a
-//       running sum, written to the workspace gc [B T, HV] (f32);
-//   (1) q, k rows l2-normalised (a warp a row), as hi + lo pairs in shared memory and, by the head group's first value
-//       head, in the workspaces qn, kn [B T, H, 2, K]; the v rows by cp.async;
+//       running sum, to the workspace gc [B T, HV] (f32); the v rows by cp.async;
+//   (1) q, k rows to shared memory and their inverse norms n, m (a warp a row), written by the head group's first
+//       value head to nrm [B T, H, 2] (f32);
 //   (2) k k^T (warps 0-3) and q k^T (warps 4-7) by mma, a warp a 16-row block: A to shared memory in f32, Aqk to its
 //       workspace [slots, HV, 2, C, C] (hi, lo; zeros above the diagonal);
-//   (3) T by forward substitution in f32, a thread a column held in registers (columns are independent); the columns
-//       scaled by beta exp(G) and beta as hi + lo pairs (Tw, Tu);
+//   (3) T by forward substitution in f32, a thread a column (columns are independent; two partial sums a row halve
+//       the dependent chain); the columns scaled into Tw, Tu as hi + lo pairs;
 //   (4) W = Tw k, U = Tu v by mma (T lower triangular: the k16 steps above a row block are skipped), to the workspaces
 //       w [B T, HV, 2, K] and u [B T, HV, 2, V].
 // Chunk slots as gla_chunk_tc.cu's: chunk c of sequence n is slot n * nc_max + c for batch rows, floor(cu[n] / C) + n +
@@ -33,19 +32,20 @@
 // fk_gdn_chunk_tc: a CTA per (V tile of FK_BV columns, value head, sequence) walks the sequence's chunks, its [BV, K]
 // slice of S^T in mma accumulators (warp (wm, wk): value rows wm 16 .. + 16, key columns wk KW .. + KW), as
 // fk_gla_chunk_tc. Per chunk:
-//   (A) S^T qn^T and S^T W^T from the accumulators (split into hi + lo on the fly): the first scaled by
-//       scale exp(G_t) per token column, the second's partials over the WK key slices to shared memory;
+//   (A) S^T q^T and S^T W^T from the accumulators (split into hi + lo on the fly): the first scaled by
+//       scale e^(G_t) n_t a token column, the second's partials over the WK key slices to shared memory;
 //   (B) V' = U - W S summed over the slices, a thread an element, stored as hi + lo pairs twice: as is (for o) and
-//       times exp(G_last - G_t) (for the state);
-//   (C) o^T += V'^T Aqk^T (the tokens split over the WK warps), the partials to shared memory; S^T = exp(G_last) S^T +
-//       (V' exp(G_last - G))^T kn in the accumulators;
+//       times m_t e^(G_last - G_t) (for the state);
+//   (C) o^T += V'^T Aqk^T (the tokens split over the WK warps), the partials to shared memory; S^T = e^(G_last) S^T +
+//       (m e^(G_last - G) V')^T k in the accumulators;
 //   (D) o = the partials' sum.
-// By cp.async, qn, W and G of the next chunk load once (A) is done with this one's; kn, Aqk and U once (C) is. Nothing
-// is read on the host: sequences, pool slots and -1 padding rows are read on the device as fk_gdn_chunk does
+// By cp.async, q, W, G and the norms of the next chunk load once (A) is done with this one's; k, Aqk and U once (C)
+// is. q and k are read in place through their strides (rows 16-byte aligned: the launcher copies them otherwise).
+// Nothing is read on the host: sequences, pool slots and -1 padding rows are read on the device as fk_gdn_chunk does
 // (gdn-source.ts), so the launches can be captured in a CUDA graph.
 //
-// Specialised by NVRTC with -DFK_T=<__nv_bfloat16 | __half> -DFK_TG / -DFK_TB (g's and beta's types: float or FK_T's)
-// -DFK_K -DFK_V -DFK_BV -DFK_WK -DFK_L2 -DFK_CU_T -DFK_SI_T (src/ops/recurrent/gdn-tc-plan.ts); the defaults
+// Specialised by NVRTC with -DFK_T=<__nv_bfloat16 | __half> -DFK_TG / -DFK_TB (g's and beta's types: float, bf16 or
+// f16) -DFK_K -DFK_V -DFK_BV -DFK_WK -DFK_L2 -DFK_CU_T -DFK_SI_T (src/ops/recurrent/gdn-tc-plan.ts); the defaults
 // (Qwen3-Next's heads) compile standalone. A host replay (FK_HOST_REPLAY=1, gdn-tc-host.test.ts) supplies its own
 // stand-ins for the CUDA types and the tensor-core primitives (test/warp-mma-host.ts).
 // compile-cu: -DFK_T=__half -DFK_TB=__half -DFK_BV=16 -DFK_WK=8 -DFK_L2=0
@@ -102,7 +102,7 @@ static_assert(BV % 16 == 0 && K % (16 * WK) == 0 && KW % 16 == 0 && TW % 8 == 0,
 static_assert(K % 16 == 0 && VF % 16 == 0 && VF % BV == 0, "head dims");
 
 // shared-memory pitches (elements): +8 T (16 bytes) keeps ldmatrix's eight rows on distinct banks; +4 floats the
-// partials' fragments and A's rows (16-byte rows for the substitution's vector reads)
+// partials' fragments and A's rows
 constexpr int KP = K + 8;       // q, k, W rows
 constexpr int TP = C + 8;       // Tw, Tu, Aqk rows
 constexpr int VP = VF + 8;      // prep: v rows
@@ -110,13 +110,13 @@ constexpr int BP = BV + 8;      // main: U, V' tile rows
 constexpr int AP = C + 4;       // prep: A (f32) rows
 constexpr int RP = BV + 4;      // main: partial rows
 
-// prep's shared memory: k hi, lo [C][KP]; then q hi, lo [C][KP], whose space Tw hi, lo and Tu hi, lo [C][TP] take
-// once the scores are done; v [C][VP] (T); A [C][AP], G and beta [C] (float)
-constexpr int QREGION = (2 * C * KP > 4 * C * TP ? 2 * C * KP : 4 * C * TP) * (int)sizeof(T);
-constexpr int PREP_SMEM = 2 * C * KP * (int)sizeof(T) + QREGION + C * VP * (int)sizeof(T) + C * AP * 4 + 2 * C * 4;
-// main's: qn hi, lo, W hi, lo, kn hi, lo [C][KP]; Aqk hi, lo [C][TP]; U, V', V' exp(G_last - G) hi, lo [C][BP] (T);
-// G [2][C] and the partials [WK][C][RP] (float)
-constexpr int MAIN_SMEM = (6 * C * KP + 2 * C * TP + 6 * C * BP) * (int)sizeof(T) + 2 * C * 4 + WK * C * RP * 4;
+// prep's shared memory: k [C][KP]; then q [C][KP], whose space Tw hi, lo and Tu hi, lo [C][TP] take once the scores
+// are done; v [C][VP] (T); A and T [C][AP], G, beta, n, m [C] (float)
+constexpr int QREGION = (C * KP > 4 * C * TP ? C * KP : 4 * C * TP) * (int)sizeof(T);
+constexpr int PREP_SMEM = C * KP * (int)sizeof(T) + QREGION + C * VP * (int)sizeof(T) + 2 * C * AP * 4 + 4 * C * 4;
+// main's: q, W hi, lo, k [C][KP]; Aqk hi, lo [C][TP]; U, V', V' m e^(G_last - G) hi, lo [C][BP] (T); G, n, m [2][C]
+// and the partials [WK][C][RP] (float)
+constexpr int MAIN_SMEM = (4 * C * KP + 2 * C * TP + 6 * C * BP) * (int)sizeof(T) + 6 * C * 4 + WK * C * RP * 4;
 static_assert(MAIN_SMEM <= 227 * 1024 && PREP_SMEM <= 227 * 1024, "shared memory past sm_90's 227 KiB a CTA");
 
 #if !FK_HOST_REPLAY
@@ -175,22 +175,22 @@ extern "C" __global__ void __launch_bounds__(fkgdn::PREP_THREADS, 2) fk_gdn_chun
     long long qb, long long qt, long long qh, long long kb, long long kt, long long kh, long long vb, long long vt, long long vh,
     long long gb, long long gt, long long gh, long long bb, long long btk, long long bh,
     const FK_CU_T* __restrict__ cu, int T_len, int H, int HV, int N, int nc_max, float scale,
-    FK_T* __restrict__ qn, FK_T* __restrict__ kn, FK_T* __restrict__ w, FK_T* __restrict__ u, FK_T* __restrict__ aqk,
-    float* __restrict__ gc) {
+    FK_T* __restrict__ w, FK_T* __restrict__ u, FK_T* __restrict__ aqk, float* __restrict__ gc, float* __restrict__ nrm) {
   using namespace fkgdn;
   extern __shared__ __align__(16) unsigned char fk_smem[];
-  T* sKh = reinterpret_cast<T*>(fk_smem);
-  T* sKl = sKh + C * KP;
-  T* sQh = sKl + C * KP;  // the q region: q hi, lo; later Tw hi, lo, Tu hi, lo
-  T* sQl = sQh + C * KP;
-  T* sTwh = sQh;
+  T* sK = reinterpret_cast<T*>(fk_smem);
+  T* sQ = sK + C * KP;  // the q region: q; later Tw hi, lo, Tu hi, lo
+  T* sTwh = sQ;
   T* sTwl = sTwh + C * TP;
   T* sTuh = sTwl + C * TP;
   T* sTul = sTuh + C * TP;
-  T* sV = reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(sQh) + QREGION);
+  T* sV = reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(sQ) + QREGION);
   float* sA = reinterpret_cast<float*>(sV + C * VP);
-  float* sG = sA + C * AP;
+  float* sT = sA + C * AP;
+  float* sG = sT + C * AP;
   float* sBeta = sG + C;
+  float* sRq = sBeta + C;  // n_t
+  float* sRk = sRq + C;    // m_t
 
   const long long j = blockIdx.x;
   const int hv = blockIdx.y, R = HV / H, h = hv / R;
@@ -214,22 +214,23 @@ extern "C" __global__ void __launch_bounds__(fkgdn::PREP_THREADS, 2) fk_gdn_chun
     cp_async16(smem_u32(sV + t * VP + cc * 8), v + bt * vb + (long long)(cs + (ok ? t : 0)) * vt + hv * vh + cc * 8, ok ? 16 : 0);
   }
   cp_async_commit();
-  // (1) q, k rows, l2-normalised (FLA's x / sqrt(sum x^2 + 1e-6)), a warp a row
-  const bool writes_qk = hv % R == 0;
+  // (1) q, k rows as given and their inverse norms (FLA's x / sqrt(sum x^2 + 1e-6)), a warp a row
   for (int t = warp; t < C; t += PREP_THREADS / 32) {
     constexpr int NI = (K + 31) / 32;
-    float qv[NI], kv[NI];
-    float sq = 0.f, sk = 0.f;
     const bool live = t < L;
     const long long tt = cs + t;
+    float sq = 0.f, sk = 0.f;
 #pragma unroll
     for (int r = 0; r < NI; ++r) {
       const int i = lane + 32 * r;
-      const bool ok = live && (K % 32 == 0 || i < K);
-      qv[r] = ok ? to_f(q[bt * qb + tt * qt + h * qh + i]) : 0.f;
-      kv[r] = ok ? to_f(k[bt * kb + tt * kt + h * kh + i]) : 0.f;
-      sq += qv[r] * qv[r];
-      sk += kv[r] * kv[r];
+      if (K % 32 == 0 || i < K) {
+        const T zero = from_f<T>(0.f);
+        const T qv = live ? q[bt * qb + tt * qt + h * qh + i] : zero, kv = live ? k[bt * kb + tt * kt + h * kh + i] : zero;
+        sQ[t * KP + i] = qv;
+        sK[t * KP + i] = kv;
+        sq += to_f(qv) * to_f(qv);
+        sk += to_f(kv) * to_f(kv);
+      }
     }
 #if FK_L2
 #pragma unroll
@@ -241,17 +242,12 @@ extern "C" __global__ void __launch_bounds__(fkgdn::PREP_THREADS, 2) fk_gdn_chun
 #else
     const float rq = 1.f, rk = 1.f;
 #endif
-    const long long at = ((row0 + t) * H + h) * (2 * K);
-#pragma unroll
-    for (int r = 0; r < NI; ++r) {
-      const int i = lane + 32 * r;
-      if (K % 32 == 0 || i < K) {
-        split_store(sQh + t * KP + i, sQl + t * KP + i, qv[r] * rq);
-        split_store(sKh + t * KP + i, sKl + t * KP + i, kv[r] * rk);
-        if (writes_qk && live) {
-          split_store(qn + at + i, qn + at + K + i, qv[r] * rq);
-          split_store(kn + at + i, kn + at + K + i, kv[r] * rk);
-        }
+    if (lane == 0) {
+      sRq[t] = rq;
+      sRk[t] = rk;
+      if (FK_L2 && live && hv % R == 0) {
+        nrm[((row0 + t) * H + h) * 2] = rq;
+        nrm[((row0 + t) * H + h) * 2 + 1] = rk;
       }
     }
   }
@@ -263,12 +259,12 @@ extern "C" __global__ void __launch_bounds__(fkgdn::PREP_THREADS, 2) fk_gdn_chun
   __syncthreads();
   if (tid < L) gc[(row0 + tid) * HV + hv] = sG[tid];
 
-  // (2) k k^T (warps 0-3) and q k^T (warps 4-7), rows mi 16 .. + 16, the n8 tiles at or below the diagonal
+  // (2) k k^T (warps 0-3) and q k^T (warps 4-7), rows mi 16 .. + 16, the n8 tiles at or below the diagonal: the raw
+  // inputs are exact in T, one mma a tile and k16 step
   {
     const int mi = warp & 3;
     const bool qk = warp >= 4;
-    const T* ah = qk ? sQh : sKh;
-    const T* al = qk ? sQl : sKl;
+    const T* as = qk ? sQ : sK;
     float acc[C / 8][4];
 #pragma unroll
     for (int nt = 0; nt < C / 8; ++nt)
@@ -276,20 +272,14 @@ extern "C" __global__ void __launch_bounds__(fkgdn::PREP_THREADS, 2) fk_gdn_chun
       for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < K / 16; ++kk) {
-      u32 a[4], a2[4];
-      const int ar = mi * 16 + (lane & 15), acol = kk * 16 + (lane >> 4) * 8;
-      ldsm_x4(smem_u32(ah + ar * KP + acol), a[0], a[1], a[2], a[3]);
-      ldsm_x4(smem_u32(al + ar * KP + acol), a2[0], a2[1], a2[2], a2[3]);
+      u32 a[4];
+      ldsm_x4(smem_u32(as + (mi * 16 + (lane & 15)) * KP + kk * 16 + (lane >> 4) * 8), a[0], a[1], a[2], a[3]);
 #pragma unroll
       for (int nt = 0; nt < C / 8; ++nt) {
         if (nt >= 2 * mi + 2) continue;  // above the diagonal block (warp-uniform)
-        const int at = (nt * 8 + (lane & 7)) * KP + kk * 16 + ((lane >> 3) & 1) * 8;
-        u32 b0, b1, l0, l1;
-        ldsm_x2(smem_u32(sKh + at), b0, b1);
-        ldsm_x2(smem_u32(sKl + at), l0, l1);
+        u32 b0, b1;
+        ldsm_x2(smem_u32(sK + (nt * 8 + (lane & 7)) * KP + kk * 16 + ((lane >> 3) & 1) * 8), b0, b1);
         Mma<T>::mma(acc[nt], a, b0, b1);
-        Mma<T>::mma(acc[nt], a2, b0, b1);
-        Mma<T>::mma(acc[nt], a, l0, l1);
       }
     }
     T* Aj = aqk + (j * HV + hv) * (long long)(2 * C * C);
@@ -298,29 +288,34 @@ extern "C" __global__ void __launch_bounds__(fkgdn::PREP_THREADS, 2) fk_gdn_chun
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int t = mi * 16 + g8 + (e >> 1) * 8, s = nt * 8 + 2 * q4 + (e & 1);
-        const float dk = s <= t ? expf(sG[t] - sG[s]) : 0.f;  // exponent <= 0 for s <= t
-        if (qk) split_store(Aj + t * C + s, Aj + C * C + t * C + s, s <= t ? scale * dk * acc[nt][e] : 0.f);
-        else sA[t * AP + s] = s < t ? sBeta[t] * dk * acc[nt][e] : 0.f;
+        const float f = s <= t ? expf(sG[t] - sG[s]) * sRk[s] * acc[nt][e] : 0.f;  // exponent <= 0 for s <= t
+        if (qk) split_store(Aj + t * C + s, Aj + C * C + t * C + s, scale * sRq[t] * f);
+        else sA[t * AP + s] = s < t ? sBeta[t] * sRk[t] * f : 0.f;
       }
   }
   __syncthreads();  // A is whole; the q region is free
 
-  // (3) T = (I + A)^-1, column j by thread j: T[t][j] = [t == j] - sum_{s < t} A[t][s] T[s][j]
+  // (3) T = (I + A)^-1, column jc by thread jc: T[t][jc] = [t == jc] - sum_{s < t} A[t][s] T[s][jc] (the rows
+  // above jc come out 0). Every thread reads the same A[t][s] (a broadcast) and its own column of T (f32, shared).
   if (tid < C) {
     const int jc = tid;
-    float x[C];
-#pragma unroll
+#pragma unroll 1
     for (int t = 0; t < C; ++t) {
-      float acc = t == jc ? 1.f : 0.f;
-#pragma unroll
-      for (int s = 0; s < t; ++s) acc -= sA[t * AP + s] * x[s];
-      x[t] = acc;
+      float p0 = t == jc ? 1.f : 0.f, p1 = 0.f;  // two partial sums: half the dependent chain
+#pragma unroll 4
+      for (int s = 0; s + 1 < t; s += 2) {
+        p0 -= sA[t * AP + s] * sT[s * AP + jc];
+        p1 -= sA[t * AP + s + 1] * sT[(s + 1) * AP + jc];
+      }
+      if (t & 1) p0 -= sA[t * AP + t - 1] * sT[(t - 1) * AP + jc];
+      sT[t * AP + jc] = p0 + p1;
     }
-    const float bw = sBeta[jc] * expf(sG[jc]), bu = sBeta[jc];
-#pragma unroll
+    const float bw = sBeta[jc] * expf(sG[jc]) * sRk[jc], bu = sBeta[jc];
+#pragma unroll 4
     for (int t = 0; t < C; ++t) {
-      split_store(sTwh + t * TP + jc, sTwl + t * TP + jc, x[t] * bw);
-      split_store(sTuh + t * TP + jc, sTul + t * TP + jc, x[t] * bu);
+      const float x = sT[t * AP + jc];
+      split_store(sTwh + t * TP + jc, sTwl + t * TP + jc, x * bw);
+      split_store(sTuh + t * TP + jc, sTul + t * TP + jc, x * bu);
     }
   }
   cp_async_wait<0>();
@@ -330,7 +325,7 @@ extern "C" __global__ void __launch_bounds__(fkgdn::PREP_THREADS, 2) fk_gdn_chun
   {
     const int mi = warp & 3, wn = warp >> 2;
 #pragma unroll 1
-    for (int pass = 0; pass < 2; ++pass) {  // 0: W (k hi, lo), 1: U (v as given)
+    for (int pass = 0; pass < 2; ++pass) {  // 0: W, 1: U
       const T* th = pass == 0 ? sTwh : sTuh;
       const T* tl = pass == 0 ? sTwl : sTul;
       u32 a[C / 16][4], a2[C / 16][4];
@@ -342,7 +337,7 @@ extern "C" __global__ void __launch_bounds__(fkgdn::PREP_THREADS, 2) fk_gdn_chun
         ldsm_x4(smem_u32(tl + at), a2[ks][0], a2[ks][1], a2[ks][2], a2[ks][3]);
       }
       const int cols = pass == 0 ? K : VF;
-      const T* bh = pass == 0 ? sKh : sV;
+      const T* bs = pass == 0 ? sK : sV;
       const int bp = pass == 0 ? KP : VP;
 #pragma unroll 1
       for (int gq = wn; gq < cols / 16; gq += 2) {
@@ -352,18 +347,12 @@ extern "C" __global__ void __launch_bounds__(fkgdn::PREP_THREADS, 2) fk_gdn_chun
 #pragma unroll
         for (int ks = 0; ks < C / 16; ++ks) {
           if (ks > mi) continue;
-          const int at = (ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * bp + gq * 16 + (lane >> 4) * 8;
           u32 b0, b1, b2, b3;
-          ldsm_x4_t(smem_u32(bh + at), b0, b1, b2, b3);
+          ldsm_x4_t(smem_u32(bs + (ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * bp + gq * 16 + (lane >> 4) * 8), b0, b1, b2, b3);
           Mma<T>::mma(acc[0], a[ks], b0, b1);
           Mma<T>::mma(acc[1], a[ks], b2, b3);
           Mma<T>::mma(acc[0], a2[ks], b0, b1);
           Mma<T>::mma(acc[1], a2[ks], b2, b3);
-          if (pass == 0) {
-            ldsm_x4_t(smem_u32(sKl + at), b0, b1, b2, b3);
-            Mma<T>::mma(acc[0], a[ks], b0, b1);
-            Mma<T>::mma(acc[1], a[ks], b2, b3);
-          }
         }
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt)
@@ -381,28 +370,29 @@ extern "C" __global__ void __launch_bounds__(fkgdn::PREP_THREADS, 2) fk_gdn_chun
 }
 
 extern "C" __global__ void __launch_bounds__(fkgdn::MAIN_THREADS, 1) fk_gdn_chunk_tc(
-    FK_T* __restrict__ o, const FK_T* __restrict__ qn, const FK_T* __restrict__ kn, const FK_T* __restrict__ w,
-    const FK_T* __restrict__ u, const FK_T* __restrict__ aqk, const float* __restrict__ gc,
-    const float* s_in, long long s_in_n, float* s_out, long long s_out_n,
+    FK_T* __restrict__ o, const FK_T* __restrict__ q, const FK_T* __restrict__ k,
+    long long qb, long long qt, long long qh, long long kb, long long kt, long long kh,
+    const FK_T* __restrict__ w, const FK_T* __restrict__ u, const FK_T* __restrict__ aqk, const float* __restrict__ gc,
+    const float* __restrict__ nrm, const float* s_in, long long s_in_n, float* s_out, long long s_out_n,
     const FK_CU_T* __restrict__ cu, const FK_SI_T* __restrict__ si, int T_len, int H, int HV, int nc_max, float scale) {
   using namespace fkgdn;
   extern __shared__ __align__(16) unsigned char fk_smem[];
-  T* sQh = reinterpret_cast<T*>(fk_smem);
-  T* sQl = sQh + C * KP;
-  T* sWh = sQl + C * KP;
+  T* sQ = reinterpret_cast<T*>(fk_smem);
+  T* sWh = sQ + C * KP;
   T* sWl = sWh + C * KP;
-  T* sKh = sWl + C * KP;
-  T* sKl = sKh + C * KP;
-  T* sAh = sKl + C * KP;
+  T* sK = sWl + C * KP;
+  T* sAh = sK + C * KP;
   T* sAl = sAh + C * TP;
   T* sUh = sAl + C * TP;
   T* sUl = sUh + C * BP;
   T* sNh = sUl + C * BP;  // V'
   T* sNl = sNh + C * BP;
-  T* sDh = sNl + C * BP;  // V' exp(G_last - G)
+  T* sDh = sNl + C * BP;  // V' m e^(G_last - G)
   T* sDl = sDh + C * BP;
-  float* sG = reinterpret_cast<float*>(sDl + C * BP);  // [2][C]
-  float* red = sG + 2 * C;
+  float* sG = reinterpret_cast<float*>(sDl + C * BP);  // [2][C] each: G, n, m
+  float* sRq = sG + 2 * C;
+  float* sRk = sRq + 2 * C;
+  float* red = sRk + 2 * C;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp % WM, wk = warp / WM;
   const int g8 = lane >> 2, q4 = lane & 3;
@@ -430,29 +420,42 @@ extern "C" __global__ void __launch_bounds__(fkgdn::MAIN_THREADS, 1) fk_gdn_chun
       S[nt][e] = rd ? s_in[slot * s_in_n + head + i * VF + vrow0 + (e >> 1) * 8] : 0.f;
     }
 
-  // rows of chunk c: columns col0 .. + cols of a [rows][heads][2][width] workspace -> hi, lo [C][pitch]; rows past
-  // the sequence zero-filled
-  auto rows = [&](int c, const T* src, int heads, int hd, int width, int cols, int col0, int pitch, T* hi, T* lo) {
+  // loads of chunk c; rows past the sequence zero-filled (cp.async of 0 source bytes)
+  auto input_rows = [&](int c, const T* src, long long sb, long long st, long long sh, T* dst) {  // q or k [C][KP]
+    const int cs = t0 + c * C, L = min(C, t1 - cs);
+    for (int x = tid; x < C * (K / 8); x += MAIN_THREADS) {
+      const int t = x / (K / 8), cc = x - t * (K / 8);
+      const bool ok = t < L;
+      cp_async16(smem_u32(dst + t * KP + cc * 8), src + bt * sb + (long long)(cs + (ok ? t : 0)) * st + h * sh + cc * 8, ok ? 16 : 0);
+    }
+  };
+  // columns col0 .. + cols of a [rows][HV][2][width] workspace -> hi, lo [C][pitch]
+  auto pair_rows = [&](int c, const T* src, int width, int cols, int col0, int pitch, T* hi, T* lo) {
     const int cs = t0 + c * C, L = min(C, t1 - cs);
     const long long row0 = (long long)bt * T_len + cs;
     const int cch = cols / 8;
     for (int x = tid; x < C * cch; x += MAIN_THREADS) {
       const int t = x / cch, cc = x - t * cch;
       const bool ok = t < L;
-      const long long at = ((row0 + (ok ? t : 0)) * heads + hd) * (2LL * width) + col0 + cc * 8;
+      const long long at = ((row0 + (ok ? t : 0)) * HV + hv) * (2LL * width) + col0 + cc * 8;
       cp_async16(smem_u32(hi + t * pitch + cc * 8), src + at, ok ? 16 : 0);
       cp_async16(smem_u32(lo + t * pitch + cc * 8), src + at + width, ok ? 16 : 0);
     }
   };
-  auto load_first = [&](int c) {  // qn, W and G of chunk c
-    rows(c, qn, H, h, K, K, 0, KP, sQh, sQl);
-    rows(c, w, HV, hv, K, K, 0, KP, sWh, sWl);
-    const int cs = t0 + c * C, L = min(C, t1 - cs);
-    for (int t = tid; t < C; t += MAIN_THREADS) sG[(c & 1) * C + t] = t < L ? gc[((long long)bt * T_len + cs + t) * HV + hv] : 0.f;
+  auto load_first = [&](int c) {  // q, W, G and the norms of chunk c
+    input_rows(c, q, qb, qt, qh, sQ);
+    pair_rows(c, w, K, K, 0, KP, sWh, sWl);
+    const int cs = t0 + c * C, L = min(C, t1 - cs), b = (c & 1) * C;
+    for (int t = tid; t < C; t += MAIN_THREADS) {
+      const long long row = (long long)bt * T_len + cs + t;
+      sG[b + t] = t < L ? gc[row * HV + hv] : 0.f;
+      sRq[b + t] = FK_L2 && t < L ? nrm[(row * H + h) * 2] : 1.f;
+      sRk[b + t] = FK_L2 && t < L ? nrm[(row * H + h) * 2 + 1] : 1.f;
+    }
   };
-  auto load_second = [&](int c) {  // kn, Aqk and the U tile of chunk c
-    rows(c, kn, H, h, K, K, 0, KP, sKh, sKl);
-    rows(c, u, HV, hv, VF, BV, c0, BP, sUh, sUl);
+  auto load_second = [&](int c) {  // k, Aqk and the U tile of chunk c
+    input_rows(c, k, kb, kt, kh, sK);
+    pair_rows(c, u, VF, BV, c0, BP, sUh, sUl);
     const T* Aj = aqk + (chunk_slot(cu, n, c, nc_max) * HV + hv) * (long long)(2 * C * C);
     for (int x = tid; x < C * (C / 8); x += MAIN_THREADS) {
       const int t = x / (C / 8), cc = x - t * (C / 8);
@@ -473,10 +476,12 @@ extern "C" __global__ void __launch_bounds__(fkgdn::MAIN_THREADS, 1) fk_gdn_chun
     cp_async_wait<1>();  // first(c)
     __syncthreads();
     const float* G = sG + (c & 1) * C;
+    const float* Rq = sRq + (c & 1) * C;
+    const float* Rk = sRk + (c & 1) * C;
     const int cs = t0 + c * C, L = min(C, t1 - cs);
     const float glast = G[L - 1];
 
-    // (A) S^T qn^T and S^T W^T over this warp's key columns, as (S_hi + S_lo)(X_hi + X_lo) less lo x lo
+    // (A) S^T q^T and S^T W^T over this warp's key columns: (S_hi + S_lo) q, (S_hi + S_lo)(W_hi + W_lo) less lo x lo
     float oacc[C / 8][4], vacc[C / 8][4];
 #pragma unroll
     for (int nt = 0; nt < C / 8; ++nt)
@@ -493,14 +498,11 @@ extern "C" __global__ void __launch_bounds__(fkgdn::MAIN_THREADS, 1) fk_gdn_chun
       for (int np = 0; np < C / 16; ++np) {
         const int at = (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * KP + wk * KW + kk * 16 + ((lane >> 3) & 1) * 8;
         u32 b0, b1, b2, b3, l0, l1, l2, l3;
-        ldsm_x4(smem_u32(sQh + at), b0, b1, b2, b3);
-        ldsm_x4(smem_u32(sQl + at), l0, l1, l2, l3);
+        ldsm_x4(smem_u32(sQ + at), b0, b1, b2, b3);
         Mma<T>::mma(oacc[2 * np], a, b0, b1);
         Mma<T>::mma(oacc[2 * np], al, b0, b1);
-        Mma<T>::mma(oacc[2 * np], a, l0, l1);
         Mma<T>::mma(oacc[2 * np + 1], a, b2, b3);
         Mma<T>::mma(oacc[2 * np + 1], al, b2, b3);
-        Mma<T>::mma(oacc[2 * np + 1], a, l2, l3);
         ldsm_x4(smem_u32(sWh + at), b0, b1, b2, b3);
         ldsm_x4(smem_u32(sWl + at), l0, l1, l2, l3);
         Mma<T>::mma(vacc[2 * np], a, b0, b1);
@@ -511,16 +513,16 @@ extern "C" __global__ void __launch_bounds__(fkgdn::MAIN_THREADS, 1) fk_gdn_chun
         Mma<T>::mma(vacc[2 * np + 1], a, l2, l3);
       }
     }
-    // the inter-chunk o scaled per token (column) by scale exp(G_t); the W S partials to shared memory
+    // the inter-chunk o scaled per token (column) by scale e^(G_t) n_t; the W S partials to shared memory
 #pragma unroll
     for (int nt = 0; nt < C / 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int t = nt * 8 + 2 * q4 + (e & 1);
-        oacc[nt][e] *= scale * expf(G[t]);
+        oacc[nt][e] *= scale * expf(G[t]) * Rq[t];
         red[(wk * C + t) * RP + wm * 16 + g8 + (e >> 1) * 8] = vacc[nt][e];
       }
-    __syncthreads();  // every warp is past (A): qn and W take chunk c + 1
+    __syncthreads();  // every warp is past (A): q and W take chunk c + 1
     if (c + 1 < nc) {
       load_first(c + 1);
       cp_async_commit();
@@ -529,7 +531,7 @@ extern "C" __global__ void __launch_bounds__(fkgdn::MAIN_THREADS, 1) fk_gdn_chun
       cp_async_wait<0>();
     }
     __syncthreads();
-    // (B) V' = U - W S, as hi + lo pairs: as is, and times exp(G_last - G_t) (the state's factor, <= 1)
+    // (B) V' = U - W S, as hi + lo pairs: as is, and times m_t e^(G_last - G_t) (the state's factor)
     for (int x = tid; x < C * BV; x += MAIN_THREADS) {
       const int t = x / BV, col = x - t * BV;
       float y = 0.f;
@@ -539,7 +541,7 @@ extern "C" __global__ void __launch_bounds__(fkgdn::MAIN_THREADS, 1) fk_gdn_chun
         for (int ww = 0; ww < WK; ++ww) y -= red[(ww * C + t) * RP + col];
       }
       split_store(sNh + t * BP + col, sNl + t * BP + col, y);
-      split_store(sDh + t * BP + col, sDl + t * BP + col, t < L ? y * expf(glast - G[t]) : 0.f);
+      split_store(sDh + t * BP + col, sDl + t * BP + col, t < L ? y * Rk[t] * expf(glast - G[t]) : 0.f);
     }
     __syncthreads();
     // (C) the intra-chunk V'^T Aqk^T for this warp's TW tokens (Aqk is zero above the diagonal: skipped)
@@ -571,7 +573,7 @@ extern "C" __global__ void __launch_bounds__(fkgdn::MAIN_THREADS, 1) fk_gdn_chun
     for (int nt = 0; nt < C / 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) red[(wk * C + nt * 8 + 2 * q4 + (e & 1)) * RP + wm * 16 + g8 + (e >> 1) * 8] = oacc[nt][e];
-    // the state over the chunk: exp(G_last) S^T + (V' exp(G_last - G))^T kn, in the accumulators
+    // the state over the chunk: e^(G_last) S^T + (m e^(G_last - G) V')^T k, in the accumulators
     {
       const float d = expf(glast);
 #pragma unroll
@@ -589,19 +591,15 @@ extern "C" __global__ void __launch_bounds__(fkgdn::MAIN_THREADS, 1) fk_gdn_chun
       for (int np = 0; np < KW / 16; ++np)
 #pragma unroll
         for (int ks = 0; ks < C / 16; ++ks) {
-          const int at = (ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * KP + wk * KW + np * 16 + (lane >> 4) * 8;
           u32 b0, b1, b2, b3;
-          ldsm_x4_t(smem_u32(sKh + at), b0, b1, b2, b3);
+          ldsm_x4_t(smem_u32(sK + (ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * KP + wk * KW + np * 16 + (lane >> 4) * 8), b0, b1, b2, b3);
           Mma<T>::mma(S[2 * np], df[ks], b0, b1);
           Mma<T>::mma(S[2 * np + 1], df[ks], b2, b3);
           Mma<T>::mma(S[2 * np], dl[ks], b0, b1);
           Mma<T>::mma(S[2 * np + 1], dl[ks], b2, b3);
-          ldsm_x4_t(smem_u32(sKl + at), b0, b1, b2, b3);
-          Mma<T>::mma(S[2 * np], df[ks], b0, b1);
-          Mma<T>::mma(S[2 * np + 1], df[ks], b2, b3);
         }
     }
-    __syncthreads();  // the partials are whole; kn, Aqk, U, V' are free
+    __syncthreads();  // the partials are whole; k, Aqk, U, V' are free
     // (D) o = the sum of the partials, two columns a thread at a time
     for (int x = tid; x < C * (BV / 2); x += MAIN_THREADS) {
       const int t = x / (BV / 2), cp = (x - t * (BV / 2)) * 2;

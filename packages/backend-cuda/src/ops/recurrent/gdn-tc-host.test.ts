@@ -6,9 +6,8 @@
  * float64 CPU op over the same bf16-rounded inputs (q, k, v, beta bf16; g f32, Qwen3-Next's dtypes) at the tolerances
  * the CUDA-core kernel meets (bf16's for o, f32's for the state: the hi + lo operands must hold them): several chunks
  * with a tail and grouped value heads, packed sequences of odd lengths over a pool with a -1 row, strong decays (g
- * down to -20 a token: the factors must underflow, never overflow), l2norm on and off, K 32 / 64 / 128 (one, two, four
- * warps' key slices of 16 / 32 columns). What it cannot see: races between warps, bank conflicts, f16, timing.
- * Skipped where g++ is absent.
+ * down to -20 a token: the factors must underflow, never overflow), l2norm on and off, K 32 / 64 / 128 / 256. What it
+ * cannot see: races between warps, bank conflicts, f16, timing. Skipped where g++ is absent.
  */
 import { CpuBackend } from '@fastkernels/backend-cpu';
 import { Tensor, callOp } from '@fastkernels/core';
@@ -74,8 +73,8 @@ ${cArray('float', 's_in', x.s0 ?? [0])}
 ${cArray('int', 'cu', c.cu ?? [0])}
 ${cArray('int', 'si', c.idx ?? [0])}
 static float s_out[${stateLen}];
-static unsigned short o_[${B * T * HV * V}], qn_[${2 * B * T * H * K}], kn_[${2 * B * T * H * K}], w_[${2 * B * T * HV * K}], u_[${2 * B * T * HV * V}], a_[${2 * p.slots * HV * 64 * 64}];
-static float gc[${B * T * HV}];
+static unsigned short o_[${B * T * HV * V}], w_[${2 * B * T * HV * K}], u_[${2 * B * T * HV * V}], a_[${2 * p.slots * HV * 64 * 64}];
+static float gc[${B * T * HV}], nrm[${B * T * H * 2}];
 #define BF(a) reinterpret_cast<__nv_bfloat16*>(a)
 int main() {
   const int* cup = ${c.cu ? 'cu' : 'nullptr'};
@@ -85,11 +84,11 @@ int main() {
   fk_cta_threads(${GDN_TC_PREP_THREADS});
   fk_launch({${p.prepGrid.join(', ')}}, ${GDN_TC_PREP_THREADS}, [&] {
     fk_gdn_chunk_prep(BF(q_), BF(k_), BF(v_), g_, BF(b_), ${st(H, K)}, ${st(H, K)}, ${st(HV, V)}, ${st(HV, 1)}, ${st(HV, 1)},
-      cup, ${T}, ${H}, ${HV}, ${N}, ${p.ncMax}, ${scale.toPrecision(9)}f, BF(qn_), BF(kn_), BF(w_), BF(u_), BF(a_), gc);
+      cup, ${T}, ${H}, ${HV}, ${N}, ${p.ncMax}, ${scale.toPrecision(9)}f, BF(w_), BF(u_), BF(a_), gc, nrm);
   });
   fk_cta_threads(${p.threads});
   fk_launch({${p.mainGrid.join(', ')}}, ${p.threads}, [&] {
-    fk_gdn_chunk_tc(BF(o_), BF(qn_), BF(kn_), BF(w_), BF(u_), BF(a_), gc, sin_, ${HV * K * V}LL, sout, ${HV * K * V}LL, cup, sip, ${T}, ${H}, ${HV}, ${p.ncMax}, ${scale.toPrecision(9)}f);
+    fk_gdn_chunk_tc(BF(o_), BF(q_), BF(k_), ${st(H, K)}, ${st(H, K)}, BF(w_), BF(u_), BF(a_), gc, nrm, sin_, ${HV * K * V}LL, sout, ${HV * K * V}LL, cup, sip, ${T}, ${H}, ${HV}, ${p.ncMax}, ${scale.toPrecision(9)}f);
   });
   for (int i = 0; i < ${B * T * HV * V}; i++) printf("%.9g\\n", fk_bf16_float(o_[i]));
   const float* s = ${pooled ? 's_in' : 's_out'};
@@ -176,8 +175,11 @@ describe(`tensor-core chunk_gated_delta_rule replayed on the host vs the float64
   it.skipIf(!hasGxx)('strong decays (g -1e-3 .. -20 a token: the factors underflow, never overflow), l2norm, K 64 / V 32', { timeout: 600_000 }, () => {
     check({ B: 1, T: 130, H: 1, HV: 2, K: 64, V: 32, init: true, l2norm: true, gate: (z, e) => [-1e-3 * (1 + Math.abs(z)), qwenGate(z), -5 - 4 * Math.abs(z), -20 + Math.abs(z) / 10][e % 4]! });
   });
-  it.skipIf(!hasGxx)("Qwen3-Next's head dims K = V = 128 (4 warps' key slices), grouped heads, l2norm, 100 tokens", { timeout: 600_000 }, () => {
+  it.skipIf(!hasGxx)("Qwen3-Next's head dims K = V = 128 (8 warps of 16 key columns), grouped heads, l2norm, 100 tokens", { timeout: 600_000 }, () => {
     check({ B: 1, T: 100, H: 1, HV: 2, K: 128, V: 128, init: true, l2norm: true, gate: qwenGate });
+  });
+  it.skipIf(!hasGxx)('K 256 (the largest head: 8 warps of 32 key columns), 70 tokens, initial state, l2norm', { timeout: 600_000 }, () => {
+    check({ B: 1, T: 70, H: 1, HV: 1, K: 256, V: 32, init: true, l2norm: true, gate: qwenGate });
   });
 });
 

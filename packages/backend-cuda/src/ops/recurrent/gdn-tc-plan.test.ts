@@ -22,11 +22,11 @@ describe('planGdnTc', () => {
     expect([p.bv, p.wm, p.wk, p.threads, p.ncMax, p.slots]).toEqual([32, 2, 4, 256, 64, 64]);
     expect(p.mainGrid).toEqual([4, 32, 1]);
     expect(p.prepGrid).toEqual([64, 32, 1]);
-    // qn, W, kn hi + lo [64][136]; Aqk hi + lo [64][72]; U, V', V'd hi + lo [64][40] (bf16); G [2][64], partials [4][64][36] (f32)
-    expect(p.mainSharedBytes).toBe((6 * 64 * 136 + 2 * 64 * 72 + 6 * 64 * 40) * 2 + 2 * 64 * 4 + 4 * 64 * 36 * 4);
+    // q, W hi + lo, k [64][136]; Aqk hi + lo [64][72]; U, V', V'd hi + lo [64][40] (bf16); G, norms [2][64], partials [4][64][36] (f32)
+    expect(p.mainSharedBytes).toBe((4 * 64 * 136 + 2 * 64 * 72 + 6 * 64 * 40) * 2 + 6 * 64 * 4 + 4 * 64 * 36 * 4);
     expect(p.mainSharedBytes).toBeLessThanOrEqual(227 * 1024);
-    // k hi + lo [64][136]; the q region max(q hi + lo, Tw / Tu hi + lo [64][72]); v [64][136]; A [64][68], G, beta
-    expect(p.prepSharedBytes).toBe(2 * 64 * 136 * 2 + 4 * 64 * 72 * 2 + 64 * 136 * 2 + 64 * 68 * 4 + 2 * 64 * 4);
+    // k [64][136]; the q region max(q, Tw / Tu hi + lo [64][72]); v [64][136]; A, T [64][68], G, beta, norms [64]
+    expect(p.prepSharedBytes).toBe(64 * 136 * 2 + 4 * 64 * 72 * 2 + 64 * 136 * 2 + 2 * 64 * 68 * 4 + 4 * 64 * 4);
     expect(p.prepSharedBytes).toBeLessThan((227 * 1024) / 2); // two prep CTAs an SM
   });
 
@@ -43,7 +43,7 @@ describe('planGdnTc', () => {
     expect([p.bv, p.wk, p.threads]).toEqual([16, 1, 32]);
   });
 
-  it('declines, naming why: chunk_kda, the knob, pre-Ampere, f32, f64 gates, K not a multiple of 16 or 256, V not a multiple of 16', () => {
+  it('declines, naming why: chunk_kda, the knob, pre-Ampere, f32, f64 gates, K not a multiple of 16 or past 256, V not a multiple of 16', () => {
     const base = { op: 'chunk_gated_delta_rule', dtypes: ['bf16', 'f32', 'bf16'] as [string, string, string], N: 1, T: 4096, ...QN, smMajor: 9, enabled: true };
     expect(gdnTcDecline(base)).toBeNull();
     expect(gdnTcDecline({ ...base, dtypes: ['f16', 'f16', 'f16'], smMajor: 8 })).toBeNull();
@@ -54,8 +54,10 @@ describe('planGdnTc', () => {
     expect(gdnTcDecline({ ...base, dtypes: ['f32', 'f32', 'f32'] })).toMatch(/bf16 and f16/);
     expect(gdnTcDecline({ ...base, dtypes: ['bf16', 'f64', 'bf16'] })).toMatch(/gates/);
     expect(gdnTcDecline({ ...base, K: 72 })).toMatch(/key head dim 72/);
-    expect(gdnTcDecline({ ...base, K: 192 })).toBeNull(); // BV 16, 4 warps across K of 48 columns: 206 KiB
-    expect(gdnTcDecline({ ...base, K: 256 })).toMatch(/K up to 224/);
+    expect(gdnTcDecline({ ...base, K: 192 })).toBeNull(); // BV 32, 4 warps across K of 48 columns
+    expect(gdnTcDecline({ ...base, K: 256 })).toBeNull();
+    expect(planGdnTc({ N: 64, T: 8192, ...QN, K: 256, varlen: true }, 132).bv).toBe(32); // BV 64 does not fit at K 256
+    expect(gdnTcDecline({ ...base, K: 272 })).toMatch(/up to 256/);
     expect(gdnTcDecline({ ...base, V: 12 })).toMatch(/value head dim 12/);
     expect(gdnTcDecline({ ...base, HV: 24, H: 16 })).toMatch(/multiple of q \/ k heads/);
   });
@@ -92,21 +94,22 @@ describe('the chunk_gated_delta_rule route on a fake sm_90 device', () => {
     const b = walk.args as number[];
     expect(a.slice(0, 5)).toEqual([addr(q!), addr(k!), addr(v), addr(g), addr(beta)]);
     expect(a.slice(21, 26)).toEqual([T, 16, 32, 1, p.ncMax]);
-    // qn, kn, W, U, Aqk, G: written by the prep, read by the walk
-    expect(b.slice(1, 7)).toEqual(a.slice(27, 33));
-    expect(new Set(a.slice(27, 33)).size).toBe(6);
-    expect([b[0], b[7], b[9]]).toEqual([addr(o!), 0, addr(fin!)]);
+    // W, U, Aqk, G, the norms: written by the prep, read by the walk; q and k read in place by both
+    expect(b.slice(9, 14)).toEqual(a.slice(27, 32));
+    expect(new Set(a.slice(27, 32)).size).toBe(5);
+    expect(b.slice(0, 9)).toEqual([addr(o!), addr(q!), addr(k!), ...a.slice(5, 11)]);
+    expect([b[14], b[16]]).toEqual([0, addr(fin!)]);
   });
 
-  it('f32, K 256, chunk_kda, or the knob off: the CUDA-core chunked kernel, one launch', () => {
-    const run = (op: 'chunk_gated_delta_rule' | 'chunk_kda', dtype: 'f32' | 'bf16', K: number) => {
+  it('f32, V 24, chunk_kda, or the knob off: the CUDA-core chunked kernel, one launch', () => {
+    const run = (op: 'chunk_gated_delta_rule' | 'chunk_kda', dtype: 'f32' | 'bf16', K: number, V = 64) => {
       const f = device();
       const g = op === 'chunk_kda' ? f.t([1, 70, 4, K], 'f32') : f.t([1, 70, 4], 'f32');
-      callOp(op, [f.t([1, 70, 2, K], dtype), f.t([1, 70, 2, K], dtype), f.t([1, 70, 4, 64], dtype), g, f.t([1, 70, 4], dtype), null, null, null], {});
+      callOp(op, [f.t([1, 70, 2, K], dtype), f.t([1, 70, 2, K], dtype), f.t([1, 70, 4, V], dtype), g, f.t([1, 70, 4], dtype), null, null, null], {});
       return f.cache.launches.map((l) => l.entry);
     };
     expect(run('chunk_gated_delta_rule', 'f32', 64)).toEqual(['fk_gdn_chunk']);
-    expect(run('chunk_gated_delta_rule', 'bf16', 256)).toEqual(['fk_gdn_chunk']);
+    expect(run('chunk_gated_delta_rule', 'bf16', 64, 24)).toEqual(['fk_gdn_chunk']);
     expect(run('chunk_kda', 'bf16', 64)).toEqual(['fk_kda_chunk']);
     expect(run('chunk_gated_delta_rule', 'bf16', 64)).toEqual(['fk_gdn_chunk_prep', 'fk_gdn_chunk_tc']);
     withTuning('recurrent', { chunkDeltaTensorCore: false }, () => expect(run('chunk_gated_delta_rule', 'bf16', 64)).toEqual(['fk_gdn_chunk']));
@@ -124,6 +127,6 @@ describe('the chunk_gated_delta_rule route on a fake sm_90 device', () => {
     expect(walk.source).toContain('#define FK_SI_T long long');
     expect((prep.args as number[])[20]).toBe(addr(cu));
     const b = walk.args as number[];
-    expect([b[7], b[8], b[9], b[10], b[11], b[12]]).toEqual([addr(pool), pool.strides[0], addr(pool), pool.strides[0], addr(cu), addr(idx)]);
+    expect(b.slice(14, 20)).toEqual([addr(pool), pool.strides[0], addr(pool), pool.strides[0], addr(cu), addr(idx)]);
   });
 });

@@ -3,18 +3,20 @@
  * CUDA-core fk_gdn_chunk (gdn-plan.ts): pure functions of the shapes, unit-tested without a GPU.
  *
  * Two launches, as the tensor-core chunk_gla's (gla-tc-plan.ts). fk_gdn_chunk_prep: a CTA per (chunk slot, value
- * head), PREP_THREADS threads, fully parallel: the l2-normalised q, k, the scores, the triangular inverse and W, U of
- * each chunk (hi + lo pairs of the dtype), computed once a chunk. fk_gdn_chunk_tc: a CTA per (V tile of BV columns,
- * value head, sequence) walks the chunks in order with its [BV, K] slice of the state in mma accumulators: WM = BV / 16
- * warps down the value rows times WK warps across the key columns (KW = K / WK each). The walk holds qn, W and kn of a
- * chunk (hi + lo [64, K + 8] each) in shared memory at once: K 256 does not fit beside the rest, so the plan declines
- * it (up to 224 fits; Qwen3-Next's heads are 128). The tile choice is chunk_gla's: the narrowest whose grid fits one wave
- * (Qwen3-Next's 32 value heads of 128 at one sequence: BV 32, 128 CTAs on 132 SMs), else the widest.
+ * head), PREP_THREADS threads, fully parallel: the q, k norms, the scores, the triangular inverse and W, U of each chunk
+ * (hi + lo pairs of the dtype), computed once a chunk. fk_gdn_chunk_tc: a CTA per (V tile of BV columns, value head,
+ * sequence) walks the chunks in order with its [BV, K] slice of the state in mma accumulators: WM = BV / 16 warps down
+ * the value rows times WK warps across the key columns (KW = K / WK each). The walk holds q, W (hi + lo) and k of a
+ * chunk ([64, K + 8] each) in shared memory at once: at K 256 only the tiles up to BV 32 fit beside the rest. The tile
+ * choice is chunk_gla's: the narrowest whose grid fits one wave (Qwen3-Next's 32 value heads of 128 at one sequence:
+ * BV 32, 128 CTAs on 132 SMs), else the widest.
  */
 
 /** Tokens a chunk, as the kernel's constant. */
 export const GDN_TC_CHUNK = 64;
 export const GDN_TC_PREP_THREADS = 256;
+/** The largest key head dim (the walk's shared memory). */
+export const GDN_TC_MAX_K = 256;
 /** Key columns a warp's state slice may hold (KW / 2 accumulator registers a thread). */
 const MAX_KW = 128;
 const MAX_SHARED = 227 * 1024;
@@ -58,22 +60,22 @@ function tileFits(K: number, V: number, bv: number): boolean {
 }
 
 /**
- * The walk's dynamic shared memory (gdn_chunk_tc.cu MAIN_SMEM), bytes: qn, W, kn (hi, lo) [64][K + 8], Aqk (hi, lo)
- * [64][72], U, V' and V' exp(G_last - G) (hi, lo) [64][BV + 8] (2-byte values), G twice [64] and the partials
- * [WK][64][BV + 4] (f32).
+ * The walk's dynamic shared memory (gdn_chunk_tc.cu MAIN_SMEM), bytes: q, W (hi, lo), k [64][K + 8], Aqk (hi, lo)
+ * [64][72], U, V' and V' m e^(G_last - G) (hi, lo) [64][BV + 8] (2-byte values), G and the norms twice [64] and the
+ * partials [WK][64][BV + 4] (f32).
  */
 export function gdnTcMainShared(K: number, bv: number, wk: number): number {
   const C = GDN_TC_CHUNK;
-  return (6 * C * (K + 8) + 2 * C * (C + 8) + 6 * C * (bv + 8)) * 2 + 2 * C * 4 + wk * C * (bv + 4) * 4;
+  return (4 * C * (K + 8) + 2 * C * (C + 8) + 6 * C * (bv + 8)) * 2 + 6 * C * 4 + wk * C * (bv + 4) * 4;
 }
 
 /**
- * The prep kernel's (gdn_chunk_tc.cu PREP_SMEM), bytes: k (hi, lo) [64][K + 8]; q (hi, lo) [64][K + 8] or, in its
- * place later, Tw and Tu (hi, lo) [64][72]; v [64][V + 8] (2-byte values); A [64][68], G and beta [64] (f32).
+ * The prep kernel's (gdn_chunk_tc.cu PREP_SMEM), bytes: k [64][K + 8]; q [64][K + 8] or, in its place later, Tw and
+ * Tu (hi, lo) [64][72]; v [64][V + 8] (2-byte values); A and T [64][68], G, beta and the norms [64] (f32).
  */
 export function gdnTcPrepShared(K: number, V: number): number {
   const C = GDN_TC_CHUNK;
-  return 2 * C * (K + 8) * 2 + Math.max(2 * C * (K + 8), 4 * C * (C + 8)) * 2 + C * (V + 8) * 2 + C * (C + 4) * 4 + 2 * C * 4;
+  return C * (K + 8) * 2 + Math.max(C * (K + 8), 4 * C * (C + 8)) * 2 + C * (V + 8) * 2 + 2 * C * (C + 4) * 4 + 4 * C * 4;
 }
 
 /**
@@ -126,10 +128,10 @@ export function gdnTcDecline(c: GdnTcCall): string | null {
   const [dt, gdt, bdt] = c.dtypes;
   if (dt !== 'bf16' && dt !== 'f16') return `dtype ${dt}: the tensor-core kernels take bf16 and f16`;
   if (!GATE_DTYPES.includes(gdt) || !GATE_DTYPES.includes(bdt)) return `g ${gdt} / beta ${bdt}: the tensor-core kernels take f32, bf16, f16 gates`;
-  if (c.K % 16 !== 0 || c.K < 16) return `key head dim ${c.K}: the tensor-core kernels take multiples of 16`;
+  if (c.K % 16 !== 0 || c.K < 16 || c.K > GDN_TC_MAX_K) return `key head dim ${c.K}: the tensor-core kernels take multiples of 16 up to ${GDN_TC_MAX_K}`;
   if (c.V % 16 !== 0 || c.V < 16) return `value head dim ${c.V}: the tensor-core kernels take multiples of 16`;
   if (c.H < 1 || c.HV % c.H !== 0) return `value heads ${c.HV} must be a multiple of q / k heads ${c.H}`;
-  if (!BVS.some((bv) => tileFits(c.K, c.V, bv))) return `K ${c.K} / V ${c.V}: no state tile fits (the walk holds qn, W, kn of a chunk in shared memory, hi + lo [64, K + 8] each: K up to 224)`;
+  if (!BVS.some((bv) => tileFits(c.K, c.V, bv))) return `K ${c.K} / V ${c.V}: no state tile fits (V a multiple of 16, 32 or 64 with K / WK <= ${MAX_KW} and the walk's shared memory)`;
   if (c.HV > 65535 || c.N > 65535) return `${c.N} sequences x ${c.HV} value heads: past the grid's 65535 limit on y / z`;
   const p = planGdnTc({ ...c, varlen: true }, 1);
   if (Math.max(p.slots, c.N * p.ncMax) > 2 ** 31 - 1) return 'too many chunks for the grid';

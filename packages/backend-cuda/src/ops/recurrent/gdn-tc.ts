@@ -1,7 +1,8 @@
 /**
- * The tensor-core chunk_gated_delta_rule launcher (kernels/gdn_chunk_tc.cu, planned by gdn-tc-plan.ts): six workspaces
- * sized from shapes (qn, kn [B T, H, 2, K], W [B T, HV, 2, K], U [B T, HV, 2, V], Aqk [slots, HV, 2, 64, 64]: hi, lo
- * pairs in the input dtype; G [B T, HV] f32), then fk_gdn_chunk_prep and fk_gdn_chunk_tc. No host read of any tensor,
+ * The tensor-core chunk_gated_delta_rule launcher (kernels/gdn_chunk_tc.cu, planned by gdn-tc-plan.ts): five workspaces
+ * sized from shapes (W [B T, HV, 2, K], U [B T, HV, 2, V], Aqk [slots, HV, 2, 64, 64]: hi, lo pairs in the input
+ * dtype; G [B T, HV] and the inverse q / k norms [B T, H, 2] in f32), then fk_gdn_chunk_prep and fk_gdn_chunk_tc, both
+ * reading q / k / v in place (a contiguous copy only where a row is not 16-byte aligned). No host read of any tensor,
  * so the call can be captured in a CUDA graph; the workspaces go back to the stream-ordered allocator when the call
  * returns, as the launcher's other temporaries do.
  */
@@ -18,10 +19,10 @@ import { rowsReadable16 } from './gla-tc.js';
 
 const I64 = (n: number): ArgType[] => new Array<ArgType>(n).fill('i64');
 
-/** q, k, v, g, beta; their (batch, token, head) element strides; cu_seqlens; T, H, HV, N, nc_max, scale; qn, kn, W, U, Aqk, G. */
-export const GDN_TC_PREP_SIGNATURE: readonly ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', ...I64(15), 'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr'];
-/** o; qn, kn, W, U, Aqk, G; s_in and its slot stride, s_out and its; cu_seqlens, ssm_state_indices; T, H, HV, nc_max, scale. */
-export const GDN_TC_MAIN_SIGNATURE: readonly ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i32', 'f32'];
+/** q, k, v, g, beta; their (batch, token, head) element strides; cu_seqlens; T, H, HV, N, nc_max, scale; W, U, Aqk, G, norms. */
+export const GDN_TC_PREP_SIGNATURE: readonly ArgType[] = ['ptr', 'ptr', 'ptr', 'ptr', 'ptr', ...I64(15), 'ptr', 'i32', 'i32', 'i32', 'i32', 'i32', 'f32', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr'];
+/** o; q, k and their strides; W, U, Aqk, G, norms; s_in and its slot stride, s_out and its; cu_seqlens, ssm_state_indices; T, H, HV, nc_max, scale. */
+export const GDN_TC_MAIN_SIGNATURE: readonly ArgType[] = ['ptr', 'ptr', 'ptr', ...I64(6), 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'ptr', 'i64', 'ptr', 'i64', 'ptr', 'ptr', 'i32', 'i32', 'i32', 'i32', 'f32'];
 
 export const GDN_TC_FILE = 'gdn_chunk_tc.cu';
 export type GdnTcEntry = 'fk_gdn_chunk_prep' | 'fk_gdn_chunk_tc';
@@ -34,18 +35,17 @@ export function gdnTcSource(entry: GdnTcEntry, defines: Readonly<Record<string, 
   return { source: `${head}\n${source}`, entry, signature: entry === 'fk_gdn_chunk_prep' ? GDN_TC_PREP_SIGNATURE : GDN_TC_MAIN_SIGNATURE };
 }
 
-/** The workspaces' shapes (elements) for a plan: hi, lo pairs (the 2) in the input dtype, G in f32. */
-export function gdnTcWorkspaceShapes(B: number, T: number, H: number, HV: number, K: number, V: number, p: GdnTcPlan): Record<'qk' | 'w' | 'u' | 'aqk' | 'gc', number[]> {
-  return { qk: [B * T, H, 2, K], w: [B * T, HV, 2, K], u: [B * T, HV, 2, V], aqk: [p.slots, HV, 2, 64, 64], gc: [B * T, HV] };
+/** The workspaces' shapes (elements) for a plan: hi, lo pairs (the 2) in the input dtype; G and the norms in f32. */
+export function gdnTcWorkspaceShapes(B: number, T: number, H: number, HV: number, K: number, V: number, p: GdnTcPlan): Record<'w' | 'u' | 'aqk' | 'gc' | 'nrm', number[]> {
+  return { w: [B * T, HV, 2, K], u: [B * T, HV, 2, V], aqk: [p.slots, HV, 2, 64, 64], gc: [B * T, HV], nrm: [B * T, H, 2] };
 }
 
 export interface GdnTcWorkspaces {
-  readonly qn: Tensor;
-  readonly kn: Tensor;
   readonly w: Tensor;
   readonly u: Tensor;
   readonly aqk: Tensor;
   readonly gc: Tensor;
+  readonly nrm: Tensor;
 }
 
 /** Both launches of one call: the plan, the kernels' cache key, and the packed arguments (the signatures' order). */
@@ -72,10 +72,10 @@ export function gdnTcLaunch(x: GdnOperands, w: GdnTcWorkspaces, attrs: GdnAttrs,
   const prepArgs: ArgValue[] = [
     addr(x.q), addr(x.k), addr(x.v), addr(x.g), addr(x.beta), ...strides(x.q), ...strides(x.k), ...strides(x.v), ...strides(x.g), ...strides(x.beta),
     cu, T, H, HV, N, plan.ncMax, scale,
-    addr(w.qn), addr(w.kn), addr(w.w), addr(w.u), addr(w.aqk), addr(w.gc),
+    addr(w.w), addr(w.u), addr(w.aqk), addr(w.gc), addr(w.nrm),
   ];
   const mainArgs: ArgValue[] = [
-    addr(x.o), addr(w.qn), addr(w.kn), addr(w.w), addr(w.u), addr(w.aqk), addr(w.gc),
+    addr(x.o), addr(x.q), addr(x.k), ...strides(x.q), ...strides(x.k), addr(w.w), addr(w.u), addr(w.aqk), addr(w.gc), addr(w.nrm),
     x.sIn ? addr(x.sIn) : 0, x.sIn ? slotStride(x.sIn) : 0,
     x.sOut ? addr(x.sOut) : 0, x.sOut ? slotStride(x.sOut) : 0,
     cu, x.idx ? addr(x.idx) : 0,
@@ -103,9 +103,10 @@ export class GdnTcRunner {
       return t;
     };
     const dt = x.q.dtype;
-    const w = { qn: make(shapes.qk, dt), kn: make(shapes.qk, dt), w: make(shapes.w, dt), u: make(shapes.u, dt), aqk: make(shapes.aqk, dt), gc: make(shapes.gc, 'f32') };
-    const v = rowsReadable16(x.v) ? x.v : (temps.push(x.v.contiguous()), temps[temps.length - 1]!);
-    const l = gdnTcLaunch({ ...x, v }, w, attrs, sms);
+    const w = { w: make(shapes.w, dt), u: make(shapes.u, dt), aqk: make(shapes.aqk, dt), gc: make(shapes.gc, 'f32'), nrm: make(shapes.nrm, 'f32') };
+    // q, k, v rows are read by 16-byte cp.async
+    const rows16 = (t: Tensor) => (rowsReadable16(t) ? t : (temps.push(t.contiguous()), temps[temps.length - 1]!));
+    const l = gdnTcLaunch({ ...x, q: rows16(x.q), k: rows16(x.k), v: rows16(x.v) }, w, attrs, sms);
     this.kernel(`${l.key}|prep`, 'fk_gdn_chunk_prep', l.defines).launch(l.plan.prepGrid, GDN_TC_PREP_THREADS, l.plan.prepSharedBytes, l.prepArgs);
     this.kernel(`${l.key}|main`, 'fk_gdn_chunk_tc', l.defines).launch(l.plan.mainGrid, l.plan.threads, l.plan.mainSharedBytes, l.mainArgs);
   }
