@@ -19,12 +19,13 @@
 //   Build: nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a [-DFK_MOE_WG_BN=128] bench/labs/moe-wgmma/moe_wgmma_lab.cu -lcublas
 //   Run: ./moe_wgmma_lab CASE
 // The engine's mma.sync kernel as fused-moe-plan.ts launches it at prefill, on its own routing of block size
-// LAB_ENGINE_BS: 64 by default, as bench/results/h100/ops.json's prefill rows (fused_moe-*-T4096-bs64: tile m64 = BM 64,
-// BN 128, BK 64, 2 x 2 warps, 3 stages), or 128 (-DLAB_ENGINE_BS=128: tile m128 = BM 128, BN 128, BK 32, 2 x 4 warps,
-// 4 stages); group_m 8 both. Without the routed-weight multiply (FK_MUL 0: a per-row scale in the epilogue, no cost
-// worth another build; its output is compared only where the case has no mul).
+// LAB_ENGINE_BS: 128 by default (tile m128 = BM 128, BN 128, BK 32, 2 x 4 warps, 4 stages: bench/results/h100/ops.json's
+// fused_moe-mixtral-w13-T4096-bs128, 7.0 ms = 274 TFLOP/s), or 64 (-DLAB_ENGINE_BS=64: tile m64 = BM 64, BN 128, BK 64,
+// 2 x 2 warps, 3 stages; the ops bench's -bs64 rows, 222 TFLOP/s there); group_m 8 both. Without the routed-weight
+// multiply (FK_MUL 0: a per-row scale in the epilogue, no cost worth another build; its output is compared only where
+// the case has no mul).
 #ifndef LAB_ENGINE_BS
-#define LAB_ENGINE_BS 64
+#define LAB_ENGINE_BS 128
 #endif
 #if LAB_ENGINE_BS == 64
 #define FK_BM 64
