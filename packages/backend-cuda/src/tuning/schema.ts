@@ -61,6 +61,9 @@ export const TUNING_SECTIONS = {
     chunkDeltaTensorCore: z.boolean().describe('on sm_80+, bf16 / f16 chunk_gated_delta_rule with K, V multiples of 16 and K <= 256 on the tensor-core chunked kernels (fk_gdn_chunk_prep + fk_gdn_chunk_tc) instead of the CUDA-core fk_gdn_chunk'),
     chunkGlaTileColumns: count(0, 64).refine((v) => [0, 16, 32, 64].includes(v), 'expected 0, 16, 32 or 64').describe("value columns a CTA of fk_gla_chunk_tc walks (16, 32 or 64; 0: the plan's, the narrowest tile whose grid fits one wave); a width V does not divide falls back to the plan's"),
   }),
+  moe: z.strictObject({
+    fusedMoeWgmma: z.boolean().describe('on sm_90a, a bf16 / f16 fused_moe_gemm at prefill (block size a multiple of 128, at least 128 rows an expert) on the wgmma + TMA kernel (fk_moe_gather_rows + fk_fused_moe_wgmma) instead of the mma.sync fk_fused_moe; off until measured (bench/labs/moe-wgmma)'),
+  }),
   softmax: z.strictObject({
     longRowVectors: count(1).describe('vectors a thread keeps in registers on one block a row for long 16-bit rows (FK_NPT)'),
     clusterMaxRows: count(0).describe('most rows (of long rows) that take the cluster path; 0: fewer rows than SMs'),
@@ -93,6 +96,7 @@ export type KvStoreTuning = Tuning['kvStore'];
 export type RotaryTuning = Tuning['rotary'];
 export type AttentionTuning = Tuning['attention'];
 export type RecurrentTuning = Tuning['recurrent'];
+export type MoeTuning = Tuning['moe'];
 export type SoftmaxTuning = Tuning['softmax'];
 export type SamplerTuning = Tuning['sampler'];
 export type EngineTuning = Tuning['engine'];
@@ -125,6 +129,7 @@ export const OverrideTuningFileSchema = z.strictObject({
   rotary: TUNING_SECTIONS.rotary.partial().optional(),
   attention: TUNING_SECTIONS.attention.partial().optional(),
   recurrent: TUNING_SECTIONS.recurrent.partial().optional(),
+  moe: TUNING_SECTIONS.moe.partial().optional(),
   softmax: TUNING_SECTIONS.softmax.partial().optional(),
   sampler: TUNING_SECTIONS.sampler.partial().optional(),
   engine: TUNING_SECTIONS.engine.partial().optional(),

@@ -4,6 +4,8 @@
  * graph. The kernel reads A and the weights in place where their rows are 16-byte aligned (A is copied otherwise; a
  * weight it cannot read declines, and the registry runs the op's decomposition); the routing tensors are taken as i32
  * and the routed weights as contiguous f32 (converted where they are not: graph-safe device copies).
+ * With moe.fusedMoeWgmma on in the tuning, a prefill call on sm_90a takes the wgmma + TMA kernel instead
+ * (fused-moe-wgmma.ts: its decline says when it does not).
  */
 import { Tensor, type FusedMoeGemmAttrs, type OpCall } from '@fastkernels/core';
 import type { ArgType, ArgValue } from '../../args.js';
@@ -12,6 +14,7 @@ import { KERNEL_SOURCES } from '../../kernel-sources.generated.js';
 import type { CudaRuntime } from '../../runtime.js';
 import type { GenKernelCache } from '../gen-cache.js';
 import { MOE_TILES, moeDefines, planFusedMoe, type MoeDType, type MoePlan, type MoeShape, type MoeTile } from './fused-moe-plan.js';
+import { FusedMoeWgmma } from './fused-moe-wgmma.js';
 
 const FILE = 'fused_moe.cu';
 const ENTRY = 'fk_fused_moe';
@@ -57,13 +60,19 @@ export class FusedMoeGemm {
   private readonly args: ArgValue[] = new Array<ArgValue>(FUSED_MOE_SIGNATURE.length).fill(0);
   /** A tile configuration every call takes instead of the planner's choice (tests run each variant; A/B runs). */
   forceTile: MoeTile | undefined;
-  /** The plan of the last launch (tests check which tile ran). */
+  /** The plan of the last mma.sync launch (tests check which tile ran); undefined when the wgmma route ran. */
   lastPlan: MoePlan | undefined;
+  /** The Hopper prefill route (moe.fusedMoeWgmma); its lastPlan says when it ran. */
+  readonly wgmma: FusedMoeWgmma;
+  /** Why the last call did not take the wgmma route (null: it did). */
+  lastWgmmaDecline: string | null = null;
 
   constructor(
     private readonly cache: GenKernelCache,
     private readonly runtime: () => CudaRuntime,
-  ) {}
+  ) {
+    this.wgmma = new FusedMoeWgmma(cache, runtime);
+  }
 
   private sms(): number {
     return this.runtime().properties().multiprocessors;
@@ -82,18 +91,30 @@ export class FusedMoeGemm {
     const s = moeShape(call);
     const plan = planFusedMoe(s, this.sms(), this.forceTile);
     this.lastPlan = plan;
+    this.wgmma.lastPlan = undefined;
     if (plan.grid === 0 || out.numel === 0) return out;
     const mul = call.attrs.mul_routed_weight;
     const temps: Tensor[] = [];
     try {
+      // A is read in place or as an aligned copy: the wgmma route's gather sees aligned rows either way
+      const wgmmaDecline = this.forceTile ? 'a tile is forced' : this.wgmma.decline(call, s, true);
+      this.lastWgmmaDecline = wgmmaDecline;
       const a = rowsAligned(aIn) ? aIn : keep(temps, aIn.clone()); // a fresh, aligned copy
       const ints = (t: Tensor) => (t.dtype === 'i32' && t.isContiguous() ? t : keep(temps, t.to('i32')));
       const tw = mul ? (twIn!.dtype === 'f32' && twIn!.isContiguous() ? twIn! : keep(temps, twIn!.to('f32'))) : null;
+      const [sorted, experts, post] = [ints(sortedIn), ints(expertsIn), ints(postIn)];
+      if (wgmmaDecline === null) {
+        if (this.wgmma.run(call, s, { out, a, b, topkWeights: tw, sorted, experts, post })) {
+          this.lastPlan = undefined;
+          return out;
+        }
+        this.lastWgmmaDecline = 'a tensor map was refused by the driver';
+      }
       const k = this.kernel(plan, a.dtype as MoeDType, mul);
       const g = this.args;
       let i = 0;
       g[i++] = out; g[i++] = a; g[i++] = b; g[i++] = tw ?? 0;
-      g[i++] = ints(sortedIn); g[i++] = ints(expertsIn); g[i++] = ints(postIn);
+      g[i++] = sorted; g[i++] = experts; g[i++] = post;
       g[i++] = s.N; g[i++] = s.K; g[i++] = s.E; g[i++] = s.topK; g[i++] = s.M * s.topK;
       g[i++] = plan.rowsPerCta; g[i++] = plan.blockSize; g[i++] = plan.mTiles; g[i++] = plan.nTiles; g[i++] = plan.tile.groupM;
       g[i++] = a.rank > 1 ? a.strides[0]! : s.K; g[i++] = b.strides[0]!; g[i++] = b.strides[1]!;
