@@ -22,8 +22,8 @@
 //       value head to nrm [B T, H, 2] (f32);
 //   (2) k k^T (warps 0-3) and q k^T (warps 4-7) by mma, a warp a 16-row block: A to shared memory in f32, Aqk to its
 //       workspace [slots, HV, 2, C, C] (hi, lo; zeros above the diagonal);
-//   (3) T by forward substitution in f32, a thread a column (columns are independent; two partial sums a row halve
-//       the dependent chain); the columns scaled into Tw, Tu as hi + lo pairs;
+//   (3) T in f32, in blocks of 16: the four diagonal blocks by forward substitution at once (a thread a column), then
+//       the blocks below them a block row at a time with every thread; the columns scaled into Tw, Tu (hi + lo);
 //   (4) W = Tw k, U = Tu v by mma (T lower triangular: the k16 steps above a row block are skipped), to the workspaces
 //       w [B T, HV, 2, K] and u [B T, HV, 2, V].
 // Chunk slots as gla_chunk_tc.cu's: chunk c of sequence n is slot n * nc_max + c for batch rows, floor(cu[n] / C) + n +
@@ -295,27 +295,55 @@ extern "C" __global__ void __launch_bounds__(fkgdn::PREP_THREADS, 2) fk_gdn_chun
   }
   __syncthreads();  // A is whole; the q region is free
 
-  // (3) T = (I + A)^-1, column jc by thread jc: T[t][jc] = [t == jc] - sum_{s < t} A[t][s] T[s][jc] (the rows
-  // above jc come out 0). Every thread reads the same A[t][s] (a broadcast) and its own column of T (f32, shared).
-  if (tid < C) {
-    const int jc = tid;
+  // (3) T = (I + A)^-1 in blocks of 16: the diagonal blocks by forward substitution, a thread a column of one block
+  // (T_dd[t][jj] = [t == jj] - sum_{s < t} A_dd[t][s] T_dd[s][jj]); then block row by block row, with every thread,
+  // T_ij = -T_ii sum_{k = j .. i - 1} A_ik T_kj (i > j; the T_kj of earlier rows are done). Zeros above the diagonal.
+  {
+    float* sX = reinterpret_cast<float*>(sTwh);  // the block row's sums [3][16][16]; Tw / Tu take the space after
+    if (tid < C) {
+      const int d = tid >> 4, jj = tid & 15, r0 = d * 16;
 #pragma unroll 1
-    for (int t = 0; t < C; ++t) {
-      float p0 = t == jc ? 1.f : 0.f, p1 = 0.f;  // two partial sums: half the dependent chain
-#pragma unroll 4
-      for (int s = 0; s + 1 < t; s += 2) {
-        p0 -= sA[t * AP + s] * sT[s * AP + jc];
-        p1 -= sA[t * AP + s + 1] * sT[(s + 1) * AP + jc];
+      for (int t = 0; t < 16; ++t) {
+        float p0 = t == jj ? 1.f : 0.f, p1 = 0.f;  // two partial sums: half the dependent chain
+        for (int s = 0; s + 1 < t; s += 2) {
+          p0 -= sA[(r0 + t) * AP + r0 + s] * sT[(r0 + s) * AP + r0 + jj];
+          p1 -= sA[(r0 + t) * AP + r0 + s + 1] * sT[(r0 + s + 1) * AP + r0 + jj];
+        }
+        if (t & 1) p0 -= sA[(r0 + t) * AP + r0 + t - 1] * sT[(r0 + t - 1) * AP + r0 + jj];
+        sT[(r0 + t) * AP + r0 + jj] = p0 + p1;
       }
-      if (t & 1) p0 -= sA[t * AP + t - 1] * sT[(t - 1) * AP + jc];
-      sT[t * AP + jc] = p0 + p1;
     }
-    const float bw = sBeta[jc] * expf(sG[jc]) * sRk[jc], bu = sBeta[jc];
+    for (int x = tid; x < C * C; x += PREP_THREADS) {
+      const int t = x / C, s = x - t * C;
+      if (s / 16 > t / 16) sT[t * AP + s] = 0.f;
+    }
+    __syncthreads();
+#pragma unroll 1
+    for (int i = 1; i < C / 16; ++i) {
+      for (int e = tid; e < i * 256; e += PREP_THREADS) {
+        const int jb = e >> 8, r = (e >> 4) & 15, cc = e & 15;
+        float acc = 0.f;
+        for (int kb = jb; kb < i; ++kb)
 #pragma unroll 4
-    for (int t = 0; t < C; ++t) {
-      const float x = sT[t * AP + jc];
-      split_store(sTwh + t * TP + jc, sTwl + t * TP + jc, x * bw);
-      split_store(sTuh + t * TP + jc, sTul + t * TP + jc, x * bu);
+          for (int s = 0; s < 16; ++s) acc += sA[(i * 16 + r) * AP + kb * 16 + s] * sT[(kb * 16 + s) * AP + jb * 16 + cc];
+        sX[e] = acc;
+      }
+      __syncthreads();
+      for (int e = tid; e < i * 256; e += PREP_THREADS) {
+        const int jb = e >> 8, r = (e >> 4) & 15, cc = e & 15;
+        float acc = 0.f;
+#pragma unroll 4
+        for (int s = 0; s < 16; ++s) acc -= sT[(i * 16 + r) * AP + i * 16 + s] * sX[(jb << 8) + s * 16 + cc];
+        sT[(i * 16 + r) * AP + jb * 16 + cc] = acc;
+      }
+      __syncthreads();
+    }
+    // the columns scaled: Tw = T diag(beta e^G m), Tu = T diag(beta), as hi + lo pairs (over sX: every thread is past it)
+    for (int x = tid; x < C * C; x += PREP_THREADS) {
+      const int t = x / C, jc = x - t * C;
+      const float tv = sT[t * AP + jc], bu = sBeta[jc];
+      split_store(sTwh + t * TP + jc, sTwl + t * TP + jc, tv * bu * expf(sG[jc]) * sRk[jc]);
+      split_store(sTuh + t * TP + jc, sTul + t * TP + jc, tv * bu);
     }
   }
   cp_async_wait<0>();
