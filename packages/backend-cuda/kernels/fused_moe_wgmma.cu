@@ -1,12 +1,12 @@
 // FastKernels fused MoE GEMM for prefill on Hopper (sm_90a): the registry op fused_moe_gemm (vLLM's fused_moe_kernel
 // semantics, as fused_moe.cu) on wgmma tensor cores fed by TMA (issue #31). bf16 / fp16 in, fp32 accumulation.
 //
-// Layout ("m-grouped contiguous"): fk_moe_gather_rows first copies the token rows of A into A_sorted [P, K] in
-// moe_align's sorted order (entry p holds a[sorted_token_ids[p] / top_k]; padding entries are zero rows), so every
-// block of `bs` sorted entries is one expert's contiguous rows and the GEMM loads them with plain 2-D TMA boxes (the
-// Hopper TMA has no row gather). fk_fused_moe_wgmma then multiplies row tiles of BM = 128 entries by the tile's expert's
-// weight W[e] ([E, N, K], K-major) and scatters each valid row to C[slot] ([slots, N]). A row tile must lie in one
-// block: bs % 128 == 0 (the host declines other block sizes).
+// Layout ("m-grouped contiguous"): moe_tile_rows.cu's fk_moe_gather_rows first copies the token rows of A into
+// A_sorted [rows, K] in moe_align's sorted order (padding entries are zero rows), so every 128-row tile is one expert's
+// contiguous rows and the GEMM loads them with plain TMA boxes (the Hopper TMA has no row gather). fk_fused_moe_wgmma
+// then multiplies row tiles of BM = 128 entries by the tile's expert's weight W[e] ([E, N, K], K-major) and scatters
+// each valid row to C[slot] ([slots, N]). Its routing arguments describe 128-row tiles: moe_align's own where the block
+// size is a multiple of 128 (bs), else fk_moe_tile_map's (blocks of 16 / 32 / 64 packed into one-expert tiles; bs 128).
 //
 // One CTA per (row tile, BN-column tile), 384 threads in three warpgroups:
 //   - warpgroup 0, the producer (setmaxnreg down to 24 registers): one thread walks the k tiles (BK = 64: one
@@ -27,7 +27,7 @@
 // fused-moe-plan.ts) and orders it in groups of group_m row tiles over every column tile (grouped_tile).
 //
 // Host requirements: K % 8 == 0 and N % 8 == 0 (16-byte rows for the tensor maps and the epilogue's stores), A / W / C
-// rows 16-byte aligned, bs % 128 == 0. Tensor maps (cuTensorMapEncodeTiled, 128-byte swizzle, zero OOB fill):
+// rows 16-byte aligned, bs % 128 == 0 (a tile in one block). Tensor maps (cuTensorMapEncodeTiled, 128-byte swizzle, zero OOB fill):
 //   A_sorted: 3-D {K, P, 1}, strides {K * 2, P * K * 2} bytes, box {64, 128, 1}
 //   W:        3-D {K, N, E}, strides {stride_n * 2, stride_e * 2} bytes, box {64, BN, 1}
 // Dynamic shared memory: MOE_WG_SMEM_BYTES (opt in: above 48 KiB).
@@ -201,22 +201,6 @@ __device__ __forceinline__ void store_rows(const float (&d)[ACC], unsigned char*
 }
 
 }  // namespace fkmoewg
-
-// A_sorted[p] = a[sorted_token_ids[p] / top_k] for the live entries p < num_tokens_post_padded (zeros for padding
-// entries, sorted id >= slots); one CTA a row, 16-byte pieces (K % 8 == 0, rows 16-byte aligned). Grid: the GEMM's
-// row-tile bound x BM rows; entries past the padded count are left as they are (no CTA reads them).
-extern "C" __global__ void __launch_bounds__(256) fk_moe_gather_rows(FK_T* __restrict__ a_sorted, const FK_T* __restrict__ a,
-                                                                     const int* __restrict__ sorted_token_ids, const int* __restrict__ num_tokens_post_padded,
-                                                                     int K, int top_k, int slots, long long stride_am) {
-  const int p = blockIdx.x;
-  if (p >= num_tokens_post_padded[0]) return;
-  const int id = sorted_token_ids[p];
-  const bool live = id >= 0 && id < slots;
-  const uint4* src = reinterpret_cast<const uint4*>(a + (live ? (long long)(id / top_k) * stride_am : 0));
-  uint4* dst = reinterpret_cast<uint4*>(a_sorted + (long long)p * K);
-  const uint4 zero = make_uint4(0, 0, 0, 0);
-  for (int i = threadIdx.x; i < K / 8; i += blockDim.x) dst[i] = live ? src[i] : zero;
-}
 
 extern "C" __global__ void __launch_bounds__(fkmoewg::THREADS, 1) fk_fused_moe_wgmma(
     const __grid_constant__ FkTensorMap tm_a, const __grid_constant__ FkTensorMap tm_w, FK_T* __restrict__ c,
