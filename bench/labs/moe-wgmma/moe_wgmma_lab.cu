@@ -1,19 +1,23 @@
-// Issue 31, the MoE GEMM at prefill on Hopper: the wgmma + TMA kernel (fk_fused_moe_wgmma after fk_moe_gather_rows,
-// packages/backend-cuda/kernels/fused_moe_wgmma.cu) against the engine's mma.sync fused MoE GEMM (fk_fused_moe,
+// Issue 31, the MoE GEMM at prefill on Hopper: the wgmma + TMA route (fk_fused_moe_wgmma,
+// packages/backend-cuda/kernels/fused_moe_wgmma.cu, after moe_tile_rows.cu's fk_moe_gather_rows, and fk_moe_tile_map
+// where moe_align's blocks are 64 rows) against the engine's mma.sync fused MoE GEMM (fk_fused_moe,
 // kernels/fused_moe.cu, compiled here with the tile fused-moe-plan.ts picks at prefill for its block size, below) and
 // cuBLAS on the dense-equivalent GEMM ([slots, K] x [K, N], one weight), bf16, one case a run. Routing: T tokens, each
 // to top_k distinct experts drawn uniformly (seeded), laid out as moe_align does (sorted by expert, each expert's run
-// padded to whole blocks with the id `slots`), built on the host: block size 128 for the wgmma kernel (it needs
-// bs % 128 == 0), LAB_ENGINE_BS for fk_fused_moe (the same slots, so the same outputs).
+// padded to whole blocks with the id `slots`), built on the host: block sizes 128 (the wgmma route reads the blocks as
+// tiles) and 64 (the tile map packs two blocks a tile first) for the wgmma route, LAB_ENGINE_BS for fk_fused_moe (the
+// same slots, so the same outputs).
 //   small        T 300, E 8, top 2, K 512, N 768; expert 3 is non-local (expert_ids -1: zero rows), mul: the edges
 //   mixtral-w13  T 4096, E 8, top 2, K 4096, N 28672 (Mixtral-8x7B's gate_up; bench/results/h100: fk_fused_moe 7.0 ms)
 //   mixtral-w2   A = the [T top_k, 14336] intermediate (top_k 1 for the GEMM), N 4096, mul_routed_weight
 //   qwen3-w13    T 4096, E 128, top 8, K 2048, N 1536 (Qwen3-30B-A3B's gate_up)
 //   qwen3-w2     A = [T top_k, 768], N 2048, mul_routed_weight
-// Checks: no output element left unwritten (outputs start as NaN; every slot is live), the wgmma output against a float32
-// reference on the GPU (up to 8 slots an expert, every column: max |diff| / max |ref|), and, without mul, against
-// fk_fused_moe on every element. Times: CUDA events, median of 20 after 3 warm-ups, L2 not flushed: the gather, the
-// GEMM, both (the route's cost), fk_fused_moe, cuBLAS. TFLOP/s count 2 slots N K (padding rows are not work).
+// Checks: no output element left unwritten (outputs start as NaN; every slot is live), the wgmma output (bs 128) against
+// a float32 reference on the GPU (up to 8 slots an expert, every column: max |diff| / max |ref|), the bs-64 route's
+// output against it on every element (expected equal: the same rows, the same k order), and, without mul, against
+// fk_fused_moe on every element. Times: CUDA events, median of 20 after 3 warm-ups, L2 not flushed: at bs 128 the
+// gather, the GEMM and both (the route's cost), the whole route at bs 64 (tile map + gather + GEMM), fk_fused_moe,
+// cuBLAS. TFLOP/s count 2 slots N K (padding rows are not work).
 // Prints check lines, a table row ("moe-wgmma row:") and a JSON line ("moe-wgmma json:"); exit 1 when a check fails,
 // 3 when the wgmma kernel's launch fails (a fault: run.sh runs each case in its own process, under a timeout).
 //   Build: nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a [-DFK_MOE_WG_BN=128] bench/labs/moe-wgmma/moe_wgmma_lab.cu -lcublas
@@ -46,7 +50,8 @@
 #endif
 #define FK_MUL 0
 #include "../../../packages/backend-cuda/kernels/fused_moe.cu"        // fk_fused_moe
-#include "../../../packages/backend-cuda/kernels/fused_moe_wgmma.cu"  // fk_moe_gather_rows, fk_fused_moe_wgmma
+#include "../../../packages/backend-cuda/kernels/fused_moe_wgmma.cu"  // fk_fused_moe_wgmma
+#include "../../../packages/backend-cuda/kernels/moe_tile_rows.cu"    // fk_moe_tile_map, fk_moe_gather_rows
 #define LAB_NAME "moe-wgmma"
 #include "../common/lab_common.cuh"
 
@@ -202,6 +207,36 @@ static Routing route(const Case& c, int BS) {
   return r;
 }
 
+// A routing on the device, and for blocks below 128 rows the tile map's outputs (written by fk_moe_tile_map), sized as
+// fused-moe-wgmma-plan.ts sizes them: mTiles row tiles of 128.
+struct DevRouting {
+  int *sorted, *experts, *post;
+  int bs, mTiles;
+  int *tileExpert = nullptr, *tileBlock = nullptr, *postTiles = nullptr, *sortedTiles = nullptr;
+};
+
+static int* upload_ints(const std::vector<int>& v) {
+  int* d;
+  CK(cudaMalloc(&d, std::max<size_t>(1, v.size()) * 4));
+  CK(cudaMemcpy(d, v.data(), v.size() * 4, cudaMemcpyHostToDevice));
+  return d;
+}
+
+static DevRouting upload(const Routing& r, int bs, int E, int slots) {
+  DevRouting d{upload_ints(r.sorted), upload_ints(r.expertIds), upload_ints({r.post}), bs, 0};
+  if (bs % 128 == 0) {
+    d.mTiles = r.liveBound * bs / 128;
+  } else {
+    const int G = 128 / bs;  // each hit expert's run of n blocks fills ceil(n / G) tiles
+    d.mTiles = std::min(r.liveBound, (r.liveBound + std::min(E, slots) * (G - 1)) / G);
+    CK(cudaMalloc(&d.tileExpert, d.mTiles * 4));
+    CK(cudaMalloc(&d.tileBlock, d.mTiles * G * 4));
+    CK(cudaMalloc(&d.postTiles, 4));
+    CK(cudaMalloc(&d.sortedTiles, d.mTiles * 128 * 4));
+  }
+  return d;
+}
+
 }  // namespace lab
 
 int main(int argc, char** argv) {
@@ -231,87 +266,93 @@ int main(int argc, char** argv) {
   const lab::EncodeTiled encode = (lab::EncodeTiled)fn;
 
   const lab::Case& c = *cs;
-  const lab::Routing r = lab::route(c, lab::BS), re = lab::route(c, LAB_ENGINE_BS);
   const int slots = c.T * c.topK, E = c.E, K = c.K, N = c.N;
   const int gemmTopK = c.w2 ? 1 : c.topK, aRows = c.w2 ? slots : c.T;
-  const int P = (int)r.sorted.size(), bs = lab::BS;
-  const int mTiles = r.liveBound * bs / fkmoewg::BM;       // the wgmma kernel's row tiles (BM 128 = bs)
+  const lab::Routing r = lab::route(c, lab::BS), r64 = lab::route(c, 64), re = lab::route(c, LAB_ENGINE_BS);
   const int nTilesWg = (N + fkmoewg::BN - 1) / fkmoewg::BN;
   const int mTilesEng = re.liveBound, nTilesEng = (N + FK_BN - 1) / FK_BN;  // the engine's tile: R = bs = BM, a block a row tile
-  const int aSortedRows = mTiles * fkmoewg::BM;
   const double flops = 2.0 * slots * N * K;
 
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  T *a, *w, *aSorted, *outWg, *outEng, *outDense;
+  const lab::DevRouting d128 = lab::upload(r, lab::BS, E, slots), d64 = lab::upload(r64, 64, E, slots), dEng = lab::upload(re, LAB_ENGINE_BS, E, slots);
+  const int aSortedRows = std::max(d128.mTiles, d64.mTiles) * fkmoewg::BM;
+  T *a, *w, *aSorted, *outWg, *outWg64, *outEng, *outDense;
   float* tw;
-  int *sortedDev, *expertsDev, *postDev, *sortedEng, *expertsEng, *postEng;
   const long long nA = (long long)aRows * K, nW = (long long)E * N * K, nOut = (long long)slots * N;
   CK(cudaMalloc(&a, nA * 2));
   CK(cudaMalloc(&w, nW * 2));
   CK(cudaMalloc(&aSorted, (long long)aSortedRows * K * 2));
   CK(cudaMalloc(&outWg, nOut * 2));
+  CK(cudaMalloc(&outWg64, nOut * 2));
   CK(cudaMalloc(&outEng, nOut * 2));
   CK(cudaMalloc(&outDense, nOut * 2));
   CK(cudaMalloc(&tw, slots * 4));
-  CK(cudaMalloc(&sortedDev, P * 4));
-  CK(cudaMalloc(&expertsDev, r.expertIds.size() * 4));
-  CK(cudaMalloc(&postDev, 4));
   CK(cudaMemcpy(tw, r.weights.data(), slots * 4, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(sortedDev, r.sorted.data(), P * 4, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(expertsDev, r.expertIds.data(), r.expertIds.size() * 4, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(postDev, &r.post, 4, cudaMemcpyHostToDevice));
-  CK(cudaMalloc(&sortedEng, re.sorted.size() * 4));
-  CK(cudaMalloc(&expertsEng, re.expertIds.size() * 4));
-  CK(cudaMalloc(&postEng, 4));
-  CK(cudaMemcpy(sortedEng, re.sorted.data(), re.sorted.size() * 4, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(expertsEng, re.expertIds.data(), re.expertIds.size() * 4, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(postEng, &re.post, 4, cudaMemcpyHostToDevice));
   lab_fill_bf16<<<1024, 256, 0, s>>>(a, nA, 1, 1.f);
   lab_fill_bf16<<<4096, 256, 0, s>>>(w, nW, 2, 0.05f);
   CK(cudaMemsetAsync(aSorted, 0xff, (long long)aSortedRows * K * 2, s));  // NaN rows: a live entry the gather misses shows
-  CK(cudaMemsetAsync(outWg, 0xff, nOut * 2, s));  // NaN: an element no kernel writes shows
-  CK(cudaMemsetAsync(outEng, 0xff, nOut * 2, s));
+  for (T* o : {outWg, outWg64, outEng}) CK(cudaMemsetAsync(o, 0xff, nOut * 2, s));  // NaN: an element no kernel writes shows
   CK(cudaStreamSynchronize(s));
 
   const FkTensorMap tmA = lab::tensor_map(encode, aSorted, K, aSortedRows, 1, fkmoewg::BM);
   const FkTensorMap tmW = lab::tensor_map(encode, w, K, N, E, fkmoewg::BN);
   int mul = c.mul ? 1 : 0, groupM = 8;
-  long long strideAm = K;
-  int Ka = K, Na = N, Ea = E, topKa = gemmTopK, slotsA = slots, bsA = bs, mT = mTiles, nT = nTilesWg;
+  int Ka = K, Na = N, Ea = E, topKa = gemmTopK, slotsA = slots, nT = nTilesWg;
   const float* twArg = tw;
-
-  auto runGather = [&] {
-    fk_moe_gather_rows<<<aSortedRows, 256, 0, s>>>(aSorted, a, sortedDev, postDev, K, gemmTopK, slots, strideAm);
-  };
   CK(cudaFuncSetAttribute(fk_fused_moe_wgmma, cudaFuncAttributeMaxDynamicSharedMemorySize, fkmoewg::MOE_WG_SMEM_BYTES));
-  auto launchGemm = [&] {
-    void* args[] = {(void*)&tmA, (void*)&tmW, &outWg, &twArg, &sortedDev, &expertsDev, &postDev, &Na, &Ka, &Ea, &slotsA, &bsA, &mT, &nT, &groupM, &mul};
-    return cudaLaunchKernel((const void*)fk_fused_moe_wgmma, dim3(mTiles * nTilesWg), dim3(fkmoewg::THREADS), args, fkmoewg::MOE_WG_SMEM_BYTES, s);
+
+  // The route on one routing, as fused-moe-wgmma.ts launches it: the tile map (blocks below 128 rows), the gather, the
+  // GEMM into out. The GEMM's routing: moe_align's, or the tile map's (block size 128).
+  auto runTileMap = [&](const lab::DevRouting& d) {
+    if (d.tileBlock) fk_moe_tile_map<<<1, 1024, 0, s>>>(d.tileExpert, d.tileBlock, d.postTiles, d.experts, d.post, d.bs, d.mTiles);
   };
-  auto runGemm = [&] { CK(launchGemm()); };
+  auto runGather = [&](const lab::DevRouting& d) {
+    fk_moe_gather_rows<<<d.mTiles * fkmoewg::BM, 256, 0, s>>>(reinterpret_cast<uint4*>(aSorted), d.sortedTiles, reinterpret_cast<const uint4*>(a), d.sorted,
+                                                            d.tileBlock, d.tileBlock ? d.postTiles : d.post, K / 8, K / 8, gemmTopK, slots, d.bs);
+  };
+  auto launchGemm = [&](const lab::DevRouting& d, T* out) {
+    const int* sortedArg = d.tileBlock ? d.sortedTiles : d.sorted;
+    const int* expertsArg = d.tileBlock ? d.tileExpert : d.experts;
+    const int* postArg = d.tileBlock ? d.postTiles : d.post;
+    int bsArg = d.tileBlock ? fkmoewg::BM : d.bs, mT = d.mTiles;
+    void* args[] = {(void*)&tmA, (void*)&tmW, &out, &twArg, &sortedArg, &expertsArg, &postArg, &Na, &Ka, &Ea, &slotsA, &bsArg, &mT, &nT, &groupM, &mul};
+    return cudaLaunchKernel((const void*)fk_fused_moe_wgmma, dim3(d.mTiles * nTilesWg), dim3(fkmoewg::THREADS), args, fkmoewg::MOE_WG_SMEM_BYTES, s);
+  };
+  auto runRoute = [&](const lab::DevRouting& d, T* out) {
+    runTileMap(d);
+    runGather(d);
+    CK(launchGemm(d, out));
+  };
   // the engine's kernel on its routing: R = LAB_ENGINE_BS rows a CTA (the largest divisor of bs at most BM), group_m 8
   const int engSmem = fkmoe::STAGES * (fkmoe::BM + fkmoe::BN) * fkmoe::PITCH * 2;
   CK(cudaFuncSetAttribute(fk_fused_moe, cudaFuncAttributeMaxDynamicSharedMemorySize, engSmem));
   auto runEngine = [&] {
     int R = LAB_ENGINE_BS, bsE = LAB_ENGINE_BS, mTe = mTilesEng, nTe = nTilesEng, gm = lab::ENGINE_GROUP_M;
     long long sam = K, sbe = (long long)N * K, sbn = K;
-    void* args[] = {&outEng, &a, &w, &twArg, &sortedEng, &expertsEng, &postEng, &Na, &Ka, &Ea, &topKa, &slotsA, &R, &bsE, &mTe, &nTe, &gm, &sam, &sbe, &sbn};
+    const int *se = dEng.sorted, *ee = dEng.experts, *pe = dEng.post;
+    void* args[] = {&outEng, &a, &w, &twArg, (void*)&se, (void*)&ee, (void*)&pe, &Na, &Ka, &Ea, &topKa, &slotsA, &R, &bsE, &mTe, &nTe, &gm, &sam, &sbe, &sbn};
     CK(cudaLaunchKernel((const void*)fk_fused_moe, dim3(mTilesEng * nTilesEng), dim3(fkmoe::NT), args, engSmem, s));
   };
 
   const std::string head = std::string("moe-wgmma: ") + prop.name + ", " + c.name + " (T " + std::to_string(c.T) + ", E " + std::to_string(E) + ", top " +
-                           std::to_string(c.topK) + ", K " + std::to_string(K) + ", N " + std::to_string(N) + (c.mul ? ", mul" : "") + ", bs " +
-                           std::to_string(bs) + " (engine " + std::to_string(LAB_ENGINE_BS) + "), BN " + std::to_string(fkmoewg::BN) + ", " + std::to_string(fkmoewg::STAGES) + " stages, bf16)";
-  runGather();
-  CK(cudaGetLastError());
+                           std::to_string(c.topK) + ", K " + std::to_string(K) + ", N " + std::to_string(N) + (c.mul ? ", mul" : "") + ", bs 128 and 64 (engine " +
+                           std::to_string(LAB_ENGINE_BS) + "), BN " + std::to_string(fkmoewg::BN) + ", " + std::to_string(fkmoewg::STAGES) + " stages, bf16)";
   runEngine();
   CK(cudaGetLastError());
   CK(cudaStreamSynchronize(s));
-  cudaError_t err = launchGemm();
-  if (err == cudaSuccess) err = cudaStreamSynchronize(s);
+  // the wgmma route's first launches, bs 128 then bs 64 (through the tile map): a fault ends this case with a line
+  cudaError_t err = cudaSuccess;
+  for (const auto& [d, out] : {std::pair<const lab::DevRouting*, T*>{&d128, outWg}, {&d64, outWg64}}) {
+    runTileMap(*d);
+    runGather(*d);
+    err = cudaGetLastError();
+    if (err == cudaSuccess) err = launchGemm(*d, out);
+    if (err == cudaSuccess) err = cudaStreamSynchronize(s);
+    if (err != cudaSuccess) break;
+  }
   if (err != cudaSuccess) {
-    std::printf("%s: fk_fused_moe_wgmma FAILED to run: %s\n", head.c_str(), cudaGetErrorString(err));
+    std::printf("%s: the wgmma route FAILED to run: %s\n", head.c_str(), cudaGetErrorString(err));
     std::printf("moe-wgmma row: %-12s %s\n", c.name, "FAULT");
     std::printf("moe-wgmma json: {\"case\":\"%s\",\"device\":\"%s\",\"ok\":false,\"error\":\"%s\"}\n", c.name, prop.name, cudaGetErrorString(err));
     return 3;
@@ -319,12 +360,13 @@ int main(int argc, char** argv) {
 
   // checks: nothing left unwritten, the sampled slots against float32, the engine's output (no mul) everywhere
   unsigned long long* nfDev;
-  CK(cudaMalloc(&nfDev, 16));
-  CK(cudaMemset(nfDev, 0, 16));
+  CK(cudaMalloc(&nfDev, 24));
+  CK(cudaMemset(nfDev, 0, 24));
   lab::count_nonfinite<<<1024, 256, 0, s>>>(outWg, nOut, nfDev);
   lab::count_nonfinite<<<1024, 256, 0, s>>>(outEng, nOut, nfDev + 1);
-  unsigned long long nf[2];
-  CK(cudaMemcpy(nf, nfDev, 16, cudaMemcpyDeviceToHost));
+  lab::count_nonfinite<<<1024, 256, 0, s>>>(outWg64, nOut, nfDev + 2);
+  unsigned long long nf[3];
+  CK(cudaMemcpy(nf, nfDev, 24, cudaMemcpyDeviceToHost));
 
   std::vector<int> sampleSlot(E * lab::SAMPLES, -1), sampleRow(E * lab::SAMPLES, 0), count(E, 0);
   std::vector<float> sampleScale(E * lab::SAMPLES, 1.f);
@@ -372,11 +414,11 @@ int main(int argc, char** argv) {
       }
     }
   const double relRef = maxDiff / std::max(maxRef, 1e-30);
-  double relEng = -1;
-  if (!c.mul) {
+  // every element: max |x - y| / max |y| (NaN counts as the worst)
+  auto relEvery = [&](const T* xDev, const T* yDev) {
     std::vector<unsigned short> x(nOut), y(nOut);
-    CK(cudaMemcpy(x.data(), outWg, nOut * 2, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(y.data(), outEng, nOut * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(x.data(), xDev, nOut * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(y.data(), yDev, nOut * 2, cudaMemcpyDeviceToHost));
     double md = 0, mr = 0;
     for (long long i = 0; i < nOut; ++i) {
       const double u = lab::bf(x[i]), v = lab::bf(y[i]);
@@ -384,20 +426,24 @@ int main(int argc, char** argv) {
       const double d = std::fabs(u - v);
       if (!(d <= md)) md = d;
     }
-    relEng = md / std::max(mr, 1e-30);
-  }
+    return md / std::max(mr, 1e-30);
+  };
+  const double relEng = c.mul ? -1 : relEvery(outWg, outEng);
+  const double rel64 = relEvery(outWg64, outWg);  // the same rows in the same tiles' k order: expected 0
   // bf16 outputs: each rounded once (2^-9 relative), the sums in f32 in different orders
   const double TOL = 1e-2;
-  const bool ok = nf[0] == 0 && relRef <= TOL && (relEng < 0 || relEng <= TOL);
-  std::printf("%s: %s: unwritten/non-finite %llu (engine %llu); vs float32 (%d slots x %d cols) max|diff|/max|ref| %.3g (max|ref| %.3g; worst slot %d col %d)%s\n",
-              head.c_str(), ok ? "OK" : "WRONG", nf[0], nf[1], (int)std::count_if(sampleSlot.begin(), sampleSlot.end(), [](int v) { return v >= 0; }), N, relRef,
-              maxRef, worstSlot, worstCol, relEng >= 0 ? (" ; vs fk_fused_moe every element " + std::to_string(relEng)).c_str() : "");
+  const bool ok = nf[0] == 0 && nf[2] == 0 && relRef <= TOL && (relEng < 0 || relEng <= TOL) && rel64 <= TOL;
+  std::printf("%s: %s: unwritten/non-finite %llu (bs 64 %llu, engine %llu); vs float32 (%d slots x %d cols) max|diff|/max|ref| %.3g (max|ref| %.3g; worst slot %d col %d); "
+              "bs 64 vs bs 128 every element %.3g%s\n",
+              head.c_str(), ok ? "OK" : "WRONG", nf[0], nf[2], nf[1], (int)std::count_if(sampleSlot.begin(), sampleSlot.end(), [](int v) { return v >= 0; }), N,
+              relRef, maxRef, worstSlot, worstCol, rel64, relEng >= 0 ? (" ; vs fk_fused_moe every element " + std::to_string(relEng)).c_str() : "");
 
   // times
   const int reps = 20;
-  const float msGather = lab_median_ms(s, runGather, reps, 3);
-  const float msGemm = lab_median_ms(s, runGemm, reps, 3);
-  const float msBoth = lab_median_ms(s, [&] { runGather(); runGemm(); }, reps, 3);
+  const float msGather = lab_median_ms(s, [&] { runGather(d128); }, reps, 3);
+  const float msGemm = lab_median_ms(s, [&] { CK(launchGemm(d128, outWg)); }, reps, 3);
+  const float msBoth = lab_median_ms(s, [&] { runRoute(d128, outWg); }, reps, 3);
+  const float ms64 = lab_median_ms(s, [&] { runRoute(d64, outWg64); }, reps, 3);
   const float msEng = lab_median_ms(s, runEngine, reps, 3);
   float msDense = -1;
 #if LAB_CUBLAS
@@ -421,13 +467,13 @@ int main(int argc, char** argv) {
 #endif
   CK(cudaGetLastError());
   auto tf = [&](float ms) { return ms > 0 ? flops / (ms * 1e-3) / 1e12 : -1.0; };
-  std::printf("moe-wgmma row: %-12s %9.4f %9.4f %9.4f %9.4f %9.4f %8.1f %8.1f %8.1f %7.1f%% %7.2f  %s\n", c.name, msGather, msGemm, msBoth, msEng, msDense,
-              tf(msBoth), tf(msEng), tf(msDense), msDense > 0 ? 100.0 * tf(msBoth) / tf(msDense) : -1.0, msEng / msBoth, ok ? "ok" : "WRONG");
+  std::printf("moe-wgmma row: %-12s %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %8.1f %8.1f %8.1f %7.1f%% %7.2f  %s\n", c.name, msGather, msGemm, msBoth, ms64, msEng,
+              msDense, tf(msBoth), tf(msEng), tf(msDense), msDense > 0 ? 100.0 * tf(msBoth) / tf(msDense) : -1.0, msEng / msBoth, ok ? "ok" : "WRONG");
   std::printf(
-      "moe-wgmma json: {\"case\":\"%s\",\"device\":\"%s\",\"bn\":%d,\"stages\":%d,\"ok\":%s,\"rel_ref\":%.4g,\"rel_engine\":%.4g,\"unwritten\":%llu,"
-      "\"gather_ms\":%.5f,\"gemm_ms\":%.5f,\"wgmma_ms\":%.5f,\"engine_ms\":%.5f,\"cublas_dense_ms\":%.5f,\"wgmma_tflops\":%.2f,\"engine_tflops\":%.2f,"
-      "\"dense_tflops\":%.2f}\n",
-      c.name, prop.name, fkmoewg::BN, fkmoewg::STAGES, ok ? "true" : "false", relRef, relEng, nf[0], msGather, msGemm, msBoth, msEng, msDense, tf(msBoth),
-      tf(msEng), tf(msDense));
+      "moe-wgmma json: {\"case\":\"%s\",\"device\":\"%s\",\"bn\":%d,\"stages\":%d,\"engine_bs\":%d,\"ok\":%s,\"rel_ref\":%.4g,\"rel_engine\":%.4g,"
+      "\"rel_bs64\":%.4g,\"unwritten\":%llu,\"gather_ms\":%.5f,\"gemm_ms\":%.5f,\"wgmma_ms\":%.5f,\"wgmma_bs64_ms\":%.5f,\"engine_ms\":%.5f,"
+      "\"cublas_dense_ms\":%.5f,\"wgmma_tflops\":%.2f,\"engine_tflops\":%.2f,\"dense_tflops\":%.2f}\n",
+      c.name, prop.name, fkmoewg::BN, fkmoewg::STAGES, LAB_ENGINE_BS, ok ? "true" : "false", relRef, relEng, rel64, nf[0] + nf[2], msGather, msGemm, msBoth, ms64,
+      msEng, msDense, tf(msBoth), tf(msEng), tf(msDense));
   return ok ? 0 : 1;
 }

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Issue 31, the MoE GEMM at prefill on Hopper: builds bench/labs/moe-wgmma/moe_wgmma_lab.cu on the GPU host (nvcc there;
 # no Node, no bundle) twice, BN 256 (the kernel's default: m64n256k16, 4 stages) and BN 128 (m64n128k16, 6 stages: the
-# wgmma form the FA3 kernel verified, the first suspect when BN 256 comes out WRONG), and runs each case of each in its
-# own process (a fault loses only its case; a hang is cut at 120 s and skips that build's later cases): the wgmma + TMA
-# kernel against fk_fused_moe (the engine's mma.sync kernel) and cuBLAS's dense-equivalent GEMM, bf16, checked against a
-# float32 reference and fk_fused_moe. Run from the repository's working tree.
+# wgmma form the FA3 kernel verified, the second build to compare when BN 256 comes out WRONG), and runs each case of
+# each in its own process (a fault loses only its case; a hang is cut at 120 s and skips that build's later cases): the
+# wgmma + TMA route at bs 128 and bs 64 against fk_fused_moe (the engine's mma.sync kernel) and cuBLAS's dense-equivalent
+# GEMM, bf16, checked against a float32 reference and fk_fused_moe. Run from the repository's working tree.
 #   OUT=/tmp/out bench/labs/moe-wgmma/run.sh [CASE ...]   (default: all 5 cases; a few minutes, most of it the checks)
 # Writes $OUT/moe-wgmma-bn<BN>.build.log, $OUT/moe-wgmma-bn<BN>-<case>.log and $OUT/moe-wgmma.jsonl (a line a case and
 # build), and prints the check lines, then the table. Exit 1 when a case fails its check, faults or hangs.
@@ -57,11 +57,12 @@ for bn in 256 128; do
   rm -f "$bin"
 done
 echo
-echo "moe-wgmma table (bf16, bs 128; ms: median of 20, L2 not flushed; wgmma = gather + GEMM; TF: 2 slots N K / time;"
-echo "  %dense: wgmma TF / cuBLAS dense TF (target >= 70% at T 4096); x: fk_fused_moe ms / wgmma ms)"
+echo "moe-wgmma table (bf16; ms: median of 20, L2 not flushed; wgmma = gather + GEMM at bs 128, wg_bs64 = tile map + gather + GEMM"
+echo "  at bs 64; engine = fk_fused_moe at bs 128 (tile m128); TF: 2 slots N K / time; %dense: wgmma TF / cuBLAS dense TF (target"
+echo "  >= 70% at T 4096); x: engine ms / wgmma ms)"
 for bn in 256 128; do
   echo "BN $bn:"
-  printf '%-12s %9s %9s %9s %9s %9s %8s %8s %8s %8s %7s  %s\n' case gather gemm wgmma engine cublas wg_TF eng_TF dense_TF %dense x check
+  printf '%-12s %9s %9s %9s %9s %9s %9s %8s %8s %8s %8s %7s  %s\n' case gather gemm wgmma wg_bs64 engine cublas wg_TF eng_TF dense_TF %dense x check
   for c in "${cases[@]}"; do
     sed -n 's/^moe-wgmma row: //p' "$OUT/moe-wgmma-bn$bn-$c.log" | grep . || printf '%-12s %s\n' "$c" "(no result: see $OUT/moe-wgmma-bn$bn-$c.log)"
   done

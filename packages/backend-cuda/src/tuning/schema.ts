@@ -62,7 +62,7 @@ export const TUNING_SECTIONS = {
     chunkGlaTileColumns: count(0, 64).refine((v) => [0, 16, 32, 64].includes(v), 'expected 0, 16, 32 or 64').describe("value columns a CTA of fk_gla_chunk_tc walks (16, 32 or 64; 0: the plan's, the narrowest tile whose grid fits one wave); a width V does not divide falls back to the plan's"),
   }),
   moe: z.strictObject({
-    fusedMoeWgmma: z.boolean().describe('on sm_90a, a bf16 / f16 fused_moe_gemm at prefill (block size a multiple of 128, at least 128 rows an expert) on the wgmma + TMA kernel (fk_moe_gather_rows + fk_fused_moe_wgmma) instead of the mma.sync fk_fused_moe; off until measured (bench/labs/moe-wgmma)'),
+    fusedMoeWgmma: z.boolean().describe('on sm_90a, a bf16 / f16 fused_moe_gemm at prefill (block size a multiple or a divisor of 128, at least 128 rows an expert) on the wgmma + TMA route (fk_moe_tile_map below 128-row blocks, fk_moe_gather_rows, fk_fused_moe_wgmma) instead of the mma.sync fk_fused_moe; off until measured (bench/labs/moe-wgmma)'),
   }),
   softmax: z.strictObject({
     longRowVectors: count(1).describe('vectors a thread keeps in registers on one block a row for long 16-bit rows (FK_NPT)'),

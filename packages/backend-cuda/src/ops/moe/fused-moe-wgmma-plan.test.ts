@@ -15,6 +15,7 @@ import {
   GATHER_THREADS, WGMMA_GROUP_M, WGMMA_THREADS, fusedMoeWgmmaDecline, planFusedMoeWgmma, sortedTensorMapSpec, weightTensorMapSpec, wgmmaSmemBytes,
   type WgmmaCall,
 } from './fused-moe-wgmma-plan.js';
+import { TILE_MAP_THREADS } from './fused-moe-wgmma.js';
 import { registerMoeKernels } from './register.js';
 
 const SMS = 132;
@@ -43,6 +44,16 @@ describe('fused MoE wgmma plan', () => {
     expect(fusedMoeWgmmaDecline(w2, packed(w2), ON, SMS)).toBeNull();
   });
 
+  it('blocks of 64 (the engine\'s prefill alignment): two blocks a tile, the bound on the packed tiles', () => {
+    // Mixtral w13 T 4096 bs 64: live blocks min(136, (8192 + 8 x 63) / 64 = 135) = 135; tiles <= (135 + 8 x 1) / 2 = 71
+    const p = planFusedMoeWgmma(shape(4096, MIXTRAL.topK, MIXTRAL.E, 2 * MIXTRAL.I, MIXTRAL.H, 64), SMS);
+    expect([p.blockSize, p.blocksPerTile, p.mTiles, p.sortedRows]).toEqual([64, 2, 71, 71 * 128]);
+    // Qwen3 w13 T 4096 bs 16: live (32768 + 128 x 15) / 16 = 2168; tiles <= (2168 + 128 x 7) / 8 = 383
+    const q = planFusedMoeWgmma(shape(4096, QWEN3.topK, QWEN3.E, 2 * QWEN3.I, QWEN3.H, 16), SMS);
+    expect([q.blocksPerTile, q.mTiles]).toEqual([8, 383]);
+    expect(planFusedMoeWgmma(shape(4096, 2, 8, 512, 512, 128), SMS).blocksPerTile).toBe(0);
+  });
+
   it("Qwen3-30B-A3B at T 4096 (256 rows an expert): w13's 6 tiles of 256 columns; BN 128 where 256 leaves SMs idle", () => {
     const w13 = shape(4096, QWEN3.topK, QWEN3.E, 2 * QWEN3.I, QWEN3.H, 128);
     const p = planFusedMoeWgmma(w13, SMS);
@@ -63,7 +74,8 @@ describe('fused MoE wgmma plan', () => {
     expect(d({ arch: undefined })).toMatch(/unknown/);
     expect(d({ dtype: 'f32' })).toMatch(/bf16 \/ f16/);
     expect(d({ dtype: 'f16' })).toBeNull();
-    expect(d({}, shape(4096, 2, 8, 2 * MIXTRAL.I, MIXTRAL.H, 64))).toMatch(/block size 64/); // the ops bench's prefill rows
+    expect(d({}, shape(4096, 2, 8, 2 * MIXTRAL.I, MIXTRAL.H, 64))).toBeNull(); // packed by the tile map
+    expect(d({}, shape(4096, 2, 8, 2 * MIXTRAL.I, MIXTRAL.H, 96))).toMatch(/block size 96/);
     expect(d({}, shape(256, 2, 8, 2 * MIXTRAL.I, MIXTRAL.H, 128))).toMatch(/64\.0 rows an expert/);
     expect(d({}, shape(4096, 8, 128, 2 * QWEN3.I, QWEN3.H, 128))).toBeNull(); // 256 rows an expert
     expect(d({}, shape(4096, 2, 8, 1000, 4100, 128))).toMatch(/multiples of 8/);
@@ -124,8 +136,8 @@ describe('fused_moe_gemm route on a fake sm_90a device', () => {
       const plan = f.gemm.wgmma.lastPlan!;
       const [gather, gemm] = f.cache.launches as [(typeof f.cache.launches)[0], (typeof f.cache.launches)[0]];
       expect([gather.grid, gather.block]).toEqual([plan.sortedRows, GATHER_THREADS]);
-      expect(gather.args.slice(1, 4)).toEqual([ins[0], ins[3], ins[5]]);
-      expect(gather.args.slice(4)).toEqual([MIXTRAL.H, 2, 8192, MIXTRAL.H]);
+      expect(gather.args.slice(1, 6)).toEqual([0, ins[0], ins[3], 0, ins[5]]); // no tile map: moe_align's entries as they are
+      expect(gather.args.slice(6)).toEqual([MIXTRAL.H / 8, MIXTRAL.H / 8, 2, 8192, 128]);
       expect([gemm.grid, gemm.block]).toEqual([71 * 112, WGMMA_THREADS]);
       expect(gemm.args.slice(2, 7)).toEqual([out, 0, ins[3], ins[4], ins[5]]); // no routed weights without mul
       expect(gemm.args.slice(7)).toEqual([2 * MIXTRAL.I, MIXTRAL.H, 8, 8192, 128, 71, 112, WGMMA_GROUP_M, 0]);
@@ -147,15 +159,35 @@ describe('fused_moe_gemm route on a fake sm_90a device', () => {
     });
   });
 
-  it('knob off (the default), bs 64, or decode: the mma.sync kernel, one launch', () => {
+  it('knob on, blocks of 64: the tile map packs them, the gather and the GEMM read its tiles (block size 128)', () => {
+    const f = device();
+    withTuning('moe', { fusedMoeWgmma: true }, () => {
+      const { ins, out } = call(f, 4096, 2, 8, 2 * MIXTRAL.I, MIXTRAL.H, 64, false);
+      expect(f.cache.launches.map((l) => l.entry)).toEqual(['fk_moe_tile_map', 'fk_moe_gather_rows', 'fk_fused_moe_wgmma']);
+      const [map, gather, gemm] = f.cache.launches as [(typeof f.cache.launches)[0], (typeof f.cache.launches)[0], (typeof f.cache.launches)[0]];
+      const [tileExpert, tileBlock, postTiles] = map.args as [Tensor, Tensor, Tensor];
+      expect([map.grid, map.block]).toEqual([1, TILE_MAP_THREADS]);
+      expect([tileExpert.shape, tileBlock.shape, postTiles.shape]).toEqual([[71], [142], [1]]);
+      expect(map.args.slice(3)).toEqual([ins[4], ins[5], 64, 71]);
+      const sortedTiles = gather.args[1] as Tensor;
+      expect(sortedTiles.shape).toEqual([71 * 128]);
+      expect(gather.args.slice(2, 6)).toEqual([ins[0], ins[3], tileBlock, postTiles]);
+      expect(gather.args.at(-1)).toBe(64);
+      expect(gemm.args.slice(2, 7)).toEqual([out, 0, sortedTiles, tileExpert, postTiles]);
+      expect(gemm.args.slice(7, 13)).toEqual([2 * MIXTRAL.I, MIXTRAL.H, 8, 8192, 128, 71]);
+      for (const t of [tileExpert, tileBlock, postTiles, sortedTiles]) expect(t.isDisposed).toBe(true); // stream-ordered temporaries
+    });
+  });
+
+  it('knob off (the default), a block size that neither divides nor is a multiple of 128, or decode: the mma.sync kernel', () => {
     const f = device();
     call(f, 4096, 2, 8, 2 * MIXTRAL.I, MIXTRAL.H, 128, false);
     expect(f.gemm.lastWgmmaDecline).toMatch(/off in the tuning/);
     withTuning('moe', { fusedMoeWgmma: true }, () => {
-      call(f, 4096, 2, 8, 2 * MIXTRAL.I, MIXTRAL.H, 64, false);
-      expect(f.gemm.lastWgmmaDecline).toMatch(/block size 64/);
+      call(f, 4096, 2, 8, 2 * MIXTRAL.I, MIXTRAL.H, 96, false);
+      expect(f.gemm.lastWgmmaDecline).toMatch(/block size 96/);
       call(f, 4, 2, 8, 2 * MIXTRAL.I, MIXTRAL.H, 16, false);
-      expect(f.gemm.lastWgmmaDecline).toMatch(/block size 16/);
+      expect(f.gemm.lastWgmmaDecline).toMatch(/rows an expert/);
     });
     expect(f.cache.launches.map((l) => l.entry)).toEqual(['fk_fused_moe', 'fk_fused_moe', 'fk_fused_moe']);
   });

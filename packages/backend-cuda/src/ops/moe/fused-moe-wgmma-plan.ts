@@ -4,9 +4,11 @@
  * shapes alone (the routing stays on the device, so the launches can be captured in a CUDA graph). Pure: unit-tested
  * on the CPU (fused-moe-wgmma-plan.test.ts).
  *
- * The kernel multiplies 128-row tiles of moe_align's sorted entries (gathered into A_sorted [rows, K]) by the tile's
- * expert's weight on wgmma, so a tile must lie in one alignment block: the block size must be a multiple of 128. It is
- * a prefill kernel: below MIN_ROWS_PER_EXPERT rows an expert, most of a 128-row tile would be padding, and the mma.sync
+ * The kernel multiplies 128-row tiles of moe_align's sorted entries (gathered into A_sorted [rows, K] by
+ * moe_tile_rows.cu) by the tile's expert's weight on wgmma, so a tile must hold one expert's rows: where the block size
+ * is a multiple of 128, moe_align's blocks are split into tiles as they are; where it divides 128 (16, 32, 64: the
+ * engine's prefill aligns to 64), fk_moe_tile_map first packs each expert's run of blocks into tiles of 128 / bs
+ * blocks (its last tile of a run partly empty). Other block sizes decline. It is a prefill kernel: below MIN_ROWS_PER_EXPERT rows an expert, most of a 128-row tile would be padding, and the mma.sync
  * kernel's smaller tiles (fused-moe-plan.ts) take the call. Off unless moe.fusedMoeWgmma is on in the tuning: the
  * kernel is not yet measured on a GPU (bench/labs/moe-wgmma/README.md).
  */
@@ -44,6 +46,8 @@ export function wgmmaSmemBytes(t: WgmmaTile): number {
 export interface WgmmaPlan {
   readonly tile: WgmmaTile;
   readonly blockSize: number;
+  /** Blocks a tile where moe_align's blocks are smaller than a tile (fk_moe_tile_map runs first), else 0. */
+  readonly blocksPerTile: number;
   /** Row tiles (of 128 sorted entries) and column tiles launched; grid = mTiles * nTiles CTAs of WGMMA_THREADS. */
   readonly mTiles: number;
   readonly nTiles: number;
@@ -55,13 +59,16 @@ export interface WgmmaPlan {
 
 /** The plan of a call (the decline checks the rules first): BN 256 unless its grid would not fill the SMs once. */
 export function planFusedMoeWgmma(s: MoeShape, sms: number, force?: WgmmaTile): WgmmaPlan {
-  const blockSize = s.NB === 0 ? 1 : s.P / s.NB;
+  const blockSize = s.NB === 0 ? WGMMA_BLOCK_M : s.P / s.NB;
   const slots = s.M * s.topK;
-  const mTiles = (liveBlocksBound(slots, s.E, blockSize, s.NB) * blockSize) / WGMMA_BLOCK_M;
+  const live = liveBlocksBound(slots, s.E, blockSize, s.NB);
+  const blocksPerTile = blockSize < WGMMA_BLOCK_M ? WGMMA_BLOCK_M / blockSize : 0;
+  // packed: each hit expert's run of n blocks fills ceil(n / G) tiles, at most (live + hit (G - 1)) / G in all
+  const mTiles = blocksPerTile ? Math.min(live, Math.floor((live + Math.min(s.E, slots) * (blocksPerTile - 1)) / blocksPerTile)) : (live * blockSize) / WGMMA_BLOCK_M;
   const wide = WGMMA_TILES[0]!;
   const tile = force ?? (mTiles * Math.ceil(s.N / wide.BN) >= sms ? wide : WGMMA_TILES[1]!);
   const nTiles = Math.ceil(s.N / tile.BN);
-  return { tile, blockSize, mTiles, nTiles, grid: mTiles * nTiles, sortedRows: mTiles * WGMMA_BLOCK_M, smemBytes: wgmmaSmemBytes(tile) };
+  return { tile, blockSize, blocksPerTile, mTiles, nTiles, grid: mTiles * nTiles, sortedRows: mTiles * WGMMA_BLOCK_M, smemBytes: wgmmaSmemBytes(tile) };
 }
 
 /** What decides whether a fused_moe_gemm call takes the wgmma kernel, besides its shape. */
@@ -85,7 +92,9 @@ export function fusedMoeWgmmaDecline(s: MoeShape, c: WgmmaCall, tuning: { readon
   if (c.arch !== 'sm_90a') return `device target ${c.arch ?? 'unknown'}: the wgmma kernel needs sm_90a (TMA, wgmma, setmaxnreg)`;
   if (c.dtype !== 'bf16' && c.dtype !== 'f16') return `dtype ${c.dtype}: the wgmma kernel takes bf16 / f16`;
   const bs = s.NB === 0 ? 0 : s.P / s.NB;
-  if (!Number.isInteger(bs) || bs % WGMMA_BLOCK_M !== 0) return `block size ${bs}: a 128-row tile must lie in one block (a multiple of 128)`;
+  if (!Number.isInteger(bs) || bs < 1 || (bs % WGMMA_BLOCK_M !== 0 && WGMMA_BLOCK_M % bs !== 0)) {
+    return `block size ${bs}: a 128-row tile must hold one expert (block size a multiple or a divisor of 128)`;
+  }
   const slots = s.M * s.topK;
   const perExpert = slots / Math.max(1, Math.min(s.E, slots));
   if (perExpert < MIN_ROWS_PER_EXPERT) return `${perExpert.toFixed(1)} rows an expert: below ${MIN_ROWS_PER_EXPERT} (a prefill kernel; the mma.sync tiles fit)`;

@@ -2,8 +2,9 @@
  * fused_moe_gemm's Hopper prefill route (kernels/fused_moe_wgmma.cu, moe.fusedMoeWgmma on) on the GPU against the
  * float64 CPU op over the same values: Mixtral-8x7B's widths (w13 K 4096 on a slice of its columns, w2 K 14336 with
  * routed weights and an N tail), Qwen3-30B-A3B's (K 2048, N 1536 w13; K 768 w2) on 16 experts (all 128 at 128 rows an
- * expert would take the float64 op minutes), both widths BN 256 / 128, bf16 and f16, a non-local expert's zero rows,
- * and a CUDA graph replayed over new routing. Each call must take the wgmma route (sm_90a only: skipped elsewhere).
+ * expert would take the float64 op minutes), both widths BN 256 / 128, bf16 and f16, moe_align blocks of 128 (the tiles
+ * as they are) and of 64 / 16 (packed by fk_moe_tile_map), a non-local expert's zero rows, and a CUDA graph replayed
+ * over new routing (blocks of 64: the tile map inside the graph). Each call must take the wgmma route (sm_90a only: skipped elsewhere).
  * Unread experts' weights are NaN and the output starts as NaN, so a wrong expert or an unwritten slot shows.
  */
 import { describe, expect, it } from 'vitest';
@@ -22,16 +23,18 @@ interface Case {
   readonly K: number;
   readonly mul: boolean;
   readonly nonLocal?: number;
+  /** moe_align's block size (default 128) */
+  readonly bs?: number;
 }
 
 const sm90a = () => gpu().runtime.properties().arch === 'sm_90a';
 
-/** One call on both backends with the route on (block size 128); `bn` forces the width. */
+/** One call on both backends with the route on; `bn` forces the width. */
 function check(c: Case, dtype: DType, seed: number, bn: 128 | 256): void {
   releasing((keep) => {
     const rng = new Rng(seed);
     // every expert but the first and last (zero-token experts exist); at least 128 rows an expert on average
-    let al: Alignment = alignRouting(randomRouting(rng, c.M, c.E, c.topK), c.E, 128);
+    let al: Alignment = alignRouting(randomRouting(rng, c.M, c.E, c.topK), c.E, c.bs ?? 128);
     if (c.nonLocal !== undefined) al = withNonLocal(al, c.nonLocal);
     const hit = [...new Set(al.experts.filter((e) => e >= 0))].sort((a, b) => a - b);
     const compact = new Map(hit.map((e, i) => [e, i] as const));
@@ -60,6 +63,7 @@ function check(c: Case, dtype: DType, seed: number, bn: 128 | 256): void {
         const out = keep(F.fusedMoeGemm(...gIn, attrs));
         expect(moe.lastWgmmaDecline, `${c.label}: the wgmma route`).toBeNull();
         expect(moe.wgmma.lastPlan?.tile.BN).toBe(bn);
+        expect(moe.wgmma.lastPlan?.blocksPerTile).toBe((c.bs ?? 128) < 128 ? 128 / c.bs! : 0);
         expectClose(out, cpuOut, tolOf(dtype), `${c.label} ${dtype} BN ${bn}`);
       });
     } finally {
@@ -76,6 +80,9 @@ const CASES: Case[] = [
   { label: 'Mixtral-8x7B w2 widths (K 14336, N 264: a column tail), 1024 slots, routed weights', M: 1024, topK: 1, E: MIXTRAL.E, N: 264, K: MIXTRAL.I, mul: true },
   { label: 'Qwen3-30B-A3B w13 widths (K 2048, N 1536), 16 experts, T 256, a non-local expert', M: 256, topK: QWEN3.topK, E: 16, N: 2 * QWEN3.I, K: QWEN3.H, mul: false, nonLocal: 5 },
   { label: 'Qwen3-30B-A3B w2 widths (K 768, N 2048), 16 experts, 2048 slots, routed weights', M: 2048, topK: 1, E: 16, N: QWEN3.H, K: QWEN3.I, mul: true },
+  // moe_align's blocks smaller than a tile: the engine's prefill alignment (64), and 16
+  { label: 'Mixtral-8x7B w13 widths, T 512, blocks of 64', M: 512, topK: MIXTRAL.topK, E: MIXTRAL.E, N: 768, K: MIXTRAL.H, mul: false, bs: 64 },
+  { label: 'Qwen3-30B-A3B w13 widths, 16 experts, T 256, blocks of 16, a non-local expert', M: 256, topK: QWEN3.topK, E: 16, N: 2 * QWEN3.I, K: QWEN3.H, mul: true, nonLocal: 9, bs: 16 },
 ];
 
 describe('fused_moe_gemm on the wgmma route (moe.fusedMoeWgmma) = the float64 CPU op', () => {
@@ -89,7 +96,7 @@ describe('the wgmma route in a CUDA graph', () => {
   it('replays over new routing written into the captured buffers (no host read of the routing)', G, (ctx) => {
     if (!sm90a()) return ctx.skip();
     releasing((keep) => {
-      const [M, topK, E, N, K, bs] = [512, 2, 8, 512, 1024, 128];
+      const [M, topK, E, N, K, bs] = [512, 2, 8, 512, 1024, 64];
       const rng = new Rng(19);
       const x = keep(randCpu([M, K], 'bf16', 3));
       const w = keep(randCpu([E, N, K], 'bf16', 4, 1 / Math.sqrt(K)));
