@@ -1,14 +1,13 @@
 /**
  * Qwen3-Next's gated-DeltaNet ops on CUDA (gdn-source.ts): fused_recurrent_gated_delta_rule, chunk_gated_delta_rule
  * (its own CUDA-core chunked kernel; where that declines, its decomposition into the recurrent one), causal_conv1d and
- * causal_conv1d_update; chunk_gated_delta_rule takes the tensor-core kernels (gdn-tc.ts) where gdnTcDecline accepts
- * the call (bf16 / f16 on sm_80+, recurrent.chunkDeltaTensorCore on). Kimi-Linear's fused_recurrent_kda and chunk_kda
- * are the CUDA-core kernels with the decay per key channel (g [B, T, HV, K], read through its strides with the
- * channels contiguous). The registry call's tensors are read
- * in place through their strides (a copy only where a head dim, the conv weight or the bias is not contiguous), the
- * state pools read and written in place through the index tensors, cu_seqlens / query_start_loc / has_initial_state
- * read on the device. No host read of any tensor: the launch depends on shapes alone, so it is safe inside a captured
- * CUDA graph.
+ * causal_conv1d_update; chunk_gated_delta_rule takes the tensor-core kernels (gdn-tc.ts) where gdnTcDecline accepts the
+ * call (bf16 / f16 on sm_80+, recurrent.chunkDeltaTensorCore on). Kimi-Linear's fused_recurrent_kda and chunk_kda are
+ * the CUDA-core kernels with the decay per key channel (g [B, T, HV, K], read through its strides with the channels
+ * contiguous). The registry call's tensors are read in place through their strides (a copy only where a head dim, the
+ * conv weight or the bias is not contiguous), the state pools read and written in place through the index tensors,
+ * cu_seqlens / query_start_loc / has_initial_state read on the device. No host read of any tensor: the launch depends
+ * on shapes alone, so it is safe inside a captured CUDA graph.
  */
 import { Tensor, type OpCall } from '@fastkernels/core';
 import type { ArgValue } from '../../args.js';
