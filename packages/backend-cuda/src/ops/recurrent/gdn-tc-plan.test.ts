@@ -43,6 +43,17 @@ describe('planGdnTc', () => {
     expect([p.bv, p.wk, p.threads]).toEqual([16, 1, 32]);
   });
 
+  it("the device's shared-memory opt-in: A100 (163 KiB) keeps BV 32 for Qwen3-Next, and BV 32 where BV 64 would not fit; sm_86 (99 KiB) declines", () => {
+    const a100 = 163 * 1024;
+    const base = { op: 'chunk_gated_delta_rule', dtypes: ['bf16', 'f32', 'bf16'] as [string, string, string], N: 1, T: 4096, ...QN, smMajor: 8, enabled: true };
+    expect(gdnTcDecline({ ...base, sharedPerBlockOptin: a100 })).toBeNull();
+    expect(planGdnTc({ N: 1, T: 4096, ...QN, varlen: false }, 108, a100).bv).toBe(32);
+    expect(gdnTcMainShared(128, 64, 2)).toBeGreaterThan(a100);
+    expect(planGdnTc({ N: 64, T: 8192, ...QN, varlen: true }, 108, a100).bv).toBe(32); // 227 KiB: BV 64
+    expect(gdnTcDecline({ ...base, sharedPerBlockOptin: 99 * 1024 })).toMatch(/shared memory within the device's 101376 bytes/);
+    expect(gdnTcDecline({ ...base, K: 256, sharedPerBlockOptin: a100 })).toMatch(/no state tile fits/);
+  });
+
   it('declines, naming why: chunk_kda, the knob, pre-Ampere, f32, f64 gates, K not a multiple of 16 or past 256, V not a multiple of 16', () => {
     const base = { op: 'chunk_gated_delta_rule', dtypes: ['bf16', 'f32', 'bf16'] as [string, string, string], N: 1, T: 4096, ...QN, smMajor: 9, enabled: true };
     expect(gdnTcDecline(base)).toBeNull();
@@ -113,6 +124,15 @@ describe('the chunk_gated_delta_rule route on a fake sm_90 device', () => {
     expect(run('chunk_kda', 'bf16', 64)).toEqual(['fk_kda_chunk']);
     expect(run('chunk_gated_delta_rule', 'bf16', 64)).toEqual(['fk_gdn_chunk_prep', 'fk_gdn_chunk_tc']);
     withTuning('recurrent', { chunkDeltaTensorCore: false }, () => expect(run('chunk_gated_delta_rule', 'bf16', 64)).toEqual(['fk_gdn_chunk']));
+  });
+
+  it('an sm_86 device (99 KiB of shared memory a block): the CUDA-core fk_gdn_chunk, one launch', () => {
+    const f = fake();
+    const runtime = (() => ({ properties: () => ({ multiprocessors: 84, major: 8, sharedPerBlockOptin: 99 * 1024 }) })) as unknown as () => CudaRuntime;
+    registerRecurrentKernels(f.backend.opKernels!, f.cache, runtime);
+    const T = 100;
+    callOp('chunk_gated_delta_rule', [f.t([1, T, 16, 128]), f.t([1, T, 16, 128]), f.t([1, T, 32, 128]), f.t([1, T, 32], 'f32'), f.t([1, T, 32]), null, null, null], attrs);
+    expect(f.cache.launches.map((l) => l.entry)).toEqual(['fk_gdn_chunk']);
   });
 
   it('packed sequences over a pool: cu_seqlens and the indices reach both launches; slots floor(T / 64) + N', () => {

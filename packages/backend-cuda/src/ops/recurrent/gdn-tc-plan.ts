@@ -19,7 +19,8 @@ export const GDN_TC_PREP_THREADS = 256;
 export const GDN_TC_MAX_K = 256;
 /** Key columns a warp's state slice may hold (KW / 2 accumulator registers a thread). */
 const MAX_KW = 128;
-const MAX_SHARED = 227 * 1024;
+/** sm_90's opt-in limit of dynamic shared memory a block; a device's own (sm_80 163 KiB, sm_86 / sm_89 99 KiB) may be less. */
+export const GDN_TC_MAX_SHARED = 227 * 1024;
 const BVS = [16, 32, 64] as const;
 
 export interface GdnTcShape {
@@ -55,8 +56,8 @@ function warpsAcrossK(K: number, bv: number): number {
   return wk;
 }
 
-function tileFits(K: number, V: number, bv: number): boolean {
-  return V % bv === 0 && K / warpsAcrossK(K, bv) <= MAX_KW && gdnTcMainShared(K, bv, warpsAcrossK(K, bv)) <= MAX_SHARED;
+function tileFits(K: number, V: number, bv: number, sharedLimit: number): boolean {
+  return V % bv === 0 && K / warpsAcrossK(K, bv) <= MAX_KW && gdnTcMainShared(K, bv, warpsAcrossK(K, bv)) <= sharedLimit;
 }
 
 /**
@@ -79,11 +80,12 @@ export function gdnTcPrepShared(K: number, V: number): number {
 }
 
 /**
- * The plan for `s` on a device of `sms` multiprocessors (the shape must pass gdnTcDecline); `tileColumns` forces the
- * V tile where it fits the shape (0: the plan's choice).
+ * The plan for `s` on a device of `sms` multiprocessors allowing `sharedLimit` bytes of dynamic shared memory a block
+ * (the shape must pass gdnTcDecline for that limit): the tiles whose walk fits it, then chunk_gla's choice among them;
+ * `tileColumns` forces the V tile where it fits (0: the plan's choice).
  */
-export function planGdnTc(s: GdnTcShape, sms: number, tileColumns = 0): GdnTcPlan {
-  const ok = BVS.filter((bv) => tileFits(s.K, s.V, bv));
+export function planGdnTc(s: GdnTcShape, sms: number, sharedLimit = GDN_TC_MAX_SHARED, tileColumns = 0): GdnTcPlan {
+  const ok = BVS.filter((bv) => tileFits(s.K, s.V, bv, sharedLimit));
   if (ok.length === 0) throw new RangeError(`gdn tc: no tile for K ${s.K} / V ${s.V}`);
   const ctas = (bv: number) => s.N * s.HV * (s.V / bv);
   const bv = ok.find((b) => b === tileColumns) ?? ok.find((b) => ctas(b) <= sms) ?? ok[ok.length - 1]!;
@@ -115,6 +117,13 @@ export interface GdnTcCall {
   readonly smMajor: number | undefined;
   /** recurrent.chunkDeltaTensorCore in the tuning. */
   readonly enabled: boolean;
+  /** Most dynamic shared memory a block may opt in to (DeviceProperties.sharedPerBlockOptin; absent: sm_90's 227 KiB). */
+  readonly sharedPerBlockOptin?: number;
+}
+
+/** The shared-memory limit the plan is held to on a device: its opt-in limit, at most sm_90's. */
+export function gdnTcSharedLimit(sharedPerBlockOptin: number | undefined): number {
+  return Math.min(GDN_TC_MAX_SHARED, sharedPerBlockOptin ?? GDN_TC_MAX_SHARED);
 }
 
 const GATE_DTYPES = ['f32', 'bf16', 'f16'];
@@ -131,11 +140,14 @@ export function gdnTcDecline(c: GdnTcCall): string | null {
   if (c.K % 16 !== 0 || c.K < 16 || c.K > GDN_TC_MAX_K) return `key head dim ${c.K}: the tensor-core kernels take multiples of 16 up to ${GDN_TC_MAX_K}`;
   if (c.V % 16 !== 0 || c.V < 16) return `value head dim ${c.V}: the tensor-core kernels take multiples of 16`;
   if (c.H < 1 || c.HV % c.H !== 0) return `value heads ${c.HV} must be a multiple of q / k heads ${c.H}`;
-  if (!BVS.some((bv) => tileFits(c.K, c.V, bv))) return `K ${c.K} / V ${c.V}: no state tile fits (V a multiple of 16, 32 or 64 with K / WK <= ${MAX_KW} and the walk's shared memory)`;
+  const limit = gdnTcSharedLimit(c.sharedPerBlockOptin);
+  if (!BVS.some((bv) => tileFits(c.K, c.V, bv, limit))) {
+    return `K ${c.K} / V ${c.V}: no state tile fits (V a multiple of 16, 32 or 64 with K / WK <= ${MAX_KW} and the walk's shared memory within the device's ${limit} bytes)`;
+  }
   if (c.HV > 65535 || c.N > 65535) return `${c.N} sequences x ${c.HV} value heads: past the grid's 65535 limit on y / z`;
-  const p = planGdnTc({ ...c, varlen: true }, 1);
+  const p = planGdnTc({ ...c, varlen: true }, 1, limit);
   if (Math.max(p.slots, c.N * p.ncMax) > 2 ** 31 - 1) return 'too many chunks for the grid';
-  if (p.prepSharedBytes > MAX_SHARED) return `V ${c.V}: the prep kernel's ${p.prepSharedBytes} bytes of shared memory exceed ${MAX_SHARED}`;
+  if (p.prepSharedBytes > limit) return `V ${c.V}: the prep kernel's ${p.prepSharedBytes} bytes of shared memory exceed the device's ${limit}`;
   return null;
 }
 

@@ -21,7 +21,7 @@ import type { GlaPlan } from './gla-plan.js';
 import { DELTA_OPS, convDecline, gdnDecline, planConv, planGdn, type ConvPlan, type DeltaOp } from './gdn-plan.js';
 import { CONV_SIGNATURE, GDN_SIGNATURE, convSource, gdnSource, type ConvHasInitDType, type GdnDType, type GdnIndexDType } from './gdn-source.js';
 import { GdnTcRunner } from './gdn-tc.js';
-import { gdnTcDecline } from './gdn-tc-plan.js';
+import { gdnTcDecline, gdnTcSharedLimit } from './gdn-tc-plan.js';
 
 export type GdnAttrs = { scale: number | null; output_final_state: boolean; use_qk_l2norm_in_kernel: boolean };
 export type ConvAttrs = { activation: 'silu' | 'swish' | null; return_final_states?: boolean };
@@ -41,9 +41,10 @@ export class GdnKernels {
   /** Why a chunked delta-rule call does not take the tensor-core kernels (gdn-tc-plan.ts), or null (they do). */
   tensorCoreDecline(op: DeltaOp, q: Tensor, v: Tensor, g: Tensor, beta: Tensor, N: number): string | null {
     const [, T, H, K] = q.shape as [number, number, number, number];
-    const props = this.runtime().properties() as { major?: number };
+    const props = this.runtime().properties() as { major?: number; sharedPerBlockOptin?: number };
     return gdnTcDecline({
       op, dtypes: [q.dtype, g.dtype, beta.dtype], N, T, H, HV: v.shape[2]!, K, V: v.shape[3]!, smMajor: props.major, enabled: cudaTuning().recurrent.chunkDeltaTensorCore,
+      sharedPerBlockOptin: props.sharedPerBlockOptin,
     });
   }
 
@@ -89,7 +90,8 @@ export class GdnKernels {
       const operands: GdnOperands = { o, q: q!, k: k!, v: v!, g: g!, beta: beta!, sIn, sOut, cu, idx, pooled: idx !== null };
       const sms = this.runtime().properties().multiprocessors;
       if (kind === 'chunk' && this.tensorCoreDecline(op, q!, v!, g!, beta!, N) === null) {
-        this.tc.run(operands, call.attrs, sms, temps);
+        const optin = (this.runtime().properties() as { sharedPerBlockOptin?: number }).sharedPerBlockOptin;
+        this.tc.run(operands, call.attrs, sms, gdnTcSharedLimit(optin), temps);
         return outs;
       }
       const launch = gdnLaunch(kind, operands, call.attrs, sms, gate);
