@@ -60,6 +60,7 @@ export const TUNING_SECTIONS = {
     chunkGlaTensorCore: z.boolean().describe('on sm_80+, bf16 / f16 chunk_gla with K <= 256 and K, V multiples of 16 on the tensor-core chunked kernels (fk_gla_chunk_prep + fk_gla_chunk_tc) instead of the CUDA-core fk_gla_chunk'),
     chunkDeltaTensorCore: z.boolean().describe('on sm_80+, bf16 / f16 chunk_gated_delta_rule with K, V multiples of 16 and K <= 256 on the tensor-core chunked kernels (fk_gdn_chunk_prep + fk_gdn_chunk_tc) instead of the CUDA-core fk_gdn_chunk'),
     chunkGlaTileColumns: count(0, 64).refine((v) => [0, 16, 32, 64].includes(v), 'expected 0, 16, 32 or 64').describe("value columns a CTA of fk_gla_chunk_tc walks (16, 32 or 64; 0: the plan's, the narrowest tile whose grid fits one wave); a width V does not divide falls back to the plan's"),
+    chunkDeltaTileColumns: count(0, 64).refine((v) => [0, 16, 32, 64].includes(v), 'expected 0, 16, 32 or 64').describe("value columns a CTA of fk_gdn_chunk_tc walks (16, 32 or 64; 0: the plan's, the narrowest tile whose grid fits one wave); a width V does not divide, or one past the device's shared memory, falls back to the plan's"),
   }),
   moe: z.strictObject({
     fusedMoeWgmma: z.boolean().describe('on sm_90a, a bf16 / f16 fused_moe_gemm at prefill (block size a multiple or a divisor of 128, at least 128 rows an expert) on the wgmma + TMA route (fk_moe_tile_map below 128-row blocks, fk_moe_gather_rows, fk_fused_moe_wgmma) instead of the mma.sync fk_fused_moe; off until measured (bench/labs/moe-wgmma)'),

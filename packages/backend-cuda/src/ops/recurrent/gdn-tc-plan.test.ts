@@ -37,6 +37,15 @@ describe('planGdnTc', () => {
     expect(p.prepSharedBytes).toBe(gdnTcPrepShared(128, 128));
   });
 
+  it('recurrent.chunkDeltaTileColumns forces the tile where V and the shared memory take it, else the plan stands', () => {
+    const s = { N: 1, T: 4096, ...QN, varlen: false };
+    expect(planGdnTc(s, 132, undefined, 64).mainGrid).toEqual([2, 32, 1]);
+    expect(planGdnTc(s, 132, undefined, 16).bv).toBe(16);
+    expect(planGdnTc({ ...s, V: 48 }, 132, undefined, 32).bv).toBe(16);
+    expect(planGdnTc(s, 132, 163 * 1024, 64).bv).toBe(32); // BV 64 past A100's shared memory
+    expect(planGdnTc(s, 132, undefined, 0).bv).toBe(32);
+  });
+
   it('a small grid takes the narrowest tile; K whose k16 steps do not split eight ways takes fewer warps across K', () => {
     expect(planGdnTc({ N: 1, T: 100, H: 1, HV: 2, K: 128, V: 128, varlen: false }, 132).bv).toBe(16);
     const p = planGdnTc({ N: 1, T: 100, H: 1, HV: 1, K: 48, V: 16, varlen: false }, 132);
@@ -124,6 +133,16 @@ describe('the chunk_gated_delta_rule route on a fake sm_90 device', () => {
     expect(run('chunk_kda', 'bf16', 64)).toEqual(['fk_kda_chunk']);
     expect(run('chunk_gated_delta_rule', 'bf16', 64)).toEqual(['fk_gdn_chunk_prep', 'fk_gdn_chunk_tc']);
     withTuning('recurrent', { chunkDeltaTensorCore: false }, () => expect(run('chunk_gated_delta_rule', 'bf16', 64)).toEqual(['fk_gdn_chunk']));
+    const tile = (columns: number) => {
+      const f = device();
+      callOp('chunk_gated_delta_rule', [f.t([1, 70, 2, 64]), f.t([1, 70, 2, 64]), f.t([1, 70, 4, 64]), f.t([1, 70, 4], 'f32'), f.t([1, 70, 4]), null, null, null], {});
+      return withTuning('recurrent', { chunkDeltaTileColumns: columns }, () => {
+        const g = device();
+        callOp('chunk_gated_delta_rule', [g.t([1, 70, 2, 64]), g.t([1, 70, 2, 64]), g.t([1, 70, 4, 64]), g.t([1, 70, 4], 'f32'), g.t([1, 70, 4]), null, null, null], {});
+        return [f.cache.launches[1]!.grid, g.cache.launches[1]!.grid];
+      });
+    };
+    expect(tile(64)).toEqual([[4, 4, 1], [1, 4, 1]]); // the plan's BV 16 (16 CTAs fit a wave), then the knob's 64
   });
 
   it('an sm_86 device (99 KiB of shared memory a block): the CUDA-core fk_gdn_chunk, one launch', () => {

@@ -82,7 +82,7 @@ export function gdnTcPrepShared(K: number, V: number): number {
 /**
  * The plan for `s` on a device of `sms` multiprocessors allowing `sharedLimit` bytes of dynamic shared memory a block
  * (the shape must pass gdnTcDecline for that limit): the tiles whose walk fits it, then chunk_gla's choice among them;
- * `tileColumns` forces the V tile where it fits (0: the plan's choice).
+ * `tileColumns` (recurrent.chunkDeltaTileColumns) forces the V tile where it fits (0: the plan's choice).
  */
 export function planGdnTc(s: GdnTcShape, sms: number, sharedLimit = GDN_TC_MAX_SHARED, tileColumns = 0): GdnTcPlan {
   const ok = BVS.filter((bv) => tileFits(s.K, s.V, bv, sharedLimit));

@@ -13,6 +13,7 @@ import { KERNEL_SOURCES } from '../../kernel-sources.generated.js';
 import type { GeneratedKernel } from '../elementwise-source.js';
 import { addr } from '../elementwise.js';
 import type { GenKernelCache } from '../gen-cache.js';
+import { cudaTuning } from '../../tuning/load.js';
 import type { GdnAttrs, GdnOperands } from './gdn.js';
 import { GDN_TC_MAX_SHARED, GDN_TC_PREP_THREADS, gdnTcDefines, planGdnTc, type GdnTcPlan } from './gdn-tc-plan.js';
 import { rowsReadable16 } from './gla-tc.js';
@@ -57,11 +58,11 @@ export interface GdnTcLaunch {
   readonly mainArgs: ArgValue[];
 }
 
-export function gdnTcLaunch(x: GdnOperands, w: GdnTcWorkspaces, attrs: GdnAttrs, sms: number, sharedLimit = GDN_TC_MAX_SHARED): GdnTcLaunch {
+export function gdnTcLaunch(x: GdnOperands, w: GdnTcWorkspaces, attrs: GdnAttrs, sms: number, sharedLimit = GDN_TC_MAX_SHARED, tileColumns = 0): GdnTcLaunch {
   const [B, T, H, K] = x.q.shape as [number, number, number, number];
   const [HV, V] = [x.v.shape[2]!, x.v.shape[3]!];
   const N = x.cu ? x.cu.shape[0]! - 1 : B;
-  const plan = planGdnTc({ N, T, H, HV, K, V, varlen: x.cu !== null }, sms, sharedLimit);
+  const plan = planGdnTc({ N, T, H, HV, K, V, varlen: x.cu !== null }, sms, sharedLimit, tileColumns);
   const idx = (t: Tensor | null) => (t?.dtype === 'i64' ? 'i64' : 'i32');
   const defines = gdnTcDefines([x.q.dtype, x.g.dtype, x.beta.dtype], K, V, plan, attrs.use_qk_l2norm_in_kernel, idx(x.cu), idx(x.idx));
   const key = `gdn-tc|${Object.values(defines).join('|')}`;
@@ -96,7 +97,8 @@ export class GdnTcRunner {
     const [B, T, H, K] = x.q.shape as [number, number, number, number];
     const [HV, V] = [x.v.shape[2]!, x.v.shape[3]!];
     const N = x.cu ? x.cu.shape[0]! - 1 : B;
-    const plan = planGdnTc({ N, T, H, HV, K, V, varlen: x.cu !== null }, sms, sharedLimit);
+    const tileColumns = cudaTuning().recurrent.chunkDeltaTileColumns;
+    const plan = planGdnTc({ N, T, H, HV, K, V, varlen: x.cu !== null }, sms, sharedLimit, tileColumns);
     const shapes = gdnTcWorkspaceShapes(B, T, H, HV, K, V, plan);
     const make = (shape: number[], dtype: DType) => {
       const t = Tensor.empty(x.q.backend, shape, dtype, { device: x.q.device });
@@ -107,7 +109,7 @@ export class GdnTcRunner {
     const w = { w: make(shapes.w, dt), u: make(shapes.u, dt), aqk: make(shapes.aqk, dt), gc: make(shapes.gc, 'f32'), nrm: make(shapes.nrm, 'f32') };
     // q, k, v rows are read by 16-byte cp.async
     const rows16 = (t: Tensor) => (rowsReadable16(t) ? t : (temps.push(t.contiguous()), temps[temps.length - 1]!));
-    const l = gdnTcLaunch({ ...x, q: rows16(x.q), k: rows16(x.k), v: rows16(x.v) }, w, attrs, sms, sharedLimit);
+    const l = gdnTcLaunch({ ...x, q: rows16(x.q), k: rows16(x.k), v: rows16(x.v) }, w, attrs, sms, sharedLimit, tileColumns);
     this.kernel(`${l.key}|prep`, 'fk_gdn_chunk_prep', l.defines).launch(l.plan.prepGrid, GDN_TC_PREP_THREADS, l.plan.prepSharedBytes, l.prepArgs);
     this.kernel(`${l.key}|main`, 'fk_gdn_chunk_tc', l.defines).launch(l.plan.mainGrid, l.plan.threads, l.plan.mainSharedBytes, l.mainArgs);
   }
