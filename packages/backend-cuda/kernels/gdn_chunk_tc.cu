@@ -17,9 +17,9 @@
 //
 // fk_gdn_chunk_prep: a CTA per (chunk slot, value head), fully parallel; everything that does not depend on the state:
 //   (0) g and beta of the chunk's tokens (zeros past its end: beta 0 makes those rows of A, W, U zero), G by a
-//       running sum, to the workspace gc [B T, HV] (f32); the v rows by cp.async;
-//   (1) q, k rows to shared memory and their inverse norms n, m (a warp a row), written by the head group's first
-//       value head to nrm [B T, H, 2] (f32);
+//       running sum, to the workspace gc [B T, HV] (f32); the q, k, v rows by cp.async;
+//   (1) the inverse norms n, m of the q, k rows (a warp a row), written by the head group's first value head to
+//       nrm [B T, H, 2] (f32);
 //   (2) k k^T (warps 0-3) and q k^T (warps 4-7) by mma, a warp a 16-row block: A to shared memory in f32, Aqk to its
 //       workspace [slots, HV, 2, C, C] (hi, lo; zeros above the diagonal);
 //   (3) T in f32, in blocks of 16: the four diagonal blocks by forward substitution at once (a thread a column), then
@@ -201,12 +201,19 @@ extern "C" __global__ void __launch_bounds__(fkgdn::PREP_THREADS, 2) fk_gdn_chun
   const int cs = t0 + c * C, L = min(C, t1 - cs);
   const long long row0 = (long long)bt * T_len + cs;  // the chunk's first row of the [B T, ...] workspaces
 
-  // (0) g, beta (zeros past the chunk's end) and the v rows
+  // (0) g, beta (zeros past the chunk's end); the q, k and v rows by cp.async, all in flight at once
   if (tid < C) {
     const bool live = tid < L;
     const long long tt = cs + tid;
     sG[tid] = live ? to_f(g[bt * gb + tt * gt + hv * gh]) : 0.f;
     sBeta[tid] = live ? to_f(beta[bt * bb + tt * btk + hv * bh]) : 0.f;
+  }
+  for (int x = tid; x < C * (K / 8); x += PREP_THREADS) {
+    const int t = x / (K / 8), cc = x - t * (K / 8);
+    const bool ok = t < L;
+    const long long tt = cs + (ok ? t : 0);
+    cp_async16(smem_u32(sQ + t * KP + cc * 8), q + bt * qb + tt * qt + h * qh + cc * 8, ok ? 16 : 0);
+    cp_async16(smem_u32(sK + t * KP + cc * 8), k + bt * kb + tt * kt + h * kh + cc * 8, ok ? 16 : 0);
   }
   for (int x = tid; x < C * (VF / 8); x += PREP_THREADS) {
     const int t = x / (VF / 8), cc = x - t * (VF / 8);
@@ -214,25 +221,17 @@ extern "C" __global__ void __launch_bounds__(fkgdn::PREP_THREADS, 2) fk_gdn_chun
     cp_async16(smem_u32(sV + t * VP + cc * 8), v + bt * vb + (long long)(cs + (ok ? t : 0)) * vt + hv * vh + cc * 8, ok ? 16 : 0);
   }
   cp_async_commit();
-  // (1) q, k rows as given and their inverse norms (FLA's x / sqrt(sum x^2 + 1e-6)), a warp a row
+  cp_async_wait<0>();
+  __syncthreads();
+  // (1) the inverse norms of the q, k rows (FLA's x / sqrt(sum x^2 + 1e-6)), a warp a row
   for (int t = warp; t < C; t += PREP_THREADS / 32) {
-    constexpr int NI = (K + 31) / 32;
-    const bool live = t < L;
-    const long long tt = cs + t;
-    float sq = 0.f, sk = 0.f;
-#pragma unroll
-    for (int r = 0; r < NI; ++r) {
-      const int i = lane + 32 * r;
-      if (K % 32 == 0 || i < K) {
-        const T zero = from_f<T>(0.f);
-        const T qv = live ? q[bt * qb + tt * qt + h * qh + i] : zero, kv = live ? k[bt * kb + tt * kt + h * kh + i] : zero;
-        sQ[t * KP + i] = qv;
-        sK[t * KP + i] = kv;
-        sq += to_f(qv) * to_f(qv);
-        sk += to_f(kv) * to_f(kv);
-      }
-    }
 #if FK_L2
+    float sq = 0.f, sk = 0.f;
+    for (int i = lane; i < K; i += 32) {
+      const float qv = to_f(sQ[t * KP + i]), kv = to_f(sK[t * KP + i]);
+      sq += qv * qv;
+      sk += kv * kv;
+    }
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) {
       sq += __shfl_xor_sync(0xffffffffu, sq, off);
@@ -245,7 +244,7 @@ extern "C" __global__ void __launch_bounds__(fkgdn::PREP_THREADS, 2) fk_gdn_chun
     if (lane == 0) {
       sRq[t] = rq;
       sRk[t] = rk;
-      if (FK_L2 && live && hv % R == 0) {
+      if (FK_L2 && t < L && hv % R == 0) {
         nrm[((row0 + t) * H + h) * 2] = rq;
         nrm[((row0 + t) * H + h) * 2 + 1] = rk;
       }
@@ -346,7 +345,6 @@ extern "C" __global__ void __launch_bounds__(fkgdn::PREP_THREADS, 2) fk_gdn_chun
       split_store(sTuh + t * TP + jc, sTul + t * TP + jc, tv * bu);
     }
   }
-  cp_async_wait<0>();
   __syncthreads();
 
   // (4) W = Tw k and U = Tu v, rows mi 16 .. + 16, 16-column groups split over the two warps of a row block
