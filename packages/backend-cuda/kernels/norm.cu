@@ -15,10 +15,12 @@
 #define FK_NPT 2  // vectors per thread (tuning norm.vecsPerThread in src/ops/norm/rms-norm.ts; the host always passes it)
 #endif
 
-// y [rows, H] (contiguous); x rows at stride xs; residual (nullptr = plain norm) at stride rs; res_out [rows, H].
+// y [rows, H] (contiguous); x's rows in groups of `group` rows xs apart, the groups xgs apart (row r at
+// (r / group) xgs + (r % group) xs: a per-head view [T, heads, d] of a fused projection, whose tokens are not heads x d
+// apart, is read in place; plain rows pass group = rows); residual (nullptr = plain norm) at stride rs; res_out [rows, H].
 extern "C" __global__ void __launch_bounds__(512) fk_rms_norm(FK_T* __restrict__ y, FK_T* __restrict__ res_out, const FK_T* __restrict__ x,
                                        const FK_T* __restrict__ res_in, const FK_W* __restrict__ w, int rows, int H,
-                                       long long xs, long long rs, float eps) {
+                                       long long xs, int group, long long xgs, long long rs, float eps) {
   fk_pdl_entry();
   typedef FkVec<FK_T, FK_VEC> V;
   typedef FkVec<FK_W, FK_VEC> WV;
@@ -26,7 +28,7 @@ extern "C" __global__ void __launch_bounds__(512) fk_rms_norm(FK_T* __restrict__
   const int row = blockIdx.x;
   if (row >= rows) return;
   const int nv = H / FK_VEC;
-  const V* xr = reinterpret_cast<const V*>(x + row * xs);
+  const V* xr = reinterpret_cast<const V*>(x + (long long)(row / group) * xgs + (long long)(row % group) * xs);
   const V* rr = res_in ? reinterpret_cast<const V*>(res_in + row * rs) : nullptr;
   V* ro = res_out ? reinterpret_cast<V*>(res_out + (long long)row * H) : nullptr;
   V* yr = reinterpret_cast<V*>(y + (long long)row * H);

@@ -17,6 +17,40 @@ export function contiguousStrides(shape: Shape): number[] {
   return strides;
 }
 
+/**
+ * Strides that view a (shape, strides) layout as `newShape` without copying, or null when the layout cannot
+ * (PyTorch's computeStride: dims may merge only where they are contiguous with each other). Tensor.view and the
+ * reshape / view ops use it.
+ */
+export function viewStrides(shape: Shape, strides: readonly number[], newShape: Shape): number[] | null {
+  const n = numel(shape);
+  if (shape.length === 0) return newShape.map(() => 1);
+  if (n === 0 && shapesEqual(shape, newShape)) return [...strides];
+  if (n === 0) return contiguousStrides(newShape);
+  const newStrides = new Array<number>(newShape.length);
+  let viewD = newShape.length - 1;
+  let chunkBase = strides[strides.length - 1]!;
+  let tensorNumel = 1;
+  let viewNumel = 1;
+  for (let d = shape.length - 1; d >= 0; d--) {
+    tensorNumel *= shape[d]!;
+    if (d === 0 || (shape[d - 1] !== 1 && strides[d - 1] !== tensorNumel * chunkBase)) {
+      while (viewD >= 0 && (viewNumel < tensorNumel || newShape[viewD] === 1)) {
+        newStrides[viewD] = viewNumel * chunkBase;
+        viewNumel *= newShape[viewD]!;
+        viewD--;
+      }
+      if (viewNumel !== tensorNumel) return null;
+      if (d > 0) {
+        chunkBase = strides[d - 1]!;
+        tensorNumel = 1;
+        viewNumel = 1;
+      }
+    }
+  }
+  return viewD === -1 ? newStrides : null;
+}
+
 export function normalizeDim(dim: number, rank: number): number {
   const d = dim < 0 ? dim + rank : dim;
   if (!Number.isInteger(d) || d < 0 || d >= rank) throw new RangeError(`dimension ${dim} out of range for rank ${rank}`);

@@ -123,6 +123,27 @@ describe('Tensor views', () => {
     expect(refs(r)).toBe(1);
   });
 
+  it("view of a strided tensor follows torch's rule: dims split or merged only where their elements are evenly spaced", () => {
+    // [T, q | k | v] of a fused projection: a narrow is [T, heads * d] with rows W apart; its per-head view needs no copy
+    const T = 3;
+    const [nq, nk, d] = [4, 2, 2];
+    const W = (nq + 2 * nk) * d;
+    const qkv = Tensor.fromArray(be, arange(T * W), [T, W], 'f32');
+    const k = qkv.narrow(1, nq * d, nk * d);
+    const k3 = k.view(T, nk, d);
+    expect(k3.strides).toEqual([W, d, 1]);
+    expect(k3.storage).toBe(qkv.storage);
+    expect([...k3.toFloat64Array()]).toEqual([...k.toFloat64Array()]);
+    expect(k3.view(T, nk * d).strides).toEqual([W, 1]); // and merged back
+    expect(k3.view(T, nk, 1, d).strides).toEqual([W, d, d, 1]); // a size-1 dim takes any stride
+    expect(() => k3.view(T * nk, d)).toThrow(/needs a copy/); // tokens are W apart, not nk * d
+    // a transpose's dims are not evenly spaced together, but each alone splits
+    const t = Tensor.fromArray(be, arange(24), [6, 4], 'f32').transpose(0, 1); // [4, 6]
+    expect(t.view(4, 2, 3).strides).toEqual([1, 12, 4]);
+    expect([...t.view(4, 2, 3).toFloat64Array()]).toEqual([...t.toFloat64Array()]);
+    expect(() => t.view(24)).toThrow(/needs a copy/);
+  });
+
   it('permute and transpose', () => {
     const t = base();
     const p = t.permute(2, 0, 1);

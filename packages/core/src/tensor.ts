@@ -1,6 +1,6 @@
 import type { Backend, Storage } from './backend.js';
 import { DTYPE_INFO, elementAccessor, type DType } from './dtype.js';
-import { contiguousStrides, formatShape, normalizeDim, numel, shapesEqual, type Shape } from './shape.js';
+import { contiguousStrides, formatShape, normalizeDim, numel, shapesEqual, viewStrides, type Shape } from './shape.js';
 
 export interface TensorInit {
   readonly storage: Storage;
@@ -100,11 +100,17 @@ export class Tensor {
     return new Tensor({ storage: this.storage, dtype, shape, strides, offset });
   }
 
-  /** A view with a new shape; the tensor must be contiguous. One dimension may be -1. */
+  /**
+   * A view with a new shape, without copying. One dimension may be -1. As torch's view: a contiguous tensor takes any
+   * shape of its size; a strided one only shapes that split or merge dims whose elements are evenly spaced (a per-head
+   * [T, heads, d] view of a narrow [T, heads * d] of a fused projection), else it throws (reshape copies instead).
+   */
   view(...shapeArg: number[] | [Shape]): Tensor {
     const shape = resolveShape(flatShape(shapeArg), this.numel);
-    if (!this.isContiguous()) throw new Error(`view ${formatShape(shape)} of a non-contiguous tensor ${formatShape(this.shape)}: use reshape() or contiguous()`);
-    return this.derive(shape, contiguousStrides(shape), this.offset);
+    if (this.isContiguous()) return this.derive(shape, contiguousStrides(shape), this.offset);
+    const strides = viewStrides(this.shape, this.strides, shape);
+    if (!strides) throw new Error(`view ${formatShape(shape)} of a non-contiguous tensor ${formatShape(this.shape)} (strides [${this.strides.join(', ')}]) needs a copy: use reshape() or contiguous()`);
+    return this.derive(shape, strides, this.offset);
   }
 
   /** view() when possible, else a contiguous copy. */

@@ -10,7 +10,7 @@
  */
 import { z } from 'zod';
 import type { DType } from '../dtype.js';
-import { CHANNELS_LAST_ORDER, contiguousStrides, formatShape, numel, shapesEqual, stridesLikeChannelsLast, type Shape } from '../shape.js';
+import { CHANNELS_LAST_ORDER, contiguousStrides, formatShape, numel, shapesEqual, stridesLikeChannelsLast, viewStrides, type Shape } from '../shape.js';
 import { Tensor } from '../tensor.js';
 import { resultType } from './promote.js';
 import { callOp, callOp1, defineOp, meta, normDim, opError, OpScope, type MetaArg, type OpCall, type TensorMeta } from './registry.js';
@@ -33,39 +33,6 @@ export function resolveSize(op: string, size: readonly number[], total: number, 
   }
   if (numel(out) !== total) opError(op, `${what} ${formatShape(size)} is invalid for an input of ${total} elements`);
   return out;
-}
-
-/**
- * Strides that view a (shape, strides) layout as `newShape` without copying, or null when the layout cannot
- * (PyTorch's computeStride: dims may merge only where they are contiguous with each other).
- */
-export function viewStrides(shape: Shape, strides: readonly number[], newShape: Shape): number[] | null {
-  const n = numel(shape);
-  if (shape.length === 0) return newShape.map(() => 1);
-  if (n === 0 && shapesEqual(shape, newShape)) return [...strides];
-  if (n === 0) return contiguousStrides(newShape);
-  const newStrides = new Array<number>(newShape.length);
-  let viewD = newShape.length - 1;
-  let chunkBase = strides[strides.length - 1]!;
-  let tensorNumel = 1;
-  let viewNumel = 1;
-  for (let d = shape.length - 1; d >= 0; d--) {
-    tensorNumel *= shape[d]!;
-    if (d === 0 || (shape[d - 1] !== 1 && strides[d - 1] !== tensorNumel * chunkBase)) {
-      while (viewD >= 0 && (viewNumel < tensorNumel || newShape[viewD] === 1)) {
-        newStrides[viewD] = viewNumel * chunkBase;
-        viewNumel *= newShape[viewD]!;
-        viewD--;
-      }
-      if (viewNumel !== tensorNumel) return null;
-      if (d > 0) {
-        chunkBase = strides[d - 1]!;
-        tensorNumel = 1;
-        viewNumel = 1;
-      }
-    }
-  }
-  return viewD === -1 ? newStrides : null;
 }
 
 function viewOf(op: string, x: Tensor, shape: Shape): Tensor | null {

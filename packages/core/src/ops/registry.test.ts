@@ -10,8 +10,9 @@ import { Tensor } from '../tensor.js';
 import { HostTestBackend } from '../test-support/host-backend.js';
 import {
   OpError, OpKernelTable, UnsupportedOpError, broadcastShapesOf, callOp1, defineOp, inferOp, listOps, meta, opRoute,
-  promoteTypes, resolveChain, resultType, supportedOps, viewStrides, type MetaArg,
+  promoteTypes, resolveChain, resultType, supportedOps, type MetaArg,
 } from './index.js';
+import { viewStrides } from '../shape.js';
 
 const t = (shape: number[], dtype: DType = 'f32'): MetaArg => ({ shape, dtype });
 const out = (name: string, inputs: MetaArg[], attrs?: unknown) => inferOp(name, inputs, attrs).outputs.map((m) => `${m.dtype}[${m.shape.join(',')}]`);

@@ -96,6 +96,33 @@ export function rowLayout(t: Tensor): { rows: number; last: number; rowStride: n
   return { rows, last, rowStride: rowStride ?? last };
 }
 
+/**
+ * Rows in up to two levels: `group` rows `rowStride` apart, the groups `groupStride` apart, so row r starts at
+ * (r / group) groupStride + (r % group) rowStride. A per-head view [T, heads, d] of a fused projection (heads d apart,
+ * tokens a whole projection row apart) has two; one level (rowLayout) comes back as a single group. null when the
+ * last dim is strided or the leading dims need more levels.
+ */
+export function rowGroupLayout(t: Tensor): { rows: number; last: number; rowStride: number; group: number; groupStride: number } | null {
+  const one = rowLayout(t);
+  if (one) return { ...one, group: Math.max(1, one.rows), groupStride: 0 };
+  const r = t.rank;
+  const last = t.shape[r - 1]!;
+  if (last > 1 && t.strides[r - 1] !== 1) return null;
+  // the leading dims of more than one element, innermost first, cut into runs whose strides chain
+  const dims: [number, number][] = [];
+  for (let i = r - 2; i >= 0; i--) if (t.shape[i]! > 1) dims.push([t.shape[i]!, t.strides[i]!]);
+  const runs: [number, number][] = []; // [rows, stride of the run's innermost dim]
+  let expected: number | undefined;
+  for (const [n, s] of dims) {
+    if (expected === s) runs[runs.length - 1]![0] *= n;
+    else runs.push([n, s]);
+    expected = s * n;
+  }
+  if (runs.length !== 2) return null;
+  const [[group, rowStride], [outer, groupStride]] = runs as [[number, number], [number, number]];
+  return { rows: group * outer, last, rowStride, group, groupStride };
+}
+
 /** `t` itself when its rows are addressable (rowLayout), else a contiguous copy pushed onto `temps`. */
 export function rowsOf(t: Tensor, temps: Tensor[]): { t: Tensor; rows: number; last: number; rowStride: number } {
   const l = rowLayout(t);

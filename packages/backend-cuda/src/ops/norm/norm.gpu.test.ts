@@ -54,6 +54,28 @@ describe('rms_norm / fused_add_rms_norm vs the float64 CPU backend', () => {
       if (keep(gpu().ops.rmsNorm(e, gw, 1e-6)).numel !== 0) throw new Error('empty');
     }),
   );
+
+  it('per-head views of a fused projection, read in place (two-level rows): Qwen3 q / k [T, heads, 128], FLUX [B, S, 24, 128]', G, () =>
+    releasing((keep) => {
+      const dtype: DType = 'bf16';
+      const d = 128;
+      const [T, nq, nk] = [7, 32, 4];
+      const W = (nq + 2 * nk) * d;
+      const qkv = randCpu([T, W], dtype, 11, 2);
+      const gqkv = keep(toGpu(qkv));
+      const w = randCpu([d], dtype, 12, 0.5);
+      const gw = keep(toGpu(w));
+      for (const [start, heads] of [[0, nq], [nq * d, nk]] as const) {
+        const view = (t: Tensor) => keep(keep(t.narrow(1, start, heads * d)).view(T, heads, d));
+        expectClose(keep(gpu().ops.rmsNorm(view(gqkv), gw, 1e-6)), cpu().ops.rmsNorm(view(qkv), w, 1e-6), tolOf(dtype), `qwen3 heads at ${start}`);
+      }
+      const [B, S, H] = [2, 9, 24];
+      const flux = randCpu([B, S, 3 * H * d], dtype, 13, 2);
+      const gflux = keep(toGpu(flux));
+      const fv = (t: Tensor, i: number) => keep(keep(t.narrow(2, i * H * d, H * d)).view(B, S, H, d));
+      for (const i of [0, 1]) expectClose(keep(gpu().ops.rmsNorm(fv(gflux, i), gw, 1e-6)), cpu().ops.rmsNorm(fv(flux, i), w, 1e-6), tolOf(dtype), `flux part ${i}`);
+    }),
+  );
 });
 
 describe('L1/rms_norm task on CUDA vs its float64 reference', () => {

@@ -1,13 +1,14 @@
 /**
  * RMSNorm on the CUDA backend (kernels/norm.cu): y = x * rsqrt(mean(x^2) + eps) * w over the last dim,
  * and the fused residual form returning [y, x + residual] (both new tensors: our Ops are out of place).
- * x and residual may be any layout: row-contiguous views are read in place, others are copied first.
+ * x and residual may be any layout: row-contiguous views are read in place (x's rows also in two levels: a per-head view
+ * [T, heads, d] of a fused q / k / v projection, as Qwen3's and FLUX's q / k norms take it), others are copied first.
  */
 import { Tensor, formatShape, shapesEqual } from '@fastkernels/core';
 import { cudaTuning } from '../../tuning/load.js';
 import type { NormTuning } from '../../tuning/schema.js';
 import type { SpineContext } from '../launch/context.js';
-import { asDType, contiguousOf, disposeAll, floatCType, itemsizeOf, ptr, roundUp, rowsOf, spineKernel, vecWidth } from '../launch/common.js';
+import { asDType, contiguousOf, disposeAll, floatCType, itemsizeOf, ptr, roundUp, rowGroupLayout, rowsOf, spineKernel, vecWidth } from '../launch/common.js';
 
 // Threads a row: the tuning's norm.vecsPerThread (FK_NPT, tuning/*.json) 16-byte vectors each, held in registers; 2 gives
 // a bf16 row of 4096 256 threads, which beat 4 (fewer, busier threads) and 1 at large T (docs/experiments.md).
@@ -35,7 +36,7 @@ function run(ctx: SpineContext, op: string, x: Tensor, residual: Tensor | null, 
   const W = floatCType(weight, op, 'weight');
   const temps: Tensor[] = [];
   try {
-    const xr = rowsOf(x, temps);
+    const xr = rowGroupsOf(x, temps);
     // the residual in x's dtype (the sum is rounded to x's dtype either way)
     const rr = residual ? rowsOf(residual.dtype === x.dtype ? residual : asDType(residual, x.dtype, temps), temps) : null;
     const w = contiguousOf(weight, temps);
@@ -45,7 +46,7 @@ function run(ctx: SpineContext, op: string, x: Tensor, residual: Tensor | null, 
     if (rows === 0 || H === 0) return [y, r];
     const it = itemsizeOf(x.dtype);
     const ptrs = [ptr(y), ptr(xr.t), ptr(w)];
-    const counts = [H, xr.rowStride];
+    const counts = [H, xr.rowStride, xr.groupStride];
     if (rr && r) {
       ptrs.push(ptr(rr.t), ptr(r));
       counts.push(rr.rowStride);
@@ -55,9 +56,18 @@ function run(ctx: SpineContext, op: string, x: Tensor, residual: Tensor | null, 
     if (vec > 1 && ptr(w) % (vec * itemsizeOf(weight.dtype)) !== 0) vec = 1;
     const threads = normThreads(H, vec);
     const k = spineKernel(ctx, 'norm.cu', 'fk_rms_norm', { FK_T: T, FK_W: W, FK_VEC: vec, FK_NPT: cudaTuning().norm.vecsPerThread });
-    k.launch(rows, threads, 0, [y, r ? ptr(r) : 0, xr.t, rr ? ptr(rr.t) : 0, w, rows, H, xr.rowStride, rr ? rr.rowStride : 0, eps]);
+    k.launch(rows, threads, 0, [y, r ? ptr(r) : 0, xr.t, rr ? ptr(rr.t) : 0, w, rows, H, xr.rowStride, xr.group, xr.groupStride, rr ? rr.rowStride : 0, eps]);
     return [y, r];
   } finally {
     disposeAll(temps);
   }
+}
+
+/** x's rows as the kernel reads them (rowGroupLayout), or a contiguous copy (pushed onto temps) when they need more levels. */
+function rowGroupsOf(x: Tensor, temps: Tensor[]): { t: Tensor; rows: number; rowStride: number; group: number; groupStride: number } {
+  const l = rowGroupLayout(x);
+  if (l) return { t: x, ...l };
+  const c = x.contiguous();
+  temps.push(c);
+  return { t: c, ...rowGroupLayout(c)! };
 }

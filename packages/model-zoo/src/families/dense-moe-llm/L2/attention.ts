@@ -15,6 +15,13 @@ import { denseAttentionLayer, type AttnGeometry } from '../reference.js';
 import { buildTaskStep, stepAttentionPairs, stepCachedTokens, stepSpec, stepTokens, taskStepFor } from '../task-batch.js';
 import { decodeCtx } from '../../../common/decoder-layer.js';
 
+/** q [T, nq * D], k [T, nk * D] and v [T, nk, D] of this rank's heads, as LlamaAttention reads them (prepareQkv). */
+export interface QkvParts {
+  readonly q: Tensor;
+  readonly k: Tensor;
+  readonly v: Tensor;
+}
+
 /**
  * vLLM's LlamaAttention (vllm/model_executor/models/llama.py) at tp_size 1: a merged QKV projection
  * (QKVParallelLinear: rows q | k | v), rotary embedding of q and k, the paged KV-cache write, attention
@@ -165,28 +172,34 @@ export class LlamaAttention extends Module {
   }
 
   /**
-   * The qkv projection's output before rotary, as the attention reads it: the projection itself here; a subclass
-   * normalises the heads there (Qwen3's q_norm / k_norm). A result other than `qkv` is disposed after the call.
+   * q, k and v of the qkv projection [T, q | k | v] as the attention reads them: views of the projection here; a subclass
+   * normalises the heads there (Qwen3's q_norm / k_norm). The parts are disposed after the call.
    */
-  protected prepareQkv(qkv: Tensor): Tensor {
-    return qkv;
+  protected prepareQkv(qkv: Tensor): QkvParts {
+    const T = qkv.shape[0]!;
+    const v = qkv.narrow(1, this.qSize + this.kvSize, this.kvSize);
+    try {
+      return { q: qkv.narrow(1, 0, this.qSize), k: qkv.narrow(1, this.qSize, this.kvSize), v: v.view(T, this.numLocalKvHeads, this.headDim) };
+    } finally {
+      v.dispose();
+    }
   }
 
   /** forward from the qkv projection [T, q | k | v] (this rank's heads; the caller keeps and disposes it). */
   private forwardFromQkv(positions: Tensor, projected: Tensor): Tensor {
-    const qkv = this.prepareQkv(projected);
+    const parts = this.prepareQkv(projected);
     try {
-      return this.attendQkv(positions, qkv);
+      return this.attendQkv(positions, parts);
     } finally {
-      if (qkv !== projected) qkv.dispose();
+      for (const t of [parts.q, parts.k, parts.v]) t.dispose();
     }
   }
 
-  private attendQkv(positions: Tensor, qkv: Tensor): Tensor {
+  private attendQkv(positions: Tensor, { q: qIn, k: kIn, v }: QkvParts): Tensor {
     const fc = getForwardContext();
     const md = fc.attnMetadata;
     const { kCache, vCache } = layerKvCache(fc, this.layerIdx);
-    const T = qkv.shape[0]!;
+    const T = qIn.shape[0]!;
     const Tp = md.numPrefillTokens;
     const Td = md.numDecodes;
     if (T !== Tp + Td) throw new RangeError(`LlamaAttention: ${T} tokens, the forward context describes ${Tp} prefill + ${Td} decode tokens`);
@@ -194,10 +207,6 @@ export class LlamaAttention extends Module {
     const nk = this.numLocalKvHeads;
     const D = this.headDim;
 
-    const qIn = qkv.narrow(1, 0, this.qSize);
-    const kIn = qkv.narrow(1, this.qSize, this.kvSize);
-    const qkv3 = qkv.view(T, nq + 2 * nk, D);
-    const v = qkv3.narrow(1, nq + nk, nk); // [T, nk, D] (strided view)
     const fused = this.rotaryStoreFused(positions, qIn, kIn, v, kCache, vCache, md.slotMapping);
     const [q, kRot] = fused ?? this.rotaryEmb.forward(positions, qIn, kIn);
     const k = kRot!.view(T, nk, D);
@@ -229,7 +238,7 @@ export class LlamaAttention extends Module {
     } else if (Tp === 0) {
       attn = this.attnDecode.forward(q3, kCache, vCache, md.blockTables!, md.seqLens!, ...sink);
     } else {
-      attn = Tensor.empty(this.ctx.backend, [T, nq, D], qkv.dtype, { device: this.ctx.device });
+      attn = Tensor.empty(this.ctx.backend, [T, nq, D], qIn.dtype, { device: this.ctx.device });
       const parts: [number, number, () => Tensor][] = [
         [0, Tp, () => {
           const kk = prefillKv(k, kP);
@@ -256,7 +265,7 @@ export class LlamaAttention extends Module {
     }
     const flat = attn.view(T, nq * D);
     const out = project(this.oProj, flat);
-    for (const t of [qIn, kIn, qkv3, v, q, kRot!, k, q3, attn, flat, ...gathered]) t.dispose();
+    for (const t of [q, kRot!, k, q3, attn, flat, ...gathered]) t.dispose();
     return out;
   }
 }

@@ -1,7 +1,7 @@
-import { F, type Tensor } from '@fastkernels/core';
+import type { Tensor } from '@fastkernels/core';
 import type { RMSNorm } from '../../../tasks/L1/norm/rms_norm.js';
 import type { LlamaRopeScaling } from '../config.js';
-import { LlamaAttention } from './attention.js';
+import { LlamaAttention, type QkvParts } from './attention.js';
 
 /**
  * vLLM's Qwen3MoeAttention (vllm/model_executor/models/qwen3_moe.py; HF's Qwen3MoeAttention): Llama's attention with
@@ -30,23 +30,23 @@ export class Qwen3MoeAttention extends LlamaAttention {
     this.kNorm = this.createModule<RMSNorm>('k_norm', 'L1/rms_norm', this.headDim, rmsNormEps);
   }
 
-  protected override prepareQkv(qkv: Tensor): Tensor {
+  /** q and k normalised per head, read in place as [T, heads, D] views of the projection (the norm reads two-level strided rows: no copy); v stays a view. */
+  protected override prepareQkv(qkv: Tensor): QkvParts {
     const T = qkv.shape[0]!;
-    const D = this.headDim;
-    const byHead = (start: number, heads: number, norm: RMSNorm): Tensor => {
-      const part = qkv.narrow(1, start, heads * D);
-      const flat = part.contiguous();
-      const rows = flat.view(T * heads, D);
+    const byHead = (part: Tensor, heads: number, norm: RMSNorm): Tensor => {
+      const rows = part.view(T, heads, this.headDim);
       const normed = norm.forward(rows) as Tensor;
-      const out = normed.view(T, heads * D);
-      for (const t of [part, flat, rows, normed]) t.dispose();
+      const out = normed.view(T, heads * this.headDim);
+      rows.dispose();
+      normed.dispose();
       return out;
     };
-    const q = byHead(0, this.numLocalHeads, this.qNorm);
-    const k = byHead(this.qSize, this.numLocalKvHeads, this.kNorm);
-    const v = qkv.narrow(1, this.qSize + this.kvSize, this.kvSize);
-    const out = F.cat([q, k, v], 1);
-    for (const t of [q, k, v]) t.dispose();
-    return out;
+    const { q, k, v } = super.prepareQkv(qkv);
+    try {
+      return { q: byHead(q, this.numLocalHeads, this.qNorm), k: byHead(k, this.numLocalKvHeads, this.kNorm), v };
+    } finally {
+      q.dispose();
+      k.dispose();
+    }
   }
 }

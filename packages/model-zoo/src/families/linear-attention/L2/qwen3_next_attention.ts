@@ -65,9 +65,9 @@ export class Qwen3NextAttention extends Module {
     try {
       // per head [query (hd) | gate (hd)]
       const qg = t(t(this.qProj.forward(hiddenStates)).view([T, nq, 2 * hd]));
-      const half = (start: number) => t(t(qg.narrow(2, start, hd)).contiguous());
-      const q = half(0);
-      const gate = t(half(hd).view([T, nq * hd]));
+      // the query heads are read in place by q_norm (rows 2 hd apart); the gate is copied once, to multiply [T, nq hd]
+      const q = t(qg.narrow(2, 0, hd));
+      const gate = t(t(t(qg.narrow(2, hd, hd)).contiguous()).view([T, nq * hd]));
       const heads = (x: Tensor, n: number, norm: GemmaRMSNorm) => t(t(norm.forward(t(x.view([T * n, hd]))) as Tensor).view([T, n * hd]));
       const qn = heads(q, nq, this.qNorm);
       const kn = heads(t(this.kProj.forward(hiddenStates)), nk, this.kNorm);

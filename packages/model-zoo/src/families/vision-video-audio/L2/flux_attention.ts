@@ -72,17 +72,16 @@ export class FluxAttention extends Module {
   }
 
   /**
-   * q, k, v [B, S, H, d] of a fused projection, q and k RMS-normed per head (from contiguous copies: the norms' rows
-   * are one stride apart only there); v stays a view of the projection while the attention is ours (the joint cat or
-   * the SDPA reads it in place; a candidate gets it contiguous).
+   * q, k, v [B, S, H, d] of a fused projection: q and k RMS-normed per head, the norms reading [B, S, H, d] views of the
+   * projection in place (their output is contiguous); v stays a view of the projection while the attention is ours
+   * (the joint cat or the SDPA reads it in place; a candidate gets it contiguous).
    */
   private project(s: OpScope, x: Tensor, proj: Linear, nq: RMSNorm, nk: RMSNorm): Tensor[] {
     const [B, S] = x.shape as [number, number];
     const qkv = s.own(proj.forward(x));
-    const slice = (i: number) => s.own(qkv.narrow(2, i * this.innerDim, this.innerDim));
-    const part = (i: number) => s.own(s.op('contiguous', [slice(i)]).view(B, S, this.heads, this.headDim));
-    const v = this.readsStrided() ? s.own(s.own(qkv.view(B, S, 3, this.heads, this.headDim)).select(2, 2)) : part(2);
-    return [s.own(nq.forward(part(0)) as Tensor), s.own(nk.forward(part(1)) as Tensor), v];
+    const heads = (i: number) => s.own(s.own(qkv.narrow(2, i * this.innerDim, this.innerDim)).view(B, S, this.heads, this.headDim));
+    const v = this.readsStrided() ? heads(2) : s.op('contiguous', [heads(2)]);
+    return [s.own(nq.forward(heads(0)) as Tensor), s.own(nk.forward(heads(1)) as Tensor), v];
   }
 
   /**
