@@ -141,6 +141,13 @@ __device__ __forceinline__ void split_pack(float x0, float x1, u32& hi, u32& lo)
   hi = Mma<T>::pack(h0, h1);
   lo = Mma<T>::pack(x0 - h0, x1 - h1);
 }
+// Two adjacent elements (hi, lo 4-byte aligned) as hi + lo pairs, one 4-byte store each.
+__device__ __forceinline__ void split_store2(T* hi, T* lo, float x0, float x1) {
+  u32 h, l;
+  split_pack(x0, x1, h, l);
+  *reinterpret_cast<u32*>(hi) = h;
+  *reinterpret_cast<u32*>(lo) = l;
+}
 // The sequence, chunk, batch row and token range of chunk slot j (see the top of the file); false: no chunk takes it.
 __device__ __forceinline__ bool slot_chunk(const CU_T* cu, long long j, int N, int nc_max, int T_len, int& n, int& c, int& bt, int& t0, int& t1) {
   if (cu != nullptr) {
@@ -285,11 +292,16 @@ extern "C" __global__ void __launch_bounds__(fkgdn::PREP_THREADS, 2) fk_gdn_chun
 #pragma unroll
     for (int nt = 0; nt < C / 8; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int t = mi * 16 + g8 + (e >> 1) * 8, s = nt * 8 + 2 * q4 + (e & 1);
-        const float f = s <= t ? expf(sG[t] - sG[s]) * sRk[s] * acc[nt][e] : 0.f;  // exponent <= 0 for s <= t
-        if (qk) split_store(Aj + t * C + s, Aj + C * C + t * C + s, scale * sRq[t] * f);
-        else sA[t * AP + s] = s < t ? sBeta[t] * sRk[t] * f : 0.f;
+      for (int e2 = 0; e2 < 4; e2 += 2) {
+        const int t = mi * 16 + g8 + (e2 >> 1) * 8, s0 = nt * 8 + 2 * q4;
+        float f[2];
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int s = s0 + u;
+          f[u] = s <= t ? expf(sG[t] - sG[s]) * sRk[s] * acc[nt][e2 + u] : 0.f;  // exponent <= 0 for s <= t
+          if (!qk) sA[t * AP + s] = s < t ? sBeta[t] * sRk[t] * f[u] : 0.f;
+        }
+        if (qk) split_store2(Aj + t * C + s0, Aj + C * C + t * C + s0, scale * sRq[t] * f[0], scale * sRq[t] * f[1]);
       }
   }
   __syncthreads();  // A is whole; the q region is free
@@ -383,11 +395,11 @@ extern "C" __global__ void __launch_bounds__(fkgdn::PREP_THREADS, 2) fk_gdn_chun
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int t = mi * 16 + g8 + (e >> 1) * 8, col = gq * 16 + nt * 8 + 2 * q4 + (e & 1);
+          for (int e2 = 0; e2 < 4; e2 += 2) {
+            const int t = mi * 16 + g8 + (e2 >> 1) * 8, col = gq * 16 + nt * 8 + 2 * q4;
             if (t < L) {
               T* dst = pass == 0 ? w + ((row0 + t) * HV + hv) * (2 * K) + col : u + ((row0 + t) * HV + hv) * (2 * VF) + col;
-              split_store(dst, dst + cols, acc[nt][e]);
+              split_store2(dst, dst + cols, acc[nt][e2], acc[nt][e2 + 1]);
             }
           }
       }
@@ -636,9 +648,7 @@ extern "C" __global__ void __launch_bounds__(fkgdn::MAIN_THREADS, 1) fk_gdn_chun
           y0 += red[(ww * C + t) * RP + cp];
           y1 += red[(ww * C + t) * RP + cp + 1];
         }
-        T* op = o + (((long long)bt * T_len + cs + t) * HV + hv) * VF + c0 + cp;
-        op[0] = from_f<T>(y0);
-        op[1] = from_f<T>(y1);
+        *reinterpret_cast<u32*>(o + (((long long)bt * T_len + cs + t) * HV + hv) * VF + c0 + cp) = Mma<T>::pack(y0, y1);
       }
     }
     if (c + 1 < nc) {
