@@ -445,6 +445,15 @@ int main(int argc, char** argv) {
   const float msBoth = lab_median_ms(s, [&] { runRoute(d128, outWg); }, reps, 3);
   const float ms64 = lab_median_ms(s, [&] { runRoute(d64, outWg64); }, reps, 3);
   const float msEng = lab_median_ms(s, runEngine, reps, 3);
+  // the GEMM alone at other launch orders (row tiles grouped over the column tiles: L2 reuse of W and A tiles), and the
+  // padding it multiplies (live rows / slots), for tuning without a rebuild
+  std::printf("moe-wgmma tuning: %s: live rows %d for %d slots (%.1f%% padding); GEMM ms by group_m:", c.name, r.post, slots, 100.0 * (r.post - slots) / r.post);
+  for (int gm : {1, 4, 8, 16, 32}) {
+    groupM = gm;
+    std::printf(" %d: %.4f", gm, lab_median_ms(s, [&] { CK(launchGemm(d128, outWg)); }, reps, 3));
+  }
+  groupM = 8;
+  std::printf("\n");
   float msDense = -1;
 #if LAB_CUBLAS
   {

@@ -51,7 +51,7 @@ for bn in 256 128; do
       fi
       grep -q '^moe-wgmma' "$clog" || tail -5 "$clog"
     fi
-    grep '^moe-wgmma: ' "$clog" || true
+    grep '^moe-wgmma: \|^moe-wgmma tuning: ' "$clog" || true
     sed -n 's/^moe-wgmma json: //p' "$clog" >> "$OUT/moe-wgmma.jsonl"
   done
   rm -f "$bin"
