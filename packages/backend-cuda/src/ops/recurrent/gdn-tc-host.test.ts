@@ -46,6 +46,8 @@ interface Case {
   readonly init?: boolean;
   readonly scale?: number;
   readonly l2norm: boolean;
+  /** The walk's V tile (recurrent.chunkDeltaTileColumns), else the plan's for 132 SMs. */
+  readonly tile?: number;
   /** The log decay of token-head element e from a value in about [-1.3, 1.3]. */
   readonly gate: (x: number, e: number) => number;
 }
@@ -123,7 +125,8 @@ function check(c: Case): void {
     beta: sines(B * T * HV, 5, (z) => 1 / (1 + Math.exp(-2 * z))).map(bf16),
     s0: pooled || c.init ? sines(sShape.reduce((a, b) => a * b, 1), 6, (z) => Math.fround(z / 2)) : null,
   };
-  const plan = planGdnTc({ N, T, H, HV, K, V, varlen: c.cu !== undefined }, 132);
+  const plan = planGdnTc({ N, T, H, HV, K, V, varlen: c.cu !== undefined }, 132, undefined, c.tile ?? 0);
+  if (c.tile) expect(plan.bv).toBe(c.tile);
   const got = replay(c, plan, x);
   const t = (d: Float64Array, shape: number[]) => Tensor.fromArray(cpu, d, shape, 'f64');
   const s0 = x.s0 ? Tensor.fromArray(cpu, x.s0.slice(), sShape, 'f32') : null;
@@ -177,6 +180,12 @@ describe(`tensor-core chunk_gated_delta_rule replayed on the host vs the float64
   });
   it.skipIf(!hasGxx)("Qwen3-Next's head dims K = V = 128 (8 warps of 16 key columns), grouped heads, l2norm, 100 tokens", { timeout: 600_000 }, () => {
     check({ B: 1, T: 100, H: 1, HV: 2, K: 128, V: 128, init: true, l2norm: true, gate: qwenGate });
+  });
+  it.skipIf(!hasGxx)("Qwen3-Next's production tile: BV 32 (2 x 4 warps, 32 key columns each), K = V = 128 over a pool with packed sequences", { timeout: 600_000 }, () => {
+    check({ B: 1, T: 140, H: 1, HV: 2, K: 128, V: 128, cu: [0, 61, 140], idx: [1, 0], slots: 3, l2norm: true, tile: 32, gate: qwenGate });
+  });
+  it.skipIf(!hasGxx)('the widest tile: BV 64 (4 x 2 warps, 64 key columns each), K 128 / V 128, initial and final states', { timeout: 600_000 }, () => {
+    check({ B: 1, T: 90, H: 1, HV: 1, K: 128, V: 128, init: true, l2norm: true, tile: 64, gate: qwenGate });
   });
   it.skipIf(!hasGxx)('K 256 (the largest head: 8 warps of 32 key columns), 70 tokens, initial state, l2norm', { timeout: 600_000 }, () => {
     check({ B: 1, T: 70, H: 1, HV: 1, K: 256, V: 32, init: true, l2norm: true, gate: qwenGate });
