@@ -6,8 +6,9 @@
  * float64 CPU op over the same bf16-rounded inputs (q, k, v, beta bf16; g f32, Qwen3-Next's dtypes) at the tolerances
  * the CUDA-core kernel meets (bf16's for o, f32's for the state: the hi + lo operands must hold them): several chunks
  * with a tail and grouped value heads, packed sequences of odd lengths over a pool with a -1 row, strong decays (g
- * down to -20 a token: the factors must underflow, never overflow), l2norm on and off, K 32 / 64 / 128 / 256. What it
- * cannot see: races between warps, bank conflicts, f16, timing. Skipped where g++ is absent.
+ * down to -20 a token: the factors must underflow, never overflow), l2norm on and off, K 32 / 64 / 128 / 256, the walk's
+ * tiles BV 16 / 32 (Qwen3-Next's) / 64. What it cannot see: races between warps, bank conflicts, f16, timing. Skipped
+ * where g++ is absent.
  */
 import { CpuBackend } from '@fastkernels/backend-cpu';
 import { Tensor, callOp } from '@fastkernels/core';
