@@ -57,6 +57,18 @@ describe('planGla', () => {
     expect(glaDecline({ ...base, V: 0 })).toMatch(/value head dim 0/);
     expect(glaDecline({ ...base, pool: { dtype: 'f32', slotContiguous: false } })).toMatch(/contiguous \[H, K, V\]/);
   });
+
+  it("chunk_gla holds the chunked kernel's shared memory to the device's opt-in (A100 163 KiB, sm_86 / sm_89 99 KiB)", () => {
+    const chunk = (K: number) => ({ op: 'chunk_gla', dtype: 'bf16', N: 1, H: 5, K, V: 512, pool: null });
+    const need = (K: number) => planGla('chunk', chunk(K), 4, 1).sharedBytes;
+    expect(need(1024)).toBeGreaterThan(163 * 1024);
+    expect(need(512)).toBeGreaterThan(99 * 1024);
+    expect(glaDecline(chunk(1024))).toBeNull(); // sm_90's 227 KiB when the device does not say
+    expect(glaDecline({ ...chunk(1024), sharedPerBlockOptin: 163 * 1024 })).toMatch(/exceed the device's 166912/);
+    expect(glaDecline({ ...chunk(512), sharedPerBlockOptin: 163 * 1024 })).toBeNull();
+    expect(glaDecline({ ...chunk(512), sharedPerBlockOptin: 99 * 1024 })).toMatch(/exceed the device's 101376/);
+    expect(glaDecline({ ...chunk(256), sharedPerBlockOptin: 99 * 1024 })).toBeNull(); // GLA-2.7B's heads fit everywhere
+  });
 });
 
 describe('GlaKernels on the fake device', () => {

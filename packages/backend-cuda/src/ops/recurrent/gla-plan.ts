@@ -92,6 +92,8 @@ export interface GlaCall extends GlaShape {
   readonly dtype: string;
   /** The state pool (ssm_state_indices given): its dtype and whether each slot is [H, K, V] contiguous. */
   readonly pool: { readonly dtype: string; readonly slotContiguous: boolean } | null;
+  /** The device's opt-in dynamic shared memory a block (DeviceProperties.sharedPerBlockOptin; sm_90's 227 KiB when unknown). */
+  readonly sharedPerBlockOptin?: number;
 }
 
 /** Why the CUDA kernels cannot take a call, or null. */
@@ -103,7 +105,8 @@ export function glaDecline(c: GlaCall): string | null {
   if (c.pool && !c.pool.slotContiguous) return `the state pool's slots must each be one contiguous [H, K, V] block (updated in place; a copy would not be)`;
   if (c.op === 'chunk_gla') {
     const p = planGla('chunk', c, 4, 1);
-    if (p.sharedBytes > GLA_MAX_SHARED) return `K ${c.K}: the chunked kernel's ${p.sharedBytes} bytes of shared memory exceed ${GLA_MAX_SHARED}`;
+    const limit = c.sharedPerBlockOptin ?? GLA_MAX_SHARED;
+    if (p.sharedBytes > limit) return `K ${c.K}: the chunked kernel's ${p.sharedBytes} bytes of shared memory exceed the device's ${limit}`;
   }
   return null;
 }

@@ -62,7 +62,8 @@ export class GlaKernels {
     const cu = call.inputs[5] as Tensor | null;
     const N = cu ? cu.shape[0]! - 1 : q!.shape[0]!;
     const pool = idx && s0 ? { dtype: s0.dtype, slotContiguous: slotContiguous(s0) } : null;
-    return glaDecline({ op, dtype: q!.dtype, N, H, K, V: v!.shape[3]!, pool }) ?? true;
+    const optin = op === 'chunk_gla' ? (this.runtime().properties() as { sharedPerBlockOptin?: number }).sharedPerBlockOptin : undefined;
+    return glaDecline({ op, dtype: q!.dtype, N, H, K, V: v!.shape[3]!, pool, sharedPerBlockOptin: optin }) ?? true;
   };
 
   readonly run = (op: GlaOp) => (call: OpCall<GlaAttrs>): Tensor[] => {
