@@ -20,7 +20,7 @@
 // cuBLAS. TFLOP/s count 2 slots N K (padding rows are not work).
 // Prints check lines, a table row ("moe-wgmma row:") and a JSON line ("moe-wgmma json:"); exit 1 when a check fails,
 // 3 when the wgmma kernel's launch fails (a fault: run.sh runs each case in its own process, under a timeout).
-//   Build: nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a [-DFK_MOE_WG_BN=128] bench/labs/moe-wgmma/moe_wgmma_lab.cu -lcublas
+//   Build: nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a [-DFK_MOE_WG_BN=128] [-DFK_MOE_WG_PERSISTENT=1] bench/labs/moe-wgmma/moe_wgmma_lab.cu -lcublas
 //   Run: ./moe_wgmma_lab CASE
 // The engine's mma.sync kernel as fused-moe-plan.ts launches it at prefill, on its own routing of block size
 // LAB_ENGINE_BS: 128 by default (tile m128 = BM 128, BN 128, BK 32, 2 x 4 warps, 4 stages: bench/results/h100/ops.json's
@@ -317,7 +317,9 @@ int main(int argc, char** argv) {
     const int* postArg = d.tileBlock ? d.postTiles : d.post;
     int bsArg = d.tileBlock ? fkmoewg::BM : d.bs, mT = d.mTiles;
     void* args[] = {(void*)&tmA, (void*)&tmW, &out, &twArg, &sortedArg, &expertsArg, &postArg, &Na, &Ka, &Ea, &slotsA, &bsArg, &mT, &nT, &groupM, &mul};
-    return cudaLaunchKernel((const void*)fk_fused_moe_wgmma, dim3(d.mTiles * nTilesWg), dim3(fkmoewg::THREADS), args, fkmoewg::MOE_WG_SMEM_BYTES, s);
+    // the persistent build: a CTA an SM at most, each walking the tiles gridDim.x apart
+    const int grid = fkmoewg::PERSISTENT ? std::min(d.mTiles * nTilesWg, prop.multiProcessorCount) : d.mTiles * nTilesWg;
+    return cudaLaunchKernel((const void*)fk_fused_moe_wgmma, dim3(grid), dim3(fkmoewg::THREADS), args, fkmoewg::MOE_WG_SMEM_BYTES, s);
   };
   auto runRoute = [&](const lab::DevRouting& d, T* out) {
     runTileMap(d);
@@ -337,7 +339,8 @@ int main(int argc, char** argv) {
 
   const std::string head = std::string("moe-wgmma: ") + prop.name + ", " + c.name + " (T " + std::to_string(c.T) + ", E " + std::to_string(E) + ", top " +
                            std::to_string(c.topK) + ", K " + std::to_string(K) + ", N " + std::to_string(N) + (c.mul ? ", mul" : "") + ", bs 128 and 64 (engine " +
-                           std::to_string(LAB_ENGINE_BS) + "), BN " + std::to_string(fkmoewg::BN) + ", " + std::to_string(fkmoewg::STAGES) + " stages, bf16)";
+                           std::to_string(LAB_ENGINE_BS) + "), BN " + std::to_string(fkmoewg::BN) + ", " + std::to_string(fkmoewg::STAGES) + " stages" +
+                           (fkmoewg::PERSISTENT ? ", persistent" : "") + ", bf16)";
   runEngine();
   CK(cudaGetLastError());
   CK(cudaStreamSynchronize(s));
@@ -479,10 +482,10 @@ int main(int argc, char** argv) {
   std::printf("moe-wgmma row: %-12s %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f %8.1f %8.1f %8.1f %7.1f%% %7.2f  %s\n", c.name, msGather, msGemm, msBoth, ms64, msEng,
               msDense, tf(msBoth), tf(msEng), tf(msDense), msDense > 0 ? 100.0 * tf(msBoth) / tf(msDense) : -1.0, msEng / msBoth, ok ? "ok" : "WRONG");
   std::printf(
-      "moe-wgmma json: {\"case\":\"%s\",\"device\":\"%s\",\"bn\":%d,\"stages\":%d,\"engine_bs\":%d,\"ok\":%s,\"rel_ref\":%.4g,\"rel_engine\":%.4g,"
+      "moe-wgmma json: {\"case\":\"%s\",\"device\":\"%s\",\"bn\":%d,\"stages\":%d,\"persistent\":%d,\"engine_bs\":%d,\"ok\":%s,\"rel_ref\":%.4g,\"rel_engine\":%.4g,"
       "\"rel_bs64\":%.4g,\"unwritten\":%llu,\"gather_ms\":%.5f,\"gemm_ms\":%.5f,\"wgmma_ms\":%.5f,\"wgmma_bs64_ms\":%.5f,\"engine_ms\":%.5f,"
       "\"cublas_dense_ms\":%.5f,\"wgmma_tflops\":%.2f,\"engine_tflops\":%.2f,\"dense_tflops\":%.2f}\n",
-      c.name, prop.name, fkmoewg::BN, fkmoewg::STAGES, LAB_ENGINE_BS, ok ? "true" : "false", relRef, relEng, rel64, nf[0] + nf[2], msGather, msGemm, msBoth, ms64,
+      c.name, prop.name, fkmoewg::BN, fkmoewg::STAGES, (int)fkmoewg::PERSISTENT, LAB_ENGINE_BS, ok ? "true" : "false", relRef, relEng, rel64, nf[0] + nf[2], msGather, msGemm, msBoth, ms64,
       msEng, msDense, tf(msBoth), tf(msEng), tf(msDense));
   return ok ? 0 : 1;
 }

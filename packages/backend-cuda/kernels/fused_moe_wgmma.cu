@@ -32,10 +32,19 @@
 //   W:        3-D {K, N, E}, strides {stride_n * 2, stride_e * 2} bytes, box {64, BN, 1}
 // Dynamic shared memory: MOE_WG_SMEM_BYTES (opt in: above 48 KiB).
 //
+// FK_MOE_WG_PERSISTENT=1 (a lab variant; the route does not launch it yet): a persistent grid (the host launches
+// min(tiles, SMs) CTAs), each CTA walking tiles pid, pid + gridDim.x, ... of the same grouped order. The ring's phases
+// run on across tiles (a k-tile counter), the consumers hand back every stage (the last of a tile too), and the
+// epilogue stages its rows in a region of its own after the ring, so the producer loads the next tile's first stages
+// while the consumers store the last one (the non-persistent grid pays a fresh prologue and an idle epilogue a tile).
+// The ring is one stage shorter to make room (3 stages at BN 256, 5 at BN 128).
+//
 // NVRTC / nvcc specialisation: -DFK_T=<element> (bf16 default, __half), -DFK_MOE_WG_BN=<256 default, 128>,
-// -DFK_MOE_WG_STAGES=<ring depth; default 4 at BN 256, 6 at BN 128>.
+// -DFK_MOE_WG_STAGES=<ring depth; default 4 at BN 256, 6 at BN 128; persistent 3 / 5>, -DFK_MOE_WG_PERSISTENT=<0, 1>.
 // compile-cu: -DFK_T=__half
 // compile-cu: -DFK_MOE_WG_BN=128
+// compile-cu: -DFK_MOE_WG_PERSISTENT=1
+// compile-cu: -DFK_MOE_WG_PERSISTENT=1 -DFK_MOE_WG_BN=128 -DFK_T=__half
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -50,8 +59,11 @@
 #ifndef FK_MOE_WG_BN
 #define FK_MOE_WG_BN 256
 #endif
+#ifndef FK_MOE_WG_PERSISTENT
+#define FK_MOE_WG_PERSISTENT 0
+#endif
 #ifndef FK_MOE_WG_STAGES
-#define FK_MOE_WG_STAGES (FK_MOE_WG_BN == 256 ? 4 : 6)
+#define FK_MOE_WG_STAGES (FK_MOE_WG_BN == 256 ? 4 - FK_MOE_WG_PERSISTENT : 6 - FK_MOE_WG_PERSISTENT)
 #endif
 
 namespace fkmoewg {
@@ -75,16 +87,18 @@ constexpr u32 A_BYTES = BM * BK * 2;           // [128 x 64]: 16 atoms of 8 rows
 constexpr u32 A_WG_BYTES = WG_ROWS * BK * 2;   // a consumer's 64 rows of it
 constexpr u32 W_BYTES = BN * BK * 2;           // [BN x 64]
 constexpr u32 STAGE_BYTES = A_BYTES + W_BYTES;
-constexpr u32 OFF_BAR = STAGES * STAGE_BYTES;
+constexpr bool PERSISTENT = FK_MOE_WG_PERSISTENT != 0;
+// The epilogue's staging rows: BN elements + 16 bytes a row, so a quad's 8 rows of a store hit distinct banks. They
+// reuse the ring (non-persistent: nothing is loaded after the last k tile), or follow it (persistent).
+constexpr u32 OUT_PITCH = BN * 2 + 16;
+constexpr u32 OFF_OUT = PERSISTENT ? STAGES * STAGE_BYTES : 0;
+constexpr u32 OFF_BAR = PERSISTENT ? OFF_OUT + BM * OUT_PITCH : STAGES * STAGE_BYTES;
 constexpr u32 MOE_WG_SMEM_BYTES = OFF_BAR + 2 * STAGES * 8 + 1024;  // + room to align the base to 1024
 static_assert(MOE_WG_SMEM_BYTES <= 227 * 1024, "one CTA an SM: the opt-in shared-memory limit of sm_90");
-// The epilogue's staging rows (reusing the ring): BN elements + 16 bytes a row, so a quad's 8 rows of a store hit
-// distinct banks.
-constexpr u32 OUT_PITCH = BN * 2 + 16;
-static_assert(BM * OUT_PITCH <= OFF_BAR, "the output tile fits in the ring it reuses");
+static_assert(OFF_OUT + BM * OUT_PITCH <= OFF_BAR, "the output tile fits below the mbarriers");
 
 // Named barrier ids: 1, both consumers (the ring is free for the epilogue); 2 + c, consumer c alone.
-constexpr u32 BAR_CONSUMERS = 1;
+[[maybe_unused]] constexpr u32 BAR_CONSUMERS = 1;  // (not used by the persistent build)
 constexpr u32 BAR_WG = 2;
 
 template <int N> __device__ __forceinline__ void regs_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
@@ -128,14 +142,15 @@ struct Bars {
   __device__ __forceinline__ u32 empty(int s) const { return base + 8 * (STAGES + s); }
 };
 
-// The producer's thread: A_sorted's and W[e]'s boxes of every k tile through the ring. A stage is refilled once every
-// consumer warp handed it back (its empty barrier's previous phase completed).
-__device__ __forceinline__ void produce(const FkTensorMap* tm_a, const FkTensorMap* tm_w, u32 sm, const Bars& bars, int row0, int n0, int e, int KT) {
-  fktma::prefetch_map(tm_a);
-  fktma::prefetch_map(tm_w);
+// The producer's thread: A_sorted's and W[e]'s boxes of one tile's k tiles through the ring; it0 counts the k tiles the
+// ring carried before (0 but on a persistent CTA's later tiles): k tile i goes to stage i % STAGES, its fill number
+// i / STAGES being that stage's phase. A stage is refilled once every consumer warp handed it back (its empty
+// barrier's previous phase completed).
+__device__ __forceinline__ void produce(const FkTensorMap* tm_a, const FkTensorMap* tm_w, u32 sm, const Bars& bars, int row0, int n0, int e, int KT, u32 it0) {
   for (int kt = 0; kt < KT; ++kt) {
-    const int st = kt % STAGES;
-    if (kt >= STAGES) fkbar::wait(bars.empty(st), ((kt / STAGES) + 1) & 1);
+    const u32 i = it0 + kt;
+    const u32 st = i % STAGES;
+    if (i >= STAGES) fkbar::wait(bars.empty(st), ((i / STAGES) + 1) & 1);
     const u32 dst = sm + st * STAGE_BYTES;
     fkbar::arrive_expect_tx(bars.full(st), STAGE_BYTES);
     fktma::load_3d(dst, tm_a, bars.full(st), kt * BK, row0, 0);
@@ -143,28 +158,34 @@ __device__ __forceinline__ void produce(const FkTensorMap* tm_a, const FkTensorM
   }
 }
 
-// A consumer's main loop: d = A[its 64 rows] W^T over every k tile. Tile kt's 4 wgmmas (16 k each, 32 B apart inside
-// the swizzled 128-byte rows) are issued, then tile kt - 1's group is waited for and its stage handed back (one arrival
-// a warp), so one group is always in flight while the next stage's wait runs.
-__device__ __forceinline__ void consume(float (&d)[ACC], u32 sm, const Bars& bars, int wg, int lane, int KT) {
+// A consumer warp hands a stage back (one arrival a warp; the empty barriers expect all 8 consumer warps).
+__device__ __forceinline__ void release(const Bars& bars, u32 st, int lane) {
+  __syncwarp();
+  if (lane == 0) fkbar::arrive(bars.empty(st));
+}
+
+// A consumer's main loop over one tile: d = A[its 64 rows] W^T over every k tile (it0: as produce's). Tile kt's 4
+// wgmmas (16 k each, 32 B apart inside the swizzled 128-byte rows) are issued, then tile kt - 1's group is waited for
+// and its stage handed back, so one group is always in flight while the next stage's wait runs. A persistent CTA hands
+// back the last stage too (the producer refills every stage); a one-tile CTA's producer never needs it.
+__device__ __forceinline__ void consume(float (&d)[ACC], u32 sm, const Bars& bars, int wg, int lane, int KT, u32 it0) {
 #pragma unroll
   for (int i = 0; i < ACC; ++i) d[i] = 0.f;
   for (int kt = 0; kt < KT; ++kt) {
-    const int st = kt % STAGES;
-    fkbar::wait(bars.full(st), (kt / STAGES) & 1);
+    const u32 i = it0 + kt;
+    const u32 st = i % STAGES;
+    fkbar::wait(bars.full(st), (i / STAGES) & 1);
     const u32 a = sm + st * STAGE_BYTES + wg * A_WG_BYTES, w = sm + st * STAGE_BYTES + A_BYTES;
     fkwg::fence();
 #pragma unroll
     for (int ks = 0; ks < BK / 16; ++ks) Mma<BN>::ss(d, fkwg::desc(a + ks * 32, 16, 1024), fkwg::desc(w + ks * 32, 16, 1024), 1);
     fkwg::commit();
     fkwg::wait<1>();
-    if (kt > 0) {
-      __syncwarp();
-      if (lane == 0) fkbar::arrive(bars.empty((kt - 1) % STAGES));
-    }
+    if (kt > 0) release(bars, (i - 1) % STAGES, lane);
   }
   fkwg::wait<0>();
   fkwg::pin(d);
+  if (PERSISTENT && KT > 0) release(bars, (it0 + KT - 1) % STAGES, lane);
 }
 
 // Consumer wg's rows to C: its accumulators (scaled by the routed weight when mul) rounded to T into shared memory at
@@ -198,6 +219,32 @@ __device__ __forceinline__ void store_rows(const float (&d)[ACC], unsigned char*
     if (s < 0 || s >= slots || n >= N) continue;
     *reinterpret_cast<uint4*>(c + (long long)s * N + n) = *reinterpret_cast<const uint4*>(stage + r * OUT_PITCH + ch * 16);
   }
+  if (PERSISTENT) fkbar::named_sync(BAR_WG + wg, 128);  // the rows are read before the next tile's are staged
+}
+
+// A non-local expert's tile (-1, or >= E): zero rows for its slots, as vLLM writes; threads `t` of `threads`.
+__device__ __forceinline__ void zero_rows(T* __restrict__ c, const int* __restrict__ sorted_token_ids, int row0, int n0, int N, int slots, int t, int threads) {
+  for (int i = t; i < BM * (BN / 8); i += threads) {
+    const int r = i / (BN / 8), n = n0 + 8 * (i % (BN / 8));
+    const int s = sorted_token_ids[row0 + r];
+    if (s >= 0 && s < slots && n < N) *reinterpret_cast<uint4*>(c + (long long)s * N + n) = make_uint4(0, 0, 0, 0);
+  }
+}
+
+// What a tile asks: nothing (it starts at or past the padded count), zero rows (a non-local expert), or the GEMM.
+enum TileWork { TILE_NONE, TILE_ZERO, TILE_GEMM };
+struct Tile {
+  int row0, n0, e;
+  TileWork work;
+};
+__device__ __forceinline__ Tile tile_at(int pid, int m_tiles, int n_tiles, int group_m, const int* __restrict__ expert_ids, int post, int bs, int E) {
+  int pm, pn;
+  grouped_tile(pid, m_tiles, n_tiles, group_m, pm, pn);
+  Tile t{pm * BM, pn * BN, -1, TILE_NONE};
+  if (t.row0 >= post) return t;
+  t.e = expert_ids[t.row0 / bs];
+  t.work = t.e < 0 || t.e >= E ? TILE_ZERO : TILE_GEMM;
+  return t;
 }
 
 }  // namespace fkmoewg
@@ -214,23 +261,17 @@ extern "C" __global__ void __launch_bounds__(fkmoewg::THREADS, 1) fk_fused_moe_w
   unsigned char* base = fk_moe_wg_smem + pad;
   const u32 sm = raw + pad;
 
-  int pm, pn;
-  grouped_tile(blockIdx.x, m_tiles, n_tiles, group_m, pm, pn);
-  const int row0 = pm * BM;
-  if (row0 >= num_tokens_post_padded[0]) return;  // past the padded count: uniform over the CTA
-  const int n0 = pn * BN;
   const int tid = threadIdx.x;
-  const int e = expert_ids[row0 / bs];
-  if (e < 0 || e >= E) {
-    // a non-local expert (-1): zero rows for the tile's slots, as vLLM writes
-    for (int i = tid; i < BM * (BN / 8); i += THREADS) {
-      const int r = i / (BN / 8), n = n0 + 8 * (i % (BN / 8));
-      const int s = sorted_token_ids[row0 + r];
-      if (s >= 0 && s < slots && n < N) *reinterpret_cast<uint4*>(c + (long long)s * N + n) = make_uint4(0, 0, 0, 0);
-    }
+  const int KT = (K + BK - 1) / BK;
+  const int post = num_tokens_post_padded[0];
+#if !FK_MOE_WG_PERSISTENT
+  const Tile tile = tile_at(blockIdx.x, m_tiles, n_tiles, group_m, expert_ids, post, bs, E);
+  if (tile.work == TILE_NONE) return;  // past the padded count: uniform over the CTA
+  if (tile.work == TILE_ZERO) {
+    zero_rows(c, sorted_token_ids, tile.row0, tile.n0, N, slots, tid, THREADS);
     return;
   }
-  const int KT = (K + BK - 1) / BK;
+#endif
   const Bars bars{sm + OFF_BAR};
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -244,13 +285,42 @@ extern "C" __global__ void __launch_bounds__(fkmoewg::THREADS, 1) fk_fused_moe_w
   const int wg = tid / 128;
   if (wg == 0) {
     regs_dec<PRODUCER_REGS>();
-    if (tid == 0) produce(&tm_a, &tm_w, sm, bars, row0, n0, e, KT);
+    if (tid == 0) {
+      fktma::prefetch_map(&tm_a);
+      fktma::prefetch_map(&tm_w);
+#if FK_MOE_WG_PERSISTENT
+      u32 it = 0;  // k tiles the ring carried
+      for (int pid = blockIdx.x; pid < m_tiles * n_tiles; pid += gridDim.x) {
+        const Tile tile = tile_at(pid, m_tiles, n_tiles, group_m, expert_ids, post, bs, E);
+        if (tile.work != TILE_GEMM) continue;
+        produce(&tm_a, &tm_w, sm, bars, tile.row0, tile.n0, tile.e, KT, it);
+        it += KT;
+      }
+#else
+      produce(&tm_a, &tm_w, sm, bars, tile.row0, tile.n0, tile.e, KT, 0);
+#endif
+    }
     return;
   }
   regs_inc<CONSUMER_REGS>();
   const int cw = wg - 1, t = tid % 128;
   float d[ACC];
-  consume(d, sm, bars, cw, t % 32, KT);
+#if FK_MOE_WG_PERSISTENT
+  u32 it = 0;  // as the producer's: both walk the same tiles and skip the same ones
+  for (int pid = blockIdx.x; pid < m_tiles * n_tiles; pid += gridDim.x) {
+    const Tile tile = tile_at(pid, m_tiles, n_tiles, group_m, expert_ids, post, bs, E);
+    if (tile.work == TILE_NONE) continue;
+    if (tile.work == TILE_ZERO) {
+      zero_rows(c, sorted_token_ids, tile.row0, tile.n0, N, slots, tid - 128, 256);
+      continue;
+    }
+    consume(d, sm, bars, cw, t % 32, KT, it);
+    it += KT;
+    store_rows(d, base + OFF_OUT, c, topk_weights, sorted_token_ids, tile.row0, tile.n0, N, slots, mul, cw, t);
+  }
+#else
+  consume(d, sm, bars, cw, t % 32, KT, 0);
   fkbar::named_sync(BAR_CONSUMERS, 256);  // both consumers are done reading the ring: it becomes the output tile
-  store_rows(d, base, c, topk_weights, sorted_token_ids, row0, n0, N, slots, mul, cw, t);
+  store_rows(d, base + OFF_OUT, c, topk_weights, sorted_token_ids, tile.row0, tile.n0, N, slots, mul, cw, t);
+#endif
 }
