@@ -43,6 +43,17 @@ describe('gated DeltaNet plans', () => {
     expect(convDecline({ ...conv, W: CONV_MAX_W + 1 })).toMatch(/width 17/);
     expect(convDecline({ ...conv, N: 70000 })).toMatch(/65535/);
   });
+
+  it("the chunked kernels hold their shared memory to the device's opt-in (the launch would throw past it)", () => {
+    for (const op of ['chunk_gated_delta_rule', 'chunk_kda'] as const) {
+      const c = (K: number, optin?: number) => ({ op, dtypes: ['bf16', 'f32', 'bf16'] as const, N: 1, H: 4, HV: 4, K, V: 128, pool: null, ...(optin ? { sharedPerBlockOptin: optin } : {}) });
+      const need = (K: number) => planGdn(c(K), 4, 1, 'chunk', op === 'chunk_kda' ? 'channel' : 'head').sharedBytes;
+      const big = [128, 256, 512, 1024].find((K) => need(K) > 99 * 1024)!;
+      expect(gdnDecline(c(big))).toBeNull(); // sm_90's 227 KiB when the device does not say
+      expect(gdnDecline(c(big, 99 * 1024))).toMatch(/exceed the device's 101376/);
+      expect(gdnDecline(c(128, 99 * 1024))).toBeNull(); // Qwen3-Next / Kimi-Linear heads fit sm_86 / sm_89
+    }
+  });
 });
 
 describe('GdnKernels on the fake device', () => {

@@ -42,6 +42,8 @@ export interface GdnCall extends GdnShape {
   /** q / k heads. */
   readonly H: number;
   readonly pool: { readonly dtype: string; readonly slotContiguous: boolean } | null;
+  /** The device's opt-in dynamic shared memory a block (DeviceProperties.sharedPerBlockOptin; sm_90's 227 KiB when unknown). */
+  readonly sharedPerBlockOptin?: number;
 }
 
 /** Why the CUDA delta-rule kernel cannot take a call, or null. */
@@ -57,7 +59,8 @@ export function gdnDecline(c: GdnCall): string | null {
   const d = DELTA_OPS[c.op as DeltaOp];
   if (d?.kind === 'chunk') {
     const p = planGdn(c, 4, 1, 'chunk', d.gate);
-    if (p.sharedBytes > GLA_MAX_SHARED) return `K ${c.K}: the chunked kernel's ${p.sharedBytes} bytes of shared memory exceed ${GLA_MAX_SHARED}`;
+    const limit = c.sharedPerBlockOptin ?? GLA_MAX_SHARED;
+    if (p.sharedBytes > limit) return `K ${c.K}: the chunked kernel's ${p.sharedBytes} bytes of shared memory exceed the device's ${limit}`;
   }
   return null;
 }

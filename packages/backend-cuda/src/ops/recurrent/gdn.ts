@@ -55,7 +55,8 @@ export class GdnKernels {
       const [q, , v, g, beta, s0, cu, idx] = ins;
       const N = cu ? cu.shape[0]! - 1 : q!.shape[0]!;
       const pool = idx && s0 ? { dtype: s0.dtype, slotContiguous: slotContiguous(s0) } : null;
-      return gdnDecline({ op, dtypes: [q!.dtype, g!.dtype, beta!.dtype], N, H: q!.shape[2]!, HV: v!.shape[2]!, K: q!.shape[3]!, V: v!.shape[3]!, pool }) ?? true;
+      const optin = DELTA_OPS[op].kind === 'chunk' ? (this.runtime().properties() as { sharedPerBlockOptin?: number }).sharedPerBlockOptin : undefined;
+      return gdnDecline({ op, dtypes: [q!.dtype, g!.dtype, beta!.dtype], N, H: q!.shape[2]!, HV: v!.shape[2]!, K: q!.shape[3]!, V: v!.shape[3]!, pool, sharedPerBlockOptin: optin }) ?? true;
     }
     const c = convOperands(op, call as unknown as OpCall<ConvAttrs>);
     return convDecline({ op, dtypes: [c.x.dtype, c.w.dtype, c.bias?.dtype ?? null, c.sIn?.dtype ?? null, c.sOutDType], hisDType: c.his?.dtype ?? null, N: c.N, W: c.W }) ?? true;
