@@ -30,6 +30,8 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
+#include "fk_tile_order.cuh"  // fktile::tile_of: the grouped launch order
+
 #ifndef FK_T
 #define FK_T __nv_bfloat16
 #endif
@@ -63,7 +65,6 @@ typedef unsigned int u32;
 #include "fk_mma.cuh"
 #include "fk_moe_gemm_tile.cuh"  // BM .. STAGES, the warp tile (MI x NI), the chunk loaders, the ring fill
 #include "fk_mma_warp_tile.cuh"
-#include "fk_tile_order.cuh"
 
 constexpr int STAGE_ELEMS = (BM + BN) * PITCH;
 static_assert(BK % 16 == 0 && STAGES >= 2, "BK: a multiple of 16; at least 2 stages");
@@ -81,7 +82,7 @@ extern "C" __global__ void __launch_bounds__(fkmoe::NT) fk_fused_moe(
   T* smem = reinterpret_cast<T*>(fk_smem);
 
   int pm, pn;
-  tile_of(blockIdx.x, m_tiles, n_tiles, group_m, pm, pn);
+  fktile::tile_of(blockIdx.x, m_tiles, n_tiles, group_m, pm, pn);
   const int row0 = pm * R;
   if (row0 >= num_tokens_post_padded[0]) return;  // past the padded count: uniform over the CTA
   const int n0 = pn * BN;

@@ -24,7 +24,7 @@
 // Everything the routing decides is read on the device (no host sync: the launches can be captured in a CUDA graph):
 // CTAs whose row tile starts at or past num_tokens_post_padded exit; a block whose expert is -1 (or >= E) writes zero
 // rows for its slots (vLLM's expert_map, as fused_moe.cu). The host sizes the grid from shapes (the live-blocks bound of
-// fused-moe-plan.ts) and orders it in groups of group_m row tiles over every column tile (grouped_tile).
+// fused-moe-plan.ts) and orders it in groups of group_m row tiles over every column tile (fk_tile_order.cuh).
 //
 // Host requirements: K % 8 == 0 and N % 8 == 0 (16-byte rows for the tensor maps and the epilogue's stores), A / W / C
 // rows 16-byte aligned, bs % 128 == 0 (a tile in one block). Tensor maps (cuTensorMapEncodeTiled, 128-byte swizzle, zero OOB fill):
@@ -49,6 +49,7 @@
 #include <cuda_fp16.h>
 
 #include "fk_mbarrier.cuh"
+#include "fk_tile_order.cuh"
 #include "fk_tma.cuh"
 #include "fk_wgmma_m64.cuh"
 #include "fk_wgmma_n256.cuh"
@@ -122,18 +123,6 @@ template <> struct Mma<256> {
 template <> struct Mma<128> {
   static __device__ __forceinline__ void ss(float (&d)[64], u64 da, u64 db, int acc) { fkwg::M64N128<T>::ss(d, da, db, acc); }
 };
-
-// CTA pid -> (row tile pm, column tile pn): group_m row tiles at a time over every column tile, row tile fastest, so
-// the CTAs in flight share an expert's weight tiles (and their A rows) in L2. fk_tile_order.cuh's order, written out
-// here: that header is included inside fused_moe.cu's namespace, and a lab compiling both files sees it only once.
-__device__ __forceinline__ void grouped_tile(int pid, int m_tiles, int n_tiles, int group_m, int& pm, int& pn) {
-  const int per_group = group_m * n_tiles;
-  const int first = (pid / per_group) * group_m;
-  const int size = min(m_tiles - first, group_m);
-  const int in = pid % per_group;
-  pm = first + in % size;
-  pn = in / size;
-}
 
 // The mbarriers, by shared address.
 struct Bars {
@@ -239,7 +228,7 @@ struct Tile {
 };
 __device__ __forceinline__ Tile tile_at(int pid, int m_tiles, int n_tiles, int group_m, const int* __restrict__ expert_ids, int post, int bs, int E) {
   int pm, pn;
-  grouped_tile(pid, m_tiles, n_tiles, group_m, pm, pn);
+  fktile::tile_of(pid, m_tiles, n_tiles, group_m, pm, pn);
   Tile t{pm * BM, pn * BN, -1, TILE_NONE};
   if (t.row0 >= post) return t;
   t.e = expert_ids[t.row0 / bs];

@@ -32,6 +32,8 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
+#include "fk_tile_order.cuh"  // fktile::tile_of: the grouped launch order
+
 #ifndef FK_T
 #define FK_T __nv_bfloat16
 #endif
@@ -71,7 +73,6 @@ typedef unsigned int u32;
 #include "fk_mma.cuh"
 #include "fk_moe_gemm_tile.cuh"  // BM .. STAGES, the warp tile (MI x NI), the chunk loaders, the ring fill
 #include "fk_mma_warp_tile.cuh"
-#include "fk_tile_order.cuh"  // pid -> (slot, column tile): one expert's slots run together
 
 constexpr int A_ELEMS = BM * PITCH;
 static_assert(BK % 32 == 0 && STAGES >= 3, "BK: a multiple of 32 (whole MXFP4 blocks); at least 3 stages");
@@ -121,7 +122,7 @@ extern "C" __global__ void __launch_bounds__(fkgg::NT) fk_grouped_gemm_tc(
 #endif
 
   int pm, pn;
-  tile_of(blockIdx.x, slots, n_tiles, group_m, pm, pn);
+  fktile::tile_of(blockIdx.x, slots, n_tiles, group_m, pm, pn);  // one expert's slots run together
   const int4 tile = tiles[pm];
   const int e = tile.x;
   if (e < 0) return;  // past the last tile: uniform over the CTA
