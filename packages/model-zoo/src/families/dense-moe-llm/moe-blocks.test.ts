@@ -8,10 +8,11 @@ import { describe, expect, it } from 'vitest';
 import { cpuBackend } from '../../../test/l1-harness.js';
 import { describeCompositeContract } from '../../../test/composite-harness.js';
 import { baselineRegistry } from '../../index.js';
-import { fusedExpertsTask } from './L2/fused_experts.js';
+import { fusedExpertsReference, fusedExpertsTask, makeExpertsInputs, moeBlockSizeFor, type FusedExperts } from './L2/fused_experts.js';
 import { mixtralMoeTask } from './L2/mixtral_moe.js';
 import { qwen3MoeTask } from './L2/qwen3_moe.js';
 import { initMoeParameters } from './moe/fused-moe.js';
+import type { MoeAlign } from '../../tasks/L1/moe/moe_align.js';
 import { denseMoeBlock } from './moe/reference.js';
 
 for (const t of [fusedExpertsTask, mixtralMoeTask, qwen3MoeTask]) describeCompositeContract(t, cpuBackend);
@@ -25,6 +26,35 @@ describe('MoE blocks', () => {
       ['experts.w13_weight', [8, 96, 32]],
       ['experts.w2_weight', [8, 32, 48]],
     ]);
+    m.dispose();
+  });
+
+  it("fused_experts picks moe_align's block by the rows an expert gets (16 / 64 / 128, vLLM's tuned BLOCK_SIZE_M), each matching the float64 MoE", () => {
+    expect([1, 64, 65, 256, 257, 4096].map((T) => moeBlockSizeFor(T, 2, 8))).toEqual([16, 16, 64, 64, 128, 128]); // Mixtral
+    expect([256, 257, 1024, 1025].map((T) => moeBlockSizeFor(T, 8, 128))).toEqual([16, 64, 64, 128]); // Qwen3-30B-A3B
+    const registry = baselineRegistry();
+    const ctx = { backend: cpuBackend(), device: 0, dtype: 'f32' as const, registry };
+    const [E, K, H, I] = [4, 2, 16, 24];
+    const m = registry.createIn<FusedExperts>(ctx, 'L2/fused_experts', E, K, 'silu');
+    // built without a fixed block size: one moe_align a size; record which one each call runs
+    const ran: number[] = [];
+    for (const [name, child] of m.namedModules()) {
+      if (!name.startsWith('align')) continue;
+      const align = child as MoeAlign;
+      const forward = align.forward.bind(align);
+      align.forward = (ids: Tensor) => (ran.push(align.blockSize), forward(ids));
+    }
+    expect(m.namedModules().map(([k]) => k).filter((k) => k.startsWith('align'))).toEqual(['align', 'align_bs64', 'align_bs128']);
+    for (const T of [5, 40, 150]) { // 2.5, 20 and 75 rows an expert: blocks of 16, 64, 128
+      const rng = new Rng(T);
+      const ins = withContext(ctx, () => makeExpertsInputs({ dims: { T, H, I, E, K }, dtype: 'f32' }, ctx, rng));
+      const y = m.forward(...(ins as [Tensor, Tensor, Tensor, Tensor, Tensor]));
+      const ref = fusedExpertsReference(...(ins.map((t) => toHostArray(t)) as [never, never, never, never, never]));
+      const got = y.toFloat64Array();
+      got.forEach((v, i) => expect(Math.abs(v - ref.data[i]!)).toBeLessThan(1e-4 * (1 + Math.abs(ref.data[i]!))));
+      for (const t of [y, ...ins]) t.dispose();
+    }
+    expect(ran).toEqual([16, 64, 128]);
     m.dispose();
   });
 

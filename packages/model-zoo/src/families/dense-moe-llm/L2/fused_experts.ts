@@ -15,10 +15,12 @@ import { MIXTRAL_8X7B, MOE_TOKENS, QWEN3_30B_A3B, randomRouting, type MoeShape }
  * moe_align (block-padded slots), moe_grouped_gemm with w1 (intermediate_cache1 [T, K, 2I]), silu_and_mul
  * (intermediate_cache2 [T*K, I]), moe_grouped_gemm with w2 applying the routed weights (intermediate_cache3
  * [T, K, H]), moe_sum. Constructor: (numExperts, topK, activation, blockSize) where vLLM reads E and K from the
- * tensors and the block size (BLOCK_SIZE_M) from its tuned configs; 16 here (vLLM's default for small batches).
+ * tensors and the block size (BLOCK_SIZE_M) from its tuned configs by the call's tokens; blockSize null (the default)
+ * chooses it per call the same way (moeBlockSizeFor), a number fixes it.
  */
 export class FusedExperts extends Module {
-  private readonly align: MoeAlign;
+  /** moe_align modules by block size: the fixed one, or one for each size moeBlockSizeFor picks. */
+  private readonly aligns = new Map<number, MoeAlign>();
   private readonly gemm1: MoeGroupedGemm;
   private readonly act: SiluAndMul;
   private readonly gemm2: MoeGroupedGemm;
@@ -27,11 +29,13 @@ export class FusedExperts extends Module {
     readonly numExperts: number,
     readonly topK: number,
     readonly activation = 'silu',
-    readonly blockSize = 16,
+    readonly blockSize: number | null = null,
   ) {
     super();
     if (activation !== 'silu') throw new RangeError(`FusedExperts: unsupported activation '${activation}': only silu is supported`);
-    this.align = this.createModule('align', 'L1/moe_align', blockSize, numExperts);
+    for (const bs of blockSize === null ? MOE_BLOCK_SIZES : [blockSize]) {
+      this.aligns.set(bs, this.createModule(bs === (blockSize ?? MOE_BLOCK_SIZES[0]) ? 'align' : `align_bs${bs}`, 'L1/moe_align', bs, numExperts));
+    }
     this.gemm1 = this.createModule('gemm1', 'L1/moe_grouped_gemm', topK, false);
     this.act = this.createModule('act', 'L1/silu_and_mul');
     this.gemm2 = this.createModule('gemm2', 'L1/moe_grouped_gemm', 1, true);
@@ -49,7 +53,8 @@ export class FusedExperts extends Module {
     const I = w2.shape[2]!;
     const owned: Tensor[] = [];
     try {
-      const [sorted, experts, post] = this.align.forward(topkIds);
+      const align = this.aligns.get(this.blockSize ?? moeBlockSizeFor(T, K, this.numExperts))!;
+      const [sorted, experts, post] = align.forward(topkIds);
       owned.push(sorted, experts, post);
       const c1 = this.gemm1.forward(hiddenStates, w1, topkWeights, sorted, experts, post);
       const c1f = c1.view(T * K, 2 * I);
@@ -65,6 +70,20 @@ export class FusedExperts extends Module {
       for (const t of owned) t.dispose();
     }
   }
+}
+
+/** The block sizes moeBlockSizeFor chooses from. */
+const MOE_BLOCK_SIZES = [16, 64, 128] as const;
+
+/**
+ * moe_align's block size for a call (vLLM's BLOCK_SIZE_M, which its tuned H100 / H200 configs raise with the tokens):
+ * 16 while an expert gets at most 16 rows (decode), 64 past that, 128 past 64 rows an expert, so the fused GEMM can take
+ * its 64- and 128-row tiles (a tile's rows sit in one block). At T 4096 the 128-row tile ran Mixtral's w13 in 7.0 ms
+ * against 8.7 ms at 64 (bench/results/h100/ops.json); with blocks of 16 a prefill ran the 16-row decode tiles.
+ */
+export function moeBlockSizeFor(tokens: number, topK: number, numExperts: number): number {
+  const perExpert = (tokens * topK) / Math.max(1, numExperts);
+  return perExpert > 64 ? 128 : perExpert > 16 ? 64 : 16;
 }
 
 /** Golden float64 MoE: per token, sum over its k experts of weight * w2[e] (silu(w1_gate[e] x) * w1_up[e] x). */
@@ -97,10 +116,11 @@ export function fusedExpertsReference(x: HostArray, w1: HostArray, w2: HostArray
   return out;
 }
 
-function expertsCase(name: string, dtype: 'f32' | 'bf16', T: number, H: number, I: number, E: number, K: number, blockSize = 16) {
+function expertsCase(name: string, dtype: 'f32' | 'bf16', T: number, H: number, I: number, E: number, K: number, blockSize: number | null = 16) {
   return { name, dtype, dims: { T, H, I, E, K, GU: 2 * I }, init: [E, K, 'silu', blockSize] };
 }
-const prod = (m: MoeShape, T: number) => expertsCase(`${m.name}-T${T}`, 'bf16', T, m.hidden, m.intermediate, m.numExperts, m.topK, T <= 64 ? 16 : 64);
+// production shapes take the block size the engine does (by the tokens: moeBlockSizeFor)
+const prod = (m: MoeShape, T: number) => expertsCase(`${m.name}-T${T}`, 'bf16', T, m.hidden, m.intermediate, m.numExperts, m.topK, null);
 
 /** Weights ~ N(0, 1/fan_in), routing: distinct experts per token with positive weights summing to 1. */
 export function makeExpertsInputs(c: Pick<TaskCase, 'dims' | 'dtype'>, ctx: ExecutionContext, rng: Rng): Tensor[] {
@@ -141,7 +161,7 @@ export const fusedExpertsTask = defineTask(
       { name: 'numExperts', type: 'int' },
       { name: 'topK', type: 'int' },
       { name: 'activation', type: 'string', optional: true, default: 'silu' },
-      { name: 'blockSize', type: 'int', optional: true, default: 16, doc: "moe_align's block (vLLM's BLOCK_SIZE_M)" },
+      { name: 'blockSize', type: 'int', optional: true, default: null, doc: "moe_align's block (vLLM's BLOCK_SIZE_M); null: by the call's tokens, as vLLM's tuned configs (16 / 64 / 128)" },
     ],
     inputs: [
       { name: 'hiddenStates', dtype: 'act', shape: ['T', 'H'] },
