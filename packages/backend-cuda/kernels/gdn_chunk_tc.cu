@@ -119,60 +119,15 @@ constexpr int PREP_SMEM = C * KP * (int)sizeof(T) + QREGION + C * VP * (int)size
 constexpr int MAIN_SMEM = (4 * C * KP + 2 * C * TP + 6 * C * BP) * (int)sizeof(T) + 6 * C * 4 + WK * C * RP * 4;
 static_assert(MAIN_SMEM <= 227 * 1024 && PREP_SMEM <= 227 * 1024, "shared memory past sm_90's 227 KiB a CTA");
 
-#if !FK_HOST_REPLAY
-#include "fk_mma.cuh"
-__device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
-template <typename X> __device__ __forceinline__ X from_f(float x);
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
-#endif
-__device__ __forceinline__ float to_f(float x) { return x; }
+#include "fk_chunk_tc.cuh"
+__device__ __forceinline__ float to_f(float x) { return x; }  // g and beta may be f32
 
-// x as hi + lo, both T: hi = x rounded, lo = the rest rounded.
-__device__ __forceinline__ void split_store(T* hi, T* lo, float x) {
-  const T h = from_f<T>(x);
-  *hi = h;
-  *lo = from_f<T>(x - to_f(h));
-}
-// Two floats as packed hi and lo pairs (A fragments of the state).
-__device__ __forceinline__ void split_pack(float x0, float x1, u32& hi, u32& lo) {
-  const float h0 = to_f(from_f<T>(x0)), h1 = to_f(from_f<T>(x1));
-  hi = Mma<T>::pack(h0, h1);
-  lo = Mma<T>::pack(x0 - h0, x1 - h1);
-}
 // Two adjacent elements (hi, lo 4-byte aligned) as hi + lo pairs, one 4-byte store each.
 __device__ __forceinline__ void split_store2(T* hi, T* lo, float x0, float x1) {
   u32 h, l;
   split_pack(x0, x1, h, l);
   *reinterpret_cast<u32*>(hi) = h;
   *reinterpret_cast<u32*>(lo) = l;
-}
-// The sequence, chunk, batch row and token range of chunk slot j (see the top of the file); false: no chunk takes it.
-__device__ __forceinline__ bool slot_chunk(const CU_T* cu, long long j, int N, int nc_max, int T_len, int& n, int& c, int& bt, int& t0, int& t1) {
-  if (cu != nullptr) {
-    int lo = 0, hi = N - 1;  // the last sequence whose first slot is <= j (first slots grow strictly with n)
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) >> 1;
-      if ((long long)(cu[mid] / C) + mid <= j) lo = mid;
-      else hi = mid - 1;
-    }
-    n = lo;
-    c = (int)(j - ((long long)(cu[n] / C) + n));
-    bt = 0;
-    t0 = (int)cu[n];
-    t1 = (int)cu[n + 1];
-  } else {
-    n = (int)(j / nc_max);
-    c = (int)(j - (long long)n * nc_max);
-    bt = n;
-    t0 = 0;
-    t1 = T_len;
-  }
-  return c >= 0 && t0 + c * C < t1;
-}
-__device__ __forceinline__ long long chunk_slot(const CU_T* cu, int n, int c, int nc_max) {
-  return cu != nullptr ? (long long)(cu[n] / C) + n + c : (long long)n * nc_max + c;
 }
 }  // namespace fkgdn
 
@@ -204,7 +159,8 @@ extern "C" __global__ void __launch_bounds__(fkgdn::PREP_THREADS, 2) fk_gdn_chun
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g8 = lane >> 2, q4 = lane & 3;
   int n, c, bt, t0, t1;
-  if (!slot_chunk(cu, j, N, nc_max, T_len, n, c, bt, t0, t1)) return;  // uniform over the CTA, before any barrier
+  slot_chunk(cu, j, N, nc_max, T_len, n, c, bt, t0, t1);
+  if (!(c >= 0 && t0 + c * C < t1)) return;  // no chunk takes the slot (uniform over the CTA, before any barrier)
   const int cs = t0 + c * C, L = min(C, t1 - cs);
   const long long row0 = (long long)bt * T_len + cs;  // the chunk's first row of the [B T, ...] workspaces
 
@@ -437,26 +393,12 @@ extern "C" __global__ void __launch_bounds__(fkgdn::MAIN_THREADS, 1) fk_gdn_chun
   const int hv = blockIdx.y, n = blockIdx.z, h = hv / (HV / H);
   const int c0 = blockIdx.x * BV;
   int bt, t0, t1;
-  if (cu != nullptr) { bt = 0; t0 = (int)cu[n]; t1 = (int)cu[n + 1]; }
-  else { bt = n; t0 = 0; t1 = T_len; }
-  long long slot = n;
   bool rd = s_in != nullptr, wr = s_out != nullptr;
-  if (si != nullptr) {
-    slot = (long long)si[n];
-    if (slot < 0) { rd = false; wr = false; }  // PAD_SLOT_ID: a zero state, nothing written back
-  }
+  const long long slot = walk_sequence(cu, si, n, T_len, bt, t0, t1, rd, wr);
   const long long head = (long long)hv * K * VF;
-
-  // S^T: fragment e of n8 tile nt holds value column vrow0 + (e >> 1) 8 and key row wk KW + nt 8 + 2 q4 + (e & 1)
   const int vrow0 = c0 + wm * 16 + g8;
-  float S[KW / 8][4];
-#pragma unroll
-  for (int nt = 0; nt < KW / 8; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const long long i = wk * KW + nt * 8 + 2 * q4 + (e & 1);
-      S[nt][e] = rd ? s_in[slot * s_in_n + head + i * VF + vrow0 + (e >> 1) * 8] : 0.f;
-    }
+  float S[KW / 8][4];  // this warp's slice of S^T
+  load_state(S, s_in, slot * s_in_n + head, rd, VF, wk, q4, vrow0);
 
   // loads of chunk c; rows past the sequence zero-filled (cp.async of 0 source bytes)
   auto input_rows = [&](int c, const T* src, long long sb, long long st, long long sh, T* dst) {  // q or k [C][KP]
@@ -467,18 +409,10 @@ extern "C" __global__ void __launch_bounds__(fkgdn::MAIN_THREADS, 1) fk_gdn_chun
       cp_async16(smem_u32(dst + t * KP + cc * 8), src + bt * sb + (long long)(cs + (ok ? t : 0)) * st + h * sh + cc * 8, ok ? 16 : 0);
     }
   };
-  // columns col0 .. + cols of a [rows][HV][2][width] workspace -> hi, lo [C][pitch]
+  // columns col0 .. + cols of a [B T][HV][2][width] workspace -> hi, lo [C][pitch]
   auto pair_rows = [&](int c, const T* src, int width, int cols, int col0, int pitch, T* hi, T* lo) {
     const int cs = t0 + c * C, L = min(C, t1 - cs);
-    const long long row0 = (long long)bt * T_len + cs;
-    const int cch = cols / 8;
-    for (int x = tid; x < C * cch; x += MAIN_THREADS) {
-      const int t = x / cch, cc = x - t * cch;
-      const bool ok = t < L;
-      const long long at = ((row0 + (ok ? t : 0)) * HV + hv) * (2LL * width) + col0 + cc * 8;
-      cp_async16(smem_u32(hi + t * pitch + cc * 8), src + at, ok ? 16 : 0);
-      cp_async16(smem_u32(lo + t * pitch + cc * 8), src + at + width, ok ? 16 : 0);
-    }
+    load_pair_rows(src, (long long)bt * T_len + cs, L, HV, hv, width, cols, col0, pitch, hi, lo, tid);
   };
   auto load_first = [&](int c) {  // q, W, G and the norms of chunk c
     input_rows(c, q, qb, qt, qh, sQ);
@@ -494,12 +428,7 @@ extern "C" __global__ void __launch_bounds__(fkgdn::MAIN_THREADS, 1) fk_gdn_chun
   auto load_second = [&](int c) {  // k, Aqk and the U tile of chunk c
     input_rows(c, k, kb, kt, kh, sK);
     pair_rows(c, u, VF, BV, c0, BP, sUh, sUl);
-    const T* Aj = aqk + (chunk_slot(cu, n, c, nc_max) * HV + hv) * (long long)(2 * C * C);
-    for (int x = tid; x < C * (C / 8); x += MAIN_THREADS) {
-      const int t = x / (C / 8), cc = x - t * (C / 8);
-      cp_async16(smem_u32(sAh + t * TP + cc * 8), Aj + t * C + cc * 8, 16);
-      cp_async16(smem_u32(sAl + t * TP + cc * 8), Aj + C * C + t * C + cc * 8, 16);
-    }
+    load_scores(aqk + (chunk_slot(cu, n, c, nc_max) * HV + hv) * (long long)(2 * C * C), sAh, sAl, TP, tid);
   };
 
   // cp.async groups in flight at the top of chunk c: first(c), then second(c)
@@ -528,27 +457,17 @@ extern "C" __global__ void __launch_bounds__(fkgdn::MAIN_THREADS, 1) fk_gdn_chun
 #pragma unroll
     for (int kk = 0; kk < KW / 16; ++kk) {
       u32 a[4], al[4];
-      split_pack(S[2 * kk][0], S[2 * kk][1], a[0], al[0]);
-      split_pack(S[2 * kk][2], S[2 * kk][3], a[1], al[1]);
-      split_pack(S[2 * kk + 1][0], S[2 * kk + 1][1], a[2], al[2]);
-      split_pack(S[2 * kk + 1][2], S[2 * kk + 1][3], a[3], al[3]);
+      state_frags(S, kk, a, al);
 #pragma unroll
       for (int np = 0; np < C / 16; ++np) {
         const int at = (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * KP + wk * KW + kk * 16 + ((lane >> 3) & 1) * 8;
-        u32 b0, b1, b2, b3, l0, l1, l2, l3;
-        ldsm_x4(smem_u32(sQ + at), b0, b1, b2, b3);
+        u32 b0, b1, b2, b3;
+        ldsm_x4(smem_u32(sQ + at), b0, b1, b2, b3);  // q as given: no lo half
         Mma<T>::mma(oacc[2 * np], a, b0, b1);
         Mma<T>::mma(oacc[2 * np], al, b0, b1);
         Mma<T>::mma(oacc[2 * np + 1], a, b2, b3);
         Mma<T>::mma(oacc[2 * np + 1], al, b2, b3);
-        ldsm_x4(smem_u32(sWh + at), b0, b1, b2, b3);
-        ldsm_x4(smem_u32(sWl + at), l0, l1, l2, l3);
-        Mma<T>::mma(vacc[2 * np], a, b0, b1);
-        Mma<T>::mma(vacc[2 * np], al, b0, b1);
-        Mma<T>::mma(vacc[2 * np], a, l0, l1);
-        Mma<T>::mma(vacc[2 * np + 1], a, b2, b3);
-        Mma<T>::mma(vacc[2 * np + 1], al, b2, b3);
-        Mma<T>::mma(vacc[2 * np + 1], a, l2, l3);
+        mma_state_pair(vacc, a, al, sWh, sWl, KP, np, kk, wk, lane);
       }
     }
     // the inter-chunk o scaled per token (column) by scale e^(G_t) n_t; the W S partials to shared memory
@@ -591,26 +510,9 @@ extern "C" __global__ void __launch_bounds__(fkgdn::MAIN_THREADS, 1) fk_gdn_chun
         ldsm_x4_t(smem_u32(sNh + at), vf[ks][0], vf[ks][1], vf[ks][2], vf[ks][3]);
         ldsm_x4_t(smem_u32(sNl + at), vl[ks][0], vl[ks][1], vl[ks][2], vl[ks][3]);
       }
-#pragma unroll
-      for (int nt = 0; nt < C / 8; ++nt) {
-        if (nt / (TW / 8) != wk) continue;
-#pragma unroll
-        for (int ks = 0; ks < C / 16; ++ks) {
-          if (ks * 16 > nt * 8 + 7) continue;
-          const int at = (nt * 8 + (lane & 7)) * TP + ks * 16 + ((lane >> 3) & 1) * 8;
-          u32 b0, b1, l0, l1;
-          ldsm_x2(smem_u32(sAh + at), b0, b1);
-          ldsm_x2(smem_u32(sAl + at), l0, l1);
-          Mma<T>::mma(oacc[nt], vf[ks], b0, b1);
-          Mma<T>::mma(oacc[nt], vl[ks], b0, b1);
-          Mma<T>::mma(oacc[nt], vf[ks], l0, l1);
-        }
-      }
+      mma_intra<true>(oacc, vf, vl, sAh, sAl, TP, wk, lane);
     }
-#pragma unroll
-    for (int nt = 0; nt < C / 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) red[(wk * C + nt * 8 + 2 * q4 + (e & 1)) * RP + wm * 16 + g8 + (e >> 1) * 8] = oacc[nt][e];
+    store_partials(red, oacc, wk, wm, g8, q4);
     // the state over the chunk: e^(G_last) S^T + (m e^(G_last - G) V')^T k, in the accumulators
     {
       const float d = expf(glast);
@@ -638,32 +540,15 @@ extern "C" __global__ void __launch_bounds__(fkgdn::MAIN_THREADS, 1) fk_gdn_chun
         }
     }
     __syncthreads();  // the partials are whole; k, Aqk, U, V' are free
-    // (D) o = the sum of the partials, two columns a thread at a time
-    for (int x = tid; x < C * (BV / 2); x += MAIN_THREADS) {
-      const int t = x / (BV / 2), cp = (x - t * (BV / 2)) * 2;
-      if (t < L) {
-        float y0 = 0.f, y1 = 0.f;
-#pragma unroll
-        for (int ww = 0; ww < WK; ++ww) {
-          y0 += red[(ww * C + t) * RP + cp];
-          y1 += red[(ww * C + t) * RP + cp + 1];
-        }
-        *reinterpret_cast<u32*>(o + (((long long)bt * T_len + cs + t) * HV + hv) * VF + c0 + cp) = Mma<T>::pack(y0, y1);
-      }
-    }
+    // (D) o = the sum of the partials, a column pair a 4-byte store
+    sum_partials(red, L, tid, [&](int t, int cp, float y0, float y1) {
+      *reinterpret_cast<u32*>(o + (((long long)bt * T_len + cs + t) * HV + hv) * VF + c0 + cp) = Mma<T>::pack(y0, y1);
+    });
     if (c + 1 < nc) {
       load_second(c + 1);
       cp_async_commit();
     }
   }
 
-  if (wr) {
-#pragma unroll
-    for (int nt = 0; nt < KW / 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const long long i = wk * KW + nt * 8 + 2 * q4 + (e & 1);
-        s_out[slot * s_out_n + head + i * VF + vrow0 + (e >> 1) * 8] = S[nt][e];
-      }
-  }
+  if (wr) store_state(S, s_out, slot * s_out_n + head, VF, wk, q4, vrow0);
 }

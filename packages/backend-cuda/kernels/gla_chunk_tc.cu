@@ -102,19 +102,8 @@ constexpr int PREP_SMEM = 2 * C * SP * (int)sizeof(T) + C * BP * 4 + 2 * (C + KP
 static_assert(MAIN_SMEM <= 227 * 1024 && PREP_SMEM <= 227 * 1024, "shared memory past sm_90's 227 KiB a CTA");
 static_assert(STAGE_BYTES % 16 == 0 && (C * QP * (int)sizeof(T)) % 16 == 0 && (C * AP * (int)sizeof(T)) % 16 == 0 && (C * VP * (int)sizeof(T)) % 16 == 0, "16-byte parts");
 
-#if !FK_HOST_REPLAY
-#include "fk_mma.cuh"
-__device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
-template <typename X> __device__ __forceinline__ X from_f(float x);
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
-#endif
+#include "fk_chunk_tc.cuh"
 
-// The workspace slot of chunk c of sequence n (see the top of the file).
-__device__ __forceinline__ long long chunk_slot(const CU_T* cu, int n, int c, int nc_max) {
-  return cu != nullptr ? (long long)(cu[n] / C) + n + c : (long long)n * nc_max + c;
-}
 // Row base of k'' for sub-chunk ti (its 16 ti rows: the tokens before it).
 __device__ __forceinline__ int kp_base(int ti) { return SUB * (ti - 1) * ti / 2; }
 // A's n8 tiles below the diagonal blocks, numbered u = 0 .. BELOW_TILES - 1 sub-chunk row by row (row ti has 2 ti
@@ -124,18 +113,6 @@ static_assert(NSUB == 4, "below_tile numbers the 2 + 4 + 6 tiles of four sub-chu
 __device__ __forceinline__ void below_tile(int u, int& ti, int& nt) {
   ti = u < 2 ? 1 : u < 6 ? 2 : 3;
   nt = u - (ti == 1 ? 0 : ti == 2 ? 2 : 6);
-}
-// x as hi + lo, both T: hi = x rounded, lo = the rest rounded.
-__device__ __forceinline__ void split_store(T* hi, T* lo, float x) {
-  const T h = from_f<T>(x);
-  *hi = h;
-  *lo = from_f<T>(x - to_f(h));
-}
-// Two floats as packed hi and lo pairs (A fragments of the state).
-__device__ __forceinline__ void split_pack(float x0, float x1, u32& hi, u32& lo) {
-  const float h0 = to_f(from_f<T>(x0)), h1 = to_f(from_f<T>(x1));
-  hi = Mma<T>::pack(h0, h1);
-  lo = Mma<T>::pack(x0 - h0, x1 - h1);
 }
 }  // namespace fkgla
 
@@ -157,28 +134,9 @@ extern "C" __global__ void __launch_bounds__(fkgla::PREP_THREADS) fk_gla_chunk_p
   const long long j = blockIdx.x;
   const int h = blockIdx.y;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  // which sequence and chunk this slot is (uniform over the CTA: the early exits come before any barrier)
   int n, c, bt, t0, t1;
-  if (cu != nullptr) {
-    int lo = 0, hi = N - 1;  // the last sequence whose first slot is <= j (first slots grow strictly with n)
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) >> 1;
-      if ((long long)(cu[mid] / C) + mid <= j) lo = mid;
-      else hi = mid - 1;
-    }
-    n = lo;
-    c = (int)(j - ((long long)(cu[n] / C) + n));
-    bt = 0;
-    t0 = (int)cu[n];
-    t1 = (int)cu[n + 1];
-  } else {
-    n = (int)(j / nc_max);
-    c = (int)(j - (long long)n * nc_max);
-    bt = n;
-    t0 = 0;
-    t1 = T_len;
-  }
-  if (c < 0) return;
+  slot_chunk(cu, j, N, nc_max, T_len, n, c, bt, t0, t1);
+  if (c < 0) return;  // no chunk takes the slot (uniform over the CTA, before any barrier)
   const int cs = t0 + c * C;
   if (cs >= t1) return;
   const int L = min(C, t1 - cs);
@@ -323,39 +281,17 @@ extern "C" __global__ void __launch_bounds__(fkgla::MAIN_THREADS, 1) fk_gla_chun
   const int h = blockIdx.y, n = blockIdx.z;
   const int c0 = blockIdx.x * BV;
   int bt, t0, t1;
-  if (cu != nullptr) { bt = 0; t0 = (int)cu[n]; t1 = (int)cu[n + 1]; }
-  else { bt = n; t0 = 0; t1 = T_len; }
-  long long slot = n;
   bool rd = s_in != nullptr, wr = s_out != nullptr;
-  if (si != nullptr) {
-    slot = (long long)si[n];
-    if (slot < 0) { rd = false; wr = false; }  // PAD_SLOT_ID: a zero state, nothing written back
-  }
+  const long long slot = walk_sequence(cu, si, n, T_len, bt, t0, t1, rd, wr);
   const long long head = (long long)h * K * V;
-
-  // S^T: fragment e of n8 tile nt holds value column vrow0 + (e >> 1) 8 and key row wk KW + nt 8 + 2 q4 + (e & 1)
   const int vrow0 = c0 + wm * 16 + g8;
-  float S[KW / 8][4];
-#pragma unroll
-  for (int nt = 0; nt < KW / 8; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const long long i = wk * KW + nt * 8 + 2 * q4 + (e & 1);
-      S[nt][e] = rd ? s_in[slot * s_in_n + head + i * V + vrow0 + (e >> 1) * 8] : 0.f;
-    }
+  float S[KW / 8][4];  // this warp's slice of S^T
+  load_state(S, s_in, slot * s_in_n + head, rd, V, wk, q4, vrow0);
 
   // loads of chunk c: rows past the sequence zero-filled (cp.async of 0 source bytes)
   auto rows = [&](int c, const T* src, T* hi, T* lo) {  // a [C][2][K] workspace slice -> hi, lo [C][QP]
     const int cs = t0 + c * C, L = min(C, t1 - cs);
-    const long long row0 = (long long)bt * T_len + cs;
-    constexpr int KCH = K / 8;
-    for (int x = tid; x < C * KCH; x += MAIN_THREADS) {
-      const int t = x / KCH, cc = x - t * KCH;
-      const bool ok = t < L;
-      const long long at = ((row0 + (ok ? t : 0)) * H + h) * (2 * K) + cc * 8;
-      cp_async16(smem_u32(hi + t * QP + cc * 8), src + at, ok ? 16 : 0);
-      cp_async16(smem_u32(lo + t * QP + cc * 8), src + at + K, ok ? 16 : 0);
-    }
+    load_pair_rows(src, (long long)bt * T_len + cs, L, H, h, K, K, 0, QP, hi, lo, tid);
   };
   auto load_q = [&](int c) {  // Qg of chunk c, and its stage: A (hi, lo), the v tile, the decay
     rows(c, qg, sQh, sQl);
@@ -365,12 +301,7 @@ extern "C" __global__ void __launch_bounds__(fkgla::MAIN_THREADS, 1) fk_gla_chun
     float* sDec = reinterpret_cast<float*>(sV + C * VP);
     const int cs = t0 + c * C, L = min(C, t1 - cs);
     const long long jj = chunk_slot(cu, n, c, nc_max);
-    const T* Aj = A + (jj * H + h) * (long long)(2 * C * C);
-    for (int x = tid; x < C * (C / 8); x += MAIN_THREADS) {
-      const int t = x / (C / 8), cc = x - t * (C / 8);
-      cp_async16(smem_u32(sAh + t * AP + cc * 8), Aj + t * C + cc * 8, 16);
-      cp_async16(smem_u32(sAl + t * AP + cc * 8), Aj + C * C + t * C + cc * 8, 16);
-    }
+    load_scores(A + (jj * H + h) * (long long)(2 * C * C), sAh, sAl, AP, tid);
     for (int x = tid; x < C * (BV / 8); x += MAIN_THREADS) {
       const int t = x / (BV / 8), cc = x - t * (BV / 8);
       const bool ok = t < L;
@@ -413,44 +344,14 @@ extern "C" __global__ void __launch_bounds__(fkgla::MAIN_THREADS, 1) fk_gla_chun
 #pragma unroll
     for (int kk = 0; kk < KW / 16; ++kk) {
       u32 a[4], al[4];
-      split_pack(S[2 * kk][0], S[2 * kk][1], a[0], al[0]);
-      split_pack(S[2 * kk][2], S[2 * kk][3], a[1], al[1]);
-      split_pack(S[2 * kk + 1][0], S[2 * kk + 1][1], a[2], al[2]);
-      split_pack(S[2 * kk + 1][2], S[2 * kk + 1][3], a[3], al[3]);
+      state_frags(S, kk, a, al);
 #pragma unroll
-      for (int np = 0; np < C / 16; ++np) {
-        const int at = (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * QP + wk * KW + kk * 16 + ((lane >> 3) & 1) * 8;
-        u32 b0, b1, b2, b3, l0, l1, l2, l3;
-        ldsm_x4(smem_u32(sQh + at), b0, b1, b2, b3);
-        ldsm_x4(smem_u32(sQl + at), l0, l1, l2, l3);
-        Mma<T>::mma(oacc[2 * np], a, b0, b1);
-        Mma<T>::mma(oacc[2 * np], al, b0, b1);
-        Mma<T>::mma(oacc[2 * np], a, l0, l1);
-        Mma<T>::mma(oacc[2 * np + 1], a, b2, b3);
-        Mma<T>::mma(oacc[2 * np + 1], al, b2, b3);
-        Mma<T>::mma(oacc[2 * np + 1], a, l2, l3);
-      }
+      for (int np = 0; np < C / 16; ++np) mma_state_pair(oacc, a, al, sQh, sQl, QP, np, kk, wk, lane);
     }
-    // (2) the intra-chunk V^T (A_hi + A_lo)^T for this warp's TW tokens (A is zero above the diagonal: skipped)
-#pragma unroll
-    for (int nt = 0; nt < C / 8; ++nt) {
-      if (nt / (TW / 8) != wk) continue;
-#pragma unroll
-      for (int ks = 0; ks < C / 16; ++ks) {
-        if (ks * 16 > nt * 8 + 7) continue;
-        const int at = (nt * 8 + (lane & 7)) * AP + ks * 16 + ((lane >> 3) & 1) * 8;
-        u32 b0, b1, l0, l1;
-        ldsm_x2(smem_u32(sAh + at), b0, b1);
-        ldsm_x2(smem_u32(sAl + at), l0, l1);
-        Mma<T>::mma(oacc[nt], vf[ks], b0, b1);
-        Mma<T>::mma(oacc[nt], vf[ks], l0, l1);
-      }
-    }
+    // (2) the intra-chunk V^T (A_hi + A_lo)^T for this warp's TW tokens (v as given: no lo half)
+    mma_intra<false>(oacc, vf, vf, sAh, sAl, AP, wk, lane);
     // (3) the partials to shared memory (summed over the WK key slices below)
-#pragma unroll
-    for (int nt = 0; nt < C / 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) red[(wk * C + nt * 8 + 2 * q4 + (e & 1)) * RP + wm * 16 + g8 + (e >> 1) * 8] = oacc[nt][e];
+    store_partials(red, oacc, wk, wm, g8, q4);
     __syncthreads();  // every warp is past (1): the Qg buffer takes chunk c + 1
     if (c + 1 < nc) {
       load_q(c + 1);
@@ -483,21 +384,12 @@ extern "C" __global__ void __launch_bounds__(fkgla::MAIN_THREADS, 1) fk_gla_chun
         Mma<T>::mma(S[2 * np], vf[ks], b0, b1);
         Mma<T>::mma(S[2 * np + 1], vf[ks], b2, b3);
       }
-    // (5) o = the sum of the partials, two columns a thread at a time
-    for (int x = tid; x < C * (BV / 2); x += MAIN_THREADS) {
-      const int t = x / (BV / 2), cp = (x - t * (BV / 2)) * 2;
-      if (t < L) {
-        float y0 = 0.f, y1 = 0.f;
-#pragma unroll
-        for (int w = 0; w < WK; ++w) {
-          y0 += red[(w * C + t) * RP + cp];
-          y1 += red[(w * C + t) * RP + cp + 1];
-        }
-        T* op = o + (((long long)bt * T_len + cs + t) * H + h) * V + c0 + cp;
-        op[0] = from_f<T>(y0);
-        op[1] = from_f<T>(y1);
-      }
-    }
+    // (5) o = the sum of the partials
+    sum_partials(red, L, tid, [&](int t, int cp, float y0, float y1) {
+      T* op = o + (((long long)bt * T_len + cs + t) * H + h) * V + c0 + cp;
+      op[0] = from_f<T>(y0);
+      op[1] = from_f<T>(y1);
+    });
     __syncthreads();  // every warp is past (4) and (5): the Kd buffer takes chunk c + 1, red the next partials
     if (c + 1 < nc) {
       rows(c + 1, kd, sKh, sKl);
@@ -505,13 +397,5 @@ extern "C" __global__ void __launch_bounds__(fkgla::MAIN_THREADS, 1) fk_gla_chun
     }
   }
 
-  if (wr) {
-#pragma unroll
-    for (int nt = 0; nt < KW / 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const long long i = wk * KW + nt * 8 + 2 * q4 + (e & 1);
-        s_out[slot * s_out_n + head + i * V + vrow0 + (e >> 1) * 8] = S[nt][e];
-      }
-  }
+  if (wr) store_state(S, s_out, slot * s_out_n + head, V, wk, q4, vrow0);
 }
