@@ -112,21 +112,8 @@ __device__ __forceinline__ float ex2(float x) {
   return y;
 }
 // Two floats as a packed pair of T (low half = first): a P fragment register, or two output elements.
-__device__ __forceinline__ u32 pack2(float lo, float hi, __nv_bfloat16*) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const u32*>(&v);
-}
-__device__ __forceinline__ u32 pack2(float lo, float hi, __half*) {
-  const __half2 v = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const u32*>(&v);
-}
-__device__ __forceinline__ u32 pack(float lo, float hi) { return pack2(lo, hi, (T*)nullptr); }
+__device__ __forceinline__ u32 pack(float lo, float hi) { return fkwg::pack2<T>(lo, hi); }
 __device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
-
-// Register-count hand-off between the warpgroups (the whole warpgroup executes it): the producer gives registers
-// back, the consumers take them, so the accumulators (S and O, 64 floats each, and P) fit without spills.
-template <int N> __device__ __forceinline__ void regs_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
-template <int N> __device__ __forceinline__ void regs_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
 
 // The mbarriers, by shared address.
 struct Bars {
@@ -374,12 +361,12 @@ __device__ __forceinline__ void forward(const FkTensorMap* tm_q, const FkTensorM
   __syncthreads();
 
   if (wgi == 0) {  // the producer
-    regs_dec<PRODUCER_REGS>();
+    fkwg::regs_dec<PRODUCER_REGS>();  // registers to the consumers: S, O and P fit without spills
     if (tid == 0 && n_tiles > 0) produce(tm_q, tm_k, tm_v, sm, bars, sk.q0 + m0, h, h / group, sk.k0 + n_start, n_tiles);
     return;
   }
 
-  regs_inc<CONSUMER_REGS>();
+  fkwg::regs_inc<CONSUMER_REGS>();
 #if FK_SINKS
   const float s2 = sinks[h] * 1.4426950408889634f;  // loaded now, used at the end: its latency hides behind the loop
 #endif

@@ -2,7 +2,9 @@
 // S [64 x 128 keys] = Q K^T with both operands in shared memory (K-major, m64n128k16), and O [64 x D] += P V with P
 // from registers and V N-major in shared memory (m64n128k16 for head dim 128, m64n64k16 for 64). Tiles are the TMA's
 // 128-byte-swizzled boxes: a 64-column block of R rows x 128 B, 8-row atoms of 1024 B, blocks R x 128 B apart (base
-// 1024-byte aligned). Included at file scope (its own namespace); scripts/embed-kernels.mjs inlines it for NVRTC.
+// 1024-byte aligned). Also what both warp-specialised wgmma kernels (attention_fa3.cu, fused_moe_wgmma.cu) do around
+// the products: packing accumulator pairs to 16 bits, the warpgroups' register hand-off. Included at file scope (its own
+// namespace); scripts/embed-kernels.mjs inlines it for NVRTC.
 //
 // Accumulator layout (thread t of the warpgroup, warp w = t / 32, lane l): registers 4 i .. 4 i + 3 hold row
 // 16 w + l / 4 (the first two) and that row + 8 (the last two), columns 8 i + 2 (l % 4) and + 1 (as fk_wgmma.cuh).
@@ -31,6 +33,23 @@ __device__ __forceinline__ void pin(float (&r)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
+
+// Two accumulator floats as a packed pair of X (low half = first, rounded to nearest): an A fragment register of the
+// rs products, or two output elements of an epilogue.
+template <typename X> __device__ __forceinline__ u32 pack2(float lo, float hi);
+template <> __device__ __forceinline__ u32 pack2<__nv_bfloat16>(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const u32*>(&v);
+}
+template <> __device__ __forceinline__ u32 pack2<__half>(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const u32*>(&v);
+}
+
+// The warp-specialised kernels' register hand-off (setmaxnreg: the whole warpgroup executes it): the producer
+// warpgroup gives registers back, the consumers take them for their accumulators.
+template <int N> __device__ __forceinline__ void regs_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
+template <int N> __device__ __forceinline__ void regs_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
 
 #define FK_WG128_D "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
     "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, " \

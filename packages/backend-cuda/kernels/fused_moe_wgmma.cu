@@ -102,18 +102,7 @@ static_assert(OFF_OUT + BM * OUT_PITCH <= OFF_BAR, "the output tile fits below t
 [[maybe_unused]] constexpr u32 BAR_CONSUMERS = 1;  // (not used by the persistent build)
 constexpr u32 BAR_WG = 2;
 
-template <int N> __device__ __forceinline__ void regs_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
-template <int N> __device__ __forceinline__ void regs_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
 __device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ u32 pack2(float lo, float hi, __nv_bfloat16*) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const u32*>(&v);
-}
-__device__ __forceinline__ u32 pack2(float lo, float hi, __half*) {
-  const __half2 v = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const u32*>(&v);
-}
 
 // The m64nBNk16 product for the tile width: d = (acc ? d : 0) + A B^T, both K-major descriptors.
 template <int W> struct Mma;
@@ -196,7 +185,7 @@ __device__ __forceinline__ void store_rows(const float (&d)[ACC], unsigned char*
     const u32 col_bytes = (8 * i + 2 * (l % 4)) * 2;
 #pragma unroll
     for (int h = 0; h < 2; ++h)
-      *reinterpret_cast<u32*>(stage + (r_lo + 8 * h) * OUT_PITCH + col_bytes) = pack2(d[4 * i + 2 * h] * f[h], d[4 * i + 2 * h + 1] * f[h], (T*)nullptr);
+      *reinterpret_cast<u32*>(stage + (r_lo + 8 * h) * OUT_PITCH + col_bytes) = fkwg::pack2<T>(d[4 * i + 2 * h] * f[h], d[4 * i + 2 * h + 1] * f[h]);
   }
   fkbar::named_sync(BAR_WG + wg, 128);
   constexpr int CPR = BN / 8;           // 16-byte pieces a row
@@ -273,7 +262,7 @@ extern "C" __global__ void __launch_bounds__(fkmoewg::THREADS, 1) fk_fused_moe_w
 
   const int wg = tid / 128;
   if (wg == 0) {
-    regs_dec<PRODUCER_REGS>();
+    fkwg::regs_dec<PRODUCER_REGS>();
     if (tid == 0) {
       fktma::prefetch_map(&tm_a);
       fktma::prefetch_map(&tm_w);
@@ -291,7 +280,7 @@ extern "C" __global__ void __launch_bounds__(fkmoewg::THREADS, 1) fk_fused_moe_w
     }
     return;
   }
-  regs_inc<CONSUMER_REGS>();
+  fkwg::regs_inc<CONSUMER_REGS>();
   const int cw = wg - 1, t = tid % 128;
   float d[ACC];
 #if FK_MOE_WG_PERSISTENT
