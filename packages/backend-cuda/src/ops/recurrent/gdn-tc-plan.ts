@@ -11,17 +11,18 @@
  * choice is chunk_gla's: the narrowest whose grid fits one wave (Qwen3-Next's 32 value heads of 128 at one sequence:
  * BV 32, 128 CTAs on 132 SMs), else the widest.
  */
+import {
+  CHUNK_TC_MAX_KW as MAX_KW, CHUNK_TC_MAX_SHARED, CHUNK_TC_PREP_THREADS, CHUNK_TC_TILES as BVS, CHUNK_TC_TOKENS,
+  chooseTile, chunkSlots, chunkTcSharedLimit, indexCType, tileShapeFits, warpsAcrossK, type ChunkTcPlan,
+} from './chunk-tc-tiles.js';
 
 /** Tokens a chunk, as the kernel's constant. */
-export const GDN_TC_CHUNK = 64;
-export const GDN_TC_PREP_THREADS = 256;
+export const GDN_TC_CHUNK = CHUNK_TC_TOKENS;
+export const GDN_TC_PREP_THREADS = CHUNK_TC_PREP_THREADS;
 /** The largest key head dim (the walk's shared memory). */
 export const GDN_TC_MAX_K = 256;
-/** Key columns a warp's state slice may hold (KW / 2 accumulator registers a thread). */
-const MAX_KW = 128;
-/** sm_90's opt-in limit of dynamic shared memory a block; a device's own (sm_80 163 KiB, sm_86 / sm_89 99 KiB) may be less. */
-export const GDN_TC_MAX_SHARED = 227 * 1024;
-const BVS = [16, 32, 64] as const;
+/** sm_90's opt-in limit of dynamic shared memory a block (a device's own may be less: gdnTcSharedLimit). */
+export const GDN_TC_MAX_SHARED = CHUNK_TC_MAX_SHARED;
 
 export interface GdnTcShape {
   /** Sequences (B, or cu_seqlens' N), tokens a batch row (T), q / k heads, value heads, key and value head dims. */
@@ -35,29 +36,11 @@ export interface GdnTcShape {
   readonly varlen: boolean;
 }
 
-export interface GdnTcPlan {
-  readonly bv: number;
-  readonly wm: number;
-  readonly wk: number;
-  readonly threads: number;
-  /** Chunks a batch row can hold (ceil(T / 64)) and the workspace's chunk slots. */
-  readonly ncMax: number;
-  readonly slots: number;
-  readonly prepGrid: readonly [number, number, number];
-  readonly mainGrid: readonly [number, number, number];
-  readonly prepSharedBytes: number;
-  readonly mainSharedBytes: number;
-}
+export type GdnTcPlan = ChunkTcPlan;
 
-/** WK for a tile of BV columns: the most warps (a power of two, WM x WK <= 8) whose key slices are whole k16 steps. */
-function warpsAcrossK(K: number, bv: number): number {
-  let wk = 8 / (bv / 16);
-  while (wk > 1 && (K / 16) % wk !== 0) wk /= 2;
-  return wk;
-}
-
+/** The tile's shape fits and its walk fits the shared-memory limit. */
 function tileFits(K: number, V: number, bv: number, sharedLimit: number): boolean {
-  return V % bv === 0 && K / warpsAcrossK(K, bv) <= MAX_KW && gdnTcMainShared(K, bv, warpsAcrossK(K, bv)) <= sharedLimit;
+  return tileShapeFits(K, V, bv) && gdnTcMainShared(K, bv, warpsAcrossK(K, bv)) <= sharedLimit;
 }
 
 /**
@@ -87,12 +70,10 @@ export function gdnTcPrepShared(K: number, V: number): number {
 export function planGdnTc(s: GdnTcShape, sms: number, sharedLimit = GDN_TC_MAX_SHARED, tileColumns = 0): GdnTcPlan {
   const ok = BVS.filter((bv) => tileFits(s.K, s.V, bv, sharedLimit));
   if (ok.length === 0) throw new RangeError(`gdn tc: no tile for K ${s.K} / V ${s.V}`);
-  const ctas = (bv: number) => s.N * s.HV * (s.V / bv);
-  const bv = ok.find((b) => b === tileColumns) ?? ok.find((b) => ctas(b) <= sms) ?? ok[ok.length - 1]!;
+  const bv = chooseTile(ok, (b) => s.N * s.HV * (s.V / b), sms, tileColumns);
   const wm = bv / 16;
   const wk = warpsAcrossK(s.K, bv);
-  const ncMax = Math.ceil(s.T / GDN_TC_CHUNK);
-  const slots = s.varlen ? Math.floor(s.T / GDN_TC_CHUNK) + s.N : s.N * ncMax;
+  const { ncMax, slots } = chunkSlots(s.N, s.T, s.varlen);
   return {
     bv, wm, wk, threads: 32 * wm * wk, ncMax, slots,
     prepGrid: [slots, s.HV, 1],
@@ -102,17 +83,11 @@ export function planGdnTc(s: GdnTcShape, sms: number, sharedLimit = GDN_TC_MAX_S
   };
 }
 
-export interface GdnTcCall {
+export interface GdnTcCall extends Omit<GdnTcShape, 'varlen'> {
   /** The registry op: chunk_gated_delta_rule takes these kernels; chunk_kda (a decay a key channel) does not. */
   readonly op: string;
   /** q / k / v, g, beta. */
   readonly dtypes: readonly [string, string, string];
-  readonly N: number;
-  readonly T: number;
-  readonly H: number;
-  readonly HV: number;
-  readonly K: number;
-  readonly V: number;
   /** The device's compute capability major (undefined: unknown, declined). */
   readonly smMajor: number | undefined;
   /** recurrent.chunkDeltaTensorCore in the tuning. */
@@ -122,9 +97,7 @@ export interface GdnTcCall {
 }
 
 /** The shared-memory limit the plan is held to on a device: its opt-in limit, at most sm_90's. */
-export function gdnTcSharedLimit(sharedPerBlockOptin: number | undefined): number {
-  return Math.min(GDN_TC_MAX_SHARED, sharedPerBlockOptin ?? GDN_TC_MAX_SHARED);
-}
+export const gdnTcSharedLimit = chunkTcSharedLimit;
 
 const GATE_DTYPES = ['f32', 'bf16', 'f16'];
 
@@ -157,9 +130,8 @@ const CTYPE: Record<string, string> = { f32: 'float', bf16: '__nv_bfloat16', f16
 export function gdnTcDefines(
   dtypes: readonly [string, string, string], K: number, V: number, p: GdnTcPlan, l2norm: boolean, cuDType: 'i32' | 'i64', idxDType: 'i32' | 'i64',
 ): Record<string, string | number> {
-  const ctype = (d: 'i32' | 'i64') => (d === 'i64' ? 'long long' : 'int');
   return {
     FK_T: CTYPE[dtypes[0]]!, FK_TG: CTYPE[dtypes[1]]!, FK_TB: CTYPE[dtypes[2]]!, FK_K: K, FK_V: V, FK_BV: p.bv, FK_WK: p.wk, FK_L2: l2norm ? 1 : 0,
-    FK_CU_T: ctype(cuDType), FK_SI_T: ctype(idxDType),
+    FK_CU_T: indexCType(cuDType), FK_SI_T: indexCType(idxDType),
   };
 }

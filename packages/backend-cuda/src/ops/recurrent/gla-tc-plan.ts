@@ -17,17 +17,17 @@
  * still fits one wave (H 5, V 512 on 132 SMs: BV 32, 80 CTAs; BV 16 would be 160 CTAs = two waves of one CTA an SM),
  * and the widest when no tile fits a wave (many sequences: fewer re-reads of the shared operands).
  */
+import {
+  CHUNK_TC_MAX_KW as MAX_KW, CHUNK_TC_PREP_THREADS, CHUNK_TC_TILES as BVS, CHUNK_TC_TOKENS,
+  chooseTile, chunkSlots, chunkTcSharedLimit, indexCType, tileShapeFits as tileFits, warpsAcrossK, type ChunkTcPlan,
+} from './chunk-tc-tiles.js';
 
 /** Tokens a chunk and a sub-chunk (A's diagonal blocks), as the kernel's constants. */
-export const GLA_TC_CHUNK = 64;
+export const GLA_TC_CHUNK = CHUNK_TC_TOKENS;
 export const GLA_TC_SUB = 16;
-export const GLA_TC_PREP_THREADS = 256;
+export const GLA_TC_PREP_THREADS = CHUNK_TC_PREP_THREADS;
 /** The largest key head dim: Qg and Kd as hi + lo [64, K + 8] (bf16) must fit a CTA's shared memory beside the rest. */
 export const GLA_TC_MAX_K = 256;
-/** Key columns a warp's state slice may hold (KW / 2 accumulator registers a thread). */
-const MAX_KW = 128;
-const MAX_SHARED = 227 * 1024;
-const BVS = [16, 32, 64] as const;
 
 export interface GlaTcShape {
   /** Sequences (B, or cu_seqlens' N), tokens a batch row (T), heads, key and value head dims. */
@@ -40,31 +40,9 @@ export interface GlaTcShape {
   readonly varlen: boolean;
 }
 
-export interface GlaTcPlan {
-  readonly bv: number;
-  readonly wm: number;
-  readonly wk: number;
-  readonly threads: number;
+export interface GlaTcPlan extends ChunkTcPlan {
   /** Key channels a slab of the prep kernel. */
   readonly ks: number;
-  /** Chunks a batch row can hold (ceil(T / 64)) and the workspace's chunk slots. */
-  readonly ncMax: number;
-  readonly slots: number;
-  readonly prepGrid: readonly [number, number, number];
-  readonly mainGrid: readonly [number, number, number];
-  readonly prepSharedBytes: number;
-  readonly mainSharedBytes: number;
-}
-
-/** WK for a tile of BV columns: the most warps (a power of two, WM x WK <= 8) whose key slices are whole k16 steps. */
-function warpsAcrossK(K: number, bv: number): number {
-  let wk = 8 / (bv / 16);
-  while (wk > 1 && (K / 16) % wk !== 0) wk /= 2;
-  return wk;
-}
-
-function tileFits(K: number, V: number, bv: number): boolean {
-  return V % bv === 0 && K / warpsAcrossK(K, bv) <= MAX_KW;
 }
 
 /**
@@ -92,13 +70,11 @@ export function glaTcPrepShared(ks: number): number {
 export function planGlaTc(s: GlaTcShape, sms: number, tileColumns = 0): GlaTcPlan {
   const ok = BVS.filter((bv) => tileFits(s.K, s.V, bv));
   if (ok.length === 0) throw new RangeError(`gla tc: no tile for K ${s.K} / V ${s.V}`);
-  const ctas = (bv: number) => s.N * s.H * (s.V / bv);
-  const bv = ok.find((b) => b === tileColumns) ?? ok.find((b) => ctas(b) <= sms) ?? ok[ok.length - 1]!;
+  const bv = chooseTile(ok, (b) => s.N * s.H * (s.V / b), sms, tileColumns);
   const wm = bv / 16;
   const wk = warpsAcrossK(s.K, bv);
   const ks = s.K % 64 === 0 ? 64 : s.K % 32 === 0 ? 32 : 16;
-  const ncMax = Math.ceil(s.T / GLA_TC_CHUNK);
-  const slots = s.varlen ? Math.floor(s.T / GLA_TC_CHUNK) + s.N : s.N * ncMax;
+  const { ncMax, slots } = chunkSlots(s.N, s.T, s.varlen);
   return {
     bv, wm, wk, threads: 32 * wm * wk, ks, ncMax, slots,
     prepGrid: [slots, s.H, 1],
@@ -108,13 +84,8 @@ export function planGlaTc(s: GlaTcShape, sms: number, tileColumns = 0): GlaTcPla
   };
 }
 
-export interface GlaTcCall {
+export interface GlaTcCall extends Omit<GlaTcShape, 'varlen'> {
   readonly dtype: string;
-  readonly N: number;
-  readonly T: number;
-  readonly H: number;
-  readonly K: number;
-  readonly V: number;
   /** The device's compute capability major (undefined: unknown, declined). */
   readonly smMajor: number | undefined;
   /** recurrent.chunkGlaTensorCore in the tuning. */
@@ -137,7 +108,7 @@ export function glaTcDecline(c: GlaTcCall): string | null {
   if (c.H > 65535 || c.N > 65535) return `${c.N} sequences x ${c.H} heads: past the grid's 65535 limit on y / z`;
   const p = planGlaTc({ ...c, varlen: true }, 1);
   if (Math.max(p.slots, c.N * p.ncMax) > 2 ** 31 - 1) return 'too many chunks for the grid';
-  const limit = Math.min(MAX_SHARED, c.sharedPerBlockOptin ?? MAX_SHARED);
+  const limit = chunkTcSharedLimit(c.sharedPerBlockOptin);
   // the run's tile depends on the SM count and the tuning: every tile that fits the shape must fit the device
   const main = Math.max(...BVS.filter((bv) => tileFits(c.K, c.V, bv)).map((bv) => glaTcMainShared(c.K, bv, warpsAcrossK(c.K, bv))));
   if (main > limit || p.prepSharedBytes > limit) return `shared memory: ${main} bytes (walk) / ${p.prepSharedBytes} (prep) a block, the device allows ${limit}`;
@@ -146,6 +117,5 @@ export function glaTcDecline(c: GlaTcCall): string | null {
 
 /** The #defines of one build of gla_chunk_tc.cu (both entries share them). */
 export function glaTcDefines(dtype: 'bf16' | 'f16', K: number, p: GlaTcPlan, cuDType: 'i32' | 'i64', idxDType: 'i32' | 'i64'): Record<string, string | number> {
-  const ctype = (d: 'i32' | 'i64') => (d === 'i64' ? 'long long' : 'int');
-  return { FK_T: dtype === 'bf16' ? '__nv_bfloat16' : '__half', FK_K: K, FK_BV: p.bv, FK_WK: p.wk, FK_KS: p.ks, FK_CU_T: ctype(cuDType), FK_SI_T: ctype(idxDType) };
+  return { FK_T: dtype === 'bf16' ? '__nv_bfloat16' : '__half', FK_K: K, FK_BV: p.bv, FK_WK: p.wk, FK_KS: p.ks, FK_CU_T: indexCType(cuDType), FK_SI_T: indexCType(idxDType) };
 }
