@@ -13,7 +13,9 @@
 import { CpuBackend } from '@fastkernels/backend-cpu';
 import { Tensor, callOp } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
+import type { RecurrentCaseShape } from '../../../test/gla-cases.js';
 import { cArray, hasGxx, runOnHost } from '../../../test/host-cuda.js';
+import { bf16, bf16Bits, expectUntouchedRows, expectWithin, scaledError } from '../../../test/tc-chunk-checks.js';
 import { warpMmaHostShim } from '../../../test/warp-mma-host.js';
 import { KERNEL_SOURCES } from '../../kernel-sources.generated.js';
 import { GDN_TC_PREP_THREADS, gdnTcDefines, planGdnTc, type GdnTcPlan } from './gdn-tc-plan.js';
@@ -21,31 +23,9 @@ import { GDN_TC_FILE } from './gdn-tc.js';
 
 const cpu = new CpuBackend();
 
-/** bf16 round-to-nearest-even, as a float, and its bits. */
-const f32 = new Float32Array(1);
-const u32 = new Uint32Array(f32.buffer);
-function bf16Bits(x: number): number {
-  f32[0] = x;
-  return ((u32[0]! + 0x7fff + ((u32[0]! >> 16) & 1)) >>> 16) & 0xffff;
-}
-function bf16(x: number): number {
-  u32[0] = bf16Bits(x) << 16;
-  return f32[0]!;
-}
-
-interface Case {
-  readonly B: number;
-  readonly T: number;
-  readonly H: number;
+interface Case extends RecurrentCaseShape {
+  /** Value heads (H q / k heads, HV / H value heads each). */
   readonly HV: number;
-  readonly K: number;
-  readonly V: number;
-  readonly cu?: number[];
-  /** Pool rows (ssm_state_indices, -1 padding) and the pool's size; else an initial state when `init`. */
-  readonly idx?: number[];
-  readonly slots?: number;
-  readonly init?: boolean;
-  readonly scale?: number;
   readonly l2norm: boolean;
   /** The walk's V tile (recurrent.chunkDeltaTileColumns), else the plan's for 132 SMs. */
   readonly tile?: number;
@@ -101,17 +81,6 @@ int main() {
   return { o: out.slice(0, B * T * HV * V), state: out.slice(B * T * HV * V) };
 }
 
-/** max |got - want| over max |want|: the error relative to the output's scale. */
-function scaledError(got: ArrayLike<number>, want: ArrayLike<number>): number {
-  let err = 0;
-  let mag = 0;
-  for (let i = 0; i < want.length; i++) {
-    err = Math.max(err, Math.abs(got[i]! - want[i]!));
-    mag = Math.max(mag, Math.abs(want[i]!));
-  }
-  return mag === 0 ? err : err / mag;
-}
-
 function check(c: Case): void {
   const { B, T, H, HV, K, V } = c;
   const N = c.cu ? c.cu.length - 1 : B;
@@ -136,34 +105,14 @@ function check(c: Case): void {
   const want = callOp('chunk_gated_delta_rule', ins, { scale: c.scale ?? null, output_final_state: !pooled, use_qk_l2norm_in_kernel: c.l2norm });
   const wantO = want[0]!.toFloat64Array();
   const wantS = pooled ? s0!.toFloat64Array() : want[1]!.toFloat64Array();
-  // within the tolerances the GPU tests hold the CUDA-core kernel to (99% of the elements within atol + rtol |want|,
-  // none past 8x; bf16's for o, f32's for the state), and far inside them by scale
-  const within = (g: ArrayLike<number>, w: Float64Array, atol: number, rtol: number, what: string) => {
-    let matched = 0;
-    let worst = 0;
-    w.forEach((z, i) => {
-      const r = Math.abs(g[i]! - z) / (atol + rtol * Math.abs(z));
-      if (r <= 1) matched++;
-      worst = Math.max(worst, r);
-    });
-    expect(matched / w.length, `${what}: matched`).toBeGreaterThanOrEqual(0.99);
-    expect(worst, `${what}: worst error / tolerance`).toBeLessThanOrEqual(8);
-  };
+  // within the CUDA-core kernel's tolerances (bf16's for o, f32's for the state), and far inside them by scale
   const errors = { o: scaledError(got.o, wantO), state: scaledError(got.state, wantS) };
   console.log(`gdn tc host replay ${JSON.stringify({ B, T, H, HV, K, V, cu: c.cu, l2norm: c.l2norm })}: max |err| / max |want|: o ${errors.o.toExponential(2)}, state ${errors.state.toExponential(2)}`);
-  within(got.o, wantO, 1e-2, 1e-2, 'o');
-  within(got.state, wantS, 1e-5, 1e-3, 'state');
+  expectWithin(got.o, wantO, 1e-2, 1e-2, 'o');
+  expectWithin(got.state, wantS, 1e-5, 1e-3, 'state');
   expect(errors.o).toBeLessThan(0.005);
   expect(errors.state).toBeLessThan(1e-4);
-  if (pooled) {
-    // the rows no live sequence names (the -1 row's too) are untouched
-    const per = HV * K * V;
-    for (let sl = 0; sl < c.slots!; sl++) {
-      if (c.idx!.includes(sl)) continue;
-      const moved = got.state.slice(sl * per, (sl + 1) * per).findIndex((z, i) => Math.fround(z) !== Math.fround(x.s0![sl * per + i]!));
-      expect(moved, moved < 0 ? '' : `pool row ${sl} [${moved}]: ${got.state[sl * per + moved]} vs ${x.s0![sl * per + moved]}`).toBe(-1);
-    }
-  }
+  if (pooled) expectUntouchedRows(got.state, x.s0!, c.idx!, c.slots!, HV * K * V);
 }
 
 /** Qwen3-Next's decay: -exp(A_log) softplus(a + dt_bias), here about -0.1 .. -1.5 a token. */

@@ -6,12 +6,10 @@
  */
 import { callOp, opRoute } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
-import { fake } from '../../../test/ops-fake.js';
-import type { CudaRuntime } from '../../runtime.js';
+import { prepAndWalk, recurrentDevice as device } from '../../../test/tc-chunk-checks.js';
 import { withTuning } from '../../tuning/load.js';
 import { addr } from '../elementwise.js';
 import { gdnTcDecline, gdnTcMainShared, gdnTcPrepShared, planGdnTc } from './gdn-tc-plan.js';
-import { registerRecurrentKernels } from './register.js';
 
 /** Qwen3-Next's gated DeltaNet heads. */
 const QN = { H: 16, HV: 32, K: 128, V: 128 };
@@ -83,14 +81,7 @@ describe('planGdnTc', () => {
   });
 });
 
-describe('the chunk_gated_delta_rule route on a fake sm_90 device', () => {
-  function device() {
-    const f = fake();
-    const runtime = (() => ({ properties: () => ({ multiprocessors: 132, major: 9 }) })) as unknown as () => CudaRuntime;
-    registerRecurrentKernels(f.backend.opKernels!, f.cache, runtime);
-    return f;
-  }
-  const attrs = { output_final_state: true, use_qk_l2norm_in_kernel: true };
+describe('the chunk_gated_delta_rule route on a fake sm_90 device', () => {  const attrs = { output_final_state: true, use_qk_l2norm_in_kernel: true };
 
   it("bf16 at Qwen3-Next's heads (f32 g): the prep launch, then the walk, reading the workspaces the prep wrote", () => {
     const f = device();
@@ -103,7 +94,7 @@ describe('the chunk_gated_delta_rule route on a fake sm_90 device', () => {
     expect(opRoute('chunk_gated_delta_rule', ins, attrs)).toEqual({ via: 'kernel' });
     const [o, fin] = callOp('chunk_gated_delta_rule', ins, attrs);
     expect(f.cache.launches.map((l) => l.entry)).toEqual(['fk_gdn_chunk_prep', 'fk_gdn_chunk_tc']);
-    const [prep, walk] = f.cache.launches as [(typeof f.cache.launches)[0], (typeof f.cache.launches)[0]];
+    const [prep, walk] = prepAndWalk(f);
     const p = planGdnTc({ N: 1, T, ...QN, varlen: false }, 132);
     expect([prep.grid, prep.block, walk.grid, walk.block]).toEqual([p.prepGrid, 256, p.mainGrid, p.threads]);
     expect(prep.source).toContain('#define FK_T __nv_bfloat16');
@@ -146,9 +137,7 @@ describe('the chunk_gated_delta_rule route on a fake sm_90 device', () => {
   });
 
   it('an sm_86 device (99 KiB of shared memory a block): the CUDA-core fk_gdn_chunk, one launch', () => {
-    const f = fake();
-    const runtime = (() => ({ properties: () => ({ multiprocessors: 84, major: 8, sharedPerBlockOptin: 99 * 1024 }) })) as unknown as () => CudaRuntime;
-    registerRecurrentKernels(f.backend.opKernels!, f.cache, runtime);
+    const f = device({ multiprocessors: 84, major: 8, sharedPerBlockOptin: 99 * 1024 });
     const T = 100;
     callOp('chunk_gated_delta_rule', [f.t([1, T, 16, 128]), f.t([1, T, 16, 128]), f.t([1, T, 32, 128]), f.t([1, T, 32], 'f32'), f.t([1, T, 32]), null, null, null], attrs);
     expect(f.cache.launches.map((l) => l.entry)).toEqual(['fk_gdn_chunk']);
@@ -161,7 +150,7 @@ describe('the chunk_gated_delta_rule route on a fake sm_90 device', () => {
     const idx = f.t([3], 'i64');
     const pool = f.t([4, 4, 64, 64], 'f32');
     callOp('chunk_gated_delta_rule', [f.t([1, T, 2, 64]), f.t([1, T, 2, 64]), f.t([1, T, 4, 64]), f.t([1, T, 4], 'f32'), f.t([1, T, 4]), pool, cu, idx], {});
-    const [prep, walk] = f.cache.launches as [(typeof f.cache.launches)[0], (typeof f.cache.launches)[0]];
+    const [prep, walk] = prepAndWalk(f);
     expect(prep.grid).toEqual([Math.floor(T / 64) + 3, 4, 1]);
     expect(walk.source).toContain('#define FK_SI_T long long');
     expect((prep.args as number[])[20]).toBe(addr(cu));

@@ -17,24 +17,13 @@ import { Rng, Tensor, callOp } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { cArray, hasGxx, runOnHost } from '../../../test/host-cuda.js';
 import type { RecurrentCaseShape } from '../../../test/gla-cases.js';
+import { bf16, bf16Bits, expectUntouchedRows, expectWithin, scaledError } from '../../../test/tc-chunk-checks.js';
 import { warpMmaHostShim } from '../../../test/warp-mma-host.js';
 import { KERNEL_SOURCES } from '../../kernel-sources.generated.js';
 import { GLA_TC_PREP_THREADS, glaTcDefines, planGlaTc, type GlaTcPlan } from './gla-tc-plan.js';
 import { GLA_TC_FILE } from './gla-tc.js';
 
 const cpu = new CpuBackend();
-
-/** bf16 round-to-nearest-even, as a float, and its bits. */
-const f32 = new Float32Array(1);
-const u32 = new Uint32Array(f32.buffer);
-function bf16Bits(x: number): number {
-  f32[0] = x;
-  return ((u32[0]! + 0x7fff + ((u32[0]! >> 16) & 1)) >>> 16) & 0xffff;
-}
-function bf16(x: number): number {
-  u32[0] = bf16Bits(x) << 16;
-  return f32[0]!;
-}
 
 interface Case extends RecurrentCaseShape {
   /**
@@ -98,17 +87,6 @@ int main() {
   return { o: out.slice(0, B * T * H * V), state: out.slice(B * T * H * V) };
 }
 
-/** max |got - want| over max |want|: the error relative to the output's scale. */
-function scaledError(got: ArrayLike<number>, want: ArrayLike<number>): number {
-  let err = 0;
-  let mag = 0;
-  for (let i = 0; i < want.length; i++) {
-    err = Math.max(err, Math.abs(got[i]! - want[i]!));
-    mag = Math.max(mag, Math.abs(want[i]!));
-  }
-  return mag === 0 ? err : err / mag;
-}
-
 function check(c: Case): void {
   const { B, T, H, K, V } = c;
   const N = c.cu ? c.cu.length - 1 : B;
@@ -138,34 +116,14 @@ function check(c: Case): void {
     const badS = wantS.findIndex((w, i) => got.state[i] !== w);
     expect(badS, badS < 0 ? 'state' : `state[${badS}]: ${got.state[badS]} vs ${wantS[badS]}`).toBe(-1);
   } else {
-    // the hi + lo operands leave o's own bf16 rounding and f32 sums: within the tolerances the GPU tests and the L1
-    // task hold the CUDA-core kernel to (compareTensors: 99% of the elements within atol + rtol |want|, none past 8x;
-    // bf16's for o, f32's for the state), and far inside them by scale
-    const within = (g: ArrayLike<number>, w: Float64Array, atol: number, rtol: number, what: string) => {
-      let matched = 0;
-      let worst = 0;
-      w.forEach((x, i) => {
-        const r = Math.abs(g[i]! - x) / (atol + rtol * Math.abs(x));
-        if (r <= 1) matched++;
-        worst = Math.max(worst, r);
-      });
-      expect(matched / w.length, `${what}: matched`).toBeGreaterThanOrEqual(0.99);
-      expect(worst, `${what}: worst error / tolerance`).toBeLessThanOrEqual(8);
-    };
-    within(got.o, wantO, 1e-2, 1e-2, 'o');
-    within(got.state, wantS, 1e-5, 1e-3, 'state');
+    // the hi + lo operands leave o's own bf16 rounding and f32 sums: within the CUDA-core kernel's tolerances (bf16's
+    // for o, f32's for the state), and far inside them by scale
+    expectWithin(got.o, wantO, 1e-2, 1e-2, 'o');
+    expectWithin(got.state, wantS, 1e-5, 1e-3, 'state');
     expect(scaledError(got.o, wantO)).toBeLessThan(0.005);
     expect(scaledError(got.state, wantS)).toBeLessThan(1e-4);
   }
-  if (pooled) {
-    // the rows no live sequence names (the -1 row's too) are untouched
-    const per = H * K * V;
-    for (let sl = 0; sl < c.slots!; sl++) {
-      if (c.idx!.includes(sl)) continue;
-      const moved = got.state.slice(sl * per, (sl + 1) * per).findIndex((z, i) => Math.fround(z) !== Math.fround(x.s0![sl * per + i]!)); // printed with 9 digits: the float again
-      expect(moved, moved < 0 ? '' : `pool row ${sl} [${moved}]: ${got.state[sl * per + moved]} vs ${x.s0![sl * per + moved]}`).toBe(-1);
-    }
-  }
+  if (pooled) expectUntouchedRows(got.state, x.s0!, c.idx!, c.slots!, H * K * V);
 }
 
 const glaGate = (z: number) => -Math.log1p(Math.exp(-z)) / 16; // GLA's logsigmoid(x) / 16

@@ -6,12 +6,10 @@
  */
 import { callOp, opRoute } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
-import { fake } from '../../../test/ops-fake.js';
-import type { CudaRuntime } from '../../runtime.js';
+import { prepAndWalk, recurrentDevice as device } from '../../../test/tc-chunk-checks.js';
 import { withTuning } from '../../tuning/load.js';
 import { addr } from '../elementwise.js';
 import { glaTcDecline, glaTcMainShared, glaTcPrepShared, planGlaTc } from './gla-tc-plan.js';
-import { registerRecurrentKernels } from './register.js';
 
 const GLA = { H: 5, K: 256, V: 512 };
 
@@ -76,13 +74,6 @@ describe('planGlaTc', () => {
 });
 
 describe('the chunk_gla route on a fake sm_90 device', () => {
-  function device(props: { major: number; sharedPerBlockOptin?: number } = { major: 9 }) {
-    const f = fake();
-    const runtime = (() => ({ properties: () => ({ multiprocessors: 132, ...props }) })) as unknown as () => CudaRuntime;
-    registerRecurrentKernels(f.backend.opKernels!, f.cache, runtime);
-    return f;
-  }
-
   it('bf16 at GLA-2.7B heads: the prep launch, then the walk, reading the workspaces the prep wrote', () => {
     const f = device();
     const T = 200;
@@ -92,7 +83,7 @@ describe('the chunk_gla route on a fake sm_90 device', () => {
     expect(opRoute('chunk_gla', ins, { output_final_state: true })).toEqual({ via: 'kernel' });
     const [o, fin] = callOp('chunk_gla', ins, { output_final_state: true });
     expect(f.cache.launches.map((l) => l.entry)).toEqual(['fk_gla_chunk_prep', 'fk_gla_chunk_tc']);
-    const [prep, walk] = f.cache.launches as [(typeof f.cache.launches)[0], (typeof f.cache.launches)[0]];
+    const [prep, walk] = prepAndWalk(f);
     const p = planGlaTc({ N: 1, T, ...GLA, varlen: false }, 132);
     expect([prep.grid, prep.block, walk.grid, walk.block]).toEqual([p.prepGrid, 256, p.mainGrid, p.threads]);
     expect(prep.source).toContain('#define FK_T __nv_bfloat16');
@@ -134,7 +125,7 @@ describe('the chunk_gla route on a fake sm_90 device', () => {
     const idx = f.t([3], 'i64');
     const pool = f.t([4, 2, 64, 64], 'f32');
     callOp('chunk_gla', [f.t([1, T, 2, 64]), f.t([1, T, 2, 64]), f.t([1, T, 2, 64]), f.t([1, T, 2, 64]), pool, cu, idx], {});
-    const [prep, walk] = f.cache.launches as [(typeof f.cache.launches)[0], (typeof f.cache.launches)[0]];
+    const [prep, walk] = prepAndWalk(f);
     expect(prep.grid).toEqual([Math.floor(T / 64) + 3, 2, 1]);
     expect(walk.source).toContain('#define FK_SI_T long long');
     expect((prep.args as number[])[12]).toBe(addr(cu));

@@ -1,0 +1,70 @@
+/**
+ * What the tensor-core chunked kernels' tests share (gla_chunk_tc.cu, gdn_chunk_tc.cu): bf16 rounding for the host
+ * replays' inputs (gla-tc-host, gdn-tc-host), how the replays hold o and the states to the float64 CPU op and check a
+ * pool's untouched rows, and the fake devices the plan tests route calls on (gla-tc-plan, gdn-tc-plan).
+ */
+import { expect } from 'vitest';
+import { registerRecurrentKernels } from '../src/ops/recurrent/register.js';
+import type { CudaRuntime } from '../src/runtime.js';
+import { fake } from './ops-fake.js';
+
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+/** bf16 round-to-nearest-even: its bits, and the value as a float. */
+export function bf16Bits(x: number): number {
+  f32[0] = x;
+  return ((u32[0]! + 0x7fff + ((u32[0]! >> 16) & 1)) >>> 16) & 0xffff;
+}
+export function bf16(x: number): number {
+  u32[0] = bf16Bits(x) << 16;
+  return f32[0]!;
+}
+
+/** max |got - want| over max |want|: the error relative to the output's scale. */
+export function scaledError(got: ArrayLike<number>, want: ArrayLike<number>): number {
+  let err = 0;
+  let mag = 0;
+  for (let i = 0; i < want.length; i++) {
+    err = Math.max(err, Math.abs(got[i]! - want[i]!));
+    mag = Math.max(mag, Math.abs(want[i]!));
+  }
+  return mag === 0 ? err : err / mag;
+}
+
+/**
+ * got within the tolerances the GPU tests and the L1 task hold the CUDA-core kernels to (compareTensors: 99% of the
+ * elements within atol + rtol |want|, none past 8x).
+ */
+export function expectWithin(got: ArrayLike<number>, want: Float64Array, atol: number, rtol: number, what: string): void {
+  let matched = 0;
+  let worst = 0;
+  want.forEach((w, i) => {
+    const r = Math.abs(got[i]! - w) / (atol + rtol * Math.abs(w));
+    if (r <= 1) matched++;
+    worst = Math.max(worst, r);
+  });
+  expect(matched / want.length, `${what}: matched`).toBeGreaterThanOrEqual(0.99);
+  expect(worst, `${what}: worst error / tolerance`).toBeLessThanOrEqual(8);
+}
+
+/** The pool rows (of `per` floats) no live sequence names, the -1 row's too, are as they were (printed with 9 digits: the float again). */
+export function expectUntouchedRows(state: readonly number[], before: Float64Array, idx: readonly number[], slots: number, per: number): void {
+  for (let sl = 0; sl < slots; sl++) {
+    if (idx.includes(sl)) continue;
+    const moved = state.slice(sl * per, (sl + 1) * per).findIndex((z, i) => Math.fround(z) !== Math.fround(before[sl * per + i]!));
+    expect(moved, moved < 0 ? '' : `pool row ${sl} [${moved}]: ${state[sl * per + moved]} vs ${before[sl * per + moved]}`).toBe(-1);
+  }
+}
+
+/** A fake device (132 SMs of sm_90 unless given) with the recurrent kernels registered. */
+export function recurrentDevice(props: { multiprocessors?: number; major?: number; sharedPerBlockOptin?: number } = {}) {
+  const f = fake();
+  const runtime = (() => ({ properties: () => ({ multiprocessors: 132, major: 9, ...props }) })) as unknown as () => CudaRuntime;
+  registerRecurrentKernels(f.backend.opKernels!, f.cache, runtime);
+  return f;
+}
+
+/** The two launches a tensor-core route records: the prep, then the walk. */
+export function prepAndWalk(f: ReturnType<typeof fake>) {
+  return f.cache.launches as [(typeof f.cache.launches)[0], (typeof f.cache.launches)[0]];
+}
