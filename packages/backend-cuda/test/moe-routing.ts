@@ -4,12 +4,23 @@
  * ascending order, each expert padded to whole blocks, padding = numel, blocks past the padded count expert -1).
  */
 import type { Rng } from '@fastkernels/core';
+import type { MoeShape } from '../src/ops/moe/fused-moe-plan.js';
 
 export interface Alignment {
   readonly sorted: number[];
   readonly experts: number[];
   readonly post: number;
   readonly blockSize: number;
+}
+
+/** The MoE widths the tests plan and run at: experts, top-k, hidden size H, expert intermediate size I. */
+export const MIXTRAL = { E: 8, topK: 2, H: 4096, I: 14336 } as const;
+export const QWEN3 = { E: 128, topK: 8, H: 2048, I: 768 } as const;
+
+/** moe_align's sizes for M tokens, top-k of E, blocks of bs (P = M topK + E (bs - 1), whole blocks), an [N, K] weight. */
+export function moeShape(M: number, topK: number, E: number, N: number, K: number, bs: number): MoeShape {
+  const NB = Math.ceil((M * topK + E * (bs - 1)) / bs);
+  return { M, topK, E, N, K, P: NB * bs, NB };
 }
 
 /** topK distinct experts per row among `allowed` (default: all but the first and last, so zero-token experts exist). */

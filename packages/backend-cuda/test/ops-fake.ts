@@ -9,6 +9,7 @@ import { layoutArgs, writeArgs, type ArgValue } from '../src/args.js';
 import type { CudaKernel } from '../src/kernel.js';
 import type { GeneratedKernel } from '../src/ops/elementwise-source.js';
 import { GenKernelCache } from '../src/ops/gen-cache.js';
+import { registerGeneratedKernels } from '../src/ops/register.js';
 import type { CudaRuntime } from '../src/runtime.js';
 
 export interface Launch {
@@ -52,4 +53,22 @@ export function fake() {
   const runtime = (() => ({ properties: () => ({ multiprocessors: 132 }) })) as unknown as () => CudaRuntime;
   const cache = new RecordingCache();
   return { backend, runtime, cache, copies, t: (shape: number[], dtype: Tensor['dtype'] = 'bf16') => Tensor.empty(backend, shape, dtype) };
+}
+
+/**
+ * fake() with the generated kernels registered in its op table; `without` names an op whose kernel is left out, so the
+ * registry runs that op's decomposition on the same device (what a launch count is compared against).
+ */
+export function fakeRegistered(without?: string) {
+  const f = fake();
+  registerGeneratedKernels(f.backend.opKernels!, f.runtime, f.cache);
+  if (without !== undefined) {
+    const table = new OpKernelTable('fake');
+    for (const name of f.backend.opKernels!.names()) {
+      const e = f.backend.opKernels!.get(name)!;
+      if (name !== without) table.register(name, e.kernel, e.supports);
+    }
+    (f.backend as { opKernels: OpKernelTable }).opKernels = table;
+  }
+  return f;
 }

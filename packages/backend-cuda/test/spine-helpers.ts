@@ -10,8 +10,10 @@ import {
   ModuleRegistry,
   Rng,
   Tensor,
+  callOp,
   compareTensors,
   hostArgsFor,
+  opRoute,
   toHostArray,
   toleranceFor,
   withContext,
@@ -252,6 +254,63 @@ export function graphMs(fn: (i: number) => void, inner: number, reps = 10, poolB
     return ts[Math.floor(ts.length / 2)]! / inner;
   } finally {
     g.destroy();
+  }
+}
+
+/**
+ * `op`'s device time in a graph (graphMs) through its kernel and through its decomposition (the kernel declines while
+ * that runs), as "kernel X us, decomposition Y us" for a printed comparison; a decomposition that fails is said so.
+ */
+export function kernelVsDecomposition(op: string, inputs: readonly (Tensor | null)[], attrs: Record<string, unknown>): string {
+  const table = gpu().opKernels;
+  const run = () => callOp(op, inputs, attrs).forEach((t: Tensor) => t.dispose());
+  const kernel = graphMs(run, 20);
+  const entry = table.get(op)!;
+  table.register(op, entry.kernel, () => 'timing the decomposition');
+  let decomposed = 'n/a';
+  try {
+    const route = opRoute(op, inputs, attrs);
+    if (!('via' in route) || route.via !== 'decomposition') throw new Error('the kernel did not decline');
+    decomposed = `${(graphMs(run, 5) * 1000).toFixed(1)} us`;
+  } catch (e) {
+    decomposed = `failed (${(e as Error).message.slice(0, 80)})`;
+  } finally {
+    table.register(op, entry.kernel, entry.supports);
+  }
+  return `kernel ${(kernel * 1000).toFixed(1)} us, decomposition ${decomposed}`;
+}
+
+/**
+ * `op` on one GPU input captured in a CUDA graph (after a call that compiles it), then replayed `rounds` times, each
+ * over new values copied into the captured input: next(r) gives them (a CPU tensor) and the check of that replay's
+ * outputs; `keep` is releasing's. The routing kernels use it to show they read nothing on the host.
+ */
+export function checkGraphReplays(
+  keep: <T extends Tensor | readonly Tensor[]>(t: T) => T,
+  op: string,
+  input: Tensor,
+  attrs: Record<string, unknown>,
+  rounds: number,
+  next: (r: number) => { values: Tensor; check: (outs: Tensor[]) => void },
+): void {
+  keep(callOp(op, [input], attrs)); // compiles before the capture
+  const rt = gpu().runtime;
+  rt.synchronize();
+  let outs: Tensor[] = [];
+  const graph = rt.capture(() => {
+    outs = callOp(op, [input], attrs);
+  }, { poolBytes: 4 << 20 });
+  try {
+    for (let r = 0; r < rounds; r++) {
+      const { values, check } = next(r);
+      input.copy_(keep(toGpu(values)));
+      graph.replay();
+      rt.synchronize();
+      check(outs);
+    }
+  } finally {
+    for (const t of outs) t.dispose();
+    graph.destroy();
   }
 }
 

@@ -2,50 +2,43 @@
 import { describe, expect, it } from 'vitest';
 import { Rng } from '@fastkernels/core';
 import { fake } from '../../../test/ops-fake.js';
-import { alignRouting, randomRouting } from '../../../test/moe-routing.js';
+import { MIXTRAL, QWEN3, alignRouting, moeShape, randomRouting } from '../../../test/moe-routing.js';
 import { fusedMoeDecline } from './fused-moe.js';
-import { MOE_TILES, chooseTile, liveBlocksBound, planFusedMoe, tileSmemBytes, type MoeShape } from './fused-moe-plan.js';
+import { MOE_TILES, chooseTile, liveBlocksBound, planFusedMoe, tileSmemBytes } from './fused-moe-plan.js';
 
 const SMS = 132;
-/** moe_align's sizes for T tokens, top-k of E, block bs (P = T K + E (bs - 1), whole blocks). */
-function shape(M: number, topK: number, E: number, N: number, K: number, bs: number): MoeShape {
-  const NB = Math.ceil((M * topK + E * (bs - 1)) / bs);
-  return { M, topK, E, N, K, P: NB * bs, NB };
-}
-const QWEN3 = { E: 128, topK: 8, H: 2048, I: 768 };
-const MIXTRAL = { E: 8, topK: 2, H: 4096, I: 14336 };
 
 describe('fused MoE plan', () => {
   it('decode (vLLM BLOCK_M 16 x BLOCK_N 64): Qwen3-30B-A3B at T = 1 launches a CTA per hit expert and column tile', () => {
-    const w13 = planFusedMoe(shape(1, QWEN3.topK, QWEN3.E, 2 * QWEN3.I, QWEN3.H, 16), SMS);
+    const w13 = planFusedMoe(moeShape(1, QWEN3.topK, QWEN3.E, 2 * QWEN3.I, QWEN3.H, 16), SMS);
     expect(w13.tile.name).toBe('decode');
     expect([w13.mTiles, w13.nTiles, w13.grid, w13.rowsPerCta]).toEqual([8, 24, 192, 16]); // 8 experts, not 121 blocks
-    const w2 = planFusedMoe(shape(8, 1, QWEN3.E, QWEN3.H, QWEN3.I, 16), SMS);
+    const w2 = planFusedMoe(moeShape(8, 1, QWEN3.E, QWEN3.H, QWEN3.I, 16), SMS);
     expect([w2.tile.name, w2.grid]).toEqual(['decode', 8 * 32]);
   });
 
   it("Mixtral's w2 at T = 1 narrows to 32 columns so every SM streams weights; its w13 keeps 64", () => {
-    expect(planFusedMoe(shape(2, 1, MIXTRAL.E, MIXTRAL.H, MIXTRAL.I, 16), SMS)).toMatchObject({ tile: { name: 'decode-n32' }, grid: 2 * 128 });
-    expect(planFusedMoe(shape(1, MIXTRAL.topK, MIXTRAL.E, 2 * MIXTRAL.I, MIXTRAL.H, 16), SMS)).toMatchObject({ tile: { name: 'decode' }, grid: 2 * 448 });
+    expect(planFusedMoe(moeShape(2, 1, MIXTRAL.E, MIXTRAL.H, MIXTRAL.I, 16), SMS)).toMatchObject({ tile: { name: 'decode-n32' }, grid: 2 * 128 });
+    expect(planFusedMoe(moeShape(1, MIXTRAL.topK, MIXTRAL.E, 2 * MIXTRAL.I, MIXTRAL.H, 16), SMS)).toMatchObject({ tile: { name: 'decode' }, grid: 2 * 448 });
   });
 
   it('tiles grow with the rows per expert, within the alignment block', () => {
-    expect(chooseTile(shape(48, 2, 8, 4096, 512, 16), SMS).name).toBe('decode-n128'); // 12 rows an expert, BM 16 (bs 16)
-    expect(chooseTile(shape(32, 2, 8, 4096, 512, 16), SMS).name).toBe('decode'); // 8 rows an expert: vLLM's BLOCK_N 64
-    expect(chooseTile(shape(4096, 2, 8, 2 * 14336, 4096, 64), SMS).name).toBe('m64'); // bs 64 caps BM
-    expect(chooseTile(shape(4096, 2, 8, 2 * 14336, 4096, 128), SMS).name).toBe('m128');
-    expect(chooseTile(shape(256, 1, 8, 512, 512, 64), SMS).name).toBe('m32'); // 32 rows an expert
-    expect(chooseTile(shape(512, 1, 8, 512, 512, 64), SMS).name).toBe('m64');
-    expect(chooseTile(shape(512, 1, 8, 512, 512, 4), SMS).name).toMatch(/^decode/); // blocks of 4: one block a CTA
+    expect(chooseTile(moeShape(48, 2, 8, 4096, 512, 16), SMS).name).toBe('decode-n128'); // 12 rows an expert, BM 16 (bs 16)
+    expect(chooseTile(moeShape(32, 2, 8, 4096, 512, 16), SMS).name).toBe('decode'); // 8 rows an expert: vLLM's BLOCK_N 64
+    expect(chooseTile(moeShape(4096, 2, 8, 2 * 14336, 4096, 64), SMS).name).toBe('m64'); // bs 64 caps BM
+    expect(chooseTile(moeShape(4096, 2, 8, 2 * 14336, 4096, 128), SMS).name).toBe('m128');
+    expect(chooseTile(moeShape(256, 1, 8, 512, 512, 64), SMS).name).toBe('m32'); // 32 rows an expert
+    expect(chooseTile(moeShape(512, 1, 8, 512, 512, 64), SMS).name).toBe('m64');
+    expect(chooseTile(moeShape(512, 1, 8, 512, 512, 4), SMS).name).toMatch(/^decode/); // blocks of 4: one block a CTA
   });
 
   it('a CTA takes rows of one block: the largest divisor of the block size within the tile', () => {
     const t16 = MOE_TILES.find((t) => t.name === 'decode')!;
-    expect(planFusedMoe(shape(5, 2, 6, 20, 16, 3), SMS, t16).rowsPerCta).toBe(3);
-    expect(planFusedMoe(shape(5, 2, 6, 20, 16, 24), SMS, t16).rowsPerCta).toBe(12);
-    expect(planFusedMoe(shape(5, 2, 6, 20, 16, 64), SMS, t16)).toMatchObject({ rowsPerCta: 16, blockSize: 64 });
+    expect(planFusedMoe(moeShape(5, 2, 6, 20, 16, 3), SMS, t16).rowsPerCta).toBe(3);
+    expect(planFusedMoe(moeShape(5, 2, 6, 20, 16, 24), SMS, t16).rowsPerCta).toBe(12);
+    expect(planFusedMoe(moeShape(5, 2, 6, 20, 16, 64), SMS, t16)).toMatchObject({ rowsPerCta: 16, blockSize: 64 });
     const m64 = MOE_TILES.find((t) => t.name === 'm64')!;
-    expect(planFusedMoe(shape(100, 2, 4, 64, 64, 128), SMS, m64).rowsPerCta).toBe(64);
+    expect(planFusedMoe(moeShape(100, 2, 4, 64, 64, 128), SMS, m64).rowsPerCta).toBe(64);
   });
 
   it('the live-blocks bound holds for every moe_align layout, and is reached', () => {
@@ -53,7 +46,7 @@ describe('fused MoE plan', () => {
     for (let trial = 0; trial < 200; trial++) {
       const E = rng.int(1, 40), topK = rng.int(1, Math.min(E, 8) + 1), M = rng.int(1, 60), bs = [1, 3, 4, 16, 64][rng.int(0, 5)]!;
       const a = alignRouting(randomRouting(rng, M, E, topK, Array.from({ length: E }, (_, i) => i)), E, bs);
-      const s = shape(M, topK, E, 8, 8, bs);
+      const s = moeShape(M, topK, E, 8, 8, bs);
       expect(a.sorted.length).toBe(s.P);
       const bound = liveBlocksBound(M * topK, E, bs, s.NB);
       expect(a.post / bs).toBeLessThanOrEqual(bound);
@@ -77,8 +70,8 @@ describe('fused MoE plan', () => {
 
   it('declines f32, K not a multiple of 8 and unaligned weight rows, with the reason', () => {
     const f = fake();
-    const plan = () => planFusedMoe(shape(4, 2, 8, 64, 64, 16), SMS);
-    const s = shape(4, 2, 8, 64, 64, 16);
+    const plan = () => planFusedMoe(moeShape(4, 2, 8, 64, 64, 16), SMS);
+    const s = moeShape(4, 2, 8, 64, 64, 16);
     expect(fusedMoeDecline(f.t([4, 64], 'f32'), f.t([8, 64, 64], 'f32'), s, plan)).toMatch(/dtype f32: the tensor-core kernel takes bf16 and f16/);
     expect(fusedMoeDecline(f.t([4, 60]), f.t([8, 64, 60]), { ...s, K: 60 }, plan)).toMatch(/K = 60 is not a multiple of 8/);
     const w = f.t([8, 64, 72]);

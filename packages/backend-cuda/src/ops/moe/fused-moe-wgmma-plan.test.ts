@@ -7,6 +7,7 @@
 import { OpKernelTable, callOp, type Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import { fake } from '../../../test/ops-fake.js';
+import { MIXTRAL, QWEN3, moeShape } from '../../../test/moe-routing.js';
 import { TENSOR_MAP_SWIZZLE, type TensorMapSpec } from '../../tensor-map.js';
 import type { CudaRuntime } from '../../runtime.js';
 import { withTuning } from '../../tuning/load.js';
@@ -19,13 +20,6 @@ import { TILE_MAP_THREADS } from './fused-moe-wgmma.js';
 import { registerMoeKernels } from './register.js';
 
 const SMS = 132;
-/** moe_align's sizes for T tokens, top-k of E, block bs (P = T K + E (bs - 1), whole blocks). */
-function shape(M: number, topK: number, E: number, N: number, K: number, bs: number): MoeShape {
-  const NB = Math.ceil((M * topK + E * (bs - 1)) / bs);
-  return { M, topK, E, N, K, P: NB * bs, NB };
-}
-const MIXTRAL = { E: 8, topK: 2, H: 4096, I: 14336 };
-const QWEN3 = { E: 128, topK: 8, H: 2048, I: 768 };
 const OK_CALL: WgmmaCall = { arch: 'sm_90a', dtype: 'bf16', weightAddress: 1 << 20, weightStrides: [0, 0, 1], aRowsAligned: true, sharedPerBlockOptin: 232448, tensorMapsUnavailable: null };
 const ON = { fusedMoeWgmma: true };
 /** A call on a packed [E, N, K] weight. */
@@ -33,53 +27,53 @@ const packed = (s: MoeShape, over: Partial<WgmmaCall> = {}): WgmmaCall => ({ ...
 
 describe('fused MoE wgmma plan', () => {
   it("Mixtral-8x7B's w13 at T 4096, bs 128: 128-row tiles over the live blocks x 112 tiles of 256 columns", () => {
-    const s = shape(4096, MIXTRAL.topK, MIXTRAL.E, 2 * MIXTRAL.I, MIXTRAL.H, 128);
+    const s = moeShape(4096, MIXTRAL.topK, MIXTRAL.E, 2 * MIXTRAL.I, MIXTRAL.H, 128);
     const p = planFusedMoeWgmma(s, SMS);
     // live blocks: (8192 slots + 8 x 127) / 128 = 71
     expect([p.tile.BN, p.tile.stages, p.mTiles, p.nTiles, p.grid, p.sortedRows]).toEqual([256, 4, 71, 112, 71 * 112, 71 * 128]);
     expect(p.smemBytes).toBe(4 * (16384 + 32768) + 64 + 1024);
     expect(fusedMoeWgmmaDecline(s, packed(s), ON, SMS)).toBeNull();
-    const w2 = shape(4096 * 2, 1, MIXTRAL.E, MIXTRAL.H, MIXTRAL.I, 128);
+    const w2 = moeShape(4096 * 2, 1, MIXTRAL.E, MIXTRAL.H, MIXTRAL.I, 128);
     expect(planFusedMoeWgmma(w2, SMS)).toMatchObject({ tile: { BN: 256 }, nTiles: 16 });
     expect(fusedMoeWgmmaDecline(w2, packed(w2), ON, SMS)).toBeNull();
   });
 
   it('blocks of 64 (the engine\'s prefill alignment): two blocks a tile, the bound on the packed tiles', () => {
     // Mixtral w13 T 4096 bs 64: live blocks min(136, (8192 + 8 x 63) / 64 = 135) = 135; tiles <= (135 + 8 x 1) / 2 = 71
-    const p = planFusedMoeWgmma(shape(4096, MIXTRAL.topK, MIXTRAL.E, 2 * MIXTRAL.I, MIXTRAL.H, 64), SMS);
+    const p = planFusedMoeWgmma(moeShape(4096, MIXTRAL.topK, MIXTRAL.E, 2 * MIXTRAL.I, MIXTRAL.H, 64), SMS);
     expect([p.blockSize, p.blocksPerTile, p.mTiles, p.sortedRows]).toEqual([64, 2, 71, 71 * 128]);
     // Qwen3 w13 T 4096 bs 16: live (32768 + 128 x 15) / 16 = 2168; tiles <= (2168 + 128 x 7) / 8 = 383
-    const q = planFusedMoeWgmma(shape(4096, QWEN3.topK, QWEN3.E, 2 * QWEN3.I, QWEN3.H, 16), SMS);
+    const q = planFusedMoeWgmma(moeShape(4096, QWEN3.topK, QWEN3.E, 2 * QWEN3.I, QWEN3.H, 16), SMS);
     expect([q.blocksPerTile, q.mTiles]).toEqual([8, 383]);
-    expect(planFusedMoeWgmma(shape(4096, 2, 8, 512, 512, 128), SMS).blocksPerTile).toBe(0);
+    expect(planFusedMoeWgmma(moeShape(4096, 2, 8, 512, 512, 128), SMS).blocksPerTile).toBe(0);
   });
 
   it("Qwen3-30B-A3B at T 4096 (256 rows an expert): w13's 6 tiles of 256 columns; BN 128 where 256 leaves SMs idle", () => {
-    const w13 = shape(4096, QWEN3.topK, QWEN3.E, 2 * QWEN3.I, QWEN3.H, 128);
+    const w13 = moeShape(4096, QWEN3.topK, QWEN3.E, 2 * QWEN3.I, QWEN3.H, 128);
     const p = planFusedMoeWgmma(w13, SMS);
     expect([p.tile.BN, p.nTiles]).toEqual([256, 6]);
     expect(p.mTiles).toBe(Math.floor((32768 + 128 * 127) / 128));
     expect(fusedMoeWgmmaDecline(w13, packed(w13), ON, SMS)).toBeNull();
     // one expert of 256 rows, N 512: 2 row tiles x 2 column tiles of 256 < 132 SMs -> BN 128 (both rings ~193 KiB)
-    const small = planFusedMoeWgmma(shape(256, 1, 1, 512, 512, 128), SMS);
+    const small = planFusedMoeWgmma(moeShape(256, 1, 1, 512, 512, 128), SMS);
     expect([small.tile.BN, small.tile.stages, small.grid]).toEqual([128, 6, 2 * 4]);
     expect(wgmmaSmemBytes({ BN: 128, stages: 6 })).toBeLessThanOrEqual(227 * 1024);
   });
 
   it('declines: the knob, the device, dtype, block size, decode-sized rows, K / N, alignment, shared memory, no maps', () => {
-    const s = shape(4096, MIXTRAL.topK, MIXTRAL.E, 2 * MIXTRAL.I, MIXTRAL.H, 128);
+    const s = moeShape(4096, MIXTRAL.topK, MIXTRAL.E, 2 * MIXTRAL.I, MIXTRAL.H, 128);
     const d = (c: Partial<WgmmaCall>, sh = s, tuning = ON) => fusedMoeWgmmaDecline(sh, packed(sh, c), tuning, SMS);
     expect(d({}, s, { fusedMoeWgmma: false })).toMatch(/moe.fusedMoeWgmma is off/);
     expect(d({ arch: 'sm_89' })).toMatch(/needs sm_90a/);
     expect(d({ arch: undefined })).toMatch(/unknown/);
     expect(d({ dtype: 'f32' })).toMatch(/bf16 \/ f16/);
     expect(d({ dtype: 'f16' })).toBeNull();
-    expect(d({}, shape(4096, 2, 8, 2 * MIXTRAL.I, MIXTRAL.H, 64))).toBeNull(); // packed by the tile map
-    expect(d({}, shape(4096, 2, 8, 2 * MIXTRAL.I, MIXTRAL.H, 96))).toMatch(/block size 96/);
-    expect(d({}, shape(256, 2, 8, 2 * MIXTRAL.I, MIXTRAL.H, 128))).toMatch(/64\.0 rows an expert/);
-    expect(d({}, shape(4096, 8, 128, 2 * QWEN3.I, QWEN3.H, 128))).toBeNull(); // 256 rows an expert
-    expect(d({}, shape(4096, 2, 8, 1000, 4100, 128))).toMatch(/multiples of 8/);
-    expect(d({}, shape(4096, 2, 8, 1004, 4096, 128))).toMatch(/multiples of 8/);
+    expect(d({}, moeShape(4096, 2, 8, 2 * MIXTRAL.I, MIXTRAL.H, 64))).toBeNull(); // packed by the tile map
+    expect(d({}, moeShape(4096, 2, 8, 2 * MIXTRAL.I, MIXTRAL.H, 96))).toMatch(/block size 96/);
+    expect(d({}, moeShape(256, 2, 8, 2 * MIXTRAL.I, MIXTRAL.H, 128))).toMatch(/64\.0 rows an expert/);
+    expect(d({}, moeShape(4096, 8, 128, 2 * QWEN3.I, QWEN3.H, 128))).toBeNull(); // 256 rows an expert
+    expect(d({}, moeShape(4096, 2, 8, 1000, 4100, 128))).toMatch(/multiples of 8/);
+    expect(d({}, moeShape(4096, 2, 8, 1004, 4096, 128))).toMatch(/multiples of 8/);
     expect(d({ aRowsAligned: false })).toMatch(/A rows/);
     expect(d({ weightStrides: [2 * MIXTRAL.I * MIXTRAL.H, 1, 2 * MIXTRAL.I] })).toMatch(/K-contiguous/);
     expect(d({ weightAddress: (1 << 20) + 8 })).toMatch(/16-byte aligned/);
@@ -89,13 +83,13 @@ describe('fused MoE wgmma plan', () => {
   });
 
   it('tensor maps: A_sorted {K, rows, 1} with 64 x 128 boxes, the weight {K, N, E} with 64 x BN boxes, 128-byte swizzle', () => {
-    const s = shape(4096, MIXTRAL.topK, MIXTRAL.E, 2 * MIXTRAL.I, MIXTRAL.H, 128);
+    const s = moeShape(4096, MIXTRAL.topK, MIXTRAL.E, 2 * MIXTRAL.I, MIXTRAL.H, 128);
     const a = sortedTensorMapSpec('bf16', 4096, s.K, 71 * 128);
     expect([a.dims, a.stridesBytes, a.box, a.swizzle]).toEqual([[4096, 9088, 1], [8192, 9088 * 8192], [64, 128, 1], TENSOR_MAP_SWIZZLE['128B']]);
     const w = weightTensorMapSpec('f16', s, 8192, [s.N * s.K, s.K, 1], 256);
     expect([w.dataType, w.dims, w.stridesBytes, w.box]).toEqual([6, [4096, 28672, 8], [8192, 28672 * 8192], [64, 256, 1]]);
     // one expert: its (unused) expert stride is the packed one
-    const one = shape(512, 1, 1, 256, 512, 128);
+    const one = moeShape(512, 1, 1, 256, 512, 128);
     expect(weightTensorMapSpec('bf16', one, 0, [7, 512, 1], 256).stridesBytes).toEqual([1024, 256 * 1024]);
   });
 });

@@ -8,53 +8,26 @@
  * Unread experts' weights are NaN and the output starts as NaN, so a wrong expert or an unwritten slot shows.
  */
 import { describe, expect, it } from 'vitest';
-import { F, Rng, Tensor, type DType } from '@fastkernels/core';
-import { G, cpu, expectClose, gpu, intsCpu, poison, randCpu, releasing, toGpu, tolOf } from '../../../test/spine-helpers.js';
-import { alignRouting, randomRouting, withNonLocal, type Alignment } from '../../../test/moe-routing.js';
+import { F, type DType } from '@fastkernels/core';
+import { G, expectClose, gpu, poison, releasing, tolOf } from '../../../test/spine-helpers.js';
+import { checkGraphReplay, fusedMoeCase, type FusedMoeShape } from '../../../test/fused-moe-gpu.js';
+import { MIXTRAL, QWEN3 } from '../../../test/moe-routing.js';
 import { withTuning } from '../../tuning/load.js';
 import { WGMMA_TILES } from './fused-moe-wgmma-plan.js';
 
-interface Case {
+interface Case extends Omit<FusedMoeShape, 'bs' | 'allowed'> {
   readonly label: string;
-  readonly M: number;
-  readonly topK: number;
-  readonly E: number;
-  readonly N: number;
-  readonly K: number;
-  readonly mul: boolean;
-  readonly nonLocal?: number;
   /** moe_align's block size (default 128) */
   readonly bs?: number;
 }
 
 const sm90a = () => gpu().runtime.properties().arch === 'sm_90a';
 
-/** One call on both backends with the route on; `bn` forces the width. */
+/** One call on both backends with the route on (test/fused-moe-gpu.ts); `bn` forces the width. */
 function check(c: Case, dtype: DType, seed: number, bn: 128 | 256): void {
   releasing((keep) => {
-    const rng = new Rng(seed);
     // every expert but the first and last (zero-token experts exist); at least 128 rows an expert on average
-    let al: Alignment = alignRouting(randomRouting(rng, c.M, c.E, c.topK), c.E, c.bs ?? 128);
-    if (c.nonLocal !== undefined) al = withNonLocal(al, c.nonLocal);
-    const hit = [...new Set(al.experts.filter((e) => e >= 0))].sort((a, b) => a - b);
-    const compact = new Map(hit.map((e, i) => [e, i] as const));
-    const x = keep(randCpu([c.M, c.K], dtype, seed + 1));
-    const wHit = keep(randCpu([Math.max(1, hit.length), c.N, c.K], dtype, seed + 2, 1 / Math.sqrt(c.K)));
-    const tw = keep(Tensor.fromArray(cpu(), Array.from({ length: c.M * c.topK }, () => 0.1 + rng.uniform()), [c.M, c.topK], 'f32'));
-    const ints = (v: number[]) => keep(intsCpu(v, [v.length], 'i32'));
-    const attrs = { top_k: c.topK, mul_routed_weight: c.mul };
-    const cpuOut = keep(F.fusedMoeGemm(x, wHit, tw, ints(al.sorted), ints(al.experts.map((e) => (e < 0 ? -1 : compact.get(e)!))), ints([al.post]), attrs));
-
-    const wGpu = keep(Tensor.empty(gpu(), [c.E, c.N, c.K], dtype));
-    wGpu.fill_(NaN);
-    const wHitGpu = keep(toGpu(wHit));
-    hit.forEach((e, i) => {
-      const [dst, src] = [wGpu.select(0, e), wHitGpu.select(0, i)];
-      dst.copy_(src);
-      dst.dispose();
-      src.dispose();
-    });
-    const gIn = [keep(toGpu(x)), wGpu, keep(toGpu(tw)), keep(toGpu(ints(al.sorted))), keep(toGpu(ints(al.experts))), keep(toGpu(ints([al.post])))] as const;
+    const { cpuOut, gIn, attrs } = fusedMoeCase(keep, { ...c, bs: c.bs ?? 128 }, dtype, seed);
     const moe = gpu().generatedOps.moe;
     moe.wgmma.forceTile = WGMMA_TILES.find((t) => t.BN === bn);
     try {
@@ -72,8 +45,6 @@ function check(c: Case, dtype: DType, seed: number, bn: 128 | 256): void {
   });
 }
 
-const MIXTRAL = { E: 8, topK: 2, H: 4096, I: 14336 };
-const QWEN3 = { topK: 8, H: 2048, I: 768 };
 const CASES: Case[] = [
   // 1024 slots over 6 experts: ~170 rows each, blocks of 128 half-padded at each expert's end
   { label: 'Mixtral-8x7B w13 widths (K 4096, 768 of its columns), T 512', M: 512, topK: MIXTRAL.topK, E: MIXTRAL.E, N: 768, K: MIXTRAL.H, mul: false },
@@ -95,40 +66,9 @@ describe('fused_moe_gemm on the wgmma route (moe.fusedMoeWgmma) = the float64 CP
 describe('the wgmma route in a CUDA graph', () => {
   it('replays over new routing written into the captured buffers (no host read of the routing)', G, (ctx) => {
     if (!sm90a()) return ctx.skip();
-    releasing((keep) => {
-      const [M, topK, E, N, K, bs] = [512, 2, 8, 512, 1024, 64];
-      const rng = new Rng(19);
-      const x = keep(randCpu([M, K], 'bf16', 3));
-      const w = keep(randCpu([E, N, K], 'bf16', 4, 1 / Math.sqrt(K)));
-      const tw = keep(Tensor.fromArray(cpu(), Array.from({ length: M * topK }, () => rng.uniform()), [M, topK], 'f32'));
-      const route = (ids: number[]) => {
-        const a = alignRouting(ids, E, bs);
-        return [a.sorted, a.experts, [a.post]].map((v) => keep(intsCpu(v, [v.length], 'i32')));
-      };
-      const first = route(randomRouting(rng, M, E, topK));
-      const second = route(randomRouting(rng, M, E, topK, [0, 3, 7]));
-      const gIn = [keep(toGpu(x)), keep(toGpu(w)), keep(toGpu(tw)), ...first.map((t) => keep(toGpu(t)))] as [Tensor, Tensor, Tensor, Tensor, Tensor, Tensor];
-      const attrs = { top_k: topK, mul_routed_weight: true };
-      withTuning('moe', { fusedMoeWgmma: true }, () => {
-        keep(F.fusedMoeGemm(...gIn, attrs)); // compiles before the capture
-        expect(gpu().generatedOps.moe.lastWgmmaDecline).toBeNull();
-        const rt = gpu().runtime;
-        let out: Tensor | undefined;
-        const graph = rt.capture(() => {
-          out = F.fusedMoeGemm(...gIn, attrs);
-        }, { poolBytes: 64 << 20 });
-        try {
-          for (const routing of [second, first]) {
-            routing.forEach((t, i) => gIn[3 + i]!.copy_(keep(toGpu(t))));
-            graph.replay();
-            const want = keep(F.fusedMoeGemm(x, w, tw, routing[0]!, routing[1]!, routing[2]!, attrs));
-            expectClose(out!, want, tolOf('bf16'), 'graph replay');
-          }
-        } finally {
-          out?.dispose();
-          graph.destroy();
-        }
-      });
-    });
+    const shape = { M: 512, topK: 2, E: 8, N: 512, K: 1024, bs: 64, seed: 19, secondAllowed: [0, 3, 7], poolBytes: 64 << 20 };
+    withTuning('moe', { fusedMoeWgmma: true }, () =>
+      releasing((keep) => checkGraphReplay(keep, shape, () => expect(gpu().generatedOps.moe.lastWgmmaDecline).toBeNull())),
+    );
   });
 });

@@ -6,62 +6,30 @@
  * L2/fused_experts end to end on CUDA. Unread experts' weights are NaN, so a block that reads the wrong expert shows.
  */
 import { describe, expect, it } from 'vitest';
-import { F, ModuleRegistry, Rng, Tensor, opRoute, type DType } from '@fastkernels/core';
+import { F, ModuleRegistry, opRoute, type DType } from '@fastkernels/core';
 import { baselineRegistry } from '@fastkernels/model-zoo';
-import { G, checkTaskOnCuda, cpu, expectClose, gpu, intsCpu, poison, randCpu, releasing, task, toGpu, tolOf, variant } from '../../../test/spine-helpers.js';
-import { alignRouting, randomRouting, withNonLocal, type Alignment } from '../../../test/moe-routing.js';
+import { G, checkTaskOnCuda, expectClose, gpu, intsCpu, poison, randCpu, releasing, task, toGpu, tolOf, variant } from '../../../test/spine-helpers.js';
+import { QWEN3, MIXTRAL, alignRouting } from '../../../test/moe-routing.js';
+import { checkGraphReplay, fusedMoeCase, type FusedMoeShape } from '../../../test/fused-moe-gpu.js';
 import { MOE_TILES } from './fused-moe-plan.js';
 
-interface Case {
+interface Case extends FusedMoeShape {
   readonly label: string;
-  readonly M: number;
-  readonly topK: number;
-  readonly E: number;
-  readonly N: number;
-  readonly K: number;
-  readonly bs: number;
-  readonly mul: boolean;
   /** Force this tile (else the planner's choice, checked against `expect`). */
   readonly tile?: string;
   readonly expect?: string;
-  readonly nonLocal?: number;
-  /** Route only to these experts (the planner never reads the routing; fewer hit experts draw fewer host weights). */
-  readonly allowed?: readonly number[];
 }
 
-/** One call on both backends. The GPU weight holds every expert (NaN where unread); the CPU one only the hit experts. */
+/** One call on both backends (test/fused-moe-gpu.ts: the GPU weight holds every expert, NaN where unread). */
 function check(c: Case, dtype: DType, seed: number): void {
   releasing((keep) => {
-    const rng = new Rng(seed);
-    const ids = randomRouting(rng, c.M, c.E, c.topK, c.allowed);
-    let al: Alignment = alignRouting(ids, c.E, c.bs);
-    if (c.nonLocal !== undefined) al = withNonLocal(al, c.nonLocal);
-    const hit = [...new Set(al.experts.filter((e) => e >= 0))].sort((a, b) => a - b);
-    const compact = new Map(hit.map((e, i) => [e, i] as const));
-    const x = keep(randCpu([c.M, c.K], dtype, seed + 1));
-    const wHit = keep(randCpu([Math.max(1, hit.length), c.N, c.K], dtype, seed + 2, 1 / Math.sqrt(c.K)));
-    const tw = keep(Tensor.fromArray(cpu(), Array.from({ length: c.M * c.topK }, () => 0.1 + rng.uniform()), [c.M, c.topK], 'f32'));
-    const ints = (v: number[]) => keep(intsCpu(v, [v.length], 'i32'));
-    const cpuOut = keep(
-      F.fusedMoeGemm(x, wHit, tw, ints(al.sorted), ints(al.experts.map((e) => (e < 0 ? -1 : compact.get(e)!))), ints([al.post]), { top_k: c.topK, mul_routed_weight: c.mul }),
-    );
-
-    const wGpu = keep(Tensor.empty(gpu(), [c.E, c.N, c.K], dtype));
-    wGpu.fill_(NaN);
-    const wHitGpu = keep(toGpu(wHit));
-    hit.forEach((e, i) => {
-      const [dst, src] = [wGpu.select(0, e), wHitGpu.select(0, i)];
-      dst.copy_(src);
-      dst.dispose();
-      src.dispose();
-    });
-    const gIn = [keep(toGpu(x)), wGpu, keep(toGpu(tw)), keep(toGpu(ints(al.sorted))), keep(toGpu(ints(al.experts))), keep(toGpu(ints([al.post])))] as const;
+    const { cpuOut, gIn, attrs } = fusedMoeCase(keep, c, dtype, seed);
     const moe = gpu().generatedOps.moe;
     moe.forceTile = c.tile ? MOE_TILES.find((t) => t.name === c.tile) : undefined;
     try {
-      expect(opRoute('fused_moe_gemm', [...gIn], { top_k: c.topK, mul_routed_weight: c.mul }), `${c.label}: route`).toEqual({ via: 'kernel' });
+      expect(opRoute('fused_moe_gemm', [...gIn], attrs), `${c.label}: route`).toEqual({ via: 'kernel' });
       poison(c.M * c.topK * c.N); // a slot the kernel fails to write reads NaN
-      const out = keep(F.fusedMoeGemm(...gIn, { top_k: c.topK, mul_routed_weight: c.mul }));
+      const out = keep(F.fusedMoeGemm(...gIn, attrs));
       const want = c.tile ?? c.expect;
       if (want) expect(moe.lastPlan?.tile.name, `${c.label}: tile`).toBe(want);
       expectClose(out, cpuOut, tolOf(dtype), `${c.label} ${dtype}`);
@@ -81,8 +49,6 @@ for (const t of MOE_TILES) {
   );
 }
 
-const QWEN3 = { E: 128, topK: 8, H: 2048, I: 768 };
-const MIXTRAL = { E: 8, H: 4096, I: 14336 };
 const PRODUCTION: Case[] = [
   { label: 'Qwen3-30B-A3B w13, T = 1', M: 1, topK: QWEN3.topK, E: QWEN3.E, N: 2 * QWEN3.I, K: QWEN3.H, bs: 16, mul: false, expect: 'decode' },
   // 10 of the 128 experts: all 128 hit would draw 400M float64 weight values on the host (185 s on the GPU host)
@@ -112,38 +78,7 @@ describe('fused_moe_gemm on CUDA = the float64 CPU op', () => {
 
 describe('fused_moe_gemm in a CUDA graph', () => {
   it('replays over new routing written into the captured buffers (no host read of the routing)', G, () => {
-    releasing((keep) => {
-      const [M, topK, E, N, K, bs] = [6, 2, 16, 128, 256, 16];
-      const rng = new Rng(9);
-      const x = keep(randCpu([M, K], 'bf16', 3));
-      const w = keep(randCpu([E, N, K], 'bf16', 4, 1 / Math.sqrt(K)));
-      const tw = keep(Tensor.fromArray(cpu(), Array.from({ length: M * topK }, () => rng.uniform()), [M, topK], 'f32'));
-      const route = (ids: number[]) => {
-        const a = alignRouting(ids, E, bs);
-        return [a.sorted, a.experts, [a.post]].map((v) => keep(intsCpu(v, [v.length], 'i32')));
-      };
-      const first = route(randomRouting(rng, M, E, topK));
-      const second = route(randomRouting(rng, M, E, topK, [0, 5, 15]));
-      const gIn = [keep(toGpu(x)), keep(toGpu(w)), keep(toGpu(tw)), ...first.map((t) => keep(toGpu(t)))];
-      const attrs = { top_k: topK, mul_routed_weight: true };
-      keep(F.fusedMoeGemm(...(gIn as [Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]), attrs)); // compiles before the capture
-      const rt = gpu().runtime;
-      let out: Tensor | undefined;
-      const graph = rt.capture(() => {
-        out = F.fusedMoeGemm(...(gIn as [Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]), attrs);
-      }, { poolBytes: 8 << 20 });
-      try {
-        for (const routing of [second, first]) {
-          routing.forEach((t, i) => gIn[3 + i]!.copy_(keep(toGpu(t))));
-          graph.replay();
-          const want = keep(F.fusedMoeGemm(x, w, tw, routing[0]!, routing[1]!, routing[2]!, attrs));
-          expectClose(out!, want, tolOf('bf16'), 'graph replay');
-        }
-      } finally {
-        out?.dispose();
-        graph.destroy();
-      }
-    });
+    releasing((keep) => checkGraphReplay(keep, { M: 6, topK: 2, E: 16, N: 128, K: 256, bs: 16, seed: 9, secondAllowed: [0, 5, 15], poolBytes: 8 << 20 }));
   });
 });
 

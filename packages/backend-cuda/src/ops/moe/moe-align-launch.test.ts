@@ -4,10 +4,9 @@
  * decode step and a 4096-token prefill of Mixtral / Qwen3-MoE / gpt-oss widths; the op's decomposition (what
  * L1/moe_align ran before: one_hot counts, cumsums, a stable sort, a scatter) on the same fake device launches 20+.
  */
-import { OpKernelTable, callOp, moeAlignSizes, type Tensor } from '@fastkernels/core';
+import { callOp, moeAlignSizes, type Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
-import { fake } from '../../../test/ops-fake.js';
-import { registerGeneratedKernels } from '../register.js';
+import { fakeRegistered } from '../../../test/ops-fake.js';
 import { MOE_ALIGN_SMEM_LIMIT, MOE_ALIGN_THREADS, planMoeAlign } from './moe-align-plan.js';
 
 const MODELS = [
@@ -16,26 +15,11 @@ const MODELS = [
   { name: 'gpt-oss', E: 32, topK: 4 },
 ];
 
-function device(withMoeAlign: boolean) {
-  const f = fake();
-  registerGeneratedKernels(f.backend.opKernels!, f.runtime, f.cache);
-  if (!withMoeAlign) {
-    // the same table less the moe_align kernel: the registry runs the op's decomposition
-    const table = new OpKernelTable('fake');
-    for (const name of f.backend.opKernels!.names()) {
-      const e = f.backend.opKernels!.get(name)!;
-      if (name !== 'moe_align') table.register(name, e.kernel, e.supports);
-    }
-    (f.backend as { opKernels: OpKernelTable }).opKernels = table;
-  }
-  return f;
-}
-
 describe('moe_align on CUDA: launches (fake device)', () => {
   for (const m of MODELS) {
     for (const [T, bs] of [[1, 16], [4096, 64]] as const) {
       it(`${m.name} T ${T}: one launch of fk_moe_align, outputs sized from shapes, no copies`, () => {
-        const f = device(true);
+        const f = fakeRegistered();
         const ids = f.t([T, m.topK], 'i32');
         const outs = callOp('moe_align', [ids], { block_size: bs, num_experts: m.E });
         const { maxPadded, numBlocks } = moeAlignSizes(T * m.topK, m.E, bs);
@@ -54,7 +38,7 @@ describe('moe_align on CUDA: launches (fake device)', () => {
   }
 
   it('i64 ids are read in place; a strided view is copied (contiguous) first', () => {
-    const f = device(true);
+    const f = fakeRegistered();
     callOp('moe_align', [f.t([7, 4], 'i64')], { block_size: 16, num_experts: 32 });
     expect(f.cache.launches[0]!.source).toMatch(/^#define FK_IDX long long\n/);
     callOp('moe_align', [f.t([4, 7], 'i32').transpose(0, 1)], { block_size: 16, num_experts: 32 });
@@ -64,7 +48,7 @@ describe('moe_align on CUDA: launches (fake device)', () => {
   });
 
   it('the decomposition (L1/moe_align before this kernel) launches 20+ kernels on the same device', () => {
-    const f = device(false);
+    const f = fakeRegistered('moe_align');
     callOp('moe_align', [f.t([1, 2], 'i32')], { block_size: 16, num_experts: 8 });
     const entries = f.cache.launches.map((l) => l.entry);
     expect(entries).not.toContain('fk_moe_align');
@@ -81,7 +65,7 @@ describe('moe_align on CUDA: launches (fake device)', () => {
       expect(planMoeAlign(E)!.smemBytes + 4 * E).toBeGreaterThan(MOE_ALIGN_SMEM_LIMIT); // one more warp would not fit
     }
     expect(planMoeAlign(7000)).toBeNull();
-    const f = device(true);
+    const f = fakeRegistered();
     const outs = callOp('moe_align', [f.t([3, 2], 'i32')], { block_size: 4, num_experts: 7000 });
     expect(outs).toHaveLength(3);
     expect(f.cache.launches.map((l) => l.entry)).not.toContain('fk_moe_align');

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { Rng, callOp, opRoute, type Tensor } from '@fastkernels/core';
-import { G, gpu, graphMs, intsCpu, releasing, toGpu } from '../../../test/spine-helpers.js';
+import { G, checkGraphReplays, intsCpu, kernelVsDecomposition, releasing, toGpu } from '../../../test/spine-helpers.js';
 import { alignRouting, randomRouting } from '../../../test/moe-routing.js';
 
 const MODELS = [
@@ -53,53 +53,20 @@ describe('moe_align on CUDA = the loops', () => {
       const [T, E, topK, bs] = [64, 128, 8, 16];
       const rng = new Rng(5);
       const ids = keep(toGpu(keep(intsCpu(idsOf(rng, T, E, topK), [T, topK], 'i32'))));
-      const attrs = { block_size: bs, num_experts: E };
-      keep(callOp('moe_align', [ids], attrs)); // compiles before the capture
-      const rt = gpu().runtime;
-      rt.synchronize();
-      let outs: Tensor[] = [];
-      const graph = rt.capture(() => {
-        outs = callOp('moe_align', [ids], attrs);
-      }, { poolBytes: 4 << 20 });
-      try {
-        for (let r = 0; r < 2; r++) {
-          const next = idsOf(rng, T, E, topK);
-          ids.copy_(keep(toGpu(keep(intsCpu(next, [T, topK], 'i32')))));
-          graph.replay();
-          rt.synchronize();
-          expectAligned(outs, next, E, bs, `replay ${r}`);
-        }
-      } finally {
-        for (const t of outs) t.dispose();
-        graph.destroy();
-      }
+      checkGraphReplays(keep, 'moe_align', ids, { block_size: bs, num_experts: E }, 2, (r) => {
+        const next = idsOf(rng, T, E, topK);
+        return { values: keep(intsCpu(next, [T, topK], 'i32')), check: (outs) => expectAligned(outs, next, E, bs, `replay ${r}`) };
+      });
     });
   });
 
   it('device time in a graph: the kernel vs the decomposition (printed)', G, () => {
     releasing((keep) => {
-      const b = gpu();
-      const table = b.opKernels;
       for (const m of MODELS) {
         for (const T of [1, 64, 4096]) {
           const ids = keep(toGpu(keep(intsCpu(idsOf(new Rng(T), T, m.E, m.topK), [T, m.topK], 'i32'))));
-          const attrs = { block_size: blockSizeOf(T), num_experts: m.E };
-          const run = () => callOp('moe_align', [ids], attrs).forEach((t) => t.dispose());
-          const kernel = graphMs(run, 20);
-          // the decomposition: the kernel declines while it runs
-          const entry = table.get('moe_align')!;
-          table.register('moe_align', entry.kernel, () => 'timing the decomposition');
-          let decomposed = 'n/a';
-          try {
-            const route = opRoute('moe_align', [ids], attrs);
-            if (!('via' in route) || route.via !== 'decomposition') throw new Error('the kernel did not decline');
-            decomposed = `${(graphMs(run, 5) * 1000).toFixed(1)} us`;
-          } catch (e) {
-            decomposed = `failed (${(e as Error).message.slice(0, 80)})`;
-          } finally {
-            table.register('moe_align', entry.kernel, entry.supports);
-          }
-          console.log(`moe_align ${m.name} T ${T}: kernel ${(kernel * 1000).toFixed(1)} us, decomposition ${decomposed} (graph replays, H100 / H200: say which)`);
+          const times = kernelVsDecomposition('moe_align', [ids], { block_size: blockSizeOf(T), num_experts: m.E });
+          console.log(`moe_align ${m.name} T ${T}: ${times} (graph replays, H100 / H200: say which)`);
         }
       }
     });

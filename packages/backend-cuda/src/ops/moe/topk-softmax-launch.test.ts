@@ -5,10 +5,9 @@
  * op's decomposition (softmax, topk, sum, div, to: what L1/topk_softmax ran before) launches more on the same device.
  * Plus the plan (lanes a row, rows a CTA), the specialisation in the source, strided logits and the declines.
  */
-import { OpKernelTable, callOp, opRoute, type Tensor } from '@fastkernels/core';
+import { callOp, opRoute, type Tensor } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
-import { fake } from '../../../test/ops-fake.js';
-import { registerGeneratedKernels } from '../register.js';
+import { fakeRegistered } from '../../../test/ops-fake.js';
 import { TOPK_SOFTMAX_THREADS, planTopkSoftmax } from './topk-softmax-plan.js';
 
 const MODELS = [
@@ -17,26 +16,11 @@ const MODELS = [
   { name: 'gpt-oss-20b', E: 32, k: 4, lanes: 32 },
 ];
 
-function device(withKernel: boolean) {
-  const f = fake();
-  registerGeneratedKernels(f.backend.opKernels!, f.runtime, f.cache);
-  if (!withKernel) {
-    // the same table less the topk_softmax kernel: the registry runs the op's decomposition
-    const table = new OpKernelTable('fake');
-    for (const name of f.backend.opKernels!.names()) {
-      const e = f.backend.opKernels!.get(name)!;
-      if (name !== 'topk_softmax') table.register(name, e.kernel, e.supports);
-    }
-    (f.backend as { opKernels: OpKernelTable }).opKernels = table;
-  }
-  return f;
-}
-
 describe('topk_softmax on CUDA: launches (fake device)', () => {
   for (const m of MODELS) {
     for (const T of [1, 4096]) {
       it(`${m.name} (E ${m.E}, top-${m.k}) T ${T}: one launch of fk_moe_topk_softmax, outputs f32 / i32 [T, k], no copies`, () => {
-        const f = device(true);
+        const f = fakeRegistered();
         const x = f.t([T, m.E], 'bf16');
         expect(opRoute('topk_softmax', [x], { k: m.k, renormalize: true })).toEqual({ via: 'kernel' });
         const outs = callOp('topk_softmax', [x], { k: m.k, renormalize: true });
@@ -54,7 +38,7 @@ describe('topk_softmax on CUDA: launches (fake device)', () => {
   }
 
   it('f32 / f16 logits, renormalize off, a row stride past E read in place; strided experts copied contiguous first', () => {
-    const f = device(true);
+    const f = fakeRegistered();
     callOp('topk_softmax', [f.t([5, 32], 'f32')], { k: 4 });
     expect(f.cache.launches[0]!.source).toMatch(/^#define FK_T float\n/);
     expect(f.cache.launches[0]!.args[5]).toBe(0);
@@ -72,14 +56,14 @@ describe('topk_softmax on CUDA: launches (fake device)', () => {
   });
 
   it('no tokens: no launch', () => {
-    const f = device(true);
+    const f = fakeRegistered();
     const outs = callOp('topk_softmax', [f.t([0, 128], 'bf16')], { k: 8 });
     expect(outs.map((t: Tensor) => t.shape)).toEqual([[0, 8], [0, 8]]);
     expect(f.cache.launches).toEqual([]);
   });
 
   it('declines f64 logits, E past 512 and k past 32 with the reason (the decomposition runs)', () => {
-    const f = device(true);
+    const f = fakeRegistered();
     expect(opRoute('topk_softmax', [f.t([3, 8], 'f64')], { k: 2 })).toMatchObject({ via: 'decomposition' });
     expect(opRoute('topk_softmax', [f.t([3, 1024], 'bf16')], { k: 8 })).toMatchObject({ via: 'decomposition' });
     expect(opRoute('topk_softmax', [f.t([3, 64], 'bf16')], { k: 33 })).toMatchObject({ via: 'decomposition' });
@@ -95,7 +79,7 @@ describe('topk_softmax on CUDA: launches (fake device)', () => {
   });
 
   it('the decomposition (L1/topk_softmax before this kernel) launches more on the same device', () => {
-    const f = device(false);
+    const f = fakeRegistered('topk_softmax');
     callOp('topk_softmax', [f.t([1, 128], 'bf16')], { k: 8, renormalize: true });
     const entries = f.cache.launches.map((l) => l.entry);
     expect(entries).not.toContain('fk_moe_topk_softmax');

@@ -9,7 +9,7 @@
 import { describe, expect, it } from 'vitest';
 import { Rng, Tensor, callOp, opRoute, type DType, type TaskDefinition } from '@fastkernels/core';
 import { sharedL1Tasks } from '@fastkernels/model-zoo';
-import { G, checkTaskOnCuda, cpu, gpu, graphMs, releasing, toGpu, variant } from '../../../test/spine-helpers.js';
+import { G, checkGraphReplays, checkTaskOnCuda, cpu, kernelVsDecomposition, releasing, toGpu, variant } from '../../../test/spine-helpers.js';
 
 const MODELS = [
   { name: 'Mixtral', E: 8, k: 2 },
@@ -94,53 +94,21 @@ describe('topk_softmax on CUDA = float64', () => {
       const [T, E, k] = [64, 128, 8];
       const rng = new Rng(5);
       const g = keep(toGpu(keep(logits(rng, T, E, 'bf16').x)));
-      const attrs = { k, renormalize: true };
-      keep(callOp('topk_softmax', [g], attrs)); // compiles before the capture
-      const rt = gpu().runtime;
-      rt.synchronize();
-      let outs: Tensor[] = [];
-      const graph = rt.capture(() => {
-        outs = callOp('topk_softmax', [g], attrs);
-      }, { poolBytes: 4 << 20 });
-      try {
-        for (let r = 0; r < 2; r++) {
-          const next = logits(rng, T, E, 'bf16');
-          keep([next.x, next.x64]);
-          g.copy_(keep(toGpu(next.x)));
-          graph.replay();
-          rt.synchronize();
-          expectRouted(outs, next.x64, k, true, `replay ${r}`);
-        }
-      } finally {
-        for (const o of outs) o.dispose();
-        graph.destroy();
-      }
+      checkGraphReplays(keep, 'topk_softmax', g, { k, renormalize: true }, 2, (r) => {
+        const next = logits(rng, T, E, 'bf16');
+        keep([next.x, next.x64]);
+        return { values: next.x, check: (outs) => expectRouted(outs, next.x64, k, true, `replay ${r}`) };
+      });
     });
   });
 
   it('device time in a graph: the kernel vs the decomposition (printed)', G, () => {
     releasing((keep) => {
-      const table = gpu().opKernels;
       for (const m of MODELS) {
         for (const T of [1, 64, 4096]) {
           const g = keep(toGpu(keep(logits(new Rng(T), T, m.E, 'bf16').x)));
-          const attrs = { k: m.k, renormalize: true };
-          const run = () => callOp('topk_softmax', [g], attrs).forEach((o) => o.dispose());
-          const kernel = graphMs(run, 20);
-          // the decomposition: the kernel declines while it runs
-          const entry = table.get('topk_softmax')!;
-          table.register('topk_softmax', entry.kernel, () => 'timing the decomposition');
-          let decomposed = 'n/a';
-          try {
-            const route = opRoute('topk_softmax', [g], attrs);
-            if (!('via' in route) || route.via !== 'decomposition') throw new Error('the kernel did not decline');
-            decomposed = `${(graphMs(run, 5) * 1000).toFixed(1)} us`;
-          } catch (e) {
-            decomposed = `failed (${(e as Error).message.slice(0, 80)})`;
-          } finally {
-            table.register('topk_softmax', entry.kernel, entry.supports);
-          }
-          console.log(`topk_softmax ${m.name} E ${m.E} top-${m.k} T ${T}: kernel ${(kernel * 1000).toFixed(1)} us, decomposition ${decomposed} (graph replays, H100 / H200: say which)`);
+          const times = kernelVsDecomposition('topk_softmax', [g], { k: m.k, renormalize: true });
+          console.log(`topk_softmax ${m.name} E ${m.E} top-${m.k} T ${T}: ${times} (graph replays, H100 / H200: say which)`);
         }
       }
     });
