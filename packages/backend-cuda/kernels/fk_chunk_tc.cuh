@@ -1,10 +1,43 @@
 // Shared by the tensor-core chunked linear-attention kernels (gla_chunk_tc.cu, gdn_chunk_tc.cu): both walk a sequence's
 // chunks of C tokens with a warp's slice of the state S^T in mma accumulators and feed their computed operands as
-// hi + lo pairs of T. Included inside the kernel's namespace after its u32, T, CU_T, SI_T and tile constants (C, BV,
-// KW, WK, TW, RP, MAIN_THREADS); the host replay (FK_HOST_REPLAY=1) declares its own to_f / from_f and tensor-core
-// primitives. Each piece here is the code both kernels had (their machine code unchanged: tools/sass-same.sh).
-// Included as a file by nvcc; scripts/embed-kernels.mjs inlines it for NVRTC.
+// hi + lo pairs of T. Included at the top of the kernel's namespace, after its FK_K default: the dtype and index types,
+// C, K, the walk's tile (BV columns, WM x WK warps, RP) and the code both kernels run. The host replay (FK_HOST_REPLAY=1)
+// declares its own to_f / from_f and tensor-core primitives. Each piece here is the code both kernels had (their machine
+// code unchanged: tools/sass-same.sh). Included as a file by nvcc; scripts/embed-kernels.mjs inlines it for NVRTC.
 #pragma once
+
+#ifndef FK_T
+#define FK_T __nv_bfloat16
+#endif
+#ifndef FK_BV
+#define FK_BV 32
+#endif
+#ifndef FK_WK
+#define FK_WK 4
+#endif
+#ifndef FK_CU_T
+#define FK_CU_T int
+#endif
+#ifndef FK_SI_T
+#define FK_SI_T int
+#endif
+
+typedef unsigned int u32;
+typedef FK_T T;
+typedef FK_CU_T CU_T;
+typedef FK_SI_T SI_T;
+
+constexpr int C = 64;                   // tokens a chunk
+constexpr int K = FK_K;                 // the key head dim
+constexpr int BV = FK_BV;               // value columns a walk CTA
+constexpr int WM = BV / 16;             // warps across the tile's value rows
+constexpr int WK = FK_WK;               // warps across the key columns
+constexpr int KW = K / WK;              // key columns a warp
+constexpr int TW = C / WK;              // tokens of the intra-chunk product a warp
+constexpr int MAIN_THREADS = 32 * WM * WK;
+constexpr int PREP_THREADS = 256;
+constexpr int RP = BV + 4;              // rows of the o partials [WK][C][RP] (f32; +4 floats: their fragments' banks)
+static_assert(BV % 16 == 0 && K % (16 * WK) == 0 && KW % 16 == 0 && TW % 8 == 0, "tile shape");
 
 #if !FK_HOST_REPLAY
 #include "fk_mma.cuh"

@@ -51,9 +51,6 @@
 // compile-cu: -DFK_T=__half -DFK_TB=__half -DFK_BV=16 -DFK_WK=8 -DFK_L2=0
 #include "fk_host_replay.cuh"
 
-#ifndef FK_T
-#define FK_T __nv_bfloat16
-#endif
 #ifndef FK_TG
 #define FK_TG float
 #endif
@@ -66,49 +63,23 @@
 #ifndef FK_V
 #define FK_V 128
 #endif
-#ifndef FK_BV
-#define FK_BV 32
-#endif
-#ifndef FK_WK
-#define FK_WK 4
-#endif
 #ifndef FK_L2
 #define FK_L2 1
 #endif
-#ifndef FK_CU_T
-#define FK_CU_T int
-#endif
-#ifndef FK_SI_T
-#define FK_SI_T int
-#endif
 
 namespace fkgdn {
-typedef unsigned int u32;
-typedef FK_T T;
-typedef FK_CU_T CU_T;
-typedef FK_SI_T SI_T;
+#include "fk_chunk_tc.cuh"  // T, CU_T, SI_T, C, K, the walk's tile (BV, WM, WK, KW, TW, MAIN_THREADS, RP), PREP_THREADS
+__device__ __forceinline__ float to_f(float x) { return x; }  // g and beta may be f32
 
-constexpr int C = 64;                  // tokens a chunk
-constexpr int K = FK_K;
 constexpr int VF = FK_V;               // the whole value head dim (the prep computes U for every column)
-constexpr int BV = FK_BV;
-constexpr int WM = BV / 16;            // warps across the tile's value rows
-constexpr int WK = FK_WK;              // warps across the key columns
-constexpr int KW = K / WK;             // key columns a warp
-constexpr int TW = C / WK;             // tokens of the intra-chunk product a warp
-constexpr int MAIN_THREADS = 32 * WM * WK;
-constexpr int PREP_THREADS = 256;
-static_assert(BV % 16 == 0 && K % (16 * WK) == 0 && KW % 16 == 0 && TW % 8 == 0, "tile shape");
 static_assert(K % 16 == 0 && VF % 16 == 0 && VF % BV == 0, "head dims");
 
-// shared-memory pitches (elements): +8 T (16 bytes) keeps ldmatrix's eight rows on distinct banks; +4 floats the
-// partials' fragments and A's rows
+// shared-memory pitches (elements): +8 T (16 bytes) keeps ldmatrix's eight rows on distinct banks; +4 floats A's rows
 constexpr int KP = K + 8;       // q, k, W rows
 constexpr int TP = C + 8;       // Tw, Tu, Aqk rows
 constexpr int VP = VF + 8;      // prep: v rows
 constexpr int BP = BV + 8;      // main: U, V' tile rows
 constexpr int AP = C + 4;       // prep: A (f32) rows
-constexpr int RP = BV + 4;      // main: partial rows
 
 // prep's shared memory: k [C][KP]; then q [C][KP], whose space Tw hi, lo and Tu hi, lo [C][TP] take once the scores
 // are done; v [C][VP] (T); A and T [C][AP], G, beta, n, m [C] (float)
@@ -118,9 +89,6 @@ constexpr int PREP_SMEM = C * KP * (int)sizeof(T) + QREGION + C * VP * (int)size
 // and the partials [WK][C][RP] (float)
 constexpr int MAIN_SMEM = (4 * C * KP + 2 * C * TP + 6 * C * BP) * (int)sizeof(T) + 6 * C * 4 + WK * C * RP * 4;
 static_assert(MAIN_SMEM <= 227 * 1024 && PREP_SMEM <= 227 * 1024, "shared memory past sm_90's 227 KiB a CTA");
-
-#include "fk_chunk_tc.cuh"
-__device__ __forceinline__ float to_f(float x) { return x; }  // g and beta may be f32
 
 // Two adjacent elements (hi, lo 4-byte aligned) as hi + lo pairs, one 4-byte store each.
 __device__ __forceinline__ void split_store2(T* hi, T* lo, float x0, float x1) {

@@ -36,56 +36,27 @@
 // compile-cu: -DFK_T=__half -DFK_BV=64 -DFK_WK=2
 #include "fk_host_replay.cuh"
 
-#ifndef FK_T
-#define FK_T __nv_bfloat16
-#endif
 #ifndef FK_K
 #define FK_K 256
-#endif
-#ifndef FK_BV
-#define FK_BV 32
-#endif
-#ifndef FK_WK
-#define FK_WK 4
 #endif
 #ifndef FK_KS
 #define FK_KS 64
 #endif
-#ifndef FK_CU_T
-#define FK_CU_T int
-#endif
-#ifndef FK_SI_T
-#define FK_SI_T int
-#endif
 
 namespace fkgla {
-typedef unsigned int u32;
-typedef FK_T T;
-typedef FK_CU_T CU_T;
-typedef FK_SI_T SI_T;
+#include "fk_chunk_tc.cuh"  // T, CU_T, SI_T, C, K, the walk's tile (BV, WM, WK, KW, TW, MAIN_THREADS, RP), PREP_THREADS
 
-constexpr int C = 64;                         // tokens a chunk
 constexpr int SUB = 16;                       // tokens a sub-chunk (A's diagonal blocks)
 constexpr int NSUB = C / SUB;
 constexpr int TRI = SUB * (SUB + 1) / 2;      // pairs s <= t of one diagonal block
-constexpr int K = FK_K;
-constexpr int BV = FK_BV;
-constexpr int WM = BV / 16;                   // warps across the tile's value rows
-constexpr int WK = FK_WK;                     // warps across the key columns
-constexpr int KW = K / WK;                    // key columns a warp
-constexpr int TW = C / WK;                    // tokens of the intra-chunk product a warp
-constexpr int MAIN_THREADS = 32 * WM * WK;
-constexpr int PREP_THREADS = 256;
 constexpr int KS = FK_KS;                     // key channels a slab of the prep kernel
-static_assert(BV % 16 == 0 && K % (16 * WK) == 0 && KW % 16 == 0 && TW % 8 == 0, "tile shape");
 static_assert(K % KS == 0 && PREP_THREADS % KS == 0 && KS % 16 == 0, "slab shape");
 
 // shared-memory pitches (elements): +8 T (16 bytes) keeps ldmatrix's eight rows on distinct banks; +2 T / +1 float
-// keep the prep's per-pair reads (one channel of many rows) on distinct banks; +4 floats the o partials' fragments
+// keep the prep's per-pair reads (one channel of many rows) on distinct banks
 constexpr int QP = K + 8;        // Qg, Kd rows
 constexpr int AP = C + 8;        // A rows
 constexpr int VP = BV + 8;       // v rows
-constexpr int RP = BV + 4;       // o partial rows
 constexpr int SP = KS + 2;       // prep: q, k rows
 constexpr int BP = KS + 1;       // prep: b rows
 constexpr int PP = KS + 8;       // prep: q', k'' rows (ldmatrix)
@@ -101,8 +72,6 @@ constexpr int MAIN_SMEM = QK_BYTES + 2 * STAGE_BYTES + WK * C * RP * 4;
 constexpr int PREP_SMEM = 2 * C * SP * (int)sizeof(T) + C * BP * 4 + 2 * (C + KP_ROWS) * PP * (int)sizeof(T) + NSUB * TRI * 4 + PREP_THREADS * 4;
 static_assert(MAIN_SMEM <= 227 * 1024 && PREP_SMEM <= 227 * 1024, "shared memory past sm_90's 227 KiB a CTA");
 static_assert(STAGE_BYTES % 16 == 0 && (C * QP * (int)sizeof(T)) % 16 == 0 && (C * AP * (int)sizeof(T)) % 16 == 0 && (C * VP * (int)sizeof(T)) % 16 == 0, "16-byte parts");
-
-#include "fk_chunk_tc.cuh"
 
 // Row base of k'' for sub-chunk ti (its 16 ti rows: the tokens before it).
 __device__ __forceinline__ int kp_base(int ti) { return SUB * (ti - 1) * ti / 2; }
