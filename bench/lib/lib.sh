@@ -38,6 +38,23 @@ fk_lab_build() {
   grep -A2 "Function properties for $4" "$3" | grep -E 'spill|registers' || true
 }
 
+# fk_lab_cublas NOTE: `blas`, the nvcc flags that link cuBLAS for a lab: the toolkit's (-lcublas), else the pip wheel's
+# (PyTorch's) headers and library, else none (NOTE is printed: the lab builds without cuBLAS and leaves its figures out).
+fk_lab_cublas() {
+  local wheel lib
+  blas=(-lcublas)
+  if ! echo '#include <cublas_v2.h>' | "$NVCC" -x cu -E - >/dev/null 2>&1; then
+    wheel="$(python3 -c 'import nvidia.cublas, os; print(list(nvidia.cublas.__path__)[0])' 2>/dev/null || true)"
+    lib="$( [ -n "$wheel" ] && ls "$wheel/lib" 2>/dev/null | grep -m1 '^libcublas\.so' || true)"
+    if [ -n "$lib" ] && [ -e "$wheel/include/cublas_v2.h" ]; then
+      blas=(-I"$wheel/include" -L"$wheel/lib" -l:"$lib" -Xlinker -rpath="$wheel/lib")
+    else
+      blas=()
+      echo "$1"
+    fi
+  fi
+}
+
 # fk_llama_config FILE HIDDEN INTERMEDIATE LAYERS HEADS KV_HEADS HEAD_DIM VOCAB MAX_POS ROPE_THETA BOS EOS: an HF
 # LlamaForCausalLM config.json of that shape (bf16, no biases, untied embeddings; the benches use random weights).
 fk_llama_config() {

@@ -29,8 +29,7 @@
 #include "../../../packages/backend-cuda/kernels/attention_fa3.cu"      // fk_varlen_prefill_fa3
 #define LAB_NAME "attention-fa3"
 #include "../common/lab_common.cuh"
-
-#include <cuda.h>  // CUtensorMap and cuTensorMapEncodeTiled's types (the function itself comes from the runtime)
+#include "../common/lab_tma.cuh"
 
 #include <cmath>
 #include <cstring>
@@ -45,8 +44,6 @@
 #if FK_SINKS && FK_D != 64
 #error "the sinks lab is the head-dim-64 build (attention_fa3_lab_sinks.cu)"
 #endif
-static_assert(sizeof(CUtensorMap) == sizeof(FkTensorMap), "FkTensorMap mirrors the driver's CUtensorMap");
-
 namespace lab {
 typedef __nv_bfloat16 T;
 constexpr int D = FK_D;
@@ -116,26 +113,11 @@ __global__ void ref32(float* __restrict__ out, float* __restrict__ lse, const T*
   lse[(long long)blockIdx.y * total + r] = l > 0.f ? m + logf(l) : -INFINITY;
 }
 
-typedef CUresult (*EncodeTiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
-                                const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
 // The tensor map the FA3 kernel reads a packed [rows, heads, 128] bf16 tensor through: 3-D {D, heads, rows}, boxes of
 // 64 columns x 1 head x box_rows rows, 128-byte swizzle, zeros past the end.
-static FkTensorMap tensor_map(EncodeTiled encode, const T* base, int rows, int heads, int box_rows) {
-  CUtensorMap m;
-  const cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)heads, (cuuint64_t)rows};
-  const cuuint64_t strides[2] = {(cuuint64_t)D * 2, (cuuint64_t)heads * D * 2};  // bytes, of dims 1 and 2
-  const cuuint32_t box[3] = {64, 1, (cuuint32_t)box_rows};
-  const cuuint32_t elem[3] = {1, 1, 1};
-  const CUresult r = encode(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<T*>(base), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "attention-fa3: cuTensorMapEncodeTiled failed (%d)\n", (int)r);
-    std::exit(2);
-  }
-  FkTensorMap f;
-  std::memcpy(&f, &m, sizeof f);
-  return f;
+static FkTensorMap tensor_map(LabEncodeTiled encode, const T* base, int rows, int heads, int box_rows) {
+  return lab_tensor_map_3d(encode, base, {(cuuint64_t)D, (cuuint64_t)heads, (cuuint64_t)rows}, {(cuuint64_t)D * 2, (cuuint64_t)heads * D * 2},
+                           {64, 1, (cuuint32_t)box_rows});
 }
 
 // The kernel's pieces alone, for a run that comes out WRONG (one CTA, one warpgroup): a [64 x D], b [128 x D] and
@@ -206,7 +188,7 @@ static float bf(unsigned short x) {
   return r;
 }
 // The "unit" case: lab::unit against float64 on the host; for a wrong element, where its value belongs instead.
-static int run_unit(EncodeTiled encode, const cudaDeviceProp& prop) {
+static int run_unit(LabEncodeTiled encode, const cudaDeviceProp& prop) {
   constexpr int KEYS = fkfa3::BN;  // 128
   const char* name = D == 128 ? "unit" : "hd64-unit";
   T *a, *b, *v, *p;  // a [64 x D], b and v [KEYS x D], p [64 x KEYS]
@@ -292,19 +274,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, 0));
-  if (prop.major != 9) {
-    std::fprintf(stderr, "attention-fa3: %s is sm_%d%d; the kernels are sm_90a\n", prop.name, prop.major, prop.minor);
-    return 2;
-  }
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult qr;
-  CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &qr));
-  if (!fn || qr != cudaDriverEntryPointSuccess) {
-    std::fprintf(stderr, "attention-fa3: the driver has no cuTensorMapEncodeTiled\n");
-    return 2;
-  }
-  const lab::EncodeTiled encode = (lab::EncodeTiled)fn;
+  const LabEncodeTiled encode = lab_tma_setup(prop);
   if (!cs) return lab::run_unit(encode, prop);
   const int B = (int)cs->lens.size(), nQ = cs->nQ, nKV = cs->nKV, group = nQ / nKV, causal = cs->causal, window = cs->window;
   std::vector<int> cu(B + 1, 0);

@@ -54,8 +54,8 @@
 #include "../../../packages/backend-cuda/kernels/moe_tile_rows.cu"    // fk_moe_tile_map, fk_moe_gather_rows
 #define LAB_NAME "moe-wgmma"
 #include "../common/lab_common.cuh"
+#include "../common/lab_tma.cuh"
 
-#include <cuda.h>  // CUtensorMap and cuTensorMapEncodeTiled's types (the function itself comes from the runtime)
 #if __has_include(<cublas_v2.h>)
 #include <cublas_v2.h>
 #define LAB_CUBLAS 1
@@ -67,8 +67,6 @@
 #include <cstring>
 #include <random>
 #include <string>
-
-static_assert(sizeof(CUtensorMap) == sizeof(FkTensorMap), "FkTensorMap mirrors the driver's CUtensorMap");
 
 namespace lab {
 typedef __nv_bfloat16 T;
@@ -132,26 +130,11 @@ __global__ void count_nonfinite(const T* __restrict__ p, long long n, unsigned l
   if (c) atomicAdd(out, c);
 }
 
-typedef CUresult (*EncodeTiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
-                                const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
 // A bf16 tensor [d2, d1, K] (K contiguous, rows of K elements) as the kernel's 3-D map {K, d1, d2}: boxes of 64 k x
 // box_rows rows x 1, 128-byte swizzle, zeros past the ends.
-static FkTensorMap tensor_map(EncodeTiled encode, const T* base, int K, long long d1, long long d2, int box_rows) {
-  CUtensorMap m;
-  const cuuint64_t dims[3] = {(cuuint64_t)K, (cuuint64_t)d1, (cuuint64_t)d2};
-  const cuuint64_t strides[2] = {(cuuint64_t)K * 2, (cuuint64_t)d1 * K * 2};  // bytes, of dims 1 and 2
-  const cuuint32_t box[3] = {64, (cuuint32_t)box_rows, 1};
-  const cuuint32_t elem[3] = {1, 1, 1};
-  const CUresult r = encode(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<T*>(base), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "moe-wgmma: cuTensorMapEncodeTiled failed (%d)\n", (int)r);
-    std::exit(2);
-  }
-  FkTensorMap f;
-  std::memcpy(&f, &m, sizeof f);
-  return f;
+static FkTensorMap tensor_map(LabEncodeTiled encode, const T* base, int K, long long d1, long long d2, int box_rows) {
+  return lab_tensor_map_3d(encode, base, {(cuuint64_t)K, (cuuint64_t)d1, (cuuint64_t)d2}, {(cuuint64_t)K * 2, (cuuint64_t)d1 * K * 2},
+                           {64, (cuuint32_t)box_rows, 1});
 }
 
 // moe_align's layout on the host: slots sorted by expert (slot order within one), each expert's run padded to whole
@@ -251,19 +234,7 @@ int main(int argc, char** argv) {
   }
   using lab::T;
   cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, 0));
-  if (prop.major != 9) {
-    std::fprintf(stderr, "moe-wgmma: %s is sm_%d%d; the kernel is sm_90a\n", prop.name, prop.major, prop.minor);
-    return 2;
-  }
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult qr;
-  CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &qr));
-  if (!fn || qr != cudaDriverEntryPointSuccess) {
-    std::fprintf(stderr, "moe-wgmma: the driver has no cuTensorMapEncodeTiled\n");
-    return 2;
-  }
-  const lab::EncodeTiled encode = (lab::EncodeTiled)fn;
+  const LabEncodeTiled encode = lab_tma_setup(prop);
 
   const lab::Case& c = *cs;
   const int slots = c.T * c.topK, E = c.E, K = c.K, N = c.N;

@@ -12,18 +12,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../../lib/lib.sh"
 fk_lab_setup
-# cuBLAS: the toolkit's, else the pip wheel's (PyTorch's) headers and library, else none (the lab leaves its column out)
-blas=(-lcublas)
-if ! echo '#include <cublas_v2.h>' | "$NVCC" -x cu -E - >/dev/null 2>&1; then
-  wheel="$(python3 -c 'import nvidia.cublas, os; print(list(nvidia.cublas.__path__)[0])' 2>/dev/null || true)"
-  lib="$( [ -n "$wheel" ] && ls "$wheel/lib" 2>/dev/null | grep -m1 '^libcublas\.so' || true)"
-  if [ -n "$lib" ] && [ -e "$wheel/include/cublas_v2.h" ]; then
-    blas=(-I"$wheel/include" -L"$wheel/lib" -l:"$lib" -Xlinker -rpath="$wheel/lib")
-  else
-    blas=()
-    echo "moe-wgmma: no cuBLAS headers found: the cuBLAS column is left out"
-  fi
-fi
+fk_lab_cublas "moe-wgmma: no cuBLAS headers found: the cuBLAS column is left out"  # sets blas
 cases=("$@")
 [ ${#cases[@]} -gt 0 ] || cases=(small mixtral-w13 mixtral-w2 qwen3-w13 qwen3-w2)
 : > "$OUT/moe-wgmma.jsonl"
