@@ -97,6 +97,15 @@ __device__ __forceinline__ void split_store2(T* hi, T* lo, float x0, float x1) {
   *reinterpret_cast<u32*>(hi) = h;
   *reinterpret_cast<u32*>(lo) = l;
 }
+// A hi + lo [C][BP] tile's transpose as A fragments f, fl (value rows wm 16 .., tokens ks 16 ..).
+__device__ __forceinline__ void tile_t_frags(u32 (&f)[C / 16][4], u32 (&fl)[C / 16][4], const T* hi, const T* lo, int wm, int lane) {
+#pragma unroll
+  for (int ks = 0; ks < C / 16; ++ks) {
+    const int at = (ks * 16 + (lane & 7) + ((lane >> 4) << 3)) * BP + wm * 16 + ((lane >> 3) & 1) * 8;
+    ldsm_x4_t(smem_u32(hi + at), f[ks][0], f[ks][1], f[ks][2], f[ks][3]);
+    ldsm_x4_t(smem_u32(lo + at), fl[ks][0], fl[ks][1], fl[ks][2], fl[ks][3]);
+  }
+}
 }  // namespace fkgdn
 
 extern "C" __global__ void __launch_bounds__(fkgdn::PREP_THREADS, 2) fk_gdn_chunk_prep(
@@ -472,12 +481,7 @@ extern "C" __global__ void __launch_bounds__(fkgdn::MAIN_THREADS, 1) fk_gdn_chun
     // (C) the intra-chunk V'^T Aqk^T for this warp's TW tokens (Aqk is zero above the diagonal: skipped)
     {
       u32 vf[C / 16][4], vl[C / 16][4];
-#pragma unroll
-      for (int ks = 0; ks < C / 16; ++ks) {
-        const int at = (ks * 16 + (lane & 7) + ((lane >> 4) << 3)) * BP + wm * 16 + ((lane >> 3) & 1) * 8;
-        ldsm_x4_t(smem_u32(sNh + at), vf[ks][0], vf[ks][1], vf[ks][2], vf[ks][3]);
-        ldsm_x4_t(smem_u32(sNl + at), vl[ks][0], vl[ks][1], vl[ks][2], vl[ks][3]);
-      }
+      tile_t_frags(vf, vl, sNh, sNl, wm, lane);
       mma_intra<true>(oacc, vf, vl, sAh, sAl, TP, wk, lane);
     }
     store_partials(red, oacc, wk, wm, g8, q4);
@@ -489,12 +493,7 @@ extern "C" __global__ void __launch_bounds__(fkgdn::MAIN_THREADS, 1) fk_gdn_chun
 #pragma unroll
         for (int e = 0; e < 4; ++e) S[nt][e] *= d;
       u32 df[C / 16][4], dl[C / 16][4];
-#pragma unroll
-      for (int ks = 0; ks < C / 16; ++ks) {
-        const int at = (ks * 16 + (lane & 7) + ((lane >> 4) << 3)) * BP + wm * 16 + ((lane >> 3) & 1) * 8;
-        ldsm_x4_t(smem_u32(sDh + at), df[ks][0], df[ks][1], df[ks][2], df[ks][3]);
-        ldsm_x4_t(smem_u32(sDl + at), dl[ks][0], dl[ks][1], dl[ks][2], dl[ks][3]);
-      }
+      tile_t_frags(df, dl, sDh, sDl, wm, lane);
 #pragma unroll
       for (int np = 0; np < KW / 16; ++np)
 #pragma unroll
