@@ -3,8 +3,8 @@
 // from registers and V N-major in shared memory (m64n128k16 for head dim 128, m64n64k16 for 64). Tiles are the TMA's
 // 128-byte-swizzled boxes: a 64-column block of R rows x 128 B, 8-row atoms of 1024 B, blocks R x 128 B apart (base
 // 1024-byte aligned). Also what both warp-specialised wgmma kernels (attention_fa3.cu, fused_moe_wgmma.cu) do around
-// the products: packing accumulator pairs to 16 bits, the warpgroups' register hand-off. Included at file scope (its own
-// namespace); scripts/embed-kernels.mjs inlines it for NVRTC.
+// the products: packing accumulator pairs to 16 bits, the warpgroups' register hand-off. Included at file scope (its
+// own namespace); scripts/embed-kernels.mjs inlines it for NVRTC.
 //
 // Accumulator layout (thread t of the warpgroup, warp w = t / 32, lane l): registers 4 i .. 4 i + 3 hold row
 // 16 w + l / 4 (the first two) and that row + 8 (the last two), columns 8 i + 2 (l % 4) and + 1 (as fk_wgmma.cuh).
@@ -51,19 +51,24 @@ template <> __device__ __forceinline__ u32 pack2<__half>(float lo, float hi) {
 template <int N> __device__ __forceinline__ void regs_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
 template <int N> __device__ __forceinline__ void regs_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
 
-#define FK_WG128_D "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
-    "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, " \
-    "%41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, " \
-    "%61, %62, %63}"
-#define FK_WG128_OUT \
-      "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
-      "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), \
-      "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), \
-      "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), \
-      "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), \
-      "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), \
-      "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), \
-      "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+// The accumulator operands of the products, in pieces of 32 registers (kept defined: fk_wgmma_n256.cuh composes its
+// 128 from them too): FK_WG_ACC32(b) lists d[b] .. d[b + 31] as read-write floats, FK_WG_REGS_<first>_<last> names
+// operands %first .. %last in the instruction text.
+#define FK_WG_ACC8(b) \
+    "+f"(d[(b)]), "+f"(d[(b) + 1]), "+f"(d[(b) + 2]), "+f"(d[(b) + 3]), \
+    "+f"(d[(b) + 4]), "+f"(d[(b) + 5]), "+f"(d[(b) + 6]), "+f"(d[(b) + 7])
+#define FK_WG_ACC32(b) FK_WG_ACC8(b), FK_WG_ACC8((b) + 8), FK_WG_ACC8((b) + 16), FK_WG_ACC8((b) + 24)
+#define FK_WG_REGS_0_31 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define FK_WG_REGS_32_63 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define FK_WG_REGS_64_95 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+#define FK_WG_REGS_96_127 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+    "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+
+#define FK_WG128_D "{" FK_WG_REGS_0_31 ", " FK_WG_REGS_32_63 "}"
+#define FK_WG128_OUT FK_WG_ACC32(0), FK_WG_ACC32(32)
 
 // The two products for one element type (ty: its PTX name). ss: d = (acc ? d : 0) + A B^T, A and B K-major
 // descriptors. rs: d += A B, A as 4 registers of element pairs (the m64k16 A fragment), B an N-major descriptor
@@ -92,13 +97,8 @@ FK_WG128_PRODUCTS(__half, "f16")
 #undef FK_WG128_D
 #undef FK_WG128_OUT
 
-#define FK_WG64_D "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
-    "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define FK_WG64_OUT                                                                                                   \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),          \
-      "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),          \
-      "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),         \
-      "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define FK_WG64_D "{" FK_WG_REGS_0_31 "}"
+#define FK_WG64_OUT FK_WG_ACC32(0)
 
 // rs at n64 (head dim 64's P V): d += A B, A as 4 registers, B an N-major descriptor.
 #define FK_WG64_PRODUCTS(X, ty)                                                                                    \
