@@ -1,12 +1,16 @@
 /**
  * What the tensor-core chunked kernels' tests share (gla_chunk_tc.cu, gdn_chunk_tc.cu): bf16 rounding for the host
- * replays' inputs (gla-tc-host, gdn-tc-host), how the replays hold o and the states to the float64 CPU op and check a
- * pool's untouched rows, and the fake devices the plan tests route calls on (gla-tc-plan, gdn-tc-plan).
+ * replays' inputs and the replay's main() around the two launches (gla-tc-host, gdn-tc-host), how the replays hold o and
+ * the states to the float64 CPU op and check a pool's untouched rows, and the fake devices the plan tests route calls on
+ * (gla-tc-plan, gdn-tc-plan).
  */
 import { expect } from 'vitest';
+import { KERNEL_SOURCES } from '../src/kernel-sources.generated.js';
 import { registerRecurrentKernels } from '../src/ops/recurrent/register.js';
 import type { CudaRuntime } from '../src/runtime.js';
+import { cArray, runOnHost } from './host-cuda.js';
 import { fake } from './ops-fake.js';
+import { warpMmaHostShim } from './warp-mma-host.js';
 
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);
@@ -18,6 +22,52 @@ export function bf16Bits(x: number): number {
 export function bf16(x: number): number {
   u32[0] = bf16Bits(x) << 16;
   return f32[0]!;
+}
+
+/** What one host replay of a kernel pair's two launches (the prep, then the walk) takes. */
+export interface PrepWalkReplay {
+  /** The kernel file (KERNEL_SOURCES, as embedded), its #defines and namespace (the shim's stand-ins go in it). */
+  readonly file: string;
+  readonly defines: Record<string, string | number>;
+  readonly namespace: string;
+  /** C declarations of the inputs, the workspaces and o_ (bf16 bits, o's length). */
+  readonly arrays: string;
+  readonly oLen: number;
+  /** The initial states or the pool (s_in), cu_seqlens (cu) and the pool rows (si), where given; the state's length. */
+  readonly s0: Float64Array | null;
+  readonly cu?: readonly number[];
+  readonly idx?: readonly number[];
+  readonly stateLen: number;
+  /** The launches: grids, threads, and the calls (cup, sip, sin_, sout and BF() in scope). */
+  readonly prep: { readonly grid: readonly number[]; readonly threads: number; readonly call: string };
+  readonly walk: { readonly grid: readonly number[]; readonly threads: number; readonly call: string };
+}
+
+/** Runs both launches on the host; returns o and the state array after (the final states, or the pool in place). */
+export function replayPrepWalk(r: PrepWalkReplay): { o: number[]; state: number[] } {
+  const pooled = r.idx !== undefined;
+  const source = `#define FK_HOST_REPLAY 1\n${Object.entries(r.defines).map(([k, v]) => `#define ${k} ${v}`).join('\n')}\n${KERNEL_SOURCES[r.file]!}`;
+  const main = `${r.arrays}
+${cArray('float', 's_in', r.s0 ?? [0])}
+${cArray('int', 'cu', r.cu ?? [0])}
+${cArray('int', 'si', r.idx ?? [0])}
+static float s_out[${r.stateLen}];
+#define BF(a) reinterpret_cast<__nv_bfloat16*>(a)
+int main() {
+  const int* cup = ${r.cu ? 'cu' : 'nullptr'};
+  const int* sip = ${pooled ? 'si' : 'nullptr'};
+  float* sin_ = ${pooled || r.s0 ? 's_in' : 'nullptr'};
+  float* sout = ${pooled ? 's_in' : 's_out'};
+  fk_cta_threads(${r.prep.threads});
+  fk_launch({${r.prep.grid.join(', ')}}, ${r.prep.threads}, [&] { ${r.prep.call}; });
+  fk_cta_threads(${r.walk.threads});
+  fk_launch({${r.walk.grid.join(', ')}}, ${r.walk.threads}, [&] { ${r.walk.call}; });
+  for (int i = 0; i < ${r.oLen}; i++) printf("%.9g\\n", fk_bf16_float(o_[i]));
+  const float* s = ${pooled ? 's_in' : 's_out'};
+  for (int i = 0; i < ${r.stateLen}; i++) printf("%.9g\\n", s[i]);
+}`;
+  const out = runOnHost(`${warpMmaHostShim(r.namespace, r.prep.threads)}\n${source}`, main);
+  return { o: out.slice(0, r.oLen), state: out.slice(r.oLen) };
 }
 
 /** max |got - want| over max |want|: the error relative to the output's scale. */

@@ -14,10 +14,8 @@ import { CpuBackend } from '@fastkernels/backend-cpu';
 import { Tensor, callOp } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
 import type { RecurrentCaseShape } from '../../../test/gla-cases.js';
-import { cArray, hasGxx, runOnHost } from '../../../test/host-cuda.js';
-import { bf16, bf16Bits, expectUntouchedRows, expectWithin, scaledError } from '../../../test/tc-chunk-checks.js';
-import { warpMmaHostShim } from '../../../test/warp-mma-host.js';
-import { KERNEL_SOURCES } from '../../kernel-sources.generated.js';
+import { cArray, hasGxx } from '../../../test/host-cuda.js';
+import { bf16, bf16Bits, expectUntouchedRows, expectWithin, replayPrepWalk, scaledError } from '../../../test/tc-chunk-checks.js';
 import { GDN_TC_PREP_THREADS, gdnTcDefines, planGdnTc, type GdnTcPlan } from './gdn-tc-plan.js';
 import { GDN_TC_FILE } from './gdn-tc.js';
 
@@ -40,45 +38,31 @@ function replay(c: Case, p: GdnTcPlan, x: { q: Float64Array; k: Float64Array; v:
   const { B, T, H, HV, K, V } = c;
   const N = c.cu ? c.cu.length - 1 : B;
   const pooled = c.idx !== undefined;
-  const defines = gdnTcDefines(['bf16', 'f32', 'bf16'], K, V, p, c.l2norm, 'i32', 'i32');
-  const source = `#define FK_HOST_REPLAY 1\n${Object.entries(defines).map(([k, v]) => `#define ${k} ${v}`).join('\n')}\n${KERNEL_SOURCES[GDN_TC_FILE]!}`;
   const bits = (a: Float64Array) => Array.from(a, bf16Bits);
   const stateLen = pooled ? c.slots! * HV * K * V : N * HV * K * V;
   const scale = c.scale ?? 1 / Math.sqrt(K);
   // q, k, v, g, beta: [B, T, heads, *] contiguous: strides (T heads D, heads D, D)
   const st = (heads: number, D: number) => `${T * heads * D}LL, ${heads * D}LL, ${D}LL`;
-  const main = `${cArray('unsigned short', 'q_', bits(x.q))}
+  return replayPrepWalk({
+    file: GDN_TC_FILE, defines: gdnTcDefines(['bf16', 'f32', 'bf16'], K, V, p, c.l2norm, 'i32', 'i32'), namespace: 'fkgdn',
+    arrays: `${cArray('unsigned short', 'q_', bits(x.q))}
 ${cArray('unsigned short', 'k_', bits(x.k))}
 ${cArray('unsigned short', 'v_', bits(x.v))}
 ${cArray('float', 'g_', x.g)}
 ${cArray('unsigned short', 'b_', bits(x.beta))}
-${cArray('float', 's_in', x.s0 ?? [0])}
-${cArray('int', 'cu', c.cu ?? [0])}
-${cArray('int', 'si', c.idx ?? [0])}
-static float s_out[${stateLen}];
 static unsigned short o_[${B * T * HV * V}], w_[${2 * B * T * HV * K}], u_[${2 * B * T * HV * V}], a_[${2 * p.slots * HV * 64 * 64}];
-static float gc[${B * T * HV}], nrm[${B * T * H * 2}];
-#define BF(a) reinterpret_cast<__nv_bfloat16*>(a)
-int main() {
-  const int* cup = ${c.cu ? 'cu' : 'nullptr'};
-  const int* sip = ${pooled ? 'si' : 'nullptr'};
-  float* sin_ = ${pooled || x.s0 ? 's_in' : 'nullptr'};
-  float* sout = ${pooled ? 's_in' : 's_out'};
-  fk_cta_threads(${GDN_TC_PREP_THREADS});
-  fk_launch({${p.prepGrid.join(', ')}}, ${GDN_TC_PREP_THREADS}, [&] {
-    fk_gdn_chunk_prep(BF(q_), BF(k_), BF(v_), g_, BF(b_), ${st(H, K)}, ${st(H, K)}, ${st(HV, V)}, ${st(HV, 1)}, ${st(HV, 1)},
-      cup, ${T}, ${H}, ${HV}, ${N}, ${p.ncMax}, ${scale.toPrecision(9)}f, BF(w_), BF(u_), BF(a_), gc, nrm);
+static float gc[${B * T * HV}], nrm[${B * T * H * 2}];`,
+    oLen: B * T * HV * V, s0: x.s0, cu: c.cu, idx: c.idx, stateLen,
+    prep: {
+      grid: p.prepGrid, threads: GDN_TC_PREP_THREADS,
+      call: `fk_gdn_chunk_prep(BF(q_), BF(k_), BF(v_), g_, BF(b_), ${st(H, K)}, ${st(H, K)}, ${st(HV, V)}, ${st(HV, 1)}, ${st(HV, 1)},
+      cup, ${T}, ${H}, ${HV}, ${N}, ${p.ncMax}, ${scale.toPrecision(9)}f, BF(w_), BF(u_), BF(a_), gc, nrm)`,
+    },
+    walk: {
+      grid: p.mainGrid, threads: p.threads,
+      call: `fk_gdn_chunk_tc(BF(o_), BF(q_), BF(k_), ${st(H, K)}, ${st(H, K)}, BF(w_), BF(u_), BF(a_), gc, nrm, sin_, ${HV * K * V}LL, sout, ${HV * K * V}LL, cup, sip, ${T}, ${H}, ${HV}, ${p.ncMax}, ${scale.toPrecision(9)}f)`,
+    },
   });
-  fk_cta_threads(${p.threads});
-  fk_launch({${p.mainGrid.join(', ')}}, ${p.threads}, [&] {
-    fk_gdn_chunk_tc(BF(o_), BF(q_), BF(k_), ${st(H, K)}, ${st(H, K)}, BF(w_), BF(u_), BF(a_), gc, nrm, sin_, ${HV * K * V}LL, sout, ${HV * K * V}LL, cup, sip, ${T}, ${H}, ${HV}, ${p.ncMax}, ${scale.toPrecision(9)}f);
-  });
-  for (int i = 0; i < ${B * T * HV * V}; i++) printf("%.9g\\n", fk_bf16_float(o_[i]));
-  const float* s = ${pooled ? 's_in' : 's_out'};
-  for (int i = 0; i < ${stateLen}; i++) printf("%.9g\\n", s[i]);
-}`;
-  const out = runOnHost(`${warpMmaHostShim('fkgdn', GDN_TC_PREP_THREADS)}\n${source}`, main);
-  return { o: out.slice(0, B * T * HV * V), state: out.slice(B * T * HV * V) };
 }
 
 function check(c: Case): void {

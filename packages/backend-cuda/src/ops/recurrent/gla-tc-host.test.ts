@@ -15,11 +15,9 @@
 import { CpuBackend } from '@fastkernels/backend-cpu';
 import { Rng, Tensor, callOp } from '@fastkernels/core';
 import { describe, expect, it } from 'vitest';
-import { cArray, hasGxx, runOnHost } from '../../../test/host-cuda.js';
+import { cArray, hasGxx } from '../../../test/host-cuda.js';
 import type { RecurrentCaseShape } from '../../../test/gla-cases.js';
-import { bf16, bf16Bits, expectUntouchedRows, expectWithin, scaledError } from '../../../test/tc-chunk-checks.js';
-import { warpMmaHostShim } from '../../../test/warp-mma-host.js';
-import { KERNEL_SOURCES } from '../../kernel-sources.generated.js';
+import { bf16, bf16Bits, expectUntouchedRows, expectWithin, replayPrepWalk, scaledError } from '../../../test/tc-chunk-checks.js';
 import { GLA_TC_PREP_THREADS, glaTcDefines, planGlaTc, type GlaTcPlan } from './gla-tc-plan.js';
 import { GLA_TC_FILE } from './gla-tc.js';
 
@@ -48,43 +46,29 @@ function replay(c: Case, p: GlaTcPlan, x: { q: Float64Array; k: Float64Array; v:
   const { B, T, H, K, V } = c;
   const N = c.cu ? c.cu.length - 1 : B;
   const pooled = c.idx !== undefined;
-  const defines = glaTcDefines('bf16', K, p, 'i32', 'i32');
-  const source = `#define FK_HOST_REPLAY 1\n${Object.entries(defines).map(([k, v]) => `#define ${k} ${v}`).join('\n')}\n${KERNEL_SOURCES[GLA_TC_FILE]!}`;
   const bits = (a: Float64Array) => Array.from(a, bf16Bits);
   const stateLen = pooled ? c.slots! * H * K * V : N * H * K * V;
   const scale = c.exact ? 0.25 : (c.scale ?? 1 / Math.sqrt(K));
   // q, k, v, g, o: [B, T, H, *] contiguous: strides (T H D, H D, D)
   const st = (D: number) => `${T * H * D}LL, ${H * D}LL, ${D}LL`;
-  const main = `${cArray('unsigned short', 'q_', bits(x.q))}
+  return replayPrepWalk({
+    file: GLA_TC_FILE, defines: glaTcDefines('bf16', K, p, 'i32', 'i32'), namespace: 'fkgla',
+    arrays: `${cArray('unsigned short', 'q_', bits(x.q))}
 ${cArray('unsigned short', 'k_', bits(x.k))}
 ${cArray('unsigned short', 'v_', bits(x.v))}
 ${cArray('unsigned short', 'g_', bits(x.g))}
-${cArray('float', 's_in', x.s0 ?? [0])}
-${cArray('int', 'cu', c.cu ?? [0])}
-${cArray('int', 'si', c.idx ?? [0])}
-static float s_out[${stateLen}];
 static unsigned short o_[${B * T * H * V}], qg_[${2 * B * T * H * K}], kd_[${2 * B * T * H * K}], A_[${2 * p.slots * H * 64 * 64}];
-static float dec[${p.slots * H * K}];
-#define BF(a) reinterpret_cast<__nv_bfloat16*>(a)
-int main() {
-  const int* cup = ${c.cu ? 'cu' : 'nullptr'};
-  const int* sip = ${pooled ? 'si' : 'nullptr'};
-  float* sin_ = ${pooled ? 's_in' : x.s0 ? 's_in' : 'nullptr'};
-  float* sout = ${pooled ? 's_in' : 's_out'};
-  fk_cta_threads(${GLA_TC_PREP_THREADS});
-  fk_launch({${p.prepGrid.join(', ')}}, ${GLA_TC_PREP_THREADS}, [&] {
-    fk_gla_chunk_prep(BF(q_), BF(k_), BF(g_), ${st(K)}, ${st(K)}, ${st(K)}, cup, ${T}, ${H}, ${N}, ${p.ncMax}, ${scale.toPrecision(9)}f, BF(qg_), BF(kd_), BF(A_), dec);
+static float dec[${p.slots * H * K}];`,
+    oLen: B * T * H * V, s0: x.s0, cu: c.cu, idx: c.idx, stateLen,
+    prep: {
+      grid: p.prepGrid, threads: GLA_TC_PREP_THREADS,
+      call: `fk_gla_chunk_prep(BF(q_), BF(k_), BF(g_), ${st(K)}, ${st(K)}, ${st(K)}, cup, ${T}, ${H}, ${N}, ${p.ncMax}, ${scale.toPrecision(9)}f, BF(qg_), BF(kd_), BF(A_), dec)`,
+    },
+    walk: {
+      grid: p.mainGrid, threads: p.threads,
+      call: `fk_gla_chunk_tc(BF(o_), BF(v_), ${st(V)}, BF(qg_), BF(kd_), BF(A_), dec, sin_, ${H * K * V}LL, sout, ${H * K * V}LL, cup, sip, ${T}, ${H}, ${V}, ${p.ncMax})`,
+    },
   });
-  fk_cta_threads(${p.threads});
-  fk_launch({${p.mainGrid.join(', ')}}, ${p.threads}, [&] {
-    fk_gla_chunk_tc(BF(o_), BF(v_), ${st(V)}, BF(qg_), BF(kd_), BF(A_), dec, sin_, ${pooled ? H * K * V : H * K * V}LL, sout, ${H * K * V}LL, cup, sip, ${T}, ${H}, ${V}, ${p.ncMax});
-  });
-  for (int i = 0; i < ${B * T * H * V}; i++) printf("%.9g\\n", fk_bf16_float(o_[i]));
-  const float* s = ${pooled ? 's_in' : 's_out'};
-  for (int i = 0; i < ${stateLen}; i++) printf("%.9g\\n", s[i]);
-}`;
-  const out = runOnHost(`${warpMmaHostShim('fkgla', GLA_TC_PREP_THREADS)}\n${source}`, main);
-  return { o: out.slice(0, B * T * H * V), state: out.slice(B * T * H * V) };
 }
 
 function check(c: Case): void {
