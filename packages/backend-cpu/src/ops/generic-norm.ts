@@ -14,20 +14,24 @@ function moments(X: Float64Array, base: number, n: number, step = 1): [number, n
   return [mean, q / n];
 }
 
+/** Float64 LayerNorm of consecutive rows of K values (biased variance), times weight plus bias where given. */
+function layerNormRows(X: Float64Array, W: Float64Array | null, B: Float64Array | null, K: number, eps: number): Float64Array {
+  const Y = new Float64Array(X.length);
+  for (let base = 0; K > 0 && base < X.length; base += K) {
+    const [mean, v] = moments(X, base, K);
+    const inv = 1 / Math.sqrt(v + eps);
+    for (let k = 0; k < K; k++) Y[base + k] = (X[base + k]! - mean) * inv * (W ? W[k]! : 1) + (B ? B[k]! : 0);
+  }
+  return Y;
+}
+
 function layerNorm(backend: Backend) {
   return (call: OpCall<{ normalized_shape: number[]; eps: number }>): Tensor => {
     const x = call.inputs[0] as Tensor;
     const X = gather(x, 'layer_norm');
     const W = valuesOrNull(call.inputs[1]!, 'layer_norm weight');
     const B = valuesOrNull(call.inputs[2]!, 'layer_norm bias');
-    const K = numel(call.attrs.normalized_shape);
-    const Y = new Float64Array(X.length);
-    for (let base = 0; K > 0 && base < X.length; base += K) {
-      const [mean, v] = moments(X, base, K);
-      const inv = 1 / Math.sqrt(v + call.attrs.eps);
-      for (let k = 0; k < K; k++) Y[base + k] = (X[base + k]! - mean) * inv * (W ? W[k]! : 1) + (B ? B[k]! : 0);
-    }
-    return output(backend, x.shape, x.dtype, Y, 'layer_norm');
+    return output(backend, x.shape, x.dtype, layerNormRows(X, W, B, numel(call.attrs.normalized_shape), call.attrs.eps), 'layer_norm');
   };
 }
 
@@ -145,14 +149,7 @@ function addLayerNorm(backend: Backend) {
     for (let i = 0; i < S.length; i++) S[i] = roundToDType(S[i]! + R[i]!, x.dtype);
     const W = valuesOrNull(call.inputs[2]!, 'add_layer_norm weight');
     const B = valuesOrNull(call.inputs[3]!, 'add_layer_norm bias');
-    const K = numel(call.attrs.normalized_shape);
-    const Y = new Float64Array(S.length);
-    for (let base = 0; K > 0 && base < S.length; base += K) {
-      const [mean, v] = moments(S, base, K);
-      const inv = 1 / Math.sqrt(v + call.attrs.eps);
-      for (let k = 0; k < K; k++) Y[base + k] = (S[base + k]! - mean) * inv * (W ? W[k]! : 1) + (B ? B[k]! : 0);
-    }
-    return output(backend, x.shape, x.dtype, Y, 'add_layer_norm');
+    return output(backend, x.shape, x.dtype, layerNormRows(S, W, B, numel(call.attrs.normalized_shape), call.attrs.eps), 'add_layer_norm');
   };
 }
 

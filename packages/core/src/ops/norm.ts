@@ -42,22 +42,24 @@ const lastDims = (k: number) => Array.from({ length: k }, (_, i) => i - k);
 
 export const layerNormAttrs = z.object({ normalized_shape: z.array(z.number().int().nonnegative()), eps: z.number().default(1e-5) }).strict();
 
+/** layer_norm's output meta: normalized_shape a non-empty suffix of the input's shape, weight / bias of that shape. */
+function inferLayerNorm(op: string, x: MetaArg, w: MetaArg, b: MetaArg, ns: readonly number[]): TensorMeta[] {
+  const s = T(x).shape;
+  if (ns.length === 0 || ns.length > s.length || !shapesEqual(s.slice(s.length - ns.length), ns)) {
+    opError(op, `normalized_shape ${formatShape(ns)} must be a non-empty suffix of the input shape ${formatShape(s)}`);
+  }
+  checkParam(op, 'weight', w, ns, 'normalized_shape');
+  checkParam(op, 'bias', b, ns, 'normalized_shape');
+  return [meta(s, T(x).dtype)];
+}
+
 defineOp({
   name: 'layer_norm',
   group: 'norm',
   doc: 'F.layer_norm: (x - mean) / sqrt(var + eps) * weight + bias over the trailing normalized_shape dims (biased variance).',
   inputs: [{ name: 'input', dtypes: 'float' }, { name: 'weight', optional: true, dtypes: 'float' }, { name: 'bias', optional: true, dtypes: 'float' }],
   attrs: layerNormAttrs,
-  infer: ([x, w, b], a) => {
-    const s = T(x).shape;
-    const ns = a.normalized_shape;
-    if (ns.length === 0 || ns.length > s.length || !shapesEqual(s.slice(s.length - ns.length), ns)) {
-      opError('layer_norm', `normalized_shape ${formatShape(ns)} must be a non-empty suffix of the input shape ${formatShape(s)}`);
-    }
-    checkParam('layer_norm', 'weight', w!, ns, 'normalized_shape');
-    checkParam('layer_norm', 'bias', b!, ns, 'normalized_shape');
-    return [meta(s, T(x).dtype)];
-  },
+  infer: ([x, w, b], a) => inferLayerNorm('layer_norm', x!, w!, b!, a.normalized_shape),
   decompose: (call) => {
     const x = I(call, 0)!;
     const dims = lastDims(call.attrs.normalized_shape.length);
@@ -311,13 +313,7 @@ defineOp({
     const s = T(x).shape;
     if (!shapesEqual(T(r).shape, s)) opError('add_layer_norm', `residual ${formatShape(T(r).shape)} must have the input's shape ${formatShape(s)}`);
     if (T(r).dtype !== T(x).dtype) opError('add_layer_norm', `residual dtype ${T(r).dtype} must equal the input dtype ${T(x).dtype}`);
-    const ns = a.normalized_shape;
-    if (ns.length === 0 || ns.length > s.length || !shapesEqual(s.slice(s.length - ns.length), ns)) {
-      opError('add_layer_norm', `normalized_shape ${formatShape(ns)} must be a non-empty suffix of the input shape ${formatShape(s)}`);
-    }
-    checkParam('add_layer_norm', 'weight', w!, ns, 'normalized_shape');
-    checkParam('add_layer_norm', 'bias', b!, ns, 'normalized_shape');
-    return [meta(s, T(x).dtype)];
+    return inferLayerNorm('add_layer_norm', x!, w!, b!, a.normalized_shape);
   },
   decompose: (call) => {
     const [x, r, w, b] = call.inputs as [Tensor, Tensor, Tensor | null, Tensor | null];
