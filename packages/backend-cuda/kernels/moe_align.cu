@@ -18,7 +18,7 @@
 // 3. scatter: each warp walks its chunk again, a slot's place = start[e] + its warp's rank + its rank among the step's
 //    equal ids; padding entries and the block experts are written by position (a binary search over start).
 // NVRTC specialisation: FK_IDX (topk_ids' int type). Launch: one CTA of 1024 threads (all of them write the padding);
-// the first W warps own the chunks, W as many as the dynamic shared memory, (W E + E + 2) ints, holds in 48 KiB
+// the first W warps own the chunks, W as many as the dynamic shared memory, (W E + 2 E + 1) ints, holds in 48 KiB
 // (moe-align-plan.ts).
 // compile-cu: -DFK_IDX=long
 #ifndef FK_IDX

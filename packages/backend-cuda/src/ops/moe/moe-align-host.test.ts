@@ -2,8 +2,9 @@
  * kernels/moe_align.cu run on the host (test/host-cuda.ts: g++, one CTA's 1024 threads as std::threads, warp shuffles
  * and __match_any_sync through per-warp arrays) with the launcher's arguments (moe-align-plan.ts), against moe_align in
  * plain loops (test/moe-routing.ts) and the op's decomposition on the CPU backend, entry for entry: Mixtral (E 8, top-2),
- * Qwen3-MoE (E 128, top-8) and gpt-oss (E 32, top-4) at 1, 7, 64 and 4096 tokens (vLLM's block sizes 16 / 64), some
+ * Qwen3-MoE (E 128, top-8), gpt-oss (E 32, top-4) and E 64 top-8 (the GPU test's shape that found a shared-memory overrun) at 1, 7, 64 and 4096 tokens (vLLM's block sizes 16 / 64), some
  * slots -1 (another rank's expert) or past E, and experts never hit; plus E 1000 (fewer counting warps than 32).
+ * Every launch also checks that the kernel stays inside the plan's dynamic shared memory (a canary past it).
  * What this cannot see: real warp divergence, timing. Skipped where g++ is absent.
  */
 import { CpuBackend } from '@fastkernels/backend-cpu';
@@ -27,6 +28,13 @@ inline void __syncwarp() { fk_this_warp->bar.arrive_and_wait(); }
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
 ${WARP_LANES_SHIM}
 static int fk_align_smem[1 << 14];
+// the launch's dynamic shared memory is the plan's bytes: the rest of the array holds a canary the kernel must not touch
+constexpr int FK_CANARY = 0x5a5a5a5a;
+inline int fk_smem_overrun(int planned) {
+  int n = 0;
+  for (int i = planned; i < (1 << 14); i++) n += fk_align_smem[i] != FK_CANARY;
+  return n;
+}
 `;
 
 interface AlignCase {
@@ -40,6 +48,7 @@ const MODELS = [
   { name: 'Mixtral', E: 8, topK: 2 },
   { name: 'Qwen3-MoE', E: 128, topK: 8 },
   { name: 'gpt-oss', E: 32, topK: 4 },
+  { name: 'E 64 top-8', E: 64, topK: 8 },
 ];
 const blockSizeOf = (T: number) => (T <= 64 ? 16 : 64); // vLLM's tuned BLOCK_SIZE_M
 
@@ -62,7 +71,9 @@ function runKernel(cases: readonly { c: AlignCase; ids: number[]; bs: number; P:
     decls += `${cArray('int', `ids${i}`, ids)}\nstatic int sorted${i}[${P}], experts${i}[${P / bs}], post${i}[1];\n`;
     // poison the outputs: every entry must be written
     body += `  std::fill_n(sorted${i}, ${P}, -7); std::fill_n(experts${i}, ${P / bs}, -7); post${i}[0] = -7;
+  std::fill_n(fk_align_smem, 1 << 14, FK_CANARY);
   fk_launch({1, 1, 1}, ${MOE_ALIGN_THREADS}, [] { fk_moe_align(ids${i}, sorted${i}, experts${i}, post${i}, ${ids.length}, ${c.E}, ${bs}, ${P}, ${plan.countWarps}); });
+  printf("%d\\n", fk_smem_overrun(${plan.smemBytes / 4}));
   for (int i = 0; i < ${P}; i++) printf("%d\\n", sorted${i}[i]);
   for (int i = 0; i < ${P / bs}; i++) printf("%d\\n", experts${i}[i]);
   printf("%d\\n", post${i}[0]);
@@ -70,7 +81,9 @@ function runKernel(cases: readonly { c: AlignCase; ids: number[]; bs: number; P:
   });
   const out = runOnHost(`${ALIGN_SHIM}\n${src}`, `${decls}int main() {\n${body}}`);
   let at = 0;
-  return cases.map(({ bs, P }) => {
+  return cases.map(({ c, bs, P }) => {
+    // ints written past the planned shared memory: on a GPU an illegal address (E 64 found it: the plan had E - 1 ints too few)
+    expect(out[at++], `${c.name} T ${c.T}: shared memory written past the plan's bytes`).toBe(0);
     const sorted = out.slice(at, (at += P));
     const experts = out.slice(at, (at += P / bs));
     return { sorted, experts, post: out[at++]! };

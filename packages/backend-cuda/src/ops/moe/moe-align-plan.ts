@@ -12,11 +12,11 @@ const MAX_WARPS = MOE_ALIGN_THREADS / 32;
 export interface MoeAlignPlan {
   /** warps owning a chunk of the slots and a row of counts */
   readonly countWarps: number;
-  /** dynamic shared memory: (countWarps E + E + 2) ints (per-warp counts, totals, starts) */
+  /** dynamic shared memory: (countWarps E + 2 E + 1) ints (per-warp counts [W][E], totals [E], starts [E + 1]) */
   readonly smemBytes: number;
 }
 
-const smemOf = (warps: number, E: number) => (warps * E + E + 2) * 4;
+const smemOf = (warps: number, E: number) => (warps * E + 2 * E + 1) * 4;
 
 /** The plan for E experts, or null where even one warp's counts do not fit (E past ~6000). */
 export function planMoeAlign(E: number): MoeAlignPlan | null {
