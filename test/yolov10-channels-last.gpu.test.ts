@@ -19,6 +19,12 @@ const needGpu = () => {
   if (!(CudaRuntime.probe().deviceCount ?? 0)) throw new Error('this test needs a GPU');
 };
 
+/** The calling frames' function names (innermost first; the bundled tests have no package paths): where in the model. */
+function modelSite(stack: string): string {
+  const frames = stack.split('\n').slice(1).map((l) => /^\s*at (\S+) \(/.exec(l)?.[1]).filter((f): f is string => !!f && !/^(Object\.|Array\.|new |Module\.)|conv\.run/.test(f));
+  return frames.slice(0, 5).join(' < ') || '?';
+}
+
 const dir = mkdtempSync(join(tmpdir(), 'fk-y10-cl-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -31,13 +37,13 @@ describe('YOLOv10 on CUDA stays channels-last', () => {
     const runner = new VisionRunner(loaded.model, loaded.ctx, { maxBatch: 1, graphs: false, channelsLast: true });
     const conv = backend.generatedOps.conv;
     const ops = backend.ops as CudaOps;
-    const seen: { shape: number[]; strides: number[] }[] = [];
+    const seen: { shape: number[]; strides: number[]; site: string }[] = [];
     const generic: string[] = [];
     const run = conv.run.bind(conv);
     const copy = ops.copy.bind(ops);
     conv.run = (...a: Parameters<typeof run>) => {
       const x = a[2];
-      seen.push({ shape: [...x.shape], strides: [...x.strides] });
+      seen.push({ shape: [...x.shape], strides: [...x.strides], site: modelSite(new Error().stack ?? '') });
       return run(...a);
     };
     ops.copy = (dst: Tensor, src: Tensor) => {
@@ -53,7 +59,9 @@ describe('YOLOv10 on CUDA stays channels-last', () => {
       backend.synchronize(0);
       expect(seen.length).toBeGreaterThan(20);
       const off = seen.filter((s) => s.shape.length === 4 && s.shape[1]! > 1 && !stridesLikeChannelsLast(s.shape, s.strides));
-      expect(off.map((s) => `[${s.shape}] strides [${s.strides}]`), 'conv inputs off channels-last').toEqual([]);
+      // one line each, with the functions that made the call (an array in the expectation prints truncated)
+      const lines = off.map((s) => `[${s.shape}] strides [${s.strides}] at ${s.site}`);
+      expect(lines.length, `conv inputs off channels-last:\n${lines.join('\n')}`).toBe(0);
       expect(generic, 'strided copies on the generic kernel').toEqual([]);
     } finally {
       conv.run = run;

@@ -149,6 +149,10 @@ summary["gdnPrefillMinVsFla"] = (worst(gdn_fla, "vsYardstick") or {}).get("vsYar
 summary["gdnPrefillMinVsFlaCase"] = (worst(gdn_fla, "vsYardstick") or {}).get("name")
 summary["deltaDecodeMinFracStateFloor"] = (worst(delta_dec, "fracCopy") or {}).get("fracCopy")
 summary["deltaDecodeMinFracStateFloorCase"] = (worst(delta_dec, "fracCopy") or {}).get("name")
+# issue 34: permutation copies (x.permute(...).contiguous()) against a same-size copy
+perm = [r for r in pick({"layout"}) if r["op"] == "contiguous"]
+summary["permuteMinFracCopy"] = (worst(perm, "fracCopy") or {}).get("fracCopy")
+summary["permuteMinFracCopyCase"] = (worst(perm, "fracCopy") or {}).get("name")
 # issue 31: the fused MoE GEMM at decode (T <= 16) against the read floor of the experts hit, at prefill (T 4096)
 # against the dense bf16 GEMM rate of this run, and against PyTorch's per-expert loop and grouped GEMM
 moe = pick({"moe"})
@@ -201,6 +205,8 @@ if delta_pre or delta_dec:
     print(f"target (issue 32) gated delta rule at least as fast as FLA 0.5.1 (H200 figures): min {f(S['gdnPrefillMinVsFla'], '.2f')}x ({S['gdnPrefillMinVsFlaCase']})  {ok((S['gdnPrefillMinVsFla'] or 0) >= 1.0)}"
           f"{'' if 'H200' in str(merged['gpu']) else '  (this GPU is not an H200: informative)'}")
     print(f"target (issue 32) delta-rule / KDA decode bs 1-256 >= 80% of the state read floor: min {f(S['deltaDecodeMinFracStateFloor'] and S['deltaDecodeMinFracStateFloor'] * 100, '.0f')}% ({S['deltaDecodeMinFracStateFloorCase']})  {ok((S['deltaDecodeMinFracStateFloor'] or 0) >= 0.8)}")
+if perm:
+    print(f"target (issue 34) permutation copies >= 80% of a same-size copy: min {f(S['permuteMinFracCopy'] and S['permuteMinFracCopy'] * 100, '.0f')}% ({S['permuteMinFracCopyCase']})  {ok((S['permuteMinFracCopy'] or 0) >= 0.8)}")
 if moe:
     print(f"\n{'fused MoE GEMM case (bf16)':46s} {'tile':>11s} {'ours us':>9s} {'% copy':>7s} {'TFLOP/s':>8s} {'loop us':>9s} {'grouped':>9s} {'x loop':>7s} {'x grp':>7s}")
     for r in moe:
