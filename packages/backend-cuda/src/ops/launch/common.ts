@@ -132,6 +132,15 @@ export function rowsOf(t: Tensor, temps: Tensor[]): { t: Tensor; rows: number; l
   return { t: c, ...rowLayout(c)! };
 }
 
+/** `t` itself when its rows are addressable in two levels (rowGroupLayout), else a contiguous copy pushed onto `temps`. */
+export function rowGroupsOf(t: Tensor, temps: Tensor[]): { t: Tensor; rows: number; last: number; rowStride: number; group: number; groupStride: number } {
+  const l = rowGroupLayout(t);
+  if (l) return { t, ...l };
+  const c = t.contiguous();
+  temps.push(c);
+  return { t: c, ...rowGroupLayout(c)! };
+}
+
 /** `t` when contiguous, else a contiguous copy pushed onto `temps`. */
 export function contiguousOf(t: Tensor, temps: Tensor[]): Tensor {
   if (t.isContiguous()) return t;

@@ -8,7 +8,7 @@ import { Tensor, formatShape, shapesEqual } from '@fastkernels/core';
 import { cudaTuning } from '../../tuning/load.js';
 import type { NormTuning } from '../../tuning/schema.js';
 import type { SpineContext } from '../launch/context.js';
-import { asDType, contiguousOf, disposeAll, floatCType, itemsizeOf, ptr, roundUp, rowGroupLayout, rowsOf, spineKernel, vecWidth } from '../launch/common.js';
+import { asDType, contiguousOf, disposeAll, floatCType, itemsizeOf, ptr, roundUp, rowGroupsOf, rowsOf, spineKernel, vecWidth } from '../launch/common.js';
 
 // Threads a row: the tuning's norm.vecsPerThread (FK_NPT, tuning/*.json) 16-byte vectors each, held in registers; 2 gives
 // a bf16 row of 4096 256 threads, which beat 4 (fewer, busier threads) and 1 at large T (docs/experiments.md).
@@ -61,13 +61,4 @@ function run(ctx: SpineContext, op: string, x: Tensor, residual: Tensor | null, 
   } finally {
     disposeAll(temps);
   }
-}
-
-/** x's rows as the kernel reads them (rowGroupLayout), or a contiguous copy (pushed onto temps) when they need more levels. */
-function rowGroupsOf(x: Tensor, temps: Tensor[]): { t: Tensor; rows: number; rowStride: number; group: number; groupStride: number } {
-  const l = rowGroupLayout(x);
-  if (l) return { t: x, ...l };
-  const c = x.contiguous();
-  temps.push(c);
-  return { t: c, ...rowGroupLayout(c)! };
 }
