@@ -146,6 +146,9 @@ const RUNNER = `#!/usr/bin/env bash
 # Usage: ./run-gpu-tests [substring-of-file-name ...]   (e.g. ./run-gpu-tests exploits: the GPU exploit corpus)
 # FASTKERNELS_TEST_FILTER=substring runs only the tests whose full name contains it (vitest --testNamePattern).
 # FASTKERNELS_GPU=0 skips the gpu-tagged tests (with the reason), =1 runs them without /dev/nvidiactl.
+# Other arguments go to vitest: --fileParallelism --maxWorkers=4 runs four files side by side (each still its own
+# process), for groups whose time is their float64 references on the host's cores; files that time something (exploits,
+# cuda-demo, e2e-candidates, torch-demo, softmax-routes-speed, memory-tuning, the printed speed cases) run alone.
 set -uo pipefail
 here="$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd)"
 node_bin="$("$here/run" --print-node)" || { echo "gpu-tests: 0 passed, 1 failed (could not unpack node)"; exit 1; }
