@@ -72,6 +72,12 @@ export const HEADLINES = {
     convGeomeanVsEager: num(r.summary?.convGeomeanVsEager),
     attnLlamaCausalVsDefault: num(r.summary?.attnLlamaCausalVsDefault),
     attnNonCausalMinVsBest: num(r.summary?.attnNonCausalMinVsBest),
+    permuteMinFracCopy: num(r.summary?.permuteMinFracCopy),
+    glaPrefillMinVsCompiled: num(r.summary?.glaPrefillMinVsCompiled),
+    gdnPrefillMinVsFla: num(r.summary?.gdnPrefillMinVsFla),
+    deltaDecodeMinFracStateFloor: num(r.summary?.deltaDecodeMinFracStateFloor),
+    moeDecodeMinFracFloor: num(r.summary?.moeDecodeMinFracFloor),
+    moePrefillMinFracMatrix: num(r.summary?.moePrefillMinFracMatrix),
     notOk: r.summary?.notOk?.length ?? null,
   }),
   embed: (r) => ({
