@@ -4,7 +4,8 @@
 // of y), fp32 sum of squares reduced across the block. Fused form: s = x + residual is rounded to the
 // activation dtype and stored (the new residual), and the norm reads that rounded value, as vLLM's kernel
 // and the CPU reference do; y = s * rsqrt(mean(s^2) + eps) * w is rounded once at the store.
-// Specialised with -DFK_T=<act type> -DFK_W=<weight type> -DFK_VEC=<elements per access>.
+// Specialised with -DFK_T=<act type> -DFK_W=<weight type> -DFK_VEC=<elements per access> (-DFK_GROUPED=1: below).
+// compile-cu: -DFK_GROUPED=1
 #include "fk_vec.cuh"
 #include "fk_pdl.cuh"
 #include "fk_block_sum.cuh"
@@ -15,9 +16,14 @@
 #define FK_NPT 2  // vectors per thread (tuning norm.vecsPerThread in src/ops/norm/rms-norm.ts; the host always passes it)
 #endif
 
-// y [rows, H] (contiguous); x's rows in groups of `group` rows xs apart, the groups xgs apart (row r at
-// (r / group) xgs + (r % group) xs: a per-head view [T, heads, d] of a fused projection, whose tokens are not heads x d
-// apart, is read in place; plain rows pass group = rows); residual (nullptr = plain norm) at stride rs; res_out [rows, H].
+#ifndef FK_GROUPED
+#define FK_GROUPED 0  // 1: x's rows in two levels (group, xgs); 0: plain rows xs apart (group, xgs unread)
+#endif
+
+// y [rows, H] (contiguous); x's rows xs apart, or (FK_GROUPED) in groups of `group` rows xs apart, the groups xgs apart
+// (row r at (r / group) xgs + (r % group) xs: a per-head view [T, heads, d] of a fused projection, whose tokens are not
+// heads x d apart, is read in place); residual (nullptr = plain norm) at stride rs; res_out [rows, H]. The plain build
+// keeps the division out: its 6 more registers cost the 256-thread rows of a 4096-wide norm one block an SM.
 extern "C" __global__ void __launch_bounds__(512) fk_rms_norm(FK_T* __restrict__ y, FK_T* __restrict__ res_out, const FK_T* __restrict__ x,
                                        const FK_T* __restrict__ res_in, const FK_W* __restrict__ w, int rows, int H,
                                        long long xs, int group, long long xgs, long long rs, float eps) {
@@ -28,7 +34,13 @@ extern "C" __global__ void __launch_bounds__(512) fk_rms_norm(FK_T* __restrict__
   const int row = blockIdx.x;
   if (row >= rows) return;
   const int nv = H / FK_VEC;
+#if FK_GROUPED
   const V* xr = reinterpret_cast<const V*>(x + (long long)(row / group) * xgs + (long long)(row % group) * xs);
+#else
+  (void)group;
+  (void)xgs;
+  const V* xr = reinterpret_cast<const V*>(x + row * xs);
+#endif
   const V* rr = res_in ? reinterpret_cast<const V*>(res_in + row * rs) : nullptr;
   V* ro = res_out ? reinterpret_cast<V*>(res_out + (long long)row * H) : nullptr;
   V* yr = reinterpret_cast<V*>(y + (long long)row * H);

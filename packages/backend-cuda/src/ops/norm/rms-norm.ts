@@ -55,7 +55,9 @@ function run(ctx: SpineContext, op: string, x: Tensor, residual: Tensor | null, 
     // the weight vector (FK_VEC elements of its own type) must be aligned to its own size
     if (vec > 1 && ptr(w) % (vec * itemsizeOf(weight.dtype)) !== 0) vec = 1;
     const threads = normThreads(H, vec);
-    const k = spineKernel(ctx, 'norm.cu', 'fk_rms_norm', { FK_T: T, FK_W: W, FK_VEC: vec, FK_NPT: cudaTuning().norm.vecsPerThread });
+    // two-level addressing only where the rows need it (its registers cost plain rows occupancy: norm.cu)
+    const grouped: Record<string, number> = xr.group < rows ? { FK_GROUPED: 1 } : {};
+    const k = spineKernel(ctx, 'norm.cu', 'fk_rms_norm', { FK_T: T, FK_W: W, FK_VEC: vec, FK_NPT: cudaTuning().norm.vecsPerThread, ...grouped });
     k.launch(rows, threads, 0, [y, r ? ptr(r) : 0, xr.t, rr ? ptr(rr.t) : 0, w, rows, H, xr.rowStride, xr.group, xr.groupStride, rr ? rr.rowStride : 0, eps]);
     return [y, r];
   } finally {
