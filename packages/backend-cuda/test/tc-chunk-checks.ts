@@ -39,8 +39,16 @@ export interface PrepWalkReplay {
   readonly idx?: readonly number[];
   readonly stateLen: number;
   /** The launches: grids, threads, and the calls (cup, sip, sin_, sout and BF() in scope). */
-  readonly prep: { readonly grid: readonly number[]; readonly threads: number; readonly call: string };
-  readonly walk: { readonly grid: readonly number[]; readonly threads: number; readonly call: string };
+  readonly prep: ReplayLaunch;
+  readonly walk: ReplayLaunch;
+}
+
+/** One launch of a replay: grid, threads, its planned dynamic shared memory (bytes) and the call. */
+export interface ReplayLaunch {
+  readonly grid: readonly number[];
+  readonly threads: number;
+  readonly shared: number;
+  readonly call: string;
 }
 
 /** Runs both launches on the host; returns o and the state array after (the final states, or the pool in place). */
@@ -59,15 +67,21 @@ int main() {
   float* sin_ = ${pooled || r.s0 ? 's_in' : 'nullptr'};
   float* sout = ${pooled ? 's_in' : 's_out'};
   fk_cta_threads(${r.prep.threads});
+  fk_smem_poison(${r.prep.shared});
   fk_launch({${r.prep.grid.join(', ')}}, ${r.prep.threads}, [&] { ${r.prep.call}; });
+  printf("%ld\\n", fk_smem_overrun(${r.prep.shared}));
   fk_cta_threads(${r.walk.threads});
+  fk_smem_poison(${r.walk.shared});
   fk_launch({${r.walk.grid.join(', ')}}, ${r.walk.threads}, [&] { ${r.walk.call}; });
+  printf("%ld\\n", fk_smem_overrun(${r.walk.shared}));
   for (int i = 0; i < ${r.oLen}; i++) printf("%.9g\\n", fk_bf16_float(o_[i]));
   const float* s = ${pooled ? 's_in' : 's_out'};
   for (int i = 0; i < ${r.stateLen}; i++) printf("%.9g\\n", s[i]);
 }`;
   const out = runOnHost(`${warpMmaHostShim(r.namespace, r.prep.threads)}\n${source}`, main);
-  return { o: out.slice(0, r.oLen), state: out.slice(r.oLen) };
+  // bytes written past each launch's planned shared memory: on a GPU an illegal address
+  expect(out.slice(0, 2), `${r.file}: shared memory written past the plan (prep, walk)`).toEqual([0, 0]);
+  return { o: out.slice(2, 2 + r.oLen), state: out.slice(2 + r.oLen) };
 }
 
 /** max |got - want| over max |want|: the error relative to the output's scale. */

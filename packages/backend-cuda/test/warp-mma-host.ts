@@ -7,7 +7,8 @@
  * second barrier frees the slot. bf16 is its bit pattern (round-to-nearest-even from float), the mma's products are
  * summed in double and added to the fp32 accumulator. cp.async copies at once (a kernel that waits before reading
  * sees the same bytes), zero-filling past src_bytes. Shared memory is one global buffer (`fk_smem`, what a kernel's
- * `extern __shared__` names; no static __shared__ arrays), and `smem_u32` gives offsets into it. What this cannot see:
+ * `extern __shared__` names; no static __shared__ arrays), and `smem_u32` gives offsets into it; fk_smem_poison /
+ * fk_smem_overrun hold a launch to its planned bytes (a GPU faults past them). What this cannot see:
  * races between warps, bank conflicts, f16.
  *
  * `namespace` is the kernel's namespace: the stand-ins are declared in it, as fk_mma.cuh is included there. The CTA
@@ -24,6 +25,14 @@ using std::max;
 #define __align__(n)
 struct __nv_bfloat16 { unsigned short x; };
 alignas(128) unsigned char fk_smem[1 << 18];
+// the launch's planned dynamic shared memory is its first planned bytes: the rest holds 0xff (a NaN in f32 / bf16, so
+// a read past the plan shows in the outputs), and after the launch fk_smem_overrun counts the bytes written there
+inline void fk_smem_poison(size_t planned) { std::memset(fk_smem + planned, 0xff, sizeof(fk_smem) - planned); }
+inline long fk_smem_overrun(size_t planned) {
+  long n = 0;
+  for (size_t i = planned; i < sizeof(fk_smem); ++i) n += fk_smem[i] != 0xff;
+  return n;
+}
 std::unique_ptr<std::barrier<>> fk_cta_barrier = std::make_unique<std::barrier<>>(${ctaThreads});
 inline void fk_cta_threads(unsigned n) { fk_cta_barrier = std::make_unique<std::barrier<>>(n); }
 inline void __syncthreads() { fk_cta_barrier->arrive_and_wait(); }

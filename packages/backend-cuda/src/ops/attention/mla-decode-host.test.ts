@@ -88,7 +88,8 @@ describe(`fk_paged_mla_decode replayed on the host${hasGxx ? '' : ' (SKIPPED: g+
       const splits = Math.ceil(capacity / chunk);
       if (c.multiprocessors) expect(splits, 'the plan splits this case').toBeGreaterThan(1);
       const groups = Math.ceil(c.nQ / (16 * heads));
-      expect(mlaSharedBytes(c.D, heads, 3)).toBeLessThanOrEqual(1 << 18);
+      const smem = mlaSharedBytes(c.D, heads, 3); // the replay's build: FK_STAGES 3
+      expect(smem).toBeLessThanOrEqual(1 << 18);
 
       const tq = Tensor.fromArray(cpu, q, [B, c.nQ, c.D], 'f64');
       const tc = Tensor.fromArray(cpu, cache, [numBlocks, c.blockSize, 1, c.D], 'f64');
@@ -113,15 +114,18 @@ static float part_ml[${rows * splits * 2}];
 int main() {
   for (int i = 0; i < ${rows * c.DV}; i++) out[i].x = 0x7fc0;  // NaN: a row the kernel should have written and did not
   for (int i = 0; i < ${rows * splits * 2}; i++) part_ml[i] = NAN;
+  fk_smem_poison(${smem});
   fk_launch({${splits}, ${groups}, ${B}}, ${MLA_THREADS}, [] {
     fk_paged_mla_decode(out, part_acc, part_ml, (const __nv_bfloat16*)q, ${c.nQ * c.D}LL, ${c.D}LL, (const __nv_bfloat16*)cache, ${c.blockSize * c.D}LL, ${c.D}LL,
                         bt, ${maxBlocks}LL, ${maxBlocks}, lens, ${c.nQ}, ${scale * Math.LOG2E}f, ${chunk}, ${splits});
   });
+  printf("%ld\\n", fk_smem_overrun(${smem}));
   for (int i = 0; i < ${rows * c.DV}; i++) printf("%.9g\\n", (double)fk_bf16_float(out[i].x));
   for (int i = 0; i < ${rows * splits * c.DV}; i++) printf("%.9g\\n", (double)part_acc[i]);
   for (int i = 0; i < ${rows * splits * 2}; i++) printf("%.9g\\n", (double)part_ml[i]);
 }`;
-      const got = runOnHost(source, main);
+      const [overrun, ...got] = runOnHost(source, main);
+      expect(overrun, 'shared memory written past mlaSharedBytes (a GPU faults there)').toBe(0);
       const outDirect = got.slice(0, rows * c.DV);
       const part = Float64Array.from(got.slice(rows * c.DV, rows * c.DV + rows * splits * c.DV));
       const ml = Float64Array.from(got.slice(rows * c.DV + rows * splits * c.DV));

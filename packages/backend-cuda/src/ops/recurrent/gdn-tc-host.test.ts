@@ -54,12 +54,12 @@ static unsigned short o_[${B * T * HV * V}], w_[${2 * B * T * HV * K}], u_[${2 *
 static float gc[${B * T * HV}], nrm[${B * T * H * 2}];`,
     oLen: B * T * HV * V, s0: x.s0, cu: c.cu, idx: c.idx, stateLen,
     prep: {
-      grid: p.prepGrid, threads: GDN_TC_PREP_THREADS,
+      grid: p.prepGrid, threads: GDN_TC_PREP_THREADS, shared: p.prepSharedBytes,
       call: `fk_gdn_chunk_prep(BF(q_), BF(k_), BF(v_), g_, BF(b_), ${st(H, K)}, ${st(H, K)}, ${st(HV, V)}, ${st(HV, 1)}, ${st(HV, 1)},
       cup, ${T}, ${H}, ${HV}, ${N}, ${p.ncMax}, ${scale.toPrecision(9)}f, BF(w_), BF(u_), BF(a_), gc, nrm)`,
     },
     walk: {
-      grid: p.mainGrid, threads: p.threads,
+      grid: p.mainGrid, threads: p.threads, shared: p.mainSharedBytes,
       call: `fk_gdn_chunk_tc(BF(o_), BF(q_), BF(k_), ${st(H, K)}, ${st(H, K)}, BF(w_), BF(u_), BF(a_), gc, nrm, sin_, ${HV * K * V}LL, sout, ${HV * K * V}LL, cup, sip, ${T}, ${H}, ${HV}, ${p.ncMax}, ${scale.toPrecision(9)}f)`,
     },
   });

@@ -61,11 +61,11 @@ static unsigned short o_[${B * T * H * V}], qg_[${2 * B * T * H * K}], kd_[${2 *
 static float dec[${p.slots * H * K}];`,
     oLen: B * T * H * V, s0: x.s0, cu: c.cu, idx: c.idx, stateLen,
     prep: {
-      grid: p.prepGrid, threads: GLA_TC_PREP_THREADS,
+      grid: p.prepGrid, threads: GLA_TC_PREP_THREADS, shared: p.prepSharedBytes,
       call: `fk_gla_chunk_prep(BF(q_), BF(k_), BF(g_), ${st(K)}, ${st(K)}, ${st(K)}, cup, ${T}, ${H}, ${N}, ${p.ncMax}, ${scale.toPrecision(9)}f, BF(qg_), BF(kd_), BF(A_), dec)`,
     },
     walk: {
-      grid: p.mainGrid, threads: p.threads,
+      grid: p.mainGrid, threads: p.threads, shared: p.mainSharedBytes,
       call: `fk_gla_chunk_tc(BF(o_), BF(v_), ${st(V)}, BF(qg_), BF(kd_), BF(A_), dec, sin_, ${H * K * V}LL, sout, ${H * K * V}LL, cup, sip, ${T}, ${H}, ${V}, ${p.ncMax})`,
     },
   });
