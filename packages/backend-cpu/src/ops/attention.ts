@@ -13,9 +13,9 @@ function attendRow(
   valueDim: number,
   scale: number,
   keyOffsets: readonly number[],
-  readK: (base: number, d: number) => number,
+  keys: Float64Array,
   valueOffsets: readonly number[],
-  readV: (base: number, d: number) => number,
+  values: Float64Array,
   out: Float64Array,
   outBase: number,
   sink: number | null = null,
@@ -26,7 +26,8 @@ function attendRow(
   let max = -Infinity;
   for (let j = 0; j < n; j++) {
     let s = 0;
-    for (let d = 0; d < head; d++) s += q[qBase + d]! * readK(keyOffsets[j]!, d);
+    const k0 = keyOffsets[j]!;
+    for (let d = 0; d < head; d++) s += q[qBase + d]! * keys[k0 + d]!;
     scores[j] = s * scale;
     if (scores[j]! > max) max = scores[j]!;
   }
@@ -38,7 +39,8 @@ function attendRow(
   }
   for (let j = 0; j < n; j++) {
     const p = scores[j]! / sum;
-    for (let d = 0; d < valueDim; d++) out[outBase + d]! += p * readV(valueOffsets[j]!, d);
+    const v0 = valueOffsets[j]!;
+    for (let d = 0; d < valueDim; d++) out[outBase + d]! += p * values[v0 + d]!;
   }
 }
 
@@ -101,18 +103,26 @@ export function pagedDecodeAttention(
     if (L < 0 || L > maxBlocks * blockSize) throw new RangeError(`${what}: seqLens[${b}] = ${L} exceeds the ${maxBlocks} blocks of ${blockSize} in its block table`);
     const start = slidingWindow > 0 ? Math.max(0, L - slidingWindow) : 0;
     for (let kvh = 0; kvh < nKv; kvh++) {
-      const kOffs: number[] = [];
-      const vOffs: number[] = [];
+      // the sequence's key and value rows decoded once into float64 (every query head of the group reads them: 32 heads
+      // on one MLA latent row), then read in the same order as before: the same sums, bit for bit
+      const n = L - start;
+      const keys = new Float64Array(n * head);
+      const values = new Float64Array(n * valueDim);
       for (let t = start; t < L; t++) {
         const block = tables[b * maxBlocks + Math.floor(t / blockSize)]!;
         if (block < 0 || block >= numBlocks) throw new RangeError(`${what}: blockTables[${b}][${Math.floor(t / blockSize)}] = ${block} out of range for ${numBlocks} blocks`);
-        kOffs.push(K.at(block, t % blockSize, kvh));
-        vOffs.push(V.at(block, t % blockSize, kvh));
+        const ko = K.at(block, t % blockSize, kvh);
+        const vo = V.at(block, t % blockSize, kvh);
+        const j = t - start;
+        for (let d = 0; d < head; d++) keys[j * head + d] = K.acc.get(ko + d * kd);
+        for (let d = 0; d < valueDim; d++) values[j * valueDim + d] = V.acc.get(vo + d * vd);
       }
+      const kOffs = Array.from({ length: n }, (_, j) => j * head);
+      const vOffs = Array.from({ length: n }, (_, j) => j * valueDim);
       for (let g = 0; g < group; g++) {
         const h = kvh * group + g;
         const row = b * nQ + h;
-        attendRow(Q, row * head, head, valueDim, scale, kOffs, (o, d) => K.acc.get(o + d * kd), vOffs, (o, d) => V.acc.get(o + d * vd), out, row * valueDim, S ? S[h]! : null);
+        attendRow(Q, row * head, head, valueDim, scale, kOffs, keys, vOffs, values, out, row * valueDim, S ? S[h]! : null);
       }
     }
   }
@@ -175,7 +185,7 @@ export function varlenPrefillAttention(
         for (let key = lo; key <= hi; key++) offs.push(((k0 + key) * nKv + kvh) * head);
         for (let g = 0; g < group; g++) {
           const base = ((q0 + j) * nQ + kvh * group + g) * head;
-          attendRow(Q, base, head, head, scale, offs, (o, d) => K[o + d]!, offs, (o, d) => V[o + d]!, out, base, S ? S[kvh * group + g]! : null);
+          attendRow(Q, base, head, head, scale, offs, K, offs, V, out, base, S ? S[kvh * group + g]! : null);
         }
       }
     }
