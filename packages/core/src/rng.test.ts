@@ -107,6 +107,21 @@ describe('Rng', () => {
     expect(u.every((v) => v >= -2 && v < 5)).toBe(true);
   });
 
+  it('fillNormal draws what as many normal() calls would, a pending spare value used first and left as normal() leaves it', () => {
+    for (const lengths of [[4], [5, 3], [1, 1, 2], [0, 7, 2]]) {
+      const a = new Rng(99);
+      const b = new Rng(99);
+      a.normal(); // a spare pending on both
+      b.normal();
+      for (const n of lengths) {
+        const got = Array.from(a.fillNormal(n, 2));
+        const want = Array.from({ length: n }, () => b.normal() * 2);
+        expect(got).toEqual(want);
+      }
+      expect(a.normal()).toBe(b.normal()); // the same state after: the spare (or none) carried over alike
+    }
+  });
+
   it('int(lo, hi) covers [lo, hi) roughly evenly', () => {
     const r = new Rng(11);
     const counts = new Array(6).fill(0);
