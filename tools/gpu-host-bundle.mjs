@@ -96,7 +96,7 @@ copyFileSync(join(benchDir, 'run'), join(out, 'bench', 'run'));
 chmodSync(join(out, 'bench', 'run'), 0o755);
 // every Python helper (a new one must not be left out of the bundle), lib.sh and record.mjs; the .mjs modules the
 // drivers import are bundled into them
-for (const f of ['lib.sh', 'record.mjs', ...readdirSync(join(benchDir, 'lib')).filter((n) => n.endsWith('.py'))]) copyFileSync(join(benchDir, 'lib', f), join(out, 'bench', 'lib', f));
+for (const f of ['lib.sh', 'session.sh', 'record.mjs', ...readdirSync(join(benchDir, 'lib')).filter((n) => n.endsWith('.py'))]) copyFileSync(join(benchDir, 'lib', f), join(out, 'bench', 'lib', f));
 // bench/reference: the plain-PyTorch oracles (FLUX, YOLOv10, ConvNeXt-V2) the vision-parity suite imports
 mkdirSync(join(out, 'bench', 'reference'), { recursive: true });
 for (const f of readdirSync(join(benchDir, 'reference')).filter((n) => n.endsWith('.py'))) copyFileSync(join(benchDir, 'reference', f), join(out, 'bench', 'reference', f));
