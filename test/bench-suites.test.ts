@@ -120,6 +120,18 @@ describe('bench/run and bench/lib/lib.sh', () => {
     expect(none.stderr).toContain('pass --device NAME');
   });
 
+  it('session.sh: a step past its limit reads rc=124, and every step so far is in $OUT/call.tgz', () => {
+    const out = join(dir, 'session-out');
+    const work = join(dir, 'session-w');
+    mkdirSync(out, { recursive: true });
+    const r = sh(`source "${BENCH}/lib/session.sh"; step first 5 echo hello; step slow 1 sleep 5; tar tzf "$OUT/call.tgz"`, { OUT: out, W: work, PATH: `${join(dir, 'empty')}:/usr/bin:/bin` });
+    expect(r.status, r.stderr).toBe(0);
+    expect(readFileSync(join(work, 'steps.txt'), 'utf8')).toMatch(/^first rc=0 \d+s\nslow rc=124 \d+s\n$/);
+    expect(readFileSync(join(work, 'first.log'), 'utf8')).toBe('hello\n');
+    expect(r.stdout).toContain('./first.log');
+    expect(r.stdout).toContain('./slow.log');
+  });
+
   it('refuses an unknown suite with the list, and a device that is not a folder name', () => {
     const r = spawnSync(join(BENCH, 'run'), ['no-such-suite', '--device', 'h200'], { encoding: 'utf8' });
     expect(r.status).toBe(2);
