@@ -38,6 +38,7 @@
 import type { ArgType } from '../../args.js';
 import { GEN_CTYPE, conversionHelpers, type GenDType } from '../ctypes.js';
 import type { GeneratedKernel } from '../elementwise-source.js';
+import { STATE_TILE_CONSTS, STATE_TILE_STORE, stateTileSetup } from './state-tile-source.js';
 
 export type GdnDType = 'f32' | 'f16' | 'bf16';
 export type GdnIndexDType = 'i32' | 'i64';
@@ -81,46 +82,13 @@ extern "C" __global__ void __launch_bounds__(FK_THREADS) FK_ENTRY(
     long long gb, long long gt, long long gh, long long bb, long long btk, long long bh,
     const float* s_in, long long s_in_n, float* s_out, long long s_out_n,
     const CU_T* __restrict__ cu, const SI_T* __restrict__ si, int T_len, int HV, int V, int R, float scale) {
-  constexpr int CT = FK_BV / FK_VEC;        // threads across a row of the tile
-  constexpr int RG = FK_THREADS / CT;       // row groups
-  constexpr int RK = (FK_K + RG - 1) / RG;  // rows a thread
-  constexpr int WARPS = FK_THREADS / 32;
-  typedef FkV<float, FK_VEC> SV;
-  __shared__ float sq[2][FK_K], sk[2][FK_K], sv[2][FK_BV], sgb[2][2];
+${STATE_TILE_CONSTS}  __shared__ float sq[2][FK_K], sk[2][FK_K], sv[2][FK_BV], sgb[2][2];
 #if FK_KDA
   __shared__ float sdk[2][FK_K];  // exp(g_t[i]): the decay of state row i
 #endif
   __shared__ float red[2][WARPS][2][FK_BV];
   __shared__ float reds[2][WARPS][3];
-  const int tid = threadIdx.x, ct = tid % CT, rg = tid / CT;
-  const int lane = tid & 31, warp = tid >> 5;
-  const int hv = blockIdx.y, n = blockIdx.z, h = hv / R;
-  const int c0 = blockIdx.x * FK_BV;
-  const int j0 = c0 + ct * FK_VEC;  // this thread's first column (VEC divides V: all VEC in or all out)
-  const bool col_ok = j0 < V;
-  long long br;
-  int t0, t1;                       // batch row and token range of the sequence
-  if (cu != nullptr) { br = 0; t0 = (int)cu[n]; t1 = (int)cu[n + 1]; }
-  else { br = n; t0 = 0; t1 = T_len; }
-  long long slot = n;
-  bool rd = s_in != nullptr, wr = s_out != nullptr;
-  if (si != nullptr) {
-    slot = (long long)si[n];
-    if (slot < 0) { rd = false; wr = false; }  // PAD_SLOT_ID: a zero state, nothing written back
-  }
-  const long long head = (long long)hv * FK_K * V;
-  float s[RK][FK_VEC];
-#pragma unroll
-  for (int r = 0; r < RK; ++r) {
-    const int i = rg + r * RG;
-    SV x;
-#pragma unroll
-    for (int e = 0; e < FK_VEC; ++e) x.v[e] = 0.f;
-    if (rd && col_ok && (RK * RG == FK_K || i < FK_K)) x = *reinterpret_cast<const SV*>(s_in + slot * s_in_n + head + (long long)i * V + j0);
-#pragma unroll
-    for (int e = 0; e < FK_VEC; ++e) s[r][e] = x.v[e];
-  }
-  for (int t = t0; t < t1; ++t) {
+${stateTileSetup('delta')}  for (int t = t0; t < t1; ++t) {
     const int b = (t - t0) & 1;  // buffer b was last read two tokens ago, before the barriers of the token between
     const T* qp = q + br * qb + t * qt + h * qh;
     const T* kp = k + br * kb + t * kt + h * kh;
@@ -232,19 +200,7 @@ extern "C" __global__ void __launch_bounds__(FK_THREADS) FK_ENTRY(
       }
     }
   }
-  if (wr && col_ok) {
-#pragma unroll
-    for (int r = 0; r < RK; ++r) {
-      const int i = rg + r * RG;
-      if (RK * RG == FK_K || i < FK_K) {
-        SV x;
-#pragma unroll
-        for (int e = 0; e < FK_VEC; ++e) x.v[e] = s[r][e];
-        *reinterpret_cast<SV*>(s_out + slot * s_out_n + head + (long long)i * V + j0) = x;
-      }
-    }
-  }
-}
+${STATE_TILE_STORE}}
 `;
 
 const GDN_CHUNK_BODY = String.raw`
@@ -255,12 +211,7 @@ extern "C" __global__ void __launch_bounds__(FK_THREADS) FK_ENTRY(
     long long gb, long long gt, long long gh, long long bb, long long btk, long long bh,
     const float* s_in, long long s_in_n, float* s_out, long long s_out_n,
     const CU_T* __restrict__ cu, const SI_T* __restrict__ si, int T_len, int HV, int V, int R, float scale) {
-  constexpr int CT = FK_BV / FK_VEC;        // threads across a row of the tile
-  constexpr int RG = FK_THREADS / CT;       // row groups
-  constexpr int RK = (FK_K + RG - 1) / RG;  // rows a thread
-  constexpr int WARPS = FK_THREADS / 32;
-  typedef FkV<float, FK_VEC> SV;
-  extern __shared__ float smem[];
+${STATE_TILE_CONSTS}  extern __shared__ float smem[];
   float* cq = smem;                     // [C][K]: q (l2-normalised)
   float* ck = cq + FK_C * FK_K;         // [C][K]: k (l2-normalised)
   float* cv = ck + FK_C * FK_K;         // [C][BV]: the v tile, then the corrections u
@@ -271,35 +222,7 @@ extern "C" __global__ void __launch_bounds__(FK_THREADS) FK_ENTRY(
   float* cAqk = cAkk + FK_C * FK_C;     // [C][C]
   float* cB = cAqk + FK_C * FK_C;       // [C]: beta
   float* cG = cB + FK_C;                // [C] ([C][K] for KDA): g, then its running sum in the chunk
-  const int tid = threadIdx.x, ct = tid % CT, rg = tid / CT;
-  const int lane = tid & 31, warp = tid >> 5;
-  const int hv = blockIdx.y, n = blockIdx.z, h = hv / R;
-  const int c0 = blockIdx.x * FK_BV;
-  const int j0 = c0 + ct * FK_VEC;  // this thread's first column (VEC divides V: all VEC in or all out)
-  const bool col_ok = j0 < V;
-  long long br;
-  int t0, t1;                       // batch row and token range of the sequence
-  if (cu != nullptr) { br = 0; t0 = (int)cu[n]; t1 = (int)cu[n + 1]; }
-  else { br = n; t0 = 0; t1 = T_len; }
-  long long slot = n;
-  bool rd = s_in != nullptr, wr = s_out != nullptr;
-  if (si != nullptr) {
-    slot = (long long)si[n];
-    if (slot < 0) { rd = false; wr = false; }  // PAD_SLOT_ID: a zero state, nothing written back
-  }
-  const long long head = (long long)hv * FK_K * V;
-  float s[RK][FK_VEC];
-#pragma unroll
-  for (int r = 0; r < RK; ++r) {
-    const int i = rg + r * RG;
-    SV x;
-#pragma unroll
-    for (int e = 0; e < FK_VEC; ++e) x.v[e] = 0.f;
-    if (rd && col_ok && (RK * RG == FK_K || i < FK_K)) x = *reinterpret_cast<const SV*>(s_in + slot * s_in_n + head + (long long)i * V + j0);
-#pragma unroll
-    for (int e = 0; e < FK_VEC; ++e) s[r][e] = x.v[e];
-  }
-  for (int cs = t0; cs < t1; cs += FK_C) {
+${stateTileSetup('delta')}  for (int cs = t0; cs < t1; cs += FK_C) {
     const int L = min(FK_C, t1 - cs);
     // (1) the chunk's q, k (rows past L: zeros), the v tile, g and beta
     for (int x = tid; x < FK_C * FK_K; x += FK_THREADS) {
@@ -475,19 +398,7 @@ extern "C" __global__ void __launch_bounds__(FK_THREADS) FK_ENTRY(
     }
     __syncthreads();  // the next chunk overwrites what (6) and (7) read
   }
-  if (wr && col_ok) {
-#pragma unroll
-    for (int r = 0; r < RK; ++r) {
-      const int i = rg + r * RG;
-      if (RK * RG == FK_K || i < FK_K) {
-        SV x;
-#pragma unroll
-        for (int e = 0; e < FK_VEC; ++e) x.v[e] = s[r][e];
-        *reinterpret_cast<SV*>(s_out + slot * s_out_n + head + (long long)i * V + j0) = x;
-      }
-    }
-  }
-}
+${STATE_TILE_STORE}}
 `;
 
 const INDEX_CTYPE: Readonly<Record<GdnIndexDType, string>> = { i32: 'int', i64: 'long long' };

@@ -23,6 +23,7 @@
 import type { ArgType } from '../../args.js';
 import { GEN_CTYPE, loadFn, storeFn } from '../ctypes.js';
 import type { GeneratedKernel } from '../elementwise-source.js';
+import { STATE_TILE_CONSTS, STATE_TILE_STORE, stateTileSetup } from './state-tile-source.js';
 
 export type GlaDType = 'f32' | 'f16' | 'bf16';
 export type GlaIndexDType = 'i32' | 'i64';
@@ -58,56 +59,9 @@ const PARAMS = String.raw`
     const float* s_in, long long s_in_n, float* s_out, long long s_out_n,
     const CU_T* __restrict__ cu, const SI_T* __restrict__ si, int T_len, int H, int V, float scale`;
 
-/** The sequence's tokens, its state slot and this thread's [RK, VEC] slice of the state loaded (zeros where none). */
-const SETUP = String.raw`
-  constexpr int CT = FK_BV / FK_VEC;        // threads across a row of the tile
-  constexpr int RG = FK_THREADS / CT;       // row groups
-  constexpr int RK = (FK_K + RG - 1) / RG;  // rows a thread
-  constexpr int WARPS = FK_THREADS / 32;
-  typedef FkV<float, FK_VEC> SV;
-  const int tid = threadIdx.x, ct = tid % CT, rg = tid / CT;
-  const int lane = tid & 31, warp = tid >> 5;
-  const int h = blockIdx.y, n = blockIdx.z;
-  const int c0 = blockIdx.x * FK_BV;
-  const int j0 = c0 + ct * FK_VEC;  // this thread's first column (VEC divides V: all VEC in or all out)
-  const bool col_ok = j0 < V;
-  int bt, t0, t1;                   // batch row and token range of the sequence
-  if (cu != nullptr) { bt = 0; t0 = (int)cu[n]; t1 = (int)cu[n + 1]; }
-  else { bt = n; t0 = 0; t1 = T_len; }
-  long long slot = n;
-  bool rd = s_in != nullptr, wr = s_out != nullptr;
-  if (si != nullptr) {
-    slot = (long long)si[n];
-    if (slot < 0) { rd = false; wr = false; }  // PAD_SLOT_ID: a zero state, nothing written back
-  }
-  const long long head = (long long)h * FK_K * V;
-  float s[RK][FK_VEC];
-#pragma unroll
-  for (int r = 0; r < RK; ++r) {
-    const int i = rg + r * RG;
-    SV x;
-#pragma unroll
-    for (int e = 0; e < FK_VEC; ++e) x.v[e] = 0.f;
-    if (rd && col_ok && (RK * RG == FK_K || i < FK_K)) x = *reinterpret_cast<const SV*>(s_in + slot * s_in_n + head + (long long)i * V + j0);
-#pragma unroll
-    for (int e = 0; e < FK_VEC; ++e) s[r][e] = x.v[e];
-  }
-`;
-
-const STORE = String.raw`
-  if (wr && col_ok) {
-#pragma unroll
-    for (int r = 0; r < RK; ++r) {
-      const int i = rg + r * RG;
-      if (RK * RG == FK_K || i < FK_K) {
-        SV x;
-#pragma unroll
-        for (int e = 0; e < FK_VEC; ++e) x.v[e] = s[r][e];
-        *reinterpret_cast<SV*>(s_out + slot * s_out_n + head + (long long)i * V + j0) = x;
-      }
-    }
-  }
-`;
+/** The tile's constants, the sequence's tokens and slot, this thread's slice of the state (state-tile-source.ts). */
+const SETUP = `\n${STATE_TILE_CONSTS}${stateTileSetup('gla')}`;
+const STORE = `\n${STATE_TILE_STORE}`;
 
 const RECURRENT_BODY = String.raw`
 extern "C" __global__ void __launch_bounds__(FK_THREADS) fk_gla_recurrent(${PARAMS}) {
