@@ -16,10 +16,10 @@ import type { CudaRuntime } from '../../runtime.js';
 import { addr } from '../elementwise.js';
 import type { GenKernelCache } from '../gen-cache.js';
 import { cudaTuning } from '../../tuning/load.js';
-import { stateVec } from './gla.js';
+import { headContiguous, idxDType, keep, slotContiguous, stateVec } from './gla.js';
 import type { GlaPlan } from './gla-plan.js';
 import { DELTA_OPS, convDecline, gdnDecline, planConv, planGdn, type ConvPlan, type DeltaOp } from './gdn-plan.js';
-import { CONV_SIGNATURE, GDN_SIGNATURE, convSource, gdnSource, type ConvHasInitDType, type GdnDType, type GdnIndexDType } from './gdn-source.js';
+import { CONV_SIGNATURE, GDN_SIGNATURE, convSource, gdnSource, type ConvHasInitDType, type GdnDType } from './gdn-source.js';
 import { GdnTcRunner } from './gdn-tc.js';
 import { gdnTcDecline, gdnTcSharedLimit } from './gdn-tc-plan.js';
 
@@ -243,25 +243,4 @@ export function convLaunch(c: ConvOperands & { w: Tensor; bias: Tensor | null; o
   ];
   if (args.length !== CONV_SIGNATURE.length) throw new Error(`causal_conv1d: ${args.length} arguments for a signature of ${CONV_SIGNATURE.length}`);
   return { plan, key, args };
-}
-
-function idxDType(t: Tensor | null): GdnIndexDType {
-  return t?.dtype === 'i64' ? 'i64' : 'i32';
-}
-
-/** Every slot of the pool one contiguous [HV, K, V] block (the kernel addresses slot * stride0 + (hv K + i) V + j). */
-function slotContiguous(pool: Tensor): boolean {
-  const [, H, K, V] = pool.shape as [number, number, number, number];
-  const s = pool.strides;
-  return (V <= 1 || s[3] === 1) && (K <= 1 || s[2] === V) && (H <= 1 || s[1] === K * V);
-}
-
-function headContiguous(t: Tensor, temps: Tensor[]): Tensor {
-  if (t.shape[t.rank - 1]! <= 1 || t.strides[t.rank - 1] === 1) return t;
-  return keep(temps, t.contiguous());
-}
-
-function keep(temps: Tensor[], t: Tensor): Tensor {
-  temps.push(t);
-  return t;
 }

@@ -145,24 +145,26 @@ export function glaLaunch(kind: 'recurrent' | 'chunk', x: GlaOperands, scale: nu
   return { plan, key, args };
 }
 
-function idxDType(t: Tensor | null): GlaIndexDType {
+/** The index type a kernel build reads cu_seqlens / ssm_state_indices as (absent: i32). */
+export function idxDType(t: Tensor | null): GlaIndexDType {
   return t?.dtype === 'i64' ? 'i64' : 'i32';
 }
 
-/** Every slot of the pool one contiguous [H, K, V] block (the kernel addresses slot * stride0 + (h K + i) V + j). */
-function slotContiguous(pool: Tensor): boolean {
+/** Every slot of the pool one contiguous [H, K, V] block (the kernel addresses slot * stride0 + (h K + i) V + j; the delta rule's pools alike). */
+export function slotContiguous(pool: Tensor): boolean {
   const [, H, K, V] = pool.shape as [number, number, number, number];
   const s = pool.strides;
   return (V <= 1 || s[3] === 1) && (K <= 1 || s[2] === V) && (H <= 1 || s[1] === K * V);
 }
 
 /** t itself where its last dim is contiguous (or of size 1), else a contiguous copy (kept for disposal). */
-function headContiguous(t: Tensor, temps: Tensor[]): Tensor {
+export function headContiguous(t: Tensor, temps: Tensor[]): Tensor {
   if (t.shape[t.rank - 1]! <= 1 || t.strides[t.rank - 1] === 1) return t;
   return keep(temps, t.contiguous());
 }
 
-function keep(temps: Tensor[], t: Tensor): Tensor {
+/** t, kept in temps for disposal. */
+export function keep(temps: Tensor[], t: Tensor): Tensor {
   temps.push(t);
   return t;
 }
